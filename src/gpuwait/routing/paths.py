@@ -1,0 +1,440 @@
+"""Paths of flows through a topology: ECMP, InfiniBand static routes, adaptive routing, spraying.
+
+Pure functions over a :class:`~gpuwait.topology.Topology`. A route is the set of links a flow
+crosses with the fraction of its bytes on each (1.0 on every link of a single path; fractions
+that add up per hop for a flow split over equal-cost paths). All flows advance together hop by
+hop, so routing 16,384 flows costs a few numpy passes, not a Python loop per flow.
+
+How each router picks among the equal-cost next hops at a switch:
+
+* ``ecmp``: the switch hashes the flow's 5-tuple with its own seed (or the same seed everywhere,
+  which reproduces polarization) and takes ``hash % n``. RoCEv2 QPs differ in UDP source port,
+  so several QPs per connection (``qps_per_connection``) are several differently hashed flows.
+* ``static``: an InfiniBand subnet manager's D-mod-k fat-tree routes: going up, the k-th choice
+  is ``(destination index / product of earlier up-choices) mod k``; destination-based, so
+  every QP of a connection takes the same path.
+* ``spray``: even split over every equal-cost next hop (per-packet spraying).
+* ``adaptive``: per-packet least-loaded choice, in its fluid limit: the flow is split over the
+  next hops in proportion to their capacity left after the other flows' expected load
+  (a few Jacobi rounds), so a degraded or busy link gets less.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import networkx as nx
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import shortest_path
+
+from gpuwait.errors import RoutingError
+from gpuwait.routing.hashing import IPPROTO_TCP, IPPROTO_UDP, ROCEV2_UDP_DPORT, FiveTuple, get_hash, qp_numbers, rocev2_udp_sport
+from gpuwait.spec.cluster import RoutingSpec
+from gpuwait.topology.model import LINK_KINDS, NETWORKS, NODE_KINDS, Topology
+
+_GPU = NODE_KINDS.index("gpu")
+_NIC = NODE_KINDS.index("nic")
+_SNIC = NODE_KINDS.index("storage_nic")
+_SWITCH = NODE_KINDS.index("switch")
+_HOST_LINK = LINK_KINDS.index("host")
+_FABRIC_LINK = LINK_KINDS.index("fabric")
+_ADAPTIVE_ROUNDS = 4
+
+
+@dataclass(frozen=True)
+class Routes:
+    """Routes of a set of flows, one row per QP (sub-flow).
+
+    ``link_weights[r, l]`` is the fraction of row r's bytes that crosses link l.
+    """
+
+    flow_index: np.ndarray  # (R,) index of the requested flow each row belongs to
+    qp_index: np.ndarray  # (R,) QP number within the connection, 0..qps-1
+    link_weights: sp.csr_matrix  # (R, L)
+    path_latency_s: np.ndarray  # (R,) weight-averaged latency of the row's links
+    udp_sport: np.ndarray  # (R,) RoCEv2/TCP source port used for hashing, -1 where none
+
+    @property
+    def n_rows(self) -> int:
+        return len(self.flow_index)
+
+    def links_of_row(self, row: int) -> tuple[np.ndarray, np.ndarray]:
+        """(link ids, weights) of one row."""
+        start, end = self.link_weights.indptr[row], self.link_weights.indptr[row + 1]
+        return self.link_weights.indices[start:end], self.link_weights.data[start:end]
+
+    def link_load(self, bytes_per_row: np.ndarray | None = None, n_links: int | None = None) -> np.ndarray:
+        """Bytes (or rows, if no sizes) each link carries: ``weights.T @ bytes``."""
+        values = np.ones(self.n_rows) if bytes_per_row is None else np.asarray(bytes_per_row, float)
+        return self.link_weights.T @ values
+
+
+# ------------------------------------------------------------------------------------ server-local paths
+def _server_blocks(topo: Topology) -> np.ndarray:
+    """(S, K) global node ids of every server in a common local order."""
+    in_server = np.flatnonzero(topo.node_server >= 0)
+    order = in_server[np.argsort(topo.node_server[in_server], kind="stable")]
+    return order.reshape(topo.n_servers, -1)
+
+
+def _local_path_table(topo: Topology, blocks: np.ndarray) -> dict[tuple[int, int], list[int]]:
+    """Shortest hop paths between local nodes of server 0, as local indices (same for all servers)."""
+    local_of = {int(g): i for i, g in enumerate(blocks[0])}
+    graph = nx.Graph()
+    graph.add_nodes_from(range(blocks.shape[1]))
+    server_links = np.flatnonzero((topo.link_network == NETWORKS.index("server")) & (topo.node_server[topo.link_src] == 0))
+    for link in server_links:
+        graph.add_edge(local_of[int(topo.link_src[link])], local_of[int(topo.link_dst[link])])
+    # NVLink first: with an NVSwitch the GPU-GPU path is gpu->nvsw->gpu, not over PCIe
+    return {(a, b): path for a, paths in nx.all_pairs_shortest_path(graph) for b, path in paths.items()}
+
+
+@dataclass(frozen=True)
+class _Context:
+    topo: Topology
+    blocks: np.ndarray
+    local_index: np.ndarray  # node id -> local index within its server (-1 outside servers)
+    local_paths: dict
+
+
+def _context(topo: Topology) -> _Context:
+    cache = topo.__dict__.setdefault("_routing_cache", {})
+    if "context" not in cache:
+        blocks = _server_blocks(topo)
+        local_index = np.full(topo.n_nodes, -1, np.int64)
+        local_index[blocks.ravel()] = np.tile(np.arange(blocks.shape[1]), topo.n_servers)
+        cache["context"] = _Context(topo, blocks, local_index, _local_path_table(topo, blocks))
+    return cache["context"]
+
+
+def _local_segments(ctx: _Context, src: np.ndarray, dst: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Links of server-internal paths src[i] -> dst[i] (same server): list of (row, link) arrays per hop."""
+    topo = ctx.topo
+    rows_out, links_out = [], []
+    a_local, b_local = ctx.local_index[src], ctx.local_index[dst]
+    servers = topo.node_server[src]
+    pair_key = a_local * ctx.blocks.shape[1] + b_local
+    for key in np.unique(pair_key):
+        rows = np.flatnonzero(pair_key == key)
+        a, b = divmod(int(key), ctx.blocks.shape[1])
+        path = ctx.local_paths.get((a, b))
+        if path is None:
+            raise RoutingError(f"no path inside server from {topo.node_name[src[rows[0]]]} to {topo.node_name[dst[rows[0]]]}")
+        nodes = ctx.blocks[servers[rows]][:, path]  # (rows, hops+1)
+        for h in range(len(path) - 1):
+            rows_out.append(rows)
+            links_out.append(topo.links_between(nodes[:, h], nodes[:, h + 1]))
+    return list(zip(rows_out, links_out))
+
+
+# ------------------------------------------------------------------------------------ fabric distances
+def _distance_to_nodes(topo: Topology, targets: np.ndarray) -> np.ndarray:
+    """Hop distances from every node to each target (a NIC / storage endpoint), over network links.
+
+    Returns an (n_targets, n_nodes) float array (inf = unreachable). Computed over the
+    switch graph, then one hop onto the target.
+    """
+    cache = topo.__dict__.setdefault("_routing_cache", {})
+    if "switch_graph" not in cache:
+        # fabric links plus host uplinks (endpoint -> switch), never into an endpoint, so no path
+        # passes through a server
+        net = (topo.link_kind == _FABRIC_LINK) | ((topo.link_kind == _HOST_LINK) & (topo.node_kind[topo.link_dst] == _SWITCH))
+        graph = sp.csr_matrix((np.ones(int(net.sum())), (topo.link_dst[net], topo.link_src[net])),
+                              shape=(topo.n_nodes, topo.n_nodes))  # reversed: distance *to* a leaf
+        cache["switch_graph"] = graph
+        cache["leaf_dist"] = {}
+    host = topo.link_kind == _HOST_LINK
+    # the leaves each target hangs off (host links from the target into a switch)
+    out = np.full((len(targets), topo.n_nodes), np.inf)
+    leaf_dist: dict = cache["leaf_dist"]
+    up_src, up_dst = topo.link_src[host], topo.link_dst[host]
+    is_up = topo.node_kind[up_dst] == _SWITCH
+    up_src, up_dst = up_src[is_up], up_dst[is_up]
+    order = np.argsort(up_src, kind="stable")
+    up_src, up_dst = up_src[order], up_dst[order]
+    starts = np.searchsorted(up_src, targets, "left")
+    ends = np.searchsorted(up_src, targets, "right")
+    needed = np.unique(np.concatenate([up_dst[s:e] for s, e in zip(starts, ends)])) if len(targets) else np.zeros(0, int)
+    missing = [int(x) for x in needed if int(x) not in leaf_dist]
+    if missing:
+        dist = shortest_path(cache["switch_graph"], unweighted=True, indices=missing)
+        for leaf, row in zip(missing, dist):
+            leaf_dist[leaf] = row
+    for i, (s, e) in enumerate(zip(starts, ends)):
+        for leaf in up_dst[s:e]:
+            np.minimum(out[i], leaf_dist[int(leaf)] + 1, out=out[i])
+        out[i, targets[i]] = 0
+    return out
+
+
+# ------------------------------------------------------------------------------------ the hop-by-hop walk
+def _switch_seeds(spec: RoutingSpec, nodes: np.ndarray) -> np.ndarray:
+    if not spec.per_switch_seed:
+        return np.full(len(nodes), spec.seed, np.uint32)
+    mixed = (np.uint64(spec.seed) * np.uint64(0x9E3779B1) + nodes.astype(np.uint64) * np.uint64(0x85EBCA77)
+             + np.uint64(0x165667B1))
+    return (mixed & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+
+
+def _walk_fabric(topo: Topology, spec: RoutingSpec, start: np.ndarray, target: np.ndarray, tuples: FiveTuple | None,
+                 qp: np.ndarray, dest_index: np.ndarray, background_Bps: np.ndarray | None,
+                 demand_Bps: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Walk rows from their source NIC/endpoint to the target endpoint. Returns (row, link, weight) triplets."""
+    R = len(start)
+    uniq_targets, target_slot = np.unique(target, return_inverse=True)
+    dist = _distance_to_nodes(topo, uniq_targets)
+    unreachable = ~np.isfinite(dist[target_slot, start])
+    if unreachable.any():
+        r = int(np.flatnonzero(unreachable)[0])
+        raise RoutingError(f"no path from {topo.node_name[start[r]]} to {topo.node_name[target[r]]}: they are not connected "
+                           "by the compute fabric", hint="check the endpoints' names and the fabric (`gpuwait topo`)")
+    indptr, out_order = topo.out_links
+    kind = spec.kind
+    hasher = get_hash(spec.hash) if kind == "ecmp" else None
+    key_bytes = tuples.key_bytes() if tuples is not None else None
+
+    state_row = np.arange(R)
+    state_node = start.astype(np.int64)
+    state_frac = np.ones(R)
+    state_stride = np.ones(R, np.int64)  # D-mod-k: product of earlier up-choices
+    rows_out, links_out, w_out = [], [], []
+    for _hop in range(32):
+        live = state_node != target[state_row]
+        if not live.any():
+            break
+        state_row, state_node, state_frac, state_stride = (a[live] for a in (state_row, state_node, state_frac, state_stride))
+        # expand every out link of every live state
+        deg = indptr[state_node + 1] - indptr[state_node]
+        owner = np.repeat(np.arange(len(state_node)), deg)
+        offsets = np.arange(len(owner)) - np.repeat(np.cumsum(deg) - deg, deg)
+        links = out_order[indptr[state_node][owner] + offsets]
+        nxt = topo.link_dst[links]
+        rows = state_row[owner]
+        d_here = dist[target_slot[rows], state_node[owner]]
+        d_next = dist[target_slot[rows], nxt]
+        ok = (d_next == d_here - 1) & ((topo.node_kind[nxt] == _SWITCH) | (nxt == target[rows]))
+        owner, links, nxt, rows = owner[ok], links[ok], nxt[ok], rows[ok]
+        count = np.bincount(owner, minlength=len(state_node))
+        if (count == 0).any():
+            r = int(state_row[np.flatnonzero(count == 0)[0]])
+            raise RoutingError(f"routing stuck at {topo.node_name[state_node[np.flatnonzero(count == 0)[0]]]} on the way to "
+                               f"{topo.node_name[target[r]]}")
+        rank = np.arange(len(owner)) - np.repeat(np.cumsum(count) - count, count)
+        k = count[owner]
+        if kind in ("ecmp", "static"):
+            if kind == "ecmp":
+                here = state_node
+                seeds = _switch_seeds(spec, here)
+                # a NIC with several ports spreads QPs round-robin over them; switches hash
+                is_switch = topo.node_kind[here] == _SWITCH
+                h = hasher(key_bytes[state_row], seeds).astype(np.int64)
+                if spec.per_switch_seed:
+                    # A CRC is affine: XOR-ing a seed into its state only relabels the 2^k next hops, so
+                    # seeds alone never break polarization. Switches also pick a seed-dependent slice
+                    # of the hash bits (the "hash offset" of merchant ASICs), which does.
+                    h = h >> (seeds.astype(np.int64) % 8)
+                choice = np.where(is_switch, h % count, qp[state_row] % count)
+            else:
+                going_up = topo.node_tier[topo.link_dst[links]] > topo.node_tier[state_node[owner]]
+                up_state = np.bincount(owner, weights=going_up, minlength=len(state_node)) > 0
+                choice = np.where(up_state, (dest_index[state_row] // state_stride) % count,
+                                  qp[state_row] % count)
+                state_stride = np.where(up_state, state_stride * count, state_stride)
+            pick = rank == choice[owner]
+            split = pick.astype(float)
+        elif kind == "spray":
+            split = 1.0 / k
+        else:  # adaptive
+            split = _adaptive_split(topo, owner, links, len(state_node), background_Bps,
+                                    demand_Bps[state_row][owner] * state_frac[owner])
+        weight = state_frac[owner] * split
+        keep = weight > 0
+        rows_out.append(rows[keep])
+        links_out.append(links[keep])
+        w_out.append(weight[keep])
+        # merge branches that reach the same node
+        key = rows[keep].astype(np.int64) * topo.n_nodes + nxt[keep]
+        uniq, inv = np.unique(key, return_inverse=True)
+        state_frac = np.bincount(inv, weights=weight[keep])
+        # strides only matter on single paths (static), where no two branches merge
+        carried = np.ones(len(uniq), np.int64)
+        carried[inv] = state_stride[owner[keep]]
+        state_stride = carried
+        state_row = uniq // topo.n_nodes
+        state_node = uniq % topo.n_nodes
+    else:
+        raise RoutingError("routing did not converge in 32 hops (a loop in the fabric?)")
+    return np.concatenate(rows_out), np.concatenate(links_out), np.concatenate(w_out)
+
+
+def _adaptive_split(topo: Topology, owner: np.ndarray, links: np.ndarray, n_states: int,
+                    background_Bps: np.ndarray | None, own_Bps: np.ndarray) -> np.ndarray:
+    """Split each state's traffic over its candidate links in proportion to their spare capacity.
+
+    Spare capacity = capacity minus the background load (other flows' expected rates), floored at a
+    small share of the capacity so a fully busy link still gets a trickle, as a real AR switch would.
+    """
+    capacity = topo.link_capacity_Bps[links]
+    busy = 0.0 if background_Bps is None else np.maximum(background_Bps[links] - own_Bps, 0.0)
+    spare = np.maximum(capacity - busy, 0.02 * capacity)
+    total = np.bincount(owner, weights=spare, minlength=n_states)
+    return spare / total[owner]
+
+
+# ------------------------------------------------------------------------------------ public API
+_ENDPOINT_KINDS = ("gpu", "nic", "storage_server", "storage_nic")
+
+
+def _endpoints(topo: Topology, nodes) -> np.ndarray:
+    ids = np.array([topo.node_id(n) for n in nodes], dtype=np.int64) if not isinstance(nodes, np.ndarray) else nodes.astype(np.int64)
+    kinds = topo.node_kind[ids]
+    bad = ~np.isin(kinds, [NODE_KINDS.index(k) for k in _ENDPOINT_KINDS])
+    if bad.any():
+        node = int(ids[np.flatnonzero(bad)[0]])
+        raise RoutingError(f"endpoint {topo.node_name[node]!r} is a {topo.kind_of(node)}; expected a GPU, NIC or storage server",
+                           hint="flows start and end at GPUs (s0.gpu3), NICs (s0.nic3) or storage servers (stor0)")
+    return ids
+
+
+def _network_endpoint(topo: Topology, node: np.ndarray, peer: np.ndarray) -> np.ndarray:
+    """The NIC (or storage server) that carries traffic between node and a peer on another server."""
+    out = node.copy()
+    gpu = topo.node_kind[node] == _GPU
+    if gpu.any():
+        server = topo.node_server[node[gpu]]
+        local = node[gpu] - topo.gpu_node[server, 0]
+        to_storage_net = topo.node_network[peer[gpu]] == NETWORKS.index("storage")
+        if topo.nic_node.shape[1] == 0 and not to_storage_net.all():
+            raise RoutingError(f"{topo.node_name[node[gpu][0]]} has no compute NIC to reach another server")
+        nic = topo.nic_node[server, topo.gpu_nic[local]] if topo.nic_node.shape[1] else np.full(len(server), -1)
+        if to_storage_net.any():
+            snics = np.flatnonzero(topo.node_kind == _SNIC)
+            per_server = len(snics) // max(topo.n_servers, 1)
+            if per_server == 0:
+                raise RoutingError("the storage network is separate but the servers have no storage NICs")
+            first = snics.reshape(topo.n_servers, per_server)[server, (local * per_server) // topo.gpus_per_server]
+            nic = np.where(to_storage_net, first, nic)
+        out[gpu] = nic
+    return out
+
+
+def _five_tuples(topo: Topology, transport: str, src_ep: np.ndarray, dst_ep: np.ndarray, qp: np.ndarray,
+                 seed: int) -> tuple[FiveTuple, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    base = rng.integers(2, (1 << 24) - (1 << 16), size=topo.n_nodes)
+    # consecutive QPNs per NIC: the k-th QP a NIC opens gets base + k
+    order = np.argsort(src_ep, kind="stable")
+    rank = np.empty(len(src_ep), np.int64)
+    sorted_src = src_ep[order]
+    first = np.searchsorted(sorted_src, sorted_src, "left")
+    rank[order] = np.arange(len(src_ep)) - first
+    order_d = np.argsort(dst_ep, kind="stable")
+    rank_d = np.empty(len(dst_ep), np.int64)
+    sorted_dst = dst_ep[order_d]
+    rank_d[order_d] = np.arange(len(dst_ep)) - np.searchsorted(sorted_dst, sorted_dst, "left")
+    local_qpn = (base[src_ep] + rank) & 0xFFFFFF
+    remote_qpn = (base[dst_ep] + rank_d + 7) & 0xFFFFFF
+    if transport == "tcp":
+        sport = 32768 + rng.integers(0, 28232, size=len(src_ep))
+        proto, dport = IPPROTO_TCP, 43000 + qp
+    else:
+        sport = rocev2_udp_sport(local_qpn, remote_qpn).astype(np.int64)
+        proto, dport = IPPROTO_UDP, ROCEV2_UDP_DPORT
+    tuples = FiveTuple(src_ip=0x0A000000 + src_ep, dst_ip=0x0A000000 + dst_ep, src_port=sport, dst_port=dport,
+                       protocol=proto)
+    return tuples, sport
+
+
+def route_flows(topo: Topology, spec: RoutingSpec, src, dst, *, transport: str = "rocev2",
+                qps_per_connection: int | None = None) -> Routes:
+    """Route flows ``src[i] -> dst[i]`` (node names or ids) through the topology.
+
+    Parameters
+    ----------
+    topo : Topology
+    spec : RoutingSpec
+        Router kind, hash, seed, per-switch seeding and QPs per connection.
+    src, dst : sequence of str or int, or ndarray of node ids
+        GPUs, NICs or storage servers. A GPU reaches another server through the NIC on its PCIe
+        switch (``topo.gpu_nic``), rail-aligned as NCCL does; GPUs of one server talk over NVLink.
+    transport : str
+        ``rocev2``/``infiniband`` hash UDP source ports derived from QP numbers; ``tcp`` hashes
+        ephemeral ports.
+    qps_per_connection : int, optional
+        Overrides ``spec.qps_per_connection``; each QP becomes one row carrying 1/qps of the bytes.
+
+    Returns
+    -------
+    Routes
+
+    Examples
+    --------
+    >>> from gpuwait.topology import build_preset
+    >>> from gpuwait.spec import RoutingSpec
+    >>> topo = build_preset("rocev2-400g-2tier", servers=8)
+    >>> routes = route_flows(topo, RoutingSpec(kind="ecmp"), ["s0.gpu0"], ["s4.gpu0"])
+    >>> [topo.link_name(l) for l in routes.links_of_row(0)[0]][:3]
+    ['s0.gpu0->s0.pcie0', 's0.nic0->leaf0', 's0.pcie0->s0.nic0']
+    """
+    src_ids, dst_ids = _endpoints(topo, src), _endpoints(topo, dst)
+    if len(src_ids) != len(dst_ids):
+        raise RoutingError(f"src and dst: got {len(src_ids)} sources and {len(dst_ids)} destinations; expected the same number")
+    same = src_ids == dst_ids
+    if same.any():
+        raise RoutingError(f"flow {int(np.flatnonzero(same)[0])}: source and destination are both {topo.node_name[src_ids[same][0]]}")
+    qps = qps_per_connection or spec.qps_per_connection
+    F = len(src_ids)
+    flow_index = np.repeat(np.arange(F), qps)
+    qp = np.tile(np.arange(qps), F)
+    src_r, dst_r = src_ids[flow_index], dst_ids[flow_index]
+    R = len(flow_index)
+    ctx = _context(topo)
+
+    srv_s, srv_d = topo.node_server[src_r], topo.node_server[dst_r]
+    local = (srv_s == srv_d) & (srv_s >= 0)
+    pieces_rows, pieces_links, pieces_w = [], [], []
+
+    def add_segments(rows_sel: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
+        need = a != b
+        for rows, links in _local_segments(ctx, a[need], b[need]):
+            pieces_rows.append(rows_sel[need][rows])
+            pieces_links.append(links)
+            pieces_w.append(np.ones(len(rows)))
+
+    if local.any():
+        rows_l = np.flatnonzero(local)
+        add_segments(rows_l, src_r[rows_l], dst_r[rows_l])
+    sport = np.full(R, -1, np.int64)
+    remote = np.flatnonzero(~local)
+    if len(remote):
+        s_ep = _network_endpoint(topo, src_r[remote], dst_r[remote])
+        d_ep = _network_endpoint(topo, dst_r[remote], src_r[remote])
+        add_segments(remote, src_r[remote], s_ep)
+        add_segments(remote, d_ep, dst_r[remote])
+        tuples, sport_remote = _five_tuples(topo, transport, s_ep, d_ep, qp[remote], spec.seed)
+        sport[remote] = sport_remote
+        nics = np.flatnonzero(topo.node_kind == _NIC)
+        dest_index = np.searchsorted(nics, d_ep)  # LID order for D-mod-k
+        port_capacity = np.bincount(topo.link_src[topo.link_kind == _HOST_LINK],
+                                    weights=topo.link_capacity_Bps[topo.link_kind == _HOST_LINK], minlength=topo.n_nodes)
+        rows_per_ep = np.bincount(s_ep, minlength=topo.n_nodes)
+        demand = port_capacity[s_ep] / np.maximum(rows_per_ep[s_ep], 1)
+        background = None
+        rounds = _ADAPTIVE_ROUNDS if spec.kind == "adaptive" else 1
+        for _ in range(rounds):
+            r_rows, r_links, r_w = _walk_fabric(topo, spec, s_ep, d_ep, tuples, qp[remote], dest_index, background, demand)
+            background = np.bincount(r_links, weights=r_w * demand[r_rows], minlength=topo.n_links)
+        pieces_rows.append(remote[r_rows])
+        pieces_links.append(r_links)
+        pieces_w.append(r_w)
+
+    rows = np.concatenate(pieces_rows) if pieces_rows else np.zeros(0, np.int64)
+    links = np.concatenate(pieces_links) if pieces_links else np.zeros(0, np.int64)
+    weights = np.concatenate(pieces_w) if pieces_w else np.zeros(0)
+    matrix = sp.csr_matrix((weights, (rows, links)), shape=(R, topo.n_links))
+    matrix.sum_duplicates()
+    matrix.sort_indices()
+    latency = matrix @ topo.link_latency_s
+    return Routes(flow_index=flow_index, qp_index=qp, link_weights=matrix, path_latency_s=np.asarray(latency).ravel(),
+                  udp_sport=sport)

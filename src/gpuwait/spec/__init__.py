@@ -1,0 +1,18 @@
+"""Scenario files: pydantic models and their loader."""
+
+from gpuwait.spec.cluster import (
+    ClusterSpec,
+    FabricSpec,
+    ManagementNetworkSpec,
+    RoutingSpec,
+    ServerSpec,
+    StorageNetworkSpec,
+    TransportSpec,
+)
+from gpuwait.spec.load import load_model, read_yaml, validate_data
+from gpuwait.spec.scenario import FlowSpec, PatternSpec, Scenario, TrafficSpec
+
+__all__ = [
+    "ClusterSpec", "FabricSpec", "FlowSpec", "ManagementNetworkSpec", "PatternSpec", "RoutingSpec", "Scenario",
+    "ServerSpec", "StorageNetworkSpec", "TrafficSpec", "TransportSpec", "load_model", "read_yaml", "validate_data",
+]

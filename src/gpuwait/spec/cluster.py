@@ -1,0 +1,127 @@
+"""Scenario models of the cluster: servers, fabrics, side networks, routing and transport.
+
+Configuration holds no logic: these are frozen, documented values. Building a topology from
+them is :mod:`gpuwait.topology`'s job; resolving a ``template`` name is too.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+from gpuwait.spec.types import RateBps, RateOrZeroBps, SizeBytes, TimeS
+
+
+class SpecModel(BaseModel):
+    """Base of every scenario model: frozen, unknown fields rejected."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+class ServerSpec(SpecModel):
+    """One server: GPUs in an NVLink domain, PCIe switches, CPUs, NICs.
+
+    Any field left out takes the value of ``template`` (when given) or the default below.
+    """
+
+    template: str | None = Field(None, description="Start from this server template (see `gpuwait topo --list`) and override the fields given here.")
+    gpu_model: str = Field("H100-SXM", description="GPU model name, for reports.")
+    gpus: int = Field(8, ge=1, le=72, description="GPUs in the server (count).")
+    nvlink_bandwidth: RateOrZeroBps = Field(450e9, description="NVLink bandwidth per GPU per direction (e.g. 450GB/s for NVLink4); 0 = no NVLink, GPUs talk over PCIe.")
+    nvlink_topology: Literal["nvswitch", "mesh"] = Field("nvswitch", description="'nvswitch': every GPU links to one NVSwitch domain; 'mesh': direct GPU-GPU links splitting the per-GPU bandwidth evenly.")
+    nvlink_latency: TimeS = Field(0.6e-6, description="Latency of one NVLink traversal GPU->NVSwitch (seconds).")
+    pcie_switches: int = Field(4, ge=1, description="PCIe switches; GPUs and NICs are spread evenly over them unless mapped explicitly.")
+    pcie_bandwidth: RateBps = Field(63e9, description="Bandwidth of one PCIe x16 link per direction (Gen5 x16 = 63GB/s after 128b/130b coding, Gen4 x16 = 31.5GB/s).")
+    pcie_latency: TimeS = Field(0.25e-6, description="Latency of one PCIe hop (seconds).")
+    gpu_pcie_switch: list[int] | None = Field(None, description="PCIe switch index of each GPU (list of length `gpus`); default spreads GPUs evenly.")
+    nic_pcie_switch: list[int] | None = Field(None, description="PCIe switch index of each compute NIC (list of length `nics`); default spreads NICs evenly.")
+    cpus: int = Field(2, ge=1, description="CPU sockets / NUMA nodes; PCIe switches are spread over them.")
+    cpu_interconnect_bandwidth: RateBps = Field(64e9, description="Socket-to-socket bandwidth per direction (UPI/xGMI).")
+    nics: int = Field(8, ge=0, description="Compute-fabric NICs (count); 0 for a server with no scale-out network.")
+    nic_speed: RateBps = Field(50e9, description="Line rate of one NIC port, e.g. 400Gbps.")
+    nic_ports: int = Field(1, ge=1, le=4, description="Ports per compute NIC; each port is one link (in its own plane on a multi-plane fabric).")
+    storage_nics: int = Field(0, ge=0, description="NICs for the storage network (count).")
+    storage_nic_speed: RateBps = Field(25e9, description="Line rate of one storage NIC.")
+    mgmt_nic_speed: RateBps = Field(1.25e9, description="Line rate of the management NIC (10Gbps default).")
+
+
+class FabricSpec(SpecModel):
+    """The compute fabric between servers: a folded Clos of 2 or 3 tiers.
+
+    Leaves take the NIC ports: top-of-rack style (all NICs of a server on one leaf) or
+    rail-optimized (NIC i of every server of a scalable unit on leaf i of that unit).
+    """
+
+    kind: Literal["clos", "none"] = Field("clos", description="'clos' = leaf-spine (tiers=2) or fat tree with pods (tiers=3); 'none' = servers not connected (single-server presets).")
+    tiers: Literal[2, 3] = Field(2, description="2 = leaf-spine, 3 = leaves and spines grouped in pods under a core tier.")
+    switch_radix: int = Field(64, ge=2, description="Ports per switch (count).")
+    switch_speed: RateBps | None = Field(None, description="Switch-to-switch link speed; default = the NIC port speed.")
+    leaf_downlinks: int | None = Field(None, ge=1, description="Leaf ports facing servers; default half the radix.")
+    oversubscription: float = Field(1.0, ge=1.0, description="Leaf downlink : uplink capacity ratio (1 = non-blocking, 2 = 2:1).")
+    spine_oversubscription: float = Field(1.0, ge=1.0, description="Spine downlink : uplink ratio (3-tier only).")
+    rail_optimized: bool = Field(False, description="NIC i of every server in a scalable unit goes to leaf i of that unit.")
+    servers_per_unit: int | None = Field(None, ge=1, description="Servers per scalable unit (rail-optimized) — default leaf_downlinks / ports per NIC.")
+    planes: int = Field(1, ge=1, le=8, description="Independent fabric planes; port p of every NIC joins plane p (needs nic_ports a multiple of planes).")
+    dual_tor: bool = Field(False, description="Each NIC's two ports go to two different leaves of the same plane (needs 2 ports per NIC per plane).")
+    cable_latency: TimeS = Field(25e-9, description="Propagation delay of one cable (about 5 ns per metre).")
+    switch_latency: TimeS = Field(300e-9, description="Port-to-port latency of one switch hop.")
+
+
+class StorageNetworkSpec(SpecModel):
+    """Storage servers and how GPU servers reach them."""
+
+    mode: Literal["none", "separate", "converged"] = Field("none", description="'separate': own leaf-spine via storage NICs; 'converged': storage servers hang off the compute fabric.")
+    storage_servers: int = Field(4, ge=1, description="Storage servers (count).")
+    storage_server_speed: RateBps = Field(50e9, description="Network bandwidth of one storage server.")
+    switch_radix: int = Field(64, ge=2, description="Ports per storage-network switch.")
+    oversubscription: float = Field(1.0, ge=1.0, description="Leaf downlink : uplink ratio of a separate storage network.")
+
+
+class ManagementNetworkSpec(SpecModel):
+    """Out-of-band / in-band management network (one NIC per server to management switches)."""
+
+    enabled: bool = Field(False, description="Build the management network.")
+    switch_radix: int = Field(48, ge=2, description="Server ports per management switch.")
+    uplink_speed: RateBps = Field(12.5e9, description="Management switch uplink speed (100Gbps default).")
+
+
+class RoutingSpec(SpecModel):
+    """How flows pick among equal-cost paths."""
+
+    kind: Literal["ecmp", "static", "adaptive", "spray"] = Field("ecmp", description="'ecmp': per-flow hash; 'static': InfiniBand subnet-manager D-mod-k routes; 'adaptive': load-aware split per packet; 'spray': even split over all equal-cost paths.")
+    hash: str = Field("crc32", description="ECMP hash function: crc32, crc32c, crc16-ccitt, crc16-arc, xor-fold.")
+    seed: int = Field(0, ge=0, description="Base hash seed.")
+    per_switch_seed: bool = Field(True, description="Derive a different seed per switch; false = the same seed everywhere (reproduces hash polarization).")
+    qps_per_connection: int = Field(1, ge=1, le=128, description="QPs per connection (NCCL_IB_QPS_PER_CONNECTION): each QP is its own flow with its own UDP source port.")
+
+
+class TransportSpec(SpecModel):
+    """A transport profile by name with optional overrides; defaults in :mod:`gpuwait.transport`."""
+
+    name: Literal["infiniband", "rocev2", "tcp"] = Field("infiniband", description="Transport profile.")
+    mtu: SizeBytes | None = Field(None, description="Payload MTU override (bytes).")
+    message_overhead: TimeS | None = Field(None, description="Per-message software + NIC overhead override (seconds).")
+    rate_cap: RateBps | None = Field(None, description="Per-flow rate cap override (e.g. a TCP stream's ceiling).")
+
+
+def _template_shorthand(value: Any) -> Any:
+    # `server: dgx-h100` is short for `server: {template: dgx-h100}`
+    return {"template": value} if isinstance(value, str) else value
+
+
+class ClusterSpec(SpecModel):
+    """A whole cluster: servers on a fabric, with side networks, routing and transport.
+
+    With ``preset`` set, every field left out takes the preset's value (see `gpuwait topo --list`).
+    """
+
+    preset: str | None = Field(None, description="Start from this cluster preset and override the fields given here.")
+    name: str = Field("cluster", description="Cluster name, for reports.")
+    servers: int = Field(1, ge=1, le=100_000, description="Number of GPU servers (count).")
+    server: Annotated[ServerSpec, BeforeValidator(_template_shorthand)] = Field(default_factory=ServerSpec, description="The server model (a template name or fields).")
+    fabric: FabricSpec = Field(default_factory=FabricSpec, description="Compute fabric.")
+    storage: StorageNetworkSpec = Field(default_factory=StorageNetworkSpec, description="Storage network.")
+    management: ManagementNetworkSpec = Field(default_factory=ManagementNetworkSpec, description="Management network.")
+    routing: RoutingSpec = Field(default_factory=RoutingSpec, description="Path selection.")
+    transport: TransportSpec = Field(default_factory=TransportSpec, description="Transport between servers.")

@@ -1,0 +1,81 @@
+"""Load scenario files: YAML in, a validated frozen model out, or one error listing every problem."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from gpuwait.errors import SpecError
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _path_text(loc: tuple) -> str:
+    text = ""
+    for part in loc:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        elif str(part).startswith(("function-", "lambda")):
+            continue  # pydantic's name for a validator step, not a YAML key
+        else:
+            text += ("." if text else "") + str(part)
+    return text or "(top level)"
+
+
+def _expected(err: dict) -> str:
+    kind, msg = err["type"], err["msg"]
+    if kind == "extra_forbidden":
+        return "no such field (check the spelling; `gpuwait schema` lists every field)"
+    if kind == "missing":
+        return "this field is required"
+    if msg.startswith("Value error, "):
+        return msg[len("Value error, "):]
+    return msg[0].lower() + msg[1:]
+
+
+def describe_validation_error(err: ValidationError, prefix: str = "") -> list[str]:
+    """One line per problem: ``path: got <value>; expected <what>``."""
+    lines = []
+    for item in err.errors():
+        path = _path_text(tuple(prefix.split(".")) + item["loc"] if prefix else item["loc"])
+        got = "" if item["type"] == "missing" else f"got {item.get('input')!r}; "
+        lines.append(f"{path}: {got}{_expected(item)}")
+    return lines
+
+
+def validate_data(model: type[M], data: Any, *, source: str = "input") -> M:
+    """Validate plain data into ``model``; raise :class:`SpecError` listing every problem."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as err:
+        problems = describe_validation_error(err)
+        count = len(problems)
+        raise SpecError(
+            f"{source}: {count} problem{'s' if count > 1 else ''}: " + "; ".join(problems),
+            problems=problems,
+            hint="`gpuwait schema` prints every field with its unit and default",
+        ) from None
+
+
+def read_yaml(path: str | Path) -> Any:
+    """Read a YAML file, turning I/O and syntax errors into :class:`SpecError`."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as err:
+        raise SpecError(f"{path}: cannot read the file ({err.strerror})", hint="check the path") from None
+    try:
+        return yaml.safe_load(text) or {}
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise SpecError(f"{path}: not valid YAML{where}: {getattr(err, 'problem', err)}",
+                        hint="check indentation and quoting") from None
+
+
+def load_model(model: type[M], path: str | Path) -> M:
+    """Read and validate a YAML file into ``model``."""
+    return validate_data(model, read_yaml(path), source=str(path))

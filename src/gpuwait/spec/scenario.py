@@ -1,0 +1,54 @@
+"""The scenario file: a cluster and the traffic sent through it."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BeforeValidator, Field
+
+from gpuwait.spec.cluster import ClusterSpec, SpecModel
+from gpuwait.spec.types import PositiveSizeBytes, RateBps, SizeBytes, TimeS
+
+
+class FlowSpec(SpecModel):
+    """One transfer between two endpoints (GPU or NIC names such as ``s0.gpu3`` or ``s2.nic1``)."""
+
+    name: str | None = Field(None, description="Flow name, used by `after` and in output; default f<index>.")
+    src: str = Field(..., description="Source node name (a GPU, NIC or storage server).")
+    dst: str = Field(..., description="Destination node name.")
+    size: SizeBytes = Field(..., description="Bytes to send.")
+    start: TimeS = Field(0.0, description="Earliest start time (seconds).")
+    after: list[str] = Field(default_factory=list, description="Names of flows that must finish before this one starts.")
+    rate_cap: RateBps | None = Field(None, description="Rate ceiling for this flow (e.g. a TCP stream).")
+
+
+class PatternSpec(SpecModel):
+    """A generated traffic pattern; every random choice uses ``seed``."""
+
+    kind: Literal["permutation", "all-to-all", "leaf-to-leaf", "incast", "rail-ring"] = Field(..., description="'permutation': every GPU sends to one other (random, cross-server); 'all-to-all': every GPU to every GPU of other servers; 'leaf-to-leaf': `count` flows from NICs on one leaf to NICs on another; 'incast': `count` GPUs to one; 'rail-ring': each GPU sends to the same GPU of the next server.")
+    size: PositiveSizeBytes = Field(..., description="Bytes per flow.")
+    count: int | None = Field(None, ge=1, description="Number of flows (leaf-to-leaf, incast); default: as many as fit.")
+    src_leaf: int = Field(0, ge=0, description="leaf-to-leaf: index of the sending leaf.")
+    dst_leaf: int = Field(1, ge=0, description="leaf-to-leaf: index of the receiving leaf.")
+    seed: int = Field(0, ge=0, description="Seed of the pattern's random choices.")
+    start: TimeS = Field(0.0, description="Start time of every flow of the pattern.")
+
+
+def _list_or_one(value: Any) -> Any:
+    return [value] if isinstance(value, dict) else value
+
+
+class TrafficSpec(SpecModel):
+    """Explicit flows and generated patterns, all released into one simulation."""
+
+    flows: list[FlowSpec] = Field(default_factory=list, description="Explicit flows.")
+    patterns: Annotated[list[PatternSpec], BeforeValidator(_list_or_one)] = Field(default_factory=list, description="Generated patterns.")
+
+
+class Scenario(SpecModel):
+    """A scenario file: what the cluster is and what runs on it."""
+
+    name: str = Field("scenario", description="Scenario name, for reports.")
+    cluster: Annotated[ClusterSpec, BeforeValidator(lambda v: {"preset": v} if isinstance(v, str) else v)] = Field(
+        default_factory=ClusterSpec, description="The cluster: a preset name or a full description.")
+    traffic: TrafficSpec = Field(default_factory=TrafficSpec, description="Flows to send.")

@@ -1,0 +1,64 @@
+"""Quantity field types for scenario files: a YAML string with a unit in, SI floats out.
+
+A field typed :data:`RateBps` accepts ``"400Gbps"``, ``"50GB/s"`` or a bare number of bytes/s and
+stores bytes per second; :data:`SizeBytes` stores bytes; :data:`TimeS` stores seconds.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, PlainSerializer, WithJsonSchema
+
+from gpuwait import units
+from gpuwait.errors import UnitError
+
+
+def _wrap(parse):
+    def validate(value: Any) -> float:
+        try:
+            return parse(value)
+        except UnitError as err:
+            # pydantic turns ValueError into a field error that carries the YAML path
+            # the loader adds "got <value>"; keep only what was expected
+            message = str(err).split(": ", 1)[-1]
+            raise ValueError(re.sub(r"^got .*?; ", "", message)) from None
+
+    return validate
+
+
+def _schema(kind: str, example: str) -> dict:
+    return {"anyOf": [{"type": "string"}, {"type": "number"}], "description_unit": kind, "examples": [example]}
+
+
+RateBps = Annotated[
+    float,
+    BeforeValidator(_wrap(units.parse_rate_Bps)),
+    PlainSerializer(lambda v: units.format_rate(v), return_type=str, when_used="json"),
+    WithJsonSchema(_schema("rate (bits/s like 400Gbps, or bytes/s like 50GB/s)", "400Gbps")),
+]
+RateOrZeroBps = Annotated[
+    float,
+    BeforeValidator(_wrap(lambda v: units.parse_rate_Bps(v, allow_zero=True))),
+    PlainSerializer(lambda v: units.format_rate(v), return_type=str, when_used="json"),
+    WithJsonSchema(_schema("rate (0 = absent)", "0")),
+]
+SizeBytes = Annotated[
+    float,
+    BeforeValidator(_wrap(units.parse_size_bytes)),
+    PlainSerializer(lambda v: units.format_size(v), return_type=str, when_used="json"),
+    WithJsonSchema(_schema("size (2MB = 2e6 bytes, 8GiB = 8*2^30 bytes)", "64MiB")),
+]
+PositiveSizeBytes = Annotated[
+    float,
+    BeforeValidator(_wrap(lambda v: units.parse_size_bytes(v, allow_zero=False))),
+    PlainSerializer(lambda v: units.format_size(v), return_type=str, when_used="json"),
+    WithJsonSchema(_schema("size, more than zero", "64MiB")),
+]
+TimeS = Annotated[
+    float,
+    BeforeValidator(_wrap(units.parse_time_s)),
+    PlainSerializer(lambda v: units.format_time(v), return_type=str, when_used="json"),
+    WithJsonSchema(_schema("duration (1.5us, 2ms)", "1.5us")),
+]

@@ -1,0 +1,224 @@
+"""The Topology: node and link tables as numpy arrays, with readable names.
+
+A 16,384-GPU fabric has a few hundred thousand links, so nothing here is a Python object per
+node or link. Names are stable and readable — ``s12.gpu3``, ``s12.nic3``, ``leaf7``,
+``p1.spine0``, ``core5``, ``stor2`` — and a link is ``SRC->DST`` (``#k`` is appended for the
+k-th parallel link between the same two nodes). Names are accepted wherever ids are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Iterable
+
+import numpy as np
+
+from gpuwait.errors import UnknownNameError
+from gpuwait.spec.cluster import ClusterSpec
+
+NODE_KINDS: tuple[str, ...] = (
+    "gpu", "nvswitch", "pcie_switch", "cpu", "nic", "storage_nic", "mgmt_nic", "switch", "storage_server",
+)
+LINK_KINDS: tuple[str, ...] = ("nvlink", "pcie", "cpu", "host", "fabric")
+NETWORKS: tuple[str, ...] = ("server", "compute", "storage", "management")
+TIER_NAMES: tuple[str, ...] = ("host", "leaf", "spine", "core")
+
+
+def kind_code(kind: str) -> int:
+    """Code of a node kind in ``Topology.node_kind``."""
+    return NODE_KINDS.index(kind)
+
+
+def link_kind_code(kind: str) -> int:
+    """Code of a link kind in ``Topology.link_kind``."""
+    return LINK_KINDS.index(kind)
+
+
+@dataclass(frozen=True, eq=False)
+class Topology:
+    """Nodes and directional links of a cluster.
+
+    Links are directional: a cable is two links, ``A->B`` and ``B->A``. Capacities are bytes/s
+    per direction, latencies are seconds (a link into a switch includes that switch's hop).
+
+    Per-server lookup tables give the ids of GPUs (``gpu_node[server, gpu]``), compute NICs
+    (``nic_node[server, nic]``) and each NIC port's uplink (``nic_uplink[server, nic, port]``,
+    -1 where the port is not cabled).
+    """
+
+    name: str
+    spec: ClusterSpec
+    node_name: np.ndarray
+    node_kind: np.ndarray
+    node_server: np.ndarray
+    node_tier: np.ndarray
+    node_plane: np.ndarray
+    node_network: np.ndarray
+    link_src: np.ndarray
+    link_dst: np.ndarray
+    link_capacity_Bps: np.ndarray
+    link_latency_s: np.ndarray
+    link_kind: np.ndarray
+    link_network: np.ndarray
+    link_plane: np.ndarray
+    gpu_node: np.ndarray
+    nic_node: np.ndarray
+    nic_uplink: np.ndarray
+    gpu_nic: np.ndarray
+    storage_server_node: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
+
+    # ----------------------------------------------------------------- sizes
+    @property
+    def n_nodes(self) -> int:
+        return len(self.node_kind)
+
+    @property
+    def n_links(self) -> int:
+        return len(self.link_src)
+
+    @property
+    def n_servers(self) -> int:
+        return self.gpu_node.shape[0]
+
+    @property
+    def gpus_per_server(self) -> int:
+        return self.gpu_node.shape[1]
+
+    @property
+    def n_gpus(self) -> int:
+        return self.gpu_node.size
+
+    # ----------------------------------------------------------------- names
+    @cached_property
+    def _node_index(self) -> dict[str, int]:
+        return {name: i for i, name in enumerate(self.node_name.tolist())}
+
+    @cached_property
+    def _parallel_rank(self) -> np.ndarray:
+        # k-th link between the same (src, dst): 0 for most links, 1.. for parallel cables
+        key = self.link_src.astype(np.int64) * self.n_nodes + self.link_dst
+        order = np.argsort(key, kind="stable")
+        sorted_key = key[order]
+        group_start = np.r_[0, np.flatnonzero(np.diff(sorted_key)) + 1]
+        starts = np.repeat(group_start, np.diff(np.r_[group_start, len(key)]))
+        rank = np.empty(len(key), np.int32)
+        rank[order] = np.arange(len(key)) - starts
+        return rank
+
+    @cached_property
+    def _link_key_order(self) -> tuple[np.ndarray, np.ndarray]:
+        key = (self.link_src.astype(np.int64) * self.n_nodes + self.link_dst) * 64 + self._parallel_rank
+        order = np.argsort(key, kind="stable")
+        return key[order], order
+
+    def node_id(self, name: str | int) -> int:
+        """Id of a node given its name (or an id, returned as is).
+
+        >>> from gpuwait.topology import build_preset
+        >>> topo = build_preset("dgx-h100")
+        >>> topo.node_name[topo.node_id("s0.gpu3")]
+        's0.gpu3'
+        """
+        if isinstance(name, (int, np.integer)):
+            if not 0 <= int(name) < self.n_nodes:
+                raise UnknownNameError(f"node id {name} out of range 0..{self.n_nodes - 1}")
+            return int(name)
+        try:
+            return self._node_index[name]
+        except KeyError:
+            raise UnknownNameError(
+                f"node {name!r} does not exist in {self.name}",
+                hint=self._name_hint(name),
+            ) from None
+
+    def node_ids(self, names: Iterable[str | int]) -> np.ndarray:
+        return np.array([self.node_id(n) for n in names], dtype=np.int32)
+
+    def _name_hint(self, name: str) -> str:
+        examples = ", ".join(self.node_name[[int(self.gpu_node[0, 0]), int(self.nic_node[0, 0]) if self.nic_node.size else 0,
+                                             self.n_nodes - 1]].tolist())
+        return f"names look like {examples}; `gpuwait topo ... --json` lists the counts"
+
+    def link_name(self, link: int) -> str:
+        """Readable name of a link: ``SRC->DST`` (``#k`` for the k-th parallel link)."""
+        src = self.node_name[self.link_src[link]]
+        dst = self.node_name[self.link_dst[link]]
+        rank = int(self._parallel_rank[link])
+        return f"{src}->{dst}" + (f"#{rank}" if rank else "")
+
+    def link_names(self, links: Iterable[int] | None = None) -> list[str]:
+        ids = range(self.n_links) if links is None else links
+        return [self.link_name(int(i)) for i in ids]
+
+    def link_id(self, name: str | int) -> int:
+        """Id of a link given ``SRC->DST`` (or ``SRC->DST#k``), or an id.
+
+        >>> from gpuwait.topology import build_preset
+        >>> topo = build_preset("dgx-h100")
+        >>> topo.link_name(topo.link_id("s0.gpu0->s0.nvsw"))
+        's0.gpu0->s0.nvsw'
+        """
+        if isinstance(name, (int, np.integer)):
+            if not 0 <= int(name) < self.n_links:
+                raise UnknownNameError(f"link id {name} out of range 0..{self.n_links - 1}")
+            return int(name)
+        text, _, rank_text = name.partition("#")
+        src_name, arrow, dst_name = text.partition("->")
+        if not arrow:
+            raise UnknownNameError(f"link {name!r}: expected SRC->DST, e.g. s0.nic0->leaf0")
+        src, dst = self.node_id(src_name.strip()), self.node_id(dst_name.strip())
+        rank = int(rank_text) if rank_text.isdigit() else 0
+        keys, order = self._link_key_order
+        key = (src * self.n_nodes + dst) * 64 + rank
+        pos = int(np.searchsorted(keys, key))
+        if pos >= len(keys) or keys[pos] != key:
+            raise UnknownNameError(f"link {name!r} does not exist: {src_name} and {dst_name} are not cabled together",
+                                   hint="`gpuwait route` shows the links a flow crosses")
+        return int(order[pos])
+
+    def links_between(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+        """Vectorised: the first link id from each ``src[i]`` to ``dst[i]``; -1 where none."""
+        keys, order = self._link_key_order
+        key = (np.asarray(src, np.int64) * self.n_nodes + np.asarray(dst, np.int64)) * 64
+        pos = np.searchsorted(keys, key)
+        pos_clip = np.minimum(pos, len(keys) - 1)
+        found = keys[pos_clip] == key
+        return np.where(found, order[pos_clip], -1)
+
+    # ----------------------------------------------------------------- structure
+    @cached_property
+    def out_links(self) -> tuple[np.ndarray, np.ndarray]:
+        """CSR of outgoing links: links of node ``n`` are ``order[indptr[n]:indptr[n+1]]`` (in id order)."""
+        order = np.argsort(self.link_src, kind="stable").astype(np.int32)
+        indptr = np.zeros(self.n_nodes + 1, np.int64)
+        np.cumsum(np.bincount(self.link_src, minlength=self.n_nodes), out=indptr[1:])
+        return indptr, order
+
+    def server_of(self, node: int) -> int:
+        return int(self.node_server[node])
+
+    def kind_of(self, node: int) -> str:
+        return NODE_KINDS[int(self.node_kind[node])]
+
+    def nodes_of_kind(self, kind: str) -> np.ndarray:
+        return np.flatnonzero(self.node_kind == kind_code(kind))
+
+    def switches(self, network: str = "compute") -> np.ndarray:
+        """Ids of the switches of a network (``compute``, ``storage`` or ``management``)."""
+        return np.flatnonzero((self.node_kind == kind_code("switch")) & (self.node_network == NETWORKS.index(network)))
+
+    def to_networkx(self, network: str | None = None):
+        """A ``networkx.MultiDiGraph`` view (for analysis and export, never in a hot path)."""
+        import networkx as nx
+
+        graph = nx.MultiDiGraph()
+        nodes = range(self.n_nodes) if network is None else np.flatnonzero(self.node_network == NETWORKS.index(network))
+        for n in nodes:
+            graph.add_node(self.node_name[n], kind=self.kind_of(n), tier=TIER_NAMES[self.node_tier[n]])
+        keep = np.ones(self.n_links, bool) if network is None else self.link_network == NETWORKS.index(network)
+        for link in np.flatnonzero(keep):
+            graph.add_edge(self.node_name[self.link_src[link]], self.node_name[self.link_dst[link]],
+                           capacity_Bps=float(self.link_capacity_Bps[link]), latency_s=float(self.link_latency_s[link]),
+                           kind=LINK_KINDS[self.link_kind[link]])
+        return graph

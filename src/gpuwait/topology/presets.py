@@ -1,0 +1,132 @@
+"""Cluster presets: named ClusterSpecs that take the number of servers.
+
+Where the numbers come from:
+
+* ``dgx-a100`` / ``dgx-h100``: one DGX server by default (NVLink3 300 GB/s / NVLink4 450 GB/s per GPU
+  per direction, reference/fabric-parameters.md §7.1); with ``--servers N`` the servers join an
+  InfiniBand leaf-spine (HDR 40-port QM8700 / NDR 64-port QM9700 switches), rail-optimized.
+* ``dgx-h100-superpod``: NVIDIA DGX SuperPOD H100 reference architecture — NDR 400 Gb/s
+  InfiniBand, rail-optimized, 32 servers per scalable unit (one leaf per rail per SU), QM9700
+  radix 64, non-blocking; 2 tiers up to 8 SUs (256 servers), 3 tiers beyond.
+* ``rocev2-400g-2tier``: 8 x 400 Gb/s RoCEv2 NICs per server, top-of-rack leaves of 64 x 400G
+  ports (32 down / 32 up, non-blocking) under spines; ECMP with CRC32.
+* ``dual-plane-2x200g``: each NIC has two 200 Gb/s ports, port p in fabric plane p (two
+  independent RoCEv2 leaf-spine planes).
+* ``oci-a100-roce``: OCI BM.GPU4.8 — 8 x A100-SXM4-40GB with 16 x 100 Gb/s RoCE ports, run with
+  NCCL_IB_QPS_PER_CONNECTION=4 (reference/nccl-tests/a100-oci-2node-16gpu-roce-all_reduce.md);
+  a non-blocking RoCE Clos.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from gpuwait.errors import UnknownNameError
+from gpuwait.spec.cluster import ClusterSpec
+from gpuwait.topology.build import build_topology
+from gpuwait.topology.model import Topology
+
+
+PRESETS: dict[str, Callable[[int], dict]] = {}
+PRESET_DOCS: dict[str, str] = {}
+
+
+def register_preset(name: str, doc: str):
+    """Decorator: register ``fn(servers) -> dict of ClusterSpec fields`` under ``name``."""
+
+    def wrap(fn: Callable[[int], dict]) -> Callable[[int], dict]:
+        PRESETS[name] = fn
+        PRESET_DOCS[name] = doc
+        return fn
+
+    return wrap
+
+
+@register_preset("dgx-a100", "DGX A100 (8x A100, NVLink3, 8x 200G HDR InfiniBand); 1 server unless --servers")
+def _dgx_a100(servers: int) -> dict:
+    return dict(name="dgx-a100", server={"template": "dgx-a100"},
+                fabric=dict(kind="clos" if servers > 1 else "none", switch_radix=40, rail_optimized=True, servers_per_unit=20),
+                transport={"name": "infiniband"}, routing={"kind": "static"})
+
+
+@register_preset("dgx-h100", "DGX H100 (8x H100, NVLink4, 8x 400G NDR InfiniBand); 1 server unless --servers")
+def _dgx_h100(servers: int) -> dict:
+    return dict(name="dgx-h100", server={"template": "dgx-h100"},
+                fabric=dict(kind="clos" if servers > 1 else "none", switch_radix=64, rail_optimized=True),
+                transport={"name": "infiniband"}, routing={"kind": "static"})
+
+
+@register_preset("dgx-h100-superpod", "DGX SuperPOD H100: NDR InfiniBand, rail-optimized, 32 servers per SU, adaptive routing")
+def _superpod(servers: int) -> dict:
+    return dict(name="dgx-h100-superpod", server={"template": "dgx-h100"},
+                fabric=dict(kind="clos", tiers=2 if servers <= 256 else 3, switch_radix=64, rail_optimized=True,
+                            servers_per_unit=32, switch_latency=300e-9),
+                storage=dict(mode="separate", storage_servers=max(2, servers // 16), switch_radix=128),
+                management=dict(enabled=True),
+                transport={"name": "infiniband"}, routing={"kind": "adaptive"})
+
+
+@register_preset("rocev2-400g-2tier", "8x 400G RoCEv2 per server, top-of-rack leaf-spine 1:1, ECMP (CRC32)")
+def _rocev2(servers: int) -> dict:
+    return dict(name="rocev2-400g-2tier", server={"template": "dgx-h100"},
+                fabric=dict(kind="clos", tiers=2, switch_radix=64, switch_latency=600e-9),
+                transport={"name": "rocev2"}, routing={"kind": "ecmp", "hash": "crc32"})
+
+
+@register_preset("dual-plane-2x200g", "8 NICs x 2 ports x 200G, port p in plane p: two RoCEv2 leaf-spine planes")
+def _dual_plane(servers: int) -> dict:
+    return dict(name="dual-plane-2x200g", server={"template": "dual-plane-2x200g"},
+                fabric=dict(kind="clos", tiers=2, switch_radix=64, planes=2, switch_latency=600e-9),
+                transport={"name": "rocev2"}, routing={"kind": "ecmp"})
+
+
+@register_preset("oci-a100-roce", "OCI BM.GPU4.8: 8x A100-40GB, 16x 100G RoCE, 4 QPs per connection")
+def _oci(servers: int) -> dict:
+    return dict(name="oci-a100-roce", server={"template": "oci-bm-gpu4.8"},
+                fabric=dict(kind="clos", tiers=2 if servers <= 32 else 3, switch_radix=64, rail_optimized=True,
+                            servers_per_unit=32, switch_speed=12.5e9, switch_latency=600e-9),
+                transport={"name": "rocev2"}, routing={"kind": "ecmp", "qps_per_connection": 4})
+
+
+def preset_spec(name: str, servers: int | None = None) -> ClusterSpec:
+    """The ClusterSpec of a preset for ``servers`` servers (default: the preset's own, 1 or 32)."""
+    try:
+        fn = PRESETS[name]
+    except KeyError:
+        raise UnknownNameError(f"preset: unknown preset {name!r}; expected one of {', '.join(sorted(PRESETS))}",
+                               hint="`gpuwait topo --list` shows presets and server templates") from None
+    if servers is None:
+        servers = 1 if name in ("dgx-a100", "dgx-h100") else 32
+    if servers < 1:
+        raise UnknownNameError(f"servers: got {servers}; expected 1 or more")
+    return ClusterSpec.model_validate(fn(servers) | {"servers": servers, "preset": name})
+
+
+def _merge(base: dict, override: dict) -> dict:
+    out = dict(base)
+    for key, value in override.items():
+        out[key] = _merge(base[key], value) if isinstance(value, dict) and isinstance(base.get(key), dict) else value
+    return out
+
+
+def resolve_cluster(spec: ClusterSpec) -> ClusterSpec:
+    """Apply ``spec.preset``: the preset's fields, overridden by every field set in ``spec``."""
+    if spec.preset is None:
+        return spec
+    servers = spec.servers if "servers" in spec.model_fields_set else None
+    base = preset_spec(spec.preset, servers).model_dump(exclude_unset=True)
+    return ClusterSpec.model_validate(_merge(base, spec.model_dump(exclude_unset=True)))
+
+
+def build_preset(name: str, servers: int | None = None) -> Topology:
+    """Build a preset's topology.
+
+    >>> build_preset("dgx-h100-superpod", servers=64).n_gpus
+    512
+    """
+    return build_topology(preset_spec(name, servers))
+
+
+def build_cluster(spec: ClusterSpec) -> Topology:
+    """Resolve a preset (if any) and build the topology."""
+    return build_topology(resolve_cluster(spec))

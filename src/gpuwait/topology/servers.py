@@ -1,0 +1,76 @@
+"""Server templates: named ServerSpecs, and the resolution of ``template:`` plus overrides.
+
+Sources of the figures (see ../shared/reference/fabric-parameters.md §7.1-7.2):
+
+* NVLink per GPU per direction: NVLink3 (A100) 600 GB/s bidirectional = 300 GB/s each way;
+  NVLink4 (H100/H200) 900 GB/s = 450 GB/s each way (§7.1, "18x 4th Gen NVLink, 900GB/s").
+* PCIe x16 per direction after 128b/130b coding: Gen4 16 GT/s x16 = 31.5 GB/s, Gen5 = 63 GB/s.
+* DGX A100: 8 compute ConnectX-6 HDR 200 Gb/s, 4 PCIe Gen4 switches each with 2 GPUs and 2 NICs,
+  2 AMD EPYC sockets, 2 dual-port storage NICs. DGX H100/H200: 8 ConnectX-7 NDR 400 Gb/s, PCIe Gen5,
+  2 Xeon sockets (NVIDIA DGX user guides; the H200 MLCommons description lists PCIe Gen5 x16).
+* OCI BM.GPU4.8: 8 A100-SXM4 with 16 x 100 Gb/s RoCE ports ("16 VFs per node",
+  reference/nccl-tests/a100-oci-2node-16gpu-roce-all_reduce.md).
+"""
+
+from __future__ import annotations
+
+from gpuwait.errors import UnknownNameError
+from gpuwait.spec.cluster import ServerSpec
+
+SERVER_TEMPLATES: dict[str, ServerSpec] = {}
+
+
+def register_server_template(name: str, spec: ServerSpec) -> ServerSpec:
+    """Add a server template; a new template touches no other file."""
+    SERVER_TEMPLATES[name] = spec
+    return spec
+
+
+register_server_template("dgx-a100", ServerSpec(
+    gpu_model="A100-SXM4-80GB", gpus=8, nvlink_bandwidth=300e9, pcie_bandwidth=31.5e9, pcie_switches=4, cpus=2,
+    cpu_interconnect_bandwidth=64e9, nics=8, nic_speed=25e9, storage_nics=2, storage_nic_speed=25e9,
+))
+register_server_template("dgx-h100", ServerSpec(
+    gpu_model="H100-SXM5-80GB", gpus=8, nvlink_bandwidth=450e9, pcie_bandwidth=63e9, pcie_switches=4, cpus=2,
+    nics=8, nic_speed=50e9, storage_nics=2, storage_nic_speed=50e9,
+))
+register_server_template("dgx-h200", ServerSpec(
+    gpu_model="H200-SXM5-141GB", gpus=8, nvlink_bandwidth=450e9, pcie_bandwidth=63e9, pcie_switches=4, cpus=2,
+    nics=8, nic_speed=50e9, storage_nics=2, storage_nic_speed=50e9,
+))
+register_server_template("hgx-h100-4nic", ServerSpec(
+    gpu_model="H100-SXM5-80GB", gpus=8, nvlink_bandwidth=450e9, pcie_bandwidth=63e9, pcie_switches=4, cpus=2,
+    nics=4, nic_speed=50e9, storage_nics=1, storage_nic_speed=25e9,
+))
+register_server_template("pcie-8gpu", ServerSpec(
+    gpu_model="L40S", gpus=8, nvlink_bandwidth=0.0, pcie_bandwidth=31.5e9, pcie_switches=2, cpus=2,
+    nics=2, nic_speed=25e9, storage_nics=1, storage_nic_speed=12.5e9,
+))
+register_server_template("generic", ServerSpec())
+register_server_template("oci-bm-gpu4.8", ServerSpec(
+    gpu_model="A100-SXM4-40GB", gpus=8, nvlink_bandwidth=300e9, pcie_bandwidth=31.5e9, pcie_switches=4, cpus=2,
+    nics=16, nic_speed=12.5e9, storage_nics=1, storage_nic_speed=6.25e9,
+))
+register_server_template("dual-plane-2x200g", ServerSpec(
+    gpu_model="H100-SXM5-80GB", gpus=8, nvlink_bandwidth=450e9, pcie_bandwidth=63e9, pcie_switches=4, cpus=2,
+    nics=8, nic_ports=2, nic_speed=25e9, storage_nics=2, storage_nic_speed=25e9,
+))
+
+
+def resolve_server(spec: ServerSpec) -> ServerSpec:
+    """Apply ``spec.template``: the template's values, overridden by the fields set in ``spec``.
+
+    >>> resolve_server(ServerSpec(template="dgx-a100", nics=4)).nic_speed
+    25000000000.0
+    """
+    if spec.template is None:
+        return spec
+    try:
+        base = SERVER_TEMPLATES[spec.template]
+    except KeyError:
+        raise UnknownNameError(
+            f"server.template: unknown template {spec.template!r}; expected one of {', '.join(sorted(SERVER_TEMPLATES))}",
+            hint="`gpuwait topo --list` shows templates and presets",
+        ) from None
+    overrides = {name: getattr(spec, name) for name in spec.model_fields_set if name != "template"}
+    return base.model_copy(update=overrides | {"template": spec.template})

@@ -1,0 +1,137 @@
+"""Transport profiles: what a byte costs on the wire and what a message costs at the ends.
+
+Header bytes per packet (public protocol layouts):
+
+* InfiniBand: LRH 8 + BTH 12 + ICRC 4 + VCRC 2 = 26 B per packet, path MTU 4096 B.
+* RoCEv2: Ethernet 14 + FCS 4 + preamble/SFD 8 + inter-frame gap 12 (= 38 B of L1/L2), IPv4 20,
+  UDP 8 (destination port 4791), BTH 12, ICRC 4 = 82 B per packet; RoCE path MTU 4096 B.
+* TCP: the same 38 B of Ethernet framing, IPv4 20, TCP 20 + timestamp option 12 = 90 B per
+  segment at a 9000 B MTU (MSS 8948 B).
+
+Per-message overheads and ceilings come from ../shared/reference/fabric-parameters.md §7.2/§7.4:
+RDMA write/send latency acceptance of 2.5 us (ngc_multinode_perf), ib_send_lat of 0.8-1.6 us for
+small messages; the kernel TCP path is held to 0.85 of the port rate (ngc_tcp_test
+PASS_CRITERION) and pays socket and copy costs per message. DCQCN and ECN defaults are the
+``dcqcn_paper`` settings of the HPCC authors' simulator (§5.1a); the PFC headroom is the mlx5
+driver's formula (§5.4a).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from gpuwait.errors import UnknownNameError
+from gpuwait.spec.cluster import TransportSpec
+
+
+@dataclass(frozen=True)
+class EcnParams:
+    """RED-style ECN marking at a switch queue, scaled per link speed (§5.1a: KMIN=100*bw/25 KB ...).
+
+    Probability rises linearly from 0 at ``kmin`` to ``pmax`` at ``kmax``; every packet above ``kmax`` is marked.
+    """
+
+    kmin_bytes_per_25gbps: float = 100e3
+    kmax_bytes_per_25gbps: float = 400e3
+    pmax: float = 0.2
+
+    def thresholds_bytes(self, link_rate_Bps: float) -> tuple[float, float]:
+        scale = link_rate_Bps * 8 / 25e9
+        return self.kmin_bytes_per_25gbps * scale, self.kmax_bytes_per_25gbps * scale
+
+
+@dataclass(frozen=True)
+class DcqcnParams:
+    """DCQCN reaction-point parameters (Zhu et al. 2015, values of §5.1a ``dcqcn_paper``)."""
+
+    g: float = 1 / 256
+    alpha_resume_interval_s: float = 50e-6
+    rate_decrease_interval_s: float = 50e-6
+    rp_timer_s: float = 55e-6
+    byte_counter_bytes: float = 10e6
+    fast_recovery_steps: int = 1
+    rate_ai_bps_per_25gbps: float = 5e6
+    rate_hai_bps_per_25gbps: float = 50e6
+    min_rate_bps: float = 1e9
+    cnp_interval_s: float = 50e-6
+
+
+@dataclass(frozen=True)
+class TransportProfile:
+    """Costs of one transport. Units in every name; no logic beyond derived ratios."""
+
+    name: str
+    mtu_bytes: float
+    header_bytes: float
+    message_overhead_s: float
+    lossless: bool
+    flow_control: str  # "credit" (IB), "pfc" (lossless Ethernet) or "none"
+    congestion_control: str  # "ib-cc", "dcqcn" or "cubic"
+    link_fraction: float = 1.0  # ceiling of a host's throughput as a fraction of the port rate
+    rate_cap_Bps: float | None = None
+    rdma: bool = True
+    ecn: EcnParams = field(default_factory=EcnParams)
+    dcqcn: DcqcnParams = field(default_factory=DcqcnParams)
+
+    @property
+    def wire_efficiency(self) -> float:
+        """Payload bytes per byte on the wire for full-MTU packets.
+
+        >>> round(TRANSPORTS["infiniband"].wire_efficiency, 4), round(TRANSPORTS["rocev2"].wire_efficiency, 4)
+        (0.9937, 0.9804)
+        """
+        return self.mtu_bytes / (self.mtu_bytes + self.header_bytes)
+
+    def goodput_Bps(self, line_rate_Bps: float) -> float:
+        """Payload rate a host can reach on a port of ``line_rate_Bps``."""
+        return line_rate_Bps * self.wire_efficiency * self.link_fraction
+
+
+TRANSPORTS: dict[str, TransportProfile] = {}
+
+
+def register_transport(profile: TransportProfile) -> TransportProfile:
+    """Add a transport profile; a new transport touches no other file."""
+    TRANSPORTS[profile.name] = profile
+    return profile
+
+
+register_transport(TransportProfile(
+    name="infiniband", mtu_bytes=4096, header_bytes=26, message_overhead_s=1.0e-6, lossless=True,
+    flow_control="credit", congestion_control="ib-cc"))
+register_transport(TransportProfile(
+    name="rocev2", mtu_bytes=4096, header_bytes=82, message_overhead_s=1.5e-6, lossless=True,
+    flow_control="pfc", congestion_control="dcqcn"))
+register_transport(TransportProfile(
+    name="tcp", mtu_bytes=8948, header_bytes=90, message_overhead_s=15e-6, lossless=False, flow_control="none",
+    congestion_control="cubic", link_fraction=0.85, rdma=False))
+
+
+def resolve_transport(spec: TransportSpec) -> TransportProfile:
+    """The named profile with the spec's overrides applied."""
+    try:
+        profile = TRANSPORTS[spec.name]
+    except KeyError:
+        raise UnknownNameError(f"transport.name: unknown transport {spec.name!r}; expected one of {', '.join(TRANSPORTS)}") from None
+    overrides = {}
+    if spec.mtu is not None:
+        overrides["mtu_bytes"] = spec.mtu
+    if spec.message_overhead is not None:
+        overrides["message_overhead_s"] = spec.message_overhead
+    if spec.rate_cap is not None:
+        overrides["rate_cap_Bps"] = spec.rate_cap
+    return replace(profile, **overrides)
+
+
+def pfc_xoff_bytes(speed_gbps: float, mtu_bytes: int = 1500, cable_length_m: float = 7.0) -> int:
+    """PFC headroom (XOFF threshold) of the mlx5 driver, integer arithmetic as in port_buffer.c.
+
+    ``xoff = (301 + 216 * cable_len / 100) * speed / 1000 + 272 * mtu / 100`` with speed in Mb/s
+    (minimum 40 Gb/s) — reference/fabric-parameters.md §5.4a.
+
+    >>> pfc_xoff_bytes(400), pfc_xoff_bytes(100), pfc_xoff_bytes(200, mtu_bytes=9000, cable_length_m=100)
+    (130480, 35680, 127880)
+    """
+    speed_mbps = int(max(speed_gbps, 40) * 1000)
+    cable = int(cable_length_m)
+    return (301 + 216 * cable // 100) * speed_mbps // 1000 + 272 * int(mtu_bytes) // 100
