@@ -121,6 +121,10 @@ def parse_time_s(text: str | float | int, *, allow_zero: bool = True) -> float:
     return _check_sign(value / _TIME_DIVISOR[unit], text, "time", allow_zero)
 
 
+# 999999999.9999 bytes is "1GB", not "1000MB"
+_ROUNDING = 1 - 1e-9
+
+
 def _fmt_number(value: float, digits: int) -> str:
     text = f"{value:.{digits}g}"
     return text if "e" not in text else f"{value:.{digits}e}"
@@ -135,7 +139,7 @@ def format_rate(rate_Bps: float, *, bits: bool = True, digits: int = 4) -> str:
     value = rate_Bps * 8.0 if bits else rate_Bps
     unit = "bps" if bits else "B/s"
     for prefix, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("K", 1e3)):
-        if abs(value) >= scale:
+        if abs(value) >= scale * _ROUNDING:
             return f"{_fmt_number(value / scale, digits)}{prefix}{unit}"
     return f"{_fmt_number(value, digits)}{unit}"
 
@@ -149,7 +153,7 @@ def format_size(size_bytes: float, *, binary: bool = False, digits: int = 4) -> 
     steps = (("Ti", 2.0**40), ("Gi", 2.0**30), ("Mi", 2.0**20), ("Ki", 2.0**10)) if binary else (
         ("T", 1e12), ("G", 1e9), ("M", 1e6), ("K", 1e3))
     for prefix, scale in steps:
-        if abs(size_bytes) >= scale:
+        if abs(size_bytes) >= scale * _ROUNDING:
             return f"{_fmt_number(size_bytes / scale, digits)}{prefix}B"
     return f"{_fmt_number(size_bytes, digits)}B"
 
@@ -162,7 +166,9 @@ def format_time(time_s: float, *, digits: int = 4) -> str:
     """
     if math.isinf(time_s):
         return "inf"
+    if time_s == 0:
+        return "0s"
     for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
-        if abs(time_s) >= scale:
+        if abs(time_s) >= scale * _ROUNDING:
             return f"{_fmt_number(time_s / scale, digits)}{unit}"
     return f"{_fmt_number(time_s / 1e-12, digits)}ps"

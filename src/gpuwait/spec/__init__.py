@@ -10,9 +10,9 @@ from gpuwait.spec.cluster import (
     TransportSpec,
 )
 from gpuwait.spec.load import load_model, read_yaml, validate_data
-from gpuwait.spec.scenario import FlowSpec, PatternSpec, Scenario, TrafficSpec
+from gpuwait.spec.scenario import FlowSpec, PatternSpec, Scenario, TrafficSpec, VariantSpec
 
 __all__ = [
     "ClusterSpec", "FabricSpec", "FlowSpec", "ManagementNetworkSpec", "PatternSpec", "RoutingSpec", "Scenario",
-    "ServerSpec", "StorageNetworkSpec", "TrafficSpec", "TransportSpec", "load_model", "read_yaml", "validate_data",
+    "ServerSpec", "StorageNetworkSpec", "TrafficSpec", "TransportSpec", "VariantSpec", "load_model", "read_yaml", "validate_data",
 ]

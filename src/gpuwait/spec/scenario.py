@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field
 
-from gpuwait.spec.cluster import ClusterSpec, SpecModel
+from gpuwait.spec.cluster import ClusterSpec, RoutingSpec, SpecModel, TransportSpec
 from gpuwait.spec.types import PositiveSizeBytes, RateBps, SizeBytes, TimeS
 
 
@@ -45,6 +45,14 @@ class TrafficSpec(SpecModel):
     patterns: Annotated[list[PatternSpec], BeforeValidator(_list_or_one)] = Field(default_factory=list, description="Generated patterns.")
 
 
+class VariantSpec(SpecModel):
+    """The same scenario with another routing or transport, run side by side with the base."""
+
+    name: str = Field(..., description="Label of the variant in the comparison table.")
+    routing: RoutingSpec | None = Field(None, description="Routing to use instead of the cluster's.")
+    transport: TransportSpec | None = Field(None, description="Transport to use instead of the cluster's.")
+
+
 class Scenario(SpecModel):
     """A scenario file: what the cluster is and what runs on it."""
 
@@ -52,3 +60,4 @@ class Scenario(SpecModel):
     cluster: Annotated[ClusterSpec, BeforeValidator(lambda v: {"preset": v} if isinstance(v, str) else v)] = Field(
         default_factory=ClusterSpec, description="The cluster: a preset name or a full description.")
     traffic: TrafficSpec = Field(default_factory=TrafficSpec, description="Flows to send.")
+    variants: list[VariantSpec] = Field(default_factory=list, description="Variants run beside the base scenario (e.g. ECMP vs adaptive routing).")

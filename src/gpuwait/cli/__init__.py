@@ -1,0 +1,1 @@
+"""The gpuwait command line: thin commands over the library, one output sink."""

@@ -1,0 +1,198 @@
+"""Commands: demo, run, route, validate, schema."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+
+import numpy as np
+import typer
+from rich.console import Console
+
+from gpuwait.cli.common import JSON_OPTION, SERVERS_OPTION, load_cluster, load_scenario
+from gpuwait.cli.output import Output
+from gpuwait.engine.network import NetworkRun
+from gpuwait.engine.scenario import run_scenario_traffic
+from gpuwait.errors import SpecError
+from gpuwait.report.flows import (
+    comparison_table,
+    flow_rows,
+    flows_table,
+    hot_links,
+    hot_links_table,
+    routing_label,
+    run_summary,
+    uplink_loads,
+    uplink_table,
+)
+from gpuwait.spec import RoutingSpec, Scenario, validate_data
+from gpuwait.spec.load import read_yaml
+from gpuwait.topology import build_topology
+from gpuwait.transport import resolve_transport
+from gpuwait.units import format_rate, format_size, format_time
+
+
+def _run_document(scenario: Scenario, runs: list[NetworkRun]) -> dict:
+    return {
+        "scenario": scenario.name,
+        "cluster": runs[0].topo.name,
+        "runs": [{"summary": run_summary(r), "hot_links": hot_links(r, 10), "flows": flow_rows(r)} for r in runs],
+    }
+
+
+def _sending_leaf(run: NetworkRun) -> str | None:
+    """The leaf whose uplinks carry the most bytes: where ECMP collisions show first."""
+    topo = run.topo
+    up = np.flatnonzero((topo.node_tier[topo.link_src] == 1) & (topo.node_tier[topo.link_dst] == 2))
+    if not len(up):
+        return None
+    bytes_by_leaf = np.bincount(topo.link_src[up], weights=run.link_bytes[up], minlength=topo.n_nodes)
+    leaf = int(np.argmax(bytes_by_leaf))
+    return topo.node_name[leaf] if bytes_by_leaf[leaf] > 0 else None
+
+
+def _render_runs(console: Console, scenario: Scenario, runs: list[NetworkRun], flows_limit: int) -> None:
+    base = runs[0]
+    console.print(f"[bold]{scenario.name}[/] on [bold]{base.topo.name}[/]: {base.topo.n_servers} servers, "
+                  f"{base.topo.n_gpus} GPUs, {len(base.flows)} flows, {format_size(float(base.flows.size_bytes.sum()))} "
+                  f"over {base.transport.name}")
+    if len(runs) > 1:
+        console.print(comparison_table([run_summary(r) for r in runs]))
+    leaf = _sending_leaf(base)
+    if leaf is not None:
+        for run in runs:
+            console.print(uplink_table(run.labels.get("name", routing_label(run)), uplink_loads(run, leaf)))
+    console.print(flows_table(flow_rows(base), flows_limit))
+    console.print(hot_links_table(hot_links(base, 10)))
+
+
+def _demo_scenario() -> Scenario:
+    text = resources.files("gpuwait.data").joinpath("demo-ecmp.yaml").read_text()
+    import yaml
+
+    return validate_data(Scenario, yaml.safe_load(text), source="embedded demo scenario")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def demo(json_out: bool = JSON_OPTION) -> None:
+        """Run the embedded ECMP-collision scenario: 8 large flows between two leaves with 8 uplinks,
+        routed by ECMP, ECMP with 4 QPs, spraying and adaptive routing, side by side.
+
+        Example: [bold]gpuwait demo[/]
+        """
+        scenario = _demo_scenario()
+        runs = run_scenario_traffic(scenario)
+        out = Output(json_out)
+
+        def render(console: Console) -> None:
+            _render_runs(console, scenario, runs, flows_limit=8)
+            base, best = runs[0], min(runs, key=lambda r: r.makespan_s)
+            head = run_summary(base)
+            console.print(
+                f"\nECMP put {head['max_flows_per_uplink']} flows on one uplink while "
+                f"{head['uplinks'] - head['uplinks_used']} of {head['uplinks']} uplinks stayed idle: the transfer took "
+                f"{format_time(base.makespan_s)} instead of {format_time(best.makespan_s)} "
+                f"({base.makespan_s / best.makespan_s:.2f}x). All links were up the whole time.")
+
+        out.emit(_run_document(scenario, runs), render)
+
+    @app.command()
+    def run(scenario_file: str = typer.Argument(..., metavar="SCENARIO.yaml", help="Scenario file."),
+            flows_limit: int = typer.Option(20, "--flows", help="Flows to list in the table."),
+            json_out: bool = JSON_OPTION) -> None:
+        """Simulate a scenario's traffic (and its variants) and print completion times and link loads.
+
+        Example: [bold]gpuwait run examples/ecmp-collision.yaml[/]
+        """
+        scenario = load_scenario(scenario_file)
+        runs = run_scenario_traffic(scenario)
+        Output(json_out).emit(_run_document(scenario, runs), lambda c: _render_runs(c, scenario, runs, flows_limit))
+
+    @app.command()
+    def route(cluster: str = typer.Argument(..., metavar="PRESET|FILE", help="A preset name or a cluster/scenario file."),
+              src: str = typer.Option(..., "--src", help="Source node, e.g. s0.gpu0."),
+              dst: str = typer.Option(..., "--dst", help="Destination node, e.g. s4.gpu0."),
+              servers: int | None = SERVERS_OPTION,
+              routing: str | None = typer.Option(None, "--routing", help="ecmp, static, adaptive or spray (default: the cluster's)."),
+              qps: int | None = typer.Option(None, "--qps", min=1, help="QPs per connection."),
+              seed: int | None = typer.Option(None, "--seed", min=0, help="ECMP hash seed."),
+              json_out: bool = JSON_OPTION) -> None:
+        """Show the path(s) of one flow: every link it crosses, hop by hop, with the share of its bytes.
+
+        Example: [bold]gpuwait route rocev2-400g-2tier --servers 8 --src s0.gpu0 --dst s4.gpu0 --qps 4[/]
+        """
+        spec = load_cluster(cluster, servers)
+        updates = {k: v for k, v in (("kind", routing), ("qps_per_connection", qps), ("seed", seed)) if v is not None}
+        routing_spec = validate_data(RoutingSpec, spec.routing.model_dump() | updates, source="--routing/--qps/--seed")
+        topo = build_topology(spec)
+        from gpuwait.routing import route_flows
+
+        routes = route_flows(topo, routing_spec, [src], [dst], transport=resolve_transport(spec.transport).name)
+        rows = []
+        for row in range(routes.n_rows):
+            links, weights = routes.links_of_row(row)
+            order = np.argsort(_hop_order(topo, links, topo.node_id(src)), kind="stable")
+            rows.append({"qp": int(routes.qp_index[row]), "udp_sport": int(routes.udp_sport[row]),
+                         "latency_s": float(routes.path_latency_s[row]),
+                         "hops": [{"link": topo.link_name(int(links[i])), "share": float(weights[i]),
+                                   "capacity_Bps": float(topo.link_capacity_Bps[links[i]])} for i in order]})
+        doc = {"src": src, "dst": dst, "routing": routing_spec.model_dump(), "qps": rows}
+
+        def render(console: Console) -> None:
+            console.print(f"[bold]{src} -> {dst}[/] on {topo.name} ({routing_spec.kind}"
+                          f"{', ' + routing_spec.hash if routing_spec.kind == 'ecmp' else ''})")
+            for r in rows:
+                port = f", UDP sport {r['udp_sport']}" if r["udp_sport"] >= 0 else ""
+                console.print(f"  QP {r['qp']}{port}, path latency {format_time(r['latency_s'])}:")
+                for hop in r["hops"]:
+                    share = "" if hop["share"] == 1 else f"  ({hop['share']:.1%} of the bytes)"
+                    console.print(f"    {hop['link']}  [dim]{format_rate(hop['capacity_Bps'])}[/]{share}")
+
+        Output(json_out).emit(doc, render)
+
+    @app.command()
+    def validate(file: str = typer.Argument(..., metavar="FILE", help="Scenario file to check."),
+                 json_out: bool = JSON_OPTION) -> None:
+        """Check a scenario file: every problem with its YAML path, the value and what was expected.
+
+        Example: [bold]gpuwait validate examples/ecmp-collision.yaml[/]
+        """
+        data = read_yaml(file)
+        try:
+            scenario = validate_data(Scenario, data, source=file)
+            from gpuwait.topology import build_cluster
+            from gpuwait.workload.traffic import traffic_flows
+
+            topo = build_cluster(scenario.cluster)
+            n_flows = len(traffic_flows(topo, scenario.traffic)) if (scenario.traffic.flows or scenario.traffic.patterns) else 0
+        except SpecError as err:
+            if json_out:
+                Output(True).emit({"file": file, "valid": False, "problems": err.problems or [str(err)]}, lambda c: None)
+                raise typer.Exit(1)
+            raise
+        Output(json_out).emit(
+            {"file": file, "valid": True, "servers": topo.n_servers, "gpus": topo.n_gpus, "flows": n_flows},
+            lambda c: c.print(f"[green]ok[/] {file}: {topo.n_servers} servers, {topo.n_gpus} GPUs, {n_flows} flows"))
+
+    @app.command()
+    def schema() -> None:
+        """Print the JSON Schema of scenario files: every field with its unit, default and description."""
+        Output().text(json.dumps(Scenario.model_json_schema(), indent=2))
+
+
+def _hop_order(topo, links: np.ndarray, src: int) -> np.ndarray:
+    """Position of each link along the path, by walking from the source (splits share a position)."""
+    position = np.full(len(links), len(links), float)
+    frontier, depth = {src}, 0
+    remaining = set(range(len(links)))
+    while remaining and frontier and depth < 64:
+        hit = [i for i in remaining if int(topo.link_src[links[i]]) in frontier]
+        if not hit:
+            break
+        for i in hit:
+            position[i] = depth
+            remaining.discard(i)
+        frontier = {int(topo.link_dst[links[i]]) for i in hit}
+        depth += 1
+    return position

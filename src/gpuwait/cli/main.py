@@ -1,0 +1,67 @@
+"""Entry point: the typer app, ``--version``, and the one-line error handler."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+
+from gpuwait import __version__
+from gpuwait.cli import commands, topo_cmds
+from gpuwait.errors import GpuwaitError
+
+app = typer.Typer(
+    name="gpuwait",
+    help="Why the GPUs wait, and what makes them stop: model a GPU cluster's data path and simulate flows on it.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"gpuwait {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       help="Print the version and exit.")) -> None:
+    """Why the GPUs wait, and what makes them stop."""
+
+
+commands.register(app)
+topo_cmds.register(app)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; a GpuwaitError becomes one line and a hint (traceback only with GPUWAIT_DEBUG=1)."""
+    try:
+        code = app(args=argv, standalone_mode=False)
+    except GpuwaitError as err:
+        if os.environ.get("GPUWAIT_DEBUG") == "1":
+            raise
+        sys.stderr.write(f"error: {err}\n")
+        if err.hint:
+            sys.stderr.write(f"hint: {err.hint}\n")
+        return 2
+    except typer.Exit as done:
+        return done.exit_code
+    except typer.Abort:
+        sys.stderr.write("aborted\n")
+        return 1
+    except Exception as err:  # click's usage errors
+        import click
+
+        if isinstance(err, click.ClickException):
+            err.show()
+            return err.exit_code
+        raise
+    return code if isinstance(code, int) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,152 @@
+"""Run a flow table on a cluster: route it, apply the transport, and simulate with the flow engine.
+
+This is the glue between the model (topology, routing, transport) and the fluid engine, which
+itself knows only links and weighted flows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+import scipy.sparse as sp
+
+from gpuwait.engine.flow import FlowEngine, FlowResult, FlowSet, LinkTable
+from gpuwait.routing.paths import Routes, route_flows
+from gpuwait.spec.cluster import RoutingSpec
+from gpuwait.topology.model import LINK_KINDS, NETWORKS, Topology
+from gpuwait.transport.profiles import TransportProfile
+from gpuwait.workload.traffic import FlowTable
+
+_HOST = LINK_KINDS.index("host")
+_SERVER = NETWORKS.index("server")
+
+
+def effective_capacity_Bps(topo: Topology, transport: TransportProfile) -> np.ndarray:
+    """Payload capacity of every link: network links lose the transport's header bytes, and host
+    ports on a kernel-TCP path are held to the stack's ceiling."""
+    capacity = topo.link_capacity_Bps.copy()
+    network = topo.link_network != _SERVER
+    capacity[network] *= transport.wire_efficiency
+    capacity[topo.link_kind == _HOST] *= transport.link_fraction
+    return capacity
+
+
+@dataclass(frozen=True, eq=False)
+class NetworkRun:
+    """A routed and simulated flow table. Rows are QPs; flows are the table's entries."""
+
+    topo: Topology
+    flows: FlowTable
+    routes: Routes
+    capacity_Bps: np.ndarray
+    result: FlowResult
+    routing: RoutingSpec
+    transport: TransportProfile
+    labels: dict = field(default_factory=dict)
+
+    @cached_property
+    def flow_start_s(self) -> np.ndarray:
+        out = np.full(len(self.flows), np.inf)
+        np.minimum.at(out, self.routes.flow_index, self.result.start_s)
+        return out
+
+    @cached_property
+    def flow_finish_s(self) -> np.ndarray:
+        out = np.zeros(len(self.flows))
+        np.maximum.at(out, self.routes.flow_index, self.result.finish_s)
+        return out
+
+    @property
+    def flow_time_s(self) -> np.ndarray:
+        return self.flow_finish_s - self.flow_start_s
+
+    @property
+    def flow_mean_rate_Bps(self) -> np.ndarray:
+        return self.flows.size_bytes / np.maximum(self.flow_time_s, 1e-300)
+
+    @cached_property
+    def flow_bottleneck_link(self) -> np.ndarray:
+        """The bottleneck of each flow's slowest QP (-1 = a rate cap, -2 = nothing to send)."""
+        order = np.lexsort((-self.result.finish_s, self.routes.flow_index))
+        first = np.r_[True, np.diff(self.routes.flow_index[order]) != 0]
+        out = np.full(len(self.flows), -2, np.int64)
+        out[self.routes.flow_index[order][first]] = self.result.bottleneck_link[order][first]
+        return out
+
+    @property
+    def makespan_s(self) -> float:
+        return float(self.flow_finish_s.max()) if len(self.flows) else 0.0
+
+    @property
+    def link_bytes(self) -> np.ndarray:
+        return self.result.link_bytes
+
+    def link_flow_count(self) -> np.ndarray:
+        """Number of distinct flows (not QPs) crossing each link."""
+        rows, links = self.routes.link_weights.nonzero()
+        pairs = np.unique(self.routes.flow_index[rows].astype(np.int64) * self.topo.n_links + links)
+        return np.bincount(pairs % self.topo.n_links, minlength=self.topo.n_links)
+
+    def link_peak_utilization(self) -> np.ndarray:
+        return self.result.link_peak_utilization(self.capacity_Bps)
+
+    def link_mean_utilization(self) -> np.ndarray:
+        """Mean utilization over the run (from first start to last end of transmission)."""
+        return self.result.link_mean_utilization(self.capacity_Bps)
+
+    def flows_on_link(self, link: int) -> np.ndarray:
+        rows = self.routes.link_weights[:, link].nonzero()[0]
+        return np.unique(self.routes.flow_index[rows])
+
+
+def _row_dependencies(flows: FlowTable, routes: Routes) -> sp.csr_matrix | None:
+    if not any(flows.after):
+        return None
+    rows_of = [[] for _ in range(len(flows))]
+    for row, f in enumerate(routes.flow_index.tolist()):
+        rows_of[f].append(row)
+    r_idx, c_idx = [], []
+    for f, deps in enumerate(flows.after):
+        for d in deps:
+            for row in rows_of[f]:
+                r_idx.extend([row] * len(rows_of[d]))
+                c_idx.extend(rows_of[d])
+    n = routes.n_rows
+    return sp.csr_matrix((np.ones(len(r_idx), bool), (r_idx, c_idx)), shape=(n, n))
+
+
+def simulate_flows(topo: Topology, flows: FlowTable, routing: RoutingSpec, transport: TransportProfile,
+                   *, capacity_Bps: np.ndarray | None = None) -> NetworkRun:
+    """Route and simulate ``flows`` on ``topo``.
+
+    Each flow becomes ``routing.qps_per_connection`` QP rows with an equal share of its bytes
+    (NCCL stripes a connection's data over its QPs). The transport's per-message overhead is
+    added to the path latency; its header bytes reduce the payload capacity of network links.
+
+    Examples
+    --------
+    >>> from gpuwait.topology import build_preset
+    >>> from gpuwait.spec import PatternSpec, RoutingSpec
+    >>> from gpuwait.transport import TRANSPORTS
+    >>> from gpuwait.workload.traffic import pattern_flows
+    >>> topo = build_preset("rocev2-400g-2tier", servers=4)
+    >>> flows = pattern_flows(topo, PatternSpec(kind="rail-ring", size="100MB"))
+    >>> run = simulate_flows(topo, flows, RoutingSpec(kind="spray"), TRANSPORTS["rocev2"])
+    >>> round(float(run.flow_mean_rate_Bps.min()) / 1e9, 1)  # 400G minus RoCE headers
+    49.0
+    """
+    routes = route_flows(topo, routing, flows.src, flows.dst, transport=transport.name)
+    qps = np.bincount(routes.flow_index, minlength=len(flows))[routes.flow_index]
+    size = flows.size_bytes[routes.flow_index] / qps
+    cap = flows.rate_cap_Bps[routes.flow_index] / qps
+    if transport.rate_cap_Bps:
+        cap = np.minimum(cap, transport.rate_cap_Bps / qps)
+    capacity = effective_capacity_Bps(topo, transport) if capacity_Bps is None else capacity_Bps
+    crosses_network = np.asarray(routes.link_weights @ (topo.link_network != _SERVER).astype(float)).ravel() > 0
+    latency = routes.path_latency_s + np.where(crosses_network, transport.message_overhead_s, 0.0)
+    flowset = FlowSet(size_bytes=size, link_weights=routes.link_weights, release_time_s=flows.start_s[routes.flow_index],
+                      rate_cap_Bps=cap, path_latency_s=latency, depends_on=_row_dependencies(flows, routes))
+    result = FlowEngine(LinkTable(capacity, topo.link_latency_s)).run(flowset)
+    return NetworkRun(topo, flows, routes, capacity, result, routing, transport)

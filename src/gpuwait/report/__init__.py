@@ -1,0 +1,1 @@
+"""Reports: pure post-processing of results into tables and documents."""

@@ -1,0 +1,154 @@
+"""Tables of a flow run: per-flow times and rates, per-link load, and routing comparisons.
+
+Functions here turn a :class:`~gpuwait.engine.network.NetworkRun` into plain dicts (what
+``--json`` prints) and rich tables (what people read). No model logic.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from rich.table import Table
+
+from gpuwait.engine.network import NetworkRun
+from gpuwait.topology.model import LINK_KINDS, TIER_NAMES
+from gpuwait.units import format_rate, format_size, format_time
+
+_NETWORK_LINKS = (LINK_KINDS.index("host"), LINK_KINDS.index("fabric"))
+
+
+def routing_label(run: NetworkRun) -> str:
+    r = run.routing
+    label = r.kind
+    if r.kind == "ecmp":
+        label += f" {r.hash} seed {r.seed}" + ("" if r.per_switch_seed else " (same seed everywhere)")
+    if r.qps_per_connection > 1 and r.kind in ("ecmp", "static"):
+        label += f", {r.qps_per_connection} QPs"
+    return label
+
+
+def run_summary(run: NetworkRun) -> dict:
+    """Headline numbers of a run."""
+    util = run.link_peak_utilization()
+    topo = run.topo
+    up = np.flatnonzero((topo.node_tier[topo.link_src] == 1) & (topo.node_tier[topo.link_dst] == 2))
+    # only the leaves that send traffic up: their idle uplinks are the wasted ones
+    sending = np.unique(topo.link_src[up][run.link_bytes[up] > 0])
+    uplinks = up[np.isin(topo.link_src[up], sending)]
+    up_bytes = run.link_bytes[uplinks]
+    flows_per_uplink = run.link_flow_count()[uplinks]
+    return {
+        "label": run.labels.get("name", routing_label(run)),
+        "routing": run.routing.model_dump(),
+        "transport": run.transport.name,
+        "flows": len(run.flows),
+        "qp_rows": run.routes.n_rows,
+        "total_bytes": float(run.flows.size_bytes.sum()),
+        "makespan_s": run.makespan_s,
+        "mean_flow_time_s": float(run.flow_time_s.mean()),
+        "min_flow_rate_Bps": float(run.flow_mean_rate_Bps.min()),
+        "mean_flow_rate_Bps": float(run.flow_mean_rate_Bps.mean()),
+        "max_link_utilization": float(util.max()) if len(util) else 0.0,
+        "uplinks": int(len(uplinks)),
+        "uplinks_used": int((up_bytes > 0).sum()),
+        "max_flows_per_uplink": int(flows_per_uplink.max()) if len(uplinks) else 0,
+        "uplink_imbalance": float(up_bytes.max() / up_bytes.mean()) if len(uplinks) else 1.0,
+    }
+
+
+def flow_rows(run: NetworkRun) -> list[dict]:
+    names = run.topo.node_name
+    bottleneck = run.flow_bottleneck_link
+    rows = []
+    for i in range(len(run.flows)):
+        b = int(bottleneck[i])
+        rows.append({
+            "name": run.flows.name[i], "src": names[run.flows.src[i]], "dst": names[run.flows.dst[i]],
+            "size_bytes": float(run.flows.size_bytes[i]), "start_s": float(run.flow_start_s[i]),
+            "finish_s": float(run.flow_finish_s[i]), "mean_rate_Bps": float(run.flow_mean_rate_Bps[i]),
+            "bottleneck": run.topo.link_name(b) if b >= 0 else ("rate cap" if b == -1 else "-"),
+        })
+    return rows
+
+
+def hot_links(run: NetworkRun, limit: int = 10, network_only: bool = True) -> list[dict]:
+    """The most utilized links (mean utilization over the run), with the flows that share them."""
+    topo = run.topo
+    mean_util = run.link_mean_utilization()
+    candidates = np.flatnonzero(run.link_bytes > 0)
+    if network_only:
+        candidates = candidates[np.isin(topo.link_kind[candidates], _NETWORK_LINKS)]
+    order = candidates[np.lexsort((candidates, -run.link_bytes[candidates], -mean_util[candidates]))][:limit]
+    count = run.link_flow_count()
+    out = []
+    for link in order:
+        flows = run.flows_on_link(int(link))
+        out.append({
+            "link": topo.link_name(int(link)),
+            "tier": f"{TIER_NAMES[topo.node_tier[topo.link_src[link]]]}->{TIER_NAMES[topo.node_tier[topo.link_dst[link]]]}",
+            "capacity_Bps": float(run.capacity_Bps[link]),
+            "bytes": float(run.link_bytes[link]),
+            "mean_utilization": float(mean_util[link]),
+            "flows": int(count[link]),
+            "flow_names": [run.flows.name[f] for f in flows[:8]],
+        })
+    return out
+
+
+def uplink_loads(run: NetworkRun, switch: str) -> list[dict]:
+    """Flows and bytes on each uplink of one switch: where ECMP collisions show."""
+    topo = run.topo
+    node = topo.node_id(switch)
+    links = np.flatnonzero((topo.link_src == node) & (topo.node_tier[topo.link_dst] > topo.node_tier[node]))
+    count = run.link_flow_count()
+    return [{"link": topo.link_name(int(l)), "flows": int(count[l]), "bytes": float(run.link_bytes[l]),
+             "mean_utilization": float(run.link_mean_utilization()[l])} for l in links]
+
+
+# ------------------------------------------------------------------------------------ rich tables
+def comparison_table(summaries: list[dict]) -> Table:
+    best = min(s["makespan_s"] for s in summaries)
+    table = Table(title="Completion by routing choice", title_justify="left")
+    for col, justify in (("routing", "left"), ("completion", "right"), ("vs best", "right"), ("slowest flow", "right"),
+                         ("mean flow", "right"), ("leaf uplinks used", "right"), ("busiest/mean uplink", "right")):
+        table.add_column(col, justify=justify)
+    for s in summaries:
+        slow = s["makespan_s"] / best
+        style = "bold red" if slow > 1.05 else "green"
+        table.add_row(s["label"], format_time(s["makespan_s"]), f"[{style}]{slow:.2f}x[/]",
+                      format_rate(s["min_flow_rate_Bps"]), format_rate(s["mean_flow_rate_Bps"]),
+                      f"{s['uplinks_used']}/{s['uplinks']}", f"{s['uplink_imbalance']:.2f}")
+    return table
+
+
+def uplink_table(label: str, loads: list[dict]) -> Table:
+    table = Table(title=f"{label}: uplinks of the sending leaf", title_justify="left")
+    for col in ("link", "flows", "bytes", "utilization"):
+        table.add_column(col, justify="left" if col == "link" else "right")
+    for row in loads:
+        bar = "#" * int(round(row["mean_utilization"] * 20))
+        style = "red" if row["flows"] > 1 else ("dim" if row["flows"] == 0 else "")
+        table.add_row(f"[{style}]{row['link']}[/]" if style else row["link"], str(row["flows"]), format_size(row["bytes"]),
+                      f"{row['mean_utilization']:5.0%} {bar}")
+    return table
+
+
+def flows_table(rows: list[dict], limit: int = 20) -> Table:
+    table = Table(title="Flows", title_justify="left")
+    for col in ("flow", "src", "dst", "size", "start", "finish", "rate", "bottleneck"):
+        table.add_column(col, justify="right" if col in ("size", "start", "finish", "rate") else "left")
+    for row in rows[:limit]:
+        table.add_row(row["name"], row["src"], row["dst"], format_size(row["size_bytes"]), format_time(row["start_s"]),
+                      format_time(row["finish_s"]), format_rate(row["mean_rate_Bps"]), row["bottleneck"])
+    if len(rows) > limit:
+        table.caption = f"{len(rows) - limit} more flows: use --json for all"
+    return table
+
+
+def hot_links_table(rows: list[dict]) -> Table:
+    table = Table(title="Hottest network links", title_justify="left")
+    for col in ("link", "tier", "capacity", "bytes", "mean util", "flows", "some flows"):
+        table.add_column(col, justify="right" if col in ("capacity", "bytes", "mean util", "flows") else "left")
+    for row in rows:
+        table.add_row(row["link"], row["tier"], format_rate(row["capacity_Bps"]), format_size(row["bytes"]),
+                      f"{row['mean_utilization']:.0%}", str(row["flows"]), ", ".join(row["flow_names"][:4]))
+    return table

@@ -1,0 +1,1 @@
+"""Workloads turned into flows and programs."""
