@@ -270,16 +270,42 @@ def _walk_fabric(topo: Topology, spec: RoutingSpec, start: np.ndarray, target: n
 
 def _adaptive_split(topo: Topology, owner: np.ndarray, links: np.ndarray, n_states: int,
                     background_Bps: np.ndarray | None, own_Bps: np.ndarray) -> np.ndarray:
-    """Split each state's traffic over its candidate links in proportion to their spare capacity.
+    """Split each state's traffic over its candidate links by water-filling on their utilization.
 
-    Spare capacity = capacity minus the background load (other flows' expected rates), floored at a
-    small share of the capacity so a fully busy link still gets a trickle, as a real AR switch would.
+    The fluid limit of "send each packet to the least-utilized next hop": the state's demand
+    ``D`` fills the candidates to a common level ``lam`` of (load / capacity), giving link l
+    ``max(0, lam * c_l - b_l)`` where ``b_l`` is the other flows' load. With no background this
+    is a split in proportion to capacity, so a degraded link gets its share and no more.
     """
     capacity = topo.link_capacity_Bps[links]
-    busy = 0.0 if background_Bps is None else np.maximum(background_Bps[links] - own_Bps, 0.0)
-    spare = np.maximum(capacity - busy, 0.02 * capacity)
-    total = np.bincount(owner, weights=spare, minlength=n_states)
-    return spare / total[owner]
+    if background_Bps is None:
+        background = np.zeros(len(links))
+    else:
+        # the previous round's load includes this flow's own share; in the fixed point every flow
+        # sees the same levels, so keeping it only shifts the water level, not the split
+        background = background_Bps[links]
+    demand = np.bincount(owner, weights=own_Bps, minlength=n_states) / np.maximum(np.bincount(owner, minlength=n_states), 1)
+    level = background / capacity
+    order = np.lexsort((level, owner))
+    o_owner, o_cap, o_bg, o_level = owner[order], capacity[order], background[order], level[order]
+    group_start = np.searchsorted(o_owner, o_owner, "left")
+    csum_cap, csum_bg = np.cumsum(o_cap), np.cumsum(o_bg)
+    base_cap = np.where(group_start > 0, csum_cap[group_start - 1], 0.0)
+    base_bg = np.where(group_start > 0, csum_bg[group_start - 1], 0.0)
+    # the level reached if the demand fills candidates 0..k of the group (in order of utilization)
+    lam = (demand[o_owner] + (csum_bg - base_bg)) / (csum_cap - base_cap)
+    valid = lam >= o_level
+    # the water level is that of the last candidate the water reaches
+    last_valid = np.zeros(n_states, np.int64)
+    np.maximum.at(last_valid, o_owner[valid], np.flatnonzero(valid))
+    final_lam = lam[last_valid][o_owner]
+    fill = np.maximum(final_lam * o_cap - o_bg, 0.0)
+    total = np.bincount(o_owner, weights=fill, minlength=n_states)
+    split_sorted = np.where(total[o_owner] > 0, fill / np.where(total[o_owner] > 0, total[o_owner], 1.0),
+                            o_cap / np.bincount(o_owner, weights=o_cap, minlength=n_states)[o_owner])
+    split = np.empty(len(links))
+    split[order] = split_sorted
+    return split
 
 
 # ------------------------------------------------------------------------------------ public API
@@ -424,7 +450,9 @@ def route_flows(topo: Topology, spec: RoutingSpec, src, dst, *, transport: str =
         rounds = _ADAPTIVE_ROUNDS if spec.kind == "adaptive" else 1
         for _ in range(rounds):
             r_rows, r_links, r_w = _walk_fabric(topo, spec, s_ep, d_ep, tuples, qp[remote], dest_index, background, demand)
-            background = np.bincount(r_links, weights=r_w * demand[r_rows], minlength=topo.n_links)
+            load = np.bincount(r_links, weights=r_w * demand[r_rows], minlength=topo.n_links)
+            # damped (Jacobi) rounds: every flow reacts to the others' last split, halfway, so they settle
+            background = load if background is None else 0.5 * (background + load)
         pieces_rows.append(remote[r_rows])
         pieces_links.append(r_links)
         pieces_w.append(r_w)

@@ -1,0 +1,186 @@
+"""Routing over real topologies: ECMP collisions, QP entropy, D-mod-k, spraying, adaptive routing.
+
+External references: the balls-into-bins expectation (n balls into n bins leave n(1-1/n)^n bins
+empty in expectation); InfiniBand D-mod-k static routing spreads destinations evenly over the up
+ports of a fat tree (Zahavi, "D-Mod-K Routing Providing Non-Blocking Traffic for Shift
+Permutations on Real Life Fat Trees", 2010).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from gpuwait.engine.network import simulate_flows
+from gpuwait.errors import RoutingError
+from gpuwait.routing import route_flows
+from gpuwait.spec import ClusterSpec, PatternSpec, RoutingSpec
+from gpuwait.topology import build_preset, build_topology
+from gpuwait.transport import TRANSPORTS
+from gpuwait.workload.traffic import pattern_flows
+from tests.conftest import leaf_spine
+
+
+def _uplinks(topo, leaf="leaf0"):
+    node = topo.node_id(leaf)
+    return np.flatnonzero((topo.link_src == node) & (topo.node_tier[topo.link_dst] == 2))
+
+
+def _leaf_to_leaf(topo, count=8):
+    return pattern_flows(topo, PatternSpec(kind="leaf-to-leaf", size="1GB", count=count))
+
+
+def test_single_path_is_connected_hop_by_hop(two_leaf_cluster):
+    topo = two_leaf_cluster
+    routes = route_flows(topo, RoutingSpec(kind="ecmp"), ["s0.gpu3"], ["s1.gpu5"])
+    links, weights = routes.links_of_row(0)
+    assert np.all(weights == 1.0)
+    src, dst = topo.link_src[links], topo.link_dst[links]
+    # a simple path: every node except the ends is entered once and left once
+    assert sorted(set(src) - set(dst)) == [topo.node_id("s0.gpu3")]
+    assert sorted(set(dst) - set(src)) == [topo.node_id("s1.gpu5")]
+    assert routes.path_latency_s[0] == pytest.approx(topo.link_latency_s[links].sum())
+
+
+def test_gpus_of_one_server_talk_over_nvlink(two_leaf_cluster):
+    topo = two_leaf_cluster
+    routes = route_flows(topo, RoutingSpec(), ["s0.gpu0"], ["s0.gpu7"])
+    assert topo.link_names(routes.links_of_row(0)[0]) == ["s0.gpu0->s0.nvsw", "s0.nvsw->s0.gpu7"]
+
+
+def test_ecmp_balls_into_bins_over_many_seeds(two_leaf_cluster):
+    """8 flows hashed onto 8 uplinks: empty uplinks average 8*(7/8)^8 = 2.749 (balls into bins)."""
+    topo = two_leaf_cluster
+    flows = _leaf_to_leaf(topo)
+    up = _uplinks(topo)
+    empty, max_load = [], []
+    for seed in range(400):
+        routes = route_flows(topo, RoutingSpec(kind="ecmp", seed=seed), flows.src, flows.dst)
+        load = np.asarray(routes.link_weights[:, up].sum(axis=0)).ravel()
+        empty.append(int((load == 0).sum()))
+        max_load.append(int(load.max()))
+    expected_empty = 8 * (7 / 8) ** 8
+    assert np.mean(empty) == pytest.approx(expected_empty, rel=0.08)
+    # reference: uniform random choices
+    rng = np.random.default_rng(1)
+    ref = rng.integers(0, 8, size=(20000, 8))
+    ref_max = np.array([np.bincount(r, minlength=8).max() for r in ref])
+    assert np.mean(max_load) == pytest.approx(ref_max.mean(), rel=0.06)
+    assert 1 - np.mean(np.array(max_load) == 1) > 0.99  # a collision-free hash of 8 flows is rare: 8!/8^8 = 0.24 %
+
+
+def test_ecmp_collision_is_slower_than_spray_and_adaptive(two_leaf_cluster):
+    topo = two_leaf_cluster
+    flows = _leaf_to_leaf(topo)
+    rocev2 = TRANSPORTS["rocev2"]
+    ecmp = simulate_flows(topo, flows, RoutingSpec(kind="ecmp", seed=7), rocev2)
+    spray = simulate_flows(topo, flows, RoutingSpec(kind="spray"), rocev2)
+    adaptive = simulate_flows(topo, flows, RoutingSpec(kind="adaptive"), rocev2)
+    line_rate_s = 1e9 / (50e9 * rocev2.wire_efficiency)
+    # spraying and adaptive routing reach line rate (plus a few microseconds of latency)
+    assert spray.makespan_s == pytest.approx(line_rate_s, rel=1e-3)
+    assert adaptive.makespan_s == pytest.approx(line_rate_s, rel=1e-3)
+    load = ecmp.link_flow_count()[_uplinks(topo)]
+    assert load.max() >= 2 and (load == 0).sum() >= 1
+    # the most loaded uplink sets the pace: k flows on it take k times as long
+    assert ecmp.makespan_s == pytest.approx(load.max() * line_rate_s, rel=1e-3)
+
+
+def test_more_qps_narrow_the_gap_on_average(two_leaf_cluster):
+    topo = two_leaf_cluster
+    flows = _leaf_to_leaf(topo)
+    rocev2 = TRANSPORTS["rocev2"]
+    ideal = 1e9 / (50e9 * rocev2.wire_efficiency)
+    mean = {}
+    for qps in (1, 4, 16):
+        times = [simulate_flows(topo, flows, RoutingSpec(kind="ecmp", seed=s, qps_per_connection=qps), rocev2).makespan_s
+                 for s in range(30)]
+        mean[qps] = np.mean(times) / ideal
+    assert mean[1] > mean[4] > mean[16] > 1.0
+    assert mean[1] > 1.8  # E[max load] of 8 balls in 8 bins is about 2.4
+
+
+def test_same_seed_everywhere_polarizes_a_three_tier_fabric():
+    """With one seed on every switch, the spine repeats the leaf's choice: few core links carry traffic."""
+    spec = ClusterSpec(servers=64, server={"template": "dgx-h100"},
+                       fabric={"kind": "clos", "tiers": 3, "switch_radix": 16, "rail_optimized": False},
+                       routing={"kind": "ecmp"})
+    topo = build_topology(spec)
+    flows = pattern_flows(topo, PatternSpec(kind="permutation", size="1MB", seed=3))
+    core_up = np.flatnonzero((topo.node_tier[topo.link_src] == 2) & (topo.node_tier[topo.link_dst] == 3))
+    used = {}
+    for per_switch in (True, False):
+        routes = route_flows(topo, RoutingSpec(kind="ecmp", seed=5, per_switch_seed=per_switch), flows.src, flows.dst)
+        load = np.asarray(routes.link_weights[:, core_up].sum(axis=0)).ravel()
+        used[per_switch] = (load > 0).mean()
+    # independent hashes: ~456 cross-pod flows into 512 core uplinks, balls into bins fills 1-(1-1/512)^456 = 59 %
+    assert used[True] == pytest.approx(1 - (1 - 1 / 512) ** 456, abs=0.06)
+    # one seed everywhere: spine j re-picks index j, so only core j of each group of 8 carries traffic
+    assert used[False] == pytest.approx(1 / 8)
+
+
+def test_static_dmodk_spreads_a_shift_permutation_without_collisions():
+    spec = leaf_spine(transport="infiniband")
+    topo = build_topology(spec.model_copy(update={"routing": RoutingSpec(kind="static")}))
+    flows = _leaf_to_leaf(topo)
+    routes = route_flows(topo, RoutingSpec(kind="static", qps_per_connection=4), flows.src, flows.dst, transport="infiniband")
+    load = np.asarray(routes.link_weights[:, _uplinks(topo)].sum(axis=0)).ravel()
+    # destination-based: the 4 QPs of a connection share a path; 8 destinations on 8 uplinks, one each
+    assert load.tolist() == [4.0] * 8
+
+
+def test_spray_splits_evenly_and_conserves_the_flow(two_leaf_cluster):
+    topo = two_leaf_cluster
+    routes = route_flows(topo, RoutingSpec(kind="spray"), ["s0.gpu0"], ["s1.gpu0"])
+    up = _uplinks(topo)
+    weights = np.asarray(routes.link_weights[0, up].todense()).ravel()
+    assert weights == pytest.approx([1 / 8] * 8)
+    # every hop level carries the whole flow: the weights into the destination NIC sum to 1
+    links, w = routes.links_of_row(0)
+    into_dst_nic = topo.link_dst[links] == topo.node_id("s1.nic0")
+    assert w[into_dst_nic].sum() == pytest.approx(1.0)
+
+
+def test_adaptive_routing_steers_around_a_degraded_uplink(two_leaf_cluster):
+    topo = two_leaf_cluster
+    up = _uplinks(topo)
+    capacity = topo.link_capacity_Bps.copy()
+    capacity[up[3]] *= 0.25
+    degraded = dataclasses.replace(topo, link_capacity_Bps=capacity)
+    flows = _leaf_to_leaf(degraded)
+    rocev2 = TRANSPORTS["rocev2"]
+    spray = simulate_flows(degraded, flows, RoutingSpec(kind="spray"), rocev2)
+    adaptive = simulate_flows(degraded, flows, RoutingSpec(kind="adaptive"), rocev2)
+    ideal = 1e9 / (50e9 * rocev2.wire_efficiency)
+    # spraying sends 1/8 of all 8 flows over the quarter-speed link: it carries one flow's rate, at C/4
+    assert spray.makespan_s == pytest.approx(4 * ideal, rel=0.01)
+    # adaptive routing shifts load to the healthy uplinks: 7.25 links' worth of capacity for 8 links' load
+    assert adaptive.makespan_s == pytest.approx(8 / 7.25 * ideal, rel=0.02)
+
+
+def test_dual_plane_spreads_qps_over_both_planes():
+    topo = build_preset("dual-plane-2x200g", servers=8)
+    routes = route_flows(topo, RoutingSpec(kind="ecmp", qps_per_connection=2), ["s0.gpu0"], ["s5.gpu0"])
+    planes = [set(topo.link_plane[routes.links_of_row(r)[0]][topo.link_plane[routes.links_of_row(r)[0]] >= 0].tolist())
+              for r in range(2)]
+    assert planes == [{0}, {1}]
+
+
+def test_bad_endpoints_get_one_clear_error(two_leaf_cluster):
+    topo = two_leaf_cluster
+    with pytest.raises(RoutingError, match="spine0.*is a switch"):
+        route_flows(topo, RoutingSpec(), ["spine0"], ["s1.gpu0"])
+    with pytest.raises(RoutingError, match="both s0.gpu0"):
+        route_flows(topo, RoutingSpec(), ["s0.gpu0"], ["s0.gpu0"])
+    with pytest.raises(Exception, match="s9.gpu0"):
+        route_flows(topo, RoutingSpec(), ["s9.gpu0"], ["s0.gpu1"])
+
+
+def test_unconnected_endpoints_are_an_error():
+    topo = build_topology(ClusterSpec(servers=2, server={"template": "dgx-h100"},
+                                      fabric={"kind": "clos", "planes": 1}, storage={"mode": "separate"}))
+    # a storage server on the separate storage network is not reachable through the compute NIC
+    with pytest.raises(RoutingError, match="no path|storage NIC"):
+        route_flows(topo, RoutingSpec(), ["s0.nic0"], ["stor0"])
