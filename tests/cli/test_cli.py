@@ -1,0 +1,103 @@
+"""The CLI: thin commands, --json everywhere, one-line errors with a hint, no tracebacks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from gpuwait import __version__
+from gpuwait.cli.main import main
+
+
+def run_cli(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_version(capsys):
+    code, out, _ = run_cli(capsys, "--version")
+    assert code == 0 and out.strip() == f"gpuwait {__version__}"
+
+
+def test_demo_tells_the_ecmp_story(capsys):
+    code, out, _ = run_cli(capsys, "demo")
+    assert code == 0
+    assert "ECMP put" in out and "2.00x" in out
+    code, out, _ = run_cli(capsys, "demo", "--json")
+    doc = json.loads(out)
+    times = [r["summary"]["makespan_s"] for r in doc["runs"]]
+    labels = [r["summary"]["label"] for r in doc["runs"]]
+    assert labels[2:] == ["spray", "adaptive"]
+    assert times[0] > times[1] > times[2] == pytest.approx(times[3])
+
+
+def test_topo_list_and_formats(capsys):
+    code, out, _ = run_cli(capsys, "topo", "--list")
+    assert code == 0 and "dgx-h100-superpod" in out and "oci-a100-roce" in out
+    code, out, _ = run_cli(capsys, "topo", "rocev2-400g-2tier", "--servers", "8", "--json")
+    doc = json.loads(out)
+    assert doc["gpus"] == 64
+    code, out, _ = run_cli(capsys, "topo", "rocev2-400g-2tier", "-n", "8", "--format", "slurm")
+    assert "SwitchName=leaf0" in out
+    code, out, _ = run_cli(capsys, "topo", "dgx-h100-superpod", "-n", "32", "--format", "dot")
+    assert out.lstrip().startswith(("graph", "strict graph"))
+
+
+def test_route_shows_hops_in_path_order(capsys):
+    code, out, _ = run_cli(capsys, "route", "rocev2-400g-2tier", "-n", "8", "--src", "s0.gpu0", "--dst", "s4.gpu0", "--json")
+    assert code == 0
+    hops = [h["link"] for h in json.loads(out)["qps"][0]["hops"]]
+    assert hops[0] == "s0.gpu0->s0.pcie0" and hops[-1] == "s4.pcie0->s4.gpu0"
+    for a, b in zip(hops, hops[1:]):
+        assert a.split("->")[1] == b.split("->")[0]
+
+
+def test_run_example_and_validate(capsys, tmp_path):
+    code, out, _ = run_cli(capsys, "run", "examples/ecmp-collision.yaml", "--json")
+    assert code == 0 and len(json.loads(out)["runs"]) >= 2
+    code, out, _ = run_cli(capsys, "validate", "examples/ecmp-collision.yaml")
+    assert code == 0 and out.startswith("ok")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["topo", "no-such-preset"], "unknown preset 'no-such-preset'"),
+    (["route", "rocev2-400g-2tier", "--src", "s0.gpu0", "--dst", "s99.gpu0"], "node 's99.gpu0' does not exist"),
+    (["topo", "rocev2-400g-2tier", "--servers", "1000"], "cluster.servers"),
+    (["topo", "rocev2-400g-2tier", "--format", "svg"], "--format"),
+])
+def test_bad_input_is_one_line_and_a_hint(capsys, args, message):
+    code, out, err = run_cli(capsys, *args)
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert lines[0].startswith("error: ") and message in lines[0]
+    assert len(lines) <= 2 and all("Traceback" not in line for line in lines)
+
+
+def test_validate_lists_every_problem_with_its_path(capsys, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("cluster:\n  servers: -2\n  fabric: {oversubscription: 0.5, colour: red}\n"
+                   "traffic:\n  flows:\n    - {src: s0.gpu0, dst: s1.gpu0, size: -1GB}\n")
+    code, out, err = run_cli(capsys, "validate", str(bad))
+    assert code == 2
+    for path in ("cluster.servers", "cluster.fabric.oversubscription", "cluster.fabric.colour", "traffic.flows[0].size"):
+        assert path in err
+    code, out, _ = run_cli(capsys, "validate", str(bad), "--json")
+    assert code == 1 and len(json.loads(out)["problems"]) == 4
+
+
+def test_schema_is_json_schema(capsys):
+    code, out, _ = run_cli(capsys, "schema")
+    schema = json.loads(out)
+    assert "cluster" in schema["properties"]
+    assert "description" in schema["$defs"]["FabricSpec"]["properties"]["oversubscription"]
+
+
+def test_debug_variable_shows_the_traceback(tmp_path):
+    env = {"GPUWAIT_DEBUG": "1", "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([sys.executable, "-m", "gpuwait.cli.main", "topo", "nope"], capture_output=True, text=True,
+                          env=env | {"PYTHONPATH": ":".join(sys.path)})
+    assert proc.returncode != 0 and "Traceback" in proc.stderr

@@ -1,0 +1,93 @@
+"""Flows on real topologies: oversubscription, transports, dependencies, storage paths.
+
+External references: a 2:1 oversubscribed leaf has half the uplink capacity of its downlinks, so
+cross-leaf all-to-all throughput halves (fabric definition); header bytes per packet of IB and
+RoCEv2 (IBTA LRH/BTH/ICRC/VCRC, RFC 791/768 framing) set the wire efficiency; the kernel TCP
+path is held to 0.85 of the port rate (../shared/reference/fabric-parameters.md §7.2).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpuwait.engine.network import simulate_flows
+from gpuwait.engine.scenario import run_scenario_traffic
+from gpuwait.spec import ClusterSpec, PatternSpec, RoutingSpec, Scenario, TrafficSpec
+from gpuwait.topology import build_topology
+from gpuwait.transport import TRANSPORTS
+from gpuwait.workload.traffic import pattern_flows, traffic_flows
+from tests.conftest import leaf_spine
+
+
+def _all_to_all_throughput(oversubscription: float, routing: str) -> float:
+    topo = build_topology(leaf_spine(oversubscription=oversubscription))
+    flows = pattern_flows(topo, PatternSpec(kind="all-to-all", size="64MB"))
+    run = simulate_flows(topo, flows, RoutingSpec(kind=routing), TRANSPORTS["rocev2"])
+    return float(flows.size_bytes.sum()) / run.makespan_s
+
+
+@pytest.mark.parametrize("routing", ["spray", "adaptive"])
+def test_two_to_one_oversubscription_halves_all_to_all(routing):
+    full = _all_to_all_throughput(1.0, routing)
+    half = _all_to_all_throughput(2.0, routing)
+    assert half / full == pytest.approx(0.5, rel=0.01)
+    # non-blocking: both directions at 8 NICs x 400G of payload
+    assert full == pytest.approx(2 * 8 * 50e9 * TRANSPORTS["rocev2"].wire_efficiency, rel=0.01)
+
+
+@pytest.mark.parametrize("transport, efficiency", [("infiniband", 4096 / 4122), ("rocev2", 4096 / 4178),
+                                                   ("tcp", 0.85 * 8948 / 9038)])
+def test_transport_sets_the_payload_rate_of_one_flow(transport, efficiency):
+    topo = build_topology(leaf_spine(transport=transport))
+    flows = pattern_flows(topo, PatternSpec(kind="rail-ring", size="1GB"))
+    run = simulate_flows(topo, flows, RoutingSpec(kind="spray"), TRANSPORTS[transport])
+    expected_s = 1e9 / (50e9 * efficiency)
+    assert run.flow_time_s.max() == pytest.approx(expected_s, rel=1e-3)
+    # latency: the path plus one message overhead, on top of the transfer
+    assert run.flow_time_s.max() > expected_s + TRANSPORTS[transport].message_overhead_s
+
+
+def test_flows_wait_for_their_dependencies():
+    topo = build_topology(leaf_spine())
+    traffic = TrafficSpec.model_validate({"flows": [
+        {"name": "a", "src": "s0.gpu0", "dst": "s1.gpu0", "size": "1GB"},
+        {"name": "b", "src": "s0.gpu1", "dst": "s1.gpu1", "size": "1GB", "after": ["a"]},
+    ]})
+    flows = traffic_flows(topo, traffic)
+    run = simulate_flows(topo, flows, RoutingSpec(kind="ecmp", qps_per_connection=2), TRANSPORTS["rocev2"])
+    assert run.flow_start_s[1] == pytest.approx(run.flow_finish_s[0])
+
+
+def test_converged_storage_traffic_crosses_the_compute_spines():
+    spec = ClusterSpec(servers=4, server={"template": "dgx-h100"}, storage={"mode": "converged", "storage_servers": 2},
+                       fabric={"kind": "clos", "tiers": 2, "leaf_downlinks": 8, "switch_radix": 16})
+    topo = build_topology(spec)
+    traffic = TrafficSpec.model_validate({"flows": [{"src": "stor0", "dst": "s0.gpu0", "size": "1GB"}]})
+    run = simulate_flows(topo, traffic_flows(topo, traffic), RoutingSpec(kind="ecmp"), TRANSPORTS["rocev2"])
+    crossed = topo.link_names(np.flatnonzero(run.link_bytes > 0))
+    assert any("spine" in name for name in crossed)
+    assert "leaf0->s0.nic0" in crossed
+
+
+def test_separate_storage_network_uses_storage_nics():
+    spec = ClusterSpec(servers=2, server={"template": "dgx-h100"}, storage={"mode": "separate", "storage_servers": 2})
+    topo = build_topology(spec)
+    traffic = TrafficSpec.model_validate({"flows": [{"src": "stor1", "dst": "s1.gpu5", "size": "1GB"}]})
+    run = simulate_flows(topo, traffic_flows(topo, traffic), RoutingSpec(kind="ecmp"), TRANSPORTS["rocev2"])
+    crossed = topo.link_names(np.flatnonzero(run.link_bytes > 0))
+    assert any(name.startswith("stor.leaf0->s1.snic") for name in crossed)
+    assert not any("nic" in name and "snic" not in name for name in crossed)
+
+
+def test_scenario_variants_share_inputs_and_are_independent():
+    scenario = Scenario.model_validate({
+        "cluster": leaf_spine(seed=7).model_dump(exclude_unset=True),
+        "traffic": {"patterns": [{"kind": "leaf-to-leaf", "count": 8, "size": "1GB"}]},
+        "variants": [{"name": "spray", "routing": {"kind": "spray"}}],
+    })
+    first = run_scenario_traffic(scenario)
+    again = run_scenario_traffic(scenario)
+    assert [r.makespan_s for r in first] == [r.makespan_s for r in again]
+    assert first[0].makespan_s > first[1].makespan_s
+    assert first[1].labels["name"] == "spray"
