@@ -372,6 +372,20 @@ def _five_tuples(topo: Topology, transport: str, src_ep: np.ndarray, dst_ep: np.
     return tuples, sport
 
 
+def _fat_tree_order(topo: Topology) -> np.ndarray:
+    """Index of every endpoint in fat-tree order (by leaf, then by port), as a subnet manager's
+    ftree routing numbers destinations for D-mod-k; consecutive endpoints of a leaf then take
+    distinct up ports. Endpoints with no leaf keep their node id."""
+    order_index = np.arange(topo.n_nodes, dtype=np.int64)
+    cabled = topo.nic_uplink[:, :, 0].ravel() if topo.nic_uplink.size else np.zeros(0, np.int64)
+    nics = topo.nic_node.ravel()[cabled >= 0]
+    if len(nics):
+        leaves = topo.link_dst[cabled[cabled >= 0]]
+        order = np.lexsort((nics, leaves))
+        order_index[nics[order]] = np.arange(len(nics))
+    return order_index
+
+
 def route_flows(topo: Topology, spec: RoutingSpec, src, dst, *, transport: str = "rocev2",
                 qps_per_connection: int | None = None) -> Routes:
     """Route flows ``src[i] -> dst[i]`` (node names or ids) through the topology.
@@ -440,8 +454,7 @@ def route_flows(topo: Topology, spec: RoutingSpec, src, dst, *, transport: str =
         add_segments(remote, d_ep, dst_r[remote])
         tuples, sport_remote = _five_tuples(topo, transport, s_ep, d_ep, qp[remote], spec.seed)
         sport[remote] = sport_remote
-        nics = np.flatnonzero(topo.node_kind == _NIC)
-        dest_index = np.searchsorted(nics, d_ep)  # LID order for D-mod-k
+        dest_index = _fat_tree_order(topo)[d_ep]
         port_capacity = np.bincount(topo.link_src[topo.link_kind == _HOST_LINK],
                                     weights=topo.link_capacity_Bps[topo.link_kind == _HOST_LINK], minlength=topo.n_nodes)
         rows_per_ep = np.bincount(s_ep, minlength=topo.n_nodes)
