@@ -129,43 +129,76 @@ def _local_segments(ctx: _Context, src: np.ndarray, dst: np.ndarray) -> list[tup
 
 
 # ------------------------------------------------------------------------------------ fabric distances
-def _distance_to_nodes(topo: Topology, targets: np.ndarray) -> np.ndarray:
-    """Hop distances from every node to each target (a NIC / storage endpoint), over network links.
+class _Distances:
+    """Hop distances to target endpoints, computed from leaf-to-switch BFS rows only.
 
-    Returns an (n_targets, n_nodes) float array (inf = unreachable). Computed over the
-    switch graph, then one hop onto the target.
+    A target's distance from a switch is 1 + the switch's distance to the nearest leaf the target
+    hangs off. Rows are computed for the leaves that are needed, over switches only, so a
+    16,384-endpoint fabric needs a few MB, not an endpoint x node matrix.
     """
-    cache = topo.__dict__.setdefault("_routing_cache", {})
-    if "switch_graph" not in cache:
-        # fabric links plus host uplinks (endpoint -> switch), never into an endpoint, so no path
-        # passes through a server
-        net = (topo.link_kind == _FABRIC_LINK) | ((topo.link_kind == _HOST_LINK) & (topo.node_kind[topo.link_dst] == _SWITCH))
-        graph = sp.csr_matrix((np.ones(int(net.sum())), (topo.link_dst[net], topo.link_src[net])),
-                              shape=(topo.n_nodes, topo.n_nodes))  # reversed: distance *to* a leaf
-        cache["switch_graph"] = graph
-        cache["leaf_dist"] = {}
-    host = topo.link_kind == _HOST_LINK
-    # the leaves each target hangs off (host links from the target into a switch)
-    out = np.full((len(targets), topo.n_nodes), np.inf)
-    leaf_dist: dict = cache["leaf_dist"]
-    up_src, up_dst = topo.link_src[host], topo.link_dst[host]
-    is_up = topo.node_kind[up_dst] == _SWITCH
-    up_src, up_dst = up_src[is_up], up_dst[is_up]
-    order = np.argsort(up_src, kind="stable")
-    up_src, up_dst = up_src[order], up_dst[order]
-    starts = np.searchsorted(up_src, targets, "left")
-    ends = np.searchsorted(up_src, targets, "right")
-    needed = np.unique(np.concatenate([up_dst[s:e] for s, e in zip(starts, ends)])) if len(targets) else np.zeros(0, int)
-    missing = [int(x) for x in needed if int(x) not in leaf_dist]
-    if missing:
-        dist = shortest_path(cache["switch_graph"], unweighted=True, indices=missing)
-        for leaf, row in zip(missing, dist):
-            leaf_dist[leaf] = row
-    for i, (s, e) in enumerate(zip(starts, ends)):
-        for leaf in up_dst[s:e]:
-            np.minimum(out[i], leaf_dist[int(leaf)] + 1, out=out[i])
-        out[i, targets[i]] = 0
-    return out
+
+    def __init__(self, topo: Topology, targets: np.ndarray) -> None:
+        cache = topo.__dict__.setdefault("_routing_cache", {})
+        if "switch_index" not in cache:
+            switches = np.flatnonzero(topo.node_kind == _SWITCH)
+            switch_index = np.full(topo.n_nodes, -1, np.int64)
+            switch_index[switches] = np.arange(len(switches))
+            fabric = (topo.link_kind == _FABRIC_LINK)
+            # reversed edges: BFS from a leaf gives every switch's distance *to* that leaf
+            graph = sp.csr_matrix((np.ones(int(fabric.sum())), (switch_index[topo.link_dst[fabric]],
+                                                                 switch_index[topo.link_src[fabric]])),
+                                  shape=(len(switches), len(switches)))
+            uplink = (topo.link_kind == _HOST_LINK) & (topo.node_kind[topo.link_dst] == _SWITCH)
+            src, dst = topo.link_src[uplink], switch_index[topo.link_dst[uplink]]
+            order = np.lexsort((dst, src))
+            src, dst = src[order], dst[order]
+            first = np.searchsorted(src, src, "left")
+            rank = np.arange(len(src)) - first
+            up_leaf = np.full((topo.n_nodes, int(rank.max()) + 1 if len(rank) else 1), -1, np.int64)
+            up_leaf[src, rank] = dst
+            cache.update(switch_index=switch_index, switch_graph=graph, up_leaf=up_leaf, leaf_rows={})
+        self.topo = topo
+        self.switch_index = cache["switch_index"]
+        self.up_leaf = cache["up_leaf"]
+        rows: dict = cache["leaf_rows"]
+        needed = np.unique(self.up_leaf[targets])
+        missing = [int(x) for x in needed if x >= 0 and int(x) not in rows]
+        if missing:
+            for leaf, row in zip(missing, shortest_path(cache["switch_graph"], unweighted=True, indices=missing)):
+                rows[leaf] = row.astype(np.float32)
+        n_switches = cache["switch_graph"].shape[0]
+        leaves = [int(x) for x in needed if x >= 0]
+        self.matrix = np.vstack([rows[leaf] for leaf in leaves] + [np.full(n_switches, np.inf, np.float32)])
+        row_of = {leaf: i for i, leaf in enumerate(leaves)}
+        target_leaves = self.up_leaf[targets]
+        self.target_rows = np.vectorize(lambda x: row_of.get(int(x), len(leaves)), otypes=[np.int64])(target_leaves) \
+            if target_leaves.size else target_leaves
+        self.targets = targets
+
+    def _to_switch(self, slot: np.ndarray, switch: np.ndarray) -> np.ndarray:
+        d = self.matrix[self.target_rows[slot], switch[:, None]] if len(slot) else np.zeros((0, 1))
+        return d.min(axis=1).astype(float) + 1.0
+
+    def __call__(self, slot: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+        """Distance from ``nodes[i]`` to target ``slot[i]``."""
+        out = np.full(len(nodes), np.inf)
+        at_target = nodes == self.targets[slot]
+        out[at_target] = 0.0
+        sw = self.switch_index[nodes]
+        is_switch = sw >= 0
+        out[is_switch] = self._to_switch(slot[is_switch], sw[is_switch])
+        other = ~is_switch & ~at_target
+        if other.any():
+            # an endpoint: one hop to the best of its own leaves
+            leaves = self.up_leaf[nodes[other]]
+            best = np.full(other.sum(), np.inf)
+            for k in range(leaves.shape[1]):
+                ok = leaves[:, k] >= 0
+                d = np.full(other.sum(), np.inf)
+                d[ok] = self._to_switch(slot[other][ok], leaves[ok, k])
+                best = np.minimum(best, d)
+            out[other] = best + 1.0
+        return out
 
 
 # ------------------------------------------------------------------------------------ the hop-by-hop walk
@@ -183,8 +216,8 @@ def _walk_fabric(topo: Topology, spec: RoutingSpec, start: np.ndarray, target: n
     """Walk rows from their source NIC/endpoint to the target endpoint. Returns (row, link, weight) triplets."""
     R = len(start)
     uniq_targets, target_slot = np.unique(target, return_inverse=True)
-    dist = _distance_to_nodes(topo, uniq_targets)
-    unreachable = ~np.isfinite(dist[target_slot, start])
+    dist = _Distances(topo, uniq_targets)
+    unreachable = ~np.isfinite(dist(target_slot, start))
     if unreachable.any():
         r = int(np.flatnonzero(unreachable)[0])
         raise RoutingError(f"no path from {topo.node_name[start[r]]} to {topo.node_name[target[r]]}: they are not connected "
@@ -211,8 +244,9 @@ def _walk_fabric(topo: Topology, spec: RoutingSpec, start: np.ndarray, target: n
         links = out_order[indptr[state_node][owner] + offsets]
         nxt = topo.link_dst[links]
         rows = state_row[owner]
-        d_here = dist[target_slot[rows], state_node[owner]]
-        d_next = dist[target_slot[rows], nxt]
+        d_state = dist(target_slot[state_row], state_node)
+        d_here = d_state[owner]
+        d_next = dist(target_slot[rows], nxt)
         ok = (d_next == d_here - 1) & ((topo.node_kind[nxt] == _SWITCH) | (nxt == target[rows]))
         owner, links, nxt, rows = owner[ok], links[ok], nxt[ok], rows[ok]
         count = np.bincount(owner, minlength=len(state_node))

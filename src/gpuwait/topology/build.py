@@ -369,9 +369,18 @@ def build_topology(spec: ClusterSpec) -> Topology:
         storage_server_node=storage_servers if storage_servers is not None else np.zeros(0, np.int32),
     )
     if spec.fabric.kind == "clos":
-        cabled = nic_leaf >= 0
+        # cables were added port by port (plane-major), so a NIC's uplinks in id order are its ports in order;
+        # parallel cables to one leaf stay distinct links (A->B and A->B#1)
+        nic_kind = NODE_KINDS.index("nic")
+        up = np.flatnonzero((topo.link_kind == LINK_KINDS.index("host")) & (topo.node_kind[topo.link_src] == nic_kind)
+                            & (topo.node_kind[topo.link_dst] == NODE_KINDS.index("switch")))
+        up = up[np.argsort(topo.link_src[up], kind="stable")]
+        src = topo.link_src[up]
+        port = np.arange(len(up)) - np.searchsorted(src, src, "left")
+        nic_local = np.empty(topo.n_nodes, np.int64)
+        nic_local[nodes["nic"].ravel()] = np.arange(nodes["nic"].size)
         uplink = np.full(nic_leaf.shape, -1, np.int64)
-        src = np.broadcast_to(nodes["nic"][:, :, None], nic_leaf.shape)[cabled]
-        uplink[cabled] = topo.links_between(src, nic_leaf[cabled])
+        server_of, nic_of = np.divmod(nic_local[src], server.nics)
+        uplink[server_of, nic_of, port] = up
         object.__setattr__(topo, "nic_uplink", uplink)
     return topo
