@@ -131,12 +131,11 @@ def register(app: typer.Typer) -> None:
         routes = route_flows(topo, routing_spec, [src], [dst], transport=resolve_transport(spec.transport).name)
         rows = []
         for row in range(routes.n_rows):
-            links, weights = routes.links_of_row(row)
-            order = np.argsort(_hop_order(topo, links, topo.node_id(src)), kind="stable")
+            links, weights = routes.ordered_links(row, topo)
             rows.append({"qp": int(routes.qp_index[row]), "udp_sport": int(routes.udp_sport[row]),
                          "latency_s": float(routes.path_latency_s[row]),
                          "hops": [{"link": topo.link_name(int(links[i])), "share": float(weights[i]),
-                                   "capacity_Bps": float(topo.link_capacity_Bps[links[i]])} for i in order]})
+                                   "capacity_Bps": float(topo.link_capacity_Bps[links[i]])} for i in range(len(links))]})
         doc = {"src": src, "dst": dst, "routing": routing_spec.model_dump(), "qps": rows}
 
         def render(console: Console) -> None:
@@ -179,20 +178,3 @@ def register(app: typer.Typer) -> None:
     def schema() -> None:
         """Print the JSON Schema of scenario files: every field with its unit, default and description."""
         Output().text(json.dumps(Scenario.model_json_schema(), indent=2))
-
-
-def _hop_order(topo, links: np.ndarray, src: int) -> np.ndarray:
-    """Position of each link along the path, by walking from the source (splits share a position)."""
-    position = np.full(len(links), len(links), float)
-    frontier, depth = {src}, 0
-    remaining = set(range(len(links)))
-    while remaining and frontier and depth < 64:
-        hit = [i for i in remaining if int(topo.link_src[links[i]]) in frontier]
-        if not hit:
-            break
-        for i in hit:
-            position[i] = depth
-            remaining.discard(i)
-        frontier = {int(topo.link_dst[links[i]]) for i in hit}
-        depth += 1
-    return position

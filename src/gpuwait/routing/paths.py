@@ -64,10 +64,30 @@ class Routes:
         start, end = self.link_weights.indptr[row], self.link_weights.indptr[row + 1]
         return self.link_weights.indices[start:end], self.link_weights.data[start:end]
 
+    def ordered_links(self, row: int, topo: Topology) -> tuple[np.ndarray, np.ndarray]:
+        """(link ids, weights) of one row in path order, from the source; links of a split share a hop."""
+        links, weights = self.links_of_row(row)
+        order = np.argsort(hop_depth(topo, links), kind="stable")
+        return links[order], weights[order]
+
     def link_load(self, bytes_per_row: np.ndarray | None = None, n_links: int | None = None) -> np.ndarray:
         """Bytes (or rows, if no sizes) each link carries: ``weights.T @ bytes``."""
         values = np.ones(self.n_rows) if bytes_per_row is None else np.asarray(bytes_per_row, float)
         return self.link_weights.T @ values
+
+
+def hop_depth(topo: Topology, links: np.ndarray) -> np.ndarray:
+    """Hop number of each link of one route, walking from the node that no link enters."""
+    src, dst = topo.link_src[links], topo.link_dst[links]
+    depth = np.full(len(links), len(links), np.int64)
+    frontier = np.setdiff1d(src, dst)
+    for hop in range(len(links)):
+        here = np.isin(src, frontier) & (depth == len(links))
+        if not here.any():
+            break
+        depth[here] = hop
+        frontier = np.unique(dst[here])
+    return depth
 
 
 # ------------------------------------------------------------------------------------ server-local paths
@@ -448,8 +468,8 @@ def route_flows(topo: Topology, spec: RoutingSpec, src, dst, *, transport: str =
     >>> from gpuwait.spec import RoutingSpec
     >>> topo = build_preset("rocev2-400g-2tier", servers=8)
     >>> routes = route_flows(topo, RoutingSpec(kind="ecmp"), ["s0.gpu0"], ["s4.gpu0"])
-    >>> [topo.link_name(l) for l in routes.links_of_row(0)[0]][:3]
-    ['s0.gpu0->s0.pcie0', 's0.nic0->leaf0', 's0.pcie0->s0.nic0']
+    >>> [topo.link_name(l) for l in routes.ordered_links(0, topo)[0]][:4]
+    ['s0.gpu0->s0.pcie0', 's0.pcie0->s0.nic0', 's0.nic0->leaf0', 'leaf0->spine...']
     """
     src_ids, dst_ids = _endpoints(topo, src), _endpoints(topo, dst)
     if len(src_ids) != len(dst_ids):

@@ -1,0 +1,1104 @@
+"""Flow-level (fluid) engine: event-driven, max-min fair sharing, vectorised.
+
+A flow is a fluid that crosses a weighted set of directional links. Between two events (a
+flow starts, a flow stops transmitting) every rate is constant and equal to the weighted
+max-min fair allocation of the flows transmitting at that moment. The engine jumps from
+event to event; nothing here models packets, queues or congestion control — that is the
+packet engine's job.
+
+Two shapes of input matter for speed, so both stay sparse and vectorised:
+
+- the flow x link incidence matrix (CSR, one weight per flow and link) drives the rate
+  solve: each water-filling iteration is a handful of sparse mat-vecs, never a Python loop
+  over flows or links;
+- the flow x flow dependency matrix (CSR, row ``f`` lists the flows ``f`` waits for) is
+  resolved with scatter operations over the rows of the flows that just finished.
+
+Rates over time are stored as *change logs* (:class:`StepLog`): an entry is written only when
+a flow's or a link's rate changes. Dense per-interval matrices are built on demand, because
+for thousands of flows they can hold hundreds of millions of entries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+import scipy.sparse as sp
+
+from gpuwait.errors import SimulationError
+
+__all__ = [
+    "FlowEngine",
+    "FlowResult",
+    "FlowSet",
+    "LinkTable",
+    "MaxMinSolution",
+    "MaxMinSolver",
+    "StepLog",
+    "max_min_rates",
+]
+
+# Bottleneck codes in the per-flow bottleneck arrays (link ids are >= 0).
+CAP_LIMITED = -1
+NOT_TRANSMITTING = -2
+
+# Two link levels closer than this (relative) saturate in the same filling iteration; it only
+# merges levels that differ by rounding, so it never changes an allocation measurably.
+_LEVEL_RTOL = 1e-12
+
+# Incremental reallocation in the event loop: re-solve only the flows near a change and
+# check the max-min conditions around it; fall back to a full solve when the group passes
+# this share of the active flows or this many rounds.
+_LOCAL_MAX_SHARE = 0.3
+_LOCAL_MAX_ROUNDS = 4
+# Relative slack of that check (a link counts as saturated, a rate as the largest on a link).
+_CHECK_RTOL = 1e-9
+
+# Flow states in the event loop.
+_WAITING, _SCHEDULED, _ACTIVE, _DONE = 0, 1, 2, 3
+
+
+# --------------------------------------------------------------------------------------------
+# input validation helpers
+
+
+def _frozen(arr: np.ndarray) -> np.ndarray:
+    arr.setflags(write=False)
+    return arr
+
+
+def _vector(name: str, value: object, n: int | None, *, dtype: type = np.float64) -> np.ndarray:
+    """A private, read-only 1-D copy of ``value``; ``n=None`` accepts any length."""
+    try:
+        arr = np.array(value, dtype=dtype, copy=True)
+    except (TypeError, ValueError) as err:
+        raise SimulationError(f"{name}: cannot be read as an array of {np.dtype(dtype).name} ({err})") from err
+    if arr.ndim != 1 or (n is not None and arr.shape[0] != n):
+        expected = "a 1-D array" if n is None else f"shape ({n},)"
+        raise SimulationError(f"{name}: got shape {arr.shape}; expected {expected}")
+    return _frozen(arr)
+
+
+def _require(name: str, arr: np.ndarray, ok: np.ndarray, expected: str) -> None:
+    if not np.all(ok):
+        i = int(np.flatnonzero(~ok)[0])
+        raise SimulationError(f"{name}[{i}] = {arr[i]!r}: expected {expected}")
+
+
+def _csr(name: str, value: object, shape: tuple[int, int | None], *, dtype: type) -> sp.csr_matrix:
+    """A private canonical CSR copy (sorted indices, no duplicates) of a sparse or dense 2-D input."""
+    if value is None:
+        raise SimulationError(f"{name}: missing; expected a scipy.sparse matrix of shape {shape}")
+    try:
+        mat = sp.csr_matrix(value, dtype=dtype, copy=True)
+    except (TypeError, ValueError) as err:
+        raise SimulationError(f"{name}: cannot be read as a sparse matrix ({err})") from err
+    rows, cols = shape
+    if mat.shape[0] != rows or (cols is not None and mat.shape[1] != cols):
+        want = f"({rows}, {'L' if cols is None else cols})"
+        raise SimulationError(f"{name}: got shape {mat.shape}; expected {want}")
+    mat.sum_duplicates()  # also sorts indices, so every later solve sums in the same order
+    return mat
+
+
+def _row_positions(indptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Positions into ``indices``/``data`` of the given CSR rows, concatenated, and each row's length."""
+    starts = indptr[rows]
+    lengths = indptr[rows + 1] - starts
+    if rows.size <= 1:  # the common case in the event loop: one flow or one link
+        return (np.arange(starts[0], starts[0] + lengths[0]) if rows.size else np.zeros(0, dtype=np.int64)), lengths
+    ends = np.cumsum(lengths)
+    return np.arange(ends[-1]) + np.repeat(starts - ends + lengths, lengths), lengths
+
+
+# --------------------------------------------------------------------------------------------
+# inputs
+
+
+@dataclass(frozen=True, eq=False)
+class LinkTable:
+    """The per-link numbers the flow engine needs; the topology layer builds it.
+
+    Parameters
+    ----------
+    capacity_Bps : numpy.ndarray
+        ``(L,)`` capacity of each directional link in bytes/s, finite and > 0.
+    latency_s : numpy.ndarray
+        ``(L,)`` propagation latency in s, >= 0. Informational: a flow's latency comes with
+        the flow (``FlowSet.path_latency_s``) because the router knows the path.
+
+    The arrays are copied and made read-only, so a table can be shared between runs.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> links = LinkTable(capacity_Bps=np.array([50e9, 50e9]), latency_s=np.array([1e-6, 1e-6]))
+    >>> links.n_links
+    2
+    """
+
+    capacity_Bps: np.ndarray
+    latency_s: np.ndarray
+
+    def __post_init__(self) -> None:
+        capacity_Bps = _vector("capacity_Bps", self.capacity_Bps, None)
+        _require("capacity_Bps", capacity_Bps, np.isfinite(capacity_Bps) & (capacity_Bps > 0),
+                 "a finite capacity > 0 bytes/s")
+        latency_s = _vector("latency_s", self.latency_s, capacity_Bps.shape[0])
+        _require("latency_s", latency_s, np.isfinite(latency_s) & (latency_s >= 0), "a finite latency >= 0 s")
+        object.__setattr__(self, "capacity_Bps", capacity_Bps)
+        object.__setattr__(self, "latency_s", latency_s)
+
+    @property
+    def n_links(self) -> int:
+        return int(self.capacity_Bps.shape[0])
+
+
+@dataclass(frozen=True, eq=False)
+class FlowSet:
+    """The flows of one run, as parallel arrays.
+
+    Parameters
+    ----------
+    size_bytes : numpy.ndarray
+        ``(F,)`` bytes to send, finite and >= 0. A zero-size flow takes only its path latency.
+    link_weights : scipy.sparse.csr_matrix
+        ``(F, L)``; entry ``(f, l)`` is the fraction of flow ``f``'s rate that crosses link
+        ``l``: 1.0 on every link of a single path, 0.25 on each of 4 equal-cost paths when
+        the flow is sprayed evenly. Stored entries must be finite and > 0; a weight above 1
+        means the flow crosses the link more than once.
+    release_time_s : numpy.ndarray, optional
+        ``(F,)`` earliest start in s, >= 0. Default 0.
+    rate_cap_Bps : numpy.ndarray, optional
+        ``(F,)`` rate ceiling in bytes/s, > 0 (``inf`` = none), e.g. a NIC or a
+        per-QP limit. Default ``inf``.
+    path_latency_s : numpy.ndarray, optional
+        ``(F,)`` latency of the last byte from source to destination in s, >= 0. Default 0.
+    depends_on : scipy.sparse.csr_matrix, optional
+        ``(F, F)`` boolean; row ``f`` is True at column ``g`` when ``f`` may start only
+        after ``g`` has finished (last byte delivered).
+
+    Every field is replaced by a private canonical copy (float64 read-only arrays, CSR
+    matrices with sorted indices), so the caller's arrays are never shared or mutated.
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> flows = FlowSet(size_bytes=np.array([1e6, 2e6]),
+    ...                 link_weights=sp.csr_matrix(np.array([[1.0, 0.0], [0.5, 0.5]])))
+    >>> flows.n_flows, flows.n_links, flows.rate_cap_Bps.tolist()
+    (2, 2, [inf, inf])
+    """
+
+    size_bytes: np.ndarray
+    link_weights: sp.csr_matrix
+    release_time_s: np.ndarray | None = None
+    rate_cap_Bps: np.ndarray | None = None
+    path_latency_s: np.ndarray | None = None
+    depends_on: sp.csr_matrix | None = None
+
+    def __post_init__(self) -> None:
+        size_bytes = _vector("size_bytes", self.size_bytes, None)
+        n_flows = size_bytes.shape[0]
+        _require("size_bytes", size_bytes, np.isfinite(size_bytes) & (size_bytes >= 0), "a finite size >= 0 bytes")
+
+        weights = _csr("link_weights", self.link_weights, (n_flows, None), dtype=np.float64)
+        bad = ~(np.isfinite(weights.data) & (weights.data > 0))
+        if bad.any():
+            pos = int(np.flatnonzero(bad)[0])
+            row = int(np.searchsorted(weights.indptr, pos, side="right") - 1)
+            raise SimulationError(
+                f"link_weights[{row}, {int(weights.indices[pos])}] = {weights.data[pos]!r}: "
+                "expected a finite weight > 0 (the fraction of the flow's rate on that link)",
+                hint="leave links a flow does not use out of the sparse matrix instead of storing 0",
+            )
+
+        def optional(name: str, value: object, default: float) -> np.ndarray:
+            if value is None:
+                return _frozen(np.full(n_flows, default))
+            return _vector(name, value, n_flows)
+
+        release_time_s = optional("release_time_s", self.release_time_s, 0.0)
+        _require("release_time_s", release_time_s, np.isfinite(release_time_s) & (release_time_s >= 0),
+                 "a finite time >= 0 s")
+        rate_cap_Bps = optional("rate_cap_Bps", self.rate_cap_Bps, np.inf)
+        _require("rate_cap_Bps", rate_cap_Bps, rate_cap_Bps > 0, "a rate cap > 0 bytes/s (inf for none)")
+        path_latency_s = optional("path_latency_s", self.path_latency_s, 0.0)
+        _require("path_latency_s", path_latency_s, np.isfinite(path_latency_s) & (path_latency_s >= 0),
+                 "a finite latency >= 0 s")
+
+        if self.depends_on is None:
+            depends_on = sp.csr_matrix((n_flows, n_flows), dtype=bool)
+        else:
+            depends_on = _csr("depends_on", self.depends_on, (n_flows, n_flows), dtype=bool)
+            depends_on.eliminate_zeros()
+
+        for name, value in (("size_bytes", size_bytes), ("link_weights", weights),
+                            ("release_time_s", release_time_s), ("rate_cap_Bps", rate_cap_Bps),
+                            ("path_latency_s", path_latency_s), ("depends_on", depends_on)):
+            object.__setattr__(self, name, value)
+
+    @property
+    def n_flows(self) -> int:
+        return int(self.size_bytes.shape[0])
+
+    @property
+    def n_links(self) -> int:
+        return int(self.link_weights.shape[1])
+
+
+# --------------------------------------------------------------------------------------------
+# one max-min fair solve
+
+
+@dataclass(frozen=True, eq=False)
+class MaxMinSolution:
+    """The outcome of one weighted max-min fair solve.
+
+    Attributes
+    ----------
+    rate_Bps : numpy.ndarray
+        ``(F,)`` rate of each flow in bytes/s, 0 for inactive flows.
+    bottleneck_link : numpy.ndarray
+        ``(F,)`` int64: the saturated link that froze the flow (the lowest id if several
+        saturated at once), ``-1`` if its own rate cap froze it, ``-2`` if it is inactive.
+    iterations : int
+        Water-filling iterations, i.e. distinct bottleneck levels.
+    """
+
+    rate_Bps: np.ndarray
+    bottleneck_link: np.ndarray
+    iterations: int
+
+
+def _progressive_fill(
+    flow_of: np.ndarray,
+    link_of: np.ndarray,
+    weight: np.ndarray,
+    capacity_Bps: np.ndarray,
+    cap_Bps: np.ndarray,
+    unfrozen: np.ndarray,
+) -> MaxMinSolution:
+    """Weighted max-min fair rates of the ``unfrozen`` flows; consumes ``unfrozen``.
+
+    The incidence comes as (flow, link, weight) triplets, one per nonzero. Every step is a
+    gather, a scatter (``bincount``, ``ufunc.at``) or an elementwise operation over the
+    triplets, the flows or the links; the only Python loop is over filling iterations.
+
+    The *level* of link ``l`` is ``(c_l - load of frozen flows) / (weight of unfrozen flows)``:
+    the rate its unfrozen flows reach when it saturates, unless one of them freezes first.
+    Levels only rise as flows freeze, so a link whose level is not above the level of any link
+    or cap its unfrozen flows touch saturates at exactly that level, and a flow whose cap is
+    not above any of its link levels stops at its cap. Each iteration freezes all of those —
+    every independent bottleneck at once, where classic progressive filling freezes only the
+    global minimum and needs one iteration per distinct level.
+    """
+    n_flows, n_links = cap_Bps.shape[0], capacity_Bps.shape[0]
+    rate_Bps = np.zeros(n_flows)
+    bottleneck = np.full(n_flows, NOT_TRANSMITTING, dtype=np.int64)
+    frozen_load_Bps = np.zeros(n_links)
+    iterations = 0
+    while unfrozen.any():
+        iterations += 1
+        # Recomputed rather than decremented so a link left with no unfrozen flow reads exactly 0.
+        unfrozen_weight = np.bincount(link_of, weights=weight * unfrozen[flow_of], minlength=n_links)
+        crossed = unfrozen_weight > 0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            link_level_Bps = np.where(crossed, (capacity_Bps - frozen_load_Bps) / unfrozen_weight, np.inf)
+        flow_link_level_Bps = np.full(n_flows, np.inf)
+        np.minimum.at(flow_link_level_Bps, flow_of, link_level_Bps[link_of])
+        flow_level_Bps = np.minimum(flow_link_level_Bps, cap_Bps)
+        link_floor_Bps = np.full(n_links, np.inf)
+        np.minimum.at(link_floor_Bps, link_of, np.where(unfrozen, flow_level_Bps, np.inf)[flow_of])
+
+        final_link = crossed & (link_level_Bps <= link_floor_Bps * (1.0 + _LEVEL_RTOL))
+        cap_frozen = unfrozen & (cap_Bps <= flow_link_level_Bps * (1.0 + _LEVEL_RTOL))
+        on_final_link = final_link[link_of]
+        link_frozen = unfrozen & ~cap_frozen & (np.bincount(flow_of, weights=on_final_link, minlength=n_flows) > 0)
+        newly = cap_frozen | link_frozen
+
+        # flow_level is at most the level of every link the flow crosses, so freezing many
+        # flows at their own levels in one step never overfills a link.
+        newly_rate_Bps = np.where(newly, flow_level_Bps, 0.0)
+        rate_Bps += newly_rate_Bps
+        bottleneck[cap_frozen] = CAP_LIMITED
+        lowest_final = np.full(n_flows, n_links, dtype=np.int64)
+        np.minimum.at(lowest_final, flow_of, np.where(on_final_link, link_of, n_links))
+        bottleneck[link_frozen] = lowest_final[link_frozen]
+        unfrozen &= ~newly
+        frozen_load_Bps += np.bincount(link_of, weights=weight * newly_rate_Bps[flow_of], minlength=n_links)
+    return MaxMinSolution(rate_Bps=rate_Bps, bottleneck_link=bottleneck, iterations=iterations)
+
+
+class MaxMinSolver:
+    """Weighted max-min fair rates over a fixed flow x link incidence matrix.
+
+    Validates the matrix once and keeps its nonzeros as (flow, link, weight) triplets, so
+    repeated solves — with different active flows or caps — pay nothing but the filling.
+    The filling freezes every independent bottleneck in the same iteration (see
+    :func:`max_min_rates`); an iteration costs a few scatters over the nonzeros.
+
+    Parameters
+    ----------
+    link_weights_csr : scipy.sparse matrix
+        ``(F, L)`` weights, as in :attr:`FlowSet.link_weights`.
+    capacity_Bps : numpy.ndarray
+        ``(L,)`` link capacities in bytes/s, > 0.
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> solver = MaxMinSolver(sp.csr_matrix(np.ones((2, 1))), np.array([10.0]))
+    >>> solution = solver.solve()
+    >>> solution.rate_Bps.tolist(), solution.bottleneck_link.tolist(), solution.iterations
+    ([5.0, 5.0], [0, 0], 1)
+    """
+
+    def __init__(self, link_weights_csr: sp.spmatrix, capacity_Bps: np.ndarray) -> None:
+        capacity_Bps = _vector("capacity_Bps", capacity_Bps, None)
+        _require("capacity_Bps", capacity_Bps, np.isfinite(capacity_Bps) & (capacity_Bps > 0),
+                 "a finite capacity > 0 bytes/s")
+        n_rows = link_weights_csr.shape[0] if hasattr(link_weights_csr, "shape") else -1
+        weights = _csr("link_weights", link_weights_csr, (n_rows, capacity_Bps.shape[0]), dtype=np.float64)
+        if not np.all(np.isfinite(weights.data) & (weights.data > 0)):
+            raise SimulationError("link_weights: expected every stored weight finite and > 0")
+        row_lengths = np.diff(weights.indptr)
+        self._flow_of = np.repeat(np.arange(weights.shape[0], dtype=np.intp), row_lengths)
+        self._link_of = weights.indices.astype(np.intp)
+        self._weight = weights.data
+        self._capacity_Bps = capacity_Bps
+        self._has_links = row_lengths > 0
+        self._shape = weights.shape
+
+    @property
+    def n_flows(self) -> int:
+        return int(self._shape[0])
+
+    @property
+    def n_links(self) -> int:
+        return int(self._shape[1])
+
+    def solve(self, rate_cap_Bps: np.ndarray | None = None, active: np.ndarray | None = None) -> MaxMinSolution:
+        """Solve for the flows in ``active`` (default all) under ``rate_cap_Bps`` (default none).
+
+        Raises
+        ------
+        SimulationError
+            If an active flow crosses no link and has no cap: its rate would be infinite.
+        """
+        n_flows = self.n_flows
+        if rate_cap_Bps is None:
+            cap_Bps = np.full(n_flows, np.inf)
+        else:
+            cap_Bps = _vector("rate_cap_Bps", rate_cap_Bps, n_flows)
+            _require("rate_cap_Bps", cap_Bps, cap_Bps > 0, "a rate cap > 0 bytes/s (inf for none)")
+        if active is None:
+            unfrozen = np.ones(n_flows, dtype=bool)
+        else:
+            unfrozen = np.array(active, dtype=bool, copy=True)
+            if unfrozen.shape != (n_flows,):
+                raise SimulationError(f"active: got shape {unfrozen.shape}; expected ({n_flows},)")
+        unbounded = unfrozen & ~self._has_links & np.isinf(cap_Bps)
+        if unbounded.any():
+            f = int(np.flatnonzero(unbounded)[0])
+            raise SimulationError(
+                f"flow {f} crosses no link and has no rate cap: its rate would be infinite",
+                hint="give the flow a path (link_weights row) or a finite rate_cap_Bps, or make its size 0",
+            )
+        return self._solve(cap_Bps, unfrozen)
+
+    def _solve(self, cap_Bps: np.ndarray, unfrozen: np.ndarray) -> MaxMinSolution:
+        """:meth:`solve` without input checks; consumes ``unfrozen``."""
+        return _progressive_fill(self._flow_of, self._link_of, self._weight, self._capacity_Bps, cap_Bps, unfrozen)
+
+
+def max_min_rates(
+    link_weights_csr: sp.spmatrix,
+    capacity_Bps: np.ndarray,
+    rate_cap_Bps: np.ndarray | None = None,
+    active: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """One weighted max-min fair solve.
+
+    Link ``l`` carries ``sum_f w_fl * r_f <= c_l``. All unfrozen flows rise together; a
+    link that saturates freezes every flow crossing it, a cap that is reached freezes its
+    flow. The result is the unique allocation in which every flow below its cap crosses a
+    saturated link on which no flow has a higher rate.
+
+    Parameters
+    ----------
+    link_weights_csr : scipy.sparse matrix
+        ``(F, L)`` weight of each flow on each link (see :class:`FlowSet`).
+    capacity_Bps : numpy.ndarray
+        ``(L,)`` link capacities in bytes/s.
+    rate_cap_Bps : numpy.ndarray, optional
+        ``(F,)`` per-flow rate caps in bytes/s (``inf`` = none).
+    active : numpy.ndarray, optional
+        ``(F,)`` boolean mask of the flows that take part; the others get rate 0.
+
+    Returns
+    -------
+    rate_Bps : numpy.ndarray
+        ``(F,)`` rates in bytes/s, 0 for inactive flows.
+    bottleneck_link : numpy.ndarray
+        ``(F,)`` int64 link id that limited each flow, ``-1`` if its own cap did, ``-2`` if inactive.
+
+    See Also
+    --------
+    MaxMinSolver : the same solve, reusable, and reporting the iteration count.
+
+    Examples
+    --------
+    The classic example: A crosses l0 and l1, B only l0, C only l1.
+
+    >>> import numpy as np, scipy.sparse as sp
+    >>> weights = sp.csr_matrix(np.array([[1.0, 1.0], [1.0, 0.0], [0.0, 1.0]]))
+    >>> rate_Bps, bottleneck = max_min_rates(weights, np.array([10.0, 4.0]))
+    >>> rate_Bps.tolist(), bottleneck.tolist()
+    ([2.0, 8.0, 2.0], [1, 0, 1])
+    """
+    solution = MaxMinSolver(link_weights_csr, capacity_Bps).solve(rate_cap_Bps, active)
+    return solution.rate_Bps, solution.bottleneck_link
+
+
+# --------------------------------------------------------------------------------------------
+# results
+
+
+@dataclass(frozen=True, eq=False)
+class StepLog:
+    """Piecewise-constant rates of many columns (flows or links), stored as changes.
+
+    Entry ``i`` says: from interval ``interval[i]`` on, column ``index[i]`` runs at
+    ``rate_Bps[i]``, until that column's next entry or the end of the timeline. A column
+    with no entry runs at 0 throughout. Entries are ordered by interval.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> log = StepLog(np.array([0, 1]), np.array([0, 0]), np.array([4.0, 0.0]))
+    >>> timeline_s = np.array([0.0, 2.0, 3.0])
+    >>> log.to_csr(2, 1).toarray().ravel().tolist(), log.integral_bytes(timeline_s, 1).tolist()
+    ([4.0, 0.0], [8.0])
+    """
+
+    interval: np.ndarray
+    index: np.ndarray
+    rate_Bps: np.ndarray
+
+    def _spans(self, n_intervals: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(index, first interval, stop interval, rate)`` of each entry, sorted by column."""
+        order = np.argsort(self.index, kind="stable")  # stable: keeps interval order per column
+        index = self.index[order]
+        first = self.interval[order]
+        stop = np.full(first.shape, n_intervals, dtype=np.int64)
+        same_column = index[1:] == index[:-1]
+        stop[:-1] = np.where(same_column, first[1:], n_intervals)
+        return index, first, stop, self.rate_Bps[order]
+
+    def to_csr(self, n_intervals: int, n_columns: int) -> sp.csr_matrix:
+        """The ``(n_intervals, n_columns)`` matrix of rates, one row per interval."""
+        index, first, stop, rate_Bps = self._spans(n_intervals)
+        keep = (rate_Bps != 0) & (stop > first)
+        index, first, stop, rate_Bps = index[keep], first[keep], stop[keep], rate_Bps[keep]
+        lengths = stop - first
+        total = int(lengths.sum())
+        offsets = np.cumsum(lengths) - lengths
+        rows = np.arange(total, dtype=np.int64) + np.repeat(first - offsets, lengths)
+        matrix = sp.csr_matrix(
+            (np.repeat(rate_Bps, lengths), (rows, np.repeat(index, lengths))),
+            shape=(n_intervals, n_columns),
+        )
+        matrix.sort_indices()
+        return matrix
+
+    def integral_bytes(
+        self, timeline_s: np.ndarray, n_columns: int, t0_s: float | None = None, t1_s: float | None = None
+    ) -> np.ndarray:
+        """``(n_columns,)`` integral of each column's rate over ``[t0_s, t1_s]`` (default: the whole timeline)."""
+        n_intervals = timeline_s.shape[0] - 1
+        index, first, stop, rate_Bps = self._spans(n_intervals)
+        lo_s = timeline_s[0] if t0_s is None else t0_s
+        hi_s = timeline_s[-1] if t1_s is None else t1_s
+        overlap_s = np.clip(np.minimum(timeline_s[stop], hi_s) - np.maximum(timeline_s[first], lo_s), 0.0, None)
+        return np.bincount(index, weights=rate_Bps * overlap_s, minlength=n_columns)
+
+    def peak_Bps(self, n_columns: int) -> np.ndarray:
+        """``(n_columns,)`` highest rate of each column."""
+        peak = np.zeros(n_columns)
+        np.maximum.at(peak, self.index, self.rate_Bps)
+        return peak
+
+
+@dataclass(frozen=True, eq=False)
+class FlowResult:
+    """What a :class:`FlowEngine` run produced. Pure data; every metric is post-processing.
+
+    Attributes
+    ----------
+    start_s, tx_end_s, finish_s : numpy.ndarray
+        ``(F,)`` when each flow started transmitting, sent its last byte, and had its last
+        byte delivered (``tx_end_s + path_latency_s``).
+    mean_rate_Bps : numpy.ndarray
+        ``(F,)`` ``size / (tx_end - start)``; 0 for flows that took no time.
+    bottleneck_link : numpy.ndarray
+        ``(F,)`` int64 link that limited the flow for the largest share of its bytes;
+        ``-1`` = its own rate cap, ``-2`` = it never transmitted (zero size).
+    link_bytes : numpy.ndarray
+        ``(L,)`` bytes that crossed each link (the integral of its rate).
+    timeline_s : numpy.ndarray
+        ``(T+1,)`` event times bounding the ``T`` intervals of constant rates, from the
+        first start to the last end of transmission.
+    link_rate_log, flow_rate_log : StepLog
+        Changes of each link's and each flow's rate, per interval.
+    counters : dict
+        Work the engine did: ``intervals``, ``rate_updates``, ``local_updates`` (updates
+        settled by a local re-solve), ``local_rounds``, ``full_solves``,
+        ``full_solve_iterations``. For profiling; not part of the simulated outcome.
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> links = LinkTable(np.array([10.0]), np.array([0.0]))
+    >>> result = FlowEngine(links).run(FlowSet(np.array([10.0]), sp.csr_matrix(np.ones((1, 1)))))
+    >>> result.link_mean_utilization(links.capacity_Bps, 0.0, 2.0).tolist(), result.makespan_s
+    ([0.5], 1.0)
+    """
+
+    start_s: np.ndarray
+    tx_end_s: np.ndarray
+    finish_s: np.ndarray
+    mean_rate_Bps: np.ndarray
+    bottleneck_link: np.ndarray
+    link_bytes: np.ndarray
+    timeline_s: np.ndarray
+    link_rate_log: StepLog
+    flow_rate_log: StepLog
+    counters: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def n_intervals(self) -> int:
+        return int(self.timeline_s.shape[0] - 1)
+
+    @property
+    def n_flows(self) -> int:
+        return int(self.start_s.shape[0])
+
+    @property
+    def n_links(self) -> int:
+        return int(self.link_bytes.shape[0])
+
+    @property
+    def makespan_s(self) -> float:
+        """Time the last byte of the last flow is delivered (0 with no flows)."""
+        return float(self.finish_s.max(initial=0.0))
+
+    @cached_property
+    def link_rate_Bps(self) -> sp.csr_matrix:
+        """``(T, L)`` rate of each link in each interval. Built on first use: it can be large."""
+        return self.link_rate_log.to_csr(self.n_intervals, self.n_links)
+
+    @cached_property
+    def flow_rate_Bps(self) -> sp.csr_matrix:
+        """``(T, F)`` rate of each flow in each interval. Built on first use: it can be large."""
+        return self.flow_rate_log.to_csr(self.n_intervals, self.n_flows)
+
+    @property
+    def flow_bytes(self) -> np.ndarray:
+        """``(F,)`` bytes each flow sent (the integral of its rate); equals its size."""
+        return self.flow_rate_log.integral_bytes(self.timeline_s, self.n_flows)
+
+    def link_utilization(self, capacity_Bps: np.ndarray) -> sp.csr_matrix:
+        """``(T, L)`` link rate / capacity in each interval."""
+        inverse = sp.diags(1.0 / _vector("capacity_Bps", capacity_Bps, self.n_links))
+        return (self.link_rate_Bps @ inverse).tocsr()
+
+    def link_peak_utilization(self, capacity_Bps: np.ndarray) -> np.ndarray:
+        """``(L,)`` highest rate / capacity of each link over the run."""
+        return self.link_rate_log.peak_Bps(self.n_links) / _vector("capacity_Bps", capacity_Bps, self.n_links)
+
+    def link_mean_utilization(
+        self, capacity_Bps: np.ndarray, t0_s: float | None = None, t1_s: float | None = None
+    ) -> np.ndarray:
+        """``(L,)`` bytes carried in ``[t0_s, t1_s]`` / (capacity x duration); default: the whole timeline."""
+        capacity_Bps = _vector("capacity_Bps", capacity_Bps, self.n_links)
+        lo_s = float(self.timeline_s[0]) if t0_s is None else float(t0_s)
+        hi_s = float(self.timeline_s[-1]) if t1_s is None else float(t1_s)
+        if hi_s <= lo_s:
+            return np.zeros(self.n_links)
+        carried_bytes = self.link_rate_log.integral_bytes(self.timeline_s, self.n_links, lo_s, hi_s)
+        return carried_bytes / (capacity_Bps * (hi_s - lo_s))
+
+
+# --------------------------------------------------------------------------------------------
+# the engine
+
+
+def _check_acyclic(depends_on: sp.csr_matrix) -> None:
+    """Raise naming a flow on a dependency cycle, if there is one."""
+    from scipy.sparse.csgraph import connected_components
+
+    n_flows = depends_on.shape[0]
+    if depends_on.nnz == 0:
+        return
+    self_loops = np.flatnonzero(depends_on.diagonal())
+    n_components, label = connected_components(depends_on, directed=True, connection="strong")
+    component_size = np.bincount(label, minlength=n_components)
+    on_cycle = np.flatnonzero(component_size[label] > 1)
+    if self_loops.size == 0 and on_cycle.size == 0:
+        return
+    if self_loops.size and (on_cycle.size == 0 or self_loops[0] < on_cycle[0]):
+        f = int(self_loops[0])
+        raise SimulationError(f"flow {f} depends on itself, so it can never start",
+                              hint="remove the diagonal entry of depends_on")
+    f = int(on_cycle[0])
+    members = np.flatnonzero(label == label[f])
+    shown = ", ".join(str(int(g)) for g in members[:8]) + (", ..." if members.size > 8 else "")
+    raise SimulationError(
+        f"flow {f} is on a dependency cycle (flows {shown} wait for each other) and can never start",
+        hint=f"depends_on must be acyclic; {n_flows} flows, {members.size} in this cycle",
+    )
+
+
+class FlowEngine:
+    """Event-driven fluid simulation of flows over directional links with max-min fair sharing.
+
+    A flow starts at ``max(release time, latest finish of the flows it depends on)``,
+    transmits at its max-min fair rate (recomputed whenever any flow starts or stops
+    transmitting) until its bytes are sent, and finishes ``path_latency_s`` later. Its bytes
+    occupy links only while it transmits. Events closer than ``time_rtol`` (relative) are
+    processed together at the latest of them, so a flow never starts before it may and
+    rounding never makes a flow's last bytes an event of their own.
+
+    A plain object with no global state; one engine can run many flow sets, and runs never
+    depend on each other. There is no randomness: identical inputs give bit-identical results.
+
+    Parameters
+    ----------
+    links : LinkTable
+        Capacities (and latencies) of the links that ``FlowSet.link_weights`` columns index.
+    time_rtol : float, optional
+        Relative tolerance for merging event times. Default ``1e-12``.
+
+    Examples
+    --------
+    Two flows share a 10 B/s link; the 10-byte one finishes at 2 s, the other then runs alone.
+
+    >>> import numpy as np, scipy.sparse as sp
+    >>> links = LinkTable(capacity_Bps=np.array([10.0]), latency_s=np.array([0.0]))
+    >>> flows = FlowSet(size_bytes=np.array([10.0, 30.0]), link_weights=sp.csr_matrix(np.ones((2, 1))),
+    ...                 path_latency_s=np.array([0.5, 0.5]))
+    >>> result = FlowEngine(links).run(flows)
+    >>> result.tx_end_s.tolist(), result.finish_s.tolist(), result.timeline_s.tolist()
+    ([2.0, 4.0], [2.5, 4.5], [0.0, 2.0, 4.0])
+    """
+
+    def __init__(self, links: LinkTable, *, time_rtol: float = 1e-12) -> None:
+        if not isinstance(links, LinkTable):
+            raise SimulationError(f"links: got {type(links).__name__}; expected a LinkTable")
+        if not (0.0 <= time_rtol < 1e-3):
+            raise SimulationError(f"time_rtol = {time_rtol!r}: expected a small relative tolerance in [0, 1e-3)")
+        self.links = links
+        self.time_rtol = float(time_rtol)
+
+    def run(self, flows: FlowSet) -> FlowResult:
+        """Simulate ``flows`` to completion.
+
+        Raises
+        ------
+        SimulationError
+            If the flow set indexes a different number of links than the table holds, if
+            dependencies form a cycle, or if a flow with bytes to send crosses no link and
+            has no rate cap.
+        """
+        if not isinstance(flows, FlowSet):
+            raise SimulationError(f"flows: got {type(flows).__name__}; expected a FlowSet")
+        if flows.n_links != self.links.n_links:
+            raise SimulationError(
+                f"link_weights: has {flows.n_links} columns but the LinkTable holds {self.links.n_links} links",
+                hint="build the FlowSet and the LinkTable from the same topology",
+            )
+        unbounded = (np.diff(flows.link_weights.indptr) == 0) & np.isinf(flows.rate_cap_Bps) & (flows.size_bytes > 0)
+        if unbounded.any():
+            f = int(np.flatnonzero(unbounded)[0])
+            raise SimulationError(
+                f"flow {f} crosses no link and has no rate cap: its rate would be infinite",
+                hint="give the flow a path (link_weights row) or a finite rate_cap_Bps, or make its size 0",
+            )
+        _check_acyclic(flows.depends_on)
+        return _Run(flows, self.links, self.time_rtol).result()
+
+
+class _Run:
+    """The mutable state of one run; lives only inside :meth:`FlowEngine.run`.
+
+    Rates are kept up to date incrementally. After an event, only the flows near it are
+    re-solved (their neighbours' rates held fixed as background load); then the max-min
+    conditions are checked on every flow that shares a link with a rate that moved. A flow
+    failing the check joins the re-solved group with its neighbours, and when the group grows
+    past :data:`_LOCAL_MAX_SHARE` of the active flows a full solve takes over. The accepted
+    allocation always passes the check, and the check characterises the (unique) weighted
+    max-min allocation, so the shortcut changes cost, never results beyond ``_CHECK_RTOL``.
+    """
+
+    def __init__(self, flows: FlowSet, links: LinkTable, time_rtol: float) -> None:
+        self.time_rtol = time_rtol
+        self.n_flows = flows.n_flows
+        self.n_links = links.n_links
+        self.size_bytes = flows.size_bytes
+        self.rate_cap_Bps = flows.rate_cap_Bps
+        self.path_latency_s = flows.path_latency_s
+
+        # Solve over the links some flow uses only: a big fabric with a small job would
+        # otherwise pay for every idle link at every full solve.
+        weights = flows.link_weights
+        self.used_links = np.unique(weights.indices).astype(np.int64)
+        self.weights = sp.csr_matrix(
+            (weights.data, np.searchsorted(self.used_links, weights.indices), weights.indptr),
+            shape=(self.n_flows, self.used_links.shape[0]),
+        )
+        self.capacity_Bps = links.capacity_Bps[self.used_links]
+        self.solver = MaxMinSolver(self.weights, self.capacity_Bps)
+        self.weights_t = self.weights.T.tocsr()
+        self.in_group = np.zeros(self.n_flows, dtype=bool)  # scratch mask, always left all False
+
+        # dependents_of: row g lists the flows waiting for g.
+        self.dependents_of = flows.depends_on.T.tocsr()
+        self.pending_deps = np.diff(flows.depends_on.indptr).astype(np.int64)
+        self.ready_s = flows.release_time_s.copy()
+
+        self.state = np.full(self.n_flows, _WAITING, dtype=np.int8)
+        self.active = np.zeros(self.n_flows, dtype=bool)
+        self.rate_Bps = np.zeros(self.n_flows)
+        self.bottleneck = np.full(self.n_flows, NOT_TRANSMITTING, dtype=np.int64)
+        self.start_s = np.full(self.n_flows, np.nan)
+        self.tx_end_s = np.full(self.n_flows, np.nan)
+        self.finish_s = np.full(self.n_flows, np.nan)
+        self.remaining_bytes = flows.size_bytes.copy()
+
+        self.timeline_s: list[float] = []
+        self.flow_log: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        self.link_log: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self.dirty: list[np.ndarray] = []  # flows whose rate or bottleneck changed since the last record
+        self.recorded_rate_Bps = np.zeros(self.n_flows)
+        self.recorded_bottleneck = np.full(self.n_flows, NOT_TRANSMITTING, dtype=np.int64)
+        self.recorded_link_rate_Bps = np.zeros(self.used_links.shape[0])
+        self.counters = {"intervals": 0, "rate_updates": 0, "local_updates": 0, "local_rounds": 0,
+                         "full_solves": 0, "full_solve_iterations": 0}
+
+    # -- neighbourhoods ------------------------------------------------------------------------
+
+    def _links_of(self, flows: np.ndarray) -> np.ndarray:
+        positions, _ = _row_positions(self.weights.indptr, flows)
+        return np.unique(self.weights.indices[positions])
+
+    def _active_flows_on(self, links: np.ndarray) -> np.ndarray:
+        positions, _ = _row_positions(self.weights_t.indptr, links)
+        flows = np.unique(self.weights_t.indices[positions])
+        return flows[self.active[flows]]
+
+    # -- rates -------------------------------------------------------------------------------
+
+    def _solve_group(self, group: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Max-min rates of ``group`` in the capacity the other active flows leave.
+
+        Also returns the active flows that share a link with the group: the only flows
+        whose max-min condition the new rates can break.
+        """
+        positions, lengths = _row_positions(self.weights.indptr, group)
+        links, local_link = np.unique(self.weights.indices[positions], return_inverse=True)
+        residual_Bps = self.capacity_Bps[links].copy()
+        neighbours = group
+        if links.size:
+            positions_t, lengths_t = _row_positions(self.weights_t.indptr, links)
+            on_link = self.weights_t.indices[positions_t]
+            self.in_group[group] = True
+            outside = self.active[on_link] & ~self.in_group[on_link]
+            self.in_group[group] = False
+            load_Bps = np.where(outside, self.weights_t.data[positions_t] * self.rate_Bps[on_link], 0.0)
+            residual_Bps -= np.add.reduceat(load_Bps, np.cumsum(lengths_t) - lengths_t)
+            # Rounding can leave a saturated link a hair below zero; the check catches the rest.
+            np.maximum(residual_Bps, 0.0, out=residual_Bps)
+            neighbours = np.union1d(group, on_link[outside])
+        flow_of = np.repeat(np.arange(group.size, dtype=np.intp), lengths)
+        solution = _progressive_fill(flow_of, local_link.ravel().astype(np.intp), self.weights.data[positions],
+                                     residual_Bps, self.rate_cap_Bps[group], np.ones(group.size, dtype=bool))
+        return solution.rate_Bps, neighbours
+
+    def _check(self, flows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For active ``flows``: does each satisfy the max-min condition, and its bottleneck.
+
+        The condition: the flow is at its cap (bottleneck -1), or it crosses a saturated link
+        on which no flow runs faster (bottleneck: the lowest such link).
+        """
+        positions, lengths = _row_positions(self.weights.indptr, flows)
+        flow_links = self.weights.indices[positions].astype(np.int64)
+        links, local_link = np.unique(flow_links, return_inverse=True)
+        local_link = local_link.ravel()
+        saturated = np.zeros(0, dtype=bool)
+        top_rate_Bps = np.zeros(0)
+        if links.size:
+            positions_t, lengths_t = _row_positions(self.weights_t.indptr, links)
+            offsets_t = np.cumsum(lengths_t) - lengths_t
+            on_link = self.weights_t.indices[positions_t]
+            rate_on_link_Bps = self.rate_Bps[on_link]  # 0 for inactive flows
+            load_Bps = np.add.reduceat(self.weights_t.data[positions_t] * rate_on_link_Bps, offsets_t)
+            top_rate_Bps = np.maximum.reduceat(rate_on_link_Bps, offsets_t)
+            saturated = load_Bps >= self.capacity_Bps[links] * (1.0 - _CHECK_RTOL)
+        rate_Bps = self.rate_Bps[flows]
+        rate_per_link_Bps = np.repeat(rate_Bps, lengths)
+        valid = saturated[local_link] & (rate_per_link_Bps >= top_rate_Bps[local_link] * (1.0 - _CHECK_RTOL))
+        no_link = self.n_links  # larger than any compact link id
+        bottleneck = np.full(flows.size, no_link, dtype=np.int64)
+        has_links = lengths > 0
+        if has_links.any():
+            offsets = np.cumsum(lengths) - lengths
+            bottleneck[has_links] = np.minimum.reduceat(np.where(valid, flow_links, no_link), offsets[has_links])
+        capped = rate_Bps >= self.rate_cap_Bps[flows] * (1.0 - _CHECK_RTOL)
+        ok = capped | (bottleneck < no_link)
+        return ok, np.where(capped, CAP_LIMITED, bottleneck)
+
+    def _reallocate(self, departed: np.ndarray, arrived: np.ndarray) -> np.ndarray:
+        """Max-min rates after ``departed`` stopped and ``arrived`` started.
+
+        Returns the flows whose rate or bottleneck changed.
+        """
+        self.active[departed] = False
+        self.active[arrived] = True
+        if departed.size == 0 and arrived.size == 0:
+            return departed
+        self.counters["rate_updates"] += 1
+        old_rate_Bps = self.rate_Bps.copy()
+        old_bottleneck = self.bottleneck.copy()
+        self.rate_Bps[departed] = 0.0
+        self.bottleneck[departed] = NOT_TRANSMITTING
+        n_active = int(np.count_nonzero(self.active))
+        if n_active == 0:
+            return departed
+
+        group = np.union1d(arrived, self._active_flows_on(self._links_of(np.concatenate([departed, arrived]))))
+        for _ in range(_LOCAL_MAX_ROUNDS):
+            if group.size > _LOCAL_MAX_SHARE * n_active:
+                break
+            self.counters["local_rounds"] += 1
+            # Checking every neighbour of the group covers every flow on a link where a rate
+            # moved: the departed flows' active neighbours are in the group from the start.
+            self.rate_Bps[group], checked = self._solve_group(group)
+            ok, bottleneck = self._check(checked)
+            if ok.all():
+                self.counters["local_updates"] += 1
+                self.bottleneck[checked] = bottleneck
+                candidates = np.concatenate([departed, checked])
+                changed = (self.rate_Bps[candidates] != old_rate_Bps[candidates]) | (
+                    self.bottleneck[candidates] != old_bottleneck[candidates])
+                return candidates[changed]
+            # The next round re-solves a larger group against the *old* rates of the rest.
+            self.rate_Bps[group] = old_rate_Bps[group]
+            failing = checked[~ok]
+            grown = np.union1d(np.union1d(group, failing), self._active_flows_on(self._links_of(failing)))
+            if grown.size == group.size:
+                break
+            group = grown
+
+        self.counters["full_solves"] += 1
+        solution = self.solver._solve(self.rate_cap_Bps, self.active.copy())
+        self.counters["full_solve_iterations"] += solution.iterations
+        self.rate_Bps = solution.rate_Bps
+        self.bottleneck = solution.bottleneck_link
+        return np.flatnonzero((self.rate_Bps != old_rate_Bps) | (self.bottleneck != old_bottleneck))
+
+    # -- dependencies and starts ------------------------------------------------------------
+
+    def _release_dependents(self, done_idx: np.ndarray) -> None:
+        positions, lengths = _row_positions(self.dependents_of.indptr, done_idx)
+        if positions.size == 0:
+            return
+        dependents = self.dependents_of.indices[positions]
+        np.subtract.at(self.pending_deps, dependents, 1)
+        np.maximum.at(self.ready_s, dependents, np.repeat(self.finish_s[done_idx], lengths))
+        candidates = np.unique(dependents)
+        now_ready = candidates[(self.pending_deps[candidates] == 0) & (self.state[candidates] == _WAITING)]
+        self.state[now_ready] = _SCHEDULED
+
+    def _finish_transmission(self, idx: np.ndarray, t_s: float) -> None:
+        self.state[idx] = _DONE
+        self.remaining_bytes[idx] = 0.0
+        self.tx_end_s[idx] = t_s
+        self.finish_s[idx] = t_s + self.path_latency_s[idx]
+
+    def _process_events(self, t_s: float, done_idx: np.ndarray) -> np.ndarray:
+        """Release the dependents of ``done_idx``, start every flow due by ``t_s``.
+
+        Returns the started flows that have bytes to send. Loops because a zero-size flow
+        started now finishes now and may release more flows due now; each pass is one level
+        of such a chain, never one flow.
+        """
+        arrived = []
+        while True:
+            if done_idx.size:
+                self._release_dependents(done_idx)
+            starting = np.flatnonzero((self.state == _SCHEDULED) & (self.ready_s <= t_s))
+            if starting.size == 0:
+                break
+            self.start_s[starting] = t_s
+            self.state[starting] = _ACTIVE
+            empty = self.size_bytes[starting] == 0
+            arrived.append(starting[~empty])
+            done_idx = starting[empty]
+            if done_idx.size == 0:
+                break
+            self._finish_transmission(done_idx, t_s)
+        return np.concatenate(arrived) if arrived else np.zeros(0, dtype=np.int64)
+
+    def _next_start_s(self) -> tuple[float, np.ndarray]:
+        scheduled_start_s = np.where(self.state == _SCHEDULED, self.ready_s, np.inf)
+        return float(scheduled_start_s.min(initial=np.inf)), scheduled_start_s
+
+    # -- recording ---------------------------------------------------------------------------
+
+    def _record_interval(self, t_next_s: float, ending: np.ndarray, dt_s: float) -> None:
+        """Close the interval ending at ``t_next_s``; ``ending`` flows send their last bytes in it."""
+        interval = len(self.timeline_s) - 1
+        self.timeline_s.append(t_next_s)
+        self.counters["intervals"] += 1
+        candidates = np.unique(np.concatenate([*self.dirty, ending]))
+        self.dirty.clear()
+        if candidates.size == 0:
+            return
+        rate_Bps = self.rate_Bps[candidates]
+        if ending.size:
+            # Exactly what sends the last bytes in dt; at most the solved rate, since events
+            # merged by the tolerance are taken at the latest of them.
+            rate_Bps[np.searchsorted(candidates, ending)] = self.remaining_bytes[ending] / dt_s
+        bottleneck = self.bottleneck[candidates]
+        changed = (rate_Bps != self.recorded_rate_Bps[candidates]) | (bottleneck != self.recorded_bottleneck[candidates])
+        if changed.any():
+            self.flow_log.append((np.full(int(changed.sum()), interval, dtype=np.int64), candidates[changed],
+                                  rate_Bps[changed], bottleneck[changed]))
+        self.recorded_rate_Bps[candidates] = rate_Bps
+        self.recorded_bottleneck[candidates] = bottleneck
+
+        links = self._links_of(candidates)
+        if links.size == 0:
+            return
+        positions_t, lengths_t = _row_positions(self.weights_t.indptr, links)
+        link_rate_Bps = np.add.reduceat(
+            self.weights_t.data[positions_t] * self.recorded_rate_Bps[self.weights_t.indices[positions_t]],
+            np.cumsum(lengths_t) - lengths_t,
+        )
+        changed = link_rate_Bps != self.recorded_link_rate_Bps[links]
+        if changed.any():
+            self.link_log.append((np.full(int(changed.sum()), interval, dtype=np.int64), links[changed],
+                                  link_rate_Bps[changed]))
+        self.recorded_link_rate_Bps[links] = link_rate_Bps
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def _window_s(self, t_min_s: float) -> float:
+        return t_min_s + self.time_rtol * abs(t_min_s)
+
+    def simulate(self) -> None:
+        self.state[self.pending_deps == 0] = _SCHEDULED
+        t_s, _ = self._next_start_s()
+        if not np.isfinite(t_s):
+            return
+        self.timeline_s.append(t_s)
+        ended = np.zeros(0, dtype=np.int64)
+        while True:
+            arrived = self._process_events(t_s, ended)
+            self.dirty.append(self._reallocate(ended, arrived))
+            next_start_s, scheduled_start_s = self._next_start_s()
+            active_idx = np.flatnonzero(self.active)
+
+            if active_idx.size == 0:
+                if not np.isfinite(next_start_s):
+                    break
+                # Nothing transmits until the next release or dependency finish.
+                t_next_s = float(scheduled_start_s[scheduled_start_s <= self._window_s(next_start_s)].max())
+                self._record_interval(t_next_s, np.zeros(0, dtype=np.int64), t_next_s - t_s)
+                t_s, ended = t_next_s, np.zeros(0, dtype=np.int64)
+                continue
+
+            rate_Bps = self.rate_Bps[active_idx]
+            if not np.all(rate_Bps > 0):  # capacities and caps are > 0, so this is a bug
+                f = int(active_idx[np.flatnonzero(~(rate_Bps > 0))[0]])
+                raise SimulationError(f"flow {f} got rate {self.rate_Bps[f]!r}: internal error in the flow engine")
+            remaining_bytes = self.remaining_bytes[active_idx]
+            end_s = t_s + remaining_bytes / rate_Bps
+            window_s = self._window_s(min(float(end_s.min()), next_start_s))
+            # The latest event in the window becomes the event time: flows that would end a
+            # hair earlier are slowed a hair, so no link ever exceeds its capacity and no
+            # flow starts before it may.
+            t_next_s = max(float(end_s[end_s <= window_s].max(initial=-np.inf)),
+                           float(scheduled_start_s[scheduled_start_s <= window_s].max(initial=-np.inf)))
+            dt_s = t_next_s - t_s
+            remaining_after_bytes = remaining_bytes - rate_Bps * dt_s
+            ended = active_idx[(end_s <= window_s) | (remaining_after_bytes <= 0)]
+            if dt_s > 0:
+                self._record_interval(t_next_s, ended, dt_s)
+            self.remaining_bytes[active_idx] = remaining_after_bytes
+            self._finish_transmission(ended, t_next_s)
+            t_s = t_next_s
+
+        if not np.all(self.state == _DONE):  # cycles are rejected up front, so this is a bug
+            f = int(np.flatnonzero(self.state != _DONE)[0])
+            raise SimulationError(f"flow {f} never ran: internal error in the flow engine")
+
+    # -- result ------------------------------------------------------------------------------
+
+    def _dominant_bottleneck(self, flow_log: StepLog, bottleneck_entries: np.ndarray,
+                             timeline_s: np.ndarray) -> np.ndarray:
+        """Per flow, the bottleneck under which it sent the most bytes (ties: lowest id)."""
+        result = np.full(self.n_flows, NOT_TRANSMITTING, dtype=np.int64)
+        n_intervals = timeline_s.shape[0] - 1
+        order = np.argsort(flow_log.index, kind="stable")
+        flow = flow_log.index[order]
+        first = flow_log.interval[order]
+        stop = np.full(first.shape, n_intervals, dtype=np.int64)
+        stop[:-1] = np.where(flow[1:] == flow[:-1], first[1:], n_intervals)
+        sent_bytes = flow_log.rate_Bps[order] * (timeline_s[stop] - timeline_s[first])
+        bottleneck = bottleneck_entries[order]
+        keep = bottleneck != NOT_TRANSMITTING
+        flow, bottleneck, sent_bytes = flow[keep], bottleneck[keep], sent_bytes[keep]
+        if flow.size == 0:
+            return result
+        # Sum bytes per (flow, bottleneck), then keep each flow's largest sum.
+        pairs, inverse = np.unique(np.stack([flow, bottleneck]), axis=1, return_inverse=True)
+        pair_bytes = np.bincount(inverse.ravel(), weights=sent_bytes, minlength=pairs.shape[1])
+        order = np.lexsort((pairs[1], -pair_bytes, pairs[0]))
+        pair_flow = pairs[0][order]
+        first_of_flow = np.ones(pair_flow.shape, dtype=bool)
+        first_of_flow[1:] = pair_flow[1:] != pair_flow[:-1]
+        result[pair_flow[first_of_flow]] = pairs[1][order][first_of_flow]
+        return result
+
+    def result(self) -> FlowResult:
+        self.simulate()
+        timeline_s = np.array(self.timeline_s if self.timeline_s else [0.0])
+
+        def concat(parts: list[tuple[np.ndarray, ...]], column: int, dtype: type) -> np.ndarray:
+            return np.concatenate([p[column] for p in parts]).astype(dtype) if parts else np.zeros(0, dtype=dtype)
+
+        flow_log = StepLog(concat(self.flow_log, 0, np.int64), concat(self.flow_log, 1, np.int64),
+                           concat(self.flow_log, 2, np.float64))
+        bottleneck = self._dominant_bottleneck(flow_log, concat(self.flow_log, 3, np.int64), timeline_s)
+        on_link = bottleneck >= 0
+        bottleneck[on_link] = self.used_links[bottleneck[on_link]]
+
+        link_log = StepLog(concat(self.link_log, 0, np.int64),
+                           self.used_links[concat(self.link_log, 1, np.int64)],
+                           concat(self.link_log, 2, np.float64))
+        duration_s = self.tx_end_s - self.start_s
+        with np.errstate(divide="ignore", invalid="ignore"):
+            mean_rate_Bps = np.where(duration_s > 0, self.size_bytes / duration_s, 0.0)
+        arrays = dict(
+            start_s=self.start_s, tx_end_s=self.tx_end_s, finish_s=self.finish_s,
+            mean_rate_Bps=mean_rate_Bps, bottleneck_link=bottleneck,
+            link_bytes=link_log.integral_bytes(timeline_s, self.n_links), timeline_s=timeline_s,
+        )
+        for arr in (*arrays.values(), flow_log.interval, flow_log.index, flow_log.rate_Bps,
+                    link_log.interval, link_log.index, link_log.rate_Bps):
+            _frozen(arr)
+        return FlowResult(**arrays, link_rate_log=link_log, flow_rate_log=flow_log, counters=dict(self.counters))
