@@ -56,6 +56,14 @@ def test_route_shows_hops_in_path_order(capsys):
         assert a.split("->")[1] == b.split("->")[0]
 
 
+def test_route_a_flow_set_shows_the_collided_uplinks(capsys):
+    code, out, _ = run_cli(capsys, "route", "examples/ecmp-collision.yaml", "--json")
+    links = json.loads(out)["links"]
+    assert code == 0 and links[0]["flows"] == 2 and links[0]["link"].startswith("leaf0->spine")
+    code, out, _ = run_cli(capsys, "route", "examples/ecmp-collision.yaml", "--routing", "spray", "--json")
+    assert max(l["flows"] for l in json.loads(out)["links"] if l["link"].startswith("leaf0->spine")) == 8
+
+
 def test_run_example_and_validate(capsys, tmp_path):
     code, out, _ = run_cli(capsys, "run", "examples/ecmp-collision.yaml", "--json")
     assert code == 0 and len(json.loads(out)["runs"]) >= 2

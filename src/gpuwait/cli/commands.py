@@ -27,7 +27,7 @@ from gpuwait.report.flows import (
 )
 from gpuwait.spec import RoutingSpec, Scenario, validate_data
 from gpuwait.spec.load import read_yaml
-from gpuwait.topology import build_topology
+from gpuwait.topology import NETWORKS, build_topology
 from gpuwait.transport import resolve_transport
 from gpuwait.units import format_rate, format_size, format_time
 
@@ -111,22 +111,31 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def route(cluster: str = typer.Argument(..., metavar="PRESET|FILE", help="A preset name or a cluster/scenario file."),
-              src: str = typer.Option(..., "--src", help="Source node, e.g. s0.gpu0."),
-              dst: str = typer.Option(..., "--dst", help="Destination node, e.g. s4.gpu0."),
+              src: str | None = typer.Option(None, "--src", help="Source node, e.g. s0.gpu0."),
+              dst: str | None = typer.Option(None, "--dst", help="Destination node, e.g. s4.gpu0."),
+              top: int = typer.Option(15, "--top", min=1, help="Links to list for a flow set."),
               servers: int | None = SERVERS_OPTION,
               routing: str | None = typer.Option(None, "--routing", help="ecmp, static, adaptive or spray (default: the cluster's)."),
               qps: int | None = typer.Option(None, "--qps", min=1, help="QPs per connection."),
               seed: int | None = typer.Option(None, "--seed", min=0, help="ECMP hash seed."),
               json_out: bool = JSON_OPTION) -> None:
-        """Show the path(s) of one flow: every link it crosses, hop by hop, with the share of its bytes.
+        """Show the path(s) of one flow hop by hop (--src/--dst), or the load each link gets from a
+        scenario's flow set (no --src/--dst), before any simulation.
 
-        Example: [bold]gpuwait route rocev2-400g-2tier --servers 8 --src s0.gpu0 --dst s4.gpu0 --qps 4[/]
+        Examples: [bold]gpuwait route rocev2-400g-2tier --servers 8 --src s0.gpu0 --dst s4.gpu0 --qps 4[/],
+        [bold]gpuwait route examples/ecmp-collision.yaml[/]
         """
         spec = load_cluster(cluster, servers)
         updates = {k: v for k, v in (("kind", routing), ("qps_per_connection", qps), ("seed", seed)) if v is not None}
         routing_spec = validate_data(RoutingSpec, spec.routing.model_dump() | updates, source="--routing/--qps/--seed")
         topo = build_topology(spec)
         from gpuwait.routing import route_flows
+
+        if (src is None) != (dst is None):
+            raise SpecError("--src/--dst: got only one of them; expected both (one flow) or neither (a scenario's flows)")
+        if src is None:
+            _route_flow_set(cluster, topo, routing_spec, resolve_transport(spec.transport).name, top, json_out)
+            return
 
         routes = route_flows(topo, routing_spec, [src], [dst], transport=resolve_transport(spec.transport).name)
         rows = []
@@ -178,3 +187,38 @@ def register(app: typer.Typer) -> None:
     def schema() -> None:
         """Print the JSON Schema of scenario files: every field with its unit, default and description."""
         Output().text(json.dumps(Scenario.model_json_schema(), indent=2))
+
+
+def _route_flow_set(scenario_file: str, topo, routing_spec: RoutingSpec, transport: str, top: int, json_out: bool) -> None:
+    """Per-link load of a scenario's flows as routed (flows and bytes per link), hottest first."""
+    from gpuwait.routing import route_flows
+    from gpuwait.workload.traffic import traffic_flows
+
+    scenario = load_scenario(scenario_file)
+    if not (scenario.traffic.flows or scenario.traffic.patterns):
+        raise SpecError(f"{scenario_file}: no traffic to route", hint="pass --src and --dst for one flow")
+    flows = traffic_flows(topo, scenario.traffic)
+    routes = route_flows(topo, routing_spec, flows.src, flows.dst, transport=transport)
+    qps = np.bincount(routes.flow_index)[routes.flow_index]
+    bytes_per_link = routes.link_weights.T @ (flows.size_bytes[routes.flow_index] / qps)
+    rows_, links_ = routes.link_weights.nonzero()
+    pairs = np.unique(routes.flow_index[rows_].astype(np.int64) * topo.n_links + links_)
+    flows_per_link = np.bincount(pairs % topo.n_links, minlength=topo.n_links)
+    network = np.flatnonzero((topo.link_network != NETWORKS.index("server")) & (bytes_per_link > 0))
+    order = network[np.lexsort((network, -bytes_per_link[network]))][:top]
+    rows = [{"link": topo.link_name(int(l)), "flows": int(flows_per_link[l]), "bytes": float(bytes_per_link[l]),
+             "capacity_Bps": float(topo.link_capacity_Bps[l]),
+             "seconds_at_line_rate": float(bytes_per_link[l] / topo.link_capacity_Bps[l])} for l in order]
+    doc = {"scenario": scenario.name, "routing": routing_spec.model_dump(), "flows": len(flows), "links": rows}
+
+    def render(console: Console) -> None:
+        from rich.table import Table
+
+        table = Table(title=f"{scenario.name}: load per network link as routed ({routing_spec.kind})", title_justify="left")
+        for col in ("link", "flows", "bytes", "time at line rate"):
+            table.add_column(col, justify="left" if col == "link" else "right")
+        for r in rows:
+            table.add_row(r["link"], str(r["flows"]), format_size(r["bytes"]), format_time(r["seconds_at_line_rate"]))
+        console.print(table)
+
+    Output(json_out).emit(doc, render)
