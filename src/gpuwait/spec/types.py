@@ -28,37 +28,21 @@ def _wrap(parse):
     return validate
 
 
-def _schema(kind: str, example: str) -> dict:
-    return {"anyOf": [{"type": "string"}, {"type": "number"}], "description_unit": kind, "examples": [example]}
+def _quantity(parse, fmt, unit_text: str, example: str):
+    """An annotated float field: parsed by ``parse``, printed by ``fmt`` in JSON, documented in the schema."""
+    return Annotated[
+        float,
+        BeforeValidator(_wrap(parse)),
+        PlainSerializer(fmt, return_type=str, when_used="json"),
+        WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "number"}], "description_unit": unit_text,
+                        "examples": [example]}),
+    ]
 
 
-RateBps = Annotated[
-    float,
-    BeforeValidator(_wrap(units.parse_rate_Bps)),
-    PlainSerializer(lambda v: units.format_rate(v), return_type=str, when_used="json"),
-    WithJsonSchema(_schema("rate (bits/s like 400Gbps, or bytes/s like 50GB/s)", "400Gbps")),
-]
-RateOrZeroBps = Annotated[
-    float,
-    BeforeValidator(_wrap(lambda v: units.parse_rate_Bps(v, allow_zero=True))),
-    PlainSerializer(lambda v: units.format_rate(v), return_type=str, when_used="json"),
-    WithJsonSchema(_schema("rate (0 = absent)", "0")),
-]
-SizeBytes = Annotated[
-    float,
-    BeforeValidator(_wrap(units.parse_size_bytes)),
-    PlainSerializer(lambda v: units.format_size(v), return_type=str, when_used="json"),
-    WithJsonSchema(_schema("size (2MB = 2e6 bytes, 8GiB = 8*2^30 bytes)", "64MiB")),
-]
-PositiveSizeBytes = Annotated[
-    float,
-    BeforeValidator(_wrap(lambda v: units.parse_size_bytes(v, allow_zero=False))),
-    PlainSerializer(lambda v: units.format_size(v), return_type=str, when_used="json"),
-    WithJsonSchema(_schema("size, more than zero", "64MiB")),
-]
-TimeS = Annotated[
-    float,
-    BeforeValidator(_wrap(units.parse_time_s)),
-    PlainSerializer(lambda v: units.format_time(v), return_type=str, when_used="json"),
-    WithJsonSchema(_schema("duration (1.5us, 2ms)", "1.5us")),
-]
+RateBps = _quantity(units.parse_rate_Bps, units.format_rate,
+                    "rate (bits/s like 400Gbps, or bytes/s like 50GB/s)", "400Gbps")
+RateOrZeroBps = _quantity(lambda v: units.parse_rate_Bps(v, allow_zero=True), units.format_rate, "rate (0 = absent)", "0")
+SizeBytes = _quantity(units.parse_size_bytes, units.format_size, "size (2MB = 2e6 bytes, 8GiB = 8*2^30 bytes)", "64MiB")
+PositiveSizeBytes = _quantity(lambda v: units.parse_size_bytes(v, allow_zero=False), units.format_size,
+                              "size, more than zero", "64MiB")
+TimeS = _quantity(units.parse_time_s, units.format_time, "duration (1.5us, 2ms)", "1.5us")
