@@ -59,7 +59,7 @@ def test_summary_of_a_64_server_superpod():
     assert s.switches_by_tier == {"leaf": 16, "spine": 32, "core": 0}
     # storage: 64 x 2 storage NICs + 4 storage servers = 132 ports -> 3 leaves of 64, 64 spines;
     # management: 64 servers / 48 ports -> 2 switches + 1 core
-    assert s.switches_by_network == {"compute": 48, "storage": 67, "management": 3}
+    assert s.switches_by_network == {"compute": 48, "storage": 5, "management": 3}
     assert s.nodes_by_kind["gpu"] == 512 and s.nodes_by_kind["nic"] == 512 and s.nodes_by_kind["switch"] == 118
     assert s.links == 2 * s.cables and sum(s.links_by_kind.values()) == s.links
     assert s.links_by_kind["nvlink"] == 2 * 512

@@ -37,9 +37,15 @@ def _render_summary(console: Console, doc: dict) -> None:
     table.add_column("what")
     table.add_column("value")
     for key, value in doc.items():
-        if isinstance(value, dict):
-            value = ", ".join(f"{k} {v}" for k, v in value.items())
-        table.add_row(key.replace("_", " "), str(value))
+        label = key.replace("_", " ")
+        if key.endswith("_Bps"):
+            label = label[:-4]
+            value = "-" if value is None else format_rate(value, bits="port_speed" in key)
+        elif isinstance(value, dict):
+            value = ", ".join(f"{k} {v}" for k, v in value.items() if v) or "-"
+        elif value is None:
+            value = "-"
+        table.add_row(label, str(value))
     console.print(table)
 
 

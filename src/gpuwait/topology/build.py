@@ -302,8 +302,10 @@ def _build_storage(t: _Tables, spec: ClusterSpec, server: ServerSpec, nodes: dic
     lat_sw = spec.fabric.cable_latency + spec.fabric.switch_latency
     t.add_cables(endpoints, leaves[np.arange(len(endpoints)) // down], speeds, lat_sw, spec.fabric.cable_latency, "host", "storage")
     if n_leaves > 1:
-        spines = t.add_nodes([f"stor.spine{i}" for i in range(up)], "switch", tier=2, network="storage")
-        a, b = np.meshgrid(leaves, spines, indexing="ij")
+        # as few spines as hold every leaf's uplinks, each leaf cabled to each spine up/n_spines times
+        n_spines = next(k for k in range(1, up + 1) if up % k == 0 and n_leaves * up // k <= storage.switch_radix)
+        spines = t.add_nodes([f"stor.spine{i}" for i in range(n_spines)], "switch", tier=2, network="storage")
+        a, b, _ = np.meshgrid(leaves, spines, np.arange(up // n_spines), indexing="ij")
         t.add_cables(a, b, float(speeds.max()), lat_sw, lat_sw, "fabric", "storage")
     return stor
 
