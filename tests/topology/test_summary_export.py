@@ -57,10 +57,11 @@ def test_summary_of_a_64_server_superpod():
     s = summarize(build_preset("dgx-h100-superpod", 64))
     assert (s.name, s.preset, s.servers, s.gpus, s.gpus_per_server) == ("dgx-h100-superpod", "dgx-h100-superpod", 64, 512, 8)
     assert s.switches_by_tier == {"leaf": 16, "spine": 32, "core": 0}
-    # storage: 64 x 2 storage NICs + 4 storage servers = 132 ports -> 3 leaves of 64, 64 spines;
+    # storage: 64 x 2 storage NICs + 4 storage servers = 132 ports -> 3 leaves of 64 down / 64 up, and
+    # 2 spines of radix 128 hold their 192 uplinks;
     # management: 64 servers / 48 ports -> 2 switches + 1 core
     assert s.switches_by_network == {"compute": 48, "storage": 5, "management": 3}
-    assert s.nodes_by_kind["gpu"] == 512 and s.nodes_by_kind["nic"] == 512 and s.nodes_by_kind["switch"] == 118
+    assert s.nodes_by_kind["gpu"] == 512 and s.nodes_by_kind["nic"] == 512 and s.nodes_by_kind["switch"] == 56
     assert s.links == 2 * s.cables and sum(s.links_by_kind.values()) == s.links
     assert s.links_by_kind["nvlink"] == 2 * 512
     assert (s.tiers, s.planes, s.nic_ports_per_server, s.nic_ports, s.nic_port_speed_Bps) == (2, 1, 8, 512, GBPS_400)
