@@ -6,17 +6,21 @@ max-min fair allocation of the flows transmitting at that moment. The engine jum
 event to event; nothing here models packets, queues or congestion control — that is the
 packet engine's job.
 
-Two shapes of input matter for speed, so both stay sparse and vectorised:
+Where the time goes, and what keeps it down (no Python loop ever runs over flows or links):
 
-- the flow x link incidence matrix (CSR, one weight per flow and link) drives the rate
-  solve: each water-filling iteration is a handful of sparse mat-vecs, never a Python loop
-  over flows or links;
-- the flow x flow dependency matrix (CSR, row ``f`` lists the flows ``f`` waits for) is
-  resolved with scatter operations over the rows of the flows that just finished.
-
-Rates over time are stored as *change logs* (:class:`StepLog`): an entry is written only when
-a flow's or a link's rate changes. Dense per-interval matrices are built on demand, because
-for thousands of flows they can hold hundreds of millions of entries.
+- The flow x link incidence matrix (CSR, one weight per flow and link) drives the rate
+  solve. Each water-filling iteration is a few gathers and scatters over its nonzeros, and
+  one iteration freezes every independent bottleneck at once, so a solve takes a handful of
+  iterations rather than one per distinct rate level.
+- Between events most rates do not move. After an event the engine re-solves only the
+  flows that share a link with the change, holding the others as background load, then
+  checks the max-min conditions around every rate that moved; it widens the group, or
+  falls back to a full solve, when the check fails. The result is the same allocation.
+- The flow x flow dependency matrix (CSR, row ``f`` lists the flows ``f`` waits for) is
+  resolved with scatters over the rows of the flows that just finished.
+- Rates over time are stored as *change logs* (:class:`StepLog`): an entry only when a
+  flow's or a link's rate changes. Dense per-interval matrices are built on demand, because
+  for thousands of flows they can hold hundreds of millions of entries.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from functools import cached_property
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components
 
 from gpuwait.errors import SimulationError
 
@@ -55,6 +60,9 @@ _LOCAL_MAX_SHARE = 0.3
 _LOCAL_MAX_ROUNDS = 4
 # Relative slack of that check (a link counts as saturated, a rate as the largest on a link).
 _CHECK_RTOL = 1e-9
+
+# Largest (link change, flow on that link) expansion built at once when deriving link rates.
+_LINK_LOG_CHUNK = 1 << 22
 
 # Flow states in the event loop.
 _WAITING, _SCHEDULED, _ACTIVE, _DONE = 0, 1, 2, 3
@@ -87,8 +95,11 @@ def _require(name: str, arr: np.ndarray, ok: np.ndarray, expected: str) -> None:
         raise SimulationError(f"{name}[{i}] = {arr[i]!r}: expected {expected}")
 
 
-def _csr(name: str, value: object, shape: tuple[int, int | None], *, dtype: type) -> sp.csr_matrix:
-    """A private canonical CSR copy (sorted indices, no duplicates) of a sparse or dense 2-D input."""
+def _csr(name: str, value: object, shape: tuple[int | None, int | None], *, dtype: type) -> sp.csr_matrix:
+    """A private canonical CSR copy (sorted indices, no duplicates) of a sparse or dense 2-D input.
+
+    ``None`` in ``shape`` accepts any size along that axis.
+    """
     if value is None:
         raise SimulationError(f"{name}: missing; expected a scipy.sparse matrix of shape {shape}")
     try:
@@ -96,8 +107,8 @@ def _csr(name: str, value: object, shape: tuple[int, int | None], *, dtype: type
     except (TypeError, ValueError) as err:
         raise SimulationError(f"{name}: cannot be read as a sparse matrix ({err})") from err
     rows, cols = shape
-    if mat.shape[0] != rows or (cols is not None and mat.shape[1] != cols):
-        want = f"({rows}, {'L' if cols is None else cols})"
+    if (rows is not None and mat.shape[0] != rows) or (cols is not None and mat.shape[1] != cols):
+        want = f"({'F' if rows is None else rows}, {'L' if cols is None else cols})"
         raise SimulationError(f"{name}: got shape {mat.shape}; expected {want}")
     mat.sum_duplicates()  # also sorts indices, so every later solve sums in the same order
     return mat
@@ -265,7 +276,8 @@ class MaxMinSolution:
         ``(F,)`` int64: the saturated link that froze the flow (the lowest id if several
         saturated at once), ``-1`` if its own rate cap froze it, ``-2`` if it is inactive.
     iterations : int
-        Water-filling iterations, i.e. distinct bottleneck levels.
+        Water-filling iterations. Each freezes every bottleneck that no lower one can
+        affect, so this is at most — and usually far below — the number of distinct rates.
     """
 
     rate_Bps: np.ndarray
@@ -283,17 +295,12 @@ def _progressive_fill(
 ) -> MaxMinSolution:
     """Weighted max-min fair rates of the ``unfrozen`` flows; consumes ``unfrozen``.
 
-    The incidence comes as (flow, link, weight) triplets, one per nonzero. Every step is a
-    gather, a scatter (``bincount``, ``ufunc.at``) or an elementwise operation over the
-    triplets, the flows or the links; the only Python loop is over filling iterations.
-
-    The *level* of link ``l`` is ``(c_l - load of frozen flows) / (weight of unfrozen flows)``:
-    the rate its unfrozen flows reach when it saturates, unless one of them freezes first.
-    Levels only rise as flows freeze, so a link whose level is not above the level of any link
-    or cap its unfrozen flows touch saturates at exactly that level, and a flow whose cap is
-    not above any of its link levels stops at its cap. Each iteration freezes all of those —
-    every independent bottleneck at once, where classic progressive filling freezes only the
-    global minimum and needs one iteration per distinct level.
+    The incidence comes as (flow, link, weight) triplets, one per nonzero of the CSR
+    matrix. Every step is a gather, a scatter (``bincount``, ``ufunc.at``) or an
+    elementwise operation over the triplets, the flows or the links; the only Python loop
+    is over filling iterations. Scatters beat sparse mat-vecs here (measured), and the
+    engine's many small residual problems need no matrix objects built. The algorithm is
+    described in :func:`max_min_rates`.
     """
     n_flows, n_links = cap_Bps.shape[0], capacity_Bps.shape[0]
     rate_Bps = np.zeros(n_flows)
@@ -337,8 +344,8 @@ class MaxMinSolver:
 
     Validates the matrix once and keeps its nonzeros as (flow, link, weight) triplets, so
     repeated solves — with different active flows or caps — pay nothing but the filling.
-    The filling freezes every independent bottleneck in the same iteration (see
-    :func:`max_min_rates`); an iteration costs a few scatters over the nonzeros.
+    The filling freezes every independent bottleneck in the same iteration (see the notes
+    of :func:`max_min_rates`); an iteration costs a few scatters over the nonzeros.
 
     Parameters
     ----------
@@ -360,8 +367,7 @@ class MaxMinSolver:
         capacity_Bps = _vector("capacity_Bps", capacity_Bps, None)
         _require("capacity_Bps", capacity_Bps, np.isfinite(capacity_Bps) & (capacity_Bps > 0),
                  "a finite capacity > 0 bytes/s")
-        n_rows = link_weights_csr.shape[0] if hasattr(link_weights_csr, "shape") else -1
-        weights = _csr("link_weights", link_weights_csr, (n_rows, capacity_Bps.shape[0]), dtype=np.float64)
+        weights = _csr("link_weights", link_weights_csr, (None, capacity_Bps.shape[0]), dtype=np.float64)
         if not np.all(np.isfinite(weights.data) & (weights.data > 0)):
             raise SimulationError("link_weights: expected every stored weight finite and > 0")
         row_lengths = np.diff(weights.indptr)
@@ -425,7 +431,8 @@ def max_min_rates(
     Link ``l`` carries ``sum_f w_fl * r_f <= c_l``. All unfrozen flows rise together; a
     link that saturates freezes every flow crossing it, a cap that is reached freezes its
     flow. The result is the unique allocation in which every flow below its cap crosses a
-    saturated link on which no flow has a higher rate.
+    saturated link on which no flow has a higher rate (compare rates ``r_f``, not
+    ``w_fl * r_f``: a flow split over four paths is as fair as one on a single path).
 
     Parameters
     ----------
@@ -448,6 +455,17 @@ def max_min_rates(
     See Also
     --------
     MaxMinSolver : the same solve, reusable, and reporting the iteration count.
+
+    Notes
+    -----
+    The *level* of a link is ``(c_l - load of frozen flows) / (weight of unfrozen flows)``:
+    the rate its unfrozen flows reach when it saturates, unless one of them freezes first.
+    Levels only rise as flows freeze. So a link whose level is not above the level of any
+    link or cap that its unfrozen flows touch saturates at exactly that level, and a flow
+    whose cap is not above any of its links' levels stops at its cap. Each iteration freezes
+    all of those at once; classic progressive filling freezes only the global minimum and
+    needs one iteration per distinct rate. Levels within a relative ``1e-12`` of each other
+    count as equal, which only absorbs rounding.
 
     Examples
     --------
@@ -473,7 +491,7 @@ class StepLog:
 
     Entry ``i`` says: from interval ``interval[i]`` on, column ``index[i]`` runs at
     ``rate_Bps[i]``, until that column's next entry or the end of the timeline. A column
-    with no entry runs at 0 throughout. Entries are ordered by interval.
+    with no entry runs at 0 throughout. Within a column, entries are in interval order.
 
     Examples
     --------
@@ -552,7 +570,10 @@ class FlowResult:
         ``(T+1,)`` event times bounding the ``T`` intervals of constant rates, from the
         first start to the last end of transmission.
     link_rate_log, flow_rate_log : StepLog
-        Changes of each link's and each flow's rate, per interval.
+        Changes of each link's and each flow's rate, per interval. The ``(T, L)`` and
+        ``(T, F)`` matrices :attr:`link_rate_Bps` and :attr:`flow_rate_Bps` are built from
+        them on first use; :attr:`flow_bytes` and the utilization methods read them directly.
+        In the interval where a flow ends, its rate is exactly what sends its last bytes.
     counters : dict
         Work the engine did: ``intervals``, ``rate_updates``, ``local_updates`` (updates
         settled by a local re-solve), ``local_rounds``, ``full_solves``,
@@ -638,8 +659,6 @@ class FlowResult:
 
 def _check_acyclic(depends_on: sp.csr_matrix) -> None:
     """Raise naming a flow on a dependency cycle, if there is one."""
-    from scipy.sparse.csgraph import connected_components
-
     n_flows = depends_on.shape[0]
     if depends_on.nnz == 0:
         return
@@ -780,11 +799,9 @@ class _Run:
 
         self.timeline_s: list[float] = []
         self.flow_log: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
-        self.link_log: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self.dirty: list[np.ndarray] = []  # flows whose rate or bottleneck changed since the last record
         self.recorded_rate_Bps = np.zeros(self.n_flows)
         self.recorded_bottleneck = np.full(self.n_flows, NOT_TRANSMITTING, dtype=np.int64)
-        self.recorded_link_rate_Bps = np.zeros(self.used_links.shape[0])
         self.counters = {"intervals": 0, "rate_updates": 0, "local_updates": 0, "local_rounds": 0,
                          "full_solves": 0, "full_solve_iterations": 0}
 
@@ -808,7 +825,10 @@ class _Run:
         whose max-min condition the new rates can break.
         """
         positions, lengths = _row_positions(self.weights.indptr, group)
-        links, local_link = np.unique(self.weights.indices[positions], return_inverse=True)
+        if group.size == 1:  # a CSR row is sorted and duplicate-free already
+            links, local_link = self.weights.indices[positions], None
+        else:
+            links, local_link = np.unique(self.weights.indices[positions], return_inverse=True)
         residual_Bps = self.capacity_Bps[links].copy()
         neighbours = group
         if links.size:
@@ -822,6 +842,9 @@ class _Run:
             # Rounding can leave a saturated link a hair below zero; the check catches the rest.
             np.maximum(residual_Bps, 0.0, out=residual_Bps)
             neighbours = np.union1d(group, on_link[outside])
+        if group.size == 1:  # alone, a flow takes the tightest of its links and its cap
+            level_Bps = (residual_Bps / self.weights.data[positions]).min(initial=np.inf)
+            return np.minimum(self.rate_cap_Bps[group], level_Bps), neighbours
         flow_of = np.repeat(np.arange(group.size, dtype=np.intp), lengths)
         solution = _progressive_fill(flow_of, local_link.ravel().astype(np.intp), self.weights.data[positions],
                                      residual_Bps, self.rate_cap_Bps[group], np.ones(group.size, dtype=bool))
@@ -879,6 +902,9 @@ class _Run:
             return departed
 
         group = np.union1d(arrived, self._active_flows_on(self._links_of(np.concatenate([departed, arrived]))))
+        if group.size == 0:  # the departed flows shared no link with a flow still sending
+            self.counters["local_updates"] += 1
+            return departed
         for _ in range(_LOCAL_MAX_ROUNDS):
             if group.size > _LOCAL_MAX_SHARE * n_active:
                 break
@@ -959,7 +985,11 @@ class _Run:
     # -- recording ---------------------------------------------------------------------------
 
     def _record_interval(self, t_next_s: float, ending: np.ndarray, dt_s: float) -> None:
-        """Close the interval ending at ``t_next_s``; ``ending`` flows send their last bytes in it."""
+        """Close the interval ending at ``t_next_s``; ``ending`` flows send their last bytes in it.
+
+        Only flow rates are logged here; link rates follow from them after the run
+        (:meth:`_link_log`), in a few large operations instead of many small ones per event.
+        """
         interval = len(self.timeline_s) - 1
         self.timeline_s.append(t_next_s)
         self.counters["intervals"] += 1
@@ -969,30 +999,60 @@ class _Run:
             return
         rate_Bps = self.rate_Bps[candidates]
         if ending.size:
-            # Exactly what sends the last bytes in dt; at most the solved rate, since events
-            # merged by the tolerance are taken at the latest of them.
-            rate_Bps[np.searchsorted(candidates, ending)] = self.remaining_bytes[ending] / dt_s
+            # What sends exactly the last bytes in dt. Merged events are taken at the latest of
+            # them, so this is at most the solved rate — except that dt itself is rounded to the
+            # resolution of t, which matters for a tiny last interval late in a run: never
+            # exceed the solved rate (and so a link's capacity) for it.
+            ending_at = np.searchsorted(candidates, ending)
+            rate_Bps[ending_at] = np.minimum(rate_Bps[ending_at], self.remaining_bytes[ending] / dt_s)
         bottleneck = self.bottleneck[candidates]
-        changed = (rate_Bps != self.recorded_rate_Bps[candidates]) | (bottleneck != self.recorded_bottleneck[candidates])
+        changed = (rate_Bps != self.recorded_rate_Bps[candidates]) | (
+            bottleneck != self.recorded_bottleneck[candidates])
         if changed.any():
             self.flow_log.append((np.full(int(changed.sum()), interval, dtype=np.int64), candidates[changed],
                                   rate_Bps[changed], bottleneck[changed]))
         self.recorded_rate_Bps[candidates] = rate_Bps
         self.recorded_bottleneck[candidates] = bottleneck
 
-        links = self._links_of(candidates)
-        if links.size == 0:
-            return
-        positions_t, lengths_t = _row_positions(self.weights_t.indptr, links)
-        link_rate_Bps = np.add.reduceat(
-            self.weights_t.data[positions_t] * self.recorded_rate_Bps[self.weights_t.indices[positions_t]],
-            np.cumsum(lengths_t) - lengths_t,
-        )
-        changed = link_rate_Bps != self.recorded_link_rate_Bps[links]
-        if changed.any():
-            self.link_log.append((np.full(int(changed.sum()), interval, dtype=np.int64), links[changed],
-                                  link_rate_Bps[changed]))
-        self.recorded_link_rate_Bps[links] = link_rate_Bps
+    def _link_log(self, flow_log: StepLog, n_intervals: int) -> StepLog:
+        """Link rate changes (compact link ids) implied by the flow rate changes.
+
+        A link's rate can change only in an interval where one of its flows' rates does. At
+        each such (link, interval) point the rate is summed afresh over the link's flows —
+        never accumulated from differences — so an idle link reads exactly 0.
+        """
+        stride = n_intervals + 1
+        by_flow = np.lexsort((flow_log.interval, flow_log.index))
+        flow_key = flow_log.index[by_flow] * stride + flow_log.interval[by_flow]
+        flow_rate_Bps = flow_log.rate_Bps[by_flow]
+
+        positions, lengths = _row_positions(self.weights.indptr, flow_log.index)
+        points = np.unique(self.weights.indices[positions].astype(np.int64) * stride
+                           + np.repeat(flow_log.interval, lengths))
+        point_link, point_interval = points // stride, points % stride
+        link_rate_Bps = np.zeros(points.size)
+        # Chunks bound the memory of the (point, flow on its link) expansion.
+        expansion = np.cumsum(np.diff(self.weights_t.indptr)[point_link])
+        bounds = np.searchsorted(expansion, np.arange(_LINK_LOG_CHUNK, expansion[-1] if expansion.size else 0,
+                                                      _LINK_LOG_CHUNK), side="right")
+        for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, points.size]):
+            if hi <= lo:
+                continue
+            positions_t, lengths_t = _row_positions(self.weights_t.indptr, point_link[lo:hi])
+            flows = self.weights_t.indices[positions_t].astype(np.int64)
+            # Each flow's rate at the point: its last logged change at or before that interval.
+            entry = np.searchsorted(flow_key, flows * stride + np.repeat(point_interval[lo:hi], lengths_t),
+                                    side="right") - 1
+            entry_ok = entry >= 0
+            entry_ok[entry_ok] = flow_key[entry[entry_ok]] // stride == flows[entry_ok]
+            rate_Bps = np.where(entry_ok, flow_rate_Bps[np.maximum(entry, 0)], 0.0)
+            link_rate_Bps[lo:hi] = np.add.reduceat(self.weights_t.data[positions_t] * rate_Bps,
+                                                   np.cumsum(lengths_t) - lengths_t)
+        previous_Bps = np.zeros(points.size)
+        same_link = point_link[1:] == point_link[:-1]
+        previous_Bps[1:] = np.where(same_link, link_rate_Bps[:-1], 0.0)
+        keep = link_rate_Bps != previous_Bps
+        return StepLog(point_interval[keep], point_link[keep], link_rate_Bps[keep])
 
     # -- the loop ----------------------------------------------------------------------------
 
@@ -1087,9 +1147,9 @@ class _Run:
         on_link = bottleneck >= 0
         bottleneck[on_link] = self.used_links[bottleneck[on_link]]
 
-        link_log = StepLog(concat(self.link_log, 0, np.int64),
-                           self.used_links[concat(self.link_log, 1, np.int64)],
-                           concat(self.link_log, 2, np.float64))
+        compact_link_log = self._link_log(flow_log, timeline_s.shape[0] - 1)
+        link_log = StepLog(compact_link_log.interval, self.used_links[compact_link_log.index],
+                           compact_link_log.rate_Bps)
         duration_s = self.tx_end_s - self.start_s
         with np.errstate(divide="ignore", invalid="ignore"):
             mean_rate_Bps = np.where(duration_s > 0, self.size_bytes / duration_s, 0.0)
