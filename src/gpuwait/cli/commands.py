@@ -76,10 +76,12 @@ def _demo_scenario() -> Scenario:
 def register(app: typer.Typer) -> None:
     @app.command()
     def demo(json_out: bool = JSON_OPTION) -> None:
-        """Run the embedded ECMP-collision scenario: 8 large flows between two leaves with 8 uplinks,
-        routed by ECMP, ECMP with 4 QPs, spraying and adaptive routing, side by side.
+        """Run the embedded ECMP-collision scenario (ECMP vs spraying vs adaptive routing).
 
-        Example: [bold]gpuwait demo[/]
+        Eight 1 GB flows cross between two leaves with 8 uplinks each, routed by ECMP, ECMP with 4 QPs,
+        spraying and adaptive routing, side by side.
+
+        Example: `gpuwait demo`
         """
         scenario = _demo_scenario()
         runs = run_scenario_traffic(scenario)
@@ -101,9 +103,9 @@ def register(app: typer.Typer) -> None:
     def run(scenario_file: str = typer.Argument(..., metavar="SCENARIO.yaml", help="Scenario file."),
             flows_limit: int = typer.Option(20, "--flows", help="Flows to list in the table."),
             json_out: bool = JSON_OPTION) -> None:
-        """Simulate a scenario's traffic (and its variants) and print completion times and link loads.
+        """Simulate a scenario's traffic and its variants: completion times and link loads.
 
-        Example: [bold]gpuwait run examples/ecmp-collision.yaml[/]
+        Example: `gpuwait run examples/ecmp-collision.yaml`
         """
         scenario = load_scenario(scenario_file)
         runs = run_scenario_traffic(scenario)
@@ -119,11 +121,13 @@ def register(app: typer.Typer) -> None:
               qps: int | None = typer.Option(None, "--qps", min=1, help="QPs per connection."),
               seed: int | None = typer.Option(None, "--seed", min=0, help="ECMP hash seed."),
               json_out: bool = JSON_OPTION) -> None:
-        """Show the path(s) of one flow hop by hop (--src/--dst), or the load each link gets from a
-        scenario's flow set (no --src/--dst), before any simulation.
+        """Show the links one flow crosses, or the load a scenario's flows put on each link.
 
-        Examples: [bold]gpuwait route rocev2-400g-2tier --servers 8 --src s0.gpu0 --dst s4.gpu0 --qps 4[/],
-        [bold]gpuwait route examples/ecmp-collision.yaml[/]
+        With --src and --dst: the path of each QP hop by hop, with the share of its bytes. Without
+        them: the bytes and flows each network link gets from the scenario's traffic, before any simulation.
+
+        Examples: `gpuwait route rocev2-400g-2tier --servers 8 --src s0.gpu0 --dst s4.gpu0 --qps 4`,
+        `gpuwait route examples/ecmp-collision.yaml`
         """
         spec = load_cluster(cluster, servers)
         updates = {k: v for k, v in (("kind", routing), ("qps_per_connection", qps), ("seed", seed)) if v is not None}
@@ -162,9 +166,9 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def validate(file: str = typer.Argument(..., metavar="FILE", help="Scenario file to check."),
                  json_out: bool = JSON_OPTION) -> None:
-        """Check a scenario file: every problem with its YAML path, the value and what was expected.
+        """Check a scenario file: every problem with its YAML path, value and what was expected.
 
-        Example: [bold]gpuwait validate examples/ecmp-collision.yaml[/]
+        Example: `gpuwait validate examples/ecmp-collision.yaml`
         """
         data = read_yaml(file)
         try:
@@ -185,7 +189,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def schema() -> None:
-        """Print the JSON Schema of scenario files: every field with its unit, default and description."""
+        """Print the JSON Schema of scenario files: every field, its unit, default and description."""
         Output().text(json.dumps(Scenario.model_json_schema(), indent=2))
 
 

@@ -56,10 +56,12 @@ def register(app: typer.Typer) -> None:
              fmt: str = typer.Option("table", "--format", "-f", help="table, json, dot (Graphviz) or slurm (topology.conf)."),
              list_presets: bool = typer.Option(False, "--list", help="List presets and server templates."),
              json_out: bool = JSON_OPTION) -> None:
-        """Describe a cluster: counts by kind, GPUs, bisection bandwidth, oversubscription per tier, diameter.
+        """Describe a cluster: counts, bisection bandwidth, oversubscription per tier, diameter.
 
-        Examples: [bold]gpuwait topo dgx-h100-superpod --servers 64[/],
-        [bold]gpuwait topo rocev2-400g-2tier -n 16 --format slurm > topology.conf[/]
+        Also exports Graphviz DOT (--format dot) and a Slurm topology.conf (--format slurm).
+
+        Examples: `gpuwait topo dgx-h100-superpod --servers 64`,
+        `gpuwait topo rocev2-400g-2tier -n 16 --format slurm > topology.conf`
         """
         out = Output(json_out or fmt == "json")
         if list_presets:
