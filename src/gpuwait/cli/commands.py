@@ -203,11 +203,8 @@ def _route_flow_set(scenario_file: str, topo, routing_spec: RoutingSpec, transpo
         raise SpecError(f"{scenario_file}: no traffic to route", hint="pass --src and --dst for one flow")
     flows = traffic_flows(topo, scenario.traffic)
     routes = route_flows(topo, routing_spec, flows.src, flows.dst, transport=transport)
-    qps = np.bincount(routes.flow_index)[routes.flow_index]
-    bytes_per_link = routes.link_weights.T @ (flows.size_bytes[routes.flow_index] / qps)
-    rows_, links_ = routes.link_weights.nonzero()
-    pairs = np.unique(routes.flow_index[rows_].astype(np.int64) * topo.n_links + links_)
-    flows_per_link = np.bincount(pairs % topo.n_links, minlength=topo.n_links)
+    bytes_per_link = routes.bytes_per_link(flows.size_bytes)
+    flows_per_link = routes.flows_per_link(topo.n_links)
     network = np.flatnonzero((topo.link_network != NETWORKS.index("server")) & (bytes_per_link > 0))
     order = network[np.lexsort((network, -bytes_per_link[network]))][:top]
     rows = [{"link": topo.link_name(int(l)), "flows": int(flows_per_link[l]), "bytes": float(bytes_per_link[l]),

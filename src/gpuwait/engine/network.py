@@ -85,9 +85,7 @@ class NetworkRun:
 
     def link_flow_count(self) -> np.ndarray:
         """Number of distinct flows (not QPs) crossing each link."""
-        rows, links = self.routes.link_weights.nonzero()
-        pairs = np.unique(self.routes.flow_index[rows].astype(np.int64) * self.topo.n_links + links)
-        return np.bincount(pairs % self.topo.n_links, minlength=self.topo.n_links)
+        return self.routes.flows_per_link(self.topo.n_links)
 
     def link_peak_utilization(self) -> np.ndarray:
         return self.result.link_peak_utilization(self.capacity_Bps)
@@ -139,7 +137,7 @@ def simulate_flows(topo: Topology, flows: FlowTable, routing: RoutingSpec, trans
     """
     routes = route_flows(topo, routing, flows.src, flows.dst, transport=transport.name)
     qps = np.bincount(routes.flow_index, minlength=len(flows))[routes.flow_index]
-    size = flows.size_bytes[routes.flow_index] / qps
+    size = flows.size_bytes[routes.flow_index] / qps  # NCCL stripes a connection's bytes over its QPs
     cap = flows.rate_cap_Bps[routes.flow_index] / qps
     if transport.rate_cap_Bps:
         cap = np.minimum(cap, transport.rate_cap_Bps / qps)

@@ -100,8 +100,9 @@ def uplink_loads(run: NetworkRun, switch: str) -> list[dict]:
     node = topo.node_id(switch)
     links = np.flatnonzero((topo.link_src == node) & (topo.node_tier[topo.link_dst] > topo.node_tier[node]))
     count = run.link_flow_count()
+    mean_util = run.link_mean_utilization()
     return [{"link": topo.link_name(int(l)), "flows": int(count[l]), "bytes": float(run.link_bytes[l]),
-             "mean_utilization": float(run.link_mean_utilization()[l])} for l in links]
+             "mean_utilization": float(mean_util[l])} for l in links]
 
 
 # ------------------------------------------------------------------------------------ rich tables

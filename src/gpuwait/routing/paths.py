@@ -70,10 +70,17 @@ class Routes:
         order = np.argsort(hop_depth(topo, links), kind="stable")
         return links[order], weights[order]
 
-    def link_load(self, bytes_per_row: np.ndarray | None = None, n_links: int | None = None) -> np.ndarray:
-        """Bytes (or rows, if no sizes) each link carries: ``weights.T @ bytes``."""
-        values = np.ones(self.n_rows) if bytes_per_row is None else np.asarray(bytes_per_row, float)
-        return self.link_weights.T @ values
+    def flows_per_link(self, n_links: int) -> np.ndarray:
+        """Number of distinct flows (not QPs) with any bytes on each link."""
+        rows, links = self.link_weights.nonzero()
+        pairs = np.unique(self.flow_index[rows].astype(np.int64) * n_links + links)
+        return np.bincount(pairs % n_links, minlength=n_links)
+
+    def bytes_per_link(self, flow_size_bytes: np.ndarray) -> np.ndarray:
+        """Bytes each link carries when flow f sends ``flow_size_bytes[f]`` split evenly over its QPs."""
+        qps = np.bincount(self.flow_index)[self.flow_index]
+        return self.link_weights.T @ (np.asarray(flow_size_bytes, float)[self.flow_index] / qps)
+
 
 
 def hop_depth(topo: Topology, links: np.ndarray) -> np.ndarray:
