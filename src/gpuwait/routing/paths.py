@@ -28,6 +28,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import shortest_path
 
+from gpuwait.arrays import rank_within_groups
 from gpuwait.errors import RoutingError
 from gpuwait.routing.hashing import IPPROTO_TCP, IPPROTO_UDP, ROCEV2_UDP_DPORT, FiveTuple, get_hash, qp_numbers, rocev2_udp_sport
 from gpuwait.spec.cluster import RoutingSpec
@@ -179,8 +180,7 @@ class _Distances:
             src, dst = topo.link_src[uplink], switch_index[topo.link_dst[uplink]]
             order = np.lexsort((dst, src))
             src, dst = src[order], dst[order]
-            first = np.searchsorted(src, src, "left")
-            rank = np.arange(len(src)) - first
+            rank = rank_within_groups(src)
             up_leaf = np.full((topo.n_nodes, int(rank.max()) + 1 if len(rank) else 1), -1, np.int64)
             up_leaf[src, rank] = dst
             cache.update(switch_index=switch_index, switch_graph=graph, up_leaf=up_leaf, leaf_rows={})
@@ -411,15 +411,8 @@ def _five_tuples(topo: Topology, transport: str, src_ep: np.ndarray, dst_ep: np.
     rng = np.random.default_rng(seed)
     base = rng.integers(2, (1 << 24) - (1 << 16), size=topo.n_nodes)
     # consecutive QPNs per NIC: the k-th QP a NIC opens gets base + k
-    order = np.argsort(src_ep, kind="stable")
-    rank = np.empty(len(src_ep), np.int64)
-    sorted_src = src_ep[order]
-    first = np.searchsorted(sorted_src, sorted_src, "left")
-    rank[order] = np.arange(len(src_ep)) - first
-    order_d = np.argsort(dst_ep, kind="stable")
-    rank_d = np.empty(len(dst_ep), np.int64)
-    sorted_dst = dst_ep[order_d]
-    rank_d[order_d] = np.arange(len(dst_ep)) - np.searchsorted(sorted_dst, sorted_dst, "left")
+    rank = rank_within_groups(src_ep)
+    rank_d = rank_within_groups(dst_ep)
     local_qpn = (base[src_ep] + rank) & 0xFFFFFF
     remote_qpn = (base[dst_ep] + rank_d + 7) & 0xFFFFFF
     if transport == "tcp":

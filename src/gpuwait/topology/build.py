@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from gpuwait.arrays import rank_within_groups
 from gpuwait.errors import TopologyError
 from gpuwait.spec.cluster import ClusterSpec, FabricSpec, ServerSpec
 from gpuwait.topology.model import LINK_KINDS, NETWORKS, NODE_KINDS, Topology
@@ -376,9 +377,8 @@ def build_topology(spec: ClusterSpec) -> Topology:
         nic_kind = NODE_KINDS.index("nic")
         up = np.flatnonzero((topo.link_kind == LINK_KINDS.index("host")) & (topo.node_kind[topo.link_src] == nic_kind)
                             & (topo.node_kind[topo.link_dst] == NODE_KINDS.index("switch")))
-        up = up[np.argsort(topo.link_src[up], kind="stable")]
         src = topo.link_src[up]
-        port = np.arange(len(up)) - np.searchsorted(src, src, "left")
+        port = rank_within_groups(src)
         nic_local = np.empty(topo.n_nodes, np.int64)
         nic_local[nodes["nic"].ravel()] = np.arange(nodes["nic"].size)
         uplink = np.full(nic_leaf.shape, -1, np.int64)

@@ -14,6 +14,7 @@ from typing import Iterable
 
 import numpy as np
 
+from gpuwait.arrays import rank_within_groups
 from gpuwait.errors import UnknownNameError
 from gpuwait.spec.cluster import ClusterSpec
 
@@ -97,14 +98,7 @@ class Topology:
     @cached_property
     def _parallel_rank(self) -> np.ndarray:
         # k-th link between the same (src, dst): 0 for most links, 1.. for parallel cables
-        key = self.link_src.astype(np.int64) * self.n_nodes + self.link_dst
-        order = np.argsort(key, kind="stable")
-        sorted_key = key[order]
-        group_start = np.r_[0, np.flatnonzero(np.diff(sorted_key)) + 1]
-        starts = np.repeat(group_start, np.diff(np.r_[group_start, len(key)]))
-        rank = np.empty(len(key), np.int32)
-        rank[order] = np.arange(len(key)) - starts
-        return rank
+        return rank_within_groups(self.link_src.astype(np.int64) * self.n_nodes + self.link_dst).astype(np.int32)
 
     @cached_property
     def _link_key_order(self) -> tuple[np.ndarray, np.ndarray]:
