@@ -24,6 +24,8 @@ NODE_KINDS: tuple[str, ...] = (
 LINK_KINDS: tuple[str, ...] = ("nvlink", "pcie", "cpu", "host", "fabric")
 NETWORKS: tuple[str, ...] = ("server", "compute", "storage", "management")
 TIER_NAMES: tuple[str, ...] = ("host", "leaf", "spine", "core")
+# link lookup keys are (src, dst, k-th parallel cable); room for this many parallel cables per node pair
+_MAX_PARALLEL = 1 << 16
 
 
 def kind_code(kind: str) -> int:
@@ -102,7 +104,7 @@ class Topology:
 
     @cached_property
     def _link_key_order(self) -> tuple[np.ndarray, np.ndarray]:
-        key = (self.link_src.astype(np.int64) * self.n_nodes + self.link_dst) * 64 + self._parallel_rank
+        key = (self.link_src.astype(np.int64) * self.n_nodes + self.link_dst) * _MAX_PARALLEL + self._parallel_rank
         order = np.argsort(key, kind="stable")
         return key[order], order
 
@@ -164,7 +166,7 @@ class Topology:
         src, dst = self.node_id(src_name.strip()), self.node_id(dst_name.strip())
         rank = int(rank_text) if rank_text.isdigit() else 0
         keys, order = self._link_key_order
-        key = (src * self.n_nodes + dst) * 64 + rank
+        key = (src * self.n_nodes + dst) * _MAX_PARALLEL + rank
         pos = int(np.searchsorted(keys, key))
         if pos >= len(keys) or keys[pos] != key:
             raise UnknownNameError(f"link {name!r} does not exist: {src_name} and {dst_name} are not cabled together",
@@ -174,7 +176,7 @@ class Topology:
     def links_between(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
         """Vectorised: the first link id from each ``src[i]`` to ``dst[i]``; -1 where none."""
         keys, order = self._link_key_order
-        key = (np.asarray(src, np.int64) * self.n_nodes + np.asarray(dst, np.int64)) * 64
+        key = (np.asarray(src, np.int64) * self.n_nodes + np.asarray(dst, np.int64)) * _MAX_PARALLEL
         pos = np.searchsorted(keys, key)
         pos_clip = np.minimum(pos, len(keys) - 1)
         found = keys[pos_clip] == key
