@@ -18,7 +18,7 @@ import tracemalloc
 import numpy as np
 
 from gpuwait.engine.flow import max_min_rates
-from gpuwait.engine.network import effective_capacity_Bps
+from gpuwait.engine.network import effective_capacity_Bps, simulate_flows
 from gpuwait.routing import route_flows
 from gpuwait.spec import PatternSpec, RoutingSpec
 from gpuwait.topology import build_preset
@@ -68,6 +68,9 @@ def main() -> None:
     solve_s, (rate, bottleneck) = best_of(args.repeat, lambda: max_min_rates(routes.link_weights, capacity))
     print(f"one max-min solve: {solve_s:.3f} s (target <= 2 s); rates {rate.min() / 1e9:.2f}..{rate.max() / 1e9:.2f} GB/s, "
           f"{len(np.unique(np.round(rate, 3)))} distinct levels")
+    run_s, run = best_of(1, lambda: simulate_flows(topo, flows, spec, TRANSPORTS["infiniband"]))
+    print(f"full run of the permutation (route + {run.result.n_intervals} events): {run_s:.3f} s; "
+          f"makespan {run.makespan_s * 1e3:.2f} ms, slowest flow {run.flow_mean_rate_Bps.min() / 1e9:.2f} GB/s")
 
 
 if __name__ == "__main__":

@@ -41,6 +41,7 @@ _SWITCH = NODE_KINDS.index("switch")
 _HOST_LINK = LINK_KINDS.index("host")
 _FABRIC_LINK = LINK_KINDS.index("fabric")
 _ADAPTIVE_ROUNDS = 4
+_SPLIT_CHUNK_ROWS = 1024
 
 
 @dataclass(frozen=True)
@@ -237,7 +238,7 @@ def _switch_seeds(spec: RoutingSpec, nodes: np.ndarray) -> np.ndarray:
     return (mixed & np.uint64(0xFFFFFFFF)).astype(np.uint32)
 
 
-def _walk_fabric(topo: Topology, spec: RoutingSpec, start: np.ndarray, target: np.ndarray, tuples: FiveTuple | None,
+def _walk_fabric(topo: Topology, spec: RoutingSpec, start: np.ndarray, target: np.ndarray, key_bytes: np.ndarray,
                  qp: np.ndarray, dest_index: np.ndarray, background_Bps: np.ndarray | None,
                  demand_Bps: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Walk rows from their source NIC/endpoint to the target endpoint. Returns (row, link, weight) triplets."""
@@ -252,7 +253,6 @@ def _walk_fabric(topo: Topology, spec: RoutingSpec, start: np.ndarray, target: n
     indptr, out_order = topo.out_links
     kind = spec.kind
     hasher = get_hash(spec.hash) if kind == "ecmp" else None
-    key_bytes = tuples.key_bytes() if tuples is not None else None
 
     state_row = np.arange(R)
     state_node = start.astype(np.int64)
@@ -515,8 +515,18 @@ def route_flows(topo: Topology, spec: RoutingSpec, src, dst, *, transport: str =
         demand = port_capacity[s_ep] / np.maximum(rows_per_ep[s_ep], 1)
         background = None
         rounds = _ADAPTIVE_ROUNDS if spec.kind == "adaptive" else 1
+        key_bytes = tuples.key_bytes()
+        # a split flow fans out over every equal-cost path (1,024 core paths per flow in a 3-tier fabric
+        # of radix 64): walk such flows in chunks so the fan-out stays bounded in memory
+        chunk = len(remote) if spec.kind in ("ecmp", "static") else _SPLIT_CHUNK_ROWS
         for _ in range(rounds):
-            r_rows, r_links, r_w = _walk_fabric(topo, spec, s_ep, d_ep, tuples, qp[remote], dest_index, background, demand)
+            parts = []
+            for lo in range(0, len(remote), chunk):
+                sl = slice(lo, lo + chunk)
+                c_rows, c_links, c_w = _walk_fabric(topo, spec, s_ep[sl], d_ep[sl], key_bytes[sl], qp[remote][sl],
+                                                    dest_index[sl], background, demand[sl])
+                parts.append((c_rows + lo, c_links, c_w))
+            r_rows, r_links, r_w = (np.concatenate(x) for x in zip(*parts))
             load = np.bincount(r_links, weights=r_w * demand[r_rows], minlength=topo.n_links)
             # damped (Jacobi) rounds: every flow reacts to the others' last split, halfway, so they settle
             background = load if background is None else 0.5 * (background + load)
