@@ -168,6 +168,18 @@ def test_dual_plane_spreads_qps_over_both_planes():
     assert planes == [{0}, {1}]
 
 
+def test_dual_tor_qps_use_both_leaves():
+    topo = build_topology(ClusterSpec(servers=8, server={"template": "dgx-h100", "nic_ports": 2},
+                                      fabric={"kind": "clos", "dual_tor": True, "switch_radix": 64}))
+    routes = route_flows(topo, RoutingSpec(kind="ecmp", qps_per_connection=2), ["s0.gpu0"], ["s7.gpu0"])
+    first_hops = [topo.link_name(routes.ordered_links(r, topo)[0][2]) for r in range(2)]
+    assert first_hops == ["s0.nic0->leaf0", "s0.nic0->leaf1"]
+    spray = route_flows(topo, RoutingSpec(kind="spray"), ["s0.gpu0"], ["s7.gpu0"])
+    links, weights = spray.links_of_row(0)
+    from_nic = topo.link_src[links] == topo.node_id("s0.nic0")
+    assert weights[from_nic] == pytest.approx([0.5, 0.5])
+
+
 def test_bad_endpoints_get_one_clear_error(two_leaf_cluster):
     topo = two_leaf_cluster
     with pytest.raises(RoutingError, match="spine0.*is a switch"):

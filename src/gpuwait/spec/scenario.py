@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, Field
 
 from gpuwait.spec.cluster import ClusterSpec, RoutingSpec, SpecModel, TransportSpec
-from gpuwait.spec.types import PositiveSizeBytes, RateBps, SizeBytes, TimeS
+from gpuwait.spec.types import PositiveSizeBytes, RateBps, TimeS
 
 
 class FlowSpec(SpecModel):
@@ -16,7 +16,7 @@ class FlowSpec(SpecModel):
     name: str | None = Field(None, description="Flow name, used by `after` and in output; default f<index>.")
     src: str = Field(..., description="Source node name (a GPU, NIC or storage server).")
     dst: str = Field(..., description="Destination node name.")
-    size: SizeBytes = Field(..., description="Bytes to send.")
+    size: PositiveSizeBytes = Field(..., description="Bytes to send (more than zero).")
     start: TimeS = Field(0.0, description="Earliest start time (seconds).")
     after: list[str] = Field(default_factory=list, description="Names of flows that must finish before this one starts.")
     rate_cap: RateBps | None = Field(None, description="Rate ceiling for this flow (e.g. a TCP stream).")
