@@ -1,0 +1,182 @@
+"""Collective algorithms compiled into phases of concurrent flows.
+
+A phase is a set of flows that run at the same time, repeated ``repeat`` times: a ring
+all-reduce over n ranks and C channels is one phase of n*C flows of S/(n*C) bytes each, repeated
+2(n-1) times — never 2n(n-1) separate transfers, so a 100k-rank collective stays as cheap as its
+largest phase. Algorithms register themselves in :data:`ALGORITHMS`.
+
+Rings follow NCCL's layout: every channel is its own ring; inside a server the ring visits the
+GPUs in order starting at a channel-dependent GPU, and between servers it is rail-aligned — with
+NVLink the last GPU of a server hands its chunk over NVLink to the channel's rail GPU, whose NIC
+sends it to the same rail on the next server (PXN); without NVLink the last GPU sends directly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from gpuwait.collectives.communicator import Communicator
+from gpuwait.errors import SpecError
+
+
+@dataclass(frozen=True, eq=False)
+class Phase:
+    """Concurrent flows (GPU node ids) and how many times the phase repeats back to back."""
+
+    name: str
+    src: np.ndarray
+    dst: np.ndarray
+    bytes_per_flow: np.ndarray
+    repeat: int
+
+    @property
+    def n_flows(self) -> int:
+        return len(self.src)
+
+
+@dataclass(frozen=True, eq=False)
+class Plan:
+    """A collective compiled for one communicator, size, algorithm and channel count."""
+
+    collective: str
+    algorithm: str
+    n_bytes: float
+    n_channels: int
+    phases: tuple[Phase, ...]
+
+
+COLLECTIVE_NAMES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall", "sendrecv")
+ALGORITHMS: dict[str, Callable[..., tuple[Phase, ...]]] = {}
+SUPPORTS: dict[str, tuple[str, ...]] = {}
+
+
+def register_algorithm(name: str, collectives: tuple[str, ...]):
+    """Decorator: ``fn(comm, collective, n_bytes, n_channels, root) -> tuple[Phase, ...]``."""
+
+    def wrap(fn):
+        ALGORITHMS[name] = fn
+        SUPPORTS[name] = collectives
+        return fn
+
+    return wrap
+
+
+def _has_nvlink(comm: Communicator) -> bool:
+    return comm.topo.spec.server.nvlink_bandwidth > 0 and comm.topo.gpus_per_server > 1
+
+
+def ring_orders(comm: Communicator, n_channels: int) -> np.ndarray:
+    """(C, n) rank order of each channel's ring (see the module docstring)."""
+    per_node = comm.node_ranks[:, np.argsort(comm.local_gpu_index(comm.node_ranks[0]))]  # by local GPU index
+    rings = []
+    for c in range(n_channels):
+        rotated = np.roll(per_node, -(c % comm.ppn), axis=1)
+        rings.append(rotated.ravel())
+    return np.array(rings)
+
+
+def ring_edges(comm: Communicator, n_channels: int) -> tuple[np.ndarray, np.ndarray]:
+    """(src GPU, dst GPU) of every hop of every channel's ring, inter-server hops made rail-aligned."""
+    orders = ring_orders(comm, n_channels)
+    src_rank = orders.ravel()
+    dst_rank = np.roll(orders, -1, axis=1).ravel()
+    src, dst = comm.rank_gpu[src_rank], comm.rank_gpu[dst_rank]
+    crossing = comm.rank_server[src_rank] != comm.rank_server[dst_rank]
+    if crossing.any() and _has_nvlink(comm) and comm.ppn > 1:
+        # PXN: the chunk moves over NVLink to the GPU on the receiver's rail, whose NIC sends it
+        topo = comm.topo
+        dst_local = dst - topo.gpu_node[topo.node_server[dst], 0]
+        proxy = topo.gpu_node[topo.node_server[src], dst_local]
+        hop = crossing & (proxy != src)
+        extra_src, extra_dst = src[hop], proxy[hop]
+        src = np.where(crossing, proxy, src)
+        return np.r_[src, extra_src], np.r_[dst, extra_dst]
+    return src, dst
+
+
+def _ring_steps(collective: str, n: int) -> tuple[int, float]:
+    """(steps, bytes per step as a fraction of S) of a ring collective over n ranks."""
+    if collective == "all_reduce":
+        return 2 * (n - 1), 1.0 / n
+    if collective in ("all_gather", "reduce_scatter"):
+        return n - 1, 1.0 / n
+    raise SpecError(f"ring: {collective} is not a ring collective")
+
+
+@register_algorithm("ring", ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce"))
+def ring(comm: Communicator, collective: str, n_bytes: float, n_channels: int, root: int = 0) -> tuple[Phase, ...]:
+    """Ring algorithms. AR/AG/RS: one phase of every ring hop, repeated per step. Broadcast and
+    reduce: a pipelined chain from (or to) the root, every hop carrying the whole buffer once."""
+    n = comm.n_ranks
+    if n == 1:
+        return ()
+    src, dst = ring_edges(comm, n_channels)
+    if collective in ("broadcast", "reduce"):
+        # the chain is the ring without the hop into the root (broadcast) or out of it (reduce)
+        root_gpu = comm.rank_gpu[root]
+        keep = dst != root_gpu if collective == "broadcast" else src != root_gpu
+        src, dst = src[keep], dst[keep]
+        return (Phase(f"{collective}-chain", src, dst, np.full(len(src), n_bytes / n_channels), 1),)
+    steps, fraction = _ring_steps(collective, n)
+    return (Phase(f"{collective}-ring", src, dst, np.full(len(src), n_bytes * fraction / n_channels), steps),)
+
+
+@register_algorithm("direct", ("alltoall",))
+def direct_alltoall(comm: Communicator, collective: str, n_bytes: float, n_channels: int, root: int = 0) -> tuple[Phase, ...]:
+    """All-to-all as NCCL runs it: every rank sends S/n to every other rank at once."""
+    n = comm.n_ranks
+    a, b = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+    keep = a != b
+    src, dst = comm.rank_gpu[a[keep]], comm.rank_gpu[b[keep]]
+    return (Phase("alltoall-direct", src, dst, np.full(len(src), n_bytes / n), 1),)
+
+
+@register_algorithm("pairwise", ("alltoall",))
+def pairwise_alltoall(comm: Communicator, collective: str, n_bytes: float, n_channels: int,
+                      root: int = 0) -> tuple[Phase, ...]:
+    """All-to-all in n-1 rounds: in round k rank i sends S/n to rank (i+k) mod n."""
+    n = comm.n_ranks
+    ranks = np.arange(n)
+    phases = []
+    for k in range(1, n):
+        phases.append(Phase(f"alltoall-pairwise-{k}", comm.rank_gpu[ranks], comm.rank_gpu[(ranks + k) % n],
+                            np.full(n, n_bytes / n), 1))
+    return tuple(phases)
+
+
+@register_algorithm("p2p", ("sendrecv",))
+def sendrecv(comm: Communicator, collective: str, n_bytes: float, n_channels: int, root: int = 0) -> tuple[Phase, ...]:
+    """nccl-tests sendrecv: rank i sends S to rank i+1 and receives from rank i-1, all at once."""
+    n = comm.n_ranks
+    ranks = np.arange(n)
+    return (Phase("sendrecv", comm.rank_gpu[ranks], comm.rank_gpu[(ranks + 1) % n], np.full(n, float(n_bytes)), 1),)
+
+
+def compile_collective(comm: Communicator, collective: str, n_bytes: float, algorithm: str, n_channels: int = 1,
+                       root: int = 0) -> Plan:
+    """Compile a collective into phases.
+
+    Examples
+    --------
+    >>> from gpuwait.topology import build_preset
+    >>> comm = Communicator.world(build_preset("rocev2-400g-2tier", servers=2))
+    >>> plan = compile_collective(comm, "all_reduce", 2**30, "ring", n_channels=2)
+    >>> [(p.n_flows, p.repeat) for p in plan.phases]
+    [(36, 30)]
+    """
+    if collective not in COLLECTIVE_NAMES:
+        raise SpecError(f"collective: got {collective!r}; expected one of {', '.join(COLLECTIVE_NAMES)}")
+    if algorithm not in ALGORITHMS:
+        raise SpecError(f"algorithm: got {algorithm!r}; expected one of {', '.join(ALGORITHMS)}")
+    if collective not in SUPPORTS[algorithm]:
+        raise SpecError(f"algorithm: {algorithm} does not run {collective}; expected one of "
+                        f"{', '.join(a for a, c in SUPPORTS.items() if collective in c)}")
+    if n_bytes < 0 or n_channels < 1:
+        raise SpecError(f"collective size {n_bytes} / channels {n_channels}: expected size >= 0 and at least 1 channel")
+    if not 0 <= root < comm.n_ranks:
+        raise SpecError(f"root: got {root}; expected a rank in 0..{comm.n_ranks - 1}")
+    phases = ALGORITHMS[algorithm](comm, collective, float(n_bytes), n_channels, root)
+    return Plan(collective, algorithm, float(n_bytes), n_channels, phases)

@@ -1,0 +1,97 @@
+"""Collectives as phases on the flow engine, against closed forms on a non-blocking fabric.
+
+Closed forms (nccl-tests doc/PERFORMANCE.md, ../shared/reference/nccl-tests/README-busbw.md):
+ring all-reduce moves 2(n-1)/n x S per rank, all-gather and reduce-scatter (n-1)/n x S, so on a
+non-blocking fabric the bandwidth time is that volume over the per-rank bandwidth B and busbw = B.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpuwait.collectives.algorithms import compile_collective, ring_edges
+from gpuwait.collectives.communicator import Communicator
+from gpuwait.engine.collective import run_plan
+from gpuwait.engine.network import effective_capacity_Bps
+from gpuwait.errors import SpecError
+from gpuwait.spec import ClusterSpec, RoutingSpec
+from gpuwait.topology import build_topology
+from gpuwait.transport import TRANSPORTS
+
+S = 2.0**30
+
+
+@pytest.fixture(scope="module")
+def fabric():
+    return build_topology(ClusterSpec(servers=8, server={"template": "dgx-h100"}, fabric={"kind": "clos"}))
+
+
+def _time(topo, comm, collective, channels=1, algorithm="ring", routing="adaptive"):
+    transport = TRANSPORTS["infiniband"]
+    plan = compile_collective(comm, collective, S, algorithm, channels)
+    return run_plan(topo, plan, RoutingSpec(kind=routing), transport, effective_capacity_Bps(topo, transport))
+
+
+@pytest.mark.parametrize("collective, volume", [("all_reduce", lambda n: 2 * (n - 1) / n), ("all_gather", lambda n: (n - 1) / n),
+                                                ("reduce_scatter", lambda n: (n - 1) / n), ("broadcast", lambda n: 1.0)])
+def test_one_gpu_per_server_ring_matches_the_closed_form(fabric, collective, volume):
+    comm = Communicator.world(fabric, gpus_per_server=1)
+    nic_Bps = 50e9 * TRANSPORTS["infiniband"].wire_efficiency
+    run = _time(fabric, comm, collective)
+    assert run.bandwidth_time_s == pytest.approx(volume(comm.n_ranks) * S / nic_Bps, rel=1e-9)
+
+
+def test_one_channel_per_rail_reaches_the_servers_aggregate_nic_bandwidth(fabric):
+    comm = Communicator.world(fabric)
+    n = comm.n_ranks
+    nic_Bps = 50e9 * TRANSPORTS["infiniband"].wire_efficiency
+    one = _time(fabric, comm, "all_reduce", channels=1).bandwidth_time_s
+    eight = _time(fabric, comm, "all_reduce", channels=8).bandwidth_time_s
+    busbw_one = S / one * 2 * (n - 1) / n
+    busbw_eight = S / eight * 2 * (n - 1) / n
+    assert busbw_one == pytest.approx(nic_Bps, rel=1e-6)  # one ring crosses servers through one NIC
+    assert busbw_eight == pytest.approx(8 * nic_Bps, rel=1e-6)  # eight rails
+
+
+def test_ring_hops_between_servers_are_rail_aligned(fabric):
+    comm = Communicator.world(fabric, servers=2)
+    src, dst = ring_edges(comm, 8)
+    topo = fabric
+    crossing = topo.node_server[src] != topo.node_server[dst]
+    local = lambda g: g - topo.gpu_node[topo.node_server[g], 0]  # noqa: E731
+    assert (local(src[crossing]) == local(dst[crossing])).all()
+    assert sorted(set(local(src[crossing]).tolist())) == list(range(8))
+
+
+def test_phases_repeat_instead_of_unrolling(fabric):
+    comm = Communicator.world(fabric)
+    plan = compile_collective(comm, "all_reduce", S, "ring", 4)
+    assert len(plan.phases) == 1 and plan.phases[0].repeat == 2 * (comm.n_ranks - 1)
+    assert plan.phases[0].n_flows == 4 * comm.n_ranks + 4 * (comm.n_nodes)  # ring hops + PXN NVLink hand-overs
+
+
+def test_alltoall_busbw_on_n_servers_is_n_over_n_minus_1_nic_bandwidth(fabric):
+    """nccl-tests #130 (fabric-parameters.md §1.8): alltoall busbw ~ N/(N-1) x network bandwidth per GPU.
+
+    Exactly: each GPU sends (n - ppn)/n of S over its NIC, so busbw = B (n-1)/(n-ppn); the maintainers'
+    N/(N-1) is that with intra-server traffic counted as free (large ppn).
+    """
+    for servers in (2, 4, 8):
+        comm = Communicator.world(fabric, servers=servers)
+        run = _time(fabric, comm, "alltoall", algorithm="direct")
+        n = comm.n_ranks
+        busbw = S / run.bandwidth_time_s * (n - 1) / n
+        nic_Bps = 50e9 * TRANSPORTS["infiniband"].wire_efficiency
+        assert busbw == pytest.approx(nic_Bps * (n - 1) / (n - comm.ppn), rel=1e-6)
+        assert busbw == pytest.approx(servers / (servers - 1) * nic_Bps, rel=0.07)
+
+
+def test_bad_requests(fabric):
+    comm = Communicator.world(fabric, servers=2)
+    with pytest.raises(SpecError, match="collective: got 'allreduce'"):
+        compile_collective(comm, "allreduce", S, "ring")
+    with pytest.raises(SpecError, match="ring does not run alltoall"):
+        compile_collective(comm, "alltoall", S, "ring")
+    with pytest.raises(SpecError, match="gpus per server: got 9"):
+        Communicator.world(fabric, gpus_per_server=9)
