@@ -124,6 +124,78 @@ def ring(comm: Communicator, collective: str, n_bytes: float, n_channels: int, r
     return (Phase(f"{collective}-ring", src, dst, np.full(len(src), n_bytes * fraction / n_channels), steps),)
 
 
+def double_binary_trees(n_nodes: int) -> list[np.ndarray]:
+    """Parent node index of every node in NCCL's two binary trees (-1 at the root).
+
+    Tree 0 is a binary tree in heap order; tree 1 mirrors it (n even) or shifts it by one (n odd),
+    so that a node that is interior in one tree is a leaf in the other.
+
+    >>> [t.tolist() for t in double_binary_trees(4)]
+    [[-1, 0, 0, 1], [2, 3, 3, -1]]
+    """
+    heap_parent = np.array([-1] + [(i - 1) // 2 for i in range(1, n_nodes)])
+    relabel = (n_nodes - 1 - np.arange(n_nodes)) if n_nodes % 2 == 0 else (np.arange(n_nodes) + 1) % n_nodes
+    second = np.full(n_nodes, -1)
+    has_parent = heap_parent >= 0
+    second[relabel[has_parent]] = relabel[heap_parent[has_parent]]
+    return [heap_parent, second]
+
+
+@register_algorithm("tree", ("all_reduce",))
+def tree(comm: Communicator, collective: str, n_bytes: float, n_channels: int, root: int = 0) -> tuple[Phase, ...]:
+    """NCCL's tree all-reduce: a double binary tree across servers, a chain inside each server.
+
+    Each tree carries half the buffer (split over channels); reduce (up) and broadcast (down) are
+    pipelined, so every tree and chain edge carries its half once in each direction, concurrently.
+    Channel c's tree crosses servers through GPU c mod ppn (its rail).
+    """
+    if comm.n_ranks == 1:
+        return ()
+    per_node = comm.node_ranks[:, np.argsort(comm.local_gpu_index(comm.node_ranks[0]))]
+    src, dst, size = [], [], []
+    trees = double_binary_trees(comm.n_nodes)
+    per_tree_channel = n_bytes / 2 / n_channels
+    for c in range(n_channels):
+        chain = np.roll(per_node, -(c % comm.ppn), axis=1)  # chain starts at the channel's rail GPU
+        heads = chain[:, 0]
+        for parent in trees:
+            # inside each server: chain links both ways
+            a, b = chain[:, :-1].ravel(), chain[:, 1:].ravel()
+            child_nodes = np.flatnonzero(parent >= 0)
+            up_src, up_dst = heads[child_nodes], heads[parent[child_nodes]]
+            for x, y in ((a, b), (b, a), (up_src, up_dst), (up_dst, up_src)):
+                src.append(comm.rank_gpu[x])
+                dst.append(comm.rank_gpu[y])
+                size.append(np.full(len(x), per_tree_channel))
+    return (Phase("all_reduce-tree", np.concatenate(src), np.concatenate(dst), np.concatenate(size), 1),)
+
+
+@register_algorithm("nvls", ("all_reduce", "all_gather", "reduce_scatter"))
+def nvls(comm: Communicator, collective: str, n_bytes: float, n_channels: int, root: int = 0) -> tuple[Phase, ...]:
+    """NVLink SHARP inside one NVSwitch domain: the switch reduces and multicasts.
+
+    All-reduce = reduce-scatter (each GPU sends its whole buffer to the switch and gets its reduced
+    1/ppn shard back) then all-gather (each GPU sends its shard; the switch multicasts every shard to
+    every GPU): per GPU S + S/ppn each way, against 2(ppn-1)/ppn x S for a ring.
+    """
+    topo = comm.topo
+    if comm.n_nodes != 1:
+        raise SpecError("algorithm: nvls runs inside one NVSwitch domain; expected ranks of one server",
+                        hint="multi-server NVLS (NVLSTree) is not modelled yet")
+    if topo.spec.server.nvlink_topology != "nvswitch" or topo.spec.server.nvlink_bandwidth <= 0:
+        raise SpecError("algorithm: nvls needs an NVSwitch; this server has none")
+    server = int(comm.rank_server[0])
+    switch = topo.node_id(f"s{server}.nvsw")
+    gpus = comm.rank_gpu
+    n = comm.n_ranks
+    to_switch = {"all_reduce": n_bytes + n_bytes / n, "reduce_scatter": n_bytes, "all_gather": n_bytes / n}[collective]
+    from_switch = {"all_reduce": n_bytes / n + n_bytes, "reduce_scatter": n_bytes / n, "all_gather": n_bytes}[collective]
+    src = np.r_[gpus, np.full(n, switch)]
+    dst = np.r_[np.full(n, switch), gpus]
+    size = np.r_[np.full(n, to_switch), np.full(n, from_switch)]
+    return (Phase(f"{collective}-nvls", src, dst, size, 1),)
+
+
 @register_algorithm("direct", ("alltoall",))
 def direct_alltoall(comm: Communicator, collective: str, n_bytes: float, n_channels: int, root: int = 0) -> tuple[Phase, ...]:
     """All-to-all as NCCL runs it: every rank sends S/n to every other rank at once."""

@@ -370,7 +370,8 @@ def _adaptive_split(topo: Topology, owner: np.ndarray, links: np.ndarray, n_stat
 
 
 # ------------------------------------------------------------------------------------ public API
-_ENDPOINT_KINDS = ("gpu", "nic", "storage_server", "storage_nic")
+# an NVSwitch is an endpoint only for in-switch reduction (NVLS) by GPUs of its own server
+_ENDPOINT_KINDS = ("gpu", "nic", "storage_server", "storage_nic", "nvswitch")
 
 
 def _endpoints(topo: Topology, nodes) -> np.ndarray:

@@ -1,0 +1,1 @@
+"""Readers of measurements taken on real clusters (nccl-tests logs and the like)."""
