@@ -1,0 +1,1 @@
+"""Collectives: communicators, algorithms compiled to phases, and NCCL's own tuning model."""

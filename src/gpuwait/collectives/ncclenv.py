@@ -1,0 +1,312 @@
+"""NCCL environment variables that change communication behaviour, parsed and checked once.
+
+Read from a mapping (``os.environ``) or from ``--env NAME=VALUE`` pairs into a frozen :class:`NcclEnv`.
+Names, meanings and defaults follow ``/work/shared/reference/formats.md`` §2 (the NCCL env.rst table,
+lines 253-368, cross-checked there against ``NCCL_PARAM`` defaults in NCCL's source). A variable that is
+not set keeps NCCL's default; ``None`` marks "NCCL decides" (platform-dependent defaults).
+
+Parsing is stricter than NCCL, on purpose: NCCL logs an invalid value and silently falls back to the
+default, which hides typos; gpuwait rejects it with one line naming the variable, the value and what
+was expected. An empty value (``NCCL_ALGO=``) counts as unset, as in NCCL. ``NCCL_*`` variables gpuwait
+does not model are kept verbatim in ``extra`` and listed in ``ignored`` (NCCL itself ignores unknown ones).
+
+Examples
+--------
+>>> env = parse_env_pairs(["NCCL_ALGO=Ring", "NCCL_IB_QPS_PER_CONNECTION=4", "NCCL_IB_HCA=mlx5"])
+>>> env.algo, env.ib_qps_per_connection, env.ignored
+('Ring', 4, ('NCCL_IB_HCA',))
+>>> sorted(env.allowed_algorithms("all_reduce"))
+['ring']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, fields, replace
+from types import MappingProxyType
+
+from gpuwait.collectives.tuning import (Prediction, TuningInputs, choose, parse_algorithm_list,
+                                        parse_protocol_list)
+from gpuwait.errors import SpecError
+
+#: NCCL_NET_GDR_LEVEL values (formats.md §2 line 270), with the legacy integers LOC=0 ... SYS=4.
+GDR_LEVELS: tuple[str, ...] = ("LOC", "PIX", "PXB", "PHB", "SYS")
+#: net_socket.cc limits: at most 16 helper threads and 64 sockets per connection.
+MAX_SOCKET_THREADS = 16
+MAX_SOCKETS = 64
+#: MAXCHANNELS in recent NCCL (channels are CUDA blocks; formats.md §2 line 267 documents up to 32 for
+#: NCCL_MIN_NCHANNELS and 64 for the CTA variables since 2.25).
+MAX_CHANNELS = 64
+
+
+@dataclass(frozen=True)
+class NcclEnv:
+    """The NCCL variables gpuwait models, with NCCL's defaults (formats.md §2).
+
+    Attributes
+    ----------
+    algo, proto : str or None
+        ``NCCL_ALGO`` / ``NCCL_PROTO`` verbatim (validated); None = NCCL chooses among all (l.263-264).
+    min_nchannels, max_nchannels : int or None
+        ``NCCL_MIN_NCHANNELS`` / ``NCCL_MAX_NCHANNELS``; None = platform default (source -2, l.267-268).
+    ib_qps_per_connection : int
+        ``NCCL_IB_QPS_PER_CONNECTION``, 1-128, default 1 (l.265).
+    ib_split_data_on_qps : bool
+        ``NCCL_IB_SPLIT_DATA_ON_QPS``: split each message over all QPs; default 0 since 2.20 (l.266).
+    net_gdr_level : str or None
+        ``NCCL_NET_GDR_LEVEL`` (alias ``NCCL_IB_GDR_LEVEL``) as LOC/PIX/PXB/PHB/SYS; None = auto (l.270).
+    net_gdr_read : bool or None
+        ``NCCL_NET_GDR_READ``; named in §2 (l.285) without a default: None = NCCL decides (source -2).
+    ib_disable : bool
+        ``NCCL_IB_DISABLE``: fall back to sockets; default 0 (l.271).
+    nvls_enable : int
+        ``NCCL_NVLS_ENABLE`` 0 / 1 / 2, default 2 (= enabled when supported, as 1 since 2.29) (l.274).
+    collnet_enable : bool
+        ``NCCL_COLLNET_ENABLE``; default 0 (l.275).
+    p2p_disable, shm_disable, pxn_disable : bool
+        ``NCCL_P2P_DISABLE``, ``NCCL_SHM_DISABLE``, ``NCCL_PXN_DISABLE``; named in §2 (l.282-286); set to 1 to
+        disable, default 0 (NCCL docs; ``PXN_DISABLE`` and ``SHM_DISABLE`` default 0 in the source).
+    socket_nthreads, nsocks_perthread : int or None
+        ``NCCL_SOCKET_NTHREADS`` (1-16) and ``NCCL_NSOCKS_PERTHREAD``, product at most 64; named in §2
+        (l.287); None = NCCL's per-platform default (source -2).
+    net_overhead_ns : int or None
+        ``NCCL_NET_OVERHEAD`` in ns, the per-step network post cost of the tuning model
+        (nccl-model.md §2.4); None = NCCL's per-CPU default.
+    extra : mapping
+        Every other ``NCCL_*`` variable, verbatim; gpuwait does not model them.
+    explicit : tuple of str
+        The modelled variables that were set, in name order.
+    """
+
+    algo: str | None = None
+    proto: str | None = None
+    min_nchannels: int | None = None
+    max_nchannels: int | None = None
+    ib_qps_per_connection: int = 1
+    ib_split_data_on_qps: bool = False
+    net_gdr_level: str | None = None
+    net_gdr_read: bool | None = None
+    ib_disable: bool = False
+    nvls_enable: int = 2
+    collnet_enable: bool = False
+    p2p_disable: bool = False
+    shm_disable: bool = False
+    pxn_disable: bool = False
+    socket_nthreads: int | None = None
+    nsocks_perthread: int | None = None
+    net_overhead_ns: int | None = None
+    extra: Mapping[str, str] = field(default_factory=dict)
+    explicit: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "extra", MappingProxyType(dict(self.extra)))
+
+    @property
+    def ignored(self) -> tuple[str, ...]:
+        """The ``NCCL_*`` variables that were set but that gpuwait does not model, sorted."""
+        return tuple(sorted(self.extra))
+
+    def allowed_algorithms(self, collective: str) -> frozenset[str] | None:
+        """The algorithms ``NCCL_ALGO`` leaves for ``collective``; None if it leaves NCCL's default."""
+        return None if self.algo is None else parse_algorithm_list(self.algo)[collective]
+
+    def allowed_protocols(self, collective: str) -> frozenset[str] | None:
+        """The protocols ``NCCL_PROTO`` leaves for ``collective``; None if it leaves NCCL's default."""
+        return None if self.proto is None else parse_protocol_list(self.proto)[collective]
+
+    @classmethod
+    def from_mapping(cls, env: Mapping[str, str]) -> "NcclEnv":
+        """Parse the ``NCCL_*`` entries of ``env`` (other names are skipped).
+
+        Examples
+        --------
+        >>> NcclEnv.from_mapping({"NCCL_NVLS_ENABLE": "0", "HOME": "/root"}).nvls_enable
+        0
+        """
+        return parse_env(env)
+
+
+# --------------------------------------------------------------------------------------------------
+# Per-variable parsers. Each takes the variable name and the stripped text and raises a one-line SpecError.
+
+
+def _int(name: str, text: str, low: int, high: int | None = None) -> int:
+    try:
+        value = int(text, 0)  # NCCL reads integers with strtoll(base 0): 16, 0x10
+    except ValueError:
+        value = None
+    if value is None or value < low or (high is not None and value > high):
+        expected = f"an integer from {low} to {high}" if high is not None else f"an integer >= {low}"
+        raise SpecError(f"{name}: got {text!r}; expected {expected}")
+    return value
+
+
+def _flag(name: str, text: str) -> bool:
+    if text not in ("0", "1"):
+        raise SpecError(f"{name}: got {text!r}; expected 0 or 1")
+    return text == "1"
+
+
+def _algo(name: str, text: str) -> str:
+    parse_algorithm_list(text)  # raises a SpecError naming NCCL_ALGO
+    return text
+
+
+def _proto(name: str, text: str) -> str:
+    parse_protocol_list(text)
+    return text
+
+
+def _gdr_level(name: str, text: str) -> str:
+    upper = text.upper()
+    if upper in GDR_LEVELS:
+        return upper
+    if text.isdigit() and int(text) < len(GDR_LEVELS):
+        return GDR_LEVELS[int(text)]
+    raise SpecError(f"{name}: got {text!r}; expected one of {', '.join(GDR_LEVELS)} (or 0-4)")
+
+
+def _nvls(name: str, text: str) -> int:
+    if text not in ("0", "1", "2"):
+        raise SpecError(f"{name}: got {text!r}; expected 0 (off), 1 (on) or 2 (auto)")
+    return int(text)
+
+
+#: env name -> (NcclEnv field, parser). Aliases map to the same field; the canonical name wins.
+VARIABLES: Mapping[str, tuple[str, Callable[[str, str], object]]] = MappingProxyType({
+    "NCCL_ALGO": ("algo", _algo),
+    "NCCL_PROTO": ("proto", _proto),
+    "NCCL_MIN_NCHANNELS": ("min_nchannels", lambda n, t: _int(n, t, 1, MAX_CHANNELS)),
+    "NCCL_MAX_NCHANNELS": ("max_nchannels", lambda n, t: _int(n, t, 1, MAX_CHANNELS)),
+    "NCCL_IB_QPS_PER_CONNECTION": ("ib_qps_per_connection", lambda n, t: _int(n, t, 1, 128)),
+    "NCCL_IB_SPLIT_DATA_ON_QPS": ("ib_split_data_on_qps", _flag),
+    "NCCL_NET_GDR_LEVEL": ("net_gdr_level", _gdr_level),
+    "NCCL_IB_GDR_LEVEL": ("net_gdr_level", _gdr_level),  # the former name (formats.md §2 l.270)
+    "NCCL_NET_GDR_READ": ("net_gdr_read", _flag),
+    "NCCL_IB_DISABLE": ("ib_disable", _flag),
+    "NCCL_NVLS_ENABLE": ("nvls_enable", _nvls),
+    "NCCL_COLLNET_ENABLE": ("collnet_enable", _flag),
+    "NCCL_P2P_DISABLE": ("p2p_disable", _flag),
+    "NCCL_SHM_DISABLE": ("shm_disable", _flag),
+    "NCCL_PXN_DISABLE": ("pxn_disable", _flag),
+    "NCCL_SOCKET_NTHREADS": ("socket_nthreads", lambda n, t: _int(n, t, 1, MAX_SOCKET_THREADS)),
+    "NCCL_NSOCKS_PERTHREAD": ("nsocks_perthread", lambda n, t: _int(n, t, 1, MAX_SOCKETS)),
+    "NCCL_NET_OVERHEAD": ("net_overhead_ns", lambda n, t: _int(n, t, 0)),
+})
+_ALIASES = {"NCCL_IB_GDR_LEVEL": "NCCL_NET_GDR_LEVEL"}
+
+
+def parse_env(env: Mapping[str, str]) -> NcclEnv:
+    """Parse the ``NCCL_*`` entries of a mapping such as ``os.environ`` into an :class:`NcclEnv`.
+
+    Raises
+    ------
+    SpecError
+        A value NCCL would not accept (one line: variable, value, what was expected).
+
+    Examples
+    --------
+    >>> env = parse_env({"NCCL_PROTO": "^LL128", "NCCL_DEBUG": "INFO"})
+    >>> sorted(env.allowed_protocols("all_gather")), env.ignored
+    (['LL', 'Simple'], ('NCCL_DEBUG',))
+    >>> parse_env({"NCCL_IB_QPS_PER_CONNECTION": "0"})
+    Traceback (most recent call last):
+    ...
+    gpuwait.errors.SpecError: NCCL_IB_QPS_PER_CONNECTION: got '0'; expected an integer from 1 to 128
+    """
+    values: dict[str, object] = {}
+    extra: dict[str, str] = {}
+    explicit: set[str] = set()
+    # Aliases first so that the canonical name, if also set, wins.
+    for name in sorted(env, key=lambda n: (n not in _ALIASES, n)):
+        if not name.startswith("NCCL_"):
+            continue
+        raw = env[name]
+        if name not in VARIABLES:
+            extra[name] = raw
+            continue
+        text = str(raw).strip()
+        if text == "":
+            continue  # NCCL treats an empty value as unset
+        attr, parse = VARIABLES[name]
+        values[attr] = parse(name, text)
+        explicit.add(_ALIASES.get(name, name))
+    low, high = values.get("min_nchannels"), values.get("max_nchannels")
+    if low is not None and high is not None and low > high:
+        raise SpecError(f"NCCL_MIN_NCHANNELS: got {low} with NCCL_MAX_NCHANNELS={high}; expected min <= max")
+    threads, socks = values.get("socket_nthreads"), values.get("nsocks_perthread")
+    if threads is not None and socks is not None and threads * socks > MAX_SOCKETS:
+        raise SpecError(f"NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD: got {threads} x {socks}; "
+                        f"expected a product of at most {MAX_SOCKETS}")
+    return NcclEnv(**values, extra=extra, explicit=tuple(sorted(explicit)))
+
+
+def parse_env_pairs(pairs: Iterable[str]) -> NcclEnv:
+    """Parse ``--env NAME=VALUE`` pairs (a later pair overrides an earlier one with the same name).
+
+    Examples
+    --------
+    >>> parse_env_pairs(["NCCL_ALGO=Tree", "NCCL_ALGO=Ring"]).algo
+    'Ring'
+    >>> parse_env_pairs(["NCCL_ALGO"])
+    Traceback (most recent call last):
+    ...
+    gpuwait.errors.SpecError: --env: got 'NCCL_ALGO'; expected NAME=VALUE, e.g. NCCL_ALGO=Ring
+    """
+    env: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = str(pair).partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise SpecError(f"--env: got {pair!r}; expected NAME=VALUE, e.g. NCCL_ALGO=Ring")
+        if not name.startswith("NCCL_"):
+            raise SpecError(f"--env: got {pair!r}; expected an NCCL_* variable")
+        env[name] = value
+    return parse_env(env)
+
+
+def apply_env(env: NcclEnv, inputs: TuningInputs) -> TuningInputs:
+    """The tuning inputs as ``env`` changes them: NVLS / CollNet switches and ``NCCL_NET_OVERHEAD``.
+
+    ``NCCL_NVLS_ENABLE=0`` removes NVLS; ``NCCL_COLLNET_ENABLE`` must be 1 for CollNet (and multi-node
+    NVLS). Channel limits are not folded in: NCCL applies them to the communicator, not to the search
+    graphs its cost model reads.
+
+    Examples
+    --------
+    >>> from gpuwait.collectives.tuning import dgx_h100
+    >>> apply_env(parse_env_pairs(["NCCL_NVLS_ENABLE=0"]), dgx_h100()).nvls_available
+    False
+    """
+    changes: dict[str, object] = {
+        "nvls_available": inputs.nvls_available and env.nvls_enable != 0,
+        "collnet_available": inputs.collnet_available and env.collnet_enable,
+    }
+    if env.net_overhead_ns is not None:
+        changes["net_overhead_us"] = env.net_overhead_ns * 1e-3
+    return replace(inputs, **changes)
+
+
+def choose_with_env(env: NcclEnv, inputs: TuningInputs, n_bytes: int) -> tuple[str, str, Prediction]:
+    """NCCL's (algorithm, protocol, prediction) for ``inputs`` under ``env`` (NCCL_ALGO, NCCL_PROTO...).
+
+    Examples
+    --------
+    >>> from gpuwait.collectives.tuning import dgx_h100
+    >>> choose_with_env(parse_env_pairs(["NCCL_ALGO=Ring"]), dgx_h100(), 2**30)[:2]
+    ('ring', 'Simple')
+    """
+    return choose(apply_env(env, inputs), n_bytes, allowed_algos=env.algo, allowed_protos=env.proto)
+
+
+def defaults() -> dict[str, object]:
+    """NCCL's defaults of the modelled variables, by env name (None: NCCL decides per platform).
+
+    Examples
+    --------
+    >>> defaults()["NCCL_NVLS_ENABLE"], defaults()["NCCL_IB_QPS_PER_CONNECTION"]
+    (2, 1)
+    """
+    base = NcclEnv()
+    by_field = {f.name: getattr(base, f.name) for f in fields(NcclEnv)}
+    return {name: by_field[attr] for name, (attr, _) in VARIABLES.items() if name not in _ALIASES}

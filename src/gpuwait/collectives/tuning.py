@@ -1,0 +1,954 @@
+"""NCCL's own cost model: which algorithm and protocol NCCL picks, and the time it predicts.
+
+This is a re-implementation of ``ncclTopoTuneModel`` / ``ncclTopoGetAlgoTime`` from NCCL's
+``src/graph/tuning.cc`` (v2.30.7; constants and formulas as summarised in
+``/work/shared/reference/nccl-model.md`` §2.1-2.4, cross-checked against the source text read through
+the code index) and of the link constants of ``src/graph/topo.h`` / ``topo.cc`` (§2.5).
+
+NCCL predicts a collective's time as ``latency + bytes / bandwidth`` per (algorithm, protocol), from a
+handful of *graph* numbers found by its topology search (channels, per-channel bandwidth inside and
+between nodes) and static tables. It then runs the cheapest. The model is what NCCL *believes*, not what
+the hardware does: use it to explain NCCL's choices and as a first-order estimate, and compare it with
+measurements before trusting its absolute numbers.
+
+Units: latencies in microseconds (``_us``), bandwidths in GB/s = 1e9 bytes/s (``_GBps``), sizes in bytes.
+Index order of every ``(LL, LL128, Simple)`` triple is :data:`PROTOCOLS`; of every ``(N1, N2, N4)``
+triple is 1 node / 2 nodes / more than 2 nodes.
+
+Examples
+--------
+>>> algo, proto, pred = choose(dgx_h100(), 8 * 2**30)
+>>> algo, proto, round(pred.test_busbw_GBps)
+('nvls', 'Simple', 476)
+>>> choose(dgx_h100(), 8 * 2**30, allowed_algos="Ring")[:2]
+('ring', 'Simple')
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+
+from gpuwait.errors import SpecError
+
+# --------------------------------------------------------------------------------------------------
+# Names. NCCL's enums (src/include/device.h) in NCCL's order; the order matters: on equal predicted
+# time NCCL keeps the first (algorithm, protocol) it saw, iterating algorithms then protocols.
+
+ALGORITHMS: tuple[str, ...] = ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat")
+PROTOCOLS: tuple[str, ...] = ("LL", "LL128", "Simple")
+#: ncclFunc_t order (Broadcast, Reduce, AllGather, ReduceScatter, AllReduce).
+COLLECTIVES: tuple[str, ...] = ("broadcast", "reduce", "all_gather", "reduce_scatter", "all_reduce")
+
+#: The spellings NCCL_ALGO / NCCL_PROTO accept (ncclAlgoStr, ncclProtoStr, ncclFuncStr; matched
+#: case-insensitively by parseList in tuning.cc).
+NCCL_ALGORITHM_NAMES: Mapping[str, str] = MappingProxyType({
+    "tree": "Tree", "ring": "Ring", "collnet_direct": "CollNetDirect", "collnet_chain": "CollNetChain",
+    "nvls": "NVLS", "nvls_tree": "NVLSTree", "pat": "PAT"})
+NCCL_PROTOCOL_NAMES: Mapping[str, str] = MappingProxyType({"LL": "LL", "LL128": "LL128", "Simple": "Simple"})
+NCCL_COLLECTIVE_NAMES: Mapping[str, str] = MappingProxyType({
+    "broadcast": "Broadcast", "reduce": "Reduce", "all_gather": "AllGather",
+    "reduce_scatter": "ReduceScatter", "all_reduce": "AllReduce"})
+
+#: Which algorithms NCCL models for each collective: the ``continue`` filters at the top of the
+#: per-collective loop of ncclTopoTuneModel (tuning.cc v2.30.7): Broadcast/Reduce ring only;
+#: AllGather/ReduceScatter ring, PAT, NVLS, CollNetDirect; AllReduce everything but PAT.
+SUPPORTED_ALGORITHMS: Mapping[str, tuple[str, ...]] = MappingProxyType({
+    "broadcast": ("ring",),
+    "reduce": ("ring",),
+    "all_gather": ("ring", "collnet_direct", "nvls", "pat"),
+    "reduce_scatter": ("ring", "collnet_direct", "nvls", "pat"),
+    "all_reduce": ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree"),
+})
+#: NVLS/NVLSTree and PAT are skipped unless Simple; CollNet's LL/LL128 bandwidth is forced to 0 ("Not used").
+ALGORITHM_PROTOCOLS: Mapping[str, tuple[str, ...]] = MappingProxyType({
+    "tree": PROTOCOLS, "ring": PROTOCOLS, "collnet_direct": ("Simple",), "collnet_chain": ("Simple",),
+    "nvls": ("Simple",), "nvls_tree": ("Simple",), "pat": ("Simple",)})
+
+# --------------------------------------------------------------------------------------------------
+# Constants of tuning.cc v2.30.7 (nccl-model.md §2.1-2.4). Triples are (LL, LL128, Simple).
+
+#: baseLatencies[algo][proto], us (nccl-model.md §2.1).
+BASE_LATENCY_US: Mapping[str, tuple[float, float, float]] = MappingProxyType({
+    "tree": (6.8, 14.0, 8.4), "ring": (6.6, 14.0, 8.4),
+    "collnet_direct": (0.0, 0.0, 0.0), "collnet_chain": (0.0, 0.0, 0.0),
+    "nvls": (0.0, 0.0, 0.0), "nvls_tree": (0.0, 0.0, 0.0), "pat": (8.0, 8.0, 8.0)})
+
+#: hwLatencies[hw][algo][proto], us, hw in NVLINK / PCI / NET (nccl-model.md §2.2).
+HW_LATENCY_US: Mapping[str, Mapping[str, tuple[float, float, float]]] = MappingProxyType({
+    "nvlink": MappingProxyType({
+        "tree": (0.6, 1.25, 4.0), "ring": (0.6, 1.9, 3.4), "collnet_direct": (0.0, 0.0, 3.7),
+        "collnet_chain": (0.0, 0.0, 2.8), "nvls": (0.0, 0.0, 25.0), "nvls_tree": (0.0, 0.0, 25.0),
+        "pat": (0.0, 0.0, 4.0)}),
+    "pci": MappingProxyType({
+        "tree": (1.0, 1.9, 4.0), "ring": (1.0, 2.5, 5.7), "collnet_direct": (0.0, 0.0, 3.7),
+        "collnet_chain": (0.0, 0.0, 2.8), "nvls": (0.0, 0.0, 0.0), "nvls_tree": (0.0, 0.0, 0.0),
+        "pat": (0.0, 0.0, 4.0)}),
+    "net": MappingProxyType({
+        "tree": (5.0, 8.5, 14.0), "ring": (2.7, 4.0, 14.0), "collnet_direct": (0.0, 0.0, 31.0),
+        "collnet_chain": (0.0, 0.0, 30.0), "nvls": (0.0, 0.0, 18.0), "nvls_tree": (0.0, 0.0, 20.9),
+        "pat": (0.0, 0.0, 14.0)}),
+})
+
+#: Compute-capability rows of the per-architecture tables (NCCL_*_COMPCAP_IDX).
+ARCHITECTURES: tuple[str, ...] = ("volta", "ampere", "hopper", "blackwell")
+
+#: llMaxBws[row][N1/N2/N4], GB/s (nccl-model.md §2.3). On one node the row is the GPU architecture;
+#: on several nodes NCCL reads row 0 for Intel (or other) CPUs and row 1 for AMD / mixed CPUs.
+LL_MAX_BW_GBps: tuple[tuple[float, float, float], ...] = (
+    (39.0, 39.0, 20.4),  # Volta-N1 / Intel-N2 / Intel-N4
+    (87.7, 22.5, 19.0),  # Ampere-N1 / AMD-N2 / AMD-N4 (22.5: "avg of ring & tree")
+    (141.0, 45.0, 35.0),  # Hopper-N1
+    (2 * 141.0, 2 * 45.0, 2 * 35.0),  # Blackwell-N1
+)
+#: perChMaxRingLL128Bws[arch][N1/N2/N4], GB/s per channel (nccl-model.md §2.3).
+PER_CHANNEL_MAX_RING_LL128_BW_GBps: tuple[tuple[float, float, float], ...] = (
+    (20.0, 20.0, 20.0), (20.0, 20.0, 20.0), (36.7, 36.7, 36.7), (40.0, 40.0, 40.0))
+#: perChMaxTreeLL128Bws[arch][N1/N2/N4], GB/s per channel (nccl-model.md §2.3).
+PER_CHANNEL_MAX_TREE_LL128_BW_GBps: tuple[tuple[float, float, float], ...] = (
+    (20.0, 20.0, 20.0), (20.0, 20.0, 20.0), (36.7, 36.7, 29.0), (55.6, 31.67, 20.0))
+#: perChMaxTreeBws[arch][N1/N2/N4], GB/s per channel (nccl-model.md §2.3).
+PER_CHANNEL_MAX_TREE_BW_GBps: tuple[tuple[float, float, float], ...] = (
+    (26.5, 18.5, 10.0), (24.0, 23.6, 17.8), (38.7, 41.4, 36.0), (70.0, 42.8, 24.0))
+#: perChMaxNVLSTreeBws[arch][N1/N2/N4], GB/s per channel (nccl-model.md §2.3).
+PER_CHANNEL_MAX_NVLS_TREE_BW_GBps: tuple[tuple[float, float, float], ...] = (
+    (26.5, 18.5, 10.0), (24.0, 23.6, 17.8), (0.0, 57.7, 45.5), (0.0, 96.0, 80.0))
+#: nvlsEfficiency[arch] (nccl-model.md §2.3): NVLink SHARP reaches this fraction of the NVLink graph bandwidth.
+NVLS_EFFICIENCY: tuple[float, ...] = (0.0, 0.0, 0.85, 0.74)
+
+#: treeCorrectionFactor[proto][log2(nBytes/64)], sizes 64 B, 128 B, ... (nccl-model.md §2.4). Tree
+#: AllReduce reads entries 0..22, NVLSTree AllReduce on SM100+ x86 entries 0..23; outside, no correction.
+TREE_CORRECTION_FACTOR: Mapping[str, tuple[float, ...]] = MappingProxyType({
+    "LL": (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0, 1.0),
+    "LL128": (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0, 1.0),
+    "Simple": (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9, .9),
+})
+TREE_CORRECTION_ENTRIES_TREE = 23
+TREE_CORRECTION_ENTRIES_NVLS_TREE = 24
+
+#: getNetOverhead (tuning.cc): per-step cost of posting a network operation, us; x3 for Simple.
+NET_OVERHEAD_US: Mapping[tuple[str, str], float] = MappingProxyType({("x86", "intel"): 1.0, ("x86", "amd"): 2.0})
+NET_OVERHEAD_DEFAULT_US = 1.0
+#: "Plateau effect of ring": Ring/Simple AllReduce across nodes multiplies its latency by this factor.
+RING_PLATEAU_FACTOR = {"pre_sm80": 1.9, "sm80_plus": 1.4}
+#: CollNetDirect AllReduce adds this per extra local rank ("0.4 us arity serialization latency").
+COLLNET_ARITY_LATENCY_US = 0.4
+#: NCCL_COLLNET_NODE_THRESHOLD default (init.cc): CollNet needs at least this many nodes.
+COLLNET_NODE_THRESHOLD = 2
+#: CollNetDirect is only modelled for up to this many local GPUs (enqueue.cc updateCollCostTable).
+COLLNET_DIRECT_MAX_LOCAL_RANKS = 8
+
+# --------------------------------------------------------------------------------------------------
+# Link bandwidths of NCCL's topology model (src/graph/topo.h, topo.cc; nccl-model.md §2.5), GB/s.
+
+#: Per-NVLink-link bandwidth by SM (SM60/70/80/86/90/100_NVLINK_BW).
+NVLINK_BW_PER_LINK_GBps: Mapping[int, float] = MappingProxyType(
+    {60: 18.0, 70: 20.0, 80: 20.0, 86: 12.0, 90: 20.6, 100: 40.1})
+LOC_BW_GBps = 5000.0
+PCI_GEN3_X16_BW_GBps = 12.0  # PCI_BW, "PCI Gen3 x16"
+NET_100G_BW_GBps = 12.0  # NET_BW, "100Gbit"
+#: kvDictPciGen: per-lane PCIe speed in units of 100 Mb/s, by generation (2.5, 5, 8, 16, 32, 64 GT/s).
+PCI_LANE_SPEED_100Mbps: Mapping[int, int] = MappingProxyType({1: 15, 2: 30, 3: 60, 4: 120, 5: 240, 6: 480})
+
+#: Channel bandwidths NCCL's search tries, fastest first (src/graph/search.cc speedArrayIntra,
+#: sm90SpeedArrayIntra, sm100SpeedArrayIntra), GB/s. Used only by the graph helpers below.
+SEARCH_SPEEDS_INTRA_GBps: Mapping[str, tuple[float, ...]] = MappingProxyType({
+    "default": (40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0),
+    "sm90": (60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0),
+    "sm100": (90.0, 80.0, 70.0, 60.0, 50.0, 45.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0),
+})
+SEARCH_MAX_RING_CHANNELS = 32  # MAXCHANNELS/2
+
+
+def nvlink_bw_GBps(sm: int, n_links: int = 1) -> float:
+    """NVLink bandwidth NCCL assumes for ``n_links`` links of a GPU of compute capability ``sm`` (x10).
+
+    Mirrors ``ncclTopoNVLinkBw`` (topo.h constants): SM86 is special-cased, other SMs take the
+    constant of their generation; below SM60 NCCL falls back to the SM80 value.
+
+    Examples
+    --------
+    >>> round(nvlink_bw_GBps(90, 18), 1)  # H100: 18 NVLink4 links
+    370.8
+    >>> nvlink_bw_GBps(80, 12)  # A100: 12 NVLink3 links
+    240.0
+    """
+    if n_links < 0:
+        raise SpecError(f"nvlink links: got {n_links}; expected a count >= 0")
+    if sm == 86:
+        per = NVLINK_BW_PER_LINK_GBps[86]
+    elif sm >= 100:
+        per = NVLINK_BW_PER_LINK_GBps[100]
+    elif sm >= 90:
+        per = NVLINK_BW_PER_LINK_GBps[90]
+    elif sm >= 80:
+        per = NVLINK_BW_PER_LINK_GBps[80]
+    elif sm >= 70:
+        per = NVLINK_BW_PER_LINK_GBps[70]
+    elif sm >= 60:
+        per = NVLINK_BW_PER_LINK_GBps[60]
+    else:
+        per = NVLINK_BW_PER_LINK_GBps[80]
+    return per * n_links
+
+
+def pci_bw_GBps(gen: int, width: int = 16) -> float:
+    """PCIe link bandwidth in NCCL's model: ``width * lane_speed / 80`` (topo.cc, kvDictPciGen).
+
+    Examples
+    --------
+    >>> pci_bw_GBps(5, 16), pci_bw_GBps(4, 16), pci_bw_GBps(3, 16)
+    (48.0, 24.0, 12.0)
+    """
+    if gen not in PCI_LANE_SPEED_100Mbps:
+        raise SpecError(f"PCIe generation: got {gen!r}; expected one of {sorted(PCI_LANE_SPEED_100Mbps)}")
+    if width < 1:
+        raise SpecError(f"PCIe width: got {width}; expected a lane count >= 1")
+    return width * PCI_LANE_SPEED_100Mbps[gen] / 80.0
+
+
+def net_bw_GBps(speed_Mbps: float) -> float:
+    """NIC bandwidth in NCCL's model from the port speed in Mb/s: ``mbps / 8000`` (topo.cc).
+
+    Examples
+    --------
+    >>> net_bw_GBps(400_000), net_bw_GBps(100_000)
+    (50.0, 12.5)
+    """
+    if speed_Mbps <= 0:
+        raise SpecError(f"NIC speed: got {speed_Mbps} Mb/s; expected a positive speed")
+    return speed_Mbps / 8000.0
+
+
+# --------------------------------------------------------------------------------------------------
+# Inputs
+
+
+@dataclass(frozen=True)
+class Graph:
+    """One of NCCL's search graphs (``ncclTopoGraph``) as the tuning model reads it.
+
+    Parameters
+    ----------
+    n_channels : int
+        Channels the search found (after its channel duplication), ``graph->nChannels``.
+    bw_intra_GBps, bw_inter_GBps : float
+        Per-channel bandwidth inside a node and between nodes (``bwIntra``, ``bwInter``).
+    latency_inter_us : float
+        Extra network latency of the graph (``latencyInter``, from the NICs' ``latency``; 0 on IB).
+    intra_link : {"nvlink", "pci"}
+        ``typeIntra``: NVLink graphs use the NVLINK row of :data:`HW_LATENCY_US`, all others the PCI row.
+    same_channels : bool
+        ``sameChannels``: every channel takes the same path (only Broadcast/Reduce latency reads it).
+
+    Examples
+    --------
+    >>> Graph(n_channels=12, bw_intra_GBps=30.0, bw_inter_GBps=30.0).busbw_GBps
+    360.0
+    """
+
+    n_channels: int
+    bw_intra_GBps: float
+    bw_inter_GBps: float
+    latency_inter_us: float = 0.0
+    intra_link: str = "nvlink"
+    same_channels: bool = False
+
+    def __post_init__(self) -> None:
+        if int(self.n_channels) != self.n_channels or self.n_channels < 1:
+            raise SpecError(f"graph n_channels: got {self.n_channels!r}; expected an integer >= 1")
+        for name in ("bw_intra_GBps", "bw_inter_GBps"):
+            value = getattr(self, name)
+            if not (value > 0 and math.isfinite(value)):
+                raise SpecError(f"graph {name}: got {value!r}; expected a positive bandwidth in GB/s")
+        if not (self.latency_inter_us >= 0):
+            raise SpecError(f"graph latency_inter_us: got {self.latency_inter_us!r}; expected >= 0")
+        if self.intra_link not in ("nvlink", "pci"):
+            raise SpecError(f"graph intra_link: got {self.intra_link!r}; expected 'nvlink' or 'pci'")
+
+    @property
+    def busbw_GBps(self) -> float:
+        """``n_channels * bw_intra_GBps``: the raw bus bandwidth before any refinement."""
+        return self.n_channels * self.bw_intra_GBps
+
+
+@dataclass(frozen=True)
+class TuningInputs:
+    """Everything NCCL's tuning model reads about one communicator and one collective.
+
+    Parameters
+    ----------
+    collective : str
+        One of :data:`COLLECTIVES`.
+    n_ranks, n_nodes : int
+        Ranks and nodes; every node holds ``ppn = n_ranks / n_nodes`` ranks (NCCL's model assumes so).
+    sm : int
+        Minimum compute capability x10 (70, 80, 90, 100...); selects the architecture rows.
+    n_channels, bw_intra_GBps, bw_inter_GBps, latency_inter_us, intra_link, same_channels
+        The default :class:`Graph` (NCCL's ring graph). ``n_channels`` is also the communicator's
+        channel count used by the ring plateau test.
+    graphs : mapping of algorithm name to Graph
+        Per-algorithm graphs where they differ from the ring graph (NCCL searches a tree, a CollNet and an
+        NVLS graph separately; e.g. the NVLS graph of a DGX H100 has 8 channels, see :func:`dgx_h100`).
+    net_overhead_us : float or None
+        ``NCCL_NET_OVERHEAD`` in us. ``None`` takes NCCL's default for the CPU: 1.0 for Intel x86,
+        2.0 for AMD x86, 1.0 otherwise.
+    cpu_arch : {"x86", "power", "arm"}
+        POWER makes Tree/Simple over PCI as cheap as Ring/Simple (tuning.cc).
+    cpu_vendor : {"intel", "amd", "mixed", "other"}
+        Multi-node LL bandwidth cap row: AMD and mixed read row 1 of :data:`LL_MAX_BW_GBps`, the rest row 0.
+        This is NCCL's choice (``index1``), kept because the cap differs by 2x (22.5 vs 39 GB/s on 2 nodes).
+    nvls_available : bool
+        NVLink SHARP usable (SM90+ GPUs on an NVLink4+ NVSwitch, ``NCCL_NVLS_ENABLE`` not 0).
+    collnet_available : bool
+        CollNet (IB SHARP plugin, ``NCCL_COLLNET_ENABLE=1``) usable, with chain and AllGather /
+        ReduceScatter support.
+    collnet_heads : int
+        CollNet heads per node; NVLS and CollNetDirect AllGather/ReduceScatter across nodes need one per
+        local rank.
+    nvswitch : bool
+        The node has an NVSwitch (CollNetDirect requires one).
+    ll128_enabled : bool
+        Whether NCCL enables LL128 by default here: NVLink (or NVB) inside the node, NIC at PXB or closer
+        (PXN on SM90+), one GPU architecture. An explicit ``NCCL_PROTO`` overrides it, as in NCCL.
+    tree_pattern : {"balanced_tree", "split_tree", "tree"}
+        ``comm->maxTreePattern``; a plain ``"tree"`` costs Tree 15% of its bandwidth.
+    pat_enabled : bool
+        ``NCCL_PAT_ENABLE`` not 0 and a host-driven network (PAT is still limited to 1 GPU per node).
+
+    Examples
+    --------
+    >>> x = TuningInputs("all_reduce", n_ranks=16, n_nodes=2, sm=80, n_channels=16,
+    ...                  bw_intra_GBps=12.0, bw_inter_GBps=12.0)
+    >>> x.ppn, x.graph("tree").n_channels
+    (8, 16)
+    """
+
+    collective: str
+    n_ranks: int
+    n_nodes: int
+    sm: int
+    n_channels: int
+    bw_intra_GBps: float
+    bw_inter_GBps: float
+    latency_inter_us: float = 0.0
+    intra_link: str = "nvlink"
+    same_channels: bool = False
+    graphs: Mapping[str, Graph] = field(default_factory=dict)
+    net_overhead_us: float | None = None
+    cpu_arch: str = "x86"
+    cpu_vendor: str = "intel"
+    nvls_available: bool = False
+    collnet_available: bool = False
+    collnet_heads: int = 0
+    nvswitch: bool = False
+    ll128_enabled: bool = True
+    tree_pattern: str = "balanced_tree"
+    pat_enabled: bool = True
+
+    def __post_init__(self) -> None:
+        if self.collective not in COLLECTIVES:
+            raise SpecError(f"collective: got {self.collective!r}; expected one of {', '.join(COLLECTIVES)}")
+        for name in ("n_ranks", "n_nodes"):
+            value = getattr(self, name)
+            if int(value) != value or value < 1:
+                raise SpecError(f"{name}: got {value!r}; expected an integer >= 1")
+        if self.n_ranks % self.n_nodes:
+            raise SpecError(f"n_ranks: got {self.n_ranks} over {self.n_nodes} nodes; expected the same number of "
+                            "ranks on every node, as NCCL's model assumes")
+        if int(self.sm) != self.sm or self.sm < 30:
+            raise SpecError(f"sm: got {self.sm!r}; expected a compute capability x10 such as 80, 90 or 100")
+        if self.cpu_arch not in ("x86", "power", "arm"):
+            raise SpecError(f"cpu_arch: got {self.cpu_arch!r}; expected 'x86', 'power' or 'arm'")
+        if self.cpu_vendor not in ("intel", "amd", "mixed", "other"):
+            raise SpecError(f"cpu_vendor: got {self.cpu_vendor!r}; expected 'intel', 'amd', 'mixed' or 'other'")
+        if self.tree_pattern not in ("balanced_tree", "split_tree", "tree"):
+            raise SpecError(f"tree_pattern: got {self.tree_pattern!r}; expected 'balanced_tree', 'split_tree' "
+                            "or 'tree'")
+        if self.net_overhead_us is not None and not self.net_overhead_us >= 0:
+            raise SpecError(f"net_overhead_us: got {self.net_overhead_us!r}; expected >= 0 us or None")
+        if self.collnet_heads < 0:
+            raise SpecError(f"collnet_heads: got {self.collnet_heads}; expected >= 0")
+        graphs = dict(self.graphs)
+        for algo, graph in graphs.items():
+            if algo not in ALGORITHMS:
+                raise SpecError(f"graphs: unknown algorithm {algo!r}; expected one of {', '.join(ALGORITHMS)}")
+            if not isinstance(graph, Graph):
+                raise SpecError(f"graphs[{algo!r}]: got {type(graph).__name__}; expected a Graph")
+        object.__setattr__(self, "graphs", MappingProxyType(graphs))
+        self.graph("ring")  # validates the default graph's numbers
+
+    @property
+    def ppn(self) -> int:
+        """Ranks per node."""
+        return self.n_ranks // self.n_nodes
+
+    def graph(self, algorithm: str) -> Graph:
+        """The graph NCCL's model reads for ``algorithm``: its own if given, else the ring graph."""
+        if algorithm in self.graphs:
+            return self.graphs[algorithm]
+        return Graph(self.n_channels, self.bw_intra_GBps, self.bw_inter_GBps, self.latency_inter_us,
+                     self.intra_link, self.same_channels)
+
+    def with_collective(self, collective: str) -> "TuningInputs":
+        """The same communicator, another collective."""
+        return replace(self, collective=collective)
+
+    @property
+    def effective_net_overhead_us(self) -> float:
+        """``NCCL_NET_OVERHEAD`` if set, else NCCL's per-CPU default (getNetOverhead)."""
+        if self.net_overhead_us is not None:
+            return self.net_overhead_us
+        return NET_OVERHEAD_US.get((self.cpu_arch, self.cpu_vendor), NET_OVERHEAD_DEFAULT_US)
+
+
+# --------------------------------------------------------------------------------------------------
+# NCCL_ALGO / NCCL_PROTO
+
+
+def _parse_nccl_list(text: str, variable: str, elements: Mapping[str, str]) -> dict[str, frozenset[str] | None]:
+    """parseList (tuning.cc, NCCL >= 2.24): ``list[;func:list]...``, ``^`` negates, case-insensitive.
+
+    Returns, per collective, the enabled elements, or None where the text leaves NCCL's default.
+    """
+    lookup = {nccl.lower(): ours for ours, nccl in elements.items()}
+    funcs = {nccl.lower(): ours for ours, nccl in NCCL_COLLECTIVE_NAMES.items()}
+    allowed = ", ".join(elements.values())
+    result: dict[str, frozenset[str] | None] = {c: None for c in COLLECTIVES}
+    if not isinstance(text, str) or not text.strip():
+        raise SpecError(f"{variable}: got {text!r}; expected a comma list of {allowed}")
+    entries = [e for e in text.split(";") if e != ""]
+    if not entries:
+        raise SpecError(f"{variable}: got {text!r}; expected a comma list of {allowed}")
+    for i, entry in enumerate(entries):
+        if ":" in entry:
+            prefix, _, element_list = entry.partition(":")
+            prefix = prefix.strip()
+            if prefix.lower() not in funcs:
+                raise SpecError(f"{variable}: got {text!r}; unknown collective {prefix!r} before ':'; expected one "
+                                f"of {', '.join(NCCL_COLLECTIVE_NAMES.values())}")
+            targets = [funcs[prefix.lower()]]
+        else:
+            if i > 0:
+                raise SpecError(f"{variable}: got {text!r}; every entry after the first needs a "
+                                "'collective:' prefix, e.g. 'allreduce:^tree'")
+            element_list, targets = entry, list(COLLECTIVES)
+        negate = element_list.startswith("^")
+        tokens = [t.strip() for t in element_list[1:].split(",") if t.strip()] if negate else \
+            [t.strip() for t in element_list.split(",") if t.strip()]
+        if not tokens:
+            raise SpecError(f"{variable}: got {text!r}; an empty list; expected names among {allowed}")
+        chosen = set(elements) if negate else set()
+        for token in tokens:
+            if token.lower() not in lookup:
+                raise SpecError(f"{variable}: got {text!r}; unknown name {token!r}; expected {allowed} "
+                                "(comma-separated, '^' to exclude)",
+                                hint=f"leave {variable} unset to let NCCL choose among all")
+            (chosen.discard if negate else chosen.add)(lookup[token.lower()])
+        for collective in targets:
+            result[collective] = frozenset(chosen)
+    return result
+
+
+def parse_algorithm_list(text: str) -> dict[str, frozenset[str] | None]:
+    """Parse ``NCCL_ALGO``: per collective, the algorithms it enables (None: NCCL's default, all).
+
+    Examples
+    --------
+    >>> sorted(parse_algorithm_list("^NVLS,tree")["all_reduce"])
+    ['collnet_chain', 'collnet_direct', 'nvls_tree', 'pat', 'ring']
+    >>> spec = parse_algorithm_list("ring;allreduce:tree,ring")
+    >>> sorted(spec["all_reduce"]), sorted(spec["all_gather"])
+    (['ring', 'tree'], ['ring'])
+    """
+    return _parse_nccl_list(text, "NCCL_ALGO", NCCL_ALGORITHM_NAMES)
+
+
+def parse_protocol_list(text: str) -> dict[str, frozenset[str] | None]:
+    """Parse ``NCCL_PROTO``: per collective, the protocols it enables (None: NCCL's default).
+
+    Examples
+    --------
+    >>> sorted(parse_protocol_list("^LL")["all_reduce"])
+    ['LL128', 'Simple']
+    """
+    return _parse_nccl_list(text, "NCCL_PROTO", NCCL_PROTOCOL_NAMES)
+
+
+def _name(value: str, names: Iterable[str], nccl: Mapping[str, str], what: str) -> str:
+    lookup = {n.lower(): n for n in names}
+    lookup.update({spelled.lower(): ours for ours, spelled in nccl.items()})
+    key = str(value).lower()
+    if key not in lookup:
+        raise SpecError(f"{what}: got {value!r}; expected one of {', '.join(names)}")
+    return lookup[key]
+
+
+def _restriction(allowed: str | Iterable[str] | None, collective: str, *, parse, names, nccl,
+                 what: str) -> frozenset[str] | None:
+    if allowed is None:
+        return None
+    if isinstance(allowed, str):
+        return parse(allowed)[collective]
+    return frozenset(_name(a, names, nccl, what) for a in allowed)
+
+
+# --------------------------------------------------------------------------------------------------
+# The model
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """NCCL's predicted cost of one collective with one (algorithm, protocol).
+
+    ``time_us = latency_us + n_bytes / (1000 * alg_bw_GBps)``. ``alg_bw_GBps`` is NCCL's
+    ``bandwidths[coll][algo][proto]`` after the per-size tree correction; ``bus_bw_GBps`` the bus bandwidth
+    it was converted from (same value where NCCL applies no bus-to-algorithm ratio). The ``test_*``
+    properties are what nccl-tests would print for that time. Unsupported combinations carry
+    ``supported=False``, a one-line ``reason`` and an infinite time.
+
+    Examples
+    --------
+    >>> p = predict(dgx_h100(), "ring", "Simple", 2**30)
+    >>> round(p.bus_bw_GBps), round(p.alg_bw_GBps, 1), round(p.test_busbw_GBps, 1)
+    (360, 205.7, 356.2)
+    """
+
+    collective: str
+    algorithm: str
+    protocol: str
+    n_ranks: int
+    n_bytes: int
+    time_us: float
+    latency_us: float
+    bus_bw_GBps: float
+    alg_bw_GBps: float
+    supported: bool
+    reason: str = ""
+
+    @property
+    def test_algbw_GBps(self) -> float:
+        """nccl-tests ``algbw``: bytes / time."""
+        if not self.supported:
+            return 0.0
+        return math.inf if self.time_us == 0 else self.n_bytes / (self.time_us * 1e3)
+
+    @property
+    def test_busbw_GBps(self) -> float:
+        """nccl-tests ``busbw``: algbw times the collective's bus factor (README-busbw.md)."""
+        return self.test_algbw_GBps * busbw_factor(self.collective, self.n_ranks)
+
+
+def busbw_factor(collective: str, n_ranks: int) -> float:
+    """nccl-tests' bus-bandwidth factor (doc/PERFORMANCE.md; reference nccl-tests/README-busbw.md).
+
+    Examples
+    --------
+    >>> busbw_factor("all_reduce", 8), busbw_factor("all_gather", 8), busbw_factor("broadcast", 8)
+    (1.75, 0.875, 1.0)
+    """
+    if collective == "all_reduce":
+        return 2.0 * (n_ranks - 1) / n_ranks
+    if collective in ("all_gather", "reduce_scatter"):
+        return (n_ranks - 1) / n_ranks
+    if collective in ("broadcast", "reduce"):
+        return 1.0
+    raise SpecError(f"collective: got {collective!r}; expected one of {', '.join(COLLECTIVES)}")
+
+
+def _log2i(n: int) -> int:
+    """NCCL's log2i: floor(log2(n)), and -1 for 0."""
+    return int(n).bit_length() - 1
+
+
+def _compcap_index(sm: int) -> int:
+    return 3 if sm >= 100 else 2 if sm >= 90 else 1 if sm >= 80 else 0
+
+
+def _nodes_index(n_nodes: int) -> int:
+    return n_nodes - 1 if n_nodes <= 2 else 2
+
+
+def _n_steps(collective: str, n_ranks: int) -> int:
+    if collective == "all_reduce":
+        return 2 * (n_ranks - 1)
+    if collective in ("all_gather", "reduce_scatter"):
+        return n_ranks - 1
+    return n_ranks
+
+
+def _hw_latency_us(inputs: TuningInputs, hw: str, algorithm: str, protocol: str) -> float:
+    if (inputs.cpu_arch == "power" and hw == "pci" and algorithm == "tree" and protocol == "Simple"):
+        # "De-penalize Tree/Simple latency on Power systems to favor Tree than Ring"
+        return HW_LATENCY_US["pci"]["ring"][2]
+    return HW_LATENCY_US[hw][algorithm][PROTOCOLS.index(protocol)]
+
+
+def unsupported_reason(inputs: TuningInputs, algorithm: str, protocol: str) -> str:
+    """Why NCCL would not consider (``algorithm``, ``protocol``) here; ``""`` if it would.
+
+    Examples
+    --------
+    >>> unsupported_reason(dgx_h100("all_gather"), "tree", "Simple")
+    'tree does not implement all_gather in NCCL (all_gather: ring, collnet_direct, nvls, pat)'
+    >>> unsupported_reason(dgx_h100(), "ring", "LL")
+    ''
+    """
+    coll, ppn = inputs.collective, inputs.ppn
+    if algorithm not in SUPPORTED_ALGORITHMS[coll]:
+        return (f"{algorithm} does not implement {coll} in NCCL "
+                f"({coll}: {', '.join(SUPPORTED_ALGORITHMS[coll])})")
+    if protocol not in ALGORITHM_PROTOCOLS[algorithm]:
+        return f"{algorithm} runs only the {'/'.join(ALGORITHM_PROTOCOLS[algorithm])} protocol in NCCL"
+    multi_node_gather = inputs.n_nodes > 1 and coll in ("all_gather", "reduce_scatter")
+    if algorithm in ("nvls", "nvls_tree"):
+        if inputs.sm < 90:
+            return f"NVLS needs SM90+ GPUs on an NVLink4+ NVSwitch (NVLink SHARP); got SM{inputs.sm}"
+        if not inputs.nvls_available:
+            return "NVLS unavailable (no NVLink SHARP NVSwitch, or NCCL_NVLS_ENABLE=0)"
+        if inputs.graph(algorithm).n_channels < 2:
+            return f"{algorithm} needs at least 2 channels in its graph"
+        if algorithm == "nvls_tree" and inputs.n_nodes == 1:
+            return "NVLSTree is disabled on a single node (NVLS covers it)"
+        if algorithm == "nvls" and inputs.n_nodes > 1 and not inputs.collnet_available:
+            return "NVLS across nodes needs CollNet (IB SHARP, NCCL_COLLNET_ENABLE=1)"
+    if algorithm in ("collnet_direct", "collnet_chain"):
+        if not inputs.collnet_available:
+            return "CollNet unavailable (needs the IB SHARP plugin and NCCL_COLLNET_ENABLE=1)"
+        if inputs.n_nodes < COLLNET_NODE_THRESHOLD:
+            return f"CollNet needs at least {COLLNET_NODE_THRESHOLD} nodes (NCCL_COLLNET_NODE_THRESHOLD)"
+        if algorithm == "collnet_direct" and not inputs.nvswitch:
+            return "CollNetDirect needs an NVSwitch system"
+        if algorithm == "collnet_direct" and ppn > COLLNET_DIRECT_MAX_LOCAL_RANKS:
+            return f"CollNetDirect supports up to {COLLNET_DIRECT_MAX_LOCAL_RANKS} local GPUs; got {ppn}"
+    if algorithm in ("nvls", "collnet_direct") and multi_node_gather and inputs.collnet_heads < ppn:
+        return (f"{algorithm} {coll} across nodes needs CollNet with one head per local rank "
+                f"({inputs.collnet_heads} heads for {ppn} ranks)")
+    if algorithm == "pat":
+        if inputs.sm < 60:
+            return "PAT needs SM60+ (CUDA atomics)"
+        if not inputs.pat_enabled:
+            return "PAT disabled (NCCL_PAT_ENABLE=0 or network device offload)"
+        if ppn != 1:
+            return f"PAT only supports 1 GPU per node; got {ppn}"
+    return ""
+
+
+def _bus_bw_and_ratio(inputs: TuningInputs, algorithm: str, protocol: str) -> tuple[float, float]:
+    """busBw after the model refinements, and the bus-to-algorithm ratio (tuning.cc, nccl-model.md §2.3)."""
+    coll, n_nodes, n_ranks, ppn = inputs.collective, inputs.n_nodes, inputs.n_ranks, float(inputs.ppn)
+    g = inputs.graph(algorithm)
+    cc, nodes = _compcap_index(inputs.sm), _nodes_index(n_nodes)
+    ll_row = cc if n_nodes == 1 else (1 if inputs.cpu_vendor in ("amd", "mixed") else 0)
+    ll_max = LL_MAX_BW_GBps[ll_row][nodes]
+    collnet = algorithm in ("collnet_direct", "collnet_chain")
+
+    bw = g.bw_intra_GBps if (n_nodes <= 2 or collnet) else g.bw_inter_GBps
+    if algorithm in ("nvls", "nvls_tree"):
+        # NVLS busBw per channel: SHARP efficiency, one channel's worth lost to synchronisation;
+        # AllReduce pipelines its reduce-scatter and all-gather halves, the others lose the local share.
+        intra = g.bw_intra_GBps * NVLS_EFFICIENCY[cc] * (g.n_channels - 1) / g.n_channels
+        intra *= 2.0 if coll == "all_reduce" else (ppn - 1) / ppn
+        inter = g.bw_inter_GBps * (2.0 if (n_nodes <= 2 and algorithm == "nvls_tree") else 1.0)
+        cap = PER_CHANNEL_MAX_NVLS_TREE_BW_GBps[cc][nodes] if algorithm == "nvls_tree" else math.inf
+        bw = min(intra, inter, cap)
+    bus = g.n_channels * bw
+
+    if algorithm == "ring" and protocol == "LL":
+        bus = min(ll_max, bus * 0.5)
+    if algorithm == "ring" and protocol == "LL128":
+        bus = min(bus * 0.92, g.n_channels * PER_CHANNEL_MAX_RING_LL128_BW_GBps[cc][nodes])
+    if algorithm == "tree" and coll == "all_reduce":
+        bus = min(bus * 0.92, g.n_channels * PER_CHANNEL_MAX_TREE_BW_GBps[cc][nodes])
+    if algorithm == "tree" and protocol == "LL":
+        bus = min(bus / 3.8, ll_max)
+    if algorithm == "tree" and protocol == "LL128":
+        bus = min(bus * (7.0 / 9.0 if n_nodes == 1 else 120.0 / 128.0),
+                  g.n_channels * PER_CHANNEL_MAX_TREE_LL128_BW_GBps[cc][nodes])
+    if algorithm == "tree" and inputs.tree_pattern == "tree":
+        bus *= 0.85
+    if algorithm == "pat":
+        bus *= 0.75
+    if algorithm == "collnet_direct":
+        if coll in ("all_gather", "reduce_scatter"):
+            bus = ppn * min(g.bw_intra_GBps, g.bw_inter_GBps * 0.9)
+        else:
+            # Full speed needs one NIC per GPU; soften the GPU/NIC ratio penalty by half.
+            factor = ppn / g.n_channels
+            factor -= (factor - 1) / 2
+            bus /= factor
+            if inputs.sm >= 90:
+                bus *= 0.85
+
+    if algorithm != "ring" and coll in ("all_gather", "reduce_scatter"):
+        ratio = 1.0  # NCCL leaves these as they are
+    elif algorithm in ("ring", "nvls", "nvls_tree"):
+        ratio = n_ranks / _n_steps(coll, n_ranks)
+    else:
+        ratio = 0.5
+    return bus, ratio
+
+
+def _latency_us(inputs: TuningInputs, algorithm: str, protocol: str) -> float:
+    """The size-independent latency of tuning.cc (nccl-model.md §2.4), before the ring plateau factor."""
+    coll, n_nodes, n_ranks, ppn = inputs.collective, inputs.n_nodes, inputs.n_ranks, inputs.ppn
+    g = inputs.graph(algorithm)
+    p = PROTOCOLS.index(protocol)
+    intra_hw = "nvlink" if g.intra_link == "nvlink" else "pci"
+    hw = intra_hw if n_nodes == 1 else "net"
+    base = BASE_LATENCY_US[algorithm][p]
+    intra = _hw_latency_us(inputs, intra_hw, algorithm, protocol)
+    # With one rank per node nothing hides the network latency: use Tree's.
+    inter = _hw_latency_us(inputs, "net", "tree" if ppn == 1 else algorithm, protocol) + g.latency_inter_us
+    if protocol == "Simple":
+        inter += g.latency_inter_us  # the flush costs another network latency
+    log_nodes = _log2i(n_nodes)
+    n_steps = _n_steps(coll, n_ranks)
+
+    if algorithm == "ring":
+        if coll in ("broadcast", "reduce"):
+            step = _hw_latency_us(inputs, hw, "ring", protocol)
+            if g.same_channels:
+                return base + step
+            if protocol == "Simple":
+                step = _hw_latency_us(inputs, hw, "tree", protocol)  # chunk latency stand-in
+            return base + n_steps * step
+        net_overhead = 0.0
+        if n_nodes > 1:
+            net_overhead = inputs.effective_net_overhead_us * (3.0 if protocol == "Simple" else 1.0)
+        intra = max(intra, net_overhead)
+        n_inter_steps = 0 if n_nodes == 1 else (2 * (n_nodes - 1) if coll == "all_reduce" else n_nodes - 1)
+        return base + (n_steps - n_inter_steps) * intra + n_inter_steps * inter
+    if algorithm == "tree":
+        return base + 2 * ((ppn - 1) * intra + log_nodes * inter)
+    if algorithm == "collnet_direct":
+        return base + 2 * (min(1, ppn - 1) * intra + (ppn - 1) * COLLNET_ARITY_LATENCY_US) + inter
+    if algorithm == "collnet_chain":
+        return base + 2 * (ppn - 1) * intra + inter
+    if algorithm == "nvls":
+        return intra + (inter if n_nodes > 1 else 0.0)
+    if algorithm == "nvls_tree":
+        return base + intra + 2 * log_nodes * inter
+    if algorithm == "pat":
+        return base + log_nodes * (inter / 3.5) + n_ranks * 2.8
+    raise AssertionError(algorithm)
+
+
+def predict(inputs: TuningInputs, algorithm: str, protocol: str, n_bytes: int) -> Prediction:
+    """NCCL's predicted time of ``inputs.collective`` on ``n_bytes`` with one (algorithm, protocol).
+
+    ``n_bytes`` is the nccl-tests ``size``: the whole buffer (for AllGather / ReduceScatter, all ranks'
+    parts, which is how NCCL sizes them for tuning). One operation, no aggregation (``latCount = 1``).
+
+    Examples
+    --------
+    >>> p = predict(dgx_h100(), "ring", "LL", 8)
+    >>> p.latency_us  # 6.6 base + 14 steps x 0.6 us NVLink
+    15.0
+    >>> predict(dgx_h100(), "tree", "LL", 8).supported
+    True
+    >>> predict(dgx_h100("all_gather"), "tree", "LL", 8).supported
+    False
+    """
+    algorithm = _name(algorithm, ALGORITHMS, NCCL_ALGORITHM_NAMES, "algorithm")
+    protocol = _name(protocol, PROTOCOLS, NCCL_PROTOCOL_NAMES, "protocol")
+    if int(n_bytes) != n_bytes or n_bytes < 0:
+        raise SpecError(f"n_bytes: got {n_bytes!r}; expected a whole number of bytes >= 0")
+    n_bytes = int(n_bytes)
+    coll = inputs.collective
+
+    def unsupported(reason: str) -> Prediction:
+        return Prediction(coll, algorithm, protocol, inputs.n_ranks, n_bytes, math.inf, math.inf, 0.0, 0.0,
+                          False, reason)
+
+    if inputs.n_ranks == 1:
+        # NCCL skips the model and runs a local copy, costed 0, as Ring/Simple.
+        if (algorithm, protocol) == ("ring", "Simple"):
+            return Prediction(coll, algorithm, protocol, 1, n_bytes, 0.0, 0.0, math.inf, math.inf, True)
+        return unsupported("a single rank runs a local copy (Ring/Simple, cost 0)")
+    reason = unsupported_reason(inputs, algorithm, protocol)
+    if reason:
+        return unsupported(reason)
+    bus, ratio = _bus_bw_and_ratio(inputs, algorithm, protocol)
+    if not bus > 0:
+        return unsupported(f"NCCL's model gives {algorithm}/{protocol} no bandwidth on SM{inputs.sm}")
+    alg = bus * ratio
+    latency = _latency_us(inputs, algorithm, protocol)
+
+    log_size = _log2i(n_bytes >> 6)
+    if algorithm == "tree" and coll == "all_reduce" and 0 <= log_size < TREE_CORRECTION_ENTRIES_TREE:
+        alg *= TREE_CORRECTION_FACTOR[protocol][log_size]
+    if (algorithm == "nvls_tree" and coll == "all_reduce" and 0 <= log_size < TREE_CORRECTION_ENTRIES_NVLS_TREE
+            and inputs.sm >= 100 and inputs.cpu_arch == "x86"):
+        alg *= TREE_CORRECTION_FACTOR[protocol][log_size]
+    if (algorithm == "ring" and protocol == "Simple" and inputs.n_nodes > 1 and coll == "all_reduce"
+            and n_bytes // (inputs.n_channels * inputs.n_ranks) >= 64):
+        latency *= RING_PLATEAU_FACTOR["pre_sm80" if inputs.sm < 80 else "sm80_plus"]
+    time = latency + n_bytes / (1000.0 * alg)
+    return Prediction(coll, algorithm, protocol, inputs.n_ranks, n_bytes, time, latency, bus, alg, True)
+
+
+def cost_table(inputs: TuningInputs, n_bytes: int) -> dict[tuple[str, str], Prediction]:
+    """Every (algorithm, protocol) prediction, supported or not, in NCCL's iteration order.
+
+    Examples
+    --------
+    >>> table = cost_table(dgx_h100(), 2**20)
+    >>> len(table), table["nvls", "LL"].supported
+    (21, False)
+    """
+    return {(a, p): predict(inputs, a, p, n_bytes) for a in ALGORITHMS for p in PROTOCOLS}
+
+
+def choose(inputs: TuningInputs, n_bytes: int, allowed_algos: str | Iterable[str] | None = None,
+           allowed_protos: str | Iterable[str] | None = None) -> tuple[str, str, Prediction]:
+    """The (algorithm, protocol) NCCL's model picks: the cheapest supported, first one on ties.
+
+    ``allowed_algos`` / ``allowed_protos`` restrict the choice like ``NCCL_ALGO`` / ``NCCL_PROTO``: either
+    a string in NCCL's syntax (``"Ring"``, ``"^NVLS,Tree"``, ``"ring;allreduce:tree"``, case-insensitive),
+    or an iterable of names. Without ``allowed_protos`` LL128 follows ``inputs.ll128_enabled``; an
+    explicit protocol list enables LL128 whenever it names it (or excludes others with ``^``), as NCCL does.
+
+    Raises
+    ------
+    SpecError
+        A malformed restriction, or no supported (algorithm, protocol) left.
+
+    Examples
+    --------
+    >>> choose(dgx_h100(), 8)[:2]
+    ('ring', 'LL')
+    >>> choose(dgx_h100(), 64 * 2**20, allowed_algos="^NVLS", allowed_protos="Simple")[:2]
+    ('ring', 'Simple')
+    """
+    coll = inputs.collective
+    algos = _restriction(allowed_algos, coll, parse=parse_algorithm_list, names=ALGORITHMS,
+                         nccl=NCCL_ALGORITHM_NAMES, what="NCCL_ALGO")
+    protos = _restriction(allowed_protos, coll, parse=parse_protocol_list, names=PROTOCOLS,
+                          nccl=NCCL_PROTOCOL_NAMES, what="NCCL_PROTO")
+    if inputs.n_ranks == 1:
+        pred = predict(inputs, "ring", "Simple", n_bytes)
+        return pred.algorithm, pred.protocol, pred
+    best: Prediction | None = None
+    for algorithm in ALGORITHMS:
+        if algos is not None and algorithm not in algos:
+            continue
+        for protocol in PROTOCOLS:
+            if protos is None:
+                if protocol == "LL128" and not inputs.ll128_enabled:
+                    continue
+            elif protocol not in protos:
+                continue
+            pred = predict(inputs, algorithm, protocol, n_bytes)
+            if pred.supported and (best is None or pred.time_us < best.time_us):
+                best = pred
+    if best is None:
+        raise SpecError(f"{coll}: no algorithm/protocol left (algorithms {_shown(algos)}, protocols "
+                        f"{_shown(protos)}); expected at least one supported pair",
+                        hint="check NCCL_ALGO / NCCL_PROTO against the collective and the hardware")
+    return best.algorithm, best.protocol, best
+
+
+def _shown(names: frozenset[str] | None) -> str:
+    return "all" if names is None else ",".join(sorted(names)) or "none"
+
+
+# --------------------------------------------------------------------------------------------------
+# Graphs of an NVSwitch node, the way NCCL's search finds them
+
+
+def _speeds(sm: int) -> tuple[float, ...]:
+    return SEARCH_SPEEDS_INTRA_GBps["sm100" if sm >= 100 else "sm90" if sm >= 90 else "default"]
+
+
+def nvswitch_ring_graph(gpu_nvlink_GBps: float, sm: int) -> Graph:
+    """The ring graph NCCL's search finds inside one NVSwitch node (no NICs), derived from search.cc.
+
+    Every ring channel takes its bandwidth once out of and once into each GPU's NVLink, so ``n`` channels at
+    ``s`` GB/s fit while ``n * s <= gpu_nvlink_GBps``. The search starts at the fastest speed, keeps the
+    first best total, lowers the speed while the next speed is above 0.49 of the one found, then
+    duplicates channels (halving their bandwidth) when ``s >= 25`` unless SM > 80 with ``s < 50`` and more
+    than 4 channels (``ncclTopoDupChannels``), and finally tries faster speeds at that channel count.
+    This is a derivation of the search's rules, not a measured graph.
+
+    Examples
+    --------
+    >>> g = nvswitch_ring_graph(nvlink_bw_GBps(90, 18), 90)  # DGX H100
+    >>> g.n_channels, g.bw_intra_GBps
+    (12, 30.0)
+    >>> g = nvswitch_ring_graph(nvlink_bw_GBps(80, 12), 80)  # DGX A100
+    >>> g.n_channels, g.bw_intra_GBps
+    (12, 20.0)
+    """
+    speeds = _speeds(sm)
+    fitting = [s for s in speeds if s <= gpu_nvlink_GBps]
+    if not fitting:
+        raise SpecError(f"gpu_nvlink_GBps: got {gpu_nvlink_GBps}; below NCCL's slowest search speed {speeds[-1]}")
+    first = fitting[0]
+    best_n, best_s = min(int(gpu_nvlink_GBps // first), SEARCH_MAX_RING_CHANNELS), first
+    if best_n * best_s < gpu_nvlink_GBps:
+        for s in fitting[1:]:
+            if s / best_s <= 0.49:
+                break
+            n = min(int(gpu_nvlink_GBps // s), SEARCH_MAX_RING_CHANNELS)
+            if n * s > best_n * best_s:
+                best_n, best_s = n, s
+    if best_s >= 25.0 and not (sm > 80 and best_s < 50.0 and best_n > 4):
+        dup = min(best_n * 2, SEARCH_MAX_RING_CHANNELS)
+        best_s /= math.ceil(dup / best_n)
+        best_n = dup
+    for s in sorted(x for x in speeds if x > best_s):
+        if best_n * s <= gpu_nvlink_GBps:
+            best_s = s
+    return Graph(best_n, best_s, best_s, intra_link="nvlink")
+
+
+def nvswitch_nvls_graph(gpu_nvlink_GBps: float, sm: int, n_gpus: int) -> Graph:
+    """The NVLS graph NCCL's search finds inside one NVSwitch node, derived from search.cc.
+
+    One channel per GPU (each GPU heads one); a head moves twice the channel bandwidth through its
+    NVLink and the other GPUs once, so the speed ``s`` fits while ``(n_gpus + 1) * s <= gpu_nvlink_GBps``.
+    The search then raises ``bwInter`` (which no intra-node path checks) one speed at a time while it is
+    below twice ``bwIntra``. A derivation of the search's rules, not a measured graph.
+
+    Examples
+    --------
+    >>> g = nvswitch_nvls_graph(nvlink_bw_GBps(90, 18), 90, 8)  # DGX H100
+    >>> g.n_channels, g.bw_intra_GBps, g.bw_inter_GBps
+    (8, 40.0, 60.0)
+    """
+    speeds = _speeds(sm)
+    fits = [i for i, s in enumerate(speeds) if (n_gpus + 1) * s <= gpu_nvlink_GBps]
+    if not fits:
+        raise SpecError(f"gpu_nvlink_GBps: got {gpu_nvlink_GBps}; too little for an NVLS graph of {n_gpus} GPUs")
+    index = fits[0]
+    intra = inter = speeds[index]
+    while index > 0 and inter < 2 * intra:
+        index -= 1
+        inter = speeds[index]
+    return Graph(n_gpus, intra, inter, intra_link="nvlink")
+
+
+def dgx_h100(collective: str = "all_reduce") -> TuningInputs:
+    """TuningInputs for one DGX H100: 8 H100 SXM (SM90) on NVSwitch, 18 NVLink4 links x 20.6 GB/s each.
+
+    The ring graph (also used for Tree) and the NVLS graph come from :func:`nvswitch_ring_graph` (12
+    channels x 30 GB/s = 360 GB/s, within the 370.8 GB/s NVLink total; NCCL 2.19 logs show the same 360
+    total as 24 x 15, nccl#1367) and :func:`nvswitch_nvls_graph` (8 channels, 40 / 60 GB/s). Intel x86 host,
+    NVLS available, LL128 on (NVLink, SM90).
+
+    Examples
+    --------
+    >>> x = dgx_h100()
+    >>> x.n_ranks, x.n_nodes, x.sm, x.graph("ring").busbw_GBps, x.graph("nvls").n_channels
+    (8, 1, 90, 360.0, 8)
+    """
+    nvlink = nvlink_bw_GBps(90, 18)
+    ring = nvswitch_ring_graph(nvlink, 90)
+    nvls = nvswitch_nvls_graph(nvlink, 90, 8)
+    return TuningInputs(collective, n_ranks=8, n_nodes=1, sm=90, n_channels=ring.n_channels,
+                        bw_intra_GBps=ring.bw_intra_GBps, bw_inter_GBps=ring.bw_inter_GBps,
+                        intra_link="nvlink", graphs={"nvls": nvls}, cpu_arch="x86", cpu_vendor="intel",
+                        nvls_available=True, nvswitch=True, ll128_enabled=True)

@@ -1,0 +1,107 @@
+"""NCCL environment variables: NCCL's defaults and value forms (formats.md §2, lines 253-368 of
+/work/shared/reference/formats.md), one-line errors, and their effect on NCCL's choice."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuwait.collectives.ncclenv import (NcclEnv, apply_env, choose_with_env, defaults, parse_env,
+                                         parse_env_pairs)
+from gpuwait.collectives.tuning import dgx_h100
+from gpuwait.errors import SpecError
+
+
+def test_defaults_are_nccls():
+    d = defaults()
+    assert d["NCCL_ALGO"] is None and d["NCCL_PROTO"] is None  # l.263-264: unset = auto
+    assert d["NCCL_IB_QPS_PER_CONNECTION"] == 1  # l.265
+    assert d["NCCL_IB_SPLIT_DATA_ON_QPS"] is False  # l.266: 0 since 2.20
+    assert d["NCCL_MIN_NCHANNELS"] is None and d["NCCL_MAX_NCHANNELS"] is None  # l.267-268: platform
+    assert d["NCCL_NET_GDR_LEVEL"] is None  # l.270: auto
+    assert d["NCCL_IB_DISABLE"] is False  # l.271
+    assert d["NCCL_NVLS_ENABLE"] == 2  # l.274
+    assert d["NCCL_COLLNET_ENABLE"] is False  # l.275
+    assert d["NCCL_PXN_DISABLE"] is False and d["NCCL_P2P_DISABLE"] is False and d["NCCL_SHM_DISABLE"] is False
+    assert parse_env({}) == NcclEnv()
+
+
+def test_values_parse_like_nccl():
+    env = parse_env({
+        "NCCL_ALGO": "Ring,Tree", "NCCL_PROTO": "^LL128", "NCCL_MIN_NCHANNELS": "4", "NCCL_MAX_NCHANNELS": "0x10",
+        "NCCL_IB_QPS_PER_CONNECTION": "16", "NCCL_IB_SPLIT_DATA_ON_QPS": "1", "NCCL_NET_GDR_LEVEL": "pxb",
+        "NCCL_NET_GDR_READ": "1", "NCCL_IB_DISABLE": "0", "NCCL_NVLS_ENABLE": "0", "NCCL_COLLNET_ENABLE": "1",
+        "NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1", "NCCL_PXN_DISABLE": "1", "NCCL_SOCKET_NTHREADS": "4",
+        "NCCL_NSOCKS_PERTHREAD": "8", "NCCL_NET_OVERHEAD": "1500"})
+    assert env.algo == "Ring,Tree" and env.allowed_algorithms("all_reduce") == {"ring", "tree"}
+    assert env.allowed_protocols("broadcast") == {"LL", "Simple"}
+    assert (env.min_nchannels, env.max_nchannels) == (4, 16)
+    assert env.ib_qps_per_connection == 16 and env.ib_split_data_on_qps
+    assert env.net_gdr_level == "PXB" and env.net_gdr_read is True
+    assert env.nvls_enable == 0 and env.collnet_enable and env.p2p_disable and env.shm_disable and env.pxn_disable
+    assert (env.socket_nthreads, env.nsocks_perthread, env.net_overhead_ns) == (4, 8, 1500)
+    assert env.ignored == () and len(env.explicit) == 17
+
+
+def test_legacy_gdr_forms_and_alias():
+    assert parse_env({"NCCL_NET_GDR_LEVEL": "2"}).net_gdr_level == "PXB"  # LOC=0 PIX=1 PXB=2 PHB=3 SYS=4
+    assert parse_env({"NCCL_IB_GDR_LEVEL": "SYS"}).net_gdr_level == "SYS"  # the former name
+    both = parse_env({"NCCL_IB_GDR_LEVEL": "SYS", "NCCL_NET_GDR_LEVEL": "LOC"})
+    assert both.net_gdr_level == "LOC" and both.explicit == ("NCCL_NET_GDR_LEVEL",)
+
+
+def test_unknown_nccl_variables_are_kept_and_reported():
+    env = parse_env({"NCCL_IB_HCA": "mlx5", "NCCL_IB_TC": "41", "PATH": "/usr/bin", "NCCL_ALGO": "Ring"})
+    assert env.ignored == ("NCCL_IB_HCA", "NCCL_IB_TC")
+    assert env.extra["NCCL_IB_TC"] == "41" and "PATH" not in env.extra
+    assert env.explicit == ("NCCL_ALGO",)
+
+
+def test_empty_value_is_unset():
+    assert parse_env({"NCCL_ALGO": "", "NCCL_IB_QPS_PER_CONNECTION": " "}) == NcclEnv()
+
+
+@pytest.mark.parametrize("name, value, expected", [
+    ("NCCL_IB_QPS_PER_CONNECTION", "0", "an integer from 1 to 128"),
+    ("NCCL_IB_QPS_PER_CONNECTION", "129", "an integer from 1 to 128"),
+    ("NCCL_MAX_NCHANNELS", "many", "an integer from 1 to 64"),
+    ("NCCL_IB_DISABLE", "true", "0 or 1"),
+    ("NCCL_PXN_DISABLE", "2", "0 or 1"),
+    ("NCCL_NVLS_ENABLE", "3", "0 (off), 1 (on) or 2 (auto)"),
+    ("NCCL_NET_GDR_LEVEL", "NEAR", "LOC, PIX, PXB, PHB, SYS"),
+    ("NCCL_SOCKET_NTHREADS", "17", "an integer from 1 to 16"),
+    ("NCCL_ALGO", "Butterfly", "Tree, Ring, CollNetDirect"),
+    ("NCCL_ALGO", "auto", "Tree, Ring"),  # formats.md l.295 shows it in a script; NCCL >= 2.24 rejects it
+    ("NCCL_PROTO", "LL256", "LL, LL128, Simple"),
+])
+def test_bad_values_name_variable_value_and_expectation(name, value, expected):
+    with pytest.raises(SpecError) as err:
+        parse_env({name: value})
+    message = str(err.value)
+    assert message.startswith(f"{name}: got {value!r}") and expected in message and "\n" not in message
+
+
+def test_cross_variable_checks():
+    with pytest.raises(SpecError, match="expected min <= max"):
+        parse_env({"NCCL_MIN_NCHANNELS": "16", "NCCL_MAX_NCHANNELS": "8"})
+    with pytest.raises(SpecError, match="product of at most 64"):
+        parse_env({"NCCL_SOCKET_NTHREADS": "16", "NCCL_NSOCKS_PERTHREAD": "8"})
+
+
+def test_env_pairs():
+    env = parse_env_pairs(["NCCL_ALGO=Tree", "NCCL_PROTO=Simple", "NCCL_ALGO=Ring", "NCCL_DEBUG=INFO"])
+    assert (env.algo, env.proto, env.ignored) == ("Ring", "Simple", ("NCCL_DEBUG",))
+    assert parse_env_pairs(["NCCL_IB_HCA==mlx5_0:1"]).extra["NCCL_IB_HCA"] == "=mlx5_0:1"  # first '=' splits
+    for bad, expected in (("NCCL_ALGO", "expected NAME=VALUE"), ("=Ring", "expected NAME=VALUE"),
+                          ("OMP_NUM_THREADS=4", r"expected an NCCL_\* variable")):
+        with pytest.raises(SpecError, match=expected):
+            parse_env_pairs([bad])
+
+
+def test_env_changes_nccls_choice():
+    h100 = dgx_h100()
+    assert choose_with_env(parse_env({}), h100, 8 * 2**30)[0] == "nvls"
+    assert choose_with_env(parse_env({"NCCL_NVLS_ENABLE": "0"}), h100, 8 * 2**30)[0] != "nvls"
+    assert choose_with_env(parse_env({"NCCL_ALGO": "Ring"}), h100, 8 * 2**30)[:2] == ("ring", "Simple")
+    assert choose_with_env(parse_env({"NCCL_PROTO": "LL"}), h100, 2**20)[1] == "LL"
+    assert apply_env(parse_env({"NCCL_NET_OVERHEAD": "2500"}), h100).net_overhead_us == pytest.approx(2.5)
+    assert not apply_env(parse_env({"NCCL_COLLNET_ENABLE": "1"}), h100).collnet_available  # no SHARP to enable
