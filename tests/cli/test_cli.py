@@ -85,6 +85,16 @@ def test_bad_input_is_one_line_and_a_hint(capsys, args, message):
     assert len(lines) <= 2 and all("Traceback" not in line for line in lines)
 
 
+@pytest.mark.parametrize("args, message", [
+    (["run"], "Missing argument"), (["frobnicate"], "No such command"), (["topo", "dgx-h100", "-n", "0"], "--servers"),
+    (["topo", "dgx-h100", "--bogus"], "No such option"), (["run", "x.yaml", "--flows", "abc"], "--flows"),
+])
+def test_usage_errors_are_one_line_and_a_hint(capsys, args, message):
+    code, out, err = run_cli(capsys, *args)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 2 and message in lines[0] and lines[1].startswith("hint: ")
+
+
 def test_validate_lists_every_problem_with_its_path(capsys, tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("cluster:\n  servers: -2\n  fabric: {oversubscription: 0.5, colour: red}\n"

@@ -11,6 +11,14 @@ from gpuwait import __version__
 from gpuwait.cli import commands, topo_cmds
 from gpuwait.errors import GpuwaitError
 
+try:  # typer >= 0.26 vendors its own click; older typer uses click itself
+    from typer._click.exceptions import ClickException as _VendoredClickException
+except ImportError:  # pragma: no cover
+    _VendoredClickException = None
+import click as _click
+
+_CLICK_ERRORS = tuple(c for c in (_click.ClickException, _VendoredClickException) if c is not None)
+
 app = typer.Typer(
     name="gpuwait",
     help="Why the GPUs wait, and what makes them stop: model a GPU cluster's data path and simulate flows on it.",
@@ -53,13 +61,11 @@ def main(argv: list[str] | None = None) -> int:
     except typer.Abort:
         sys.stderr.write("aborted\n")
         return 1
-    except Exception as err:  # click's usage errors
-        import click
-
-        if isinstance(err, click.ClickException):
-            err.show()
-            return err.exit_code
-        raise
+    except _CLICK_ERRORS as err:  # usage errors: a missing argument, an unknown option, a bad --flag value
+        ctx = getattr(err, "ctx", None)
+        sys.stderr.write(f"error: {err.format_message()}\n")
+        sys.stderr.write(f"hint: `{ctx.command_path if ctx else 'gpuwait'} --help` shows the usage\n")
+        return err.exit_code
     return code if isinstance(code, int) else 0
 
 
