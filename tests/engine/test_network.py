@@ -91,3 +91,24 @@ def test_scenario_variants_share_inputs_and_are_independent():
     assert [r.makespan_s for r in first] == [r.makespan_s for r in again]
     assert first[0].makespan_s > first[1].makespan_s
     assert first[1].labels["name"] == "spray"
+
+
+def test_a_gpu_with_two_nics_uses_both():
+    """OCI BM.GPU4.8 has 16 x 100G for 8 A100 (a100-oci-2node-16gpu-roce-all_reduce.md: 16 VFs per node):
+    with the table's 4 QPs per connection a GPU's traffic leaves through both of its NICs."""
+    from gpuwait.topology import build_preset
+
+    topo = build_preset("oci-a100-roce", 2)
+    flows = pattern_flows(topo, PatternSpec(kind="rail-ring", size="1GB"))
+    run = simulate_flows(topo, flows, topo.spec.routing, TRANSPORTS["rocev2"])
+    per_gpu_Bps = run.flow_mean_rate_Bps.min()
+    assert per_gpu_Bps == pytest.approx(2 * 12.5e9 * TRANSPORTS["rocev2"].wire_efficiency, rel=0.01)
+
+
+def test_dual_plane_preset_uses_both_planes_by_default():
+    from gpuwait.topology import build_preset
+
+    topo = build_preset("dual-plane-2x200g", 8)
+    traffic = TrafficSpec.model_validate({"flows": [{"src": "s0.gpu0", "dst": "s5.gpu0", "size": "1GB"}]})
+    run = simulate_flows(topo, traffic_flows(topo, traffic), topo.spec.routing, TRANSPORTS["rocev2"])
+    assert run.flow_mean_rate_Bps[0] == pytest.approx(2 * 25e9 * TRANSPORTS["rocev2"].wire_efficiency, rel=0.01)

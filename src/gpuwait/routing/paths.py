@@ -385,8 +385,11 @@ def _endpoints(topo: Topology, nodes) -> np.ndarray:
     return ids
 
 
-def _network_endpoint(topo: Topology, node: np.ndarray, peer: np.ndarray) -> np.ndarray:
-    """The NIC (or storage server) that carries traffic between node and a peer on another server."""
+def _network_endpoint(topo: Topology, node: np.ndarray, peer: np.ndarray, qp: np.ndarray) -> np.ndarray:
+    """The NIC (or storage server) that carries traffic between node and a peer on another server.
+
+    A GPU with several NICs of its own spreads its QPs over them round-robin, as NCCL spreads
+    channels over a GPU's NICs."""
     out = node.copy()
     gpu = topo.node_kind[node] == _GPU
     if gpu.any():
@@ -395,7 +398,12 @@ def _network_endpoint(topo: Topology, node: np.ndarray, peer: np.ndarray) -> np.
         to_storage_net = topo.node_network[peer[gpu]] == NETWORKS.index("storage")
         if topo.nic_node.shape[1] == 0 and not to_storage_net.all():
             raise RoutingError(f"{topo.node_name[node[gpu][0]]} has no compute NIC to reach another server")
-        nic = topo.nic_node[server, topo.gpu_nic[local]] if topo.nic_node.shape[1] else np.full(len(server), -1)
+        if topo.nic_node.shape[1]:
+            choices = topo.gpu_nics[local]
+            n_choices = (choices >= 0).sum(axis=1)
+            nic = topo.nic_node[server, choices[np.arange(len(local)), qp[gpu] % n_choices]]
+        else:
+            nic = np.full(len(server), -1)
         if to_storage_net.any():
             snics = np.flatnonzero(topo.node_kind == _SNIC)
             per_server = len(snics) // max(topo.n_servers, 1)
@@ -503,8 +511,8 @@ def route_flows(topo: Topology, spec: RoutingSpec, src, dst, *, transport: str =
     sport = np.full(R, -1, np.int64)
     remote = np.flatnonzero(~local)
     if len(remote):
-        s_ep = _network_endpoint(topo, src_r[remote], dst_r[remote])
-        d_ep = _network_endpoint(topo, dst_r[remote], src_r[remote])
+        s_ep = _network_endpoint(topo, src_r[remote], dst_r[remote], qp[remote])
+        d_ep = _network_endpoint(topo, dst_r[remote], src_r[remote], qp[remote])
         add_segments(remote, src_r[remote], s_ep)
         add_segments(remote, d_ep, dst_r[remote])
         tuples, sport_remote = _five_tuples(topo, transport, s_ep, d_ep, qp[remote], spec.seed)

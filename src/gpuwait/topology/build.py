@@ -75,25 +75,37 @@ def _local_map(explicit: list[int] | None, count: int, switches: int, field_name
 
 
 def gpu_nic_affinity(server: ServerSpec) -> np.ndarray:
-    """The compute NIC each GPU uses: one on its own PCIe switch when there is one, spread evenly.
+    """The compute NICs each GPU uses: those on its own PCIe switch, split evenly among its GPUs.
 
-    >>> gpu_nic_affinity(ServerSpec(gpus=8, nics=4, pcie_switches=4)).tolist()
+    Returns a (gpus, k) array of local NIC indices, padded with -1: with more NICs than GPUs on a
+    switch each GPU gets its own share (OCI BM.GPU4.8: 2 x 100G per A100); with fewer, GPUs share
+    one (HGX with 4 NICs). A GPU with no NIC on its switch uses one spread evenly over the server.
+
+    >>> gpu_nic_affinity(ServerSpec(gpus=8, nics=4, pcie_switches=4))[:, 0].tolist()
     [0, 0, 1, 1, 2, 2, 3, 3]
+    >>> gpu_nic_affinity(ServerSpec(gpus=8, nics=16, pcie_switches=4))[:2].tolist()
+    [[0, 1], [2, 3]]
     """
     if server.nics == 0:
-        return np.full(server.gpus, -1)
+        return np.full((server.gpus, 1), -1)
     gpu_sw = _local_map(server.gpu_pcie_switch, server.gpus, server.pcie_switches, "gpu_pcie_switch")
     nic_sw = _local_map(server.nic_pcie_switch, server.nics, server.pcie_switches, "nic_pcie_switch")
-    affinity = np.empty(server.gpus, int)
+    shares: list[list[int]] = [[] for _ in range(server.gpus)]
     for sw in range(server.pcie_switches):
         gpus = np.flatnonzero(gpu_sw == sw)
         nics = np.flatnonzero(nic_sw == sw)
-        if len(nics):
-            # several GPUs on a switch share its NICs in order; with more NICs than GPUs each GPU gets the first of its share
-            affinity[gpus] = nics[(np.arange(len(gpus)) * len(nics)) // max(len(gpus), 1)]
-        else:
-            affinity[gpus] = (gpus * server.nics) // server.gpus
-    return affinity
+        for i, gpu in enumerate(gpus):
+            if len(nics) >= len(gpus):
+                shares[gpu] = nics[i * len(nics) // len(gpus):(i + 1) * len(nics) // len(gpus)].tolist()
+            elif len(nics):
+                shares[gpu] = [int(nics[i * len(nics) // len(gpus)])]
+            else:
+                shares[gpu] = [int(gpu * server.nics // server.gpus)]
+    width = max(len(share) for share in shares)
+    out = np.full((server.gpus, width), -1)
+    for gpu, share in enumerate(shares):
+        out[gpu, :len(share)] = share
+    return out
 
 
 def _build_servers(t: _Tables, server: ServerSpec, n_servers: int, management: bool) -> dict:
@@ -368,7 +380,7 @@ def build_topology(spec: ClusterSpec) -> Topology:
         link_kind=links["kind"].astype(np.int8), link_network=links["network"].astype(np.int8),
         link_plane=links["plane"].astype(np.int16),
         gpu_node=nodes["gpu"], nic_node=nodes["nic"], nic_uplink=np.full((S, server.nics, server.nic_ports), -1, np.int64),
-        gpu_nic=nodes["affinity"],
+        gpu_nic=nodes["affinity"][:, 0], gpu_nics=nodes["affinity"],
         storage_server_node=storage_servers if storage_servers is not None else np.zeros(0, np.int32),
     )
     if spec.fabric.kind == "clos":

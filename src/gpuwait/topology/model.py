@@ -68,7 +68,8 @@ class Topology:
     gpu_node: np.ndarray
     nic_node: np.ndarray
     nic_uplink: np.ndarray
-    gpu_nic: np.ndarray
+    gpu_nic: np.ndarray  # (G,) the first NIC of each GPU (local index)
+    gpu_nics: np.ndarray  # (G, k) every NIC of each GPU, -1 padded; QPs are spread over them
     storage_server_node: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
 
     # ----------------------------------------------------------------- sizes

@@ -77,7 +77,8 @@ def _rocev2(servers: int) -> dict:
 def _dual_plane(servers: int) -> dict:
     return dict(name="dual-plane-2x200g", server={"template": "dual-plane-2x200g"},
                 fabric=dict(kind="clos", tiers=2, switch_radix=64, planes=2, switch_latency=600e-9),
-                transport={"name": "rocev2"}, routing={"kind": "ecmp"})
+                # at least one QP per plane, or a connection would use one port of its NIC
+                transport={"name": "rocev2"}, routing={"kind": "ecmp", "qps_per_connection": 2})
 
 
 @register_preset("oci-a100-roce", "OCI BM.GPU4.8: 8x A100-40GB, 16x 100G RoCE, 4 QPs per connection")
