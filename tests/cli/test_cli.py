@@ -119,3 +119,28 @@ def test_debug_variable_shows_the_traceback(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "gpuwait.cli.main", "topo", "nope"], capture_output=True, text=True,
                           env=env | {"PYTHONPATH": ":".join(sys.path)})
     assert proc.returncode != 0 and "Traceback" in proc.stderr
+
+
+@pytest.mark.parametrize("text, message", [
+    ("cluster:\n  server: {nic_speed: 400}\n", "bare number has no unit"),
+    ("cluster: {preset: rocev2-400g-2tier, servers: 8}\ntraffic:\n  flows:\n"
+     "    - {name: a, src: s0.gpu0, dst: s4.gpu0, size: 1GB, after: [b]}\n"
+     "    - {name: b, src: s0.gpu1, dst: s4.gpu1, size: 1GB, after: [a]}\n", "wait for each other"),
+    ("cluster: {preset: rocev2-400g-2tier, servers: 8}\ntraffic:\n  flows:\n"
+     "    - {name: a, src: s0.gpu0, dst: s4.gpu0, size: 1GB, after: [a]}\n", "'a' waits for itself"),
+    ("cluster: {preset: rocev2-400g-2tier, servers: 8, routing: {hash: md5}}\n"
+     "traffic: {flows: [{src: s0.gpu0, dst: s4.gpu0, size: 1GB}]}\n", "routing.hash: unknown hash 'md5'"),
+    ("cluster: {preset: rocev2-400g-2tier, servers: 8}\ntraffic: {flows: [{src: s0.gpu0, dst: s0.gpu0, size: 1GB}]}\n",
+     "both s0.gpu0"),
+    ("cluster: {preset: rocev2-400g-2tier, servers: 8}\ntraffic: {flows: [{src: spine0, dst: s0.gpu0, size: 1GB}]}\n",
+     "is a switch"),
+    ("cluster: {preset: dgx-h100-superpod, servers: 2}\ntraffic: {flows: [{src: s0.snic0, dst: s1.gpu0, size: 1GB}]}\n",
+     "no path from s0.snic0 to s1.gpu0"),
+    ("cluster: {transport: {mtu: 0B}}\n", "transport.mtu"),
+    ("cluster: {routing: {seed: 99999999999999999999}}\n", "cluster.routing.seed"),
+])
+def test_validate_refuses_what_run_would_refuse(capsys, tmp_path, text, message):
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    code, _, err = run_cli(capsys, "validate", str(path))
+    assert code == 2 and message in err.splitlines()[0], err

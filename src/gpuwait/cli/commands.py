@@ -12,8 +12,8 @@ from rich.console import Console
 from gpuwait.cli.common import JSON_OPTION, SERVERS_OPTION, load_cluster, load_scenario
 from gpuwait.cli.output import Output
 from gpuwait.engine.network import NetworkRun
-from gpuwait.engine.scenario import run_scenario_traffic
-from gpuwait.errors import SpecError
+from gpuwait.engine.scenario import check_scenario, run_scenario_traffic
+from gpuwait.errors import GpuwaitError, SpecError
 from gpuwait.report.flows import (
     comparison_table,
     flow_rows,
@@ -170,22 +170,19 @@ def register(app: typer.Typer) -> None:
 
         Example: `gpuwait validate examples/ecmp-collision.yaml`
         """
-        data = read_yaml(file)
         try:
-            scenario = validate_data(Scenario, data, source=file)
-            from gpuwait.topology import build_cluster
-            from gpuwait.workload.traffic import traffic_flows
-
-            topo = build_cluster(scenario.cluster)
-            n_flows = len(traffic_flows(topo, scenario.traffic)) if (scenario.traffic.flows or scenario.traffic.patterns) else 0
-        except SpecError as err:
+            scenario = validate_data(Scenario, read_yaml(file), source=file)
+            runs = check_scenario(scenario)
+        except GpuwaitError as err:
             if json_out:
-                Output(True).emit({"file": file, "valid": False, "problems": err.problems or [str(err)]}, lambda c: None)
+                problems = getattr(err, "problems", None) or [str(err)]
+                Output(True).emit({"file": file, "valid": False, "problems": problems, "hint": err.hint}, lambda c: None)
                 raise typer.Exit(1)
             raise
         Output(json_out).emit(
-            {"file": file, "valid": True, "servers": topo.n_servers, "gpus": topo.n_gpus, "flows": n_flows},
-            lambda c: c.print(f"[green]ok[/] {file}: {topo.n_servers} servers, {topo.n_gpus} GPUs, {n_flows} flows"))
+            {"file": file, "valid": True} | runs,
+            lambda c: c.print(f"[green]ok[/] {file}: {runs['servers']} servers, {runs['gpus']} GPUs, {runs['flows']} flows, "
+                              f"{runs['routed_cases']} routing case(s) checked"))
 
     @app.command()
     def schema() -> None:

@@ -8,7 +8,7 @@ import typer
 
 from gpuwait.errors import SpecError
 from gpuwait.spec import ClusterSpec, Scenario, read_yaml, validate_data
-from gpuwait.topology import PRESETS, preset_spec, resolve_cluster
+from gpuwait.topology import preset_spec, resolve_cluster
 
 JSON_OPTION = typer.Option(False, "--json", help="Print machine-readable JSON instead of tables.")
 SERVERS_OPTION = typer.Option(None, "--servers", "-n", min=1, help="Number of servers (overrides the preset or file).")
@@ -25,9 +25,7 @@ def load_scenario(path: str) -> Scenario:
 def load_cluster(arg: str, servers: int | None = None) -> ClusterSpec:
     """A cluster from a preset name or a file (a scenario with ``cluster:`` or a bare cluster)."""
     if not looks_like_file(arg):
-        if arg not in PRESETS and "/" not in arg:
-            return preset_spec(arg, servers)  # raises the unknown-preset error with the list
-        spec = preset_spec(arg, servers)
+        spec = preset_spec(arg, servers)  # names the presets when `arg` is none of them
     else:
         data = read_yaml(arg)
         if not isinstance(data, dict):
@@ -37,5 +35,6 @@ def load_cluster(arg: str, servers: int | None = None) -> ClusterSpec:
         else:
             spec = validate_data(ClusterSpec, data, source=arg)
         if servers is not None:
-            spec = validate_data(ClusterSpec, spec.model_dump(exclude_unset=True) | {"servers": servers}, source=arg)
+            spec = validate_data(ClusterSpec, spec.model_dump(exclude_unset=True) | {"servers": servers}, source=arg,
+                                 require_units=False)  # already parsed into SI numbers
     return resolve_cluster(spec)

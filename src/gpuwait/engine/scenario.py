@@ -3,10 +3,28 @@
 from __future__ import annotations
 
 from gpuwait.engine.network import NetworkRun, simulate_flows
+from gpuwait.routing.paths import route_flows
 from gpuwait.spec.scenario import Scenario
 from gpuwait.topology.presets import build_cluster, resolve_cluster
 from gpuwait.transport.profiles import resolve_transport
 from gpuwait.workload.traffic import traffic_flows
+
+
+def check_scenario(scenario: Scenario) -> dict:
+    """Everything `run` would refuse, without simulating: build the cluster, the flows (names,
+    dependencies) and route them for the base and every variant. Returns what was checked."""
+    cluster = resolve_cluster(scenario.cluster)
+    topo = build_cluster(cluster)
+    has_traffic = bool(scenario.traffic.flows or scenario.traffic.patterns)
+    flows = traffic_flows(topo, scenario.traffic) if has_traffic else None
+    cases = [(cluster.routing, cluster.transport)] + [(v.routing or cluster.routing, v.transport or cluster.transport)
+                                                       for v in scenario.variants]
+    for routing, transport in cases:
+        profile = resolve_transport(transport)
+        if flows is not None:
+            route_flows(topo, routing, flows.src, flows.dst, transport=profile.name)
+    return {"servers": topo.n_servers, "gpus": topo.n_gpus, "flows": 0 if flows is None else len(flows),
+            "routed_cases": len(cases) if flows is not None else 0}
 
 
 def run_scenario_traffic(scenario: Scenario) -> list[NetworkRun]:

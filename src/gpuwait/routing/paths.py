@@ -29,7 +29,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import shortest_path
 
 from gpuwait.arrays import rank_within_groups
-from gpuwait.errors import RoutingError
+from gpuwait.errors import RoutingError, UnknownNameError
 from gpuwait.routing.hashing import IPPROTO_TCP, IPPROTO_UDP, ROCEV2_UDP_DPORT, FiveTuple, get_hash, qp_numbers, rocev2_udp_sport
 from gpuwait.spec.cluster import RoutingSpec
 from gpuwait.topology.model import LINK_KINDS, NETWORKS, NODE_KINDS, Topology
@@ -248,8 +248,10 @@ def _walk_fabric(topo: Topology, spec: RoutingSpec, start: np.ndarray, target: n
     unreachable = ~np.isfinite(dist(target_slot, start))
     if unreachable.any():
         r = int(np.flatnonzero(unreachable)[0])
-        raise RoutingError(f"no path from {topo.node_name[start[r]]} to {topo.node_name[target[r]]}: they are not connected "
-                           "by the compute fabric", hint="check the endpoints' names and the fabric (`gpuwait topo`)")
+        err = RoutingError(f"no path from {topo.node_name[start[r]]} to {topo.node_name[target[r]]}: no network connects them",
+                           hint="check the endpoints' names and the fabric (`gpuwait topo`)")
+        err.row = r
+        raise err
     indptr, out_order = topo.out_links
     kind = spec.kind
     hasher = get_hash(spec.hash) if kind == "ecmp" else None
@@ -486,6 +488,11 @@ def route_flows(topo: Topology, spec: RoutingSpec, src, dst, *, transport: str =
     same = src_ids == dst_ids
     if same.any():
         raise RoutingError(f"flow {int(np.flatnonzero(same)[0])}: source and destination are both {topo.node_name[src_ids[same][0]]}")
+    if spec.kind == "ecmp":
+        try:
+            get_hash(spec.hash)
+        except UnknownNameError as err:
+            raise UnknownNameError(f"routing.hash: {err}", hint=err.hint) from None
     qps = qps_per_connection or spec.qps_per_connection
     F = len(src_ids)
     flow_index = np.repeat(np.arange(F), qps)
@@ -532,8 +539,16 @@ def route_flows(topo: Topology, spec: RoutingSpec, src, dst, *, transport: str =
             parts = []
             for lo in range(0, len(remote), chunk):
                 sl = slice(lo, lo + chunk)
-                c_rows, c_links, c_w = _walk_fabric(topo, spec, s_ep[sl], d_ep[sl], key_bytes[sl], qp[remote][sl],
-                                                    dest_index[sl], background, demand[sl])
+                try:
+                    c_rows, c_links, c_w = _walk_fabric(topo, spec, s_ep[sl], d_ep[sl], key_bytes[sl], qp[remote][sl],
+                                                        dest_index[sl], background, demand[sl])
+                except RoutingError as err:
+                    if not hasattr(err, "row"):
+                        raise
+                    row = remote[lo + err.row]
+                    raise RoutingError(f"no path from {topo.node_name[src_r[row]]} to {topo.node_name[dst_r[row]]}: "
+                                       f"{topo.node_name[s_ep[lo + err.row]]} and {topo.node_name[d_ep[lo + err.row]]} "
+                                       "share no network", hint=err.hint) from None
                 parts.append((c_rows + lo, c_links, c_w))
             r_rows, r_links, r_w = (np.concatenate(x) for x in zip(*parts))
             load = np.bincount(r_links, weights=r_w * demand[r_rows], minlength=topo.n_links)

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from gpuwait.spec.types import RateBps, RateOrZeroBps, SizeBytes, TimeS
+from gpuwait.spec.types import PositiveSizeBytes, RateBps, RateOrZeroBps, TimeS
 
 
 class SpecModel(BaseModel):
@@ -91,7 +91,7 @@ class RoutingSpec(SpecModel):
 
     kind: Literal["ecmp", "static", "adaptive", "spray"] = Field("ecmp", description="'ecmp': per-flow hash; 'static': InfiniBand subnet-manager D-mod-k routes; 'adaptive': load-aware split per packet; 'spray': even split over all equal-cost paths.")
     hash: str = Field("crc32", description="ECMP hash function: crc32, crc32c, crc16-ccitt, crc16-arc, xor-fold.")
-    seed: int = Field(0, ge=0, description="Base hash seed.")
+    seed: int = Field(0, ge=0, le=2**32 - 1, description="Base hash seed (32-bit).")
     per_switch_seed: bool = Field(True, description="Derive a different seed per switch; false = the same seed everywhere (reproduces hash polarization).")
     qps_per_connection: int = Field(1, ge=1, le=128, description="QPs per connection (NCCL_IB_QPS_PER_CONNECTION): each QP is its own flow with its own UDP source port.")
 
@@ -100,7 +100,7 @@ class TransportSpec(SpecModel):
     """A transport profile by name with optional overrides; defaults in :mod:`gpuwait.transport`."""
 
     name: Literal["infiniband", "rocev2", "tcp"] = Field("infiniband", description="Transport profile.")
-    mtu: SizeBytes | None = Field(None, description="Payload MTU override (bytes).")
+    mtu: PositiveSizeBytes | None = Field(None, description="Payload MTU override (bytes).")
     message_overhead: TimeS | None = Field(None, description="Per-message software + NIC overhead override (seconds).")
     rate_cap: RateBps | None = Field(None, description="Per-flow rate cap override (e.g. a TCP stream's ceiling).")
 

@@ -46,10 +46,13 @@ def describe_validation_error(err: ValidationError, prefix: str = "") -> list[st
     return lines
 
 
-def validate_data(model: type[M], data: Any, *, source: str = "input") -> M:
-    """Validate plain data into ``model``; raise :class:`SpecError` listing every problem."""
+def validate_data(model: type[M], data: Any, *, source: str = "input", require_units: bool = True) -> M:
+    """Validate plain data into ``model``; raise :class:`SpecError` listing every problem.
+
+    ``require_units`` (on for files and user input) refuses bare numbers for rates and times.
+    """
     try:
-        return model.model_validate(data)
+        return model.model_validate(data, context={"require_units": require_units})
     except ValidationError as err:
         problems = describe_validation_error(err)
         count = len(problems)

@@ -30,7 +30,7 @@ class PatternSpec(SpecModel):
     count: int | None = Field(None, ge=1, description="Number of flows (leaf-to-leaf, incast); default: as many as fit.")
     src_leaf: int = Field(0, ge=0, description="leaf-to-leaf: index of the sending leaf.")
     dst_leaf: int = Field(1, ge=0, description="leaf-to-leaf: index of the receiving leaf.")
-    seed: int = Field(0, ge=0, description="Seed of the pattern's random choices.")
+    seed: int = Field(0, ge=0, le=2**32 - 1, description="Seed of the pattern's random choices.")
     start: TimeS = Field(0.0, description="Start time of every flow of the pattern.")
 
 

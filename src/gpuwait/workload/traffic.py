@@ -109,6 +109,24 @@ def pattern_flows(topo: Topology, pattern: PatternSpec, index: int = 0) -> FlowT
     return _table(topo, prefix, src, dst, pattern.size, pattern.start)
 
 
+def _check_dependencies(names: list[str], after: list[list[int]]) -> None:
+    """Refuse a flow that waits for itself or a ring of flows that wait for each other."""
+    import networkx as nx
+
+    graph = nx.DiGraph()
+    graph.add_nodes_from(range(len(names)))
+    graph.add_edges_from((dep, i) for i, deps in enumerate(after) for dep in deps)
+    try:
+        cycle = nx.find_cycle(graph)
+    except nx.NetworkXNoCycle:
+        return
+    members = [names[a] for a, _ in cycle]
+    what = f"{members[0]!r} waits for itself" if len(members) == 1 else \
+        " -> ".join(repr(m) for m in members + members[:1]) + " wait for each other"
+    raise SpecError(f"traffic.flows.after: {what}; expected dependencies without a cycle",
+                    hint="remove one of the names from an `after` list")
+
+
 def traffic_flows(topo: Topology, traffic: TrafficSpec) -> FlowTable:
     """All flows of a scenario's traffic section, explicit flows first."""
     tables = []
@@ -117,7 +135,8 @@ def traffic_flows(topo: Topology, traffic: TrafficSpec) -> FlowTable:
         index = {n: i for i, n in enumerate(names)}
         if len(index) != len(names):
             dup = next(n for n in names if names.count(n) > 1)
-            raise SpecError(f"traffic.flows: the name {dup!r} is used twice; expected unique flow names")
+            raise SpecError(f"traffic.flows: the name {dup!r} is used twice; expected unique flow names",
+                            hint="give every flow its own `name`")
         src, dst, after = [], [], []
         for i, f in enumerate(traffic.flows):
             for field, name in (("src", f.src), ("dst", f.dst)):
@@ -128,9 +147,11 @@ def traffic_flows(topo: Topology, traffic: TrafficSpec) -> FlowTable:
             deps = []
             for dep in f.after:
                 if dep not in index:
-                    raise SpecError(f"traffic.flows[{i}].after: got {dep!r}; expected the name of another flow ({', '.join(names[:5])}...)")
+                    raise SpecError(f"traffic.flows[{i}].after: got {dep!r}; expected the name of another flow",
+                                    hint=f"flow names here: {', '.join(names[:6])}{' ...' if len(names) > 6 else ''}")
                 deps.append(index[dep])
             after.append(deps)
+        _check_dependencies(names, after)
         tables.append(FlowTable(names, np.array(src, np.int64), np.array(dst, np.int64),
                                 np.array([f.size for f in traffic.flows], float), np.array([f.start for f in traffic.flows], float),
                                 np.array([f.rate_cap if f.rate_cap else np.inf for f in traffic.flows], float), after))
