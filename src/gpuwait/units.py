@@ -32,10 +32,10 @@ from gpuwait.errors import UnitError
 _SI = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
 _BIN = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50}
 # Sub-second units are divisors so that "250ns" parses to exactly 250/1e9.
-_TIME_DIVISOR = {"": 1.0, "s": 1.0, "ms": 1e3, "us": 1e6, "µs": 1e6, "ns": 1e9, "ps": 1e12, "min": 1 / 60.0, "h": 1 / 3600.0}
+_TIME_DIVISOR = {"": 1.0, "s": 1.0, "ms": 1e3, "us": 1e6, "µs": 1e6, "μs": 1e6, "ns": 1e9, "ps": 1e12, "min": 1 / 60.0, "h": 1 / 3600.0}
 
 _NUMBER = r"(?P<num>[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)"
-_QUANTITY = re.compile(_NUMBER + r"\s*(?P<unit>[A-Za-zµ/]*)\s*$")
+_QUANTITY = re.compile(_NUMBER + r"\s*(?P<unit>[A-Za-zµμ/]*)\s*$")
 
 
 def _split(text: str | float | int, what: str) -> tuple[float, str]:
@@ -65,6 +65,8 @@ _EXAMPLES = {
 
 
 def _check_sign(value: float, text: object, what: str, allow_zero: bool) -> float:
+    if math.isinf(value):
+        raise UnitError(f"{what}: got {text!r}; expected a finite {what}")
     if math.isnan(value) or (value < 0) or (value == 0 and not allow_zero):
         bound = "zero or more" if allow_zero else "more than zero"
         raise UnitError(f"{what}: got {text!r}; expected a {what} of {bound}")

@@ -74,7 +74,7 @@ def test_run_example_and_validate(capsys, tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["topo", "no-such-preset"], "unknown preset 'no-such-preset'"),
     (["route", "rocev2-400g-2tier", "--src", "s0.gpu0", "--dst", "s99.gpu0"], "node 's99.gpu0' does not exist"),
-    (["topo", "rocev2-400g-2tier", "--servers", "1000"], "cluster.servers"),
+    (["topo", "rocev2-400g-2tier", "--servers", "10000"], "cluster.servers"),
     (["topo", "rocev2-400g-2tier", "--format", "svg"], "--format"),
 ])
 def test_bad_input_is_one_line_and_a_hint(capsys, args, message):

@@ -212,9 +212,16 @@ def test_oversubscription_giving_fractional_uplinks():
 
 
 def test_more_servers_than_a_two_tier_fabric_holds():
-    err = _error(lambda: build_preset("rocev2-400g-2tier", 1000))
+    spec = ClusterSpec(preset="rocev2-400g-2tier", servers=1000, fabric={"tiers": 2})
+    err = _error(lambda: build_cluster(spec))
     assert isinstance(err, TopologyError) and "cluster.servers" in str(err)
     assert "tiers: 3" in f"{err} {err.hint}"
+
+
+def test_presets_take_a_third_tier_when_two_do_not_hold_the_servers():
+    assert build_preset("rocev2-400g-2tier", 1000).spec.fabric.tiers == 3
+    err = _error(lambda: build_preset("rocev2-400g-2tier", 10000))  # 79 pods > radix 64 cores
+    assert isinstance(err, TopologyError) and "cluster.servers" in str(err)
 
 
 def test_several_servers_without_a_fabric():

@@ -9,7 +9,7 @@ import numpy as np
 import typer
 from rich.console import Console
 
-from gpuwait.cli.common import JSON_OPTION, SERVERS_OPTION, load_cluster, load_scenario
+from gpuwait.cli.common import JSON_OPTION, SERVERS_OPTION, load_cluster, load_scenario, looks_like_file
 from gpuwait.cli.output import Output
 from gpuwait.engine.network import NetworkRun
 from gpuwait.engine.scenario import check_scenario, run_scenario_traffic
@@ -138,10 +138,14 @@ def register(app: typer.Typer) -> None:
         if (src is None) != (dst is None):
             raise SpecError("--src/--dst: got only one of them; expected both (one flow) or neither (a scenario's flows)")
         if src is None:
+            if not looks_like_file(cluster):
+                raise SpecError(f"--src/--dst: {cluster} is a preset and has no traffic; expected --src and --dst",
+                                hint="or give a scenario file to see the load of its flows")
             _route_flow_set(cluster, topo, routing_spec, resolve_transport(spec.transport).name, top, json_out)
             return
 
-        routes = route_flows(topo, routing_spec, [src], [dst], transport=resolve_transport(spec.transport).name)
+        transport_name = resolve_transport(spec.transport).name
+        routes = route_flows(topo, routing_spec, [src], [dst], transport=transport_name)
         rows = []
         for row in range(routes.n_rows):
             links, weights = routes.ordered_links(row, topo)
@@ -155,7 +159,8 @@ def register(app: typer.Typer) -> None:
             console.print(f"[bold]{src} -> {dst}[/] on {topo.name} ({routing_spec.kind}"
                           f"{', ' + routing_spec.hash if routing_spec.kind == 'ecmp' else ''})")
             for r in rows:
-                port = f", UDP sport {r['udp_sport']}" if r["udp_sport"] >= 0 else ""
+                kind = {"rocev2": "UDP source port", "tcp": "TCP source port"}.get(transport_name)
+                port = f", {kind} {r['udp_sport']}" if kind and r["udp_sport"] >= 0 else ""
                 console.print(f"  QP {r['qp']}{port}, path latency {format_time(r['latency_s'])}:")
                 for hop in r["hops"]:
                     share = "" if hop["share"] == 1 else f"  ({hop['share']:.1%} of the bytes)"

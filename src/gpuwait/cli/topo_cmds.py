@@ -72,6 +72,8 @@ def register(app: typer.Typer) -> None:
             raise SpecError("PRESET|FILE: missing; expected a preset name or a file", hint="`gpuwait topo --list` shows presets")
         if fmt not in _FORMATS:
             raise SpecError(f"--format: got {fmt!r}; expected one of {', '.join(_FORMATS)}")
+        if json_out and fmt in ("dot", "slurm"):
+            raise SpecError(f"--json: not available with --format {fmt}, which prints its own text format")
         topology = build_topology(load_cluster(cluster, servers))
         from gpuwait.topology import export, summary
 

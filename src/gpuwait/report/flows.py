@@ -147,8 +147,8 @@ def flows_table(rows: list[dict], limit: int = 20) -> Table:
 
 def hot_links_table(rows: list[dict]) -> Table:
     table = Table(title="Hottest network links", title_justify="left")
-    for col in ("link", "tier", "capacity", "bytes", "mean util", "flows", "some flows"):
-        table.add_column(col, justify="right" if col in ("capacity", "bytes", "mean util", "flows") else "left")
+    for col in ("link", "tier", "payload capacity", "bytes", "mean util", "flows", "some flows"):
+        table.add_column(col, justify="left" if col in ("link", "tier", "some flows") else "right")
     for row in rows:
         table.add_row(row["link"], row["tier"], format_rate(row["capacity_Bps"]), format_size(row["bytes"]),
                       f"{row['mean_utilization']:.0%}", str(row["flows"]), ", ".join(row["flow_names"][:4]))

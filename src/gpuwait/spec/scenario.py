@@ -25,7 +25,7 @@ class FlowSpec(SpecModel):
 class PatternSpec(SpecModel):
     """A generated traffic pattern; every random choice uses ``seed``."""
 
-    kind: Literal["permutation", "all-to-all", "leaf-to-leaf", "incast", "rail-ring"] = Field(..., description="'permutation': every GPU sends to one other (random, cross-server); 'all-to-all': every GPU to every GPU of other servers; 'leaf-to-leaf': `count` flows from NICs on one leaf to NICs on another; 'incast': `count` GPUs to one; 'rail-ring': each GPU sends to the same GPU of the next server.")
+    kind: Literal["permutation", "all-to-all", "leaf-to-leaf", "incast", "rail-ring"] = Field(..., description="'permutation': servers in a random cycle, each GPU sends to a random GPU of the next server (every GPU sends once and receives once, never inside its server); 'all-to-all': every GPU to every GPU of other servers; 'leaf-to-leaf': `count` flows from NICs on one leaf to NICs on another; 'incast': `count` GPUs to one; 'rail-ring': each GPU sends to the same GPU of the next server.")
     size: PositiveSizeBytes = Field(..., description="Bytes per flow.")
     count: int | None = Field(None, ge=1, description="Number of flows (leaf-to-leaf, incast); default: as many as fit.")
     src_leaf: int = Field(0, ge=0, description="leaf-to-leaf: index of the sending leaf.")

@@ -8,6 +8,8 @@ Where the numbers come from:
 * ``dgx-h100-superpod``: NVIDIA DGX SuperPOD H100 reference architecture — NDR 400 Gb/s
   InfiniBand, rail-optimized, 32 servers per scalable unit (one leaf per rail per SU), QM9700
   radix 64, non-blocking; 2 tiers up to 8 SUs (256 servers), 3 tiers beyond.
+
+Every Clos preset takes 2 tiers while a leaf-spine of its radix holds the servers and 3 beyond.
 * ``rocev2-400g-2tier``: 8 x 400 Gb/s RoCEv2 NICs per server, top-of-rack leaves of 64 x 400G
   ports (32 down / 32 up, non-blocking) under spines; ECMP with CRC32.
 * ``dual-plane-2x200g``: each NIC has two 200 Gb/s ports, port p in fabric plane p (two
@@ -21,10 +23,11 @@ from __future__ import annotations
 
 from typing import Callable
 
-from gpuwait.errors import UnknownNameError
+from gpuwait.errors import TopologyError, UnknownNameError
 from gpuwait.spec.cluster import ClusterSpec
-from gpuwait.topology.build import build_topology
+from gpuwait.topology.build import build_topology, clos_shape
 from gpuwait.topology.model import Topology
+from gpuwait.topology.servers import resolve_server
 
 
 PRESETS: dict[str, Callable[[int], dict]] = {}
@@ -59,8 +62,8 @@ def _dgx_h100(servers: int) -> dict:
 @register_preset("dgx-h100-superpod", "DGX SuperPOD H100: NDR InfiniBand, rail-optimized, 32 servers per SU, adaptive routing")
 def _superpod(servers: int) -> dict:
     return dict(name="dgx-h100-superpod", server={"template": "dgx-h100"},
-                fabric=dict(kind="clos", tiers=2 if servers <= 256 else 3, switch_radix=64, rail_optimized=True,
-                            servers_per_unit=32, switch_latency=300e-9),
+                fabric=dict(kind="clos", switch_radix=64, rail_optimized=True, servers_per_unit=32,
+                            switch_latency=300e-9),
                 storage=dict(mode="separate", storage_servers=max(2, servers // 16), switch_radix=128),
                 management=dict(enabled=True),
                 transport={"name": "infiniband"}, routing={"kind": "adaptive"})
@@ -69,14 +72,14 @@ def _superpod(servers: int) -> dict:
 @register_preset("rocev2-400g-2tier", "8x 400G RoCEv2 per server, top-of-rack leaf-spine 1:1, ECMP (CRC32)")
 def _rocev2(servers: int) -> dict:
     return dict(name="rocev2-400g-2tier", server={"template": "dgx-h100"},
-                fabric=dict(kind="clos", tiers=2, switch_radix=64, switch_latency=600e-9),
+                fabric=dict(kind="clos", switch_radix=64, switch_latency=600e-9),
                 transport={"name": "rocev2"}, routing={"kind": "ecmp", "hash": "crc32"})
 
 
 @register_preset("dual-plane-2x200g", "8 NICs x 2 ports x 200G, port p in plane p: two RoCEv2 leaf-spine planes")
 def _dual_plane(servers: int) -> dict:
     return dict(name="dual-plane-2x200g", server={"template": "dual-plane-2x200g"},
-                fabric=dict(kind="clos", tiers=2, switch_radix=64, planes=2, switch_latency=600e-9),
+                fabric=dict(kind="clos", switch_radix=64, planes=2, switch_latency=600e-9),
                 # at least one QP per plane, or a connection would use one port of its NIC
                 transport={"name": "rocev2"}, routing={"kind": "ecmp", "qps_per_connection": 2})
 
@@ -84,8 +87,8 @@ def _dual_plane(servers: int) -> dict:
 @register_preset("oci-a100-roce", "OCI BM.GPU4.8: 8x A100-40GB, 16x 100G RoCE, 4 QPs per connection")
 def _oci(servers: int) -> dict:
     return dict(name="oci-a100-roce", server={"template": "oci-bm-gpu4.8"},
-                fabric=dict(kind="clos", tiers=2 if servers <= 32 else 3, switch_radix=64, rail_optimized=True,
-                            servers_per_unit=32, switch_speed=12.5e9, switch_latency=600e-9),
+                fabric=dict(kind="clos", switch_radix=64, rail_optimized=True, servers_per_unit=32,
+                            switch_speed=12.5e9, switch_latency=600e-9),
                 transport={"name": "rocev2"}, routing={"kind": "ecmp", "qps_per_connection": 4})
 
 
@@ -100,7 +103,20 @@ def preset_spec(name: str, servers: int | None = None) -> ClusterSpec:
         servers = 1 if name in ("dgx-a100", "dgx-h100") else 32
     if servers < 1:
         raise UnknownNameError(f"servers: got {servers}; expected 1 or more")
-    return ClusterSpec.model_validate(fn(servers) | {"servers": servers, "preset": name})
+    fields = fn(servers) | {"servers": servers, "preset": name}
+    spec = ClusterSpec.model_validate(fields)
+    if spec.fabric.kind == "clos" and "tiers" not in fields.get("fabric", {}):
+        spec = spec.model_copy(update={"fabric": spec.fabric.model_copy(update={"tiers": _tiers_needed(spec)})})
+    return spec
+
+
+def _tiers_needed(spec: ClusterSpec) -> int:
+    """2 tiers while a leaf-spine of the preset's radix holds the servers, 3 beyond."""
+    try:
+        clos_shape(spec.fabric.model_copy(update={"tiers": 2}), resolve_server(spec.server), spec.servers)
+        return 2
+    except TopologyError:
+        return 3
 
 
 def _merge(base: dict, override: dict) -> dict:

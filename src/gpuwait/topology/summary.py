@@ -167,7 +167,9 @@ def oversubscription_by_tier(topo: Topology) -> dict[str, float]:
     """Per compute switch tier: summed downward capacity / summed upward capacity, as cabled.
 
     Read from the link tables (not from the spec), so a partly filled leaf tier reads below 1.
-    Tiers without uplinks (the top tier) are left out.
+    Each tier's figure is its worst switch: downward over upward capacity as cabled. A switch
+    whose downlinks are not all used reads below its design ratio. Tiers without uplinks (the top
+    tier) are left out.
 
     Examples
     --------
@@ -185,12 +187,18 @@ def _oversubscription(topo: Topology, masks: dict[str, np.ndarray]) -> dict[str,
     src_tier = topo.node_tier[topo.link_src]
     dst_tier = topo.node_tier[topo.link_dst]
     cap = topo.link_capacity_Bps
-    # bincount over the source switch's tier: capacity going down and going up
-    down = np.bincount(src_tier[from_switch & (dst_tier < src_tier)], cap[from_switch & (dst_tier < src_tier)],
-                       minlength=len(TIER_NAMES))
-    up = np.bincount(src_tier[from_switch & (dst_tier > src_tier)], cap[from_switch & (dst_tier > src_tier)],
-                     minlength=len(TIER_NAMES))
-    return {TIER_NAMES[t]: float(down[t] / up[t]) for t in range(1, len(TIER_NAMES)) if up[t] > 0}
+    # per switch: capacity cabled down and up; a tier's figure is its worst (most oversubscribed) switch,
+    # so a half-filled leaf does not dilute a fully cabled one
+    down_mask = from_switch & (dst_tier < src_tier)
+    up_mask = from_switch & (dst_tier > src_tier)
+    down = np.bincount(topo.link_src[down_mask], cap[down_mask], minlength=topo.n_nodes)
+    up = np.bincount(topo.link_src[up_mask], cap[up_mask], minlength=topo.n_nodes)
+    out = {}
+    for t in range(1, len(TIER_NAMES)):
+        switches = np.flatnonzero((topo.node_tier == t) & masks["switch"] & (up > 0))
+        if len(switches):
+            out[TIER_NAMES[t]] = float((down[switches] / up[switches]).max())
+    return out
 
 
 def diameter_link_hops(topo: Topology) -> int | None:

@@ -59,6 +59,12 @@ def _nics_on_leaf(topo: Topology, leaf_index: int, field: str) -> np.ndarray:
     return np.unique(topo.link_src[into_leaf & (topo.node_kind[topo.link_src] == nic)])
 
 
+_PATTERN_FIELDS = {
+    "permutation": {"seed"}, "all-to-all": set(), "rail-ring": set(), "incast": {"count"},
+    "leaf-to-leaf": {"count", "src_leaf", "dst_leaf"},
+}
+
+
 def pattern_flows(topo: Topology, pattern: PatternSpec, index: int = 0) -> FlowTable:
     """Generate one pattern's flows.
 
@@ -68,6 +74,10 @@ def pattern_flows(topo: Topology, pattern: PatternSpec, index: int = 0) -> FlowT
     >>> len(pattern_flows(topo, PatternSpec(kind="permutation", size="1MB")))
     64
     """
+    unused = pattern.model_fields_set - _PATTERN_FIELDS[pattern.kind] - {"kind", "size", "start"}
+    if unused:
+        raise SpecError(f"traffic.patterns[{index}]: {', '.join(sorted(unused))} not used by kind {pattern.kind}; "
+                        f"expected only {', '.join(sorted(_PATTERN_FIELDS[pattern.kind] | {'size', 'start'}))}")
     rng = as_generator(pattern.seed)
     gpus = topo.gpu_node
     S, G = gpus.shape
