@@ -337,26 +337,23 @@ def _adaptive_split(topo: Topology, owner: np.ndarray, links: np.ndarray, n_stat
 
     The fluid limit of "send each packet to the least-utilized next hop": the state's demand
     ``D`` fills the candidates to a common level ``lam`` of (load / capacity), giving link l
-    ``max(0, lam * c_l - b_l)`` where ``b_l`` is the other flows' load. With no background this
+    ``max(0, lam * c_l - b_l)`` where ``b_l`` is the other flows' load. With no background load this
     is a split in proportion to capacity, so a degraded link gets its share and no more.
     """
-    capacity = topo.link_capacity_Bps[links]
-    if background_Bps is None:
-        background = np.zeros(len(links))
-    else:
-        # the previous round's load includes this flow's own share; in the fixed point every flow
-        # sees the same levels, so keeping it only shifts the water level, not the split
-        background = background_Bps[links]
-    demand = np.bincount(owner, weights=own_Bps, minlength=n_states) / np.maximum(np.bincount(owner, minlength=n_states), 1)
-    level = background / capacity
+    capacity_Bps = topo.link_capacity_Bps[links]
+    # the previous round's load includes this flow's own share; in the fixed point every flow
+    # sees the same levels, so keeping it only shifts the water level, not the split
+    load_Bps = np.zeros(len(links)) if background_Bps is None else background_Bps[links]
+    demand_Bps = np.bincount(owner, weights=own_Bps, minlength=n_states) / np.maximum(np.bincount(owner, minlength=n_states), 1)
+    level = load_Bps / capacity_Bps
     order = np.lexsort((level, owner))
-    o_owner, o_cap, o_bg, o_level = owner[order], capacity[order], background[order], level[order]
+    o_owner, o_cap, o_bg, o_level = owner[order], capacity_Bps[order], load_Bps[order], level[order]
     group_start = np.searchsorted(o_owner, o_owner, "left")
     csum_cap, csum_bg = np.cumsum(o_cap), np.cumsum(o_bg)
     base_cap = np.where(group_start > 0, csum_cap[group_start - 1], 0.0)
     base_bg = np.where(group_start > 0, csum_bg[group_start - 1], 0.0)
-    # the level reached if the demand fills candidates 0..k of the group (in order of utilization)
-    lam = (demand[o_owner] + (csum_bg - base_bg)) / (csum_cap - base_cap)
+    # the level reached if the demand_Bps fills candidates 0..k of the group (in order of utilization)
+    lam = (demand_Bps[o_owner] + (csum_bg - base_bg)) / (csum_cap - base_cap)
     valid = lam >= o_level
     # the water level is that of the last candidate the water reaches
     last_valid = np.zeros(n_states, np.int64)
@@ -525,11 +522,11 @@ def route_flows(topo: Topology, spec: RoutingSpec, src, dst, *, transport: str =
         tuples, sport_remote = _five_tuples(topo, transport, s_ep, d_ep, qp[remote], spec.seed)
         sport[remote] = sport_remote
         dest_index = _fat_tree_order(topo)[d_ep]
-        port_capacity = np.bincount(topo.link_src[topo.link_kind == _HOST_LINK],
+        port_capacity_Bps = np.bincount(topo.link_src[topo.link_kind == _HOST_LINK],
                                     weights=topo.link_capacity_Bps[topo.link_kind == _HOST_LINK], minlength=topo.n_nodes)
         rows_per_ep = np.bincount(s_ep, minlength=topo.n_nodes)
-        demand = port_capacity[s_ep] / np.maximum(rows_per_ep[s_ep], 1)
-        background = None
+        demand_Bps = port_capacity_Bps[s_ep] / np.maximum(rows_per_ep[s_ep], 1)
+        background_Bps = None
         rounds = _ADAPTIVE_ROUNDS if spec.kind == "adaptive" else 1
         key_bytes = tuples.key_bytes()
         # a split flow fans out over every equal-cost path (1,024 core paths per flow in a 3-tier fabric
@@ -541,7 +538,7 @@ def route_flows(topo: Topology, spec: RoutingSpec, src, dst, *, transport: str =
                 sl = slice(lo, lo + chunk)
                 try:
                     c_rows, c_links, c_w = _walk_fabric(topo, spec, s_ep[sl], d_ep[sl], key_bytes[sl], qp[remote][sl],
-                                                        dest_index[sl], background, demand[sl])
+                                                        dest_index[sl], background_Bps, demand_Bps[sl])
                 except RoutingError as err:
                     if not hasattr(err, "row"):
                         raise
@@ -551,9 +548,9 @@ def route_flows(topo: Topology, spec: RoutingSpec, src, dst, *, transport: str =
                                        "share no network", hint=err.hint) from None
                 parts.append((c_rows + lo, c_links, c_w))
             r_rows, r_links, r_w = (np.concatenate(x) for x in zip(*parts))
-            load = np.bincount(r_links, weights=r_w * demand[r_rows], minlength=topo.n_links)
+            load = np.bincount(r_links, weights=r_w * demand_Bps[r_rows], minlength=topo.n_links)
             # damped (Jacobi) rounds: every flow reacts to the others' last split, halfway, so they settle
-            background = load if background is None else 0.5 * (background + load)
+            background_Bps = load if background_Bps is None else 0.5 * (background_Bps + load)
         pieces_rows.append(remote[r_rows])
         pieces_links.append(r_links)
         pieces_w.append(r_w)

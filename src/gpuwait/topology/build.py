@@ -122,7 +122,7 @@ def _build_servers(t: _Tables, server: ServerSpec, n_servers: int, management: b
                        server=per_server(server.storage_nics)).reshape(S, server.storage_nics)
     mnic = t.add_nodes([f"{p}mnic" for p in prefixes], "mgmt_nic", server=np.arange(S)) if management else None
 
-    pcie_bw, pcie_lat = server.pcie_bandwidth, server.pcie_latency
+    pcie_Bps, pcie_latency_s = server.pcie_bandwidth, server.pcie_latency
     if server.nvlink_bandwidth > 0 and G > 1:
         if server.nvlink_topology == "nvswitch":
             nvsw = t.add_nodes([f"{p}nvsw" for p in prefixes], "nvswitch", server=np.arange(S))
@@ -134,18 +134,18 @@ def _build_servers(t: _Tables, server: ServerSpec, n_servers: int, management: b
                          server.nvlink_latency, "nvlink", "server")
     gpu_sw = _local_map(server.gpu_pcie_switch, G, server.pcie_switches, "gpu_pcie_switch")
     nic_sw = _local_map(server.nic_pcie_switch, server.nics, server.pcie_switches, "nic_pcie_switch")
-    t.add_cables(gpu, pcie[:, gpu_sw], pcie_bw, pcie_lat, pcie_lat, "pcie", "server")
+    t.add_cables(gpu, pcie[:, gpu_sw], pcie_Bps, pcie_latency_s, pcie_latency_s, "pcie", "server")
     if server.nics:
-        t.add_cables(nic, pcie[:, nic_sw], pcie_bw, pcie_lat, pcie_lat, "pcie", "server")
+        t.add_cables(nic, pcie[:, nic_sw], pcie_Bps, pcie_latency_s, pcie_latency_s, "pcie", "server")
     sw_cpu = _spread(server.pcie_switches, server.cpus)
-    t.add_cables(pcie, cpu[:, sw_cpu], pcie_bw, pcie_lat, pcie_lat, "pcie", "server")
+    t.add_cables(pcie, cpu[:, sw_cpu], pcie_Bps, pcie_latency_s, pcie_latency_s, "pcie", "server")
     if server.storage_nics:
-        t.add_cables(snic, cpu[:, _spread(server.storage_nics, server.cpus)], pcie_bw, pcie_lat, pcie_lat, "pcie", "server")
+        t.add_cables(snic, cpu[:, _spread(server.storage_nics, server.cpus)], pcie_Bps, pcie_latency_s, pcie_latency_s, "pcie", "server")
     if server.cpus > 1:
         i, j = np.triu_indices(server.cpus, k=1)
         t.add_cables(cpu[:, i], cpu[:, j], server.cpu_interconnect_bandwidth, 0.1e-6, 0.1e-6, "cpu", "server")
     if mnic is not None:
-        t.add_cables(mnic, cpu[:, 0], pcie_bw, pcie_lat, pcie_lat, "pcie", "server")
+        t.add_cables(mnic, cpu[:, 0], pcie_Bps, pcie_latency_s, pcie_latency_s, "pcie", "server")
     return {"gpu": gpu, "nic": nic, "snic": snic, "mnic": mnic, "affinity": gpu_nic_affinity(server)}
 
 
@@ -189,8 +189,8 @@ def clos_shape(fabric: FabricSpec, server: ServerSpec, n_servers: int, extra_end
     if fabric.dual_tor and fabric.rail_optimized:
         raise TopologyError("fabric.dual_tor: not supported together with rail_optimized; expected one of them")
     down = fabric.leaf_downlinks or radix // 2
-    switch_speed = fabric.switch_speed or server.nic_speed
-    up = _integral(down * server.nic_speed / (switch_speed * fabric.oversubscription), "fabric.oversubscription",
+    switch_Bps = fabric.switch_speed or server.nic_speed
+    up = _integral(down * server.nic_speed / (switch_Bps * fabric.oversubscription), "fabric.oversubscription",
                    f"{down} downlinks at {fabric.oversubscription}:1")
     if down + up > radix:
         raise TopologyError(f"fabric.leaf_downlinks: {down} down + {up} up = {down + up} ports; expected at most switch_radix {radix}")
@@ -241,10 +241,10 @@ def _build_clos(t: _Tables, spec: ClusterSpec, server: ServerSpec, nodes: dict, 
     S = spec.servers
     n_storage = 0 if storage_servers is None else len(storage_servers)
     shape = clos_shape(fabric, server, S, extra_endpoints=n_storage)
-    port_speed = server.nic_speed
-    switch_speed = fabric.switch_speed or port_speed
-    to_switch = fabric.cable_latency + fabric.switch_latency
-    to_host = fabric.cable_latency
+    port_Bps = server.nic_speed
+    switch_Bps = fabric.switch_speed or port_Bps
+    latency_to_switch_s = fabric.cable_latency + fabric.switch_latency
+    latency_to_host_s = fabric.cable_latency
     nic_uplink_cables = np.full((S, server.nics, server.nic_ports), -1, np.int64)
     nic_leaf = np.full((S, server.nics, server.nic_ports), -1, np.int64)
 
@@ -263,19 +263,19 @@ def _build_clos(t: _Tables, spec: ClusterSpec, server: ServerSpec, nodes: dict, 
             leaf_local = group
         ports = plane * shape.ports_per_plane + q_idx
         nic_leaf[s_idx, n_idx, ports] = leaves[leaf_local]
-        t.add_cables(nodes["nic"][s_idx, n_idx].ravel(), leaves[leaf_local].ravel(), port_speed, to_switch, to_host,
+        t.add_cables(nodes["nic"][s_idx, n_idx].ravel(), leaves[leaf_local].ravel(), port_Bps, latency_to_switch_s, latency_to_host_s,
                      "host", "compute", plane)
         if n_storage:
             first = shape.leaves_per_plane - math.ceil(n_storage / shape.leaf_downlinks)
             leaf_of_storage = leaves[first + np.arange(n_storage) // shape.leaf_downlinks]
-            t.add_cables(storage_servers, leaf_of_storage, spec.storage.storage_server_speed, to_switch, to_host, "host",
+            t.add_cables(storage_servers, leaf_of_storage, spec.storage.storage_server_speed, latency_to_switch_s, latency_to_host_s, "host",
                          "compute", plane)
 
         if fabric.tiers == 2:
             spines = t.add_nodes([f"{prefix}spine{i}" for i in range(shape.spines_per_pod)], "switch", tier=2, plane=plane,
                                  network="compute")
             a, b = np.meshgrid(leaves, spines, indexing="ij")
-            t.add_cables(a, b, switch_speed, to_switch, to_switch, "fabric", "compute", plane)
+            t.add_cables(a, b, switch_Bps, latency_to_switch_s, latency_to_switch_s, "fabric", "compute", plane)
             continue
         n_spines = shape.pods * shape.spines_per_pod
         spines = t.add_nodes([f"{prefix}spine{i}" for i in range(n_spines)], "switch", tier=2, plane=plane,
@@ -284,11 +284,11 @@ def _build_clos(t: _Tables, spec: ClusterSpec, server: ServerSpec, nodes: dict, 
                             network="compute").reshape(shape.spines_per_pod, shape.spine_uplinks)
         leaf_pod = np.arange(shape.leaves_per_plane) // shape.leaves_per_pod
         a, j = np.meshgrid(np.arange(shape.leaves_per_plane), np.arange(shape.spines_per_pod), indexing="ij")
-        t.add_cables(leaves[a], spines[leaf_pod[a], j], switch_speed, to_switch, to_switch, "fabric", "compute", plane)
+        t.add_cables(leaves[a], spines[leaf_pod[a], j], switch_Bps, latency_to_switch_s, latency_to_switch_s, "fabric", "compute", plane)
         # spine j of every pod connects to every core of core group j
         p, j, c = np.meshgrid(np.arange(shape.pods), np.arange(shape.spines_per_pod), np.arange(shape.spine_uplinks),
                               indexing="ij")
-        t.add_cables(spines[p, j], cores[j, c], switch_speed, to_switch, to_switch, "fabric", "compute", plane)
+        t.add_cables(spines[p, j], cores[j, c], switch_Bps, latency_to_switch_s, latency_to_switch_s, "fabric", "compute", plane)
     return nic_leaf, shape
 
 
@@ -312,14 +312,14 @@ def _build_storage(t: _Tables, spec: ClusterSpec, server: ServerSpec, nodes: dic
         raise TopologyError(f"storage: {len(endpoints)} endpoints need {n_leaves} leaves; a 2-tier storage network of radix "
                             f"{storage.switch_radix} holds {storage.switch_radix}", hint="raise storage.switch_radix")
     leaves = t.add_nodes([f"stor.leaf{i}" for i in range(n_leaves)], "switch", tier=1, network="storage")
-    lat_sw = spec.fabric.cable_latency + spec.fabric.switch_latency
-    t.add_cables(endpoints, leaves[np.arange(len(endpoints)) // down], speeds, lat_sw, spec.fabric.cable_latency, "host", "storage")
+    latency_to_switch_s = spec.fabric.cable_latency + spec.fabric.switch_latency
+    t.add_cables(endpoints, leaves[np.arange(len(endpoints)) // down], speeds, latency_to_switch_s, spec.fabric.cable_latency, "host", "storage")
     if n_leaves > 1:
         # as few spines as hold every leaf's uplinks, each leaf cabled to each spine up/n_spines times
         n_spines = next(k for k in range(1, up + 1) if up % k == 0 and n_leaves * up // k <= storage.switch_radix)
         spines = t.add_nodes([f"stor.spine{i}" for i in range(n_spines)], "switch", tier=2, network="storage")
         a, b, _ = np.meshgrid(leaves, spines, np.arange(up // n_spines), indexing="ij")
-        t.add_cables(a, b, float(speeds.max()), lat_sw, lat_sw, "fabric", "storage")
+        t.add_cables(a, b, float(speeds.max()), latency_to_switch_s, latency_to_switch_s, "fabric", "storage")
     return stor
 
 
@@ -327,12 +327,12 @@ def _build_management(t: _Tables, spec: ClusterSpec, server: ServerSpec, nodes: 
     mgmt = spec.management
     n_switches = math.ceil(spec.servers / mgmt.switch_radix)
     switches = t.add_nodes([f"mgmt.sw{i}" for i in range(n_switches)], "switch", tier=1, network="management")
-    lat_sw = spec.fabric.cable_latency + spec.fabric.switch_latency
-    t.add_cables(nodes["mnic"], switches[np.arange(spec.servers) // mgmt.switch_radix], server.mgmt_nic_speed, lat_sw,
+    latency_to_switch_s = spec.fabric.cable_latency + spec.fabric.switch_latency
+    t.add_cables(nodes["mnic"], switches[np.arange(spec.servers) // mgmt.switch_radix], server.mgmt_nic_speed, latency_to_switch_s,
                  spec.fabric.cable_latency, "host", "management")
     if n_switches > 1:
         core = t.add_nodes(["mgmt.core"], "switch", tier=2, network="management")
-        t.add_cables(switches, np.repeat(core, n_switches), mgmt.uplink_speed, lat_sw, lat_sw, "fabric", "management")
+        t.add_cables(switches, np.repeat(core, n_switches), mgmt.uplink_speed, latency_to_switch_s, latency_to_switch_s, "fabric", "management")
 
 
 def build_topology(spec: ClusterSpec) -> Topology:
