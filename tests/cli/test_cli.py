@@ -32,6 +32,10 @@ def test_demo_tells_the_ecmp_story(capsys):
     times = [r["summary"]["makespan_s"] for r in doc["runs"]]
     labels = [r["summary"]["label"] for r in doc["runs"]]
     assert labels[2:] == ["spray", "adaptive"]
+    # utilization over time of the hottest links: the two collided uplinks stay full for the whole run
+    timeline = doc["runs"][0]["link_timeline"]
+    hottest = doc["runs"][0]["hot_links"][0]["link"]
+    assert timeline["time_s"][0] == 0 and timeline["utilization"][hottest] == pytest.approx([1.0, 1.0])
     assert times[0] > times[1] > times[2] == pytest.approx(times[3])
 
 

@@ -20,6 +20,7 @@ from gpuwait.report.flows import (
     flows_table,
     hot_links,
     hot_links_table,
+    link_timeline,
     routing_label,
     run_summary,
     uplink_loads,
@@ -36,14 +37,15 @@ def _run_document(scenario: Scenario, runs: list[NetworkRun]) -> dict:
     return {
         "scenario": scenario.name,
         "cluster": runs[0].topo.name,
-        "runs": [{"summary": run_summary(r), "hot_links": hot_links(r, 10), "flows": flow_rows(r)} for r in runs],
+        "runs": [{"summary": run_summary(r), "hot_links": hot_links(r, 10), "flows": flow_rows(r),
+                  "link_timeline": link_timeline(r, [r.topo.link_id(h["link"]) for h in hot_links(r, 10)])} for r in runs],
     }
 
 
 def _sending_leaf(run: NetworkRun) -> str | None:
     """The leaf whose uplinks carry the most bytes: where ECMP collisions show first."""
     topo = run.topo
-    up = np.flatnonzero((topo.node_tier[topo.link_src] == 1) & (topo.node_tier[topo.link_dst] == 2))
+    up = topo.uplinks(1)
     if not len(up):
         return None
     bytes_by_leaf = np.bincount(topo.link_src[up], weights=run.link_bytes[up], minlength=topo.n_nodes)

@@ -30,7 +30,7 @@ def run_summary(run: NetworkRun) -> dict:
     """Headline numbers of a run."""
     util = run.link_peak_utilization()
     topo = run.topo
-    up = np.flatnonzero((topo.node_tier[topo.link_src] == 1) & (topo.node_tier[topo.link_dst] == 2))
+    up = topo.uplinks(1)
     # only the leaves that send traffic up: their idle uplinks are the wasted ones
     sending = np.unique(topo.link_src[up][run.link_bytes[up] > 0])
     uplinks = up[np.isin(topo.link_src[up], sending)]
@@ -92,6 +92,16 @@ def hot_links(run: NetworkRun, limit: int = 10, network_only: bool = True) -> li
             "flow_names": [run.flows.name[f] for f in flows[:8]],
         })
     return out
+
+
+def link_timeline(run: NetworkRun, links: list[int], max_intervals: int = 2000) -> dict:
+    """Utilization of some links over time: the run's event times and each link's rate / capacity."""
+    times = run.result.timeline_s
+    rates = run.result.link_rate_Bps[:, links].toarray() if len(links) else np.zeros((len(times) - 1, 0))
+    util = rates / run.capacity_Bps[links]
+    step = max(1, int(np.ceil(len(util) / max_intervals)))  # keep long runs readable
+    return {"time_s": times[::step].tolist(),
+            "utilization": {run.topo.link_name(int(l)): util[::step, i].tolist() for i, l in enumerate(links)}}
 
 
 def uplink_loads(run: NetworkRun, switch: str) -> list[dict]:

@@ -205,6 +205,10 @@ class Topology:
         """Ids of the switches of a network (``compute``, ``storage`` or ``management``)."""
         return np.flatnonzero((self.node_kind == kind_code("switch")) & (self.node_network == NETWORKS.index(network)))
 
+    def uplinks(self, tier: int = 1) -> np.ndarray:
+        """Ids of the links from switches of ``tier`` (1 = leaf) up to the next tier."""
+        return np.flatnonzero((self.node_tier[self.link_src] == tier) & (self.node_tier[self.link_dst] == tier + 1))
+
     def to_networkx(self, network: str | None = None):
         """A ``networkx.MultiDiGraph`` view (for analysis and export, never in a hot path)."""
         import networkx as nx
