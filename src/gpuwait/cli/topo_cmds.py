@@ -10,6 +10,7 @@ from gpuwait.cli.common import JSON_OPTION, SERVERS_OPTION, load_cluster
 from gpuwait.cli.output import Output
 from gpuwait.errors import SpecError
 from gpuwait.topology import PRESET_DOCS, SERVER_TEMPLATES, build_topology
+from gpuwait.topology.presets import DEFAULT_SERVERS
 from gpuwait.units import format_rate
 
 _FORMATS = ("table", "json", "dot", "slurm")
@@ -18,9 +19,10 @@ _FORMATS = ("table", "json", "dot", "slurm")
 def _render_list(console: Console) -> None:
     table = Table(title="Cluster presets (use with --servers N)", title_justify="left")
     table.add_column("preset")
+    table.add_column("servers if not given", justify="right")
     table.add_column("what")
     for name, doc in PRESET_DOCS.items():
-        table.add_row(name, doc)
+        table.add_row(name, str(DEFAULT_SERVERS.get(name, 32)), doc)
     console.print(table)
     table = Table(title="Server templates (server: {template: NAME})", title_justify="left")
     for col in ("template", "GPUs", "NVLink/GPU", "NICs", "port speed"):

@@ -31,6 +31,8 @@ from gpuwait.topology.servers import resolve_server
 
 
 PRESETS: dict[str, Callable[[int], dict]] = {}
+# servers a preset builds when no count is given (shown by `gpuwait topo --list`)
+DEFAULT_SERVERS: dict[str, int] = {"dgx-a100": 1, "dgx-h100": 1}
 PRESET_DOCS: dict[str, str] = {}
 
 
@@ -100,7 +102,7 @@ def preset_spec(name: str, servers: int | None = None) -> ClusterSpec:
         raise UnknownNameError(f"preset: unknown preset {name!r}; expected one of {', '.join(sorted(PRESETS))}",
                                hint="`gpuwait topo --list` shows presets and server templates") from None
     if servers is None:
-        servers = 1 if name in ("dgx-a100", "dgx-h100") else 32
+        servers = DEFAULT_SERVERS.get(name, 32)
     if servers < 1:
         raise UnknownNameError(f"servers: got {servers}; expected 1 or more")
     fields = fn(servers) | {"servers": servers, "preset": name}
