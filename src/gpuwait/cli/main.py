@@ -11,13 +11,19 @@ from gpuwait import __version__
 from gpuwait.cli import commands, topo_cmds
 from gpuwait.errors import GpuwaitError
 
-try:  # typer >= 0.26 vendors its own click; older typer uses click itself
-    from typer._click.exceptions import ClickException as _VendoredClickException
-except ImportError:  # pragma: no cover
-    _VendoredClickException = None
-import click as _click
+def _click_errors() -> tuple[type[Exception], ...]:
+    """Usage-error classes: typer >= 0.26 vendors its own click (and may come without click),
+    older typer raises click's own."""
+    found = []
+    for module in ("typer._click.exceptions", "click.exceptions"):
+        try:
+            found.append(__import__(module, fromlist=["ClickException"]).ClickException)
+        except ImportError:
+            pass
+    return tuple(found)
 
-_CLICK_ERRORS = tuple(c for c in (_click.ClickException, _VendoredClickException) if c is not None)
+
+_CLICK_ERRORS = _click_errors()
 
 app = typer.Typer(
     name="gpuwait",
