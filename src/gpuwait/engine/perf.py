@@ -1,0 +1,185 @@
+"""Predict a collective's time the way nccl-tests measures it: NCCL's model plus the real fabric.
+
+For one collective and size:
+
+1. NCCL's tuning model (:mod:`gpuwait.collectives.tuning`) picks the algorithm and protocol as NCCL
+   would (cheapest predicted time, within ``NCCL_ALGO`` / ``NCCL_PROTO``) and gives the latency
+   terms and NCCL's own bandwidth ceiling for that choice.
+2. The algorithm is compiled into phases and run on the flow engine over the real topology and
+   routing (ECMP collisions, oversubscription, degraded links all count). NVLink is held to NCCL's
+   effective NVLink bandwidth (links x per-link constant, nccl-model.md §2.5), NVLS to
+   ``nvlsEfficiency`` of it, and every link to the protocol's payload share (LL 1/2, LL128 120/128).
+3. time = latency + max(fabric time, NCCL's ceiling time): the fabric can only make NCCL slower.
+
+Phases scale linearly with the bytes in a fluid model, so each (algorithm, protocol, channels) is
+simulated once per communicator and reused for every size of a sweep.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from gpuwait.collectives.algorithms import compile_collective
+from gpuwait.collectives.communicator import Communicator
+from gpuwait.collectives.ncclenv import NcclEnv, apply_env
+from gpuwait.collectives.tuning import (
+    NVLS_EFFICIENCY,
+    Graph,
+    TuningInputs,
+    choose,
+    net_bw_GBps,
+    nvlink_bw_GBps,
+    nvswitch_nvls_graph,
+    nvswitch_ring_graph,
+)
+from gpuwait.engine.collective import run_plan
+from gpuwait.engine.network import effective_capacity_Bps
+from gpuwait.errors import SpecError
+from gpuwait.spec.cluster import RoutingSpec
+from gpuwait.topology.model import LINK_KINDS
+from gpuwait.transport.profiles import TRANSPORTS, TransportProfile
+
+PROTOCOL_PAYLOAD = {"LL": 0.5, "LL128": 120.0 / 128.0, "Simple": 1.0}  # payload share of the wire (nccl-model §2.4)
+NVLINK_LINE_RATE_PER_LINK_Bps = 25e9  # NVLink3/4: 25 GB/s per link per direction (600/900 GB/s bidirectional)
+FLOW_ALGORITHMS = {"ring": "ring", "tree": "tree", "nvls": "nvls"}  # NCCL algorithm -> compiled phases
+_REF_BYTES = float(2**30)
+
+
+def gpu_sm(gpu_model: str) -> int:
+    """Compute capability x10 from a GPU model name (H100/H200 90, A100/A40/L40S 80/86/89, B200 100)."""
+    name = gpu_model.upper()
+    for key, sm in (("B200", 100), ("GB200", 100), ("B100", 100), ("H200", 90), ("H100", 90), ("H800", 90),
+                    ("A100", 80), ("A800", 80), ("A40", 86), ("L40", 89), ("V100", 70)):
+        if key in name:
+            return sm
+    return 90
+
+
+@dataclass(frozen=True, eq=False)
+class CollectiveEstimate:
+    """One predicted collective: what NCCL would pick and how long it takes, and why."""
+
+    collective: str
+    n_bytes: int
+    algorithm: str
+    protocol: str
+    n_channels: int
+    time_s: float
+    latency_s: float
+    model_bandwidth_time_s: float  # NCCL's own ceiling for this choice
+    fabric_time_s: float | None  # the flow engine on the real topology (None if not modelled by flows)
+
+    @property
+    def limited_by(self) -> str:
+        if self.fabric_time_s is None or self.fabric_time_s <= self.model_bandwidth_time_s:
+            return "nccl"
+        return "fabric"
+
+
+@dataclass(eq=False)
+class CollectivePredictor:
+    """Predicts collectives on one communicator; caches fabric simulations across sizes."""
+
+    comm: Communicator
+    env: NcclEnv
+    routing: RoutingSpec
+    transport: TransportProfile
+    _fabric_cache: dict = field(default_factory=dict)
+
+    @classmethod
+    def create(cls, comm: Communicator, env: NcclEnv, routing: RoutingSpec,
+               transport: TransportProfile) -> "CollectivePredictor":
+        if env.ib_disable:
+            transport = TRANSPORTS["tcp"]  # NCCL falls back to the socket transport
+        routing = routing.model_copy(update={"qps_per_connection": env.ib_qps_per_connection})
+        return cls(comm, env, routing, transport)
+
+    # ----------------------------------------------------------------- NCCL's view of the node
+    def tuning_inputs(self, collective: str) -> TuningInputs:
+        topo, comm = self.comm.topo, self.comm
+        server = topo.spec.server
+        sm = gpu_sm(server.gpu_model)
+        nvlink_links = round(server.nvlink_bandwidth / NVLINK_LINE_RATE_PER_LINK_Bps)
+        nvswitch = server.nvlink_topology == "nvswitch" and nvlink_links > 0
+        graphs = {}
+        if comm.n_nodes == 1:
+            if nvlink_links and comm.ppn > 1:
+                total = nvlink_bw_GBps(sm, nvlink_links)
+                ring = nvswitch_ring_graph(total, sm)
+                if nvswitch and sm >= 90:
+                    graphs["nvls"] = nvswitch_nvls_graph(total, sm, comm.ppn)
+            else:
+                ring = Graph(2, 12.0, 12.0, intra_link="pci")
+        else:
+            nics = max(1, int((topo.gpu_nics >= 0).sum()) if comm.ppn == topo.gpus_per_server else comm.ppn)
+            nic_GBps = net_bw_GBps(server.nic_speed * 8 / 1e6 * server.nic_ports)
+            if self.transport.name == "tcp":
+                nic_GBps *= self.transport.link_fraction
+            channels = min(32, max(2, 2 * nics))
+            per_channel = nic_GBps * nics / channels
+            ring = Graph(channels, per_channel, per_channel, intra_link="nvlink" if nvlink_links else "pci")
+        inputs = TuningInputs(collective, n_ranks=comm.n_ranks, n_nodes=comm.n_nodes, sm=sm, n_channels=ring.n_channels,
+                              bw_intra_GBps=ring.bw_intra_GBps, bw_inter_GBps=ring.bw_inter_GBps,
+                              intra_link=ring.intra_link, graphs=graphs, nvls_available="nvls" in graphs,
+                              nvswitch=nvswitch, ll128_enabled=bool(nvlink_links) and self.transport.rdma)
+        return apply_env(self.env, inputs)
+
+    def _channels(self, graph_channels: int) -> int:
+        lo = self.env.min_nchannels or 1
+        hi = self.env.max_nchannels or 64
+        return max(lo, min(hi, graph_channels))
+
+    # ----------------------------------------------------------------- the fabric
+    def _capacity_Bps(self, algorithm: str, protocol: str) -> np.ndarray:
+        topo = self.comm.topo
+        capacity = effective_capacity_Bps(topo, self.transport)
+        server = topo.spec.server
+        nvlink_links = round(server.nvlink_bandwidth / NVLINK_LINE_RATE_PER_LINK_Bps)
+        nvlink = topo.link_kind == LINK_KINDS.index("nvlink")
+        if nvlink_links:
+            sm = gpu_sm(server.gpu_model)
+            nccl_Bps = nvlink_bw_GBps(sm, nvlink_links) * 1e9
+            if server.nvlink_topology == "mesh":
+                nccl_Bps /= max(topo.gpus_per_server - 1, 1)
+            if algorithm == "nvls":
+                nccl_Bps *= NVLS_EFFICIENCY[2 if sm < 100 else 3]
+            capacity[nvlink] = np.minimum(capacity[nvlink], nccl_Bps)
+        return capacity * PROTOCOL_PAYLOAD[protocol]
+
+    def fabric_time_s(self, collective: str, n_bytes: float, algorithm: str, protocol: str, n_channels: int) -> float:
+        key = (collective, algorithm, protocol, n_channels)
+        if key not in self._fabric_cache:
+            plan = compile_collective(self.comm, collective, _REF_BYTES, algorithm, n_channels)
+            run = run_plan(self.comm.topo, plan, self.routing, self.transport, self._capacity_Bps(algorithm, protocol))
+            self._fabric_cache[key] = (run.bandwidth_time_s / _REF_BYTES, run)
+        return self._fabric_cache[key][0] * n_bytes
+
+    # ----------------------------------------------------------------- one collective
+    def estimate(self, collective: str, n_bytes: int) -> CollectiveEstimate:
+        if collective in ("alltoall", "sendrecv"):
+            return self._p2p_estimate(collective, n_bytes)
+        inputs = self.tuning_inputs(collective)
+        algorithm, protocol, prediction = choose(inputs, n_bytes, allowed_algos=self.env.algo,
+                                                 allowed_protos=self.env.proto)
+        latency_s = prediction.latency_us * 1e-6
+        model_s = max(prediction.time_us * 1e-6 - latency_s, 0.0)
+        channels = self._channels(inputs.graph(algorithm).n_channels)
+        fabric_s = None
+        if algorithm in FLOW_ALGORITHMS and self.comm.n_ranks > 1 and n_bytes > 0:
+            fabric_s = self.fabric_time_s(collective, n_bytes, FLOW_ALGORITHMS[algorithm], protocol, channels)
+        time_s = latency_s + max(model_s, fabric_s or 0.0)
+        return CollectiveEstimate(collective, n_bytes, algorithm, protocol, channels, time_s, latency_s, model_s, fabric_s)
+
+    def _p2p_estimate(self, collective: str, n_bytes: int) -> CollectiveEstimate:
+        """All-to-all and send/recv go through NCCL's p2p path, outside the tuning model: the fabric
+        time plus one ring step's latency (NCCL's Simple-protocol ring latency with one step)."""
+        inputs = self.tuning_inputs("all_gather")
+        ring = choose(inputs, 0, allowed_algos="ring", allowed_protos="Simple")[2]
+        steps = max(self.comm.n_ranks - 1, 1)
+        latency_s = ring.latency_us * 1e-6 / steps * (1 if collective == "sendrecv" else 2)
+        algorithm = "p2p" if collective == "sendrecv" else "direct"
+        fabric_s = self.fabric_time_s(collective, n_bytes, algorithm, "Simple", 1) if n_bytes > 0 and self.comm.n_ranks > 1 else 0.0
+        return CollectiveEstimate(collective, n_bytes, algorithm, "Simple", 1, latency_s + fabric_s, latency_s, 0.0, fabric_s)
