@@ -1,8 +1,12 @@
-"""Run a compiled collective's phases on the flow engine: the bandwidth part of its time.
+"""Run a compiled collective's phases on the fabric: the bandwidth part of its time.
 
-Each distinct phase is routed and simulated once on the real topology (with its routing, QPs and
-link capacities); a phase repeated k times takes k times as long, because its steps are identical
-and NCCL runs them back to back. Latency terms come from NCCL's model, not from here.
+NCCL pipelines every collective in chunks, so while a phase runs each of its flows always has
+data to send: the phase's steady state is the max-min fair allocation with all its flows active,
+and one repetition takes as long as its slowest flow, ``max(bytes / rate)``. A phase repeated k
+times takes k times as long (its steps are identical and run back to back). So each distinct
+phase costs one routing pass and one max-min solve on the real topology, with its routing, QPs
+and link capacities — cheap enough for 100k-rank collectives. Latency terms come from NCCL's
+model, not from here.
 """
 
 from __future__ import annotations
@@ -12,22 +16,29 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpuwait.collectives.algorithms import Phase, Plan
-from gpuwait.engine.network import NetworkRun, simulate_flows
+from gpuwait.engine.flow import max_min_rates
+from gpuwait.routing.paths import Routes, route_flows
 from gpuwait.spec.cluster import RoutingSpec
 from gpuwait.topology.model import Topology
 from gpuwait.transport.profiles import TransportProfile
-from gpuwait.workload.traffic import FlowTable
 
 
 @dataclass(frozen=True, eq=False)
 class PhaseRun:
+    """One phase in steady state: its routes, every QP's rate, and the time of one repetition."""
+
     phase: Phase
-    step_time_s: float  # one repetition: until the phase's last byte is sent
-    run: NetworkRun
+    routes: Routes
+    rate_Bps: np.ndarray  # per QP row
+    step_time_s: float
 
     @property
     def time_s(self) -> float:
         return self.step_time_s * self.phase.repeat
+
+    def link_load_Bps(self) -> np.ndarray:
+        """Rate each link carries in the steady state."""
+        return self.routes.link_weights.T @ self.rate_Bps
 
 
 @dataclass(frozen=True, eq=False)
@@ -40,24 +51,26 @@ class PlanRun:
         return float(sum(p.time_s for p in self.phases))
 
 
-def _phase_flows(phase: Phase) -> FlowTable:
-    n = phase.n_flows
-    return FlowTable([f"{phase.name}.{i}" for i in range(n)], phase.src.astype(np.int64), phase.dst.astype(np.int64),
-                     phase.bytes_per_flow.astype(float), np.zeros(n), np.full(n, np.inf), [[] for _ in range(n)])
+def run_phase(topo: Topology, phase: Phase, routing: RoutingSpec, transport: TransportProfile,
+              capacity_Bps: np.ndarray) -> PhaseRun:
+    """Route a phase and solve its steady-state max-min rates."""
+    routes = route_flows(topo, routing, phase.src, phase.dst, transport=transport.name)
+    qps = np.bincount(routes.flow_index, minlength=phase.n_flows)[routes.flow_index]
+    bytes_per_row = phase.bytes_per_flow[routes.flow_index] / qps
+    cap = None if transport.rate_cap_Bps is None else np.full(routes.n_rows, transport.rate_cap_Bps / qps)
+    rate, _ = max_min_rates(routes.link_weights, capacity_Bps, cap)
+    busy = bytes_per_row > 0
+    step = float((bytes_per_row[busy] / rate[busy]).max()) if busy.any() else 0.0
+    return PhaseRun(phase, routes, rate, step)
 
 
 def run_plan(topo: Topology, plan: Plan, routing: RoutingSpec, transport: TransportProfile,
              capacity_Bps: np.ndarray) -> PlanRun:
-    """Simulate every phase of a plan and return its bandwidth time.
+    """Steady-state time of every phase of a plan.
 
     ``capacity_Bps`` is the payload capacity per link the collective can use (wire efficiency and
     protocol efficiency already applied by the caller).
     """
-    runs = []
-    for phase in plan.phases:
-        if phase.n_flows == 0 or float(phase.bytes_per_flow.max(initial=0.0)) == 0.0:
-            continue
-        run = simulate_flows(topo, _phase_flows(phase), routing, transport, capacity_Bps=capacity_Bps)
-        step = float(run.result.tx_end_s.max() - run.result.start_s.min())
-        runs.append(PhaseRun(phase, step, run))
-    return PlanRun(plan, tuple(runs))
+    runs = tuple(run_phase(topo, phase, routing, transport, capacity_Bps) for phase in plan.phases
+                 if phase.n_flows and float(phase.bytes_per_flow.max(initial=0.0)) > 0.0)
+    return PlanRun(plan, runs)
