@@ -266,31 +266,34 @@ def _walk_fabric(topo: Topology, spec: RoutingSpec, start: np.ndarray, target: n
         if not live.any():
             break
         state_row, state_node, state_frac, state_stride = (a[live] for a in (state_row, state_node, state_frac, state_stride))
-        # expand every out link of every live state
-        deg = indptr[state_node + 1] - indptr[state_node]
-        owner = np.repeat(np.arange(len(state_node)), deg)
-        offsets = np.arange(len(owner)) - np.repeat(np.cumsum(deg) - deg, deg)
-        links = out_order[indptr[state_node][owner] + offsets]
-        nxt = topo.link_dst[links]
-        rows = state_row[owner]
-        d_state = dist(target_slot[state_row], state_node)
-        d_here = d_state[owner]
-        d_next = dist(target_slot[rows], nxt)
-        ok = (d_next == d_here - 1) & ((topo.node_kind[nxt] == _SWITCH) | (nxt == target[rows]))
-        owner, links, nxt, rows = owner[ok], links[ok], nxt[ok], rows[ok]
-        count = np.bincount(owner, minlength=len(state_node))
-        if (count == 0).any():
-            r = int(state_row[np.flatnonzero(count == 0)[0]])
-            raise RoutingError(f"routing stuck at {topo.node_name[state_node[np.flatnonzero(count == 0)[0]]]} on the way to "
-                               f"{topo.node_name[target[r]]}")
-        rank = np.arange(len(owner)) - np.repeat(np.cumsum(count) - count, count)
-        k = count[owner]
+        # The equal-cost next hops depend only on (node, destination): find them once per distinct
+        # pair, then let every state pick among its pair's candidates.
+        n_targets = len(uniq_targets)
+        pair_key = state_node * n_targets + target_slot[state_row]
+        pairs, pair_of_state = np.unique(pair_key, return_inverse=True)
+        p_node, p_slot = pairs // n_targets, pairs % n_targets
+        deg = indptr[p_node + 1] - indptr[p_node]
+        p_owner = np.repeat(np.arange(len(pairs)), deg)
+        offsets = np.arange(len(p_owner)) - np.repeat(np.cumsum(deg) - deg, deg)
+        p_links = out_order[indptr[p_node][p_owner] + offsets]
+        p_next = topo.link_dst[p_links]
+        d_here = dist(p_slot, p_node)[p_owner]
+        d_next = dist(p_slot[p_owner], p_next)
+        ok = (d_next == d_here - 1) & ((topo.node_kind[p_next] == _SWITCH) | (p_next == uniq_targets[p_slot[p_owner]]))
+        p_owner, p_links = p_owner[ok], p_links[ok]
+        p_count = np.bincount(p_owner, minlength=len(pairs))
+        if (p_count == 0).any():
+            stuck = int(np.flatnonzero(p_count == 0)[0])
+            raise RoutingError(f"routing stuck at {topo.node_name[p_node[stuck]]} on the way to "
+                               f"{topo.node_name[uniq_targets[p_slot[stuck]]]}")
+        p_start = np.cumsum(p_count) - p_count
+        count = p_count[pair_of_state]
+        first = p_start[pair_of_state]
         if kind in ("ecmp", "static"):
             if kind == "ecmp":
-                here = state_node
-                seeds = _switch_seeds(spec, here)
+                seeds = _switch_seeds(spec, state_node)
                 # a NIC with several ports spreads QPs round-robin over them; switches hash
-                is_switch = topo.node_kind[here] == _SWITCH
+                is_switch = topo.node_kind[state_node] == _SWITCH
                 h = hasher(key_bytes[state_row], seeds).astype(np.int64)
                 if spec.per_switch_seed:
                     # A CRC is affine: XOR-ing a seed into its state only relabels the 2^k next hops, so
@@ -299,19 +302,26 @@ def _walk_fabric(topo: Topology, spec: RoutingSpec, start: np.ndarray, target: n
                     h = h >> (seeds.astype(np.int64) % 8)
                 choice = np.where(is_switch, h % count, qp[state_row] % count)
             else:
-                going_up = topo.node_tier[topo.link_dst[links]] > topo.node_tier[state_node[owner]]
-                up_state = np.bincount(owner, weights=going_up, minlength=len(state_node)) > 0
-                choice = np.where(up_state, (dest_index[state_row] // state_stride) % count,
-                                  qp[state_row] % count)
+                p_up = np.bincount(p_owner, weights=topo.node_tier[topo.link_dst[p_links]] > topo.node_tier[p_node[p_owner]],
+                                   minlength=len(pairs)) > 0
+                up_state = p_up[pair_of_state]
+                choice = np.where(up_state, (dest_index[state_row] // state_stride) % count, qp[state_row] % count)
                 state_stride = np.where(up_state, state_stride * count, state_stride)
-            pick = rank == choice[owner]
-            split = pick.astype(float)
-        elif kind == "spray":
-            split = 1.0 / k
-        else:  # adaptive
-            split = _adaptive_split(topo, owner, links, len(state_node), background_Bps,
-                                    demand_Bps[state_row][owner] * state_frac[owner])
-        weight = state_frac[owner] * split
+            owner = np.arange(len(state_node))
+            links = p_links[first + choice]
+            weight = state_frac
+        else:
+            owner = np.repeat(np.arange(len(state_node)), count)
+            offsets = np.arange(len(owner)) - np.repeat(np.cumsum(count) - count, count)
+            links = p_links[first[owner] + offsets]
+            if kind == "spray":
+                split = 1.0 / count[owner]
+            else:  # adaptive
+                split = _adaptive_split(topo, owner, links, len(state_node), background_Bps,
+                                        demand_Bps[state_row][owner] * state_frac[owner])
+            weight = state_frac[owner] * split
+        rows = state_row[owner]
+        nxt = topo.link_dst[links]
         keep = weight > 0
         rows_out.append(rows[keep])
         links_out.append(links[keep])
