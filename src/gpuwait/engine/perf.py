@@ -120,7 +120,15 @@ class CollectivePredictor:
                 nic_GBps *= self.transport.link_fraction
             channels = min(32, max(2, 2 * nics))
             per_channel = nic_GBps * nics / channels
-            ring = Graph(channels, per_channel, per_channel, intra_link="nvlink" if nvlink_links else "pci")
+            intra_link = "nvlink" if nvlink_links else "pci"
+            ring = Graph(channels, per_channel, per_channel, intra_link=intra_link)
+            if nvlink_links and comm.ppn > 1:
+                # NCCL searches the tree separately: its chain inside a node runs at NVLink speed
+                # (reference: search.cc raises the tree's bwIntra on NVLink nodes), its hops between
+                # nodes at the NICs'
+                nvlink_total = nvlink_bw_GBps(sm, nvlink_links)
+                graphs["tree"] = Graph(channels, max(nvlink_total / channels, per_channel), per_channel,
+                                       intra_link=intra_link)
         inputs = TuningInputs(collective, n_ranks=comm.n_ranks, n_nodes=comm.n_nodes, sm=sm, n_channels=ring.n_channels,
                               bw_intra_GBps=ring.bw_intra_GBps, bw_inter_GBps=ring.bw_inter_GBps,
                               intra_link=ring.intra_link, graphs=graphs, nvls_available="nvls" in graphs,
