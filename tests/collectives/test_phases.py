@@ -95,3 +95,19 @@ def test_bad_requests(fabric):
         compile_collective(comm, "alltoall", S, "ring")
     with pytest.raises(SpecError, match="gpus per server: got 9"):
         Communicator.world(fabric, gpus_per_server=9)
+
+
+def test_merging_identical_local_flows_changes_nothing(fabric):
+    """A k-fold flow on one path loads every link with k times its rate: the same max-min answer."""
+    from gpuwait.collectives.algorithms import Phase
+    from gpuwait.engine.collective import run_phase
+
+    comm = Communicator.world(fabric, servers=1)
+    transport = TRANSPORTS["infiniband"]
+    capacity = effective_capacity_Bps(fabric, transport)
+    src, dst = comm.rank_gpu[[0, 0, 0, 1]], comm.rank_gpu[[1, 1, 1, 2]]
+    run = run_phase(fabric, Phase("p", src, dst, np.full(4, S), 1), RoutingSpec(), transport, capacity)
+    # three identical GPU0 -> GPU1 flows share GPU0's NVLink: each gets a third of it
+    assert run.step_time_s == pytest.approx(3 * S / capacity[fabric.link_id("s0.gpu0->s0.nvsw")])
+    load = run.link_load_Bps()
+    assert load[fabric.link_id("s0.gpu0->s0.nvsw")] == pytest.approx(capacity[fabric.link_id("s0.gpu0->s0.nvsw")])

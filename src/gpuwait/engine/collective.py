@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 
 from gpuwait.collectives.algorithms import Phase, Plan
 from gpuwait.engine.flow import max_min_rates
@@ -31,6 +32,7 @@ class PhaseRun:
     routes: Routes
     rate_Bps: np.ndarray  # per QP row
     step_time_s: float
+    multiplicity: np.ndarray  # per QP row: how many identical flows the row stands for
 
     @property
     def time_s(self) -> float:
@@ -38,7 +40,7 @@ class PhaseRun:
 
     def link_load_Bps(self) -> np.ndarray:
         """Rate each link carries in the steady state."""
-        return self.routes.link_weights.T @ self.rate_Bps
+        return self.routes.link_weights.T @ (self.rate_Bps * self.multiplicity)
 
 
 @dataclass(frozen=True, eq=False)
@@ -51,17 +53,37 @@ class PlanRun:
         return float(sum(p.time_s for p in self.phases))
 
 
+def _merge_local_flows(topo: Topology, phase: Phase) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Flows inside one server take a fixed path, so identical ones (same ends and bytes, e.g. the
+    same NVLink hop in several channels) are one flow of multiplicity k: k flows at rate r load every
+    link of the path with k*r. Returns (src, dst, bytes, multiplicity); flows between servers are
+    kept one by one, because each hashes on its own."""
+    src, dst, size = phase.src.astype(np.int64), phase.dst.astype(np.int64), phase.bytes_per_flow
+    local = topo.node_server[src] == topo.node_server[dst]
+    if not local.any():
+        return src, dst, size, np.ones(len(src))
+    sizes, size_id = np.unique(size[local], return_inverse=True)
+    key = (src[local] * topo.n_nodes + dst[local]) * len(sizes) + size_id  # one int64 per (src, dst, bytes)
+    unique, count = np.unique(key, return_counts=True)
+    pair, size_of = np.divmod(unique, len(sizes))
+    u_src, u_dst = np.divmod(pair, topo.n_nodes)
+    return (np.r_[src[~local], u_src], np.r_[dst[~local], u_dst], np.r_[size[~local], sizes[size_of]],
+            np.r_[np.ones(int((~local).sum())), count])
+
+
 def run_phase(topo: Topology, phase: Phase, routing: RoutingSpec, transport: TransportProfile,
               capacity_Bps: np.ndarray) -> PhaseRun:
     """Route a phase and solve its steady-state max-min rates."""
-    routes = route_flows(topo, routing, phase.src, phase.dst, transport=transport.name)
-    qps = np.bincount(routes.flow_index, minlength=phase.n_flows)[routes.flow_index]
-    bytes_per_row = phase.bytes_per_flow[routes.flow_index] / qps
+    src, dst, size, multiplicity = _merge_local_flows(topo, phase)
+    routes = route_flows(topo, routing, src, dst, transport=transport.name)
+    qps = np.bincount(routes.flow_index, minlength=len(src))[routes.flow_index]
+    bytes_per_row = size[routes.flow_index] / qps
+    weights = sp.diags(multiplicity[routes.flow_index]) @ routes.link_weights
     cap = None if transport.rate_cap_Bps is None else np.full(routes.n_rows, transport.rate_cap_Bps / qps)
-    rate, _ = max_min_rates(routes.link_weights, capacity_Bps, cap)
+    rate, _ = max_min_rates(weights.tocsr(), capacity_Bps, cap)
     busy = bytes_per_row > 0
     step = float((bytes_per_row[busy] / rate[busy]).max()) if busy.any() else 0.0
-    return PhaseRun(phase, routes, rate, step)
+    return PhaseRun(phase, routes, rate, step, multiplicity[routes.flow_index])
 
 
 def run_plan(topo: Topology, plan: Plan, routing: RoutingSpec, transport: TransportProfile,
