@@ -11,16 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from gpuwait.cli.main import main
 from gpuwait.telemetry.nccltests_log import parse_nccl_tests_log
+from tests.cli.test_cli import run_cli
 
 DATA = Path(__file__).resolve().parent.parent / "nccltests" / "data"
-
-
-def run_cli(capsys, *args):
-    code = main(list(args))
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def test_perf_prints_an_nccl_tests_table_that_parses_back(capsys):
