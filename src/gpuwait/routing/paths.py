@@ -256,6 +256,13 @@ def _walk_fabric(topo: Topology, spec: RoutingSpec, start: np.ndarray, target: n
     kind = spec.kind
     hasher = get_hash(spec.hash) if kind == "ecmp" else None
 
+    # destinations hanging off the same leaves share every hop but the last
+    leaf_sets, group_of_slot = np.unique(dist.target_rows.reshape(len(uniq_targets), -1), axis=0, return_inverse=True)
+    group_of_slot = group_of_slot.ravel()
+    n_groups = len(leaf_sets)
+    group_slot = np.zeros(n_groups, np.int64)
+    group_slot[group_of_slot] = np.arange(len(uniq_targets))  # any member stands for its group
+    key_slot = np.r_[group_slot, np.arange(len(uniq_targets))]
     state_row = np.arange(R)
     state_node = start.astype(np.int64)
     state_frac = np.ones(R)
@@ -266,26 +273,43 @@ def _walk_fabric(topo: Topology, spec: RoutingSpec, start: np.ndarray, target: n
         if not live.any():
             break
         state_row, state_node, state_frac, state_stride = (a[live] for a in (state_row, state_node, state_frac, state_stride))
-        # The equal-cost next hops depend only on (node, destination): find them once per distinct
-        # pair, then let every state pick among its pair's candidates.
-        n_targets = len(uniq_targets)
-        pair_key = state_node * n_targets + target_slot[state_row]
-        pairs, pair_of_state = np.unique(pair_key, return_inverse=True)
-        p_node, p_slot = pairs // n_targets, pairs % n_targets
+        # Away from the destination's leaf, the equal-cost next hops depend only on the node and the
+        # set of leaves the destination hangs off: find them once per such pair, then let every state
+        # pick among its pair's candidates. On the destination's leaf the only hop is the last one.
+        d_state = dist(target_slot[state_row], state_node)
+        last = d_state == 1
+        far = np.flatnonzero(~last)
+        # (an endpoint may itself be one of its group's destinations, so endpoints key by the exact one)
+        slot_far = target_slot[state_row[far]]
+        gid = np.where(topo.node_kind[state_node[far]] == _SWITCH, group_of_slot[slot_far], n_groups + slot_far)
+        n_keys = n_groups + len(uniq_targets)
+        pairs, far_pair = np.unique(state_node[far] * n_keys + gid, return_inverse=True)
+        p_node, p_slot = pairs // n_keys, key_slot[pairs % n_keys]
         deg = indptr[p_node + 1] - indptr[p_node]
         p_owner = np.repeat(np.arange(len(pairs)), deg)
         offsets = np.arange(len(p_owner)) - np.repeat(np.cumsum(deg) - deg, deg)
         p_links = out_order[indptr[p_node][p_owner] + offsets]
         p_next = topo.link_dst[p_links]
-        d_here = dist(p_slot, p_node)[p_owner]
-        d_next = dist(p_slot[p_owner], p_next)
-        ok = (d_next == d_here - 1) & ((topo.node_kind[p_next] == _SWITCH) | (p_next == uniq_targets[p_slot[p_owner]]))
+        is_switch_next = topo.node_kind[p_next] == _SWITCH  # a path never passes through an endpoint
+        p_owner, p_links, p_next = p_owner[is_switch_next], p_links[is_switch_next], p_next[is_switch_next]
+        ok = dist(p_slot[p_owner], p_next) == dist(p_slot, p_node)[p_owner] - 1
         p_owner, p_links = p_owner[ok], p_links[ok]
         p_count = np.bincount(p_owner, minlength=len(pairs))
         if (p_count == 0).any():
             stuck = int(np.flatnonzero(p_count == 0)[0])
             raise RoutingError(f"routing stuck at {topo.node_name[p_node[stuck]]} on the way to "
                                f"{topo.node_name[uniq_targets[p_slot[stuck]]]}")
+        # the last hop of every state on its destination's leaf is a pair of its own
+        last_idx = np.flatnonzero(last)
+        last_links = topo.links_between(state_node[last_idx], target[state_row[last_idx]])
+        pair_of_state = np.empty(len(state_node), np.int64)
+        pair_of_state[far] = far_pair
+        pair_of_state[last_idx] = len(pairs) + np.arange(len(last_idx))
+        p_links = np.r_[p_links, last_links]
+        p_owner = np.r_[p_owner, len(pairs) + np.arange(len(last_idx))]
+        p_node = np.r_[p_node, state_node[last_idx]]
+        p_count = np.r_[p_count, np.ones(len(last_idx), np.int64)]
+        pairs = np.r_[pairs, np.zeros(len(last_idx), pairs.dtype)]
         p_start = np.cumsum(p_count) - p_count
         count = p_count[pair_of_state]
         first = p_start[pair_of_state]
