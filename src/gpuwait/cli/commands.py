@@ -37,9 +37,14 @@ def _run_document(scenario: Scenario, runs: list[NetworkRun]) -> dict:
     return {
         "scenario": scenario.name,
         "cluster": runs[0].topo.name,
-        "runs": [{"summary": run_summary(r), "hot_links": hot_links(r, 10), "flows": flow_rows(r),
-                  "link_timeline": link_timeline(r, [r.topo.link_id(h["link"]) for h in hot_links(r, 10)])} for r in runs],
+        "runs": [_run_entry(r) for r in runs],
     }
+
+
+def _run_entry(run: NetworkRun) -> dict:
+    hottest = hot_links(run, 10)
+    return {"summary": run_summary(run), "hot_links": hottest, "flows": flow_rows(run),
+            "link_timeline": link_timeline(run, [run.topo.link_id(h["link"]) for h in hottest])}
 
 
 def _sending_leaf(run: NetworkRun) -> str | None:
