@@ -68,3 +68,20 @@ def test_congestion_changes_the_answer(capsys, tmp_path):
 def test_perf_bad_input(capsys, args, message):
     code, _, err = run_cli(capsys, *args)
     assert code == 2 and message in err.splitlines()[0]
+
+
+def test_dgx_a100_four_gpus_large_sizes(capsys):
+    """../shared/reference/nccl-tests/a100-dgx-4gpu-all_reduce.md: 4 GPUs of a DGX A100, busbw 225-235 GB/s."""
+    code, out, _ = run_cli(capsys, "perf", "all_reduce", "--compare", str(DATA / "a100-dgx-4gpu-all_reduce.table"),
+                           "--cluster", "dgx-a100", "-g", "4", "--json")
+    rows = json.loads(out)["rows"]
+    assert len(rows) == 4 and json.loads(out)["n_ranks"] == 4
+    assert all(abs(r["predicted_busbw_GBps"] / r["measured_busbw_GBps"] - 1) < 0.10 for r in rows)
+
+
+def test_one_gpu_per_server_over_one_ndr_nic(capsys):
+    """fabric-parameters.md §1.9/§7.2: one NDR 400G NIC gives NCCL 46-49 GB/s; the model's IB payload rate is 49.7."""
+    code, out, _ = run_cli(capsys, "perf", "sendrecv", "-b", "4G", "-e", "4G", "--cluster", "dgx-h100", "--servers", "2",
+                           "-g", "1", "--json")
+    busbw = json.loads(out)["rows"][0]["oop_busbw_GBps"]
+    assert 46 <= busbw <= 50
