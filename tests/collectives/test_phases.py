@@ -111,3 +111,19 @@ def test_merging_identical_local_flows_changes_nothing(fabric):
     assert run.step_time_s == pytest.approx(3 * S / capacity[fabric.link_id("s0.gpu0->s0.nvsw")])
     load = run.link_load_Bps()
     assert load[fabric.link_id("s0.gpu0->s0.nvsw")] == pytest.approx(capacity[fabric.link_id("s0.gpu0->s0.nvsw")])
+
+
+def test_nvls_tree_is_bound_by_each_gpus_nic_on_a_non_blocking_fabric(fabric):
+    """NVLSTree: each GPU's NIC carries its 1/ppn shard over two binary trees. On 4 nodes every node
+    sends 3 half-shards per tree pair (interior in one tree, leaf in the other), so the NIC time is
+    1.5 S / (ppn B) — less NIC traffic per byte than a ring's 2(n-1)/n S / (ppn B)."""
+    from gpuwait.engine.perf import CollectivePredictor
+    from gpuwait.collectives.ncclenv import parse_env
+
+    comm = Communicator.world(fabric, servers=4)
+    predictor = CollectivePredictor.create(comm, parse_env({}), RoutingSpec(kind="adaptive"), TRANSPORTS["infiniband"])
+    nic_Bps = 50e9 * TRANSPORTS["infiniband"].wire_efficiency
+    nvls_tree_s = predictor.fabric_time_s("all_reduce", S, "nvls_tree", "Simple", 1)
+    assert nvls_tree_s == pytest.approx(1.5 * S / (comm.ppn * nic_Bps), rel=1e-6)
+    ring_s = predictor.fabric_time_s("all_reduce", S, "ring", "Simple", 8)
+    assert ring_s > nvls_tree_s

@@ -196,6 +196,40 @@ def nvls(comm: Communicator, collective: str, n_bytes: float, n_channels: int, r
     return (Phase(f"{collective}-nvls", src, dst, size, 1),)
 
 
+def _nvls_node_flows(comm: Communicator, server: int, gpus: np.ndarray, n_bytes: float) -> tuple[np.ndarray, ...]:
+    """NVLS all-reduce inside one server: each GPU sends S + S/ppn to the NVSwitch and gets S/ppn + S back."""
+    switch = comm.topo.node_id(f"s{server}.nvsw")
+    n = len(gpus)
+    src = np.r_[gpus, np.full(n, switch)]
+    dst = np.r_[np.full(n, switch), gpus]
+    return src, dst, np.full(2 * n, n_bytes + n_bytes / n)
+
+
+@register_algorithm("nvls_tree", ("all_reduce",))
+def nvls_tree(comm: Communicator, collective: str, n_bytes: float, n_channels: int,
+              root: int = 0) -> tuple[Phase, ...]:
+    """NCCL's NVLSTree all-reduce: NVLS inside each server (reduce-scatter, then all-gather of the
+    result), and between servers a double binary tree per local GPU over its 1/ppn shard, through that
+    GPU's own NIC. Every phase is pipelined, so all flows run at once in one steady-state phase."""
+    topo = comm.topo
+    if topo.spec.server.nvlink_topology != "nvswitch" or topo.spec.server.nvlink_bandwidth <= 0:
+        raise SpecError("algorithm: nvls_tree needs an NVSwitch in every server")
+    per_node = comm.node_ranks[:, np.argsort(comm.local_gpu_index(comm.node_ranks[0]))]
+    src, dst, size = [], [], []
+    for node_index, server in enumerate(comm.nodes):
+        s_, d_, b_ = _nvls_node_flows(comm, int(server), comm.rank_gpu[per_node[node_index]], n_bytes)
+        src.append(s_), dst.append(d_), size.append(b_)
+    shard_half = n_bytes / comm.ppn / 2 / n_channels
+    for parent in double_binary_trees(comm.n_nodes):
+        child = np.flatnonzero(parent >= 0)
+        for g in range(comm.ppn):
+            heads = comm.rank_gpu[per_node[:, g]]
+            for _ in range(n_channels):
+                for a, b in ((heads[child], heads[parent[child]]), (heads[parent[child]], heads[child])):
+                    src.append(a), dst.append(b), size.append(np.full(len(a), shard_half))
+    return (Phase("all_reduce-nvls_tree", np.concatenate(src), np.concatenate(dst), np.concatenate(size), 1),)
+
+
 @register_algorithm("direct", ("alltoall",))
 def direct_alltoall(comm: Communicator, collective: str, n_bytes: float, n_channels: int, root: int = 0) -> tuple[Phase, ...]:
     """All-to-all as NCCL runs it: every rank sends S/n to every other rank at once."""

@@ -44,7 +44,7 @@ from gpuwait.transport.profiles import TRANSPORTS, TransportProfile
 
 PROTOCOL_PAYLOAD = {"LL": 0.5, "LL128": 120.0 / 128.0, "Simple": 1.0}  # payload share of the wire (nccl-model §2.4)
 NVLINK_LINE_RATE_PER_LINK_Bps = 25e9  # NVLink3/4: 25 GB/s per link per direction (600/900 GB/s bidirectional)
-FLOW_ALGORITHMS = {"ring": "ring", "tree": "tree", "nvls": "nvls"}  # NCCL algorithm -> compiled phases
+FLOW_ALGORITHMS = {"ring": "ring", "tree": "tree", "nvls": "nvls", "nvls_tree": "nvls_tree"}  # NCCL algorithm -> compiled phases
 _REF_BYTES = float(2**30)
 
 
@@ -129,9 +129,15 @@ class CollectivePredictor:
                 nvlink_total = nvlink_bw_GBps(sm, nvlink_links)
                 graphs["tree"] = Graph(channels, max(nvlink_total / channels, per_channel), per_channel,
                                        intra_link=intra_link)
+                if nvswitch and sm >= 90:
+                    # NVLSTree: one channel per local GPU, NVLS inside the node, the GPU's own NIC between nodes
+                    nvls = nvswitch_nvls_graph(nvlink_total, sm, comm.ppn)
+                    graphs["nvls_tree"] = Graph(nvls.n_channels, nvls.bw_intra_GBps, nic_GBps * nics / nvls.n_channels,
+                                                intra_link="nvlink")
         inputs = TuningInputs(collective, n_ranks=comm.n_ranks, n_nodes=comm.n_nodes, sm=sm, n_channels=ring.n_channels,
                               bw_intra_GBps=ring.bw_intra_GBps, bw_inter_GBps=ring.bw_inter_GBps,
-                              intra_link=ring.intra_link, graphs=graphs, nvls_available="nvls" in graphs,
+                              intra_link=ring.intra_link, graphs=graphs,
+                              nvls_available="nvls" in graphs or "nvls_tree" in graphs,
                               nvswitch=nvswitch, ll128_enabled=bool(nvlink_links) and self.transport.rdma)
         return apply_env(self.env, inputs)
 
@@ -152,7 +158,7 @@ class CollectivePredictor:
             nccl_Bps = nvlink_bw_GBps(sm, nvlink_links) * 1e9
             if server.nvlink_topology == "mesh":
                 nccl_Bps /= max(topo.gpus_per_server - 1, 1)
-            if algorithm == "nvls":
+            if algorithm in ("nvls", "nvls_tree"):
                 nccl_Bps *= NVLS_EFFICIENCY[2 if sm < 100 else 3]
             capacity[nvlink] = np.minimum(capacity[nvlink], nccl_Bps)
         return capacity * PROTOCOL_PAYLOAD[protocol]
