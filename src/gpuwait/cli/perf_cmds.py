@@ -29,7 +29,7 @@ from gpuwait.report.nccltests import (
     size_sweep,
 )
 from gpuwait.telemetry.nccltests_log import parse_nccl_tests_log
-from gpuwait.topology import build_topology
+from gpuwait.topology import build_topology, resolve_server
 from gpuwait.transport import resolve_transport
 
 
@@ -132,8 +132,8 @@ def _compare(op: str, log_path: Path, cluster: str, servers: int | None, gpus: i
     if log.n_ranks is None:
         raise SpecError(f"--compare: {log_path} does not say how many ranks ran", hint="keep the '# Using devices' lines")
     per_server = gpus or (log.config.n_gpus if log.config and log.config.n_gpus > 1 else None)
-    spec_probe = build_topology(load_cluster(cluster, 1))
-    per_server = per_server or min(log.n_ranks, spec_probe.gpus_per_server)
+    gpus_in_server = resolve_server(load_cluster(cluster, 1).server).gpus
+    per_server = per_server or min(log.n_ranks, gpus_in_server)
     if log.n_ranks % per_server:
         raise SpecError(f"--compare: {log.n_ranks} ranks do not fill servers of {per_server} GPUs", hint="pass -g")
     predictor = _predictor(cluster, servers or log.n_ranks // per_server, per_server, env)

@@ -76,10 +76,9 @@ def run_phase(topo: Topology, phase: Phase, routing: RoutingSpec, transport: Tra
     """Route a phase and solve its steady-state max-min rates."""
     src, dst, size, multiplicity = _merge_local_flows(topo, phase)
     routes = route_flows(topo, routing, src, dst, transport=transport.name)
-    qps = np.bincount(routes.flow_index, minlength=len(src))[routes.flow_index]
-    bytes_per_row = size[routes.flow_index] / qps
+    bytes_per_row = routes.per_qp(size)
     weights = sp.diags(multiplicity[routes.flow_index]) @ routes.link_weights
-    cap = None if transport.rate_cap_Bps is None else np.full(routes.n_rows, transport.rate_cap_Bps / qps)
+    cap = None if transport.rate_cap_Bps is None else routes.per_qp(np.full(len(src), transport.rate_cap_Bps))
     rate, _ = max_min_rates(weights.tocsr(), capacity_Bps, cap)
     busy = bytes_per_row > 0
     step = float((bytes_per_row[busy] / rate[busy]).max()) if busy.any() else 0.0

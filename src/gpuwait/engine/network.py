@@ -136,11 +136,10 @@ def simulate_flows(topo: Topology, flows: FlowTable, routing: RoutingSpec, trans
     48.9
     """
     routes = route_flows(topo, routing, flows.src, flows.dst, transport=transport.name)
-    qps = np.bincount(routes.flow_index, minlength=len(flows))[routes.flow_index]
-    size = flows.size_bytes[routes.flow_index] / qps  # NCCL stripes a connection's bytes over its QPs
-    cap = flows.rate_cap_Bps[routes.flow_index] / qps
+    size = routes.per_qp(flows.size_bytes)
+    cap = routes.per_qp(flows.rate_cap_Bps)
     if transport.rate_cap_Bps:
-        cap = np.minimum(cap, transport.rate_cap_Bps / qps)
+        cap = np.minimum(cap, routes.per_qp(np.full(len(flows), transport.rate_cap_Bps)))
     capacity = effective_capacity_Bps(topo, transport) if capacity_Bps is None else capacity_Bps
     crosses_network = np.asarray(routes.link_weights @ (topo.link_network != _SERVER).astype(float)).ravel() > 0
     latency = routes.path_latency_s + np.where(crosses_network, transport.message_overhead_s, 0.0)

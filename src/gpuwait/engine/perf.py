@@ -58,6 +58,11 @@ def gpu_sm(gpu_model: str) -> int:
     return 90
 
 
+def nvlink_links(server) -> int:
+    """NVLink links per GPU, from its per-direction bandwidth (25 GB/s per link on NVLink3 and 4)."""
+    return round(server.nvlink_bandwidth / NVLINK_LINE_RATE_PER_LINK_Bps)
+
+
 @dataclass(frozen=True, eq=False)
 class CollectiveEstimate:
     """One predicted collective: what NCCL would pick and how long it takes, and why."""
@@ -102,12 +107,12 @@ class CollectivePredictor:
         topo, comm = self.comm.topo, self.comm
         server = topo.spec.server
         sm = gpu_sm(server.gpu_model)
-        nvlink_links = round(server.nvlink_bandwidth / NVLINK_LINE_RATE_PER_LINK_Bps)
-        nvswitch = server.nvlink_topology == "nvswitch" and nvlink_links > 0
+        links = nvlink_links(server)
+        nvswitch = server.nvlink_topology == "nvswitch" and links > 0
         graphs = {}
         if comm.n_nodes == 1:
-            if nvlink_links and comm.ppn > 1:
-                total = nvlink_bw_GBps(sm, nvlink_links)
+            if links and comm.ppn > 1:
+                total = nvlink_bw_GBps(sm, links)
                 ring = nvswitch_ring_graph(total, sm)
                 if nvswitch and sm >= 90:
                     graphs["nvls"] = nvswitch_nvls_graph(total, sm, comm.ppn)
@@ -120,13 +125,13 @@ class CollectivePredictor:
                 nic_GBps *= self.transport.link_fraction
             channels = min(32, max(2, 2 * nics))
             per_channel = nic_GBps * nics / channels
-            intra_link = "nvlink" if nvlink_links else "pci"
+            intra_link = "nvlink" if links else "pci"
             ring = Graph(channels, per_channel, per_channel, intra_link=intra_link)
-            if nvlink_links and comm.ppn > 1:
+            if links and comm.ppn > 1:
                 # NCCL searches the tree separately: its chain inside a node runs at NVLink speed
                 # (reference: search.cc raises the tree's bwIntra on NVLink nodes), its hops between
                 # nodes at the NICs'
-                nvlink_total = nvlink_bw_GBps(sm, nvlink_links)
+                nvlink_total = nvlink_bw_GBps(sm, links)
                 graphs["tree"] = Graph(channels, max(nvlink_total / channels, per_channel), per_channel,
                                        intra_link=intra_link)
                 if nvswitch and sm >= 90:
@@ -138,7 +143,7 @@ class CollectivePredictor:
                               bw_intra_GBps=ring.bw_intra_GBps, bw_inter_GBps=ring.bw_inter_GBps,
                               intra_link=ring.intra_link, graphs=graphs,
                               nvls_available="nvls" in graphs or "nvls_tree" in graphs,
-                              nvswitch=nvswitch, ll128_enabled=bool(nvlink_links) and self.transport.rdma)
+                              nvswitch=nvswitch, ll128_enabled=bool(links) and self.transport.rdma)
         return apply_env(self.env, inputs)
 
     def _channels(self, graph_channels: int) -> int:
@@ -151,11 +156,11 @@ class CollectivePredictor:
         topo = self.comm.topo
         capacity = effective_capacity_Bps(topo, self.transport)
         server = topo.spec.server
-        nvlink_links = round(server.nvlink_bandwidth / NVLINK_LINE_RATE_PER_LINK_Bps)
+        links = nvlink_links(server)
         nvlink = topo.link_kind == LINK_KINDS.index("nvlink")
-        if nvlink_links:
+        if links:
             sm = gpu_sm(server.gpu_model)
-            nccl_Bps = nvlink_bw_GBps(sm, nvlink_links) * 1e9
+            nccl_Bps = nvlink_bw_GBps(sm, links) * 1e9
             if server.nvlink_topology == "mesh":
                 nccl_Bps /= max(topo.gpus_per_server - 1, 1)
             if algorithm in ("nvls", "nvls_tree"):

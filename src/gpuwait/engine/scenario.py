@@ -4,10 +4,18 @@ from __future__ import annotations
 
 from gpuwait.engine.network import NetworkRun, simulate_flows
 from gpuwait.routing.paths import route_flows
+from gpuwait.spec.cluster import ClusterSpec, RoutingSpec
 from gpuwait.spec.scenario import Scenario
 from gpuwait.topology.presets import build_cluster, resolve_cluster
-from gpuwait.transport.profiles import resolve_transport
+from gpuwait.transport.profiles import TransportProfile, resolve_transport
 from gpuwait.workload.traffic import traffic_flows
+
+
+def _cases(scenario: Scenario, cluster: ClusterSpec) -> list[tuple[str | None, RoutingSpec, TransportProfile]]:
+    """(variant name or None for the base, routing, transport) of the base and every variant."""
+    cases = [(None, cluster.routing, cluster.transport)]
+    cases += [(v.name, v.routing or cluster.routing, v.transport or cluster.transport) for v in scenario.variants]
+    return [(name, routing, resolve_transport(transport)) for name, routing, transport in cases]
 
 
 def check_scenario(scenario: Scenario) -> dict:
@@ -15,16 +23,13 @@ def check_scenario(scenario: Scenario) -> dict:
     dependencies) and route them for the base and every variant. Returns what was checked."""
     cluster = resolve_cluster(scenario.cluster)
     topo = build_cluster(cluster)
-    has_traffic = bool(scenario.traffic.flows or scenario.traffic.patterns)
-    flows = traffic_flows(topo, scenario.traffic) if has_traffic else None
-    cases = [(cluster.routing, cluster.transport)] + [(v.routing or cluster.routing, v.transport or cluster.transport)
-                                                       for v in scenario.variants]
-    for routing, transport in cases:
-        profile = resolve_transport(transport)
-        if flows is not None:
-            route_flows(topo, routing, flows.src, flows.dst, transport=profile.name)
-    return {"servers": topo.n_servers, "gpus": topo.n_gpus, "flows": 0 if flows is None else len(flows),
-            "routed_cases": len(cases) if flows is not None else 0}
+    cases = _cases(scenario, cluster)
+    if not (scenario.traffic.flows or scenario.traffic.patterns):
+        return {"servers": topo.n_servers, "gpus": topo.n_gpus, "flows": 0, "routed_cases": 0}
+    flows = traffic_flows(topo, scenario.traffic)
+    for _, routing, transport in cases:
+        route_flows(topo, routing, flows.src, flows.dst, transport=transport.name)
+    return {"servers": topo.n_servers, "gpus": topo.n_gpus, "flows": len(flows), "routed_cases": len(cases)}
 
 
 def run_scenario_traffic(scenario: Scenario) -> list[NetworkRun]:
@@ -36,13 +41,9 @@ def run_scenario_traffic(scenario: Scenario) -> list[NetworkRun]:
     topo = build_cluster(cluster)
     flows = traffic_flows(topo, scenario.traffic)
     runs = []
-    cases = [("base", cluster.routing, cluster.transport)]
-    cases += [(v.name, v.routing or cluster.routing, v.transport or cluster.transport) for v in scenario.variants]
-    for name, routing, transport in cases:
-        run = simulate_flows(topo, flows, routing, resolve_transport(transport))
-        run.labels["name"] = name if name != "base" else None
+    for name, routing, transport in _cases(scenario, cluster):
+        run = simulate_flows(topo, flows, routing, transport)
+        if name is not None:
+            run.labels["name"] = name
         runs.append(run)
-    for run in runs:
-        if run.labels.get("name") is None:
-            run.labels.pop("name")
     return runs

@@ -78,10 +78,15 @@ class Routes:
         pairs = np.unique(self.flow_index[rows].astype(np.int64) * n_links + links)
         return np.bincount(pairs % n_links, minlength=n_links)
 
+    def per_qp(self, per_flow: np.ndarray) -> np.ndarray:
+        """A per-flow quantity (bytes, a rate cap) split evenly over each flow's QP rows, as NCCL
+        stripes a connection over its QPs."""
+        qps = np.bincount(self.flow_index)[self.flow_index]
+        return np.asarray(per_flow, float)[self.flow_index] / qps
+
     def bytes_per_link(self, flow_size_bytes: np.ndarray) -> np.ndarray:
         """Bytes each link carries when flow f sends ``flow_size_bytes[f]`` split evenly over its QPs."""
-        qps = np.bincount(self.flow_index)[self.flow_index]
-        return self.link_weights.T @ (np.asarray(flow_size_bytes, float)[self.flow_index] / qps)
+        return self.link_weights.T @ self.per_qp(flow_size_bytes)
 
 
 
