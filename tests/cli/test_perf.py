@@ -38,25 +38,35 @@ def test_compare_with_the_h100_table(capsys):
     code, out, _ = run_cli(capsys, "perf", "all_reduce", "--compare", str(DATA / "h100-dgx-1node-8gpu-all_reduce.table"),
                            "--cluster", "dgx-h100", "--json")
     rows = json.loads(out)["rows"]
-    large = [r for r in rows if r["size_bytes"] >= 2**30]
-    assert large and all(abs(r["predicted_busbw_GBps"] / r["measured_busbw_GBps"] - 1) < 0.10 for r in large)
+    large = [r for r in rows if r["size_bytes"] >= 64 * 2**20]
+    assert len(large) == 9 and all(abs(r["predicted_busbw_GBps"] / r["measured_busbw_GBps"] - 1) < 0.10 for r in large)
+    # NVLS's mid-size ramp (2-8 MiB), where its two stages do not yet overlap
+    ramp = [r for r in rows if 2 * 2**20 <= r["size_bytes"] <= 8 * 2**20]
+    assert len(ramp) == 3 and all(abs(r["predicted_busbw_GBps"] / r["measured_busbw_GBps"] - 1) < 0.10 for r in ramp)
     # 32 B and 4 KiB are outliers of that run: 68.14 and 23.59 us out-of-place against 13.52 and 16.46 in-place
     small = [r for r in rows if r["size_bytes"] <= 64 * 1024 and r["size_bytes"] not in (32, 4096)]
     assert all(abs(r["time_error_pct"]) < 25 for r in small)
 
 
 def test_congestion_changes_the_answer(capsys, tmp_path):
-    """The same all_reduce on a fabric whose ECMP collides is slower; more QPs recover part of it."""
+    """The same all_reduce on a fabric whose ECMP collides is slower; more QPs or adaptive routing recover it."""
     fabric = tmp_path / "c.yaml"
     fabric.write_text("cluster:\n  servers: 4\n  server: dgx-h100\n"
                       "  fabric: {kind: clos, switch_radix: 16, leaf_downlinks: 8}\n"
                       "  transport: {name: rocev2}\n  routing: {kind: ecmp, seed: 3}\n")
     busbw = {}
-    for name, extra in (("ecmp", []), ("qps", ["--env", "NCCL_IB_QPS_PER_CONNECTION=8"])):
-        code, out, _ = run_cli(capsys, "perf", "all_reduce", "-b", "1G", "-e", "1G", "--cluster", str(fabric),
+    adaptive = tmp_path / "a.yaml"
+    adaptive.write_text(fabric.read_text().replace("{kind: ecmp, seed: 3}", "{kind: adaptive}"))
+    oversubscribed = tmp_path / "o.yaml"
+    oversubscribed.write_text(adaptive.read_text().replace("leaf_downlinks: 8}", "leaf_downlinks: 8, oversubscription: 4}"))
+    for name, cluster, extra in (("ecmp", fabric, []), ("qps", fabric, ["--env", "NCCL_IB_QPS_PER_CONNECTION=8"]),
+                                 ("adaptive", adaptive, []), ("oversubscribed", oversubscribed, [])):
+        code, out, _ = run_cli(capsys, "perf", "all_reduce", "-b", "1G", "-e", "1G", "--cluster", str(cluster),
                                "--env", "NCCL_ALGO=Ring", *extra, "--json")
         busbw[name] = json.loads(out)["rows"][0]["oop_busbw_GBps"]
-    assert busbw["qps"] > busbw["ecmp"]
+    assert busbw["qps"] > 1.05 * busbw["ecmp"]
+    assert busbw["adaptive"] > 1.05 * busbw["ecmp"] and busbw["adaptive"] >= busbw["qps"]
+    assert busbw["oversubscribed"] < 0.8 * busbw["adaptive"]
 
 
 @pytest.mark.parametrize("args, message", [

@@ -10,6 +10,11 @@ For one collective and size:
    effective NVLink bandwidth (links x per-link constant, nccl-model.md §2.5), NVLS to
    ``nvlsEfficiency`` of it, and every link to the protocol's payload share (LL 1/2, LL128 120/128).
 3. time = latency + max(fabric time, NCCL's ceiling time): the fabric can only make NCCL slower.
+4. NVLS runs each chunk in two stages (reduce through the switch, then the multicast store). They
+   overlap only once NCCL's in-flight window is full (NVLS channels x NCCL_STEPS x NVLS chunk,
+   16 x 8 x 128 KiB = 16 MiB by default), so the first window's bytes cost a second pass:
+   bandwidth time x (1 + min(bytes, window) / bytes). This is the mid-size ramp of the DGX H100
+   table (nccl-tests/h100-dgx-1node-8gpu-all_reduce.md); NCCL's own model has no such term.
 
 Phases scale linearly with the bytes in a fluid model, so each (algorithm, protocol, channels) is
 simulated once per communicator and reused for every size of a sweep.
@@ -46,6 +51,9 @@ PROTOCOL_PAYLOAD = {"LL": 0.5, "LL128": 120.0 / 128.0, "Simple": 1.0}  # payload
 NVLINK_LINE_RATE_PER_LINK_Bps = 25e9  # NVLink3/4: 25 GB/s per link per direction (600/900 GB/s bidirectional)
 FLOW_ALGORITHMS = {"ring": "ring", "tree": "tree", "nvls": "nvls", "nvls_tree": "nvls_tree"}  # NCCL algorithm -> compiled phases
 _REF_BYTES = float(2**30)
+#: NVLS in-flight window: NCCL_NVLS_NCHANNELS (16) x NCCL_STEPS (8, nccl-model.md §2.4) x
+#: NCCL_NVLS_CHUNKSIZE (128 KiB); NCCL's defaults in transport/nvls.cc.
+NVLS_WINDOW_BYTES = 16 * 8 * 128 * 1024
 
 
 def gpu_sm(gpu_model: str) -> int:
@@ -76,6 +84,7 @@ class CollectiveEstimate:
     latency_s: float
     model_bandwidth_time_s: float  # NCCL's own ceiling for this choice
     fabric_time_s: float | None  # the flow engine on the real topology (None if not modelled by flows)
+    pipeline_fill_s: float = 0.0  # NVLS: the window's second pass before its two stages overlap
 
     @property
     def limited_by(self) -> str:
@@ -143,7 +152,9 @@ class CollectivePredictor:
                               bw_intra_GBps=ring.bw_intra_GBps, bw_inter_GBps=ring.bw_inter_GBps,
                               intra_link=ring.intra_link, graphs=graphs,
                               nvls_available="nvls" in graphs or "nvls_tree" in graphs,
-                              nvswitch=nvswitch, ll128_enabled=bool(links) and self.transport.rdma)
+                              nvswitch=nvswitch, ll128_enabled=bool(links) and self.transport.rdma,
+                              cpu_arch="arm" if server.cpu_vendor == "arm" else "x86",
+                              cpu_vendor="other" if server.cpu_vendor == "arm" else server.cpu_vendor)
         return apply_env(self.env, inputs)
 
     def _channels(self, graph_channels: int) -> int:
@@ -189,8 +200,13 @@ class CollectivePredictor:
         fabric_s = None
         if algorithm in FLOW_ALGORITHMS and self.comm.n_ranks > 1 and n_bytes > 0:
             fabric_s = self.fabric_time_s(collective, n_bytes, FLOW_ALGORITHMS[algorithm], protocol, channels)
-        time_s = latency_s + max(model_s, fabric_s or 0.0)
-        return CollectiveEstimate(collective, n_bytes, algorithm, protocol, channels, time_s, latency_s, model_s, fabric_s)
+        bandwidth_s = max(model_s, fabric_s or 0.0)
+        fill_s = 0.0
+        if algorithm in ("nvls", "nvls_tree") and n_bytes > 0:
+            fill_s = bandwidth_s * min(n_bytes, NVLS_WINDOW_BYTES) / n_bytes
+        time_s = latency_s + bandwidth_s + fill_s
+        return CollectiveEstimate(collective, n_bytes, algorithm, protocol, channels, time_s, latency_s, model_s,
+                                  fabric_s, fill_s)
 
     def _p2p_estimate(self, collective: str, n_bytes: int) -> CollectiveEstimate:
         """All-to-all and send/recv go through NCCL's p2p path, outside the tuning model: the fabric

@@ -38,6 +38,7 @@ class ServerSpec(SpecModel):
     nic_pcie_switch: list[int] | None = Field(None, description="PCIe switch index of each compute NIC (list of length `nics`); default spreads NICs evenly.")
     cpus: int = Field(2, ge=1, description="CPU sockets / NUMA nodes; PCIe switches are spread over them.")
     cpu_interconnect_bandwidth: RateBps = Field(64e9, description="Socket-to-socket bandwidth per direction (UPI/xGMI).")
+    cpu_vendor: Literal["intel", "amd", "arm", "other"] = Field("intel", description="Host CPU vendor; NCCL's tuning model uses it (network overhead per step, LL bandwidth cap).")
     nics: int = Field(8, ge=0, description="Compute-fabric NICs (count); 0 for a server with no scale-out network.")
     nic_speed: RateBps = Field(50e9, description="Line rate of one NIC port, e.g. 400Gbps.")
     nic_ports: int = Field(1, ge=1, le=4, description="Ports per compute NIC; each port is one link (in its own plane on a multi-plane fabric).")

@@ -28,7 +28,7 @@ def register_server_template(name: str, spec: ServerSpec) -> ServerSpec:
 
 register_server_template("dgx-a100", ServerSpec(
     gpu_model="A100-SXM4-80GB", gpus=8, nvlink_bandwidth=300e9, pcie_bandwidth=31.5e9, pcie_switches=4, cpus=2,
-    cpu_interconnect_bandwidth=64e9, nics=8, nic_speed=25e9, storage_nics=2, storage_nic_speed=25e9,
+    cpu_interconnect_bandwidth=64e9, cpu_vendor="amd", nics=8, nic_speed=25e9, storage_nics=2, storage_nic_speed=25e9,
 ))
 register_server_template("dgx-h100", ServerSpec(
     gpu_model="H100-SXM5-80GB", gpus=8, nvlink_bandwidth=450e9, pcie_bandwidth=63e9, pcie_switches=4, cpus=2,
@@ -49,7 +49,7 @@ register_server_template("pcie-8gpu", ServerSpec(
 register_server_template("generic", ServerSpec())
 register_server_template("oci-bm-gpu4.8", ServerSpec(
     gpu_model="A100-SXM4-40GB", gpus=8, nvlink_bandwidth=300e9, pcie_bandwidth=31.5e9, pcie_switches=4, cpus=2,
-    nics=16, nic_speed=12.5e9, storage_nics=1, storage_nic_speed=6.25e9,
+    cpu_vendor="amd", nics=16, nic_speed=12.5e9, storage_nics=1, storage_nic_speed=6.25e9,
 ))
 register_server_template("dual-plane-2x200g", ServerSpec(
     gpu_model="H100-SXM5-80GB", gpus=8, nvlink_bandwidth=450e9, pcie_bandwidth=63e9, pcie_switches=4, cpus=2,
