@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from gpuwait.collectives.algorithms import compile_collective
+from gpuwait.collectives.algorithms import Phase, Plan, compile_collective
 from gpuwait.collectives.communicator import Communicator
 from gpuwait.collectives.ncclenv import NcclEnv, apply_env
 from gpuwait.collectives.tuning import (
@@ -40,7 +40,7 @@ from gpuwait.collectives.tuning import (
     nvswitch_nvls_graph,
     nvswitch_ring_graph,
 )
-from gpuwait.engine.collective import run_plan
+from gpuwait.engine.collective import PlanRun, run_plan
 from gpuwait.engine.network import effective_capacity_Bps
 from gpuwait.errors import SpecError
 from gpuwait.spec.cluster import RoutingSpec
@@ -51,6 +51,7 @@ PROTOCOL_PAYLOAD = {"LL": 0.5, "LL128": 120.0 / 128.0, "Simple": 1.0}  # payload
 NVLINK_LINE_RATE_PER_LINK_Bps = 25e9  # NVLink3/4: 25 GB/s per link per direction (600/900 GB/s bidirectional)
 FLOW_ALGORITHMS = {"ring": "ring", "tree": "tree", "nvls": "nvls", "nvls_tree": "nvls_tree"}  # NCCL algorithm -> compiled phases
 _REF_BYTES = float(2**30)
+BACKGROUND_FLOOR = 0.05  # share of a link's capacity a collective keeps however busy the link is
 #: NVLS in-flight window: NCCL_NVLS_NCHANNELS (16) x NCCL_STEPS (8, nccl-model.md §2.4) x
 #: NCCL_NVLS_CHUNKSIZE (128 KiB); NCCL's defaults in transport/nvls.cc.
 NVLS_WINDOW_BYTES = 16 * 8 * 128 * 1024
@@ -95,21 +96,30 @@ class CollectiveEstimate:
 
 @dataclass(eq=False)
 class CollectivePredictor:
-    """Predicts collectives on one communicator; caches fabric simulations across sizes."""
+    """Predicts collectives on one communicator; caches fabric simulations across sizes.
+
+    ``peers`` are other communicators of the same shape that run the same collective at the same
+    time (the DP groups of a training job all reduce their gradients together): their flows share
+    the fabric with this one's, so the prediction includes the contention between groups.
+    ``background_Bps`` is a per-link load of other traffic (storage reads, another job) that keeps
+    its rate; the collective gets what is left.
+    """
 
     comm: Communicator
     env: NcclEnv
     routing: RoutingSpec
     transport: TransportProfile
+    peers: tuple[Communicator, ...] = ()
+    background_Bps: np.ndarray | None = None
     _fabric_cache: dict = field(default_factory=dict)
 
     @classmethod
-    def create(cls, comm: Communicator, env: NcclEnv, routing: RoutingSpec,
-               transport: TransportProfile) -> "CollectivePredictor":
+    def create(cls, comm: Communicator, env: NcclEnv, routing: RoutingSpec, transport: TransportProfile,
+               peers: tuple[Communicator, ...] = (), background_Bps: np.ndarray | None = None) -> "CollectivePredictor":
         if env.ib_disable:
             transport = TRANSPORTS["tcp"]  # NCCL falls back to the socket transport
         routing = routing.model_copy(update={"qps_per_connection": env.ib_qps_per_connection})
-        return cls(comm, env, routing, transport)
+        return cls(comm, env, routing, transport, tuple(peers), background_Bps)
 
     # ----------------------------------------------------------------- NCCL's view of the node
     def tuning_inputs(self, collective: str) -> TuningInputs:
@@ -177,15 +187,53 @@ class CollectivePredictor:
             if algorithm in ("nvls", "nvls_tree"):
                 nccl_Bps *= NVLS_EFFICIENCY[2 if sm < 100 else 3]
             capacity[nvlink] = np.minimum(capacity[nvlink], nccl_Bps)
+        if self.background_Bps is not None:
+            # other traffic keeps its rate; never below a sliver, so a saturated link stays finite
+            capacity = np.maximum(capacity - self.background_Bps, BACKGROUND_FLOOR * capacity)
         return capacity * PROTOCOL_PAYLOAD[protocol]
 
-    def fabric_time_s(self, collective: str, n_bytes: float, algorithm: str, protocol: str, n_channels: int) -> float:
+    def _plan(self, collective: str, n_bytes: float, algorithm: str, n_channels: int) -> Plan:
+        """The collective compiled for this communicator and its peers, phase by phase together."""
+        plans = [compile_collective(c, collective, n_bytes, algorithm, n_channels) for c in (self.comm, *self.peers)]
+        if len(plans) == 1:
+            return plans[0]
+        phases = tuple(Phase(group[0].name, np.concatenate([p.src for p in group]),
+                             np.concatenate([p.dst for p in group]),
+                             np.concatenate([p.bytes_per_flow for p in group]), group[0].repeat)
+                       for group in zip(*(p.phases for p in plans)))
+        return replace(plans[0], phases=phases)
+
+    def _fabric_run(self, collective: str, algorithm: str, protocol: str, n_channels: int) -> tuple[float, PlanRun]:
         key = (collective, algorithm, protocol, n_channels)
         if key not in self._fabric_cache:
-            plan = compile_collective(self.comm, collective, _REF_BYTES, algorithm, n_channels)
+            plan = self._plan(collective, _REF_BYTES, algorithm, n_channels)
             run = run_plan(self.comm.topo, plan, self.routing, self.transport, self._capacity_Bps(algorithm, protocol))
             self._fabric_cache[key] = (run.bandwidth_time_s / _REF_BYTES, run)
-        return self._fabric_cache[key][0] * n_bytes
+        return self._fabric_cache[key]
+
+    def fabric_time_s(self, collective: str, n_bytes: float, algorithm: str, protocol: str, n_channels: int) -> float:
+        return self._fabric_run(collective, algorithm, protocol, n_channels)[0] * n_bytes
+
+    def link_bytes(self, estimate: "CollectiveEstimate") -> np.ndarray:
+        """Bytes each link carries during one call of ``estimate`` (this group and its peers)."""
+        algorithm = estimate.algorithm if estimate.algorithm in ("direct", "p2p") else FLOW_ALGORITHMS.get(estimate.algorithm)
+        if algorithm is None or estimate.fabric_time_s is None:
+            return np.zeros(self.comm.topo.n_links)
+        _, run = self._fabric_run(estimate.collective, algorithm, estimate.protocol, estimate.n_channels)
+        per_ref = sum(p.link_load_Bps() * p.time_s for p in run.phases) if run.phases else np.zeros(self.comm.topo.n_links)
+        return np.asarray(per_ref) * (estimate.n_bytes / _REF_BYTES)
+
+    def link_peak_Bps(self, estimate: "CollectiveEstimate") -> np.ndarray | None:
+        """Per link, the highest rate it carries in any phase of ``estimate`` (None if not simulated)."""
+        algorithm = estimate.algorithm if estimate.algorithm in ("direct", "p2p") else FLOW_ALGORITHMS.get(estimate.algorithm)
+        if algorithm is None or estimate.fabric_time_s is None:
+            return None
+        _, run = self._fabric_run(estimate.collective, algorithm, estimate.protocol, estimate.n_channels)
+        if not run.phases:
+            return np.zeros(self.comm.topo.n_links)
+        # a fluid phase's rates do not depend on its size; NCCL's own ceiling may slow it further
+        slowdown = max(estimate.fabric_time_s, estimate.model_bandwidth_time_s) / max(estimate.fabric_time_s, 1e-30)
+        return np.max([p.link_load_Bps() for p in run.phases], axis=0) / slowdown
 
     # ----------------------------------------------------------------- one collective
     def estimate(self, collective: str, n_bytes: int) -> CollectiveEstimate:

@@ -1,0 +1,145 @@
+"""What a training or inference run returns: per-task records, the step-time breakdown, collective
+and link statistics. Plain data (numpy columns and floats) so reports, exporters and the diagnosis
+layer read it without knowing how it was produced; nothing here computes the model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+#: Where a GPU's step time goes. Every second of a step on a GPU falls in exactly one category, so
+#: per GPU they add up to the step time.
+BREAKDOWN_CATEGORIES: tuple[str, ...] = (
+    "compute",         # kernels running (forward, backward, optimizer)
+    "exposed_comm",    # communication not hidden under compute
+    "data_wait",       # waiting on the data loader (CPU) or on storage reads
+    "straggler_wait",  # ready for a collective, waiting for the slowest member of its group
+    "bubble",          # pipeline bubble: the stage has no micro-batch to work on
+    "checkpoint",      # blocked writing a checkpoint
+)
+
+#: Values of ``TaskTable.kind``.
+TASK_KINDS: tuple[str, ...] = ("compute", "comm", "data_wait", "straggler_wait", "bubble", "checkpoint")
+
+
+@dataclass(frozen=True, eq=False)
+class TaskTable:
+    """Every task of every GPU in a run, one row each (columns of equal length).
+
+    ``kind`` is one of :data:`TASK_KINDS`; ``name`` is readable (``"fwd mb3"``, ``"dp all_reduce
+    bucket 2"``); ``group`` the parallel group the task belongs to (``"tp"``, ``"pp"``, ``"dp"``,
+    ``"ep"``, ``"storage"``, ``""`` for compute). ``exposed_s`` is the part of a communication task
+    no compute hides (equal to ``end_s - start_s`` for other kinds).
+    """
+
+    rank: np.ndarray      # int32, GPU rank in the job
+    step: np.ndarray      # int32, 0-based step number
+    kind: np.ndarray      # str
+    name: np.ndarray      # str
+    group: np.ndarray     # str
+    start_s: np.ndarray   # float64, from the start of the run
+    end_s: np.ndarray     # float64
+    exposed_s: np.ndarray  # float64
+
+    def __len__(self) -> int:
+        return len(self.rank)
+
+    def columns(self) -> dict[str, np.ndarray]:
+        return {"rank": self.rank, "step": self.step, "kind": self.kind, "name": self.name, "group": self.group,
+                "start_s": self.start_s, "end_s": self.end_s, "exposed_s": self.exposed_s}
+
+
+@dataclass(frozen=True, eq=False)
+class StepBreakdown:
+    """Where the time of one (mean) step goes, per GPU and for the job.
+
+    ``per_gpu_s[category]`` is an array over GPU ranks, seconds per step, for every category of
+    :data:`BREAKDOWN_CATEGORIES`; per rank they sum to ``step_time_s``. ``exposed_comm_s`` splits the
+    job's mean exposed communication by ``"group collective"`` (``"dp all_reduce"``, ``"tp
+    all_reduce"``, ``"pp sendrecv"``). ``ideal_step_time_s`` is the same step on a network with
+    infinite bandwidth and zero latency, so ``network_cost_s`` is what the network costs.
+    """
+
+    step_time_s: float
+    per_gpu_s: dict[str, np.ndarray]
+    exposed_comm_s: dict[str, float]
+    ideal_step_time_s: float
+    mfu: float
+    model_flops_per_step: float
+    tokens_per_step: int
+
+    @property
+    def n_gpus(self) -> int:
+        return len(next(iter(self.per_gpu_s.values())))
+
+    def job_mean_s(self) -> dict[str, float]:
+        """Mean over GPUs of each category, seconds per step."""
+        return {c: float(np.mean(v)) for c, v in self.per_gpu_s.items()}
+
+    @property
+    def wait_fraction(self) -> float:
+        """Fraction of the step the GPUs (on average) are not computing."""
+        return 1.0 - float(np.mean(self.per_gpu_s["compute"])) / self.step_time_s if self.step_time_s > 0 else 0.0
+
+    @property
+    def network_cost_s(self) -> float:
+        return self.step_time_s - self.ideal_step_time_s
+
+
+@dataclass(frozen=True)
+class CollectiveStat:
+    """One kind of collective in the step, as nccl-tests would report it for one group."""
+
+    label: str            # "dp all_reduce bucket"
+    group: str            # "dp"
+    collective: str       # "all_reduce"
+    n_ranks: int
+    size_bytes: float
+    count_per_step: int   # how many times a group runs it per step
+    time_s: float         # one call, with the step's concurrent traffic on the fabric
+    algbw_GBps: float
+    busbw_GBps: float
+    algorithm: str
+    protocol: str
+
+
+@dataclass(frozen=True, eq=False)
+class LinkStats:
+    """Per-link load over the step (all links of the topology, indexed by link id).
+
+    ``tier`` is a short label for the heatmap rows (``"nvlink"``, ``"pcie"``, ``"nic-leaf"``,
+    ``"leaf-spine"``, ``"spine-core"``, ``"storage"``); ``users[link]`` names the communication
+    sharing a link (``"dp all_reduce"``, ``"storage read"``), filled for the hottest links only.
+    """
+
+    name: list[str]
+    tier: np.ndarray          # str per link
+    utilization: np.ndarray   # mean over the communication windows, 0..1
+    bytes_per_step: np.ndarray
+    users: dict[int, list[str]] = field(default_factory=dict)
+
+    def hottest(self, n: int = 10, network_only: bool = True) -> np.ndarray:
+        """Link ids, busiest first (ties by id, so the order is stable)."""
+        util = self.utilization.copy()
+        if network_only:
+            util[np.isin(self.tier, ("nvlink", "pcie"))] = -1.0
+        order = np.lexsort((np.arange(len(util)), -util))
+        return order[: n][util[order[: n]] > 0]
+
+
+@dataclass(frozen=True, eq=False)
+class RunResult:
+    """One case of a run (one cluster and routing) of a workload over ``steps`` steps."""
+
+    case: str                 # "RoCEv2, ECMP" / "InfiniBand, adaptive routing" / a variant name
+    workload: str             # readable description: "llama-70b, TP8 PP4 DP16, 512 GPUs"
+    cluster: str              # preset or file name plus fabric summary
+    steps: int
+    breakdown: StepBreakdown
+    collectives: tuple[CollectiveStat, ...]
+    links: LinkStats
+    tasks: TaskTable
+    step_times_s: np.ndarray  # one per step
+    notes: tuple[str, ...] = ()

@@ -1,0 +1,469 @@
+"""Run training steps: a 1F1B pipeline per data-parallel replica, collectives timed on the fabric,
+every second of every GPU's step put in one breakdown category.
+
+The step is simulated at the granularity engineers reason about: a micro-batch's forward or backward
+on one pipeline stage of one replica (a TP group, whose GPUs wait for each other at every TP
+collective), the pipeline sends between stages, the DP gradient buckets reduced while the last
+backward runs, the optimizer, data loading and checkpoints. Every replica and stage is a numpy lane,
+so a 16,384-GPU step costs a few hundred vector operations. Communication times come from the
+fabric model (:mod:`gpuwait.engine.groups`): each collective is run by all its groups at once on the
+real topology, so groups contend for the links they share.
+
+Simplifications, stated: the DP all-reduces of all stages are timed as if concurrent (in 1F1B they
+overlap partly, so this is the pessimistic side); pipeline sends are timed with every stage sending at
+once; TP and EP collectives inside a micro-batch are not overlapped with compute (Megatron runs them
+on the critical path).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gpuwait.engine.groups import FabricModel, FamilyRun
+from gpuwait.errors import SimulationError
+from gpuwait.rng import as_generator
+from gpuwait.workload.layout import Layout
+from gpuwait.workload.result import (BREAKDOWN_CATEGORIES, CollectiveStat, LinkStats, RunResult, StepBreakdown,
+                                     TaskTable)
+
+
+@dataclass(frozen=True)
+class CommOp:
+    """A collective each group of ``group`` runs ``calls_fwd`` times per micro-batch forward and
+    ``calls_bwd`` times per backward, on ``size_bytes`` (nccl-tests size convention)."""
+
+    group: str
+    collective: str
+    size_bytes: float
+    calls_fwd: int
+    calls_bwd: int
+    hidden_s: float = 0.0  # compute that can hide each call (ZeRO-3 prefetch under a layer's compute)
+
+
+@dataclass(frozen=True, eq=False)
+class TrainingStep:
+    """Everything a training step needs, derived from the workload spec (no logic here)."""
+
+    layout: Layout
+    micro_batches: int
+    fwd_compute_s: np.ndarray      # (pp,) one micro-batch's forward on a stage, nominal GPU speed
+    bwd_compute_s: np.ndarray      # (pp,) its backward (with recomputation if any)
+    optimizer_s: float
+    inline_ops: tuple[CommOp, ...]  # TP / EP / ZeRO-3 collectives inside forward and backward
+    pp_send_bytes: float           # activations (and their gradients) per micro-batch per boundary
+    dp_grad_bytes: np.ndarray      # (pp,) gradient bytes per GPU of each stage
+    bucket_bytes: float
+    dp_collective: str             # "all_reduce" (DDP, ZeRO-0) or "reduce_scatter" (ZeRO >= 1)
+    param_gather_bytes: np.ndarray  # (pp,) all_gather of parameters after the optimizer (ZeRO >= 1), 0 if none
+    overlap_grad_reduce: bool
+    jitter_cv: float
+    slow_factor: np.ndarray        # (ranks,) compute slowdown per rank (1 = nominal)
+    seed: int
+    loader_s_per_step: float       # CPU time to prepare one step's samples on a server
+    storage_read_Bps_per_gpu: float
+    checkpoint_bytes_per_gpu: float
+    checkpoint_interval_steps: int | None
+    model_flops_per_step: float
+    tokens_per_step: int
+    peak_flops_per_gpu: float
+    description: str = ""
+
+
+@dataclass
+class _Account:
+    """Seconds per (stage, replica) lane in each category, plus the task records."""
+
+    shape: tuple[int, int]
+    seconds: dict[str, np.ndarray] = field(init=False)
+    comm: dict[str, np.ndarray] = field(init=False)
+    records: list = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.seconds = {c: np.zeros(self.shape) for c in BREAKDOWN_CATEGORIES}
+        self.comm = {}
+
+    def add(self, category: str, s: int | slice, values) -> None:
+        self.seconds[category][s] += values
+
+    def add_comm(self, label: str, s: int | slice, values) -> None:
+        self.comm.setdefault(label, np.zeros(self.shape))[s] += values
+        self.seconds["exposed_comm"][s] += values
+
+    def record(self, stage: int, kind: str, name: str, group: str, start, end) -> None:
+        self.records.append((stage, kind, name, group, np.asarray(start, float), np.asarray(end, float)))
+
+
+def one_f_one_b(pp: int, stage: int, micro_batches: int) -> list[tuple[str, int]]:
+    """The 1F1B order of one stage: warm-up forwards, alternating pairs, cool-down backwards
+    (Narayanan et al., SC'21, Fig. 4)."""
+    warmup = min(pp - stage - 1, micro_batches)
+    order = [("F", i) for i in range(warmup)]
+    for j in range(micro_batches - warmup):
+        order += [("F", warmup + j), ("B", j)]
+    order += [("B", i) for i in range(micro_batches - warmup, micro_batches)]
+    return order
+
+
+@dataclass(frozen=True, eq=False)
+class _CommTimes:
+    inline_fwd_s: dict[str, float]
+    inline_bwd_s: dict[str, float]
+    pp_send_s: float
+    bucket_s: float
+    param_gather_s: np.ndarray
+    checkpoint_s: float
+    storage_shortfall: float  # demanded / achieved storage read rate - 1 (0 when the fabric keeps up)
+    families: list[tuple[str, CommOp | None, FamilyRun, int]]  # label, op, run, calls per step
+
+
+def _comm_times(step: TrainingStep, fabric: FabricModel | None) -> _CommTimes:
+    """Time of every communication of the step on ``fabric`` (None = an ideal network)."""
+    lay = step.layout
+    pp = lay.pp
+    if fabric is None:
+        zeros = {f"{op.group} {op.collective}": 0.0 for op in step.inline_ops}
+        return _CommTimes(zeros, dict(zeros), 0.0, 0.0, np.zeros(pp), 0.0, 0.0, [])
+    gpus = lay.rank_gpu
+    families: list[tuple[str, CommOp | None, FamilyRun, int]] = []
+    fwd: dict[str, float] = {}
+    bwd: dict[str, float] = {}
+    m = step.micro_batches
+    for op in step.inline_ops:
+        run = fabric.collective(gpus[lay.groups(op.group)], op.collective, op.size_bytes)
+        label = f"{op.group} {op.collective}"
+        exposed = max(run.time_s - op.hidden_s, 0.0)
+        fwd[label] = fwd.get(label, 0.0) + op.calls_fwd * exposed
+        bwd[label] = bwd.get(label, 0.0) + op.calls_bwd * exposed
+        families.append((label, op, run, (op.calls_fwd + op.calls_bwd) * m))
+    pp_send_s = 0.0
+    if pp > 1 and step.pp_send_bytes > 0:
+        run = fabric.collective(gpus[lay.groups("pp")], "sendrecv", step.pp_send_bytes)
+        pp_send_s = run.time_s
+        families.append(("pp sendrecv", None, run, 2 * m))
+    bucket_s = 0.0
+    n_buckets = _buckets(step)
+    if lay.dp > 1 and step.dp_grad_bytes.max() > 0:
+        size = float(step.dp_grad_bytes.max()) / n_buckets.max()
+        run = fabric.collective(gpus[lay.groups("dp")], step.dp_collective, size)
+        bucket_s = run.time_s
+        families.append((f"dp {step.dp_collective}", None, run, int(n_buckets.max())))
+    gather = np.zeros(pp)
+    if lay.dp > 1 and step.param_gather_bytes.max() > 0:
+        run = fabric.collective(gpus[lay.groups("dp")], "all_gather", float(step.param_gather_bytes.max()))
+        gather = np.full(pp, run.time_s) * (step.param_gather_bytes > 0)
+        families.append(("dp all_gather", None, run, 1))
+    checkpoint_s = 0.0
+    if step.checkpoint_interval_steps and step.checkpoint_bytes_per_gpu > 0:
+        write = fabric.storage(gpus, float("inf"), write=True)
+        slowest = float(write.rate_per_gpu_Bps.min()) if len(gpus) else 0.0
+        if slowest <= 0:
+            raise SimulationError("checkpoint: the job's GPUs cannot reach a storage server; "
+                                  "expected a storage network (cluster.storage.mode) or storage on the fabric")
+        checkpoint_s = step.checkpoint_bytes_per_gpu / slowest
+    shortfall = 0.0
+    if step.storage_read_Bps_per_gpu > 0:
+        read = fabric.storage(gpus, step.storage_read_Bps_per_gpu)
+        achieved = float(read.rate_per_gpu_Bps.min())
+        if achieved <= 0:
+            raise SimulationError("workload.data.dataset_read_per_gpu: the job's GPUs cannot reach a storage server; "
+                                  "expected a storage network (cluster.storage.mode) or storage on the fabric")
+        shortfall = max(step.storage_read_Bps_per_gpu / achieved - 1.0, 0.0)
+    return _CommTimes(fwd, bwd, pp_send_s, bucket_s, gather, checkpoint_s, shortfall, families)
+
+
+def _buckets(step: TrainingStep) -> np.ndarray:
+    return np.maximum(np.ceil(step.dp_grad_bytes / max(step.bucket_bytes, 1.0)), 1).astype(int)
+
+
+def _simulate_step(step: TrainingStep, comm: _CommTimes, factor: np.ndarray, t_start: float, data_delay_s: float,
+                   checkpoint: bool, acct: _Account) -> float:
+    """Run one step from ``t_start``; fill ``acct``; return the step's end time."""
+    lay = step.layout
+    pp, dp, m = lay.pp, lay.dp, step.micro_batches
+    tp_factor = factor.reshape(pp, dp, lay.tp).max(axis=2)  # a TP group runs at its slowest GPU
+    c_fwd = step.fwd_compute_s[:, None] * tp_factor
+    c_bwd = step.bwd_compute_s[:, None] * tp_factor
+    inline_fwd = sum(comm.inline_fwd_s.values())
+    inline_bwd = sum(comm.inline_bwd_s.values())
+    send = comm.pp_send_s
+    f_end = np.full((pp, m, dp), np.nan)
+    b_end = np.full((pp, m, dp), np.nan)
+    orders = [one_f_one_b(pp, s, m) for s in range(pp)]
+    position = [0] * pp
+    clock = np.full((pp, dp), t_start)
+    last_b_start = np.zeros((pp, dp))
+    data_ready = t_start + data_delay_s
+    progressed = True
+    while progressed:
+        progressed = False
+        for s in range(pp):
+            while position[s] < len(orders[s]):
+                kind, i = orders[s][position[s]]
+                if kind == "F":
+                    if s == 0:
+                        dep, dep_send = np.full(dp, data_ready), 0.0
+                    elif np.isnan(f_end[s - 1, i, 0]):
+                        break
+                    else:
+                        dep, dep_send = f_end[s - 1, i], send
+                else:
+                    if s == pp - 1:
+                        dep, dep_send = f_end[s, i], 0.0
+                    elif np.isnan(b_end[s + 1, i, 0]):
+                        break
+                    else:
+                        dep, dep_send = b_end[s + 1, i], send
+                ready = dep + dep_send
+                start = np.maximum(clock[s], ready)
+                gap = start - clock[s]
+                if s == 0 and kind == "F" and dep_send == 0.0:
+                    acct.add("data_wait", s, gap)
+                    if gap.any():
+                        acct.record(s, "data_wait", "wait for data", "data", clock[s], start)
+                else:
+                    # waiting on the neighbour stage: its send is exposed communication, the rest is bubble
+                    sending = np.minimum(gap, dep_send)
+                    acct.add_comm("pp sendrecv", s, sending)
+                    acct.add("bubble", s, gap - sending)
+                    if (gap - sending).any():
+                        acct.record(s, "bubble", "pipeline bubble", "pp", clock[s], start - sending)
+                    if sending.any():
+                        acct.record(s, "comm", f"pp recv mb{i}", "pp", start - sending, start)
+                compute = c_fwd[s] if kind == "F" else c_bwd[s]
+                inline = comm.inline_fwd_s if kind == "F" else comm.inline_bwd_s
+                acct.add("compute", s, compute)
+                name = "fwd" if kind == "F" else "bwd"
+                acct.record(s, "compute", f"{name} mb{i}", "", start, start + compute)
+                t = start + compute
+                for label, seconds in inline.items():
+                    if seconds > 0:
+                        acct.add_comm(label, s, seconds)
+                        acct.record(s, "comm", f"{label} {name} mb{i}", label.split()[0], t, t + seconds)
+                        t = t + seconds
+                end = start + compute + (inline_fwd if kind == "F" else inline_bwd)
+                if kind == "F":
+                    f_end[s, i] = end
+                else:
+                    b_end[s, i] = end
+                    last_b_start[s] = start
+                clock[s] = end
+                position[s] += 1
+                progressed = True
+    if any(position[s] < len(orders[s]) for s in range(pp)):
+        raise SimulationError("pipeline schedule deadlocked; expected every 1F1B dependency to be met")
+    # gradients: buckets become ready during the last backward and are reduced one after another,
+    # each once every replica has it
+    n_buckets = _buckets(step)
+    stage_end = np.empty((pp, dp))
+    for s in range(pp):
+        t1 = clock[s].copy()
+        nb = int(n_buckets[s]) if lay.dp > 1 and step.dp_grad_bytes[s] > 0 else 0
+        end_dp = t1.max()
+        if nb:
+            t0 = last_b_start[s] if step.overlap_grad_reduce else t1
+            ready_all = (t0[None, :] + (np.arange(1, nb + 1)[:, None] / nb) * (t1 - t0)[None, :]).max(axis=1)
+            end = -np.inf
+            for k in range(nb):
+                end = max(end, ready_all[k]) + comm.bucket_s
+            end_dp = max(end, t1.max())
+            label = f"dp {step.dp_collective}"
+            acct.record(s, "comm", f"{label} ({nb} buckets)", "dp", np.full(dp, ready_all[0]), np.full(dp, end_dp))
+        straggle = np.minimum(t1.max(), end_dp) - t1
+        acct.add("straggler_wait", s, straggle)
+        if straggle.any():
+            acct.record(s, "straggler_wait", "wait for slowest replica", "dp", t1, t1 + straggle)
+        if nb:
+            acct.add_comm(f"dp {step.dp_collective}", s, np.full(dp, end_dp - t1.max()))
+        t = np.full(dp, end_dp)
+        opt = step.optimizer_s
+        acct.add("compute", s, opt)
+        acct.record(s, "compute", "optimizer", "", t, t + opt)
+        t = t + opt
+        if comm.param_gather_s[s] > 0:
+            acct.add_comm("dp all_gather", s, comm.param_gather_s[s])
+            acct.record(s, "comm", "dp all_gather params", "dp", t, t + comm.param_gather_s[s])
+            t = t + comm.param_gather_s[s]
+        stage_end[s] = t
+    step_end = float(stage_end.max())
+    tail = step_end - stage_end
+    acct.add("bubble" if pp > 1 else "straggler_wait", slice(None), tail)
+    if checkpoint and comm.checkpoint_s > 0:
+        acct.add("checkpoint", slice(None), comm.checkpoint_s)
+        for s in range(pp):
+            acct.record(s, "checkpoint", "checkpoint write", "storage", np.full(dp, step_end),
+                        np.full(dp, step_end + comm.checkpoint_s))
+        step_end += comm.checkpoint_s
+    return step_end
+
+
+def _factors(step: TrainingStep, steps: int) -> np.ndarray:
+    """(steps, ranks) compute-time factors: lognormal jitter of mean 1 and the given CV, times slow GPUs."""
+    rng = as_generator(step.seed)
+    n = step.layout.n_ranks
+    if step.jitter_cv > 0:
+        sigma = math.sqrt(math.log1p(step.jitter_cv ** 2))
+        jitter = rng.lognormal(-sigma ** 2 / 2, sigma, size=(steps, n))
+    else:
+        jitter = np.ones((steps, n))
+    return jitter * step.slow_factor[None, :]
+
+
+def _run_steps(step: TrainingStep, comm: _CommTimes, factors: np.ndarray, progress=None):
+    lay = step.layout
+    steps = len(factors)
+    ends, accts = [], []
+    t = 0.0
+    prev = None
+    for k in range(steps):
+        acct = _Account((lay.pp, lay.dp))
+        nominal = prev if prev is not None else float((step.fwd_compute_s + step.bwd_compute_s).sum()) * step.micro_batches / lay.pp
+        delay = max(step.loader_s_per_step - nominal, 0.0) + nominal * comm.storage_shortfall
+        checkpoint = bool(step.checkpoint_interval_steps) and (k + 1) % step.checkpoint_interval_steps == 0
+        end = _simulate_step(step, comm, factors[k], t, delay, checkpoint, acct)
+        ends.append(end - t)
+        accts.append(acct)
+        prev = end - t
+        t = end
+        if progress is not None:
+            progress(k + 1, steps)
+    return np.array(ends), accts
+
+
+def _per_rank(step: TrainingStep, accts: list[_Account], factors: np.ndarray) -> dict[str, np.ndarray]:
+    """Mean seconds per step of each category for every rank; the TP-group lane is split between
+    a GPU's own compute and its wait for the slowest GPU of its TP group."""
+    lay = step.layout
+    lane = np.arange(lay.n_ranks) // lay.tp  # (stage, replica) lane = TP group index
+    out = {c: np.zeros(lay.n_ranks) for c in BREAKDOWN_CATEGORIES}
+    nominal = (step.fwd_compute_s + step.bwd_compute_s) * step.micro_batches  # (pp,)
+    stage = lay.stage_of()
+    for acct, f in zip(accts, factors):
+        for c in BREAKDOWN_CATEGORIES:
+            out[c] += acct.seconds[c].ravel()[lane]
+        tp_max = f.reshape(-1, lay.tp).max(axis=1)[lane]
+        own_wait = (tp_max - f) * nominal[stage]
+        out["compute"] -= own_wait
+        out["straggler_wait"] += own_wait
+    return {c: v / len(accts) for c, v in out.items()}
+
+
+def _task_table(step: TrainingStep, accts: list[_Account], max_tasks: int) -> TaskTable:
+    lay = step.layout
+    ranks_of_lane = np.arange(lay.n_ranks).reshape(lay.pp, lay.dp, lay.tp)
+    cols = {k: [] for k in ("rank", "step", "kind", "name", "group", "start_s", "end_s")}
+    total = 0
+    for k, acct in enumerate(accts):
+        for stage, kind, name, group, start, end in acct.records:
+            ranks = ranks_of_lane[stage].ravel()
+            n = len(ranks)
+            if total + n > max_tasks:
+                break
+            total += n
+            cols["rank"].append(ranks)
+            cols["step"].append(np.full(n, k, np.int32))
+            cols["kind"].append(np.full(n, kind, dtype=object))
+            cols["name"].append(np.full(n, name, dtype=object))
+            cols["group"].append(np.full(n, group, dtype=object))
+            cols["start_s"].append(np.repeat(np.broadcast_to(start, (lay.dp,)), lay.tp))
+            cols["end_s"].append(np.repeat(np.broadcast_to(end, (lay.dp,)), lay.tp))
+    if not cols["rank"]:
+        empty = np.zeros(0)
+        return TaskTable(empty.astype(np.int32), empty.astype(np.int32), empty.astype(object), empty.astype(object),
+                         empty.astype(object), empty, empty, empty)
+    start, end = np.concatenate(cols["start_s"]), np.concatenate(cols["end_s"])
+    return TaskTable(np.concatenate(cols["rank"]).astype(np.int32), np.concatenate(cols["step"]),
+                     np.concatenate(cols["kind"]), np.concatenate(cols["name"]), np.concatenate(cols["group"]),
+                     start, end, end - start)
+
+
+def _link_stats(fabric: FabricModel, comm: _CommTimes, step_time_s: float) -> LinkStats:
+    from gpuwait.engine.network import effective_capacity_Bps
+    from gpuwait.topology.model import TIER_NAMES
+
+    topo = fabric.topo
+    capacity = effective_capacity_Bps(topo, fabric.transport)
+    n = topo.n_links
+    bytes_per_step = np.zeros(n)
+    peak = np.zeros(n)
+    users: dict[int, set[str]] = {}
+    for label, _op, run, calls in comm.families:
+        bytes_per_step += run.link_bytes * calls
+        peak = np.maximum(peak, run.link_peak_Bps)
+    if fabric.background_Bps is not None:
+        bytes_per_step += fabric.background_Bps * step_time_s
+        peak = peak + fabric.background_Bps
+    util = np.divide(peak, capacity, out=np.zeros(n), where=capacity > 0).clip(0, 1)
+    tier = _link_tiers(topo)
+    stats = LinkStats(topo.link_names(), tier, util, bytes_per_step)
+    for link in stats.hottest(20).tolist():
+        names = {label for label, _op, run, _c in comm.families if run.link_bytes[link] > 0}
+        if fabric.background_Bps is not None and fabric.background_Bps[link] > 0:
+            names.add("storage read")
+        users[link] = sorted(names)
+    del TIER_NAMES
+    return LinkStats(stats.name, tier, util, bytes_per_step, {k: list(v) for k, v in users.items()})
+
+
+def _link_tiers(topo) -> np.ndarray:
+    """A short label per link for the heatmap rows: nvlink, pcie, nic-leaf, leaf-spine, spine-core, storage."""
+    from gpuwait.topology.model import LINK_KINDS
+
+    kind = np.asarray(LINK_KINDS, dtype=object)[topo.link_kind]
+    lo = np.minimum(topo.node_tier[topo.link_src], topo.node_tier[topo.link_dst])
+    hi = np.maximum(topo.node_tier[topo.link_src], topo.node_tier[topo.link_dst])
+    tier = np.where(kind == "nvlink", "nvlink", "pcie").astype(object)
+    network = np.isin(kind, ("host", "fabric"))
+    names = {(0, 1): "nic-leaf", (1, 2): "leaf-spine", (2, 3): "spine-core"}
+    for (a, b), label in names.items():
+        tier[network & (lo == a) & (hi == b)] = label
+    storage = np.array(["stor" in topo.node_name[s] or "stor" in topo.node_name[d]
+                        for s, d in zip(topo.link_src, topo.link_dst)])
+    tier[storage] = "storage"
+    tier[network & ~np.isin(tier, list(names.values())) & ~storage] = "network"
+    return tier.astype(str)
+
+
+def _collective_stats(step: TrainingStep, comm: _CommTimes) -> tuple[CollectiveStat, ...]:
+    from gpuwait.report.nccltests import busbw_factor  # nccl-tests' own factors, kept in one place
+
+    lay = step.layout
+    out = []
+    sizes = {"tp": lay.tp, "dp": lay.dp, "pp": lay.pp, "ep": lay.ep}
+    for label, op, run, calls in comm.families:
+        e = run.estimate
+        group = label.split()[0]
+        n = sizes.get(group, 1)
+        algbw = e.n_bytes / e.time_s / 1e9 if e.time_s > 0 else 0.0
+        out.append(CollectiveStat(label, group, e.collective, n, float(e.n_bytes), calls, e.time_s, algbw,
+                                  algbw * busbw_factor(e.collective, n), e.algorithm, e.protocol))
+    return tuple(out)
+
+
+def run_training(step: TrainingStep, fabric: FabricModel, *, steps: int = 1, case: str = "", cluster: str = "",
+                 max_tasks: int = 2_000_000, progress=None) -> RunResult:
+    """Simulate ``steps`` training steps and the same steps on an ideal network.
+
+    Returns a :class:`~gpuwait.workload.result.RunResult`; nothing in ``step`` or ``fabric`` changes.
+    """
+    if steps < 1:
+        raise SimulationError(f"steps: got {steps}; expected at least 1")
+    comm = _comm_times(step, fabric)
+    factors = _factors(step, steps)
+    step_times, accts = _run_steps(step, comm, factors, progress)
+    ideal_times, _ = _run_steps(step, _comm_times(step, None), factors)
+    per_gpu = _per_rank(step, accts, factors)
+    step_time = float(step_times.mean())
+    exposed = {}
+    lane = np.arange(step.layout.n_ranks) // step.layout.tp
+    for acct in accts:
+        for label, v in acct.comm.items():
+            exposed[label] = exposed.get(label, 0.0) + float(v.ravel()[lane].mean()) / len(accts)
+    mfu = step.model_flops_per_step / (step_time * step.layout.n_ranks * step.peak_flops_per_gpu) if step_time > 0 else 0.0
+    breakdown = StepBreakdown(step_time, per_gpu, exposed, float(ideal_times.mean()), mfu,
+                              step.model_flops_per_step, step.tokens_per_step)
+    return RunResult(case=case, workload=step.description, cluster=cluster, steps=steps, breakdown=breakdown,
+                     collectives=_collective_stats(step, comm), links=_link_stats(fabric, comm, step_time),
+                     tasks=_task_table(step, accts, max_tasks), step_times_s=step_times)
