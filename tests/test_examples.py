@@ -17,13 +17,29 @@ from gpuwait.cli.output import _plain
 from gpuwait.engine.scenario import run_scenario_traffic
 from gpuwait.report.flows import run_summary
 from gpuwait.spec import Scenario, load_model
+from gpuwait.workload.run import run_workload
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 GOLDEN = Path(__file__).resolve().parent / "golden"
 
 
+def _workload_digest(scenario: Scenario) -> dict:
+    cases = []
+    for result in run_workload(scenario):
+        b = result.breakdown
+        cases.append({"case": result.case, "workload": result.workload, "step_times_s": result.step_times_s,
+                      "breakdown_s": b.job_mean_s(), "exposed_comm_s": b.exposed_comm_s,
+                      "ideal_step_time_s": b.ideal_step_time_s, "mfu": b.mfu, "notes": list(result.notes),
+                      "collectives": [{"label": c.label, "time_s": c.time_s, "algorithm": c.algorithm,
+                                       "protocol": c.protocol} for c in result.collectives],
+                      "hottest_links": [result.links.name[i] for i in result.links.hottest(5)]})
+    return _plain({"scenario": scenario.name, "cases": cases})
+
+
 def _digest(scenario: Scenario) -> dict:
+    if scenario.workload is not None:
+        return _workload_digest(scenario)
     runs = run_scenario_traffic(scenario)
     out = []
     for run in runs:
@@ -58,8 +74,8 @@ def test_example_matches_golden(example: Path):
     _close(digest, json.loads(golden.read_text()))
 
 
-def test_embedded_demo_is_the_ecmp_example():
+def test_embedded_demo_is_the_demo_example():
     from importlib import resources
 
-    embedded = resources.files("gpuwait.data").joinpath("demo-ecmp.yaml").read_text()
-    assert embedded == (ROOT / "examples" / "ecmp-collision.yaml").read_text()
+    embedded = resources.files("gpuwait.data").joinpath("demo-training.yaml").read_text()
+    assert embedded == (ROOT / "examples" / "demo-llama-70b.yaml").read_text()

@@ -23,11 +23,27 @@ def test_version(capsys):
     assert code == 0 and out.strip() == f"gpuwait {__version__}"
 
 
-def test_demo_tells_the_ecmp_story(capsys):
-    code, out, _ = run_cli(capsys, "demo")
+def test_demo_is_the_training_job(capsys, tmp_path):
+    """The main job: a 70B-class model on 64 H100 servers, RoCEv2/ECMP beside InfiniBand/adaptive routing."""
+    code, out, _ = run_cli(capsys, "demo", "--report", str(tmp_path), "--json")
     assert code == 0
-    assert "ECMP put" in out and "2.00x" in out
-    code, out, _ = run_cli(capsys, "demo", "--json")
+    doc = json.loads(out)
+    cases = doc["cases"]
+    assert [c["case"] for c in cases] == ["RoCEv2, ECMP", "InfiniBand + adaptive routing"]
+    for case in cases:
+        assert case["n_gpus"] == 512 and "llama-70b" in case["workload"]
+        assert sum(case["breakdown_s"].values()) == pytest.approx(case["step_time_s"], rel=1e-9)
+        assert case["ideal_step_time_s"] < case["step_time_s"] and 0.2 < case["mfu"] < 0.6
+    # ECMP collisions on the leaf uplinks cost time that adaptive routing gets back
+    assert cases[0]["exposed_comm_s"]["dp all_reduce"] > 1.2 * cases[1]["exposed_comm_s"]["dp all_reduce"]
+    written = {p.name for p in tmp_path.iterdir()}
+    assert {"report.html", "tasks.parquet", "links.parquet"} <= written and len(written) == 5
+    code, out, _ = run_cli(capsys, "demo", "--report", str(tmp_path))
+    assert code == 0 and "Where the step goes" in out and "report.html" in out
+
+
+def test_ecmp_example_tells_the_collision_story(capsys):
+    code, out, _ = run_cli(capsys, "run", "examples/ecmp-collision.yaml", "--json")
     doc = json.loads(out)
     times = [r["summary"]["makespan_s"] for r in doc["runs"]]
     labels = [r["summary"]["label"] for r in doc["runs"]]
@@ -37,6 +53,7 @@ def test_demo_tells_the_ecmp_story(capsys):
     hottest = doc["runs"][0]["hot_links"][0]["link"]
     assert timeline["time_s"][0] == 0 and timeline["utilization"][hottest] == pytest.approx([1.0, 1.0])
     assert times[0] > times[1] > times[2] == pytest.approx(times[3])
+    assert times[0] / times[2] == pytest.approx(2.0, rel=0.01)
 
 
 def test_topo_list_and_formats(capsys):

@@ -11,6 +11,7 @@ from rich.console import Console
 
 from gpuwait.cli.common import JSON_OPTION, SERVERS_OPTION, load_cluster, load_scenario, looks_like_file
 from gpuwait.cli.output import Output
+from gpuwait.cli.workload_cmds import emit_workload, simulate, write_reports
 from gpuwait.engine.network import NetworkRun
 from gpuwait.engine.scenario import check_scenario, run_scenario_traffic
 from gpuwait.errors import GpuwaitError, SpecError
@@ -74,7 +75,7 @@ def _render_runs(console: Console, scenario: Scenario, runs: list[NetworkRun], f
 
 
 def _demo_scenario() -> Scenario:
-    text = resources.files("gpuwait.data").joinpath("demo-ecmp.yaml").read_text()
+    text = resources.files("gpuwait.data").joinpath("demo-training.yaml").read_text()
     import yaml
 
     return validate_data(Scenario, yaml.safe_load(text), source="embedded demo scenario")
@@ -82,41 +83,49 @@ def _demo_scenario() -> Scenario:
 
 def register(app: typer.Typer) -> None:
     @app.command()
-    def demo(json_out: bool = JSON_OPTION) -> None:
-        """Run the embedded ECMP-collision scenario (ECMP vs spraying vs adaptive routing).
+    def demo(report: str = typer.Option("gpuwait-report", "--report", metavar="DIR",
+                                        help="Directory for the HTML report, Perfetto traces and Parquet tables."),
+             json_out: bool = JSON_OPTION) -> None:
+        """Train a 70B-class model on 64 DGX H100 servers, on RoCEv2 with ECMP and on InfiniBand with
+        adaptive routing side by side: where each step's time goes and how long the GPUs wait.
 
-        Eight 1 GB flows cross between two leaves with 8 uplinks each, routed by ECMP, ECMP with 4 QPs,
-        spraying and adaptive routing, side by side.
+        Writes `DIR/report.html` (open it in a browser), one Perfetto trace per case and Parquet tables.
 
-        Example: `gpuwait demo`
+        Example: `gpuwait demo`, then open `gpuwait-report/report.html`
         """
         scenario = _demo_scenario()
-        runs = run_scenario_traffic(scenario)
-        out = Output(json_out)
-
-        def render(console: Console) -> None:
-            _render_runs(console, scenario, runs, flows_limit=8)
-            base, best = runs[0], min(runs, key=lambda r: r.makespan_s)
-            head = run_summary(base)
-            console.print(
-                f"\nECMP put {head['max_flows_per_uplink']} flows on one uplink while "
-                f"{head['uplinks'] - head['uplinks_used']} of {head['uplinks']} uplinks stayed idle: the transfer took "
-                f"{format_time(base.makespan_s)} instead of {format_time(best.makespan_s)} "
-                f"({base.makespan_s / best.makespan_s:.2f}x). All links were up the whole time.")
-
-        out.emit(_run_document(scenario, runs), render)
+        results = simulate(scenario, None, not json_out)
+        paths = write_reports(results, report, scenario.name)
+        emit_workload(Output(json_out), scenario, results, paths)
 
     @app.command()
     def run(scenario_file: str = typer.Argument(..., metavar="SCENARIO.yaml", help="Scenario file."),
-            flows_limit: int = typer.Option(20, "--flows", help="Flows to list in the table."),
+            steps: int | None = typer.Option(None, "--steps", min=1, help="Training steps to simulate (default: the file's)."),
+            report: str | None = typer.Option(None, "--report", metavar="DIR",
+                                              help="Write the HTML report, Perfetto traces and Parquet tables here."),
+            flows_limit: int = typer.Option(20, "--flows", help="Flows to list in the table (traffic scenarios)."),
             json_out: bool = JSON_OPTION) -> None:
-        """Simulate a scenario's traffic and its variants: completion times and link loads.
+        """Simulate a scenario and its variants.
 
-        Example: `gpuwait run examples/ecmp-collision.yaml`
+        A scenario with a `workload:` runs training or inference steps: the breakdown of the step
+        (compute, exposed communication, waiting on data, on stragglers, pipeline bubble), MFU, the
+        same step on an ideal network, the collectives and the hottest links. A scenario with
+        `traffic:` runs its flows: completion times and link loads.
+
+        Examples: `gpuwait run examples/dp-only.yaml --report out/`, `gpuwait run examples/ecmp-collision.yaml`
         """
         scenario = load_scenario(scenario_file)
+        out = Output(json_out)
+        if scenario.workload is not None:
+            results = simulate(scenario, steps, not json_out)
+            paths = write_reports(results, report, scenario.name) if report else []
+            emit_workload(out, scenario, results, paths)
+            return
+        if steps is not None or report is not None:
+            raise SpecError("--steps/--report: the scenario has no workload; expected a `workload:` section",
+                            hint="they apply to training and inference scenarios")
         runs = run_scenario_traffic(scenario)
-        Output(json_out).emit(_run_document(scenario, runs), lambda c: _render_runs(c, scenario, runs, flows_limit))
+        out.emit(_run_document(scenario, runs), lambda c: _render_runs(c, scenario, runs, flows_limit))
 
     @app.command()
     def route(cluster: str = typer.Argument(..., metavar="PRESET|FILE", help="A preset name or a cluster/scenario file."),

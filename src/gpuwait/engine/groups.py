@@ -102,7 +102,7 @@ class FabricModel:
     def storage(self, gpus: np.ndarray, rate_per_gpu_Bps: float, write: bool = False) -> StorageRun:
         """Each GPU reads (or writes) at up to ``rate_per_gpu_Bps`` from (to) a storage server,
         GPU i paired with storage server i mod count; the fabric decides what each gets."""
-        storage = np.flatnonzero(self.topo.node_kind == kind_code("storage"))
+        storage = np.flatnonzero(self.topo.node_kind == kind_code("storage_server"))
         if len(storage) == 0 or rate_per_gpu_Bps <= 0:
             return StorageRun(np.zeros(len(gpus)), np.zeros(self.topo.n_links))
         servers = storage[np.arange(len(gpus)) % len(storage)]

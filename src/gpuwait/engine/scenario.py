@@ -11,7 +11,7 @@ from gpuwait.transport.profiles import TransportProfile, resolve_transport
 from gpuwait.workload.traffic import traffic_flows
 
 
-def _cases(scenario: Scenario, cluster: ClusterSpec) -> list[tuple[str | None, RoutingSpec, TransportProfile]]:
+def scenario_cases(scenario: Scenario, cluster: ClusterSpec) -> list[tuple[str | None, RoutingSpec, TransportProfile]]:
     """(variant name or None for the base, routing, transport) of the base and every variant."""
     cases = [(None, cluster.routing, cluster.transport)]
     cases += [(v.name, v.routing or cluster.routing, v.transport or cluster.transport) for v in scenario.variants]
@@ -23,7 +23,7 @@ def check_scenario(scenario: Scenario) -> dict:
     dependencies) and route them for the base and every variant. Returns what was checked."""
     cluster = resolve_cluster(scenario.cluster)
     topo = build_cluster(cluster)
-    cases = _cases(scenario, cluster)
+    cases = scenario_cases(scenario, cluster)
     if not (scenario.traffic.flows or scenario.traffic.patterns):
         return {"servers": topo.n_servers, "gpus": topo.n_gpus, "flows": 0, "routed_cases": 0}
     flows = traffic_flows(topo, scenario.traffic)
@@ -41,7 +41,7 @@ def run_scenario_traffic(scenario: Scenario) -> list[NetworkRun]:
     topo = build_cluster(cluster)
     flows = traffic_flows(topo, scenario.traffic)
     runs = []
-    for name, routing, transport in _cases(scenario, cluster):
+    for name, routing, transport in scenario_cases(scenario, cluster):
         run = simulate_flows(topo, flows, routing, transport)
         if name is not None:
             run.labels["name"] = name

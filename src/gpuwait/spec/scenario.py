@@ -8,6 +8,7 @@ from pydantic import BeforeValidator, Field
 
 from gpuwait.spec.cluster import ClusterSpec, RoutingSpec, SpecModel, TransportSpec
 from gpuwait.spec.types import PositiveSizeBytes, RateBps, TimeS
+from gpuwait.spec.workload import WorkloadSpec
 
 
 class FlowSpec(SpecModel):
@@ -60,4 +61,5 @@ class Scenario(SpecModel):
     cluster: Annotated[ClusterSpec, BeforeValidator(lambda v: {"preset": v} if isinstance(v, str) else v)] = Field(
         default_factory=ClusterSpec, description="The cluster: a preset name or a full description.")
     traffic: TrafficSpec = Field(default_factory=TrafficSpec, description="Flows to send.")
+    workload: WorkloadSpec | None = Field(None, description="A training or inference job to run on the cluster (none = only the traffic).")
     variants: list[VariantSpec] = Field(default_factory=list, description="Variants run beside the base scenario (e.g. ECMP vs adaptive routing).")

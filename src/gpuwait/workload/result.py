@@ -121,11 +121,13 @@ class LinkStats:
     users: dict[int, list[str]] = field(default_factory=dict)
 
     def hottest(self, n: int = 10, network_only: bool = True) -> np.ndarray:
-        """Link ids, busiest first (ties by id, so the order is stable)."""
+        """Link ids, busiest first. Among equally busy links the ones deeper in the fabric come first
+        (a saturated spine uplink says more than a saturated NIC port), then the most bytes, then id."""
         util = self.utilization.copy()
         if network_only:
             util[np.isin(self.tier, ("nvlink", "pcie"))] = -1.0
-        order = np.lexsort((np.arange(len(util)), -util))
+        depth = np.select([self.tier == "spine-core", self.tier == "leaf-spine", self.tier == "storage"], [3, 2, 1], 0)
+        order = np.lexsort((np.arange(len(util)), -self.bytes_per_step, -depth, -np.round(util, 6)))
         return order[: n][util[order[: n]] > 0]
 
 
@@ -143,3 +145,4 @@ class RunResult:
     tasks: TaskTable
     step_times_s: np.ndarray  # one per step
     notes: tuple[str, ...] = ()
+    gpus_per_server: int = 8  # to lay GPUs out by server in timelines

@@ -22,12 +22,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpuwait.engine.groups import FabricModel, FamilyRun
+from gpuwait.engine.groups import FabricModel
 from gpuwait.errors import SimulationError
 from gpuwait.rng import as_generator
 from gpuwait.workload.layout import Layout
-from gpuwait.workload.result import (BREAKDOWN_CATEGORIES, CollectiveStat, LinkStats, RunResult, StepBreakdown,
-                                     TaskTable)
+from gpuwait.workload.result import BREAKDOWN_CATEGORIES, RunResult, StepBreakdown, TaskTable
+from gpuwait.workload.stats import Family, collective_stats, link_stats
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ class _Account:
         self.seconds["exposed_comm"][s] += values
 
     def record(self, stage: int, kind: str, name: str, group: str, start, end) -> None:
-        self.records.append((stage, kind, name, group, np.asarray(start, float), np.asarray(end, float)))
+        self.records.append((stage, kind, name, group, np.array(start, float), np.array(end, float)))  # copies: lanes move on
 
 
 def one_f_one_b(pp: int, stage: int, micro_batches: int) -> list[tuple[str, int]]:
@@ -116,7 +116,7 @@ class _CommTimes:
     param_gather_s: np.ndarray
     checkpoint_s: float
     storage_shortfall: float  # demanded / achieved storage read rate - 1 (0 when the fabric keeps up)
-    families: list[tuple[str, CommOp | None, FamilyRun, int]]  # label, op, run, calls per step
+    families: list[Family]  # label, run, calls per step
 
 
 def _comm_times(step: TrainingStep, fabric: FabricModel | None) -> _CommTimes:
@@ -127,7 +127,7 @@ def _comm_times(step: TrainingStep, fabric: FabricModel | None) -> _CommTimes:
         zeros = {f"{op.group} {op.collective}": 0.0 for op in step.inline_ops}
         return _CommTimes(zeros, dict(zeros), 0.0, 0.0, np.zeros(pp), 0.0, 0.0, [])
     gpus = lay.rank_gpu
-    families: list[tuple[str, CommOp | None, FamilyRun, int]] = []
+    families: list[Family] = []
     fwd: dict[str, float] = {}
     bwd: dict[str, float] = {}
     m = step.micro_batches
@@ -137,24 +137,24 @@ def _comm_times(step: TrainingStep, fabric: FabricModel | None) -> _CommTimes:
         exposed = max(run.time_s - op.hidden_s, 0.0)
         fwd[label] = fwd.get(label, 0.0) + op.calls_fwd * exposed
         bwd[label] = bwd.get(label, 0.0) + op.calls_bwd * exposed
-        families.append((label, op, run, (op.calls_fwd + op.calls_bwd) * m))
+        families.append((label, run, (op.calls_fwd + op.calls_bwd) * m))
     pp_send_s = 0.0
     if pp > 1 and step.pp_send_bytes > 0:
         run = fabric.collective(gpus[lay.groups("pp")], "sendrecv", step.pp_send_bytes)
         pp_send_s = run.time_s
-        families.append(("pp sendrecv", None, run, 2 * m))
+        families.append(("pp sendrecv", run, 2 * m))
     bucket_s = 0.0
     n_buckets = _buckets(step)
     if lay.dp > 1 and step.dp_grad_bytes.max() > 0:
         size = float(step.dp_grad_bytes.max()) / n_buckets.max()
         run = fabric.collective(gpus[lay.groups("dp")], step.dp_collective, size)
         bucket_s = run.time_s
-        families.append((f"dp {step.dp_collective}", None, run, int(n_buckets.max())))
+        families.append((f"dp {step.dp_collective}", run, int(n_buckets.max())))
     gather = np.zeros(pp)
     if lay.dp > 1 and step.param_gather_bytes.max() > 0:
         run = fabric.collective(gpus[lay.groups("dp")], "all_gather", float(step.param_gather_bytes.max()))
         gather = np.full(pp, run.time_s) * (step.param_gather_bytes > 0)
-        families.append(("dp all_gather", None, run, 1))
+        families.append(("dp all_gather", run, 1))
     checkpoint_s = 0.0
     if step.checkpoint_interval_steps and step.checkpoint_bytes_per_gpu > 0:
         write = fabric.storage(gpus, float("inf"), write=True)
@@ -312,20 +312,23 @@ def _factors(step: TrainingStep, steps: int) -> np.ndarray:
 
 
 def _run_steps(step: TrainingStep, comm: _CommTimes, factors: np.ndarray, progress=None):
+    """Run the steps back to back. Data comes from a producer (the CPU loader, or storage reads when
+    the fabric cannot deliver them at the asked rate) that works ahead without pause: the first
+    batch is ready at the start, batch k after k production periods, so a step waits only when the
+    producer is slower than the GPUs."""
     lay = step.layout
     steps = len(factors)
     ends, accts = [], []
     t = 0.0
-    prev = None
+    nominal_s = float((step.fwd_compute_s + step.bwd_compute_s).sum()) * step.micro_batches / lay.pp
+    period_s = max(step.loader_s_per_step, nominal_s * (1.0 + comm.storage_shortfall))
     for k in range(steps):
         acct = _Account((lay.pp, lay.dp))
-        nominal = prev if prev is not None else float((step.fwd_compute_s + step.bwd_compute_s).sum()) * step.micro_batches / lay.pp
-        delay = max(step.loader_s_per_step - nominal, 0.0) + nominal * comm.storage_shortfall
+        delay = max(k * period_s - t, 0.0) if period_s > nominal_s else 0.0
         checkpoint = bool(step.checkpoint_interval_steps) and (k + 1) % step.checkpoint_interval_steps == 0
         end = _simulate_step(step, comm, factors[k], t, delay, checkpoint, acct)
         ends.append(end - t)
         accts.append(acct)
-        prev = end - t
         t = end
         if progress is not None:
             progress(k + 1, steps)
@@ -379,67 +382,8 @@ def _task_table(step: TrainingStep, accts: list[_Account], max_tasks: int) -> Ta
                      start, end, end - start)
 
 
-def _link_stats(fabric: FabricModel, comm: _CommTimes, step_time_s: float) -> LinkStats:
-    from gpuwait.engine.network import effective_capacity_Bps
-    from gpuwait.topology.model import TIER_NAMES
-
-    topo = fabric.topo
-    capacity = effective_capacity_Bps(topo, fabric.transport)
-    n = topo.n_links
-    bytes_per_step = np.zeros(n)
-    peak = np.zeros(n)
-    users: dict[int, set[str]] = {}
-    for label, _op, run, calls in comm.families:
-        bytes_per_step += run.link_bytes * calls
-        peak = np.maximum(peak, run.link_peak_Bps)
-    if fabric.background_Bps is not None:
-        bytes_per_step += fabric.background_Bps * step_time_s
-        peak = peak + fabric.background_Bps
-    util = np.divide(peak, capacity, out=np.zeros(n), where=capacity > 0).clip(0, 1)
-    tier = _link_tiers(topo)
-    stats = LinkStats(topo.link_names(), tier, util, bytes_per_step)
-    for link in stats.hottest(20).tolist():
-        names = {label for label, _op, run, _c in comm.families if run.link_bytes[link] > 0}
-        if fabric.background_Bps is not None and fabric.background_Bps[link] > 0:
-            names.add("storage read")
-        users[link] = sorted(names)
-    del TIER_NAMES
-    return LinkStats(stats.name, tier, util, bytes_per_step, {k: list(v) for k, v in users.items()})
-
-
-def _link_tiers(topo) -> np.ndarray:
-    """A short label per link for the heatmap rows: nvlink, pcie, nic-leaf, leaf-spine, spine-core, storage."""
-    from gpuwait.topology.model import LINK_KINDS
-
-    kind = np.asarray(LINK_KINDS, dtype=object)[topo.link_kind]
-    lo = np.minimum(topo.node_tier[topo.link_src], topo.node_tier[topo.link_dst])
-    hi = np.maximum(topo.node_tier[topo.link_src], topo.node_tier[topo.link_dst])
-    tier = np.where(kind == "nvlink", "nvlink", "pcie").astype(object)
-    network = np.isin(kind, ("host", "fabric"))
-    names = {(0, 1): "nic-leaf", (1, 2): "leaf-spine", (2, 3): "spine-core"}
-    for (a, b), label in names.items():
-        tier[network & (lo == a) & (hi == b)] = label
-    storage = np.array(["stor" in topo.node_name[s] or "stor" in topo.node_name[d]
-                        for s, d in zip(topo.link_src, topo.link_dst)])
-    tier[storage] = "storage"
-    tier[network & ~np.isin(tier, list(names.values())) & ~storage] = "network"
-    return tier.astype(str)
-
-
-def _collective_stats(step: TrainingStep, comm: _CommTimes) -> tuple[CollectiveStat, ...]:
-    from gpuwait.report.nccltests import busbw_factor  # nccl-tests' own factors, kept in one place
-
-    lay = step.layout
-    out = []
-    sizes = {"tp": lay.tp, "dp": lay.dp, "pp": lay.pp, "ep": lay.ep}
-    for label, op, run, calls in comm.families:
-        e = run.estimate
-        group = label.split()[0]
-        n = sizes.get(group, 1)
-        algbw = e.n_bytes / e.time_s / 1e9 if e.time_s > 0 else 0.0
-        out.append(CollectiveStat(label, group, e.collective, n, float(e.n_bytes), calls, e.time_s, algbw,
-                                  algbw * busbw_factor(e.collective, n), e.algorithm, e.protocol))
-    return tuple(out)
+def _group_sizes(lay: Layout) -> dict[str, int]:
+    return {"tp": lay.tp, "dp": lay.dp, "pp": lay.pp, "ep": lay.ep}
 
 
 def run_training(step: TrainingStep, fabric: FabricModel, *, steps: int = 1, case: str = "", cluster: str = "",
@@ -465,5 +409,7 @@ def run_training(step: TrainingStep, fabric: FabricModel, *, steps: int = 1, cas
     breakdown = StepBreakdown(step_time, per_gpu, exposed, float(ideal_times.mean()), mfu,
                               step.model_flops_per_step, step.tokens_per_step)
     return RunResult(case=case, workload=step.description, cluster=cluster, steps=steps, breakdown=breakdown,
-                     collectives=_collective_stats(step, comm), links=_link_stats(fabric, comm, step_time),
-                     tasks=_task_table(step, accts, max_tasks), step_times_s=step_times)
+                     collectives=collective_stats(comm.families, _group_sizes(step.layout)),
+                     links=link_stats(fabric, comm.families, step_time),
+                     tasks=_task_table(step, accts, max_tasks), step_times_s=step_times,
+                     gpus_per_server=fabric.topo.gpus_per_server)

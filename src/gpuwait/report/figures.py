@@ -1,0 +1,168 @@
+"""Plotly figures of runs: step breakdown, link-utilization heatmap, busbw per collective, per-GPU timeline.
+
+Each function returns a ``plotly.graph_objects.Figure``; :mod:`gpuwait.report.html` puts them in a
+page. Plotly draws text labels as a small subset of HTML and decodes entities, so every name that
+comes from a user (cases, links, tasks) goes in through :func:`html.escape`: a case called ``<b>``
+shows as ``<b>``, and no markup from a scenario file reaches the page.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from gpuwait.report.ranks import timeline_ranks
+from gpuwait.report.step import category_means_s
+from gpuwait.units import format_size, format_time
+from gpuwait.workload.result import BREAKDOWN_CATEGORIES, TASK_KINDS, RunResult
+
+#: Colours per breakdown category / task kind (colour-blind-safe Okabe-Ito order).
+COLORS = {"compute": "#009E73", "exposed_comm": "#D55E00", "comm": "#D55E00", "data_wait": "#E69F00",
+          "straggler_wait": "#CC79A7", "bubble": "#999999", "checkpoint": "#0072B2"}
+# communication groups: hues not used by the kinds above, so "comm dp" never looks like a wait
+_GROUP_COLORS = ("#D55E00", "#56B4E9", "#882255", "#44AA99", "#332288", "#AA4499", "#F0E442", "#117733")
+#: Heatmap rows come in this order when present; other tiers follow alphabetically.
+TIER_ORDER = ("nvlink", "pcie", "nic-leaf", "leaf-spine", "spine-core", "storage")
+_LAYOUT = dict(template="plotly_white", margin=dict(l=70, r=20, t=50, b=50), font=dict(size=12))
+
+
+def esc(text: object) -> str:
+    return html.escape(str(text), quote=False)  # plotly decodes &lt; &gt; &amp; but shows &quot; raw
+
+
+def case_labels(results: Sequence[RunResult]) -> list[str]:
+    """Escaped case names, made unique (a repeated name gets " (2)") so categorical axes keep them apart."""
+    seen: dict[str, int] = {}
+    labels = []
+    for r in results:
+        seen[r.case] = seen.get(r.case, 0) + 1
+        labels.append(esc(r.case if seen[r.case] == 1 else f"{r.case} ({seen[r.case]})"))
+    return labels
+
+
+def breakdown_figure(results: Sequence[RunResult]) -> go.Figure:
+    """Stacked bar per case: each category's job mean in ms, with the ideal-network step as a marker."""
+    labels = case_labels(results)
+    means = [category_means_s(r) for r in results]
+    fig = go.Figure()
+    for cat in BREAKDOWN_CATEGORIES:
+        values_ms = [m[cat] * 1e3 for m in means]
+        if not any(values_ms):
+            continue
+        shares = [m[cat] / r.breakdown.step_time_s if r.breakdown.step_time_s > 0 else 0.0 for m, r in zip(means, results)]
+        fig.add_bar(x=labels, y=values_ms, name=cat.replace("_", " "), marker_color=COLORS[cat],
+                    customdata=shares, hovertemplate="%{x}<br>%{y:.2f} ms (%{customdata:.1%})<extra>%{fullData.name}</extra>")
+    fig.add_scatter(x=labels, y=[r.breakdown.ideal_step_time_s * 1e3 for r in results], mode="markers",
+                    name="ideal-network step", marker=dict(symbol="line-ew-open", size=40, line=dict(width=3, color="black")),
+                    hovertemplate="%{x}<br>ideal network: %{y:.2f} ms<extra></extra>")
+    fig.update_layout(**_LAYOUT, barmode="stack", title="Where the step goes (job mean per step)",
+                      yaxis_title="ms per step", legend_traceorder="normal", height=420)
+    return fig
+
+
+def busbw_figure(results: Sequence[RunResult]) -> go.Figure:
+    """Bus bandwidth of each collective, one bar per case."""
+    fig = go.Figure()
+    for label, r in zip(case_labels(results), results):
+        fig.add_bar(name=label, x=[esc(c.label) for c in r.collectives], y=[c.busbw_GBps for c in r.collectives],
+                    hovertext=[esc(f"{c.label}: {c.n_ranks} ranks, {format_size(c.size_bytes)}, {format_time(c.time_s)}, "
+                                   f"algbw {c.algbw_GBps:.1f} GB/s, {c.algorithm}/{c.protocol}") for c in r.collectives],
+                    hoverinfo="text+y")
+    fig.update_layout(**_LAYOUT, barmode="group", title="Bus bandwidth per collective (nccl-tests busbw)",
+                      yaxis_title="busbw GB/s", height=380, showlegend=len(results) > 1)
+    return fig
+
+
+def ordered_tiers(tiers: np.ndarray) -> list[str]:
+    present = {str(t) for t in np.unique(tiers)}
+    return [t for t in TIER_ORDER if t in present] + sorted(present - set(TIER_ORDER))
+
+
+def link_heatmap_figure(result: RunResult, max_columns: int = 400) -> go.Figure:
+    """Link utilization, one row per fabric tier, its links in topology (link id) order.
+
+    A tier with more than ``max_columns`` links is shown in ``max_columns`` bins of consecutive
+    links, each coloured by its busiest link, so a 16k-GPU fabric stays a readable, small figure.
+    """
+    links = result.links
+    tiers = ordered_tiers(links.tier)
+    util = np.asarray(links.utilization, dtype=float)
+    z: list[list[float | None]] = []
+    text: list[list[str]] = []
+    width = 1
+    for tier in tiers:
+        ids = np.flatnonzero(links.tier == tier)
+        bins = np.array_split(ids, min(len(ids), max_columns))
+        row_z, row_text = [], []
+        for b in bins:
+            k = int(b[np.argmax(util[b])])
+            row_z.append(float(util[k]))
+            what = esc(links.name[k]) if len(b) == 1 else f"{len(b)} links, busiest {esc(links.name[k])}"
+            row_text.append(f"{what}<br>{format_size(float(links.bytes_per_step[k]))}/step")
+        z.append(row_z)
+        text.append(row_text)
+        width = max(width, len(row_z))
+    for row_z, row_text in zip(z, text):  # short tiers leave blank cells, not stretched ones
+        row_z.extend([None] * (width - len(row_z)))
+        row_text.extend([""] * (width - len(row_text)))
+    fig = go.Figure(go.Heatmap(z=z, y=[esc(t) for t in tiers], text=text, zmin=0.0, zmax=1.0, colorscale="YlOrRd",
+                               hovertemplate="%{y}: %{text}<br>utilization %{z:.0%}<extra></extra>", xgap=1, ygap=2,
+                               colorbar=dict(title="util", tickformat=".0%")))
+    fig.update_layout(**_LAYOUT, title=f"{esc(result.case)}: link utilization by tier", height=140 + 45 * len(tiers),
+                      xaxis=dict(title="links of the tier in topology order (wide tiers binned: busiest of each bin)",
+                                 showticklabels=False),
+                      yaxis=dict(autorange="reversed"))
+    return fig
+
+
+def timeline_figure(result: RunResult, max_ranks: int = 36, slowest: int = 4, max_tasks: int = 12000) -> tuple[go.Figure, str]:
+    """Per-GPU Gantt chart: each rank a row, compute and waits in its upper half, communication in
+    the lower half (it overlaps compute). Returns the figure and a sentence saying what it shows.
+
+    Big jobs show :func:`~gpuwait.report.ranks.timeline_ranks`; if those ranks still have more
+    than ``max_tasks`` tasks, only the first steps that fit are drawn (SVG slows past ~20k bars, and
+    each bar adds ~100 bytes to the page).
+    """
+    ranks, shown = timeline_ranks(result, max_ranks=max_ranks, slowest=slowest)
+    t = result.tasks
+    keep = np.isin(t.rank, ranks)
+    if keep.sum() > max_tasks:
+        per_step = np.bincount(t.step[keep])
+        n_steps = max(1, int(np.searchsorted(np.cumsum(per_step), max_tasks, side="right")))
+        keep &= t.step < n_steps
+        shown += f", first {n_steps} of {result.steps} steps"
+    row_of = {int(r): i for i, r in enumerate(ranks)}
+    rows = np.array([row_of[int(r)] for r in t.rank[keep]])
+    kind, group, name = t.kind[keep], t.group[keep], t.name[keep]
+    start_ms, end_ms = t.start_s[keep] * 1e3, t.end_s[keep] * 1e3
+    exposed_ms, step = t.exposed_s[keep] * 1e3, t.step[keep]
+
+    fig = go.Figure()
+    series = [(k, kind == k) for k in TASK_KINDS if k != "comm"]
+    groups = sorted({str(g) for g in group[kind == "comm"]})
+    series += [(f"comm {g}" if g else "comm", (kind == "comm") & (group == g)) for g in groups]
+    for label, mask in series:
+        if not mask.any():
+            continue
+        is_comm = label.startswith("comm")
+        color = _GROUP_COLORS[groups.index(label[5:]) % len(_GROUP_COLORS)] if label.startswith("comm ") else COLORS.get(label, "#D55E00")
+        # numbers go in one numeric customdata array (plotly ships it as compact base64) and are
+        # formatted by the hover template; a formatted string per bar would double the file
+        numbers = np.column_stack([ranks[rows[mask]], step[mask], start_ms[mask], end_ms[mask],
+                                   end_ms[mask] - start_ms[mask], exposed_ms[mask]]).astype(float)
+        exposed = ", %{customdata[5]:.3f} exposed" if is_comm else ""
+        fig.add_bar(orientation="h", y=rows[mask], base=start_ms[mask], x=end_ms[mask] - start_ms[mask],
+                    width=0.42, offset=0.04 if is_comm else -0.46, name=esc(label.replace("_", " ")),
+                    marker=dict(color=color, line=dict(width=0)), text=[esc(n) for n in name[mask]], textposition="none",
+                    customdata=numbers,
+                    hovertemplate=("%{text}<br>rank %{customdata[0]}, step %{customdata[1]}<br>"
+                                   "%{customdata[2]:.3f}–%{customdata[3]:.3f} ms (%{customdata[4]:.3f} ms" + exposed
+                                   + ")<extra>%{fullData.name}</extra>"))
+    fig.update_layout(**_LAYOUT, barmode="overlay", bargap=0, title=f"{esc(result.case)}: per-GPU timeline ({esc(shown)})",
+                      height=160 + 22 * len(ranks), xaxis_title="ms from the start of the run",
+                      yaxis=dict(tickmode="array", tickvals=list(range(len(ranks))),
+                                 ticktext=[f"rank {int(r)}" for r in ranks], autorange="reversed"))
+    return fig, shown

@@ -1,0 +1,117 @@
+"""One self-contained HTML report of one or more runs: tables and plotly figures, readable offline.
+
+The page holds plotly.js once, inline, so it opens from a file with no network (about 5 MB).
+Two rules keep names from scenario files harmless:
+
+* text goes through jinja2 with autoescape on, so ``<script>`` in a case name is shown, not run;
+* figure JSON sits in ``<script type="application/json">`` blocks with ``<``, ``>`` and ``&``
+  written as ``\\u003c`` etc., so no string inside can close the block (``</script>``) or open a
+  comment; figures are parsed with ``JSON.parse`` and never evaluated.
+
+The page also records its own script errors in ``<html data-report-errors="N">`` and a visible
+banner, so a broken plot says so instead of leaving a blank box.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import jinja2
+import plotly.graph_objects as go
+import plotly.io as pio
+import plotly.offline
+
+from gpuwait import __version__
+from gpuwait.report import figures
+from gpuwait.report.step import hot_link_rows, step_summary_dict
+from gpuwait.units import format_size, format_time
+from gpuwait.workload.result import BREAKDOWN_CATEGORIES, RunResult
+
+_JSON_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+
+
+def script_safe_json(fig: go.Figure) -> str:
+    """The figure as JSON that cannot end the ``<script>`` block it sits in.
+
+    ``< > &`` occur in JSON only inside strings, where ``\\u003c`` means the same character, so the
+    replacement keeps the JSON equal while no ``</script>`` or ``<!--`` can appear. Recent plotly
+    escapes ``<`` and ``/`` itself; doing it here keeps the guarantee ours, whatever plotly does.
+    """
+    text = pio.to_json(fig, validate=False)
+    for char, escaped in _JSON_ESCAPES.items():
+        text = text.replace(char, escaped)
+    return text
+
+
+def _environment() -> jinja2.Environment:
+    # autoescape=True for every template, not by file extension: the template is .html.j2
+    return jinja2.Environment(loader=jinja2.PackageLoader("gpuwait.report", "templates"), autoescape=True,
+                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+
+
+def _breakdown_rows(summaries: list[dict]) -> list[tuple[str, list[str]]]:
+    def ms(x: float) -> str:
+        return f"{x * 1e3:,.2f}"
+
+    rows = [("step time (ms)", [ms(s["step_time_s"]) for s in summaries])]
+    for cat in BREAKDOWN_CATEGORIES:
+        rows.append((f"{cat.replace('_', ' ')} (ms, % of step)",
+                     [f"{ms(s['breakdown_s'][cat])} ({s['breakdown_fraction'][cat]:.1%})" for s in summaries]))
+    for g in sorted({g for s in summaries for g in s["exposed_comm_s"]}):
+        rows.append((f"exposed {g} (ms)", [ms(s["exposed_comm_s"][g]) if g in s["exposed_comm_s"] else "-" for s in summaries]))
+    rows += [("ideal-network step (ms)", [ms(s["ideal_step_time_s"]) for s in summaries]),
+             ("network cost (ms)", [ms(s["network_cost_s"]) for s in summaries]),
+             ("wait fraction", [f"{s['wait_fraction']:.1%}" for s in summaries]),
+             ("MFU", [f"{s['mfu']:.1%}" for s in summaries]),
+             ("tokens/s", [f"{s['tokens_per_s']:,.0f}" for s in summaries])]
+    return rows
+
+
+def _case_section(result: RunResult, index: int, hot_links: int, max_ranks: int) -> dict:
+    timeline, shown = figures.timeline_figure(result, max_ranks=max_ranks)
+    return {
+        "case": result.case, "workload": result.workload, "cluster": result.cluster, "steps": result.steps,
+        "notes": list(result.notes), "ranks_shown": shown,
+        "heatmap": {"id": f"fig-heatmap-{index}", "json": script_safe_json(figures.link_heatmap_figure(result))},
+        "timeline": {"id": f"fig-timeline-{index}", "json": script_safe_json(timeline)},
+        "hot_links": [{**row, "utilization": f"{row['utilization']:.0%}", "bytes_per_step": format_size(row["bytes_per_step"]),
+                       "users": ", ".join(row["users"]) or "-"} for row in hot_link_rows(result, hot_links)],
+        "collectives": [{"label": c.label, "n_ranks": c.n_ranks, "size": format_size(c.size_bytes),
+                         "count": c.count_per_step, "time": format_time(c.time_s), "algbw": f"{c.algbw_GBps:.2f}",
+                         "busbw": f"{c.busbw_GBps:.2f}", "algo": f"{c.algorithm}/{c.protocol}"} for c in result.collectives],
+    }
+
+
+def render_html_report(results: Sequence[RunResult], title: str | None = None, hot_links: int = 10,
+                       max_ranks: int = 36) -> str:
+    """The report as one HTML string (see :func:`write_html_report`)."""
+    results = list(results)
+    if not results:
+        raise ValueError("an HTML report needs at least one RunResult")
+    summaries = [step_summary_dict(r, hot_links=0) for r in results]
+    page = _environment().get_template("report.html.j2").render(
+        title=title or " vs ".join(r.case for r in results),
+        version=__version__,
+        case_names=[r.case for r in results],
+        breakdown_rows=_breakdown_rows(summaries),
+        breakdown={"id": "fig-breakdown", "json": script_safe_json(figures.breakdown_figure(results))},
+        busbw={"id": "fig-busbw", "json": script_safe_json(figures.busbw_figure(results))},
+        cases=[_case_section(r, i, hot_links, max_ranks) for i, r in enumerate(results)],
+        plotly_js=plotly.offline.get_plotlyjs(),
+    )
+    return page
+
+
+def write_html_report(results: Sequence[RunResult], path: str | Path, title: str | None = None,
+                      hot_links: int = 10, max_ranks: int = 36) -> Path:
+    """Write one self-contained HTML file comparing ``results`` and return its path.
+
+    It holds the step breakdown (stacked bars and a table), per case a link-utilization heatmap by
+    fabric tier, the ``hot_links`` hottest links with who shares them, the collectives with their
+    busbw, and a per-GPU timeline of at most ``max_ranks`` ranks (the first ones plus the slowest
+    four, named on the page).
+    """
+    path = Path(path)
+    path.write_text(render_html_report(results, title=title, hot_links=hot_links, max_ranks=max_ranks), encoding="utf-8")
+    return path

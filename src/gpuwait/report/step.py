@@ -1,0 +1,143 @@
+"""Tables of a training or inference run: where the step goes, the hottest links, the collectives.
+
+Functions here read :class:`~gpuwait.workload.result.RunResult` objects and return plain dicts
+(what ``--json`` prints) or rich tables (what people read). No model logic: every number is read
+from the result or is a ratio of two numbers in it.
+
+Names in results (cases, links, tasks) come from users' scenario files, so they go into rich
+tables through :func:`rich.markup.escape`: a case called ``"[red]x"`` must print as itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from rich.markup import escape
+from rich.table import Table
+
+from gpuwait.units import format_size, format_time
+from gpuwait.workload.result import BREAKDOWN_CATEGORIES, CollectiveStat, RunResult
+
+#: How many links the hottest-links views show unless asked otherwise.
+HOT_LINKS_DEFAULT = 10
+
+
+def _ms(time_s: float) -> str:
+    return f"{time_s * 1e3:,.2f}"
+
+
+def _pct(fraction: float) -> str:
+    return f"{fraction:.1%}"
+
+
+def category_means_s(result: RunResult) -> dict[str, float]:
+    """Job mean of every breakdown category, seconds per step; a category the run lacks is 0."""
+    means = result.breakdown.job_mean_s()
+    return {c: means.get(c, 0.0) for c in BREAKDOWN_CATEGORIES}
+
+
+def collective_dict(stat: CollectiveStat) -> dict:
+    return {"label": stat.label, "group": stat.group, "collective": stat.collective, "n_ranks": stat.n_ranks,
+            "size_bytes": stat.size_bytes, "count_per_step": stat.count_per_step, "time_s": stat.time_s,
+            "algbw_GBps": stat.algbw_GBps, "busbw_GBps": stat.busbw_GBps, "algorithm": stat.algorithm,
+            "protocol": stat.protocol}
+
+
+def hot_link_rows(result: RunResult, n: int = HOT_LINKS_DEFAULT, network_only: bool = True) -> list[dict]:
+    """The busiest links (mean utilization over the communication windows) and who shares them."""
+    links = result.links
+    return [{"link_id": int(i), "link": links.name[i], "tier": str(links.tier[i]),
+             "utilization": float(links.utilization[i]), "bytes_per_step": float(links.bytes_per_step[i]),
+             "users": list(links.users.get(int(i), []))}
+            for i in links.hottest(n, network_only=network_only)]
+
+
+def step_summary_dict(result: RunResult, hot_links: int = HOT_LINKS_DEFAULT) -> dict:
+    """Everything the terminal tables show, as plain JSON-able data (floats in SI units)."""
+    b = result.breakdown
+    means = category_means_s(result)
+    step_s = b.step_time_s
+    step_times = np.asarray(result.step_times_s, dtype=float)
+    return {
+        "case": result.case,
+        "workload": result.workload,
+        "cluster": result.cluster,
+        "steps": result.steps,
+        "n_gpus": b.n_gpus,
+        "step_time_s": step_s,
+        "step_times_s": step_times.tolist(),
+        "step_time_max_s": float(step_times.max()) if len(step_times) else step_s,
+        "breakdown_s": means,
+        "breakdown_fraction": {c: (v / step_s if step_s > 0 else 0.0) for c, v in means.items()},
+        "exposed_comm_s": dict(b.exposed_comm_s),
+        "ideal_step_time_s": b.ideal_step_time_s,
+        "network_cost_s": b.network_cost_s,
+        "wait_fraction": b.wait_fraction,
+        "mfu": b.mfu,
+        "model_flops_per_step": b.model_flops_per_step,
+        "tokens_per_step": b.tokens_per_step,
+        "tokens_per_s": b.tokens_per_step / step_s if step_s > 0 else 0.0,
+        "collectives": [collective_dict(c) for c in result.collectives],
+        "hottest_links": hot_link_rows(result, hot_links),
+        "notes": list(result.notes),
+    }
+
+
+# ------------------------------------------------------------------------------------ rich tables
+def breakdown_table(results: Sequence[RunResult]) -> Table:
+    """Step breakdown, one column per case: each category in ms and % of the step."""
+    table = Table(title="Where the step goes (job mean per step)", title_justify="left")
+    table.add_column("", justify="left")
+    for r in results:
+        table.add_column(escape(r.case), justify="right")
+    summaries = [step_summary_dict(r, hot_links=0) for r in results]
+
+    def row(label: str, cells: list[str], style: str | None = None) -> None:
+        table.add_row(label, *cells, style=style)
+
+    row("step time (ms)", [_ms(s["step_time_s"]) for s in summaries], style="bold")
+    for cat in BREAKDOWN_CATEGORIES:
+        row(f"  {cat.replace('_', ' ')}",
+            [f"{_ms(s['breakdown_s'][cat])}  {_pct(s['breakdown_fraction'][cat]):>6}" for s in summaries])
+    groups = sorted({g for s in summaries for g in s["exposed_comm_s"]})
+    if groups:
+        row("exposed comm by group (ms)", ["" for _ in summaries], style="dim")
+    for g in groups:
+        row(f"  {escape(g)}", [_ms(s["exposed_comm_s"][g]) if g in s["exposed_comm_s"] else "-" for s in summaries])
+    table.add_section()
+    row("ideal-network step (ms)", [_ms(s["ideal_step_time_s"]) for s in summaries])
+    row("network cost (ms)", [f"{_ms(s['network_cost_s'])}  {_pct(s['network_cost_s'] / s['step_time_s']) if s['step_time_s'] > 0 else '-':>6}"
+                              for s in summaries])
+    row("wait fraction", [_pct(s["wait_fraction"]) for s in summaries], style="bold")
+    row("MFU", [_pct(s["mfu"]) for s in summaries])
+    row("tokens/s", [f"{s['tokens_per_s']:,.0f}" for s in summaries])
+    return table
+
+
+def hot_links_table(result: RunResult, n: int = HOT_LINKS_DEFAULT) -> Table:
+    """The busiest network links of one case and which communication shares each."""
+    table = Table(title=f"{escape(result.case)}: hottest network links", title_justify="left")
+    for col in ("link", "tier", "utilization", "bytes/step", "shared by"):
+        table.add_column(col, justify="right" if col in ("utilization", "bytes/step") else "left")
+    for row in hot_link_rows(result, n):
+        bar = "#" * int(round(row["utilization"] * 10))
+        style = "red" if row["utilization"] >= 0.9 else ""
+        util = f"{row['utilization']:5.0%} {bar:<10}"
+        table.add_row(escape(row["link"]), escape(row["tier"]), f"[{style}]{util}[/]" if style else util,
+                      format_size(row["bytes_per_step"]), escape(", ".join(row["users"])) or "-")
+    if table.row_count == 0:
+        table.caption = "no network traffic"
+    return table
+
+
+def collectives_table(result: RunResult) -> Table:
+    """Each collective of the step as nccl-tests would report it for one group."""
+    table = Table(title=f"{escape(result.case)}: collectives per step", title_justify="left")
+    for col in ("collective", "ranks", "size", "calls/step", "time", "algbw GB/s", "busbw GB/s", "algorithm/protocol"):
+        table.add_column(col, justify="left" if col in ("collective", "algorithm/protocol") else "right")
+    for c in result.collectives:
+        table.add_row(escape(c.label), str(c.n_ranks), format_size(c.size_bytes), str(c.count_per_step),
+                      format_time(c.time_s), f"{c.algbw_GBps:.2f}", f"{c.busbw_GBps:.2f}",
+                      escape(f"{c.algorithm}/{c.protocol}"))
+    return table

@@ -1,0 +1,740 @@
+"""Model arithmetic: parameters, FLOPs, communication volumes and memory of training and inference steps.
+
+Everything here is a pure function of resolved, frozen values — :class:`ModelShape`, :class:`GpuShape`,
+:class:`ParallelLayout` / :class:`InferenceLayout` — built from the scenario's ``workload`` by
+:func:`resolve_model`, :func:`resolve_gpu`, :func:`validate_layout` and :func:`validate_inference_layout`.
+Units are SI: FLOPs, bytes, seconds, bytes/s. Communication sizes follow nccl-tests: an all_reduce's size is
+its buffer, an all_gather's its gathered output, a reduce_scatter's its input, an all_to_all's one rank's
+send buffer.
+
+Conventions (the ones Megatron-LM and its papers use, so MFU figures compare):
+
+* Training FLOPs per token = 6·N + 12·layers·hidden·seq_len (Kaplan et al. 2020, "Scaling Laws for Neural
+  Language Models", §2.1; Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU
+  Clusters Using Megatron-LM", SC'21, eq. (3)), with N the parameters a token multiplies by: every active
+  parameter except the input embedding table, which is a lookup. Forward is 1/3 of it, backward 2/3.
+  Attention counts the full (non-causal) score matrix, as both papers do; recomputation is not counted.
+* Weights and gradients in training are bf16 (2 B/param) whatever ``precision`` (fp8 training keeps bf16
+  weights and activations and only runs the matmuls in fp8); Adam keeps an fp32 master copy and two fp32
+  moments (12 B/param). Activations per layer follow Korthikanti et al. 2022, "Reducing Activation
+  Recomputation in Large Transformer Models", with selective recomputation.
+* MoE routing is assumed balanced: each expert-parallel rank computes as many token-expert pairs as its
+  own tokens ask for.
+
+>>> shape = resolve_model(ModelSpec(preset="llama-70b"))
+>>> round(shape.params / 1e9, 1), shape.layers, shape.head_dim
+(70.6, 80, 128)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gpuwait.errors import SpecError, UnknownNameError
+from gpuwait.spec.workload import ComputeSpec, InferenceSpec, ModelSpec, WorkloadSpec
+from gpuwait.workload.presets import GPU_PRESETS, MODEL_PRESETS, gpu_preset_for_model
+
+GiB = 2.0**30
+#: bytes per element of training weights, gradients and activations (bf16)
+TRAIN_BYTES = 2
+#: Adam optimizer state per parameter: fp32 master weights + first and second moments
+ADAM_BYTES_PER_PARAM = 12
+#: bytes per parameter of a checkpoint: bf16 weights + the Adam state
+CHECKPOINT_BYTES_PER_PARAM = TRAIN_BYTES + ADAM_BYTES_PER_PARAM
+_PRECISION_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1}
+_FIELD = "workload.model"
+
+
+def _fail(path: str, message: str, hint: str | None = None):
+    text = f"{path}: {message}"
+    raise SpecError(text, problems=[text], hint=hint)
+
+
+# ------------------------------------------------------------------------------------------------ shape
+@dataclass(frozen=True)
+class ModelShape:
+    """A decoder-only transformer with every dimension resolved (counts and elements; see :class:`ModelSpec`).
+
+    ``params`` counts every weight (embeddings, attention, MLPs or experts, routers, norms, LM head);
+    ``active_params`` those one token uses (the routed experts it picks, not all of them).
+    """
+
+    name: str
+    layers: int
+    hidden: int
+    ffn_hidden: int
+    heads: int
+    kv_heads: int
+    vocab: int
+    experts: int
+    top_k: int
+    expert_ffn_hidden: int
+    shared_experts: int
+    dense_layers: int
+    seq_len: int
+    precision: str
+    params: int = field(init=False)
+    active_params: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        moe = self.moe_layers
+        dense = self.layers - moe
+        total = (self.embedding_params + self.head_params + dense * self.dense_layer_params
+                 + moe * (self.moe_layer_nonexpert_params + self.experts * self.expert_params))
+        active = (self.embedding_params + self.head_params + dense * self.dense_layer_params
+                  + moe * self.moe_layer_active_params)
+        object.__setattr__(self, "params", int(total))
+        object.__setattr__(self, "active_params", int(active))
+
+    # parameter counts, per piece -------------------------------------------------------------
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+    @property
+    def is_moe(self) -> bool:
+        return self.experts > 1
+
+    @property
+    def moe_layers(self) -> int:
+        """Layers whose MLP is a mixture of experts (count)."""
+        return self.layers - self.dense_layers if self.is_moe else 0
+
+    def is_moe_layer(self, layer: int) -> bool:
+        return self.is_moe and layer >= self.dense_layers
+
+    @property
+    def attention_params(self) -> int:
+        """Q and O projections (hidden × heads·head_dim) plus K and V (hidden × kv_heads·head_dim)."""
+        return 2 * self.hidden * self.heads * self.head_dim + 2 * self.hidden * self.kv_heads * self.head_dim
+
+    @property
+    def norm_params(self) -> int:
+        """Two RMSNorm weight vectors per layer."""
+        return 2 * self.hidden
+
+    @property
+    def dense_layer_params(self) -> int:
+        """One layer with a dense SwiGLU MLP (gate, up, down: 3·hidden·ffn_hidden)."""
+        return self.attention_params + 3 * self.hidden * self.ffn_hidden + self.norm_params
+
+    @property
+    def expert_params(self) -> int:
+        """One expert: a SwiGLU MLP of expert_ffn_hidden."""
+        return 3 * self.hidden * self.expert_ffn_hidden
+
+    @property
+    def moe_layer_nonexpert_params(self) -> int:
+        """An MoE layer's weights outside the routed experts: attention, norms, router, shared experts."""
+        return (self.attention_params + self.norm_params + self.hidden * self.experts
+                + self.shared_experts * self.expert_params)
+
+    @property
+    def moe_layer_active_params(self) -> int:
+        return self.moe_layer_nonexpert_params + self.top_k * self.expert_params
+
+    @property
+    def embedding_params(self) -> int:
+        """Input embedding table (a lookup: no FLOPs)."""
+        return self.vocab * self.hidden
+
+    @property
+    def head_params(self) -> int:
+        """Final norm and the (untied) LM head."""
+        return self.hidden + self.vocab * self.hidden
+
+    def layer_params(self, layer: int) -> int:
+        """Every weight of one layer (all experts)."""
+        if self.is_moe_layer(layer):
+            return self.moe_layer_nonexpert_params + self.experts * self.expert_params
+        return self.dense_layer_params
+
+    def layer_active_params(self, layer: int) -> int:
+        """The weights of one layer a token multiplies by."""
+        return self.moe_layer_active_params if self.is_moe_layer(layer) else self.dense_layer_params
+
+    def layer_expert_params(self, layer: int) -> int:
+        """The routed-expert weights of one layer (split by expert parallelism); 0 for a dense layer."""
+        return self.experts * self.expert_params if self.is_moe_layer(layer) else 0
+
+
+_REQUIRED = ("layers", "hidden", "heads", "vocab")
+
+
+def resolve_model(spec: ModelSpec) -> ModelShape:
+    """Apply ``spec.preset`` (explicit fields win), fill defaults and check the shape.
+
+    Raises :class:`UnknownNameError` for an unknown preset, :class:`SpecError` naming the field for a
+    missing or inconsistent dimension.
+
+    >>> resolve_model(ModelSpec(preset="llama-8b", layers=16)).layers
+    16
+    """
+    fields: dict = {}
+    if spec.preset is not None:
+        try:
+            fields.update(MODEL_PRESETS[spec.preset])
+        except KeyError:
+            raise UnknownNameError(
+                f"{_FIELD}.preset: unknown model preset {spec.preset!r}; expected one of {', '.join(sorted(MODEL_PRESETS))}",
+                hint="or give the shape: layers, hidden, ffn_hidden, heads, kv_heads, vocab",
+            ) from None
+    fields.update({k: v for k, v in spec.model_dump().items() if v is not None and k != "preset"})
+    for name in _REQUIRED:
+        if name not in fields:
+            _fail(f"{_FIELD}.{name}", "required when no preset gives it")
+    experts = fields.get("experts", 1)
+    fields.setdefault("kv_heads", fields["heads"])
+    fields.setdefault("shared_experts", 0)
+    fields.setdefault("dense_layers", 0)
+    fields.setdefault("seq_len", 4096)
+    if experts > 1:
+        if "top_k" not in fields:
+            _fail(f"{_FIELD}.top_k", f"required for an MoE model (experts = {experts})")
+        if "expert_ffn_hidden" not in fields and "ffn_hidden" in fields:
+            fields["expert_ffn_hidden"] = fields["ffn_hidden"]
+        if "expert_ffn_hidden" not in fields:
+            _fail(f"{_FIELD}.expert_ffn_hidden", "required for an MoE model (or ffn_hidden)")
+        if "ffn_hidden" not in fields:
+            if fields["dense_layers"] > 0:
+                _fail(f"{_FIELD}.ffn_hidden", f"required: the first {fields['dense_layers']} layers are dense")
+            fields["ffn_hidden"] = fields["expert_ffn_hidden"]
+    else:
+        if "ffn_hidden" not in fields:
+            _fail(f"{_FIELD}.ffn_hidden", "required when no preset gives it")
+        fields.update(experts=1, top_k=1, shared_experts=0, dense_layers=0)
+        fields.setdefault("expert_ffn_hidden", fields["ffn_hidden"])
+    hidden, heads, kv_heads = fields["hidden"], fields["heads"], fields["kv_heads"]
+    if hidden % heads:
+        _fail(f"{_FIELD}.heads", f"{heads} does not divide hidden = {hidden}")
+    if kv_heads > heads or heads % kv_heads:
+        _fail(f"{_FIELD}.kv_heads", f"{kv_heads} does not divide heads = {heads}")
+    if fields["top_k"] > fields["experts"]:
+        _fail(f"{_FIELD}.top_k", f"{fields['top_k']} is more than the {fields['experts']} experts")
+    if fields["dense_layers"] >= fields["layers"] and experts > 1:
+        _fail(f"{_FIELD}.dense_layers", f"{fields['dense_layers']} leaves no MoE layer of {fields['layers']}")
+    names = ("layers", "hidden", "ffn_hidden", "heads", "kv_heads", "vocab", "experts", "top_k", "expert_ffn_hidden",
+             "shared_experts", "dense_layers", "seq_len", "precision")
+    return ModelShape(name=spec.preset or "custom", **{k: fields[k] for k in names})
+
+
+# ------------------------------------------------------------------------------------------------ GPU
+@dataclass(frozen=True)
+class GpuShape:
+    """One GPU's arithmetic for the workload's precision."""
+
+    name: str
+    peak_flops: float          # FLOP/s at the workload's precision (fp8 = 2 × bf16)
+    efficiency: float          # achieved fraction of peak for the matmuls
+    memory_bytes: float
+    hbm_bandwidth_Bps: float
+
+    @property
+    def achieved_flops(self) -> float:
+        """FLOP/s the model's matmuls reach: ``peak_flops * efficiency``."""
+        return self.peak_flops * self.efficiency
+
+    def compute_time_s(self, flops: float) -> float:
+        return flops / self.achieved_flops
+
+
+def resolve_gpu(spec: ComputeSpec, precision: str = "bf16", server_gpu_model: str | None = None) -> GpuShape:
+    """The GPU preset (``spec.gpu``, else the cluster's ``server_gpu_model``, else H100-SXM) with overrides.
+
+    >>> g = resolve_gpu(ComputeSpec(gpu="H100-SXM"), "fp8")
+    >>> g.peak_flops, g.achieved_flops, g.memory_bytes / 2**30
+    (1978000000000000.0, 989000000000000.0, 80.0)
+    """
+    name = spec.gpu
+    if name is None and server_gpu_model is not None:
+        name = gpu_preset_for_model(server_gpu_model)
+        if name is None and None in (spec.peak_flops, spec.memory, spec.hbm_bandwidth):
+            _fail("workload.compute.gpu", f"the cluster's GPU {server_gpu_model!r} has no preset; expected a preset "
+                  f"({', '.join(GPU_PRESETS)}) or peak_flops, memory and hbm_bandwidth")
+    if name is None and None not in (spec.peak_flops, spec.memory, spec.hbm_bandwidth):
+        preset = None
+    else:
+        key = name or "H100-SXM"
+        preset = GPU_PRESETS.get(key) or next((p for n, p in GPU_PRESETS.items() if n.upper() == key.upper()), None)
+        if preset is None:
+            raise UnknownNameError(f"workload.compute.gpu: unknown GPU {key!r}; expected one of {', '.join(GPU_PRESETS)}",
+                                   hint="or give peak_flops, memory and hbm_bandwidth")
+    peak = spec.peak_flops if spec.peak_flops is not None else preset.peak_flops
+    return GpuShape(
+        name=preset.name if preset else "custom",
+        peak_flops=peak * (2.0 if precision == "fp8" else 1.0),
+        efficiency=spec.efficiency,
+        memory_bytes=spec.memory if spec.memory is not None else preset.memory_bytes,
+        hbm_bandwidth_Bps=spec.hbm_bandwidth if spec.hbm_bandwidth is not None else preset.hbm_bandwidth_Bps,
+    )
+
+
+# ------------------------------------------------------------------------------------------------ FLOPs
+def matmul_params(shape: ModelShape) -> int:
+    """Active parameters a token multiplies by: all but the input embedding table (a lookup)."""
+    return shape.active_params - shape.embedding_params
+
+
+def training_flops_per_token(shape: ModelShape) -> float:
+    """Model FLOPs of one token's forward and backward: ``6·N + 12·layers·hidden·seq_len``.
+
+    N = :func:`matmul_params`. Forward is a third of it, backward two thirds. For a GPT shape (ffn = 4h,
+    MHA) this is exactly Narayanan et al. 2021 eq. (3) divided by the tokens of a batch.
+
+    >>> shape = resolve_model(ModelSpec(preset="llama-8b"))
+    >>> training_flops_per_token(shape) == 6 * (shape.active_params - 128256 * 4096) + 12 * 32 * 4096 * 8192
+    True
+    """
+    return 6.0 * matmul_params(shape) + 12.0 * shape.layers * shape.hidden * shape.seq_len
+
+
+def layer_forward_flops(shape: ModelShape, tokens: float, layer: int | None = None) -> float:
+    """Forward FLOPs of one transformer layer over ``tokens`` tokens (whole sequences of seq_len).
+
+    ``2·(the layer's active params)·tokens`` for the matmuls plus ``4·tokens·seq_len·hidden`` for the
+    attention scores (QKᵀ and AV). ``layer`` picks a dense or MoE layer; default: a typical layer
+    (an MoE layer in an MoE model). Whole job, not per GPU: divide by tp for one tensor-parallel rank.
+    """
+    if layer is None:
+        layer = shape.dense_layers if shape.is_moe else 0
+    return 2.0 * shape.layer_active_params(layer) * tokens + 4.0 * tokens * shape.seq_len * shape.hidden
+
+
+def head_forward_flops(shape: ModelShape, tokens: float) -> float:
+    """Forward FLOPs outside the layers: the LM head and final norm (``2·(vocab+1)·hidden·tokens``).
+
+    The input embedding is a lookup and costs nothing; the head runs on the last pipeline stage.
+    """
+    return 2.0 * shape.head_params * tokens
+
+
+def stage_layers(shape: ModelShape, pp: int, stage: int) -> range:
+    """The layers of pipeline stage ``stage`` (contiguous, ``layers / pp`` each)."""
+    per = shape.layers // pp
+    return range(stage * per, (stage + 1) * per)
+
+
+def stage_forward_flops(shape: ModelShape, layout: ParallelLayout, stage: int, micro_batch: int | None = None) -> float:
+    """Forward FLOPs of one micro-batch on one GPU of pipeline stage ``stage`` (its layers, plus the LM
+    head on the last stage, split over tp). Backward is twice this.
+    """
+    tokens = (micro_batch or layout.micro_batch) * shape.seq_len
+    flops = sum(layer_forward_flops(shape, tokens, layer) for layer in stage_layers(shape, layout.pp, stage))
+    if stage == layout.pp - 1:
+        flops += head_forward_flops(shape, tokens)
+    return flops / layout.tp
+
+
+# ------------------------------------------------------------------------------------------------ layout
+@dataclass(frozen=True)
+class ParallelLayout:
+    """A training job's parallelism with every degree resolved and checked (counts unless named).
+
+    Ranks are laid out Megatron-style, tensor-parallel fastest: ``rank = tp_rank + tp·(dp_rank + dp·pp_rank)``;
+    an expert-parallel group is ``ep`` consecutive dp ranks. :meth:`groups` lists the ranks of each group.
+    """
+
+    gpus: int
+    tp: int
+    pp: int
+    dp: int
+    ep: int
+    zero: int
+    sequence_parallel: bool
+    micro_batch: int            # sequences
+    global_batch: int           # sequences per step
+    bucket_bytes: float
+    overlap_grad_reduce: bool
+    schedule: str
+
+    @property
+    def micro_batches(self) -> int:
+        """Micro-batches per step on each dp rank (gradient-accumulation steps)."""
+        return self.global_batch // (self.dp * self.micro_batch)
+
+    @property
+    def expert_dp(self) -> int:
+        """Ranks holding the same experts (their gradients are reduced together): dp / ep."""
+        return self.dp // self.ep
+
+    def groups(self, kind: str) -> np.ndarray:
+        """Ranks of every ``kind`` group ("tp", "pp", "dp", "ep", "expert_dp"), one row per group.
+
+        >>> layout = ParallelLayout(16, 2, 2, 4, 2, 0, True, 1, 8, 25 * 2**20, True, "1f1b")
+        >>> layout.groups("tp")[:2].tolist(), layout.groups("pp")[0].tolist(), layout.groups("dp")[0].tolist()
+        ([[0, 1], [2, 3]], [0, 8], [0, 2, 4, 6])
+        >>> layout.groups("ep")[:2].tolist(), layout.groups("expert_dp")[0].tolist()
+        ([[0, 2], [1, 3]], [0, 4])
+        """
+        r = np.arange(self.gpus).reshape(self.pp, self.dp, self.tp)
+        if kind == "tp":
+            return r.reshape(-1, self.tp)
+        if kind == "dp":
+            return r.transpose(0, 2, 1).reshape(-1, self.dp)
+        if kind == "pp":
+            return r.transpose(1, 2, 0).reshape(-1, self.pp)
+        e = r.reshape(self.pp, self.expert_dp, self.ep, self.tp)
+        if kind == "ep":
+            return e.transpose(0, 1, 3, 2).reshape(-1, self.ep)
+        if kind == "expert_dp":
+            return e.transpose(0, 2, 3, 1).reshape(-1, self.expert_dp)
+        raise UnknownNameError(f"group kind {kind!r}; expected one of tp, pp, dp, ep, expert_dp")
+
+    def stage_of(self, rank: int) -> int:
+        return rank // (self.tp * self.dp)
+
+
+def _check_tp(path: str, tp: int, shape: ModelShape, gpus_per_server: int | None, allow: bool) -> None:
+    if shape.heads % tp:
+        _fail(f"{path}.tp", f"{tp} does not divide {shape.heads} attention heads")
+    if gpus_per_server is not None and not allow:
+        if tp > gpus_per_server:
+            _fail(f"{path}.tp", f"{tp} is more than the {gpus_per_server} GPUs of a server "
+                  "(set allow_tp_across_servers: true to run TP over the network)",
+                  hint="tensor parallelism belongs inside the NVLink domain; lower tp and raise pp")
+        if gpus_per_server % tp:
+            _fail(f"{path}.tp", f"{tp} does not divide the {gpus_per_server} GPUs of a server (a TP group would straddle two servers)")
+
+
+def _job_gpus(spec: WorkloadSpec, cluster_gpus: int) -> int:
+    gpus = spec.gpus if spec.gpus is not None else cluster_gpus
+    if gpus > cluster_gpus:
+        _fail("workload.gpus", f"{gpus} GPUs but the cluster has {cluster_gpus}")
+    return gpus
+
+
+def validate_layout(shape: ModelShape, spec: WorkloadSpec, cluster_gpus: int,
+                    gpus_per_server: int | None = None) -> ParallelLayout:
+    """Resolve ``spec.parallel`` for a job on ``cluster_gpus`` GPUs and check it; one :class:`SpecError`
+    naming the field for the first problem.
+
+    >>> shape = resolve_model(ModelSpec(preset="llama-70b"))
+    >>> validate_layout(shape, WorkloadSpec(parallel={"tp": 8, "pp": 7}), 448, 8)
+    Traceback (most recent call last):
+    ...
+    gpuwait.errors.SpecError: workload.parallel.pp: 7 does not divide 80 layers
+    """
+    p, path = spec.parallel, "workload.parallel"
+    gpus = _job_gpus(spec, cluster_gpus)
+    _check_tp(path, p.tp, shape, gpus_per_server, p.allow_tp_across_servers)
+    if p.dp is None:
+        if gpus % (p.tp * p.pp):
+            _fail(path, f"tp*pp = {p.tp}*{p.pp} = {p.tp * p.pp} does not divide the job's {gpus} GPUs")
+        dp = gpus // (p.tp * p.pp)
+    else:
+        dp = p.dp
+        if p.tp * p.pp * dp != gpus:
+            _fail(f"{path}.dp", f"tp*pp*dp = {p.tp}*{p.pp}*{dp} = {p.tp * p.pp * dp} but the job has {gpus} GPUs")
+    if shape.layers % p.pp:
+        _fail(f"{path}.pp", f"{p.pp} does not divide {shape.layers} layers")
+    if p.ep > 1:
+        if not shape.is_moe:
+            _fail(f"{path}.ep", f"{p.ep} needs an MoE model (experts > 1); {shape.name} is dense")
+        if shape.experts % p.ep:
+            _fail(f"{path}.ep", f"{p.ep} does not divide {shape.experts} experts")
+        if dp % p.ep:
+            _fail(f"{path}.ep", f"{p.ep} does not divide dp = {dp} (expert parallelism runs inside data parallelism)")
+    sp = p.sequence_parallel if p.sequence_parallel is not None else p.tp > 1
+    sp = sp and p.tp > 1
+    if shape.is_moe and p.tp > 1 and not sp:
+        _fail(f"{path}.sequence_parallel", "an MoE model with tp > 1 needs sequence parallelism (Megatron-LM requires it)")
+    if p.zero >= 2 and p.pp > 1:
+        _fail(f"{path}.zero", f"ZeRO stage {p.zero} shards gradients, which pipeline parallelism (pp = {p.pp}) cannot "
+              "accumulate over micro-batches; expected zero 0 or 1 with pp > 1 (as DeepSpeed and Megatron-LM)")
+    per_step = dp * p.micro_batch
+    global_batch = p.global_batch if p.global_batch is not None else per_step * (4 * p.pp if p.pp > 1 else 1)
+    if global_batch % per_step:
+        _fail(f"{path}.global_batch", f"{global_batch} is not a multiple of dp*micro_batch = {dp}*{p.micro_batch} = {per_step}")
+    return ParallelLayout(gpus=gpus, tp=p.tp, pp=p.pp, dp=dp, ep=p.ep, zero=p.zero, sequence_parallel=sp,
+                          micro_batch=p.micro_batch, global_batch=global_batch, bucket_bytes=p.bucket,
+                          overlap_grad_reduce=p.overlap_grad_reduce, schedule=p.schedule)
+
+
+# ------------------------------------------------------------------------------------------------ comm
+def params_on_gpu(shape: ModelShape, layout: ParallelLayout, stage: int = 0) -> tuple[float, float]:
+    """Parameters one GPU of ``stage`` holds before ZeRO sharding: ``(non_expert, expert)``.
+
+    Matrices (and the vocab-parallel embedding and head) split over tp; routed experts over ep·tp;
+    norms are replicated over tp. The embedding sits on the first stage, the head on the last.
+    """
+    dense = expert = 0.0
+    for layer in stage_layers(shape, layout.pp, stage):
+        exp = shape.layer_expert_params(layer)
+        nonexp = shape.layer_params(layer) - exp
+        dense += (nonexp - shape.norm_params) / layout.tp + shape.norm_params
+        expert += exp / (layout.tp * layout.ep)
+    if stage == 0:
+        dense += shape.embedding_params / layout.tp
+    if stage == layout.pp - 1:
+        dense += shape.vocab * shape.hidden / layout.tp + shape.hidden
+    return dense, expert
+
+
+@dataclass(frozen=True)
+class CommVolumes:
+    """Bytes each communication of a training step moves, for one GPU of one pipeline stage.
+
+    Sizes follow nccl-tests (see the module docstring); counts say how often a group runs each one.
+    """
+
+    activation_bytes: float
+    """One micro-batch's activation tensor b·s·h·2 B (the unit of TP and PP traffic)."""
+    tp_forward: tuple[tuple[str, float], ...]
+    """Per layer per micro-batch forward: (collective, size_bytes) — 2 all_reduce, or 2 all_gather + 2
+    reduce_scatter with sequence parallelism (Megatron-LM; Korthikanti et al. 2022 §4.2.2). Empty for tp = 1."""
+    tp_backward: tuple[tuple[str, float], ...]
+    """The same per layer per micro-batch backward."""
+    pp_send_bytes: float
+    """Per micro-batch across each stage boundary, each way (activations forward, their gradients backward);
+    b·s·h·2 B, divided by tp with sequence parallelism (each TP rank sends its slice). 0 for pp = 1."""
+    dp_grad_collective: str
+    """'all_reduce' (ZeRO 0) or 'reduce_scatter' (ZeRO ≥ 1, the distributed-optimizer way)."""
+    dp_grad_bytes: float
+    """Non-expert gradient bytes per GPU reduced over its dp group per step (2 B per parameter)."""
+    dp_param_allgather_bytes: float
+    """ZeRO 1 and 2: updated bf16 weights all-gathered over dp after the optimizer step; 0 otherwise."""
+    expert_dp_grad_bytes: float
+    """Expert gradient bytes per GPU reduced over its expert-dp group (dp / ep ranks) per step."""
+    expert_dp_param_allgather_bytes: float
+    zero3_layer_allgather_bytes: float
+    """ZeRO 3: one layer's non-expert weights (this GPU's tp slice, gathered size) all-gathered over dp
+    before its forward and again before its backward; its gradients reduce-scattered at the same size."""
+    zero3_expert_layer_allgather_bytes: float
+    ep_all_to_all_bytes: float
+    """Per MoE layer per micro-batch, one rank's send buffer of each all_to_all: tokens·top_k·h·2 B / tp
+    (each TP rank routes its sequence slice); 4 per layer per micro-batch: dispatch and combine, forward
+    and backward. 1/ep of it stays on the GPU. 0 without expert parallelism."""
+    moe_layers_in_stage: int
+
+
+def comm_volumes(shape: ModelShape, layout: ParallelLayout, micro_batch: int | None = None, stage: int = 0) -> CommVolumes:
+    """Communication volumes of a training step for one GPU of ``stage``.
+
+    >>> shape = resolve_model(ModelSpec(preset="llama-8b"))
+    >>> layout = ParallelLayout(16, 8, 1, 2, 1, 0, False, 1, 2, 25 * 2**20, True, "1f1b")
+    >>> v = comm_volumes(shape, layout)
+    >>> v.tp_forward == (("all_reduce", 8192 * 4096 * 2.0),) * 2
+    True
+    """
+    b = micro_batch or layout.micro_batch
+    act = b * shape.seq_len * shape.hidden * TRAIN_BYTES
+    if layout.tp == 1:
+        tp_fwd = tp_bwd = ()
+    elif layout.sequence_parallel:
+        tp_fwd = (("all_gather", act), ("reduce_scatter", act)) * 2
+        tp_bwd = (("all_gather", act), ("reduce_scatter", act)) * 2
+    else:
+        tp_fwd = tp_bwd = (("all_reduce", act),) * 2
+    pp_send = 0.0 if layout.pp == 1 else act / (layout.tp if layout.sequence_parallel else 1)
+    dense, expert = params_on_gpu(shape, layout, stage)
+    grad_d, grad_e = dense * TRAIN_BYTES, expert * TRAIN_BYTES
+    layers = stage_layers(shape, layout.pp, stage)
+    moe_in_stage = sum(shape.is_moe_layer(layer) for layer in layers)
+    z3 = layout.zero == 3
+    layer0 = layers[-1]
+    layer_nonexp = (shape.layer_params(layer0) - shape.layer_expert_params(layer0) - shape.norm_params) / layout.tp + shape.norm_params
+    layer_exp = shape.layer_expert_params(layer0) / (layout.tp * layout.ep)
+    ep_bytes = b * shape.seq_len * shape.top_k * shape.hidden * TRAIN_BYTES / layout.tp if layout.ep > 1 else 0.0
+    return CommVolumes(
+        activation_bytes=act,
+        tp_forward=tp_fwd,
+        tp_backward=tp_bwd,
+        pp_send_bytes=pp_send,
+        dp_grad_collective="all_reduce" if layout.zero == 0 else "reduce_scatter",
+        dp_grad_bytes=grad_d if layout.dp > 1 else 0.0,
+        dp_param_allgather_bytes=grad_d if layout.zero in (1, 2) and layout.dp > 1 else 0.0,
+        expert_dp_grad_bytes=grad_e if layout.expert_dp > 1 else 0.0,
+        expert_dp_param_allgather_bytes=grad_e if layout.zero in (1, 2) and layout.expert_dp > 1 else 0.0,
+        zero3_layer_allgather_bytes=layer_nonexp * TRAIN_BYTES if z3 and layout.dp > 1 else 0.0,
+        zero3_expert_layer_allgather_bytes=layer_exp * TRAIN_BYTES if z3 and layout.expert_dp > 1 else 0.0,
+        ep_all_to_all_bytes=ep_bytes,
+        moe_layers_in_stage=moe_in_stage,
+    )
+
+
+# ------------------------------------------------------------------------------------------------ memory
+def activation_bytes_per_layer(shape: ModelShape, layout: ParallelLayout, layer: int | None = None,
+                               micro_batch: int | None = None) -> float:
+    """Activations one layer keeps for backward, per micro-batch per GPU, with selective recomputation.
+
+    Korthikanti et al. 2022, Table 2: ``s·b·h·34 / tp`` with sequence parallelism, ``s·b·h·(10 + 24/tp)``
+    without (the attention score matrix is recomputed). Of the 34, 19 are the MLP's (for ffn = 4h); an
+    MoE layer scales them by how many expert MLPs a token runs: ``(top_k + shared)·expert_ffn / ffn_hidden``.
+    """
+    if layer is None:
+        layer = shape.dense_layers if shape.is_moe else 0
+    mlp = 1.0
+    if shape.is_moe_layer(layer):
+        mlp = (shape.top_k + shape.shared_experts) * shape.expert_ffn_hidden / shape.ffn_hidden
+    sbh = shape.seq_len * (micro_batch or layout.micro_batch) * shape.hidden
+    split = 34.0 + 19.0 * (mlp - 1.0)
+    if layout.sequence_parallel or layout.tp == 1:
+        return sbh * split / layout.tp
+    return sbh * (10.0 + (split - 10.0) / layout.tp)
+
+
+def memory_per_gpu_bytes(shape: ModelShape, layout: ParallelLayout, precision: str | None = None,
+                         stage: int | None = None) -> dict[str, float]:
+    """Memory of one GPU of ``stage`` (default: the stage that needs most), bytes by part.
+
+    ``weights`` and ``grads`` (bf16, 2 B/param), ``optimizer`` (Adam, 12 B/param), sharded over dp by ZeRO
+    stage ≥ 3, ≥ 2, ≥ 1 respectively (experts over dp / ep); ``activations`` of the micro-batches in flight
+    (1F1B: stage i holds min(pp − i, micro-batches)); ``logits`` the fp32 logits of the loss on the last
+    stage (4·b·s·vocab / tp). ``precision`` does not change training memory (see the module docstring).
+
+    >>> shape = resolve_model(ModelSpec(preset="llama-8b"))
+    >>> layout = ParallelLayout(8, 1, 1, 8, 1, 3, False, 1, 8, 25 * 2**20, True, "1f1b")
+    >>> mem = memory_per_gpu_bytes(shape, layout)
+    >>> mem["optimizer"] == 12 * shape.params / 8, mem["activations"] == 34 * 8192 * 4096 * 32
+    (True, True)
+    """
+    if stage is None:
+        return max((memory_per_gpu_bytes(shape, layout, precision, s) for s in range(layout.pp)),
+                   key=lambda parts: sum(parts.values()))
+    dense, expert = params_on_gpu(shape, layout, stage)
+
+    def sharded(min_stage: int) -> float:
+        if layout.zero >= min_stage:
+            return dense / layout.dp + expert / layout.expert_dp
+        return dense + expert
+
+    layers = stage_layers(shape, layout.pp, stage)
+    in_flight = min(layout.pp - stage, layout.micro_batches)
+    acts = in_flight * sum(activation_bytes_per_layer(shape, layout, layer) for layer in layers)
+    logits = 4.0 * layout.micro_batch * shape.seq_len * shape.vocab / layout.tp if stage == layout.pp - 1 else 0.0
+    return {
+        "weights": TRAIN_BYTES * sharded(3),
+        "grads": TRAIN_BYTES * sharded(2),
+        "optimizer": ADAM_BYTES_PER_PARAM * sharded(1),
+        "activations": acts,
+        "logits": logits,
+    }
+
+
+def _gib(value: float) -> str:
+    return f"{value / GiB:.1f} GiB"
+
+
+def check_fits(shape: ModelShape, layout: ParallelLayout | InferenceLayout, gpu: GpuShape) -> dict[str, float]:
+    """Raise :class:`SpecError` when one GPU's memory is too small; return the parts otherwise."""
+    if isinstance(layout, InferenceLayout):
+        parts = inference_memory_per_gpu_bytes(shape, layout)
+        hint = "raise inference.tp or pp, or lower batch or the token counts"
+    else:
+        parts = memory_per_gpu_bytes(shape, layout)
+        hint = "raise tp or pp, shard with zero: 1..3, or lower micro_batch"
+    need = sum(parts.values())
+    if need > gpu.memory_bytes:
+        detail = ", ".join(f"{k} {_gib(v)}" for k, v in parts.items() if v)
+        text = (f"workload: model needs {_gib(need)} per GPU but the GPU has {_gib(gpu.memory_bytes)} "
+                f"({_gib(need - gpu.memory_bytes)} over)")
+        raise SpecError(text, problems=[text], hint=f"{detail}; {hint}")
+    return parts
+
+
+def checkpoint_bytes(shape: ModelShape) -> float:
+    """Bytes of a whole-job checkpoint: bf16 weights and the fp32 Adam state, 14 B per parameter."""
+    return float(CHECKPOINT_BYTES_PER_PARAM * shape.params)
+
+
+# ------------------------------------------------------------------------------------------------ inference
+@dataclass(frozen=True)
+class InferenceLayout:
+    """An inference service resolved: ``replicas`` copies of the model, each on tp·pp GPUs."""
+
+    gpus: int
+    tp: int
+    pp: int
+    replicas: int
+    batch: int            # sequences per replica
+    prompt_tokens: int
+    output_tokens: int
+
+
+def validate_inference_layout(shape: ModelShape, spec: WorkloadSpec, cluster_gpus: int,
+                              gpus_per_server: int | None = None) -> InferenceLayout:
+    """Resolve ``spec.inference`` and check it like :func:`validate_layout`."""
+    inf, path = spec.inference or InferenceSpec(), "workload.inference"
+    gpus = _job_gpus(spec, cluster_gpus)
+    _check_tp(path, inf.tp, shape, gpus_per_server, inf.allow_tp_across_servers)
+    if gpus % (inf.tp * inf.pp):
+        _fail(path, f"tp*pp = {inf.tp}*{inf.pp} = {inf.tp * inf.pp} does not divide the job's {gpus} GPUs")
+    if shape.layers % inf.pp:
+        _fail(f"{path}.pp", f"{inf.pp} does not divide {shape.layers} layers")
+    return InferenceLayout(gpus=gpus, tp=inf.tp, pp=inf.pp, replicas=gpus // (inf.tp * inf.pp), batch=inf.batch,
+                           prompt_tokens=inf.prompt_tokens, output_tokens=inf.output_tokens)
+
+
+def weight_bytes_per_param(precision: str) -> int:
+    """Inference weight (and KV-cache) bytes per element: 1 for fp8, else 2."""
+    return _PRECISION_BYTES[precision]
+
+
+def prefill_flops(shape: ModelShape, prompt_tokens: int) -> float:
+    """Forward FLOPs of one sequence's prompt: ``2·N·T + 2·layers·hidden·T·(T+1)``.
+
+    Causal attention: token i attends to the i tokens up to itself, so the prefill costs exactly what
+    decoding the prompt token by token would (the sum of :func:`decode_flops_per_token` over 1..T).
+    Inference counts what the kernels do; training keeps Megatron's full-matrix convention.
+    """
+    t = prompt_tokens
+    return 2.0 * matmul_params(shape) * t + 2.0 * shape.layers * shape.hidden * t * (t + 1)
+
+
+def decode_flops_per_token(shape: ModelShape, context_tokens: int) -> float:
+    """Forward FLOPs of one decoded token attending to ``context_tokens`` tokens (the cached ones and
+    itself): ``2·N + 4·layers·hidden·context`` (QKᵀ and AV over the context).
+    """
+    return 2.0 * matmul_params(shape) + 4.0 * shape.layers * shape.hidden * context_tokens
+
+
+def kv_cache_bytes_per_token(shape: ModelShape) -> float:
+    """K and V of one token in every layer: ``2·layers·kv_heads·head_dim·bytes``."""
+    return 2.0 * shape.layers * shape.kv_heads * shape.head_dim * weight_bytes_per_param(shape.precision)
+
+
+def decode_weight_bytes(shape: ModelShape, batch: int = 1) -> float:
+    """Weight bytes one decode step of ``batch`` sequences reads from HBM (whole model, all GPUs).
+
+    Dense: every weight. MoE: the non-expert weights and, per MoE layer, the experts at least one of the
+    batch's tokens picks — ``experts·(1 − (1 − top_k/experts)^batch)`` on average with uniform routing.
+    The input embedding reads one row per token, counted as nothing.
+    """
+    per = weight_bytes_per_param(shape.precision)
+    total = shape.params - shape.embedding_params
+    if shape.is_moe:
+        touched = shape.experts * (1.0 - (1.0 - shape.top_k / shape.experts) ** batch)
+        total -= shape.moe_layers * (shape.experts - touched) * shape.expert_params
+    return float(total * per)
+
+
+def decode_step_time_s(shape: ModelShape, gpu: GpuShape, layout: InferenceLayout, context_tokens: int) -> float:
+    """Time of one decode step (one token for each of the batch's sequences) through one replica, with no
+    communication: ``max(FLOPs / (tp·achieved FLOP/s), bytes read / (tp·HBM bandwidth))``, summed over
+    the pp stages it passes one after another (so pp does not shorten it). Bytes read = weights + the
+    batch's KV cache.
+    """
+    flops = layout.batch * decode_flops_per_token(shape, context_tokens)
+    read = decode_weight_bytes(shape, layout.batch) + layout.batch * context_tokens * kv_cache_bytes_per_token(shape)
+    return max(flops / (layout.tp * gpu.achieved_flops), read / (layout.tp * gpu.hbm_bandwidth_Bps))
+
+
+def inference_tp_all_reduce_bytes(shape: ModelShape, tokens: int) -> float:
+    """Size of one TP all_reduce for ``tokens`` tokens (bf16 activations): ``tokens·hidden·2`` bytes.
+    Two per layer per forward (after attention and after the MLP); one token per sequence in decode.
+    """
+    return float(tokens * shape.hidden * TRAIN_BYTES)
+
+
+def inference_memory_per_gpu_bytes(shape: ModelShape, layout: InferenceLayout) -> dict[str, float]:
+    """Memory of one GPU of a replica: its weight slice and the KV cache of the batch at full length.
+
+    KV heads split over tp (replicated when tp > kv_heads, as vLLM and Megatron do).
+    """
+    weights = shape.params * weight_bytes_per_param(shape.precision) / (layout.tp * layout.pp)
+    kv_split = min(layout.tp, shape.kv_heads)
+    tokens = layout.batch * (layout.prompt_tokens + layout.output_tokens)
+    kv = tokens * kv_cache_bytes_per_token(shape) / (kv_split * layout.pp)
+    return {"weights": weights, "kv_cache": kv}

@@ -1,0 +1,60 @@
+"""Run a scenario's workload on its cluster, once per case (the base and each variant)."""
+
+from __future__ import annotations
+
+from gpuwait.collectives.ncclenv import parse_env
+from gpuwait.engine.groups import FabricModel
+from gpuwait.engine.scenario import scenario_cases
+from gpuwait.errors import SpecError
+from gpuwait.spec.scenario import Scenario
+from gpuwait.topology.presets import build_cluster, resolve_cluster
+from gpuwait.workload.result import RunResult
+from gpuwait.workload.schedule import run_training
+from gpuwait.workload.serving import run_serving
+from gpuwait.workload.steps import serving_step, training_step
+
+
+def case_label(name: str | None, routing, transport) -> str:
+    """The variant's own name, or for the base case "RoCEv2, ECMP" / "InfiniBand, adaptive routing"."""
+    fabric = {"rocev2": "RoCEv2", "infiniband": "InfiniBand", "tcp": "TCP"}.get(transport.name, transport.name)
+    route = {"ecmp": "ECMP", "static": "static routes", "adaptive": "adaptive routing", "spray": "packet spraying"}
+    label = f"{fabric}, {route.get(routing.kind, routing.kind)}"
+    return name or label
+
+
+def run_workload(scenario: Scenario, steps: int | None = None, progress=None) -> list[RunResult]:
+    """Simulate ``scenario.workload`` for the cluster's routing and transport and each variant's.
+
+    ``progress(case_index, n_cases, step, n_steps)`` is called as steps finish (for a progress bar).
+    """
+    if scenario.workload is None:
+        raise SpecError("workload: the scenario has none; expected a `workload:` section",
+                        hint="see `gpuwait schema` for its fields")
+    cluster = resolve_cluster(scenario.cluster)
+    topo = build_cluster(cluster)
+    spec = scenario.workload
+    n_steps = steps if steps is not None else spec.steps
+    if n_steps < 1:
+        raise SpecError(f"--steps: got {n_steps}; expected at least 1")
+    training = spec.mode == "training"
+    step = training_step(spec, topo) if training else serving_step(spec, topo)
+    cluster_label = f"{scenario.cluster.preset or cluster.name}: {topo.n_servers} servers x {topo.gpus_per_server} GPUs"
+    cases = scenario_cases(scenario, cluster)
+    results = []
+    for index, (name, routing, transport) in enumerate(cases):
+        # the cluster's QPs per connection are NCCL's NCCL_IB_QPS_PER_CONNECTION
+        env = parse_env({"NCCL_IB_QPS_PER_CONNECTION": str(routing.qps_per_connection)})
+        fabric = FabricModel(topo, routing, transport, env)
+        label = case_label(name, routing, transport)
+        if training:
+            if step.storage_read_Bps_per_gpu > 0:
+                read = fabric.storage(step.layout.rank_gpu, step.storage_read_Bps_per_gpu)
+                fabric = FabricModel(topo, routing, transport, fabric.env, background_Bps=read.link_load_Bps)
+            report = None if progress is None else (lambda k, n, i=index: progress(i, len(cases), k, n))
+            results.append(run_training(step, fabric, steps=n_steps, case=label, cluster=cluster_label,
+                                        progress=report))
+        else:
+            results.append(run_serving(step, fabric, case=label, cluster=cluster_label))
+            if progress is not None:
+                progress(index, len(cases), 1, 1)
+    return results

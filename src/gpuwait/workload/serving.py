@@ -1,0 +1,133 @@
+"""Serve a model with tensor and pipeline parallelism: prefill, then one decode step per output token.
+
+Decode moves few bytes per collective (a batch of hidden vectors), so its TP all-reduces are
+latency-bound: inside an NVSwitch server they cost microseconds, across servers each one pays the
+network's latency. The time per output token (TPOT) is therefore where crossing servers shows.
+A batch of requests runs as one pipeline (no micro-batching), so every stage waits for the previous
+one and its activations' send; stage s idles while others work (counted as bubble).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpuwait.engine.groups import FabricModel
+from gpuwait.errors import SimulationError
+from gpuwait.workload.layout import Layout
+from gpuwait.workload.result import BREAKDOWN_CATEGORIES, RunResult, StepBreakdown, TaskTable
+from gpuwait.workload.stats import collective_stats, link_stats
+
+
+@dataclass(frozen=True, eq=False)
+class ServingStep:
+    """One batch of requests, derived from the workload spec (no logic here)."""
+
+    layout: Layout                 # dp = independent replicas serving in parallel
+    prefill_compute_s: float       # one stage's prefill of the whole batch
+    decode_compute_s: float        # one stage's decode step (max of FLOP time and weight-read time)
+    layers_per_stage: int
+    tp_allreduce_prefill_bytes: float  # one all-reduce during prefill (batch x prompt x hidden x bytes)
+    tp_allreduce_decode_bytes: float   # one all-reduce during a decode step (batch x hidden x bytes)
+    allreduces_per_layer: int          # 2 in Megatron-style TP (attention out, MLP out)
+    pp_send_prefill_bytes: float
+    pp_send_decode_bytes: float
+    output_tokens: int
+    batch: int
+    model_flops: float             # whole batch, prefill and decode
+    peak_flops_per_gpu: float
+    description: str = ""
+
+
+def _time(fabric: FabricModel | None, groups_gpu: np.ndarray, collective: str, n_bytes: float):
+    if fabric is None or groups_gpu.shape[1] < 2 or n_bytes <= 0:
+        return 0.0, None
+    run = fabric.collective(groups_gpu, collective, n_bytes)
+    return run.time_s, run
+
+
+def _phases(step: ServingStep, fabric: FabricModel | None):
+    lay = step.layout
+    gpus = lay.rank_gpu
+    tp_groups, pp_groups = gpus[lay.groups("tp")], gpus[lay.groups("pp")]
+    calls = step.layers_per_stage * step.allreduces_per_layer
+    tp_pre, run_tp_pre = _time(fabric, tp_groups, "all_reduce", step.tp_allreduce_prefill_bytes)
+    tp_dec, run_tp_dec = _time(fabric, tp_groups, "all_reduce", step.tp_allreduce_decode_bytes)
+    send_pre, run_pp_pre = _time(fabric, pp_groups, "sendrecv", step.pp_send_prefill_bytes)
+    send_dec, run_pp_dec = _time(fabric, pp_groups, "sendrecv", step.pp_send_decode_bytes)
+    prefill = {"compute": step.prefill_compute_s, "tp": calls * tp_pre, "pp": send_pre}
+    decode = {"compute": step.decode_compute_s, "tp": calls * tp_dec, "pp": send_dec}
+    families = [("tp all_reduce prefill", run_tp_pre, calls), ("tp all_reduce decode", run_tp_dec,
+                                                                 calls * step.output_tokens),
+                ("pp sendrecv prefill", run_pp_pre, 1), ("pp sendrecv decode", run_pp_dec, step.output_tokens)]
+    return prefill, decode, [f for f in families if f[1] is not None]
+
+
+def _pass_time(parts: dict, pp: int) -> float:
+    """One pass through the pipeline: every stage's compute and TP collectives, and pp-1 sends."""
+    return pp * (parts["compute"] + parts["tp"]) + (pp - 1) * parts["pp"]
+
+
+def run_serving(step: ServingStep, fabric: FabricModel, *, case: str = "", cluster: str = "") -> RunResult:
+    """Time to first token, time per output token and the breakdown of serving one batch."""
+    lay = step.layout
+    if step.output_tokens < 1 or step.batch < 1:
+        raise SimulationError("workload.inference: expected at least one output token and a batch of at least 1")
+    prefill, decode, families = _phases(step, fabric)
+    ideal_prefill, ideal_decode, _ = _phases(step, None)
+    pp = lay.pp
+    ttft = _pass_time(prefill, pp)
+    tpot = _pass_time(decode, pp)
+    total = ttft + step.output_tokens * tpot
+    ideal = _pass_time(ideal_prefill, pp) + step.output_tokens * _pass_time(ideal_decode, pp)
+    n = lay.n_ranks
+    tokens = 1 + step.output_tokens
+    compute = prefill["compute"] + step.output_tokens * decode["compute"]
+    tp_comm = prefill["tp"] + step.output_tokens * decode["tp"]
+    pp_comm = (pp - 1) * (prefill["pp"] + step.output_tokens * decode["pp"])
+    per_gpu = {c: np.zeros(n) for c in BREAKDOWN_CATEGORIES}
+    per_gpu["compute"][:] = compute
+    per_gpu["exposed_comm"][:] = tp_comm + pp_comm
+    per_gpu["bubble"][:] = total - compute - tp_comm - pp_comm
+    exposed = {"tp all_reduce": tp_comm, "pp sendrecv": pp_comm}
+    mfu = step.model_flops / (total * n * step.peak_flops_per_gpu) if total > 0 else 0.0
+    breakdown = StepBreakdown(total, per_gpu, exposed, ideal, mfu, step.model_flops, step.batch * tokens)
+    tasks = _tasks(step, prefill, decode, ttft, tpot)
+    collectives = collective_stats(families, {"tp": lay.tp, "pp": lay.pp})
+    links = link_stats(fabric, families, total)
+    notes = (f"time to first token {ttft * 1e3:.3f} ms", f"time per output token {tpot * 1e3:.3f} ms "
+             f"(ideal network {_pass_time(ideal_decode, pp) * 1e3:.3f} ms)")
+    return RunResult(case=case, workload=step.description, cluster=cluster, steps=1, breakdown=breakdown,
+                     collectives=collectives, links=links, tasks=tasks, step_times_s=np.array([total]),
+                     notes=notes, gpus_per_server=fabric.topo.gpus_per_server)
+
+
+def time_per_output_token_s(result: RunResult) -> float:
+    """The TPOT a serving run recorded (its second note), in seconds."""
+    for note in result.notes:
+        if note.startswith("time per output token"):
+            return float(note.split()[4]) / 1e3
+    raise SimulationError("result: not a serving run; expected a 'time per output token' note")
+
+
+def _tasks(step: ServingStep, prefill: dict, decode: dict, ttft: float, tpot: float) -> TaskTable:
+    """Per GPU: its stage's prefill, then each decode step's compute and TP collectives (first 64 tokens)."""
+    lay = step.layout
+    stage = lay.stage_of()
+    rows = []
+    for token in range(-1, min(step.output_tokens, 64)):
+        parts, t0, per_pass = (prefill, 0.0, ttft) if token < 0 else (decode, ttft + token * tpot, tpot)
+        begin = t0 + stage * (parts["compute"] + parts["tp"] + parts["pp"])
+        name = "prefill" if token < 0 else f"decode t{token}"
+        rows.append(("compute", name, "", begin, begin + parts["compute"]))
+        if parts["tp"] > 0:
+            rows.append(("comm", f"tp all_reduce {name}", "tp", begin + parts["compute"],
+                         begin + parts["compute"] + parts["tp"]))
+    n = lay.n_ranks
+    ranks = np.tile(np.arange(n, dtype=np.int32), len(rows))
+    start = np.concatenate([r[3] for r in rows])
+    end = np.concatenate([r[4] for r in rows])
+    return TaskTable(ranks, np.zeros(len(ranks), np.int32), np.repeat(np.array([r[0] for r in rows], object), n),
+                     np.repeat(np.array([r[1] for r in rows], object), n),
+                     np.repeat(np.array([r[2] for r in rows], object), n), start, end, end - start)

@@ -1,0 +1,114 @@
+"""From a workload spec and a topology to the step the scheduler runs: compute times derived from
+FLOPs and the GPU's achieved rate, communication volumes from the model's shape and parallelism.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpuwait.errors import SpecError
+from gpuwait.spec.workload import WorkloadSpec
+from gpuwait.topology.model import Topology
+from gpuwait.workload import model as wm
+from gpuwait.workload.layout import Layout
+from gpuwait.workload.schedule import CommOp, TrainingStep
+from gpuwait.workload.serving import ServingStep
+
+#: Adam's update reads and writes the fp32 master weight and two moments and reads the gradient:
+#: about 16 B of HBM traffic per parameter held on the GPU (memory-bound, Megatron's fused Adam).
+ADAM_HBM_BYTES_PER_PARAM = 16.0
+
+
+def _job_layout(topo: Topology, gpus: int, tp: int, dp: int, pp: int, ep: int) -> Layout:
+    return Layout(tp=tp, dp=dp, pp=pp, ep=ep, rank_gpu=topo.gpu_node.ravel()[:gpus])
+
+
+def describe(shape: wm.ModelShape, parts: str, gpus: int) -> str:
+    billions = shape.params / 1e9
+    return f"{shape.name} ({billions:.1f}B params), {parts}, {gpus} GPUs"
+
+
+def training_step(spec: WorkloadSpec, topo: Topology) -> TrainingStep:
+    """The training step ``spec`` describes on ``topo``'s first GPUs (checked: layout, memory)."""
+    shape = wm.resolve_model(spec.model)
+    gpu = wm.resolve_gpu(spec.compute, shape.precision, topo.spec.server.gpu_model)
+    par = wm.validate_layout(shape, spec, topo.n_gpus, topo.gpus_per_server)
+    wm.check_fits(shape, par, gpu)
+    lay = _job_layout(topo, par.gpus, par.tp, par.dp, par.pp, par.ep)
+    m = par.global_batch // (par.dp * par.micro_batch)
+    pp = par.pp
+    fwd = np.array([gpu.compute_time_s(wm.stage_forward_flops(shape, par, s)) for s in range(pp)])
+    volumes = [wm.comm_volumes(shape, par, stage=s) for s in range(pp)]
+    v = volumes[0]
+    layers = shape.layers // pp
+    ops: list[CommOp] = []
+    # TP collectives: each (collective, size) the same count per layer forward and backward
+    tp_kinds: dict[tuple[str, float], list[int]] = {}
+    for coll, size in v.tp_forward:
+        tp_kinds.setdefault((coll, size), [0, 0])[0] += layers
+    for coll, size in v.tp_backward:
+        tp_kinds.setdefault((coll, size), [0, 0])[1] += layers
+    ops += [CommOp("tp", coll, size, f, b) for (coll, size), (f, b) in tp_kinds.items()]
+    if v.ep_all_to_all_bytes > 0 and v.moe_layers_in_stage:
+        ops.append(CommOp("ep", "alltoall", v.ep_all_to_all_bytes, 2 * v.moe_layers_in_stage, 2 * v.moe_layers_in_stage))
+    if par.zero == 3 and v.zero3_layer_allgather_bytes > 0:
+        layer_fwd_s = float(fwd.mean()) / layers
+        # FSDP prefetches the next layer's weights under this layer's compute
+        ops.append(CommOp("dp", "all_gather", v.zero3_layer_allgather_bytes, layers, layers, hidden_s=layer_fwd_s))
+        ops.append(CommOp("dp", "reduce_scatter", v.zero3_layer_allgather_bytes, 0, layers, hidden_s=2 * layer_fwd_s))
+    grads = np.array([0.0 if par.zero == 3 else vol.dp_grad_bytes + vol.expert_dp_grad_bytes for vol in volumes])
+    gather = np.array([vol.dp_param_allgather_bytes + vol.expert_dp_param_allgather_bytes for vol in volumes])
+    params_here = np.array([sum(wm.params_on_gpu(shape, par, s)) for s in range(pp)])
+    shard = par.dp if par.zero >= 1 else 1
+    optimizer_s = float(params_here.max()) / shard * ADAM_HBM_BYTES_PER_PARAM / gpu.hbm_bandwidth_Bps
+    slow = np.ones(lay.n_ranks)
+    for s in spec.compute.slow_gpus:
+        if s.rank >= lay.n_ranks:
+            raise SpecError(f"workload.compute.slow_gpus: rank {s.rank} is outside the job's {lay.n_ranks} GPUs")
+        slow[s.rank] *= s.factor
+    data = spec.data
+    stage0_servers = len(np.unique(topo.node_server[lay.rank_gpu[lay.stage_of() == 0]]))
+    loader_s = (par.global_batch / stage0_servers / data.loader_samples_per_s_per_server
+                if data.loader_samples_per_s_per_server else 0.0)
+    checkpoint = data.checkpoint_size if data.checkpoint_size is not None else wm.checkpoint_bytes(shape)
+    tokens = par.global_batch * shape.seq_len
+    sp = " SP" if par.sequence_parallel else ""
+    parts = f"TP{par.tp}{sp} PP{par.pp} DP{par.dp}" + (f" EP{par.ep}" if par.ep > 1 else "") + (
+        f" ZeRO-{par.zero}" if par.zero else "") + f", {m} micro-batches of {par.micro_batch}"
+    return TrainingStep(
+        layout=lay, micro_batches=m, fwd_compute_s=fwd, bwd_compute_s=2.0 * fwd, optimizer_s=optimizer_s,
+        inline_ops=tuple(ops), pp_send_bytes=v.pp_send_bytes, dp_grad_bytes=grads, bucket_bytes=par.bucket_bytes,
+        dp_collective=v.dp_grad_collective, param_gather_bytes=gather, overlap_grad_reduce=par.overlap_grad_reduce,
+        jitter_cv=spec.compute.jitter_cv, slow_factor=slow, seed=spec.compute.seed, loader_s_per_step=loader_s,
+        storage_read_Bps_per_gpu=data.dataset_read_per_gpu,
+        checkpoint_bytes_per_gpu=checkpoint / par.gpus if data.checkpoint_interval_steps else 0.0,
+        checkpoint_interval_steps=data.checkpoint_interval_steps,
+        model_flops_per_step=wm.training_flops_per_token(shape) * tokens, tokens_per_step=tokens,
+        peak_flops_per_gpu=gpu.peak_flops, description=describe(shape, parts, par.gpus))
+
+
+def serving_step(spec: WorkloadSpec, topo: Topology) -> ServingStep:
+    """One batch of requests on every replica, as ``spec.inference`` describes."""
+    shape = wm.resolve_model(spec.model)
+    gpu = wm.resolve_gpu(spec.compute, shape.precision, topo.spec.server.gpu_model)
+    inf = wm.validate_inference_layout(shape, spec, topo.n_gpus, topo.gpus_per_server)
+    wm.check_fits(shape, inf, gpu)
+    lay = _job_layout(topo, inf.gpus, inf.tp, inf.replicas, inf.pp, 1)
+    prompt, out, batch = inf.prompt_tokens, inf.output_tokens, inf.batch
+    prefill_flops = batch * wm.prefill_flops(shape, prompt)
+    prefill_s = gpu.compute_time_s(prefill_flops) / (inf.tp * inf.pp)
+    # decode attends to a growing context; its mean is the prompt plus half the output
+    decode_s = wm.decode_step_time_s(shape, gpu, inf, prompt + out // 2) / inf.pp
+    width = wm.weight_bytes_per_param(shape.precision)
+    decode_flops = batch * out * wm.decode_flops_per_token(shape, prompt + out // 2)
+    return ServingStep(
+        layout=lay, prefill_compute_s=prefill_s, decode_compute_s=decode_s, layers_per_stage=shape.layers // inf.pp,
+        tp_allreduce_prefill_bytes=wm.inference_tp_all_reduce_bytes(shape, batch * prompt) if inf.tp > 1 else 0.0,
+        tp_allreduce_decode_bytes=wm.inference_tp_all_reduce_bytes(shape, batch) if inf.tp > 1 else 0.0,
+        allreduces_per_layer=2,
+        pp_send_prefill_bytes=batch * prompt * shape.hidden * width if inf.pp > 1 else 0.0,
+        pp_send_decode_bytes=batch * shape.hidden * width if inf.pp > 1 else 0.0,
+        output_tokens=out, batch=batch, model_flops=(prefill_flops + decode_flops) * inf.replicas,
+        peak_flops_per_gpu=gpu.peak_flops,
+        description=describe(shape, f"serving TP{inf.tp} PP{inf.pp} x{inf.replicas} replicas, batch {batch}, "
+                             f"{prompt} prompt + {out} output tokens", inf.gpus))

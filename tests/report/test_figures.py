@@ -1,0 +1,59 @@
+"""Plotly figures: what each one draws from a RunResult."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from gpuwait.report.figures import breakdown_figure, busbw_figure, link_heatmap_figure, timeline_figure
+from gpuwait.workload.result import LinkStats
+
+from .conftest import make_result
+
+
+def test_breakdown_bars_stack_to_the_step(two_cases):
+    fig = breakdown_figure(two_cases)
+    bars = [t for t in fig.data if t.type == "bar"]
+    totals = np.sum([np.asarray(t.y) for t in bars], axis=0)
+    np.testing.assert_allclose(totals, [r.breakdown.step_time_s * 1e3 for r in two_cases])
+    assert {t.name for t in bars} >= {"compute", "exposed comm", "data wait", "straggler wait"}
+    ideal = next(t for t in fig.data if t.type == "scatter")
+    np.testing.assert_allclose(ideal.y, [r.breakdown.ideal_step_time_s * 1e3 for r in two_cases])
+
+
+def test_repeated_case_names_stay_apart():
+    fig = breakdown_figure([make_result("same"), make_result("same")])
+    assert list(fig.data[0].x) == ["same", "same (2)"]
+
+
+def test_busbw_one_bar_per_collective_and_case(two_cases):
+    fig = busbw_figure(two_cases)
+    assert len(fig.data) == 2 and list(fig.data[0].y) == [25.6, 12.0]
+
+
+def test_heatmap_bins_wide_tiers_by_their_busiest_link():
+    n = 1000
+    util = np.zeros(n + 2)
+    util[737] = 0.9
+    links = LinkStats(name=[f"l{i}" for i in range(n + 2)], tier=np.array(["leaf-spine"] * n + ["nvlink"] * 2),
+                      utilization=util, bytes_per_step=util * 1e9)
+    result = dataclasses.replace(make_result(), links=links)
+    heat = link_heatmap_figure(result, max_columns=100).data[0]
+    assert list(heat.y) == ["nvlink", "leaf-spine"]  # fixed tier order, inside the server first
+    assert len(heat.z[1]) == 100 and list(heat.z[0][2:]) == [None] * 98  # short rows padded, not stretched
+    assert max(heat.z[1]) == pytest.approx(0.9) and "busiest l737" in heat.text[1][73]
+
+
+def test_timeline_lanes_and_bounds():
+    fig, shown = timeline_figure(make_result(n_gpus=4, steps=3))
+    assert shown == "all 4 GPUs"
+    comm = [t for t in fig.data if t.name.startswith("comm")]
+    other = [t for t in fig.data if not t.name.startswith("comm")]
+    assert {t.name for t in comm} == {"comm dp", "comm tp"}
+    assert all(t.offset > 0 for t in comm) and all(t.offset < 0 for t in other)  # comm in the lower half
+    n_bars = sum(len(t.x) for t in fig.data)
+    assert n_bars == len(make_result(n_gpus=4, steps=3).tasks)
+    fig, shown = timeline_figure(make_result(n_gpus=4, steps=3), max_tasks=50)
+    assert shown.endswith("first 2 of 3 steps") and sum(len(t.x) for t in fig.data) == 46

@@ -1,0 +1,63 @@
+"""The HTML report, read as text: self-contained, escaped, figures present (the browser test renders it)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import markupsafe
+from plotly.offline import get_plotlyjs
+
+from gpuwait.report.html import script_safe_json, write_html_report
+
+from .conftest import HOSTILE, make_result
+
+FIGURE_BLOCK = re.compile(r'<script type="application/json" id="([^"]+)">(.*?)</script>', re.S)
+
+
+def test_report_is_self_contained(tmp_path, two_cases):
+    page = write_html_report(two_cases, tmp_path / "report.html").read_text(encoding="utf-8")
+    assert page.count(get_plotlyjs()) == 1
+    # plotly.js mentions CDNs for features the report does not use (MathJax, geo maps); the rest of
+    # the page must name no URL, so it opens offline
+    assert "http" not in page.replace(get_plotlyjs(), "")
+    assert page.count("Plotly.newPlot") == 1
+    blocks = dict(FIGURE_BLOCK.findall(page))
+    # breakdown, busbw, and a heatmap and a timeline per case
+    assert sorted(blocks) == sorted(["fig-breakdown-data", "fig-busbw-data", "fig-heatmap-0-data", "fig-heatmap-1-data",
+                                     "fig-timeline-0-data", "fig-timeline-1-data"])
+    for text in blocks.values():
+        assert json.loads(text)["data"]
+    heatmap = json.loads(blocks["fig-heatmap-0-data"])["data"][0]
+    assert heatmap["y"] == ["nvlink", "nic-leaf", "leaf-spine", "storage"]
+    assert "leaf0-&gt;spine0" in json.dumps(heatmap["text"])  # names escaped for plotly's HTML-ish labels
+    assert "all 4 GPUs" in page and "dp all_reduce, storage read" in page
+    assert len(page) < 6_000_000
+
+
+def test_hostile_names_stay_text(tmp_path):
+    page = write_html_report([make_result(case=HOSTILE, task_prefix=HOSTILE)], tmp_path / "r.html").read_text("utf-8")
+    assert HOSTILE not in page and "<img" not in page
+    assert str(markupsafe.escape(HOSTILE)) in page  # shown, escaped, in the tables
+    # every </script> is the template's own: error hook, plotly.js, 4 figure blocks, the renderer
+    assert page.count("</script>") == 1 + 1 + 4 + 1
+    for _, text in FIGURE_BLOCK.findall(page):
+        assert "<" not in text and ">" not in text
+    title = json.loads(dict(FIGURE_BLOCK.findall(page))["fig-heatmap-0-data"])["layout"]["title"]["text"]
+    assert title.startswith("&lt;/script&gt;&lt;script&gt;")  # plotly shows it as text
+
+
+def test_script_safe_json_keeps_the_value():
+    import plotly.graph_objects as go
+
+    fig = go.Figure(layout_title_text="a</script>&<!--b\u2028")
+    assert json.loads(script_safe_json(fig))["layout"]["title"]["text"] == "a</script>&<!--b\u2028"
+
+
+def test_big_job_timeline_is_bounded(tmp_path):
+    result = make_result(n_gpus=48, steps=2, slow_rank=45)
+    page = write_html_report([result], tmp_path / "r.html", max_ranks=36).read_text("utf-8")
+    assert "ranks 0-31 and the 4 slowest (" in page and "of 48 GPUs" in page
+    timeline = json.loads(dict(FIGURE_BLOCK.findall(page))["fig-timeline-0-data"])
+    ticks = timeline["layout"]["yaxis"]["ticktext"]
+    assert len(ticks) == 36 and "rank 45" in ticks

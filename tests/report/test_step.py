@@ -1,0 +1,76 @@
+"""Terminal tables and the --json summary of a run."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from rich.console import Console
+
+from gpuwait.report.ranks import timeline_ranks
+from gpuwait.report.step import breakdown_table, collectives_table, hot_link_rows, hot_links_table, step_summary_dict
+from gpuwait.workload.result import BREAKDOWN_CATEGORIES
+
+from .conftest import HOSTILE, make_result
+
+
+def render(*tables) -> str:
+    console = Console(record=True, width=250, color_system=None)
+    for table in tables:
+        console.print(table)
+    return console.export_text()
+
+
+def test_summary_is_json_and_adds_up(result):
+    summary = json.loads(json.dumps(step_summary_dict(result)))
+    assert set(summary["breakdown_s"]) == set(BREAKDOWN_CATEGORIES)
+    # per GPU the categories add up to the step, so their job means do too
+    assert sum(summary["breakdown_s"].values()) == pytest.approx(summary["step_time_s"])
+    assert sum(summary["breakdown_fraction"].values()) == pytest.approx(1.0)
+    assert summary["network_cost_s"] == pytest.approx(summary["step_time_s"] - summary["ideal_step_time_s"])
+    assert summary["wait_fraction"] == pytest.approx(result.breakdown.wait_fraction)
+    assert [c["label"] for c in summary["collectives"]] == ["dp all_reduce bucket", "tp all_reduce"]
+    assert summary["hottest_links"][0] == {"link_id": 8, "link": "leaf0->spine0", "tier": "leaf-spine",
+                                           "utilization": pytest.approx(0.95), "bytes_per_step": pytest.approx(0.95e9),
+                                           "users": ["dp all_reduce", "storage read"]}
+
+
+def test_hot_links_skip_idle_and_intra_server_links(result):
+    rows = hot_link_rows(result, n=20)
+    assert [r["tier"] for r in rows if r["tier"] in ("nvlink", "pcie")] == []
+    assert "leaf0->spine2" not in [r["link"] for r in rows]  # utilization 0
+    assert [r["utilization"] for r in rows] == sorted((r["utilization"] for r in rows), reverse=True)
+
+
+def test_breakdown_table_puts_cases_side_by_side(two_cases):
+    text = render(breakdown_table(two_cases))
+    assert "RoCEv2, ECMP" in text and "InfiniBand, adaptive routing" in text
+    line = next(l for l in text.splitlines() if "step time (ms)" in l)
+    assert "41.00" in line and "35.50" in line
+    for label in ("exposed comm", "straggler wait", "dp all_reduce", "tp all_reduce", "ideal-network step", "network cost",
+                  "wait fraction", "MFU"):
+        assert label in text
+    assert "14.6%" in next(l for l in text.splitlines() if l.strip("│ ").startswith("exposed comm "))
+
+
+def test_link_and_collective_tables(result):
+    text = render(hot_links_table(result), collectives_table(result))
+    assert "leaf0->spine0" in text and "dp all_reduce, storage read" in text and "95%" in text
+    assert "256MB" in text and "25.60" in text and "ring/Simple" in text and "nvls/LL128" in text
+
+
+def test_names_are_not_rich_markup():
+    hostile = make_result(case=HOSTILE)
+    text = render(breakdown_table([hostile]), hot_links_table(hostile), collectives_table(hostile))
+    assert "[bold]" in text  # printed as itself, not eaten as a style
+
+
+def test_timeline_ranks_bound_big_jobs():
+    small = make_result(n_gpus=4)
+    assert timeline_ranks(small)[0].tolist() == [0, 1, 2, 3]
+    big = make_result(n_gpus=40, steps=1, slow_rank=37)
+    ranks, text = timeline_ranks(big, max_ranks=36, slowest=4)
+    assert len(ranks) == 36 and ranks[:32].tolist() == list(range(32))
+    assert 37 in ranks and np.all(np.diff(ranks) > 0)
+    assert text.startswith("ranks 0-31 and the 4 slowest (") and "37" in text and text.endswith("of 40 GPUs")

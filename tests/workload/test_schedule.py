@@ -1,0 +1,155 @@
+"""The training schedule against closed forms.
+
+- Data parallel without overlap: step = compute + the bucket all-reduces one after another.
+- With overlap (PyTorch DDP's bucketed all-reduce, Li et al., VLDB 2020): buckets become ready evenly
+  through the last backward and are reduced one at a time; only what runs past the backward is exposed.
+- 1F1B pipeline (Narayanan et al., SC'21, §2.2): the bubble is (p-1)/(m+p-1) of the ideal step.
+- A synchronous step waits for its slowest GPU.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpuwait.collectives.ncclenv import parse_env
+from gpuwait.engine.groups import FabricModel
+from gpuwait.topology.presets import build_preset, preset_spec
+from gpuwait.transport.profiles import TRANSPORTS
+from gpuwait.workload.layout import Layout
+from gpuwait.workload.result import BREAKDOWN_CATEGORIES
+from gpuwait.workload.schedule import CommOp, TrainingStep, one_f_one_b, run_training
+
+FWD_S, BWD_S, OPT_S = 0.010, 0.020, 0.002
+
+
+def _fabric(servers: int, preset: str = "rocev2-400g-2tier") -> FabricModel:
+    spec = preset_spec(preset, servers=servers)
+    return FabricModel(build_preset(preset, servers=servers), spec.routing, TRANSPORTS[spec.transport.name],
+                       parse_env({}))
+
+
+def _step(fabric: FabricModel, tp=1, pp=1, dp=8, m=4, *, grads=2e9, overlap=True, cv=0.0, slow=None,
+          tp_ops=(), pp_bytes=0.0, loader_s=0.0, seed=0) -> TrainingStep:
+    n = tp * pp * dp
+    lay = Layout(tp, dp, pp, 1, fabric.topo.gpu_node.ravel()[:n])
+    slow_factor = np.ones(n)
+    for rank, factor in (slow or {}).items():
+        slow_factor[rank] = factor
+    return TrainingStep(lay, m, np.full(pp, FWD_S), np.full(pp, BWD_S), OPT_S, tuple(tp_ops), pp_bytes,
+                        np.full(pp, grads), 25e6, "all_reduce", np.zeros(pp), overlap, cv, slow_factor, seed,
+                        loader_s, 0.0, 0.0, None, 1e15, 1000, 989e12, "test")
+
+
+def _bucket_s(fabric: FabricModel, step: TrainingStep) -> float:
+    lay = step.layout
+    size = float(step.dp_grad_bytes.max()) / np.ceil(step.dp_grad_bytes.max() / step.bucket_bytes)
+    return fabric.collective(lay.rank_gpu[lay.groups("dp")], "all_reduce", size).time_s
+
+
+def test_data_parallel_without_overlap_is_compute_plus_all_reduce():
+    fabric = _fabric(2)
+    step = _step(fabric, dp=16, overlap=False)
+    result = run_training(step, fabric)
+    buckets = int(np.ceil(2e9 / 25e6))
+    compute = 4 * (FWD_S + BWD_S) + OPT_S
+    assert result.breakdown.step_time_s == pytest.approx(compute + buckets * _bucket_s(fabric, step), rel=1e-9)
+    assert result.breakdown.exposed_comm_s["dp all_reduce"] == pytest.approx(buckets * _bucket_s(fabric, step))
+
+
+def test_overlap_exposes_only_what_outlasts_the_backward():
+    fabric = _fabric(2)
+    step = _step(fabric, dp=16, overlap=True)
+    result = run_training(step, fabric)
+    t_bucket, buckets = _bucket_s(fabric, step), int(np.ceil(2e9 / 25e6))
+    # bucket k is ready at (k+1)/nb of the last backward; they run one after another
+    ready = BWD_S * np.arange(1, buckets + 1) / buckets
+    end = 0.0
+    for r in ready:
+        end = max(end, r) + t_bucket
+    exposed = max(end - BWD_S, 0.0)
+    assert result.breakdown.exposed_comm_s["dp all_reduce"] == pytest.approx(exposed, rel=1e-9)
+    assert exposed < buckets * t_bucket  # overlap hid part of it
+
+
+@pytest.mark.parametrize("pp, m", [(2, 4), (4, 8), (4, 16), (8, 8)])
+def test_one_f_one_b_bubble(pp, m):
+    """No communication at all: every stage idles (p-1)(f+b), i.e. (p-1)/(m+p-1) of the pipeline time."""
+    fabric = _fabric(1)
+    step = _step(fabric, pp=pp, dp=1, m=m, grads=0.0)
+    result = run_training(step, fabric)
+    pipeline_s = (m + pp - 1) * (FWD_S + BWD_S)
+    assert result.breakdown.step_time_s == pytest.approx(pipeline_s + OPT_S)
+    bubble = result.breakdown.per_gpu_s["bubble"]
+    assert np.allclose(bubble, (pp - 1) * (FWD_S + BWD_S))
+    assert float(bubble.mean()) / pipeline_s == pytest.approx((pp - 1) / (m + pp - 1))
+
+
+def test_one_f_one_b_order():
+    assert one_f_one_b(4, 0, 4) == [("F", 0), ("F", 1), ("F", 2), ("F", 3), ("B", 0), ("B", 1), ("B", 2), ("B", 3)]
+    assert one_f_one_b(4, 3, 3) == [("F", 0), ("B", 0), ("F", 1), ("B", 1), ("F", 2), ("B", 2)]
+
+
+def test_a_slow_gpu_makes_everyone_wait():
+    fabric = _fabric(2)
+    step = _step(fabric, dp=16, grads=0.0, slow={5: 1.5})
+    result = run_training(step, fabric)
+    b = result.breakdown
+    compute = 4 * (FWD_S + BWD_S)
+    assert b.step_time_s == pytest.approx(1.5 * compute + OPT_S)
+    others = np.delete(np.arange(16), 5)
+    assert np.allclose(b.per_gpu_s["straggler_wait"][others], 0.5 * compute)
+    assert b.per_gpu_s["straggler_wait"][5] == pytest.approx(0.0)
+
+
+def test_jitter_is_a_tail_the_step_waits_for():
+    fabric = _fabric(2)
+    steady = run_training(_step(fabric, dp=16, grads=0.0), fabric, steps=3)
+    jittered = run_training(_step(fabric, dp=16, grads=0.0, cv=0.05, seed=3), fabric, steps=3)
+    again = run_training(_step(fabric, dp=16, grads=0.0, cv=0.05, seed=3), fabric, steps=3)
+    assert np.array_equal(jittered.step_times_s, again.step_times_s)  # seeded
+    assert jittered.breakdown.step_time_s > steady.breakdown.step_time_s
+    assert jittered.breakdown.job_mean_s()["straggler_wait"] > 0
+
+
+def test_tp_group_waits_for_its_slowest_member():
+    fabric = _fabric(1)
+    op = CommOp("tp", "all_reduce", 16e6, 4, 4)
+    step = _step(fabric, tp=8, dp=1, grads=0.0, tp_ops=(op,), slow={2: 1.2})
+    b = run_training(step, fabric).breakdown
+    compute = 4 * (FWD_S + BWD_S)
+    assert b.per_gpu_s["straggler_wait"][2] == pytest.approx(0.0)
+    assert b.per_gpu_s["straggler_wait"][0] == pytest.approx(0.2 * compute)
+    assert b.exposed_comm_s["tp all_reduce"] > 0
+
+
+def test_a_slow_data_loader_shows_as_data_wait():
+    fabric = _fabric(2)
+    fast = run_training(_step(fabric, dp=16, grads=0.0), fabric, steps=3)
+    slow = run_training(_step(fabric, dp=16, grads=0.0, loader_s=0.5), fabric, steps=3)
+    assert fast.breakdown.job_mean_s()["data_wait"] == 0.0
+    compute = 4 * (FWD_S + BWD_S) + OPT_S
+    # the first batch was prepared before the start; then the loader sets the pace: one step per 0.5 s
+    assert slow.step_times_s[0] == pytest.approx(compute)
+    assert np.allclose(slow.step_times_s[1:], 0.5)
+    assert slow.breakdown.job_mean_s()["data_wait"] == pytest.approx(2 * (0.5 - compute) / 3)
+
+
+@settings(max_examples=12, deadline=None)
+@given(tp=st.sampled_from([1, 2, 8]), pp=st.sampled_from([1, 2, 4]), m=st.integers(1, 6),
+       cv=st.sampled_from([0.0, 0.03]), overlap=st.booleans(), seed=st.integers(0, 5))
+def test_every_second_of_the_step_is_accounted_for(tp, pp, m, cv, overlap, seed):
+    fabric = _fabric(4)
+    dp = 32 // (tp * pp)
+    ops = (CommOp("tp", "all_reduce", 8e6, 2, 2),) if tp > 1 else ()
+    step = _step(fabric, tp=tp, pp=pp, dp=dp, m=m, grads=3e8, overlap=overlap, cv=cv, tp_ops=ops,
+                 pp_bytes=4e6 if pp > 1 else 0.0, seed=seed)
+    result = run_training(step, fabric, steps=2)
+    b = result.breakdown
+    total = sum(b.per_gpu_s[c] for c in BREAKDOWN_CATEGORIES)
+    assert np.allclose(total, b.step_time_s, rtol=1e-9)
+    assert all((b.per_gpu_s[c] >= -1e-12).all() for c in BREAKDOWN_CATEGORIES)
+    assert b.ideal_step_time_s <= b.step_time_s + 1e-12
+    assert len(result.tasks) > 0 and (result.tasks.end_s >= result.tasks.start_s).all()
