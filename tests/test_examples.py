@@ -17,7 +17,7 @@ from gpuwait.cli.output import _plain
 from gpuwait.engine.scenario import run_scenario_traffic
 from gpuwait.report.flows import run_summary
 from gpuwait.spec import Scenario, load_model
-from gpuwait.workload.run import run_workload
+from gpuwait.engine.workload import run_workload
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))

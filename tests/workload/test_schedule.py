@@ -16,11 +16,12 @@ from hypothesis import strategies as st
 
 from gpuwait.collectives.ncclenv import parse_env
 from gpuwait.engine.groups import FabricModel
+from gpuwait.engine.training import run_training
 from gpuwait.topology.presets import build_preset, preset_spec
 from gpuwait.transport.profiles import TRANSPORTS
 from gpuwait.workload.layout import Layout
+from gpuwait.workload.program import CommOp, TrainingStep, one_f_one_b
 from gpuwait.workload.result import BREAKDOWN_CATEGORIES
-from gpuwait.workload.schedule import CommOp, TrainingStep, one_f_one_b, run_training
 
 FWD_S, BWD_S, OPT_S = 0.010, 0.020, 0.002
 

@@ -202,8 +202,9 @@ def register(app: typer.Typer) -> None:
             raise
         Output(json_out).emit(
             {"file": file, "valid": True} | runs,
-            lambda c: c.print(f"[green]ok[/] {file}: {runs['servers']} servers, {runs['gpus']} GPUs, {runs['flows']} flows, "
-                              f"{runs['routed_cases']} routing case(s) checked"))
+            lambda c: c.print(f"[green]ok[/] {file}: {runs['servers']} servers, {runs['gpus']} GPUs, "
+                              + (f"workload {runs['workload']}, " if "workload" in runs else f"{runs['flows']} flows, ")
+                              + f"{runs['routed_cases']} case(s) checked"))
 
     @app.command()
     def schema() -> None:

@@ -24,6 +24,13 @@ def check_scenario(scenario: Scenario) -> dict:
     cluster = resolve_cluster(scenario.cluster)
     topo = build_cluster(cluster)
     cases = scenario_cases(scenario, cluster)
+    if scenario.workload is not None:
+        # layout, memory and presets: everything `run` refuses before simulating
+        from gpuwait.workload.steps import serving_step, training_step
+
+        step = (training_step if scenario.workload.mode == "training" else serving_step)(scenario.workload, topo)
+        return {"servers": topo.n_servers, "gpus": topo.n_gpus, "workload": step.description,
+                "routed_cases": len(cases)}
     if not (scenario.traffic.flows or scenario.traffic.patterns):
         return {"servers": topo.n_servers, "gpus": topo.n_gpus, "flows": 0, "routed_cases": 0}
     flows = traffic_flows(topo, scenario.traffic)

@@ -11,8 +11,7 @@ from gpuwait.spec.workload import WorkloadSpec
 from gpuwait.topology.model import Topology
 from gpuwait.workload import model as wm
 from gpuwait.workload.layout import Layout
-from gpuwait.workload.schedule import CommOp, TrainingStep
-from gpuwait.workload.serving import ServingStep
+from gpuwait.workload.program import CommOp, ServingStep, TrainingStep
 
 #: Adam's update reads and writes the fp32 master weight and two moments and reads the gradient:
 #: about 16 B of HBM traffic per parameter held on the GPU (memory-bound, Megatron's fused Adam).

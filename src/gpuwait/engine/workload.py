@@ -5,12 +5,12 @@ from __future__ import annotations
 from gpuwait.collectives.ncclenv import parse_env
 from gpuwait.engine.groups import FabricModel
 from gpuwait.engine.scenario import scenario_cases
+from gpuwait.engine.serving import run_serving
+from gpuwait.engine.training import run_training
 from gpuwait.errors import SpecError
 from gpuwait.spec.scenario import Scenario
 from gpuwait.topology.presets import build_cluster, resolve_cluster
 from gpuwait.workload.result import RunResult
-from gpuwait.workload.schedule import run_training
-from gpuwait.workload.serving import run_serving
 from gpuwait.workload.steps import serving_step, training_step
 
 

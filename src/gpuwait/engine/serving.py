@@ -9,35 +9,18 @@ one and its activations' send; stage s idles while others work (counted as bubbl
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from gpuwait.engine.groups import FabricModel
+from gpuwait.engine.stats import collective_stats, link_stats
 from gpuwait.errors import SimulationError
-from gpuwait.workload.layout import Layout
-from gpuwait.workload.result import BREAKDOWN_CATEGORIES, RunResult, StepBreakdown, TaskTable
-from gpuwait.workload.stats import collective_stats, link_stats
-
-
-@dataclass(frozen=True, eq=False)
-class ServingStep:
-    """One batch of requests, derived from the workload spec (no logic here)."""
-
-    layout: Layout                 # dp = independent replicas serving in parallel
-    prefill_compute_s: float       # one stage's prefill of the whole batch
-    decode_compute_s: float        # one stage's decode step (max of FLOP time and weight-read time)
-    layers_per_stage: int
-    tp_allreduce_prefill_bytes: float  # one all-reduce during prefill (batch x prompt x hidden x bytes)
-    tp_allreduce_decode_bytes: float   # one all-reduce during a decode step (batch x hidden x bytes)
-    allreduces_per_layer: int          # 2 in Megatron-style TP (attention out, MLP out)
-    pp_send_prefill_bytes: float
-    pp_send_decode_bytes: float
-    output_tokens: int
-    batch: int
-    model_flops: float             # whole batch, prefill and decode
-    peak_flops_per_gpu: float
-    description: str = ""
+from gpuwait.workload.program import ServingStep
+from gpuwait.workload.result import (
+    BREAKDOWN_CATEGORIES,
+    RunResult,
+    StepBreakdown,
+    TaskTable,
+)
 
 
 def _time(fabric: FabricModel | None, groups_gpu: np.ndarray, collective: str, n_bytes: float):

@@ -23,53 +23,17 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpuwait.engine.groups import FabricModel
+from gpuwait.engine.stats import Family, collective_stats, link_stats
 from gpuwait.errors import SimulationError
 from gpuwait.rng import as_generator
 from gpuwait.workload.layout import Layout
-from gpuwait.workload.result import BREAKDOWN_CATEGORIES, RunResult, StepBreakdown, TaskTable
-from gpuwait.workload.stats import Family, collective_stats, link_stats
-
-
-@dataclass(frozen=True)
-class CommOp:
-    """A collective each group of ``group`` runs ``calls_fwd`` times per micro-batch forward and
-    ``calls_bwd`` times per backward, on ``size_bytes`` (nccl-tests size convention)."""
-
-    group: str
-    collective: str
-    size_bytes: float
-    calls_fwd: int
-    calls_bwd: int
-    hidden_s: float = 0.0  # compute that can hide each call (ZeRO-3 prefetch under a layer's compute)
-
-
-@dataclass(frozen=True, eq=False)
-class TrainingStep:
-    """Everything a training step needs, derived from the workload spec (no logic here)."""
-
-    layout: Layout
-    micro_batches: int
-    fwd_compute_s: np.ndarray      # (pp,) one micro-batch's forward on a stage, nominal GPU speed
-    bwd_compute_s: np.ndarray      # (pp,) its backward (with recomputation if any)
-    optimizer_s: float
-    inline_ops: tuple[CommOp, ...]  # TP / EP / ZeRO-3 collectives inside forward and backward
-    pp_send_bytes: float           # activations (and their gradients) per micro-batch per boundary
-    dp_grad_bytes: np.ndarray      # (pp,) gradient bytes per GPU of each stage
-    bucket_bytes: float
-    dp_collective: str             # "all_reduce" (DDP, ZeRO-0) or "reduce_scatter" (ZeRO >= 1)
-    param_gather_bytes: np.ndarray  # (pp,) all_gather of parameters after the optimizer (ZeRO >= 1), 0 if none
-    overlap_grad_reduce: bool
-    jitter_cv: float
-    slow_factor: np.ndarray        # (ranks,) compute slowdown per rank (1 = nominal)
-    seed: int
-    loader_s_per_step: float       # CPU time to prepare one step's samples on a server
-    storage_read_Bps_per_gpu: float
-    checkpoint_bytes_per_gpu: float
-    checkpoint_interval_steps: int | None
-    model_flops_per_step: float
-    tokens_per_step: int
-    peak_flops_per_gpu: float
-    description: str = ""
+from gpuwait.workload.program import TrainingStep, one_f_one_b
+from gpuwait.workload.result import (
+    BREAKDOWN_CATEGORIES,
+    RunResult,
+    StepBreakdown,
+    TaskTable,
+)
 
 
 @dataclass
@@ -94,17 +58,6 @@ class _Account:
 
     def record(self, stage: int, kind: str, name: str, group: str, start, end) -> None:
         self.records.append((stage, kind, name, group, np.array(start, float), np.array(end, float)))  # copies: lanes move on
-
-
-def one_f_one_b(pp: int, stage: int, micro_batches: int) -> list[tuple[str, int]]:
-    """The 1F1B order of one stage: warm-up forwards, alternating pairs, cool-down backwards
-    (Narayanan et al., SC'21, Fig. 4)."""
-    warmup = min(pp - stage - 1, micro_batches)
-    order = [("F", i) for i in range(warmup)]
-    for j in range(micro_batches - warmup):
-        order += [("F", warmup + j), ("B", j)]
-    order += [("B", i) for i in range(micro_batches - warmup, micro_batches)]
-    return order
 
 
 @dataclass(frozen=True, eq=False)

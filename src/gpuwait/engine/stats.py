@@ -60,7 +60,9 @@ def link_stats(fabric: FabricModel, families: Sequence[Family], step_time_s: flo
 
 def collective_stats(families: Sequence[Family], group_sizes: dict[str, int]) -> tuple[CollectiveStat, ...]:
     """One row per family, with nccl-tests' algbw and busbw for one group's call."""
-    from gpuwait.report.nccltests import busbw_factor  # nccl-tests' factors live with its table format
+    from gpuwait.report.nccltests import (
+        busbw_factor,  # nccl-tests' factors live with its table format
+    )
 
     out = []
     for label, run, calls in families:

@@ -1,0 +1,5 @@
+"""``python -m gpuwait`` runs the CLI."""
+
+from gpuwait.cli.main import main
+
+raise SystemExit(main())

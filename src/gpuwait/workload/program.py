@@ -1,0 +1,86 @@
+"""What a training or inference step does, as the engines run it: compute times per pipeline stage,
+the collectives each parallel group issues and how often, pipeline sends, gradient buckets, data
+and checkpoints. Derived from the workload spec by :mod:`gpuwait.workload.steps`; plain data, no
+simulation (the engines in :mod:`gpuwait.engine.training` and :mod:`gpuwait.engine.serving` run it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpuwait.workload.layout import Layout
+
+
+@dataclass(frozen=True)
+class CommOp:
+    """A collective each group of ``group`` runs ``calls_fwd`` times per micro-batch forward and
+    ``calls_bwd`` times per backward, on ``size_bytes`` (nccl-tests size convention)."""
+
+    group: str
+    collective: str
+    size_bytes: float
+    calls_fwd: int
+    calls_bwd: int
+    hidden_s: float = 0.0  # compute that can hide each call (ZeRO-3 prefetch under a layer's compute)
+
+
+@dataclass(frozen=True, eq=False)
+class TrainingStep:
+    """Everything a training step needs, derived from the workload spec (no logic here)."""
+
+    layout: Layout
+    micro_batches: int
+    fwd_compute_s: np.ndarray      # (pp,) one micro-batch's forward on a stage, nominal GPU speed
+    bwd_compute_s: np.ndarray      # (pp,) its backward (with recomputation if any)
+    optimizer_s: float
+    inline_ops: tuple[CommOp, ...]  # TP / EP / ZeRO-3 collectives inside forward and backward
+    pp_send_bytes: float           # activations (and their gradients) per micro-batch per boundary
+    dp_grad_bytes: np.ndarray      # (pp,) gradient bytes per GPU of each stage
+    bucket_bytes: float
+    dp_collective: str             # "all_reduce" (DDP, ZeRO-0) or "reduce_scatter" (ZeRO >= 1)
+    param_gather_bytes: np.ndarray  # (pp,) all_gather of parameters after the optimizer (ZeRO >= 1), 0 if none
+    overlap_grad_reduce: bool
+    jitter_cv: float
+    slow_factor: np.ndarray        # (ranks,) compute slowdown per rank (1 = nominal)
+    seed: int
+    loader_s_per_step: float       # CPU time to prepare one step's samples on a server
+    storage_read_Bps_per_gpu: float
+    checkpoint_bytes_per_gpu: float
+    checkpoint_interval_steps: int | None
+    model_flops_per_step: float
+    tokens_per_step: int
+    peak_flops_per_gpu: float
+    description: str = ""
+
+
+def one_f_one_b(pp: int, stage: int, micro_batches: int) -> list[tuple[str, int]]:
+    """The 1F1B order of one stage: warm-up forwards, alternating pairs, cool-down backwards
+    (Narayanan et al., SC'21, Fig. 4)."""
+    warmup = min(pp - stage - 1, micro_batches)
+    order = [("F", i) for i in range(warmup)]
+    for j in range(micro_batches - warmup):
+        order += [("F", warmup + j), ("B", j)]
+    order += [("B", i) for i in range(micro_batches - warmup, micro_batches)]
+    return order
+
+
+@dataclass(frozen=True, eq=False)
+class ServingStep:
+    """One batch of requests, derived from the workload spec (no logic here)."""
+
+    layout: Layout                 # dp = independent replicas serving in parallel
+    prefill_compute_s: float       # one stage's prefill of the whole batch
+    decode_compute_s: float        # one stage's decode step (max of FLOP time and weight-read time)
+    layers_per_stage: int
+    tp_allreduce_prefill_bytes: float  # one all-reduce during prefill (batch x prompt x hidden x bytes)
+    tp_allreduce_decode_bytes: float   # one all-reduce during a decode step (batch x hidden x bytes)
+    allreduces_per_layer: int          # 2 in Megatron-style TP (attention out, MLP out)
+    pp_send_prefill_bytes: float
+    pp_send_decode_bytes: float
+    output_tokens: int
+    batch: int
+    model_flops: float             # whole batch, prefill and decode
+    peak_flops_per_gpu: float
+    description: str = ""
