@@ -22,7 +22,6 @@ simulated once per communicator and reused for every size of a sweep.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -42,7 +41,6 @@ from gpuwait.collectives.tuning import (
 )
 from gpuwait.engine.collective import PlanRun, run_plan
 from gpuwait.engine.network import effective_capacity_Bps
-from gpuwait.errors import SpecError
 from gpuwait.spec.cluster import RoutingSpec
 from gpuwait.topology.model import LINK_KINDS
 from gpuwait.transport.profiles import TRANSPORTS, TransportProfile
