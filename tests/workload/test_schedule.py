@@ -154,3 +154,33 @@ def test_every_second_of_the_step_is_accounted_for(tp, pp, m, cv, overlap, seed)
     assert all((b.per_gpu_s[c] >= -1e-12).all() for c in BREAKDOWN_CATEGORIES)
     assert b.ideal_step_time_s <= b.step_time_s + 1e-12
     assert len(result.tasks) > 0 and (result.tasks.end_s >= result.tasks.start_s).all()
+
+
+def test_families_contend_for_the_links_they_share():
+    """DP reductions and pipeline sends cross the same leaf uplinks: each is slower beside the other
+    than alone (on a 4:1 oversubscribed fabric, where the uplinks are the bottleneck)."""
+    spec = preset_spec("rocev2-400g-2tier", servers=8)
+    spec = spec.model_copy(update={"fabric": spec.fabric.model_copy(update={"oversubscription": 4.0})})
+    from gpuwait.topology.build import build_topology
+
+    fabric = FabricModel(build_topology(spec), spec.routing, TRANSPORTS["rocev2"], parse_env({}))
+    step = _step(fabric, tp=8, pp=2, dp=4, m=4, grads=5e8, pp_bytes=64e6)
+    result = run_training(step, fabric)
+    lay = step.layout
+    alone = fabric.collective(lay.rank_gpu[lay.groups("dp")], "all_reduce", 25e6).time_s
+    beside = next(c for c in result.collectives if c.label == "dp all_reduce").time_s
+    assert beside > 1.02 * alone
+
+
+def test_storage_reads_on_a_converged_fabric_slow_the_gradients():
+    from gpuwait.topology.build import build_topology
+
+    spec = preset_spec("rocev2-400g-2tier", servers=8)
+    spec = spec.model_copy(update={"storage": spec.storage.model_copy(update={"mode": "converged", "storage_servers": 8}),
+                                   "server": spec.server.model_copy(update={"storage_nics": 1})})
+    topo = build_topology(spec)
+    quiet = FabricModel(topo, spec.routing, TRANSPORTS["rocev2"], parse_env({}))
+    reads = quiet.storage(topo.gpu_node.ravel(), 20e9)
+    busy = FabricModel(topo, spec.routing, TRANSPORTS["rocev2"], parse_env({}), background_Bps=reads.link_load_Bps)
+    groups = topo.gpu_node.T  # one rank per server: every byte crosses the NICs the reads use
+    assert busy.collective(groups, "all_reduce", 256e6).time_s > 1.3 * quiet.collective(groups, "all_reduce", 256e6).time_s

@@ -58,6 +58,11 @@ class FabricModel:
     background_Bps: np.ndarray | None = None
     _cache: dict = field(default_factory=dict)
 
+    def with_background(self, extra_Bps: np.ndarray) -> "FabricModel":
+        """The same fabric with ``extra_Bps`` more steady load on its links (a fresh cache)."""
+        base = self.background_Bps if self.background_Bps is not None else 0.0
+        return FabricModel(self.topo, self.routing, self.transport, self.env, base + extra_Bps)
+
     def collective(self, groups_gpu: np.ndarray, collective: str, n_bytes: float) -> FamilyRun:
         """Predict ``collective`` of ``n_bytes`` run at once by every row of ``groups_gpu``
         (GPU node ids, one row per group)."""

@@ -72,8 +72,13 @@ class _CommTimes:
     families: list[Family]  # label, run, calls per step
 
 
-def _comm_times(step: TrainingStep, fabric: FabricModel | None) -> _CommTimes:
-    """Time of every communication of the step on ``fabric`` (None = an ideal network)."""
+def _comm_times(step: TrainingStep, fabric: FabricModel | None,
+                others_Bps: dict[str, np.ndarray] | None = None) -> _CommTimes:
+    """Time of every communication of the step on ``fabric`` (None = an ideal network).
+
+    ``others_Bps`` maps a family's label to its mean per-link load over the step; each family is
+    then timed with the other families' load on the links as background.
+    """
     lay = step.layout
     pp = lay.pp
     if fabric is None:
@@ -84,28 +89,37 @@ def _comm_times(step: TrainingStep, fabric: FabricModel | None) -> _CommTimes:
     fwd: dict[str, float] = {}
     bwd: dict[str, float] = {}
     m = step.micro_batches
+    base = fabric
+
+    def beside_others(label: str) -> FabricModel:
+        if not others_Bps:
+            return base
+        other = sum((v for k, v in others_Bps.items() if k != label), np.zeros(base.topo.n_links))
+        return base.with_background(other)
+
     for op in step.inline_ops:
-        run = fabric.collective(gpus[lay.groups(op.group)], op.collective, op.size_bytes)
         label = f"{op.group} {op.collective}"
+        run = beside_others(label).collective(gpus[lay.groups(op.group)], op.collective, op.size_bytes)
         exposed = max(run.time_s - op.hidden_s, 0.0)
         fwd[label] = fwd.get(label, 0.0) + op.calls_fwd * exposed
         bwd[label] = bwd.get(label, 0.0) + op.calls_bwd * exposed
         families.append((label, run, (op.calls_fwd + op.calls_bwd) * m))
     pp_send_s = 0.0
     if pp > 1 and step.pp_send_bytes > 0:
-        run = fabric.collective(gpus[lay.groups("pp")], "sendrecv", step.pp_send_bytes)
+        run = beside_others("pp sendrecv").collective(gpus[lay.groups("pp")], "sendrecv", step.pp_send_bytes)
         pp_send_s = run.time_s
         families.append(("pp sendrecv", run, 2 * m))
     bucket_s = 0.0
     n_buckets = _buckets(step)
     if lay.dp > 1 and step.dp_grad_bytes.max() > 0:
         size = float(step.dp_grad_bytes.max()) / n_buckets.max()
-        run = fabric.collective(gpus[lay.groups("dp")], step.dp_collective, size)
+        run = beside_others(f"dp {step.dp_collective}").collective(gpus[lay.groups("dp")], step.dp_collective, size)
         bucket_s = run.time_s
         families.append((f"dp {step.dp_collective}", run, int(n_buckets.max())))
     gather = np.zeros(pp)
     if lay.dp > 1 and step.param_gather_bytes.max() > 0:
-        run = fabric.collective(gpus[lay.groups("dp")], "all_gather", float(step.param_gather_bytes.max()))
+        run = beside_others("dp all_gather").collective(gpus[lay.groups("dp")], "all_gather",
+                                                        float(step.param_gather_bytes.max()))
         gather = np.full(pp, run.time_s) * (step.param_gather_bytes > 0)
         families.append(("dp all_gather", run, 1))
     checkpoint_s = 0.0
@@ -335,6 +349,19 @@ def _task_table(step: TrainingStep, accts: list[_Account], max_tasks: int) -> Ta
                      start, end, end - start)
 
 
+def _network_only(fabric: FabricModel, link_values: np.ndarray) -> np.ndarray:
+    """Only fabric and host-NIC links: NVLink and PCIe traffic does not meet other families'."""
+    from gpuwait.topology.model import LINK_KINDS
+
+    keep = np.isin(fabric.topo.link_kind, [LINK_KINDS.index("host"), LINK_KINDS.index("fabric")])
+    return np.where(keep, link_values, 0.0)
+
+
+def _networked(comm: _CommTimes) -> int:
+    """How many of the step's communication families put bytes on the network."""
+    return sum(1 for _label, run, _calls in comm.families if run.link_bytes.any())
+
+
 def _group_sizes(lay: Layout) -> dict[str, int]:
     return {"tp": lay.tp, "dp": lay.dp, "pp": lay.pp, "ep": lay.ep}
 
@@ -349,7 +376,14 @@ def run_training(step: TrainingStep, fabric: FabricModel, *, steps: int = 1, cas
         raise SimulationError(f"steps: got {steps}; expected at least 1")
     comm = _comm_times(step, fabric)
     factors = _factors(step, steps)
-    step_times, accts = _run_steps(step, comm, factors, progress)
+    step_times, accts = _run_steps(step, comm, factors, None if _networked(comm) > 1 else progress)
+    if _networked(comm) > 1:
+        # the step's other traffic shares the links: time each family again beside the others'
+        # mean load over the step just simulated (a second pass; bursts above the mean are not seen)
+        mean_step_s = float(step_times.mean())
+        loads = {label: _network_only(fabric, run.link_bytes) * calls / mean_step_s for label, run, calls in comm.families}
+        comm = _comm_times(step, fabric, loads)
+        step_times, accts = _run_steps(step, comm, factors, progress)
     ideal_times, _ = _run_steps(step, _comm_times(step, None), factors)
     per_gpu = _per_rank(step, accts, factors)
     step_time = float(step_times.mean())
