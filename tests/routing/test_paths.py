@@ -196,3 +196,43 @@ def test_unconnected_endpoints_are_an_error():
     # a storage server on the separate storage network is not reachable through the compute NIC
     with pytest.raises(RoutingError, match="no path|storage NIC"):
         route_flows(topo, RoutingSpec(), ["s0.nic0"], ["stor0"])
+
+
+
+def _fat_tree_k4():
+    """The textbook k=4 fat tree: 16 one-NIC hosts, 8 leaves and 8 spines in 4 pods, 4 cores."""
+    return build_topology(ClusterSpec(servers=16, server={"gpus": 1, "nics": 1, "pcie_switches": 1, "cpus": 1},
+                                      fabric={"kind": "clos", "tiers": 3, "switch_radix": 4}))
+
+
+def test_leaves_of_one_pod_share_one_bfs_and_keep_their_own_distances():
+    from scipy.sparse.csgraph import shortest_path
+
+    from gpuwait.routing.paths import _Distances, _leaf_rows
+
+    topo = _fat_tree_k4()
+    dist = _Distances(topo, topo.nic_node.ravel())  # fills the routing cache
+    graph = topo.__dict__["_routing_cache"]["switch_graph"]
+    leaves = sorted({int(x) for x in dist.up_leaf[topo.nic_node.ravel()].ravel()})
+    rows, representative = _leaf_rows(graph, leaves)
+    assert len(leaves) == 8 and len(set(representative.values())) == 4  # one BFS per pod
+    exact = shortest_path(graph, unweighted=True, indices=leaves).astype(np.float32)
+    for leaf, row in zip(leaves, exact):
+        np.testing.assert_array_equal(rows[leaf], row)
+
+
+def test_spray_uses_exactly_the_links_of_every_shortest_path_in_a_fat_tree():
+    import networkx as nx
+
+    topo = _fat_tree_k4()
+    graph = nx.DiGraph()
+    fabric = np.flatnonzero(topo.link_network == topo.link_network[topo.nic_uplink[0, 0, 0]])
+    graph.add_edges_from(zip(topo.link_src[fabric].tolist(), topo.link_dst[fabric].tolist()))
+    nics = topo.nic_node.ravel()
+    src, dst = np.meshgrid(nics, nics, indexing="ij")
+    pairs = src.ravel() != dst.ravel()
+    routes = route_flows(topo, RoutingSpec(kind="spray"), src.ravel()[pairs], dst.ravel()[pairs])
+    for row, (a, b) in enumerate(zip(src.ravel()[pairs], dst.ravel()[pairs])):
+        expected = {topo.links_between(np.array([u]), np.array([v]))[0]
+                    for path in nx.all_shortest_paths(graph, int(a), int(b)) for u, v in zip(path, path[1:])}
+        assert set(routes.links_of_row(row)[0].tolist()) == expected

@@ -14,7 +14,8 @@ import pytest
 
 from gpuwait.errors import GpuwaitError, SpecError, TopologyError, UnknownNameError
 from gpuwait.spec import ClusterSpec, validate_data
-from gpuwait.topology import PRESETS, build_cluster, build_preset, preset_spec
+from gpuwait.topology import PRESETS, build_cluster, build_preset, preset_spec, resolve_cluster, resolve_server
+from gpuwait.topology.build import clos_shape
 from gpuwait.topology.model import NETWORKS, kind_code, link_kind_code
 
 SINGLE_SERVER_PRESETS = ("dgx-a100", "dgx-h100")
@@ -222,6 +223,22 @@ def test_presets_take_a_third_tier_when_two_do_not_hold_the_servers():
     assert build_preset("rocev2-400g-2tier", 1000).spec.fabric.tiers == 3
     err = _error(lambda: build_preset("rocev2-400g-2tier", 10000))  # 79 pods > radix 64 cores
     assert isinstance(err, TopologyError) and "cluster.servers" in str(err)
+
+
+def test_a_larger_radix_override_rechooses_the_tiers():
+    # 512 SuperPOD servers need 128 rail leaves: 3 tiers at the preset's radix 64, 2 at radix 128
+    resolve = lambda **fabric: resolve_cluster(ClusterSpec(preset="dgx-h100-superpod", servers=512, fabric=fabric))  # noqa: E731
+    assert resolve_cluster(ClusterSpec(preset="dgx-h100-superpod", servers=512)).fabric.tiers == 3
+    assert resolve(switch_radix=128).fabric.tiers == 2
+    assert resolve(switch_radix=128, tiers=3).fabric.tiers == 3  # given tiers are kept
+
+
+def test_131072_gpus_fit_a_three_tier_fabric_of_radix_128():
+    # 16,384 DGX H100 servers: 4,096 rail leaves in 64 pods, 4,096 spines, 4,096 cores (k^3/4 ports)
+    spec = resolve_cluster(ClusterSpec(preset="dgx-h100-superpod", servers=16_384, fabric={"switch_radix": 128}))
+    shape = clos_shape(spec.fabric, resolve_server(spec.server), spec.servers)
+    assert spec.fabric.tiers == 3
+    assert (shape.leaves_per_plane, shape.pods, shape.cores) == (4096, 64, 4096)
 
 
 def test_several_servers_without_a_fabric():

@@ -42,6 +42,7 @@ _HOST_LINK = LINK_KINDS.index("host")
 _FABRIC_LINK = LINK_KINDS.index("fabric")
 _ADAPTIVE_ROUNDS = 4
 _SPLIT_CHUNK_ROWS = 1024
+_CANDIDATE_BLOCK = 1 << 22  # candidate next hops weighed per numpy pass
 
 
 @dataclass(frozen=True)
@@ -163,12 +164,46 @@ def _local_segments(ctx: _Context, src: np.ndarray, dst: np.ndarray) -> list[tup
 
 
 # ------------------------------------------------------------------------------------ fabric distances
+def _leaf_rows(graph: sp.csr_matrix, leaves: list[int]) -> tuple[dict[int, np.ndarray], dict[int, int]]:
+    """Every switch's hop distance to each of ``leaves`` (``graph`` holds reversed fabric links),
+    and each leaf's class representative.
+
+    Leaves cabled to the same set of switches (every leaf of a pod in a fat tree, of a whole
+    leaf-spine) are at the same distance from every other switch: a path to a leaf ends with one
+    hop from one of those switches. So one BFS serves them all, and only the two leaves' own
+    entries differ: 0 at itself, and the leaf-to-leaf distance, which on cables (links both
+    ways) is the same either way round. One BFS per pod instead of per leaf: 64 BFS instead of
+    4,096 in a 131,072-GPU fabric of radix 128. The first leaf of each such class represents it.
+    """
+    graph = graph.copy()
+    graph.sum_duplicates()  # sorted, duplicate-free neighbour lists (parallel cables are one edge)
+    symmetric = (graph.astype(bool) != graph.T.astype(bool)).nnz == 0
+    first_of_class: dict[tuple, int] = {}
+    representative = {}
+    for leaf in leaves:
+        neighbours = tuple(graph.indices[graph.indptr[leaf]:graph.indptr[leaf + 1]].tolist())
+        # without cables both ways the leaf-to-leaf entries differ, so each leaf gets its own BFS
+        key = neighbours if symmetric else (leaf,)
+        representative[leaf] = first_of_class.setdefault(key, leaf)
+    reps = list(first_of_class.values())
+    rep_rows = dict(zip(reps, shortest_path(graph, unweighted=True, indices=reps).astype(np.float32)))
+    out = {}
+    for leaf, rep in representative.items():
+        row = rep_rows[rep]
+        if leaf != rep:
+            row = row.copy()
+            row[rep], row[leaf] = row[leaf], 0.0
+        out[leaf] = row
+    return out, representative
+
+
 class _Distances:
     """Hop distances to target endpoints, computed from leaf-to-switch BFS rows only.
 
     A target's distance from a switch is 1 + the switch's distance to the nearest leaf the target
     hangs off. Rows are computed for the leaves that are needed, over switches only, so a
-    16,384-endpoint fabric needs a few MB, not an endpoint x node matrix.
+    16,384-endpoint fabric needs a few MB, not an endpoint x node matrix (131,072 endpoints:
+    4,096 leaves x 12,288 switches, 200 MB of float32).
     """
 
     def __init__(self, topo: Topology, targets: np.ndarray) -> None:
@@ -189,24 +224,83 @@ class _Distances:
             rank = rank_within_groups(src)
             up_leaf = np.full((topo.n_nodes, int(rank.max()) + 1 if len(rank) else 1), -1, np.int64)
             up_leaf[src, rank] = dst
-            cache.update(switch_index=switch_index, switch_graph=graph, up_leaf=up_leaf, leaf_rows={})
+            # every node's links to switches, in id order, with the switch index of their far end
+            to_switch = np.flatnonzero(topo.node_kind[topo.link_dst] == _SWITCH)
+            to_switch = to_switch[np.argsort(topo.link_src[to_switch], kind="stable")]
+            out_indptr = np.zeros(topo.n_nodes + 1, np.int64)
+            np.cumsum(np.bincount(topo.link_src[to_switch], minlength=topo.n_nodes), out=out_indptr[1:])
+            switch_out_links = (out_indptr, to_switch.astype(np.int64), switch_index[topo.link_dst[to_switch]])
+            cache.update(switch_index=switch_index, switch_graph=graph, up_leaf=up_leaf, leaf_rows={}, leaf_class={},
+                         switch_out_links=switch_out_links)
         self.topo = topo
         self.switch_index = cache["switch_index"]
         self.up_leaf = cache["up_leaf"]
+        self._switch_out_links = cache["switch_out_links"]
         rows: dict = cache["leaf_rows"]
+        leaf_class: dict = cache["leaf_class"]
         needed = np.unique(self.up_leaf[targets])
         missing = [int(x) for x in needed if x >= 0 and int(x) not in rows]
         if missing:
-            for leaf, row in zip(missing, shortest_path(cache["switch_graph"], unweighted=True, indices=missing)):
-                rows[leaf] = row.astype(np.float32)
+            new_rows, new_class = _leaf_rows(cache["switch_graph"], missing)
+            rows.update(new_rows)
+            leaf_class.update(new_class)
         n_switches = cache["switch_graph"].shape[0]
-        leaves = [int(x) for x in needed if x >= 0]
-        self.matrix = np.vstack([rows[leaf] for leaf in leaves] + [np.full(n_switches, np.inf, np.float32)])
-        row_of = {leaf: i for i, leaf in enumerate(leaves)}
-        target_leaves = self.up_leaf[targets]
-        self.target_rows = np.vectorize(lambda x: row_of.get(int(x), len(leaves)), otypes=[np.int64])(target_leaves) \
-            if target_leaves.size else target_leaves
+        needed = needed[needed >= 0]
+        class_of = np.arange(n_switches + 1)  # switch index -> its class representative (n_switches: no leaf)
+        class_of[needed] = [leaf_class[int(x)] for x in needed]
+        leaves = np.union1d(needed, class_of[needed])
+        self.matrix = np.vstack([rows[int(leaf)] for leaf in leaves] + [np.full(n_switches, np.inf, np.float32)])
+        row_of = np.full(n_switches + 1, len(leaves), np.int64)  # the last row is all inf
+        row_of[leaves] = np.arange(len(leaves))
+        target_leaves = np.where(self.up_leaf[targets] >= 0, self.up_leaf[targets], n_switches)
+        # matrix rows of each target's leaves, and of their class representatives
+        self.target_rows = row_of[target_leaves]
+        self.class_rows = row_of[class_of[target_leaves]]
         self.targets = targets
+
+    def adjacent_to_class(self, slot: np.ndarray, switch: np.ndarray) -> np.ndarray:
+        """Whether each switch is cabled to the class of one of target ``slot[i]``'s leaves.
+
+        A switch that is not weighs its next hops by the class representatives' rows: those
+        differ from the target's own leaves' rows only at the class's leaves, none of which is
+        its neighbour, so every target under the class gets the same next hops from it.
+        """
+        rows = self.class_rows[slot]
+        return (self.matrix[rows, switch[:, None]] == 1.0).any(axis=1) if len(slot) else np.zeros(0, bool)
+
+    def next_hops(self, rows: np.ndarray, nodes: np.ndarray, distance: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The equal-cost next hops from ``nodes[i]`` (at ``distance[i]``) to a target whose leaves
+        have the distance rows ``rows[i]`` (a row of :attr:`target_rows` or :attr:`class_rows`):
+        the links to switches one hop nearer (a path never passes through an endpoint).
+
+        Returns (i, link) pairs, grouped by i in increasing order, links of one i in id order.
+        A spine of a 131,072-GPU fabric has 128 links to weigh for each destination pod, so the
+        candidates are weighed in blocks to bound the memory of the intermediate arrays.
+        """
+        indptr, links, next_switch = self._switch_out_links
+        # a switch one hop nearer is at distance - 1, i.e. its row entry is distance - 2
+        want = (distance - 2.0).astype(np.float32)
+        degree = indptr[nodes + 1] - indptr[nodes]
+        ends = np.cumsum(degree)
+        owners_out, links_out = [], []
+        lo = 0
+        while lo < len(nodes):
+            hi = max(int(np.searchsorted(ends, ends[lo] - degree[lo] + _CANDIDATE_BLOCK, "right")), lo + 1)
+            owner = np.repeat(np.arange(lo, hi), degree[lo:hi])
+            block_start = ends[lo] - degree[lo]
+            position = np.arange(block_start, block_start + len(owner)) \
+                + np.repeat(indptr[nodes[lo:hi]] - (ends[lo:hi] - degree[lo:hi]), degree[lo:hi])
+            sw = next_switch[position]
+            row_distance = self.matrix[rows[owner, 0], sw]
+            for k in range(1, rows.shape[1]):
+                np.minimum(row_distance, self.matrix[rows[owner, k], sw], out=row_distance)
+            ok = row_distance == want[owner]
+            owners_out.append(owner[ok])
+            links_out.append(links[position[ok]])
+            lo = hi
+        if not owners_out:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return np.concatenate(owners_out), np.concatenate(links_out)
 
     def _to_switch(self, slot: np.ndarray, switch: np.ndarray) -> np.ndarray:
         d = self.matrix[self.target_rows[slot], switch[:, None]] if len(slot) else np.zeros((0, 1))
@@ -243,6 +337,15 @@ def _switch_seeds(spec: RoutingSpec, nodes: np.ndarray) -> np.ndarray:
     return (mixed & np.uint64(0xFFFFFFFF)).astype(np.uint32)
 
 
+def _groups(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Group targets with equal distance rows: (group of each target, one target of each group)."""
+    _, group_of = np.unique(rows, axis=0, return_inverse=True)
+    group_of = group_of.ravel()
+    first = np.zeros(int(group_of.max(initial=-1)) + 1, np.int64)
+    first[group_of] = np.arange(len(group_of))  # any member stands for its group
+    return group_of, first
+
+
 def _walk_fabric(topo: Topology, spec: RoutingSpec, start: np.ndarray, target: np.ndarray, key_bytes: np.ndarray,
                  qp: np.ndarray, dest_index: np.ndarray, background_Bps: np.ndarray | None,
                  demand_Bps: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -257,17 +360,20 @@ def _walk_fabric(topo: Topology, spec: RoutingSpec, start: np.ndarray, target: n
                            hint="check the endpoints' names and the fabric (`gpuwait topo`)")
         err.row = r
         raise err
-    indptr, out_order = topo.out_links
     kind = spec.kind
     hasher = get_hash(spec.hash) if kind == "ecmp" else None
 
-    # destinations hanging off the same leaves share every hop but the last
-    leaf_sets, group_of_slot = np.unique(dist.target_rows.reshape(len(uniq_targets), -1), axis=0, return_inverse=True)
-    group_of_slot = group_of_slot.ravel()
-    n_groups = len(leaf_sets)
-    group_slot = np.zeros(n_groups, np.int64)
-    group_slot[group_of_slot] = np.arange(len(uniq_targets))  # any member stands for its group
-    key_slot = np.r_[group_slot, np.arange(len(uniq_targets))]
+    # Destinations hanging off the same leaves share every hop but the last; away from those
+    # leaves' neighbours, destinations under the same class of leaves (a pod) do too (see _leaf_rows).
+    # Next hops are found once per (node, key): keys are leaf sets, then endpoints one by one (an
+    # endpoint may itself be one of its group's destinations), then leaf-class sets.
+    n_targets = len(uniq_targets)
+    group_of_slot, group_slot = _groups(dist.target_rows.reshape(n_targets, -1))
+    class_of_slot, class_slot = _groups(dist.class_rows.reshape(n_targets, -1))
+    n_groups = len(group_slot)
+    key_slot = np.r_[group_slot, np.arange(n_targets), class_slot]
+    key_rows = np.r_[dist.target_rows[group_slot], dist.target_rows, dist.class_rows[class_slot]].reshape(len(key_slot), -1)
+    n_keys = len(key_slot)
     state_row = np.arange(R)
     state_node = start.astype(np.int64)
     state_frac = np.ones(R)
@@ -284,21 +390,18 @@ def _walk_fabric(topo: Topology, spec: RoutingSpec, start: np.ndarray, target: n
         d_state = dist(target_slot[state_row], state_node)
         last = d_state == 1
         far = np.flatnonzero(~last)
-        # (an endpoint may itself be one of its group's destinations, so endpoints key by the exact one)
-        slot_far = target_slot[state_row[far]]
-        gid = np.where(topo.node_kind[state_node[far]] == _SWITCH, group_of_slot[slot_far], n_groups + slot_far)
-        n_keys = n_groups + len(uniq_targets)
-        pairs, far_pair = np.unique(state_node[far] * n_keys + gid, return_inverse=True)
-        p_node, p_slot = pairs // n_keys, key_slot[pairs % n_keys]
-        deg = indptr[p_node + 1] - indptr[p_node]
-        p_owner = np.repeat(np.arange(len(pairs)), deg)
-        offsets = np.arange(len(p_owner)) - np.repeat(np.cumsum(deg) - deg, deg)
-        p_links = out_order[indptr[p_node][p_owner] + offsets]
-        p_next = topo.link_dst[p_links]
-        is_switch_next = topo.node_kind[p_next] == _SWITCH  # a path never passes through an endpoint
-        p_owner, p_links, p_next = p_owner[is_switch_next], p_links[is_switch_next], p_next[is_switch_next]
-        ok = dist(p_slot[p_owner], p_next) == dist(p_slot, p_node)[p_owner] - 1
-        p_owner, p_links = p_owner[ok], p_links[ok]
+        slot_far, node_far = target_slot[state_row[far]], state_node[far]
+        gid = n_groups + slot_far
+        at_switch = np.flatnonzero(topo.node_kind[node_far] == _SWITCH)
+        by_class = ~dist.adjacent_to_class(slot_far[at_switch], dist.switch_index[node_far[at_switch]])
+        gid[at_switch] = np.where(by_class, n_groups + n_targets + class_of_slot[slot_far[at_switch]],
+                                  group_of_slot[slot_far[at_switch]])
+        pairs, far_pair = np.unique(node_far * n_keys + gid, return_inverse=True)
+        p_node, p_key = pairs // n_keys, pairs % n_keys
+        p_slot = key_slot[p_key]
+        p_distance = np.empty(len(pairs))
+        p_distance[far_pair] = d_state[far]  # the same for every state of a pair
+        p_owner, p_links = dist.next_hops(key_rows[p_key], p_node, p_distance)
         p_count = np.bincount(p_owner, minlength=len(pairs))
         if (p_count == 0).any():
             stuck = int(np.flatnonzero(p_count == 0)[0])
@@ -355,14 +458,15 @@ def _walk_fabric(topo: Topology, spec: RoutingSpec, start: np.ndarray, target: n
         rows_out.append(rows[keep])
         links_out.append(links[keep])
         w_out.append(weight[keep])
+        if kind in ("ecmp", "static"):
+            # one path per row: nothing to merge
+            state_row, state_node, state_frac = rows, nxt.astype(np.int64), weight
+            continue
         # merge branches that reach the same node
         key = rows[keep].astype(np.int64) * topo.n_nodes + nxt[keep]
         uniq, inv = np.unique(key, return_inverse=True)
         state_frac = np.bincount(inv, weights=weight[keep])
-        # strides only matter on single paths (static), where no two branches merge
-        carried = np.ones(len(uniq), np.int64)
-        carried[inv] = state_stride[owner[keep]]
-        state_stride = carried
+        state_stride = np.ones(len(uniq), np.int64)  # strides only matter on single paths (static)
         state_row = uniq // topo.n_nodes
         state_node = uniq % topo.n_nodes
     else:

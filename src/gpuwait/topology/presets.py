@@ -107,9 +107,13 @@ def preset_spec(name: str, servers: int | None = None) -> ClusterSpec:
         raise UnknownNameError(f"servers: got {servers}; expected 1 or more")
     fields = fn(servers) | {"servers": servers, "preset": name}
     spec = ClusterSpec.model_validate(fields)
-    if spec.fabric.kind == "clos" and "tiers" not in fields.get("fabric", {}):
-        spec = spec.model_copy(update={"fabric": spec.fabric.model_copy(update={"tiers": _tiers_needed(spec)})})
-    return spec
+    return _with_tiers(spec) if "tiers" not in fields.get("fabric", {}) else spec
+
+
+def _with_tiers(spec: ClusterSpec) -> ClusterSpec:
+    if spec.fabric.kind != "clos":
+        return spec
+    return spec.model_copy(update={"fabric": spec.fabric.model_copy(update={"tiers": _tiers_needed(spec)})})
 
 
 def _tiers_needed(spec: ClusterSpec) -> int:
@@ -134,7 +138,12 @@ def resolve_cluster(spec: ClusterSpec) -> ClusterSpec:
         return spec
     servers = spec.servers if "servers" in spec.model_fields_set else None
     base = preset_spec(spec.preset, servers).model_dump(exclude_unset=True)
-    return ClusterSpec.model_validate(_merge(base, spec.model_dump(exclude_unset=True)))
+    merged = ClusterSpec.model_validate(_merge(base, spec.model_dump(exclude_unset=True)))
+    # the preset chose its tiers for its own switches and servers: choose again for an override
+    # (a radix-128 fabric holds in 2 tiers what radix 64 needs 3 for), unless tiers are given
+    tiers_given = "tiers" in PRESETS[spec.preset](merged.servers).get("fabric", {}) or (
+        "fabric" in spec.model_fields_set and "tiers" in spec.fabric.model_fields_set)
+    return merged if tiers_given else _with_tiers(merged)
 
 
 def build_preset(name: str, servers: int | None = None) -> Topology:
