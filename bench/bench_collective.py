@@ -92,7 +92,7 @@ def main() -> None:
     route_s = solve_s = 0.0
     if est.fabric_time_s is not None:
         # already simulated by estimate(): the cached run, for its stage timings
-        _, run = predictor._fabric_run(est.collective, FLOW_ALGORITHMS[est.algorithm], est.protocol, est.n_channels)
+        _, run = predictor.fabric_run(est.collective, FLOW_ALGORITHMS[est.algorithm], est.protocol, est.n_channels)
         route_s = sum(p.route_wall_s for p in run.phases)
         solve_s = sum(p.solve_wall_s for p in run.phases)
     n = predictor.comm.n_ranks

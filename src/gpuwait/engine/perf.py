@@ -201,7 +201,8 @@ class CollectivePredictor:
                        for group in zip(*(p.phases for p in plans)))
         return replace(plans[0], phases=phases)
 
-    def _fabric_run(self, collective: str, algorithm: str, protocol: str, n_channels: int) -> tuple[float, PlanRun]:
+    def fabric_run(self, collective: str, algorithm: str, protocol: str, n_channels: int) -> tuple[float, PlanRun]:
+        """(seconds per byte, the phases' run) of one compiled collective, simulated once and cached."""
         key = (collective, algorithm, protocol, n_channels)
         if key not in self._fabric_cache:
             plan = self._plan(collective, _REF_BYTES, algorithm, n_channels)
@@ -210,14 +211,14 @@ class CollectivePredictor:
         return self._fabric_cache[key]
 
     def fabric_time_s(self, collective: str, n_bytes: float, algorithm: str, protocol: str, n_channels: int) -> float:
-        return self._fabric_run(collective, algorithm, protocol, n_channels)[0] * n_bytes
+        return self.fabric_run(collective, algorithm, protocol, n_channels)[0] * n_bytes
 
     def link_bytes(self, estimate: "CollectiveEstimate") -> np.ndarray:
         """Bytes each link carries during one call of ``estimate`` (this group and its peers)."""
         algorithm = estimate.algorithm if estimate.algorithm in ("direct", "p2p") else FLOW_ALGORITHMS.get(estimate.algorithm)
         if algorithm is None or estimate.fabric_time_s is None:
             return np.zeros(self.comm.topo.n_links)
-        _, run = self._fabric_run(estimate.collective, algorithm, estimate.protocol, estimate.n_channels)
+        _, run = self.fabric_run(estimate.collective, algorithm, estimate.protocol, estimate.n_channels)
         per_ref = sum(p.link_load_Bps() * p.time_s for p in run.phases) if run.phases else np.zeros(self.comm.topo.n_links)
         return np.asarray(per_ref) * (estimate.n_bytes / _REF_BYTES)
 
@@ -226,7 +227,7 @@ class CollectivePredictor:
         algorithm = estimate.algorithm if estimate.algorithm in ("direct", "p2p") else FLOW_ALGORITHMS.get(estimate.algorithm)
         if algorithm is None or estimate.fabric_time_s is None:
             return None
-        _, run = self._fabric_run(estimate.collective, algorithm, estimate.protocol, estimate.n_channels)
+        _, run = self.fabric_run(estimate.collective, algorithm, estimate.protocol, estimate.n_channels)
         if not run.phases:
             return np.zeros(self.comm.topo.n_links)
         # a fluid phase's rates do not depend on its size; NCCL's own ceiling may slow it further
