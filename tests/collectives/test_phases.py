@@ -127,3 +127,29 @@ def test_nvls_tree_is_bound_by_each_gpus_nic_on_a_non_blocking_fabric(fabric):
     assert nvls_tree_s == pytest.approx(1.5 * S / (comm.ppn * nic_Bps), rel=1e-6)
     ring_s = predictor.fabric_time_s("all_reduce", S, "ring", "Simple", 8)
     assert ring_s > nvls_tree_s
+
+
+@pytest.mark.parametrize("collective", ["all_gather", "reduce_scatter"])
+@pytest.mark.parametrize("servers", [4, 8])
+def test_pat_moves_the_ring_volume_in_log2_rounds(fabric, collective, servers):
+    """PAT at one GPU per server: rounds of 1, 2, 4, ... shards; (n-1)/n x S per rank over its NIC
+    in log2(n) phases (nccl-model.md §2.4 gives PAT's latency as log2(nNodes) steps)."""
+    comm = Communicator.world(fabric, servers=servers, gpus_per_server=1)
+    run = _time(fabric, comm, collective, algorithm="pat")
+    nic_Bps = 50e9 * TRANSPORTS["infiniband"].wire_efficiency
+    assert len(run.phases) == int(np.log2(servers))
+    assert run.bandwidth_time_s == pytest.approx((servers - 1) / servers * S / nic_Bps, rel=1e-9)
+
+
+def test_hierarchical_all_reduce_closed_form(fabric):
+    """Reduce-scatter and all-gather inside each server over NVLink, a ring per rail between servers:
+    2(p-1)/p x S over NVLink plus 2(N-1)/N x S/p over each GPU's own NIC."""
+    comm = Communicator.world(fabric, servers=4)
+    ppn, nodes = comm.ppn, comm.n_nodes
+    run = _time(fabric, comm, "all_reduce", algorithm="hierarchical")
+    transport = TRANSPORTS["infiniband"]
+    nvlink_Bps = fabric.spec.server.nvlink_bandwidth
+    nic_Bps = 50e9 * transport.wire_efficiency
+    expected = 2 * (ppn - 1) / ppn * S / nvlink_Bps + 2 * (nodes - 1) / nodes * S / ppn / nic_Bps
+    assert [p.phase.name for p in run.phases] == ["all_reduce-hier-rs", "all_reduce-hier-rails", "all_reduce-hier-ag"]
+    assert run.bandwidth_time_s == pytest.approx(expected, rel=1e-6)

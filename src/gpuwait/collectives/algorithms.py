@@ -13,7 +13,7 @@ sends it to the same rail on the next server (PXN); without NVLink the last GPU 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
@@ -228,6 +228,59 @@ def nvls_tree(comm: Communicator, collective: str, n_bytes: float, n_channels: i
                 for a, b in ((heads[child], heads[parent[child]]), (heads[parent[child]], heads[child])):
                     src.append(a), dst.append(b), size.append(np.full(len(a), shard_half))
     return (Phase("all_reduce-nvls_tree", np.concatenate(src), np.concatenate(dst), np.concatenate(size), 1),)
+
+
+@register_algorithm("pat", ("all_gather", "reduce_scatter"))
+def pat(comm: Communicator, collective: str, n_bytes: float, n_channels: int, root: int = 0) -> tuple[Phase, ...]:
+    """NCCL's PAT (parallel aggregated trees, 2.23+) for one GPU per server: log2(n) rounds; in the
+    all-gather's round k every rank sends the 2^k shards it holds to the rank 2^k away (the
+    reduce-scatter runs the rounds in reverse, halving). Each shard crosses the network once per
+    round it travels, S/n x (n-1) bytes per rank in all, like the ring, in log2(n) steps
+    instead of n-1."""
+    n = comm.n_ranks
+    if n == 1:
+        return ()
+    ranks = np.arange(n)
+    phases = []
+    rounds = int(np.ceil(np.log2(n)))
+    for k in range(rounds):
+        distance = 1 << k
+        shards = min(distance, n - distance)  # the last round of a non-power-of-two n sends what is missing
+        phases.append(Phase(f"{collective}-pat-{k}", comm.rank_gpu[ranks], comm.rank_gpu[(ranks + distance) % n],
+                            np.full(n, n_bytes / n * shards / n_channels), 1))
+    if collective == "reduce_scatter":
+        phases.reverse()
+    # each round's flows are split over the channels, which run side by side
+    return tuple(Phase(p.name, np.tile(p.src, n_channels), np.tile(p.dst, n_channels),
+                       np.tile(p.bytes_per_flow, n_channels), 1) for p in phases)
+
+
+@register_algorithm("hierarchical", ("all_reduce",))
+def hierarchical(comm: Communicator, collective: str, n_bytes: float, n_channels: int,
+                 root: int = 0) -> tuple[Phase, ...]:
+    """Two-level all-reduce (Horovod's hierarchical mode, PXN's rail-local idea): reduce-scatter
+    inside each server over NVLink, all-reduce of each 1/ppn shard between servers on its own rail
+    (one ring per local GPU index), all-gather inside each server. Three phases one after another."""
+    if comm.n_ranks == 1:
+        return ()
+    per_node = comm.node_ranks[:, np.argsort(comm.local_gpu_index(comm.node_ranks[0]))]
+    ppn, nodes = comm.ppn, comm.n_nodes
+    phases = []
+    if ppn > 1:
+        src = comm.rank_gpu[per_node].ravel()
+        dst = comm.rank_gpu[np.roll(per_node, -1, axis=1)].ravel()
+        intra = n_bytes / ppn / n_channels
+        phases.append(Phase("all_reduce-hier-rs", np.tile(src, n_channels), np.tile(dst, n_channels),
+                            np.full(len(src) * n_channels, intra), ppn - 1))
+    if nodes > 1:
+        src = comm.rank_gpu[per_node].ravel()
+        dst = comm.rank_gpu[np.roll(per_node, -1, axis=0)].ravel()  # same local GPU, next server: one rail
+        inter = n_bytes / ppn / nodes / n_channels
+        phases.append(Phase("all_reduce-hier-rails", np.tile(src, n_channels), np.tile(dst, n_channels),
+                            np.full(len(src) * n_channels, inter), 2 * (nodes - 1)))
+    if ppn > 1:
+        phases.append(replace(phases[0], name="all_reduce-hier-ag"))
+    return tuple(phases)
 
 
 @register_algorithm("direct", ("alltoall",))

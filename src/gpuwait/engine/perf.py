@@ -47,7 +47,9 @@ from gpuwait.transport.profiles import TRANSPORTS, TransportProfile
 
 PROTOCOL_PAYLOAD = {"LL": 0.5, "LL128": 120.0 / 128.0, "Simple": 1.0}  # payload share of the wire (nccl-model §2.4)
 NVLINK_LINE_RATE_PER_LINK_Bps = 25e9  # NVLink3/4: 25 GB/s per link per direction (600/900 GB/s bidirectional)
-FLOW_ALGORITHMS = {"ring": "ring", "tree": "tree", "nvls": "nvls", "nvls_tree": "nvls_tree"}  # NCCL algorithm -> compiled phases
+#: NCCL algorithm -> compiled phases; CollNet (SHARP) reduces inside the switches, which the flow
+#: model has no endpoint for, so it keeps NCCL's own bandwidth model
+FLOW_ALGORITHMS = {"ring": "ring", "tree": "tree", "nvls": "nvls", "nvls_tree": "nvls_tree", "pat": "pat"}
 _REF_BYTES = float(2**30)
 BACKGROUND_FLOOR = 0.05  # share of a link's capacity a collective keeps however busy the link is
 #: NVLS in-flight window: NCCL_NVLS_NCHANNELS (16) x NCCL_STEPS (8, nccl-model.md §2.4) x
