@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 from gpuwait.collectives.ncclenv import parse_env
 from gpuwait.engine.groups import FabricModel
 from gpuwait.engine.scenario import scenario_cases
 from gpuwait.engine.serving import run_serving
 from gpuwait.engine.training import run_training
 from gpuwait.errors import SpecError
+from gpuwait.faults.apply import FaultEffects, Perturbation, apply_faults
+from gpuwait.spec.faults import FaultSpec
 from gpuwait.spec.scenario import Scenario
+from gpuwait.topology.model import Topology
 from gpuwait.topology.presets import build_cluster, resolve_cluster
 from gpuwait.workload.result import RunResult
 from gpuwait.workload.steps import serving_step, training_step
@@ -22,16 +28,40 @@ def case_label(name: str | None, routing, transport) -> str:
     return name or label
 
 
-def run_workload(scenario: Scenario, steps: int | None = None, progress=None) -> list[RunResult]:
+@dataclass(frozen=True, eq=False)
+class WorkloadRun:
+    """A workload simulated with its faults: what it ran on and what came out."""
+
+    scenario: Scenario       # with the scenario-level faults applied
+    topo: Topology           # with the topology-level faults applied
+    effects: FaultEffects
+    results: list[RunResult]
+
+
+def run_workload(scenario: Scenario, steps: int | None = None, progress=None,
+                 faults: Sequence[FaultSpec] = ()) -> list[RunResult]:
     """Simulate ``scenario.workload`` for the cluster's routing and transport and each variant's.
 
     ``progress(case_index, n_cases, step, n_steps)`` is called as steps finish (for a progress bar).
     """
+    return simulate_workload(scenario, steps, progress, faults).results
+
+
+def simulate_workload(scenario: Scenario, steps: int | None = None, progress=None,
+                      faults: Sequence[FaultSpec] = ()) -> WorkloadRun:
+    """:func:`run_workload` with the scenario's faults (and ``faults``) applied, keeping the topology
+    and the faults' effects for telemetry and diagnosis."""
     if scenario.workload is None:
         raise SpecError("workload: the scenario has none; expected a `workload:` section",
                         hint="see `gpuwait schema` for its fields")
     cluster = resolve_cluster(scenario.cluster)
     topo = build_cluster(cluster)
+    all_faults = [*scenario.faults, *faults]
+    perturbation = Perturbation()
+    if all_faults:
+        scenario, perturbation = apply_faults(scenario, all_faults, topo)
+        cluster = resolve_cluster(scenario.cluster)
+        topo = build_cluster(cluster)
     spec = scenario.workload
     n_steps = steps if steps is not None else spec.steps
     if n_steps < 1:
@@ -40,16 +70,18 @@ def run_workload(scenario: Scenario, steps: int | None = None, progress=None) ->
     step = training_step(spec, topo) if training else serving_step(spec, topo)
     cluster_label = f"{scenario.cluster.preset or cluster.name}: {topo.n_servers} servers x {topo.gpus_per_server} GPUs"
     cases = scenario_cases(scenario, cluster)
+    faulty, effects = perturbation.apply(topo, float(cases[0][2].mtu_bytes))
     results = []
     for index, (name, routing, transport) in enumerate(cases):
         # the cluster's QPs per connection are NCCL's NCCL_IB_QPS_PER_CONNECTION
         env = parse_env({"NCCL_IB_QPS_PER_CONNECTION": str(routing.qps_per_connection)})
-        fabric = FabricModel(topo, routing, transport, env)
+        background = effects.foreign_Bps
+        fabric = FabricModel(faulty, routing, transport, env, background_Bps=background)
         label = case_label(name, routing, transport)
         if training:
             if step.storage_read_Bps_per_gpu > 0:
                 read = fabric.storage(step.layout.rank_gpu, step.storage_read_Bps_per_gpu)
-                fabric = FabricModel(topo, routing, transport, fabric.env, background_Bps=read.link_load_Bps)
+                fabric = fabric.with_background(read.link_load_Bps)
             report = None if progress is None else (lambda k, n, i=index: progress(i, len(cases), k, n))
             results.append(run_training(step, fabric, steps=n_steps, case=label, cluster=cluster_label,
                                         progress=report))
@@ -57,4 +89,4 @@ def run_workload(scenario: Scenario, steps: int | None = None, progress=None) ->
             results.append(run_serving(step, fabric, case=label, cluster=cluster_label))
             if progress is not None:
                 progress(index, len(cases), 1, 1)
-    return results
+    return WorkloadRun(scenario, faulty, effects, results)

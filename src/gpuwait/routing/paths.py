@@ -544,6 +544,9 @@ def _network_endpoint(topo: Topology, node: np.ndarray, peer: np.ndarray, qp: np
             choices = topo.gpu_nics[local]
             n_choices = (choices >= 0).sum(axis=1)
             nic = topo.nic_node[server, choices[np.arange(len(local)), qp[gpu] % n_choices]]
+            if len(topo.gpu_nic_override):
+                moved = topo.gpu_nic_override[node[gpu]]
+                nic = np.where(moved >= 0, moved, nic)
         else:
             nic = np.full(len(server), -1)
         if to_storage_net.any():

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, Field
 
 from gpuwait.spec.cluster import ClusterSpec, RoutingSpec, SpecModel, TransportSpec
+from gpuwait.spec.faults import FaultSpec
 from gpuwait.spec.types import PositiveSizeBytes, RateBps, TimeS
 from gpuwait.spec.workload import WorkloadSpec
 
@@ -63,3 +64,4 @@ class Scenario(SpecModel):
     traffic: TrafficSpec = Field(default_factory=TrafficSpec, description="Flows to send.")
     workload: WorkloadSpec | None = Field(None, description="A training or inference job to run on the cluster (none = only the traffic).")
     variants: list[VariantSpec] = Field(default_factory=list, description="Variants run beside the base scenario (e.g. ECMP vs adaptive routing).")
+    faults: list[FaultSpec] = Field(default_factory=list, description="Faults injected into every case (see `gpuwait diagnose --help`).")

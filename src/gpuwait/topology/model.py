@@ -71,6 +71,9 @@ class Topology:
     gpu_nic: np.ndarray  # (G,) the first NIC of each GPU (local index)
     gpu_nics: np.ndarray  # (G, k) every NIC of each GPU, -1 padded; QPs are spread over them
     storage_server_node: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
+    #: per GPU node id, the NIC node carrying its traffic instead of its own (-1: its own); empty = none.
+    #: Set by faults (a NIC down moves its GPU to the neighbour NIC), never by the builder.
+    gpu_nic_override: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
     # ----------------------------------------------------------------- sizes
     @property
@@ -124,8 +127,11 @@ class Topology:
         try:
             return self._node_index[name]
         except KeyError:
+            import difflib
+
+            near = difflib.get_close_matches(name, self.node_name.tolist(), n=3, cutoff=0.6)
             raise UnknownNameError(
-                f"node {name!r} does not exist in {self.name}",
+                f"node {name!r} does not exist in {self.name}" + (f" (close: {', '.join(near)})" if near else ""),
                 hint=self._name_hint(name),
             ) from None
 
