@@ -1,0 +1,183 @@
+"""The diagnosis accuracy suite: faults injected into known scenarios, the diagnosis run blind,
+its top finding compared with what was injected. Shared by the tests and by
+``bench/diagnosis_accuracy.py`` (which writes docs/diagnosis.md).
+
+Targets are chosen where a fault matters (an engineer only hunts a cause that slows the job):
+``@uplink`` is the busiest leaf uplink of the healthy run, ``@gpu:R`` the GPU of rank R,
+``@nic:R`` the NIC rank R's GPU sends through, ``@server:S`` server S.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpuwait.diagnose.run import _same_cable, diagnose_scenario
+from gpuwait.engine.workload import simulate_workload
+from gpuwait.faults import parse_inject
+from gpuwait.spec import Scenario, validate_data
+
+WORKLOADS = {
+    "dp-8b": {"model": {"preset": "llama-8b", "seq_len": 4096},
+              "parallel": {"tp": 1, "pp": 1, "zero": 1, "micro_batch": 1, "global_batch": 256},
+              "compute": {"gpu": "H100-SXM", "efficiency": 0.5, "jitter_cv": 0.02}},
+    "3d-8b": {"model": {"preset": "llama-8b", "seq_len": 4096},
+              "parallel": {"tp": 8, "pp": 2, "micro_batch": 1, "global_batch": 64},
+              "compute": {"gpu": "H100-SXM", "efficiency": 0.5, "jitter_cv": 0.02}},
+}
+
+FABRICS = {
+    # ToR leaf-spine, RoCEv2 with ECMP: four servers per leaf, traffic crosses the spines
+    "roce-ecmp": {"preset": "rocev2-400g-2tier", "servers": 8, "routing": {"kind": "ecmp", "seed": 3}},
+    # rail-optimized InfiniBand with adaptive routing: every GPU's NIC is its bottleneck
+    "ib-rail-ar": {"preset": "dgx-h100", "servers": 8, "routing": {"kind": "adaptive"}},
+    # 3-tier RoCEv2 fat tree with small switches, ECMP: two hashing stages
+    # (4-NIC H100 servers, radix-8 switches: one server per leaf, four per pod, two pods)
+    "roce-3tier": {"preset": "rocev2-400g-2tier", "servers": 8, "routing": {"kind": "ecmp", "seed": 5},
+                   "server": {"template": "hgx-h100-4nic"},
+                   "fabric": {"kind": "clos", "tiers": 3, "switch_radix": 8, "leaf_downlinks": 4}},
+    # 2:1 oversubscribed leaves
+    "roce-oversub": {"preset": "rocev2-400g-2tier", "servers": 8, "routing": {"kind": "adaptive"},
+                     "fabric": {"kind": "clos", "oversubscription": 2.0}},
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    fabric: str
+    workload: str
+    inject: str | None        # KIND:TARGET[:PARAMS] with placeholders, None = no injection
+    expect_kind: str | None   # None = healthy: nothing above info
+    expect_component: str | None = None  # default: the injected target
+
+
+CASES: tuple[Case, ...] = (
+    # healthy
+    Case("ib-rail-ar", "dp-8b", None, None),
+    Case("ib-rail-ar", "3d-8b", None, None),
+    # link-degrade
+    Case("roce-ecmp", "dp-8b", "link-degrade:@uplink:factor=0.25", "link-degrade"),
+    Case("roce-3tier", "dp-8b", "link-degrade:@uplink:factor=0.5", "link-degrade"),
+    Case("ib-rail-ar", "dp-8b", "link-degrade:@niclink:3:factor=0.25", "link-degrade"),
+    # link-flap
+    Case("roce-ecmp", "dp-8b", "link-flap:@uplink:down_fraction=0.5", "link-flap"),
+    Case("ib-rail-ar", "3d-8b", "link-flap:@niclink:9:down_fraction=0.4", "link-flap"),
+    # link-loss
+    Case("roce-ecmp", "dp-8b", "link-loss:@uplink:loss_rate=0.01", "link-loss"),
+    Case("roce-3tier", "3d-8b", "link-loss:@uplink:loss_rate=0.005", "link-loss"),
+    Case("ib-rail-ar", "dp-8b", "link-loss:@niclink:12:loss_rate=0.01", "link-loss"),
+    # slow-gpu
+    Case("roce-ecmp", "dp-8b", "slow-gpu:@gpu:13:factor=1.3", "slow-gpu"),
+    Case("ib-rail-ar", "3d-8b", "slow-gpu:@gpu:40:factor=1.5", "slow-gpu"),
+    Case("roce-3tier", "dp-8b", "slow-gpu:@gpu:60:factor=1.2", "slow-gpu"),
+    # nic-down
+    Case("ib-rail-ar", "dp-8b", "nic-down:@nic:5", "nic-down"),
+    Case("roce-ecmp", "3d-8b", "nic-down:@nic:18", "nic-down"),
+    # tcp-fallback
+    Case("ib-rail-ar", "dp-8b", "tcp-fallback", "tcp-fallback", "all"),
+    Case("roce-ecmp", "3d-8b", "tcp-fallback", "tcp-fallback", "all"),
+    # no-gdr
+    Case("ib-rail-ar", "dp-8b", "no-gdr:all", "no-gdr", "all"),
+    Case("ib-rail-ar", "3d-8b", "no-gdr:@server:3", "no-gdr"),
+    # nic-affinity
+    Case("ib-rail-ar", "dp-8b", "nic-affinity:@gpu:10", "nic-affinity"),
+    Case("ib-rail-ar", "3d-8b", "nic-affinity:@gpu:33", "nic-affinity"),
+    # ecmp-polarization (needs two hashing stages)
+    Case("roce-3tier", "dp-8b", "ecmp-polarization", "ecmp-polarization", "all"),
+    Case("roce-3tier", "3d-8b", "ecmp-polarization", "ecmp-polarization", "all"),
+    # storage-contention
+    Case("roce-ecmp", "dp-8b", "storage-contention:all:read_rate_per_gpu_Bps=4e9", "storage-contention", "all"),
+    Case("ib-rail-ar", "dp-8b", "storage-contention:all:read_rate_per_gpu_Bps=6e9", "storage-contention", "all"),
+    # dataloader-starvation
+    Case("roce-ecmp", "dp-8b", "dataloader-starvation:all:samples_per_s_per_server=10", "dataloader-starvation", "all"),
+    Case("ib-rail-ar", "3d-8b", "dataloader-starvation:all:samples_per_s_per_server=5", "dataloader-starvation", "all"),
+    # noisy-neighbor
+    Case("roce-ecmp", "dp-8b", "noisy-neighbor:all:load_fraction=0.6", "noisy-neighbor", "all"),
+    Case("roce-3tier", "dp-8b", "noisy-neighbor:@uplink:load_fraction=0.8", "noisy-neighbor"),
+    # more targets and fabrics
+    Case("roce-ecmp", "3d-8b", "link-degrade:@uplink:factor=0.3", "link-degrade"),
+    Case("roce-3tier", "3d-8b", "nic-down:@nic:9", "nic-down"),
+    Case("ib-rail-ar", "3d-8b", "noisy-neighbor:@niclink:20:load_fraction=0.7", "noisy-neighbor"),
+    Case("roce-ecmp", "3d-8b", "storage-contention:all:read_rate_per_gpu_Bps=5e9", "storage-contention", "all"),
+    Case("roce-3tier", "dp-8b", "slow-gpu:@gpu:3:factor=1.15", "slow-gpu"),
+    # causes of the healthy fabric itself
+    Case("roce-ecmp", "dp-8b", None, "ecmp-collision", "*uplink"),
+    Case("roce-ecmp", "3d-8b", None, "ecmp-collision", "*uplink"),
+    Case("roce-oversub", "3d-8b", None, "oversubscription", "*leaf"),
+    Case("roce-oversub", "3d-8b", "slow-gpu:@gpu:7:factor=1.4", "slow-gpu"),
+)
+
+
+def scenario_for(case: Case, seed: int = 0) -> Scenario:
+    cluster = dict(FABRICS[case.fabric])
+    cluster.setdefault("transport", {"name": "infiniband" if case.fabric.startswith("ib") else "rocev2"})
+    workload = {**WORKLOADS[case.workload], "steps": 2}  # a producer-bound step shows from the second on
+    workload["compute"] = {**workload["compute"], "seed": seed}
+    return validate_data(Scenario, {"name": f"{case.fabric}/{case.workload}", "cluster": cluster, "workload": workload},
+                         source="diagnosis suite", require_units=False)
+
+
+def resolve_inject(case: Case, scenario: Scenario) -> str | None:
+    """Replace the placeholders with names from the healthy run."""
+    if case.inject is None:
+        return None
+    text = case.inject
+    if "@" not in text:
+        return text
+    healthy = simulate_workload(scenario)
+    topo, result = healthy.topo, healthy.results[0]
+    kind, target, *rest = text.split(":")
+    params = rest[-1] if rest and "=" in rest[-1] else ""
+    arg = rest[0] if rest and "=" not in rest[0] else None
+    if target == "@uplink":
+        up = topo.uplinks(1)
+        name = topo.link_name(int(up[result.links.bytes_per_step[up].argmax()]))
+    elif target == "@niclink":
+        nic_of_gpu = topo.nic_node[topo.node_server[topo.gpu_node.ravel()[int(arg)]],
+                                   topo.gpu_nic[int(arg) % topo.gpus_per_server]]
+        name = topo.link_name(int(topo.nic_uplink.ravel()[0] * 0 + topo.links_between([nic_of_gpu], topo.link_dst[
+            (topo.link_src == nic_of_gpu) & (topo.link_kind == 3)][:1])[0]))
+    elif target == "@gpu":
+        name = topo.node_name[topo.gpu_node.ravel()[int(arg)]]
+    elif target == "@nic":
+        gpu = int(arg)
+        name = topo.node_name[topo.nic_node[gpu // topo.gpus_per_server, topo.gpu_nic[gpu % topo.gpus_per_server]]]
+    elif target == "@server":
+        name = f"s{int(arg)}"
+    else:
+        raise ValueError(f"unknown placeholder {target}")
+    return f"{kind}:{name}" + (f":{params}" if params else "")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    case: Case
+    injected: str | None
+    top_kind: str | None
+    top_component: str | None
+    top_severity: str | None
+    kind_ok: bool
+    component_ok: bool
+
+
+def run_case(case: Case, seed: int = 0, measure_gain: bool = True) -> Outcome:
+    scenario = scenario_for(case, seed)
+    inject = resolve_inject(case, scenario)
+    faults = [parse_inject(inject)] if inject else []
+    diagnosis = diagnose_scenario(scenario, faults, measure_gain=measure_gain, max_fixes=3)
+    top = diagnosis.top
+    if case.expect_kind is None:
+        worst = max((f for f in diagnosis.findings), key=lambda f: ("info", "warning", "critical").index(f.severity),
+                    default=None)
+        ok = worst is None or worst.severity == "info"
+        return Outcome(case, inject, top and top.kind, top and top.component, worst and worst.severity, ok, ok)
+    if top is None:
+        return Outcome(case, inject, None, None, None, False, False)
+    expected = case.expect_component or (faults[0].target if faults else None)
+    if expected == "*uplink":
+        component_ok = "->spine" in top.component or "->core" in top.component
+    elif expected == "*leaf":
+        component_ok = top.component.startswith("leaf")
+    else:
+        component_ok = expected is not None and (top.component == expected or _same_cable(top.component, expected))
+    kind_ok = top.kind == case.expect_kind
+    return Outcome(case, inject, top.kind, top.component, top.severity, kind_ok, kind_ok and component_ok)

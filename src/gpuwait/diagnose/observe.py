@@ -1,0 +1,78 @@
+"""What the diagnosis looks at: the numbers an engineer lays side by side, gathered from a
+simulated run or from imported telemetry. Every field may be missing (None); rules that need a
+missing series are skipped and the missing series are reported.
+
+From a simulation the observation carries only what real telemetry would show: per-GPU step
+phases (DCGM utilization and step markers), per-port bytes and negotiated rate (ibstat /
+ethtool), port error counters (``SymbolErrorCounter``, ``LinkDownedCounter``, ``out_of_sequence``),
+NCCL's transport lines (``NET/Socket`` vs ``NET/IB``, ``GDRDMA``, the NIC's NUMA node) and
+traffic that belongs to other jobs (port bytes the job's own flows do not account for).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gpuwait.engine.network import effective_capacity_Bps
+from gpuwait.topology.model import Topology
+from gpuwait.workload.result import CollectiveStat, RunResult
+
+
+@dataclass(frozen=True, eq=False)
+class Observation:
+    topo: Topology
+    step_time_s: float | None = None
+    baseline_step_time_s: float | None = None
+    gpu_names: list[str] | None = None
+    per_gpu_s: dict[str, np.ndarray] | None = None          # breakdown category -> per GPU, seconds per step
+    exposed_comm_s: dict[str, float] = field(default_factory=dict)
+    link_util: np.ndarray | None = None                     # 0..1 of the port's current rate
+    link_bytes: np.ndarray | None = None                    # bytes per step
+    link_rate_Bps: np.ndarray | None = None                 # current (negotiated) rate
+    link_nominal_Bps: np.ndarray | None = None              # the rate the port should run at
+    link_users: dict[int, list[str]] = field(default_factory=dict)
+    link_foreign_Bps: np.ndarray | None = None              # other jobs' traffic
+    counters: dict[str, np.ndarray] = field(default_factory=dict)  # per link: symbol_errors, link_downed, out_of_sequence
+    socket_transport: bool | None = None                    # NCCL's NET/Socket
+    gdr_off_servers: tuple[int, ...] | None = None
+    remote_nic_gpus: tuple[int, ...] | None = None          # GPU node ids whose NIC is on the other socket
+    collectives: tuple[CollectiveStat, ...] = ()
+    storage_read: bool = False
+    missing: tuple[str, ...] = ()
+
+
+def observe_run(topo: Topology, result: RunResult, effects, baseline: RunResult | None = None,
+                transport=None) -> Observation:
+    """The observation of one simulated case, with the telemetry its faults would leave."""
+    rate = effective_capacity_Bps(topo, transport) if transport is not None else topo.link_capacity_Bps.astype(float)
+    nominal = effects.nominal_capacity_Bps if effects.nominal_capacity_Bps is not None else topo.link_capacity_Bps
+    if transport is not None:
+        nominal = nominal * (rate / np.maximum(topo.link_capacity_Bps, 1e-30))
+    step = result.breakdown.step_time_s
+    n_links = topo.n_links
+    counters: dict[str, np.ndarray] = {}
+    if effects.loss_rate:
+        errors = np.zeros(n_links)
+        for link, p in effects.loss_rate.items():
+            packets = result.links.bytes_per_step[link] * result.steps / 4096.0
+            errors[link] = packets * p
+        counters["out_of_sequence"] = errors
+        counters["symbol_errors"] = errors  # a dirty fibre shows as symbol errors on the receiving port
+    if effects.flap_cycles_per_s:
+        downed = np.zeros(n_links)
+        for link, per_s in effects.flap_cycles_per_s.items():
+            downed[link] = max(1.0, np.floor(per_s * step * result.steps))
+        counters["link_downed"] = downed
+    ranks = topo.gpu_node.ravel()[: result.breakdown.n_gpus]
+    return Observation(
+        topo=topo, step_time_s=step,
+        baseline_step_time_s=baseline.breakdown.step_time_s if baseline is not None else None,
+        gpu_names=[topo.node_name[g] for g in ranks], per_gpu_s=result.breakdown.per_gpu_s,
+        exposed_comm_s=result.breakdown.exposed_comm_s, link_util=result.links.utilization,
+        link_bytes=result.links.bytes_per_step, link_rate_Bps=rate, link_nominal_Bps=nominal,
+        link_users=result.links.users, link_foreign_Bps=effects.foreign_Bps, counters=counters,
+        socket_transport=effects.socket_transport, gdr_off_servers=effects.no_gdr_servers,
+        remote_nic_gpus=effects.remote_nic_gpus, collectives=result.collectives,
+        storage_read=any("storage read" in u for u in result.links.users.values()))

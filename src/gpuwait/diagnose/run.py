@@ -1,0 +1,170 @@
+"""Diagnose a scenario: simulate it (with its faults), observe what telemetry would show, let the
+rules propose causes, then prove each proposed fix by simulating the scenario again with it applied.
+Findings are ranked by that measured gain.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from gpuwait.diagnose.observe import Observation, observe_run
+from gpuwait.diagnose.rules import Candidate, evaluate
+from gpuwait.engine.workload import WorkloadRun, simulate_workload
+from gpuwait.errors import SpecError
+from gpuwait.spec.faults import FaultSpec
+from gpuwait.spec.scenario import Scenario
+from gpuwait.transport import resolve_transport
+
+SEVERITIES = ("info", "warning", "critical")
+CRITICAL_GAIN, WARNING_GAIN = 0.20, 0.03  # share of the step a fix gives back
+#: a cause seen directly (an error counter, a port state, a transport line) ranks above an inferred
+#: one unless the inferred one's fix gains this much more of the step
+DIRECT_EVIDENCE_BONUS = 0.03
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: str
+    component: str
+    severity: str
+    score: float
+    evidence: dict
+    explanation: str
+    fix: str
+    step_time_s: float
+    fixed_step_time_s: float | None  # the step re-simulated with the fix applied
+    direct: bool = False             # seen in a counter, port state or transport line
+
+    @property
+    def gain_fraction(self) -> float | None:
+        if self.fixed_step_time_s is None or self.step_time_s <= 0:
+            return None
+        return (self.step_time_s - self.fixed_step_time_s) / self.step_time_s
+
+
+@dataclass(frozen=True, eq=False)
+class Diagnosis:
+    case: str
+    step_time_s: float
+    baseline_step_time_s: float | None
+    findings: tuple[Finding, ...]
+    missing: tuple[str, ...]
+    run: WorkloadRun | None = None
+    observation: Observation | None = field(default=None, repr=False)
+
+    @property
+    def top(self) -> Finding | None:
+        return self.findings[0] if self.findings else None
+
+
+def _same_cable(a: str, b: str) -> bool:
+    if a == b:
+        return True
+    sa, _, da = a.partition("->")
+    sb, _, db = b.partition("->")
+    return bool(_) and sa == db.split("#")[0] and da.split("#")[0] == sb
+
+
+def apply_fix(scenario: Scenario, faults: Sequence[FaultSpec], candidate: Candidate) -> tuple[Scenario, list[FaultSpec]]:
+    """The scenario and faults with the candidate's fix applied (what re-simulation runs)."""
+    action, *args = candidate.fix_action or ("none",)
+    faults = list(faults)
+    cluster, workload = scenario.cluster, scenario.workload
+
+    def drop(kinds: tuple[str, ...], target: str | None = None) -> list[FaultSpec]:
+        return [f for f in faults if not (f.kind in kinds and (target is None or f.target == target
+                                                               or _same_cable(f.target, target)))]
+
+    if action == "heal-gpu":
+        faults = drop(("slow-gpu",), args[0])
+        if workload is not None and workload.compute.slow_gpus:
+            from gpuwait.topology.presets import build_cluster, resolve_cluster
+
+            topo = build_cluster(resolve_cluster(cluster))
+            rank = int((topo.gpu_node.ravel() == topo.node_id(args[0])).nonzero()[0][0])
+            kept = [s for s in workload.compute.slow_gpus if s.rank != rank]
+            workload = workload.model_copy(update={"compute": workload.compute.model_copy(update={"slow_gpus": kept})})
+    elif action == "fast-loader":
+        faults = drop(("dataloader-starvation",))
+        if workload is not None:
+            data = workload.data.model_copy(update={"loader_samples_per_s_per_server": None})
+            workload = workload.model_copy(update={"data": data})
+    elif action == "separate-storage":
+        rate = next((f.params.get("read_rate_per_gpu_Bps", 4e9) for f in faults if f.kind == "storage-contention"), None)
+        faults = drop(("storage-contention",))
+        storage = cluster.storage.model_copy(update={"mode": "separate"})
+        server = cluster.server.model_copy(update={"storage_nics": max(cluster.server.storage_nics, 2)})
+        cluster = cluster.model_copy(update={"storage": storage, "server": server})
+        if workload is not None and rate is not None:
+            workload = workload.model_copy(update={"data": workload.data.model_copy(update={"dataset_read_per_gpu": rate})})
+    elif action == "restore-rdma":
+        faults = drop(("tcp-fallback",))
+    elif action == "enable-gdr":
+        faults = drop(("no-gdr",))
+    elif action == "fix-affinity":
+        faults = drop(("nic-affinity",), args[0])
+    elif action == "restore-link":
+        faults = drop(("link-degrade", "link-flap", "link-loss", "nic-down"), args[0])
+    elif action == "isolate":
+        faults = drop(("noisy-neighbor",))
+    elif action == "per-switch-seed":
+        faults = drop(("ecmp-polarization",))
+        cluster = cluster.model_copy(update={"routing": cluster.routing.model_copy(update={"per_switch_seed": True})})
+    elif action == "more-qps":
+        routing = cluster.routing.model_copy(update={"qps_per_connection": max(4, cluster.routing.qps_per_connection)})
+        cluster = cluster.model_copy(update={"routing": routing})
+    elif action == "non-blocking":
+        cluster = cluster.model_copy(update={"fabric": cluster.fabric.model_copy(update={"oversubscription": 1.0})})
+    return scenario.model_copy(update={"cluster": cluster, "workload": workload, "faults": []}), faults
+
+
+def _severity(gain: float | None, score: float, excess: float) -> str:
+    value = gain if gain is not None else score * excess
+    if value >= CRITICAL_GAIN:
+        return "critical"
+    if value >= WARNING_GAIN:
+        return "warning"
+    return "info"
+
+
+def diagnose_scenario(scenario: Scenario, faults: Sequence[FaultSpec] = (), *, steps: int | None = None,
+                      measure_gain: bool = True, max_fixes: int = 4, case: int = 0) -> Diagnosis:
+    """Simulate ``scenario`` with ``faults`` (and its own), diagnose case ``case`` (0 = the base),
+    and re-simulate the ``max_fixes`` most likely fixes to measure their gain."""
+    if scenario.workload is None or scenario.workload.mode != "training":
+        raise SpecError("diagnose: expected a scenario with a training workload (`workload:` with mode training)")
+    all_faults = [*scenario.faults, *faults]
+    bare = scenario.model_copy(update={"faults": []})
+    run = simulate_workload(bare, steps, faults=all_faults)
+    baseline = simulate_workload(bare, steps).results[case] if all_faults else run.results[case]
+    result = run.results[case]
+    cases = run.scenario.variants
+    transport = resolve_transport(run.scenario.cluster.transport if case == 0 else
+                                  (cases[case - 1].transport or run.scenario.cluster.transport))
+    obs = observe_run(run.topo, result, run.effects, baseline, transport)
+    obs = Observation(**{**obs.__dict__, "storage_read": run.scenario.workload.data.dataset_read_per_gpu > 0})
+    out = evaluate(obs)
+    raw = out.candidates
+    if any(c.kind == "ecmp-polarization" for c in raw):
+        # a collided core uplink is what polarization looks like from one switch: report the cause once
+        raw = [c for c in raw if not (c.kind == "ecmp-collision" and "->core" in c.component)]
+    candidates = []
+    for cand in sorted(raw, key=lambda c: -c.score):
+        # a cable fails both ways: one finding per cable and kind
+        if not any(c.kind == cand.kind and _same_cable(c.component, cand.component) for c in candidates):
+            candidates.append(cand)
+    step = result.breakdown.step_time_s
+    excess = max(step - baseline.breakdown.step_time_s, 0.0) / step if step > 0 else 0.0
+    findings = []
+    for index, cand in enumerate(candidates):
+        fixed = None
+        if measure_gain and index < max_fixes:
+            fixed_scenario, fixed_faults = apply_fix(bare, all_faults, cand)
+            fixed = simulate_workload(fixed_scenario, steps, faults=fixed_faults).results[case].breakdown.step_time_s
+        gain = (step - fixed) / step if fixed is not None and step > 0 else None
+        findings.append(Finding(cand.kind, cand.component, _severity(gain, cand.score, excess), cand.score,
+                                cand.evidence, cand.explanation, cand.fix, step, fixed, cand.direct))
+    findings.sort(key=lambda f: (-((f.gain_fraction if f.gain_fraction is not None else -1.0)
+                                   + DIRECT_EVIDENCE_BONUS * f.direct), -f.score))
+    return Diagnosis(result.case, step, baseline.breakdown.step_time_s, tuple(findings), tuple(out.missing), run, obs)

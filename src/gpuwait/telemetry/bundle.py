@@ -1,0 +1,136 @@
+"""Read a directory of telemetry collected on a real cluster into one :class:`TelemetryBundle`.
+
+Each file is recognized by its extension or its content, never by its full name:
+
+=================  ==========================================================================
+kind               recognized by
+=================  ==========================================================================
+prometheus         ``*.prom``, or text opening with ``# HELP`` / ``# TYPE`` or a sample line
+parquet            ``*.parquet`` (metrics written by :func:`write_metrics_parquet`)
+ethtool            a ``NIC statistics:`` line, or only indented ``name: integer`` lines
+perfquery          a ``# Port counters`` / ``# Port extended counters`` line or ``Name:....value``
+nccl_debug         ``host:pid:tid [dev] NCCL INFO`` lines
+nccl_tests         nccl-tests comments (``# nThread``, ``#  Rank``, ``# Avg bus bandwidth``)
+=================  ==========================================================================
+
+A log with both NCCL INFO lines and an nccl-tests table (nccl-tests run with ``NCCL_DEBUG=INFO``)
+is read as both. Subdirectories are read too (``host1/ethtool-eth0.txt``); files and folders
+whose name starts with ``.`` are skipped. Keys are paths relative to the directory.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpuwait.errors import SpecError
+from gpuwait.telemetry.errors import TelemetryFormatError
+from gpuwait.telemetry.metricset import MetricSet
+from gpuwait.telemetry.nccl_debug import NcclDebugInfo, parse_nccl_debug
+from gpuwait.telemetry.nccltests_log import NcclTestsLog, parse_nccl_tests_log
+from gpuwait.telemetry.nic_counters import parse_ethtool_stats, parse_perfquery
+from gpuwait.telemetry.parquet import read_metrics_parquet
+from gpuwait.telemetry.prometheus import parse_prometheus_text
+
+_EXPECTED = ("Prometheus text (*.prom or # HELP/# TYPE lines), metrics Parquet (*.parquet), nccl-tests stdout, "
+             "NCCL_DEBUG=INFO logs, `ethtool -S` dumps or `perfquery` output")
+_PROM_SAMPLE = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*(\{.*\})?\s+[-+]?(\d|\.\d|nan|inf)\S*(\s+-?\d+)?\s*$", re.IGNORECASE)
+_PERFQUERY = re.compile(r"^#\s*Port (?:extended )?counters:|^[A-Za-z][A-Za-z0-9_]*:\.{3,}\S", re.IGNORECASE | re.MULTILINE)
+_ETHTOOL_LINE = re.compile(r"^\s+[A-Za-z0-9_\[\]\.\-]+:\s+-?\d+\s*$")
+_NCCL_LINE = re.compile(r"[^\s:\[\]]+:\d+:\d+ \[\d+\] (?:\S+:\d+ )?NCCL (?:INFO|WARN) ")
+_NCCL_TESTS = re.compile(r"^(?:\S*:\s*)?#\s*(?:nThread\s|\s*Rank\s+\d+|Avg bus bandwidth|Collective test|nccl-tests version|"
+                         r"\s*size\s+count\s)", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class TelemetryBundle:
+    """What :func:`load_telemetry_dir` read, by file (path relative to ``root``)."""
+
+    root: Path
+    metric_files: dict[str, MetricSet] = field(default_factory=dict)
+    nccl_tests: dict[str, NcclTestsLog] = field(default_factory=dict)
+    nccl_debug: dict[str, NcclDebugInfo] = field(default_factory=dict)
+    ethtool: dict[str, dict[str, int]] = field(default_factory=dict)
+    perfquery: dict[str, dict[str, int]] = field(default_factory=dict)
+    kinds: dict[str, tuple[str, ...]] = field(default_factory=dict)  # file -> the kinds read from it
+
+    @property
+    def metrics(self) -> MetricSet:
+        """The samples of every Prometheus and Parquet file, in file order."""
+        return MetricSet.concat(self.metric_files.values())
+
+
+def sniff_kinds(path: Path, text: str) -> tuple[str, ...]:
+    """What a text file holds (see the module doc); empty when nothing is recognized."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        return ()
+    first = lines[0].strip()
+    if path.suffix == ".prom" or first.startswith(("# HELP ", "# TYPE ")) or _PROM_SAMPLE.match(first):
+        return ("prometheus",)
+    content = [ln for ln in lines if not ln.lstrip().startswith("#")]
+    if content and (content[0].strip() == "NIC statistics:" or all(_ETHTOOL_LINE.match(ln) for ln in content)):
+        return ("ethtool",)
+    if _PERFQUERY.search(text) and not _NCCL_LINE.search(text):
+        return ("perfquery",)
+    kinds = []
+    if _NCCL_TESTS.search(text):
+        kinds.append("nccl_tests")
+    if _NCCL_LINE.search(text):
+        kinds.append("nccl_debug")
+    return tuple(kinds)
+
+
+def load_telemetry_dir(path: str | Path) -> TelemetryBundle:
+    """Read every telemetry file under ``path`` (see the module doc for what is recognized).
+
+    Raises
+    ------
+    TelemetryFormatError
+        When ``path`` is not a directory, holds no file, or a file cannot be read or is not
+        recognized; the message names the file and what was expected.
+    """
+    root = Path(path)
+    if not root.is_dir():
+        raise TelemetryFormatError(f"{root}: not a directory; expected a directory of telemetry files ({_EXPECTED})")
+    files = sorted(p for p in root.rglob("*")
+                   if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts))
+    if not files:
+        raise TelemetryFormatError(f"{root}: no files; expected {_EXPECTED}")
+    bundle = TelemetryBundle(root)
+    for file in files:
+        rel = file.relative_to(root).as_posix()
+        if file.suffix == ".parquet":
+            bundle.metric_files[rel] = read_metrics_parquet(file)
+            bundle.kinds[rel] = ("parquet",)
+            continue
+        try:
+            text = file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            raise TelemetryFormatError(f"{rel}: cannot read as text ({err.__class__.__name__}); expected {_EXPECTED}") from None
+        kinds = sniff_kinds(file, text)
+        if not kinds:
+            raise TelemetryFormatError(f"{rel}: not a telemetry file gpuwait recognizes; expected {_EXPECTED}",
+                                       hint="move other files out of the directory")
+        read = []
+        for kind in kinds:
+            read.append(kind)
+            if kind == "prometheus":
+                bundle.metric_files[rel] = parse_prometheus_text(text, source=rel)
+            elif kind == "ethtool":
+                bundle.ethtool[rel] = parse_ethtool_stats(text, source=rel)
+            elif kind == "perfquery":
+                bundle.perfquery[rel] = parse_perfquery(text, source=rel)
+            elif kind == "nccl_debug":
+                bundle.nccl_debug[rel] = parse_nccl_debug(text, source=rel)
+            else:
+                try:
+                    bundle.nccl_tests[rel] = parse_nccl_tests_log(text)
+                except SpecError as err:
+                    if "nccl_debug" in kinds and "no result rows" in str(err):
+                        read.remove(kind)
+                        continue  # an NCCL_DEBUG log of an nccl-tests run that printed no table
+                    raise TelemetryFormatError(f"{rel}: {err}", hint=err.hint) from None
+        bundle.kinds[rel] = tuple(read)
+    return bundle

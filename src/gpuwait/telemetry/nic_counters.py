@@ -1,0 +1,109 @@
+"""Read NIC counter dumps: ``ethtool -S <netdev>`` (mlx5) and ``perfquery [-x]`` (InfiniBand PMA).
+
+Names stay as the tools print them (formats.md §4.2, §4.3): ``rx_prio3_pause``,
+``PortXmitData``... Mind the units: ``PortXmitData``/``PortRcvData`` count **4-byte words**
+(:func:`pma_data_bytes` converts); ethtool byte counters are bytes.
+
+Examples
+--------
+>>> parse_ethtool_stats('''NIC statistics:
+...      rx_prio3_pause: 1523
+...      tx_bytes_phy: 9000''')
+{'rx_prio3_pause': 1523, 'tx_bytes_phy': 9000}
+>>> c = parse_perfquery('''# Port counters: Lid 7 port 1 (CapMask: 0x1400)
+... CounterSelect2:..................0x00
+... PortXmitData:....................6465317''')
+>>> c["PortXmitData"], pma_data_bytes(c["PortXmitData"]), c["CounterSelect2"]
+(6465317, 25861268, 0)
+"""
+
+from __future__ import annotations
+
+import re
+
+from gpuwait.telemetry.errors import TelemetryFormatError
+
+PMA_WORD_BYTES = 4
+_ETHTOOL_HEADER = re.compile(r"^\s*NIC statistics:\s*$")
+_ETHTOOL_LINE = re.compile(r"^\s+(?P<name>[A-Za-z0-9_\[\]\.\-]+):\s+(?P<value>-?\d+)\s*$")
+_PERFQUERY_LINE = re.compile(r"^(?P<name>[A-Za-z][A-Za-z0-9_]*):\.*\s*(?P<value>\S+)\s*$")
+
+
+def pma_data_bytes(words: int) -> int:
+    """Bytes from a ``PortXmitData``/``PortRcvData`` (or sysfs ``port_*_data``) count of 4-byte words."""
+    return int(words) * PMA_WORD_BYTES
+
+
+def parse_ethtool_stats(text: str, *, source: str = "ethtool -S output") -> dict[str, int]:
+    """Counters of an ``ethtool -S <netdev>`` dump, in the order printed.
+
+    The ``NIC statistics:`` header is optional (a ``grep`` of the dump is accepted); counter lines
+    are indented ``name: integer``; ``#`` lines are skipped. A repeated name keeps its last value.
+
+    Raises
+    ------
+    TelemetryFormatError
+        For a line that is neither the header nor a counter, or when no counter is found.
+    """
+    counters: dict[str, int] = {}
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip() or _ETHTOOL_HEADER.match(raw) or raw.lstrip().startswith("#"):
+            continue  # '#' lines are not ethtool's: notes people add to saved dumps
+        m = _ETHTOOL_LINE.match(raw if raw[:1].isspace() else " " + raw)
+        if m is None:
+            raise TelemetryFormatError(f"{source} line {lineno}: cannot read {raw.strip()[:100]!r}; expected "
+                                       "'     <counter>: <integer>' (e.g. '     rx_prio3_pause: 1523')",
+                                       hint="pass the output of `ethtool -S <netdev>` unchanged")
+        counters[m["name"]] = int(m["value"])
+    if not counters:
+        raise TelemetryFormatError(f"{source}: no counters found; expected 'NIC statistics:' and lines "
+                                   "'     <counter>: <integer>'")
+    return counters
+
+
+def parse_perfquery(text: str, *, source: str = "perfquery output") -> dict[str, int]:
+    """Counters of one ``perfquery`` or ``perfquery -x`` block (``Name:....value``), PMA names.
+
+    Hex values (``CounterSelect:...0x0000``) are read as integers. The ``# Port counters`` header
+    is optional; ``#`` lines are skipped.
+
+    Raises
+    ------
+    TelemetryFormatError
+        For an unreadable line, a counter printed twice (several blocks in one text: split them) or
+        no counter at all.
+    """
+    counters: dict[str, int] = {}
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue  # the '# Port counters: Lid 7 port 1 ...' header, or a note
+        m = _PERFQUERY_LINE.match(line)
+        try:
+            value = int(m["value"], 0) if m is not None else None
+        except ValueError:
+            value = None
+        if m is None or value is None:
+            raise TelemetryFormatError(f"{source} line {lineno}: cannot read {line[:100]!r}; expected "
+                                       "'PortXmitData:....................36298026860928'",
+                                       hint="pass the output of `perfquery [-x] <lid> <port>` unchanged")
+        if m["name"] in counters:
+            raise TelemetryFormatError(f"{source} line {lineno}: {m['name']} appears twice; expected one perfquery "
+                                       "block (one port) per text", hint="save each port's perfquery output to its own file")
+        counters[m["name"]] = value
+    if not counters:
+        raise TelemetryFormatError(f"{source}: no counters found; expected lines like "
+                                   "'PortXmitData:....................36298026860928'")
+    return counters
+
+
+def ethtool_prometheus_name(counter: str) -> str:
+    """node_exporter's name for an ethtool counter (``--collector.ethtool``, formats.md §4.4).
+
+    >>> ethtool_prometheus_name("rx_prio3_pause"), ethtool_prometheus_name("tx_pause_ctrl_phy")
+    ('node_ethtool_received_prio3_pause', 'node_ethtool_transmitted_pause_ctrl_phy')
+    """
+    name = re.sub(r"[^a-z0-9_]", "_", counter.lower())
+    name = re.sub(r"(^|_)rx(?=_|$)", r"\1received", name)
+    name = re.sub(r"(^|_)tx(?=_|$)", r"\1transmitted", name)
+    return f"node_ethtool_{name}"

@@ -1,0 +1,58 @@
+"""ethtool -S and perfquery dumps (formats.md §4.2, §4.3)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpuwait.telemetry.errors import TelemetryFormatError
+from gpuwait.telemetry.nic_counters import (
+    ethtool_prometheus_name,
+    parse_ethtool_stats,
+    parse_perfquery,
+    pma_data_bytes,
+)
+
+DATA = Path(__file__).parent / "data"
+
+
+def test_real_perfquery_extended():
+    c = parse_perfquery((DATA / "perfquery-extended.txt").read_text())
+    assert c["PortXmitData"] == 36298026860928 and c["PortRcvData"] == 12279028775751
+    assert pma_data_bytes(c["PortXmitData"]) == 145192107443712  # 4-byte words
+    assert c["PortXmitWait"] == 22730501 and c["PortMulticastRcvPkts"] == 5584846741
+    assert c["CounterSelect2"] == 0 and len(c) == 25
+
+
+def test_real_perfquery_classic():
+    c = parse_perfquery((DATA / "perfquery-classic.txt").read_text())
+    assert (c["PortXmitData"], c["PortRcvData"], c["PortXmitPkts"], c["PortRcvPkts"], c["PortXmitWait"]) == (
+        6465317, 427938, 41531, 130792613, 2)
+    assert next(iter(c)) == "PortSelect" and len(c) == 20
+
+
+def test_ethtool_dump():
+    # constructed from formats.md §4.2's format and names (no real dump exists, see §10)
+    c = parse_ethtool_stats((DATA / "ethtool-mlx5-constructed.txt").read_text())
+    assert c["rx_prio3_pause"] == 1523 and c["tx_bytes_phy"] == 1843968431808
+    assert parse_ethtool_stats("     rx_prio3_pause: 1523") == {"rx_prio3_pause": 1523}  # formats.md's example line
+    assert parse_ethtool_stats("rx_discards_phy: 7\n") == {"rx_discards_phy": 7}  # a grep that lost the indent
+
+
+@pytest.mark.parametrize("parse, text, match", [
+    (parse_ethtool_stats, "NIC statistics:\n     rx_bytes: lots\n", "eth0.txt line 2"),
+    (parse_ethtool_stats, "NIC statistics:\n", "no counters"),
+    (parse_perfquery, "PortXmitData:....xyz\n", "eth0.txt line 1"),
+    (parse_perfquery, "PortXmitData:....1\nPortXmitData:....2\n", "appears twice"),
+    (parse_perfquery, "# Port counters: Lid 7 port 1\n", "no counters"),
+])
+def test_errors_name_file_and_line(parse, text, match):
+    with pytest.raises(TelemetryFormatError, match=match):
+        parse(text, source="eth0.txt")
+
+
+def test_node_exporter_names_for_ethtool_counters():
+    assert ethtool_prometheus_name("rx_discards_phy") == "node_ethtool_received_discards_phy"
+    assert ethtool_prometheus_name("tx_prio3_pause") == "node_ethtool_transmitted_prio3_pause"
+    assert ethtool_prometheus_name("rx_vport_rdma_unicast_bytes") == "node_ethtool_received_vport_rdma_unicast_bytes"
