@@ -61,7 +61,13 @@ def load_in_browser(page: Path, tmp_path: Path) -> tuple[str, str, Path]:
 def test_report_renders_in_chromium(tmp_path):
     results = [make_result("RoCEv2, ECMP"), make_result("InfiniBand, adaptive routing", comm_scale=0.5),
                make_result(HOSTILE, n_gpus=40, slow_rank=37, task_prefix=HOSTILE)]
-    page = write_html_report(results, tmp_path / "report.html")
+    findings = [{"rank": 1, "kind": "slow-gpu", "component": HOSTILE, "severity": "critical", "score": 1.0,
+                 "evidence": {"compute_vs_median": 1.3, "note": HOSTILE}, "explanation": HOSTILE, "fix": HOSTILE,
+                 "step_time_s": 1.0, "fixed_step_time_s": 0.8, "expected_gain_fraction": 0.2, "direct_evidence": False},
+                {"rank": 2, "kind": "ecmp-collision", "component": "leaf0->spine3", "severity": "info", "score": 0.9,
+                 "evidence": {}, "explanation": "e", "fix": "more QPs", "step_time_s": 1.0, "fixed_step_time_s": 0.99,
+                 "expected_gain_fraction": 0.01, "direct_evidence": False}]
+    page = write_html_report(results, tmp_path / "report.html", findings=findings)
     dom, stderr, png = load_in_browser(page, tmp_path)
 
     console = [m.group(1) for m in map(CONSOLE_LINE.search, stderr.splitlines()) if m]
@@ -73,7 +79,7 @@ def test_report_renders_in_chromium(tmp_path):
 
     # each figure div, up to the next one, must hold plotly's SVG
     divs = list(FIGURE_DIV.finditer(dom))
-    assert len(divs) == 2 + 2 * len(results) and f'data-figures="{len(divs)}"' in html_tag
+    assert len(divs) == 3 + 2 * len(results) and f'data-figures="{len(divs)}"' in html_tag
     for div, after in zip(divs, divs[1:] + [None]):
         body = dom[div.end(): after.start() if after else len(dom)]
         assert 'class="main-svg"' in body, f"{div.group(1)} did not render"

@@ -8,7 +8,7 @@ import sys
 import typer
 
 from gpuwait import __version__
-from gpuwait.cli import commands, perf_cmds, topo_cmds
+from gpuwait.cli import commands, diagnose_cmds, perf_cmds, topo_cmds
 from gpuwait.errors import GpuwaitError
 
 def _click_errors() -> tuple[type[Exception], ...]:
@@ -50,6 +50,7 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
 commands.register(app)
 topo_cmds.register(app)
 perf_cmds.register(app)
+diagnose_cmds.register(app)
 
 
 def main(argv: list[str] | None = None) -> int:

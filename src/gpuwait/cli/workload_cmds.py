@@ -23,11 +23,15 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "case"
 
 
-def write_reports(results: list[RunResult], directory: str | Path, title: str) -> list[Path]:
-    """The HTML report, one Perfetto trace per case and the Parquet tables, in ``directory``."""
+def write_reports(results: list[RunResult], directory: str | Path, title: str, diagnoses=()) -> list[Path]:
+    """The HTML report, one Perfetto trace per case and the Parquet tables, in ``directory``;
+    with ``diagnoses``, their findings lead the report."""
+    from gpuwait.diagnose.report import diagnosis_dict
+
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
-    paths = [write_html_report(results, out / "report.html", title=title)]
+    findings = [f for d in diagnoses for f in diagnosis_dict(d)["findings"]]
+    paths = [write_html_report(results, out / "report.html", title=title, findings=findings)]
     for result in results:
         paths.append(write_perfetto_trace(result, out / f"trace-{_slug(result.case)}.json",
                                           gpus_per_server=result.gpus_per_server))

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpuwait.engine.network import effective_capacity_Bps
 from gpuwait.topology.model import Topology
 from gpuwait.workload.result import CollectiveStat, RunResult
 
@@ -46,10 +45,9 @@ class Observation:
 def observe_run(topo: Topology, result: RunResult, effects, baseline: RunResult | None = None,
                 transport=None) -> Observation:
     """The observation of one simulated case, with the telemetry its faults would leave."""
-    rate = effective_capacity_Bps(topo, transport) if transport is not None else topo.link_capacity_Bps.astype(float)
-    nominal = effects.nominal_capacity_Bps if effects.nominal_capacity_Bps is not None else topo.link_capacity_Bps
-    if transport is not None:
-        nominal = nominal * (rate / np.maximum(topo.link_capacity_Bps, 1e-30))
+    # what ibstat / ethtool report: the line rate each port negotiated, whatever the transport
+    rate = topo.link_capacity_Bps.astype(float)
+    nominal = effects.nominal_capacity_Bps if effects.nominal_capacity_Bps is not None else rate
     step = result.breakdown.step_time_s
     n_links = topo.n_links
     counters: dict[str, np.ndarray] = {}

@@ -14,13 +14,12 @@ from gpuwait.engine.workload import WorkloadRun, simulate_workload
 from gpuwait.errors import SpecError
 from gpuwait.spec.faults import FaultSpec
 from gpuwait.spec.scenario import Scenario
-from gpuwait.transport import resolve_transport
 
 SEVERITIES = ("info", "warning", "critical")
 CRITICAL_GAIN, WARNING_GAIN = 0.20, 0.03  # share of the step a fix gives back
 #: a cause seen directly (an error counter, a port state, a transport line) ranks above an inferred
 #: one unless the inferred one's fix gains this much more of the step
-DIRECT_EVIDENCE_BONUS = 0.03
+DIRECT_EVIDENCE_BONUS = 0.02
 
 
 @dataclass(frozen=True)
@@ -139,10 +138,7 @@ def diagnose_scenario(scenario: Scenario, faults: Sequence[FaultSpec] = (), *, s
     run = simulate_workload(bare, steps, faults=all_faults)
     baseline = simulate_workload(bare, steps).results[case] if all_faults else run.results[case]
     result = run.results[case]
-    cases = run.scenario.variants
-    transport = resolve_transport(run.scenario.cluster.transport if case == 0 else
-                                  (cases[case - 1].transport or run.scenario.cluster.transport))
-    obs = observe_run(run.topo, result, run.effects, baseline, transport)
+    obs = observe_run(run.topo, result, run.effects, baseline)
     obs = Observation(**{**obs.__dict__, "storage_read": run.scenario.workload.data.dataset_read_per_gpu > 0})
     out = evaluate(obs)
     raw = out.candidates
@@ -168,3 +164,21 @@ def diagnose_scenario(scenario: Scenario, faults: Sequence[FaultSpec] = (), *, s
     findings.sort(key=lambda f: (-((f.gain_fraction if f.gain_fraction is not None else -1.0)
                                    + DIRECT_EVIDENCE_BONUS * f.direct), -f.score))
     return Diagnosis(result.case, step, baseline.breakdown.step_time_s, tuple(findings), tuple(out.missing), run, obs)
+
+
+def diagnose_observation(observation: Observation, case: str = "telemetry") -> Diagnosis:
+    """Findings from an observation alone (imported telemetry): no re-simulation, so they rank by
+    direct evidence, then by how sure each rule is; severity weighs that by how far the step is
+    from the model's (when the telemetry carries it)."""
+    out = evaluate(observation)
+    candidates = []
+    for cand in sorted(out.candidates, key=lambda c: (-c.direct, -c.score)):
+        if not any(c.kind == cand.kind and _same_cable(c.component, cand.component) for c in candidates):
+            candidates.append(cand)
+    step = observation.step_time_s or 0.0
+    base = observation.baseline_step_time_s
+    excess = max(step - base, 0.0) / step if step and base is not None else 0.0
+    findings = tuple(Finding(c.kind, c.component, _severity(None, c.score, excess), c.score, c.evidence,
+                             c.explanation, c.fix, step, None, c.direct) for c in candidates)
+    missing = tuple(dict.fromkeys([*observation.missing, *out.missing]))
+    return Diagnosis(case, step, base, findings, missing, None, observation)

@@ -166,3 +166,16 @@ def timeline_figure(result: RunResult, max_ranks: int = 36, slowest: int = 4, ma
                       yaxis=dict(tickmode="array", tickvals=list(range(len(ranks))),
                                  ticktext=[f"rank {int(r)}" for r in ranks], autorange="reversed"))
     return fig, shown
+
+
+def findings_figure(findings: Sequence[dict]) -> go.Figure:
+    """The step time each finding's fix gives back (re-simulated), ranked; hover shows the evidence."""
+    ranked = [f for f in findings if f.get("expected_gain_fraction") is not None]
+    labels = [esc(f"{f['rank']}. {f['kind']} on {f['component']}") for f in ranked]
+    fig = go.Figure()
+    fig.add_bar(x=[100 * f["expected_gain_fraction"] for f in ranked], y=labels, orientation="h",
+                marker_color=[{"critical": "#c0392b", "warning": "#e67e22"}.get(f["severity"], "#95a5a6") for f in ranked],
+                hovertext=[esc(", ".join(f"{k}={v}" for k, v in f["evidence"].items())) for f in ranked], hoverinfo="text+x")
+    fig.update_layout(**_LAYOUT, title="Step time each fix gives back (simulated with the fix applied)",
+                      xaxis_title="% of the step", yaxis_autorange="reversed", height=120 + 40 * max(len(ranked), 1))
+    return fig

@@ -84,7 +84,7 @@ def _case_section(result: RunResult, index: int, hot_links: int, max_ranks: int)
 
 
 def render_html_report(results: Sequence[RunResult], title: str | None = None, hot_links: int = 10,
-                       max_ranks: int = 36) -> str:
+                       max_ranks: int = 36, findings: Sequence[dict] = ()) -> str:
     """The report as one HTML string (see :func:`write_html_report`)."""
     results = list(results)
     if not results:
@@ -98,20 +98,27 @@ def render_html_report(results: Sequence[RunResult], title: str | None = None, h
         breakdown={"id": "fig-breakdown", "json": script_safe_json(figures.breakdown_figure(results))},
         busbw={"id": "fig-busbw", "json": script_safe_json(figures.busbw_figure(results))},
         cases=[_case_section(r, i, hot_links, max_ranks) for i, r in enumerate(results)],
+        findings=[{**f, "evidence_text": ", ".join(f"{k}={v}" for k, v in f["evidence"].items()),
+                   "gain_text": "-" if f["expected_gain_fraction"] is None else f"{100 * f['expected_gain_fraction']:.1f} %"}
+                  for f in findings],
+        findings_figure={"id": "fig-findings", "json": script_safe_json(figures.findings_figure(findings))}
+        if any(f.get("expected_gain_fraction") is not None for f in findings) else None,
         plotly_js=plotly.offline.get_plotlyjs(),
     )
     return page
 
 
 def write_html_report(results: Sequence[RunResult], path: str | Path, title: str | None = None,
-                      hot_links: int = 10, max_ranks: int = 36) -> Path:
+                      hot_links: int = 10, max_ranks: int = 36, findings: Sequence[dict] = ()) -> Path:
     """Write one self-contained HTML file comparing ``results`` and return its path.
 
     It holds the step breakdown (stacked bars and a table), per case a link-utilization heatmap by
     fabric tier, the ``hot_links`` hottest links with who shares them, the collectives with their
     busbw, and a per-GPU timeline of at most ``max_ranks`` ranks (the first ones plus the slowest
-    four, named on the page).
+    four, named on the page). ``findings`` (the diagnosis's, as plain dicts) come first, ranked,
+    with the gain each fix gives back plotted.
     """
     path = Path(path)
-    path.write_text(render_html_report(results, title=title, hot_links=hot_links, max_ranks=max_ranks), encoding="utf-8")
+    path.write_text(render_html_report(results, title=title, hot_links=hot_links, max_ranks=max_ranks,
+                                       findings=findings), encoding="utf-8")
     return path

@@ -10,7 +10,13 @@ from gpuwait.spec.cluster import (
     TransportSpec,
 )
 from gpuwait.spec.load import load_model, read_yaml, validate_data
-from gpuwait.spec.scenario import FlowSpec, PatternSpec, Scenario, TrafficSpec, VariantSpec
+from gpuwait.spec.scenario import (
+    FlowSpec,
+    PatternSpec,
+    Scenario,
+    TrafficSpec,
+    VariantSpec,
+)
 from gpuwait.spec.workload import (
     ComputeSpec,
     DataSpec,

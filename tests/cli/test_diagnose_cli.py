@@ -1,0 +1,81 @@
+"""gpuwait diagnose and gpuwait telemetry export (issue 5)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.cli.test_cli import run_cli
+
+SCENARIO = "examples/dp-only.yaml"
+
+
+def test_diagnose_names_the_injected_link_and_measures_the_fix(capsys, tmp_path):
+    code, out, _ = run_cli(capsys, "diagnose", SCENARIO, "--inject", "link-degrade:leaf0->spine21:factor=0.25",
+                           "--report", str(tmp_path), "--json")
+    assert code == 0
+    doc = json.loads(out)
+    top = doc["findings"][0]
+    assert (top["kind"], top["component"]) == ("link-degrade", "leaf0->spine21")
+    assert top["evidence"]["rate_vs_nominal"] == 0.25
+    # the gain is measured: the scenario simulated again with the cable replaced
+    assert top["fixed_step_time_s"] < top["step_time_s"] and top["expected_gain_fraction"] > 0.03
+    assert doc["baseline_step_time_s"] < doc["step_time_s"]
+    assert "Findings" in (tmp_path / "report.html").read_text()
+
+
+def test_diagnose_prints_the_story(capsys):
+    code, out, _ = run_cli(capsys, "diagnose", SCENARIO, "--inject", "slow-gpu:s3.gpu2:factor=1.4")
+    assert code == 0 and "slow-gpu on s3.gpu2" in out and "fix: drain s3.gpu2" in out
+
+
+def test_telemetry_round_trip_gives_the_same_cause(capsys, tmp_path):
+    """Export a faulty run's telemetry, then diagnose the scrape alone, with the cluster description."""
+    scrape = tmp_path / "scrape" / "metrics.prom"
+    scrape.parent.mkdir()
+    code, _, _ = run_cli(capsys, "telemetry", "export", SCENARIO, "--inject", "nic-down:s1.nic2", "--out", str(scrape))
+    assert code == 0 and "PortXmitData" not in scrape.read_text()  # RoCE: ethtool names, not PMA
+    assert 'tx_bytes_phy{' in scrape.read_text() and "DCGM_FI_DEV_GPU_UTIL" in scrape.read_text()
+    code, out, _ = run_cli(capsys, "diagnose", "--telemetry", str(scrape.parent), "--cluster", "rocev2-400g-2tier",
+                           "--servers", "16", "--json")
+    assert code == 0
+    doc = json.loads(out)
+    assert (doc["findings"][0]["kind"], doc["findings"][0]["component"]) == ("nic-down", "s1.nic2")
+
+
+def test_partial_telemetry_still_diagnoses_and_says_what_is_missing(capsys, tmp_path):
+    scrape = tmp_path / "metrics.prom"
+    run_cli(capsys, "telemetry", "export", SCENARIO, "--inject", "slow-gpu:s3.gpu2:factor=1.4", "--out", str(scrape))
+    keep = [line for line in scrape.read_text().splitlines() if "gpuwait_step" in line]
+    scrape.write_text("\n".join(keep) + "\n")
+    code, out, _ = run_cli(capsys, "diagnose", "--telemetry", str(tmp_path), "--cluster", "rocev2-400g-2tier",
+                           "--servers", "16", "--json")
+    doc = json.loads(out)
+    assert doc["findings"][0]["kind"] == "slow-gpu"
+    assert any("port rates" in m for m in doc["missing"]) and any("NCCL_DEBUG" in m for m in doc["missing"])
+
+
+def test_telemetry_export_parquet(capsys, tmp_path):
+    import pyarrow.parquet as pq
+
+    code, out, _ = run_cli(capsys, "telemetry", "export", SCENARIO, "--format", "parquet", "--out", str(tmp_path / "m.parquet"))
+    assert code == 0 and pq.read_table(tmp_path / "m.parquet").num_rows > 100
+
+
+@pytest.mark.parametrize("args, message", [
+    (["diagnose", SCENARIO, "--inject", "link-degrad:leaf0->spine21"], "close: link-degrade"),
+    (["diagnose", SCENARIO, "--inject", "link-degrade:leaf0->spine21:factor=1.5"], "factor = 1.5"),
+    (["diagnose", SCENARIO, "--inject", "slow-gpu:s3.gpu22"], "does not exist"),
+    (["diagnose", "--telemetry", "/nonexistent"], "--cluster"),
+    (["telemetry", "export", SCENARIO, "--format", "csv"], "expected prometheus or parquet"),
+])
+def test_bad_input(capsys, args, message):
+    code, _, err = run_cli(capsys, *args)
+    assert code == 2 and message in err.splitlines()[0]
+
+
+def test_unknown_telemetry_files_are_named(capsys, tmp_path):
+    (tmp_path / "notes.bin").write_bytes(b"\x00\x01garbage")
+    code, _, err = run_cli(capsys, "diagnose", "--telemetry", str(tmp_path), "--cluster", "rocev2-400g-2tier")
+    assert code == 2 and "notes.bin" in err.splitlines()[0]
