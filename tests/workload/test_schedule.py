@@ -184,3 +184,33 @@ def test_storage_reads_on_a_converged_fabric_slow_the_gradients():
     busy = FabricModel(topo, spec.routing, TRANSPORTS["rocev2"], parse_env({}), background_Bps=reads.link_load_Bps)
     groups = topo.gpu_node.T  # one rank per server: every byte crosses the NICs the reads use
     assert busy.collective(groups, "all_reduce", 256e6).time_s > 1.3 * quiet.collective(groups, "all_reduce", 256e6).time_s
+
+
+@pytest.mark.parametrize("pp, m, chunks", [(2, 4, 2), (4, 8, 2), (4, 8, 4), (8, 16, 2)])
+def test_interleaved_bubble_shrinks_by_the_chunks(pp, m, chunks):
+    """Interleaved 1F1B (Narayanan et al., SC'21, §2.2.2): each stage holds ``chunks`` model chunks,
+    and the bubble is (p-1) x (f+b)/chunks: ``chunks`` times smaller than plain 1F1B's."""
+    import dataclasses
+
+    fabric = _fabric(1)
+    step = dataclasses.replace(_step(fabric, pp=pp, dp=1, m=m, grads=0.0), model_chunks=chunks)
+    result = run_training(step, fabric)
+    bubble_s = (pp - 1) * (FWD_S + BWD_S) / chunks
+    assert result.breakdown.step_time_s == pytest.approx(m * (FWD_S + BWD_S) + bubble_s + OPT_S)
+    assert np.allclose(result.breakdown.per_gpu_s["bubble"], bubble_s)
+
+
+def test_interleaved_layout_checks():
+    from gpuwait.errors import SpecError
+    from gpuwait.spec import WorkloadSpec
+    from gpuwait.workload.model import resolve_model, validate_layout
+
+    shape = resolve_model(WorkloadSpec().model.model_copy(update={"preset": "llama-8b"}))
+    ok = WorkloadSpec(parallel={"tp": 8, "pp": 4, "schedule": "interleaved-1f1b", "virtual_stages": 2, "global_batch": 64})
+    assert validate_layout(shape, ok, 256, 8).virtual_stages == 2
+    with pytest.raises(SpecError, match="virtual_stages: pp\\*virtual_stages = 4\\*3 does not divide 32 layers"):
+        validate_layout(shape, WorkloadSpec(parallel={"tp": 8, "pp": 4, "schedule": "interleaved-1f1b",
+                                                      "virtual_stages": 3, "global_batch": 64}), 256, 8)
+    with pytest.raises(SpecError, match="groups of pp = 4"):
+        validate_layout(shape, WorkloadSpec(parallel={"tp": 8, "pp": 4, "schedule": "interleaved-1f1b",
+                                                      "global_batch": 40}), 256, 8)

@@ -27,7 +27,7 @@ from gpuwait.engine.stats import Family, collective_stats, link_stats
 from gpuwait.errors import SimulationError
 from gpuwait.rng import as_generator
 from gpuwait.workload.layout import Layout
-from gpuwait.workload.program import TrainingStep, one_f_one_b
+from gpuwait.workload.program import TrainingStep, interleaved_one_f_one_b
 from gpuwait.workload.result import (
     BREAKDOWN_CATEGORIES,
     RunResult,
@@ -153,40 +153,45 @@ def _simulate_step(step: TrainingStep, comm: _CommTimes, factor: np.ndarray, t_s
     tp_factor = factor.reshape(pp, dp, lay.tp).max(axis=2)  # a TP group runs at its slowest GPU
     c_fwd = step.fwd_compute_s[:, None] * tp_factor
     c_bwd = step.bwd_compute_s[:, None] * tp_factor
-    inline_fwd = sum(comm.inline_fwd_s.values())
-    inline_bwd = sum(comm.inline_bwd_s.values())
+    v = step.model_chunks
+    inline_fwd = sum(comm.inline_fwd_s.values()) / v
+    inline_bwd = sum(comm.inline_bwd_s.values()) / v
     send = comm.pp_send_s
-    f_end = np.full((pp, m, dp), np.nan)
-    b_end = np.full((pp, m, dp), np.nan)
-    orders = [one_f_one_b(pp, s, m) for s in range(pp)]
+    f_end = np.full((pp, v, m, dp), np.nan)
+    b_end = np.full((pp, v, m, dp), np.nan)
+    orders = [interleaved_one_f_one_b(pp, s, m, v) for s in range(pp)]
     position = [0] * pp
     clock = np.full((pp, dp), t_start)
-    last_b_start = np.zeros((pp, dp))
+    last_b_start = np.zeros((pp, v, dp))  # start of each chunk's latest backward
     data_ready = t_start + data_delay_s
     progressed = True
     while progressed:
         progressed = False
         for s in range(pp):
             while position[s] < len(orders[s]):
-                kind, i = orders[s][position[s]]
+                kind, i, c = orders[s][position[s]]
+                # the previous virtual stage (forward) or the next one (backward): the neighbour
+                # device, or across the pipeline's wrap into the adjacent model chunk
                 if kind == "F":
-                    if s == 0:
+                    if s == 0 and c == 0:
                         dep, dep_send = np.full(dp, data_ready), 0.0
-                    elif np.isnan(f_end[s - 1, i, 0]):
-                        break
                     else:
-                        dep, dep_send = f_end[s - 1, i], send
+                        prev = f_end[s - 1, c, i] if s > 0 else f_end[pp - 1, c - 1, i]
+                        if np.isnan(prev[0]):
+                            break
+                        dep, dep_send = prev, send
                 else:
-                    if s == pp - 1:
-                        dep, dep_send = f_end[s, i], 0.0
-                    elif np.isnan(b_end[s + 1, i, 0]):
-                        break
+                    if s == pp - 1 and c == v - 1:
+                        dep, dep_send = f_end[s, c, i], 0.0
                     else:
-                        dep, dep_send = b_end[s + 1, i], send
+                        nxt = b_end[s + 1, c, i] if s < pp - 1 else b_end[0, c + 1, i]
+                        if np.isnan(nxt[0]):
+                            break
+                        dep, dep_send = nxt, send
                 ready = dep + dep_send
                 start = np.maximum(clock[s], ready)
                 gap = start - clock[s]
-                if s == 0 and kind == "F" and dep_send == 0.0:
+                if s == 0 and c == 0 and kind == "F":
                     acct.add("data_wait", s, gap)
                     if gap.any():
                         acct.record(s, "data_wait", "wait for data", "data", clock[s], start)
@@ -199,23 +204,23 @@ def _simulate_step(step: TrainingStep, comm: _CommTimes, factor: np.ndarray, t_s
                         acct.record(s, "bubble", "pipeline bubble", "pp", clock[s], start - sending)
                     if sending.any():
                         acct.record(s, "comm", f"pp recv mb{i}", "pp", start - sending, start)
-                compute = c_fwd[s] if kind == "F" else c_bwd[s]
+                compute = (c_fwd[s] if kind == "F" else c_bwd[s]) / v
                 inline = comm.inline_fwd_s if kind == "F" else comm.inline_bwd_s
                 acct.add("compute", s, compute)
-                name = "fwd" if kind == "F" else "bwd"
-                acct.record(s, "compute", f"{name} mb{i}", "", start, start + compute)
+                name = ("fwd" if kind == "F" else "bwd") + (f" mb{i}" if v == 1 else f" mb{i} chunk{c}")
+                acct.record(s, "compute", name, "", start, start + compute)
                 t = start + compute
                 for label, seconds in inline.items():
                     if seconds > 0:
-                        acct.add_comm(label, s, seconds)
-                        acct.record(s, "comm", f"{label} {name} mb{i}", label.split()[0], t, t + seconds)
-                        t = t + seconds
+                        acct.add_comm(label, s, seconds / v)
+                        acct.record(s, "comm", f"{label} {name}", label.split()[0], t, t + seconds / v)
+                        t = t + seconds / v
                 end = start + compute + (inline_fwd if kind == "F" else inline_bwd)
                 if kind == "F":
-                    f_end[s, i] = end
+                    f_end[s, c, i] = end
                 else:
-                    b_end[s, i] = end
-                    last_b_start[s] = start
+                    b_end[s, c, i] = end
+                    last_b_start[s, c] = start
                 clock[s] = end
                 position[s] += 1
                 progressed = True
@@ -230,7 +235,9 @@ def _simulate_step(step: TrainingStep, comm: _CommTimes, factor: np.ndarray, t_s
         nb = int(n_buckets[s]) if lay.dp > 1 and step.dp_grad_bytes[s] > 0 else 0
         end_dp = t1.max()
         if nb:
-            t0 = last_b_start[s] if step.overlap_grad_reduce else t1
+            # a chunk's gradients are complete after its last backward: buckets fill from the first
+            # chunk to finish (interleaved schedules finish chunks one after another) to the end
+            t0 = last_b_start[s].min(axis=0) if step.overlap_grad_reduce else t1
             ready_all = (t0[None, :] + (np.arange(1, nb + 1)[:, None] / nb) * (t1 - t0)[None, :]).max(axis=1)
             end = -np.inf
             for k in range(nb):

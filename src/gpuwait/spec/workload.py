@@ -58,7 +58,8 @@ class ParallelSpec(SpecModel):
     global_batch: int | None = Field(None, ge=1, description="Sequences per optimizer step over the whole job; default dp * micro_batch * (4 * pp with pipelining, else 1).")
     bucket: PositiveSizeBytes = Field(25 * 2.0**20, description="DDP gradient bucket (bytes); PyTorch's bucket_cap_mb=25 is 25 MiB.")
     overlap_grad_reduce: bool = Field(True, description="Start each bucket's gradient reduction as soon as backward fills it (hidden under the rest of backward).")
-    schedule: Literal["1f1b"] = Field("1f1b", description="Pipeline schedule: '1f1b' = one forward, one backward (PipeDream-flush / Megatron default).")
+    schedule: Literal["1f1b", "interleaved-1f1b"] = Field("1f1b", description="Pipeline schedule: '1f1b' = one forward, one backward (PipeDream-flush / Megatron default); 'interleaved-1f1b' = each stage holds `virtual_stages` model chunks, shrinking the bubble that many times (Megatron's virtual pipeline).")
+    virtual_stages: int = Field(2, ge=1, description="interleaved-1f1b: model chunks per pipeline stage (count); the layers must divide into pp * virtual_stages chunks.")
     allow_tp_across_servers: bool = Field(False, description="Allow a tensor-parallel group larger than one server (its all-reduces then cross the scale-out network).")
 
 

@@ -348,6 +348,7 @@ class ParallelLayout:
     bucket_bytes: float
     overlap_grad_reduce: bool
     schedule: str
+    virtual_stages: int = 1       # model chunks per pipeline stage (interleaved 1F1B)
 
     @property
     def micro_batches(self) -> int:
@@ -443,13 +444,22 @@ def validate_layout(shape: ModelShape, spec: WorkloadSpec, cluster_gpus: int,
     if p.zero >= 2 and p.pp > 1:
         _fail(f"{path}.zero", f"ZeRO stage {p.zero} shards gradients, which pipeline parallelism (pp = {p.pp}) cannot "
               "accumulate over micro-batches; expected zero 0 or 1 with pp > 1 (as DeepSpeed and Megatron-LM)")
+    chunks = p.virtual_stages if p.schedule == "interleaved-1f1b" else 1
+    if chunks > 1:
+        if p.pp < 2:
+            _fail(f"{path}.schedule", "interleaved-1f1b needs pipeline parallelism (pp >= 2)")
+        if shape.layers % (p.pp * chunks):
+            _fail(f"{path}.virtual_stages", f"pp*virtual_stages = {p.pp}*{chunks} does not divide {shape.layers} layers")
     per_step = dp * p.micro_batch
     global_batch = p.global_batch if p.global_batch is not None else per_step * (4 * p.pp if p.pp > 1 else 1)
     if global_batch % per_step:
         _fail(f"{path}.global_batch", f"{global_batch} is not a multiple of dp*micro_batch = {dp}*{p.micro_batch} = {per_step}")
+    if chunks > 1 and (global_batch // per_step) % p.pp:
+        _fail(f"{path}.global_batch", f"interleaved-1f1b runs micro-batches in groups of pp = {p.pp}; "
+              f"{global_batch // per_step} micro-batches per step is not a multiple (Megatron-LM requires it)")
     return ParallelLayout(gpus=gpus, tp=p.tp, pp=p.pp, dp=dp, ep=p.ep, zero=p.zero, sequence_parallel=sp,
                           micro_batch=p.micro_batch, global_batch=global_batch, bucket_bytes=p.bucket,
-                          overlap_grad_reduce=p.overlap_grad_reduce, schedule=p.schedule)
+                          overlap_grad_reduce=p.overlap_grad_reduce, schedule=p.schedule, virtual_stages=chunks)
 
 
 # ------------------------------------------------------------------------------------------------ comm

@@ -53,6 +53,7 @@ class TrainingStep:
     tokens_per_step: int
     peak_flops_per_gpu: float
     description: str = ""
+    model_chunks: int = 1          # interleaved 1F1B: model chunks (virtual stages) per pipeline stage
 
 
 def one_f_one_b(pp: int, stage: int, micro_batches: int) -> list[tuple[str, int]]:
@@ -63,6 +64,32 @@ def one_f_one_b(pp: int, stage: int, micro_batches: int) -> list[tuple[str, int]
     for j in range(micro_batches - warmup):
         order += [("F", warmup + j), ("B", j)]
     order += [("B", i) for i in range(micro_batches - warmup, micro_batches)]
+    return order
+
+
+def interleaved_one_f_one_b(pp: int, stage: int, micro_batches: int, chunks: int) -> list[tuple[str, int, int]]:
+    """The interleaved 1F1B order of one stage holding ``chunks`` model chunks: (kind, micro-batch,
+    chunk). Megatron-LM's schedule (Narayanan et al., SC'21, §2.2.2): micro-batches go through the
+    chunks in groups of ``pp``; warm-up runs ``2 (pp - stage - 1) + (chunks - 1) pp`` forwards; the
+    bubble shrinks ``chunks``-fold. ``micro_batches`` must be a multiple of ``pp`` when chunks > 1.
+
+    >>> interleaved_one_f_one_b(2, 1, 2, 2)[:4]
+    [('F', 0, 0), ('F', 1, 0), ('F', 0, 1), ('B', 0, 1)]
+    """
+    if chunks == 1:
+        return [(kind, i, 0) for kind, i in one_f_one_b(pp, stage, micro_batches)]
+    total = micro_batches * chunks
+    group = pp * chunks
+
+    def unit(k: int, forward: bool) -> tuple[int, int]:
+        chunk = (k % group) // pp
+        return (k // group) * pp + k % pp, chunk if forward else chunks - chunk - 1
+
+    warmup = min((pp - stage - 1) * 2 + (chunks - 1) * pp, total)
+    order = [("F", *unit(k, True)) for k in range(warmup)]
+    for j in range(total - warmup):
+        order += [("F", *unit(warmup + j, True)), ("B", *unit(j, False))]
+    order += [("B", *unit(k, False)) for k in range(total - warmup, total)]
     return order
 
 

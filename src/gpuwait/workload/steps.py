@@ -72,7 +72,7 @@ def training_step(spec: WorkloadSpec, topo: Topology) -> TrainingStep:
     checkpoint = data.checkpoint_size if data.checkpoint_size is not None else wm.checkpoint_bytes(shape)
     tokens = par.global_batch * shape.seq_len
     sp = " SP" if par.sequence_parallel else ""
-    parts = f"TP{par.tp}{sp} PP{par.pp} DP{par.dp}" + (f" EP{par.ep}" if par.ep > 1 else "") + (
+    parts = f"TP{par.tp}{sp} PP{par.pp}" + (f"x{par.virtual_stages}" if par.virtual_stages > 1 else "") + f" DP{par.dp}" + (f" EP{par.ep}" if par.ep > 1 else "") + (
         f" ZeRO-{par.zero}" if par.zero else "") + f", {m} micro-batches of {par.micro_batch}"
     return TrainingStep(
         layout=lay, micro_batches=m, fwd_compute_s=fwd, bwd_compute_s=2.0 * fwd, optimizer_s=optimizer_s,
@@ -83,7 +83,8 @@ def training_step(spec: WorkloadSpec, topo: Topology) -> TrainingStep:
         checkpoint_bytes_per_gpu=checkpoint / par.gpus if data.checkpoint_interval_steps else 0.0,
         checkpoint_interval_steps=data.checkpoint_interval_steps,
         model_flops_per_step=wm.training_flops_per_token(shape) * tokens, tokens_per_step=tokens,
-        peak_flops_per_gpu=gpu.peak_flops, description=describe(shape, parts, par.gpus))
+        peak_flops_per_gpu=gpu.peak_flops, description=describe(shape, parts, par.gpus),
+        model_chunks=par.virtual_stages)
 
 
 def serving_step(spec: WorkloadSpec, topo: Topology) -> ServingStep:
