@@ -45,7 +45,7 @@ def collective_dict(stat: CollectiveStat) -> dict:
 
 
 def hot_link_rows(result: RunResult, n: int = HOT_LINKS_DEFAULT, network_only: bool = True) -> list[dict]:
-    """The busiest links (mean utilization over the communication windows) and who shares them."""
+    """The busiest links (utilization while their busiest communication runs) and who shares them."""
     links = result.links
     return [{"link_id": int(i), "link": links.name[i], "tier": str(links.tier[i]),
              "utilization": float(links.utilization[i]), "bytes_per_step": float(links.bytes_per_step[i]),

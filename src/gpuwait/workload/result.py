@@ -116,7 +116,7 @@ class LinkStats:
 
     name: list[str]
     tier: np.ndarray          # str per link
-    utilization: np.ndarray   # mean over the communication windows, 0..1
+    utilization: np.ndarray   # while the busiest communication on the link runs (steady state), 0..1
     bytes_per_step: np.ndarray
     users: dict[int, list[str]] = field(default_factory=dict)
 
