@@ -198,12 +198,15 @@ def test_tp_across_servers_only_when_allowed():
 @settings(max_examples=40, deadline=None)
 @given(tp=st.sampled_from([1, 2, 4]), pp=st.sampled_from([1, 2, 3]), edp=st.integers(1, 3), ep=st.sampled_from([1, 2]))
 def test_every_rank_is_in_exactly_one_group_of_each_kind(tp, pp, edp, ep):
-    lay = layout(tp * pp * edp * ep, tp=tp, pp=pp, ep=ep)
+    from gpuwait.workload.layout import Layout
+
+    par = layout(tp * pp * edp * ep, tp=tp, pp=pp, ep=ep)
+    lay = Layout(tp=par.tp, dp=par.dp, pp=par.pp, ep=par.ep, rank_gpu=np.arange(par.gpus))
     for kind, size in [("tp", tp), ("pp", pp), ("dp", lay.dp), ("ep", ep), ("expert_dp", edp)]:
         groups = lay.groups(kind)
-        assert groups.shape == (lay.gpus // size, size)
-        assert np.array_equal(np.sort(groups.ravel()), np.arange(lay.gpus))
-    stages = np.array([lay.stage_of(r) for r in lay.groups("pp")[0]])
+        assert groups.shape == (par.gpus // size, size)
+        assert np.array_equal(np.sort(groups.ravel()), np.arange(par.gpus))
+    stages = lay.stage_of()[lay.groups("pp")[0]]
     assert np.array_equal(stages, np.arange(pp))
     # an expert-parallel group lies inside one data-parallel group
     dp_of = {r: i for i, g in enumerate(lay.groups("dp")) for r in g}

@@ -83,7 +83,6 @@ def observe_telemetry(bundle: TelemetryBundle, topo: Topology) -> Observation:
         gpu_names = [topo.node_name[g] for g in topo.gpu_node.ravel()[: len(ranks)]]
     else:
         missing.append("per-GPU step phases (gpuwait_step_phase_seconds or step markers)")
-    n = topo.n_links
     nominal = topo.link_capacity_Bps.astype(float)  # the cluster description's line rates
     rate = None
     if "gpuwait_link_rate_bytes_per_second" in names:
@@ -92,31 +91,17 @@ def observe_telemetry(bundle: TelemetryBundle, topo: Topology) -> Observation:
             rate[labels] = value
     else:
         missing.append("negotiated port rates (ibstat / ethtool)")
-    util = None
-    if "gpuwait_link_utilization" in names:
-        util = np.zeros(n)
-        for link, value in _by_link(metrics, "gpuwait_link_utilization", topo):
-            util[link] = value
-    else:
+    util = _link_vector(metrics, names, "gpuwait_link_utilization", topo)
+    if util is None:
         missing.append("per-port utilization")
-    link_bytes = None
-    if "gpuwait_link_transmit_bytes_total" in names:
-        link_bytes = np.zeros(n)
-        for link, value in _by_link(metrics, "gpuwait_link_transmit_bytes_total", topo):
-            link_bytes[link] = value
+    link_bytes = _link_vector(metrics, names, "gpuwait_link_transmit_bytes_total", topo)
     counters = {}
     for metric, key in (("SymbolErrorCounter", "symbol_errors"), ("LinkDownedCounter", "link_downed"),
                         ("out_of_sequence", "out_of_sequence")):
-        if metric in names:
-            values = np.zeros(n)
-            for link, value in _by_link(metrics, metric, topo):
-                values[link] = value
+        values = _link_vector(metrics, names, metric, topo)
+        if values is not None:
             counters[key] = values
-    foreign = None
-    if "gpuwait_link_foreign_bytes_per_second" in names:
-        foreign = np.zeros(n)
-        for link, value in _by_link(metrics, "gpuwait_link_foreign_bytes_per_second", topo):
-            foreign[link] = value
+    foreign = _link_vector(metrics, names, "gpuwait_link_foreign_bytes_per_second", topo)
     socket, gdr_off = None, None
     if "gpuwait_nccl_transport_info" in names:
         info = metrics.select(name="gpuwait_nccl_transport_info")
@@ -137,6 +122,16 @@ def observe_telemetry(bundle: TelemetryBundle, topo: Topology) -> Observation:
                        link_bytes=link_bytes, link_rate_Bps=rate, link_nominal_Bps=nominal if rate is not None else None,
                        link_users=users, link_foreign_Bps=foreign, counters=counters, socket_transport=socket,
                        gdr_off_servers=gdr_off, remote_nic_gpus=remote, missing=tuple(missing))
+
+
+def _link_vector(metrics: MetricSet, names: set[str], name: str, topo: Topology) -> np.ndarray | None:
+    """Per link id, the value of metric ``name`` (0 where absent); None if the metric is absent."""
+    if name not in names:
+        return None
+    values = np.zeros(topo.n_links)
+    for link, value in _by_link(metrics, name, topo):
+        values[link] = value
+    return values
 
 
 def _by_link(metrics: MetricSet, name: str, topo: Topology):

@@ -56,7 +56,8 @@ class Layout:
         return np.arange(self.n_ranks).reshape(self.pp, self.dp, self.tp)
 
     def groups(self, kind: str) -> np.ndarray:
-        """(n_groups, group_size) ranks of every group of ``kind`` ("tp", "dp", "pp", "ep")."""
+        """(n_groups, group_size) ranks of every group of ``kind``: "tp", "dp", "pp", "ep" (``ep``
+        consecutive DP ranks) or "expert_dp" (the ranks holding the same experts, dp / ep of them)."""
         g = self._grid
         if kind == "tp":
             return g.reshape(-1, self.tp)
@@ -64,9 +65,12 @@ class Layout:
             return g.transpose(0, 2, 1).reshape(-1, self.dp)
         if kind == "pp":
             return g.transpose(1, 2, 0).reshape(-1, self.pp)
+        experts = g.reshape(self.pp, self.dp // self.ep, self.ep, self.tp)
         if kind == "ep":
-            return g.reshape(self.pp, self.dp // self.ep, self.ep, self.tp).transpose(0, 1, 3, 2).reshape(-1, self.ep)
-        raise SpecError(f"group kind: got {kind!r}; expected tp, dp, pp or ep")
+            return experts.transpose(0, 1, 3, 2).reshape(-1, self.ep)
+        if kind == "expert_dp":
+            return experts.transpose(0, 2, 3, 1).reshape(-1, self.dp // self.ep)
+        raise SpecError(f"group kind: got {kind!r}; expected tp, dp, pp, ep or expert_dp")
 
     def stage_of(self) -> np.ndarray:
         """Pipeline stage of every rank."""

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
 
 from gpuwait.errors import SpecError, UnknownNameError
 from gpuwait.spec.workload import ComputeSpec, InferenceSpec, ModelSpec, WorkloadSpec
@@ -359,32 +358,6 @@ class ParallelLayout:
     def expert_dp(self) -> int:
         """Ranks holding the same experts (their gradients are reduced together): dp / ep."""
         return self.dp // self.ep
-
-    def groups(self, kind: str) -> np.ndarray:
-        """Ranks of every ``kind`` group ("tp", "pp", "dp", "ep", "expert_dp"), one row per group.
-
-        >>> layout = ParallelLayout(16, 2, 2, 4, 2, 0, True, 1, 8, 25 * 2**20, True, "1f1b")
-        >>> layout.groups("tp")[:2].tolist(), layout.groups("pp")[0].tolist(), layout.groups("dp")[0].tolist()
-        ([[0, 1], [2, 3]], [0, 8], [0, 2, 4, 6])
-        >>> layout.groups("ep")[:2].tolist(), layout.groups("expert_dp")[0].tolist()
-        ([[0, 2], [1, 3]], [0, 4])
-        """
-        r = np.arange(self.gpus).reshape(self.pp, self.dp, self.tp)
-        if kind == "tp":
-            return r.reshape(-1, self.tp)
-        if kind == "dp":
-            return r.transpose(0, 2, 1).reshape(-1, self.dp)
-        if kind == "pp":
-            return r.transpose(1, 2, 0).reshape(-1, self.pp)
-        e = r.reshape(self.pp, self.expert_dp, self.ep, self.tp)
-        if kind == "ep":
-            return e.transpose(0, 1, 3, 2).reshape(-1, self.ep)
-        if kind == "expert_dp":
-            return e.transpose(0, 2, 3, 1).reshape(-1, self.expert_dp)
-        raise UnknownNameError(f"group kind {kind!r}; expected one of tp, pp, dp, ep, expert_dp")
-
-    def stage_of(self, rank: int) -> int:
-        return rank // (self.tp * self.dp)
 
 
 def _check_tp(path: str, tp: int, shape: ModelShape, gpus_per_server: int | None, allow: bool) -> None:
