@@ -43,8 +43,9 @@ class Observation:
 
 
 def observe_run(topo: Topology, result: RunResult, effects, baseline: RunResult | None = None,
-                transport=None) -> Observation:
-    """The observation of one simulated case, with the telemetry its faults would leave."""
+                storage_read: bool = False) -> Observation:
+    """The observation of one simulated case, with the telemetry its faults would leave.
+    ``storage_read``: the job reads its dataset over the network while it trains."""
     # what ibstat / ethtool report: the line rate each port negotiated, whatever the transport
     rate = topo.link_capacity_Bps.astype(float)
     nominal = effects.nominal_capacity_Bps if effects.nominal_capacity_Bps is not None else rate
@@ -73,4 +74,4 @@ def observe_run(topo: Topology, result: RunResult, effects, baseline: RunResult 
         link_users=result.links.users, link_foreign_Bps=effects.foreign_Bps, counters=counters,
         socket_transport=effects.socket_transport, gdr_off_servers=effects.no_gdr_servers,
         remote_nic_gpus=effects.remote_nic_gpus, collectives=result.collectives,
-        storage_read=any("storage read" in u for u in result.links.users.values()))
+        storage_read=storage_read)

@@ -138,8 +138,8 @@ def diagnose_scenario(scenario: Scenario, faults: Sequence[FaultSpec] = (), *, s
     run = simulate_workload(bare, steps, faults=all_faults)
     baseline = simulate_workload(bare, steps).results[case] if all_faults else run.results[case]
     result = run.results[case]
-    obs = observe_run(run.topo, result, run.effects, baseline)
-    obs = Observation(**{**obs.__dict__, "storage_read": run.scenario.workload.data.dataset_read_per_gpu > 0})
+    obs = observe_run(run.topo, result, run.effects, baseline,
+                      storage_read=run.scenario.workload.data.dataset_read_per_gpu > 0)
     out = evaluate(obs)
     raw = out.candidates
     if any(c.kind == "ecmp-polarization" for c in raw):

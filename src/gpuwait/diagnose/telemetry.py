@@ -20,7 +20,6 @@ from gpuwait.telemetry.bundle import TelemetryBundle
 from gpuwait.telemetry.metrics import metrics_from_result
 from gpuwait.telemetry.metricset import MetricSet, MetricInfo
 from gpuwait.topology.model import LINK_KINDS, Topology
-from gpuwait.transport import resolve_transport
 from gpuwait.workload.result import BREAKDOWN_CATEGORIES
 
 _INFO = {
@@ -38,7 +37,7 @@ def export_metrics(run: WorkloadRun, case: int = 0) -> MetricSet:
     """Every metric of case ``case`` of a simulated run, fault evidence included."""
     result = run.results[case]
     topo = run.topo
-    observation = observe_run(topo, result, run.effects, None, resolve_transport(run.scenario.cluster.transport))
+    observation = observe_run(topo, result, run.effects)
     samples = []
     network = np.isin(topo.link_kind, [LINK_KINDS.index("host"), LINK_KINDS.index("fabric")])
     for link in np.flatnonzero(network):
