@@ -104,6 +104,8 @@ def register(app: typer.Typer) -> None:
             report: str | None = typer.Option(None, "--report", metavar="DIR",
                                               help="Write the HTML report, Perfetto traces and Parquet tables here."),
             flows_limit: int = typer.Option(20, "--flows", help="Flows to list in the table (traffic scenarios)."),
+            engine: str = typer.Option("flow", "--engine", metavar="flow|packet",
+                                       help="Traffic scenarios: 'flow' (fluid, max-min) or 'packet' (queues, PFC, ECN, DCQCN, credits)."),
             json_out: bool = JSON_OPTION) -> None:
         """Simulate a scenario and its variants.
 
@@ -112,11 +114,17 @@ def register(app: typer.Typer) -> None:
         same step on an ideal network, the collectives and the hottest links. A scenario with
         `traffic:` runs its flows: completion times and link loads.
 
-        Examples: `gpuwait run examples/dp-only.yaml --report out/`, `gpuwait run examples/ecmp-collision.yaml`
+        Examples: `gpuwait run examples/dp-only.yaml --report out/`, `gpuwait run examples/ecmp-collision.yaml`,
+        `gpuwait run examples/ecmp-collision.yaml --engine packet`
         """
+        if engine not in ("flow", "packet"):
+            raise SpecError(f"--engine: got {engine!r}; expected flow or packet")
         scenario = load_scenario(scenario_file)
         out = Output(json_out)
         if scenario.workload is not None:
+            if engine == "packet":
+                raise SpecError("--engine packet: runs `traffic:` scenarios only; this one has a `workload:`",
+                                hint="training and inference steps run on the flow engine")
             results = simulate(scenario, steps, not json_out)
             paths = write_reports(results, report, scenario.name) if report else []
             emit_workload(out, scenario, results, paths)
@@ -124,6 +132,30 @@ def register(app: typer.Typer) -> None:
         if steps is not None or report is not None:
             raise SpecError("--steps/--report: the scenario has no workload; expected a `workload:` section",
                             hint="they apply to training and inference scenarios")
+        if engine == "packet":
+            from gpuwait.engine.packet import run_scenario_packets
+
+            packet_runs = run_scenario_packets(scenario)
+            doc = {"scenario": scenario.name, "cluster": packet_runs[0].topo.name, "engine": "packet",
+                   "runs": [{"summary": run_summary(r), "hot_links": hot_links(r, 10), "flows": flow_rows(r),
+                             "fct_s": r.fct_percentiles_s(), "counters": r.totals()} for r in packet_runs]}
+
+            def render_packets(console: Console) -> None:
+                if len(packet_runs) > 1:
+                    console.print(comparison_table([run_summary(r) for r in packet_runs]))
+                for r in packet_runs:
+                    t, fct = r.totals(), r.fct_percentiles_s()
+                    console.print(f"[bold]{r.labels.get('name', routing_label(r))}[/]: FCT p50 {format_time(fct['p50'])}, "
+                                  f"p99 {format_time(fct['p99'])}, p99.9 {format_time(fct['p99.9'])}; "
+                                  f"pause frames {t[f'rx_prio{r.params.data_priority}_pause']:,.0f} "
+                                  f"(paused {format_time(t['paused_s'])}), ECN marks {t['ecn_marked_packets']:,.0f}, "
+                                  f"CNPs {t['np_cnp_sent']:,.0f}, drops {t['PortXmitDiscards']:,.0f}, "
+                                  f"retransmitted {t['retransmitted_packets']:,.0f}, out_of_sequence {t['out_of_sequence']:,.0f}")
+                console.print(flows_table(flow_rows(packet_runs[0]), flows_limit))
+                console.print(hot_links_table(hot_links(packet_runs[0], 10)))
+
+            out.emit(doc, render_packets)
+            return
         runs = run_scenario_traffic(scenario)
         out.emit(_run_document(scenario, runs), lambda c: _render_runs(c, scenario, runs, flows_limit))
 

@@ -1,0 +1,704 @@
+"""The packet engine's event loop, compiled with numba (``cache=True``).
+
+Time is an integer number of picoseconds. State lives in numpy arrays indexed by link, node,
+QP or packet slot; a packet is a row of ``pkt``, an event a row of the heap (:mod:`.events`).
+
+Components, each doing one thing:
+
+* a **queue** (one per directional link, at its source node) serializes packets at the link's
+  rate, FIFO; it may be held by PFC pause or by missing credits;
+* a **pipe** (the same link) delays a packet by the link's latency (which includes the switch hop);
+* a **route** is the QP's list of links, looked up at each node: one link (ECMP, static), or a
+  choice per packet among the row's links leaving that node (spray: random; adaptive: the
+  shortest queue);
+* a **switch** is queues plus a shared buffer: admission (lossy drop, PFC ingress accounting
+  with XOFF/XON and headroom, or credits), RED-style ECN marking at enqueue;
+* a **sender** (QP) injects MTU packets into its first link, paced by DCQCN when it runs and
+  held back when its host queue is full; a **receiver** accepts in order (go-back-N) or out of
+  order (spray, adaptive), sends CNPs (at most one per interval) and, in lossy mode, ACKs/NACKs.
+
+ACKs, NACKs and CNPs are not queued hop by hop: they reach the sender after the reverse
+path's latency (they are a few bytes next to MTU-sized data; see the package doc).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from gpuwait.engine.packet.events import COLS as HEAP_COLS
+from gpuwait.engine.packet.events import grow_rows, pop, push
+
+# ---------------------------------------------------------------- column layouts (shared with run.py)
+# link integer table
+# one int64 row per link holds its constants (L_*), its state (T_*) and its counters (C_*), so an
+# event touches a few adjacent cache lines, not one line in each of thirty arrays
+(L_LAT, L_HDR, L_FC, L_PPB_FX, L_SRC, L_DST, L_INTO_SW, L_SRC_SW, L_KMIN, L_KMAX, L_XOFF, L_XON, L_HDRM, L_NET,
+ L_CREDIT, L_PMAX_FX) = range(16)
+(T_BUSY, T_HEAD, T_TAIL, T_QPKTS, T_QBYTES, T_QLAST, T_PAUSED, T_CREDITS, T_BLOCK_T0, T_PAUSE_T0, T_IN_BYTES,
+ T_PAUSE_SENT, T_PAUSE_LEVEL, T_WAIT_HEAD, T_WAIT_TAIL) = range(16, 31)
+FX_SHIFT = 16  # L_PPB_FX: picoseconds per byte x 2**16; L_PMAX_FX: probability x 2**32
+# flow control of a link's receiving side
+FC_NONE, FC_PFC, FC_CREDIT = 0, 1, 2
+# QP integer table
+Q_SRC, Q_DST, Q_FIRST, Q_NPKTS, Q_LAST_LEN, Q_MTU, Q_FLOW, Q_RELEASE, Q_DELAY, Q_CTRL_LAT, Q_RECV_OFF = range(11)
+Q_INT_COLS = 11
+# QP float table
+QF_LINE_Bps, QF_AI_Bps, QF_HAI_Bps = range(3)
+# global integer parameters
+(G_ROUTE, G_CC, G_ECN, G_RELIABLE, G_HOST_LIMIT, G_ACK_EVERY, G_RTO, G_CNP_INT, G_ALPHA_INT, G_DEC_INT, G_RP_TIMER,
+ G_FAST, G_SAMPLE, G_T_LIMIT, G_SEED, G_OOO, G_XON_OFFSET, G_REFRESH, G_MAX_SAMPLES) = range(19)
+G_INT_COLS = 19
+# global float parameters
+GF_LOSS, GF_BUF_ALPHA, GF_PFC_ALPHA, GF_G, GF_BYTE_COUNTER, GF_MIN_RATE = range(6)
+GF_COLS = 6
+ROUTE_SINGLE, ROUTE_SPRAY, ROUTE_ADAPTIVE = 0, 1, 2
+# link counters
+C_FIRST = 31
+C_TX_BYTES, C_TX_PKTS, C_DROPS, C_ECN, C_PAUSE_FRAMES, C_PAUSED_PS, C_WAIT_PS, C_QMAX = range(C_FIRST, C_FIRST + 8)
+C_COLS = 8
+LINK_COLS = C_FIRST + C_COLS
+# QP outputs
+(O_FIRST_TX, O_FINISH, O_CNP_SENT, O_CNP_HANDLED, O_ECN_RX, O_OOS, O_SEQ_ERR, O_RETX, O_TIMEOUTS, O_DUP, O_REORDERED,
+ O_DELIVERED, O_DELAY_SUM) = range(13)
+O_COLS = 13
+# run statistics
+S_EVENTS, S_PACKETS, S_END_PS, S_SAMPLES, S_TIMED_OUT = range(5)
+DELAY_BINS = 256  # per-packet one-way delay histogram: bin = floor(8 * log2(1 + delay_ns))
+
+# events
+EV_START, EV_SEND, EV_TXDONE, EV_ARRIVE, EV_PAUSE, EV_CREDIT, EV_ACK, EV_NACK, EV_CNP, EV_RPTIMER, EV_RTO, EV_SAMPLE = range(12)
+# packet slot columns
+P_QP, P_SEQ, P_LEN, P_IN, P_LINK, P_NEXT, P_ECN, P_T0 = range(8)
+P_COLS = 8
+# QP run states
+ST_WAIT, ST_ACTIVE, ST_DONE = 0, 1, 2
+_NONE = -1
+
+
+@njit(cache=True)
+def _rand(rng):
+    """xorshift64*: a uniform float in [0, 1) from the run's own generator state."""
+    x = rng[0]
+    x ^= x >> np.uint64(12)
+    x ^= x << np.uint64(25)
+    x ^= x >> np.uint64(27)
+    rng[0] = x
+    return float((x * np.uint64(2685821657736338717)) >> np.uint64(11)) / 9007199254740992.0
+
+
+@njit(cache=True)
+def _next_link(qp, node, r_ptr, r_src, r_link, route_kind, lt, rng):
+    """The link a packet of ``qp`` takes out of ``node`` (-1 when the route has none)."""
+    lo = r_ptr[qp]
+    hi = r_ptr[qp + 1]
+    a = lo
+    b = hi
+    while a < b:
+        mid = (a + b) >> 1
+        if r_src[mid] < node:
+            a = mid + 1
+        else:
+            b = mid
+    c = a
+    while c < hi and r_src[c] == node:
+        c += 1
+    n = c - a
+    if n <= 1:
+        return r_link[a] if n == 1 else -1
+    start = int(_rand(rng) * n)
+    if route_kind != ROUTE_ADAPTIVE:
+        return r_link[a + start]
+    best = r_link[a + start]
+    for k in range(1, n):
+        cand = r_link[a + (start + k) % n]
+        if lt[cand, T_QBYTES] < lt[best, T_QBYTES]:
+            best = cand
+    return best
+
+
+@njit(cache=True, inline="always")
+def _q_change(link, now, delta, lt, qint):
+    qint[link] += lt[link, T_QBYTES] * float(now - lt[link, T_QLAST])
+    lt[link, T_QLAST] = now
+    q = lt[link, T_QBYTES] + delta
+    lt[link, T_QBYTES] = q
+    if q > lt[link, C_QMAX]:
+        lt[link, C_QMAX] = q
+
+
+@njit(cache=True)
+def _try_start(link, now, heap, ctr, pkt, lt, qint):
+    """Start serializing the head packet of ``link`` if the port is free, unpaused and has credits."""
+    if lt[link, T_BUSY] != 0 or lt[link, T_HEAD] < 0:
+        return
+    p = lt[link, T_HEAD]
+    wire = pkt[p, P_LEN] + lt[link, L_HDR]
+    fc = lt[link, L_FC]
+    if lt[link, T_PAUSED] != 0 or (fc == FC_CREDIT and lt[link, T_CREDITS] < wire):
+        if lt[link, T_BLOCK_T0] < 0:
+            lt[link, T_BLOCK_T0] = now
+        return
+    if lt[link, T_BLOCK_T0] >= 0:
+        lt[link, C_WAIT_PS] += now - lt[link, T_BLOCK_T0]
+        lt[link, T_BLOCK_T0] = -1
+    nxt = pkt[p, P_NEXT]
+    lt[link, T_HEAD] = nxt
+    if nxt < 0:
+        lt[link, T_TAIL] = -1
+    lt[link, T_QPKTS] -= 1
+    _q_change(link, now, -wire, lt, qint)
+    if fc == FC_CREDIT:
+        lt[link, T_CREDITS] -= wire
+    lt[link, T_BUSY] = 1
+    pkt[p, P_LINK] = link
+    t_end = now + ((wire * lt[link, L_PPB_FX] + (1 << (FX_SHIFT - 1))) >> FX_SHIFT)
+    lt[link, C_TX_BYTES] += pkt[p, P_LEN]
+    lt[link, C_TX_PKTS] += 1
+    push(heap, ctr, t_end, EV_TXDONE, link, p)
+    push(heap, ctr, t_end + lt[link, L_LAT], EV_ARRIVE, p, 0)
+
+
+@njit(cache=True)
+def _enqueue(link, p, now, pkt, lt, qint):
+    pkt[p, P_NEXT] = -1
+    tail = lt[link, T_TAIL]
+    if tail >= 0:
+        pkt[tail, P_NEXT] = p
+    else:
+        lt[link, T_HEAD] = p
+    lt[link, T_TAIL] = p
+    lt[link, T_QPKTS] += 1
+    _q_change(link, now, pkt[p, P_LEN] + lt[link, L_HDR], lt, qint)
+
+
+@njit(cache=True)
+def _increase(qp, s_rate, s_target, s_T, s_BC, qpf, fast):
+    """DCQCN rate increase: fast recovery, then additive, then hyper increase (Zhu et al. 2015)."""
+    t = s_T[qp]
+    bc = s_BC[qp]
+    line = qpf[qp, QF_LINE_Bps]
+    if max(t, bc) <= fast:
+        pass
+    elif min(t, bc) > fast:
+        s_target[qp] = min(line, s_target[qp] + (min(t, bc) - fast) * qpf[qp, QF_HAI_Bps])
+    else:
+        s_target[qp] = min(line, s_target[qp] + qpf[qp, QF_AI_Bps])
+    s_rate[qp] = min(line, 0.5 * (s_rate[qp] + s_target[qp]))
+
+
+@njit(cache=True)
+def simulate(lt, n_buf, n_hdrm, qpi, qpf, r_ptr, r_src, r_link, f_qp_ptr, f_qp_list, f_dep_ptr, f_dep_list,
+             f_ndeps, gi, gf, sample_links, recv_total, pool_rows, heap_rows):
+    """Run to completion (or the time limit). Returns the counters; see the column constants."""
+    L = lt.shape[0]
+    N = n_buf.shape[0]
+    R = qpi.shape[0]
+    F = f_ndeps.shape[0]
+    route_kind = gi[G_ROUTE]
+    cc_on = gi[G_CC] != 0
+    ecn_on = gi[G_ECN] != 0
+    reliable = gi[G_RELIABLE] != 0
+    ooo = gi[G_OOO] != 0
+    host_limit = gi[G_HOST_LIMIT]
+    ack_every = gi[G_ACK_EVERY]
+    rto = gi[G_RTO]
+    t_limit = gi[G_T_LIMIT]
+    loss = gf[GF_LOSS]
+    g = gf[GF_G]
+    rng = np.empty(1, np.uint64)
+    rng[0] = np.uint64(gi[G_SEED]) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(0x2545F4914F6CDD1D)
+    if rng[0] == 0:
+        rng[0] = np.uint64(88172645463325252)
+
+    # links: the caller's table with fresh state and counters (it is copied, never mutated)
+    lt = lt.copy()
+    lt[:, T_BUSY:] = 0
+    for col in (T_HEAD, T_TAIL, T_BLOCK_T0, T_WAIT_HEAD, T_WAIT_TAIL):
+        lt[:, col] = -1
+    lt[:, T_CREDITS] = lt[:, L_CREDIT]
+    qint = np.zeros(L, np.float64)
+    n_used = np.zeros(N, np.int64)
+
+    # QPs: sender
+    s_state = np.full(R, ST_WAIT, np.int64)
+    s_next = np.zeros(R, np.int64)
+    s_acked = np.zeros(R, np.int64)
+    s_max_sent = np.zeros(R, np.int64)
+    s_send_sched = np.zeros(R, np.bool_)
+    s_waiting = np.zeros(R, np.bool_)
+    s_wait_next = np.full(R, -1, np.int64)
+    s_next_t = np.zeros(R, np.int64)
+    s_rate = qpf[:, QF_LINE_Bps].copy()
+    s_target = qpf[:, QF_LINE_Bps].copy()
+    s_alpha = np.ones(R, np.float64)
+    s_alpha_t = np.zeros(R, np.int64)
+    s_last_dec = np.full(R, -(1 << 62), np.int64)
+    s_T = np.zeros(R, np.int64)
+    s_BC = np.zeros(R, np.int64)
+    s_bytes = np.zeros(R, np.float64)
+    s_timer_dl = np.zeros(R, np.int64)
+    s_timer_pend = np.zeros(R, np.bool_)
+    s_rto_dl = np.zeros(R, np.int64)
+    s_rto_pend = np.zeros(R, np.bool_)
+    # QPs: receiver
+    r_expected = np.zeros(R, np.int64)
+    r_last_cnp = np.full(R, -(1 << 62), np.int64)
+    r_nack = np.zeros(R, np.bool_)
+    r_count = np.zeros(R, np.int64)
+    r_max = np.full(R, -1, np.int64)
+    r_flag = np.zeros(recv_total if ooo else 1, np.bool_)
+    out = np.zeros((R, O_COLS), np.int64)
+    out[:, O_FIRST_TX] = -1
+    out[:, O_FINISH] = -1
+    hist = np.zeros(DELAY_BINS, np.int64)
+    # flows
+    f_left = f_qp_ptr[1:] - f_qp_ptr[:-1]
+    f_deps = f_ndeps.copy()
+
+    # samples
+    n_sl = sample_links.shape[0]
+    s_rows = 64
+    samples = np.zeros((s_rows, n_sl), np.int64)
+    qp_samples = np.zeros((s_rows, R), np.int64)
+    sample_t = np.zeros(s_rows, np.int64)
+    n_samples = 0
+    sample_ps = gi[G_SAMPLE]
+    max_samples = max(gi[G_MAX_SAMPLES], 4)
+
+    # packet pool with a free list through P_NEXT
+    pkt = np.zeros((pool_rows, P_COLS), np.int64)
+    for i in range(pool_rows - 1):
+        pkt[i, P_NEXT] = i + 1
+    pkt[pool_rows - 1, P_NEXT] = -1
+    free_head = 0
+    n_free = pool_rows
+
+    heap = np.zeros((heap_rows, HEAP_COLS), np.int64)
+    ctr = np.zeros(2, np.int64)
+    ev = np.zeros(5, np.int64)
+
+    for f in range(F):
+        if f_deps[f] == 0:
+            for k in range(f_qp_ptr[f], f_qp_ptr[f + 1]):
+                qp = f_qp_list[k]
+                push(heap, ctr, qpi[qp, Q_RELEASE] + qpi[qp, Q_DELAY], EV_START, qp, 0)
+    if n_sl > 0 or R > 0:
+        push(heap, ctr, 0, EV_SAMPLE, 0, 0)
+
+    finished = 0
+    events = 0
+    packets = 0
+    now = 0
+    timed_out = 0
+    while ctr[0] > 0 and finished < R:
+        # room for the pushes and packets one event can need
+        if ctr[0] + 4 * host_limit + 16 > heap.shape[0]:
+            heap = grow_rows(heap, 2 * heap.shape[0])
+        if n_free < host_limit + 2:
+            old = pkt.shape[0]
+            pkt = grow_rows(pkt, 2 * old)
+            for i in range(old, 2 * old - 1):
+                pkt[i, P_NEXT] = i + 1
+            pkt[2 * old - 1, P_NEXT] = free_head
+            free_head = old
+            n_free += old
+        pop(heap, ctr, ev)
+        now = ev[0]
+        if now > t_limit:
+            timed_out = 1
+            now = t_limit
+            break
+        events += 1
+        kind = ev[2]
+        a = ev[3]
+        b = ev[4]
+
+        if kind == EV_TXDONE:
+            link = a
+            p = b
+            lt[link, T_BUSY] = False
+            i = pkt[p, P_IN]
+            if i >= 0:
+                b_in = pkt[p, P_LEN] + lt[i, L_HDR]
+                if lt[i, L_INTO_SW] != 0:
+                    n_used[lt[i, L_DST]] -= b_in
+                fc = lt[i, L_FC]
+                if fc == FC_PFC:
+                    lt[i, T_IN_BYTES] -= b_in
+                    if lt[i, T_PAUSE_SENT]:
+                        node = lt[i, L_DST]
+                        if lt[i, L_XOFF] >= 0:
+                            xon = lt[i, L_XON]
+                        else:
+                            xon = np.int64(gf[GF_PFC_ALPHA] * (n_buf[node] - n_hdrm[node] - n_used[node])) - gi[G_XON_OFFSET]
+                        if lt[i, T_IN_BYTES] <= xon:
+                            lt[i, T_PAUSE_SENT] = False
+                            push(heap, ctr, now + lt[i, L_LAT], EV_PAUSE, i, 0)
+                elif fc == FC_CREDIT:
+                    push(heap, ctr, now + lt[i, L_LAT], EV_CREDIT, i, b_in)
+            elif lt[link, T_WAIT_HEAD] >= 0 and lt[link, T_QPKTS] < host_limit:
+                qp = lt[link, T_WAIT_HEAD]
+                lt[link, T_WAIT_HEAD] = s_wait_next[qp]
+                if lt[link, T_WAIT_HEAD] < 0:
+                    lt[link, T_WAIT_TAIL] = -1
+                s_waiting[qp] = False
+                if not s_send_sched[qp]:
+                    s_send_sched[qp] = True
+                    push(heap, ctr, now, EV_SEND, qp, 0)
+            _try_start(link, now, heap, ctr, pkt, lt, qint)
+
+        elif kind == EV_ARRIVE:
+            p = a
+            link = pkt[p, P_LINK]
+            node = lt[link, L_DST]
+            qp = pkt[p, P_QP]
+            wire_in = pkt[p, P_LEN] + lt[link, L_HDR]
+            if loss > 0.0 and lt[link, L_NET] != 0 and _rand(rng) < loss:
+                lt[link, C_DROPS] += 1
+                if lt[link, L_FC] == FC_CREDIT:
+                    push(heap, ctr, now + lt[link, L_LAT], EV_CREDIT, link, wire_in)
+                pkt[p, P_NEXT] = free_head
+                free_head = p
+                n_free += 1
+                continue
+            if node == qpi[qp, Q_DST]:
+                # ---------------------------------------------------------------- receiver
+                if lt[link, L_FC] == FC_CREDIT:
+                    push(heap, ctr, now + lt[link, L_LAT], EV_CREDIT, link, wire_in)
+                seq = pkt[p, P_SEQ]
+                npk = qpi[qp, Q_NPKTS]
+                delay = now - pkt[p, P_T0]
+                marked = pkt[p, P_ECN] != 0
+                pkt[p, P_NEXT] = free_head
+                free_head = p
+                n_free += 1
+                if s_state[qp] == ST_DONE and out[qp, O_FINISH] >= 0:
+                    out[qp, O_DUP] += 1
+                    continue
+                accepted = False
+                if ooo:
+                    idx = qpi[qp, Q_RECV_OFF] + seq
+                    if r_flag[idx]:
+                        out[qp, O_DUP] += 1
+                    else:
+                        accepted = True
+                        r_flag[idx] = True
+                        r_count[qp] += 1
+                        if seq < r_max[qp]:
+                            out[qp, O_REORDERED] += 1
+                        else:
+                            r_max[qp] = seq
+                        e = r_expected[qp]
+                        off = qpi[qp, Q_RECV_OFF]
+                        while e < npk and r_flag[off + e]:
+                            e += 1
+                        r_expected[qp] = e
+                    done = r_count[qp] == npk
+                else:
+                    e = r_expected[qp]
+                    if seq == e:
+                        accepted = True
+                        r_expected[qp] = e + 1
+                        r_nack[qp] = False
+                    elif seq > e:
+                        out[qp, O_OOS] += 1
+                        if reliable and not r_nack[qp]:
+                            r_nack[qp] = True
+                            push(heap, ctr, now + qpi[qp, Q_CTRL_LAT], EV_NACK, qp, e)
+                    else:
+                        out[qp, O_DUP] += 1
+                    done = r_expected[qp] == npk
+                if marked:
+                    out[qp, O_ECN_RX] += 1
+                    if cc_on and now - r_last_cnp[qp] >= gi[G_CNP_INT]:
+                        r_last_cnp[qp] = now
+                        out[qp, O_CNP_SENT] += 1
+                        push(heap, ctr, now + qpi[qp, Q_CTRL_LAT], EV_CNP, qp, 0)
+                if accepted:
+                    out[qp, O_DELIVERED] += 1
+                    out[qp, O_DELAY_SUM] += delay
+                    d_ns = delay / 1000.0
+                    bin_ = int(8.0 * np.log2(1.0 + d_ns))
+                    hist[min(bin_, DELAY_BINS - 1)] += 1
+                    e = r_expected[qp]
+                    if reliable and (e % ack_every == 0 or e == npk or ooo):
+                        push(heap, ctr, now + qpi[qp, Q_CTRL_LAT], EV_ACK, qp, e)
+                if done and out[qp, O_FINISH] < 0:
+                    out[qp, O_FINISH] = now
+                    s_state[qp] = ST_DONE
+                    finished += 1
+                    f = qpi[qp, Q_FLOW]
+                    f_left[f] -= 1
+                    if f_left[f] == 0:
+                        for k in range(f_dep_ptr[f], f_dep_ptr[f + 1]):
+                            d = f_dep_list[k]
+                            f_deps[d] -= 1
+                            if f_deps[d] == 0:
+                                for k2 in range(f_qp_ptr[d], f_qp_ptr[d + 1]):
+                                    q2 = f_qp_list[k2]
+                                    push(heap, ctr, max(now, qpi[q2, Q_RELEASE]) + qpi[q2, Q_DELAY], EV_START, q2, 0)
+                continue
+            # -------------------------------------------------------------------- forwarding
+            m = _next_link(qp, node, r_ptr, r_src, r_link, route_kind, lt, rng)
+            if lt[link, L_INTO_SW] != 0:
+                fc = lt[link, L_FC]
+                if fc == FC_NONE:
+                    free_buf = n_buf[node] - n_used[node]
+                    if wire_in > free_buf or lt[m, T_QBYTES] + wire_in > gf[GF_BUF_ALPHA] * free_buf:
+                        lt[m, C_DROPS] += 1
+                        pkt[p, P_NEXT] = free_head
+                        free_head = p
+                        n_free += 1
+                        continue
+                elif fc == FC_PFC:
+                    if (lt[link, T_PAUSE_SENT] and lt[link, T_IN_BYTES] + wire_in > lt[link, T_PAUSE_LEVEL] + lt[link, L_HDRM]) \
+                            or n_used[node] + wire_in > n_buf[node]:
+                        lt[m, C_DROPS] += 1  # headroom overrun: the headroom was too small
+                        pkt[p, P_NEXT] = free_head
+                        free_head = p
+                        n_free += 1
+                        continue
+                    lt[link, T_IN_BYTES] += wire_in
+                    if not lt[link, T_PAUSE_SENT]:
+                        if lt[link, L_XOFF] >= 0:
+                            xoff = lt[link, L_XOFF]
+                        else:
+                            xoff = np.int64(gf[GF_PFC_ALPHA] * (n_buf[node] - n_hdrm[node] - n_used[node]))
+                        if lt[link, T_IN_BYTES] > xoff:
+                            lt[link, T_PAUSE_SENT] = True
+                            lt[link, T_PAUSE_LEVEL] = lt[link, T_IN_BYTES]
+                            push(heap, ctr, now + lt[link, L_LAT], EV_PAUSE, link, 1)
+                n_used[node] += wire_in
+            if ecn_on and lt[m, L_SRC_SW] != 0:
+                qb = lt[m, T_QBYTES]
+                kmin = lt[m, L_KMIN]
+                kmax = lt[m, L_KMAX]
+                if qb > kmax:
+                    pkt[p, P_ECN] = 1
+                elif qb > kmin and _rand(rng) * 4294967296.0 < lt[m, L_PMAX_FX] * (qb - kmin) / max(kmax - kmin, 1):
+                    pkt[p, P_ECN] = 1
+                if pkt[p, P_ECN] != 0:
+                    lt[m, C_ECN] += 1
+            pkt[p, P_IN] = link
+            _enqueue(m, p, now, pkt, lt, qint)
+            _try_start(m, now, heap, ctr, pkt, lt, qint)
+
+        elif kind == EV_SEND or kind == EV_START:
+            qp = a
+            if kind == EV_START:
+                if s_state[qp] != ST_WAIT:
+                    continue
+                s_state[qp] = ST_ACTIVE
+                s_alpha_t[qp] = now
+                if qpi[qp, Q_NPKTS] == 0:
+                    out[qp, O_FINISH] = now
+                    out[qp, O_FIRST_TX] = now
+                    s_state[qp] = ST_DONE
+                    finished += 1
+                    f = qpi[qp, Q_FLOW]
+                    f_left[f] -= 1
+                    continue
+            else:
+                s_send_sched[qp] = False
+            if s_state[qp] != ST_ACTIVE:
+                continue
+            first = qpi[qp, Q_FIRST]
+            npk = qpi[qp, Q_NPKTS]
+            while s_next[qp] < npk:
+                if lt[first, T_QPKTS] >= host_limit:
+                    if not s_waiting[qp]:
+                        s_waiting[qp] = True
+                        s_wait_next[qp] = -1
+                        if lt[first, T_WAIT_TAIL] >= 0:
+                            s_wait_next[lt[first, T_WAIT_TAIL]] = qp
+                        else:
+                            lt[first, T_WAIT_HEAD] = qp
+                        lt[first, T_WAIT_TAIL] = qp
+                    break
+                if cc_on and now < s_next_t[qp]:
+                    if not s_send_sched[qp]:
+                        s_send_sched[qp] = True
+                        push(heap, ctr, s_next_t[qp], EV_SEND, qp, 0)
+                    break
+                if n_free == 0:
+                    if not s_send_sched[qp]:
+                        s_send_sched[qp] = True
+                        push(heap, ctr, now, EV_SEND, qp, 0)
+                    break
+                seq = s_next[qp]
+                s_next[qp] = seq + 1
+                if seq < s_max_sent[qp]:
+                    out[qp, O_RETX] += 1
+                else:
+                    s_max_sent[qp] = seq + 1
+                p = free_head
+                free_head = pkt[p, P_NEXT]
+                n_free -= 1
+                packets += 1
+                length = qpi[qp, Q_LAST_LEN] if seq == npk - 1 else qpi[qp, Q_MTU]
+                pkt[p, P_QP] = qp
+                pkt[p, P_SEQ] = seq
+                pkt[p, P_LEN] = length
+                pkt[p, P_IN] = -1
+                pkt[p, P_ECN] = 0
+                pkt[p, P_T0] = now
+                if out[qp, O_FIRST_TX] < 0:
+                    out[qp, O_FIRST_TX] = now
+                wire = length + lt[first, L_HDR]
+                if cc_on:
+                    s_next_t[qp] = max(s_next_t[qp], now) + np.int64(wire * 1e12 / s_rate[qp] + 0.5)
+                    s_bytes[qp] += wire
+                    if s_bytes[qp] >= gf[GF_BYTE_COUNTER]:
+                        s_bytes[qp] -= gf[GF_BYTE_COUNTER]
+                        s_BC[qp] += 1
+                        _increase(qp, s_rate, s_target, s_T, s_BC, qpf, gi[G_FAST])
+                if reliable and not s_rto_pend[qp]:
+                    s_rto_pend[qp] = True
+                    s_rto_dl[qp] = now + rto
+                    push(heap, ctr, now + rto, EV_RTO, qp, 0)
+                _enqueue(first, p, now, pkt, lt, qint)
+                _try_start(first, now, heap, ctr, pkt, lt, qint)
+
+        elif kind == EV_PAUSE:
+            link = a
+            if b == 1:
+                if not lt[link, T_PAUSED]:
+                    lt[link, T_PAUSED] = True
+                    lt[link, T_PAUSE_T0] = now
+                    lt[link, C_PAUSE_FRAMES] += 1
+            elif lt[link, T_PAUSED]:
+                lt[link, T_PAUSED] = False
+                dur = now - lt[link, T_PAUSE_T0]
+                lt[link, C_PAUSED_PS] += dur
+                # the congested side refreshes its pause every half quanta while it holds the port
+                lt[link, C_PAUSE_FRAMES] += dur // gi[G_REFRESH]
+                _try_start(link, now, heap, ctr, pkt, lt, qint)
+
+        elif kind == EV_CREDIT:
+            lt[a, T_CREDITS] += b
+            _try_start(a, now, heap, ctr, pkt, lt, qint)
+
+        elif kind == EV_ACK or kind == EV_NACK:
+            qp = a
+            if kind == EV_NACK:
+                out[qp, O_SEQ_ERR] += 1
+            if b > s_acked[qp]:
+                s_acked[qp] = b
+                s_rto_dl[qp] = now + rto
+            if kind == EV_NACK and s_next[qp] > b and s_state[qp] == ST_ACTIVE:
+                s_next[qp] = b  # go back N
+                if not s_send_sched[qp] and not s_waiting[qp]:
+                    s_send_sched[qp] = True
+                    push(heap, ctr, now, EV_SEND, qp, 0)
+
+        elif kind == EV_RTO:
+            qp = a
+            s_rto_pend[qp] = False
+            if s_state[qp] != ST_ACTIVE or s_acked[qp] >= qpi[qp, Q_NPKTS]:
+                continue
+            if now < s_rto_dl[qp]:
+                s_rto_pend[qp] = True
+                push(heap, ctr, s_rto_dl[qp], EV_RTO, qp, 0)
+                continue
+            out[qp, O_TIMEOUTS] += 1
+            s_next[qp] = s_acked[qp]
+            s_rto_pend[qp] = True
+            s_rto_dl[qp] = now + rto
+            push(heap, ctr, now + rto, EV_RTO, qp, 0)
+            if not s_send_sched[qp] and not s_waiting[qp]:
+                s_send_sched[qp] = True
+                push(heap, ctr, now, EV_SEND, qp, 0)
+
+        elif kind == EV_CNP:
+            qp = a
+            out[qp, O_CNP_HANDLED] += 1
+            if not cc_on or s_state[qp] != ST_ACTIVE:
+                continue
+            # alpha: decays by (1-g) per quiet interval, then rises by g for this congestion window
+            quiet = (now - s_alpha_t[qp]) // gi[G_ALPHA_INT]
+            if quiet > 0:
+                s_alpha[qp] *= (1.0 - g) ** quiet
+            s_alpha[qp] = (1.0 - g) * s_alpha[qp] + g
+            s_alpha_t[qp] = now
+            if now - s_last_dec[qp] >= gi[G_DEC_INT]:
+                s_last_dec[qp] = now
+                s_target[qp] = s_rate[qp]
+                s_rate[qp] = max(gf[GF_MIN_RATE], s_rate[qp] * (1.0 - 0.5 * s_alpha[qp]))
+                s_T[qp] = 0
+                s_BC[qp] = 0
+                s_bytes[qp] = 0.0
+                s_timer_dl[qp] = now + gi[G_RP_TIMER]
+                if not s_timer_pend[qp]:
+                    s_timer_pend[qp] = True
+                    push(heap, ctr, s_timer_dl[qp], EV_RPTIMER, qp, 0)
+
+        elif kind == EV_RPTIMER:
+            qp = a
+            s_timer_pend[qp] = False
+            if s_state[qp] != ST_ACTIVE:
+                continue
+            if now < s_timer_dl[qp]:
+                s_timer_pend[qp] = True
+                push(heap, ctr, s_timer_dl[qp], EV_RPTIMER, qp, 0)
+                continue
+            s_T[qp] += 1
+            _increase(qp, s_rate, s_target, s_T, s_BC, qpf, gi[G_FAST])
+            if s_rate[qp] < qpf[qp, QF_LINE_Bps]:
+                s_timer_pend[qp] = True
+                s_timer_dl[qp] = now + gi[G_RP_TIMER]
+                push(heap, ctr, s_timer_dl[qp], EV_RPTIMER, qp, 0)
+
+        elif kind == EV_SAMPLE:
+            if n_samples >= max_samples - 1:
+                # a long run: keep every other sample and sample half as often, so memory stays bounded
+                half = (n_samples + 1) // 2
+                for k in range(half):
+                    samples[k] = samples[2 * k]
+                    qp_samples[k] = qp_samples[2 * k]
+                    sample_t[k] = sample_t[2 * k]
+                n_samples = half
+                sample_ps *= 2
+            if n_samples >= samples.shape[0]:
+                samples = grow_rows(samples, 2 * samples.shape[0])
+                qp_samples = grow_rows(qp_samples, 2 * qp_samples.shape[0])
+                st = np.zeros(2 * sample_t.shape[0], np.int64)
+                st[: sample_t.shape[0]] = sample_t
+                sample_t = st
+            for j in range(n_sl):
+                samples[n_samples, j] = lt[sample_links[j], T_QBYTES]
+            for qp in range(R):
+                qp_samples[n_samples, qp] = out[qp, O_DELIVERED]
+            sample_t[n_samples] = now
+            n_samples += 1
+            if finished < R:
+                push(heap, ctr, now + sample_ps, EV_SAMPLE, 0, 0)
+
+
+    # one last sample at the end; control events still in flight change nothing measured
+    if n_samples >= samples.shape[0]:
+        samples = grow_rows(samples, samples.shape[0] + 1)
+        qp_samples = grow_rows(qp_samples, qp_samples.shape[0] + 1)
+        st = np.zeros(sample_t.shape[0] + 1, np.int64)
+        st[: sample_t.shape[0]] = sample_t
+        sample_t = st
+    for j in range(n_sl):
+        samples[n_samples, j] = lt[sample_links[j], T_QBYTES]
+    for qp in range(R):
+        qp_samples[n_samples, qp] = out[qp, O_DELIVERED]
+    sample_t[n_samples] = now
+    n_samples += 1
+    # close open intervals
+    for link in range(L):
+        if lt[link, T_PAUSED]:
+            lt[link, C_PAUSED_PS] += now - lt[link, T_PAUSE_T0]
+        if lt[link, T_BLOCK_T0] >= 0:
+            lt[link, C_WAIT_PS] += now - lt[link, T_BLOCK_T0]
+        qint[link] += lt[link, T_QBYTES] * float(now - lt[link, T_QLAST])
+    stats = np.zeros(5, np.int64)
+    stats[S_EVENTS] = events
+    stats[S_PACKETS] = packets
+    stats[S_END_PS] = now
+    stats[S_SAMPLES] = n_samples
+    stats[S_TIMED_OUT] = timed_out
+    return lt[:, C_FIRST:].copy(), qint, out, samples[:n_samples], qp_samples[:n_samples], sample_t[:n_samples], hist, stats
