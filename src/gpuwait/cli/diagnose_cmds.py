@@ -25,7 +25,8 @@ INJECT_OPTION = typer.Option(None, "--inject", metavar="KIND:TARGET[:PARAM=VALUE
 
 def render_diagnosis(console: Console, diagnosis: Diagnosis, limit: int = 8) -> None:
     step, base = diagnosis.step_time_s, diagnosis.baseline_step_time_s
-    head = f"[bold]{escape(diagnosis.case)}[/]: step {step * 1e3:.1f} ms" if step else f"[bold]{escape(diagnosis.case)}[/]"
+    head = (f"[bold]{escape(diagnosis.case)}[/]: {diagnosis.measure} {step * 1e3:.3f} ms" if step
+            else f"[bold]{escape(diagnosis.case)}[/]")
     if base:
         head += f", healthy model {base * 1e3:.1f} ms ({100 * (step - base) / step:+.1f} % of the step lost)"
     console.print(head)
@@ -69,6 +70,9 @@ def register(app: typer.Typer) -> None:
         """Name the root cause of lost step time, where it is, the evidence, and a fix whose gain is
         measured by simulating the scenario again with the fix applied.
 
+        A scenario with only `traffic:` runs on the packet engine and is diagnosed from its pauses,
+        ECN marks and queues (head-of-line blocking, PFC storms, ECN thresholds above PFC's).
+
         Examples: `gpuwait diagnose examples/dp-only.yaml --inject link-degrade:leaf0->spine21:factor=0.25`,
         `gpuwait diagnose --telemetry scrapes/ --cluster rocev2-400g-2tier --servers 16`
         """
@@ -89,6 +93,16 @@ def register(app: typer.Typer) -> None:
         if scenario_file is None:
             raise SpecError("diagnose: expected SCENARIO.yaml, or --telemetry DIR --cluster PRESET|FILE")
         scenario = load_scenario(scenario_file)
+        if scenario.workload is None:
+            # a traffic scenario: queues, pauses and marks tell, so it runs packet by packet
+            if inject:
+                raise SpecError("--inject: applies to training workloads; expected a scenario with a `workload:`")
+            from gpuwait.diagnose.packet import diagnose_packets
+            from gpuwait.engine.packet.scenario import run_scenario_packets
+
+            packet_diagnosis = diagnose_packets(run_scenario_packets(scenario)[0], measure_gain=not no_gain)
+            out.emit(diagnosis_dict(packet_diagnosis), lambda c: render_diagnosis(c, packet_diagnosis))
+            return
         faults = [parse_inject(text) for text in (inject or [])]
         diagnosis = diagnose_scenario(scenario, faults, steps=steps, measure_gain=not no_gain)
         paths = []

@@ -14,7 +14,7 @@ def finding_dict(finding: Finding, rank: int) -> dict:
 
 
 def diagnosis_dict(diagnosis: Diagnosis) -> dict:
-    return {"case": diagnosis.case, "step_time_s": diagnosis.step_time_s,
+    return {"case": diagnosis.case, "measure": diagnosis.measure, "step_time_s": diagnosis.step_time_s,
             "baseline_step_time_s": diagnosis.baseline_step_time_s,
             "findings": [finding_dict(f, i + 1) for i, f in enumerate(diagnosis.findings)],
             "missing": list(diagnosis.missing)}

@@ -51,6 +51,7 @@ class Diagnosis:
     missing: tuple[str, ...]
     run: WorkloadRun | None = None
     observation: Observation | None = field(default=None, repr=False)
+    measure: str = "step"  # what step_time_s measures: a training step, or a packet run's mean flow completion time
 
     @property
     def top(self) -> Finding | None:

@@ -1,0 +1,103 @@
+"""Diagnosis of a packet-level run: what PFC, ECN and the queues say.
+
+Three causes the flow engine cannot see, each from the counters real switches and NICs keep
+(``rx_prio3_pause`` / duration, ECN marks, queue depth):
+
+- **hol-blocking**: an incast fills one egress queue, PFC pauses the ports feeding it, and flows that
+  only share a paused port, not the congested one, slow down too (the classic PFC pathology).
+- **pfc-storm**: the pauses spread past the first hop into the fabric (switch-to-switch ports paused
+  for a large share of the run), from a receiver that drains too slowly.
+- **ecn-misconfig**: congestion control is on but the switches pause before they mark (ECN Kmin at or
+  above the PFC XOFF point), so DCQCN never hears about the congestion and PFC does all the work.
+
+Each finding's fix is simulated again (ECN thresholds below XOFF, DCQCN on with marking, the slow
+port restored) and its gain is the change of the run's mean flow completion time.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpuwait.diagnose.run import Diagnosis, Finding
+from gpuwait.engine.network import simulate_flows
+from gpuwait.engine.packet.params import PacketParams
+from gpuwait.engine.packet.run import PacketRun, simulate_packets
+from gpuwait.topology.model import LINK_KINDS
+
+PAUSED_SHARE = 0.2      # a port paused a fifth of the run is held back by PFC, not by its own rate
+SLOWED = 1.5            # an innocent flow this much slower than its max-min share is blocked
+STORM_SHARE = 0.5       # fabric ports paused half the run: the pauses have spread
+
+
+def _severity(gain: float | None) -> str:
+    if gain is None or gain < 0.03:
+        return "info"
+    return "critical" if gain >= 0.2 else "warning"
+
+
+def _mean_fct(run: PacketRun) -> float:
+    fct = run.flow_time_s[np.isfinite(run.flow_time_s)]
+    return float(fct.mean()) if len(fct) else float("inf")
+
+
+def diagnose_packets(run: PacketRun, measure_gain: bool = True) -> Diagnosis:
+    """Findings from one packet run (its topology, flows, routing, transport and parameters)."""
+    topo = run.topo
+    prio = run.params.data_priority
+    span = max(run.makespan_s, 1e-30)
+    paused = run.paused_s[:, prio] / span
+    network = np.isin(topo.link_kind, [LINK_KINDS.index("host"), LINK_KINDS.index("fabric")])
+    queue = np.where(network, run.link_mean_queue_bytes, 0.0)
+    congested = int(np.argmax(queue))
+    port = topo.link_name(congested)
+    marks = float(run.ecn_marked_packets.sum())
+    pauses = float(run.pause_frames[:, prio].sum())
+    findings: list[tuple[str, str, float, dict, str, str, dict | None]] = []
+    if pauses > 0 and run.resolved.ecn and run.resolved.congestion_control == "dcqcn" and marks < 0.01 * pauses:
+        findings.append(("ecn-misconfig", "all", 1.0,
+                         {"pause_frames": int(pauses), "ecn_marked_packets": int(marks), "congested_port": port},
+                         f"Switches sent {int(pauses)} PFC pauses but marked {int(marks)} packets: ECN's Kmin sits at or "
+                         "above the PFC XOFF point, so PFC stops the senders before DCQCN hears of the congestion.",
+                         "set ECN Kmin/Kmax well below the PFC XOFF threshold (e.g. Kmin 100 KB, Kmax 400 KB per 25 Gb/s)",
+                         {"ecn_kmin_bytes": None, "ecn_kmax_bytes": None}))
+    fabric_links = np.flatnonzero(topo.link_kind == LINK_KINDS.index("fabric"))
+    spread = fabric_links[paused[fabric_links] >= STORM_SHARE]
+    if len(spread):
+        findings.append(("pfc-storm", port, 0.9,
+                         {"fabric_ports_paused": int(len(spread)), "max_paused_share": round(float(paused.max()), 3),
+                          "congested_port": port},
+                         f"PFC pauses spread into the fabric: {len(spread)} switch-to-switch port(s) paused more than half "
+                         f"the run, rooted at {port}, whose queue never drains.",
+                         f"find why {port} drains slowly (a slow or stuck receiver, a degraded link); enable the PFC "
+                         "watchdog so a stuck queue is dropped instead of pausing the fabric",
+                         None))
+    # innocent flows: they cross a paused port but not the congested one
+    flows_here = set(run.flows_on_link(congested).tolist())
+    paused_links = np.flatnonzero(paused >= PAUSED_SHARE)
+    innocent = sorted({int(f) for link in paused_links for f in run.flows_on_link(int(link))} - flows_here)
+    if innocent:
+        fluid = simulate_flows(topo, run.flows, run.routing, run.transport)
+        slowdown = run.flow_time_s[innocent] / np.maximum(fluid.flow_time_s[innocent], 1e-30)
+        if slowdown.max() >= SLOWED:
+            findings.append(("hol-blocking", port, 0.85,
+                             {"innocent_flows": len(innocent), "worst_slowdown_vs_max_min": round(float(slowdown.max()), 2),
+                              "paused_ports": int(len(paused_links)), "congested_port": port},
+                             f"An incast fills {port}; PFC pauses the ports feeding it, and {len(innocent)} flow(s) that "
+                             f"only share a paused port run up to {slowdown.max():.1f}x slower than their fair share "
+                             "(head-of-line blocking).",
+                             "let congestion control act before PFC (DCQCN with ECN marking below XOFF), or spread the "
+                             "incast over time or receivers",
+                             {"congestion_control": "dcqcn", "ecn": True, "ecn_kmin_bytes": None, "ecn_kmax_bytes": None}))
+    before = _mean_fct(run)
+    out = []
+    for kind, component, score, evidence, explanation, fix, params in findings:
+        fixed = None
+        if measure_gain and params is not None:
+            new = run.params.model_copy(update=params)
+            again = simulate_packets(topo, run.flows, run.routing, run.transport, PacketParams.model_validate(new.model_dump()))
+            fixed = _mean_fct(again)
+        gain = (before - fixed) / before if fixed is not None and before > 0 else None
+        out.append(Finding(kind, component, _severity(gain), score, evidence, explanation, fix, before, fixed, True))
+    order = {"ecn-misconfig": 0, "pfc-storm": 1, "hol-blocking": 2}
+    out.sort(key=lambda f: order[f.kind])
+    return Diagnosis(run.labels.get("name", "packet run"), before, None, tuple(out), (), measure="mean flow completion time")
