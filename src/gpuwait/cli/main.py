@@ -27,7 +27,7 @@ _CLICK_ERRORS = _click_errors()
 
 app = typer.Typer(
     name="gpuwait",
-    help="Why the GPUs wait, and what makes them stop: model a GPU cluster's data path and simulate flows on it.",
+    help="Why the GPUs wait, and what makes them stop: model a GPU cluster's data path, run training steps, collectives and traffic on it (flow or packet level), and diagnose what slows them.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
