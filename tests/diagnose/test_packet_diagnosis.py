@@ -76,3 +76,35 @@ traffic:
     # DCQCN with the default ECN thresholds handles a small incast: nothing above info
     assert doc["measure"] == "mean flow completion time"
     assert all(f["severity"] == "info" for f in doc["findings"])
+
+
+INCAST_YAML = """name: incast-hol
+cluster:
+  servers: 8
+  server: {gpus: 1, nics: 1, nic_speed: 100Gbps, pcie_switches: 1, cpus: 1}
+  fabric: {tiers: 2, switch_radix: 8}
+  transport: {name: rocev2}
+packet: {congestion_control: none, switch_buffer_bytes: 2097152}
+traffic:
+  flows:
+    - {src: s1.nic0, dst: s0.nic0, size: 4MB}
+    - {src: s2.nic0, dst: s0.nic0, size: 4MB}
+    - {src: s3.nic0, dst: s0.nic0, size: 4MB}
+    - {src: s1.nic0, dst: s4.nic0, size: 4MB}
+"""
+
+
+def test_scenario_packet_section_reaches_the_engine(capsys, tmp_path):
+    import json
+
+    from tests.cli.test_cli import run_cli
+
+    path = tmp_path / "incast.yaml"
+    path.write_text(INCAST_YAML)
+    code, out, _ = run_cli(capsys, "diagnose", str(path), "--json")
+    top = json.loads(out)["findings"][0]
+    assert (top["kind"], top["component"]) == ("hol-blocking", "leaf0->s0.nic0")
+    assert top["expected_gain_fraction"] > 0.03  # the innocent flow gets time back with DCQCN on
+    path.write_text(INCAST_YAML.replace("congestion_control:", "congestion_contrl:"))
+    code, _, err = run_cli(capsys, "validate", str(path))
+    assert code == 2 and "congestion_contrl" in err.splitlines()[0]

@@ -35,8 +35,9 @@ def _severity(gain: float | None) -> str:
     return "critical" if gain >= 0.2 else "warning"
 
 
-def _mean_fct(run: PacketRun) -> float:
-    fct = run.flow_time_s[np.isfinite(run.flow_time_s)]
+def _mean_fct(run: PacketRun, flows: list[int] | None = None) -> float:
+    fct = run.flow_time_s if flows is None else run.flow_time_s[flows]
+    fct = fct[np.isfinite(fct)]
     return float(fct.mean()) if len(fct) else float("inf")
 
 
@@ -52,14 +53,15 @@ def diagnose_packets(run: PacketRun, measure_gain: bool = True) -> Diagnosis:
     port = topo.link_name(congested)
     marks = float(run.ecn_marked_packets.sum())
     pauses = float(run.pause_frames[:, prio].sum())
-    findings: list[tuple[str, str, float, dict, str, str, dict | None]] = []
+    # kind, component, score, evidence, explanation, fix, parameters of the fix, flows it is for (None: all)
+    findings: list[tuple[str, str, float, dict, str, str, dict | None, list[int] | None]] = []
     if pauses > 0 and run.resolved.ecn and run.resolved.congestion_control == "dcqcn" and marks < 0.01 * pauses:
         findings.append(("ecn-misconfig", "all", 1.0,
                          {"pause_frames": int(pauses), "ecn_marked_packets": int(marks), "congested_port": port},
                          f"Switches sent {int(pauses)} PFC pauses but marked {int(marks)} packets: ECN's Kmin sits at or "
                          "above the PFC XOFF point, so PFC stops the senders before DCQCN hears of the congestion.",
                          "set ECN Kmin/Kmax well below the PFC XOFF threshold (e.g. Kmin 100 KB, Kmax 400 KB per 25 Gb/s)",
-                         {"ecn_kmin_bytes": None, "ecn_kmax_bytes": None}))
+                         {"ecn_kmin_bytes": None, "ecn_kmax_bytes": None}, None))
     fabric_links = np.flatnonzero(topo.link_kind == LINK_KINDS.index("fabric"))
     spread = fabric_links[paused[fabric_links] >= STORM_SHARE]
     if len(spread):
@@ -70,7 +72,7 @@ def diagnose_packets(run: PacketRun, measure_gain: bool = True) -> Diagnosis:
                          f"the run, rooted at {port}, whose queue never drains.",
                          f"find why {port} drains slowly (a slow or stuck receiver, a degraded link); enable the PFC "
                          "watchdog so a stuck queue is dropped instead of pausing the fabric",
-                         None))
+                         None, None))
     # innocent flows: they cross a paused port but not the congested one
     flows_here = set(run.flows_on_link(congested).tolist())
     paused_links = np.flatnonzero(paused >= PAUSED_SHARE)
@@ -87,17 +89,20 @@ def diagnose_packets(run: PacketRun, measure_gain: bool = True) -> Diagnosis:
                              "(head-of-line blocking).",
                              "let congestion control act before PFC (DCQCN with ECN marking below XOFF), or spread the "
                              "incast over time or receivers",
-                             {"congestion_control": "dcqcn", "ecn": True, "ecn_kmin_bytes": None, "ecn_kmax_bytes": None}))
-    before = _mean_fct(run)
+                             {"congestion_control": "dcqcn", "ecn": True, "ecn_kmin_bytes": None, "ecn_kmax_bytes": None},
+                             innocent))
     out = []
-    for kind, component, score, evidence, explanation, fix, params in findings:
+    for kind, component, score, evidence, explanation, fix, params, victims in findings:
+        # the gain is measured on the flows the cause hurts: the innocent ones for HOL blocking
+        before = _mean_fct(run, victims)
         fixed = None
         if measure_gain and params is not None:
             new = run.params.model_copy(update=params)
             again = simulate_packets(topo, run.flows, run.routing, run.transport, PacketParams.model_validate(new.model_dump()))
-            fixed = _mean_fct(again)
+            fixed = _mean_fct(again, victims)
         gain = (before - fixed) / before if fixed is not None and before > 0 else None
         out.append(Finding(kind, component, _severity(gain), score, evidence, explanation, fix, before, fixed, True))
     order = {"ecn-misconfig": 0, "pfc-storm": 1, "hol-blocking": 2}
     out.sort(key=lambda f: order[f.kind])
-    return Diagnosis(run.labels.get("name", "packet run"), before, None, tuple(out), (), measure="mean flow completion time")
+    return Diagnosis(run.labels.get("name", "packet run"), _mean_fct(run), None, tuple(out), (),
+                     measure="mean flow completion time")

@@ -11,6 +11,13 @@ from gpuwait.topology.presets import build_cluster, resolve_cluster
 from gpuwait.workload.traffic import traffic_flows
 
 
+def scenario_packet_params(scenario: Scenario) -> PacketParams:
+    """The scenario's ``packet:`` section as validated parameters (one error naming the field)."""
+    from gpuwait.spec.load import validate_data
+
+    return validate_data(PacketParams, scenario.packet, source="packet", require_units=False)
+
+
 def run_scenario_packets(scenario: Scenario, params: PacketParams | None = None, seed: int = 0) -> list[PacketRun]:
     """Like :func:`gpuwait.engine.scenario.run_scenario_traffic`, packet by packet.
 
@@ -19,6 +26,8 @@ def run_scenario_packets(scenario: Scenario, params: PacketParams | None = None,
     if scenario.workload is not None:
         raise SpecError("--engine packet: runs a scenario's `traffic:` only; this scenario has a `workload:`",
                         hint="use the flow engine for training and inference steps")
+    if params is None and scenario.packet:
+        params = scenario_packet_params(scenario)
     cluster = resolve_cluster(scenario.cluster)
     topo = build_cluster(cluster)
     flows = traffic_flows(topo, scenario.traffic)
