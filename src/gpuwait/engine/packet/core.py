@@ -1,7 +1,7 @@
 """The packet engine's event loop, compiled with numba (``cache=True``).
 
 Time is an integer number of picoseconds. State lives in numpy arrays indexed by link, node,
-QP or packet slot; a packet is a row of ``pkt``, an event a row of the heap (:mod:`.events`).
+QP or packet slot; a packet is a row of ``pkt``, an event an entry of the heap (:mod:`.events`).
 
 Components, each doing one thing:
 
@@ -26,17 +26,27 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from gpuwait.engine.packet.events import COLS as HEAP_COLS
-from gpuwait.engine.packet.events import grow_rows, pop, push
+from gpuwait.engine.packet.events import grow_heap, grow_rows, new_heap, peek_data, pop, prefetch, push
 
 # ---------------------------------------------------------------- column layouts (shared with run.py)
 # link integer table
-# one int64 row per link holds its constants (L_*), its state (T_*) and its counters (C_*), so an
-# event touches a few adjacent cache lines, not one line in each of thirty arrays
-(L_LAT, L_HDR, L_FC, L_PPB_FX, L_SRC, L_DST, L_INTO_SW, L_SRC_SW, L_KMIN, L_KMAX, L_XOFF, L_XON, L_HDRM, L_NET,
- L_CREDIT, L_PMAX_FX) = range(16)
-(T_BUSY, T_HEAD, T_TAIL, T_QPKTS, T_QBYTES, T_QLAST, T_PAUSED, T_CREDITS, T_BLOCK_T0, T_PAUSE_T0, T_IN_BYTES,
- T_PAUSE_SENT, T_PAUSE_LEVEL, T_WAIT_HEAD, T_WAIT_TAIL) = range(16, 31)
+# one int64 row per link holds its counters (C_*), its constants (L_*) and its state (T_*), so an
+# event touches a few adjacent cache lines, not one line in each of thirty arrays. The columns are
+# ordered by use: what every packet hop reads and writes fills the first 24 (three 64-byte lines),
+# PFC and ECN the fourth line, the rest after. The queue's byte count lives apart (``qbytes`` in
+# :func:`simulate`), contiguous, so a queue-depth sample is a cheap gather.
+C_FIRST = 0
+C_TX_BYTES, C_TX_PKTS, C_QMAX, C_ECN, C_DROPS, C_PAUSE_FRAMES, C_PAUSED_PS, C_WAIT_PS = range(C_FIRST, C_FIRST + 8)
+C_COLS = 8
+L_LAT, L_HDR, L_FC, L_PPB_FX, L_DST, L_INTO_SW, L_SRC_SW, L_NET = range(8, 16)
+T_BUSY, T_HEAD, T_TAIL, T_QPKTS, T_QLAST, T_PAUSED, T_BLOCK_T0, T_CREDITS = range(16, 24)
+T_IN_BYTES, T_PAUSE_SENT, L_XOFF, L_KMIN, L_KMAX, L_PMAX_FX, T_PAUSE_LEVEL, L_HDRM = range(24, 32)
+L_SRC, L_XON, L_CREDIT, T_PAUSE_T0, T_WAIT_HEAD, T_WAIT_TAIL = range(32, 38)
+LINK_COLS = 40  # padded to five 64-byte lines
+# the state and counter columns: simulate() starts them from zero
+_FRESH_COLS = (C_TX_BYTES, C_TX_PKTS, C_QMAX, C_ECN, C_DROPS, C_PAUSE_FRAMES, C_PAUSED_PS, C_WAIT_PS, T_BUSY,
+               T_HEAD, T_TAIL, T_QPKTS, T_QLAST, T_PAUSED, T_BLOCK_T0, T_CREDITS, T_IN_BYTES, T_PAUSE_SENT,
+               T_PAUSE_LEVEL, T_PAUSE_T0, T_WAIT_HEAD, T_WAIT_TAIL)
 FX_SHIFT = 16  # L_PPB_FX: picoseconds per byte x 2**16; L_PMAX_FX: probability x 2**32
 # flow control of a link's receiving side
 FC_NONE, FC_PFC, FC_CREDIT = 0, 1, 2
@@ -53,11 +63,6 @@ G_INT_COLS = 19
 GF_LOSS, GF_BUF_ALPHA, GF_PFC_ALPHA, GF_G, GF_BYTE_COUNTER, GF_MIN_RATE = range(6)
 GF_COLS = 6
 ROUTE_SINGLE, ROUTE_SPRAY, ROUTE_ADAPTIVE = 0, 1, 2
-# link counters
-C_FIRST = 31
-C_TX_BYTES, C_TX_PKTS, C_DROPS, C_ECN, C_PAUSE_FRAMES, C_PAUSED_PS, C_WAIT_PS, C_QMAX = range(C_FIRST, C_FIRST + 8)
-C_COLS = 8
-LINK_COLS = C_FIRST + C_COLS
 # QP outputs
 (O_FIRST_TX, O_FINISH, O_CNP_SENT, O_CNP_HANDLED, O_ECN_RX, O_OOS, O_SEQ_ERR, O_RETX, O_TIMEOUTS, O_DUP, O_REORDERED,
  O_DELIVERED, O_DELAY_SUM) = range(13)
@@ -68,8 +73,8 @@ DELAY_BINS = 256  # per-packet one-way delay histogram: bin = floor(8 * log2(1 +
 
 # events
 EV_START, EV_SEND, EV_TXDONE, EV_ARRIVE, EV_PAUSE, EV_CREDIT, EV_ACK, EV_NACK, EV_CNP, EV_RPTIMER, EV_RTO, EV_SAMPLE = range(12)
-# packet slot columns
-P_QP, P_SEQ, P_LEN, P_IN, P_LINK, P_NEXT, P_ECN, P_T0 = range(8)
+# packet slot columns (one 64-byte line per packet; the link a packet is on travels in its events)
+P_QP, P_SEQ, P_LEN, P_IN, P_NEXT, P_ECN, P_T0 = range(7)
 P_COLS = 8
 # QP run states
 ST_WAIT, ST_ACTIVE, ST_DONE = 0, 1, 2
@@ -88,7 +93,7 @@ def _rand(rng):
 
 
 @njit(cache=True)
-def _next_link(qp, node, r_ptr, r_src, r_link, route_kind, lt, rng):
+def _next_link(qp, node, r_ptr, r_src, r_link, route_kind, qbytes, rng):
     """The link a packet of ``qp`` takes out of ``node`` (-1 when the route has none)."""
     lo = r_ptr[qp]
     hi = r_ptr[qp + 1]
@@ -112,23 +117,23 @@ def _next_link(qp, node, r_ptr, r_src, r_link, route_kind, lt, rng):
     best = r_link[a + start]
     for k in range(1, n):
         cand = r_link[a + (start + k) % n]
-        if lt[cand, T_QBYTES] < lt[best, T_QBYTES]:
+        if qbytes[cand] < qbytes[best]:
             best = cand
     return best
 
 
 @njit(cache=True, inline="always")
-def _q_change(link, now, delta, lt, qint):
-    qint[link] += lt[link, T_QBYTES] * float(now - lt[link, T_QLAST])
+def _q_change(link, now, delta, lt, qbytes, qint):
+    qint[link] += qbytes[link] * float(now - lt[link, T_QLAST])
     lt[link, T_QLAST] = now
-    q = lt[link, T_QBYTES] + delta
-    lt[link, T_QBYTES] = q
+    q = qbytes[link] + delta
+    qbytes[link] = q
     if q > lt[link, C_QMAX]:
         lt[link, C_QMAX] = q
 
 
 @njit(cache=True)
-def _try_start(link, now, heap, ctr, pkt, lt, qint):
+def _try_start(link, now, heap, ctr, pkt, lt, qbytes, qint):
     """Start serializing the head packet of ``link`` if the port is free, unpaused and has credits."""
     if lt[link, T_BUSY] != 0 or lt[link, T_HEAD] < 0:
         return
@@ -147,20 +152,19 @@ def _try_start(link, now, heap, ctr, pkt, lt, qint):
     if nxt < 0:
         lt[link, T_TAIL] = -1
     lt[link, T_QPKTS] -= 1
-    _q_change(link, now, -wire, lt, qint)
+    _q_change(link, now, -wire, lt, qbytes, qint)
     if fc == FC_CREDIT:
         lt[link, T_CREDITS] -= wire
     lt[link, T_BUSY] = 1
-    pkt[p, P_LINK] = link
     t_end = now + ((wire * lt[link, L_PPB_FX] + (1 << (FX_SHIFT - 1))) >> FX_SHIFT)
     lt[link, C_TX_BYTES] += pkt[p, P_LEN]
     lt[link, C_TX_PKTS] += 1
     push(heap, ctr, t_end, EV_TXDONE, link, p)
-    push(heap, ctr, t_end + lt[link, L_LAT], EV_ARRIVE, p, 0)
+    push(heap, ctr, t_end + lt[link, L_LAT], EV_ARRIVE, p, link)
 
 
 @njit(cache=True)
-def _enqueue(link, p, now, pkt, lt, qint):
+def _enqueue(link, p, now, pkt, lt, qbytes, qint):
     pkt[p, P_NEXT] = -1
     tail = lt[link, T_TAIL]
     if tail >= 0:
@@ -169,7 +173,7 @@ def _enqueue(link, p, now, pkt, lt, qint):
         lt[link, T_HEAD] = p
     lt[link, T_TAIL] = p
     lt[link, T_QPKTS] += 1
-    _q_change(link, now, pkt[p, P_LEN] + lt[link, L_HDR], lt, qint)
+    _q_change(link, now, pkt[p, P_LEN] + lt[link, L_HDR], lt, qbytes, qint)
 
 
 @njit(cache=True)
@@ -213,10 +217,12 @@ def simulate(lt, n_buf, n_hdrm, qpi, qpf, r_ptr, r_src, r_link, f_qp_ptr, f_qp_l
 
     # links: the caller's table with fresh state and counters (it is copied, never mutated)
     lt = lt.copy()
-    lt[:, T_BUSY:] = 0
+    for col in _FRESH_COLS:
+        lt[:, col] = 0
     for col in (T_HEAD, T_TAIL, T_BLOCK_T0, T_WAIT_HEAD, T_WAIT_TAIL):
         lt[:, col] = -1
     lt[:, T_CREDITS] = lt[:, L_CREDIT]
+    qbytes = np.zeros(L, np.int64)
     qint = np.zeros(L, np.float64)
     n_used = np.zeros(N, np.int64)
 
@@ -274,9 +280,8 @@ def simulate(lt, n_buf, n_hdrm, qpi, qpf, r_ptr, r_src, r_link, f_qp_ptr, f_qp_l
     free_head = 0
     n_free = pool_rows
 
-    heap = np.zeros((heap_rows, HEAP_COLS), np.int64)
+    heap = new_heap(heap_rows)
     ctr = np.zeros(2, np.int64)
-    ev = np.zeros(5, np.int64)
 
     for f in range(F):
         if f_deps[f] == 0:
@@ -293,8 +298,8 @@ def simulate(lt, n_buf, n_hdrm, qpi, qpf, r_ptr, r_src, r_link, f_qp_ptr, f_qp_l
     timed_out = 0
     while ctr[0] > 0 and finished < R:
         # room for the pushes and packets one event can need
-        if ctr[0] + 4 * host_limit + 16 > heap.shape[0]:
-            heap = grow_rows(heap, 2 * heap.shape[0])
+        if ctr[0] + 4 * host_limit + 16 > heap.shape[1]:
+            heap = grow_heap(heap, 2 * heap.shape[1])
         if n_free < host_limit + 2:
             old = pkt.shape[0]
             pkt = grow_rows(pkt, 2 * old)
@@ -303,16 +308,24 @@ def simulate(lt, n_buf, n_hdrm, qpi, qpf, r_ptr, r_src, r_link, f_qp_ptr, f_qp_l
             pkt[2 * old - 1, P_NEXT] = free_head
             free_head = old
             n_free += old
-        pop(heap, ctr, ev)
-        now = ev[0]
+        now, kind, a, b = pop(heap, ctr)
         if now > t_limit:
             timed_out = 1
             now = t_limit
             break
         events += 1
-        kind = ev[2]
-        a = ev[3]
-        b = ev[4]
+        if ctr[0] > 0:
+            # start loading the next event's packet and link rows now: this event's work hides the misses
+            nkind, na, nb = peek_data(heap)
+            if nkind == EV_ARRIVE:
+                prefetch(pkt, na, 0)
+                prefetch(lt, nb, 8)
+                prefetch(lt, nb, 16)
+            elif nkind == EV_TXDONE:
+                prefetch(pkt, nb, 0)
+                prefetch(lt, na, 0)
+                prefetch(lt, na, 8)
+                prefetch(lt, na, 16)
 
         if kind == EV_TXDONE:
             link = a
@@ -346,11 +359,11 @@ def simulate(lt, n_buf, n_hdrm, qpi, qpf, r_ptr, r_src, r_link, f_qp_ptr, f_qp_l
                 if not s_send_sched[qp]:
                     s_send_sched[qp] = True
                     push(heap, ctr, now, EV_SEND, qp, 0)
-            _try_start(link, now, heap, ctr, pkt, lt, qint)
+            _try_start(link, now, heap, ctr, pkt, lt, qbytes, qint)
 
         elif kind == EV_ARRIVE:
             p = a
-            link = pkt[p, P_LINK]
+            link = b
             node = lt[link, L_DST]
             qp = pkt[p, P_QP]
             wire_in = pkt[p, P_LEN] + lt[link, L_HDR]
@@ -440,12 +453,12 @@ def simulate(lt, n_buf, n_hdrm, qpi, qpf, r_ptr, r_src, r_link, f_qp_ptr, f_qp_l
                                     push(heap, ctr, max(now, qpi[q2, Q_RELEASE]) + qpi[q2, Q_DELAY], EV_START, q2, 0)
                 continue
             # -------------------------------------------------------------------- forwarding
-            m = _next_link(qp, node, r_ptr, r_src, r_link, route_kind, lt, rng)
+            m = _next_link(qp, node, r_ptr, r_src, r_link, route_kind, qbytes, rng)
             if lt[link, L_INTO_SW] != 0:
                 fc = lt[link, L_FC]
                 if fc == FC_NONE:
                     free_buf = n_buf[node] - n_used[node]
-                    if wire_in > free_buf or lt[m, T_QBYTES] + wire_in > gf[GF_BUF_ALPHA] * free_buf:
+                    if wire_in > free_buf or qbytes[m] + wire_in > gf[GF_BUF_ALPHA] * free_buf:
                         lt[m, C_DROPS] += 1
                         pkt[p, P_NEXT] = free_head
                         free_head = p
@@ -471,7 +484,7 @@ def simulate(lt, n_buf, n_hdrm, qpi, qpf, r_ptr, r_src, r_link, f_qp_ptr, f_qp_l
                             push(heap, ctr, now + lt[link, L_LAT], EV_PAUSE, link, 1)
                 n_used[node] += wire_in
             if ecn_on and lt[m, L_SRC_SW] != 0:
-                qb = lt[m, T_QBYTES]
+                qb = qbytes[m]
                 kmin = lt[m, L_KMIN]
                 kmax = lt[m, L_KMAX]
                 if qb > kmax:
@@ -481,8 +494,8 @@ def simulate(lt, n_buf, n_hdrm, qpi, qpf, r_ptr, r_src, r_link, f_qp_ptr, f_qp_l
                 if pkt[p, P_ECN] != 0:
                     lt[m, C_ECN] += 1
             pkt[p, P_IN] = link
-            _enqueue(m, p, now, pkt, lt, qint)
-            _try_start(m, now, heap, ctr, pkt, lt, qint)
+            _enqueue(m, p, now, pkt, lt, qbytes, qint)
+            _try_start(m, now, heap, ctr, pkt, lt, qbytes, qint)
 
         elif kind == EV_SEND or kind == EV_START:
             qp = a
@@ -557,8 +570,8 @@ def simulate(lt, n_buf, n_hdrm, qpi, qpf, r_ptr, r_src, r_link, f_qp_ptr, f_qp_l
                     s_rto_pend[qp] = True
                     s_rto_dl[qp] = now + rto
                     push(heap, ctr, now + rto, EV_RTO, qp, 0)
-                _enqueue(first, p, now, pkt, lt, qint)
-                _try_start(first, now, heap, ctr, pkt, lt, qint)
+                _enqueue(first, p, now, pkt, lt, qbytes, qint)
+                _try_start(first, now, heap, ctr, pkt, lt, qbytes, qint)
 
         elif kind == EV_PAUSE:
             link = a
@@ -573,11 +586,11 @@ def simulate(lt, n_buf, n_hdrm, qpi, qpf, r_ptr, r_src, r_link, f_qp_ptr, f_qp_l
                 lt[link, C_PAUSED_PS] += dur
                 # the congested side refreshes its pause every half quanta while it holds the port
                 lt[link, C_PAUSE_FRAMES] += dur // gi[G_REFRESH]
-                _try_start(link, now, heap, ctr, pkt, lt, qint)
+                _try_start(link, now, heap, ctr, pkt, lt, qbytes, qint)
 
         elif kind == EV_CREDIT:
             lt[a, T_CREDITS] += b
-            _try_start(a, now, heap, ctr, pkt, lt, qint)
+            _try_start(a, now, heap, ctr, pkt, lt, qbytes, qint)
 
         elif kind == EV_ACK or kind == EV_NACK:
             qp = a
@@ -666,7 +679,7 @@ def simulate(lt, n_buf, n_hdrm, qpi, qpf, r_ptr, r_src, r_link, f_qp_ptr, f_qp_l
                 st[: sample_t.shape[0]] = sample_t
                 sample_t = st
             for j in range(n_sl):
-                samples[n_samples, j] = lt[sample_links[j], T_QBYTES]
+                samples[n_samples, j] = qbytes[sample_links[j]]
             for qp in range(R):
                 qp_samples[n_samples, qp] = out[qp, O_DELIVERED]
             sample_t[n_samples] = now
@@ -683,7 +696,7 @@ def simulate(lt, n_buf, n_hdrm, qpi, qpf, r_ptr, r_src, r_link, f_qp_ptr, f_qp_l
         st[: sample_t.shape[0]] = sample_t
         sample_t = st
     for j in range(n_sl):
-        samples[n_samples, j] = lt[sample_links[j], T_QBYTES]
+        samples[n_samples, j] = qbytes[sample_links[j]]
     for qp in range(R):
         qp_samples[n_samples, qp] = out[qp, O_DELIVERED]
     sample_t[n_samples] = now
@@ -694,11 +707,11 @@ def simulate(lt, n_buf, n_hdrm, qpi, qpf, r_ptr, r_src, r_link, f_qp_ptr, f_qp_l
             lt[link, C_PAUSED_PS] += now - lt[link, T_PAUSE_T0]
         if lt[link, T_BLOCK_T0] >= 0:
             lt[link, C_WAIT_PS] += now - lt[link, T_BLOCK_T0]
-        qint[link] += lt[link, T_QBYTES] * float(now - lt[link, T_QLAST])
+        qint[link] += qbytes[link] * float(now - lt[link, T_QLAST])
     stats = np.zeros(5, np.int64)
     stats[S_EVENTS] = events
     stats[S_PACKETS] = packets
     stats[S_END_PS] = now
     stats[S_SAMPLES] = n_samples
     stats[S_TIMED_OUT] = timed_out
-    return lt[:, C_FIRST:].copy(), qint, out, samples[:n_samples], qp_samples[:n_samples], sample_t[:n_samples], hist, stats
+    return lt[:, C_FIRST:C_FIRST + C_COLS].copy(), qint, out, samples[:n_samples], qp_samples[:n_samples], sample_t[:n_samples], hist, stats
