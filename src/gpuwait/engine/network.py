@@ -33,8 +33,34 @@ def effective_capacity_Bps(topo: Topology, transport: TransportProfile) -> np.nd
     return capacity
 
 
+class PerFlowTimes:
+    """Per-flow times both engines derive alike from their per-QP finish times (a flow is done
+    when its last QP is). Needs ``flows``, ``routes`` and :meth:`qp_finish_times_s`."""
+
+    def qp_finish_times_s(self) -> np.ndarray:
+        raise NotImplementedError
+
+    @cached_property
+    def flow_finish_s(self) -> np.ndarray:
+        out = np.zeros(len(self.flows))
+        np.maximum.at(out, self.routes.flow_index, self.qp_finish_times_s())
+        return out
+
+    @property
+    def flow_time_s(self) -> np.ndarray:
+        return self.flow_finish_s - self.flow_start_s
+
+    @property
+    def flow_mean_rate_Bps(self) -> np.ndarray:
+        return self.flows.size_bytes / np.maximum(self.flow_time_s, 1e-300)
+
+    @property
+    def makespan_s(self) -> float:
+        return float(self.flow_finish_s.max()) if len(self.flows) else 0.0
+
+
 @dataclass(frozen=True, eq=False)
-class NetworkRun:
+class NetworkRun(PerFlowTimes):
     """A routed and simulated flow table. Rows are QPs; flows are the table's entries."""
 
     topo: Topology
@@ -52,19 +78,8 @@ class NetworkRun:
         np.minimum.at(out, self.routes.flow_index, self.result.start_s)
         return out
 
-    @cached_property
-    def flow_finish_s(self) -> np.ndarray:
-        out = np.zeros(len(self.flows))
-        np.maximum.at(out, self.routes.flow_index, self.result.finish_s)
-        return out
-
-    @property
-    def flow_time_s(self) -> np.ndarray:
-        return self.flow_finish_s - self.flow_start_s
-
-    @property
-    def flow_mean_rate_Bps(self) -> np.ndarray:
-        return self.flows.size_bytes / np.maximum(self.flow_time_s, 1e-300)
+    def qp_finish_times_s(self) -> np.ndarray:
+        return self.result.finish_s
 
     @cached_property
     def flow_bottleneck_link(self) -> np.ndarray:
@@ -75,9 +90,6 @@ class NetworkRun:
         out[self.routes.flow_index[order][first]] = self.result.bottleneck_link[order][first]
         return out
 
-    @property
-    def makespan_s(self) -> float:
-        return float(self.flow_finish_s.max()) if len(self.flows) else 0.0
 
     @property
     def link_bytes(self) -> np.ndarray:

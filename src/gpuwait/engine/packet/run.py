@@ -17,7 +17,7 @@ from functools import cached_property
 
 import numpy as np
 
-from gpuwait.engine.network import effective_capacity_Bps
+from gpuwait.engine.network import PerFlowTimes, effective_capacity_Bps
 from gpuwait.engine.packet import core as C
 from gpuwait.engine.packet.params import PacketParams
 from gpuwait.errors import SimulationError, SpecError
@@ -48,7 +48,7 @@ class Resolved:
 
 
 @dataclass(frozen=True, eq=False)
-class PacketRun:
+class PacketRun(PerFlowTimes):
     """A routed flow table simulated packet by packet. Rows are QPs; flows are the table's entries.
 
     Per-flow and per-link attributes match :class:`~gpuwait.engine.network.NetworkRun`; the
@@ -85,19 +85,8 @@ class PacketRun:
     def flow_start_s(self) -> np.ndarray:
         return self.flows.start_s.astype(float).copy()
 
-    @cached_property
-    def flow_finish_s(self) -> np.ndarray:
-        out = np.zeros(len(self.flows))
-        np.maximum.at(out, self.routes.flow_index, self.qp_finish_s)
-        return out
-
-    @property
-    def flow_time_s(self) -> np.ndarray:
-        return self.flow_finish_s - self.flow_start_s
-
-    @property
-    def flow_mean_rate_Bps(self) -> np.ndarray:
-        return self.flows.size_bytes / np.maximum(self.flow_time_s, 1e-300)
+    def qp_finish_times_s(self) -> np.ndarray:
+        return self.qp_finish_s
 
     @cached_property
     def flow_bottleneck_link(self) -> np.ndarray:
@@ -113,9 +102,6 @@ class PacketRun:
         out[flow[order][first]] = lw.col[order][first]
         return out
 
-    @property
-    def makespan_s(self) -> float:
-        return float(self.flow_finish_s.max()) if len(self.flows) else 0.0
 
     @property
     def link_bytes(self) -> np.ndarray:
