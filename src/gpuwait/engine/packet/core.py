@@ -69,6 +69,9 @@ ROUTE_SINGLE, ROUTE_SPRAY, ROUTE_ADAPTIVE = 0, 1, 2
 O_COLS = 13
 # run statistics
 S_EVENTS, S_PACKETS, S_END_PS, S_SAMPLES, S_TIMED_OUT = range(5)
+# the event loop's scalar state between _run calls
+RUN_FINISHED, RUN_EVENTS, RUN_PACKETS, RUN_NOW, RUN_TIMED_OUT, RUN_FREE_HEAD, RUN_N_FREE, RUN_N_SAMPLES, RUN_SAMPLE_PS = range(9)
+RUN_COLS = 9
 DELAY_BINS = 256  # per-packet one-way delay histogram: bin = floor(8 * log2(1 + delay_ns))
 
 # events
@@ -81,7 +84,7 @@ ST_WAIT, ST_ACTIVE, ST_DONE = 0, 1, 2
 _NONE = -1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _rand(rng):
     """xorshift64*: a uniform float in [0, 1) from the run's own generator state."""
     x = rng[0]
@@ -92,7 +95,7 @@ def _rand(rng):
     return float((x * np.uint64(2685821657736338717)) >> np.uint64(11)) / 9007199254740992.0
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _next_link(qp, node, r_ptr, r_src, r_link, route_kind, qbytes, rng):
     """The link a packet of ``qp`` takes out of ``node`` (-1 when the route has none)."""
     lo = r_ptr[qp]
@@ -132,7 +135,7 @@ def _q_change(link, now, delta, lt, qbytes, qint):
         lt[link, C_QMAX] = q
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _try_start(link, now, heap, ctr, pkt, lt, qbytes, qint):
     """Start serializing the head packet of ``link`` if the port is free, unpaused and has credits."""
     if lt[link, T_BUSY] != 0 or lt[link, T_HEAD] < 0:
@@ -163,7 +166,7 @@ def _try_start(link, now, heap, ctr, pkt, lt, qbytes, qint):
     push(heap, ctr, t_end + lt[link, L_LAT], EV_ARRIVE, p, link)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _enqueue(link, p, now, pkt, lt, qbytes, qint):
     pkt[p, P_NEXT] = -1
     tail = lt[link, T_TAIL]
@@ -176,7 +179,7 @@ def _enqueue(link, p, now, pkt, lt, qbytes, qint):
     _q_change(link, now, pkt[p, P_LEN] + lt[link, L_HDR], lt, qbytes, qint)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _increase(qp, s_rate, s_target, s_T, s_BC, qpf, fast):
     """DCQCN rate increase: fast recovery, then additive, then hyper increase (Zhu et al. 2015)."""
     t = s_T[qp]
@@ -199,17 +202,8 @@ def simulate(lt, n_buf, n_hdrm, qpi, qpf, r_ptr, r_src, r_link, f_qp_ptr, f_qp_l
     N = n_buf.shape[0]
     R = qpi.shape[0]
     F = f_ndeps.shape[0]
-    route_kind = gi[G_ROUTE]
-    cc_on = gi[G_CC] != 0
-    ecn_on = gi[G_ECN] != 0
-    reliable = gi[G_RELIABLE] != 0
     ooo = gi[G_OOO] != 0
     host_limit = gi[G_HOST_LIMIT]
-    ack_every = gi[G_ACK_EVERY]
-    rto = gi[G_RTO]
-    t_limit = gi[G_T_LIMIT]
-    loss = gf[GF_LOSS]
-    g = gf[GF_G]
     rng = np.empty(1, np.uint64)
     rng[0] = np.uint64(gi[G_SEED]) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(0x2545F4914F6CDD1D)
     if rng[0] == 0:
@@ -268,17 +262,12 @@ def simulate(lt, n_buf, n_hdrm, qpi, qpf, r_ptr, r_src, r_link, f_qp_ptr, f_qp_l
     samples = np.zeros((s_rows, n_sl), np.int64)
     qp_samples = np.zeros((s_rows, R), np.int64)
     sample_t = np.zeros(s_rows, np.int64)
-    n_samples = 0
-    sample_ps = gi[G_SAMPLE]
-    max_samples = max(gi[G_MAX_SAMPLES], 4)
 
     # packet pool with a free list through P_NEXT
     pkt = np.zeros((pool_rows, P_COLS), np.int64)
     for i in range(pool_rows - 1):
         pkt[i, P_NEXT] = i + 1
     pkt[pool_rows - 1, P_NEXT] = -1
-    free_head = 0
-    n_free = pool_rows
 
     heap = new_heap(heap_rows)
     ctr = np.zeros(2, np.int64)
@@ -291,23 +280,113 @@ def simulate(lt, n_buf, n_hdrm, qpi, qpf, r_ptr, r_src, r_link, f_qp_ptr, f_qp_l
     if n_sl > 0 or R > 0:
         push(heap, ctr, 0, EV_SAMPLE, 0, 0)
 
-    finished = 0
-    events = 0
-    packets = 0
-    now = 0
-    timed_out = 0
-    while ctr[0] > 0 and finished < R:
-        # room for the pushes and packets one event can need
+    st = np.zeros(RUN_COLS, np.int64)
+    st[RUN_N_FREE] = pool_rows
+    st[RUN_SAMPLE_PS] = gi[G_SAMPLE]
+    inputs = (n_buf, n_hdrm, qpi, qpf, r_ptr, r_src, r_link, f_qp_ptr, f_qp_list, f_dep_ptr, f_dep_list, gi, gf,
+              sample_links)
+    sender = (s_state, s_next, s_acked, s_max_sent, s_send_sched, s_waiting, s_wait_next, s_next_t, s_rate, s_target,
+              s_alpha, s_alpha_t, s_last_dec, s_T, s_BC, s_bytes, s_timer_dl, s_timer_pend, s_rto_dl, s_rto_pend)
+    receiver = (r_expected, r_last_cnp, r_nack, r_count, r_max, r_flag, out, hist, f_left, f_deps)
+    while _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples, sample_t, pkt, heap, ctr, rng, st):
+        # _run stopped before an event for want of room: grow what is short and go on
         if ctr[0] + 4 * host_limit + 16 > heap.shape[1]:
             heap = grow_heap(heap, 2 * heap.shape[1])
-        if n_free < host_limit + 2:
+        if st[RUN_N_FREE] < host_limit + 2:
             old = pkt.shape[0]
             pkt = grow_rows(pkt, 2 * old)
             for i in range(old, 2 * old - 1):
                 pkt[i, P_NEXT] = i + 1
-            pkt[2 * old - 1, P_NEXT] = free_head
-            free_head = old
-            n_free += old
+            pkt[2 * old - 1, P_NEXT] = st[RUN_FREE_HEAD]
+            st[RUN_FREE_HEAD] = old
+            st[RUN_N_FREE] += old
+        if st[RUN_N_SAMPLES] >= samples.shape[0]:
+            samples = grow_rows(samples, 2 * samples.shape[0])
+            qp_samples = grow_rows(qp_samples, 2 * qp_samples.shape[0])
+            sample_t = _grow_1d(sample_t, 2 * sample_t.shape[0])
+    now = st[RUN_NOW]
+    n_samples = st[RUN_N_SAMPLES]
+
+    # one last sample at the end; control events still in flight change nothing measured
+    if n_samples >= samples.shape[0]:
+        samples = grow_rows(samples, samples.shape[0] + 1)
+        qp_samples = grow_rows(qp_samples, qp_samples.shape[0] + 1)
+        st = np.zeros(sample_t.shape[0] + 1, np.int64)
+        st[: sample_t.shape[0]] = sample_t
+        sample_t = st
+    for j in range(n_sl):
+        samples[n_samples, j] = qbytes[sample_links[j]]
+    for qp in range(R):
+        qp_samples[n_samples, qp] = out[qp, O_DELIVERED]
+    sample_t[n_samples] = now
+    n_samples += 1
+    # close open intervals
+    for link in range(L):
+        if lt[link, T_PAUSED]:
+            lt[link, C_PAUSED_PS] += now - lt[link, T_PAUSE_T0]
+        if lt[link, T_BLOCK_T0] >= 0:
+            lt[link, C_WAIT_PS] += now - lt[link, T_BLOCK_T0]
+        qint[link] += qbytes[link] * float(now - lt[link, T_QLAST])
+    stats = np.zeros(5, np.int64)
+    stats[S_EVENTS] = st[RUN_EVENTS]
+    stats[S_PACKETS] = st[RUN_PACKETS]
+    stats[S_END_PS] = now
+    stats[S_SAMPLES] = n_samples
+    stats[S_TIMED_OUT] = st[RUN_TIMED_OUT]
+    return lt[:, C_FIRST:C_FIRST + C_COLS].copy(), qint, out, samples[:n_samples], qp_samples[:n_samples], sample_t[:n_samples], hist, stats
+
+
+@njit(cache=True)
+def _grow_1d(arr, n):
+    out = np.zeros(n, arr.dtype)
+    out[: arr.shape[0]] = arr
+    return out
+
+
+@njit(cache=True, error_model="numpy")
+def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples, sample_t, pkt, heap, ctr, rng, st):
+    """The event loop: handle events until the run ends (returns False) or an array is short of room (True).
+
+    No array is rebound here: an array variable that is reassigned inside a loop costs numba two
+    reference-count calls per iteration, so :func:`simulate` grows the arrays between calls instead.
+    The scalar loop state travels in ``st`` (``RUN_*`` columns).
+    """
+    (n_buf, n_hdrm, qpi, qpf, r_ptr, r_src, r_link, f_qp_ptr, f_qp_list, f_dep_ptr, f_dep_list, gi, gf,
+     sample_links) = inputs
+    (s_state, s_next, s_acked, s_max_sent, s_send_sched, s_waiting, s_wait_next, s_next_t, s_rate, s_target,
+     s_alpha, s_alpha_t, s_last_dec, s_T, s_BC, s_bytes, s_timer_dl, s_timer_pend, s_rto_dl, s_rto_pend) = sender
+    r_expected, r_last_cnp, r_nack, r_count, r_max, r_flag, out, hist, f_left, f_deps = receiver
+    R = qpi.shape[0]
+    n_sl = sample_links.shape[0]
+    route_kind = gi[G_ROUTE]
+    cc_on = gi[G_CC] != 0
+    ecn_on = gi[G_ECN] != 0
+    reliable = gi[G_RELIABLE] != 0
+    ooo = gi[G_OOO] != 0
+    host_limit = gi[G_HOST_LIMIT]
+    ack_every = gi[G_ACK_EVERY]
+    rto = gi[G_RTO]
+    t_limit = gi[G_T_LIMIT]
+    loss = gf[GF_LOSS]
+    g = gf[GF_G]
+    max_samples = max(gi[G_MAX_SAMPLES], 4)
+    heap_cap = heap.shape[1]
+    sample_cap = samples.shape[0]
+    finished = st[RUN_FINISHED]
+    events = st[RUN_EVENTS]
+    packets = st[RUN_PACKETS]
+    now = st[RUN_NOW]
+    timed_out = st[RUN_TIMED_OUT]
+    free_head = st[RUN_FREE_HEAD]
+    n_free = st[RUN_N_FREE]
+    n_samples = st[RUN_N_SAMPLES]
+    sample_ps = st[RUN_SAMPLE_PS]
+    short = False
+    while ctr[0] > 0 and finished < R:
+        # room for the pushes, packets and sample one event can need
+        if ctr[0] + 4 * host_limit + 16 > heap_cap or n_free < host_limit + 2 or n_samples >= sample_cap:
+            short = True
+            break
         now, kind, a, b = pop(heap, ctr)
         if now > t_limit:
             timed_out = 1
@@ -672,12 +751,6 @@ def simulate(lt, n_buf, n_hdrm, qpi, qpf, r_ptr, r_src, r_link, f_qp_ptr, f_qp_l
                     sample_t[k] = sample_t[2 * k]
                 n_samples = half
                 sample_ps *= 2
-            if n_samples >= samples.shape[0]:
-                samples = grow_rows(samples, 2 * samples.shape[0])
-                qp_samples = grow_rows(qp_samples, 2 * qp_samples.shape[0])
-                st = np.zeros(2 * sample_t.shape[0], np.int64)
-                st[: sample_t.shape[0]] = sample_t
-                sample_t = st
             for j in range(n_sl):
                 samples[n_samples, j] = qbytes[sample_links[j]]
             for qp in range(R):
@@ -686,32 +759,13 @@ def simulate(lt, n_buf, n_hdrm, qpi, qpf, r_ptr, r_src, r_link, f_qp_ptr, f_qp_l
             n_samples += 1
             if finished < R:
                 push(heap, ctr, now + sample_ps, EV_SAMPLE, 0, 0)
-
-
-    # one last sample at the end; control events still in flight change nothing measured
-    if n_samples >= samples.shape[0]:
-        samples = grow_rows(samples, samples.shape[0] + 1)
-        qp_samples = grow_rows(qp_samples, qp_samples.shape[0] + 1)
-        st = np.zeros(sample_t.shape[0] + 1, np.int64)
-        st[: sample_t.shape[0]] = sample_t
-        sample_t = st
-    for j in range(n_sl):
-        samples[n_samples, j] = qbytes[sample_links[j]]
-    for qp in range(R):
-        qp_samples[n_samples, qp] = out[qp, O_DELIVERED]
-    sample_t[n_samples] = now
-    n_samples += 1
-    # close open intervals
-    for link in range(L):
-        if lt[link, T_PAUSED]:
-            lt[link, C_PAUSED_PS] += now - lt[link, T_PAUSE_T0]
-        if lt[link, T_BLOCK_T0] >= 0:
-            lt[link, C_WAIT_PS] += now - lt[link, T_BLOCK_T0]
-        qint[link] += qbytes[link] * float(now - lt[link, T_QLAST])
-    stats = np.zeros(5, np.int64)
-    stats[S_EVENTS] = events
-    stats[S_PACKETS] = packets
-    stats[S_END_PS] = now
-    stats[S_SAMPLES] = n_samples
-    stats[S_TIMED_OUT] = timed_out
-    return lt[:, C_FIRST:C_FIRST + C_COLS].copy(), qint, out, samples[:n_samples], qp_samples[:n_samples], sample_t[:n_samples], hist, stats
+    st[RUN_FINISHED] = finished
+    st[RUN_EVENTS] = events
+    st[RUN_PACKETS] = packets
+    st[RUN_NOW] = now
+    st[RUN_TIMED_OUT] = timed_out
+    st[RUN_FREE_HEAD] = free_head
+    st[RUN_N_FREE] = n_free
+    st[RUN_N_SAMPLES] = n_samples
+    st[RUN_SAMPLE_PS] = sample_ps
+    return short
