@@ -26,7 +26,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from gpuwait.engine.packet.events import grow_heap, grow_rows, new_heap, peek_data, pop, prefetch, push
+from gpuwait.engine.packet.events import (_BITS, _MASK, DATA, SEQ, SIZE, TIME, grow_heap, grow_rows, new_heap, prefetch,
+                                          push)
 
 # ---------------------------------------------------------------- column layouts (shared with run.py)
 # link integer table
@@ -76,6 +77,7 @@ DELAY_BINS = 256  # per-packet one-way delay histogram: bin = floor(8 * log2(1 +
 
 # events
 EV_START, EV_SEND, EV_TXDONE, EV_ARRIVE, EV_PAUSE, EV_CREDIT, EV_ACK, EV_NACK, EV_CNP, EV_RPTIMER, EV_RTO, EV_SAMPLE = range(12)
+EV_RESUME = 12  # not an event: the event loop resuming a sender's send loop (never in the heap)
 # packet slot columns (one 64-byte line per packet; the link a packet is on travels in its events)
 P_QP, P_SEQ, P_LEN, P_IN, P_NEXT, P_ECN, P_T0 = range(7)
 P_COLS = 8
@@ -85,113 +87,37 @@ _NONE = -1
 
 
 @njit(cache=True, inline="always")
-def _rand(rng):
-    """xorshift64*: a uniform float in [0, 1) from the run's own generator state."""
-    x = rng[0]
+def _xs(x):
+    """xorshift64: the generator state after ``x`` (a uint64, never 0)."""
     x ^= x >> np.uint64(12)
     x ^= x << np.uint64(25)
     x ^= x >> np.uint64(27)
-    rng[0] = x
+    return x
+
+
+@njit(cache=True, inline="always")
+def _u01(x):
+    """xorshift64*: the uniform float in [0, 1) drawn from state ``x``."""
     return float((x * np.uint64(2685821657736338717)) >> np.uint64(11)) / 9007199254740992.0
 
 
 @njit(cache=True, inline="always")
-def _next_link(qp, node, r_ptr, r_src, r_link, route_kind, qbytes, rng):
-    """The link a packet of ``qp`` takes out of ``node`` (-1 when the route has none)."""
-    lo = r_ptr[qp]
-    hi = r_ptr[qp + 1]
-    a = lo
-    b = hi
-    while a < b:
-        mid = (a + b) >> 1
-        if r_src[mid] < node:
-            a = mid + 1
-        else:
-            b = mid
-    c = a
-    while c < hi and r_src[c] == node:
-        c += 1
-    n = c - a
-    if n <= 1:
-        return r_link[a] if n == 1 else -1
-    start = int(_rand(rng) * n)
-    if route_kind != ROUTE_ADAPTIVE:
-        return r_link[a + start]
-    best = r_link[a + start]
-    for k in range(1, n):
-        cand = r_link[a + (start + k) % n]
-        if qbytes[cand] < qbytes[best]:
-            best = cand
-    return best
+def _ev(kind, a, b):
+    """An event payload: ``kind`` in the top bits, ``a`` and ``b`` below (:mod:`.events`)."""
+    return (np.int64(kind) << (2 * _BITS)) | (np.int64(a) << _BITS) | np.int64(b)
 
 
 @njit(cache=True, inline="always")
-def _q_change(link, now, delta, lt, qbytes, qint):
-    qint[link] += qbytes[link] * float(now - lt[link, T_QLAST])
-    lt[link, T_QLAST] = now
-    q = qbytes[link] + delta
-    qbytes[link] = q
-    if q > lt[link, C_QMAX]:
-        lt[link, C_QMAX] = q
-
-
-@njit(cache=True, inline="always")
-def _try_start(link, now, heap, ctr, pkt, lt, qbytes, qint):
-    """Start serializing the head packet of ``link`` if the port is free, unpaused and has credits."""
-    if lt[link, T_BUSY] != 0 or lt[link, T_HEAD] < 0:
-        return
-    p = lt[link, T_HEAD]
-    wire = pkt[p, P_LEN] + lt[link, L_HDR]
-    fc = lt[link, L_FC]
-    if lt[link, T_PAUSED] != 0 or (fc == FC_CREDIT and lt[link, T_CREDITS] < wire):
-        if lt[link, T_BLOCK_T0] < 0:
-            lt[link, T_BLOCK_T0] = now
-        return
-    if lt[link, T_BLOCK_T0] >= 0:
-        lt[link, C_WAIT_PS] += now - lt[link, T_BLOCK_T0]
-        lt[link, T_BLOCK_T0] = -1
-    nxt = pkt[p, P_NEXT]
-    lt[link, T_HEAD] = nxt
-    if nxt < 0:
-        lt[link, T_TAIL] = -1
-    lt[link, T_QPKTS] -= 1
-    _q_change(link, now, -wire, lt, qbytes, qint)
-    if fc == FC_CREDIT:
-        lt[link, T_CREDITS] -= wire
-    lt[link, T_BUSY] = 1
-    t_end = now + ((wire * lt[link, L_PPB_FX] + (1 << (FX_SHIFT - 1))) >> FX_SHIFT)
-    lt[link, C_TX_BYTES] += pkt[p, P_LEN]
-    lt[link, C_TX_PKTS] += 1
-    push(heap, ctr, t_end, EV_TXDONE, link, p)
-    push(heap, ctr, t_end + lt[link, L_LAT], EV_ARRIVE, p, link)
-
-
-@njit(cache=True, inline="always")
-def _enqueue(link, p, now, pkt, lt, qbytes, qint):
-    pkt[p, P_NEXT] = -1
-    tail = lt[link, T_TAIL]
-    if tail >= 0:
-        pkt[tail, P_NEXT] = p
-    else:
-        lt[link, T_HEAD] = p
-    lt[link, T_TAIL] = p
-    lt[link, T_QPKTS] += 1
-    _q_change(link, now, pkt[p, P_LEN] + lt[link, L_HDR], lt, qbytes, qint)
-
-
-@njit(cache=True, inline="always")
-def _increase(qp, s_rate, s_target, s_T, s_BC, qpf, fast):
-    """DCQCN rate increase: fast recovery, then additive, then hyper increase (Zhu et al. 2015)."""
-    t = s_T[qp]
-    bc = s_BC[qp]
-    line = qpf[qp, QF_LINE_Bps]
+def _inc(t, bc, line, target, rate, fast, hai, ai):
+    """DCQCN rate increase (Zhu et al. 2015) on scalars: fast recovery, then additive, then hyper
+    increase; returns the new (target, rate)."""
     if max(t, bc) <= fast:
         pass
     elif min(t, bc) > fast:
-        s_target[qp] = min(line, s_target[qp] + (min(t, bc) - fast) * qpf[qp, QF_HAI_Bps])
+        target = min(line, target + (min(t, bc) - fast) * hai)
     else:
-        s_target[qp] = min(line, s_target[qp] + qpf[qp, QF_AI_Bps])
-    s_rate[qp] = min(line, 0.5 * (s_rate[qp] + s_target[qp]))
+        target = min(line, target + ai)
+    return target, min(line, 0.5 * (rate + target))
 
 
 @njit(cache=True)
@@ -382,29 +308,135 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
     n_samples = st[RUN_N_SAMPLES]
     sample_ps = st[RUN_SAMPLE_PS]
     short = False
-    while ctr[0] > 0 and finished < R:
-        # room for the pushes, packets and sample one event can need
-        if ctr[0] + 4 * host_limit + 16 > heap_cap or n_free < host_limit + 2 or n_samples >= sample_cap:
-            short = True
-            break
-        now, kind, a, b = pop(heap, ctr)
-        if now > t_limit:
-            timed_out = 1
-            now = t_limit
-            break
-        events += 1
-        if ctr[0] > 0:
-            # start loading the next event's packet and link rows now: this event's work hides the misses
-            nkind, na, nb = peek_data(heap)
-            if nkind == EV_ARRIVE:
-                prefetch(pkt, na, 0)
-                prefetch(lt, nb, 8)
-                prefetch(lt, nb, 16)
-            elif nkind == EV_TXDONE:
-                prefetch(pkt, nb, 0)
-                prefetch(lt, na, 0)
-                prefetch(lt, na, 8)
-                prefetch(lt, na, 16)
+    # Every hot operation is written out once, here, and no function taking arrays is called in the
+    # loop: numba wraps each inlined helper with array arguments in reference-count calls. An event's
+    # pushes are queued (pend_t, pend_d) and inserted into the heap at the top of the next iteration,
+    # numbered in the order they were queued, so the (time, seq) order is what immediate pushes give.
+    # A handler that starts a transmission sets start_link (and enq_p to enqueue a packet first); the
+    # one start block after the handlers does it. The sender's loop sends one packet per pass and
+    # resumes (resume_qp) through that block without popping an event.
+    hn = ctr[SIZE]
+    seqc = ctr[SEQ]
+    rs = rng[0]
+    pend_t = np.empty(heap_cap + R + 16, np.int64)
+    pend_d = np.empty(heap_cap + R + 16, np.int64)
+    npend = 0
+    resume_qp = -1
+    while True:
+        # ---------------------------------------------------------------- heap insert of the queued pushes
+        for j in range(npend):
+            et = pend_t[j]
+            es = seqc
+            seqc += 1
+            i = hn
+            hn += 1
+            while i > 0:
+                parent = (i - 1) >> 2
+                pt = heap[TIME, parent]
+                if pt < et or (pt == et and heap[SEQ, parent] < es):
+                    break
+                heap[TIME, i] = pt
+                heap[SEQ, i] = heap[SEQ, parent]
+                heap[DATA, i] = heap[DATA, parent]
+                i = parent
+            heap[TIME, i] = et
+            heap[SEQ, i] = es
+            heap[DATA, i] = pend_d[j]
+        npend = 0
+        start_link = -1
+        enq_p = -1
+        if resume_qp >= 0:
+            kind = EV_RESUME
+            a = resume_qp
+            b = 0
+            resume_qp = -1
+        else:
+            if hn <= 0 or finished >= R:
+                break
+            # room for the pushes, packets and sample one event can need
+            if hn + 4 * host_limit + 16 > heap_cap or n_free < host_limit + 2 or n_samples >= sample_cap:
+                short = True
+                break
+            # ------------------------------------------------------------ pop the earliest event
+            now = heap[TIME, 0]
+            data = heap[DATA, 0]
+            hn -= 1
+            if hn > 0:
+                hl = hn
+                et = heap[TIME, hl]
+                es = heap[SEQ, hl]
+                i = 0
+                while True:
+                    c = 4 * i + 1
+                    if c + 3 < hl:
+                        # four children: the earliest time without branches (selects), the sequence
+                        # numbers only when times tie; the grandchildren's times start loading meanwhile
+                        g0 = 4 * c + 1
+                        prefetch(heap, TIME, g0)
+                        prefetch(heap, TIME, g0 + 8)
+                        prefetch(heap, TIME, g0 + 15)
+                        t0 = heap[TIME, c]
+                        t1 = heap[TIME, c + 1]
+                        t2 = heap[TIME, c + 2]
+                        t3 = heap[TIME, c + 3]
+                        ia = c + 1 if t1 < t0 else c
+                        ta = min(t0, t1)
+                        ib = c + 3 if t3 < t2 else c + 2
+                        tb = min(t2, t3)
+                        best = ib if tb < ta else ia
+                        bt = min(ta, tb)
+                        if int(t0 == bt) + int(t1 == bt) + int(t2 == bt) + int(t3 == bt) > 1:
+                            bs = heap[SEQ, best]
+                            for k in range(c, c + 4):
+                                if heap[TIME, k] == bt and heap[SEQ, k] < bs:
+                                    best = k
+                                    bs = heap[SEQ, k]
+                        else:
+                            bs = heap[SEQ, best]
+                    elif c < hl:
+                        best = c
+                        bt = heap[TIME, c]
+                        bs = heap[SEQ, c]
+                        for k in range(c + 1, hl):
+                            tk = heap[TIME, k]
+                            if tk < bt or (tk == bt and heap[SEQ, k] < bs):
+                                best = k
+                                bt = tk
+                                bs = heap[SEQ, k]
+                    else:
+                        break
+                    if bt > et or (bt == et and bs > es):
+                        break
+                    heap[TIME, i] = bt
+                    heap[SEQ, i] = bs
+                    heap[DATA, i] = heap[DATA, best]
+                    i = best
+                heap[TIME, i] = et
+                heap[SEQ, i] = es
+                heap[DATA, i] = heap[DATA, hl]
+            kind = data >> (2 * _BITS)
+            a = (data >> _BITS) & _MASK
+            b = data & _MASK
+            if now > t_limit:
+                timed_out = 1
+                now = t_limit
+                break
+            events += 1
+            if hn > 0:
+                # start loading the next event's packet and link rows now: this event's work hides the misses
+                nd = heap[DATA, 0]
+                nkind = nd >> (2 * _BITS)
+                na = (nd >> _BITS) & _MASK
+                nb = nd & _MASK
+                if nkind == EV_ARRIVE:
+                    prefetch(pkt, na, 0)
+                    prefetch(lt, nb, 8)
+                    prefetch(lt, nb, 16)
+                elif nkind == EV_TXDONE:
+                    prefetch(pkt, nb, 0)
+                    prefetch(lt, na, 0)
+                    prefetch(lt, na, 8)
+                    prefetch(lt, na, 16)
 
         if kind == EV_TXDONE:
             link = a
@@ -426,9 +458,13 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
                             xon = np.int64(gf[GF_PFC_ALPHA] * (n_buf[node] - n_hdrm[node] - n_used[node])) - gi[G_XON_OFFSET]
                         if lt[i, T_IN_BYTES] <= xon:
                             lt[i, T_PAUSE_SENT] = False
-                            push(heap, ctr, now + lt[i, L_LAT], EV_PAUSE, i, 0)
+                            pend_t[npend] = now + lt[i, L_LAT]
+                            pend_d[npend] = _ev(EV_PAUSE, i, 0)
+                            npend += 1
                 elif fc == FC_CREDIT:
-                    push(heap, ctr, now + lt[i, L_LAT], EV_CREDIT, i, b_in)
+                    pend_t[npend] = now + lt[i, L_LAT]
+                    pend_d[npend] = _ev(EV_CREDIT, i, b_in)
+                    npend += 1
             elif lt[link, T_WAIT_HEAD] >= 0 and lt[link, T_QPKTS] < host_limit:
                 qp = lt[link, T_WAIT_HEAD]
                 lt[link, T_WAIT_HEAD] = s_wait_next[qp]
@@ -437,8 +473,10 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
                 s_waiting[qp] = False
                 if not s_send_sched[qp]:
                     s_send_sched[qp] = True
-                    push(heap, ctr, now, EV_SEND, qp, 0)
-            _try_start(link, now, heap, ctr, pkt, lt, qbytes, qint)
+                    pend_t[npend] = now
+                    pend_d[npend] = _ev(EV_SEND, qp, 0)
+                    npend += 1
+            start_link = link
 
         elif kind == EV_ARRIVE:
             p = a
@@ -446,18 +484,24 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
             node = lt[link, L_DST]
             qp = pkt[p, P_QP]
             wire_in = pkt[p, P_LEN] + lt[link, L_HDR]
-            if loss > 0.0 and lt[link, L_NET] != 0 and _rand(rng) < loss:
-                lt[link, C_DROPS] += 1
-                if lt[link, L_FC] == FC_CREDIT:
-                    push(heap, ctr, now + lt[link, L_LAT], EV_CREDIT, link, wire_in)
-                pkt[p, P_NEXT] = free_head
-                free_head = p
-                n_free += 1
-                continue
+            if loss > 0.0 and lt[link, L_NET] != 0:
+                rs = _xs(rs)
+                if _u01(rs) < loss:
+                    lt[link, C_DROPS] += 1
+                    if lt[link, L_FC] == FC_CREDIT:
+                        pend_t[npend] = now + lt[link, L_LAT]
+                        pend_d[npend] = _ev(EV_CREDIT, link, wire_in)
+                        npend += 1
+                    pkt[p, P_NEXT] = free_head
+                    free_head = p
+                    n_free += 1
+                    continue
             if node == qpi[qp, Q_DST]:
                 # ---------------------------------------------------------------- receiver
                 if lt[link, L_FC] == FC_CREDIT:
-                    push(heap, ctr, now + lt[link, L_LAT], EV_CREDIT, link, wire_in)
+                    pend_t[npend] = now + lt[link, L_LAT]
+                    pend_d[npend] = _ev(EV_CREDIT, link, wire_in)
+                    npend += 1
                 seq = pkt[p, P_SEQ]
                 npk = qpi[qp, Q_NPKTS]
                 delay = now - pkt[p, P_T0]
@@ -497,7 +541,9 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
                         out[qp, O_OOS] += 1
                         if reliable and not r_nack[qp]:
                             r_nack[qp] = True
-                            push(heap, ctr, now + qpi[qp, Q_CTRL_LAT], EV_NACK, qp, e)
+                            pend_t[npend] = now + qpi[qp, Q_CTRL_LAT]
+                            pend_d[npend] = _ev(EV_NACK, qp, e)
+                            npend += 1
                     else:
                         out[qp, O_DUP] += 1
                     done = r_expected[qp] == npk
@@ -506,7 +552,9 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
                     if cc_on and now - r_last_cnp[qp] >= gi[G_CNP_INT]:
                         r_last_cnp[qp] = now
                         out[qp, O_CNP_SENT] += 1
-                        push(heap, ctr, now + qpi[qp, Q_CTRL_LAT], EV_CNP, qp, 0)
+                        pend_t[npend] = now + qpi[qp, Q_CTRL_LAT]
+                        pend_d[npend] = _ev(EV_CNP, qp, 0)
+                        npend += 1
                 if accepted:
                     out[qp, O_DELIVERED] += 1
                     out[qp, O_DELAY_SUM] += delay
@@ -515,7 +563,9 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
                     hist[min(bin_, DELAY_BINS - 1)] += 1
                     e = r_expected[qp]
                     if reliable and (e % ack_every == 0 or e == npk or ooo):
-                        push(heap, ctr, now + qpi[qp, Q_CTRL_LAT], EV_ACK, qp, e)
+                        pend_t[npend] = now + qpi[qp, Q_CTRL_LAT]
+                        pend_d[npend] = _ev(EV_ACK, qp, e)
+                        npend += 1
                 if done and out[qp, O_FINISH] < 0:
                     out[qp, O_FINISH] = now
                     s_state[qp] = ST_DONE
@@ -529,10 +579,37 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
                             if f_deps[d] == 0:
                                 for k2 in range(f_qp_ptr[d], f_qp_ptr[d + 1]):
                                     q2 = f_qp_list[k2]
-                                    push(heap, ctr, max(now, qpi[q2, Q_RELEASE]) + qpi[q2, Q_DELAY], EV_START, q2, 0)
+                                    pend_t[npend] = max(now, qpi[q2, Q_RELEASE]) + qpi[q2, Q_DELAY]
+                                    pend_d[npend] = _ev(EV_START, q2, 0)
+                                    npend += 1
                 continue
             # -------------------------------------------------------------------- forwarding
-            m = _next_link(qp, node, r_ptr, r_src, r_link, route_kind, qbytes, rng)
+            # the link out of node: the row's entries leaving it (one, or a choice per packet)
+            lo = r_ptr[qp]
+            hi = r_ptr[qp + 1]
+            ra = lo
+            rb = hi
+            while ra < rb:
+                mid = (ra + rb) >> 1
+                if r_src[mid] < node:
+                    ra = mid + 1
+                else:
+                    rb = mid
+            c = ra
+            while c < hi and r_src[c] == node:
+                c += 1
+            nr = c - ra
+            if nr <= 1:
+                m = r_link[ra] if nr == 1 else -1
+            else:
+                rs = _xs(rs)
+                rstart = int(_u01(rs) * nr)
+                m = r_link[ra + rstart]
+                if route_kind == ROUTE_ADAPTIVE:
+                    for k in range(1, nr):
+                        cand = r_link[ra + (rstart + k) % nr]
+                        if qbytes[cand] < qbytes[m]:
+                            m = cand
             if lt[link, L_INTO_SW] != 0:
                 fc = lt[link, L_FC]
                 if fc == FC_NONE:
@@ -560,7 +637,9 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
                         if lt[link, T_IN_BYTES] > xoff:
                             lt[link, T_PAUSE_SENT] = True
                             lt[link, T_PAUSE_LEVEL] = lt[link, T_IN_BYTES]
-                            push(heap, ctr, now + lt[link, L_LAT], EV_PAUSE, link, 1)
+                            pend_t[npend] = now + lt[link, L_LAT]
+                            pend_d[npend] = _ev(EV_PAUSE, link, 1)
+                            npend += 1
                 n_used[node] += wire_in
             if ecn_on and lt[m, L_SRC_SW] != 0:
                 qb = qbytes[m]
@@ -568,15 +647,17 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
                 kmax = lt[m, L_KMAX]
                 if qb > kmax:
                     pkt[p, P_ECN] = 1
-                elif qb > kmin and _rand(rng) * 4294967296.0 < lt[m, L_PMAX_FX] * (qb - kmin) / max(kmax - kmin, 1):
-                    pkt[p, P_ECN] = 1
+                elif qb > kmin:
+                    rs = _xs(rs)
+                    if _u01(rs) * 4294967296.0 < lt[m, L_PMAX_FX] * (qb - kmin) / max(kmax - kmin, 1):
+                        pkt[p, P_ECN] = 1
                 if pkt[p, P_ECN] != 0:
                     lt[m, C_ECN] += 1
             pkt[p, P_IN] = link
-            _enqueue(m, p, now, pkt, lt, qbytes, qint)
-            _try_start(m, now, heap, ctr, pkt, lt, qbytes, qint)
+            enq_p = p
+            start_link = m
 
-        elif kind == EV_SEND or kind == EV_START:
+        elif kind == EV_SEND or kind == EV_START or kind == EV_RESUME:
             qp = a
             if kind == EV_START:
                 if s_state[qp] != ST_WAIT:
@@ -591,13 +672,14 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
                     f = qpi[qp, Q_FLOW]
                     f_left[f] -= 1
                     continue
-            else:
+            elif kind == EV_SEND:
                 s_send_sched[qp] = False
             if s_state[qp] != ST_ACTIVE:
                 continue
             first = qpi[qp, Q_FIRST]
             npk = qpi[qp, Q_NPKTS]
-            while s_next[qp] < npk:
+            # one pass of the send loop: a packet sent resumes it after the start block
+            if s_next[qp] < npk:
                 if lt[first, T_QPKTS] >= host_limit:
                     if not s_waiting[qp]:
                         s_waiting[qp] = True
@@ -607,17 +689,21 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
                         else:
                             lt[first, T_WAIT_HEAD] = qp
                         lt[first, T_WAIT_TAIL] = qp
-                    break
+                    continue
                 if cc_on and now < s_next_t[qp]:
                     if not s_send_sched[qp]:
                         s_send_sched[qp] = True
-                        push(heap, ctr, s_next_t[qp], EV_SEND, qp, 0)
-                    break
+                        pend_t[npend] = s_next_t[qp]
+                        pend_d[npend] = _ev(EV_SEND, qp, 0)
+                        npend += 1
+                    continue
                 if n_free == 0:
                     if not s_send_sched[qp]:
                         s_send_sched[qp] = True
-                        push(heap, ctr, now, EV_SEND, qp, 0)
-                    break
+                        pend_t[npend] = now
+                        pend_d[npend] = _ev(EV_SEND, qp, 0)
+                        npend += 1
+                    continue
                 seq = s_next[qp]
                 s_next[qp] = seq + 1
                 if seq < s_max_sent[qp]:
@@ -644,13 +730,17 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
                     if s_bytes[qp] >= gf[GF_BYTE_COUNTER]:
                         s_bytes[qp] -= gf[GF_BYTE_COUNTER]
                         s_BC[qp] += 1
-                        _increase(qp, s_rate, s_target, s_T, s_BC, qpf, gi[G_FAST])
+                        s_target[qp], s_rate[qp] = _inc(s_T[qp], s_BC[qp], qpf[qp, QF_LINE_Bps], s_target[qp], s_rate[qp],
+                                                        gi[G_FAST], qpf[qp, QF_HAI_Bps], qpf[qp, QF_AI_Bps])
                 if reliable and not s_rto_pend[qp]:
                     s_rto_pend[qp] = True
                     s_rto_dl[qp] = now + rto
-                    push(heap, ctr, now + rto, EV_RTO, qp, 0)
-                _enqueue(first, p, now, pkt, lt, qbytes, qint)
-                _try_start(first, now, heap, ctr, pkt, lt, qbytes, qint)
+                    pend_t[npend] = now + rto
+                    pend_d[npend] = _ev(EV_RTO, qp, 0)
+                    npend += 1
+                enq_p = p
+                start_link = first
+                resume_qp = qp
 
         elif kind == EV_PAUSE:
             link = a
@@ -665,11 +755,11 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
                 lt[link, C_PAUSED_PS] += dur
                 # the congested side refreshes its pause every half quanta while it holds the port
                 lt[link, C_PAUSE_FRAMES] += dur // gi[G_REFRESH]
-                _try_start(link, now, heap, ctr, pkt, lt, qbytes, qint)
+                start_link = link
 
         elif kind == EV_CREDIT:
             lt[a, T_CREDITS] += b
-            _try_start(a, now, heap, ctr, pkt, lt, qbytes, qint)
+            start_link = a
 
         elif kind == EV_ACK or kind == EV_NACK:
             qp = a
@@ -682,7 +772,9 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
                 s_next[qp] = b  # go back N
                 if not s_send_sched[qp] and not s_waiting[qp]:
                     s_send_sched[qp] = True
-                    push(heap, ctr, now, EV_SEND, qp, 0)
+                    pend_t[npend] = now
+                    pend_d[npend] = _ev(EV_SEND, qp, 0)
+                    npend += 1
 
         elif kind == EV_RTO:
             qp = a
@@ -691,16 +783,22 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
                 continue
             if now < s_rto_dl[qp]:
                 s_rto_pend[qp] = True
-                push(heap, ctr, s_rto_dl[qp], EV_RTO, qp, 0)
+                pend_t[npend] = s_rto_dl[qp]
+                pend_d[npend] = _ev(EV_RTO, qp, 0)
+                npend += 1
                 continue
             out[qp, O_TIMEOUTS] += 1
             s_next[qp] = s_acked[qp]
             s_rto_pend[qp] = True
             s_rto_dl[qp] = now + rto
-            push(heap, ctr, now + rto, EV_RTO, qp, 0)
+            pend_t[npend] = now + rto
+            pend_d[npend] = _ev(EV_RTO, qp, 0)
+            npend += 1
             if not s_send_sched[qp] and not s_waiting[qp]:
                 s_send_sched[qp] = True
-                push(heap, ctr, now, EV_SEND, qp, 0)
+                pend_t[npend] = now
+                pend_d[npend] = _ev(EV_SEND, qp, 0)
+                npend += 1
 
         elif kind == EV_CNP:
             qp = a
@@ -723,7 +821,9 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
                 s_timer_dl[qp] = now + gi[G_RP_TIMER]
                 if not s_timer_pend[qp]:
                     s_timer_pend[qp] = True
-                    push(heap, ctr, s_timer_dl[qp], EV_RPTIMER, qp, 0)
+                    pend_t[npend] = s_timer_dl[qp]
+                    pend_d[npend] = _ev(EV_RPTIMER, qp, 0)
+                    npend += 1
 
         elif kind == EV_RPTIMER:
             qp = a
@@ -732,14 +832,19 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
                 continue
             if now < s_timer_dl[qp]:
                 s_timer_pend[qp] = True
-                push(heap, ctr, s_timer_dl[qp], EV_RPTIMER, qp, 0)
+                pend_t[npend] = s_timer_dl[qp]
+                pend_d[npend] = _ev(EV_RPTIMER, qp, 0)
+                npend += 1
                 continue
             s_T[qp] += 1
-            _increase(qp, s_rate, s_target, s_T, s_BC, qpf, gi[G_FAST])
+            s_target[qp], s_rate[qp] = _inc(s_T[qp], s_BC[qp], qpf[qp, QF_LINE_Bps], s_target[qp], s_rate[qp],
+                                            gi[G_FAST], qpf[qp, QF_HAI_Bps], qpf[qp, QF_AI_Bps])
             if s_rate[qp] < qpf[qp, QF_LINE_Bps]:
                 s_timer_pend[qp] = True
                 s_timer_dl[qp] = now + gi[G_RP_TIMER]
-                push(heap, ctr, s_timer_dl[qp], EV_RPTIMER, qp, 0)
+                pend_t[npend] = s_timer_dl[qp]
+                pend_d[npend] = _ev(EV_RPTIMER, qp, 0)
+                npend += 1
 
         elif kind == EV_SAMPLE:
             if n_samples >= max_samples - 1:
@@ -758,7 +863,67 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
             sample_t[n_samples] = now
             n_samples += 1
             if finished < R:
-                push(heap, ctr, now + sample_ps, EV_SAMPLE, 0, 0)
+                pend_t[npend] = now + sample_ps
+                pend_d[npend] = _ev(EV_SAMPLE, 0, 0)
+                npend += 1
+
+        # -------------------------------------------------------------------- start transmission
+        if start_link >= 0:
+            link = start_link
+            if enq_p >= 0:
+                # enqueue packet enq_p at the tail of link's queue
+                p = enq_p
+                pkt[p, P_NEXT] = -1
+                tail = lt[link, T_TAIL]
+                if tail >= 0:
+                    pkt[tail, P_NEXT] = p
+                else:
+                    lt[link, T_HEAD] = p
+                lt[link, T_TAIL] = p
+                lt[link, T_QPKTS] += 1
+                qint[link] += qbytes[link] * float(now - lt[link, T_QLAST])
+                lt[link, T_QLAST] = now
+                q = qbytes[link] + (pkt[p, P_LEN] + lt[link, L_HDR])
+                qbytes[link] = q
+                if q > lt[link, C_QMAX]:
+                    lt[link, C_QMAX] = q
+            # serialize the head packet if the port is free, unpaused and has credits
+            if lt[link, T_BUSY] == 0 and lt[link, T_HEAD] >= 0:
+                p = lt[link, T_HEAD]
+                wire = pkt[p, P_LEN] + lt[link, L_HDR]
+                fc = lt[link, L_FC]
+                if lt[link, T_PAUSED] != 0 or (fc == FC_CREDIT and lt[link, T_CREDITS] < wire):
+                    if lt[link, T_BLOCK_T0] < 0:
+                        lt[link, T_BLOCK_T0] = now
+                else:
+                    if lt[link, T_BLOCK_T0] >= 0:
+                        lt[link, C_WAIT_PS] += now - lt[link, T_BLOCK_T0]
+                        lt[link, T_BLOCK_T0] = -1
+                    nxt = pkt[p, P_NEXT]
+                    lt[link, T_HEAD] = nxt
+                    if nxt < 0:
+                        lt[link, T_TAIL] = -1
+                    lt[link, T_QPKTS] -= 1
+                    qint[link] += qbytes[link] * float(now - lt[link, T_QLAST])
+                    lt[link, T_QLAST] = now
+                    q = qbytes[link] - wire
+                    qbytes[link] = q
+                    if q > lt[link, C_QMAX]:
+                        lt[link, C_QMAX] = q
+                    if fc == FC_CREDIT:
+                        lt[link, T_CREDITS] -= wire
+                    lt[link, T_BUSY] = 1
+                    t_end = now + ((wire * lt[link, L_PPB_FX] + (1 << (FX_SHIFT - 1))) >> FX_SHIFT)
+                    lt[link, C_TX_BYTES] += pkt[p, P_LEN]
+                    lt[link, C_TX_PKTS] += 1
+                    pend_t[npend] = t_end
+                    pend_d[npend] = _ev(EV_TXDONE, link, p)
+                    pend_t[npend + 1] = t_end + lt[link, L_LAT]
+                    pend_d[npend + 1] = _ev(EV_ARRIVE, p, link)
+                    npend += 2
+    ctr[SIZE] = hn
+    ctr[SEQ] = seqc
+    rng[0] = rs
     st[RUN_FINISHED] = finished
     st[RUN_EVENTS] = events
     st[RUN_PACKETS] = packets
