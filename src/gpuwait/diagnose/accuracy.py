@@ -116,6 +116,11 @@ def scenario_for(case: Case, seed: int = 0) -> Scenario:
                          source="diagnosis suite", require_units=False)
 
 
+def _nic_of_rank(topo, rank: int) -> tuple[int, int]:
+    """(server, local NIC index) that rank ``rank``'s GPU sends through."""
+    return rank // topo.gpus_per_server, int(topo.gpu_nic[rank % topo.gpus_per_server])
+
+
 def resolve_inject(case: Case, scenario: Scenario) -> str | None:
     """Replace the placeholders with names from the healthy run."""
     if case.inject is None:
@@ -132,15 +137,13 @@ def resolve_inject(case: Case, scenario: Scenario) -> str | None:
         up = topo.uplinks(1)
         name = topo.link_name(int(up[result.links.bytes_per_step[up].argmax()]))
     elif target == "@niclink":
-        nic_of_gpu = topo.nic_node[topo.node_server[topo.gpu_node.ravel()[int(arg)]],
-                                   topo.gpu_nic[int(arg) % topo.gpus_per_server]]
-        name = topo.link_name(int(topo.nic_uplink.ravel()[0] * 0 + topo.links_between([nic_of_gpu], topo.link_dst[
-            (topo.link_src == nic_of_gpu) & (topo.link_kind == 3)][:1])[0]))
+        server, nic = _nic_of_rank(topo, int(arg))
+        name = topo.link_name(int(topo.nic_uplink[server, nic, 0]))
     elif target == "@gpu":
         name = topo.node_name[topo.gpu_node.ravel()[int(arg)]]
     elif target == "@nic":
-        gpu = int(arg)
-        name = topo.node_name[topo.nic_node[gpu // topo.gpus_per_server, topo.gpu_nic[gpu % topo.gpus_per_server]]]
+        server, nic = _nic_of_rank(topo, int(arg))
+        name = topo.node_name[topo.nic_node[server, nic]]
     elif target == "@server":
         name = f"s{int(arg)}"
     else:
