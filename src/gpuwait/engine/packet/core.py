@@ -1,7 +1,7 @@
 """The packet engine's event loop, compiled with numba (``cache=True``).
 
 Time is an integer number of picoseconds. State lives in numpy arrays indexed by link, node,
-QP or packet slot; a packet is a row of ``pkt``, an event an entry of the heap (:mod:`.events`).
+QP or packet slot; a packet is a row of ``pkt``, an event a slot of the event queue (:mod:`.events`).
 
 Components, each doing one thing:
 
@@ -26,8 +26,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from gpuwait.engine.packet.events import (_BITS, _MASK, DATA, SEQ, SIZE, TIME, grow_heap, grow_rows, new_heap, prefetch,
-                                          push)
+from gpuwait.engine.packet.events import (_BITS, _MASK, B_HEAD, B_TAIL, B_TIME, EV_DATA, EV_NEXT, H_BIN, H_TIME, Q_BINS,
+                                          Q_EVENTS, Q_FREE_BIN, Q_FREE_EV, Q_HASH_BITS, grow_queue, grow_rows, hash_slot,
+                                          new_queue, prefetch, push)
 
 # ---------------------------------------------------------------- column layouts (shared with run.py)
 # link integer table
@@ -77,7 +78,7 @@ DELAY_BINS = 256  # per-packet one-way delay histogram: bin = floor(8 * log2(1 +
 
 # events
 EV_START, EV_SEND, EV_TXDONE, EV_ARRIVE, EV_PAUSE, EV_CREDIT, EV_ACK, EV_NACK, EV_CNP, EV_RPTIMER, EV_RTO, EV_SAMPLE = range(12)
-EV_RESUME = 12  # not an event: the event loop resuming a sender's send loop (never in the heap)
+EV_RESUME = 12  # not an event: the event loop resuming a sender's send loop (never in the queue)
 # packet slot columns (one 64-byte line per packet; the link a packet is on travels in its events)
 P_QP, P_SEQ, P_LEN, P_IN, P_NEXT, P_ECN, P_T0 = range(7)
 P_COLS = 8
@@ -195,16 +196,17 @@ def simulate(lt, n_buf, n_hdrm, qpi, qpf, r_ptr, r_src, r_link, f_qp_ptr, f_qp_l
         pkt[i, P_NEXT] = i + 1
     pkt[pool_rows - 1, P_NEXT] = -1
 
-    heap = new_heap(heap_rows)
-    ctr = np.zeros(2, np.int64)
+    # room for every QP's start and the sample before the loop first checks
+    queue_rows = max(heap_rows, 2 * R + 64)
+    qev, qbin, qheap, qhash, qctr = new_queue(queue_rows, queue_rows)
 
     for f in range(F):
         if f_deps[f] == 0:
             for k in range(f_qp_ptr[f], f_qp_ptr[f + 1]):
                 qp = f_qp_list[k]
-                push(heap, ctr, qpi[qp, Q_RELEASE] + qpi[qp, Q_DELAY], EV_START, qp, 0)
+                push(qev, qbin, qheap, qhash, qctr, qpi[qp, Q_RELEASE] + qpi[qp, Q_DELAY], _ev(EV_START, qp, 0))
     if n_sl > 0 or R > 0:
-        push(heap, ctr, 0, EV_SAMPLE, 0, 0)
+        push(qev, qbin, qheap, qhash, qctr, 0, _ev(EV_SAMPLE, 0, 0))
 
     st = np.zeros(RUN_COLS, np.int64)
     st[RUN_N_FREE] = pool_rows
@@ -214,10 +216,13 @@ def simulate(lt, n_buf, n_hdrm, qpi, qpf, r_ptr, r_src, r_link, f_qp_ptr, f_qp_l
     sender = (s_state, s_next, s_acked, s_max_sent, s_send_sched, s_waiting, s_wait_next, s_next_t, s_rate, s_target,
               s_alpha, s_alpha_t, s_last_dec, s_T, s_BC, s_bytes, s_timer_dl, s_timer_pend, s_rto_dl, s_rto_pend)
     receiver = (r_expected, r_last_cnp, r_nack, r_count, r_max, r_flag, out, hist, f_left, f_deps)
-    while _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples, sample_t, pkt, heap, ctr, rng, st):
+    reserve = _push_reserve(R, host_limit)
+    while _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples, sample_t, pkt, qev, qbin, qheap,
+               qhash, qctr, rng, st):
         # _run stopped before an event for want of room: grow what is short and go on
-        if ctr[0] + 4 * host_limit + 16 > heap.shape[1]:
-            heap = grow_heap(heap, 2 * heap.shape[1])
+        if qctr[Q_EVENTS] + reserve > qev.shape[1] or qctr[Q_BINS] + reserve > qbin.shape[0]:
+            qev, qbin, qheap, qhash, qctr = grow_queue(qev, qbin, qheap, qhash, qctr, 2 * qev.shape[1] + reserve,
+                                                 2 * qbin.shape[0] + reserve)
         if st[RUN_N_FREE] < host_limit + 2:
             old = pkt.shape[0]
             pkt = grow_rows(pkt, 2 * old)
@@ -263,6 +268,13 @@ def simulate(lt, n_buf, n_hdrm, qpi, qpf, r_ptr, r_src, r_link, f_qp_ptr, f_qp_l
 
 
 @njit(cache=True)
+def _push_reserve(R, host_limit):
+    """The most pushes one event can make: a transmission's two, control events, and the start
+    of every QP of the flows a finishing flow releases."""
+    return R + 4 * host_limit + 16
+
+
+@njit(cache=True)
 def _grow_1d(arr, n):
     out = np.zeros(n, arr.dtype)
     out[: arr.shape[0]] = arr
@@ -270,7 +282,8 @@ def _grow_1d(arr, n):
 
 
 @njit(cache=True, error_model="numpy")
-def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples, sample_t, pkt, heap, ctr, rng, st):
+def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples, sample_t, pkt, qev, qbin, qheap, qhash,
+         qctr, rng, st):
     """The event loop: handle events until the run ends (returns False) or an array is short of room (True).
 
     No array is rebound here: an array variable that is reassigned inside a loop costs numba two
@@ -296,7 +309,9 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
     loss = gf[GF_LOSS]
     g = gf[GF_G]
     max_samples = max(gi[G_MAX_SAMPLES], 4)
-    heap_cap = heap.shape[1]
+    ev_cap = qev.shape[1]
+    bin_cap = qbin.shape[0]
+    reserve = _push_reserve(R, host_limit)
     sample_cap = samples.shape[0]
     finished = st[RUN_FINISHED]
     events = st[RUN_EVENTS]
@@ -310,38 +325,59 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
     short = False
     # Every hot operation is written out once, here, and no function taking arrays is called in the
     # loop: numba wraps each inlined helper with array arguments in reference-count calls. An event's
-    # pushes are queued (pend_t, pend_d) and inserted into the heap at the top of the next iteration,
-    # numbered in the order they were queued, so the (time, seq) order is what immediate pushes give.
+    # pushes are queued (pend_t, pend_d) and inserted into the queue at the top of the next iteration,
+    # in the order they were queued, so the pop order is what immediate pushes give.
     # A handler that starts a transmission sets start_link (and enq_p to enqueue a packet first); the
     # one start block after the handlers does it. The sender's loop sends one packet per pass and
     # resumes (resume_qp) through that block without popping an event.
-    hn = ctr[SIZE]
-    seqc = ctr[SEQ]
+    n_events = qctr[Q_EVENTS]
+    free_ev = qctr[Q_FREE_EV]
+    nbins = qctr[Q_BINS]
+    free_bin = qctr[Q_FREE_BIN]
+    hbits = qctr[Q_HASH_BITS]
+    hmask = qhash.shape[0] - 1
     rs = rng[0]
-    pend_t = np.empty(heap_cap + R + 16, np.int64)
-    pend_d = np.empty(heap_cap + R + 16, np.int64)
+    pend_t = np.empty(reserve, np.int64)
+    pend_d = np.empty(reserve, np.int64)
     npend = 0
     resume_qp = -1
     while True:
-        # ---------------------------------------------------------------- heap insert of the queued pushes
+        # ---------------------------------------------------------------- queue the pushes (events.push)
         for j in range(npend):
             et = pend_t[j]
-            es = seqc
-            seqc += 1
-            i = hn
-            hn += 1
-            while i > 0:
-                parent = (i - 1) >> 2
-                pt = heap[TIME, parent]
-                if pt < et or (pt == et and heap[SEQ, parent] < es):
-                    break
-                heap[TIME, i] = pt
-                heap[SEQ, i] = heap[SEQ, parent]
-                heap[DATA, i] = heap[DATA, parent]
-                i = parent
-            heap[TIME, i] = et
-            heap[SEQ, i] = es
-            heap[DATA, i] = pend_d[j]
+            e = free_ev
+            free_ev = qev[EV_NEXT, e]
+            qev[EV_DATA, e] = pend_d[j]
+            qev[EV_NEXT, e] = -1
+            slot = hash_slot(et, hbits)
+            key = qhash[slot, 0]
+            while key >= 0 and key != et:
+                slot = (slot + 1) & hmask
+                key = qhash[slot, 0]
+            if key == et:
+                bn = qhash[slot, 1]
+                qev[EV_NEXT, qbin[bn, B_TAIL]] = e
+                qbin[bn, B_TAIL] = e
+            else:
+                bn = free_bin
+                free_bin = qbin[bn, B_HEAD]
+                qhash[slot, 0] = et
+                qhash[slot, 1] = bn
+                qbin[bn, B_TIME] = et
+                qbin[bn, B_HEAD] = e
+                qbin[bn, B_TAIL] = e
+                i = nbins
+                nbins += 1
+                while i > 0:
+                    parent = (i - 1) >> 2
+                    if qheap[H_TIME, parent] < et:
+                        break
+                    qheap[H_TIME, i] = qheap[H_TIME, parent]
+                    qheap[H_BIN, i] = qheap[H_BIN, parent]
+                    i = parent
+                qheap[H_TIME, i] = et
+                qheap[H_BIN, i] = bn
+        n_events += npend
         npend = 0
         start_link = -1
         enq_p = -1
@@ -351,69 +387,75 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
             b = 0
             resume_qp = -1
         else:
-            if hn <= 0 or finished >= R:
+            if nbins <= 0 or finished >= R:
                 break
             # room for the pushes, packets and sample one event can need
-            if hn + 4 * host_limit + 16 > heap_cap or n_free < host_limit + 2 or n_samples >= sample_cap:
+            if n_events + reserve > ev_cap or nbins + reserve > bin_cap or n_free < host_limit + 2 \
+                    or n_samples >= sample_cap:
                 short = True
                 break
-            # ------------------------------------------------------------ pop the earliest event
-            now = heap[TIME, 0]
-            data = heap[DATA, 0]
-            hn -= 1
-            if hn > 0:
-                hl = hn
-                et = heap[TIME, hl]
-                es = heap[SEQ, hl]
-                i = 0
-                while True:
-                    c = 4 * i + 1
-                    if c + 3 < hl:
-                        # four children: the earliest time without branches (selects), the sequence
-                        # numbers only when times tie; the grandchildren's times start loading meanwhile
-                        g0 = 4 * c + 1
-                        prefetch(heap, TIME, g0)
-                        prefetch(heap, TIME, g0 + 8)
-                        prefetch(heap, TIME, g0 + 15)
-                        t0 = heap[TIME, c]
-                        t1 = heap[TIME, c + 1]
-                        t2 = heap[TIME, c + 2]
-                        t3 = heap[TIME, c + 3]
-                        ia = c + 1 if t1 < t0 else c
-                        ta = min(t0, t1)
-                        ib = c + 3 if t3 < t2 else c + 2
-                        tb = min(t2, t3)
-                        best = ib if tb < ta else ia
-                        bt = min(ta, tb)
-                        if int(t0 == bt) + int(t1 == bt) + int(t2 == bt) + int(t3 == bt) > 1:
-                            bs = heap[SEQ, best]
-                            for k in range(c, c + 4):
-                                if heap[TIME, k] == bt and heap[SEQ, k] < bs:
+            # ------------------------------------------------------------ pop the earliest event (events.pop)
+            bn = qheap[H_BIN, 0]
+            now = qheap[H_TIME, 0]
+            e = qbin[bn, B_HEAD]
+            data = qev[EV_DATA, e]
+            nxt = qev[EV_NEXT, e]
+            qev[EV_NEXT, e] = free_ev
+            free_ev = e
+            n_events -= 1
+            if nxt >= 0:
+                qbin[bn, B_HEAD] = nxt
+            else:
+                # the time's last event: its bin leaves the hash table (backward shift) and the heap
+                i = hash_slot(now, hbits)
+                while qhash[i, 0] != now:
+                    i = (i + 1) & hmask
+                j = (i + 1) & hmask
+                while qhash[j, 0] >= 0:
+                    home = hash_slot(qhash[j, 0], hbits)
+                    if (i < j and (home <= i or home > j)) or (i > j and home <= i and home > j):
+                        qhash[i, 0] = qhash[j, 0]
+                        qhash[i, 1] = qhash[j, 1]
+                        i = j
+                    j = (j + 1) & hmask
+                qhash[i, 0] = -1
+                qbin[bn, B_HEAD] = free_bin
+                free_bin = bn
+                nbins -= 1
+                if nbins > 0:
+                    hl = nbins
+                    et = qheap[H_TIME, hl]
+                    eb = qheap[H_BIN, hl]
+                    i = 0
+                    while True:
+                        c = 4 * i + 1
+                        if c + 3 < hl:
+                            t0 = qheap[H_TIME, c]
+                            t1 = qheap[H_TIME, c + 1]
+                            t2 = qheap[H_TIME, c + 2]
+                            t3 = qheap[H_TIME, c + 3]
+                            ia = c + 1 if t1 < t0 else c
+                            ta = min(t0, t1)
+                            ib = c + 3 if t3 < t2 else c + 2
+                            tb = min(t2, t3)
+                            best = ib if tb < ta else ia
+                            bt = min(ta, tb)
+                        elif c < hl:
+                            best = c
+                            bt = qheap[H_TIME, c]
+                            for k in range(c + 1, hl):
+                                if qheap[H_TIME, k] < bt:
                                     best = k
-                                    bs = heap[SEQ, k]
+                                    bt = qheap[H_TIME, k]
                         else:
-                            bs = heap[SEQ, best]
-                    elif c < hl:
-                        best = c
-                        bt = heap[TIME, c]
-                        bs = heap[SEQ, c]
-                        for k in range(c + 1, hl):
-                            tk = heap[TIME, k]
-                            if tk < bt or (tk == bt and heap[SEQ, k] < bs):
-                                best = k
-                                bt = tk
-                                bs = heap[SEQ, k]
-                    else:
-                        break
-                    if bt > et or (bt == et and bs > es):
-                        break
-                    heap[TIME, i] = bt
-                    heap[SEQ, i] = bs
-                    heap[DATA, i] = heap[DATA, best]
-                    i = best
-                heap[TIME, i] = et
-                heap[SEQ, i] = es
-                heap[DATA, i] = heap[DATA, hl]
+                            break
+                        if bt > et:
+                            break
+                        qheap[H_TIME, i] = bt
+                        qheap[H_BIN, i] = qheap[H_BIN, best]
+                        i = best
+                    qheap[H_TIME, i] = et
+                    qheap[H_BIN, i] = eb
             kind = data >> (2 * _BITS)
             a = (data >> _BITS) & _MASK
             b = data & _MASK
@@ -422,9 +464,9 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
                 now = t_limit
                 break
             events += 1
-            if hn > 0:
+            if nbins > 0:
                 # start loading the next event's packet and link rows now: this event's work hides the misses
-                nd = heap[DATA, 0]
+                nd = qev[EV_DATA, nxt] if nxt >= 0 else qev[EV_DATA, qbin[qheap[H_BIN, 0], B_HEAD]]
                 nkind = nd >> (2 * _BITS)
                 na = (nd >> _BITS) & _MASK
                 nb = nd & _MASK
@@ -921,8 +963,10 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
                     pend_t[npend + 1] = t_end + lt[link, L_LAT]
                     pend_d[npend + 1] = _ev(EV_ARRIVE, p, link)
                     npend += 2
-    ctr[SIZE] = hn
-    ctr[SEQ] = seqc
+    qctr[Q_EVENTS] = n_events
+    qctr[Q_FREE_EV] = free_ev
+    qctr[Q_BINS] = nbins
+    qctr[Q_FREE_BIN] = free_bin
     rng[0] = rs
     st[RUN_FINISHED] = finished
     st[RUN_EVENTS] = events

@@ -1,15 +1,28 @@
-"""The event queue: an array-based 4-ary min-heap ordered by (time in ps, sequence number).
+"""The event queue: FIFO bins of equal-time events, the bins in a 4-ary min-heap of their times.
 
-The heap is one int64 array of three rows, struct-of-arrays: ``heap[TIME]`` the event times,
-``heap[SEQ]`` the sequence numbers, ``heap[DATA]`` the payload ``kind|a|b`` (``kind`` in the
-top 5 bits, ``a`` and ``b`` in 29 bits each: ids and byte counts below 536,870,912). ``seq``
-increases with every push, so events at the same picosecond run in the order they were
-scheduled and a run is deterministic; (time, seq) is unique, so the pop order does not depend
-on the heap's shape. Four children per node keep the sift-down short (half the levels of a
-binary heap) and the four children's times in one cache line. No Python object per event.
-Entries are read as ``heap[row, i]``, never through a row view: a view costs two reference-count
-calls, and these functions run a few times per event. The caller owns the array and grows it (:func:`grow_heap`) before a push could overflow;
-``ctr[0]`` is the heap size, ``ctr[1]`` the next sequence number.
+Events pop in (time in ps, order of scheduling) order, so a run is deterministic. A packet
+fabric runs in lockstep: every 100 Gb/s port serializes an MTU in the same picoseconds and
+every pipe delays by the same latency, so the ~10,000 pending events of the 1,024-host
+permutation sit at a few dozen distinct times. The queue keeps one **bin** per distinct time:
+a FIFO list of its events (push appends, pop takes the head, both O(1); FIFO *is* the order of
+scheduling within one time). Only the bins' times go into the heap, and a hash table (linear
+probing, backward-shift deletion) finds the bin of a pushed time. When times do not repeat,
+every bin holds one event and this is a plain 4-ary heap plus one hash probe.
+
+Storage (int64 numpy arrays, no Python object per event; the caller grows them between runs of
+the event loop, :func:`grow_queue`):
+
+* ``qev[2, E]``: per event slot its payload (``EV_DATA``) and the next slot of its bin or of the
+  free list (``EV_NEXT``);
+* ``qbin[B, 4]``: per bin its time, head slot, tail slot (``B_TIME``, ``B_HEAD``, ``B_TAIL``); a
+  free bin's ``B_HEAD`` links the free list;
+* ``qheap[2, B]``: the heap of bins, their times (``H_TIME``, distinct, so no tie-break) and ids;
+* ``qhash[H, 2]``: time -> bin, ``-1`` marks an empty entry (times are never negative);
+* ``qctr``: counts and free-list heads (``Q_*``).
+
+The payload packs ``kind|a|b``: ``kind`` in the top 5 bits, ``a`` and ``b`` in 29 bits each (ids
+and byte counts below 536,870,912). The event loop (:mod:`.core`) writes push and pop out in
+place for speed; :func:`push` and :func:`pop` here are the same steps for everything else.
 """
 
 from __future__ import annotations
@@ -20,11 +33,16 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-SIZE, SEQ = 0, 1
-TIME, DATA = 0, 2  # rows of the heap (SEQ = 1 is the sequence row)
-ROWS = 3
 _BITS = 29
 _MASK = (1 << _BITS) - 1
+EV_DATA, EV_NEXT = 0, 1
+B_TIME, B_HEAD, B_TAIL = 0, 1, 2
+B_COLS = 4
+H_TIME, H_BIN = 0, 1
+# qctr columns: events held, free event slot, bins in the heap, free bin, log2 of the hash size
+Q_EVENTS, Q_FREE_EV, Q_BINS, Q_FREE_BIN, Q_HASH_BITS = range(5)
+Q_COLS = 5
+HASH_MUL = 0x9E3779B97F4A7C15  # Fibonacci hashing: a time's bits spread over the top of the product
 
 
 @intrinsic
@@ -50,82 +68,171 @@ def prefetch(typingctx, arr, row, col):
 
 
 @njit(cache=True, inline="always")
-def push(heap, ctr, time_ps, kind, a, b):
-    """Schedule event ``kind(a, b)`` at ``time_ps``."""
-    seq = ctr[SEQ]
-    ctr[SEQ] = seq + 1
-    data = (np.int64(kind) << (2 * _BITS)) | (np.int64(a) << _BITS) | np.int64(b)
-    i = ctr[SIZE]
-    ctr[SIZE] = i + 1
+def hash_slot(time_ps, hash_bits):
+    """The home entry of ``time_ps`` in a hash table of ``2**hash_bits`` entries."""
+    return np.int64((np.uint64(time_ps) * np.uint64(HASH_MUL)) >> np.uint64(64 - hash_bits))
+
+
+@njit(cache=True)
+def new_queue(event_capacity, bin_capacity):
+    """An empty queue with room for ``event_capacity`` events in ``bin_capacity`` distinct times."""
+    qev = np.empty((2, event_capacity), np.int64)
+    qev[EV_NEXT, :] = np.arange(1, event_capacity + 1)
+    qev[EV_NEXT, event_capacity - 1] = -1
+    qbin = np.zeros((bin_capacity, B_COLS), np.int64)
+    qbin[:, B_HEAD] = np.arange(1, bin_capacity + 1)
+    qbin[bin_capacity - 1, B_HEAD] = -1
+    qheap = np.zeros((2, bin_capacity), np.int64)
+    hash_bits = 4
+    while (1 << hash_bits) < 2 * bin_capacity:
+        hash_bits += 1
+    qhash = np.full((1 << hash_bits, 2), -1, np.int64)
+    qctr = np.zeros(Q_COLS, np.int64)
+    qctr[Q_HASH_BITS] = hash_bits
+    return qev, qbin, qheap, qhash, qctr
+
+
+@njit(cache=True)
+def grow_queue(qev, qbin, qheap, qhash, qctr, event_capacity, bin_capacity):
+    """A copy of the queue with room for ``event_capacity`` events and ``bin_capacity`` bins
+    (at least what it has); the hash table is rebuilt at twice the bin capacity or more."""
+    e_old = qev.shape[1]
+    ev = np.empty((2, event_capacity), np.int64)
+    ev[:, :e_old] = qev
+    if event_capacity > e_old:
+        ev[EV_NEXT, e_old:] = np.arange(e_old + 1, event_capacity + 1)
+        ev[EV_NEXT, event_capacity - 1] = qctr[Q_FREE_EV]
+        qctr[Q_FREE_EV] = e_old
+    b_old = qbin.shape[0]
+    bins = np.zeros((bin_capacity, B_COLS), np.int64)
+    bins[:b_old] = qbin
+    heap = np.zeros((2, bin_capacity), np.int64)
+    heap[:, :b_old] = qheap
+    if bin_capacity > b_old:
+        bins[b_old:, B_HEAD] = np.arange(b_old + 1, bin_capacity + 1)
+        bins[bin_capacity - 1, B_HEAD] = qctr[Q_FREE_BIN]
+        qctr[Q_FREE_BIN] = b_old
+    hash_bits = qctr[Q_HASH_BITS]
+    while (1 << hash_bits) < 2 * bin_capacity:
+        hash_bits += 1
+    table = np.full((1 << hash_bits, 2), -1, np.int64)
+    for k in range(qctr[Q_BINS]):
+        t = heap[H_TIME, k]
+        slot = hash_slot(t, hash_bits)
+        while table[slot, 0] >= 0:
+            slot = (slot + 1) & ((1 << hash_bits) - 1)
+        table[slot, 0] = t
+        table[slot, 1] = heap[H_BIN, k]
+    qctr[Q_HASH_BITS] = hash_bits
+    return ev, bins, heap, table, qctr
+
+
+@njit(cache=True)
+def push(qev, qbin, qheap, qhash, qctr, time_ps, data):
+    """Schedule the event with payload ``data`` at ``time_ps`` (after those already at that time).
+
+    The caller keeps room: a free event slot and a free bin.
+    """
+    e = qctr[Q_FREE_EV]
+    qctr[Q_FREE_EV] = qev[EV_NEXT, e]
+    qctr[Q_EVENTS] += 1
+    qev[EV_DATA, e] = data
+    qev[EV_NEXT, e] = -1
+    hmask = qhash.shape[0] - 1
+    slot = hash_slot(time_ps, qctr[Q_HASH_BITS])
+    while qhash[slot, 0] >= 0 and qhash[slot, 0] != time_ps:
+        slot = (slot + 1) & hmask
+    if qhash[slot, 0] == time_ps:
+        bn = qhash[slot, 1]
+        qev[EV_NEXT, qbin[bn, B_TAIL]] = e
+        qbin[bn, B_TAIL] = e
+        return
+    bn = qctr[Q_FREE_BIN]
+    qctr[Q_FREE_BIN] = qbin[bn, B_HEAD]
+    qhash[slot, 0] = time_ps
+    qhash[slot, 1] = bn
+    qbin[bn, B_TIME] = time_ps
+    qbin[bn, B_HEAD] = e
+    qbin[bn, B_TAIL] = e
+    i = qctr[Q_BINS]
+    qctr[Q_BINS] = i + 1
     while i > 0:
         parent = (i - 1) >> 2
-        pt = heap[TIME, parent]
-        if pt < time_ps or (pt == time_ps and heap[SEQ, parent] < seq):
+        if qheap[H_TIME, parent] < time_ps:
             break
-        heap[TIME, i] = pt
-        heap[SEQ, i] = heap[SEQ, parent]
-        heap[DATA, i] = heap[DATA, parent]
+        qheap[H_TIME, i] = qheap[H_TIME, parent]
+        qheap[H_BIN, i] = qheap[H_BIN, parent]
         i = parent
-    heap[TIME, i] = time_ps
-    heap[SEQ, i] = seq
-    heap[DATA, i] = data
+    qheap[H_TIME, i] = time_ps
+    qheap[H_BIN, i] = bn
 
 
-@njit(cache=True, inline="always")
-def pop(heap, ctr):
-    """Remove the earliest event; returns (time, kind, a, b). The heap must not be empty."""
-    time_ps = heap[TIME, 0]
-    data = heap[DATA, 0]
-    n = ctr[SIZE] - 1
-    ctr[SIZE] = n
+@njit(cache=True)
+def pop(qev, qbin, qheap, qhash, qctr):
+    """Remove the earliest event; returns (time_ps, data). The queue must not be empty."""
+    bn = qheap[H_BIN, 0]
+    time_ps = qheap[H_TIME, 0]
+    e = qbin[bn, B_HEAD]
+    data = qev[EV_DATA, e]
+    nxt = qev[EV_NEXT, e]
+    qev[EV_NEXT, e] = qctr[Q_FREE_EV]
+    qctr[Q_FREE_EV] = e
+    qctr[Q_EVENTS] -= 1
+    if nxt >= 0:
+        qbin[bn, B_HEAD] = nxt
+        return time_ps, data
+    # the bin is empty: out of the hash table (backward shift), the heap and into the free list
+    hbits = qctr[Q_HASH_BITS]
+    hmask = qhash.shape[0] - 1
+    i = hash_slot(time_ps, hbits)
+    while qhash[i, 0] != time_ps:
+        i = (i + 1) & hmask
+    j = (i + 1) & hmask
+    while qhash[j, 0] >= 0:
+        home = hash_slot(qhash[j, 0], hbits)
+        # entry j may fill the hole at i unless its home lies cyclically in (i, j]
+        if (i < j and (home <= i or home > j)) or (i > j and home <= i and home > j):
+            qhash[i, 0] = qhash[j, 0]
+            qhash[i, 1] = qhash[j, 1]
+            i = j
+        j = (j + 1) & hmask
+    qhash[i, 0] = -1
+    qbin[bn, B_HEAD] = qctr[Q_FREE_BIN]
+    qctr[Q_FREE_BIN] = bn
+    n = qctr[Q_BINS] - 1
+    qctr[Q_BINS] = n
     if n > 0:
-        t = heap[TIME, n]
-        s = heap[SEQ, n]
+        t = qheap[H_TIME, n]
+        b = qheap[H_BIN, n]
         i = 0
         while True:
             c = 4 * i + 1
             if c >= n:
                 break
-            # the earliest of the (up to four) children
             best = c
-            bt = heap[TIME, c]
-            end = min(c + 4, n)
-            for k in range(c + 1, end):
-                tk = heap[TIME, k]
-                if tk < bt or (tk == bt and heap[SEQ, k] < heap[SEQ, best]):
+            for k in range(c + 1, min(c + 4, n)):
+                if qheap[H_TIME, k] < qheap[H_TIME, best]:
                     best = k
-                    bt = tk
-            if bt > t or (bt == t and heap[SEQ, best] > s):
+            if qheap[H_TIME, best] > t:
                 break
-            heap[TIME, i] = bt
-            heap[SEQ, i] = heap[SEQ, best]
-            heap[DATA, i] = heap[DATA, best]
+            qheap[H_TIME, i] = qheap[H_TIME, best]
+            qheap[H_BIN, i] = qheap[H_BIN, best]
             i = best
-        heap[TIME, i] = t
-        heap[SEQ, i] = s
-        heap[DATA, i] = heap[DATA, n]
-    return time_ps, data >> (2 * _BITS), (data >> _BITS) & _MASK, data & _MASK
+        qheap[H_TIME, i] = t
+        qheap[H_BIN, i] = b
+    return time_ps, data
 
 
 @njit(cache=True, inline="always")
-def peek_data(heap):
-    """The payload of the earliest event (the heap must not be empty): (kind, a, b)."""
-    data = heap[DATA, 0]
+def pack(kind, a, b):
+    """An event payload: ``kind`` in the top bits, ``a`` and ``b`` below."""
+    return (np.int64(kind) << (2 * _BITS)) | (np.int64(a) << _BITS) | np.int64(b)
+
+
+@njit(cache=True, inline="always")
+def unpack(data):
+    """(kind, a, b) of a payload."""
     return data >> (2 * _BITS), (data >> _BITS) & _MASK, data & _MASK
-
-
-@njit(cache=True)
-def new_heap(capacity):
-    """An empty heap with room for ``capacity`` events."""
-    return np.zeros((ROWS, capacity), np.int64)
-
-
-@njit(cache=True)
-def grow_heap(heap, capacity):
-    """A copy of ``heap`` with room for ``capacity`` events (at least as many as it holds)."""
-    out = np.zeros((ROWS, capacity), np.int64)
-    out[:, : heap.shape[1]] = heap
-    return out
 
 
 @njit(cache=True)
