@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import heapq
 
-import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuwait.engine.packet.events import Q_EVENTS, grow_queue, new_queue, pop, push
+from gpuwait.engine.packet.events import Q_BINS, Q_CHUNKS, Q_EVENTS, grow_queue, new_queue, pop, push
 
 # a schedule: per step, the delays (ps) of the events pushed, then whether one pops
 steps = st.lists(st.tuples(st.lists(st.sampled_from([0, 1, 7, 333, 333, 660, 10_000, 55_000_000]), max_size=5),
@@ -24,9 +23,9 @@ def test_pops_in_time_then_scheduling_order(schedule, capacity):
     now = seq = 0
     for delays, pops in schedule:
         for delay in delays:
-            held = int(queue[-1][Q_EVENTS])
-            if held + 1 > queue[0].shape[-1] // 2 or held + 1 >= queue[1].shape[0]:
-                queue = grow_queue(*queue, 2 * queue[0].shape[-1] + 2, 2 * queue[1].shape[0] + 2)
+            counts = queue[-1]
+            if counts[Q_CHUNKS] + 1 >= queue[0].shape[0] or counts[Q_BINS] + 1 >= queue[1].shape[0]:
+                queue = grow_queue(*queue, 2 * queue[0].shape[0] + 2, 2 * queue[1].shape[0] + 2)
             push(*queue, now + delay, seq)
             heapq.heappush(reference, (now + delay, seq))
             seq += 1
@@ -40,11 +39,14 @@ def test_pops_in_time_then_scheduling_order(schedule, capacity):
     assert queue[-1][Q_EVENTS] == 0
 
 
-def test_equal_times_keep_their_order_across_bins_reused():
-    queue = new_queue(4, 4)
-    for t, d in [(5, 0), (5, 1), (9, 2), (5, 3)]:
+def test_equal_times_keep_their_order_across_chunks():
+    queue = new_queue(8, 4)
+    pushed = [(5, d) for d in range(40)] + [(9, 100), (5, 41)]  # 41 events at 5 ps: three chunks
+    for t, d in pushed:
         push(*queue, t, d)
-    assert [tuple(int(x) for x in pop(*queue)) for _ in range(4)] == [(5, 0), (5, 1), (5, 3), (9, 2)]
+    expected = sorted(pushed, key=lambda e: (e[0], pushed.index(e)))
+    assert [tuple(int(x) for x in pop(*queue)) for _ in range(len(pushed))] == expected
     push(*queue, 9, 4)  # a time pushed again after its bin emptied
-    assert [tuple(int(x) for x in pop(*queue)) for _ in range(1)] == [(9, 4)]
-    assert np.all(queue[-1][Q_EVENTS] == 0)
+    assert tuple(int(x) for x in pop(*queue)) == (9, 4)
+    counts = queue[-1]
+    assert counts[Q_EVENTS] == 0 and counts[Q_CHUNKS] == 0 and counts[Q_BINS] == 0

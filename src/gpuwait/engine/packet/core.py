@@ -26,9 +26,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from gpuwait.engine.packet.events import (_BITS, _MASK, B_HEAD, B_TAIL, B_TIME, EV_DATA, EV_NEXT, H_BIN, H_TIME, Q_BINS,
-                                          Q_EVENTS, Q_FREE_BIN, Q_FREE_EV, Q_HASH_BITS, grow_queue, grow_rows, hash_slot,
-                                          new_queue, prefetch, push)
+from gpuwait.engine.packet.events import (_BITS, _MASK, B_HEAD, B_TAIL, B_TIME, CHUNK_SHIFT, H_BIN, H_TIME, LINK,
+                                          Q_BINS, Q_CHUNKS, Q_EVENTS, Q_FREE_BIN, Q_FREE_CHUNK, Q_HASH_BITS, grow_queue,
+                                          grow_rows, hash_slot, new_queue, prefetch, push)
 
 # ---------------------------------------------------------------- column layouts (shared with run.py)
 # link integer table
@@ -198,15 +198,15 @@ def simulate(lt, n_buf, n_hdrm, qpi, qpf, r_ptr, r_src, r_link, f_qp_ptr, f_qp_l
 
     # room for every QP's start and the sample before the loop first checks
     queue_rows = max(heap_rows, 2 * R + 64)
-    qev, qbin, qheap, qhash, qctr = new_queue(queue_rows, queue_rows)
+    qchunk, qbin, qheap, qhash, qctr = new_queue(queue_rows, queue_rows)
 
     for f in range(F):
         if f_deps[f] == 0:
             for k in range(f_qp_ptr[f], f_qp_ptr[f + 1]):
                 qp = f_qp_list[k]
-                push(qev, qbin, qheap, qhash, qctr, qpi[qp, Q_RELEASE] + qpi[qp, Q_DELAY], _ev(EV_START, qp, 0))
+                push(qchunk, qbin, qheap, qhash, qctr, qpi[qp, Q_RELEASE] + qpi[qp, Q_DELAY], _ev(EV_START, qp, 0))
     if n_sl > 0 or R > 0:
-        push(qev, qbin, qheap, qhash, qctr, 0, _ev(EV_SAMPLE, 0, 0))
+        push(qchunk, qbin, qheap, qhash, qctr, 0, _ev(EV_SAMPLE, 0, 0))
 
     st = np.zeros(RUN_COLS, np.int64)
     st[RUN_N_FREE] = pool_rows
@@ -217,12 +217,12 @@ def simulate(lt, n_buf, n_hdrm, qpi, qpf, r_ptr, r_src, r_link, f_qp_ptr, f_qp_l
               s_alpha, s_alpha_t, s_last_dec, s_T, s_BC, s_bytes, s_timer_dl, s_timer_pend, s_rto_dl, s_rto_pend)
     receiver = (r_expected, r_last_cnp, r_nack, r_count, r_max, r_flag, out, hist, f_left, f_deps)
     reserve = _push_reserve(R, host_limit)
-    while _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples, sample_t, pkt, qev, qbin, qheap,
-               qhash, qctr, rng, st):
+    while _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples, sample_t, pkt, qchunk, qbin,
+               qheap, qhash, qctr, rng, st):
         # _run stopped before an event for want of room: grow what is short and go on
-        if qctr[Q_EVENTS] + reserve > qev.shape[1] or qctr[Q_BINS] + reserve > qbin.shape[0]:
-            qev, qbin, qheap, qhash, qctr = grow_queue(qev, qbin, qheap, qhash, qctr, 2 * qev.shape[1] + reserve,
-                                                 2 * qbin.shape[0] + reserve)
+        if qctr[Q_CHUNKS] + reserve > qchunk.shape[0] or qctr[Q_BINS] + reserve > qbin.shape[0]:
+            qchunk, qbin, qheap, qhash, qctr = grow_queue(qchunk, qbin, qheap, qhash, qctr,
+                                                          2 * qchunk.shape[0] + reserve, 2 * qbin.shape[0] + reserve)
         if st[RUN_N_FREE] < host_limit + 2:
             old = pkt.shape[0]
             pkt = grow_rows(pkt, 2 * old)
@@ -282,8 +282,8 @@ def _grow_1d(arr, n):
 
 
 @njit(cache=True, error_model="numpy")
-def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples, sample_t, pkt, qev, qbin, qheap, qhash,
-         qctr, rng, st):
+def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples, sample_t, pkt, qchunk, qbin, qheap,
+         qhash, qctr, rng, st):
     """The event loop: handle events until the run ends (returns False) or an array is short of room (True).
 
     No array is rebound here: an array variable that is reassigned inside a loop costs numba two
@@ -309,7 +309,7 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
     loss = gf[GF_LOSS]
     g = gf[GF_G]
     max_samples = max(gi[G_MAX_SAMPLES], 4)
-    ev_cap = qev.shape[1]
+    chunk_cap = qchunk.shape[0]
     bin_cap = qbin.shape[0]
     reserve = _push_reserve(R, host_limit)
     sample_cap = samples.shape[0]
@@ -331,11 +331,18 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
     # one start block after the handlers does it. The sender's loop sends one packet per pass and
     # resumes (resume_qp) through that block without popping an event.
     n_events = qctr[Q_EVENTS]
-    free_ev = qctr[Q_FREE_EV]
+    n_chunks = qctr[Q_CHUNKS]
+    free_chunk = qctr[Q_FREE_CHUNK]
     nbins = qctr[Q_BINS]
     free_bin = qctr[Q_FREE_BIN]
     hbits = qctr[Q_HASH_BITS]
     hmask = qhash.shape[0] - 1
+    # the bins of the last two times pushed: an event's pushes mostly go to the same few times
+    # (now + serialization, + the pipe's latency), so these spare most hash probes
+    c0_t = np.int64(-1)
+    c0_b = np.int64(0)
+    c1_t = np.int64(-1)
+    c1_b = np.int64(0)
     rs = rng[0]
     pend_t = np.empty(reserve, np.int64)
     pend_d = np.empty(reserve, np.int64)
@@ -345,38 +352,58 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
         # ---------------------------------------------------------------- queue the pushes (events.push)
         for j in range(npend):
             et = pend_t[j]
-            e = free_ev
-            free_ev = qev[EV_NEXT, e]
-            qev[EV_DATA, e] = pend_d[j]
-            qev[EV_NEXT, e] = -1
-            slot = hash_slot(et, hbits)
-            key = qhash[slot, 0]
-            while key >= 0 and key != et:
-                slot = (slot + 1) & hmask
-                key = qhash[slot, 0]
-            if key == et:
-                bn = qhash[slot, 1]
-                qev[EV_NEXT, qbin[bn, B_TAIL]] = e
-                qbin[bn, B_TAIL] = e
+            if et == c0_t:
+                bn = c0_b
+            elif et == c1_t:
+                bn = c1_b
+                c1_t = c0_t
+                c1_b = c0_b
+                c0_t = et
+                c0_b = bn
             else:
-                bn = free_bin
-                free_bin = qbin[bn, B_HEAD]
-                qhash[slot, 0] = et
-                qhash[slot, 1] = bn
-                qbin[bn, B_TIME] = et
-                qbin[bn, B_HEAD] = e
-                qbin[bn, B_TAIL] = e
-                i = nbins
-                nbins += 1
-                while i > 0:
-                    parent = (i - 1) >> 2
-                    if qheap[H_TIME, parent] < et:
-                        break
-                    qheap[H_TIME, i] = qheap[H_TIME, parent]
-                    qheap[H_BIN, i] = qheap[H_BIN, parent]
-                    i = parent
-                qheap[H_TIME, i] = et
-                qheap[H_BIN, i] = bn
+                slot = hash_slot(et, hbits)
+                key = qhash[slot, 0]
+                while key >= 0 and key != et:
+                    slot = (slot + 1) & hmask
+                    key = qhash[slot, 0]
+                if key == et:
+                    bn = qhash[slot, 1]
+                else:
+                    # a new time: a bin with an empty chunk, into the hash table and the heap
+                    c = free_chunk
+                    free_chunk = qchunk[c, LINK]
+                    n_chunks += 1
+                    bn = free_bin
+                    free_bin = qbin[bn, B_HEAD]
+                    qhash[slot, 0] = et
+                    qhash[slot, 1] = bn
+                    qbin[bn, B_TIME] = et
+                    qbin[bn, B_HEAD] = c << CHUNK_SHIFT
+                    qbin[bn, B_TAIL] = c << CHUNK_SHIFT
+                    i = nbins
+                    nbins += 1
+                    while i > 0:
+                        parent = (i - 1) >> 2
+                        if qheap[H_TIME, parent] < et:
+                            break
+                        qheap[H_TIME, i] = qheap[H_TIME, parent]
+                        qheap[H_BIN, i] = qheap[H_BIN, parent]
+                        i = parent
+                    qheap[H_TIME, i] = et
+                    qheap[H_BIN, i] = bn
+                c1_t = c0_t
+                c1_b = c0_b
+                c0_t = et
+                c0_b = bn
+            f = qbin[bn, B_TAIL]
+            if f & LINK == LINK:  # the tail chunk is full: chain a fresh one
+                c = free_chunk
+                free_chunk = qchunk[c, LINK]
+                n_chunks += 1
+                qchunk[f >> CHUNK_SHIFT, LINK] = c
+                f = c << CHUNK_SHIFT
+            qchunk[f >> CHUNK_SHIFT, f & LINK] = pend_d[j]
+            qbin[bn, B_TAIL] = f + 1
         n_events += npend
         npend = 0
         start_link = -1
@@ -390,23 +417,43 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
             if nbins <= 0 or finished >= R:
                 break
             # room for the pushes, packets and sample one event can need
-            if n_events + reserve > ev_cap or nbins + reserve > bin_cap or n_free < host_limit + 2 \
+            if n_chunks + reserve > chunk_cap or nbins + reserve > bin_cap or n_free < host_limit + 2 \
                     or n_samples >= sample_cap:
                 short = True
                 break
             # ------------------------------------------------------------ pop the earliest event (events.pop)
             bn = qheap[H_BIN, 0]
             now = qheap[H_TIME, 0]
-            e = qbin[bn, B_HEAD]
-            data = qev[EV_DATA, e]
-            nxt = qev[EV_NEXT, e]
-            qev[EV_NEXT, e] = free_ev
-            free_ev = e
+            f = qbin[bn, B_HEAD]
+            data = qchunk[f >> CHUNK_SHIFT, f & LINK]
             n_events -= 1
-            if nxt >= 0:
-                qbin[bn, B_HEAD] = nxt
+            f += 1
+            tail = qbin[bn, B_TAIL]
+            # the next two events' payloads, to prefetch for (-1: not known yet)
+            nd1 = np.int64(-1)
+            nd2 = np.int64(-1)
+            if f != tail:
+                if f & LINK == LINK:  # the head chunk is spent: on to the next, this one to the free list
+                    c = f >> CHUNK_SHIFT
+                    f = qchunk[c, LINK] << CHUNK_SHIFT
+                    qchunk[c, LINK] = free_chunk
+                    free_chunk = c
+                    n_chunks -= 1
+                qbin[bn, B_HEAD] = f
+                nd1 = qchunk[f >> CHUNK_SHIFT, f & LINK]
+                if f + 1 != tail and (f + 1) & LINK != LINK:
+                    nd2 = qchunk[f >> CHUNK_SHIFT, (f + 1) & LINK]
             else:
-                # the time's last event: its bin leaves the hash table (backward shift) and the heap
+                # the time's last event: its chunk to the free list, its bin out of the hash table
+                # (backward shift), the pushed-times memory and the heap
+                c = (f - 1) >> CHUNK_SHIFT
+                qchunk[c, LINK] = free_chunk
+                free_chunk = c
+                n_chunks -= 1
+                if c0_t == now:
+                    c0_t = -1
+                if c1_t == now:
+                    c1_t = -1
                 i = hash_slot(now, hbits)
                 while qhash[i, 0] != now:
                     i = (i + 1) & hmask
@@ -464,21 +511,34 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
                 now = t_limit
                 break
             events += 1
-            if nbins > 0:
-                # start loading the next event's packet and link rows now: this event's work hides the misses
-                nd = qev[EV_DATA, nxt] if nxt >= 0 else qev[EV_DATA, qbin[qheap[H_BIN, 0], B_HEAD]]
-                nkind = nd >> (2 * _BITS)
-                na = (nd >> _BITS) & _MASK
-                nb = nd & _MASK
+            # start loading what the next events touch now, so this event's work hides the misses:
+            # the packet row two events ahead, the link rows (and a departing packet's ingress row,
+            # whose packet row came in during the last event) one ahead
+            if nd1 < 0 and nbins > 0:
+                f = qbin[qheap[H_BIN, 0], B_HEAD]
+                nd1 = qchunk[f >> CHUNK_SHIFT, f & LINK]
+            if nd2 >= 0:
+                nkind = nd2 >> (2 * _BITS)
+                if nkind == EV_ARRIVE:
+                    prefetch(pkt, (nd2 >> _BITS) & _MASK, 0)
+                elif nkind == EV_TXDONE:
+                    prefetch(pkt, nd2 & _MASK, 0)
+            if nd1 >= 0:
+                nkind = nd1 >> (2 * _BITS)
+                na = (nd1 >> _BITS) & _MASK
+                nb = nd1 & _MASK
                 if nkind == EV_ARRIVE:
                     prefetch(pkt, na, 0)
                     prefetch(lt, nb, 8)
-                    prefetch(lt, nb, 16)
+                    prefetch(lt, nb, 24)
                 elif nkind == EV_TXDONE:
-                    prefetch(pkt, nb, 0)
                     prefetch(lt, na, 0)
                     prefetch(lt, na, 8)
                     prefetch(lt, na, 16)
+                    n_in = pkt[nb, P_IN]
+                    if n_in >= 0:
+                        prefetch(lt, n_in, 8)
+                        prefetch(lt, n_in, 24)
 
         if kind == EV_TXDONE:
             link = a
@@ -964,7 +1024,8 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
                     pend_d[npend + 1] = _ev(EV_ARRIVE, p, link)
                     npend += 2
     qctr[Q_EVENTS] = n_events
-    qctr[Q_FREE_EV] = free_ev
+    qctr[Q_CHUNKS] = n_chunks
+    qctr[Q_FREE_CHUNK] = free_chunk
     qctr[Q_BINS] = nbins
     qctr[Q_FREE_BIN] = free_bin
     rng[0] = rs

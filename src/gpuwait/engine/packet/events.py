@@ -3,18 +3,23 @@
 Events pop in (time in ps, order of scheduling) order, so a run is deterministic. A packet
 fabric runs in lockstep: every 100 Gb/s port serializes an MTU in the same picoseconds and
 every pipe delays by the same latency, so the ~10,000 pending events of the 1,024-host
-permutation sit at a few dozen distinct times. The queue keeps one **bin** per distinct time:
-a FIFO list of its events (push appends, pop takes the head, both O(1); FIFO *is* the order of
+permutation sit at a few dozen distinct times. The queue keeps one **bin** per distinct time,
+a FIFO of its events (push appends, pop takes the head, both O(1); FIFO *is* the order of
 scheduling within one time). Only the bins' times go into the heap, and a hash table (linear
 probing, backward-shift deletion) finds the bin of a pushed time. When times do not repeat,
 every bin holds one event and this is a plain 4-ary heap plus one hash probe.
 
+A bin's payloads lie in **chunks** of ``CHUNK`` int64: ``CHUNK - 1`` payloads in order, then the
+index of the bin's next chunk. Popping walks a chunk sequentially, so the events after the
+current one are in the same cache line and the event loop can look ahead at them to prefetch
+their packet and link rows.
+
 Storage (int64 numpy arrays, no Python object per event; the caller grows them between runs of
 the event loop, :func:`grow_queue`):
 
-* ``qev[2, E]``: per event slot its payload (``EV_DATA``) and the next slot of its bin or of the
-  free list (``EV_NEXT``);
-* ``qbin[B, 4]``: per bin its time, head slot, tail slot (``B_TIME``, ``B_HEAD``, ``B_TAIL``); a
+* ``qchunk[C, CHUNK]``: the chunks; a free chunk's last column links the free list;
+* ``qbin[B, 4]``: per bin its time, the position of its next event to pop and of its next free
+  payload (``B_TIME``, ``B_HEAD``, ``B_TAIL``; a position is ``chunk * CHUNK + column``); a
   free bin's ``B_HEAD`` links the free list;
 * ``qheap[2, B]``: the heap of bins, their times (``H_TIME``, distinct, so no tie-break) and ids;
 * ``qhash[H, 2]``: time -> bin, ``-1`` marks an empty entry (times are never negative);
@@ -35,13 +40,15 @@ from numba.extending import intrinsic
 
 _BITS = 29
 _MASK = (1 << _BITS) - 1
-EV_DATA, EV_NEXT = 0, 1
+CHUNK = 16  # int64 per chunk (two cache lines): 15 payloads, then the next chunk
+CHUNK_SHIFT = 4
+LINK = CHUNK - 1  # the column of a chunk's link; also the mask of a position's column
 B_TIME, B_HEAD, B_TAIL = 0, 1, 2
 B_COLS = 4
 H_TIME, H_BIN = 0, 1
-# qctr columns: events held, free event slot, bins in the heap, free bin, log2 of the hash size
-Q_EVENTS, Q_FREE_EV, Q_BINS, Q_FREE_BIN, Q_HASH_BITS = range(5)
-Q_COLS = 5
+# qctr columns: events held, chunks in use, free chunk, bins in the heap, free bin, log2 of the hash size
+Q_EVENTS, Q_CHUNKS, Q_FREE_CHUNK, Q_BINS, Q_FREE_BIN, Q_HASH_BITS = range(6)
+Q_COLS = 6
 HASH_MUL = 0x9E3779B97F4A7C15  # Fibonacci hashing: a time's bits spread over the top of the product
 
 
@@ -74,11 +81,11 @@ def hash_slot(time_ps, hash_bits):
 
 
 @njit(cache=True)
-def new_queue(event_capacity, bin_capacity):
-    """An empty queue with room for ``event_capacity`` events in ``bin_capacity`` distinct times."""
-    qev = np.empty((2, event_capacity), np.int64)
-    qev[EV_NEXT, :] = np.arange(1, event_capacity + 1)
-    qev[EV_NEXT, event_capacity - 1] = -1
+def new_queue(chunk_capacity, bin_capacity):
+    """An empty queue with room for ``chunk_capacity`` chunks in ``bin_capacity`` distinct times."""
+    qchunk = np.zeros((chunk_capacity, CHUNK), np.int64)
+    qchunk[:, LINK] = np.arange(1, chunk_capacity + 1)
+    qchunk[chunk_capacity - 1, LINK] = -1
     qbin = np.zeros((bin_capacity, B_COLS), np.int64)
     qbin[:, B_HEAD] = np.arange(1, bin_capacity + 1)
     qbin[bin_capacity - 1, B_HEAD] = -1
@@ -89,20 +96,20 @@ def new_queue(event_capacity, bin_capacity):
     qhash = np.full((1 << hash_bits, 2), -1, np.int64)
     qctr = np.zeros(Q_COLS, np.int64)
     qctr[Q_HASH_BITS] = hash_bits
-    return qev, qbin, qheap, qhash, qctr
+    return qchunk, qbin, qheap, qhash, qctr
 
 
 @njit(cache=True)
-def grow_queue(qev, qbin, qheap, qhash, qctr, event_capacity, bin_capacity):
-    """A copy of the queue with room for ``event_capacity`` events and ``bin_capacity`` bins
+def grow_queue(qchunk, qbin, qheap, qhash, qctr, chunk_capacity, bin_capacity):
+    """A copy of the queue with room for ``chunk_capacity`` chunks and ``bin_capacity`` bins
     (at least what it has); the hash table is rebuilt at twice the bin capacity or more."""
-    e_old = qev.shape[1]
-    ev = np.empty((2, event_capacity), np.int64)
-    ev[:, :e_old] = qev
-    if event_capacity > e_old:
-        ev[EV_NEXT, e_old:] = np.arange(e_old + 1, event_capacity + 1)
-        ev[EV_NEXT, event_capacity - 1] = qctr[Q_FREE_EV]
-        qctr[Q_FREE_EV] = e_old
+    c_old = qchunk.shape[0]
+    chunks = np.zeros((chunk_capacity, CHUNK), np.int64)
+    chunks[:c_old] = qchunk
+    if chunk_capacity > c_old:
+        chunks[c_old:, LINK] = np.arange(c_old + 1, chunk_capacity + 1)
+        chunks[chunk_capacity - 1, LINK] = qctr[Q_FREE_CHUNK]
+        qctr[Q_FREE_CHUNK] = c_old
     b_old = qbin.shape[0]
     bins = np.zeros((bin_capacity, B_COLS), np.int64)
     bins[:b_old] = qbin
@@ -124,36 +131,43 @@ def grow_queue(qev, qbin, qheap, qhash, qctr, event_capacity, bin_capacity):
         table[slot, 0] = t
         table[slot, 1] = heap[H_BIN, k]
     qctr[Q_HASH_BITS] = hash_bits
-    return ev, bins, heap, table, qctr
+    return chunks, bins, heap, table, qctr
 
 
 @njit(cache=True)
-def push(qev, qbin, qheap, qhash, qctr, time_ps, data):
+def push(qchunk, qbin, qheap, qhash, qctr, time_ps, data):
     """Schedule the event with payload ``data`` at ``time_ps`` (after those already at that time).
 
-    The caller keeps room: a free event slot and a free bin.
+    The caller keeps room: a free chunk and a free bin.
     """
-    e = qctr[Q_FREE_EV]
-    qctr[Q_FREE_EV] = qev[EV_NEXT, e]
     qctr[Q_EVENTS] += 1
-    qev[EV_DATA, e] = data
-    qev[EV_NEXT, e] = -1
     hmask = qhash.shape[0] - 1
     slot = hash_slot(time_ps, qctr[Q_HASH_BITS])
     while qhash[slot, 0] >= 0 and qhash[slot, 0] != time_ps:
         slot = (slot + 1) & hmask
     if qhash[slot, 0] == time_ps:
         bn = qhash[slot, 1]
-        qev[EV_NEXT, qbin[bn, B_TAIL]] = e
-        qbin[bn, B_TAIL] = e
+        f = qbin[bn, B_TAIL]
+        if f & LINK == LINK:  # the tail chunk is full: chain a fresh one
+            c = qctr[Q_FREE_CHUNK]
+            qctr[Q_FREE_CHUNK] = qchunk[c, LINK]
+            qctr[Q_CHUNKS] += 1
+            qchunk[f >> CHUNK_SHIFT, LINK] = c
+            f = c << CHUNK_SHIFT
+        qchunk[f >> CHUNK_SHIFT, f & LINK] = data
+        qbin[bn, B_TAIL] = f + 1
         return
+    c = qctr[Q_FREE_CHUNK]
+    qctr[Q_FREE_CHUNK] = qchunk[c, LINK]
+    qctr[Q_CHUNKS] += 1
+    qchunk[c, 0] = data
     bn = qctr[Q_FREE_BIN]
     qctr[Q_FREE_BIN] = qbin[bn, B_HEAD]
     qhash[slot, 0] = time_ps
     qhash[slot, 1] = bn
     qbin[bn, B_TIME] = time_ps
-    qbin[bn, B_HEAD] = e
-    qbin[bn, B_TAIL] = e
+    qbin[bn, B_HEAD] = c << CHUNK_SHIFT
+    qbin[bn, B_TAIL] = (c << CHUNK_SHIFT) + 1
     i = qctr[Q_BINS]
     qctr[Q_BINS] = i + 1
     while i > 0:
@@ -168,20 +182,28 @@ def push(qev, qbin, qheap, qhash, qctr, time_ps, data):
 
 
 @njit(cache=True)
-def pop(qev, qbin, qheap, qhash, qctr):
+def pop(qchunk, qbin, qheap, qhash, qctr):
     """Remove the earliest event; returns (time_ps, data). The queue must not be empty."""
     bn = qheap[H_BIN, 0]
     time_ps = qheap[H_TIME, 0]
-    e = qbin[bn, B_HEAD]
-    data = qev[EV_DATA, e]
-    nxt = qev[EV_NEXT, e]
-    qev[EV_NEXT, e] = qctr[Q_FREE_EV]
-    qctr[Q_FREE_EV] = e
+    f = qbin[bn, B_HEAD]
+    data = qchunk[f >> CHUNK_SHIFT, f & LINK]
     qctr[Q_EVENTS] -= 1
-    if nxt >= 0:
-        qbin[bn, B_HEAD] = nxt
+    f += 1
+    if f != qbin[bn, B_TAIL]:
+        if f & LINK == LINK:  # the head chunk is spent: on to the next, this one to the free list
+            c = f >> CHUNK_SHIFT
+            f = qchunk[c, LINK] << CHUNK_SHIFT
+            qchunk[c, LINK] = qctr[Q_FREE_CHUNK]
+            qctr[Q_FREE_CHUNK] = c
+            qctr[Q_CHUNKS] -= 1
+        qbin[bn, B_HEAD] = f
         return time_ps, data
-    # the bin is empty: out of the hash table (backward shift), the heap and into the free list
+    # the bin is empty: its chunk to the free list; out of the hash table (backward shift) and the heap
+    c = (f - 1) >> CHUNK_SHIFT
+    qchunk[c, LINK] = qctr[Q_FREE_CHUNK]
+    qctr[Q_FREE_CHUNK] = c
+    qctr[Q_CHUNKS] -= 1
     hbits = qctr[Q_HASH_BITS]
     hmask = qhash.shape[0] - 1
     i = hash_slot(time_ps, hbits)
