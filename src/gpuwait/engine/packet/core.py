@@ -521,32 +521,39 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
                 nkind = nd2 >> (2 * _BITS)
                 if nkind == EV_ARRIVE:
                     prefetch(pkt, (nd2 >> _BITS) & _MASK, 0)
+                    prefetch(lt, nd2 & _MASK, 8)
+                    prefetch(lt, nd2 & _MASK, 24)
                 elif nkind == EV_TXDONE:
-                    prefetch(pkt, nd2 & _MASK, 0)
+                    prefetch(lt, (nd2 >> _BITS) & _MASK, 16)
             if nd1 >= 0:
                 nkind = nd1 >> (2 * _BITS)
                 na = (nd1 >> _BITS) & _MASK
-                nb = nd1 & _MASK
                 if nkind == EV_ARRIVE:
                     prefetch(pkt, na, 0)
-                    prefetch(lt, nb, 8)
-                    prefetch(lt, nb, 24)
+                    prefetch(lt, nd1 & _MASK, 8)
+                    prefetch(lt, nd1 & _MASK, 24)
                 elif nkind == EV_TXDONE:
+                    # its link's state line came in during the last event: the ingress rows it
+                    # releases and the packet it serializes next
                     prefetch(lt, na, 0)
                     prefetch(lt, na, 8)
-                    prefetch(lt, na, 16)
-                    n_in = pkt[nb, P_IN]
+                    n_in = (lt[na, T_BUSY] & 0xFFFFFFFF) - 2
                     if n_in >= 0:
                         prefetch(lt, n_in, 8)
                         prefetch(lt, n_in, 24)
+                    n_head = lt[na, T_HEAD]
+                    if n_head >= 0:
+                        prefetch(pkt, n_head, 0)
 
         if kind == EV_TXDONE:
             link = a
-            p = b
-            lt[link, T_BUSY] = False
-            i = pkt[p, P_IN]
+            # what the packet's switch must release is in the link's row (see the start block), so a
+            # departure reads no packet row
+            busy = lt[link, T_BUSY]
+            lt[link, T_BUSY] = 0
+            i = (busy & 0xFFFFFFFF) - 2
             if i >= 0:
-                b_in = pkt[p, P_LEN] + lt[i, L_HDR]
+                b_in = (busy >> 32) + lt[i, L_HDR]
                 if lt[i, L_INTO_SW] != 0:
                     n_used[lt[i, L_DST]] -= b_in
                 fc = lt[i, L_FC]
@@ -1014,7 +1021,8 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
                         lt[link, C_QMAX] = q
                     if fc == FC_CREDIT:
                         lt[link, T_CREDITS] -= wire
-                    lt[link, T_BUSY] = 1
+                    # busy, with the packet's length and ingress link (+2, so idle is 0) for its departure
+                    lt[link, T_BUSY] = (pkt[p, P_LEN] << 32) | (pkt[p, P_IN] + 2)
                     t_end = now + ((wire * lt[link, L_PPB_FX] + (1 << (FX_SHIFT - 1))) >> FX_SHIFT)
                     lt[link, C_TX_BYTES] += pkt[p, P_LEN]
                     lt[link, C_TX_PKTS] += 1
