@@ -4,7 +4,7 @@ The same inputs as the flow engine (topology, routes, transport, a flow table) a
 per-flow and per-link results, plus what only packets show: queue depth over time, pause
 frames and paused time, ECN marks, CNPs, drops, retransmissions, reordering and FCT tails.
 
-Modules: :mod:`.params` (validated knobs), :mod:`.events` (the array heap), :mod:`.core` (the
+Modules: :mod:`.params` (validated knobs), :mod:`.events` (the event queue), :mod:`.core` (the
 numba event loop), :mod:`.run` (arrays in, :class:`PacketRun` out), :mod:`.scenario` (a
 scenario's traffic and its variants).
 

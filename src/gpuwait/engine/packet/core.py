@@ -26,9 +26,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from gpuwait.engine.packet.events import (_BITS, _MASK, B_HEAD, B_TAIL, B_TIME, CHUNK_SHIFT, H_BIN, H_TIME, LINK,
-                                          Q_BINS, Q_CHUNKS, Q_EVENTS, Q_FREE_BIN, Q_FREE_CHUNK, Q_HASH_BITS, grow_queue,
-                                          grow_rows, hash_slot, new_queue, prefetch, push)
+from gpuwait.engine.packet.events import (_BITS, _MASK, B_HEAD, B_TAIL, BIN_KIND, CACHE_BITS, CHUNK_SHIFT, DATA, LINK,
+                                          Q_BINS, Q_CHUNKS, Q_EVENTS, Q_FREE_BIN, Q_FREE_CHUNK, Q_SEQ, Q_SIZE, SEQ, TIME,
+                                          grow_queue, grow_rows, hash_slot, new_queue, prefetch, push)
 
 # ---------------------------------------------------------------- column layouts (shared with run.py)
 # link integer table
@@ -198,15 +198,15 @@ def simulate(lt, n_buf, n_hdrm, qpi, qpf, r_ptr, r_src, r_link, f_qp_ptr, f_qp_l
 
     # room for every QP's start and the sample before the loop first checks
     queue_rows = max(heap_rows, 2 * R + 64)
-    qchunk, qbin, qheap, qhash, qctr = new_queue(queue_rows, queue_rows)
+    qheap, qchunk, qbin, qcache, qctr = new_queue(queue_rows)
 
     for f in range(F):
         if f_deps[f] == 0:
             for k in range(f_qp_ptr[f], f_qp_ptr[f + 1]):
                 qp = f_qp_list[k]
-                push(qchunk, qbin, qheap, qhash, qctr, qpi[qp, Q_RELEASE] + qpi[qp, Q_DELAY], _ev(EV_START, qp, 0))
+                push(qheap, qchunk, qbin, qcache, qctr, qpi[qp, Q_RELEASE] + qpi[qp, Q_DELAY], _ev(EV_START, qp, 0))
     if n_sl > 0 or R > 0:
-        push(qchunk, qbin, qheap, qhash, qctr, 0, _ev(EV_SAMPLE, 0, 0))
+        push(qheap, qchunk, qbin, qcache, qctr, 0, _ev(EV_SAMPLE, 0, 0))
 
     st = np.zeros(RUN_COLS, np.int64)
     st[RUN_N_FREE] = pool_rows
@@ -217,12 +217,11 @@ def simulate(lt, n_buf, n_hdrm, qpi, qpf, r_ptr, r_src, r_link, f_qp_ptr, f_qp_l
               s_alpha, s_alpha_t, s_last_dec, s_T, s_BC, s_bytes, s_timer_dl, s_timer_pend, s_rto_dl, s_rto_pend)
     receiver = (r_expected, r_last_cnp, r_nack, r_count, r_max, r_flag, out, hist, f_left, f_deps)
     reserve = _push_reserve(R, host_limit)
-    while _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples, sample_t, pkt, qchunk, qbin,
-               qheap, qhash, qctr, rng, st):
+    while _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples, sample_t, pkt, qheap, qchunk,
+               qbin, qcache, qctr, rng, st):
         # _run stopped before an event for want of room: grow what is short and go on
-        if qctr[Q_CHUNKS] + reserve > qchunk.shape[0] or qctr[Q_BINS] + reserve > qbin.shape[0]:
-            qchunk, qbin, qheap, qhash, qctr = grow_queue(qchunk, qbin, qheap, qhash, qctr,
-                                                          2 * qchunk.shape[0] + reserve, 2 * qbin.shape[0] + reserve)
+        if max(qctr[Q_SIZE], qctr[Q_CHUNKS], qctr[Q_BINS]) + reserve > qbin.shape[0]:
+            qheap, qchunk, qbin, qcache, qctr = grow_queue(qheap, qchunk, qbin, qcache, qctr, 2 * qbin.shape[0] + reserve)
         if st[RUN_N_FREE] < host_limit + 2:
             old = pkt.shape[0]
             pkt = grow_rows(pkt, 2 * old)
@@ -282,8 +281,8 @@ def _grow_1d(arr, n):
 
 
 @njit(cache=True, error_model="numpy")
-def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples, sample_t, pkt, qchunk, qbin, qheap,
-         qhash, qctr, rng, st):
+def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples, sample_t, pkt, qheap, qchunk, qbin,
+         qcache, qctr, rng, st):
     """The event loop: handle events until the run ends (returns False) or an array is short of room (True).
 
     No array is rebound here: an array variable that is reassigned inside a loop costs numba two
@@ -309,8 +308,7 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
     loss = gf[GF_LOSS]
     g = gf[GF_G]
     max_samples = max(gi[G_MAX_SAMPLES], 4)
-    chunk_cap = qchunk.shape[0]
-    bin_cap = qbin.shape[0]
+    queue_cap = qbin.shape[0]  # heap entries, bins and chunks alike
     reserve = _push_reserve(R, host_limit)
     sample_cap = samples.shape[0]
     finished = st[RUN_FINISHED]
@@ -330,19 +328,13 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
     # A handler that starts a transmission sets start_link (and enq_p to enqueue a packet first); the
     # one start block after the handlers does it. The sender's loop sends one packet per pass and
     # resumes (resume_qp) through that block without popping an event.
+    hn = qctr[Q_SIZE]
+    seqc = qctr[Q_SEQ]
     n_events = qctr[Q_EVENTS]
     n_chunks = qctr[Q_CHUNKS]
     free_chunk = qctr[Q_FREE_CHUNK]
-    nbins = qctr[Q_BINS]
+    n_bins = qctr[Q_BINS]
     free_bin = qctr[Q_FREE_BIN]
-    hbits = qctr[Q_HASH_BITS]
-    hmask = qhash.shape[0] - 1
-    # the bins of the last two times pushed: an event's pushes mostly go to the same few times
-    # (now + serialization, + the pipe's latency), so these spare most hash probes
-    c0_t = np.int64(-1)
-    c0_b = np.int64(0)
-    c1_t = np.int64(-1)
-    c1_b = np.int64(0)
     rs = rng[0]
     pend_t = np.empty(reserve, np.int64)
     pend_d = np.empty(reserve, np.int64)
@@ -352,58 +344,57 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
         # ---------------------------------------------------------------- queue the pushes (events.push)
         for j in range(npend):
             et = pend_t[j]
-            if et == c0_t:
-                bn = c0_b
-            elif et == c1_t:
-                bn = c1_b
-                c1_t = c0_t
-                c1_b = c0_b
-                c0_t = et
-                c0_b = bn
+            ed = pend_d[j]
+            slot = hash_slot(et, CACHE_BITS)
+            bn = np.int64(-2)  # -2: a plain heap entry
+            if qcache[slot, 0] != et:
+                qcache[slot, 0] = et
+                qcache[slot, 1] = -1
             else:
-                slot = hash_slot(et, hbits)
-                key = qhash[slot, 0]
-                while key >= 0 and key != et:
-                    slot = (slot + 1) & hmask
-                    key = qhash[slot, 0]
-                if key == et:
-                    bn = qhash[slot, 1]
-                else:
-                    # a new time: a bin with an empty chunk, into the hash table and the heap
+                bn = qcache[slot, 1]
+                if bn < 0:
+                    # pushed once before: open a bin (one heap entry for all its events)
                     c = free_chunk
                     free_chunk = qchunk[c, LINK]
                     n_chunks += 1
                     bn = free_bin
                     free_bin = qbin[bn, B_HEAD]
-                    qhash[slot, 0] = et
-                    qhash[slot, 1] = bn
-                    qbin[bn, B_TIME] = et
+                    n_bins += 1
                     qbin[bn, B_HEAD] = c << CHUNK_SHIFT
                     qbin[bn, B_TAIL] = c << CHUNK_SHIFT
-                    i = nbins
-                    nbins += 1
-                    while i > 0:
-                        parent = (i - 1) >> 2
-                        if qheap[H_TIME, parent] < et:
-                            break
-                        qheap[H_TIME, i] = qheap[H_TIME, parent]
-                        qheap[H_BIN, i] = qheap[H_BIN, parent]
-                        i = parent
-                    qheap[H_TIME, i] = et
-                    qheap[H_BIN, i] = bn
-                c1_t = c0_t
-                c1_b = c0_b
-                c0_t = et
-                c0_b = bn
-            f = qbin[bn, B_TAIL]
-            if f & LINK == LINK:  # the tail chunk is full: chain a fresh one
-                c = free_chunk
-                free_chunk = qchunk[c, LINK]
-                n_chunks += 1
-                qchunk[f >> CHUNK_SHIFT, LINK] = c
-                f = c << CHUNK_SHIFT
-            qchunk[f >> CHUNK_SHIFT, f & LINK] = pend_d[j]
-            qbin[bn, B_TAIL] = f + 1
+                    qcache[slot, 1] = bn
+                    f = c << CHUNK_SHIFT
+                    qchunk[c, 0] = ed
+                    qbin[bn, B_TAIL] = f + 1
+                    ed = _ev(BIN_KIND, bn, 0)
+                    bn = -2
+                else:
+                    f = qbin[bn, B_TAIL]
+                    if f & LINK == LINK:  # the tail chunk is full: chain a fresh one
+                        c = free_chunk
+                        free_chunk = qchunk[c, LINK]
+                        n_chunks += 1
+                        qchunk[f >> CHUNK_SHIFT, LINK] = c
+                        f = c << CHUNK_SHIFT
+                    qchunk[f >> CHUNK_SHIFT, f & LINK] = ed
+                    qbin[bn, B_TAIL] = f + 1
+            if bn == -2:
+                es = seqc
+                seqc += 1
+                i = hn
+                hn += 1
+                while i > 0:
+                    parent = (i - 1) >> 2
+                    pt = qheap[TIME, parent]
+                    if pt < et or (pt == et and qheap[SEQ, parent] < es):
+                        break
+                    qheap[TIME, i] = pt
+                    qheap[SEQ, i] = qheap[SEQ, parent]
+                    qheap[DATA, i] = qheap[DATA, parent]
+                    i = parent
+                qheap[TIME, i] = et
+                qheap[SEQ, i] = es
+                qheap[DATA, i] = ed
         n_events += npend
         npend = 0
         start_link = -1
@@ -414,95 +405,105 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
             b = 0
             resume_qp = -1
         else:
-            if nbins <= 0 or finished >= R:
+            if hn <= 0 or finished >= R:
                 break
             # room for the pushes, packets and sample one event can need
-            if n_chunks + reserve > chunk_cap or nbins + reserve > bin_cap or n_free < host_limit + 2 \
-                    or n_samples >= sample_cap:
+            if max(hn, n_chunks, n_bins) + reserve > queue_cap or n_free < host_limit + 2 or n_samples >= sample_cap:
                 short = True
                 break
             # ------------------------------------------------------------ pop the earliest event (events.pop)
-            bn = qheap[H_BIN, 0]
-            now = qheap[H_TIME, 0]
-            f = qbin[bn, B_HEAD]
-            data = qchunk[f >> CHUNK_SHIFT, f & LINK]
+            now = qheap[TIME, 0]
+            data = qheap[DATA, 0]
             n_events -= 1
-            f += 1
-            tail = qbin[bn, B_TAIL]
             # the next two events' payloads, to prefetch for (-1: not known yet)
             nd1 = np.int64(-1)
             nd2 = np.int64(-1)
-            if f != tail:
-                if f & LINK == LINK:  # the head chunk is spent: on to the next, this one to the free list
-                    c = f >> CHUNK_SHIFT
-                    f = qchunk[c, LINK] << CHUNK_SHIFT
+            top_stays = False
+            if data >> (2 * _BITS) == BIN_KIND:
+                bn = (data >> _BITS) & _MASK
+                f = qbin[bn, B_HEAD]
+                data = qchunk[f >> CHUNK_SHIFT, f & LINK]
+                f += 1
+                tail = qbin[bn, B_TAIL]
+                if f != tail:
+                    if f & LINK == LINK:  # the head chunk is spent: on to the next, this one to the free list
+                        c = f >> CHUNK_SHIFT
+                        f = qchunk[c, LINK] << CHUNK_SHIFT
+                        qchunk[c, LINK] = free_chunk
+                        free_chunk = c
+                        n_chunks -= 1
+                    qbin[bn, B_HEAD] = f
+                    top_stays = True  # the bin's next event is the next in order
+                    nd1 = qchunk[f >> CHUNK_SHIFT, f & LINK]
+                    if f + 1 != tail and (f + 1) & LINK != LINK:
+                        nd2 = qchunk[f >> CHUNK_SHIFT, (f + 1) & LINK]
+                else:
+                    # the bin is empty: its chunk and itself to the free lists, forgotten by the cache
+                    c = (f - 1) >> CHUNK_SHIFT
                     qchunk[c, LINK] = free_chunk
                     free_chunk = c
                     n_chunks -= 1
-                qbin[bn, B_HEAD] = f
-                nd1 = qchunk[f >> CHUNK_SHIFT, f & LINK]
-                if f + 1 != tail and (f + 1) & LINK != LINK:
-                    nd2 = qchunk[f >> CHUNK_SHIFT, (f + 1) & LINK]
-            else:
-                # the time's last event: its chunk to the free list, its bin out of the hash table
-                # (backward shift), the pushed-times memory and the heap
-                c = (f - 1) >> CHUNK_SHIFT
-                qchunk[c, LINK] = free_chunk
-                free_chunk = c
-                n_chunks -= 1
-                if c0_t == now:
-                    c0_t = -1
-                if c1_t == now:
-                    c1_t = -1
-                i = hash_slot(now, hbits)
-                while qhash[i, 0] != now:
-                    i = (i + 1) & hmask
-                j = (i + 1) & hmask
-                while qhash[j, 0] >= 0:
-                    home = hash_slot(qhash[j, 0], hbits)
-                    if (i < j and (home <= i or home > j)) or (i > j and home <= i and home > j):
-                        qhash[i, 0] = qhash[j, 0]
-                        qhash[i, 1] = qhash[j, 1]
-                        i = j
-                    j = (j + 1) & hmask
-                qhash[i, 0] = -1
-                qbin[bn, B_HEAD] = free_bin
-                free_bin = bn
-                nbins -= 1
-                if nbins > 0:
-                    hl = nbins
-                    et = qheap[H_TIME, hl]
-                    eb = qheap[H_BIN, hl]
+                    qbin[bn, B_HEAD] = free_bin
+                    free_bin = bn
+                    n_bins -= 1
+                    slot = hash_slot(now, CACHE_BITS)
+                    if qcache[slot, 0] == now:
+                        qcache[slot, 0] = -1
+            if not top_stays:
+                hn -= 1
+                if hn > 0:
+                    hl = hn
+                    et = qheap[TIME, hl]
+                    es = qheap[SEQ, hl]
                     i = 0
                     while True:
                         c = 4 * i + 1
                         if c + 3 < hl:
-                            t0 = qheap[H_TIME, c]
-                            t1 = qheap[H_TIME, c + 1]
-                            t2 = qheap[H_TIME, c + 2]
-                            t3 = qheap[H_TIME, c + 3]
+                            # four children: the earliest time without branches (selects), the sequence
+                            # numbers only when times tie; the grandchildren's times start loading meanwhile
+                            g0 = 4 * c + 1
+                            prefetch(qheap, TIME, g0)
+                            prefetch(qheap, TIME, g0 + 8)
+                            prefetch(qheap, TIME, g0 + 15)
+                            t0 = qheap[TIME, c]
+                            t1 = qheap[TIME, c + 1]
+                            t2 = qheap[TIME, c + 2]
+                            t3 = qheap[TIME, c + 3]
                             ia = c + 1 if t1 < t0 else c
                             ta = min(t0, t1)
                             ib = c + 3 if t3 < t2 else c + 2
                             tb = min(t2, t3)
                             best = ib if tb < ta else ia
                             bt = min(ta, tb)
+                            if int(t0 == bt) + int(t1 == bt) + int(t2 == bt) + int(t3 == bt) > 1:
+                                bs = qheap[SEQ, best]
+                                for k in range(c, c + 4):
+                                    if qheap[TIME, k] == bt and qheap[SEQ, k] < bs:
+                                        best = k
+                                        bs = qheap[SEQ, k]
+                            else:
+                                bs = qheap[SEQ, best]
                         elif c < hl:
                             best = c
-                            bt = qheap[H_TIME, c]
+                            bt = qheap[TIME, c]
+                            bs = qheap[SEQ, c]
                             for k in range(c + 1, hl):
-                                if qheap[H_TIME, k] < bt:
+                                tk = qheap[TIME, k]
+                                if tk < bt or (tk == bt and qheap[SEQ, k] < bs):
                                     best = k
-                                    bt = qheap[H_TIME, k]
+                                    bt = tk
+                                    bs = qheap[SEQ, k]
                         else:
                             break
-                        if bt > et:
+                        if bt > et or (bt == et and bs > es):
                             break
-                        qheap[H_TIME, i] = bt
-                        qheap[H_BIN, i] = qheap[H_BIN, best]
+                        qheap[TIME, i] = bt
+                        qheap[SEQ, i] = bs
+                        qheap[DATA, i] = qheap[DATA, best]
                         i = best
-                    qheap[H_TIME, i] = et
-                    qheap[H_BIN, i] = eb
+                    qheap[TIME, i] = et
+                    qheap[SEQ, i] = es
+                    qheap[DATA, i] = qheap[DATA, hl]
             kind = data >> (2 * _BITS)
             a = (data >> _BITS) & _MASK
             b = data & _MASK
@@ -514,9 +515,11 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
             # start loading what the next events touch now, so this event's work hides the misses:
             # the packet row two events ahead, the link rows (and a departing packet's ingress row,
             # whose packet row came in during the last event) one ahead
-            if nd1 < 0 and nbins > 0:
-                f = qbin[qheap[H_BIN, 0], B_HEAD]
-                nd1 = qchunk[f >> CHUNK_SHIFT, f & LINK]
+            if nd1 < 0 and hn > 0:
+                nd1 = qheap[DATA, 0]
+                if nd1 >> (2 * _BITS) == BIN_KIND:
+                    f = qbin[(nd1 >> _BITS) & _MASK, B_HEAD]
+                    nd1 = qchunk[f >> CHUNK_SHIFT, f & LINK]
             if nd2 >= 0:
                 nkind = nd2 >> (2 * _BITS)
                 if nkind == EV_ARRIVE:
@@ -1031,10 +1034,12 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
                     pend_t[npend + 1] = t_end + lt[link, L_LAT]
                     pend_d[npend + 1] = _ev(EV_ARRIVE, p, link)
                     npend += 2
+    qctr[Q_SIZE] = hn
+    qctr[Q_SEQ] = seqc
     qctr[Q_EVENTS] = n_events
     qctr[Q_CHUNKS] = n_chunks
     qctr[Q_FREE_CHUNK] = free_chunk
-    qctr[Q_BINS] = nbins
+    qctr[Q_BINS] = n_bins
     qctr[Q_FREE_BIN] = free_bin
     rng[0] = rs
     st[RUN_FINISHED] = finished

@@ -1,32 +1,36 @@
-"""The event queue: FIFO bins of equal-time events, the bins in a 4-ary min-heap of their times.
+"""The event queue: a 4-ary min-heap on (time in ps, sequence number), with FIFO bins for lockstep.
 
-Events pop in (time in ps, order of scheduling) order, so a run is deterministic. A packet
-fabric runs in lockstep: every 100 Gb/s port serializes an MTU in the same picoseconds and
-every pipe delays by the same latency, so the ~10,000 pending events of the 1,024-host
-permutation sit at a few dozen distinct times. The queue keeps one **bin** per distinct time,
-a FIFO of its events (push appends, pop takes the head, both O(1); FIFO *is* the order of
-scheduling within one time). Only the bins' times go into the heap, and a hash table (linear
-probing, backward-shift deletion) finds the bin of a pushed time. When times do not repeat,
-every bin holds one event and this is a plain 4-ary heap plus one hash probe.
+Events pop in (time, order of scheduling) order, so a run is deterministic. The heap is int64
+struct-of-arrays ``qheap[3, N]``: ``TIME``, ``SEQ`` (increases with every push) and ``DATA``, the
+payload ``kind|a|b`` (``kind`` in the top 5 bits, ``a`` and ``b`` in 29 bits each: ids and byte
+counts below 536,870,912).
+
+A packet fabric runs in lockstep: every 100 Gb/s port serializes an MTU in the same picoseconds
+and every pipe delays by the same latency, so the ~10,000 pending events of the 1,024-host
+permutation sit at a few dozen distinct times. For those the heap holds a **bin** instead of each
+event: one heap entry (kind ``BIN_KIND``, ``a`` the bin) standing for a FIFO of events at its time,
+appended in O(1) and popped in O(1) without touching the heap until the bin is empty. A small
+direct-mapped **cache** remembers recently pushed times: a time pushed once goes into the heap as
+a plain event (so a time that never repeats costs what a plain heap costs); pushed again while
+remembered, it opens a bin, and later pushes of that time append to it.
+
+Why the order stays exact: a bin takes the sequence number of its first event, and events are
+appended only while its time is in the cache. Every other entry at that time was pushed either
+before the bin opened (smaller sequence numbers: they pop first) or after its time left the cache
+(larger than all of the bin's: they pop after it). So popping the bin's events one by one from
+the heap's top is the (time, sequence) order.
 
 A bin's payloads lie in **chunks** of ``CHUNK`` int64: ``CHUNK - 1`` payloads in order, then the
-index of the bin's next chunk. Popping walks a chunk sequentially, so the events after the
-current one are in the same cache line and the event loop can look ahead at them to prefetch
-their packet and link rows.
+index of the next chunk. Popping walks a chunk sequentially, so the events after the current one
+are in the same cache line and the event loop looks ahead at them to prefetch their rows.
 
 Storage (int64 numpy arrays, no Python object per event; the caller grows them between runs of
-the event loop, :func:`grow_queue`):
-
-* ``qchunk[C, CHUNK]``: the chunks; a free chunk's last column links the free list;
-* ``qbin[B, 4]``: per bin its time, the position of its next event to pop and of its next free
-  payload (``B_TIME``, ``B_HEAD``, ``B_TAIL``; a position is ``chunk * CHUNK + column``); a
-  free bin's ``B_HEAD`` links the free list;
-* ``qheap[2, B]``: the heap of bins, their times (``H_TIME``, distinct, so no tie-break) and ids;
-* ``qhash[H, 2]``: time -> bin, ``-1`` marks an empty entry (times are never negative);
-* ``qctr``: counts and free-list heads (``Q_*``).
-
-The payload packs ``kind|a|b``: ``kind`` in the top 5 bits, ``a`` and ``b`` in 29 bits each (ids
-and byte counts below 536,870,912). The event loop (:mod:`.core`) writes push and pop out in
+the event loop, :func:`grow_queue`): ``qheap``; ``qchunk[C, CHUNK]`` (a free chunk's last column
+links the free list); ``qbin[B, 4]`` per bin the position of its next event to pop and of its next
+free payload (``B_HEAD``, ``B_TAIL``; a position is ``chunk * CHUNK + column``) and its time
+(``B_TIME``; a free bin's ``B_HEAD`` links the free list); ``qcache[CACHE, 2]`` time -> bin, ``-1``
+for "seen once, no bin" (an empty entry has time ``-1``; times are never negative); ``qctr``
+counts and free-list heads (``Q_*``). The event loop (:mod:`.core`) writes push and pop out in
 place for speed; :func:`push` and :func:`pop` here are the same steps for everything else.
 """
 
@@ -40,15 +44,18 @@ from numba.extending import intrinsic
 
 _BITS = 29
 _MASK = (1 << _BITS) - 1
+TIME, SEQ, DATA = 0, 1, 2  # rows of the heap
+BIN_KIND = 31  # a heap entry whose payload is a bin
 CHUNK = 16  # int64 per chunk (two cache lines): 15 payloads, then the next chunk
 CHUNK_SHIFT = 4
 LINK = CHUNK - 1  # the column of a chunk's link; also the mask of a position's column
-B_TIME, B_HEAD, B_TAIL = 0, 1, 2
+B_HEAD, B_TAIL, B_TIME = 0, 1, 2
 B_COLS = 4
-H_TIME, H_BIN = 0, 1
-# qctr columns: events held, chunks in use, free chunk, bins in the heap, free bin, log2 of the hash size
-Q_EVENTS, Q_CHUNKS, Q_FREE_CHUNK, Q_BINS, Q_FREE_BIN, Q_HASH_BITS = range(6)
-Q_COLS = 6
+CACHE_BITS = 6  # 64 remembered times: the few a lockstep fabric pushes to at once
+# qctr columns: heap entries, next sequence number, events held, chunks in use, free chunk,
+# bins in use, free bin
+Q_SIZE, Q_SEQ, Q_EVENTS, Q_CHUNKS, Q_FREE_CHUNK, Q_BINS, Q_FREE_BIN = range(7)
+Q_COLS = 7
 HASH_MUL = 0x9E3779B97F4A7C15  # Fibonacci hashing: a time's bits spread over the top of the product
 
 
@@ -76,156 +83,141 @@ def prefetch(typingctx, arr, row, col):
 
 @njit(cache=True, inline="always")
 def hash_slot(time_ps, hash_bits):
-    """The home entry of ``time_ps`` in a hash table of ``2**hash_bits`` entries."""
+    """The entry of ``time_ps`` in a table of ``2**hash_bits`` entries."""
     return np.int64((np.uint64(time_ps) * np.uint64(HASH_MUL)) >> np.uint64(64 - hash_bits))
 
 
 @njit(cache=True)
-def new_queue(chunk_capacity, bin_capacity):
-    """An empty queue with room for ``chunk_capacity`` chunks in ``bin_capacity`` distinct times."""
-    qchunk = np.zeros((chunk_capacity, CHUNK), np.int64)
-    qchunk[:, LINK] = np.arange(1, chunk_capacity + 1)
-    qchunk[chunk_capacity - 1, LINK] = -1
-    qbin = np.zeros((bin_capacity, B_COLS), np.int64)
-    qbin[:, B_HEAD] = np.arange(1, bin_capacity + 1)
-    qbin[bin_capacity - 1, B_HEAD] = -1
-    qheap = np.zeros((2, bin_capacity), np.int64)
-    hash_bits = 4
-    while (1 << hash_bits) < 2 * bin_capacity:
-        hash_bits += 1
-    qhash = np.full((1 << hash_bits, 2), -1, np.int64)
+def new_queue(capacity):
+    """An empty queue with room for ``capacity`` heap entries, bins and chunks."""
+    qheap = np.zeros((3, capacity), np.int64)
+    qchunk = np.zeros((capacity, CHUNK), np.int64)
+    qchunk[:, LINK] = np.arange(1, capacity + 1)
+    qchunk[capacity - 1, LINK] = -1
+    qbin = np.zeros((capacity, B_COLS), np.int64)
+    qbin[:, B_HEAD] = np.arange(1, capacity + 1)
+    qbin[capacity - 1, B_HEAD] = -1
+    qcache = np.full((1 << CACHE_BITS, 2), -1, np.int64)
     qctr = np.zeros(Q_COLS, np.int64)
-    qctr[Q_HASH_BITS] = hash_bits
-    return qchunk, qbin, qheap, qhash, qctr
+    return qheap, qchunk, qbin, qcache, qctr
 
 
 @njit(cache=True)
-def grow_queue(qchunk, qbin, qheap, qhash, qctr, chunk_capacity, bin_capacity):
-    """A copy of the queue with room for ``chunk_capacity`` chunks and ``bin_capacity`` bins
-    (at least what it has); the hash table is rebuilt at twice the bin capacity or more."""
+def grow_queue(qheap, qchunk, qbin, qcache, qctr, capacity):
+    """A copy of the queue with room for ``capacity`` heap entries, bins and chunks (at least
+    what it has)."""
+    heap = np.zeros((3, capacity), np.int64)
+    heap[:, : qheap.shape[1]] = qheap
     c_old = qchunk.shape[0]
-    chunks = np.zeros((chunk_capacity, CHUNK), np.int64)
+    chunks = np.zeros((capacity, CHUNK), np.int64)
     chunks[:c_old] = qchunk
-    if chunk_capacity > c_old:
-        chunks[c_old:, LINK] = np.arange(c_old + 1, chunk_capacity + 1)
-        chunks[chunk_capacity - 1, LINK] = qctr[Q_FREE_CHUNK]
+    if capacity > c_old:
+        chunks[c_old:, LINK] = np.arange(c_old + 1, capacity + 1)
+        chunks[capacity - 1, LINK] = qctr[Q_FREE_CHUNK]
         qctr[Q_FREE_CHUNK] = c_old
     b_old = qbin.shape[0]
-    bins = np.zeros((bin_capacity, B_COLS), np.int64)
+    bins = np.zeros((capacity, B_COLS), np.int64)
     bins[:b_old] = qbin
-    heap = np.zeros((2, bin_capacity), np.int64)
-    heap[:, :b_old] = qheap
-    if bin_capacity > b_old:
-        bins[b_old:, B_HEAD] = np.arange(b_old + 1, bin_capacity + 1)
-        bins[bin_capacity - 1, B_HEAD] = qctr[Q_FREE_BIN]
+    if capacity > b_old:
+        bins[b_old:, B_HEAD] = np.arange(b_old + 1, capacity + 1)
+        bins[capacity - 1, B_HEAD] = qctr[Q_FREE_BIN]
         qctr[Q_FREE_BIN] = b_old
-    hash_bits = qctr[Q_HASH_BITS]
-    while (1 << hash_bits) < 2 * bin_capacity:
-        hash_bits += 1
-    table = np.full((1 << hash_bits, 2), -1, np.int64)
-    for k in range(qctr[Q_BINS]):
-        t = heap[H_TIME, k]
-        slot = hash_slot(t, hash_bits)
-        while table[slot, 0] >= 0:
-            slot = (slot + 1) & ((1 << hash_bits) - 1)
-        table[slot, 0] = t
-        table[slot, 1] = heap[H_BIN, k]
-    qctr[Q_HASH_BITS] = hash_bits
-    return chunks, bins, heap, table, qctr
+    return heap, chunks, bins, qcache, qctr
 
 
-@njit(cache=True)
-def push(qchunk, qbin, qheap, qhash, qctr, time_ps, data):
-    """Schedule the event with payload ``data`` at ``time_ps`` (after those already at that time).
-
-    The caller keeps room: a free chunk and a free bin.
-    """
-    qctr[Q_EVENTS] += 1
-    hmask = qhash.shape[0] - 1
-    slot = hash_slot(time_ps, qctr[Q_HASH_BITS])
-    while qhash[slot, 0] >= 0 and qhash[slot, 0] != time_ps:
-        slot = (slot + 1) & hmask
-    if qhash[slot, 0] == time_ps:
-        bn = qhash[slot, 1]
-        f = qbin[bn, B_TAIL]
-        if f & LINK == LINK:  # the tail chunk is full: chain a fresh one
-            c = qctr[Q_FREE_CHUNK]
-            qctr[Q_FREE_CHUNK] = qchunk[c, LINK]
-            qctr[Q_CHUNKS] += 1
-            qchunk[f >> CHUNK_SHIFT, LINK] = c
-            f = c << CHUNK_SHIFT
-        qchunk[f >> CHUNK_SHIFT, f & LINK] = data
-        qbin[bn, B_TAIL] = f + 1
-        return
-    c = qctr[Q_FREE_CHUNK]
-    qctr[Q_FREE_CHUNK] = qchunk[c, LINK]
-    qctr[Q_CHUNKS] += 1
-    qchunk[c, 0] = data
-    bn = qctr[Q_FREE_BIN]
-    qctr[Q_FREE_BIN] = qbin[bn, B_HEAD]
-    qhash[slot, 0] = time_ps
-    qhash[slot, 1] = bn
-    qbin[bn, B_TIME] = time_ps
-    qbin[bn, B_HEAD] = c << CHUNK_SHIFT
-    qbin[bn, B_TAIL] = (c << CHUNK_SHIFT) + 1
-    i = qctr[Q_BINS]
-    qctr[Q_BINS] = i + 1
+@njit(cache=True, inline="always")
+def _heap_push(qheap, qctr, time_ps, data):
+    seq = qctr[Q_SEQ]
+    qctr[Q_SEQ] = seq + 1
+    i = qctr[Q_SIZE]
+    qctr[Q_SIZE] = i + 1
     while i > 0:
         parent = (i - 1) >> 2
-        if qheap[H_TIME, parent] < time_ps:
+        pt = qheap[TIME, parent]
+        if pt < time_ps or (pt == time_ps and qheap[SEQ, parent] < seq):
             break
-        qheap[H_TIME, i] = qheap[H_TIME, parent]
-        qheap[H_BIN, i] = qheap[H_BIN, parent]
+        qheap[TIME, i] = pt
+        qheap[SEQ, i] = qheap[SEQ, parent]
+        qheap[DATA, i] = qheap[DATA, parent]
         i = parent
-    qheap[H_TIME, i] = time_ps
-    qheap[H_BIN, i] = bn
+    qheap[TIME, i] = time_ps
+    qheap[SEQ, i] = seq
+    qheap[DATA, i] = data
 
 
 @njit(cache=True)
-def pop(qchunk, qbin, qheap, qhash, qctr):
+def push(qheap, qchunk, qbin, qcache, qctr, time_ps, data):
+    """Schedule the event with payload ``data`` at ``time_ps`` (after those already at that time).
+
+    The caller keeps room: a free heap entry, bin and chunk.
+    """
+    qctr[Q_EVENTS] += 1
+    slot = hash_slot(time_ps, CACHE_BITS)
+    if qcache[slot, 0] != time_ps:  # not remembered: a plain event, and remember the time
+        qcache[slot, 0] = time_ps
+        qcache[slot, 1] = -1
+        _heap_push(qheap, qctr, time_ps, data)
+        return
+    bn = qcache[slot, 1]
+    if bn < 0:  # pushed once before: open a bin with an empty chunk
+        c = qctr[Q_FREE_CHUNK]
+        qctr[Q_FREE_CHUNK] = qchunk[c, LINK]
+        qctr[Q_CHUNKS] += 1
+        bn = qctr[Q_FREE_BIN]
+        qctr[Q_FREE_BIN] = qbin[bn, B_HEAD]
+        qctr[Q_BINS] += 1
+        qbin[bn, B_HEAD] = c << CHUNK_SHIFT
+        qbin[bn, B_TAIL] = c << CHUNK_SHIFT
+        qbin[bn, B_TIME] = time_ps
+        qcache[slot, 1] = bn
+        _heap_push(qheap, qctr, time_ps, pack(BIN_KIND, bn, 0))
+    f = qbin[bn, B_TAIL]
+    if f & LINK == LINK:  # the tail chunk is full: chain a fresh one
+        c = qctr[Q_FREE_CHUNK]
+        qctr[Q_FREE_CHUNK] = qchunk[c, LINK]
+        qctr[Q_CHUNKS] += 1
+        qchunk[f >> CHUNK_SHIFT, LINK] = c
+        f = c << CHUNK_SHIFT
+    qchunk[f >> CHUNK_SHIFT, f & LINK] = data
+    qbin[bn, B_TAIL] = f + 1
+
+
+@njit(cache=True)
+def pop(qheap, qchunk, qbin, qcache, qctr):
     """Remove the earliest event; returns (time_ps, data). The queue must not be empty."""
-    bn = qheap[H_BIN, 0]
-    time_ps = qheap[H_TIME, 0]
-    f = qbin[bn, B_HEAD]
-    data = qchunk[f >> CHUNK_SHIFT, f & LINK]
+    time_ps = qheap[TIME, 0]
+    data = qheap[DATA, 0]
     qctr[Q_EVENTS] -= 1
-    f += 1
-    if f != qbin[bn, B_TAIL]:
-        if f & LINK == LINK:  # the head chunk is spent: on to the next, this one to the free list
-            c = f >> CHUNK_SHIFT
-            f = qchunk[c, LINK] << CHUNK_SHIFT
-            qchunk[c, LINK] = qctr[Q_FREE_CHUNK]
-            qctr[Q_FREE_CHUNK] = c
-            qctr[Q_CHUNKS] -= 1
-        qbin[bn, B_HEAD] = f
-        return time_ps, data
-    # the bin is empty: its chunk to the free list; out of the hash table (backward shift) and the heap
-    c = (f - 1) >> CHUNK_SHIFT
-    qchunk[c, LINK] = qctr[Q_FREE_CHUNK]
-    qctr[Q_FREE_CHUNK] = c
-    qctr[Q_CHUNKS] -= 1
-    hbits = qctr[Q_HASH_BITS]
-    hmask = qhash.shape[0] - 1
-    i = hash_slot(time_ps, hbits)
-    while qhash[i, 0] != time_ps:
-        i = (i + 1) & hmask
-    j = (i + 1) & hmask
-    while qhash[j, 0] >= 0:
-        home = hash_slot(qhash[j, 0], hbits)
-        # entry j may fill the hole at i unless its home lies cyclically in (i, j]
-        if (i < j and (home <= i or home > j)) or (i > j and home <= i and home > j):
-            qhash[i, 0] = qhash[j, 0]
-            qhash[i, 1] = qhash[j, 1]
-            i = j
-        j = (j + 1) & hmask
-    qhash[i, 0] = -1
-    qbin[bn, B_HEAD] = qctr[Q_FREE_BIN]
-    qctr[Q_FREE_BIN] = bn
-    n = qctr[Q_BINS] - 1
-    qctr[Q_BINS] = n
+    if data >> (2 * _BITS) == BIN_KIND:
+        bn = (data >> _BITS) & _MASK
+        f = qbin[bn, B_HEAD]
+        data = qchunk[f >> CHUNK_SHIFT, f & LINK]
+        f += 1
+        if f != qbin[bn, B_TAIL]:
+            if f & LINK == LINK:  # the head chunk is spent: on to the next, this one to the free list
+                c = f >> CHUNK_SHIFT
+                f = qchunk[c, LINK] << CHUNK_SHIFT
+                qchunk[c, LINK] = qctr[Q_FREE_CHUNK]
+                qctr[Q_FREE_CHUNK] = c
+                qctr[Q_CHUNKS] -= 1
+            qbin[bn, B_HEAD] = f
+            return time_ps, data  # the bin stays on top: its next event is the next in order
+        # the bin is empty: its chunk and itself to the free lists, forgotten by the cache
+        c = (f - 1) >> CHUNK_SHIFT
+        qchunk[c, LINK] = qctr[Q_FREE_CHUNK]
+        qctr[Q_FREE_CHUNK] = c
+        qctr[Q_CHUNKS] -= 1
+        qbin[bn, B_HEAD] = qctr[Q_FREE_BIN]
+        qctr[Q_FREE_BIN] = bn
+        qctr[Q_BINS] -= 1
+        slot = hash_slot(time_ps, CACHE_BITS)
+        if qcache[slot, 0] == time_ps:
+            qcache[slot, 0] = -1
+    n = qctr[Q_SIZE] - 1
+    qctr[Q_SIZE] = n
     if n > 0:
-        t = qheap[H_TIME, n]
-        b = qheap[H_BIN, n]
+        t = qheap[TIME, n]
+        s = qheap[SEQ, n]
         i = 0
         while True:
             c = 4 * i + 1
@@ -233,15 +225,19 @@ def pop(qchunk, qbin, qheap, qhash, qctr):
                 break
             best = c
             for k in range(c + 1, min(c + 4, n)):
-                if qheap[H_TIME, k] < qheap[H_TIME, best]:
+                tk = qheap[TIME, k]
+                if tk < qheap[TIME, best] or (tk == qheap[TIME, best] and qheap[SEQ, k] < qheap[SEQ, best]):
                     best = k
-            if qheap[H_TIME, best] > t:
+            bt = qheap[TIME, best]
+            if bt > t or (bt == t and qheap[SEQ, best] > s):
                 break
-            qheap[H_TIME, i] = qheap[H_TIME, best]
-            qheap[H_BIN, i] = qheap[H_BIN, best]
+            qheap[TIME, i] = bt
+            qheap[SEQ, i] = qheap[SEQ, best]
+            qheap[DATA, i] = qheap[DATA, best]
             i = best
-        qheap[H_TIME, i] = t
-        qheap[H_BIN, i] = b
+        qheap[TIME, i] = t
+        qheap[SEQ, i] = s
+        qheap[DATA, i] = qheap[DATA, n]
     return time_ps, data
 
 
