@@ -28,7 +28,7 @@ from numba import njit
 
 from gpuwait.engine.packet.events import (_BITS, _MASK, B_HEAD, B_TAIL, BIN_KIND, CACHE_BITS, CHUNK_SHIFT, DATA, LINK,
                                           Q_BINS, Q_CHUNKS, Q_EVENTS, Q_FREE_BIN, Q_FREE_CHUNK, Q_SEQ, Q_SIZE, SEQ, TIME,
-                                          grow_queue, grow_rows, hash_slot, new_queue, prefetch, push)
+                                          grow_queue, grow_rows, hash_slot, new_queue, pack, prefetch, push)
 
 # ---------------------------------------------------------------- column layouts (shared with run.py)
 # link integer table
@@ -100,12 +100,6 @@ def _xs(x):
 def _u01(x):
     """xorshift64*: the uniform float in [0, 1) drawn from state ``x``."""
     return float((x * np.uint64(2685821657736338717)) >> np.uint64(11)) / 9007199254740992.0
-
-
-@njit(cache=True, inline="always")
-def _ev(kind, a, b):
-    """An event payload: ``kind`` in the top bits, ``a`` and ``b`` below (:mod:`.events`)."""
-    return (np.int64(kind) << (2 * _BITS)) | (np.int64(a) << _BITS) | np.int64(b)
 
 
 @njit(cache=True, inline="always")
@@ -204,9 +198,9 @@ def simulate(lt, n_buf, n_hdrm, qpi, qpf, r_ptr, r_src, r_link, f_qp_ptr, f_qp_l
         if f_deps[f] == 0:
             for k in range(f_qp_ptr[f], f_qp_ptr[f + 1]):
                 qp = f_qp_list[k]
-                push(qheap, qchunk, qbin, qcache, qctr, qpi[qp, Q_RELEASE] + qpi[qp, Q_DELAY], _ev(EV_START, qp, 0))
+                push(qheap, qchunk, qbin, qcache, qctr, qpi[qp, Q_RELEASE] + qpi[qp, Q_DELAY], pack(EV_START, qp, 0))
     if n_sl > 0 or R > 0:
-        push(qheap, qchunk, qbin, qcache, qctr, 0, _ev(EV_SAMPLE, 0, 0))
+        push(qheap, qchunk, qbin, qcache, qctr, 0, pack(EV_SAMPLE, 0, 0))
 
     st = np.zeros(RUN_COLS, np.int64)
     st[RUN_N_FREE] = pool_rows
@@ -366,7 +360,7 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
                     f = c << CHUNK_SHIFT
                     qchunk[c, 0] = ed
                     qbin[bn, B_TAIL] = f + 1
-                    ed = _ev(BIN_KIND, bn, 0)
+                    ed = pack(BIN_KIND, bn, 0)
                     bn = -2
                 else:
                     f = qbin[bn, B_TAIL]
@@ -571,11 +565,11 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
                         if lt[i, T_IN_BYTES] <= xon:
                             lt[i, T_PAUSE_SENT] = False
                             pend_t[npend] = now + lt[i, L_LAT]
-                            pend_d[npend] = _ev(EV_PAUSE, i, 0)
+                            pend_d[npend] = pack(EV_PAUSE, i, 0)
                             npend += 1
                 elif fc == FC_CREDIT:
                     pend_t[npend] = now + lt[i, L_LAT]
-                    pend_d[npend] = _ev(EV_CREDIT, i, b_in)
+                    pend_d[npend] = pack(EV_CREDIT, i, b_in)
                     npend += 1
             elif lt[link, T_WAIT_HEAD] >= 0 and lt[link, T_QPKTS] < host_limit:
                 qp = lt[link, T_WAIT_HEAD]
@@ -586,7 +580,7 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
                 if not s_send_sched[qp]:
                     s_send_sched[qp] = True
                     pend_t[npend] = now
-                    pend_d[npend] = _ev(EV_SEND, qp, 0)
+                    pend_d[npend] = pack(EV_SEND, qp, 0)
                     npend += 1
             start_link = link
 
@@ -602,7 +596,7 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
                     lt[link, C_DROPS] += 1
                     if lt[link, L_FC] == FC_CREDIT:
                         pend_t[npend] = now + lt[link, L_LAT]
-                        pend_d[npend] = _ev(EV_CREDIT, link, wire_in)
+                        pend_d[npend] = pack(EV_CREDIT, link, wire_in)
                         npend += 1
                     pkt[p, P_NEXT] = free_head
                     free_head = p
@@ -612,7 +606,7 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
                 # ---------------------------------------------------------------- receiver
                 if lt[link, L_FC] == FC_CREDIT:
                     pend_t[npend] = now + lt[link, L_LAT]
-                    pend_d[npend] = _ev(EV_CREDIT, link, wire_in)
+                    pend_d[npend] = pack(EV_CREDIT, link, wire_in)
                     npend += 1
                 seq = pkt[p, P_SEQ]
                 npk = qpi[qp, Q_NPKTS]
@@ -654,7 +648,7 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
                         if reliable and not r_nack[qp]:
                             r_nack[qp] = True
                             pend_t[npend] = now + qpi[qp, Q_CTRL_LAT]
-                            pend_d[npend] = _ev(EV_NACK, qp, e)
+                            pend_d[npend] = pack(EV_NACK, qp, e)
                             npend += 1
                     else:
                         out[qp, O_DUP] += 1
@@ -665,7 +659,7 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
                         r_last_cnp[qp] = now
                         out[qp, O_CNP_SENT] += 1
                         pend_t[npend] = now + qpi[qp, Q_CTRL_LAT]
-                        pend_d[npend] = _ev(EV_CNP, qp, 0)
+                        pend_d[npend] = pack(EV_CNP, qp, 0)
                         npend += 1
                 if accepted:
                     out[qp, O_DELIVERED] += 1
@@ -676,7 +670,7 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
                     e = r_expected[qp]
                     if reliable and (e % ack_every == 0 or e == npk or ooo):
                         pend_t[npend] = now + qpi[qp, Q_CTRL_LAT]
-                        pend_d[npend] = _ev(EV_ACK, qp, e)
+                        pend_d[npend] = pack(EV_ACK, qp, e)
                         npend += 1
                 if done and out[qp, O_FINISH] < 0:
                     out[qp, O_FINISH] = now
@@ -692,7 +686,7 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
                                 for k2 in range(f_qp_ptr[d], f_qp_ptr[d + 1]):
                                     q2 = f_qp_list[k2]
                                     pend_t[npend] = max(now, qpi[q2, Q_RELEASE]) + qpi[q2, Q_DELAY]
-                                    pend_d[npend] = _ev(EV_START, q2, 0)
+                                    pend_d[npend] = pack(EV_START, q2, 0)
                                     npend += 1
                 continue
             # -------------------------------------------------------------------- forwarding
@@ -750,7 +744,7 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
                             lt[link, T_PAUSE_SENT] = True
                             lt[link, T_PAUSE_LEVEL] = lt[link, T_IN_BYTES]
                             pend_t[npend] = now + lt[link, L_LAT]
-                            pend_d[npend] = _ev(EV_PAUSE, link, 1)
+                            pend_d[npend] = pack(EV_PAUSE, link, 1)
                             npend += 1
                 n_used[node] += wire_in
             if ecn_on and lt[m, L_SRC_SW] != 0:
@@ -806,14 +800,14 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
                     if not s_send_sched[qp]:
                         s_send_sched[qp] = True
                         pend_t[npend] = s_next_t[qp]
-                        pend_d[npend] = _ev(EV_SEND, qp, 0)
+                        pend_d[npend] = pack(EV_SEND, qp, 0)
                         npend += 1
                     continue
                 if n_free == 0:
                     if not s_send_sched[qp]:
                         s_send_sched[qp] = True
                         pend_t[npend] = now
-                        pend_d[npend] = _ev(EV_SEND, qp, 0)
+                        pend_d[npend] = pack(EV_SEND, qp, 0)
                         npend += 1
                     continue
                 seq = s_next[qp]
@@ -848,7 +842,7 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
                     s_rto_pend[qp] = True
                     s_rto_dl[qp] = now + rto
                     pend_t[npend] = now + rto
-                    pend_d[npend] = _ev(EV_RTO, qp, 0)
+                    pend_d[npend] = pack(EV_RTO, qp, 0)
                     npend += 1
                 enq_p = p
                 start_link = first
@@ -885,7 +879,7 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
                 if not s_send_sched[qp] and not s_waiting[qp]:
                     s_send_sched[qp] = True
                     pend_t[npend] = now
-                    pend_d[npend] = _ev(EV_SEND, qp, 0)
+                    pend_d[npend] = pack(EV_SEND, qp, 0)
                     npend += 1
 
         elif kind == EV_RTO:
@@ -896,7 +890,7 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
             if now < s_rto_dl[qp]:
                 s_rto_pend[qp] = True
                 pend_t[npend] = s_rto_dl[qp]
-                pend_d[npend] = _ev(EV_RTO, qp, 0)
+                pend_d[npend] = pack(EV_RTO, qp, 0)
                 npend += 1
                 continue
             out[qp, O_TIMEOUTS] += 1
@@ -904,12 +898,12 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
             s_rto_pend[qp] = True
             s_rto_dl[qp] = now + rto
             pend_t[npend] = now + rto
-            pend_d[npend] = _ev(EV_RTO, qp, 0)
+            pend_d[npend] = pack(EV_RTO, qp, 0)
             npend += 1
             if not s_send_sched[qp] and not s_waiting[qp]:
                 s_send_sched[qp] = True
                 pend_t[npend] = now
-                pend_d[npend] = _ev(EV_SEND, qp, 0)
+                pend_d[npend] = pack(EV_SEND, qp, 0)
                 npend += 1
 
         elif kind == EV_CNP:
@@ -934,7 +928,7 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
                 if not s_timer_pend[qp]:
                     s_timer_pend[qp] = True
                     pend_t[npend] = s_timer_dl[qp]
-                    pend_d[npend] = _ev(EV_RPTIMER, qp, 0)
+                    pend_d[npend] = pack(EV_RPTIMER, qp, 0)
                     npend += 1
 
         elif kind == EV_RPTIMER:
@@ -945,7 +939,7 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
             if now < s_timer_dl[qp]:
                 s_timer_pend[qp] = True
                 pend_t[npend] = s_timer_dl[qp]
-                pend_d[npend] = _ev(EV_RPTIMER, qp, 0)
+                pend_d[npend] = pack(EV_RPTIMER, qp, 0)
                 npend += 1
                 continue
             s_T[qp] += 1
@@ -955,7 +949,7 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
                 s_timer_pend[qp] = True
                 s_timer_dl[qp] = now + gi[G_RP_TIMER]
                 pend_t[npend] = s_timer_dl[qp]
-                pend_d[npend] = _ev(EV_RPTIMER, qp, 0)
+                pend_d[npend] = pack(EV_RPTIMER, qp, 0)
                 npend += 1
 
         elif kind == EV_SAMPLE:
@@ -976,7 +970,7 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
             n_samples += 1
             if finished < R:
                 pend_t[npend] = now + sample_ps
-                pend_d[npend] = _ev(EV_SAMPLE, 0, 0)
+                pend_d[npend] = pack(EV_SAMPLE, 0, 0)
                 npend += 1
 
         # -------------------------------------------------------------------- start transmission
@@ -1030,9 +1024,9 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
                     lt[link, C_TX_BYTES] += pkt[p, P_LEN]
                     lt[link, C_TX_PKTS] += 1
                     pend_t[npend] = t_end
-                    pend_d[npend] = _ev(EV_TXDONE, link, p)
+                    pend_d[npend] = pack(EV_TXDONE, link, p)
                     pend_t[npend + 1] = t_end + lt[link, L_LAT]
-                    pend_d[npend + 1] = _ev(EV_ARRIVE, p, link)
+                    pend_d[npend + 1] = pack(EV_ARRIVE, p, link)
                     npend += 2
     qctr[Q_SIZE] = hn
     qctr[Q_SEQ] = seqc

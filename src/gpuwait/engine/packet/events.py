@@ -247,12 +247,6 @@ def pack(kind, a, b):
     return (np.int64(kind) << (2 * _BITS)) | (np.int64(a) << _BITS) | np.int64(b)
 
 
-@njit(cache=True, inline="always")
-def unpack(data):
-    """(kind, a, b) of a payload."""
-    return data >> (2 * _BITS), (data >> _BITS) & _MASK, data & _MASK
-
-
 @njit(cache=True)
 def grow_rows(arr, rows):
     """A copy of 2-D ``arr`` with ``rows`` rows (at least as many as it has)."""
