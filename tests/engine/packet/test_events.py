@@ -10,16 +10,7 @@ import heapq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuwait.engine.packet.events import (
-    Q_BINS,
-    Q_CHUNKS,
-    Q_EVENTS,
-    Q_SIZE,
-    grow_queue,
-    new_queue,
-    pop,
-    push,
-)
+from gpuwait.engine.packet.events import Q_BINS, Q_CHUNKS, Q_EVENTS, Q_SIZE, grow_queue, new_queue, pop, push
 
 lockstep = st.sampled_from([0, 1, 7, 333, 333, 660, 10_000, 55_000_000])
 scattered = st.integers(min_value=0, max_value=5_000)
