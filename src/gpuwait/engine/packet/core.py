@@ -117,7 +117,7 @@ def _inc(t, bc, line, target, rate, fast, hai, ai):
 
 @njit(cache=True)
 def simulate(lt, n_buf, n_hdrm, qpi, qpf, r_ptr, r_src, r_link, f_qp_ptr, f_qp_list, f_dep_ptr, f_dep_list,
-             f_ndeps, gi, gf, sample_links, recv_total, pool_rows, heap_rows):
+             f_ndeps, gi, gf, sample_links, recv_total, pool_rows, queue_rows):
     """Run to completion (or the time limit). Returns the counters; see the column constants."""
     L = lt.shape[0]
     N = n_buf.shape[0]
@@ -191,8 +191,7 @@ def simulate(lt, n_buf, n_hdrm, qpi, qpf, r_ptr, r_src, r_link, f_qp_ptr, f_qp_l
     pkt[pool_rows - 1, P_NEXT] = -1
 
     # room for every QP's start and the sample before the loop first checks
-    queue_rows = max(heap_rows, 2 * R + 64)
-    qheap, qchunk, qbin, qcache, qctr = new_queue(queue_rows)
+    qheap, qchunk, qbin, qcache, qctr = new_queue(max(queue_rows, 2 * R + 64))
 
     for f in range(F):
         if f_deps[f] == 0:
@@ -340,39 +339,36 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
             et = pend_t[j]
             ed = pend_d[j]
             slot = hash_slot(et, CACHE_BITS)
-            bn = np.int64(-2)  # -2: a plain heap entry
-            if qcache[slot, 0] != et:
+            to_heap = True
+            if qcache[slot, 0] != et:  # a time not remembered: a plain heap entry, and remember it
                 qcache[slot, 0] = et
                 qcache[slot, 1] = -1
+            elif qcache[slot, 1] < 0:
+                # pushed once before: open a bin, one heap entry for all its events
+                c = free_chunk
+                free_chunk = qchunk[c, LINK]
+                n_chunks += 1
+                bn = free_bin
+                free_bin = qbin[bn, B_HEAD]
+                n_bins += 1
+                qbin[bn, B_HEAD] = c << CHUNK_SHIFT
+                qbin[bn, B_TAIL] = (c << CHUNK_SHIFT) + 1
+                qchunk[c, 0] = ed
+                qcache[slot, 1] = bn
+                ed = pack(BIN_KIND, bn, 0)
             else:
                 bn = qcache[slot, 1]
-                if bn < 0:
-                    # pushed once before: open a bin (one heap entry for all its events)
+                f = qbin[bn, B_TAIL]
+                if f & LINK == LINK:  # the tail chunk is full: chain a fresh one
                     c = free_chunk
                     free_chunk = qchunk[c, LINK]
                     n_chunks += 1
-                    bn = free_bin
-                    free_bin = qbin[bn, B_HEAD]
-                    n_bins += 1
-                    qbin[bn, B_HEAD] = c << CHUNK_SHIFT
-                    qbin[bn, B_TAIL] = c << CHUNK_SHIFT
-                    qcache[slot, 1] = bn
+                    qchunk[f >> CHUNK_SHIFT, LINK] = c
                     f = c << CHUNK_SHIFT
-                    qchunk[c, 0] = ed
-                    qbin[bn, B_TAIL] = f + 1
-                    ed = pack(BIN_KIND, bn, 0)
-                    bn = -2
-                else:
-                    f = qbin[bn, B_TAIL]
-                    if f & LINK == LINK:  # the tail chunk is full: chain a fresh one
-                        c = free_chunk
-                        free_chunk = qchunk[c, LINK]
-                        n_chunks += 1
-                        qchunk[f >> CHUNK_SHIFT, LINK] = c
-                        f = c << CHUNK_SHIFT
-                    qchunk[f >> CHUNK_SHIFT, f & LINK] = ed
-                    qbin[bn, B_TAIL] = f + 1
-            if bn == -2:
+                qchunk[f >> CHUNK_SHIFT, f & LINK] = ed
+                qbin[bn, B_TAIL] = f + 1
+                to_heap = False
+            if to_heap:
                 es = seqc
                 seqc += 1
                 i = hn

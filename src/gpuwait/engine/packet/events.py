@@ -27,8 +27,8 @@ are in the same cache line and the event loop looks ahead at them to prefetch th
 Storage (int64 numpy arrays, no Python object per event; the caller grows them between runs of
 the event loop, :func:`grow_queue`): ``qheap``; ``qchunk[C, CHUNK]`` (a free chunk's last column
 links the free list); ``qbin[B, 4]`` per bin the position of its next event to pop and of its next
-free payload (``B_HEAD``, ``B_TAIL``; a position is ``chunk * CHUNK + column``) and its time
-(``B_TIME``; a free bin's ``B_HEAD`` links the free list); ``qcache[CACHE, 2]`` time -> bin, ``-1``
+free payload (``B_HEAD``, ``B_TAIL``; a position is ``chunk * CHUNK + column``; a free bin's
+``B_HEAD`` links the free list); ``qcache[CACHE, 2]`` time -> bin, ``-1``
 for "seen once, no bin" (an empty entry has time ``-1``; times are never negative); ``qctr``
 counts and free-list heads (``Q_*``). The event loop (:mod:`.core`) writes push and pop out in
 place for speed; :func:`push` and :func:`pop` here are the same steps for everything else.
@@ -49,8 +49,8 @@ BIN_KIND = 31  # a heap entry whose payload is a bin
 CHUNK = 16  # int64 per chunk (two cache lines): 15 payloads, then the next chunk
 CHUNK_SHIFT = 4
 LINK = CHUNK - 1  # the column of a chunk's link; also the mask of a position's column
-B_HEAD, B_TAIL, B_TIME = 0, 1, 2
-B_COLS = 4
+B_HEAD, B_TAIL = 0, 1
+B_COLS = 2
 CACHE_BITS = 6  # 64 remembered times: the few a lockstep fabric pushes to at once
 # qctr columns: heap entries, next sequence number, events held, chunks in use, free chunk,
 # bins in use, free bin
@@ -168,7 +168,6 @@ def push(qheap, qchunk, qbin, qcache, qctr, time_ps, data):
         qctr[Q_BINS] += 1
         qbin[bn, B_HEAD] = c << CHUNK_SHIFT
         qbin[bn, B_TAIL] = c << CHUNK_SHIFT
-        qbin[bn, B_TIME] = time_ps
         qcache[slot, 1] = bn
         _heap_push(qheap, qctr, time_ps, pack(BIN_KIND, bn, 0))
     f = qbin[bn, B_TAIL]
