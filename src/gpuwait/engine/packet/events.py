@@ -88,40 +88,39 @@ def hash_slot(time_ps, hash_bits):
 
 
 @njit(cache=True)
+def _with_free_rows(table, capacity, link_col, qctr, head_col):
+    """A copy of ``table`` with ``capacity`` rows; the added rows join the free list that starts at
+    ``qctr[head_col]`` and is linked through column ``link_col``."""
+    old = table.shape[0]
+    out = np.zeros((max(capacity, old), table.shape[1]), np.int64)
+    out[:old] = table
+    if capacity > old:
+        out[old:, link_col] = np.arange(old + 1, capacity + 1)
+        out[capacity - 1, link_col] = qctr[head_col]
+        qctr[head_col] = old
+    return out
+
+
+@njit(cache=True)
 def new_queue(capacity):
     """An empty queue with room for ``capacity`` heap entries, bins and chunks."""
-    qheap = np.zeros((3, capacity), np.int64)
-    qchunk = np.zeros((capacity, CHUNK), np.int64)
-    qchunk[:, LINK] = np.arange(1, capacity + 1)
-    qchunk[capacity - 1, LINK] = -1
-    qbin = np.zeros((capacity, B_COLS), np.int64)
-    qbin[:, B_HEAD] = np.arange(1, capacity + 1)
-    qbin[capacity - 1, B_HEAD] = -1
-    qcache = np.full((1 << CACHE_BITS, 2), -1, np.int64)
     qctr = np.zeros(Q_COLS, np.int64)
-    return qheap, qchunk, qbin, qcache, qctr
+    qctr[Q_FREE_CHUNK] = -1
+    qctr[Q_FREE_BIN] = -1
+    qchunk = _with_free_rows(np.zeros((0, CHUNK), np.int64), capacity, LINK, qctr, Q_FREE_CHUNK)
+    qbin = _with_free_rows(np.zeros((0, B_COLS), np.int64), capacity, B_HEAD, qctr, Q_FREE_BIN)
+    qcache = np.full((1 << CACHE_BITS, 2), -1, np.int64)
+    return np.zeros((3, capacity), np.int64), qchunk, qbin, qcache, qctr
 
 
 @njit(cache=True)
 def grow_queue(qheap, qchunk, qbin, qcache, qctr, capacity):
     """A copy of the queue with room for ``capacity`` heap entries, bins and chunks (at least
     what it has)."""
-    heap = np.zeros((3, capacity), np.int64)
+    heap = np.zeros((3, max(capacity, qheap.shape[1])), np.int64)
     heap[:, : qheap.shape[1]] = qheap
-    c_old = qchunk.shape[0]
-    chunks = np.zeros((capacity, CHUNK), np.int64)
-    chunks[:c_old] = qchunk
-    if capacity > c_old:
-        chunks[c_old:, LINK] = np.arange(c_old + 1, capacity + 1)
-        chunks[capacity - 1, LINK] = qctr[Q_FREE_CHUNK]
-        qctr[Q_FREE_CHUNK] = c_old
-    b_old = qbin.shape[0]
-    bins = np.zeros((capacity, B_COLS), np.int64)
-    bins[:b_old] = qbin
-    if capacity > b_old:
-        bins[b_old:, B_HEAD] = np.arange(b_old + 1, capacity + 1)
-        bins[capacity - 1, B_HEAD] = qctr[Q_FREE_BIN]
-        qctr[Q_FREE_BIN] = b_old
+    chunks = _with_free_rows(qchunk, capacity, LINK, qctr, Q_FREE_CHUNK)
+    bins = _with_free_rows(qbin, capacity, B_HEAD, qctr, Q_FREE_BIN)
     return heap, chunks, bins, qcache, qctr
 
 
