@@ -7,6 +7,8 @@ prints one JSON object. The numba compile time (first call in a fresh cache) is 
 ``compile_s`` is the time of a tiny warm-up run. The run is repeated (``--repeat``, the same seed,
 so the same events): ``wall_s`` and ``events_per_s`` are the median run's, ``wall_s_runs`` lists
 every run, because a shared machine's speed swings by a quarter from one second to the next.
+``--start-jitter-us J`` starts the flows at random times in [0, J) µs: the fabric then leaves
+lockstep and most event times differ, the event queue's worst case.
 
     python bench/packet_permutation.py --hosts 1024 --json
 """
@@ -27,6 +29,7 @@ def main() -> None:
     parser.add_argument("--radix", type=int, default=32)
     parser.add_argument("--transport", default="rocev2", choices=["rocev2", "infiniband"])
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--start-jitter-us", type=float, default=0.0, help="flows start uniformly in [0, J) us")
     parser.add_argument("--repeat", type=int, default=3, help="runs to time (the median is reported)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -54,7 +57,10 @@ def main() -> None:
         if not (perm == np.arange(len(nics))).any():
             break
     n = len(nics)
-    flows = FlowTable([f"f{i}" for i in range(n)], nics, nics[perm], np.full(n, args.size), np.zeros(n),
+    if args.start_jitter_us < 0:
+        parser.error(f"--start-jitter-us must be >= 0, got {args.start_jitter_us}")
+    start_s = rng.uniform(0.0, args.start_jitter_us * 1e-6, n) if args.start_jitter_us > 0 else np.zeros(n)
+    flows = FlowTable([f"f{i}" for i in range(n)], nics, nics[perm], np.full(n, args.size), start_s,
                       np.full(n, np.inf), [[] for _ in range(n)])
     routing = RoutingSpec(kind="ecmp")
     transport = TRANSPORTS[args.transport]
@@ -83,7 +89,7 @@ def main() -> None:
     totals = run.totals()
     doc = {
         "hosts": n, "switches": int(len(topo.switches())), "links": topo.n_links, "flows": n,
-        "flow_size_bytes": args.size, "transport": transport.name,
+        "flow_size_bytes": args.size, "start_jitter_us": args.start_jitter_us, "transport": transport.name,
         "wall_s": run.wall_s, "wall_s_runs": [round(r.wall_s, 4) for r, _ in runs], "setup_s": total_s - run.wall_s, "route_s": route_s, "compile_s": compile_s,
         "import_s": import_s, "events": run.events, "events_per_s": run.events_per_s, "packets": run.packets,
         "simulated_s": run.end_s, "mean_fct_s": float(run.flow_time_s.mean()),
