@@ -10,14 +10,22 @@ Three causes the flow engine cannot see, each from the counters real switches an
 - **ecn-misconfig**: congestion control is on but the switches pause before they mark (ECN Kmin at or
   above the PFC XOFF point), so DCQCN never hears about the congestion and PFC does all the work.
 
-Each finding's fix is simulated again (ECN thresholds below XOFF, DCQCN on with marking, the slow
-port restored) and its gain is the change of the run's mean flow completion time.
+The routing causes the flow-level diagnosis knows are read from the run's port utilization with
+the same rules (:mod:`gpuwait.diagnose.rules`): an ECMP hash collision (uplinks full beside idle
+siblings) and an oversubscribed leaf (every uplink full).
+
+Each finding's fix is simulated again packet by packet where the run alone allows it (ECN
+thresholds below XOFF, DCQCN on with marking, more QPs per connection) and its gain is the change
+of the run's mean flow completion time; adding uplinks needs a new topology, so that finding
+carries no measured gain.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from gpuwait.diagnose.observe import Observation
+from gpuwait.diagnose.rules import RuleOutput, collision, oversubscription
 from gpuwait.diagnose.run import Diagnosis, Finding
 from gpuwait.engine.network import simulate_flows
 from gpuwait.engine.packet.params import PacketParams
@@ -39,6 +47,15 @@ def _mean_fct(run: PacketRun, flows: list[int] | None = None) -> float:
     fct = run.flow_time_s if flows is None else run.flow_time_s[flows]
     fct = fct[np.isfinite(fct)]
     return float(fct.mean()) if len(fct) else float("inf")
+
+
+def _routing_candidates(run: PacketRun) -> list:
+    """ECMP collisions and oversubscription, from the run's mean port utilization."""
+    obs = Observation(run.topo, link_util=run.link_mean_utilization(), link_bytes=run.link_bytes)
+    out = RuleOutput()
+    collision(obs, out)
+    oversubscription(obs, out)
+    return out.candidates
 
 
 def diagnose_packets(run: PacketRun, measure_gain: bool = True) -> Diagnosis:
@@ -91,18 +108,24 @@ def diagnose_packets(run: PacketRun, measure_gain: bool = True) -> Diagnosis:
                              "incast over time or receivers",
                              {"congestion_control": "dcqcn", "ecn": True, "ecn_kmin_bytes": None, "ecn_kmax_bytes": None},
                              innocent))
+    routing_fixes = {"more-qps": {"qps_per_connection": max(4, run.routing.qps_per_connection)}}
+    for cand in _routing_candidates(run):
+        action = (cand.fix_action or ("none",))[0]
+        findings.append((cand.kind, cand.component, cand.score, cand.evidence, cand.explanation, cand.fix,
+                         {"routing": routing_fixes[action]} if action in routing_fixes else None, None))
     out = []
     for kind, component, score, evidence, explanation, fix, params, victims in findings:
         # the gain is measured on the flows the cause hurts: the innocent ones for HOL blocking
         before = _mean_fct(run, victims)
         fixed = None
         if measure_gain and params is not None:
-            new = run.params.model_copy(update=params)
-            again = simulate_packets(topo, run.flows, run.routing, run.transport, PacketParams.model_validate(new.model_dump()))
+            routing = run.routing.model_copy(update=params.get("routing", {}))
+            new = run.params.model_copy(update={k: v for k, v in params.items() if k != "routing"})
+            again = simulate_packets(topo, run.flows, routing, run.transport, PacketParams.model_validate(new.model_dump()))
             fixed = _mean_fct(again, victims)
         gain = (before - fixed) / before if fixed is not None and before > 0 else None
         out.append(Finding(kind, component, _severity(gain), score, evidence, explanation, fix, before, fixed, True))
-    order = {"ecn-misconfig": 0, "pfc-storm": 1, "hol-blocking": 2}
+    order = {"ecn-misconfig": 0, "pfc-storm": 1, "hol-blocking": 2, "ecmp-collision": 3, "oversubscription": 4}
     out.sort(key=lambda f: order[f.kind])
     return Diagnosis(run.labels.get("name", "packet run"), _mean_fct(run), None, tuple(out), (),
                      measure="mean flow completion time")
