@@ -33,6 +33,10 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="runs to time (the median is reported)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    if args.repeat < 1:
+        parser.error(f"--repeat must be at least 1, got {args.repeat}")
+    if args.start_jitter_us < 0:
+        parser.error(f"--start-jitter-us must be >= 0, got {args.start_jitter_us}")
 
     t_import = time.perf_counter()
     from gpuwait.engine.network import simulate_flows
@@ -57,8 +61,6 @@ def main() -> None:
         if not (perm == np.arange(len(nics))).any():
             break
     n = len(nics)
-    if args.start_jitter_us < 0:
-        parser.error(f"--start-jitter-us must be >= 0, got {args.start_jitter_us}")
     start_s = rng.uniform(0.0, args.start_jitter_us * 1e-6, n) if args.start_jitter_us > 0 else np.zeros(n)
     flows = FlowTable([f"f{i}" for i in range(n)], nics, nics[perm], np.full(n, args.size), start_s,
                       np.full(n, np.inf), [[] for _ in range(n)])
@@ -74,8 +76,6 @@ def main() -> None:
     t0 = time.perf_counter()
     routes = route_flows(topo, routing, flows.src, flows.dst, transport=transport.name)
     route_s = time.perf_counter() - t0
-    if args.repeat < 1:
-        parser.error(f"--repeat must be at least 1, got {args.repeat}")
     runs = []
     for _ in range(args.repeat):
         t0 = time.perf_counter()
@@ -90,7 +90,8 @@ def main() -> None:
     doc = {
         "hosts": n, "switches": int(len(topo.switches())), "links": topo.n_links, "flows": n,
         "flow_size_bytes": args.size, "start_jitter_us": args.start_jitter_us, "transport": transport.name,
-        "wall_s": run.wall_s, "wall_s_runs": [round(r.wall_s, 4) for r, _ in runs], "setup_s": total_s - run.wall_s, "route_s": route_s, "compile_s": compile_s,
+        "wall_s": run.wall_s, "wall_s_runs": [round(r.wall_s, 4) for r, _ in runs], "setup_s": total_s - run.wall_s,
+        "route_s": route_s, "compile_s": compile_s,
         "import_s": import_s, "events": run.events, "events_per_s": run.events_per_s, "packets": run.packets,
         "simulated_s": run.end_s, "mean_fct_s": float(run.flow_time_s.mean()),
         "fct_p50_s": run.fct_percentiles_s()["p50"], "fct_p99_s": run.fct_percentiles_s()["p99"],

@@ -26,10 +26,11 @@ import numpy as np
 
 from gpuwait.diagnose.observe import Observation
 from gpuwait.diagnose.rules import RuleOutput, collision, oversubscription
-from gpuwait.diagnose.run import Diagnosis, Finding
+from gpuwait.diagnose.run import Diagnosis, Finding, routing_fix
 from gpuwait.engine.network import simulate_flows
 from gpuwait.engine.packet.params import PacketParams
 from gpuwait.engine.packet.run import PacketRun, simulate_packets
+from gpuwait.spec.cluster import RoutingSpec
 from gpuwait.topology.model import LINK_KINDS
 
 PAUSED_SHARE = 0.2      # a port paused a fifth of the run is held back by PFC, not by its own rate
@@ -70,15 +71,16 @@ def diagnose_packets(run: PacketRun, measure_gain: bool = True) -> Diagnosis:
     port = topo.link_name(congested)
     marks = float(run.ecn_marked_packets.sum())
     pauses = float(run.pause_frames[:, prio].sum())
-    # kind, component, score, evidence, explanation, fix, parameters of the fix, flows it is for (None: all)
-    findings: list[tuple[str, str, float, dict, str, str, dict | None, list[int] | None]] = []
+    # kind, component, score, evidence, explanation, fix, what the rerun changes (packet parameters,
+    # routing; None: no rerun), flows it is for (None: all), seen in a counter (not inferred)
+    findings: list[tuple[str, str, float, dict, str, str, tuple[dict, RoutingSpec] | None, list[int] | None, bool]] = []
     if pauses > 0 and run.resolved.ecn and run.resolved.congestion_control == "dcqcn" and marks < 0.01 * pauses:
         findings.append(("ecn-misconfig", "all", 1.0,
                          {"pause_frames": int(pauses), "ecn_marked_packets": int(marks), "congested_port": port},
                          f"Switches sent {int(pauses)} PFC pauses but marked {int(marks)} packets: ECN's Kmin sits at or "
                          "above the PFC XOFF point, so PFC stops the senders before DCQCN hears of the congestion.",
                          "set ECN Kmin/Kmax well below the PFC XOFF threshold (e.g. Kmin 100 KB, Kmax 400 KB per 25 Gb/s)",
-                         {"ecn_kmin_bytes": None, "ecn_kmax_bytes": None}, None))
+                         ({"ecn_kmin_bytes": None, "ecn_kmax_bytes": None}, run.routing), None, True))
     fabric_links = np.flatnonzero(topo.link_kind == LINK_KINDS.index("fabric"))
     spread = fabric_links[paused[fabric_links] >= STORM_SHARE]
     if len(spread):
@@ -89,7 +91,7 @@ def diagnose_packets(run: PacketRun, measure_gain: bool = True) -> Diagnosis:
                          f"the run, rooted at {port}, whose queue never drains.",
                          f"find why {port} drains slowly (a slow or stuck receiver, a degraded link); enable the PFC "
                          "watchdog so a stuck queue is dropped instead of pausing the fabric",
-                         None, None))
+                         None, None, True))
     # innocent flows: they cross a paused port but not the congested one
     flows_here = set(run.flows_on_link(congested).tolist())
     paused_links = np.flatnonzero(paused >= PAUSED_SHARE)
@@ -106,25 +108,25 @@ def diagnose_packets(run: PacketRun, measure_gain: bool = True) -> Diagnosis:
                              "(head-of-line blocking).",
                              "let congestion control act before PFC (DCQCN with ECN marking below XOFF), or spread the "
                              "incast over time or receivers",
-                             {"congestion_control": "dcqcn", "ecn": True, "ecn_kmin_bytes": None, "ecn_kmax_bytes": None},
-                             innocent))
-    routing_fixes = {"more-qps": {"qps_per_connection": max(4, run.routing.qps_per_connection)}}
+                             ({"congestion_control": "dcqcn", "ecn": True, "ecn_kmin_bytes": None,
+                               "ecn_kmax_bytes": None}, run.routing),
+                             innocent, True))
     for cand in _routing_candidates(run):
-        action = (cand.fix_action or ("none",))[0]
+        routing = routing_fix(run.routing, (cand.fix_action or ("none",))[0])
         findings.append((cand.kind, cand.component, cand.score, cand.evidence, cand.explanation, cand.fix,
-                         {"routing": routing_fixes[action]} if action in routing_fixes else None, None))
+                         ({}, routing) if routing is not None else None, None, cand.direct))
     out = []
-    for kind, component, score, evidence, explanation, fix, params, victims in findings:
+    for kind, component, score, evidence, explanation, fix, rerun, victims, direct in findings:
         # the gain is measured on the flows the cause hurts: the innocent ones for HOL blocking
         before = _mean_fct(run, victims)
         fixed = None
-        if measure_gain and params is not None:
-            routing = run.routing.model_copy(update=params.get("routing", {}))
-            new = run.params.model_copy(update={k: v for k, v in params.items() if k != "routing"})
+        if measure_gain and rerun is not None:
+            params_update, routing = rerun
+            new = run.params.model_copy(update=params_update)
             again = simulate_packets(topo, run.flows, routing, run.transport, PacketParams.model_validate(new.model_dump()))
             fixed = _mean_fct(again, victims)
         gain = (before - fixed) / before if fixed is not None and before > 0 else None
-        out.append(Finding(kind, component, _severity(gain), score, evidence, explanation, fix, before, fixed, True))
+        out.append(Finding(kind, component, _severity(gain), score, evidence, explanation, fix, before, fixed, direct))
     order = {"ecn-misconfig": 0, "pfc-storm": 1, "hol-blocking": 2, "ecmp-collision": 3, "oversubscription": 4}
     out.sort(key=lambda f: order[f.kind])
     return Diagnosis(run.labels.get("name", "packet run"), _mean_fct(run), None, tuple(out), (),

@@ -13,6 +13,7 @@ from gpuwait.diagnose.rules import Candidate, evaluate
 from gpuwait.engine.workload import WorkloadRun, simulate_workload
 from gpuwait.errors import SpecError
 from gpuwait.spec.faults import FaultSpec
+from gpuwait.spec.cluster import RoutingSpec
 from gpuwait.spec.scenario import Scenario
 
 SEVERITIES = ("info", "warning", "critical")
@@ -112,11 +113,18 @@ def apply_fix(scenario: Scenario, faults: Sequence[FaultSpec], candidate: Candid
         faults = drop(("ecmp-polarization",))
         cluster = cluster.model_copy(update={"routing": cluster.routing.model_copy(update={"per_switch_seed": True})})
     elif action == "more-qps":
-        routing = cluster.routing.model_copy(update={"qps_per_connection": max(4, cluster.routing.qps_per_connection)})
-        cluster = cluster.model_copy(update={"routing": routing})
+        cluster = cluster.model_copy(update={"routing": routing_fix(cluster.routing, action)})
     elif action == "non-blocking":
         cluster = cluster.model_copy(update={"fabric": cluster.fabric.model_copy(update={"oversubscription": 1.0})})
     return scenario.model_copy(update={"cluster": cluster, "workload": workload, "faults": []}), faults
+
+
+def routing_fix(routing: RoutingSpec, action: str) -> RoutingSpec | None:
+    """The routing a candidate's fix action asks for (``more-qps``: at least 4 QPs per connection,
+    NCCL_IB_QPS_PER_CONNECTION=4), or None when the action is not a routing change."""
+    if action == "more-qps":
+        return routing.model_copy(update={"qps_per_connection": max(4, routing.qps_per_connection)})
+    return None
 
 
 def _severity(gain: float | None, score: float, excess: float) -> str:
