@@ -10,7 +10,7 @@ import heapq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuwait.engine.packet.events import Q_BINS, Q_CHUNKS, Q_EVENTS, Q_SIZE, grow_queue, new_queue, pop, push
+from gpuwait.engine.packet.events import Q_BINS, Q_CHUNKS, Q_SIZE, grow_queue, new_queue, pop, push
 
 lockstep = st.sampled_from([0, 1, 7, 333, 333, 660, 10_000, 55_000_000])
 scattered = st.integers(min_value=0, max_value=5_000)
@@ -39,7 +39,7 @@ def _run_against_heapq(schedule, capacity):
     while reference:
         assert tuple(int(x) for x in pop(*queue)) == heapq.heappop(reference)
     counts = queue[-1]
-    assert counts[Q_EVENTS] == counts[Q_SIZE] == counts[Q_CHUNKS] == counts[Q_BINS] == 0
+    assert counts[Q_SIZE] == counts[Q_CHUNKS] == counts[Q_BINS] == 0  # nothing held
 
 
 @settings(max_examples=200, deadline=None)
@@ -65,4 +65,4 @@ def test_equal_times_keep_their_order_across_chunks():
     push(*queue, 9, 4)  # a time pushed again after its bin emptied
     assert tuple(int(x) for x in pop(*queue)) == (9, 4)
     counts = queue[-1]
-    assert counts[Q_EVENTS] == counts[Q_SIZE] == counts[Q_CHUNKS] == counts[Q_BINS] == 0
+    assert counts[Q_SIZE] == counts[Q_CHUNKS] == counts[Q_BINS] == 0  # nothing held

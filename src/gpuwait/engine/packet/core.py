@@ -27,7 +27,7 @@ import numpy as np
 from numba import njit
 
 from gpuwait.engine.packet.events import (_BITS, _MASK, B_HEAD, B_TAIL, BIN_KIND, CACHE_BITS, CHUNK_SHIFT, DATA, LINK,
-                                          Q_BINS, Q_CHUNKS, Q_EVENTS, Q_FREE_BIN, Q_FREE_CHUNK, Q_SEQ, Q_SIZE, SEQ, TIME,
+                                          Q_BINS, Q_CHUNKS, Q_FREE_BIN, Q_FREE_CHUNK, Q_SEQ, Q_SIZE, SEQ, TIME,
                                           grow_queue, grow_rows, hash_slot, new_queue, pack, prefetch, push)
 
 # ---------------------------------------------------------------- column layouts (shared with run.py)
@@ -323,7 +323,6 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
     # resumes (resume_qp) through that block without popping an event.
     hn = qctr[Q_SIZE]
     seqc = qctr[Q_SEQ]
-    n_events = qctr[Q_EVENTS]
     n_chunks = qctr[Q_CHUNKS]
     free_chunk = qctr[Q_FREE_CHUNK]
     n_bins = qctr[Q_BINS]
@@ -385,7 +384,6 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
                 qheap[TIME, i] = et
                 qheap[SEQ, i] = es
                 qheap[DATA, i] = ed
-        n_events += npend
         npend = 0
         start_link = -1
         enq_p = -1
@@ -404,7 +402,6 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
             # ------------------------------------------------------------ pop the earliest event (events.pop)
             now = qheap[TIME, 0]
             data = qheap[DATA, 0]
-            n_events -= 1
             # the next two events' payloads, to prefetch for (-1: not known yet)
             nd1 = np.int64(-1)
             nd2 = np.int64(-1)
@@ -1026,7 +1023,6 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
                     npend += 2
     qctr[Q_SIZE] = hn
     qctr[Q_SEQ] = seqc
-    qctr[Q_EVENTS] = n_events
     qctr[Q_CHUNKS] = n_chunks
     qctr[Q_FREE_CHUNK] = free_chunk
     qctr[Q_BINS] = n_bins

@@ -52,10 +52,9 @@ LINK = CHUNK - 1  # the column of a chunk's link; also the mask of a position's 
 B_HEAD, B_TAIL = 0, 1
 B_COLS = 2
 CACHE_BITS = 6  # 64 remembered times: the few a lockstep fabric pushes to at once
-# qctr columns: heap entries, next sequence number, events held, chunks in use, free chunk,
-# bins in use, free bin
-Q_SIZE, Q_SEQ, Q_EVENTS, Q_CHUNKS, Q_FREE_CHUNK, Q_BINS, Q_FREE_BIN = range(7)
-Q_COLS = 7
+# qctr columns: heap entries, next sequence number, chunks in use, free chunk, bins in use, free bin
+Q_SIZE, Q_SEQ, Q_CHUNKS, Q_FREE_CHUNK, Q_BINS, Q_FREE_BIN = range(6)
+Q_COLS = 6
 HASH_MUL = 0x9E3779B97F4A7C15  # Fibonacci hashing: a time's bits spread over the top of the product
 
 
@@ -150,7 +149,6 @@ def push(qheap, qchunk, qbin, qcache, qctr, time_ps, data):
 
     The caller keeps room: a free heap entry, bin and chunk.
     """
-    qctr[Q_EVENTS] += 1
     slot = hash_slot(time_ps, CACHE_BITS)
     if qcache[slot, 0] != time_ps:  # not remembered: a plain event, and remember the time
         qcache[slot, 0] = time_ps
@@ -185,7 +183,6 @@ def pop(qheap, qchunk, qbin, qcache, qctr):
     """Remove the earliest event; returns (time_ps, data). The queue must not be empty."""
     time_ps = qheap[TIME, 0]
     data = qheap[DATA, 0]
-    qctr[Q_EVENTS] -= 1
     if data >> (2 * _BITS) == BIN_KIND:
         bn = (data >> _BITS) & _MASK
         f = qbin[bn, B_HEAD]
