@@ -25,7 +25,7 @@ import time
 
 from gpuwait.collectives.communicator import Communicator
 from gpuwait.collectives.ncclenv import parse_env
-from gpuwait.engine.perf import FLOW_ALGORITHMS, CollectivePredictor
+from gpuwait.fabric.perf import FLOW_ALGORITHMS, CollectivePredictor
 from gpuwait.errors import TopologyError
 from gpuwait.spec import ClusterSpec
 from gpuwait.topology import build_cluster

@@ -18,7 +18,8 @@ import tracemalloc
 import numpy as np
 
 from gpuwait.engine.flow import max_min_rates
-from gpuwait.engine.network import effective_capacity_Bps, simulate_flows
+from gpuwait.engine.base import effective_capacity_Bps
+from gpuwait.engine.flow_run import simulate_flows
 from gpuwait.routing import route_flows
 from gpuwait.spec import PatternSpec, RoutingSpec
 from gpuwait.topology import build_preset

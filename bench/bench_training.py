@@ -24,7 +24,7 @@ import tempfile
 import time
 
 from gpuwait.spec import Scenario, validate_data
-from gpuwait.engine.workload import run_workload
+from gpuwait.runner.workload import run_workload
 
 SCENARIO = {
     "name": "llama-405b-class-16k-gpus",

@@ -39,7 +39,7 @@ def main() -> None:
         parser.error(f"--start-jitter-us must be >= 0, got {args.start_jitter_us}")
 
     t_import = time.perf_counter()
-    from gpuwait.engine.network import simulate_flows
+    from gpuwait.engine.flow_run import simulate_flows
     from gpuwait.engine.packet import simulate_packets
     from gpuwait.routing.paths import route_flows
     from gpuwait.spec import RoutingSpec

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gpuwait.engine.network import simulate_flows
+from gpuwait.engine.flow_run import simulate_flows
 from gpuwait.routing import route_flows
 from gpuwait.spec import ClusterSpec, PatternSpec, RoutingSpec
 from gpuwait.topology import build_topology
@@ -113,8 +113,8 @@ def nccl_table_sections() -> list[str]:
     """Predicted vs measured busbw for every reference nccl-tests table."""
     from gpuwait.collectives.communicator import Communicator
     from gpuwait.collectives.ncclenv import parse_env
-    from gpuwait.engine.perf import CollectivePredictor
-    from gpuwait.report.nccltests import make_row
+    from gpuwait.fabric.perf import CollectivePredictor
+    from gpuwait.collectives.nccltests import make_row
     from gpuwait.telemetry.nccltests_log import parse_nccl_tests_log
     from gpuwait.topology import build_preset
     from gpuwait.transport import resolve_transport

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from gpuwait.cli.output import _plain
-from gpuwait.engine.scenario import run_scenario_traffic
+from gpuwait.runner.traffic import run_traffic
 from gpuwait.report.flows import run_summary
 from gpuwait.spec import Scenario, load_model
-from gpuwait.engine.workload import run_workload
+from gpuwait.runner.workload import run_workload
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
@@ -40,7 +40,7 @@ def _workload_digest(scenario: Scenario) -> dict:
 def _digest(scenario: Scenario) -> dict:
     if scenario.workload is not None:
         return _workload_digest(scenario)
-    runs = run_scenario_traffic(scenario)
+    runs = run_traffic(scenario)
     out = []
     for run in runs:
         summary = run_summary(run)

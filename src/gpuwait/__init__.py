@@ -1,3 +1,5 @@
 """gpuwait: why the GPUs wait, and what makes them stop."""
 
-__version__ = "0.1.0"
+from gpuwait.version import __version__
+
+__all__ = ["__version__"]

@@ -12,8 +12,8 @@ import pytest
 
 from gpuwait.collectives.algorithms import compile_collective, ring_edges
 from gpuwait.collectives.communicator import Communicator
-from gpuwait.engine.collective import run_plan
-from gpuwait.engine.network import effective_capacity_Bps
+from gpuwait.fabric.collective import run_plan
+from gpuwait.engine.base import effective_capacity_Bps
 from gpuwait.errors import SpecError
 from gpuwait.spec import ClusterSpec, RoutingSpec
 from gpuwait.topology import build_topology
@@ -100,7 +100,7 @@ def test_bad_requests(fabric):
 def test_merging_identical_local_flows_changes_nothing(fabric):
     """A k-fold flow on one path loads every link with k times its rate: the same max-min answer."""
     from gpuwait.collectives.algorithms import Phase
-    from gpuwait.engine.collective import run_phase
+    from gpuwait.fabric.collective import run_phase
 
     comm = Communicator.world(fabric, servers=1)
     transport = TRANSPORTS["infiniband"]
@@ -117,7 +117,7 @@ def test_nvls_tree_is_bound_by_each_gpus_nic_on_a_non_blocking_fabric(fabric):
     """NVLSTree: each GPU's NIC carries its 1/ppn shard over two binary trees. On 4 nodes every node
     sends 3 half-shards per tree pair (interior in one tree, leaf in the other), so the NIC time is
     1.5 S / (ppn B) — less NIC traffic per byte than a ring's 2(n-1)/n S / (ppn B)."""
-    from gpuwait.engine.perf import CollectivePredictor
+    from gpuwait.fabric.perf import CollectivePredictor
     from gpuwait.collectives.ncclenv import parse_env
 
     comm = Communicator.world(fabric, servers=4)

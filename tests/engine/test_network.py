@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpuwait.engine.network import simulate_flows
-from gpuwait.engine.scenario import run_scenario_traffic
+from gpuwait.engine.flow_run import simulate_flows
+from gpuwait.runner.traffic import run_traffic
 from gpuwait.spec import ClusterSpec, PatternSpec, RoutingSpec, Scenario, TrafficSpec
 from gpuwait.topology import build_topology
 from gpuwait.transport import TRANSPORTS
@@ -86,8 +86,8 @@ def test_scenario_variants_share_inputs_and_are_independent():
         "traffic": {"patterns": [{"kind": "leaf-to-leaf", "count": 8, "size": "1GB"}]},
         "variants": [{"name": "spray", "routing": {"kind": "spray"}}],
     })
-    first = run_scenario_traffic(scenario)
-    again = run_scenario_traffic(scenario)
+    first = run_traffic(scenario)
+    again = run_traffic(scenario)
     assert [r.makespan_s for r in first] == [r.makespan_s for r in again]
     assert first[0].makespan_s > first[1].makespan_s
     assert first[1].labels["name"] == "spray"

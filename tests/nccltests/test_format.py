@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from gpuwait.errors import SpecError, UnknownNameError
-from gpuwait.report.nccltests import (
+from gpuwait.collectives.nccltests import (
     COLLECTIVES,
     DTYPES,
     BuildInfo,
@@ -27,6 +27,13 @@ from gpuwait.report.nccltests import (
     average_busbw_GBps,
     bandwidths_GBps,
     busbw_factor,
+    get_collective,
+    make_row,
+    parse_size_arg,
+    size_and_count,
+    size_sweep,
+)
+from gpuwait.report.nccltests import (
     format_column_header,
     format_config_line,
     format_device_line,
@@ -34,13 +41,8 @@ from gpuwait.report.nccltests import (
     format_header,
     format_row,
     format_table,
-    get_collective,
     get_float_str,
     legacy_time_str,
-    make_row,
-    parse_size_arg,
-    size_and_count,
-    size_sweep,
 )
 from gpuwait.telemetry.nccltests_log import parse_nccl_tests_log
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpuwait.workload.result import (
+from gpuwait.steps.result import (
     BREAKDOWN_CATEGORIES,
     CollectiveStat,
     LinkStats,

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from gpuwait.report.figures import breakdown_figure, busbw_figure, link_heatmap_figure, timeline_figure
-from gpuwait.workload.result import LinkStats
+from gpuwait.steps.result import LinkStats
 
 from .conftest import make_result
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from gpuwait.report.perfetto import perfetto_trace, write_perfetto_trace
-from gpuwait.workload.result import TaskTable
+from gpuwait.steps.result import TaskTable
 
 from .conftest import make_result
 

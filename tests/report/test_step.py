@@ -10,7 +10,7 @@ from rich.console import Console
 
 from gpuwait.report.ranks import timeline_ranks
 from gpuwait.report.step import breakdown_table, collectives_table, hot_link_rows, hot_links_table, step_summary_dict
-from gpuwait.workload.result import BREAKDOWN_CATEGORIES
+from gpuwait.steps.result import BREAKDOWN_CATEGORIES
 
 from .conftest import HOSTILE, make_result
 

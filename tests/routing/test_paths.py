@@ -13,7 +13,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from gpuwait.engine.network import simulate_flows
+from gpuwait.engine.flow_run import simulate_flows
 from gpuwait.errors import RoutingError
 from gpuwait.routing import route_flows
 from gpuwait.spec import ClusterSpec, PatternSpec, RoutingSpec

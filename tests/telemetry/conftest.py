@@ -8,7 +8,7 @@ import pytest
 
 from gpuwait.topology.model import LINK_KINDS
 from gpuwait.topology.presets import build_preset
-from gpuwait.workload.result import (
+from gpuwait.steps.result import (
     BREAKDOWN_CATEGORIES,
     CollectiveStat,
     LinkStats,

@@ -15,13 +15,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuwait.collectives.ncclenv import parse_env
-from gpuwait.engine.groups import FabricModel
-from gpuwait.engine.training import run_training
+from gpuwait.fabric.groups import FabricModel
+from gpuwait.steps.training import run_training
 from gpuwait.topology.presets import build_preset, preset_spec
 from gpuwait.transport.profiles import TRANSPORTS
 from gpuwait.workload.layout import Layout
 from gpuwait.workload.program import CommOp, TrainingStep, one_f_one_b
-from gpuwait.workload.result import BREAKDOWN_CATEGORIES
+from gpuwait.steps.result import BREAKDOWN_CATEGORIES
 
 FWD_S, BWD_S, OPT_S = 0.010, 0.020, 0.002
 

@@ -12,8 +12,8 @@ from rich.console import Console
 from gpuwait.cli.common import JSON_OPTION, SERVERS_OPTION, load_cluster, load_scenario, looks_like_file
 from gpuwait.cli.output import Output
 from gpuwait.cli.workload_cmds import emit_workload, simulate, write_reports
-from gpuwait.engine.network import NetworkRun
-from gpuwait.engine.scenario import check_scenario, run_scenario_traffic
+from gpuwait.engine.flow_run import FlowRun
+from gpuwait.runner.traffic import check_scenario, run_traffic
 from gpuwait.errors import GpuwaitError, SpecError
 from gpuwait.report.flows import (
     comparison_table,
@@ -34,7 +34,7 @@ from gpuwait.transport import resolve_transport
 from gpuwait.units import format_rate, format_size, format_time
 
 
-def _run_document(scenario: Scenario, runs: list[NetworkRun]) -> dict:
+def _run_document(scenario: Scenario, runs: list[FlowRun]) -> dict:
     return {
         "scenario": scenario.name,
         "cluster": runs[0].topo.name,
@@ -42,13 +42,13 @@ def _run_document(scenario: Scenario, runs: list[NetworkRun]) -> dict:
     }
 
 
-def _run_entry(run: NetworkRun) -> dict:
+def _run_entry(run: FlowRun) -> dict:
     hottest = hot_links(run, 10)
     return {"summary": run_summary(run), "hot_links": hottest, "flows": flow_rows(run),
             "link_timeline": link_timeline(run, [run.topo.link_id(h["link"]) for h in hottest])}
 
 
-def _sending_leaf(run: NetworkRun) -> str | None:
+def _sending_leaf(run: FlowRun) -> str | None:
     """The leaf whose uplinks carry the most bytes: where ECMP collisions show first."""
     topo = run.topo
     up = topo.uplinks(1)
@@ -59,7 +59,7 @@ def _sending_leaf(run: NetworkRun) -> str | None:
     return topo.node_name[leaf] if bytes_by_leaf[leaf] > 0 else None
 
 
-def _render_runs(console: Console, scenario: Scenario, runs: list[NetworkRun], flows_limit: int) -> None:
+def _render_runs(console: Console, scenario: Scenario, runs: list[FlowRun], flows_limit: int) -> None:
     base = runs[0]
     console.print(f"[bold]{scenario.name}[/] on [bold]{base.topo.name}[/]: {base.topo.n_servers} servers, "
                   f"{base.topo.n_gpus} GPUs, {len(base.flows)} flows, {format_size(float(base.flows.size_bytes.sum()))} "
@@ -133,9 +133,7 @@ def register(app: typer.Typer) -> None:
             raise SpecError("--steps/--report: the scenario has no workload; expected a `workload:` section",
                             hint="they apply to training and inference scenarios")
         if engine == "packet":
-            from gpuwait.engine.packet import run_scenario_packets
-
-            packet_runs = run_scenario_packets(scenario)
+            packet_runs = run_traffic(scenario, "packet")
             doc = {"scenario": scenario.name, "cluster": packet_runs[0].topo.name, "engine": "packet",
                    "runs": [{"summary": run_summary(r), "hot_links": hot_links(r, 10), "flows": flow_rows(r),
                              "fct_s": r.fct_percentiles_s(), "counters": r.totals()} for r in packet_runs]}
@@ -156,7 +154,7 @@ def register(app: typer.Typer) -> None:
 
             out.emit(doc, render_packets)
             return
-        runs = run_scenario_traffic(scenario)
+        runs = run_traffic(scenario)
         out.emit(_run_document(scenario, runs), lambda c: _render_runs(c, scenario, runs, flows_limit))
 
     @app.command()

@@ -98,9 +98,9 @@ def register(app: typer.Typer) -> None:
             if inject:
                 raise SpecError("--inject: applies to training workloads; expected a scenario with a `workload:`")
             from gpuwait.diagnose.packet import diagnose_packets
-            from gpuwait.engine.packet.scenario import run_scenario_packets
+            from gpuwait.runner.traffic import run_traffic
 
-            packet_diagnosis = diagnose_packets(run_scenario_packets(scenario)[0], measure_gain=not no_gain)
+            packet_diagnosis = diagnose_packets(run_traffic(scenario, "packet")[0], measure_gain=not no_gain)
             out.emit(diagnosis_dict(packet_diagnosis), lambda c: render_diagnosis(c, packet_diagnosis))
             return
         faults = [parse_inject(text) for text in (inject or [])]
@@ -128,7 +128,7 @@ def register(app: typer.Typer) -> None:
         if format not in ("prometheus", "parquet"):
             raise SpecError(f"--format: got {format!r}; expected prometheus or parquet")
         from gpuwait.diagnose.telemetry import export_metrics
-        from gpuwait.engine.workload import simulate_workload
+        from gpuwait.runner.workload import simulate_workload
         from gpuwait.telemetry.parquet import write_metrics_parquet
         from gpuwait.telemetry.prometheus import to_prometheus_text
 

@@ -7,7 +7,7 @@ import sys
 
 import typer
 
-from gpuwait import __version__
+from gpuwait.version import __version__
 from gpuwait.cli import commands, diagnose_cmds, perf_cmds, topo_cmds
 from gpuwait.errors import GpuwaitError
 

@@ -15,19 +15,19 @@ from gpuwait.cli.common import JSON_OPTION, load_cluster
 from gpuwait.cli.output import Output
 from gpuwait.collectives.communicator import Communicator
 from gpuwait.collectives.ncclenv import parse_env
-from gpuwait.engine.perf import CollectivePredictor
+from gpuwait.fabric.perf import CollectivePredictor
 from gpuwait.errors import SpecError
-from gpuwait.report.nccltests import (
+from gpuwait.collectives.nccltests import (
     COLLECTIVES,
     Device,
     RunConfig,
-    format_table,
     get_collective,
     make_row,
     parse_size_arg,
     size_and_count,
     size_sweep,
 )
+from gpuwait.report.nccltests import format_table
 from gpuwait.telemetry.nccltests_log import parse_nccl_tests_log
 from gpuwait.topology import build_topology, resolve_server
 from gpuwait.transport import resolve_transport

@@ -15,8 +15,8 @@ from gpuwait.report.parquet import write_link_parquet, write_task_parquet
 from gpuwait.report.perfetto import write_perfetto_trace
 from gpuwait.report.step import breakdown_table, collectives_table, hot_links_table, step_summary_dict
 from gpuwait.spec import Scenario
-from gpuwait.workload.result import RunResult
-from gpuwait.engine.workload import run_workload
+from gpuwait.steps.result import RunResult
+from gpuwait.runner.workload import run_workload
 
 
 def _slug(text: str) -> str:

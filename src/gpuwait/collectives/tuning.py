@@ -31,6 +31,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
+from gpuwait.collectives.nccltests import busbw_factor
 from gpuwait.errors import SpecError
 
 # --------------------------------------------------------------------------------------------------
@@ -39,8 +40,6 @@ from gpuwait.errors import SpecError
 
 ALGORITHMS: tuple[str, ...] = ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat")
 PROTOCOLS: tuple[str, ...] = ("LL", "LL128", "Simple")
-#: ncclFunc_t order (Broadcast, Reduce, AllGather, ReduceScatter, AllReduce).
-COLLECTIVES: tuple[str, ...] = ("broadcast", "reduce", "all_gather", "reduce_scatter", "all_reduce")
 
 #: The spellings NCCL_ALGO / NCCL_PROTO accept (ncclAlgoStr, ncclProtoStr, ncclFuncStr; matched
 #: case-insensitively by parseList in tuning.cc).
@@ -51,6 +50,9 @@ NCCL_PROTOCOL_NAMES: Mapping[str, str] = MappingProxyType({"LL": "LL", "LL128": 
 NCCL_COLLECTIVE_NAMES: Mapping[str, str] = MappingProxyType({
     "broadcast": "Broadcast", "reduce": "Reduce", "all_gather": "AllGather",
     "reduce_scatter": "ReduceScatter", "all_reduce": "AllReduce"})
+#: The collectives NCCL's tuning model covers, in ncclFunc_t order (Broadcast, Reduce, AllGather,
+#: ReduceScatter, AllReduce).
+TUNED_COLLECTIVES: tuple[str, ...] = tuple(NCCL_COLLECTIVE_NAMES)
 
 #: Which algorithms NCCL models for each collective: the ``continue`` filters at the top of the
 #: per-collective loop of ncclTopoTuneModel (tuning.cc v2.30.7): Broadcast/Reduce ring only;
@@ -281,7 +283,7 @@ class TuningInputs:
     Parameters
     ----------
     collective : str
-        One of :data:`COLLECTIVES`.
+        One of :data:`TUNED_COLLECTIVES`.
     n_ranks, n_nodes : int
         Ranks and nodes; every node holds ``ppn = n_ranks / n_nodes`` ranks (NCCL's model assumes so).
     sm : int
@@ -349,8 +351,8 @@ class TuningInputs:
     pat_enabled: bool = True
 
     def __post_init__(self) -> None:
-        if self.collective not in COLLECTIVES:
-            raise SpecError(f"collective: got {self.collective!r}; expected one of {', '.join(COLLECTIVES)}")
+        if self.collective not in TUNED_COLLECTIVES:
+            raise SpecError(f"collective: got {self.collective!r}; expected one of {', '.join(TUNED_COLLECTIVES)}")
         for name in ("n_ranks", "n_nodes"):
             value = getattr(self, name)
             if int(value) != value or value < 1:
@@ -416,7 +418,7 @@ def _parse_nccl_list(text: str, variable: str, elements: Mapping[str, str]) -> d
     lookup = {nccl.lower(): ours for ours, nccl in elements.items()}
     funcs = {nccl.lower(): ours for ours, nccl in NCCL_COLLECTIVE_NAMES.items()}
     allowed = ", ".join(elements.values())
-    result: dict[str, frozenset[str] | None] = {c: None for c in COLLECTIVES}
+    result: dict[str, frozenset[str] | None] = {c: None for c in TUNED_COLLECTIVES}
     if not isinstance(text, str) or not text.strip():
         raise SpecError(f"{variable}: got {text!r}; expected a comma list of {allowed}")
     entries = [e for e in text.split(";") if e != ""]
@@ -434,7 +436,7 @@ def _parse_nccl_list(text: str, variable: str, elements: Mapping[str, str]) -> d
             if i > 0:
                 raise SpecError(f"{variable}: got {text!r}; every entry after the first needs a "
                                 "'collective:' prefix, e.g. 'allreduce:^tree'")
-            element_list, targets = entry, list(COLLECTIVES)
+            element_list, targets = entry, list(TUNED_COLLECTIVES)
         negate = element_list.startswith("^")
         tokens = [t.strip() for t in element_list[1:].split(",") if t.strip()] if negate else \
             [t.strip() for t in element_list.split(",") if t.strip()]
@@ -539,23 +541,6 @@ class Prediction:
     def test_busbw_GBps(self) -> float:
         """nccl-tests ``busbw``: algbw times the collective's bus factor (README-busbw.md)."""
         return self.test_algbw_GBps * busbw_factor(self.collective, self.n_ranks)
-
-
-def busbw_factor(collective: str, n_ranks: int) -> float:
-    """nccl-tests' bus-bandwidth factor (doc/PERFORMANCE.md; reference nccl-tests/README-busbw.md).
-
-    Examples
-    --------
-    >>> busbw_factor("all_reduce", 8), busbw_factor("all_gather", 8), busbw_factor("broadcast", 8)
-    (1.75, 0.875, 1.0)
-    """
-    if collective == "all_reduce":
-        return 2.0 * (n_ranks - 1) / n_ranks
-    if collective in ("all_gather", "reduce_scatter"):
-        return (n_ranks - 1) / n_ranks
-    if collective in ("broadcast", "reduce"):
-        return 1.0
-    raise SpecError(f"collective: got {collective!r}; expected one of {', '.join(COLLECTIVES)}")
 
 
 def _log2i(n: int) -> int:

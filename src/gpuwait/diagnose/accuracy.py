@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuwait.diagnose.run import _same_cable, diagnose_scenario
-from gpuwait.engine.workload import simulate_workload
+from gpuwait.runner.workload import simulate_workload
 from gpuwait.faults import parse_inject
 from gpuwait.spec import Scenario, validate_data
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpuwait.topology.model import Topology
-from gpuwait.workload.result import CollectiveStat, RunResult
+from gpuwait.steps.result import CollectiveStat, RunResult
 
 
 @dataclass(frozen=True, eq=False)

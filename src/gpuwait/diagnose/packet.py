@@ -27,7 +27,7 @@ import numpy as np
 from gpuwait.diagnose.observe import Observation
 from gpuwait.diagnose.rules import RuleOutput, collision, oversubscription
 from gpuwait.diagnose.run import Diagnosis, Finding, routing_fix
-from gpuwait.engine.network import simulate_flows
+from gpuwait.engine.flow_run import simulate_flows
 from gpuwait.engine.packet.params import PacketParams
 from gpuwait.engine.packet.run import PacketRun, simulate_packets
 from gpuwait.spec.cluster import RoutingSpec

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from gpuwait.diagnose.observe import Observation, observe_run
 from gpuwait.diagnose.rules import Candidate, evaluate
-from gpuwait.engine.workload import WorkloadRun, simulate_workload
+from gpuwait.runner.workload import WorkloadRun, simulate_workload
 from gpuwait.errors import SpecError
 from gpuwait.spec.faults import FaultSpec
 from gpuwait.spec.cluster import RoutingSpec

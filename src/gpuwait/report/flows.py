@@ -1,6 +1,6 @@
 """Tables of a flow run: per-flow times and rates, per-link load, and routing comparisons.
 
-Functions here turn a :class:`~gpuwait.engine.network.NetworkRun` into plain dicts (what
+Functions here turn a :class:`~gpuwait.engine.flow_run.FlowRun` into plain dicts (what
 ``--json`` prints) and rich tables (what people read). No model logic.
 """
 
@@ -9,14 +9,14 @@ from __future__ import annotations
 import numpy as np
 from rich.table import Table
 
-from gpuwait.engine.network import NetworkRun
+from gpuwait.engine.flow_run import FlowRun
 from gpuwait.topology.model import LINK_KINDS, TIER_NAMES
 from gpuwait.units import format_rate, format_size, format_time
 
 _NETWORK_LINKS = (LINK_KINDS.index("host"), LINK_KINDS.index("fabric"))
 
 
-def routing_label(run: NetworkRun) -> str:
+def routing_label(run: FlowRun) -> str:
     r = run.routing
     label = r.kind
     if r.kind == "ecmp":
@@ -26,7 +26,7 @@ def routing_label(run: NetworkRun) -> str:
     return label
 
 
-def run_summary(run: NetworkRun) -> dict:
+def run_summary(run: FlowRun) -> dict:
     """Headline numbers of a run."""
     util = run.link_peak_utilization()
     topo = run.topo
@@ -55,7 +55,7 @@ def run_summary(run: NetworkRun) -> dict:
     }
 
 
-def flow_rows(run: NetworkRun) -> list[dict]:
+def flow_rows(run: FlowRun) -> list[dict]:
     names = run.topo.node_name
     bottleneck = run.flow_bottleneck_link
     rows = []
@@ -70,7 +70,7 @@ def flow_rows(run: NetworkRun) -> list[dict]:
     return rows
 
 
-def hot_links(run: NetworkRun, limit: int = 10, network_only: bool = True) -> list[dict]:
+def hot_links(run: FlowRun, limit: int = 10, network_only: bool = True) -> list[dict]:
     """The most utilized links (mean utilization over the run), with the flows that share them."""
     topo = run.topo
     mean_util = run.link_mean_utilization()
@@ -94,7 +94,7 @@ def hot_links(run: NetworkRun, limit: int = 10, network_only: bool = True) -> li
     return out
 
 
-def link_timeline(run: NetworkRun, links: list[int], max_intervals: int = 2000) -> dict:
+def link_timeline(run: FlowRun, links: list[int], max_intervals: int = 2000) -> dict:
     """Utilization of some links over time: the run's event times and each link's rate / capacity."""
     times = run.result.timeline_s
     rates = run.result.link_rate_Bps[:, links].toarray() if len(links) else np.zeros((len(times) - 1, 0))
@@ -104,7 +104,7 @@ def link_timeline(run: NetworkRun, links: list[int], max_intervals: int = 2000) 
             "utilization": {run.topo.link_name(int(l)): util[::step, i].tolist() for i, l in enumerate(links)}}
 
 
-def uplink_loads(run: NetworkRun, switch: str) -> list[dict]:
+def uplink_loads(run: FlowRun, switch: str) -> list[dict]:
     """Flows and bytes on each uplink of one switch: where ECMP collisions show."""
     topo = run.topo
     node = topo.node_id(switch)

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from gpuwait.workload.result import RunResult
+from gpuwait.steps.result import RunResult
 
 TASK_SCHEMA = pa.schema([
     ("case", pa.string()), ("rank", pa.int32()), ("step", pa.int32()), ("kind", pa.string()),

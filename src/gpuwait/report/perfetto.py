@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from gpuwait.report.ranks import timeline_ranks
-from gpuwait.workload.result import RunResult
+from gpuwait.steps.result import RunResult
 
 #: Thread ids per GPU: lane 0 is the GPU itself, the rest its communication streams and their extra
 #: lanes (many DP buckets in flight at once each need one); ids are only labels, so the block is wide.

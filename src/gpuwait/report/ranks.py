@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpuwait.workload.result import RunResult
+from gpuwait.steps.result import RunResult
 
 #: Categories in which a GPU is busy on its own account; the others (straggler wait, bubble,
 #: exposed communication) are time it spends waiting for somebody else.

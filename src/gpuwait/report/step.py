@@ -1,6 +1,6 @@
 """Tables of a training or inference run: where the step goes, the hottest links, the collectives.
 
-Functions here read :class:`~gpuwait.workload.result.RunResult` objects and return plain dicts
+Functions here read :class:`~gpuwait.steps.result.RunResult` objects and return plain dicts
 (what ``--json`` prints) or rich tables (what people read). No model logic: every number is read
 from the result or is a ratio of two numbers in it.
 
@@ -17,7 +17,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from gpuwait.units import format_size, format_time
-from gpuwait.workload.result import BREAKDOWN_CATEGORIES, CollectiveStat, RunResult
+from gpuwait.steps.result import BREAKDOWN_CATEGORIES, CollectiveStat, RunResult
 
 #: How many links the hottest-links views show unless asked otherwise.
 HOT_LINKS_DEFAULT = 10

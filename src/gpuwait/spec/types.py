@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, PlainSerializer, ValidationInfo, WithJsonSchema
 
-from gpuwait import units
+import gpuwait.units as units
 from gpuwait.errors import UnitError
 
 

@@ -1,6 +1,6 @@
 """A simulated run as the metrics a real cluster's exporters would show (formats.md §4).
 
-:func:`metrics_from_result` turns a :class:`~gpuwait.workload.result.RunResult` into samples under
+:func:`metrics_from_result` turns a :class:`~gpuwait.steps.result.RunResult` into samples under
 the exporters' own names and label conventions, so the diagnosis reads a simulation and a
 Prometheus scrape of a real cluster with the same code:
 
@@ -58,7 +58,7 @@ from gpuwait.telemetry.metricset import Labels, MetricInfo, MetricSet, Sample, a
 from gpuwait.telemetry.nic_counters import PMA_WORD_BYTES
 from gpuwait.topology.model import Topology, link_kind_code
 from gpuwait.transport import resolve_transport
-from gpuwait.workload.result import BREAKDOWN_CATEGORIES, RunResult
+from gpuwait.steps.result import BREAKDOWN_CATEGORIES, RunResult
 
 __all__ = ["PMA_WORD_BYTES", "SM_ACTIVE_PER_BUSY", "MetricInfo", "MetricSet", "Sample", "metrics_from_result"]
 

@@ -42,7 +42,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from gpuwait.errors import SpecError, UnknownNameError
-from gpuwait.report.nccltests import (
+from gpuwait.collectives.nccltests import (
     COLLECTIVES,
     DTYPES,
     BuildInfo,
@@ -335,7 +335,7 @@ def guess_collective(rows: Sequence[Row]) -> str | None:
       ``alltoall`` if some row validates out-of-place but prints ``N/A`` in-place (alltoall never
       checks in-place), ``all_gather`` if in-place is validated; with validation off, None.
 
-    >>> from gpuwait.report.nccltests import make_row
+    >>> from gpuwait.collectives.nccltests import make_row
     >>> guess_collective([make_row("reduce_scatter", 2**20, "float", 8, oop_time_s=1e-5, ip_time_s=1e-5)])
     'reduce_scatter'
     """

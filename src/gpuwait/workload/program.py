@@ -1,7 +1,7 @@
 """What a training or inference step does, as the engines run it: compute times per pipeline stage,
 the collectives each parallel group issues and how often, pipeline sends, gradient buckets, data
 and checkpoints. Derived from the workload spec by :mod:`gpuwait.workload.steps`; plain data, no
-simulation (the engines in :mod:`gpuwait.engine.training` and :mod:`gpuwait.engine.serving` run it).
+simulation (the engines in :mod:`gpuwait.steps.training` and :mod:`gpuwait.steps.serving` run it).
 """
 
 from __future__ import annotations

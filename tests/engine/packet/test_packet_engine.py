@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpuwait.engine.network import simulate_flows
+from gpuwait.engine.flow_run import simulate_flows
 from gpuwait.engine.packet import PacketParams, packet_params, simulate_packets
 from gpuwait.errors import SimulationError, SpecError
 from gpuwait.spec import PatternSpec, RoutingSpec

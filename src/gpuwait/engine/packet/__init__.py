@@ -5,8 +5,7 @@ per-flow and per-link results, plus what only packets show: queue depth over tim
 frames and paused time, ECN marks, CNPs, drops, retransmissions, reordering and FCT tails.
 
 Modules: :mod:`.params` (validated knobs), :mod:`.events` (the event queue), :mod:`.core` (the
-numba event loop), :mod:`.run` (arrays in, :class:`PacketRun` out), :mod:`.scenario` (a
-scenario's traffic and its variants).
+numba event loop), :mod:`.run` (arrays in, :class:`PacketRun` out).
 
 What is simplified: ACK/NACK/CNP packets are not queued hop by hop — they reach the sender
 after the path latency; one data priority (PFC and queues per port carry it; counters are
@@ -17,6 +16,5 @@ each CNP; pause frames are XOFF transitions plus one refresh per half quanta whi
 
 from gpuwait.engine.packet.params import DcqcnSettings, PacketParams, packet_params
 from gpuwait.engine.packet.run import PacketRun, estimate, simulate_packets
-from gpuwait.engine.packet.scenario import run_scenario_packets
 
-__all__ = ["DcqcnSettings", "PacketParams", "PacketRun", "estimate", "packet_params", "run_scenario_packets", "simulate_packets"]
+__all__ = ["DcqcnSettings", "PacketParams", "PacketRun", "estimate", "packet_params", "simulate_packets"]

@@ -8,13 +8,16 @@ the transport profile. ``None`` means "take it from the transport profile or the
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, model_validator
 
 from gpuwait.errors import SpecError
 from gpuwait.spec.cluster import SpecModel
 from gpuwait.transport.profiles import DcqcnParams
+
+if TYPE_CHECKING:
+    from gpuwait.spec.scenario import Scenario
 
 _D = DcqcnParams()
 
@@ -100,3 +103,13 @@ def packet_params(**fields) -> PacketParams:
             raise cause from None
         where = ".".join(str(p) for p in first["loc"])
         raise SpecError(f"packet.{where}: got {first.get('input')!r}; {first['msg']}") from None
+
+
+def scenario_options(scenario: Scenario) -> dict[str, PacketParams]:
+    """The packet engine's options a scenario sets: its ``packet:`` section, validated (one error
+    naming the field)."""
+    if not scenario.packet:
+        return {}
+    from gpuwait.spec.load import validate_data
+
+    return {"params": validate_data(PacketParams, scenario.packet, source="packet", require_units=False)}

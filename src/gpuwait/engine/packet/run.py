@@ -4,7 +4,7 @@
 turns topology, routes, transport and :class:`PacketParams` into the arrays of
 :func:`gpuwait.engine.packet.core.simulate`, refuses runs that would not fit (estimating first),
 and wraps the counters in a :class:`PacketRun`: per-flow start/finish/rate/bottleneck and
-per-link bytes like :class:`~gpuwait.engine.network.NetworkRun`, plus queue depth over time,
+per-link bytes like :class:`~gpuwait.engine.flow_run.FlowRun`, plus queue depth over time,
 PFC pause frames and paused time per port and priority, ECN marks, CNPs, drops,
 retransmissions, ``out_of_sequence``/``packet_seq_err`` and FCT percentiles.
 """
@@ -17,7 +17,7 @@ from functools import cached_property
 
 import numpy as np
 
-from gpuwait.engine.network import PerFlowTimes, effective_capacity_Bps
+from gpuwait.engine.base import PerFlowResults, effective_capacity_Bps
 from gpuwait.engine.packet import core as C
 from gpuwait.engine.packet.params import PacketParams
 from gpuwait.errors import SimulationError, SpecError
@@ -48,10 +48,10 @@ class Resolved:
 
 
 @dataclass(frozen=True, eq=False)
-class PacketRun(PerFlowTimes):
+class PacketRun(PerFlowResults):
     """A routed flow table simulated packet by packet. Rows are QPs; flows are the table's entries.
 
-    Per-flow and per-link attributes match :class:`~gpuwait.engine.network.NetworkRun`; the
+    Per-flow and per-link attributes match :class:`~gpuwait.engine.flow_run.FlowRun`; the
     packet-level telemetry is added (times in seconds, sizes in bytes, per link = per egress port).
     """
 
@@ -85,9 +85,6 @@ class PacketRun(PerFlowTimes):
     def flow_start_s(self) -> np.ndarray:
         return self.flows.start_s.astype(float).copy()
 
-    def qp_finish_times_s(self) -> np.ndarray:
-        return self.qp_finish_s
-
     @cached_property
     def flow_bottleneck_link(self) -> np.ndarray:
         """The link on each flow's path with the deepest mean queue (its slowest link when no queue built)."""
@@ -108,9 +105,6 @@ class PacketRun(PerFlowTimes):
         """Payload bytes each link carried (retransmissions included)."""
         return self._counter(C.C_TX_BYTES).astype(float)
 
-    def link_flow_count(self) -> np.ndarray:
-        return self.routes.flows_per_link(self.topo.n_links)
-
     def link_mean_utilization(self) -> np.ndarray:
         """Payload bytes over (payload capacity x the time from the first start to the end)."""
         span = max(self.end_s - float(self.flows.start_s.min()), 1e-300) if len(self.flows) else 1.0
@@ -119,10 +113,6 @@ class PacketRun(PerFlowTimes):
     def link_peak_utilization(self) -> np.ndarray:
         """The packet engine keeps no per-link rate log: the mean utilization over the run stands in."""
         return self.link_mean_utilization()
-
-    def flows_on_link(self, link: int) -> np.ndarray:
-        rows = self.routes.link_weights[:, link].nonzero()[0]
-        return np.unique(self.routes.flow_index[rows])
 
     # ------------------------------------------------------------------ packet-level telemetry
     def _counter(self, column: int) -> np.ndarray:
@@ -404,7 +394,7 @@ def simulate_packets(topo: Topology, flows: FlowTable, routing: RoutingSpec, tra
     Parameters
     ----------
     topo, flows, routing, transport
-        As for :func:`gpuwait.engine.network.simulate_flows`.
+        As for :func:`gpuwait.engine.flow_run.simulate_flows`.
     params : PacketParams, optional
         Buffers, ECN, PFC, credits, DCQCN, loss and limits; defaults follow the transport.
     seed : int

@@ -39,8 +39,8 @@ from gpuwait.collectives.tuning import (
     nvswitch_nvls_graph,
     nvswitch_ring_graph,
 )
-from gpuwait.engine.collective import PlanRun, run_plan
-from gpuwait.engine.network import effective_capacity_Bps
+from gpuwait.fabric.collective import PlanRun, run_plan
+from gpuwait.engine.base import effective_capacity_Bps
 from gpuwait.spec.cluster import RoutingSpec
 from gpuwait.topology.model import LINK_KINDS
 from gpuwait.transport.profiles import TRANSPORTS, TransportProfile

@@ -2,7 +2,7 @@
 once (every DP group reduces its gradients together), and storage traffic beside them.
 
 A training step's collectives are issued by many identical groups at the same moment, so their
-flows share uplinks: a family is predicted with :class:`~gpuwait.engine.perf.CollectivePredictor`
+flows share uplinks: a family is predicted with :class:`~gpuwait.fabric.perf.CollectivePredictor`
 on its first group with every other group as a peer, so the time includes the contention between
 groups. A family whose groups each sit inside one server shares no link between groups, and one
 group stands for all. Storage reads are a steady load that keeps its rate (it is paced by the
@@ -18,8 +18,8 @@ import numpy as np
 from gpuwait.collectives.communicator import Communicator
 from gpuwait.collectives.ncclenv import NcclEnv
 from gpuwait.engine.flow import max_min_rates
-from gpuwait.engine.network import effective_capacity_Bps
-from gpuwait.engine.perf import CollectiveEstimate, CollectivePredictor
+from gpuwait.engine.base import effective_capacity_Bps
+from gpuwait.fabric.perf import CollectiveEstimate, CollectivePredictor
 from gpuwait.routing.paths import route_flows
 from gpuwait.spec.cluster import RoutingSpec
 from gpuwait.topology.model import Topology, kind_code

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpuwait.engine.groups import FabricModel
-from gpuwait.engine.stats import collective_stats, link_stats
+from gpuwait.fabric.groups import FabricModel
+from gpuwait.steps.stats import collective_stats, link_stats
 from gpuwait.errors import SimulationError
 from gpuwait.workload.program import ServingStep
-from gpuwait.workload.result import (
+from gpuwait.steps.result import (
     BREAKDOWN_CATEGORIES,
     RunResult,
     StepBreakdown,

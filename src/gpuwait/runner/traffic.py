@@ -1,8 +1,9 @@
-"""Run a scenario's traffic on its cluster, for the base and every variant."""
+"""Run a scenario's traffic on its cluster with any registered engine, for the base and every variant."""
 
 from __future__ import annotations
 
-from gpuwait.engine.network import NetworkRun, simulate_flows
+from gpuwait.engine.base import EngineRun, get_engine
+from gpuwait.errors import SpecError
 from gpuwait.routing.paths import route_flows
 from gpuwait.spec.cluster import ClusterSpec, RoutingSpec
 from gpuwait.spec.scenario import Scenario
@@ -32,9 +33,7 @@ def check_scenario(scenario: Scenario) -> dict:
         return {"servers": topo.n_servers, "gpus": topo.n_gpus, "workload": step.description,
                 "routed_cases": len(cases)}
     if scenario.packet:
-        from gpuwait.engine.packet.scenario import scenario_packet_params
-
-        scenario_packet_params(scenario)
+        get_engine("packet").options_for(scenario)
     if not (scenario.traffic.flows or scenario.traffic.patterns):
         return {"servers": topo.n_servers, "gpus": topo.n_gpus, "flows": 0, "routed_cases": 0}
     flows = traffic_flows(topo, scenario.traffic)
@@ -43,17 +42,23 @@ def check_scenario(scenario: Scenario) -> dict:
     return {"servers": topo.n_servers, "gpus": topo.n_gpus, "flows": len(flows), "routed_cases": len(cases)}
 
 
-def run_scenario_traffic(scenario: Scenario) -> list[NetworkRun]:
+def run_traffic(scenario: Scenario, engine: str = "flow") -> list[EngineRun]:
     """Simulate the traffic with the cluster's routing and transport, then with each variant's.
 
     The topology and the flow table are built once and shared; runs never depend on each other.
+    ``engine`` names an entry of :data:`gpuwait.engine.ENGINES`.
     """
+    simulator = get_engine(engine)
+    if scenario.workload is not None:
+        raise SpecError(f"--engine {engine}: runs a scenario's `traffic:` only; this scenario has a `workload:`",
+                        hint="use the flow engine for training and inference steps")
+    options = simulator.options_for(scenario)
     cluster = resolve_cluster(scenario.cluster)
     topo = build_cluster(cluster)
     flows = traffic_flows(topo, scenario.traffic)
     runs = []
     for name, routing, transport in scenario_cases(scenario, cluster):
-        run = simulate_flows(topo, flows, routing, transport)
+        run = simulator.simulate(topo, flows, routing, transport, **options)
         if name is not None:
             run.labels["name"] = name
         runs.append(run)

@@ -6,10 +6,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from gpuwait.engine.groups import FabricModel, FamilyRun
-from gpuwait.engine.network import effective_capacity_Bps
+from gpuwait.fabric.groups import FabricModel, FamilyRun
+from gpuwait.collectives.nccltests import busbw_factor
+from gpuwait.engine.base import effective_capacity_Bps
 from gpuwait.topology.model import LINK_KINDS, Topology
-from gpuwait.workload.result import CollectiveStat, LinkStats
+from gpuwait.steps.result import CollectiveStat, LinkStats
 
 #: (label such as "dp all_reduce", the family's run, calls per step)
 Family = tuple[str, FamilyRun, int]
@@ -60,10 +61,6 @@ def link_stats(fabric: FabricModel, families: Sequence[Family], step_time_s: flo
 
 def collective_stats(families: Sequence[Family], group_sizes: dict[str, int]) -> tuple[CollectiveStat, ...]:
     """One row per family, with nccl-tests' algbw and busbw for one group's call."""
-    from gpuwait.report.nccltests import (
-        busbw_factor,  # nccl-tests' factors live with its table format
-    )
-
     out = []
     for label, run, calls in families:
         e = run.estimate

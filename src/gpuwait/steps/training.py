@@ -6,7 +6,7 @@ on one pipeline stage of one replica (a TP group, whose GPUs wait for each other
 collective), the pipeline sends between stages, the DP gradient buckets reduced while the last
 backward runs, the optimizer, data loading and checkpoints. Every replica and stage is a numpy lane,
 so a 16,384-GPU step costs a few hundred vector operations. Communication times come from the
-fabric model (:mod:`gpuwait.engine.groups`): each collective is run by all its groups at once on the
+fabric model (:mod:`gpuwait.fabric.groups`): each collective is run by all its groups at once on the
 real topology, so groups contend for the links they share.
 
 Simplifications, stated: the DP all-reduces of all stages are timed as if concurrent (in 1F1B they
@@ -22,13 +22,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpuwait.engine.groups import FabricModel
-from gpuwait.engine.stats import Family, collective_stats, link_stats
+from gpuwait.fabric.groups import FabricModel
+from gpuwait.steps.stats import Family, collective_stats, link_stats
 from gpuwait.errors import SimulationError
 from gpuwait.rng import as_generator
 from gpuwait.workload.layout import Layout
 from gpuwait.workload.program import TrainingStep, interleaved_one_f_one_b
-from gpuwait.workload.result import (
+from gpuwait.steps.result import (
     BREAKDOWN_CATEGORIES,
     RunResult,
     StepBreakdown,
@@ -377,7 +377,7 @@ def run_training(step: TrainingStep, fabric: FabricModel, *, steps: int = 1, cas
                  max_tasks: int = 2_000_000, progress=None) -> RunResult:
     """Simulate ``steps`` training steps and the same steps on an ideal network.
 
-    Returns a :class:`~gpuwait.workload.result.RunResult`; nothing in ``step`` or ``fabric`` changes.
+    Returns a :class:`~gpuwait.steps.result.RunResult`; nothing in ``step`` or ``fabric`` changes.
     """
     if steps < 1:
         raise SimulationError(f"steps: got {steps}; expected at least 1")

@@ -12,55 +12,19 @@ from functools import cached_property
 import numpy as np
 import scipy.sparse as sp
 
+from gpuwait.engine.base import PerFlowResults, effective_capacity_Bps
 from gpuwait.engine.flow import FlowEngine, FlowResult, FlowSet, LinkTable
 from gpuwait.routing.paths import Routes, route_flows
 from gpuwait.spec.cluster import RoutingSpec
-from gpuwait.topology.model import LINK_KINDS, NETWORKS, Topology
+from gpuwait.topology.model import NETWORKS, Topology
 from gpuwait.transport.profiles import TransportProfile
 from gpuwait.workload.traffic import FlowTable
 
-_HOST = LINK_KINDS.index("host")
 _SERVER = NETWORKS.index("server")
 
 
-def effective_capacity_Bps(topo: Topology, transport: TransportProfile) -> np.ndarray:
-    """Payload capacity of every link: network links lose the transport's header bytes, and host
-    ports on a kernel-TCP path are held to the stack's ceiling."""
-    capacity = topo.link_capacity_Bps.copy()
-    network = topo.link_network != _SERVER
-    capacity[network] *= transport.wire_efficiency
-    capacity[topo.link_kind == _HOST] *= transport.link_fraction
-    return capacity
-
-
-class PerFlowTimes:
-    """Per-flow times both engines derive alike from their per-QP finish times (a flow is done
-    when its last QP is). Needs ``flows``, ``routes`` and :meth:`qp_finish_times_s`."""
-
-    def qp_finish_times_s(self) -> np.ndarray:
-        raise NotImplementedError
-
-    @cached_property
-    def flow_finish_s(self) -> np.ndarray:
-        out = np.zeros(len(self.flows))
-        np.maximum.at(out, self.routes.flow_index, self.qp_finish_times_s())
-        return out
-
-    @property
-    def flow_time_s(self) -> np.ndarray:
-        return self.flow_finish_s - self.flow_start_s
-
-    @property
-    def flow_mean_rate_Bps(self) -> np.ndarray:
-        return self.flows.size_bytes / np.maximum(self.flow_time_s, 1e-300)
-
-    @property
-    def makespan_s(self) -> float:
-        return float(self.flow_finish_s.max()) if len(self.flows) else 0.0
-
-
 @dataclass(frozen=True, eq=False)
-class NetworkRun(PerFlowTimes):
+class FlowRun(PerFlowResults):
     """A routed and simulated flow table. Rows are QPs; flows are the table's entries."""
 
     topo: Topology
@@ -78,7 +42,8 @@ class NetworkRun(PerFlowTimes):
         np.minimum.at(out, self.routes.flow_index, self.result.start_s)
         return out
 
-    def qp_finish_times_s(self) -> np.ndarray:
+    @property
+    def qp_finish_s(self) -> np.ndarray:
         return self.result.finish_s
 
     @cached_property
@@ -95,20 +60,12 @@ class NetworkRun(PerFlowTimes):
     def link_bytes(self) -> np.ndarray:
         return self.result.link_bytes
 
-    def link_flow_count(self) -> np.ndarray:
-        """Number of distinct flows (not QPs) crossing each link."""
-        return self.routes.flows_per_link(self.topo.n_links)
-
     def link_peak_utilization(self) -> np.ndarray:
         return self.result.link_peak_utilization(self.capacity_Bps)
 
     def link_mean_utilization(self) -> np.ndarray:
         """Mean utilization over the run (from first start to last end of transmission)."""
         return self.result.link_mean_utilization(self.capacity_Bps)
-
-    def flows_on_link(self, link: int) -> np.ndarray:
-        rows = self.routes.link_weights[:, link].nonzero()[0]
-        return np.unique(self.routes.flow_index[rows])
 
 
 def _row_dependencies(flows: FlowTable, routes: Routes) -> sp.csr_matrix | None:
@@ -128,7 +85,7 @@ def _row_dependencies(flows: FlowTable, routes: Routes) -> sp.csr_matrix | None:
 
 
 def simulate_flows(topo: Topology, flows: FlowTable, routing: RoutingSpec, transport: TransportProfile,
-                   *, capacity_Bps: np.ndarray | None = None) -> NetworkRun:
+                   *, capacity_Bps: np.ndarray | None = None) -> FlowRun:
     """Route and simulate ``flows`` on ``topo``.
 
     Each flow becomes ``routing.qps_per_connection`` QP rows with an equal share of its bytes
@@ -158,4 +115,4 @@ def simulate_flows(topo: Topology, flows: FlowTable, routing: RoutingSpec, trans
     flowset = FlowSet(size_bytes=size, link_weights=routes.link_weights, release_time_s=flows.start_s[routes.flow_index],
                       rate_cap_Bps=cap, path_latency_s=latency, depends_on=_row_dependencies(flows, routes))
     result = FlowEngine(LinkTable(capacity, topo.link_latency_s)).run(flowset)
-    return NetworkRun(topo, flows, routes, capacity, result, routing, transport)
+    return FlowRun(topo, flows, routes, capacity, result, routing, transport)

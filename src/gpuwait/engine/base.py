@@ -1,0 +1,179 @@
+"""The one interface both simulators answer to, and the registry that picks one by name.
+
+An engine takes a topology, a flow table, a routing and a transport and returns an
+:class:`EngineRun`: per-flow start, finish, mean rate and bottleneck, per-link bytes,
+utilization and the flows crossing each link. The flow engine (fluid, max-min) and the packet
+engine (queues, PFC, ECN, DCQCN, credits) return the same schema, so everything above this layer
+(reports, diagnosis, the scenario runner) is written once for both.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from gpuwait.errors import UnknownNameError
+from gpuwait.topology.model import LINK_KINDS, NETWORKS, Topology
+
+if TYPE_CHECKING:
+    from gpuwait.routing.paths import Routes
+    from gpuwait.spec.cluster import RoutingSpec
+    from gpuwait.spec.scenario import Scenario
+    from gpuwait.transport.profiles import TransportProfile
+    from gpuwait.workload.traffic import FlowTable
+
+_HOST = LINK_KINDS.index("host")
+_SERVER = NETWORKS.index("server")
+
+
+def effective_capacity_Bps(topo: Topology, transport: TransportProfile) -> np.ndarray:
+    """Payload capacity of every link: network links lose the transport's header bytes, and host
+    ports on a kernel-TCP path are held to the stack's ceiling."""
+    capacity = topo.link_capacity_Bps.copy()
+    network = topo.link_network != _SERVER
+    capacity[network] *= transport.wire_efficiency
+    capacity[topo.link_kind == _HOST] *= transport.link_fraction
+    return capacity
+
+
+@runtime_checkable
+class EngineRun(Protocol):
+    """What every engine returns for one routed flow table (rows of ``routes`` are QPs).
+
+    Times are seconds, sizes bytes, rates bytes/s; per-link arrays are indexed by link id.
+    """
+
+    topo: Topology
+    flows: FlowTable
+    routes: Routes
+    capacity_Bps: np.ndarray
+    routing: RoutingSpec
+    transport: TransportProfile
+    labels: dict
+
+    @property
+    def qp_finish_s(self) -> np.ndarray: ...
+    @property
+    def flow_start_s(self) -> np.ndarray: ...
+    @property
+    def flow_finish_s(self) -> np.ndarray: ...
+    @property
+    def flow_time_s(self) -> np.ndarray: ...
+    @property
+    def flow_mean_rate_Bps(self) -> np.ndarray: ...
+    @property
+    def flow_bottleneck_link(self) -> np.ndarray: ...
+    @property
+    def makespan_s(self) -> float: ...
+    @property
+    def link_bytes(self) -> np.ndarray: ...
+    def link_flow_count(self) -> np.ndarray: ...
+    def link_peak_utilization(self) -> np.ndarray: ...
+    def link_mean_utilization(self) -> np.ndarray: ...
+    def flows_on_link(self, link: int) -> np.ndarray: ...
+
+
+class PerFlowResults:
+    """What both engines derive alike from per-QP finish times and the routes.
+
+    A flow is done when its last QP is. A subclass provides ``flows``, ``routes``, ``topo``,
+    ``flow_start_s`` and ``qp_finish_s``.
+    """
+
+    flows: FlowTable
+    routes: Routes
+    topo: Topology
+    flow_start_s: np.ndarray
+    qp_finish_s: np.ndarray
+
+    @cached_property
+    def flow_finish_s(self) -> np.ndarray:
+        out = np.zeros(len(self.flows))
+        np.maximum.at(out, self.routes.flow_index, self.qp_finish_s)
+        return out
+
+    @property
+    def flow_time_s(self) -> np.ndarray:
+        return self.flow_finish_s - self.flow_start_s
+
+    @property
+    def flow_mean_rate_Bps(self) -> np.ndarray:
+        return self.flows.size_bytes / np.maximum(self.flow_time_s, 1e-300)
+
+    @property
+    def makespan_s(self) -> float:
+        return float(self.flow_finish_s.max()) if len(self.flows) else 0.0
+
+    def link_flow_count(self) -> np.ndarray:
+        """Number of distinct flows (not QPs) crossing each link."""
+        return self.routes.flows_per_link(self.topo.n_links)
+
+    def flows_on_link(self, link: int) -> np.ndarray:
+        """Indices of the flows with at least one QP on ``link``."""
+        rows = self.routes.link_weights[:, link].nonzero()[0]
+        return np.unique(self.routes.flow_index[rows])
+
+
+@dataclass(frozen=True)
+class Engine:
+    """A registered simulator: its name, what it models, and where its entry point lives.
+
+    The entry point is imported on first use, so choosing the flow engine never loads numba.
+    ``simulate(topo, flows, routing, transport, **options)`` returns an :class:`EngineRun`.
+    """
+
+    name: str
+    description: str
+    entry_point: str  # "module:function"
+    #: "module:function" taking a Scenario and returning the keyword options of ``simulate`` it sets
+    scenario_options: str | None = None
+
+    @property
+    def simulate(self) -> Callable[..., EngineRun]:
+        return _load(self.entry_point)
+
+    def options_for(self, scenario: Scenario) -> dict[str, Any]:
+        """The keyword options of :attr:`simulate` that ``scenario`` sets (its ``packet:`` section...)."""
+        return _load(self.scenario_options)(scenario) if self.scenario_options else {}
+
+
+def _load(entry_point: str) -> Callable[..., Any]:
+    module, function = entry_point.split(":")
+    return getattr(importlib.import_module(module), function)
+
+
+ENGINES: dict[str, Engine] = {}
+
+
+def register_engine(engine: Engine) -> Engine:
+    """Add an engine to :data:`ENGINES` (a new engine registers here; nothing else changes)."""
+    ENGINES[engine.name] = engine
+    return engine
+
+
+def get_engine(name: str) -> Engine:
+    """The engine called ``name``, or one error naming the ones that exist.
+
+    >>> get_engine("flow").name
+    'flow'
+    >>> get_engine("fluid")
+    Traceback (most recent call last):
+    ...
+    gpuwait.errors.UnknownNameError: engine: unknown 'fluid'; expected one of flow, packet
+    """
+    try:
+        return ENGINES[name]
+    except KeyError:
+        raise UnknownNameError(f"engine: unknown {name!r}; expected one of {', '.join(ENGINES)}") from None
+
+
+register_engine(Engine("flow", "fluid max-min fair sharing, event-driven and vectorized: 100,000s of GPUs",
+                       "gpuwait.engine.flow_run:simulate_flows"))
+register_engine(Engine("packet", "packet by packet (numba): queues, PFC, ECN/DCQCN, credits, loss",
+                       "gpuwait.engine.packet.run:simulate_packets", "gpuwait.engine.packet.params:scenario_options"))
+
