@@ -25,8 +25,8 @@ import time
 
 from gpuwait.collectives.communicator import Communicator
 from gpuwait.collectives.ncclenv import parse_env
-from gpuwait.fabric.perf import FLOW_ALGORITHMS, CollectivePredictor
 from gpuwait.errors import TopologyError
+from gpuwait.fabric.perf import FLOW_ALGORITHMS, CollectivePredictor
 from gpuwait.spec import ClusterSpec
 from gpuwait.topology import build_cluster
 from gpuwait.transport import TRANSPORTS

@@ -17,8 +17,8 @@ import tracemalloc
 
 import numpy as np
 
-from gpuwait.engine.flow import max_min_rates
 from gpuwait.engine.base import effective_capacity_Bps
+from gpuwait.engine.flow import max_min_rates
 from gpuwait.engine.flow_run import simulate_flows
 from gpuwait.routing import route_flows
 from gpuwait.spec import PatternSpec, RoutingSpec

@@ -23,8 +23,8 @@ import sys
 import tempfile
 import time
 
-from gpuwait.spec import Scenario, validate_data
 from gpuwait.runner.workload import run_workload
+from gpuwait.spec import Scenario, validate_data
 
 SCENARIO = {
     "name": "llama-405b-class-16k-gpus",

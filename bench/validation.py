@@ -113,8 +113,8 @@ def nccl_table_sections() -> list[str]:
     """Predicted vs measured busbw for every reference nccl-tests table."""
     from gpuwait.collectives.communicator import Communicator
     from gpuwait.collectives.ncclenv import parse_env
-    from gpuwait.fabric.perf import CollectivePredictor
     from gpuwait.collectives.nccltests import make_row
+    from gpuwait.fabric.perf import CollectivePredictor
     from gpuwait.telemetry.nccltests_log import parse_nccl_tests_log
     from gpuwait.topology import build_preset
     from gpuwait.transport import resolve_transport

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from gpuwait.cli.output import _plain
-from gpuwait.runner.traffic import run_traffic
 from gpuwait.report.flows import run_summary
-from gpuwait.spec import Scenario, load_model
+from gpuwait.runner.traffic import run_traffic
 from gpuwait.runner.workload import run_workload
+from gpuwait.spec import Scenario, load_model
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))

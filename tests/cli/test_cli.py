@@ -82,7 +82,7 @@ def test_route_a_flow_set_shows_the_collided_uplinks(capsys):
     links = json.loads(out)["links"]
     assert code == 0 and links[0]["flows"] == 2 and links[0]["link"].startswith("leaf0->spine")
     code, out, _ = run_cli(capsys, "route", "examples/ecmp-collision.yaml", "--routing", "spray", "--top", "100", "--json")
-    assert max(l["flows"] for l in json.loads(out)["links"] if l["link"].startswith("leaf0->spine")) == 8
+    assert max(row["flows"] for row in json.loads(out)["links"] if row["link"].startswith("leaf0->spine")) == 8
 
 
 def test_run_example_and_validate(capsys, tmp_path):

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuwait.collectives.ncclenv import (NcclEnv, apply_env, choose_with_env, defaults, parse_env,
-                                         parse_env_pairs)
+from gpuwait.collectives.ncclenv import NcclEnv, apply_env, choose_with_env, defaults, parse_env, parse_env_pairs
 from gpuwait.collectives.tuning import dgx_h100
 from gpuwait.errors import SpecError
 

@@ -12,9 +12,9 @@ import pytest
 
 from gpuwait.collectives.algorithms import compile_collective, ring_edges
 from gpuwait.collectives.communicator import Communicator
-from gpuwait.fabric.collective import run_plan
 from gpuwait.engine.base import effective_capacity_Bps
 from gpuwait.errors import SpecError
+from gpuwait.fabric.collective import run_plan
 from gpuwait.spec import ClusterSpec, RoutingSpec
 from gpuwait.topology import build_topology
 from gpuwait.transport import TRANSPORTS
@@ -117,8 +117,8 @@ def test_nvls_tree_is_bound_by_each_gpus_nic_on_a_non_blocking_fabric(fabric):
     """NVLSTree: each GPU's NIC carries its 1/ppn shard over two binary trees. On 4 nodes every node
     sends 3 half-shards per tree pair (interior in one tree, leaf in the other), so the NIC time is
     1.5 S / (ppn B) — less NIC traffic per byte than a ring's 2(n-1)/n S / (ppn B)."""
-    from gpuwait.fabric.perf import CollectivePredictor
     from gpuwait.collectives.ncclenv import parse_env
+    from gpuwait.fabric.perf import CollectivePredictor
 
     comm = Communicator.world(fabric, servers=4)
     predictor = CollectivePredictor.create(comm, parse_env({}), RoutingSpec(kind="adaptive"), TRANSPORTS["infiniband"])

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from gpuwait.errors import SpecError, UnknownNameError
 from gpuwait.collectives.nccltests import (
     COLLECTIVES,
     DTYPES,
@@ -33,6 +32,7 @@ from gpuwait.collectives.nccltests import (
     size_and_count,
     size_sweep,
 )
+from gpuwait.errors import SpecError, UnknownNameError
 from gpuwait.report.nccltests import (
     format_column_header,
     format_config_line,

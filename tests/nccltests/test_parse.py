@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuwait.errors import SpecError
 from gpuwait.collectives.nccltests import COLLECTIVES, BuildInfo, Device, make_row
+from gpuwait.errors import SpecError
 from gpuwait.report.nccltests import format_row
 from gpuwait.telemetry.nccltests_log import from_json, guess_collective, parse_nccl_tests_log
 

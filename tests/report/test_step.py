@@ -46,12 +46,12 @@ def test_hot_links_skip_idle_and_intra_server_links(result):
 def test_breakdown_table_puts_cases_side_by_side(two_cases):
     text = render(breakdown_table(two_cases))
     assert "RoCEv2, ECMP" in text and "InfiniBand, adaptive routing" in text
-    line = next(l for l in text.splitlines() if "step time (ms)" in l)
+    line = next(row for row in text.splitlines() if "step time (ms)" in row)
     assert "41.00" in line and "35.50" in line
     for label in ("exposed comm", "straggler wait", "dp all_reduce", "tp all_reduce", "ideal-network step", "network cost",
                   "wait fraction", "MFU"):
         assert label in text
-    assert "14.6%" in next(l for l in text.splitlines() if l.strip("│ ").startswith("exposed comm "))
+    assert "14.6%" in next(row for row in text.splitlines() if row.strip("│ ").startswith("exposed comm "))
 
 
 def test_link_and_collective_tables(result):

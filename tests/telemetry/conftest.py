@@ -6,8 +6,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpuwait.topology.model import LINK_KINDS
-from gpuwait.topology.presets import build_preset
 from gpuwait.steps.result import (
     BREAKDOWN_CATEGORIES,
     CollectiveStat,
@@ -16,6 +14,8 @@ from gpuwait.steps.result import (
     StepBreakdown,
     TaskTable,
 )
+from gpuwait.topology.model import LINK_KINDS
+from gpuwait.topology.presets import build_preset
 
 STEP_S = 0.1
 STEPS = 5

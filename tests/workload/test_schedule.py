@@ -16,12 +16,12 @@ from hypothesis import strategies as st
 
 from gpuwait.collectives.ncclenv import parse_env
 from gpuwait.fabric.groups import FabricModel
+from gpuwait.steps.result import BREAKDOWN_CATEGORIES
 from gpuwait.steps.training import run_training
 from gpuwait.topology.presets import build_preset, preset_spec
 from gpuwait.transport.profiles import TRANSPORTS
 from gpuwait.workload.layout import Layout
 from gpuwait.workload.program import CommOp, TrainingStep, one_f_one_b
-from gpuwait.steps.result import BREAKDOWN_CATEGORIES
 
 FWD_S, BWD_S, OPT_S = 0.010, 0.020, 0.002
 

@@ -13,7 +13,6 @@ from gpuwait.cli.common import JSON_OPTION, SERVERS_OPTION, load_cluster, load_s
 from gpuwait.cli.output import Output
 from gpuwait.cli.workload_cmds import emit_workload, simulate, write_reports
 from gpuwait.engine.flow_run import FlowRun
-from gpuwait.runner.traffic import check_scenario, run_traffic
 from gpuwait.errors import GpuwaitError, SpecError
 from gpuwait.report.flows import (
     comparison_table,
@@ -27,6 +26,7 @@ from gpuwait.report.flows import (
     uplink_loads,
     uplink_table,
 )
+from gpuwait.runner.traffic import check_scenario, run_traffic
 from gpuwait.spec import RoutingSpec, Scenario, validate_data
 from gpuwait.spec.load import read_yaml
 from gpuwait.topology import NETWORKS, build_topology
@@ -228,7 +228,7 @@ def register(app: typer.Typer) -> None:
             if json_out:
                 problems = getattr(err, "problems", None) or [str(err)]
                 Output(True).emit({"file": file, "valid": False, "problems": problems, "hint": err.hint}, lambda c: None)
-                raise typer.Exit(1)
+                raise typer.Exit(1) from None
             raise
         Output(json_out).emit(
             {"file": file, "valid": True} | runs,
@@ -256,9 +256,9 @@ def _route_flow_set(scenario_file: str, topo, routing_spec: RoutingSpec, transpo
     flows_per_link = routes.flows_per_link(topo.n_links)
     network = np.flatnonzero((topo.link_network != NETWORKS.index("server")) & (bytes_per_link > 0))
     order = network[np.lexsort((network, -bytes_per_link[network]))][:top]
-    rows = [{"link": topo.link_name(int(l)), "flows": int(flows_per_link[l]), "bytes": float(bytes_per_link[l]),
-             "capacity_Bps": float(topo.link_capacity_Bps[l]),
-             "seconds_at_line_rate": float(bytes_per_link[l] / topo.link_capacity_Bps[l])} for l in order]
+    rows = [{"link": topo.link_name(int(link)), "flows": int(flows_per_link[link]), "bytes": float(bytes_per_link[link]),
+             "capacity_Bps": float(topo.link_capacity_Bps[link]),
+             "seconds_at_line_rate": float(bytes_per_link[link] / topo.link_capacity_Bps[link])} for link in order]
     doc = {"scenario": scenario.name, "routing": routing_spec.model_dump(), "flows": len(flows), "links": rows}
 
     def render(console: Console) -> None:

@@ -7,9 +7,10 @@ import sys
 
 import typer
 
-from gpuwait.version import __version__
 from gpuwait.cli import commands, diagnose_cmds, perf_cmds, topo_cmds
 from gpuwait.errors import GpuwaitError
+from gpuwait.version import __version__
+
 
 def _click_errors() -> tuple[type[Exception], ...]:
     """Usage-error classes: typer >= 0.26 vendors its own click (and may come without click),

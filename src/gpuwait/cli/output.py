@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import math
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from rich.console import Console

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import os
-
-import numpy as np
 from pathlib import Path
 
+import numpy as np
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -15,8 +14,6 @@ from gpuwait.cli.common import JSON_OPTION, load_cluster
 from gpuwait.cli.output import Output
 from gpuwait.collectives.communicator import Communicator
 from gpuwait.collectives.ncclenv import parse_env
-from gpuwait.fabric.perf import CollectivePredictor
-from gpuwait.errors import SpecError
 from gpuwait.collectives.nccltests import (
     COLLECTIVES,
     Device,
@@ -27,6 +24,8 @@ from gpuwait.collectives.nccltests import (
     size_and_count,
     size_sweep,
 )
+from gpuwait.errors import SpecError
+from gpuwait.fabric.perf import CollectivePredictor
 from gpuwait.report.nccltests import format_table
 from gpuwait.telemetry.nccltests_log import parse_nccl_tests_log
 from gpuwait.topology import build_topology, resolve_server

@@ -14,9 +14,9 @@ from gpuwait.report.html import write_html_report
 from gpuwait.report.parquet import write_link_parquet, write_task_parquet
 from gpuwait.report.perfetto import write_perfetto_trace
 from gpuwait.report.step import breakdown_table, collectives_table, hot_links_table, step_summary_dict
+from gpuwait.runner.workload import run_workload
 from gpuwait.spec import Scenario
 from gpuwait.steps.result import RunResult
-from gpuwait.runner.workload import run_workload
 
 
 def _slug(text: str) -> str:

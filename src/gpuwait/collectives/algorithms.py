@@ -13,8 +13,8 @@ sends it to the same rail on the next server (PXN); without NVLink the last GPU 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Callable
 
 import numpy as np
 

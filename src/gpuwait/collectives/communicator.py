@@ -47,7 +47,7 @@ class Communicator:
         object.__setattr__(self, "rank_gpu", gpus)
 
     @classmethod
-    def world(cls, topo: Topology, servers: int | None = None, gpus_per_server: int | None = None) -> "Communicator":
+    def world(cls, topo: Topology, servers: int | None = None, gpus_per_server: int | None = None) -> Communicator:
         """All (or the first ``gpus_per_server``) GPUs of the first ``servers`` servers, rank = s*G + g."""
         servers = topo.n_servers if servers is None else servers
         per = topo.gpus_per_server if gpus_per_server is None else gpus_per_server
@@ -59,7 +59,7 @@ class Communicator:
         return cls(topo, topo.gpu_node[:servers, :per].ravel())
 
     @classmethod
-    def from_names(cls, topo: Topology, names: list[str]) -> "Communicator":
+    def from_names(cls, topo: Topology, names: list[str]) -> Communicator:
         return cls(topo, topo.node_ids(names))
 
     @property

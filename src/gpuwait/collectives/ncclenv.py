@@ -25,8 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 
-from gpuwait.collectives.tuning import (Prediction, TuningInputs, choose, parse_algorithm_list,
-                                        parse_protocol_list)
+from gpuwait.collectives.tuning import Prediction, TuningInputs, choose, parse_algorithm_list, parse_protocol_list
 from gpuwait.errors import SpecError
 
 #: NCCL_NET_GDR_LEVEL values (formats.md §2 line 270), with the legacy integers LOC=0 ... SYS=4.
@@ -115,7 +114,7 @@ class NcclEnv:
         return None if self.proto is None else parse_protocol_list(self.proto)[collective]
 
     @classmethod
-    def from_mapping(cls, env: Mapping[str, str]) -> "NcclEnv":
+    def from_mapping(cls, env: Mapping[str, str]) -> NcclEnv:
         """Parse the ``NCCL_*`` entries of ``env`` (other names are skipped).
 
         Examples

@@ -394,7 +394,7 @@ class TuningInputs:
         return Graph(self.n_channels, self.bw_intra_GBps, self.bw_inter_GBps, self.latency_inter_us,
                      self.intra_link, self.same_channels)
 
-    def with_collective(self, collective: str) -> "TuningInputs":
+    def with_collective(self, collective: str) -> TuningInputs:
         """The same communicator, another collective."""
         return replace(self, collective=collective)
 

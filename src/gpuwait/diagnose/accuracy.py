@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuwait.diagnose.run import _same_cable, diagnose_scenario
-from gpuwait.runner.workload import simulate_workload
 from gpuwait.faults import parse_inject
+from gpuwait.runner.workload import simulate_workload
 from gpuwait.spec import Scenario, validate_data
 
 WORKLOADS = {

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpuwait.topology.model import Topology
 from gpuwait.steps.result import CollectiveStat, RunResult
+from gpuwait.topology.model import Topology
 
 
 @dataclass(frozen=True, eq=False)

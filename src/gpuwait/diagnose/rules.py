@@ -107,7 +107,7 @@ def storage(obs: Observation, out: RuleOutput) -> None:
         return
     wait = float(obs.per_gpu_s["data_wait"].mean())
     shared = [link for link, users in obs.link_users.items() if "storage read" in users and len(users) > 1]
-    hot = max(shared, key=lambda l: obs.link_util[l]) if shared else None
+    hot = max(shared, key=lambda link: obs.link_util[link]) if shared else None
     if wait < WAIT_SHARE * _step(obs) and not (hot is not None and obs.link_util[hot] >= SATURATED):
         return
     evidence = {"data_wait_ms": round(wait * 1e3, 2)}
@@ -326,7 +326,7 @@ def collision(obs: Observation, out: RuleOutput) -> None:
         return
     best = None
     for tier in (1, 2):
-        for switch, links in _uplinks_by_switch(obs, tier).items():
+        for links in _uplinks_by_switch(obs, tier).values():
             util = obs.link_util[links]
             if len(links) < 2 or util.max() < SATURATED:
                 continue

@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 
 from gpuwait.diagnose.observe import Observation, observe_run
 from gpuwait.diagnose.rules import Candidate, evaluate
-from gpuwait.runner.workload import WorkloadRun, simulate_workload
 from gpuwait.errors import SpecError
-from gpuwait.spec.faults import FaultSpec
+from gpuwait.runner.workload import WorkloadRun, simulate_workload
 from gpuwait.spec.cluster import RoutingSpec
+from gpuwait.spec.faults import FaultSpec
 from gpuwait.spec.scenario import Scenario
 
 SEVERITIES = ("info", "warning", "critical")

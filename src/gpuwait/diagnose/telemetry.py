@@ -16,11 +16,11 @@ import numpy as np
 
 from gpuwait.diagnose.observe import Observation, observe_run
 from gpuwait.runner.workload import WorkloadRun
+from gpuwait.steps.result import BREAKDOWN_CATEGORIES
 from gpuwait.telemetry.bundle import TelemetryBundle
 from gpuwait.telemetry.metrics import metrics_from_result
-from gpuwait.telemetry.metricset import MetricSet, MetricInfo
+from gpuwait.telemetry.metricset import MetricInfo, MetricSet
 from gpuwait.topology.model import LINK_KINDS, Topology
-from gpuwait.steps.result import BREAKDOWN_CATEGORIES
 
 _INFO = {
     "SymbolErrorCounter": MetricInfo("counter", "PMA SymbolErrorCounter of the port receiving on the link"),

@@ -17,8 +17,8 @@ import numpy as np
 
 from gpuwait.collectives.communicator import Communicator
 from gpuwait.collectives.ncclenv import NcclEnv
-from gpuwait.engine.flow import max_min_rates
 from gpuwait.engine.base import effective_capacity_Bps
+from gpuwait.engine.flow import max_min_rates
 from gpuwait.fabric.perf import CollectiveEstimate, CollectivePredictor
 from gpuwait.routing.paths import route_flows
 from gpuwait.spec.cluster import RoutingSpec
@@ -58,7 +58,7 @@ class FabricModel:
     background_Bps: np.ndarray | None = None
     _cache: dict = field(default_factory=dict)
 
-    def with_background(self, extra_Bps: np.ndarray) -> "FabricModel":
+    def with_background(self, extra_Bps: np.ndarray) -> FabricModel:
         """The same fabric with ``extra_Bps`` more steady load on its links (a fresh cache)."""
         base = self.background_Bps if self.background_Bps is not None else 0.0
         return FabricModel(self.topo, self.routing, self.transport, self.env, base + extra_Bps)

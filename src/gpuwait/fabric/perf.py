@@ -39,8 +39,8 @@ from gpuwait.collectives.tuning import (
     nvswitch_nvls_graph,
     nvswitch_ring_graph,
 )
-from gpuwait.fabric.collective import PlanRun, run_plan
 from gpuwait.engine.base import effective_capacity_Bps
+from gpuwait.fabric.collective import PlanRun, run_plan
 from gpuwait.spec.cluster import RoutingSpec
 from gpuwait.topology.model import LINK_KINDS
 from gpuwait.transport.profiles import TRANSPORTS, TransportProfile
@@ -115,7 +115,7 @@ class CollectivePredictor:
 
     @classmethod
     def create(cls, comm: Communicator, env: NcclEnv, routing: RoutingSpec, transport: TransportProfile,
-               peers: tuple[Communicator, ...] = (), background_Bps: np.ndarray | None = None) -> "CollectivePredictor":
+               peers: tuple[Communicator, ...] = (), background_Bps: np.ndarray | None = None) -> CollectivePredictor:
         if env.ib_disable:
             transport = TRANSPORTS["tcp"]  # NCCL falls back to the socket transport
         routing = routing.model_copy(update={"qps_per_connection": env.ib_qps_per_connection})
@@ -215,7 +215,7 @@ class CollectivePredictor:
     def fabric_time_s(self, collective: str, n_bytes: float, algorithm: str, protocol: str, n_channels: int) -> float:
         return self.fabric_run(collective, algorithm, protocol, n_channels)[0] * n_bytes
 
-    def link_bytes(self, estimate: "CollectiveEstimate") -> np.ndarray:
+    def link_bytes(self, estimate: CollectiveEstimate) -> np.ndarray:
         """Bytes each link carries during one call of ``estimate`` (this group and its peers)."""
         algorithm = estimate.algorithm if estimate.algorithm in ("direct", "p2p") else FLOW_ALGORITHMS.get(estimate.algorithm)
         if algorithm is None or estimate.fabric_time_s is None:
@@ -224,7 +224,7 @@ class CollectivePredictor:
         per_ref = sum(p.link_load_Bps() * p.time_s for p in run.phases) if run.phases else np.zeros(self.comm.topo.n_links)
         return np.asarray(per_ref) * (estimate.n_bytes / _REF_BYTES)
 
-    def link_peak_Bps(self, estimate: "CollectiveEstimate") -> np.ndarray | None:
+    def link_peak_Bps(self, estimate: CollectiveEstimate) -> np.ndarray | None:
         """Per link, the highest rate it carries in any phase of ``estimate`` (None if not simulated)."""
         algorithm = estimate.algorithm if estimate.algorithm in ("direct", "p2p") else FLOW_ALGORITHMS.get(estimate.algorithm)
         if algorithm is None or estimate.fabric_time_s is None:

@@ -16,8 +16,8 @@ import plotly.graph_objects as go
 
 from gpuwait.report.ranks import timeline_ranks
 from gpuwait.report.step import category_means_s
-from gpuwait.units import format_size, format_time
 from gpuwait.steps.result import BREAKDOWN_CATEGORIES, TASK_KINDS, RunResult
+from gpuwait.units import format_size, format_time
 
 #: Colours per breakdown category / task kind (colour-blind-safe Okabe-Ito order).
 COLORS = {"compute": "#009E73", "exposed_comm": "#D55E00", "comm": "#D55E00", "data_wait": "#E69F00",

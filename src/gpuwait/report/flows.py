@@ -101,7 +101,7 @@ def link_timeline(run: FlowRun, links: list[int], max_intervals: int = 2000) -> 
     util = rates / run.capacity_Bps[links]
     step = max(1, int(np.ceil(len(util) / max_intervals)))  # keep long runs readable
     return {"time_s": times[::step].tolist(),
-            "utilization": {run.topo.link_name(int(l)): util[::step, i].tolist() for i, l in enumerate(links)}}
+            "utilization": {run.topo.link_name(int(link)): util[::step, i].tolist() for i, link in enumerate(links)}}
 
 
 def uplink_loads(run: FlowRun, switch: str) -> list[dict]:
@@ -111,8 +111,8 @@ def uplink_loads(run: FlowRun, switch: str) -> list[dict]:
     links = np.flatnonzero((topo.link_src == node) & (topo.node_tier[topo.link_dst] > topo.node_tier[node]))
     count = run.link_flow_count()
     mean_util = run.link_mean_utilization()
-    return [{"link": topo.link_name(int(l)), "flows": int(count[l]), "bytes": float(run.link_bytes[l]),
-             "mean_utilization": float(mean_util[l])} for l in links]
+    return [{"link": topo.link_name(int(link)), "flows": int(count[link]), "bytes": float(run.link_bytes[link]),
+             "mean_utilization": float(mean_util[link])} for link in links]
 
 
 # ------------------------------------------------------------------------------------ rich tables

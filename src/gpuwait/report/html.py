@@ -22,11 +22,11 @@ import plotly.graph_objects as go
 import plotly.io as pio
 import plotly.offline
 
-from gpuwait.version import __version__
 from gpuwait.report import figures
 from gpuwait.report.step import hot_link_rows, step_summary_dict
-from gpuwait.units import format_size, format_time
 from gpuwait.steps.result import BREAKDOWN_CATEGORIES, RunResult
+from gpuwait.units import format_size, format_time
+from gpuwait.version import __version__
 
 _JSON_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
 

@@ -16,8 +16,8 @@ import numpy as np
 from rich.markup import escape
 from rich.table import Table
 
-from gpuwait.units import format_size, format_time
 from gpuwait.steps.result import BREAKDOWN_CATEGORIES, CollectiveStat, RunResult
+from gpuwait.units import format_size, format_time
 
 #: How many links the hottest-links views show unless asked otherwise.
 HOT_LINKS_DEFAULT = 10

@@ -30,7 +30,14 @@ from scipy.sparse.csgraph import shortest_path
 
 from gpuwait.arrays import rank_within_groups
 from gpuwait.errors import RoutingError, UnknownNameError
-from gpuwait.routing.hashing import IPPROTO_TCP, IPPROTO_UDP, ROCEV2_UDP_DPORT, FiveTuple, get_hash, qp_numbers, rocev2_udp_sport
+from gpuwait.routing.hashing import (
+    IPPROTO_TCP,
+    IPPROTO_UDP,
+    ROCEV2_UDP_DPORT,
+    FiveTuple,
+    get_hash,
+    rocev2_udp_sport,
+)
 from gpuwait.spec.cluster import RoutingSpec
 from gpuwait.topology.model import LINK_KINDS, NETWORKS, NODE_KINDS, Topology
 

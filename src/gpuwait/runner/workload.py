@@ -6,17 +6,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpuwait.collectives.ncclenv import parse_env
-from gpuwait.fabric.groups import FabricModel
-from gpuwait.runner.traffic import scenario_cases
-from gpuwait.steps.serving import run_serving
-from gpuwait.steps.training import run_training
 from gpuwait.errors import SpecError
+from gpuwait.fabric.groups import FabricModel
 from gpuwait.faults.apply import FaultEffects, Perturbation, apply_faults
+from gpuwait.runner.traffic import scenario_cases
 from gpuwait.spec.faults import FaultSpec
 from gpuwait.spec.scenario import Scenario
+from gpuwait.steps.result import RunResult
+from gpuwait.steps.serving import run_serving
+from gpuwait.steps.training import run_training
 from gpuwait.topology.model import Topology
 from gpuwait.topology.presets import build_cluster, resolve_cluster
-from gpuwait.steps.result import RunResult
 from gpuwait.workload.steps import serving_step, training_step
 
 

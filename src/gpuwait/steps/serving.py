@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpuwait.fabric.groups import FabricModel
-from gpuwait.steps.stats import collective_stats, link_stats
 from gpuwait.errors import SimulationError
-from gpuwait.workload.program import ServingStep
+from gpuwait.fabric.groups import FabricModel
 from gpuwait.steps.result import (
     BREAKDOWN_CATEGORIES,
     RunResult,
     StepBreakdown,
     TaskTable,
 )
+from gpuwait.steps.stats import collective_stats, link_stats
+from gpuwait.workload.program import ServingStep
 
 
 def _time(fabric: FabricModel | None, groups_gpu: np.ndarray, collective: str, n_bytes: float):

@@ -6,11 +6,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from gpuwait.fabric.groups import FabricModel, FamilyRun
 from gpuwait.collectives.nccltests import busbw_factor
 from gpuwait.engine.base import effective_capacity_Bps
-from gpuwait.topology.model import LINK_KINDS, Topology
+from gpuwait.fabric.groups import FabricModel, FamilyRun
 from gpuwait.steps.result import CollectiveStat, LinkStats
+from gpuwait.topology.model import LINK_KINDS, Topology
 
 #: (label such as "dp all_reduce", the family's run, calls per step)
 Family = tuple[str, FamilyRun, int]

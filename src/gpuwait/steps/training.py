@@ -22,18 +22,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpuwait.fabric.groups import FabricModel
-from gpuwait.steps.stats import Family, collective_stats, link_stats
 from gpuwait.errors import SimulationError
+from gpuwait.fabric.groups import FabricModel
 from gpuwait.rng import as_generator
-from gpuwait.workload.layout import Layout
-from gpuwait.workload.program import TrainingStep, interleaved_one_f_one_b
 from gpuwait.steps.result import (
     BREAKDOWN_CATEGORIES,
     RunResult,
     StepBreakdown,
     TaskTable,
 )
+from gpuwait.steps.stats import Family, collective_stats, link_stats
+from gpuwait.workload.layout import Layout
+from gpuwait.workload.program import TrainingStep, interleaved_one_f_one_b
 
 
 @dataclass

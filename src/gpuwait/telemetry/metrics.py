@@ -54,11 +54,11 @@ import math
 import numpy as np
 
 from gpuwait.errors import SpecError
+from gpuwait.steps.result import BREAKDOWN_CATEGORIES, RunResult
 from gpuwait.telemetry.metricset import Labels, MetricInfo, MetricSet, Sample, as_labels
 from gpuwait.telemetry.nic_counters import PMA_WORD_BYTES
 from gpuwait.topology.model import Topology, link_kind_code
 from gpuwait.transport import resolve_transport
-from gpuwait.steps.result import BREAKDOWN_CATEGORIES, RunResult
 
 __all__ = ["PMA_WORD_BYTES", "SM_ACTIVE_PER_BUSY", "MetricInfo", "MetricSet", "Sample", "metrics_from_result"]
 

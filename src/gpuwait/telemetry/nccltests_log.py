@@ -41,7 +41,6 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from gpuwait.errors import SpecError, UnknownNameError
 from gpuwait.collectives.nccltests import (
     COLLECTIVES,
     DTYPES,
@@ -53,6 +52,7 @@ from gpuwait.collectives.nccltests import (
     average_busbw_GBps,
     get_collective,
 )
+from gpuwait.errors import SpecError, UnknownNameError
 
 _ROW_SHAPE = "size count type [redop] [root], then time algbw busbw #wrong for out-of-place and for in-place"
 

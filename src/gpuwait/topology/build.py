@@ -245,7 +245,6 @@ def _build_clos(t: _Tables, spec: ClusterSpec, server: ServerSpec, nodes: dict, 
     switch_Bps = fabric.switch_speed or port_Bps
     latency_to_switch_s = fabric.cable_latency + fabric.switch_latency
     latency_to_host_s = fabric.cable_latency
-    nic_uplink_cables = np.full((S, server.nics, server.nic_ports), -1, np.int64)
     nic_leaf = np.full((S, server.nics, server.nic_ports), -1, np.int64)
 
     for plane in range(fabric.planes):

@@ -8,9 +8,9 @@ k-th parallel link between the same two nodes). Names are accepted wherever ids 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Iterable
 
 import numpy as np
 

@@ -21,14 +21,13 @@ Every Clos preset takes 2 tiers while a leaf-spine of its radix holds the server
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from gpuwait.errors import TopologyError, UnknownNameError
 from gpuwait.spec.cluster import ClusterSpec
 from gpuwait.topology.build import build_topology, clos_shape
 from gpuwait.topology.model import Topology
 from gpuwait.topology.servers import resolve_server
-
 
 PRESETS: dict[str, Callable[[int], dict]] = {}
 # servers a preset builds when no count is given (shown by `gpuwait topo --list`)

@@ -13,8 +13,8 @@ Conventions
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Iterable
 
 import numpy as np
 import scipy.sparse as sp

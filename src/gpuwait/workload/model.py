@@ -30,7 +30,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-
 from gpuwait.errors import SpecError, UnknownNameError
 from gpuwait.spec.workload import ComputeSpec, InferenceSpec, ModelSpec, WorkloadSpec
 from gpuwait.workload.presets import GPU_PRESETS, MODEL_PRESETS, gpu_preset_for_model

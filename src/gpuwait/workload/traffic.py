@@ -31,7 +31,7 @@ class FlowTable:
         return len(self.src)
 
     @staticmethod
-    def concat(tables: list["FlowTable"]) -> "FlowTable":
+    def concat(tables: list[FlowTable]) -> FlowTable:
         offset, after = 0, []
         for t in tables:
             after += [[a + offset for a in deps] for deps in t.after]

@@ -26,9 +26,32 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from gpuwait.engine.packet.events import (_BITS, _MASK, B_HEAD, B_TAIL, BIN_KIND, CACHE_BITS, CHUNK_SHIFT, DATA, LINK,
-                                          Q_BINS, Q_CHUNKS, Q_FREE_BIN, Q_FREE_CHUNK, Q_SEQ, Q_SIZE, SEQ, TIME,
-                                          grow_queue, grow_rows, hash_slot, new_queue, pack, prefetch, push)
+from gpuwait.engine.packet.events import (
+    _BITS,
+    _MASK,
+    B_HEAD,
+    B_TAIL,
+    BIN_KIND,
+    CACHE_BITS,
+    CHUNK_SHIFT,
+    DATA,
+    LINK,
+    Q_BINS,
+    Q_CHUNKS,
+    Q_FREE_BIN,
+    Q_FREE_CHUNK,
+    Q_SEQ,
+    Q_SIZE,
+    SEQ,
+    TIME,
+    grow_queue,
+    grow_rows,
+    hash_slot,
+    new_queue,
+    pack,
+    prefetch,
+    push,
+)
 
 # ---------------------------------------------------------------- column layouts (shared with run.py)
 # link integer table

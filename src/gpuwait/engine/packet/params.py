@@ -71,7 +71,7 @@ class PacketParams(SpecModel):
     max_memory_bytes: float = Field(4 * 2**30, gt=0, description="Refuse runs whose estimated memory is above this (bytes).")
 
     @model_validator(mode="after")
-    def _order(self) -> "PacketParams":
+    def _order(self) -> PacketParams:
         if self.ecn_kmin_bytes is not None and self.ecn_kmax_bytes is not None and self.ecn_kmin_bytes > self.ecn_kmax_bytes:
             raise SpecError(f"packet.ecn_kmin_bytes: got {self.ecn_kmin_bytes:g} > ecn_kmax_bytes {self.ecn_kmax_bytes:g}; "
                             "expected Kmin <= Kmax", hint="marking starts at Kmin and reaches Pmax at Kmax")
