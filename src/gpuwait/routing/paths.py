@@ -23,14 +23,8 @@ from gpuwait.errors import RoutingError
 from gpuwait.routing.hashing import IPPROTO_TCP, IPPROTO_UDP, ROCEV2_UDP_DPORT, FiveTuple, qp_numbers, rocev2_udp_sport
 from gpuwait.routing.routers import Hop, Router, get_router
 from gpuwait.spec.cluster import RoutingSpec
-from gpuwait.topology.model import LINK_KINDS, NETWORKS, NODE_KINDS, Topology
+from gpuwait.topology.model import Network, NodeKind, Topology
 
-_GPU = NODE_KINDS.index("gpu")
-_NIC = NODE_KINDS.index("nic")
-_SNIC = NODE_KINDS.index("storage_nic")
-_SWITCH = NODE_KINDS.index("switch")
-_HOST_LINK = LINK_KINDS.index("host")
-_FABRIC_LINK = LINK_KINDS.index("fabric")
 _SPLIT_CHUNK_ROWS = 1024
 _MAX_HOPS = 32
 _CANDIDATE_BLOCK = 1 << 22  # candidate next hops weighed per numpy pass
@@ -109,7 +103,7 @@ def _local_path_table(topo: Topology, blocks: np.ndarray) -> dict[tuple[int, int
     local_of = {int(g): i for i, g in enumerate(blocks[0])}
     graph = nx.Graph()
     graph.add_nodes_from(range(blocks.shape[1]))
-    server_links = np.flatnonzero((topo.link_network == NETWORKS.index("server")) & (topo.node_server[topo.link_src] == 0))
+    server_links = np.flatnonzero((topo.link_network == Network.SERVER) & (topo.node_server[topo.link_src] == 0))
     for link in server_links:
         graph.add_edge(local_of[int(topo.link_src[link])], local_of[int(topo.link_dst[link])])
     # NVLink first: with an NVSwitch the GPU-GPU path is gpu->nvsw->gpu, not over PCIe
@@ -200,15 +194,15 @@ class _Distances:
     def __init__(self, topo: Topology, targets: np.ndarray) -> None:
         cache = topo.__dict__.setdefault("_routing_cache", {})
         if "switch_index" not in cache:
-            switches = np.flatnonzero(topo.node_kind == _SWITCH)
+            switches = np.flatnonzero(topo.switch_nodes)
             switch_index = np.full(topo.n_nodes, -1, np.int64)
             switch_index[switches] = np.arange(len(switches))
-            fabric = (topo.link_kind == _FABRIC_LINK)
+            fabric = topo.fabric_links
             # reversed edges: BFS from a leaf gives every switch's distance *to* that leaf
             graph = sp.csr_matrix((np.ones(int(fabric.sum())), (switch_index[topo.link_dst[fabric]],
                                                                  switch_index[topo.link_src[fabric]])),
                                   shape=(len(switches), len(switches)))
-            uplink = (topo.link_kind == _HOST_LINK) & (topo.node_kind[topo.link_dst] == _SWITCH)
+            uplink = topo.host_links & topo.switch_nodes[topo.link_dst]
             src, dst = topo.link_src[uplink], switch_index[topo.link_dst[uplink]]
             order = np.lexsort((dst, src))
             src, dst = src[order], dst[order]
@@ -216,7 +210,7 @@ class _Distances:
             up_leaf = np.full((topo.n_nodes, int(rank.max()) + 1 if len(rank) else 1), -1, np.int64)
             up_leaf[src, rank] = dst
             # every node's links to switches, in id order, with the switch index of their far end
-            to_switch = np.flatnonzero(topo.node_kind[topo.link_dst] == _SWITCH)
+            to_switch = np.flatnonzero(topo.switch_nodes[topo.link_dst])
             to_switch = to_switch[np.argsort(topo.link_src[to_switch], kind="stable")]
             out_indptr = np.zeros(topo.n_nodes + 1, np.int64)
             np.cumsum(np.bincount(topo.link_src[to_switch], minlength=topo.n_nodes), out=out_indptr[1:])
@@ -372,7 +366,7 @@ class _Keys:
         """Key of each (target slot, node) away from the target's leaf."""
         n_groups, n_targets = self.n_groups, len(self.targets)
         key = n_groups + slot
-        at_switch = np.flatnonzero(topo.node_kind[node] == _SWITCH)
+        at_switch = np.flatnonzero(topo.switch_nodes[node])
         by_class = ~self.dist.adjacent_to_class(slot[at_switch], self.dist.switch_index[node[at_switch]])
         key[at_switch] = np.where(by_class, n_groups + n_targets + self.class_of_slot[slot[at_switch]],
                                   self.group_of_slot[slot[at_switch]])
@@ -453,13 +447,13 @@ def _walk_fabric(topo: Topology, spec: RoutingSpec, router: Router, start: np.nd
 
 # ------------------------------------------------------------------------------------ public API
 # an NVSwitch is an endpoint only for in-switch reduction (NVLS) by GPUs of its own server
-_ENDPOINT_KINDS = ("gpu", "nic", "storage_server", "storage_nic", "nvswitch")
+_ENDPOINT_KINDS = (NodeKind.GPU, NodeKind.NIC, NodeKind.STORAGE_SERVER, NodeKind.STORAGE_NIC, NodeKind.NVSWITCH)
 
 
 def _endpoints(topo: Topology, nodes) -> np.ndarray:
     ids = np.array([topo.node_id(n) for n in nodes], dtype=np.int64) if not isinstance(nodes, np.ndarray) else nodes.astype(np.int64)
     kinds = topo.node_kind[ids]
-    bad = ~np.isin(kinds, [NODE_KINDS.index(k) for k in _ENDPOINT_KINDS])
+    bad = ~np.isin(kinds, _ENDPOINT_KINDS)
     if bad.any():
         node = int(ids[np.flatnonzero(bad)[0]])
         raise RoutingError(f"endpoint {topo.node_name[node]!r} is a {topo.kind_of(node)}; expected a GPU, NIC or storage server",
@@ -473,11 +467,11 @@ def _network_endpoint(topo: Topology, node: np.ndarray, peer: np.ndarray, qp: np
     A GPU with several NICs of its own spreads its QPs over them round-robin, as NCCL spreads
     channels over a GPU's NICs."""
     out = node.copy()
-    gpu = topo.node_kind[node] == _GPU
+    gpu = topo.node_kind[node] == NodeKind.GPU
     if gpu.any():
         server = topo.node_server[node[gpu]]
         local = node[gpu] - topo.gpu_node[server, 0]
-        to_storage_net = topo.node_network[peer[gpu]] == NETWORKS.index("storage")
+        to_storage_net = topo.node_network[peer[gpu]] == Network.STORAGE
         if topo.nic_node.shape[1] == 0 and not to_storage_net.all():
             raise RoutingError(f"{topo.node_name[node[gpu][0]]} has no compute NIC to reach another server")
         if topo.nic_node.shape[1]:
@@ -490,7 +484,7 @@ def _network_endpoint(topo: Topology, node: np.ndarray, peer: np.ndarray, qp: np
         else:
             nic = np.full(len(server), -1)
         if to_storage_net.any():
-            snics = np.flatnonzero(topo.node_kind == _SNIC)
+            snics = np.flatnonzero(topo.node_kind == NodeKind.STORAGE_NIC)
             per_server = len(snics) // max(topo.n_servers, 1)
             if per_server == 0:
                 raise RoutingError("the storage network is separate but the servers have no storage NICs")
@@ -585,7 +579,7 @@ def _route_network(topo: Topology, spec: RoutingSpec, router: Router, transport:
                    d_ep: np.ndarray, qp: np.ndarray, name_row) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
     """Route QP rows between network endpoints: ((row, link, weight) triplets, UDP/TCP source ports)."""
     tuples, sport = _five_tuples(topo, transport, s_ep, d_ep, qp, spec.seed)
-    host = topo.link_kind == _HOST_LINK
+    host = topo.host_links
     port_capacity_Bps = np.bincount(topo.link_src[host], weights=topo.link_capacity_Bps[host], minlength=topo.n_nodes)
     rows_per_ep = np.bincount(s_ep, minlength=topo.n_nodes)
     demand_Bps = port_capacity_Bps[s_ep] / np.maximum(rows_per_ep[s_ep], 1)

@@ -32,9 +32,7 @@ import numpy as np
 from gpuwait.errors import UnknownNameError
 from gpuwait.routing.hashing import ecmp_select, get_hash
 from gpuwait.spec.cluster import RoutingSpec
-from gpuwait.topology.model import NODE_KINDS, Topology
-
-_SWITCH = NODE_KINDS.index("switch")
+from gpuwait.topology.model import Topology
 
 # Per-switch seeds: the base seed and the switch id mixed with 32-bit odd constants, the
 # golden-ratio multiplier of Knuth's multiplicative hashing (TAOCP vol. 3, 6.4) and xxHash32's
@@ -184,7 +182,7 @@ def _ecmp(hop: Hop) -> NextHops:
     # alone never break polarization. Seeded switches also pick a seed-dependent slice of the
     # hash bits (the "hash offset" of merchant ASICs), which does.
     offset = seeds % _HASH_OFFSETS if hop.spec.per_switch_seed else 0
-    is_switch = hop.topo.node_kind[hop.node] == _SWITCH
+    is_switch = hop.topo.switch_nodes[hop.node]
     hashed = ecmp_select(hashes, hop.count, bit_offset=offset)
     return _one_each(hop, np.where(is_switch, hashed, hop.qp[hop.row] % hop.count))
 
