@@ -29,7 +29,7 @@ from gpuwait.report.flows import (
 from gpuwait.runner.traffic import check_scenario, run_traffic
 from gpuwait.spec import RoutingSpec, Scenario, validate_data
 from gpuwait.spec.load import read_yaml
-from gpuwait.topology import build_topology
+from gpuwait.topology import Network, build_topology
 from gpuwait.transport import resolve_transport
 from gpuwait.units import format_rate, format_size, format_time
 

@@ -493,12 +493,12 @@ def ecmp_select(
         )
     offset = np.asarray(bit_offset)
     if offset.dtype.kind not in "iu" or (offset.size and not 0 <= int(offset.min()) <= int(offset.max()) < 32):
-        raise RoutingError(f"bit_offset: got {bit_offset}; expected 0..31")
+        raise RoutingError(f"bit_offset: got {bit_offset!r}; expected 0..31")
     hashes = hashes >> offset.astype(np.int64)
     if bits is not None:
         if not 1 <= bits <= 32 - int(offset.max(initial=0)):
             top = 32 - int(offset.max(initial=0))
-            raise RoutingError(f"bits: got {bits}; expected 1..{top} with bit_offset={bit_offset}")
+            raise RoutingError(f"bits: got {bits}; expected 1..{top} with bit_offset={bit_offset!r}")
         hashes = hashes & ((1 << bits) - 1)
     return hashes % n.astype(np.int64)
 

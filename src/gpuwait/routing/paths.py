@@ -437,7 +437,7 @@ def _walk_fabric(topo: Topology, spec: RoutingSpec, router: Router, start: np.nd
         # merge branches that reach the same node
         key = rows[keep].astype(np.int64) * topo.n_nodes + nxt[keep]
         uniq, inv = np.unique(key, return_inverse=True)
-        frac = np.bincount(inv, weights=weight[keep])
+        frac = np.bincount(inv, weights=weight[keep]).astype(float)
         stride = np.ones(len(uniq), np.int64)  # strides only matter on single paths (static)
         row, node = uniq // topo.n_nodes, uniq % topo.n_nodes
     else:
@@ -519,14 +519,16 @@ def _five_tuples(topo: Topology, transport: str, src_ep: np.ndarray, dst_ep: np.
     rng = np.random.default_rng(seed)
     # drawn for TCP too: its ephemeral ports come after the QPN bases in the same stream
     local_qpn, remote_qpn = qp_numbers(src_ep, dst_ep, topo.n_nodes, rng)
+    dport: np.ndarray | int
     if transport == "tcp":
         sport = _EPHEMERAL_PORT_FIRST + rng.integers(0, _EPHEMERAL_PORTS, size=len(src_ep))
         proto, dport = IPPROTO_TCP, _TCP_DPORT_BASE + qp
     else:
         sport = rocev2_udp_sport(local_qpn, remote_qpn).astype(np.int64)
         proto, dport = IPPROTO_UDP, ROCEV2_UDP_DPORT
-    tuples = FiveTuple(src_ip=_IPV4_BASE + src_ep, dst_ip=_IPV4_BASE + dst_ep, src_port=sport, dst_port=dport,
-                       protocol=proto)
+    # FiveTuple range-checks, casts and broadcasts its fields in __post_init__; the field types are the results
+    tuples = FiveTuple(src_ip=_IPV4_BASE + src_ep, dst_ip=_IPV4_BASE + dst_ep, src_port=sport,  # type: ignore[arg-type]
+                       dst_port=dport, protocol=proto)  # type: ignore[arg-type]
     return tuples, sport
 
 

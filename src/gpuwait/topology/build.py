@@ -103,8 +103,8 @@ def gpu_nic_affinity(server: ServerSpec) -> np.ndarray:
                 shares[gpu] = [int(gpu * server.nics // server.gpus)]
     width = max(len(share) for share in shares)
     out = np.full((server.gpus, width), -1)
-    for gpu, share in enumerate(shares):
-        out[gpu, :len(share)] = share
+    for row, share in enumerate(shares):
+        out[row, :len(share)] = share
     return out
 
 
@@ -285,9 +285,9 @@ def _build_clos(t: _Tables, spec: ClusterSpec, server: ServerSpec, nodes: dict, 
         a, j = np.meshgrid(np.arange(shape.leaves_per_plane), np.arange(shape.spines_per_pod), indexing="ij")
         t.add_cables(leaves[a], spines[leaf_pod[a], j], switch_Bps, latency_to_switch_s, latency_to_switch_s, "fabric", "compute", plane)
         # spine j of every pod connects to every core of core group j
-        p, j, c = np.meshgrid(np.arange(shape.pods), np.arange(shape.spines_per_pod), np.arange(shape.spine_uplinks),
-                              indexing="ij")
-        t.add_cables(spines[p, j], cores[j, c], switch_Bps, latency_to_switch_s, latency_to_switch_s, "fabric", "compute", plane)
+        pod, spine, up = np.meshgrid(np.arange(shape.pods), np.arange(shape.spines_per_pod),
+                                     np.arange(shape.spine_uplinks), indexing="ij")
+        t.add_cables(spines[pod, spine], cores[spine, up], switch_Bps, latency_to_switch_s, latency_to_switch_s, "fabric", "compute", plane)
     return nic_leaf, shape
 
 

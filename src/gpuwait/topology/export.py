@@ -106,7 +106,7 @@ def _split_top_level(expression: str) -> list[str]:
 
 
 def _expand_ranges(body: str, expression: str) -> list[str]:
-    out = []
+    out: list[str] = []
     for part in body.split(","):
         lo, dash, hi = part.partition("-")
         if not lo.isdigit() or (dash and not hi.isdigit()):

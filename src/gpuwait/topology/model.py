@@ -274,7 +274,7 @@ class Topology:
     def server_of(self, node: int) -> int:
         return int(self.node_server[node])
 
-    def kind_of(self, node: int) -> str:
+    def kind_of(self, node: int | np.integer) -> str:
         return NodeKind(int(self.node_kind[node])).label
 
     def nodes_of_kind(self, kind: str) -> np.ndarray:
