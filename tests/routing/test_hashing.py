@@ -357,8 +357,7 @@ def test_udp_sport_matches_python_ints_symmetric_and_in_range(lqpn, rqpn):
 
 def test_udp_sports_spread_over_ports():
     """4096 connections x 4 QPs between two NICs (sequential QPNs): the ports spread widely."""
-    local = qp_numbers(4096, 4, seed=1).ravel()
-    remote = qp_numbers(4096, 4, seed=2).ravel()
+    local, remote = qp_numbers(np.zeros(4096 * 4, int), np.ones(4096 * 4, int), n_nics=2, seed=1)
     sports = rocev2_udp_sport(local, remote)
     assert int(sports.min()) >= 0xC000
     # 16384 pairs into 2**14 ports: a uniform map leaves ~(1 - 1/e) = 63% distinct.
@@ -368,17 +367,28 @@ def test_udp_sports_spread_over_ports():
     assert low_counts.min() > 0.9 * sports.size / 8
 
 
-def test_qp_numbers_are_sequential_from_a_seeded_base():
-    q = qp_numbers(3, 4, seed=123)
-    assert q.shape == (3, 4) and q.dtype == np.uint32
-    assert (np.diff(q.ravel()) == 1).all()
-    assert 2 <= int(q.min()) and int(q.max()) < 2**24
-    np.testing.assert_array_equal(q, qp_numbers(3, 4, seed=123))
-    assert int(qp_numbers(3, 4, seed=124)[0, 0]) != int(q[0, 0])
+def test_qp_numbers_are_sequential_per_nic_from_a_seeded_base():
+    local_nic, remote_nic = np.array([0, 1, 0, 0, 1]), np.array([1, 0, 1, 1, 0])
+    local, remote = qp_numbers(local_nic, remote_nic, n_nics=2, seed=123)
+    assert local.dtype == remote.dtype == np.uint32
+    # NIC 0 opens QPs 0, 2, 3 and accepts 1, 4; it numbers each side consecutively from its base
+    assert (np.diff(local[[0, 2, 3]]) == 1).all() and remote[4] == remote[1] + 1
+    assert int(remote[1]) == int(local[0]) + 7  # the first accepted QP: base + 7
+    assert 2 <= int(min(local.min(), remote.min())) and int(max(local.max(), remote.max())) < 2**24
+    again = qp_numbers(local_nic, remote_nic, n_nics=2, seed=123)
+    np.testing.assert_array_equal(local, again[0])
+    assert int(qp_numbers(local_nic, remote_nic, n_nics=2, seed=124)[0][0]) != int(local[0])
     with pytest.raises(RoutingError):
-        qp_numbers(0, 4)
+        qp_numbers([0, 1], [1], n_nics=2)
     with pytest.raises(RoutingError):
-        qp_numbers(2**13, 2**11)  # 2**24 QPs cannot fit above the reserved QPNs
+        qp_numbers([0, 2], [1, 0], n_nics=2)
+
+
+def test_ecmp_select_takes_one_bit_offset_per_flow():
+    h = np.array([0xF0, 0xF0, 0xF0], dtype=np.uint32)
+    assert ecmp_select(h, 16, bit_offset=np.array([0, 4, 6])).tolist() == [0, 0xF, 0x3]
+    with pytest.raises(RoutingError):
+        ecmp_select(h, 4, bit_offset=np.array([0, 32, 1]))
 
 
 # --------------------------------------------------------------------------- balls into bins

@@ -16,7 +16,7 @@ from gpuwait.errors import GpuwaitError, SpecError, TopologyError, UnknownNameEr
 from gpuwait.spec import ClusterSpec, validate_data
 from gpuwait.topology import PRESETS, build_cluster, build_preset, preset_spec, resolve_cluster, resolve_server
 from gpuwait.topology.build import clos_shape
-from gpuwait.topology.model import NETWORKS, kind_code, link_kind_code
+from gpuwait.topology.model import LinkKind, Network, NodeKind
 
 SINGLE_SERVER_PRESETS = ("dgx-a100", "dgx-h100")
 
@@ -37,7 +37,7 @@ def switch_counts(topo) -> tuple[int, int, int]:
 
 
 def cables_per_node(topo, network: str = "compute") -> np.ndarray:
-    keep = topo.link_network == NETWORKS.index(network)
+    keep = topo.link_network == Network.of(network)
     return np.bincount(topo.link_src[keep], minlength=topo.n_nodes)
 
 
@@ -55,7 +55,7 @@ def test_preset_with_4_servers_has_the_expected_counts(preset):
     assert len(topo.nodes_of_kind("gpu")) == 32
     assert len(topo.nodes_of_kind("nic")) == 4 * spec.server.nics
     # every NIC port is cabled once, to a compute leaf
-    host = (topo.link_kind == link_kind_code("host")) & (topo.node_kind[topo.link_src] == kind_code("nic"))
+    host = (topo.link_kind == LinkKind.HOST) & (topo.node_kind[topo.link_src] == NodeKind.NIC)
     assert host.sum() == 4 * spec.server.nics * spec.server.nic_ports
     assert (topo.node_tier[topo.link_dst[host]] == 1).all()
     assert (topo.nic_uplink >= 0).all()
@@ -70,7 +70,7 @@ def test_single_server_preset_has_no_fabric(preset):
     assert preset_spec(preset).servers == 1
     assert topo.n_gpus == 8 and switch_counts(topo) == (0, 0, 0)
     assert (topo.nic_uplink == -1).all()
-    assert not (topo.link_network == NETWORKS.index("compute")).any()
+    assert not (topo.link_network == Network.COMPUTE).any()
 
 
 @pytest.mark.parametrize("preset", sorted(set(PRESETS) - set(SINGLE_SERVER_PRESETS)))
@@ -94,10 +94,10 @@ def test_superpod_64_servers():
 def test_rocev2_8_servers_two_leaves_of_32_downlinks():
     topo = build_preset("rocev2-400g-2tier", 8)
     assert switch_counts(topo) == (2, 32, 0)
-    host = (topo.link_kind == link_kind_code("host")) & (topo.node_kind[topo.link_src] == kind_code("nic"))
+    host = (topo.link_kind == LinkKind.HOST) & (topo.node_kind[topo.link_src] == NodeKind.NIC)
     per_leaf = np.bincount(topo.link_dst[host], minlength=topo.n_nodes)
     assert per_leaf[topo.node_id("leaf0")] == 32 and per_leaf[topo.node_id("leaf1")] == 32
-    fabric = topo.link_kind == link_kind_code("fabric")
+    fabric = topo.link_kind == LinkKind.FABRIC
     assert np.bincount(topo.link_src[fabric], minlength=topo.n_nodes)[topo.node_id("leaf0")] == 32
 
 
@@ -125,7 +125,7 @@ def test_parallel_links_get_numbered_names():
     # top-of-rack with 2 ports per NIC and one plane: both ports of a NIC land on the same leaf
     topo = build_cluster(ClusterSpec(servers=2, server={"template": "dgx-h100", "nic_ports": 2}))
     nic_to_leaf = [topo.link_name(link) for link in np.flatnonzero(topo.link_src == topo.node_id("s0.nic0"))
-                   if topo.link_kind[link] == link_kind_code("host")]
+                   if topo.link_kind[link] == LinkKind.HOST]
     assert sorted(nic_to_leaf) == ["s0.nic0->leaf0", "s0.nic0->leaf0#1"]
     assert all(topo.link_name(topo.link_id(name)) == name for name in nic_to_leaf)
 
@@ -154,7 +154,7 @@ def test_dual_plane_port_p_is_in_plane_p_and_planes_share_no_switch():
         assert (topo.node_plane[leaves] == p).all()
         assert all(name.startswith(f"p{p}.") for name in topo.node_name[leaves.ravel()].tolist())
     # no compute link joins the planes
-    fabric = (topo.link_network == NETWORKS.index("compute")) & (topo.link_kind == link_kind_code("fabric"))
+    fabric = (topo.link_network == Network.COMPUTE) & (topo.link_kind == LinkKind.FABRIC)
     assert (topo.node_plane[topo.link_src[fabric]] == topo.node_plane[topo.link_dst[fabric]]).all()
     planes = topo.node_plane[topo.switches("compute")]
     assert sorted(np.unique(planes).tolist()) == [0, 1]
@@ -249,3 +249,23 @@ def test_several_servers_without_a_fabric():
 def test_planes_must_divide_nic_ports():
     err = _error(lambda: build_cluster(ClusterSpec(servers=2, server={"nic_ports": 3}, fabric={"planes": 2})))
     assert isinstance(err, TopologyError) and "fabric.planes" in str(err)
+
+
+def test_kind_codes_are_the_table_codes():
+    """The int8 tables hold these codes: renumbering a kind would change every stored topology."""
+    from gpuwait.topology.model import LINK_KINDS, NODE_KINDS, Tier
+
+    assert NODE_KINDS == ("gpu", "nvswitch", "pcie_switch", "cpu", "nic", "storage_nic", "mgmt_nic", "switch",
+                          "storage_server")
+    assert LINK_KINDS == ("nvlink", "pcie", "cpu", "host", "fabric")
+    assert [NodeKind.of(k) for k in NODE_KINDS] == list(range(len(NODE_KINDS)))
+    assert Network.of("storage") == 2 and Tier.CORE.label == "core" and LinkKind.FABRIC == 4
+
+
+def test_masks_are_cached_and_read_only():
+    topo = build_preset("rocev2-400g-2tier", servers=4)
+    assert topo.network_links is topo.network_links
+    np.testing.assert_array_equal(topo.network_links, np.isin(topo.link_kind, [LinkKind.HOST, LinkKind.FABRIC]))
+    np.testing.assert_array_equal(topo.switch_nodes, topo.node_kind == NodeKind.SWITCH)
+    with pytest.raises(ValueError):
+        topo.host_links[0] = True

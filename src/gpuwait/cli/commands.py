@@ -29,7 +29,7 @@ from gpuwait.report.flows import (
 from gpuwait.runner.traffic import check_scenario, run_traffic
 from gpuwait.spec import RoutingSpec, Scenario, validate_data
 from gpuwait.spec.load import read_yaml
-from gpuwait.topology import NETWORKS, build_topology
+from gpuwait.topology import Network, build_topology
 from gpuwait.transport import resolve_transport
 from gpuwait.units import format_rate, format_size, format_time
 
@@ -254,7 +254,7 @@ def _route_flow_set(scenario_file: str, topo, routing_spec: RoutingSpec, transpo
     routes = route_flows(topo, routing_spec, flows.src, flows.dst, transport=transport)
     bytes_per_link = routes.bytes_per_link(flows.size_bytes)
     flows_per_link = routes.flows_per_link(topo.n_links)
-    network = np.flatnonzero((topo.link_network != NETWORKS.index("server")) & (bytes_per_link > 0))
+    network = np.flatnonzero((topo.link_network != Network.SERVER) & (bytes_per_link > 0))
     order = network[np.lexsort((network, -bytes_per_link[network]))][:top]
     rows = [{"link": topo.link_name(int(link)), "flows": int(flows_per_link[link]), "bytes": float(bytes_per_link[link]),
              "capacity_Bps": float(topo.link_capacity_Bps[link]),

@@ -8,9 +8,9 @@ from functools import cached_property
 import numpy as np
 
 from gpuwait.errors import SpecError
-from gpuwait.topology.model import NODE_KINDS, Topology
+from gpuwait.topology.model import NodeKind, Topology
 
-_GPU = NODE_KINDS.index("gpu")
+_GPU = NodeKind.GPU
 
 
 @dataclass(frozen=True, eq=False)

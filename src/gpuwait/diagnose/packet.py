@@ -31,7 +31,7 @@ from gpuwait.engine.flow_run import simulate_flows
 from gpuwait.engine.packet.params import PacketParams
 from gpuwait.engine.packet.run import PacketRun, simulate_packets
 from gpuwait.spec.cluster import RoutingSpec
-from gpuwait.topology.model import LINK_KINDS
+from gpuwait.topology.model import LinkKind
 
 PAUSED_SHARE = 0.2      # a port paused a fifth of the run is held back by PFC, not by its own rate
 SLOWED = 1.5            # an innocent flow this much slower than its max-min share is blocked
@@ -65,7 +65,7 @@ def diagnose_packets(run: PacketRun, measure_gain: bool = True) -> Diagnosis:
     prio = run.params.data_priority
     span = max(run.makespan_s, 1e-30)
     paused = run.paused_s[:, prio] / span
-    network = np.isin(topo.link_kind, [LINK_KINDS.index("host"), LINK_KINDS.index("fabric")])
+    network = topo.network_links
     queue = np.where(network, run.link_mean_queue_bytes, 0.0)
     congested = int(np.argmax(queue))
     port = topo.link_name(congested)
@@ -81,7 +81,7 @@ def diagnose_packets(run: PacketRun, measure_gain: bool = True) -> Diagnosis:
                          "above the PFC XOFF point, so PFC stops the senders before DCQCN hears of the congestion.",
                          "set ECN Kmin/Kmax well below the PFC XOFF threshold (e.g. Kmin 100 KB, Kmax 400 KB per 25 Gb/s)",
                          ({"ecn_kmin_bytes": None, "ecn_kmax_bytes": None}, run.routing), None, True))
-    fabric_links = np.flatnonzero(topo.link_kind == LINK_KINDS.index("fabric"))
+    fabric_links = np.flatnonzero(topo.link_kind == LinkKind.FABRIC)
     spread = fabric_links[paused[fabric_links] >= STORM_SHARE]
     if len(spread):
         findings.append(("pfc-storm", port, 0.9,

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpuwait.diagnose.observe import Observation
-from gpuwait.topology.model import LINK_KINDS, NETWORKS, kind_code
+from gpuwait.topology.model import LinkKind, Network, NodeKind
 
 #: thresholds, each with the reason it is where it is
 SLOW_GPU_RATIO = 1.08       # compute 8 % above the median: well outside 2-3 % jitter
@@ -177,8 +177,8 @@ def nic_affinity(obs: Observation, out: RuleOutput) -> None:
 
 def _host_nic_links(obs: Observation) -> np.ndarray:
     topo = obs.topo
-    nic = topo.node_kind == kind_code("nic")
-    return np.flatnonzero(nic[topo.link_src] & (topo.link_kind == LINK_KINDS.index("host")))
+    nic = topo.node_kind == NodeKind.NIC
+    return np.flatnonzero(nic[topo.link_src] & (topo.link_kind == LinkKind.HOST))
 
 
 @rule("nic-down")
@@ -199,7 +199,7 @@ def nic_down(obs: Observation, out: RuleOutput) -> None:
 
 
 def _fabric_or_host(obs: Observation) -> np.ndarray:
-    kinds = (LINK_KINDS.index("host"), LINK_KINDS.index("fabric"))
+    kinds = (LinkKind.HOST, LinkKind.FABRIC)
     return np.isin(obs.topo.link_kind, kinds)
 
 
@@ -271,7 +271,7 @@ def noisy(obs: Observation, out: RuleOutput) -> None:
     busy = np.flatnonzero(share >= FOREIGN_SHARE)
     if not len(busy):
         return
-    fabric = np.flatnonzero(obs.topo.link_kind == LINK_KINDS.index("fabric"))
+    fabric = np.flatnonzero(obs.topo.link_kind == LinkKind.FABRIC)
     component = "all" if len(busy) >= 0.5 * len(fabric) else _cable_name(obs, busy[np.argmax(share[busy])])
     out.candidates.append(Candidate(
         "noisy-neighbor", component, 0.9,
@@ -284,7 +284,7 @@ def noisy(obs: Observation, out: RuleOutput) -> None:
 
 def _uplinks_by_switch(obs: Observation, tier: int) -> dict[int, np.ndarray]:
     topo = obs.topo
-    compute = topo.node_network == NETWORKS.index("compute")
+    compute = topo.node_network == Network.COMPUTE
     up = np.flatnonzero((topo.node_tier[topo.link_src] == tier) & (topo.node_tier[topo.link_dst] == tier + 1)
                         & compute[topo.link_src] & compute[topo.link_dst])
     groups: dict[int, list[int]] = {}

@@ -20,7 +20,7 @@ from gpuwait.steps.result import BREAKDOWN_CATEGORIES
 from gpuwait.telemetry.bundle import TelemetryBundle
 from gpuwait.telemetry.metrics import metrics_from_result
 from gpuwait.telemetry.metricset import MetricInfo, MetricSet
-from gpuwait.topology.model import LINK_KINDS, Topology
+from gpuwait.topology.model import Topology
 
 _INFO = {
     "SymbolErrorCounter": MetricInfo("counter", "PMA SymbolErrorCounter of the port receiving on the link"),
@@ -39,7 +39,7 @@ def export_metrics(run: WorkloadRun, case: int = 0) -> MetricSet:
     topo = run.topo
     observation = observe_run(topo, result, run.effects)
     samples = []
-    network = np.isin(topo.link_kind, [LINK_KINDS.index("host"), LINK_KINDS.index("fabric")])
+    network = topo.network_links
     for link in np.flatnonzero(network):
         name = topo.link_name(int(link))
         samples.append(("gpuwait_link_rate_bytes_per_second", {"link": name}, float(observation.link_rate_Bps[link])))

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import numpy as np
 
 from gpuwait.errors import UnknownNameError
-from gpuwait.topology.model import LINK_KINDS, NETWORKS, Topology
+from gpuwait.topology.model import LinkKind, Network, Topology
 
 if TYPE_CHECKING:
     from gpuwait.routing.paths import Routes
@@ -27,8 +27,8 @@ if TYPE_CHECKING:
     from gpuwait.transport.profiles import TransportProfile
     from gpuwait.workload.traffic import FlowTable
 
-_HOST = LINK_KINDS.index("host")
-_SERVER = NETWORKS.index("server")
+_HOST = LinkKind.HOST
+_SERVER = Network.SERVER
 
 
 def effective_capacity_Bps(topo: Topology, transport: TransportProfile) -> np.ndarray:

@@ -16,11 +16,11 @@ from gpuwait.engine.base import PerFlowResults, effective_capacity_Bps
 from gpuwait.engine.flow import FlowEngine, FlowResult, FlowSet, LinkTable
 from gpuwait.routing.paths import Routes, route_flows
 from gpuwait.spec.cluster import RoutingSpec
-from gpuwait.topology.model import NETWORKS, Topology
+from gpuwait.topology.model import Network, Topology
 from gpuwait.transport.profiles import TransportProfile
 from gpuwait.workload.traffic import FlowTable
 
-_SERVER = NETWORKS.index("server")
+_SERVER = Network.SERVER
 
 
 @dataclass(frozen=True, eq=False)

@@ -22,7 +22,7 @@ from gpuwait.engine.flow import max_min_rates
 from gpuwait.fabric.perf import CollectiveEstimate, CollectivePredictor
 from gpuwait.routing.paths import route_flows
 from gpuwait.spec.cluster import RoutingSpec
-from gpuwait.topology.model import Topology, kind_code
+from gpuwait.topology.model import NodeKind, Topology
 from gpuwait.transport.profiles import TransportProfile
 
 
@@ -107,7 +107,7 @@ class FabricModel:
     def storage(self, gpus: np.ndarray, rate_per_gpu_Bps: float, write: bool = False) -> StorageRun:
         """Each GPU reads (or writes) at up to ``rate_per_gpu_Bps`` from (to) a storage server,
         GPU i paired with storage server i mod count; the fabric decides what each gets."""
-        storage = np.flatnonzero(self.topo.node_kind == kind_code("storage_server"))
+        storage = np.flatnonzero(self.topo.node_kind == NodeKind.STORAGE_SERVER)
         if len(storage) == 0 or rate_per_gpu_Bps <= 0:
             return StorageRun(np.zeros(len(gpus)), np.zeros(self.topo.n_links))
         servers = storage[np.arange(len(gpus)) % len(storage)]

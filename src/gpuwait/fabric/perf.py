@@ -42,7 +42,7 @@ from gpuwait.collectives.tuning import (
 from gpuwait.engine.base import effective_capacity_Bps
 from gpuwait.fabric.collective import PlanRun, run_plan
 from gpuwait.spec.cluster import RoutingSpec
-from gpuwait.topology.model import LINK_KINDS
+from gpuwait.topology.model import LinkKind
 from gpuwait.transport.profiles import TRANSPORTS, TransportProfile
 
 PROTOCOL_PAYLOAD = {"LL": 0.5, "LL128": 120.0 / 128.0, "Simple": 1.0}  # payload share of the wire (nccl-model §2.4)
@@ -178,7 +178,7 @@ class CollectivePredictor:
         capacity = effective_capacity_Bps(topo, self.transport)
         server = topo.spec.server
         links = nvlink_links(server)
-        nvlink = topo.link_kind == LINK_KINDS.index("nvlink")
+        nvlink = topo.link_kind == LinkKind.NVLINK
         if links:
             sm = gpu_sm(server.gpu_model)
             nccl_Bps = nvlink_bw_GBps(sm, links) * 1e9

@@ -34,7 +34,7 @@ from gpuwait.faults.registry import FaultKind, resolve_fault
 from gpuwait.spec.faults import FaultSpec
 from gpuwait.spec.scenario import Scenario
 from gpuwait.spec.workload import SlowGpuSpec
-from gpuwait.topology.model import LINK_KINDS, NETWORKS, Topology, kind_code
+from gpuwait.topology.model import LinkKind, Network, NodeKind, Topology
 
 #: Round-trip time used for the window in flight of a lossy link (a few switch hops and the NICs).
 LOSS_RTT_S = 10e-6
@@ -145,13 +145,13 @@ def _links_of(topo: Topology, node: int) -> np.ndarray:
 def _host_links(topo: Topology, nic: int) -> np.ndarray:
     """The PCIe links between a NIC and its switch (the host side of the NIC)."""
     links = _links_of(topo, nic)
-    return links[topo.link_kind[links] == LINK_KINDS.index("pcie")]
+    return links[topo.link_kind[links] == LinkKind.PCIE]
 
 
 def _fabric_links(topo: Topology) -> np.ndarray:
     """Switch-to-switch links of the compute fabric."""
-    switch = topo.node_kind == kind_code("switch")
-    return np.flatnonzero(switch[topo.link_src] & switch[topo.link_dst] & (topo.link_network == NETWORKS.index("compute")))
+    switch = topo.node_kind == NodeKind.SWITCH
+    return np.flatnonzero(switch[topo.link_src] & switch[topo.link_dst] & (topo.link_network == Network.COMPUTE))
 
 
 def apply_faults(scenario: Scenario, faults: list[FaultSpec], topo: Topology) -> tuple[Scenario, Perturbation]:

@@ -10,10 +10,10 @@ import numpy as np
 from rich.table import Table
 
 from gpuwait.engine.flow_run import FlowRun
-from gpuwait.topology.model import LINK_KINDS, TIER_NAMES
+from gpuwait.topology.model import TIER_NAMES, LinkKind
 from gpuwait.units import format_rate, format_size, format_time
 
-_NETWORK_LINKS = (LINK_KINDS.index("host"), LINK_KINDS.index("fabric"))
+_NETWORK_LINKS = (LinkKind.HOST, LinkKind.FABRIC)
 
 
 def routing_label(run: FlowRun) -> str:

@@ -9,7 +9,7 @@ pure function over numpy arrays (one element per flow):
    :func:`get_hash`): ``crc32``, ``crc32c``, ``crc16-ccitt``, ``crc16-arc``, ``xor-fold``.
 3. :func:`ecmp_select`: hash -> next-hop index (modulo, optionally on a bit slice).
 4. RoCEv2 specifics: :func:`rocev2_udp_sport` (the UDP source port Linux derives from
-   the QP numbers) and :func:`qp_numbers` (deterministic QP numbers per connection).
+   the QP numbers) and :func:`qp_numbers` (deterministic QP numbers of both ends of each QP).
 
 The switch seed
 ---------------
@@ -71,6 +71,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from gpuwait.arrays import rank_within_groups
 from gpuwait.errors import RoutingError, UnknownNameError
 from gpuwait.rng import SeedLike, as_generator
 
@@ -105,6 +106,11 @@ IPPROTO_UDP = 17
 _ROCE_UDP_SPORT_MIN = 0xC000
 _GRH_FLOW_LABEL_MASK = 0xFFFFF
 _QPN_BITS = 24
+_QPN_MASK = (1 << _QPN_BITS) - 1
+# a NIC's random QPN base leaves room for this many QPs below the top of the 24-bit space
+_QPN_ROOM = 1 << 16
+# the remote end of a NIC's j-th accepted QP is numbered base + 7 + j (see qp_numbers)
+_REMOTE_QPN_SKIP = 7
 # QPN 0 (SMI) and 1 (GSI) are reserved by the InfiniBand spec; allocation starts above them.
 _QPN_FIRST_ALLOCATABLE = 2
 
@@ -445,7 +451,7 @@ def _xor_fold(key_bytes: NDArray[np.uint8], seed_u32: NDArray[np.uint32]) -> NDA
 
 
 def ecmp_select(
-    hash_u32: ArrayLike, n_choices: ArrayLike, bits: int | None = None, *, bit_offset: int = 0
+    hash_u32: ArrayLike, n_choices: ArrayLike, bits: int | None = None, *, bit_offset: ArrayLike = 0
 ) -> NDArray[np.int64]:
     """Reduce hashes to next-hop indices: ``((hash >> bit_offset) & (2**bits - 1)) % n``.
 
@@ -461,8 +467,8 @@ def ecmp_select(
         Pitfall: when ``2**bits`` is not a multiple of ``n``, the low indices get
         ``ceil(2**bits / n)`` of the ``2**bits`` hash values and the others
         ``floor(...)``: a real load imbalance (e.g. ``bits=4, n=6``: 3/16 vs 2/16).
-    bit_offset : int, keyword-only
-        Drop this many low bits first. Taking different bit slices at different tiers
+    bit_offset : int or array_like of int, keyword-only
+        Drop this many low bits first (a scalar or one offset per flow). Taking different bit slices at different tiers
         is how some ASICs break polarization that re-seeding cannot (see module doc).
 
     Returns
@@ -485,12 +491,14 @@ def ecmp_select(
         raise RoutingError(
             f"n_choices: got {n_choices!r}; expected integers >= 1", hint="a switch with no next hop cannot forward"
         )
-    if not 0 <= bit_offset < 32:
-        raise RoutingError(f"bit_offset: got {bit_offset}; expected 0..31")
-    hashes = hashes >> bit_offset
+    offset = np.asarray(bit_offset)
+    if offset.dtype.kind not in "iu" or (offset.size and not 0 <= int(offset.min()) <= int(offset.max()) < 32):
+        raise RoutingError(f"bit_offset: got {bit_offset!r}; expected 0..31")
+    hashes = hashes >> offset.astype(np.int64)
     if bits is not None:
-        if not 1 <= bits <= 32 - bit_offset:
-            raise RoutingError(f"bits: got {bits}; expected 1..{32 - bit_offset} with bit_offset={bit_offset}")
+        if not 1 <= bits <= 32 - int(offset.max(initial=0)):
+            top = 32 - int(offset.max(initial=0))
+            raise RoutingError(f"bits: got {bits}; expected 1..{top} with bit_offset={bit_offset!r}")
         hashes = hashes & ((1 << bits) - 1)
     return hashes % n.astype(np.int64)
 
@@ -596,40 +604,49 @@ def rocev2_udp_sport(local_qpn: ArrayLike, remote_qpn: ArrayLike, flow_label: Ar
     return flow_label_to_udp_sport(np.where(given != 0, given, computed))
 
 
-def qp_numbers(n_connections: int, qps_per_connection: int, seed: SeedLike = None) -> NDArray[np.uint32]:
-    """Deterministic 24-bit QP numbers for one NIC's connections.
+def qp_numbers(local_nic: ArrayLike, remote_nic: ArrayLike, n_nics: int,
+               seed: SeedLike = None) -> tuple[NDArray[np.uint32], NDArray[np.uint32]]:
+    """24-bit QP numbers of both ends of QPs opened in array order, one QP per element.
 
-    Models ``NCCL_IB_QPS_PER_CONNECTION``: each connection opens ``qps_per_connection``
-    QPs. The choice: QPNs are allocated *sequentially from a random base*, as an HCA's
-    QPN allocator hands out consecutive free numbers after whatever the NIC used before
-    (the base, uniform over the 24-bit space above the reserved QPNs 0 and 1, stands for
-    that unknown history). Call once per NIC, with a different seed per NIC.
+    Models the QPs NCCL opens per connection (``NCCL_IB_QPS_PER_CONNECTION``). An HCA's QPN
+    allocator hands out consecutive free numbers after whatever the NIC used before, so QPNs
+    are allocated *sequentially from a random base* per NIC: the base, uniform over
+    ``[2, 2**24 - 2**16)`` (above the QPNs 0 and 1 the InfiniBand spec reserves, with room for
+    65,536 QPs before the 24-bit wrap), stands for that unknown history. QP ``i`` is the k-th
+    QP its local NIC opens (counting in array order) and gets ``base[local_nic[i]] + k``; it is
+    the j-th QP its remote NIC accepts and gets ``base[remote_nic[i]] + 7 + j`` there. The
+    skip of 7 has no hardware source: it only keeps a NIC's j-th accepted QP from taking the
+    number of its j-th opened one (the two sides are numbered independently).
 
     Parameters
     ----------
-    n_connections, qps_per_connection : int
-        Shape of the result (>= 1 each).
+    local_nic, remote_nic : array_like of int
+        The NIC (any id below ``n_nics``) at each end of each QP.
+    n_nics : int
+        Number of NIC ids; one base is drawn per id, in id order, whether used or not.
     seed : int, None or numpy.random.Generator
-        Passed to :func:`gpuwait.rng.as_generator`.
+        Passed to :func:`gpuwait.rng.as_generator`; a Generator is advanced by ``n_nics`` draws.
 
     Returns
     -------
-    ndarray of uint32, shape (n_connections, qps_per_connection)
-        Row ``c`` holds connection ``c``'s QPNs, consecutive across rows too.
+    (local_qpn, remote_qpn) : ndarrays of uint32
+        QP numbers below ``2**24``, one per QP.
 
     Examples
     --------
-    >>> q = qp_numbers(2, 3, seed=1)
-    >>> q.shape, bool((np.diff(q.ravel()) == 1).all()), bool(q.max() < 2**24)
-    ((2, 3), True, True)
+    >>> local, remote = qp_numbers([0, 0, 0], [1, 1, 1], n_nics=2, seed=1)
+    >>> bool((np.diff(local) == 1).all() and (np.diff(remote) == 1).all()), bool(local.max() < 2**24)
+    (True, True)
     """
-    if n_connections < 1 or qps_per_connection < 1:
-        raise RoutingError(
-            f"qp_numbers: got {n_connections} connections x {qps_per_connection} QPs; expected >= 1 each"
-        )
-    total = n_connections * qps_per_connection
-    last_base = (1 << _QPN_BITS) - total
-    if last_base < _QPN_FIRST_ALLOCATABLE:
-        raise RoutingError(f"qp_numbers: {total} QPs do not fit in the 24-bit QPN space")
-    base = int(as_generator(seed).integers(_QPN_FIRST_ALLOCATABLE, last_base, endpoint=True))
-    return (base + np.arange(total, dtype=np.uint32)).reshape(n_connections, qps_per_connection)
+    local_ids = np.asarray(local_nic, np.int64)
+    remote_ids = np.asarray(remote_nic, np.int64)
+    if local_ids.shape != remote_ids.shape or local_ids.ndim != 1:
+        raise RoutingError(f"qp_numbers: got local_nic {local_ids.shape} and remote_nic {remote_ids.shape}; "
+                           "expected two 1-D arrays of the same length")
+    if local_ids.size and (min(local_ids.min(), remote_ids.min()) < 0
+                           or max(local_ids.max(), remote_ids.max()) >= n_nics):
+        raise RoutingError(f"qp_numbers: NIC ids must lie in 0..{n_nics - 1}")
+    base = as_generator(seed).integers(_QPN_FIRST_ALLOCATABLE, (1 << _QPN_BITS) - _QPN_ROOM, size=n_nics)
+    local_qpn = (base[local_ids] + rank_within_groups(local_ids)) & _QPN_MASK
+    remote_qpn = (base[remote_ids] + rank_within_groups(remote_ids) + _REMOTE_QPN_SKIP) & _QPN_MASK
+    return local_qpn.astype(np.uint32), remote_qpn.astype(np.uint32)

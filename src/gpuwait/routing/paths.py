@@ -5,18 +5,8 @@ crosses with the fraction of its bytes on each (1.0 on every link of a single pa
 that add up per hop for a flow split over equal-cost paths). All flows advance together hop by
 hop, so routing 16,384 flows costs a few numpy passes, not a Python loop per flow.
 
-How each router picks among the equal-cost next hops at a switch:
-
-* ``ecmp``: the switch hashes the flow's 5-tuple with its own seed (or the same seed everywhere,
-  which reproduces polarization) and takes ``hash % n``. RoCEv2 QPs differ in UDP source port,
-  so several QPs per connection (``qps_per_connection``) are several differently hashed flows.
-* ``static``: an InfiniBand subnet manager's D-mod-k fat-tree routes: going up, the k-th choice
-  is ``(destination index / product of earlier up-choices) mod k``; destination-based, so
-  every QP of a connection takes the same path.
-* ``spray``: even split over every equal-cost next hop (per-packet spraying).
-* ``adaptive``: per-packet least-loaded choice, in its fluid limit: the flow is split over the
-  next hops in proportion to their capacity left after the other flows' expected load
-  (a few Jacobi rounds), so a degraded or busy link gets less.
+How each router picks among the equal-cost next hops is in :mod:`gpuwait.routing.routers`:
+the walk here finds the candidates at every hop and calls the chooser the routing kind registered.
 """
 
 from __future__ import annotations
@@ -29,26 +19,14 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import shortest_path
 
 from gpuwait.arrays import rank_within_groups
-from gpuwait.errors import RoutingError, UnknownNameError
-from gpuwait.routing.hashing import (
-    IPPROTO_TCP,
-    IPPROTO_UDP,
-    ROCEV2_UDP_DPORT,
-    FiveTuple,
-    get_hash,
-    rocev2_udp_sport,
-)
+from gpuwait.errors import RoutingError
+from gpuwait.routing.hashing import IPPROTO_TCP, IPPROTO_UDP, ROCEV2_UDP_DPORT, FiveTuple, qp_numbers, rocev2_udp_sport
+from gpuwait.routing.routers import Hop, Router, get_router
 from gpuwait.spec.cluster import RoutingSpec
-from gpuwait.topology.model import LINK_KINDS, NETWORKS, NODE_KINDS, Topology
+from gpuwait.topology.model import Network, NodeKind, Topology
 
-_GPU = NODE_KINDS.index("gpu")
-_NIC = NODE_KINDS.index("nic")
-_SNIC = NODE_KINDS.index("storage_nic")
-_SWITCH = NODE_KINDS.index("switch")
-_HOST_LINK = LINK_KINDS.index("host")
-_FABRIC_LINK = LINK_KINDS.index("fabric")
-_ADAPTIVE_ROUNDS = 4
 _SPLIT_CHUNK_ROWS = 1024
+_MAX_HOPS = 32
 _CANDIDATE_BLOCK = 1 << 22  # candidate next hops weighed per numpy pass
 
 
@@ -125,7 +103,7 @@ def _local_path_table(topo: Topology, blocks: np.ndarray) -> dict[tuple[int, int
     local_of = {int(g): i for i, g in enumerate(blocks[0])}
     graph = nx.Graph()
     graph.add_nodes_from(range(blocks.shape[1]))
-    server_links = np.flatnonzero((topo.link_network == NETWORKS.index("server")) & (topo.node_server[topo.link_src] == 0))
+    server_links = np.flatnonzero((topo.link_network == Network.SERVER) & (topo.node_server[topo.link_src] == 0))
     for link in server_links:
         graph.add_edge(local_of[int(topo.link_src[link])], local_of[int(topo.link_dst[link])])
     # NVLink first: with an NVSwitch the GPU-GPU path is gpu->nvsw->gpu, not over PCIe
@@ -216,15 +194,15 @@ class _Distances:
     def __init__(self, topo: Topology, targets: np.ndarray) -> None:
         cache = topo.__dict__.setdefault("_routing_cache", {})
         if "switch_index" not in cache:
-            switches = np.flatnonzero(topo.node_kind == _SWITCH)
+            switches = np.flatnonzero(topo.switch_nodes)
             switch_index = np.full(topo.n_nodes, -1, np.int64)
             switch_index[switches] = np.arange(len(switches))
-            fabric = (topo.link_kind == _FABRIC_LINK)
+            fabric = topo.fabric_links
             # reversed edges: BFS from a leaf gives every switch's distance *to* that leaf
             graph = sp.csr_matrix((np.ones(int(fabric.sum())), (switch_index[topo.link_dst[fabric]],
                                                                  switch_index[topo.link_src[fabric]])),
                                   shape=(len(switches), len(switches)))
-            uplink = (topo.link_kind == _HOST_LINK) & (topo.node_kind[topo.link_dst] == _SWITCH)
+            uplink = topo.host_links & topo.switch_nodes[topo.link_dst]
             src, dst = topo.link_src[uplink], switch_index[topo.link_dst[uplink]]
             order = np.lexsort((dst, src))
             src, dst = src[order], dst[order]
@@ -232,7 +210,7 @@ class _Distances:
             up_leaf = np.full((topo.n_nodes, int(rank.max()) + 1 if len(rank) else 1), -1, np.int64)
             up_leaf[src, rank] = dst
             # every node's links to switches, in id order, with the switch index of their far end
-            to_switch = np.flatnonzero(topo.node_kind[topo.link_dst] == _SWITCH)
+            to_switch = np.flatnonzero(topo.switch_nodes[topo.link_dst])
             to_switch = to_switch[np.argsort(topo.link_src[to_switch], kind="stable")]
             out_indptr = np.zeros(topo.n_nodes + 1, np.int64)
             np.cumsum(np.bincount(topo.link_src[to_switch], minlength=topo.n_nodes), out=out_indptr[1:])
@@ -336,14 +314,6 @@ class _Distances:
 
 
 # ------------------------------------------------------------------------------------ the hop-by-hop walk
-def _switch_seeds(spec: RoutingSpec, nodes: np.ndarray) -> np.ndarray:
-    if not spec.per_switch_seed:
-        return np.full(len(nodes), spec.seed, np.uint32)
-    mixed = (np.uint64(spec.seed) * np.uint64(0x9E3779B1) + nodes.astype(np.uint64) * np.uint64(0x85EBCA77)
-             + np.uint64(0x165667B1))
-    return (mixed & np.uint64(0xFFFFFFFF)).astype(np.uint32)
-
-
 def _groups(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Group targets with equal distance rows: (group of each target, one target of each group)."""
     _, group_of = np.unique(rows, axis=0, return_inverse=True)
@@ -353,180 +323,137 @@ def _groups(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return group_of, first
 
 
-def _walk_fabric(topo: Topology, spec: RoutingSpec, start: np.ndarray, target: np.ndarray, key_bytes: np.ndarray,
-                 qp: np.ndarray, dest_index: np.ndarray, background_Bps: np.ndarray | None,
-                 demand_Bps: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Walk rows from their source NIC/endpoint to the target endpoint. Returns (row, link, weight) triplets."""
-    R = len(start)
-    uniq_targets, target_slot = np.unique(target, return_inverse=True)
-    dist = _Distances(topo, uniq_targets)
-    unreachable = ~np.isfinite(dist(target_slot, start))
-    if unreachable.any():
-        r = int(np.flatnonzero(unreachable)[0])
-        err = RoutingError(f"no path from {topo.node_name[start[r]]} to {topo.node_name[target[r]]}: no network connects them",
-                           hint="check the endpoints' names and the fabric (`gpuwait topo`)")
-        err.row = r
-        raise err
-    kind = spec.kind
-    hasher = get_hash(spec.hash) if kind == "ecmp" else None
+@dataclass(frozen=True, eq=False)
+class _Keys:
+    """The targets of a walk and the keys their candidate next hops are found once per.
 
-    # Destinations hanging off the same leaves share every hop but the last; away from those
-    # leaves' neighbours, destinations under the same class of leaves (a pod) do too (see _leaf_rows).
-    # Next hops are found once per (node, key): keys are leaf sets, then endpoints one by one (an
-    # endpoint may itself be one of its group's destinations), then leaf-class sets.
-    n_targets = len(uniq_targets)
-    group_of_slot, group_slot = _groups(dist.target_rows.reshape(n_targets, -1))
-    class_of_slot, class_slot = _groups(dist.class_rows.reshape(n_targets, -1))
-    n_groups = len(group_slot)
-    key_slot = np.r_[group_slot, np.arange(n_targets), class_slot]
-    key_rows = np.r_[dist.target_rows[group_slot], dist.target_rows, dist.class_rows[class_slot]].reshape(len(key_slot), -1)
-    n_keys = len(key_slot)
-    state_row = np.arange(R)
-    state_node = start.astype(np.int64)
-    state_frac = np.ones(R)
-    state_stride = np.ones(R, np.int64)  # D-mod-k: product of earlier up-choices
+    Destinations hanging off the same leaves share every hop but the last; away from those
+    leaves' neighbours, destinations under the same class of leaves (a pod) do too (see
+    :func:`_leaf_rows`). Next hops are found once per (node, key): keys are leaf sets
+    (``0..n_groups-1``), then endpoints one by one (an endpoint may itself be one of its
+    group's destinations), then leaf-class sets.
+    """
+
+    dist: _Distances
+    targets: np.ndarray  # the distinct target endpoints
+    slot: np.ndarray  # (R,) each row's target, as an index into ``targets``
+    group_of_slot: np.ndarray
+    class_of_slot: np.ndarray
+    key_slot: np.ndarray  # a target standing for each key
+    key_rows: np.ndarray  # distance rows of each key
+    n_groups: int  # keys 0..n_groups-1 are leaf sets
+
+    @classmethod
+    def build(cls, topo: Topology, start: np.ndarray, target: np.ndarray) -> _Keys:
+        targets, slot = np.unique(target, return_inverse=True)
+        dist = _Distances(topo, targets)
+        unreachable = ~np.isfinite(dist(slot, start))
+        if unreachable.any():
+            r = int(np.flatnonzero(unreachable)[0])
+            err = RoutingError(f"no path from {topo.node_name[start[r]]} to {topo.node_name[target[r]]}: "
+                               "no network connects them", hint="check the endpoints' names and the fabric (`gpuwait topo`)")
+            err.row = r  # type: ignore[attr-defined]  # route_flows names the flow of this row
+            raise err
+        n_targets = len(targets)
+        group_of_slot, group_slot = _groups(dist.target_rows.reshape(n_targets, -1))
+        class_of_slot, class_slot = _groups(dist.class_rows.reshape(n_targets, -1))
+        key_slot = np.r_[group_slot, np.arange(n_targets), class_slot]
+        key_rows = np.r_[dist.target_rows[group_slot], dist.target_rows,
+                         dist.class_rows[class_slot]].reshape(len(key_slot), -1)
+        return cls(dist, targets, slot, group_of_slot, class_of_slot, key_slot, key_rows, len(group_slot))
+
+    def of(self, topo: Topology, slot: np.ndarray, node: np.ndarray) -> np.ndarray:
+        """Key of each (target slot, node) away from the target's leaf."""
+        n_groups, n_targets = self.n_groups, len(self.targets)
+        key = n_groups + slot
+        at_switch = np.flatnonzero(topo.switch_nodes[node])
+        by_class = ~self.dist.adjacent_to_class(slot[at_switch], self.dist.switch_index[node[at_switch]])
+        key[at_switch] = np.where(by_class, n_groups + n_targets + self.class_of_slot[slot[at_switch]],
+                                  self.group_of_slot[slot[at_switch]])
+        return key
+
+
+def _candidates(topo: Topology, keys: _Keys, target: np.ndarray, row: np.ndarray, node: np.ndarray) -> dict:
+    """The equal-cost next hops of every state, as the candidate fields of a :class:`Hop`.
+
+    Away from the destination's leaf, the equal-cost next hops depend only on the node and the
+    key of the destination: they are found once per such pair (a candidate set), and every
+    state picks among its pair's. On the destination's leaf the only hop is the last one: a
+    candidate set of its own per state.
+    """
+    d_state = keys.dist(keys.slot[row], node)
+    last = np.flatnonzero(d_state == 1)
+    far = np.flatnonzero(d_state != 1)
+    n_keys = len(keys.key_slot)
+    pairs, far_pair = np.unique(node[far] * n_keys + keys.of(topo, keys.slot[row[far]], node[far]), return_inverse=True)
+    set_node, set_key = pairs // n_keys, pairs % n_keys
+    distance = np.empty(len(pairs))
+    distance[far_pair] = d_state[far]  # the same for every state of a pair
+    link_set, links = keys.dist.next_hops(keys.key_rows[set_key], set_node, distance)
+    count = np.bincount(link_set, minlength=len(pairs))
+    if (count == 0).any():
+        stuck = int(np.flatnonzero(count == 0)[0])
+        raise RoutingError(f"routing stuck at {topo.node_name[set_node[stuck]]} on the way to "
+                           f"{topo.node_name[keys.targets[keys.key_slot[set_key[stuck]]]]}")
+    own_sets = len(pairs) + np.arange(len(last))
+    state_set = np.empty(len(node), np.int64)
+    state_set[far] = far_pair
+    state_set[last] = own_sets
+    count = np.r_[count, np.ones(len(last), np.int64)]
+    set_start = np.cumsum(count) - count
+    return dict(first=set_start[state_set], count=count[state_set],
+                links=np.r_[links, topo.links_between(node[last], target[row[last]])],
+                link_set=np.r_[link_set, own_sets], set_node=np.r_[set_node, node[last]], state_set=state_set)
+
+
+def _walk_fabric(topo: Topology, spec: RoutingSpec, router: Router, start: np.ndarray, target: np.ndarray,
+                 per_row: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Walk rows from their source NIC/endpoint to the target endpoint, letting ``router`` choose
+    at every hop. ``per_row`` holds the :class:`Hop` fields given per route row. Returns
+    (row, link, weight) triplets."""
+    keys = _Keys.build(topo, start, target)
+    R = len(start)
+    row, node, frac = np.arange(R), start.astype(np.int64), np.ones(R)
+    stride = np.ones(R, np.int64)  # D-mod-k: product of earlier up-choices
     rows_out, links_out, w_out = [], [], []
-    for _hop in range(32):
-        live = state_node != target[state_row]
+    for _hop in range(_MAX_HOPS):
+        live = node != target[row]
         if not live.any():
             break
-        state_row, state_node, state_frac, state_stride = (a[live] for a in (state_row, state_node, state_frac, state_stride))
-        # Away from the destination's leaf, the equal-cost next hops depend only on the node and the
-        # set of leaves the destination hangs off: find them once per such pair, then let every state
-        # pick among its pair's candidates. On the destination's leaf the only hop is the last one.
-        d_state = dist(target_slot[state_row], state_node)
-        last = d_state == 1
-        far = np.flatnonzero(~last)
-        slot_far, node_far = target_slot[state_row[far]], state_node[far]
-        gid = n_groups + slot_far
-        at_switch = np.flatnonzero(topo.node_kind[node_far] == _SWITCH)
-        by_class = ~dist.adjacent_to_class(slot_far[at_switch], dist.switch_index[node_far[at_switch]])
-        gid[at_switch] = np.where(by_class, n_groups + n_targets + class_of_slot[slot_far[at_switch]],
-                                  group_of_slot[slot_far[at_switch]])
-        pairs, far_pair = np.unique(node_far * n_keys + gid, return_inverse=True)
-        p_node, p_key = pairs // n_keys, pairs % n_keys
-        p_slot = key_slot[p_key]
-        p_distance = np.empty(len(pairs))
-        p_distance[far_pair] = d_state[far]  # the same for every state of a pair
-        p_owner, p_links = dist.next_hops(key_rows[p_key], p_node, p_distance)
-        p_count = np.bincount(p_owner, minlength=len(pairs))
-        if (p_count == 0).any():
-            stuck = int(np.flatnonzero(p_count == 0)[0])
-            raise RoutingError(f"routing stuck at {topo.node_name[p_node[stuck]]} on the way to "
-                               f"{topo.node_name[uniq_targets[p_slot[stuck]]]}")
-        # the last hop of every state on its destination's leaf is a pair of its own
-        last_idx = np.flatnonzero(last)
-        last_links = topo.links_between(state_node[last_idx], target[state_row[last_idx]])
-        pair_of_state = np.empty(len(state_node), np.int64)
-        pair_of_state[far] = far_pair
-        pair_of_state[last_idx] = len(pairs) + np.arange(len(last_idx))
-        p_links = np.r_[p_links, last_links]
-        p_owner = np.r_[p_owner, len(pairs) + np.arange(len(last_idx))]
-        p_node = np.r_[p_node, state_node[last_idx]]
-        p_count = np.r_[p_count, np.ones(len(last_idx), np.int64)]
-        pairs = np.r_[pairs, np.zeros(len(last_idx), pairs.dtype)]
-        p_start = np.cumsum(p_count) - p_count
-        count = p_count[pair_of_state]
-        first = p_start[pair_of_state]
-        if kind in ("ecmp", "static"):
-            if kind == "ecmp":
-                seeds = _switch_seeds(spec, state_node)
-                # a NIC with several ports spreads QPs round-robin over them; switches hash
-                is_switch = topo.node_kind[state_node] == _SWITCH
-                h = hasher(key_bytes[state_row], seeds).astype(np.int64)
-                if spec.per_switch_seed:
-                    # A CRC is affine: XOR-ing a seed into its state only relabels the 2^k next hops, so
-                    # seeds alone never break polarization. Switches also pick a seed-dependent slice
-                    # of the hash bits (the "hash offset" of merchant ASICs), which does.
-                    h = h >> (seeds.astype(np.int64) % 8)
-                choice = np.where(is_switch, h % count, qp[state_row] % count)
-            else:
-                p_up = np.bincount(p_owner, weights=topo.node_tier[topo.link_dst[p_links]] > topo.node_tier[p_node[p_owner]],
-                                   minlength=len(pairs)) > 0
-                up_state = p_up[pair_of_state]
-                choice = np.where(up_state, (dest_index[state_row] // state_stride) % count, qp[state_row] % count)
-                state_stride = np.where(up_state, state_stride * count, state_stride)
-            owner = np.arange(len(state_node))
-            links = p_links[first + choice]
-            weight = state_frac
-        else:
-            owner = np.repeat(np.arange(len(state_node)), count)
-            offsets = np.arange(len(owner)) - np.repeat(np.cumsum(count) - count, count)
-            links = p_links[first[owner] + offsets]
-            if kind == "spray":
-                split = 1.0 / count[owner]
-            else:  # adaptive
-                split = _adaptive_split(topo, owner, links, len(state_node), background_Bps,
-                                        demand_Bps[state_row][owner] * state_frac[owner])
-            weight = state_frac[owner] * split
-        rows = state_row[owner]
-        nxt = topo.link_dst[links]
+        row, node, frac, stride = (a[live] for a in (row, node, frac, stride))
+        hop = Hop(topo, spec, row, node, frac, stride, **_candidates(topo, keys, target, row, node), **per_row)
+        chosen = router.choose(hop)
+        rows, weight = row[chosen.owner], chosen.weight
+        nxt = topo.link_dst[chosen.links]
         keep = weight > 0
         rows_out.append(rows[keep])
-        links_out.append(links[keep])
+        links_out.append(chosen.links[keep])
         w_out.append(weight[keep])
-        if kind in ("ecmp", "static"):
+        if router.single_path:
             # one path per row: nothing to merge
-            state_row, state_node, state_frac = rows, nxt.astype(np.int64), weight
+            row, node, frac = rows, nxt.astype(np.int64), weight
+            stride = stride if chosen.stride is None else chosen.stride
             continue
         # merge branches that reach the same node
         key = rows[keep].astype(np.int64) * topo.n_nodes + nxt[keep]
         uniq, inv = np.unique(key, return_inverse=True)
-        state_frac = np.bincount(inv, weights=weight[keep])
-        state_stride = np.ones(len(uniq), np.int64)  # strides only matter on single paths (static)
-        state_row = uniq // topo.n_nodes
-        state_node = uniq % topo.n_nodes
+        frac = np.bincount(inv, weights=weight[keep]).astype(float)
+        stride = np.ones(len(uniq), np.int64)  # strides only matter on single paths (static)
+        row, node = uniq // topo.n_nodes, uniq % topo.n_nodes
     else:
-        raise RoutingError("routing did not converge in 32 hops (a loop in the fabric?)")
+        raise RoutingError(f"routing did not converge in {_MAX_HOPS} hops (a loop in the fabric?)")
     return np.concatenate(rows_out), np.concatenate(links_out), np.concatenate(w_out)
-
-
-def _adaptive_split(topo: Topology, owner: np.ndarray, links: np.ndarray, n_states: int,
-                    background_Bps: np.ndarray | None, own_Bps: np.ndarray) -> np.ndarray:
-    """Split each state's traffic over its candidate links by water-filling on their utilization.
-
-    The fluid limit of "send each packet to the least-utilized next hop": the state's demand
-    ``D`` fills the candidates to a common level ``lam`` of (load / capacity), giving link l
-    ``max(0, lam * c_l - b_l)`` where ``b_l`` is the other flows' load. With no background load this
-    is a split in proportion to capacity, so a degraded link gets its share and no more.
-    """
-    capacity_Bps = topo.link_capacity_Bps[links]
-    # the previous round's load includes this flow's own share; in the fixed point every flow
-    # sees the same levels, so keeping it only shifts the water level, not the split
-    load_Bps = np.zeros(len(links)) if background_Bps is None else background_Bps[links]
-    demand_Bps = np.bincount(owner, weights=own_Bps, minlength=n_states) / np.maximum(np.bincount(owner, minlength=n_states), 1)
-    level = load_Bps / capacity_Bps
-    order = np.lexsort((level, owner))
-    o_owner, o_cap, o_bg, o_level = owner[order], capacity_Bps[order], load_Bps[order], level[order]
-    group_start = np.searchsorted(o_owner, o_owner, "left")
-    csum_cap, csum_bg = np.cumsum(o_cap), np.cumsum(o_bg)
-    base_cap = np.where(group_start > 0, csum_cap[group_start - 1], 0.0)
-    base_bg = np.where(group_start > 0, csum_bg[group_start - 1], 0.0)
-    # the level reached if the demand_Bps fills candidates 0..k of the group (in order of utilization)
-    lam = (demand_Bps[o_owner] + (csum_bg - base_bg)) / (csum_cap - base_cap)
-    valid = lam >= o_level
-    # the water level is that of the last candidate the water reaches
-    last_valid = np.zeros(n_states, np.int64)
-    np.maximum.at(last_valid, o_owner[valid], np.flatnonzero(valid))
-    final_lam = lam[last_valid][o_owner]
-    fill = np.maximum(final_lam * o_cap - o_bg, 0.0)
-    total = np.bincount(o_owner, weights=fill, minlength=n_states)
-    split_sorted = np.where(total[o_owner] > 0, fill / np.where(total[o_owner] > 0, total[o_owner], 1.0),
-                            o_cap / np.bincount(o_owner, weights=o_cap, minlength=n_states)[o_owner])
-    split = np.empty(len(links))
-    split[order] = split_sorted
-    return split
 
 
 # ------------------------------------------------------------------------------------ public API
 # an NVSwitch is an endpoint only for in-switch reduction (NVLS) by GPUs of its own server
-_ENDPOINT_KINDS = ("gpu", "nic", "storage_server", "storage_nic", "nvswitch")
+_ENDPOINT_KINDS = (NodeKind.GPU, NodeKind.NIC, NodeKind.STORAGE_SERVER, NodeKind.STORAGE_NIC, NodeKind.NVSWITCH)
 
 
 def _endpoints(topo: Topology, nodes) -> np.ndarray:
     ids = np.array([topo.node_id(n) for n in nodes], dtype=np.int64) if not isinstance(nodes, np.ndarray) else nodes.astype(np.int64)
     kinds = topo.node_kind[ids]
-    bad = ~np.isin(kinds, [NODE_KINDS.index(k) for k in _ENDPOINT_KINDS])
+    bad = ~np.isin(kinds, _ENDPOINT_KINDS)
     if bad.any():
         node = int(ids[np.flatnonzero(bad)[0]])
         raise RoutingError(f"endpoint {topo.node_name[node]!r} is a {topo.kind_of(node)}; expected a GPU, NIC or storage server",
@@ -540,11 +467,11 @@ def _network_endpoint(topo: Topology, node: np.ndarray, peer: np.ndarray, qp: np
     A GPU with several NICs of its own spreads its QPs over them round-robin, as NCCL spreads
     channels over a GPU's NICs."""
     out = node.copy()
-    gpu = topo.node_kind[node] == _GPU
+    gpu = topo.node_kind[node] == NodeKind.GPU
     if gpu.any():
         server = topo.node_server[node[gpu]]
         local = node[gpu] - topo.gpu_node[server, 0]
-        to_storage_net = topo.node_network[peer[gpu]] == NETWORKS.index("storage")
+        to_storage_net = topo.node_network[peer[gpu]] == Network.STORAGE
         if topo.nic_node.shape[1] == 0 and not to_storage_net.all():
             raise RoutingError(f"{topo.node_name[node[gpu][0]]} has no compute NIC to reach another server")
         if topo.nic_node.shape[1]:
@@ -557,7 +484,7 @@ def _network_endpoint(topo: Topology, node: np.ndarray, peer: np.ndarray, qp: np
         else:
             nic = np.full(len(server), -1)
         if to_storage_net.any():
-            snics = np.flatnonzero(topo.node_kind == _SNIC)
+            snics = np.flatnonzero(topo.node_kind == NodeKind.STORAGE_NIC)
             per_server = len(snics) // max(topo.n_servers, 1)
             if per_server == 0:
                 raise RoutingError("the storage network is separate but the servers have no storage NICs")
@@ -567,23 +494,41 @@ def _network_endpoint(topo: Topology, node: np.ndarray, peer: np.ndarray, qp: np
     return out
 
 
+# 10.0.0.0/8 (RFC 1918 private addresses): endpoint node n has the IPv4 address 10.0.0.0 + n
+_IPV4_BASE = 0x0A000000
+# Linux's default ephemeral port range, net.ipv4.ip_local_port_range = 32768..60999
+# (Documentation/networking/ip-sysctl.rst): 28,232 ports a TCP connection's source port is drawn from
+_EPHEMERAL_PORT_FIRST, _EPHEMERAL_PORTS = 32768, 28232
+# TCP destination port of socket q of a connection: 43000 + q. No source: an arbitrary fixed port per
+# socket, kept because routes depend on it
+_TCP_DPORT_BASE = 43000
+
+
 def _five_tuples(topo: Topology, transport: str, src_ep: np.ndarray, dst_ep: np.ndarray, qp: np.ndarray,
                  seed: int) -> tuple[FiveTuple, np.ndarray]:
+    """The 5-tuple switches hash for each QP row, and its L4 source port.
+
+    RoCEv2 (and InfiniBand, hashed the same way here): UDP to port 4791, the source port Linux
+    derives from the QP numbers of the two ends (``rdma_get_udp_sport``): NCCL leaves the GRH
+    flow label 0 (``qpAttr.ah_attr.grh.flow_label = 0`` in ``ncclIbQpRtr``,
+    src/transport/net_ib/connect.cc, NCCL master at commit 0456df2; ``ncclIbRtrQp`` in
+    src/transport/net_ib.cc before the file was split), so the kernel computes it from the QPN pair.
+    The k-th row a NIC opens is its k-th QP (:func:`~gpuwait.routing.hashing.qp_numbers`).
+    TCP: an ephemeral source port per row.
+    """
     rng = np.random.default_rng(seed)
-    base = rng.integers(2, (1 << 24) - (1 << 16), size=topo.n_nodes)
-    # consecutive QPNs per NIC: the k-th QP a NIC opens gets base + k
-    rank = rank_within_groups(src_ep)
-    rank_d = rank_within_groups(dst_ep)
-    local_qpn = (base[src_ep] + rank) & 0xFFFFFF
-    remote_qpn = (base[dst_ep] + rank_d + 7) & 0xFFFFFF
+    # drawn for TCP too: its ephemeral ports come after the QPN bases in the same stream
+    local_qpn, remote_qpn = qp_numbers(src_ep, dst_ep, topo.n_nodes, rng)
+    dport: np.ndarray | int
     if transport == "tcp":
-        sport = 32768 + rng.integers(0, 28232, size=len(src_ep))
-        proto, dport = IPPROTO_TCP, 43000 + qp
+        sport = _EPHEMERAL_PORT_FIRST + rng.integers(0, _EPHEMERAL_PORTS, size=len(src_ep))
+        proto, dport = IPPROTO_TCP, _TCP_DPORT_BASE + qp
     else:
         sport = rocev2_udp_sport(local_qpn, remote_qpn).astype(np.int64)
         proto, dport = IPPROTO_UDP, ROCEV2_UDP_DPORT
-    tuples = FiveTuple(src_ip=0x0A000000 + src_ep, dst_ip=0x0A000000 + dst_ep, src_port=sport, dst_port=dport,
-                       protocol=proto)
+    # FiveTuple range-checks, casts and broadcasts its fields in __post_init__; the field types are the results
+    tuples = FiveTuple(src_ip=_IPV4_BASE + src_ep, dst_ip=_IPV4_BASE + dst_ep, src_port=sport,  # type: ignore[arg-type]
+                       dst_port=dport, protocol=proto)  # type: ignore[arg-type]
     return tuples, sport
 
 
@@ -601,6 +546,56 @@ def _fat_tree_order(topo: Topology) -> np.ndarray:
     return order_index
 
 
+def _check_flows(topo: Topology, src, dst) -> tuple[np.ndarray, np.ndarray]:
+    src_ids, dst_ids = _endpoints(topo, src), _endpoints(topo, dst)
+    if len(src_ids) != len(dst_ids):
+        raise RoutingError(f"src and dst: got {len(src_ids)} sources and {len(dst_ids)} destinations; expected the same number")
+    same = src_ids == dst_ids
+    if same.any():
+        raise RoutingError(f"flow {int(np.flatnonzero(same)[0])}: source and destination are both {topo.node_name[src_ids[same][0]]}")
+    return src_ids, dst_ids
+
+
+def _walk_all(topo: Topology, spec: RoutingSpec, router: Router, s_ep: np.ndarray, d_ep: np.ndarray,
+              per_row: dict, name_row) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Walk every row, in chunks for a splitting router: a split flow fans out over every
+    equal-cost path (1,024 core paths per flow in a 3-tier fabric of radix 64), so such flows
+    are walked a chunk at a time to bound the memory. ``name_row(i, err)`` rewords an error of row i."""
+    chunk = len(s_ep) if router.single_path else _SPLIT_CHUNK_ROWS
+    parts = []
+    for lo in range(0, len(s_ep), chunk):
+        sl = slice(lo, lo + chunk)
+        chunk_rows = {k: v if k == "background_Bps" else v[sl] for k, v in per_row.items()}
+        try:
+            rows, links, w = _walk_fabric(topo, spec, router, s_ep[sl], d_ep[sl], chunk_rows)
+        except RoutingError as err:
+            if not hasattr(err, "row"):
+                raise
+            raise name_row(lo + err.row, err) from None
+        parts.append((rows + lo, links, w))
+    rows, links, w = (np.concatenate(x) for x in zip(*parts, strict=True))
+    return rows, links, w
+
+
+def _route_network(topo: Topology, spec: RoutingSpec, router: Router, transport: str, s_ep: np.ndarray,
+                   d_ep: np.ndarray, qp: np.ndarray, name_row) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
+    """Route QP rows between network endpoints: ((row, link, weight) triplets, UDP/TCP source ports)."""
+    tuples, sport = _five_tuples(topo, transport, s_ep, d_ep, qp, spec.seed)
+    host = topo.host_links
+    port_capacity_Bps = np.bincount(topo.link_src[host], weights=topo.link_capacity_Bps[host], minlength=topo.n_nodes)
+    rows_per_ep = np.bincount(s_ep, minlength=topo.n_nodes)
+    demand_Bps = port_capacity_Bps[s_ep] / np.maximum(rows_per_ep[s_ep], 1)
+    per_row = dict(key_bytes=tuples.key_bytes(), qp=qp, dest_index=_fat_tree_order(topo)[d_ep],
+                   demand_Bps=demand_Bps, background_Bps=None)
+    for _ in range(router.rounds):
+        rows, links, w = _walk_all(topo, spec, router, s_ep, d_ep, per_row, name_row)
+        load = np.bincount(links, weights=w * demand_Bps[rows], minlength=topo.n_links)
+        # damped (Jacobi) rounds: every flow reacts to the others' last split, halfway, so they settle
+        background = per_row["background_Bps"]
+        per_row["background_Bps"] = load if background is None else 0.5 * (background + load)
+    return (rows, links, w), sport
+
+
 def route_flows(topo: Topology, spec: RoutingSpec, src, dst, *, transport: str = "rocev2",
                 qps_per_connection: int | None = None) -> Routes:
     """Route flows ``src[i] -> dst[i]`` (node names or ids) through the topology.
@@ -609,7 +604,8 @@ def route_flows(topo: Topology, spec: RoutingSpec, src, dst, *, transport: str =
     ----------
     topo : Topology
     spec : RoutingSpec
-        Router kind, hash, seed, per-switch seeding and QPs per connection.
+        Router kind (a key of :data:`gpuwait.routing.routers.ROUTERS`), hash, seed, per-switch
+        seeding and QPs per connection.
     src, dst : sequence of str or int, or ndarray of node ids
         GPUs, NICs or storage servers. A GPU reaches another server through the NIC on its PCIe
         switch (``topo.gpu_nic``), rail-aligned as NCCL does; GPUs of one server talk over NVLink.
@@ -632,35 +628,24 @@ def route_flows(topo: Topology, spec: RoutingSpec, src, dst, *, transport: str =
     >>> [topo.link_name(l) for l in routes.ordered_links(0, topo)[0]][:4]
     ['s0.gpu0->s0.pcie0', 's0.pcie0->s0.nic0', 's0.nic0->leaf0', 'leaf0->spine...']
     """
-    src_ids, dst_ids = _endpoints(topo, src), _endpoints(topo, dst)
-    if len(src_ids) != len(dst_ids):
-        raise RoutingError(f"src and dst: got {len(src_ids)} sources and {len(dst_ids)} destinations; expected the same number")
-    same = src_ids == dst_ids
-    if same.any():
-        raise RoutingError(f"flow {int(np.flatnonzero(same)[0])}: source and destination are both {topo.node_name[src_ids[same][0]]}")
-    if spec.kind == "ecmp":
-        try:
-            get_hash(spec.hash)
-        except UnknownNameError as err:
-            raise UnknownNameError(f"routing.hash: {err}", hint=err.hint) from None
+    src_ids, dst_ids = _check_flows(topo, src, dst)
+    router = get_router(spec.kind)
+    if router.validate is not None:
+        router.validate(spec)
     qps = qps_per_connection or spec.qps_per_connection
-    F = len(src_ids)
-    flow_index = np.repeat(np.arange(F), qps)
-    qp = np.tile(np.arange(qps), F)
+    flow_index = np.repeat(np.arange(len(src_ids)), qps)
+    qp = np.tile(np.arange(qps), len(src_ids))
     src_r, dst_r = src_ids[flow_index], dst_ids[flow_index]
     R = len(flow_index)
     ctx = _context(topo)
-
     srv_s, srv_d = topo.node_server[src_r], topo.node_server[dst_r]
     local = (srv_s == srv_d) & (srv_s >= 0)
-    pieces_rows, pieces_links, pieces_w = [], [], []
+    pieces: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
 
     def add_segments(rows_sel: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
         need = a != b
         for rows, links in _local_segments(ctx, a[need], b[need]):
-            pieces_rows.append(rows_sel[need][rows])
-            pieces_links.append(links)
-            pieces_w.append(np.ones(len(rows)))
+            pieces.append((rows_sel[need][rows], links, np.ones(len(rows))))
 
     if local.any():
         rows_l = np.flatnonzero(local)
@@ -672,46 +657,22 @@ def route_flows(topo: Topology, spec: RoutingSpec, src, dst, *, transport: str =
         d_ep = _network_endpoint(topo, dst_r[remote], src_r[remote], qp[remote])
         add_segments(remote, src_r[remote], s_ep)
         add_segments(remote, d_ep, dst_r[remote])
-        tuples, sport_remote = _five_tuples(topo, transport, s_ep, d_ep, qp[remote], spec.seed)
-        sport[remote] = sport_remote
-        dest_index = _fat_tree_order(topo)[d_ep]
-        port_capacity_Bps = np.bincount(topo.link_src[topo.link_kind == _HOST_LINK],
-                                    weights=topo.link_capacity_Bps[topo.link_kind == _HOST_LINK], minlength=topo.n_nodes)
-        rows_per_ep = np.bincount(s_ep, minlength=topo.n_nodes)
-        demand_Bps = port_capacity_Bps[s_ep] / np.maximum(rows_per_ep[s_ep], 1)
-        background_Bps = None
-        rounds = _ADAPTIVE_ROUNDS if spec.kind == "adaptive" else 1
-        key_bytes = tuples.key_bytes()
-        # a split flow fans out over every equal-cost path (1,024 core paths per flow in a 3-tier fabric
-        # of radix 64): walk such flows in chunks so the fan-out stays bounded in memory
-        chunk = len(remote) if spec.kind in ("ecmp", "static") else _SPLIT_CHUNK_ROWS
-        for _ in range(rounds):
-            parts = []
-            for lo in range(0, len(remote), chunk):
-                sl = slice(lo, lo + chunk)
-                try:
-                    c_rows, c_links, c_w = _walk_fabric(topo, spec, s_ep[sl], d_ep[sl], key_bytes[sl], qp[remote][sl],
-                                                        dest_index[sl], background_Bps, demand_Bps[sl])
-                except RoutingError as err:
-                    if not hasattr(err, "row"):
-                        raise
-                    row = remote[lo + err.row]
-                    raise RoutingError(f"no path from {topo.node_name[src_r[row]]} to {topo.node_name[dst_r[row]]}: "
-                                       f"{topo.node_name[s_ep[lo + err.row]]} and {topo.node_name[d_ep[lo + err.row]]} "
-                                       "share no network", hint=err.hint) from None
-                parts.append((c_rows + lo, c_links, c_w))
-            r_rows, r_links, r_w = (np.concatenate(x) for x in zip(*parts))
-            load = np.bincount(r_links, weights=r_w * demand_Bps[r_rows], minlength=topo.n_links)
-            # damped (Jacobi) rounds: every flow reacts to the others' last split, halfway, so they settle
-            background_Bps = load if background_Bps is None else 0.5 * (background_Bps + load)
-        pieces_rows.append(remote[r_rows])
-        pieces_links.append(r_links)
-        pieces_w.append(r_w)
 
-    rows = np.concatenate(pieces_rows) if pieces_rows else np.zeros(0, np.int64)
-    links = np.concatenate(pieces_links) if pieces_links else np.zeros(0, np.int64)
-    weights = np.concatenate(pieces_w) if pieces_w else np.zeros(0)
-    matrix = sp.csr_matrix((weights, (rows, links)), shape=(R, topo.n_links))
+        def name_row(i: int, err: RoutingError) -> RoutingError:
+            row = remote[i]
+            return RoutingError(f"no path from {topo.node_name[src_r[row]]} to {topo.node_name[dst_r[row]]}: "
+                                f"{topo.node_name[s_ep[i]]} and {topo.node_name[d_ep[i]]} share no network", hint=err.hint)
+
+        (r_rows, r_links, r_w), sport[remote] = _route_network(topo, spec, router, transport, s_ep, d_ep, qp[remote],
+                                                                name_row)
+        pieces.append((remote[r_rows], r_links, r_w))
+    return _assemble(topo, flow_index, qp, pieces, sport)
+
+
+def _assemble(topo: Topology, flow_index: np.ndarray, qp: np.ndarray, pieces: list, sport: np.ndarray) -> Routes:
+    rows, links, weights = ((np.concatenate(x) for x in zip(*pieces, strict=True)) if pieces
+                            else (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)))
+    matrix = sp.csr_matrix((weights, (rows, links)), shape=(len(flow_index), topo.n_links))
     matrix.sum_duplicates()
     matrix.sort_indices()
     latency = matrix @ topo.link_latency_s

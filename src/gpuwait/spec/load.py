@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -25,7 +26,7 @@ def _path_text(loc: tuple) -> str:
     return text or "(top level)"
 
 
-def _expected(err: dict) -> str:
+def _expected(err: Mapping[str, Any]) -> str:
     kind, msg = err["type"], err["msg"]
     if kind == "extra_forbidden":
         return "no such field (check the spelling; `gpuwait schema` lists every field)"

@@ -358,10 +358,7 @@ def _task_table(step: TrainingStep, accts: list[_Account], max_tasks: int) -> Ta
 
 def _network_only(fabric: FabricModel, link_values: np.ndarray) -> np.ndarray:
     """Only fabric and host-NIC links: NVLink and PCIe traffic does not meet other families'."""
-    from gpuwait.topology.model import LINK_KINDS
-
-    keep = np.isin(fabric.topo.link_kind, [LINK_KINDS.index("host"), LINK_KINDS.index("fabric")])
-    return np.where(keep, link_values, 0.0)
+    return np.where(fabric.topo.network_links, link_values, 0.0)
 
 
 def _networked(comm: _CommTimes) -> int:

@@ -57,7 +57,7 @@ from gpuwait.errors import SpecError
 from gpuwait.steps.result import BREAKDOWN_CATEGORIES, RunResult
 from gpuwait.telemetry.metricset import Labels, MetricInfo, MetricSet, Sample, as_labels
 from gpuwait.telemetry.nic_counters import PMA_WORD_BYTES
-from gpuwait.topology.model import Topology, link_kind_code
+from gpuwait.topology.model import LinkKind, Topology
 from gpuwait.transport import resolve_transport
 
 __all__ = ["PMA_WORD_BYTES", "SM_ACTIVE_PER_BUSY", "MetricInfo", "MetricSet", "Sample", "metrics_from_result"]
@@ -123,7 +123,7 @@ class _Samples:
 
 def _per_node_bytes(topo: Topology, bytes_per_step: np.ndarray, kind: str) -> tuple[np.ndarray, np.ndarray]:
     """Bytes per step on links of ``kind`` out of (TX) and into (RX) each node."""
-    on = topo.link_kind == link_kind_code(kind)
+    on = topo.link_kind == LinkKind.of(kind)
     tx = np.bincount(topo.link_src[on], weights=bytes_per_step[on], minlength=topo.n_nodes)
     rx = np.bincount(topo.link_dst[on], weights=bytes_per_step[on], minlength=topo.n_nodes)
     return tx, rx

@@ -17,7 +17,7 @@ import numpy as np
 from gpuwait.arrays import rank_within_groups
 from gpuwait.errors import TopologyError
 from gpuwait.spec.cluster import ClusterSpec, FabricSpec, ServerSpec
-from gpuwait.topology.model import LINK_KINDS, NETWORKS, NODE_KINDS, Topology
+from gpuwait.topology.model import LinkKind, Network, NodeKind, Topology
 from gpuwait.topology.servers import resolve_server
 
 
@@ -34,11 +34,11 @@ class _Tables:
         count = len(names)
         ids = np.arange(self.n_nodes, self.n_nodes + count, dtype=np.int32)
         self.names.extend(names)
-        self.node_cols["kind"].append(np.full(count, NODE_KINDS.index(kind), np.int8))
+        self.node_cols["kind"].append(np.full(count, NodeKind.of(kind), np.int8))
         self.node_cols["server"].append(np.broadcast_to(np.asarray(server, np.int32), (count,)).copy())
         self.node_cols["tier"].append(np.full(count, tier, np.int8))
         self.node_cols["plane"].append(np.broadcast_to(np.asarray(plane, np.int16), (count,)).copy())
-        self.node_cols["network"].append(np.full(count, NETWORKS.index(network), np.int8))
+        self.node_cols["network"].append(np.full(count, Network.of(network), np.int8))
         self.n_nodes += count
         return ids
 
@@ -52,8 +52,8 @@ class _Tables:
             self.link_cols["dst"].append(dst)
             self.link_cols["cap"].append(np.broadcast_to(np.asarray(capacity_Bps, float), (count,)).astype(float))
             self.link_cols["lat"].append(np.broadcast_to(np.asarray(lat, float), (count,)).astype(float))
-            self.link_cols["kind"].append(np.full(count, LINK_KINDS.index(kind), np.int8))
-            self.link_cols["network"].append(np.full(count, NETWORKS.index(network), np.int8))
+            self.link_cols["kind"].append(np.full(count, LinkKind.of(kind), np.int8))
+            self.link_cols["network"].append(np.full(count, Network.of(network), np.int8))
             self.link_cols["plane"].append(np.broadcast_to(np.asarray(plane, np.int16), (count,)).copy())
 
 
@@ -103,8 +103,8 @@ def gpu_nic_affinity(server: ServerSpec) -> np.ndarray:
                 shares[gpu] = [int(gpu * server.nics // server.gpus)]
     width = max(len(share) for share in shares)
     out = np.full((server.gpus, width), -1)
-    for gpu, share in enumerate(shares):
-        out[gpu, :len(share)] = share
+    for row, share in enumerate(shares):
+        out[row, :len(share)] = share
     return out
 
 
@@ -285,9 +285,9 @@ def _build_clos(t: _Tables, spec: ClusterSpec, server: ServerSpec, nodes: dict, 
         a, j = np.meshgrid(np.arange(shape.leaves_per_plane), np.arange(shape.spines_per_pod), indexing="ij")
         t.add_cables(leaves[a], spines[leaf_pod[a], j], switch_Bps, latency_to_switch_s, latency_to_switch_s, "fabric", "compute", plane)
         # spine j of every pod connects to every core of core group j
-        p, j, c = np.meshgrid(np.arange(shape.pods), np.arange(shape.spines_per_pod), np.arange(shape.spine_uplinks),
-                              indexing="ij")
-        t.add_cables(spines[p, j], cores[j, c], switch_Bps, latency_to_switch_s, latency_to_switch_s, "fabric", "compute", plane)
+        pod, spine, up = np.meshgrid(np.arange(shape.pods), np.arange(shape.spines_per_pod),
+                                     np.arange(shape.spine_uplinks), indexing="ij")
+        t.add_cables(spines[pod, spine], cores[spine, up], switch_Bps, latency_to_switch_s, latency_to_switch_s, "fabric", "compute", plane)
     return nic_leaf, shape
 
 
@@ -385,9 +385,9 @@ def build_topology(spec: ClusterSpec) -> Topology:
     if spec.fabric.kind == "clos":
         # cables were added port by port (plane-major), so a NIC's uplinks in id order are its ports in order;
         # parallel cables to one leaf stay distinct links (A->B and A->B#1)
-        nic_kind = NODE_KINDS.index("nic")
-        up = np.flatnonzero((topo.link_kind == LINK_KINDS.index("host")) & (topo.node_kind[topo.link_src] == nic_kind)
-                            & (topo.node_kind[topo.link_dst] == NODE_KINDS.index("switch")))
+        nic_kind = NodeKind.NIC
+        up = np.flatnonzero((topo.link_kind == LinkKind.HOST) & (topo.node_kind[topo.link_src] == nic_kind)
+                            & (topo.node_kind[topo.link_dst] == NodeKind.SWITCH))
         src = topo.link_src[up]
         port = rank_within_groups(src)
         nic_local = np.empty(topo.n_nodes, np.int64)

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from gpuwait.errors import SpecError, TopologyError, UnknownNameError
-from gpuwait.topology.model import NETWORKS, TIER_NAMES, Topology, kind_code
+from gpuwait.topology.model import NETWORKS, TIER_NAMES, Network, NodeKind, Topology
 
 # --------------------------------------------------------------------------------------- hostlists
 _FORBIDDEN = re.compile(r"[\[\],\s]")
@@ -106,7 +106,7 @@ def _split_top_level(expression: str) -> list[str]:
 
 
 def _expand_ranges(body: str, expression: str) -> list[str]:
-    out = []
+    out: list[str] = []
     for part in body.split(","):
         lo, dash, hi = part.partition("-")
         if not lo.isdigit() or (dash and not hi.isdigit()):
@@ -200,14 +200,14 @@ def to_slurm_topology_conf(topo: Topology, hostname_prefix: str = "node") -> str
     if not hostname_prefix or _FORBIDDEN.search(hostname_prefix):
         raise SpecError(f"hostname_prefix: got {hostname_prefix!r}; expected a non-empty name without brackets, "
                         "commas or spaces, e.g. node")
-    compute = NETWORKS.index("compute")
-    is_switch = (topo.node_kind == kind_code("switch")) & (topo.node_network == compute)
+    compute = Network.COMPUTE
+    is_switch = (topo.node_kind == NodeKind.SWITCH) & (topo.node_network == compute)
     if not is_switch.any():
         raise TopologyError(f"fabric.kind: {topo.name} has no compute fabric; expected fabric.kind: clos for a Slurm "
                             "topology", hint="a single server needs no topology.conf")
     src, dst = topo.link_src, topo.link_dst
     compute_link = topo.link_network == compute
-    to_leaf = compute_link & (topo.node_kind[src] == kind_code("nic")) & is_switch[dst]
+    to_leaf = compute_link & (topo.node_kind[src] == NodeKind.NIC) & is_switch[dst]
     # children of each switch: servers under leaves, lower-tier switches under the rest
     pairs = np.unique(dst[to_leaf].astype(np.int64) * topo.n_servers + topo.node_server[src[to_leaf]])
     leaf_of, server_of = pairs // topo.n_servers, pairs % topo.n_servers
@@ -289,12 +289,12 @@ def to_dot(topo: Topology, network: str = "compute", max_servers: int | None = N
     # display ids: a node outside the servers keeps its id; server s becomes n + s
     display = np.where(in_server, n + topo.node_server, np.arange(n))
     tier = np.r_[topo.node_tier, np.zeros(S, topo.node_tier.dtype)]
-    cable = (topo.link_network == NETWORKS.index(network)) & (topo.link_src < topo.link_dst)  # one link per cable
+    cable = (topo.link_network == Network.of(network)) & (topo.link_src < topo.link_dst)  # one link per cable
     u, v = display[topo.link_src[cable]], display[topo.link_dst[cable]]
     capacity = topo.link_capacity_Bps[cable]
 
     on_net = np.zeros(n + S, bool)
-    on_net[np.flatnonzero((topo.node_network == NETWORKS.index(network)) & ~in_server)] = True
+    on_net[np.flatnonzero((topo.node_network == Network.of(network)) & ~in_server)] = True
     on_net[u] = True
     on_net[v] = True
     kept = on_net.copy()

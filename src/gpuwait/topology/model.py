@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from enum import IntEnum
 from functools import cached_property
+from typing import Self
 
 import numpy as np
 
@@ -18,24 +20,75 @@ from gpuwait.arrays import rank_within_groups
 from gpuwait.errors import UnknownNameError
 from gpuwait.spec.cluster import ClusterSpec
 
-NODE_KINDS: tuple[str, ...] = (
-    "gpu", "nvswitch", "pcie_switch", "cpu", "nic", "storage_nic", "mgmt_nic", "switch", "storage_server",
-)
-LINK_KINDS: tuple[str, ...] = ("nvlink", "pcie", "cpu", "host", "fabric")
-NETWORKS: tuple[str, ...] = ("server", "compute", "storage", "management")
-TIER_NAMES: tuple[str, ...] = ("host", "leaf", "spine", "core")
+
+class _Labelled(IntEnum):
+    """An integer code stored in the topology's int8 tables, with a lower-case name for printing."""
+
+    @property
+    def label(self) -> str:
+        """The name people read: ``NodeKind.STORAGE_SERVER.label == "storage_server"``."""
+        return self.name.lower()
+
+    @classmethod
+    def of(cls, label: str) -> Self:
+        """The member named ``label`` (lower case, as printed)."""
+        return cls[label.upper()]
+
+
+class NodeKind(_Labelled):
+    """Code of a node kind in ``Topology.node_kind``."""
+
+    GPU = 0
+    NVSWITCH = 1
+    PCIE_SWITCH = 2
+    CPU = 3
+    NIC = 4
+    STORAGE_NIC = 5
+    MGMT_NIC = 6
+    SWITCH = 7
+    STORAGE_SERVER = 8
+
+
+class LinkKind(_Labelled):
+    """Code of a link kind in ``Topology.link_kind``."""
+
+    NVLINK = 0
+    PCIE = 1
+    CPU = 2
+    HOST = 3  # endpoint (NIC, storage server) to its switch
+    FABRIC = 4  # switch to switch
+
+
+class Network(_Labelled):
+    """Code of a network in ``Topology.node_network`` / ``link_network``."""
+
+    SERVER = 0
+    COMPUTE = 1
+    STORAGE = 2
+    MANAGEMENT = 3
+
+
+class Tier(_Labelled):
+    """``Topology.node_tier``: 0 for everything in a server, then the switch tiers."""
+
+    HOST = 0
+    LEAF = 1
+    SPINE = 2
+    CORE = 3
+
+
+# the labels in code order, for listings and tables indexed by code
+NODE_KINDS: tuple[str, ...] = tuple(k.label for k in NodeKind)
+LINK_KINDS: tuple[str, ...] = tuple(k.label for k in LinkKind)
+NETWORKS: tuple[str, ...] = tuple(n.label for n in Network)
+TIER_NAMES: tuple[str, ...] = tuple(t.label for t in Tier)
 # link lookup keys are (src, dst, k-th parallel cable); room for this many parallel cables per node pair
 _MAX_PARALLEL = 1 << 16
 
 
-def kind_code(kind: str) -> int:
-    """Code of a node kind in ``Topology.node_kind``."""
-    return NODE_KINDS.index(kind)
-
-
-def link_kind_code(kind: str) -> int:
-    """Code of a link kind in ``Topology.link_kind``."""
-    return LINK_KINDS.index(kind)
+def _read_only(mask: np.ndarray) -> np.ndarray:
+    mask.flags.writeable = False  # cached and shared: a caller must copy before changing it
+    return mask
 
 
 @dataclass(frozen=True, eq=False)
@@ -198,18 +251,38 @@ class Topology:
         np.cumsum(np.bincount(self.link_src, minlength=self.n_nodes), out=indptr[1:])
         return indptr, order
 
+    @cached_property
+    def switch_nodes(self) -> np.ndarray:
+        """Mask over nodes: switches of any network (read-only)."""
+        return _read_only(self.node_kind == NodeKind.SWITCH)
+
+    @cached_property
+    def host_links(self) -> np.ndarray:
+        """Mask over links: endpoint <-> switch links (read-only)."""
+        return _read_only(self.link_kind == LinkKind.HOST)
+
+    @cached_property
+    def fabric_links(self) -> np.ndarray:
+        """Mask over links: switch <-> switch links (read-only)."""
+        return _read_only(self.link_kind == LinkKind.FABRIC)
+
+    @cached_property
+    def network_links(self) -> np.ndarray:
+        """Mask over links: every link outside the servers' NVLink/PCIe/CPU fabric, host and fabric links (read-only)."""
+        return _read_only(self.host_links | self.fabric_links)
+
     def server_of(self, node: int) -> int:
         return int(self.node_server[node])
 
-    def kind_of(self, node: int) -> str:
-        return NODE_KINDS[int(self.node_kind[node])]
+    def kind_of(self, node: int | np.integer) -> str:
+        return NodeKind(int(self.node_kind[node])).label
 
     def nodes_of_kind(self, kind: str) -> np.ndarray:
-        return np.flatnonzero(self.node_kind == kind_code(kind))
+        return np.flatnonzero(self.node_kind == NodeKind.of(kind))
 
     def switches(self, network: str = "compute") -> np.ndarray:
         """Ids of the switches of a network (``compute``, ``storage`` or ``management``)."""
-        return np.flatnonzero((self.node_kind == kind_code("switch")) & (self.node_network == NETWORKS.index(network)))
+        return np.flatnonzero(self.switch_nodes & (self.node_network == Network.of(network)))
 
     def uplinks(self, tier: int = 1) -> np.ndarray:
         """Ids of the links from switches of ``tier`` (1 = leaf) up to the next tier."""
@@ -220,12 +293,12 @@ class Topology:
         import networkx as nx
 
         graph = nx.MultiDiGraph()
-        nodes = range(self.n_nodes) if network is None else np.flatnonzero(self.node_network == NETWORKS.index(network))
+        nodes = range(self.n_nodes) if network is None else np.flatnonzero(self.node_network == Network.of(network))
         for n in nodes:
-            graph.add_node(self.node_name[n], kind=self.kind_of(n), tier=TIER_NAMES[self.node_tier[n]])
-        keep = np.ones(self.n_links, bool) if network is None else self.link_network == NETWORKS.index(network)
+            graph.add_node(self.node_name[n], kind=self.kind_of(n), tier=Tier(int(self.node_tier[n])).label)
+        keep = np.ones(self.n_links, bool) if network is None else self.link_network == Network.of(network)
         for link in np.flatnonzero(keep):
             graph.add_edge(self.node_name[self.link_src[link]], self.node_name[self.link_dst[link]],
                            capacity_Bps=float(self.link_capacity_Bps[link]), latency_s=float(self.link_latency_s[link]),
-                           kind=LINK_KINDS[self.link_kind[link]])
+                           kind=LinkKind(int(self.link_kind[link])).label)
         return graph

@@ -20,7 +20,17 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import shortest_path
 
-from gpuwait.topology.model import LINK_KINDS, NETWORKS, NODE_KINDS, TIER_NAMES, Topology, kind_code, link_kind_code
+from gpuwait.topology.model import (
+    LINK_KINDS,
+    NETWORKS,
+    NODE_KINDS,
+    TIER_NAMES,
+    LinkKind,
+    Network,
+    NodeKind,
+    Tier,
+    Topology,
+)
 
 _SWITCH_TIERS = TIER_NAMES[1:]  # leaf, spine, core
 
@@ -111,10 +121,10 @@ class TopologySummary:
 # ---------------------------------------------------------------------------------------------- pieces
 def _compute_masks(topo: Topology) -> dict[str, np.ndarray]:
     """Boolean masks shared by the summary functions (nodes and links of the compute fabric)."""
-    compute = NETWORKS.index("compute")
-    is_switch = (topo.node_kind == kind_code("switch")) & (topo.node_network == compute)
+    compute = Network.COMPUTE
+    is_switch = (topo.node_kind == NodeKind.SWITCH) & (topo.node_network == compute)
     link_compute = topo.link_network == compute
-    host_up = link_compute & (topo.link_kind == link_kind_code("host")) & (topo.node_kind[topo.link_src] == kind_code("nic"))
+    host_up = link_compute & (topo.link_kind == LinkKind.HOST) & (topo.node_kind[topo.link_src] == NodeKind.NIC)
     fabric = link_compute & is_switch[topo.link_src] & is_switch[topo.link_dst]
     return {"switch": is_switch, "host_up": host_up, "fabric": fabric, "link_compute": link_compute}
 
@@ -267,7 +277,7 @@ def cut_capacity_Bps(topo: Topology, servers_a: Iterable[int], servers_b: Iterab
 
     a = np.unique(np.fromiter(servers_a, int))
     b = np.setdiff1d(np.arange(topo.n_servers), a) if servers_b is None else np.unique(np.fromiter(servers_b, int))
-    keep = topo.link_network == NETWORKS.index("compute")
+    keep = topo.link_network == Network.COMPUTE
     src, dst = topo.link_src[keep].astype(np.int64), topo.link_dst[keep].astype(np.int64)
     pair, inverse = np.unique(src * topo.n_nodes + dst, return_inverse=True)
     capacity = np.bincount(inverse.ravel(), topo.link_capacity_Bps[keep])  # parallel links add up
@@ -302,14 +312,14 @@ def summarize(topo: Topology) -> TopologySummary:
     """
     server = topo.spec.server
     masks = _compute_masks(topo)
-    is_switch_any = topo.node_kind == kind_code("switch")
+    is_switch_any = topo.node_kind == NodeKind.SWITCH
     compute_switch_tiers = topo.node_tier[masks["switch"]]
     tier_counts = np.bincount(compute_switch_tiers, minlength=len(TIER_NAMES))
     kind_counts = np.bincount(topo.node_kind, minlength=len(NODE_KINDS))
     network_counts = np.bincount(topo.node_network[is_switch_any], minlength=len(NETWORKS))
     link_counts = np.bincount(topo.link_kind, minlength=len(LINK_KINDS))
     has_fabric = bool(masks["switch"].any())
-    nvlink_out = (topo.link_kind == link_kind_code("nvlink")) & (topo.node_kind[topo.link_src] == kind_code("gpu"))
+    nvlink_out = (topo.link_kind == LinkKind.NVLINK) & (topo.node_kind[topo.link_src] == NodeKind.GPU)
     ports_per_server = server.nics * server.nic_ports
     return TopologySummary(
         name=topo.name,
@@ -319,8 +329,8 @@ def summarize(topo: Topology) -> TopologySummary:
         gpus_per_server=topo.gpus_per_server,
         gpu_model=server.gpu_model,
         nodes_by_kind={k: int(kind_counts[i]) for i, k in enumerate(NODE_KINDS)},
-        switches_by_tier={t: int(tier_counts[TIER_NAMES.index(t)]) for t in _SWITCH_TIERS},
-        switches_by_network={n: int(network_counts[NETWORKS.index(n)]) for n in NETWORKS[1:]},
+        switches_by_tier={t: int(tier_counts[Tier.of(t)]) for t in _SWITCH_TIERS},
+        switches_by_network={n: int(network_counts[Network.of(n)]) for n in NETWORKS[1:]},
         links_by_kind={k: int(link_counts[i]) for i, k in enumerate(LINK_KINDS)},
         links=topo.n_links,
         cables=topo.n_links // 2,

@@ -12,7 +12,7 @@ import numpy as np
 from gpuwait.errors import SpecError
 from gpuwait.rng import as_generator
 from gpuwait.spec.scenario import PatternSpec, TrafficSpec
-from gpuwait.topology.model import NODE_KINDS, Topology
+from gpuwait.topology.model import NodeKind, Topology
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ def _nics_on_leaf(topo: Topology, leaf_index: int, field: str) -> np.ndarray:
         raise SpecError(f"traffic.patterns.{field}: got {leaf_index}; expected a leaf index in 0..{len(leaves) - 1}")
     leaf = leaves[leaf_index]
     into_leaf = topo.link_dst == leaf
-    nic = NODE_KINDS.index("nic")
+    nic = NodeKind.NIC
     return np.unique(topo.link_src[into_leaf & (topo.node_kind[topo.link_src] == nic)])
 
 

@@ -23,14 +23,14 @@ from gpuwait.engine.packet.params import PacketParams
 from gpuwait.errors import SimulationError, SpecError
 from gpuwait.routing.paths import Routes, route_flows
 from gpuwait.spec.cluster import RoutingSpec
-from gpuwait.topology.model import NETWORKS, NODE_KINDS, Topology
+from gpuwait.topology.model import Network, NodeKind, Topology
 from gpuwait.transport.profiles import TransportProfile, pfc_xoff_bytes
 from gpuwait.units import format_size, format_time
 from gpuwait.workload.traffic import FlowTable
 
-_SWITCH = NODE_KINDS.index("switch")
-_SINKS = (NODE_KINDS.index("gpu"), NODE_KINDS.index("storage_server"))
-_SERVER = NETWORKS.index("server")
+_SWITCH = int(NodeKind.SWITCH)
+_SINKS = (int(NodeKind.GPU), int(NodeKind.STORAGE_SERVER))
+_SERVER = int(Network.SERVER)
 _PS = 1e12
 _BYTES_PER_PACKET_STATE = 8 * C.P_COLS + 5 * 8 * 2  # a pool row and its events
 _FIXED_RUN_BYTES = 64 * 2**20

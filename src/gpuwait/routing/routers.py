@@ -1,0 +1,251 @@
+"""Routers: how a switch (or a NIC) picks among the equal-cost next hops of a flow.
+
+:func:`gpuwait.routing.paths.route_flows` walks every flow hop by hop. At each hop it finds
+each walking state's equal-cost next hops (:class:`Hop`) and hands them to the chooser the
+routing kind registered here; the chooser returns the links taken and the fraction of the
+state's bytes on each (:class:`NextHops`). Adding a router is one :func:`register_router`
+call in this file (and its name in ``RoutingSpec.kind``, which validates scenarios).
+
+* ``ecmp``: the switch hashes the flow's 5-tuple with its own seed (or the same seed
+  everywhere, which reproduces polarization) and reduces the hash with
+  :func:`~gpuwait.routing.hashing.ecmp_select`. RoCEv2 QPs differ in UDP source port, so
+  several QPs per connection are several differently hashed flows.
+* ``static``: an InfiniBand subnet manager's D-mod-k fat-tree routes: going up, the k-th
+  choice is ``(destination index / product of earlier up-choices) mod k``; destination-based,
+  so every QP of a connection takes the same path.
+* ``spray``: even split over every equal-cost next hop (per-packet spraying).
+* ``adaptive``: per-packet least-loaded choice, in its fluid limit: the flow is split over the
+  next hops in proportion to their capacity left after the other flows' expected load
+  (a few Jacobi rounds), so a degraded or busy link gets less.
+
+Everywhere, a NIC with several ports (several equal-cost first hops) spreads a connection's
+QPs over them round-robin: QP q takes port ``q mod ports``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpuwait.errors import UnknownNameError
+from gpuwait.routing.hashing import ecmp_select, get_hash
+from gpuwait.spec.cluster import RoutingSpec
+from gpuwait.topology.model import Topology
+
+# Per-switch seeds: the base seed and the switch id mixed with 32-bit odd constants, the
+# golden-ratio multiplier of Knuth's multiplicative hashing (TAOCP vol. 3, 6.4) and xxHash32's
+# PRIME32_2 and PRIME32_5 (xxhash.h, XXH_PRIME32_2 / XXH_PRIME32_5).
+_SEED_MULTIPLIER = 0x9E3779B1
+_NODE_MULTIPLIER = 0x85EBCA77
+_SEED_INCREMENT = 0x165667B1
+# a seeded switch takes its hash bits from offset (seed mod 8): one of 8 bit slices
+_HASH_OFFSETS = 8
+#: Jacobi rounds of the adaptive router's fixed point (each reacts to the previous round's load)
+ADAPTIVE_ROUNDS = 4
+
+
+@dataclass(frozen=True, eq=False)
+class Hop:
+    """The walking states at one hop and their equal-cost next hops.
+
+    A state is a (route row, node, fraction of the row's bytes) triple; a single-path router
+    has one state per row. State ``i``'s candidate links are
+    ``links[first[i]:first[i] + count[i]]``, in link id order.
+    """
+
+    topo: Topology
+    spec: RoutingSpec
+    row: np.ndarray  # (S,) route row of each state
+    node: np.ndarray  # (S,) node each state is at
+    frac: np.ndarray  # (S,) fraction of the row's bytes in the state
+    stride: np.ndarray  # (S,) D-mod-k: product of the state's earlier up-choices
+    first: np.ndarray  # (S,) where the state's candidates start in ``links``
+    count: np.ndarray  # (S,) number of candidates, >= 1
+    links: np.ndarray  # candidate links, grouped by candidate set
+    link_set: np.ndarray  # (len(links),) candidate set of each link
+    set_node: np.ndarray  # node of each candidate set
+    state_set: np.ndarray  # (S,) candidate set of each state
+    # per route row:
+    key_bytes: np.ndarray  # (R, 13) serialized 5-tuple
+    qp: np.ndarray  # (R,) QP number within the connection
+    dest_index: np.ndarray  # (R,) fat-tree index of the destination endpoint
+    demand_Bps: np.ndarray  # (R,) the row's expected rate
+    background_Bps: np.ndarray | None  # (n_links,) load of the previous round, None in the first
+
+
+@dataclass(frozen=True)
+class NextHops:
+    """What a router chose: state ``owner[i]`` sends ``weight[i]`` of its row's bytes on ``links[i]``."""
+
+    owner: np.ndarray
+    links: np.ndarray
+    weight: np.ndarray
+    stride: np.ndarray | None = None  # single-path routers: each state's stride after the hop
+
+
+Chooser = Callable[[Hop], NextHops]
+
+
+@dataclass(frozen=True)
+class Router:
+    """A routing kind: its chooser and how the walk must treat it.
+
+    Attributes
+    ----------
+    name : str
+        The ``RoutingSpec.kind`` it serves.
+    choose : Chooser
+        Picks the next hop(s) of every state at one hop.
+    single_path : bool
+        One next hop per state: rows never split, so the walk needs no merging of branches
+        and routes all rows in one pass. A splitting router is walked in chunks of rows.
+    rounds : int
+        Walks of the whole traffic; from the second on, ``Hop.background_Bps`` holds the
+        damped load of the one before.
+    validate : callable, optional
+        Checks the spec before any walking (e.g. that the hash exists).
+    label : str
+        Words for reports.
+    """
+
+    name: str
+    choose: Chooser
+    single_path: bool
+    rounds: int = 1
+    validate: Callable[[RoutingSpec], None] | None = None
+    label: str = ""
+
+
+#: Every routing kind by name. Add one with :func:`register_router`.
+ROUTERS: dict[str, Router] = {}
+
+
+def register_router(name: str, *, single_path: bool, rounds: int = 1, label: str = "",
+                    validate: Callable[[RoutingSpec], None] | None = None) -> Callable[[Chooser], Chooser]:
+    """Decorator: register ``choose(hop) -> NextHops`` as routing kind ``name``."""
+    if name in ROUTERS:
+        # silently replacing a router would change every scenario naming it
+        raise ValueError(f"router {name!r} is already registered")
+
+    def decorate(choose: Chooser) -> Chooser:
+        ROUTERS[name] = Router(name, choose, single_path, rounds, validate, label)
+        return choose
+
+    return decorate
+
+
+def get_router(name: str) -> Router:
+    """The router of a routing kind; the hint lists the known ones."""
+    try:
+        return ROUTERS[name]
+    except KeyError:
+        raise UnknownNameError(f"routing.kind: unknown router {name!r}",
+                               hint="known routers: " + ", ".join(sorted(ROUTERS))) from None
+
+
+def _one_each(hop: Hop, choice: np.ndarray, stride: np.ndarray | None = None) -> NextHops:
+    """Single path: state i takes its ``choice[i]``-th candidate with all its bytes."""
+    return NextHops(np.arange(len(hop.node)), hop.links[hop.first + choice], hop.frac, stride)
+
+
+def _fan_out(hop: Hop) -> tuple[np.ndarray, np.ndarray]:
+    """Every candidate of every state: (owner state, link)."""
+    owner = np.repeat(np.arange(len(hop.node)), hop.count)
+    offsets = np.arange(len(owner)) - np.repeat(np.cumsum(hop.count) - hop.count, hop.count)
+    return owner, hop.links[hop.first[owner] + offsets]
+
+
+# ------------------------------------------------------------------------------------ ecmp
+def switch_seeds(spec: RoutingSpec, nodes: np.ndarray) -> np.ndarray:
+    """The 32-bit hash seed of each switch: ``spec.seed`` everywhere, or mixed with the switch id."""
+    if not spec.per_switch_seed:
+        return np.full(len(nodes), spec.seed, np.uint32)
+    mixed = (np.uint64(spec.seed) * np.uint64(_SEED_MULTIPLIER) + nodes.astype(np.uint64) * np.uint64(_NODE_MULTIPLIER)
+             + np.uint64(_SEED_INCREMENT))
+    return (mixed & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+
+
+def _check_hash(spec: RoutingSpec) -> None:
+    try:
+        get_hash(spec.hash)
+    except UnknownNameError as err:
+        raise UnknownNameError(f"routing.hash: {err}", hint=err.hint) from None
+
+
+@register_router("ecmp", single_path=True, label="ECMP", validate=_check_hash)
+def _ecmp(hop: Hop) -> NextHops:
+    seeds = switch_seeds(hop.spec, hop.node)
+    hashes = get_hash(hop.spec.hash)(hop.key_bytes[hop.row], seeds)
+    # A CRC is affine: XOR-ing a seed into its state only relabels the 2^k next hops, so seeds
+    # alone never break polarization. Seeded switches also pick a seed-dependent slice of the
+    # hash bits (the "hash offset" of merchant ASICs), which does.
+    offset = seeds % _HASH_OFFSETS if hop.spec.per_switch_seed else 0
+    is_switch = hop.topo.switch_nodes[hop.node]
+    hashed = ecmp_select(hashes, hop.count, bit_offset=offset)
+    return _one_each(hop, np.where(is_switch, hashed, hop.qp[hop.row] % hop.count))
+
+
+# ------------------------------------------------------------------------------------ static
+@register_router("static", single_path=True, label="static routes")
+def _static(hop: Hop) -> NextHops:
+    topo = hop.topo
+    goes_up = topo.node_tier[topo.link_dst[hop.links]] > topo.node_tier[hop.set_node[hop.link_set]]
+    set_up = np.bincount(hop.link_set, weights=goes_up, minlength=len(hop.set_node)) > 0
+    up = set_up[hop.state_set]
+    choice = np.where(up, (hop.dest_index[hop.row] // hop.stride) % hop.count, hop.qp[hop.row] % hop.count)
+    return _one_each(hop, choice, np.where(up, hop.stride * hop.count, hop.stride))
+
+
+# ------------------------------------------------------------------------------------ spray
+@register_router("spray", single_path=False, label="packet spraying")
+def _spray(hop: Hop) -> NextHops:
+    owner, links = _fan_out(hop)
+    return NextHops(owner, links, hop.frac[owner] * (1.0 / hop.count[owner]))
+
+
+# ------------------------------------------------------------------------------------ adaptive
+@register_router("adaptive", single_path=False, rounds=ADAPTIVE_ROUNDS, label="adaptive routing")
+def _adaptive(hop: Hop) -> NextHops:
+    owner, links = _fan_out(hop)
+    own_Bps = hop.demand_Bps[hop.row][owner] * hop.frac[owner]
+    split = adaptive_split(hop.topo, owner, links, len(hop.node), hop.background_Bps, own_Bps)
+    return NextHops(owner, links, hop.frac[owner] * split)
+
+
+def adaptive_split(topo: Topology, owner: np.ndarray, links: np.ndarray, n_states: int,
+                   background_Bps: np.ndarray | None, own_Bps: np.ndarray) -> np.ndarray:
+    """Split each state's traffic over its candidate links by water-filling on their utilization.
+
+    The fluid limit of "send each packet to the least-utilized next hop": the state's demand
+    ``D`` fills the candidates to a common level ``lam`` of (load / capacity), giving link l
+    ``max(0, lam * c_l - b_l)`` where ``b_l`` is the other flows' load. With no background load this
+    is a split in proportion to capacity, so a degraded link gets its share and no more.
+    """
+    capacity_Bps = topo.link_capacity_Bps[links]
+    # the previous round's load includes this flow's own share; in the fixed point every flow
+    # sees the same levels, so keeping it only shifts the water level, not the split
+    load_Bps = np.zeros(len(links)) if background_Bps is None else background_Bps[links]
+    demand_Bps = np.bincount(owner, weights=own_Bps, minlength=n_states) / np.maximum(np.bincount(owner, minlength=n_states), 1)
+    level = load_Bps / capacity_Bps
+    order = np.lexsort((level, owner))
+    o_owner, o_cap, o_bg, o_level = owner[order], capacity_Bps[order], load_Bps[order], level[order]
+    group_start = np.searchsorted(o_owner, o_owner, "left")
+    csum_cap, csum_bg = np.cumsum(o_cap), np.cumsum(o_bg)
+    base_cap = np.where(group_start > 0, csum_cap[group_start - 1], 0.0)
+    base_bg = np.where(group_start > 0, csum_bg[group_start - 1], 0.0)
+    # the level reached if the demand_Bps fills candidates 0..k of the group (in order of utilization)
+    lam = (demand_Bps[o_owner] + (csum_bg - base_bg)) / (csum_cap - base_cap)
+    valid = lam >= o_level
+    # the water level is that of the last candidate the water reaches
+    last_valid = np.zeros(n_states, np.int64)
+    np.maximum.at(last_valid, o_owner[valid], np.flatnonzero(valid))
+    final_lam = lam[last_valid][o_owner]
+    fill = np.maximum(final_lam * o_cap - o_bg, 0.0)
+    total = np.bincount(o_owner, weights=fill, minlength=n_states)
+    split_sorted = np.where(total[o_owner] > 0, fill / np.where(total[o_owner] > 0, total[o_owner], 1.0),
+                            o_cap / np.bincount(o_owner, weights=o_cap, minlength=n_states)[o_owner])
+    split = np.empty(len(links))
+    split[order] = split_sorted
+    return split
