@@ -92,7 +92,7 @@ def apply_fix(scenario: Scenario, faults: Sequence[FaultSpec], candidate: Candid
             data = workload.data.model_copy(update={"loader_samples_per_s_per_server": None})
             workload = workload.model_copy(update={"data": data})
     elif action == "separate-storage":
-        rate = next((f.params.get("read_rate_per_gpu_Bps", 4e9) for f in faults if f.kind == "storage-contention"), None)
+        rate = next((f.params.read_rate_per_gpu_Bps for f in faults if f.kind == "storage-contention"), None)
         faults = drop(("storage-contention",))
         storage = cluster.storage.model_copy(update={"mode": "separate"})
         server = cluster.server.model_copy(update={"storage_nics": max(cluster.server.storage_nics, 2)})
