@@ -72,7 +72,7 @@ class NoisyNeighborParams(SpecModel):
 class LinkDegradeFault(SpecModel):
     """A link running at a fraction of its speed (lanes down, bad optics)."""
 
-    kind: Literal["link-degrade"]
+    kind: Literal["link-degrade"] = Field(description="Fault kind (picks the parameters below).")
     target: str = _target(_LINK)
     params: LinkDegradeParams = Field(default_factory=LinkDegradeParams, description="How much speed is left.")
 
@@ -80,7 +80,7 @@ class LinkDegradeFault(SpecModel):
 class LinkFlapFault(SpecModel):
     """A link going down and up; traffic stalls while it is down."""
 
-    kind: Literal["link-flap"]
+    kind: Literal["link-flap"] = Field(description="Fault kind (picks the parameters below).")
     target: str = _target(_LINK)
     params: LinkFlapParams = Field(default_factory=LinkFlapParams, description="How long it is down, how often.")
 
@@ -88,7 +88,7 @@ class LinkFlapFault(SpecModel):
 class LinkLossFault(SpecModel):
     """A link dropping packets (a dirty fibre); lossy transports retransmit."""
 
-    kind: Literal["link-loss"]
+    kind: Literal["link-loss"] = Field(description="Fault kind (picks the parameters below).")
     target: str = _target(_LINK)
     params: LinkLossParams = Field(default_factory=LinkLossParams, description="How many packets it loses.")
 
@@ -96,7 +96,7 @@ class LinkLossFault(SpecModel):
 class SlowGpuFault(SpecModel):
     """A GPU computing slower (thermal or power throttling, a bad HBM stack)."""
 
-    kind: Literal["slow-gpu"]
+    kind: Literal["slow-gpu"] = Field(description="Fault kind (picks the parameters below).")
     target: str = _target(_GPU)
     params: SlowGpuParams = Field(default_factory=SlowGpuParams, description="How much slower it computes.")
 
@@ -104,7 +104,7 @@ class SlowGpuFault(SpecModel):
 class NicDownFault(SpecModel):
     """A NIC (or its cable) down: its GPU's traffic moves to the neighbour NIC."""
 
-    kind: Literal["nic-down"]
+    kind: Literal["nic-down"] = Field(description="Fault kind (picks the parameters below).")
     target: str = _target("NIC name (e.g. s1.nic2).")
     params: NoParams = Field(default_factory=NoParams, description="None.")
 
@@ -112,7 +112,7 @@ class NicDownFault(SpecModel):
 class TcpFallbackFault(SpecModel):
     """RDMA unavailable: NCCL falls back to its socket (TCP) transport."""
 
-    kind: Literal["tcp-fallback"]
+    kind: Literal["tcp-fallback"] = Field(description="Fault kind (picks the parameters below).")
     target: str = _target("`all`: the whole job.")
     params: NoParams = Field(default_factory=NoParams, description="None.")
 
@@ -120,7 +120,7 @@ class TcpFallbackFault(SpecModel):
 class NoGdrFault(SpecModel):
     """GPUDirect RDMA off: network data bounces through host memory."""
 
-    kind: Literal["no-gdr"]
+    kind: Literal["no-gdr"] = Field(description="Fault kind (picks the parameters below).")
     target: str = _target("Server name (e.g. s3) or `all`.")
     params: NoParams = Field(default_factory=NoParams, description="None.")
 
@@ -128,7 +128,7 @@ class NoGdrFault(SpecModel):
 class NicAffinityFault(SpecModel):
     """A GPU using a NIC behind the other CPU socket, across the CPU interconnect."""
 
-    kind: Literal["nic-affinity"]
+    kind: Literal["nic-affinity"] = Field(description="Fault kind (picks the parameters below).")
     target: str = _target(_GPU)
     params: NoParams = Field(default_factory=NoParams, description="None.")
 
@@ -136,7 +136,7 @@ class NicAffinityFault(SpecModel):
 class EcmpPolarizationFault(SpecModel):
     """The same ECMP hash seed on every switch: the tiers pick alike and links idle."""
 
-    kind: Literal["ecmp-polarization"]
+    kind: Literal["ecmp-polarization"] = Field(description="Fault kind (picks the parameters below).")
     target: str = _target("`all`: the whole fabric.")
     params: NoParams = Field(default_factory=NoParams, description="None.")
 
@@ -144,7 +144,7 @@ class EcmpPolarizationFault(SpecModel):
 class StorageContentionFault(SpecModel):
     """Dataset reads or checkpoint writes on the compute fabric (converged storage)."""
 
-    kind: Literal["storage-contention"]
+    kind: Literal["storage-contention"] = Field(description="Fault kind (picks the parameters below).")
     target: str = _target("`all`: the whole job.")
     params: StorageContentionParams = Field(default_factory=StorageContentionParams, description="How fast the GPUs read.")
 
@@ -152,7 +152,7 @@ class StorageContentionFault(SpecModel):
 class DataloaderStarvationFault(SpecModel):
     """CPU data preprocessing slower than the GPUs."""
 
-    kind: Literal["dataloader-starvation"]
+    kind: Literal["dataloader-starvation"] = Field(description="Fault kind (picks the parameters below).")
     target: str = _target("`all`: the whole job.")
     params: DataloaderStarvationParams = Field(default_factory=DataloaderStarvationParams,
                                                description="How fast the loaders deliver.")
@@ -161,7 +161,7 @@ class DataloaderStarvationFault(SpecModel):
 class NoisyNeighborFault(SpecModel):
     """Another job's traffic on shared links."""
 
-    kind: Literal["noisy-neighbor"]
+    kind: Literal["noisy-neighbor"] = Field(description="Fault kind (picks the parameters below).")
     target: str = _target("Link name SRC->DST (both directions of the cable), or `all`: every switch-to-switch link "
                           "of the compute fabric.")
     params: NoisyNeighborParams = Field(default_factory=NoisyNeighborParams, description="How busy the other job keeps the links.")
