@@ -128,3 +128,14 @@ def test_ecmp_collision_read_from_a_packet_run(capsys, tmp_path):
     assert top["kind"] == "ecmp-collision" and top["component"].startswith("leaf0->spine")
     assert top["evidence"]["hottest_uplink_util"] >= 0.95 and top["evidence"]["siblings_idle_share"] >= 0.25
     assert top["expected_gain_fraction"] > 0.03
+
+
+def test_traffic_without_a_hotspot_leaves_the_packet_rules_silent():
+    """One flow per receiver: no queue builds, so no pauses (below PAUSED_SHARE and STORM_SHARE) and
+    no marks to miss: ecn-misconfig, pfc-storm and hol-blocking stay silent."""
+    topo = fabric()
+    nics = topo.nic_node[:, 0].astype(np.int64)
+    run = simulate_packets(topo, table(nics[0:3], nics[4:7], 1e6), RoutingSpec(), TRANSPORTS["rocev2"],
+                           PacketParams(switch_buffer_bytes=2 * 2**20, congestion_control="none"))
+    kinds = {f.kind for f in diagnose_packets(run, measure_gain=False).findings}
+    assert kinds.isdisjoint({"ecn-misconfig", "pfc-storm", "hol-blocking"})

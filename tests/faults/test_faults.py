@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 import pytest
 
@@ -89,3 +91,56 @@ def test_scenario_level_faults(topo, scenario):
     assert changed.cluster.transport.name == "tcp"
     assert changed.cluster.routing.per_switch_seed is False
     assert [(s.rank, s.factor) for s in changed.workload.compute.slow_gpus] == [(3, 1.5)]
+
+
+def test_every_fault_model_is_a_registered_kind_with_an_effect():
+    from gpuwait.spec.faults import FAULT_MODELS, kind_of
+
+    assert [kind_of(m) for m in FAULT_MODELS] == list(FAULT_KINDS)
+    for kind in FAULT_KINDS.values():
+        assert kind.model.model_json_schema()["properties"]["kind"]["const"] == kind.name
+        assert kind.on_scenario is not None or kind.on_fabric is not None
+
+
+def test_a_kind_without_a_model_in_the_union_cannot_register():
+    from gpuwait.faults import register_fault
+    from gpuwait.spec.cluster import SpecModel
+
+    class Other(SpecModel):
+        kind: Literal["cosmic-ray"]
+
+    with pytest.raises(ValueError, match="not a member"):
+        register_fault(Other, "all", on_fabric=lambda damage, fault: None)
+    assert "cosmic-ray" not in FAULT_KINDS
+
+
+def test_scenario_files_list_faults_with_typed_parameters():
+    data = {**SCENARIO, "faults": [{"kind": "link-degrade", "target": "leaf0->spine3", "params": {"factor": 0.5}},
+                                   {"kind": "tcp-fallback"}, {"kind": "slow-gpu", "target": "s0.gpu1"}]}
+    faults = validate_data(Scenario, data, source="test").faults
+    assert [type(f).__name__ for f in faults] == ["LinkDegradeFault", "TcpFallbackFault", "SlowGpuFault"]
+    assert faults[0].params.factor == 0.5 and faults[2].params.factor == 1.3  # the default
+    assert faults[0] == parse_inject("link-degrade:leaf0->spine3:factor=0.5")
+
+
+@pytest.mark.parametrize("fault, message", [
+    ({"kind": "degraded-link"}, r"faults\[0\]: .*kind 'degraded-link' is not a fault kind \(close: link-degrade\)"),
+    ({"kind": "link-degrade", "params": {"factor": 2}}, r"faults\[0\]\.link-degrade\.params\.factor: got 2"),
+    ({"kind": "link-flap", "params": {"period": 2}}, r"faults\[0\]\.link-flap\.params\.period: got 2; no such field"),
+    ({"kind": "nic-down", "params": {"factor": 2}}, r"faults\[0\]\.nic-down\.params\.factor: got 2; no such field"),
+    ({"target": "leaf0->spine3"}, r"faults\[0\]: .*a fault needs a `kind`"),
+])
+def test_bad_faults_in_a_file_name_the_field(fault, message):
+    with pytest.raises(SpecError, match=message):
+        validate_data(Scenario, {**SCENARIO, "faults": [fault]}, source="test")
+
+
+def test_the_schema_shows_every_kind_with_its_parameters_and_units():
+    defs = Scenario.model_json_schema()["$defs"]
+    mapping = Scenario.model_json_schema()["properties"]["faults"]["items"]["discriminator"]["mapping"]
+    assert set(mapping) == set(FAULT_KINDS)
+    for kind in FAULT_KINDS.values():
+        params = defs[kind.model.model_fields["params"].annotation.__name__]
+        assert list(params["properties"]) == list(kind.params)
+        for name, field in params["properties"].items():
+            assert "default" in field and field["description"], (kind.name, name)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpuwait.diagnose.run import _same_cable, diagnose_scenario
+from gpuwait.diagnose.rules import same_cable
+from gpuwait.diagnose.run import diagnose_scenario
 from gpuwait.faults import parse_inject
 from gpuwait.runner.workload import simulate_workload
 from gpuwait.spec import Scenario, validate_data
@@ -181,6 +182,6 @@ def run_case(case: Case, seed: int = 0, measure_gain: bool = True) -> Outcome:
     elif expected == "*leaf":
         component_ok = top.component.startswith("leaf")
     else:
-        component_ok = expected is not None and (top.component == expected or _same_cable(top.component, expected))
+        component_ok = expected is not None and (top.component == expected or same_cable(top.component, expected))
     kind_ok = top.kind == case.expect_kind
     return Outcome(case, inject, top.kind, top.component, top.severity, kind_ok, kind_ok and component_ok)

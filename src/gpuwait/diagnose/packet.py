@@ -25,8 +25,8 @@ from __future__ import annotations
 import numpy as np
 
 from gpuwait.diagnose.observe import Observation
-from gpuwait.diagnose.rules import RuleOutput, collision, oversubscription
-from gpuwait.diagnose.run import Diagnosis, Finding, routing_fix
+from gpuwait.diagnose.rules import RULES, RuleOutput, collision, oversubscription
+from gpuwait.diagnose.run import Diagnosis, Finding
 from gpuwait.engine.flow_run import simulate_flows
 from gpuwait.engine.packet.params import PacketParams
 from gpuwait.engine.packet.run import PacketRun, simulate_packets
@@ -112,7 +112,8 @@ def diagnose_packets(run: PacketRun, measure_gain: bool = True) -> Diagnosis:
                                "ecn_kmax_bytes": None}, run.routing),
                              innocent, True))
     for cand in _routing_candidates(run):
-        routing = routing_fix(run.routing, (cand.fix_action or ("none",))[0])
+        change = RULES[cand.kind].fix.routing  # a routing change reruns packet by packet; a new topology cannot
+        routing = change(run.routing) if change is not None else None
         findings.append((cand.kind, cand.component, cand.score, cand.evidence, cand.explanation, cand.fix,
                          ({}, routing) if routing is not None else None, None, cand.direct))
     out = []

@@ -9,10 +9,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from gpuwait.diagnose.observe import Observation, observe_run
-from gpuwait.diagnose.rules import Candidate, evaluate
+from gpuwait.diagnose.rules import RULES, Candidate, evaluate, same_cable
 from gpuwait.errors import SpecError
 from gpuwait.runner.workload import WorkloadRun, simulate_workload
-from gpuwait.spec.cluster import RoutingSpec
 from gpuwait.spec.faults import FaultSpec
 from gpuwait.spec.scenario import Scenario
 
@@ -59,72 +58,11 @@ class Diagnosis:
         return self.findings[0] if self.findings else None
 
 
-def _same_cable(a: str, b: str) -> bool:
-    if a == b:
-        return True
-    sa, _, da = a.partition("->")
-    sb, _, db = b.partition("->")
-    return bool(_) and sa == db.split("#")[0] and da.split("#")[0] == sb
-
-
 def apply_fix(scenario: Scenario, faults: Sequence[FaultSpec], candidate: Candidate) -> tuple[Scenario, list[FaultSpec]]:
-    """The scenario and faults with the candidate's fix applied (what re-simulation runs)."""
-    action, *args = candidate.fix_action or ("none",)
-    faults = list(faults)
-    cluster, workload = scenario.cluster, scenario.workload
-
-    def drop(kinds: tuple[str, ...], target: str | None = None) -> list[FaultSpec]:
-        return [f for f in faults if not (f.kind in kinds and (target is None or f.target == target
-                                                               or _same_cable(f.target, target)))]
-
-    if action == "heal-gpu":
-        faults = drop(("slow-gpu",), args[0])
-        if workload is not None and workload.compute.slow_gpus:
-            from gpuwait.topology.presets import build_cluster, resolve_cluster
-
-            topo = build_cluster(resolve_cluster(cluster))
-            rank = int((topo.gpu_node.ravel() == topo.node_id(args[0])).nonzero()[0][0])
-            kept = [s for s in workload.compute.slow_gpus if s.rank != rank]
-            workload = workload.model_copy(update={"compute": workload.compute.model_copy(update={"slow_gpus": kept})})
-    elif action == "fast-loader":
-        faults = drop(("dataloader-starvation",))
-        if workload is not None:
-            data = workload.data.model_copy(update={"loader_samples_per_s_per_server": None})
-            workload = workload.model_copy(update={"data": data})
-    elif action == "separate-storage":
-        rate = next((f.params.get("read_rate_per_gpu_Bps", 4e9) for f in faults if f.kind == "storage-contention"), None)
-        faults = drop(("storage-contention",))
-        storage = cluster.storage.model_copy(update={"mode": "separate"})
-        server = cluster.server.model_copy(update={"storage_nics": max(cluster.server.storage_nics, 2)})
-        cluster = cluster.model_copy(update={"storage": storage, "server": server})
-        if workload is not None and rate is not None:
-            workload = workload.model_copy(update={"data": workload.data.model_copy(update={"dataset_read_per_gpu": rate})})
-    elif action == "restore-rdma":
-        faults = drop(("tcp-fallback",))
-    elif action == "enable-gdr":
-        faults = drop(("no-gdr",))
-    elif action == "fix-affinity":
-        faults = drop(("nic-affinity",), args[0])
-    elif action == "restore-link":
-        faults = drop(("link-degrade", "link-flap", "link-loss", "nic-down"), args[0])
-    elif action == "isolate":
-        faults = drop(("noisy-neighbor",))
-    elif action == "per-switch-seed":
-        faults = drop(("ecmp-polarization",))
-        cluster = cluster.model_copy(update={"routing": cluster.routing.model_copy(update={"per_switch_seed": True})})
-    elif action == "more-qps":
-        cluster = cluster.model_copy(update={"routing": routing_fix(cluster.routing, action)})
-    elif action == "non-blocking":
-        cluster = cluster.model_copy(update={"fabric": cluster.fabric.model_copy(update={"oversubscription": 1.0})})
-    return scenario.model_copy(update={"cluster": cluster, "workload": workload, "faults": []}), faults
-
-
-def routing_fix(routing: RoutingSpec, action: str) -> RoutingSpec | None:
-    """The routing a candidate's fix action asks for (``more-qps``: at least 4 QPs per connection,
-    NCCL_IB_QPS_PER_CONNECTION=4), or None when the action is not a routing change."""
-    if action == "more-qps":
-        return routing.model_copy(update={"qps_per_connection": max(4, routing.qps_per_connection)})
-    return None
+    """The scenario and faults with the candidate's fix applied (what re-simulation runs): the fix
+    its rule registered (:data:`~gpuwait.diagnose.rules.RULES`)."""
+    fixed, kept = RULES[candidate.kind].fix.scenario(scenario, list(faults), candidate.component)
+    return fixed.model_copy(update={"faults": []}), kept
 
 
 def _severity(gain: float | None, score: float, excess: float) -> str:
@@ -157,7 +95,7 @@ def diagnose_scenario(scenario: Scenario, faults: Sequence[FaultSpec] = (), *, s
     candidates = []
     for cand in sorted(raw, key=lambda c: -c.score):
         # a cable fails both ways: one finding per cable and kind
-        if not any(c.kind == cand.kind and _same_cable(c.component, cand.component) for c in candidates):
+        if not any(c.kind == cand.kind and same_cable(c.component, cand.component) for c in candidates):
             candidates.append(cand)
     step = result.breakdown.step_time_s
     excess = max(step - baseline.breakdown.step_time_s, 0.0) / step if step > 0 else 0.0
@@ -182,7 +120,7 @@ def diagnose_observation(observation: Observation, case: str = "telemetry") -> D
     out = evaluate(observation)
     candidates = []
     for cand in sorted(out.candidates, key=lambda c: (-c.direct, -c.score)):
-        if not any(c.kind == cand.kind and _same_cable(c.component, cand.component) for c in candidates):
+        if not any(c.kind == cand.kind and same_cable(c.component, cand.component) for c in candidates):
             candidates.append(cand)
     step = observation.step_time_s or 0.0
     base = observation.baseline_step_time_s

@@ -1,15 +1,212 @@
-"""A fault in a scenario file or on the command line (``--inject KIND:TARGET[:PARAM=VALUE,...]``)."""
+"""Faults in a scenario file or on the command line (``--inject KIND:TARGET[:PARAM=VALUE,...]``).
+
+A fault is one of the models below, chosen by its ``kind``; each kind's ``params`` is its own model,
+so `gpuwait schema` lists every kind with its parameters, their units, ranges and defaults::
+
+    faults:
+      - {kind: link-degrade, target: leaf0->spine3, params: {factor: 0.25}}
+      - {kind: tcp-fallback}
+
+What a kind does to the scenario or the fabric is registered beside it in :mod:`gpuwait.faults.kinds`
+(this module only describes the configuration). A new kind is a model here, a member of
+:data:`FaultSpec`, and its effect there.
+"""
 
 from __future__ import annotations
 
-from pydantic import Field
+import difflib
+from typing import Annotated, Any, Literal
+
+from pydantic import BeforeValidator, Discriminator, Field
 
 from gpuwait.spec.cluster import SpecModel
 
 
-class FaultSpec(SpecModel):
-    """One injected fault. Kinds and their parameters: `gpuwait diagnose --help` or docs/diagnosis.md."""
+def _param(default: float, lo: float, hi: float, text: str) -> Any:
+    """A parameter field; ``text`` says what it is with its unit and range, and is what an error
+    at ``--inject`` says was expected."""
+    return Field(default, ge=lo, le=hi, description=text[0].upper() + text[1:] + ".")
 
-    kind: str = Field(..., description="Fault kind: link-degrade, link-flap, link-loss, slow-gpu, nic-down, tcp-fallback, no-gdr, nic-affinity, ecmp-polarization, storage-contention, dataloader-starvation, noisy-neighbor.")
-    target: str = Field("all", description="Node or link name (s3.gpu2, s3.nic2, leaf0->spine3) or `all` where the kind allows it.")
-    params: dict[str, float] = Field(default_factory=dict, description="Parameters of the kind (e.g. factor: 0.25 for link-degrade); units in their names.")
+
+def _target(text: str) -> Any:
+    return Field("all", description=text)
+
+
+_LINK = "Link name SRC->DST (e.g. leaf0->spine3); both directions of the cable are affected."
+_GPU = "GPU name (e.g. s3.gpu2)."
+
+
+class NoParams(SpecModel):
+    """This kind takes no parameters."""
+
+
+class LinkDegradeParams(SpecModel):
+    factor: float = _param(0.25, 1e-3, 1.0, "fraction of the link's speed left, 0 < factor <= 1")
+
+
+class LinkFlapParams(SpecModel):
+    down_fraction: float = _param(0.2, 0.0, 0.99, "share of the time the link is down")
+    period_s: float = _param(10.0, 1e-3, 1e6, "seconds of one down/up cycle")
+
+
+class LinkLossParams(SpecModel):
+    loss_rate: float = _param(1e-3, 0.0, 1.0, "probability a packet is lost, 0..1")
+
+
+class SlowGpuParams(SpecModel):
+    factor: float = _param(1.3, 1.0, 100.0, "multiplier of its compute time, >= 1")
+
+
+class StorageContentionParams(SpecModel):
+    read_rate_per_gpu_Bps: float = _param(4e9, 0.0, 1e12, "bytes/s each GPU reads from storage")
+
+
+class DataloaderStarvationParams(SpecModel):
+    samples_per_s_per_server: float = _param(20.0, 1e-3, 1e9, "samples/s one server's loader delivers")
+
+
+class NoisyNeighborParams(SpecModel):
+    load_fraction: float = _param(0.6, 0.0, 0.99, "share of each target link the other job keeps busy")
+
+
+class LinkDegradeFault(SpecModel):
+    """A link running at a fraction of its speed (lanes down, bad optics)."""
+
+    kind: Literal["link-degrade"] = Field(description="Fault kind (picks the parameters below).")
+    target: str = _target(_LINK)
+    params: LinkDegradeParams = Field(default_factory=LinkDegradeParams, description="How much speed is left.")
+
+
+class LinkFlapFault(SpecModel):
+    """A link going down and up; traffic stalls while it is down."""
+
+    kind: Literal["link-flap"] = Field(description="Fault kind (picks the parameters below).")
+    target: str = _target(_LINK)
+    params: LinkFlapParams = Field(default_factory=LinkFlapParams, description="How long it is down, how often.")
+
+
+class LinkLossFault(SpecModel):
+    """A link dropping packets (a dirty fibre); lossy transports retransmit."""
+
+    kind: Literal["link-loss"] = Field(description="Fault kind (picks the parameters below).")
+    target: str = _target(_LINK)
+    params: LinkLossParams = Field(default_factory=LinkLossParams, description="How many packets it loses.")
+
+
+class SlowGpuFault(SpecModel):
+    """A GPU computing slower (thermal or power throttling, a bad HBM stack)."""
+
+    kind: Literal["slow-gpu"] = Field(description="Fault kind (picks the parameters below).")
+    target: str = _target(_GPU)
+    params: SlowGpuParams = Field(default_factory=SlowGpuParams, description="How much slower it computes.")
+
+
+class NicDownFault(SpecModel):
+    """A NIC (or its cable) down: its GPU's traffic moves to the neighbour NIC."""
+
+    kind: Literal["nic-down"] = Field(description="Fault kind (picks the parameters below).")
+    target: str = _target("NIC name (e.g. s1.nic2).")
+    params: NoParams = Field(default_factory=NoParams, description="None.")
+
+
+class TcpFallbackFault(SpecModel):
+    """RDMA unavailable: NCCL falls back to its socket (TCP) transport."""
+
+    kind: Literal["tcp-fallback"] = Field(description="Fault kind (picks the parameters below).")
+    target: str = _target("`all`: the whole job.")
+    params: NoParams = Field(default_factory=NoParams, description="None.")
+
+
+class NoGdrFault(SpecModel):
+    """GPUDirect RDMA off: network data bounces through host memory."""
+
+    kind: Literal["no-gdr"] = Field(description="Fault kind (picks the parameters below).")
+    target: str = _target("Server name (e.g. s3) or `all`.")
+    params: NoParams = Field(default_factory=NoParams, description="None.")
+
+
+class NicAffinityFault(SpecModel):
+    """A GPU using a NIC behind the other CPU socket, across the CPU interconnect."""
+
+    kind: Literal["nic-affinity"] = Field(description="Fault kind (picks the parameters below).")
+    target: str = _target(_GPU)
+    params: NoParams = Field(default_factory=NoParams, description="None.")
+
+
+class EcmpPolarizationFault(SpecModel):
+    """The same ECMP hash seed on every switch: the tiers pick alike and links idle."""
+
+    kind: Literal["ecmp-polarization"] = Field(description="Fault kind (picks the parameters below).")
+    target: str = _target("`all`: the whole fabric.")
+    params: NoParams = Field(default_factory=NoParams, description="None.")
+
+
+class StorageContentionFault(SpecModel):
+    """Dataset reads or checkpoint writes on the compute fabric (converged storage)."""
+
+    kind: Literal["storage-contention"] = Field(description="Fault kind (picks the parameters below).")
+    target: str = _target("`all`: the whole job.")
+    params: StorageContentionParams = Field(default_factory=StorageContentionParams, description="How fast the GPUs read.")
+
+
+class DataloaderStarvationFault(SpecModel):
+    """CPU data preprocessing slower than the GPUs."""
+
+    kind: Literal["dataloader-starvation"] = Field(description="Fault kind (picks the parameters below).")
+    target: str = _target("`all`: the whole job.")
+    params: DataloaderStarvationParams = Field(default_factory=DataloaderStarvationParams,
+                                               description="How fast the loaders deliver.")
+
+
+class NoisyNeighborFault(SpecModel):
+    """Another job's traffic on shared links."""
+
+    kind: Literal["noisy-neighbor"] = Field(description="Fault kind (picks the parameters below).")
+    target: str = _target("Link name SRC->DST (both directions of the cable), or `all`: every switch-to-switch link "
+                          "of the compute fabric.")
+    params: NoisyNeighborParams = Field(default_factory=NoisyNeighborParams, description="How busy the other job keeps the links.")
+
+
+#: every fault model, in the order kinds are listed to users
+FAULT_MODELS: tuple[type[SpecModel], ...] = (
+    LinkDegradeFault, LinkFlapFault, LinkLossFault, SlowGpuFault, NicDownFault, TcpFallbackFault, NoGdrFault,
+    NicAffinityFault, EcmpPolarizationFault, StorageContentionFault, DataloaderStarvationFault, NoisyNeighborFault,
+)
+
+
+def kind_of(model: type[SpecModel]) -> str:
+    """The ``kind`` a fault model is chosen by.
+
+    >>> kind_of(LinkDegradeFault)
+    'link-degrade'
+    """
+    return model.model_fields["kind"].annotation.__args__[0]  # type: ignore[union-attr]  # a Literal
+
+
+FAULT_MODEL_BY_KIND: dict[str, type[SpecModel]] = {kind_of(m): m for m in FAULT_MODELS}
+
+
+def close_names(name: str, choices, n: int = 3) -> str:
+    """`` (close: a, b)`` for the choices that look like ``name``, or nothing."""
+    near = difflib.get_close_matches(name, list(choices), n=n, cutoff=0.5)
+    return f" (close: {', '.join(near)})" if near else ""
+
+
+def _known_kind(value: Any) -> Any:
+    # the union alone would only say the tag does not match: name the close kinds as well
+    if isinstance(value, dict) and value.get("kind") not in FAULT_MODEL_BY_KIND:
+        kind = value.get("kind")
+        if kind is None:
+            raise ValueError(f"a fault needs a `kind`; expected one of {', '.join(FAULT_MODEL_BY_KIND)}")
+        raise ValueError(f"kind {kind!r} is not a fault kind{close_names(str(kind), FAULT_MODEL_BY_KIND)}; "
+                         f"expected one of {', '.join(FAULT_MODEL_BY_KIND)}")
+    return value
+
+
+#: one fault, chosen by ``kind``
+FaultSpec = Annotated[
+    LinkDegradeFault | LinkFlapFault | LinkLossFault | SlowGpuFault | NicDownFault | TcpFallbackFault | NoGdrFault
+    | NicAffinityFault | EcmpPolarizationFault | StorageContentionFault | DataloaderStarvationFault | NoisyNeighborFault,
+    Discriminator("kind"),
+    BeforeValidator(_known_kind),
+]

@@ -1,0 +1,202 @@
+"""The fault kinds: one block per kind, its effect registered beside it.
+
+Each block says what the kind does to the fluid model and what it leaves for telemetry to show;
+its parameters (defaults, ranges, units) are its model in :mod:`gpuwait.spec.faults`. Kinds are
+listed to users in the order they are registered here.
+
+A fabric effect changes the :class:`~gpuwait.faults.apply.FabricDamage` of one built topology; a
+scenario effect returns a changed copy of the scenario (nothing is mutated).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpuwait.errors import SpecError
+from gpuwait.faults.apply import DOWN_CAPACITY_FRACTION, LOSS_RTT_S, FabricDamage
+from gpuwait.faults.registry import register_fault
+from gpuwait.faults.targets import cable_links, fabric_links, host_links, links_of, node_of_kind, server_index
+from gpuwait.spec.faults import (
+    DataloaderStarvationFault,
+    EcmpPolarizationFault,
+    LinkDegradeFault,
+    LinkFlapFault,
+    LinkLossFault,
+    NicAffinityFault,
+    NicDownFault,
+    NoGdrFault,
+    NoisyNeighborFault,
+    SlowGpuFault,
+    StorageContentionFault,
+    TcpFallbackFault,
+)
+from gpuwait.spec.scenario import Scenario
+from gpuwait.spec.workload import SlowGpuSpec, WorkloadSpec
+from gpuwait.topology.model import Topology
+
+
+def _workload(scenario: Scenario, kind: str) -> WorkloadSpec:
+    if scenario.workload is None:
+        raise SpecError(f"fault {kind}: the scenario has no workload; expected a `workload:` section")
+    return scenario.workload
+
+
+# link-degrade: the cable (both directions) runs at ``factor`` of its speed; its port reports the lower rate.
+def _link_degrade(damage: FabricDamage, fault: LinkDegradeFault) -> None:
+    for link in cable_links(damage.topo, fault.target):
+        damage.capacity_Bps[link] *= fault.params.factor
+
+
+register_fault(LinkDegradeFault, "link", on_fabric=_link_degrade)
+
+
+# link-flap: down ``down_fraction`` of the time, so a fluid model sees that share of its capacity
+# gone; ``LinkDownedCounter`` counts the cycles.
+def _link_flap(damage: FabricDamage, fault: LinkFlapFault) -> None:
+    for link in cable_links(damage.topo, fault.target):
+        damage.capacity_Bps[link] *= 1.0 - fault.params.down_fraction
+        damage.flap_cycles_per_s[link] = 1.0 / fault.params.period_s
+
+
+register_fault(LinkFlapFault, "link", on_fabric=_link_flap)
+
+
+# link-loss: go-back-N resends the window in flight after each loss, so goodput is
+# ``1 / (1 + p * W)`` with ``W`` the bandwidth-delay product in packets (Zhu et al., "Congestion
+# control for large-scale RDMA deployments", SIGCOMM 2015, on RoCE's go-back-N); symbol errors and
+# out-of-sequence packets are counted.
+def _link_loss(damage: FabricDamage, fault: LinkLossFault) -> None:
+    for link in cable_links(damage.topo, fault.target):
+        window_packets = max(1.0, damage.capacity_Bps[link] * LOSS_RTT_S / damage.mtu_bytes)
+        damage.capacity_Bps[link] /= 1.0 + fault.params.loss_rate * window_packets
+        damage.loss_rate[link] = fault.params.loss_rate
+
+
+register_fault(LinkLossFault, "link", on_fabric=_link_loss)
+
+
+# slow-gpu: the GPU's compute time is multiplied by ``factor`` (a slow GPU of the workload).
+def _slow_gpu(scenario: Scenario, fault: SlowGpuFault, topo: Topology) -> Scenario:
+    workload = _workload(scenario, fault.kind)
+    rank = int(np.flatnonzero(topo.gpu_node.ravel() == topo.node_id(fault.target))[0])
+    slow = [*workload.compute.slow_gpus, SlowGpuSpec(rank=rank, factor=fault.params.factor)]
+    workload = workload.model_copy(update={"compute": workload.compute.model_copy(update={"slow_gpus": slow})})
+    return scenario.model_copy(update={"workload": workload})
+
+
+register_fault(SlowGpuFault, "gpu", on_scenario=_slow_gpu)
+
+
+# nic-down: the NIC's links carry nothing; its GPU's traffic moves to the next NIC on the same PCIe
+# switch (or the next NIC of the server), which then carries two GPUs' traffic.
+def _nic_down(damage: FabricDamage, fault: NicDownFault) -> None:
+    topo = damage.topo
+    nic = node_of_kind(topo, fault.target, "nic")
+    # down: nothing is routed through it any more; a sliver keeps the solver's capacities positive
+    damage.capacity_Bps[links_of(topo, nic)] *= DOWN_CAPACITY_FRACTION
+    damage.down_nics.append(nic)
+    s = int(topo.node_server[nic])
+    nics = topo.nic_node[s]
+    local = int(np.flatnonzero(nics == nic)[0])
+    neighbour = int(nics[local ^ 1] if len(nics) > 1 and (local ^ 1) < len(nics) else nics[(local + 1) % len(nics)])
+    for g in np.flatnonzero(topo.nic_node[s, topo.gpu_nic] == nic):
+        damage.nic_override[topo.gpu_node[s, g]] = neighbour
+
+
+register_fault(NicDownFault, "nic", on_fabric=_nic_down)
+
+
+# tcp-fallback: NCCL runs on its socket transport: the cluster (and every variant) uses the TCP
+# profile, and NCCL's transport lines say NET/Socket.
+def _tcp_transport(scenario: Scenario, fault: TcpFallbackFault, topo: Topology) -> Scenario:
+    cluster = scenario.cluster
+    tcp = cluster.transport.model_copy(update={"name": "tcp"})
+    variants = [v.model_copy(update={"transport": tcp}) for v in scenario.variants]
+    return scenario.model_copy(update={"cluster": cluster.model_copy(update={"transport": tcp}), "variants": variants})
+
+
+def _tcp_socket(damage: FabricDamage, fault: TcpFallbackFault) -> None:
+    damage.socket_transport = True
+
+
+register_fault(TcpFallbackFault, "all", on_scenario=_tcp_transport, on_fabric=_tcp_socket)
+
+
+# no-gdr: network data bounces through host memory, crossing the PCIe switch's uplink twice: a
+# GPU's network rate is held to half the PCIe bandwidth.
+def _no_gdr(damage: FabricDamage, fault: NoGdrFault) -> None:
+    topo = damage.topo
+    pcie_Bps = topo.spec.server.pcie_bandwidth
+    for s in range(topo.n_servers) if fault.target == "all" else [server_index(topo, fault.target)]:
+        damage.no_gdr_servers.append(s)
+        for nic in topo.nic_node[s]:
+            host = host_links(topo, nic)
+            damage.capacity_Bps[host] = np.minimum(damage.capacity_Bps[host], pcie_Bps / 2)
+
+
+register_fault(NoGdrFault, "server-or-all", on_fabric=_no_gdr)
+
+
+# nic-affinity: the GPU's NIC sits behind the other socket; without GPUDirect across sockets the
+# data bounces through host memory and crosses the CPU interconnect: the rate is held to half of
+# the smaller of the PCIe and the socket-interconnect bandwidths.
+def _nic_affinity(damage: FabricDamage, fault: NicAffinityFault) -> None:
+    topo = damage.topo
+    server = topo.spec.server
+    gpu = node_of_kind(topo, fault.target, "gpu")
+    s = int(topo.node_server[gpu])
+    local = int(gpu - topo.gpu_node[s, 0])
+    host = host_links(topo, int(topo.nic_node[s, topo.gpu_nic[local]]))
+    limit_Bps = min(server.pcie_bandwidth, server.cpu_interconnect_bandwidth) / 2
+    damage.capacity_Bps[host] = np.minimum(damage.capacity_Bps[host], limit_Bps)
+    damage.remote_nic_gpus.append(gpu)
+
+
+register_fault(NicAffinityFault, "gpu", on_fabric=_nic_affinity)
+
+
+# ecmp-polarization: one ECMP hash seed on every switch (no per-switch seed), so the tiers pick alike.
+def _one_seed(scenario: Scenario, fault: EcmpPolarizationFault, topo: Topology) -> Scenario:
+    cluster = scenario.cluster
+    if cluster.routing.kind != "ecmp":
+        raise SpecError(f"fault ecmp-polarization: the cluster routes with {cluster.routing.kind!r}; expected ecmp")
+    routing = cluster.routing.model_copy(update={"per_switch_seed": False})
+    return scenario.model_copy(update={"cluster": cluster.model_copy(update={"routing": routing})})
+
+
+register_fault(EcmpPolarizationFault, "all", on_scenario=_one_seed)
+
+
+# storage-contention: every GPU reads its dataset at ``read_rate_per_gpu_Bps`` over the compute
+# fabric (storage converged onto it).
+def _storage_reads(scenario: Scenario, fault: StorageContentionFault, topo: Topology) -> Scenario:
+    workload = _workload(scenario, fault.kind)
+    cluster = scenario.cluster
+    data = workload.data.model_copy(update={"dataset_read_per_gpu": fault.params.read_rate_per_gpu_Bps})
+    workload = workload.model_copy(update={"data": data})
+    if cluster.storage.mode != "converged":
+        cluster = cluster.model_copy(update={"storage": cluster.storage.model_copy(update={"mode": "converged"})})
+    return scenario.model_copy(update={"cluster": cluster, "workload": workload})
+
+
+register_fault(StorageContentionFault, "all", on_scenario=_storage_reads)
+
+
+# dataloader-starvation: each server's CPU loaders deliver only ``samples_per_s_per_server``.
+def _slow_loader(scenario: Scenario, fault: DataloaderStarvationFault, topo: Topology) -> Scenario:
+    workload = _workload(scenario, fault.kind)
+    data = workload.data.model_copy(update={"loader_samples_per_s_per_server": fault.params.samples_per_s_per_server})
+    return scenario.model_copy(update={"workload": workload.model_copy(update={"data": data})})
+
+
+register_fault(DataloaderStarvationFault, "all", on_scenario=_slow_loader)
+
+
+# noisy-neighbor: ``load_fraction`` of each target link is taken by another job's traffic
+# (``all``: every switch-to-switch link of the compute fabric).
+def _foreign_load(damage: FabricDamage, fault: NoisyNeighborFault) -> None:
+    links = fabric_links(damage.topo) if fault.target == "all" else cable_links(damage.topo, fault.target)
+    damage.foreign_Bps[links] += fault.params.load_fraction * damage.capacity_Bps[links]
+
+
+register_fault(NoisyNeighborFault, "link", on_fabric=_foreign_load, target_all=True)

@@ -1,0 +1,281 @@
+"""Each diagnosis rule on a hand-built observation: it fires (naming the right component) where its
+cause is plain, and stays silent on a healthy reading or one just inside its threshold.
+
+The thresholds are the rules' own (``gpuwait.diagnose.rules``: each constant states its reason
+beside it; none is taken from an outside source), so the cases below are built from the constants:
+just past one fires, just short of it does not.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpuwait.diagnose import rules
+from gpuwait.diagnose.observe import Observation
+from gpuwait.diagnose.rules import RULES, Candidate, RuleOutput
+from gpuwait.spec import ClusterSpec
+from gpuwait.topology.model import LinkKind
+from gpuwait.topology.presets import build_cluster
+
+
+def _fabric(servers: int = 8, radix: int = 8, tiers: int = 2, oversubscription: float = 1.0):
+    """Servers with 4 GPUs and 4 NICs of 100 Gb/s on a small Clos."""
+    return build_cluster(ClusterSpec.model_validate({
+        "servers": servers, "server": {"gpus": 4, "nics": 4, "nic_speed": "100Gbps", "pcie_switches": 2, "cpus": 2},
+        "fabric": {"tiers": tiers, "switch_radix": radix, "oversubscription": oversubscription}}))
+
+
+TOPO = _fabric()
+N_GPUS = TOPO.gpu_node.size
+
+
+def _run(name: str, **fields) -> RuleOutput:
+    out = RuleOutput()
+    RULES[name].check(Observation(TOPO if "topo" not in fields else fields.pop("topo"), **fields), out)
+    return out
+
+
+def _one(out: RuleOutput, kind: str) -> Candidate:
+    assert [c.kind for c in out.candidates] == [kind]
+    return out.candidates[0]
+
+
+def _phases(compute=None, straggler=None, data=None) -> dict[str, np.ndarray]:
+    zeros = np.zeros(N_GPUS)
+    return {"compute": zeros + 1.0 if compute is None else compute, "straggler_wait": zeros if straggler is None else straggler,
+            "data_wait": zeros if data is None else data, "exposed_comm": zeros}
+
+
+def _gpu_names() -> list[str]:
+    return [TOPO.node_name[g] for g in TOPO.gpu_node.ravel()]
+
+
+def _nominal() -> np.ndarray:
+    return TOPO.link_capacity_Bps.astype(float)
+
+
+def _fabric_link(index: int = 0) -> int:
+    return int(np.flatnonzero(TOPO.link_kind == LinkKind.FABRIC)[index])
+
+
+def test_every_rule_is_tested_here():
+    """A new rule fails this until it gets its tests below."""
+    assert list(RULES) == ["slow-gpu", "dataloader-starvation", "storage-contention", "tcp-fallback", "no-gdr",
+                           "nic-affinity", "nic-down", "link-flap", "link-loss", "link-degrade", "noisy-neighbor",
+                           "ecmp-polarization", "ecmp-collision", "oversubscription"]
+
+
+# slow-gpu: compute SLOW_GPU_RATIO (8 %) above the median, and the others wait WAIT_SHARE (3 %) of the step
+@pytest.mark.parametrize("ratio, fires", [(1.2, True), (rules.SLOW_GPU_RATIO - 0.01, False)])
+def test_slow_gpu(ratio, fires):
+    compute = np.full(N_GPUS, 0.5)
+    compute[5] *= ratio
+    wait = np.where(np.arange(N_GPUS) == 5, 0.0, compute[5] - 0.5)
+    out = _run("slow-gpu", step_time_s=1.0, per_gpu_s=_phases(compute, wait), gpu_names=_gpu_names())
+    if fires:
+        assert _one(out, "slow-gpu").component == TOPO.node_name[TOPO.gpu_node.ravel()[5]]
+    else:
+        assert out.candidates == []
+
+
+def test_slow_gpu_needs_the_others_to_wait_and_names_what_it_lacks():
+    compute = np.full(N_GPUS, 0.5)
+    compute[5] = 0.6  # 20 % slower, but nobody waits for it (no collective after it)
+    assert _run("slow-gpu", step_time_s=1.0, per_gpu_s=_phases(compute), gpu_names=_gpu_names()).candidates == []
+    assert "DCGM" in _run("slow-gpu").missing[0]
+
+
+# dataloader-starvation: every GPU waits for data WAIT_SHARE of the step with no storage traffic
+@pytest.mark.parametrize("wait_s, storage, fires", [(0.1, False, True), (0.1, True, False),
+                                                     (rules.WAIT_SHARE * 0.9, False, False)])
+def test_dataloader_starvation(wait_s, storage, fires):
+    out = _run("dataloader-starvation", step_time_s=1.0, per_gpu_s=_phases(data=np.full(N_GPUS, wait_s)),
+               storage_read=storage)
+    assert [c.component for c in out.candidates] == (["all"] if fires else [])
+
+
+# storage-contention: the job reads over the network and waits for data, or a shared link is saturated
+def test_storage_contention_names_the_shared_link():
+    link = _fabric_link(3)
+    util = np.zeros(TOPO.n_links)
+    util[link] = 1.0
+    out = _run("storage-contention", step_time_s=1.0, per_gpu_s=_phases(data=np.full(N_GPUS, 0.0)), storage_read=True,
+               link_util=util, link_users={link: ["dp all-reduce", "storage read"]})
+    found = _one(out, "storage-contention")
+    assert found.component == "all" and found.evidence["shared_link"] == TOPO.link_name(link)
+
+
+def test_storage_contention_silent_without_storage_reads_or_waits():
+    data = _phases(data=np.full(N_GPUS, 0.1))
+    assert _run("storage-contention", step_time_s=1.0, per_gpu_s=data, storage_read=False).candidates == []
+    quiet = _phases(data=np.full(N_GPUS, 0.001))
+    assert _run("storage-contention", step_time_s=1.0, per_gpu_s=quiet, storage_read=True,
+                link_util=np.full(TOPO.n_links, 0.5)).candidates == []
+
+
+# tcp-fallback, no-gdr, nic-affinity: read from NCCL's transport lines (direct evidence)
+def test_tcp_fallback():
+    assert _one(_run("tcp-fallback", socket_transport=True), "tcp-fallback").direct
+    assert _run("tcp-fallback", socket_transport=False).candidates == []
+    assert "NCCL_DEBUG" in _run("tcp-fallback").missing[0]
+
+
+def test_no_gdr_names_the_server_or_all():
+    assert _one(_run("no-gdr", gdr_off_servers=(3,)), "no-gdr").component == "s3"
+    assert _one(_run("no-gdr", gdr_off_servers=tuple(range(TOPO.n_servers))), "no-gdr").component == "all"
+    assert _run("no-gdr", gdr_off_servers=()).candidates == []
+
+
+def test_nic_affinity_names_the_gpu():
+    gpu = int(TOPO.gpu_node[2, 1])
+    assert _one(_run("nic-affinity", remote_nic_gpus=(gpu,)), "nic-affinity").component == "s2.gpu1"
+    assert _run("nic-affinity", remote_nic_gpus=()).candidates == []
+
+
+# nic-down: a NIC's port below 1 % of its nominal rate
+def test_nic_down_names_the_nic():
+    rate = _nominal()
+    rate[TOPO.link_id("s1.nic2->leaf1")] *= 1e-9
+    assert _one(_run("nic-down", link_rate_Bps=rate, link_nominal_Bps=_nominal()), "nic-down").component == "s1.nic2"
+    assert _run("nic-down", link_rate_Bps=_nominal(), link_nominal_Bps=_nominal()).candidates == []
+
+
+# link-flap and link-loss: port error counters (LinkDownedCounter, SymbolErrorCounter)
+def test_link_flap_names_the_link():
+    downed = np.zeros(TOPO.n_links)
+    downed[_fabric_link(2)] = 3
+    found = _one(_run("link-flap", counters={"link_downed": downed}), "link-flap")
+    assert found.component == TOPO.link_name(_fabric_link(2)) and found.evidence["LinkDownedCounter"] == 3
+    assert _run("link-flap", counters={"link_downed": np.zeros(TOPO.n_links)}).candidates == []
+
+
+def test_link_loss_names_the_link_unless_it_flapped():
+    errors = np.zeros(TOPO.n_links)
+    errors[_fabric_link(4)] = 120
+    assert _one(_run("link-loss", counters={"symbol_errors": errors}), "link-loss").component == TOPO.link_name(_fabric_link(4))
+    assert _run("link-loss", counters={"symbol_errors": np.zeros(TOPO.n_links)}).candidates == []
+    assert _run("link-loss", counters={"symbol_errors": errors, "link_downed": errors}).candidates == []
+
+
+# link-degrade: a network port negotiated below RATE_DOWNSHIFT (90 %) of its nominal rate
+@pytest.mark.parametrize("ratio, fires", [(0.25, True), (rules.RATE_DOWNSHIFT + 0.01, False)])
+def test_link_degrade(ratio, fires):
+    link = _fabric_link(6)
+    rate = _nominal()
+    rate[link] *= ratio
+    used = np.zeros(TOPO.n_links)
+    used[link] = 1e6
+    out = _run("link-degrade", link_rate_Bps=rate, link_nominal_Bps=_nominal(), link_bytes=used)
+    if fires:
+        found = _one(out, "link-degrade")
+        assert found.component == TOPO.link_name(link) and found.score == 0.9  # carries traffic: sure
+    else:
+        assert out.candidates == []
+
+
+def test_link_degrade_leaves_a_port_with_errors_to_its_own_rule():
+    link = _fabric_link(6)
+    rate = _nominal()
+    rate[link] *= 0.5
+    errors = np.zeros(TOPO.n_links)
+    errors[link] = 10
+    assert _run("link-degrade", link_rate_Bps=rate, link_nominal_Bps=_nominal(),
+                counters={"symbol_errors": errors}).candidates == []
+
+
+# noisy-neighbor: another job holds FOREIGN_SHARE (20 %) of a link
+def test_noisy_neighbor_names_the_link_or_all():
+    foreign = np.zeros(TOPO.n_links)
+    link = _fabric_link(1)
+    foreign[link] = 0.5 * _nominal()[link]
+    found = _one(_run("noisy-neighbor", link_foreign_Bps=foreign, link_rate_Bps=_nominal(),
+                      link_nominal_Bps=_nominal()), "noisy-neighbor")
+    assert found.component == TOPO.link_name(link)
+    fabric = TOPO.link_kind == LinkKind.FABRIC
+    everywhere = np.where(fabric, 0.5 * _nominal(), 0.0)
+    assert _one(_run("noisy-neighbor", link_foreign_Bps=everywhere, link_rate_Bps=_nominal(),
+                     link_nominal_Bps=_nominal()), "noisy-neighbor").component == "all"
+
+
+def test_noisy_neighbor_silent_below_its_share():
+    light = np.where(TOPO.link_kind == LinkKind.FABRIC, (rules.FOREIGN_SHARE - 0.05) * _nominal(), 0.0)
+    assert _run("noisy-neighbor", link_foreign_Bps=light, link_rate_Bps=_nominal(),
+                link_nominal_Bps=_nominal()).candidates == []
+
+
+def _uplinks(topo, tier: int) -> dict[int, np.ndarray]:
+    return rules._uplinks_by_switch(Observation(topo), tier)
+
+
+# ecmp-polarization: spines use half their core uplinks or fewer (every tier hashes alike)
+def test_ecmp_polarization_on_a_three_tier_fabric():
+    topo = _fabric(servers=16, radix=8, tiers=3)
+    groups = _uplinks(topo, 2)
+    assert len(groups) >= 2 and all(len(links) >= 2 for links in groups.values())
+    polarized = np.zeros(topo.n_links)
+    for links in groups.values():
+        polarized[links[0]] = 1e6  # each spine sends everything up one link
+    found = _one(_run("ecmp-polarization", topo=topo, link_bytes=polarized), "ecmp-polarization")
+    assert found.component == "all" and found.evidence["share_of_core_uplinks_used"] <= 0.5
+    spread = np.zeros(topo.n_links)
+    for links in groups.values():
+        spread[links] = 1e6
+    assert _run("ecmp-polarization", topo=topo, link_bytes=spread).candidates == []
+
+
+def test_ecmp_polarization_needs_a_core():
+    assert _run("ecmp-polarization", link_bytes=np.ones(TOPO.n_links)).candidates == []
+
+
+# ecmp-collision: one uplink SATURATED (95 %) while a quarter or more of its siblings stay below
+# IDLE_SIBLING (60 %) of it
+def test_ecmp_collision_names_the_full_uplink():
+    switch, links = next(iter(_uplinks(TOPO, 1).items()))
+    util = np.zeros(TOPO.n_links)
+    util[links] = 0.2
+    util[links[1]] = 1.0
+    found = _one(_run("ecmp-collision", link_util=util), "ecmp-collision")
+    assert found.component == TOPO.link_name(int(links[1]))
+
+
+@pytest.mark.parametrize("case", ["all full", "below saturation", "degraded port"])
+def test_ecmp_collision_silent(case):
+    switch, links = next(iter(_uplinks(TOPO, 1).items()))
+    util = np.zeros(TOPO.n_links)
+    util[links] = 1.0 if case == "all full" else 0.2
+    util[links[1]] = rules.SATURATED - 0.01 if case == "below saturation" else 1.0
+    rate = _nominal()
+    if case == "degraded port":
+        rate[links[1]] *= 0.5  # the degraded port explains the full link: link-degrade's finding, not this one
+    assert _run("ecmp-collision", link_util=util, link_rate_Bps=rate, link_nominal_Bps=_nominal()).candidates == []
+    assert "utilization" in _run("ecmp-collision").missing[0]
+
+
+# oversubscription: every uplink of a leaf full, and more capacity down than up
+def test_oversubscription_names_the_leaf():
+    topo = _fabric(oversubscription=2.0)
+    switch, links = next(iter(_uplinks(topo, 1).items()))
+    util = np.zeros(topo.n_links)
+    util[links] = 0.9
+    found = _one(_run("oversubscription", topo=topo, link_util=util), "oversubscription")
+    assert found.component == topo.node_name[switch] and found.evidence["downlink_to_uplink"] == 2.0
+
+
+def test_oversubscription_silent_on_a_non_blocking_leaf_or_spare_uplinks():
+    switch, links = next(iter(_uplinks(TOPO, 1).items()))
+    full = np.zeros(TOPO.n_links)
+    full[links] = 1.0
+    assert _run("oversubscription", link_util=full).candidates == []  # 1:1: the routing's problem, not the leaf's
+    topo = _fabric(oversubscription=2.0)
+    switch, links = next(iter(_uplinks(topo, 1).items()))
+    spare = np.zeros(topo.n_links)
+    spare[links] = 0.9
+    spare[links[0]] = 0.5
+    assert _run("oversubscription", topo=topo, link_util=spare).candidates == []
+
+
+def test_every_candidate_kind_is_a_rule_with_a_fix():
+    assert all(callable(entry.fix.scenario) for entry in RULES.values())
+    with pytest.raises(ValueError, match="no such rule"):
+        Candidate("cosmic-ray", "all", 1.0, {}, "", "")
