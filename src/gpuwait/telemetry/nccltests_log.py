@@ -4,7 +4,7 @@ A measured nccl-tests run is the usual starting point of a diagnosis ("busbw is 
 should be 190"), so gpuwait must read whatever engineers paste: any nccl-tests version since
 2019, with or without the MPI tag prefix, with NCCL INFO lines mixed in.
 
-What varies between versions, and is accepted (formats.md §1.2-1.4):
+What varies between versions, and is accepted (nccl-tests src/util.cu, src/common.cu):
 
 * ``[1,0]<stdout>:`` (``mpirun --tag-output``) and ``0: `` (``srun --label``) prefixes;
 * the ``# nccl-tests version``, ``# Collective test starting/concluded`` lines (2.18+);
