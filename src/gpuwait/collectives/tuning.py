@@ -586,37 +586,58 @@ def unsupported_reason(inputs: TuningInputs, algorithm: str, protocol: str) -> s
                 f"({coll}: {', '.join(SUPPORTED_ALGORITHMS[coll])})")
     if protocol not in ALGORITHM_PROTOCOLS[algorithm]:
         return f"{algorithm} runs only the {'/'.join(ALGORITHM_PROTOCOLS[algorithm])} protocol in NCCL"
-    multi_node_gather = inputs.n_nodes > 1 and coll in ("all_gather", "reduce_scatter")
+    reason = ""
     if algorithm in ("nvls", "nvls_tree"):
-        if inputs.sm < 90:
-            return f"NVLS needs SM90+ GPUs on an NVLink4+ NVSwitch (NVLink SHARP); got SM{inputs.sm}"
-        if not inputs.nvls_available:
-            return "NVLS unavailable (no NVLink SHARP NVSwitch, or NCCL_NVLS_ENABLE=0)"
-        if inputs.graph(algorithm).n_channels < 2:
-            return f"{algorithm} needs at least 2 channels in its graph"
-        if algorithm == "nvls_tree" and inputs.n_nodes == 1:
-            return "NVLSTree is disabled on a single node (NVLS covers it)"
-        if algorithm == "nvls" and inputs.n_nodes > 1 and not inputs.collnet_available:
-            return "NVLS across nodes needs CollNet (IB SHARP, NCCL_COLLNET_ENABLE=1)"
-    if algorithm in ("collnet_direct", "collnet_chain"):
-        if not inputs.collnet_available:
-            return "CollNet unavailable (needs the IB SHARP plugin and NCCL_COLLNET_ENABLE=1)"
-        if inputs.n_nodes < COLLNET_NODE_THRESHOLD:
-            return f"CollNet needs at least {COLLNET_NODE_THRESHOLD} nodes (NCCL_COLLNET_NODE_THRESHOLD)"
-        if algorithm == "collnet_direct" and not inputs.nvswitch:
-            return "CollNetDirect needs an NVSwitch system"
-        if algorithm == "collnet_direct" and ppn > COLLNET_DIRECT_MAX_LOCAL_RANKS:
-            return f"CollNetDirect supports up to {COLLNET_DIRECT_MAX_LOCAL_RANKS} local GPUs; got {ppn}"
+        reason = _nvls_reason(inputs, algorithm)
+    elif algorithm in ("collnet_direct", "collnet_chain"):
+        reason = _collnet_reason(inputs, algorithm)
+    elif algorithm == "pat":
+        reason = _pat_reason(inputs)
+    if reason:
+        return reason
+    multi_node_gather = inputs.n_nodes > 1 and coll in ("all_gather", "reduce_scatter")
     if algorithm in ("nvls", "collnet_direct") and multi_node_gather and inputs.collnet_heads < ppn:
         return (f"{algorithm} {coll} across nodes needs CollNet with one head per local rank "
                 f"({inputs.collnet_heads} heads for {ppn} ranks)")
-    if algorithm == "pat":
-        if inputs.sm < 60:
-            return "PAT needs SM60+ (CUDA atomics)"
-        if not inputs.pat_enabled:
-            return "PAT disabled (NCCL_PAT_ENABLE=0 or network device offload)"
-        if ppn != 1:
-            return f"PAT only supports 1 GPU per node; got {ppn}"
+    return ""
+
+
+def _nvls_reason(inputs: TuningInputs, algorithm: str) -> str:
+    """Why NCCL would not run NVLS or NVLSTree here; ``""`` if it would."""
+    if inputs.sm < 90:
+        return f"NVLS needs SM90+ GPUs on an NVLink4+ NVSwitch (NVLink SHARP); got SM{inputs.sm}"
+    if not inputs.nvls_available:
+        return "NVLS unavailable (no NVLink SHARP NVSwitch, or NCCL_NVLS_ENABLE=0)"
+    if inputs.graph(algorithm).n_channels < 2:
+        return f"{algorithm} needs at least 2 channels in its graph"
+    if algorithm == "nvls_tree" and inputs.n_nodes == 1:
+        return "NVLSTree is disabled on a single node (NVLS covers it)"
+    if algorithm == "nvls" and inputs.n_nodes > 1 and not inputs.collnet_available:
+        return "NVLS across nodes needs CollNet (IB SHARP, NCCL_COLLNET_ENABLE=1)"
+    return ""
+
+
+def _collnet_reason(inputs: TuningInputs, algorithm: str) -> str:
+    """Why NCCL would not run CollNetDirect or CollNetChain here; ``""`` if it would."""
+    if not inputs.collnet_available:
+        return "CollNet unavailable (needs the IB SHARP plugin and NCCL_COLLNET_ENABLE=1)"
+    if inputs.n_nodes < COLLNET_NODE_THRESHOLD:
+        return f"CollNet needs at least {COLLNET_NODE_THRESHOLD} nodes (NCCL_COLLNET_NODE_THRESHOLD)"
+    if algorithm == "collnet_direct" and not inputs.nvswitch:
+        return "CollNetDirect needs an NVSwitch system"
+    if algorithm == "collnet_direct" and inputs.ppn > COLLNET_DIRECT_MAX_LOCAL_RANKS:
+        return f"CollNetDirect supports up to {COLLNET_DIRECT_MAX_LOCAL_RANKS} local GPUs; got {inputs.ppn}"
+    return ""
+
+
+def _pat_reason(inputs: TuningInputs) -> str:
+    """Why NCCL would not run PAT here; ``""`` if it would."""
+    if inputs.sm < 60:
+        return "PAT needs SM60+ (CUDA atomics)"
+    if not inputs.pat_enabled:
+        return "PAT disabled (NCCL_PAT_ENABLE=0 or network device offload)"
+    if inputs.ppn != 1:
+        return f"PAT only supports 1 GPU per node; got {inputs.ppn}"
     return ""
 
 
