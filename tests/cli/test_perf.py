@@ -1,7 +1,7 @@
 """`gpuwait perf`: nccl-tests tables predicted for a cluster, and compared with a real log.
 
-Reference: ../shared/reference/nccl-tests/h100-dgx-1node-8gpu-all_reduce.md (one DGX H100, NVLS):
-busbw about 480 GB/s at 8 GiB; the maintainers' ~370 GB/s with NCCL_ALGO=Ring (fabric-parameters.md §1.9).
+Reference: the DGX H100 all_reduce table of NVIDIA/dgxc-benchmarking nccl/README.md (one node, NVLS):
+busbw about 480 GB/s at 8 GiB; the maintainers' ~370 GB/s with NCCL_ALGO=Ring (NVIDIA/nccl-tests#212).
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def test_perf_bad_input(capsys, args, message):
 
 
 def test_dgx_a100_four_gpus_large_sizes(capsys):
-    """../shared/reference/nccl-tests/a100-dgx-4gpu-all_reduce.md: 4 GPUs of a DGX A100, busbw 225-235 GB/s."""
+    """eugenesiow/LLM-Insights infrastructure/hardware/README.md: 4 GPUs of a DGX A100, busbw 225-235 GB/s."""
     code, out, _ = run_cli(capsys, "perf", "all_reduce", "--compare", str(DATA / "a100-dgx-4gpu-all_reduce.table"),
                            "--cluster", "dgx-a100", "-g", "4", "--json")
     rows = json.loads(out)["rows"]
@@ -90,7 +90,7 @@ def test_dgx_a100_four_gpus_large_sizes(capsys):
 
 
 def test_one_gpu_per_server_over_one_ndr_nic(capsys):
-    """fabric-parameters.md §1.9/§7.2: one NDR 400G NIC gives NCCL 46-49 GB/s; the model's IB payload rate is 49.7."""
+    """NVIDIA/nccl-tests#267 and #290 (maintainers): one NDR 400G NIC gives NCCL 46-49 GB/s; the model's IB payload rate is 49.7."""
     code, out, _ = run_cli(capsys, "perf", "sendrecv", "-b", "4G", "-e", "4G", "--cluster", "dgx-h100", "--servers", "2",
                            "-g", "1", "--json")
     busbw = json.loads(out)["rows"][0]["oop_busbw_GBps"]

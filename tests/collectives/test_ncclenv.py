@@ -1,5 +1,5 @@
-"""NCCL environment variables: NCCL's defaults and value forms (formats.md §2, lines 253-368 of
-/work/shared/reference/formats.md), one-line errors, and their effect on NCCL's choice."""
+"""NCCL environment variables: NCCL's defaults and value forms (NCCL User Guide,
+"Environment Variables", env.rst for NCCL <= 2.30), one-line errors, and their effect on NCCL's choice."""
 
 from __future__ import annotations
 
@@ -69,7 +69,7 @@ def test_empty_value_is_unset():
     ("NCCL_NET_GDR_LEVEL", "NEAR", "LOC, PIX, PXB, PHB, SYS"),
     ("NCCL_SOCKET_NTHREADS", "17", "an integer from 1 to 16"),
     ("NCCL_ALGO", "Butterfly", "Tree, Ring, CollNetDirect"),
-    ("NCCL_ALGO", "auto", "Tree, Ring"),  # formats.md l.295 shows it in a script; NCCL >= 2.24 rejects it
+    ("NCCL_ALGO", "auto", "Tree, Ring"),  # a published RoCE launch script sets it; NCCL >= 2.24 rejects it
     ("NCCL_PROTO", "LL256", "LL, LL128, Simple"),
 ])
 def test_bad_values_name_variable_value_and_expectation(name, value, expected):

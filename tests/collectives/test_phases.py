@@ -1,6 +1,6 @@
 """Collectives as phases on the flow engine, against closed forms on a non-blocking fabric.
 
-Closed forms (nccl-tests doc/PERFORMANCE.md, ../shared/reference/nccl-tests/README-busbw.md):
+Closed forms (NVIDIA/nccl-tests doc/PERFORMANCE.md):
 ring all-reduce moves 2(n-1)/n x S per rank, all-gather and reduce-scatter (n-1)/n x S, so on a
 non-blocking fabric the bandwidth time is that volume over the per-rank bandwidth B and busbw = B.
 """
@@ -72,7 +72,7 @@ def test_phases_repeat_instead_of_unrolling(fabric):
 
 
 def test_alltoall_busbw_on_n_servers_is_n_over_n_minus_1_nic_bandwidth(fabric):
-    """nccl-tests #130 (fabric-parameters.md §1.8): alltoall busbw ~ N/(N-1) x network bandwidth per GPU.
+    """NVIDIA/nccl-tests#130 (maintainer comment): alltoall busbw ~ N/(N-1) x network bandwidth per GPU.
 
     Exactly: each GPU sends (n - ppn)/n of S over its NIC, so busbw = B (n-1)/(n-ppn); the maintainers'
     N/(N-1) is that with intra-server traffic counted as free (large ppn).
@@ -133,7 +133,7 @@ def test_nvls_tree_is_bound_by_each_gpus_nic_on_a_non_blocking_fabric(fabric):
 @pytest.mark.parametrize("servers", [4, 8])
 def test_pat_moves_the_ring_volume_in_log2_rounds(fabric, collective, servers):
     """PAT at one GPU per server: rounds of 1, 2, 4, ... shards; (n-1)/n x S per rank over its NIC
-    in log2(n) phases (nccl-model.md §2.4 gives PAT's latency as log2(nNodes) steps)."""
+    in log2(n) phases (NCCL tuning.cc v2.30.7 gives PAT's latency as log2(nNodes) steps)."""
     comm = Communicator.world(fabric, servers=servers, gpus_per_server=1)
     run = _time(fabric, comm, collective, algorithm="pat")
     nic_Bps = 50e9 * TRANSPORTS["infiniband"].wire_efficiency

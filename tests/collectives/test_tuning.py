@@ -1,12 +1,12 @@
 """NCCL's tuning model against its source constants, hand-computed cases and published measurements.
 
-References (in /work/shared/reference/):
-- nccl-model.md §2.1-2.5: tuning.cc v2.30.7 tables and formulas, topo.h / topo.cc link constants.
-- nccl-tests/h100-dgx-1node-8gpu-all_reduce.md: DGX H100 all_reduce, NVLS by default.
-- nccl-tests/a100-oci-2node-16gpu-roce-all_reduce.md: 2 x 8 A100 over 16 x 100G RoCE.
-- fabric-parameters.md §1.9: maintainers' "effective NVLink bandwidth of 370GB/s" with NCCL_ALGO=RING,
+References (public sources, see docs/sources.md):
+- NVIDIA/nccl v2.30.7-1 src/graph/tuning.cc tables and formulas, src/graph/topo.h / topo.cc link constants.
+- NVIDIA/dgxc-benchmarking nccl/README.md: DGX H100 all_reduce, NVLS by default.
+- oracle-quickstart/oci-hpc-oke README.md: 2 x 8 A100 over 16 x 100G RoCE.
+- NVIDIA/nccl-tests#212 (maintainer): "effective NVLink bandwidth of 370GB/s" with NCCL_ALGO=RING,
   "peak busBw of ~480GB/s" with NVLS on 8 H100.
-- nccl-tests/README-busbw.md: busbw factors.
+- NVIDIA/nccl-tests doc/PERFORMANCE.md: busbw factors.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def a100_two_nodes(**changes) -> TuningInputs:
 # ---------------------------------------------------------------------------------------------- constants
 
 def test_latency_tables_match_nccl_model_md():
-    # nccl-model.md §2.1 baseLatencies and §2.2 hwLatencies, (LL, LL128, Simple).
+    # tuning.cc v2.30.7 baseLatencies and hwLatencies, (LL, LL128, Simple).
     assert t.BASE_LATENCY_US["tree"] == (6.8, 14.0, 8.4)
     assert t.BASE_LATENCY_US["ring"] == (6.6, 14.0, 8.4)
     assert t.BASE_LATENCY_US["pat"] == (8.0, 8.0, 8.0)
@@ -51,7 +51,7 @@ def test_latency_tables_match_nccl_model_md():
 
 
 def test_bandwidth_tables_match_nccl_model_md():
-    # nccl-model.md §2.3; rows Volta, Ampere, Hopper, Blackwell; columns N1/N2/N4.
+    # tuning.cc v2.30.7; rows Volta, Ampere, Hopper, Blackwell; columns N1/N2/N4.
     assert t.LL_MAX_BW_GBps[1] == (87.7, 22.5, 19.0)
     assert t.LL_MAX_BW_GBps[2] == (141.0, 45.0, 35.0)
     assert t.LL_MAX_BW_GBps[3] == (282.0, 90.0, 70.0)
@@ -65,7 +65,7 @@ def test_bandwidth_tables_match_nccl_model_md():
 
 
 def test_tree_correction_table_matches_nccl_model_md():
-    # nccl-model.md §2.4: 24 entries per protocol, 64 B upwards.
+    # tuning.cc v2.30.7 treeCorrectionFactor: 24 entries per protocol, 64 B upwards.
     assert {len(v) for v in t.TREE_CORRECTION_FACTOR.values()} == {24}
     assert t.TREE_CORRECTION_FACTOR["LL"][12] == 0.4
     assert t.TREE_CORRECTION_FACTOR["LL128"][5] == 0.9
@@ -74,7 +74,7 @@ def test_tree_correction_table_matches_nccl_model_md():
 
 
 def test_link_bandwidths_follow_topo_constants():
-    # nccl-model.md §2.5: SM90 18 links x 20.6 = 370.8; Gen5 x16 = 48; 400 Gb/s -> 50 GB/s.
+    # topo.h / topo.cc v2.30.7: SM90 18 links x 20.6 = 370.8; Gen5 x16 = 48; 400 Gb/s -> 50 GB/s.
     assert t.nvlink_bw_GBps(90, 18) == pytest.approx(370.8)
     assert t.nvlink_bw_GBps(80, 12) == pytest.approx(240.0)
     assert t.nvlink_bw_GBps(86, 4) == pytest.approx(48.0)
@@ -296,14 +296,14 @@ def test_parse_lists():
 
 @pytest.mark.parametrize("n_bytes, measured_busbw_GBps", [(8 * GiB, 480.16), (16 * GiB, 479.90)])
 def test_dgx_h100_large_all_reduce_picks_nvls_near_measured(n_bytes, measured_busbw_GBps):
-    # nccl-tests/h100-dgx-1node-8gpu-all_reduce.md (out-of-place busbw); fabric-parameters.md §1.9 "~480GB/s".
+    # NVIDIA/dgxc-benchmarking nccl/README.md (out-of-place busbw); NVIDIA/nccl-tests#212 "~480GB/s".
     algo, proto, p = choose(dgx_h100(), n_bytes)
     assert (algo, proto) == ("nvls", "Simple")
     assert p.test_busbw_GBps == pytest.approx(measured_busbw_GBps, rel=0.02)
 
 
 def test_dgx_h100_ring_busbw_near_maintainers_370():
-    # fabric-parameters.md §1.9: "effective NVLink bandwidth of 370GB/s ... with NCCL_ALGO=RING".
+    # NVIDIA/nccl-tests#212: "effective NVLink bandwidth of 370GB/s ... with NCCL_ALGO=RING".
     p = choose(dgx_h100(), 8 * GiB, allowed_algos="Ring")[2]
     assert p.test_busbw_GBps == pytest.approx(370.0, rel=0.05)  # the model gives 359.5
 

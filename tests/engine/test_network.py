@@ -3,7 +3,7 @@
 External references: a 2:1 oversubscribed leaf has half the uplink capacity of its downlinks, so
 cross-leaf all-to-all throughput halves (fabric definition); header bytes per packet of IB and
 RoCEv2 (IBTA LRH/BTH/ICRC/VCRC, RFC 791/768 framing) set the wire efficiency; the kernel TCP
-path is held to 0.85 of the port rate (../shared/reference/fabric-parameters.md §7.2).
+path is held to 0.85 of the port rate (Mellanox/ngc_multinode_perf ngc_tcp_test.sh PASS_CRITERION).
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """nccl-tests output reproduced byte for byte: factors, sizes, numbers, lines, whole real logs.
 
-Fixtures in data/ are copied verbatim from /work/shared/reference:
-  oci-a100-2node-16gpu-all_reduce.log        formats.md §1.5 (oracle-quickstart/oci-hpc-oke README.md)
-  nccl-tests-2.18-mpi-socket-all_reduce.log  formats.md §1.6 (eunomia-bpf/nccl-eBPF docs, commit b2873942)
-  h100-dgx-1node-8gpu-all_reduce.table       nccl-tests/h100-dgx-1node-8gpu-all_reduce.md (NVIDIA/dgxc-benchmarking)
-Busbw factors: nccl-tests/README-busbw.md (NVIDIA/nccl-tests doc/PERFORMANCE.md).
+Fixtures in data/ are copied verbatim from published logs (docs/sources.md):
+  oci-a100-2node-16gpu-all_reduce.log        oracle-quickstart/oci-hpc-oke README.md
+  nccl-tests-2.18-mpi-socket-all_reduce.log  eunomia-bpf/nccl-eBPF docs/tmp/socket-thread-validation.md @b2873942
+  h100-dgx-1node-8gpu-all_reduce.table       NVIDIA/dgxc-benchmarking nccl/README.md @46e42015
+Busbw factors: NVIDIA/nccl-tests doc/PERFORMANCE.md.
 Number formats: NVIDIA/nccl-tests src/util.cu getFloatStr (current) and src/common.cu (legacy).
 """
 
@@ -179,7 +179,7 @@ def test_time_strings_current_and_legacy(value, width, current, legacy):
 
 
 def test_get_float_str_falls_back_to_exponent():
-    # formats.md lists "1.2e+06"; %.0f of 1.2e6 still fits 7 columns, so the exponent starts at 1e7 for time
+    # published logs show "1.2e+06"; %.0f of 1.2e6 still fits 7 columns, so the exponent starts at 1e7 for time
     assert get_float_str(1.2e7, 7) == "1.2e+07"
     assert get_float_str(1.2e6, 6) == " 1e+06"   # bandwidth columns are 6 wide: %.0e
     assert get_float_str(1e100, 7) == "1.0e+10"  # snprintf(width+1) truncates, as in C
@@ -190,7 +190,7 @@ def test_get_float_str_falls_back_to_exponent():
 # ---- lines ----
 
 def test_config_and_device_lines_of_every_vintage():
-    # formats.md §1.2: old builds (nccl-tests#107) and 2022-2025 builds
+    # nccl-tests src/util.cu vs src/common.cu: old builds (nccl-tests#107) and 2022-2025 builds
     old = RunConfig(min_bytes=1310720000, max_bytes=1310720000, step_bytes=1048576, warmup_iters=5,
                     agg_iters=None, graph=None, unalign=None)
     assert format_config_line(old) == ("# nThread 1 nGpus 1 minBytes 1310720000 maxBytes 1310720000 "
@@ -252,7 +252,7 @@ def test_bad_style_is_refused():
 # ---- real tables regenerated ----
 
 def test_h100_row_regenerated_from_its_numbers():
-    # reference/nccl-tests/h100-dgx-1node-8gpu-all_reduce.md (the summary drops the #wrong columns)
+    # NVIDIA/dgxc-benchmarking nccl/README.md (the summary drops the #wrong columns)
     published = "   134217728 33554432  float  sum   -1     586.4   228.88  400.53     586.0  229.05  400.84"
     row = Row(134217728, 33554432, "float", "sum", -1, 586.4, 228.88, 400.53, 0, 586.0, 229.05, 400.84, 0)
     tokens = format_row(row, style="legacy").split()

@@ -1,14 +1,14 @@
 """Reading real nccl-tests logs of every vintage, and refusing what is not one.
 
-Fixtures in data/ are copied verbatim from /work/shared/reference:
-  oci-a100-2node-16gpu-all_reduce.log          formats.md §1.5 (oracle-quickstart/oci-hpc-oke README.md)
-  nccl-tests-2.18-mpi-socket-all_reduce.log    formats.md §1.6 (eunomia-bpf/nccl-eBPF docs, commit b2873942)
-  h100-2node-16gpu-large-sizes.log             formats.md §1.7 (k8s nccl-test README, index id 24095369088)
-  h100-dgx-1node-8gpu-all_reduce.table         nccl-tests/h100-dgx-1node-8gpu-all_reduce.md (NVIDIA/dgxc-benchmarking)
-  a100-oci-2node-16gpu-roce-all_reduce.table   nccl-tests/a100-oci-2node-16gpu-roce-all_reduce.md
-  a100-dgx-4gpu-all_reduce.table               nccl-tests/a100-dgx-4gpu-all_reduce.md (eugenesiow/LLM-Insights)
+Fixtures in data/ are copied verbatim from published logs (docs/sources.md):
+  oci-a100-2node-16gpu-all_reduce.log          oracle-quickstart/oci-hpc-oke README.md
+  nccl-tests-2.18-mpi-socket-all_reduce.log    eunomia-bpf/nccl-eBPF docs/tmp/socket-thread-validation.md @b2873942
+  h100-2node-16gpu-large-sizes.log             a Kubernetes nccl-test README on GitHub (repository not identified)
+  h100-dgx-1node-8gpu-all_reduce.table         NVIDIA/dgxc-benchmarking nccl/README.md @46e42015
+  a100-oci-2node-16gpu-roce-all_reduce.table   oracle-quickstart/oci-hpc-oke README.md (earlier revisions)
+  a100-dgx-4gpu-all_reduce.table               eugenesiow/LLM-Insights infrastructure/hardware/README.md
 Older layouts (no root, `error` column, no Group), -I and -S columns and the -J JSON are built below from
-the printf formats quoted in formats.md §1.2-1.4 and nccl-tests src/util.cu; their numbers are synthetic.
+the printf formats of nccl-tests src/util.cu and src/common.cu; their numbers are synthetic.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def test_summary_tables_equal_the_full_log():
 
 
 def test_trimmed_device_list_still_gives_the_rank_count():
-    # formats.md §1.7 shows only "Rank 15" and a "..." line: n = highest rank + 1, cross-checked by busbw
+    # the published excerpt shows only "Rank 15" and a "..." line: n = highest rank + 1, cross-checked by busbw
     log = _parse("h100-2node-16gpu-large-sizes.log")
     assert [d.rank for d in log.devices] == [15]
     assert _parse("h100-2node-16gpu-large-sizes.log", n_ranks=16).n_ranks_from == "parameter"
@@ -247,7 +247,7 @@ def test_json_output_reads():
 
 def test_json_variants_and_errors():
     doc = _json_doc()
-    doc["devices"] = doc["config"].pop("devices")  # formats.md lists devices at the top level
+    doc["devices"] = doc["config"].pop("devices")  # nccl-tests -J lists devices at the top level
     doc["results"][0]["in_place"] = {"cpu_time": 5.0, "alg_bw": 1.0, "bus_bw": 0.75, "nwrong": 0}
     log = from_json(doc)
     assert len(log.devices) == 4 and log.time_column == "cputime"

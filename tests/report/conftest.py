@@ -105,3 +105,11 @@ def two_cases() -> list[RunResult]:
 @pytest.fixture
 def hostile_result() -> RunResult:
     return make_result(case=HOSTILE, task_prefix=HOSTILE)
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """Say why the browser tests skipped, without ``-rs``: a skip must never go unnoticed."""
+    for report in terminalreporter.stats.get("skipped", []):
+        if "browser" in getattr(report, "keywords", {}) and isinstance(report.longrepr, tuple):
+            reason = str(report.longrepr[2]).removeprefix("Skipped: ")
+            terminalreporter.write_line(f"browser test skipped: {reason}", yellow=True)

@@ -1,4 +1,4 @@
-"""Chrome trace-event JSON (reference/formats.md §6): tracks per GPU, slices equal to tasks."""
+"""Chrome trace-event JSON (the Trace Event Format): tracks per GPU, slices equal to tasks."""
 
 from __future__ import annotations
 

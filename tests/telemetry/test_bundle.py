@@ -14,7 +14,7 @@ from gpuwait.telemetry.parquet import write_metrics_parquet
 from tests.telemetry.conftest import make_result
 
 DATA = Path(__file__).parent / "data"
-NCCL_TESTS = Path(__file__).parents[1] / "nccltests" / "data"  # formats.md §1.5 and §1.6
+NCCL_TESTS = Path(__file__).parents[1] / "nccltests" / "data"  # published logs, see tests/nccltests/test_parse.py
 
 
 def test_a_directory_of_everything(tmp_path, roce_topo):

@@ -1,4 +1,4 @@
-"""parse_nccl_debug on the real NCCL_DEBUG=INFO lines quoted in formats.md §3 (one file per source)."""
+"""parse_nccl_debug on real NCCL_DEBUG=INFO lines from public GitHub issues (one file per source)."""
 
 from __future__ import annotations
 
@@ -89,7 +89,7 @@ def test_socket_selection():  # NVIDIA/nccl#1053
 
 
 def test_other_line_forms():
-    """Forms formats.md §3 gives as format strings (no verbatim example): version, PXN, CollNet,
+    """Forms NCCL's source gives only as format strings (no verbatim example): version, PXN, CollNet,
     MNNVL, rail:plane devices, Init COMPLETE, TUNING; and the timestamp and MPI prefixes."""
     info = parse_nccl_debug("""
 [1,0]<stdout>:node1:10:20 [0] NCCL INFO NCCL version 2.21.5+cuda12.4

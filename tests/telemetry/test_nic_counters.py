@@ -1,4 +1,4 @@
-"""ethtool -S and perfquery dumps (formats.md §4.2, §4.3)."""
+"""ethtool -S and perfquery dumps (Linux mlx5 counters.rst; perfquery(8))."""
 
 from __future__ import annotations
 
@@ -33,10 +33,10 @@ def test_real_perfquery_classic():
 
 
 def test_ethtool_dump():
-    # constructed from formats.md §4.2's format and names (no real dump exists, see §10)
+    # constructed from the kernel's mlx5 counters.rst names (no real dump was found)
     c = parse_ethtool_stats((DATA / "ethtool-mlx5-constructed.txt").read_text())
     assert c["rx_prio3_pause"] == 1523 and c["tx_bytes_phy"] == 1843968431808
-    assert parse_ethtool_stats("     rx_prio3_pause: 1523") == {"rx_prio3_pause": 1523}  # formats.md's example line
+    assert parse_ethtool_stats("     rx_prio3_pause: 1523") == {"rx_prio3_pause": 1523}  # the kernel doc's example line
     assert parse_ethtool_stats("rx_discards_phy: 7\n") == {"rx_discards_phy": 7}  # a grep that lost the indent
 
 

@@ -1,4 +1,4 @@
-"""Prometheus text: round-trips of the exporter and the real scrapes quoted in formats.md §4.1/§4.4."""
+"""Prometheus text: round-trips of the exporter and real dcgm-exporter and node_exporter scrapes."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 * Bisection bandwidth is checked against a real minimum cut (networkx ``minimum_cut``) between
   the two halves of the servers on small 2- and 3-tier fabrics.
 * The Slurm ``topology.conf`` texts below are written by hand from the fabric shapes, in the
-  format of the topology.conf(5) man page (reference/formats.md §7.1).
+  format of the topology.conf(5) man page (https://slurm.schedmd.com/topology.conf.html).
 * DOT output is read back by a small parser here (pydot is not a dependency).
 """
 

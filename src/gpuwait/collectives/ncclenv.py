@@ -1,9 +1,9 @@
 """NCCL environment variables that change communication behaviour, parsed and checked once.
 
 Read from a mapping (``os.environ``) or from ``--env NAME=VALUE`` pairs into a frozen :class:`NcclEnv`.
-Names, meanings and defaults follow ``/work/shared/reference/formats.md`` §2 (the NCCL env.rst table,
-lines 253-368, cross-checked there against ``NCCL_PARAM`` defaults in NCCL's source). A variable that is
-not set keeps NCCL's default; ``None`` marks "NCCL decides" (platform-dependent defaults).
+Names, meanings and defaults follow the NCCL User Guide's "Environment Variables" page (``env.rst``,
+NCCL <= 2.30), cross-checked against the ``NCCL_PARAM`` defaults in NVIDIA/nccl's source. A variable
+that is not set keeps NCCL's default; ``None`` marks "NCCL decides" (platform-dependent defaults).
 
 Parsing is stricter than NCCL, on purpose: NCCL logs an invalid value and silently falls back to the
 default, which hides typos; gpuwait rejects it with one line naming the variable, the value and what
@@ -28,49 +28,49 @@ from types import MappingProxyType
 from gpuwait.collectives.tuning import Prediction, TuningInputs, choose, parse_algorithm_list, parse_protocol_list
 from gpuwait.errors import SpecError
 
-#: NCCL_NET_GDR_LEVEL values (formats.md §2 line 270), with the legacy integers LOC=0 ... SYS=4.
+#: NCCL_NET_GDR_LEVEL values (NCCL env.rst), with the legacy integers LOC=0 ... SYS=4.
 GDR_LEVELS: tuple[str, ...] = ("LOC", "PIX", "PXB", "PHB", "SYS")
 #: net_socket.cc limits: at most 16 helper threads and 64 sockets per connection.
 MAX_SOCKET_THREADS = 16
 MAX_SOCKETS = 64
-#: MAXCHANNELS in recent NCCL (channels are CUDA blocks; formats.md §2 line 267 documents up to 32 for
+#: MAXCHANNELS in recent NCCL (channels are CUDA blocks; NCCL env.rst documents up to 32 for
 #: NCCL_MIN_NCHANNELS and 64 for the CTA variables since 2.25).
 MAX_CHANNELS = 64
 
 
 @dataclass(frozen=True)
 class NcclEnv:
-    """The NCCL variables gpuwait models, with NCCL's defaults (formats.md §2).
+    """The NCCL variables gpuwait models, with NCCL's defaults (NCCL env.rst).
 
     Attributes
     ----------
     algo, proto : str or None
-        ``NCCL_ALGO`` / ``NCCL_PROTO`` verbatim (validated); None = NCCL chooses among all (l.263-264).
+        ``NCCL_ALGO`` / ``NCCL_PROTO`` verbatim (validated); None = NCCL chooses among all.
     min_nchannels, max_nchannels : int or None
-        ``NCCL_MIN_NCHANNELS`` / ``NCCL_MAX_NCHANNELS``; None = platform default (source -2, l.267-268).
+        ``NCCL_MIN_NCHANNELS`` / ``NCCL_MAX_NCHANNELS``; None = platform default (source -2).
     ib_qps_per_connection : int
-        ``NCCL_IB_QPS_PER_CONNECTION``, 1-128, default 1 (l.265).
+        ``NCCL_IB_QPS_PER_CONNECTION``, 1-128, default 1.
     ib_split_data_on_qps : bool
-        ``NCCL_IB_SPLIT_DATA_ON_QPS``: split each message over all QPs; default 0 since 2.20 (l.266).
+        ``NCCL_IB_SPLIT_DATA_ON_QPS``: split each message over all QPs; default 0 since 2.20.
     net_gdr_level : str or None
-        ``NCCL_NET_GDR_LEVEL`` (alias ``NCCL_IB_GDR_LEVEL``) as LOC/PIX/PXB/PHB/SYS; None = auto (l.270).
+        ``NCCL_NET_GDR_LEVEL`` (alias ``NCCL_IB_GDR_LEVEL``) as LOC/PIX/PXB/PHB/SYS; None = auto.
     net_gdr_read : bool or None
-        ``NCCL_NET_GDR_READ``; named in §2 (l.285) without a default: None = NCCL decides (source -2).
+        ``NCCL_NET_GDR_READ``; named in NCCL env.rst without a default: None = NCCL decides (source -2).
     ib_disable : bool
-        ``NCCL_IB_DISABLE``: fall back to sockets; default 0 (l.271).
+        ``NCCL_IB_DISABLE``: fall back to sockets; default 0.
     nvls_enable : int
-        ``NCCL_NVLS_ENABLE`` 0 / 1 / 2, default 2 (= enabled when supported, as 1 since 2.29) (l.274).
+        ``NCCL_NVLS_ENABLE`` 0 / 1 / 2, default 2 (= enabled when supported, as 1 since 2.29).
     collnet_enable : bool
-        ``NCCL_COLLNET_ENABLE``; default 0 (l.275).
+        ``NCCL_COLLNET_ENABLE``; default 0.
     p2p_disable, shm_disable, pxn_disable : bool
-        ``NCCL_P2P_DISABLE``, ``NCCL_SHM_DISABLE``, ``NCCL_PXN_DISABLE``; named in §2 (l.282-286); set to 1 to
+        ``NCCL_P2P_DISABLE``, ``NCCL_SHM_DISABLE``, ``NCCL_PXN_DISABLE``; named in NCCL env.rst; set to 1 to
         disable, default 0 (NCCL docs; ``PXN_DISABLE`` and ``SHM_DISABLE`` default 0 in the source).
     socket_nthreads, nsocks_perthread : int or None
-        ``NCCL_SOCKET_NTHREADS`` (1-16) and ``NCCL_NSOCKS_PERTHREAD``, product at most 64; named in §2
-        (l.287); None = NCCL's per-platform default (source -2).
+        ``NCCL_SOCKET_NTHREADS`` (1-16) and ``NCCL_NSOCKS_PERTHREAD``, product at most 64; named in NCCL env.rst;
+        None = NCCL's per-platform default (source -2).
     net_overhead_ns : int or None
         ``NCCL_NET_OVERHEAD`` in ns, the per-step network post cost of the tuning model
-        (nccl-model.md §2.4); None = NCCL's per-CPU default.
+        (tuning.cc getNetOverhead); None = NCCL's per-CPU default.
     extra : mapping
         Every other ``NCCL_*`` variable, verbatim; gpuwait does not model them.
     explicit : tuple of str
@@ -180,7 +180,7 @@ VARIABLES: Mapping[str, tuple[str, Callable[[str, str], object]]] = MappingProxy
     "NCCL_IB_QPS_PER_CONNECTION": ("ib_qps_per_connection", lambda n, t: _int(n, t, 1, 128)),
     "NCCL_IB_SPLIT_DATA_ON_QPS": ("ib_split_data_on_qps", _flag),
     "NCCL_NET_GDR_LEVEL": ("net_gdr_level", _gdr_level),
-    "NCCL_IB_GDR_LEVEL": ("net_gdr_level", _gdr_level),  # the former name (formats.md §2 l.270)
+    "NCCL_IB_GDR_LEVEL": ("net_gdr_level", _gdr_level),  # the former name (NCCL env.rst)
     "NCCL_NET_GDR_READ": ("net_gdr_read", _flag),
     "NCCL_IB_DISABLE": ("ib_disable", _flag),
     "NCCL_NVLS_ENABLE": ("nvls_enable", _nvls),

@@ -1,9 +1,8 @@
 """NCCL's own cost model: which algorithm and protocol NCCL picks, and the time it predicts.
 
 This is a re-implementation of ``ncclTopoTuneModel`` / ``ncclTopoGetAlgoTime`` from NCCL's
-``src/graph/tuning.cc`` (v2.30.7; constants and formulas as summarised in
-``/work/shared/reference/nccl-model.md`` §2.1-2.4, cross-checked against the source text read through
-the code index) and of the link constants of ``src/graph/topo.h`` / ``topo.cc`` (§2.5).
+``src/graph/tuning.cc`` (NVIDIA/nccl tag v2.30.7-1: constants and formulas as in that file) and of
+the link constants of ``src/graph/topo.h`` / ``topo.cc`` at the same tag (table in docs/sources.md).
 
 NCCL predicts a collective's time as ``latency + bytes / bandwidth`` per (algorithm, protocol), from a
 handful of *graph* numbers found by its topology search (channels, per-channel bandwidth inside and
@@ -70,15 +69,15 @@ ALGORITHM_PROTOCOLS: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "nvls": ("Simple",), "nvls_tree": ("Simple",), "pat": ("Simple",)})
 
 # --------------------------------------------------------------------------------------------------
-# Constants of tuning.cc v2.30.7 (nccl-model.md §2.1-2.4). Triples are (LL, LL128, Simple).
+# Constants of tuning.cc v2.30.7. Triples are (LL, LL128, Simple).
 
-#: baseLatencies[algo][proto], us (nccl-model.md §2.1).
+#: baseLatencies[algo][proto], us (tuning.cc v2.30.7).
 BASE_LATENCY_US: Mapping[str, tuple[float, float, float]] = MappingProxyType({
     "tree": (6.8, 14.0, 8.4), "ring": (6.6, 14.0, 8.4),
     "collnet_direct": (0.0, 0.0, 0.0), "collnet_chain": (0.0, 0.0, 0.0),
     "nvls": (0.0, 0.0, 0.0), "nvls_tree": (0.0, 0.0, 0.0), "pat": (8.0, 8.0, 8.0)})
 
-#: hwLatencies[hw][algo][proto], us, hw in NVLINK / PCI / NET (nccl-model.md §2.2).
+#: hwLatencies[hw][algo][proto], us, hw in NVLINK / PCI / NET (tuning.cc v2.30.7).
 HW_LATENCY_US: Mapping[str, Mapping[str, tuple[float, float, float]]] = MappingProxyType({
     "nvlink": MappingProxyType({
         "tree": (0.6, 1.25, 4.0), "ring": (0.6, 1.9, 3.4), "collnet_direct": (0.0, 0.0, 3.7),
@@ -97,7 +96,7 @@ HW_LATENCY_US: Mapping[str, Mapping[str, tuple[float, float, float]]] = MappingP
 #: Compute-capability rows of the per-architecture tables (NCCL_*_COMPCAP_IDX).
 ARCHITECTURES: tuple[str, ...] = ("volta", "ampere", "hopper", "blackwell")
 
-#: llMaxBws[row][N1/N2/N4], GB/s (nccl-model.md §2.3). On one node the row is the GPU architecture;
+#: llMaxBws[row][N1/N2/N4], GB/s (tuning.cc v2.30.7). On one node the row is the GPU architecture;
 #: on several nodes NCCL reads row 0 for Intel (or other) CPUs and row 1 for AMD / mixed CPUs.
 LL_MAX_BW_GBps: tuple[tuple[float, float, float], ...] = (
     (39.0, 39.0, 20.4),  # Volta-N1 / Intel-N2 / Intel-N4
@@ -105,22 +104,22 @@ LL_MAX_BW_GBps: tuple[tuple[float, float, float], ...] = (
     (141.0, 45.0, 35.0),  # Hopper-N1
     (2 * 141.0, 2 * 45.0, 2 * 35.0),  # Blackwell-N1
 )
-#: perChMaxRingLL128Bws[arch][N1/N2/N4], GB/s per channel (nccl-model.md §2.3).
+#: perChMaxRingLL128Bws[arch][N1/N2/N4], GB/s per channel (tuning.cc v2.30.7).
 PER_CHANNEL_MAX_RING_LL128_BW_GBps: tuple[tuple[float, float, float], ...] = (
     (20.0, 20.0, 20.0), (20.0, 20.0, 20.0), (36.7, 36.7, 36.7), (40.0, 40.0, 40.0))
-#: perChMaxTreeLL128Bws[arch][N1/N2/N4], GB/s per channel (nccl-model.md §2.3).
+#: perChMaxTreeLL128Bws[arch][N1/N2/N4], GB/s per channel (tuning.cc v2.30.7).
 PER_CHANNEL_MAX_TREE_LL128_BW_GBps: tuple[tuple[float, float, float], ...] = (
     (20.0, 20.0, 20.0), (20.0, 20.0, 20.0), (36.7, 36.7, 29.0), (55.6, 31.67, 20.0))
-#: perChMaxTreeBws[arch][N1/N2/N4], GB/s per channel (nccl-model.md §2.3).
+#: perChMaxTreeBws[arch][N1/N2/N4], GB/s per channel (tuning.cc v2.30.7).
 PER_CHANNEL_MAX_TREE_BW_GBps: tuple[tuple[float, float, float], ...] = (
     (26.5, 18.5, 10.0), (24.0, 23.6, 17.8), (38.7, 41.4, 36.0), (70.0, 42.8, 24.0))
-#: perChMaxNVLSTreeBws[arch][N1/N2/N4], GB/s per channel (nccl-model.md §2.3).
+#: perChMaxNVLSTreeBws[arch][N1/N2/N4], GB/s per channel (tuning.cc v2.30.7).
 PER_CHANNEL_MAX_NVLS_TREE_BW_GBps: tuple[tuple[float, float, float], ...] = (
     (26.5, 18.5, 10.0), (24.0, 23.6, 17.8), (0.0, 57.7, 45.5), (0.0, 96.0, 80.0))
-#: nvlsEfficiency[arch] (nccl-model.md §2.3): NVLink SHARP reaches this fraction of the NVLink graph bandwidth.
+#: nvlsEfficiency[arch] (tuning.cc v2.30.7): NVLink SHARP reaches this fraction of the NVLink graph bandwidth.
 NVLS_EFFICIENCY: tuple[float, ...] = (0.0, 0.0, 0.85, 0.74)
 
-#: treeCorrectionFactor[proto][log2(nBytes/64)], sizes 64 B, 128 B, ... (nccl-model.md §2.4). Tree
+#: treeCorrectionFactor[proto][log2(nBytes/64)], sizes 64 B, 128 B, ... (tuning.cc v2.30.7). Tree
 #: AllReduce reads entries 0..22, NVLSTree AllReduce on SM100+ x86 entries 0..23; outside, no correction.
 TREE_CORRECTION_FACTOR: Mapping[str, tuple[float, ...]] = MappingProxyType({
     "LL": (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0, 1.0),
@@ -143,7 +142,7 @@ COLLNET_NODE_THRESHOLD = 2
 COLLNET_DIRECT_MAX_LOCAL_RANKS = 8
 
 # --------------------------------------------------------------------------------------------------
-# Link bandwidths of NCCL's topology model (src/graph/topo.h, topo.cc; nccl-model.md §2.5), GB/s.
+# Link bandwidths of NCCL's topology model (src/graph/topo.h, topo.cc, v2.30.7), GB/s.
 
 #: Per-NVLink-link bandwidth by SM (SM60/70/80/86/90/100_NVLINK_BW).
 NVLINK_BW_PER_LINK_GBps: Mapping[int, float] = MappingProxyType(
@@ -587,42 +586,63 @@ def unsupported_reason(inputs: TuningInputs, algorithm: str, protocol: str) -> s
                 f"({coll}: {', '.join(SUPPORTED_ALGORITHMS[coll])})")
     if protocol not in ALGORITHM_PROTOCOLS[algorithm]:
         return f"{algorithm} runs only the {'/'.join(ALGORITHM_PROTOCOLS[algorithm])} protocol in NCCL"
-    multi_node_gather = inputs.n_nodes > 1 and coll in ("all_gather", "reduce_scatter")
+    reason = ""
     if algorithm in ("nvls", "nvls_tree"):
-        if inputs.sm < 90:
-            return f"NVLS needs SM90+ GPUs on an NVLink4+ NVSwitch (NVLink SHARP); got SM{inputs.sm}"
-        if not inputs.nvls_available:
-            return "NVLS unavailable (no NVLink SHARP NVSwitch, or NCCL_NVLS_ENABLE=0)"
-        if inputs.graph(algorithm).n_channels < 2:
-            return f"{algorithm} needs at least 2 channels in its graph"
-        if algorithm == "nvls_tree" and inputs.n_nodes == 1:
-            return "NVLSTree is disabled on a single node (NVLS covers it)"
-        if algorithm == "nvls" and inputs.n_nodes > 1 and not inputs.collnet_available:
-            return "NVLS across nodes needs CollNet (IB SHARP, NCCL_COLLNET_ENABLE=1)"
-    if algorithm in ("collnet_direct", "collnet_chain"):
-        if not inputs.collnet_available:
-            return "CollNet unavailable (needs the IB SHARP plugin and NCCL_COLLNET_ENABLE=1)"
-        if inputs.n_nodes < COLLNET_NODE_THRESHOLD:
-            return f"CollNet needs at least {COLLNET_NODE_THRESHOLD} nodes (NCCL_COLLNET_NODE_THRESHOLD)"
-        if algorithm == "collnet_direct" and not inputs.nvswitch:
-            return "CollNetDirect needs an NVSwitch system"
-        if algorithm == "collnet_direct" and ppn > COLLNET_DIRECT_MAX_LOCAL_RANKS:
-            return f"CollNetDirect supports up to {COLLNET_DIRECT_MAX_LOCAL_RANKS} local GPUs; got {ppn}"
+        reason = _nvls_reason(inputs, algorithm)
+    elif algorithm in ("collnet_direct", "collnet_chain"):
+        reason = _collnet_reason(inputs, algorithm)
+    elif algorithm == "pat":
+        reason = _pat_reason(inputs)
+    if reason:
+        return reason
+    multi_node_gather = inputs.n_nodes > 1 and coll in ("all_gather", "reduce_scatter")
     if algorithm in ("nvls", "collnet_direct") and multi_node_gather and inputs.collnet_heads < ppn:
         return (f"{algorithm} {coll} across nodes needs CollNet with one head per local rank "
                 f"({inputs.collnet_heads} heads for {ppn} ranks)")
-    if algorithm == "pat":
-        if inputs.sm < 60:
-            return "PAT needs SM60+ (CUDA atomics)"
-        if not inputs.pat_enabled:
-            return "PAT disabled (NCCL_PAT_ENABLE=0 or network device offload)"
-        if ppn != 1:
-            return f"PAT only supports 1 GPU per node; got {ppn}"
+    return ""
+
+
+def _nvls_reason(inputs: TuningInputs, algorithm: str) -> str:
+    """Why NCCL would not run NVLS or NVLSTree here; ``""`` if it would."""
+    if inputs.sm < 90:
+        return f"NVLS needs SM90+ GPUs on an NVLink4+ NVSwitch (NVLink SHARP); got SM{inputs.sm}"
+    if not inputs.nvls_available:
+        return "NVLS unavailable (no NVLink SHARP NVSwitch, or NCCL_NVLS_ENABLE=0)"
+    if inputs.graph(algorithm).n_channels < 2:
+        return f"{algorithm} needs at least 2 channels in its graph"
+    if algorithm == "nvls_tree" and inputs.n_nodes == 1:
+        return "NVLSTree is disabled on a single node (NVLS covers it)"
+    if algorithm == "nvls" and inputs.n_nodes > 1 and not inputs.collnet_available:
+        return "NVLS across nodes needs CollNet (IB SHARP, NCCL_COLLNET_ENABLE=1)"
+    return ""
+
+
+def _collnet_reason(inputs: TuningInputs, algorithm: str) -> str:
+    """Why NCCL would not run CollNetDirect or CollNetChain here; ``""`` if it would."""
+    if not inputs.collnet_available:
+        return "CollNet unavailable (needs the IB SHARP plugin and NCCL_COLLNET_ENABLE=1)"
+    if inputs.n_nodes < COLLNET_NODE_THRESHOLD:
+        return f"CollNet needs at least {COLLNET_NODE_THRESHOLD} nodes (NCCL_COLLNET_NODE_THRESHOLD)"
+    if algorithm == "collnet_direct" and not inputs.nvswitch:
+        return "CollNetDirect needs an NVSwitch system"
+    if algorithm == "collnet_direct" and inputs.ppn > COLLNET_DIRECT_MAX_LOCAL_RANKS:
+        return f"CollNetDirect supports up to {COLLNET_DIRECT_MAX_LOCAL_RANKS} local GPUs; got {inputs.ppn}"
+    return ""
+
+
+def _pat_reason(inputs: TuningInputs) -> str:
+    """Why NCCL would not run PAT here; ``""`` if it would."""
+    if inputs.sm < 60:
+        return "PAT needs SM60+ (CUDA atomics)"
+    if not inputs.pat_enabled:
+        return "PAT disabled (NCCL_PAT_ENABLE=0 or network device offload)"
+    if inputs.ppn != 1:
+        return f"PAT only supports 1 GPU per node; got {inputs.ppn}"
     return ""
 
 
 def _bus_bw_and_ratio(inputs: TuningInputs, algorithm: str, protocol: str) -> tuple[float, float]:
-    """busBw after the model refinements, and the bus-to-algorithm ratio (tuning.cc, nccl-model.md §2.3)."""
+    """busBw after the model refinements, and the bus-to-algorithm ratio (tuning.cc v2.30.7)."""
     coll, n_nodes, n_ranks, ppn = inputs.collective, inputs.n_nodes, inputs.n_ranks, float(inputs.ppn)
     g = inputs.graph(algorithm)
     cc, nodes = _compcap_index(inputs.sm), _nodes_index(n_nodes)
@@ -677,7 +697,7 @@ def _bus_bw_and_ratio(inputs: TuningInputs, algorithm: str, protocol: str) -> tu
 
 
 def _latency_us(inputs: TuningInputs, algorithm: str, protocol: str) -> float:
-    """The size-independent latency of tuning.cc (nccl-model.md §2.4), before the ring plateau factor."""
+    """The size-independent latency of tuning.cc v2.30.7, before the ring plateau factor."""
     coll, n_nodes, n_ranks, ppn = inputs.collective, inputs.n_nodes, inputs.n_ranks, inputs.ppn
     g = inputs.graph(algorithm)
     p = PROTOCOLS.index(protocol)

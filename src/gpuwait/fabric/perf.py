@@ -7,7 +7,7 @@ For one collective and size:
    terms and NCCL's own bandwidth ceiling for that choice.
 2. The algorithm is compiled into phases and run on the flow engine over the real topology and
    routing (ECMP collisions, oversubscription, degraded links all count). NVLink is held to NCCL's
-   effective NVLink bandwidth (links x per-link constant, nccl-model.md §2.5), NVLS to
+   effective NVLink bandwidth (links x per-link constant, NCCL topo.h v2.30.7), NVLS to
    ``nvlsEfficiency`` of it, and every link to the protocol's payload share (LL 1/2, LL128 120/128).
 3. time = latency + max(fabric time, NCCL's ceiling time): the fabric can only make NCCL slower.
 4. NVLS runs each chunk in two stages (reduce through the switch, then the multicast store). They
@@ -45,14 +45,14 @@ from gpuwait.spec.cluster import RoutingSpec
 from gpuwait.topology.model import LinkKind
 from gpuwait.transport.profiles import TRANSPORTS, TransportProfile
 
-PROTOCOL_PAYLOAD = {"LL": 0.5, "LL128": 120.0 / 128.0, "Simple": 1.0}  # payload share of the wire (nccl-model §2.4)
+PROTOCOL_PAYLOAD = {"LL": 0.5, "LL128": 120.0 / 128.0, "Simple": 1.0}  # payload share of the wire (NCCL device.h, LL128 line)
 NVLINK_LINE_RATE_PER_LINK_Bps = 25e9  # NVLink3/4: 25 GB/s per link per direction (600/900 GB/s bidirectional)
 #: NCCL algorithm -> compiled phases; CollNet (SHARP) reduces inside the switches, which the flow
 #: model has no endpoint for, so it keeps NCCL's own bandwidth model
 FLOW_ALGORITHMS = {"ring": "ring", "tree": "tree", "nvls": "nvls", "nvls_tree": "nvls_tree", "pat": "pat"}
 _REF_BYTES = float(2**30)
 BACKGROUND_FLOOR = 0.05  # share of a link's capacity a collective keeps however busy the link is
-#: NVLS in-flight window: NCCL_NVLS_NCHANNELS (16) x NCCL_STEPS (8, nccl-model.md §2.4) x
+#: NVLS in-flight window: NCCL_NVLS_NCHANNELS (16) x NCCL_STEPS (8, NCCL device.h) x
 #: NCCL_NVLS_CHUNKSIZE (128 KiB); NCCL's defaults in transport/nvls.cc.
 NVLS_WINDOW_BYTES = 16 * 8 * 128 * 1024
 

@@ -14,7 +14,7 @@ Two print styles exist in real logs, and both are reproduced:
     ``#wrong`` is ``%6g``.
 ``"legacy"``
     the older ``src/common.cu`` printer that produced most published tables (the DGX H100 and
-    OCI A100 tables in ``reference/nccl-tests``): time is ``%7.2f`` below 100 us, ``%7.1f``
+    OCI A100 tables of docs/sources.md): time is ``%7.2f`` below 100 us, ``%7.1f``
     below 10000 us, else ``%7.0f``; bandwidths ``%6.2f``; ``#wrong`` is ``%5g``.
 
 Sources: NVIDIA/nccl-tests ``src/util.cu`` (``getFloatStr``, ``writeDeviceReport``,

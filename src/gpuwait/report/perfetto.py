@@ -1,6 +1,6 @@
 """A run's per-GPU timeline as Chrome trace-event JSON, for ui.perfetto.dev or chrome://tracing.
 
-Layout (reference/formats.md §6): one process per server (``pid`` = server + 1), one thread per GPU
+Layout (Trace Event Format, Google doc cited in docs/sources.md): one process per server (``pid`` = server + 1), one thread per GPU
 (``tid`` = 1000 × local GPU) carrying compute and the wait kinds, and next to it one thread per
 communication group of that GPU (``"GPU3 dp"``), because NCCL runs each communicator on its own
 stream and its kernels overlap compute. Slices are complete events (``"ph": "X"``) with ``ts`` and

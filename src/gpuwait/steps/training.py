@@ -145,122 +145,164 @@ def _buckets(step: TrainingStep) -> np.ndarray:
     return np.maximum(np.ceil(step.dp_grad_bytes / max(step.bucket_bytes, 1.0)), 1).astype(int)
 
 
-def _simulate_step(step: TrainingStep, comm: _CommTimes, factor: np.ndarray, t_start: float, data_delay_s: float,
-                   checkpoint: bool, acct: _Account) -> float:
-    """Run one step from ``t_start``; fill ``acct``; return the step's end time."""
+@dataclass
+class _Pipeline:
+    """One step's pipeline schedule while it runs; times in seconds, one lane per DP replica."""
+
+    orders: list[list[tuple[str, int, int]]]  # per stage: (kind F/B, micro-batch, model chunk) in order
+    f_end: np.ndarray         # (pp, chunks, micro-batches, dp) end of each forward; nan until it ran
+    b_end: np.ndarray         # the same for backwards
+    clock: np.ndarray         # (pp, dp) when each stage's device is free
+    last_b_start: np.ndarray  # (pp, chunks, dp) start of each chunk's latest backward
+    position: list[int]       # per stage: the next task of its order
+
+
+def _dependency(pipe: _Pipeline, kind: str, s: int, c: int, i: int, data_ready: float,
+                send_s: float) -> tuple[np.ndarray, float] | None:
+    """When the input of task (``kind``, micro-batch ``i``, chunk ``c``) of stage ``s`` is ready, and the
+    send it waits for; None while that input is not computed yet.
+
+    The input comes from the previous virtual stage (forward) or the next one (backward): the
+    neighbour device, or across the pipeline's wrap into the adjacent model chunk.
+    """
+    pp, v, _, dp = pipe.f_end.shape
+    if kind == "F":
+        if s == 0 and c == 0:
+            return np.full(dp, data_ready), 0.0
+        prev = pipe.f_end[s - 1, c, i] if s > 0 else pipe.f_end[pp - 1, c - 1, i]
+        return None if np.isnan(prev[0]) else (prev, send_s)
+    if s == pp - 1 and c == v - 1:
+        return pipe.f_end[s, c, i], 0.0
+    nxt = pipe.b_end[s + 1, c, i] if s < pp - 1 else pipe.b_end[0, c + 1, i]
+    return None if np.isnan(nxt[0]) else (nxt, send_s)
+
+
+def _account_wait(acct: _Account, s: int, first_input: bool, i: int, free: np.ndarray, start: np.ndarray,
+                  dep_send: float) -> None:
+    """Book the time stage ``s`` waited between ``free`` and ``start``: for data before the first forward,
+    else on the neighbour stage — its send is exposed communication, the rest is bubble."""
+    gap = start - free
+    if first_input:
+        acct.add("data_wait", s, gap)
+        if gap.any():
+            acct.record(s, "data_wait", "wait for data", "data", free, start)
+        return
+    sending = np.minimum(gap, dep_send)
+    acct.add_comm("pp sendrecv", s, sending)
+    acct.add("bubble", s, gap - sending)
+    if (gap - sending).any():
+        acct.record(s, "bubble", "pipeline bubble", "pp", free, start - sending)
+    if sending.any():
+        acct.record(s, "comm", f"pp recv mb{i}", "pp", start - sending, start)
+
+
+def _run_task(step: TrainingStep, comm: _CommTimes, acct: _Account, s: int, task: tuple[str, int, int],
+              start: np.ndarray, compute: np.ndarray) -> np.ndarray:
+    """Book one forward or backward of stage ``s`` and its inline collectives from ``start``; its end."""
+    kind, i, c = task
+    v = step.model_chunks
+    inline = comm.inline_fwd_s if kind == "F" else comm.inline_bwd_s
+    acct.add("compute", s, compute)
+    name = ("fwd" if kind == "F" else "bwd") + (f" mb{i}" if v == 1 else f" mb{i} chunk{c}")
+    acct.record(s, "compute", name, "", start, start + compute)
+    t = start + compute
+    for label, seconds in inline.items():
+        if seconds > 0:
+            acct.add_comm(label, s, seconds / v)
+            acct.record(s, "comm", f"{label} {name}", label.split()[0], t, t + seconds / v)
+            t = t + seconds / v
+    return start + compute + sum(inline.values()) / v
+
+
+def _run_pipeline(step: TrainingStep, comm: _CommTimes, factor: np.ndarray, t_start: float, data_delay_s: float,
+                  acct: _Account) -> _Pipeline:
+    """Run every stage's (interleaved) 1F1B order from ``t_start``, each task once its input is ready."""
     lay = step.layout
-    pp, dp, m = lay.pp, lay.dp, step.micro_batches
+    pp, dp, m, v = lay.pp, lay.dp, step.micro_batches, step.model_chunks
     tp_factor = factor.reshape(pp, dp, lay.tp).max(axis=2)  # a TP group runs at its slowest GPU
     c_fwd = step.fwd_compute_s[:, None] * tp_factor
     c_bwd = step.bwd_compute_s[:, None] * tp_factor
-    v = step.model_chunks
-    inline_fwd = sum(comm.inline_fwd_s.values()) / v
-    inline_bwd = sum(comm.inline_bwd_s.values()) / v
-    send = comm.pp_send_s
-    f_end = np.full((pp, v, m, dp), np.nan)
-    b_end = np.full((pp, v, m, dp), np.nan)
-    orders = [interleaved_one_f_one_b(pp, s, m, v) for s in range(pp)]
-    position = [0] * pp
-    clock = np.full((pp, dp), t_start)
-    last_b_start = np.zeros((pp, v, dp))  # start of each chunk's latest backward
+    pipe = _Pipeline(orders=[interleaved_one_f_one_b(pp, s, m, v) for s in range(pp)],
+                     f_end=np.full((pp, v, m, dp), np.nan), b_end=np.full((pp, v, m, dp), np.nan),
+                     clock=np.full((pp, dp), t_start), last_b_start=np.zeros((pp, v, dp)), position=[0] * pp)
     data_ready = t_start + data_delay_s
     progressed = True
     while progressed:
         progressed = False
         for s in range(pp):
-            while position[s] < len(orders[s]):
-                kind, i, c = orders[s][position[s]]
-                # the previous virtual stage (forward) or the next one (backward): the neighbour
-                # device, or across the pipeline's wrap into the adjacent model chunk
-                if kind == "F":
-                    if s == 0 and c == 0:
-                        dep, dep_send = np.full(dp, data_ready), 0.0
-                    else:
-                        prev = f_end[s - 1, c, i] if s > 0 else f_end[pp - 1, c - 1, i]
-                        if np.isnan(prev[0]):
-                            break
-                        dep, dep_send = prev, send
-                else:
-                    if s == pp - 1 and c == v - 1:
-                        dep, dep_send = f_end[s, c, i], 0.0
-                    else:
-                        nxt = b_end[s + 1, c, i] if s < pp - 1 else b_end[0, c + 1, i]
-                        if np.isnan(nxt[0]):
-                            break
-                        dep, dep_send = nxt, send
+            while pipe.position[s] < len(pipe.orders[s]):
+                kind, i, c = task = pipe.orders[s][pipe.position[s]]
+                found = _dependency(pipe, kind, s, c, i, data_ready, comm.pp_send_s)
+                if found is None:
+                    break
+                dep, dep_send = found
                 ready = dep + dep_send
-                start = np.maximum(clock[s], ready)
-                gap = start - clock[s]
-                if s == 0 and c == 0 and kind == "F":
-                    acct.add("data_wait", s, gap)
-                    if gap.any():
-                        acct.record(s, "data_wait", "wait for data", "data", clock[s], start)
-                else:
-                    # waiting on the neighbour stage: its send is exposed communication, the rest is bubble
-                    sending = np.minimum(gap, dep_send)
-                    acct.add_comm("pp sendrecv", s, sending)
-                    acct.add("bubble", s, gap - sending)
-                    if (gap - sending).any():
-                        acct.record(s, "bubble", "pipeline bubble", "pp", clock[s], start - sending)
-                    if sending.any():
-                        acct.record(s, "comm", f"pp recv mb{i}", "pp", start - sending, start)
+                start = np.maximum(pipe.clock[s], ready)
+                _account_wait(acct, s, s == 0 and c == 0 and kind == "F", i, pipe.clock[s], start, dep_send)
                 compute = (c_fwd[s] if kind == "F" else c_bwd[s]) / v
-                inline = comm.inline_fwd_s if kind == "F" else comm.inline_bwd_s
-                acct.add("compute", s, compute)
-                name = ("fwd" if kind == "F" else "bwd") + (f" mb{i}" if v == 1 else f" mb{i} chunk{c}")
-                acct.record(s, "compute", name, "", start, start + compute)
-                t = start + compute
-                for label, seconds in inline.items():
-                    if seconds > 0:
-                        acct.add_comm(label, s, seconds / v)
-                        acct.record(s, "comm", f"{label} {name}", label.split()[0], t, t + seconds / v)
-                        t = t + seconds / v
-                end = start + compute + (inline_fwd if kind == "F" else inline_bwd)
+                end = _run_task(step, comm, acct, s, task, start, compute)
                 if kind == "F":
-                    f_end[s, c, i] = end
+                    pipe.f_end[s, c, i] = end
                 else:
-                    b_end[s, c, i] = end
-                    last_b_start[s, c] = start
-                clock[s] = end
-                position[s] += 1
+                    pipe.b_end[s, c, i] = end
+                    pipe.last_b_start[s, c] = start
+                pipe.clock[s] = end
+                pipe.position[s] += 1
                 progressed = True
-    if any(position[s] < len(orders[s]) for s in range(pp)):
+    if any(pipe.position[s] < len(pipe.orders[s]) for s in range(pp)):
         raise SimulationError("pipeline schedule deadlocked; expected every 1F1B dependency to be met")
-    # gradients: buckets become ready during the last backward and are reduced one after another,
-    # each once every replica has it
-    n_buckets = _buckets(step)
-    stage_end = np.empty((pp, dp))
-    for s in range(pp):
-        t1 = clock[s].copy()
-        nb = int(n_buckets[s]) if lay.dp > 1 and step.dp_grad_bytes[s] > 0 else 0
-        end_dp = t1.max()
-        if nb:
-            # a chunk's gradients are complete after its last backward: buckets fill from the first
-            # chunk to finish (interleaved schedules finish chunks one after another) to the end
-            t0 = last_b_start[s].min(axis=0) if step.overlap_grad_reduce else t1
-            ready_all = (t0[None, :] + (np.arange(1, nb + 1)[:, None] / nb) * (t1 - t0)[None, :]).max(axis=1)
-            end = -np.inf
-            for k in range(nb):
-                end = max(end, ready_all[k]) + comm.bucket_s
-            end_dp = max(end, t1.max())
-            label = f"dp {step.dp_collective}"
-            acct.record(s, "comm", f"{label} ({nb} buckets)", "dp", np.full(dp, ready_all[0]), np.full(dp, end_dp))
-        straggle = np.minimum(t1.max(), end_dp) - t1
-        acct.add("straggler_wait", s, straggle)
-        if straggle.any():
-            acct.record(s, "straggler_wait", "wait for slowest replica", "dp", t1, t1 + straggle)
-        if nb:
-            acct.add_comm(f"dp {step.dp_collective}", s, np.full(dp, end_dp - t1.max()))
-        t = np.full(dp, end_dp)
-        opt = step.optimizer_s
-        acct.add("compute", s, opt)
-        acct.record(s, "compute", "optimizer", "", t, t + opt)
-        t = t + opt
-        if comm.param_gather_s[s] > 0:
-            acct.add_comm("dp all_gather", s, comm.param_gather_s[s])
-            acct.record(s, "comm", "dp all_gather params", "dp", t, t + comm.param_gather_s[s])
-            t = t + comm.param_gather_s[s]
-        stage_end[s] = t
+    return pipe
+
+
+def _reduce_gradients(step: TrainingStep, comm: _CommTimes, acct: _Account, s: int, t1: np.ndarray,
+                      last_b_start: np.ndarray, nb: int) -> float:
+    """When stage ``s``'s ``nb`` gradient buckets are reduced on every replica (its slowest replica's
+    end when there are none). Buckets become ready during the last backward and are reduced one
+    after another, each once every replica has it."""
+    dp = step.layout.dp
+    end_dp = t1.max()
+    if nb:
+        # a chunk's gradients are complete after its last backward: buckets fill from the first
+        # chunk to finish (interleaved schedules finish chunks one after another) to the end
+        t0 = last_b_start.min(axis=0) if step.overlap_grad_reduce else t1
+        ready_all = (t0[None, :] + (np.arange(1, nb + 1)[:, None] / nb) * (t1 - t0)[None, :]).max(axis=1)
+        end = -np.inf
+        for k in range(nb):
+            end = max(end, ready_all[k]) + comm.bucket_s
+        end_dp = max(end, t1.max())
+        label = f"dp {step.dp_collective}"
+        acct.record(s, "comm", f"{label} ({nb} buckets)", "dp", np.full(dp, ready_all[0]), np.full(dp, end_dp))
+    return end_dp
+
+
+def _finish_stage(step: TrainingStep, comm: _CommTimes, acct: _Account, s: int, t1: np.ndarray,
+                  last_b_start: np.ndarray, nb: int) -> np.ndarray:
+    """After stage ``s``'s last backward (``t1`` per replica): gradient reduction, the wait for the
+    slowest replica, the optimizer and the parameter all-gather; the stage's end per replica."""
+    dp = step.layout.dp
+    end_dp = _reduce_gradients(step, comm, acct, s, t1, last_b_start, nb)
+    straggle = np.minimum(t1.max(), end_dp) - t1
+    acct.add("straggler_wait", s, straggle)
+    if straggle.any():
+        acct.record(s, "straggler_wait", "wait for slowest replica", "dp", t1, t1 + straggle)
+    if nb:
+        acct.add_comm(f"dp {step.dp_collective}", s, np.full(dp, end_dp - t1.max()))
+    t = np.full(dp, end_dp)
+    opt = step.optimizer_s
+    acct.add("compute", s, opt)
+    acct.record(s, "compute", "optimizer", "", t, t + opt)
+    t = t + opt
+    if comm.param_gather_s[s] > 0:
+        acct.add_comm("dp all_gather", s, comm.param_gather_s[s])
+        acct.record(s, "comm", "dp all_gather params", "dp", t, t + comm.param_gather_s[s])
+        t = t + comm.param_gather_s[s]
+    return t
+
+
+def _end_step(step: TrainingStep, comm: _CommTimes, acct: _Account, stage_end: np.ndarray, checkpoint: bool) -> float:
+    """The step ends with its last stage: the others' tail is bubble (straggling without a pipeline),
+    then the checkpoint write if this step takes one."""
+    pp, dp = step.layout.pp, step.layout.dp
     step_end = float(stage_end.max())
     tail = step_end - stage_end
     acct.add("bubble" if pp > 1 else "straggler_wait", slice(None), tail)
@@ -271,6 +313,19 @@ def _simulate_step(step: TrainingStep, comm: _CommTimes, factor: np.ndarray, t_s
                         np.full(dp, step_end + comm.checkpoint_s))
         step_end += comm.checkpoint_s
     return step_end
+
+
+def _simulate_step(step: TrainingStep, comm: _CommTimes, factor: np.ndarray, t_start: float, data_delay_s: float,
+                   checkpoint: bool, acct: _Account) -> float:
+    """Run one step from ``t_start``; fill ``acct``; return the step's end time."""
+    lay = step.layout
+    pipe = _run_pipeline(step, comm, factor, t_start, data_delay_s, acct)
+    n_buckets = _buckets(step)
+    stage_end = np.empty((lay.pp, lay.dp))
+    for s in range(lay.pp):
+        nb = int(n_buckets[s]) if lay.dp > 1 and step.dp_grad_bytes[s] > 0 else 0
+        stage_end[s] = _finish_stage(step, comm, acct, s, pipe.clock[s].copy(), pipe.last_b_start[s], nb)
+    return _end_step(step, comm, acct, stage_end, checkpoint)
 
 
 def _factors(step: TrainingStep, steps: int) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""A simulated run as the metrics a real cluster's exporters would show (formats.md §4).
+"""A simulated run as the metrics a real cluster's exporters would show (dcgm-exporter, mlx5 ethtool, perfquery, node_exporter; docs/sources.md).
 
 :func:`metrics_from_result` turns a :class:`~gpuwait.steps.result.RunResult` into samples under
 the exporters' own names and label conventions, so the diagnosis reads a simulation and a

@@ -1,4 +1,4 @@
-"""Read ``NCCL_DEBUG=INFO`` output: which transport each connection uses (formats.md §3).
+"""Read ``NCCL_DEBUG=INFO`` output: which transport each connection uses (format strings of NCCL ``src/transport/*.cc``).
 
 The transport lines answer the first questions of a slow-network diagnosis: do inter-node
 connections use RDMA (``NET/IB``) or fell back to TCP (``NET/Socket``)? Does RDMA go straight to

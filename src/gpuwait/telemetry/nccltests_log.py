@@ -4,7 +4,7 @@ A measured nccl-tests run is the usual starting point of a diagnosis ("busbw is 
 should be 190"), so gpuwait must read whatever engineers paste: any nccl-tests version since
 2019, with or without the MPI tag prefix, with NCCL INFO lines mixed in.
 
-What varies between versions, and is accepted (formats.md §1.2-1.4):
+What varies between versions, and is accepted (nccl-tests src/util.cu, src/common.cu):
 
 * ``[1,0]<stdout>:`` (``mpirun --tag-output``) and ``0: `` (``srun --label``) prefixes;
 * the ``# nccl-tests version``, ``# Collective test starting/concluded`` lines (2.18+);
@@ -39,7 +39,7 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from gpuwait.collectives.nccltests import (
     COLLECTIVES,
@@ -218,6 +218,62 @@ def _parse_config(match: re.Match) -> RunConfig:
     )
 
 
+@dataclass
+class _LogState:
+    """What the lines of a log read so far said; filled line by line by :func:`parse_nccl_tests_log`."""
+
+    rows: list[Row] = field(default_factory=list)
+    devices: dict[int, Device] = field(default_factory=dict)
+    build: BuildInfo | None = None
+    config: RunConfig | None = None
+    program: str | None = None
+    avg: float | None = None
+    oob: int | None = None
+    blocking: int = 0  # 0 = not stated, 1 = blocking, 2 = blocking without barrier
+    time_column: str = "time"
+    wrong_column: str | None = "#wrong"
+    half_names: list[str] = field(default_factory=lambda: ["time", "algbw", "busbw", "#wrong"])
+    saw_header: bool = False
+    widest: int = 0
+
+
+def _read_footer(state: _LogState, stripped: str, lineno: int) -> bool:
+    """Read a footer line (out-of-bounds count, average bus bandwidth); False if ``stripped`` is none."""
+    if (m := _OUT_OF_BOUNDS.match(stripped)) is not None:
+        state.oob = int(m[1])
+        return True
+    if (m := _AVG_BUSBW.match(stripped)) is not None:
+        try:
+            state.avg = float(m[1])
+        except ValueError:
+            raise SpecError(f"nccl-tests log line {lineno}: cannot read the average bus bandwidth {m[1]!r}; "
+                            "expected a number") from None
+        return True
+    return False
+
+
+def _read_comment(state: _LogState, stripped: str) -> None:
+    """Read a ``#`` line: the version, the program, the run configuration, the blocking mode, a device or
+    a table's column header (each table has its own); other comments say nothing we keep."""
+    if (m := _VERSION.match(stripped)) is not None:
+        state.build = BuildInfo(m[1], int(m[2]) if m[2] else None, int(m[3]) if m[3] else None)
+    elif (m := _PROGRAM.match(stripped)) is not None:
+        state.program = state.program or m[1]
+    elif (m := _CONFIG.match(stripped)) is not None:
+        state.config = _parse_config(m)
+    elif stripped.startswith("# Blocking Enabled"):
+        state.blocking = 2 if "no barrier" in stripped else 1
+    elif (m := _DEVICE.match(stripped)) is not None:
+        rank = int(m[1])
+        state.devices.setdefault(rank, Device(rank=rank, host=m[4], device=int(m[5]), name=m[7],
+                                              group=int(m[2]) if m[2] is not None else None,
+                                              pid=int(m[3]), pci=m[6]))
+    elif (names := _column_names(stripped.lstrip("#").split())) is not None:
+        state.saw_header = True
+        state.time_column, state.half_names = names
+        state.wrong_column = state.half_names[3] if len(state.half_names) > 3 else None
+
+
 def parse_nccl_tests_log(text: str, *, n_ranks: int | None = None, collective: str | None = None) -> NcclTestsLog:
     """Read the stdout of an nccl-tests program (``all_reduce_perf``...), any version.
 
@@ -250,63 +306,34 @@ def parse_nccl_tests_log(text: str, *, n_ranks: int | None = None, collective: s
     >>> log.collective, log.n_ranks, log.n_ranks_from
     ('all_gather', 8, 'size/count')
     """
-    rows: list[Row] = []
-    devices: dict[int, Device] = {}
-    build = config = program = None
-    avg = oob = None
-    blocking = 0
-    time_column, wrong_column, half_names = "time", "#wrong", ["time", "algbw", "busbw", "#wrong"]
-    saw_header, widest = False, 0
+    state = _LogState()
     for lineno, raw in enumerate(text.splitlines(), start=1):
         line = _PREFIXES.sub("", raw, count=1).rstrip()
         stripped = line.strip()
-        if not stripped:
-            continue
-        if (m := _OUT_OF_BOUNDS.match(stripped)) is not None:
-            oob = int(m[1])
-            continue
-        if (m := _AVG_BUSBW.match(stripped)) is not None:
-            try:
-                avg = float(m[1])
-            except ValueError:
-                raise SpecError(f"nccl-tests log line {lineno}: cannot read the average bus bandwidth {m[1]!r}; "
-                                "expected a number") from None
+        if not stripped or _read_footer(state, stripped, lineno):
             continue
         if stripped.startswith("#"):
-            if (m := _VERSION.match(stripped)) is not None:
-                build = BuildInfo(m[1], int(m[2]) if m[2] else None, int(m[3]) if m[3] else None)
-            elif (m := _PROGRAM.match(stripped)) is not None:
-                program = program or m[1]
-            elif (m := _CONFIG.match(stripped)) is not None:
-                config = _parse_config(m)
-            elif stripped.startswith("# Blocking Enabled"):
-                blocking = 2 if "no barrier" in stripped else 1
-            elif (m := _DEVICE.match(stripped)) is not None:
-                rank = int(m[1])
-                devices.setdefault(rank, Device(rank=rank, host=m[4], device=int(m[5]), name=m[7],
-                                                group=int(m[2]) if m[2] is not None else None,
-                                                pid=int(m[3]), pci=m[6]))
-            elif (names := _column_names(stripped.lstrip("#").split())) is not None:  # each table has its own
-                saw_header = True
-                time_column, half_names = names
-                wrong_column = half_names[3] if len(half_names) > 3 else None
+            _read_comment(state, stripped)
             continue
         if _DATA_ROW.match(line):
-            row, width = _parse_row(line, lineno, half_names, len(half_names) if saw_header else None)
-            rows.append(row)
-            widest = max(widest, width)
-    if not rows:
+            row, width = _parse_row(line, lineno, state.half_names, len(state.half_names) if state.saw_header else None)
+            state.rows.append(row)
+            state.widest = max(state.widest, width)
+    if not state.rows:
         raise SpecError("nccl-tests log: no result rows found; expected lines like "
                         "'     1048576        262144     float     sum      -1    85.58   12.25   22.97      0 ...'",
                         hint="pass the stdout of all_reduce_perf (or another nccl-tests program), "
                              "not its stderr or the NCCL_DEBUG output alone")
-    if not saw_header and widest < 4:
+    wrong_column = state.wrong_column
+    if not state.saw_header and state.widest < 4:
         wrong_column = None  # summary tables that dropped #wrong
-    if config is not None and blocking:
-        config = replace(config, blocking=blocking)
-    return _finish(tuple(rows), devices=tuple(devices[r] for r in sorted(devices)), program=program, build=build,
-                   config=config, avg=avg, oob=oob, time_column=time_column, wrong_column=wrong_column,
-                   n_ranks=n_ranks, collective=collective)
+    config = state.config
+    if config is not None and state.blocking:
+        config = replace(config, blocking=state.blocking)
+    devices = state.devices
+    return _finish(tuple(state.rows), devices=tuple(devices[r] for r in sorted(devices)), program=state.program,
+                   build=state.build, config=config, avg=state.avg, oob=state.oob, time_column=state.time_column,
+                   wrong_column=wrong_column, n_ranks=n_ranks, collective=collective)
 
 
 # --------------------------------------------------------------------------------------------

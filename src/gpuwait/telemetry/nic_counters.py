@@ -1,6 +1,6 @@
 """Read NIC counter dumps: ``ethtool -S <netdev>`` (mlx5) and ``perfquery [-x]`` (InfiniBand PMA).
 
-Names stay as the tools print them (formats.md §4.2, §4.3): ``rx_prio3_pause``,
+Names stay as the tools print them (Linux mlx5 ``counters.rst``; IBA PortCounters via ``perfquery(8)``): ``rx_prio3_pause``,
 ``PortXmitData``... Mind the units: ``PortXmitData``/``PortRcvData`` count **4-byte words**
 (:func:`pma_data_bytes` converts); ethtool byte counters are bytes.
 
@@ -98,7 +98,7 @@ def parse_perfquery(text: str, *, source: str = "perfquery output") -> dict[str,
 
 
 def ethtool_prometheus_name(counter: str) -> str:
-    """node_exporter's name for an ethtool counter (``--collector.ethtool``, formats.md §4.4).
+    """node_exporter's name for an ethtool counter (``--collector.ethtool``, node_exporter ``collector/ethtool_linux.go``).
 
     >>> ethtool_prometheus_name("rx_prio3_pause"), ethtool_prometheus_name("tx_pause_ctrl_phy")
     ('node_ethtool_received_prio3_pause', 'node_ethtool_transmitted_pause_ctrl_phy')

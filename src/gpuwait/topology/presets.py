@@ -3,7 +3,7 @@
 Where the numbers come from:
 
 * ``dgx-a100`` / ``dgx-h100``: one DGX server by default (NVLink3 300 GB/s / NVLink4 450 GB/s per GPU
-  per direction, reference/fabric-parameters.md §7.1); with ``--servers N`` the servers join an
+  per direction, NVIDIA A100 / H100 datasheets); with ``--servers N`` the servers join an
   InfiniBand leaf-spine (HDR 40-port QM8700 / NDR 64-port QM9700 switches), rail-optimized.
 * ``dgx-h100-superpod``: NVIDIA DGX SuperPOD H100 reference architecture — NDR 400 Gb/s
   InfiniBand, rail-optimized, 32 servers per scalable unit (one leaf per rail per SU), QM9700
@@ -15,7 +15,7 @@ Every Clos preset takes 2 tiers while a leaf-spine of its radix holds the server
 * ``dual-plane-2x200g``: each NIC has two 200 Gb/s ports, port p in fabric plane p (two
   independent RoCEv2 leaf-spine planes).
 * ``oci-a100-roce``: OCI BM.GPU4.8 — 8 x A100-SXM4-40GB with 16 x 100 Gb/s RoCE ports, run with
-  NCCL_IB_QPS_PER_CONNECTION=4 (reference/nccl-tests/a100-oci-2node-16gpu-roce-all_reduce.md);
+  NCCL_IB_QPS_PER_CONNECTION=4 (github oracle-quickstart/oci-hpc-oke README.md);
   a non-blocking RoCE Clos.
 """
 

@@ -1,15 +1,16 @@
 """Server templates: named ServerSpecs, and the resolution of ``template:`` plus overrides.
 
-Sources of the figures (see ../shared/reference/fabric-parameters.md §7.1-7.2):
+Sources of the figures (table in docs/sources.md):
 
 * NVLink per GPU per direction: NVLink3 (A100) 600 GB/s bidirectional = 300 GB/s each way;
-  NVLink4 (H100/H200) 900 GB/s = 450 GB/s each way (§7.1, "18x 4th Gen NVLink, 900GB/s").
+  NVLink4 (H100/H200) 900 GB/s = 450 GB/s each way (NVIDIA H100 datasheet; MLCommons Inference v4.1
+  H200 system description: "18x 4th Gen NVLink, 900GB/s").
 * PCIe x16 per direction after 128b/130b coding: Gen4 16 GT/s x16 = 31.5 GB/s, Gen5 = 63 GB/s.
 * DGX A100: 8 compute ConnectX-6 HDR 200 Gb/s, 4 PCIe Gen4 switches each with 2 GPUs and 2 NICs,
   2 AMD EPYC sockets, 2 dual-port storage NICs. DGX H100/H200: 8 ConnectX-7 NDR 400 Gb/s, PCIe Gen5,
   2 Xeon sockets (NVIDIA DGX user guides; the H200 MLCommons description lists PCIe Gen5 x16).
 * OCI BM.GPU4.8: 8 A100-SXM4 with 16 x 100 Gb/s RoCE ports ("16 VFs per node",
-  reference/nccl-tests/a100-oci-2node-16gpu-roce-all_reduce.md).
+  github oracle-quickstart/oci-hpc-oke README.md).
 """
 
 from __future__ import annotations

@@ -8,12 +8,13 @@ Header bytes per packet (public protocol layouts):
 * TCP: the same 38 B of Ethernet framing, IPv4 20, TCP 20 + timestamp option 12 = 90 B per
   segment at a 9000 B MTU (MSS 8948 B).
 
-Per-message overheads and ceilings come from ../shared/reference/fabric-parameters.md §7.2/§7.4:
-RDMA write/send latency acceptance of 2.5 us (ngc_multinode_perf), ib_send_lat of 0.8-1.6 us for
-small messages; the kernel TCP path is held to 0.85 of the port rate (ngc_tcp_test
-PASS_CRITERION) and pays socket and copy costs per message. DCQCN and ECN defaults are the
-``dcqcn_paper`` settings of the HPCC authors' simulator (§5.1a); the PFC headroom is the mlx5
-driver's formula (§5.4a).
+Per-message overheads and ceilings (sources in docs/sources.md): RDMA write/send latency acceptance
+of 2.5 us (Mellanox/ngc_multinode_perf ``common.sh`` ``LAT_PASS_VAL``), ib_send_lat of 0.8-1.6 us for
+small messages; the kernel TCP path is held to 0.85 of the port rate (ngc_multinode_perf
+``ngc_tcp_test.sh`` ``PASS_CRITERION``) and pays socket and copy costs per message (an assumption).
+DCQCN and ECN defaults are the ``dcqcn_paper`` settings of the HPCC authors' simulator
+(alibaba-edu/High-Precision-Congestion-Control ``simulation/run.py``); the PFC headroom is the Linux
+mlx5 driver's formula (``drivers/net/ethernet/mellanox/mlx5/core/en/port_buffer.c``).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from gpuwait.spec.cluster import TransportSpec
 
 @dataclass(frozen=True)
 class EcnParams:
-    """RED-style ECN marking at a switch queue, scaled per link speed (§5.1a: KMIN=100*bw/25 KB ...).
+    """RED-style ECN marking at a switch queue, scaled per link speed (HPCC simulator ``run.py``: KMIN=100*bw/25 KB ...).
 
     Probability rises linearly from 0 at ``kmin`` to ``pmax`` at ``kmax``; every packet above ``kmax`` is marked.
     """
@@ -42,7 +43,8 @@ class EcnParams:
 
 @dataclass(frozen=True)
 class DcqcnParams:
-    """DCQCN reaction-point parameters (Zhu et al. 2015, values of §5.1a ``dcqcn_paper``)."""
+    """DCQCN reaction-point parameters (Zhu et al., SIGCOMM 2015; values of the HPCC simulator's
+    ``dcqcn_paper``, byte counter from sc20anonymous/DCQCN-validation)."""
 
     g: float = 1 / 256
     alpha_resume_interval_s: float = 50e-6
@@ -127,7 +129,7 @@ def pfc_xoff_bytes(speed_gbps: float, mtu_bytes: int = 1500, cable_length_m: flo
     """PFC headroom (XOFF threshold) of the mlx5 driver, integer arithmetic as in port_buffer.c.
 
     ``xoff = (301 + 216 * cable_len / 100) * speed / 1000 + 272 * mtu / 100`` with speed in Mb/s
-    (minimum 40 Gb/s) — reference/fabric-parameters.md §5.4a.
+    (minimum 40 Gb/s) — Linux ``mlx5/core/en/port_buffer.c``, default cable length 7 m (``port_buffer.h``).
 
     >>> pfc_xoff_bytes(400), pfc_xoff_bytes(100), pfc_xoff_bytes(200, mtu_bytes=9000, cable_length_m=100)
     (130480, 35680, 127880)

@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gpuwait.errors import SpecError, UnknownNameError
-from gpuwait.spec.workload import ComputeSpec, InferenceSpec, ModelSpec, WorkloadSpec
+from gpuwait.spec.workload import ComputeSpec, InferenceSpec, ModelSpec, ParallelSpec, WorkloadSpec
 from gpuwait.workload.presets import GPU_PRESETS, MODEL_PRESETS, gpu_preset_for_model
 
 GiB = 2.0**30
@@ -161,15 +161,8 @@ class ModelShape:
 _REQUIRED = ("layers", "hidden", "heads", "vocab")
 
 
-def resolve_model(spec: ModelSpec) -> ModelShape:
-    """Apply ``spec.preset`` (explicit fields win), fill defaults and check the shape.
-
-    Raises :class:`UnknownNameError` for an unknown preset, :class:`SpecError` naming the field for a
-    missing or inconsistent dimension.
-
-    >>> resolve_model(ModelSpec(preset="llama-8b", layers=16)).layers
-    16
-    """
+def _preset_and_overrides(spec: ModelSpec) -> dict:
+    """The preset's fields (none without a preset), overridden by every field ``spec`` sets."""
     fields: dict = {}
     if spec.preset is not None:
         try:
@@ -180,30 +173,34 @@ def resolve_model(spec: ModelSpec) -> ModelShape:
                 hint="or give the shape: layers, hidden, ffn_hidden, heads, kv_heads, vocab",
             ) from None
     fields.update({k: v for k, v in spec.model_dump().items() if v is not None and k != "preset"})
-    for name in _REQUIRED:
-        if name not in fields:
-            _fail(f"{_FIELD}.{name}", "required when no preset gives it")
-    experts = fields.get("experts", 1)
-    fields.setdefault("kv_heads", fields["heads"])
-    fields.setdefault("shared_experts", 0)
-    fields.setdefault("dense_layers", 0)
-    fields.setdefault("seq_len", 4096)
-    if experts > 1:
-        if "top_k" not in fields:
-            _fail(f"{_FIELD}.top_k", f"required for an MoE model (experts = {experts})")
-        if "expert_ffn_hidden" not in fields and "ffn_hidden" in fields:
-            fields["expert_ffn_hidden"] = fields["ffn_hidden"]
-        if "expert_ffn_hidden" not in fields:
-            _fail(f"{_FIELD}.expert_ffn_hidden", "required for an MoE model (or ffn_hidden)")
-        if "ffn_hidden" not in fields:
-            if fields["dense_layers"] > 0:
-                _fail(f"{_FIELD}.ffn_hidden", f"required: the first {fields['dense_layers']} layers are dense")
-            fields["ffn_hidden"] = fields["expert_ffn_hidden"]
-    else:
-        if "ffn_hidden" not in fields:
-            _fail(f"{_FIELD}.ffn_hidden", "required when no preset gives it")
-        fields.update(experts=1, top_k=1, shared_experts=0, dense_layers=0)
-        fields.setdefault("expert_ffn_hidden", fields["ffn_hidden"])
+    return fields
+
+
+def _fill_moe(fields: dict) -> None:
+    """An MoE model needs top_k and an expert width; its dense width defaults to the expert width."""
+    experts = fields["experts"]
+    if "top_k" not in fields:
+        _fail(f"{_FIELD}.top_k", f"required for an MoE model (experts = {experts})")
+    if "expert_ffn_hidden" not in fields and "ffn_hidden" in fields:
+        fields["expert_ffn_hidden"] = fields["ffn_hidden"]
+    if "expert_ffn_hidden" not in fields:
+        _fail(f"{_FIELD}.expert_ffn_hidden", "required for an MoE model (or ffn_hidden)")
+    if "ffn_hidden" not in fields:
+        if fields["dense_layers"] > 0:
+            _fail(f"{_FIELD}.ffn_hidden", f"required: the first {fields['dense_layers']} layers are dense")
+        fields["ffn_hidden"] = fields["expert_ffn_hidden"]
+
+
+def _fill_dense(fields: dict) -> None:
+    """A dense model needs ffn_hidden; its expert fields describe one expert that every token runs."""
+    if "ffn_hidden" not in fields:
+        _fail(f"{_FIELD}.ffn_hidden", "required when no preset gives it")
+    fields.update(experts=1, top_k=1, shared_experts=0, dense_layers=0)
+    fields.setdefault("expert_ffn_hidden", fields["ffn_hidden"])
+
+
+def _check_shape(fields: dict) -> None:
+    """Heads divide the hidden size, KV heads divide heads, top_k fits the experts, an MoE layer is left."""
     hidden, heads, kv_heads = fields["hidden"], fields["heads"], fields["kv_heads"]
     if hidden % heads:
         _fail(f"{_FIELD}.heads", f"{heads} does not divide hidden = {hidden}")
@@ -211,8 +208,32 @@ def resolve_model(spec: ModelSpec) -> ModelShape:
         _fail(f"{_FIELD}.kv_heads", f"{kv_heads} does not divide heads = {heads}")
     if fields["top_k"] > fields["experts"]:
         _fail(f"{_FIELD}.top_k", f"{fields['top_k']} is more than the {fields['experts']} experts")
-    if fields["dense_layers"] >= fields["layers"] and experts > 1:
+    if fields["dense_layers"] >= fields["layers"] and fields["experts"] > 1:
         _fail(f"{_FIELD}.dense_layers", f"{fields['dense_layers']} leaves no MoE layer of {fields['layers']}")
+
+
+def resolve_model(spec: ModelSpec) -> ModelShape:
+    """Apply ``spec.preset`` (explicit fields win), fill defaults and check the shape.
+
+    Raises :class:`UnknownNameError` for an unknown preset, :class:`SpecError` naming the field for a
+    missing or inconsistent dimension.
+
+    >>> resolve_model(ModelSpec(preset="llama-8b", layers=16)).layers
+    16
+    """
+    fields = _preset_and_overrides(spec)
+    for name in _REQUIRED:
+        if name not in fields:
+            _fail(f"{_FIELD}.{name}", "required when no preset gives it")
+    fields.setdefault("kv_heads", fields["heads"])
+    fields.setdefault("shared_experts", 0)
+    fields.setdefault("dense_layers", 0)
+    fields.setdefault("seq_len", 4096)
+    if fields.get("experts", 1) > 1:
+        _fill_moe(fields)
+    else:
+        _fill_dense(fields)
+    _check_shape(fields)
     names = ("layers", "hidden", "ffn_hidden", "heads", "kv_heads", "vocab", "experts", "top_k", "expert_ffn_hidden",
              "shared_experts", "dense_layers", "seq_len", "precision")
     return ModelShape(name=spec.preset or "custom", **{k: fields[k] for k in names})
@@ -378,6 +399,50 @@ def _job_gpus(spec: WorkloadSpec, cluster_gpus: int) -> int:
     return gpus
 
 
+def _data_parallel(path: str, p: ParallelSpec, gpus: int) -> int:
+    """dp as given (checked against the job's GPUs), else the GPUs tp x pp leaves."""
+    if p.dp is None:
+        if gpus % (p.tp * p.pp):
+            _fail(path, f"tp*pp = {p.tp}*{p.pp} = {p.tp * p.pp} does not divide the job's {gpus} GPUs")
+        return gpus // (p.tp * p.pp)
+    if p.tp * p.pp * p.dp != gpus:
+        _fail(f"{path}.dp", f"tp*pp*dp = {p.tp}*{p.pp}*{p.dp} = {p.tp * p.pp * p.dp} but the job has {gpus} GPUs")
+    return p.dp
+
+
+def _check_expert_parallel(path: str, p: ParallelSpec, shape: ModelShape, dp: int) -> None:
+    """ep > 1 needs an MoE model whose experts and dp it divides."""
+    if not shape.is_moe:
+        _fail(f"{path}.ep", f"{p.ep} needs an MoE model (experts > 1); {shape.name} is dense")
+    if shape.experts % p.ep:
+        _fail(f"{path}.ep", f"{p.ep} does not divide {shape.experts} experts")
+    if dp % p.ep:
+        _fail(f"{path}.ep", f"{p.ep} does not divide dp = {dp} (expert parallelism runs inside data parallelism)")
+
+
+def _model_chunks(path: str, p: ParallelSpec, shape: ModelShape) -> int:
+    """Model chunks per pipeline stage: virtual_stages for interleaved 1F1B (checked), else 1."""
+    chunks = p.virtual_stages if p.schedule == "interleaved-1f1b" else 1
+    if chunks > 1:
+        if p.pp < 2:
+            _fail(f"{path}.schedule", "interleaved-1f1b needs pipeline parallelism (pp >= 2)")
+        if shape.layers % (p.pp * chunks):
+            _fail(f"{path}.virtual_stages", f"pp*virtual_stages = {p.pp}*{chunks} does not divide {shape.layers} layers")
+    return chunks
+
+
+def _global_batch(path: str, p: ParallelSpec, dp: int, chunks: int) -> int:
+    """Sequences per step: as given (a whole number of micro-batch rounds), else 4·pp rounds with a pipeline."""
+    per_step = dp * p.micro_batch
+    global_batch = p.global_batch if p.global_batch is not None else per_step * (4 * p.pp if p.pp > 1 else 1)
+    if global_batch % per_step:
+        _fail(f"{path}.global_batch", f"{global_batch} is not a multiple of dp*micro_batch = {dp}*{p.micro_batch} = {per_step}")
+    if chunks > 1 and (global_batch // per_step) % p.pp:
+        _fail(f"{path}.global_batch", f"interleaved-1f1b runs micro-batches in groups of pp = {p.pp}; "
+              f"{global_batch // per_step} micro-batches per step is not a multiple (Megatron-LM requires it)")
+    return global_batch
+
+
 def validate_layout(shape: ModelShape, spec: WorkloadSpec, cluster_gpus: int,
                     gpus_per_server: int | None = None) -> ParallelLayout:
     """Resolve ``spec.parallel`` for a job on ``cluster_gpus`` GPUs and check it; one :class:`SpecError`
@@ -392,23 +457,11 @@ def validate_layout(shape: ModelShape, spec: WorkloadSpec, cluster_gpus: int,
     p, path = spec.parallel, "workload.parallel"
     gpus = _job_gpus(spec, cluster_gpus)
     _check_tp(path, p.tp, shape, gpus_per_server, p.allow_tp_across_servers)
-    if p.dp is None:
-        if gpus % (p.tp * p.pp):
-            _fail(path, f"tp*pp = {p.tp}*{p.pp} = {p.tp * p.pp} does not divide the job's {gpus} GPUs")
-        dp = gpus // (p.tp * p.pp)
-    else:
-        dp = p.dp
-        if p.tp * p.pp * dp != gpus:
-            _fail(f"{path}.dp", f"tp*pp*dp = {p.tp}*{p.pp}*{dp} = {p.tp * p.pp * dp} but the job has {gpus} GPUs")
+    dp = _data_parallel(path, p, gpus)
     if shape.layers % p.pp:
         _fail(f"{path}.pp", f"{p.pp} does not divide {shape.layers} layers")
     if p.ep > 1:
-        if not shape.is_moe:
-            _fail(f"{path}.ep", f"{p.ep} needs an MoE model (experts > 1); {shape.name} is dense")
-        if shape.experts % p.ep:
-            _fail(f"{path}.ep", f"{p.ep} does not divide {shape.experts} experts")
-        if dp % p.ep:
-            _fail(f"{path}.ep", f"{p.ep} does not divide dp = {dp} (expert parallelism runs inside data parallelism)")
+        _check_expert_parallel(path, p, shape, dp)
     sp = p.sequence_parallel if p.sequence_parallel is not None else p.tp > 1
     sp = sp and p.tp > 1
     if shape.is_moe and p.tp > 1 and not sp:
@@ -416,19 +469,8 @@ def validate_layout(shape: ModelShape, spec: WorkloadSpec, cluster_gpus: int,
     if p.zero >= 2 and p.pp > 1:
         _fail(f"{path}.zero", f"ZeRO stage {p.zero} shards gradients, which pipeline parallelism (pp = {p.pp}) cannot "
               "accumulate over micro-batches; expected zero 0 or 1 with pp > 1 (as DeepSpeed and Megatron-LM)")
-    chunks = p.virtual_stages if p.schedule == "interleaved-1f1b" else 1
-    if chunks > 1:
-        if p.pp < 2:
-            _fail(f"{path}.schedule", "interleaved-1f1b needs pipeline parallelism (pp >= 2)")
-        if shape.layers % (p.pp * chunks):
-            _fail(f"{path}.virtual_stages", f"pp*virtual_stages = {p.pp}*{chunks} does not divide {shape.layers} layers")
-    per_step = dp * p.micro_batch
-    global_batch = p.global_batch if p.global_batch is not None else per_step * (4 * p.pp if p.pp > 1 else 1)
-    if global_batch % per_step:
-        _fail(f"{path}.global_batch", f"{global_batch} is not a multiple of dp*micro_batch = {dp}*{p.micro_batch} = {per_step}")
-    if chunks > 1 and (global_batch // per_step) % p.pp:
-        _fail(f"{path}.global_batch", f"interleaved-1f1b runs micro-batches in groups of pp = {p.pp}; "
-              f"{global_batch // per_step} micro-batches per step is not a multiple (Megatron-LM requires it)")
+    chunks = _model_chunks(path, p, shape)
+    global_batch = _global_batch(path, p, dp, chunks)
     return ParallelLayout(gpus=gpus, tp=p.tp, pp=p.pp, dp=dp, ep=p.ep, zero=p.zero, sequence_parallel=sp,
                           micro_batch=p.micro_batch, global_batch=global_batch, bucket_bytes=p.bucket,
                           overlap_grad_reduce=p.overlap_grad_reduce, schedule=p.schedule, virtual_stages=chunks)

@@ -1,0 +1,158 @@
+"""Serving one batch (steps/serving.py) against closed forms.
+
+- A pass through a pp-stage pipeline with no micro-batching: pp x (stage compute + its TP all-reduces)
+  + (pp - 1) activation sends; TTFT is the prefill pass, TPOT the decode pass, and the batch takes
+  TTFT + output_tokens x TPOT.
+- Prefill compute from FLOPs: batch x (2·N·T + 2·layers·hidden·T·(T+1)) / achieved FLOP/s, split over
+  tp x pp GPUs (causal attention; Kaplan et al. 2020 §2.1 for 2·N per token).
+- A decode step is bound by reading the weights and the KV cache from HBM when the batch is small:
+  bytes / (tp x HBM bandwidth) (the roofline of Williams et al., CACM 2009).
+- TP all-reduces in Megatron-style tensor parallelism: two per layer per forward (Shoeybi et al.,
+  "Megatron-LM", 2019 §3), of batch x tokens x hidden x 2 bytes.
+- MFU = model FLOPs / (time x GPUs x peak FLOP/s).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpuwait.collectives.ncclenv import parse_env
+from gpuwait.errors import SimulationError
+from gpuwait.fabric.groups import FabricModel
+from gpuwait.spec.workload import WorkloadSpec
+from gpuwait.steps.serving import run_serving, time_per_output_token_s
+from gpuwait.topology.presets import build_preset, preset_spec
+from gpuwait.transport.profiles import TRANSPORTS
+from gpuwait.workload import model as wm
+from gpuwait.workload.layout import Layout
+from gpuwait.workload.program import ServingStep
+from gpuwait.workload.steps import serving_step
+
+PRESET = "rocev2-400g-2tier"
+PREFILL_S, DECODE_S, PEAK = 0.050, 0.004, 989e12
+
+
+def _fabric(servers: int = 2) -> FabricModel:
+    spec = preset_spec(PRESET, servers=servers)
+    return FabricModel(build_preset(PRESET, servers=servers), spec.routing, TRANSPORTS[spec.transport.name],
+                       parse_env({}))
+
+
+def _step(fabric: FabricModel, tp=1, pp=1, *, out=16, batch=4, layers=8, ar_prefill=0.0, ar_decode=0.0,
+          send_prefill=0.0, send_decode=0.0, model_flops=1e15) -> ServingStep:
+    n = tp * pp
+    lay = Layout(tp, 1, pp, 1, fabric.topo.gpu_node.ravel()[:n])
+    return ServingStep(lay, PREFILL_S, DECODE_S, layers // pp, ar_prefill, ar_decode, 2, send_prefill, send_decode,
+                       out, batch, model_flops, PEAK, "test")
+
+
+def _time(fabric: FabricModel, step: ServingStep, group: str, collective: str, n_bytes: float) -> float:
+    lay = step.layout
+    return fabric.collective(lay.rank_gpu[lay.groups(group)], collective, n_bytes).time_s
+
+
+def test_no_communication_is_compute_only():
+    fabric = _fabric()
+    step = _step(fabric, out=16)
+    result = run_serving(step, fabric)
+    ttft, tpot = PREFILL_S, DECODE_S
+    total = ttft + 16 * tpot
+    b = result.breakdown
+    assert b.step_time_s == pytest.approx(total, rel=1e-12)
+    assert b.ideal_step_time_s == pytest.approx(total, rel=1e-12)
+    assert time_per_output_token_s(result) == pytest.approx(tpot, rel=1e-3)  # the note keeps 3 decimals in ms
+    assert result.notes[0] == f"time to first token {ttft * 1e3:.3f} ms"
+    assert b.per_gpu_s["compute"][0] == pytest.approx(total)
+    assert b.per_gpu_s["exposed_comm"][0] == 0.0 and b.per_gpu_s["bubble"][0] == pytest.approx(0.0, abs=1e-15)
+    assert b.mfu == pytest.approx(1e15 / (total * 1 * PEAK))
+    assert b.tokens_per_step == 4 * (1 + 16)
+    assert result.collectives == ()
+
+
+def test_tensor_parallel_all_reduces_add_to_every_pass():
+    fabric = _fabric()
+    ar_pre, ar_dec = 4 * 512 * 8192 * 2.0, 4 * 8192 * 2.0
+    step = _step(fabric, tp=8, out=32, layers=8, ar_prefill=ar_pre, ar_decode=ar_dec)
+    calls = 8 * 2  # layers x two all-reduces per layer
+    tp_pre, tp_dec = _time(fabric, step, "tp", "all_reduce", ar_pre), _time(fabric, step, "tp", "all_reduce", ar_dec)
+    assert tp_pre > 0 and tp_dec > 0
+    ttft, tpot = PREFILL_S + calls * tp_pre, DECODE_S + calls * tp_dec
+    result = run_serving(step, fabric)
+    b = result.breakdown
+    assert b.step_time_s == pytest.approx(ttft + 32 * tpot, rel=1e-12)
+    assert b.ideal_step_time_s == pytest.approx(PREFILL_S + 32 * DECODE_S, rel=1e-12)
+    assert b.exposed_comm_s["tp all_reduce"] == pytest.approx(calls * (tp_pre + 32 * tp_dec), rel=1e-12)
+    assert b.exposed_comm_s["pp sendrecv"] == 0.0
+    labels = {c.label: c for c in result.collectives}
+    assert labels["tp all_reduce decode"].count_per_step == calls * 32
+    assert labels["tp all_reduce prefill"].count_per_step == calls
+    assert labels["tp all_reduce decode"].n_ranks == 8
+
+
+def test_pipeline_pass_and_bubble():
+    fabric = _fabric()
+    pp, out = 4, 8
+    send_pre, send_dec = 4 * 512 * 8192 * 2.0, 4 * 8192 * 2.0
+    step = _step(fabric, pp=pp, out=out, send_prefill=send_pre, send_decode=send_dec)
+    s_pre, s_dec = _time(fabric, step, "pp", "sendrecv", send_pre), _time(fabric, step, "pp", "sendrecv", send_dec)
+    ttft = pp * PREFILL_S + (pp - 1) * s_pre
+    tpot = pp * DECODE_S + (pp - 1) * s_dec
+    total = ttft + out * tpot
+    result = run_serving(step, fabric)
+    b = result.breakdown
+    assert b.step_time_s == pytest.approx(total, rel=1e-12)
+    pp_comm = (pp - 1) * (s_pre + out * s_dec)
+    assert b.exposed_comm_s["pp sendrecv"] == pytest.approx(pp_comm, rel=1e-12)
+    # each GPU computes only its stage; the other stages' time is bubble
+    compute = PREFILL_S + out * DECODE_S
+    assert b.per_gpu_s["compute"] == pytest.approx(np.full(pp, compute))
+    assert b.per_gpu_s["bubble"] == pytest.approx(np.full(pp, total - compute - pp_comm))
+    assert b.per_gpu_s["bubble"][0] == pytest.approx((pp - 1) * compute)
+
+
+def test_tasks_start_at_each_stage_in_turn():
+    fabric = _fabric()
+    step = _step(fabric, pp=2, out=3)
+    t = run_serving(step, fabric).tasks
+    prefill = t.name == "prefill"
+    assert t.start_s[prefill].tolist() == pytest.approx([0.0, PREFILL_S])
+    first = t.name == "decode t0"
+    assert t.start_s[first].tolist() == pytest.approx([2 * PREFILL_S, 2 * PREFILL_S + DECODE_S])
+    assert np.all(t.end_s - t.start_s == t.exposed_s)
+
+
+def test_prefill_and_decode_from_flops_and_bytes():
+    """TTFT from prefill FLOPs; a decode step of a small batch from weight and KV bytes over HBM bandwidth."""
+    fabric = _fabric(servers=1)
+    batch, prompt, out, tp = 1, 1024, 64, 8
+    spec = WorkloadSpec(mode="inference", model={"preset": "llama-8b"}, compute={"gpu": "H100-SXM"},
+                        inference={"tp": tp, "pp": 1, "batch": batch, "prompt_tokens": prompt, "output_tokens": out})
+    step = serving_step(spec, fabric.topo)
+    shape = wm.resolve_model(spec.model)
+    gpu = wm.resolve_gpu(spec.compute, shape.precision, fabric.topo.spec.server.gpu_model)
+    n_matmul = wm.matmul_params(shape)
+    flops = batch * (2 * n_matmul * prompt + 2 * shape.layers * shape.hidden * prompt * (prompt + 1))
+    assert step.prefill_compute_s == pytest.approx(flops / gpu.achieved_flops / tp, rel=1e-12)
+    context = prompt + out // 2
+    width = 2  # bf16 weights and KV cache
+    weights = (shape.params - shape.embedding_params) * width
+    kv = batch * context * 2 * shape.layers * shape.kv_heads * shape.head_dim * width
+    memory_s = (weights + kv) / (tp * gpu.hbm_bandwidth_Bps)
+    compute_s = batch * (2 * n_matmul + 4 * shape.layers * shape.hidden * context) / (tp * gpu.achieved_flops)
+    assert memory_s > compute_s  # batch 1 decode is memory-bound
+    assert step.decode_compute_s == pytest.approx(memory_s, rel=1e-12)
+    assert step.tp_allreduce_decode_bytes == batch * shape.hidden * 2
+    result = run_serving(step, fabric)
+    tp_dec = _time(fabric, step, "tp", "all_reduce", step.tp_allreduce_decode_bytes)
+    assert time_per_output_token_s(result) == pytest.approx(memory_s + shape.layers * 2 * tp_dec, rel=1e-3)
+
+
+def test_rejects_an_empty_batch_and_a_non_serving_result():
+    fabric = _fabric()
+    with pytest.raises(SimulationError, match="at least one output token"):
+        run_serving(_step(fabric, out=0), fabric)
+    result = run_serving(_step(fabric), fabric)
+    bare = type(result)(**{**result.__dict__, "notes": ()})
+    with pytest.raises(SimulationError, match="not a serving run"):
+        time_per_output_token_s(bare)
