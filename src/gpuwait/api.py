@@ -9,9 +9,11 @@ behind it, load on first use of one of these names.
 Examples
 --------
 >>> import gpuwait as g
->>> s = g.load_scenario("examples/dp-only.yaml")
->>> sorted(g.simulate(s).to_dict())
-['cases', 'report', 'scenario']
+>>> topo = g.build_cluster("rocev2-400g-2tier", servers=8)
+>>> topo.n_gpus
+64
+
+docs/python.md walks through every function with examples that run in the test suite.
 """
 
 from __future__ import annotations
