@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 import typer
 
@@ -13,7 +14,7 @@ from gpuwait.errors import GpuwaitError
 from gpuwait.version import __version__
 
 
-def _click_errors() -> tuple[type[Exception], ...]:
+def _click_errors() -> tuple[type[Any], ...]:
     """Usage-error classes: typer >= 0.26 vendors its own click (and may come without click),
     older typer raises click's own."""
     found = []

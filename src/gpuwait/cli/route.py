@@ -40,7 +40,7 @@ def route(cluster: str = CLUSTER_ARGUMENT, src: str | None = SRC_OPTION, dst: st
     if (src is None) != (dst is None):
         raise SpecError("--src/--dst: got only one of them; expected both (one flow) or neither (a scenario's flows)")
     transport = resolve_transport(spec.transport).name
-    if src is None:
+    if src is None or dst is None:  # both None: the check above
         if not looks_like_file(cluster):
             raise SpecError(f"--src/--dst: {cluster} is a preset and has no traffic; expected --src and --dst",
                             hint="or give a scenario file to see the load of its flows")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 from gpuwait.diagnose.packet import diagnose_packets
 from gpuwait.diagnose.run import diagnose_observation, diagnose_scenario
@@ -20,6 +21,9 @@ from gpuwait.spec.faults import FaultSpec
 from gpuwait.telemetry.bundle import load_telemetry_dir
 from gpuwait.topology import build_topology
 
+if TYPE_CHECKING:
+    from gpuwait.engine.packet.run import PacketRun
+
 
 def diagnose_run(scenario: Scenario, inject: Sequence[str | FaultSpec] = (), *, steps: int | None = None,
                  measure_gain: bool = True, report: str | Path | None = None) -> DiagnosisResult:
@@ -30,10 +34,13 @@ def diagnose_run(scenario: Scenario, inject: Sequence[str | FaultSpec] = (), *, 
         # a traffic scenario: queues, pauses and marks tell, so it runs packet by packet
         if inject:
             raise SpecError("--inject: applies to training workloads; expected a scenario with a `workload:`")
-        return DiagnosisResult(diagnose_packets(run_traffic(scenario, "packet")[0], measure_gain=measure_gain))
+        run = cast("PacketRun", run_traffic(scenario, "packet")[0])
+        return DiagnosisResult(diagnose_packets(run, measure_gain=measure_gain))
     faults = [f if isinstance(f, FaultSpec) else parse_inject(f) for f in inject]
     diagnosis = diagnose_scenario(scenario, faults, steps=steps, measure_gain=measure_gain)
-    paths = write_reports(diagnosis.run.results, report, scenario.name, diagnoses=[diagnosis]) if report else []
+    paths = []
+    if report and diagnosis.run is not None:  # a scenario's diagnosis keeps its run
+        paths = write_reports(diagnosis.run.results, report, scenario.name, diagnoses=[diagnosis])
     return DiagnosisResult(diagnosis, paths)
 
 

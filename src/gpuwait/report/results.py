@@ -13,9 +13,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 from gpuwait.diagnose.report import diagnosis_dict
 from gpuwait.diagnose.run import Diagnosis
-from gpuwait.report.flows import packet_run_entry, run_entry
+from gpuwait.report.flows import flow_rows, packet_run_entry, routing_label, run_entry
+from gpuwait.report.parquet import link_table, task_table, write_link_parquet, write_task_parquet
 from gpuwait.report.step import step_summary_dict
 from gpuwait.steps.result import RunResult
 
@@ -36,14 +40,10 @@ class WorkloadResult:
 
     def to_arrow(self) -> dict:
         """``{"tasks": ..., "links": ...}``: every task of every rank and step, and every link's load."""
-        from gpuwait.report.parquet import link_table, task_table
-
         return {"tasks": task_table(self.results), "links": link_table(self.results)}
 
     def to_parquet(self, directory: str | Path) -> list[Path]:
         """Write ``tasks.parquet`` and ``links.parquet`` (as the CLI's ``--report`` does) into ``directory``."""
-        from gpuwait.report.parquet import write_link_parquet, write_task_parquet
-
         out = Path(directory)
         out.mkdir(parents=True, exist_ok=True)
         return [write_task_parquet(self.results, out / "tasks.parquet"), write_link_parquet(self.results, out / "links.parquet")]
@@ -67,17 +67,11 @@ class TrafficResult:
 
     def to_arrow(self) -> dict:
         """``{"flows": ...}``: one row per flow of every run, with a ``case`` column (the run's label)."""
-        import pyarrow as pa
-
-        from gpuwait.report.flows import flow_rows, routing_label
-
         rows = [{"case": r.labels.get("name", routing_label(r))} | row for r in self.runs for row in flow_rows(r)]
         return {"flows": pa.Table.from_pylist(rows)}
 
     def to_parquet(self, directory: str | Path) -> list[Path]:
         """Write ``flows.parquet`` into ``directory``."""
-        import pyarrow.parquet as pq
-
         out = Path(directory)
         out.mkdir(parents=True, exist_ok=True)
         path = out / "flows.parquet"
@@ -100,7 +94,5 @@ class DiagnosisResult:
 
     def to_arrow(self) -> dict:
         """``{"findings": ...}``: one row per finding (kind, component, severity, gain, fix...; evidence as JSON text)."""
-        import pyarrow as pa
-
         rows = [f | {"evidence": json.dumps(f["evidence"], default=str)} for f in self.to_dict()["findings"]]
         return {"findings": pa.Table.from_pylist(rows)}
