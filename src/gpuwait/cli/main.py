@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 import typer
 
-from gpuwait.cli import commands, diagnose_cmds, perf_cmds, topo_cmds
+from gpuwait.cli import demo, diagnose, perf, route, run, schema, telemetry, topo, validate
+from gpuwait.cli.faults_help import InjectHelpCommand
 from gpuwait.errors import GpuwaitError
 from gpuwait.version import __version__
 
 
-def _click_errors() -> tuple[type[Exception], ...]:
+def _click_errors() -> tuple[type[Any], ...]:
     """Usage-error classes: typer >= 0.26 vendors its own click (and may come without click),
     older typer raises click's own."""
     found = []
@@ -48,10 +50,18 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
     """Why the GPUs wait, and what makes them stop."""
 
 
-commands.register(app)
-topo_cmds.register(app)
-perf_cmds.register(app)
-diagnose_cmds.register(app)
+# one module per command; each imports what it runs inside its body, so `--help` stays fast
+app.command()(demo.demo)
+app.command()(run.run)
+app.command()(route.route)
+app.command()(validate.validate)
+app.command()(schema.schema)
+app.command()(topo.topo)
+app.command()(perf.perf)
+app.command(cls=InjectHelpCommand)(diagnose.diagnose)
+telemetry_app = typer.Typer(help="Telemetry under real exporter names.", no_args_is_help=True)
+telemetry_app.command("export", cls=InjectHelpCommand)(telemetry.export)
+app.add_typer(telemetry_app, name="telemetry")
 
 
 def main(argv: list[str] | None = None) -> int:

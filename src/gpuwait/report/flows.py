@@ -115,6 +115,31 @@ def uplink_loads(run: FlowRun, switch: str) -> list[dict]:
              "mean_utilization": float(mean_util[link])} for link in links]
 
 
+def sending_leaf(run: FlowRun) -> str | None:
+    """The leaf whose uplinks carry the most bytes: where ECMP collisions show first."""
+    topo = run.topo
+    up = topo.uplinks(1)
+    if not len(up):
+        return None
+    bytes_by_leaf = np.bincount(topo.link_src[up], weights=run.link_bytes[up], minlength=topo.n_nodes)
+    leaf = int(np.argmax(bytes_by_leaf))
+    return topo.node_name[leaf] if bytes_by_leaf[leaf] > 0 else None
+
+
+def run_entry(run: FlowRun) -> dict:
+    """One flow run as ``gpuwait run --json`` prints it: summary, hottest links, flows, the hottest links' timeline."""
+    hottest = hot_links(run, 10)
+    return {"summary": run_summary(run), "hot_links": hottest, "flows": flow_rows(run),
+            "link_timeline": link_timeline(run, [run.topo.link_id(h["link"]) for h in hottest])}
+
+
+def packet_run_entry(run) -> dict:
+    """One packet run (a :class:`~gpuwait.engine.packet.run.PacketRun`): the flow-run numbers plus
+    flow-completion-time percentiles and the port counters' totals."""
+    return {"summary": run_summary(run), "hot_links": hot_links(run, 10), "flows": flow_rows(run),
+            "fct_s": run.fct_percentiles_s(), "counters": run.totals()}
+
+
 # ------------------------------------------------------------------------------------ rich tables
 def comparison_table(summaries: list[dict]) -> Table:
     best = min(s["makespan_s"] for s in summaries)

@@ -1,0 +1,140 @@
+"""gpuwait from Python: load a scenario, simulate it, predict nccl-tests tables, diagnose.
+
+Every function here runs the same library code as the matching command, so ``result.to_dict()``
+is the document ``gpuwait ... --json`` prints, and bad input raises the same
+:class:`~gpuwait.errors.GpuwaitError` (a :class:`~gpuwait.errors.SpecError` names the YAML path,
+the value and what was expected). ``import gpuwait`` stays light: this module, and the engines
+behind it, load on first use of one of these names.
+
+Examples
+--------
+>>> import gpuwait as g
+>>> topo = g.build_cluster("rocev2-400g-2tier", servers=8)
+>>> topo.n_gpus
+64
+
+docs/python.md walks through every function with examples that run in the test suite.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+from gpuwait.errors import SpecError
+from gpuwait.report.diagnosis import diagnose_run, diagnose_telemetry
+from gpuwait.report.results import DiagnosisResult, TrafficResult, WorkloadResult
+from gpuwait.runner.inputs import load_cluster, load_scenario, with_servers
+from gpuwait.runner.perf import PerfSweep, SweepArgs, perf_sweep
+from gpuwait.runner.traffic import run_traffic
+from gpuwait.runner.workload import run_workload
+from gpuwait.spec import ClusterSpec, Scenario
+from gpuwait.spec.faults import FaultSpec
+from gpuwait.topology import Topology, build_topology, resolve_cluster
+
+__all__ = ["build_cluster", "diagnose", "load_scenario", "perf", "simulate"]
+
+
+def simulate(scenario: Scenario | str | Path, engine: str = "flow",
+             steps: int | None = None) -> WorkloadResult | TrafficResult:
+    """Simulate a scenario (or a scenario file) and its variants, as ``gpuwait run`` does.
+
+    Parameters
+    ----------
+    scenario : Scenario or path
+        A loaded scenario (:func:`load_scenario`) or the path of its YAML file.
+    engine : {"flow", "packet"}
+        Traffic scenarios only: fluid max-min rates, or packets with queues, PFC, ECN and DCQCN.
+        Workloads (training and inference steps) run on the flow engine.
+    steps : int, optional
+        Workloads only: the steps to simulate (default: the scenario's).
+
+    Returns
+    -------
+    WorkloadResult or TrafficResult
+        ``.results`` (one :class:`~gpuwait.steps.result.RunResult` per case) or ``.runs`` (one
+        engine run per case); ``to_dict()``, ``to_arrow()`` and ``to_parquet(directory)``.
+    """
+    if not isinstance(scenario, Scenario):
+        scenario = load_scenario(scenario)
+    if engine not in ("flow", "packet"):
+        raise SpecError(f"engine: got {engine!r}; expected flow or packet")
+    if scenario.workload is not None:
+        if engine == "packet":
+            raise SpecError("engine='packet': runs `traffic:` scenarios only; this one has a `workload:`",
+                            hint="training and inference steps run on the flow engine")
+        return WorkloadResult(scenario.name, run_workload(scenario, steps=steps))
+    if steps is not None:
+        raise SpecError("steps: the scenario has no workload; expected a `workload:` section",
+                        hint="steps apply to training and inference scenarios")
+    return TrafficResult(scenario.name, engine, run_traffic(scenario, engine))
+
+
+def perf(op: str, cluster: str = "dgx-h100", servers: int | None = None, sizes: Sequence[int | str] | None = None,
+         env: Mapping[str, str] | Iterable[str] = (), gpus: int | None = None, step_factor: int = 2,
+         dtype: str = "float", **nccl_tests_args) -> PerfSweep:
+    """The nccl-tests table ``gpuwait perf`` prints, for ``op`` on a preset or cluster file.
+
+    Parameters
+    ----------
+    op : str
+        ``all_reduce``, ``all_gather``, ``reduce_scatter``, ``alltoall``, ``broadcast``... (or the
+        nccl-tests binary name, ``all_reduce_perf``).
+    cluster, servers, gpus
+        A preset name or a cluster/scenario file; servers (default: the preset's); GPUs per server.
+    sizes : (min, max), optional
+        The ``-b`` and ``-e`` sizes in bytes or with K/M/G suffixes; sizes between them grow by
+        ``step_factor`` (``-f``). Default: 32M only, as nccl-tests.
+    env : mapping or NAME=VALUE strings
+        NCCL variables (``{"NCCL_ALGO": "Ring"}``) over the process environment, as NCCL reads them.
+    nccl_tests_args
+        Other fields of :class:`~gpuwait.runner.perf.SweepArgs`: ``iters``, ``warmup_iters``,
+        ``check``, ``redop``, ``root``, ``step_bytes``.
+
+    Returns
+    -------
+    PerfSweep
+        ``.rows`` (nccl-tests rows: size, time, algbw, busbw), ``.choices`` (algorithm, protocol,
+        channels per size), ``to_dict()`` and ``to_arrow()``;
+        :func:`gpuwait.report.perf.sweep_text` prints it as nccl-tests does.
+    """
+    lo, hi = (sizes[0], sizes[-1]) if sizes else ("32M", "32M")
+    args = SweepArgs(min_bytes=lo, max_bytes=hi, step_factor=step_factor, dtype=dtype, **nccl_tests_args)
+    return perf_sweep(op, args, cluster, servers, gpus, env)
+
+
+def diagnose(scenario: Scenario | str | Path | None = None, inject: Sequence[str | FaultSpec] = (), *,
+             steps: int | None = None, measure_gain: bool = True, telemetry: str | Path | None = None,
+             cluster: str | None = None, servers: int | None = None) -> DiagnosisResult:
+    """Name what slows a scenario, as ``gpuwait diagnose`` does.
+
+    A training scenario is simulated with the faults in ``inject`` (``"slow-gpu:s1.gpu3"``,
+    ``"link-degrade:leaf0->spine1:factor=0.25"`` or fault specs), and each proposed fix is simulated
+    again to measure its gain; a traffic scenario runs on the packet engine. With ``telemetry=DIR``
+    and ``cluster=``, imported telemetry is diagnosed instead.
+
+    Returns
+    -------
+    DiagnosisResult
+        ``.diagnosis.findings`` ranked by the gain of their fix; ``to_dict()`` and ``to_arrow()``.
+    """
+    if telemetry is not None:
+        if scenario is not None or inject:
+            raise SpecError("telemetry: expected either a scenario (with inject) or telemetry with cluster, not both")
+        if cluster is None:
+            raise SpecError("telemetry: expected cluster= naming the cluster the telemetry comes from")
+        return diagnose_telemetry(telemetry, cluster, servers)
+    if scenario is None:
+        raise SpecError("diagnose: expected a scenario, or telemetry= with cluster=")
+    if not isinstance(scenario, Scenario):
+        scenario = load_scenario(scenario)
+    return diagnose_run(scenario, list(inject), steps=steps, measure_gain=measure_gain)
+
+
+def build_cluster(preset_or_file: str | Path | ClusterSpec, servers: int | None = None) -> Topology:
+    """The topology of a preset (``"dgx-h100"``), a cluster or scenario file, or a cluster spec:
+    nodes and links as numpy columns, with names (``s0.gpu0``, ``leaf0->spine1``)."""
+    if isinstance(preset_or_file, ClusterSpec):
+        spec = preset_or_file if servers is None else with_servers(preset_or_file, servers, source="build_cluster")
+        return build_topology(resolve_cluster(spec))
+    return build_topology(load_cluster(str(preset_or_file), servers))

@@ -1,0 +1,81 @@
+"""``gpuwait diagnose``: the root cause of lost step time, its evidence, and the measured gain of its fix."""
+
+from __future__ import annotations
+
+import typer
+from rich.console import Console
+
+from gpuwait.cli.common import JSON_OPTION, SERVERS_OPTION
+from gpuwait.cli.faults_help import INJECT_OPTION
+
+SCENARIO_ARGUMENT = typer.Argument(None, metavar="[SCENARIO.yaml]", help="A scenario with a training workload.")
+TELEMETRY_OPTION = typer.Option(
+    None, "--telemetry", metavar="DIR",
+    help="Diagnose imported telemetry (Prometheus text, Parquet, NCCL_DEBUG logs, nccl-tests logs, ethtool -S, perfquery).")
+CLUSTER_OPTION = typer.Option(None, "--cluster", metavar="PRESET|FILE",
+                              help="With --telemetry: the cluster the telemetry comes from.")
+STEPS_OPTION = typer.Option(None, "--steps", min=1, help="Training steps to simulate.")
+NO_GAIN_OPTION = typer.Option(False, "--no-gain", help="Skip re-simulating the fixes.")
+REPORT_OPTION = typer.Option(None, "--report", metavar="DIR", help="Write the HTML report with the findings here.")
+
+
+def diagnose(scenario_file: str | None = SCENARIO_ARGUMENT, inject: list[str] | None = INJECT_OPTION,
+             telemetry: str | None = TELEMETRY_OPTION, cluster: str | None = CLUSTER_OPTION,
+             servers: int | None = SERVERS_OPTION, steps: int | None = STEPS_OPTION, no_gain: bool = NO_GAIN_OPTION,
+             report: str | None = REPORT_OPTION, json_out: bool = JSON_OPTION) -> None:
+    """Name the root cause of lost step time, where it is, the evidence, and a fix whose gain is
+    measured by simulating the scenario again with the fix applied.
+
+    A scenario with only `traffic:` runs on the packet engine and is diagnosed from its pauses,
+    ECN marks and queues (head-of-line blocking, PFC storms, ECN thresholds above PFC's).
+
+    Examples: `gpuwait diagnose examples/dp-only.yaml --inject link-degrade:leaf0->spine21:factor=0.25`,
+    `gpuwait diagnose --telemetry scrapes/ --cluster rocev2-400g-2tier --servers 16`
+    """
+    from gpuwait.cli.output import Output
+    from gpuwait.errors import SpecError
+    from gpuwait.report.diagnosis import diagnose_run, diagnose_telemetry
+    from gpuwait.runner.inputs import load_scenario
+
+    if telemetry is not None:
+        if scenario_file is not None or inject:
+            raise SpecError("--telemetry: expected either a scenario (with --inject) or --telemetry DIR --cluster, not both")
+        if cluster is None:
+            raise SpecError("--telemetry: expected --cluster PRESET|FILE naming the cluster the telemetry comes from")
+        result = diagnose_telemetry(telemetry, cluster, servers)
+    elif scenario_file is None:
+        raise SpecError("diagnose: expected SCENARIO.yaml, or --telemetry DIR --cluster PRESET|FILE")
+    else:
+        result = diagnose_run(load_scenario(scenario_file), inject or [], steps=steps, measure_gain=not no_gain,
+                              report=report)
+    Output(json_out).emit(result.to_dict(), lambda c: render_diagnosis(c, result.diagnosis))
+
+
+def render_diagnosis(console: Console, diagnosis, limit: int = 8) -> None:
+    """The head line, the findings table, the top three explained with their fix, what was not available."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    step, base = diagnosis.step_time_s, diagnosis.baseline_step_time_s
+    head = (f"[bold]{escape(diagnosis.case)}[/]: {diagnosis.measure} {step * 1e3:.3f} ms" if step
+            else f"[bold]{escape(diagnosis.case)}[/]")
+    if base:
+        head += f", healthy model {base * 1e3:.1f} ms ({100 * (step - base) / step:+.1f} % of the step lost)"
+    console.print(head)
+    if not diagnosis.findings:
+        console.print("no findings")
+    table = Table(title="Findings, by the gain of their fix (direct evidence first when close)", title_justify="left")
+    for column in ("#", "severity", "kind", "component", "gain if fixed", "evidence"):
+        table.add_column(column, overflow="fold")
+    for i, f in enumerate(diagnosis.findings[:limit], 1):
+        gain = f.gain_fraction
+        color = {"critical": "red", "warning": "yellow"}.get(f.severity, "dim")
+        evidence = ", ".join(f"{k}={v}" for k, v in f.evidence.items())
+        table.add_row(str(i), f"[{color}]{f.severity}[/]", f.kind, escape(f.component),
+                      "-" if gain is None else f"{100 * gain:.1f} %", escape(evidence))
+    if diagnosis.findings:
+        console.print(table)
+    for i, f in enumerate(diagnosis.findings[:3], 1):
+        console.print(f"[bold]{i}. {f.kind} on {escape(f.component)}[/]: {escape(f.explanation)}\n   fix: {escape(f.fix)}")
+    if diagnosis.missing:
+        console.print("[dim]not available: " + "; ".join(diagnosis.missing) + "[/]")

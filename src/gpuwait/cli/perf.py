@@ -1,0 +1,59 @@
+"""``gpuwait perf``: nccl-tests tables predicted for a cluster, and set beside a real log."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from gpuwait.cli.common import JSON_OPTION
+from gpuwait.collectives.nccltests import COLLECTIVES
+
+OP_ARGUMENT = typer.Argument(..., metavar="OP", help=f"Collective: {', '.join(COLLECTIVES)}.")
+CLUSTER_OPTION = typer.Option("dgx-h100", "--cluster", help="A preset name or a cluster/scenario file.")
+SERVERS_OPTION = typer.Option(None, "--servers", min=1, help="Servers (default: the preset's).")
+MIN_OPTION = typer.Option("32M", "-b", "--minbytes", help="Smallest size (K/M/G suffixes, binary).")
+MAX_OPTION = typer.Option("32M", "-e", "--maxbytes", help="Largest size.")
+FACTOR_OPTION = typer.Option(1, "-f", "--stepfactor", min=1, help="Multiply the size by this each step.")
+STEP_OPTION = typer.Option("1M", "-i", "--stepbytes", help="Add this each step when -f is 1.")
+ITERS_OPTION = typer.Option(20, "-n", "--iters", min=1, help="Timed iterations (printed in the header).")
+WARMUP_OPTION = typer.Option(1, "-w", "--warmup_iters", min=0, help="Warmup iterations (header only).")
+GPUS_OPTION = typer.Option(None, "-g", "--ngpus", min=1, help="GPUs per server (default: all).")
+CHECK_OPTION = typer.Option(1, "-c", "--check", min=0, help="0 prints N/A in #wrong, as nccl-tests -c 0.")
+REDOP_OPTION = typer.Option("sum", "-o", "--op", help="Reduction op (printed).")
+DTYPE_OPTION = typer.Option("float", "-d", "--datatype", help="Datatype: float, half, bfloat16, int8...")
+ROOT_OPTION = typer.Option(0, "-r", "--root", min=0, help="Root rank of broadcast/reduce.")
+ENV_OPTION = typer.Option([], "--env", help="NCCL variable NAME=VALUE (repeatable); the environment counts too.")
+ALGO_OPTION = typer.Option(False, "--report-algo", help="Add the algorithm/protocol/channels chosen per size.")
+COMPARE_OPTION = typer.Option(None, "--compare", help="A real nccl-tests log: predict its sizes and compare.")
+
+
+def perf(op: str = OP_ARGUMENT, cluster: str = CLUSTER_OPTION, servers: int | None = SERVERS_OPTION,
+         min_bytes: str = MIN_OPTION, max_bytes: str = MAX_OPTION, step_factor: int = FACTOR_OPTION,
+         step_bytes: str = STEP_OPTION, iters: int = ITERS_OPTION, warmup: int = WARMUP_OPTION,
+         gpus: int | None = GPUS_OPTION, check: int = CHECK_OPTION, redop: str = REDOP_OPTION,
+         dtype: str = DTYPE_OPTION, root: int = ROOT_OPTION, env: list[str] = ENV_OPTION,
+         report_algo: bool = ALGO_OPTION, compare: Path | None = COMPARE_OPTION, json_out: bool = JSON_OPTION) -> None:
+    """Predict an nccl-tests table (`all_reduce_perf -b 8 -e 8G -f 2 -g 8`) for a cluster.
+
+    Times come from NCCL's tuning model (algorithm, protocol, latency) and the flow engine on the
+    real topology and routing (bandwidth). With --compare LOG the log's collective, sizes and rank
+    count are predicted and set beside the measured busbw and time.
+
+    Example: `gpuwait perf all_reduce -b 8 -e 8G -f 2 --cluster dgx-h100`
+    """
+    from gpuwait.cli.output import Output
+
+    out = Output(json_out)
+    if compare is not None:
+        from gpuwait.report.perf import compare_log, comparison_table
+
+        comparison = compare_log(op, compare, cluster, servers, gpus, env)
+        out.emit(comparison.to_dict(), lambda c: c.print(comparison_table(comparison)))
+        return
+    from gpuwait.report.perf import sweep_text
+    from gpuwait.runner.perf import SweepArgs, perf_sweep
+
+    args = SweepArgs(min_bytes, max_bytes, step_factor, step_bytes, iters, warmup, check, redop, dtype, root)
+    sweep = perf_sweep(op, args, cluster, servers, gpus, env)
+    out.emit(sweep.to_dict(), lambda c: print(sweep_text(sweep, report_algo)))

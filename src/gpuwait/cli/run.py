@@ -1,0 +1,122 @@
+"""``gpuwait run``: simulate a scenario and its variants (workload steps, or traffic on either engine)."""
+
+from __future__ import annotations
+
+import typer
+from rich.console import Console
+
+from gpuwait.cli.common import JSON_OPTION
+
+STEPS_OPTION = typer.Option(None, "--steps", min=1, help="Training steps to simulate (default: the file's).")
+REPORT_OPTION = typer.Option(None, "--report", metavar="DIR",
+                             help="Write the HTML report, Perfetto traces and Parquet tables here.")
+FLOWS_OPTION = typer.Option(20, "--flows", help="Flows to list in the table (traffic scenarios).")
+ENGINE_OPTION = typer.Option("flow", "--engine", metavar="flow|packet",
+                             help="Traffic scenarios: 'flow' (fluid, max-min) or 'packet' (queues, PFC, ECN, DCQCN, credits).")
+
+
+def run(scenario_file: str = typer.Argument(..., metavar="SCENARIO.yaml", help="Scenario file."),
+        steps: int | None = STEPS_OPTION, report: str | None = REPORT_OPTION, flows_limit: int = FLOWS_OPTION,
+        engine: str = ENGINE_OPTION, json_out: bool = JSON_OPTION) -> None:
+    """Simulate a scenario and its variants.
+
+    A scenario with a `workload:` runs training or inference steps: the breakdown of the step
+    (compute, exposed communication, waiting on data, on stragglers, pipeline bubble), MFU, the
+    same step on an ideal network, the collectives and the hottest links. A scenario with
+    `traffic:` runs its flows: completion times and link loads.
+
+    Examples: `gpuwait run examples/dp-only.yaml --report out/`, `gpuwait run examples/ecmp-collision.yaml`,
+    `gpuwait run examples/ecmp-collision.yaml --engine packet`
+    """
+    from gpuwait.cli.output import Output
+    from gpuwait.errors import SpecError
+    from gpuwait.runner.inputs import load_scenario
+
+    if engine not in ("flow", "packet"):
+        raise SpecError(f"--engine: got {engine!r}; expected flow or packet")
+    scenario = load_scenario(scenario_file)
+    out = Output(json_out)
+    if scenario.workload is not None:
+        if engine == "packet":
+            raise SpecError("--engine packet: runs `traffic:` scenarios only; this one has a `workload:`",
+                            hint="training and inference steps run on the flow engine")
+        _run_workload(out, scenario, steps, report)
+        return
+    if steps is not None or report is not None:
+        raise SpecError("--steps/--report: the scenario has no workload; expected a `workload:` section",
+                        hint="they apply to training and inference scenarios")
+    from gpuwait.report.results import TrafficResult
+    from gpuwait.runner.traffic import run_traffic
+
+    result = TrafficResult(scenario.name, engine, run_traffic(scenario, engine))
+    render = _render_packet_runs if engine == "packet" else _render_flow_runs
+    out.emit(result.to_dict(), lambda c: render(c, result, flows_limit))
+
+
+def _run_workload(out, scenario, steps: int | None, report: str | None) -> None:
+    from gpuwait.cli.progress import simulate
+    from gpuwait.cli.views import render_workload
+    from gpuwait.report.files import write_reports
+    from gpuwait.report.results import WorkloadResult
+
+    results = simulate(scenario, steps, not out.json_mode)
+    paths = write_reports(results, report, scenario.name) if report else []
+    result = WorkloadResult(scenario.name, results, paths)
+    out.emit(result.to_dict(), lambda c: render_workload(c, result))
+
+
+def _render_flow_runs(console: Console, result, flows_limit: int) -> None:
+    from gpuwait.report.flows import (
+        comparison_table,
+        flow_rows,
+        flows_table,
+        hot_links,
+        hot_links_table,
+        routing_label,
+        run_summary,
+        sending_leaf,
+        uplink_loads,
+        uplink_table,
+    )
+    from gpuwait.units import format_size
+
+    runs = result.runs
+    base = runs[0]
+    console.print(f"[bold]{result.scenario}[/] on [bold]{base.topo.name}[/]: {base.topo.n_servers} servers, "
+                  f"{base.topo.n_gpus} GPUs, {len(base.flows)} flows, {format_size(float(base.flows.size_bytes.sum()))} "
+                  f"over {base.transport.name}")
+    if len(runs) > 1:
+        console.print(comparison_table([run_summary(r) for r in runs]))
+    leaf = sending_leaf(base)
+    if leaf is not None:
+        for run in runs:
+            console.print(uplink_table(run.labels.get("name", routing_label(run)), uplink_loads(run, leaf)))
+    console.print(flows_table(flow_rows(base), flows_limit))
+    console.print(hot_links_table(hot_links(base, 10)))
+
+
+def _render_packet_runs(console: Console, result, flows_limit: int) -> None:
+    from gpuwait.report.flows import (
+        comparison_table,
+        flow_rows,
+        flows_table,
+        hot_links,
+        hot_links_table,
+        routing_label,
+        run_summary,
+    )
+    from gpuwait.units import format_time
+
+    runs = result.runs
+    if len(runs) > 1:
+        console.print(comparison_table([run_summary(r) for r in runs]))
+    for r in runs:
+        t, fct = r.totals(), r.fct_percentiles_s()
+        console.print(f"[bold]{r.labels.get('name', routing_label(r))}[/]: FCT p50 {format_time(fct['p50'])}, "
+                      f"p99 {format_time(fct['p99'])}, p99.9 {format_time(fct['p99.9'])}; "
+                      f"pause frames {t[f'rx_prio{r.params.data_priority}_pause']:,.0f} "
+                      f"(paused {format_time(t['paused_s'])}), ECN marks {t['ecn_marked_packets']:,.0f}, "
+                      f"CNPs {t['np_cnp_sent']:,.0f}, drops {t['PortXmitDiscards']:,.0f}, "
+                      f"retransmitted {t['retransmitted_packets']:,.0f}, out_of_sequence {t['out_of_sequence']:,.0f}")
+    console.print(flows_table(flow_rows(runs[0]), flows_limit))
+    console.print(hot_links_table(hot_links(runs[0], 10)))

@@ -1,0 +1,48 @@
+"""``gpuwait telemetry export``: a simulated run's telemetry under real exporter names."""
+
+from __future__ import annotations
+
+import typer
+
+from gpuwait.cli.faults_help import INJECT_OPTION
+
+FORMAT_OPTION = typer.Option("prometheus", "--format", help="prometheus (text exposition) or parquet.")
+OUT_OPTION = typer.Option(None, "--out", metavar="FILE",
+                          help="Write here (default: stdout for prometheus, telemetry.parquet).")
+STEPS_OPTION = typer.Option(None, "--steps", min=1, help="Training steps to simulate.")
+
+
+def export(scenario_file: str = typer.Argument(..., metavar="SCENARIO.yaml"), format: str = FORMAT_OPTION,
+           out_path: str | None = OUT_OPTION, inject: list[str] | None = INJECT_OPTION,
+           steps: int | None = STEPS_OPTION) -> None:
+    """Simulate a scenario and write its telemetry under real exporter names (DCGM, mlx5/PMA port
+    counters, node_exporter, NCCL timings, step phases).
+
+    Example: `gpuwait telemetry export examples/dp-only.yaml --inject slow-gpu:s3.gpu2 > scrape.prom`
+    """
+    from pathlib import Path
+
+    from gpuwait.cli.output import Output
+    from gpuwait.diagnose.telemetry import export_metrics
+    from gpuwait.errors import SpecError
+    from gpuwait.faults import parse_inject
+    from gpuwait.runner.inputs import load_scenario
+    from gpuwait.runner.workload import simulate_workload
+    from gpuwait.telemetry.parquet import write_metrics_parquet
+    from gpuwait.telemetry.prometheus import to_prometheus_text
+
+    if format not in ("prometheus", "parquet"):
+        raise SpecError(f"--format: got {format!r}; expected prometheus or parquet")
+    scenario = load_scenario(scenario_file)
+    run = simulate_workload(scenario, steps, faults=[parse_inject(t) for t in (inject or [])])
+    metrics = export_metrics(run)
+    output = Output(False)
+    if format == "prometheus":
+        text = to_prometheus_text(metrics)
+        if out_path:
+            Path(out_path).write_text(text)
+        else:
+            output.text(text)
+    else:
+        path = write_metrics_parquet(metrics, out_path or "telemetry.parquet")
+        output.console.print(f"wrote {path} ({len(metrics)} samples)")

@@ -1,0 +1,52 @@
+"""Diagnoses from what a user names (what ``gpuwait diagnose`` and :func:`gpuwait.diagnose` run):
+a scenario with injected faults, or a directory of imported telemetry, with the report files."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, cast
+
+from gpuwait.diagnose.packet import diagnose_packets
+from gpuwait.diagnose.run import diagnose_observation, diagnose_scenario
+from gpuwait.diagnose.telemetry import observe_telemetry
+from gpuwait.errors import SpecError
+from gpuwait.faults import parse_inject
+from gpuwait.report.files import write_reports
+from gpuwait.report.results import DiagnosisResult
+from gpuwait.runner.inputs import load_cluster
+from gpuwait.runner.traffic import run_traffic
+from gpuwait.spec import Scenario
+from gpuwait.spec.faults import FaultSpec
+from gpuwait.telemetry.bundle import load_telemetry_dir
+from gpuwait.topology import build_topology
+
+if TYPE_CHECKING:
+    from gpuwait.engine.packet.run import PacketRun
+
+
+def diagnose_run(scenario: Scenario, inject: Sequence[str | FaultSpec] = (), *, steps: int | None = None,
+                 measure_gain: bool = True, report: str | Path | None = None) -> DiagnosisResult:
+    """Diagnose a scenario: a training workload with the faults in ``inject`` (``KIND:TARGET[:P=V,...]``
+    texts or fault specs), simulated and re-simulated with each fix; or a traffic scenario on the
+    packet engine, from its pauses, marks and queues. ``report`` writes the HTML report with the findings."""
+    if scenario.workload is None:
+        # a traffic scenario: queues, pauses and marks tell, so it runs packet by packet
+        if inject:
+            raise SpecError("--inject: applies to training workloads; expected a scenario with a `workload:`")
+        run = cast("PacketRun", run_traffic(scenario, "packet")[0])
+        return DiagnosisResult(diagnose_packets(run, measure_gain=measure_gain))
+    faults = [f if isinstance(f, FaultSpec) else parse_inject(f) for f in inject]
+    diagnosis = diagnose_scenario(scenario, faults, steps=steps, measure_gain=measure_gain)
+    paths = []
+    if report and diagnosis.run is not None:  # a scenario's diagnosis keeps its run
+        paths = write_reports(diagnosis.run.results, report, scenario.name, diagnoses=[diagnosis])
+    return DiagnosisResult(diagnosis, paths)
+
+
+def diagnose_telemetry(directory: str | Path, cluster: str, servers: int | None = None) -> DiagnosisResult:
+    """Diagnose imported telemetry (Prometheus text, Parquet, NCCL logs, ethtool -S, perfquery) from
+    ``cluster`` (a preset name or a cluster/scenario file): no re-simulation, so no gains."""
+    topo = build_topology(load_cluster(cluster, servers))
+    return DiagnosisResult(diagnose_observation(observe_telemetry(load_telemetry_dir(directory), topo),
+                                                case=str(directory)))

@@ -1,0 +1,55 @@
+"""Reading what a user names: a scenario file, or a cluster given as a preset name or a file.
+
+The CLI and the Python API both read their inputs here, so a bad file or an unknown preset raises
+the same :class:`~gpuwait.errors.SpecError` (with its YAML path and hint) from either.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+import yaml
+
+from gpuwait.errors import SpecError
+from gpuwait.spec import ClusterSpec, Scenario, read_yaml, validate_data
+from gpuwait.topology import preset_spec, resolve_cluster
+
+
+def looks_like_file(arg: str) -> bool:
+    """Whether ``arg`` names a file (a YAML/JSON suffix, or an existing path) rather than a preset."""
+    return arg.endswith((".yaml", ".yml", ".json")) or Path(arg).exists()
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """The scenario in a YAML file, validated: every problem names its YAML path, value and what was expected."""
+    return validate_data(Scenario, read_yaml(str(path)), source=str(path))
+
+
+def load_cluster(arg: str, servers: int | None = None) -> ClusterSpec:
+    """A cluster from a preset name or a file (a scenario with ``cluster:`` or a bare cluster)."""
+    if not looks_like_file(arg):
+        spec = preset_spec(arg, servers)  # names the presets when `arg` is none of them
+    else:
+        data = read_yaml(arg)
+        if not isinstance(data, dict):
+            raise SpecError(f"{arg}: expected a mapping at the top level")
+        if "cluster" in data:
+            spec = validate_data(Scenario, data, source=arg).cluster
+        else:
+            spec = validate_data(ClusterSpec, data, source=arg)
+        if servers is not None:
+            spec = with_servers(spec, servers, source=arg)
+    return resolve_cluster(spec)
+
+
+def with_servers(spec: ClusterSpec, servers: int, source: str = "servers") -> ClusterSpec:
+    """``spec`` with ``servers`` servers, validated again (the count bounds other fields)."""
+    return validate_data(ClusterSpec, spec.model_dump(exclude_unset=True) | {"servers": servers}, source=source,
+                         require_units=False)  # already parsed into SI numbers
+
+
+def demo_scenario() -> Scenario:
+    """The embedded demo: a 70B-class model on 64 DGX H100 servers, RoCEv2/ECMP beside InfiniBand/adaptive."""
+    text = resources.files("gpuwait.data").joinpath("demo-training.yaml").read_text()
+    return validate_data(Scenario, yaml.safe_load(text), source="embedded demo scenario")

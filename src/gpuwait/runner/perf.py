@@ -1,0 +1,140 @@
+"""nccl-tests tables predicted for a cluster (what ``gpuwait perf`` prints).
+
+A :class:`~gpuwait.fabric.perf.CollectivePredictor` times each size with NCCL's tuning model
+(algorithm, protocol, latency) and the flow engine on the real topology and routing (bandwidth);
+:func:`perf_sweep` turns those times into the rows nccl-tests would print for the same arguments.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpuwait.collectives.communicator import Communicator
+from gpuwait.collectives.ncclenv import parse_env
+from gpuwait.collectives.nccltests import (
+    Device,
+    NcclTestsCollective,
+    Row,
+    RunConfig,
+    get_collective,
+    make_row,
+    parse_size_arg,
+    size_and_count,
+    size_sweep,
+)
+from gpuwait.errors import SpecError
+from gpuwait.fabric.perf import CollectivePredictor
+from gpuwait.runner.inputs import load_cluster
+from gpuwait.topology import build_topology
+from gpuwait.transport import resolve_transport
+
+
+def nccl_env(env: Mapping[str, str] | Iterable[str] = (), base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``base`` (the process environment by default, as NCCL reads it) updated with ``env``:
+    a mapping, or ``NAME=VALUE`` strings as ``--env`` takes them."""
+    out = dict(os.environ if base is None else base)
+    if isinstance(env, Mapping):
+        return out | {str(k): str(v) for k, v in env.items()}
+    for pair in env:
+        name, eq, value = pair.partition("=")
+        if not eq or not name:
+            raise SpecError(f"--env: got {pair!r}; expected NAME=VALUE, e.g. NCCL_ALGO=Ring")
+        out[name] = value
+    return out
+
+
+def make_predictor(cluster: str, servers: int | None, gpus: int | None,
+                   env: Mapping[str, str] | Iterable[str] = ()) -> CollectivePredictor:
+    """A predictor for every GPU (or ``gpus`` per server) of a preset or cluster file."""
+    spec = load_cluster(cluster, servers)
+    topo = build_topology(spec)
+    environment = nccl_env(env)
+    comm = Communicator.world(topo, gpus_per_server=gpus)
+    return CollectivePredictor.create(comm, parse_env(environment), spec.routing, resolve_transport(spec.transport))
+
+
+def devices(predictor: CollectivePredictor) -> list[Device]:
+    """The ``# Rank ... device`` lines of the header: one per rank, named by server."""
+    comm, topo = predictor.comm, predictor.comm.topo
+    local = comm.local_gpu_index(np.arange(comm.n_ranks))
+    return [Device(r, f"s{int(comm.rank_server[r])}", int(local[r]), topo.spec.server.gpu_model)
+            for r in range(comm.n_ranks)]
+
+
+@dataclass(frozen=True, eq=False)
+class PerfSweep:
+    """A predicted nccl-tests run: its rows, and per size what NCCL's model chose.
+
+    ``to_dict()`` is the document ``gpuwait perf --json`` prints; the text table comes from
+    :func:`gpuwait.report.perf.sweep_text`.
+    """
+
+    collective: NcclTestsCollective
+    n_ranks: int
+    cluster: str
+    dtype: str
+    rows: list[Row]
+    choices: list[dict]            # size_bytes, algorithm, protocol, channels, limited_by, latency_s
+    rounded: list[tuple[int, int]]  # (requested, run) sizes rounded down to whole elements per rank
+    config: RunConfig
+    devices: list[Device]
+
+    def to_dict(self) -> dict:
+        return {"collective": self.collective.name, "n_ranks": self.n_ranks, "cluster": self.cluster,
+                "rows": [r.__dict__ for r in self.rows], "choices": self.choices,
+                "rounded_sizes": [{"requested": a, "run": b} for a, b in self.rounded]}
+
+    def to_arrow(self):
+        """The rows as a ``pyarrow.Table``, one column per nccl-tests field."""
+        import pyarrow as pa
+
+        return pa.Table.from_pylist([r.__dict__ for r in self.rows])
+
+
+@dataclass(frozen=True)
+class SweepArgs:
+    """The nccl-tests arguments of a sweep (``-b -e -f -i -n -w -c -o -d -r``); sizes in bytes or
+    with a binary K/M/G suffix, as nccl-tests reads them."""
+
+    min_bytes: int | str = "32M"
+    max_bytes: int | str = "32M"
+    step_factor: int = 1
+    step_bytes: int | str = "1M"
+    iters: int = 20
+    warmup_iters: int = 1
+    check: int = 1
+    redop: str = "sum"
+    dtype: str = "float"
+    root: int = 0
+
+
+def perf_sweep(op: str, args: SweepArgs, cluster: str = "dgx-h100", servers: int | None = None,
+               gpus: int | None = None, env: Mapping[str, str] | Iterable[str] = ()) -> PerfSweep:
+    """The rows nccl-tests would print for ``op`` and ``args`` on a preset or cluster file
+    (``servers`` servers, ``gpus`` GPUs each, NCCL variables ``env`` over the process environment)."""
+    coll = get_collective(op)
+    lo, hi = parse_size_arg(args.min_bytes), parse_size_arg(args.max_bytes)
+    if lo > hi:
+        raise SpecError(f"-b: got {lo} bytes, larger than -e {hi}; expected -b <= -e")
+    predictor = make_predictor(cluster, servers, gpus, env)
+    n = predictor.comm.n_ranks
+    step_bytes = parse_size_arg(args.step_bytes)
+    rows, choices, rounded = [], [], []
+    for size in size_sweep(lo, hi, args.step_factor if args.step_factor > 1 else None, step_bytes):
+        sc = size_and_count(coll.name, size, args.dtype, n)
+        if sc.rounded:
+            rounded.append((size, sc.size_bytes))
+        est = predictor.estimate(coll.name, sc.size_bytes)
+        rows.append(make_row(coll.name, size, args.dtype, n, oop_time_s=est.time_s, ip_time_s=est.time_s,
+                             redop=args.redop if coll.has_redop else None, root=args.root if coll.has_root else None,
+                             wrong=0 if args.check else None))
+        choices.append({"size_bytes": sc.size_bytes, "algorithm": est.algorithm, "protocol": est.protocol,
+                        "channels": est.n_channels, "limited_by": est.limited_by, "latency_s": est.latency_s})
+    config = RunConfig(n_gpus=gpus or predictor.comm.ppn, min_bytes=lo, max_bytes=hi, step_factor=args.step_factor,
+                       step_bytes=step_bytes, warmup_iters=args.warmup_iters, iters=args.iters,
+                       validation=args.check)
+    return PerfSweep(coll, n, predictor.comm.topo.name, args.dtype, rows, choices, rounded, config, devices(predictor))
