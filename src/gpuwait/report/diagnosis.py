@@ -36,7 +36,7 @@ def diagnose_run(scenario: Scenario, inject: Sequence[str | FaultSpec] = (), *, 
             raise SpecError("--inject: applies to training workloads; expected a scenario with a `workload:`")
         run = cast("PacketRun", run_traffic(scenario, "packet")[0])
         return DiagnosisResult(diagnose_packets(run, measure_gain=measure_gain))
-    faults = [f if isinstance(f, FaultSpec) else parse_inject(f) for f in inject]
+    faults = [parse_inject(f) if isinstance(f, str) else f for f in inject]
     diagnosis = diagnose_scenario(scenario, faults, steps=steps, measure_gain=measure_gain)
     paths = []
     if report and diagnosis.run is not None:  # a scenario's diagnosis keeps its run
