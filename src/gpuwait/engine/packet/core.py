@@ -400,6 +400,131 @@ def _grow_1d(arr, n):
     return out
 
 
+# ------------------------------------------------------------------ the rarer events' handlers
+# Called from the event loop for events that are a small share of a run (control packets,
+# timers, samples): a call that takes arrays costs reference counting, which only the hot
+# handlers (departure, arrival, send) cannot afford; they stay written out in _run.
+@njit(cache=True, inline="always")
+def _schedule(pend_t, pend_d, npend, time_ps, data):
+    """Queue a push (inserted at the top of the loop's next iteration); returns the new count."""
+    pend_t[npend] = time_ps
+    pend_d[npend] = data
+    return npend + 1
+
+
+@njit(cache=True, error_model="numpy")
+def _on_pause(lt, link, xoff, now, refresh_ps):
+    """A pause (``xoff``) or resume frame reached the sending port of ``link``; returns whether the
+    port was released (and may send)."""
+    if xoff:
+        if not lt[link, T_PAUSED]:
+            lt[link, T_PAUSED] = True
+            lt[link, T_PAUSE_T0] = now
+            lt[link, C_PAUSE_FRAMES] += 1
+        return False
+    if not lt[link, T_PAUSED]:
+        return False
+    lt[link, T_PAUSED] = False
+    dur = now - lt[link, T_PAUSE_T0]
+    lt[link, C_PAUSED_PS] += dur
+    # the congested side refreshes its pause every half quanta while it holds the port
+    lt[link, C_PAUSE_FRAMES] += dur // refresh_ps
+    return True
+
+
+@njit(cache=True, error_model="numpy")
+def _on_ack(snd, out, qp, seq, nack, now, rto, pend_t, pend_d, npend):
+    """An ACK (or a NACK: go back N) of every packet before ``seq``."""
+    if nack:
+        out[qp, O_SEQ_ERR] += 1
+    if seq > snd.acked[qp]:
+        snd.acked[qp] = seq
+        snd.rto_dl[qp] = now + rto
+    if nack and snd.next_seq[qp] > seq and snd.state[qp] == ST_ACTIVE:
+        snd.next_seq[qp] = seq  # go back N
+        if not snd.send_sched[qp] and not snd.waiting[qp]:
+            snd.send_sched[qp] = True
+            npend = _schedule(pend_t, pend_d, npend, now, pack(EV_SEND, qp, 0))
+    return npend
+
+
+@njit(cache=True, error_model="numpy")
+def _on_rto(snd, out, qpi, qp, now, rto, pend_t, pend_d, npend):
+    """The retransmission timer: re-armed while ACKs move its deadline, else go back to the last ACK."""
+    snd.rto_pend[qp] = False
+    if snd.state[qp] != ST_ACTIVE or snd.acked[qp] >= qpi[qp, Q_NPKTS]:
+        return npend
+    if now < snd.rto_dl[qp]:
+        snd.rto_pend[qp] = True
+        return _schedule(pend_t, pend_d, npend, snd.rto_dl[qp], pack(EV_RTO, qp, 0))
+    out[qp, O_TIMEOUTS] += 1
+    snd.next_seq[qp] = snd.acked[qp]
+    snd.rto_pend[qp] = True
+    snd.rto_dl[qp] = now + rto
+    npend = _schedule(pend_t, pend_d, npend, now + rto, pack(EV_RTO, qp, 0))
+    if not snd.send_sched[qp] and not snd.waiting[qp]:
+        snd.send_sched[qp] = True
+        npend = _schedule(pend_t, pend_d, npend, now, pack(EV_SEND, qp, 0))
+    return npend
+
+
+@njit(cache=True, error_model="numpy")
+def _on_cnp(snd, qp, now, gi, gf, pend_t, pend_d, npend):
+    """DCQCN's reaction to a CNP (Zhu et al. 2015): alpha up, at most one rate cut per interval."""
+    if snd.state[qp] != ST_ACTIVE:
+        return npend
+    g = gf[GF_G]
+    # alpha: decays by (1-g) per quiet interval, then rises by g for this congestion window
+    quiet = (now - snd.alpha_t[qp]) // gi[G_ALPHA_INT]
+    if quiet > 0:
+        snd.alpha[qp] *= (1.0 - g) ** quiet
+    snd.alpha[qp] = (1.0 - g) * snd.alpha[qp] + g
+    snd.alpha_t[qp] = now
+    if now - snd.last_dec[qp] >= gi[G_DEC_INT]:
+        snd.last_dec[qp] = now
+        snd.target[qp] = snd.rate[qp]
+        snd.rate[qp] = max(gf[GF_MIN_RATE], snd.rate[qp] * (1.0 - 0.5 * snd.alpha[qp]))
+        snd.timer_stages[qp] = 0
+        snd.byte_stages[qp] = 0
+        snd.bytes_sent[qp] = 0.0
+        snd.timer_dl[qp] = now + gi[G_RP_TIMER]
+        if not snd.timer_pend[qp]:
+            snd.timer_pend[qp] = True
+            npend = _schedule(pend_t, pend_d, npend, snd.timer_dl[qp], pack(EV_RPTIMER, qp, 0))
+    return npend
+
+
+@njit(cache=True, error_model="numpy")
+def _on_rp_timer(snd, qpi, qpf, qp, now, gi, pend_t, pend_d, npend):
+    """DCQCN's rate-increase timer: one stage up, re-armed until the QP is back at line rate."""
+    snd.timer_pend[qp] = False
+    if snd.state[qp] != ST_ACTIVE:
+        return npend
+    if now < snd.timer_dl[qp]:
+        snd.timer_pend[qp] = True
+        return _schedule(pend_t, pend_d, npend, snd.timer_dl[qp], pack(EV_RPTIMER, qp, 0))
+    snd.timer_stages[qp] += 1
+    snd.target[qp], snd.rate[qp] = _inc(snd.timer_stages[qp], snd.byte_stages[qp], qpf[qp, QF_LINE_Bps],
+                                        snd.target[qp], snd.rate[qp], gi[G_FAST], qpf[qp, QF_HAI_Bps],
+                                        qpf[qp, QF_AI_Bps])
+    if snd.rate[qp] < qpf[qp, QF_LINE_Bps]:
+        snd.timer_pend[qp] = True
+        snd.timer_dl[qp] = now + gi[G_RP_TIMER]
+        npend = _schedule(pend_t, pend_d, npend, snd.timer_dl[qp], pack(EV_RPTIMER, qp, 0))
+    return npend
+
+
+@njit(cache=True)
+def _halve_samples(samples, qp_samples, sample_t, n_samples):
+    """Keep every other sample (a long run: memory stays bounded); returns how many are left."""
+    half = (n_samples + 1) // 2
+    for k in range(half):
+        samples[k] = samples[2 * k]
+        qp_samples[k] = qp_samples[2 * k]
+        sample_t[k] = sample_t[2 * k]
+    return half
+
+
 @njit(cache=True, error_model="numpy")
 def _run(lt, qbytes, qint, n_used, inp, senders, receivers, samples, qp_samples, sample_t, pkt, qheap, qchunk, qbin,
          qcache, qctr, rng, st, qlog):
@@ -438,7 +563,6 @@ def _run(lt, qbytes, qint, n_used, inp, senders, receivers, samples, qp_samples,
     rto = gi[G_RTO]
     t_limit = gi[G_T_LIMIT]
     loss = gf[GF_LOSS]
-    g = gf[GF_G]
     max_samples = max(gi[G_MAX_SAMPLES], 4)
     queue_cap = qbin.shape[0]  # heap entries, bins and chunks alike
     reserve = _push_reserve(R, host_limit)
@@ -993,118 +1117,30 @@ def _run(lt, qbytes, qint, n_used, inp, senders, receivers, samples, qp_samples,
                 resume_qp = qp
 
         elif kind == EV_PAUSE:
-            link = a
-            if b == 1:
-                if not lt[link, T_PAUSED]:
-                    lt[link, T_PAUSED] = True
-                    lt[link, T_PAUSE_T0] = now
-                    lt[link, C_PAUSE_FRAMES] += 1
-            elif lt[link, T_PAUSED]:
-                lt[link, T_PAUSED] = False
-                dur = now - lt[link, T_PAUSE_T0]
-                lt[link, C_PAUSED_PS] += dur
-                # the congested side refreshes its pause every half quanta while it holds the port
-                lt[link, C_PAUSE_FRAMES] += dur // gi[G_REFRESH]
-                start_link = link
+            if _on_pause(lt, a, b == 1, now, gi[G_REFRESH]):
+                start_link = a
 
         elif kind == EV_CREDIT:
             lt[a, T_CREDITS] += b
             start_link = a
 
         elif kind == EV_ACK or kind == EV_NACK:
-            qp = a
-            if kind == EV_NACK:
-                out[qp, O_SEQ_ERR] += 1
-            if b > s_acked[qp]:
-                s_acked[qp] = b
-                s_rto_dl[qp] = now + rto
-            if kind == EV_NACK and s_next[qp] > b and s_state[qp] == ST_ACTIVE:
-                s_next[qp] = b  # go back N
-                if not s_send_sched[qp] and not s_waiting[qp]:
-                    s_send_sched[qp] = True
-                    pend_t[npend] = now
-                    pend_d[npend] = pack(EV_SEND, qp, 0)
-                    npend += 1
+            npend = _on_ack(senders, out, a, b, kind == EV_NACK, now, rto, pend_t, pend_d, npend)
 
         elif kind == EV_RTO:
-            qp = a
-            s_rto_pend[qp] = False
-            if s_state[qp] != ST_ACTIVE or s_acked[qp] >= qpi[qp, Q_NPKTS]:
-                continue
-            if now < s_rto_dl[qp]:
-                s_rto_pend[qp] = True
-                pend_t[npend] = s_rto_dl[qp]
-                pend_d[npend] = pack(EV_RTO, qp, 0)
-                npend += 1
-                continue
-            out[qp, O_TIMEOUTS] += 1
-            s_next[qp] = s_acked[qp]
-            s_rto_pend[qp] = True
-            s_rto_dl[qp] = now + rto
-            pend_t[npend] = now + rto
-            pend_d[npend] = pack(EV_RTO, qp, 0)
-            npend += 1
-            if not s_send_sched[qp] and not s_waiting[qp]:
-                s_send_sched[qp] = True
-                pend_t[npend] = now
-                pend_d[npend] = pack(EV_SEND, qp, 0)
-                npend += 1
+            npend = _on_rto(senders, out, qpi, a, now, rto, pend_t, pend_d, npend)
 
         elif kind == EV_CNP:
-            qp = a
-            out[qp, O_CNP_HANDLED] += 1
-            if not cc_on or s_state[qp] != ST_ACTIVE:
-                continue
-            # alpha: decays by (1-g) per quiet interval, then rises by g for this congestion window
-            quiet = (now - s_alpha_t[qp]) // gi[G_ALPHA_INT]
-            if quiet > 0:
-                s_alpha[qp] *= (1.0 - g) ** quiet
-            s_alpha[qp] = (1.0 - g) * s_alpha[qp] + g
-            s_alpha_t[qp] = now
-            if now - s_last_dec[qp] >= gi[G_DEC_INT]:
-                s_last_dec[qp] = now
-                s_target[qp] = s_rate[qp]
-                s_rate[qp] = max(gf[GF_MIN_RATE], s_rate[qp] * (1.0 - 0.5 * s_alpha[qp]))
-                s_T[qp] = 0
-                s_BC[qp] = 0
-                s_bytes[qp] = 0.0
-                s_timer_dl[qp] = now + gi[G_RP_TIMER]
-                if not s_timer_pend[qp]:
-                    s_timer_pend[qp] = True
-                    pend_t[npend] = s_timer_dl[qp]
-                    pend_d[npend] = pack(EV_RPTIMER, qp, 0)
-                    npend += 1
+            out[a, O_CNP_HANDLED] += 1
+            if cc_on:
+                npend = _on_cnp(senders, a, now, gi, gf, pend_t, pend_d, npend)
 
         elif kind == EV_RPTIMER:
-            qp = a
-            s_timer_pend[qp] = False
-            if s_state[qp] != ST_ACTIVE:
-                continue
-            if now < s_timer_dl[qp]:
-                s_timer_pend[qp] = True
-                pend_t[npend] = s_timer_dl[qp]
-                pend_d[npend] = pack(EV_RPTIMER, qp, 0)
-                npend += 1
-                continue
-            s_T[qp] += 1
-            s_target[qp], s_rate[qp] = _inc(s_T[qp], s_BC[qp], qpf[qp, QF_LINE_Bps], s_target[qp], s_rate[qp],
-                                            gi[G_FAST], qpf[qp, QF_HAI_Bps], qpf[qp, QF_AI_Bps])
-            if s_rate[qp] < qpf[qp, QF_LINE_Bps]:
-                s_timer_pend[qp] = True
-                s_timer_dl[qp] = now + gi[G_RP_TIMER]
-                pend_t[npend] = s_timer_dl[qp]
-                pend_d[npend] = pack(EV_RPTIMER, qp, 0)
-                npend += 1
+            npend = _on_rp_timer(senders, qpi, qpf, a, now, gi, pend_t, pend_d, npend)
 
         elif kind == EV_SAMPLE:
-            if n_samples >= max_samples - 1:
-                # a long run: keep every other sample and sample half as often, so memory stays bounded
-                half = (n_samples + 1) // 2
-                for k in range(half):
-                    samples[k] = samples[2 * k]
-                    qp_samples[k] = qp_samples[2 * k]
-                    sample_t[k] = sample_t[2 * k]
-                n_samples = half
+            if n_samples >= max_samples - 1:  # a long run: sample half as often, memory stays bounded
+                n_samples = _halve_samples(samples, qp_samples, sample_t, n_samples)
                 sample_ps *= 2
             _take_sample(samples, qp_samples, sample_t, n_samples, now, qbytes, sample_links, out)
             n_samples += 1
