@@ -82,7 +82,7 @@ class PacketRun(PerFlowResults):
 
     # ------------------------------------------------------------------ the flow engine's schema
     @cached_property
-    def flow_start_s(self) -> np.ndarray:
+    def flow_start_s(self) -> np.ndarray:  # type: ignore[override]  # declared by PerFlowResults, provided here
         return self.flows.start_s.astype(float).copy()
 
     @cached_property
@@ -351,7 +351,7 @@ def _link_tables(topo: Topology, transport: TransportProfile, params: PacketPara
     lk[:, C.L_FC] = fc
     lk[:, C.L_INTO_SW] = into_sw
     lk[:, C.L_SRC_SW] = src_sw
-    kmin, kmax = transport.ecn.thresholds_bytes(cap)
+    kmin, kmax = transport.ecn.thresholds_bytes(cap)  # type: ignore[arg-type]  # arithmetic only: an array works
     lk[:, C.L_KMIN] = np.rint(kmin if params.ecn_kmin_bytes is None else np.full(L, params.ecn_kmin_bytes))
     lk[:, C.L_KMAX] = np.rint(kmax if params.ecn_kmax_bytes is None else np.full(L, params.ecn_kmax_bytes))
     bad = used & src_sw & (lk[:, C.L_KMIN] > lk[:, C.L_KMAX])
