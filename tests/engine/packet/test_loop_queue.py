@@ -42,7 +42,7 @@ def _logged_run(jitter_s: float, routing: str, transport: str, rows: int = 400_0
     inp = engine_inputs(topo, flows, routes, spec, tp, params, res, seed=7)
     total = int(inp.qp_int[:, C.Q_NPKTS].sum())
     # a small pool and queue, so the loop also stops short and resumes with grown arrays
-    return C.simulate(inp, total if res.out_of_order else 0, 64, 16, rows)
+    return C.simulate(inp, total if res.out_of_order else 0, 64, 16, np.zeros((rows, 3), np.int64) if rows else None)
 
 
 @pytest.mark.parametrize(("jitter_s", "routing", "transport"), [

@@ -197,7 +197,7 @@ class Receivers(NamedTuple):
     expected: np.ndarray  # (R,) next in-order sequence number
     last_cnp: np.ndarray  # (R,) ps
     nack_sent: np.ndarray  # (R,)
-    count: np.ndarray  # (R,) packets accepted (out-of-order receivers)
+    accepted: np.ndarray  # (R,) packets accepted (out-of-order receivers)
     max_seq: np.ndarray  # (R,)
     flags: np.ndarray  # (packets,) accepted, per QP from Q_RECV_OFF (out-of-order receivers; else (1,))
     out: np.ndarray  # (R, O_COLS) the QP outputs
@@ -221,12 +221,13 @@ class Outputs(NamedTuple):
 
 
 @njit(cache=True)
-def simulate(inp, recv_total, pool_rows, queue_rows, log_rows):
+def simulate(inp, recv_total, pool_rows, queue_rows, qlog=None):
     """Run to completion (or the time limit).
 
     ``recv_total`` sizes the out-of-order receivers' flags (0: in-order receivers), ``pool_rows``
-    and ``queue_rows`` the first packet pool and event queue (both grow), ``log_rows`` the log of
-    the event queue's first pushes and pops (0 in runs; a test replays it against ``heapq``).
+    and ``queue_rows`` the first packet pool and event queue (both grow). ``qlog``, an int64
+    ``(n, 3)`` array, receives the event queue's first ``n`` pushes and pops (a test replays them
+    against ``heapq``); runs pass None, and numba then compiles the logging out of the loop.
     """
     R = inp.qp_int.shape[0]
     host_limit = inp.gint[G_HOST_LIMIT]
@@ -241,7 +242,6 @@ def simulate(inp, recv_total, pool_rows, queue_rows, log_rows):
     qp_samples = np.zeros((64, R), np.int64)
     sample_t = np.zeros(64, np.int64)
     pkt = _free_rows(np.zeros((pool_rows, P_COLS), np.int64), 0, -1)
-    qlog = np.zeros((log_rows, 3), np.int64)
     rng = np.empty(1, np.uint64)
     rng[0] = _rng_seed(inp.gint[G_SEED])
     # room for every QP's start and the sample before the loop first checks
@@ -279,7 +279,15 @@ def simulate(inp, recv_total, pool_rows, queue_rows, log_rows):
     stats[S_SAMPLES] = n
     stats[S_TIMED_OUT] = st[RUN_TIMED_OUT]
     return Outputs(lt[:, C_FIRST:C_FIRST + C_COLS].copy(), qint, receivers.out, samples[:n], qp_samples[:n],
-                   sample_t[:n], receivers.delay_hist, stats, qlog[:st[RUN_LOG]])
+                   sample_t[:n], receivers.delay_hist, stats, _logged(qlog, st[RUN_LOG]))
+
+
+@njit(cache=True)
+def _logged(qlog, n):
+    """The rows of the queue log that were written (none without a log)."""
+    if qlog is None:
+        return np.zeros((0, 3), np.int64)
+    return qlog[:n].copy()
 
 
 @njit(cache=True)
@@ -357,11 +365,12 @@ def _schedule_starts(inp, flow_deps, qheap, qchunk, qbin, qcache, qctr, qlog):
 @njit(cache=True)
 def _push_logged(qheap, qchunk, qbin, qcache, qctr, time_ps, data, qlog, n_log):
     push(qheap, qchunk, qbin, qcache, qctr, time_ps, data)
-    if n_log < qlog.shape[0]:
-        qlog[n_log, 0] = time_ps
-        qlog[n_log, 1] = data
-        qlog[n_log, 2] = LOG_PUSH
-        n_log += 1
+    if qlog is not None:
+        if n_log < qlog.shape[0]:
+            qlog[n_log, 0] = time_ps
+            qlog[n_log, 1] = data
+            qlog[n_log, 2] = LOG_PUSH
+            n_log += 1
     return n_log
 
 
@@ -533,7 +542,9 @@ def _run(lt, qbytes, qint, n_used, inp, senders, receivers, samples, qp_samples,
     No array is rebound here: an array variable that is reassigned inside a loop costs numba two
     reference-count calls per iteration, so :func:`simulate` grows the arrays between calls instead.
     The scalar loop state travels in ``st`` (``RUN_*`` columns). The first ``len(qlog)`` pushes and
-    pops of the event queue are logged in ``qlog`` (a test checks their order against ``heapq``).
+    pops of the event queue are logged in ``qlog`` (a test checks their order against ``heapq``);
+    with ``qlog`` None the ``qlog is not None`` branches are pruned when numba compiles, so a run
+    pays nothing for the log.
     """
     n_buf = inp.node_buffer_bytes
     n_hdrm = inp.node_headroom_bytes
@@ -577,10 +588,10 @@ def _run(lt, qbytes, qint, n_used, inp, senders, receivers, samples, qp_samples,
     n_samples = st[RUN_N_SAMPLES]
     sample_ps = st[RUN_SAMPLE_PS]
     n_log = st[RUN_LOG]
-    log_cap = qlog.shape[0]
     short = False
-    # Every hot operation is written out once, here, and no function taking arrays is called in the
-    # loop: numba wraps each inlined helper with array arguments in reference-count calls. An event's
+    # Every hot operation (queue push and pop, departure, arrival, send, start of transmission) is
+    # written out once, here: numba wraps each call of a helper taking arrays in reference-count
+    # calls, affordable only for the rarer events (the _on_* handlers, samples). An event's
     # pushes are queued (pend_t, pend_d) and inserted into the queue at the top of the next iteration,
     # in the order they were queued, so the pop order is what immediate pushes give.
     # A handler that starts a transmission sets start_link (and enq_p to enqueue a packet first); the
@@ -602,11 +613,12 @@ def _run(lt, qbytes, qint, n_used, inp, senders, receivers, samples, qp_samples,
         for j in range(npend):
             et = pend_t[j]
             ed = pend_d[j]
-            if n_log < log_cap:
-                qlog[n_log, 0] = et
-                qlog[n_log, 1] = ed
-                qlog[n_log, 2] = LOG_PUSH
-                n_log += 1
+            if qlog is not None:
+                if n_log < qlog.shape[0]:
+                    qlog[n_log, 0] = et
+                    qlog[n_log, 1] = ed
+                    qlog[n_log, 2] = LOG_PUSH
+                    n_log += 1
             slot = hash_slot(et, CACHE_BITS)
             to_heap = True
             if qcache[slot, 0] != et:  # a time not remembered: a plain heap entry, and remember it
@@ -761,11 +773,12 @@ def _run(lt, qbytes, qint, n_used, inp, senders, receivers, samples, qp_samples,
                     qheap[TIME, i] = et
                     qheap[SEQ, i] = es
                     qheap[DATA, i] = qheap[DATA, hl]
-            if n_log < log_cap:
-                qlog[n_log, 0] = now
-                qlog[n_log, 1] = data
-                qlog[n_log, 2] = LOG_POP
-                n_log += 1
+            if qlog is not None:
+                if n_log < qlog.shape[0]:
+                    qlog[n_log, 0] = now
+                    qlog[n_log, 1] = data
+                    qlog[n_log, 2] = LOG_POP
+                    n_log += 1
             kind = data >> (2 * _BITS)
             a = (data >> _BITS) & _MASK
             b = data & _MASK

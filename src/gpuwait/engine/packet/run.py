@@ -455,7 +455,7 @@ def simulate_packets(topo: Topology, flows: FlowTable, routing: RoutingSpec, tra
     total = int(inp.qp_int[:, C.Q_NPKTS].sum())
     pool = int(min(max(total, 64), 1 << 16))
     t0 = time.perf_counter()
-    got = C.simulate(inp, total if res.out_of_order else 0, pool, 4096, 0)
+    got = C.simulate(inp, total if res.out_of_order else 0, pool, 4096, None)
     wall = time.perf_counter() - t0
     out = got.qp_out
     finish = np.where(out[:, C.O_FINISH] >= 0, out[:, C.O_FINISH] / _PS, np.inf)
