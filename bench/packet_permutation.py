@@ -9,6 +9,9 @@ so the same events): ``wall_s`` and ``events_per_s`` are the median run's, ``wal
 every run, because a shared machine's speed swings by a quarter from one second to the next.
 ``--start-jitter-us J`` starts the flows at random times in [0, J) µs: the fabric then leaves
 lockstep and most event times differ, the event queue's worst case.
+``digest`` is a sha256 over every per-QP output (first transmission, finish, counters), every
+per-link array (counters, queue integral, queue samples), the delivery samples, the delay histogram
+and the run's event, packet and end-time totals: a change of the engine that keeps results keeps it.
 
     python bench/packet_permutation.py --hosts 1024 --json
 """
@@ -16,10 +19,25 @@ lockstep and most event times differ, the event queue's worst case.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import time
 
 import numpy as np
+
+
+def results_digest(run) -> str:
+    """sha256 over every output array of a packet run (in a fixed order, with dtype and shape), so two
+    runs that differ in any counter differ in the digest."""
+    h = hashlib.sha256()
+    arrays = [run.qp_first_tx_s, run.qp_finish_s, run.qp_counters, run.link_counters, run.link_queue_integral,
+              run.queue_links, run.queue_time_s, run.queue_bytes, run.qp_delivered_packets, run.delay_histogram,
+              np.array([run.events, run.packets, int(run.timed_out)], np.int64), np.array([run.end_s])]
+    for arr in arrays:
+        arr = np.ascontiguousarray(arr)
+        h.update(f"{arr.dtype.str}{arr.shape}".encode())
+        h.update(arr.tobytes())
+    return h.hexdigest()
 
 
 def main() -> None:
@@ -81,6 +99,9 @@ def main() -> None:
         t0 = time.perf_counter()
         runs.append((simulate_packets(topo, flows, routing, transport, seed=args.seed, routes=routes),
                      time.perf_counter() - t0))
+    digests = {results_digest(r) for r, _ in runs}
+    if len(digests) != 1:
+        raise SystemExit(f"the same seed gave {len(digests)} different results over {args.repeat} runs")
     runs.sort(key=lambda r: r[0].wall_s)
     run, total_s = runs[len(runs) // 2]
     t0 = time.perf_counter()
@@ -97,7 +118,7 @@ def main() -> None:
         "fct_p50_s": run.fct_percentiles_s()["p50"], "fct_p99_s": run.fct_percentiles_s()["p99"],
         "flow_engine_mean_fct_s": float(flow_run.flow_time_s.mean()), "flow_engine_wall_s": flow_s,
         "pause_frames": totals[f"rx_prio{run.params.data_priority}_pause"], "ecn_marks": totals["ecn_marked_packets"],
-        "cnps": totals["np_cnp_sent"], "drops": totals["PortXmitDiscards"],
+        "cnps": totals["np_cnp_sent"], "drops": totals["PortXmitDiscards"], "digest": digests.pop(),
     }
     if args.json:
         print(json.dumps(doc))

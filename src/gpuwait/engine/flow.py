@@ -25,6 +25,7 @@ Where the time goes, and what keeps it down (no Python loop ever runs over flows
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -80,7 +81,7 @@ def _frozen(arr: np.ndarray) -> np.ndarray:
 def _vector(name: str, value: object, n: int | None, *, dtype: type = np.float64) -> np.ndarray:
     """A private, read-only 1-D copy of ``value``; ``n=None`` accepts any length."""
     try:
-        arr = np.array(value, dtype=dtype, copy=True)
+        arr: np.ndarray = np.array(value, dtype=dtype, copy=True)
     except (TypeError, ValueError) as err:
         raise SimulationError(f"{name}: cannot be read as an array of {np.dtype(dtype).name} ({err})") from err
     if arr.ndim != 1 or (n is not None and arr.shape[0] != n):
@@ -205,10 +206,11 @@ class FlowSet:
 
     size_bytes: np.ndarray
     link_weights: sp.csr_matrix
-    release_time_s: np.ndarray | None = None
-    rate_cap_Bps: np.ndarray | None = None
-    path_latency_s: np.ndarray | None = None
-    depends_on: sp.csr_matrix | None = None
+    # None = the default; __post_init__ replaces it with the checked array, so readers never see None
+    release_time_s: np.ndarray = None  # type: ignore[assignment]
+    rate_cap_Bps: np.ndarray = None  # type: ignore[assignment]
+    path_latency_s: np.ndarray = None  # type: ignore[assignment]
+    depends_on: sp.csr_matrix = None
 
     def __post_init__(self) -> None:
         size_bytes = _vector("size_bytes", self.size_bytes, None)
@@ -862,6 +864,7 @@ class _Run:
         if group.size == 1:  # alone, a flow takes the tightest of its links and its cap
             level_Bps = (residual_Bps / self.weights.data[positions]).min(initial=np.inf)
             return np.minimum(self.rate_cap_Bps[group], level_Bps), neighbours
+        assert local_link is not None  # set by np.unique for a group of more than one
         flow_of = np.repeat(np.arange(group.size, dtype=np.intp), lengths)
         solution = _progressive_fill(flow_of, local_link.ravel().astype(np.intp), self.weights.data[positions],
                                      residual_Bps, self.rate_cap_Bps[group], np.ones(group.size, dtype=bool))
@@ -1155,7 +1158,7 @@ class _Run:
         self.simulate()
         timeline_s = np.array(self.timeline_s if self.timeline_s else [0.0])
 
-        def concat(parts: list[tuple[np.ndarray, ...]], column: int, dtype: type) -> np.ndarray:
+        def concat(parts: Sequence[tuple[np.ndarray, ...]], column: int, dtype: type) -> np.ndarray:
             return np.concatenate([p[column] for p in parts]).astype(dtype) if parts else np.zeros(0, dtype=dtype)
 
         flow_log = StepLog(concat(self.flow_log, 0, np.int64), concat(self.flow_log, 1, np.int64),

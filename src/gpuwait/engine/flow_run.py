@@ -37,13 +37,13 @@ class FlowRun(PerFlowResults):
     labels: dict = field(default_factory=dict)
 
     @cached_property
-    def flow_start_s(self) -> np.ndarray:
+    def flow_start_s(self) -> np.ndarray:  # type: ignore[override]  # declared by PerFlowResults, provided here
         out = np.full(len(self.flows), np.inf)
         np.minimum.at(out, self.routes.flow_index, self.result.start_s)
         return out
 
     @property
-    def qp_finish_s(self) -> np.ndarray:
+    def qp_finish_s(self) -> np.ndarray:  # type: ignore[override]  # declared by PerFlowResults, provided here
         return self.result.finish_s
 
     @cached_property
@@ -71,7 +71,7 @@ class FlowRun(PerFlowResults):
 def _row_dependencies(flows: FlowTable, routes: Routes) -> sp.csr_matrix | None:
     if not any(flows.after):
         return None
-    rows_of = [[] for _ in range(len(flows))]
+    rows_of: list[list[int]] = [[] for _ in range(len(flows))]
     for row, f in enumerate(routes.flow_index.tolist()):
         rows_of[f].append(row)
     r_idx, c_idx = [], []

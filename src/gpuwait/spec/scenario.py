@@ -8,6 +8,7 @@ from pydantic import BeforeValidator, Field
 
 from gpuwait.spec.cluster import ClusterSpec, RoutingSpec, SpecModel, TransportSpec
 from gpuwait.spec.faults import FaultSpec
+from gpuwait.spec.packet import PacketParams
 from gpuwait.spec.types import PositiveSizeBytes, RateBps, TimeS
 from gpuwait.spec.workload import WorkloadSpec
 
@@ -65,4 +66,4 @@ class Scenario(SpecModel):
     workload: WorkloadSpec | None = Field(None, description="A training or inference job to run on the cluster (none = only the traffic).")
     variants: list[VariantSpec] = Field(default_factory=list, description="Variants run beside the base scenario (e.g. ECMP vs adaptive routing).")
     faults: list[FaultSpec] = Field(default_factory=list, description="Faults injected into every case (see `gpuwait diagnose --help`).")
-    packet: dict[str, Any] = Field(default_factory=dict, description="Packet-engine knobs for `--engine packet` (switch_buffer_bytes, flow_control, congestion_control, ecn_kmin_bytes, ecn_kmax_bytes, pfc_xoff_bytes, dcqcn: {...}, loss_rate, max_time_s, ...; see docs/packet.md); checked by `gpuwait validate` and when the packet engine runs.")
+    packet: PacketParams | None = Field(None, description="Packet-engine knobs for `--engine packet` (buffers, PFC, ECN, DCQCN, credits, loss, limits; every field with its unit below); none = the defaults, which follow the transport.")

@@ -202,3 +202,18 @@ variants:
     assert doc["engine"] == "packet" and len(doc["runs"]) == 2
     assert doc["runs"][0]["counters"]["PortXmitDiscards"] == 0
     assert doc["runs"][0]["summary"]["flows"] == 3 and "p99" in doc["runs"][0]["fct_s"]
+
+
+def test_peak_utilization_is_the_busiest_window_not_the_mean():
+    # two senders to one receiver, the second joining halfway: each sender's port runs at line rate
+    # while it sends (peak ~1) but is idle for part of the run (mean ~0.5)
+    topo = fabric(servers=4)
+    a, b, c = (topo.node_id(f"s{i}.nic0") for i in (0, 1, 2))
+    flows = FlowTable(["f", "g"], np.array([a, c]), np.array([b, b]), np.array([2e6, 2e6]), np.array([0.0, 150e-6]),
+                      np.full(2, np.inf), [[], []])
+    run = simulate_packets(topo, flows, RoutingSpec(), TRANSPORTS["rocev2"])
+    peak, mean = run.link_peak_utilization(), run.link_mean_utilization()
+    out_of_a = np.flatnonzero(topo.link_src == a)
+    first = int(out_of_a[np.argmax(run.link_bytes[out_of_a])])  # s0.nic0 -> its leaf
+    assert peak[first] > 0.95 and mean[first] < 0.8
+    assert (peak >= mean).all() and (peak <= 1.0 + 1e-12).all()

@@ -23,6 +23,8 @@ path's latency (they are a few bytes next to MTU-sized data; see the package doc
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
@@ -95,8 +97,10 @@ O_COLS = 13
 # run statistics
 S_EVENTS, S_PACKETS, S_END_PS, S_SAMPLES, S_TIMED_OUT = range(5)
 # the event loop's scalar state between _run calls
-RUN_FINISHED, RUN_EVENTS, RUN_PACKETS, RUN_NOW, RUN_TIMED_OUT, RUN_FREE_HEAD, RUN_N_FREE, RUN_N_SAMPLES, RUN_SAMPLE_PS = range(9)
-RUN_COLS = 9
+(RUN_FINISHED, RUN_EVENTS, RUN_PACKETS, RUN_NOW, RUN_TIMED_OUT, RUN_FREE_HEAD, RUN_N_FREE, RUN_N_SAMPLES, RUN_SAMPLE_PS,
+ RUN_LOG) = range(10)
+RUN_COLS = 10
+LOG_PUSH, LOG_POP = 0, 1  # the third column of the queue log
 DELAY_BINS = 256  # per-packet one-way delay histogram: bin = floor(8 * log2(1 + delay_ns))
 
 # events
@@ -138,112 +142,123 @@ def _inc(t, bc, line, target, rate, fast, hai, ai):
     return target, min(line, 0.5 * (rate + target))
 
 
-@njit(cache=True)
-def simulate(lt, n_buf, n_hdrm, qpi, qpf, r_ptr, r_src, r_link, f_qp_ptr, f_qp_list, f_dep_ptr, f_dep_list,
-             f_ndeps, gi, gf, sample_links, recv_total, pool_rows, queue_rows):
-    """Run to completion (or the time limit). Returns the counters; see the column constants."""
-    L = lt.shape[0]
-    N = n_buf.shape[0]
-    R = qpi.shape[0]
-    F = f_ndeps.shape[0]
-    ooo = gi[G_OOO] != 0
-    host_limit = gi[G_HOST_LIMIT]
-    rng = np.empty(1, np.uint64)
-    rng[0] = np.uint64(gi[G_SEED]) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(0x2545F4914F6CDD1D)
-    if rng[0] == 0:
-        rng[0] = np.uint64(88172645463325252)
+class Inputs(NamedTuple):
+    """What :func:`simulate` reads (int64 arrays unless said; columns are the constants above).
 
-    # links: the caller's table with fresh state and counters (it is copied, never mutated)
-    lt = lt.copy()
-    for col in _FRESH_COLS:
-        lt[:, col] = 0
-    for col in (T_HEAD, T_TAIL, T_BLOCK_T0, T_WAIT_HEAD, T_WAIT_TAIL):
-        lt[:, col] = -1
-    lt[:, T_CREDITS] = lt[:, L_CREDIT]
+    Built by :func:`gpuwait.engine.packet.run.engine_inputs`; never mutated.
+    """
+
+    links: np.ndarray  # (L, LINK_COLS) the L_* constants; simulate() adds fresh T_* state and C_* counters
+    node_buffer_bytes: np.ndarray  # (N,) shared packet buffer of each node (switches; 2**60 elsewhere)
+    node_headroom_bytes: np.ndarray  # (N,) PFC headroom each node reserves for its lossless ingress ports
+    qp_int: np.ndarray  # (R, Q_INT_COLS) per QP: endpoints, first link, packets, flow, release time, ...
+    qp_float: np.ndarray  # (R, QF_*) float64: line rate and DCQCN increases (bytes/s)
+    route_ptr: np.ndarray  # (R + 1,) QP r's route entries are route_ptr[r]:route_ptr[r + 1]
+    route_src: np.ndarray  # per entry the link's source node, sorted within each QP
+    route_link: np.ndarray  # per entry the link
+    flow_qp_ptr: np.ndarray  # (F + 1,) flow f's QPs are flow_qp_list[flow_qp_ptr[f]:flow_qp_ptr[f + 1]]
+    flow_qp_list: np.ndarray
+    flow_dep_ptr: np.ndarray  # (F + 1,) the flows that wait for flow f (same layout)
+    flow_dep_list: np.ndarray
+    flow_ndeps: np.ndarray  # (F,) how many flows each flow waits for
+    gint: np.ndarray  # (G_INT_COLS,) integer run parameters (times in ps)
+    gfloat: np.ndarray  # (GF_COLS,) float64 run parameters
+    sample_links: np.ndarray  # (K,) the links whose queue depth is sampled
+
+
+class Senders(NamedTuple):
+    """Per-QP sender state (all (R,)): send loop, DCQCN reaction point, retransmission timer."""
+
+    state: np.ndarray  # ST_*
+    next_seq: np.ndarray
+    acked: np.ndarray
+    max_sent: np.ndarray
+    send_sched: np.ndarray  # an EV_SEND is pending
+    waiting: np.ndarray  # in its first link's wait list (host queue full)
+    wait_next: np.ndarray  # the next QP in that list
+    next_t: np.ndarray  # DCQCN pacing: earliest time of the next packet (ps)
+    rate: np.ndarray  # bytes/s
+    target: np.ndarray  # bytes/s
+    alpha: np.ndarray
+    alpha_t: np.ndarray  # ps
+    last_dec: np.ndarray  # ps
+    timer_stages: np.ndarray  # DCQCN T
+    byte_stages: np.ndarray  # DCQCN BC
+    bytes_sent: np.ndarray  # toward the next byte-counter stage
+    timer_dl: np.ndarray  # ps
+    timer_pend: np.ndarray
+    rto_dl: np.ndarray  # ps
+    rto_pend: np.ndarray
+
+
+class Receivers(NamedTuple):
+    """Per-QP receiver state, the QP outputs and per-flow dependency counts."""
+
+    expected: np.ndarray  # (R,) next in-order sequence number
+    last_cnp: np.ndarray  # (R,) ps
+    nack_sent: np.ndarray  # (R,)
+    accepted: np.ndarray  # (R,) packets accepted (out-of-order receivers)
+    max_seq: np.ndarray  # (R,)
+    flags: np.ndarray  # (packets,) accepted, per QP from Q_RECV_OFF (out-of-order receivers; else (1,))
+    out: np.ndarray  # (R, O_COLS) the QP outputs
+    delay_hist: np.ndarray  # (DELAY_BINS,)
+    flow_left: np.ndarray  # (F,) QPs of each flow not finished
+    flow_deps: np.ndarray  # (F,) flows each flow still waits for
+
+
+class Outputs(NamedTuple):
+    """What :func:`simulate` returns."""
+
+    link_counters: np.ndarray  # (L, C_COLS)
+    queue_integral: np.ndarray  # (L,) float64 bytes x ps
+    qp_out: np.ndarray  # (R, O_COLS)
+    queue_samples: np.ndarray  # (S, K) bytes queued at each sampled link
+    qp_samples: np.ndarray  # (S, R) packets each QP delivered in order
+    sample_ps: np.ndarray  # (S,)
+    delay_hist: np.ndarray  # (DELAY_BINS,)
+    stats: np.ndarray  # (S_*,)
+    queue_log: np.ndarray  # (n, 3) the queue's pushes and pops, (time_ps, payload, LOG_PUSH or LOG_POP)
+
+
+@njit(cache=True)
+def simulate(inp, recv_total, pool_rows, queue_rows, qlog=None):
+    """Run to completion (or the time limit).
+
+    ``recv_total`` sizes the out-of-order receivers' flags (0: in-order receivers), ``pool_rows``
+    and ``queue_rows`` the first packet pool and event queue (both grow). ``qlog``, an int64
+    ``(n, 3)`` array, receives the event queue's first ``n`` pushes and pops (a test replays them
+    against ``heapq``); runs pass None, and numba then compiles the logging out of the loop.
+    """
+    R = inp.qp_int.shape[0]
+    host_limit = inp.gint[G_HOST_LIMIT]
+    lt = _fresh_links(inp.links)
+    L = lt.shape[0]
     qbytes = np.zeros(L, np.int64)
     qint = np.zeros(L, np.float64)
-    n_used = np.zeros(N, np.int64)
-
-    # QPs: sender
-    s_state = np.full(R, ST_WAIT, np.int64)
-    s_next = np.zeros(R, np.int64)
-    s_acked = np.zeros(R, np.int64)
-    s_max_sent = np.zeros(R, np.int64)
-    s_send_sched = np.zeros(R, np.bool_)
-    s_waiting = np.zeros(R, np.bool_)
-    s_wait_next = np.full(R, -1, np.int64)
-    s_next_t = np.zeros(R, np.int64)
-    s_rate = qpf[:, QF_LINE_Bps].copy()
-    s_target = qpf[:, QF_LINE_Bps].copy()
-    s_alpha = np.ones(R, np.float64)
-    s_alpha_t = np.zeros(R, np.int64)
-    s_last_dec = np.full(R, -(1 << 62), np.int64)
-    s_T = np.zeros(R, np.int64)
-    s_BC = np.zeros(R, np.int64)
-    s_bytes = np.zeros(R, np.float64)
-    s_timer_dl = np.zeros(R, np.int64)
-    s_timer_pend = np.zeros(R, np.bool_)
-    s_rto_dl = np.zeros(R, np.int64)
-    s_rto_pend = np.zeros(R, np.bool_)
-    # QPs: receiver
-    r_expected = np.zeros(R, np.int64)
-    r_last_cnp = np.full(R, -(1 << 62), np.int64)
-    r_nack = np.zeros(R, np.bool_)
-    r_count = np.zeros(R, np.int64)
-    r_max = np.full(R, -1, np.int64)
-    r_flag = np.zeros(recv_total if ooo else 1, np.bool_)
-    out = np.zeros((R, O_COLS), np.int64)
-    out[:, O_FIRST_TX] = -1
-    out[:, O_FINISH] = -1
-    hist = np.zeros(DELAY_BINS, np.int64)
-    # flows
-    f_left = f_qp_ptr[1:] - f_qp_ptr[:-1]
-    f_deps = f_ndeps.copy()
-
-    # samples
-    n_sl = sample_links.shape[0]
-    s_rows = 64
-    samples = np.zeros((s_rows, n_sl), np.int64)
-    qp_samples = np.zeros((s_rows, R), np.int64)
-    sample_t = np.zeros(s_rows, np.int64)
-
-    # packet pool with a free list through P_NEXT
-    pkt = np.zeros((pool_rows, P_COLS), np.int64)
-    for i in range(pool_rows - 1):
-        pkt[i, P_NEXT] = i + 1
-    pkt[pool_rows - 1, P_NEXT] = -1
-
+    n_used = np.zeros(inp.node_buffer_bytes.shape[0], np.int64)
+    senders = _new_senders(inp.qp_float[:, QF_LINE_Bps])
+    receivers = _new_receivers(inp, recv_total)
+    samples = np.zeros((64, inp.sample_links.shape[0]), np.int64)
+    qp_samples = np.zeros((64, R), np.int64)
+    sample_t = np.zeros(64, np.int64)
+    pkt = _free_rows(np.zeros((pool_rows, P_COLS), np.int64), 0, -1)
+    rng = np.empty(1, np.uint64)
+    rng[0] = _rng_seed(inp.gint[G_SEED])
     # room for every QP's start and the sample before the loop first checks
     qheap, qchunk, qbin, qcache, qctr = new_queue(max(queue_rows, 2 * R + 64))
-
-    for f in range(F):
-        if f_deps[f] == 0:
-            for k in range(f_qp_ptr[f], f_qp_ptr[f + 1]):
-                qp = f_qp_list[k]
-                push(qheap, qchunk, qbin, qcache, qctr, qpi[qp, Q_RELEASE] + qpi[qp, Q_DELAY], pack(EV_START, qp, 0))
-    if n_sl > 0 or R > 0:
-        push(qheap, qchunk, qbin, qcache, qctr, 0, pack(EV_SAMPLE, 0, 0))
-
     st = np.zeros(RUN_COLS, np.int64)
+    st[RUN_LOG] = _schedule_starts(inp, receivers.flow_deps, qheap, qchunk, qbin, qcache, qctr, qlog)
     st[RUN_N_FREE] = pool_rows
-    st[RUN_SAMPLE_PS] = gi[G_SAMPLE]
-    inputs = (n_buf, n_hdrm, qpi, qpf, r_ptr, r_src, r_link, f_qp_ptr, f_qp_list, f_dep_ptr, f_dep_list, gi, gf,
-              sample_links)
-    sender = (s_state, s_next, s_acked, s_max_sent, s_send_sched, s_waiting, s_wait_next, s_next_t, s_rate, s_target,
-              s_alpha, s_alpha_t, s_last_dec, s_T, s_BC, s_bytes, s_timer_dl, s_timer_pend, s_rto_dl, s_rto_pend)
-    receiver = (r_expected, r_last_cnp, r_nack, r_count, r_max, r_flag, out, hist, f_left, f_deps)
+    st[RUN_SAMPLE_PS] = inp.gint[G_SAMPLE]
     reserve = _push_reserve(R, host_limit)
-    while _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples, sample_t, pkt, qheap, qchunk,
-               qbin, qcache, qctr, rng, st):
+    while _run(lt, qbytes, qint, n_used, inp, senders, receivers, samples, qp_samples, sample_t, pkt, qheap, qchunk,
+               qbin, qcache, qctr, rng, st, qlog):
         # _run stopped before an event for want of room: grow what is short and go on
         if max(qctr[Q_SIZE], qctr[Q_CHUNKS], qctr[Q_BINS]) + reserve > qbin.shape[0]:
             qheap, qchunk, qbin, qcache, qctr = grow_queue(qheap, qchunk, qbin, qcache, qctr, 2 * qbin.shape[0] + reserve)
         if st[RUN_N_FREE] < host_limit + 2:
             old = pkt.shape[0]
-            pkt = grow_rows(pkt, 2 * old)
-            for i in range(old, 2 * old - 1):
-                pkt[i, P_NEXT] = i + 1
-            pkt[2 * old - 1, P_NEXT] = st[RUN_FREE_HEAD]
+            pkt = _free_rows(grow_rows(pkt, 2 * old), old, st[RUN_FREE_HEAD])
             st[RUN_FREE_HEAD] = old
             st[RUN_N_FREE] += old
         if st[RUN_N_SAMPLES] >= samples.shape[0]:
@@ -251,35 +266,133 @@ def simulate(lt, n_buf, n_hdrm, qpi, qpf, r_ptr, r_src, r_link, f_qp_ptr, f_qp_l
             qp_samples = grow_rows(qp_samples, 2 * qp_samples.shape[0])
             sample_t = _grow_1d(sample_t, 2 * sample_t.shape[0])
     now = st[RUN_NOW]
-    n_samples = st[RUN_N_SAMPLES]
+    # one last sample at the end (_run leaves room: it stops short right after a sample that fills
+    # the rows); control events still in flight change nothing measured
+    n = st[RUN_N_SAMPLES]
+    _take_sample(samples, qp_samples, sample_t, n, now, qbytes, inp.sample_links, receivers.out)
+    n += 1
+    _close_intervals(lt, qbytes, qint, now)
+    stats = np.zeros(5, np.int64)
+    stats[S_EVENTS] = st[RUN_EVENTS]
+    stats[S_PACKETS] = st[RUN_PACKETS]
+    stats[S_END_PS] = now
+    stats[S_SAMPLES] = n
+    stats[S_TIMED_OUT] = st[RUN_TIMED_OUT]
+    return Outputs(lt[:, C_FIRST:C_FIRST + C_COLS].copy(), qint, receivers.out, samples[:n], qp_samples[:n],
+                   sample_t[:n], receivers.delay_hist, stats, _logged(qlog, st[RUN_LOG]))
 
-    # one last sample at the end; control events still in flight change nothing measured
-    if n_samples >= samples.shape[0]:
-        samples = grow_rows(samples, samples.shape[0] + 1)
-        qp_samples = grow_rows(qp_samples, qp_samples.shape[0] + 1)
-        st = np.zeros(sample_t.shape[0] + 1, np.int64)
-        st[: sample_t.shape[0]] = sample_t
-        sample_t = st
-    for j in range(n_sl):
-        samples[n_samples, j] = qbytes[sample_links[j]]
-    for qp in range(R):
-        qp_samples[n_samples, qp] = out[qp, O_DELIVERED]
-    sample_t[n_samples] = now
-    n_samples += 1
-    # close open intervals
-    for link in range(L):
+
+@njit(cache=True)
+def _logged(qlog, n):
+    """The rows of the queue log that were written (none without a log)."""
+    if qlog is None:
+        return np.zeros((0, 3), np.int64)
+    return qlog[:n].copy()
+
+
+@njit(cache=True)
+def _rng_seed(seed):
+    """The xorshift state of ``seed`` (never 0)."""
+    x = np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(0x2545F4914F6CDD1D)
+    return np.uint64(88172645463325252) if x == 0 else x
+
+
+@njit(cache=True)
+def _fresh_links(links):
+    """A copy of the link table with its state and counters at their start (the input stays as it is)."""
+    lt = links.copy()
+    for col in _FRESH_COLS:
+        lt[:, col] = 0
+    for col in (T_HEAD, T_TAIL, T_BLOCK_T0, T_WAIT_HEAD, T_WAIT_TAIL):
+        lt[:, col] = -1
+    lt[:, T_CREDITS] = lt[:, L_CREDIT]
+    return lt
+
+
+@njit(cache=True)
+def _new_senders(line_Bps):
+    """Every QP waiting to start, at line rate."""
+    R = line_Bps.shape[0]
+    return Senders(np.full(R, ST_WAIT, np.int64), np.zeros(R, np.int64), np.zeros(R, np.int64), np.zeros(R, np.int64),
+                   np.zeros(R, np.bool_), np.zeros(R, np.bool_), np.full(R, -1, np.int64), np.zeros(R, np.int64),
+                   line_Bps.copy(), line_Bps.copy(), np.ones(R, np.float64), np.zeros(R, np.int64),
+                   np.full(R, -(1 << 62), np.int64), np.zeros(R, np.int64), np.zeros(R, np.int64),
+                   np.zeros(R, np.float64), np.zeros(R, np.int64), np.zeros(R, np.bool_), np.zeros(R, np.int64),
+                   np.zeros(R, np.bool_))
+
+
+@njit(cache=True)
+def _new_receivers(inp, recv_total):
+    """Receivers expecting packet 0, no outputs yet, every flow waiting for all its QPs and dependencies."""
+    R = inp.qp_int.shape[0]
+    out = np.zeros((R, O_COLS), np.int64)
+    out[:, O_FIRST_TX] = -1
+    out[:, O_FINISH] = -1
+    ooo = inp.gint[G_OOO] != 0
+    return Receivers(np.zeros(R, np.int64), np.full(R, -(1 << 62), np.int64), np.zeros(R, np.bool_),
+                     np.zeros(R, np.int64), np.full(R, -1, np.int64), np.zeros(recv_total if ooo else 1, np.bool_),
+                     out, np.zeros(DELAY_BINS, np.int64), inp.flow_qp_ptr[1:] - inp.flow_qp_ptr[:-1],
+                     inp.flow_ndeps.copy())
+
+
+@njit(cache=True)
+def _free_rows(pkt, first, head):
+    """``pkt`` with rows ``first:`` linked through P_NEXT into a free list ending in ``head``."""
+    n = pkt.shape[0]
+    for i in range(first, n - 1):
+        pkt[i, P_NEXT] = i + 1
+    pkt[n - 1, P_NEXT] = head
+    return pkt
+
+
+@njit(cache=True)
+def _schedule_starts(inp, flow_deps, qheap, qchunk, qbin, qcache, qctr, qlog):
+    """Push the start of every QP of the flows that wait for none, and the first sample; returns
+    how many of these pushes went into the log ``qlog``."""
+    qpi = inp.qp_int
+    n_log = 0
+    for f in range(flow_deps.shape[0]):
+        if flow_deps[f] == 0:
+            for k in range(inp.flow_qp_ptr[f], inp.flow_qp_ptr[f + 1]):
+                qp = inp.flow_qp_list[k]
+                n_log = _push_logged(qheap, qchunk, qbin, qcache, qctr, qpi[qp, Q_RELEASE] + qpi[qp, Q_DELAY],
+                                     pack(EV_START, qp, 0), qlog, n_log)
+    if inp.sample_links.shape[0] > 0 or qpi.shape[0] > 0:
+        n_log = _push_logged(qheap, qchunk, qbin, qcache, qctr, 0, pack(EV_SAMPLE, 0, 0), qlog, n_log)
+    return n_log
+
+
+@njit(cache=True)
+def _push_logged(qheap, qchunk, qbin, qcache, qctr, time_ps, data, qlog, n_log):
+    push(qheap, qchunk, qbin, qcache, qctr, time_ps, data)
+    if qlog is not None:
+        if n_log < qlog.shape[0]:
+            qlog[n_log, 0] = time_ps
+            qlog[n_log, 1] = data
+            qlog[n_log, 2] = LOG_PUSH
+            n_log += 1
+    return n_log
+
+
+@njit(cache=True)
+def _take_sample(samples, qp_samples, sample_t, row, now, qbytes, sample_links, out):
+    """Record row ``row`` of the samples: the sampled queues' bytes and every QP's delivered packets."""
+    for j in range(sample_links.shape[0]):
+        samples[row, j] = qbytes[sample_links[j]]
+    for qp in range(out.shape[0]):
+        qp_samples[row, qp] = out[qp, O_DELIVERED]
+    sample_t[row] = now
+
+
+@njit(cache=True)
+def _close_intervals(lt, qbytes, qint, now):
+    """Count the pauses, waits and queue integrals still open at the end of the run."""
+    for link in range(lt.shape[0]):
         if lt[link, T_PAUSED]:
             lt[link, C_PAUSED_PS] += now - lt[link, T_PAUSE_T0]
         if lt[link, T_BLOCK_T0] >= 0:
             lt[link, C_WAIT_PS] += now - lt[link, T_BLOCK_T0]
         qint[link] += qbytes[link] * float(now - lt[link, T_QLAST])
-    stats = np.zeros(5, np.int64)
-    stats[S_EVENTS] = st[RUN_EVENTS]
-    stats[S_PACKETS] = st[RUN_PACKETS]
-    stats[S_END_PS] = now
-    stats[S_SAMPLES] = n_samples
-    stats[S_TIMED_OUT] = st[RUN_TIMED_OUT]
-    return lt[:, C_FIRST:C_FIRST + C_COLS].copy(), qint, out, samples[:n_samples], qp_samples[:n_samples], sample_t[:n_samples], hist, stats
 
 
 @njit(cache=True)
@@ -296,22 +409,161 @@ def _grow_1d(arr, n):
     return out
 
 
+# ------------------------------------------------------------------ the rarer events' handlers
+# Called from the event loop for events that are a small share of a run (control packets,
+# timers, samples): a call that takes arrays costs reference counting, which only the hot
+# handlers (departure, arrival, send) cannot afford; they stay written out in _run.
+@njit(cache=True, inline="always")
+def _schedule(pend_t, pend_d, npend, time_ps, data):
+    """Queue a push (inserted at the top of the loop's next iteration); returns the new count."""
+    pend_t[npend] = time_ps
+    pend_d[npend] = data
+    return npend + 1
+
+
 @njit(cache=True, error_model="numpy")
-def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples, sample_t, pkt, qheap, qchunk, qbin,
-         qcache, qctr, rng, st):
+def _on_pause(lt, link, xoff, now, refresh_ps):
+    """A pause (``xoff``) or resume frame reached the sending port of ``link``; returns whether the
+    port was released (and may send)."""
+    if xoff:
+        if not lt[link, T_PAUSED]:
+            lt[link, T_PAUSED] = True
+            lt[link, T_PAUSE_T0] = now
+            lt[link, C_PAUSE_FRAMES] += 1
+        return False
+    if not lt[link, T_PAUSED]:
+        return False
+    lt[link, T_PAUSED] = False
+    dur = now - lt[link, T_PAUSE_T0]
+    lt[link, C_PAUSED_PS] += dur
+    # the congested side refreshes its pause every half quanta while it holds the port
+    lt[link, C_PAUSE_FRAMES] += dur // refresh_ps
+    return True
+
+
+@njit(cache=True, error_model="numpy")
+def _on_ack(snd, out, qp, seq, nack, now, rto, pend_t, pend_d, npend):
+    """An ACK (or a NACK: go back N) of every packet before ``seq``."""
+    if nack:
+        out[qp, O_SEQ_ERR] += 1
+    if seq > snd.acked[qp]:
+        snd.acked[qp] = seq
+        snd.rto_dl[qp] = now + rto
+    if nack and snd.next_seq[qp] > seq and snd.state[qp] == ST_ACTIVE:
+        snd.next_seq[qp] = seq  # go back N
+        if not snd.send_sched[qp] and not snd.waiting[qp]:
+            snd.send_sched[qp] = True
+            npend = _schedule(pend_t, pend_d, npend, now, pack(EV_SEND, qp, 0))
+    return npend
+
+
+@njit(cache=True, error_model="numpy")
+def _on_rto(snd, out, qpi, qp, now, rto, pend_t, pend_d, npend):
+    """The retransmission timer: re-armed while ACKs move its deadline, else go back to the last ACK."""
+    snd.rto_pend[qp] = False
+    if snd.state[qp] != ST_ACTIVE or snd.acked[qp] >= qpi[qp, Q_NPKTS]:
+        return npend
+    if now < snd.rto_dl[qp]:
+        snd.rto_pend[qp] = True
+        return _schedule(pend_t, pend_d, npend, snd.rto_dl[qp], pack(EV_RTO, qp, 0))
+    out[qp, O_TIMEOUTS] += 1
+    snd.next_seq[qp] = snd.acked[qp]
+    snd.rto_pend[qp] = True
+    snd.rto_dl[qp] = now + rto
+    npend = _schedule(pend_t, pend_d, npend, now + rto, pack(EV_RTO, qp, 0))
+    if not snd.send_sched[qp] and not snd.waiting[qp]:
+        snd.send_sched[qp] = True
+        npend = _schedule(pend_t, pend_d, npend, now, pack(EV_SEND, qp, 0))
+    return npend
+
+
+@njit(cache=True, error_model="numpy")
+def _on_cnp(snd, qp, now, gi, gf, pend_t, pend_d, npend):
+    """DCQCN's reaction to a CNP (Zhu et al. 2015): alpha up, at most one rate cut per interval."""
+    if snd.state[qp] != ST_ACTIVE:
+        return npend
+    g = gf[GF_G]
+    # alpha: decays by (1-g) per quiet interval, then rises by g for this congestion window
+    quiet = (now - snd.alpha_t[qp]) // gi[G_ALPHA_INT]
+    if quiet > 0:
+        snd.alpha[qp] *= (1.0 - g) ** quiet
+    snd.alpha[qp] = (1.0 - g) * snd.alpha[qp] + g
+    snd.alpha_t[qp] = now
+    if now - snd.last_dec[qp] >= gi[G_DEC_INT]:
+        snd.last_dec[qp] = now
+        snd.target[qp] = snd.rate[qp]
+        snd.rate[qp] = max(gf[GF_MIN_RATE], snd.rate[qp] * (1.0 - 0.5 * snd.alpha[qp]))
+        snd.timer_stages[qp] = 0
+        snd.byte_stages[qp] = 0
+        snd.bytes_sent[qp] = 0.0
+        snd.timer_dl[qp] = now + gi[G_RP_TIMER]
+        if not snd.timer_pend[qp]:
+            snd.timer_pend[qp] = True
+            npend = _schedule(pend_t, pend_d, npend, snd.timer_dl[qp], pack(EV_RPTIMER, qp, 0))
+    return npend
+
+
+@njit(cache=True, error_model="numpy")
+def _on_rp_timer(snd, qpi, qpf, qp, now, gi, pend_t, pend_d, npend):
+    """DCQCN's rate-increase timer: one stage up, re-armed until the QP is back at line rate."""
+    snd.timer_pend[qp] = False
+    if snd.state[qp] != ST_ACTIVE:
+        return npend
+    if now < snd.timer_dl[qp]:
+        snd.timer_pend[qp] = True
+        return _schedule(pend_t, pend_d, npend, snd.timer_dl[qp], pack(EV_RPTIMER, qp, 0))
+    snd.timer_stages[qp] += 1
+    snd.target[qp], snd.rate[qp] = _inc(snd.timer_stages[qp], snd.byte_stages[qp], qpf[qp, QF_LINE_Bps],
+                                        snd.target[qp], snd.rate[qp], gi[G_FAST], qpf[qp, QF_HAI_Bps],
+                                        qpf[qp, QF_AI_Bps])
+    if snd.rate[qp] < qpf[qp, QF_LINE_Bps]:
+        snd.timer_pend[qp] = True
+        snd.timer_dl[qp] = now + gi[G_RP_TIMER]
+        npend = _schedule(pend_t, pend_d, npend, snd.timer_dl[qp], pack(EV_RPTIMER, qp, 0))
+    return npend
+
+
+@njit(cache=True)
+def _halve_samples(samples, qp_samples, sample_t, n_samples):
+    """Keep every other sample (a long run: memory stays bounded); returns how many are left."""
+    half = (n_samples + 1) // 2
+    for k in range(half):
+        samples[k] = samples[2 * k]
+        qp_samples[k] = qp_samples[2 * k]
+        sample_t[k] = sample_t[2 * k]
+    return half
+
+
+@njit(cache=True, error_model="numpy")
+def _run(lt, qbytes, qint, n_used, inp, senders, receivers, samples, qp_samples, sample_t, pkt, qheap, qchunk, qbin,
+         qcache, qctr, rng, st, qlog):
     """The event loop: handle events until the run ends (returns False) or an array is short of room (True).
 
     No array is rebound here: an array variable that is reassigned inside a loop costs numba two
     reference-count calls per iteration, so :func:`simulate` grows the arrays between calls instead.
-    The scalar loop state travels in ``st`` (``RUN_*`` columns).
+    The scalar loop state travels in ``st`` (``RUN_*`` columns). The first ``len(qlog)`` pushes and
+    pops of the event queue are logged in ``qlog`` (a test checks their order against ``heapq``);
+    with ``qlog`` None the ``qlog is not None`` branches are pruned when numba compiles, so a run
+    pays nothing for the log.
     """
-    (n_buf, n_hdrm, qpi, qpf, r_ptr, r_src, r_link, f_qp_ptr, f_qp_list, f_dep_ptr, f_dep_list, gi, gf,
-     sample_links) = inputs
+    n_buf = inp.node_buffer_bytes
+    n_hdrm = inp.node_headroom_bytes
+    qpi = inp.qp_int
+    qpf = inp.qp_float
+    r_ptr = inp.route_ptr
+    r_src = inp.route_src
+    r_link = inp.route_link
+    f_qp_ptr = inp.flow_qp_ptr
+    f_qp_list = inp.flow_qp_list
+    f_dep_ptr = inp.flow_dep_ptr
+    f_dep_list = inp.flow_dep_list
+    gi = inp.gint
+    gf = inp.gfloat
+    sample_links = inp.sample_links
     (s_state, s_next, s_acked, s_max_sent, s_send_sched, s_waiting, s_wait_next, s_next_t, s_rate, s_target,
-     s_alpha, s_alpha_t, s_last_dec, s_T, s_BC, s_bytes, s_timer_dl, s_timer_pend, s_rto_dl, s_rto_pend) = sender
-    r_expected, r_last_cnp, r_nack, r_count, r_max, r_flag, out, hist, f_left, f_deps = receiver
+     s_alpha, s_alpha_t, s_last_dec, s_T, s_BC, s_bytes, s_timer_dl, s_timer_pend, s_rto_dl, s_rto_pend) = senders
+    r_expected, r_last_cnp, r_nack, r_count, r_max, r_flag, out, hist, f_left, f_deps = receivers
     R = qpi.shape[0]
-    n_sl = sample_links.shape[0]
     route_kind = gi[G_ROUTE]
     cc_on = gi[G_CC] != 0
     ecn_on = gi[G_ECN] != 0
@@ -322,7 +574,6 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
     rto = gi[G_RTO]
     t_limit = gi[G_T_LIMIT]
     loss = gf[GF_LOSS]
-    g = gf[GF_G]
     max_samples = max(gi[G_MAX_SAMPLES], 4)
     queue_cap = qbin.shape[0]  # heap entries, bins and chunks alike
     reserve = _push_reserve(R, host_limit)
@@ -336,9 +587,11 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
     n_free = st[RUN_N_FREE]
     n_samples = st[RUN_N_SAMPLES]
     sample_ps = st[RUN_SAMPLE_PS]
+    n_log = st[RUN_LOG]
     short = False
-    # Every hot operation is written out once, here, and no function taking arrays is called in the
-    # loop: numba wraps each inlined helper with array arguments in reference-count calls. An event's
+    # Every hot operation (queue push and pop, departure, arrival, send, start of transmission) is
+    # written out once, here: numba wraps each call of a helper taking arrays in reference-count
+    # calls, affordable only for the rarer events (the _on_* handlers, samples). An event's
     # pushes are queued (pend_t, pend_d) and inserted into the queue at the top of the next iteration,
     # in the order they were queued, so the pop order is what immediate pushes give.
     # A handler that starts a transmission sets start_link (and enq_p to enqueue a packet first); the
@@ -360,6 +613,12 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
         for j in range(npend):
             et = pend_t[j]
             ed = pend_d[j]
+            if qlog is not None:
+                if n_log < qlog.shape[0]:
+                    qlog[n_log, 0] = et
+                    qlog[n_log, 1] = ed
+                    qlog[n_log, 2] = LOG_PUSH
+                    n_log += 1
             slot = hash_slot(et, CACHE_BITS)
             to_heap = True
             if qcache[slot, 0] != et:  # a time not remembered: a plain heap entry, and remember it
@@ -514,6 +773,12 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
                     qheap[TIME, i] = et
                     qheap[SEQ, i] = es
                     qheap[DATA, i] = qheap[DATA, hl]
+            if qlog is not None:
+                if n_log < qlog.shape[0]:
+                    qlog[n_log, 0] = now
+                    qlog[n_log, 1] = data
+                    qlog[n_log, 2] = LOG_POP
+                    n_log += 1
             kind = data >> (2 * _BITS)
             a = (data >> _BITS) & _MASK
             b = data & _MASK
@@ -865,124 +1130,32 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
                 resume_qp = qp
 
         elif kind == EV_PAUSE:
-            link = a
-            if b == 1:
-                if not lt[link, T_PAUSED]:
-                    lt[link, T_PAUSED] = True
-                    lt[link, T_PAUSE_T0] = now
-                    lt[link, C_PAUSE_FRAMES] += 1
-            elif lt[link, T_PAUSED]:
-                lt[link, T_PAUSED] = False
-                dur = now - lt[link, T_PAUSE_T0]
-                lt[link, C_PAUSED_PS] += dur
-                # the congested side refreshes its pause every half quanta while it holds the port
-                lt[link, C_PAUSE_FRAMES] += dur // gi[G_REFRESH]
-                start_link = link
+            if _on_pause(lt, a, b == 1, now, gi[G_REFRESH]):
+                start_link = a
 
         elif kind == EV_CREDIT:
             lt[a, T_CREDITS] += b
             start_link = a
 
         elif kind == EV_ACK or kind == EV_NACK:
-            qp = a
-            if kind == EV_NACK:
-                out[qp, O_SEQ_ERR] += 1
-            if b > s_acked[qp]:
-                s_acked[qp] = b
-                s_rto_dl[qp] = now + rto
-            if kind == EV_NACK and s_next[qp] > b and s_state[qp] == ST_ACTIVE:
-                s_next[qp] = b  # go back N
-                if not s_send_sched[qp] and not s_waiting[qp]:
-                    s_send_sched[qp] = True
-                    pend_t[npend] = now
-                    pend_d[npend] = pack(EV_SEND, qp, 0)
-                    npend += 1
+            npend = _on_ack(senders, out, a, b, kind == EV_NACK, now, rto, pend_t, pend_d, npend)
 
         elif kind == EV_RTO:
-            qp = a
-            s_rto_pend[qp] = False
-            if s_state[qp] != ST_ACTIVE or s_acked[qp] >= qpi[qp, Q_NPKTS]:
-                continue
-            if now < s_rto_dl[qp]:
-                s_rto_pend[qp] = True
-                pend_t[npend] = s_rto_dl[qp]
-                pend_d[npend] = pack(EV_RTO, qp, 0)
-                npend += 1
-                continue
-            out[qp, O_TIMEOUTS] += 1
-            s_next[qp] = s_acked[qp]
-            s_rto_pend[qp] = True
-            s_rto_dl[qp] = now + rto
-            pend_t[npend] = now + rto
-            pend_d[npend] = pack(EV_RTO, qp, 0)
-            npend += 1
-            if not s_send_sched[qp] and not s_waiting[qp]:
-                s_send_sched[qp] = True
-                pend_t[npend] = now
-                pend_d[npend] = pack(EV_SEND, qp, 0)
-                npend += 1
+            npend = _on_rto(senders, out, qpi, a, now, rto, pend_t, pend_d, npend)
 
         elif kind == EV_CNP:
-            qp = a
-            out[qp, O_CNP_HANDLED] += 1
-            if not cc_on or s_state[qp] != ST_ACTIVE:
-                continue
-            # alpha: decays by (1-g) per quiet interval, then rises by g for this congestion window
-            quiet = (now - s_alpha_t[qp]) // gi[G_ALPHA_INT]
-            if quiet > 0:
-                s_alpha[qp] *= (1.0 - g) ** quiet
-            s_alpha[qp] = (1.0 - g) * s_alpha[qp] + g
-            s_alpha_t[qp] = now
-            if now - s_last_dec[qp] >= gi[G_DEC_INT]:
-                s_last_dec[qp] = now
-                s_target[qp] = s_rate[qp]
-                s_rate[qp] = max(gf[GF_MIN_RATE], s_rate[qp] * (1.0 - 0.5 * s_alpha[qp]))
-                s_T[qp] = 0
-                s_BC[qp] = 0
-                s_bytes[qp] = 0.0
-                s_timer_dl[qp] = now + gi[G_RP_TIMER]
-                if not s_timer_pend[qp]:
-                    s_timer_pend[qp] = True
-                    pend_t[npend] = s_timer_dl[qp]
-                    pend_d[npend] = pack(EV_RPTIMER, qp, 0)
-                    npend += 1
+            out[a, O_CNP_HANDLED] += 1
+            if cc_on:
+                npend = _on_cnp(senders, a, now, gi, gf, pend_t, pend_d, npend)
 
         elif kind == EV_RPTIMER:
-            qp = a
-            s_timer_pend[qp] = False
-            if s_state[qp] != ST_ACTIVE:
-                continue
-            if now < s_timer_dl[qp]:
-                s_timer_pend[qp] = True
-                pend_t[npend] = s_timer_dl[qp]
-                pend_d[npend] = pack(EV_RPTIMER, qp, 0)
-                npend += 1
-                continue
-            s_T[qp] += 1
-            s_target[qp], s_rate[qp] = _inc(s_T[qp], s_BC[qp], qpf[qp, QF_LINE_Bps], s_target[qp], s_rate[qp],
-                                            gi[G_FAST], qpf[qp, QF_HAI_Bps], qpf[qp, QF_AI_Bps])
-            if s_rate[qp] < qpf[qp, QF_LINE_Bps]:
-                s_timer_pend[qp] = True
-                s_timer_dl[qp] = now + gi[G_RP_TIMER]
-                pend_t[npend] = s_timer_dl[qp]
-                pend_d[npend] = pack(EV_RPTIMER, qp, 0)
-                npend += 1
+            npend = _on_rp_timer(senders, qpi, qpf, a, now, gi, pend_t, pend_d, npend)
 
         elif kind == EV_SAMPLE:
-            if n_samples >= max_samples - 1:
-                # a long run: keep every other sample and sample half as often, so memory stays bounded
-                half = (n_samples + 1) // 2
-                for k in range(half):
-                    samples[k] = samples[2 * k]
-                    qp_samples[k] = qp_samples[2 * k]
-                    sample_t[k] = sample_t[2 * k]
-                n_samples = half
+            if n_samples >= max_samples - 1:  # a long run: sample half as often, memory stays bounded
+                n_samples = _halve_samples(samples, qp_samples, sample_t, n_samples)
                 sample_ps *= 2
-            for j in range(n_sl):
-                samples[n_samples, j] = qbytes[sample_links[j]]
-            for qp in range(R):
-                qp_samples[n_samples, qp] = out[qp, O_DELIVERED]
-            sample_t[n_samples] = now
+            _take_sample(samples, qp_samples, sample_t, n_samples, now, qbytes, sample_links, out)
             n_samples += 1
             if finished < R:
                 pend_t[npend] = now + sample_ps
@@ -1060,4 +1233,5 @@ def _run(lt, qbytes, qint, n_used, inputs, sender, receiver, samples, qp_samples
     st[RUN_N_FREE] = n_free
     st[RUN_N_SAMPLES] = n_samples
     st[RUN_SAMPLE_PS] = sample_ps
+    st[RUN_LOG] = n_log
     return short

@@ -32,9 +32,14 @@ free payload (``B_HEAD``, ``B_TAIL``; a position is ``chunk * CHUNK + column``; 
 for "seen once, no bin" (an empty entry has time ``-1``; times are never negative); ``qctr``
 counts and free-list heads (``Q_*``). The event loop (:mod:`.core`) writes push and pop out in
 place for speed; :func:`push` and :func:`pop` here are the same steps for everything else.
+Both are checked against ``heapq``: these functions in ``tests/engine/packet/test_events.py``, the
+loop's own copy (which logs its pushes and pops on request) in ``test_loop_queue.py``.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import cast
 
 import numpy as np
 from llvmlite import ir
@@ -59,7 +64,7 @@ HASH_MUL = 0x9E3779B97F4A7C15  # Fibonacci hashing: a time's bits spread over th
 
 
 @intrinsic
-def prefetch(typingctx, arr, row, col):
+def _prefetch(typingctx, arr, row, col):
     """Ask the CPU to start loading ``arr[row, col]`` into cache; changes no value.
 
     The event loop calls it for the next event's packet and link rows while it handles the
@@ -78,6 +83,10 @@ def prefetch(typingctx, arr, row, col):
         builder.call(fn, [builder.bitcast(ptr, i8p), i32(0), i32(3), i32(1)])  # read, keep in all levels, data
         return context.get_dummy_value()
     return types.void(arr, row, col), codegen
+
+
+# what callers see: numba passes the typing context itself, so the call takes (arr, row, col)
+prefetch = cast(Callable[[np.ndarray, "int | np.integer", "int | np.integer"], None], _prefetch)
 
 
 @njit(cache=True, inline="always")

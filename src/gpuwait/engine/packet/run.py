@@ -82,7 +82,7 @@ class PacketRun(PerFlowResults):
 
     # ------------------------------------------------------------------ the flow engine's schema
     @cached_property
-    def flow_start_s(self) -> np.ndarray:
+    def flow_start_s(self) -> np.ndarray:  # type: ignore[override]  # declared by PerFlowResults, provided here
         return self.flows.start_s.astype(float).copy()
 
     @cached_property
@@ -111,8 +111,31 @@ class PacketRun(PerFlowResults):
         return self.link_bytes / (self.capacity_Bps * span)
 
     def link_peak_utilization(self) -> np.ndarray:
-        """The packet engine keeps no per-link rate log: the mean utilization over the run stands in."""
-        return self.link_mean_utilization()
+        """Each link's payload rate over capacity in its busiest sampling window (at least its mean).
+
+        The run samples every QP's in-order delivered packets each ``queue_sample_interval_s``; a
+        window's bytes on a link are the bytes its QPs delivered in the window times their share of
+        the link (``routes.link_weights``). Packets count when they are delivered, so a link's window
+        is seen at the receivers, one path latency later; retransmitted bytes are in the mean only.
+        Only full windows count (not the short last one), and a window counts whole packets, so a
+        full link can show one packet more than fits: the peak is capped at 1.
+        """
+        mean = self.link_mean_utilization()
+        t = self.queue_time_s
+        if len(t) < 2 or not self.routes.n_rows:
+            return mean
+        size = self.routes.per_qp(self.flows.size_bytes)
+        delivered = np.minimum(self.qp_delivered_packets * float(self.transport.mtu_bytes), size)  # (S, R) bytes
+        window_bytes = np.diff(delivered, axis=0)
+        dt = np.diff(t)
+        keep = np.flatnonzero(dt >= self.params.queue_sample_interval_s * (1 - 1e-9))
+        peak = np.zeros(self.topo.n_links)
+        weights_t = self.routes.link_weights.T.tocsr()  # (L, R)
+        for lo in range(0, len(keep), 256):  # windows in blocks: (L, block) stays small on large fabrics
+            rows = keep[lo:lo + 256]
+            rate = np.asarray(weights_t @ window_bytes[rows].T) / dt[rows]
+            peak = np.maximum(peak, rate.max(axis=1))
+        return np.maximum(np.minimum(peak / self.capacity_Bps, 1.0), mean)
 
     # ------------------------------------------------------------------ packet-level telemetry
     def _counter(self, column: int) -> np.ndarray:
@@ -328,7 +351,7 @@ def _link_tables(topo: Topology, transport: TransportProfile, params: PacketPara
     lk[:, C.L_FC] = fc
     lk[:, C.L_INTO_SW] = into_sw
     lk[:, C.L_SRC_SW] = src_sw
-    kmin, kmax = transport.ecn.thresholds_bytes(cap)
+    kmin, kmax = transport.ecn.thresholds_bytes(cap)  # type: ignore[arg-type]  # arithmetic only: an array works
     lk[:, C.L_KMIN] = np.rint(kmin if params.ecn_kmin_bytes is None else np.full(L, params.ecn_kmin_bytes))
     lk[:, C.L_KMAX] = np.rint(kmax if params.ecn_kmax_bytes is None else np.full(L, params.ecn_kmax_bytes))
     bad = used & src_sw & (lk[:, C.L_KMIN] > lk[:, C.L_KMAX])
@@ -428,15 +451,44 @@ def simulate_packets(topo: Topology, flows: FlowTable, routing: RoutingSpec, tra
     if routes is None:
         routes = route_flows(topo, routing, flows.src, flows.dst, transport=transport.name)
     check_run(topo, flows, routes, transport, params)
+    inp = engine_inputs(topo, flows, routes, routing, transport, params, res, seed)
+    total = int(inp.qp_int[:, C.Q_NPKTS].sum())
+    pool = int(min(max(total, 64), 1 << 16))
+    t0 = time.perf_counter()
+    got = C.simulate(inp, total if res.out_of_order else 0, pool, 4096, None)
+    wall = time.perf_counter() - t0
+    out = got.qp_out
+    finish = np.where(out[:, C.O_FINISH] >= 0, out[:, C.O_FINISH] / _PS, np.inf)
+    first_tx = np.where(out[:, C.O_FIRST_TX] >= 0, out[:, C.O_FIRST_TX] / _PS, np.nan)
+    stats = got.stats
+    return PacketRun(topo=topo, flows=flows, routes=routes, capacity_Bps=effective_capacity_Bps(topo, transport),
+                     routing=routing, transport=transport, params=params, resolved=res, qp_first_tx_s=first_tx,
+                     qp_finish_s=finish, link_counters=got.link_counters, link_queue_integral=got.queue_integral,
+                     qp_counters=out, queue_links=inp.sample_links, queue_time_s=got.sample_ps / _PS,
+                     queue_bytes=got.queue_samples, qp_delivered_packets=got.qp_samples, delay_histogram=got.delay_hist,
+                     end_s=float(stats[C.S_END_PS]) / _PS, events=int(stats[C.S_EVENTS]),
+                     packets=int(stats[C.S_PACKETS]), timed_out=bool(stats[C.S_TIMED_OUT]), wall_s=wall)
+
+
+def engine_inputs(topo: Topology, flows: FlowTable, routes: Routes, routing: RoutingSpec, transport: TransportProfile,
+                  params: PacketParams, res: Resolved, seed: int = 0) -> C.Inputs:
+    """The tables :func:`gpuwait.engine.packet.core.simulate` reads, for one routed flow table."""
     used = np.asarray(routes.link_weights.sum(axis=0)).ravel() > 0
     lk, n_buf, n_hdrm = _link_tables(topo, transport, params, res, used)
     r_ptr, r_src, r_link = _route_tables(topo, routes)
+    qpi, qpf = _qp_tables(topo, flows, routes, transport, params, res, (r_ptr, r_src, r_link))
+    f_qp_ptr, f_qp_list, f_dep_ptr, f_dep_list, f_ndeps = _flow_tables(flows, routes)
+    sample_links = np.flatnonzero(used & (topo.link_network != _SERVER)).astype(np.int64)
+    gi, gf = _run_parameters(topo, routing, params, res, transport, seed, len(sample_links), routes.n_rows)
+    return C.Inputs(lk, n_buf, n_hdrm, qpi, qpf, r_ptr, r_src, r_link, f_qp_ptr, f_qp_list, f_dep_ptr, f_dep_list,
+                    f_ndeps, gi, gf, sample_links)
 
+
+def _first_links(topo: Topology, flows: FlowTable, routes: Routes, route_tables: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """Each QP's first link and its line rate (Bytes/s: its slowest host NIC link, else its slowest link)."""
+    r_ptr, r_src, r_link = route_tables
     R = routes.n_rows
-    mtu = int(transport.mtu_bytes)
-    npkts, last = _qp_sizes(routes, flows, mtu)
     qsrc = flows.src[routes.flow_index].astype(np.int64)
-    qdst = flows.dst[routes.flow_index].astype(np.int64)
     first = np.full(R, -1, np.int64)
     line = np.zeros(R)
     host_net = (topo.link_network != _SERVER) & (topo.node_kind[topo.link_src] != _SWITCH)
@@ -449,15 +501,23 @@ def simulate_packets(topo: Topology, flows: FlowTable, routing: RoutingSpec, tra
         links = r_link[lo:hi]
         nic = links[host_net[links]]
         line[r] = topo.link_capacity_Bps[nic].min() if len(nic) else topo.link_capacity_Bps[links].min()
+    return first, line
+
+
+def _qp_tables(topo: Topology, flows: FlowTable, routes: Routes, transport: TransportProfile, params: PacketParams,
+               res: Resolved, route_tables: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """The QP integer table (Q_* columns) and float table (QF_* columns)."""
+    R = routes.n_rows
+    mtu = int(transport.mtu_bytes)
+    npkts, last = _qp_sizes(routes, flows, mtu)
+    first, line = _first_links(topo, flows, routes, route_tables)
     crosses = np.asarray(routes.link_weights @ (topo.link_network != _SERVER).astype(float)).ravel() > 0
-    ctrl_lat = np.rint(routes.path_latency_s * _PS).astype(np.int64) + 1
     recv_off = np.zeros(R, np.int64)
     if res.out_of_order:
         recv_off[1:] = np.cumsum(npkts)[:-1]
-
     qpi = np.zeros((R, C.Q_INT_COLS), np.int64)
-    qpi[:, C.Q_SRC] = qsrc
-    qpi[:, C.Q_DST] = qdst
+    qpi[:, C.Q_SRC] = flows.src[routes.flow_index].astype(np.int64)
+    qpi[:, C.Q_DST] = flows.dst[routes.flow_index].astype(np.int64)
     qpi[:, C.Q_FIRST] = first
     qpi[:, C.Q_NPKTS] = npkts
     qpi[:, C.Q_LAST_LEN] = last
@@ -465,19 +525,23 @@ def simulate_packets(topo: Topology, flows: FlowTable, routing: RoutingSpec, tra
     qpi[:, C.Q_FLOW] = routes.flow_index
     qpi[:, C.Q_RELEASE] = np.rint(flows.start_s[routes.flow_index] * _PS).astype(np.int64)
     qpi[:, C.Q_DELAY] = np.where(crosses, np.int64(round(transport.message_overhead_s * _PS)), 0)
-    qpi[:, C.Q_CTRL_LAT] = ctrl_lat
+    qpi[:, C.Q_CTRL_LAT] = np.rint(routes.path_latency_s * _PS).astype(np.int64) + 1
     qpi[:, C.Q_RECV_OFF] = recv_off
     dc = params.dcqcn or transport.dcqcn
     qpf = np.zeros((R, 3))
     qpf[:, C.QF_LINE_Bps] = line
     qpf[:, C.QF_AI_Bps] = dc.rate_ai_bps_per_25gbps * (line * 8 / 25e9) / 8
     qpf[:, C.QF_HAI_Bps] = dc.rate_hai_bps_per_25gbps * (line * 8 / 25e9) / 8
+    return qpi, qpf
 
+
+def _flow_tables(flows: FlowTable, routes: Routes) -> tuple[np.ndarray, ...]:
+    """Each flow's QPs and the flows waiting for it (both CSR: pointers, list), and its dependency count."""
     F = len(flows)
     f_qp_ptr = np.zeros(F + 1, np.int64)
     np.cumsum(np.bincount(routes.flow_index, minlength=F), out=f_qp_ptr[1:])
     f_qp_list = np.argsort(routes.flow_index, kind="stable").astype(np.int64)
-    dependents = [[] for _ in range(F)]
+    dependents: list[list[int]] = [[] for _ in range(F)]
     for f, deps in enumerate(flows.after):
         for d in deps:
             dependents[d].append(f)
@@ -485,8 +549,13 @@ def simulate_packets(topo: Topology, flows: FlowTable, routing: RoutingSpec, tra
     np.cumsum([len(d) for d in dependents], out=f_dep_ptr[1:])
     f_dep_list = np.array([f for d in dependents for f in d], np.int64)
     f_ndeps = np.array([len(a) for a in flows.after], np.int64)
+    return f_qp_ptr, f_qp_list, f_dep_ptr, f_dep_list, f_ndeps
 
-    sample_links = np.flatnonzero(used & (topo.link_network != _SERVER)).astype(np.int64)
+
+def _run_parameters(topo: Topology, routing: RoutingSpec, params: PacketParams, res: Resolved,
+                    transport: TransportProfile, seed: int, n_sampled: int, rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """The run's integer (G_*, times in ps) and float (GF_*) parameters."""
+    dc = params.dcqcn or transport.dcqcn
     network_cap = topo.link_capacity_Bps[topo.link_network != _SERVER]
     fastest = float(network_cap.max()) if len(network_cap) else float(topo.link_capacity_Bps.max())
     gi = np.zeros(C.G_INT_COLS, np.int64)
@@ -508,7 +577,7 @@ def simulate_packets(topo: Topology, flows: FlowTable, routing: RoutingSpec, tra
     gi[C.G_OOO] = res.out_of_order
     gi[C.G_XON_OFFSET] = int(params.pfc_xon_offset_bytes)
     gi[C.G_REFRESH] = max(1, round(params.pause_quanta * 512 / (fastest * 8) / 2 * _PS))
-    gi[C.G_MAX_SAMPLES] = _max_sample_rows(params, len(sample_links), R)
+    gi[C.G_MAX_SAMPLES] = _max_sample_rows(params, n_sampled, rows)
     gf = np.zeros(C.GF_COLS)
     gf[C.GF_LOSS] = params.loss_rate
     gf[C.GF_BUF_ALPHA] = params.buffer_alpha
@@ -516,20 +585,4 @@ def simulate_packets(topo: Topology, flows: FlowTable, routing: RoutingSpec, tra
     gf[C.GF_G] = dc.g
     gf[C.GF_BYTE_COUNTER] = dc.byte_counter_bytes
     gf[C.GF_MIN_RATE] = dc.min_rate_bps / 8
-
-    total = int(npkts.sum())
-    pool = int(min(max(total, 64), 1 << 16))
-    t0 = time.perf_counter()
-    cnt, qint, out, samples, qp_samples, sample_t, hist, stats = C.simulate(
-        lk, n_buf, n_hdrm, qpi, qpf, r_ptr, r_src, r_link, f_qp_ptr, f_qp_list, f_dep_ptr, f_dep_list, f_ndeps,
-        gi, gf, sample_links, total if res.out_of_order else 0, pool, 4096)
-    wall = time.perf_counter() - t0
-    finish = np.where(out[:, C.O_FINISH] >= 0, out[:, C.O_FINISH] / _PS, np.inf)
-    first_tx = np.where(out[:, C.O_FIRST_TX] >= 0, out[:, C.O_FIRST_TX] / _PS, np.nan)
-    return PacketRun(topo=topo, flows=flows, routes=routes, capacity_Bps=effective_capacity_Bps(topo, transport),
-                     routing=routing, transport=transport, params=params, resolved=res, qp_first_tx_s=first_tx,
-                     qp_finish_s=finish, link_counters=cnt, link_queue_integral=qint, qp_counters=out,
-                     queue_links=sample_links, queue_time_s=sample_t / _PS, queue_bytes=samples,
-                     qp_delivered_packets=qp_samples, delay_histogram=hist, end_s=float(stats[C.S_END_PS]) / _PS,
-                     events=int(stats[C.S_EVENTS]), packets=int(stats[C.S_PACKETS]), timed_out=bool(stats[C.S_TIMED_OUT]),
-                     wall_s=wall)
+    return gi, gf
