@@ -7,7 +7,7 @@ stores bytes per second; :data:`SizeBytes` stores bytes; :data:`TimeS` stores se
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BeforeValidator, PlainSerializer, ValidationInfo, WithJsonSchema
 
@@ -46,11 +46,20 @@ def _quantity(parse, fmt, unit_text: str, example: str, *, unit_required: bool =
     ]
 
 
-RateBps = _quantity(units.parse_rate_Bps, units.format_rate,
-                    "rate (bits/s like 400Gbps, or bytes/s like 50GB/s)", "400Gbps")
-RateOrZeroBps = _quantity(lambda v: units.parse_rate_Bps(v, allow_zero=True), units.format_rate, "rate (0 = absent)", "0")
-SizeBytes = _quantity(units.parse_size_bytes, units.format_size,
-                      "size (2MB = 2e6 bytes, 8GiB = 8*2^30 bytes, a bare number = bytes)", "64MiB", unit_required=False)
-PositiveSizeBytes = _quantity(lambda v: units.parse_size_bytes(v, allow_zero=False), units.format_size,
-                              "size, more than zero (a bare number = bytes)", "64MiB", unit_required=False)
-TimeS = _quantity(units.parse_time_s, units.format_time, "duration (1.5us, 2ms)", "1.5us")
+if TYPE_CHECKING:
+    # What a validated field holds. The annotated types below are built by a function call, which
+    # a type checker cannot read as an alias; pydantic needs their validators, mypy only the float.
+    RateBps = float
+    RateOrZeroBps = float
+    SizeBytes = float
+    PositiveSizeBytes = float
+    TimeS = float
+else:
+    RateBps = _quantity(units.parse_rate_Bps, units.format_rate,
+                        "rate (bits/s like 400Gbps, or bytes/s like 50GB/s)", "400Gbps")
+    RateOrZeroBps = _quantity(lambda v: units.parse_rate_Bps(v, allow_zero=True), units.format_rate, "rate (0 = absent)", "0")
+    SizeBytes = _quantity(units.parse_size_bytes, units.format_size,
+                          "size (2MB = 2e6 bytes, 8GiB = 8*2^30 bytes, a bare number = bytes)", "64MiB", unit_required=False)
+    PositiveSizeBytes = _quantity(lambda v: units.parse_size_bytes(v, allow_zero=False), units.format_size,
+                                  "size, more than zero (a bare number = bytes)", "64MiB", unit_required=False)
+    TimeS = _quantity(units.parse_time_s, units.format_time, "duration (1.5us, 2ms)", "1.5us")
