@@ -11,7 +11,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from gpuwait.diagnose.accuracy import CASES, FABRICS, WORKLOADS, run_case
+from gpuwait.diagnosis.accuracy import CASES, FABRICS, WORKLOADS, run_case
 from gpuwait.faults import FAULT_KINDS
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "diagnosis.md"

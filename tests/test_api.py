@@ -85,8 +85,8 @@ def _json(doc: dict) -> str:
     return json.dumps(_plain(doc))
 
 
-def test_diagnose_stays_the_function_once_the_subpackage_of_that_name_loads():
-    import gpuwait.diagnose.run  # noqa: F401  (the import system sets gpuwait.diagnose to the subpackage)
+def test_diagnose_stays_the_function_once_the_diagnosis_package_loads():
+    import gpuwait.diagnosis.run  # noqa: F401  (a subpackage becomes an attribute of gpuwait when imported)
     from gpuwait import diagnose
 
     assert diagnose is g.diagnose and g.diagnose.__module__ == "gpuwait.api"

@@ -29,7 +29,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("steps",),
     ("runner",),
     ("telemetry",),
-    ("diagnose",),
+    ("diagnosis",),
     ("report",),
     ("cli",),
     ("__init__", "__main__", "api"),

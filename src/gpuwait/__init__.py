@@ -15,8 +15,6 @@ numpy, pydantic nor the engines.
 
 from __future__ import annotations
 
-import sys
-import types
 from typing import TYPE_CHECKING, Any
 
 from gpuwait.version import __version__
@@ -46,23 +44,3 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | _API | _ERRORS)
-
-
-class _PackageFace(types.ModuleType):
-    """The ``gpuwait`` module, keeping its API names when a subpackage of the same name loads.
-
-    Pitfall: the subpackage ``gpuwait.diagnose`` shares its name with the function :func:`diagnose`.
-    Loading a subpackage makes the import system set it as an attribute of its parent, which would
-    hide the function (``gpuwait.diagnose(...)`` -> "module object is not callable") as soon as
-    anything imported the subpackage. The attribute stays the function; the subpackage is still
-    imported as usual (``from gpuwait.diagnose.run import Diagnosis``), but not reached as an
-    attribute (``gpuwait.diagnose.run`` after ``import gpuwait.diagnose.run``).
-    """
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name in _API and isinstance(value, types.ModuleType):
-            return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _PackageFace

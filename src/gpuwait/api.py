@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+from gpuwait.engine import get_engine
 from gpuwait.errors import SpecError
 from gpuwait.report.diagnosis import diagnose_run, diagnose_telemetry
 from gpuwait.report.results import DiagnosisResult, TrafficResult, WorkloadResult
@@ -57,8 +58,7 @@ def simulate(scenario: Scenario | str | Path, engine: str = "flow",
     """
     if not isinstance(scenario, Scenario):
         scenario = load_scenario(scenario)
-    if engine not in ("flow", "packet"):
-        raise SpecError(f"engine: got {engine!r}; expected flow or packet")
+    get_engine(engine)  # an unknown name is one error listing the engines
     if scenario.workload is not None:
         if engine == "packet":
             raise SpecError("engine='packet': runs `traffic:` scenarios only; this one has a `workload:`",

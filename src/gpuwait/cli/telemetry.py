@@ -23,7 +23,7 @@ def export(scenario_file: str = typer.Argument(..., metavar="SCENARIO.yaml"), fo
     from pathlib import Path
 
     from gpuwait.cli.output import Output
-    from gpuwait.diagnose.telemetry import export_metrics
+    from gpuwait.diagnosis.telemetry import export_metrics
     from gpuwait.errors import SpecError
     from gpuwait.faults import parse_inject
     from gpuwait.runner.inputs import load_scenario

@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
-from gpuwait.diagnose.packet import diagnose_packets
-from gpuwait.diagnose.run import diagnose_observation, diagnose_scenario
-from gpuwait.diagnose.telemetry import observe_telemetry
+from gpuwait.diagnosis.packet import diagnose_packets
+from gpuwait.diagnosis.run import diagnose_observation, diagnose_scenario
+from gpuwait.diagnosis.telemetry import observe_telemetry
 from gpuwait.errors import SpecError
 from gpuwait.faults import parse_inject
 from gpuwait.report.files import write_reports

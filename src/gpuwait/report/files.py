@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from gpuwait.diagnose.report import diagnosis_dict
+from gpuwait.diagnosis.report import diagnosis_dict
 from gpuwait.report.html import write_html_report
 from gpuwait.report.parquet import write_link_parquet, write_task_parquet
 from gpuwait.report.perfetto import write_perfetto_trace

@@ -10,6 +10,7 @@ import numpy as np
 from rich.table import Table
 
 from gpuwait.engine.flow_run import FlowRun
+from gpuwait.routing.routers import get_router
 from gpuwait.topology.model import TIER_NAMES, LinkKind
 from gpuwait.units import format_rate, format_size, format_time
 
@@ -21,7 +22,7 @@ def routing_label(run: FlowRun) -> str:
     label = r.kind
     if r.kind == "ecmp":
         label += f" {r.hash} seed {r.seed}" + ("" if r.per_switch_seed else " (same seed everywhere)")
-    if r.qps_per_connection > 1 and r.kind in ("ecmp", "static"):
+    if r.qps_per_connection > 1 and get_router(r.kind).single_path:  # QPs spread only single-path routes
         label += f", {r.qps_per_connection} QPs"
     return label
 

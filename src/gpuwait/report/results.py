@@ -16,8 +16,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from gpuwait.diagnose.report import diagnosis_dict
-from gpuwait.diagnose.run import Diagnosis
+from gpuwait.diagnosis.report import diagnosis_dict
+from gpuwait.diagnosis.run import Diagnosis
 from gpuwait.report.flows import flow_rows, packet_run_entry, routing_label, run_entry
 from gpuwait.report.parquet import link_table, task_table, write_link_parquet, write_task_parquet
 from gpuwait.report.step import step_summary_dict
@@ -81,7 +81,7 @@ class TrafficResult:
 
 @dataclass(frozen=True, eq=False)
 class DiagnosisResult:
-    """A :class:`~gpuwait.diagnose.run.Diagnosis` (findings ranked by the measured gain of their fix),
+    """A :class:`~gpuwait.diagnosis.run.Diagnosis` (findings ranked by the measured gain of their fix),
     with the report files written for it; ``report`` is None where a diagnosis writes none
     (traffic on the packet engine, imported telemetry)."""
 

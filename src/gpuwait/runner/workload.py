@@ -9,6 +9,7 @@ from gpuwait.collectives.ncclenv import parse_env
 from gpuwait.errors import SpecError
 from gpuwait.fabric.groups import FabricModel
 from gpuwait.faults.apply import FaultEffects, Perturbation, apply_faults
+from gpuwait.routing.routers import get_router
 from gpuwait.runner.traffic import scenario_cases
 from gpuwait.spec.faults import FaultSpec
 from gpuwait.spec.scenario import Scenario
@@ -23,8 +24,7 @@ from gpuwait.workload.steps import serving_step, training_step
 def case_label(name: str | None, routing, transport) -> str:
     """The variant's own name, or for the base case "RoCEv2, ECMP" / "InfiniBand, adaptive routing"."""
     fabric = {"rocev2": "RoCEv2", "infiniband": "InfiniBand", "tcp": "TCP"}.get(transport.name, transport.name)
-    route = {"ecmp": "ECMP", "static": "static routes", "adaptive": "adaptive routing", "spray": "packet spraying"}
-    label = f"{fabric}, {route.get(routing.kind, routing.kind)}"
+    label = f"{fabric}, {get_router(routing.kind).label or routing.kind}"
     return name or label
 
 

@@ -1,7 +1,7 @@
 """Each diagnosis rule on a hand-built observation: it fires (naming the right component) where its
 cause is plain, and stays silent on a healthy reading or one just inside its threshold.
 
-The thresholds are the rules' own (``gpuwait.diagnose.rules``: each constant states its reason
+The thresholds are the rules' own (``gpuwait.diagnosis.rules``: each constant states its reason
 beside it; none is taken from an outside source), so the cases below are built from the constants:
 just past one fires, just short of it does not.
 """
@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpuwait.diagnose import rules
-from gpuwait.diagnose.observe import Observation
-from gpuwait.diagnose.rules import RULES, Candidate, RuleOutput
+from gpuwait.diagnosis import rules
+from gpuwait.diagnosis.observe import Observation
+from gpuwait.diagnosis.rules import RULES, Candidate, RuleOutput
 from gpuwait.spec import ClusterSpec
 from gpuwait.topology.model import LinkKind
 from gpuwait.topology.presets import build_cluster

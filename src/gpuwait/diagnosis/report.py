@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpuwait.diagnose.run import Diagnosis, Finding
+from gpuwait.diagnosis.run import Diagnosis, Finding
 
 
 def finding_dict(finding: Finding, rank: int) -> dict:

@@ -11,7 +11,7 @@ Three causes the flow engine cannot see, each from the counters real switches an
   above the PFC XOFF point), so DCQCN never hears about the congestion and PFC does all the work.
 
 The routing causes the flow-level diagnosis knows are read from the run's port utilization with
-the same rules (:mod:`gpuwait.diagnose.rules`): an ECMP hash collision (uplinks full beside idle
+the same rules (:mod:`gpuwait.diagnosis.rules`): an ECMP hash collision (uplinks full beside idle
 siblings) and an oversubscribed leaf (every uplink full).
 
 Each finding's fix is simulated again packet by packet where the run alone allows it (ECN
@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpuwait.diagnose.observe import Observation
-from gpuwait.diagnose.rules import RULES, RuleOutput, collision, oversubscription
-from gpuwait.diagnose.run import Diagnosis, Finding
+from gpuwait.diagnosis.observe import Observation
+from gpuwait.diagnosis.rules import RULES, RuleOutput, collision, oversubscription
+from gpuwait.diagnosis.run import Diagnosis, Finding
 from gpuwait.engine.flow_run import simulate_flows
 from gpuwait.engine.packet.params import PacketParams
 from gpuwait.engine.packet.run import PacketRun, simulate_packets

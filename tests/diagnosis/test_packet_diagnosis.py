@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gpuwait.diagnose.packet import diagnose_packets
+from gpuwait.diagnosis.packet import diagnose_packets
 from gpuwait.engine.packet import PacketParams, simulate_packets
 from gpuwait.spec import RoutingSpec
 from gpuwait.transport import TRANSPORTS

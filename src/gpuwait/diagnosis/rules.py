@@ -2,7 +2,7 @@
 proposes a finding with a score (how sure, 0..1), the component, the numbers behind it, an
 explanation and a fix in words; the rule registers its fix in machine form too (:class:`Fix`), so
 re-simulating a finding runs the fix its rule declared and no other. Rules see only an
-:class:`~gpuwait.diagnose.observe.Observation`; a rule whose series are missing returns nothing and
+:class:`~gpuwait.diagnosis.observe.Observation`; a rule whose series are missing returns nothing and
 names what it lacked. Adding a rule is one registration here.
 """
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpuwait.diagnose.observe import Observation
+from gpuwait.diagnosis.observe import Observation
 from gpuwait.spec.cluster import RoutingSpec
 from gpuwait.spec.faults import FaultSpec
 from gpuwait.spec.scenario import Scenario

@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from gpuwait.diagnose.observe import Observation, observe_run
-from gpuwait.diagnose.rules import RULES, Candidate, evaluate, same_cable
+from gpuwait.diagnosis.observe import Observation, observe_run
+from gpuwait.diagnosis.rules import RULES, Candidate, evaluate, same_cable
 from gpuwait.errors import SpecError
 from gpuwait.runner.workload import WorkloadRun, simulate_workload
 from gpuwait.spec.faults import FaultSpec
@@ -60,7 +60,7 @@ class Diagnosis:
 
 def apply_fix(scenario: Scenario, faults: Sequence[FaultSpec], candidate: Candidate) -> tuple[Scenario, list[FaultSpec]]:
     """The scenario and faults with the candidate's fix applied (what re-simulation runs): the fix
-    its rule registered (:data:`~gpuwait.diagnose.rules.RULES`)."""
+    its rule registered (:data:`~gpuwait.diagnosis.rules.RULES`)."""
     fixed, kept = RULES[candidate.kind].fix.scenario(scenario, list(faults), candidate.component)
     return fixed.model_copy(update={"faults": []}), kept
 

@@ -1,4 +1,4 @@
-"""The diagnosis accuracy suite (gpuwait.diagnose.accuracy): faults of every kind injected on four
+"""The diagnosis accuracy suite (gpuwait.diagnosis.accuracy): faults of every kind injected on four
 fabrics and two workloads, plus the healthy fabrics' own ECMP collisions and oversubscription.
 Targets: the top finding's kind right in >= 95 % of cases, its component in >= 90 %, and healthy
 runs with nothing above `info` (issue 5). docs/diagnosis.md prints the confusion table."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuwait.diagnose.accuracy import CASES, FABRICS, WORKLOADS, run_case
+from gpuwait.diagnosis.accuracy import CASES, FABRICS, WORKLOADS, run_case
 from gpuwait.faults import FAULT_KINDS
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpuwait.diagnose.rules import same_cable
-from gpuwait.diagnose.run import diagnose_scenario
+from gpuwait.diagnosis.rules import same_cable
+from gpuwait.diagnosis.run import diagnose_scenario
 from gpuwait.faults import parse_inject
 from gpuwait.runner.workload import simulate_workload
 from gpuwait.spec import Scenario, validate_data

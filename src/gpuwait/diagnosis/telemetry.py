@@ -6,7 +6,7 @@ names (``SymbolErrorCounter``, ``LinkDownedCounter``, ``out_of_sequence``), each
 rate (what ``ibstat`` / ``ethtool`` report), NCCL's transport per server (what the ``NET/IB`` /
 ``NET/Socket`` and ``GDRDMA`` lines of ``NCCL_DEBUG=INFO`` say) and traffic on the job's links that
 its own flows do not account for. Reading telemetry back turns those series into an
-:class:`~gpuwait.diagnose.observe.Observation`; series that are absent are listed as missing and
+:class:`~gpuwait.diagnosis.observe.Observation`; series that are absent are listed as missing and
 the rules that need them stay silent.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpuwait.diagnose.observe import Observation, observe_run
+from gpuwait.diagnosis.observe import Observation, observe_run
 from gpuwait.runner.workload import WorkloadRun
 from gpuwait.steps.result import BREAKDOWN_CATEGORIES
 from gpuwait.telemetry.bundle import TelemetryBundle
