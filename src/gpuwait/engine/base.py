@@ -119,6 +119,20 @@ class PerFlowResults:
         return np.unique(self.routes.flow_index[rows])
 
 
+def per_flow_top(n_flows: int, flow_of_row: np.ndarray, score: np.ndarray, value: np.ndarray) -> np.ndarray:
+    """For each flow, ``value`` of its row with the highest ``score`` (the first such row on a tie);
+    -2 for a flow with no row.
+
+    >>> per_flow_top(3, np.array([0, 0, 2]), np.array([1.0, 5.0, 2.0]), np.array([10, 11, 12])).tolist()
+    [11, -2, 12]
+    """
+    order = np.lexsort((-score, flow_of_row))
+    first = np.r_[True, np.diff(flow_of_row[order]) != 0]
+    out = np.full(n_flows, -2, np.int64)
+    out[flow_of_row[order][first]] = value[order][first]
+    return out
+
+
 @dataclass(frozen=True)
 class Engine:
     """A registered simulator: its name, what it models, and where its entry point lives.

@@ -12,7 +12,7 @@ from functools import cached_property
 import numpy as np
 import scipy.sparse as sp
 
-from gpuwait.engine.base import PerFlowResults, effective_capacity_Bps
+from gpuwait.engine.base import PerFlowResults, effective_capacity_Bps, per_flow_top
 from gpuwait.engine.flow import FlowEngine, FlowResult, FlowSet, LinkTable
 from gpuwait.routing.paths import Routes, route_flows
 from gpuwait.spec.cluster import RoutingSpec
@@ -49,11 +49,7 @@ class FlowRun(PerFlowResults):
     @cached_property
     def flow_bottleneck_link(self) -> np.ndarray:
         """The bottleneck of each flow's slowest QP (-1 = a rate cap, -2 = nothing to send)."""
-        order = np.lexsort((-self.result.finish_s, self.routes.flow_index))
-        first = np.r_[True, np.diff(self.routes.flow_index[order]) != 0]
-        out = np.full(len(self.flows), -2, np.int64)
-        out[self.routes.flow_index[order][first]] = self.result.bottleneck_link[order][first]
-        return out
+        return per_flow_top(len(self.flows), self.routes.flow_index, self.result.finish_s, self.result.bottleneck_link)
 
 
     @property

@@ -17,7 +17,7 @@ from functools import cached_property
 
 import numpy as np
 
-from gpuwait.engine.base import PerFlowResults, effective_capacity_Bps
+from gpuwait.engine.base import PerFlowResults, effective_capacity_Bps, per_flow_top
 from gpuwait.engine.packet import core as C
 from gpuwait.engine.packet.params import PacketParams
 from gpuwait.errors import SimulationError, SpecError
@@ -92,12 +92,7 @@ class PacketRun(PerFlowResults):
         mean_q = self.link_mean_queue_bytes
         # score: mean queue first, then slowness (1/capacity) to break ties among empty queues
         score = mean_q[lw.col] * 1e6 + 1e12 / self.capacity_Bps[lw.col]
-        flow = self.routes.flow_index[lw.row]
-        order = np.lexsort((-score, flow))
-        first = np.r_[True, np.diff(flow[order]) != 0]
-        out = np.full(len(self.flows), -2, np.int64)
-        out[flow[order][first]] = lw.col[order][first]
-        return out
+        return per_flow_top(len(self.flows), self.routes.flow_index[lw.row], score, lw.col)
 
 
     @property
