@@ -183,7 +183,9 @@ class PacketRun(PerFlowResults):
         return self._counter(C.C_DROPS).copy()
 
     def port_counters(self) -> dict[str, np.ndarray]:
-        """Per-link counters under the names real exporters use (formats.md §4.2/§4.3).
+        """Per-link counters under the names real exporters use: mlx5 ``ethtool -S`` (Linux
+        ``Documentation/networking/device_drivers/ethernet/mellanox/mlx5/counters.rst``) and the
+        InfiniBand PMA port counters ``perfquery`` prints (IBTA spec vol. 1, PortCounters).
 
         ``rx_prio{p}_pause`` / ``_duration`` (µs, as mlx5 reports it) belong to the port that
         sends on the link; ``tx_prio{p}_pause`` to the port at its far end, which sent them.
@@ -200,7 +202,8 @@ class PacketRun(PerFlowResults):
         }
 
     def qp_counter_table(self) -> dict[str, np.ndarray]:
-        """Per-QP counters under the mlx5 RDMA ``hw_counters`` names (formats.md §4.2)."""
+        """Per-QP counters under the mlx5 RDMA ``hw_counters`` names (NVIDIA, "Understanding mlx5
+        Linux Counters and Status Parameters")."""
         q = self.qp_counters
         return {
             "np_ecn_marked_roce_packets": q[:, C.O_ECN_RX].copy(),
