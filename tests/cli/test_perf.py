@@ -95,3 +95,27 @@ def test_one_gpu_per_server_over_one_ndr_nic(capsys):
                            "-g", "1", "--json")
     busbw = json.loads(out)["rows"][0]["oop_busbw_GBps"]
     assert 46 <= busbw <= 50
+
+
+def test_compare_states_its_errors_and_what_differs(capsys, tmp_path):
+    """--compare ends with its summary (median/worst busbw error >= 1 MiB, the floor <= 64 KiB, the predicted
+    switch points) and warns when the log ran other GPUs or another NCCL release than the model's."""
+    log = DATA / "h100-2node-16gpu-large-sizes.log"
+    code, out, _ = run_cli(capsys, "perf", "all_reduce", "--compare", str(log), "--cluster", "dgx-h100", "--servers", "2",
+                           "--json")
+    doc = json.loads(out)
+    judged = [abs(r["predicted_busbw_GBps"] / r["measured_busbw_GBps"] - 1) * 100 for r in doc["rows"]
+              if r["size_bytes"] >= 2**20]
+    assert doc["summary"]["busbw_sizes"] == len(judged) > 0
+    assert doc["summary"]["busbw_worst_error_pct"] == pytest.approx(max(judged))
+    assert doc["warnings"] == []  # H100s in the log, H100s in the cluster, no NCCL version printed
+    # the same run said to be NCCL 2.26.2 (the release line nccl-tests prints), on an A100 cluster
+    text = log.read_text()
+    other = tmp_path / "other.log"
+    other.write_text(text.replace("#  Rank", "NCCL version 2.26.2+cuda12.8\n#  Rank", 1))
+    code, out, _ = run_cli(capsys, "perf", "all_reduce", "--compare", str(other), "--cluster", "oci-a100-roce",
+                           "--servers", "2")
+    assert code == 0
+    assert "busbw error over" in out and "median" in out
+    assert "warning: the log ran on H100 GPUs; the cluster has A100" in out
+    assert "warning: the log ran NCCL 2.26.2" in out

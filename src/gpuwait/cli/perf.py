@@ -46,10 +46,16 @@ def perf(op: str = OP_ARGUMENT, cluster: str = CLUSTER_OPTION, servers: int | No
 
     out = Output(json_out)
     if compare is not None:
-        from gpuwait.report.perf import compare_log, comparison_table
+        from gpuwait.report.perf import compare_log, comparison_table, summary_lines
 
         comparison = compare_log(op, compare, cluster, servers, gpus, env)
-        out.emit(comparison.to_dict(), lambda c: c.print(comparison_table(comparison)))
+
+        def render(console) -> None:
+            console.print(comparison_table(comparison))
+            for line in summary_lines(comparison):
+                console.print(line, markup=False, highlight=False)
+
+        out.emit(comparison.to_dict(), render)
         return
     from gpuwait.report.perf import sweep_text
     from gpuwait.runner.perf import SweepArgs, perf_sweep

@@ -37,6 +37,9 @@ from gpuwait.errors import SpecError
 # Names. NCCL's enums (src/include/device.h) in NCCL's order; the order matters: on equal predicted
 # time NCCL keeps the first (algorithm, protocol) it saw, iterating algorithms then protocols.
 
+#: The NCCL release whose tuning model this module follows (algorithm choices differ between releases).
+MODEL_NCCL_VERSION = "2.30.7"
+
 ALGORITHMS: tuple[str, ...] = ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat")
 PROTOCOLS: tuple[str, ...] = ("LL", "LL128", "Simple")
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+import statistics
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.table import Table
 
 from gpuwait.collectives.nccltests import get_collective, make_row
+from gpuwait.collectives.tuning import MODEL_NCCL_VERSION
 from gpuwait.errors import SpecError
 from gpuwait.report.nccltests import format_table
 from gpuwait.runner.inputs import load_cluster
@@ -39,9 +42,58 @@ class PerfComparison:
     n_ranks: int
     cluster: str
     rows: list[dict]
+    summary: dict = field(default_factory=dict)  # see :func:`comparison_summary`
+    warnings: list[str] = field(default_factory=list)  # where the log's run and the cluster differ
 
     def to_dict(self) -> dict:
-        return {"log": str(self.log), "collective": self.collective, "n_ranks": self.n_ranks, "rows": self.rows}
+        return {"log": str(self.log), "collective": self.collective, "n_ranks": self.n_ranks, "rows": self.rows,
+                "summary": self.summary, "warnings": self.warnings}
+
+
+#: sizes judged for bandwidth (the plateau and the ramp) and for the latency floor
+BANDWIDTH_MIN_BYTES = 2**20
+FLOOR_MAX_BYTES = 64 * 2**10
+
+
+def comparison_summary(rows: list[dict]) -> dict:
+    """How far the prediction is from the log: the median and worst busbw error (sizes >= 1 MiB),
+    the median time error of the latency floor (sizes <= 64 KiB), and where the predicted
+    algorithm or protocol changes (nccl-tests does not print what NCCL ran, so only the
+    prediction's switch points can be given)."""
+    bw = [abs(r["predicted_busbw_GBps"] / r["measured_busbw_GBps"] - 1) * 100
+          for r in rows if r["size_bytes"] >= BANDWIDTH_MIN_BYTES and r["measured_busbw_GBps"] > 0]
+    floor = [abs(r["time_error_pct"]) for r in rows if r["size_bytes"] <= FLOOR_MAX_BYTES]
+    switches = [{"size_bytes": b["size_bytes"], "from": f"{a['algorithm']}/{a['protocol']}",
+                 "to": f"{b['algorithm']}/{b['protocol']}"}
+                for a, b in zip(rows, rows[1:]) if (a["algorithm"], a["protocol"]) != (b["algorithm"], b["protocol"])]
+    return {"busbw_sizes": len(bw), "busbw_median_error_pct": statistics.median(bw) if bw else None,
+            "busbw_worst_error_pct": max(bw) if bw else None, "floor_sizes": len(floor),
+            "floor_median_error_pct": statistics.median(floor) if floor else None, "predicted_switches": switches}
+
+
+_GPU_MODEL = re.compile(r"\b(GB\d{3}|[A-Z]{1,2}\d{2,4}[A-Z]?|RTX\s*\d{4}\s*(?:Ti)?)\b", re.IGNORECASE)
+_NCCL_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
+
+
+def _gpu_model(name: str) -> str | None:
+    """``NVIDIA H100 80GB HBM3`` -> ``H100``; ``A100-SXM4-40GB`` -> ``A100``; ``GeForce RTX 2080 Ti`` -> ``RTX2080TI``."""
+    found = _GPU_MODEL.search(name.replace("-", " "))
+    return re.sub(r"\s+", "", found.group(1)).upper() if found else None
+
+
+def comparison_warnings(log_text: str, device_names: list[str], server_gpu_model: str) -> list[str]:
+    """Where the log's run differs from what the cluster describes: its GPU model, or an NCCL release
+    whose tuning differs from the model's."""
+    out = []
+    ours = _gpu_model(server_gpu_model)
+    theirs = sorted({m for m in map(_gpu_model, device_names) if m})
+    if ours and theirs and theirs != [ours]:
+        out.append(f"the log ran on {', '.join(theirs)} GPUs; the cluster has {ours} ({server_gpu_model})")
+    version = _NCCL_VERSION.search(log_text)
+    if version and version.group(1) != MODEL_NCCL_VERSION:
+        out.append(f"the log ran NCCL {version.group(1)}; gpuwait predicts NCCL {MODEL_NCCL_VERSION}'s algorithm "
+                   "and protocol choices, which can differ")
+    return out
 
 
 def compare_log(op: str, log_path: Path, cluster: str, servers: int | None = None, gpus: int | None = None,
@@ -72,7 +124,10 @@ def compare_log(op: str, log_path: Path, cluster: str, servers: int | None = Non
                      "measured_busbw_GBps": row.oop_busbw_GBps, "predicted_busbw_GBps": pred.oop_busbw_GBps,
                      "time_error_pct": 100 * (pred.oop_time_us - row.oop_time_us) / row.oop_time_us,
                      "algorithm": est.algorithm, "protocol": est.protocol})
-    return PerfComparison(log_path, collective, log.n_ranks, predictor.comm.topo.name, rows)
+    server = predictor.comm.topo.spec.server
+    warnings = comparison_warnings(text, [d.name for d in log.devices], resolve_server(server).gpu_model)
+    return PerfComparison(log_path, collective, log.n_ranks, predictor.comm.topo.name, rows,
+                          comparison_summary(rows), warnings)
 
 
 def comparison_table(comparison: PerfComparison) -> Table:
@@ -86,3 +141,19 @@ def comparison_table(comparison: PerfComparison) -> Table:
                       f"{r['time_error_pct']:+.1f} %", f"{r['measured_busbw_GBps']:.2f}", f"{r['predicted_busbw_GBps']:.2f}",
                       f"{r['algorithm']}/{r['protocol']}")
     return table
+
+
+def summary_lines(comparison: PerfComparison) -> list[str]:
+    """The comparison in one line, the predicted switch points, and each warning."""
+    s = comparison.summary
+    parts = []
+    if s.get("busbw_sizes"):
+        parts.append(f"busbw error over {s['busbw_sizes']} sizes >= 1 MiB: median {s['busbw_median_error_pct']:.1f} %, "
+                     f"worst {s['busbw_worst_error_pct']:.1f} %")
+    if s.get("floor_sizes"):
+        parts.append(f"time error over {s['floor_sizes']} sizes <= 64 KiB: median {s['floor_median_error_pct']:.1f} %")
+    lines = ["; ".join(parts)] if parts else []
+    if s.get("predicted_switches"):
+        lines.append("predicted switches: " + ", ".join(f"{w['from']} -> {w['to']} at {w['size_bytes']} B"
+                                                        for w in s["predicted_switches"]))
+    return lines + [f"warning: {w}" for w in comparison.warnings]
