@@ -119,3 +119,19 @@ def test_compare_states_its_errors_and_what_differs(capsys, tmp_path):
     assert "busbw error over" in out and "median" in out
     assert "warning: the log ran on H100 GPUs; the cluster has A100" in out
     assert "warning: the log ran NCCL 2.26.2" in out
+
+
+def test_compare_reads_what_nccl_said_beside_the_table(capsys, tmp_path):
+    """NCCL_DEBUG=INFO lines in the same log (NCCL's own wording: 'Using network Socket', the TUNING
+    subsystem's 'AllReduce: N Bytes -> Algo RING proto LL128') give the network and the choices NCCL made."""
+    info = ["h:1:2 [0] NCCL INFO NCCL version 2.21.5+cuda12.4", "h:1:2 [0] NCCL INFO Using network Socket"]
+    info += [f"h:1:2 [0] NCCL INFO AllReduce: {size} Bytes -> Algo {algo} proto {proto} channel{{Lo..Hi}}={{0..1}}"
+             for size, algo, proto in ((2**20, "TREE", "LL128"), (2**28, "RING", "SIMPLE"))]
+    log = tmp_path / "with-info.log"
+    log.write_text("\n".join(info) + "\n" + (DATA / "h100-2node-16gpu-large-sizes.log").read_text())
+    code, out, _ = run_cli(capsys, "perf", "all_reduce", "--compare", str(log), "--cluster", "dgx-h100", "--servers", "2",
+                           "--json")
+    doc = json.loads(out)
+    assert doc["summary"]["seen_switches"] == [{"size_bytes": 2**28, "from": "tree/LL128", "to": "ring/Simple"}]
+    assert any("network Socket" in w and "infiniband" in w for w in doc["warnings"])
+    assert any("NCCL 2.21.5" in w for w in doc["warnings"])

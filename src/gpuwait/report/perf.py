@@ -10,11 +10,18 @@ from pathlib import Path
 from rich.table import Table
 
 from gpuwait.collectives.nccltests import get_collective, make_row
-from gpuwait.collectives.tuning import MODEL_NCCL_VERSION
+from gpuwait.collectives.tuning import (
+    MODEL_NCCL_VERSION,
+    NCCL_ALGORITHM_NAMES,
+    NCCL_COLLECTIVE_NAMES,
+    NCCL_PROTOCOL_NAMES,
+)
 from gpuwait.errors import SpecError
 from gpuwait.report.nccltests import format_table
 from gpuwait.runner.inputs import load_cluster
 from gpuwait.runner.perf import PerfSweep, make_predictor
+from gpuwait.telemetry.errors import TelemetryFormatError
+from gpuwait.telemetry.nccl_debug import NcclDebugInfo, parse_nccl_debug
 from gpuwait.telemetry.nccltests_log import parse_nccl_tests_log
 from gpuwait.topology import resolve_server
 
@@ -55,20 +62,25 @@ BANDWIDTH_MIN_BYTES = 2**20
 FLOOR_MAX_BYTES = 64 * 2**10
 
 
-def comparison_summary(rows: list[dict]) -> dict:
+def _switches(choices: list[tuple[int, str, str]]) -> list[dict]:
+    """Where consecutive (size, algorithm, protocol) choices change."""
+    return [{"size_bytes": b[0], "from": f"{a[1]}/{a[2]}", "to": f"{b[1]}/{b[2]}"}
+            for a, b in zip(choices, choices[1:]) if a[1:] != b[1:]]
+
+
+def comparison_summary(rows: list[dict], seen: list[tuple[int, str, str]] = ()) -> dict:
     """How far the prediction is from the log: the median and worst busbw error (sizes >= 1 MiB),
-    the median time error of the latency floor (sizes <= 64 KiB), and where the predicted
-    algorithm or protocol changes (nccl-tests does not print what NCCL ran, so only the
-    prediction's switch points can be given)."""
+    the median time error of the latency floor (sizes <= 64 KiB), and where the algorithm or
+    protocol changes: predicted, and seen when the log carries NCCL's tuning lines
+    (``NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING``; nccl-tests itself does not print them)."""
     bw = [abs(r["predicted_busbw_GBps"] / r["measured_busbw_GBps"] - 1) * 100
           for r in rows if r["size_bytes"] >= BANDWIDTH_MIN_BYTES and r["measured_busbw_GBps"] > 0]
     floor = [abs(r["time_error_pct"]) for r in rows if r["size_bytes"] <= FLOOR_MAX_BYTES]
-    switches = [{"size_bytes": b["size_bytes"], "from": f"{a['algorithm']}/{a['protocol']}",
-                 "to": f"{b['algorithm']}/{b['protocol']}"}
-                for a, b in zip(rows, rows[1:]) if (a["algorithm"], a["protocol"]) != (b["algorithm"], b["protocol"])]
+    predicted = _switches([(r["size_bytes"], r["algorithm"], r["protocol"]) for r in rows])
     return {"busbw_sizes": len(bw), "busbw_median_error_pct": statistics.median(bw) if bw else None,
             "busbw_worst_error_pct": max(bw) if bw else None, "floor_sizes": len(floor),
-            "floor_median_error_pct": statistics.median(floor) if floor else None, "predicted_switches": switches}
+            "floor_median_error_pct": statistics.median(floor) if floor else None, "predicted_switches": predicted,
+            "seen_switches": _switches(sorted(set(seen))) if seen else None}
 
 
 _GPU_MODEL = re.compile(r"\b(GB\d{3}|[A-Z]{1,2}\d{2,4}[A-Z]?|RTX\s*\d{4}\s*(?:Ti)?)\b", re.IGNORECASE)
@@ -81,17 +93,47 @@ def _gpu_model(name: str) -> str | None:
     return re.sub(r"\s+", "", found.group(1)).upper() if found else None
 
 
-def comparison_warnings(log_text: str, device_names: list[str], server_gpu_model: str) -> list[str]:
-    """Where the log's run differs from what the cluster describes: its GPU model, or an NCCL release
-    whose tuning differs from the model's."""
+#: NCCL's network plugin name (``NCCL INFO Using network IB``) each transport profile stands for
+_NCCL_NETWORK = {"infiniband": "IB", "rocev2": "IB", "tcp": "Socket"}
+
+
+def _debug_info(text: str) -> NcclDebugInfo | None:
+    """The ``NCCL_DEBUG=INFO`` lines a log may carry beside its table, or None."""
+    try:
+        return parse_nccl_debug(text)
+    except TelemetryFormatError:
+        return None
+
+
+def _ours(nccl_names: dict, spelled: str) -> str:
+    """gpuwait's name of an NCCL algorithm/protocol/collective spelled as NCCL prints it (any case)."""
+    return {nccl.lower(): ours for ours, nccl in nccl_names.items()}.get(spelled.lower(), spelled.lower())
+
+
+def _seen_choices(debug: NcclDebugInfo | None, collective: str) -> list[tuple[int, str, str]]:
+    """(size, algorithm, protocol) NCCL's tuning lines say it ran for ``collective``."""
+    return [(size, _ours(NCCL_ALGORITHM_NAMES, algo), NCCL_PROTOCOL_NAMES.get(_ours(NCCL_PROTOCOL_NAMES, proto), proto))
+            for coll, size, algo, proto in (debug.tuning if debug else ())
+            if _ours(NCCL_COLLECTIVE_NAMES, coll) == collective]
+
+
+def comparison_warnings(log_text: str, device_names: list[str], server_gpu_model: str, transport: str,
+                        debug: NcclDebugInfo | None = None) -> list[str]:
+    """Where the log's run differs from what the cluster describes: its GPU model, its network
+    (when NCCL's INFO lines say it), or an NCCL release whose tuning differs from the model's."""
     out = []
     ours = _gpu_model(server_gpu_model)
     theirs = sorted({m for m in map(_gpu_model, device_names) if m})
     if ours and theirs and theirs != [ours]:
         out.append(f"the log ran on {', '.join(theirs)} GPUs; the cluster has {ours} ({server_gpu_model})")
-    version = _NCCL_VERSION.search(log_text)
-    if version and version.group(1) != MODEL_NCCL_VERSION:
-        out.append(f"the log ran NCCL {version.group(1)}; gpuwait predicts NCCL {MODEL_NCCL_VERSION}'s algorithm "
+    network = debug.network if debug else None
+    if network and _NCCL_NETWORK.get(transport) and network != _NCCL_NETWORK[transport]:
+        out.append(f"the log's NCCL used network {network}; the cluster's transport is {transport} "
+                   f"({_NCCL_NETWORK[transport]})")
+    found = _NCCL_VERSION.search(log_text)
+    version = found.group(1) if found else (debug.version if debug else None)
+    if version and not version.startswith(MODEL_NCCL_VERSION):
+        out.append(f"the log ran NCCL {version}; gpuwait predicts NCCL {MODEL_NCCL_VERSION}'s algorithm "
                    "and protocol choices, which can differ")
     return out
 
@@ -124,10 +166,12 @@ def compare_log(op: str, log_path: Path, cluster: str, servers: int | None = Non
                      "measured_busbw_GBps": row.oop_busbw_GBps, "predicted_busbw_GBps": pred.oop_busbw_GBps,
                      "time_error_pct": 100 * (pred.oop_time_us - row.oop_time_us) / row.oop_time_us,
                      "algorithm": est.algorithm, "protocol": est.protocol})
-    server = predictor.comm.topo.spec.server
-    warnings = comparison_warnings(text, [d.name for d in log.devices], resolve_server(server).gpu_model)
-    return PerfComparison(log_path, collective, log.n_ranks, predictor.comm.topo.name, rows,
-                          comparison_summary(rows), warnings)
+    topo = predictor.comm.topo
+    debug = _debug_info(text)
+    seen = _seen_choices(debug, collective)
+    warnings = comparison_warnings(text, [d.name for d in log.devices], resolve_server(topo.spec.server).gpu_model,
+                                   topo.spec.transport.name, debug)
+    return PerfComparison(log_path, collective, log.n_ranks, topo.name, rows, comparison_summary(rows, seen), warnings)
 
 
 def comparison_table(comparison: PerfComparison) -> Table:
@@ -153,7 +197,8 @@ def summary_lines(comparison: PerfComparison) -> list[str]:
     if s.get("floor_sizes"):
         parts.append(f"time error over {s['floor_sizes']} sizes <= 64 KiB: median {s['floor_median_error_pct']:.1f} %")
     lines = ["; ".join(parts)] if parts else []
-    if s.get("predicted_switches"):
-        lines.append("predicted switches: " + ", ".join(f"{w['from']} -> {w['to']} at {w['size_bytes']} B"
-                                                        for w in s["predicted_switches"]))
+    for which in ("predicted", "seen"):
+        if s.get(f"{which}_switches"):
+            lines.append(f"{which} switches: " + ", ".join(f"{w['from']} -> {w['to']} at {w['size_bytes']} B"
+                                                          for w in s[f"{which}_switches"]))
     return lines + [f"warning: {w}" for w in comparison.warnings]
