@@ -1,0 +1,280 @@
+"""Score today's collective model on every published nccl-tests table in the repository.
+
+The tables are in ``tests/nccltests/data/reference/`` (each with its public source in a ``#``
+header). For each one this script names the cluster gpuwait describes it with (a preset or a
+cluster file, ``--servers``, ``-g``, NCCL variables), predicts the same sweep ``gpuwait perf``
+prints, and scores the prediction; nothing is fitted. Tables gpuwait cannot describe yet are
+listed with the reason. Run after any change to the collective model::
+
+    python bench/reference_tables.py        # prints the report and writes docs/validation-reference.md
+
+Scores (out-of-place columns; the H200 table gives in-place busbw only):
+
+* busbw error ``|pred - meas| / meas`` for every size >= 1 MiB: median and worst per table, and
+  median and p95 per hardware class over all its sizes;
+* time floor error ``(pred - meas) / meas`` for sizes <= 64 KiB: the median per table (signed:
+  below zero the model is faster than the hardware);
+* the ramp: the smallest size whose busbw reaches 50 % and 90 % of the table's highest busbw,
+  measured against predicted (``<=`` when the table starts above it).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from gpuwait.runner.perf import SweepArgs, perf_sweep
+from gpuwait.telemetry.nccltests_log import parse_nccl_tests_log
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "tests" / "nccltests" / "data" / "reference"
+CLUSTERS = DATA / "clusters"
+MiB, KiB = 2**20, 2**10
+
+CLASSES = ("H100 IB multi-node", "H100/H200 single node NVSwitch", "A100", "AWS EFA", "GH200 Slingshot/TCP", "L40S",
+           "PCIe RTX")
+
+
+@dataclass(frozen=True)
+class Reference:
+    """One published table and how gpuwait describes its cluster.
+
+    ``cluster`` is a preset name or a file in ``CLUSTERS``; ``gpus`` the GPUs per server the run
+    used. ``approximate`` says what the description gets wrong; ``not_describable`` why there is
+    none (then nothing is predicted).
+    """
+
+    stem: str
+    hw_class: str
+    cluster: str | None = None
+    servers: int = 1
+    gpus: int = 8
+    env: dict = field(default_factory=dict)
+    approximate: str = ""
+    not_describable: str = ""
+
+    @property
+    def path(self) -> Path:
+        return DATA / (self.stem + (".txt" if self.stem.endswith("busbw-only") else ".log"))
+
+    def cluster_arg(self) -> str:
+        file = CLUSTERS / f"{self.cluster}.yaml"
+        return str(file) if file.exists() else str(self.cluster)
+
+    def describe(self) -> str:
+        where = f"{self.cluster}.yaml" if (CLUSTERS / f"{self.cluster}.yaml").exists() else f"`{self.cluster}`"
+        env = "".join(f" {k}={v}" for k, v in self.env.items())
+        return f"{where} {self.servers}x{self.gpus}{env}"
+
+
+_TCP = "NCCL_IB_DISABLE=1"
+REFERENCES = [
+    Reference("h100-ib-2node-16gpu-all_reduce", CLASSES[0], "dgx-h100", 2, 8),
+    Reference("h100-ib-2node-16gpu-all_reduce-ring-forced", CLASSES[0], "dgx-h100", 2, 8,
+              {"NCCL_ALGO": "Ring", "NCCL_MIN_CTAS": "24", "NCCL_IB_QPS_PER_CONNECTION": "2"},
+              approximate="NIC count not stated by the poster (8x 400G assumed, as the thread's maintainer does)"),
+    Reference("h100-ib-4node-32gpu-all_reduce", CLASSES[0], "dgx-h100", 4, 8,
+              approximate="GPUs and HCAs passed through to VMs with a custom NCCL_TOPO_FILE; switch topology not stated"),
+    Reference("h100-ib-8node-64gpu-all_reduce", CLASSES[0], "dgx-h100", 8, 8,
+              approximate="NIC count, adaptive routing and switch topology not stated (8x 400G, static routing assumed)"),
+    Reference("h100-ib-8node-64gpu-all_reduce-minctas24-qps2", CLASSES[0], "dgx-h100", 8, 8,
+              {"NCCL_MIN_CTAS": "24", "NCCL_IB_QPS_PER_CONNECTION": "2"},
+              approximate="NIC count, adaptive routing and switch topology not stated (8x 400G, static routing assumed)"),
+    Reference("h100-dgx-1node-8gpu-all_reduce", CLASSES[1], "dgx-h100", 1, 8),
+    Reference("h100-nvswitch-1node-8gpu-all_reduce-awsbatch-p5", CLASSES[1], "dgx-h100", 1, 8,
+              approximate="AWS p5.48xlarge (H100 SXM, NVSwitch) described as a DGX H100; NCCL from the aws-ofi-nccl "
+                          "image with its tuner plugin (NCCL_TUNER_PLUGIN), which gpuwait does not model"),
+    Reference("h200-nvswitch-1node-8gpu-all_reduce-nvls-busbw-only", CLASSES[1], "nd-h200-v5", 1, 8,
+              {"NCCL_ALGO": "NVLS"}),
+    Reference("a100-dgx-4gpu-all_reduce", CLASSES[2], "dgx-a100", 1, 4),  # devices 4-7 of 8: the same on NVSwitch
+    Reference("a100-oci-2node-16gpu-roce-all_reduce", CLASSES[2], "oci-a100-roce", 2, 8,
+              {"NCCL_IB_QPS_PER_CONNECTION": "4", "NCCL_IB_SPLIT_DATA_ON_QPS": "0"},
+              approximate="per-port link speed not stated in the source (the preset's 16x 100G assumed)"),
+    Reference("a100-efa-2node-16gpu-all_reduce", CLASSES[3], not_describable=(
+        "AWS EFA (SRD via libfabric and aws-ofi-nccl) is its own transport: gpuwait has no EFA profile "
+        "(infiniband, rocev2, tcp only) and no p4de server template (4x 100G EFA)")),
+    Reference("h100-efa-2node-16gpu-all_reduce", CLASSES[3], not_describable=(
+        "AWS EFA (SRD via libfabric and aws-ofi-nccl, 32x 100G per p5.48xlarge) is its own transport; "
+        "gpuwait has no EFA profile")),
+    Reference("gh200-slingshot-2node-8gpu-all_reduce", CLASSES[4], not_describable=(
+        "GH200 nodes (4 Grace-Hopper modules, NVLink without NVSwitch, one NIC each) have no server template, "
+        "and HPE Slingshot-11 via libfabric CXI has no transport profile")),
+    Reference("gh200-nooptnet-2node-8gpu-all_reduce", CLASSES[4], not_describable=(
+        "GH200 nodes have no server template; the transport NCCL fell back to without the CXI hook "
+        "(sockets or libfabric tcp) is not stated by the source")),
+    Reference("l40s-roce-2node-4gpu-all_reduce-ring", CLASSES[5], "r760xa-l40s-2x400g", 2, 2, {"NCCL_ALGO": "Ring"},
+              approximate="the two HCAs are SR-IOV VFs sharing one 400GbE port (modelled as the port); "
+                          "GPU-NIC path NODE and GPUDirect RDMA state unknown; NCCL_ALGO=Ring may not have been in effect"),
+    Reference("l40s-tcp-2node-2gpu-all_reduce-ring", CLASSES[5], "r760xa-l40s-2x400g", 2, 1,
+              {"NCCL_IB_DISABLE": "1", "NCCL_ALGO": "Ring"},
+              approximate=f"{_TCP}: gpuwait's tcp profile (MTU 8948) for NCCL's socket transport over an SR-IOV VF "
+                          "at MTU 1500; an installed net plugin may have carried the traffic instead"),
+    Reference("rtx2080ti-pcie-1node-2gpu-all_reduce", CLASSES[6], not_describable=(
+        "P2P unavailable between the GPUs (nvidia-smi: NS), so NCCL stages through host memory (SHM); "
+        "gpuwait reads NCCL_P2P_DISABLE but does not model the SHM path, and would predict PCIe P2P")),
+    Reference("rtx2080ti-pcie-1node-2gpu-alltoall", CLASSES[6], not_describable=(
+        "as the all_reduce table of the same machine: no P2P, SHM path not modelled")),
+]
+
+
+# --------------------------------------------------------------------------------------------
+# Measured and predicted curves
+# --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Curve:
+    """busbw (GB/s) and time (us, NaN when not printed) per size, with the rank count."""
+
+    sizes: np.ndarray
+    busbw: np.ndarray
+    time_us: np.ndarray
+    n_ranks: int
+    collective: str
+
+
+_LABEL = re.compile(r"^\|\s*(\d+)([KMG])\s*\|\s*([\d.]+)\s*\|")
+
+
+def busbw_only_curve(text: str, n_ranks: int) -> Curve:
+    """The 2-column markdown table (size label | in-place busbw): labels are the -f 2 sweep from 1 KiB,
+    printed rounded ("65K" for 65536), so the i-th row is 1024 * 2**i bytes."""
+    busbw = [float(m[3]) for line in text.splitlines() if (m := _LABEL.match(line.strip()))]
+    sizes = 1024 * 2 ** np.arange(len(busbw))
+    return Curve(sizes, np.array(busbw), np.full(len(busbw), np.nan), n_ranks, "all_reduce")
+
+
+def measured(ref: Reference) -> Curve:
+    text = ref.path.read_text()
+    if ref.path.suffix == ".txt":
+        return busbw_only_curve(text, ref.servers * ref.gpus)
+    log = parse_nccl_tests_log(text)
+    rows = [r for r in log.rows if r.size_bytes > 0]
+    return Curve(np.array([r.size_bytes for r in rows]), np.array([r.oop_busbw_GBps for r in rows]),
+                 np.array([r.oop_time_us for r in rows]), int(log.n_ranks), str(log.collective))
+
+
+def predicted(ref: Reference, meas: Curve) -> tuple[Curve, list[dict]]:
+    """What ``gpuwait perf OP -b MIN -e MAX -f 2`` prints for the table's cluster."""
+    sweep = perf_sweep(meas.collective, SweepArgs(min_bytes=int(meas.sizes[0]), max_bytes=int(meas.sizes[-1]),
+                                                  step_factor=2),
+                       ref.cluster_arg(), ref.servers, ref.gpus, ref.env)
+    if sweep.n_ranks != meas.n_ranks:
+        raise SystemExit(f"{ref.stem}: {sweep.n_ranks} predicted ranks, {meas.n_ranks} in the table")
+    by_size = {r.size_bytes: r for r in sweep.rows}
+    rows = [by_size[int(s)] for s in meas.sizes]
+    return (Curve(meas.sizes, np.array([r.oop_busbw_GBps for r in rows]), np.array([r.oop_time_us for r in rows]),
+                  sweep.n_ranks, meas.collective), sweep.choices)
+
+
+# --------------------------------------------------------------------------------------------
+# Scores
+# --------------------------------------------------------------------------------------------
+
+def ramp_size(curve: Curve, fraction: float) -> str:
+    """The first size whose busbw reaches ``fraction`` of the curve's highest."""
+    i = int(np.argmax(curve.busbw >= fraction * curve.busbw.max()))
+    return ("<=" if i == 0 else "") + size_label(int(curve.sizes[i]))
+
+
+def size_label(size: int) -> str:
+    for unit, scale in (("G", 2**30), ("M", MiB), ("K", KiB)):
+        if size >= scale and size % scale == 0:
+            return f"{size // scale}{unit}"
+    return str(size)
+
+
+@dataclass(frozen=True)
+class Score:
+    ref: Reference
+    busbw_errors: np.ndarray   # |pred - meas| / meas, sizes >= 1 MiB
+    floor_error: float         # median (pred - meas) / meas of the time, sizes <= 64 KiB; NaN without times
+    ramp: tuple[str, str, str, str]  # measured 50 %, predicted 50 %, measured 90 %, predicted 90 %
+    plateau: tuple[float, float]     # highest busbw, measured and predicted
+    algorithms: str
+
+
+def score(ref: Reference) -> Score:
+    meas = measured(ref)
+    pred, choices = predicted(ref, meas)
+    big = meas.sizes >= MiB
+    busbw_errors = np.abs(pred.busbw[big] - meas.busbw[big]) / meas.busbw[big]
+    small = (meas.sizes <= 64 * KiB) & np.isfinite(meas.time_us)
+    floor = float(np.median(pred.time_us[small] / meas.time_us[small] - 1)) if small.any() else float("nan")
+    ramp = (ramp_size(meas, 0.5), ramp_size(pred, 0.5), ramp_size(meas, 0.9), ramp_size(pred, 0.9))
+    used = sorted({f"{c['algorithm']}/{c['protocol']}" for c in choices if c["size_bytes"] >= MiB})
+    return Score(ref, busbw_errors, floor, ramp, (float(meas.busbw.max()), float(pred.busbw.max())), ", ".join(used))
+
+
+# --------------------------------------------------------------------------------------------
+# Report
+# --------------------------------------------------------------------------------------------
+
+def pct(x: float) -> str:
+    return "-" if not np.isfinite(x) else f"{100 * x:.0f} %"
+
+
+def signed_pct(x: float) -> str:
+    return "-" if not np.isfinite(x) else f"{100 * x:+.0f} %"
+
+
+def class_lines(scores: list[Score]) -> list[str]:
+    lines = ["## Per hardware class", "",
+             "busbw error over every size >= 1 MiB of the class's scored tables (approximate descriptions included).",
+             "", "| class | tables scored | sizes | median | p95 | not describable |", "|---|---|---|---|---|---|"]
+    for name in CLASSES:
+        mine = [s for s in scores if s.ref.hw_class == name]
+        missing = sum(1 for r in REFERENCES if r.hw_class == name and r.not_describable)
+        errors = np.concatenate([s.busbw_errors for s in mine]) if mine else np.array([])
+        med, p95 = (np.median(errors), np.percentile(errors, 95)) if errors.size else (np.nan, np.nan)
+        lines.append(f"| {name} | {len(mine)} | {errors.size} | {pct(med)} | {pct(p95)} | {missing} |")
+    return lines
+
+
+def table_lines(scores: list[Score]) -> list[str]:
+    lines = ["## Every scored table", "",
+             "busbw error: |pred - meas| / meas for sizes >= 1 MiB. Floor: median (pred - meas) / meas of the time for "
+             "sizes <= 64 KiB. Ramp: the first size reaching 50 % / 90 % of the table's highest busbw, measured -> "
+             "predicted. Plateau: highest busbw (GB/s), measured -> predicted.", ""]
+    for name in CLASSES:
+        mine = [s for s in scores if s.ref.hw_class == name]
+        if not mine:
+            continue
+        lines += [f"### {name}", "",
+                  "| table | described as | busbw median | busbw worst | floor | ramp 50 % | ramp 90 % | plateau | "
+                  "model's choice >= 1 MiB |", "|---|---|---|---|---|---|---|---|---|"]
+        for s in mine:
+            lines.append(f"| {s.ref.stem} | {s.ref.describe()} | {pct(np.median(s.busbw_errors))} | "
+                         f"{pct(s.busbw_errors.max())} | {signed_pct(s.floor_error)} | {s.ramp[0]} -> {s.ramp[1]} | "
+                         f"{s.ramp[2]} -> {s.ramp[3]} | {s.plateau[0]:.0f} -> {s.plateau[1]:.0f} | {s.algorithms} |")
+        approx = [s for s in mine if s.ref.approximate]
+        if approx:
+            lines += [""] + [f"- {s.ref.stem}: approximate: {s.ref.approximate}." for s in approx]
+        lines.append("")
+    return lines
+
+
+def report(scores: list[Score]) -> list[str]:
+    lines = ["# Validation against published nccl-tests tables", "",
+             "Generated by `python bench/reference_tables.py`; do not edit by hand. The collective model as it is, "
+             "nothing fitted, set beside every published table in `tests/nccltests/data/reference/` (each file "
+             "names its public source, hardware and NCCL version). Out-of-place columns, except the H200 table, "
+             "which gives in-place busbw only.", ""]
+    lines += class_lines(scores) + [""] + table_lines(scores)
+    lines += ["## Not describable yet", "", "| table | class | why |", "|---|---|---|"]
+    lines += [f"| {r.stem} | {r.hw_class} | {r.not_describable} |" for r in REFERENCES if r.not_describable]
+    return lines
+
+
+def main() -> None:
+    scores = [score(r) for r in REFERENCES if not r.not_describable]
+    text = "\n".join(report(scores)) + "\n"
+    (ROOT / "docs" / "validation-reference.md").write_text(text)
+    sys.stdout.write(text)
+
+
+if __name__ == "__main__":
+    main()

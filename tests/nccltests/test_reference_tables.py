@@ -1,0 +1,102 @@
+"""The published nccl-tests tables of data/reference/ (scored by bench/reference_tables.py).
+
+Each file holds one published table, unchanged, under a ``#`` header naming its public source. These
+tests check the copies, not the model: every file parses (the header does not change what is read),
+names its source, has the rank count its name says, and prints busbw = algbw x nccl-tests' bus factor
+for that rank count (nccl-tests doc/PERFORMANCE.md) within print rounding.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpuwait.collectives.nccltests import busbw_factor
+from gpuwait.telemetry.nccltests_log import parse_nccl_tests_log
+
+ROOT = Path(__file__).resolve().parents[2]
+REFERENCE = Path(__file__).parent / "data" / "reference"
+MARK = "\n# ---- table as published"  # a line of its own (the header quotes it too)
+LOGS = sorted(REFERENCE.glob("*.log"))
+BUSBW_ONLY = sorted(REFERENCE.glob("*.txt"))
+
+
+def split(path: Path) -> tuple[str, str]:
+    """The file's header and the published text after the marker line."""
+    text = path.read_text()
+    head, marker, rest = text.partition(MARK)
+    assert marker, f"{path.name}: no '{MARK}' line"
+    return head, rest.split("\n", 1)[1]
+
+
+def ranks_in_name(path: Path) -> int:
+    return int(re.search(r"-(\d+)gpu-", path.name)[1])
+
+
+def print_step(value: float) -> float:
+    # nccl-tests prints bandwidths with %.2f, then %.1f and %.0f as they widen
+    return 0.01 if value < 1000 else 0.1 if value < 10000 else 1.0
+
+
+def test_every_table_is_here():
+    assert len(LOGS) + len(BUSBW_ONLY) == 18
+
+
+@pytest.mark.parametrize("path", LOGS + BUSBW_ONLY, ids=lambda p: p.stem)
+def test_header_names_a_public_source(path):
+    head, table = split(path)
+    assert all(line.startswith("#") for line in head.splitlines()), "every header line is a comment"
+    assert re.search(r"source", head, re.IGNORECASE) and re.search(r"github|https?://", head)
+    assert "../shared" not in path.read_text() and "/work/" not in path.read_text()
+    assert table.strip()
+
+
+@pytest.mark.parametrize("path", LOGS, ids=lambda p: p.stem)
+def test_log_parses_and_the_header_changes_nothing(path):
+    _, table = split(path)
+    log = parse_nccl_tests_log(path.read_text())
+    assert log == parse_nccl_tests_log(table)
+    assert log.collective in ("all_reduce", "alltoall")
+    assert log.n_ranks == ranks_in_name(path)
+    assert len(log.rows) >= 4
+
+
+@pytest.mark.parametrize("path", LOGS, ids=lambda p: p.stem)
+def test_busbw_is_algbw_times_the_bus_factor(path):
+    log = parse_nccl_tests_log(path.read_text())
+    factor = busbw_factor(log.collective, ranks_in_name(path))
+    for row in log.rows:
+        for algbw, busbw in ((row.oop_algbw_GBps, row.oop_busbw_GBps), (row.ip_algbw_GBps, row.ip_busbw_GBps)):
+            tolerance = 0.5 * (print_step(busbw) + factor * print_step(algbw)) + 1e-9
+            assert abs(algbw * factor - busbw) <= tolerance, (row.size_bytes, algbw, busbw)
+
+
+@pytest.mark.parametrize("path", BUSBW_ONLY, ids=lambda p: p.stem)
+def test_busbw_only_table_is_the_doubling_sweep(path):
+    _, table = split(path)
+    rows = [line for line in table.splitlines() if re.match(r"^\|\s*\d+[KMG]\s*\|", line)]
+    labels = [re.match(r"^\|\s*(\d+)([KMG])", line).groups() for line in rows]
+    sizes = [int(n) * {"K": 10**3, "M": 10**6, "G": 10**9}[u] for n, u in labels]
+    # labels are the sizes rounded to decimal units (65K = 65536): each is 1 KiB x 2**i to 8 % (8G is 7 % below 8 GiB)
+    for i, size in enumerate(sizes):
+        assert abs(size / (1024 * 2**i) - 1) < 0.08, (i, size)
+    assert len(rows) == 24
+
+
+def test_the_bench_describes_or_excuses_every_table():
+    spec = importlib.util.spec_from_file_location("reference_tables", ROOT / "bench" / "reference_tables.py")
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = bench  # dataclasses look their module up
+    try:
+        spec.loader.exec_module(bench)
+    finally:
+        del sys.modules[spec.name]
+    stems = [r.stem for r in bench.REFERENCES]
+    assert sorted(stems) == sorted(p.stem for p in LOGS + BUSBW_ONLY)
+    for ref in bench.REFERENCES:
+        assert bool(ref.cluster) != bool(ref.not_describable), ref.stem
+        assert ref.hw_class in bench.CLASSES
