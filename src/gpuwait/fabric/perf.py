@@ -42,11 +42,11 @@ from gpuwait.collectives.tuning import (
 from gpuwait.engine.base import effective_capacity_Bps
 from gpuwait.fabric.collective import PlanRun, run_plan
 from gpuwait.spec.cluster import RoutingSpec
+from gpuwait.topology.gpus import gpu_arch
 from gpuwait.topology.model import LinkKind
 from gpuwait.transport.profiles import TRANSPORTS, TransportProfile
 
 PROTOCOL_PAYLOAD = {"LL": 0.5, "LL128": 120.0 / 128.0, "Simple": 1.0}  # payload share of the wire (NCCL device.h, LL128 line)
-NVLINK_LINE_RATE_PER_LINK_Bps = 25e9  # NVLink3/4: 25 GB/s per link per direction (600/900 GB/s bidirectional)
 #: NCCL algorithm -> compiled phases; CollNet (SHARP) reduces inside the switches, which the flow
 #: model has no endpoint for, so it keeps NCCL's own bandwidth model
 FLOW_ALGORITHMS = {"ring": "ring", "tree": "tree", "nvls": "nvls", "nvls_tree": "nvls_tree", "pat": "pat"}
@@ -58,18 +58,17 @@ NVLS_WINDOW_BYTES = 16 * 8 * 128 * 1024
 
 
 def gpu_sm(gpu_model: str) -> int:
-    """Compute capability x10 from a GPU model name (H100/H200 90, A100/A40/L40S 80/86/89, B200 100)."""
-    name = gpu_model.upper()
-    for key, sm in (("B200", 100), ("GB200", 100), ("B100", 100), ("H200", 90), ("H100", 90), ("H800", 90),
-                    ("A100", 80), ("A800", 80), ("A40", 86), ("L40", 89), ("V100", 70)):
-        if key in name:
-            return sm
-    return 90
+    """Compute capability x10 of a GPU model name, from :mod:`gpuwait.topology.gpus` (an unknown name raises)."""
+    return gpu_arch(gpu_model).sm
 
 
 def nvlink_links(server) -> int:
-    """NVLink links per GPU, from its per-direction bandwidth (25 GB/s per link on NVLink3 and 4)."""
-    return round(server.nvlink_bandwidth / NVLINK_LINE_RATE_PER_LINK_Bps)
+    """NVLink links per GPU: the per-direction bandwidth over the generation's per-link rate.
+
+    25 GB/s per link on NVLink2-4 (A100 300 GB/s = 12, H100 450 GB/s = 18), 50 GB/s on NVLink5
+    (B200 900 GB/s = 18).
+    """
+    return gpu_arch(server.gpu_model).links_for(server.nvlink_bandwidth)
 
 
 @dataclass(frozen=True, eq=False)
