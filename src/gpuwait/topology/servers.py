@@ -9,6 +9,10 @@ Sources of the figures (table in docs/sources.md):
 * DGX A100: 8 compute ConnectX-6 HDR 200 Gb/s, 4 PCIe Gen4 switches each with 2 GPUs and 2 NICs,
   2 AMD EPYC sockets, 2 dual-port storage NICs. DGX H100/H200: 8 ConnectX-7 NDR 400 Gb/s, PCIe Gen5,
   2 Xeon sockets (NVIDIA DGX user guides; the H200 MLCommons description lists PCIe Gen5 x16).
+* DGX B200: 8 B200 with fifth-generation NVLink, 1.8 TB/s per GPU = 900 GB/s each way (14.4 TB/s in
+  all) through 2 NVSwitch chips, 8 single-port ConnectX-7 400 Gb/s, 2 dual-port BlueField-3 400 Gb/s
+  for storage, 2 Xeon Platinum 8570, PCIe Gen5 (NVIDIA DGX B200 datasheet). The 4 PCIe switches
+  pairing GPUs with NICs are assumed as on the DGX H100.
 * OCI BM.GPU4.8: 8 A100-SXM4 with 16 x 100 Gb/s RoCE ports ("16 VFs per node",
   github oracle-quickstart/oci-hpc-oke README.md).
 """
@@ -55,6 +59,10 @@ register_server_template("oci-bm-gpu4.8", ServerSpec(
 register_server_template("dual-plane-2x200g", ServerSpec(
     gpu_model="H100-SXM5-80GB", gpus=8, nvlink_bandwidth=450e9, pcie_bandwidth=63e9, pcie_switches=4, cpus=2,
     nics=8, nic_ports=2, nic_speed=25e9, storage_nics=2, storage_nic_speed=25e9,
+))
+register_server_template("dgx-b200", ServerSpec(
+    gpu_model="B200-SXM-180GB", gpus=8, nvlink_bandwidth=900e9, pcie_bandwidth=63e9, pcie_switches=4, cpus=2,
+    nics=8, nic_speed=50e9, storage_nics=2, storage_nic_speed=50e9,
 ))
 
 
