@@ -26,6 +26,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpuwait.errors import SpecError
+from gpuwait.topology.gpus import gpu_arch
+
 GiB = 2.0**30
 
 #: model preset name -> ModelSpec fields
@@ -77,18 +80,27 @@ register_gpu(GpuPreset("B200", 2.25e15, 180 * GiB, 8.0e12, "NVIDIA DGX/HGX B200 
 def gpu_preset_for_model(gpu_model: str) -> str | None:
     """The GPU preset a cluster's ``server.gpu_model`` names, or None.
 
+    The architecture comes from :func:`gpuwait.topology.gpus.gpu_arch`; the preset also needs the
+    SXM part (a PCIe or NVL card has other clocks and memory) and, for the A100, the memory size.
+
     >>> gpu_preset_for_model("H100-SXM5-80GB"), gpu_preset_for_model("A100-SXM4-40GB"), gpu_preset_for_model("L40S")
     ('H100-SXM', 'A100-40GB', None)
+    >>> gpu_preset_for_model("NVIDIA H100 80GB HBM3"), gpu_preset_for_model("GH200"), gpu_preset_for_model("RTX-9999")
+    ('H100-SXM', None, None)
     """
     name = gpu_model.upper()
     if name in (p.upper() for p in GPU_PRESETS):
         return next(p for p in GPU_PRESETS if p.upper() == name)
-    if name.startswith("A100") and "PCIE" not in name:
+    try:
+        arch = gpu_arch(gpu_model).name
+    except SpecError:
+        return None
+    if arch == "A100" and "PCIE" not in name:
         return "A100-40GB" if "40G" in name else "A100"
-    if name.startswith("H100") and "PCIE" not in name and "NVL" not in name:
+    if arch == "H100" and "PCIE" not in name and "NVL" not in name:
         return "H100-SXM"
-    if name.startswith("H200") and "NVL" not in name:
+    if arch == "H200" and "NVL" not in name:
         return "H200"
-    if name.startswith("B200"):
+    if arch == "B200":
         return "B200"
     return None
