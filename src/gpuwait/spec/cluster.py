@@ -26,7 +26,7 @@ class ServerSpec(SpecModel):
     """
 
     template: str | None = Field(None, description="Start from this server template (see `gpuwait topo --list`) and override the fields given here.")
-    gpu_model: str = Field("H100-SXM", description="GPU model name, for reports.")
+    gpu_model: str = Field("H100-SXM", description="GPU model name (e.g. H100-SXM5-80GB, NVIDIA B200): sets the compute capability and NVLink generation NCCL's model uses; must name a GPU `gpuwait.topology.gpus` knows.")
     gpus: int = Field(8, ge=1, le=72, description="GPUs in the server (count).")
     nvlink_bandwidth: RateOrZeroBps = Field(450e9, description="NVLink bandwidth per GPU per direction (e.g. 450GB/s for NVLink4); 0 = no NVLink, GPUs talk over PCIe.")
     nvlink_topology: Literal["nvswitch", "mesh"] = Field("nvswitch", description="'nvswitch': every GPU links to one NVSwitch domain; 'mesh': direct GPU-GPU links splitting the per-GPU bandwidth evenly.")
