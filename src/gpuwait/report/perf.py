@@ -24,6 +24,7 @@ from gpuwait.telemetry.errors import TelemetryFormatError
 from gpuwait.telemetry.nccl_debug import NcclDebugInfo, parse_nccl_debug
 from gpuwait.telemetry.nccltests_log import parse_nccl_tests_log
 from gpuwait.topology import resolve_server
+from gpuwait.topology.gpus import gpu_arch
 
 
 def sweep_text(sweep: PerfSweep, report_algo: bool = False) -> str:
@@ -83,14 +84,16 @@ def comparison_summary(rows: list[dict], seen: list[tuple[int, str, str]] = ()) 
             "seen_switches": _switches(sorted(set(seen))) if seen else None}
 
 
-_GPU_MODEL = re.compile(r"\b(GB\d{3}|[A-Z]{1,2}\d{2,4}[A-Z]?|RTX\s*\d{4}\s*(?:Ti)?)\b", re.IGNORECASE)
 _NCCL_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
 
 
-def _gpu_model(name: str) -> str | None:
-    """``NVIDIA H100 80GB HBM3`` -> ``H100``; ``A100-SXM4-40GB`` -> ``A100``; ``GeForce RTX 2080 Ti`` -> ``RTX2080TI``."""
-    found = _GPU_MODEL.search(name.replace("-", " "))
-    return re.sub(r"\s+", "", found.group(1)).upper() if found else None
+def _gpu_name(name: str) -> str:
+    """The architecture a GPU name means (``NVIDIA H100 80GB HBM3`` -> ``H100``), or the name itself
+    when gpuwait does not know it."""
+    try:
+        return gpu_arch(name).name
+    except SpecError:
+        return name
 
 
 #: NCCL's network plugin name (``NCCL INFO Using network IB``) each transport profile stands for
@@ -122,9 +125,9 @@ def comparison_warnings(log_text: str, device_names: list[str], server_gpu_model
     """Where the log's run differs from what the cluster describes: its GPU model, its network
     (when NCCL's INFO lines say it), or an NCCL release whose tuning differs from the model's."""
     out = []
-    ours = _gpu_model(server_gpu_model)
-    theirs = sorted({m for m in map(_gpu_model, device_names) if m})
-    if ours and theirs and theirs != [ours]:
+    ours = _gpu_name(server_gpu_model)
+    theirs = sorted(set(map(_gpu_name, device_names)))
+    if theirs and theirs != [ours]:
         out.append(f"the log ran on {', '.join(theirs)} GPUs; the cluster has {ours} ({server_gpu_model})")
     network = debug.network if debug else None
     if network and _NCCL_NETWORK.get(transport) and network != _NCCL_NETWORK[transport]:
