@@ -7,6 +7,16 @@ Header bytes per packet (public protocol layouts):
   UDP 8 (destination port 4791), BTH 12, ICRC 4 = 82 B per packet; RoCE path MTU 4096 B.
 * TCP: the same 38 B of Ethernet framing, IPv4 20, TCP 20 + timestamp option 12 = 90 B per
   segment at a 9000 B MTU (MSS 8948 B).
+* AWS EFA (SRD, Shalev et al., "A Cloud-Optimized Transport Protocol for Elastic and Scalable HPC",
+  IEEE Micro 40(6), 2020): SRD is reliable but not in-order; the NIC sprays each message's packets
+  over many paths and retransmits what is lost, so the fabric needs no PFC and has no per-flow path
+  (routing kind ``spray`` in a cluster file). SRD's wire format is not published: the per-packet
+  header is a modelling choice, the RoCEv2 82 B (Ethernet framing, IPv4, UDP, a 12 B transport
+  header, 4 B CRC) beside AWS's 8 KiB SRD payload (modelling choice: 8192 B MTU; the VPC's
+  jumbo frame is 9001 B). Per-message overhead 2.5 us, the RDMA latency acceptance above (no EFA
+  figure is published). ``nccl_net_latency_s``: the 75 us network latency aws-ofi-nccl v1.8.1
+  reports to NCCL on p4d/p4de/p5 (``src/platform-aws.c``, ``platform_data_map[].latency``;
+  150 us elsewhere), which NCCL's tuning adds per network hop (``latencyInter``).
 
 Per-message overheads and ceilings (sources in docs/sources.md): RDMA write/send latency acceptance
 of 2.5 us (Mellanox/ngc_multinode_perf ``common.sh`` ``LAT_PASS_VAL``), ib_send_lat of 0.8-1.6 us for
@@ -72,6 +82,7 @@ class TransportProfile:
     link_fraction: float = 1.0  # ceiling of a host's throughput as a fraction of the port rate
     rate_cap_Bps: float | None = None
     rdma: bool = True
+    nccl_net_latency_s: float = 0.0  # network latency the NCCL net plugin reports (ncclNetProperties_t.latency)
     ecn: EcnParams = field(default_factory=EcnParams)
     dcqcn: DcqcnParams = field(default_factory=DcqcnParams)
 
@@ -107,6 +118,11 @@ register_transport(TransportProfile(
 register_transport(TransportProfile(
     name="tcp", mtu_bytes=8948, header_bytes=90, message_overhead_s=15e-6, lossless=False, flow_control="none",
     congestion_control="cubic", link_fraction=0.85, rdma=False))
+# AWS EFA / SRD: reliable in the NIC, no PFC ("lossless" = the sender sees no loss); SRD's own congestion
+# control is not DCQCN, and the packet engine has no model of it ("none")
+register_transport(TransportProfile(
+    name="efa", mtu_bytes=8192, header_bytes=82, message_overhead_s=2.5e-6, lossless=True,
+    flow_control="none", congestion_control="srd", nccl_net_latency_s=75e-6))
 
 
 def resolve_transport(spec: TransportSpec) -> TransportProfile:
