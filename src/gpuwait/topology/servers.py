@@ -15,6 +15,15 @@ Sources of the figures (table in docs/sources.md):
   pairing GPUs with NICs are assumed as on the DGX H100.
 * OCI BM.GPU4.8: 8 A100-SXM4 with 16 x 100 Gb/s RoCE ports ("16 VFs per node",
   github oracle-quickstart/oci-hpc-oke README.md).
+* AWS p4d.24xlarge / p4de.24xlarge: 8 A100-SXM4 40 GB / 80 GB on NVSwitch (NVLink3), 2 Intel Xeon
+  8275CL (Cascade Lake), 400 Gb/s of EFA as 4 x 100 Gb/s EFA interfaces (AWS EC2 instance-type page;
+  "Amazon EC2 P4d instances deep dive", AWS Compute blog, 2020). PCIe: 4 switches, each with 2 GPUs
+  and 1 EFA (aws-ofi-nccl ``topology/p4de-24xl-topo.xml``).
+* AWS p5.48xlarge: 8 H100-SXM5 80 GB on NVSwitch (NVLink4), 2 AMD EPYC (3rd generation), 3200 Gb/s
+  of EFA on 32 network cards = 32 x 100 Gb/s (AWS EC2 user guide, "Maximize network bandwidth ...
+  with EFA": "up to 32 network cards ... up to 3,200 Gbps"). PCIe Gen5: 8 switches, each with 1 GPU
+  and 4 EFAs (aws-ofi-nccl ``topology/p5.48xl-topo.xml``: "4 groups of PCIe hierarchy under each
+  socket. Each group has 1 GPUs and 4 NIC").
 """
 
 from __future__ import annotations
@@ -63,6 +72,20 @@ register_server_template("dual-plane-2x200g", ServerSpec(
 register_server_template("dgx-b200", ServerSpec(
     gpu_model="B200-SXM-180GB", gpus=8, nvlink_bandwidth=900e9, pcie_bandwidth=63e9, pcie_switches=4, cpus=2,
     nics=8, nic_speed=50e9, storage_nics=2, storage_nic_speed=50e9,
+))
+
+# AWS instances: the ENA (front-end) network is not the compute fabric and is left out (storage_nics=0)
+register_server_template("p4d-24xlarge", ServerSpec(
+    gpu_model="A100-SXM4-40GB", gpus=8, nvlink_bandwidth=300e9, pcie_bandwidth=31.5e9, pcie_switches=4, cpus=2,
+    cpu_vendor="intel", nics=4, nic_speed=12.5e9, storage_nics=0,
+))
+register_server_template("p4de-24xlarge", ServerSpec(
+    gpu_model="A100-SXM4-80GB", gpus=8, nvlink_bandwidth=300e9, pcie_bandwidth=31.5e9, pcie_switches=4, cpus=2,
+    cpu_vendor="intel", nics=4, nic_speed=12.5e9, storage_nics=0,
+))
+register_server_template("p5-48xlarge", ServerSpec(
+    gpu_model="H100-SXM5-80GB", gpus=8, nvlink_bandwidth=450e9, pcie_bandwidth=63e9, pcie_switches=8, cpus=2,
+    cpu_vendor="amd", nics=32, nic_speed=12.5e9, storage_nics=0,
 ))
 
 
