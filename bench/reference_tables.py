@@ -94,12 +94,15 @@ REFERENCES = [
     Reference("a100-oci-2node-16gpu-roce-all_reduce", CLASSES[2], "oci-a100-roce", 2, 8,
               {"NCCL_IB_QPS_PER_CONNECTION": "4", "NCCL_IB_SPLIT_DATA_ON_QPS": "0"},
               approximate="per-port link speed not stated in the source (the preset's 16x 100G assumed)"),
-    Reference("a100-efa-2node-16gpu-all_reduce", CLASSES[3], not_describable=(
-        "AWS EFA (SRD via libfabric and aws-ofi-nccl) is its own transport: gpuwait has no EFA profile "
-        "(infiniband, rocev2, tcp only) and no p4de server template (4x 100G EFA)")),
-    Reference("h100-efa-2node-16gpu-all_reduce", CLASSES[3], not_describable=(
-        "AWS EFA (SRD via libfabric and aws-ofi-nccl, 32x 100G per p5.48xlarge) is its own transport; "
-        "gpuwait has no EFA profile")),
+    Reference("a100-efa-2node-16gpu-all_reduce", CLASSES[3], "aws-p4de-efa", 2, 8, {"NCCL_PROTO": "Simple"},
+              approximate="NCCL_PROTO=Simple is what aws-ofi-nccl sets on p4d/p4de (EFA there lacks 128-byte in-order "
+                          "writes; src/platform-aws.c), not printed with the table; SRD's congestion control and the "
+                          "EFA fabric are not modelled (non-blocking leaf-spine, packets sprayed evenly); plugin and "
+                          "NCCL versions uncertain"),
+    Reference("h100-efa-2node-16gpu-all_reduce", CLASSES[3], "aws-p5-efa", 2, 8,
+              approximate="SRD's congestion control and the EFA fabric are not modelled (non-blocking leaf-spine, "
+                          "packets sprayed evenly); aws-ofi-nccl's tuner plugin and NVLSTree chunk setting are not "
+                          "modelled; plugin and NCCL versions uncertain"),
     Reference("gh200-slingshot-2node-8gpu-all_reduce", CLASSES[4], not_describable=(
         "GH200 nodes (4 Grace-Hopper modules, NVLink without NVSwitch, one NIC each) have no server template, "
         "and HPE Slingshot-11 via libfabric CXI has no transport profile")),
