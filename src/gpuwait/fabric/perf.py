@@ -144,19 +144,20 @@ class CollectivePredictor:
             channels = min(32, max(2, 2 * nics))
             per_channel = nic_GBps * nics / channels
             intra_link = "nvlink" if links else "pci"
-            ring = Graph(channels, per_channel, per_channel, intra_link=intra_link)
+            net_lat_us = self.transport.nccl_net_latency_s * 1e6  # the net plugin's latency: NCCL's latencyInter
+            ring = Graph(channels, per_channel, per_channel, net_lat_us, intra_link=intra_link)
             if links and comm.ppn > 1:
                 # NCCL searches the tree separately: its chain inside a node runs at NVLink speed
                 # (reference: search.cc raises the tree's bwIntra on NVLink nodes), its hops between
                 # nodes at the NICs'
                 nvlink_total = nvlink_bw_GBps(sm, links)
-                graphs["tree"] = Graph(channels, max(nvlink_total / channels, per_channel), per_channel,
+                graphs["tree"] = Graph(channels, max(nvlink_total / channels, per_channel), per_channel, net_lat_us,
                                        intra_link=intra_link)
                 if nvswitch and sm >= 90:
                     # NVLSTree: one channel per local GPU, NVLS inside the node, the GPU's own NIC between nodes
                     nvls = nvswitch_nvls_graph(nvlink_total, sm, comm.ppn)
                     graphs["nvls_tree"] = Graph(nvls.n_channels, nvls.bw_intra_GBps, nic_GBps * nics / nvls.n_channels,
-                                                intra_link="nvlink")
+                                                net_lat_us, intra_link="nvlink")
         inputs = TuningInputs(collective, n_ranks=comm.n_ranks, n_nodes=comm.n_nodes, sm=sm, n_channels=ring.n_channels,
                               bw_intra_GBps=ring.bw_intra_GBps, bw_inter_GBps=ring.bw_inter_GBps,
                               intra_link=ring.intra_link, graphs=graphs,
