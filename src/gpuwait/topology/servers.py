@@ -23,7 +23,10 @@ Sources of the figures (table in docs/sources.md):
   of EFA on 32 network cards = 32 x 100 Gb/s (AWS EC2 user guide, "Maximize network bandwidth ...
   with EFA": "up to 32 network cards ... up to 3,200 Gbps"). PCIe Gen5: 8 switches, each with 1 GPU
   and 4 EFAs (aws-ofi-nccl ``topology/p5.48xl-topo.xml``: "4 groups of PCIe hierarchy under each
-  socket. Each group has 1 GPUs and 4 NIC").
+  socket. Each group has 1 GPUs and 4 NIC"). aws-ofi-nccl's RDMA protocol groups the EFAs by GPU
+  locality into one NCCL device of 4 rails and reports the rails' summed speed
+  (``src/nccl_ofi_rdma.c``: "Scale speed by the total number of rails"), so the template has 8 NICs
+  of 4 x 100 Gb/s ports: 32 links of 100 Gb/s, 8 devices of 400 Gb/s as NCCL sees them.
 """
 
 from __future__ import annotations
@@ -85,7 +88,7 @@ register_server_template("p4de-24xlarge", ServerSpec(
 ))
 register_server_template("p5-48xlarge", ServerSpec(
     gpu_model="H100-SXM5-80GB", gpus=8, nvlink_bandwidth=450e9, pcie_bandwidth=63e9, pcie_switches=8, cpus=2,
-    cpu_vendor="amd", nics=32, nic_speed=12.5e9, storage_nics=0,
+    cpu_vendor="amd", nics=8, nic_ports=4, nic_speed=12.5e9, storage_nics=0,
 ))
 
 
