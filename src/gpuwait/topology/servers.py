@@ -25,8 +25,9 @@ Sources of the figures (table in docs/sources.md):
   and 4 EFAs (aws-ofi-nccl ``topology/p5.48xl-topo.xml``: "4 groups of PCIe hierarchy under each
   socket. Each group has 1 GPUs and 4 NIC"). aws-ofi-nccl's RDMA protocol groups the EFAs by GPU
   locality into one NCCL device of 4 rails and reports the rails' summed speed
-  (``src/nccl_ofi_rdma.c``: "Scale speed by the total number of rails"), so the template has 8 NICs
-  of 4 x 100 Gb/s ports: 32 links of 100 Gb/s, 8 devices of 400 Gb/s as NCCL sees them.
+  (``src/nccl_ofi_rdma.c``: "Scale speed by the total number of rails") and stripes each message over
+  the rails, so the template has 8 NICs of 400 Gb/s, one per GPU, as NCCL sees them (modelling choice:
+  4 ports of 100 Gb/s per NIC would hold a connection to one port, as a single QP does).
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ register_server_template("p4de-24xlarge", ServerSpec(
 ))
 register_server_template("p5-48xlarge", ServerSpec(
     gpu_model="H100-SXM5-80GB", gpus=8, nvlink_bandwidth=450e9, pcie_bandwidth=63e9, pcie_switches=8, cpus=2,
-    cpu_vendor="amd", nics=8, nic_ports=4, nic_speed=12.5e9, storage_nics=0,
+    cpu_vendor="amd", nics=8, nic_speed=50e9, storage_nics=0,
 ))
 
 
