@@ -96,8 +96,10 @@ def _gpu_name(name: str) -> str:
         return name
 
 
-#: NCCL's network plugin name (``NCCL INFO Using network IB``) each transport profile stands for
-_NCCL_NETWORK = {"infiniband": "IB", "rocev2": "IB", "tcp": "Socket"}
+#: The network names NCCL prints (``NCCL INFO Using network IB``) for each transport profile; the
+#: aws-ofi-nccl plugin has called itself "AWS Libfabric", "Libfabric" and "OFI" across releases.
+_NCCL_NETWORK = {"infiniband": ("IB",), "rocev2": ("IB",), "tcp": ("Socket",),
+                 "efa": ("AWS Libfabric", "Libfabric", "OFI")}
 
 
 def _debug_info(text: str) -> NcclDebugInfo | None:
@@ -130,9 +132,10 @@ def comparison_warnings(log_text: str, device_names: list[str], server_gpu_model
     if theirs and theirs != [ours]:
         out.append(f"the log ran on {', '.join(theirs)} GPUs; the cluster has {ours} ({server_gpu_model})")
     network = debug.network if debug else None
-    if network and _NCCL_NETWORK.get(transport) and network != _NCCL_NETWORK[transport]:
+    expected = _NCCL_NETWORK.get(transport)
+    if network and expected and network not in expected:
         out.append(f"the log's NCCL used network {network}; the cluster's transport is {transport} "
-                   f"({_NCCL_NETWORK[transport]})")
+                   f"({' or '.join(expected)})")
     found = _NCCL_VERSION.search(log_text)
     version = found.group(1) if found else (debug.version if debug else None)
     if version and not version.startswith(MODEL_NCCL_VERSION):
