@@ -116,11 +116,12 @@ REFERENCES = [
               {"NCCL_IB_DISABLE": "1", "NCCL_ALGO": "Ring"},
               approximate=f"{_TCP}: gpuwait's tcp profile (MTU 8948) for NCCL's socket transport over an SR-IOV VF "
                           "at MTU 1500; an installed net plugin may have carried the traffic instead"),
-    Reference("rtx2080ti-pcie-1node-2gpu-all_reduce", CLASSES[6], not_describable=(
-        "P2P unavailable between the GPUs (nvidia-smi: NS), so NCCL stages through host memory (SHM); "
-        "gpuwait reads NCCL_P2P_DISABLE but does not model the SHM path, and would predict PCIe P2P")),
-    Reference("rtx2080ti-pcie-1node-2gpu-alltoall", CLASSES[6], not_describable=(
-        "as the all_reduce table of the same machine: no P2P, SHM path not modelled")),
+    Reference("rtx2080ti-pcie-1node-2gpu-all_reduce", CLASSES[6], "rtx2080ti-pcie-2gpu", 1, 2,
+              approximate="NCCL version and CPU not stated (Intel assumed: NCCL's 6/5 PCI overhead through the CPU); "
+                          "the SHM path through host memory is inferred from nvidia-smi's NS, not from an NCCL log"),
+    Reference("rtx2080ti-pcie-1node-2gpu-alltoall", CLASSES[6], "rtx2080ti-pcie-2gpu", 1, 2,
+              approximate="as the all_reduce table of the same machine; all-to-all has no NCCL ceiling in gpuwait, "
+                          "so the PCIe path alone (Gen3 x16 shared by both directions' uplink traffic) bounds it"),
 ]
 
 

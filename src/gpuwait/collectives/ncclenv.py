@@ -65,6 +65,9 @@ class NcclEnv:
     p2p_disable, shm_disable, pxn_disable : bool
         ``NCCL_P2P_DISABLE``, ``NCCL_SHM_DISABLE``, ``NCCL_PXN_DISABLE``; named in NCCL env.rst; set to 1 to
         disable, default 0 (NCCL docs; ``PXN_DISABLE`` and ``SHM_DISABLE`` default 0 in the source).
+        ``p2p_disable`` is modelled as a server without peer access (``server.gpu_p2p`` false): NCCL's SHM
+        transport through host memory (:func:`gpuwait.collectives.tuning.host_path_ring_graph` and the
+        flows' route through the CPU in :mod:`gpuwait.fabric.perf`); the other two are read only.
     socket_nthreads, nsocks_perthread : int or None
         ``NCCL_SOCKET_NTHREADS`` (1-16) and ``NCCL_NSOCKS_PERTHREAD``, product at most 64; named in NCCL env.rst;
         None = NCCL's per-platform default (source -2).

@@ -153,6 +153,9 @@ NVLINK_BW_PER_LINK_GBps: Mapping[int, float] = MappingProxyType(
 LOC_BW_GBps = 5000.0
 PCI_GEN3_X16_BW_GBps = 12.0  # PCI_BW, "PCI Gen3 x16"
 NET_100G_BW_GBps = 12.0  # NET_BW, "100Gbit"
+#: INTEL_P2P_OVERHEAD(bw) = bw * 6 / 5: what a GPU path through an Intel x86 root complex (PATH_PHB)
+#: costs every PCI link it crosses in NCCL's search (topo.h, search.cc followPath).
+INTEL_P2P_OVERHEAD = 6.0 / 5.0
 #: kvDictPciGen: per-lane PCIe speed in units of 100 Mb/s, by generation (2.5, 5, 8, 16, 32, 64 GT/s).
 PCI_LANE_SPEED_100Mbps: Mapping[int, int] = MappingProxyType({1: 15, 2: 30, 3: 60, 4: 120, 5: 240, 6: 480})
 
@@ -891,16 +894,24 @@ def nvswitch_ring_graph(gpu_nvlink_GBps: float, sm: int) -> Graph:
     (12, 20.0)
     """
     speeds = _speeds(sm)
-    fitting = [s for s in speeds if s <= gpu_nvlink_GBps]
-    if not fitting:
+    if not [s for s in speeds if s <= gpu_nvlink_GBps]:
         raise SpecError(f"gpu_nvlink_GBps: got {gpu_nvlink_GBps}; below NCCL's slowest search speed {speeds[-1]}")
+    n_channels, speed = _ring_search(gpu_nvlink_GBps, sm)
+    return Graph(n_channels, speed, speed, intra_link="nvlink")
+
+
+def _ring_search(budget_GBps: float, sm: int) -> tuple[int, float]:
+    """(channels, GB/s per channel) of NCCL's ring search when ``n`` channels at ``s`` GB/s fit while
+    ``n * s <= budget_GBps`` (the rules are :func:`nvswitch_ring_graph`'s)."""
+    speeds = _speeds(sm)
+    fitting = [s for s in speeds if s <= budget_GBps]
     first = fitting[0]
-    best_n, best_s = min(int(gpu_nvlink_GBps // first), SEARCH_MAX_RING_CHANNELS), first
-    if best_n * best_s < gpu_nvlink_GBps:
+    best_n, best_s = min(int(budget_GBps // first), SEARCH_MAX_RING_CHANNELS), first
+    if best_n * best_s < budget_GBps:
         for s in fitting[1:]:
             if s / best_s <= 0.49:
                 break
-            n = min(int(gpu_nvlink_GBps // s), SEARCH_MAX_RING_CHANNELS)
+            n = min(int(budget_GBps // s), SEARCH_MAX_RING_CHANNELS)
             if n * s > best_n * best_s:
                 best_n, best_s = n, s
     if best_s >= 25.0 and not (sm > 80 and best_s < 50.0 and best_n > 4):
@@ -908,9 +919,39 @@ def nvswitch_ring_graph(gpu_nvlink_GBps: float, sm: int) -> Graph:
         best_s /= math.ceil(dup / best_n)
         best_n = dup
     for s in sorted(x for x in speeds if x > best_s):
-        if best_n * s <= gpu_nvlink_GBps:
+        if best_n * s <= budget_GBps:
             best_s = s
-    return Graph(best_n, best_s, best_s, intra_link="nvlink")
+    return best_n, best_s
+
+
+def host_path_ring_graph(pci_GBps: float, gpus_per_switch: int, sm: int, intel_cpu: bool) -> Graph:
+    """The ring graph NCCL's search finds inside a node whose GPUs cannot use P2P (``NCCL_P2P_DISABLE=1``,
+    or a platform without CUDA peer access): NCCL then stages through host memory (SHM transport).
+
+    paths.cc (v2.30.7, ``ncclTopoComputePaths``) diverts every GPU->GPU path through the CPU local to the
+    receiving GPU (``addInterStep``): GPU -> PCIe switch -> CPU -> PCIe switch -> GPU, path type PATH_PHB,
+    bandwidth the slowest PCI link. search.cc ``followPath`` charges such a path ``INTEL_P2P_OVERHEAD``
+    (6/5, topo.h) on every PCI link when the CPU is Intel x86. A ring channel at ``s`` GB/s sends one path
+    out of and one into every GPU, so a PCIe switch with ``k`` of the ring's GPUs carries ``k`` paths up
+    and ``k`` down its uplink: ``n`` channels fit while ``n * s * k * overhead <= pci_GBps``. Channel count
+    and speed then follow the search's rules (:func:`nvswitch_ring_graph`); when even the slowest speed
+    does not fit, NCCL falls back to one channel at 0.1 GB/s ("falling back to simple order").
+    Links between CPU sockets are not charged (a modelling simplification).
+
+    Examples
+    --------
+    >>> g = host_path_ring_graph(pci_bw_GBps(3), 2, 75, intel_cpu=True)  # 2 GPUs on one Gen3 switch
+    >>> g.n_channels, g.bw_intra_GBps, g.intra_link
+    (1, 5.0, 'pci')
+    >>> host_path_ring_graph(pci_bw_GBps(3), 2, 75, intel_cpu=False).bw_intra_GBps
+    6.0
+    """
+    overhead = INTEL_P2P_OVERHEAD if intel_cpu else 1.0
+    budget = pci_GBps / (max(gpus_per_switch, 1) * overhead)
+    if budget < _speeds(sm)[-1]:
+        return Graph(1, 0.1, 0.1, intra_link="pci")
+    n_channels, speed = _ring_search(round(budget, 3), sm)  # NCCL rounds link budgets to 1e-3 (SUB_ROUND)
+    return Graph(n_channels, speed, speed, intra_link="pci")
 
 
 def nvswitch_nvls_graph(gpu_nvlink_GBps: float, sm: int, n_gpus: int) -> Graph:

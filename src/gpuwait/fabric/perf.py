@@ -34,10 +34,12 @@ from gpuwait.collectives.tuning import (
     Graph,
     TuningInputs,
     choose,
+    host_path_ring_graph,
     net_bw_GBps,
     nvlink_bw_GBps,
     nvswitch_nvls_graph,
     nvswitch_ring_graph,
+    pci_bw_GBps,
 )
 from gpuwait.engine.base import effective_capacity_Bps
 from gpuwait.fabric.collective import PlanRun, run_plan
@@ -60,6 +62,20 @@ NVLS_WINDOW_BYTES = 16 * 8 * 128 * 1024
 def gpu_sm(gpu_model: str) -> int:
     """Compute capability x10 of a GPU model name, from :mod:`gpuwait.topology.gpus` (an unknown name raises)."""
     return gpu_arch(gpu_model).sm
+
+
+#: PCIe x16 bandwidth per direction after 128b/130b coding, by generation: 8, 16, 32, 64 GT/s per lane
+#: x 16 lanes x 128/130 / 8 (PCI-SIG base specifications); Gen1/2 use 8b/10b.
+PCIE_X16_Bps = {1: 4.0e9, 2: 8.0e9, 3: 15.75e9, 4: 31.5e9, 5: 63.0e9, 6: 126.0e9}
+
+
+def pcie_generation(pcie_bandwidth_Bps: float) -> int:
+    """The PCIe generation whose x16 rate is nearest ``server.pcie_bandwidth`` (on a log scale).
+
+    >>> pcie_generation(15.75e9), pcie_generation(31.5e9), pcie_generation(63e9)
+    (3, 4, 5)
+    """
+    return min(PCIE_X16_Bps, key=lambda gen: abs(np.log(PCIE_X16_Bps[gen] / pcie_bandwidth_Bps)))
 
 
 def nvlink_links(server) -> int:
@@ -128,8 +144,12 @@ class CollectivePredictor:
         links = nvlink_links(server)
         nvswitch = server.nvlink_topology == "nvswitch" and links > 0
         graphs = {}
+        if not self.p2p:
+            links, nvswitch = 0, False  # without P2P the SHM transport carries every intra-node byte
         if comm.n_nodes == 1:
-            if links and comm.ppn > 1:
+            if not self.p2p and comm.ppn > 1:
+                ring = self._host_path_graph(sm)
+            elif links and comm.ppn > 1:
                 total = nvlink_bw_GBps(sm, links)
                 ring = nvswitch_ring_graph(total, sm)
                 if nvswitch and sm >= 90:
@@ -166,6 +186,23 @@ class CollectivePredictor:
                               cpu_arch="arm" if server.cpu_vendor == "arm" else "x86",
                               cpu_vendor="other" if server.cpu_vendor == "arm" else server.cpu_vendor)
         return apply_env(self.env, inputs)
+
+    @property
+    def p2p(self) -> bool:
+        """Whether NCCL's P2P transport links the node's GPUs: the server allows CUDA peer access
+        (``server.gpu_p2p``) and ``NCCL_P2P_DISABLE`` is not set. Otherwise NCCL uses SHM through host memory."""
+        return self.comm.topo.spec.server.gpu_p2p and not self.env.p2p_disable
+
+    def _host_path_graph(self, sm: int) -> Graph:
+        """NCCL's ring graph through the CPU (:func:`host_path_ring_graph`) for the GPUs of this
+        communicator's first node: PCI bandwidth from the server's PCIe generation, ``k`` = most of
+        them behind one PCIe switch."""
+        topo, server = self.comm.topo, self.comm.topo.spec.server
+        gpus = self.comm.rank_gpu[self.comm.rank_server == self.comm.nodes[0]]
+        up = (topo.link_kind == LinkKind.PCIE) & np.isin(topo.link_src, gpus)
+        per_switch = np.unique(topo.link_dst[up], return_counts=True)[1]
+        return host_path_ring_graph(pci_bw_GBps(pcie_generation(server.pcie_bandwidth)), int(per_switch.max(initial=1)),
+                                    sm, intel_cpu=server.cpu_vendor == "intel")
 
     def _channels(self, graph_channels: int) -> int:
         lo = self.env.min_nchannels or 1
@@ -208,7 +245,8 @@ class CollectivePredictor:
         key = (collective, algorithm, protocol, n_channels)
         if key not in self._fabric_cache:
             plan = self._plan(collective, _REF_BYTES, algorithm, n_channels)
-            run = run_plan(self.comm.topo, plan, self.routing, self.transport, self._capacity_Bps(algorithm, protocol))
+            run = run_plan(self.comm.topo, plan, self.routing, self.transport, self._capacity_Bps(algorithm, protocol),
+                           via_host=not self.p2p)
             self._fabric_cache[key] = (run.bandwidth_time_s / _REF_BYTES, run)
         return self._fabric_cache[key]
 

@@ -23,7 +23,7 @@ from gpuwait.errors import RoutingError
 from gpuwait.routing.hashing import IPPROTO_TCP, IPPROTO_UDP, ROCEV2_UDP_DPORT, FiveTuple, qp_numbers, rocev2_udp_sport
 from gpuwait.routing.routers import Hop, Router, get_router
 from gpuwait.spec.cluster import RoutingSpec
-from gpuwait.topology.model import Network, NodeKind, Topology
+from gpuwait.topology.model import LinkKind, Network, NodeKind, Topology
 
 _SPLIT_CHUNK_ROWS = 1024
 _MAX_HOPS = 32
@@ -596,8 +596,22 @@ def _route_network(topo: Topology, spec: RoutingSpec, router: Router, transport:
     return (rows, links, w), sport
 
 
+def _host_hop(topo: Topology, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """Where a flow inside a server turns when GPUs cannot use P2P: a GPU->GPU flow goes through the
+    CPU of the receiving GPU (its PCIe switch's CPU, as NCCL's paths.cc ``addInterStep``); other flows
+    go straight (their own destination)."""
+    parent = np.full(topo.n_nodes, -1, np.int64)
+    kind_src, kind_dst = topo.node_kind[topo.link_src], topo.node_kind[topo.link_dst]
+    for child, up in ((NodeKind.GPU, NodeKind.PCIE_SWITCH), (NodeKind.PCIE_SWITCH, NodeKind.CPU)):
+        hop = (topo.link_kind == LinkKind.PCIE) & (kind_src == child) & (kind_dst == up)
+        parent[topo.link_src[hop]] = topo.link_dst[hop]
+    gpu_pair = (topo.node_kind[src] == NodeKind.GPU) & (topo.node_kind[dst] == NodeKind.GPU)
+    cpu = parent[np.maximum(parent[dst], 0)]
+    return np.where(gpu_pair & (parent[dst] >= 0) & (cpu >= 0), cpu, dst)
+
+
 def route_flows(topo: Topology, spec: RoutingSpec, src, dst, *, transport: str = "rocev2",
-                qps_per_connection: int | None = None) -> Routes:
+                qps_per_connection: int | None = None, via_host: bool = False) -> Routes:
     """Route flows ``src[i] -> dst[i]`` (node names or ids) through the topology.
 
     Parameters
@@ -614,6 +628,9 @@ def route_flows(topo: Topology, spec: RoutingSpec, src, dst, *, transport: str =
         ephemeral ports.
     qps_per_connection : int, optional
         Overrides ``spec.qps_per_connection``; each QP becomes one row carrying 1/qps of the bytes.
+    via_host : bool
+        GPUs of one server without P2P: their flows cross the sender's PCIe up to the receiver's CPU
+        and down the receiver's PCIe (NCCL's SHM path through host memory) instead of NVLink or a PCIe switch.
 
     Returns
     -------
@@ -649,7 +666,12 @@ def route_flows(topo: Topology, spec: RoutingSpec, src, dst, *, transport: str =
 
     if local.any():
         rows_l = np.flatnonzero(local)
-        add_segments(rows_l, src_r[rows_l], dst_r[rows_l])
+        if via_host:
+            hop = _host_hop(topo, src_r[rows_l], dst_r[rows_l])
+            add_segments(rows_l, src_r[rows_l], hop)
+            add_segments(rows_l, hop, dst_r[rows_l])
+        else:
+            add_segments(rows_l, src_r[rows_l], dst_r[rows_l])
     sport = np.full(R, -1, np.int64)
     remote = np.flatnonzero(~local)
     if len(remote):

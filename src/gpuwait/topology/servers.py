@@ -13,6 +13,11 @@ Sources of the figures (table in docs/sources.md):
   all) through 2 NVSwitch chips, 8 single-port ConnectX-7 400 Gb/s, 2 dual-port BlueField-3 400 Gb/s
   for storage, 2 Xeon Platinum 8570, PCIe Gen5 (NVIDIA DGX B200 datasheet). The 4 PCIe switches
   pairing GPUs with NICs are assumed as on the DGX H100.
+* RTX 2080 Ti workstation: 2 GeForce RTX 2080 Ti (TU102, no NVLink bridge) behind one PCIe Gen3 x16
+  switch (``nvidia-smi topo -m`` PIX), Gen3 x16 = 8 GT/s x 16 x 128/130 / 8 = 15.75 GB/s per direction,
+  without CUDA peer-to-peer (``nvidia-smi topo -p2p p`` NS), as in github Anthony-Hoo/Anthony-Hoo.github.io
+  en/posts/AutoDL_Multi-GPU_Interconnection_Test.md. CPU vendor and sockets not stated (Intel, 2 assumed:
+  the post names NUMA node 1); no scale-out NIC.
 * OCI BM.GPU4.8: 8 A100-SXM4 with 16 x 100 Gb/s RoCE ports ("16 VFs per node",
   github oracle-quickstart/oci-hpc-oke README.md).
 * AWS p4d.24xlarge / p4de.24xlarge: 8 A100-SXM4 40 GB / 80 GB on NVSwitch (NVLink3), 2 Intel Xeon
@@ -90,6 +95,10 @@ register_server_template("p4de-24xlarge", ServerSpec(
 register_server_template("p5-48xlarge", ServerSpec(
     gpu_model="H100-SXM5-80GB", gpus=8, nvlink_bandwidth=450e9, pcie_bandwidth=63e9, pcie_switches=8, cpus=2,
     cpu_vendor="amd", nics=8, nic_speed=50e9, storage_nics=0,
+))
+register_server_template("rtx2080ti-pcie-2gpu", ServerSpec(
+    gpu_model="RTX-2080Ti", gpus=2, nvlink_bandwidth=0.0, pcie_bandwidth=15.75e9, pcie_switches=1, cpus=2,
+    gpu_p2p=False, nics=0, storage_nics=0,
 ))
 
 

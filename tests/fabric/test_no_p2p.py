@@ -1,0 +1,93 @@
+"""GPUs of a server without P2P (``server.gpu_p2p: false`` or ``NCCL_P2P_DISABLE=1``): NCCL's SHM
+transport through host memory.
+
+Closed forms, for 2 GPUs behind one PCIe switch of bandwidth B per direction (the switch's uplink to
+the CPU also B), S bytes all-reduced (ring: each GPU sends S and receives S in 2 (n-1) steps of S/n):
+
+* P2P on: each GPU's bytes cross its own PCIe up and the peer's PCIe down, switch to switch, so the
+  fabric moves S per GPU at B: busbw = B (NCCL's PCI ring ceiling 2 x 12 GB/s is above Gen3's 15.75).
+* P2P off: both GPUs' bytes go up the one switch->CPU uplink and down CPU->switch, so each gets B/2
+  from the fabric; NCCL's own graph through the CPU is 1 channel at 5 GB/s on an Intel host
+  (12 GB/s / (2 GPUs x 6/5), search speed 5) or 6 GB/s on AMD, which caps busbw below B/2.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuwait.collectives.communicator import Communicator
+from gpuwait.collectives.ncclenv import NcclEnv, parse_env
+from gpuwait.fabric.perf import CollectivePredictor, pcie_generation
+from gpuwait.routing.paths import route_flows
+from gpuwait.spec import ClusterSpec, RoutingSpec
+from gpuwait.topology.presets import build_cluster
+from gpuwait.transport import TRANSPORTS
+
+GEN3_X16_Bps = 15.75e9
+GiB = 2**30
+
+
+def _predictor(p2p: bool, env: NcclEnv | None = None, cpu_vendor: str = "intel") -> CollectivePredictor:
+    spec = ClusterSpec.model_validate({
+        "preset": "dgx-h100", "servers": 1,
+        "server": {"template": "rtx2080ti-pcie-2gpu", "gpu_p2p": p2p, "cpu_vendor": cpu_vendor},
+    })
+    topo = build_cluster(spec)
+    return CollectivePredictor.create(Communicator.world(topo), env or NcclEnv(), RoutingSpec(), TRANSPORTS["rocev2"])
+
+
+def _busbw_GBps(pred: CollectivePredictor, collective: str = "all_reduce", n_bytes: int = GiB) -> float:
+    est = pred.estimate(collective, n_bytes)
+    algbw = n_bytes / (est.time_s - est.latency_s - est.pipeline_fill_s) / 1e9
+    n = pred.comm.n_ranks
+    return algbw * (2 * (n - 1) / n if collective == "all_reduce" else (n - 1) / n)
+
+
+def test_template_is_gen3_without_p2p():
+    pred = _predictor(p2p=False)
+    server = pred.comm.topo.spec.server
+    assert (server.gpus, server.nvlink_bandwidth, server.pcie_bandwidth, server.gpu_p2p) == (2, 0.0, GEN3_X16_Bps, False)
+    assert pcie_generation(server.pcie_bandwidth) == 3
+    assert not pred.p2p
+
+
+def test_p2p_off_routes_through_the_receivers_cpu():
+    topo = _predictor(p2p=False).comm.topo
+    routes = route_flows(topo, RoutingSpec(), ["s0.gpu0"], ["s0.gpu1"], via_host=True)
+    names = {topo.link_name(link) for link in routes.links_of_row(0)[0]}
+    assert names == {"s0.gpu0->s0.pcie0", "s0.pcie0->s0.cpu0", "s0.cpu0->s0.pcie0", "s0.pcie0->s0.gpu1"}
+    direct = route_flows(topo, RoutingSpec(), ["s0.gpu0"], ["s0.gpu1"])
+    assert {topo.link_name(link) for link in direct.links_of_row(0)[0]} == {"s0.gpu0->s0.pcie0", "s0.pcie0->s0.gpu1"}
+
+
+def test_all_reduce_with_p2p_is_the_pcie_peer_path():
+    pred = _predictor(p2p=True)
+    est = pred.estimate("all_reduce", GiB)
+    assert est.limited_by == "fabric"
+    assert _busbw_GBps(pred) == pytest.approx(GEN3_X16_Bps / 1e9, rel=1e-6)
+
+
+@pytest.mark.parametrize(("cpu_vendor", "nccl_GBps"), [("intel", 5.0), ("amd", 6.0)])
+def test_all_reduce_without_p2p_is_bounded_by_the_host_path(cpu_vendor, nccl_GBps):
+    pred = _predictor(p2p=False, cpu_vendor=cpu_vendor)
+    inputs = pred.tuning_inputs("all_reduce")
+    assert (inputs.n_channels, inputs.bw_intra_GBps, inputs.intra_link) == (1, nccl_GBps, "pci")
+    est = pred.estimate("all_reduce", GiB)
+    fabric_busbw = GiB / est.fabric_time_s / 1e9  # 2 ranks: busbw = algbw
+    assert fabric_busbw == pytest.approx(GEN3_X16_Bps / 2 / 1e9, rel=1e-6)  # both GPUs share the uplink
+    assert _busbw_GBps(pred) == pytest.approx(min(nccl_GBps, GEN3_X16_Bps / 2 / 1e9), rel=1e-6)
+
+
+def test_alltoall_without_p2p_shares_the_uplink():
+    on, off = _predictor(p2p=True), _predictor(p2p=False)
+    # each GPU sends S/2 to its peer: time S / (2 rate), algbw 2 x rate, busbw (n-1)/n x algbw = rate
+    assert _busbw_GBps(on, "alltoall") == pytest.approx(GEN3_X16_Bps / 1e9, rel=1e-6)
+    assert _busbw_GBps(off, "alltoall") == pytest.approx(GEN3_X16_Bps / 2 / 1e9, rel=1e-6)
+
+
+def test_nccl_p2p_disable_changes_the_prediction_on_a_pcie_server():
+    on = _predictor(p2p=True)
+    off = _predictor(p2p=True, env=parse_env({"NCCL_P2P_DISABLE": "1"}))
+    assert not off.p2p
+    assert off.estimate("all_reduce", GiB).time_s > 2 * on.estimate("all_reduce", GiB).time_s
+    assert _busbw_GBps(off) == pytest.approx(_busbw_GBps(_predictor(p2p=False)), rel=1e-12)
