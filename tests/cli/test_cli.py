@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -165,3 +166,19 @@ def test_validate_refuses_what_run_would_refuse(capsys, tmp_path, text, message)
     path.write_text(text)
     code, _, err = run_cli(capsys, "validate", str(path))
     assert code == 2 and message in err.splitlines()[0], err
+
+
+@pytest.mark.parametrize("where, message", [
+    ("", "--report: got ''; expected a directory"),
+    ("a-file", "which is a file; expected a directory"),
+    ("a-file/inside", "inside the file"),
+])
+def test_report_path_refused_before_the_run(capsys, tmp_path, monkeypatch, where, message):
+    """A --report that cannot hold the report files is one error line, before the run (not a traceback
+    after it, nor exit 0 with nothing written)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a-file").write_text("not a directory")
+    example = str(Path(__file__).resolve().parents[2] / "examples" / "dp-only.yaml")
+    for command in (("run", example), ("diagnose", example, "--no-gain"), ("demo",)):
+        code, _, err = run_cli(capsys, *command, "--report", where)
+        assert code == 2 and message in err.splitlines()[0], (command, err)

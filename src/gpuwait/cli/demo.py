@@ -21,10 +21,11 @@ def demo(report: str = REPORT_OPTION, json_out: bool = JSON_OPTION) -> None:
     from gpuwait.cli.output import Output
     from gpuwait.cli.progress import simulate
     from gpuwait.cli.views import render_workload
-    from gpuwait.report.files import write_reports
+    from gpuwait.report.files import report_directory, write_reports
     from gpuwait.report.results import WorkloadResult
     from gpuwait.runner.inputs import demo_scenario
 
+    report_directory(report)  # refused before the run, not after it
     scenario = demo_scenario()
     results = simulate(scenario, None, not json_out)
     result = WorkloadResult(scenario.name, results, write_reports(results, report, scenario.name))

@@ -35,6 +35,10 @@ def run(scenario_file: str = typer.Argument(..., metavar="SCENARIO.yaml", help="
     if engine not in ("flow", "packet"):
         raise SpecError(f"--engine: got {engine!r}; expected flow or packet")
     scenario = load_scenario(scenario_file)
+    if report is not None and scenario.workload is not None:
+        from gpuwait.report.files import report_directory
+
+        report_directory(report)  # refused before a long run, not after it
     out = Output(json_out)
     if scenario.workload is not None:
         if engine == "packet":
@@ -60,7 +64,7 @@ def _run_workload(out, scenario, steps: int | None, report: str | None) -> None:
     from gpuwait.report.results import WorkloadResult
 
     results = simulate(scenario, steps, not out.json_mode)
-    paths = write_reports(results, report, scenario.name) if report else []
+    paths = write_reports(results, report, scenario.name) if report is not None else []
     result = WorkloadResult(scenario.name, results, paths)
     out.emit(result.to_dict(), lambda c: render_workload(c, result))
 

@@ -12,7 +12,7 @@ from gpuwait.diagnosis.run import diagnose_observation, diagnose_scenario
 from gpuwait.diagnosis.telemetry import observe_telemetry
 from gpuwait.errors import SpecError
 from gpuwait.faults import parse_inject
-from gpuwait.report.files import write_reports
+from gpuwait.report.files import report_directory, write_reports
 from gpuwait.report.results import DiagnosisResult
 from gpuwait.runner.inputs import load_cluster
 from gpuwait.runner.traffic import run_traffic
@@ -36,10 +36,12 @@ def diagnose_run(scenario: Scenario, inject: Sequence[str | FaultSpec] = (), *, 
             raise SpecError("--inject: applies to training workloads; expected a scenario with a `workload:`")
         run = cast("PacketRun", run_traffic(scenario, "packet")[0])
         return DiagnosisResult(diagnose_packets(run, measure_gain=measure_gain))
+    if report is not None:
+        report_directory(report)  # refused before the diagnosis runs, not after it
     faults = [parse_inject(f) if isinstance(f, str) else f for f in inject]
     diagnosis = diagnose_scenario(scenario, faults, steps=steps, measure_gain=measure_gain)
     paths = []
-    if report and diagnosis.run is not None:  # a scenario's diagnosis keeps its run
+    if report is not None and diagnosis.run is not None:  # a scenario's diagnosis keeps its run
         paths = write_reports(diagnosis.run.results, report, scenario.name, diagnoses=[diagnosis])
     return DiagnosisResult(diagnosis, paths)
 
