@@ -29,11 +29,12 @@ def run(scenario_file: str = typer.Argument(..., metavar="SCENARIO.yaml", help="
     `gpuwait run examples/ecmp-collision.yaml --engine packet`
     """
     from gpuwait.cli.output import Output
+    from gpuwait.engine.base import ENGINES
     from gpuwait.errors import SpecError
     from gpuwait.runner.inputs import load_scenario
 
-    if engine not in ("flow", "packet"):
-        raise SpecError(f"--engine: got {engine!r}; expected flow or packet")
+    if engine not in ENGINES:
+        raise SpecError(f"--engine: got {engine!r}; expected one of {', '.join(ENGINES)}")
     scenario = load_scenario(scenario_file)
     if report is not None and scenario.workload is not None:
         from gpuwait.report.files import report_directory

@@ -32,8 +32,6 @@ def check_scenario(scenario: Scenario) -> dict:
         step = (training_step if scenario.workload.mode == "training" else serving_step)(scenario.workload, topo)
         return {"servers": topo.n_servers, "gpus": topo.n_gpus, "workload": step.description,
                 "routed_cases": len(cases)}
-    if scenario.packet:
-        get_engine("packet").options_for(scenario)
     if not (scenario.traffic.flows or scenario.traffic.patterns):
         return {"servers": topo.n_servers, "gpus": topo.n_gpus, "flows": 0, "routed_cases": 0}
     flows = traffic_flows(topo, scenario.traffic)
