@@ -534,6 +534,8 @@ class Prediction:
     alg_bw_GBps: float
     supported: bool
     reason: str = ""
+    #: ``alg_bw_GBps`` before NCCL's per-size tree correction: the plateau NCCL assumes
+    plateau_alg_bw_GBps: float = 0.0
 
     @property
     def test_algbw_GBps(self) -> float:
@@ -798,7 +800,8 @@ def predict(inputs: TuningInputs, algorithm: str, protocol: str, n_bytes: int) -
             and n_bytes // (inputs.n_channels * inputs.n_ranks) >= 64):
         latency *= RING_PLATEAU_FACTOR["pre_sm80" if inputs.sm < 80 else "sm80_plus"]
     time = latency + n_bytes / (1000.0 * alg)
-    return Prediction(coll, algorithm, protocol, inputs.n_ranks, n_bytes, time, latency, bus, alg, True)
+    return Prediction(coll, algorithm, protocol, inputs.n_ranks, n_bytes, time, latency, bus, alg, True,
+                      plateau_alg_bw_GBps=bus * ratio)
 
 
 def cost_table(inputs: TuningInputs, n_bytes: int) -> dict[tuple[str, str], Prediction]:

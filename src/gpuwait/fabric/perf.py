@@ -29,6 +29,8 @@ import numpy as np
 from gpuwait.collectives.algorithms import Phase, Plan, compile_collective
 from gpuwait.collectives.communicator import Communicator
 from gpuwait.collectives.ncclenv import NcclEnv, apply_env
+from gpuwait.collectives.physical import PhysicalParams, PipelineCosts, physical_params, pipelined_time_s
+from gpuwait.collectives.pipeline import channels_for_size, chunk_bytes, latency_steps, p2p_chunk_bytes, pipeline_depth
 from gpuwait.collectives.tuning import (
     NVLS_EFFICIENCY,
     Graph,
@@ -45,7 +47,7 @@ from gpuwait.engine.base import effective_capacity_Bps
 from gpuwait.fabric.collective import PlanRun, run_plan
 from gpuwait.spec.cluster import RoutingSpec
 from gpuwait.topology.gpus import gpu_arch
-from gpuwait.topology.model import LinkKind
+from gpuwait.topology.model import LinkKind, NodeKind
 from gpuwait.transport.profiles import TRANSPORTS, TransportProfile
 
 PROTOCOL_PAYLOAD = {"LL": 0.5, "LL128": 120.0 / 128.0, "Simple": 1.0}  # payload share of the wire (NCCL device.h, LL128 line)
@@ -100,7 +102,10 @@ class CollectiveEstimate:
     latency_s: float
     model_bandwidth_time_s: float  # NCCL's own ceiling for this choice
     fabric_time_s: float | None  # the flow engine on the real topology (None if not modelled by flows)
-    pipeline_fill_s: float = 0.0  # NVLS: the window's second pass before its two stages overlap
+    pipeline_fill_s: float = 0.0  # the first chunk crossing the pipeline; NVLS: the window's second pass
+    message_s: float = 0.0  # per-message cost of the busiest NIC's steps (proxy and transport)
+    chunk_bytes: int = 0  # bytes one step of one channel carries
+    costs: PipelineCosts | None = None  # the parts the time is made of (for calibration)
 
     @property
     def limited_by(self) -> str:
@@ -274,34 +279,98 @@ class CollectivePredictor:
         slowdown = max(estimate.fabric_time_s, estimate.model_bandwidth_time_s) / max(estimate.fabric_time_s, 1e-30)
         return np.max([p.link_load_Bps() for p in run.phases], axis=0) / slowdown
 
+    def nic_bytes_per_byte(self, collective: str, algorithm: str, protocol: str, n_channels: int) -> float:
+        """Bytes the busiest compute-network NIC port sends plus receives per byte of the collective."""
+        key = ("nic", collective, algorithm, protocol, n_channels)
+        if key not in self._fabric_cache:
+            _, run = self.fabric_run(collective, algorithm, protocol, n_channels)
+            topo = self.comm.topo
+            per_link = sum((p.link_load_Bps() * p.time_s for p in run.phases), np.zeros(topo.n_links))
+            # a NIC's port is two links (out to its switch, back in): add them per NIC
+            src_nic = topo.node_kind[topo.link_src] == NodeKind.NIC
+            dst_nic = topo.node_kind[topo.link_dst] == NodeKind.NIC
+            nic = np.where(src_nic, topo.link_src, np.where(dst_nic, topo.link_dst, -1))
+            nic[topo.link_kind != LinkKind.HOST] = -1
+            busiest = 0.0
+            if (nic >= 0).any():
+                busiest = float(np.bincount(nic[nic >= 0], weights=per_link[nic >= 0]).max())
+            self._fabric_cache[key] = busiest / _REF_BYTES
+        return self._fabric_cache[key]
+
+    @property
+    def params(self) -> PhysicalParams:
+        """The cluster's physical parameters (:mod:`gpuwait.collectives.physical`)."""
+        return physical_params(self.comm.topo.spec, self.transport)
+
     # ----------------------------------------------------------------- one collective
     def estimate(self, collective: str, n_bytes: int) -> CollectiveEstimate:
+        """What one call costs: NCCL's choice, then the hardware's time for it, pipelined.
+
+        time = latency (NCCL's hop latencies + the calibrated extra per step) + the slowest of: NCCL's
+        plateau, the flow engine on the real fabric, and the per-message cost of the busiest NIC's steps
+        (LogGP's overhead *o* per message, which overlaps the previous message's transmission:
+        Alexandrov et al., SPAA 1995; NCCL's one proxy thread per GPU posts every network step) + the
+        first chunk's trip through the pipeline.
+        """
         if collective in ("alltoall", "sendrecv"):
             return self._p2p_estimate(collective, n_bytes)
         inputs = self.tuning_inputs(collective)
         algorithm, protocol, prediction = choose(inputs, n_bytes, allowed_algos=self.env.algo,
                                                  allowed_protos=self.env.proto)
-        latency_s = prediction.latency_us * 1e-6
-        model_s = max(prediction.time_us * 1e-6 - latency_s, 0.0)
-        channels = self._channels(inputs.graph(algorithm).n_channels)
+        comm = self.comm
+        plateau = prediction.plateau_alg_bw_GBps or prediction.alg_bw_GBps
+        model_s = n_bytes / (plateau * 1e9) if n_bytes > 0 and comm.n_ranks > 1 else 0.0
+        graph = inputs.graph(algorithm)
+        channels = self._channels(graph.n_channels)
         fabric_s = None
-        if algorithm in FLOW_ALGORITHMS and self.comm.n_ranks > 1 and n_bytes > 0:
+        if algorithm in FLOW_ALGORITHMS and comm.n_ranks > 1 and n_bytes > 0:
             fabric_s = self.fabric_time_s(collective, n_bytes, FLOW_ALGORITHMS[algorithm], protocol, channels)
-        bandwidth_s = max(model_s, fabric_s or 0.0)
-        fill_s = 0.0
-        if algorithm in ("nvls", "nvls_tree") and n_bytes > 0:
-            fill_s = bandwidth_s * min(n_bytes, NVLS_WINDOW_BYTES) / n_bytes
-        time_s = latency_s + bandwidth_s + fill_s
+        # small calls run on fewer channels, so each step carries more
+        size_channels = channels_for_size(algorithm, protocol, n_bytes, channels)
+        chunk = chunk_bytes(collective, algorithm, protocol, n_bytes, n_channels=size_channels, n_ranks=comm.n_ranks,
+                            n_nodes=comm.n_nodes, nvls_heads=comm.ppn)
+        nic_messages = 0.0
+        if fabric_s is not None and comm.n_nodes > 1:
+            nic_messages = self.nic_bytes_per_byte(collective, FLOW_ALGORITHMS[algorithm], protocol, channels) * n_bytes / chunk
+        fill_intra_s = fill_inter_s = window = 0.0
+        if n_bytes > 0 and comm.n_ranks > 1:
+            depth_intra, depth_inter = pipeline_depth(algorithm, collective, comm.n_ranks, comm.n_nodes)
+            fill_intra_s = depth_intra * chunk / (graph.bw_intra_GBps * 1e9)
+            fill_inter_s = depth_inter * chunk / (graph.bw_inter_GBps * 1e9)
+            if algorithm in ("nvls", "nvls_tree"):
+                window = min(n_bytes, NVLS_WINDOW_BYTES) / n_bytes
+        intra_steps, inter_steps = latency_steps(algorithm, collective, comm.n_ranks, comm.n_nodes)
+        costs = PipelineCosts(prediction.latency_us * 1e-6, intra_steps, inter_steps, max(model_s, fabric_s or 0.0),
+                              nic_messages, fill_intra_s, fill_inter_s, window, comm.n_nodes > 1)
+        return self._estimate(collective, n_bytes, algorithm, protocol, channels, model_s, fabric_s, chunk, costs)
+
+    def _estimate(self, collective: str, n_bytes: int, algorithm: str, protocol: str, channels: int, model_s: float,
+                  fabric_s: float | None, chunk: int, costs: PipelineCosts) -> CollectiveEstimate:
+        params = self.params
+        time_s = pipelined_time_s(costs, params)
+        latency_s = costs.latency_with(params)
+        fill_s = costs.fill_with(params)
+        message_s = costs.nic_messages * params.net_message_overhead_s
         return CollectiveEstimate(collective, n_bytes, algorithm, protocol, channels, time_s, latency_s, model_s,
-                                  fabric_s, fill_s)
+                                  fabric_s, fill_s, message_s, chunk, costs)
 
     def _p2p_estimate(self, collective: str, n_bytes: int) -> CollectiveEstimate:
         """All-to-all and send/recv go through NCCL's p2p path, outside the tuning model: the fabric
-        time plus one ring step's latency (NCCL's Simple-protocol ring latency with one step)."""
+        time, one ring step's latency (NCCL's Simple-protocol ring latency with one step), and the
+        per-message cost of the p2p chunks through the busiest NIC."""
         inputs = self.tuning_inputs("all_gather")
         ring = choose(inputs, 0, allowed_algos="ring", allowed_protos="Simple")[2]
-        steps = max(self.comm.n_ranks - 1, 1)
+        comm = self.comm
+        steps = max(comm.n_ranks - 1, 1)
         latency_s = ring.latency_us * 1e-6 / steps * (1 if collective == "sendrecv" else 2)
         algorithm = "p2p" if collective == "sendrecv" else "direct"
-        fabric_s = self.fabric_time_s(collective, n_bytes, algorithm, "Simple", 1) if n_bytes > 0 and self.comm.n_ranks > 1 else 0.0
-        return CollectiveEstimate(collective, n_bytes, algorithm, "Simple", 1, latency_s + fabric_s, latency_s, 0.0, fabric_s)
+        fabric_s, nic_messages, chunk = 0.0, 0.0, 0
+        if n_bytes > 0 and comm.n_ranks > 1:
+            fabric_s = self.fabric_time_s(collective, n_bytes, algorithm, "Simple", 1)
+            per_peer = n_bytes if collective == "sendrecv" else n_bytes // comm.n_ranks
+            chunk = p2p_chunk_bytes(per_peer, over_network=comm.n_nodes > 1)
+            if comm.n_nodes > 1:
+                nic_messages = self.nic_bytes_per_byte(collective, algorithm, "Simple", 1) * n_bytes / chunk
+        costs = PipelineCosts(latency_s, int(comm.n_nodes == 1), int(comm.n_nodes > 1), fabric_s, nic_messages,
+                              0.0, 0.0, 0.0, comm.n_nodes > 1)
+        return self._estimate(collective, n_bytes, algorithm, "Simple", 1, 0.0, fabric_s, chunk, costs)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -26,8 +26,9 @@ from gpuwait.collectives.nccltests import (
     size_and_count,
     size_sweep,
 )
+from gpuwait.collectives.physical import PhysicalParams, physical_params
 from gpuwait.errors import SpecError
-from gpuwait.fabric.perf import CollectivePredictor
+from gpuwait.fabric.perf import CollectiveEstimate, CollectivePredictor
 from gpuwait.runner.inputs import load_cluster
 from gpuwait.topology import build_topology
 from gpuwait.transport import resolve_transport
@@ -82,6 +83,9 @@ class PerfSweep:
     rounded: list[tuple[int, int]]  # (requested, run) sizes rounded down to whole elements per rank
     config: RunConfig
     devices: list[Device]
+    estimates: list[CollectiveEstimate] = field(default_factory=list)  # per row: the model's parts
+    params: PhysicalParams | None = None  # the cluster's physical parameters the estimates used
+    unfitted_params: PhysicalParams | None = None  # the same without the public-table fit (what a fit starts from)
 
     def to_dict(self) -> dict:
         return {"collective": self.collective.name, "n_ranks": self.n_ranks, "cluster": self.cluster,
@@ -123,12 +127,13 @@ def perf_sweep(op: str, args: SweepArgs, cluster: str = "dgx-h100", servers: int
     predictor = make_predictor(cluster, servers, gpus, env)
     n = predictor.comm.n_ranks
     step_bytes = parse_size_arg(args.step_bytes)
-    rows, choices, rounded = [], [], []
+    rows, choices, rounded, estimates = [], [], [], []
     for size in size_sweep(lo, hi, args.step_factor if args.step_factor > 1 else None, step_bytes):
         sc = size_and_count(coll.name, size, args.dtype, n)
         if sc.rounded:
             rounded.append((size, sc.size_bytes))
         est = predictor.estimate(coll.name, sc.size_bytes)
+        estimates.append(est)
         rows.append(make_row(coll.name, size, args.dtype, n, oop_time_s=est.time_s, ip_time_s=est.time_s,
                              redop=args.redop if coll.has_redop else None, root=args.root if coll.has_root else None,
                              wrong=0 if args.check else None))
@@ -137,4 +142,6 @@ def perf_sweep(op: str, args: SweepArgs, cluster: str = "dgx-h100", servers: int
     config = RunConfig(n_gpus=gpus or predictor.comm.ppn, min_bytes=lo, max_bytes=hi, step_factor=args.step_factor,
                        step_bytes=step_bytes, warmup_iters=args.warmup_iters, iters=args.iters,
                        validation=args.check)
-    return PerfSweep(coll, n, predictor.comm.topo.name, args.dtype, rows, choices, rounded, config, devices(predictor))
+    return PerfSweep(coll, n, predictor.comm.topo.name, args.dtype, rows, choices, rounded, config, devices(predictor),
+                     estimates, predictor.params,
+                     physical_params(predictor.comm.topo.spec, predictor.transport, public_fit=False))

@@ -107,6 +107,22 @@ class TransportSpec(SpecModel):
     rate_cap: RateBps | None = Field(None, description="Per-flow rate cap override (e.g. a TCP stream's ceiling).")
 
 
+class CalibrationSpec(SpecModel):
+    """Named physical parameters of the collective model that a measurement can refine.
+
+    Every field left out keeps the value the model derives from datasheets and NCCL's source; `gpuwait
+    calibrate` fits them to nccl-tests logs and writes this section. See docs/collective-model.md.
+    """
+
+    launch_latency: TimeS = Field(0.0, description="Extra fixed cost of one collective call (seconds): kernel launch and host overhead beyond NCCL's base latency.")
+    net_step_latency: TimeS = Field(0.0, description="Extra latency of one pipeline step across the network (seconds), added to NCCL's hardware latency for a network hop.")
+    intra_step_latency: TimeS = Field(0.0, description="Extra latency of one pipeline step inside a server (seconds), added to NCCL's NVLink/PCIe hop latency.")
+    net_message_overhead: TimeS | None = Field(None, description="Cost of one network message (one NCCL step of one channel) on the sending/receiving proxy (seconds); default: the transport's per-message overhead.")
+    nic_efficiency: float = Field(1.0, gt=0.0, le=1.0, description="Share of a NIC's payload rate a collective reaches (0-1].")
+    nvlink_efficiency: float = Field(1.0, gt=0.0, le=1.0, description="Share of NCCL's NVLink bandwidth figure a collective reaches (0-1].")
+    fitted_on: list[str] = Field(default_factory=list, description="Where the values came from (log files), for the record; not used by the model.")
+
+
 def _template_shorthand(value: Any) -> Any:
     # `server: dgx-h100` is short for `server: {template: dgx-h100}`
     return {"template": value} if isinstance(value, str) else value
@@ -127,3 +143,4 @@ class ClusterSpec(SpecModel):
     management: ManagementNetworkSpec = Field(default_factory=ManagementNetworkSpec, description="Management network.")
     routing: RoutingSpec = Field(default_factory=RoutingSpec, description="Path selection.")
     transport: TransportSpec = Field(default_factory=TransportSpec, description="Transport between servers.")
+    calibration: CalibrationSpec = Field(default_factory=CalibrationSpec, description="Physical parameters of the collective model (defaults from datasheets and NCCL's source; `gpuwait calibrate` fits them).")

@@ -1,0 +1,143 @@
+"""The named physical parameters of the collective model, resolved for one cluster.
+
+Defaults come from datasheets and NCCL's source (nothing extra: NCCL's hop latencies, the transport's
+per-message overhead, full NIC and NVLink rates); a cluster file's ``calibration`` section, written by
+``gpuwait calibrate``, refines them from measurements. The model that uses them is
+:meth:`gpuwait.fabric.perf.CollectivePredictor.estimate`.
+
+>>> from gpuwait.spec.cluster import ClusterSpec
+>>> from gpuwait.transport.profiles import TRANSPORTS
+>>> physical_params(ClusterSpec(), TRANSPORTS["infiniband"]).net_message_overhead_s
+1e-06
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+
+import numpy as np
+
+from gpuwait.spec.cluster import CalibrationSpec, ClusterSpec
+from gpuwait.transport.profiles import TransportProfile
+
+
+@dataclass(frozen=True)
+class PhysicalParams:
+    """Resolved parameters; see :class:`gpuwait.spec.cluster.CalibrationSpec` for their meaning."""
+
+    launch_latency_s: float = 0.0
+    net_step_latency_s: float = 0.0
+    intra_step_latency_s: float = 0.0
+    net_message_overhead_s: float = 1e-6
+    nic_efficiency: float = 1.0
+    nvlink_efficiency: float = 1.0
+
+
+#: PhysicalParams field -> CalibrationSpec field (the YAML name carries no unit suffix)
+SPEC_NAMES = {f.name: f.name.removesuffix("_s") for f in fields(PhysicalParams)}
+
+
+#: Moves from the physical defaults fitted across the published nccl-tests tables in
+#: tests/nccltests/data/reference/ (``python bench/reference_tables.py``; leave-one-table-out scores in
+#: docs/validation-reference.md). Kinds as :func:`adjust`.
+PUBLIC_TABLE_FIT: dict[str, float] = {
+    "launch_latency_s": 1.36e-6, "net_step_latency_s": 0.87e-6, "intra_step_latency_s": 0.06e-6,
+    "net_message_overhead_s": 0.125, "nic_efficiency": 0.891, "nvlink_efficiency": 0.962}
+
+
+def adjust(params: PhysicalParams, moves: dict[str, float]) -> PhysicalParams:
+    """``params`` moved by ``moves``: latencies are added seconds, ``net_message_overhead_s`` a factor on
+    the transport's overhead, the efficiencies the share itself. Works on array-valued params too."""
+    changes = {}
+    for name, value in moves.items():
+        if name == "net_message_overhead_s":
+            changes[name] = params.net_message_overhead_s * value
+        elif name in ("nic_efficiency", "nvlink_efficiency"):
+            changes[name] = value
+        else:
+            changes[name] = getattr(params, name) + value
+    return replace(params, **changes)
+
+
+def physical_params(cluster: ClusterSpec, transport: TransportProfile, *, public_fit: bool = True) -> PhysicalParams:
+    """The parameters a cluster's collectives use: the physical defaults (the transport's per-message
+    overhead, nothing extra), moved by :data:`PUBLIC_TABLE_FIT` unless ``public_fit`` is false, then
+    every field the cluster's ``calibration`` section sets."""
+    params = PhysicalParams(net_message_overhead_s=transport.message_overhead_s)
+    if public_fit:
+        params = adjust(params, PUBLIC_TABLE_FIT)
+    spec: CalibrationSpec = cluster.calibration
+    given = {name: getattr(spec, spec_name) for name, spec_name in SPEC_NAMES.items()
+             if spec_name in spec.model_fields_set and getattr(spec, spec_name) is not None}
+    return replace(params, **given)
+
+
+def stack_costs(costs: list[PipelineCosts]) -> PipelineCosts:
+    """One PipelineCosts whose fields are arrays over ``costs`` (for fast elementwise evaluation)."""
+    return PipelineCosts(*(np.array([getattr(c, f.name) for c in costs]) for f in fields(PipelineCosts)))
+
+
+def stack_params(params: list[PhysicalParams]) -> PhysicalParams:
+    """One PhysicalParams whose fields are arrays over ``params``."""
+    return PhysicalParams(*(np.array([getattr(p, f.name) for p in params]) for f in fields(PhysicalParams)))
+
+
+def calibration_section(params: PhysicalParams, fitted_on: list[str] | None = None) -> dict:
+    """The ``calibration`` section of a cluster file holding ``params`` (plain YAML-able values)."""
+    section = {spec_name: float(getattr(params, name)) for name, spec_name in SPEC_NAMES.items()}
+    if fitted_on:
+        section["fitted_on"] = list(fitted_on)
+    return section
+
+
+@dataclass(frozen=True)
+class PipelineCosts:
+    """The parts one collective's time is made of, before the physical parameters are applied.
+
+    ``latency_s``: NCCL's latency for the choice (hop latencies along the pipeline); ``intra_steps`` /
+    ``inter_steps``: the steps inside servers / across the network that latency adds up;
+    ``wire_s``: the steady-state time at full rate (the slower of NCCL's plateau and the fabric);
+    ``nic_messages``: network steps (messages) the busiest NIC sends and receives; ``fill_intra_s`` /
+    ``fill_inter_s``: the first chunk's trip through the pipeline's hops inside servers / across the
+    network; ``window_share``: NVLS only, the share of the bytes in NCCL's first in-flight window,
+    which pays a second pass (:mod:`gpuwait.fabric.perf`); ``multi_node``: the network is the bottleneck.
+    """
+
+    latency_s: float
+    intra_steps: int
+    inter_steps: int
+    wire_s: float
+    nic_messages: float
+    fill_intra_s: float
+    fill_inter_s: float
+    window_share: float
+    multi_node: bool
+
+    def latency_with(self, params: PhysicalParams) -> float:
+        return (self.latency_s + params.launch_latency_s + self.intra_steps * params.intra_step_latency_s
+                + self.inter_steps * params.net_step_latency_s)
+
+    def wire_with(self, params: PhysicalParams) -> float:
+        """The wire time at the reached share of the bottleneck's rate (NICs between servers, NVLink inside)."""
+        return self.wire_s / np.where(self.multi_node, params.nic_efficiency, params.nvlink_efficiency)
+
+    def fill_with(self, params: PhysicalParams) -> float:
+        return (self.fill_intra_s / params.nvlink_efficiency + self.fill_inter_s / params.nic_efficiency
+                + self.window_share * self.wire_with(params))
+
+
+def pipelined_time_s(costs: PipelineCosts, params: PhysicalParams) -> float:
+    """One collective's time: latency + the slower of the wire and the NIC's per-message work + the fill.
+
+    The proxy posts the next message while the NIC sends the current one, so per-message overhead and
+    wire time overlap (LogGP, Alexandrov et al., SPAA 1995): a step costs max(o, bytes / rate).
+    Works elementwise when the fields of ``costs`` and ``params`` are arrays (one entry per size).
+
+    >>> costs = PipelineCosts(20e-6, 14, 2, 100e-6, 200, 5e-6, 3e-6, 0.0, True)
+    >>> round(pipelined_time_s(costs, PhysicalParams(net_message_overhead_s=1e-6)) * 1e6, 1)
+    228.0
+    """
+    total = (costs.latency_with(params)
+             + np.maximum(costs.wire_with(params), costs.nic_messages * params.net_message_overhead_s)
+             + costs.fill_with(params))
+    return float(total) if np.ndim(total) == 0 else total

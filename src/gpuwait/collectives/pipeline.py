@@ -1,0 +1,200 @@
+"""How NCCL cuts a collective into pipelined steps: the bytes of one step, and how deep the pipeline is.
+
+NCCL moves a collective through per-channel FIFOs of ``NCCL_STEPS`` (8) slots. Each step of a
+connection carries one *chunk* (a *slice* for ring Simple, two per chunk); a step pays the hop's
+latency and the transport's per-message cost, and the first chunk crosses the whole pipeline before
+the last link is busy. This module gives the chunk a step carries for a given size, as NCCL v2.30.7
+computes it, and the pipeline depth of each algorithm, so :mod:`gpuwait.fabric.perf` can turn a
+steady-state bandwidth time into a time that ramps from the latency floor to the plateau.
+
+Sources (NVIDIA/nccl tag v2.30.7-1): buffer sizes ``src/init.cc`` (``DEFAULT_LL_BUFFSIZE`` = 8 lines x
+512 threads x 8 steps x 16 B; ``DEFAULT_LL128_BUFFSIZE`` = 120 elements x 640 threads x 8 steps x 8 B;
+``DEFAULT_BUFFSIZE`` 4 MiB), ``NCCL_STEPS`` 8 (``src/include/device.h``), chunk and slice steps
+(``src/include/collectives.h``: ``ALLREDUCE_CHUNKSTEPS`` = NCCL_STEPS/2, ``ALLREDUCE_SLICESTEPS`` =
+NCCL_STEPS/4, the same for AllGather and ReduceScatter, 1 for the rest), the chunk-size reductions of
+``calcCollChunking`` (``src/enqueue.cc``), the ring kernels' per-loop chunk
+``min(chunkSize, divUp(size - offset, nChannels * nRanks))`` (``src/device/all_reduce.h``), NVLS chunk
+128 KiB (``NCCL_NVLS_CHUNKSIZE``, ``src/transport/nvls.cc``; 64 KiB NVLSTree chunk from 4 nodes) and the
+p2p chunk sizes (``NCCL_P2P_NET_CHUNKSIZE`` 128 KiB, ``NCCL_P2P_NVL_CHUNKSIZE`` 512 KiB, ``src/init.cc``).
+
+Examples
+--------
+>>> chunk_bytes("all_reduce", "ring", "Simple", 2**30, n_channels=16, n_ranks=16, n_nodes=2)
+1048576
+>>> chunk_bytes("all_reduce", "ring", "Simple", 2**20, n_channels=16, n_ranks=16, n_nodes=2)
+2048
+>>> chunk_bytes("all_reduce", "tree", "LL128", 16 * 2**20, n_channels=16, n_ranks=64, n_nodes=8)
+72000
+"""
+
+from __future__ import annotations
+
+import math
+
+NCCL_STEPS = 8
+LL_BUFFER_BYTES = 8 * 512 * NCCL_STEPS * 16
+LL128_BUFFER_BYTES = 120 * 640 * NCCL_STEPS * 8
+SIMPLE_BUFFER_BYTES = 4 * 2**20
+BUFFER_BYTES = {"LL": LL_BUFFER_BYTES, "LL128": LL128_BUFFER_BYTES, "Simple": SIMPLE_BUFFER_BYTES}
+#: LL carries 8 payload bytes in every 16-byte line; LL128 120 of every 128 (NCCL device.h)
+LL128_LINE_ELEMS, LL128_DATA_ELEMS = 16, 15
+NVLS_CHUNK_BYTES = 128 * 1024
+NVLS_TREE_CHUNK_BYTES_4_NODES = 64 * 1024
+P2P_NET_CHUNK_BYTES = 128 * 1024
+P2P_NVL_CHUNK_BYTES = 512 * 1024
+#: chunk steps and slice steps of the ring kernels (collectives.h); every other pattern uses 1 and 1
+RING_STEPS = {"all_reduce": (NCCL_STEPS // 2, NCCL_STEPS // 4), "all_gather": (NCCL_STEPS // 2, NCCL_STEPS // 4),
+              "reduce_scatter": (NCCL_STEPS // 2, NCCL_STEPS // 4)}
+
+
+def _log2i(n: int) -> int:
+    return int(n).bit_length() - 1
+
+
+def _buffer_chunk(collective: str, algorithm: str, protocol: str) -> tuple[int, int]:
+    """(chunk bytes before any size reduction, slices per chunk)."""
+    step = BUFFER_BYTES[protocol] // NCCL_STEPS
+    chunk_steps, slice_steps = 1, 1
+    if protocol == "Simple" and algorithm == "ring":
+        chunk_steps, slice_steps = RING_STEPS.get(collective, (1, 1))
+    chunk = step * chunk_steps
+    if protocol == "LL":
+        chunk //= 2
+    elif protocol == "LL128":
+        chunk = chunk // LL128_LINE_ELEMS * LL128_DATA_ELEMS
+    return chunk, chunk_steps // slice_steps
+
+
+def _reduced_chunk(algorithm: str, protocol: str, collective: str, n_bytes: int, chunk: int, n_channels: int,
+                   n_ranks: int, n_nodes: int, nvls_heads: int) -> int:
+    """calcCollChunking's size-dependent reductions (enqueue.cc v2.30.7)."""
+    if algorithm == "nvls":
+        chunk = min(chunk, NVLS_CHUNK_BYTES)
+        ops = n_channels * nvls_heads
+        for factor, floor in ((64, 65536), (8, 32768), (2, 16384)):
+            if n_bytes < factor * ops * chunk and chunk > floor:
+                chunk = floor
+    elif algorithm == "nvls_tree":
+        ops = n_channels * nvls_heads
+        chunk = NVLS_TREE_CHUNK_BYTES_4_NODES if n_nodes >= 4 else NVLS_CHUNK_BYTES
+        for factor, floor in ((32, 262144), (16, 131072), (4, 65536), (1, 32768)):
+            if n_bytes < factor * ops * chunk and chunk > floor:
+                chunk = floor
+    elif algorithm == "tree" and protocol == "LL128":
+        ppn = n_ranks / n_nodes
+        steps = 1 + _log2i(n_nodes) + 0.1 * ppn
+        while n_bytes // (n_channels * chunk) < steps * 64 / ppn and chunk > 131072:
+            chunk //= 2
+        while n_bytes // (n_channels * chunk) < steps * 16 / ppn and chunk > 32768:
+            chunk //= 2
+    elif algorithm == "collnet_chain":
+        chunk = min(256 * 1024, SIMPLE_BUFFER_BYTES // NCCL_STEPS)
+    elif algorithm == "pat" and collective in ("all_gather", "reduce_scatter"):
+        factor = 32 if collective == "all_gather" else 16
+        while chunk * n_channels * factor > n_bytes and chunk > 65536:
+            chunk //= 2
+    return chunk
+
+
+def chunk_bytes(collective: str, algorithm: str, protocol: str, n_bytes: int, *, n_channels: int, n_ranks: int,
+                n_nodes: int, nvls_heads: int = 1) -> int:
+    """Payload bytes one step of one channel's connection carries (at least 1 for a non-empty call).
+
+    Ring kernels split each rank's share into per-loop chunks no larger than the data they have, and
+    Simple splits a chunk into slices: the step is the slice. ``n_bytes`` is the nccl-tests size.
+    """
+    if n_bytes <= 0:
+        return 0
+    chunk, slices = _buffer_chunk(collective, algorithm, protocol)
+    chunk = _reduced_chunk(algorithm, protocol, collective, n_bytes, chunk, max(n_channels, 1), max(n_ranks, 1),
+                           max(n_nodes, 1), max(nvls_heads, 1))
+    if algorithm == "ring":
+        share = math.ceil(n_bytes / (max(n_channels, 1) * max(n_ranks, 1)))
+        chunk = min(chunk, share)
+        return max(1, math.ceil(chunk / slices))
+    per_channel = math.ceil(n_bytes / max(n_channels, 1))
+    return max(1, min(chunk, per_channel))
+
+
+def p2p_chunk_bytes(n_bytes_per_peer: int, over_network: bool) -> int:
+    """The step of NCCL's p2p path (send/recv, all-to-all): its chunk size, or the message if smaller."""
+    chunk = P2P_NET_CHUNK_BYTES if over_network else P2P_NVL_CHUNK_BYTES
+    return max(1, min(chunk, int(n_bytes_per_peer)))
+
+
+def pipeline_depth(algorithm: str, collective: str, n_ranks: int, n_nodes: int) -> tuple[int, int]:
+    """(intra-node, inter-node) hops the first chunk crosses in sequence before the pipeline is full.
+
+    Ring: its steps are already its bandwidth term (each rank sends every step), so nothing extra.
+    Tree: up the chain inside the node and the tree between nodes, then back down. NVLSTree: the switch
+    reduce and multicast, and the tree between nodes up and down. CollNet chain: the chain up and down.
+    NVLS and PAT: the per-window model of :mod:`gpuwait.fabric.perf` or none.
+
+    >>> pipeline_depth("tree", "all_reduce", 64, 8)
+    (14, 6)
+    >>> pipeline_depth("ring", "all_reduce", 64, 8)
+    (0, 0)
+    """
+    ppn = max(n_ranks // max(n_nodes, 1), 1)
+    levels = _log2i(max(n_nodes, 1))
+    up_down = 2 if collective == "all_reduce" else 1
+    if algorithm == "tree":
+        return up_down * (ppn - 1), up_down * levels
+    if algorithm == "nvls_tree":
+        return 2, up_down * levels
+    if algorithm == "collnet_chain":
+        return up_down * (ppn - 1), 1
+    return 0, 0
+
+
+def latency_steps(algorithm: str, collective: str, n_ranks: int, n_nodes: int) -> tuple[int, int]:
+    """(intra-node, inter-node) steps whose latencies add up in NCCL's latency model (tuning.cc v2.30.7).
+
+    The same composition as :func:`gpuwait.collectives.tuning.predict`'s latency: ring ``nsteps`` with
+    ``2 (nNodes - 1)`` of them across the network for AllReduce; tree ``2 (ppn - 1)`` and ``2 log2 nNodes``;
+    NVLS one switch step (+ one network step); NVLSTree one and ``2 log2 nNodes``; CollNet one network step.
+
+    >>> latency_steps("ring", "all_reduce", 16, 2), latency_steps("tree", "all_reduce", 64, 8)
+    ((28, 2), (14, 6))
+    """
+    ppn = max(n_ranks // max(n_nodes, 1), 1)
+    levels = _log2i(max(n_nodes, 1))
+    if algorithm == "ring":
+        steps = 2 * (n_ranks - 1) if collective == "all_reduce" else (
+            n_ranks - 1 if collective in ("all_gather", "reduce_scatter") else n_ranks)
+        inter = 0 if n_nodes == 1 else (2 * (n_nodes - 1) if collective == "all_reduce" else n_nodes - 1)
+        return steps - inter, inter
+    if algorithm == "tree":
+        return 2 * (ppn - 1), 2 * levels
+    if algorithm == "collnet_direct":
+        return 2 * min(1, ppn - 1), 1
+    if algorithm == "collnet_chain":
+        return 2 * (ppn - 1), 1
+    if algorithm == "nvls":
+        return 1, int(n_nodes > 1)
+    if algorithm == "nvls_tree":
+        return 1, 2 * levels
+    if algorithm == "pat":
+        return n_ranks - n_nodes, levels
+    return int(n_nodes == 1), int(n_nodes > 1)  # p2p: one step
+
+
+#: threads per channel (NCCL_{LL,LL128,SIMPLE}_MAX_NTHREADS, device.h) and bytes per thread below
+#: which NCCL drops a channel (NCCL_*_THREAD_THRESHOLD, comm.h), v2.30.7
+MAX_THREADS = {"LL": 512, "LL128": 640, "Simple": 512}
+THREAD_THRESHOLD_BYTES = {"LL": 8, "LL128": 8, "Simple": 64}
+
+
+def channels_for_size(algorithm: str, protocol: str, n_bytes: int, n_channels: int) -> int:
+    """The channels NCCL runs a ring or tree call on: one fewer while every thread would get less than
+    its threshold (``getAlgoInfo``, enqueue.cc v2.30.7); other algorithms keep theirs.
+
+    >>> channels_for_size("ring", "LL", 1024, 16), channels_for_size("ring", "Simple", 2**30, 16)
+    (1, 16)
+    """
+    if algorithm not in ("ring", "tree"):
+        return n_channels
+    nc = n_channels
+    while n_bytes < nc * MAX_THREADS[protocol] * THREAD_THRESHOLD_BYTES[protocol] and nc >= 2:
+        nc -= 1
+    return nc
