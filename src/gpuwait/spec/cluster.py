@@ -111,7 +111,7 @@ class CalibrationSpec(SpecModel):
     """Named physical parameters of the collective model that a measurement can refine.
 
     Every field left out keeps the value the model derives from datasheets and NCCL's source; `gpuwait
-    calibrate` fits them to nccl-tests logs and writes this section. See docs/collective-model.md.
+    calibrate` fits them to nccl-tests logs and writes this section. See docs/model.md (Collectives).
     """
 
     launch_latency: TimeS = Field(0.0, description="Extra fixed cost of one collective call (seconds): kernel launch and host overhead beyond NCCL's base latency.")
