@@ -42,6 +42,13 @@ BOUNDS: dict[str, tuple[float, float, float]] = {
     "nvlink_efficiency": (0.5, 1.0, 1.0),
 }
 FIT_NAMES: tuple[str, ...] = tuple(BOUNDS)
+#: what is fitted across clusters: the per-step and per-message costs of NCCL's software. The
+#: efficiencies stay at their physical 1.0 there (the transport's headers and NCCL's NVLink figure already
+#: count what every cluster loses); how far one cluster falls short of its rates is its own, for
+#: `gpuwait calibrate`. A global efficiency fitted over the public tables contradicted the maintainers'
+#: single-NIC figure (46-49 GB/s on NDR, NVIDIA/nccl-tests#267).
+PUBLIC_FIT_NAMES: tuple[str, ...] = ("launch_latency_s", "net_step_latency_s", "intra_step_latency_s",
+                                     "net_message_overhead_s")
 
 
 @dataclass(frozen=True)
