@@ -90,7 +90,7 @@ def socket_connection_Bps(streams: int, message_overhead_s: float, message_bytes
     >>> round(socket_connection_Bps(1, 15e-6) / 1e9, 3)   # one stream, 512 KiB steps
     4.564
     >>> round(socket_connection_Bps(16, 15e-6) / 1e9, 2)  # AWS's 2 x 8 sockets
-    57.95
+    24.68
     """
     if streams < 1:
         raise SpecError(f"streams: got {streams!r}; expected an integer >= 1")
