@@ -20,8 +20,8 @@ Header bytes per packet (public protocol layouts):
 
 Per-message overheads and ceilings (sources in docs/sources.md): RDMA write/send latency acceptance
 of 2.5 us (Mellanox/ngc_multinode_perf ``common.sh`` ``LAT_PASS_VAL``), ib_send_lat of 0.8-1.6 us for
-small messages; the kernel TCP path is held to 0.85 of the port rate (ngc_multinode_perf
-``ngc_tcp_test.sh`` ``PASS_CRITERION``) and pays socket and copy costs per message (an assumption).
+small messages; the kernel TCP path pays socket and copy costs per message (an assumption) and its
+ceilings (streams, proxy thread) come from NCCL's socket model in :mod:`gpuwait.transport.socket`.
 DCQCN and ECN defaults are the ``dcqcn_paper`` settings of the HPCC authors' simulator
 (alibaba-edu/High-Precision-Congestion-Control ``simulation/run.py``); the PFC headroom is the Linux
 mlx5 driver's formula (``drivers/net/ethernet/mellanox/mlx5/core/en/port_buffer.c``).
