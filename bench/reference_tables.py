@@ -117,8 +117,9 @@ REFERENCES = [
                           "GPU-NIC path NODE and GPUDirect RDMA state unknown; NCCL_ALGO=Ring may not have been in effect"),
     Reference("l40s-tcp-2node-2gpu-all_reduce-ring", CLASSES[5], "r760xa-l40s-2x400g", 2, 1,
               {"NCCL_IB_DISABLE": "1", "NCCL_ALGO": "Ring"},
-              approximate=f"{_TCP}: gpuwait's tcp profile (MTU 8948) for NCCL's socket transport over an SR-IOV VF "
-                          "at MTU 1500; an installed net plugin may have carried the traffic instead"),
+              approximate=f"{_TCP}: NCCL's socket model (one stream per connection, 42 Gbit/s streams at jumbo-frame "
+                          "efficiency) over an SR-IOV VF at MTU 1500; an installed net plugin may have carried the "
+                          "traffic instead"),
     Reference("rtx2080ti-pcie-1node-2gpu-all_reduce", CLASSES[6], "rtx2080ti-pcie-2gpu", 1, 2,
               approximate="NCCL version and CPU not stated (Intel assumed: NCCL's 6/5 PCI overhead through the CPU); "
                           "the SHM path through host memory is inferred from nvidia-smi's NS, not from an NCCL log"),

@@ -38,6 +38,10 @@ def effective_capacity_Bps(topo: Topology, transport: TransportProfile) -> np.nd
     network = topo.link_network != _SERVER
     capacity[network] *= transport.wire_efficiency
     capacity[topo.link_kind == _HOST] *= transport.link_fraction
+    if transport.host_ceiling_Bps is not None:
+        # e.g. NCCL's socket proxy thread copying every byte: a ceiling per compute NIC port, whatever its speed
+        ports = (topo.link_kind == _HOST) & (topo.link_network == Network.COMPUTE)
+        capacity[ports] = np.minimum(capacity[ports], transport.host_ceiling_Bps)
     return capacity
 
 

@@ -103,10 +103,11 @@ def simulate_flows(topo: Topology, flows: FlowTable, routing: RoutingSpec, trans
     routes = route_flows(topo, routing, flows.src, flows.dst, transport=transport.name)
     size = routes.per_qp(flows.size_bytes)
     cap = routes.per_qp(flows.rate_cap_Bps)
-    if transport.rate_cap_Bps:
-        cap = np.minimum(cap, routes.per_qp(np.full(len(flows), transport.rate_cap_Bps)))
     capacity = effective_capacity_Bps(topo, transport) if capacity_Bps is None else capacity_Bps
     crosses_network = np.asarray(routes.link_weights @ (topo.link_network != _SERVER).astype(float)).ravel() > 0
+    if transport.rate_cap_Bps:
+        # the transport's per-connection ceiling (a TCP stream's) binds only flows that use the transport
+        cap = np.where(crosses_network, np.minimum(cap, transport.rate_cap_Bps), cap)
     latency = routes.path_latency_s + np.where(crosses_network, transport.message_overhead_s, 0.0)
     flowset = FlowSet(size_bytes=size, link_weights=routes.link_weights, release_time_s=flows.start_s[routes.flow_index],
                       rate_cap_Bps=cap, path_latency_s=latency, depends_on=_row_dependencies(flows, routes))

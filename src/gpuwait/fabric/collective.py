@@ -84,7 +84,11 @@ def run_phase(topo: Topology, phase: Phase, routing: RoutingSpec, transport: Tra
     bytes_per_row = routes.per_qp(size)
     weights = routes.link_weights.copy()  # row r scaled by its multiplicity
     weights.data *= np.repeat(multiplicity[routes.flow_index], np.diff(weights.indptr))
-    cap = None if transport.rate_cap_Bps is None else routes.per_qp(np.full(len(src), transport.rate_cap_Bps))
+    cap = None
+    if transport.rate_cap_Bps is not None:
+        # the transport's per-connection ceiling binds flows between servers only (NVLink/PCIe ones do not use it)
+        remote = topo.node_server[src] != topo.node_server[dst]
+        cap = routes.per_qp(np.where(remote, transport.rate_cap_Bps, np.inf))
     rate, _ = max_min_rates(weights, capacity_Bps, cap)
     busy = bytes_per_row > 0
     step = float((bytes_per_row[busy] / rate[busy]).max()) if busy.any() else 0.0

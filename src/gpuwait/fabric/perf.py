@@ -48,7 +48,8 @@ from gpuwait.fabric.collective import PlanRun, run_plan
 from gpuwait.spec.cluster import RoutingSpec
 from gpuwait.topology.gpus import gpu_arch
 from gpuwait.topology.model import LinkKind, NodeKind
-from gpuwait.transport.profiles import TRANSPORTS, TransportProfile
+from gpuwait.transport.profiles import TransportProfile
+from gpuwait.transport.socket import socket_transport
 
 PROTOCOL_PAYLOAD = {"LL": 0.5, "LL128": 120.0 / 128.0, "Simple": 1.0}  # payload share of the wire (NCCL device.h, LL128 line)
 #: NCCL algorithm -> compiled phases; CollNet (SHARP) reduces inside the switches, which the flow
@@ -136,8 +137,9 @@ class CollectivePredictor:
     @classmethod
     def create(cls, comm: Communicator, env: NcclEnv, routing: RoutingSpec, transport: TransportProfile,
                peers: tuple[Communicator, ...] = (), background_Bps: np.ndarray | None = None) -> CollectivePredictor:
-        if env.ib_disable:
-            transport = TRANSPORTS["tcp"]  # NCCL falls back to the socket transport
+        if env.ib_disable or transport.name == "tcp":
+            # NCCL's socket transport, one model for NCCL_IB_DISABLE=1 and a cluster (or tcp-fallback) naming tcp
+            transport = socket_transport(transport, env.socket_nthreads, env.nsocks_perthread)
         routing = routing.model_copy(update={"qps_per_connection": env.ib_qps_per_connection})
         return cls(comm, env, routing, transport, tuple(peers), background_Bps)
 
@@ -163,9 +165,9 @@ class CollectivePredictor:
                 ring = Graph(2, 12.0, 12.0, intra_link="pci")
         else:
             nics = max(1, int((topo.gpu_nics >= 0).sum()) if comm.ppn == topo.gpus_per_server else comm.ppn)
+            # NCCL reads the port speed (ibv port attributes; /sys/class/net/<if>/speed for sockets): its
+            # tuning never sees the TCP ceiling, which the fabric applies per connection
             nic_GBps = net_bw_GBps(server.nic_speed * 8 / 1e6 * server.nic_ports)
-            if self.transport.name == "tcp":
-                nic_GBps *= self.transport.link_fraction
             channels = min(32, max(2, 2 * nics))
             per_channel = nic_GBps * nics / channels
             intra_link = "nvlink" if links else "pci"

@@ -101,7 +101,8 @@ class RoutingSpec(SpecModel):
 class TransportSpec(SpecModel):
     """A transport profile by name with optional overrides; defaults in :mod:`gpuwait.transport`."""
 
-    name: Literal["infiniband", "rocev2", "tcp", "efa"] = Field("infiniband", description="Transport profile.")
+    name: Literal["infiniband", "rocev2", "tcp", "efa", "tcpx", "tcpxo", "slingshot"] = Field(
+        "infiniband", description="Transport profile.")
     mtu: PositiveSizeBytes | None = Field(None, description="Payload MTU override (bytes).")
     message_overhead: TimeS | None = Field(None, description="Per-message software + NIC overhead override (seconds).")
     rate_cap: RateBps | None = Field(None, description="Per-flow rate cap override (e.g. a TCP stream's ceiling).")

@@ -20,8 +20,8 @@ Header bytes per packet (public protocol layouts):
 
 Per-message overheads and ceilings (sources in docs/sources.md): RDMA write/send latency acceptance
 of 2.5 us (Mellanox/ngc_multinode_perf ``common.sh`` ``LAT_PASS_VAL``), ib_send_lat of 0.8-1.6 us for
-small messages; the kernel TCP path is held to 0.85 of the port rate (ngc_multinode_perf
-``ngc_tcp_test.sh`` ``PASS_CRITERION``) and pays socket and copy costs per message (an assumption).
+small messages; the kernel TCP path pays socket and copy costs per message (an assumption) and its
+ceilings (streams, proxy thread) come from NCCL's socket model in :mod:`gpuwait.transport.socket`.
 DCQCN and ECN defaults are the ``dcqcn_paper`` settings of the HPCC authors' simulator
 (alibaba-edu/High-Precision-Congestion-Control ``simulation/run.py``); the PFC headroom is the Linux
 mlx5 driver's formula (``drivers/net/ethernet/mellanox/mlx5/core/en/port_buffer.c``).
@@ -83,6 +83,7 @@ class TransportProfile:
     rate_cap_Bps: float | None = None
     rdma: bool = True
     nccl_net_latency_s: float = 0.0  # network latency the NCCL net plugin reports (ncclNetProperties_t.latency)
+    host_ceiling_Bps: float | None = None  # per NIC port and direction: what the host's software path can move
     ecn: EcnParams = field(default_factory=EcnParams)
     dcqcn: DcqcnParams = field(default_factory=DcqcnParams)
 
@@ -115,14 +116,35 @@ register_transport(TransportProfile(
 register_transport(TransportProfile(
     name="rocev2", mtu_bytes=4096, header_bytes=82, message_overhead_s=1.5e-6, lossless=True,
     flow_control="pfc", congestion_control="dcqcn"))
+# NCCL's socket transport (net_socket.cc): the per-connection ceiling comes from socket_transport(), which reads
+# NCCL_SOCKET_NTHREADS / NCCL_NSOCKS_PERTHREAD; the registered profile is that model's default (one stream per
+# connection), so a cluster file naming "tcp" and NCCL_IB_DISABLE=1 get the same numbers
 register_transport(TransportProfile(
     name="tcp", mtu_bytes=8948, header_bytes=90, message_overhead_s=15e-6, lossless=False, flow_control="none",
-    congestion_control="cubic", link_fraction=0.85, rdma=False))
+    congestion_control="cubic", rdma=False))
 # AWS EFA / SRD: reliable in the NIC, no PFC ("lossless" = the sender sees no loss); SRD's own congestion
 # control is not DCQCN, and the packet engine has no model of it ("none")
 register_transport(TransportProfile(
     name="efa", mtu_bytes=8192, header_bytes=82, message_overhead_s=2.5e-6, lossless=True,
     flow_control="none", congestion_control="srd", nccl_net_latency_s=75e-6))
+# Google GPUDirect-TCPX (A3 High, a3-highgpu-8g: 4 GPU NICs of 200 Gbit/s) and TCPXO (A3 Mega, a3-megagpu-8g:
+# 8 GPU NICs of 200 Gbit/s), Google Cloud "GPU machine types" / "Maximize GPU network bandwidth" docs: kernel TCP
+# with header split, the payload landing in GPU memory (no host staging, no receive copy); the same TCP
+# framing as "tcp". Lossy Ethernet, NCCL through Google's net plugin. Per-message cost: modelling choice, the
+# RDMA 2.5 us acceptance plus a socket call (5 us, assumption); no per-stream ceiling is published
+register_transport(TransportProfile(
+    name="tcpx", mtu_bytes=8192, header_bytes=90, message_overhead_s=5e-6, lossless=False, flow_control="none",
+    congestion_control="cubic", rdma=False))
+register_transport(TransportProfile(
+    name="tcpxo", mtu_bytes=8192, header_bytes=90, message_overhead_s=5e-6, lossless=False, flow_control="none",
+    congestion_control="cubic", rdma=False))
+# HPE Slingshot-11 (Cassini NIC, 200 Gbit/s per port; De Sensi et al., "An In-Depth Analysis of the Slingshot
+# Interconnect", SC20): "HPC Ethernet" end to end, link-level reliability and hardware congestion control; NCCL
+# through aws-ofi-nccl on libfabric's CXI provider. The wire format is not published: RoCEv2's 82 B of framing
+# per 4096 B packet (modelling choice); per-message overhead 2.5 us (the RDMA acceptance above)
+register_transport(TransportProfile(
+    name="slingshot", mtu_bytes=4096, header_bytes=82, message_overhead_s=2.5e-6, lossless=True,
+    flow_control="credit", congestion_control="slingshot"))
 
 
 def resolve_transport(spec: TransportSpec) -> TransportProfile:

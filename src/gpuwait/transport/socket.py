@@ -1,0 +1,116 @@
+"""NCCL's socket transport (``NET/Socket``) as a physical model: what one connection can carry.
+
+NCCL falls back to its socket transport when no RDMA network is usable (``NCCL_IB_DISABLE=1``, no
+HCA visible, no net plugin). Its path, from NCCL ``src/transport/net_socket.cc`` (tag v2.30.7-1):
+
+* **Host staging, no GPUDirect.** The transport declares ``ptrSupport = NCCL_PTR_HOST``: NCCL's
+  kernels write each step into pinned host memory (GPU -> host over PCIe), the proxy hands that
+  buffer to the kernel TCP stack (``send``: a CPU copy into socket buffers), the receiver's stack
+  copies it out (``recv``) into its host buffer and the GPU reads it back (host -> GPU). The two
+  PCIe crossings run at the GPU's PCIe rate (25-63 GB/s for Gen4/Gen5 x16) and overlap the
+  network in NCCL's step pipeline, so they do not bind at socket rates; they are not modelled.
+* **Streams.** Each NCCL connection (one per channel and peer) has a control socket and
+  ``nSocks = NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD`` data sockets served by that many helper
+  threads. With ``nSocks = 0`` the proxy thread sends the data itself on the control socket: one
+  TCP stream. A message is split into ``nSocks`` tasks of at least ``NCCL_SOCKET_MIN_TASKSIZE``
+  (64 KiB), so the streams of a connection run in parallel. Defaults
+  (``ncclNetSocketGetNsockNthread``): 0 threads x 1 socket in general, 2 x 8 on AWS ENA/EFA
+  interfaces (PCI vendor 0x1d0f), 4 x 1 on Google gVNIC (0x1ae0); threads at most 16, sockets at
+  most 64 (``MAX_THREADS``, ``MAX_SOCKETS``).
+* **A TCP stream's ceiling.** One kernel TCP stream is bounded by the core that processes its
+  receive side: about 42 Gbit/s with every stack optimisation on (TSO/GRO, jumbo frames, aRFS),
+  the receiver's data copy being the bottleneck (Cai et al., "Understanding Host Network Stack
+  Overheads", ACM SIGCOMM 2021). NCCL's maintainers describe the consequence: NCCL splits data
+  evenly, so it gets the slowest socket's speed times the number of sockets (NVIDIA/nccl-tests
+  issue #83, NVIDIA/nccl issue #438).
+* **The proxy thread.** With no helper threads (``NCCL_SOCKET_NTHREADS`` 0, the default outside AWS
+  and Google) the GPU's proxy thread makes every ``send`` and ``recv`` call itself, so one core
+  copies all of that GPU's network bytes, both directions. Its budget is one core's memory-copy
+  bandwidth, ``PROXY_COPY_Bps`` = 20 GB/s (an assumption: the order of one server core's STREAM
+  copy rate), half per direction, per NIC port. With helper threads each connection has its own
+  threads and this ceiling is not applied.
+* **A per-message cost.** Every network step NCCL posts (Simple protocol: ``DEFAULT_BUFFSIZE``
+  4 MiB / ``NCCL_STEPS`` 8 = 512 KiB, ``src/init.cc``, ``src/include/device.h``) exchanges its size on
+  the control socket, splits into tasks and is completed by polling: the profile's
+  ``message_overhead_s`` (15 us; an assumption of the order of one kernel TCP round trip), paid
+  once per message and not overlapped with that connection's data.
+
+So one connection carries ``M / (overhead + M / (streams x stream_Bps))`` bytes/s for messages of
+``M`` bytes, and a NIC port carries at most its wire goodput. Nothing here is fitted to a table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from gpuwait.errors import SpecError
+from gpuwait.transport.profiles import TRANSPORTS, TransportProfile
+
+#: one kernel TCP stream, all optimisations on (Cai et al., SIGCOMM 2021: ~42 Gbit/s per core)
+TCP_STREAM_CEILING_Bps = 42e9 / 8
+#: NCCL's Simple-protocol network step: DEFAULT_BUFFSIZE (4 MiB, src/init.cc) / NCCL_STEPS (8, src/include/device.h)
+NCCL_SIMPLE_STEP_BYTES = (1 << 22) // 8
+#: ncclNetSocketGetNsockNthread (net_socket.cc v2.30.7-1): (threads, sockets per thread) by NIC vendor
+SOCKET_DEFAULTS: dict[str, tuple[int, int]] = {"generic": (0, 1), "aws": (2, 8), "gcp": (4, 1)}
+#: one core's memory-copy budget for the proxy thread (an assumption, see the module text)
+PROXY_COPY_Bps = 20e9
+MAX_SOCKET_THREADS = 16  # net_socket.cc MAX_THREADS
+MAX_SOCKETS = 64  # net_socket.cc MAX_SOCKETS
+#: the cloud whose NICs a transport implies (what NCCL reads from /sys/class/net/<if>/device/vendor)
+PLATFORM_OF_TRANSPORT = {"efa": "aws", "tcpx": "gcp", "tcpxo": "gcp"}
+
+
+def socket_threads_and_sockets(nthreads: int | None = None, nsocks_perthread: int | None = None,
+                               platform: str = "generic") -> tuple[int, int]:
+    """(threads, data sockets) of one NCCL socket connection, as ``ncclNetSocketGetNsockNthread`` decides.
+
+    ``None`` = the variable is unset (NCCL's -2): the platform's default.
+
+    >>> socket_threads_and_sockets(), socket_threads_and_sockets(platform="aws"), socket_threads_and_sockets(4, 32)
+    ((0, 0), (2, 16), (4, 64))
+    """
+    if platform not in SOCKET_DEFAULTS:
+        raise SpecError(f"platform: got {platform!r}; expected one of {', '.join(SOCKET_DEFAULTS)}")
+    for name, value in (("NCCL_SOCKET_NTHREADS", nthreads), ("NCCL_NSOCKS_PERTHREAD", nsocks_perthread)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise SpecError(f"{name}: got {value!r}; expected an integer >= 1")
+    auto_threads, auto_socks = SOCKET_DEFAULTS[platform]
+    threads = min(auto_threads if nthreads is None else nthreads, MAX_SOCKET_THREADS)
+    per_thread = auto_socks if nsocks_perthread is None else nsocks_perthread
+    if threads * per_thread > MAX_SOCKETS:
+        per_thread = MAX_SOCKETS // threads  # NCCL warns and lowers NCCL_NSOCKS_PERTHREAD
+    return threads, threads * per_thread
+
+
+def socket_connection_Bps(streams: int, message_overhead_s: float, message_bytes: float = NCCL_SIMPLE_STEP_BYTES,
+                          stream_Bps: float = TCP_STREAM_CEILING_Bps) -> float:
+    """Payload rate of one NCCL socket connection: ``streams`` TCP streams in parallel per message,
+    plus the message's fixed cost.
+
+    >>> round(socket_connection_Bps(1, 15e-6) / 1e9, 3)   # one stream, 512 KiB steps
+    4.564
+    >>> round(socket_connection_Bps(16, 15e-6) / 1e9, 2)  # AWS's 2 x 8 sockets
+    24.68
+    """
+    if streams < 1:
+        raise SpecError(f"streams: got {streams!r}; expected an integer >= 1")
+    return message_bytes / (message_overhead_s + message_bytes / (streams * stream_Bps))
+
+
+def socket_transport(base: TransportProfile, nthreads: int | None = None, nsocks_perthread: int | None = None,
+                     platform: str | None = None) -> TransportProfile:
+    """The transport NCCL runs on when it falls back to sockets from ``base``.
+
+    The wire and the per-message cost are the ``tcp`` profile's (``base`` itself when it is ``tcp``,
+    so a cluster file's overrides stay); the per-connection ceiling (``rate_cap_Bps``) comes from the
+    stream count and :func:`socket_connection_Bps`, unless the cluster file set ``rate_cap`` itself.
+    ``platform`` defaults to the cloud ``base`` implies (EFA: AWS; TCPX/TCPXO: Google).
+    """
+    platform = platform or PLATFORM_OF_TRANSPORT.get(base.name, "generic")
+    tcp = base if base.name == "tcp" else TRANSPORTS["tcp"]
+    if tcp.rate_cap_Bps is not None:
+        return tcp
+    threads, sockets = socket_threads_and_sockets(nthreads, nsocks_perthread, platform)
+    streams = max(1, sockets)  # no helper sockets: the proxy thread sends on the control socket
+    proxy = PROXY_COPY_Bps / 2 if threads == 0 else None  # send and recv copies share the proxy's core
+    return replace(tcp, rate_cap_Bps=socket_connection_Bps(streams, tcp.message_overhead_s), host_ceiling_Bps=proxy)

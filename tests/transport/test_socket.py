@@ -1,0 +1,125 @@
+"""NCCL's socket transport and the transport profiles (issue 12, item 3).
+
+Closed forms from the model's parts (NCCL net_socket.cc v2.30.7-1 defaults; Cai et al., SIGCOMM 2021
+for one TCP stream), the published L40S socket table (schmaustech/nvidia-tools-image README, NCCL
+2.27.3, 400GbE ConnectX-7 VF), and perf against diagnose on the same cluster.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gpuwait.collectives.ncclenv import parse_env
+from gpuwait.errors import SpecError, UnknownNameError
+from gpuwait.runner.perf import make_predictor
+from gpuwait.spec.cluster import TransportSpec
+from gpuwait.telemetry.nccltests_log import parse_nccl_tests_log
+from gpuwait.transport import TRANSPORTS, resolve_transport
+from gpuwait.transport.socket import (
+    NCCL_SIMPLE_STEP_BYTES,
+    PROXY_COPY_Bps,
+    TCP_STREAM_CEILING_Bps,
+    socket_connection_Bps,
+    socket_threads_and_sockets,
+    socket_transport,
+)
+
+REFERENCE = Path(__file__).resolve().parents[2] / "tests" / "nccltests" / "data" / "reference"
+
+
+def test_socket_defaults_follow_net_socket_cc():
+    # ncclNetSocketGetNsockNthread: 0 threads (proxy thread, control socket) unless AWS (2 x 8) or GCP (4 x 1)
+    assert socket_threads_and_sockets() == (0, 0)
+    assert socket_threads_and_sockets(platform="aws") == (2, 16)
+    assert socket_threads_and_sockets(platform="gcp") == (4, 4)
+    assert socket_threads_and_sockets(2, None) == (2, 2)
+    assert socket_threads_and_sockets(32, 1) == (16, 16)  # MAX_THREADS
+    assert socket_threads_and_sockets(8, 16) == (8, 64)  # product capped at MAX_SOCKETS: 64 // 8 per thread
+
+
+def test_connection_rate_closed_form():
+    # M / (overhead + M / (n * stream)): one stream, 512 KiB steps, 15 us
+    m, ovh = NCCL_SIMPLE_STEP_BYTES, 15e-6
+    expected = m / (ovh + m / TCP_STREAM_CEILING_Bps)
+    assert socket_connection_Bps(1, ovh) == pytest.approx(expected)
+    assert socket_connection_Bps(1, 0.0) == pytest.approx(42e9 / 8)  # no message cost: the stream's ceiling
+    assert socket_connection_Bps(4, 0.0) == pytest.approx(4 * 42e9 / 8)
+    # the message cost matters more as streams multiply (it is not split across them)
+    assert socket_connection_Bps(4, ovh) / (4 * socket_connection_Bps(1, ovh)) < 1.0
+
+
+def test_socket_profile_from_env_and_platform():
+    default = socket_transport(TRANSPORTS["infiniband"])
+    assert default.name == "tcp" and default.host_ceiling_Bps == PROXY_COPY_Bps / 2
+    threaded = socket_transport(TRANSPORTS["infiniband"], nthreads=4, nsocks_perthread=2)
+    assert threaded.host_ceiling_Bps is None  # helper threads: no single proxy core
+    assert threaded.rate_cap_Bps == pytest.approx(socket_connection_Bps(8, default.message_overhead_s))
+    aws = socket_transport(TRANSPORTS["efa"])  # an EFA instance falling back: AWS's 2 x 8 sockets
+    assert aws.rate_cap_Bps == pytest.approx(socket_connection_Bps(16, default.message_overhead_s))
+    # a cluster file's own rate cap on the tcp profile wins
+    capped = resolve_transport(TransportSpec(name="tcp", rate_cap=1e9))
+    assert socket_transport(capped).rate_cap_Bps == 1e9
+
+
+@pytest.mark.parametrize("name, value", [("NCCL_SOCKET_NTHREADS", "0"), ("NCCL_SOCKET_NTHREADS", "two"),
+                                         ("NCCL_NSOCKS_PERTHREAD", "1.5"), ("NCCL_SOCKET_NTHREADS", "17")])
+def test_bad_socket_variables_are_one_error(name, value):
+    with pytest.raises(SpecError, match=name):
+        parse_env({name: value})
+    with pytest.raises(SpecError, match="NCCL_SOCKET_NTHREADS"):
+        socket_threads_and_sockets(0, 1)
+
+
+def test_unknown_transport_is_one_error():
+    with pytest.raises(UnknownNameError, match="transport.name"):
+        resolve_transport(TransportSpec.model_construct(name="carrier-pigeon"))
+    with pytest.raises(SpecError, match="platform"):
+        socket_threads_and_sockets(platform="azure")
+
+
+def test_new_profiles_goodput_closed_form():
+    # payload per wire byte: MTU / (MTU + header); Slingshot's 200 Gbit/s port, TCPX's 200 Gbit/s NICs
+    for name, mtu, header in (("slingshot", 4096, 82), ("tcpx", 8192, 90), ("tcpxo", 8192, 90)):
+        profile = TRANSPORTS[name]
+        assert profile.goodput_Bps(25e9) == pytest.approx(25e9 * mtu / (mtu + header))
+        assert resolve_transport(TransportSpec(name=name)).name == name
+
+
+def test_socket_on_one_400g_nic_within_25pct_of_the_l40s_table():
+    """The published socket run (2 x 1 L40S, one 400GbE port each) reaches ~8 GB/s; the model's
+    ceiling comes from streams, message cost and the proxy core, not from this table."""
+    log = parse_nccl_tests_log((REFERENCE / "l40s-tcp-2node-2gpu-all_reduce-ring.log").read_text())
+    rows = [r for r in log.rows if r.size_bytes >= 2**20]
+    predictor = make_predictor(str(REFERENCE / "clusters" / "r760xa-l40s-2x400g.yaml"), 2, 1,
+                               ["NCCL_IB_DISABLE=1", "NCCL_ALGO=Ring"])
+    errors = []
+    for row in rows:
+        estimate = predictor.estimate("all_reduce", row.size_bytes)
+        busbw = row.size_bytes / estimate.time_s / 1e9  # 2 ranks: busbw = algbw
+        errors.append(abs(busbw - row.oop_busbw_GBps) / row.oop_busbw_GBps)
+    assert np.median(errors) <= 0.25 and max(errors[2:]) <= 0.25
+
+
+def test_perf_and_diagnose_agree_on_tcp_fallback():
+    """16 DGX H100: `perf --env NCCL_IB_DISABLE=1` and `diagnose --inject tcp-fallback:all` read one
+    socket model: each collective diagnose reports is predicted by perf within 20 %."""
+    from gpuwait.diagnosis.run import diagnose_scenario
+    from gpuwait.faults import parse_inject
+    from gpuwait.spec import Scenario, validate_data
+
+    scenario = validate_data(Scenario, {
+        "cluster": {"preset": "dgx-h100", "servers": 16},
+        "workload": {"model": {"preset": "llama-8b", "seq_len": 4096}, "steps": 1,
+                     "parallel": {"tp": 1, "pp": 1, "zero": 1, "micro_batch": 1, "global_batch": 512}}},
+        source="test", require_units=False)
+    diagnosis = diagnose_scenario(scenario, [parse_inject("tcp-fallback")], measure_gain=False)
+    assert diagnosis.findings[0].kind == "tcp-fallback"
+    predictor = make_predictor("dgx-h100", 16, None, ["NCCL_IB_DISABLE=1"])
+    stats = [c for c in diagnosis.observation.collectives if c.group == "dp"]
+    assert stats
+    for stat in stats:
+        perf_s = predictor.estimate(stat.collective, int(stat.size_bytes)).time_s
+        assert perf_s == pytest.approx(stat.time_s, rel=0.20), stat.label
