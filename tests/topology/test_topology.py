@@ -20,7 +20,7 @@ from gpuwait.topology.model import LinkKind, Network, NodeKind
 
 SINGLE_SERVER_PRESETS = ("dgx-a100", "dgx-h100")
 
-# preset -> (compute leaves, spines, cores) with 4 servers, 8 GPUs each
+# preset -> (compute leaves, spines, cores) with 4 servers (8 GPUs each; gb200-nvl72 trays have 4)
 COUNTS_4_SERVERS = {
     "dgx-a100": (8, 20, 0),           # radix 40: 20 down / 20 up; one SU of 8 rails
     "dgx-h100": (8, 32, 0),           # radix 64, rail-optimized: 8 rail leaves, 32 spines
@@ -28,6 +28,7 @@ COUNTS_4_SERVERS = {
     "rocev2-400g-2tier": (1, 32, 0),  # 4 servers x 8 NICs = 32 downlinks = one leaf
     "dual-plane-2x200g": (2, 64, 0),  # one leaf and 32 spines per plane
     "oci-a100-roce": (16, 32, 0),     # 16 rails of 100G
+    "gb200-nvl72": (4, 32, 0),        # 4 trays of 4 GPUs, one leaf per rail (4 NICs)
 }
 
 
@@ -51,8 +52,9 @@ def test_preset_with_4_servers_has_the_expected_counts(preset):
     topo = build_preset(preset, 4)
     spec = topo.spec
     assert switch_counts(topo) == COUNTS_4_SERVERS[preset]
-    assert topo.n_servers == 4 and topo.n_gpus == 32 and topo.gpus_per_server == 8
-    assert len(topo.nodes_of_kind("gpu")) == 32
+    per = topo.spec.server.gpus  # 8, or 4 on a GB200 tray
+    assert topo.n_servers == 4 and topo.n_gpus == 4 * per and topo.gpus_per_server == per
+    assert len(topo.nodes_of_kind("gpu")) == 4 * per
     assert len(topo.nodes_of_kind("nic")) == 4 * spec.server.nics
     # every NIC port is cabled once, to a compute leaf
     host = (topo.link_kind == LinkKind.HOST) & (topo.node_kind[topo.link_src] == NodeKind.NIC)
@@ -76,7 +78,7 @@ def test_single_server_preset_has_no_fabric(preset):
 @pytest.mark.parametrize("preset", sorted(set(PRESETS) - set(SINGLE_SERVER_PRESETS)))
 def test_fabric_preset_builds_with_one_server(preset):
     topo = build_preset(preset, 1)
-    assert topo.n_gpus == 8 and (topo.nic_uplink >= 0).all()
+    assert topo.n_gpus == topo.spec.server.gpus and (topo.nic_uplink >= 0).all()
 
 
 def test_superpod_64_servers():

@@ -84,7 +84,7 @@ def ring_edges(comm: Communicator, n_channels: int) -> tuple[np.ndarray, np.ndar
     src_rank = orders.ravel()
     dst_rank = np.roll(orders, -1, axis=1).ravel()
     src, dst = comm.rank_gpu[src_rank], comm.rank_gpu[dst_rank]
-    crossing = comm.rank_server[src_rank] != comm.rank_server[dst_rank]
+    crossing = comm.rank_node[src_rank] != comm.rank_node[dst_rank]
     if crossing.any() and _has_nvlink(comm) and comm.ppn > 1:
         # PXN: the chunk moves over NVLink to the GPU on the receiver's rail, whose NIC sends it
         topo = comm.topo
@@ -180,12 +180,11 @@ def nvls(comm: Communicator, collective: str, n_bytes: float, n_channels: int, r
     """
     topo = comm.topo
     if comm.n_nodes != 1:
-        raise SpecError("algorithm: nvls runs inside one NVSwitch domain; expected ranks of one server",
+        raise SpecError("algorithm: nvls runs inside one NVSwitch domain; expected ranks of one server or NVLink domain",
                         hint="multi-server NVLS (NVLSTree) is not modelled yet")
     if topo.spec.server.nvlink_topology != "nvswitch" or topo.spec.server.nvlink_bandwidth <= 0:
         raise SpecError("algorithm: nvls needs an NVSwitch; this server has none")
-    server = int(comm.rank_server[0])
-    switch = topo.node_id(f"s{server}.nvsw")
+    switch = comm.node_nvswitch(int(comm.nodes[0]))
     gpus = comm.rank_gpu
     n = comm.n_ranks
     to_switch = {"all_reduce": n_bytes + n_bytes / n, "reduce_scatter": n_bytes, "all_gather": n_bytes / n}[collective]
@@ -196,9 +195,9 @@ def nvls(comm: Communicator, collective: str, n_bytes: float, n_channels: int, r
     return (Phase(f"{collective}-nvls", src, dst, size, 1),)
 
 
-def _nvls_node_flows(comm: Communicator, server: int, gpus: np.ndarray, n_bytes: float) -> tuple[np.ndarray, ...]:
-    """NVLS all-reduce inside one server: each GPU sends S + S/ppn to the NVSwitch and gets S/ppn + S back."""
-    switch = comm.topo.node_id(f"s{server}.nvsw")
+def _nvls_node_flows(comm: Communicator, node: int, gpus: np.ndarray, n_bytes: float) -> tuple[np.ndarray, ...]:
+    """NVLS all-reduce inside one node: each GPU sends S + S/ppn to the NVSwitch and gets S/ppn + S back."""
+    switch = comm.node_nvswitch(node)
     n = len(gpus)
     src = np.r_[gpus, np.full(n, switch)]
     dst = np.r_[np.full(n, switch), gpus]
@@ -216,8 +215,8 @@ def nvls_tree(comm: Communicator, collective: str, n_bytes: float, n_channels: i
         raise SpecError("algorithm: nvls_tree needs an NVSwitch in every server")
     per_node = comm.node_ranks[:, np.argsort(comm.local_gpu_index(comm.node_ranks[0]))]
     src, dst, size = [], [], []
-    for node_index, server in enumerate(comm.nodes):
-        s_, d_, b_ = _nvls_node_flows(comm, int(server), comm.rank_gpu[per_node[node_index]], n_bytes)
+    for node_index, node in enumerate(comm.nodes):
+        s_, d_, b_ = _nvls_node_flows(comm, int(node), comm.rank_gpu[per_node[node_index]], n_bytes)
         src.append(s_), dst.append(d_), size.append(b_)
     shard_half = n_bytes / comm.ppn / 2 / n_channels
     for parent in double_binary_trees(comm.n_nodes):

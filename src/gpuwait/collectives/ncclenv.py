@@ -60,6 +60,10 @@ class NcclEnv:
         ``NCCL_IB_DISABLE``: fall back to sockets; default 0.
     nvls_enable : int
         ``NCCL_NVLS_ENABLE`` 0 / 1 / 2, default 2 (= enabled when supported, as 1 since 2.29).
+    mnnvl_enable : int
+        ``NCCL_MNNVL_ENABLE`` 0 / 1 / 2, default 2 (= on when the GPUs report an NVLink fabric clique,
+        NCCL >= 2.20, src/init.cc ``NCCL_PARAM(MNNVLEnable, "MNNVL_ENABLE", 2)``). 0 makes every server
+        its own node again, talking to the others over the network.
     collnet_enable : bool
         ``NCCL_COLLNET_ENABLE``; default 0.
     p2p_disable, shm_disable, pxn_disable : bool
@@ -90,6 +94,7 @@ class NcclEnv:
     net_gdr_read: bool | None = None
     ib_disable: bool = False
     nvls_enable: int = 2
+    mnnvl_enable: int = 2
     collnet_enable: bool = False
     p2p_disable: bool = False
     shm_disable: bool = False
@@ -187,6 +192,7 @@ VARIABLES: Mapping[str, tuple[str, Callable[[str, str], object]]] = MappingProxy
     "NCCL_NET_GDR_READ": ("net_gdr_read", _flag),
     "NCCL_IB_DISABLE": ("ib_disable", _flag),
     "NCCL_NVLS_ENABLE": ("nvls_enable", _nvls),
+    "NCCL_MNNVL_ENABLE": ("mnnvl_enable", _nvls),
     "NCCL_COLLNET_ENABLE": ("collnet_enable", _flag),
     "NCCL_P2P_DISABLE": ("p2p_disable", _flag),
     "NCCL_SHM_DISABLE": ("shm_disable", _flag),

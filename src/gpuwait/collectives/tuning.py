@@ -957,11 +957,16 @@ def host_path_ring_graph(pci_GBps: float, gpus_per_switch: int, sm: int, intel_c
     return Graph(n_channels, speed, speed, intra_link="pci")
 
 
+#: NCCL_MAX_NVLS_ARITY (src/include/device.h, v2.30.7-1): the most NVLS heads, hence NVLS graph channels
+NCCL_MAX_NVLS_ARITY = 32
+
+
 def nvswitch_nvls_graph(gpu_nvlink_GBps: float, sm: int, n_gpus: int) -> Graph:
     """The NVLS graph NCCL's search finds inside one NVSwitch node, derived from search.cc.
 
-    One channel per GPU (each GPU heads one); a head moves twice the channel bandwidth through its
-    NVLink and the other GPUs once, so the speed ``s`` fits while ``(n_gpus + 1) * s <= gpu_nvlink_GBps``.
+    One channel per GPU, at most 32 (each GPU heads at most one); every channel moves ``s`` through every
+    GPU's NVLink and twice that through its head's, so the speed ``s`` fits while
+    ``(channels + 1) * s <= gpu_nvlink_GBps``.
     The search then raises ``bwInter`` (which no intra-node path checks) one speed at a time while it is
     below twice ``bwIntra``. A derivation of the search's rules, not a measured graph.
 
@@ -972,7 +977,10 @@ def nvswitch_nvls_graph(gpu_nvlink_GBps: float, sm: int, n_gpus: int) -> Graph:
     (8, 40.0, 60.0)
     """
     speeds = _speeds(sm)
-    fits = [i for i, s in enumerate(speeds) if (n_gpus + 1) * s <= gpu_nvlink_GBps]
+    # at most NCCL_MAX_NVLS_ARITY heads (search.cc: maxChannels = min(NCCL_MAX_NVLS_ARITY, GPUs));
+    # every channel pulls from every GPU, a head twice, so a GPU's link carries (channels + 1) x s
+    n_channels = min(NCCL_MAX_NVLS_ARITY, n_gpus)
+    fits = [i for i, s in enumerate(speeds) if (n_channels + 1) * s <= gpu_nvlink_GBps]
     if not fits:
         raise SpecError(f"gpu_nvlink_GBps: got {gpu_nvlink_GBps}; too little for an NVLS graph of {n_gpus} GPUs")
     index = fits[0]
@@ -980,7 +988,7 @@ def nvswitch_nvls_graph(gpu_nvlink_GBps: float, sm: int, n_gpus: int) -> Graph:
     while index > 0 and inter < 2 * intra:
         index -= 1
         inter = speeds[index]
-    return Graph(n_gpus, intra, inter, intra_link="nvlink")
+    return Graph(n_channels, intra, inter, intra_link="nvlink")
 
 
 def dgx_h100(collective: str = "all_reduce") -> TuningInputs:

@@ -140,6 +140,9 @@ class CollectivePredictor:
         if env.ib_disable or transport.name == "tcp":
             # NCCL's socket transport, one model for NCCL_IB_DISABLE=1 and a cluster (or tcp-fallback) naming tcp
             transport = socket_transport(transport, env.socket_nthreads, env.nsocks_perthread)
+        # NCCL_MNNVL_ENABLE=0: a node per server, and GPUs of different servers talk over the NICs
+        mnnvl = env.mnnvl_enable != 0
+        comm, peers = comm.with_mnnvl(mnnvl), tuple(p.with_mnnvl(mnnvl) for p in peers)
         routing = routing.model_copy(update={"qps_per_connection": env.ib_qps_per_connection})
         return cls(comm, env, routing, transport, tuple(peers), background_Bps)
 
@@ -148,43 +151,12 @@ class CollectivePredictor:
         topo, comm = self.comm.topo, self.comm
         server = topo.spec.server
         sm = gpu_sm(server.gpu_model)
-        links = nvlink_links(server)
+        links = self._node_nvlink_links()
         nvswitch = server.nvlink_topology == "nvswitch" and links > 0
-        graphs = {}
-        if not self.p2p:
-            links, nvswitch = 0, False  # without P2P the SHM transport carries every intra-node byte
         if comm.n_nodes == 1:
-            if not self.p2p and comm.ppn > 1:
-                ring = self._host_path_graph(sm)
-            elif links and comm.ppn > 1:
-                total = nvlink_bw_GBps(sm, links)
-                ring = nvswitch_ring_graph(total, sm)
-                if nvswitch and sm >= 90:
-                    graphs["nvls"] = nvswitch_nvls_graph(total, sm, comm.ppn)
-            else:
-                ring = Graph(2, 12.0, 12.0, intra_link="pci")
+            ring, graphs = self._single_node_graphs(sm, links, nvswitch)
         else:
-            nics = max(1, int((topo.gpu_nics >= 0).sum()) if comm.ppn == topo.gpus_per_server else comm.ppn)
-            # NCCL reads the port speed (ibv port attributes; /sys/class/net/<if>/speed for sockets): its
-            # tuning never sees the TCP ceiling, which the fabric applies per connection
-            nic_GBps = net_bw_GBps(server.nic_speed * 8 / 1e6 * server.nic_ports)
-            channels = min(32, max(2, 2 * nics))
-            per_channel = nic_GBps * nics / channels
-            intra_link = "nvlink" if links else "pci"
-            net_lat_us = self.transport.nccl_net_latency_s * 1e6  # the net plugin's latency: NCCL's latencyInter
-            ring = Graph(channels, per_channel, per_channel, net_lat_us, intra_link=intra_link)
-            if links and comm.ppn > 1:
-                # NCCL searches the tree separately: its chain inside a node runs at NVLink speed
-                # (reference: search.cc raises the tree's bwIntra on NVLink nodes), its hops between
-                # nodes at the NICs'
-                nvlink_total = nvlink_bw_GBps(sm, links)
-                graphs["tree"] = Graph(channels, max(nvlink_total / channels, per_channel), per_channel, net_lat_us,
-                                       intra_link=intra_link)
-                if nvswitch and sm >= 90:
-                    # NVLSTree: one channel per local GPU, NVLS inside the node, the GPU's own NIC between nodes
-                    nvls = nvswitch_nvls_graph(nvlink_total, sm, comm.ppn)
-                    graphs["nvls_tree"] = Graph(nvls.n_channels, nvls.bw_intra_GBps, nic_GBps * nics / nvls.n_channels,
-                                                net_lat_us, intra_link="nvlink")
+            ring, graphs = self._multi_node_graphs(sm, links, nvswitch)
         inputs = TuningInputs(collective, n_ranks=comm.n_ranks, n_nodes=comm.n_nodes, sm=sm, n_channels=ring.n_channels,
                               bw_intra_GBps=ring.bw_intra_GBps, bw_inter_GBps=ring.bw_inter_GBps,
                               intra_link=ring.intra_link, graphs=graphs,
@@ -193,6 +165,73 @@ class CollectivePredictor:
                               cpu_arch="arm" if server.cpu_vendor == "arm" else "x86",
                               cpu_vendor="other" if server.cpu_vendor == "arm" else server.cpu_vendor)
         return apply_env(self.env, inputs)
+
+    def _node_nvlink_links(self) -> int:
+        """NVLink links per GPU that NCCL's graphs inside a node can use: none without P2P (the SHM
+        transport carries every intra-node byte), and none on NVLink-bridged pairs when a node's ranks
+        span more than one pair: NCCL's ring and tree searches need every hop of a node's chain, and the
+        hops between pairs are PCIe (paths.cc: a GPU pair without NVLink is a PCI path), so the graph
+        runs at the PCIe speed."""
+        comm, server = self.comm, self.comm.topo.spec.server
+        if not self.p2p:
+            return 0
+        links = nvlink_links(server)
+        if links and server.nvlink_topology == "pairs":
+            pair = comm.local_gpu_index(comm.node_ranks[0]) // 2
+            if len(np.unique(pair)) > 1 or len(np.unique(comm.rank_server[comm.node_ranks[0]])) > 1:
+                return 0
+        return links
+
+    def _single_node_graphs(self, sm: int, links: int, nvswitch: bool) -> tuple[Graph, dict]:
+        comm, graphs = self.comm, {}
+        if not self.p2p and comm.ppn > 1:
+            return self._host_path_graph(sm), graphs
+        if not (links and comm.ppn > 1):
+            return Graph(2, 12.0, 12.0, intra_link="pci"), graphs
+        total = nvlink_bw_GBps(sm, links)
+        if nvswitch and sm >= 90:
+            graphs["nvls"] = nvswitch_nvls_graph(total, sm, comm.ppn)
+        return nvswitch_ring_graph(total, sm), graphs
+
+    def _node_nics(self) -> int:
+        """NICs NCCL's graphs of one node spread channels over: every NIC of a whole server (or, with
+        MNNVL, of every server of the domain), else one per rank."""
+        topo, comm = self.comm.topo, self.comm
+        per_server = int((topo.gpu_nics >= 0).sum())
+        if comm.spans_servers:
+            return max(1, round(per_server * comm.ppn / topo.gpus_per_server))
+        return max(1, per_server if comm.ppn == topo.gpus_per_server else comm.ppn)
+
+    def _multi_node_graphs(self, sm: int, links: int, nvswitch: bool) -> tuple[Graph, dict]:
+        comm, server, graphs = self.comm, self.comm.topo.spec.server, {}
+        nics = self._node_nics()
+        # NCCL reads the port speed (ibv port attributes; /sys/class/net/<if>/speed for sockets): its
+        # tuning never sees the TCP ceiling, which the fabric applies per connection
+        nic_GBps = net_bw_GBps(server.nic_speed * 8 / 1e6 * server.nic_ports)
+        channels = min(32, max(2, 2 * nics))
+        per_channel = nic_GBps * nics / channels
+        nvlink_total = nvlink_bw_GBps(sm, links) if links else 0.0
+        if comm.spans_servers:
+            # a channel leaves an MNNVL node through one NIC, and a node's channels all cross every GPU's
+            # NVLink once each way (the ring search's intra-node rule), so either can cap a channel
+            per_channel = min(per_channel, nic_GBps, nvlink_total / channels)
+        intra_link = "nvlink" if links else "pci"
+        net_lat_us = self.transport.nccl_net_latency_s * 1e6  # the net plugin's latency: NCCL's latencyInter
+        ring = Graph(channels, per_channel, per_channel, net_lat_us, intra_link=intra_link)
+        if links and comm.ppn > 1:
+            # NCCL searches the tree separately: its chain inside a node runs at NVLink speed
+            # (reference: search.cc raises the tree's bwIntra on NVLink nodes), its hops between
+            # nodes at the NICs'
+            graphs["tree"] = Graph(channels, max(nvlink_total / channels, per_channel), per_channel, net_lat_us,
+                                   intra_link=intra_link)
+            if nvswitch and sm >= 90:
+                # NVLSTree: one channel per local GPU, NVLS inside the node, the GPU's own NIC between nodes
+                nvls = nvswitch_nvls_graph(nvlink_total, sm, comm.ppn)
+                inter = nic_GBps * nics / nvls.n_channels
+                if comm.spans_servers:
+                    inter = min(inter, nic_GBps)  # each NVLS head reaches the network through its own NIC
+                graphs["nvls_tree"] = Graph(nvls.n_channels, nvls.bw_intra_GBps, inter, net_lat_us, intra_link="nvlink")
+        return ring, graphs
 
     @property
     def p2p(self) -> bool:
@@ -205,7 +244,7 @@ class CollectivePredictor:
         communicator's first node: PCI bandwidth from the server's PCIe generation, ``k`` = most of
         them behind one PCIe switch."""
         topo, server = self.comm.topo, self.comm.topo.spec.server
-        gpus = self.comm.rank_gpu[self.comm.rank_server == self.comm.nodes[0]]
+        gpus = self.comm.rank_gpu[self.comm.rank_node == self.comm.nodes[0]]
         up = (topo.link_kind == LinkKind.PCIE) & np.isin(topo.link_src, gpus)
         per_switch = np.unique(topo.link_dst[up], return_counts=True)[1]
         return host_path_ring_graph(pci_bw_GBps(pcie_generation(server.pcie_bandwidth)), int(per_switch.max(initial=1)),
@@ -253,7 +292,7 @@ class CollectivePredictor:
         if key not in self._fabric_cache:
             plan = self._plan(collective, _REF_BYTES, algorithm, n_channels)
             run = run_plan(self.comm.topo, plan, self.routing, self.transport, self._capacity_Bps(algorithm, protocol),
-                           via_host=not self.p2p)
+                           via_host=not self.p2p, nvlink_domains=self.comm.mnnvl)
             self._fabric_cache[key] = (run.bandwidth_time_s / _REF_BYTES, run)
         return self._fabric_cache[key]
 

@@ -103,7 +103,9 @@ def _local_path_table(topo: Topology, blocks: np.ndarray) -> dict[tuple[int, int
     local_of = {int(g): i for i, g in enumerate(blocks[0])}
     graph = nx.Graph()
     graph.add_nodes_from(range(blocks.shape[1]))
-    server_links = np.flatnonzero((topo.link_network == Network.SERVER) & (topo.node_server[topo.link_src] == 0))
+    # links into an NVLink domain's switch leave the server (nvlD.nvsw): route_flows takes those paths itself
+    server_links = np.flatnonzero((topo.link_network == Network.SERVER) & (topo.node_server[topo.link_src] == 0)
+                                  & (topo.node_server[topo.link_dst] == 0))
     for link in server_links:
         graph.add_edge(local_of[int(topo.link_src[link])], local_of[int(topo.link_dst[link])])
     # NVLink first: with an NVSwitch the GPU-GPU path is gpu->nvsw->gpu, not over PCIe
@@ -610,8 +612,35 @@ def _host_hop(topo: Topology, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
     return np.where(gpu_pair & (parent[dst] >= 0) & (cpu >= 0), cpu, dst)
 
 
+def _nvlink_domain_rows(topo: Topology, src: np.ndarray, dst: np.ndarray, across_servers: bool) -> np.ndarray:
+    """Rows whose two ends (GPUs, or a domain's NVSwitch) meet through an NVLink domain's switch
+    (``cluster.nvlink_domain``): the same domain, and the same server unless ``across_servers``."""
+    if not len(topo.nvlink_domain_switch):
+        return np.zeros(len(src), bool)
+    ends = (NodeKind.GPU, NodeKind.NVSWITCH)
+    kinds_ok = np.isin(topo.node_kind[src], ends) & np.isin(topo.node_kind[dst], ends)
+    domain_s, domain_d = topo.nvlink_domain_of(src), topo.nvlink_domain_of(dst)
+    same = kinds_ok & (domain_s == domain_d) & (domain_s >= 0)
+    if not across_servers:
+        to_switch = (topo.node_kind[src] == NodeKind.NVSWITCH) | (topo.node_kind[dst] == NodeKind.NVSWITCH)
+        same &= (topo.node_server[src] == topo.node_server[dst]) | to_switch
+    return same
+
+
+def _nvlink_domain_links(topo: Topology, src: np.ndarray, dst: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(row, link) hops of src -> domain NVSwitch -> dst (one hop where an end is the switch)."""
+    switch = topo.nvlink_domain_switch[topo.nvlink_domain_of(src)]
+    rows = np.arange(len(src))
+    hops = []
+    for a, b in ((src, switch), (switch, dst)):
+        keep = a != b
+        hops.append((rows[keep], topo.links_between(a[keep], b[keep])))
+    return hops
+
+
 def route_flows(topo: Topology, spec: RoutingSpec, src, dst, *, transport: str = "rocev2",
-                qps_per_connection: int | None = None, via_host: bool = False) -> Routes:
+                qps_per_connection: int | None = None, via_host: bool = False,
+                nvlink_domains: bool = True) -> Routes:
     """Route flows ``src[i] -> dst[i]`` (node names or ids) through the topology.
 
     Parameters
@@ -631,6 +660,10 @@ def route_flows(topo: Topology, spec: RoutingSpec, src, dst, *, transport: str =
     via_host : bool
         GPUs of one server without P2P: their flows cross the sender's PCIe up to the receiver's CPU
         and down the receiver's PCIe (NCCL's SHM path through host memory) instead of NVLink or a PCIe switch.
+    nvlink_domains : bool
+        GPUs of different servers in one NVLink domain (``cluster.nvlink_domain``) talk over NVLink
+        through the domain's switch, as NCCL does with MNNVL; ``False`` sends them over the NICs
+        (``NCCL_MNNVL_ENABLE=0``). GPUs of one server use the switch either way.
 
     Returns
     -------
@@ -656,8 +689,15 @@ def route_flows(topo: Topology, spec: RoutingSpec, src, dst, *, transport: str =
     R = len(flow_index)
     ctx = _context(topo)
     srv_s, srv_d = topo.node_server[src_r], topo.node_server[dst_r]
-    local = (srv_s == srv_d) & (srv_s >= 0)
     pieces: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    domain = _nvlink_domain_rows(topo, src_r, dst_r, nvlink_domains)
+    if via_host:
+        domain &= srv_s != srv_d  # without P2P a server's GPUs stage through host memory
+    if domain.any():
+        rows_d = np.flatnonzero(domain)
+        for rows, links in _nvlink_domain_links(topo, src_r[rows_d], dst_r[rows_d]):
+            pieces.append((rows_d[rows], links, np.ones(len(rows))))
+    local = (srv_s == srv_d) & (srv_s >= 0) & ~domain
 
     def add_segments(rows_sel: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
         need = a != b
@@ -673,7 +713,7 @@ def route_flows(topo: Topology, spec: RoutingSpec, src, dst, *, transport: str =
         else:
             add_segments(rows_l, src_r[rows_l], dst_r[rows_l])
     sport = np.full(R, -1, np.int64)
-    remote = np.flatnonzero(~local)
+    remote = np.flatnonzero(~local & ~domain)
     if len(remote):
         s_ep = _network_endpoint(topo, src_r[remote], dst_r[remote], qp[remote])
         d_ep = _network_endpoint(topo, dst_r[remote], src_r[remote], qp[remote])

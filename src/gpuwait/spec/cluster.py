@@ -29,7 +29,7 @@ class ServerSpec(SpecModel):
     gpu_model: str = Field("H100-SXM", description="GPU model name (e.g. H100-SXM5-80GB, NVIDIA B200): sets the compute capability and NVLink generation NCCL's model uses; must name a GPU `gpuwait.topology.gpus` knows.")
     gpus: int = Field(8, ge=1, le=72, description="GPUs in the server (count).")
     nvlink_bandwidth: RateOrZeroBps = Field(450e9, description="NVLink bandwidth per GPU per direction (e.g. 450GB/s for NVLink4); 0 = no NVLink, GPUs talk over PCIe.")
-    nvlink_topology: Literal["nvswitch", "mesh"] = Field("nvswitch", description="'nvswitch': every GPU links to one NVSwitch domain; 'mesh': direct GPU-GPU links splitting the per-GPU bandwidth evenly.")
+    nvlink_topology: Literal["nvswitch", "mesh", "pairs"] = Field("nvswitch", description="'nvswitch': every GPU links to one NVSwitch domain (the server's, or the cluster's nvlink_domain when it spans servers); 'mesh': direct GPU-GPU links splitting the per-GPU bandwidth evenly; 'pairs': NVLink bridges joining GPU 2k and 2k+1 (A100 PCIe NV12, RTX A6000 / A40 NV4), each bridge carrying the whole per-GPU bandwidth, PCIe between pairs.")
     nvlink_latency: TimeS = Field(0.6e-6, description="Latency of one NVLink traversal GPU->NVSwitch (seconds).")
     pcie_switches: int = Field(4, ge=1, description="PCIe switches; GPUs and NICs are spread evenly over them unless mapped explicitly.")
     pcie_bandwidth: RateBps = Field(63e9, description="Bandwidth of one PCIe x16 link per direction (Gen5 x16 = 63GB/s after 128b/130b coding, Gen4 x16 = 31.5GB/s).")
@@ -124,6 +124,19 @@ class CalibrationSpec(SpecModel):
     fitted_on: list[str] = Field(default_factory=list, description="Where the values came from (log files), for the record; not used by the model.")
 
 
+class NvlinkDomainSpec(SpecModel):
+    """An NVLink domain joining the GPUs of several servers through NVSwitch trays (GB200/GB300 NVL72,
+    NVL36x2): every GPU of the domain reaches every other over NVLink at its full per-GPU bandwidth."""
+
+    servers: int = Field(1, ge=1, le=72, description="Servers (compute trays) per NVLink domain (count); 1 = each server is its own domain. GB200 NVL72: 18 trays of 4 GPUs. Must divide cluster.servers, and the domain needs server.nvlink_topology: nvswitch.")
+    switch_latency: TimeS = Field(0.0, description="Extra latency of the NVSwitch tray hop between servers (seconds), added to server.nvlink_latency on every link into the domain's switch.")
+
+
+def _domain_shorthand(value: Any) -> Any:
+    # `nvlink_domain: 18` is short for `nvlink_domain: {servers: 18}`
+    return {"servers": value} if isinstance(value, int) and not isinstance(value, bool) else value
+
+
 def _template_shorthand(value: Any) -> Any:
     # `server: dgx-h100` is short for `server: {template: dgx-h100}`
     return {"template": value} if isinstance(value, str) else value
@@ -139,6 +152,7 @@ class ClusterSpec(SpecModel):
     name: str = Field("cluster", description="Cluster name, for reports.")
     servers: int = Field(1, ge=1, le=100_000, description="Number of GPU servers (count).")
     server: Annotated[ServerSpec, BeforeValidator(_template_shorthand)] = Field(default_factory=ServerSpec, description="The server model (a template name or fields).")
+    nvlink_domain: Annotated[NvlinkDomainSpec, BeforeValidator(_domain_shorthand)] = Field(default_factory=NvlinkDomainSpec, description="NVLink domains spanning servers (a number = servers per domain); default one server per domain.")
     fabric: FabricSpec = Field(default_factory=FabricSpec, description="Compute fabric.")
     storage: StorageNetworkSpec = Field(default_factory=StorageNetworkSpec, description="Storage network.")
     management: ManagementNetworkSpec = Field(default_factory=ManagementNetworkSpec, description="Management network.")

@@ -1,6 +1,7 @@
 """Build a :class:`Topology` from a :class:`ClusterSpec`, vectorised over servers and switches.
 
-Server internals (per server, ``sN.`` prefix): GPUs ``gpuI``, one NVSwitch domain ``nvsw``,
+Server internals (per server, ``sN.`` prefix): GPUs ``gpuI``, one NVSwitch domain ``nvsw`` (or, when
+``cluster.nvlink_domain`` joins servers, one switch ``nvlD.nvsw`` per domain outside the servers),
 PCIe switches ``pcieI``, CPU sockets ``cpuI``, compute NICs ``nicI``, storage NICs ``snicI``
 and a management NIC ``mnic``. Compute fabric switches are ``leafI``, ``spineI``, ``coreI``
 (``pK.`` in front on a multi-plane fabric); the storage network is ``stor.leafI``,
@@ -108,7 +109,7 @@ def gpu_nic_affinity(server: ServerSpec) -> np.ndarray:
     return out
 
 
-def _build_servers(t: _Tables, server: ServerSpec, n_servers: int, management: bool) -> dict:
+def _build_servers(t: _Tables, server: ServerSpec, n_servers: int, management: bool, spans_servers: bool = False) -> dict:
     S, G = n_servers, server.gpus
     prefixes = [f"s{s}." for s in range(S)]
     per_server = lambda k: np.repeat(np.arange(S), k)  # noqa: E731 — server index of each local node
@@ -123,10 +124,14 @@ def _build_servers(t: _Tables, server: ServerSpec, n_servers: int, management: b
     mnic = t.add_nodes([f"{p}mnic" for p in prefixes], "mgmt_nic", server=np.arange(S)) if management else None
 
     pcie_Bps, pcie_latency_s = server.pcie_bandwidth, server.pcie_latency
-    if server.nvlink_bandwidth > 0 and G > 1:
+    if server.nvlink_bandwidth > 0 and G > 1 and not spans_servers:
         if server.nvlink_topology == "nvswitch":
             nvsw = t.add_nodes([f"{p}nvsw" for p in prefixes], "nvswitch", server=np.arange(S))
             t.add_cables(gpu, np.repeat(nvsw, G), server.nvlink_bandwidth, server.nvlink_latency,
+                         server.nvlink_latency, "nvlink", "server")
+        elif server.nvlink_topology == "pairs":
+            # an NVLink bridge per pair carries all of each GPU's links (A100 PCIe: 3 bridges, NV12)
+            t.add_cables(gpu[:, 0::2], gpu[:, 1::2], server.nvlink_bandwidth, server.nvlink_latency,
                          server.nvlink_latency, "nvlink", "server")
         else:
             i, j = np.triu_indices(G, k=1)
@@ -147,6 +152,46 @@ def _build_servers(t: _Tables, server: ServerSpec, n_servers: int, management: b
     if mnic is not None:
         t.add_cables(mnic, cpu[:, 0], pcie_Bps, pcie_latency_s, pcie_latency_s, "pcie", "server")
     return {"gpu": gpu, "nic": nic, "snic": snic, "mnic": mnic, "affinity": gpu_nic_affinity(server)}
+
+
+#: Largest NVLink domain of NVLink5 NVSwitches: 576 GPUs (NVIDIA, "NVLink and NVLink Switch",
+#: nvidia.com/en-us/data-center/nvlink: "connect up to 576 GPUs in a non-blocking compute fabric").
+MAX_NVLINK_DOMAIN_GPUS = 576
+
+
+def check_nvlink_domain(spec: ClusterSpec, server: ServerSpec) -> int:
+    """Servers per NVLink domain, or one :class:`TopologyError` naming the field that cannot hold it.
+
+    >>> check_nvlink_domain(ClusterSpec(servers=36, nvlink_domain=18, server={"template": "gb200-nvl72"}),
+    ...                     resolve_server(ServerSpec(template="gb200-nvl72")))
+    18
+    """
+    per = spec.nvlink_domain.servers
+    if per == 1:
+        return 1
+    if spec.servers % per:
+        raise TopologyError(f"nvlink_domain.servers: got {per}; expected a divisor of cluster.servers ({spec.servers}): "
+                            "every NVLink domain holds the same number of servers",
+                            hint=f"set servers to a multiple of {per}")
+    if server.nvlink_bandwidth <= 0 or server.nvlink_topology != "nvswitch":
+        raise TopologyError(f"nvlink_domain.servers: got {per}; a domain spanning servers needs server.nvlink_topology: "
+                            f"nvswitch and nvlink_bandwidth > 0 (got {server.nvlink_topology}, "
+                            f"{server.nvlink_bandwidth / 1e9:g} GB/s)")
+    if per * server.gpus > MAX_NVLINK_DOMAIN_GPUS:
+        raise TopologyError(f"nvlink_domain.servers: {per} servers x {server.gpus} GPUs = {per * server.gpus} GPUs; "
+                            f"expected at most {MAX_NVLINK_DOMAIN_GPUS}, the largest NVLink5 NVSwitch domain")
+    return per
+
+
+def _build_nvlink_domains(t: _Tables, spec: ClusterSpec, server: ServerSpec, gpu: np.ndarray, per: int) -> np.ndarray:
+    """One NVSwitch node per domain (``nvl{d}.nvsw``): the NVSwitch trays of a rack as one non-blocking
+    switch, every GPU of the domain's servers cabled to it at its full NVLink bandwidth."""
+    n_domains = spec.servers // per
+    switch = t.add_nodes([f"nvl{d}.nvsw" for d in range(n_domains)], "nvswitch", server=-1)
+    latency_s = server.nvlink_latency + spec.nvlink_domain.switch_latency
+    domain_of_gpu = np.repeat(np.arange(spec.servers) // per, server.gpus).reshape(gpu.shape)
+    t.add_cables(gpu, switch[domain_of_gpu], server.nvlink_bandwidth, latency_s, latency_s, "nvlink", "server")
+    return switch
 
 
 @dataclass(frozen=True)
@@ -353,8 +398,13 @@ def build_topology(spec: ClusterSpec) -> Topology:
     if spec.servers > 1 and spec.fabric.kind == "none":
         raise TopologyError(f"cluster.servers: got {spec.servers} with fabric.kind: none; expected 1 server, or a fabric",
                             hint="set fabric.kind: clos")
+    if server.nvlink_topology == "pairs" and server.nvlink_bandwidth > 0 and server.gpus % 2:
+        raise TopologyError(f"server.nvlink_topology: pairs joins GPUs two by two; got {server.gpus} GPUs, expected an even number",
+                            hint="use nvlink_topology: mesh, or an even gpus")
+    per_domain = check_nvlink_domain(spec, server)
     t = _Tables()
-    nodes = _build_servers(t, server, spec.servers, spec.management.enabled)
+    nodes = _build_servers(t, server, spec.servers, spec.management.enabled, spans_servers=per_domain > 1)
+    domain_switch = _build_nvlink_domains(t, spec, server, nodes["gpu"], per_domain) if per_domain > 1 else np.zeros(0, np.int64)
     storage_servers = _build_storage(t, spec, server, nodes)
     S = spec.servers
     nic_leaf = np.full((S, server.nics, server.nic_ports), -1, np.int64)
@@ -381,6 +431,8 @@ def build_topology(spec: ClusterSpec) -> Topology:
         gpu_node=nodes["gpu"], nic_node=nodes["nic"], nic_uplink=np.full((S, server.nics, server.nic_ports), -1, np.int64),
         gpu_nic=nodes["affinity"][:, 0], gpu_nics=nodes["affinity"],
         storage_server_node=storage_servers if storage_servers is not None else np.zeros(0, np.int32),
+        server_nvlink_domain=np.arange(S) // per_domain if per_domain > 1 else np.zeros(0, np.int64),
+        nvlink_domain_switch=np.asarray(domain_switch, np.int64),
     )
     if spec.fabric.kind == "clos":
         # cables were added port by port (plane-major), so a NIC's uplinks in id order are its ports in order;

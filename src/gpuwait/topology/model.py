@@ -124,6 +124,11 @@ class Topology:
     gpu_nic: np.ndarray  # (G,) the first NIC of each GPU (local index)
     gpu_nics: np.ndarray  # (G, k) every NIC of each GPU, -1 padded; QPs are spread over them
     storage_server_node: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
+    #: NVLink domains spanning servers (``cluster.nvlink_domain``): the domain index of every server,
+    #: and the NVSwitch node of every domain (``nvl{d}.nvsw``, outside any server). Both empty when
+    #: every server is its own NVLink domain.
+    server_nvlink_domain: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    nvlink_domain_switch: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     #: per GPU node id, the NIC node carrying its traffic instead of its own (-1: its own); empty = none.
     #: Set by faults (a NIC down moves its GPU to the neighbour NIC), never by the builder.
     gpu_nic_override: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
@@ -148,6 +153,35 @@ class Topology:
     @property
     def n_gpus(self) -> int:
         return self.gpu_node.size
+
+    @property
+    def servers_per_nvlink_domain(self) -> int:
+        """Servers joined in one NVLink domain (1: every server is its own)."""
+        return self.n_servers // max(len(self.nvlink_domain_switch), 1) if len(self.nvlink_domain_switch) else 1
+
+    def nvlink_domain_of(self, nodes: np.ndarray) -> np.ndarray:
+        """NVLink domain of each node: its server's domain (the server itself when domains are single
+        servers); a domain NVSwitch is in its own domain; -1 outside servers.
+
+        >>> from gpuwait.topology import build_preset
+        >>> topo = build_preset("gb200-nvl72", servers=36)
+        >>> topo.nvlink_domain_of(topo.node_ids(["s0.gpu0", "s17.gpu3", "s18.gpu0", "nvl1.nvsw"])).tolist()
+        [0, 0, 1, 1]
+        """
+        nodes = np.asarray(nodes, np.int64)
+        server = self.node_server[nodes].astype(np.int64)
+        if not len(self.nvlink_domain_switch):
+            return server
+        domain = np.where(server >= 0, self.server_nvlink_domain[np.maximum(server, 0)], -1)
+        switch_domain = np.full(self.n_nodes, -1, np.int64)
+        switch_domain[self.nvlink_domain_switch] = np.arange(len(self.nvlink_domain_switch))
+        return np.where(switch_domain[nodes] >= 0, switch_domain[nodes], domain)
+
+    def nvswitch_of_server(self, server: int) -> int:
+        """Node id of the NVSwitch the server's GPUs link to (its domain's, or its own ``sN.nvsw``); -1 if none."""
+        if len(self.nvlink_domain_switch):
+            return int(self.nvlink_domain_switch[self.server_nvlink_domain[server]])
+        return self._node_index.get(f"s{server}.nvsw", -1)
 
     # ----------------------------------------------------------------- names
     @cached_property

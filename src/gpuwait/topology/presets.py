@@ -14,6 +14,10 @@ Every Clos preset takes 2 tiers while a leaf-spine of its radix holds the server
   ports (32 down / 32 up, non-blocking) under spines; ECMP with CRC32.
 * ``dual-plane-2x200g``: each NIC has two 200 Gb/s ports, port p in fabric plane p (two
   independent RoCEv2 leaf-spine planes).
+* ``gb200-nvl72``: GB200 NVL72 racks — 18 compute trays of 4 GPUs per rack joined in one NVLink domain
+  through 9 NVLink Switch trays (NVIDIA GB200 NVL72 product page), one rack (18 trays) by default,
+  fewer trays one partly filled rack, more a multiple of 18;
+  racks join over a rail-optimized NDR InfiniBand leaf-spine (4 x 400 Gb/s ConnectX-7 per tray).
 * ``oci-a100-roce``: OCI BM.GPU4.8 — 8 x A100-SXM4-40GB with 16 x 100 Gb/s RoCE ports, run with
   NCCL_IB_QPS_PER_CONNECTION=4 (github oracle-quickstart/oci-hpc-oke README.md);
   a non-blocking RoCE Clos.
@@ -31,7 +35,7 @@ from gpuwait.topology.servers import resolve_server
 
 PRESETS: dict[str, Callable[[int], dict]] = {}
 # servers a preset builds when no count is given (shown by `gpuwait topo --list`)
-DEFAULT_SERVERS: dict[str, int] = {"dgx-a100": 1, "dgx-h100": 1}
+DEFAULT_SERVERS: dict[str, int] = {"dgx-a100": 1, "dgx-h100": 1, "gb200-nvl72": 18}
 PRESET_DOCS: dict[str, str] = {}
 
 
@@ -91,6 +95,16 @@ def _oci(servers: int) -> dict:
                 fabric=dict(kind="clos", switch_radix=64, rail_optimized=True, servers_per_unit=32,
                             switch_speed=12.5e9, switch_latency=600e-9),
                 transport={"name": "rocev2"}, routing={"kind": "ecmp", "qps_per_connection": 4})
+
+
+@register_preset("gb200-nvl72", "GB200 NVL72 racks: 18 trays of 4 GPUs in one NVLink domain per rack, 4x 400G InfiniBand per tray")
+def _gb200_nvl72(servers: int) -> dict:
+    # 18 compute trays per rack share the rack's NVSwitch trays (NVIDIA GB200 NVL72 product page);
+    # racks join over a rail-optimized NDR InfiniBand fabric of 64-port switches, as the DGX SuperPOD
+    # fewer than 18 trays are a partly filled rack: one domain of them all
+    return dict(name="gb200-nvl72", server={"template": "gb200-nvl72"}, nvlink_domain={"servers": min(servers, 18)},
+                fabric=dict(kind="clos", switch_radix=64, rail_optimized=True),
+                transport={"name": "infiniband"}, routing={"kind": "static"})
 
 
 def preset_spec(name: str, servers: int | None = None) -> ClusterSpec:

@@ -33,6 +33,21 @@ Sources of the figures (table in docs/sources.md):
   (``src/nccl_ofi_rdma.c``: "Scale speed by the total number of rails") and stripes each message over
   the rails, so the template has 8 NICs of 400 Gb/s, one per GPU, as NCCL sees them (modelling choice:
   4 ports of 100 Gb/s per NIC would hold a connection to one port, as a single QP does).
+* GB200 NVL72 compute tray (``gb200-nvl72``): 2 GB200 superchips = 2 Grace CPUs (Arm) and 4 Blackwell
+  GPUs with fifth-generation NVLink, 18 links x 50 GB/s = 900 GB/s per GPU per direction (NVIDIA GB200
+  NVL72 product page: 72 GPUs, 36 Grace CPUs, 18 compute trays, 9 NVLink Switch trays, "1.8 TB/s"
+  GPU-to-GPU, 130 TB/s per rack = 72 x 1.8 TB/s); 4 ConnectX-7 400 Gb/s per tray, one per GPU
+  (MLCommons Inference v6.1, Crusoe GB200-NVL72 system description: "for each 4-GPU node: 4x ...
+  ConnectX-7"). The tray's NVLink goes to the rack's NVSwitch trays, so a cluster joins 18 trays with
+  ``nvlink_domain: 18``. Assumed: NICs on PCIe Gen5 x16, one PCIe switch per Grace with 2 GPUs and 2 NICs,
+  2 BlueField-3 400 Gb/s for storage as on the DGX B200.
+* GB300 NVL72 compute tray (``gb300-nvl72``): the same tray with Blackwell Ultra GPUs (NVLink5, 900 GB/s
+  per direction) and ConnectX-8 SuperNICs at 800 Gb/s (NVIDIA GB300 NVL72 product page; DGX GB300
+  release notes list the CX8 firmware). Same assumptions as GB200 for PCIe and storage.
+* A100 PCIe NVLink-bridged pairs (``a100-pcie-nvlink-pairs``): 8 A100 PCIe 80 GB, joined two by two by
+  3 NVLink bridges = 12 NVLink3 links, 600 GB/s bidirectional = 300 GB/s per direction per pair
+  (NVIDIA A100 datasheet, "NVLink Bridge for 2 GPUs: 600GB/s"; ``nvidia-smi topo -m`` shows NV12 inside
+  a pair); PCIe Gen4 between pairs. Assumed: 4 PCIe switches (one pair each), 2 sockets, 4 x 200 Gb/s NICs.
 """
 
 from __future__ import annotations
@@ -99,6 +114,20 @@ register_server_template("p5-48xlarge", ServerSpec(
 register_server_template("rtx2080ti-pcie-2gpu", ServerSpec(
     gpu_model="RTX-2080Ti", gpus=2, nvlink_bandwidth=0.0, pcie_bandwidth=15.75e9, pcie_switches=1, cpus=2,
     gpu_p2p=False, nics=0, storage_nics=0,
+))
+
+# trays of a multi-node NVLink domain: the NVLink bandwidth is to the rack's NVSwitch trays (cluster.nvlink_domain)
+register_server_template("gb200-nvl72", ServerSpec(
+    gpu_model="GB200", gpus=4, nvlink_bandwidth=900e9, pcie_bandwidth=63e9, pcie_switches=2, cpus=2, cpu_vendor="arm",
+    nics=4, nic_speed=50e9, storage_nics=2, storage_nic_speed=50e9,
+))
+register_server_template("gb300-nvl72", ServerSpec(
+    gpu_model="GB300", gpus=4, nvlink_bandwidth=900e9, pcie_bandwidth=63e9, pcie_switches=2, cpus=2, cpu_vendor="arm",
+    nics=4, nic_speed=100e9, storage_nics=2, storage_nic_speed=50e9,
+))
+register_server_template("a100-pcie-nvlink-pairs", ServerSpec(
+    gpu_model="A100-PCIE-80GB", gpus=8, nvlink_bandwidth=300e9, nvlink_topology="pairs", pcie_bandwidth=31.5e9,
+    pcie_switches=4, cpus=2, cpu_vendor="amd", nics=4, nic_speed=25e9, storage_nics=0,
 ))
 
 

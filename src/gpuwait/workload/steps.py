@@ -31,7 +31,8 @@ def training_step(spec: WorkloadSpec, topo: Topology) -> TrainingStep:
     """The training step ``spec`` describes on ``topo``'s first GPUs (checked: layout, memory)."""
     shape = wm.resolve_model(spec.model)
     gpu = wm.resolve_gpu(spec.compute, shape.precision, topo.spec.server.gpu_model)
-    par = wm.validate_layout(shape, spec, topo.n_gpus, topo.gpus_per_server)
+    # TP stays inside an NVLink domain: one server, or several joined by cluster.nvlink_domain
+    par = wm.validate_layout(shape, spec, topo.n_gpus, topo.gpus_per_server * topo.servers_per_nvlink_domain)
     wm.check_fits(shape, par, gpu)
     lay = _job_layout(topo, par.gpus, par.tp, par.dp, par.pp, par.ep)
     m = par.global_batch // (par.dp * par.micro_batch)
@@ -91,7 +92,7 @@ def serving_step(spec: WorkloadSpec, topo: Topology) -> ServingStep:
     """One batch of requests on every replica, as ``spec.inference`` describes."""
     shape = wm.resolve_model(spec.model)
     gpu = wm.resolve_gpu(spec.compute, shape.precision, topo.spec.server.gpu_model)
-    inf = wm.validate_inference_layout(shape, spec, topo.n_gpus, topo.gpus_per_server)
+    inf = wm.validate_inference_layout(shape, spec, topo.n_gpus, topo.gpus_per_server * topo.servers_per_nvlink_domain)
     wm.check_fits(shape, inf, gpu)
     lay = _job_layout(topo, inf.gpus, inf.tp, inf.replicas, inf.pp, 1)
     prompt, out, batch = inf.prompt_tokens, inf.output_tokens, inf.batch
