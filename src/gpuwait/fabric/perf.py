@@ -143,6 +143,7 @@ class CollectivePredictor:
         sm = gpu_sm(server.gpu_model)
         links = nvlink_links(server)
         nvswitch = server.nvlink_topology == "nvswitch" and links > 0
+        release = self.env.release  # the NCCL release whose link constants and search speeds apply
         graphs = {}
         if not self.p2p:
             links, nvswitch = 0, False  # without P2P the SHM transport carries every intra-node byte
@@ -150,10 +151,10 @@ class CollectivePredictor:
             if not self.p2p and comm.ppn > 1:
                 ring = self._host_path_graph(sm)
             elif links and comm.ppn > 1:
-                total = nvlink_bw_GBps(sm, links)
-                ring = nvswitch_ring_graph(total, sm)
+                total = nvlink_bw_GBps(sm, links, release)
+                ring = nvswitch_ring_graph(total, sm, release)
                 if nvswitch and sm >= 90:
-                    graphs["nvls"] = nvswitch_nvls_graph(total, sm, comm.ppn)
+                    graphs["nvls"] = nvswitch_nvls_graph(total, sm, comm.ppn, release)
             else:
                 ring = Graph(2, 12.0, 12.0, intra_link="pci")
         else:
@@ -170,12 +171,12 @@ class CollectivePredictor:
                 # NCCL searches the tree separately: its chain inside a node runs at NVLink speed
                 # (reference: search.cc raises the tree's bwIntra on NVLink nodes), its hops between
                 # nodes at the NICs'
-                nvlink_total = nvlink_bw_GBps(sm, links)
+                nvlink_total = nvlink_bw_GBps(sm, links, release)
                 graphs["tree"] = Graph(channels, max(nvlink_total / channels, per_channel), per_channel, net_lat_us,
                                        intra_link=intra_link)
                 if nvswitch and sm >= 90:
                     # NVLSTree: one channel per local GPU, NVLS inside the node, the GPU's own NIC between nodes
-                    nvls = nvswitch_nvls_graph(nvlink_total, sm, comm.ppn)
+                    nvls = nvswitch_nvls_graph(nvlink_total, sm, comm.ppn, release)
                     graphs["nvls_tree"] = Graph(nvls.n_channels, nvls.bw_intra_GBps, nic_GBps * nics / nvls.n_channels,
                                                 net_lat_us, intra_link="nvlink")
         inputs = TuningInputs(collective, n_ranks=comm.n_ranks, n_nodes=comm.n_nodes, sm=sm, n_channels=ring.n_channels,
@@ -202,7 +203,7 @@ class CollectivePredictor:
         up = (topo.link_kind == LinkKind.PCIE) & np.isin(topo.link_src, gpus)
         per_switch = np.unique(topo.link_dst[up], return_counts=True)[1]
         return host_path_ring_graph(pci_bw_GBps(pcie_generation(server.pcie_bandwidth)), int(per_switch.max(initial=1)),
-                                    sm, intel_cpu=server.cpu_vendor == "intel")
+                                    sm, intel_cpu=server.cpu_vendor == "intel", release=self.env.release)
 
     def _channels(self, graph_channels: int) -> int:
         lo = self.env.min_nchannels or 1
@@ -218,7 +219,7 @@ class CollectivePredictor:
         nvlink = topo.link_kind == LinkKind.NVLINK
         if links:
             sm = gpu_sm(server.gpu_model)
-            nccl_Bps = nvlink_bw_GBps(sm, links) * 1e9
+            nccl_Bps = nvlink_bw_GBps(sm, links, self.env.release) * 1e9
             if server.nvlink_topology == "mesh":
                 nccl_Bps /= max(topo.gpus_per_server - 1, 1)
             if algorithm in ("nvls", "nvls_tree"):
