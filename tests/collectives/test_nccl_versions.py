@@ -208,3 +208,14 @@ def test_graph_helpers_take_the_release_link_constants():
     assert t.nvlink_bw_GBps(90, 18, old) == 360.0
     ring = t.nvswitch_ring_graph(t.nvlink_bw_GBps(90, 18, old), 90, old)
     assert ring.busbw_GBps <= 360.0
+
+
+def test_cluster_field_checks_the_version_on_load():
+    from gpuwait.spec.cluster import ClusterSpec
+
+    assert ClusterSpec(nccl={"version": "2.21.5+cuda12.4"}).nccl.version == "2.21.5+cuda12.4"
+    assert ClusterSpec().nccl.version is None
+    with pytest.raises(ValueError, match="expected NCCL 2.18 or later"):
+        ClusterSpec(nccl={"version": "2.17.1"})
+    with pytest.raises(ValueError, match="expected a release such as 2.21.5"):
+        ClusterSpec(nccl={"version": "newest"})
