@@ -7,6 +7,9 @@ prints, and scores the prediction; nothing is fitted. Tables gpuwait cannot desc
 listed with the reason. Run after any change to the collective model::
 
     python bench/reference_tables.py        # prints the report and writes docs/validation-reference.md
+    python bench/reference_tables.py --default-nccl   # every table as NCCL 2.30.7, not its own release
+
+Each table is predicted as the NCCL release its log prints (or its source states), 2.30.7 otherwise.
 
 Scores (out-of-place columns; the H200 table gives in-place busbw only):
 
@@ -48,7 +51,8 @@ class Reference:
 
     ``cluster`` is a preset name or a file in ``CLUSTERS``; ``gpus`` the GPUs per server the run
     used. ``approximate`` says what the description gets wrong; ``not_describable`` why there is
-    none (then nothing is predicted).
+    none (then nothing is predicted). ``nccl_version`` is the NCCL release predicted: the one the log
+    prints (``NCCL version 2.26.2+cuda12.8``) unless given here; None = gpuwait's default (2.30.7).
     """
 
     stem: str
@@ -59,6 +63,14 @@ class Reference:
     env: dict = field(default_factory=dict)
     approximate: str = ""
     not_describable: str = ""
+    nccl_version: str | None = None
+
+    def version(self) -> str | None:
+        """The NCCL release to predict: ``nccl_version``, else the one the log prints (if modelled)."""
+        if DEFAULT_VERSION_ONLY or self.nccl_version:
+            return None if DEFAULT_VERSION_ONLY else self.nccl_version
+        found = re.search(r"^NCCL version (\d+\.\d+\.\d+)", self.path.read_text(), re.MULTILINE)
+        return found.group(1) if found else None
 
     @property
     def path(self) -> Path:
@@ -71,9 +83,12 @@ class Reference:
     def describe(self) -> str:
         where = f"{self.cluster}.yaml" if (CLUSTERS / f"{self.cluster}.yaml").exists() else f"`{self.cluster}`"
         env = "".join(f" {k}={v}" for k, v in self.env.items())
-        return f"{where} {self.servers}x{self.gpus}{env}"
+        version = f" NCCL {self.version()}" if self.version() else ""
+        return f"{where} {self.servers}x{self.gpus}{env}{version}"
 
 
+#: ``--default-nccl``: predict every table as gpuwait's default NCCL release (to see what the versions change)
+DEFAULT_VERSION_ONLY = False
 _TCP = "NCCL_IB_DISABLE=1"
 REFERENCES = [
     Reference("h100-ib-2node-16gpu-all_reduce", CLASSES[0], "dgx-h100", 2, 8),
@@ -92,7 +107,7 @@ REFERENCES = [
               approximate="AWS p5.48xlarge (H100 SXM, NVSwitch) described as a DGX H100; NCCL from the aws-ofi-nccl "
                           "image with its tuner plugin (NCCL_TUNER_PLUGIN), which gpuwait does not model"),
     Reference("h200-nvswitch-1node-8gpu-all_reduce-nvls-busbw-only", CLASSES[1], "nd-h200-v5", 1, 8,
-              {"NCCL_ALGO": "NVLS"}),
+              {"NCCL_ALGO": "NVLS"}, nccl_version="2.20.5"),  # stated by the source, not printed
     Reference("a100-dgx-4gpu-all_reduce", CLASSES[2], "dgx-a100", 1, 4),  # devices 4-7 of 8: the same on NVSwitch
     Reference("a100-oci-2node-16gpu-roce-all_reduce", CLASSES[2], "oci-a100-roce", 2, 8,
               {"NCCL_IB_QPS_PER_CONNECTION": "4", "NCCL_IB_SPLIT_DATA_ON_QPS": "0"},
@@ -171,7 +186,7 @@ def sweep_of(ref: Reference, meas: Curve):
     if key not in _SWEEPS:
         _SWEEPS[key] = perf_sweep(meas.collective, SweepArgs(min_bytes=int(meas.sizes[0]),
                                                              max_bytes=int(meas.sizes[-1]), step_factor=2),
-                                  ref.cluster_arg(), ref.servers, ref.gpus, ref.env)
+                                  ref.cluster_arg(), ref.servers, ref.gpus, ref.env, ref.version())
     return _SWEEPS[key]
 
 
@@ -344,6 +359,8 @@ def fmt(value: float, name: str) -> str:
 
 
 def main() -> None:
+    global DEFAULT_VERSION_ONLY
+    DEFAULT_VERSION_ONLY = "--default-nccl" in sys.argv[1:]
     refs = [r for r in REFERENCES if not r.not_describable]
     scores = [score(r) for r in refs]
     loo_scores, fits = leave_one_out(refs)

@@ -72,7 +72,7 @@ def simulate(scenario: Scenario | str | Path, engine: str = "flow",
 
 def perf(op: str, cluster: str = "dgx-h100", servers: int | None = None, sizes: Sequence[int | str] | None = None,
          env: Mapping[str, str] | Iterable[str] = (), gpus: int | None = None, step_factor: int = 2,
-         dtype: str = "float", **nccl_tests_args) -> PerfSweep:
+         dtype: str = "float", nccl_version: str | None = None, **nccl_tests_args) -> PerfSweep:
     """The nccl-tests table ``gpuwait perf`` prints, for ``op`` on a preset or cluster file.
 
     Parameters
@@ -87,6 +87,9 @@ def perf(op: str, cluster: str = "dgx-h100", servers: int | None = None, sizes: 
         ``step_factor`` (``-f``). Default: 32M only, as nccl-tests.
     env : mapping or NAME=VALUE strings
         NCCL variables (``{"NCCL_ALGO": "Ring"}``) over the process environment, as NCCL reads them.
+    nccl_version : str, optional
+        The NCCL release whose algorithm and protocol choices to predict (``"2.21.5"``; 2.18 or later);
+        default the cluster's ``nccl.version``, else 2.30.7.
     nccl_tests_args
         Other fields of :class:`~gpuwait.runner.perf.SweepArgs`: ``iters``, ``warmup_iters``,
         ``check``, ``redop``, ``root``, ``step_bytes``.
@@ -100,7 +103,7 @@ def perf(op: str, cluster: str = "dgx-h100", servers: int | None = None, sizes: 
     """
     lo, hi = (sizes[0], sizes[-1]) if sizes else ("32M", "32M")
     args = SweepArgs(min_bytes=lo, max_bytes=hi, step_factor=step_factor, dtype=dtype, **nccl_tests_args)
-    return perf_sweep(op, args, cluster, servers, gpus, env)
+    return perf_sweep(op, args, cluster, servers, gpus, env, nccl_version)
 
 
 def diagnose(scenario: Scenario | str | Path | None = None, inject: Sequence[str | FaultSpec] = (), *,

@@ -79,6 +79,8 @@ def test_congestion_changes_the_answer(capsys, tmp_path):
     (["perf", "all_reduce", "-b", "1G", "-e", "1M"], "expected -b <= -e"),
     (["perf", "all_reduce", "-g", "9"], "gpus per server: got 9"),
     (["perf", "all_reduce", "--env", "NCCL_ALGO=Bogus"], "NCCL_ALGO"),
+    (["perf", "all_reduce", "--nccl-version", "2.17.1"], "--nccl-version: got '2.17.1'; expected NCCL 2.18 or later"),
+    (["perf", "all_reduce", "--nccl-version", "latest"], "--nccl-version: got 'latest'; expected a release such as"),
 ])
 def test_perf_bad_input(capsys, args, message):
     code, _, err = run_cli(capsys, *args)
@@ -104,7 +106,8 @@ def test_one_gpu_per_server_over_one_ndr_nic(capsys):
 
 def test_compare_states_its_errors_and_what_differs(capsys, tmp_path):
     """--compare ends with its summary (median/worst busbw error >= 1 MiB, the floor <= 64 KiB, the predicted
-    switch points) and warns when the log ran other GPUs or another NCCL release than the model's."""
+    switch points) and warns when the log ran other GPUs; it predicts the NCCL release the log prints, and says
+    so, unless --nccl-version names another (then it warns)."""
     log = DATA / "h100-2node-16gpu-large-sizes.log"
     code, out, _ = run_cli(capsys, "perf", "all_reduce", "--compare", str(log), "--cluster", "dgx-h100", "--servers", "2",
                            "--json")
@@ -123,7 +126,32 @@ def test_compare_states_its_errors_and_what_differs(capsys, tmp_path):
     assert code == 0
     assert "busbw error over" in out and "median" in out
     assert "warning: the log ran on H100 GPUs; the cluster has A100" in out
-    assert "warning: the log ran NCCL 2.26.2" in out
+    assert "predicted as NCCL 2.26.2 (the log's version)" in out and "warning: the log ran NCCL" not in out
+    code, out, _ = run_cli(capsys, "perf", "all_reduce", "--compare", str(other), "--cluster", "oci-a100-roce",
+                           "--servers", "2", "--nccl-version", "2.19.3", "--json")
+    doc = json.loads(out)
+    assert doc["nccl"] == {"version": "2.19.3", "model_release": "2.19.1", "source": "--nccl-version"}
+    assert any(w.startswith("the log ran NCCL 2.26.2; gpuwait predicted NCCL 2.19.3's") for w in doc["warnings"])
+
+
+def test_nccl_version_changes_the_choice_and_rides_on_the_cluster_file(capsys, tmp_path):
+    """Two DGX H100 at 2 MiB: NCCL 2.21's model picks NVLSTree where 2.30's keeps Tree/LL128 (tuning.cc
+    v2.21.5-1 vs v2.30.7-1: NVLSTree bandwidth x5/6 of min(bwIntra, bwInter) vs nvlsEfficiency); the same
+    release named in a cluster file's ``nccl: {version: ...}`` gives the same answer, and a bad one is one error."""
+    def choice(*extra):
+        code, out, _ = run_cli(capsys, "perf", "all_reduce", "-b", "2M", "-e", "2M", "--servers", "2", *extra, "--json")
+        assert code == 0
+        return json.loads(out)["choices"][0]["algorithm"]
+
+    assert choice() == "tree"
+    assert choice("--nccl-version", "2.21.5") == "nvls_tree"
+    cluster = tmp_path / "c.yaml"
+    cluster.write_text("preset: dgx-h100\nnccl: {version: '2.21.5'}\n")
+    assert choice("--cluster", str(cluster)) == "nvls_tree"
+    assert choice("--cluster", str(cluster), "--nccl-version", "2.30.7") == "tree"
+    cluster.write_text("preset: dgx-h100\nnccl: {version: '2.16.2'}\n")
+    code, _, err = run_cli(capsys, "perf", "all_reduce", "--cluster", str(cluster))
+    assert code == 2 and "nccl.version" in err.splitlines()[0] and "2.18 or later" in err.splitlines()[0]
 
 
 def test_compare_reads_what_nccl_said_beside_the_table(capsys, tmp_path):
@@ -139,4 +167,6 @@ def test_compare_reads_what_nccl_said_beside_the_table(capsys, tmp_path):
     doc = json.loads(out)
     assert doc["summary"]["seen_switches"] == [{"size_bytes": 2**28, "from": "tree/LL128", "to": "ring/Simple"}]
     assert any("network Socket" in w and "infiniband" in w for w in doc["warnings"])
-    assert any("NCCL 2.21.5" in w for w in doc["warnings"])
+    # the INFO line's release is the one predicted (no longer a warning)
+    assert doc["nccl"] == {"version": "2.21.5", "model_release": "2.21.5", "source": "the log's version"}
+    assert not any("NCCL 2.21.5" in w for w in doc["warnings"])

@@ -26,6 +26,10 @@ ROOT_OPTION = typer.Option(0, "-r", "--root", min=0, help="Root rank of broadcas
 ENV_OPTION = typer.Option([], "--env", help="NCCL variable NAME=VALUE (repeatable); the environment counts too.")
 ALGO_OPTION = typer.Option(False, "--report-algo", help="Add the algorithm/protocol/channels chosen per size.")
 COMPARE_OPTION = typer.Option(None, "--compare", help="A real nccl-tests log: predict its sizes and compare.")
+NCCL_VERSION_OPTION = typer.Option(
+    None, "--nccl-version", metavar="X.Y.Z",
+    help="Predict this NCCL release's algorithm/protocol choices (2.18 or later; default: the cluster's "
+         "nccl.version, with --compare the version the log prints, else 2.30.7).")
 
 
 def perf(op: str = OP_ARGUMENT, cluster: str = CLUSTER_OPTION, servers: int | None = SERVERS_OPTION,
@@ -33,12 +37,14 @@ def perf(op: str = OP_ARGUMENT, cluster: str = CLUSTER_OPTION, servers: int | No
          step_bytes: str = STEP_OPTION, iters: int = ITERS_OPTION, warmup: int = WARMUP_OPTION,
          gpus: int | None = GPUS_OPTION, check: int = CHECK_OPTION, redop: str = REDOP_OPTION,
          dtype: str = DTYPE_OPTION, root: int = ROOT_OPTION, env: list[str] = ENV_OPTION,
-         report_algo: bool = ALGO_OPTION, compare: Path | None = COMPARE_OPTION, json_out: bool = JSON_OPTION) -> None:
+         report_algo: bool = ALGO_OPTION, compare: Path | None = COMPARE_OPTION,
+         nccl_version: str | None = NCCL_VERSION_OPTION, json_out: bool = JSON_OPTION) -> None:
     """Predict an nccl-tests table (`all_reduce_perf -b 8 -e 8G -f 2 -g 8`) for a cluster.
 
     Times come from NCCL's tuning model (algorithm, protocol, latency) and the flow engine on the
     real topology and routing (bandwidth). With --compare LOG the log's collective, sizes and rank
-    count are predicted and set beside the measured busbw and time.
+    count are predicted and set beside the measured busbw and time, as the NCCL release the log
+    prints (or --nccl-version) would choose.
 
     Example: `gpuwait perf all_reduce -b 8 -e 8G -f 2 --cluster dgx-h100`
     """
@@ -48,7 +54,7 @@ def perf(op: str = OP_ARGUMENT, cluster: str = CLUSTER_OPTION, servers: int | No
     if compare is not None:
         from gpuwait.report.perf import compare_log, comparison_table, summary_lines
 
-        comparison = compare_log(op, compare, cluster, servers, gpus, env)
+        comparison = compare_log(op, compare, cluster, servers, gpus, env, nccl_version)
 
         def render(console) -> None:
             console.print(comparison_table(comparison))
@@ -61,5 +67,5 @@ def perf(op: str = OP_ARGUMENT, cluster: str = CLUSTER_OPTION, servers: int | No
     from gpuwait.runner.perf import SweepArgs, perf_sweep
 
     args = SweepArgs(min_bytes, max_bytes, step_factor, step_bytes, iters, warmup, check, redop, dtype, root)
-    sweep = perf_sweep(op, args, cluster, servers, gpus, env)
+    sweep = perf_sweep(op, args, cluster, servers, gpus, env, nccl_version)
     out.emit(sweep.to_dict(), lambda c: print(sweep_text(sweep, report_algo)))

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 
+from gpuwait.collectives.nccl_versions import DEFAULT_RELEASE, NcclRelease, nccl_release
 from gpuwait.collectives.tuning import Prediction, TuningInputs, choose, parse_algorithm_list, parse_protocol_list
 from gpuwait.errors import SpecError
 
@@ -80,6 +81,9 @@ class NcclEnv:
         (tuning.cc getNetOverhead); None = NCCL's per-CPU default.
     extra : mapping
         Every other ``NCCL_*`` variable, verbatim; gpuwait does not model them.
+    release : NcclRelease
+        The NCCL release whose tuning model applies (not an environment variable: ``perf --nccl-version``,
+        a cluster's ``nccl.version`` or a log's printed version; :meth:`with_version`). Default 2.30.7.
     explicit : tuple of str
         The modelled variables that were set, in name order.
     """
@@ -104,9 +108,18 @@ class NcclEnv:
     net_overhead_ns: int | None = None
     extra: Mapping[str, str] = field(default_factory=dict)
     explicit: tuple[str, ...] = ()
+    release: NcclRelease = DEFAULT_RELEASE
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "extra", MappingProxyType(dict(self.extra)))
+
+    def with_version(self, version: str | None, what: str = "NCCL version") -> NcclEnv:
+        """This environment under the NCCL release ``version`` (None keeps the current one).
+
+        >>> NcclEnv().with_version("2.21.5+cuda12.4").release.version
+        '2.21.5'
+        """
+        return self if version is None else replace(self, release=nccl_release(version, what))
 
     @property
     def ignored(self) -> tuple[str, ...]:
@@ -274,7 +287,8 @@ def parse_env_pairs(pairs: Iterable[str]) -> NcclEnv:
 
 
 def apply_env(env: NcclEnv, inputs: TuningInputs) -> TuningInputs:
-    """The tuning inputs as ``env`` changes them: NVLS / CollNet switches and ``NCCL_NET_OVERHEAD``.
+    """The tuning inputs as ``env`` changes them: NVLS / CollNet switches, ``NCCL_NET_OVERHEAD`` and the
+    NCCL release (``env.release``).
 
     ``NCCL_NVLS_ENABLE=0`` removes NVLS; ``NCCL_COLLNET_ENABLE`` must be 1 for CollNet (and multi-node
     NVLS). Channel limits are not folded in: NCCL applies them to the communicator, not to the search
@@ -289,6 +303,7 @@ def apply_env(env: NcclEnv, inputs: TuningInputs) -> TuningInputs:
     changes: dict[str, object] = {
         "nvls_available": inputs.nvls_available and env.nvls_enable != 0,
         "collnet_available": inputs.collnet_available and env.collnet_enable,
+        "release": env.release,
     }
     if env.net_overhead_ns is not None:
         changes["net_overhead_us"] = env.net_overhead_ns * 1e-3

@@ -3,6 +3,8 @@
 This is a re-implementation of ``ncclTopoTuneModel`` / ``ncclTopoGetAlgoTime`` from NCCL's
 ``src/graph/tuning.cc`` (NVIDIA/nccl tag v2.30.7-1: constants and formulas as in that file) and of
 the link constants of ``src/graph/topo.h`` / ``topo.cc`` at the same tag (table in docs/sources.md).
+Older releases (2.18 to 2.29) differ in tables, formulas and which algorithms exist: their values are
+in :mod:`gpuwait.collectives.nccl_versions`, and ``TuningInputs.release`` selects one.
 
 NCCL predicts a collective's time as ``latency + bytes / bandwidth`` per (algorithm, protocol), from a
 handful of *graph* numbers found by its topology search (channels, per-channel bandwidth inside and
@@ -30,6 +32,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
+from gpuwait.collectives.nccl_versions import DEFAULT_NCCL_VERSION, DEFAULT_RELEASE, NcclRelease
 from gpuwait.collectives.nccltests import busbw_factor
 from gpuwait.errors import SpecError
 
@@ -37,8 +40,9 @@ from gpuwait.errors import SpecError
 # Names. NCCL's enums (src/include/device.h) in NCCL's order; the order matters: on equal predicted
 # time NCCL keeps the first (algorithm, protocol) it saw, iterating algorithms then protocols.
 
-#: The NCCL release whose tuning model this module follows (algorithm choices differ between releases).
-MODEL_NCCL_VERSION = "2.30.7"
+#: The NCCL release whose tuning model this module follows by default; :class:`TuningInputs` may carry
+#: another (:mod:`gpuwait.collectives.nccl_versions`, 2.18 to 2.30).
+MODEL_NCCL_VERSION = DEFAULT_NCCL_VERSION
 
 ALGORITHMS: tuple[str, ...] = ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat")
 PROTOCOLS: tuple[str, ...] = ("LL", "LL128", "Simple")
@@ -58,72 +62,43 @@ TUNED_COLLECTIVES: tuple[str, ...] = tuple(NCCL_COLLECTIVE_NAMES)
 
 #: Which algorithms NCCL models for each collective: the ``continue`` filters at the top of the
 #: per-collective loop of ncclTopoTuneModel (tuning.cc v2.30.7): Broadcast/Reduce ring only;
-#: AllGather/ReduceScatter ring, PAT, NVLS, CollNetDirect; AllReduce everything but PAT.
-SUPPORTED_ALGORITHMS: Mapping[str, tuple[str, ...]] = MappingProxyType({
-    "broadcast": ("ring",),
-    "reduce": ("ring",),
-    "all_gather": ("ring", "collnet_direct", "nvls", "pat"),
-    "reduce_scatter": ("ring", "collnet_direct", "nvls", "pat"),
-    "all_reduce": ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree"),
-})
+#: AllGather/ReduceScatter ring, PAT, NVLS, CollNetDirect; AllReduce everything but PAT. Older
+#: releases allow fewer (``NcclRelease.supported_algorithms``).
+SUPPORTED_ALGORITHMS: Mapping[str, tuple[str, ...]] = DEFAULT_RELEASE.supported_algorithms
 #: NVLS/NVLSTree and PAT are skipped unless Simple; CollNet's LL/LL128 bandwidth is forced to 0 ("Not used").
 ALGORITHM_PROTOCOLS: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "tree": PROTOCOLS, "ring": PROTOCOLS, "collnet_direct": ("Simple",), "collnet_chain": ("Simple",),
     "nvls": ("Simple",), "nvls_tree": ("Simple",), "pat": ("Simple",)})
 
 # --------------------------------------------------------------------------------------------------
-# Constants of tuning.cc v2.30.7. Triples are (LL, LL128, Simple).
+# Constants of tuning.cc v2.30.7 (the default release; every release's are in nccl_versions.py).
+# Triples are (LL, LL128, Simple).
 
 #: baseLatencies[algo][proto], us (tuning.cc v2.30.7).
-BASE_LATENCY_US: Mapping[str, tuple[float, float, float]] = MappingProxyType({
-    "tree": (6.8, 14.0, 8.4), "ring": (6.6, 14.0, 8.4),
-    "collnet_direct": (0.0, 0.0, 0.0), "collnet_chain": (0.0, 0.0, 0.0),
-    "nvls": (0.0, 0.0, 0.0), "nvls_tree": (0.0, 0.0, 0.0), "pat": (8.0, 8.0, 8.0)})
-
+BASE_LATENCY_US: Mapping[str, tuple[float, float, float]] = DEFAULT_RELEASE.base_latency_us
 #: hwLatencies[hw][algo][proto], us, hw in NVLINK / PCI / NET (tuning.cc v2.30.7).
-HW_LATENCY_US: Mapping[str, Mapping[str, tuple[float, float, float]]] = MappingProxyType({
-    "nvlink": MappingProxyType({
-        "tree": (0.6, 1.25, 4.0), "ring": (0.6, 1.9, 3.4), "collnet_direct": (0.0, 0.0, 3.7),
-        "collnet_chain": (0.0, 0.0, 2.8), "nvls": (0.0, 0.0, 25.0), "nvls_tree": (0.0, 0.0, 25.0),
-        "pat": (0.0, 0.0, 4.0)}),
-    "pci": MappingProxyType({
-        "tree": (1.0, 1.9, 4.0), "ring": (1.0, 2.5, 5.7), "collnet_direct": (0.0, 0.0, 3.7),
-        "collnet_chain": (0.0, 0.0, 2.8), "nvls": (0.0, 0.0, 0.0), "nvls_tree": (0.0, 0.0, 0.0),
-        "pat": (0.0, 0.0, 4.0)}),
-    "net": MappingProxyType({
-        "tree": (5.0, 8.5, 14.0), "ring": (2.7, 4.0, 14.0), "collnet_direct": (0.0, 0.0, 31.0),
-        "collnet_chain": (0.0, 0.0, 30.0), "nvls": (0.0, 0.0, 18.0), "nvls_tree": (0.0, 0.0, 20.9),
-        "pat": (0.0, 0.0, 14.0)}),
-})
+HW_LATENCY_US: Mapping[str, Mapping[str, tuple[float, float, float]]] = DEFAULT_RELEASE.hw_latency_us
 
 #: Compute-capability rows of the per-architecture tables (NCCL_*_COMPCAP_IDX).
 ARCHITECTURES: tuple[str, ...] = ("volta", "ampere", "hopper", "blackwell")
 
 #: llMaxBws[row][N1/N2/N4], GB/s (tuning.cc v2.30.7). On one node the row is the GPU architecture;
 #: on several nodes NCCL reads row 0 for Intel (or other) CPUs and row 1 for AMD / mixed CPUs.
-LL_MAX_BW_GBps: tuple[tuple[float, float, float], ...] = (
-    (39.0, 39.0, 20.4),  # Volta-N1 / Intel-N2 / Intel-N4
-    (87.7, 22.5, 19.0),  # Ampere-N1 / AMD-N2 / AMD-N4 (22.5: "avg of ring & tree")
-    (141.0, 45.0, 35.0),  # Hopper-N1
-    (2 * 141.0, 2 * 45.0, 2 * 35.0),  # Blackwell-N1
-)
+LL_MAX_BW_GBps: tuple[tuple[float, float, float], ...] = DEFAULT_RELEASE.ll_max_bw_GBps
 #: perChMaxRingLL128Bws[arch][N1/N2/N4], GB/s per channel (tuning.cc v2.30.7).
-PER_CHANNEL_MAX_RING_LL128_BW_GBps: tuple[tuple[float, float, float], ...] = (
-    (20.0, 20.0, 20.0), (20.0, 20.0, 20.0), (36.7, 36.7, 36.7), (40.0, 40.0, 40.0))
+PER_CHANNEL_MAX_RING_LL128_BW_GBps = DEFAULT_RELEASE.per_channel_max_ring_ll128_bw_GBps
 #: perChMaxTreeLL128Bws[arch][N1/N2/N4], GB/s per channel (tuning.cc v2.30.7).
-PER_CHANNEL_MAX_TREE_LL128_BW_GBps: tuple[tuple[float, float, float], ...] = (
-    (20.0, 20.0, 20.0), (20.0, 20.0, 20.0), (36.7, 36.7, 29.0), (55.6, 31.67, 20.0))
+PER_CHANNEL_MAX_TREE_LL128_BW_GBps = DEFAULT_RELEASE.per_channel_max_tree_ll128_bw_GBps
 #: perChMaxTreeBws[arch][N1/N2/N4], GB/s per channel (tuning.cc v2.30.7).
-PER_CHANNEL_MAX_TREE_BW_GBps: tuple[tuple[float, float, float], ...] = (
-    (26.5, 18.5, 10.0), (24.0, 23.6, 17.8), (38.7, 41.4, 36.0), (70.0, 42.8, 24.0))
+PER_CHANNEL_MAX_TREE_BW_GBps = DEFAULT_RELEASE.per_channel_max_tree_bw_GBps
 #: perChMaxNVLSTreeBws[arch][N1/N2/N4], GB/s per channel (tuning.cc v2.30.7).
-PER_CHANNEL_MAX_NVLS_TREE_BW_GBps: tuple[tuple[float, float, float], ...] = (
-    (26.5, 18.5, 10.0), (24.0, 23.6, 17.8), (0.0, 57.7, 45.5), (0.0, 96.0, 80.0))
+PER_CHANNEL_MAX_NVLS_TREE_BW_GBps = DEFAULT_RELEASE.per_channel_max_nvls_tree_bw_GBps
 #: nvlsEfficiency[arch] (tuning.cc v2.30.7): NVLink SHARP reaches this fraction of the NVLink graph bandwidth.
-NVLS_EFFICIENCY: tuple[float, ...] = (0.0, 0.0, 0.85, 0.74)
+NVLS_EFFICIENCY: tuple[float, ...] = DEFAULT_RELEASE.nvls_efficiency
 
-#: treeCorrectionFactor[proto][log2(nBytes/64)], sizes 64 B, 128 B, ... (tuning.cc v2.30.7). Tree
-#: AllReduce reads entries 0..22, NVLSTree AllReduce on SM100+ x86 entries 0..23; outside, no correction.
+#: treeCorrectionFactor[proto][log2(nBytes/64)], sizes 64 B, 128 B, ... (tuning.cc v2.30.7; the same
+#: values since 2.18, a 24th entry from 2.29). Tree AllReduce reads entries 0..22, NVLSTree AllReduce on
+#: SM100+ x86 entries 0..23 (2.29+); outside, no correction.
 TREE_CORRECTION_FACTOR: Mapping[str, tuple[float, ...]] = MappingProxyType({
     "LL": (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0, 1.0),
     "LL128": (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0, 1.0),
@@ -137,8 +112,8 @@ NET_OVERHEAD_US: Mapping[tuple[str, str], float] = MappingProxyType({("x86", "in
 NET_OVERHEAD_DEFAULT_US = 1.0
 #: "Plateau effect of ring": Ring/Simple AllReduce across nodes multiplies its latency by this factor.
 RING_PLATEAU_FACTOR = {"pre_sm80": 1.9, "sm80_plus": 1.4}
-#: CollNetDirect AllReduce adds this per extra local rank ("0.4 us arity serialization latency").
-COLLNET_ARITY_LATENCY_US = 0.4
+#: CollNetDirect AllReduce adds this per extra local rank ("0.4 us arity serialization latency"; 0.5 in 2.18).
+COLLNET_ARITY_LATENCY_US = DEFAULT_RELEASE.collnet_arity_latency_us
 #: NCCL_COLLNET_NODE_THRESHOLD default (init.cc): CollNet needs at least this many nodes.
 COLLNET_NODE_THRESHOLD = 2
 #: CollNetDirect is only modelled for up to this many local GPUs (enqueue.cc updateCollCostTable).
@@ -147,9 +122,8 @@ COLLNET_DIRECT_MAX_LOCAL_RANKS = 8
 # --------------------------------------------------------------------------------------------------
 # Link bandwidths of NCCL's topology model (src/graph/topo.h, topo.cc, v2.30.7), GB/s.
 
-#: Per-NVLink-link bandwidth by SM (SM60/70/80/86/90/100_NVLINK_BW).
-NVLINK_BW_PER_LINK_GBps: Mapping[int, float] = MappingProxyType(
-    {60: 18.0, 70: 20.0, 80: 20.0, 86: 12.0, 90: 20.6, 100: 40.1})
+#: Per-NVLink-link bandwidth by SM (SM60/70/80/86/90/100_NVLINK_BW; per release in nccl_versions.py).
+NVLINK_BW_PER_LINK_GBps: Mapping[int, float] = DEFAULT_RELEASE.nvlink_bw_per_link_GBps
 LOC_BW_GBps = 5000.0
 PCI_GEN3_X16_BW_GBps = 12.0  # PCI_BW, "PCI Gen3 x16"
 NET_100G_BW_GBps = 12.0  # NET_BW, "100Gbit"
@@ -161,19 +135,16 @@ PCI_LANE_SPEED_100Mbps: Mapping[int, int] = MappingProxyType({1: 15, 2: 30, 3: 6
 
 #: Channel bandwidths NCCL's search tries, fastest first (src/graph/search.cc speedArrayIntra,
 #: sm90SpeedArrayIntra, sm100SpeedArrayIntra), GB/s. Used only by the graph helpers below.
-SEARCH_SPEEDS_INTRA_GBps: Mapping[str, tuple[float, ...]] = MappingProxyType({
-    "default": (40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0),
-    "sm90": (60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0),
-    "sm100": (90.0, 80.0, 70.0, 60.0, 50.0, 45.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0),
-})
+SEARCH_SPEEDS_INTRA_GBps: Mapping[str, tuple[float, ...]] = DEFAULT_RELEASE.search_speeds_intra_GBps
 SEARCH_MAX_RING_CHANNELS = 32  # MAXCHANNELS/2
 
 
-def nvlink_bw_GBps(sm: int, n_links: int = 1) -> float:
+def nvlink_bw_GBps(sm: int, n_links: int = 1, release: NcclRelease = DEFAULT_RELEASE) -> float:
     """NVLink bandwidth NCCL assumes for ``n_links`` links of a GPU of compute capability ``sm`` (x10).
 
-    Mirrors ``ncclTopoNVLinkBw`` (topo.h constants): SM86 is special-cased, other SMs take the
-    constant of their generation; below SM60 NCCL falls back to the SM80 value.
+    Mirrors ``ncclTopoNVLinkBw`` (topo.h constants of ``release``): SM86 is special-cased, other SMs
+    take the constant of their generation; below SM60 NCCL falls back to the SM80 value. Before 2.25
+    NCCL had no SM100 constant (a Blackwell GPU got Hopper's), before 2.20 Hopper's was 20.0.
 
     Examples
     --------
@@ -181,24 +152,13 @@ def nvlink_bw_GBps(sm: int, n_links: int = 1) -> float:
     370.8
     >>> nvlink_bw_GBps(80, 12)  # A100: 12 NVLink3 links
     240.0
+    >>> from gpuwait.collectives.nccl_versions import nccl_release
+    >>> nvlink_bw_GBps(90, 18, nccl_release("2.19.3"))
+    360.0
     """
     if n_links < 0:
         raise SpecError(f"nvlink links: got {n_links}; expected a count >= 0")
-    if sm == 86:
-        per = NVLINK_BW_PER_LINK_GBps[86]
-    elif sm >= 100:
-        per = NVLINK_BW_PER_LINK_GBps[100]
-    elif sm >= 90:
-        per = NVLINK_BW_PER_LINK_GBps[90]
-    elif sm >= 80:
-        per = NVLINK_BW_PER_LINK_GBps[80]
-    elif sm >= 70:
-        per = NVLINK_BW_PER_LINK_GBps[70]
-    elif sm >= 60:
-        per = NVLINK_BW_PER_LINK_GBps[60]
-    else:
-        per = NVLINK_BW_PER_LINK_GBps[80]
-    return per * n_links
+    return release.nvlink_per_link_GBps(sm) * n_links
 
 
 def pci_bw_GBps(gen: int, width: int = 16) -> float:
@@ -324,6 +284,9 @@ class TuningInputs:
         ``comm->maxTreePattern``; a plain ``"tree"`` costs Tree 15% of its bandwidth.
     pat_enabled : bool
         ``NCCL_PAT_ENABLE`` not 0 and a host-driven network (PAT is still limited to 1 GPU per node).
+    release : NcclRelease
+        Whose tables and formulas to use (:func:`gpuwait.collectives.nccl_versions.nccl_release`);
+        default NCCL 2.30.7.
 
     Examples
     --------
@@ -354,8 +317,12 @@ class TuningInputs:
     ll128_enabled: bool = True
     tree_pattern: str = "balanced_tree"
     pat_enabled: bool = True
+    release: NcclRelease = DEFAULT_RELEASE
 
     def __post_init__(self) -> None:
+        if not isinstance(self.release, NcclRelease):
+            raise SpecError(f"release: got {type(self.release).__name__}; expected an NcclRelease "
+                            "(gpuwait.collectives.nccl_versions.nccl_release('2.21.5'))")
         if self.collective not in TUNED_COLLECTIVES:
             raise SpecError(f"collective: got {self.collective!r}; expected one of {', '.join(TUNED_COLLECTIVES)}")
         for name in ("n_ranks", "n_nodes"):
@@ -555,10 +522,6 @@ def _log2i(n: int) -> int:
     return int(n).bit_length() - 1
 
 
-def _compcap_index(sm: int) -> int:
-    return 3 if sm >= 100 else 2 if sm >= 90 else 1 if sm >= 80 else 0
-
-
 def _nodes_index(n_nodes: int) -> int:
     return n_nodes - 1 if n_nodes <= 2 else 2
 
@@ -571,11 +534,16 @@ def _n_steps(collective: str, n_ranks: int) -> int:
     return n_ranks
 
 
+_GATHERS = ("all_gather", "reduce_scatter")
+_NVLS = ("nvls", "nvls_tree")
+
+
 def _hw_latency_us(inputs: TuningInputs, hw: str, algorithm: str, protocol: str) -> float:
+    table = inputs.release.hw_latency_us
     if (inputs.cpu_arch == "power" and hw == "pci" and algorithm == "tree" and protocol == "Simple"):
         # "De-penalize Tree/Simple latency on Power systems to favor Tree than Ring"
-        return HW_LATENCY_US["pci"]["ring"][2]
-    return HW_LATENCY_US[hw][algorithm][PROTOCOLS.index(protocol)]
+        return table["pci"]["ring"][2]
+    return table[hw][algorithm][PROTOCOLS.index(protocol)]
 
 
 def unsupported_reason(inputs: TuningInputs, algorithm: str, protocol: str) -> str:
@@ -589,13 +557,15 @@ def unsupported_reason(inputs: TuningInputs, algorithm: str, protocol: str) -> s
     ''
     """
     coll, ppn = inputs.collective, inputs.ppn
-    if algorithm not in SUPPORTED_ALGORITHMS[coll]:
-        return (f"{algorithm} does not implement {coll} in NCCL "
-                f"({coll}: {', '.join(SUPPORTED_ALGORITHMS[coll])})")
+    supported = inputs.release.supported_algorithms[coll]
+    if algorithm not in supported:
+        return (f"{algorithm} does not implement {coll} in NCCL"
+                f"{'' if inputs.release is DEFAULT_RELEASE else ' ' + inputs.release.version} "
+                f"({coll}: {', '.join(supported)})")
     if protocol not in ALGORITHM_PROTOCOLS[algorithm]:
         return f"{algorithm} runs only the {'/'.join(ALGORITHM_PROTOCOLS[algorithm])} protocol in NCCL"
     reason = ""
-    if algorithm in ("nvls", "nvls_tree"):
+    if algorithm in _NVLS:
         reason = _nvls_reason(inputs, algorithm)
     elif algorithm in ("collnet_direct", "collnet_chain"):
         reason = _collnet_reason(inputs, algorithm)
@@ -603,8 +573,8 @@ def unsupported_reason(inputs: TuningInputs, algorithm: str, protocol: str) -> s
         reason = _pat_reason(inputs)
     if reason:
         return reason
-    multi_node_gather = inputs.n_nodes > 1 and coll in ("all_gather", "reduce_scatter")
-    if algorithm in ("nvls", "collnet_direct") and multi_node_gather and inputs.collnet_heads < ppn:
+    multi_node_gather = inputs.n_nodes > 1 and coll in _GATHERS
+    if algorithm in inputs.release.gather_heads_algorithms and multi_node_gather and inputs.collnet_heads < ppn:
         return (f"{algorithm} {coll} across nodes needs CollNet with one head per local rank "
                 f"({inputs.collnet_heads} heads for {ppn} ranks)")
     return ""
@@ -616,8 +586,8 @@ def _nvls_reason(inputs: TuningInputs, algorithm: str) -> str:
         return f"NVLS needs SM90+ GPUs on an NVLink4+ NVSwitch (NVLink SHARP); got SM{inputs.sm}"
     if not inputs.nvls_available:
         return "NVLS unavailable (no NVLink SHARP NVSwitch, or NCCL_NVLS_ENABLE=0)"
-    if inputs.graph(algorithm).n_channels < 2:
-        return f"{algorithm} needs at least 2 channels in its graph"
+    if inputs.graph(algorithm).n_channels < inputs.release.nvls_min_channels:
+        return f"{algorithm} needs at least {inputs.release.nvls_min_channels} channels in its graph"
     if algorithm == "nvls_tree" and inputs.n_nodes == 1:
         return "NVLSTree is disabled on a single node (NVLS covers it)"
     if algorithm == "nvls" and inputs.n_nodes > 1 and not inputs.collnet_available:
@@ -640,8 +610,8 @@ def _collnet_reason(inputs: TuningInputs, algorithm: str) -> str:
 
 def _pat_reason(inputs: TuningInputs) -> str:
     """Why NCCL would not run PAT here; ``""`` if it would."""
-    if inputs.sm < 60:
-        return "PAT needs SM60+ (CUDA atomics)"
+    if inputs.sm < inputs.release.pat_min_sm:
+        return f"PAT needs SM{inputs.release.pat_min_sm}+ (CUDA atomics)"
     if not inputs.pat_enabled:
         return "PAT disabled (NCCL_PAT_ENABLE=0 or network device offload)"
     if inputs.ppn != 1:
@@ -649,97 +619,147 @@ def _pat_reason(inputs: TuningInputs) -> str:
     return ""
 
 
-def _bus_bw_and_ratio(inputs: TuningInputs, algorithm: str, protocol: str) -> tuple[float, float]:
-    """busBw after the model refinements, and the bus-to-algorithm ratio (tuning.cc v2.30.7)."""
-    coll, n_nodes, n_ranks, ppn = inputs.collective, inputs.n_nodes, inputs.n_ranks, float(inputs.ppn)
-    g = inputs.graph(algorithm)
-    cc, nodes = _compcap_index(inputs.sm), _nodes_index(n_nodes)
-    ll_row = cc if n_nodes == 1 else (1 if inputs.cpu_vendor in ("amd", "mixed") else 0)
-    ll_max = LL_MAX_BW_GBps[ll_row][nodes]
-    collnet = algorithm in ("collnet_direct", "collnet_chain")
-
-    bw = g.bw_intra_GBps if (n_nodes <= 2 or collnet) else g.bw_inter_GBps
-    if algorithm in ("nvls", "nvls_tree"):
+def _nvls_bw_GBps(inputs: TuningInputs, algorithm: str, g: Graph, cc: int, nodes: int) -> float:
+    """NVLS / NVLSTree bandwidth per channel, by the release's formula (``NcclRelease.nvls_model``)."""
+    rel, coll, n_nodes, ppn = inputs.release, inputs.collective, inputs.n_nodes, float(inputs.ppn)
+    if rel.nvls_model == "2.28":
         # NVLS busBw per channel: SHARP efficiency, one channel's worth lost to synchronisation;
         # AllReduce pipelines its reduce-scatter and all-gather halves, the others lose the local share.
-        intra = g.bw_intra_GBps * NVLS_EFFICIENCY[cc] * (g.n_channels - 1) / g.n_channels
+        intra = g.bw_intra_GBps * rel.nvls_efficiency[cc] * (g.n_channels - 1) / g.n_channels
         intra *= 2.0 if coll == "all_reduce" else (ppn - 1) / ppn
         inter = g.bw_inter_GBps * (2.0 if (n_nodes <= 2 and algorithm == "nvls_tree") else 1.0)
-        cap = PER_CHANNEL_MAX_NVLS_TREE_BW_GBps[cc][nodes] if algorithm == "nvls_tree" else math.inf
-        bw = min(intra, inter, cap)
+        cap = rel.per_channel_max_nvls_tree_bw_GBps[cc][nodes] if algorithm == "nvls_tree" else math.inf
+        return min(intra, inter, cap)
+    if rel.nvls_model == "2.18":
+        return g.bw_intra_GBps if n_nodes <= 2 else g.bw_inter_GBps  # the generic graph bandwidth
+    if algorithm == "nvls_tree":
+        return min(g.bw_intra_GBps, g.bw_inter_GBps if n_nodes <= 2 else g.bw_inter_GBps / 2)
+    if rel.nvls_model == "2.27" and coll != "all_reduce":
+        return min(g.bw_intra_GBps * (ppn - 1.0) / ppn, g.bw_inter_GBps * 0.9)
+    return min(g.bw_intra_GBps, g.bw_inter_GBps)
+
+
+def _collnet_direct_bus_GBps(inputs: TuningInputs, g: Graph, bus: float) -> float:
+    """CollNetDirect busBw: one head per GPU for AllGather/ReduceScatter, the GPU/NIC ratio otherwise."""
+    ppn = float(inputs.ppn)
+    if inputs.collective in _GATHERS:
+        if inputs.release.collnet_gather_model == "interp":
+            # 2.20-2.26: "Measured corrective ratio needed at 1 ppn and 8ppn", interpolated
+            w = (ppn - 1) / (8 - 1)
+            return ppn * g.bw_intra_GBps * (w * 0.85 + (1 - w) * 0.95)
+        return ppn * min(g.bw_intra_GBps, g.bw_inter_GBps * 0.9)
+    # Full speed needs one NIC per GPU; soften the GPU/NIC ratio penalty by half.
+    factor = ppn / g.n_channels
+    factor -= (factor - 1) / 2
+    bus /= factor
+    if inputs.sm >= 90:
+        bus *= 0.85
+    return bus
+
+
+def _bus_to_alg_ratio(inputs: TuningInputs, algorithm: str) -> float:
+    """NCCL's bus-to-algorithm bandwidth ratio for ``algorithm`` in this release."""
+    rel, coll, n_ranks, n_nodes = inputs.release, inputs.collective, inputs.n_ranks, inputs.n_nodes
+    if coll in _GATHERS and algorithm in rel.gather_ratio_exempt:
+        return 1.0  # NCCL leaves these as they are
+    if algorithm == "ring" or (algorithm in _NVLS and rel.nvls_model == "2.28"):
+        return n_ranks / _n_steps(coll, n_ranks)
+    if algorithm == "nvls_tree" and rel.nvls_model == "2.18":
+        return 0.70 * n_nodes / (2 * max(n_nodes - 1, 1))
+    if algorithm in _NVLS:
+        return rel.nvls_ratio
+    return 0.5
+
+
+def _bus_bw_and_ratio(inputs: TuningInputs, algorithm: str, protocol: str) -> tuple[float, float]:
+    """busBw after the model refinements, and the bus-to-algorithm ratio (tuning.cc of ``inputs.release``)."""
+    rel, coll, n_nodes, ppn = inputs.release, inputs.collective, inputs.n_nodes, float(inputs.ppn)
+    g = inputs.graph(algorithm)
+    cc, nodes = rel.compcap_index(inputs.sm), _nodes_index(n_nodes)
+    amd_row = inputs.cpu_vendor == "amd" or (inputs.cpu_vendor == "mixed" and rel.ll_row_mixed_as_amd)
+    ll_max = rel.ll_max_bw_GBps[cc if n_nodes == 1 else (1 if amd_row else 0)][nodes]
+
+    bw = g.bw_intra_GBps if (n_nodes <= 2 or algorithm in ("collnet_direct", "collnet_chain")) else g.bw_inter_GBps
+    if algorithm in _NVLS:
+        bw = _nvls_bw_GBps(inputs, algorithm, g, cc, nodes)
     bus = g.n_channels * bw
 
     if algorithm == "ring" and protocol == "LL":
-        bus = min(ll_max, bus * 0.5)
+        one_node_gather = n_nodes == 1 and coll in ("broadcast", *_GATHERS)
+        bus = min(ll_max, bus * (rel.ring_ll_factor_intra_gather if one_node_gather else rel.ring_ll_factor))
     if algorithm == "ring" and protocol == "LL128":
-        bus = min(bus * 0.92, g.n_channels * PER_CHANNEL_MAX_RING_LL128_BW_GBps[cc][nodes])
+        bus = min(bus * (rel.ring_ll128_factor_one_ppn if ppn < 2 else 0.92),
+                  g.n_channels * rel.per_channel_max_ring_ll128_bw_GBps[cc][nodes])
     if algorithm == "tree" and coll == "all_reduce":
-        bus = min(bus * 0.92, g.n_channels * PER_CHANNEL_MAX_TREE_BW_GBps[cc][nodes])
+        bus = min(bus * 0.92, g.n_channels * rel.per_channel_max_tree_bw_GBps[cc][nodes])
     if algorithm == "tree" and protocol == "LL":
         bus = min(bus / 3.8, ll_max)
     if algorithm == "tree" and protocol == "LL128":
         bus = min(bus * (7.0 / 9.0 if n_nodes == 1 else 120.0 / 128.0),
-                  g.n_channels * PER_CHANNEL_MAX_TREE_LL128_BW_GBps[cc][nodes])
+                  g.n_channels * rel.per_channel_max_tree_ll128_bw_GBps[cc][nodes])
     if algorithm == "tree" and inputs.tree_pattern == "tree":
-        bus *= 0.85
+        bus *= rel.tree_pattern_factor
     if algorithm == "pat":
-        bus *= 0.75
+        bus *= rel.pat_factor
     if algorithm == "collnet_direct":
-        if coll in ("all_gather", "reduce_scatter"):
-            bus = ppn * min(g.bw_intra_GBps, g.bw_inter_GBps * 0.9)
-        else:
-            # Full speed needs one NIC per GPU; soften the GPU/NIC ratio penalty by half.
-            factor = ppn / g.n_channels
-            factor -= (factor - 1) / 2
-            bus /= factor
-            if inputs.sm >= 90:
-                bus *= 0.85
+        bus = _collnet_direct_bus_GBps(inputs, g, bus)
+    return bus, _bus_to_alg_ratio(inputs, algorithm)
 
-    if algorithm != "ring" and coll in ("all_gather", "reduce_scatter"):
-        ratio = 1.0  # NCCL leaves these as they are
-    elif algorithm in ("ring", "nvls", "nvls_tree"):
-        ratio = n_ranks / _n_steps(coll, n_ranks)
+
+def _ring_latency_us(inputs: TuningInputs, protocol: str, base: float, intra: float, inter: float) -> float:
+    """Ring latency: per step, NVLink/PCI inside a node and the network between nodes."""
+    coll, n_nodes, rel = inputs.collective, inputs.n_nodes, inputs.release
+    g = inputs.graph("ring")
+    n_steps = _n_steps(coll, inputs.n_ranks)
+    if coll in ("broadcast", "reduce"):
+        hw = ("nvlink" if g.intra_link == "nvlink" else "pci") if n_nodes == 1 else "net"
+        step = _hw_latency_us(inputs, hw, "ring", protocol)
+        if g.same_channels:
+            return base + step
+        if protocol == "Simple":
+            step = _hw_latency_us(inputs, hw, "tree", protocol)  # chunk latency stand-in
+        return base + n_steps * step
+    net_overhead = 0.0
+    if n_nodes > 1:
+        net_overhead = inputs.effective_net_overhead_us * (3.0 if protocol == "Simple" else 1.0)
+    intra = max(intra, net_overhead)
+    if n_nodes == 1:
+        n_inter_steps = 0
+    elif coll == "all_reduce":
+        n_inter_steps = 2 * n_nodes if rel.ring_inter_steps_legacy else 2 * (n_nodes - 1)
     else:
-        ratio = 0.5
-    return bus, ratio
+        n_inter_steps = n_nodes - 1
+    return base + (n_steps - n_inter_steps) * intra + n_inter_steps * inter
 
 
 def _latency_us(inputs: TuningInputs, algorithm: str, protocol: str) -> float:
-    """The size-independent latency of tuning.cc v2.30.7, before the ring plateau factor."""
-    coll, n_nodes, n_ranks, ppn = inputs.collective, inputs.n_nodes, inputs.n_ranks, inputs.ppn
+    """The size-independent latency of tuning.cc (``inputs.release``), before the ring plateau factor."""
+    rel, n_nodes, n_ranks, ppn = inputs.release, inputs.n_nodes, inputs.n_ranks, inputs.ppn
     g = inputs.graph(algorithm)
     p = PROTOCOLS.index(protocol)
     intra_hw = "nvlink" if g.intra_link == "nvlink" else "pci"
-    hw = intra_hw if n_nodes == 1 else "net"
-    base = BASE_LATENCY_US[algorithm][p]
+    base = rel.base_latency_us[algorithm][p]
     intra = _hw_latency_us(inputs, intra_hw, algorithm, protocol)
-    # With one rank per node nothing hides the network latency: use Tree's.
-    inter = _hw_latency_us(inputs, "net", "tree" if ppn == 1 else algorithm, protocol) + g.latency_inter_us
+    # With one rank per node nothing hides the network latency: use Tree's (2.23+).
+    net_algorithm = "tree" if (ppn == 1 and rel.one_ppn_tree_net_latency) else algorithm
+    inter = _hw_latency_us(inputs, "net", net_algorithm, protocol) + g.latency_inter_us
     if protocol == "Simple":
         inter += g.latency_inter_us  # the flush costs another network latency
     log_nodes = _log2i(n_nodes)
-    n_steps = _n_steps(coll, n_ranks)
 
     if algorithm == "ring":
-        if coll in ("broadcast", "reduce"):
-            step = _hw_latency_us(inputs, hw, "ring", protocol)
-            if g.same_channels:
-                return base + step
-            if protocol == "Simple":
-                step = _hw_latency_us(inputs, hw, "tree", protocol)  # chunk latency stand-in
-            return base + n_steps * step
-        net_overhead = 0.0
-        if n_nodes > 1:
-            net_overhead = inputs.effective_net_overhead_us * (3.0 if protocol == "Simple" else 1.0)
-        intra = max(intra, net_overhead)
-        n_inter_steps = 0 if n_nodes == 1 else (2 * (n_nodes - 1) if coll == "all_reduce" else n_nodes - 1)
-        return base + (n_steps - n_inter_steps) * intra + n_inter_steps * inter
+        return _ring_latency_us(inputs, protocol, base, intra, inter)
     if algorithm == "tree":
         return base + 2 * ((ppn - 1) * intra + log_nodes * inter)
     if algorithm == "collnet_direct":
-        return base + 2 * (min(1, ppn - 1) * intra + (ppn - 1) * COLLNET_ARITY_LATENCY_US) + inter
+        return base + 2 * (min(1, ppn - 1) * intra + (ppn - 1) * rel.collnet_arity_latency_us) + inter
     if algorithm == "collnet_chain":
         return base + 2 * (ppn - 1) * intra + inter
+    if algorithm in _NVLS and rel.nvls_model == "2.18":
+        # 2.18: base latency plus the network's NVLS latency, once (NVLS) or per node hop (NVLSTree)
+        net = _hw_latency_us(inputs, "net", algorithm, protocol)
+        return base + (net if algorithm == "nvls" and n_nodes > 1 else 0.0) + \
+            (2 * (n_nodes - 1) * net if algorithm == "nvls_tree" else 0.0)
     if algorithm == "nvls":
         return intra + (inter if n_nodes > 1 else 0.0)
     if algorithm == "nvls_tree":
@@ -794,7 +814,7 @@ def predict(inputs: TuningInputs, algorithm: str, protocol: str, n_bytes: int) -
     if algorithm == "tree" and coll == "all_reduce" and 0 <= log_size < TREE_CORRECTION_ENTRIES_TREE:
         alg *= TREE_CORRECTION_FACTOR[protocol][log_size]
     if (algorithm == "nvls_tree" and coll == "all_reduce" and 0 <= log_size < TREE_CORRECTION_ENTRIES_NVLS_TREE
-            and inputs.sm >= 100 and inputs.cpu_arch == "x86"):
+            and inputs.release.nvls_tree_correction and inputs.sm >= 100 and inputs.cpu_arch == "x86"):
         alg *= TREE_CORRECTION_FACTOR[protocol][log_size]
     if (algorithm == "ring" and protocol == "Simple" and inputs.n_nodes > 1 and coll == "all_reduce"
             and n_bytes // (inputs.n_channels * inputs.n_ranks) >= 64):
@@ -845,13 +865,16 @@ def choose(inputs: TuningInputs, n_bytes: int, allowed_algos: str | Iterable[str
     if inputs.n_ranks == 1:
         pred = predict(inputs, "ring", "Simple", n_bytes)
         return pred.algorithm, pred.protocol, pred
+    # NCCL 2.18 never lets NCCL_ALGO disable Ring for collectives other than AllReduce.
+    keep_ring = inputs.release.ring_kept_for_non_all_reduce and coll != "all_reduce"
+    ll128_default = inputs.ll128_enabled and inputs.release.ll128_default(inputs.sm)
     best: Prediction | None = None
     for algorithm in ALGORITHMS:
-        if algos is not None and algorithm not in algos:
+        if algos is not None and algorithm not in algos and not (keep_ring and algorithm == "ring"):
             continue
         for protocol in PROTOCOLS:
             if protos is None:
-                if protocol == "LL128" and not inputs.ll128_enabled:
+                if protocol == "LL128" and not ll128_default:
                     continue
             elif protocol not in protos:
                 continue
@@ -873,11 +896,11 @@ def _shown(names: frozenset[str] | None) -> str:
 # Graphs of an NVSwitch node, the way NCCL's search finds them
 
 
-def _speeds(sm: int) -> tuple[float, ...]:
-    return SEARCH_SPEEDS_INTRA_GBps["sm100" if sm >= 100 else "sm90" if sm >= 90 else "default"]
+def _speeds(sm: int, release: NcclRelease = DEFAULT_RELEASE) -> tuple[float, ...]:
+    return release.search_speeds(sm)
 
 
-def nvswitch_ring_graph(gpu_nvlink_GBps: float, sm: int) -> Graph:
+def nvswitch_ring_graph(gpu_nvlink_GBps: float, sm: int, release: NcclRelease = DEFAULT_RELEASE) -> Graph:
     """The ring graph NCCL's search finds inside one NVSwitch node (no NICs), derived from search.cc.
 
     Every ring channel takes its bandwidth once out of and once into each GPU's NVLink, so ``n`` channels at
@@ -896,17 +919,17 @@ def nvswitch_ring_graph(gpu_nvlink_GBps: float, sm: int) -> Graph:
     >>> g.n_channels, g.bw_intra_GBps
     (12, 20.0)
     """
-    speeds = _speeds(sm)
+    speeds = _speeds(sm, release)
     if not [s for s in speeds if s <= gpu_nvlink_GBps]:
         raise SpecError(f"gpu_nvlink_GBps: got {gpu_nvlink_GBps}; below NCCL's slowest search speed {speeds[-1]}")
-    n_channels, speed = _ring_search(gpu_nvlink_GBps, sm)
+    n_channels, speed = _ring_search(gpu_nvlink_GBps, sm, release)
     return Graph(n_channels, speed, speed, intra_link="nvlink")
 
 
-def _ring_search(budget_GBps: float, sm: int) -> tuple[int, float]:
+def _ring_search(budget_GBps: float, sm: int, release: NcclRelease = DEFAULT_RELEASE) -> tuple[int, float]:
     """(channels, GB/s per channel) of NCCL's ring search when ``n`` channels at ``s`` GB/s fit while
     ``n * s <= budget_GBps`` (the rules are :func:`nvswitch_ring_graph`'s)."""
-    speeds = _speeds(sm)
+    speeds = _speeds(sm, release)
     fitting = [s for s in speeds if s <= budget_GBps]
     first = fitting[0]
     best_n, best_s = min(int(budget_GBps // first), SEARCH_MAX_RING_CHANNELS), first
@@ -927,7 +950,8 @@ def _ring_search(budget_GBps: float, sm: int) -> tuple[int, float]:
     return best_n, best_s
 
 
-def host_path_ring_graph(pci_GBps: float, gpus_per_switch: int, sm: int, intel_cpu: bool) -> Graph:
+def host_path_ring_graph(pci_GBps: float, gpus_per_switch: int, sm: int, intel_cpu: bool,
+                         release: NcclRelease = DEFAULT_RELEASE) -> Graph:
     """The ring graph NCCL's search finds inside a node whose GPUs cannot use P2P (``NCCL_P2P_DISABLE=1``,
     or a platform without CUDA peer access): NCCL then stages through host memory (SHM transport).
 
@@ -951,9 +975,9 @@ def host_path_ring_graph(pci_GBps: float, gpus_per_switch: int, sm: int, intel_c
     """
     overhead = INTEL_P2P_OVERHEAD if intel_cpu else 1.0
     budget = pci_GBps / (max(gpus_per_switch, 1) * overhead)
-    if budget < _speeds(sm)[-1]:
+    if budget < _speeds(sm, release)[-1]:
         return Graph(1, 0.1, 0.1, intra_link="pci")
-    n_channels, speed = _ring_search(round(budget, 3), sm)  # NCCL rounds link budgets to 1e-3 (SUB_ROUND)
+    n_channels, speed = _ring_search(round(budget, 3), sm, release)  # NCCL rounds link budgets to 1e-3 (SUB_ROUND)
     return Graph(n_channels, speed, speed, intra_link="pci")
 
 
@@ -961,7 +985,7 @@ def host_path_ring_graph(pci_GBps: float, gpus_per_switch: int, sm: int, intel_c
 NCCL_MAX_NVLS_ARITY = 32
 
 
-def nvswitch_nvls_graph(gpu_nvlink_GBps: float, sm: int, n_gpus: int) -> Graph:
+def nvswitch_nvls_graph(gpu_nvlink_GBps: float, sm: int, n_gpus: int, release: NcclRelease = DEFAULT_RELEASE) -> Graph:
     """The NVLS graph NCCL's search finds inside one NVSwitch node, derived from search.cc.
 
     One channel per GPU, at most 32 (each GPU heads at most one); every channel moves ``s`` through every
@@ -976,7 +1000,7 @@ def nvswitch_nvls_graph(gpu_nvlink_GBps: float, sm: int, n_gpus: int) -> Graph:
     >>> g.n_channels, g.bw_intra_GBps, g.bw_inter_GBps
     (8, 40.0, 60.0)
     """
-    speeds = _speeds(sm)
+    speeds = _speeds(sm, release)
     # at most NCCL_MAX_NVLS_ARITY heads (search.cc: maxChannels = min(NCCL_MAX_NVLS_ARITY, GPUs));
     # every channel pulls from every GPU, a head twice, so a GPU's link carries (channels + 1) x s
     n_channels = min(NCCL_MAX_NVLS_ARITY, n_gpus)

@@ -188,10 +188,10 @@ class CollectivePredictor:
             return self._host_path_graph(sm), graphs
         if not (links and comm.ppn > 1):
             return Graph(2, 12.0, 12.0, intra_link="pci"), graphs
-        total = nvlink_bw_GBps(sm, links)
+        total = nvlink_bw_GBps(sm, links, self.env.release)
         if nvswitch and sm >= 90:
-            graphs["nvls"] = nvswitch_nvls_graph(total, sm, comm.ppn)
-        return nvswitch_ring_graph(total, sm), graphs
+            graphs["nvls"] = nvswitch_nvls_graph(total, sm, comm.ppn, self.env.release)
+        return nvswitch_ring_graph(total, sm, self.env.release), graphs
 
     def _node_nics(self) -> int:
         """NICs NCCL's graphs of one node spread channels over: every NIC of a whole server (or, with
@@ -210,7 +210,7 @@ class CollectivePredictor:
         nic_GBps = net_bw_GBps(server.nic_speed * 8 / 1e6 * server.nic_ports)
         channels = min(32, max(2, 2 * nics))
         per_channel = nic_GBps * nics / channels
-        nvlink_total = nvlink_bw_GBps(sm, links) if links else 0.0
+        nvlink_total = nvlink_bw_GBps(sm, links, self.env.release) if links else 0.0
         if comm.spans_servers:
             # a channel leaves an MNNVL node through one NIC, and a node's channels all cross every GPU's
             # NVLink once each way (the ring search's intra-node rule), so either can cap a channel
@@ -226,7 +226,7 @@ class CollectivePredictor:
                                    intra_link=intra_link)
             if nvswitch and sm >= 90:
                 # NVLSTree: one channel per local GPU, NVLS inside the node, the GPU's own NIC between nodes
-                nvls = nvswitch_nvls_graph(nvlink_total, sm, comm.ppn)
+                nvls = nvswitch_nvls_graph(nvlink_total, sm, comm.ppn, self.env.release)
                 inter = nic_GBps * nics / nvls.n_channels
                 if comm.spans_servers:
                     inter = min(inter, nic_GBps)  # each NVLS head reaches the network through its own NIC
@@ -248,7 +248,7 @@ class CollectivePredictor:
         up = (topo.link_kind == LinkKind.PCIE) & np.isin(topo.link_src, gpus)
         per_switch = np.unique(topo.link_dst[up], return_counts=True)[1]
         return host_path_ring_graph(pci_bw_GBps(pcie_generation(server.pcie_bandwidth)), int(per_switch.max(initial=1)),
-                                    sm, intel_cpu=server.cpu_vendor == "intel")
+                                    sm, intel_cpu=server.cpu_vendor == "intel", release=self.env.release)
 
     def _channels(self, graph_channels: int) -> int:
         lo = self.env.min_nchannels or 1
@@ -264,7 +264,7 @@ class CollectivePredictor:
         nvlink = topo.link_kind == LinkKind.NVLINK
         if links:
             sm = gpu_sm(server.gpu_model)
-            nccl_Bps = nvlink_bw_GBps(sm, links) * 1e9
+            nccl_Bps = nvlink_bw_GBps(sm, links, self.env.release) * 1e9
             if server.nvlink_topology == "mesh":
                 nccl_Bps /= max(topo.gpus_per_server - 1, 1)
             if algorithm in ("nvls", "nvls_tree"):

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from rich.table import Table
 
+from gpuwait.collectives.nccl_versions import nccl_release
 from gpuwait.collectives.nccltests import get_collective, make_row
 from gpuwait.collectives.tuning import (
     MODEL_NCCL_VERSION,
@@ -52,10 +53,11 @@ class PerfComparison:
     rows: list[dict]
     summary: dict = field(default_factory=dict)  # see :func:`comparison_summary`
     warnings: list[str] = field(default_factory=list)  # where the log's run and the cluster differ
+    nccl: dict = field(default_factory=dict)  # version predicted, modelled release, where the version came from
 
     def to_dict(self) -> dict:
         return {"log": str(self.log), "collective": self.collective, "n_ranks": self.n_ranks, "rows": self.rows,
-                "summary": self.summary, "warnings": self.warnings}
+                "summary": self.summary, "warnings": self.warnings, "nccl": self.nccl}
 
 
 #: sizes judged for bandwidth (the plateau and the ramp) and for the latency floor
@@ -123,7 +125,7 @@ def _seen_choices(debug: NcclDebugInfo | None, collective: str) -> list[tuple[in
 
 
 def comparison_warnings(log_text: str, device_names: list[str], server_gpu_model: str, transport: str,
-                        debug: NcclDebugInfo | None = None) -> list[str]:
+                        debug: NcclDebugInfo | None = None, model_version: str | None = None) -> list[str]:
     """Where the log's run differs from what the cluster describes: its GPU model, its network
     (when NCCL's INFO lines say it), or an NCCL release whose tuning differs from the model's."""
     out = []
@@ -136,17 +138,46 @@ def comparison_warnings(log_text: str, device_names: list[str], server_gpu_model
     if network and expected and network not in expected:
         out.append(f"the log's NCCL used network {network}; the cluster's transport is {transport} "
                    f"({' or '.join(expected)})")
-    found = _NCCL_VERSION.search(log_text)
-    version = found.group(1) if found else (debug.version if debug else None)
-    if version and not version.startswith(MODEL_NCCL_VERSION):
-        out.append(f"the log ran NCCL {version}; gpuwait predicts NCCL {MODEL_NCCL_VERSION}'s algorithm "
+    version = log_nccl_version(log_text, debug)
+    predicted = model_version or MODEL_NCCL_VERSION
+    if version and _release_of(version) is not _release_of(predicted):
+        out.append(f"the log ran NCCL {version}; gpuwait predicted NCCL {predicted}'s algorithm "
                    "and protocol choices, which can differ")
     return out
 
 
+def log_nccl_version(log_text: str, debug: NcclDebugInfo | None = None) -> str | None:
+    """The NCCL version a log prints (``NCCL version 2.26.2+cuda12.8``, or NCCL's INFO line), or None."""
+    found = _NCCL_VERSION.search(log_text)
+    return found.group(1) if found else (debug.version if debug else None)
+
+
+def _release_of(version: str):
+    """The modelled release of ``version``, or None when gpuwait does not model it (older than 2.18)."""
+    try:
+        return nccl_release(version)
+    except SpecError:
+        return None
+
+
+def _nccl_choice(log_version: str | None, asked: str | None, cluster_version: str | None) -> dict:
+    """Which NCCL release a comparison predicts: ``--nccl-version``, else the log's printed version when
+    gpuwait models it, else the cluster's ``nccl.version``, else the default; and why."""
+    if asked is not None:
+        version, source = asked, "--nccl-version"
+    elif log_version is not None and _release_of(log_version) is not None:
+        version, source = log_version, "the log's version"
+    elif cluster_version is not None:
+        version, source = cluster_version, "the cluster's nccl.version"
+    else:
+        version, source = MODEL_NCCL_VERSION, "gpuwait's default"
+    return {"version": version, "model_release": nccl_release(version, "--nccl-version").version, "source": source}
+
+
 def compare_log(op: str, log_path: Path, cluster: str, servers: int | None = None, gpus: int | None = None,
-                env=()) -> PerfComparison:
-    """Predict the collective, sizes and rank count of the nccl-tests log at ``log_path`` on ``cluster``."""
+                env=(), nccl_version: str | None = None) -> PerfComparison:
+    """Predict the collective, sizes and rank count of the nccl-tests log at ``log_path`` on ``cluster``,
+    as NCCL ``nccl_version`` would (default: the version the log prints, if gpuwait models it)."""
     try:
         text = log_path.read_text()
     except OSError as err:
@@ -160,7 +191,9 @@ def compare_log(op: str, log_path: Path, cluster: str, servers: int | None = Non
     per_server = per_server or min(log.n_ranks, gpus_in_server)
     if log.n_ranks % per_server:
         raise SpecError(f"--compare: {log.n_ranks} ranks do not fill servers of {per_server} GPUs", hint="pass -g")
-    predictor = make_predictor(cluster, servers or log.n_ranks // per_server, per_server, env)
+    debug = _debug_info(text)
+    nccl = _nccl_choice(log_nccl_version(text, debug), nccl_version, load_cluster(cluster, 1).nccl.version)
+    predictor = make_predictor(cluster, servers or log.n_ranks // per_server, per_server, env, nccl["version"])
     if predictor.comm.n_ranks != log.n_ranks:
         raise SpecError(f"--compare: the log has {log.n_ranks} ranks but the cluster gives {predictor.comm.n_ranks}",
                         hint="use --servers and -g to match the run")
@@ -173,11 +206,11 @@ def compare_log(op: str, log_path: Path, cluster: str, servers: int | None = Non
                      "time_error_pct": 100 * (pred.oop_time_us - row.oop_time_us) / row.oop_time_us,
                      "algorithm": est.algorithm, "protocol": est.protocol})
     topo = predictor.comm.topo
-    debug = _debug_info(text)
     seen = _seen_choices(debug, collective)
     warnings = comparison_warnings(text, [d.name for d in log.devices], resolve_server(topo.spec.server).gpu_model,
-                                   topo.spec.transport.name, debug)
-    return PerfComparison(log_path, collective, log.n_ranks, topo.name, rows, comparison_summary(rows, seen), warnings)
+                                   topo.spec.transport.name, debug, nccl["version"])
+    return PerfComparison(log_path, collective, log.n_ranks, topo.name, rows, comparison_summary(rows, seen), warnings,
+                          nccl)
 
 
 def comparison_table(comparison: PerfComparison) -> Table:
@@ -202,6 +235,10 @@ def summary_lines(comparison: PerfComparison) -> list[str]:
                      f"worst {s['busbw_worst_error_pct']:.1f} %")
     if s.get("floor_sizes"):
         parts.append(f"time error over {s['floor_sizes']} sizes <= 64 KiB: median {s['floor_median_error_pct']:.1f} %")
+    if comparison.nccl:
+        n = comparison.nccl
+        release = "" if n["model_release"] == n["version"] else f", modelled as release {n['model_release']}"
+        parts.append(f"predicted as NCCL {n['version']} ({n['source']}{release})")
     lines = ["; ".join(parts)] if parts else []
     for which in ("predicted", "seen"):
         if s.get(f"{which}_switches"):

@@ -49,13 +49,16 @@ def nccl_env(env: Mapping[str, str] | Iterable[str] = (), base: Mapping[str, str
 
 
 def make_predictor(cluster: str, servers: int | None, gpus: int | None,
-                   env: Mapping[str, str] | Iterable[str] = ()) -> CollectivePredictor:
-    """A predictor for every GPU (or ``gpus`` per server) of a preset or cluster file."""
+                   env: Mapping[str, str] | Iterable[str] = (), nccl_version: str | None = None) -> CollectivePredictor:
+    """A predictor for every GPU (or ``gpus`` per server) of a preset or cluster file, predicting NCCL
+    ``nccl_version`` (``--nccl-version``; default the cluster's ``nccl.version``, else 2.30.7)."""
     spec = load_cluster(cluster, servers)
     topo = build_topology(spec)
     environment = nccl_env(env)
     comm = Communicator.world(topo, gpus_per_server=gpus)
-    return CollectivePredictor.create(comm, parse_env(environment), spec.routing, resolve_transport(spec.transport))
+    nccl = parse_env(environment).with_version(spec.nccl.version, "nccl.version")
+    nccl = nccl.with_version(nccl_version, "--nccl-version")
+    return CollectivePredictor.create(comm, nccl, spec.routing, resolve_transport(spec.transport))
 
 
 def devices(predictor: CollectivePredictor) -> list[Device]:
@@ -117,14 +120,16 @@ class SweepArgs:
 
 
 def perf_sweep(op: str, args: SweepArgs, cluster: str = "dgx-h100", servers: int | None = None,
-               gpus: int | None = None, env: Mapping[str, str] | Iterable[str] = ()) -> PerfSweep:
+               gpus: int | None = None, env: Mapping[str, str] | Iterable[str] = (),
+               nccl_version: str | None = None) -> PerfSweep:
     """The rows nccl-tests would print for ``op`` and ``args`` on a preset or cluster file
-    (``servers`` servers, ``gpus`` GPUs each, NCCL variables ``env`` over the process environment)."""
+    (``servers`` servers, ``gpus`` GPUs each, NCCL variables ``env`` over the process environment,
+    NCCL release ``nccl_version`` or the cluster's)."""
     coll = get_collective(op)
     lo, hi = parse_size_arg(args.min_bytes), parse_size_arg(args.max_bytes)
     if lo > hi:
         raise SpecError(f"-b: got {lo} bytes, larger than -e {hi}; expected -b <= -e")
-    predictor = make_predictor(cluster, servers, gpus, env)
+    predictor = make_predictor(cluster, servers, gpus, env, nccl_version)
     n = predictor.comm.n_ranks
     step_bytes = parse_size_arg(args.step_bytes)
     rows, choices, rounded, estimates = [], [], [], []

@@ -75,6 +75,7 @@ def simulate_workload(scenario: Scenario, steps: int | None = None, progress=Non
     for index, (name, routing, transport) in enumerate(cases):
         # the cluster's QPs per connection are NCCL's NCCL_IB_QPS_PER_CONNECTION
         env = parse_env({"NCCL_IB_QPS_PER_CONNECTION": str(routing.qps_per_connection)})
+        env = env.with_version(cluster.nccl.version, "nccl.version")  # the cluster's NCCL release
         background = effects.foreign_Bps
         fabric = FabricModel(faulty, routing, transport, env, background_Bps=background)
         label = case_label(name, routing, transport)

@@ -6,11 +6,44 @@ them is :mod:`gpuwait.topology`'s job; resolving a ``template`` name is too.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
+from gpuwait.errors import SpecError
 from gpuwait.spec.types import PositiveSizeBytes, RateBps, RateOrZeroBps, TimeS
+
+#: The oldest NCCL release gpuwait models (gpuwait.collectives.nccl_versions holds the releases).
+OLDEST_NCCL_VERSION = (2, 18)
+_NCCL_VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:-\d+)?(?:\+\S*)?$")
+
+
+def parse_nccl_version(text: object, what: str = "NCCL version") -> tuple[int, int, int]:
+    """``"2.21.5"``, ``"2.21"``, ``"v2.21.5-1"`` or NCCL's own ``"2.21.5+cuda12.4"`` as (2, 21, 5).
+
+    Raises
+    ------
+    SpecError
+        Not a version, or older than 2.18 (:data:`OLDEST_NCCL_VERSION`); the message names ``what``.
+
+    Examples
+    --------
+    >>> parse_nccl_version("2.26.2+cuda12.8"), parse_nccl_version("v2.19.3-1"), parse_nccl_version("2.27")
+    ((2, 26, 2), (2, 19, 3), (2, 27, 0))
+    >>> parse_nccl_version("2.17.1")
+    Traceback (most recent call last):
+    ...
+    gpuwait.errors.SpecError: NCCL version: got '2.17.1'; expected NCCL 2.18 or later (gpuwait models 2.18 onwards)
+    """
+    match = _NCCL_VERSION.match(text.strip()) if isinstance(text, str) else None
+    if match is None:
+        raise SpecError(f"{what}: got {text!r}; expected a release such as 2.21.5 (major.minor[.patch])")
+    version = int(match[1]), int(match[2]), int(match[3] or 0)
+    if version[:2] < OLDEST_NCCL_VERSION:
+        oldest = ".".join(map(str, OLDEST_NCCL_VERSION))
+        raise SpecError(f"{what}: got {text!r}; expected NCCL {oldest} or later (gpuwait models {oldest} onwards)")
+    return version
 
 
 class SpecModel(BaseModel):
@@ -142,6 +175,23 @@ def _template_shorthand(value: Any) -> Any:
     return {"template": value} if isinstance(value, str) else value
 
 
+class NcclSpec(SpecModel):
+    """The NCCL library the cluster runs: its tuning model (algorithm and protocol choices) differs by release."""
+
+    version: str | None = Field(None, description="NCCL release, e.g. '2.21.5' (2.18 or later; a version between two modelled releases takes the older one). Default: 2.30.7. Used by perf, run and diagnose; `perf --nccl-version` overrides it.")
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _known_form(cls, value: Any) -> Any:
+        if value is None:
+            return value
+        try:
+            parse_nccl_version(value)
+        except SpecError as err:
+            raise ValueError(str(err).split("; ", 1)[-1]) from None
+        return value
+
+
 class ClusterSpec(SpecModel):
     """A whole cluster: servers on a fabric, with side networks, routing and transport.
 
@@ -159,3 +209,4 @@ class ClusterSpec(SpecModel):
     routing: RoutingSpec = Field(default_factory=RoutingSpec, description="Path selection.")
     transport: TransportSpec = Field(default_factory=TransportSpec, description="Transport between servers.")
     calibration: CalibrationSpec = Field(default_factory=CalibrationSpec, description="Physical parameters of the collective model (defaults from datasheets and NCCL's source; `gpuwait calibrate` fits them).")
+    nccl: NcclSpec = Field(default_factory=NcclSpec, description="The NCCL release whose tuning model to use.")
