@@ -47,6 +47,7 @@ class Transfer:
 
     calibration: CalibrateReport
     scores: dict[str, dict[str, dict]]   # target log -> model -> summary
+    rows: dict[str, dict[str, list[dict]]]  # target log -> model -> compare_log rows
 
 
 def run() -> Transfer:
@@ -58,9 +59,10 @@ def run() -> Transfer:
         write_overlay(defaults, {"preset": "dgx-h100",
                                  "calibration": calibration_file_section(cal.calibration.defaults)})
         clusters = {"as shipped": "dgx-h100", "physical defaults": str(defaults), "calibrated": str(overlay)}
-        scores = {log: {m: compare_log("all_reduce", DATA / log, clusters[m], servers).summary for m in MODELS}
-                  for log, servers, _ in TARGETS}
-    return Transfer(cal, scores)
+        compared = {log: {m: compare_log("all_reduce", DATA / log, clusters[m], servers) for m in MODELS}
+                    for log, servers, _ in TARGETS}
+    return Transfer(cal, {log: {m: c.summary for m, c in by.items()} for log, by in compared.items()},
+                    {log: {m: c.rows for m, c in by.items()} for log, by in compared.items()})
 
 
 def _pct(value: float | None) -> str:
@@ -96,7 +98,20 @@ def report(t: Transfer) -> list[str]:
             lines.append(f"| {model} | {_pct(s['busbw_median_error_pct'])} | {_pct(s['busbw_worst_error_pct'])} | "
                          f"{_pct(s['floor_median_error_pct'])} |")
         lines.append("")
+    lines += _size_lines(t, TARGETS[0][0])
     return lines
+
+
+def _size_lines(t: Transfer, log: str) -> list[str]:
+    """busbw per size >= 1 MiB of one target, measured and per model: where the errors come from."""
+    lines = [f"### {log}: busbw per size (GB/s)", "", "| size | measured | " + " | ".join(MODELS) + " |",
+             "|---|---|" + "---|" * len(MODELS)]
+    by_model = t.rows[log]
+    for i, row in enumerate(by_model[MODELS[0]]):
+        if row["size_bytes"] >= 2**20:
+            preds = " | ".join(f"{by_model[m][i]['predicted_busbw_GBps']:.1f}" for m in MODELS)
+            lines.append(f"| {row['size_bytes'] // 2**20} MiB | {row['measured_busbw_GBps']:.1f} | {preds} |")
+    return lines + [""]
 
 
 def _fmt(value: float, name: str) -> str:

@@ -8,7 +8,7 @@ import typer
 
 from gpuwait.cli.common import JSON_OPTION
 
-LOGS_ARGUMENT = typer.Argument(..., metavar="LOG...", help="nccl-tests logs (the stdout of e.g. all_reduce_perf).")
+LOGS_ARGUMENT = typer.Argument(..., metavar="LOG", help="nccl-tests logs (the stdout of e.g. all_reduce_perf).")
 CLUSTER_OPTION = typer.Option(..., "--cluster", metavar="PRESET|FILE",
                               help="The cluster the logs ran on: a preset name or a cluster/scenario file.")
 SERVERS_OPTION = typer.Option(None, "--servers", min=1, help="Servers the logs ran on (default: the preset's).")
