@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from gpuwait.cli import demo, diagnose, perf, route, run, schema, telemetry, topo, validate
+from gpuwait.cli import calibrate, demo, diagnose, perf, route, run, schema, telemetry, topo, validate
 from gpuwait.cli.faults_help import InjectHelpCommand
 from gpuwait.errors import GpuwaitError
 from gpuwait.version import __version__
@@ -58,6 +58,7 @@ app.command()(validate.validate)
 app.command()(schema.schema)
 app.command()(topo.topo)
 app.command()(perf.perf)
+app.command()(calibrate.calibrate)
 app.command(cls=InjectHelpCommand)(diagnose.diagnose)
 telemetry_app = typer.Typer(help="Telemetry under real exporter names.", no_args_is_help=True)
 telemetry_app.command("export", cls=InjectHelpCommand)(telemetry.export)

@@ -1,0 +1,49 @@
+"""``gpuwait calibrate``: fit the collective model to a cluster's own nccl-tests logs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from gpuwait.cli.common import JSON_OPTION
+
+LOGS_ARGUMENT = typer.Argument(..., metavar="LOG", help="nccl-tests logs (the stdout of e.g. all_reduce_perf).")
+CLUSTER_OPTION = typer.Option(..., "--cluster", metavar="PRESET|FILE",
+                              help="The cluster the logs ran on: a preset name or a cluster/scenario file.")
+SERVERS_OPTION = typer.Option(None, "--servers", min=1, help="Servers the logs ran on (default: the preset's).")
+GPUS_OPTION = typer.Option(None, "-g", "--ngpus", min=1, help="GPUs per server the logs used (default: all).")
+ENV_OPTION = typer.Option([], "--env", help="NCCL variable NAME=VALUE the logs ran with (repeatable).")
+OUT_OPTION = typer.Option(None, "--out", metavar="FILE",
+                          help="Write the calibrated cluster (the preset or file plus a `calibration:` section) here.")
+PARAMS_OPTION = typer.Option(None, "--params", metavar="a,b,...",
+                             help="Parameters to fit (default: all): launch_latency_s, net_step_latency_s, "
+                                  "intra_step_latency_s, net_message_overhead_s, nic_efficiency, nvlink_efficiency.")
+
+
+def calibrate(logs: list[Path] = LOGS_ARGUMENT, cluster: str = CLUSTER_OPTION, servers: int | None = SERVERS_OPTION,
+              gpus: int | None = GPUS_OPTION, env: list[str] = ENV_OPTION, out: Path | None = OUT_OPTION,
+              params: str | None = PARAMS_OPTION, json_out: bool = JSON_OPTION) -> None:
+    """Fit the collective model's physical parameters to nccl-tests logs and write a calibrated cluster.
+
+    Each log's collective and sizes are predicted on the cluster (its rank count must match: use
+    --servers and -g), the named parameters (per-step latencies, per-message overhead, NIC and NVLink
+    efficiency) are fitted from the physical defaults, and the error before (the model as shipped) and
+    after is printed, cross-validated: leave-one-log-out with two or more logs, alternate sizes with
+    one. The --out file is accepted by `perf`, `run` and `diagnose` wherever the cluster was.
+
+    Example: `gpuwait calibrate my-2node.log --cluster dgx-h100 --servers 2 --out my-cluster.yaml`
+    """
+    from gpuwait.cli.output import Output
+    from gpuwait.report.calibrate import closing_lines, error_table, params_table, run_calibrate
+
+    names = None if params is None else params.split(",")
+    report = run_calibrate(logs, cluster, servers, gpus, env, names, out)
+
+    def render(console) -> None:
+        console.print(error_table(report))
+        console.print(params_table(report))
+        for line in closing_lines(report):
+            console.print(line, markup=False, highlight=False)
+
+    Output(json_out).emit(report.to_dict(), render)

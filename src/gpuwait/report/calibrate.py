@@ -1,0 +1,158 @@
+"""``gpuwait calibrate`` around the fit: nccl-tests logs read, errors scored, results shown.
+
+The fit and its cross-validation are :mod:`gpuwait.runner.calibrate`; this module reads the logs
+(the telemetry layer sits above the runner) and scores the predictions with the summary ``gpuwait
+perf --compare`` prints (:func:`gpuwait.report.perf.comparison_summary`), so both commands judge a
+prediction the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.table import Table
+
+from gpuwait.errors import SpecError
+from gpuwait.report.perf import comparison_summary
+from gpuwait.runner.calibrate import (
+    LEAVE_ONE_LOG_OUT,
+    Calibration,
+    MeasuredLog,
+    calibrate,
+    check_writable,
+    overlay,
+    params_dict,
+    write_overlay,
+)
+from gpuwait.telemetry.nccltests_log import parse_nccl_tests_log
+
+#: the three predictions of every size, in the order they are shown
+VARIANTS = ("shipped", "calibrated", "defaults")
+
+
+def read_log(path: Path) -> MeasuredLog:
+    """The sizes, out-of-place times and busbw of the nccl-tests log at ``path``."""
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as err:
+        why = getattr(err, "strerror", None) or "not a text file"
+        raise SpecError(f"{path}: cannot read the log ({why})", hint="check the path") from None
+    try:
+        log = parse_nccl_tests_log(text)
+    except SpecError as err:
+        raise SpecError(f"{path}: {err}", hint=err.hint) from None
+    rows = [r for r in log.rows if r.size_bytes > 0 and r.oop_time_us > 0]
+    if not rows:
+        raise SpecError(f"{path}: no result rows with a size and a time; expected an nccl-tests table",
+                        hint="pass the stdout of e.g. all_reduce_perf -b 8 -e 8G -f 2")
+    if log.n_ranks is None:
+        raise SpecError(f"{path}: the log does not say how many ranks ran", hint="keep the '# Using devices' lines")
+    if log.collective is None:
+        raise SpecError(f"{path}: the log does not say which collective ran",
+                        hint="keep the '# Collective test starting' line")
+    return MeasuredLog(str(path), str(log.collective), int(log.n_ranks), tuple(r.size_bytes for r in rows),
+                       tuple(r.oop_time_us * 1e-6 for r in rows), tuple(r.oop_busbw_GBps for r in rows))
+
+
+@dataclass(frozen=True, eq=False)
+class CalibrateReport:
+    """A calibration, its cross-validated scores, and where the overlay went (``out`` None: not written)."""
+
+    calibration: Calibration
+    overlay: dict
+    out: Path | None
+
+    def summaries(self, variant: str) -> dict[str, dict]:
+        """Per log, and pooled over every log as ``"all"``: :func:`comparison_summary` of ``variant``."""
+        per_log = {r.log.name: getattr(r, variant) for r in self.calibration.logs}
+        out = {name: _scores(rows) for name, rows in per_log.items()}
+        if len(per_log) > 1:
+            out["all"] = _scores([row for rows in per_log.values() for row in rows])
+        return out
+
+    def to_dict(self) -> dict:
+        c = self.calibration
+        return {"cluster": c.cluster, "n_ranks": c.n_ranks, "validation": c.validation, "fitted": list(c.names),
+                "params": {"fitted": params_dict(c.params), "shipped": params_dict(c.shipped),
+                           "defaults": params_dict(c.defaults)},
+                "errors": {v: self.summaries(v) for v in VARIANTS},
+                "logs": [{"log": r.log.name, "collective": r.log.collective,
+                          **{v: getattr(r, v) for v in VARIANTS}} for r in c.logs],
+                "overlay": self.overlay, "out": None if self.out is None else str(self.out)}
+
+
+def _scores(rows: list[dict]) -> dict:
+    summary = comparison_summary(rows)
+    return {k: summary[k] for k in ("busbw_sizes", "busbw_median_error_pct", "busbw_worst_error_pct",
+                                    "floor_sizes", "floor_median_error_pct")}
+
+
+def run_calibrate(paths: Sequence[Path], cluster: str, servers: int | None = None, gpus: int | None = None,
+                  env: Mapping[str, str] | Iterable[str] = (), names: Iterable[str] | None = None,
+                  out: Path | None = None) -> CalibrateReport:
+    """Read ``paths``, fit, and write the overlay to ``out`` (checked before the fit runs)."""
+    if out is not None:
+        check_writable(out)
+    logs = [read_log(Path(p)) for p in paths]
+    calibration = calibrate(logs, cluster, servers, gpus, env, names)
+    data = overlay(cluster, servers, calibration)
+    if out is not None:
+        header = (f"# gpuwait calibrate: {cluster} with the collective model's physical parameters fitted to "
+                  f"{', '.join(r.log.name for r in calibration.logs)}\n")
+        write_overlay(out, data, header)
+    return CalibrateReport(calibration, data, out)
+
+
+# --------------------------------------------------------------------------------------------
+# Shown to people
+# --------------------------------------------------------------------------------------------
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f} %"
+
+
+def error_table(report: CalibrateReport) -> Table:
+    """busbw median/worst (>= 1 MiB) and the floor (<= 64 KiB) per log, before and after."""
+    c = report.calibration
+    how = ("each log predicted with the parameters fitted on the other logs" if c.validation == LEAVE_ONE_LOG_OUT
+           else "each size predicted with the parameters fitted on the alternate sizes")
+    table = Table(title=f"error before -> after calibration on {c.cluster} ({c.n_ranks} ranks), "
+                        f"cross-validated: {c.validation} ({how})", title_justify="left")
+    for col in ("log", "busbw median >= 1 MiB", "busbw worst >= 1 MiB", "time floor <= 64 KiB"):
+        table.add_column(col, justify="left" if col == "log" else "right")
+    before, after = report.summaries("shipped"), report.summaries("calibrated")
+    for name in before:
+        b, a = before[name], after[name]
+        table.add_row(Path(name).name if name != "all" else "all logs",
+                      *(f"{_pct(b[k])} -> {_pct(a[k])}" for k in ("busbw_median_error_pct", "busbw_worst_error_pct",
+                                                                  "floor_median_error_pct")))
+    return table
+
+
+#: how each parameter is shown: (scale, unit)
+_SHOWN = {"launch_latency_s": (1e6, "us"), "net_step_latency_s": (1e6, "us"), "intra_step_latency_s": (1e6, "us"),
+          "net_message_overhead_s": (1e6, "us"), "nic_efficiency": (1.0, "of the NIC's rate"),
+          "nvlink_efficiency": (1.0, "of NCCL's NVLink figure")}
+
+
+def params_table(report: CalibrateReport) -> Table:
+    """The fitted values with units, beside the physical defaults and what the cluster ships with."""
+    c = report.calibration
+    table = Table(title="physical parameters (fitted on every size of every log)", title_justify="left")
+    for col in ("parameter", "physical default", "as shipped", "fitted", "unit"):
+        table.add_column(col, justify="left" if col in ("parameter", "unit") else "right")
+    for name, (scale, unit) in _SHOWN.items():
+        fitted = f"{getattr(c.params, name) * scale:.4g}" if name in c.names else "(not fitted)"
+        table.add_row(name, f"{getattr(c.defaults, name) * scale:.4g}", f"{getattr(c.shipped, name) * scale:.4g}",
+                      fitted, unit)
+    return table
+
+
+def closing_lines(report: CalibrateReport) -> list[str]:
+    """Where the overlay went and how to use it."""
+    if report.out is None:
+        return ["overlay not written: pass --out FILE to write it (then `gpuwait perf --cluster FILE ...`)"]
+    return [f"wrote {report.out}: use it wherever a cluster is accepted, e.g. `gpuwait perf all_reduce "
+            f"--cluster {report.out}` or `cluster: ...` in a scenario"]

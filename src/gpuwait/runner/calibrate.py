@@ -1,0 +1,240 @@
+"""Fit the collective model's physical parameters to a user's nccl-tests logs (``gpuwait calibrate``).
+
+Each log's sizes are predicted on the cluster the user names, exactly as ``gpuwait perf --compare``
+does; every size becomes an :class:`~gpuwait.collectives.fit.Observation` (the model's
+:class:`~gpuwait.collectives.physical.PipelineCosts` and the measured out-of-place time), and
+:func:`gpuwait.collectives.fit.fit` moves the named parameters from the cluster's physical defaults
+(datasheets and NCCL's source: nothing fitted, no ``calibration`` section). NCCL's algorithm choice and
+the fabric simulation do not depend on these parameters, so one prediction per size serves every fit.
+
+The error a user sees is cross-validated, never scored on the sizes it was fitted to:
+
+* two or more logs: **leave-one-log-out**, each log predicted with the parameters fitted on the others;
+* one log: **alternate sizes**, two folds: fitted on the even-numbered sizes and scored on the odd ones,
+  then the other way round, so every size is scored by a fit that did not see it.
+
+The values written to the overlay are fitted on every size of every log. Logs are read (and the
+errors summarised) by the layers above: :mod:`gpuwait.report.calibrate`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+import numpy as np
+
+from gpuwait.collectives.fit import FIT_NAMES, Adjustment, Observation, fit
+from gpuwait.collectives.nccltests import busbw_factor
+from gpuwait.collectives.physical import (
+    SPEC_NAMES,
+    PhysicalParams,
+    calibration_section,
+    physical_params,
+    pipelined_time_s,
+)
+from gpuwait.errors import SpecError
+from gpuwait.fabric.perf import CollectiveEstimate, CollectivePredictor
+from gpuwait.runner.inputs import looks_like_file
+from gpuwait.runner.perf import make_predictor
+from gpuwait.spec import read_yaml
+from gpuwait.spec.cluster import CalibrationSpec
+from gpuwait.units import format_time
+
+#: how the error is cross-validated
+LEAVE_ONE_LOG_OUT = "leave-one-log-out"
+ALTERNATE_SIZES = "alternate sizes"
+
+
+@dataclass(frozen=True)
+class MeasuredLog:
+    """What calibration needs from one nccl-tests log: its collective, rank count and, per size,
+    the out-of-place time and busbw. ``name`` identifies it in errors and in ``fitted_on``."""
+
+    name: str
+    collective: str
+    n_ranks: int
+    sizes_bytes: tuple[int, ...]
+    time_s: tuple[float, ...]
+    busbw_GBps: tuple[float, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class LogResult:
+    """One log's sizes predicted three ways, as rows in the form :func:`gpuwait.report.perf.comparison_summary`
+    scores: ``shipped`` (the model as shipped for the cluster), ``defaults`` (the physical defaults,
+    nothing fitted) and ``calibrated`` (cross-validated: parameters fitted without these sizes)."""
+
+    log: MeasuredLog
+    shipped: list[dict]
+    defaults: list[dict]
+    calibrated: list[dict]
+
+
+@dataclass(frozen=True, eq=False)
+class Calibration:
+    """The outcome of :func:`calibrate`: fitted parameters, the per-log predictions, how they were scored."""
+
+    cluster: str
+    n_ranks: int
+    names: tuple[str, ...]          # PhysicalParams fields fitted
+    validation: str                 # LEAVE_ONE_LOG_OUT or ALTERNATE_SIZES
+    defaults: PhysicalParams        # the physical defaults the fit starts from
+    shipped: PhysicalParams         # what the cluster uses today
+    params: PhysicalParams          # fitted on every size of every log
+    logs: list[LogResult]
+
+    def section(self) -> dict:
+        """The ``calibration`` section holding :attr:`params`, fitted on the logs."""
+        return calibration_file_section(self.params, [r.log.name for r in self.logs])
+
+
+def calibration_file_section(params: PhysicalParams, fitted_on: list[str] | None = None) -> dict:
+    """The ``calibration`` section of a cluster file holding ``params``, times with their unit as files
+    require (``1.36us``), every value to 6 significant digits.
+
+    >>> calibration_file_section(PhysicalParams(launch_latency_s=1.5e-6, nic_efficiency=0.91234567))["launch_latency"]
+    '1.5us'
+    """
+    section = calibration_section(params, fitted_on)
+    for name, spec_name in SPEC_NAMES.items():
+        value = section[spec_name]
+        section[spec_name] = format_time(value, digits=6) if name.endswith("_s") else float(f"{value:.6g}")
+    return section
+
+
+def fit_names(names: Iterable[str] | None) -> tuple[str, ...]:
+    """The PhysicalParams fields named by ``--params`` (with or without the ``_s`` of the YAML name)."""
+    if names is None:
+        return FIT_NAMES
+    by_yaml = {spec_name: name for name, spec_name in SPEC_NAMES.items()}
+    out = []
+    for given in (n.strip() for n in names):
+        name = given if given in FIT_NAMES else by_yaml.get(given)
+        if name is None:
+            raise SpecError(f"--params: unknown parameter {given!r}; expected some of {', '.join(FIT_NAMES)}",
+                            hint="separate names with commas, e.g. --params nic_efficiency,net_step_latency_s")
+        if name not in out:
+            out.append(name)
+    if not out:
+        raise SpecError("--params: got no names; expected some of " + ", ".join(FIT_NAMES))
+    return tuple(out)
+
+
+def calibrate(logs: Sequence[MeasuredLog], cluster: str, servers: int | None = None, gpus: int | None = None,
+              env: Mapping[str, str] | Iterable[str] = (), names: Iterable[str] | None = None) -> Calibration:
+    """Fit ``names`` (default: every parameter) to ``logs`` on a preset or cluster file, cross-validated.
+
+    Every log must have as many ranks as the cluster gives (``servers`` servers of ``gpus`` GPUs).
+    """
+    chosen = fit_names(names)
+    if not logs:
+        raise SpecError("calibrate: got no logs; expected at least one nccl-tests log")
+    predictor = make_predictor(cluster, servers, gpus, env)
+    n_ranks = predictor.comm.n_ranks
+    for log in logs:
+        if log.n_ranks != n_ranks:
+            raise SpecError(f"{log.name}: the log has {log.n_ranks} ranks but the cluster gives {n_ranks}",
+                            hint="use --servers and -g to describe the run's servers and GPUs")
+    defaults = physical_defaults(predictor)
+    estimates = [[predictor.estimate(log.collective, size) for size in log.sizes_bytes] for log in logs]
+    observations = [[Observation(e.costs, defaults, t, log.name) for e, t in zip(ests, log.time_s, strict=True)]
+                    for log, ests in zip(logs, estimates, strict=True)]
+    validation, folds = _folds(observations)
+    held_out = [np.zeros(len(log.sizes_bytes)) for log in logs]
+    for train, tests in folds:
+        adjustment = fit([o for group, picked in zip(observations, train, strict=True)
+                          for o, keep in zip(group, picked, strict=True) if keep], chosen)
+        for times, group, picked in zip(held_out, observations, tests, strict=True):
+            for i in np.flatnonzero(picked):
+                times[i] = _time_s(group[i], adjustment)
+    everything = fit([o for group in observations for o in group], chosen)
+    results = [LogResult(log, _rows(log, ests, [e.time_s for e in ests]),
+                         _rows(log, ests, [pipelined_time_s(e.costs, defaults) for e in ests]),
+                         _rows(log, ests, list(times)))
+               for log, ests, times in zip(logs, estimates, held_out, strict=True)]
+    return Calibration(predictor.comm.topo.name, n_ranks, chosen, validation, defaults, predictor.params,
+                       everything.apply(defaults), results)
+
+
+def physical_defaults(predictor: CollectivePredictor) -> PhysicalParams:
+    """The cluster's parameters from datasheets and NCCL's source alone: no public-table fit and no
+    ``calibration`` section (a fit of a cluster that was calibrated before starts afresh)."""
+    spec = predictor.comm.topo.spec.model_copy(update={"calibration": CalibrationSpec()})
+    return physical_params(spec, predictor.transport, public_fit=False)
+
+
+def _folds(observations: list[list[Observation]]) -> tuple[str, list[tuple[list[np.ndarray], list[np.ndarray]]]]:
+    """(validation name, [(train mask per log, test mask per log)]): one fold per log when there are
+    several, else the single log's even and odd sizes."""
+    lengths = [len(group) for group in observations]
+    if len(observations) >= 2:
+        folds = []
+        for held in range(len(observations)):
+            test = [np.full(n, i == held) for i, n in enumerate(lengths)]
+            folds.append(([~t for t in test], test))
+        return LEAVE_ONE_LOG_OUT, folds
+    if lengths[0] < 2:
+        raise SpecError(f"{observations[0][0].group}: one size is too few to fit and score on different sizes",
+                        hint="give a log with a size sweep (nccl-tests -b 8 -e 8G -f 2) or several logs")
+    even = np.arange(lengths[0]) % 2 == 0
+    return ALTERNATE_SIZES, [([even], [~even]), ([~even], [even])]
+
+
+def _time_s(observation: Observation, adjustment: Adjustment) -> float:
+    return float(pipelined_time_s(observation.costs, adjustment.apply(observation.defaults)))
+
+
+def _rows(log: MeasuredLog, estimates: list[CollectiveEstimate], predicted_s: list[float]) -> list[dict]:
+    """Measured beside predicted per size, in the row form of ``gpuwait perf --compare``."""
+    factor = busbw_factor(log.collective, log.n_ranks)
+    rows = []
+    for size, t_s, busbw, est, pred_s in zip(log.sizes_bytes, log.time_s, log.busbw_GBps, estimates, predicted_s,
+                                             strict=True):
+        rows.append({"size_bytes": size, "measured_time_us": t_s * 1e6, "predicted_time_us": pred_s * 1e6,
+                     "measured_busbw_GBps": busbw, "predicted_busbw_GBps": size / pred_s * factor / 1e9,
+                     "time_error_pct": 100 * (pred_s - t_s) / t_s, "algorithm": est.algorithm,
+                     "protocol": est.protocol})
+    return rows
+
+
+def overlay(cluster: str, servers: int | None, calibration: Calibration) -> dict:
+    """The overlay file's content: the preset (``preset: NAME``) or the cluster file's own content, with
+    ``servers`` when given and the fitted ``calibration`` section. A scenario file stays a scenario (its
+    ``cluster:`` section calibrated), so ``run`` and ``diagnose`` take the overlay as they took the file."""
+    data = read_yaml(cluster) if looks_like_file(cluster) else {"preset": cluster}
+    scenario = isinstance(data, dict) and "cluster" in data
+    base = data["cluster"] if scenario else data
+    base = {"preset": base} if isinstance(base, str) else dict(base)
+    if servers is not None:
+        base["servers"] = servers
+    base["calibration"] = calibration.section()
+    return {**data, "cluster": base} if scenario else base
+
+
+def write_overlay(path: Path, data: dict, header: str = "") -> None:
+    """Write the overlay YAML; a path that cannot be written is one error."""
+    import yaml
+
+    try:
+        path.write_text(header + yaml.safe_dump(data, sort_keys=False))
+    except OSError as err:
+        raise SpecError(f"--out: cannot write {path} ({err.strerror})", hint="choose a writable path") from None
+
+
+def check_writable(path: Path) -> None:
+    """Refuse an ``--out`` path that cannot be written before the (slower) fit runs."""
+    import os
+
+    parent = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise SpecError(f"--out: {path} is a directory; expected a file path", hint="e.g. --out my-cluster.yaml")
+    if not parent.is_dir():
+        raise SpecError(f"--out: {parent} is not a directory", hint="create it first or choose another path")
+    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise SpecError(f"--out: {path} is not writable", hint="choose a writable path")
+
+
+def params_dict(params: PhysicalParams) -> dict[str, float]:
+    return {f.name: float(getattr(params, f.name)) for f in fields(PhysicalParams)}

@@ -1,0 +1,58 @@
+"""`gpuwait calibrate` on the command line: output, the overlay it writes, and its one-line errors.
+
+Reference: the published 2-node H100 InfiniBand all_reduce table of NVIDIA/nccl-tests issue #309
+(https://github.com/NVIDIA/nccl-tests/issues/309), kept in tests/nccltests/data/reference/.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.cli.test_cli import run_cli
+
+LOG = Path(__file__).resolve().parents[1] / "nccltests" / "data" / "reference" / "h100-ib-2node-16gpu-all_reduce.log"
+
+
+def test_calibrate_writes_an_overlay_perf_accepts(capsys, tmp_path):
+    out = tmp_path / "cal.yaml"
+    code, text, _ = run_cli(capsys, "calibrate", str(LOG), "--cluster", "dgx-h100", "--servers", "2", "--out", str(out),
+                            "--params", "launch_latency_s,nic_efficiency,nvlink_efficiency")
+    assert code == 0
+    assert "cross-validated: alternate sizes" in text and "nic_efficiency" in text and f"wrote {out}" in text
+    assert "calibration:" in out.read_text()
+    code, text, _ = run_cli(capsys, "perf", "all_reduce", "--cluster", str(out), "-b", "1M", "-e", "1G", "-f", "32",
+                            "--json")
+    assert code == 0 and len(json.loads(text)["rows"]) == 3
+
+
+def test_calibrate_json(capsys):
+    code, text, _ = run_cli(capsys, "calibrate", str(LOG), "--cluster", "dgx-h100", "--servers", "2", "--json",
+                            "--params", "nic_efficiency")
+    doc = json.loads(text)
+    assert code == 0 and doc["validation"] == "alternate sizes" and doc["fitted"] == ["nic_efficiency"]
+    before, after = doc["errors"]["shipped"][str(LOG)], doc["errors"]["calibrated"][str(LOG)]
+    assert before["busbw_sizes"] == after["busbw_sizes"] == 15
+    assert doc["out"] is None and doc["overlay"]["calibration"]["fitted_on"] == [str(LOG)]
+
+
+def _no_rows(tmp_path: Path) -> Path:
+    path = tmp_path / "empty.log"
+    path.write_text("# nThread 1 nGpus 1 minBytes 8 maxBytes 8 step: 2(factor) warmup iters: 5 iters: 20\n#\n")
+    return path
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (lambda tmp: [str(tmp / "missing.log")], "missing.log: cannot read the log"),
+    (lambda tmp: [str(_no_rows(tmp))], "empty.log: "),
+    (lambda tmp: [str(LOG), "--params", "nic,launch_latency_s"], "--params: unknown parameter 'nic'"),
+    (lambda tmp: [str(LOG), "--out", str(tmp)], "is a directory"),
+    (lambda tmp: [str(LOG), "--out", str(tmp / "no" / "such" / "dir.yaml")], "is not a directory"),
+    (lambda tmp: [str(LOG), "-g", "4"], "the log has 16 ranks but the cluster gives 8"),
+])
+def test_bad_input_is_one_error(capsys, tmp_path, args, message):
+    code, _, err = run_cli(capsys, "calibrate", *args(tmp_path), "--cluster", "dgx-h100", "--servers", "2")
+    lines = err.strip().splitlines()
+    assert code == 2 and message in lines[0] and lines[0].startswith("error: ") and len(lines) <= 2
