@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
 import pytest
 
 from gpuwait.spec import ClusterSpec
@@ -22,3 +27,17 @@ def two_leaf_cluster():
     from gpuwait.topology import build_topology
 
     return build_topology(leaf_spine())
+
+
+def load_bench(name: str) -> ModuleType:
+    """``bench/<name>.py`` imported as a module (bench/ is not a package); registered while it runs,
+    since dataclasses look their module up."""
+    path = Path(__file__).resolve().parents[1] / "bench" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        del sys.modules[spec.name]
+    return module

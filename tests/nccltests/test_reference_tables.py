@@ -8,15 +8,14 @@ for that rank count (nccl-tests doc/PERFORMANCE.md) within print rounding.
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
 from gpuwait.collectives.nccltests import busbw_factor
 from gpuwait.telemetry.nccltests_log import parse_nccl_tests_log
+from tests.conftest import load_bench
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = Path(__file__).parent / "data" / "reference"
@@ -88,13 +87,7 @@ def test_busbw_only_table_is_the_doubling_sweep(path):
 
 
 def test_the_bench_describes_or_excuses_every_table():
-    spec = importlib.util.spec_from_file_location("reference_tables", ROOT / "bench" / "reference_tables.py")
-    bench = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = bench  # dataclasses look their module up
-    try:
-        spec.loader.exec_module(bench)
-    finally:
-        del sys.modules[spec.name]
+    bench = load_bench("reference_tables")
     stems = [r.stem for r in bench.REFERENCES]
     assert sorted(stems) == sorted(p.stem for p in LOGS + BUSBW_ONLY)
     for ref in bench.REFERENCES:

@@ -7,8 +7,6 @@ the same poster's HGX H100 cluster with 8x 400 Gb/s InfiniBand, on 2 and on 4 no
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,7 +14,7 @@ import numpy as np
 import pytest
 import yaml
 
-from gpuwait.collectives.physical import pipelined_time_s
+from gpuwait.collectives.physical import physical_defaults, pipelined_time_s
 from gpuwait.errors import SpecError
 from gpuwait.report.calibrate import read_log, run_calibrate
 from gpuwait.runner.calibrate import (
@@ -26,10 +24,10 @@ from gpuwait.runner.calibrate import (
     calibrate,
     fit_names,
     overlay,
-    physical_defaults,
 )
 from gpuwait.runner.inputs import load_cluster, load_scenario
 from gpuwait.runner.perf import make_predictor
+from tests.conftest import load_bench
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = ROOT / "tests" / "nccltests" / "data" / "reference"
@@ -52,7 +50,7 @@ def _synthetic(log: MeasuredLog, name: str, params) -> MeasuredLog:
 def test_known_parameters_are_fitted_back(two_node):
     """Closed form: times computed with the physical defaults moved by known amounts are predicted back to
     within 1 % at every held-out size, and the well-determined parameters are recovered."""
-    defaults = physical_defaults(make_predictor("dgx-h100", 2, None))
+    defaults = physical_defaults(make_predictor("dgx-h100", 2, None).transport)
     truth = replace(defaults, launch_latency_s=4e-6, nic_efficiency=0.85, nvlink_efficiency=0.9)
     log = _synthetic(two_node, "synthetic", truth)
     cal = calibrate([log], "dgx-h100", 2, names=["launch_latency_s", "nic_efficiency", "nvlink_efficiency"])
@@ -123,12 +121,6 @@ def test_a_scenario_stays_a_scenario(tmp_path, two_node):
 def test_calibrating_on_2_nodes_improves_the_4_node_prediction():
     """Issue 12's transfer: fitted on the 2-node table of nccl-tests#309, the 4-node table of the same cluster
     is predicted no worse (median busbw error, sizes >= 1 MiB) than by the model as shipped."""
-    spec = importlib.util.spec_from_file_location("calibrate_transfer", ROOT / "bench" / "calibrate_transfer.py")
-    bench = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = bench  # dataclasses look their module up
-    try:
-        spec.loader.exec_module(bench)
-    finally:
-        del sys.modules[spec.name]
+    bench = load_bench("calibrate_transfer")
     scores = bench.run().scores["h100-ib-4node-32gpu-all_reduce.log"]
     assert scores["calibrated"]["busbw_median_error_pct"] <= scores["as shipped"]["busbw_median_error_pct"]

@@ -59,11 +59,17 @@ def adjust(params: PhysicalParams, moves: dict[str, float]) -> PhysicalParams:
     return replace(params, **changes)
 
 
+def physical_defaults(transport: TransportProfile) -> PhysicalParams:
+    """The parameters from datasheets and NCCL's source alone (the transport's per-message overhead,
+    nothing extra, full rates): what every fit starts from."""
+    return PhysicalParams(net_message_overhead_s=transport.message_overhead_s)
+
+
 def physical_params(cluster: ClusterSpec, transport: TransportProfile, *, public_fit: bool = True) -> PhysicalParams:
     """The parameters a cluster's collectives use: the physical defaults (the transport's per-message
     overhead, nothing extra), moved by :data:`PUBLIC_TABLE_FIT` unless ``public_fit`` is false, then
     every field the cluster's ``calibration`` section sets."""
-    params = PhysicalParams(net_message_overhead_s=transport.message_overhead_s)
+    params = physical_defaults(transport)
     if public_fit:
         params = adjust(params, PUBLIC_TABLE_FIT)
     spec: CalibrationSpec = cluster.calibration

@@ -304,9 +304,13 @@ class CollectivePredictor:
         algorithm = estimate.algorithm if estimate.algorithm in ("direct", "p2p") else FLOW_ALGORITHMS.get(estimate.algorithm)
         if algorithm is None or estimate.fabric_time_s is None:
             return np.zeros(self.comm.topo.n_links)
-        _, run = self.fabric_run(estimate.collective, algorithm, estimate.protocol, estimate.n_channels)
-        per_ref = sum(p.link_load_Bps() * p.time_s for p in run.phases) if run.phases else np.zeros(self.comm.topo.n_links)
-        return np.asarray(per_ref) * (estimate.n_bytes / _REF_BYTES)
+        return self._link_bytes_per_ref(estimate.collective, algorithm, estimate.protocol, estimate.n_channels) * (
+            estimate.n_bytes / _REF_BYTES)
+
+    def _link_bytes_per_ref(self, collective: str, algorithm: str, protocol: str, n_channels: int) -> np.ndarray:
+        """Bytes each link carries in the cached simulation of a reference-size call."""
+        _, run = self.fabric_run(collective, algorithm, protocol, n_channels)
+        return sum((p.link_load_Bps() * p.time_s for p in run.phases), np.zeros(self.comm.topo.n_links))
 
     def link_peak_Bps(self, estimate: CollectiveEstimate) -> np.ndarray | None:
         """Per link, the highest rate it carries in any phase of ``estimate`` (None if not simulated)."""
@@ -324,9 +328,8 @@ class CollectivePredictor:
         """Bytes the busiest compute-network NIC port sends plus receives per byte of the collective."""
         key = ("nic", collective, algorithm, protocol, n_channels)
         if key not in self._fabric_cache:
-            _, run = self.fabric_run(collective, algorithm, protocol, n_channels)
             topo = self.comm.topo
-            per_link = sum((p.link_load_Bps() * p.time_s for p in run.phases), np.zeros(topo.n_links))
+            per_link = self._link_bytes_per_ref(collective, algorithm, protocol, n_channels)
             # a NIC's port is two links (out to its switch, back in): add them per NIC
             src_nic = topo.node_kind[topo.link_src] == NodeKind.NIC
             dst_nic = topo.node_kind[topo.link_dst] == NodeKind.NIC

@@ -31,15 +31,14 @@ from gpuwait.collectives.physical import (
     SPEC_NAMES,
     PhysicalParams,
     calibration_section,
-    physical_params,
+    physical_defaults,
     pipelined_time_s,
 )
 from gpuwait.errors import SpecError
-from gpuwait.fabric.perf import CollectiveEstimate, CollectivePredictor
+from gpuwait.fabric.perf import CollectiveEstimate
 from gpuwait.runner.inputs import looks_like_file
 from gpuwait.runner.perf import make_predictor
 from gpuwait.spec import read_yaml
-from gpuwait.spec.cluster import CalibrationSpec
 from gpuwait.units import format_time
 
 #: how the error is cross-validated
@@ -137,7 +136,8 @@ def calibrate(logs: Sequence[MeasuredLog], cluster: str, servers: int | None = N
         if log.n_ranks != n_ranks:
             raise SpecError(f"{log.name}: the log has {log.n_ranks} ranks but the cluster gives {n_ranks}",
                             hint="use --servers and -g to describe the run's servers and GPUs")
-    defaults = physical_defaults(predictor)
+    # no public-table fit and no calibration section: a cluster calibrated before starts afresh
+    defaults = physical_defaults(predictor.transport)
     estimates = [[predictor.estimate(log.collective, size) for size in log.sizes_bytes] for log in logs]
     observations = [[Observation(e.costs, defaults, t, log.name) for e, t in zip(ests, log.time_s, strict=True)]
                     for log, ests in zip(logs, estimates, strict=True)]
@@ -156,13 +156,6 @@ def calibrate(logs: Sequence[MeasuredLog], cluster: str, servers: int | None = N
                for log, ests, times in zip(logs, estimates, held_out, strict=True)]
     return Calibration(predictor.comm.topo.name, n_ranks, chosen, validation, defaults, predictor.params,
                        everything.apply(defaults), results)
-
-
-def physical_defaults(predictor: CollectivePredictor) -> PhysicalParams:
-    """The cluster's parameters from datasheets and NCCL's source alone: no public-table fit and no
-    ``calibration`` section (a fit of a cluster that was calibrated before starts afresh)."""
-    spec = predictor.comm.topo.spec.model_copy(update={"calibration": CalibrationSpec()})
-    return physical_params(spec, predictor.transport, public_fit=False)
 
 
 def _folds(observations: list[list[Observation]]) -> tuple[str, list[tuple[list[np.ndarray], list[np.ndarray]]]]:

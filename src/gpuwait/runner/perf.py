@@ -26,7 +26,7 @@ from gpuwait.collectives.nccltests import (
     size_and_count,
     size_sweep,
 )
-from gpuwait.collectives.physical import PhysicalParams, physical_params
+from gpuwait.collectives.physical import PhysicalParams, physical_defaults
 from gpuwait.errors import SpecError
 from gpuwait.fabric.perf import CollectiveEstimate, CollectivePredictor
 from gpuwait.runner.inputs import load_cluster
@@ -88,7 +88,7 @@ class PerfSweep:
     devices: list[Device]
     estimates: list[CollectiveEstimate] = field(default_factory=list)  # per row: the model's parts
     params: PhysicalParams | None = None  # the cluster's physical parameters the estimates used
-    unfitted_params: PhysicalParams | None = None  # the same without the public-table fit (what a fit starts from)
+    unfitted_params: PhysicalParams | None = None  # the physical defaults (what a fit starts from)
 
     def to_dict(self) -> dict:
         return {"collective": self.collective.name, "n_ranks": self.n_ranks, "cluster": self.cluster,
@@ -149,4 +149,4 @@ def perf_sweep(op: str, args: SweepArgs, cluster: str = "dgx-h100", servers: int
                        validation=args.check)
     return PerfSweep(coll, n, predictor.comm.topo.name, args.dtype, rows, choices, rounded, config, devices(predictor),
                      estimates, predictor.params,
-                     physical_params(predictor.comm.topo.spec, predictor.transport, public_fit=False))
+                     physical_defaults(predictor.transport))
