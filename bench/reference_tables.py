@@ -122,12 +122,20 @@ REFERENCES = [
               approximate="SRD's congestion control and the EFA fabric are not modelled (non-blocking leaf-spine, "
                           "packets sprayed evenly); aws-ofi-nccl's tuner plugin and NVLSTree chunk setting are not "
                           "modelled; plugin and NCCL versions uncertain"),
-    Reference("gh200-slingshot-2node-8gpu-all_reduce", CLASSES[4], not_describable=(
-        "GH200 nodes (4 Grace-Hopper modules, NVLink without NVSwitch, one NIC each) have no server template, "
-        "and HPE Slingshot-11 via libfabric CXI has no transport profile")),
-    Reference("gh200-nooptnet-2node-8gpu-all_reduce", CLASSES[4], not_describable=(
-        "GH200 nodes have no server template; the transport NCCL fell back to without the CXI hook "
-        "(sockets or libfabric tcp) is not stated by the source")),
+    Reference("gh200-slingshot-2node-8gpu-all_reduce", CLASSES[4], "alps-gh200-slingshot", 2, 4,
+              {"NCCL_PROTO": "^LL128", "NCCL_NET_GDR_LEVEL": "PHB"},
+              approximate="NCCL_PROTO=^LL128 and NCCL_NET_GDR_LEVEL=PHB are what the CSCS container hook sets "
+                          "(docs/software/communication/nccl_env_vars), not printed with the table; NCCL version not "
+                          "printed (2.30.7 assumed); Slingshot's wire format, per-message cost and dragonfly not "
+                          "published (RoCEv2 framing, a non-blocking leaf-spine); the 6-links-per-pair NVLink mesh is "
+                          "JUPITER's published figure for the same 4-superchip board"),
+    Reference("gh200-nooptnet-2node-8gpu-all_reduce", CLASSES[4], "alps-gh200-slingshot", 2, 4,
+              {"NCCL_IB_DISABLE": "1"},
+              approximate="the source does not say what NCCL fell back to with the CXI hook disabled; assumed NCCL's "
+                          "built-in socket transport over the Slingshot NICs' IP interfaces (no net plugin is loaded "
+                          "and the nodes have no InfiniBand verbs device, so NCCL's IB transport finds no NIC and NCCL "
+                          "uses sockets, as NCCL_IB_DISABLE=1 makes it), one stream per connection at jumbo-frame "
+                          "efficiency; NCCL version not printed"),
     Reference("l40s-roce-2node-4gpu-all_reduce-ring", CLASSES[5], "r760xa-l40s-2x400g", 2, 2, {"NCCL_ALGO": "Ring"},
               approximate="the two HCAs are SR-IOV VFs sharing one 400GbE port (modelled as the port); "
                           "GPU-NIC path NODE and GPUDirect RDMA state unknown; NCCL_ALGO=Ring may not have been in effect"),

@@ -67,6 +67,7 @@ class ServerSpec(SpecModel):
     pcie_switches: int = Field(4, ge=1, description="PCIe switches; GPUs and NICs are spread evenly over them unless mapped explicitly.")
     pcie_bandwidth: RateBps = Field(63e9, description="Bandwidth of one PCIe x16 link per direction (Gen5 x16 = 63GB/s after 128b/130b coding, Gen4 x16 = 31.5GB/s).")
     pcie_latency: TimeS = Field(0.25e-6, description="Latency of one PCIe hop (seconds).")
+    gpu_host_bandwidth: RateBps | None = Field(None, description="Bandwidth per direction of each GPU's own link to its host (GPU to PCIe switch, switch to CPU); default pcie_bandwidth. Grace-Hopper / Grace-Blackwell superchips: NVLink-C2C, 450GB/s (900 GB/s both directions).")
     gpu_p2p: bool = Field(True, description="CUDA peer-to-peer between the server's GPUs (true/false). false when the platform or driver does not allow it (`nvidia-smi topo -p2p p` shows NS): NCCL then stages every transfer between the server's GPUs through host memory (SHM transport), as NCCL_P2P_DISABLE=1 does.")
     gpu_pcie_switch: list[int] | None = Field(None, description="PCIe switch index of each GPU (list of length `gpus`); default spreads GPUs evenly.")
     nic_pcie_switch: list[int] | None = Field(None, description="PCIe switch index of each compute NIC (list of length `nics`); default spreads NICs evenly.")

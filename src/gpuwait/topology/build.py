@@ -139,11 +139,13 @@ def _build_servers(t: _Tables, server: ServerSpec, n_servers: int, management: b
                          server.nvlink_latency, "nvlink", "server")
     gpu_sw = _local_map(server.gpu_pcie_switch, G, server.pcie_switches, "gpu_pcie_switch")
     nic_sw = _local_map(server.nic_pcie_switch, server.nics, server.pcie_switches, "nic_pcie_switch")
-    t.add_cables(gpu, pcie[:, gpu_sw], pcie_Bps, pcie_latency_s, pcie_latency_s, "pcie", "server")
+    # a superchip's GPU reaches its CPU over NVLink-C2C, not PCIe (server.gpu_host_bandwidth)
+    host_Bps = server.gpu_host_bandwidth or pcie_Bps
+    t.add_cables(gpu, pcie[:, gpu_sw], host_Bps, pcie_latency_s, pcie_latency_s, "pcie", "server")
     if server.nics:
         t.add_cables(nic, pcie[:, nic_sw], pcie_Bps, pcie_latency_s, pcie_latency_s, "pcie", "server")
     sw_cpu = _spread(server.pcie_switches, server.cpus)
-    t.add_cables(pcie, cpu[:, sw_cpu], pcie_Bps, pcie_latency_s, pcie_latency_s, "pcie", "server")
+    t.add_cables(pcie, cpu[:, sw_cpu], max(host_Bps, pcie_Bps), pcie_latency_s, pcie_latency_s, "pcie", "server")
     if server.storage_nics:
         t.add_cables(snic, cpu[:, _spread(server.storage_nics, server.cpus)], pcie_Bps, pcie_latency_s, pcie_latency_s, "pcie", "server")
     if server.cpus > 1:

@@ -48,6 +48,18 @@ Sources of the figures (table in docs/sources.md):
   3 NVLink bridges = 12 NVLink3 links, 600 GB/s bidirectional = 300 GB/s per direction per pair
   (NVIDIA A100 datasheet, "NVLink Bridge for 2 GPUs: 600GB/s"; ``nvidia-smi topo -m`` shows NV12 inside
   a pair); PCIe Gen4 between pairs. Assumed: 4 PCIe switches (one pair each), 2 sockets, 4 x 200 Gb/s NICs.
+* Quad GH200 node (``gh200-quad``: HPE Cray EX254n at CSCS Alps, and the same NVIDIA 4-superchip board in
+  JUPITER's BullSequana XH3000): 4 GH200 superchips, each a Grace CPU and a Hopper GPU joined by
+  NVLink-C2C, 900 GB/s = 450 GB/s per direction (NVIDIA GH200 Grace Hopper Superchip datasheet). The
+  4 GPUs are wired all-to-all with no NVSwitch ("slingshot is not infiniband - there is no NVSwitch",
+  CSCS docs ``docs/alps/hardware.md``): each GPU's 18 NVLink4 links split 6 per peer, "300 GB/s between
+  pairs of GPUs (150 GB/s per direction)"; the 4 Grace CPUs "pairs connected with 100 GB/s per direction"
+  (Juelich Supercomputing Centre, JUPITER configuration page, apps.fz-juelich.de/jsc/hps/jupiter/
+  configuration.html). One network interface per superchip ("four Grace-Hopper modules and four
+  corresponding network interface cards", CSCS ``docs/alps/hardware.md``): on Alps an HPE Slingshot-11
+  Cassini NIC, 200 Gb/s, PCIe Gen4 x16 (HPE Slingshot 200GbE NIC datasheet), attached to its Grace.
+  Modelled as 4 PCIe "switches" (one per Grace root complex) each holding one GPU (over C2C,
+  ``gpu_host_bandwidth``) and one NIC; no storage NICs (Alps' storage shares the Slingshot fabric).
 """
 
 from __future__ import annotations
@@ -124,6 +136,12 @@ register_server_template("gb200-nvl72", ServerSpec(
 register_server_template("gb300-nvl72", ServerSpec(
     gpu_model="GB300", gpus=4, nvlink_bandwidth=900e9, pcie_bandwidth=63e9, pcie_switches=2, cpus=2, cpu_vendor="arm",
     nics=4, nic_speed=100e9, storage_nics=2, storage_nic_speed=50e9,
+))
+# superchip nodes without an NVSwitch: the 4 GPUs in an NVLink mesh (6 NVLink4 links per pair)
+register_server_template("gh200-quad", ServerSpec(
+    gpu_model="GH200", gpus=4, nvlink_bandwidth=450e9, nvlink_topology="mesh", pcie_bandwidth=31.5e9,
+    gpu_host_bandwidth=450e9, pcie_switches=4, cpus=4, cpu_interconnect_bandwidth=100e9, cpu_vendor="arm",
+    nics=4, nic_speed=25e9, storage_nics=0,
 ))
 register_server_template("a100-pcie-nvlink-pairs", ServerSpec(
     gpu_model="A100-PCIE-80GB", gpus=8, nvlink_bandwidth=300e9, nvlink_topology="pairs", pcie_bandwidth=31.5e9,
