@@ -138,7 +138,9 @@ REFERENCES = [
                           "efficiency; NCCL version not printed"),
     Reference("l40s-roce-2node-4gpu-all_reduce-ring", CLASSES[5], "r760xa-l40s-2x400g", 2, 2, {"NCCL_ALGO": "Ring"},
               approximate="the two HCAs are SR-IOV VFs sharing one 400GbE port (modelled as the port); "
-                          "GPU-NIC path NODE and GPUDirect RDMA state unknown; NCCL_ALGO=Ring may not have been in effect"),
+                          "GPU0-NIC path NODE (the README's nvidia-smi), so no GPUDirect RDMA at NCCL's default level; the "
+                          "second GPU on the other socket (SHM between the GPUs) inferred from bus IDs only; "
+                          "NCCL_ALGO=Ring may not have been in effect"),
     Reference("l40s-tcp-2node-2gpu-all_reduce-ring", CLASSES[5], "r760xa-l40s-2x400g", 2, 1,
               {"NCCL_IB_DISABLE": "1", "NCCL_ALGO": "Ring"},
               approximate=f"{_TCP}: NCCL's socket model (one stream per connection, 42 Gbit/s streams at jumbo-frame "

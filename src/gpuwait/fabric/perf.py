@@ -48,6 +48,7 @@ from gpuwait.fabric.collective import PlanRun, run_plan
 from gpuwait.spec.cluster import RoutingSpec
 from gpuwait.topology.gpus import gpu_arch
 from gpuwait.topology.model import LinkKind, NodeKind
+from gpuwait.topology.pcipath import node_uses_gdr, parse_level, uses_p2p
 from gpuwait.transport.profiles import TransportProfile
 from gpuwait.transport.socket import socket_transport
 
@@ -216,6 +217,11 @@ class CollectivePredictor:
             # NVLink once each way (the ring search's intra-node rule), so either can cap a channel
             per_channel = min(per_channel, nic_GBps, nvlink_total / channels)
         intra_link = "nvlink" if links else "pci"
+        if not self.p2p or (self.transport.rdma and not self.gdr):
+            # SHM between the node's GPUs or no GPUDirect: NCCL's paths run through the CPU (paths.cc
+            # addInterStep), and the search fits its channels to the PCI links as for SHM alone
+            host = self._host_path_graph(sm)
+            channels, per_channel = min(channels, host.n_channels), min(per_channel, host.bw_intra_GBps)
         net_lat_us = self.transport.nccl_net_latency_s * 1e6  # the net plugin's latency: NCCL's latencyInter
         ring = Graph(channels, per_channel, per_channel, net_lat_us, intra_link=intra_link)
         if links and comm.ppn > 1:
@@ -236,8 +242,25 @@ class CollectivePredictor:
     @property
     def p2p(self) -> bool:
         """Whether NCCL's P2P transport links the node's GPUs: the server allows CUDA peer access
-        (``server.gpu_p2p``) and ``NCCL_P2P_DISABLE`` is not set. Otherwise NCCL uses SHM through host memory."""
-        return self.comm.topo.spec.server.gpu_p2p and not self.env.p2p_disable
+        (``server.gpu_p2p``), ``NCCL_P2P_DISABLE`` is not set and every pair of the node's GPUs is within
+        ``NCCL_P2P_LEVEL`` (:func:`gpuwait.topology.pcipath.uses_p2p`). Otherwise NCCL uses SHM through host memory."""
+        server = self.comm.topo.spec.server
+        if not server.gpu_p2p or self.env.p2p_disable:
+            return False
+        local = self.comm.local_gpu_index(self.comm.node_ranks[0])
+        if len(np.unique(self.comm.rank_server[self.comm.node_ranks[0]])) > 1:
+            return True  # an MNNVL node: its GPUs meet on the domain's NVSwitch
+        return uses_p2p(server, local, parse_level(self.env.extra.get("NCCL_P2P_LEVEL"), "NCCL_P2P_LEVEL"))
+
+    @property
+    def gdr(self) -> bool:
+        """Whether the NICs read and write the node's GPUs directly (GPUDirect RDMA), both ways, as NCCL's
+        ``ncclTopoCheckGdr`` decides from the GPU-NIC path (:func:`gpuwait.topology.pcipath.node_uses_gdr`);
+        otherwise the proxy stages the network through host memory. Sockets never use it."""
+        if not self.transport.rdma:
+            return False
+        return node_uses_gdr(self.comm.topo.spec.server, self.comm.local_gpu_index(self.comm.node_ranks[0]),
+                             self.env.net_gdr_level, self.env.net_gdr_read)
 
     def _host_path_graph(self, sm: int) -> Graph:
         """NCCL's ring graph through the CPU (:func:`host_path_ring_graph`) for the GPUs of this
