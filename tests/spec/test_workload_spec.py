@@ -44,7 +44,7 @@ def test_defaults():
     w = WorkloadSpec()
     assert w.mode == "training" and w.gpus is None and w.steps == 1 and w.inference is None
     assert w.parallel.bucket == 25 * 2**20  # PyTorch DDP bucket_cap_mb=25
-    assert w.compute.efficiency == 0.5 and w.compute.jitter_cv == 0.02 and w.compute.gpu is None
+    assert w.compute.efficiency is None and w.parallel.recompute == "none" and w.compute.jitter_cv == 0.02 and w.compute.gpu is None
     assert w.data.dataset_read_per_gpu == 0 and w.data.checkpoint_interval_steps is None
     assert Scenario().workload is None
 

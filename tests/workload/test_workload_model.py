@@ -332,8 +332,8 @@ def test_gpu_presets_and_overrides():
 
 
 def test_unknown_gpus():
-    with pytest.raises(UnknownNameError, match="workload.compute.gpu: unknown GPU 'H800'; expected one of A100, "):
-        resolve_gpu(ComputeSpec(gpu="H800"))
+    with pytest.raises(UnknownNameError, match="workload.compute.gpu: unknown GPU 'H900'; expected one of A100, "):
+        resolve_gpu(ComputeSpec(gpu="H900"))
     with pytest.raises(SpecError, match="workload.compute.gpu: the cluster's GPU 'L40S' has no preset"):
         resolve_gpu(ComputeSpec(), server_gpu_model="L40S")
 

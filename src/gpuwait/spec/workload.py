@@ -61,6 +61,7 @@ class ParallelSpec(SpecModel):
     schedule: Literal["1f1b", "interleaved-1f1b"] = Field("1f1b", description="Pipeline schedule: '1f1b' = one forward, one backward (PipeDream-flush / Megatron default); 'interleaved-1f1b' = each stage holds `virtual_stages` model chunks, shrinking the bubble that many times (Megatron's virtual pipeline).")
     virtual_stages: int = Field(2, ge=1, description="interleaved-1f1b: model chunks per pipeline stage (count); the layers must divide into pp * virtual_stages chunks.")
     allow_tp_across_servers: bool = Field(False, description="Allow a tensor-parallel group larger than one server (its all-reduces then cross the scale-out network).")
+    recompute: Literal["none", "selective", "full"] = Field("none", description="Activation recomputation (Megatron's --recompute-granularity; Korthikanti et al. 2022): 'none' keeps every activation; 'selective' re-runs the attention core in backward; 'full' keeps only each layer's input and re-runs its whole forward (about 1/3 more compute, a fraction of the activation memory).")
 
 
 class SlowGpuSpec(SpecModel):
@@ -73,9 +74,14 @@ class SlowGpuSpec(SpecModel):
 class ComputeSpec(SpecModel):
     """The GPUs' arithmetic: a GPU preset, or explicit peak FLOP/s, memory and HBM bandwidth."""
 
-    gpu: str | None = Field(None, description="GPU preset: A100, A100-40GB, H100-SXM, H200, B200; default the cluster's gpu_model when it names one, else H100-SXM.")
-    peak_flops: float | None = Field(None, gt=0, description="Dense bf16 tensor-core peak per GPU (FLOP/s); fp8 runs at twice this. Overrides the preset.")
-    efficiency: float = Field(0.5, gt=0, le=1, description="Achieved fraction of peak for the model's matmuls (model FLOPs utilization with no waiting).")
+    gpu: str | None = Field(None, description="GPU preset: A100, A100-40GB, H100-SXM, H800, H20, H200, B200, GB200; default the cluster's gpu_model when it names one, else H100-SXM.")
+    peak_flops: float | None = Field(None, gt=0, description="Dense bf16 tensor-core peak per GPU (FLOP/s); the preset's other dtypes scale with it (fp8 = 2x without a preset). Overrides the preset.")
+    efficiency: float | None = Field(None, gt=0, le=1, description="Flat model: every layer's FLOPs at this fraction of peak (the pre-issue-13 model). Default none: kernel times from the GEMM shapes, flash attention and HBM-bound element-wise work (docs/workloads.md).")
+    gemm_efficiency: float | None = Field(None, gt=0, le=1, description="Override the achievable fraction of peak of a large GEMM (default per GPU generation and dtype, from public cuBLAS measurements); tile and wave quantization still apply.")
+    attention_efficiency: float | None = Field(None, gt=0, le=1, description="Override flash attention's fraction of the bf16 peak (default per GPU generation).")
+    hbm_efficiency: float | None = Field(None, gt=0, le=1, description="Override the fraction of HBM bandwidth element-wise kernels reach (default 0.85).")
+    layer_forward_time: float | None = Field(None, gt=0, description="Measured forward time of one transformer layer for one micro-batch on one GPU (seconds); replaces the kernel model for the layers.")
+    layer_backward_time: float | None = Field(None, gt=0, description="Measured backward time of one layer for one micro-batch (seconds, without recomputation); default 2x layer_forward_time.")
     memory: PositiveSizeBytes | None = Field(None, description="GPU memory (bytes, e.g. 80GiB); overrides the preset.")
     hbm_bandwidth: RateBps | None = Field(None, description="GPU memory (HBM) bandwidth, e.g. 3.35TB/s; overrides the preset.")
     jitter_cv: float = Field(0.02, ge=0, description="Coefficient of variation of each GPU's per-step compute time (standard deviation / mean).")

@@ -28,11 +28,13 @@ Conventions (the ones Megatron-LM and its papers use, so MFU figures compare):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gpuwait.errors import SpecError, UnknownNameError
 from gpuwait.spec.workload import ComputeSpec, InferenceSpec, ModelSpec, ParallelSpec, WorkloadSpec
-from gpuwait.workload.presets import GPU_PRESETS, MODEL_PRESETS, gpu_preset_for_model
+from gpuwait.topology.gpus import gpu_arch
+from gpuwait.workload.compute import ComputeModel, head_times, layer_times
+from gpuwait.workload.presets import GPU_PRESETS, MODEL_PRESETS, GpuPreset, gpu_preset_for_model
 
 GiB = 2.0**30
 #: bytes per element of training weights, gradients and activations (bf16)
@@ -242,13 +244,22 @@ def resolve_model(spec: ModelSpec) -> ModelShape:
 # ------------------------------------------------------------------------------------------------ GPU
 @dataclass(frozen=True)
 class GpuShape:
-    """One GPU's arithmetic for the workload's precision."""
+    """One GPU's arithmetic for the workload's precision.
+
+    ``kernels`` times a layer from its GEMM shapes (:mod:`gpuwait.workload.compute`); ``flat`` says the
+    scenario pinned ``compute.efficiency``, so every layer's FLOPs run at ``peak_flops * efficiency``
+    instead (the model before issue 13).
+    """
 
     name: str
-    peak_flops: float          # FLOP/s at the workload's precision (fp8 = 2 × bf16)
-    efficiency: float          # achieved fraction of peak for the matmuls
+    peak_flops: float          # dense FLOP/s at the workload's precision (the MFU denominator)
+    efficiency: float          # flat model: achieved fraction of peak; kernel model: a large GEMM's
     memory_bytes: float
     hbm_bandwidth_Bps: float
+    kernels: ComputeModel | None = None
+    flat: bool = True
+    layer_forward_s: float | None = None   # measured kernel times (compute.layer_forward_time)
+    layer_backward_s: float | None = None
 
     @property
     def achieved_flops(self) -> float:
@@ -259,12 +270,28 @@ class GpuShape:
         return flops / self.achieved_flops
 
 
+def _custom_preset(spec: ComputeSpec, server_gpu_model: str | None) -> GpuPreset:
+    """A GPU given by its figures: generation from the cluster's GPU when known (else Hopper), 132 SMs."""
+    generation = "hopper"
+    if server_gpu_model:
+        try:
+            sm = gpu_arch(server_gpu_model).sm
+            generation = "ampere" if sm < 90 else "hopper" if sm < 100 else "blackwell"
+        except SpecError:
+            pass
+    return GpuPreset("custom", spec.peak_flops, spec.memory, spec.hbm_bandwidth, "workload.compute", generation, 132)
+
+
 def resolve_gpu(spec: ComputeSpec, precision: str = "bf16", server_gpu_model: str | None = None) -> GpuShape:
     """The GPU preset (``spec.gpu``, else the cluster's ``server_gpu_model``, else H100-SXM) with overrides.
 
-    >>> g = resolve_gpu(ComputeSpec(gpu="H100-SXM"), "fp8")
+    >>> g = resolve_gpu(ComputeSpec(gpu="H100-SXM", efficiency=0.5), "fp8")
     >>> g.peak_flops, g.achieved_flops, g.memory_bytes / 2**30
-    (1978000000000000.0, 989000000000000.0, 80.0)
+    (1979000000000000.0, 989500000000000.0, 80.0)
+    >>> resolve_gpu(ComputeSpec(gpu="A100"), "fp8")
+    Traceback (most recent call last):
+    ...
+    gpuwait.errors.SpecError: workload.model.precision: A100 has no fp8 tensor cores; expected one of fp32, tf32, bf16, fp16
     """
     name = spec.gpu
     if name is None and server_gpu_model is not None:
@@ -273,20 +300,30 @@ def resolve_gpu(spec: ComputeSpec, precision: str = "bf16", server_gpu_model: st
             _fail("workload.compute.gpu", f"the cluster's GPU {server_gpu_model!r} has no preset; expected a preset "
                   f"({', '.join(GPU_PRESETS)}) or peak_flops, memory and hbm_bandwidth")
     if name is None and None not in (spec.peak_flops, spec.memory, spec.hbm_bandwidth):
-        preset = None
+        preset = _custom_preset(spec, server_gpu_model)
     else:
         key = name or "H100-SXM"
         preset = GPU_PRESETS.get(key) or next((p for n, p in GPU_PRESETS.items() if n.upper() == key.upper()), None)
         if preset is None:
             raise UnknownNameError(f"workload.compute.gpu: unknown GPU {key!r}; expected one of {', '.join(GPU_PRESETS)}",
                                    hint="or give peak_flops, memory and hbm_bandwidth")
-    peak = spec.peak_flops if spec.peak_flops is not None else preset.peak_flops
+    hbm = spec.hbm_bandwidth if spec.hbm_bandwidth is not None else preset.hbm_bandwidth_Bps
+    kernels = ComputeModel.for_gpu(preset, peak_bf16_flops=spec.peak_flops, hbm_Bps=hbm,
+                                   gemm_efficiency=spec.gemm_efficiency, attention_efficiency=spec.attention_efficiency,
+                                   hbm_efficiency=spec.hbm_efficiency)
+    dtype = "bf16" if precision == "fp16" and "fp16" not in kernels.dtype_flops else precision
+    peak = kernels.peak(dtype)
+    flat = spec.efficiency is not None
     return GpuShape(
-        name=preset.name if preset else "custom",
-        peak_flops=peak * (2.0 if precision == "fp8" else 1.0),
-        efficiency=spec.efficiency,
+        name=preset.name,
+        peak_flops=peak,
+        efficiency=spec.efficiency if flat else kernels.achievable.get(dtype, 0.75),
         memory_bytes=spec.memory if spec.memory is not None else preset.memory_bytes,
-        hbm_bandwidth_Bps=spec.hbm_bandwidth if spec.hbm_bandwidth is not None else preset.hbm_bandwidth_Bps,
+        hbm_bandwidth_Bps=hbm,
+        kernels=kernels,
+        flat=flat and spec.layer_forward_time is None,
+        layer_forward_s=spec.layer_forward_time,
+        layer_backward_s=spec.layer_backward_time,
     )
 
 
@@ -346,6 +383,39 @@ def stage_forward_flops(shape: ModelShape, layout: ParallelLayout, stage: int, m
     return flops / layout.tp
 
 
+def stage_compute_times_s(shape: ModelShape, layout: ParallelLayout, gpu: GpuShape, stage: int) -> tuple[float, float]:
+    """Forward and backward time of one micro-batch on one GPU of ``stage`` (backward with recomputation).
+
+    Kernel model (:mod:`gpuwait.workload.compute`): the sum of the stage's layer times, plus the LM head
+    on the last stage; measured ``layer_forward_s`` / ``layer_backward_s`` replace the layers' times.
+    Flat model (``compute.efficiency`` set): FLOPs / (peak x efficiency), backward twice forward, and
+    recomputation adds the forward FLOPs it repeats (the attention scores, or the whole forward).
+    """
+    layers = stage_layers(shape, layout.pp, stage)
+    tokens = layout.micro_batch * shape.seq_len
+    last = stage == layout.pp - 1
+    if gpu.flat or gpu.kernels is None:
+        fwd = gpu.compute_time_s(stage_forward_flops(shape, layout, stage))
+        again = {"none": 0.0, "full": fwd,
+                 "selective": gpu.compute_time_s(len(layers) * 4.0 * tokens * shape.seq_len * shape.hidden / layout.tp)}
+        return fwd, 2.0 * fwd + again[layout.recompute]
+    fwd = bwd = 0.0
+    if gpu.layer_forward_s is not None:
+        back = gpu.layer_backward_s if gpu.layer_backward_s is not None else 2.0 * gpu.layer_forward_s
+        fwd, bwd = len(layers) * gpu.layer_forward_s, len(layers) * back
+        if layout.recompute == "full":
+            bwd += fwd
+    else:
+        for layer in layers:
+            t = layer_times(gpu.kernels, shape, layer, tokens, layout.tp, layout.ep, layout.sequence_parallel,
+                            shape.precision)
+            fwd, bwd = fwd + t.forward_s, bwd + t.backward_with(layout.recompute)
+    if last:
+        head = head_times(gpu.kernels, shape, tokens, layout.tp)
+        fwd, bwd = fwd + head.forward_s, bwd + head.backward_s
+    return fwd, bwd
+
+
 # ------------------------------------------------------------------------------------------------ layout
 @dataclass(frozen=True)
 class ParallelLayout:
@@ -368,6 +438,7 @@ class ParallelLayout:
     overlap_grad_reduce: bool
     schedule: str
     virtual_stages: int = 1       # model chunks per pipeline stage (interleaved 1F1B)
+    recompute: str = "none"       # activation recomputation: none | selective | full
 
     @property
     def micro_batches(self) -> int:
@@ -473,7 +544,8 @@ def validate_layout(shape: ModelShape, spec: WorkloadSpec, cluster_gpus: int,
     global_batch = _global_batch(path, p, dp, chunks)
     return ParallelLayout(gpus=gpus, tp=p.tp, pp=p.pp, dp=dp, ep=p.ep, zero=p.zero, sequence_parallel=sp,
                           micro_batch=p.micro_batch, global_batch=global_batch, bucket_bytes=p.bucket,
-                          overlap_grad_reduce=p.overlap_grad_reduce, schedule=p.schedule, virtual_stages=chunks)
+                          overlap_grad_reduce=p.overlap_grad_reduce, schedule=p.schedule, virtual_stages=chunks,
+                          recompute=p.recompute)
 
 
 # ------------------------------------------------------------------------------------------------ comm
@@ -581,18 +653,23 @@ def comm_volumes(shape: ModelShape, layout: ParallelLayout, micro_batch: int | N
 # ------------------------------------------------------------------------------------------------ memory
 def activation_bytes_per_layer(shape: ModelShape, layout: ParallelLayout, layer: int | None = None,
                                micro_batch: int | None = None) -> float:
-    """Activations one layer keeps for backward, per micro-batch per GPU, with selective recomputation.
+    """Activations one layer keeps for backward, per micro-batch per GPU.
 
     Korthikanti et al. 2022, Table 2: ``s·b·h·34 / tp`` with sequence parallelism, ``s·b·h·(10 + 24/tp)``
-    without (the attention score matrix is recomputed). Of the 34, 19 are the MLP's (for ffn = 4h); an
-    MoE layer scales them by how many expert MLPs a token runs: ``(top_k + shared)·expert_ffn / ffn_hidden``.
+    without. That is their selective-recomputation figure, and also what ``recompute: none`` keeps with
+    flash attention, which never stores the ``5·a·s/h`` score matrix either (Dao et al. 2022). Of the 34,
+    19 are the MLP's (for ffn = 4h); an MoE layer scales them by how many expert MLPs a token runs:
+    ``(top_k + shared)·expert_ffn / ffn_hidden``. ``recompute: full`` keeps only the layer's input:
+    ``2·s·b·h`` (divided by tp with sequence parallelism).
     """
     if layer is None:
         layer = shape.dense_layers if shape.is_moe else 0
+    sbh = shape.seq_len * (micro_batch or layout.micro_batch) * shape.hidden
+    if layout.recompute == "full":
+        return 2.0 * sbh / (layout.tp if layout.sequence_parallel else 1)
     mlp = 1.0
     if shape.is_moe_layer(layer):
         mlp = (shape.top_k + shape.shared_experts) * shape.expert_ffn_hidden / shape.ffn_hidden
-    sbh = shape.seq_len * (micro_batch or layout.micro_batch) * shape.hidden
     split = 34.0 + 19.0 * (mlp - 1.0)
     if layout.sequence_parallel or layout.tp == 1:
         return sbh * split / layout.tp
@@ -627,6 +704,9 @@ def memory_per_gpu_bytes(shape: ModelShape, layout: ParallelLayout, precision: s
     layers = stage_layers(shape, layout.pp, stage)
     in_flight = min(layout.pp - stage, layout.micro_batches)
     acts = in_flight * sum(activation_bytes_per_layer(shape, layout, layer) for layer in layers)
+    if layout.recompute == "full" and len(layers):
+        # backward of a layer re-creates its whole activation set once (one layer at a time)
+        acts += activation_bytes_per_layer(shape, replace(layout, recompute="none"), layers[-1])
     logits = 4.0 * layout.micro_batch * shape.seq_len * shape.vocab / layout.tp if stage == layout.pp - 1 else 0.0
     return {
         "weights": TRAIN_BYTES * sharded(3),
@@ -648,7 +728,7 @@ def check_fits(shape: ModelShape, layout: ParallelLayout | InferenceLayout, gpu:
         hint = "raise inference.tp or pp, or lower batch or the token counts"
     else:
         parts = memory_per_gpu_bytes(shape, layout)
-        hint = "raise tp or pp, shard with zero: 1..3, or lower micro_batch"
+        hint = "raise tp or pp, shard with zero: 1..3, recompute: selective or full, or lower micro_batch"
     need = sum(parts.values())
     if need > gpu.memory_bytes:
         detail = ", ".join(f"{k} {_gib(v)}" for k, v in parts.items() if v)

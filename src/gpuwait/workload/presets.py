@@ -14,12 +14,13 @@ Where the numbers come from:
 * ``deepseek-moe-16b``: Dai et al., "DeepSeekMoE", arXiv 2401.06066, §5 / the released config (28 layers,
   hidden 2048, 16 heads, 64 routed experts of 1408 with top-6 plus 2 shared, first layer dense with
   10944, vocab 102400); 16.4B total, 2.8B active.
-* GPUs: NVIDIA datasheets — dense (not 2:4 sparse) bf16 tensor-core FLOP/s, HBM capacity and bandwidth.
-  A100 SXM 80GB: 312 TFLOP/s, 2,039 GB/s; A100 SXM 40GB: 1,555 GB/s; H100 SXM: 989 TFLOP/s (1,979 with
-  sparsity), 80GB, 3.35 TB/s; H200 SXM: 989 TFLOP/s, 141GB, 4.8 TB/s; B200 (HGX/DGX B200, 1 kW):
-  2.25 PFLOP/s (4.5 sparse), 180GB (DGX B200: 1,440 GB for 8 GPUs; the die carries 192GB), 8 TB/s.
-  NVIDIA's "GB" of HBM are binary in practice (nvidia-smi shows 81559 MiB on an H100 80GB), so memory is
-  stored in GiB.
+* GPUs: NVIDIA datasheets and architecture whitepapers — dense (not 2:4 sparse) tensor-core FLOP/s per
+  dtype, HBM capacity and bandwidth, SM count, NVLink bandwidth per GPU (both directions). Each preset's
+  ``source`` names its documents; docs/sources.md has a row per figure. NVIDIA's "GB" of HBM are binary in
+  practice (nvidia-smi shows 81559 MiB on an H100 80GB), so memory is stored in GiB. The A100 has no FP8
+  (``fp8`` absent: an fp8 workload on it is an error). H800 and H20 figures are from NVIDIA's China-market
+  product briefs as reported by vendors and the press (no English NVIDIA datasheet read): the H800 SXM is an
+  H100 SXM with NVLink cut to 400 GB/s; the H20 is a 78-SM Hopper at 148 TFLOP/s bf16 with 96 GB at 4.0 TB/s.
 """
 
 from __future__ import annotations
@@ -37,13 +38,29 @@ MODEL_PRESETS: dict[str, dict] = {}
 
 @dataclass(frozen=True)
 class GpuPreset:
-    """Datasheet figures of one GPU."""
+    """Datasheet figures of one GPU (dense tensor-core FLOP/s per dtype; ``fp32`` is the CUDA-core rate)."""
 
     name: str
     peak_flops: float       # dense bf16 tensor-core FLOP/s
     memory_bytes: float     # HBM capacity, bytes
     hbm_bandwidth_Bps: float  # HBM bandwidth, bytes/s
     source: str
+    generation: str = "hopper"  # ampere | hopper | blackwell: selects the achievable-peak factors
+    sms: int = 132              # streaming multiprocessors (GEMM wave quantization)
+    dtype_flops: tuple[tuple[str, float], ...] = ()  # (dtype, dense FLOP/s): fp32, tf32, bf16, fp16, fp8
+    nvlink_Bps: float = 0.0     # NVLink bytes/s per GPU, both directions together (datasheet convention)
+
+    def flops(self, dtype: str) -> float:
+        """Dense peak FLOP/s for ``dtype``; SpecError when the GPU has no such tensor-core path.
+
+        >>> GPU_PRESETS["H100-SXM"].flops("fp8"), GPU_PRESETS["A100"].flops("tf32")
+        (1979000000000000.0, 156000000000000.0)
+        """
+        table = dict(self.dtype_flops) or {"bf16": self.peak_flops, "fp16": self.peak_flops, "fp8": 2 * self.peak_flops}
+        if dtype not in table:
+            raise SpecError(f"workload.model.precision: {self.name} has no {dtype} tensor cores; expected one of "
+                            f"{', '.join(table)}")
+        return table[dtype]
 
 
 GPU_PRESETS: dict[str, GpuPreset] = {}
@@ -70,12 +87,38 @@ register_model("mixtral-8x7b", layers=32, hidden=4096, ffn_hidden=14336, heads=3
 register_model("deepseek-moe-16b", layers=28, hidden=2048, ffn_hidden=10944, heads=16, kv_heads=16, vocab=102400,
                experts=64, top_k=6, expert_ffn_hidden=1408, shared_experts=2, dense_layers=1, seq_len=4096)
 
-register_gpu(GpuPreset("A100", 312e12, 80 * GiB, 2.039e12, "NVIDIA A100 datasheet (SXM4 80GB)"))
-register_gpu(GpuPreset("A100-40GB", 312e12, 40 * GiB, 1.555e12, "NVIDIA A100 datasheet (SXM4 40GB)"))
-register_gpu(GpuPreset("H100-SXM", 989e12, 80 * GiB, 3.35e12, "NVIDIA H100 datasheet (SXM5 80GB)"))
-register_gpu(GpuPreset("H200", 989e12, 141 * GiB, 4.8e12, "NVIDIA H200 datasheet (SXM 141GB)"))
-register_gpu(GpuPreset("B200", 2.25e15, 180 * GiB, 8.0e12, "NVIDIA DGX/HGX B200 datasheet"))
+_A100 = "NVIDIA A100 Tensor Core GPU datasheet (nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf); NVIDIA A100 Tensor Core GPU Architecture whitepaper (108 SMs)"
+_H100 = "NVIDIA H100 Tensor Core GPU datasheet (resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet), SXM5 column; NVIDIA H100 Tensor Core GPU Architecture whitepaper (132 SMs on the SXM5 part)"
+_B200 = "NVIDIA DGX B200 datasheet (72 PFLOP/s FP8 training / 8 GPUs, 1,440 GB, 64 TB/s) and HGX B200 specifications (nvidia.com/en-us/data-center/hgx); Blackwell architecture technical brief (148 SMs)"
+_GB200 = "NVIDIA GB200 NVL72 specifications (nvidia.com/en-us/data-center/gb200-nvl72): per 72 GPUs 720 PFLOP/s FP8, 360 PFLOP/s FP16/BF16, 180 PFLOP/s TF32 (all sparse), 5,760 TFLOP/s FP32, 13.4 TB HBM3e at 576 TB/s"
 
+
+def _dtypes(fp32: float, tf32: float, bf16: float, fp8: float | None) -> tuple[tuple[str, float], ...]:
+    rows = [("fp32", fp32), ("tf32", tf32), ("bf16", bf16), ("fp16", bf16)]
+    return tuple(rows + ([("fp8", fp8)] if fp8 else []))
+
+
+for _gpu in (
+    GpuPreset("A100", 312e12, 80 * GiB, 2.039e12, _A100 + " (SXM4 80GB)", "ampere", 108,
+              _dtypes(19.5e12, 156e12, 312e12, None), 600e9),
+    GpuPreset("A100-40GB", 312e12, 40 * GiB, 1.555e12, _A100 + " (SXM4 40GB)", "ampere", 108,
+              _dtypes(19.5e12, 156e12, 312e12, None), 600e9),
+    GpuPreset("H100-SXM", 989e12, 80 * GiB, 3.35e12, _H100, "hopper", 132,
+              _dtypes(67e12, 494.5e12, 989e12, 1979e12), 900e9),
+    GpuPreset("H800", 989e12, 80 * GiB, 3.35e12, "H100 SXM5 compute and memory (" + _H100 + "); NVLink 400 GB/s "
+              "(press and vendor figures, no NVIDIA datasheet read)", "hopper", 132,
+              _dtypes(67e12, 494.5e12, 989e12, 1979e12), 400e9),
+    GpuPreset("H20", 148e12, 96 * GiB, 4.0e12, "H20: 148 TFLOP/s BF16, 296 FP8, 74 TF32, 44 FP32, 96 GB HBM3 at "
+              "4.0 TB/s, NVLink 900 GB/s, 78 SMs (vendor and press figures, no NVIDIA datasheet read)", "hopper", 78,
+              _dtypes(44e12, 74e12, 148e12, 296e12), 900e9),
+    GpuPreset("H200", 989e12, 141 * GiB, 4.8e12, "NVIDIA H200 Tensor Core GPU datasheet (SXM: 141 GB, 4.8 TB/s; "
+              "compute as H100 SXM)", "hopper", 132, _dtypes(67e12, 494.5e12, 989e12, 1979e12), 900e9),
+    GpuPreset("B200", 2.25e15, 180 * GiB, 8.0e12, _B200, "blackwell", 148,
+              _dtypes(75e12, 1.1e15, 2.25e15, 4.5e15), 1.8e12),
+    GpuPreset("GB200", 2.5e15, 186 * GiB, 8.0e12, _GB200, "blackwell", 148,
+              _dtypes(80e12, 1.25e15, 2.5e15, 5.0e15), 1.8e12),
+):
+    register_gpu(_gpu)
 
 def gpu_preset_for_model(gpu_model: str) -> str | None:
     """The GPU preset a cluster's ``server.gpu_model`` names, or None.
@@ -103,4 +146,6 @@ def gpu_preset_for_model(gpu_model: str) -> str | None:
         return "H200"
     if arch == "B200":
         return "B200"
+    if arch in ("H800", "H20", "GB200"):
+        return arch
     return None

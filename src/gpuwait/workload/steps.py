@@ -37,7 +37,8 @@ def training_step(spec: WorkloadSpec, topo: Topology) -> TrainingStep:
     lay = _job_layout(topo, par.gpus, par.tp, par.dp, par.pp, par.ep)
     m = par.global_batch // (par.dp * par.micro_batch)
     pp = par.pp
-    fwd = np.array([gpu.compute_time_s(wm.stage_forward_flops(shape, par, s)) for s in range(pp)])
+    times = np.array([wm.stage_compute_times_s(shape, par, gpu, s) for s in range(pp)])
+    fwd, bwd = times[:, 0], times[:, 1]
     volumes = [wm.comm_volumes(shape, par, stage=s) for s in range(pp)]
     v = volumes[0]
     layers = shape.layers // pp
@@ -74,9 +75,9 @@ def training_step(spec: WorkloadSpec, topo: Topology) -> TrainingStep:
     tokens = par.global_batch * shape.seq_len
     sp = " SP" if par.sequence_parallel else ""
     parts = f"TP{par.tp}{sp} PP{par.pp}" + (f"x{par.virtual_stages}" if par.virtual_stages > 1 else "") + f" DP{par.dp}" + (f" EP{par.ep}" if par.ep > 1 else "") + (
-        f" ZeRO-{par.zero}" if par.zero else "") + f", {m} micro-batches of {par.micro_batch}"
+        f" ZeRO-{par.zero}" if par.zero else "") + (f" recompute {par.recompute}" if par.recompute != "none" else "") + f", {m} micro-batches of {par.micro_batch}"
     return TrainingStep(
-        layout=lay, micro_batches=m, fwd_compute_s=fwd, bwd_compute_s=2.0 * fwd, optimizer_s=optimizer_s,
+        layout=lay, micro_batches=m, fwd_compute_s=fwd, bwd_compute_s=bwd, optimizer_s=optimizer_s,
         inline_ops=tuple(ops), pp_send_bytes=v.pp_send_bytes, dp_grad_bytes=grads, bucket_bytes=par.bucket_bytes,
         dp_collective=v.dp_grad_collective, param_gather_bytes=gather, overlap_grad_reduce=par.overlap_grad_reduce,
         jitter_cv=spec.compute.jitter_cv, slow_factor=slow, seed=spec.compute.seed, loader_s_per_step=loader_s,
