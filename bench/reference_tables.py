@@ -363,13 +363,13 @@ def fit_lines(all_fit: Adjustment, fits: dict[str, Adjustment]) -> list[str]:
              "| parameter | shipped | all tables now | leave-one-out min | leave-one-out max |", "|---|---|---|---|---|"]
     for n in names:
         values = [f.values[n] for f in fits.values()]
-        lines.append(f"| {n} | {fmt(PUBLIC_TABLE_FIT[n], n)} | {fmt(all_fit.values[n], n)} | {fmt(min(values), n)} | "
+        lines.append(f"| {n} | {fmt(PUBLIC_TABLE_FIT.get(n, 0.0), n)} | {fmt(all_fit.values[n], n)} | {fmt(min(values), n)} | "
                      f"{fmt(max(values), n)} |")
     return lines
 
 
 def fmt(value: float, name: str) -> str:
-    return f"{value * 1e6:.2f} us" if name.endswith("latency_s") else f"{value:.3f}"
+    return f"{value * 1e6:.2f} us" if name.endswith(("latency_s", "cycle_s")) else f"{value:.3f}"
 
 
 def main() -> None:

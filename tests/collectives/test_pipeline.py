@@ -98,3 +98,16 @@ def test_fit_refuses_bad_input():
     obs = [Observation(_costs(1e-5, 1), PhysicalParams(), 1e-5)]
     with pytest.raises(ValueError, match="names: unknown parameter 'bogus'"):
         fit(obs, names=["bogus"])
+
+
+
+def test_connection_step_cycle_bounds_the_steps_after_the_first_pass():
+    # Closed form: a connection whose steps follow each other through NCCL's proxy (net.cc v2.30.7-1,
+    # sendProxyProgress: one state change per pass) takes max(wire, steps x cycle) after its first pass:
+    # 1000 steps at a 2 us cycle are 2 ms however few bytes they carry, until the wire passes it.
+    params = PhysicalParams(net_message_overhead_s=0.0, net_step_cycle_s=2e-6)
+    for wire_s, expected_s in ((100e-6, 2e-3), (1e-3, 2e-3), (4e-3, 4e-3)):
+        costs = PipelineCosts(0.0, 0, 0, wire_s, 4000, 0.0, 0.0, 0.0, True, 1000)
+        assert pipelined_time_s(costs, params) == pytest.approx(expected_s)
+    # a single-node call has no network connection: the cycle never applies
+    assert pipelined_time_s(PipelineCosts(0.0, 0, 0, 20e-6, 0, 0.0, 0.0, 0.0, False, 0.0), params) == pytest.approx(20e-6)

@@ -18,7 +18,7 @@ OUT_OPTION = typer.Option(None, "--out", metavar="FILE",
                           help="Write the calibrated cluster (the preset or file plus a `calibration:` section) here.")
 PARAMS_OPTION = typer.Option(None, "--params", metavar="a,b,...",
                              help="Parameters to fit (default: all): launch_latency_s, net_step_latency_s, "
-                                  "intra_step_latency_s, net_message_overhead_s, nic_efficiency, nvlink_efficiency.")
+                                  "intra_step_latency_s, net_message_overhead_s, nic_efficiency, nvlink_efficiency, net_step_cycle_s.")
 
 
 def calibrate(logs: list[Path] = LOGS_ARGUMENT, cluster: str = CLUSTER_OPTION, servers: int | None = SERVERS_OPTION,

@@ -8,7 +8,8 @@ a few named parameters from each observation's own defaults:
 * ``launch_latency_s``, ``net_step_latency_s``, ``intra_step_latency_s``: added seconds;
 * ``net_message_overhead_s``: a factor on the transport's per-message overhead (an InfiniBand and a
   TCP cluster keep their ratio when fitted together);
-* ``nic_efficiency``, ``nvlink_efficiency``: the share of the rate reached.
+* ``nic_efficiency``, ``nvlink_efficiency``: the share of the rate reached;
+* ``net_step_cycle_s``: added seconds (the shortest time between two steps of one network connection).
 
 The loss is the mean absolute log ratio of predicted to measured time, each table (group) weighted
 equally, so one long sweep does not outvote a short one; Powell's method within physical bounds.
@@ -40,6 +41,7 @@ BOUNDS: dict[str, tuple[float, float, float]] = {
     "net_message_overhead_s": (0.1, 10.0, 1.0),
     "nic_efficiency": (0.5, 1.0, 1.0),
     "nvlink_efficiency": (0.5, 1.0, 1.0),
+    "net_step_cycle_s": (0.0, 10e-6, 0.0),
 }
 FIT_NAMES: tuple[str, ...] = tuple(BOUNDS)
 #: what is fitted across clusters: the per-step and per-message costs of NCCL's software. The
@@ -48,7 +50,7 @@ FIT_NAMES: tuple[str, ...] = tuple(BOUNDS)
 #: `gpuwait calibrate`. A global efficiency fitted over the public tables contradicted the maintainers'
 #: single-NIC figure (46-49 GB/s on NDR, NVIDIA/nccl-tests#267).
 PUBLIC_FIT_NAMES: tuple[str, ...] = ("launch_latency_s", "net_step_latency_s", "intra_step_latency_s",
-                                     "net_message_overhead_s")
+                                     "net_message_overhead_s", "net_step_cycle_s")
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ class PhysicalParams:
     net_message_overhead_s: float = 1e-6
     nic_efficiency: float = 1.0
     nvlink_efficiency: float = 1.0
+    net_step_cycle_s: float = 0.0
 
 
 #: PhysicalParams field -> CalibrationSpec field (the YAML name carries no unit suffix)
@@ -41,8 +42,8 @@ SPEC_NAMES = {f.name: f.name.removesuffix("_s") for f in fields(PhysicalParams)}
 #: tests/nccltests/data/reference/ (``python bench/reference_tables.py``; leave-one-table-out scores in
 #: docs/validation-reference.md). Kinds as :func:`adjust`.
 PUBLIC_TABLE_FIT: dict[str, float] = {
-    "launch_latency_s": 1.43e-6, "net_step_latency_s": 1.17e-6, "intra_step_latency_s": 0.06e-6,
-    "net_message_overhead_s": 0.116}
+    "launch_latency_s": 2.31e-6, "net_step_latency_s": 0.56e-6, "intra_step_latency_s": 0.03e-6,
+    "net_message_overhead_s": 0.100, "net_step_cycle_s": 1.76e-6}
 
 
 def adjust(params: PhysicalParams, moves: dict[str, float]) -> PhysicalParams:
@@ -105,7 +106,8 @@ class PipelineCosts:
     ``wire_s``: the steady-state time at full rate (the slower of NCCL's plateau and the fabric);
     ``nic_messages``: network steps (messages) the busiest NIC sends and receives; ``fill_intra_s`` /
     ``fill_inter_s``: the first chunk's trip through the pipeline's hops inside servers / across the
-    network; ``window_share``: NVLS only, the share of the bytes in NCCL's first in-flight window,
+    network; ``connection_steps``: the steps one network connection (one channel's send or receive on
+    the busiest NIC) carries after the first pass; ``window_share``: NVLS only, the share of the bytes in NCCL's first in-flight window,
     which pays a second pass (:mod:`gpuwait.fabric.perf`); ``multi_node``: the network is the bottleneck.
     """
 
@@ -118,6 +120,7 @@ class PipelineCosts:
     fill_inter_s: float
     window_share: float
     multi_node: bool
+    connection_steps: float = 0.0
 
     def latency_with(self, params: PhysicalParams) -> float:
         return (self.latency_s + params.launch_latency_s + self.intra_steps * params.intra_step_latency_s
@@ -133,17 +136,27 @@ class PipelineCosts:
 
 
 def pipelined_time_s(costs: PipelineCosts, params: PhysicalParams) -> float:
-    """One collective's time: latency + the slower of the wire and the NIC's per-message work + the fill.
+    """One collective's time: latency + the slowest of the wire, the NIC's per-message work and the
+    connections' step cycles + the fill.
 
     The proxy posts the next message while the NIC sends the current one, so per-message overhead and
-    wire time overlap (LogGP, Alexandrov et al., SPAA 1995): a step costs max(o, bytes / rate).
+    wire time overlap (LogGP, Alexandrov et al., SPAA 1995): a step costs max(o, bytes / rate). One
+    network connection's steps also follow each other through NCCL's proxy, which moves a step by at
+    most one state (posted, sent, completed) per pass over the GPU's active connections
+    (``sendProxyProgress`` / ``recvProxyProgress``, src/transport/net.cc, NVIDIA/nccl v2.30.7-1): after
+    the first pass (a ring's first loop of 2 (n - 1) steps, a tree's first chunk), which NCCL's latency
+    term already counts step by step, a connection carries a step at most every ``net_step_cycle_s``,
+    whatever its size. Small chunks (trees and NVLSTree at mid sizes, NVLSTree's 64 KiB chunk from
+    4 nodes) therefore run below the NIC's rate.
     Works elementwise when the fields of ``costs`` and ``params`` are arrays (one entry per size).
 
-    >>> costs = PipelineCosts(20e-6, 14, 2, 100e-6, 200, 5e-6, 3e-6, 0.0, True)
+    >>> costs = PipelineCosts(20e-6, 14, 2, 100e-6, 200, 5e-6, 3e-6, 0.0, True, 30)
     >>> round(pipelined_time_s(costs, PhysicalParams(net_message_overhead_s=1e-6)) * 1e6, 1)
     228.0
+    >>> round(pipelined_time_s(costs, PhysicalParams(net_message_overhead_s=0.0, net_step_cycle_s=5e-6)) * 1e6, 1)
+    178.0
     """
-    total = (costs.latency_with(params)
-             + np.maximum(costs.wire_with(params), costs.nic_messages * params.net_message_overhead_s)
-             + costs.fill_with(params))
+    steady = np.maximum(np.maximum(costs.wire_with(params), costs.nic_messages * params.net_message_overhead_s),
+                        costs.connection_steps * params.net_step_cycle_s)
+    total = costs.latency_with(params) + steady + costs.fill_with(params)
     return float(total) if np.ndim(total) == 0 else total

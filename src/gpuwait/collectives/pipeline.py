@@ -47,6 +47,19 @@ RING_STEPS = {"all_reduce": (NCCL_STEPS // 2, NCCL_STEPS // 4), "all_gather": (N
               "reduce_scatter": (NCCL_STEPS // 2, NCCL_STEPS // 4)}
 
 
+def ring_slices(collective: str, protocol: str) -> int:
+    """Slices (network messages) per chunk of a ring step: 2 for Simple AllReduce, AllGather and
+    ReduceScatter (``*_CHUNKSTEPS`` / ``*_SLICESTEPS``, collectives.h v2.30.7), else 1.
+
+    >>> ring_slices("all_reduce", "Simple"), ring_slices("all_reduce", "LL128")
+    (2, 1)
+    """
+    if protocol != "Simple" or collective not in RING_STEPS:
+        return 1
+    chunk_steps, slice_steps = RING_STEPS[collective]
+    return chunk_steps // slice_steps
+
+
 def _log2i(n: int) -> int:
     return int(n).bit_length() - 1
 

@@ -22,6 +22,7 @@ simulated once per communicator and reused for every size of a sweep.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -30,7 +31,14 @@ from gpuwait.collectives.algorithms import Phase, Plan, compile_collective
 from gpuwait.collectives.communicator import Communicator
 from gpuwait.collectives.ncclenv import NcclEnv, apply_env
 from gpuwait.collectives.physical import PhysicalParams, PipelineCosts, physical_params, pipelined_time_s
-from gpuwait.collectives.pipeline import channels_for_size, chunk_bytes, latency_steps, p2p_chunk_bytes, pipeline_depth
+from gpuwait.collectives.pipeline import (
+    channels_for_size,
+    chunk_bytes,
+    latency_steps,
+    p2p_chunk_bytes,
+    pipeline_depth,
+    ring_slices,
+)
 from gpuwait.collectives.tuning import (
     NVLS_EFFICIENCY,
     Graph,
@@ -396,9 +404,11 @@ class CollectivePredictor:
         size_channels = channels_for_size(algorithm, protocol, n_bytes, channels)
         chunk = chunk_bytes(collective, algorithm, protocol, n_bytes, n_channels=size_channels, n_ranks=comm.n_ranks,
                             n_nodes=comm.n_nodes, nvls_heads=comm.ppn)
-        nic_messages = 0.0
+        nic_messages = connection_steps = 0.0
         if fabric_s is not None and comm.n_nodes > 1:
             nic_messages = self.nic_bytes_per_byte(collective, FLOW_ALGORITHMS[algorithm], protocol, channels) * n_bytes / chunk
+            # the busiest NIC carries a send and a receive connection for each channel NCCL puts on it
+            connection_steps = nic_messages / (2 * max(1.0, size_channels / self._node_nics()))
         fill_intra_s = fill_inter_s = window = 0.0
         if n_bytes > 0 and comm.n_ranks > 1:
             depth_intra, depth_inter = pipeline_depth(algorithm, collective, comm.n_ranks, comm.n_nodes)
@@ -407,8 +417,17 @@ class CollectivePredictor:
             if algorithm in ("nvls", "nvls_tree"):
                 window = min(n_bytes, NVLS_WINDOW_BYTES) / n_bytes
         intra_steps, inter_steps = latency_steps(algorithm, collective, comm.n_ranks, comm.n_nodes)
+        # the first pass (a ring's one loop of steps, any other pattern's first chunk) is NCCL's latency term
+        if algorithm == "ring" and connection_steps:
+            # a ring's connection carries every step of every loop, a message per slice of each rank's
+            # per-channel share; its first loop is the chain NCCL's latency counts
+            messages = math.ceil(math.ceil(n_bytes / (size_channels * comm.n_ranks)) / chunk)
+            first_loop = min(messages, ring_slices(collective, protocol))
+            connection_steps = (intra_steps + inter_steps) * (messages - first_loop)
+        else:
+            connection_steps = max(0.0, connection_steps - 1)
         costs = PipelineCosts(prediction.latency_us * 1e-6, intra_steps, inter_steps, max(model_s, fabric_s or 0.0),
-                              nic_messages, fill_intra_s, fill_inter_s, window, comm.n_nodes > 1)
+                              nic_messages, fill_intra_s, fill_inter_s, window, comm.n_nodes > 1, connection_steps)
         return self._estimate(collective, n_bytes, algorithm, protocol, channels, model_s, fabric_s, chunk, costs)
 
     def _estimate(self, collective: str, n_bytes: int, algorithm: str, protocol: str, channels: int, model_s: float,

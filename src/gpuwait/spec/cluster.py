@@ -155,6 +155,7 @@ class CalibrationSpec(SpecModel):
     net_message_overhead: TimeS | None = Field(None, description="Cost of one network message (one NCCL step of one channel) on the sending/receiving proxy (seconds); default: the transport's per-message overhead.")
     nic_efficiency: float = Field(1.0, gt=0.0, le=1.0, description="Share of a NIC's payload rate a collective reaches (0-1].")
     nvlink_efficiency: float = Field(1.0, gt=0.0, le=1.0, description="Share of NCCL's NVLink bandwidth figure a collective reaches (0-1].")
+    net_step_cycle: TimeS = Field(0.0, description="Shortest time between two steps of one network connection (seconds): NCCL's proxy moves a step one state per pass over its connections.")
     fitted_on: list[str] = Field(default_factory=list, description="Where the values came from (log files), for the record; not used by the model.")
 
 
