@@ -25,8 +25,8 @@ def import_(ibnetdiscover: str | None = IBNET_OPTION, lldp: list[str] | None = L
             json_out: bool = JSON_OPTION) -> None:
     """Write a cluster file from ibnetdiscover, LLDP, NCCL topology dumps, Slurm topology.conf or a node/link file.
 
-    Real names are kept: hosts, switches, NIC devices (`node01.mlx5_0`), GUIDs and `lid:N` as aliases,
-    switch ports as `SWITCH:PORT`. Every command takes the file and the names (`--inject
+    Real names are kept: hosts, switches, NIC devices (`node01.mlx5_0`), GUIDs and `lidN` as aliases,
+    switch ports as `SWITCH[PORT]`. Every command takes the file and the names (`--inject
     link-degrade:ib-leaf-03->ib-spine-01`, `route --src node01.gpu0`). See docs/inventory.md.
 
     Examples: `gpuwait inventory import --ibnetdiscover ib.txt --nccl-topo dumps/ -o cluster.yaml`,

@@ -217,7 +217,7 @@ def inventory_section(found: Collected, nic_names: list[str] | None = None) -> t
             aliases[guid] = rename.get(name, name)
     for name, lid in found.lid.items():
         if name not in tiers:
-            aliases[f"lid:{lid}"] = rename.get(name, name)
+            aliases[f"lid{lid}"] = rename.get(name, name)
     section = {"hosts": hosts, "nics": nics, "switches": switches,
                "cables": [_cable_entry(c, rename) for c in cables], "aliases": aliases, "sources": found.sources}
     host_rates = [c.rate_bps for c in cables if (c.a.host is not None or c.b.host is not None) and c.rate_bps]

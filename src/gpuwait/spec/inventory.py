@@ -23,7 +23,7 @@ class InventorySwitch(SpecModel):
     name: str = Field(..., min_length=1, description="Switch name as operators use it (node description or hostname), e.g. ib-leaf-03.")
     tier: int = Field(..., ge=1, le=3, description="1 = leaf (cabled to hosts), 2 = spine, 3 = core.")
     guid: str | None = Field(None, description="InfiniBand node GUID (0x...), accepted as an alias of the switch.")
-    lid: int | None = Field(None, ge=0, description="InfiniBand LID of the switch's port 0, accepted as the alias lid:N.")
+    lid: int | None = Field(None, ge=0, description="InfiniBand LID of the switch's port 0, accepted as the alias lidN.")
 
 
 class InventoryCable(SpecModel):
@@ -43,5 +43,5 @@ class InventorySpec(SpecModel):
     nics: list[str] = Field(default_factory=list, description="Compute NIC device names of every host, in NIC index order (e.g. [mlx5_0, mlx5_1]); length server.nics. Default nic0, nic1, ...")
     switches: list[InventorySwitch] = Field(default_factory=list, description="Switches of the compute fabric.")
     cables: list[InventoryCable] = Field(default_factory=list, description="Cables of the compute fabric (one entry per physical cable).")
-    aliases: dict[str, str] = Field(default_factory=dict, description="Other names of nodes (GUIDs, `lid:N`, Slurm names) -> node name.")
+    aliases: dict[str, str] = Field(default_factory=dict, description="Other names of nodes (GUIDs, `lidN`, Slurm names) -> node name.")
     sources: list[str] = Field(default_factory=list, description="Files the inventory was imported from, for the record; not used by the model.")

@@ -3,8 +3,8 @@
 :func:`build_inventory_fabric` adds the listed switches and cables to the node and link tables (in
 place of a generated Clos); :func:`with_real_names` then renames the servers' nodes after their host
 (``s3.gpu0`` -> ``node004.gpu0``, ``s3.nic1`` -> ``node004.mlx5_1``) and records every other name a
-node or link answers to: gpuwait's own names, GUIDs and ``lid:N`` from the inventory, and a switch port
-``SWITCH:PORT`` for the link leaving that port.
+node or link answers to: gpuwait's own names, GUIDs and ``lidN`` from the inventory, and a switch port
+``SWITCH[PORT]`` (ibnetdiscover's notation) for the link leaving that port.
 
 Pitfall: cables are oriented lower tier -> upper tier (host -> leaf -> spine) before they are added, so
 the k-th cable between the same two switches is the link ``A->B#k`` whatever end the source listed first.
@@ -139,7 +139,7 @@ def with_real_names(topo):
         if switch.guid:
             alias[switch.guid] = position[switch.name]
         if switch.lid is not None:
-            alias[f"lid:{switch.lid}"] = position[switch.name]
+            alias[f"lid{switch.lid}"] = position[switch.name]
     for other, name in inventory.aliases.items():
         if name in position:
             alias[other] = position[name]
@@ -151,7 +151,7 @@ def with_real_names(topo):
 
 
 def _port_aliases(topo, inventory: InventorySpec) -> dict[str, int]:
-    """``SWITCH:PORT`` -> the link leaving that switch port (and ``HOST.NIC:PORT`` for HCA ports)."""
+    """``SWITCH[PORT]`` -> the link leaving that switch port (and ``HOST.NIC[PORT]`` for HCA ports)."""
     aliases: dict[str, int] = {}
     parallel: dict[tuple[str, str], int] = {}
     for cable in oriented_cables(inventory):
@@ -162,7 +162,7 @@ def _port_aliases(topo, inventory: InventorySpec) -> dict[str, int]:
             if port is None:
                 continue
             try:
-                aliases[f"{end}:{port}"] = topo.link_id(f"{src}->{dst}{suffix}")
+                aliases[f"{end}[{port}]"] = topo.link_id(f"{src}->{dst}{suffix}")
             except KeyError:
                 continue
     return aliases

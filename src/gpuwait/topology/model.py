@@ -133,8 +133,8 @@ class Topology:
     #: per GPU node id, the NIC node carrying its traffic instead of its own (-1: its own); empty = none.
     #: Set by faults (a NIC down moves its GPU to the neighbour NIC), never by the builder.
     gpu_nic_override: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    #: other names a node answers to (gpuwait's own names under real ones, GUIDs, ``lid:N``) -> node id;
-    #: and ``SWITCH:PORT`` -> the link leaving that port. Set from ``cluster.inventory``; empty otherwise.
+    #: other names a node answers to (gpuwait's own names under real ones, GUIDs, ``lidN``) -> node id;
+    #: and ``SWITCH[PORT]`` -> the link leaving that port. Set from ``cluster.inventory``; empty otherwise.
     node_alias: dict = field(default_factory=dict)
     link_alias: dict = field(default_factory=dict)
 
@@ -197,6 +197,29 @@ class Topology:
         """The name of server ``server``: its host name from ``cluster.inventory``, else ``s{server}``."""
         inventory = self.spec.inventory
         return inventory.hosts[server] if inventory is not None else f"s{server}"
+
+    @cached_property
+    def _server_index(self) -> dict[str, int]:
+        hosts = self.spec.inventory.hosts if self.spec.inventory is not None else []
+        return {f"s{i}": i for i in range(self.n_servers)} | {host: i for i, host in enumerate(hosts)}
+
+    def server_id(self, name: str | int) -> int:
+        """Index of a server given its host name, ``s3``, or the name of any node inside it.
+
+        >>> from gpuwait.topology import build_preset
+        >>> topo = build_preset("dgx-h100", servers=4)
+        >>> topo.server_id("s2"), topo.server_id("s3.nic1")
+        (2, 3)
+        """
+        if isinstance(name, (int, np.integer)):
+            return int(name)
+        if name in self._server_index:
+            return self._server_index[name]
+        server = int(self.node_server[self.node_id(name)])
+        if server < 0:
+            raise UnknownNameError(f"{name!r} is a {self.kind_of(self.node_id(name))} outside any server; expected a host "
+                                   f"(e.g. {self.server_name(0)}) or a node inside one")
+        return server
 
     @cached_property
     def _parallel_rank(self) -> np.ndarray:
@@ -268,7 +291,7 @@ class Topology:
         if not arrow:
             near = difflib.get_close_matches(name, list(self.link_alias), n=3, cutoff=0.6)
             raise UnknownNameError(f"link {name!r}: expected SRC->DST, e.g. {self.link_name(0) if self.n_links else 's0.nic0->leaf0'}"
-                                   + (f", or a switch port SWITCH:PORT (close: {', '.join(near)})" if near else ""))
+                                   + (f", or a switch port SWITCH[PORT] (close: {', '.join(near)})" if near else ""))
         src, dst = self.node_id(src_name.strip()), self.node_id(dst_name.strip())
         rank = int(rank_text) if rank_text.isdigit() else 0
         keys, order = self._link_key_order
