@@ -7,7 +7,7 @@ import typer
 from gpuwait.cli.common import JSON_OPTION
 
 IBNET_OPTION = typer.Option(None, "--ibnetdiscover", metavar="FILE", help="`ibnetdiscover` output (InfiniBand): switches, HCAs, cables with width and speed.")
-LLDP_OPTION = typer.Option(None, "--lldp", metavar="FILE", help="`lldpctl -f json` of one host (RoCE), named HOST.json; repeat for every host (and switch).")
+LLDP_OPTION = typer.Option(None, "--lldp", metavar="DIR|FILE", help="`lldpctl -f json` per host (RoCE), named HOST.json: a directory of them, or one file (repeatable); switches' own files add switch-to-switch cables.")
 NCCL_OPTION = typer.Option(None, "--nccl-topo", metavar="DIR|FILE", help="NCCL_TOPO_DUMP_FILE XML per host (HOST.xml): GPUs, NICs, PCIe switches, NVLink -> the server.")
 SLURM_OPTION = typer.Option(None, "--slurm", metavar="FILE", help="Slurm topology.conf (tree): the cabling when nothing else gives it, else the hosts to keep.")
 LINKS_OPTION = typer.Option(None, "--links", metavar="FILE", help="Explicit node/link file (YAML or CSV a,a_port,b,b_port,speed; HOST/NIC for a host end).")
@@ -39,7 +39,8 @@ def import_(ibnetdiscover: str | None = IBNET_OPTION, lldp: list[str] | None = L
     from gpuwait.cli.output import Output
     from gpuwait.inventory import Sources, import_inventory
 
-    result = import_inventory(Sources(ibnetdiscover=ibnetdiscover, lldp=list(lldp or []), nccl_topo=nccl_topo, slurm=slurm,
+    files = [str(f) for item in lldp or [] for f in (sorted(Path(item).glob("*.json")) if Path(item).is_dir() else [Path(item)])]
+    result = import_inventory(Sources(ibnetdiscover=ibnetdiscover, lldp=files, nccl_topo=nccl_topo, slurm=slurm,
                                       links=links, node_name_map=node_name_map, hosts=list(hosts or []),
                                       server_template=server_template, name=name))
     header = "".join(f"# {line}\n" for line in [

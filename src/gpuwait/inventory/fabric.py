@@ -142,16 +142,15 @@ def infer_tiers(found: Collected) -> dict[str, int]:
 
 def host_nics(found: Collected, nic_names: list[str] | None) -> list[str]:
     """The NIC device names every host carries, in NIC index order; one error naming a host that differs."""
-    if nic_names:
-        return list(nic_names)
     counts = Counter(tuple(sorted(nics, key=natural_key)) for nics in found.hosts.values())
-    common, _ = counts.most_common(1)[0]
+    common = tuple(nic_names) if nic_names else counts.most_common(1)[0][0]
+    told = " as the NCCL topology dump lists them" if nic_names else " like the other hosts"
     for host, nics in sorted(found.hosts.items(), key=lambda kv: natural_key(kv[0])):
         if len(nics) != len(common):
             first = next(iter(nics.values()))
             raise SpecError(f"{first}: host {host} has {len(nics)} NIC(s) ({', '.join(sorted(nics))}); expected "
-                            f"{len(common)} like the other hosts ({', '.join(common)})",
-                            hint="leave hosts out with --hosts (or --slurm), or give the NIC list with --nics")
+                            f"{len(common)}{told} ({', '.join(common)})",
+                            hint="leave hosts out with --hosts (or --slurm); NCCL lists only the NICs it can use")
     return list(common)
 
 

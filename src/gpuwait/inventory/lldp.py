@@ -8,7 +8,7 @@ switch) and ``port: {"id": {"type": ..., "value": "<port>"}, "descr": ...}`` (it
 
 The host's interface name (``ens1f0np0``) becomes the NIC's device name; a switch seen from hosts is
 a leaf. Switches' own LLDP files (SONiC, Cumulus and others run lldpd) add switch-to-switch cables:
-a file is a switch's when its name is a system name some host sees.
+a file is a switch's when its name is a neighbour advertising the Bridge or Router capability.
 """
 
 from __future__ import annotations
@@ -69,7 +69,15 @@ def read_lldp(paths: list[str], found: Collected | None = None) -> Collected:
             raise SpecError(f"{path}: cannot read ({err.strerror}); expected an lldpctl JSON file") from None
         found.sources.append(path)
         parsed.append((path, Path(path).stem, [(ifname, *_neighbour(path, ifname, body)) for ifname, body in _interfaces(path, data)]))
-    switches = {name for _, _, neighbours in parsed for _, name, _, _ in neighbours}
+    # a neighbour advertising the Bridge or Router capability is a switch (hosts advertise Station); one
+    # that advertises nothing is a switch unless it has an LLDP file of its own among the hosts'
+    devices = {device for _, device, _ in parsed}
+    bridge: dict[str, bool] = {}
+    for _, _, neighbours in parsed:
+        for _, name, _, caps in neighbours:
+            bridge[name] = bridge.get(name, False) or caps
+    advertised = {name for _, _, neighbours in parsed for _, name, _, _ in neighbours}
+    switches = {name for name in advertised if bridge[name]} | {name for name in advertised - devices if not bridge[name]}
     for path, device, neighbours in parsed:
         if device in switches:
             for ifname, name, port, _ in neighbours:

@@ -58,7 +58,7 @@ def _endpoint(name: str, index: dict[str, int], field: str) -> int:
         import difflib
 
         near = difflib.get_close_matches(name, list(index), n=3, cutoff=0.6)
-        raise TopologyError(f"inventory.cables: {field} {name!r} is neither a host NIC (HOST.NIC) nor a listed switch"
+        raise TopologyError(f"inventory.{field}: {name!r} is neither a host NIC (HOST.NIC) nor a listed switch"
                             + (f" (close: {', '.join(near)})" if near else "")) from None
 
 
@@ -97,9 +97,11 @@ def build_inventory_fabric(t, spec: ClusterSpec, server: ServerSpec, nodes: dict
     nic_local = {int(nodes["nic"][i, k]): (i, k) for i in range(spec.servers) for k in range(server.nics)}
     ports_used = {}
     host_cables, switch_cables = [], []
-    for j, cable in enumerate(oriented_cables(inventory)):
-        a = _endpoint(cable.a, index, f"cable {j} end a")
-        b = _endpoint(cable.b, index, f"cable {j} end b")
+    for j, cable in enumerate(inventory.cables):  # name the field as the file has it, before orienting
+        _endpoint(cable.a, index, f"cables[{j}].a")
+        _endpoint(cable.b, index, f"cables[{j}].b")
+    for cable in oriented_cables(inventory):
+        a, b = index[cable.a], index[cable.b]
         if a in nic_local:
             i, k = nic_local[a]
             port = ports_used.get(a, 0)
