@@ -46,7 +46,7 @@ def import_(ibnetdiscover: str | None = IBNET_OPTION, lldp: list[str] | None = L
     header = "".join(f"# {line}\n" for line in [
         "written by `gpuwait inventory import` from " + ", ".join(result.summary["sources"]),
         *(f"note: {n}" for n in result.notes)])
-    text = header + yaml.safe_dump(result.document, sort_keys=False, width=120)
+    text = header + yaml.safe_dump(result.document, sort_keys=False, width=120, default_flow_style=None)
     if output:
         Path(output).write_text(text)
     elif not json_out:

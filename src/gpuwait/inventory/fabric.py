@@ -209,13 +209,14 @@ def inventory_section(found: Collected, nic_names: list[str] | None = None) -> t
         if name in found.lid:
             entry["lid"] = found.lid[name]
         switches.append(entry)
-    aliases = {other: name for other, name in found.aliases.items()}
+    kept = set(tiers) | {f"{h}.{n}" for h, nics in found.hosts.items() for n in nics}
+    aliases = {other: name for other, name in found.aliases.items() if name in kept}
     aliases |= {old: new for old, new in rename.items()}
     for name, guid in found.guid.items():
-        if name not in tiers:  # a NIC's port GUID
+        if name not in tiers and name in kept:  # a NIC's GUID
             aliases[guid] = rename.get(name, name)
     for name, lid in found.lid.items():
-        if name not in tiers:
+        if name not in tiers and name in kept:
             aliases[f"lid{lid}"] = rename.get(name, name)
     section = {"hosts": hosts, "nics": nics, "switches": switches,
                "cables": [_cable_entry(c, rename) for c in cables], "aliases": aliases, "sources": found.sources}
