@@ -19,6 +19,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("version", "units", "errors", "rng", "arrays"),
     ("spec",),
     ("topology",),
+    ("inventory",),
     ("transport",),
     ("routing",),
     ("collectives",),

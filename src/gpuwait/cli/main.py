@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from gpuwait.cli import calibrate, demo, diagnose, perf, route, run, schema, telemetry, topo, validate
+from gpuwait.cli import calibrate, demo, diagnose, inventory, perf, route, run, schema, telemetry, topo, validate
 from gpuwait.cli.faults_help import InjectHelpCommand
 from gpuwait.errors import GpuwaitError
 from gpuwait.version import __version__
@@ -63,6 +63,9 @@ app.command(cls=InjectHelpCommand)(diagnose.diagnose)
 telemetry_app = typer.Typer(help="Telemetry under real exporter names.", no_args_is_help=True)
 telemetry_app.command("export", cls=InjectHelpCommand)(telemetry.export)
 app.add_typer(telemetry_app, name="telemetry")
+inventory_app = typer.Typer(help="Import a real cluster's inventory under its real names.", no_args_is_help=True)
+inventory_app.command("import")(inventory.import_)
+app.add_typer(inventory_app, name="inventory")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -235,7 +235,7 @@ def no_gdr(obs: Observation, out: RuleOutput) -> None:
     if not obs.gdr_off_servers:
         return
     servers = sorted(obs.gdr_off_servers)
-    component = "all" if len(servers) == obs.topo.n_servers else f"s{servers[0]}"
+    component = "all" if len(servers) == obs.topo.n_servers else obs.topo.server_name(servers[0])
     out.candidates.append(Candidate(
         "no-gdr", component, 0.95, {"servers_without_gdr": len(servers)},
         "NCCL's network connections on " + ("every server" if component == "all" else component)

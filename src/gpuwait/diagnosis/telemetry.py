@@ -56,7 +56,7 @@ def export_metrics(run: WorkloadRun, case: int = 0) -> MetricSet:
     transport = "NET/Socket" if run.effects.socket_transport else "NET/IB"
     for server in range(topo.n_servers):
         gdr = "0" if run.effects.socket_transport or server in run.effects.no_gdr_servers else "1"
-        samples.append(("gpuwait_nccl_transport_info", {"Hostname": f"s{server}", "transport": transport, "gdr": gdr}, 1.0))
+        samples.append(("gpuwait_nccl_transport_info", {"Hostname": topo.server_name(server), "transport": transport, "gdr": gdr}, 1.0))
     for gpu in run.effects.remote_nic_gpus:
         samples.append(("gpuwait_nic_numa_remote", {"gpu": topo.node_name[gpu]}, 1.0))
     extra = MetricSet.from_samples(samples, info=_INFO)
@@ -106,7 +106,7 @@ def observe_telemetry(bundle: TelemetryBundle, topo: Topology) -> Observation:
         info = metrics.select(name="gpuwait_nccl_transport_info")
         labels = [dict(lab) for lab in info.labels]
         socket = any(lab.get("transport") == "NET/Socket" for lab in labels)
-        gdr_off = tuple(sorted(int(lab["Hostname"][1:]) for lab in labels if lab.get("gdr") == "0" and not socket))
+        gdr_off = tuple(sorted(topo.server_id(lab["Hostname"]) for lab in labels if lab.get("gdr") == "0" and not socket))
     for log in bundle.nccl_debug.values():
         socket = bool(socket) or log.socket_fallback
     if socket is None:

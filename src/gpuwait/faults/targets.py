@@ -26,10 +26,8 @@ def node_of_kind(topo: Topology, name: str, kind: str) -> int:
 
 
 def server_index(topo: Topology, name: str) -> int:
-    """The server ``name`` (``s3``) or the server of the node ``name``."""
-    if name.startswith("s") and name[1:].isdigit() and int(name[1:]) < topo.n_servers:
-        return int(name[1:])
-    return int(topo.node_server[topo.node_id(name)])
+    """The server ``name`` (a host name, ``s3``) or the server of the node ``name``."""
+    return topo.server_id(name)
 
 
 def cable_links(topo: Topology, name: str) -> list[int]:

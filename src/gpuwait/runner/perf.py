@@ -65,7 +65,7 @@ def devices(predictor: CollectivePredictor) -> list[Device]:
     """The ``# Rank ... device`` lines of the header: one per rank, named by server."""
     comm, topo = predictor.comm, predictor.comm.topo
     local = comm.local_gpu_index(np.arange(comm.n_ranks))
-    return [Device(r, f"s{int(comm.rank_server[r])}", int(local[r]), topo.spec.server.gpu_model)
+    return [Device(r, topo.server_name(int(comm.rank_server[r])), int(local[r]), topo.spec.server.gpu_model)
             for r in range(comm.n_ranks)]
 
 

@@ -89,7 +89,7 @@ class FabricSpec(SpecModel):
     rail-optimized (NIC i of every server of a scalable unit on leaf i of that unit).
     """
 
-    kind: Literal["clos", "none"] = Field("clos", description="'clos' = leaf-spine (tiers=2) or fat tree with pods (tiers=3); 'none' = servers not connected (single-server presets).")
+    kind: Literal["clos", "inventory", "none"] = Field("clos", description="'clos' = leaf-spine (tiers=2) or fat tree with pods (tiers=3); 'inventory' = the switches and cables listed in cluster.inventory (`gpuwait inventory import`); 'none' = servers not connected (single-server presets).")
     tiers: Literal[2, 3] = Field(2, description="2 = leaf-spine, 3 = leaves and spines grouped in pods under a core tier.")
     switch_radix: int = Field(64, ge=2, description="Ports per switch (count).")
     switch_speed: RateBps | None = Field(None, description="Switch-to-switch link speed; default = the NIC port speed.")
@@ -212,3 +212,9 @@ class ClusterSpec(SpecModel):
     transport: TransportSpec = Field(default_factory=TransportSpec, description="Transport between servers.")
     calibration: CalibrationSpec = Field(default_factory=CalibrationSpec, description="Physical parameters of the collective model (defaults from datasheets and NCCL's source; `gpuwait calibrate` fits them).")
     nccl: NcclSpec = Field(default_factory=NcclSpec, description="The NCCL release whose tuning model to use.")
+    inventory: InventorySpec | None = Field(None, description="Real host, NIC and switch names and the cables (`gpuwait inventory import` writes it); with fabric.kind: inventory the fabric is built from its cables. See docs/inventory.md.")
+
+
+from gpuwait.spec.inventory import InventorySpec  # noqa: E402 — defined on SpecModel above
+
+ClusterSpec.model_rebuild()

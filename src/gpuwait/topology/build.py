@@ -18,6 +18,7 @@ import numpy as np
 from gpuwait.arrays import rank_within_groups
 from gpuwait.errors import TopologyError
 from gpuwait.spec.cluster import ClusterSpec, FabricSpec, ServerSpec
+from gpuwait.topology.inventory import build_inventory_fabric, with_real_names
 from gpuwait.topology.model import LinkKind, Network, NodeKind, Topology
 from gpuwait.topology.servers import resolve_server
 
@@ -413,6 +414,8 @@ def build_topology(spec: ClusterSpec) -> Topology:
     if spec.fabric.kind == "clos":
         converged = storage_servers if spec.storage.mode == "converged" else None
         nic_leaf, _ = _build_clos(t, spec, server, nodes, converged)
+    elif spec.fabric.kind == "inventory":
+        nic_leaf = build_inventory_fabric(t, spec, server, nodes)
     elif spec.storage.mode == "converged":
         raise TopologyError("storage.mode: converged needs a compute fabric; got fabric.kind: none")
     if spec.management.enabled:
@@ -436,7 +439,7 @@ def build_topology(spec: ClusterSpec) -> Topology:
         server_nvlink_domain=np.arange(S) // per_domain if per_domain > 1 else np.zeros(0, np.int64),
         nvlink_domain_switch=np.asarray(domain_switch, np.int64),
     )
-    if spec.fabric.kind == "clos":
+    if spec.fabric.kind != "none":
         # cables were added port by port (plane-major), so a NIC's uplinks in id order are its ports in order;
         # parallel cables to one leaf stay distinct links (A->B and A->B#1)
         nic_kind = NodeKind.NIC
@@ -450,4 +453,4 @@ def build_topology(spec: ClusterSpec) -> Topology:
         server_of, nic_of = np.divmod(nic_local[src], server.nics)
         uplink[server_of, nic_of, port] = up
         object.__setattr__(topo, "nic_uplink", uplink)
-    return topo
+    return with_real_names(topo)

@@ -310,7 +310,7 @@ def to_dot(topo: Topology, network: str = "compute", max_servers: int | None = N
     u, v = np.where(swap, v, u), np.where(swap, u, v)
 
     def name(i: int) -> str:
-        return f"s{i - n}" if i >= n else topo.node_name[i]
+        return topo.server_name(i - n) if i >= n else topo.node_name[i]
 
     nodes = np.flatnonzero(kept)
     lines = [f"graph {_quote(topo.name)} {{",

@@ -8,6 +8,7 @@ k-th parallel link between the same two nodes). Names are accepted wherever ids 
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -132,6 +133,10 @@ class Topology:
     #: per GPU node id, the NIC node carrying its traffic instead of its own (-1: its own); empty = none.
     #: Set by faults (a NIC down moves its GPU to the neighbour NIC), never by the builder.
     gpu_nic_override: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    #: other names a node answers to (gpuwait's own names under real ones, GUIDs, ``lidN``) -> node id;
+    #: and ``SWITCH[PORT]`` -> the link leaving that port. Set from ``cluster.inventory``; empty otherwise.
+    node_alias: dict = field(default_factory=dict)
+    link_alias: dict = field(default_factory=dict)
 
     # ----------------------------------------------------------------- sizes
     @property
@@ -186,7 +191,35 @@ class Topology:
     # ----------------------------------------------------------------- names
     @cached_property
     def _node_index(self) -> dict[str, int]:
-        return {name: i for i, name in enumerate(self.node_name.tolist())}
+        return self.node_alias | {name: i for i, name in enumerate(self.node_name.tolist())}
+
+    def server_name(self, server: int) -> str:
+        """The name of server ``server``: its host name from ``cluster.inventory``, else ``s{server}``."""
+        inventory = self.spec.inventory
+        return inventory.hosts[server] if inventory is not None else f"s{server}"
+
+    @cached_property
+    def _server_index(self) -> dict[str, int]:
+        hosts = self.spec.inventory.hosts if self.spec.inventory is not None else []
+        return {f"s{i}": i for i in range(self.n_servers)} | {host: i for i, host in enumerate(hosts)}
+
+    def server_id(self, name: str | int) -> int:
+        """Index of a server given its host name, ``s3``, or the name of any node inside it.
+
+        >>> from gpuwait.topology import build_preset
+        >>> topo = build_preset("dgx-h100", servers=4)
+        >>> topo.server_id("s2"), topo.server_id("s3.nic1")
+        (2, 3)
+        """
+        if isinstance(name, (int, np.integer)):
+            return int(name)
+        if name in self._server_index:
+            return self._server_index[name]
+        server = int(self.node_server[self.node_id(name)])
+        if server < 0:
+            raise UnknownNameError(f"{name!r} is a {self.kind_of(self.node_id(name))} outside any server; expected a host "
+                                   f"(e.g. {self.server_name(0)}) or a node inside one")
+        return server
 
     @cached_property
     def _parallel_rank(self) -> np.ndarray:
@@ -214,9 +247,7 @@ class Topology:
         try:
             return self._node_index[name]
         except KeyError:
-            import difflib
-
-            near = difflib.get_close_matches(name, self.node_name.tolist(), n=3, cutoff=0.6)
+            near = difflib.get_close_matches(name, self.node_name.tolist() + list(self.node_alias), n=3, cutoff=0.6)
             raise UnknownNameError(
                 f"node {name!r} does not exist in {self.name}" + (f" (close: {', '.join(near)})" if near else ""),
                 hint=self._name_hint(name),
@@ -253,10 +284,14 @@ class Topology:
             if not 0 <= int(name) < self.n_links:
                 raise UnknownNameError(f"link id {name} out of range 0..{self.n_links - 1}")
             return int(name)
+        if name in self.link_alias:
+            return int(self.link_alias[name])
         text, _, rank_text = name.partition("#")
         src_name, arrow, dst_name = text.partition("->")
         if not arrow:
-            raise UnknownNameError(f"link {name!r}: expected SRC->DST, e.g. s0.nic0->leaf0")
+            near = difflib.get_close_matches(name, list(self.link_alias), n=3, cutoff=0.6)
+            raise UnknownNameError(f"link {name!r}: expected SRC->DST, e.g. {self.link_name(0) if self.n_links else 's0.nic0->leaf0'}"
+                                   + (f", or a switch port SWITCH[PORT] (close: {', '.join(near)})" if near else ""))
         src, dst = self.node_id(src_name.strip()), self.node_id(dst_name.strip())
         rank = int(rank_text) if rank_text.isdigit() else 0
         keys, order = self._link_key_order

@@ -1,0 +1,160 @@
+"""The inventory readers on real samples (tests/data/inventory/README.md cites each one)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpuwait.errors import SpecError
+from gpuwait.inventory.explicit import read_links
+from gpuwait.inventory.fabric import infer_tiers, inventory_section
+from gpuwait.inventory.ibnetdiscover import link_rate_bps, read_ibnetdiscover, read_name_map
+from gpuwait.inventory.lldp import read_lldp
+from gpuwait.inventory.nccl_topo import read_nccl_topo, read_nccl_topo_dir
+from gpuwait.inventory.slurm import expand_hostlist, read_slurm_topology
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "inventory"
+X5 = str(DATA / "x5.ibnetdiscover")
+X5_MAP = str(DATA / "x5.map")
+X5_SLURM = str(DATA / "x5-topology.conf")
+
+
+def _x5():
+    return read_ibnetdiscover(X5, name_map=read_name_map(X5_MAP))
+
+
+def test_ib_rates_are_the_ibta_data_rates():
+    # IBTA effective throughput of a 4x link: QDR 32 Gb/s (8b/10b), EDR 100, HDR 200, NDR 400 Gb/s (64b/66b)
+    assert [link_rate_bps(f"4x{s}") / 1e9 for s in ("SDR", "DDR", "QDR", "EDR", "HDR", "NDR", "XDR")] == \
+        [8, 16, 32, 100, 200, 400, 800]
+    assert link_rate_bps("1xHDR") / 1e9 == 50 and link_rate_bps("lid 383 ") is None
+
+
+def test_x5_ibnetdiscover_counts():
+    found = _x5()
+    assert len(found.switches) == 11
+    assert len(found.hosts) == 89  # every HCA of the dump, 87 of them named by X5.map
+    assert all(len(nics) == 1 for nics in found.hosts.values())
+    # the DDR HCAs of the r422 nodes keep their 4xDDR rate, the rest 4xQDR
+    rates = {c.rate_bps for c in found.cables if c.a.host == "r422node2" or c.b.host == "r422node2"}
+    assert rates == {16e9}
+
+
+def test_x5_tiers_agree_with_the_slurm_file_written_from_the_same_dump():
+    """X5.topology.conf was written by another tool (ibmap2slurm.py) from the same fabric: its leaves
+    (switches with Nodes=) must be our tier-1 switches, and every leaf must hold the same hosts."""
+    found = _x5()
+    tiers = infer_tiers(found)
+    guid_of = {name: guid for name, guid in found.guid.items() if name in found.switches}
+    ours_by_guid = {guid_of[name]: tier for name, tier in tiers.items()}
+    slurm = read_slurm_topology(X5_SLURM)
+    slurm_tiers = infer_tiers(slurm)
+    theirs = {f"0x{name[2:].lower()}": tier for name, tier in slurm_tiers.items()}
+    assert {g for g, t in ours_by_guid.items() if t == 1} == {g for g, t in theirs.items() if t == 1}
+    assert {g for g, t in ours_by_guid.items() if t == 2} == {g for g, t in theirs.items() if t == 2}
+
+    def hosts_by_leaf(collected, key):
+        out: dict[str, set[str]] = {}
+        for cable in collected.cables:
+            if cable.a.host is not None:
+                out.setdefault(key(cable.b.switch), set()).add(cable.a.host)
+            elif cable.b.host is not None:
+                out.setdefault(key(cable.a.switch), set()).add(cable.b.host)
+        return out
+
+    ours = hosts_by_leaf(found, lambda s: guid_of[s])
+    theirs_hosts = hosts_by_leaf(slurm, lambda s: f"0x{s[2:].lower()}")
+    assert ours == theirs_hosts
+
+
+def test_switch_names_from_descriptions():
+    found = _x5()
+    # "Voltaire 4036 # hoibp0013" -> hoibp0013; a description shared by several switches -> S-<guid>
+    assert "hoibp0013" in found.switches and "4036-8C5C" in found.switches
+    assert "S-0002c90200417670" in found.switches
+
+
+def test_nccl_topo_h200_dump():
+    fields, nics = read_nccl_topo(str(DATA / "nccl-topo-h200" / "fs-207.xml"))
+    assert nics == ["mlx5_0", "mlx5_1", "mlx5_2"]
+    assert fields["gpu_model"] == "H200-SXM5-141GB" and fields["gpus"] == 3
+    # each GPU shares its PCIe switch with one ConnectX-7, as the dump nests them
+    assert fields["gpu_pcie_switch"] == fields["nic_pcie_switch"] == [0, 1, 2]
+    # 5+5+4+4 = 18 NVLink4 links to NVSwitches x 25 GB/s = 450 GB/s per direction (H200: 900 GB/s bidirectional)
+    assert fields["nvlink_topology"] == "nvswitch" and fields["nvlink_bandwidth"] == "450GB/s"
+    assert fields["nic_speed"] == "400Gbps" and fields["pcie_bandwidth"] == "63.02GB/s"  # Gen5 x16
+    assert fields["cpu_vendor"] == "intel"
+
+
+def test_nccl_topo_file_without_gpu_elements():
+    fields, nics = read_nccl_topo(str(DATA / "nccl-topo-p4de" / "p4de-24xl-topo.xml"))
+    # the file's own comment: "2 groups of PCIe hierarchy under each socket. Each group has 2 GPUs and 1 NIC"
+    assert fields["gpus"] == 8 and fields["nics"] == 4 and fields["cpus"] == 2 and fields["pcie_switches"] == 4
+    assert fields["gpu_pcie_switch"] == [0, 0, 1, 1, 2, 2, 3, 3] and fields["nic_pcie_switch"] == [0, 1, 2, 3]
+    assert fields["gpu_model"] == "A100-SXM4-80GB"  # PCI device 0x20b2
+    assert fields["pcie_bandwidth"] == "15.75GB/s"  # 8 GT/s x16, Gen3
+    assert "nvlink_bandwidth" not in fields  # NCCL reads NVLink from NVML; the file says nothing
+    assert nics == ["nic0", "nic1", "nic2", "nic3"]
+
+
+def test_hostlists():
+    assert expand_hostlist("sl390lin[1-3,7],H-78e7d1030024535c") == ["sl390lin1", "sl390lin2", "sl390lin3", "sl390lin7",
+                                                                        "H-78e7d1030024535c"]
+    assert expand_hostlist("node[08-10]") == ["node08", "node09", "node10"]
+    with pytest.raises(SpecError, match="expected a ']'"):
+        expand_hostlist("node[1-3")
+
+
+def test_lldp_hosts_and_switch_files():
+    files = sorted(str(p) for p in (DATA / "lldp").glob("*.json"))
+    found = read_lldp(files)
+    section, implied = inventory_section(found)
+    assert section["hosts"] == ["gpu-a01", "gpu-a02"] and section["nics"] == ["ens1f0np0", "ens2f0np0"]
+    assert [(s["name"], s["tier"]) for s in section["switches"]] == [("roce-leaf-01", 1), ("roce-leaf-02", 1), ("roce-spine-01", 2)]
+    assert {"a": "gpu-a02.ens2f0np0", "b": "roce-leaf-02", "b_port": "Ethernet4"} in section["cables"]
+    assert found.transport == "rocev2" and implied["nics"] == 2
+
+
+def test_explicit_yaml_and_csv():
+    section, implied = inventory_section(read_links(str(DATA / "links.yaml")))
+    assert section["hosts"] == ["node01", "node02"] and len(section["cables"]) == 8
+    assert implied["nic_speed"] == 400e9 and implied["switch_speed"] == 400e9
+    section, _ = inventory_section(read_links(str(DATA / "links.csv")))
+    assert section["cables"][2] == {"a": "leaf1", "b": "spine1", "a_port": 33, "b_port": 1, "speed": "400Gbps"}
+
+
+@pytest.mark.parametrize(("name", "text", "message"), [
+    ("bad.ibnet", 'Switch 36 "S-0008f10500200b50" # "sw" lid 9\n[1]\t"S-0008f10500108c5c"[15]\t# "x" lid 16 4xQDR\nbogus line here\n',
+     r"bad.ibnet:3: got 'bogus line here'; expected a node header"),
+    ("links.yaml", "hosts: [node01]\nlinks:\n  - {a: node01/mlx5_0, b: leaf1}\n  - {a: node10/mlx5_0, b: leaf1}\n",
+     r"links.yaml:4: link end 'node10/mlx5_0': host 'node10' is not in hosts: \(close: node01\)"),
+    ("links.csv", "a,a_port,b,b_port,speed\nnode01/mlx5_0,,leaf1,1,fast\n", r"links.csv:2: speed 'fast'; expected a rate"),
+    ("nogpu.xml", '<system version="1"><cpu numaid="0"><pci busid="0000:01:00.0" class="0x020000"><nic><net name="mlx5_0"/></nic></pci></cpu></system>',
+     r"nogpu.xml: no GPU found"),
+    ("broken.xml", '<system version="1">\n<cpu>\n</system>\n', r"broken.xml:3: not well-formed XML"),
+    ("topology.conf", "SwitchName=s0 Nodes=tux[0-3]\nNodes=tux[4-7]\n", r"topology.conf:2: got 'Nodes=tux\[4-7\]'; expected SwitchName="),
+])
+def test_bad_input_is_one_line_naming_file_and_line(tmp_path, name, text, message):
+    path = tmp_path / name
+    path.write_text(text)
+    readers = {".ibnet": read_ibnetdiscover, ".yaml": read_links, ".csv": read_links, ".xml": read_nccl_topo,
+               ".conf": read_slurm_topology}
+    with pytest.raises(SpecError, match=message) as err:
+        readers[path.suffix](str(path))
+    assert "\n" not in str(err.value)
+
+
+def test_hosts_with_different_nic_counts_are_refused(tmp_path):
+    path = tmp_path / "links.yaml"
+    path.write_text("links:\n  - {a: n1/mlx5_0, b: leaf1}\n  - {a: n1/mlx5_1, b: leaf1}\n  - {a: n2/mlx5_0, b: leaf1}\n"
+                    "  - {a: n3/mlx5_0, b: leaf1}\n")
+    with pytest.raises(SpecError, match=r"host n1 has 2 NIC\(s\) \(mlx5_0, mlx5_1\); expected 1 like the other hosts"):
+        inventory_section(read_links(str(path)))
+
+
+def test_nccl_dumps_that_disagree_are_refused(tmp_path):
+    for src, host in (("nccl-topo-h200/fs-207.xml", "a.xml"), ("nccl-topo-p4de/p4de-24xl-topo.xml", "b.xml")):
+        (tmp_path / host).write_text((DATA / src).read_text())
+    with pytest.raises(SpecError, match=r"b.xml: \w+ is .*; expected .* as in .*a.xml \(gpuwait models one server template\)"):
+        read_nccl_topo_dir(str(tmp_path))
