@@ -150,8 +150,8 @@ REFERENCES = [
               approximate="NCCL version and CPU not stated (Intel assumed: NCCL's 6/5 PCI overhead through the CPU); "
                           "the SHM path through host memory is inferred from nvidia-smi's NS, not from an NCCL log"),
     Reference("rtx2080ti-pcie-1node-2gpu-alltoall", CLASSES[6], "rtx2080ti-pcie-2gpu", 1, 2,
-              approximate="as the all_reduce table of the same machine; all-to-all has no NCCL ceiling in gpuwait, "
-                          "so the PCIe path alone (Gen3 x16 shared by both directions' uplink traffic) bounds it"),
+              approximate="as the all_reduce table of the same machine; the SHM path's budget through the CPU (NCCL's ring "
+                          "search through the host, 12 GB/s / (2 GPUs x 6/5)) bounds each GPU's bytes"),
 ]
 
 

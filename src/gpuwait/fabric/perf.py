@@ -270,6 +270,22 @@ class CollectivePredictor:
         return node_uses_gdr(self.comm.topo.spec.server, self.comm.local_gpu_index(self.comm.node_ranks[0]),
                              self.env.net_gdr_level, self.env.net_gdr_read)
 
+    def _shm_time_s(self, collective: str, n_bytes: int) -> float:
+        """The time a node's GPUs without P2P take to move their share of a p2p call to each other through
+        host memory (SHM). Each GPU's bytes to a local peer go up its PCIe switch into the CPU and down again,
+        the same path as NCCL's ring graph through the CPU, whose budget (PCI bandwidth over the switch's
+        GPUs, with Intel's 6/5 overhead: :func:`host_path_ring_graph`) bounds every GPU's bytes per
+        second; the fabric charges the links at their line rate only. 0 when the GPUs use P2P."""
+        comm = self.comm
+        if self.p2p or comm.ppn < 2 or n_bytes <= 0:
+            return 0.0
+        if collective == "sendrecv":
+            local_bytes = n_bytes if comm.n_nodes == 1 else 0
+        else:
+            local_bytes = n_bytes * (comm.ppn - 1) / comm.n_ranks
+        host = self._host_path_graph(gpu_sm(comm.topo.spec.server.gpu_model))
+        return local_bytes / (host.n_channels * host.bw_intra_GBps * 1e9)
+
     def _host_path_graph(self, sm: int) -> Graph:
         """NCCL's ring graph through the CPU (:func:`host_path_ring_graph`) for the GPUs of this
         communicator's first node: PCI bandwidth from the server's PCIe generation, ``k`` = most of
@@ -452,7 +468,8 @@ class CollectivePredictor:
         algorithm = "p2p" if collective == "sendrecv" else "direct"
         fabric_s, nic_messages, chunk = 0.0, 0.0, 0
         if n_bytes > 0 and comm.n_ranks > 1:
-            fabric_s = self.fabric_time_s(collective, n_bytes, algorithm, "Simple", 1)
+            fabric_s = max(self.fabric_time_s(collective, n_bytes, algorithm, "Simple", 1),
+                           self._shm_time_s(collective, n_bytes))
             per_peer = n_bytes if collective == "sendrecv" else n_bytes // comm.n_ranks
             chunk = p2p_chunk_bytes(per_peer, over_network=comm.n_nodes > 1)
             if comm.n_nodes > 1:
