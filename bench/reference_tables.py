@@ -52,7 +52,8 @@ class Reference:
 
     ``cluster`` is a preset name or a file in ``CLUSTERS``; ``gpus`` the GPUs per server the run
     used. ``approximate`` says what the description gets wrong; ``not_describable`` why there is
-    none (then nothing is predicted). ``nccl_version`` is the NCCL release predicted: the one the log
+    none (then nothing is predicted). ``not_fitted`` says why a table is scored but kept out of every
+    fit (its transport is a guess, so its errors say nothing about the software costs the fit shares). ``nccl_version`` is the NCCL release predicted: the one the log
     prints (``NCCL version 2.26.2+cuda12.8``) unless given here; None = gpuwait's default (2.30.7).
     """
 
@@ -65,6 +66,7 @@ class Reference:
     approximate: str = ""
     not_describable: str = ""
     nccl_version: str | None = None
+    not_fitted: str = ""
 
     def version(self) -> str | None:
         """The NCCL release to predict: ``nccl_version``, else the one the log prints (if modelled)."""
@@ -135,7 +137,8 @@ REFERENCES = [
                           "built-in socket transport over the Slingshot NICs' IP interfaces (no net plugin is loaded "
                           "and the nodes have no InfiniBand verbs device, so NCCL's IB transport finds no NIC and NCCL "
                           "uses sockets, as NCCL_IB_DISABLE=1 makes it), one stream per connection at jumbo-frame "
-                          "efficiency; NCCL version not printed"),
+                          "efficiency; NCCL version not printed",
+              not_fitted="the transport is assumed, not stated by the source"),
     Reference("l40s-roce-2node-4gpu-all_reduce-ring", CLASSES[5], "r760xa-l40s-2x400g", 2, 2, {"NCCL_ALGO": "Ring"},
               approximate="the two HCAs are SR-IOV VFs sharing one 400GbE port (modelled as the port); "
                           "GPU0-NIC path NODE (the README's nvidia-smi), so no GPUDirect RDMA at NCCL's default level; the "
@@ -319,6 +322,8 @@ def table_lines(scores: list[Score]) -> list[str]:
         approx = [s for s in mine if s.ref.approximate]
         if approx:
             lines += [""] + [f"- {s.ref.stem}: approximate: {s.ref.approximate}." for s in approx]
+        lines += [f"- {s.ref.stem}: scored, kept out of every fit: {s.ref.not_fitted}." for s in mine
+                  if s.ref.not_fitted]
         lines.append("")
     return lines
 
@@ -344,7 +349,7 @@ def report(scores: list[Score], loo_scores: list[Score], fit_section: list[str])
 def leave_one_out(refs: list[Reference]) -> tuple[list[Score], dict[str, Adjustment]]:
     """Each table scored with the physical parameters fitted on every other table (from the unfitted
     defaults), and the per-table fits."""
-    obs = {r.stem: observations(r) for r in refs}
+    obs = {r.stem: observations(r) for r in refs if not r.not_fitted}
     scores, fits = [], {}
     for ref in refs:
         rest = [o for stem, group in obs.items() if stem != ref.stem for o in group]
@@ -378,7 +383,7 @@ def main() -> None:
     refs = [r for r in REFERENCES if not r.not_describable]
     scores = [score(r) for r in refs]
     loo_scores, fits = leave_one_out(refs)
-    all_fit = fit([o for r in refs for o in observations(r)], PUBLIC_FIT_NAMES)
+    all_fit = fit([o for r in refs if not r.not_fitted for o in observations(r)], PUBLIC_FIT_NAMES)
     text = "\n".join(report(scores, loo_scores, fit_lines(all_fit, fits))) + "\n"
     (ROOT / "docs" / "validation-reference.md").write_text(text)
     sys.stdout.write(text)
