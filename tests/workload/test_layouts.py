@@ -10,7 +10,8 @@ switches. Each effect moves the step in the direction its source reports.
 - TP communication overlap (Megatron-Core --tp-comm-overlap; Wang et al. 2022, ASPLOS '23, "Overlap
   communication with dependent computation via decomposition") shortens the step.
 - Placement: a job spread over two pods crosses the core tier; ByteDance reports about 17 % lower
-  all_reduce busbw for such jobs (MegaScale, Jiang et al. 2024, arXiv:2402.15627, §3.3).
+  all_reduce busbw for such jobs (the figure issue 13 quotes; ECMP collisions grow with the tiers a
+  flow crosses, Jiang et al. 2024, "MegaScale", arXiv:2402.15627, describes the fabric).
 """
 
 from __future__ import annotations
@@ -136,8 +137,8 @@ def test_spread_placement_spans_pods():
 
 
 def test_a_job_across_two_pods_reduces_gradients_slower():
-    """MegaScale §3.3: jobs spread over pods see lower all_reduce busbw than jobs inside one pod (ECMP
-    collisions on the extra tiers). Direction only: here the in-pod job's rings stay on their rail leaves,
+    """Jobs spread over pods see lower all_reduce busbw than jobs inside one pod (ECMP collisions on
+    the extra tiers). Direction only: here the in-pod job's rings stay on their rail leaves,
     so the gap (about 45 %) is wider than the 17 % published between jobs that both cross spines."""
     cluster = {**_three_tier(), "routing": {"kind": "ecmp"}}
     inside = run_workload(_scenario(16, {"tp": 8, "placement": "packed"}, cluster=cluster, gpus=64))[0]

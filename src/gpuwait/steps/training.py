@@ -11,8 +11,8 @@ real topology, so groups contend for the links they share.
 
 Simplifications, stated: the DP all-reduces of all stages are timed as if concurrent (in 1F1B they
 overlap partly, so this is the pessimistic side); pipeline sends are timed with every stage sending at
-once; TP and EP collectives inside a micro-batch are not overlapped with compute (Megatron runs them
-on the critical path).
+once; TP and EP collectives inside a micro-batch run on the critical path (Megatron's default) except
+the part an overlap switch hides (``CommOp.hidden_s``: TP comm overlap, CP's ring, ZeRO-3 prefetch).
 """
 
 from __future__ import annotations
