@@ -31,10 +31,12 @@ SCENARIO = {
     "cluster": {"preset": "dgx-h100-superpod", "servers": 2048, "transport": {"name": "rocev2"},
                 "routing": {"kind": "ecmp", "seed": 1}},
     "workload": {
-        "model": {"preset": "llama-405b", "layers": 128, "seq_len": 4096},
+        # 126 layers on 16 stages with one fewer on the first and last, as Llama 3 (§3.3.2)
+        "model": {"preset": "llama-405b", "seq_len": 4096},
         "parallel": {"tp": 8, "pp": 16, "zero": 1, "micro_batch": 1, "global_batch": 4096,
-                     "schedule": "interleaved-1f1b", "virtual_stages": 4},
-        "compute": {"gpu": "H100-SXM", "efficiency": 0.55},
+                     "schedule": "interleaved-1f1b", "virtual_stages": 4,
+                     "account_for_embedding": True, "account_for_loss": True},
+        "compute": {"gpu": "H100-SXM"},
         "steps": 1,
     },
 }

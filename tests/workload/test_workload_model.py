@@ -158,10 +158,10 @@ def test_layout_derives_dp_and_the_batch():
 
 @pytest.mark.parametrize(("preset", "cluster_gpus", "spec", "message"), [
     ("llama-70b", 448, dict(parallel=dict(tp=8, pp=7)), "workload.parallel.pp: 7 does not divide 80 layers"),
-    ("llama-70b", 512, dict(parallel=dict(tp=8, pp=3)), "workload.parallel: tp*pp = 8*3 = 24 does not divide the job's 512 GPUs"),
-    ("llama-70b", 512, dict(parallel=dict(tp=8, pp=4, dp=8)), "workload.parallel.dp: tp*pp*dp = 8*4*8 = 256 but the job has 512 GPUs"),
+    ("llama-70b", 512, dict(parallel=dict(tp=8, pp=3)), "workload.parallel: tp*cp*pp = 8*1*3 = 24 does not divide the job's 512 GPUs"),
+    ("llama-70b", 512, dict(parallel=dict(tp=8, pp=4, dp=8)), "workload.parallel.dp: tp*cp*pp*dp = 8*1*4*8 = 256 but the job has 512 GPUs"),
     ("llama-70b", 512, dict(gpus=1024), "workload.gpus: 1024 GPUs but the cluster has 512"),
-    ("llama-70b", 512, dict(parallel=dict(tp=16)), "workload.parallel.tp: 16 is more than the 8 GPUs of a server"),
+    ("llama-70b", 512, dict(parallel=dict(tp=16)), "workload.parallel.tp: 16 is more than the 8 GPUs of an NVLink domain"),
     ("llama-70b", 512, dict(parallel=dict(tp=4, pp=2, global_batch=100)),
      "workload.parallel.global_batch: 100 is not a multiple of dp*micro_batch = 64*1 = 64"),
     ("llama-8b", 64, dict(parallel=dict(ep=2)), "workload.parallel.ep: 2 needs an MoE model (experts > 1); llama-8b is dense"),
@@ -169,7 +169,7 @@ def test_layout_derives_dp_and_the_batch():
     ("mixtral-8x7b", 48, dict(parallel=dict(tp=8, ep=4)), "workload.parallel.ep: 4 does not divide dp = 6"),
     ("mixtral-8x7b", 64, dict(parallel=dict(tp=2, sequence_parallel=False)),
      "workload.parallel.sequence_parallel: an MoE model with tp > 1 needs sequence parallelism"),
-    ("llama-70b", 64, dict(parallel=dict(pp=4, zero=3)), "workload.parallel.zero: ZeRO stage 3 shards gradients"),
+    ("llama-70b", 64, dict(parallel=dict(pp=4, zero=3)), "workload.parallel.zero: ZeRO stage 3 gathers every layer's weights per micro-batch"),
     ("llama-8b", 60, dict(parallel=dict(tp=3)), "workload.parallel.tp: 3 does not divide 32 attention heads"),
     ("deepseek-moe-16b", 64, dict(parallel=dict(tp=16, allow_tp_across_servers=True, micro_batch=0)), None),
 ])
@@ -191,7 +191,7 @@ def test_tp_across_servers_only_when_allowed():
         validate_layout(shape, workload(tp=16), 64, 8)
     assert "NVLink" in info.value.hint
     assert validate_layout(shape, workload(tp=16, allow_tp_across_servers=True), 64, 8).tp == 16
-    with pytest.raises(SpecError, match="tp: 4 does not divide the 6 GPUs of a server"):
+    with pytest.raises(SpecError, match="tp: 4 does not divide the 6 GPUs of an NVLink domain"):
         validate_layout(shape, workload(tp=4), 48, 6)
 
 
@@ -381,5 +381,5 @@ def test_inference_layout_and_memory():
         check_fits(shape, big, resolve_gpu(ComputeSpec(gpu="H100-SXM")))
     with pytest.raises(SpecError, match="workload.inference.pp: 3 does not divide 80 layers"):
         validate_inference_layout(shape, WorkloadSpec(mode="inference", inference={"pp": 3}), 48, 8)
-    with pytest.raises(SpecError, match="workload.inference.tp: 16 is more than the 8 GPUs of a server"):
+    with pytest.raises(SpecError, match="workload.inference.tp: 16 is more than the 8 GPUs of an NVLink domain"):
         validate_inference_layout(shape, WorkloadSpec(mode="inference", inference={"tp": 16}), 64, 8)

@@ -11,8 +11,8 @@ real topology, so groups contend for the links they share.
 
 Simplifications, stated: the DP all-reduces of all stages are timed as if concurrent (in 1F1B they
 overlap partly, so this is the pessimistic side); pipeline sends are timed with every stage sending at
-once; TP and EP collectives inside a micro-batch are not overlapped with compute (Megatron runs them
-on the critical path).
+once; TP and EP collectives inside a micro-batch run on the critical path (Megatron's default) except
+the part an overlap switch hides (``CommOp.hidden_s``: TP comm overlap, CP's ring, ZeRO-3 prefetch).
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ def _comm_times(step: TrainingStep, fabric: FabricModel | None,
 
     for op in step.inline_ops:
         label = f"{op.group} {op.collective}"
-        run = beside_others(label).collective(gpus[lay.groups(op.group)], op.collective, op.size_bytes)
+        run = beside_others(label).collective(gpus[_groups(lay, op.group)], op.collective, op.size_bytes)
         exposed = max(run.time_s - op.hidden_s, 0.0)
         fwd[label] = fwd.get(label, 0.0) + op.calls_fwd * exposed
         bwd[label] = bwd.get(label, 0.0) + op.calls_bwd * exposed
@@ -111,14 +111,14 @@ def _comm_times(step: TrainingStep, fabric: FabricModel | None,
         families.append(("pp sendrecv", run, 2 * m))
     bucket_s = 0.0
     n_buckets = _buckets(step)
-    if lay.dp > 1 and step.dp_grad_bytes.max() > 0:
+    if lay.dp * lay.cp > 1 and step.dp_grad_bytes.max() > 0:
         size = float(step.dp_grad_bytes.max()) / n_buckets.max()
-        run = beside_others(f"dp {step.dp_collective}").collective(gpus[lay.groups("dp")], step.dp_collective, size)
+        run = beside_others(f"dp {step.dp_collective}").collective(gpus[_groups(lay, "dp")], step.dp_collective, size)
         bucket_s = run.time_s
         families.append((f"dp {step.dp_collective}", run, int(n_buckets.max())))
     gather = np.zeros(pp)
-    if lay.dp > 1 and step.param_gather_bytes.max() > 0:
-        run = beside_others("dp all_gather").collective(gpus[lay.groups("dp")], "all_gather",
+    if lay.dp * lay.cp > 1 and step.param_gather_bytes.max() > 0:
+        run = beside_others("dp all_gather").collective(gpus[_groups(lay, "dp")], "all_gather",
                                                         float(step.param_gather_bytes.max()))
         gather = np.full(pp, run.time_s) * (step.param_gather_bytes > 0)
         families.append(("dp all_gather", run, 1))
@@ -139,6 +139,12 @@ def _comm_times(step: TrainingStep, fabric: FabricModel | None,
                                   "expected a storage network (cluster.storage.mode) or storage on the fabric")
         shortfall = max(step.storage_read_Bps_per_gpu / achieved - 1.0, 0.0)
     return _CommTimes(fwd, bwd, pp_send_s, bucket_s, gather, checkpoint_s, shortfall, families)
+
+
+def _groups(lay: Layout, kind: str) -> np.ndarray:
+    """The ranks of each group of ``kind``; "dp" traffic (gradients, ZeRO shards) runs over dp x cp,
+    the ranks that hold the same weights (Megatron-Core's data-parallel-with-context-parallel group)."""
+    return lay.groups("dp_cp" if kind == "dp" else kind)
 
 
 def _buckets(step: TrainingStep) -> np.ndarray:
@@ -202,6 +208,8 @@ def _run_task(step: TrainingStep, comm: _CommTimes, acct: _Account, s: int, task
     kind, i, c = task
     v = step.model_chunks
     inline = comm.inline_fwd_s if kind == "F" else comm.inline_bwd_s
+    if step.stage_layer_scale is not None:  # uneven stages: a smaller stage runs fewer layers' collectives
+        inline = {label: seconds * float(step.stage_layer_scale[s]) for label, seconds in inline.items()}
     acct.add("compute", s, compute)
     name = ("fwd" if kind == "F" else "bwd") + (f" mb{i}" if v == 1 else f" mb{i} chunk{c}")
     acct.record(s, "compute", name, "", start, start + compute)
@@ -219,7 +227,7 @@ def _run_pipeline(step: TrainingStep, comm: _CommTimes, factor: np.ndarray, t_st
     """Run every stage's (interleaved) 1F1B order from ``t_start``, each task once its input is ready."""
     lay = step.layout
     pp, dp, m, v = lay.pp, lay.dp, step.micro_batches, step.model_chunks
-    tp_factor = factor.reshape(pp, dp, lay.tp).max(axis=2)  # a TP group runs at its slowest GPU
+    tp_factor = factor[lay.lane_ranks()].max(axis=2)  # a TP (x CP) group runs at its slowest GPU
     c_fwd = step.fwd_compute_s[:, None] * tp_factor
     c_bwd = step.bwd_compute_s[:, None] * tp_factor
     pipe = _Pipeline(orders=[interleaved_one_f_one_b(pp, s, m, v) for s in range(pp)],
@@ -323,7 +331,7 @@ def _simulate_step(step: TrainingStep, comm: _CommTimes, factor: np.ndarray, t_s
     n_buckets = _buckets(step)
     stage_end = np.empty((lay.pp, lay.dp))
     for s in range(lay.pp):
-        nb = int(n_buckets[s]) if lay.dp > 1 and step.dp_grad_bytes[s] > 0 else 0
+        nb = int(n_buckets[s]) if lay.dp * lay.cp > 1 and step.dp_grad_bytes[s] > 0 else 0
         stage_end[s] = _finish_stage(step, comm, acct, s, pipe.clock[s].copy(), pipe.last_b_start[s], nb)
     return _end_step(step, comm, acct, stage_end, checkpoint)
 
@@ -368,14 +376,14 @@ def _per_rank(step: TrainingStep, accts: list[_Account], factors: np.ndarray) ->
     """Mean seconds per step of each category for every rank; the TP-group lane is split between
     a GPU's own compute and its wait for the slowest GPU of its TP group."""
     lay = step.layout
-    lane = np.arange(lay.n_ranks) // lay.tp  # (stage, replica) lane = TP group index
+    lane = lay.lane_of()  # (stage, replica) lane = TP (x CP) group index
     out = {c: np.zeros(lay.n_ranks) for c in BREAKDOWN_CATEGORIES}
     nominal = (step.fwd_compute_s + step.bwd_compute_s) * step.micro_batches  # (pp,)
     stage = lay.stage_of()
     for acct, f in zip(accts, factors):
         for c in BREAKDOWN_CATEGORIES:
             out[c] += acct.seconds[c].ravel()[lane]
-        tp_max = f.reshape(-1, lay.tp).max(axis=1)[lane]
+        tp_max = f[lay.lane_ranks()].reshape(lay.pp * lay.dp, -1).max(axis=1)[lane]
         own_wait = (tp_max - f) * nominal[stage]
         out["compute"] -= own_wait
         out["straggler_wait"] += own_wait
@@ -384,7 +392,8 @@ def _per_rank(step: TrainingStep, accts: list[_Account], factors: np.ndarray) ->
 
 def _task_table(step: TrainingStep, accts: list[_Account], max_tasks: int) -> TaskTable:
     lay = step.layout
-    ranks_of_lane = np.arange(lay.n_ranks).reshape(lay.pp, lay.dp, lay.tp)
+    ranks_of_lane = lay.lane_ranks()
+    width = ranks_of_lane.shape[2]
     cols = {k: [] for k in ("rank", "step", "kind", "name", "group", "start_s", "end_s")}
     total = 0
     for k, acct in enumerate(accts):
@@ -399,8 +408,8 @@ def _task_table(step: TrainingStep, accts: list[_Account], max_tasks: int) -> Ta
             cols["kind"].append(np.full(n, kind, dtype=object))
             cols["name"].append(np.full(n, name, dtype=object))
             cols["group"].append(np.full(n, group, dtype=object))
-            cols["start_s"].append(np.repeat(np.broadcast_to(start, (lay.dp,)), lay.tp))
-            cols["end_s"].append(np.repeat(np.broadcast_to(end, (lay.dp,)), lay.tp))
+            cols["start_s"].append(np.repeat(np.broadcast_to(start, (lay.dp,)), width))
+            cols["end_s"].append(np.repeat(np.broadcast_to(end, (lay.dp,)), width))
     if not cols["rank"]:
         empty = np.zeros(0)
         return TaskTable(empty.astype(np.int32), empty.astype(np.int32), empty.astype(object), empty.astype(object),
@@ -422,7 +431,7 @@ def _networked(comm: _CommTimes) -> int:
 
 
 def _group_sizes(lay: Layout) -> dict[str, int]:
-    return {"tp": lay.tp, "dp": lay.dp, "pp": lay.pp, "ep": lay.ep}
+    return {"tp": lay.tp, "cp": lay.cp, "dp": lay.dp * lay.cp, "pp": lay.pp, "ep": lay.ep}
 
 
 def run_training(step: TrainingStep, fabric: FabricModel, *, steps: int = 1, case: str = "", cluster: str = "",
@@ -447,7 +456,7 @@ def run_training(step: TrainingStep, fabric: FabricModel, *, steps: int = 1, cas
     per_gpu = _per_rank(step, accts, factors)
     step_time = float(step_times.mean())
     exposed = {}
-    lane = np.arange(step.layout.n_ranks) // step.layout.tp
+    lane = step.layout.lane_of()
     for acct in accts:
         for label, v in acct.comm.items():
             exposed[label] = exposed.get(label, 0.0) + float(v.ravel()[lane].mean()) / len(accts)

@@ -1,9 +1,11 @@
-"""Where each rank of a parallel job sits, and which ranks form its TP, DP, PP and EP groups.
+"""Where each rank of a parallel job sits, and which ranks form its TP, CP, DP, PP and EP groups.
 
-Ranks follow Megatron-LM's default order, tensor-parallel fastest, then data-parallel, then
-pipeline (``rank = tp_i + tp * (dp_i + dp * pp_i)``), and rank r runs on the job's r-th GPU in
-server order. So a TP group of 8 fills one 8-GPU server, a DP group takes the same GPU index on
-``dp`` servers (one rail), and pipeline stages are blocks of ``tp * dp`` GPUs.
+Ranks follow Megatron-Core's order, by default ``tp-cp-ep-dp-pp``: tensor-parallel fastest, then
+context-parallel, then data-parallel (an expert-parallel group is ``ep`` consecutive dp ranks), then
+pipeline (``rank = tp_i + tp * (cp_i + cp * (dp_i + dp * pp_i))``); ``order`` names another one. Rank r
+runs on ``rank_gpu[r]``: with the default placement the job's r-th GPU in server order, so a TP group of
+8 fills one 8-GPU server, a DP group takes the same GPU index on ``dp`` servers (one rail), and pipeline
+stages are blocks of ``tp * cp * dp`` GPUs.
 """
 
 from __future__ import annotations
@@ -15,10 +17,40 @@ import numpy as np
 
 from gpuwait.errors import SpecError
 
+#: the dimensions a rank order names, and Megatron-Core's default order (fastest first)
+DIMENSIONS = ("tp", "cp", "dp", "pp")
+DEFAULT_ORDER = ("tp", "cp", "dp", "pp")
+
+
+def parse_rank_order(text: str, path: str = "workload.parallel.rank_order") -> tuple[str, ...]:
+    """Megatron-Core's order string (``"tp-cp-ep-dp-pp"``, fastest first) as the order of tp, cp, dp, pp.
+
+    ``ep`` may appear right before ``dp`` (expert parallelism splits data parallelism here); ``cp`` may be
+    left out (it then comes right after tp).
+
+    >>> parse_rank_order("tp-pp-dp")
+    ('tp', 'cp', 'pp', 'dp')
+    >>> parse_rank_order("tp-dp-tp")
+    Traceback (most recent call last):
+    ...
+    gpuwait.errors.SpecError: workload.parallel.rank_order: got 'tp-dp-tp'; expected each of tp, cp, dp, pp once, fastest first (e.g. tp-cp-ep-dp-pp)
+    """
+    tokens = [t.strip().lower() for t in text.split("-")]
+    if "ep" in tokens:
+        at = tokens.index("ep")
+        if at + 1 >= len(tokens) or tokens[at + 1] != "dp":
+            raise SpecError(f"{path}: got {text!r}; expected ep right before dp (experts split data parallelism)")
+        tokens.pop(at)
+    if "cp" not in tokens and "tp" in tokens:
+        tokens.insert(tokens.index("tp") + 1, "cp")
+    if sorted(tokens) != sorted(DIMENSIONS):
+        raise SpecError(f"{path}: got {text!r}; expected each of tp, cp, dp, pp once, fastest first (e.g. tp-cp-ep-dp-pp)")
+    return tuple(tokens)
+
 
 @dataclass(frozen=True, eq=False)
 class Layout:
-    """A ``tp x dp x pp`` job (``ep`` splits each DP group) on GPUs ``rank_gpu`` (topology node ids).
+    """A ``tp x cp x dp x pp`` job (``ep`` splits each DP group) on GPUs ``rank_gpu`` (topology node ids).
 
     Examples
     --------
@@ -29,6 +61,8 @@ class Layout:
     [[0, 2], [1, 3], [4, 6], [5, 7]]
     >>> lay.groups("pp").tolist()
     [[0, 4], [1, 5], [2, 6], [3, 7]]
+    >>> Layout(tp=2, dp=2, pp=2, ep=1, rank_gpu=np.arange(8), order=("tp", "cp", "pp", "dp")).groups("pp").tolist()
+    [[0, 2], [1, 3], [4, 6], [5, 7]]
     """
 
     tp: int
@@ -36,15 +70,20 @@ class Layout:
     pp: int
     ep: int
     rank_gpu: np.ndarray
+    cp: int = 1
+    order: tuple[str, ...] = DEFAULT_ORDER
 
     def __post_init__(self) -> None:
-        if min(self.tp, self.dp, self.pp, self.ep) < 1:
-            raise SpecError(f"parallel degrees: got tp={self.tp} dp={self.dp} pp={self.pp} ep={self.ep}; expected >= 1")
-        if self.tp * self.dp * self.pp != len(self.rank_gpu):
-            raise SpecError(f"parallel degrees: tp*dp*pp = {self.tp * self.dp * self.pp}; expected the job's "
-                            f"{len(self.rank_gpu)} GPUs")
+        if min(self.tp, self.dp, self.pp, self.ep, self.cp) < 1:
+            raise SpecError(f"parallel degrees: got tp={self.tp} cp={self.cp} dp={self.dp} pp={self.pp} ep={self.ep}; "
+                            "expected >= 1")
+        if self.tp * self.cp * self.dp * self.pp != len(self.rank_gpu):
+            raise SpecError(f"parallel degrees: tp*cp*dp*pp = {self.tp * self.cp * self.dp * self.pp}; expected the "
+                            f"job's {len(self.rank_gpu)} GPUs")
         if self.dp % self.ep:
             raise SpecError(f"workload.parallel.ep: {self.ep} does not divide dp = {self.dp}")
+        if sorted(self.order) != sorted(DIMENSIONS):
+            raise SpecError(f"rank order: got {self.order}; expected a permutation of {DIMENSIONS}")
 
     @property
     def n_ranks(self) -> int:
@@ -52,34 +91,59 @@ class Layout:
 
     @cached_property
     def _grid(self) -> np.ndarray:
-        """Ranks as a (pp, dp, tp) array."""
-        return np.arange(self.n_ranks).reshape(self.pp, self.dp, self.tp)
+        """Ranks as a (pp, dp, cp, tp) array, numbered in ``order`` (first fastest)."""
+        sizes = {"tp": self.tp, "cp": self.cp, "dp": self.dp, "pp": self.pp}
+        slowest_first = list(reversed(self.order))
+        numbered = np.arange(self.n_ranks).reshape([sizes[d] for d in slowest_first])
+        return numbered.transpose([slowest_first.index(d) for d in ("pp", "dp", "cp", "tp")])
 
     def groups(self, kind: str) -> np.ndarray:
-        """(n_groups, group_size) ranks of every group of ``kind``: "tp", "dp", "pp", "ep" (``ep``
+        """(n_groups, group_size) ranks of every group of ``kind``: "tp", "cp", "dp", "pp", "dp_cp" (the
+        ranks holding the same weights, which reduce gradients together: dp x cp), "ep" (``ep``
         consecutive DP ranks) or "expert_dp" (the ranks holding the same experts, dp / ep of them)."""
         g = self._grid
+        pp, dp, cp, tp = g.shape
         if kind == "tp":
-            return g.reshape(-1, self.tp)
+            return g.reshape(-1, tp)
+        if kind == "cp":
+            return g.transpose(0, 1, 3, 2).reshape(-1, cp)
         if kind == "dp":
-            return g.transpose(0, 2, 1).reshape(-1, self.dp)
+            return g.transpose(0, 2, 3, 1).reshape(-1, dp)
+        if kind == "dp_cp":
+            return g.transpose(0, 3, 1, 2).reshape(-1, dp * cp)
         if kind == "pp":
-            return g.transpose(1, 2, 0).reshape(-1, self.pp)
-        experts = g.reshape(self.pp, self.dp // self.ep, self.ep, self.tp)
+            return g.transpose(1, 2, 3, 0).reshape(-1, pp)
+        experts = g.reshape(pp, dp // self.ep, self.ep, cp, tp)
         if kind == "ep":
-            return experts.transpose(0, 1, 3, 2).reshape(-1, self.ep)
+            return experts.transpose(0, 1, 3, 4, 2).reshape(-1, self.ep)
         if kind == "expert_dp":
-            return experts.transpose(0, 2, 3, 1).reshape(-1, self.dp // self.ep)
-        raise SpecError(f"group kind: got {kind!r}; expected tp, dp, pp, ep or expert_dp")
+            return experts.transpose(0, 2, 3, 4, 1).reshape(-1, dp // self.ep)
+        raise SpecError(f"group kind: got {kind!r}; expected tp, cp, dp, dp_cp, pp, ep or expert_dp")
+
+    def lane_ranks(self) -> np.ndarray:
+        """(pp, dp, cp*tp) ranks of each (stage, replica) lane: the GPUs that compute one micro-batch's
+        layers together and wait for each other every layer (TP collectives, CP's K/V ring)."""
+        pp, dp, cp, tp = self._grid.shape
+        return self._grid.reshape(pp, dp, cp * tp)
+
+    @cached_property
+    def _lane(self) -> np.ndarray:
+        lane = np.empty(self.n_ranks, np.int64)
+        lane[self.lane_ranks().reshape(self.pp * self.dp, -1)] = np.arange(self.pp * self.dp)[:, None]
+        return lane
+
+    def lane_of(self) -> np.ndarray:
+        """(stage * dp + replica) lane of every rank."""
+        return self._lane
 
     def stage_of(self) -> np.ndarray:
         """Pipeline stage of every rank."""
-        return np.repeat(np.arange(self.pp), self.dp * self.tp)
+        return self._lane // self.dp
 
     def replica_of(self) -> np.ndarray:
         """Data-parallel index of every rank."""
-        return np.broadcast_to(np.arange(self.dp)[None, :, None], self._grid.shape).ravel()
+        return self._lane % self.dp
 
     def tp_group_of(self) -> np.ndarray:
-        """Index of every rank's TP group (= stage * dp + replica)."""
-        return np.arange(self.n_ranks) // self.tp
+        """Index of every rank's lane (= stage * dp + replica; its TP group when cp = 1)."""
+        return self._lane

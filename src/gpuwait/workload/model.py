@@ -34,6 +34,7 @@ from gpuwait.errors import SpecError, UnknownNameError
 from gpuwait.spec.workload import ComputeSpec, InferenceSpec, ModelSpec, ParallelSpec, WorkloadSpec
 from gpuwait.topology.gpus import gpu_arch
 from gpuwait.workload.compute import ComputeModel, head_times, layer_times
+from gpuwait.workload.layout import DEFAULT_ORDER, parse_rank_order
 from gpuwait.workload.presets import GPU_PRESETS, MODEL_PRESETS, GpuPreset, gpu_preset_for_model
 
 GiB = 2.0**30
@@ -366,10 +367,21 @@ def head_forward_flops(shape: ModelShape, tokens: float) -> float:
     return 2.0 * shape.head_params * tokens
 
 
-def stage_layers(shape: ModelShape, pp: int, stage: int) -> range:
-    """The layers of pipeline stage ``stage`` (contiguous, ``layers / pp`` each)."""
-    per = shape.layers // pp
-    return range(stage * per, (stage + 1) * per)
+def stage_layers(shape: ModelShape, layout: ParallelLayout | int, stage: int) -> list[int] | range:
+    """The layers of pipeline stage ``stage``: contiguous ``layers / pp`` each for an int ``layout`` (pp);
+    for a :class:`ParallelLayout`, its model chunks ``stage, stage + pp, ...`` of the split
+    :func:`split_layers` resolved (uneven first and last stages, interleaving)."""
+    if isinstance(layout, int):
+        per = shape.layers // layout
+        return range(stage * per, (stage + 1) * per)
+    counts = layout.stage_layer_counts or (shape.layers // (layout.pp * layout.virtual_stages),) * (
+        layout.pp * layout.virtual_stages)
+    starts = [sum(counts[:j]) for j in range(len(counts) + 1)]
+    out: list[int] = []
+    for chunk in range(layout.virtual_stages):
+        j = chunk * layout.pp + stage
+        out += range(starts[j], starts[j + 1])
+    return out
 
 
 def stage_forward_flops(shape: ModelShape, layout: ParallelLayout, stage: int, micro_batch: int | None = None) -> float:
@@ -377,10 +389,10 @@ def stage_forward_flops(shape: ModelShape, layout: ParallelLayout, stage: int, m
     head on the last stage, split over tp). Backward is twice this.
     """
     tokens = (micro_batch or layout.micro_batch) * shape.seq_len
-    flops = sum(layer_forward_flops(shape, tokens, layer) for layer in stage_layers(shape, layout.pp, stage))
+    flops = sum(layer_forward_flops(shape, tokens, layer) for layer in stage_layers(shape, layout, stage))
     if stage == layout.pp - 1:
         flops += head_forward_flops(shape, tokens)
-    return flops / layout.tp
+    return flops / (layout.tp * layout.cp)
 
 
 def stage_compute_times_s(shape: ModelShape, layout: ParallelLayout, gpu: GpuShape, stage: int) -> tuple[float, float]:
@@ -391,8 +403,8 @@ def stage_compute_times_s(shape: ModelShape, layout: ParallelLayout, gpu: GpuSha
     Flat model (``compute.efficiency`` set): FLOPs / (peak x efficiency), backward twice forward, and
     recomputation adds the forward FLOPs it repeats (the attention scores, or the whole forward).
     """
-    layers = stage_layers(shape, layout.pp, stage)
-    tokens = layout.micro_batch * shape.seq_len
+    layers = stage_layers(shape, layout, stage)
+    tokens = layout.micro_batch * shape.seq_len / layout.cp  # context parallelism: seq_len / cp per GPU
     last = stage == layout.pp - 1
     if gpu.flat or gpu.kernels is None:
         fwd = gpu.compute_time_s(stage_forward_flops(shape, layout, stage))
@@ -439,6 +451,15 @@ class ParallelLayout:
     schedule: str
     virtual_stages: int = 1       # model chunks per pipeline stage (interleaved 1F1B)
     recompute: str = "none"       # activation recomputation: none | selective | full
+    cp: int = 1                   # context-parallel degree (sequence split over cp GPUs, ring attention)
+    stage_layer_counts: tuple[int, ...] = ()  # layers per virtual stage (pp * virtual_stages); () = even
+    tp_comm_overlap: bool = False  # TP collectives overlapped with the GEMMs (userbuffers)
+    rank_order: tuple[str, ...] = DEFAULT_ORDER  # fastest-varying first
+
+    @property
+    def weight_replicas(self) -> int:
+        """Ranks holding the same (non-expert) weights, which reduce gradients and share ZeRO shards: dp·cp."""
+        return self.dp * self.cp
 
     @property
     def micro_batches(self) -> int:
@@ -451,16 +472,19 @@ class ParallelLayout:
         return self.dp // self.ep
 
 
-def _check_tp(path: str, tp: int, shape: ModelShape, gpus_per_server: int | None, allow: bool) -> None:
+def _check_tp(path: str, tp: int, shape: ModelShape, domain_gpus: int | None, allow: bool) -> None:
+    """TP divides the heads and stays inside one NVLink domain of ``domain_gpus`` GPUs (a server, or
+    the servers cluster.nvlink_domain joins), unless ``allow`` lets it cross the scale-out network."""
     if shape.heads % tp:
         _fail(f"{path}.tp", f"{tp} does not divide {shape.heads} attention heads")
-    if gpus_per_server is not None and not allow:
-        if tp > gpus_per_server:
-            _fail(f"{path}.tp", f"{tp} is more than the {gpus_per_server} GPUs of a server "
-                  "(set allow_tp_across_servers: true to run TP over the network)",
+    if domain_gpus is not None and not allow:
+        if tp > domain_gpus:
+            _fail(f"{path}.tp", f"{tp} is more than the {domain_gpus} GPUs of an NVLink domain "
+                  "(set allow_tp_across_servers: true to run TP over the scale-out network)",
                   hint="tensor parallelism belongs inside the NVLink domain; lower tp and raise pp")
-        if gpus_per_server % tp:
-            _fail(f"{path}.tp", f"{tp} does not divide the {gpus_per_server} GPUs of a server (a TP group would straddle two servers)")
+        if domain_gpus % tp:
+            _fail(f"{path}.tp", f"{tp} does not divide the {domain_gpus} GPUs of an NVLink domain "
+                  "(a TP group would straddle two domains)")
 
 
 def _job_gpus(spec: WorkloadSpec, cluster_gpus: int) -> int:
@@ -471,13 +495,14 @@ def _job_gpus(spec: WorkloadSpec, cluster_gpus: int) -> int:
 
 
 def _data_parallel(path: str, p: ParallelSpec, gpus: int) -> int:
-    """dp as given (checked against the job's GPUs), else the GPUs tp x pp leaves."""
+    """dp as given (checked against the job's GPUs), else the GPUs tp x cp x pp leaves."""
+    model = p.tp * p.cp * p.pp
     if p.dp is None:
-        if gpus % (p.tp * p.pp):
-            _fail(path, f"tp*pp = {p.tp}*{p.pp} = {p.tp * p.pp} does not divide the job's {gpus} GPUs")
-        return gpus // (p.tp * p.pp)
-    if p.tp * p.pp * p.dp != gpus:
-        _fail(f"{path}.dp", f"tp*pp*dp = {p.tp}*{p.pp}*{p.dp} = {p.tp * p.pp * p.dp} but the job has {gpus} GPUs")
+        if gpus % model:
+            _fail(path, f"tp*cp*pp = {p.tp}*{p.cp}*{p.pp} = {model} does not divide the job's {gpus} GPUs")
+        return gpus // model
+    if model * p.dp != gpus:
+        _fail(f"{path}.dp", f"tp*cp*pp*dp = {p.tp}*{p.cp}*{p.pp}*{p.dp} = {model * p.dp} but the job has {gpus} GPUs")
     return p.dp
 
 
@@ -491,15 +516,72 @@ def _check_expert_parallel(path: str, p: ParallelSpec, shape: ModelShape, dp: in
         _fail(f"{path}.ep", f"{p.ep} does not divide dp = {dp} (expert parallelism runs inside data parallelism)")
 
 
-def _model_chunks(path: str, p: ParallelSpec, shape: ModelShape) -> int:
+def _model_chunks(path: str, p: ParallelSpec) -> int:
     """Model chunks per pipeline stage: virtual_stages for interleaved 1F1B (checked), else 1."""
     chunks = p.virtual_stages if p.schedule == "interleaved-1f1b" else 1
-    if chunks > 1:
-        if p.pp < 2:
-            _fail(f"{path}.schedule", "interleaved-1f1b needs pipeline parallelism (pp >= 2)")
-        if shape.layers % (p.pp * chunks):
-            _fail(f"{path}.virtual_stages", f"pp*virtual_stages = {p.pp}*{chunks} does not divide {shape.layers} layers")
+    if chunks > 1 and p.pp < 2:
+        _fail(f"{path}.schedule", "interleaved-1f1b needs pipeline parallelism (pp >= 2)")
     return chunks
+
+
+def _even(path: str, p: ParallelSpec, layers: int, chunks: int, extra: int) -> list[int]:
+    """``layers + extra`` split evenly over ``pp · chunks`` virtual stages (one error naming the field)."""
+    parts = p.pp * chunks
+    if (layers + extra) % parts:
+        if extra:
+            _fail(f"{path}.pp", f"{layers} layers + {extra} (embedding / loss counted as layers) do not split evenly "
+                  f"over pp*virtual_stages = {parts}")
+        if chunks > 1:
+            _fail(f"{path}.virtual_stages", f"pp*virtual_stages = {p.pp}*{chunks} does not divide {layers} layers")
+        _fail(f"{path}.pp", f"{p.pp} does not divide {layers} layers",
+              hint="or set first_stage_layers / last_stage_layers, or account_for_embedding / account_for_loss")
+    return [(layers + extra) // parts] * parts
+
+
+def split_layers(path: str, p: ParallelSpec, layers: int, chunks: int) -> tuple[int, ...]:
+    """Transformer layers of each virtual stage (``pp · chunks`` of them, stage s holding chunks s, s+pp, ...).
+
+    As Megatron-Core (``TransformerConfig``; ``get_num_layers_to_build``): with
+    ``first_stage_layers`` / ``last_stage_layers`` the first and last stages hold those and the other
+    stages split the rest evenly; with ``account_for_embedding`` / ``account_for_loss`` the embedding and
+    the loss count as one layer each in an even split, so the first / last virtual stage holds one
+    transformer layer fewer (126 layers on 16 stages: 7, 8 x 14, 7 — Llama 3 405B's layout); otherwise
+    every virtual stage holds ``layers / (pp · chunks)``. A stage's chunks share its layers evenly.
+
+    >>> split_layers("p", ParallelSpec(pp=4, account_for_embedding=True, account_for_loss=True), 62, 1)
+    (15, 16, 16, 15)
+    >>> split_layers("p", ParallelSpec(pp=4, first_stage_layers=15, last_stage_layers=14), 61, 1)
+    (15, 16, 16, 14)
+    """
+    pp, uneven = p.pp, p.first_stage_layers is not None or p.last_stage_layers is not None
+    if uneven and (p.account_for_embedding or p.account_for_loss):
+        _fail(f"{path}.first_stage_layers", "set either first/last_stage_layers or account_for_embedding/loss, not both "
+              "(Megatron-LM refuses the combination)")
+    if uneven:
+        if pp < 2:
+            _fail(f"{path}.first_stage_layers", "needs pipeline parallelism (pp >= 2)")
+        first, last = p.first_stage_layers, p.last_stage_layers
+        middle = layers - (first or 0) - (last or 0)
+        if middle < 0:
+            _fail(f"{path}.first_stage_layers", f"first + last stage layers exceed the model's {layers}")
+        rest = pp - (first is not None) - (last is not None)
+        if rest and middle % rest:
+            # Megatron-Core splits the remaining layers evenly: none of them may be left over
+            _fail(f"{path}.first_stage_layers", f"the other {rest} stages cannot share the remaining {middle} layers evenly")
+        if not rest and middle:
+            _fail(f"{path}.last_stage_layers", f"first + last stage layers leave {middle} layers for no stage")
+        per_stage = [first if first is not None else None] + [None] * (pp - 2) + [last]
+        per = middle // rest if rest else 0
+        stages = [per if n is None else n for n in per_stage]
+        for s, n in enumerate(stages):
+            if n % chunks:
+                _fail(f"{path}.virtual_stages", f"stage {s} holds {n} layers, not a multiple of {chunks} model chunks")
+        return tuple(stages[j % pp] // chunks for j in range(pp * chunks))
+    extra = int(p.account_for_embedding) + int(p.account_for_loss)
+    counts = _even(path, p, layers, chunks, extra)
+    counts[0] -= int(p.account_for_embedding)
+    counts[-1] -= int(p.account_for_loss)
+    return tuple(counts)
 
 
 def _global_batch(path: str, p: ParallelSpec, dp: int, chunks: int) -> int:
@@ -529,23 +611,27 @@ def validate_layout(shape: ModelShape, spec: WorkloadSpec, cluster_gpus: int,
     gpus = _job_gpus(spec, cluster_gpus)
     _check_tp(path, p.tp, shape, gpus_per_server, p.allow_tp_across_servers)
     dp = _data_parallel(path, p, gpus)
-    if shape.layers % p.pp:
-        _fail(f"{path}.pp", f"{p.pp} does not divide {shape.layers} layers")
+    chunks = _model_chunks(path, p)
+    counts = split_layers(path, p, shape.layers, chunks)
+    if p.cp > 1 and shape.seq_len % (2 * p.cp):
+        # Megatron-Core's load-balanced causal ring gives each CP rank two of 2·cp sequence chunks
+        _fail(f"{path}.cp", f"seq_len {shape.seq_len} is not a multiple of 2*cp = {2 * p.cp}")
+    order = parse_rank_order(p.rank_order, f"{path}.rank_order")
     if p.ep > 1:
         _check_expert_parallel(path, p, shape, dp)
     sp = p.sequence_parallel if p.sequence_parallel is not None else p.tp > 1
     sp = sp and p.tp > 1
     if shape.is_moe and p.tp > 1 and not sp:
         _fail(f"{path}.sequence_parallel", "an MoE model with tp > 1 needs sequence parallelism (Megatron-LM requires it)")
-    if p.zero >= 2 and p.pp > 1:
-        _fail(f"{path}.zero", f"ZeRO stage {p.zero} shards gradients, which pipeline parallelism (pp = {p.pp}) cannot "
-              "accumulate over micro-batches; expected zero 0 or 1 with pp > 1 (as DeepSpeed and Megatron-LM)")
-    chunks = _model_chunks(path, p, shape)
+    if p.zero == 3 and p.pp > 1:
+        _fail(f"{path}.zero", f"ZeRO stage 3 gathers every layer's weights per micro-batch, which pipeline parallelism "
+              f"(pp = {p.pp}) would repeat on every stage; expected zero 0, 1 or 2 with pp > 1 (as DeepSpeed and Megatron-LM)")
     global_batch = _global_batch(path, p, dp, chunks)
     return ParallelLayout(gpus=gpus, tp=p.tp, pp=p.pp, dp=dp, ep=p.ep, zero=p.zero, sequence_parallel=sp,
                           micro_batch=p.micro_batch, global_batch=global_batch, bucket_bytes=p.bucket,
                           overlap_grad_reduce=p.overlap_grad_reduce, schedule=p.schedule, virtual_stages=chunks,
-                          recompute=p.recompute)
+                          recompute=p.recompute, cp=p.cp, stage_layer_counts=counts, tp_comm_overlap=p.tp_comm_overlap,
+                          rank_order=order)
 
 
 # ------------------------------------------------------------------------------------------------ comm
@@ -556,7 +642,7 @@ def params_on_gpu(shape: ModelShape, layout: ParallelLayout, stage: int = 0) -> 
     norms are replicated over tp. The embedding sits on the first stage, the head on the last.
     """
     dense = expert = 0.0
-    for layer in stage_layers(shape, layout.pp, stage):
+    for layer in stage_layers(shape, layout, stage):
         exp = shape.layer_expert_params(layer)
         nonexp = shape.layer_params(layer) - exp
         dense += (nonexp - shape.norm_params) / layout.tp + shape.norm_params
@@ -603,6 +689,10 @@ class CommVolumes:
     (each TP rank routes its sequence slice); 4 per layer per micro-batch: dispatch and combine, forward
     and backward. 1/ep of it stays on the GPU. 0 without expert parallelism."""
     moe_layers_in_stage: int
+    cp_kv_bytes: float = 0.0
+    """Context parallelism: one ring step's K and V block per layer per micro-batch, sent to the next CP
+    rank (``b·(s/cp)·2·kv_heads·head_dim·2 B``, K/V heads split over tp). Forward takes cp − 1 steps per
+    layer, backward 2(cp − 1) (K/V again and their gradients), as ring attention does (arXiv:2310.01889)."""
 
 
 def comm_volumes(shape: ModelShape, layout: ParallelLayout, micro_batch: int | None = None, stage: int = 0) -> CommVolumes:
@@ -615,7 +705,8 @@ def comm_volumes(shape: ModelShape, layout: ParallelLayout, micro_batch: int | N
     True
     """
     b = micro_batch or layout.micro_batch
-    act = b * shape.seq_len * shape.hidden * TRAIN_BYTES
+    local_seq = shape.seq_len / layout.cp  # context parallelism splits every sequence over cp GPUs
+    act = b * local_seq * shape.hidden * TRAIN_BYTES
     if layout.tp == 1:
         tp_fwd = tp_bwd = ()
     elif layout.sequence_parallel:
@@ -626,27 +717,31 @@ def comm_volumes(shape: ModelShape, layout: ParallelLayout, micro_batch: int | N
     pp_send = 0.0 if layout.pp == 1 else act / (layout.tp if layout.sequence_parallel else 1)
     dense, expert = params_on_gpu(shape, layout, stage)
     grad_d, grad_e = dense * TRAIN_BYTES, expert * TRAIN_BYTES
-    layers = stage_layers(shape, layout.pp, stage)
+    layers = stage_layers(shape, layout, stage)
     moe_in_stage = sum(shape.is_moe_layer(layer) for layer in layers)
     z3 = layout.zero == 3
     layer0 = layers[-1]
     layer_nonexp = (shape.layer_params(layer0) - shape.layer_expert_params(layer0) - shape.norm_params) / layout.tp + shape.norm_params
     layer_exp = shape.layer_expert_params(layer0) / (layout.tp * layout.ep)
-    ep_bytes = b * shape.seq_len * shape.top_k * shape.hidden * TRAIN_BYTES / layout.tp if layout.ep > 1 else 0.0
+    ep_bytes = b * local_seq * shape.top_k * shape.hidden * TRAIN_BYTES / layout.tp if layout.ep > 1 else 0.0
+    kv_width = shape.kv_heads * shape.head_dim / min(layout.tp, shape.kv_heads)
+    cp_kv = b * local_seq * 2 * kv_width * TRAIN_BYTES if layout.cp > 1 else 0.0
+    replicas = layout.weight_replicas
     return CommVolumes(
         activation_bytes=act,
         tp_forward=tp_fwd,
         tp_backward=tp_bwd,
         pp_send_bytes=pp_send,
         dp_grad_collective="all_reduce" if layout.zero == 0 else "reduce_scatter",
-        dp_grad_bytes=grad_d if layout.dp > 1 else 0.0,
-        dp_param_allgather_bytes=grad_d if layout.zero in (1, 2) and layout.dp > 1 else 0.0,
+        dp_grad_bytes=grad_d if replicas > 1 else 0.0,
+        dp_param_allgather_bytes=grad_d if layout.zero in (1, 2) and replicas > 1 else 0.0,
         expert_dp_grad_bytes=grad_e if layout.expert_dp > 1 else 0.0,
         expert_dp_param_allgather_bytes=grad_e if layout.zero in (1, 2) and layout.expert_dp > 1 else 0.0,
-        zero3_layer_allgather_bytes=layer_nonexp * TRAIN_BYTES if z3 and layout.dp > 1 else 0.0,
+        zero3_layer_allgather_bytes=layer_nonexp * TRAIN_BYTES if z3 and replicas > 1 else 0.0,
         zero3_expert_layer_allgather_bytes=layer_exp * TRAIN_BYTES if z3 and layout.expert_dp > 1 else 0.0,
         ep_all_to_all_bytes=ep_bytes,
         moe_layers_in_stage=moe_in_stage,
+        cp_kv_bytes=cp_kv,
     )
 
 
@@ -664,7 +759,7 @@ def activation_bytes_per_layer(shape: ModelShape, layout: ParallelLayout, layer:
     """
     if layer is None:
         layer = shape.dense_layers if shape.is_moe else 0
-    sbh = shape.seq_len * (micro_batch or layout.micro_batch) * shape.hidden
+    sbh = shape.seq_len / layout.cp * (micro_batch or layout.micro_batch) * shape.hidden
     if layout.recompute == "full":
         return 2.0 * sbh / (layout.tp if layout.sequence_parallel else 1)
     mlp = 1.0
@@ -698,16 +793,17 @@ def memory_per_gpu_bytes(shape: ModelShape, layout: ParallelLayout, precision: s
 
     def sharded(min_stage: int) -> float:
         if layout.zero >= min_stage:
-            return dense / layout.dp + expert / layout.expert_dp
+            return dense / layout.weight_replicas + expert / layout.expert_dp
         return dense + expert
 
-    layers = stage_layers(shape, layout.pp, stage)
+    layers = stage_layers(shape, layout, stage)
     in_flight = min(layout.pp - stage, layout.micro_batches)
     acts = in_flight * sum(activation_bytes_per_layer(shape, layout, layer) for layer in layers)
     if layout.recompute == "full" and len(layers):
         # backward of a layer re-creates its whole activation set once (one layer at a time)
         acts += activation_bytes_per_layer(shape, replace(layout, recompute="none"), layers[-1])
-    logits = 4.0 * layout.micro_batch * shape.seq_len * shape.vocab / layout.tp if stage == layout.pp - 1 else 0.0
+    logits = (4.0 * layout.micro_batch * shape.seq_len / layout.cp * shape.vocab / layout.tp
+              if stage == layout.pp - 1 else 0.0)
     return {
         "weights": TRAIN_BYTES * sharded(3),
         "grads": TRAIN_BYTES * sharded(2),

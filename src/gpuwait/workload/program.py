@@ -54,6 +54,7 @@ class TrainingStep:
     peak_flops_per_gpu: float
     description: str = ""
     model_chunks: int = 1          # interleaved 1F1B: model chunks (virtual stages) per pipeline stage
+    stage_layer_scale: np.ndarray | None = None  # (pp,) layers of each stage / the largest stage's (inline ops scale)
 
 
 def one_f_one_b(pp: int, stage: int, micro_batches: int) -> list[tuple[str, int]]:

@@ -10,7 +10,7 @@ from gpuwait.errors import SpecError
 from gpuwait.spec.workload import WorkloadSpec
 from gpuwait.topology.model import Topology
 from gpuwait.workload import model as wm
-from gpuwait.workload.layout import Layout
+from gpuwait.workload.layout import DEFAULT_ORDER, Layout
 from gpuwait.workload.program import CommOp, ServingStep, TrainingStep
 
 #: Adam's update reads and writes the fp32 master weight and two moments and reads the gradient:
@@ -18,8 +18,46 @@ from gpuwait.workload.program import CommOp, ServingStep, TrainingStep
 ADAM_HBM_BYTES_PER_PARAM = 16.0
 
 
-def _job_layout(topo: Topology, gpus: int, tp: int, dp: int, pp: int, ep: int) -> Layout:
-    return Layout(tp=tp, dp=dp, pp=pp, ep=ep, rank_gpu=topo.gpu_node.ravel()[:gpus])
+def _job_layout(topo: Topology, gpus: int, tp: int, dp: int, pp: int, ep: int, cp: int = 1,
+                order: tuple[str, ...] = DEFAULT_ORDER, placement: str | list[int] = "packed") -> Layout:
+    servers = server_order(topo, placement, gpus)
+    return Layout(tp=tp, dp=dp, pp=pp, ep=ep, cp=cp, order=order, rank_gpu=topo.gpu_node[servers].ravel()[:gpus])
+
+
+def server_pods(topo: Topology) -> np.ndarray:
+    """Pod of every server: servers whose first NIC's leaf reaches the same tier-2 switches (one pod in
+    a 2-tier leaf-spine, one per pod in a 3-tier fat tree; 0 for every server without a fabric)."""
+    pods = np.zeros(topo.n_servers, np.int64)
+    if not topo.nic_node.size:
+        return pods
+    keys = []
+    for server in range(topo.n_servers):
+        nic = topo.nic_node[server, 0]
+        leaves = topo.link_dst[(topo.link_src == nic) & (topo.node_tier[topo.link_dst] == 1)]
+        up = topo.link_dst[np.isin(topo.link_src, leaves) & (topo.node_tier[topo.link_dst] == 2)]
+        keys.append(int(up.min()) if len(up) else -1)
+    return np.unique(np.array(keys), return_inverse=True)[1].astype(np.int64)
+
+
+def server_order(topo: Topology, placement: str | list[int], gpus: int) -> np.ndarray:
+    """Servers the job's ranks fill, in rank order (``workload.parallel.placement``)."""
+    n = topo.n_servers
+    if isinstance(placement, list):
+        need = -(-gpus // topo.gpus_per_server)
+        bad = [s for s in placement if not 0 <= s < n]
+        if bad or len(set(placement)) != len(placement) or len(placement) < need:
+            raise SpecError(f"workload.parallel.placement: got {placement}; expected {need} distinct server indices "
+                            f"in 0..{n - 1} (the job's {gpus} GPUs)")
+        return np.asarray(placement, np.int64)
+    if placement == "spread":
+        # take servers from each pod in turn: server k of pod 0, of pod 1, ..., then server k+1
+        pods = server_pods(topo)
+        rank_in_pod = np.zeros(n, np.int64)
+        for pod in np.unique(pods):
+            members = np.flatnonzero(pods == pod)
+            rank_in_pod[members] = np.arange(len(members))
+        return np.lexsort((pods, rank_in_pod))
+    return np.arange(n)
 
 
 def describe(shape: wm.ModelShape, parts: str, gpus: int) -> str:
@@ -34,33 +72,21 @@ def training_step(spec: WorkloadSpec, topo: Topology) -> TrainingStep:
     # TP stays inside an NVLink domain: one server, or several joined by cluster.nvlink_domain
     par = wm.validate_layout(shape, spec, topo.n_gpus, topo.gpus_per_server * topo.servers_per_nvlink_domain)
     wm.check_fits(shape, par, gpu)
-    lay = _job_layout(topo, par.gpus, par.tp, par.dp, par.pp, par.ep)
+    lay = _job_layout(topo, par.gpus, par.tp, par.dp, par.pp, par.ep, par.cp, par.rank_order, spec.parallel.placement)
     m = par.global_batch // (par.dp * par.micro_batch)
     pp = par.pp
     times = np.array([wm.stage_compute_times_s(shape, par, gpu, s) for s in range(pp)])
     fwd, bwd = times[:, 0], times[:, 1]
     volumes = [wm.comm_volumes(shape, par, stage=s) for s in range(pp)]
+    stage_layer_counts = np.array([len(wm.stage_layers(shape, par, s)) for s in range(pp)], float)
+    layers = int(stage_layer_counts.max())  # the inline ops are counted for the largest stage
     v = volumes[0]
-    layers = shape.layers // pp
-    ops: list[CommOp] = []
-    # TP collectives: each (collective, size) the same count per layer forward and backward
-    tp_kinds: dict[tuple[str, float], list[int]] = {}
-    for coll, size in v.tp_forward:
-        tp_kinds.setdefault((coll, size), [0, 0])[0] += layers
-    for coll, size in v.tp_backward:
-        tp_kinds.setdefault((coll, size), [0, 0])[1] += layers
-    ops += [CommOp("tp", coll, size, f, b) for (coll, size), (f, b) in tp_kinds.items()]
-    if v.ep_all_to_all_bytes > 0 and v.moe_layers_in_stage:
-        ops.append(CommOp("ep", "alltoall", v.ep_all_to_all_bytes, 2 * v.moe_layers_in_stage, 2 * v.moe_layers_in_stage))
-    if par.zero == 3 and v.zero3_layer_allgather_bytes > 0:
-        layer_fwd_s = float(fwd.mean()) / layers
-        # FSDP prefetches the next layer's weights under this layer's compute
-        ops.append(CommOp("dp", "all_gather", v.zero3_layer_allgather_bytes, layers, layers, hidden_s=layer_fwd_s))
-        ops.append(CommOp("dp", "reduce_scatter", v.zero3_layer_allgather_bytes, 0, layers, hidden_s=2 * layer_fwd_s))
-    grads = np.array([0.0 if par.zero == 3 else vol.dp_grad_bytes + vol.expert_dp_grad_bytes for vol in volumes])
+    ops = _inline_ops(shape, par, gpu, v, layers, float(fwd.max()) / max(layers, 1))
+    grads = np.array([0.0 if par.zero == 3 or (par.zero == 2 and pp > 1) else vol.dp_grad_bytes + vol.expert_dp_grad_bytes
+                      for vol in volumes])
     gather = np.array([vol.dp_param_allgather_bytes + vol.expert_dp_param_allgather_bytes for vol in volumes])
     params_here = np.array([sum(wm.params_on_gpu(shape, par, s)) for s in range(pp)])
-    shard = par.dp if par.zero >= 1 else 1
+    shard = par.weight_replicas if par.zero >= 1 else 1
     optimizer_s = float(params_here.max()) / shard * ADAM_HBM_BYTES_PER_PARAM / gpu.hbm_bandwidth_Bps
     slow = np.ones(lay.n_ranks)
     for s in spec.compute.slow_gpus:
@@ -74,7 +100,7 @@ def training_step(spec: WorkloadSpec, topo: Topology) -> TrainingStep:
     checkpoint = data.checkpoint_size if data.checkpoint_size is not None else wm.checkpoint_bytes(shape)
     tokens = par.global_batch * shape.seq_len
     sp = " SP" if par.sequence_parallel else ""
-    parts = f"TP{par.tp}{sp} PP{par.pp}" + (f"x{par.virtual_stages}" if par.virtual_stages > 1 else "") + f" DP{par.dp}" + (f" EP{par.ep}" if par.ep > 1 else "") + (
+    parts = f"TP{par.tp}{sp}" + (f" CP{par.cp}" if par.cp > 1 else "") + f" PP{par.pp}" + (f"x{par.virtual_stages}" if par.virtual_stages > 1 else "") + f" DP{par.dp}" + (f" EP{par.ep}" if par.ep > 1 else "") + (
         f" ZeRO-{par.zero}" if par.zero else "") + (f" recompute {par.recompute}" if par.recompute != "none" else "") + f", {m} micro-batches of {par.micro_batch}"
     return TrainingStep(
         layout=lay, micro_batches=m, fwd_compute_s=fwd, bwd_compute_s=bwd, optimizer_s=optimizer_s,
@@ -86,7 +112,51 @@ def training_step(spec: WorkloadSpec, topo: Topology) -> TrainingStep:
         checkpoint_interval_steps=data.checkpoint_interval_steps,
         model_flops_per_step=wm.training_flops_per_token(shape) * tokens, tokens_per_step=tokens,
         peak_flops_per_gpu=gpu.peak_flops, description=describe(shape, parts, par.gpus),
-        model_chunks=par.virtual_stages)
+        model_chunks=par.virtual_stages, stage_layer_scale=stage_layer_counts / max(layers, 1))
+
+
+def _inline_ops(shape: wm.ModelShape, par: wm.ParallelLayout, gpu: wm.GpuShape, v: wm.CommVolumes, layers: int,
+                layer_fwd_s: float) -> list[CommOp]:
+    """The collectives inside a micro-batch's forward and backward on a stage of ``layers`` layers, each
+    with the compute that may hide one call (the overlap switches, docs/workloads.md)."""
+    ops: list[CommOp] = []
+    # TP collectives: each (collective, size) the same count per layer forward and backward
+    tp_kinds: dict[tuple[str, float], list[int]] = {}
+    for coll, size in v.tp_forward:
+        tp_kinds.setdefault((coll, size), [0, 0])[0] += layers
+    for coll, size in v.tp_backward:
+        tp_kinds.setdefault((coll, size), [0, 0])[1] += layers
+    # tp_comm_overlap: each all-gather / reduce-scatter runs in chunks under the GEMM that consumes or
+    # produces it (userbuffers, Megatron-Core --tp-comm-overlap); a call hides under its share of the layer
+    tp_hidden_s = layer_fwd_s / max(len(v.tp_forward), 1) if par.tp_comm_overlap else 0.0
+    ops += [CommOp("tp", coll, size, f, b, hidden_s=tp_hidden_s) for (coll, size), (f, b) in tp_kinds.items()]
+    if v.cp_kv_bytes > 0:
+        # ring attention: cp - 1 K/V exchanges per layer forward, 2 (cp - 1) backward, each hidden under
+        # the attention of the block already here (Megatron-Core / TransformerEngine's p2p CP)
+        ring = par.cp - 1
+        ops.append(CommOp("cp", "sendrecv", v.cp_kv_bytes, ring * layers, 2 * ring * layers,
+                          hidden_s=_attention_block_s(shape, par, gpu)))
+    if v.ep_all_to_all_bytes > 0 and v.moe_layers_in_stage:
+        ops.append(CommOp("ep", "alltoall", v.ep_all_to_all_bytes, 2 * v.moe_layers_in_stage, 2 * v.moe_layers_in_stage))
+    if par.zero == 3 and v.zero3_layer_allgather_bytes > 0:
+        # FSDP prefetches the next layer's weights under this layer's compute
+        ops.append(CommOp("dp", "all_gather", v.zero3_layer_allgather_bytes, layers, layers, hidden_s=layer_fwd_s))
+        ops.append(CommOp("dp", "reduce_scatter", v.zero3_layer_allgather_bytes, 0, layers, hidden_s=2 * layer_fwd_s))
+    if par.zero == 2 and par.pp > 1 and v.dp_grad_bytes > 0:
+        # ZeRO-2 keeps only its gradient shard, so every micro-batch's backward reduce-scatters each
+        # layer's gradients (under the next layer's backward) instead of one reduction per step
+        per_layer = (v.dp_grad_bytes + v.expert_dp_grad_bytes) / max(layers, 1)
+        ops.append(CommOp("dp", "reduce_scatter", per_layer, 0, layers, hidden_s=2 * layer_fwd_s))
+    return ops
+
+
+def _attention_block_s(shape: wm.ModelShape, par: wm.ParallelLayout, gpu: wm.GpuShape) -> float:
+    """Forward attention of one CP rank's queries against one K/V block (a ring step)."""
+    tokens = par.micro_batch * shape.seq_len / par.cp
+    flops = 4.0 * tokens * shape.seq_len * shape.hidden / par.tp
+    if gpu.kernels is not None and not gpu.flat:
+        return gpu.kernels.attention_time_s(flops) / par.cp
+    return gpu.compute_time_s(0.5 * flops) / par.cp
 
 
 def serving_step(spec: WorkloadSpec, topo: Topology) -> ServingStep:
