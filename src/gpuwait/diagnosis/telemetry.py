@@ -18,7 +18,7 @@ from gpuwait.diagnosis.observe import Observation, observe_run
 from gpuwait.runner.workload import WorkloadRun
 from gpuwait.steps.result import BREAKDOWN_CATEGORIES
 from gpuwait.telemetry.bundle import TelemetryBundle
-from gpuwait.telemetry.mapping import MappedSeries, map_series
+from gpuwait.telemetry.mapping import MappedSeries, host_of, map_series
 from gpuwait.telemetry.metrics import metrics_from_result
 from gpuwait.telemetry.metricset import MetricInfo, MetricSet
 from gpuwait.topology.model import Topology
@@ -143,6 +143,9 @@ def _nccl_transport(bundle: TelemetryBundle, metrics: MetricSet, names: set[str]
         gdr_off = tuple(sorted(topo.server_id(lab["Hostname"]) for lab in labels if lab.get("gdr") == "0" and not socket))
     for log in bundle.nccl_debug.values():
         socket = bool(socket) or log.socket_fallback
+    net = [c for log in bundle.nccl_debug.values() for c in log.connections if c.is_net and not c.socket_fallback]
+    if gdr_off is None and net:  # NET/IB lines without /GDRDMA: that host stages through host memory
+        gdr_off = tuple(sorted({s for c in net if c.gdr is False and (s := host_of(topo, c.host)) is not None}))
     remote = None
     if "gpuwait_nic_numa_remote" in names:
         remote = tuple(topo.node_id(dict(lab)["gpu"]) for lab in metrics.select(name="gpuwait_nic_numa_remote").labels)

@@ -29,7 +29,7 @@ Rates
 
 InfiniBand port rates in sysfs (and so node_exporter's ``node_infiniband_rate_bytes_per_second``) are
 signalling rates: ``40 Gb/sec (4X QDR)``. The data rate is 8/10 of that for SDR/DDR/QDR (8b/10b
-coding) and 64/66 for FDR (IBTA Vol. 2, Release 1.3, section 5.6); later generations report their
+coding) and 64/66 for FDR (IBTA InfiniBand Architecture Specification Vol. 2, Physical Layer); later generations report their
 data rate. A 40 Gb/s port is read as QDR (FDR10 reports the same number).
 """
 
@@ -45,13 +45,12 @@ import numpy as np
 
 from gpuwait.errors import SpecError, UnknownNameError
 from gpuwait.telemetry.bundle import TelemetryBundle
+from gpuwait.telemetry.metrics import SM_ACTIVE_PER_BUSY
 from gpuwait.telemetry.metricset import MetricSet
 from gpuwait.telemetry.nic_counters import PMA_WORD_BYTES
 from gpuwait.topology.model import Topology
 
-#: DCGM_FI_PROF_SM_ACTIVE per unit of time a compute kernel runs (the value gpuwait's export uses).
-SM_ACTIVE_PER_BUSY = 0.9
-#: 8b/10b line coding (SDR, DDR, QDR) and 64b/66b (FDR): data bits per signalled bit (IBTA Vol. 2 §5.6).
+#: 8b/10b line coding (SDR, DDR, QDR) and 64b/66b (FDR): data bits per signalled bit (IBTA Vol. 2, Physical Layer).
 IB_8B10B = 0.8
 IB_64B66B = 64 / 66
 _8B10B_SIGNAL_GBPS = {w * lane for w in (1, 2, 4, 8, 12) for lane in (2.5, 5.0, 10.0)}
