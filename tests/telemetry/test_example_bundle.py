@@ -45,3 +45,21 @@ def test_the_bundle_with_the_port_retrained_has_no_finding(capsys, tmp_path):
             series["values"] = [[t, "5e+09"] for t, _ in series["values"]]
     path.write_text(json.dumps(doc))
     assert _diagnose(capsys, healthy, Path("examples/inventory/x5-cluster.yaml"))["findings"] == []
+
+
+def test_every_file_of_the_bundle_lands_on_a_component():
+    from gpuwait.runner.inputs import load_cluster
+    from gpuwait.telemetry.bundle import load_telemetry_dir
+    from gpuwait.telemetry.mapping import map_series
+    from gpuwait.topology.build import build_topology
+
+    topo = build_topology(load_cluster("examples/inventory/x5-cluster.yaml"))
+    real = map_series(load_telemetry_dir(BUNDLE), topo)
+    assert real.unmatched == [] and real.gpu_busy_metric == "DCGM_FI_PROF_SM_ACTIVE" and len(real.gpu_busy) == 112
+    # perfquery of LID 10 port 25: the inventory's lid10 is hoibp0013, its port 25 faces sl390lin105
+    port25 = topo.link_alias["hoibp0013[25]"]
+    assert topo.link_name(port25) == "hoibp0013->sl390lin105.hca"
+    assert real.counters["xmit_wait"][port25] == 3912874410
+    # NCCL's "[send] via NET/IB/0" on sl390lin105, device 0 = mlx4_0 = the host's one HCA
+    assert real.link_users[topo.link_id("sl390lin105.hca->hoibp0013")] == ["rank79"]
+    assert set(real.gpu_pcie.values()) == {(5.0, 16.0)} and set(real.gpu_throttle.values()) == {0}

@@ -180,3 +180,31 @@ def test_the_same_from_a_range_query_of_dcgm_util(capsys, tmp_path):
                            "--servers", "16", "--json")
     doc = json.loads(out)
     assert (doc["findings"][0]["kind"], doc["findings"][0]["component"]) == ("slow-gpu", "s3.gpu2")
+
+
+def test_ethtool_dump_named_by_host_folder_and_device(tmp_path, roce_topo):
+    (tmp_path / "s1").mkdir()
+    shutil.copy(Path(__file__).parent / "data" / "ethtool-mlx5-constructed.txt", tmp_path / "s1" / "ethtool-mlx5_2.txt")
+    real = map_series(load_telemetry_dir(tmp_path), roce_topo)
+    up = int(roce_topo.nic_uplink[1, 2, 0])
+    assert real.unmatched == [] and real.counters["pause_received"][up] == 1523
+
+
+def _trace(rank: int, compute_us: int, step_us: int = 100_000) -> str:
+    events = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#7", "ts": 0, "dur": step_us},
+              {"ph": "X", "cat": "kernel", "name": "sm90_xmma_gemm", "ts": 0, "dur": compute_us},
+              {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_bf16_RING_LL",
+               "ts": compute_us, "dur": step_us - compute_us}]
+    return json.dumps({"traceEvents": events, "distributedInfo": {"rank": rank}})
+
+
+def test_kineto_traces_of_every_rank_find_the_slow_one(tmp_path, roce_topo):
+    from gpuwait.diagnosis.run import diagnose_observation
+    from gpuwait.diagnosis.telemetry import observe_telemetry
+
+    for rank in range(16):
+        (tmp_path / f"rank{rank}.pt.trace.json").write_text(_trace(rank, 78_000 if rank == 11 else 60_000))
+    obs = observe_telemetry(load_telemetry_dir(tmp_path), roce_topo)
+    assert obs.step_time_s == 0.1 and obs.per_gpu_s["straggler_wait"][0] == pytest.approx(0.018)
+    top = diagnose_observation(obs).findings[0]
+    assert (top.kind, top.component) == ("slow-gpu", roce_topo.node_name[roce_topo.gpu_node.ravel()[11]])

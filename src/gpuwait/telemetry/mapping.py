@@ -300,12 +300,15 @@ def _gpus(out: MappedSeries, topo: Topology, metrics: MetricSet, file_host: int 
             gpu = _gpu_node(topo, dict(labels), file_host)
             if gpu is not None:
                 out.gpu_throttle[gpu] = out.gpu_throttle.get(gpu, 0) | int(value)
-    gen, width = metrics.select(name="DCGM_FI_DEV_PCIE_LINK_GEN"), metrics.select(name="DCGM_FI_DEV_PCIE_LINK_WIDTH")
-    widths = {tuple(sorted(lab)): float(v) for lab, v in zip(width.labels, width.value)}
-    for labels, value in zip(gen.labels, gen.value):
-        gpu = _gpu_node(topo, dict(labels), file_host)
-        if gpu is not None:
-            out.gpu_pcie[gpu] = (float(value), widths.get(tuple(sorted(labels)), math.nan))
+    link: dict[int, dict[str, float]] = {}
+    for metric in ("DCGM_FI_DEV_PCIE_LINK_GEN", "DCGM_FI_DEV_PCIE_LINK_WIDTH"):
+        chosen = metrics.select(name=metric)
+        for labels, value in zip(chosen.labels, chosen.value):
+            gpu = _gpu_node(topo, dict(labels), file_host)
+            if gpu is not None:
+                link.setdefault(gpu, {})[metric] = float(value)
+    for gpu, fields in link.items():
+        out.gpu_pcie[gpu] = (fields.get("DCGM_FI_DEV_PCIE_LINK_GEN", math.nan), fields.get("DCGM_FI_DEV_PCIE_LINK_WIDTH", math.nan))
 
 
 def _gpu_node(topo: Topology, labels: dict[str, str], file_host: int | None) -> int | None:
