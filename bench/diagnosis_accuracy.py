@@ -61,6 +61,10 @@ def main() -> None:
     if wrong:
         lines += ["", "## Misses", ""]
         lines += [f"- {o.case.fabric}/{o.case.workload} `{o.injected}`: top {o.top_kind} on {o.top_component}" for o in wrong]
+    lines += ["", "## Real telemetry", "",
+              "`gpuwait diagnose --telemetry DIR --cluster CLUSTER` reads what a cluster's exporters collect (dcgm-exporter,",
+              "node_exporter, Prometheus range queries, perfquery, ethtool, NCCL logs, PyTorch profiler traces) under the",
+              "inventory's real names: docs/telemetry.md, with a walkthrough on `examples/telemetry/`."]
     DOC.write_text("\n".join(lines) + "\n")
     print(f"kind {100 * kind_rate:.1f} %, component {100 * comp_rate:.1f} %, {len(outcomes)} runs in {wall:.0f} s -> {DOC}")
 

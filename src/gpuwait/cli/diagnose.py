@@ -11,7 +11,8 @@ from gpuwait.cli.faults_help import INJECT_OPTION
 SCENARIO_ARGUMENT = typer.Argument(None, metavar="[SCENARIO.yaml]", help="A scenario with a training workload.")
 TELEMETRY_OPTION = typer.Option(
     None, "--telemetry", metavar="DIR",
-    help="Diagnose imported telemetry (Prometheus text, Parquet, NCCL_DEBUG logs, nccl-tests logs, ethtool -S, perfquery).")
+    help="Diagnose imported telemetry (Prometheus text / OpenMetrics / query_range JSON, Parquet, NCCL_DEBUG logs, "
+         "nccl-tests logs, ethtool -S, perfquery, PyTorch profiler traces); see docs/telemetry.md.")
 CLUSTER_OPTION = typer.Option(None, "--cluster", metavar="PRESET|FILE",
                               help="With --telemetry: the cluster the telemetry comes from.")
 STEPS_OPTION = typer.Option(None, "--steps", min=1, help="Training steps to simulate.")

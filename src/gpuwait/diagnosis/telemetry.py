@@ -18,6 +18,7 @@ from gpuwait.diagnosis.observe import Observation, observe_run
 from gpuwait.runner.workload import WorkloadRun
 from gpuwait.steps.result import BREAKDOWN_CATEGORIES
 from gpuwait.telemetry.bundle import TelemetryBundle
+from gpuwait.telemetry.mapping import MappedSeries, host_of, map_series
 from gpuwait.telemetry.metrics import metrics_from_result
 from gpuwait.telemetry.metricset import MetricInfo, MetricSet
 from gpuwait.topology.model import Topology
@@ -64,43 +65,76 @@ def export_metrics(run: WorkloadRun, case: int = 0) -> MetricSet:
 
 
 def observe_telemetry(bundle: TelemetryBundle, topo: Topology) -> Observation:
-    """An observation from imported telemetry on the cluster ``topo`` describes (names must match)."""
+    """An observation from imported telemetry on the cluster ``topo`` describes (names must match).
+
+    gpuwait's own series (``gpuwait_*``, from ``gpuwait telemetry export``) are read first; what they
+    do not give comes from the exporters' series placed on the cluster by
+    :func:`~gpuwait.telemetry.mapping.map_series` (DCGM, node_exporter, perfquery, ethtool, NCCL logs)
+    and from PyTorch profiler traces (step time and per-rank phases)."""
     metrics = bundle.metrics
     missing: list[str] = []
     names = set(metrics.names()) if len(metrics) else set()
     step = float(metrics.value_of("gpuwait_step_seconds")) if "gpuwait_step_seconds" in names else None
     ideal = float(metrics.value_of("gpuwait_step_ideal_seconds")) if "gpuwait_step_ideal_seconds" in names else None
-    gpu_names, per_gpu = None, None
-    if "gpuwait_step_phase_seconds" in names:
-        phases = metrics.select(name="gpuwait_step_phase_seconds")
-        ranks = sorted({int(dict(lab)["rank"]) for lab in phases.labels})
-        per_gpu = {c: np.zeros(len(ranks)) for c in BREAKDOWN_CATEGORIES}
-        for labels, value in zip(phases.labels, phases.value):
-            lab = dict(labels)
-            if lab.get("phase") in per_gpu:
-                per_gpu[lab["phase"]][int(lab["rank"])] = value
-        gpu_names = [topo.node_name[g] for g in topo.gpu_node.ravel()[: len(ranks)]]
-    else:
-        missing.append("per-GPU step phases (gpuwait_step_phase_seconds or step markers)")
+    real = map_series(bundle, topo)  # the exporters' own series (DCGM, node_exporter, perfquery, ethtool)
+    traces = [t for t in bundle.kineto.values() if t.steps]
+    if step is None and traces:
+        step = float(np.mean([t.step_time_s for t in traces]))
+    gpu_names, per_gpu = _phases(metrics, names, real, traces, topo, step)
+    if per_gpu is None:
+        missing.append("per-GPU step phases (DCGM_FI_PROF_SM_ACTIVE / DCGM_FI_DEV_GPU_UTIL, Kineto traces or "
+                       "gpuwait_step_phase_seconds)")
     nominal = topo.link_capacity_Bps.astype(float)  # the cluster description's line rates
-    rate = None
-    if "gpuwait_link_rate_bytes_per_second" in names:
-        rate = nominal.copy()
-        for labels, value in _by_link(metrics, "gpuwait_link_rate_bytes_per_second", topo):
-            rate[labels] = value
-    else:
-        missing.append("negotiated port rates (ibstat / ethtool)")
+    rate = _rates(metrics, names, real, topo)
+    if rate is None:
+        missing.append("negotiated port rates (ibstat / ethtool / node_infiniband_rate_bytes_per_second)")
     util = _link_vector(metrics, names, "gpuwait_link_utilization", topo)
+    if util is None and real.link_tx_Bps:
+        util = _on_links(topo, real.link_tx_Bps) / (rate if rate is not None else nominal)
     if util is None:
         missing.append("per-port utilization")
     link_bytes = _link_vector(metrics, names, "gpuwait_link_transmit_bytes_total", topo)
+    if link_bytes is None and real.link_tx_bytes:
+        link_bytes = _on_links(topo, real.link_tx_bytes)  # over the window, not per step: read as used / unused
     counters = {}
     for metric, key in (("SymbolErrorCounter", "symbol_errors"), ("LinkDownedCounter", "link_downed"),
                         ("out_of_sequence", "out_of_sequence")):
         values = _link_vector(metrics, names, metric, topo)
+        if values is None and real.counters.get(key):
+            values = _on_links(topo, real.counters[key])
         if values is not None:
             counters[key] = values
     foreign = _link_vector(metrics, names, "gpuwait_link_foreign_bytes_per_second", topo)
+    socket, gdr_off, remote = _nccl_transport(bundle, metrics, names, topo)
+    if socket is None:
+        missing.append("NCCL_DEBUG=INFO transport lines")
+    return Observation(topo=topo, step_time_s=step, baseline_step_time_s=ideal, gpu_names=gpu_names, per_gpu_s=per_gpu, link_util=util,
+                       link_bytes=link_bytes, link_rate_Bps=rate, link_nominal_Bps=nominal if rate is not None else None,
+                       link_users=dict(real.link_users), link_foreign_Bps=foreign, counters=counters, socket_transport=socket,
+                       gdr_off_servers=gdr_off, remote_nic_gpus=remote, missing=tuple(missing))
+
+
+def _on_links(topo: Topology, values: dict[int, float]) -> np.ndarray:
+    out = np.zeros(topo.n_links)
+    for link, value in values.items():
+        out[link] = value
+    return out
+
+
+def _rates(metrics: MetricSet, names: set[str], real: MappedSeries, topo: Topology) -> np.ndarray | None:
+    """Negotiated rate per link: the nominal one where nothing was reported."""
+    if "gpuwait_link_rate_bytes_per_second" not in names and not real.link_rate_Bps:
+        return None
+    rate = topo.link_capacity_Bps.astype(float)
+    for link, value in real.link_rate_Bps.items():
+        rate[link] = value
+    for link, value in _by_link(metrics, "gpuwait_link_rate_bytes_per_second", topo):
+        rate[link] = value
+    return rate
+
+
+def _nccl_transport(bundle: TelemetryBundle, metrics: MetricSet, names: set[str], topo: Topology):
+    """(NCCL on sockets?, servers without GPUDirect RDMA, GPUs with a remote NIC); None where unknown."""
     socket, gdr_off = None, None
     if "gpuwait_nccl_transport_info" in names:
         info = metrics.select(name="gpuwait_nccl_transport_info")
@@ -109,18 +143,56 @@ def observe_telemetry(bundle: TelemetryBundle, topo: Topology) -> Observation:
         gdr_off = tuple(sorted(topo.server_id(lab["Hostname"]) for lab in labels if lab.get("gdr") == "0" and not socket))
     for log in bundle.nccl_debug.values():
         socket = bool(socket) or log.socket_fallback
-    if socket is None:
-        missing.append("NCCL_DEBUG=INFO transport lines")
+    net = [c for log in bundle.nccl_debug.values() for c in log.connections if c.is_net and not c.socket_fallback]
+    if gdr_off is None and net:  # NET/IB lines without /GDRDMA: that host stages through host memory
+        gdr_off = tuple(sorted({s for c in net if c.gdr is False and (s := host_of(topo, c.host)) is not None}))
     remote = None
     if "gpuwait_nic_numa_remote" in names:
         remote = tuple(topo.node_id(dict(lab)["gpu"]) for lab in metrics.select(name="gpuwait_nic_numa_remote").labels)
     elif socket is not None:
         remote = ()
-    users = {}
-    return Observation(topo=topo, step_time_s=step, baseline_step_time_s=ideal, gpu_names=gpu_names, per_gpu_s=per_gpu, link_util=util,
-                       link_bytes=link_bytes, link_rate_Bps=rate, link_nominal_Bps=nominal if rate is not None else None,
-                       link_users=users, link_foreign_Bps=foreign, counters=counters, socket_transport=socket,
-                       gdr_off_servers=gdr_off, remote_nic_gpus=remote, missing=tuple(missing))
+    return socket, gdr_off, remote
+
+
+def _phases(metrics: MetricSet, names: set[str], real: MappedSeries, traces: list, topo: Topology,
+            step_s: float | None):
+    """(GPU names, per-GPU phases): gpuwait's own, else from DCGM's compute share, else from Kineto traces."""
+    if "gpuwait_step_phase_seconds" in names:
+        phases = metrics.select(name="gpuwait_step_phase_seconds")
+        ranks = sorted({int(dict(lab)["rank"]) for lab in phases.labels})
+        per_gpu = {c: np.zeros(len(ranks)) for c in BREAKDOWN_CATEGORIES}
+        for labels, value in zip(phases.labels, phases.value):
+            lab = dict(labels)
+            if lab.get("phase") in per_gpu:
+                per_gpu[lab["phase"]][int(lab["rank"])] = value
+        return [topo.node_name[g] for g in topo.gpu_node.ravel()[: len(ranks)]], per_gpu
+    if real.gpu_busy:
+        return _phases_from_busy(real, topo, step_s)
+    ranked = {t.rank: t for t in traces if t.rank is not None and 0 <= t.rank < topo.n_gpus}
+    if len(ranked) < 2:
+        return None, None
+    ranks = sorted(ranked)
+    compute = np.array([ranked[r].compute_s for r in ranks])
+    per_gpu = {c: np.zeros(len(ranks)) for c in BREAKDOWN_CATEGORIES}
+    per_gpu["compute"] = compute
+    # a rank that computes less than the slowest one waits the difference inside its NCCL kernels
+    per_gpu["straggler_wait"] = np.minimum(compute.max() - compute, [ranked[r].exposed_comm_s for r in ranks])
+    per_gpu["exposed_comm"] = np.array([ranked[r].exposed_comm_s for r in ranks]) - per_gpu["straggler_wait"]
+    gpus = topo.gpu_node.ravel()
+    return [topo.node_name[gpus[r]] for r in ranks], per_gpu
+
+
+def _phases_from_busy(real: MappedSeries, topo: Topology, step_s: float | None):
+    """Per-GPU phases from each GPU's compute share: a GPU that computes less than the busiest one
+    waits the difference for it at the next collective (straggler wait). Without a step time the
+    phases are shares of one second."""
+    gpus = [int(g) for g in topo.gpu_node.ravel() if int(g) in real.gpu_busy]
+    busy = np.array([real.gpu_busy[g] for g in gpus])
+    scale = step_s if step_s else 1.0
+    per_gpu = {c: np.zeros(len(gpus)) for c in BREAKDOWN_CATEGORIES}
+    per_gpu["compute"] = busy * scale
+    per_gpu["straggler_wait"] = (busy.max() - busy) * scale
+    return [topo.node_name[g] for g in gpus], per_gpu
 
 
 def _link_vector(metrics: MetricSet, names: set[str], name: str, topo: Topology) -> np.ndarray | None:

@@ -6,34 +6,42 @@ Each file is recognized by its extension or its content, never by its full name:
 kind               recognized by
 =================  ==========================================================================
 prometheus         ``*.prom``, or text opening with ``# HELP`` / ``# TYPE`` or a sample line
+                   (OpenMetrics too: a text ending with ``# EOF``)
+prometheus_json    JSON with a ``"resultType"``: a ``/api/v1/query_range`` or ``/api/v1/query`` answer
 parquet            ``*.parquet`` (metrics written by :func:`write_metrics_parquet`)
+kineto             JSON with ``"traceEvents"``: a PyTorch profiler trace (``*.pt.trace.json``, also gzipped)
 ethtool            a ``NIC statistics:`` line, or only indented ``name: integer`` lines
 perfquery          a ``# Port counters`` / ``# Port extended counters`` line or ``Name:....value``
-nccl_debug         ``host:pid:tid [dev] NCCL INFO`` lines
+nccl_debug         ``host:pid:tid [dev] NCCL INFO`` lines (their rings and trees too)
 nccl_tests         nccl-tests comments (``# nThread``, ``#  Rank``, ``# Avg bus bandwidth``)
 =================  ==========================================================================
 
 A log with both NCCL INFO lines and an nccl-tests table (nccl-tests run with ``NCCL_DEBUG=INFO``)
-is read as both. Subdirectories are read too (``host1/ethtool-eth0.txt``); files and folders
+is read as both. ``*.gz`` files are read decompressed. Subdirectories are read too (``host1/ethtool-eth0.txt``); files and folders
 whose name starts with ``.`` are skipped. Keys are paths relative to the directory.
 """
 
 from __future__ import annotations
 
+import gzip
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpuwait.errors import SpecError
 from gpuwait.telemetry.errors import TelemetryFormatError
+from gpuwait.telemetry.kineto import KinetoTrace, parse_kineto_trace
 from gpuwait.telemetry.metricset import MetricSet
 from gpuwait.telemetry.nccl_debug import NcclDebugInfo, parse_nccl_debug
+from gpuwait.telemetry.nccl_graph import NcclGraph, parse_nccl_graph
 from gpuwait.telemetry.nccltests_log import NcclTestsLog, parse_nccl_tests_log
 from gpuwait.telemetry.nic_counters import parse_ethtool_stats, parse_perfquery
 from gpuwait.telemetry.parquet import read_metrics_parquet
 from gpuwait.telemetry.prometheus import parse_prometheus_text
+from gpuwait.telemetry.promjson import parse_prometheus_json
 
-_EXPECTED = ("Prometheus text (*.prom or # HELP/# TYPE lines), metrics Parquet (*.parquet), nccl-tests stdout, "
+_EXPECTED = ("Prometheus text or OpenMetrics (*.prom or # HELP/# TYPE lines), Prometheus API JSON (query_range), "
+             "metrics Parquet (*.parquet), PyTorch profiler traces (traceEvents JSON), nccl-tests stdout, "
              "NCCL_DEBUG=INFO logs, `ethtool -S` dumps or `perfquery` output")
 _PROM_SAMPLE = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*(\{.*\})?\s+[-+]?(\d|\.\d|nan|inf)\S*(\s+-?\d+)?\s*$", re.IGNORECASE)
 _PERFQUERY = re.compile(r"^#\s*Port (?:extended )?counters:|^[A-Za-z][A-Za-z0-9_]*:\.{3,}\S", re.IGNORECASE | re.MULTILINE)
@@ -53,6 +61,8 @@ class TelemetryBundle:
     nccl_debug: dict[str, NcclDebugInfo] = field(default_factory=dict)
     ethtool: dict[str, dict[str, int]] = field(default_factory=dict)
     perfquery: dict[str, dict[str, int]] = field(default_factory=dict)
+    kineto: dict[str, KinetoTrace] = field(default_factory=dict)
+    nccl_graph: dict[str, NcclGraph] = field(default_factory=dict)
     kinds: dict[str, tuple[str, ...]] = field(default_factory=dict)  # file -> the kinds read from it
 
     @property
@@ -67,6 +77,13 @@ def sniff_kinds(path: Path, text: str) -> tuple[str, ...]:
     if not lines:
         return ()
     first = lines[0].strip()
+    if first.startswith(("{", "[")):
+        head = text[:4096]
+        if '"resultType"' in head:
+            return ("prometheus_json",)
+        if '"traceEvents"' in text:
+            return ("kineto",)
+        return ()
     if path.suffix == ".prom" or first.startswith(("# HELP ", "# TYPE ")) or _PROM_SAMPLE.match(first):
         return ("prometheus",)
     content = [ln for ln in lines if not ln.lstrip().startswith("#")]
@@ -106,31 +123,39 @@ def load_telemetry_dir(path: str | Path) -> TelemetryBundle:
             bundle.kinds[rel] = ("parquet",)
             continue
         try:
-            text = file.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as err:
+            raw = file.read_bytes()
+            text = (gzip.decompress(raw) if file.suffix == ".gz" else raw).decode("utf-8")
+        except (OSError, EOFError, UnicodeDecodeError) as err:
             raise TelemetryFormatError(f"{rel}: cannot read as text ({err.__class__.__name__}); expected {_EXPECTED}") from None
         kinds = sniff_kinds(file, text)
         if not kinds:
             raise TelemetryFormatError(f"{rel}: not a telemetry file gpuwait recognizes; expected {_EXPECTED}",
                                        hint="move other files out of the directory")
-        read = []
-        for kind in kinds:
-            read.append(kind)
-            if kind == "prometheus":
-                bundle.metric_files[rel] = parse_prometheus_text(text, source=rel)
-            elif kind == "ethtool":
-                bundle.ethtool[rel] = parse_ethtool_stats(text, source=rel)
-            elif kind == "perfquery":
-                bundle.perfquery[rel] = parse_perfquery(text, source=rel)
-            elif kind == "nccl_debug":
-                bundle.nccl_debug[rel] = parse_nccl_debug(text, source=rel)
-            else:
-                try:
-                    bundle.nccl_tests[rel] = parse_nccl_tests_log(text)
-                except SpecError as err:
-                    if "nccl_debug" in kinds and "no result rows" in str(err):
-                        read.remove(kind)
-                        continue  # an NCCL_DEBUG log of an nccl-tests run that printed no table
-                    raise TelemetryFormatError(f"{rel}: {err}", hint=err.hint) from None
+        read = [kind for kind in kinds if _read(bundle, kind, kinds, rel, text)]
         bundle.kinds[rel] = tuple(read)
     return bundle
+
+
+def _read(bundle: TelemetryBundle, kind: str, kinds: tuple[str, ...], rel: str, text: str) -> bool:
+    """Read ``text`` as ``kind`` into ``bundle``; False when it turns out not to hold that kind."""
+    if kind == "prometheus":
+        bundle.metric_files[rel] = parse_prometheus_text(text, source=rel)
+    elif kind == "prometheus_json":
+        bundle.metric_files[rel] = parse_prometheus_json(text, source=rel)
+    elif kind == "kineto":
+        bundle.kineto[rel] = parse_kineto_trace(text, source=rel)
+    elif kind == "ethtool":
+        bundle.ethtool[rel] = parse_ethtool_stats(text, source=rel)
+    elif kind == "perfquery":
+        bundle.perfquery[rel] = parse_perfquery(text, source=rel)
+    elif kind == "nccl_debug":
+        bundle.nccl_debug[rel] = parse_nccl_debug(text, source=rel)
+        bundle.nccl_graph[rel] = parse_nccl_graph(text)
+    else:
+        try:
+            bundle.nccl_tests[rel] = parse_nccl_tests_log(text)
+        except SpecError as err:
+            if "nccl_debug" in kinds and "no result rows" in str(err):
+                return False  # an NCCL_DEBUG log of an nccl-tests run that printed no table
+            raise TelemetryFormatError(f"{rel}: {err}", hint=err.hint) from None
+    return True

@@ -36,6 +36,8 @@ from gpuwait.telemetry.metricset import (
 
 _METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+#: OpenMetrics 1.0 types that Prometheus text 0.0.4 lacks, as the nearest 0.0.4 type
+_OPENMETRICS_TYPES = {"unknown": "untyped", "info": "gauge", "stateset": "gauge", "gaugehistogram": "histogram"}
 _FAMILY_SUFFIXES = {"histogram": ("_bucket", "_sum", "_count", "_created"), "summary": ("_sum", "_count", "_created")}
 
 
@@ -167,6 +169,9 @@ def parse_prometheus_text(text: str, *, source: str = "Prometheus text") -> Metr
 
     ``# HELP`` and ``# TYPE`` lines fill :attr:`MetricSet.info`; other comments and blank lines
     are skipped; ``# EOF`` (OpenMetrics) ends the text. Timestamps (ms) become ``timestamp_s``.
+    A text that ends with ``# EOF`` is OpenMetrics 1.0: its timestamps are seconds, exemplars
+    (``# {trace_id="..."} 1``) are dropped, and its ``unknown``/``info``/``stateset``/``gaugehistogram``
+    types are read as ``untyped``/``gauge``/``gauge``/``histogram``.
 
     Raises
     ------
@@ -175,6 +180,7 @@ def parse_prometheus_text(text: str, *, source: str = "Prometheus text") -> Metr
     """
     info: dict[str, MetricInfo] = {}
     samples: list[Sample] = []
+    openmetrics = re.search(r"^# EOF\s*$", text, re.MULTILINE) is not None
     for lineno, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if not line:
@@ -191,6 +197,8 @@ def parse_prometheus_text(text: str, *, source: str = "Prometheus text") -> Metr
                     info[name] = MetricInfo(old.type, help_text)
                 else:
                     kind = rest.strip().lower()
+                    if openmetrics:
+                        kind = _OPENMETRICS_TYPES.get(kind, kind)
                     if kind not in METRIC_TYPES:
                         raise _error(lineno, raw, f"unknown metric type {rest.strip()!r}", source)
                     info[name] = MetricInfo(kind, old.help)
@@ -202,12 +210,12 @@ def parse_prometheus_text(text: str, *, source: str = "Prometheus text") -> Metr
         labels: Labels = ()
         if pos < len(line) and line[pos] == "{":
             labels, pos = _parse_labels(line, pos, lineno, raw, source)
-        tokens = line[pos:].split()
+        tokens = (line[pos:].split(" # ", 1)[0] if openmetrics else line[pos:]).split()
         if not 1 <= len(tokens) <= 2 or (pos < len(line) and line[pos] not in " \t"):
             raise _error(lineno, raw, "expected a value and an optional timestamp after the labels", source)
         try:
             value = _parse_float(tokens[0])
-            ts = int(tokens[1]) / 1000 if len(tokens) == 2 else None
+            ts = None if len(tokens) < 2 else float(tokens[1]) if openmetrics else int(tokens[1]) / 1000
         except ValueError:
             raise _error(lineno, raw, f"{' '.join(tokens)!r} is not a number", source) from None
         samples.append(Sample(name, labels, value, ts))

@@ -1,0 +1,210 @@
+"""Real exporters' output as they emit it (tests/data/telemetry/real/README.md cites each sample), read
+and placed on the components of an imported cluster (examples/inventory/x5-cluster.yaml)."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gpuwait.runner.inputs import load_cluster
+from gpuwait.telemetry.bundle import load_telemetry_dir
+from gpuwait.telemetry.errors import TelemetryFormatError
+from gpuwait.telemetry.kineto import parse_kineto_trace
+from gpuwait.telemetry.mapping import counter_window, ib_data_rate_Bps, map_series, nic_port_link
+from gpuwait.telemetry.nccl_debug import parse_nccl_debug
+from gpuwait.telemetry.nccl_graph import parse_nccl_graph
+from gpuwait.telemetry.prometheus import parse_prometheus_text
+from gpuwait.telemetry.promjson import parse_prometheus_json
+from gpuwait.topology.build import build_topology
+from tests.cli.test_cli import run_cli
+
+REAL = Path(__file__).parents[1] / "data" / "telemetry" / "real"
+X5 = "examples/inventory/x5-cluster.yaml"
+
+
+@pytest.fixture(scope="module")
+def x5():
+    return build_topology(load_cluster(X5))
+
+
+def test_node_exporter_infiniband_lands_on_the_hosts_cable(tmp_path, x5):
+    """node_exporter names only the device and port; the host comes from the folder the scrape is in."""
+    (tmp_path / "sl390lin101").mkdir()
+    shutil.copy(REAL / "node-exporter-infiniband.prom", tmp_path / "sl390lin101" / "node.prom")
+    real = map_series(load_telemetry_dir(tmp_path), x5)
+    up = x5.link_id("sl390lin101.hca->hoibp0013")
+    down = x5.link_id("hoibp0013->sl390lin101.hca")
+    # 5e9 B/s is sysfs's "40 Gb/sec (4X QDR)": 32 Gb/s of data after 8b/10b, the cable's nominal rate
+    assert real.link_rate_Bps[up] == real.link_rate_Bps[down] == pytest.approx(32e9 / 8) == x5.link_capacity_Bps[up]
+    assert real.link_tx_bytes[up] == 1.493376e7 and real.link_tx_bytes[down] == 1.8527668e7
+    assert real.counters["link_downed"][up] == 0 and real.counters["xmit_wait"][up] == 4.294967295e9
+    # mlx4_0 port 2 and the i40iw0 iWARP device are not cabled in the inventory: named, not guessed
+    assert any('device=mlx4_0' in u and 'port=2' in u for u in real.unmatched)
+
+
+def test_device_names_map_by_inventory_name_or_number(x5):
+    s = x5.server_id("sl390lin101")
+    up = x5.link_id("sl390lin101.hca->hoibp0013")
+    assert nic_port_link(x5, s, "hca") == nic_port_link(x5, s, "mlx5_0") == nic_port_link(x5, s, "mlx4_0", "1") == up
+    assert nic_port_link(x5, s, "mlx5_1") is None and nic_port_link(x5, s, "ens1f0np0") is None
+
+
+@pytest.mark.parametrize("signal_gbps, data_gbps", [(10, 8), (40, 32), (20, 16), (56, 56 * 64 / 66), (100, 100), (400, 400)])
+def test_ib_sysfs_rate_is_turned_into_the_data_rate(signal_gbps, data_gbps):
+    """IBTA line coding: 8b/10b up to QDR, 64b/66b for FDR; EDR and later report data rates."""
+    assert ib_data_rate_Bps(signal_gbps * 1e9 / 8) * 8 / 1e9 == pytest.approx(data_gbps)
+
+
+def test_node_exporter_ethtool_names_are_read():
+    m = parse_prometheus_text((REAL / "node-exporter-ethtool.prom").read_text())
+    assert m.value_of("node_ethtool_received_packets_total", device="eth0") == 1260062
+    assert m.value_of("node_ethtool_port_received_dropped", device="eth0") == 12028
+
+
+def test_dcgm_exporter_labels_and_unknown_hosts_are_named(tmp_path, x5):
+    m = parse_prometheus_text((REAL / "dcgm-exporter-issues.prom").read_text())
+    assert m.value_of("DCGM_FI_DEV_SM_CLOCK", Hostname="sheryb", gpu=0) == 300
+    assert m.label_values("modelName") == ["Quadro T2000", "NVIDIA A30", "NVIDIA H100 80GB HBM3"]
+    shutil.copy(REAL / "dcgm-exporter-issues.prom", tmp_path)
+    real = map_series(load_telemetry_dir(tmp_path), x5)
+    assert not real.gpu_busy and any("gsrh100-074" in u for u in real.unmatched)
+
+
+def test_prometheus_range_query_json():
+    m = parse_prometheus_json((REAL / "prometheus-range-query.json").read_text())
+    node = m.select("up", job="node")
+    assert len(m) == 6 and node.value.tolist() == [0, 0, 1]
+    assert node.timestamp_s.tolist() == [1435781430.781, 1435781445.781, 1435781460.781]
+    increase, rate = counter_window(node.value, node.timestamp_s)
+    assert increase == 1 and rate == pytest.approx(1 / 30)
+
+
+def test_counter_reset_counts_from_zero():
+    increase, rate = counter_window(np.array([100.0, 160.0, 20.0, 50.0]), np.array([0.0, 10.0, 20.0, 30.0]))
+    assert increase == 60 + 20 + 30 and rate == pytest.approx(110 / 30)
+    assert counter_window(np.array([7.0]), np.array([math.nan])) == (7.0, None)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("{", "not JSON"),
+    ('{"status": "error", "errorType": "bad_data"}', "status 'error'"),
+    ('{"status": "success", "data": {"resultType": "scalar", "result": [1, "2"]}}', "resultType is 'scalar'"),
+    ('{"status": "success", "data": {"resultType": "vector", "result": [{"metric": {}, "value": [1, "2"]}]}}',
+     "has no __name__"),
+    ('{"status": "success", "data": {"resultType": "matrix", "result": [{"metric": {"__name__": "up"}, "values": [[1]]}]}}',
+     "point 0"),
+])
+def test_bad_prometheus_json_is_named(text, message):
+    with pytest.raises(TelemetryFormatError, match=message):
+        parse_prometheus_json(text, source="q.json")
+
+
+def test_openmetrics_timestamps_are_seconds_and_exemplars_dropped():
+    m = parse_prometheus_text((REAL / "openmetrics-spec.txt").read_text())
+    foo = m.select("foo_total")
+    assert foo.value.tolist() == [17.0] and foo.timestamp_s.tolist() == [1520879607.789]
+    assert m.info["q"].type == "histogram" and m.info["cpu"].type == "gauge"
+    assert m.value_of("door", door="open") == 1
+
+
+def test_nccl_rings_trees_and_nics():
+    text = (REAL / "nccl-debug-rings-trees.log").read_text()
+    g = parse_nccl_graph(text)
+    assert g.n_channels == 8 and g.rings[0][:4] == (0, 7, 6, 5) and len(g.rings[1]) == 20
+    assert g.trees[(0, 0)] == (-1, (3,)) and g.trees[(0, 1)] == (3, ()) and g.hosts[0] == "como"
+    assert (0, 7) in g.ring_neighbours()
+    sends = [(c.rank, c.peer_rank, c.net_device) for c in parse_nccl_debug(text).connections]
+    assert sends == [(3, 2, 2), (0, 2, 5), (3, 0, 0)]
+
+
+def test_kineto_trace_of_a_real_step():
+    t = parse_kineto_trace((REAL / "kineto-hta-backward-thread.json").read_text())
+    assert t.rank == 0 and [s.number for s in t.steps] == [552]
+    assert t.step_time_s == 0.413451 and t.compute_s == 45e-6 and t.comm_s == 0
+
+
+def test_bundle_reads_json_kinds_and_gzip(tmp_path):
+    import gzip
+
+    shutil.copy(REAL / "prometheus-range-query.json", tmp_path / "q.json")
+    (tmp_path / "rank0.pt.trace.json.gz").write_bytes(gzip.compress((REAL / "kineto-hta-backward-thread.json").read_bytes()))
+    shutil.copy(REAL / "nccl-debug-rings-trees.log", tmp_path / "nccl.log")
+    b = load_telemetry_dir(tmp_path)
+    assert b.kinds == {"q.json": ("prometheus_json",), "rank0.pt.trace.json.gz": ("kineto",), "nccl.log": ("nccl_debug",)}
+    assert b.kineto["rank0.pt.trace.json.gz"].rank == 0 and b.nccl_graph["nccl.log"].n_channels == 8
+    assert len(b.metrics.select("up")) == 6
+
+
+# ---------------------------------------------------------------------------------- issue 14 item 2
+
+def _stripped_export(capsys, tmp_path, *inject: str) -> Path:
+    """A simulated scrape with gpuwait's own series removed: what real exporters alone would give."""
+    full = tmp_path / "full.prom"
+    args = [a for spec in inject for a in ("--inject", spec)]
+    code, _, _ = run_cli(capsys, "telemetry", "export", "examples/dp-only.yaml", *args, "--out", str(full))
+    assert code == 0
+    keep = [ln for ln in full.read_text().splitlines() if "gpuwait_" not in ln
+            and not ln.startswith(("SymbolErrorCounter", "LinkDownedCounter", "out_of_sequence"))]
+    scrape = tmp_path / "scrape"
+    scrape.mkdir()
+    (scrape / "metrics.prom").write_text("\n".join(keep) + "\n")
+    return scrape
+
+
+def test_dcgm_and_mlx5_counters_alone_find_the_slow_gpu(capsys, tmp_path):
+    """Before: 'no findings', and DCGM utilization listed as missing although it is there."""
+    scrape = _stripped_export(capsys, tmp_path, "slow-gpu:s3.gpu2:factor=1.3")
+    text = (scrape / "metrics.prom").read_text()
+    assert "gpuwait_" not in text and "DCGM_FI_DEV_GPU_UTIL{" in text and "tx_bytes_phy{" in text
+    code, out, _ = run_cli(capsys, "diagnose", "--telemetry", str(scrape), "--cluster", "rocev2-400g-2tier",
+                           "--servers", "16", "--json")
+    doc = json.loads(out)
+    assert code == 0 and (doc["findings"][0]["kind"], doc["findings"][0]["component"]) == ("slow-gpu", "s3.gpu2")
+    assert not any("DCGM" in m or "step phases" in m for m in doc["missing"])
+
+
+def test_the_same_from_a_range_query_of_dcgm_util(capsys, tmp_path):
+    """DCGM_FI_DEV_GPU_UTIL alone, as a Prometheus range query answer over two scrapes."""
+    scrape = _stripped_export(capsys, tmp_path, "slow-gpu:s3.gpu2:factor=1.3")
+    util = parse_prometheus_text((scrape / "metrics.prom").read_text()).select("DCGM_FI_DEV_GPU_UTIL")
+    result = [{"metric": {"__name__": "DCGM_FI_DEV_GPU_UTIL", **dict(lab)},
+               "values": [[1700000000 + 15 * k, str(v)] for k in range(2)]} for lab, v in zip(util.labels, util.value)]
+    (scrape / "metrics.prom").unlink()
+    (scrape / "dcgm.json").write_text(json.dumps({"status": "success", "data": {"resultType": "matrix", "result": result}}))
+    code, out, _ = run_cli(capsys, "diagnose", "--telemetry", str(scrape), "--cluster", "rocev2-400g-2tier",
+                           "--servers", "16", "--json")
+    doc = json.loads(out)
+    assert (doc["findings"][0]["kind"], doc["findings"][0]["component"]) == ("slow-gpu", "s3.gpu2")
+
+
+def test_ethtool_dump_named_by_host_folder_and_device(tmp_path, roce_topo):
+    (tmp_path / "s1").mkdir()
+    shutil.copy(Path(__file__).parent / "data" / "ethtool-mlx5-constructed.txt", tmp_path / "s1" / "ethtool-mlx5_2.txt")
+    real = map_series(load_telemetry_dir(tmp_path), roce_topo)
+    up = int(roce_topo.nic_uplink[1, 2, 0])
+    assert real.unmatched == [] and real.counters["pause_received"][up] == 1523
+
+
+def _trace(rank: int, compute_us: int, step_us: int = 100_000) -> str:
+    events = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#7", "ts": 0, "dur": step_us},
+              {"ph": "X", "cat": "kernel", "name": "sm90_xmma_gemm", "ts": 0, "dur": compute_us},
+              {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_bf16_RING_LL",
+               "ts": compute_us, "dur": step_us - compute_us}]
+    return json.dumps({"traceEvents": events, "distributedInfo": {"rank": rank}})
+
+
+def test_kineto_traces_of_every_rank_find_the_slow_one(tmp_path, roce_topo):
+    from gpuwait.diagnosis.run import diagnose_observation
+    from gpuwait.diagnosis.telemetry import observe_telemetry
+
+    for rank in range(16):
+        (tmp_path / f"rank{rank}.pt.trace.json").write_text(_trace(rank, 78_000 if rank == 11 else 60_000))
+    obs = observe_telemetry(load_telemetry_dir(tmp_path), roce_topo)
+    assert obs.step_time_s == 0.1 and obs.per_gpu_s["straggler_wait"][0] == pytest.approx(0.018)
+    top = diagnose_observation(obs).findings[0]
+    assert (top.kind, top.component) == ("slow-gpu", roce_topo.node_name[roce_topo.gpu_node.ravel()[11]])
