@@ -47,7 +47,7 @@ def observe_run(topo: Topology, result: RunResult, effects, baseline: RunResult 
     """The observation of one simulated case, with the telemetry its faults would leave.
     ``storage_read``: the job reads its dataset over the network while it trains."""
     # what ibstat / ethtool report: the line rate each port negotiated, whatever the transport
-    rate = topo.link_capacity_Bps.astype(float)
+    rate = (effects.port_rate_Bps if effects.port_rate_Bps is not None else topo.link_capacity_Bps).astype(float)
     nominal = effects.nominal_capacity_Bps if effects.nominal_capacity_Bps is not None else rate
     step = result.breakdown.step_time_s
     n_links = topo.n_links
