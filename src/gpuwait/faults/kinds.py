@@ -28,6 +28,7 @@ from gpuwait.spec.faults import (
     NoisyNeighborFault,
     SlowGpuFault,
     StorageContentionFault,
+    StorageSlowFault,
     TcpFallbackFault,
 )
 from gpuwait.spec.scenario import Scenario
@@ -196,14 +197,45 @@ def _storage_reads(scenario: Scenario, fault: StorageContentionFault, topo: Topo
 register_fault(StorageContentionFault, "all", on_scenario=_storage_reads)
 
 
-# dataloader-starvation: each server's CPU loaders deliver only ``samples_per_s_per_server``.
+# dataloader-starvation: the CPU loaders of the target server (or of every server) deliver only
+# ``samples_per_s_per_server``. Synchronous training runs at the pace of its slowest loader, so one
+# starved server sets the step as a limit on every server would; what differs is who waits for
+# what (its GPUs for data, the others for it at their collectives), which telemetry shows.
 def _slow_loader(scenario: Scenario, fault: DataloaderStarvationFault, topo: Topology) -> Scenario:
     workload = _workload(scenario, fault.kind)
     data = workload.data.model_copy(update={"loader_samples_per_s_per_server": fault.params.samples_per_s_per_server})
     return scenario.model_copy(update={"workload": workload.model_copy(update={"data": data})})
 
 
-register_fault(DataloaderStarvationFault, "all", on_scenario=_slow_loader)
+def _starved_server(damage: FabricDamage, fault: DataloaderStarvationFault) -> None:
+    if fault.target != "all":
+        damage.starved_servers.append(server_index(damage.topo, fault.target))
+
+
+register_fault(DataloaderStarvationFault, "server-or-all", on_scenario=_slow_loader, on_fabric=_starved_server)
+
+
+# storage-slow: the storage servers' backend (disks, file system) delivers only
+# ``throughput_fraction`` of what their network ports carry: their ports' capacity is held to it
+# while the negotiated rate stays, and node_exporter on them shows the disks busy all the time.
+def _needs_reads(scenario: Scenario, fault: StorageSlowFault, topo: Topology) -> Scenario:
+    workload = _workload(scenario, fault.kind)
+    if workload.data.dataset_read_per_gpu <= 0 or not len(topo.storage_server_node):
+        raise SpecError("fault storage-slow: the job reads no dataset from storage servers, so a slow backend cannot "
+                        "slow it; expected workload.data.dataset_read_per_gpu > 0 and storage servers (cluster.storage)")
+    return scenario
+
+
+def _slow_backend(damage: FabricDamage, fault: StorageSlowFault) -> None:
+    topo = damage.topo
+    nodes = topo.storage_server_node if fault.target == "all" else [node_of_kind(topo, fault.target, "storage_server")]
+    for node in nodes:
+        out = np.flatnonzero(topo.link_src == node)
+        damage.capacity_Bps[out] *= fault.params.throughput_fraction
+        damage.slow_storage_nodes.append(int(node))
+
+
+register_fault(StorageSlowFault, "storage-or-all", on_scenario=_needs_reads, on_fabric=_slow_backend)
 
 
 # noisy-neighbor: ``load_fraction`` of each target link is taken by another job's traffic
