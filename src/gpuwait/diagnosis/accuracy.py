@@ -88,13 +88,16 @@ CASES: tuple[Case, ...] = (
     Case("ib-rail-ar", "dp-8b", "nic-affinity:@gpu:10", "nic-affinity"),
     Case("ib-rail-ar", "3d-8b", "nic-affinity:@gpu:33", "nic-affinity"),
     # ecmp-polarization (needs two hashing stages)
-    Case("roce-3tier", "dp-8b", "ecmp-polarization", "ecmp-polarization", "all"),
+    # (here too: with one seed the step is 1.928 s against 1.951 s healthy; the fabric's own collisions cost more)
+    Case("roce-3tier", "dp-8b", "ecmp-polarization", "ecmp-collision", "*uplink"),
     # (one seed everywhere costs 3d-8b nothing here: re-seeding per switch gives back -0.01 % of the step,
     # while the fabric's own leaf-uplink collision costs 3.2 %, which is what must come first)
     Case("roce-3tier", "3d-8b", "ecmp-polarization", "ecmp-collision", "*uplink"),
-    # storage-contention
-    Case("roce-ecmp", "dp-8b", "storage-contention:all:read_rate_per_gpu_Bps=4e9", "storage-contention", "all"),
-    Case("ib-rail-ar", "dp-8b", "storage-contention:all:read_rate_per_gpu_Bps=6e9", "storage-contention", "all"),
+    # reads over the compute fabric faster than the 4 storage servers' 200 GB/s of ports can serve (64 GPUs
+    # at 4 and 6 GB/s): the storage servers are the bottleneck. Measured: a separate storage network gives
+    # back 0.5 % and 0.0 % of the step, storage servers enough for the reads 10.0 % and 28.8 %
+    Case("roce-ecmp", "dp-8b", "storage-contention:all:read_rate_per_gpu_Bps=4e9", "storage-slow", "storage"),
+    Case("ib-rail-ar", "dp-8b", "storage-contention:all:read_rate_per_gpu_Bps=6e9", "storage-slow", "storage"),
     # dataloader-starvation
     Case("roce-ecmp", "dp-8b", "dataloader-starvation:all:samples_per_s_per_server=10", "dataloader-starvation", "all"),
     Case("ib-rail-ar", "3d-8b", "dataloader-starvation:all:samples_per_s_per_server=5", "dataloader-starvation", "all"),
@@ -105,7 +108,8 @@ CASES: tuple[Case, ...] = (
     Case("roce-ecmp", "3d-8b", "link-degrade:@uplink:factor=0.3", "link-degrade"),
     Case("roce-3tier", "3d-8b", "nic-down:@nic:9", "nic-down"),
     Case("ib-rail-ar", "3d-8b", "noisy-neighbor:@niclink:20:load_fraction=0.7", "noisy-neighbor"),
-    Case("roce-ecmp", "3d-8b", "storage-contention:all:read_rate_per_gpu_Bps=5e9", "storage-contention", "all"),
+    # (3d-8b's shorter reads at 5 GB/s cost 0.3 % of its step: nothing above info)
+    Case("roce-ecmp", "3d-8b", "storage-contention:all:read_rate_per_gpu_Bps=5e9", None),
     Case("roce-3tier", "dp-8b", "slow-gpu:@gpu:3:factor=1.15", "slow-gpu"),
     # causes of the healthy fabric itself
     Case("roce-ecmp", "dp-8b", None, "ecmp-collision", "*uplink"),

@@ -35,6 +35,7 @@ from gpuwait.spec import Scenario, validate_data
 from gpuwait.telemetry.bundle import TelemetryBundle
 from gpuwait.telemetry.metricset import MetricSet
 from gpuwait.topology.model import LinkKind
+from gpuwait.topology.presets import build_cluster, resolve_cluster
 
 #: seeds looked at while the rules were developed: never part of a reported score
 DEV_SEEDS = range(0, 400)
@@ -55,7 +56,8 @@ WORKLOADS = {
 }
 
 KINDS = ("link-degrade", "link-flap", "link-loss", "slow-gpu", "nic-down", "tcp-fallback", "no-gdr",
-         "nic-affinity", "ecmp-polarization", "storage-contention", "dataloader-starvation", "noisy-neighbor")
+         "nic-affinity", "ecmp-polarization", "storage-contention", "dataloader-starvation", "noisy-neighbor",
+         "storage-slow")
 HEALTHY_SHARE = 0.12    # share of cases with no fault at all
 TELEMETRY_SHARE = 0.25  # share of cases diagnosed from exported telemetry
 
@@ -154,6 +156,8 @@ def _params(kind: str, rng: np.random.Generator, scenario: Scenario, step_s: flo
         return f"read_rate_per_gpu_Bps={10 ** rng.uniform(8.5, 10.3):.3g}"
     if kind == "noisy-neighbor":
         return f"load_fraction={rng.uniform(0.15, 0.9):.3f}"
+    if kind == "storage-slow":
+        return f"throughput_fraction={rng.uniform(0.05, 0.9):.3f}"
     if kind == "dataloader-starvation":
         # relative to what the job consumes: from a loader that keeps up to one at a third of it
         servers = scenario.cluster.servers or 1
@@ -186,10 +190,36 @@ def draw_case(seed: int) -> RandomCase:
         target = _target(kind, rng, topo, result)
         if target is None:
             continue
+        if kind == "storage-slow":  # a backend can only slow a job that reads: give it reads storage can serve
+            scenario = _with_reads(scenario, float(rng.uniform(0.2, 2.5)) * 1e9)
+        elif kind == "dataloader-starvation" and rng.random() < 0.5:
+            target = f"s{int(rng.integers(topo.n_servers))}"
         params = _params(kind, rng, scenario, result.breakdown.step_time_s)
         inject = f"{kind}:{target}" + (f":{params}" if params else "")
         return RandomCase(seed, fabric, workload, inject, kind, telemetry, scenario)
     return RandomCase(seed, fabric, workload, None, None, telemetry, scenario)
+
+
+def _with_reads(scenario: Scenario, rate_Bps: float) -> Scenario:
+    """The job reading its dataset at ``rate_Bps`` per GPU from storage servers on the compute fabric."""
+    cluster = scenario.cluster.model_copy(update={"storage": scenario.cluster.storage.model_copy(update={"mode": "converged"})})
+    data = scenario.workload.data.model_copy(update={"dataset_read_per_gpu": rate_Bps})
+    workload = scenario.workload.model_copy(update={"data": data})
+    return scenario.model_copy(update={"cluster": cluster, "workload": workload})
+
+
+def _storage_truth(scenario: Scenario, faults) -> tuple[str, str]:
+    """Which storage cause a storage-contention injection is, by the fix that gives the time back:
+    a separate storage network (the network was the bottleneck) or storage servers enough for the
+    reads (the storage servers were)."""
+    from gpuwait.diagnosis.rules import _faster_storage, _separate_storage
+
+    gains = {}
+    for kind, fix in (("storage-contention", _separate_storage), ("storage-slow", _faster_storage)):
+        fixed, kept = fix(scenario, list(faults), "all")
+        gains[kind] = -simulate_workload(fixed, faults=kept).results[0].breakdown.step_time_s
+    kind = max(gains, key=gains.get)
+    return kind, "all" if kind == "storage-contention" else "storage"
 
 
 def _ideal_step_s(scenario: Scenario) -> float:
@@ -213,7 +243,8 @@ def _telemetry_diagnosis(case: RandomCase, faults, rng: np.random.Generator) -> 
     kept = [(n, dict(lab), float(v)) for n, lab, v in zip(metrics.name, metrics.labels, noisy) if n != drop]
     noisy_set = MetricSet.from_samples(kept, info=metrics.info)
     bundle = TelemetryBundle(root=Path("."), metric_files={"export.prom": noisy_set})
-    return diagnose_observation(observe_telemetry(bundle, run.topo))
+    inventory = build_cluster(resolve_cluster(case.scenario.cluster))  # the cluster as described, not as damaged
+    return diagnose_observation(observe_telemetry(bundle, inventory))
 
 
 @dataclass(frozen=True)
@@ -251,13 +282,17 @@ def score_case(case: RandomCase) -> RandomOutcome:
         diagnosis = _telemetry_diagnosis(case, faults, rng)
         healthy_s = simulate_workload(case.scenario).results[0].breakdown.step_time_s
     else:
-        diagnosis = diagnose_scenario(case.scenario, faults, max_fixes=3)
+        diagnosis = diagnose_scenario(case.scenario, faults, max_fixes=4)
         healthy_s = diagnosis.baseline_step_time_s
     step = diagnosis.step_time_s
     cost = max(step - healthy_s, 0.0) / step if faults and step > 0 else 0.0
     ideal = _ideal_step_s(case.scenario)
     intrinsic = max(healthy_s - ideal, 0.0) / healthy_s if healthy_s > 0 else 0.0
     expect, component = (case.kind, faults[0].target) if cost >= MATTERS else (None, None)
+    if expect == "storage-contention":
+        expect, component = _storage_truth(case.scenario, faults)
+    elif expect == "storage-slow":
+        component = "storage" if component == "all" else component
     own = _intrinsic_kind(case.scenario)
     if own is not None and intrinsic >= MATTERS and intrinsic * (1 - cost) > cost:
         expect, component = own, "*"

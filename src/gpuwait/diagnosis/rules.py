@@ -211,7 +211,10 @@ def _data_wait(obs: Observation) -> tuple[float, str]:
     per_server = {int(s): float(wait[servers == s].mean()) for s in np.unique(servers)}
     worst = max(per_server, key=per_server.get)
     rest = [v for s, v in per_server.items() if s != worst]
-    if rest and max(rest) < 0.5 * per_server[worst]:
+    # one server's loaders: its GPUs wait for data while the others, fed, wait for it at their collectives
+    others = servers != worst
+    fed_wait = float(obs.per_gpu_s["straggler_wait"][others].mean()) if others.any() else 0.0
+    if rest and max(rest) < 0.5 * per_server[worst] and fed_wait >= 0.5 * per_server[worst]:
         return per_server[worst], f"s{worst}"
     return mean, "all"
 
@@ -260,8 +263,8 @@ def storage(obs: Observation, out: RuleOutput) -> None:
     them). The cost is the data wait."""
     if obs.per_gpu_s is None or not obs.storage_read:
         return
-    if obs.storage_busy:
-        return  # the storage servers themselves are the bottleneck
+    if obs.storage_busy or _storage_saturated(obs):
+        return  # the storage servers themselves are the bottleneck (storage-slow)
     wait, _ = _data_wait(obs)
     shared = [link for link, users in obs.link_users.items() if "storage read" in users and len(users) > 1]
     if not _matters(obs, wait) and not shared:
@@ -281,22 +284,46 @@ def storage(obs: Observation, out: RuleOutput) -> None:
         lost_s=wait))
 
 
-@rule("storage-slow", _dropping("storage-slow"))
+def _storage_saturated(obs: Observation) -> tuple[str, ...]:
+    """Storage servers whose ports send at their negotiated rate the whole step (bytes per step at
+    RATE_DOWNSHIFT of rate x step or more): they serve all they can; the demand exceeds them."""
+    if obs.link_bytes is None or obs.link_rate_Bps is None:
+        return ()
+    ports = np.flatnonzero(np.isin(obs.topo.link_src, obs.topo.storage_server_node))
+    full = ports[obs.link_bytes[ports] >= RATE_DOWNSHIFT * obs.link_rate_Bps[ports] * _step(obs)]
+    return tuple(sorted({obs.topo.node_name[obs.topo.link_src[p]] for p in full}))
+
+
+def _faster_storage(scenario: Scenario, faults: list[FaultSpec], component: str) -> tuple[Scenario, list[FaultSpec]]:
+    """Storage that serves what the job asks: the slow backend repaired, and as many storage servers
+    as the job's reads need at their port speed."""
+    cluster, workload = scenario.cluster, scenario.workload
+    rate = next((f.params.read_rate_per_gpu_Bps for f in faults if f.kind == "storage-contention"),
+                workload.data.dataset_read_per_gpu if workload is not None else 0.0)
+    if rate > 0:
+        demand_Bps = rate * build_cluster(resolve_cluster(cluster)).n_gpus
+        needed = int(np.ceil(demand_Bps / cluster.storage.storage_server_speed))
+        storage = cluster.storage.model_copy(update={"storage_servers": max(cluster.storage.storage_servers, needed)})
+        scenario = scenario.model_copy(update={"cluster": cluster.model_copy(update={"storage": storage})})
+    return scenario, _drop(faults, ("storage-slow",))
+
+
+@rule("storage-slow", Fix(_faster_storage))
 def storage_slow(obs: Observation, out: RuleOutput) -> None:
-    """The GPUs wait for data while the storage servers' backends (disks, file system) are busy all
-    the time and deliver less than their network ports could carry: the storage, not the network,
-    is the bottleneck, and a separate storage network would not help. Read from node_exporter on the
-    storage servers (``node_disk_io_time_seconds_total`` rising one second per second). The cost
-    is the data wait."""
+    """The GPUs wait for data while the storage servers serve all they can: their backends (disks,
+    file system) are busy all the time (node_exporter's ``node_disk_io_time_seconds_total`` rising
+    one second per second), or their ports send at their negotiated rate the whole step. The storage,
+    not the compute network, is the bottleneck, and a separate storage network would not help. The
+    cost is the data wait."""
     if obs.per_gpu_s is None or not obs.storage_read:
         return
     if obs.storage_busy is None:
         out.missing.append("storage servers' disk busy time (node_disk_io_time_seconds_total)")
         return
     wait, _ = _data_wait(obs)
-    if not obs.storage_busy or not _matters(obs, wait):
+    names = sorted(set(obs.storage_busy) | set(_storage_saturated(obs)))
+    if not names or not _matters(obs, wait):
         return
-    names = sorted(obs.storage_busy)
     ports = [link for link in np.flatnonzero(np.isin(obs.topo.link_src, obs.topo.node_ids(names)))]
     delivered_Bps = float(obs.link_bytes[ports].sum()) / _step(obs) if obs.link_bytes is not None else 0.0
     port_Bps = float(obs.link_rate_Bps[ports].sum()) if obs.link_rate_Bps is not None else 0.0
@@ -309,8 +336,8 @@ def storage_slow(obs: Observation, out: RuleOutput) -> None:
         f"The GPUs wait {_ms(wait)} per step ({100 * wait / _step(obs):.1f} %) for data while storage server"
         f"{'s' if len(names) > 1 else ''} {', '.join(names)} {'are' if len(names) > 1 else 'is'} busy all the time and "
         f"deliver{'s' if len(names) == 1 else ''} {delivered_Bps / 1e9:.1f} GB/s through ports of {port_Bps / 1e9:.0f} GB/s: "
-        "the storage backend is the bottleneck, not the network.",
-        "add storage servers or faster media, check the file system's health (degraded RAID, rebuild, metadata "
+        "the storage servers (their backend, or all their ports can send) are the bottleneck, not the network.",
+        "add storage servers or faster media to serve the job's reads, check the file system's health (degraded RAID, rebuild, metadata "
         "load), or stage the dataset on local NVMe before the job", direct=True, lost_s=wait))
 
 
@@ -517,7 +544,7 @@ def noisy(obs: Observation, out: RuleOutput) -> None:
         f"Another job's traffic holds up to {100 * share.max():.0f} % of {len(busy)} link(s) the job uses "
         f"(e.g. {_gbps(float(obs.link_foreign_Bps[worst]))} on {_cable_name(obs, worst)}): its collectives get what is left.",
         "place the job where no other job shares its leaves and spines (topology-aware scheduling), or give it its own traffic class",
-        lost_s=lost))
+        direct=True, lost_s=lost))  # measured: port counters beyond the job's own bytes
 
 
 def _uplinks_by_switch(obs: Observation, tier: int) -> dict[int, np.ndarray]:
@@ -539,26 +566,25 @@ def _seed_per_switch(scenario: Scenario, faults: list[FaultSpec], component: str
 
 @rule("ecmp-polarization", Fix(_seed_per_switch))
 def polarization(obs: Observation, out: RuleOutput) -> None:
+    """Every spine that sends to the core sends on one uplink only, though it forwards flows from
+    several leaf uplinks: with one hash seed everywhere, a spine receives only the flows whose hash
+    picked it at the leaf, and hashing them again the same way picks the same index for all of
+    them (Cisco, "ECMP load balancing / hash polarization"; the reason switches take a per-switch
+    seed). Independent hashing leaves some spines on one uplink by chance, never all of them."""
     if obs.link_bytes is None:
         return
     groups = _uplinks_by_switch(obs, 2)  # spine -> core: the second hashing stage
     if not groups:
         return
-    used_fractions = []
-    for links in groups.values():
-        carrying = obs.link_bytes[links] > 0
-        if carrying.any():
-            used_fractions.append(carrying.mean())
-    if len(used_fractions) < 2:
+    used = [int((obs.link_bytes[links] > 0).sum()) for links in groups.values() if (obs.link_bytes[links] > 0).any()]
+    if len(used) < 2 or max(used) > 1:
         return
-    used = float(np.mean(used_fractions))
-    if used > 0.5:
-        return
+    k = int(np.median([len(links) for links in groups.values()]))
     out.candidates.append(Candidate(
-        "ecmp-polarization", "all", min(1.0, (0.5 - used) / 0.3 + 0.5),
-        {"share_of_core_uplinks_used": round(used, 3), "spines_sending": len(used_fractions)},
-        f"Spines use only {100 * used:.0f} % of their uplinks to the core: every tier hashes the same flows the same "
-        "way (one seed everywhere), so the second stage repeats the first stage's choice and most links idle.",
+        "ecmp-polarization", "all", 0.9,
+        {"spines_sending": len(used), "core_uplinks_each_uses": f"1 of {k}"},
+        f"Each of the {len(used)} spines that send to the core uses one of its {k} core uplinks: every tier hashes the "
+        "same flows the same way (one seed everywhere), so the second stage repeats the first stage's choice.",
         "set a different ECMP hash seed (or hash function) per switch or per tier"))
 
 
@@ -568,9 +594,13 @@ def more_qps(routing: RoutingSpec) -> RoutingSpec:
     return routing.model_copy(update={"qps_per_connection": max(4, routing.qps_per_connection)})
 
 
-def _more_qps(scenario: Scenario, faults: list[FaultSpec], component: str) -> tuple[Scenario, list[FaultSpec]]:
-    cluster = scenario.cluster.model_copy(update={"routing": more_qps(scenario.cluster.routing)})
-    return scenario.model_copy(update={"cluster": cluster}), list(faults)
+def _adaptive(scenario: Scenario, faults: list[FaultSpec], component: str) -> tuple[Scenario, list[FaultSpec]]:
+    """Adaptive routing (load-aware per packet, as InfiniBand AR or Spectrum-X RoCE do): no flow is
+    pinned to a hashed path, so no two collide while a sibling idles. A packet run reruns with more
+    QPs instead (its engine hashes per QP). No hash is left to polarize either."""
+    routing = scenario.cluster.routing.model_copy(update={"kind": "adaptive"})
+    cluster = scenario.cluster.model_copy(update={"routing": routing})
+    return scenario.model_copy(update={"cluster": cluster}), _drop(faults, ("ecmp-polarization",))
 
 
 def _job_bytes(obs: Observation, links: np.ndarray) -> np.ndarray:
@@ -595,7 +625,7 @@ def _collided(obs: Observation, links: np.ndarray) -> tuple[float, int, float] |
     return lost, int(links[hot]), float(own[hot]) / mean
 
 
-@rule("ecmp-collision", Fix(_more_qps, routing=more_qps))
+@rule("ecmp-collision", Fix(_adaptive, routing=more_qps))
 def collision(obs: Observation, out: RuleOutput) -> None:
     """ECMP hashed two or more flows onto one uplink while a sibling uplink of the same switch sat
     idle (carried under IDLE_SIBLING of the mean): a load imbalance across equal-cost paths, not a
@@ -621,8 +651,8 @@ def collision(obs: Observation, out: RuleOutput) -> None:
         {"hottest_uplink_vs_mean": round(over, 2), "lost_ms": round(lost * 1e3, 2)},
         f"ECMP hashed several flows onto {name}: it carries {over:.1f} times the mean of {switch}'s uplinks while at "
         f"least one of them is idle, and the collective waits about {_ms(lost)} per step for it.",
-        "spread each connection over more QPs (NCCL_IB_QPS_PER_CONNECTION=4), or use adaptive routing / packet spraying",
-        lost_s=lost))
+        "use adaptive routing / packet spraying on the switches, or spread each connection over more QPs "
+        "(NCCL_IB_QPS_PER_CONNECTION=4)", lost_s=lost))
 
 
 def _non_blocking(scenario: Scenario, faults: list[FaultSpec], component: str) -> tuple[Scenario, list[FaultSpec]]:

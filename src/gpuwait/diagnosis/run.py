@@ -91,9 +91,6 @@ def diagnose_scenario(scenario: Scenario, faults: Sequence[FaultSpec] = (), *, s
                       storage_read=run.scenario.workload.data.dataset_read_per_gpu > 0)
     out = evaluate(obs)
     raw = out.candidates
-    if any(c.kind == "ecmp-polarization" for c in raw):
-        # a collided core uplink is what polarization looks like from one switch: report the cause once
-        raw = [c for c in raw if not (c.kind == "ecmp-collision" and "->core" in c.component)]
     step = result.breakdown.step_time_s
     excess = max(step - baseline.breakdown.step_time_s, 0.0) / step if step > 0 else 0.0
     candidates = []
@@ -116,13 +113,14 @@ def diagnose_scenario(scenario: Scenario, faults: Sequence[FaultSpec] = (), *, s
     return Diagnosis(result.case, step, baseline.breakdown.step_time_s, tuple(findings), tuple(out.missing), run, obs)
 
 
-def _lost_share(cand: Candidate, step: float, excess: float) -> float:
+def _lost_share(cand: Candidate, step: float, excess: float, exposed: float = 1.0) -> float:
     """The share of the step a candidate costs, from the evidence: the rule's own estimate of the
     time lost, else (a cause whose counters give no duration) how sure the rule is times the share
-    of the step the job runs beyond the model (when the telemetry carries it)."""
+    of the step the job runs beyond the model (when the telemetry carries it), never more than the
+    share its communication is exposed (``exposed``: a network cause cannot cost more)."""
     if cand.lost_s is not None and step > 0:
         return cand.lost_s / step
-    return cand.score * excess
+    return cand.score * min(excess, exposed)
 
 
 def diagnose_observation(observation: Observation, case: str = "telemetry") -> Diagnosis:
@@ -133,13 +131,15 @@ def diagnose_observation(observation: Observation, case: str = "telemetry") -> D
     step = observation.step_time_s or 0.0
     base = observation.baseline_step_time_s
     excess = max(step - base, 0.0) / step if step and base is not None else 0.0
-    ranked = sorted(out.candidates, key=lambda c: (-(_lost_share(c, step, excess) + DIRECT_EVIDENCE_BONUS * c.direct),
-                                                   -c.score))
+    per_gpu = observation.per_gpu_s
+    exposed = float(per_gpu["exposed_comm"].mean()) / step if per_gpu is not None and step else 1.0
+    ranked = sorted(out.candidates, key=lambda c: (-(_lost_share(c, step, excess, exposed)
+                                                     + DIRECT_EVIDENCE_BONUS * c.direct), -c.score))
     candidates = []
     for cand in ranked:
         if not any(c.kind == cand.kind and same_cable(c.component, cand.component) for c in candidates):
             candidates.append(cand)
-    findings = tuple(Finding(c.kind, c.component, _severity(_lost_share(c, step, excess), c.score, excess), c.score,
+    findings = tuple(Finding(c.kind, c.component, _severity(_lost_share(c, step, excess, exposed), c.score, excess), c.score,
                              c.evidence, c.explanation, c.fix, step, None, c.direct) for c in candidates)
     missing = tuple(dict.fromkeys([*observation.missing, *out.missing]))
     return Diagnosis(case, step, base, findings, missing, None, observation)
