@@ -31,7 +31,7 @@ def scenario():
 def test_every_kind_is_registered_with_its_target():
     assert set(FAULT_KINDS) == {"link-degrade", "link-flap", "link-loss", "slow-gpu", "nic-down", "tcp-fallback",
                                 "no-gdr", "nic-affinity", "ecmp-polarization", "storage-contention",
-                                "dataloader-starvation", "noisy-neighbor"}
+                                "dataloader-starvation", "noisy-neighbor", "storage-slow"}
 
 
 @pytest.mark.parametrize("text, message", [

@@ -24,6 +24,10 @@ WORKLOADS = {
     "3d-8b": {"model": {"preset": "llama-8b", "seq_len": 4096},
               "parallel": {"tp": 8, "pp": 2, "micro_batch": 1, "global_batch": 64},
               "compute": {"gpu": "H100-SXM", "efficiency": 0.5, "jitter_cv": 0.02}},
+    "dp-8b-reads": {"model": {"preset": "llama-8b", "seq_len": 4096},
+                    "parallel": {"tp": 1, "pp": 1, "zero": 1, "micro_batch": 1, "global_batch": 256},
+                    "compute": {"gpu": "H100-SXM", "efficiency": 0.5, "jitter_cv": 0.02},
+                    "data": {"dataset_read_per_gpu": 1.5e9}},
     "moe-ep64": {"model": {"preset": "deepseek-moe-16b"},
                  "parallel": {"tp": 1, "pp": 1, "ep": 64, "zero": 1, "micro_batch": 1, "global_batch": 128},
                  "compute": {"gpu": "H100-SXM", "efficiency": 0.5, "jitter_cv": 0.02}},
@@ -42,6 +46,9 @@ FABRICS = {
     # 2:1 oversubscribed leaves
     "roce-oversub": {"preset": "rocev2-400g-2tier", "servers": 8, "routing": {"kind": "adaptive"},
                      "fabric": {"kind": "clos", "oversubscription": 2.0}},
+    # storage servers on the compute fabric (4 x 400G)
+    "roce-storage": {"preset": "rocev2-400g-2tier", "servers": 8, "routing": {"kind": "adaptive"},
+                     "storage": {"mode": "converged"}},
     "roce-oversub4": {"preset": "rocev2-400g-2tier", "servers": 8, "routing": {"kind": "adaptive"},
                       "fabric": {"kind": "clos", "oversubscription": 4.0}},
 }
@@ -98,6 +105,8 @@ CASES: tuple[Case, ...] = (
     # back 0.5 % and 0.0 % of the step, storage servers enough for the reads 10.0 % and 28.8 %
     Case("roce-ecmp", "dp-8b", "storage-contention:all:read_rate_per_gpu_Bps=4e9", "storage-slow", "storage"),
     Case("ib-rail-ar", "dp-8b", "storage-contention:all:read_rate_per_gpu_Bps=6e9", "storage-slow", "storage"),
+    # storage-slow: the storage servers' backend delivers a fifth of what their ports carry (96 GB/s asked)
+    Case("roce-storage", "dp-8b-reads", "storage-slow:all:throughput_fraction=0.2", "storage-slow", "storage"),
     # dataloader-starvation
     Case("roce-ecmp", "dp-8b", "dataloader-starvation:all:samples_per_s_per_server=10", "dataloader-starvation", "all"),
     Case("ib-rail-ar", "3d-8b", "dataloader-starvation:all:samples_per_s_per_server=5", "dataloader-starvation", "all"),

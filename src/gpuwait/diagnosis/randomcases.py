@@ -243,7 +243,7 @@ def _telemetry_diagnosis(case: RandomCase, faults, rng: np.random.Generator) -> 
     kept = [(n, dict(lab), float(v)) for n, lab, v in zip(metrics.name, metrics.labels, noisy) if n != drop]
     noisy_set = MetricSet.from_samples(kept, info=metrics.info)
     bundle = TelemetryBundle(root=Path("."), metric_files={"export.prom": noisy_set})
-    inventory = build_cluster(resolve_cluster(case.scenario.cluster))  # the cluster as described, not as damaged
+    inventory = build_cluster(resolve_cluster(run.scenario.cluster))  # the cluster as described, not as damaged
     return diagnose_observation(observe_telemetry(bundle, inventory))
 
 

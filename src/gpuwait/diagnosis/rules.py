@@ -324,7 +324,8 @@ def storage_slow(obs: Observation, out: RuleOutput) -> None:
     names = sorted(set(obs.storage_busy) | set(_storage_saturated(obs)))
     if not names or not _matters(obs, wait):
         return
-    ports = [link for link in np.flatnonzero(np.isin(obs.topo.link_src, obs.topo.node_ids(names)))]
+    servers = np.flatnonzero(np.isin(obs.topo.node_name, names))  # those the cluster description knows
+    ports = np.flatnonzero(np.isin(obs.topo.link_src, servers))
     delivered_Bps = float(obs.link_bytes[ports].sum()) / _step(obs) if obs.link_bytes is not None else 0.0
     port_Bps = float(obs.link_rate_Bps[ports].sum()) if obs.link_rate_Bps is not None else 0.0
     n_storage = len(obs.topo.storage_server_node)

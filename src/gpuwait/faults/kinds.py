@@ -215,6 +215,16 @@ def _starved_server(damage: FabricDamage, fault: DataloaderStarvationFault) -> N
 register_fault(DataloaderStarvationFault, "server-or-all", on_scenario=_slow_loader, on_fabric=_starved_server)
 
 
+# noisy-neighbor: ``load_fraction`` of each target link is taken by another job's traffic
+# (``all``: every switch-to-switch link of the compute fabric).
+def _foreign_load(damage: FabricDamage, fault: NoisyNeighborFault) -> None:
+    links = fabric_links(damage.topo) if fault.target == "all" else cable_links(damage.topo, fault.target)
+    damage.foreign_Bps[links] += fault.params.load_fraction * damage.capacity_Bps[links]
+
+
+register_fault(NoisyNeighborFault, "link", on_fabric=_foreign_load, target_all=True)
+
+
 # storage-slow: the storage servers' backend (disks, file system) delivers only
 # ``throughput_fraction`` of what their network ports carry: their ports' capacity is held to it
 # while the negotiated rate stays, and node_exporter on them shows the disks busy all the time.
@@ -236,13 +246,3 @@ def _slow_backend(damage: FabricDamage, fault: StorageSlowFault) -> None:
 
 
 register_fault(StorageSlowFault, "storage-or-all", on_scenario=_needs_reads, on_fabric=_slow_backend)
-
-
-# noisy-neighbor: ``load_fraction`` of each target link is taken by another job's traffic
-# (``all``: every switch-to-switch link of the compute fabric).
-def _foreign_load(damage: FabricDamage, fault: NoisyNeighborFault) -> None:
-    links = fabric_links(damage.topo) if fault.target == "all" else cable_links(damage.topo, fault.target)
-    damage.foreign_Bps[links] += fault.params.load_fraction * damage.capacity_Bps[links]
-
-
-register_fault(NoisyNeighborFault, "link", on_fabric=_foreign_load, target_all=True)
