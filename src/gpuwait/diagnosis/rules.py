@@ -412,9 +412,25 @@ def nic_down(obs: Observation, out: RuleOutput) -> None:
     for link in down:
         nic = topo.node_name[topo.link_src[link]]
         out.candidates.append(Candidate(
-            "nic-down", nic, 1.0, {"port_rate_Bps": float(obs.link_rate_Bps[link]), "state": "down"},
-            f"{nic}'s port is down; its GPU's traffic moved to a neighbouring NIC, which now carries two GPUs' share.",
-            f"replace {nic}'s cable or transceiver (or the NIC); check `ibstat`/`ethtool` and the switch port", direct=True))
+            "nic-down", nic, 1.0, {"port_state": "down", "nominal": _gbps(float(obs.link_nominal_Bps[link]))},
+            f"{nic}'s port is down (0 of {_gbps(float(obs.link_nominal_Bps[link]))}); its GPU's traffic moved to another "
+            "NIC, which now carries two GPUs' share.",
+            f"replace {nic}'s cable or transceiver (or the NIC); check `ibstat`/`ethtool` and the switch port", direct=True,
+            lost_s=_rerouted_lost_s(obs, ports, int(topo.node_server[topo.link_src[link]]))))
+
+
+def _rerouted_lost_s(obs: Observation, ports: np.ndarray, server: int) -> float | None:
+    """The time a dead NIC costs: the busiest port of its server moves its bytes that much longer than
+    the median NIC port of the job (the port that took the dead one's traffic), capped by the
+    job's exposed communication."""
+    if obs.link_bytes is None:
+        return None
+    alive = ports[obs.link_rate_Bps[ports] >= 0.01 * obs.link_nominal_Bps[ports]]
+    times = obs.link_bytes[alive] / obs.link_rate_Bps[alive]
+    mine = times[obs.topo.node_server[obs.topo.link_src[alive]] == server]
+    if not len(mine):
+        return None
+    return min(max(float(mine.max() - np.median(times)), 0.0), _exposed_comm_s(obs))
 
 
 def _fabric_or_host(obs: Observation) -> np.ndarray:
