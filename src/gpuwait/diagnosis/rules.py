@@ -638,8 +638,14 @@ def _collided(obs: Observation, links: np.ndarray) -> tuple[float, int, float] |
     if mean <= 0 or own.min() >= IDLE_SIBLING * mean:
         return None
     hot = int(np.argmax(own))
-    lost = min((float(own[hot]) - mean) / float(obs.link_rate_Bps[links[hot]]), _exposed_comm_s(obs))
-    return lost, int(links[hot]), float(own[hot]) / mean
+    others = np.delete(own, hot)
+    carrying = others[others >= IDLE_SIBLING * mean]
+    if not len(carrying):
+        return None  # one flow on one uplink, the rest idle: nothing collided
+    # the hottest uplink against a typical busy sibling: two flows where the others carry one
+    typical = float(np.median(carrying))
+    lost = min(max(float(own[hot]) - typical, 0.0) / float(obs.link_rate_Bps[links[hot]]), _exposed_comm_s(obs))
+    return lost, int(links[hot]), float(own[hot]) / max(typical, 1e-30)
 
 
 @rule("ecmp-collision", Fix(_adaptive, routing=more_qps))
@@ -665,9 +671,9 @@ def collision(obs: Observation, out: RuleOutput) -> None:
     switch = obs.topo.node_name[obs.topo.link_src[link]]
     out.candidates.append(Candidate(
         "ecmp-collision", name, min(1.0, 0.5 + (over - 1.0) / 2),
-        {"hottest_uplink_vs_mean": round(over, 2), "lost_ms": round(lost * 1e3, 2)},
-        f"ECMP hashed several flows onto {name}: it carries {over:.1f} times the mean of {switch}'s uplinks while at "
-        f"least one of them is idle, and the collective waits about {_ms(lost)} per step for it.",
+        {"hottest_uplink_vs_typical": round(over, 2), "lost_ms": round(lost * 1e3, 2)},
+        f"ECMP hashed several flows onto {name}: it carries {over:.1f} times the bytes of {switch}'s typical busy uplink "
+        f"while at least one of them is idle, and the collective waits about {_ms(lost)} per step for it.",
         "use adaptive routing / packet spraying on the switches, or spread each connection over more QPs "
         "(NCCL_IB_QPS_PER_CONNECTION=4)", lost_s=lost))
 
