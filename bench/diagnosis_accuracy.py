@@ -39,7 +39,7 @@ def main() -> None:
         "faults, observes what real telemetry would show (per-GPU step phases, per-port bytes and negotiated rate,",
         "port error counters, NCCL's transport lines, other jobs' traffic), lets one rule per cause propose findings",
         "with their evidence, and then simulates the scenario again with each proposed fix applied: the measured",
-        "gain ranks the findings and sets their severity (critical >= 20 % of the step, warning >= 3 %, else info).",
+        "gain ranks the findings and sets their severity (critical >= 20 % of the step, warning >= 1 %, else info).",
         "A cause seen directly (an error counter, a port state, a transport line) ranks above an inferred one unless",
         "the inferred one's fix gains 2 % of the step more.", "",
         "Fault kinds: " + ", ".join(f"`{k}`" for k in FAULT_KINDS) + "; the healthy fabric's own `ecmp-collision`",

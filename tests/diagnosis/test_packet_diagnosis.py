@@ -126,7 +126,7 @@ def test_ecmp_collision_read_from_a_packet_run(capsys, tmp_path):
     assert code == 0
     top = json.loads(out)["findings"][0]
     assert top["kind"] == "ecmp-collision" and top["component"].startswith("leaf0->spine")
-    assert top["evidence"]["hottest_uplink_util"] >= 0.95 and top["evidence"]["siblings_idle_share"] >= 0.25
+    assert top["evidence"]["hottest_uplink_vs_typical"] >= 1.5  # two flows where the others carry one
     assert top["expected_gain_fraction"] > 0.03
 
 

@@ -31,7 +31,7 @@ def scenario():
 def test_every_kind_is_registered_with_its_target():
     assert set(FAULT_KINDS) == {"link-degrade", "link-flap", "link-loss", "slow-gpu", "nic-down", "tcp-fallback",
                                 "no-gdr", "nic-affinity", "ecmp-polarization", "storage-contention",
-                                "dataloader-starvation", "noisy-neighbor"}
+                                "dataloader-starvation", "noisy-neighbor", "storage-slow"}
 
 
 @pytest.mark.parametrize("text, message", [
@@ -86,11 +86,58 @@ def test_nic_down_moves_its_gpu_to_the_neighbour(topo, scenario):
 
 
 def test_scenario_level_faults(topo, scenario):
-    changed, _ = apply_faults(scenario, [parse_inject("tcp-fallback"), parse_inject("slow-gpu:s0.gpu3:factor=1.5"),
-                                         parse_inject("ecmp-polarization")], topo)
+    changed, _ = apply_faults(scenario, [parse_inject("tcp-fallback"), parse_inject("slow-gpu:s0.gpu3:factor=1.5")], topo)
     assert changed.cluster.transport.name == "tcp"
-    assert changed.cluster.routing.per_switch_seed is False
     assert [(s.rank, s.factor) for s in changed.workload.compute.slow_gpus] == [(3, 1.5)]
+
+
+THREE_TIER = {"preset": "rocev2-400g-2tier", "servers": 8, "routing": {"kind": "ecmp", "seed": 5},
+              "server": {"template": "hgx-h100-4nic"},
+              "fabric": {"kind": "clos", "tiers": 3, "switch_radix": 8, "leaf_downlinks": 4}}
+
+
+def test_polarization_sets_one_seed_where_two_hashing_stages_exist():
+    from gpuwait.topology.presets import build_cluster
+
+    three = validate_data(Scenario, {**SCENARIO, "cluster": THREE_TIER}, source="test", require_units=False)
+    changed, _ = apply_faults(three, [parse_inject("ecmp-polarization")], build_cluster(three.cluster))
+    assert changed.cluster.routing.per_switch_seed is False
+
+
+def test_polarization_is_refused_on_one_hashing_stage(topo, scenario):
+    """Issue 14: a leaf-spine hashes once (leaf to spine); one seed everywhere has no second stage to
+    repeat the first one's choice, so the fault cannot act there and is refused with the reason."""
+    with pytest.raises(SpecError, match="one hashing stage.*fabric.tiers: 3"):
+        apply_faults(scenario, [parse_inject("ecmp-polarization")], topo)
+
+
+def test_nic_down_on_a_gpu_with_two_nics_moves_it_to_its_other_nic():
+    """Issue 14: OCI BM.GPU4.8 gives each A100 two 100G NICs. With its second NIC down the GPU
+    sent on the dead port and the step took 3.2e8 s; now it keeps its other NIC."""
+    from gpuwait.runner.workload import simulate_workload
+
+    oci = validate_data(Scenario, {**SCENARIO, "cluster": {"preset": "oci-a100-roce", "servers": 4},
+                                   "workload": {**SCENARIO["workload"], "compute": {"gpu": "A100"}, "steps": 1}},
+                        source="test", require_units=False)
+    healthy = simulate_workload(oci).results[0].breakdown.step_time_s
+    for nic in ("s1.nic0", "s1.nic1"):
+        run = simulate_workload(oci, faults=[parse_inject(f"nic-down:{nic}")])
+        step = run.results[0].breakdown.step_time_s
+        assert healthy <= step < 1.2 * healthy
+        assert run.topo.gpu_nic_override[run.topo.node_id("s1.gpu0")] == run.topo.node_id(
+            "s1.nic1" if nic == "s1.nic0" else "s1.nic0")
+
+
+def test_losses_and_flaps_leave_the_negotiated_rate_alone(topo, scenario):
+    """A dirty fibre loses packets at full line rate: ``ibstat`` still shows the negotiated rate, so
+    the port rate telemetry reports falls only for lanes down (link-degrade) or a dead port."""
+    faults = [parse_inject("link-loss:leaf0->spine3:loss_rate=0.01"), parse_inject("link-flap:leaf1->spine2"),
+              parse_inject("link-degrade:leaf1->spine1:factor=0.5")]
+    _, perturbation = apply_faults(scenario, faults, topo)
+    faulty, effects = perturbation.apply(topo)
+    changed = np.flatnonzero(effects.port_rate_Bps != topo.link_capacity_Bps)
+    assert sorted(topo.link_name(int(link)) for link in changed) == ["leaf1->spine1", "spine1->leaf1"]
+    assert faulty.link_capacity_Bps[topo.link_id("leaf0->spine3")] < topo.link_capacity_Bps[topo.link_id("leaf0->spine3")]
 
 
 def test_every_fault_model_is_a_registered_kind_with_an_effect():

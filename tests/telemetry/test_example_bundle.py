@@ -27,7 +27,8 @@ def test_walkthrough_names_the_degraded_port_by_its_real_names(capsys, tmp_path)
     doc = _diagnose(capsys, BUNDLE, cluster)
     top = doc["findings"][0]
     assert (top["kind"], top["component"]) == ("link-degrade", "sl390lin105.hca->hoibp0013")
-    assert top["evidence"]["rate_vs_nominal"] == 0.5  # 2X of a 4X QDR cable: 16 of 32 Gb/s
+    # 2X of a 4X QDR cable: 16 of 32 Gb/s
+    assert (top["evidence"]["negotiated"], top["evidence"]["nominal"]) == ("16 Gb/s", "32 Gb/s")
     assert len(doc["findings"]) == 1 and doc["missing"] == []
     assert abs(doc["step_time_s"] - 1.2135) < 1e-9  # the two ProfilerStep events of rank 0's trace
     # the same as the cluster file kept in the repository

@@ -39,6 +39,9 @@ class Observation:
     remote_nic_gpus: tuple[int, ...] | None = None          # GPU node ids whose NIC is on the other socket
     collectives: tuple[CollectiveStat, ...] = ()
     storage_read: bool = False
+    #: storage servers whose backend (disks, file system) is busy all the time: node_exporter's
+    #: ``node_disk_io_time_seconds_total`` rising one second per second; None = not collected
+    storage_busy: tuple[str, ...] | None = None
     missing: tuple[str, ...] = ()
 
 
@@ -47,7 +50,7 @@ def observe_run(topo: Topology, result: RunResult, effects, baseline: RunResult 
     """The observation of one simulated case, with the telemetry its faults would leave.
     ``storage_read``: the job reads its dataset over the network while it trains."""
     # what ibstat / ethtool report: the line rate each port negotiated, whatever the transport
-    rate = topo.link_capacity_Bps.astype(float)
+    rate = (effects.port_rate_Bps if effects.port_rate_Bps is not None else topo.link_capacity_Bps).astype(float)
     nominal = effects.nominal_capacity_Bps if effects.nominal_capacity_Bps is not None else rate
     step = result.breakdown.step_time_s
     n_links = topo.n_links
@@ -65,13 +68,29 @@ def observe_run(topo: Topology, result: RunResult, effects, baseline: RunResult 
             downed[link] = max(1.0, np.floor(per_s * step * result.steps))
         counters["link_downed"] = downed
     ranks = topo.gpu_node.ravel()[: result.breakdown.n_gpus]
+    per_gpu = _starved_server_phases(topo, ranks, result.breakdown.per_gpu_s, effects.starved_servers)
     return Observation(
         topo=topo, step_time_s=step,
         baseline_step_time_s=baseline.breakdown.step_time_s if baseline is not None else None,
-        gpu_names=[topo.node_name[g] for g in ranks], per_gpu_s=result.breakdown.per_gpu_s,
+        gpu_names=[topo.node_name[g] for g in ranks], per_gpu_s=per_gpu,
         exposed_comm_s=result.breakdown.exposed_comm_s, link_util=result.links.utilization,
         link_bytes=result.links.bytes_per_step, link_rate_Bps=rate, link_nominal_Bps=nominal,
         link_users=result.links.users, link_foreign_Bps=effects.foreign_Bps, counters=counters,
         socket_transport=effects.socket_transport, gdr_off_servers=effects.no_gdr_servers,
         remote_nic_gpus=effects.remote_nic_gpus, collectives=result.collectives,
-        storage_read=storage_read)
+        storage_read=storage_read, storage_busy=tuple(topo.node_name[n] for n in effects.slow_storage_nodes))
+
+
+def _starved_server_phases(topo: Topology, ranks: np.ndarray, per_gpu_s: dict[str, np.ndarray],
+                           starved: tuple[int, ...]) -> dict[str, np.ndarray]:
+    """The phases step markers show when the loaders of ``starved`` servers alone fall behind: their
+    GPUs wait for data; every other GPU has its batch and waits for them at the first collective
+    instead (synchronous training runs at the pace of the slowest loader, which is why the step time
+    is that of a loader limit on every server)."""
+    if not starved:
+        return per_gpu_s
+    on_starved = np.isin(topo.node_server[ranks], starved)
+    phases = dict(per_gpu_s)
+    phases["straggler_wait"] = per_gpu_s["straggler_wait"] + np.where(on_starved, 0.0, per_gpu_s["data_wait"])
+    phases["data_wait"] = np.where(on_starved, per_gpu_s["data_wait"], 0.0)
+    return phases

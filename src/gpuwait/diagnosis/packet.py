@@ -52,7 +52,10 @@ def _mean_fct(run: PacketRun, flows: list[int] | None = None) -> float:
 
 def _routing_candidates(run: PacketRun) -> list:
     """ECMP collisions and oversubscription, from the run's mean port utilization."""
-    obs = Observation(run.topo, link_util=run.link_mean_utilization(), link_bytes=run.link_bytes)
+    span_s = max(run.end_s - float(run.flows.start_s.min()), 1e-300) if len(run.flows) else 1.0
+    rate = np.asarray(run.capacity_Bps, dtype=float)
+    obs = Observation(run.topo, step_time_s=span_s, link_util=run.link_mean_utilization(), link_bytes=run.link_bytes,
+                      link_rate_Bps=rate, link_nominal_Bps=rate)
     out = RuleOutput()
     collision(obs, out)
     oversubscription(obs, out)

@@ -9,14 +9,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from gpuwait.diagnosis.observe import Observation, observe_run
-from gpuwait.diagnosis.rules import RULES, Candidate, evaluate, same_cable
+from gpuwait.diagnosis.rules import MATTERS, RULES, Candidate, evaluate, same_cable
 from gpuwait.errors import SpecError
 from gpuwait.runner.workload import WorkloadRun, simulate_workload
 from gpuwait.spec.faults import FaultSpec
 from gpuwait.spec.scenario import Scenario
 
 SEVERITIES = ("info", "warning", "critical")
-CRITICAL_GAIN, WARNING_GAIN = 0.20, 0.03  # share of the step a fix gives back
+#: share of the step a fix gives back: a warning from what matters (1 %, rules.MATTERS), critical
+#: from a fifth of the step
+CRITICAL_GAIN, WARNING_GAIN = 0.20, MATTERS
 #: a cause seen directly (an error counter, a port state, a transport line) ranks above an inferred
 #: one unless the inferred one's fix gains this much more of the step
 DIRECT_EVIDENCE_BONUS = 0.02
@@ -89,16 +91,14 @@ def diagnose_scenario(scenario: Scenario, faults: Sequence[FaultSpec] = (), *, s
                       storage_read=run.scenario.workload.data.dataset_read_per_gpu > 0)
     out = evaluate(obs)
     raw = out.candidates
-    if any(c.kind == "ecmp-polarization" for c in raw):
-        # a collided core uplink is what polarization looks like from one switch: report the cause once
-        raw = [c for c in raw if not (c.kind == "ecmp-collision" and "->core" in c.component)]
+    step = result.breakdown.step_time_s
+    excess = max(step - baseline.breakdown.step_time_s, 0.0) / step if step > 0 else 0.0
     candidates = []
-    for cand in sorted(raw, key=lambda c: -c.score):
+    # the fixes re-simulated first are those the evidence says cost the most
+    for cand in sorted(raw, key=lambda c: (-(_lost_share(c, step, excess) + DIRECT_EVIDENCE_BONUS * c.direct), -c.score)):
         # a cable fails both ways: one finding per cable and kind
         if not any(c.kind == cand.kind and same_cable(c.component, cand.component) for c in candidates):
             candidates.append(cand)
-    step = result.breakdown.step_time_s
-    excess = max(step - baseline.breakdown.step_time_s, 0.0) / step if step > 0 else 0.0
     findings = []
     for index, cand in enumerate(candidates):
         fixed = None
@@ -113,19 +113,33 @@ def diagnose_scenario(scenario: Scenario, faults: Sequence[FaultSpec] = (), *, s
     return Diagnosis(result.case, step, baseline.breakdown.step_time_s, tuple(findings), tuple(out.missing), run, obs)
 
 
+def _lost_share(cand: Candidate, step: float, excess: float, exposed: float = 1.0) -> float:
+    """The share of the step a candidate costs, from the evidence: the rule's own estimate of the
+    time lost, else (a cause whose counters give no duration) how sure the rule is times the share
+    of the step the job runs beyond the model (when the telemetry carries it), never more than the
+    share its communication is exposed (``exposed``: a network cause cannot cost more)."""
+    if cand.lost_s is not None and step > 0:
+        return cand.lost_s / step
+    return cand.score * min(excess, exposed)
+
+
 def diagnose_observation(observation: Observation, case: str = "telemetry") -> Diagnosis:
-    """Findings from an observation alone (imported telemetry): no re-simulation, so they rank by
-    direct evidence, then by how sure each rule is; severity weighs that by how far the step is
-    from the model's (when the telemetry carries it)."""
+    """Findings from an observation alone (imported telemetry): no re-simulation, so severity and
+    rank come from the time each cause costs as its rule estimates it from the evidence (a direct
+    observation ranks first unless an inferred cause costs DIRECT_EVIDENCE_BONUS more of the step)."""
     out = evaluate(observation)
-    candidates = []
-    for cand in sorted(out.candidates, key=lambda c: (-c.direct, -c.score)):
-        if not any(c.kind == cand.kind and same_cable(c.component, cand.component) for c in candidates):
-            candidates.append(cand)
     step = observation.step_time_s or 0.0
     base = observation.baseline_step_time_s
     excess = max(step - base, 0.0) / step if step and base is not None else 0.0
-    findings = tuple(Finding(c.kind, c.component, _severity(None, c.score, excess), c.score, c.evidence,
-                             c.explanation, c.fix, step, None, c.direct) for c in candidates)
+    per_gpu = observation.per_gpu_s
+    exposed = float(per_gpu["exposed_comm"].mean()) / step if per_gpu is not None and step else 1.0
+    ranked = sorted(out.candidates, key=lambda c: (-(_lost_share(c, step, excess, exposed)
+                                                     + DIRECT_EVIDENCE_BONUS * c.direct), -c.score))
+    candidates = []
+    for cand in ranked:
+        if not any(c.kind == cand.kind and same_cable(c.component, cand.component) for c in candidates):
+            candidates.append(cand)
+    findings = tuple(Finding(c.kind, c.component, _severity(_lost_share(c, step, excess, exposed), c.score, excess), c.score,
+                             c.evidence, c.explanation, c.fix, step, None, c.direct) for c in candidates)
     missing = tuple(dict.fromkeys([*observation.missing, *out.missing]))
     return Diagnosis(case, step, base, findings, missing, None, observation)

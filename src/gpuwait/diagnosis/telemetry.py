@@ -108,10 +108,12 @@ def observe_telemetry(bundle: TelemetryBundle, topo: Topology) -> Observation:
     socket, gdr_off, remote = _nccl_transport(bundle, metrics, names, topo)
     if socket is None:
         missing.append("NCCL_DEBUG=INFO transport lines")
+    # the job reads its dataset when the storage servers' ports send (their transmit counters)
+    reads = link_bytes is not None and bool(link_bytes[np.isin(topo.link_src, topo.storage_server_node)].sum() > 0)
     return Observation(topo=topo, step_time_s=step, baseline_step_time_s=ideal, gpu_names=gpu_names, per_gpu_s=per_gpu, link_util=util,
                        link_bytes=link_bytes, link_rate_Bps=rate, link_nominal_Bps=nominal if rate is not None else None,
                        link_users=dict(real.link_users), link_foreign_Bps=foreign, counters=counters, socket_transport=socket,
-                       gdr_off_servers=gdr_off, remote_nic_gpus=remote, missing=tuple(missing))
+                       gdr_off_servers=gdr_off, remote_nic_gpus=remote, storage_read=reads, missing=tuple(missing))
 
 
 def _on_links(topo: Topology, values: dict[int, float]) -> np.ndarray:

@@ -34,6 +34,11 @@ class FaultEffects:
     remote_nic_gpus: tuple[int, ...] = ()                              # GPU node ids using a NIC on the other socket
     socket_transport: bool = False                                     # NCCL on NET/Socket (TCP)
     foreign_Bps: np.ndarray | None = None                              # other jobs' load per link
+    #: per link, the rate its port negotiated (what ``ibstat`` / ``ethtool`` report): lanes down or a
+    #: dead port lower it; losses and flaps cost goodput but leave the negotiated rate alone
+    port_rate_Bps: np.ndarray | None = None
+    starved_servers: tuple[int, ...] = ()                              # servers whose data loader falls behind
+    slow_storage_nodes: tuple[int, ...] = ()                           # storage servers whose backend is the limit
 
 
 @dataclass(eq=False)
@@ -46,6 +51,7 @@ class FabricDamage:
     mtu_bytes: float
     capacity_Bps: np.ndarray                                   # per link, starts at the built capacity
     foreign_Bps: np.ndarray                                    # per link, other jobs' load
+    port_rate_Bps: np.ndarray                                  # per link, the negotiated rate
     nic_override: np.ndarray                                   # per node: the NIC a GPU uses instead, -1 = its own
     loss_rate: dict[int, float] = field(default_factory=dict)
     flap_cycles_per_s: dict[int, float] = field(default_factory=dict)
@@ -53,11 +59,13 @@ class FabricDamage:
     no_gdr_servers: list[int] = field(default_factory=list)
     remote_nic_gpus: list[int] = field(default_factory=list)
     socket_transport: bool = False
+    starved_servers: list[int] = field(default_factory=list)
+    slow_storage_nodes: list[int] = field(default_factory=list)
 
     @classmethod
     def of(cls, topo: Topology, mtu_bytes: float) -> FabricDamage:
         return cls(topo, mtu_bytes, topo.link_capacity_Bps.astype(float).copy(), np.zeros(topo.n_links),
-                   np.full(topo.n_nodes, -1, np.int64))
+                   topo.link_capacity_Bps.astype(float).copy(), np.full(topo.n_nodes, -1, np.int64))
 
     def result(self) -> tuple[Topology, FaultEffects]:
         """The damaged topology and what telemetry can see of the damage."""
@@ -66,7 +74,8 @@ class FabricDamage:
             topo = dataclasses.replace(topo, gpu_nic_override=self.nic_override)
         effects = FaultEffects(self.loss_rate, self.flap_cycles_per_s, topo.link_capacity_Bps.astype(float),
                                tuple(self.down_nics), tuple(self.no_gdr_servers), tuple(self.remote_nic_gpus),
-                               self.socket_transport, self.foreign_Bps if self.foreign_Bps.any() else None)
+                               self.socket_transport, self.foreign_Bps if self.foreign_Bps.any() else None,
+                               self.port_rate_Bps, tuple(self.starved_servers), tuple(self.slow_storage_nodes))
         return dataclasses.replace(topo, link_capacity_Bps=self.capacity_Bps), effects
 
 

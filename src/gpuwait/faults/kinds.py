@@ -28,6 +28,7 @@ from gpuwait.spec.faults import (
     NoisyNeighborFault,
     SlowGpuFault,
     StorageContentionFault,
+    StorageSlowFault,
     TcpFallbackFault,
 )
 from gpuwait.spec.scenario import Scenario
@@ -45,6 +46,7 @@ def _workload(scenario: Scenario, kind: str) -> WorkloadSpec:
 def _link_degrade(damage: FabricDamage, fault: LinkDegradeFault) -> None:
     for link in cable_links(damage.topo, fault.target):
         damage.capacity_Bps[link] *= fault.params.factor
+        damage.port_rate_Bps[link] *= fault.params.factor
 
 
 register_fault(LinkDegradeFault, "link", on_fabric=_link_degrade)
@@ -87,20 +89,27 @@ def _slow_gpu(scenario: Scenario, fault: SlowGpuFault, topo: Topology) -> Scenar
 register_fault(SlowGpuFault, "gpu", on_scenario=_slow_gpu)
 
 
-# nic-down: the NIC's links carry nothing; its GPU's traffic moves to the next NIC on the same PCIe
-# switch (or the next NIC of the server), which then carries two GPUs' traffic.
+# nic-down: the NIC's links carry nothing. A GPU with another NIC of its own (two NICs per GPU, as
+# on OCI's BM.GPU4.8) moves its traffic there; a GPU whose only NIC died moves to the next NIC on
+# the same PCIe switch (or the next NIC of the server), which then carries two GPUs' traffic.
 def _nic_down(damage: FabricDamage, fault: NicDownFault) -> None:
     topo = damage.topo
     nic = node_of_kind(topo, fault.target, "nic")
     # down: nothing is routed through it any more; a sliver keeps the solver's capacities positive
-    damage.capacity_Bps[links_of(topo, nic)] *= DOWN_CAPACITY_FRACTION
+    dead = links_of(topo, nic)
+    damage.capacity_Bps[dead] *= DOWN_CAPACITY_FRACTION
+    damage.port_rate_Bps[dead] *= DOWN_CAPACITY_FRACTION
     damage.down_nics.append(nic)
     s = int(topo.node_server[nic])
     nics = topo.nic_node[s]
     local = int(np.flatnonzero(nics == nic)[0])
     neighbour = int(nics[local ^ 1] if len(nics) > 1 and (local ^ 1) < len(nics) else nics[(local + 1) % len(nics)])
-    for g in np.flatnonzero(topo.nic_node[s, topo.gpu_nic] == nic):
-        damage.nic_override[topo.gpu_node[s, g]] = neighbour
+    for g, own in enumerate(topo.gpu_nics):
+        own = own[own >= 0]
+        if local not in own:
+            continue
+        alive = [int(n) for n in own if n != local and int(nics[n]) not in damage.down_nics]
+        damage.nic_override[topo.gpu_node[s, g]] = int(nics[alive[0]]) if alive else neighbour
 
 
 register_fault(NicDownFault, "nic", on_fabric=_nic_down)
@@ -160,6 +169,12 @@ def _one_seed(scenario: Scenario, fault: EcmpPolarizationFault, topo: Topology) 
     cluster = scenario.cluster
     if cluster.routing.kind != "ecmp":
         raise SpecError(f"fault ecmp-polarization: the cluster routes with {cluster.routing.kind!r}; expected ecmp")
+    if not topo.uplinks(2).size:
+        # polarization is a second hashing stage repeating the first one's choice; with one stage
+        # (a leaf-spine) there is nothing to repeat it
+        raise SpecError("fault ecmp-polarization: the fabric has one hashing stage (leaf to spine, no uplinks above "
+                        "the spines), so one seed everywhere cannot polarize it; expected a fabric of 3 tiers "
+                        "(fabric.tiers: 3)")
     routing = cluster.routing.model_copy(update={"per_switch_seed": False})
     return scenario.model_copy(update={"cluster": cluster.model_copy(update={"routing": routing})})
 
@@ -182,14 +197,22 @@ def _storage_reads(scenario: Scenario, fault: StorageContentionFault, topo: Topo
 register_fault(StorageContentionFault, "all", on_scenario=_storage_reads)
 
 
-# dataloader-starvation: each server's CPU loaders deliver only ``samples_per_s_per_server``.
+# dataloader-starvation: the CPU loaders of the target server (or of every server) deliver only
+# ``samples_per_s_per_server``. Synchronous training runs at the pace of its slowest loader, so one
+# starved server sets the step as a limit on every server would; what differs is who waits for
+# what (its GPUs for data, the others for it at their collectives), which telemetry shows.
 def _slow_loader(scenario: Scenario, fault: DataloaderStarvationFault, topo: Topology) -> Scenario:
     workload = _workload(scenario, fault.kind)
     data = workload.data.model_copy(update={"loader_samples_per_s_per_server": fault.params.samples_per_s_per_server})
     return scenario.model_copy(update={"workload": workload.model_copy(update={"data": data})})
 
 
-register_fault(DataloaderStarvationFault, "all", on_scenario=_slow_loader)
+def _starved_server(damage: FabricDamage, fault: DataloaderStarvationFault) -> None:
+    if fault.target != "all":
+        damage.starved_servers.append(server_index(damage.topo, fault.target))
+
+
+register_fault(DataloaderStarvationFault, "server-or-all", on_scenario=_slow_loader, on_fabric=_starved_server)
 
 
 # noisy-neighbor: ``load_fraction`` of each target link is taken by another job's traffic
@@ -200,3 +223,26 @@ def _foreign_load(damage: FabricDamage, fault: NoisyNeighborFault) -> None:
 
 
 register_fault(NoisyNeighborFault, "link", on_fabric=_foreign_load, target_all=True)
+
+
+# storage-slow: the storage servers' backend (disks, file system) delivers only
+# ``throughput_fraction`` of what their network ports carry: their ports' capacity is held to it
+# while the negotiated rate stays, and node_exporter on them shows the disks busy all the time.
+def _needs_reads(scenario: Scenario, fault: StorageSlowFault, topo: Topology) -> Scenario:
+    workload = _workload(scenario, fault.kind)
+    if workload.data.dataset_read_per_gpu <= 0 or not len(topo.storage_server_node):
+        raise SpecError("fault storage-slow: the job reads no dataset from storage servers, so a slow backend cannot "
+                        "slow it; expected workload.data.dataset_read_per_gpu > 0 and storage servers (cluster.storage)")
+    return scenario
+
+
+def _slow_backend(damage: FabricDamage, fault: StorageSlowFault) -> None:
+    topo = damage.topo
+    nodes = topo.storage_server_node if fault.target == "all" else [node_of_kind(topo, fault.target, "storage_server")]
+    for node in nodes:
+        out = np.flatnonzero(topo.link_src == node)
+        damage.capacity_Bps[out] *= fault.params.throughput_fraction
+        damage.slow_storage_nodes.append(int(node))
+
+
+register_fault(StorageSlowFault, "storage-or-all", on_scenario=_needs_reads, on_fabric=_slow_backend)

@@ -13,7 +13,7 @@ import numpy as np
 from gpuwait.errors import SpecError
 from gpuwait.topology.model import LinkKind, Network, NodeKind, Topology
 
-TARGET_SORTS = ("link", "gpu", "nic", "server-or-all", "all")
+TARGET_SORTS = ("link", "gpu", "nic", "server-or-all", "storage-or-all", "all")
 
 
 def node_of_kind(topo: Topology, name: str, kind: str) -> int:
@@ -68,3 +68,7 @@ def check_target(topo: Topology, kind: str, sort: str, target: str, *, all_allow
         node_of_kind(topo, target, sort)
     elif sort == "server-or-all" and target != "all":
         server_index(topo, target)
+    elif sort == "storage-or-all" and target != "all":
+        node_of_kind(topo, target, "storage_server")
+    elif sort == "all" and target != "all":
+        raise SpecError(f"fault {kind}: target {target!r}; expected `all` (the kind acts on the whole job or fabric)")

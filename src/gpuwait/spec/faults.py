@@ -65,6 +65,10 @@ class DataloaderStarvationParams(SpecModel):
     samples_per_s_per_server: float = _param(20.0, 1e-3, 1e9, "samples/s one server's loader delivers")
 
 
+class StorageSlowParams(SpecModel):
+    throughput_fraction: float = _param(0.25, 1e-3, 1.0, "share of their ports' rate the storage servers' backend delivers")
+
+
 class NoisyNeighborParams(SpecModel):
     load_fraction: float = _param(0.6, 0.0, 0.99, "share of each target link the other job keeps busy")
 
@@ -149,11 +153,19 @@ class StorageContentionFault(SpecModel):
     params: StorageContentionParams = Field(default_factory=StorageContentionParams, description="How fast the GPUs read.")
 
 
+class StorageSlowFault(SpecModel):
+    """The storage servers' backend (disks, file system) slower than their network ports."""
+
+    kind: Literal["storage-slow"] = Field(description="Fault kind (picks the parameters below).")
+    target: str = _target("`all`: every storage server, or one storage server's name (e.g. stor1).")
+    params: StorageSlowParams = Field(default_factory=StorageSlowParams, description="How much the backend delivers.")
+
+
 class DataloaderStarvationFault(SpecModel):
     """CPU data preprocessing slower than the GPUs."""
 
     kind: Literal["dataloader-starvation"] = Field(description="Fault kind (picks the parameters below).")
-    target: str = _target("`all`: the whole job.")
+    target: str = _target("Server name (e.g. s3): its loaders fall behind, or `all`: every server's.")
     params: DataloaderStarvationParams = Field(default_factory=DataloaderStarvationParams,
                                                description="How fast the loaders deliver.")
 
@@ -171,6 +183,7 @@ class NoisyNeighborFault(SpecModel):
 FAULT_MODELS: tuple[type[SpecModel], ...] = (
     LinkDegradeFault, LinkFlapFault, LinkLossFault, SlowGpuFault, NicDownFault, TcpFallbackFault, NoGdrFault,
     NicAffinityFault, EcmpPolarizationFault, StorageContentionFault, DataloaderStarvationFault, NoisyNeighborFault,
+    StorageSlowFault,
 )
 
 
@@ -206,7 +219,8 @@ def _known_kind(value: Any) -> Any:
 #: one fault, chosen by ``kind``
 FaultSpec = Annotated[
     LinkDegradeFault | LinkFlapFault | LinkLossFault | SlowGpuFault | NicDownFault | TcpFallbackFault | NoGdrFault
-    | NicAffinityFault | EcmpPolarizationFault | StorageContentionFault | DataloaderStarvationFault | NoisyNeighborFault,
+    | NicAffinityFault | EcmpPolarizationFault | StorageContentionFault | DataloaderStarvationFault | NoisyNeighborFault
+    | StorageSlowFault,
     Discriminator("kind"),
     BeforeValidator(_known_kind),
 ]
