@@ -81,3 +81,14 @@ def test_validate_checks_run_on_each_case():
     assert case.error is None
     row = run_case(case.case_id, case.doc, case.axes)
     assert row["status"] == "invalid" and "tp" in row["error"]
+
+
+def test_example_study_plans_its_32_cases():
+    from pathlib import Path
+
+    study = Path(__file__).resolve().parents[2] / "examples" / "sweeps" / "ib-vs-roce.yaml"
+    plan = plan_sweep(*load_sweep(study))
+    assert plan.kind == "workload" and len(plan.cases) == 32 and not any(c.error for c in plan.cases)
+    assert plan.axes == ["transport", "routing", "qps", "oversubscription"]
+    assert {(c.axes["transport"], c.axes["routing"]) for c in plan.cases} == {
+        ("infiniband", "static"), ("infiniband", "adaptive"), ("rocev2", "ecmp"), ("rocev2", "adaptive")}
