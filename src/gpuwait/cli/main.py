@@ -9,6 +9,7 @@ from typing import Any
 import typer
 
 from gpuwait.cli import calibrate, demo, diagnose, inventory, perf, route, run, schema, telemetry, topo, validate
+from gpuwait.cli import sweep as sweep_cli
 from gpuwait.cli.faults_help import InjectHelpCommand
 from gpuwait.errors import GpuwaitError
 from gpuwait.version import __version__
@@ -66,6 +67,7 @@ app.add_typer(telemetry_app, name="telemetry")
 inventory_app = typer.Typer(help="Import a real cluster's inventory under its real names.", no_args_is_help=True)
 inventory_app.command("import")(inventory.import_)
 app.add_typer(inventory_app, name="inventory")
+app.add_typer(sweep_cli.app, name="sweep")
 
 
 def main(argv: list[str] | None = None) -> int:

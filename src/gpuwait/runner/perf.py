@@ -121,15 +121,16 @@ class SweepArgs:
 
 def perf_sweep(op: str, args: SweepArgs, cluster: str = "dgx-h100", servers: int | None = None,
                gpus: int | None = None, env: Mapping[str, str] | Iterable[str] = (),
-               nccl_version: str | None = None) -> PerfSweep:
+               nccl_version: str | None = None, predictor: CollectivePredictor | None = None) -> PerfSweep:
     """The rows nccl-tests would print for ``op`` and ``args`` on a preset or cluster file
     (``servers`` servers, ``gpus`` GPUs each, NCCL variables ``env`` over the process environment,
-    NCCL release ``nccl_version`` or the cluster's)."""
+    NCCL release ``nccl_version`` or the cluster's), or with ``predictor`` (a sweep builds its own)."""
     coll = get_collective(op)
     lo, hi = parse_size_arg(args.min_bytes), parse_size_arg(args.max_bytes)
     if lo > hi:
         raise SpecError(f"-b: got {lo} bytes, larger than -e {hi}; expected -b <= -e")
-    predictor = make_predictor(cluster, servers, gpus, env, nccl_version)
+    if predictor is None:
+        predictor = make_predictor(cluster, servers, gpus, env, nccl_version)
     n = predictor.comm.n_ranks
     step_bytes = parse_size_arg(args.step_bytes)
     rows, choices, rounded, estimates = [], [], [], []

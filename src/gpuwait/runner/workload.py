@@ -48,20 +48,21 @@ def run_workload(scenario: Scenario, steps: int | None = None, progress=None,
 
 
 def simulate_workload(scenario: Scenario, steps: int | None = None, progress=None,
-                      faults: Sequence[FaultSpec] = ()) -> WorkloadRun:
+                      faults: Sequence[FaultSpec] = (), build=build_cluster) -> WorkloadRun:
     """:func:`run_workload` with the scenario's faults (and ``faults``) applied, keeping the topology
-    and the faults' effects for telemetry and diagnosis."""
+    and the faults' effects for telemetry and diagnosis. ``build(cluster_spec)`` builds the topology
+    (a sweep passes one that reuses topologies across its cases)."""
     if scenario.workload is None:
         raise SpecError("workload: the scenario has none; expected a `workload:` section",
                         hint="see `gpuwait schema` for its fields")
     cluster = resolve_cluster(scenario.cluster)
-    topo = build_cluster(cluster)
+    topo = build(cluster)
     all_faults = [*scenario.faults, *faults]
     perturbation = Perturbation()
     if all_faults:
         scenario, perturbation = apply_faults(scenario, all_faults, topo)
         cluster = resolve_cluster(scenario.cluster)
-        topo = build_cluster(cluster)
+        topo = build(cluster)
     spec = scenario.workload
     n_steps = steps if steps is not None else spec.steps
     if n_steps < 1:

@@ -1,0 +1,223 @@
+"""A sweep's results: DuckDB over its Parquet files, merging small files, and the HTML report.
+
+Every query sees one view, ``results``: one row per case, the latest where a case was run again
+(``--retry-failed``, or a compacted file and a newer case file), so counts are cases whatever the
+history of the directory.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import plotly.graph_objects as go
+import plotly.offline
+
+from gpuwait.errors import SpecError
+from gpuwait.report.html import script_safe_json
+from gpuwait.runner.sweep_exec import ResultStore
+from gpuwait.version import __version__
+
+#: Metrics a report ranks by when none is named: lower is better unless listed in HIGHER_IS_BETTER.
+DEFAULT_METRICS = ("step_time_s", "busbw_GBps", "makespan_s")
+HIGHER_IS_BETTER = {"busbw_GBps", "avg_busbw_GBps", "mfu", "tokens_per_s"}
+
+
+def connect(directory: str | Path):
+    """A DuckDB connection with the ``results`` view over the sweep's Parquet files."""
+    try:
+        import duckdb
+    except ImportError:
+        raise SpecError("sweep query: the duckdb package is not installed", hint="pip install duckdb") from None
+    files = ResultStore(directory).files()
+    if not files:
+        raise SpecError(f"{directory}: no sweep results (no cases/*.parquet); expected a `gpuwait sweep --out` directory")
+    con = duckdb.connect()
+    listing = ", ".join("'" + str(p).replace("'", "''") + "'" for p in files)
+    con.execute(f"create view all_rows as select * from read_parquet([{listing}], union_by_name=true)")
+    con.execute("create view results as select * exclude (_rank) from (select *, row_number() over "
+                "(partition by case_id order by finished_at desc) as _rank from all_rows) where _rank = 1")
+    return con
+
+
+def query(directory: str | Path, sql: str) -> tuple[list[str], list[tuple]]:
+    """Run ``sql`` over the ``results`` view; the column names and the rows."""
+    import duckdb
+
+    con = connect(directory)
+    try:
+        cursor = con.execute(sql)
+    except duckdb.Error as err:
+        raise SpecError(f"sweep query: {' '.join(str(err).split())}",
+                        hint="the view is `results`; `select * from results limit 1` shows its columns") from None
+    if cursor.description is None:
+        return [], []
+    return [d[0] for d in cursor.description], cursor.fetchall()
+
+
+def compact(directory: str | Path) -> tuple[int, Path | None]:
+    """Merge every case file (and earlier merged files) into one ``compact-<n>.parquet``.
+
+    The merged file is written to a temporary name and renamed before the small files are removed,
+    so a kill at any point leaves every case readable (at worst twice, which the view collapses).
+    """
+    store = ResultStore(directory)
+    files = store.files()
+    if len(files) <= 1:
+        return len(files), None
+    con = connect(directory)
+    target = store.root / f"compact-{len(list(store.root.glob('compact-*.parquet'))):05d}-{os.getpid()}.parquet"
+    tmp = store.root / f".{target.name}.tmp"
+    path = str(tmp).replace("'", "''")
+    con.execute(f"copy (select * from results order by case_id) to '{path}' (format parquet)")
+    os.replace(tmp, target)
+    for old in files:
+        old.unlink(missing_ok=True)
+    return len(files), target
+
+
+# ---- the HTML report ---------------------------------------------------------------------------
+
+def _rows(directory: str | Path) -> tuple[dict, list[dict]]:
+    plan_path = Path(directory) / "sweep.json"
+    plan = json.loads(plan_path.read_text()) if plan_path.exists() else {"name": str(directory), "axes": []}
+    columns, rows = query(directory, "select * from results order by case_id")
+    return plan, [dict(zip(columns, r)) for r in rows]
+
+
+def _pick_metric(rows: list[dict], metric: str | None) -> str:
+    present = {k for r in rows for k, v in r.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    if metric is not None:
+        if metric not in present:
+            raise SpecError(f"--metric: got {metric!r}; expected a numeric column: {', '.join(sorted(present))}")
+        return metric
+    for name in DEFAULT_METRICS:
+        if name in present:
+            return name
+    raise SpecError("sweep report: no ok case has a step time, busbw or makespan to rank by",
+                    hint="`gpuwait sweep query DIR \"select status, error from results\"` shows why")
+
+
+def _better(metric: str, a: float, b: float) -> bool:
+    return a > b if metric in HIGHER_IS_BETTER else a < b
+
+
+def best_per_axis_value(rows: list[dict], axes: list[str], metric: str) -> list[dict]:
+    """For every value of every axis, the best case with that value: its metric and other axes."""
+    out = []
+    for axis in axes:
+        best: dict[Any, dict] = {}
+        for row in rows:
+            value, score = row.get(axis), row.get(metric)
+            if score is None or (isinstance(score, float) and math.isnan(score)):
+                continue
+            if value not in best or _better(metric, score, best[value][metric]):
+                best[value] = row
+        for value, row in sorted(best.items(), key=lambda kv: str(kv[0])):
+            out.append({"axis": axis, "value": value, metric: row[metric], "case_id": row["case_id"],
+                        "others": ", ".join(f"{a}={row.get(a)}" for a in axes if a != axis)})
+    return out
+
+
+def heatmap_figure(rows: list[dict], x: str, y: str, metric: str) -> go.Figure:
+    """The best ``metric`` over the other axes for each (x, y) pair of axis values."""
+    xs = sorted({r.get(x) for r in rows}, key=str)
+    ys = sorted({r.get(y) for r in rows}, key=str)
+    z = [[None] * len(xs) for _ in ys]
+    for r in rows:
+        score = r.get(metric)
+        if score is None:
+            continue
+        i, j = ys.index(r.get(y)), xs.index(r.get(x))
+        if z[i][j] is None or _better(metric, score, z[i][j]):
+            z[i][j] = score
+    fig = go.Figure(go.Heatmap(z=z, x=[str(v) for v in xs], y=[str(v) for v in ys], colorscale="Viridis",
+                               colorbar={"title": metric}, reversescale=metric not in HIGHER_IS_BETTER))
+    fig.update_layout(title=f"best {metric} by {x} and {y}", xaxis_title=x, yaxis_title=y, height=420)
+    return fig
+
+
+def pareto_front(rows: list[dict], metric: str, cost: str) -> list[dict]:
+    """Cases no other case beats on both ``metric`` and ``cost`` (lower cost is better)."""
+    points = [r for r in rows if r.get(metric) is not None and r.get(cost) is not None]
+    front = []
+    for r in points:
+        dominated = any(
+            o is not r and o[cost] <= r[cost] and not _better(metric, r[metric], o[metric])
+            and (o[cost] < r[cost] or _better(metric, o[metric], r[metric])) for o in points)
+        if not dominated:
+            front.append(r)
+    return sorted(front, key=lambda r: r[cost])
+
+
+def pareto_figure(rows: list[dict], metric: str, cost: str, axes: list[str]) -> go.Figure:
+    points = [r for r in rows if r.get(metric) is not None and r.get(cost) is not None]
+    front = pareto_front(rows, metric, cost)
+
+    def label(r: dict) -> str:
+        return ", ".join(f"{a}={r.get(a)}" for a in axes)
+
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=[r[cost] for r in points], y=[r[metric] for r in points], mode="markers",
+                             name="cases", text=[label(r) for r in points], marker={"color": "#9aa"}))
+    fig.add_trace(go.Scatter(x=[r[cost] for r in front], y=[r[metric] for r in front], mode="lines+markers",
+                             name="Pareto front", text=[label(r) for r in front], line={"shape": "hv"}))
+    fig.update_layout(title=f"{metric} vs {cost}", xaxis_title=cost, yaxis_title=metric, height=420)
+    return fig
+
+
+def best_figure(best: list[dict], metric: str) -> go.Figure:
+    fig = go.Figure()
+    for axis in dict.fromkeys(b["axis"] for b in best):
+        picks = [b for b in best if b["axis"] == axis]
+        fig.add_trace(go.Bar(x=[f"{axis}={b['value']}" for b in picks], y=[b[metric] for b in picks], name=axis))
+    fig.update_layout(title=f"best {metric} per axis value", yaxis_title=metric, height=420, showlegend=False)
+    return fig
+
+
+def render_sweep_report(directory: str | Path, metric: str | None = None, x: str | None = None,
+                        y: str | None = None, cost: str = "n_switches") -> str:
+    """The report page as one HTML string (see :func:`write_sweep_report`)."""
+    plan, rows = _rows(directory)
+    ok = [r for r in rows if r.get("status") == "ok"]
+    axes = [a for a in plan.get("axes", []) if any(a in r for r in rows)]
+    metric = _pick_metric(ok, metric)
+    for name, value in (("--x", x), ("--y", y)):
+        if value is not None and value not in axes:
+            raise SpecError(f"{name}: got {value!r}; expected an axis: {', '.join(axes) or '(none)'}")
+    x = x or (axes[0] if axes else None)
+    y = y or next((a for a in axes if a != x), None)
+    best = best_per_axis_value(ok, axes, metric)
+    figures = {"best": best_figure(best, metric)}
+    if x is not None and y is not None:
+        figures["heatmap"] = heatmap_figure(ok, x, y, metric)
+    if any(r.get(cost) is not None for r in ok):
+        figures["pareto"] = pareto_figure(ok, metric, cost, axes)
+    env = jinja2.Environment(loader=jinja2.PackageLoader("gpuwait.report", "templates"), autoescape=True,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    counts = {s: sum(r.get("status") == s for r in rows) for s in ("ok", "invalid", "failed")}
+    front = pareto_front(ok, metric, cost) if "pareto" in figures else []
+    return env.get_template("sweep.html.j2").render(
+        title=plan.get("name", "sweep"), version=__version__, metric=metric, axes=axes, counts=counts,
+        n_rows=len(rows), best=[b | {"score": _fmt(b[metric])} for b in best], cost=cost,
+        front=[{"score": _fmt(r[metric]), "cost": r[cost], "axes": {a: r.get(a) for a in axes}} for r in front],
+        errors=[{"case_id": r["case_id"], "status": r["status"], "error": r.get("error")} for r in rows if r.get("status") != "ok"][:50],
+        figures=[{"id": f"fig-{k}", "json": script_safe_json(f)} for k, f in figures.items()],
+        plotly_js=plotly.offline.get_plotlyjs())
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.6g}"
+
+
+def write_sweep_report(directory: str | Path, path: str | Path | None = None, metric: str | None = None,
+                       x: str | None = None, y: str | None = None, cost: str = "n_switches") -> Path:
+    """Write ``report.html`` (or ``path``): the best case per axis value, a heatmap of axes ``x``
+    and ``y`` (default the first two), and the Pareto front of ``metric`` against ``cost``."""
+    target = Path(path) if path is not None else Path(directory) / "report.html"
+    target.write_text(render_sweep_report(directory, metric, x, y, cost), encoding="utf-8")
+    return target

@@ -1,0 +1,94 @@
+"""Expanding a sweep file into cases: axes by dotted path, product/zip, exclusions, content ids."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuwait.errors import SpecError
+from gpuwait.runner.sweep import get_path, load_sweep, plan_sweep, run_case, set_path
+from gpuwait.spec import validate_data
+from gpuwait.spec.sweep import SweepSpec
+
+from .conftest import N_CASES, N_INVALID
+
+
+def test_set_path_expands_preset_and_template_shorthand():
+    doc = {"cluster": "dgx-h100"}
+    set_path(doc, "cluster.server.nics", 4)
+    set_path(doc, "cluster.routing.qps_per_connection", 2)
+    assert doc == {"cluster": {"preset": "dgx-h100", "server": {"nics": 4}, "routing": {"qps_per_connection": 2}}}
+    doc = {"cluster": {"server": "dgx-a100"}}
+    set_path(doc, "cluster.server.gpus", 4)
+    assert doc["cluster"]["server"] == {"template": "dgx-a100", "gpus": 4}
+    assert get_path(doc, "cluster.server.gpus") == 4 and get_path(doc, "cluster.nope.x") is None
+
+
+def test_set_path_into_a_scalar_is_one_error():
+    with pytest.raises(SpecError, match=r"axis name\.x: name is 's'"):
+        set_path({"name": "s"}, "name.x", 1)
+
+
+def test_product_with_exclusions_and_invalid_cases(tiny_sweep):
+    plan = plan_sweep(*load_sweep(tiny_sweep))
+    assert plan.kind == "perf" and len(plan.cases) == N_CASES
+    assert plan.axes == ["cluster_servers", "cluster_routing_kind", "perf_env_NCCL_ALGO"]
+    invalid = [c for c in plan.cases if c.error]
+    assert len(invalid) == N_INVALID
+    # the one-line error `gpuwait validate` prints, naming the field and what was expected
+    assert all("cluster.routing.kind: got 'bogus'; input should be" in c.error for c in invalid)
+    assert len({c.case_id for c in plan.cases}) == N_CASES
+    assert not any(c.axes["cluster_servers"] == 4 and c.axes["perf_env_NCCL_ALGO"] == "Tree" for c in plan.cases)
+
+
+def test_zip_pairs_values_and_refuses_unequal_axes():
+    base = {"cluster": {"preset": "dgx-h100"}}
+    spec = validate_data(SweepSpec, {"base": base, "perf": {}, "combine": "zip",
+                                     "axes": {"cluster.servers": [2, 4], "cluster.routing.seed": [1, 2]}})
+    assert [tuple(c.axes.values()) for c in plan_sweep(spec, base).cases] == [(2, 1), (4, 2)]
+    bad = spec.model_copy(update={"axes": [*spec.axes[:1], spec.axes[1].model_copy(update={"values": [1]})]})
+    with pytest.raises(SpecError, match="zip needs axes of one length"):
+        plan_sweep(bad, base)
+
+
+def test_id_is_the_content_not_the_spelling():
+    """A preset's own value given explicitly, the scenario's name and 2 vs 2.0 do not change the id."""
+    base = {"name": "a", "cluster": {"preset": "dgx-h100", "servers": 2}}
+    spec = validate_data(SweepSpec, {"base": base, "perf": {}, "axes": {"cluster.servers": [2, 2.0, 4]}})
+    ids = [c.case_id for c in plan_sweep(spec, base).cases]
+    assert ids[0] == ids[1] != ids[2]
+    renamed = plan_sweep(spec, base | {"name": "b", "cluster": {"preset": "dgx-h100", "servers": 2,
+                                                                "transport": {"name": "infiniband"}}}).cases
+    assert renamed[0].case_id == ids[0]  # dgx-h100 is InfiniBand already
+    steps = plan_sweep(spec.model_copy(update={"steps": 3}), base).cases
+    assert steps[0].case_id != ids[0]  # what decides a result is in the id
+
+
+def test_unknown_axis_field_is_an_invalid_row_not_a_crash():
+    base = {"cluster": {"preset": "dgx-h100", "servers": 2}}
+    spec = validate_data(SweepSpec, {"base": base, "perf": {}, "axes": {"cluster.fabric.oversubscriptoin": [2]}})
+    case = plan_sweep(spec, base).cases[0]
+    assert "cluster.fabric.oversubscriptoin" in case.error and "no such field" in case.error
+    row = run_case(case.case_id, case.doc, case.axes)
+    assert row["status"] == "invalid" and row["error"] == case.error
+
+
+def test_validate_checks_run_on_each_case():
+    """A case pydantic accepts but `gpuwait validate` refuses (TP larger than the GPUs) is an invalid row."""
+    base = {"cluster": {"preset": "dgx-h100", "servers": 2},
+            "workload": {"model": {"preset": "llama-8b"}, "parallel": {"tp": 8, "global_batch": 16}}}
+    spec = validate_data(SweepSpec, {"base": base, "axes": {"workload.parallel.tp": [16]}})
+    case = plan_sweep(spec, base).cases[0]
+    assert case.error is None
+    row = run_case(case.case_id, case.doc, case.axes)
+    assert row["status"] == "invalid" and "tp" in row["error"]
+
+
+def test_example_study_plans_its_32_cases():
+    from pathlib import Path
+
+    study = Path(__file__).resolve().parents[2] / "examples" / "sweeps" / "ib-vs-roce.yaml"
+    plan = plan_sweep(*load_sweep(study))
+    assert plan.kind == "workload" and len(plan.cases) == 32 and not any(c.error for c in plan.cases)
+    assert plan.axes == ["transport", "routing", "qps", "oversubscription"]
+    assert {(c.axes["transport"], c.axes["routing"]) for c in plan.cases} == {
+        ("infiniband", "static"), ("infiniband", "adaptive"), ("rocev2", "ecmp"), ("rocev2", "adaptive")}

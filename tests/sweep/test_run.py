@@ -1,0 +1,107 @@
+"""Running a sweep: every case stored once, a rerun does nothing, queries count cases, compaction
+keeps them, the report names the best cases."""
+
+from __future__ import annotations
+
+import pyarrow.parquet as pq
+import pytest
+
+from gpuwait.cli.main import main
+from gpuwait.errors import SpecError
+from gpuwait.report.sweep import best_per_axis_value, compact, pareto_front, query, render_sweep_report
+from gpuwait.runner.sweep import load_sweep, plan_sweep
+from gpuwait.runner.sweep_exec import ResultStore, run_sweep
+
+from .conftest import N_CASES, N_INVALID
+
+
+@pytest.fixture(scope="module")
+def done(tmp_path_factory):
+    """The tiny sweep run once on two local workers: (plan, directory, summary)."""
+    from .conftest import SWEEP
+
+    root = tmp_path_factory.mktemp("sweep")
+    (root / "tiny.yaml").write_text(SWEEP)
+    plan = plan_sweep(*load_sweep(root / "tiny.yaml"))
+    summary = run_sweep(plan, root / "out", workers=2)
+    return plan, root / "out", summary
+
+
+def test_every_case_is_one_file_and_one_row(done):
+    plan, out, summary = done
+    assert summary.ran == N_CASES and summary.by_status == {"ok": N_CASES - N_INVALID, "invalid": N_INVALID}
+    files = sorted(p.stem for p in (out / "cases").glob("*.parquet"))
+    assert files == sorted(c.case_id for c in plan.cases)
+    assert list((out / "cases").glob(".*")) == []  # no temporary file left behind
+    _, rows = query(out, "select count(*), count(distinct case_id) from results")
+    assert rows == [(N_CASES, N_CASES)]
+
+
+def test_rows_carry_axes_results_time_and_memory(done):
+    _, out, _ = done
+    row = pq.read_table(next((out / "cases").glob("*.parquet"))).to_pylist()[0]
+    for column in ("case_id", "cluster_servers", "cluster_routing_kind", "perf_env_NCCL_ALGO", "status",
+                   "wall_s", "peak_rss_bytes", "gpuwait_version", "case_json"):
+        assert column in row
+    _, ok = query(out, "select busbw_GBps, algorithm, perf_env_NCCL_ALGO, n_switches from results where status = 'ok'")
+    assert all(bw > 0 and sw > 0 for bw, _, _, sw in ok)
+    # NCCL_ALGO reaches the model: every Tree case chose tree, every Ring case ring
+    assert {(algo, env) for _, algo, env, _ in ok} == {("ring", "Ring"), ("tree", "Tree")}
+
+
+def test_rerun_does_no_work_and_retry_failed_redoes_failures(done):
+    plan, out, _ = done
+    again = run_sweep(plan, out, workers=2)
+    assert again.ran == 0 and again.skipped == N_CASES
+    retried = run_sweep(plan, out, workers=1, retry_failed=True)
+    assert retried.ran == N_INVALID and retried.by_status == {"invalid": N_INVALID}
+    assert query(out, "select count(*) from results")[1] == [(N_CASES,)]
+
+
+def test_query_errors_are_one_line(done, tmp_path):
+    with pytest.raises(SpecError, match="Referenced column"):
+        query(done[1], "select no_such_column from results")
+    with pytest.raises(SpecError, match="no sweep results"):
+        query(tmp_path, "select 1")
+
+
+def test_compact_merges_and_keeps_every_case(done, tmp_path):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(done[1], copy)
+    merged, target = compact(copy)
+    assert merged == N_CASES and target is not None and ResultStore(copy).files() == [target]
+    assert query(copy, "select count(*), count(distinct case_id) from results")[1] == [(N_CASES, N_CASES)]
+    rerun = run_sweep(done[0], copy, workers=1)
+    assert rerun.ran == 0  # merged cases count as done
+
+
+def test_best_per_axis_value_and_pareto_front():
+    rows = [{"case_id": "a", "x": 1, "t": 3.0, "c": 10}, {"case_id": "b", "x": 1, "t": 2.0, "c": 20},
+            {"case_id": "c", "x": 2, "t": 2.5, "c": 10}, {"case_id": "d", "x": 2, "t": 4.0, "c": 30}]
+    best = best_per_axis_value(rows, ["x"], "t")
+    assert [(b["value"], b["case_id"]) for b in best] == [(1, "b"), (2, "c")]
+    # a (10, 3.0) is beaten by c (10, 2.5); d by everything
+    assert [r["case_id"] for r in pareto_front(rows, "t", "c")] == ["c", "b"]
+
+
+def test_report_page_names_the_best_case(done):
+    page = render_sweep_report(done[1])
+    assert "busbw_GBps" in page and "Pareto front" in page and "bogus" in page
+    with pytest.raises(SpecError, match="--x: got 'nope'"):
+        render_sweep_report(done[1], x="nope")
+
+
+def test_cli_run_query_report_compact(tmp_path, tiny_sweep, capsys):
+    out = tmp_path / "out"
+    assert main(["sweep", str(tiny_sweep), "--out", str(out), "--workers", "2", "--json"]) == 0
+    assert '"ran": 9' in capsys.readouterr().out
+    assert main(["sweep", "run", str(tiny_sweep), "--out", str(out), "--json"]) == 0
+    assert '"ran": 0' in capsys.readouterr().out
+    assert main(["sweep", "query", str(out), "select count(*) as n from results", "--json"]) == 0
+    assert '"rows": [\n    [\n      9' in capsys.readouterr().out
+    assert main(["sweep", "report", str(out)]) == 0 and (out / "report.html").exists()
+    assert main(["sweep", "compact", str(out)]) == 0
+    assert main(["sweep", "run", str(tiny_sweep), "--out", str(out), "--executor", "slurm"]) == 2
+    assert "--executor: got 'slurm'" in capsys.readouterr().err
