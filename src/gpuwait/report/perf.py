@@ -21,6 +21,7 @@ from gpuwait.errors import SpecError
 from gpuwait.report.nccltests import format_table
 from gpuwait.runner.inputs import load_cluster
 from gpuwait.runner.perf import PerfSweep, make_predictor
+from gpuwait.spec.reader import read_text_checked
 from gpuwait.telemetry.errors import TelemetryFormatError
 from gpuwait.telemetry.nccl_debug import NcclDebugInfo, parse_nccl_debug
 from gpuwait.telemetry.nccltests_log import parse_nccl_tests_log
@@ -179,9 +180,9 @@ def compare_log(op: str, log_path: Path, cluster: str, servers: int | None = Non
     """Predict the collective, sizes and rank count of the nccl-tests log at ``log_path`` on ``cluster``,
     as NCCL ``nccl_version`` would (default: the version the log prints, if gpuwait models it)."""
     try:
-        text = log_path.read_text()
-    except OSError as err:
-        raise SpecError(f"--compare: cannot read {log_path} ({err.strerror})", hint="check the path") from None
+        text = read_text_checked(log_path, "an nccl-tests log")
+    except SpecError as err:
+        raise SpecError(f"--compare: {err}", hint=err.hint) from None
     log = parse_nccl_tests_log(text)
     collective = log.collective or get_collective(op).name
     if log.n_ranks is None:

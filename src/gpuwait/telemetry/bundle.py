@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpuwait.errors import SpecError
+from gpuwait.spec.reader import read_bytes_checked
 from gpuwait.telemetry.errors import TelemetryFormatError
 from gpuwait.telemetry.metricset import MetricSet
 from gpuwait.telemetry.nccl_debug import NcclDebugInfo, parse_nccl_debug
@@ -54,6 +55,7 @@ class TelemetryBundle:
     ethtool: dict[str, dict[str, int]] = field(default_factory=dict)
     perfquery: dict[str, dict[str, int]] = field(default_factory=dict)
     kinds: dict[str, tuple[str, ...]] = field(default_factory=dict)  # file -> the kinds read from it
+    skipped: list[str] = field(default_factory=list)  # unreadable rows left out, one description each
 
     @property
     def metrics(self) -> MetricSet:
@@ -82,6 +84,20 @@ def sniff_kinds(path: Path, text: str) -> tuple[str, ...]:
     return tuple(kinds)
 
 
+def _read_text(file: Path, rel: str) -> str:
+    """The text of one telemetry file through the checked reader (regular file, size limit, UTF-8)."""
+    try:
+        data = read_bytes_checked(file, "a telemetry file")
+    except SpecError as err:
+        raise TelemetryFormatError(f"{rel}: {str(err).split(': ', 1)[-1]}", hint=err.hint) from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        raise TelemetryFormatError(f"{rel}: cannot read as text (byte 0x{data[err.start]:02x} on line {line} is not "
+                                   f"UTF-8); expected {_EXPECTED}") from None
+
+
 def load_telemetry_dir(path: str | Path) -> TelemetryBundle:
     """Read every telemetry file under ``path`` (see the module doc for what is recognized).
 
@@ -102,13 +118,10 @@ def load_telemetry_dir(path: str | Path) -> TelemetryBundle:
     for file in files:
         rel = file.relative_to(root).as_posix()
         if file.suffix == ".parquet":
-            bundle.metric_files[rel] = read_metrics_parquet(file)
+            bundle.metric_files[rel] = read_metrics_parquet(file, skipped=bundle.skipped)
             bundle.kinds[rel] = ("parquet",)
             continue
-        try:
-            text = file.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as err:
-            raise TelemetryFormatError(f"{rel}: cannot read as text ({err.__class__.__name__}); expected {_EXPECTED}") from None
+        text = _read_text(file, rel)
         kinds = sniff_kinds(file, text)
         if not kinds:
             raise TelemetryFormatError(f"{rel}: not a telemetry file gpuwait recognizes; expected {_EXPECTED}",
