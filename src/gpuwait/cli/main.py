@@ -9,6 +9,7 @@ from typing import Any
 import typer
 
 from gpuwait.cli import calibrate, demo, diagnose, perf, route, run, schema, telemetry, topo, validate
+from gpuwait.cli.common import error_line
 from gpuwait.cli.faults_help import InjectHelpCommand
 from gpuwait.errors import GpuwaitError
 from gpuwait.version import __version__
@@ -72,9 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     except GpuwaitError as err:
         if os.environ.get("GPUWAIT_DEBUG") == "1":
             raise
-        sys.stderr.write(f"error: {err}\n")
+        sys.stderr.write(f"error: {error_line(str(err))}\n")
         if err.hint:
-            sys.stderr.write(f"hint: {err.hint}\n")
+            sys.stderr.write(f"hint: {error_line(err.hint)}\n")
         return 2
     except typer.Exit as done:
         return done.exit_code
@@ -83,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except _CLICK_ERRORS as err:  # usage errors: a missing argument, an unknown option, a bad --flag value
         ctx = getattr(err, "ctx", None)
-        sys.stderr.write(f"error: {err.format_message()}\n")
+        sys.stderr.write(f"error: {error_line(err.format_message())}\n")
         sys.stderr.write(f"hint: `{ctx.command_path if ctx else 'gpuwait'} --help` shows the usage\n")
         return err.exit_code
     return code if isinstance(code, int) else 0

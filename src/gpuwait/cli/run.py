@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from gpuwait.cli.common import JSON_OPTION
 
@@ -87,7 +88,7 @@ def _render_flow_runs(console: Console, result, flows_limit: int) -> None:
 
     runs = result.runs
     base = runs[0]
-    console.print(f"[bold]{result.scenario}[/] on [bold]{base.topo.name}[/]: {base.topo.n_servers} servers, "
+    console.print(f"[bold]{escape(result.scenario)}[/] on [bold]{escape(base.topo.name)}[/]: {base.topo.n_servers} servers, "
                   f"{base.topo.n_gpus} GPUs, {len(base.flows)} flows, {format_size(float(base.flows.size_bytes.sum()))} "
                   f"over {base.transport.name}")
     if len(runs) > 1:
@@ -117,7 +118,7 @@ def _render_packet_runs(console: Console, result, flows_limit: int) -> None:
         console.print(comparison_table([run_summary(r) for r in runs]))
     for r in runs:
         t, fct = r.totals(), r.fct_percentiles_s()
-        console.print(f"[bold]{r.labels.get('name', routing_label(r))}[/]: FCT p50 {format_time(fct['p50'])}, "
+        console.print(f"[bold]{escape(r.labels.get('name', routing_label(r)))}[/]: FCT p50 {format_time(fct['p50'])}, "
                       f"p99 {format_time(fct['p99'])}, p99.9 {format_time(fct['p99.9'])}; "
                       f"pause frames {t[f'rx_prio{r.params.data_priority}_pause']:,.0f} "
                       f"(paused {format_time(t['paused_s'])}), ECN marks {t['ecn_marked_packets']:,.0f}, "
