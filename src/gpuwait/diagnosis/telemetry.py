@@ -111,6 +111,8 @@ def observe_telemetry(bundle: TelemetryBundle, topo: Topology) -> Observation:
         socket = bool(socket) or log.socket_fallback
     if socket is None:
         missing.append("NCCL_DEBUG=INFO transport lines")
+    if bundle.skipped:  # the reader left unreadable rows out; say how many and name the first few
+        missing.append(f"{len(bundle.skipped)} unreadable row(s) skipped: " + "; ".join(bundle.skipped[:3]))
     remote = None
     if "gpuwait_nic_numa_remote" in names:
         remote = tuple(topo.node_id(dict(lab)["gpu"]) for lab in metrics.select(name="gpuwait_nic_numa_remote").labels)

@@ -27,6 +27,7 @@ gpuwait.errors.SpecError: s.yaml: line 2: duplicate key 'a' (first at line 1); e
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any
@@ -205,8 +206,34 @@ def _expanded_nodes(node: yaml.Node, limit: int) -> int:
     return sizes[id(node)]
 
 
+# a quoted scalar (where a quote can open one), a comment, or a flow bracket
+_FLOW_TOKENS = re.compile(r"""(?<![^\s\[{,:])(?:'(?:[^']|'')*'|"(?:[^"\\]|\\.)*")|(?<!\S)#[^\n]*|[\[\]{}]""")
+
+
+def _flow_depth(text: str) -> tuple[int, int]:
+    """The deepest nesting of flow brackets (``[`` ``{``) outside quotes and comments, and its offset.
+
+    PyYAML's scanner keeps a list per open bracket and rescans it per token: 1,000 nested brackets
+    take seconds before the loader sees its first node, so the depth is checked here, in one pass.
+    """
+    depth = deepest = at = 0
+    for m in _FLOW_TOKENS.finditer(text):
+        ch = m[0]
+        if ch in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest, at = depth, m.start()
+        elif ch in "]}":
+            depth = max(depth - 1, 0)
+    return deepest, at
+
+
 def load_yaml_text(text: str, source: str) -> Any:
     """One YAML document from ``text``, through the checked loader; errors name ``source`` and the line."""
+    deepest, at = _flow_depth(text)
+    if deepest > MAX_YAML_DEPTH:
+        raise SpecError(f"{source}: line {text.count(chr(10), 0, at) + 1}: nested deeper than {MAX_YAML_DEPTH} levels; "
+                        "expected a scenario or cluster file", hint="gpuwait's deepest field sits 5 levels down")
     loader = _CheckedLoader(text, source)
     try:
         node = loader.get_single_node()

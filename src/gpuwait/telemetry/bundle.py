@@ -39,7 +39,8 @@ _EXPECTED = ("Prometheus text (*.prom or # HELP/# TYPE lines), metrics Parquet (
 _PROM_SAMPLE = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*(\{.*\})?\s+[-+]?(\d|\.\d|nan|inf)\S*(\s+-?\d+)?\s*$", re.IGNORECASE)
 _PERFQUERY = re.compile(r"^#\s*Port (?:extended )?counters:|^[A-Za-z][A-Za-z0-9_]*:\.{3,}\S", re.IGNORECASE | re.MULTILINE)
 _ETHTOOL_LINE = re.compile(r"^\s+[A-Za-z0-9_\[\]\.\-]+:\s+-?\d+\s*$")
-_NCCL_LINE = re.compile(r"[^\s:\[\]]+:\d+:\d+ \[\d+\] (?:\S+:\d+ )?NCCL (?:INFO|WARN) ")
+# the host starts after a separator: linear on long lines (see nccl_debug._LINE)
+_NCCL_LINE = re.compile(r"(?<![^\s:\[\]>])[^\s:\[\]]+:\d+:\d+ \[\d+\] (?:\S+:\d+ )?NCCL (?:INFO|WARN) ")
 _NCCL_TESTS = re.compile(r"^(?:\S*:\s*)?#\s*(?:nThread\s|\s*Rank\s+\d+|Avg bus bandwidth|Collective test|nccl-tests version|"
                          r"\s*size\s+count\s)", re.MULTILINE)
 
