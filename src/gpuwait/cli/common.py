@@ -7,7 +7,10 @@ import re
 import typer
 
 JSON_OPTION = typer.Option(False, "--json", help="Print machine-readable JSON instead of tables.")
-SERVERS_OPTION = typer.Option(None, "--servers", "-n", min=1, help="Number of servers (overrides the preset or file).")
+SERVERS_OPTION = typer.Option(None, "--servers", "-n", min=1, max=100_000, help="Number of servers (overrides the preset or file).")
+MAX_MEMORY_OPTION = typer.Option(
+    None, "--max-memory", metavar="SIZE",
+    help="Refuse a run estimated to allocate more than this (e.g. 16GiB); default half the machine's memory.")
 
 #: characters of one quoted value shown in an error line
 MAX_QUOTED_CHARS = 80

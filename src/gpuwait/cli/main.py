@@ -77,6 +77,13 @@ def main(argv: list[str] | None = None) -> int:
         if err.hint:
             sys.stderr.write(f"hint: {error_line(err.hint)}\n")
         return 2
+    except ValueError as err:  # a pydantic model built from options (a preset with --servers): one line too
+        if type(err).__name__ != "ValidationError" or os.environ.get("GPUWAIT_DEBUG") == "1":
+            raise
+        from gpuwait.spec.load import describe_validation_error
+
+        sys.stderr.write(f"error: {error_line('; '.join(describe_validation_error(err)))}\n")
+        return 2
     except typer.Exit as done:
         return done.exit_code
     except typer.Abort:

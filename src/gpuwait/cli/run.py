@@ -6,9 +6,9 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from gpuwait.cli.common import JSON_OPTION
+from gpuwait.cli.common import JSON_OPTION, MAX_MEMORY_OPTION
 
-STEPS_OPTION = typer.Option(None, "--steps", min=1, help="Training steps to simulate (default: the file's).")
+STEPS_OPTION = typer.Option(None, "--steps", min=1, max=1_000_000, help="Training steps to simulate (default: the file's).")
 REPORT_OPTION = typer.Option(None, "--report", metavar="DIR",
                              help="Write the HTML report, Perfetto traces and Parquet tables here.")
 FLOWS_OPTION = typer.Option(20, "--flows", help="Flows to list in the table (traffic scenarios).")
@@ -18,7 +18,7 @@ ENGINE_OPTION = typer.Option("flow", "--engine", metavar="flow|packet",
 
 def run(scenario_file: str = typer.Argument(..., metavar="SCENARIO.yaml", help="Scenario file."),
         steps: int | None = STEPS_OPTION, report: str | None = REPORT_OPTION, flows_limit: int = FLOWS_OPTION,
-        engine: str = ENGINE_OPTION, json_out: bool = JSON_OPTION) -> None:
+        engine: str = ENGINE_OPTION, max_memory: str | None = MAX_MEMORY_OPTION, json_out: bool = JSON_OPTION) -> None:
     """Simulate a scenario and its variants.
 
     A scenario with a `workload:` runs training or inference steps: the breakdown of the step
@@ -32,11 +32,13 @@ def run(scenario_file: str = typer.Argument(..., metavar="SCENARIO.yaml", help="
     from gpuwait.cli.output import Output
     from gpuwait.engine.base import ENGINES
     from gpuwait.errors import SpecError
+    from gpuwait.runner.cost import check_cost, estimate_scenario, memory_limit_bytes
     from gpuwait.runner.inputs import load_scenario
 
     if engine not in ENGINES:
         raise SpecError(f"--engine: got {engine!r}; expected one of {', '.join(ENGINES)}")
     scenario = load_scenario(scenario_file)
+    check_cost(estimate_scenario(scenario, steps, engine), memory_limit_bytes(max_memory))  # before any allocation
     if report is not None and scenario.workload is not None:
         from gpuwait.report.files import report_directory
 
