@@ -64,6 +64,9 @@ def output_file(path: str | Path, option: str = "--out") -> Path:
     if not text.strip():
         raise SpecError(f"{option}: got {text!r}; expected a file name", hint="e.g. --out telemetry.prom")
     out = Path(text)
+    if text.endswith(("/", os.sep)):
+        raise SpecError(f"{option}: got {short_value(text)}, a directory path; expected a file",
+                        hint=f"e.g. {option} {out / 'telemetry.prom'}")
     existing = _existing_ancestor(out, option, text)
     if existing == out:
         if out.is_dir():
