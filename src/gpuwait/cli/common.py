@@ -2,7 +2,47 @@
 
 from __future__ import annotations
 
+import re
+
 import typer
 
 JSON_OPTION = typer.Option(False, "--json", help="Print machine-readable JSON instead of tables.")
-SERVERS_OPTION = typer.Option(None, "--servers", "-n", min=1, help="Number of servers (overrides the preset or file).")
+SERVERS_OPTION = typer.Option(None, "--servers", "-n", min=1, max=100_000, help="Number of servers (overrides the preset or file).")
+MAX_MEMORY_OPTION = typer.Option(
+    None, "--max-memory", metavar="SIZE",
+    help="Refuse a run estimated to allocate more than this (e.g. 16GiB); default half the machine's memory.")
+
+#: characters of one quoted value shown in an error line
+MAX_QUOTED_CHARS = 80
+#: the longest error line printed (ten problems of a scenario file fit)
+MAX_ERROR_CHARS = 2000
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with control characters (terminal escape sequences, newlines, NUL...) shown escaped, so a
+    name in a shared file cannot clear or recolour the terminal.
+
+    >>> terminal_safe("a\\x1b[2Jb\\nc")
+    'a\\\\x1b[2Jb\\\\nc'
+    """
+    return _CONTROL.sub(lambda m: m[0].encode("unicode_escape").decode("ascii"), text)
+
+
+def error_line(message: str) -> str:
+    """One readable line for an error: control characters escaped, each quoted value over
+    :data:`MAX_QUOTED_CHARS` cut with its size, and the line cut at :data:`MAX_ERROR_CHARS`.
+
+    >>> error_line("got '" + "x" * 600 + "'; expected a preset")
+    "got 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...' (600 characters); expected a preset"
+    """
+    text = terminal_safe(message)
+    if len(text) > MAX_ERROR_CHARS // 4:  # values cut at their source keep a normal error untouched
+        text = _LONG_QUOTED.sub(lambda m: f"{m[1]}{m[2]}{m[3][:MAX_QUOTED_CHARS]}...{m[2]} ({len(m[3]):,} characters)",
+                                text)
+    return text if len(text) <= MAX_ERROR_CHARS else text[:MAX_ERROR_CHARS] + f"... ({len(text):,} characters)"
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
+# a quoted value: a quote after a space or bracket, more than MAX_QUOTED_CHARS other characters, the same quote
+# before a space or punctuation (linear: the run holds no quote, so a failed match never rescans it twice)
+_LONG_QUOTED = re.compile(r"(^|[\s(\[=:])(['\"])([^'\"]{%d,})\2(?=$|[\s;,):.])" % (MAX_QUOTED_CHARS + 1))

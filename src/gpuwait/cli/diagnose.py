@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 from rich.console import Console
 
-from gpuwait.cli.common import JSON_OPTION, SERVERS_OPTION
+from gpuwait.cli.common import JSON_OPTION, MAX_MEMORY_OPTION, SERVERS_OPTION
 from gpuwait.cli.faults_help import INJECT_OPTION
 
 SCENARIO_ARGUMENT = typer.Argument(None, metavar="[SCENARIO.yaml]", help="A scenario with a training workload.")
@@ -15,7 +15,7 @@ TELEMETRY_OPTION = typer.Option(
          "nccl-tests logs, ethtool -S, perfquery, PyTorch profiler traces); see docs/telemetry.md.")
 CLUSTER_OPTION = typer.Option(None, "--cluster", metavar="PRESET|FILE",
                               help="With --telemetry: the cluster the telemetry comes from.")
-STEPS_OPTION = typer.Option(None, "--steps", min=1, help="Training steps to simulate.")
+STEPS_OPTION = typer.Option(None, "--steps", min=1, max=1_000_000, help="Training steps to simulate.")
 NO_GAIN_OPTION = typer.Option(False, "--no-gain", help="Skip re-simulating the fixes.")
 REPORT_OPTION = typer.Option(None, "--report", metavar="DIR", help="Write the HTML report with the findings here.")
 
@@ -23,7 +23,8 @@ REPORT_OPTION = typer.Option(None, "--report", metavar="DIR", help="Write the HT
 def diagnose(scenario_file: str | None = SCENARIO_ARGUMENT, inject: list[str] | None = INJECT_OPTION,
              telemetry: str | None = TELEMETRY_OPTION, cluster: str | None = CLUSTER_OPTION,
              servers: int | None = SERVERS_OPTION, steps: int | None = STEPS_OPTION, no_gain: bool = NO_GAIN_OPTION,
-             report: str | None = REPORT_OPTION, json_out: bool = JSON_OPTION) -> None:
+             report: str | None = REPORT_OPTION, max_memory: str | None = MAX_MEMORY_OPTION,
+             json_out: bool = JSON_OPTION) -> None:
     """Name the root cause of lost step time, where it is, the evidence, and a fix whose gain is
     measured by simulating the scenario again with the fix applied.
 
@@ -47,7 +48,11 @@ def diagnose(scenario_file: str | None = SCENARIO_ARGUMENT, inject: list[str] | 
     elif scenario_file is None:
         raise SpecError("diagnose: expected SCENARIO.yaml, or --telemetry DIR --cluster PRESET|FILE")
     else:
-        result = diagnose_run(load_scenario(scenario_file), inject or [], steps=steps, measure_gain=not no_gain,
+        from gpuwait.runner.cost import check_cost, estimate_scenario, memory_limit_bytes
+
+        scenario = load_scenario(scenario_file)
+        check_cost(estimate_scenario(scenario, steps), memory_limit_bytes(max_memory))
+        result = diagnose_run(scenario, inject or [], steps=steps, measure_gain=not no_gain,
                               report=report)
     Output(json_out).emit(result.to_dict(), lambda c: render_diagnosis(c, result.diagnosis))
 

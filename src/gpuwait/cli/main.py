@@ -10,6 +10,7 @@ import typer
 
 from gpuwait.cli import calibrate, demo, diagnose, inventory, perf, route, run, schema, telemetry, topo, validate
 from gpuwait.cli import sweep as sweep_cli
+from gpuwait.cli.common import error_line
 from gpuwait.cli.faults_help import InjectHelpCommand
 from gpuwait.errors import GpuwaitError
 from gpuwait.version import __version__
@@ -77,9 +78,16 @@ def main(argv: list[str] | None = None) -> int:
     except GpuwaitError as err:
         if os.environ.get("GPUWAIT_DEBUG") == "1":
             raise
-        sys.stderr.write(f"error: {err}\n")
+        sys.stderr.write(f"error: {error_line(str(err))}\n")
         if err.hint:
-            sys.stderr.write(f"hint: {err.hint}\n")
+            sys.stderr.write(f"hint: {error_line(err.hint)}\n")
+        return 2
+    except ValueError as err:  # a pydantic model built from options (a preset with --servers): one line too
+        if type(err).__name__ != "ValidationError" or os.environ.get("GPUWAIT_DEBUG") == "1":
+            raise
+        from gpuwait.spec.load import describe_validation_error
+
+        sys.stderr.write(f"error: {error_line('; '.join(describe_validation_error(err)))}\n")
         return 2
     except typer.Exit as done:
         return done.exit_code
@@ -88,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except _CLICK_ERRORS as err:  # usage errors: a missing argument, an unknown option, a bad --flag value
         ctx = getattr(err, "ctx", None)
-        sys.stderr.write(f"error: {err.format_message()}\n")
+        sys.stderr.write(f"error: {error_line(err.format_message())}\n")
         sys.stderr.write(f"hint: `{ctx.command_path if ctx else 'gpuwait'} --help` shows the usage\n")
         return err.exit_code
     return code if isinstance(code, int) else 0

@@ -11,7 +11,7 @@ from gpuwait.collectives.nccltests import COLLECTIVES
 
 OP_ARGUMENT = typer.Argument(..., metavar="OP", help=f"Collective: {', '.join(COLLECTIVES)}.")
 CLUSTER_OPTION = typer.Option("dgx-h100", "--cluster", help="A preset name or a cluster/scenario file.")
-SERVERS_OPTION = typer.Option(None, "--servers", min=1, help="Servers (default: the preset's).")
+SERVERS_OPTION = typer.Option(None, "--servers", min=1, max=100_000, help="Servers (default: the preset's).")
 MIN_OPTION = typer.Option("32M", "-b", "--minbytes", help="Smallest size (K/M/G suffixes, binary).")
 MAX_OPTION = typer.Option("32M", "-e", "--maxbytes", help="Largest size.")
 FACTOR_OPTION = typer.Option(1, "-f", "--stepfactor", min=1, help="Multiply the size by this each step.")

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
-from gpuwait.cli.common import JSON_OPTION
+from gpuwait.cli.common import JSON_OPTION, MAX_MEMORY_OPTION
 
-STEPS_OPTION = typer.Option(None, "--steps", min=1, help="Training steps to simulate (default: the file's).")
+STEPS_OPTION = typer.Option(None, "--steps", min=1, max=1_000_000, help="Training steps to simulate (default: the file's).")
 REPORT_OPTION = typer.Option(None, "--report", metavar="DIR",
                              help="Write the HTML report, Perfetto traces and Parquet tables here.")
 FLOWS_OPTION = typer.Option(20, "--flows", help="Flows to list in the table (traffic scenarios).")
@@ -17,7 +18,7 @@ ENGINE_OPTION = typer.Option("flow", "--engine", metavar="flow|packet",
 
 def run(scenario_file: str = typer.Argument(..., metavar="SCENARIO.yaml", help="Scenario file."),
         steps: int | None = STEPS_OPTION, report: str | None = REPORT_OPTION, flows_limit: int = FLOWS_OPTION,
-        engine: str = ENGINE_OPTION, json_out: bool = JSON_OPTION) -> None:
+        engine: str = ENGINE_OPTION, max_memory: str | None = MAX_MEMORY_OPTION, json_out: bool = JSON_OPTION) -> None:
     """Simulate a scenario and its variants.
 
     A scenario with a `workload:` runs training or inference steps: the breakdown of the step
@@ -31,11 +32,13 @@ def run(scenario_file: str = typer.Argument(..., metavar="SCENARIO.yaml", help="
     from gpuwait.cli.output import Output
     from gpuwait.engine.base import ENGINES
     from gpuwait.errors import SpecError
+    from gpuwait.runner.cost import check_cost, estimate_scenario, memory_limit_bytes
     from gpuwait.runner.inputs import load_scenario
 
     if engine not in ENGINES:
         raise SpecError(f"--engine: got {engine!r}; expected one of {', '.join(ENGINES)}")
     scenario = load_scenario(scenario_file)
+    check_cost(estimate_scenario(scenario, steps, engine), memory_limit_bytes(max_memory))  # before any allocation
     if report is not None and scenario.workload is not None:
         from gpuwait.report.files import report_directory
 
@@ -87,7 +90,7 @@ def _render_flow_runs(console: Console, result, flows_limit: int) -> None:
 
     runs = result.runs
     base = runs[0]
-    console.print(f"[bold]{result.scenario}[/] on [bold]{base.topo.name}[/]: {base.topo.n_servers} servers, "
+    console.print(f"[bold]{escape(result.scenario)}[/] on [bold]{escape(base.topo.name)}[/]: {base.topo.n_servers} servers, "
                   f"{base.topo.n_gpus} GPUs, {len(base.flows)} flows, {format_size(float(base.flows.size_bytes.sum()))} "
                   f"over {base.transport.name}")
     if len(runs) > 1:
@@ -117,7 +120,7 @@ def _render_packet_runs(console: Console, result, flows_limit: int) -> None:
         console.print(comparison_table([run_summary(r) for r in runs]))
     for r in runs:
         t, fct = r.totals(), r.fct_percentiles_s()
-        console.print(f"[bold]{r.labels.get('name', routing_label(r))}[/]: FCT p50 {format_time(fct['p50'])}, "
+        console.print(f"[bold]{escape(r.labels.get('name', routing_label(r)))}[/]: FCT p50 {format_time(fct['p50'])}, "
                       f"p99 {format_time(fct['p99'])}, p99.9 {format_time(fct['p99.9'])}; "
                       f"pause frames {t[f'rx_prio{r.params.data_priority}_pause']:,.0f} "
                       f"(paused {format_time(t['paused_s'])}), ECN marks {t['ecn_marked_packets']:,.0f}, "

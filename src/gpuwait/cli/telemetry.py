@@ -4,28 +4,29 @@ from __future__ import annotations
 
 import typer
 
+from gpuwait.cli.common import MAX_MEMORY_OPTION
 from gpuwait.cli.faults_help import INJECT_OPTION
 
 FORMAT_OPTION = typer.Option("prometheus", "--format", help="prometheus (text exposition) or parquet.")
 OUT_OPTION = typer.Option(None, "--out", metavar="FILE",
                           help="Write here (default: stdout for prometheus, telemetry.parquet).")
-STEPS_OPTION = typer.Option(None, "--steps", min=1, help="Training steps to simulate.")
+STEPS_OPTION = typer.Option(None, "--steps", min=1, max=1_000_000, help="Training steps to simulate.")
 
 
 def export(scenario_file: str = typer.Argument(..., metavar="SCENARIO.yaml"), format: str = FORMAT_OPTION,
            out_path: str | None = OUT_OPTION, inject: list[str] | None = INJECT_OPTION,
-           steps: int | None = STEPS_OPTION) -> None:
+           steps: int | None = STEPS_OPTION, max_memory: str | None = MAX_MEMORY_OPTION) -> None:
     """Simulate a scenario and write its telemetry under real exporter names (DCGM, mlx5/PMA port
     counters, node_exporter, NCCL timings, step phases).
 
     Example: `gpuwait telemetry export examples/dp-only.yaml --inject slow-gpu:s3.gpu2 > scrape.prom`
     """
-    from pathlib import Path
-
     from gpuwait.cli.output import Output
     from gpuwait.diagnosis.telemetry import export_metrics
     from gpuwait.errors import SpecError
     from gpuwait.faults import parse_inject
+    from gpuwait.report.files import output_file, write_atomically
+    from gpuwait.runner.cost import check_cost, estimate_scenario, memory_limit_bytes
     from gpuwait.runner.inputs import load_scenario
     from gpuwait.runner.workload import simulate_workload
     from gpuwait.telemetry.parquet import write_metrics_parquet
@@ -33,16 +34,19 @@ def export(scenario_file: str = typer.Argument(..., metavar="SCENARIO.yaml"), fo
 
     if format not in ("prometheus", "parquet"):
         raise SpecError(f"--format: got {format!r}; expected prometheus or parquet")
+    target = output_file(out_path if out_path is not None else "telemetry.parquet") if (
+        out_path is not None or format == "parquet") else None  # refused before the run, not after it
     scenario = load_scenario(scenario_file)
+    check_cost(estimate_scenario(scenario, steps), memory_limit_bytes(max_memory))
     run = simulate_workload(scenario, steps, faults=[parse_inject(t) for t in (inject or [])])
     metrics = export_metrics(run)
     output = Output(False)
     if format == "prometheus":
         text = to_prometheus_text(metrics)
-        if out_path:
-            Path(out_path).write_text(text)
+        if target is not None:
+            write_atomically(target, lambda p: p.write_text(text))
         else:
             output.text(text)
     else:
-        path = write_metrics_parquet(metrics, out_path or "telemetry.parquet")
-        output.console.print(f"wrote {path} ({len(metrics)} samples)")
+        path = write_atomically(target, lambda p: write_metrics_parquet(metrics, p))
+        output.console.print(f"wrote {path} ({len(metrics)} samples)", markup=False)

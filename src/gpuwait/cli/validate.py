@@ -4,22 +4,29 @@ from __future__ import annotations
 
 import typer
 
-from gpuwait.cli.common import JSON_OPTION
+from gpuwait.cli.common import JSON_OPTION, MAX_MEMORY_OPTION
 
 
 def validate(file: str = typer.Argument(..., metavar="FILE", help="Scenario file to check."),
-             json_out: bool = JSON_OPTION) -> None:
+             max_memory: str | None = MAX_MEMORY_OPTION, json_out: bool = JSON_OPTION) -> None:
     """Check a scenario file: every problem with its YAML path, value and what was expected.
+
+    States what `run` would allocate and refuses, as `run` does, a scenario over --max-memory.
 
     Example: `gpuwait validate examples/ecmp-collision.yaml`
     """
+    from rich.markup import escape
+
     from gpuwait.cli.output import Output
     from gpuwait.errors import GpuwaitError
+    from gpuwait.runner.cost import check_cost, estimate_scenario, memory_limit_bytes
     from gpuwait.runner.inputs import load_scenario
     from gpuwait.runner.traffic import check_scenario
 
     try:
-        runs = check_scenario(load_scenario(file))
+        scenario = load_scenario(file)
+        estimate = check_cost(estimate_scenario(scenario), memory_limit_bytes(max_memory))
+        runs = check_scenario(scenario)
     except GpuwaitError as err:
         if json_out:
             problems = getattr(err, "problems", None) or [str(err)]
@@ -27,7 +34,8 @@ def validate(file: str = typer.Argument(..., metavar="FILE", help="Scenario file
             raise typer.Exit(1) from None
         raise
     Output(json_out).emit(
-        {"file": file, "valid": True} | runs,
-        lambda c: c.print(f"[green]ok[/] {file}: {runs['servers']} servers, {runs['gpus']} GPUs, "
-                          + (f"workload {runs['workload']}, " if "workload" in runs else f"{runs['flows']} flows, ")
-                          + f"{runs['routed_cases']} case(s) checked"))
+        {"file": file, "valid": True} | runs | {"estimate": estimate.to_dict()},
+        lambda c: c.print("[green]ok[/] " + escape(
+            f"{file}: {runs['servers']} servers, {runs['gpus']} GPUs, "
+            + (f"workload {runs['workload']}, " if "workload" in runs else f"{runs['flows']} flows, ")
+            + f"{runs['routed_cases']} case(s) checked; run allocates {estimate.describe()}")))

@@ -108,6 +108,8 @@ def observe_telemetry(bundle: TelemetryBundle, topo: Topology) -> Observation:
     socket, gdr_off, remote = _nccl_transport(bundle, metrics, names, topo)
     if socket is None:
         missing.append("NCCL_DEBUG=INFO transport lines")
+    if bundle.skipped:  # the reader left unreadable rows out; say how many and name the first few
+        missing.append(f"{len(bundle.skipped)} unreadable row(s) skipped: " + "; ".join(bundle.skipped[:3]))
     # the job reads its dataset when the storage servers' ports send (their transmit counters)
     reads = link_bytes is not None and bool(link_bytes[np.isin(topo.link_src, topo.storage_server_node)].sum() > 0)
     return Observation(topo=topo, step_time_s=step, baseline_step_time_s=ideal, gpu_names=gpu_names, per_gpu_s=per_gpu, link_util=util,

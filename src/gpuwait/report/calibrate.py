@@ -26,6 +26,7 @@ from gpuwait.runner.calibrate import (
     params_dict,
     write_overlay,
 )
+from gpuwait.spec.reader import read_text_checked
 from gpuwait.telemetry.nccltests_log import parse_nccl_tests_log
 
 #: the three predictions of every size, in the order they are shown
@@ -35,10 +36,9 @@ VARIANTS = ("shipped", "calibrated", "defaults")
 def read_log(path: Path) -> MeasuredLog:
     """The sizes, out-of-place times and busbw of the nccl-tests log at ``path``."""
     try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as err:
-        why = getattr(err, "strerror", None) or "not a text file"
-        raise SpecError(f"{path}: cannot read the log ({why})", hint="check the path") from None
+        text = read_text_checked(path, "an nccl-tests log")
+    except SpecError as err:
+        raise SpecError(str(err).replace("cannot read the file", "cannot read the log"), hint=err.hint) from None
     try:
         log = parse_nccl_tests_log(text)
     except SpecError as err:

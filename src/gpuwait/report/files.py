@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Sequence
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from gpuwait.diagnosis.report import diagnosis_dict
@@ -12,11 +13,21 @@ from gpuwait.errors import SpecError
 from gpuwait.report.html import write_html_report
 from gpuwait.report.parquet import write_link_parquet, write_task_parquet
 from gpuwait.report.perfetto import write_perfetto_trace
+from gpuwait.spec.reader import short_value
 from gpuwait.steps.result import RunResult
 
 
 def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "case"
+
+
+def _existing_ancestor(out: Path, option: str, text: str) -> Path:
+    """The nearest existing path of ``out`` and its parents; a too-long name is one error."""
+    try:
+        return next(p for p in (out, *out.parents) if p.exists())
+    except OSError as err:  # ENAMETOOLONG and friends: Path.exists only swallows "not found"
+        raise SpecError(f"{option}: got {short_value(text)}; cannot use it ({err.strerror})",
+                        hint="use a shorter path") from None
 
 
 def report_directory(directory: str | Path) -> Path:
@@ -33,14 +44,62 @@ def report_directory(directory: str | Path) -> Path:
         raise SpecError(f"--report: got {text!r}; expected a directory to write the report files into",
                         hint="e.g. --report out/")
     out = Path(text)
-    if out.exists() and not out.is_dir():
-        raise SpecError(f"--report: got {text!r}, which is a file; expected a directory", hint="name a new or existing directory")
-    existing = next(p for p in (out, *out.parents) if p.exists())
+    existing = _existing_ancestor(out, "--report", text)
+    if existing == out and not out.is_dir():
+        raise SpecError(f"--report: got {short_value(text)}, which is a file; expected a directory",
+                        hint="name a new or existing directory")
     if not existing.is_dir():
-        raise SpecError(f"--report: got {text!r}, inside the file {str(existing)!r}; expected a directory")
+        raise SpecError(f"--report: got {short_value(text)}, inside the file {short_value(str(existing))}; "
+                        "expected a directory")
     if not os.access(existing, os.W_OK | os.X_OK):
-        raise SpecError(f"--report: got {text!r}; cannot write into {str(existing)!r}", hint="check its permissions")
+        raise SpecError(f"--report: got {short_value(text)}; cannot write into {short_value(str(existing))}",
+                        hint="check its permissions")
     return out
+
+
+def output_file(path: str | Path, option: str = "--out") -> Path:
+    """``path`` checked as a file to write, before anything runs: not empty, not a directory, its
+    directory existing and writable, its name not too long; one error naming ``option``."""
+    text = str(path)
+    if not text.strip():
+        raise SpecError(f"{option}: got {text!r}; expected a file name", hint="e.g. --out telemetry.prom")
+    out = Path(text)
+    if text.endswith(("/", os.sep)):
+        raise SpecError(f"{option}: got {short_value(text)}, a directory path; expected a file",
+                        hint=f"e.g. {option} {out / 'telemetry.prom'}")
+    existing = _existing_ancestor(out, option, text)
+    if existing == out:
+        if out.is_dir():
+            raise SpecError(f"{option}: got {short_value(text)}, which is a directory; expected a file",
+                            hint=f"e.g. {option} {out / 'telemetry.prom'}")
+        if not os.access(out, os.W_OK):
+            raise SpecError(f"{option}: got {short_value(text)}; cannot overwrite it", hint="check its permissions")
+        return out
+    if existing != out.parent:
+        raise SpecError(f"{option}: got {short_value(text)}; its directory {short_value(str(out.parent))} does not "
+                        "exist", hint="create it first")
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise SpecError(f"{option}: got {short_value(text)}; cannot write into {short_value(str(existing))}",
+                        hint="check the path and its permissions")
+    if len(out.name.encode()) > 255:
+        raise SpecError(f"{option}: got {short_value(text)}; a file name of {len(out.name.encode()):,} bytes; "
+                        "expected at most 255", hint="use a shorter name")
+    return out
+
+
+def write_atomically(path: str | Path, write: Callable[[Path], object]) -> Path:
+    """Call ``write(temporary path)`` beside ``path``, then rename it onto ``path``: a failed or
+    interrupted write leaves no half file (a rename within one directory is atomic on POSIX)."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:100]}.", suffix=".partial")
+    os.close(fd)
+    try:
+        write(Path(tmp))
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
 
 
 def write_reports(results: Sequence[RunResult], directory: str | Path, title: str, diagnoses: Iterable = ()) -> list[Path]:
@@ -50,12 +109,12 @@ def write_reports(results: Sequence[RunResult], directory: str | Path, title: st
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise SpecError(f"--report: cannot create {str(directory)!r} ({err.strerror})") from None
+        raise SpecError(f"--report: cannot create {short_value(str(directory))} ({err.strerror})") from None
     findings = [f for d in diagnoses for f in diagnosis_dict(d)["findings"]]
-    paths = [write_html_report(results, out / "report.html", title=title, findings=findings)]
+    writers = [("report.html", lambda p: write_html_report(results, p, title=title, findings=findings))]
     for result in results:
-        paths.append(write_perfetto_trace(result, out / f"trace-{_slug(result.case)}.json",
-                                          gpus_per_server=result.gpus_per_server))
-    paths.append(write_task_parquet(results, out / "tasks.parquet"))
-    paths.append(write_link_parquet(results, out / "links.parquet"))
-    return paths
+        writers.append((f"trace-{_slug(result.case)}.json",
+                        lambda p, r=result: write_perfetto_trace(r, p, gpus_per_server=r.gpus_per_server)))
+    writers.append(("tasks.parquet", lambda p: write_task_parquet(results, p)))
+    writers.append(("links.parquet", lambda p: write_link_parquet(results, p)))
+    return [write_atomically(out / name, write) for name, write in writers]

@@ -7,6 +7,7 @@ Functions here turn a :class:`~gpuwait.engine.flow_run.FlowRun` into plain dicts
 from __future__ import annotations
 
 import numpy as np
+from rich.markup import escape
 from rich.table import Table
 
 from gpuwait.engine.flow_run import FlowRun
@@ -151,14 +152,14 @@ def comparison_table(summaries: list[dict]) -> Table:
     for s in summaries:
         slow = s["makespan_s"] / best
         style = "bold red" if slow > 1.05 else "green"
-        table.add_row(s["label"], format_time(s["makespan_s"]), f"[{style}]{slow:.2f}x[/]",
+        table.add_row(escape(s["label"]), format_time(s["makespan_s"]), f"[{style}]{slow:.2f}x[/]",
                       format_rate(s["min_flow_rate_Bps"]), format_rate(s["mean_flow_rate_Bps"]),
                       f"{s['uplinks_used']}/{s['uplinks']}", f"{s['uplink_imbalance']:.2f}")
     return table
 
 
 def uplink_table(label: str, loads: list[dict]) -> Table:
-    table = Table(title=f"{label}: uplinks of the sending leaf", title_justify="left")
+    table = Table(title=f"{escape(label)}: uplinks of the sending leaf", title_justify="left")
     for col in ("link", "flows", "bytes", "utilization"):
         table.add_column(col, justify="left" if col == "link" else "right")
     for row in loads:
@@ -174,7 +175,7 @@ def flows_table(rows: list[dict], limit: int = 20) -> Table:
     for col in ("flow", "src", "dst", "size", "start", "finish", "rate", "bottleneck"):
         table.add_column(col, justify="right" if col in ("size", "start", "finish", "rate") else "left")
     for row in rows[:limit]:
-        table.add_row(row["name"], row["src"], row["dst"], format_size(row["size_bytes"]), format_time(row["start_s"]),
+        table.add_row(escape(row["name"]), escape(row["src"]), escape(row["dst"]), format_size(row["size_bytes"]), format_time(row["start_s"]),
                       format_time(row["finish_s"]), format_rate(row["mean_rate_Bps"]), row["bottleneck"])
     if len(rows) > limit:
         table.caption = f"{len(rows) - limit} more flows: use --json for all"
@@ -187,5 +188,5 @@ def hot_links_table(rows: list[dict]) -> Table:
         table.add_column(col, justify="left" if col in ("link", "tier", "some flows") else "right")
     for row in rows:
         table.add_row(row["link"], row["tier"], format_rate(row["capacity_Bps"]), format_size(row["bytes"]),
-                      f"{row['mean_utilization']:.0%}", str(row["flows"]), ", ".join(row["flow_names"][:4]))
+                      f"{row['mean_utilization']:.0%}", str(row["flows"]), escape(", ".join(row["flow_names"][:4])))
     return table

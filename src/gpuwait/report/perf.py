@@ -21,6 +21,7 @@ from gpuwait.errors import SpecError
 from gpuwait.report.nccltests import format_table
 from gpuwait.runner.inputs import load_cluster
 from gpuwait.runner.perf import PerfSweep, make_predictor
+from gpuwait.spec.reader import read_text_checked
 from gpuwait.telemetry.errors import TelemetryFormatError
 from gpuwait.telemetry.nccl_debug import NcclDebugInfo, parse_nccl_debug
 from gpuwait.telemetry.nccltests_log import parse_nccl_tests_log
@@ -179,9 +180,9 @@ def compare_log(op: str, log_path: Path, cluster: str, servers: int | None = Non
     """Predict the collective, sizes and rank count of the nccl-tests log at ``log_path`` on ``cluster``,
     as NCCL ``nccl_version`` would (default: the version the log prints, if gpuwait models it)."""
     try:
-        text = log_path.read_text()
-    except OSError as err:
-        raise SpecError(f"--compare: cannot read {log_path} ({err.strerror})", hint="check the path") from None
+        text = read_text_checked(log_path, "an nccl-tests log")
+    except SpecError as err:
+        raise SpecError(f"--compare: {err}", hint=err.hint) from None
     log = parse_nccl_tests_log(text)
     collective = log.collective or get_collective(op).name
     if log.n_ranks is None:
@@ -197,8 +198,11 @@ def compare_log(op: str, log_path: Path, cluster: str, servers: int | None = Non
     if predictor.comm.n_ranks != log.n_ranks:
         raise SpecError(f"--compare: the log has {log.n_ranks} ranks but the cluster gives {predictor.comm.n_ranks}",
                         hint="use --servers and -g to match the run")
-    rows = []
+    rows, skipped = [], []
     for row in log.rows:
+        if not row.oop_time_us > 0:  # nccl-tests prints 0.00 below its resolution: nothing to compare against
+            skipped.append(row.size_bytes)
+            continue
         est = predictor.estimate(collective, row.size_bytes)
         pred = make_row(collective, row.size_bytes, row.dtype, log.n_ranks, oop_time_s=est.time_s, ip_time_s=est.time_s)
         rows.append({"size_bytes": row.size_bytes, "measured_time_us": row.oop_time_us, "predicted_time_us": pred.oop_time_us,
@@ -209,6 +213,12 @@ def compare_log(op: str, log_path: Path, cluster: str, servers: int | None = Non
     seen = _seen_choices(debug, collective)
     warnings = comparison_warnings(text, [d.name for d in log.devices], resolve_server(topo.spec.server).gpu_model,
                                    topo.spec.transport.name, debug, nccl["version"])
+    if skipped:
+        warnings.append(f"{len(skipped)} row(s) skipped, their measured time is 0.00 us (sizes "
+                        + ", ".join(map(str, skipped[:3])) + (", ..." if len(skipped) > 3 else "") + ")")
+    if not rows:
+        raise SpecError(f"--compare: {log_path}: every row's measured time is 0.00 us; expected an nccl-tests table "
+                        "with times", hint="rerun nccl-tests with larger sizes (-b)")
     return PerfComparison(log_path, collective, log.n_ranks, topo.name, rows, comparison_summary(rows, seen), warnings,
                           nccl)
 

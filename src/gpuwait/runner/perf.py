@@ -132,6 +132,8 @@ def perf_sweep(op: str, args: SweepArgs, cluster: str = "dgx-h100", servers: int
     if predictor is None:
         predictor = make_predictor(cluster, servers, gpus, env, nccl_version)
     n = predictor.comm.n_ranks
+    if coll.has_root and not 0 <= args.root < n:  # NCCL refuses it too (ncclInvalidArgument)
+        raise SpecError(f"-r: got {args.root}; expected a root rank from 0 to {n - 1}")
     step_bytes = parse_size_arg(args.step_bytes)
     rows, choices, rounded, estimates = [], [], [], []
     for size in size_sweep(lo, hi, args.step_factor if args.step_factor > 1 else None, step_bytes):

@@ -64,20 +64,20 @@ class ServerSpec(SpecModel):
     nvlink_bandwidth: RateOrZeroBps = Field(450e9, description="NVLink bandwidth per GPU per direction (e.g. 450GB/s for NVLink4); 0 = no NVLink, GPUs talk over PCIe.")
     nvlink_topology: Literal["nvswitch", "mesh", "pairs"] = Field("nvswitch", description="'nvswitch': every GPU links to one NVSwitch domain (the server's, or the cluster's nvlink_domain when it spans servers); 'mesh': direct GPU-GPU links splitting the per-GPU bandwidth evenly; 'pairs': NVLink bridges joining GPU 2k and 2k+1 (A100 PCIe NV12, RTX A6000 / A40 NV4), each bridge carrying the whole per-GPU bandwidth, PCIe between pairs.")
     nvlink_latency: TimeS = Field(0.6e-6, description="Latency of one NVLink traversal GPU->NVSwitch (seconds).")
-    pcie_switches: int = Field(4, ge=1, description="PCIe switches; GPUs and NICs are spread evenly over them unless mapped explicitly.")
+    pcie_switches: int = Field(4, ge=1, le=1024, description="PCIe switches; GPUs and NICs are spread evenly over them unless mapped explicitly.")
     pcie_bandwidth: RateBps = Field(63e9, description="Bandwidth of one PCIe x16 link per direction (Gen5 x16 = 63GB/s after 128b/130b coding, Gen4 x16 = 31.5GB/s).")
     pcie_latency: TimeS = Field(0.25e-6, description="Latency of one PCIe hop (seconds).")
     gpu_host_bandwidth: RateBps | None = Field(None, description="Bandwidth per direction of each GPU's own link to its host (GPU to PCIe switch, switch to CPU); default pcie_bandwidth. Grace-Hopper / Grace-Blackwell superchips: NVLink-C2C, 450GB/s (900 GB/s both directions).")
     gpu_p2p: bool = Field(True, description="CUDA peer-to-peer between the server's GPUs (true/false). false when the platform or driver does not allow it (`nvidia-smi topo -p2p p` shows NS): NCCL then stages every transfer between the server's GPUs through host memory (SHM transport), as NCCL_P2P_DISABLE=1 does.")
     gpu_pcie_switch: list[int] | None = Field(None, description="PCIe switch index of each GPU (list of length `gpus`); default spreads GPUs evenly.")
     nic_pcie_switch: list[int] | None = Field(None, description="PCIe switch index of each compute NIC (list of length `nics`); default spreads NICs evenly.")
-    cpus: int = Field(2, ge=1, description="CPU sockets / NUMA nodes; PCIe switches are spread over them.")
+    cpus: int = Field(2, ge=1, le=1024, description="CPU sockets / NUMA nodes; PCIe switches are spread over them.")
     cpu_interconnect_bandwidth: RateBps = Field(64e9, description="Socket-to-socket bandwidth per direction (UPI/xGMI).")
     cpu_vendor: Literal["intel", "amd", "arm", "other"] = Field("intel", description="Host CPU vendor; NCCL's tuning model uses it (network overhead per step, LL bandwidth cap).")
-    nics: int = Field(8, ge=0, description="Compute-fabric NICs (count); 0 for a server with no scale-out network.")
+    nics: int = Field(8, ge=0, le=1024, description="Compute-fabric NICs (count); 0 for a server with no scale-out network.")
     nic_speed: RateBps = Field(50e9, description="Line rate of one NIC port, e.g. 400Gbps.")
     nic_ports: int = Field(1, ge=1, le=4, description="Ports per compute NIC; each port is one link (in its own plane on a multi-plane fabric).")
-    storage_nics: int = Field(0, ge=0, description="NICs for the storage network (count).")
+    storage_nics: int = Field(0, ge=0, le=1024, description="NICs for the storage network (count).")
     storage_nic_speed: RateBps = Field(25e9, description="Line rate of one storage NIC.")
     mgmt_nic_speed: RateBps = Field(1.25e9, description="Line rate of the management NIC (10Gbps default).")
 
@@ -91,13 +91,13 @@ class FabricSpec(SpecModel):
 
     kind: Literal["clos", "inventory", "none"] = Field("clos", description="'clos' = leaf-spine (tiers=2) or fat tree with pods (tiers=3); 'inventory' = the switches and cables listed in cluster.inventory (`gpuwait inventory import`); 'none' = servers not connected (single-server presets).")
     tiers: Literal[2, 3] = Field(2, description="2 = leaf-spine, 3 = leaves and spines grouped in pods under a core tier.")
-    switch_radix: int = Field(64, ge=2, description="Ports per switch (count).")
+    switch_radix: int = Field(64, ge=2, le=100_000, description="Ports per switch (count).")
     switch_speed: RateBps | None = Field(None, description="Switch-to-switch link speed; default = the NIC port speed.")
-    leaf_downlinks: int | None = Field(None, ge=1, description="Leaf ports facing servers; default half the radix.")
+    leaf_downlinks: int | None = Field(None, ge=1, le=100_000, description="Leaf ports facing servers; default half the radix.")
     oversubscription: float = Field(1.0, ge=1.0, description="Leaf downlink : uplink capacity ratio (1 = non-blocking, 2 = 2:1).")
     spine_oversubscription: float = Field(1.0, ge=1.0, description="Spine downlink : uplink ratio (3-tier only).")
     rail_optimized: bool = Field(False, description="NIC i of every server in a scalable unit goes to leaf i of that unit.")
-    servers_per_unit: int | None = Field(None, ge=1, description="Servers per scalable unit (rail-optimized) — default leaf_downlinks / ports per NIC.")
+    servers_per_unit: int | None = Field(None, ge=1, le=100_000, description="Servers per scalable unit (rail-optimized) — default leaf_downlinks / ports per NIC.")
     planes: int = Field(1, ge=1, le=8, description="Independent fabric planes; port p of every NIC joins plane p (needs nic_ports a multiple of planes).")
     dual_tor: bool = Field(False, description="Each NIC's two ports go to two different leaves of the same plane (needs 2 ports per NIC per plane).")
     cable_latency: TimeS = Field(25e-9, description="Propagation delay of one cable (about 5 ns per metre).")
@@ -108,9 +108,9 @@ class StorageNetworkSpec(SpecModel):
     """Storage servers and how GPU servers reach them."""
 
     mode: Literal["none", "separate", "converged"] = Field("none", description="'separate': own leaf-spine via storage NICs; 'converged': storage servers hang off the compute fabric.")
-    storage_servers: int = Field(4, ge=1, description="Storage servers (count).")
+    storage_servers: int = Field(4, ge=1, le=100_000, description="Storage servers (count).")
     storage_server_speed: RateBps = Field(50e9, description="Network bandwidth of one storage server.")
-    switch_radix: int = Field(64, ge=2, description="Ports per storage-network switch.")
+    switch_radix: int = Field(64, ge=2, le=100_000, description="Ports per storage-network switch.")
     oversubscription: float = Field(1.0, ge=1.0, description="Leaf downlink : uplink ratio of a separate storage network.")
 
 
@@ -118,7 +118,7 @@ class ManagementNetworkSpec(SpecModel):
     """Out-of-band / in-band management network (one NIC per server to management switches)."""
 
     enabled: bool = Field(False, description="Build the management network.")
-    switch_radix: int = Field(48, ge=2, description="Server ports per management switch.")
+    switch_radix: int = Field(48, ge=2, le=100_000, description="Server ports per management switch.")
     uplink_speed: RateBps = Field(12.5e9, description="Management switch uplink speed (100Gbps default).")
 
 

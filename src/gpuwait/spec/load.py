@@ -6,10 +6,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from gpuwait.errors import SpecError
+from gpuwait.spec.reader import read_yaml_checked, short_value
+
+#: problems listed in one error; the rest are counted
+MAX_PROBLEMS_SHOWN = 10
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -33,8 +36,10 @@ def _expected(err: Mapping[str, Any]) -> str:
     if kind == "missing":
         return "this field is required"
     if msg.startswith("Value error, "):
-        return msg[len("Value error, "):]
-    return msg[0].lower() + msg[1:]
+        msg = msg[len("Value error, "):]
+    else:
+        msg = msg[0].lower() + msg[1:]
+    return msg if len(msg) <= 200 else msg[:200] + "..."
 
 
 def describe_validation_error(err: ValidationError, prefix: str = "") -> list[str]:
@@ -42,7 +47,7 @@ def describe_validation_error(err: ValidationError, prefix: str = "") -> list[st
     lines = []
     for item in err.errors():
         path = _path_text(tuple(prefix.split(".")) + item["loc"] if prefix else item["loc"])
-        got = "" if item["type"] == "missing" else f"got {item.get('input')!r}; "
+        got = "" if item["type"] == "missing" else f"got {short_value(item.get('input'))}; "
         lines.append(f"{path}: {got}{_expected(item)}")
     return lines
 
@@ -57,27 +62,19 @@ def validate_data(model: type[M], data: Any, *, source: str = "input", require_u
     except ValidationError as err:
         problems = describe_validation_error(err)
         count = len(problems)
+        shown = problems[:MAX_PROBLEMS_SHOWN]
+        more = f"; and {count - len(shown)} more" if count > len(shown) else ""
         raise SpecError(
-            f"{source}: {count} problem{'s' if count > 1 else ''}: " + "; ".join(problems),
+            f"{source}: {count} problem{'s' if count > 1 else ''}: " + "; ".join(shown) + more,
             problems=problems,
             hint="`gpuwait schema` prints every field with its unit and default",
         ) from None
 
 
 def read_yaml(path: str | Path) -> Any:
-    """Read a YAML file, turning I/O and syntax errors into :class:`SpecError`."""
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as err:
-        raise SpecError(f"{path}: cannot read the file ({err.strerror})", hint="check the path") from None
-    try:
-        return yaml.safe_load(text) or {}
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise SpecError(f"{path}: not valid YAML{where}: {getattr(err, 'problem', err)}",
-                        hint="check indentation and quoting") from None
+    """Read a YAML file through the checked reader (:mod:`gpuwait.spec.reader`): I/O, encoding, size,
+    depth, alias, duplicate-key and syntax problems become one :class:`SpecError` line."""
+    return read_yaml_checked(path, "a scenario or cluster mapping")
 
 
 def load_model(model: type[M], path: str | Path) -> M:

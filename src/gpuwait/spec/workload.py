@@ -19,6 +19,11 @@ from gpuwait.spec.types import PositiveSizeBytes, RateBps, RateOrZeroBps, SizeBy
 
 Precision = Literal["bf16", "fp16", "fp8"]
 
+#: the most GPUs a cluster holds (``servers`` <= 100,000 of at most 72 GPUs): the bound of every rank count
+MAX_GPUS = 100_000 * 72
+#: steps simulated at most; what a run may allocate is checked separately (see :mod:`gpuwait.runner.cost`)
+MAX_STEPS = 1_000_000
+
 
 class ModelSpec(SpecModel):
     """A decoder-only transformer: a preset, or its shape field by field (explicit fields override the preset).
@@ -30,36 +35,36 @@ class ModelSpec(SpecModel):
     """
 
     preset: str | None = Field(None, description="Start from this model preset: llama-8b, llama-70b, llama-405b, mixtral-8x7b, deepseek-moe-16b.")
-    layers: int | None = Field(None, ge=1, description="Transformer layers (count).")
-    hidden: int | None = Field(None, ge=1, description="Model (hidden) dimension (elements).")
-    ffn_hidden: int | None = Field(None, ge=1, description="Inner dimension of a dense SwiGLU MLP (elements).")
-    heads: int | None = Field(None, ge=1, description="Query attention heads (count); head dimension = hidden / heads.")
-    kv_heads: int | None = Field(None, ge=1, description="Key/value heads (count; = heads for multi-head attention, fewer for GQA).")
-    vocab: int | None = Field(None, ge=1, description="Vocabulary size (tokens).")
-    experts: int | None = Field(None, ge=1, description="Routed experts per MoE layer (count; 1 = dense model).")
-    top_k: int | None = Field(None, ge=1, description="Routed experts each token runs (count).")
-    expert_ffn_hidden: int | None = Field(None, ge=1, description="Inner dimension of one expert's SwiGLU MLP (elements); default ffn_hidden.")
-    shared_experts: int | None = Field(None, ge=0, description="Experts every token runs besides the routed ones (count, each of expert_ffn_hidden).")
-    dense_layers: int | None = Field(None, ge=0, description="MoE models: the first layers keep a dense MLP of ffn_hidden (count).")
-    seq_len: int | None = Field(None, ge=1, description="Sequence length of a training sample (tokens); default the preset's, else 4096.")
+    layers: int | None = Field(None, ge=1, le=10_000, description="Transformer layers (count).")
+    hidden: int | None = Field(None, ge=1, le=1_000_000, description="Model (hidden) dimension (elements).")
+    ffn_hidden: int | None = Field(None, ge=1, le=10_000_000, description="Inner dimension of a dense SwiGLU MLP (elements).")
+    heads: int | None = Field(None, ge=1, le=100_000, description="Query attention heads (count); head dimension = hidden / heads.")
+    kv_heads: int | None = Field(None, ge=1, le=100_000, description="Key/value heads (count; = heads for multi-head attention, fewer for GQA).")
+    vocab: int | None = Field(None, ge=1, le=100_000_000, description="Vocabulary size (tokens).")
+    experts: int | None = Field(None, ge=1, le=100_000, description="Routed experts per MoE layer (count; 1 = dense model).")
+    top_k: int | None = Field(None, ge=1, le=100_000, description="Routed experts each token runs (count).")
+    expert_ffn_hidden: int | None = Field(None, ge=1, le=10_000_000, description="Inner dimension of one expert's SwiGLU MLP (elements); default ffn_hidden.")
+    shared_experts: int | None = Field(None, ge=0, le=100_000, description="Experts every token runs besides the routed ones (count, each of expert_ffn_hidden).")
+    dense_layers: int | None = Field(None, ge=0, le=10_000, description="MoE models: the first layers keep a dense MLP of ffn_hidden (count).")
+    seq_len: int | None = Field(None, ge=1, le=100_000_000, description="Sequence length of a training sample (tokens); default the preset's, else 4096.")
     precision: Precision = Field("bf16", description="Math precision of the matmuls: bf16, fp16 or fp8 (fp8 doubles peak FLOP/s; training keeps bf16 weights, gradients and activations).")
 
 
 class ParallelSpec(SpecModel):
     """How a training job splits over GPUs: tensor, pipeline, data and expert parallelism, and ZeRO."""
 
-    tp: int = Field(1, ge=1, description="Tensor-parallel degree (GPUs sharing each layer's matrices).")
-    pp: int = Field(1, ge=1, description="Pipeline-parallel degree (stages of consecutive layers).")
-    dp: int | None = Field(None, ge=1, description="Data-parallel degree; default the job's GPUs / (tp * pp).")
-    ep: int = Field(1, ge=1, description="Expert-parallel degree, inside data parallelism (experts split over ep of the dp ranks); 1 = every dp rank holds every expert.")
+    tp: int = Field(1, ge=1, le=MAX_GPUS, description="Tensor-parallel degree (GPUs sharing each layer's matrices).")
+    pp: int = Field(1, ge=1, le=MAX_GPUS, description="Pipeline-parallel degree (stages of consecutive layers).")
+    dp: int | None = Field(None, ge=1, le=MAX_GPUS, description="Data-parallel degree; default the job's GPUs / (tp * pp).")
+    ep: int = Field(1, ge=1, le=MAX_GPUS, description="Expert-parallel degree, inside data parallelism (experts split over ep of the dp ranks); 1 = every dp rank holds every expert.")
     zero: Literal[0, 1, 2, 3] = Field(0, description="ZeRO stage over dp: 0 = DDP, 1 = optimizer state sharded, 2 = + gradients, 3 = + weights (FSDP).")
     sequence_parallel: bool | None = Field(None, description="Megatron sequence parallelism: TP all-reduces become reduce-scatter + all-gather and norm/dropout activations are split; default on when tp > 1.")
-    micro_batch: int = Field(1, ge=1, description="Sequences per micro-batch on one dp rank.")
-    global_batch: int | None = Field(None, ge=1, description="Sequences per optimizer step over the whole job; default dp * micro_batch * (4 * pp with pipelining, else 1).")
+    micro_batch: int = Field(1, ge=1, le=1_000_000_000, description="Sequences per micro-batch on one dp rank.")
+    global_batch: int | None = Field(None, ge=1, le=1_000_000_000_000, description="Sequences per optimizer step over the whole job; default dp * micro_batch * (4 * pp with pipelining, else 1).")
     bucket: PositiveSizeBytes = Field(25 * 2.0**20, description="DDP gradient bucket (bytes); PyTorch's bucket_cap_mb=25 is 25 MiB.")
     overlap_grad_reduce: bool = Field(True, description="Start each bucket's gradient reduction as soon as backward fills it (hidden under the rest of backward).")
     schedule: Literal["1f1b", "interleaved-1f1b"] = Field("1f1b", description="Pipeline schedule: '1f1b' = one forward, one backward (PipeDream-flush / Megatron default); 'interleaved-1f1b' = each stage holds `virtual_stages` model chunks, shrinking the bubble that many times (Megatron's virtual pipeline).")
-    virtual_stages: int = Field(2, ge=1, description="interleaved-1f1b: model chunks per pipeline stage (count); the layers must divide into pp * virtual_stages chunks.")
+    virtual_stages: int = Field(2, ge=1, le=10_000, description="interleaved-1f1b: model chunks per pipeline stage (count); the layers must divide into pp * virtual_stages chunks.")
     allow_tp_across_servers: bool = Field(False, description="Allow a tensor-parallel group larger than one server (its all-reduces then cross the scale-out network).")
     cp: int = Field(1, ge=1, description="Context-parallel degree (Megatron's --context-parallel-size): each sequence is split over cp GPUs; attention exchanges K/V blocks around the cp ring every layer (ring attention, Liu et al. 2023, arXiv:2310.01889), overlapped with the attention compute as Megatron-Core/TransformerEngine do.")
     first_stage_layers: int | None = Field(None, ge=0, description="Transformer layers on the first pipeline stage (Megatron's --decoder-first-pipeline-num-layers); the rest split evenly over the other stages.")
@@ -75,7 +80,7 @@ class ParallelSpec(SpecModel):
 class SlowGpuSpec(SpecModel):
     """One GPU that computes slower than the rest (thermal throttling, a bad part)."""
 
-    rank: int = Field(..., ge=0, description="Rank of the GPU in the job.")
+    rank: int = Field(..., ge=0, lt=MAX_GPUS, description="Rank of the GPU in the job.")
     factor: float = Field(..., gt=0, description="Multiplier of its compute time (1.3 = 30 % slower).")
 
 
@@ -103,17 +108,17 @@ class DataSpec(SpecModel):
     dataset_read_per_gpu: RateOrZeroBps = Field(0.0, description="Bytes/s each GPU reads from storage while it trains (e.g. 200MB/s); 0 = data already local.")
     loader_samples_per_s_per_server: float | None = Field(None, gt=0, description="CPU data-loader throughput of one server (samples/s); none = the loader never limits.")
     checkpoint_size: SizeBytes | None = Field(None, description="Bytes of one checkpoint (whole job); default 14 bytes per parameter (bf16 weights + fp32 Adam master and moments).")
-    checkpoint_interval_steps: int | None = Field(None, ge=1, description="Write a checkpoint every this many steps; none = never.")
+    checkpoint_interval_steps: int | None = Field(None, ge=1, le=1_000_000_000, description="Write a checkpoint every this many steps; none = never.")
 
 
 class InferenceSpec(SpecModel):
     """A serving batch: prefill of the prompts, then token-by-token decode from a KV cache."""
 
-    batch: int = Field(1, ge=1, description="Sequences decoded together on one model replica (count).")
-    prompt_tokens: int = Field(1024, ge=1, description="Prompt length per sequence (tokens).")
-    output_tokens: int = Field(256, ge=1, description="Tokens generated per sequence (tokens).")
-    tp: int = Field(1, ge=1, description="Tensor-parallel degree of one replica.")
-    pp: int = Field(1, ge=1, description="Pipeline-parallel degree of one replica.")
+    batch: int = Field(1, ge=1, le=1_000_000_000, description="Sequences decoded together on one model replica (count).")
+    prompt_tokens: int = Field(1024, ge=1, le=1_000_000_000, description="Prompt length per sequence (tokens).")
+    output_tokens: int = Field(256, ge=1, le=1_000_000_000, description="Tokens generated per sequence (tokens).")
+    tp: int = Field(1, ge=1, le=MAX_GPUS, description="Tensor-parallel degree of one replica.")
+    pp: int = Field(1, ge=1, le=MAX_GPUS, description="Pipeline-parallel degree of one replica.")
     allow_tp_across_servers: bool = Field(False, description="Allow a tensor-parallel group larger than one server.")
 
 
@@ -121,13 +126,13 @@ class WorkloadSpec(SpecModel):
     """What runs on the cluster: a training job (``parallel``) or an inference service (``inference``)."""
 
     mode: Literal["training", "inference"] = Field("training", description="'training': forward, backward and optimizer steps; 'inference': prefill and decode.")
-    gpus: int | None = Field(None, ge=1, description="GPUs the job uses (count); default every GPU of the cluster.")
+    gpus: int | None = Field(None, ge=1, le=MAX_GPUS, description="GPUs the job uses (count); default every GPU of the cluster.")
     model: ModelSpec = Field(default_factory=ModelSpec, description="The model.")
     parallel: ParallelSpec = Field(default_factory=ParallelSpec, description="Training parallelism.")
     compute: ComputeSpec = Field(default_factory=ComputeSpec, description="GPU arithmetic and its variation.")
     data: DataSpec = Field(default_factory=DataSpec, description="Storage reads, data loading and checkpoints.")
     inference: InferenceSpec | None = Field(None, description="Inference batch and parallelism (mode: inference only; default values when left out).")
-    steps: int = Field(1, ge=1, description="Steps to simulate (training steps; inference: batches served one after another).")
+    steps: int = Field(1, ge=1, le=MAX_STEPS, description="Steps to simulate (training steps; inference: batches served one after another).")
 
     @field_validator("inference")
     @classmethod

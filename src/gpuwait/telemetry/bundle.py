@@ -23,12 +23,13 @@ whose name starts with ``.`` are skipped. Keys are paths relative to the directo
 
 from __future__ import annotations
 
-import gzip
 import re
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpuwait.errors import SpecError
+from gpuwait.spec.reader import MAX_TEXT_BYTES, read_bytes_checked
 from gpuwait.telemetry.errors import TelemetryFormatError
 from gpuwait.telemetry.kineto import KinetoTrace, parse_kineto_trace
 from gpuwait.telemetry.metricset import MetricSet
@@ -46,7 +47,8 @@ _EXPECTED = ("Prometheus text or OpenMetrics (*.prom or # HELP/# TYPE lines), Pr
 _PROM_SAMPLE = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*(\{.*\})?\s+[-+]?(\d|\.\d|nan|inf)\S*(\s+-?\d+)?\s*$", re.IGNORECASE)
 _PERFQUERY = re.compile(r"^#\s*Port (?:extended )?counters:|^[A-Za-z][A-Za-z0-9_]*:\.{3,}\S", re.IGNORECASE | re.MULTILINE)
 _ETHTOOL_LINE = re.compile(r"^\s+[A-Za-z0-9_\[\]\.\-]+:\s+-?\d+\s*$")
-_NCCL_LINE = re.compile(r"[^\s:\[\]]+:\d+:\d+ \[\d+\] (?:\S+:\d+ )?NCCL (?:INFO|WARN) ")
+# the host starts after a separator: linear on long lines (see nccl_debug._LINE)
+_NCCL_LINE = re.compile(r"(?<![^\s:\[\]>])[^\s:\[\]]+:\d+:\d+ \[\d+\] (?:\S+:\d+ )?NCCL (?:INFO|WARN) ")
 _NCCL_TESTS = re.compile(r"^(?:\S*:\s*)?#\s*(?:nThread\s|\s*Rank\s+\d+|Avg bus bandwidth|Collective test|nccl-tests version|"
                          r"\s*size\s+count\s)", re.MULTILINE)
 
@@ -64,6 +66,7 @@ class TelemetryBundle:
     kineto: dict[str, KinetoTrace] = field(default_factory=dict)
     nccl_graph: dict[str, NcclGraph] = field(default_factory=dict)
     kinds: dict[str, tuple[str, ...]] = field(default_factory=dict)  # file -> the kinds read from it
+    skipped: list[str] = field(default_factory=list)  # unreadable rows left out, one description each
 
     @property
     def metrics(self) -> MetricSet:
@@ -99,6 +102,36 @@ def sniff_kinds(path: Path, text: str) -> tuple[str, ...]:
     return tuple(kinds)
 
 
+def _gunzip(data: bytes, rel: str) -> bytes:
+    """A gzip file's content, refused past the checked reader's size limit (a small file can expand
+    without bound)."""
+    inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        out = inflate.decompress(data, MAX_TEXT_BYTES + 1)
+    except zlib.error as err:
+        raise TelemetryFormatError(f"{rel}: not a gzip file ({err}); expected {_EXPECTED}") from None
+    if len(out) > MAX_TEXT_BYTES or inflate.unconsumed_tail:
+        raise TelemetryFormatError(f"{rel}: expands past {MAX_TEXT_BYTES:,} bytes; expected a telemetry file "
+                                   "within the reader's limit", hint="split the file, or keep only the part to read")
+    return out
+
+
+def _read_text(file: Path, rel: str) -> str:
+    """The text of one telemetry file through the checked reader (regular file, size limit, UTF-8)."""
+    try:
+        data = read_bytes_checked(file, "a telemetry file")
+    except SpecError as err:
+        raise TelemetryFormatError(f"{rel}: {str(err).split(': ', 1)[-1]}", hint=err.hint) from None
+    if file.suffix == ".gz":
+        data = _gunzip(data, rel)
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        raise TelemetryFormatError(f"{rel}: cannot read as text (byte 0x{data[err.start]:02x} on line {line} is not "
+                                   f"UTF-8); expected {_EXPECTED}") from None
+
+
 def load_telemetry_dir(path: str | Path) -> TelemetryBundle:
     """Read every telemetry file under ``path`` (see the module doc for what is recognized).
 
@@ -119,14 +152,10 @@ def load_telemetry_dir(path: str | Path) -> TelemetryBundle:
     for file in files:
         rel = file.relative_to(root).as_posix()
         if file.suffix == ".parquet":
-            bundle.metric_files[rel] = read_metrics_parquet(file)
+            bundle.metric_files[rel] = read_metrics_parquet(file, skipped=bundle.skipped)
             bundle.kinds[rel] = ("parquet",)
             continue
-        try:
-            raw = file.read_bytes()
-            text = (gzip.decompress(raw) if file.suffix == ".gz" else raw).decode("utf-8")
-        except (OSError, EOFError, UnicodeDecodeError) as err:
-            raise TelemetryFormatError(f"{rel}: cannot read as text ({err.__class__.__name__}); expected {_EXPECTED}") from None
+        text = _read_text(file, rel)
         kinds = sniff_kinds(file, text)
         if not kinds:
             raise TelemetryFormatError(f"{rel}: not a telemetry file gpuwait recognizes; expected {_EXPECTED}",

@@ -34,7 +34,9 @@ from dataclasses import dataclass
 
 from gpuwait.telemetry.errors import TelemetryFormatError
 
-_LINE = re.compile(r"(?P<host>[^\s:\[\]]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] (?:\S+:\d+ )?NCCL "
+# the host starts after a separator (or the line start): searched from every character, a long run
+# of host characters would be rescanned from each one (quadratic); from separators only it is linear
+_LINE = re.compile(r"(?<![^\s:\[\]>])(?P<host>[^\s:\[\]]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] (?:\S+:\d+ )?NCCL "
                    r"(?P<level>INFO|WARN|TRACE) "
                    r"(?P<msg>.*?)\s*$")
 _CHANNEL = re.compile(r"^(?P<kind>Channel|Ring) (?P<ch>\d+)(?:/(?P<sub>\d+))? : (?P<src>\d+)(?:\[(?P<srcdev>[0-9a-fA-F]+)\])?"

@@ -22,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from gpuwait.spec.reader import read_bytes_checked, short_value
 from gpuwait.telemetry.errors import TelemetryFormatError
 from gpuwait.telemetry.metricset import MetricInfo, MetricSet
 
@@ -52,21 +53,56 @@ def write_metrics_parquet(metrics: MetricSet, path: str | Path) -> Path:
     return path
 
 
-def read_metrics_parquet(path: str | Path) -> MetricSet:
-    """Read a file written by :func:`write_metrics_parquet` (or any with its four columns)."""
-    path = Path(path)
+def _metric_info(meta: bytes | None, path: Path, skipped: list[str]) -> dict[str, MetricInfo]:
+    """The types and help texts in the schema metadata; unreadable metadata is skipped and noted."""
+    if not meta:
+        return {}
     try:
-        table = pq.read_table(path)
-    except (OSError, pa.ArrowException) as err:
-        raise TelemetryFormatError(f"{path}: cannot read as Parquet ({err})",
+        raw = json.loads(meta)
+        return {str(k): MetricInfo(str(v[0]), str(v[1])) for k, v in raw.items()}
+    except (ValueError, TypeError, AttributeError, IndexError, KeyError):
+        skipped.append(f"{path}: metadata {_INFO_KEY.decode()} is not the JSON gpuwait writes; types and help ignored")
+        return {}
+
+
+def _checked_columns(table: pa.Table, path: Path) -> dict[str, list]:
+    """The four columns as Python lists, each of the type :data:`METRIC_SCHEMA` names."""
+    cols = {}
+    for want in METRIC_SCHEMA:
+        got = table.schema.field(want.name).type
+        try:
+            cols[want.name] = table.column(want.name).cast(want.type).to_pylist()
+        except (pa.ArrowException, ValueError, TypeError):
+            raise TelemetryFormatError(f"{path}: column {want.name!r} is {got}; expected {want.type}",
+                                       hint="expected a metrics file written by gpuwait (write_metrics_parquet)") from None
+    return cols
+
+
+def read_metrics_parquet(path: str | Path, skipped: list[str] | None = None) -> MetricSet:
+    """Read a file written by :func:`write_metrics_parquet` (or any with its four columns).
+
+    Rows without a name or a value are skipped; each skip (and unreadable metadata) is described
+    in ``skipped`` when given, so the caller can count them and name the first few.
+    """
+    path = Path(path)
+    skipped = [] if skipped is None else skipped
+    data = read_bytes_checked(path, "a metrics Parquet file")
+    try:
+        table = pq.read_table(pa.BufferReader(data))
+    except (OSError, pa.ArrowException, ValueError) as err:
+        raise TelemetryFormatError(f"{path}: cannot read as Parquet ({short_value(str(err))})",
                                    hint="expected a metrics file written by gpuwait (write_metrics_parquet)") from None
     missing = [c for c in METRIC_SCHEMA.names if c not in table.column_names]
     if missing:
         raise TelemetryFormatError(f"{path}: Parquet file lacks column(s) {', '.join(missing)}; expected "
                                    f"{', '.join(METRIC_SCHEMA.names)} (long-format metrics)")
-    meta = (table.schema.metadata or {}).get(_INFO_KEY)
-    info = {k: MetricInfo(*v) for k, v in json.loads(meta).items()} if meta else {}
-    cols = table.select(METRIC_SCHEMA.names).to_pydict()
-    samples = [(n, lab or (), v, None if t is None or math.isnan(t) else t)
-               for n, lab, v, t in zip(cols["name"], cols["labels"], cols["value"], cols["timestamp_s"])]
+    info = _metric_info((table.schema.metadata or {}).get(_INFO_KEY), path, skipped)
+    cols = _checked_columns(table, path)
+    samples = []
+    for row, (n, lab, v, t) in enumerate(zip(cols["name"], cols["labels"], cols["value"], cols["timestamp_s"])):
+        if n is None or v is None:
+            skipped.append(f"{path} row {row}: no {'name' if n is None else 'value'}")
+            continue
+        samples.append((n, tuple((str(k), "" if x is None else str(x)) for k, x in lab or ()), v,
+                        None if t is None or math.isnan(t) else t))
     return MetricSet.from_samples(samples, info=info)

@@ -1,0 +1,134 @@
+"""What a run will allocate, estimated from the scenario before anything is built or simulated.
+
+``run``, ``diagnose``, ``telemetry export`` and ``validate`` state the estimate and refuse a scenario
+whose estimate exceeds a limit the user can raise (``--max-memory``; default half the machine's
+memory), naming the field to change. The estimate counts what grows with the input, with
+coefficients measured on this code (peak resident memory under ``/usr/bin/time -f %M``):
+
+- training steps: the task table holds one row per task of every rank, and each pipeline step keeps
+  forward/backward end times per (stage, chunk, micro-batch, dp rank): measured 0.84-0.90 KB per
+  rank x micro-batch x model chunk x step on ``examples/dp-only.yaml`` with global_batch 8,192-32,768
+  and 2-8 steps; counted as :data:`TASK_BYTES`;
+- traffic on the flow engine: the flow table, one path per flow, and a rate per flow at each
+  completion event (flows x flows): measured +5 MB for 3,584 flows and +195 MB for 15,360 flows
+  (all-to-all on rocev2-400g-2tier, 8 and 16 servers); counted as :data:`FLOW_BYTES` per flow plus
+  :data:`FLOW_PAIR_BYTES` per flow pair, which covers both;
+- the packet engine: packets (bytes / 4 KiB MTU) are stated; their count bounds time, not memory
+  (queues hold packets in flight only), and ``packet.max_time_s`` bounds the run.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+
+from gpuwait.errors import SpecError, UnitError
+from gpuwait.spec import Scenario
+from gpuwait.topology import resolve_cluster
+from gpuwait.topology.presets import resolve_server
+from gpuwait.units import format_size, parse_size_bytes
+
+#: bytes per rank x micro-batch x model chunk x step (measured 0.84-0.90 KB, see the module doc)
+TASK_BYTES = 1024
+#: bytes per flow: flow table, path and result rows
+FLOW_BYTES = 2048
+#: bytes per pair of flows: a rate per flow at each completion event (measured ~0.8 B)
+FLOW_PAIR_BYTES = 1
+#: what every run holds besides (interpreter, numpy, the topology of a mid-size cluster)
+BASE_BYTES = 200 * 2**20
+#: the packet engine's MTU-sized packets, for the stated count
+PACKET_BYTES = 4096
+
+
+def default_memory_limit_bytes() -> int:
+    """Half the machine's physical memory (the rest for the system and the other processes)."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2
+    except (ValueError, OSError, AttributeError):
+        return 8 * 2**30
+
+
+@dataclass(frozen=True)
+class CostEstimate:
+    """The counts a run allocates by, the bytes they come to, and the field that drives them."""
+
+    counts: dict[str, int]
+    bytes: float
+    field: str
+
+    def describe(self) -> str:
+        """``'128 ranks x 4 micro-batches x 1 chunk x 2 steps; about 201 MB'``."""
+        return " x ".join(f"{v:,} {k}" for k, v in self.counts.items()) + f"; about {format_size(self.bytes)}"
+
+    def to_dict(self) -> dict:
+        return {"counts": dict(self.counts), "bytes": self.bytes, "field": self.field}
+
+
+def _workload_estimate(scenario: Scenario, steps: int | None) -> CostEstimate:
+    spec, cluster = scenario.workload, resolve_cluster(scenario.cluster)
+    ranks = spec.gpus or cluster.servers * resolve_server(cluster.server).gpus
+    n_steps = steps if steps is not None else spec.steps
+    if spec.mode == "inference":  # closed form per batch: per-rank arrays only
+        return CostEstimate({"ranks": ranks, "steps": n_steps}, BASE_BYTES + 64.0 * ranks * n_steps, "workload.steps")
+    par = spec.parallel
+    dp = par.dp or max(ranks // (par.tp * par.pp), 1)
+    global_batch = par.global_batch or dp * par.micro_batch * (4 * par.pp if par.pp > 1 else 1)
+    micro_batches = max(global_batch // (dp * par.micro_batch), 1)
+    chunks = par.virtual_stages if par.schedule == "interleaved-1f1b" else 1
+    counts = {"ranks": ranks, "micro-batches": micro_batches, "chunks": chunks, "steps": n_steps}
+    field = "workload.parallel.global_batch" if micro_batches * chunks >= n_steps else "workload.steps or --steps"
+    return CostEstimate(counts, BASE_BYTES + float(TASK_BYTES) * math.prod(counts.values()), field)
+
+
+def _pattern_flows(kind: str, count: int | None, gpus: int, per_server: int) -> int:
+    if kind == "all-to-all":
+        return gpus * max(gpus - per_server, 0)
+    if kind in ("leaf-to-leaf", "incast") and count is not None:
+        return count
+    return gpus
+
+
+def _traffic_estimate(scenario: Scenario, engine: str) -> CostEstimate:
+    cluster = resolve_cluster(scenario.cluster)
+    per_server = resolve_server(cluster.server).gpus
+    gpus = cluster.servers * per_server
+    flows = len(scenario.traffic.flows)
+    sent = sum(f.size for f in scenario.traffic.flows)
+    for p in scenario.traffic.patterns:
+        n = _pattern_flows(p.kind, p.count, gpus, per_server)
+        flows += n
+        sent += n * p.size
+    cases = 1 + len(scenario.variants)
+    counts = {"flows": flows, "cases": cases}
+    if engine == "packet":
+        counts["packets"] = int(min(sent / PACKET_BYTES, 2**62))
+    per_case = float(FLOW_BYTES) * flows + float(FLOW_PAIR_BYTES) * flows * flows
+    return CostEstimate(counts, BASE_BYTES + per_case * cases, "traffic (patterns: servers or size; flows)")
+
+
+def estimate_scenario(scenario: Scenario, steps: int | None = None, engine: str = "flow") -> CostEstimate:
+    """What running ``scenario`` allocates: a workload's steps, or its traffic on ``engine``."""
+    if scenario.workload is not None:
+        return _workload_estimate(scenario, steps)
+    return _traffic_estimate(scenario, engine)
+
+
+def memory_limit_bytes(text: str | None) -> float:
+    """``--max-memory``: a size such as ``16GiB``, or the default (:func:`default_memory_limit_bytes`)."""
+    if text is None:
+        return float(default_memory_limit_bytes())
+    try:
+        return parse_size_bytes(text, allow_zero=False)
+    except UnitError as err:
+        raise SpecError(f"--max-memory: {str(err).split(': ', 1)[-1]}", hint="e.g. --max-memory 16GiB") from None
+
+
+def check_cost(estimate: CostEstimate, limit_bytes: float | None = None) -> CostEstimate:
+    """``estimate``, or a :class:`SpecError` naming it, the limit and the field to change when it is over."""
+    limit = default_memory_limit_bytes() if limit_bytes is None else limit_bytes
+    if estimate.bytes > limit:
+        raise SpecError(f"the run would allocate {estimate.describe()}, over the limit of {format_size(limit)}; "
+                        f"expected less (change {estimate.field})",
+                        hint="raise the limit with --max-memory SIZE (e.g. --max-memory 64GiB) if the machine has it")
+    return estimate

@@ -1,0 +1,61 @@
+"""A cost estimate before any allocation: validate and run state it and refuse alike over --max-memory,
+naming the field to change; count fields carry bounds with readable errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpuwait.cli.main import main
+from gpuwait.runner.cost import estimate_scenario
+from gpuwait.runner.inputs import load_scenario
+
+EXAMPLES = Path(__file__).parents[2] / "examples"
+
+
+def _scenario(tmp_path, old, new):
+    path = tmp_path / "s.yaml"
+    path.write_text((EXAMPLES / "dp-only.yaml").read_text().replace(old, new))
+    return str(path)
+
+
+@pytest.mark.parametrize("command", ["validate", "run"])
+def test_huge_global_batch_is_refused_before_allocating(tmp_path, capsys, command):
+    path = _scenario(tmp_path, "global_batch: 512", "global_batch: 1000000000")
+    assert main([command, path]) == 2
+    err = capsys.readouterr().err
+    assert "7,812,500 micro-batches" in err and "change workload.parallel.global_batch" in err
+    assert "--max-memory" in err and len(err.splitlines()) == 2
+
+
+def test_max_memory_raises_the_limit_and_validate_states_the_estimate(tmp_path, capsys):
+    assert main(["validate", str(EXAMPLES / "dp-only.yaml")]) == 0
+    assert "run allocates 128 ranks x 4 micro-batches x 1 chunks x 2 steps" in capsys.readouterr().out
+    assert main(["validate", str(EXAMPLES / "dp-only.yaml"), "--max-memory", "1MB"]) == 2
+    assert "over the limit of 1MB" in capsys.readouterr().err
+    assert main(["run", str(EXAMPLES / "dp-only.yaml"), "--steps", "1000000"]) == 2
+    assert "change workload.steps or --steps" in capsys.readouterr().err
+
+
+def test_traffic_estimate_counts_flows():
+    estimate = estimate_scenario(load_scenario(EXAMPLES / "oversubscribed-all-to-all.yaml"), engine="packet")
+    assert estimate.counts["flows"] == 16 * 8 and estimate.counts["packets"] > 0  # 16 GPUs x 8 on the other server
+
+
+@pytest.mark.parametrize("old, new, field", [
+    ("servers: 16", "servers: 1000000", "cluster.servers"),
+    ("steps: 2", "steps: 100000000", "workload.steps"),
+    ("global_batch: 512", "global_batch: -4", "workload.parallel.global_batch"),
+])
+def test_count_fields_have_bounds(tmp_path, capsys, old, new, field):
+    assert main(["validate", _scenario(tmp_path, old, new)]) == 2
+    err = capsys.readouterr().err
+    assert f"{field}: got" in err and "Traceback" not in err
+
+
+def test_perf_counts_are_checked(capsys):
+    assert main(["perf", "broadcast", "-b", "8", "-e", "64", "-r", "1000000000"]) == 2
+    assert "-r: got 1000000000; expected a root rank from 0 to 7" in capsys.readouterr().err
+    assert main(["perf", "all_reduce", "--servers", "1000000"]) == 2
+    assert "less than or equal to 100000" in capsys.readouterr().err
