@@ -38,6 +38,11 @@ def _workload_digest(scenario: Scenario) -> dict:
 
 
 def _digest(scenario: Scenario) -> dict:
+    if scenario.jobs:
+        from gpuwait.cli.place import jobs_dict
+        from gpuwait.runner.jobs import run_jobs
+
+        return _plain(jobs_dict(run_jobs(scenario)))
     if scenario.workload is not None:
         return _workload_digest(scenario)
     runs = run_traffic(scenario)

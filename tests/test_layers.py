@@ -24,6 +24,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("routing",),
     ("collectives",),
     ("workload",),
+    ("placement",),
     ("faults",),
     ("engine",),
     ("fabric",),

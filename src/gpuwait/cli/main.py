@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from gpuwait.cli import calibrate, demo, diagnose, inventory, perf, route, run, schema, telemetry, topo, validate
+from gpuwait.cli import calibrate, demo, diagnose, inventory, perf, place, route, run, schema, telemetry, topo, validate
 from gpuwait.cli import sweep as sweep_cli
 from gpuwait.cli.common import error_line
 from gpuwait.cli.faults_help import InjectHelpCommand
@@ -56,6 +56,7 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
 app.command()(demo.demo)
 app.command()(run.run)
 app.command()(route.route)
+app.command()(place.place)
 app.command()(validate.validate)
 app.command()(schema.schema)
 app.command()(topo.topo)

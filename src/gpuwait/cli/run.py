@@ -44,6 +44,9 @@ def run(scenario_file: str = typer.Argument(..., metavar="SCENARIO.yaml", help="
 
         report_directory(report)  # refused before a long run, not after it
     out = Output(json_out)
+    if scenario.jobs:
+        _run_jobs(out, scenario, steps, engine, report)
+        return
     if scenario.workload is not None:
         if engine == "packet":
             raise SpecError("--engine packet: runs `traffic:` scenarios only; this one has a `workload:`",
@@ -59,6 +62,17 @@ def run(scenario_file: str = typer.Argument(..., metavar="SCENARIO.yaml", help="
     result = TrafficResult(scenario.name, engine, run_traffic(scenario, engine))
     render = _render_packet_runs if engine == "packet" else _render_flow_runs
     out.emit(result.to_dict(), lambda c: render(c, result, flows_limit))
+
+
+def _run_jobs(out, scenario, steps: int | None, engine: str, report: str | None) -> None:
+    from gpuwait.cli.place import jobs_dict, render_jobs
+    from gpuwait.errors import SpecError
+    from gpuwait.runner.jobs import run_jobs
+
+    if engine != "flow" or report is not None:
+        raise SpecError("--engine packet/--report: a scenario with `jobs:` runs on the flow engine, without a report yet")
+    result = run_jobs(scenario, steps)
+    out.emit(jobs_dict(result), lambda c: render_jobs(c, result))
 
 
 def _run_workload(out, scenario, steps: int | None, report: str | None) -> None:

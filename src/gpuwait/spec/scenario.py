@@ -8,6 +8,7 @@ from pydantic import BeforeValidator, Field
 
 from gpuwait.spec.cluster import ClusterSpec, RoutingSpec, SpecModel, TransportSpec
 from gpuwait.spec.faults import FaultSpec
+from gpuwait.spec.jobs import JobSpec
 from gpuwait.spec.packet import PacketParams
 from gpuwait.spec.types import PositiveSizeBytes, RateBps, TimeS
 from gpuwait.spec.workload import WorkloadSpec
@@ -64,6 +65,7 @@ class Scenario(SpecModel):
         default_factory=ClusterSpec, description="The cluster: a preset name or a full description.")
     traffic: TrafficSpec = Field(default_factory=TrafficSpec, description="Flows to send.")
     workload: WorkloadSpec | None = Field(None, description="A training or inference job to run on the cluster (none = only the traffic).")
+    jobs: list[JobSpec] = Field(default_factory=list, description="Several training jobs sharing the cluster's fabric, each placed by its policy (instead of `workload:`); `gpuwait run` times every job alone and together.")
     variants: list[VariantSpec] = Field(default_factory=list, description="Variants run beside the base scenario (e.g. ECMP vs adaptive routing).")
     faults: list[FaultSpec] = Field(default_factory=list, description="Faults injected into every case (see `gpuwait diagnose --help`).")
     packet: PacketParams | None = Field(None, description="Packet-engine knobs for `--engine packet` (buffers, PFC, ECN, DCQCN, credits, loss, limits; every field with its unit below); none = the defaults, which follow the transport.")

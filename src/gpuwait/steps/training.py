@@ -468,3 +468,10 @@ def run_training(step: TrainingStep, fabric: FabricModel, *, steps: int = 1, cas
                      links=link_stats(fabric, comm.families, step_time),
                      tasks=_task_table(step, accts, max_tasks), step_times_s=step_times,
                      gpus_per_server=fabric.topo.gpus_per_server)
+
+
+def communication_families(step: TrainingStep, fabric: FabricModel) -> list[Family]:
+    """(label, run, calls per step) of every communication family of ``step`` on ``fabric``, each
+    timed alone (the first pass of :func:`run_training`); for models that run several jobs' steps
+    together (:mod:`gpuwait.runner.jobs`)."""
+    return list(_comm_times(step, fabric).families)

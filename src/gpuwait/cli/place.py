@@ -1,0 +1,128 @@
+"""``gpuwait place``: where a placement policy puts a job, its step time there and what it shares;
+and the per-job rows of ``gpuwait run`` on a scenario with ``jobs:``."""
+
+from __future__ import annotations
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from gpuwait.cli.common import JSON_OPTION
+
+CLUSTER_OPTION = typer.Option(None, "--cluster", "-c", help="Cluster preset or file (default: the file's cluster).")
+POLICY_OPTION = typer.Option(None, "--policy", "-p", metavar="POLICY",
+                             help="random, first-fit, spread, slurm-tree, slurm-block, kueue, volcano (default: the job's).")
+
+
+def place(job_file: str = typer.Argument(..., metavar="JOB.yaml", help="A scenario with `jobs:` (the last job, or --job, is placed; the others first, as co-tenants), or one job's mapping."),
+          cluster: str | None = CLUSTER_OPTION, policy: str | None = POLICY_OPTION,
+          job: str | None = typer.Option(None, "--job", help="Name of the job to place (default: the last)."),
+          switches: int | None = typer.Option(None, "--switches", min=1, help="slurm-tree: at most N leaf switches (Slurm --switches=N)."),
+          segment: int | None = typer.Option(None, "--segment", min=1, help="slurm-block: segments of N servers (Slurm --segment=N)."),
+          mode: str | None = typer.Option(None, "--mode", help="kueue/volcano: required, preferred or unconstrained."),
+          level: str | None = typer.Option(None, "--level", help="kueue/volcano: leaf or pod (or cluster)."),
+          algorithm: str | None = typer.Option(None, "--algorithm", help="kueue: BestFit, LeastFreeCapacity or Balanced."),
+          seed: int | None = typer.Option(None, "--seed", help="random: seed."),
+          steps: int = typer.Option(2, "--steps", min=1, help="Steps every job completes in the shared run."),
+          json_out: bool = JSON_OPTION) -> None:
+    """Place a job with a policy; print its servers (a Slurm hostlist), the leaves and pods it spans,
+    its predicted step time alone and beside the other jobs, and the links it shares with whom.
+
+    Examples: `gpuwait place examples/two-jobs-shared-uplinks.yaml --policy slurm-tree`,
+    `gpuwait place examples/two-jobs-shared-uplinks.yaml --policy kueue --mode required --level leaf`
+    """
+    from gpuwait.cli.output import Output
+    from gpuwait.runner.jobs import run_jobs
+
+    scenario = _scenario(job_file, cluster, job, policy,
+                         dict(switches=switches, segment=segment, mode=mode, level=level, algorithm=algorithm, seed=seed))
+    result = run_jobs(scenario, steps)
+    target = result.jobs[-1]
+    out = Output(json_out)
+    out.emit({"policy": scenario.jobs[-1].placement.model_dump(exclude_none=True), **jobs_dict(result)},
+             lambda c: _render_place(c, result, target))
+
+
+def _scenario(job_file: str, cluster: str | None, name: str | None, policy: str | None, options: dict):
+    """The file's jobs with the one to place last, its placement set from the options."""
+    from gpuwait.errors import SpecError
+    from gpuwait.runner.inputs import load_cluster
+    from gpuwait.spec.jobs import JobSpec
+    from gpuwait.spec.load import read_yaml, validate_data
+    from gpuwait.spec.scenario import Scenario
+
+    data = read_yaml(job_file)
+    if not isinstance(data, dict):
+        raise SpecError(f"{job_file}: expected a mapping (a scenario with `jobs:` or one job)")
+    if "jobs" not in data:
+        data = {"cluster": data.pop("cluster", {}), "jobs": [validate_data(JobSpec, data, source=job_file).model_dump()]}
+    scenario = validate_data(Scenario, data, source=job_file)
+    jobs = list(scenario.jobs)
+    names = [j.name for j in jobs]
+    if name is not None:
+        if name not in names:
+            raise SpecError(f"--job: got {name!r}; expected one of {', '.join(names)}")
+        jobs.append(jobs.pop(names.index(name)))
+    update = {k: v for k, v in options.items() if v is not None}
+    if policy is not None:
+        update["policy"] = policy
+    if update:
+        placement = validate_data(type(jobs[-1].placement), {**jobs[-1].placement.model_dump(), **update},
+                                  source="--policy/--switches/--segment/--mode/--level/--algorithm/--seed")
+        # the placed job goes after its co-tenants: lowest priority, so they keep their servers
+        low = min(j.priority for j in jobs) - 1
+        jobs[-1] = jobs[-1].model_copy(update={"placement": placement, "priority": low})
+    update_scenario = {"jobs": jobs}
+    if cluster is not None:
+        update_scenario["cluster"] = load_cluster(cluster)
+    return scenario.model_copy(update=update_scenario)
+
+
+def jobs_dict(result) -> dict:
+    """The shared run as plain data (for --json)."""
+    names = result.link_names
+    return {"scenario": result.scenario.name, "steps": result.steps, "jobs": [{
+        "name": j.name, "servers": j.servers.tolist(), "hostlist": j.hostlist, "leaves": j.leaves, "pods": j.pods,
+        "workload": j.alone.workload, "step_alone_s": j.alone_step_s, "step_shared_s": j.shared_step_s,
+        "slowdown": j.slowdown, "exposed_comm_alone_s": j.exposed_comm_alone_s,
+        "exposed_comm_shared_s": j.exposed_comm_shared_s, "slowed_by_others_s": j.slowed_s,
+        "shares": {other: [names[link] for link in links] for other, links in j.shares.items()},
+    } for j in result.jobs]}
+
+
+def jobs_table(result) -> Table:
+    from gpuwait.units import format_time
+
+    table = Table(title=f"{len(result.jobs)} jobs sharing the fabric ({result.steps} steps each, run together)")
+    for col in ("job", "servers", "leaves", "pods", "step alone", "step shared", "slowdown", "exposed comm alone -> shared",
+                "shares links with"):
+        table.add_column(col, justify="left" if col in ("job", "servers", "shares links with") else "right")
+    for j in result.jobs:
+        shares = ", ".join(f"{other} ({len(links)} links)" for other, links in j.shares.items()) or "-"
+        table.add_row(j.name, j.hostlist, str(j.leaves), str(j.pods), format_time(j.alone_step_s),
+                      format_time(j.shared_step_s), f"{100 * j.slowdown:+.1f} %",
+                      f"{format_time(j.exposed_comm_alone_s)} -> {format_time(j.exposed_comm_shared_s)}", shares)
+    return table
+
+
+def render_jobs(console: Console, result) -> None:
+    console.print(f"[bold]{result.scenario.name}[/] on [bold]{result.topo.name}[/]: {result.topo.n_servers} servers, "
+                  f"{len(set(result.tree.leaf_of_server.tolist()))} leaf domains, "
+                  f"{len(set(result.tree.pod_of_server.tolist()))} pods")
+    for j in result.jobs:
+        console.print(f"  {j.name}: {j.alone.workload}")
+    console.print(jobs_table(result))
+
+
+def _render_place(console: Console, result, job) -> None:
+    from gpuwait.units import format_time
+
+    p = result.scenario.jobs[-1].placement
+    console.print(f"[bold]{job.name}[/] placed by [bold]{p.policy}[/]: {job.hostlist} "
+                  f"({len(job.servers)} servers, {job.leaves} leaf domains, {job.pods} pods)")
+    console.print(f"  step {format_time(job.alone_step_s)} alone, {format_time(job.shared_step_s)} beside "
+                  f"{len(result.jobs) - 1} other jobs ({100 * job.slowdown:+.1f} %)")
+    for other, links in job.shares.items():
+        shown = ", ".join(result.link_names[k] for k in links[:4]) + (" ..." if len(links) > 4 else "")
+        console.print(f"  shares {len(links)} network links with {other}: {shown}")
+    console.print(jobs_table(result))

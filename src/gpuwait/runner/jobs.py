@@ -1,0 +1,350 @@
+"""Several training jobs on one fabric: place each by its policy, time each alone, then run every
+job's step program together on one clock so each job's communication meets its co-tenants' only
+while both actually run.
+
+How the shared run works (a phase-level fluid model):
+
+1. Each job is run alone with :func:`~gpuwait.steps.training.run_training` (its collectives timed on
+   the real topology with its own groups contending). Its first step's task table becomes a
+   *program*: the step cut into segments at every start and end of a network collective. A segment
+   has its duration alone, the network groups (dp, pp, ep, cp, tp across servers) active in it, and
+   their demand: each group's per-link rate while its busiest phase runs (``FamilyRun.link_peak_Bps``)
+   and its *pace*, the fraction of the segment it keeps the network busy (gradient buckets reduced
+   while backward runs are paced by backward: busy time / span). A segment with no network group is
+   compute (or an NVLink-only collective) and takes its own time whatever the others do.
+2. All jobs' programs run on one clock, each repeating its step. At every segment boundary of any
+   job the rates are shared out by weighted max-min fairness (:func:`~gpuwait.engine.flow.max_min_rates`):
+   a job's weight on a link is the number of its flows there (its peak load on the link over its
+   peak load on its busiest link), so two jobs on an uplink split it per flow, as the flow engine
+   splits a link between QPs. A segment's network work then advances at the rate it gets; the segment
+   ends when its work is done and, if compute hid it alone, not before its alone duration.
+3. The run goes on until every job has finished ``steps`` steps (jobs that finish first keep
+   training, as they would); a job's shared step time is the mean of its first ``steps`` steps.
+
+Stated simplifications: a job's program is its first step repeated (no per-step jitter in the
+shared run); a segment's groups share one progress rate; latency-bound phases stretch like
+bandwidth-bound ones (pessimistic for small messages); the routes of each job are hashed as if alone
+(ECMP hashes a flow by its own 5-tuple, so they are).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+from gpuwait.collectives.ncclenv import parse_env
+from gpuwait.engine.base import effective_capacity_Bps
+from gpuwait.engine.flow import max_min_rates
+from gpuwait.errors import SpecError
+from gpuwait.fabric.groups import FabricModel
+from gpuwait.placement import fabric_tree, hostlist, place
+from gpuwait.placement.tree import FabricTree
+from gpuwait.runner.traffic import scenario_cases
+from gpuwait.spec.jobs import JobSpec
+from gpuwait.spec.scenario import Scenario
+from gpuwait.steps.result import RunResult
+from gpuwait.steps.training import communication_families, run_training
+from gpuwait.topology.model import Topology
+from gpuwait.topology.presets import build_cluster, resolve_cluster
+from gpuwait.workload.steps import training_step
+
+_EPS_S = 1e-15
+
+
+@dataclass(frozen=True, eq=False)
+class PlacedJob:
+    """A job and the servers its policy chose (rank order)."""
+
+    spec: JobSpec
+    servers: np.ndarray
+    gpus: int
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+
+@dataclass(frozen=True, eq=False)
+class Program:
+    """One step of a job cut at every network phase boundary (see the module docstring)."""
+
+    duration_s: np.ndarray   # (segments,) alone
+    pace: np.ndarray         # (segments,) fraction of the segment its network work keeps busy; 0 = no network
+    peak_Bps: np.ndarray     # (segments, links) load while the network work runs at full speed
+    groups: list[tuple[str, ...]]  # network groups active per segment
+
+    @property
+    def step_s(self) -> float:
+        return float(self.duration_s.sum())
+
+
+@dataclass(frozen=True, eq=False)
+class JobOutcome:
+    """One job's figures alone and in the shared run."""
+
+    name: str
+    servers: np.ndarray
+    hostlist: str
+    leaves: int
+    pods: int
+    alone: RunResult
+    program: Program
+    shared_step_s: float
+    slowed_s: float                          # time per step its network work ran below its alone pace
+    shares: dict[str, list[int]] = field(default_factory=dict)  # other job -> network links both load
+
+    @property
+    def alone_step_s(self) -> float:
+        return self.program.step_s
+
+    @property
+    def slowdown(self) -> float:
+        return self.shared_step_s / self.alone_step_s - 1.0 if self.alone_step_s > 0 else 0.0
+
+    @property
+    def exposed_comm_alone_s(self) -> float:
+        return float(sum(self.alone.breakdown.exposed_comm_s.values()))
+
+    @property
+    def exposed_comm_shared_s(self) -> float:
+        """Alone exposure plus what co-tenants added (the step's growth is all network waiting)."""
+        return self.exposed_comm_alone_s + max(self.shared_step_s - self.alone_step_s, 0.0)
+
+
+@dataclass(frozen=True, eq=False)
+class JobsRun:
+    scenario: Scenario
+    topo: Topology
+    tree: FabricTree
+    jobs: list[JobOutcome]
+    steps: int
+    link_names: list[str]
+
+
+# ------------------------------------------------------------------------------------------ placement
+
+def job_servers_needed(job: JobSpec, gpus_per_server: int) -> tuple[int, int]:
+    """(servers, GPUs) of ``job``: from `servers`, `gpus` or its workload's `gpus`."""
+    if job.servers is not None:
+        return job.servers, job.servers * gpus_per_server
+    gpus = job.gpus if job.gpus is not None else job.workload.gpus
+    if gpus is None:
+        raise SpecError(f"jobs[{job.name}]: no size; expected `servers`, `gpus` or workload.gpus")
+    return -(-gpus // gpus_per_server), gpus
+
+
+def place_jobs(jobs: list[JobSpec], tree: FabricTree) -> list[PlacedJob]:
+    """Place the jobs in priority order (higher first; then arrival, then list order), each on the
+    servers the earlier ones left free. Returned in list order."""
+    free = np.ones(tree.n_servers, bool)
+    placed: dict[int, PlacedJob] = {}
+    order = sorted(range(len(jobs)), key=lambda i: (-jobs[i].priority, jobs[i].arrival, i))
+    for i in order:
+        n, gpus = job_servers_needed(jobs[i], tree.gpus_per_server)
+        try:
+            servers = place(free, tree, n, jobs[i].placement)
+        except SpecError as err:
+            raise type(err)(f"jobs[{jobs[i].name}]: {err}", hint=err.hint) from None
+        free[servers] = False
+        placed[i] = PlacedJob(jobs[i], servers, gpus)
+    return [placed[i] for i in range(len(jobs))]
+
+
+def job_workload(job: PlacedJob):
+    """The job's workload on its servers (its `gpus` and explicit placement filled in)."""
+    w = job.spec.workload
+    parallel = w.parallel.model_copy(update={"placement": [int(s) for s in job.servers]})
+    return w.model_copy(update={"gpus": job.gpus, "parallel": parallel})
+
+
+# ------------------------------------------------------------------------------------------ programs
+
+def _group_demand(families, network: np.ndarray, calls_weighted: bool = True):
+    """Per network group: peak per-link load and busy seconds per step."""
+    peak: dict[str, np.ndarray] = {}
+    busy: dict[str, float] = {}
+    for label, run, calls in families:
+        links = np.where(network, run.link_peak_Bps, 0.0)
+        if not (np.where(network, run.link_bytes, 0.0) > 0).any():
+            continue
+        g = label.split()[0]
+        peak[g] = np.maximum(peak.get(g, 0.0), links)
+        busy[g] = busy.get(g, 0.0) + run.time_s * calls
+    return peak, busy
+
+
+def _intervals(result: RunResult, groups: set[str]) -> dict[str, np.ndarray]:
+    """(n, 2) unique [start, end) of each network group's communication tasks in the first step."""
+    t = result.tasks
+    first = (t.step == 0) & (t.kind == "comm")
+    out = {}
+    for g in groups:
+        m = first & (t.group == g)
+        if m.any():
+            out[g] = np.unique(np.column_stack([t.start_s[m], t.end_s[m]]), axis=0)
+    return out
+
+
+def _union_s(iv: np.ndarray) -> float:
+    total, end = 0.0, -np.inf
+    for a, b in iv[np.argsort(iv[:, 0])]:
+        if b > end:
+            total += b - max(a, end)
+            end = b
+    return total
+
+
+def job_program(result: RunResult, families, topo: Topology) -> Program:
+    """The first step of ``result`` as segments of network work (see the module docstring)."""
+    peak, busy = _group_demand(families, topo.network_links)
+    step_s = float(result.step_times_s[0])
+    spans = _intervals(result, set(peak))
+    pace = {g: min(busy[g] / max(_union_s(iv), _EPS_S), 1.0) for g, iv in spans.items()}
+    cuts = np.unique(np.concatenate([[0.0, step_s], *[iv.ravel() for iv in spans.values()]]).clip(0.0, step_s))
+    n_links = topo.n_links
+    durations, paces, peaks, active = [], [], [], []
+    for a, b in zip(cuts[:-1], cuts[1:]):
+        if b - a <= _EPS_S:
+            continue
+        mid = 0.5 * (a + b)
+        on = tuple(sorted(g for g, iv in spans.items() if ((iv[:, 0] <= mid) & (iv[:, 1] > mid)).any()))
+        durations.append(b - a)
+        paces.append(max((pace[g] for g in on), default=0.0))
+        peaks.append(sum((peak[g] for g in on), np.zeros(n_links)))
+        active.append(on)
+    return Program(np.array(durations), np.array(paces), np.array(peaks).reshape(-1, n_links), active)
+
+
+# ------------------------------------------------------------------------------------------ shared run
+
+@dataclass
+class _Lane:
+    """One job's position in its program during the shared run."""
+
+    program: Program
+    start_s: float
+    seg: int = 0
+    work_s: float = 0.0    # network seconds (at full speed) left in the segment
+    floor_s: float = 0.0   # time the segment lasts at least (compute hiding the network work)
+    step_ends: list = field(default_factory=list)
+    slowed_s: float = 0.0
+
+    def begin(self) -> None:
+        d, p = float(self.program.duration_s[self.seg]), float(self.program.pace[self.seg])
+        self.work_s = p * d
+        self.floor_s = d if p < 1.0 else 0.0  # hidden or no network work: the segment lasts its compute
+
+    @property
+    def pace(self) -> float:
+        """Fastest progress of the network work: paced by the compute it hides under, else full speed."""
+        return float(self.program.pace[self.seg]) if self.floor_s > 0 else 1.0
+
+    def next_event_s(self, rate: float) -> float:
+        if self.work_s <= 0:
+            return self.floor_s
+        done = self.work_s / rate if rate > 0 else np.inf
+        return min(done, self.floor_s) if self.floor_s > 0 else done
+
+    def advance(self, dt: float, rate: float, now_s: float) -> None:
+        if self.work_s > 0 and rate < self.pace * (1 - 1e-9):
+            self.slowed_s += dt
+        self.work_s = self.work_s - rate * dt if self.work_s > rate * dt * (1 + 1e-12) else 0.0
+        self.floor_s = self.floor_s - dt if self.floor_s > dt * (1 + 1e-12) else 0.0
+        if self.work_s <= 0 and self.floor_s <= 0:
+            self.seg += 1
+            if self.seg == len(self.program.duration_s):
+                self.seg = 0
+                self.step_ends.append(now_s)
+            self.begin()
+
+
+def _rates(lanes: list[_Lane], now_s: float, capacity_Bps: np.ndarray) -> np.ndarray:
+    """Progress rate (network seconds per second) of each lane's current segment: per-flow max-min."""
+    rates = np.zeros(len(lanes))
+    busy = [i for i, ln in enumerate(lanes) if ln.start_s <= now_s and ln.work_s > 0]
+    if not busy:
+        return rates
+    peaks = np.array([lanes[i].program.peak_Bps[lanes[i].seg] for i in busy])
+    flow_Bps = peaks.max(axis=1)  # one flow's rate alone: the load on the job's busiest link per flow there
+    flow_Bps[flow_Bps <= 0] = 1.0
+    pace = np.array([lanes[i].pace for i in busy])
+    cap = np.maximum(capacity_Bps, (peaks * pace[:, None]).max(axis=0))  # alone, every job keeps its pace
+    got, _ = max_min_rates(sp.csr_matrix(peaks / flow_Bps[:, None]), cap, flow_Bps * pace)
+    rates[busy] = got / flow_Bps
+    return rates
+
+
+def run_together(programs: list[Program], arrivals_s: list[float], capacity_Bps: np.ndarray,
+                 steps: int) -> list[_Lane]:
+    """Run the programs on one clock until each has finished ``steps`` steps."""
+    lanes = [_Lane(p, a) for p, a in zip(programs, arrivals_s)]
+    for ln in lanes:
+        ln.begin()
+    now = min(arrivals_s)
+    while any(len(ln.step_ends) < steps for ln in lanes):
+        rates = _rates(lanes, now, capacity_Bps)
+        dt = min(ln.start_s - now if ln.start_s > now else ln.next_event_s(r) for ln, r in zip(lanes, rates))
+        if not np.isfinite(dt):
+            raise RuntimeError("shared run: no job can progress")  # a link of capacity 0 under a job
+        started = [ln.start_s <= now for ln in lanes]
+        now += dt
+        for ln, r, on in zip(lanes, rates, started):
+            if on:
+                ln.advance(dt, float(r), now)
+    return lanes
+
+
+def _shared_links(link_bytes: list[np.ndarray], network: np.ndarray, names: list[str]) -> list[dict[str, list[int]]]:
+    out = []
+    for i, mine in enumerate(link_bytes):
+        shares = {}
+        for j, theirs in enumerate(link_bytes):
+            if i != j:
+                both = np.flatnonzero(network & (mine > 0) & (theirs > 0))
+                if len(both):
+                    shares[names[j]] = both.tolist()
+        out.append(shares)
+    return out
+
+
+def run_jobs(scenario: Scenario, steps: int | None = None) -> JobsRun:
+    """Place ``scenario.jobs``, time each alone, then run them together (base case only)."""
+    if not scenario.jobs:
+        raise SpecError("jobs: the scenario has none; expected a `jobs:` list")
+    if scenario.workload is not None:
+        raise SpecError("workload: a scenario with `jobs:` describes each job's workload in its entry; "
+                        "expected no top-level `workload:`")
+    names = [j.name for j in scenario.jobs]
+    if len(set(names)) != len(names):
+        raise SpecError(f"jobs: names {names}; expected each name once")
+    cluster = resolve_cluster(scenario.cluster)
+    topo = build_cluster(cluster)
+    tree = fabric_tree(topo)
+    placed = place_jobs(list(scenario.jobs), tree)
+    _, routing, transport = scenario_cases(scenario, cluster)[0]
+    env = parse_env({"NCCL_IB_QPS_PER_CONNECTION": str(routing.qps_per_connection)})
+    env = env.with_version(cluster.nccl.version, "nccl.version")
+    n_steps = steps if steps is not None else max(j.workload.steps for j in scenario.jobs)
+    if n_steps < 1:
+        raise SpecError(f"--steps: got {n_steps}; expected at least 1")
+    fabric = FabricModel(topo, routing, transport, env)
+    alone, programs = [], []
+    for job in placed:
+        step = training_step(job_workload(job), topo)
+        result = run_training(step, fabric, steps=1, case=job.name, cluster=cluster.name)
+        alone.append(result)
+        programs.append(job_program(result, communication_families(step, fabric), topo))
+    capacity = effective_capacity_Bps(topo, transport)
+    lanes = run_together(programs, [j.spec.arrival for j in placed], capacity, n_steps)
+    shares = _shared_links([np.where(topo.network_links, r.links.bytes_per_step, 0.0) for r in alone],
+                           topo.network_links, names)
+    outcomes = []
+    for job, result, program, lane, share in zip(placed, alone, programs, lanes, shares):
+        ends = np.array([job.spec.arrival, *lane.step_ends[:n_steps]])
+        leaves, pods = tree.spans(job.servers)
+        outcomes.append(JobOutcome(job.name, job.servers, hostlist([tree.server_names[s] for s in job.servers]),
+                                   leaves, pods, result, program, float(np.diff(ends).mean()),
+                                   lane.slowed_s / max(len(lane.step_ends), 1), share))
+    return JobsRun(scenario, topo, tree, outcomes, n_steps, topo.link_names())

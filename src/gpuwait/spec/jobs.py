@@ -1,0 +1,65 @@
+"""Several jobs on one cluster: what each asks for and which placement policy puts it on servers.
+
+Configuration holds no logic: the policies themselves are :mod:`gpuwait.placement`; the shared
+run is :mod:`gpuwait.runner.jobs`. The fields are the ones a batch scheduler's job record carries
+(name, arrival time, size, priority), so a trace importer can fill them.
+
+>>> job = JobSpec(name="a", servers=4, workload={"model": {"preset": "llama-8b"}}, placement={"policy": "slurm-tree"})
+>>> job.placement.policy, job.placement.level
+('slurm-tree', 'leaf')
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BeforeValidator, Field, model_validator
+
+from gpuwait.spec.cluster import SpecModel
+from gpuwait.spec.types import TimeS
+from gpuwait.spec.workload import WorkloadSpec
+
+PolicyName = Literal["random", "first-fit", "spread", "slurm-tree", "slurm-block", "kueue", "volcano", "explicit"]
+
+
+def _policy_or_spec(value: Any) -> Any:
+    if isinstance(value, str):
+        return {"policy": value}
+    if isinstance(value, list):
+        return {"policy": "explicit", "servers": value}
+    return value
+
+
+class PlacementSpec(SpecModel):
+    """How a job's servers are chosen: a policy named after the scheduler that implements it."""
+
+    policy: PolicyName = Field("first-fit", description="'random', 'first-fit' (lowest free server indices), 'spread' (one server per leaf in turn) — topology-unaware baselines; 'slurm-tree' (Slurm topology/tree: the lowest switch that holds the job, its leaves best-fit), 'slurm-block' (Slurm topology/block: the smallest aggregated block level), 'kueue' (Kueue topology-aware scheduling), 'volcano' (Volcano HyperNode tiers); 'explicit' = the listed `servers`.")
+    servers: list[int] | None = Field(None, description="explicit: server indices in rank order.")
+    seed: int = Field(0, ge=0, le=2**32 - 1, description="random: seed of the choice.")
+    switches: int | None = Field(None, ge=1, description="slurm-tree: at most this many leaf switches (Slurm's --switches=N); a job that needs more is refused (this part has no scheduler clock for Slurm's @max-time wait).")
+    block_size: int | None = Field(None, ge=1, description="slurm-block: servers per base block (topology.conf BlockSizes' first value); default one leaf domain.")
+    segment: int | None = Field(None, ge=1, description="slurm-block: allocate in segments of this many servers, each inside one base block (Slurm's --segment=N).")
+    mode: Literal["required", "preferred", "unconstrained"] = Field("preferred", description="kueue: kueue.x-k8s.io/podset-required-topology (the whole job inside one domain of `level`, else not placed), podset-preferred-topology (try `level`, then the levels above), or podset-unconstrained-topology. volcano: 'required' = networkTopology mode hard, 'preferred' = soft.")
+    level: Literal["leaf", "pod", "cluster"] = Field("leaf", description="kueue: the topology level the request names (leaf = rack, pod = block). volcano: the highest HyperNode tier allowed (leaf = tier 1, pod = tier 2) in hard mode.")
+    algorithm: Literal["BestFit", "LeastFreeCapacity", "Balanced"] = Field("BestFit", description="kueue: how domains are filled — 'BestFit' (fewest domains, the last one the tightest fit), 'LeastFreeCapacity' (the fullest domains first), 'Balanced' (the fewest domains, servers split evenly among them).")
+
+
+class JobSpec(SpecModel):
+    """One job of a multi-job scenario: its size, its workload and where it runs."""
+
+    name: str = Field(..., min_length=1, description="Job name, used in output and to name co-tenants.")
+    arrival: TimeS = Field(0.0, description="When the job starts running (seconds from the start of the run).")
+    gpus: int | None = Field(None, ge=1, description="GPUs the job uses (count, whole servers); default `servers` x GPUs per server, else workload.gpus.")
+    servers: int | None = Field(None, ge=1, description="Servers the job uses (count); alternative to `gpus`.")
+    priority: int = Field(0, description="Higher priority is placed first (ties: earlier arrival, then list order).")
+    placement: Annotated[PlacementSpec, BeforeValidator(_policy_or_spec)] = Field(
+        default_factory=PlacementSpec, description="Placement policy (a name, a list of server indices, or {policy, options}).")
+    workload: WorkloadSpec = Field(..., description="The job's training workload, as a scenario's `workload:` (its `gpus` and `parallel.placement` are set from this job).")
+
+    @model_validator(mode="after")
+    def _one_size(self) -> JobSpec:
+        if self.gpus is not None and self.servers is not None:
+            raise ValueError("give `gpus` or `servers`, not both")
+        if self.workload.mode != "training":
+            raise ValueError("workload.mode: only training jobs share a fabric in this version")
+        return self

@@ -1,0 +1,29 @@
+"""``gpuwait place`` and ``gpuwait run`` on a scenario with ``jobs:``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from gpuwait.cli.main import main
+
+EXAMPLE = str(Path(__file__).resolve().parents[2] / "examples" / "two-jobs-shared-uplinks.yaml")
+
+
+def test_place_prints_hostlist_spans_and_co_tenant(capsys):
+    assert main(["place", EXAMPLE, "--job", "a", "--policy", "slurm-tree", "--steps", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "a placed by slurm-tree: s[0-1,4-5,8-9,12-13]" in out and "shares 48 network links with b" in out
+
+
+def test_place_required_domain_that_does_not_exist_is_one_line(capsys):
+    assert main(["place", EXAMPLE, "--job", "a", "--policy", "kueue", "--mode", "required"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: jobs[a]: placement: no free leaf domain holds 8 servers") and "hint:" in err
+
+
+def test_run_prints_one_row_per_job_as_json(capsys):
+    assert main(["run", EXAMPLE, "--steps", "1", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [j["name"] for j in data["jobs"]] == ["a", "b"]
+    assert all(j["step_shared_s"] >= j["step_alone_s"] for j in data["jobs"])
