@@ -7,6 +7,7 @@ import pytest
 
 from gpuwait.errors import SpecError
 from gpuwait.spec import Scenario, WorkloadSpec, load_model, validate_data
+from gpuwait.spec.workload import ComputeSpec
 
 SCENARIO = """
 name: llama-70b on a superpod
@@ -89,3 +90,10 @@ def test_bad_values_name_the_field(workload, path, expected):
     assert len(info.value.problems) == 1
     problem = info.value.problems[0]
     assert problem.startswith(f"{path}: ") and expected in problem, problem
+
+
+@pytest.mark.parametrize("cv", [float("inf"), float("nan"), 1.5, -0.1])
+def test_jitter_cv_outside_0_to_1_is_refused(cv):
+    """inf reached the flow engine as a NaN capacity (found by bench/fuzz.py); a cv above 1 is not jitter."""
+    with pytest.raises(pydantic.ValidationError):
+        ComputeSpec(jitter_cv=cv)

@@ -97,7 +97,9 @@ class ComputeSpec(SpecModel):
     layer_backward_time: float | None = Field(None, gt=0, description="Measured backward time of one layer for one micro-batch (seconds, without recomputation); default 2x layer_forward_time.")
     memory: PositiveSizeBytes | None = Field(None, description="GPU memory (bytes, e.g. 80GiB); overrides the preset.")
     hbm_bandwidth: RateBps | None = Field(None, description="GPU memory (HBM) bandwidth, e.g. 3.35TB/s; overrides the preset.")
-    jitter_cv: float = Field(0.02, ge=0, description="Coefficient of variation of each GPU's per-step compute time (standard deviation / mean).")
+    # a GPU's kernel times vary by a few percent step to step; a deviation as large as the mean itself is
+    # no longer jitter but a different GPU (a slow-gpu fault), and inf/nan would reach the engine as NaN
+    jitter_cv: float = Field(0.02, ge=0, le=1, description="Coefficient of variation of each GPU's per-step compute time (standard deviation / mean), 0-1.")
     slow_gpus: list[SlowGpuSpec] = Field(default_factory=list, description="GPUs slower than the rest: list of {rank, factor}.")
     seed: int = Field(0, ge=0, le=2**32 - 1, description="Seed of the compute-time jitter.")
 
