@@ -70,3 +70,7 @@ def check_target(topo: Topology, kind: str, sort: str, target: str, *, all_allow
         node_of_kind(topo, target, sort)
     elif sort == "server-or-all" and target != "all":
         server_index(topo, target)
+    elif sort == "all" and target != "all":
+        # a kind that acts on the whole job or fabric would silently apply everywhere (issue 20)
+        raise SpecError(f"fault {kind}: target {target!r} is not used; this kind acts on the whole job or fabric, "
+                        f"so expected no target (or 'all')")
