@@ -28,6 +28,7 @@ from types import MappingProxyType
 from gpuwait.collectives.nccl_versions import DEFAULT_RELEASE, NcclRelease, nccl_release
 from gpuwait.collectives.tuning import Prediction, TuningInputs, choose, parse_algorithm_list, parse_protocol_list
 from gpuwait.errors import SpecError
+from gpuwait.spec.cluster import RoutingSpec
 
 #: NCCL_NET_GDR_LEVEL values (NCCL env.rst), with the legacy integers LOC=0 ... SYS=4.
 GDR_LEVELS: tuple[str, ...] = ("LOC", "PIX", "PXB", "PHB", "SYS")
@@ -84,6 +85,8 @@ class NcclEnv:
     release : NcclRelease
         The NCCL release whose tuning model applies (not an environment variable: ``perf --nccl-version``,
         a cluster's ``nccl.version`` or a log's printed version; :meth:`with_version`). Default 2.30.7.
+    release_from : str
+        Where ``release`` came from ("NCCL default", "cluster file", "--nccl-version", a log).
     explicit : tuple of str
         The modelled variables that were set, in name order.
     """
@@ -109,6 +112,7 @@ class NcclEnv:
     extra: Mapping[str, str] = field(default_factory=dict)
     explicit: tuple[str, ...] = ()
     release: NcclRelease = DEFAULT_RELEASE
+    release_from: str = "NCCL default"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "extra", MappingProxyType(dict(self.extra)))
@@ -119,7 +123,9 @@ class NcclEnv:
         >>> NcclEnv().with_version("2.21.5+cuda12.4").release.version
         '2.21.5'
         """
-        return self if version is None else replace(self, release=nccl_release(version, what))
+        if version is None:
+            return self
+        return replace(self, release=nccl_release(version, what), release_from=SETTING_SOURCES.get(what, what))
 
     @property
     def ignored(self) -> tuple[str, ...]:
@@ -333,3 +339,59 @@ def defaults() -> dict[str, object]:
     base = NcclEnv()
     by_field = {f.name: getattr(base, f.name) for f in fields(NcclEnv)}
     return {name: by_field[attr] for name, (attr, _) in VARIABLES.items() if name not in _ALIASES}
+
+
+# --------------------------------------------------------------------------------------------------
+# Who owns a setting (issue 20). A modelled setting has one owner and one precedence, highest first:
+# the NCCL environment of the job (``perf --env`` and the process environment), then the cluster file
+# (or the preset it starts from), then NCCL's default. The fabric's own properties (hashing, router
+# kind) belong to the cluster file alone.
+
+#: ``with_version``'s ``what`` -> the source printed beside the value
+SETTING_SOURCES = {"nccl.version": "cluster file", "NCCL version": "NCCL version"}
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A setting's value and where it came from, printed as ``value (from: source)``.
+
+    >>> str(Setting("qps_per_connection", 4, "cluster file"))
+    '4 (from: cluster file)'
+    """
+
+    name: str
+    value: object
+    source: str
+
+    def __str__(self) -> str:
+        return f"{self.value} (from: {self.source})"
+
+
+def qps_setting(env: NcclEnv, routing: RoutingSpec) -> Setting:
+    """QPs per connection, owned by NCCL (``NCCL_IB_QPS_PER_CONNECTION`` is the job's setting): the NCCL
+    environment when it sets the variable, else the cluster file's ``routing.qps_per_connection`` (the
+    value the cluster's jobs run with), else NCCL's default, 1.
+
+    >>> qps_setting(NcclEnv(), RoutingSpec(qps_per_connection=4))
+    Setting(name='qps_per_connection', value=4, source='cluster file')
+    >>> qps_setting(parse_env_pairs(["NCCL_IB_QPS_PER_CONNECTION=2"]), RoutingSpec(qps_per_connection=4)).source
+    'NCCL env'
+    >>> qps_setting(NcclEnv(), RoutingSpec()).source
+    'NCCL default'
+    """
+    if "NCCL_IB_QPS_PER_CONNECTION" in env.explicit:
+        return Setting("qps_per_connection", env.ib_qps_per_connection, "NCCL env")
+    if "qps_per_connection" in routing.model_fields_set:
+        return Setting("qps_per_connection", routing.qps_per_connection, "cluster file")
+    return Setting("qps_per_connection", env.ib_qps_per_connection, "NCCL default")
+
+
+def env_setting(env: NcclEnv, name: str, attr: str, default: str) -> Setting:
+    """A setting NCCL's environment may force (``NCCL_ALGO``...) and that otherwise ``default`` decides.
+
+    >>> str(env_setting(parse_env_pairs(["NCCL_ALGO=Ring"]), "NCCL_ALGO", "algo", "NCCL tuning model"))
+    'Ring (from: NCCL env)'
+    """
+    if name in env.explicit:
+        return Setting(name, getattr(env, attr), "NCCL env")
+    return Setting(name, "auto", default)

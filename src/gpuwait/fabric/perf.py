@@ -28,7 +28,7 @@ import numpy as np
 
 from gpuwait.collectives.algorithms import Phase, Plan, compile_collective
 from gpuwait.collectives.communicator import Communicator
-from gpuwait.collectives.ncclenv import NcclEnv, apply_env
+from gpuwait.collectives.ncclenv import NcclEnv, Setting, apply_env, env_setting, qps_setting
 from gpuwait.collectives.physical import PhysicalParams, PipelineCosts, physical_params, pipelined_time_s
 from gpuwait.collectives.pipeline import channels_for_size, chunk_bytes, latency_steps, p2p_chunk_bytes, pipeline_depth
 from gpuwait.collectives.tuning import (
@@ -133,6 +133,7 @@ class CollectivePredictor:
     transport: TransportProfile
     peers: tuple[Communicator, ...] = ()
     background_Bps: np.ndarray | None = None
+    qps: Setting | None = None  # QPs per connection and where they came from (set by :meth:`create`)
     _fabric_cache: dict = field(default_factory=dict)
 
     @classmethod
@@ -144,8 +145,28 @@ class CollectivePredictor:
         # NCCL_MNNVL_ENABLE=0: a node per server, and GPUs of different servers talk over the NICs
         mnnvl = env.mnnvl_enable != 0
         comm, peers = comm.with_mnnvl(mnnvl), tuple(p.with_mnnvl(mnnvl) for p in peers)
-        routing = routing.model_copy(update={"qps_per_connection": env.ib_qps_per_connection})
-        return cls(comm, env, routing, transport, tuple(peers), background_Bps)
+        # one owner for QPs (collectives.ncclenv.qps_setting): NCCL env, else the cluster file, else NCCL's 1
+        qps = qps_setting(env, routing)
+        routing = routing.model_copy(update={"qps_per_connection": qps.value})
+        return cls(comm, env, routing, transport, tuple(peers), background_Bps, qps=qps)
+
+    def settings(self) -> list[Setting]:
+        """The settings this predictor runs with, each with where it came from (printed by
+        ``perf --report-algo`` / ``--json`` as "value (from: ...)")."""
+        env, server = self.env, self.comm.topo.spec.server
+        arch = gpu_arch(server.gpu_model)
+        transport = "socket" if env.ib_disable or self.transport.name == "tcp" else self.transport.name
+        transport_from = "NCCL env" if env.ib_disable else "cluster file"
+        channels = (Setting("channels", f"{env.min_nchannels or 1}-{env.max_nchannels or 64}", "NCCL env")
+                    if {"NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS"} & set(env.explicit)
+                    else Setting("channels", "auto", "NCCL search graph"))
+        return [self.qps or qps_setting(env, self.routing),
+                env_setting(env, "NCCL_ALGO", "algo", "NCCL tuning model"),
+                env_setting(env, "NCCL_PROTO", "proto", "NCCL tuning model"),
+                channels,
+                Setting("transport", transport, transport_from),
+                Setting("gpu_arch", f"{arch.name} (sm{arch.sm})", "cluster file: server.gpu_model"),
+                Setting("nccl_version", env.release.version, env.release_from)]
 
     # ----------------------------------------------------------------- NCCL's view of the node
     def tuning_inputs(self, collective: str) -> TuningInputs:
