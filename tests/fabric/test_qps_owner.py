@@ -63,3 +63,16 @@ def test_json_and_report_algo_print_where_each_setting_came_from(monkeypatch):
     assert settings["gpu_arch"] == "A100 (sm80) (from: cluster file: server.gpu_model)"
     from gpuwait.report.perf import sweep_text
     assert "# qps_per_connection: 4 (from: cluster file)" in sweep_text(sweep, report_algo=True)
+
+
+def test_unmodelled_variables_of_the_process_environment_are_listed(monkeypatch):
+    monkeypatch.setenv("NCCL_DEBUG", "INFO")
+    sweep = perf_sweep("all_reduce", SweepArgs(), cluster="dgx-h100")
+    assert sweep.to_dict()["settings"]["ignored"].startswith("NCCL_DEBUG")
+
+
+def test_min_ctas_raise_the_channels_nccl_runs(monkeypatch):
+    monkeypatch.delenv("NCCL_MIN_CTAS", raising=False)
+    base = make_predictor("dgx-h100", 2, None, ["NCCL_ALGO=Ring"]).estimate("all_reduce", 2**30)
+    more = make_predictor("dgx-h100", 2, None, ["NCCL_ALGO=Ring", "NCCL_MIN_CTAS=32"]).estimate("all_reduce", 2**30)
+    assert base.n_channels < 32 == more.n_channels

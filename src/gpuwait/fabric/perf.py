@@ -48,7 +48,7 @@ from gpuwait.fabric.collective import PlanRun, run_plan
 from gpuwait.spec.cluster import RoutingSpec
 from gpuwait.topology.gpus import gpu_arch
 from gpuwait.topology.model import LinkKind, NodeKind
-from gpuwait.topology.pcipath import node_uses_gdr, parse_level, uses_p2p
+from gpuwait.topology.pcipath import node_uses_gdr, uses_p2p
 from gpuwait.transport.profiles import TransportProfile
 from gpuwait.transport.socket import socket_transport
 
@@ -157,16 +157,17 @@ class CollectivePredictor:
         arch = gpu_arch(server.gpu_model)
         transport = "socket" if env.ib_disable or self.transport.name == "tcp" else self.transport.name
         transport_from = "NCCL env" if env.ib_disable else "cluster file"
-        channels = (Setting("channels", f"{env.min_nchannels or 1}-{env.max_nchannels or 64}", "NCCL env")
-                    if {"NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS"} & set(env.explicit)
-                    else Setting("channels", "auto", "NCCL search graph"))
+        limits = {"NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_MIN_CTAS", "NCCL_MAX_CTAS"}
+        channels = (Setting("channels", "{}-{}".format(*env.channel_limits()), "NCCL env")
+                    if limits & set(env.explicit) else Setting("channels", "auto", "NCCL search graph"))
         return [self.qps or qps_setting(env, self.routing),
                 env_setting(env, "NCCL_ALGO", "algo", "NCCL tuning model"),
                 env_setting(env, "NCCL_PROTO", "proto", "NCCL tuning model"),
                 channels,
                 Setting("transport", transport, transport_from),
                 Setting("gpu_arch", f"{arch.name} (sm{arch.sm})", "cluster file: server.gpu_model"),
-                Setting("nccl_version", env.release.version, env.release_from)]
+                Setting("nccl_version", env.release.version, env.release_from),
+                Setting("ignored", ", ".join(env.ignored) or "none", "process environment: not modelled")]
 
     # ----------------------------------------------------------------- NCCL's view of the node
     def tuning_inputs(self, collective: str) -> TuningInputs:
@@ -271,7 +272,7 @@ class CollectivePredictor:
         local = self.comm.local_gpu_index(self.comm.node_ranks[0])
         if len(np.unique(self.comm.rank_server[self.comm.node_ranks[0]])) > 1:
             return True  # an MNNVL node: its GPUs meet on the domain's NVSwitch
-        return uses_p2p(server, local, parse_level(self.env.extra.get("NCCL_P2P_LEVEL"), "NCCL_P2P_LEVEL"))
+        return uses_p2p(server, local, self.env.p2p_level)
 
     @property
     def gdr(self) -> bool:
@@ -295,8 +296,7 @@ class CollectivePredictor:
                                     sm, intel_cpu=server.cpu_vendor == "intel", release=self.env.release)
 
     def _channels(self, graph_channels: int) -> int:
-        lo = self.env.min_nchannels or 1
-        hi = self.env.max_nchannels or 64
+        lo, hi = self.env.channel_limits()
         return max(lo, min(hi, graph_channels))
 
     # ----------------------------------------------------------------- the fabric

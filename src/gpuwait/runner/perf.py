@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpuwait.collectives.communicator import Communicator
-from gpuwait.collectives.ncclenv import Setting, parse_env
+from gpuwait.collectives.ncclenv import Setting, check_modelled, parse_env
 from gpuwait.collectives.nccltests import (
     Device,
     NcclTestsCollective,
@@ -39,11 +39,13 @@ def nccl_env(env: Mapping[str, str] | Iterable[str] = (), base: Mapping[str, str
     a mapping, or ``NAME=VALUE`` strings as ``--env`` takes them."""
     out = dict(os.environ if base is None else base)
     if isinstance(env, Mapping):
+        check_modelled(env)  # a name given on purpose must change the result (issue 20)
         return out | {str(k): str(v) for k, v in env.items()}
     for pair in env:
         name, eq, value = pair.partition("=")
         if not eq or not name:
             raise SpecError(f"--env: got {pair!r}; expected NAME=VALUE, e.g. NCCL_ALGO=Ring")
+        check_modelled([name])
         out[name] = value
     return out
 
