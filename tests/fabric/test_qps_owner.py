@@ -76,3 +76,16 @@ def test_min_ctas_raise_the_channels_nccl_runs(monkeypatch):
     base = make_predictor("dgx-h100", 2, None, ["NCCL_ALGO=Ring"]).estimate("all_reduce", 2**30)
     more = make_predictor("dgx-h100", 2, None, ["NCCL_ALGO=Ring", "NCCL_MIN_CTAS=32"]).estimate("all_reduce", 2**30)
     assert base.n_channels < 32 == more.n_channels
+
+
+def test_fewer_channels_than_nccls_graph_slow_the_plateau(monkeypatch):
+    # NCCL prices its searched graph (tuning.cc busBw = nChannels x bw) but runs NCCL_MAX_NCHANNELS channels
+    # (connect.cc, v2.30.7-1); a channel carries at most the graph's per-channel bandwidth
+    monkeypatch.delenv("NCCL_MAX_NCHANNELS", raising=False)
+    full = make_predictor("dgx-h100", 1, None, ["NCCL_ALGO=Ring"]).estimate("all_reduce", 2**30)
+    two = make_predictor("dgx-h100", 1, None, ["NCCL_ALGO=Ring", "NCCL_MAX_NCHANNELS=2"]).estimate("all_reduce", 2**30)
+    assert two.n_channels == 2 < full.n_channels
+    assert two.time_s > 0.8 * full.time_s * full.n_channels / 2
+    # NVLS channels follow only the CTA limits (transport/nvls.cc)
+    nvls = make_predictor("dgx-h100", 1, None, ["NCCL_MAX_NCHANNELS=2"]).estimate("all_reduce", 2**30)
+    assert nvls.algorithm == "nvls" and nvls.n_channels > 2

@@ -145,17 +145,20 @@ class NcclEnv:
             return self
         return replace(self, release=nccl_release(version, what), release_from=SETTING_SOURCES.get(what, what))
 
-    def channel_limits(self, found: int = 64) -> tuple[int, int]:
+    def channel_limits(self, nvls: bool = False) -> tuple[int, int]:
         """(lowest, highest) channel count NCCL may run with: the NCHANNELS and CTAS limits combined as
         src/graph/connect.cc (v2.30.7-1) combines them, the minimum capped by the maximum as init.cc does.
+        NVLS channels (``nvls``) obey only the CTA limits (transport/nvls.cc: "Clamp nvlsChannels to
+        [minCTAs, maxCTAs]").
 
         >>> parse_env_pairs(["NCCL_MIN_CTAS=24", "NCCL_MIN_NCHANNELS=4"]).channel_limits()
         (24, 64)
         >>> parse_env_pairs(["NCCL_MAX_CTAS=8", "NCCL_MIN_CTAS=16"]).channel_limits()
         (8, 8)
         """
-        high = min(v for v in (self.max_nchannels, self.max_ctas, MAX_CHANNELS) if v is not None)
-        low = max(v for v in (self.min_nchannels, self.min_ctas, 1) if v is not None)
+        nchannels = (None, None) if nvls else (self.min_nchannels, self.max_nchannels)
+        high = min(v for v in (nchannels[1], self.max_ctas, MAX_CHANNELS) if v is not None)
+        low = max(v for v in (nchannels[0], self.min_ctas, 1) if v is not None)
         return min(low, high), high
 
     @property

@@ -295,9 +295,18 @@ class CollectivePredictor:
         return host_path_ring_graph(pci_bw_GBps(pcie_generation(server.pcie_bandwidth)), int(per_switch.max(initial=1)),
                                     sm, intel_cpu=server.cpu_vendor == "intel", release=self.env.release)
 
-    def _channels(self, graph_channels: int) -> int:
-        lo, hi = self.env.channel_limits()
+    def _channels(self, graph_channels: int, algorithm: str = "ring") -> int:
+        lo, hi = self.env.channel_limits(nvls=algorithm in ("nvls", "nvls_tree"))
         return max(lo, min(hi, graph_channels))
+
+    @staticmethod
+    def channel_shortfall(graph_channels: int, channels: int) -> float:
+        """How much slower NCCL's plateau runs on ``channels`` than on the ``graph_channels`` its search
+        found: each channel (one CUDA block) carries at most the graph's per-channel bandwidth, and NCCL's
+        cost model (tuning.cc: busBw = nChannels x bw) prices the found graph, not the channel limit
+        (NCCL_MAX_NCHANNELS / NCCL_MAX_CTAS apply later, src/graph/connect.cc v2.30.7-1). Extra channels
+        above the graph's share its links, so they never speed it up."""
+        return max(1.0, graph_channels / max(channels, 1))
 
     # ----------------------------------------------------------------- the fabric
     def _capacity_Bps(self, algorithm: str, protocol: str) -> np.ndarray:
@@ -409,7 +418,8 @@ class CollectivePredictor:
         plateau = prediction.plateau_alg_bw_GBps or prediction.alg_bw_GBps
         model_s = n_bytes / (plateau * 1e9) if n_bytes > 0 and comm.n_ranks > 1 else 0.0
         graph = inputs.graph(algorithm)
-        channels = self._channels(graph.n_channels)
+        channels = self._channels(graph.n_channels, algorithm)
+        model_s *= self.channel_shortfall(graph.n_channels, channels)  # NCCL_MAX_NCHANNELS below the graph's
         fabric_s = None
         if algorithm in FLOW_ALGORITHMS and comm.n_ranks > 1 and n_bytes > 0:
             fabric_s = self.fabric_time_s(collective, n_bytes, FLOW_ALGORITHMS[algorithm], protocol, channels)
