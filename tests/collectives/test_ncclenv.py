@@ -27,18 +27,34 @@ def test_defaults_are_nccls():
 def test_values_parse_like_nccl():
     env = parse_env({
         "NCCL_ALGO": "Ring,Tree", "NCCL_PROTO": "^LL128", "NCCL_MIN_NCHANNELS": "4", "NCCL_MAX_NCHANNELS": "0x10",
-        "NCCL_IB_QPS_PER_CONNECTION": "16", "NCCL_IB_SPLIT_DATA_ON_QPS": "1", "NCCL_NET_GDR_LEVEL": "pxb",
-        "NCCL_NET_GDR_READ": "1", "NCCL_IB_DISABLE": "0", "NCCL_NVLS_ENABLE": "0", "NCCL_COLLNET_ENABLE": "1",
-        "NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1", "NCCL_PXN_DISABLE": "1", "NCCL_SOCKET_NTHREADS": "4",
-        "NCCL_NSOCKS_PERTHREAD": "8", "NCCL_NET_OVERHEAD": "1500"})
+        "NCCL_IB_QPS_PER_CONNECTION": "16", "NCCL_IB_SPLIT_DATA_ON_QPS": "0", "NCCL_NET_GDR_LEVEL": "pxb",
+        "NCCL_NET_GDR_READ": "1", "NCCL_IB_DISABLE": "0", "NCCL_NVLS_ENABLE": "0", "NCCL_COLLNET_ENABLE": "0",
+        "NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "0", "NCCL_PXN_DISABLE": "0", "NCCL_SOCKET_NTHREADS": "4",
+        "NCCL_NSOCKS_PERTHREAD": "8", "NCCL_NET_OVERHEAD": "1500", "NCCL_MIN_CTAS": "8", "NCCL_MAX_CTAS": "32",
+        "NCCL_P2P_LEVEL": "nvl"})
     assert env.algo == "Ring,Tree" and env.allowed_algorithms("all_reduce") == {"ring", "tree"}
     assert env.allowed_protocols("broadcast") == {"LL", "Simple"}
     assert (env.min_nchannels, env.max_nchannels) == (4, 16)
-    assert env.ib_qps_per_connection == 16 and env.ib_split_data_on_qps
+    assert env.ib_qps_per_connection == 16 and not env.ib_split_data_on_qps
     assert env.net_gdr_level == "PXB" and env.net_gdr_read is True
-    assert env.nvls_enable == 0 and env.collnet_enable and env.p2p_disable and env.shm_disable and env.pxn_disable
+    assert env.nvls_enable == 0 and env.p2p_disable and not (env.collnet_enable or env.shm_disable or env.pxn_disable)
     assert (env.socket_nthreads, env.nsocks_perthread, env.net_overhead_ns) == (4, 8, 1500)
-    assert env.ignored == () and len(env.explicit) == 17
+    assert (env.min_ctas, env.max_ctas, env.channel_limits(), env.p2p_level) == (8, 32, (8, 16), "NVL")
+    assert env.ignored == () and len(env.explicit) == 20
+
+
+@pytest.mark.parametrize("name, what", [
+    ("NCCL_COLLNET_ENABLE", "CollNet (SHARP in-network reduction) is not modelled"),
+    ("NCCL_SHM_DISABLE", "disabling NCCL's SHM transport is not modelled"),
+    ("NCCL_PXN_DISABLE", "PXN (sending through a peer GPU's NIC over NVLink) is not modelled"),
+    ("NCCL_IB_SPLIT_DATA_ON_QPS", "only NCCL's default 0 is modelled"),
+])
+def test_a_value_gpuwait_cannot_model_is_refused_saying_what_is_modelled(name, what):
+    # issue 20: NCCL_COLLNET_ENABLE=1 used to be accepted and to change nothing
+    with pytest.raises(SpecError) as err:
+        parse_env({name: "1"})
+    assert str(err.value).startswith(f"{name}: got 1; {what}") and "\n" not in str(err.value)
+    parse_env({name: "0"})  # NCCL's default is what gpuwait models
 
 
 def test_legacy_gdr_forms_and_alias():
@@ -87,11 +103,15 @@ def test_cross_variable_checks():
 
 
 def test_env_pairs():
-    env = parse_env_pairs(["NCCL_ALGO=Tree", "NCCL_PROTO=Simple", "NCCL_ALGO=Ring", "NCCL_DEBUG=INFO"])
-    assert (env.algo, env.proto, env.ignored) == ("Ring", "Simple", ("NCCL_DEBUG",))
-    assert parse_env_pairs(["NCCL_IB_HCA==mlx5_0:1"]).extra["NCCL_IB_HCA"] == "=mlx5_0:1"  # first '=' splits
+    env = parse_env_pairs(["NCCL_ALGO=Tree", "NCCL_PROTO=Simple", "NCCL_ALGO=Ring"])
+    assert (env.algo, env.proto, env.ignored) == ("Ring", "Simple", ())
+    with pytest.raises(SpecError, match="got '=NVL'"):  # the first '=' splits: the value is '=NVL'
+        parse_env_pairs(["NCCL_P2P_LEVEL==NVL"])
     for bad, expected in (("NCCL_ALGO", "expected NAME=VALUE"), ("=Ring", "expected NAME=VALUE"),
-                          ("OMP_NUM_THREADS=4", r"expected an NCCL_\* variable")):
+                          ("OMP_NUM_THREADS=4", r"expected an NCCL_\* variable"),
+                          # issue 20: a variable given on purpose must change the result or be refused
+                          ("NCCL_DEBUG=INFO", "NCCL_DEBUG is not modelled; modelled NCCL variables: NCCL_ALGO"),
+                          ("NCCL_IB_HCA=mlx5_0:1", "NCCL_IB_HCA is not modelled")):
         with pytest.raises(SpecError, match=expected):
             parse_env_pairs([bad])
 
@@ -103,4 +123,18 @@ def test_env_changes_nccls_choice():
     assert choose_with_env(parse_env({"NCCL_ALGO": "Ring"}), h100, 8 * 2**30)[:2] == ("ring", "Simple")
     assert choose_with_env(parse_env({"NCCL_PROTO": "LL"}), h100, 2**20)[1] == "LL"
     assert apply_env(parse_env({"NCCL_NET_OVERHEAD": "2500"}), h100).net_overhead_us == pytest.approx(2.5)
-    assert not apply_env(parse_env({"NCCL_COLLNET_ENABLE": "1"}), h100).collnet_available  # no SHARP to enable
+    assert not apply_env(parse_env({"NCCL_COLLNET_ENABLE": "0"}), h100).collnet_available
+
+
+def test_collnet_algorithms_alone_are_refused_naming_what_is_modelled():
+    # issue 20: NCCL_ALGO=CollNetChain failed with only "no algorithm/protocol left"
+    with pytest.raises(SpecError, match=r"CollNet unavailable: it needs SHARP switches .* not model \(modelled: Ring"):
+        choose_with_env(parse_env({"NCCL_ALGO": "CollNetChain"}), dgx_h100(), 2**30)
+
+
+def test_cta_limits_combine_with_the_channel_limits_as_nccl_does():
+    # src/graph/connect.cc (v2.30.7-1): min(NCCL_MAX_NCHANNELS, found, maxCTAs), at least max(min, minCTAs)
+    assert parse_env({}).channel_limits() == (1, 64)
+    assert parse_env({"NCCL_MIN_CTAS": "24"}).channel_limits() == (24, 64)
+    assert parse_env({"NCCL_MAX_CTAS": "4", "NCCL_MAX_NCHANNELS": "8"}).channel_limits() == (1, 4)
+    assert parse_env({"NCCL_MIN_NCHANNELS": "4", "NCCL_MIN_CTAS": "2"}).channel_limits() == (4, 64)

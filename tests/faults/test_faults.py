@@ -55,6 +55,23 @@ def test_unknown_targets_name_close_matches(topo, scenario):
         apply_faults(scenario, [parse_inject("link-degrade:s0.nic0->spine3")], topo)
 
 
+@pytest.mark.parametrize("text", ["tcp-fallback:s0", "storage-contention:s0.gpu0"])
+def test_a_target_the_kind_cannot_use_is_refused(topo, scenario, text):
+    # issue 20: a whole-job kind given a target used to apply everywhere without a word
+    with pytest.raises(SpecError, match=r"is not used; this kind acts on the whole job or fabric"):
+        apply_faults(scenario, [parse_inject(text)], topo)
+    kind = text.split(":")[0]
+    apply_faults(scenario, [parse_inject(kind)], topo)  # no target (= all) is still accepted
+    apply_faults(scenario, [parse_inject(f"{kind}:all")], topo)
+
+
+def test_a_server_target_of_dataloader_starvation_must_exist(topo, scenario):
+    # the kind starves one server when given one (issue 14), so a server that is not there is refused
+    with pytest.raises(UnknownNameError, match="'s14' does not exist"):
+        apply_faults(scenario, [parse_inject("dataloader-starvation:s14")], topo)
+    apply_faults(scenario, [parse_inject("dataloader-starvation:s1")], topo)
+
+
 def test_link_faults_change_both_directions_of_the_cable(topo, scenario):
     _, perturbation = apply_faults(scenario, [parse_inject("link-degrade:leaf0->spine3:factor=0.25")], topo)
     faulty, effects = perturbation.apply(topo)

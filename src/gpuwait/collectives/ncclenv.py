@@ -7,12 +7,15 @@ that is not set keeps NCCL's default; ``None`` marks "NCCL decides" (platform-de
 
 Parsing is stricter than NCCL, on purpose: NCCL logs an invalid value and silently falls back to the
 default, which hides typos; gpuwait rejects it with one line naming the variable, the value and what
-was expected. An empty value (``NCCL_ALGO=``) counts as unset, as in NCCL. ``NCCL_*`` variables gpuwait
-does not model are kept verbatim in ``extra`` and listed in ``ignored`` (NCCL itself ignores unknown ones).
+was expected. An empty value (``NCCL_ALGO=``) counts as unset, as in NCCL. A variable gpuwait reads but
+cannot model beyond its default (:data:`NOT_MODELLED`, e.g. ``NCCL_COLLNET_ENABLE=1``) is refused with one
+line saying what is modelled. Other ``NCCL_*`` variables of the process environment are kept verbatim in
+``extra`` and listed in ``ignored`` (``perf --report-algo`` prints them); given with ``--env`` they are
+refused (:func:`check_modelled`).
 
 Examples
 --------
->>> env = parse_env_pairs(["NCCL_ALGO=Ring", "NCCL_IB_QPS_PER_CONNECTION=4", "NCCL_IB_HCA=mlx5"])
+>>> env = parse_env({"NCCL_ALGO": "Ring", "NCCL_IB_QPS_PER_CONNECTION": "4", "NCCL_IB_HCA": "mlx5"})
 >>> env.algo, env.ib_qps_per_connection, env.ignored
 ('Ring', 4, ('NCCL_IB_HCA',))
 >>> sorted(env.allowed_algorithms("all_reduce"))
@@ -28,6 +31,8 @@ from types import MappingProxyType
 from gpuwait.collectives.nccl_versions import DEFAULT_RELEASE, NcclRelease, nccl_release
 from gpuwait.collectives.tuning import Prediction, TuningInputs, choose, parse_algorithm_list, parse_protocol_list
 from gpuwait.errors import SpecError
+from gpuwait.spec.cluster import RoutingSpec
+from gpuwait.topology.pcipath import parse_level
 
 #: NCCL_NET_GDR_LEVEL values (NCCL env.rst), with the legacy integers LOC=0 ... SYS=4.
 GDR_LEVELS: tuple[str, ...] = ("LOC", "PIX", "PXB", "PHB", "SYS")
@@ -52,7 +57,8 @@ class NcclEnv:
     ib_qps_per_connection : int
         ``NCCL_IB_QPS_PER_CONNECTION``, 1-128, default 1.
     ib_split_data_on_qps : bool
-        ``NCCL_IB_SPLIT_DATA_ON_QPS``: split each message over all QPs; default 0 since 2.20.
+        ``NCCL_IB_SPLIT_DATA_ON_QPS``: split each message over all QPs; default 0 since 2.20. Only 0 is
+        accepted (:data:`NOT_MODELLED`).
     net_gdr_level : str or None
         ``NCCL_NET_GDR_LEVEL`` (alias ``NCCL_IB_GDR_LEVEL``) as LOC/PIX/PXB/PHB/SYS; None = auto.
     net_gdr_read : bool or None
@@ -66,24 +72,36 @@ class NcclEnv:
         NCCL >= 2.20, src/init.cc ``NCCL_PARAM(MNNVLEnable, "MNNVL_ENABLE", 2)``). 0 makes every server
         its own node again, talking to the others over the network.
     collnet_enable : bool
-        ``NCCL_COLLNET_ENABLE``; default 0.
+        ``NCCL_COLLNET_ENABLE``; default 0. 1 is refused (:data:`NOT_MODELLED`): CollNet needs SHARP switches
+        that reduce in the network, and gpuwait's switches only forward.
     p2p_disable, shm_disable, pxn_disable : bool
         ``NCCL_P2P_DISABLE``, ``NCCL_SHM_DISABLE``, ``NCCL_PXN_DISABLE``; named in NCCL env.rst; set to 1 to
         disable, default 0 (NCCL docs; ``PXN_DISABLE`` and ``SHM_DISABLE`` default 0 in the source).
         ``p2p_disable`` is modelled as a server without peer access (``server.gpu_p2p`` false): NCCL's SHM
         transport through host memory (:func:`gpuwait.collectives.tuning.host_path_ring_graph` and the
-        flows' route through the CPU in :mod:`gpuwait.fabric.perf`); the other two are read only.
+        flows' route through the CPU in :mod:`gpuwait.fabric.perf`); the other two accept only their
+        default, 0 (:data:`NOT_MODELLED`).
     socket_nthreads, nsocks_perthread : int or None
         ``NCCL_SOCKET_NTHREADS`` (1-16) and ``NCCL_NSOCKS_PERTHREAD``, product at most 64; named in NCCL env.rst;
         None = NCCL's per-platform default (source -2).
     net_overhead_ns : int or None
         ``NCCL_NET_OVERHEAD`` in ns, the per-step network post cost of the tuning model
         (tuning.cc getNetOverhead); None = NCCL's per-CPU default.
+    min_ctas, max_ctas : int or None
+        ``NCCL_MIN_CTAS`` / ``NCCL_MAX_CTAS`` (NCCL >= 2.17, 1-64): further channel limits, combined with the
+        NCHANNELS pair as NCCL does (src/graph/connect.cc, v2.30.7-1: channels = min(NCCL_MAX_NCHANNELS,
+        found, maxCTAs), at least max(NCCL_MIN_NCHANNELS, minCTAs)); :meth:`channel_limits`.
+    p2p_level : str or None
+        ``NCCL_P2P_LEVEL`` as a PCI path type (LOC ... SYS, or NVL; :func:`gpuwait.topology.pcipath.parse_level`);
+        None = NCCL's per-platform default (:func:`gpuwait.topology.pcipath.uses_p2p`).
     extra : mapping
-        Every other ``NCCL_*`` variable, verbatim; gpuwait does not model them.
+        Every other ``NCCL_*`` variable, verbatim, from the process environment; gpuwait does not model them
+        (``--env`` refuses them: :func:`parse_env_pairs`).
     release : NcclRelease
         The NCCL release whose tuning model applies (not an environment variable: ``perf --nccl-version``,
         a cluster's ``nccl.version`` or a log's printed version; :meth:`with_version`). Default 2.30.7.
+    release_from : str
+        Where ``release`` came from ("NCCL default", "cluster file", "--nccl-version", a log).
     explicit : tuple of str
         The modelled variables that were set, in name order.
     """
@@ -106,9 +124,13 @@ class NcclEnv:
     socket_nthreads: int | None = None
     nsocks_perthread: int | None = None
     net_overhead_ns: int | None = None
+    min_ctas: int | None = None
+    max_ctas: int | None = None
+    p2p_level: str | None = None
     extra: Mapping[str, str] = field(default_factory=dict)
     explicit: tuple[str, ...] = ()
     release: NcclRelease = DEFAULT_RELEASE
+    release_from: str = "NCCL default"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "extra", MappingProxyType(dict(self.extra)))
@@ -119,7 +141,25 @@ class NcclEnv:
         >>> NcclEnv().with_version("2.21.5+cuda12.4").release.version
         '2.21.5'
         """
-        return self if version is None else replace(self, release=nccl_release(version, what))
+        if version is None:
+            return self
+        return replace(self, release=nccl_release(version, what), release_from=SETTING_SOURCES.get(what, what))
+
+    def channel_limits(self, nvls: bool = False) -> tuple[int, int]:
+        """(lowest, highest) channel count NCCL may run with: the NCHANNELS and CTAS limits combined as
+        src/graph/connect.cc (v2.30.7-1) combines them, the minimum capped by the maximum as init.cc does.
+        NVLS channels (``nvls``) obey only the CTA limits (transport/nvls.cc: "Clamp nvlsChannels to
+        [minCTAs, maxCTAs]").
+
+        >>> parse_env_pairs(["NCCL_MIN_CTAS=24", "NCCL_MIN_NCHANNELS=4"]).channel_limits()
+        (24, 64)
+        >>> parse_env_pairs(["NCCL_MAX_CTAS=8", "NCCL_MIN_CTAS=16"]).channel_limits()
+        (8, 8)
+        """
+        nchannels = (None, None) if nvls else (self.min_nchannels, self.max_nchannels)
+        high = min(v for v in (nchannels[1], self.max_ctas, MAX_CHANNELS) if v is not None)
+        low = max(v for v in (nchannels[0], self.min_ctas, 1) if v is not None)
+        return min(low, high), high
 
     @property
     def ignored(self) -> tuple[str, ...]:
@@ -213,6 +253,22 @@ VARIABLES: Mapping[str, tuple[str, Callable[[str, str], object]]] = MappingProxy
     "NCCL_SOCKET_NTHREADS": ("socket_nthreads", lambda n, t: _int(n, t, 1, MAX_SOCKET_THREADS)),
     "NCCL_NSOCKS_PERTHREAD": ("nsocks_perthread", lambda n, t: _int(n, t, 1, MAX_SOCKETS)),
     "NCCL_NET_OVERHEAD": ("net_overhead_ns", lambda n, t: _int(n, t, 0)),
+    "NCCL_MIN_CTAS": ("min_ctas", lambda n, t: _int(n, t, 1, MAX_CHANNELS)),
+    "NCCL_MAX_CTAS": ("max_ctas", lambda n, t: _int(n, t, 1, MAX_CHANNELS)),
+    "NCCL_P2P_LEVEL": ("p2p_level", lambda n, t: parse_level(t, n)),
+})
+
+#: Variables gpuwait reads but whose non-default values it does not model: setting one is refused with
+#: this line (what is not modelled, and what is), never silently ignored (issue 20).
+NOT_MODELLED: Mapping[str, str] = MappingProxyType({
+    "NCCL_COLLNET_ENABLE": "CollNet (SHARP in-network reduction) is not modelled: gpuwait's switches forward "
+                           "but do not reduce; modelled algorithms: Ring, Tree, NVLS, NVLSTree, PAT",
+    "NCCL_SHM_DISABLE": "disabling NCCL's SHM transport is not modelled; modelled: P2P between a node's GPUs, "
+                        "or SHM through host memory (NCCL_P2P_DISABLE=1 or server.gpu_p2p: false)",
+    "NCCL_PXN_DISABLE": "PXN (sending through a peer GPU's NIC over NVLink) is not modelled; every GPU sends "
+                        "through its own rail's NIC, as with NCCL_PXN_DISABLE=1",
+    "NCCL_IB_SPLIT_DATA_ON_QPS": "only NCCL's default 0 is modelled: each connection's bytes are shared evenly "
+                                 "over its QPs (NCCL_IB_QPS_PER_CONNECTION), the average of round-robin messages",
 })
 _ALIASES = {"NCCL_IB_GDR_LEVEL": "NCCL_NET_GDR_LEVEL"}
 
@@ -252,6 +308,7 @@ def parse_env(env: Mapping[str, str]) -> NcclEnv:
         attr, parse = VARIABLES[name]
         values[attr] = parse(name, text)
         explicit.add(_ALIASES.get(name, name))
+    _refuse_not_modelled(values)
     low, high = values.get("min_nchannels"), values.get("max_nchannels")
     if low is not None and high is not None and low > high:
         raise SpecError(f"NCCL_MIN_NCHANNELS: got {low} with NCCL_MAX_NCHANNELS={high}; expected min <= max")
@@ -260,6 +317,31 @@ def parse_env(env: Mapping[str, str]) -> NcclEnv:
         raise SpecError(f"NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD: got {threads} x {socks}; "
                         f"expected a product of at most {MAX_SOCKETS}")
     return NcclEnv(**values, extra=extra, explicit=tuple(sorted(explicit)))
+
+
+def _refuse_not_modelled(values: Mapping[str, object]) -> None:
+    """One line for the first variable of :data:`NOT_MODELLED` set to something other than its default."""
+    base = NcclEnv()
+    for name, why in NOT_MODELLED.items():
+        attr = VARIABLES[name][0]
+        if attr in values and values[attr] != getattr(base, attr):
+            raise SpecError(f"{name}: got {int(bool(values[attr]))}; {why}",
+                            hint=f"unset {name} (or set it to {int(bool(getattr(base, attr)))})")
+
+
+def check_modelled(names: Iterable[str], what: str = "--env") -> None:
+    """Refuse an ``NCCL_*`` name gpuwait does not model (a name given on purpose should change the result).
+
+    >>> check_modelled(["NCCL_ALGO"])
+    >>> check_modelled(["NCCL_IB_HCA"])
+    Traceback (most recent call last):
+    ...
+    gpuwait.errors.SpecError: --env: NCCL_IB_HCA is not modelled; modelled NCCL variables: ...
+    """
+    for name in names:
+        if str(name).startswith("NCCL_") and name not in VARIABLES:
+            raise SpecError(f"{what}: {name} is not modelled; modelled NCCL variables: "
+                            + ", ".join(sorted(n for n in VARIABLES if n not in NOT_MODELLED)))
 
 
 def parse_env_pairs(pairs: Iterable[str]) -> NcclEnv:
@@ -282,6 +364,7 @@ def parse_env_pairs(pairs: Iterable[str]) -> NcclEnv:
             raise SpecError(f"--env: got {pair!r}; expected NAME=VALUE, e.g. NCCL_ALGO=Ring")
         if not name.startswith("NCCL_"):
             raise SpecError(f"--env: got {pair!r}; expected an NCCL_* variable")
+        check_modelled([name])
         env[name] = value
     return parse_env(env)
 
@@ -333,3 +416,59 @@ def defaults() -> dict[str, object]:
     base = NcclEnv()
     by_field = {f.name: getattr(base, f.name) for f in fields(NcclEnv)}
     return {name: by_field[attr] for name, (attr, _) in VARIABLES.items() if name not in _ALIASES}
+
+
+# --------------------------------------------------------------------------------------------------
+# Who owns a setting (issue 20). A modelled setting has one owner and one precedence, highest first:
+# the NCCL environment of the job (``perf --env`` and the process environment), then the cluster file
+# (or the preset it starts from), then NCCL's default. The fabric's own properties (hashing, router
+# kind) belong to the cluster file alone.
+
+#: ``with_version``'s ``what`` -> the source printed beside the value
+SETTING_SOURCES = {"nccl.version": "cluster file", "NCCL version": "NCCL version"}
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A setting's value and where it came from, printed as ``value (from: source)``.
+
+    >>> str(Setting("qps_per_connection", 4, "cluster file"))
+    '4 (from: cluster file)'
+    """
+
+    name: str
+    value: object
+    source: str
+
+    def __str__(self) -> str:
+        return f"{self.value} (from: {self.source})"
+
+
+def qps_setting(env: NcclEnv, routing: RoutingSpec) -> Setting:
+    """QPs per connection, owned by NCCL (``NCCL_IB_QPS_PER_CONNECTION`` is the job's setting): the NCCL
+    environment when it sets the variable, else the cluster file's ``routing.qps_per_connection`` (the
+    value the cluster's jobs run with), else NCCL's default, 1.
+
+    >>> qps_setting(NcclEnv(), RoutingSpec(qps_per_connection=4))
+    Setting(name='qps_per_connection', value=4, source='cluster file')
+    >>> qps_setting(parse_env_pairs(["NCCL_IB_QPS_PER_CONNECTION=2"]), RoutingSpec(qps_per_connection=4)).source
+    'NCCL env'
+    >>> qps_setting(NcclEnv(), RoutingSpec()).source
+    'NCCL default'
+    """
+    if "NCCL_IB_QPS_PER_CONNECTION" in env.explicit:
+        return Setting("qps_per_connection", env.ib_qps_per_connection, "NCCL env")
+    if "qps_per_connection" in routing.model_fields_set:
+        return Setting("qps_per_connection", routing.qps_per_connection, "cluster file")
+    return Setting("qps_per_connection", env.ib_qps_per_connection, "NCCL default")
+
+
+def env_setting(env: NcclEnv, name: str, attr: str, default: str) -> Setting:
+    """A setting NCCL's environment may force (``NCCL_ALGO``...) and that otherwise ``default`` decides.
+
+    >>> str(env_setting(parse_env_pairs(["NCCL_ALGO=Ring"]), "NCCL_ALGO", "algo", "NCCL tuning model"))
+    'Ring (from: NCCL env)'
+    """
+    if name in env.explicit:
+        return Setting(name, getattr(env, attr), "NCCL env")
+    return Setting(name, "auto", default)

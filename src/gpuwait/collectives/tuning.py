@@ -598,7 +598,8 @@ def _nvls_reason(inputs: TuningInputs, algorithm: str) -> str:
 def _collnet_reason(inputs: TuningInputs, algorithm: str) -> str:
     """Why NCCL would not run CollNetDirect or CollNetChain here; ``""`` if it would."""
     if not inputs.collnet_available:
-        return "CollNet unavailable (needs the IB SHARP plugin and NCCL_COLLNET_ENABLE=1)"
+        return ("CollNet unavailable: it needs SHARP switches that reduce in the network, which gpuwait does "
+                "not model (modelled: Ring, Tree, NVLS, NVLSTree, PAT)")
     if inputs.n_nodes < COLLNET_NODE_THRESHOLD:
         return f"CollNet needs at least {COLLNET_NODE_THRESHOLD} nodes (NCCL_COLLNET_NODE_THRESHOLD)"
     if algorithm == "collnet_direct" and not inputs.nvswitch:
@@ -869,6 +870,7 @@ def choose(inputs: TuningInputs, n_bytes: int, allowed_algos: str | Iterable[str
     keep_ring = inputs.release.ring_kept_for_non_all_reduce and coll != "all_reduce"
     ll128_default = inputs.ll128_enabled and inputs.release.ll128_default(inputs.sm)
     best: Prediction | None = None
+    reasons: list[str] = []
     for algorithm in ALGORITHMS:
         if algos is not None and algorithm not in algos and not (keep_ring and algorithm == "ring"):
             continue
@@ -881,9 +883,13 @@ def choose(inputs: TuningInputs, n_bytes: int, allowed_algos: str | Iterable[str
             pred = predict(inputs, algorithm, protocol, n_bytes)
             if pred.supported and (best is None or pred.time_us < best.time_us):
                 best = pred
+            elif not pred.supported and pred.reason and pred.reason not in reasons:
+                reasons.append(pred.reason)
     if best is None:
+        # say why each allowed pair was out (NCCL_ALGO=CollNetChain: no SHARP), not only that none was left
+        why = f": {'; '.join(reasons)}" if reasons else ""
         raise SpecError(f"{coll}: no algorithm/protocol left (algorithms {_shown(algos)}, protocols "
-                        f"{_shown(protos)}); expected at least one supported pair",
+                        f"{_shown(protos)}){why}; expected at least one supported pair",
                         hint="check NCCL_ALGO / NCCL_PROTO against the collective and the hardware")
     return best.algorithm, best.protocol, best
 

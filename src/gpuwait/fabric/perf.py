@@ -29,7 +29,7 @@ import numpy as np
 
 from gpuwait.collectives.algorithms import Phase, Plan, compile_collective
 from gpuwait.collectives.communicator import Communicator
-from gpuwait.collectives.ncclenv import NcclEnv, apply_env
+from gpuwait.collectives.ncclenv import NcclEnv, Setting, apply_env, env_setting, qps_setting
 from gpuwait.collectives.physical import PhysicalParams, PipelineCosts, physical_params, pipelined_time_s
 from gpuwait.collectives.pipeline import (
     channels_for_size,
@@ -56,7 +56,7 @@ from gpuwait.fabric.collective import PlanRun, run_plan
 from gpuwait.spec.cluster import RoutingSpec
 from gpuwait.topology.gpus import gpu_arch
 from gpuwait.topology.model import LinkKind, NodeKind
-from gpuwait.topology.pcipath import node_uses_gdr, parse_level, uses_p2p
+from gpuwait.topology.pcipath import node_uses_gdr, uses_p2p
 from gpuwait.transport.profiles import TransportProfile
 from gpuwait.transport.socket import socket_transport
 
@@ -141,6 +141,7 @@ class CollectivePredictor:
     transport: TransportProfile
     peers: tuple[Communicator, ...] = ()
     background_Bps: np.ndarray | None = None
+    qps: Setting | None = None  # QPs per connection and where they came from (set by :meth:`create`)
     _fabric_cache: dict = field(default_factory=dict)
 
     @classmethod
@@ -152,8 +153,29 @@ class CollectivePredictor:
         # NCCL_MNNVL_ENABLE=0: a node per server, and GPUs of different servers talk over the NICs
         mnnvl = env.mnnvl_enable != 0
         comm, peers = comm.with_mnnvl(mnnvl), tuple(p.with_mnnvl(mnnvl) for p in peers)
-        routing = routing.model_copy(update={"qps_per_connection": env.ib_qps_per_connection})
-        return cls(comm, env, routing, transport, tuple(peers), background_Bps)
+        # one owner for QPs (collectives.ncclenv.qps_setting): NCCL env, else the cluster file, else NCCL's 1
+        qps = qps_setting(env, routing)
+        routing = routing.model_copy(update={"qps_per_connection": qps.value})
+        return cls(comm, env, routing, transport, tuple(peers), background_Bps, qps=qps)
+
+    def settings(self) -> list[Setting]:
+        """The settings this predictor runs with, each with where it came from (printed by
+        ``perf --report-algo`` / ``--json`` as "value (from: ...)")."""
+        env, server = self.env, self.comm.topo.spec.server
+        arch = gpu_arch(server.gpu_model)
+        transport = "socket" if env.ib_disable or self.transport.name == "tcp" else self.transport.name
+        transport_from = "NCCL env" if env.ib_disable else "cluster file"
+        limits = {"NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_MIN_CTAS", "NCCL_MAX_CTAS"}
+        channels = (Setting("channels", "{}-{}".format(*env.channel_limits()), "NCCL env")
+                    if limits & set(env.explicit) else Setting("channels", "auto", "NCCL search graph"))
+        return [self.qps or qps_setting(env, self.routing),
+                env_setting(env, "NCCL_ALGO", "algo", "NCCL tuning model"),
+                env_setting(env, "NCCL_PROTO", "proto", "NCCL tuning model"),
+                channels,
+                Setting("transport", transport, transport_from),
+                Setting("gpu_arch", f"{arch.name} (sm{arch.sm})", "cluster file: server.gpu_model"),
+                Setting("nccl_version", env.release.version, env.release_from),
+                Setting("ignored", ", ".join(env.ignored) or "none", "process environment: not modelled")]
 
     # ----------------------------------------------------------------- NCCL's view of the node
     def tuning_inputs(self, collective: str) -> TuningInputs:
@@ -258,7 +280,7 @@ class CollectivePredictor:
         local = self.comm.local_gpu_index(self.comm.node_ranks[0])
         if len(np.unique(self.comm.rank_server[self.comm.node_ranks[0]])) > 1:
             return True  # an MNNVL node: its GPUs meet on the domain's NVSwitch
-        return uses_p2p(server, local, parse_level(self.env.extra.get("NCCL_P2P_LEVEL"), "NCCL_P2P_LEVEL"))
+        return uses_p2p(server, local, self.env.p2p_level)
 
     @property
     def gdr(self) -> bool:
@@ -297,10 +319,18 @@ class CollectivePredictor:
         return host_path_ring_graph(pci_bw_GBps(pcie_generation(server.pcie_bandwidth)), int(per_switch.max(initial=1)),
                                     sm, intel_cpu=server.cpu_vendor == "intel", release=self.env.release)
 
-    def _channels(self, graph_channels: int) -> int:
-        lo = self.env.min_nchannels or 1
-        hi = self.env.max_nchannels or 64
+    def _channels(self, graph_channels: int, algorithm: str = "ring") -> int:
+        lo, hi = self.env.channel_limits(nvls=algorithm in ("nvls", "nvls_tree"))
         return max(lo, min(hi, graph_channels))
+
+    @staticmethod
+    def channel_shortfall(graph_channels: int, channels: int) -> float:
+        """How much slower NCCL's plateau runs on ``channels`` than on the ``graph_channels`` its search
+        found: each channel (one CUDA block) carries at most the graph's per-channel bandwidth, and NCCL's
+        cost model (tuning.cc: busBw = nChannels x bw) prices the found graph, not the channel limit
+        (NCCL_MAX_NCHANNELS / NCCL_MAX_CTAS apply later, src/graph/connect.cc v2.30.7-1). Extra channels
+        above the graph's share its links, so they never speed it up."""
+        return max(1.0, graph_channels / max(channels, 1))
 
     # ----------------------------------------------------------------- the fabric
     def _capacity_Bps(self, algorithm: str, protocol: str) -> np.ndarray:
@@ -412,7 +442,8 @@ class CollectivePredictor:
         plateau = prediction.plateau_alg_bw_GBps or prediction.alg_bw_GBps
         model_s = n_bytes / (plateau * 1e9) if n_bytes > 0 and comm.n_ranks > 1 else 0.0
         graph = inputs.graph(algorithm)
-        channels = self._channels(graph.n_channels)
+        channels = self._channels(graph.n_channels, algorithm)
+        model_s *= self.channel_shortfall(graph.n_channels, channels)  # NCCL_MAX_NCHANNELS below the graph's
         fabric_s = None
         if algorithm in FLOW_ALGORITHMS and comm.n_ranks > 1 and n_bytes > 0:
             fabric_s = self.fabric_time_s(collective, n_bytes, FLOW_ALGORITHMS[algorithm], protocol, channels)

@@ -71,4 +71,6 @@ def check_target(topo: Topology, kind: str, sort: str, target: str, *, all_allow
     elif sort == "storage-or-all" and target != "all":
         node_of_kind(topo, target, "storage_server")
     elif sort == "all" and target != "all":
-        raise SpecError(f"fault {kind}: target {target!r}; expected `all` (the kind acts on the whole job or fabric)")
+        # a kind that acts on the whole job or fabric would silently apply everywhere (issue 20)
+        raise SpecError(f"fault {kind}: target {target!r} is not used; this kind acts on the whole job or fabric, "
+                        f"so expected no target (or 'all')")

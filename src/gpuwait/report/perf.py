@@ -34,6 +34,7 @@ def sweep_text(sweep: PerfSweep, report_algo: bool = False) -> str:
     out = format_table(sweep.rows, config=sweep.config, devices=sweep.devices, program=sweep.collective.program)
     lines = out.splitlines()
     if report_algo:
+        lines += [f"# {s.name}: {s}" for s in sweep.settings]
         lines.append("# size  algorithm  protocol  channels  limited by")
         lines += [f"# {c['size_bytes']:>12}  {c['algorithm']:>8}  {c['protocol']:>6}  {c['channels']:>3}  {c['limited_by']}"
                   for c in sweep.choices]

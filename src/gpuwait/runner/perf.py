@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpuwait.collectives.communicator import Communicator
-from gpuwait.collectives.ncclenv import parse_env
+from gpuwait.collectives.ncclenv import Setting, check_modelled, parse_env
 from gpuwait.collectives.nccltests import (
     Device,
     NcclTestsCollective,
@@ -39,11 +39,13 @@ def nccl_env(env: Mapping[str, str] | Iterable[str] = (), base: Mapping[str, str
     a mapping, or ``NAME=VALUE`` strings as ``--env`` takes them."""
     out = dict(os.environ if base is None else base)
     if isinstance(env, Mapping):
+        check_modelled(env)  # a name given on purpose must change the result (issue 20)
         return out | {str(k): str(v) for k, v in env.items()}
     for pair in env:
         name, eq, value = pair.partition("=")
         if not eq or not name:
             raise SpecError(f"--env: got {pair!r}; expected NAME=VALUE, e.g. NCCL_ALGO=Ring")
+        check_modelled([name])
         out[name] = value
     return out
 
@@ -89,9 +91,11 @@ class PerfSweep:
     estimates: list[CollectiveEstimate] = field(default_factory=list)  # per row: the model's parts
     params: PhysicalParams | None = None  # the cluster's physical parameters the estimates used
     unfitted_params: PhysicalParams | None = None  # the physical defaults (what a fit starts from)
+    settings: list[Setting] = field(default_factory=list)  # QPs, algorithm... and where each came from
 
     def to_dict(self) -> dict:
         return {"collective": self.collective.name, "n_ranks": self.n_ranks, "cluster": self.cluster,
+                "settings": {s.name: str(s) for s in self.settings},
                 "rows": [r.__dict__ for r in self.rows], "choices": self.choices,
                 "rounded_sizes": [{"requested": a, "run": b} for a, b in self.rounded]}
 
@@ -152,4 +156,4 @@ def perf_sweep(op: str, args: SweepArgs, cluster: str = "dgx-h100", servers: int
                        validation=args.check)
     return PerfSweep(coll, n, predictor.comm.topo.name, args.dtype, rows, choices, rounded, config, devices(predictor),
                      estimates, predictor.params,
-                     physical_defaults(predictor.transport))
+                     physical_defaults(predictor.transport), predictor.settings())

@@ -74,8 +74,9 @@ def simulate_workload(scenario: Scenario, steps: int | None = None, progress=Non
     faulty, effects = perturbation.apply(topo, float(cases[0][2].mtu_bytes))
     results = []
     for index, (name, routing, transport) in enumerate(cases):
-        # the cluster's QPs per connection are NCCL's NCCL_IB_QPS_PER_CONNECTION
-        env = parse_env({"NCCL_IB_QPS_PER_CONNECTION": str(routing.qps_per_connection)})
+        # no NCCL environment: the cluster file's QPs per connection and NCCL's defaults, resolved as
+        # perf resolves them (gpuwait.collectives.ncclenv.qps_setting)
+        env = parse_env({})
         env = env.with_version(cluster.nccl.version, "nccl.version")  # the cluster's NCCL release
         background = effects.foreign_Bps
         fabric = FabricModel(faulty, routing, transport, env, background_Bps=background)

@@ -129,7 +129,7 @@ class RoutingSpec(SpecModel):
     hash: str = Field("crc32", description="ECMP hash function: crc32, crc32c, crc16-ccitt, crc16-arc, xor-fold.")
     seed: int = Field(0, ge=0, le=2**32 - 1, description="Base hash seed (32-bit).")
     per_switch_seed: bool = Field(True, description="Derive a different seed per switch; false = the same seed everywhere (reproduces hash polarization).")
-    qps_per_connection: int = Field(1, ge=1, le=128, description="QPs per connection (NCCL_IB_QPS_PER_CONNECTION): each QP is its own flow with its own UDP source port.")
+    qps_per_connection: int = Field(1, ge=1, le=128, description="QPs per connection the cluster's jobs run with (NCCL_IB_QPS_PER_CONNECTION): each QP is its own flow with its own UDP source port. perf, run and diagnose read it alike; an NCCL_IB_QPS_PER_CONNECTION in perf's environment (--env) overrides it; unset = NCCL's default, 1.")
 
 
 class TransportSpec(SpecModel):

@@ -1,0 +1,513 @@
+"""Every setting gpuwait accepts, and how the audit knows it does something (issue 20).
+
+One entry per field of ``gpuwait schema`` (``Model.field``) and per accepted NCCL variable (``env:NAME``):
+
+* :class:`Effect`: changing the setting from ``a`` to ``b`` moves one measured number (``tests/audit/harness.py``)
+  in the documented direction (``up`` / ``down``);
+* :class:`Refused`: the value is refused with one line saying what is not modelled (and what is);
+* :class:`Covered`: an existing test shows the effect (its source names the field);
+* :class:`Label`: by design no effect on any result (a name, a record), with why;
+* :class:`Section`: a group whose own fields are audited one by one.
+
+``tests/audit/test_settings_audit.py`` walks the schema and :data:`gpuwait.collectives.ncclenv.VARIABLES`
+and fails on any setting without an entry, then runs every Effect and Refused entry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from gpuwait.collectives.ncclenv import parse_env
+from tests.audit import harness as h
+
+
+@dataclass(frozen=True)
+class Effect:
+    measure: Callable[..., float]
+    a: dict
+    b: dict
+    direction: str  # "up": measure(**b) > measure(**a); "down": below
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class Refused:
+    call: Callable[[], object]
+    message: str
+
+
+@dataclass(frozen=True)
+class Covered:
+    test: str  # "tests/path.py::test_name"
+
+
+@dataclass(frozen=True)
+class Label:
+    why: str
+
+
+@dataclass(frozen=True)
+class Section:
+    why: str = "a group: its fields are audited one by one"
+
+
+@dataclass(frozen=True)
+class Gap:
+    why: str
+    extra: dict = field(default_factory=dict)
+
+
+def perf(a: dict, b: dict, direction: str, why: str = "", **kw) -> Effect:
+    """perf's collective time with cluster overrides ``a`` vs ``b`` (``kw``: env, size, gpus)."""
+    return Effect(h.perf_s, {"cluster": a, **kw}, {"cluster": b, **kw}, direction, why)
+
+
+def env(a: tuple[str, ...], b: tuple[str, ...], direction: str, cluster: dict | None = None, **kw) -> Effect:
+    return Effect(h.perf_s, {"cluster": cluster or {}, "env": a, **kw}, {"cluster": cluster or {}, "env": b, **kw},
+                  direction)
+
+
+def step(a: dict, b: dict, direction: str, why: str = "") -> Effect:
+    """run's mean step time with workload overrides ``a`` vs ``b``."""
+    return Effect(h.step_s, {"overrides": {"workload": a}}, {"overrides": {"workload": b}}, direction, why)
+
+
+def fault(a: str, b: str, direction: str) -> Effect:
+    return Effect(h.step_s, {"inject": (a,)}, {"inject": (b,)}, direction)
+
+
+def serve(a: dict, b: dict, direction: str) -> Effect:
+    return Effect(h.serve_s, {"overrides": {"workload": a}}, {"overrides": {"workload": b}}, direction)
+
+
+def step_on(cluster: dict, a: dict, b: dict, direction: str) -> Effect:
+    """run's mean step time on the base job's cluster changed by ``cluster``."""
+    return Effect(h.step_s, {"overrides": {"cluster": cluster, "workload": a}},
+                  {"overrides": {"cluster": cluster, "workload": b}}, direction)
+
+
+def leaf_bytes(a: dict, b: dict, fragment: str, direction: str) -> Effect:
+    return Effect(h.traffic_link_bytes, {"overrides": a, "fragment": fragment},
+                  {"overrides": b, "fragment": fragment}, direction)
+
+
+def traffic(a: dict, b: dict, direction: str, why: str = "") -> Effect:
+    """run's makespan of a traffic scenario with overrides ``a`` vs ``b``."""
+    return Effect(h.traffic_s, {"overrides": a}, {"overrides": b}, direction, why)
+
+
+def _flow(**fields) -> dict:
+    return {"traffic": {"flows": [{**h.BASE_TRAFFIC["traffic"]["flows"][0], **fields}]}}
+
+
+def _pattern(routing: dict | None = None, **fields) -> dict:
+    """A pattern on 32 servers (8 leaves), so that ECMP has collisions to make."""
+    cluster = {"servers": 32, **({"routing": routing} if routing else {})}
+    return {"cluster": cluster, "traffic": {"flows": [], "patterns": [{"kind": "permutation", "size": "64MB", **fields}]}}
+
+
+def packet(a: dict, b: dict, metric: str, direction: str, **kw) -> Effect:
+    return Effect(h.packet_metric, {"params": a, "metric": metric, **kw}, {"params": b, "metric": metric, **kw},
+                  direction)
+
+
+def dcqcn(change: dict) -> Effect:
+    """The packet engine's 20 MB incast with DCQCN settings changed: the makespan moves. The direction is
+    not asserted: with PFC on, the queue and the pauses mix the rate law's effects."""
+    return Effect(h.packet_metric, {"params": {"dcqcn": FAST_DCQCN}, "metric": "makespan_s", "size_bytes": 20e6},
+                  {"params": {"dcqcn": {**FAST_DCQCN, **change}}, "metric": "makespan_s", "size_bytes": 20e6},
+                  "differs")
+
+
+def flow(a: dict, b: dict, direction: str, **kw) -> Effect:
+    return Effect(h.flow_s, {"cluster": a, **kw}, {"cluster": b, **kw}, direction)
+
+
+def count(a: dict, b: dict, what: str, direction: str) -> Effect:
+    return Effect(h.topo_count, {"cluster": a, "what": what}, {"cluster": b, "what": what}, direction)
+
+
+def capacity(a: dict, b: dict, network: str, direction: str) -> Effect:
+    return Effect(h.topo_capacity_Bps, {"cluster": a, "network": network}, {"cluster": b, "network": network},
+                  direction)
+
+
+def hops(a: dict, b: dict, direction: str, **kw) -> Effect:
+    return Effect(h.route_hops, {"cluster": a, **kw}, {"cluster": b, **kw}, direction)
+
+
+ONE = {"servers": 1}
+L40S_GDR = "tests/topology/test_pcipath.py::test_host_staging_slows_the_l40s_roce_cluster_and_the_variables_restore_it"
+NO_P2P = {"servers": 1, "server": {"gpu_p2p": False}}
+EIGHT = {"servers": 8}
+STORAGE = {"storage": {"mode": "separate"}, "server": {"storage_nics": 1}}
+MGMT = {"management": {"enabled": True}, "servers": 8}
+SMALL = 2**13
+NVL72 = {"preset": "gb200-nvl72", "servers": 18}
+LOSSY = {"flow_control": "none", "congestion_control": "none"}
+PFC = {"congestion_control": "none"}
+FAST_DCQCN = {"rate_ai_bps_per_25gbps": 100e6, "fast_recovery_steps": 5, "rp_timer_s": 20e-6}
+LOSS = {"loss_rate": 1e-3, **LOSSY}
+FLOW = _flow()
+PATTERN = _pattern()
+TWO_FLOWS = {"traffic": {"flows": [h.BASE_TRAFFIC["traffic"]["flows"][0],
+                                   {"name": "b", "src": "s2.gpu0", "dst": "s3.gpu0", "size": "1GB"}]}}
+VARIANTS = {**PATTERN, "variants": [{"name": "spray", "routing": {"kind": "spray"}},
+                                    {"name": "mtu256", "transport": {"name": "rocev2", "mtu": 256}}]}
+MOE = {"model": {"preset": "mixtral-8x7b", "seq_len": 1024, "layers": 4}, "parallel": {"zero": 1, "ep": 8}}
+
+
+def _schema_fields() -> dict[str, object]:
+    return {
+        # ---------------------------------------------------------------- Scenario
+        "Scenario.name": Label("the scenario's name, printed in reports"),
+        "Scenario.cluster": Section(),
+        "Scenario.traffic": Section(),
+        "Scenario.workload": Section(),
+        "Scenario.variants": Covered("tests/engine/test_network.py::test_scenario_variants_share_inputs_and_are_independent"),
+        "Scenario.faults": Section("fault kinds: their targets and parameters are audited one by one"),
+        "Scenario.packet": Section(),
+        # ---------------------------------------------------------------- ClusterSpec
+        "ClusterSpec.preset": perf({}, {"preset": "oci-a100-roce"}, "up", "A100 and 100G ports vs H100 and 400G"),
+        "ClusterSpec.name": Label("the cluster's name, printed in reports"),
+        "ClusterSpec.servers": perf({}, {"servers": 4}, "up", "more ranks: more ring steps"),
+        "ClusterSpec.server": Section(),
+        "ClusterSpec.nvlink_domain": Section(),
+        "ClusterSpec.fabric": Section(),
+        "ClusterSpec.storage": Section(),
+        "ClusterSpec.management": Section(),
+        "ClusterSpec.routing": Section(),
+        "ClusterSpec.transport": Section(),
+        "ClusterSpec.calibration": Section(),
+        "ClusterSpec.nccl": Section(),
+        # ---------------------------------------------------------------- ServerSpec
+        "ServerSpec.template": perf({}, {"server": {"template": "dgx-a100"}}, "up"),
+        "ServerSpec.gpu_model": perf(ONE, {**ONE, "server": {"gpu_model": "A100-SXM4-80GB"}}, "up",
+                                     "NCCL's per-link NVLink figure is lower for SM80"),
+        "ServerSpec.gpus": perf({}, {"server": {"gpus": 4}}, "up", "half the GPUs per server: half the NICs in use"),
+        "ServerSpec.nvlink_bandwidth": perf(ONE, {**ONE, "server": {"nvlink_bandwidth": "300GB/s"}}, "up"),
+        "ServerSpec.nvlink_topology": perf(ONE, {**ONE, "server": {"nvlink_topology": "mesh"}}, "up"),
+        "ServerSpec.nvlink_latency": flow(ONE, {**ONE, "server": {"nvlink_latency": "5us"}}, "up",
+                                          src="s0.gpu0", dst="s0.gpu1"),
+        "ServerSpec.pcie_switches": count({}, {"server": {"pcie_switches": 2}}, "nodes", "down"),
+        "ServerSpec.pcie_bandwidth": perf(NO_P2P, h.merge(NO_P2P, {"server": {"pcie_bandwidth": "31.5GB/s"}}), "up"),
+        "ServerSpec.pcie_latency": flow({}, {"server": {"pcie_latency": "5us"}}, "up"),
+        "ServerSpec.gpu_host_bandwidth": perf(NO_P2P, h.merge(NO_P2P, {"server": {"gpu_host_bandwidth": "8GB/s"}}),
+                                              "up"),
+        "ServerSpec.gpu_p2p": perf(ONE, NO_P2P, "up", "SHM through host memory instead of NVLink"),
+        "ServerSpec.gpu_pcie_switch": perf({}, {"server": {"gpu_pcie_switch": [0] * 8, "nic_pcie_switch": [3] * 8}},
+                                           "up", "no GPU shares a switch with a NIC: no GPUDirect RDMA"),
+        "ServerSpec.nic_pcie_switch": perf({}, {"server": {"nic_pcie_switch": [0] * 8}}, "up",
+                                           "GPUs of switches 1-3 lose their local NIC: no GPUDirect RDMA"),
+        "ServerSpec.cpus": count({}, {"server": {"cpus": 1}}, "nodes", "down"),
+        "ServerSpec.cpu_interconnect_bandwidth": perf(
+            NO_P2P, h.merge(NO_P2P, {"server": {"cpu_interconnect_bandwidth": "8GB/s"}}), "up"),
+        "ServerSpec.cpu_vendor": perf(NO_P2P, h.merge(NO_P2P, {"server": {"cpu_vendor": "amd"}}), "down",
+                                      "NCCL charges Intel CPUs a 6/5 PCI overhead through the CPU (paths.cc)"),
+        "ServerSpec.nics": perf({}, {"server": {"nics": 4}}, "up"),
+        "ServerSpec.nic_speed": perf({}, {"server": {"nic_speed": "200Gbps"}}, "up"),
+        "ServerSpec.nic_ports": perf({}, {"server": {"nic_ports": 2}}, "up",
+                                     "two ports share the NIC's line rate on one plane's fabric"),
+        "ServerSpec.storage_nics": capacity(STORAGE, h.merge(STORAGE, {"server": {"storage_nics": 2}}), "storage", "up"),
+        "ServerSpec.storage_nic_speed": capacity(STORAGE, h.merge(STORAGE, {"server": {"storage_nic_speed": "10Gbps"}}),
+                                                 "storage", "down"),
+        "ServerSpec.mgmt_nic_speed": capacity(MGMT, h.merge(MGMT, {"server": {"mgmt_nic_speed": "100Gbps"}}),
+                                              "management", "up"),
+        # ---------------------------------------------------------------- NvlinkDomainSpec
+        "NvlinkDomainSpec.servers": perf(NVL72, {**NVL72, "nvlink_domain": {"servers": 9}}, "up"),
+        "NvlinkDomainSpec.switch_latency": flow(NVL72, {**NVL72, "nvlink_domain": {"switch_latency": "2us"}}, "up"),
+        # ---------------------------------------------------------------- FabricSpec
+        "FabricSpec.kind": count(ONE, {**ONE, "fabric": {"kind": "none"}}, "links", "down"),
+        "FabricSpec.tiers": count(EIGHT, {**EIGHT, "fabric": {"tiers": 3}}, "switches", "up"),
+        "FabricSpec.switch_radix": count(EIGHT, {**EIGHT, "fabric": {"switch_radix": 16}}, "switches", "down"),
+        "FabricSpec.switch_speed": count(EIGHT, {**EIGHT, "fabric": {"switch_speed": "800Gbps"}}, "links", "down"),
+        "FabricSpec.leaf_downlinks": perf(EIGHT, {**EIGHT, "fabric": {"leaf_downlinks": 8}}, "up"),
+        "FabricSpec.oversubscription": perf(EIGHT, {**EIGHT, "fabric": {"oversubscription": 4}}, "up"),
+        "FabricSpec.spine_oversubscription": capacity({**EIGHT, "fabric": {"tiers": 3}},
+                                                      {**EIGHT, "fabric": {"tiers": 3, "spine_oversubscription": 4}},
+                                                      "compute", "down"),
+        "FabricSpec.rail_optimized": hops(EIGHT, {**EIGHT, "fabric": {"rail_optimized": True}}, "up",
+                                          src="s0.gpu0", dst="s1.gpu1"),
+        "FabricSpec.servers_per_unit": hops({**EIGHT, "fabric": {"rail_optimized": True}},
+                                            {**EIGHT, "fabric": {"rail_optimized": True, "servers_per_unit": 2}}, "up",
+                                            src="s0.gpu0", dst="s3.gpu0"),
+        "FabricSpec.planes": count({"server": {"nic_ports": 2}}, {"server": {"nic_ports": 2}, "fabric": {"planes": 2}},
+                                   "switches", "up"),
+        "FabricSpec.dual_tor": count({"server": {"nic_ports": 2}}, {"server": {"nic_ports": 2}, "fabric": {"dual_tor": True}},
+                                     "links", "up"),
+        "FabricSpec.cable_latency": flow({}, {"fabric": {"cable_latency": "1us"}}, "up"),
+        "FabricSpec.switch_latency": flow({}, {"fabric": {"switch_latency": "2us"}}, "up"),
+        # ---------------------------------------------------------------- StorageNetworkSpec
+        "StorageNetworkSpec.mode": capacity({}, STORAGE, "storage", "up"),
+        "StorageNetworkSpec.storage_servers": count(STORAGE, h.merge(STORAGE, {"storage": {"storage_servers": 8}}),
+                                                    "nodes", "up"),
+        "StorageNetworkSpec.storage_server_speed": capacity(
+            STORAGE, h.merge(STORAGE, {"storage": {"storage_server_speed": "10Gbps"}}), "storage", "down"),
+        "StorageNetworkSpec.switch_radix": count(h.merge(STORAGE, EIGHT), h.merge(STORAGE, {**EIGHT, "storage": {"switch_radix": 8}}),
+                                                 "switches", "up"),
+        "StorageNetworkSpec.oversubscription": capacity(
+            h.merge(STORAGE, {**EIGHT, "storage": {"switch_radix": 8}}),
+            h.merge(STORAGE, {**EIGHT, "storage": {"switch_radix": 8, "oversubscription": 4}}), "storage", "down"),
+        # ---------------------------------------------------------------- ManagementNetworkSpec
+        "ManagementNetworkSpec.enabled": capacity({}, MGMT, "management", "up"),
+        "ManagementNetworkSpec.switch_radix": count(MGMT, h.merge(MGMT, {"management": {"switch_radix": 4}}),
+                                                    "switches", "up"),
+        "ManagementNetworkSpec.uplink_speed": capacity(
+            h.merge(MGMT, {"management": {"switch_radix": 4}}),
+            h.merge(MGMT, {"management": {"switch_radix": 4, "uplink_speed": "400Gbps"}}), "management", "up"),
+        # ---------------------------------------------------------------- RoutingSpec
+        "RoutingSpec.kind": traffic(PATTERN, _pattern(routing={"kind": "spray"}), "down",
+                                    "spraying removes ECMP collisions"),
+        "RoutingSpec.hash": traffic(PATTERN, _pattern(routing={"hash": "xor-fold"}), "differs",
+                                    "another hash: other ECMP collisions"),
+        "RoutingSpec.seed": traffic(PATTERN, _pattern(routing={"seed": 99}), "differs", "other ECMP collisions"),
+        "RoutingSpec.per_switch_seed": Covered(
+            "tests/routing/test_paths.py::test_same_seed_everywhere_polarizes_a_three_tier_fabric"),
+        "RoutingSpec.qps_per_connection": Covered(
+            "tests/fabric/test_qps_owner.py::test_perf_uses_the_cluster_files_qps_unless_the_nccl_env_sets_them"),
+        # ---------------------------------------------------------------- TransportSpec
+        "TransportSpec.name": perf({}, {"transport": {"name": "tcp"}}, "up"),
+        "TransportSpec.mtu": Effect(h.flow_s, {"cluster": {}, "size_bytes": 1e9},
+                                    {"cluster": {"transport": {"mtu": 1024}}, "size_bytes": 1e9}, "up",
+                                    "more header bytes per payload byte"),
+        "TransportSpec.message_overhead": perf({}, {"transport": {"message_overhead": "20us"}}, "up", size=2**26),
+        "TransportSpec.rate_cap": perf({}, {"transport": {"rate_cap": "10Gbps"}}, "up"),
+        # ---------------------------------------------------------------- CalibrationSpec
+        "CalibrationSpec.launch_latency": perf({}, {"calibration": {"launch_latency": "20us"}}, "up", size=SMALL),
+        "CalibrationSpec.net_step_latency": perf({}, {"calibration": {"net_step_latency": "5us"}}, "up", size=SMALL),
+        "CalibrationSpec.intra_step_latency": perf(ONE, {**ONE, "calibration": {"intra_step_latency": "5us"}}, "up",
+                                                   size=SMALL),
+        "CalibrationSpec.net_message_overhead": perf({}, {"calibration": {"net_message_overhead": "50us"}}, "up",
+                                                     size=2**26),
+        "CalibrationSpec.nic_efficiency": perf({}, {"calibration": {"nic_efficiency": 0.5}}, "up"),
+        "CalibrationSpec.nvlink_efficiency": perf(ONE, {**ONE, "calibration": {"nvlink_efficiency": 0.5}}, "up"),
+        "CalibrationSpec.fitted_on": Label("a record of the logs a fit used; the model never reads it"),
+        # ---------------------------------------------------------------- NcclSpec
+        "NcclSpec.version": perf(ONE, {**ONE, "nccl": {"version": "2.18.3"}}, "up",
+                                 "NCCL 2.18's LL bandwidth and latency tables", size=2**20, op="all_gather"),
+        # ---------------------------------------------------------------- traffic
+        "TrafficSpec.flows": Section(),
+        "TrafficSpec.patterns": Section(),
+        "FlowSpec.name": Label("names a flow for `after` and the output"),
+        "FlowSpec.src": traffic(FLOW, _flow(src="s1.gpu1"), "down", "the same server: NVLink, not the network"),
+        "FlowSpec.dst": traffic(FLOW, _flow(dst="s0.gpu1"), "down", "the same server: NVLink, not the network"),
+        "FlowSpec.size": traffic(FLOW, _flow(size="2GB"), "up"),
+        "FlowSpec.start": traffic(FLOW, _flow(start="5ms"), "up"),
+        "FlowSpec.after": traffic(TWO_FLOWS, {"traffic": {"flows": [TWO_FLOWS["traffic"]["flows"][0],
+                                                                   {**TWO_FLOWS["traffic"]["flows"][1], "after": ["a"]}]}},
+                                  "up"),
+        "FlowSpec.rate_cap": traffic(FLOW, _flow(rate_cap="10Gbps"), "up"),
+        "PatternSpec.kind": traffic(PATTERN, _pattern(kind="all-to-all"), "up"),
+        "PatternSpec.size": traffic(PATTERN, _pattern(size="128MB"), "up"),
+        "PatternSpec.count": traffic(_pattern(kind="incast", count=2), _pattern(kind="incast", count=6), "up"),
+        "PatternSpec.src_leaf": leaf_bytes(_pattern(kind="leaf-to-leaf", count=4, src_leaf=0, dst_leaf=1),
+                                           _pattern(kind="leaf-to-leaf", count=4, src_leaf=2, dst_leaf=1),
+                                           "leaf2->spine", "up"),
+        "PatternSpec.dst_leaf": leaf_bytes(_pattern(kind="leaf-to-leaf", count=4, src_leaf=0, dst_leaf=1),
+                                           _pattern(kind="leaf-to-leaf", count=4, src_leaf=0, dst_leaf=2),
+                                           "->leaf2", "up"),
+        "PatternSpec.seed": traffic(PATTERN, _pattern(seed=5), "differs"),
+        "PatternSpec.start": traffic(PATTERN, _pattern(start="5ms"), "up"),
+        "VariantSpec.name": Label("labels the variant in the comparison table"),
+        "VariantSpec.routing": Effect(h.traffic_s, {"overrides": VARIANTS, "variant": 0},
+                                      {"overrides": VARIANTS, "variant": 1}, "down", "spraying: no ECMP collision"),
+        "VariantSpec.transport": Effect(h.traffic_s, {"overrides": VARIANTS, "variant": 0},
+                                        {"overrides": VARIANTS, "variant": 2}, "up", "256 B MTU: more headers"),
+        # ---------------------------------------------------------------- workload
+        "WorkloadSpec.mode": Section("training vs inference: the inference fields below are audited on serving"),
+        "WorkloadSpec.gpus": step({}, {"gpus": 8}, "up", "half the data-parallel ranks: twice the samples each"),
+        "WorkloadSpec.model": Section(),
+        "WorkloadSpec.parallel": Section(),
+        "WorkloadSpec.compute": Section(),
+        "WorkloadSpec.data": Section(),
+        "WorkloadSpec.inference": Section(),
+        "WorkloadSpec.steps": Effect(h.steps_run, {"overrides": {}}, {"overrides": {"workload": {"steps": 3}}}, "up"),
+        "ModelSpec.preset": step({}, {"model": {"preset": "llama-70b", "layers": 40}, "parallel": {"zero": 3}}, "up"),
+        "ModelSpec.layers": step({}, {"model": {"layers": 16}}, "down"),
+        "ModelSpec.hidden": step({}, {"model": {"hidden": 2048}}, "down"),
+        "ModelSpec.ffn_hidden": step({}, {"model": {"ffn_hidden": 4096}}, "down"),
+        "ModelSpec.heads": step({"model": {"kv_heads": 8}}, {"model": {"heads": 16, "kv_heads": 8}}, "up",
+                                "fewer query heads, the same KV heads: a larger share of KV projections"),
+        "ModelSpec.kv_heads": step({}, {"model": {"kv_heads": 32}}, "up"),
+        "ModelSpec.vocab": step({}, {"model": {"vocab": 256000}}, "up"),
+        "ModelSpec.experts": step(MOE, h.merge(MOE, {"model": {"experts": 16}}), "up"),
+        "ModelSpec.top_k": step(MOE, h.merge(MOE, {"model": {"top_k": 4}}), "up"),
+        "ModelSpec.expert_ffn_hidden": step(MOE, h.merge(MOE, {"model": {"expert_ffn_hidden": 4096}}), "down"),
+        "ModelSpec.shared_experts": step(MOE, h.merge(MOE, {"model": {"shared_experts": 2}}), "up"),
+        "ModelSpec.dense_layers": step(MOE, h.merge(MOE, {"model": {"dense_layers": 2}}), "down"),
+        "ModelSpec.seq_len": step({}, {"model": {"seq_len": 4096}}, "up"),
+        "ModelSpec.precision": step({}, {"model": {"precision": "fp8"}}, "down"),
+        "ParallelSpec.tp": step({}, {"parallel": {"tp": 8}}, "up"),
+        "ParallelSpec.pp": step({}, {"parallel": {"pp": 2}}, "up"),
+        "ParallelSpec.dp": step({}, {"parallel": {"dp": 8}, "gpus": 8}, "up"),
+        "ParallelSpec.ep": step(MOE, h.merge(MOE, {"parallel": {"ep": 1}}), "differs",
+                                "experts replicated: no all-to-all, larger gradient reductions"),
+        "ParallelSpec.zero": step({}, {"parallel": {"zero": 3}}, "differs",
+                                  "FSDP: weight all-gathers and gradient reduce-scatters instead of all-reduces"),
+        "ParallelSpec.sequence_parallel": step({"parallel": {"tp": 8, "sequence_parallel": True}},
+                                               {"parallel": {"tp": 8, "sequence_parallel": False}}, "up"),
+        "ParallelSpec.micro_batch": step({}, {"parallel": {"micro_batch": 2, "global_batch": 32}}, "up"),
+        "ParallelSpec.global_batch": step({}, {"parallel": {"global_batch": 32}}, "up"),
+        "ParallelSpec.bucket": step({}, {"parallel": {"bucket": 2**20}}, "up", "more buckets: more latency-bound calls"),
+        "ParallelSpec.overlap_grad_reduce": step({}, {"parallel": {"overlap_grad_reduce": False}}, "up"),
+        "ParallelSpec.schedule": step({"parallel": {"pp": 2, "global_batch": 64}},
+                                      {"parallel": {"pp": 2, "global_batch": 64, "schedule": "interleaved-1f1b"}}, "down",
+                                      "interleaving shrinks the pipeline bubble"),
+        "ParallelSpec.virtual_stages": step({"parallel": {"pp": 2, "global_batch": 64, "schedule": "interleaved-1f1b"}},
+                                            {"parallel": {"pp": 2, "global_batch": 64, "schedule": "interleaved-1f1b",
+                                                          "virtual_stages": 4}}, "down"),
+        "ParallelSpec.allow_tp_across_servers": Refused(
+            lambda: h.step_s({"workload": {"parallel": {"tp": 16}}}), "tp"),
+        "ComputeSpec.gpu": step({}, {"compute": {"gpu": "A100"}}, "up"),
+        "ComputeSpec.peak_flops": step({}, {"compute": {"peak_flops": 400e12}}, "up"),
+        "ComputeSpec.efficiency": step({}, {"compute": {"efficiency": 0.25}}, "up"),
+        "ComputeSpec.memory": Refused(lambda: h.step_s({"workload": {"compute": {"memory": "16GiB"}}}),
+                                      "GiB per GPU but the GPU has 16.0 GiB"),
+        "ComputeSpec.hbm_bandwidth": serve({}, {"compute": {"hbm_bandwidth": "1TB/s"}}, "up"),
+        "ComputeSpec.jitter_cv": step({}, {"compute": {"jitter_cv": 0.3}}, "up", "the slowest rank sets the step"),
+        "ComputeSpec.slow_gpus": step({}, {"compute": {"slow_gpus": [{"rank": 3, "factor": 2.0}]}}, "up"),
+        "ComputeSpec.seed": Effect(h.step_s, {"overrides": {"workload": {"compute": {"jitter_cv": 0.3, "seed": 0}}}},
+                                   {"overrides": {"workload": {"compute": {"jitter_cv": 0.3, "seed": 7}}}}, "differs"),
+        "SlowGpuSpec.rank": Covered("tests/faults/test_faults.py::test_scenario_level_faults"),  # which GPU is slow
+        "SlowGpuSpec.factor": step({}, {"compute": {"slow_gpus": [{"rank": 0, "factor": 3.0}]}}, "up"),
+        "DataSpec.dataset_read_per_gpu": step_on(STORAGE, {}, {"data": {"dataset_read_per_gpu": "20GB/s"}}, "up"),
+        "DataSpec.loader_samples_per_s_per_server": step({}, {"data": {"loader_samples_per_s_per_server": 1}}, "up"),
+        "DataSpec.checkpoint_size": step_on(STORAGE, {"data": {"checkpoint_interval_steps": 1}},
+                                            {"data": {"checkpoint_interval_steps": 1, "checkpoint_size": "10TB"}}, "up"),
+        "DataSpec.checkpoint_interval_steps": step_on(STORAGE, {}, {"data": {"checkpoint_interval_steps": 1}}, "up"),
+        "InferenceSpec.batch": serve({}, {"inference": {"batch": 32}}, "up"),
+        "InferenceSpec.prompt_tokens": serve({}, {"inference": {"prompt_tokens": 4096}}, "up"),
+        "InferenceSpec.output_tokens": serve({}, {"inference": {"output_tokens": 512}}, "up"),
+        "InferenceSpec.tp": serve({}, {"inference": {"tp": 2}}, "up"),
+        "InferenceSpec.pp": serve({"inference": {"tp": 4}}, {"inference": {"tp": 4, "pp": 2}}, "up"),
+        "InferenceSpec.allow_tp_across_servers": Refused(lambda: h.serve_s({"workload": {"inference": {"tp": 16}}}),
+                                                         "tp"),
+        # ---------------------------------------------------------------- faults (kind/target/params per kind)
+        **_fault_fields(),
+        "LinkDegradeParams.factor": fault("link-degrade:s0.nic0->leaf0:factor=0.5",
+                                          "link-degrade:s0.nic0->leaf0:factor=0.05", "up"),
+        "LinkFlapParams.down_fraction": fault("link-flap:s0.nic0->leaf0:down_fraction=0.1",
+                                              "link-flap:s0.nic0->leaf0:down_fraction=0.9", "up"),
+        "LinkFlapParams.period_s": Label("the flap's cycle: the flow engine charges the time-average "
+                                         "(1 - down_fraction) of the speed, so the period cannot move its result"),
+        "LinkLossParams.loss_rate": fault("link-loss:s0.nic0->leaf0:loss_rate=1e-5",
+                                          "link-loss:s0.nic0->leaf0:loss_rate=1e-2", "up"),
+        "SlowGpuParams.factor": fault("slow-gpu:s0.gpu1:factor=1.1", "slow-gpu:s0.gpu1:factor=3", "up"),
+        "StorageContentionParams.read_rate_per_gpu_Bps": fault("storage-contention:all:read_rate_per_gpu_Bps=1e8",
+                                                               "storage-contention:all:read_rate_per_gpu_Bps=2e10",
+                                                               "up"),
+        "DataloaderStarvationParams.samples_per_s_per_server": fault(
+            "dataloader-starvation:all:samples_per_s_per_server=1000",
+            "dataloader-starvation:all:samples_per_s_per_server=1", "up"),
+        "NoisyNeighborParams.load_fraction": fault("noisy-neighbor:s0.nic0->leaf0:load_fraction=0.1",
+                                                   "noisy-neighbor:s0.nic0->leaf0:load_fraction=0.9", "up"),
+        # ---------------------------------------------------------------- packet engine
+        "PacketParams.flow_control": packet(PFC, LOSSY, "drops", "up"),
+        "PacketParams.congestion_control": packet({"dcqcn": FAST_DCQCN}, {"dcqcn": FAST_DCQCN, **PFC}, "pause_frames",
+                                                  "up"),
+        "PacketParams.ecn": packet({"dcqcn": FAST_DCQCN}, {"dcqcn": FAST_DCQCN, "ecn": False}, "cnp", "down"),
+        "PacketParams.switch_buffer_bytes": packet(LOSSY, {**LOSSY, "switch_buffer_bytes": 8 * 2**20}, "drops", "down"),
+        "PacketParams.buffer_alpha": packet(LOSSY, {**LOSSY, "buffer_alpha": 8.0}, "drops", "differs"),
+        "PacketParams.ecn_kmin_bytes": packet({"dcqcn": FAST_DCQCN, "ecn_kmax_bytes": 400e3},
+                                              {"dcqcn": FAST_DCQCN, "ecn_kmin_bytes": 5e3, "ecn_kmax_bytes": 400e3},
+                                              "queue_bytes", "down"),
+        "PacketParams.ecn_kmax_bytes": packet({"dcqcn": FAST_DCQCN}, {"dcqcn": FAST_DCQCN, "ecn_kmin_bytes": 5e3,
+                                                                      "ecn_kmax_bytes": 10e3}, "queue_bytes", "down"),
+        "PacketParams.ecn_pmax": packet({"dcqcn": FAST_DCQCN, "ecn_pmax": 0.01}, {"dcqcn": FAST_DCQCN, "ecn_pmax": 1.0},
+                                        "queue_bytes", "down"),
+        "PacketParams.pfc_xoff_bytes": packet(PFC, {**PFC, "pfc_xoff_bytes": 20e3, "pfc_xon_bytes": 10e3},
+                                              "pause_frames", "differs"),
+        "PacketParams.pfc_xon_bytes": packet({**PFC, "pfc_xoff_bytes": 60e3, "pfc_xon_bytes": 50e3},
+                                             {**PFC, "pfc_xoff_bytes": 60e3, "pfc_xon_bytes": 5e3}, "paused_s", "up"),
+        "PacketParams.pfc_dynamic_alpha": packet(PFC, {**PFC, "pfc_dynamic_alpha": 1.0}, "pause_frames", "down"),
+        "PacketParams.pfc_xon_offset_bytes": packet(PFC, {**PFC, "pfc_xon_offset_bytes": 60e3}, "paused_s", "up"),
+        "PacketParams.pfc_headroom_bytes": packet(PFC, {**PFC, "pfc_headroom_bytes": 100e3}, "queue_bytes", "down"),
+        "PacketParams.cable_length_m": packet(PFC, {**PFC, "cable_length_m": 300.0}, "pause_frames", "differs"),
+        "PacketParams.pause_quanta": packet(PFC, {**PFC, "pause_quanta": 512}, "pause_frames", "up"),
+        "PacketParams.credit_buffer_bytes": packet({}, {"credit_buffer_bytes": 20e3}, "xmit_wait_s", "differs",
+                                                   transport="infiniband"),
+        "PacketParams.dcqcn": Section(),
+        "PacketParams.loss_rate": packet(LOSSY, LOSS, "retransmitted", "up"),
+        "PacketParams.retransmit_timeout_s": packet(LOSS, {**LOSS, "retransmit_timeout_s": 1e-3}, "makespan_s", "differs"),
+        "PacketParams.ack_every_packets": packet(LOSS, {**LOSS, "ack_every_packets": 256}, "makespan_s", "up"),
+        "PacketParams.host_queue_packets": packet(PFC, {**PFC, "host_queue_packets": 64}, "queue_bytes", "up"),
+        "PacketParams.data_priority": packet(PFC, {**PFC, "data_priority": 5}, "pause_priority", "up"),
+        "PacketParams.queue_sample_interval_s": packet({}, {"queue_sample_interval_s": 50e-6}, "queue_samples", "down"),
+        "PacketParams.max_time_s": Refused(lambda: h.packet_metric({"max_time_s": 1e-4}, "makespan_s"), "max_time_s"),
+        "PacketParams.max_packets": Refused(lambda: h.packet_metric({"max_packets": 10}, "makespan_s"), "packets"),
+        "PacketParams.max_memory_bytes": Refused(lambda: h.packet_metric({"max_memory_bytes": 1000}, "makespan_s"),
+                                                 "memory"),
+        "DcqcnSettings.g": dcqcn({"g": 0.5}),
+        "DcqcnSettings.alpha_resume_interval_s": packet({"dcqcn": FAST_DCQCN},
+                                                        {"dcqcn": {**FAST_DCQCN, "alpha_resume_interval_s": 1e-3}},
+                                                        "queue_bytes", "differs"),
+        "DcqcnSettings.rate_decrease_interval_s": dcqcn({"rate_decrease_interval_s": 1e-3}),
+        "DcqcnSettings.rp_timer_s": dcqcn({"rp_timer_s": 1e-3}),
+        "DcqcnSettings.byte_counter_bytes": dcqcn({"byte_counter_bytes": 1e4}),
+        "DcqcnSettings.fast_recovery_steps": dcqcn({"fast_recovery_steps": 1}),
+        "DcqcnSettings.rate_ai_bps_per_25gbps": dcqcn({"rate_ai_bps_per_25gbps": 1e9}),
+        "DcqcnSettings.rate_hai_bps_per_25gbps": Gap(
+            "no incast found where hyper increase changes a result (PFC keeps the queue; 20 MB flows, F=1, "
+            "10 KB byte counter: identical runs); to look at in the packet engine"),
+        "DcqcnSettings.min_rate_bps": dcqcn({"min_rate_bps": 50e9}),
+        "DcqcnSettings.cnp_interval_s": Effect(h.packet_metric, {"params": {"dcqcn": FAST_DCQCN}, "metric": "cnp",
+                                                                 "size_bytes": 20e6},
+                                               {"params": {"dcqcn": {**FAST_DCQCN, "cnp_interval_s": 1e-3}},
+                                                "metric": "cnp", "size_bytes": 20e6}, "down"),
+        "NoParams": Label("kinds without parameters"),
+    }
+
+
+_FAULT_MODELS = ("DataloaderStarvationFault", "EcmpPolarizationFault", "LinkDegradeFault", "LinkFlapFault",
+                 "LinkLossFault", "NicAffinityFault", "NicDownFault", "NoGdrFault", "NoisyNeighborFault",
+                 "SlowGpuFault", "StorageContentionFault", "TcpFallbackFault")
+
+
+def _fault_fields() -> dict[str, object]:
+    out: dict[str, object] = {}
+    for model in _FAULT_MODELS:
+        out[f"{model}.kind"] = Covered("tests/diagnosis/test_accuracy.py::test_the_suite_covers_every_kind_on_several_fabrics")
+        out[f"{model}.target"] = Covered("tests/faults/test_faults.py::test_a_target_the_kind_cannot_use_is_refused")
+        out[f"{model}.params"] = Section("each kind's parameters are audited below")
+    return out
+
+
+def _env_entries() -> dict[str, object]:
+
+    return {
+        "env:NCCL_ALGO": env((), ("NCCL_ALGO=Tree",), "up", size=2**30),
+        "env:NCCL_PROTO": env((), ("NCCL_PROTO=LL",), "up", size=2**26),
+        "env:NCCL_MIN_NCHANNELS": env(("NCCL_ALGO=Ring",), ("NCCL_ALGO=Ring", "NCCL_MIN_NCHANNELS=32"), "differs",
+                                      size=2**22),
+        "env:NCCL_MAX_NCHANNELS": env(("NCCL_ALGO=Ring",), ("NCCL_ALGO=Ring", "NCCL_MAX_NCHANNELS=2"), "up",
+                                      cluster=ONE),
+        "env:NCCL_MIN_CTAS": Covered("tests/fabric/test_qps_owner.py::test_min_ctas_raise_the_channels_nccl_runs"),
+        "env:NCCL_MAX_CTAS": env((), ("NCCL_MAX_CTAS=2",), "up", cluster=ONE),
+        "env:NCCL_IB_QPS_PER_CONNECTION": Covered(
+            "tests/fabric/test_qps_owner.py::test_perf_uses_the_cluster_files_qps_unless_the_nccl_env_sets_them"),
+        "env:NCCL_IB_SPLIT_DATA_ON_QPS": Refused(lambda: parse_env({"NCCL_IB_SPLIT_DATA_ON_QPS": "1"}),
+                                                 "only NCCL's default 0 is modelled"),
+        "env:NCCL_NET_GDR_LEVEL": Covered(L40S_GDR),
+        "env:NCCL_IB_GDR_LEVEL": Covered("tests/collectives/test_ncclenv.py::test_legacy_gdr_forms_and_alias"),
+        "env:NCCL_NET_GDR_READ": Covered(L40S_GDR),
+        "env:NCCL_IB_DISABLE": env((), ("NCCL_IB_DISABLE=1",), "up"),
+        "env:NCCL_NVLS_ENABLE": env((), ("NCCL_NVLS_ENABLE=0",), "up", cluster=ONE),
+        "env:NCCL_MNNVL_ENABLE": env((), ("NCCL_MNNVL_ENABLE=0",), "up", cluster=NVL72),
+        "env:NCCL_COLLNET_ENABLE": Refused(lambda: parse_env({"NCCL_COLLNET_ENABLE": "1"}),
+                                           "CollNet (SHARP in-network reduction) is not modelled"),
+        "env:NCCL_P2P_DISABLE": env((), ("NCCL_P2P_DISABLE=1",), "up", cluster=ONE),
+        "env:NCCL_SHM_DISABLE": Refused(lambda: parse_env({"NCCL_SHM_DISABLE": "1"}), "SHM transport is not modelled"),
+        "env:NCCL_PXN_DISABLE": Refused(lambda: parse_env({"NCCL_PXN_DISABLE": "1"}), "PXN"),
+        "env:NCCL_SOCKET_NTHREADS": Covered("tests/transport/test_socket.py::test_socket_profile_from_env_and_platform"),
+        "env:NCCL_NSOCKS_PERTHREAD": Covered("tests/transport/test_socket.py::test_socket_profile_from_env_and_platform"),
+        "env:NCCL_NET_OVERHEAD": env(("NCCL_ALGO=Ring",), ("NCCL_ALGO=Ring", "NCCL_NET_OVERHEAD=100000"), "up",
+                                     size=SMALL),
+        "env:NCCL_P2P_LEVEL": env((), ("NCCL_P2P_LEVEL=LOC",), "up", cluster=ONE),
+        "env:UNKNOWN": Refused(lambda: __import__("gpuwait.collectives.ncclenv", fromlist=["x"]).parse_env_pairs(
+            ["NCCL_IB_HCA=mlx5_0"]), "NCCL_IB_HCA is not modelled"),
+    }
+
+
+#: every audited setting -> its entry
+REGISTRY: dict[str, object] = {**_schema_fields(), **_env_entries()}
