@@ -91,3 +91,19 @@ def test_invalid_names_are_refused_on_export():
         to_prometheus_text(MetricSet.from_samples([("bad-name", {}, 1)]))
     with pytest.raises(TelemetryFormatError, match="label name"):
         to_prometheus_text(MetricSet.from_samples([("ok", {"bad-label": "x"}, 1)]))
+
+
+def test_a_broken_row_among_good_ones_is_skipped_and_named():
+    # issue 15: real scrapes carry the odd broken row; the reader keeps the rest and says what it left out
+    text = 'up{job="a"} 1\nup{job="b" 1\nup{job="c"} 0\n'
+    with pytest.raises(TelemetryFormatError, match="line 2"):
+        parse_prometheus_text(text)
+    skipped: list[str] = []
+    metrics = parse_prometheus_text(text, skipped=skipped)
+    assert len(metrics.select(name="up").labels) == 2
+    assert len(skipped) == 1 and "line 2" in skipped[0]
+
+
+def test_a_text_with_no_readable_row_is_still_an_error():
+    with pytest.raises(TelemetryFormatError):
+        parse_prometheus_text("not a metric line at all {\n", skipped=[])

@@ -7,9 +7,18 @@ import sys
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from gpuwait.runner.cost import CostEstimate
 from gpuwait.runner.workload import run_workload
 from gpuwait.spec import Scenario
 from gpuwait.steps.result import RunResult
+
+
+def state_estimate(estimate: CostEstimate, limit_bytes: int) -> None:
+    """What the run will allocate, on stderr (stdout stays the results): one dim line."""
+    from gpuwait.units import format_size
+
+    Console(stderr=True, highlight=False).print(
+        f"[dim]allocates {estimate.describe()} (limit {format_size(limit_bytes)}: --max-memory)[/dim]")
 
 
 def simulate(scenario: Scenario, steps: int | None, show_progress: bool) -> list[RunResult]:

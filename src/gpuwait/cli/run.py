@@ -38,7 +38,12 @@ def run(scenario_file: str = typer.Argument(..., metavar="SCENARIO.yaml", help="
     if engine not in ENGINES:
         raise SpecError(f"--engine: got {engine!r}; expected one of {', '.join(ENGINES)}")
     scenario = load_scenario(scenario_file)
-    check_cost(estimate_scenario(scenario, steps, engine), memory_limit_bytes(max_memory))  # before any allocation
+    limit_bytes = memory_limit_bytes(max_memory)
+    estimate = check_cost(estimate_scenario(scenario, steps, engine), limit_bytes)  # before any allocation
+    if not json_out:
+        from gpuwait.cli.progress import state_estimate
+
+        state_estimate(estimate, limit_bytes)
     if report is not None and scenario.workload is not None:
         from gpuwait.report.files import report_directory
 

@@ -168,7 +168,7 @@ def load_telemetry_dir(path: str | Path) -> TelemetryBundle:
 def _read(bundle: TelemetryBundle, kind: str, kinds: tuple[str, ...], rel: str, text: str) -> bool:
     """Read ``text`` as ``kind`` into ``bundle``; False when it turns out not to hold that kind."""
     if kind == "prometheus":
-        bundle.metric_files[rel] = parse_prometheus_text(text, source=rel)
+        bundle.metric_files[rel] = parse_prometheus_text(text, source=rel, skipped=bundle.skipped)
     elif kind == "prometheus_json":
         bundle.metric_files[rel] = parse_prometheus_json(text, source=rel)
     elif kind == "kineto":

@@ -164,7 +164,27 @@ def _parse_float(token: str) -> float:
     return float(token)
 
 
-def parse_prometheus_text(text: str, *, source: str = "Prometheus text") -> MetricSet:
+def _sample(line: str, raw: str, lineno: int, source: str, openmetrics: bool) -> Sample:
+    """One sample line: name, labels, value, optional timestamp."""
+    m = re.match(r"[a-zA-Z_:][a-zA-Z0-9_:]*", line)
+    if m is None:
+        raise _error(lineno, raw, "no metric name", source)
+    name, pos = m[0], m.end()
+    labels: Labels = ()
+    if pos < len(line) and line[pos] == "{":
+        labels, pos = _parse_labels(line, pos, lineno, raw, source)
+    tokens = (line[pos:].split(" # ", 1)[0] if openmetrics else line[pos:]).split()
+    if not 1 <= len(tokens) <= 2 or (pos < len(line) and line[pos] not in " \t"):
+        raise _error(lineno, raw, "expected a value and an optional timestamp after the labels", source)
+    try:
+        value = _parse_float(tokens[0])
+        ts = None if len(tokens) < 2 else float(tokens[1]) if openmetrics else int(tokens[1]) / 1000
+    except ValueError:
+        raise _error(lineno, raw, f"{' '.join(tokens)!r} is not a number", source) from None
+    return Sample(name, labels, value, ts)
+
+
+def parse_prometheus_text(text: str, *, source: str = "Prometheus text", skipped: list[str] | None = None) -> MetricSet:
     """Read a Prometheus text exposition (what ``curl host:9400/metrics`` prints).
 
     ``# HELP`` and ``# TYPE`` lines fill :attr:`MetricSet.info`; other comments and blank lines
@@ -173,13 +193,18 @@ def parse_prometheus_text(text: str, *, source: str = "Prometheus text") -> Metr
     (``# {trace_id="..."} 1``) are dropped, and its ``unknown``/``info``/``stateset``/``gaugehistogram``
     types are read as ``untyped``/``gauge``/``gauge``/``histogram``.
 
+    With ``skipped`` (a list), a sample line that cannot be read is left out and described there (real
+    scrapes carry the odd broken row); a text with no readable sample at all is still an error.
+
     Raises
     ------
     TelemetryFormatError
-        For a line that is not a comment or a sample; the message names ``source`` and the line.
+        For a line that is not a comment or a sample (unless ``skipped`` collects it); the message
+        names ``source`` and the line.
     """
     info: dict[str, MetricInfo] = {}
     samples: list[Sample] = []
+    bad: list[TelemetryFormatError] = []
     openmetrics = re.search(r"^# EOF\s*$", text, re.MULTILINE) is not None
     for lineno, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
@@ -203,20 +228,14 @@ def parse_prometheus_text(text: str, *, source: str = "Prometheus text") -> Metr
                         raise _error(lineno, raw, f"unknown metric type {rest.strip()!r}", source)
                     info[name] = MetricInfo(kind, old.help)
             continue
-        m = re.match(r"[a-zA-Z_:][a-zA-Z0-9_:]*", line)
-        if m is None:
-            raise _error(lineno, raw, "no metric name", source)
-        name, pos = m[0], m.end()
-        labels: Labels = ()
-        if pos < len(line) and line[pos] == "{":
-            labels, pos = _parse_labels(line, pos, lineno, raw, source)
-        tokens = (line[pos:].split(" # ", 1)[0] if openmetrics else line[pos:]).split()
-        if not 1 <= len(tokens) <= 2 or (pos < len(line) and line[pos] not in " \t"):
-            raise _error(lineno, raw, "expected a value and an optional timestamp after the labels", source)
         try:
-            value = _parse_float(tokens[0])
-            ts = None if len(tokens) < 2 else float(tokens[1]) if openmetrics else int(tokens[1]) / 1000
-        except ValueError:
-            raise _error(lineno, raw, f"{' '.join(tokens)!r} is not a number", source) from None
-        samples.append(Sample(name, labels, value, ts))
+            samples.append(_sample(line, raw, lineno, source, openmetrics))
+        except TelemetryFormatError as err:
+            if skipped is None:
+                raise
+            bad.append(err)
+    if bad and not samples:
+        raise bad[0]  # nothing readable: not a scrape with a few bad rows but not a scrape at all
+    if skipped is not None:
+        skipped.extend(str(err) for err in bad)
     return MetricSet.from_samples(samples, info=info)
