@@ -40,14 +40,17 @@ def run(scenario_file: str = typer.Argument(..., metavar="SCENARIO.yaml", help="
     scenario = load_scenario(scenario_file)
     limit_bytes = memory_limit_bytes(max_memory)
     estimate = check_cost(estimate_scenario(scenario, steps, engine), limit_bytes)  # before any allocation
-    if not json_out:
-        from gpuwait.cli.progress import state_estimate
-
-        state_estimate(estimate, limit_bytes)
     if report is not None and scenario.workload is not None:
         from gpuwait.report.files import report_directory
 
         report_directory(report)  # refused before a long run, not after it
+    if scenario.workload is None and not scenario.jobs and (steps is not None or report is not None):
+        raise SpecError("--steps/--report: the scenario has no workload; expected a `workload:` section",
+                        hint="they apply to training and inference scenarios")
+    if not json_out:  # once every input check has passed: the next thing is the run itself
+        from gpuwait.cli.progress import state_estimate
+
+        state_estimate(estimate, limit_bytes)
     out = Output(json_out)
     if scenario.jobs:
         _run_jobs(out, scenario, steps, engine, report)
@@ -58,9 +61,6 @@ def run(scenario_file: str = typer.Argument(..., metavar="SCENARIO.yaml", help="
                             hint="training and inference steps run on the flow engine")
         _run_workload(out, scenario, steps, report)
         return
-    if steps is not None or report is not None:
-        raise SpecError("--steps/--report: the scenario has no workload; expected a `workload:` section",
-                        hint="they apply to training and inference scenarios")
     from gpuwait.report.results import TrafficResult
     from gpuwait.runner.traffic import run_traffic
 
