@@ -57,14 +57,17 @@ def test_zero3_prefetch_hides_gathers():
 
 
 def test_zero3_per_gpu_throughput_falls_with_gpus_at_fixed_batch():
-    # Narayanan et al. Table 2: a fixed global batch over more GPUs leaves less compute per gathered layer
-    model = {"preset": "llama-8b", "seq_len": 2048}
-    tflops = {}
+    # Narayanan et al. Table 2: at a fixed global batch, 4x the GPUs leaves each GPU a quarter of the
+    # tokens for the same per-layer gathers; once a layer computes for less than its gather takes, the
+    # network sets the pace and per-GPU throughput falls to ~0.3x (144 -> 44 TFLOP/s, 384 -> 1,536 GPUs).
+    # Short sequences put a small model in that regime on 16 -> 64 H100s.
+    model = {"preset": "llama-8b", "seq_len": 512}
+    runs = {}
     for servers in (2, 8):
         gpus = 8 * servers
-        run = _run(_scenario(servers, {"zero": 3, "global_batch": 64, "micro_batch": 64 // gpus}, model))
-        tflops[gpus] = run.mfu
-    assert tflops[64] < tflops[16]
+        runs[gpus] = _run(_scenario(servers, {"zero": 3, "global_batch": 64, "micro_batch": 64 // gpus}, model))
+    assert runs[64].mfu / runs[16].mfu < 0.5
+    assert runs[64].exposed_comm_s["dp all_gather"] > 10 * runs[16].exposed_comm_s["dp all_gather"]
 
 
 def test_zero3_gathers_and_scatters_share_the_network():
