@@ -589,6 +589,10 @@ def _route_network(topo: Topology, spec: RoutingSpec, router: Router, transport:
     demand_Bps = port_capacity_Bps[s_ep] / np.maximum(rows_per_ep[s_ep], 1)
     per_row = dict(key_bytes=tuples.key_bytes(), qp=qp, dest_index=_fat_tree_order(topo)[d_ep],
                    demand_Bps=demand_Bps, background_Bps=None)
+    if router.per_leaf_pair and _LEAF_PAIR_CLASSES:
+        classes = _leaf_pair_classes(topo, s_ep, d_ep, demand_Bps)
+        if classes is not None:
+            return _route_leaf_pairs(topo, spec, router, s_ep, d_ep, per_row, classes, name_row), sport
     for _ in range(router.rounds):
         rows, links, w = _walk_all(topo, spec, router, s_ep, d_ep, per_row, name_row)
         load = np.bincount(links, weights=w * demand_Bps[rows], minlength=topo.n_links)
@@ -596,6 +600,100 @@ def _route_network(topo: Topology, spec: RoutingSpec, router: Router, transport:
         background = per_row["background_Bps"]
         per_row["background_Bps"] = load if background is None else 0.5 * (background + load)
     return (rows, links, w), sport
+
+
+# Route splitting routers one row per leaf-pair class (False: every row, the reference the tests compare with).
+_LEAF_PAIR_CLASSES = True
+
+
+@dataclass(frozen=True, eq=False)
+class _LeafPairClasses:
+    """Rows grouped by (source leaf, destination leaf, demand): one representative row walks for each."""
+
+    of_row: np.ndarray  # (R,) class of each row
+    rep: np.ndarray  # (C,) a row standing for each class
+    count: np.ndarray  # (C,) rows per class
+    up_link: np.ndarray  # (R,) each row's endpoint -> leaf link
+    down_link: np.ndarray  # (R,) each row's leaf -> endpoint link
+
+
+def _single_uplinks(topo: Topology) -> np.ndarray:
+    """Per node: its only link to a switch, -1 for none or several (a multi-port NIC spreads QPs over ports)."""
+    cache = topo.__dict__.setdefault("_routing_cache", {})
+    if "single_uplink" not in cache:
+        up = np.flatnonzero(topo.host_links & topo.switch_nodes[topo.link_dst])
+        count = np.bincount(topo.link_src[up], minlength=topo.n_nodes)
+        only = np.full(topo.n_nodes, -1, np.int64)
+        only[topo.link_src[up]] = up
+        only[count != 1] = -1
+        cache["single_uplink"] = only
+    return cache["single_uplink"]
+
+
+def _leaf_pair_classes(topo: Topology, s_ep: np.ndarray, d_ep: np.ndarray,
+                       demand_Bps: np.ndarray) -> _LeafPairClasses | None:
+    """Classes of rows a per-leaf-pair router splits identically, or None when some endpoint has
+    several uplinks (its first or last hop would depend on the row).
+
+    Every row leaves its endpoint on its one uplink, and from the leaf on its walk depends only on
+    the leaves, the demand and the load (:attr:`Router.per_leaf_pair`): the equal-cost next hops
+    towards every endpoint of one leaf are the same until that leaf, which the last hop leaves.
+    """
+    uplink = _single_uplinks(topo)
+    up, down_from = uplink[s_ep], uplink[d_ep]
+    if (up < 0).any() or (down_from < 0).any():
+        return None
+    leaf_s, leaf_d = topo.link_dst[up], topo.link_dst[down_from]
+    down = topo.links_between(leaf_d, d_ep)
+    if (down < 0).any():
+        return None
+    key = np.stack([leaf_s.astype(np.int64), leaf_d.astype(np.int64), demand_Bps.view(np.int64)])
+    _, first, of_row, count = np.unique(key, axis=1, return_index=True, return_inverse=True, return_counts=True)
+    return _LeafPairClasses(of_row.ravel(), first, count, up, down)
+
+
+def _route_leaf_pairs(topo: Topology, spec: RoutingSpec, router: Router, s_ep: np.ndarray, d_ep: np.ndarray,
+                      per_row: dict, classes: _LeafPairClasses, name_row) -> tuple[np.ndarray, ...]:
+    """Walk one representative row per class and give every row its own first and last hop around
+    its class's middle part: the same triplets as walking every row, for a fraction of the work.
+    Each round's load (the adaptive router's background) counts each class's middle part once per row."""
+    rep = classes.rep
+    rep_rows = {k: v if k == "background_Bps" else v[rep] for k, v in per_row.items()}
+    demand_Bps = per_row["demand_Bps"]
+    for _ in range(router.rounds):
+        rows, links, w = _walk_all(topo, spec, router, s_ep[rep], d_ep[rep], rep_rows,
+                                   lambda i, err: name_row(int(rep[i]), err))
+        # the representative's first hop leaves its endpoint, its last enters the destination
+        first = topo.link_src[links] == s_ep[rep][rows]
+        last = topo.link_dst[links] == d_ep[rep][rows]
+        middle = ~first & ~last
+        load = np.bincount(links[middle], weights=w[middle] * (demand_Bps[rep] * classes.count)[rows[middle]],
+                           minlength=topo.n_links).astype(float)  # an empty bincount is int
+        for hop in (first, last):
+            hop_w = np.zeros(len(rep))
+            hop_w[rows[hop]] = w[hop]
+            end_link = classes.up_link if hop is first else classes.down_link
+            load += np.bincount(end_link, weights=hop_w[classes.of_row] * demand_Bps, minlength=topo.n_links)
+        background = rep_rows["background_Bps"]
+        rep_rows["background_Bps"] = load if background is None else 0.5 * (background + load)
+    first_w = np.zeros(len(rep))
+    first_w[rows[first]] = w[first]
+    last_w = np.zeros(len(rep))
+    last_w[rows[last]] = w[last]
+    m_rows, m_links, m_w = rows[middle], links[middle], w[middle]
+    order = np.argsort(m_rows, kind="stable")
+    m_rows, m_links, m_w = m_rows[order], m_links[order], m_w[order]
+    m_start = np.searchsorted(m_rows, np.arange(len(rep)))
+    m_len = np.bincount(m_rows, minlength=len(rep))
+    # every row: its class's middle part, then its own first and last hop
+    cls = classes.of_row
+    length = m_len[cls]
+    pos = np.arange(int(length.sum())) + np.repeat(m_start[cls] - (np.cumsum(length) - length), length)
+    n = len(s_ep)
+    out_rows = np.r_[np.repeat(np.arange(n), length), np.arange(n), np.arange(n)]
+    out_links = np.r_[m_links[pos], classes.up_link, classes.down_link]
+    out_w = np.r_[m_w[pos], first_w[cls], last_w[cls]]
+    return out_rows, out_links, out_w
 
 
 def _host_hop(topo: Topology, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
