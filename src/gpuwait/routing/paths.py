@@ -12,6 +12,7 @@ the walk here finds the candidates at every hop and calls the chooser the routin
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import networkx as nx
 import numpy as np
@@ -34,14 +35,44 @@ _CANDIDATE_BLOCK = 1 << 22  # candidate next hops weighed per numpy pass
 class Routes:
     """Routes of a set of flows, one row per QP (sub-flow).
 
-    ``link_weights[r, l]`` is the fraction of row r's bytes that crosses link l.
+    ``link_weights[r, l]`` is the fraction of row r's bytes that crosses link l. It is stored in two
+    parts: each row's own links (``own_weights``), and a middle part shared by a class of rows
+    (``class_weights[row_class[r]]``; ``row_class`` -1: none). A splitting router fans a row out over
+    every equal-cost path between two leaves (1,600 links per row in a 3-tier fabric of radix 64),
+    and every row between the same two leaves splits alike: stored once per class, not per row.
+    ``link_weights`` joins the parts (built on first use; the max-min solve of a collective works
+    on the parts, see :func:`gpuwait.engine.flow.max_min_rates`).
     """
 
     flow_index: np.ndarray  # (R,) index of the requested flow each row belongs to
     qp_index: np.ndarray  # (R,) QP number within the connection, 0..qps-1
-    link_weights: sp.csr_matrix  # (R, L)
+    own_weights: sp.csr_matrix  # (R, L) links of each row's own
     path_latency_s: np.ndarray  # (R,) weight-averaged latency of the row's links
     udp_sport: np.ndarray  # (R,) RoCEv2/TCP source port used for hashing, -1 where none
+    row_class: np.ndarray | None = None  # (R,) class of each row's shared middle part, -1 for none
+    class_weights: sp.csr_matrix | None = None  # (C, L) the shared middle part of each class
+
+    @cached_property
+    def link_weights(self) -> sp.csr_matrix:
+        """``(R, L)`` every row's links: its own and its class's."""
+        if self.class_weights is None:
+            return self.own_weights
+        has = np.flatnonzero(self.row_class >= 0)
+        shared = self.class_weights[self.row_class[has]].tocoo()
+        middle = sp.csr_matrix((shared.data, (has[shared.row], shared.col)), shape=self.own_weights.shape)
+        matrix = (self.own_weights + middle).tocsr()
+        matrix.sort_indices()
+        return matrix
+
+    def link_load(self, per_row: np.ndarray) -> np.ndarray:
+        """``(L,)`` sum over rows of ``per_row[r] x link_weights[r]`` (a rate or bytes per link), from the parts."""
+        per_row = np.asarray(per_row, float)
+        load = self.own_weights.T @ per_row
+        if self.class_weights is not None:
+            has = self.row_class >= 0
+            per_class = np.bincount(self.row_class[has], weights=per_row[has], minlength=self.class_weights.shape[0])
+            load = load + self.class_weights.T @ per_class
+        return np.asarray(load).ravel()
 
     @property
     def n_rows(self) -> int:
@@ -72,7 +103,7 @@ class Routes:
 
     def bytes_per_link(self, flow_size_bytes: np.ndarray) -> np.ndarray:
         """Bytes each link carries when flow f sends ``flow_size_bytes[f]`` split evenly over its QPs."""
-        return self.link_weights.T @ self.per_qp(flow_size_bytes)
+        return self.link_load(self.per_qp(flow_size_bytes))
 
 
 
@@ -580,8 +611,9 @@ def _walk_all(topo: Topology, spec: RoutingSpec, router: Router, s_ep: np.ndarra
 
 
 def _route_network(topo: Topology, spec: RoutingSpec, router: Router, transport: str, s_ep: np.ndarray,
-                   d_ep: np.ndarray, qp: np.ndarray, name_row) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
-    """Route QP rows between network endpoints: ((row, link, weight) triplets, UDP/TCP source ports)."""
+                   d_ep: np.ndarray, qp: np.ndarray, name_row) -> tuple:
+    """Route QP rows between network endpoints: ((row, link, weight) triplets, UDP/TCP source ports,
+    and None or the shared middle parts of row classes: ((class, link, weight) triplets, class of each row))."""
     tuples, sport = _five_tuples(topo, transport, s_ep, d_ep, qp, spec.seed)
     host = topo.host_links
     port_capacity_Bps = np.bincount(topo.link_src[host], weights=topo.link_capacity_Bps[host], minlength=topo.n_nodes)
@@ -592,14 +624,15 @@ def _route_network(topo: Topology, spec: RoutingSpec, router: Router, transport:
     if router.per_leaf_pair and _LEAF_PAIR_CLASSES:
         classes = _leaf_pair_classes(topo, s_ep, d_ep, demand_Bps)
         if classes is not None:
-            return _route_leaf_pairs(topo, spec, router, s_ep, d_ep, per_row, classes, name_row), sport
+            own, shared, of_row = _route_leaf_pairs(topo, spec, router, s_ep, d_ep, per_row, classes, name_row)
+            return own, sport, (shared, of_row)
     for _ in range(router.rounds):
         rows, links, w = _walk_all(topo, spec, router, s_ep, d_ep, per_row, name_row)
         load = np.bincount(links, weights=w * demand_Bps[rows], minlength=topo.n_links)
         # damped (Jacobi) rounds: every flow reacts to the others' last split, halfway, so they settle
         background = per_row["background_Bps"]
         per_row["background_Bps"] = load if background is None else 0.5 * (background + load)
-    return (rows, links, w), sport
+    return (rows, links, w), sport, None
 
 
 # Route splitting routers one row per leaf-pair class (False: every row, the reference the tests compare with).
@@ -653,10 +686,13 @@ def _leaf_pair_classes(topo: Topology, s_ep: np.ndarray, d_ep: np.ndarray,
 
 
 def _route_leaf_pairs(topo: Topology, spec: RoutingSpec, router: Router, s_ep: np.ndarray, d_ep: np.ndarray,
-                      per_row: dict, classes: _LeafPairClasses, name_row) -> tuple[np.ndarray, ...]:
-    """Walk one representative row per class and give every row its own first and last hop around
-    its class's middle part: the same triplets as walking every row, for a fraction of the work.
-    Each round's load (the adaptive router's background) counts each class's middle part once per row."""
+                      per_row: dict, classes: _LeafPairClasses, name_row) -> tuple:
+    """Walk one representative row per class: every row gets its own first and last hop, and its
+    class's middle part, the same links and fractions as walking every row, for a fraction of the work.
+    Each round's load (the adaptive router's background) counts each class's middle part once per row.
+
+    Returns ((row, link, weight) of the rows' own hops, (class, link, weight) of the middle parts,
+    the class of each row)."""
     rep = classes.rep
     rep_rows = {k: v if k == "background_Bps" else v[rep] for k, v in per_row.items()}
     demand_Bps = per_row["demand_Bps"]
@@ -680,20 +716,10 @@ def _route_leaf_pairs(topo: Topology, spec: RoutingSpec, router: Router, s_ep: n
     first_w[rows[first]] = w[first]
     last_w = np.zeros(len(rep))
     last_w[rows[last]] = w[last]
-    m_rows, m_links, m_w = rows[middle], links[middle], w[middle]
-    order = np.argsort(m_rows, kind="stable")
-    m_rows, m_links, m_w = m_rows[order], m_links[order], m_w[order]
-    m_start = np.searchsorted(m_rows, np.arange(len(rep)))
-    m_len = np.bincount(m_rows, minlength=len(rep))
-    # every row: its class's middle part, then its own first and last hop
-    cls = classes.of_row
-    length = m_len[cls]
-    pos = np.arange(int(length.sum())) + np.repeat(m_start[cls] - (np.cumsum(length) - length), length)
     n = len(s_ep)
-    out_rows = np.r_[np.repeat(np.arange(n), length), np.arange(n), np.arange(n)]
-    out_links = np.r_[m_links[pos], classes.up_link, classes.down_link]
-    out_w = np.r_[m_w[pos], first_w[cls], last_w[cls]]
-    return out_rows, out_links, out_w
+    own = (np.r_[np.arange(n), np.arange(n)], np.r_[classes.up_link, classes.down_link],
+           np.r_[first_w[classes.of_row], last_w[classes.of_row]])
+    return own, (rows[middle], links[middle], w[middle]), classes.of_row
 
 
 def _host_hop(topo: Topology, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
@@ -823,18 +849,35 @@ def route_flows(topo: Topology, spec: RoutingSpec, src, dst, *, transport: str =
             return RoutingError(f"no path from {topo.node_name[src_r[row]]} to {topo.node_name[dst_r[row]]}: "
                                 f"{topo.node_name[s_ep[i]]} and {topo.node_name[d_ep[i]]} share no network", hint=err.hint)
 
-        (r_rows, r_links, r_w), sport[remote] = _route_network(topo, spec, router, transport, s_ep, d_ep, qp[remote],
-                                                                name_row)
+        (r_rows, r_links, r_w), sport[remote], shared = _route_network(topo, spec, router, transport, s_ep, d_ep,
+                                                                        qp[remote], name_row)
         pieces.append((remote[r_rows], r_links, r_w))
+        if shared is not None:
+            (c_rows, c_links, c_w), of_row = shared
+            row_class = np.full(R, -1, np.int64)
+            row_class[remote] = of_row
+            return _assemble(topo, flow_index, qp, pieces, sport, (row_class, c_rows, c_links, c_w))
     return _assemble(topo, flow_index, qp, pieces, sport)
 
 
-def _assemble(topo: Topology, flow_index: np.ndarray, qp: np.ndarray, pieces: list, sport: np.ndarray) -> Routes:
+def _assemble(topo: Topology, flow_index: np.ndarray, qp: np.ndarray, pieces: list, sport: np.ndarray,
+              shared: tuple | None = None) -> Routes:
+    """Routes from (row, link, weight) pieces, and ``shared``: None or (class of each row, and the
+    (class, link, weight) triplets of the classes' middle parts)."""
     rows, links, weights = ((np.concatenate(x) for x in zip(*pieces, strict=True)) if pieces
                             else (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)))
     matrix = sp.csr_matrix((weights, (rows, links)), shape=(len(flow_index), topo.n_links))
     matrix.sum_duplicates()
     matrix.sort_indices()
-    latency = matrix @ topo.link_latency_s
-    return Routes(flow_index=flow_index, qp_index=qp, link_weights=matrix, path_latency_s=np.asarray(latency).ravel(),
-                  udp_sport=sport)
+    latency = np.asarray(matrix @ topo.link_latency_s).ravel()
+    row_class = class_weights = None
+    if shared is not None:
+        row_class, c_rows, c_links, c_w = shared
+        n_classes = int(row_class.max(initial=-1)) + 1
+        class_weights = sp.csr_matrix((c_w, (c_rows, c_links)), shape=(n_classes, topo.n_links))
+        class_weights.sum_duplicates()
+        class_weights.sort_indices()
+        has = row_class >= 0
+        latency[has] += np.asarray(class_weights @ topo.link_latency_s).ravel()[row_class[has]]
+    return Routes(flow_index=flow_index, qp_index=qp, own_weights=matrix, path_latency_s=latency,
+                  udp_sport=sport, row_class=row_class, class_weights=class_weights)
