@@ -680,8 +680,10 @@ def _leaf_pair_classes(topo: Topology, s_ep: np.ndarray, d_ep: np.ndarray,
     down = topo.links_between(leaf_d, d_ep)
     if (down < 0).any():
         return None
-    key = np.stack([leaf_s.astype(np.int64), leaf_d.astype(np.int64), demand_Bps.view(np.int64)])
-    _, first, of_row, count = np.unique(key, axis=1, return_index=True, return_inverse=True, return_counts=True)
+    demands, demand_id = np.unique(demand_Bps, return_inverse=True)  # a few distinct values
+    # one int64 per row (a 1-D unique is far cheaper than one over stacked columns)
+    key = (leaf_s.astype(np.int64) * topo.n_nodes + leaf_d) * len(demands) + demand_id.ravel()
+    _, first, of_row, count = np.unique(key, return_index=True, return_inverse=True, return_counts=True)
     return _LeafPairClasses(of_row.ravel(), first, count, up, down)
 
 
