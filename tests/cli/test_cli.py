@@ -30,17 +30,29 @@ def test_demo_is_the_training_job(capsys, tmp_path):
     assert code == 0
     doc = json.loads(out)
     cases = doc["cases"]
-    assert [c["case"] for c in cases] == ["RoCEv2, ECMP", "InfiniBand + adaptive routing"]
+    # one change per case: routing first, then transport
+    assert [c["case"] for c in cases] == ["RoCEv2, ECMP", "RoCEv2 + adaptive routing", "InfiniBand + adaptive routing"]
+    assert cases[2]["cluster"].startswith("InfiniBand on the ") and cases[0]["cluster"].startswith("rocev2-400g-2tier")
     for case in cases:
         assert case["n_gpus"] == 512 and "llama-70b" in case["workload"]
         assert sum(case["breakdown_s"].values()) == pytest.approx(case["step_time_s"], rel=1e-9)
         assert case["ideal_step_time_s"] < case["step_time_s"] and 0.2 < case["mfu"] < 0.6
     # ECMP collisions on the leaf uplinks cost time that adaptive routing gets back
     assert cases[0]["exposed_comm_s"]["dp all_reduce"] > 1.2 * cases[1]["exposed_comm_s"]["dp all_reduce"]
+    # the conclusion's numbers are the results': the best case's saving and the DP all-reduce's share of it
+    saved_s = cases[0]["step_time_s"] - cases[2]["step_time_s"]
+    dp_s = cases[0]["exposed_comm_s"]["dp all_reduce"] - cases[2]["exposed_comm_s"]["dp all_reduce"]
+    assert doc["conclusion"].startswith(
+        f"InfiniBand + adaptive routing saves {saved_s * 1e3:,.1f} ms per step ({saved_s / cases[0]['step_time_s']:.1%}) "
+        f"against RoCEv2, ECMP, of which {dp_s * 1e3:,.1f} ms in the DP all-reduce.")
+    routing_s = cases[0]["step_time_s"] - cases[1]["step_time_s"]
+    assert f"RoCEv2 + adaptive routing saves {routing_s * 1e3:,.1f} ms per step" in doc["conclusion"]
     written = {p.name for p in tmp_path.iterdir()}
-    assert {"report.html", "tasks.parquet", "links.parquet"} <= written and len(written) == 5
+    assert {"report.html", "tasks.parquet", "links.parquet"} <= written and len(written) == 6
+    assert doc["conclusion"].split(" One change")[0] in (tmp_path / "report.html").read_text()
     code, out, _ = run_cli(capsys, "demo", "--report", str(tmp_path))
     assert code == 0 and "Where the step goes" in out and "report.html" in out
+    assert out.startswith("InfiniBand + adaptive routing saves ")  # the conclusion comes first
 
 
 def test_ecmp_example_tells_the_collision_story(capsys):

@@ -57,6 +57,10 @@ def render_diagnosis(console: Console, diagnosis, limit: int = 8) -> None:
     from rich.markup import escape
     from rich.table import Table
 
+    from gpuwait.report.conclusion import diagnosis_conclusion
+
+    for sentence in diagnosis_conclusion(diagnosis).sentences:
+        console.print(f"[bold]{escape(sentence)}[/]")
     step, base = diagnosis.step_time_s, diagnosis.baseline_step_time_s
     head = (f"[bold]{escape(diagnosis.case)}[/]: {diagnosis.measure} {step * 1e3:.3f} ms" if step
             else f"[bold]{escape(diagnosis.case)}[/]")

@@ -10,9 +10,17 @@ from gpuwait.report.step import breakdown_table, collectives_table, hot_links_ta
 
 def render_workload(console: Console, result: WorkloadResult) -> None:
     """Where the step goes per case, then each case's collectives, hottest links and notes."""
+    from rich.markup import escape
+
+    from gpuwait.report.conclusion import workload_conclusion
+
     results = result.results
     head = results[0]
-    console.print(f"[bold]{result.scenario}[/]: {head.workload}\non {head.cluster}, {head.steps} step(s)")
+    for sentence in workload_conclusion(results).sentences:
+        console.print(f"[bold]{escape(sentence)}[/]")
+    console.print(f"{escape(result.scenario)}: {escape(head.workload)}, {head.steps} step(s)")
+    for cluster in dict.fromkeys(r.cluster for r in results):
+        console.print(f"  on {escape(cluster)}: {escape(', '.join(r.case for r in results if r.cluster == cluster))}")
     console.print(breakdown_table(results))
     for r in results:
         console.print(collectives_table(r))

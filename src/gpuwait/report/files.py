@@ -9,6 +9,7 @@ from pathlib import Path
 
 from gpuwait.diagnosis.report import diagnosis_dict
 from gpuwait.errors import SpecError
+from gpuwait.report.conclusion import diagnosis_conclusion
 from gpuwait.report.html import write_html_report
 from gpuwait.report.parquet import write_link_parquet, write_task_parquet
 from gpuwait.report.perfetto import write_perfetto_trace
@@ -51,8 +52,11 @@ def write_reports(results: Sequence[RunResult], directory: str | Path, title: st
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise SpecError(f"--report: cannot create {str(directory)!r} ({err.strerror})") from None
+    diagnoses = list(diagnoses)
     findings = [f for d in diagnoses for f in diagnosis_dict(d)["findings"]]
-    paths = [write_html_report(results, out / "report.html", title=title, findings=findings)]
+    # a diagnosis opens with its ranked causes, a comparison with what separates the cases
+    conclusion = [s for d in diagnoses for s in diagnosis_conclusion(d).sentences] or None
+    paths = [write_html_report(results, out / "report.html", title=title, findings=findings, conclusion=conclusion)]
     for result in results:
         paths.append(write_perfetto_trace(result, out / f"trace-{_slug(result.case)}.json",
                                           gpus_per_server=result.gpus_per_server))

@@ -23,6 +23,7 @@ import plotly.io as pio
 import plotly.offline
 
 from gpuwait.report import figures
+from gpuwait.report.conclusion import workload_conclusion
 from gpuwait.report.step import hot_link_rows, step_summary_dict
 from gpuwait.steps.result import BREAKDOWN_CATEGORIES, RunResult
 from gpuwait.units import format_size, format_time
@@ -84,14 +85,16 @@ def _case_section(result: RunResult, index: int, hot_links: int, max_ranks: int)
 
 
 def render_html_report(results: Sequence[RunResult], title: str | None = None, hot_links: int = 10,
-                       max_ranks: int = 36, findings: Sequence[dict] = ()) -> str:
-    """The report as one HTML string (see :func:`write_html_report`)."""
+                       max_ranks: int = 36, findings: Sequence[dict] = (), conclusion: Sequence[str] | None = None) -> str:
+    """The report as one HTML string (see :func:`write_html_report`); ``conclusion`` (sentences) opens
+    it, by default the comparison of the cases (:func:`~gpuwait.report.conclusion.workload_conclusion`)."""
     results = list(results)
     if not results:
         raise ValueError("an HTML report needs at least one RunResult")
     summaries = [step_summary_dict(r, hot_links=0) for r in results]
     page = _environment().get_template("report.html.j2").render(
         title=title or " vs ".join(r.case for r in results),
+        conclusion=list(workload_conclusion(results).sentences if conclusion is None else conclusion),
         version=__version__,
         case_names=[r.case for r in results],
         breakdown_rows=_breakdown_rows(summaries),
@@ -109,16 +112,18 @@ def render_html_report(results: Sequence[RunResult], title: str | None = None, h
 
 
 def write_html_report(results: Sequence[RunResult], path: str | Path, title: str | None = None,
-                      hot_links: int = 10, max_ranks: int = 36, findings: Sequence[dict] = ()) -> Path:
+                      hot_links: int = 10, max_ranks: int = 36, findings: Sequence[dict] = (),
+                      conclusion: Sequence[str] | None = None) -> Path:
     """Write one self-contained HTML file comparing ``results`` and return its path.
 
     It holds the step breakdown (stacked bars and a table), per case a link-utilization heatmap by
     fabric tier, the ``hot_links`` hottest links with who shares them, the collectives with their
     busbw, and a per-GPU timeline of at most ``max_ranks`` ranks (the first ones plus the slowest
     four, named on the page). ``findings`` (the diagnosis's, as plain dicts) come first, ranked,
-    with the gain each fix gives back plotted.
+    with the gain each fix gives back plotted. The page opens with ``conclusion``, by default the
+    comparison of the cases.
     """
     path = Path(path)
     path.write_text(render_html_report(results, title=title, hot_links=hot_links, max_ranks=max_ranks,
-                                       findings=findings), encoding="utf-8")
+                                       findings=findings, conclusion=conclusion), encoding="utf-8")
     return path

@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 
 from gpuwait.diagnosis.report import diagnosis_dict
 from gpuwait.diagnosis.run import Diagnosis
+from gpuwait.report.conclusion import diagnosis_conclusion, workload_conclusion
 from gpuwait.report.flows import flow_rows, packet_run_entry, routing_label, run_entry
 from gpuwait.report.parquet import link_table, task_table, write_link_parquet, write_task_parquet
 from gpuwait.report.step import step_summary_dict
@@ -35,8 +36,8 @@ class WorkloadResult:
 
     def to_dict(self) -> dict:
         """Per case: the step time and its breakdown, MFU, the ideal-network step, collectives, hottest links."""
-        return {"scenario": self.scenario, "cases": [step_summary_dict(r) for r in self.results],
-                "report": [str(p) for p in self.report]}
+        return {"scenario": self.scenario, "conclusion": workload_conclusion(self.results).text,
+                "cases": [step_summary_dict(r) for r in self.results], "report": [str(p) for p in self.report]}
 
     def to_arrow(self) -> dict:
         """``{"tasks": ..., "links": ...}``: every task of every rank and step, and every link's load."""
@@ -89,7 +90,7 @@ class DiagnosisResult:
     report: list[Path] | None = None
 
     def to_dict(self) -> dict:
-        doc = diagnosis_dict(self.diagnosis)
+        doc = diagnosis_dict(self.diagnosis) | {"conclusion": diagnosis_conclusion(self.diagnosis).text}
         return doc if self.report is None else doc | {"report": [str(p) for p in self.report]}
 
     def to_arrow(self) -> dict:
