@@ -75,14 +75,14 @@ def test_topo_list_and_formats(capsys):
     code, out, _ = run_cli(capsys, "topo", "rocev2-400g-2tier", "--servers", "8", "--json")
     doc = json.loads(out)
     assert doc["gpus"] == 64
-    code, out, _ = run_cli(capsys, "topo", "rocev2-400g-2tier", "-n", "8", "--format", "slurm")
+    code, out, _ = run_cli(capsys, "topo", "rocev2-400g-2tier", "--servers", "8", "--format", "slurm")
     assert "SwitchName=leaf0" in out
-    code, out, _ = run_cli(capsys, "topo", "dgx-h100-superpod", "-n", "32", "--format", "dot")
+    code, out, _ = run_cli(capsys, "topo", "dgx-h100-superpod", "--servers", "32", "--format", "dot")
     assert out.lstrip().startswith(("graph", "strict graph"))
 
 
 def test_route_shows_hops_in_path_order(capsys):
-    code, out, _ = run_cli(capsys, "route", "rocev2-400g-2tier", "-n", "8", "--src", "s0.gpu0", "--dst", "s4.gpu0", "--json")
+    code, out, _ = run_cli(capsys, "route", "rocev2-400g-2tier", "--servers", "8", "--src", "s0.gpu0", "--dst", "s4.gpu0", "--json")
     assert code == 0
     hops = [h["link"] for h in json.loads(out)["qps"][0]["hops"]]
     assert hops[0] == "s0.gpu0->s0.pcie0" and hops[-1] == "s4.pcie0->s4.gpu0"
@@ -120,7 +120,7 @@ def test_bad_input_is_one_line_and_a_hint(capsys, args, message):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["run"], "Missing argument"), (["frobnicate"], "No such command"), (["topo", "dgx-h100", "-n", "0"], "--servers"),
+    (["run"], "Missing argument"), (["frobnicate"], "No such command"), (["topo", "dgx-h100", "--servers", "0"], "--servers"),
     (["topo", "dgx-h100", "--bogus"], "No such option"), (["run", "x.yaml", "--flows", "abc"], "--flows"),
 ])
 def test_usage_errors_are_one_line_and_a_hint(capsys, args, message):

@@ -29,7 +29,7 @@ def test_report_is_self_contained(tmp_path, two_cases):
     for text in blocks.values():
         assert json.loads(text)["data"]
     heatmap = json.loads(blocks["fig-heatmap-0-data"])["data"][0]
-    assert heatmap["y"] == ["nvlink", "nic-leaf", "leaf-spine", "storage"]
+    assert heatmap["y"] == ["nvlink", "host-leaf", "leaf-spine", "storage"]
     assert "leaf0-&gt;spine0" in json.dumps(heatmap["text"])  # names escaped for plotly's HTML-ish labels
     assert "all 4 GPUs" in page and "dp all_reduce, storage read" in page
     assert len(page) < 6_000_000
@@ -61,3 +61,13 @@ def test_big_job_timeline_is_bounded(tmp_path):
     timeline = json.loads(dict(FIGURE_BLOCK.findall(page))["fig-timeline-0-data"])
     ticks = timeline["layout"]["yaxis"]["ticktext"]
     assert len(ticks) == 36 and "rank 45" in ticks
+
+
+def test_findings_read_in_words_without_backticks(tmp_path):
+    finding = {"rank": 1, "severity": "warning", "kind": "link-degrade", "component": "leaf0->spine21",
+               "expected_gain_fraction": 0.11, "evidence": {"lost_ms": 159.35, "utilization": 0.915},
+               "explanation": "runs at `100 Gb/s`", "fix": "check `ibstat`"}
+    page = write_html_report([make_result()], tmp_path / "r.html", findings=[finding]).read_text()
+    text = re.sub(r"<script.*?</script>", "", page, flags=re.S)  # plotly.js itself uses backticks
+    assert "`" not in text and "<code>ibstat</code>" in text
+    assert "lost 159.3ms, utilization 91.5%" in text and "lost_ms" not in text

@@ -58,6 +58,7 @@ def render_diagnosis(console: Console, diagnosis, limit: int = 8) -> None:
     from rich.table import Table
 
     from gpuwait.report.conclusion import diagnosis_conclusion
+    from gpuwait.report.words import evidence_text
 
     for sentence in diagnosis_conclusion(diagnosis).sentences:
         console.print(f"[bold]{escape(sentence)}[/]")
@@ -75,7 +76,7 @@ def render_diagnosis(console: Console, diagnosis, limit: int = 8) -> None:
     for i, f in enumerate(diagnosis.findings[:limit], 1):
         gain = f.gain_fraction
         color = {"critical": "red", "warning": "yellow"}.get(f.severity, "dim")
-        evidence = ", ".join(f"{k}={v}" for k, v in f.evidence.items())
+        evidence = evidence_text(f.evidence)
         table.add_row(str(i), f"[{color}]{f.severity}[/]", f.kind, escape(f.component),
                       "-" if gain is None else f"{100 * gain:.1f} %", escape(evidence))
     if diagnosis.findings:

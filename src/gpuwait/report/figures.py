@@ -25,7 +25,7 @@ COLORS = {"compute": "#009E73", "exposed_comm": "#D55E00", "comm": "#D55E00", "d
 # communication groups: hues not used by the kinds above, so "comm dp" never looks like a wait
 _GROUP_COLORS = ("#D55E00", "#56B4E9", "#882255", "#44AA99", "#332288", "#AA4499", "#F0E442", "#117733")
 #: Heatmap rows come in this order when present; other tiers follow alphabetically.
-TIER_ORDER = ("nvlink", "pcie", "nic-leaf", "leaf-spine", "spine-core", "storage")
+TIER_ORDER = ("nvlink", "pcie", "host-leaf", "leaf-spine", "spine-core", "storage")
 _LAYOUT = dict(template="plotly_white", margin=dict(l=70, r=20, t=50, b=50), font=dict(size=12))
 
 

@@ -25,6 +25,7 @@ import plotly.offline
 from gpuwait.report import figures
 from gpuwait.report.conclusion import workload_conclusion
 from gpuwait.report.step import hot_link_rows, step_summary_dict
+from gpuwait.report.words import code_spans, evidence_text
 from gpuwait.steps.result import BREAKDOWN_CATEGORIES, RunResult
 from gpuwait.units import format_size, format_time
 from gpuwait.version import __version__
@@ -73,7 +74,7 @@ def _case_section(result: RunResult, index: int, hot_links: int, max_ranks: int)
     timeline, shown = figures.timeline_figure(result, max_ranks=max_ranks)
     return {
         "case": result.case, "workload": result.workload, "cluster": result.cluster, "steps": result.steps,
-        "notes": list(result.notes), "ranks_shown": shown,
+        "notes": [code_spans(n) for n in result.notes], "ranks_shown": shown,
         "heatmap": {"id": f"fig-heatmap-{index}", "json": script_safe_json(figures.link_heatmap_figure(result))},
         "timeline": {"id": f"fig-timeline-{index}", "json": script_safe_json(timeline)},
         "hot_links": [{**row, "utilization": f"{row['utilization']:.0%}", "bytes_per_step": format_size(row["bytes_per_step"]),
@@ -101,7 +102,8 @@ def render_html_report(results: Sequence[RunResult], title: str | None = None, h
         breakdown={"id": "fig-breakdown", "json": script_safe_json(figures.breakdown_figure(results))},
         busbw={"id": "fig-busbw", "json": script_safe_json(figures.busbw_figure(results))},
         cases=[_case_section(r, i, hot_links, max_ranks) for i, r in enumerate(results)],
-        findings=[{**f, "evidence_text": ", ".join(f"{k}={v}" for k, v in f["evidence"].items()),
+        findings=[{**f, "evidence_text": evidence_text(f["evidence"]), "explanation": code_spans(f["explanation"]),
+                   "fix": code_spans(f["fix"]),
                    "gain_text": "-" if f["expected_gain_fraction"] is None else f"{100 * f['expected_gain_fraction']:.1f} %"}
                   for f in findings],
         findings_figure={"id": "fig-findings", "json": script_safe_json(figures.findings_figure(findings))}

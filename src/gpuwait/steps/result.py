@@ -109,7 +109,7 @@ class CollectiveStat:
 class LinkStats:
     """Per-link load over the step (all links of the topology, indexed by link id).
 
-    ``tier`` is a short label for the heatmap rows (``"nvlink"``, ``"pcie"``, ``"nic-leaf"``,
+    ``tier`` is a short label for the heatmap rows (``"nvlink"``, ``"pcie"``, ``"host-leaf"``,
     ``"leaf-spine"``, ``"spine-core"``, ``"storage"``); ``users[link]`` names the communication
     sharing a link (``"dp all_reduce"``, ``"storage read"``), filled for the hottest links only.
     """
