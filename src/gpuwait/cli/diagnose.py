@@ -17,7 +17,8 @@ CLUSTER_OPTION = typer.Option(None, "--cluster", metavar="PRESET|FILE",
                               help="With --telemetry: the cluster the telemetry comes from.")
 STEPS_OPTION = typer.Option(None, "--steps", min=1, help="Training steps to simulate.")
 NO_GAIN_OPTION = typer.Option(False, "--no-gain", help="Skip re-simulating the fixes.")
-REPORT_OPTION = typer.Option(None, "--report", metavar="DIR", help="Write the HTML report with the findings here.")
+REPORT_OPTION = typer.Option(None, "--report", metavar="DIR",
+                             help="Write the HTML report with the findings here (a traffic scenario's: FCT, queues, pauses).")
 
 
 def diagnose(scenario_file: str | None = SCENARIO_ARGUMENT, inject: list[str] | None = INJECT_OPTION,
@@ -47,8 +48,11 @@ def diagnose(scenario_file: str | None = SCENARIO_ARGUMENT, inject: list[str] | 
     elif scenario_file is None:
         raise SpecError("diagnose: expected SCENARIO.yaml, or --telemetry DIR --cluster PRESET|FILE")
     else:
-        result = diagnose_run(load_scenario(scenario_file), inject or [], steps=steps, measure_gain=not no_gain,
-                              report=report)
+        from gpuwait.cli.progress import traffic_progress
+
+        with traffic_progress("packet", not json_out) as progress:  # shown only for a traffic scenario
+            result = diagnose_run(load_scenario(scenario_file), inject or [], steps=steps, measure_gain=not no_gain,
+                                  report=report, progress=progress)
     Output(json_out).emit(result.to_dict(), lambda c: render_diagnosis(c, result.diagnosis))
 
 

@@ -44,14 +44,20 @@ def report_directory(directory: str | Path) -> Path:
     return out
 
 
-def write_reports(results: Sequence[RunResult], directory: str | Path, title: str, diagnoses: Iterable = ()) -> list[Path]:
-    """The HTML report, one Perfetto trace per case and the Parquet tables, in ``directory``;
-    with ``diagnoses``, their findings lead the report."""
+def make_report_directory(directory: str | Path) -> Path:
+    """``directory`` checked (:func:`report_directory`) and created."""
     out = report_directory(directory)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise SpecError(f"--report: cannot create {str(directory)!r} ({err.strerror})") from None
+    return out
+
+
+def write_reports(results: Sequence[RunResult], directory: str | Path, title: str, diagnoses: Iterable = ()) -> list[Path]:
+    """The HTML report, one Perfetto trace per case and the Parquet tables, in ``directory``;
+    with ``diagnoses``, their findings lead the report."""
+    out = make_report_directory(directory)
     diagnoses = list(diagnoses)
     findings = [f for d in diagnoses for f in diagnosis_dict(d)["findings"]]
     # a diagnosis opens with its ranked causes, a comparison with what separates the cases
