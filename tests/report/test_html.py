@@ -23,9 +23,10 @@ def test_report_is_self_contained(tmp_path, two_cases):
     assert "http" not in page.replace(get_plotlyjs(), "")
     assert page.count("Plotly.newPlot") == 1
     blocks = dict(FIGURE_BLOCK.findall(page))
-    # breakdown, busbw, and a heatmap and a timeline per case
+    # breakdown, busbw, and a utilization distribution, a heatmap and a timeline per case
     assert sorted(blocks) == sorted(["fig-breakdown-data", "fig-busbw-data", "fig-heatmap-0-data", "fig-heatmap-1-data",
-                                     "fig-timeline-0-data", "fig-timeline-1-data"])
+                                     "fig-timeline-0-data", "fig-timeline-1-data", "fig-utilization-0-data",
+                                     "fig-utilization-1-data"])
     for text in blocks.values():
         assert json.loads(text)["data"]
     heatmap = json.loads(blocks["fig-heatmap-0-data"])["data"][0]
@@ -39,8 +40,8 @@ def test_hostile_names_stay_text(tmp_path):
     page = write_html_report([make_result(case=HOSTILE, task_prefix=HOSTILE)], tmp_path / "r.html").read_text("utf-8")
     assert HOSTILE not in page and "<img" not in page
     assert str(markupsafe.escape(HOSTILE)) in page  # shown, escaped, in the tables
-    # every </script> is the template's own: error hook, plotly.js, 4 figure blocks, the renderer
-    assert page.count("</script>") == 1 + 1 + 4 + 1
+    # every </script> is the template's own: error hook, plotly.js, 5 figure blocks, the renderer
+    assert page.count("</script>") == 1 + 1 + 5 + 1
     for _, text in FIGURE_BLOCK.findall(page):
         assert "<" not in text and ">" not in text
     title = json.loads(dict(FIGURE_BLOCK.findall(page))["fig-heatmap-0-data"])["layout"]["title"]["text"]

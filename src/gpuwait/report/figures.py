@@ -118,6 +118,48 @@ def link_heatmap_figure(result: RunResult, max_columns: int = 400) -> go.Figure:
     return fig
 
 
+#: Utilization bins of the distribution figure: idle links (no bytes) apart, then tenths.
+_UTIL_EDGES = np.linspace(0.0, 1.0, 11)
+
+
+def utilization_bin_labels() -> list[str]:
+    return ["idle"] + [f"{lo:.0%}-{hi:.0%}" for lo, hi in zip(_UTIL_EDGES[:-1], _UTIL_EDGES[1:])]
+
+
+def utilization_bins(util: np.ndarray, bytes_per_step: np.ndarray) -> np.ndarray:
+    """Bin index per link: 0 for a link that carried nothing, else 1 + its tenth of utilization."""
+    tenth = np.clip(np.ceil(np.asarray(util, dtype=float) * 10).astype(int), 1, 10)
+    return np.where(np.asarray(bytes_per_step) > 0, tenth, 0)
+
+
+def utilization_distribution_figure(result: RunResult, highlight: Sequence[str] = ()) -> go.Figure:
+    """Per network tier, how many links sit idle and how many at each tenth of utilization: ECMP's
+    signature (some uplinks idle while others saturate) shows as two bars at the ends of one tier.
+    Links named in ``highlight`` (the findings') are marked with their names at their bin."""
+    links = result.links
+    labels = utilization_bin_labels()
+    bins = utilization_bins(links.utilization, links.bytes_per_step)
+    fig = go.Figure()
+    for tier in ordered_tiers(links.tier):
+        if tier in ("nvlink", "pcie"):
+            continue
+        ids = np.flatnonzero(links.tier == tier)
+        counts = np.bincount(bins[ids], minlength=len(labels))
+        fig.add_bar(x=labels, y=counts, name=esc(tier),
+                    hovertemplate="%{x}: %{y} links<extra>%{fullData.name}</extra>")
+    index = {name: i for i, name in enumerate(links.name)}
+    marked = [index[n] for n in dict.fromkeys(highlight) if n in index]
+    if marked:
+        fig.add_scatter(x=[labels[bins[i]] for i in marked], y=[0] * len(marked), mode="markers+text",
+                        text=[esc(links.name[i]) for i in marked], textposition="top center", name="named in findings",
+                        marker=dict(symbol="star", size=16, color="#D00000"),
+                        hovertemplate="%{text}<extra>named in findings</extra>")
+    fig.update_layout(**_LAYOUT, barmode="group", title=f"{esc(result.case)}: links by utilization, per tier",
+                      xaxis_title="utilization while the link's busiest communication runs (idle: no bytes)",
+                      yaxis_title="links", height=360)
+    return fig
+
+
 def timeline_figure(result: RunResult, max_ranks: int = 36, slowest: int = 4, max_tasks: int = 12000) -> tuple[go.Figure, str]:
     """Per-GPU Gantt chart: each rank a row, compute and waits in its upper half, communication in
     the lower half (it overlaps compute). Returns the figure and a sentence saying what it shows.

@@ -24,7 +24,7 @@ import plotly.offline
 
 from gpuwait.report import figures
 from gpuwait.report.conclusion import workload_conclusion
-from gpuwait.report.step import hot_link_rows, step_summary_dict
+from gpuwait.report.step import alike_text, grouped_hot_link_rows, step_summary_dict
 from gpuwait.report.words import code_spans, evidence_text
 from gpuwait.steps.result import BREAKDOWN_CATEGORIES, RunResult
 from gpuwait.units import format_size, format_time
@@ -70,15 +70,18 @@ def _breakdown_rows(summaries: list[dict]) -> list[tuple[str, list[str]]]:
     return rows
 
 
-def _case_section(result: RunResult, index: int, hot_links: int, max_ranks: int) -> dict:
+def _case_section(result: RunResult, index: int, hot_links: int, max_ranks: int, highlight: Sequence[str] = ()) -> dict:
     timeline, shown = figures.timeline_figure(result, max_ranks=max_ranks)
     return {
         "case": result.case, "workload": result.workload, "cluster": result.cluster, "steps": result.steps,
         "notes": [code_spans(n) for n in result.notes], "ranks_shown": shown,
+        "distribution": {"id": f"fig-utilization-{index}",
+                         "json": script_safe_json(figures.utilization_distribution_figure(result, highlight))},
         "heatmap": {"id": f"fig-heatmap-{index}", "json": script_safe_json(figures.link_heatmap_figure(result))},
         "timeline": {"id": f"fig-timeline-{index}", "json": script_safe_json(timeline)},
         "hot_links": [{**row, "utilization": f"{row['utilization']:.0%}", "bytes_per_step": format_size(row["bytes_per_step"]),
-                       "users": ", ".join(row["users"]) or "-"} for row in hot_link_rows(result, hot_links)],
+                       "users": ", ".join(row["users"]) or "-", "alike": alike_text(row["alike"])}
+                      for row in grouped_hot_link_rows(result, hot_links, highlight)],
         "collectives": [{"label": c.label, "n_ranks": c.n_ranks, "size": format_size(c.size_bytes),
                          "count": c.count_per_step, "time": format_time(c.time_s), "algbw": f"{c.algbw_GBps:.2f}",
                          "busbw": f"{c.busbw_GBps:.2f}", "algo": f"{c.algorithm}/{c.protocol}"} for c in result.collectives],
@@ -101,7 +104,7 @@ def render_html_report(results: Sequence[RunResult], title: str | None = None, h
         breakdown_rows=_breakdown_rows(summaries),
         breakdown={"id": "fig-breakdown", "json": script_safe_json(figures.breakdown_figure(results))},
         busbw={"id": "fig-busbw", "json": script_safe_json(figures.busbw_figure(results))},
-        cases=[_case_section(r, i, hot_links, max_ranks) for i, r in enumerate(results)],
+        cases=[_case_section(r, i, hot_links, max_ranks, [f["component"] for f in findings]) for i, r in enumerate(results)],
         findings=[{**f, "evidence_text": evidence_text(f["evidence"]), "explanation": code_spans(f["explanation"]),
                    "fix": code_spans(f["fix"]),
                    "gain_text": "-" if f["expected_gain_fraction"] is None else f"{100 * f['expected_gain_fraction']:.1f} %"}

@@ -53,6 +53,41 @@ def hot_link_rows(result: RunResult, n: int = HOT_LINKS_DEFAULT, network_only: b
             for i in links.hottest(n, network_only=network_only)]
 
 
+def grouped_hot_link_rows(result: RunResult, n: int = HOT_LINKS_DEFAULT, highlight: Sequence[str] = ()) -> list[dict]:
+    """:func:`hot_link_rows` with ties grouped: links of one tier at the same utilization, bytes and
+    users make one row (``"alike"`` lists the others), so ten rows name more than ten links' worth of
+    story. Links in ``highlight`` (a diagnosis's findings) are marked, and added if not among them."""
+    groups: list[dict] = []
+    for row in hot_link_rows(result, n * 8):
+        key = (row["tier"], round(row["utilization"], 3), round(row["bytes_per_step"], -3), tuple(row["users"]))
+        if groups and groups[-1]["key"] == key:
+            groups[-1]["alike"].append(row["link"])
+        else:
+            groups.append({**row, "key": key, "alike": []})
+    rows = groups[:n]
+    shown = {name for r in rows for name in (r["link"], *r["alike"])}
+    index = {name: i for i, name in enumerate(result.links.name)}
+    for name in dict.fromkeys(highlight):
+        if name in index and name not in shown:
+            i = index[name]
+            links = result.links
+            rows.append({"link_id": i, "link": name, "tier": str(links.tier[i]), "utilization": float(links.utilization[i]),
+                         "bytes_per_step": float(links.bytes_per_step[i]), "users": list(links.users.get(i, [])),
+                         "alike": []})
+    for r in rows:
+        r.pop("key", None)
+        r["named_in_findings"] = r["link"] in highlight or any(a in highlight for a in r["alike"])
+    return rows
+
+
+def alike_text(alike: Sequence[str], limit: int = 3) -> str:
+    """``"+9 alike: leaf0->spine12, leaf0->spine16, leaf1->spine0, ..."``, or "" when alone."""
+    if not alike:
+        return ""
+    more = ", ..." if len(alike) > limit else ""
+    return f"+{len(alike)} alike: {', '.join(alike[:limit])}{more}"
+
+
 def step_summary_dict(result: RunResult, hot_links: int = HOT_LINKS_DEFAULT) -> dict:
     """Everything the terminal tables show, as plain JSON-able data (floats in SI units)."""
     b = result.breakdown
@@ -115,16 +150,20 @@ def breakdown_table(results: Sequence[RunResult]) -> Table:
     return table
 
 
-def hot_links_table(result: RunResult, n: int = HOT_LINKS_DEFAULT) -> Table:
-    """The busiest network links of one case and which communication shares each."""
-    table = Table(title=f"{escape(result.case)}: hottest network links", title_justify="left")
+def hot_links_table(result: RunResult, n: int = HOT_LINKS_DEFAULT, highlight: Sequence[str] = ()) -> Table:
+    """The busiest network links of one case and which communication shares each; links alike
+    (same tier, load and users) share a row, and links named in ``highlight`` are marked."""
+    table = Table(title=f"{escape(result.case)}: hottest network links (alike links grouped)", title_justify="left")
     for col in ("link", "tier", "utilization", "bytes/step", "shared by"):
         table.add_column(col, justify="right" if col in ("utilization", "bytes/step") else "left")
-    for row in hot_link_rows(result, n):
+    for row in grouped_hot_link_rows(result, n, highlight):
         bar = "#" * int(round(row["utilization"] * 10))
         style = "red" if row["utilization"] >= 0.9 else ""
         util = f"{row['utilization']:5.0%} {bar:<10}"
-        table.add_row(escape(row["link"]), escape(row["tier"]), f"[{style}]{util}[/]" if style else util,
+        name = escape(row["link"]) + (f" [dim]{escape(alike_text(row['alike']))}[/]" if row["alike"] else "")
+        if row["named_in_findings"]:
+            name = f"[bold red]* {name}[/]"
+        table.add_row(name, escape(row["tier"]), f"[{style}]{util}[/]" if style else util,
                       format_size(row["bytes_per_step"]), escape(", ".join(row["users"])) or "-")
     if table.row_count == 0:
         table.caption = "no network traffic"
