@@ -85,3 +85,25 @@ def test_diagnosis_ranks_causes_with_their_gains():
                               "(fixing it gives back 150.0 ms per step, 15.0%).")
     assert c.sentences[1] == "Next: slow gpu on gpu3 (fixing it gives back 30.0 ms per step, 3.0%); pfc storm on leaf1."
     assert [x["gain_s"] for x in c.numbers["causes"]] == pytest.approx([0.15, 0.03, None])
+
+
+def test_inference_reads_as_inference():
+    import dataclasses
+
+    from rich.console import Console
+
+    from gpuwait.report.step import breakdown_table, serving_table
+
+    serving = {"ttft_s": 0.2, "ideal_ttft_s": 0.15, "tpot_s": 0.021, "ideal_tpot_s": 0.015,
+               "tokens_per_s": 400.0, "ideal_tokens_per_s": 560.0}
+    r = dataclasses.replace(make_result("IB"), serving=serving)
+    c = workload_conclusion([r])
+    assert c.text == ("IB: time to first token 200.0 ms (ideal network 150.0 ms), time per output token 21.0 ms "
+                      "(ideal network 15.0 ms): the network adds 40.0% to every output token.")
+    console = Console(record=True, width=200)
+    console.print(serving_table([r]))
+    console.print(breakdown_table([r]))
+    text = console.export_text()
+    assert text.index("time to first token") < text.index("time per output token") < text.index("batch time")
+    assert "200.000 ms (ideal 150.000 ms)" in text and "400 (ideal 560)" in text
+    assert "MFU" not in text and "straggler" not in text and "wait fraction" not in text

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 
 from gpuwait.report.results import WorkloadResult
-from gpuwait.report.step import breakdown_table, collectives_table, hot_links_table
+from gpuwait.report.step import breakdown_table, collectives_table, hot_links_table, serving_table
 
 
 def render_workload(console: Console, result: WorkloadResult) -> None:
@@ -18,9 +18,12 @@ def render_workload(console: Console, result: WorkloadResult) -> None:
     head = results[0]
     for sentence in workload_conclusion(results).sentences:
         console.print(f"[bold]{escape(sentence)}[/]")
-    console.print(f"{escape(result.scenario)}: {escape(head.workload)}, {head.steps} step(s)")
+    steps = "" if head.serving else f", {head.steps} step(s)"
+    console.print(f"{escape(result.scenario)}: {escape(head.workload)}{steps}")
     for cluster in dict.fromkeys(r.cluster for r in results):
         console.print(f"  on {escape(cluster)}: {escape(', '.join(r.case for r in results if r.cluster == cluster))}")
+    if any(r.serving for r in results):
+        console.print(serving_table(results))  # inference: TTFT, TPOT and throughput first
     console.print(breakdown_table(results))
     for r in results:
         console.print(collectives_table(r))

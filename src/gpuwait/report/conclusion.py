@@ -93,6 +93,15 @@ def _saving_sentence(before: RunResult, after: RunResult, s: dict) -> str:
             f"{before.case}, of which {_ms(s['part_saved_s'])} in the {part_name(s['part'])}.")
 
 
+def _serving_case(result: RunResult) -> Conclusion:
+    s = dict(result.serving or {})
+    extra = s["tpot_s"] / s["ideal_tpot_s"] - 1 if s.get("ideal_tpot_s") else 0.0
+    numbers = s | {"tpot_network_fraction": extra}
+    return Conclusion((f"{result.case}: time to first token {_ms(s['ttft_s'])} (ideal network {_ms(s['ideal_ttft_s'])}), "
+                       f"time per output token {_ms(s['tpot_s'])} (ideal network {_ms(s['ideal_tpot_s'])}): "
+                       f"the network adds {extra:.1%} to every output token.",), numbers)
+
+
 def _single_case(result: RunResult) -> Conclusion:
     b = result.breakdown
     step_s, cost_s = b.step_time_s, b.network_cost_s
@@ -115,7 +124,7 @@ def workload_conclusion(results: Sequence[RunResult]) -> Conclusion:
     if not results:
         return Conclusion(())
     if len(results) == 1:
-        return _single_case(results[0])
+        return _serving_case(results[0]) if results[0].serving else _single_case(results[0])
     base = results[0]
     best = min(results[1:], key=lambda r: r.breakdown.step_time_s)
     head = _saving(base, best)

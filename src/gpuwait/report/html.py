@@ -24,7 +24,7 @@ import plotly.offline
 
 from gpuwait.report import figures
 from gpuwait.report.conclusion import workload_conclusion
-from gpuwait.report.step import alike_text, grouped_hot_link_rows, step_summary_dict
+from gpuwait.report.step import alike_text, grouped_hot_link_rows, serving_rows, step_summary_dict
 from gpuwait.report.words import code_spans, evidence_text
 from gpuwait.steps.result import BREAKDOWN_CATEGORIES, RunResult
 from gpuwait.units import format_size, format_time
@@ -56,15 +56,20 @@ def _breakdown_rows(summaries: list[dict]) -> list[tuple[str, list[str]]]:
     def ms(x: float) -> str:
         return f"{x * 1e3:,.2f}"
 
-    rows = [("step time (ms)", [ms(s["step_time_s"]) for s in summaries])]
+    inference = all("serving" in s for s in summaries)
+    rows = [("batch time (ms)" if inference else "step time (ms)", [ms(s["step_time_s"]) for s in summaries])]
     for cat in BREAKDOWN_CATEGORIES:
+        if inference and cat in ("data_wait", "straggler_wait", "checkpoint"):
+            continue
         rows.append((f"{cat.replace('_', ' ')} (ms, % of step)",
                      [f"{ms(s['breakdown_s'][cat])} ({s['breakdown_fraction'][cat]:.1%})" for s in summaries]))
     for g in sorted({g for s in summaries for g in s["exposed_comm_s"]}):
         rows.append((f"exposed {g} (ms)", [ms(s["exposed_comm_s"][g]) if g in s["exposed_comm_s"] else "-" for s in summaries]))
     rows += [("ideal-network step (ms)", [ms(s["ideal_step_time_s"]) for s in summaries]),
-             ("network cost (ms)", [ms(s["network_cost_s"]) for s in summaries]),
-             ("wait fraction", [f"{s['wait_fraction']:.1%}" for s in summaries]),
+             ("network cost (ms)", [ms(s["network_cost_s"]) for s in summaries])]
+    if inference:  # no MFU or waiting: the serving rows lead the table instead
+        return rows
+    rows += [("wait fraction", [f"{s['wait_fraction']:.1%}" for s in summaries]),
              ("MFU", [f"{s['mfu']:.1%}" for s in summaries]),
              ("tokens/s", [f"{s['tokens_per_s']:,.0f}" for s in summaries])]
     return rows
@@ -101,7 +106,7 @@ def render_html_report(results: Sequence[RunResult], title: str | None = None, h
         conclusion=list(workload_conclusion(results).sentences if conclusion is None else conclusion),
         version=__version__,
         case_names=[r.case for r in results],
-        breakdown_rows=_breakdown_rows(summaries),
+        breakdown_rows=(serving_rows(results) if all(r.serving for r in results) else []) + _breakdown_rows(summaries),
         breakdown={"id": "fig-breakdown", "json": script_safe_json(figures.breakdown_figure(results))},
         busbw={"id": "fig-busbw", "json": script_safe_json(figures.busbw_figure(results))},
         cases=[_case_section(r, i, hot_links, max_ranks, [f["component"] for f in findings]) for i, r in enumerate(results)],

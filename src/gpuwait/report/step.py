@@ -116,13 +116,41 @@ def step_summary_dict(result: RunResult, hot_links: int = HOT_LINKS_DEFAULT) -> 
         "collectives": [collective_dict(c) for c in result.collectives],
         "hottest_links": hot_link_rows(result, hot_links),
         "notes": list(result.notes),
-    }
+    } | ({"serving": dict(result.serving)} if result.serving else {})
+
+
+#: Breakdown rows that are training words: an inference run does not show them.
+_TRAINING_ONLY = ("data_wait", "straggler_wait", "checkpoint")
+
+
+def serving_rows(results: Sequence[RunResult]) -> list[tuple[str, list[str]]]:
+    """Inference first: TTFT, TPOT and throughput, each beside its ideal-network value."""
+    def cell(s: dict | None, key: str, fmt) -> str:
+        return "-" if not s else f"{fmt(s[key])} (ideal {fmt(s['ideal_' + key])})"
+
+    ms = lambda x: f"{x * 1e3:,.3f} ms"  # noqa: E731
+    return [("time to first token", [cell(r.serving, "ttft_s", ms) for r in results]),
+            ("time per output token", [cell(r.serving, "tpot_s", ms) for r in results]),
+            ("throughput (tokens/s)", [cell(r.serving, "tokens_per_s", lambda x: f"{x:,.0f}") for r in results])]
+
+
+def serving_table(results: Sequence[RunResult]) -> Table:
+    """Inference's own numbers, one column per case."""
+    table = Table(title="Inference: latency and throughput (ideal network in brackets)", title_justify="left")
+    table.add_column("", justify="left")
+    for r in results:
+        table.add_column(escape(r.case), justify="right")
+    for label, cells in serving_rows(results):
+        table.add_row(label, *cells, style="bold" if label != "throughput (tokens/s)" else None)
+    return table
 
 
 # ------------------------------------------------------------------------------------ rich tables
 def breakdown_table(results: Sequence[RunResult]) -> Table:
     """Step breakdown, one column per case: each category in ms and % of the step."""
-    table = Table(title="Where the step goes (job mean per step)", title_justify="left")
+    inference = all(r.serving for r in results)
+    title = "Where the batch's time goes" if inference else "Where the step goes (job mean per step)"
+    table = Table(title=title, title_justify="left")
     table.add_column("", justify="left")
     for r in results:
         table.add_column(escape(r.case), justify="right")
@@ -131,8 +159,10 @@ def breakdown_table(results: Sequence[RunResult]) -> Table:
     def row(label: str, cells: list[str], style: str | None = None) -> None:
         table.add_row(label, *cells, style=style)
 
-    row("step time (ms)", [_ms(s["step_time_s"]) for s in summaries], style="bold")
+    row("batch time (ms)" if inference else "step time (ms)", [_ms(s["step_time_s"]) for s in summaries], style="bold")
     for cat in BREAKDOWN_CATEGORIES:
+        if inference and cat in _TRAINING_ONLY:
+            continue
         row(f"  {cat.replace('_', ' ')}",
             [f"{_ms(s['breakdown_s'][cat])}  {_pct(s['breakdown_fraction'][cat]):>6}" for s in summaries])
     groups = sorted({g for s in summaries for g in s["exposed_comm_s"]})
@@ -141,9 +171,11 @@ def breakdown_table(results: Sequence[RunResult]) -> Table:
     for g in groups:
         row(f"  {escape(g)}", [_ms(s["exposed_comm_s"][g]) if g in s["exposed_comm_s"] else "-" for s in summaries])
     table.add_section()
-    row("ideal-network step (ms)", [_ms(s["ideal_step_time_s"]) for s in summaries])
+    row("ideal-network batch (ms)" if inference else "ideal-network step (ms)", [_ms(s["ideal_step_time_s"]) for s in summaries])
     row("network cost (ms)", [f"{_ms(s['network_cost_s'])}  {_pct(s['network_cost_s'] / s['step_time_s']) if s['step_time_s'] > 0 else '-':>6}"
                               for s in summaries])
+    if inference:  # MFU and waiting are training's words; the serving table says tokens/s
+        return table
     row("wait fraction", [_pct(s["wait_fraction"]) for s in summaries], style="bold")
     row("MFU", [_pct(s["mfu"]) for s in summaries])
     row("tokens/s", [f"{s['tokens_per_s']:,.0f}" for s in summaries])

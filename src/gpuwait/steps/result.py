@@ -146,3 +146,5 @@ class RunResult:
     step_times_s: np.ndarray  # one per step
     notes: tuple[str, ...] = ()
     gpus_per_server: int = 8  # to lay GPUs out by server in timelines
+    # inference only: ttft_s, tpot_s, tokens_per_s and each one's ideal-network value (ideal_ttft_s...)
+    serving: dict | None = None
