@@ -150,7 +150,14 @@ def utilization_distribution_figure(result: RunResult, highlight: Sequence[str] 
     index = {name: i for i, name in enumerate(links.name)}
     marked = [index[n] for n in dict.fromkeys(highlight) if n in index]
     if marked:
-        fig.add_scatter(x=[labels[bins[i]] for i in marked], y=[0] * len(marked), mode="markers+text",
+        # links in the same bin are stacked apart so their names do not print over each other
+        seen: dict[int, int] = {}
+        heights = []
+        for i in marked:
+            seen[int(bins[i])] = seen.get(int(bins[i]), -1) + 1
+            heights.append(seen[int(bins[i])])
+        top = max((t.y.max() for t in fig.data if t.y is not None and len(t.y)), default=1)
+        fig.add_scatter(x=[labels[bins[i]] for i in marked], y=[h * 0.12 * top for h in heights], mode="markers+text",
                         text=[esc(links.name[i]) for i in marked], textposition="top center", name="named in findings",
                         marker=dict(symbol="star", size=16, color="#D00000"),
                         hovertemplate="%{text}<extra>named in findings</extra>")
