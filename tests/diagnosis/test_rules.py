@@ -289,6 +289,42 @@ def test_ecmp_collision_silent(case):
     assert "bytes" in _run("ecmp-collision").missing[0]
 
 
+def _host_link_of_leaf(switch: int) -> int:
+    """A NIC's link up to leaf ``switch``."""
+    return int(np.flatnonzero((TOPO.link_kind == LinkKind.HOST) & (TOPO.link_dst == switch))[0])
+
+
+def test_ecmp_collision_behind_a_nic_that_carries_both_flows_costs_nothing():
+    """Issue 14: with a NIC down its GPU's flow joins a sibling NIC's, and that NIC's two flows may
+    hash onto one uplink. Balanced uplinks would not help: the NIC's own port already needs as long
+    for the same bytes, and no routing changes a host port's load. The collision's cost is bounded by
+    the hot uplink's time over the longest a host port or a fair (mean) share of the uplinks needs."""
+    switch, links = next(iter(_uplinks(TOPO, 1).items()))
+    carried = _collided_bytes(links, 2e9)
+    carried[_host_link_of_leaf(switch)] = 2e9  # the NIC that carries both flows, at the uplinks' rate
+    assert _run("ecmp-collision", step_time_s=1.0, link_bytes=carried, link_rate_Bps=_nominal(),
+                link_nominal_Bps=_nominal()).candidates == []
+    carried[_host_link_of_leaf(switch)] = 1e9  # one flow per NIC: the uplink alone holds the second one
+    found = _one(_run("ecmp-collision", step_time_s=1.0, link_bytes=carried, link_rate_Bps=_nominal(),
+                      link_nominal_Bps=_nominal()), "ecmp-collision")
+    rate = float(_nominal()[links[1]])
+    assert found.lost_s == pytest.approx((2e9 - 1e9) / rate)  # hot uplink's bytes over the mean share, at its rate
+
+
+def test_ecmp_collision_cost_does_not_grow_with_the_counting_window():
+    """Exported counters cover a window of several steps, not one: the cost is the share of the
+    exposed communication that waits on the hot uplink beyond its fair share (1 - fair/hot of it),
+    whatever the window (an 88 ms estimate outranked a dead NIC read from a scrape)."""
+    switch, links = next(iter(_uplinks(TOPO, 1).items()))
+    phases = _phases()
+    phases["exposed_comm"] = np.full(N_GPUS, 0.1)
+    for window_steps in (1, 10):
+        carried = _collided_bytes(links, 2e9) * window_steps
+        found = _one(_run("ecmp-collision", step_time_s=1.0, per_gpu_s=phases, link_bytes=carried,
+                          link_rate_Bps=_nominal(), link_nominal_Bps=_nominal()), "ecmp-collision")
+        assert found.lost_s == pytest.approx(0.1 * (1 - 1e9 / 2e9))
+
+
 # oversubscription: the leaf's offered load over its uplink capacity, from more capacity down than up
 def test_oversubscription_names_the_leaf():
     topo = _fabric(oversubscription=2.0)
