@@ -644,8 +644,32 @@ def _collided(obs: Observation, links: np.ndarray) -> tuple[float, int, float] |
         return None  # one flow on one uplink, the rest idle: nothing collided
     # the hottest uplink against a typical busy sibling: two flows where the others carry one
     typical = float(np.median(carrying))
-    lost = min(max(float(own[hot]) - typical, 0.0) / float(obs.link_rate_Bps[links[hot]]), _exposed_comm_s(obs))
+    if own[hot] <= typical:
+        return None
+    rate = float(obs.link_rate_Bps[links[hot]])
+    hot_s = float(own[hot]) / rate
+    # balanced, the uplinks would each carry the mean; and no routing shortens a host port's time
+    floor_s = max(mean / rate, _busiest_host_port_s(obs, int(obs.topo.link_src[links[hot]])))
+    if hot_s <= floor_s:
+        return None  # the flows' own NIC ports need as long: the uplink is not what they wait for
+    # two bounds: the bytes beyond the floor at the uplink's rate (counters of one step), and the
+    # share of the exposed communication the floor would save (whatever the counters' window)
+    lost = min(hot_s - floor_s, _exposed_comm_s(obs) * (1.0 - floor_s / hot_s))
     return lost, int(links[hot]), float(own[hot]) / max(typical, 1e-30)
+
+
+def _busiest_host_port_s(obs: Observation, switch: int) -> float:
+    """The longest any endpoint port sending into ``switch`` (or into a switch below it, whose
+    uplinks feed it) needs for its bytes at its rate: the flows on ``switch``'s uplinks come from
+    those ports, and no routing change shortens their time."""
+    topo = obs.topo
+    feeding = topo.link_src[(topo.link_dst == switch) & (topo.link_kind == LinkKind.FABRIC)
+                            & (topo.node_tier[topo.link_src] < topo.node_tier[switch])]
+    below = np.isin(topo.link_dst, [switch, *feeding.tolist()])
+    host = np.flatnonzero((topo.link_kind == LinkKind.HOST) & below & (obs.link_rate_Bps > 0))
+    if not len(host):
+        return 0.0
+    return float((_job_bytes(obs, host) / obs.link_rate_Bps[host]).max())
 
 
 @rule("ecmp-collision", Fix(_adaptive, routing=more_qps))
@@ -653,8 +677,10 @@ def collision(obs: Observation, out: RuleOutput) -> None:
     """ECMP hashed two or more flows onto one uplink while a sibling uplink of the same switch sat
     idle (carried under IDLE_SIBLING of the mean): a load imbalance across equal-cost paths, not a
     busy threshold (Al-Fares et al., "Hedera", NSDI 2010, find such collisions cost large flows up
-    to half their bandwidth while links idle). The cost is the hottest uplink's bytes beyond the
-    balanced share at its rate."""
+    to half their bandwidth while links idle). The cost is the hottest uplink's time beyond a floor
+    no routing lowers (the uplinks' mean share, and the busiest endpoint port feeding the switch:
+    two flows leaving one NIC take as long there), at most that share of the exposed
+    communication."""
     if obs.link_bytes is None or obs.link_rate_Bps is None:
         out.missing.append("per-port transmitted bytes and rates")
         return
