@@ -32,6 +32,9 @@ _INFO = {
     "gpuwait_nccl_transport_info": MetricInfo("gauge", "NCCL's network transport per server (NCCL_DEBUG=INFO lines)"),
     "gpuwait_nic_numa_remote": MetricInfo("gauge", "1 where a GPU's NIC sits behind the other CPU socket (NCCL topology)"),
     "gpuwait_steps_total": MetricInfo("counter", "training steps the run's counters cover (the scrape window in steps)"),
+    "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": MetricInfo("gauge", "Throttling reasons bitmask (NVML clocks throttle reasons)"),
+    "DCGM_FI_DEV_PCIE_LINK_GEN": MetricInfo("gauge", "PCIe current link generation"),
+    "DCGM_FI_DEV_PCIE_LINK_WIDTH": MetricInfo("gauge", "PCIe current link width"),
 }
 
 
@@ -62,8 +65,26 @@ def export_metrics(run: WorkloadRun, case: int = 0) -> MetricSet:
     for gpu in run.effects.remote_nic_gpus:
         samples.append(("gpuwait_nic_numa_remote", {"gpu": topo.node_name[gpu]}, 1.0))
     samples.append(("gpuwait_steps_total", {}, float(result.steps)))
+    samples += _dcgm_gpu_state(topo)
     extra = MetricSet.from_samples(samples, info=_INFO)
     return metrics_from_result(result, topo, extra_counters=extra)
+
+
+def _dcgm_gpu_state(topo: Topology) -> list:
+    """What dcgm-exporter reports of each modelled GPU's clocks and PCIe link: no throttle reason (the
+    model's GPUs run at their clocks; a slow-gpu fault says nothing of why), and the x16 link of the
+    generation the server's PCIe bandwidth is (its nearest)."""
+    from gpuwait.diagnosis.rules import PCIE_LANE_GBps
+
+    pcie_GBps = topo.spec.server.pcie_bandwidth / 1e9
+    gen = min(PCIE_LANE_GBps, key=lambda g: abs(PCIE_LANE_GBps[g] * 16 - pcie_GBps))
+    samples = []
+    for server in range(topo.n_servers):
+        for index in range(topo.gpu_node.shape[1]):
+            labels = {"Hostname": topo.server_name(server), "gpu": str(index)}
+            samples += [("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", labels, 0.0),
+                        ("DCGM_FI_DEV_PCIE_LINK_GEN", labels, float(gen)), ("DCGM_FI_DEV_PCIE_LINK_WIDTH", labels, 16.0)]
+    return samples
 
 
 def observe_telemetry(bundle: TelemetryBundle, topo: Topology) -> Observation:
