@@ -73,3 +73,55 @@ def test_a_slow_storage_backend_needs_a_job_that_reads():
 
     with pytest.raises(SpecError, match="reads no dataset"):
         simulate_workload(_roce_dp(), faults=[parse_inject("storage-slow:all:throughput_fraction=0.2")])
+
+
+def test_dcgm_throttle_reasons_and_pcie_width_name_the_gpu_by_its_real_name(capsys, tmp_path):
+    """Issue 14: GPU clock throttling and a downtrained PCIe link, read from dcgm-exporter's own series
+    (DCGM_FI_DEV_CLOCK_THROTTLE_REASONS, DCGM_FI_DEV_PCIE_LINK_GEN / _WIDTH) on the example bundle:
+    sl390lin103's GPU 2 runs thermally throttled and computes 15 % longer than its peers; r815lin111's
+    GPU 6 trained at Gen1 x4 (1 GB/s, under its 32 Gb/s HCA)."""
+    import json
+    import re
+    import shutil
+    from pathlib import Path
+
+    from tests.cli.test_cli import run_cli
+
+    bundle = tmp_path / "telemetry"
+    shutil.copytree("examples/telemetry", bundle)
+
+    def edit(host: str, metric: str, gpu: str, value: str) -> None:
+        path = bundle / "dcgm" / f"{host}.prom"
+        text, n = re.subn(rf'^({metric}{{gpu="{gpu}",.*}}) \S+$', rf"\g<1> {value}", path.read_text(), flags=re.M)
+        assert n == 1
+        path.write_text(text)
+
+    edit("sl390lin103", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "2", "64")  # HW thermal slowdown
+    edit("sl390lin103", "DCGM_FI_PROF_SM_ACTIVE", "2", "0.60")
+    edit("r815lin111", "DCGM_FI_DEV_PCIE_LINK_GEN", "6", "1")
+    edit("r815lin111", "DCGM_FI_DEV_PCIE_LINK_WIDTH", "6", "4")
+    code, out, err = run_cli(capsys, "diagnose", "--telemetry", str(bundle), "--cluster",
+                             str(Path("examples/inventory/x5-cluster.yaml")), "--json")
+    assert code == 0, err
+    found = {f["kind"]: f for f in json.loads(out)["findings"]}
+    throttle = found["gpu-throttle"]
+    assert throttle["component"].startswith("sl390lin103") and throttle["component"].endswith("gpu2")
+    assert "thermal" in throttle["evidence"]["throttle_reasons"] and throttle["severity"] != "info"
+    pcie = found["pcie-downtrained"]
+    assert pcie["component"].startswith("r815lin111") and pcie["evidence"]["pcie_link"] == "Gen1 x4"
+
+
+def test_telemetry_link_bytes_are_per_step_whatever_the_window():
+    """Exported counters cover the whole run (here 2 steps); the rules weigh one step's bytes at a
+    port's rate, so reading them back divides by the steps counted (gpuwait_steps_total). Before,
+    a collision read from a scrape was estimated on twice its bytes."""
+    from pathlib import Path
+
+    from gpuwait.diagnosis.telemetry import export_metrics, observe_telemetry
+    from gpuwait.telemetry.bundle import TelemetryBundle
+
+    run = simulate_workload(_roce_dp())
+    assert run.results[0].steps == 2
+    bundle = TelemetryBundle(root=Path("."), metric_files={"export.prom": export_metrics(run)})
+    obs = observe_telemetry(bundle, run.topo)
+    assert np.allclose(obs.link_bytes, run.results[0].links.bytes_per_step)

@@ -63,9 +63,11 @@ def _fabric_link(index: int = 0) -> int:
 
 def test_every_rule_is_tested_here():
     """A new rule fails this until it gets its tests below."""
-    assert list(RULES) == ["slow-gpu", "dataloader-starvation", "storage-contention", "storage-slow", "tcp-fallback",
+    assert ["slow-gpu", "dataloader-starvation", "storage-contention", "storage-slow", "tcp-fallback",
                            "no-gdr", "nic-affinity", "nic-down", "link-flap", "link-loss", "link-degrade",
-                           "noisy-neighbor", "ecmp-polarization", "ecmp-collision", "oversubscription"]
+                           "noisy-neighbor", "ecmp-polarization", "ecmp-collision", "oversubscription"] == [
+                               k for k in RULES if k not in ("gpu-throttle", "pcie-downtrained")]
+    assert list(RULES)[:3] == ["slow-gpu", "gpu-throttle", "pcie-downtrained"]
 
 
 # slow-gpu: an outlier (OUTLIER_SIGMAS robust deviations above the median) costing MATTERS of the step
@@ -89,6 +91,58 @@ def test_slow_gpu(extra_s, fires):
 def test_slow_gpu_is_not_jitter_and_names_what_it_lacks():
     assert _run("slow-gpu", step_time_s=1.0, per_gpu_s=_phases(_jittered()), gpu_names=_gpu_names()).candidates == []
     assert "DCGM" in _run("slow-gpu").missing[0]
+
+
+# gpu-throttle: DCGM's clock throttle reasons (NVML bits) on a GPU that computes longer than its unthrottled peers
+def _gpu(index: int) -> int:
+    return int(TOPO.gpu_node.ravel()[index])
+
+
+@pytest.mark.parametrize("bits, extra_s, fires", [(0x40, 0.05, True), (0x4 | 0x20, 0.05, True),
+                                                  (0x40, 0.5 * rules.MATTERS, False),  # throttled, costs nothing
+                                                  (0x1 | 0x2, 0.05, False)])  # idle / application clocks: settings
+def test_gpu_throttle_names_the_gpu_and_its_reason(bits, extra_s, fires):
+    compute = np.ones(N_GPUS)
+    compute[5] += extra_s
+    throttle = {_gpu(i): 0 for i in range(N_GPUS)} | {_gpu(5): bits}
+    out = _run("gpu-throttle", step_time_s=1.0, per_gpu_s=_phases(compute), gpu_names=_gpu_names(), gpu_throttle=throttle)
+    if not fires:
+        assert out.candidates == []
+        return
+    found = _one(out, "gpu-throttle")
+    assert found.component == TOPO.node_name[_gpu(5)] and found.direct and found.lost_s == pytest.approx(extra_s)
+    assert ("thermal" if bits & 0x60 else "power") in found.explanation
+
+
+def test_gpu_throttle_names_what_it_lacks_and_outranks_slow_gpu_by_being_direct():
+    assert "THROTTLE_REASONS" in _run("gpu-throttle").missing[0]
+    unmeasured = _run("gpu-throttle", gpu_throttle={_gpu(1): 0x8})  # no phases: named, cost unknown
+    assert _one(unmeasured, "gpu-throttle").lost_s is None
+
+
+# pcie-downtrained: a GPU's PCIe link below RATE_DOWNSHIFT of its peers' best, costing when slower than its NIC
+@pytest.mark.parametrize("gen, width, fires", [(3, 4, True),      # 3.9 GB/s under a 12.5 GB/s NIC
+                                               (4, 16, False),    # 31.5 GB/s: lost a generation, still above the NIC
+                                               (5, 16, False)])   # as its peers
+def test_pcie_downtrained(gen, width, fires):
+    pcie = {_gpu(i): (5.0, 16.0) for i in range(N_GPUS)} | {_gpu(2): (float(gen), float(width))}
+    carried = np.zeros(TOPO.n_links)
+    carried[TOPO.link_kind == LinkKind.HOST] = 1e9
+    out = _run("pcie-downtrained", step_time_s=1.0, gpu_pcie=pcie, link_bytes=carried, link_nominal_Bps=_nominal())
+    found = [c for c in out.candidates if c.lost_s and c.lost_s >= rules.MATTERS]
+    assert [c.component for c in found] == ([TOPO.node_name[_gpu(2)]] if fires else [])
+    if fires:
+        rate = rules.PCIE_LANE_GBps[3] * 1e9 * 4
+        assert found[0].lost_s == pytest.approx(1e9 / rate - 1e9 / 12.5e9)  # the NIC's bytes at the PCIe rate
+        assert found[0].evidence["pcie_link"] == "Gen3 x4"
+    assert "PCIE_LINK_GEN" in _run("pcie-downtrained").missing[0]
+
+
+def test_pcie_lane_rates_are_the_published_ones():
+    """PCI-SIG: Gen3 8 GT/s 128b/130b = 0.985 GB/s per lane; Gen5 x16 = 63.0 GB/s; Gen1 8b/10b 0.25 GB/s."""
+    assert rules.PCIE_LANE_GBps[3] == pytest.approx(0.985, abs=1e-3)
+    assert rules.PCIE_LANE_GBps[5] * 16 == pytest.approx(63.0, abs=0.1)
+    assert rules.PCIE_LANE_GBps[1] == pytest.approx(0.25)
 
 
 # dataloader-starvation: the GPUs wait for data MATTERS of the step with no storage traffic
@@ -158,12 +212,47 @@ def test_nic_affinity_names_the_gpu():
     assert _run("nic-affinity", remote_nic_gpus=()).candidates == []
 
 
+def test_nic_affinity_costs_the_nics_bytes_at_the_bounce_rate():
+    """Without GPUDirect across sockets each byte crosses PCIe and the socket interconnect twice:
+    half the smaller of the two (63 and 64 GB/s here: 31.5 GB/s). A 100 Gb/s NIC is slower still and
+    loses nothing; a 400 Gb/s one (50 GB/s) moves its bytes 50 / 31.5 times slower."""
+    gpu = int(TOPO.gpu_node[2, 1])
+    carried = np.full(TOPO.n_links, 1e9)
+    assert _one(_run("nic-affinity", remote_nic_gpus=(gpu,), step_time_s=1.0, link_bytes=carried,
+                     link_nominal_Bps=_nominal()), "nic-affinity").lost_s == 0.0
+    fast = build_cluster(ClusterSpec.model_validate({
+        "servers": 8, "server": {"gpus": 4, "nics": 4, "nic_speed": "400Gbps", "pcie_switches": 2, "cpus": 2},
+        "fabric": {"tiers": 2, "switch_radix": 8}}))
+    gpu = int(fast.gpu_node[2, 1])
+    found = _one(_run("nic-affinity", topo=fast, remote_nic_gpus=(gpu,), step_time_s=1.0,
+                      link_bytes=np.full(fast.n_links, 1e9), link_nominal_Bps=fast.link_capacity_Bps.astype(float)),
+                 "nic-affinity")
+    assert found.lost_s == pytest.approx(1e9 / 31.5e9 - 1e9 / 50e9)
+
+
 # nic-down: a NIC's port below 1 % of its nominal rate
 def test_nic_down_names_the_nic():
     rate = _nominal()
     rate[TOPO.link_id("s1.nic2->leaf1")] *= 1e-9
     assert _one(_run("nic-down", link_rate_Bps=rate, link_nominal_Bps=_nominal()), "nic-down").component == "s1.nic2"
     assert _run("nic-down", link_rate_Bps=_nominal(), link_nominal_Bps=_nominal()).candidates == []
+
+
+def test_nic_down_costs_the_doubled_port_or_half_the_exposed_communication():
+    """The NIC that takes a dead one's traffic carries two GPUs' share: when its counters show the
+    extra bytes the cost is its extra time; when no port shows them (another path took them), the
+    communication waiting on the neighbour at most doubles: half the exposed communication."""
+    rate = _nominal()
+    dead = TOPO.link_id("s1.nic2->leaf1")
+    rate[dead] *= 1e-9
+    phases = _phases()
+    phases["exposed_comm"] = np.full(N_GPUS, 0.2)
+    carried = np.where(TOPO.link_kind == LinkKind.HOST, 1e9, 0.0)
+    carried[dead] = 0.0
+    fields = {"step_time_s": 1.0, "per_gpu_s": phases, "link_rate_Bps": rate, "link_nominal_Bps": _nominal()}
+    assert _one(_run("nic-down", link_bytes=carried, **fields), "nic-down").lost_s == pytest.approx(0.1)
+    carried[TOPO.link_id("s1.nic3->leaf1")] = 2e9  # the neighbour's counters show the dead NIC's bytes
+    assert _one(_run("nic-down", link_bytes=carried, **fields), "nic-down").lost_s == pytest.approx(1e9 / 12.5e9)
 
 
 # link-flap and link-loss: port error counters (LinkDownedCounter, SymbolErrorCounter)
@@ -287,6 +376,20 @@ def test_ecmp_collision_silent(case):
     assert _run("ecmp-collision", step_time_s=step, link_bytes=carried, link_rate_Bps=rate,
                 link_nominal_Bps=_nominal()).candidates == []
     assert "bytes" in _run("ecmp-collision").missing[0]
+
+
+def test_ecmp_collision_cost_does_not_grow_with_the_counting_window():
+    """Exported counters cover a window of several steps, not one: the cost is the share of the
+    exposed communication that waits on the hot uplink beyond its fair share (1 - fair/hot of it),
+    whatever the window (an 88 ms estimate outranked a dead NIC read from a scrape)."""
+    switch, links = next(iter(_uplinks(TOPO, 1).items()))
+    phases = _phases()
+    phases["exposed_comm"] = np.full(N_GPUS, 0.1)
+    for window_steps in (1, 10):
+        carried = _collided_bytes(links, 2e9) * window_steps
+        found = _one(_run("ecmp-collision", step_time_s=1.0, per_gpu_s=phases, link_bytes=carried,
+                          link_rate_Bps=_nominal(), link_nominal_Bps=_nominal()), "ecmp-collision")
+        assert found.lost_s == pytest.approx(0.1 * (1 - 1e9 / 2e9))
 
 
 # oversubscription: the leaf's offered load over its uplink capacity, from more capacity down than up

@@ -42,6 +42,10 @@ class Observation:
     #: storage servers whose backend (disks, file system) is busy all the time: node_exporter's
     #: ``node_disk_io_time_seconds_total`` rising one second per second; None = not collected
     storage_busy: tuple[str, ...] | None = None
+    #: GPU node id -> DCGM_FI_DEV_CLOCK_THROTTLE_REASONS (NVML bit mask); None = not collected
+    gpu_throttle: dict[int, int] | None = None
+    #: GPU node id -> (PCIe generation, lanes) the GPU's link trained at while the job ran; None = not collected
+    gpu_pcie: dict[int, tuple[float, float]] | None = None
     missing: tuple[str, ...] = ()
 
 
@@ -78,7 +82,8 @@ def observe_run(topo: Topology, result: RunResult, effects, baseline: RunResult 
         link_users=result.links.users, link_foreign_Bps=effects.foreign_Bps, counters=counters,
         socket_transport=effects.socket_transport, gdr_off_servers=effects.no_gdr_servers,
         remote_nic_gpus=effects.remote_nic_gpus, collectives=result.collectives,
-        storage_read=storage_read, storage_busy=tuple(topo.node_name[n] for n in effects.slow_storage_nodes))
+        storage_read=storage_read, storage_busy=tuple(topo.node_name[n] for n in effects.slow_storage_nodes),
+        gpu_throttle={}, gpu_pcie={})  # the model's GPUs run at their clocks on full-width links
 
 
 def _starved_server_phases(topo: Topology, ranks: np.ndarray, per_gpu_s: dict[str, np.ndarray],

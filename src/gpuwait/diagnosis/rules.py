@@ -192,6 +192,122 @@ def slow_gpu(obs: Observation, out: RuleOutput) -> None:
         lost_s=lost))
 
 
+#: NVML's clock throttle (clock event) reasons that slow a busy GPU, by bit: what
+#: DCGM_FI_DEV_CLOCK_THROTTLE_REASONS carries (NVML API reference, "nvmlClocksThrottleReasons",
+#: https://docs.nvidia.com/deploy/nvml-api/group__nvmlClocksThrottleReasons.html). Idle (0x1),
+#: application clocks (0x2), sync boost (0x10) and display (0x100) are settings, not faults.
+THROTTLE_REASONS = {0x4: "software power cap", 0x8: "hardware slowdown (thermal or power)",
+                    0x20: "software thermal slowdown", 0x40: "hardware thermal slowdown",
+                    0x80: "hardware power brake"}
+
+
+def _throttle_words(bits: int) -> str:
+    return ", ".join(word for bit, word in THROTTLE_REASONS.items() if bits & bit)
+
+
+def _excess_over_peers_s(obs: Observation, gpu: int, peers: set[int]) -> float | None:
+    """How much longer GPU node ``gpu`` computes per step than the median of ``peers`` (None: no phases)."""
+    if obs.per_gpu_s is None or obs.gpu_names is None:
+        return None
+    compute = obs.per_gpu_s["compute"]
+    ids = [obs.topo.node_id(name) for name in obs.gpu_names]
+    others = [compute[i] for i, g in enumerate(ids) if g in peers]
+    if gpu not in ids or not others:
+        return None
+    return max(float(compute[ids.index(gpu)]) - float(np.median(others)), 0.0)
+
+
+@rule("gpu-throttle", Fix(_heal_gpu))
+def gpu_throttle(obs: Observation, out: RuleOutput) -> None:
+    """A GPU's clocks are held down by a thermal or power limit (its throttle reasons say which):
+    it computes slower, and synchronous training waits for it at every collective. Its cost is the
+    time it computes beyond the median of the unthrottled GPUs (what the others wait); GPUs all
+    throttled alike leave no peer to compare with and are named only as unmeasured (info)."""
+    if obs.gpu_throttle is None:
+        out.missing.append("GPU clock throttle reasons (DCGM_FI_DEV_CLOCK_THROTTLE_REASONS)")
+        return
+    mask = sum(THROTTLE_REASONS)
+    throttled = {g: bits for g, bits in obs.gpu_throttle.items() if bits & mask}
+    if not throttled:
+        return
+    peers = set(obs.gpu_throttle) - set(throttled)
+    costs = {g: _excess_over_peers_s(obs, g, peers) for g in throttled}
+    worst = max(throttled, key=lambda g: costs[g] or 0.0)
+    lost = costs[worst]
+    if lost is not None and not _matters(obs, lost):
+        return
+    name = obs.topo.node_name[worst]
+    words = _throttle_words(throttled[worst])
+    cost = f"; it computes {_ms(lost)} per step longer than its unthrottled peers, and they wait for it" if lost else ""
+    out.candidates.append(Candidate(
+        "gpu-throttle", name, 0.95,
+        {"throttle_reasons": words, "throttled_gpus": len(throttled),
+         "lost_ms": round(lost * 1e3, 2) if lost is not None else "n/a"},
+        f"{name}'s clocks are held down ({words}){cost}.",
+        f"check {name}'s cooling (inlet temperature, fans, airflow in the rack) and power (power limit, PSU, "
+        "power brake signal from the BMC); drain it until it runs at its clocks",
+        direct=True, lost_s=lost))
+
+
+#: PCIe data rate per lane by generation, GB/s: the transfer rate (2.5, 5, 8, 16, 32, 64 GT/s) times
+#: the line code (8b/10b for generations 1-2, 128b/130b for 3-5, 242/256 FLIT for 6), over 8 bits
+#: (PCI-SIG, PCI Express Base Specification 6.0, and "PCIe 6.0 specification FAQ", pcisig.com)
+PCIE_LANE_GBps = {1: 2.5 * 0.8 / 8, 2: 5 * 0.8 / 8, 3: 8 * 128 / 130 / 8, 4: 16 * 128 / 130 / 8,
+                  5: 32 * 128 / 130 / 8, 6: 64 * 242 / 256 / 8}
+
+
+def _pcie_Bps(gen: float, width: float) -> float:
+    if not (np.isfinite(gen) and np.isfinite(width)) or int(gen) not in PCIE_LANE_GBps:
+        return float("nan")
+    return PCIE_LANE_GBps[int(gen)] * 1e9 * width
+
+
+def _nic_link_of_gpu(obs: Observation, gpu: int) -> int | None:
+    """The uplink of the NIC GPU node ``gpu`` sends through (its first NIC's first port)."""
+    topo = obs.topo
+    where = np.argwhere(topo.gpu_node == gpu)
+    if not len(where):
+        return None
+    server, index = (int(v) for v in where[0])
+    link = int(topo.nic_uplink[server, int(topo.gpu_nic[index]), 0])
+    return link if link >= 0 else None
+
+
+@rule("pcie-downtrained", Fix(_heal_gpu))
+def pcie_downtrained(obs: Observation, out: RuleOutput) -> None:
+    """A GPU's PCIe link trained at a lower generation or fewer lanes than its peers' (a reseated or
+    dusty riser, a failing retimer): GPUDirect RDMA moves the GPU's network bytes over that link, so
+    when it is slower than the NIC the NIC sends at the link's rate. Links train in discrete steps
+    (halving per generation or width), so a link below RATE_DOWNSHIFT of the best peer's has lost
+    one. Read while the job runs: an idle GPU lowers its link generation to save power. The cost is
+    the NIC's bytes at the PCIe rate instead of the NIC's."""
+    if obs.gpu_pcie is None:
+        out.missing.append("GPU PCIe link generation and width (DCGM_FI_DEV_PCIE_LINK_GEN / _WIDTH)")
+        return
+    rates = {g: _pcie_Bps(*gw) for g, gw in obs.gpu_pcie.items()}
+    known = [r for r in rates.values() if np.isfinite(r)]
+    if len(known) < 2:
+        return
+    best = max(known)
+    for gpu, rate in rates.items():
+        if not np.isfinite(rate) or rate >= RATE_DOWNSHIFT * best:
+            continue
+        link = _nic_link_of_gpu(obs, gpu)
+        nic_Bps = float(obs.topo.link_capacity_Bps[link]) if link is not None else 0.0
+        lost = _link_lost_s(obs, link, nic_Bps / rate) if link is not None and rate < nic_Bps else 0.0
+        name = obs.topo.node_name[gpu]
+        gen, width = obs.gpu_pcie[gpu]
+        out.candidates.append(Candidate(
+            "pcie-downtrained", name, 0.9 if lost > 0 else 0.5,
+            {"pcie_link": f"Gen{int(gen)} x{int(width)}", "its_rate": _gbps(rate), "peers_best": _gbps(best),
+             "nic_rate": _gbps(nic_Bps) if nic_Bps else "n/a"},
+            f"{name}'s PCIe link trained at Gen{int(gen)} x{int(width)} ({_gbps(rate)}) where its peers reach "
+            f"{_gbps(best)}" + (f"; its NIC ({_gbps(nic_Bps)}) can send no faster than that" if lost > 0
+                                else "; its NIC is slower still, so the network does not wait for it") + ".",
+            f"reseat {name} (or its riser / retimer) and check `lspci -vv` LnkSta against LnkCap; "
+            "replace the part if it trains low again", direct=True, lost_s=lost))
+
+
 def _fast_loader(scenario: Scenario, faults: list[FaultSpec], component: str) -> tuple[Scenario, list[FaultSpec]]:
     """The loaders keep up: no loader limit, no dataloader-starvation fault."""
     if scenario.workload is not None:
@@ -382,13 +498,22 @@ def nic_affinity(obs: Observation, out: RuleOutput) -> None:
     if obs.remote_nic_gpus is None:
         out.missing.append("NCCL topology / NIC NUMA placement")
         return
+    server = obs.topo.spec.server
+    # without GPUDirect across sockets the data bounces through host memory: each byte crosses the
+    # PCIe and the socket interconnect twice (in and out of memory), so the path carries half the
+    # smaller of the two (the cluster description's figures)
+    bounce_Bps = min(server.pcie_bandwidth, server.cpu_interconnect_bandwidth) / 2
     for gpu in obs.remote_nic_gpus:
         name = obs.topo.node_name[gpu]
+        link = _nic_link_of_gpu(obs, gpu)
+        nic_Bps = float(obs.topo.link_capacity_Bps[link]) if link is not None else 0.0
+        lost = _link_lost_s(obs, link, nic_Bps / bounce_Bps) if link is not None and bounce_Bps < nic_Bps else 0.0
         out.candidates.append(Candidate(
-            "nic-affinity", name, 0.9, {"nic_numa_node": "remote"},
+            "nic-affinity", name, 0.9, {"nic_numa_node": "remote", "path_rate": _gbps(bounce_Bps)},
             f"{name} sends through a NIC behind the other CPU socket: its traffic crosses the CPU interconnect "
-            "and host memory instead of its own PCIe switch.",
-            "map each GPU to the NIC on its PCIe switch (NCCL_IB_HCA order, a correct NCCL_TOPO_FILE, the container's NUMA binding)", direct=True))
+            f"and host memory instead of its own PCIe switch, at most {_gbps(bounce_Bps)}.",
+            "map each GPU to the NIC on its PCIe switch (NCCL_IB_HCA order, a correct NCCL_TOPO_FILE, the container's NUMA binding)",
+            direct=True, lost_s=lost))
 
 
 def _host_nic_links(obs: Observation) -> np.ndarray:
@@ -422,15 +547,17 @@ def nic_down(obs: Observation, out: RuleOutput) -> None:
 def _rerouted_lost_s(obs: Observation, ports: np.ndarray, server: int) -> float | None:
     """The time a dead NIC costs: the busiest port of its server moves its bytes that much longer than
     the median NIC port of the job (the port that took the dead one's traffic), capped by the
-    job's exposed communication."""
+    job's exposed communication; half of that communication when no port shows the extra bytes."""
+    # where the counters do not show the doubled port (the traffic took another path, or bytes are
+    # missing), the neighbour carrying two GPUs' share at most doubles the communication waiting on it
+    bound = 0.5 * _exposed_comm_s(obs)
     if obs.link_bytes is None:
-        return None
+        return bound
     alive = ports[obs.link_rate_Bps[ports] >= 0.01 * obs.link_nominal_Bps[ports]]
     times = obs.link_bytes[alive] / obs.link_rate_Bps[alive]
     mine = times[obs.topo.node_server[obs.topo.link_src[alive]] == server]
-    if not len(mine):
-        return None
-    return min(max(float(mine.max() - np.median(times)), 0.0), _exposed_comm_s(obs))
+    seen = float(mine.max() - np.median(times)) if len(mine) else 0.0
+    return min(seen, _exposed_comm_s(obs)) if seen > 0 else bound
 
 
 def _fabric_or_host(obs: Observation) -> np.ndarray:
@@ -644,7 +771,16 @@ def _collided(obs: Observation, links: np.ndarray) -> tuple[float, int, float] |
         return None  # one flow on one uplink, the rest idle: nothing collided
     # the hottest uplink against a typical busy sibling: two flows where the others carry one
     typical = float(np.median(carrying))
-    lost = min(max(float(own[hot]) - typical, 0.0) / float(obs.link_rate_Bps[links[hot]]), _exposed_comm_s(obs))
+    if own[hot] <= typical:
+        return None
+    rate = float(obs.link_rate_Bps[links[hot]])
+    hot_s = float(own[hot]) / rate
+    # balanced, the hot uplink would carry what its busy siblings carry (a hashed flow is not split,
+    # and a flow alone on an uplink already runs at its NIC's pace)
+    floor_s = typical / rate
+    # two bounds: the bytes beyond the floor at the uplink's rate (counters of one step), and the
+    # share of the exposed communication the floor would save (whatever the counters' window)
+    lost = min(hot_s - floor_s, _exposed_comm_s(obs) * (1.0 - floor_s / hot_s))
     return lost, int(links[hot]), float(own[hot]) / max(typical, 1e-30)
 
 
@@ -653,8 +789,9 @@ def collision(obs: Observation, out: RuleOutput) -> None:
     """ECMP hashed two or more flows onto one uplink while a sibling uplink of the same switch sat
     idle (carried under IDLE_SIBLING of the mean): a load imbalance across equal-cost paths, not a
     busy threshold (Al-Fares et al., "Hedera", NSDI 2010, find such collisions cost large flows up
-    to half their bandwidth while links idle). The cost is the hottest uplink's bytes beyond the
-    balanced share at its rate."""
+    to half their bandwidth while links idle). The cost is the hottest uplink's time beyond a busy
+    sibling's share at its rate, and at most that share of the exposed communication (the bytes
+    beyond the share are what waits; counters may cover a window of steps, not one)."""
     if obs.link_bytes is None or obs.link_rate_Bps is None:
         out.missing.append("per-port transmitted bytes and rates")
         return
@@ -693,8 +830,9 @@ def _leaf_oversubscribed(obs: Observation, switch: int, links: np.ndarray) -> tu
     if ratio <= 1.01 or not len(down):
         return None
     t_up = float(_job_bytes(obs, links).sum()) / up_Bps       # the leaf's offered load through its uplinks
-    # with as much capacity up as down the same bytes would take t_up / ratio
-    lost = min(t_up * (1.0 - 1.0 / ratio), _exposed_comm_s(obs))
+    # with as much capacity up as down the same bytes would take t_up / ratio; and at most the
+    # exposed communication waits on the uplinks, which would shrink alike
+    lost = min(t_up, _exposed_comm_s(obs)) * (1.0 - 1.0 / ratio)
     return lost, ratio
 
 

@@ -31,6 +31,10 @@ _INFO = {
     "gpuwait_link_foreign_bytes_per_second": MetricInfo("gauge", "traffic on the link the job's own flows do not account for"),
     "gpuwait_nccl_transport_info": MetricInfo("gauge", "NCCL's network transport per server (NCCL_DEBUG=INFO lines)"),
     "gpuwait_nic_numa_remote": MetricInfo("gauge", "1 where a GPU's NIC sits behind the other CPU socket (NCCL topology)"),
+    "gpuwait_steps_total": MetricInfo("counter", "training steps the run's counters cover (the scrape window in steps)"),
+    "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": MetricInfo("gauge", "Throttling reasons bitmask (NVML clocks throttle reasons)"),
+    "DCGM_FI_DEV_PCIE_LINK_GEN": MetricInfo("gauge", "PCIe current link generation"),
+    "DCGM_FI_DEV_PCIE_LINK_WIDTH": MetricInfo("gauge", "PCIe current link width"),
 }
 
 
@@ -60,8 +64,27 @@ def export_metrics(run: WorkloadRun, case: int = 0) -> MetricSet:
         samples.append(("gpuwait_nccl_transport_info", {"Hostname": topo.server_name(server), "transport": transport, "gdr": gdr}, 1.0))
     for gpu in run.effects.remote_nic_gpus:
         samples.append(("gpuwait_nic_numa_remote", {"gpu": topo.node_name[gpu]}, 1.0))
+    samples.append(("gpuwait_steps_total", {}, float(result.steps)))
+    samples += _dcgm_gpu_state(topo)
     extra = MetricSet.from_samples(samples, info=_INFO)
     return metrics_from_result(result, topo, extra_counters=extra)
+
+
+def _dcgm_gpu_state(topo: Topology) -> list:
+    """What dcgm-exporter reports of each modelled GPU's clocks and PCIe link: no throttle reason (the
+    model's GPUs run at their clocks; a slow-gpu fault says nothing of why), and the x16 link of the
+    generation the server's PCIe bandwidth is (its nearest)."""
+    from gpuwait.diagnosis.rules import PCIE_LANE_GBps
+
+    pcie_GBps = topo.spec.server.pcie_bandwidth / 1e9
+    gen = min(PCIE_LANE_GBps, key=lambda g: abs(PCIE_LANE_GBps[g] * 16 - pcie_GBps))
+    samples = []
+    for server in range(topo.n_servers):
+        for index in range(topo.gpu_node.shape[1]):
+            labels = {"Hostname": topo.server_name(server), "gpu": str(index)}
+            samples += [("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", labels, 0.0),
+                        ("DCGM_FI_DEV_PCIE_LINK_GEN", labels, float(gen)), ("DCGM_FI_DEV_PCIE_LINK_WIDTH", labels, 16.0)]
+    return samples
 
 
 def observe_telemetry(bundle: TelemetryBundle, topo: Topology) -> Observation:
@@ -93,9 +116,7 @@ def observe_telemetry(bundle: TelemetryBundle, topo: Topology) -> Observation:
         util = _on_links(topo, real.link_tx_Bps) / (rate if rate is not None else nominal)
     if util is None:
         missing.append("per-port utilization")
-    link_bytes = _link_vector(metrics, names, "gpuwait_link_transmit_bytes_total", topo)
-    if link_bytes is None and real.link_tx_bytes:
-        link_bytes = _on_links(topo, real.link_tx_bytes)  # over the window, not per step: read as used / unused
+    link_bytes = _per_step_bytes(metrics, names, real, topo, step)
     counters = {}
     for metric, key in (("SymbolErrorCounter", "symbol_errors"), ("LinkDownedCounter", "link_downed"),
                         ("out_of_sequence", "out_of_sequence")):
@@ -104,6 +125,9 @@ def observe_telemetry(bundle: TelemetryBundle, topo: Topology) -> Observation:
             values = _on_links(topo, real.counters[key])
         if values is not None:
             counters[key] = values
+    for key in ("xmit_wait", "pause_received", "ecn_marked"):  # congestion counters (PMA, mlx5 ethtool)
+        if real.counters.get(key):
+            counters[key] = _on_links(topo, real.counters[key])
     foreign = _link_vector(metrics, names, "gpuwait_link_foreign_bytes_per_second", topo)
     socket, gdr_off, remote = _nccl_transport(bundle, metrics, names, topo)
     if socket is None:
@@ -115,7 +139,24 @@ def observe_telemetry(bundle: TelemetryBundle, topo: Topology) -> Observation:
     return Observation(topo=topo, step_time_s=step, baseline_step_time_s=ideal, gpu_names=gpu_names, per_gpu_s=per_gpu, link_util=util,
                        link_bytes=link_bytes, link_rate_Bps=rate, link_nominal_Bps=nominal if rate is not None else None,
                        link_users=dict(real.link_users), link_foreign_Bps=foreign, counters=counters, socket_transport=socket,
-                       gdr_off_servers=gdr_off, remote_nic_gpus=remote, storage_read=reads, missing=tuple(missing))
+                       gdr_off_servers=gdr_off, remote_nic_gpus=remote, storage_read=reads,
+                       gpu_throttle=dict(real.gpu_throttle) or None, gpu_pcie=dict(real.gpu_pcie) or None,
+                       missing=tuple(missing))
+
+
+def _per_step_bytes(metrics: MetricSet, names: set[str], real: MappedSeries, topo: Topology,
+                    step_s: float | None) -> np.ndarray | None:
+    """Bytes per link per step: counters cover a window of several steps, and the rules weigh a
+    step's bytes at a port's rate. gpuwait's own totals over the steps they count; an exporter's
+    rate over its query window times the step time; else counter increases of unknown window (the
+    rules then bound each cost by the exposed communication, which needs no window)."""
+    total = _link_vector(metrics, names, "gpuwait_link_transmit_bytes_total", topo)
+    if total is not None:
+        steps = float(metrics.value_of("gpuwait_steps_total")) if "gpuwait_steps_total" in names else 1.0
+        return total / max(steps, 1.0)
+    if real.link_tx_Bps and step_s and set(real.link_tx_Bps) >= set(real.link_tx_bytes):  # one scale for all
+        return _on_links(topo, real.link_tx_Bps) * step_s
+    return _on_links(topo, real.link_tx_bytes) if real.link_tx_bytes else None
 
 
 def _on_links(topo: Topology, values: dict[int, float]) -> np.ndarray:
