@@ -28,7 +28,8 @@ links into tier-2 and higher switches), whether it ever shared a network link wi
 job. Per cluster: allocation rate (time-averaged share of GPUs allocated), utilization (allocated
 GPU-time weighted by each job's compact-alone over actual step time: the share of the cluster doing
 useful work), fragmentation (time-averaged share of GPUs free while the head of the queue cannot
-start: free GPUs the head cannot use), makespan, mean and p99 JCT, share of jobs and of GPUs that
+start: free GPUs the head cannot use), leaf fragmentation (time-averaged share of GPUs free in
+partly allocated leaf domains: free capacity a job of one leaf cannot use compactly), makespan, mean and p99 JCT, share of jobs and of GPUs that
 ever ran in contention, and seconds each link spent shared by two or more jobs.
 """
 
@@ -103,7 +104,8 @@ class ScheduleResult:
     allocation_rate: float
     utilization: float
     fragmentation: float
-    timeline: np.ndarray           # (events, 4): time, allocated GPUs, fragmented GPUs, queued jobs
+    leaf_fragmentation: float
+    timeline: np.ndarray           # (events, 5): time, allocated, fragmented, leaf-fragmented GPUs, queued jobs
     link_shared_s: dict[str, float]  # link name -> seconds it carried two or more jobs
     link_names: list[str]
 
@@ -134,7 +136,8 @@ class ScheduleResult:
                 "mean_queue_delay_s": float(np.mean([j.queue_delay_s for j in self.jobs])),
                 "mean_slowdown": float(np.mean([j.slowdown for j in self.jobs])),
                 "allocation_rate": self.allocation_rate, "utilization": self.utilization,
-                "fragmentation": self.fragmentation, "contended_jobs": self.contended_jobs,
+                "fragmentation": self.fragmentation, "leaf_fragmentation": self.leaf_fragmentation,
+                "contended_jobs": self.contended_jobs,
                 "contended_gpus": self.contended_gpus}
 
 
@@ -266,7 +269,8 @@ class _Run:
         self.order = sorted(range(len(specs)), key=lambda i: (specs[i].arrival, -specs[i].priority, i))
         self.timeline: list[tuple[float, int, int, int]] = []
         self.link_shared_s = np.zeros(cl.topo.n_links)
-        self.alloc_gpu_s = self.useful_gpu_s = self.frag_gpu_s = 0.0
+        self.alloc_gpu_s = self.useful_gpu_s = self.frag_gpu_s = self.leaf_frag_gpu_s = 0.0
+        self.leaf_size = np.bincount(cl.tree.leaf_of_server)
 
     # ---------------------------------------------------------------- events
     def go(self, policy_name: str) -> ScheduleResult:
@@ -294,7 +298,8 @@ class _Run:
                   if self.link_shared_s[k] > 0}
         return ScheduleResult(policy_name, self.backfill, self.rec, n_gpus, now, self.alloc_gpu_s / (span * n_gpus),
                               self.useful_gpu_s / (span * n_gpus), self.frag_gpu_s / (span * n_gpus),
-                              np.array(self.timeline, float).reshape(-1, 4), shared, names)
+                              self.leaf_frag_gpu_s / (span * n_gpus),
+                              np.array(self.timeline, float).reshape(-1, 5), shared, names)
 
     def _enqueue(self, i: int) -> None:
         self.st.queue.append(i)
@@ -311,6 +316,7 @@ class _Run:
             self.useful_gpu_s += self.rec[i].gpus * dt * min(self.rec[i].step_compact_s / st.step_s[i], 1.0)
         if st.queue and self._head_blocked():
             self.frag_gpu_s += int(st.free.sum()) * self.cl.tree.gpus_per_server * dt
+        self.leaf_frag_gpu_s += self._leaf_fragmented() * dt
         if len(st.running) > 1:
             count = sum(st.links[i].astype(int) for i in st.running)
             self.link_shared_s[count >= 2] += dt
@@ -401,4 +407,9 @@ class _Run:
         st = self.st
         allocated = sum(self.rec[i].gpus for i in st.running)
         frag = int(st.free.sum()) * self.cl.tree.gpus_per_server if st.queue and self._head_blocked() else 0
-        self.timeline.append((now, allocated, frag, len(st.queue)))
+        self.timeline.append((now, allocated, frag, self._leaf_fragmented(), len(st.queue)))
+
+    def _leaf_fragmented(self) -> int:
+        """Free GPUs in partly allocated leaf domains: capacity a job wanting a whole leaf cannot use."""
+        free = np.bincount(self.cl.tree.leaf_of_server[self.st.free], minlength=len(self.leaf_size))
+        return int(free[(free > 0) & (free < self.leaf_size)].sum()) * self.cl.tree.gpus_per_server

@@ -24,7 +24,8 @@ Mapping a trace job to a workload (:func:`trace_workload`), stated because the t
 models or hyperparameters (the Lingjun README says the same: "assuming computation and
 communication workloads"):
 
-- size class by GPUs: fewer than 64 GPUs -> Llama-3-8B; 64 to 511 -> Llama-3-70B; 512 or more ->
+- size class by GPUs: less than a server -> a Llama-3.2-1B shape (16 layers, hidden 2048, FFN 8192,
+  32 heads, 8 KV heads, vocabulary 128256: its published config.json); up to 63 GPUs -> Llama-3-8B; 64 to 511 -> Llama-3-70B; 512 or more ->
   Llama-3-405B (the scale each is commonly trained at, Llama 3 paper, Meta 2024);
 - layout: tensor parallel inside a server (tp = min(GPUs, GPUs per server)); pipeline stages 4
   (70B) or 8 (405B) when the servers divide; ZeRO-1 data parallel over the rest; one sequence per
@@ -52,6 +53,11 @@ from gpuwait.spec.reader import read_text_checked
 
 #: bytes a trace file may hold (the full Lingjun worker.csv is ~10 MB; Helios' Venus log ~30 MB)
 MAX_TRACE_BYTES = 512 * 2**20
+
+
+#: Llama 3.2 1B's shape (meta-llama/Llama-3.2-1B config.json), for jobs of less than one server
+LLAMA_1B = {"layers": 16, "hidden": 2048, "ffn_hidden": 8192, "heads": 32, "kv_heads": 8, "vocab": 128256,
+            "seq_len": 4096}
 
 
 @dataclass(frozen=True)
@@ -184,13 +190,15 @@ def read_trace(path: str | Path, kind: str | None = None, topo_csv: str | Path |
 # ------------------------------------------------------------------------------------------ sampler
 
 def sample(trace: Trace, *, start_s: float = 0.0, window_s: float | None = None, max_jobs: int | None = None,
-           gpu_scale: float = 1.0, time_scale: float = 1.0, max_gpus: int | None = None,
-           gpus_per_server: int = 8) -> Trace:
-    """The jobs arriving in ``[start_s, start_s + window_s)``, GPUs divided by ``gpu_scale`` and
-    times by ``time_scale``, rounded up to whole servers, those above ``max_gpus`` dropped, at most
-    ``max_jobs`` (the first to arrive)."""
-    if gpu_scale <= 0 or time_scale <= 0:
-        raise SpecError(f"sample: gpu_scale {gpu_scale}, time_scale {time_scale}; expected positive factors")
+           gpu_scale: float = 1.0, time_scale: float = 1.0, arrival_scale: float = 1.0,
+           max_gpus: int | None = None, gpus_per_server: int = 8) -> Trace:
+    """The jobs arriving in ``[start_s, start_s + window_s)``, GPUs divided by ``gpu_scale``, all
+    times by ``time_scale`` and arrival times also by ``arrival_scale`` (> 1 raises the load of a
+    trace taken from a larger cluster), GPUs rounded up to whole servers, jobs above ``max_gpus``
+    dropped, at most ``max_jobs`` (the first to arrive)."""
+    if min(gpu_scale, time_scale, arrival_scale) <= 0:
+        raise SpecError(f"sample: gpu_scale {gpu_scale}, time_scale {time_scale}, arrival_scale {arrival_scale}; "
+                        "expected positive factors")
     end_s = start_s + window_s if window_s is not None else math.inf
     out = []
     for j in trace.jobs:
@@ -200,7 +208,7 @@ def sample(trace: Trace, *, start_s: float = 0.0, window_s: float | None = None,
         gpus = -(-gpus // gpus_per_server) * gpus_per_server if gpus > gpus_per_server else gpus
         if max_gpus is not None and gpus > max_gpus:
             continue
-        out.append(replace(j, arrival_s=(j.arrival_s - start_s) / time_scale,
+        out.append(replace(j, arrival_s=(j.arrival_s - start_s) / time_scale / arrival_scale,
                            duration_s=max(j.duration_s / time_scale, 1.0), gpus=gpus))
     return replace(trace, jobs=out[:max_jobs] if max_jobs is not None else out)
 
@@ -211,12 +219,14 @@ def trace_workload(gpus: int, gpus_per_server: int = 8, gpu: str | None = None) 
     """The ``workload:`` mapping of a trace job of ``gpus`` (see the module docstring)."""
     servers = -(-gpus // gpus_per_server)
     tp = min(gpus, gpus_per_server)
+    model: dict = {"preset": "llama-8b"}
+    pp = 1
     if gpus >= 512:
-        preset, pp = "llama-405b", 8
+        model, pp = {"preset": "llama-405b"}, 8
     elif gpus >= 64:
-        preset, pp = "llama-70b", 4
-    else:
-        preset, pp = "llama-8b", 1
+        model, pp = {"preset": "llama-70b"}, 4
+    elif gpus < gpus_per_server:
+        model = dict(LLAMA_1B)
     if servers % pp:
         pp = 1
     dp = max(gpus // (tp * pp), 1)
@@ -224,7 +234,7 @@ def trace_workload(gpus: int, gpus_per_server: int = 8, gpu: str | None = None) 
     compute = {"jitter_cv": 0}
     if gpu is not None:
         compute["gpu"] = gpu
-    return {"model": {"preset": preset}, "parallel": parallel, "compute": compute, "steps": 1}
+    return {"model": model, "parallel": parallel, "compute": compute, "steps": 1}
 
 
 def trace_jobs(trace: Trace, gpus_per_server: int = 8, gpu: str | None = None) -> tuple[list[dict], dict[str, float]]:
