@@ -15,10 +15,13 @@ How long a job runs (all in :mod:`gpuwait.runner.jobs`' terms):
   timing one step alone on its servers. A job that arrives with a duration (a trace) gets its step
   count from its step time alone on a *compact* placement (Slurm topology/tree on an empty cluster),
   so a trace job carries the same work under every policy and a fragmented placement stretches it.
-- The running jobs whose network links overlap form groups; each group of two or more runs
-  together on one clock (:func:`~gpuwait.runner.jobs.run_together`, two steps) and each member's step
-  time is its mean step there. A group's result is cached by its membership, so a set of co-running
-  jobs is simulated once however often the scheduler passes through it.
+- A running job that shares network links with others is run together on one clock with the (at
+  most three) co-running jobs that share the most bytes with it on common links
+  (:func:`~gpuwait.runner.jobs.run_together`, two steps); its step time is its mean step there. A
+  set's result is cached by its membership, so it is simulated once however often the scheduler
+  passes through it. The bound keeps a random placement (every job on the spines) from turning
+  into one simulation of every running job per event; a job sharing with more than three others is
+  slowed by its three heaviest co-tenants only, an underestimate.
 - Between two events (an arrival or a completion) every running job advances at 1 / its step time;
   it completes when its steps are done.
 
@@ -58,6 +61,8 @@ from gpuwait.workload.steps import training_step
 _EPS_S = 1e-9
 #: steps a group of co-running jobs is simulated together to get each member's shared step time
 _SHARED_STEPS = 2
+#: co-running jobs a job's shared step is simulated with: those sharing the most bytes on common links
+_MAX_NEIGHBOURS = 3
 
 
 @dataclass
@@ -195,29 +200,6 @@ def _workload_key(spec: JobSpec) -> str:
     return json.dumps(spec.workload.model_dump(mode="json", exclude={"steps"}), sort_keys=True)
 
 
-def _groups(running: list[int], links: dict[int, np.ndarray]) -> list[list[int]]:
-    """The running jobs split into groups connected by shared network links (union-find)."""
-    parent = {i: i for i in running}
-
-    def root(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    owner: dict[int, int] = {}
-    for i in running:
-        for link in np.flatnonzero(links[i]).tolist():
-            if link in owner:
-                parent[root(i)] = root(owner[link])
-            else:
-                owner[link] = i
-    out: dict[int, list[int]] = {}
-    for i in running:
-        out.setdefault(root(i), []).append(i)
-    return list(out.values())
-
-
 @dataclass
 class _State:
     free: np.ndarray
@@ -226,6 +208,7 @@ class _State:
     step_s: dict[int, float] = field(default_factory=dict)    # job -> current step time
     programs: dict[int, Program] = field(default_factory=dict)
     links: dict[int, np.ndarray] = field(default_factory=dict)  # job -> network links it loads (bool)
+    bytes: dict[int, np.ndarray] = field(default_factory=dict)  # job -> bytes per step per network link
 
 
 def schedule(scenario: Scenario, policy: PlacementSpec | None = None, *, backfill: bool = True,
@@ -342,6 +325,7 @@ class _Run:
         st.step_s[i] = program.step_s
         st.programs[i] = program
         st.links[i] = link_bytes > 0
+        st.bytes[i] = link_bytes
         rec.start_s, rec.servers = now, servers
         rec.leaves, rec.pods = self.cl.tree.spans(servers)
         rec.step_alone_s = program.step_s
@@ -389,19 +373,25 @@ class _Run:
 
     # ---------------------------------------------------------------- contention
     def _retime(self) -> None:
+        """Each running job's step time beside the co-running jobs that share its links: simulated
+        with at most :data:`_MAX_NEIGHBOURS` of them, those sharing the most bytes (cost bound)."""
         st = self.st
         running = [i for i in st.running if st.links[i].any()]
         for i in st.running:
             st.step_s[i] = st.programs[i].step_s
-        for group in _groups(running, st.links):
-            if len(group) < 2:
+        if len(running) < 2:
+            return
+        load = np.array([st.bytes[i] for i in running])
+        for a, i in enumerate(running):
+            overlap = np.minimum(load[a], load).sum(axis=1)
+            overlap[a] = 0.0
+            others = [running[b] for b in np.argsort(-overlap, kind="stable")[:_MAX_NEIGHBOURS] if overlap[b] > 0]
+            if not others:
                 continue
-            steps = self.cl.group_steps(frozenset(group), st.programs)
-            for i in group:
-                st.step_s[i] = max(steps[i], st.programs[i].step_s)
-                self.rec[i].contended = True
-                self.rec[i].shares_with.update(self.rec[k].name for k in group if k != i
-                                               and (st.links[i] & st.links[k]).any())
+            steps = self.cl.group_steps(frozenset([i, *others]), st.programs)
+            st.step_s[i] = max(steps[i], st.programs[i].step_s)
+            self.rec[i].contended = True
+            self.rec[i].shares_with.update(self.rec[k].name for k in others)
 
     def _sample(self, now: float) -> None:
         st = self.st
