@@ -53,6 +53,14 @@ def diagnose(scenario_file: str | None = SCENARIO_ARGUMENT, inject: list[str] | 
         from gpuwait.runner.cost import check_cost, estimate_scenario, memory_limit_bytes
 
         scenario = load_scenario(scenario_file)
+        if scenario.jobs:  # several jobs on one fabric: placement and noisy-neighbor causes per job
+            from gpuwait.cli.place import jobs_dict, render_jobs
+            from gpuwait.diagnosis.placement import diagnose_jobs
+            jobs = diagnose_jobs(scenario, steps)
+            Output(json_out).emit({**jobs_dict(jobs["run"]), "findings": jobs["findings"]},
+                                  lambda c: (render_jobs(c, jobs["run"]), [c.print(f"{f['rank']}. [bold]{f['kind']}[/] "
+                                             f"{f['component']}: {f['explanation']}; fix: {f['fix']}") for f in jobs["findings"]]))
+            return
         check_cost(estimate_scenario(scenario, steps), memory_limit_bytes(max_memory))
         with traffic_progress("packet", not json_out) as progress:  # shown only for a traffic scenario
             result = diagnose_run(scenario, inject or [], steps=steps, measure_gain=not no_gain,

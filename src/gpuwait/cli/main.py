@@ -9,6 +9,7 @@ from typing import Any
 import typer
 
 from gpuwait.cli import calibrate, demo, diagnose, inventory, perf, place, route, run, schema, telemetry, topo, validate
+from gpuwait.cli import schedule as schedule_cli
 from gpuwait.cli import sweep as sweep_cli
 from gpuwait.cli.common import error_line
 from gpuwait.cli.faults_help import InjectHelpCommand
@@ -76,6 +77,7 @@ app.command()(demo.demo)
 app.command()(run.run)
 app.command()(route.route)
 app.command()(place.place)
+app.command()(schedule_cli.schedule)
 app.command()(validate.validate)
 app.command()(schema.schema)
 app.command()(topo.topo)

@@ -1,0 +1,55 @@
+"""Speed of the scheduler over time: N trace jobs on a cluster of S servers, per policy.
+
+    python bench/bench_schedule.py                 # 1,000 jobs, 256 servers (2,048 GPUs)
+    python bench/bench_schedule.py --jobs 200 --servers 64
+
+The jobs follow the shipped samples' shape (tests/data/traces; bench/make_trace_samples.py): sizes
+1-16 servers, most small; log-normal durations; Poisson arrivals at a rate that keeps the cluster
+about 70 % allocated. Prints wall time and the cache figures: alone runs (one per distinct
+workload and placement) and shared runs (one per distinct set of co-running jobs on shared links).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from gpuwait.runner.schedule import schedule
+from gpuwait.spec import Scenario
+from gpuwait.spec.jobs import PlacementSpec
+from gpuwait.workload.traces import Trace, TraceJob, trace_jobs
+
+
+def synthetic_trace(n_jobs: int, servers: int, seed: int = 2023, load: float = 0.7) -> Trace:
+    rng = np.random.default_rng(seed)
+    sizes = rng.choice([1, 1, 1, 2, 2, 4, 4, 8, 16], size=n_jobs) * 8
+    durations = np.clip(rng.lognormal(7.5, 1.0, size=n_jobs), 60, 50_000)
+    rate = load * servers * 8 / float(np.mean(sizes * durations))  # jobs per second
+    arrivals = np.cumsum(rng.exponential(1 / rate, size=n_jobs))
+    jobs = [TraceJob(f"j{i}", float(a), float(d), int(g)) for i, (a, d, g) in enumerate(zip(arrivals, durations, sizes))]
+    return Trace("synthetic", jobs)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--jobs", type=int, default=1000)
+    ap.add_argument("--servers", type=int, default=256)
+    ap.add_argument("--policy", action="append", default=None)
+    args = ap.parse_args()
+    jobs, durations = trace_jobs(synthetic_trace(args.jobs, args.servers))
+    scenario = Scenario.model_validate({"cluster": {"preset": "rocev2-400g-2tier", "servers": args.servers,
+                                                    "fabric": {"oversubscription": 2}}, "jobs": jobs})
+    for policy in args.policy or ["slurm-tree", "random"]:
+        t0 = time.perf_counter()
+        r = schedule(scenario, PlacementSpec(policy=policy), durations_s=durations)
+        wall_s = time.perf_counter() - t0
+        s = r.summary()
+        print(f"{policy:12s} {args.jobs} jobs, {args.servers * 8} GPUs: {wall_s:7.1f} s wall; "
+              f"mean JCT {s['mean_jct_s']:.0f} s, leaf fragmentation {100 * s['leaf_fragmentation']:.0f} %, "
+              f"jobs in contention {100 * s['contended_jobs']:.0f} %", flush=True)
+
+
+if __name__ == "__main__":
+    main()

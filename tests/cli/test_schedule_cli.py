@@ -1,0 +1,37 @@
+"""``gpuwait schedule`` on the shipped trace sample: three policies side by side and the report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from gpuwait.cli.main import main
+
+TRACE = str(Path(__file__).resolve().parents[1] / "data" / "traces" / "helios-sample.csv")
+ARGS = ["schedule", TRACE, "--cluster", "rocev2-400g-2tier", "-n", "16", "--max-jobs", "8", "--arrival-scale", "10"]
+
+
+def test_schedule_compares_three_policies_and_writes_the_report(tmp_path, capsys):
+    assert main([*ARGS, "--policy", "slurm-tree", "--compare", "random", "--compare", "first-fit",
+                 "--report", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "sensetime-helios: 8 jobs on rocev2-400g-2tier (128 GPUs)" in out
+    assert all(p in out for p in ("slurm-tree", "random", "first-fit"))
+    page = (tmp_path / "out" / "schedule.html").read_text()
+    assert "JCT CDF per policy" in page and "Jobs over time: random" in page
+    assert len((tmp_path / "out" / "jobs.csv").read_text().splitlines()) == 1 + 3 * 8
+
+
+def test_schedule_json_has_per_job_rows(capsys):
+    assert main([*ARGS, "--policy", "first-fit", "--no-backfill", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [p["policy"] for p in data["policies"]] == ["first-fit"] and data["policies"][0]["backfill"] is False
+    jobs = data["jobs"]["first-fit"]
+    assert len(jobs) == 8 and all(j["end_s"] > j["start_s"] >= j["arrival_s"] for j in jobs)
+
+
+def test_schedule_errors_are_one_line(capsys):
+    assert main(["schedule", TRACE]) == 2
+    assert capsys.readouterr().err.startswith("error: --cluster: a trace needs a cluster")
+    assert main([*ARGS, "--policy", "nope"]) == 2
+    assert capsys.readouterr().err.startswith("error: --policy/--compare")
