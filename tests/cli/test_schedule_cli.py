@@ -8,7 +8,7 @@ from pathlib import Path
 from gpuwait.cli.main import main
 
 TRACE = str(Path(__file__).resolve().parents[1] / "data" / "traces" / "helios-sample.csv")
-ARGS = ["schedule", TRACE, "--cluster", "rocev2-400g-2tier", "-n", "16", "--max-jobs", "8", "--arrival-scale", "10"]
+ARGS = ["schedule", TRACE, "--cluster", "rocev2-400g-2tier", "--servers", "16", "--max-jobs", "8", "--arrival-scale", "10"]
 
 
 def test_schedule_compares_three_policies_and_writes_the_report(tmp_path, capsys):

@@ -12,8 +12,8 @@ POLICIES_HELP = "random, first-fit, spread, slurm-tree, slurm-block, kueue, volc
 
 def schedule(source: str = typer.Argument(..., metavar="SCENARIO.yaml|TRACE.csv",
                                           help="A scenario with `jobs:`, or a trace: Alibaba Lingjun worker.csv, Alibaba PAI pai_task_table, SenseTime Helios cluster_log.csv."),
-             cluster: str | None = typer.Option(None, "--cluster", "-c", help="Cluster preset or file (a trace needs one; default for a scenario: its own)."),
-             servers: int | None = typer.Option(None, "--servers", "-n", min=1, help="Servers of the cluster preset."),
+             cluster: str | None = typer.Option(None, "--cluster", help="Cluster preset or file (a trace needs one; default for a scenario: its own)."),
+             servers: int | None = typer.Option(None, "--servers", min=1, help="Servers of the cluster preset."),
              policy: str = typer.Option("slurm-tree", "--policy", "-p", metavar="POLICY", help=f"Placement policy: {POLICIES_HELP}."),
              compare: list[str] = typer.Option([], "--compare", metavar="POLICY", help="Another policy to run side by side (repeat)."),
              backfill: bool = typer.Option(True, "--backfill/--no-backfill", help="EASY backfill (default on)."),

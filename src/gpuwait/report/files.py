@@ -96,6 +96,9 @@ def write_atomically(path: str | Path, write: Callable[[Path], object]) -> Path:
     os.close(fd)
     try:
         write(Path(tmp))
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it 0600; a report is as readable as any file the user writes
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
