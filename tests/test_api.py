@@ -14,7 +14,7 @@ from tests.cli.test_cli import run_cli
 
 def test_the_done_when_line():
     s = g.load_scenario("examples/dp-only.yaml")
-    assert g.simulate(s).to_dict().keys() == {"scenario", "cases", "report"}
+    assert g.simulate(s).to_dict().keys() == {"scenario", "conclusion", "cases", "report"}
 
 
 def test_simulate_gives_the_cli_document(capsys, tmp_path):

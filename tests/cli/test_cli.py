@@ -30,17 +30,29 @@ def test_demo_is_the_training_job(capsys, tmp_path):
     assert code == 0
     doc = json.loads(out)
     cases = doc["cases"]
-    assert [c["case"] for c in cases] == ["RoCEv2, ECMP", "InfiniBand + adaptive routing"]
+    # one change per case: routing first, then transport
+    assert [c["case"] for c in cases] == ["RoCEv2, ECMP", "RoCEv2 + adaptive routing", "InfiniBand + adaptive routing"]
+    assert cases[2]["cluster"].startswith("InfiniBand on the ") and cases[0]["cluster"].startswith("rocev2-400g-2tier")
     for case in cases:
         assert case["n_gpus"] == 512 and "llama-70b" in case["workload"]
         assert sum(case["breakdown_s"].values()) == pytest.approx(case["step_time_s"], rel=1e-9)
         assert case["ideal_step_time_s"] < case["step_time_s"] and 0.2 < case["mfu"] < 0.6
     # ECMP collisions on the leaf uplinks cost time that adaptive routing gets back
     assert cases[0]["exposed_comm_s"]["dp all_reduce"] > 1.2 * cases[1]["exposed_comm_s"]["dp all_reduce"]
+    # the conclusion's numbers are the results': the best case's saving and the DP all-reduce's share of it
+    saved_s = cases[0]["step_time_s"] - cases[2]["step_time_s"]
+    dp_s = cases[0]["exposed_comm_s"]["dp all_reduce"] - cases[2]["exposed_comm_s"]["dp all_reduce"]
+    assert doc["conclusion"].startswith(
+        f"InfiniBand + adaptive routing saves {saved_s * 1e3:,.1f} ms per step ({saved_s / cases[0]['step_time_s']:.1%}) "
+        f"against RoCEv2, ECMP, of which {dp_s * 1e3:,.1f} ms in the DP all-reduce.")
+    routing_s = cases[0]["step_time_s"] - cases[1]["step_time_s"]
+    assert f"RoCEv2 + adaptive routing saves {routing_s * 1e3:,.1f} ms per step" in doc["conclusion"]
     written = {p.name for p in tmp_path.iterdir()}
-    assert {"report.html", "tasks.parquet", "links.parquet"} <= written and len(written) == 5
+    assert {"report.html", "tasks.parquet", "links.parquet"} <= written and len(written) == 6
+    assert doc["conclusion"].split(" One change")[0] in (tmp_path / "report.html").read_text()
     code, out, _ = run_cli(capsys, "demo", "--report", str(tmp_path))
     assert code == 0 and "Where the step goes" in out and "report.html" in out
+    assert out.startswith("InfiniBand + adaptive routing saves ")  # the conclusion comes first
 
 
 def test_ecmp_example_tells_the_collision_story(capsys):
@@ -63,14 +75,14 @@ def test_topo_list_and_formats(capsys):
     code, out, _ = run_cli(capsys, "topo", "rocev2-400g-2tier", "--servers", "8", "--json")
     doc = json.loads(out)
     assert doc["gpus"] == 64
-    code, out, _ = run_cli(capsys, "topo", "rocev2-400g-2tier", "-n", "8", "--format", "slurm")
+    code, out, _ = run_cli(capsys, "topo", "rocev2-400g-2tier", "--servers", "8", "--format", "slurm")
     assert "SwitchName=leaf0" in out
-    code, out, _ = run_cli(capsys, "topo", "dgx-h100-superpod", "-n", "32", "--format", "dot")
+    code, out, _ = run_cli(capsys, "topo", "dgx-h100-superpod", "--servers", "32", "--format", "dot")
     assert out.lstrip().startswith(("graph", "strict graph"))
 
 
 def test_route_shows_hops_in_path_order(capsys):
-    code, out, _ = run_cli(capsys, "route", "rocev2-400g-2tier", "-n", "8", "--src", "s0.gpu0", "--dst", "s4.gpu0", "--json")
+    code, out, _ = run_cli(capsys, "route", "rocev2-400g-2tier", "--servers", "8", "--src", "s0.gpu0", "--dst", "s4.gpu0", "--json")
     assert code == 0
     hops = [h["link"] for h in json.loads(out)["qps"][0]["hops"]]
     assert hops[0] == "s0.gpu0->s0.pcie0" and hops[-1] == "s4.pcie0->s4.gpu0"
@@ -108,7 +120,7 @@ def test_bad_input_is_one_line_and_a_hint(capsys, args, message):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["run"], "Missing argument"), (["frobnicate"], "No such command"), (["topo", "dgx-h100", "-n", "0"], "--servers"),
+    (["run"], "Missing argument"), (["frobnicate"], "No such command"), (["topo", "dgx-h100", "--servers", "0"], "--servers"),
     (["topo", "dgx-h100", "--bogus"], "No such option"), (["run", "x.yaml", "--flows", "abc"], "--flows"),
 ])
 def test_usage_errors_are_one_line_and_a_hint(capsys, args, message):

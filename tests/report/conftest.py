@@ -79,7 +79,7 @@ def make_result(case: str = "RoCEv2, ECMP", n_gpus: int = 4, steps: int = 3, slo
 
     names = ([f"gpu{i}->nvswitch" for i in range(4)] + [f"nic{i}->leaf0" for i in range(4)]
              + [f"leaf0->spine{i}" for i in range(4)] + ["leaf0->storage"])
-    tier = np.array(["nvlink"] * 4 + ["nic-leaf"] * 4 + ["leaf-spine"] * 4 + ["storage"])
+    tier = np.array(["nvlink"] * 4 + ["host-leaf"] * 4 + ["leaf-spine"] * 4 + ["storage"])
     util = np.array([0.3, 0.3, 0.3, 0.3, 0.5, 0.5, 0.45, 0.4, 0.95, 0.1, 0.0, 0.6, 0.2]) * min(1.0, comm_scale)
     links = LinkStats(name=names, tier=tier, utilization=util, bytes_per_step=util * 1e9,
                       users={8: ["dp all_reduce", "storage read"], 11: ["dp all_reduce"], 4: ["tp all_reduce"]})

@@ -93,7 +93,7 @@ def test_report_renders_in_chromium(tmp_path):
 
     # each figure div, up to the next one, must hold plotly's SVG
     divs = list(FIGURE_DIV.finditer(dom))
-    assert len(divs) == 3 + 2 * len(results) and f'data-figures="{len(divs)}"' in html_tag
+    assert len(divs) == 3 + 3 * len(results) and f'data-figures="{len(divs)}"' in html_tag
     for div, after in zip(divs, divs[1:] + [None]):
         body = dom[div.end(): after.start() if after else len(dom)]
         assert 'class="main-svg"' in body, f"{div.group(1)} did not render"

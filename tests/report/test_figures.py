@@ -57,3 +57,17 @@ def test_timeline_lanes_and_bounds():
     assert n_bars == len(make_result(n_gpus=4, steps=3).tasks)
     fig, shown = timeline_figure(make_result(n_gpus=4, steps=3), max_tasks=50)
     assert shown.endswith("first 2 of 3 steps") and sum(len(t.x) for t in fig.data) == 46
+
+
+def test_utilization_distribution_tells_idle_from_saturated():
+    from gpuwait.report.figures import esc, utilization_bin_labels, utilization_distribution_figure
+
+    from .conftest import make_result
+
+    r = make_result()
+    fig = utilization_distribution_figure(r, highlight=[r.links.name[-1]])
+    bars = {t.name: list(t.y) for t in fig.data if t.type == "bar"}
+    assert "nvlink" not in bars and sum(sum(v) for v in bars.values()) == int((~np.isin(r.links.tier, ("nvlink", "pcie"))).sum())
+    assert list(fig.data[0].x) == utilization_bin_labels() and utilization_bin_labels()[0] == "idle"
+    marked = [t for t in fig.data if t.name == "named in findings"]
+    assert marked and list(marked[0].text) == [esc(r.links.name[-1])]  # escaped for plotly

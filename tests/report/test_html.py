@@ -23,13 +23,14 @@ def test_report_is_self_contained(tmp_path, two_cases):
     assert "http" not in page.replace(get_plotlyjs(), "")
     assert page.count("Plotly.newPlot") == 1
     blocks = dict(FIGURE_BLOCK.findall(page))
-    # breakdown, busbw, and a heatmap and a timeline per case
+    # breakdown, busbw, and a utilization distribution, a heatmap and a timeline per case
     assert sorted(blocks) == sorted(["fig-breakdown-data", "fig-busbw-data", "fig-heatmap-0-data", "fig-heatmap-1-data",
-                                     "fig-timeline-0-data", "fig-timeline-1-data"])
+                                     "fig-timeline-0-data", "fig-timeline-1-data", "fig-utilization-0-data",
+                                     "fig-utilization-1-data"])
     for text in blocks.values():
         assert json.loads(text)["data"]
     heatmap = json.loads(blocks["fig-heatmap-0-data"])["data"][0]
-    assert heatmap["y"] == ["nvlink", "nic-leaf", "leaf-spine", "storage"]
+    assert heatmap["y"] == ["nvlink", "host-leaf", "leaf-spine", "storage"]
     assert "leaf0-&gt;spine0" in json.dumps(heatmap["text"])  # names escaped for plotly's HTML-ish labels
     assert "all 4 GPUs" in page and "dp all_reduce, storage read" in page
     assert len(page) < 6_000_000
@@ -39,8 +40,8 @@ def test_hostile_names_stay_text(tmp_path):
     page = write_html_report([make_result(case=HOSTILE, task_prefix=HOSTILE)], tmp_path / "r.html").read_text("utf-8")
     assert HOSTILE not in page and "<img" not in page
     assert str(markupsafe.escape(HOSTILE)) in page  # shown, escaped, in the tables
-    # every </script> is the template's own: error hook, plotly.js, 4 figure blocks, the renderer
-    assert page.count("</script>") == 1 + 1 + 4 + 1
+    # every </script> is the template's own: error hook, plotly.js, 5 figure blocks, the renderer
+    assert page.count("</script>") == 1 + 1 + 5 + 1
     for _, text in FIGURE_BLOCK.findall(page):
         assert "<" not in text and ">" not in text
     title = json.loads(dict(FIGURE_BLOCK.findall(page))["fig-heatmap-0-data"])["layout"]["title"]["text"]
@@ -61,3 +62,13 @@ def test_big_job_timeline_is_bounded(tmp_path):
     timeline = json.loads(dict(FIGURE_BLOCK.findall(page))["fig-timeline-0-data"])
     ticks = timeline["layout"]["yaxis"]["ticktext"]
     assert len(ticks) == 36 and "rank 45" in ticks
+
+
+def test_findings_read_in_words_without_backticks(tmp_path):
+    finding = {"rank": 1, "severity": "warning", "kind": "link-degrade", "component": "leaf0->spine21",
+               "expected_gain_fraction": 0.11, "evidence": {"lost_ms": 159.35, "utilization": 0.915},
+               "explanation": "runs at `100 Gb/s`", "fix": "check `ibstat`"}
+    page = write_html_report([make_result()], tmp_path / "r.html", findings=[finding]).read_text()
+    text = re.sub(r"<script.*?</script>", "", page, flags=re.S)  # plotly.js itself uses backticks
+    assert "`" not in text and "<code>ibstat</code>" in text
+    assert "lost 159.3ms, utilization 91.5%" in text and "lost_ms" not in text

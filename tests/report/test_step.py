@@ -74,3 +74,22 @@ def test_timeline_ranks_bound_big_jobs():
     assert len(ranks) == 36 and ranks[:32].tolist() == list(range(32))
     assert 37 in ranks and np.all(np.diff(ranks) > 0)
     assert text.startswith("ranks 0-31 and the 4 slowest (") and "37" in text and text.endswith("of 40 GPUs")
+
+
+def test_alike_links_share_a_row_and_the_finding_link_is_shown():
+    from gpuwait.report.step import grouped_hot_link_rows
+
+    from .conftest import make_result
+
+    r = make_result()
+    rows = grouped_hot_link_rows(r, 10)
+    names = [n for row in rows for n in (row["link"], *row["alike"])]
+    assert len(names) == len(set(names))
+    for row in rows:  # everything in one row carries the same load
+        for other in row["alike"]:
+            i = r.links.name.index(other)
+            assert r.links.utilization[i] == pytest.approx(row["utilization"], abs=1e-3)
+    # a link named in a finding appears, marked, even when it is not among the hottest
+    coldest = r.links.name[int(np.argmin(r.links.utilization))]
+    rows = grouped_hot_link_rows(r, 1, highlight=[coldest])
+    assert rows[-1]["link"] == coldest and rows[-1]["named_in_findings"]

@@ -56,7 +56,7 @@ def test_link_tiers_follow_link_kind_and_switch_level(fabric):
     assert len(tiers) == topo.n_links
     assert set(tiers[kinds == "nvlink"]) == {"nvlink"}
     # a 2-tier Clos: NIC-leaf and leaf-spine links, both directions, and no core
-    assert {"nic-leaf", "leaf-spine"} <= set(tiers)
+    assert {"host-leaf", "leaf-spine"} <= set(tiers)
     assert "spine-core" not in set(tiers)
     for link in _network_links(fabric, "leaf-spine")[:4]:
         names = (topo.node_name[topo.link_src[link]], topo.node_name[topo.link_dst[link]])

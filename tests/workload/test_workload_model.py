@@ -294,7 +294,8 @@ def test_zero_stages_shard_in_order():
     n = shape.params
     assert parts[0]["optimizer"] == 12 * n and parts[1]["optimizer"] == 12 * n / 8
     assert parts[1]["grads"] == 2 * n and parts[2]["grads"] == 2 * n / 8
-    assert parts[2]["weights"] == 2 * n and parts[3]["weights"] == 2 * n / 8
+    # ZeRO-3 also holds the running layer and the one FSDP prefetches (prefetch_depth 1) unsharded
+    assert parts[2]["weights"] == 2 * n and parts[3]["weights"] == 2 * n / 8 + 2 * 2 * shape.dense_layer_params
     totals = [sum(p.values()) for p in parts]
     assert totals == sorted(totals, reverse=True)
 

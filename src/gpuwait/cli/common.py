@@ -1,4 +1,9 @@
-"""Option aliases shared by the commands. Nothing heavy here: `gpuwait --help` imports it."""
+"""Option aliases shared by the commands. Nothing heavy here: `gpuwait --help` imports it.
+
+A flag letter means one thing across all commands; `gpuwait perf` keeps nccl-tests' letters
+(`-n` iterations, `-f` step factor, `-o` reduction op), so no other command uses those
+(tests/cli/test_help.py walks every command's options).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,7 @@ import re
 import typer
 
 JSON_OPTION = typer.Option(False, "--json", help="Print machine-readable JSON instead of tables.")
-SERVERS_OPTION = typer.Option(None, "--servers", "-n", min=1, max=100_000, help="Number of servers (overrides the preset or file).")
+SERVERS_OPTION = typer.Option(None, "--servers", min=1, max=100_000, help="Number of servers (overrides the preset or file).")
 MAX_MEMORY_OPTION = typer.Option(
     None, "--max-memory", metavar="SIZE",
     help="Refuse a run estimated to allocate more than this (e.g. 16GiB); default half the machine's memory.")

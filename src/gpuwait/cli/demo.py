@@ -1,4 +1,4 @@
-"""``gpuwait demo``: the embedded training scenario, RoCEv2/ECMP beside InfiniBand/adaptive routing."""
+"""``gpuwait demo``: the embedded training scenario, RoCEv2/ECMP, RoCEv2/adaptive and InfiniBand/adaptive routing."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ REPORT_OPTION = typer.Option("gpuwait-report", "--report", metavar="DIR",
 
 
 def demo(report: str = REPORT_OPTION, json_out: bool = JSON_OPTION) -> None:
-    """Train a 70B-class model on 64 DGX H100 servers, on RoCEv2 with ECMP and on InfiniBand with
-    adaptive routing side by side: where each step's time goes and how long the GPUs wait.
+    """Train a 70B-class model on 64 DGX H100 servers, changing one thing at a time: RoCEv2 with ECMP,
+    RoCEv2 with adaptive routing, InfiniBand with adaptive routing. Opens with the conclusion (which
+    change saves how much per step, and where), then where each step's time goes and how long the GPUs wait.
 
     Writes `DIR/report.html` (open it in a browser), one Perfetto trace per case and Parquet tables.
 

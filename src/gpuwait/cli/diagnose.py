@@ -17,7 +17,8 @@ CLUSTER_OPTION = typer.Option(None, "--cluster", metavar="PRESET|FILE",
                               help="With --telemetry: the cluster the telemetry comes from.")
 STEPS_OPTION = typer.Option(None, "--steps", min=1, max=1_000_000, help="Training steps to simulate.")
 NO_GAIN_OPTION = typer.Option(False, "--no-gain", help="Skip re-simulating the fixes.")
-REPORT_OPTION = typer.Option(None, "--report", metavar="DIR", help="Write the HTML report with the findings here.")
+REPORT_OPTION = typer.Option(None, "--report", metavar="DIR",
+                             help="Write the HTML report with the findings here (a traffic scenario's: FCT, queues, pauses).")
 
 
 def diagnose(scenario_file: str | None = SCENARIO_ARGUMENT, inject: list[str] | None = INJECT_OPTION,
@@ -48,12 +49,14 @@ def diagnose(scenario_file: str | None = SCENARIO_ARGUMENT, inject: list[str] | 
     elif scenario_file is None:
         raise SpecError("diagnose: expected SCENARIO.yaml, or --telemetry DIR --cluster PRESET|FILE")
     else:
+        from gpuwait.cli.progress import traffic_progress
         from gpuwait.runner.cost import check_cost, estimate_scenario, memory_limit_bytes
 
         scenario = load_scenario(scenario_file)
         check_cost(estimate_scenario(scenario, steps), memory_limit_bytes(max_memory))
-        result = diagnose_run(scenario, inject or [], steps=steps, measure_gain=not no_gain,
-                              report=report)
+        with traffic_progress("packet", not json_out) as progress:  # shown only for a traffic scenario
+            result = diagnose_run(scenario, inject or [], steps=steps, measure_gain=not no_gain,
+                                  report=report, progress=progress)
     Output(json_out).emit(result.to_dict(), lambda c: render_diagnosis(c, result.diagnosis))
 
 
@@ -62,6 +65,11 @@ def render_diagnosis(console: Console, diagnosis, limit: int = 8) -> None:
     from rich.markup import escape
     from rich.table import Table
 
+    from gpuwait.report.conclusion import diagnosis_conclusion
+    from gpuwait.report.words import evidence_text
+
+    for sentence in diagnosis_conclusion(diagnosis).sentences:
+        console.print(f"[bold]{escape(sentence)}[/]")
     step, base = diagnosis.step_time_s, diagnosis.baseline_step_time_s
     head = (f"[bold]{escape(diagnosis.case)}[/]: {diagnosis.measure} {step * 1e3:.3f} ms" if step
             else f"[bold]{escape(diagnosis.case)}[/]")
@@ -76,7 +84,7 @@ def render_diagnosis(console: Console, diagnosis, limit: int = 8) -> None:
     for i, f in enumerate(diagnosis.findings[:limit], 1):
         gain = f.gain_fraction
         color = {"critical": "red", "warning": "yellow"}.get(f.severity, "dim")
-        evidence = ", ".join(f"{k}={v}" for k, v in f.evidence.items())
+        evidence = evidence_text(f.evidence)
         table.add_row(str(i), f"[{color}]{f.severity}[/]", f.kind, escape(f.component),
                       "-" if gain is None else f"{100 * gain:.1f} %", escape(evidence))
     if diagnosis.findings:

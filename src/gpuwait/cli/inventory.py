@@ -15,7 +15,7 @@ MAP_OPTION = typer.Option(None, "--node-name-map", metavar="FILE", help="GUID ->
 HOSTS_OPTION = typer.Option(None, "--hosts", metavar="GLOB", help="Keep only the hosts matching this glob (repeatable), e.g. 'gpu*'.")
 TEMPLATE_OPTION = typer.Option("dgx-h100", "--server-template", metavar="NAME", help="Server template when no --nccl-topo is given (`gpuwait topo --list`).")
 NAME_OPTION = typer.Option("imported", "--name", help="Cluster name written in the file.")
-OUT_OPTION = typer.Option(None, "--output", "-o", metavar="FILE", help="Write the cluster file here (default: print it).")
+OUT_OPTION = typer.Option(None, "--output", metavar="FILE", help="Write the cluster file here (default: print it).")
 
 
 def import_(ibnetdiscover: str | None = IBNET_OPTION, lldp: list[str] | None = LLDP_OPTION,
@@ -29,7 +29,7 @@ def import_(ibnetdiscover: str | None = IBNET_OPTION, lldp: list[str] | None = L
     switch ports as `SWITCH[PORT]`. Every command takes the file and the names (`--inject
     link-degrade:ib-leaf-03->ib-spine-01`, `route --src node01.gpu0`). See docs/inventory.md.
 
-    Examples: `gpuwait inventory import --ibnetdiscover ib.txt --nccl-topo dumps/ -o cluster.yaml`,
+    Examples: `gpuwait inventory import --ibnetdiscover ib.txt --nccl-topo dumps/ --output cluster.yaml`,
     `gpuwait inventory import --slurm topology.conf --server-template dgx-a100`
     """
     from pathlib import Path

@@ -30,6 +30,25 @@ def _click_errors() -> tuple[type[Any], ...]:
 
 _CLICK_ERRORS = _click_errors()
 
+
+def _flags_print_as_flags() -> None:
+    """Help shows `--json`, not `--json <bool>`: recent typer prints every option's type, even a flag's,
+    which reads as if the flag took a value."""
+    from typer.core import TyperOption
+
+    shown = TyperOption.display_type_rich
+    if getattr(shown, "_gpuwait_flags", False):
+        return
+
+    def display_type_rich(self, ctx):
+        return None if self.is_flag and self.metavar is None else shown(self, ctx)
+
+    display_type_rich._gpuwait_flags = True  # type: ignore[attr-defined]
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+_flags_print_as_flags()
+
 app = typer.Typer(
     name="gpuwait",
     help="Why the GPUs wait, and what makes them stop: model a GPU cluster's data path, run training steps, collectives and traffic on it (flow or packet level), and diagnose what slows them.",

@@ -9,7 +9,7 @@ from rich.table import Table
 
 from gpuwait.cli.common import JSON_OPTION
 
-CLUSTER_OPTION = typer.Option(None, "--cluster", "-c", help="Cluster preset or file (default: the file's cluster).")
+CLUSTER_OPTION = typer.Option(None, "--cluster", help="Cluster preset or file (default: the file's cluster).")
 POLICY_OPTION = typer.Option(None, "--policy", "-p", metavar="POLICY",
                              help="random, first-fit, spread, slurm-tree, slurm-block, kueue, volcano (default: the job's).")
 

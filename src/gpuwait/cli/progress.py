@@ -1,11 +1,13 @@
-"""A workload simulated with a progress bar on a terminal's stderr."""
+"""Workloads and traffic simulated with progress on a terminal's stderr (never on a pipe or with --json)."""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from gpuwait.runner.cost import CostEstimate
 from gpuwait.runner.workload import run_workload
@@ -14,9 +16,12 @@ from gpuwait.steps.result import RunResult
 
 
 def state_estimate(estimate: CostEstimate, limit_bytes: int) -> None:
-    """What the run will allocate, on stderr (stdout stays the results): one dim line."""
+    """What the run will allocate, on a terminal's stderr (stdout stays the results; a pipe or a log keeps
+    only errors, like the progress bar): one dim line."""
     from gpuwait.units import format_size
 
+    if not sys.stderr.isatty():
+        return
     Console(stderr=True, highlight=False).print(
         f"[dim]allocates {estimate.describe()} (limit {format_size(limit_bytes)}: --max-memory)[/dim]")
 
@@ -33,3 +38,26 @@ def simulate(scenario: Scenario, steps: int | None, show_progress: bool) -> list
             bar.update(task, description=f"case {case + 1}/{cases}", completed=step, total=steps_total)
 
         return run_workload(scenario, steps=steps, progress=progress)
+
+
+@contextmanager
+def traffic_progress(engine: str, show_progress: bool) -> Iterator:
+    """A ``progress(case, cases, name)`` callback for traffic runs: a packet run takes seconds to
+    minutes per case, so the terminal shows which case runs and the time so far."""
+    console = Console(stderr=True)
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console,
+                  transient=True, disable=not (show_progress and sys.stderr.isatty())) as bar:
+        task = bar.add_task(f"{engine} engine", total=None)
+
+        def progress(case: int, cases: int, name: str) -> None:
+            bar.update(task, description=f"{engine} engine: case {case + 1}/{cases} ({name})")
+
+        yield progress
+
+
+def simulate_traffic(scenario: Scenario, engine: str, show_progress: bool) -> list:
+    """Run the traffic on ``engine``, one case after the other, with progress on a terminal."""
+    from gpuwait.runner.traffic import run_traffic
+
+    with traffic_progress(engine, show_progress) as progress:
+        return run_traffic(scenario, engine, progress=progress)

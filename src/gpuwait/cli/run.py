@@ -24,10 +24,12 @@ def run(scenario_file: str = typer.Argument(..., metavar="SCENARIO.yaml", help="
     A scenario with a `workload:` runs training or inference steps: the breakdown of the step
     (compute, exposed communication, waiting on data, on stragglers, pipeline bubble), MFU, the
     same step on an ideal network, the collectives and the hottest links. A scenario with
-    `traffic:` runs its flows: completion times and link loads.
+    `traffic:` runs its flows: completion times and link loads; `--report` then writes the flow
+    completion time CDF, and on the packet engine the queue depth and PFC pauses of the hottest
+    ports and ECN/CNP rates, with a Perfetto trace per case (queues as counter tracks).
 
     Examples: `gpuwait run examples/dp-only.yaml --report out/`, `gpuwait run examples/ecmp-collision.yaml`,
-    `gpuwait run examples/ecmp-collision.yaml --engine packet`
+    `gpuwait run examples/ecmp-collision.yaml --engine packet --report out/`
     """
     from gpuwait.cli.output import Output
     from gpuwait.engine.base import ENGINES
@@ -40,13 +42,13 @@ def run(scenario_file: str = typer.Argument(..., metavar="SCENARIO.yaml", help="
     scenario = load_scenario(scenario_file)
     limit_bytes = memory_limit_bytes(max_memory)
     estimate = check_cost(estimate_scenario(scenario, steps, engine), limit_bytes)  # before any allocation
-    if report is not None and scenario.workload is not None:
+    if report is not None:
         from gpuwait.report.files import report_directory
 
         report_directory(report)  # refused before a long run, not after it
-    if scenario.workload is None and not scenario.jobs and (steps is not None or report is not None):
-        raise SpecError("--steps/--report: the scenario has no workload; expected a `workload:` section",
-                        hint="they apply to training and inference scenarios")
+    if scenario.workload is None and not scenario.jobs and steps is not None:
+        raise SpecError("--steps: the scenario has no workload; expected a `workload:` section",
+                        hint="--steps applies to training and inference scenarios")
     if not json_out:  # once every input check has passed: the next thing is the run itself
         from gpuwait.cli.progress import state_estimate
 
@@ -61,12 +63,30 @@ def run(scenario_file: str = typer.Argument(..., metavar="SCENARIO.yaml", help="
                             hint="training and inference steps run on the flow engine")
         _run_workload(out, scenario, steps, report)
         return
+    from gpuwait.cli.progress import simulate_traffic
     from gpuwait.report.results import TrafficResult
-    from gpuwait.runner.traffic import run_traffic
 
-    result = TrafficResult(scenario.name, engine, run_traffic(scenario, engine))
-    render = _render_packet_runs if engine == "packet" else _render_flow_runs
-    out.emit(result.to_dict(), lambda c: render(c, result, flows_limit))
+    runs = simulate_traffic(scenario, engine, not json_out)
+    paths = []
+    if report is not None:
+        from gpuwait.report.traffic import write_traffic_reports
+
+        paths = write_traffic_reports(runs, report, scenario.name)
+    result = TrafficResult(scenario.name, engine, runs, paths)
+    out.emit(result.to_dict(), lambda c: _render_traffic(c, result, flows_limit))
+
+
+def _render_traffic(console: Console, result, flows_limit: int) -> None:
+    """The conclusion first, then the engine's tables, then where the report went."""
+    from rich.markup import escape
+
+    from gpuwait.report.traffic import traffic_conclusion
+
+    for sentence in traffic_conclusion(result.runs).sentences:
+        console.print(f"[bold]{escape(sentence)}[/]")
+    (_render_packet_runs if result.engine == "packet" else _render_flow_runs)(console, result, flows_limit)
+    if result.report:
+        console.print(f"report: {result.report[0]}  (Perfetto traces and flows.parquet beside it)")
 
 
 def _run_jobs(out, scenario, steps: int | None, engine: str, report: str | None) -> None:

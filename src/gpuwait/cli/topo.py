@@ -10,7 +10,7 @@ from gpuwait.cli.common import JSON_OPTION, SERVERS_OPTION
 _FORMATS = ("table", "json", "dot", "slurm")
 
 CLUSTER_ARGUMENT = typer.Argument(None, metavar="PRESET|FILE", help="A preset name or a cluster/scenario file.")
-FORMAT_OPTION = typer.Option("table", "--format", "-f", help="table, json, dot (Graphviz) or slurm (topology.conf).")
+FORMAT_OPTION = typer.Option("table", "--format", help="table, json, dot (Graphviz) or slurm (topology.conf).")
 LIST_OPTION = typer.Option(False, "--list", help="List presets and server templates.")
 
 
@@ -21,7 +21,7 @@ def topo(cluster: str = CLUSTER_ARGUMENT, servers: int | None = SERVERS_OPTION, 
     Also exports Graphviz DOT (--format dot) and a Slurm topology.conf (--format slurm).
 
     Examples: `gpuwait topo dgx-h100-superpod --servers 64`,
-    `gpuwait topo rocev2-400g-2tier -n 16 --format slurm > topology.conf`
+    `gpuwait topo rocev2-400g-2tier --servers 16 --format slurm > topology.conf`
     """
     from gpuwait.cli.output import Output
     from gpuwait.errors import SpecError

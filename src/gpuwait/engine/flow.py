@@ -42,6 +42,7 @@ __all__ = [
     "LinkTable",
     "MaxMinSolution",
     "MaxMinSolver",
+    "SharedWeights",
     "StepLog",
     "max_min_rates",
 ]
@@ -358,6 +359,112 @@ def _progressive_fill(
     return MaxMinSolution(rate_Bps=rate_Bps, bottleneck_link=bottleneck, iterations=iterations)
 
 
+@dataclass(frozen=True, eq=False)
+class SharedWeights:
+    """A part of the flow x link weights that classes of flows share (see :class:`~gpuwait.routing.paths.Routes`).
+
+    Flow ``f`` of class ``c = row_class[f]`` (``-1``: none) also crosses ``class_weights[c]``, scaled
+    by ``row_scale[f]`` (how many identical flows the row stands for). The solve works on the class
+    rows, never on their per-flow copies: a link's load from a class is its weight times the sum of
+    its flows' scaled rates, and a flow's levels on the class's links are the class's.
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> shared = SharedWeights(np.array([0, 0, -1]), np.ones(3), sp.csr_matrix(np.array([[1.0]])))
+    >>> max_min_rates(sp.csr_matrix((3, 1)), np.array([10.0]), np.array([np.inf, np.inf, 1.0]), shared=shared)[0].tolist()
+    [5.0, 5.0, 1.0]
+    """
+
+    row_class: np.ndarray
+    row_scale: np.ndarray
+    class_weights: sp.csr_matrix
+
+    def triplets(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        weights = _csr("class_weights", self.class_weights, (None, None), dtype=np.float64)
+        if not np.all(np.isfinite(weights.data) & (weights.data > 0)):
+            raise SimulationError("class_weights: expected every stored weight finite and > 0")
+        return (np.repeat(np.arange(weights.shape[0], dtype=np.intp), np.diff(weights.indptr)),
+                weights.indices.astype(np.intp), weights.data)
+
+
+def _run_reduce(ufunc: np.ufunc, values: np.ndarray, owner: np.ndarray, n_owners: int, empty: float) -> np.ndarray:
+    """``ufunc`` over each owner's contiguous run of ``values`` (``owner`` sorted); ``empty`` for owners without any."""
+    out = np.full(n_owners, empty)
+    if len(owner):
+        start = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
+        out[owner[start]] = ufunc.reduceat(values, start)
+    return out
+
+
+def _progressive_fill_shared(own: tuple[np.ndarray, np.ndarray, np.ndarray], shared: SharedWeights,
+                             capacity_Bps: np.ndarray, cap_Bps: np.ndarray, unfrozen: np.ndarray) -> MaxMinSolution:
+    """:func:`_progressive_fill` over own triplets plus the classes' shared ones; consumes ``unfrozen``.
+
+    The same iteration, with each class's sums taken once: a link's unfrozen weight gets the
+    class weight x the scale of the class's unfrozen flows; a flow's lowest link level is the
+    lower of its own links' and its class's; a link is final unless a flow on it stops below its
+    level, and on a class link that is the class's lowest unfrozen flow level. Only the summation
+    order differs from the expanded solve, so rates agree to rounding.
+    """
+    flow_of, link_of, weight = own
+    c_of, c_link, c_w = shared.triplets()
+    n_flows, n_links = cap_Bps.shape[0], capacity_Bps.shape[0]
+    n_classes = int(shared.class_weights.shape[0])
+    row_class, row_scale = shared.row_class, shared.row_scale
+    member = row_class >= 0
+    safe_class = np.where(member, row_class, 0)
+    rate_Bps = np.zeros(n_flows)
+    bottleneck = np.full(n_flows, NOT_TRANSMITTING, dtype=np.int64)
+    frozen_load_Bps = np.zeros(n_links)
+    iterations = 0
+    while unfrozen.any():
+        iterations += 1
+        keep = unfrozen[flow_of]
+        flow_of, link_of, weight = flow_of[keep], link_of[keep], weight[keep]
+        live_member = unfrozen & member
+        class_scale = np.bincount(row_class[live_member], weights=row_scale[live_member], minlength=n_classes)
+        live_class = np.bincount(row_class[live_member], minlength=n_classes) > 0
+        keep_c = live_class[c_of]
+        c_of, c_link, c_w = c_of[keep_c], c_link[keep_c], c_w[keep_c]
+        unfrozen_weight = (np.bincount(link_of, weights=weight, minlength=n_links)
+                           + np.bincount(c_link, weights=c_w * class_scale[c_of], minlength=n_links))
+        crossed = unfrozen_weight > 0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            link_level_Bps = np.where(crossed, (capacity_Bps - frozen_load_Bps) / unfrozen_weight, np.inf)
+        triplet_level_Bps, c_level_Bps = link_level_Bps[link_of], link_level_Bps[c_link]
+        class_level_Bps = _run_reduce(np.minimum, c_level_Bps, c_of, n_classes, np.inf)
+        flow_link_level_Bps = _run_reduce(np.minimum, triplet_level_Bps, flow_of, n_flows, np.inf)
+        flow_link_level_Bps = np.where(member, np.minimum(flow_link_level_Bps, class_level_Bps[safe_class]),
+                                       flow_link_level_Bps)
+        flow_level_Bps = np.minimum(flow_link_level_Bps, cap_Bps)
+
+        class_min_level_Bps = np.full(n_classes, np.inf)
+        np.minimum.at(class_min_level_Bps, row_class[live_member], flow_level_Bps[live_member])
+        below = (np.bincount(link_of, weights=triplet_level_Bps > (flow_level_Bps * (1.0 + _LEVEL_RTOL))[flow_of],
+                             minlength=n_links)
+                 + np.bincount(c_link, weights=c_level_Bps > (class_min_level_Bps * (1.0 + _LEVEL_RTOL))[c_of],
+                               minlength=n_links))
+        final_link = crossed & (below == 0)
+        cap_frozen = unfrozen & (cap_Bps <= flow_link_level_Bps * (1.0 + _LEVEL_RTOL))
+        lowest_final = np.minimum(
+            _run_reduce(np.minimum, np.where(final_link[link_of], link_of, n_links), flow_of, n_flows, n_links),
+            np.where(member, _run_reduce(np.minimum, np.where(final_link[c_link], c_link, n_links), c_of,
+                                         n_classes, n_links)[safe_class], n_links)).astype(np.int64)
+        link_frozen = unfrozen & ~cap_frozen & (lowest_final < n_links)
+        newly = cap_frozen | link_frozen
+
+        newly_rate_Bps = np.where(newly, flow_level_Bps, 0.0)
+        rate_Bps += newly_rate_Bps
+        bottleneck[cap_frozen] = CAP_LIMITED
+        bottleneck[link_frozen] = lowest_final[link_frozen]
+        unfrozen &= ~newly
+        class_rate_Bps = np.bincount(row_class[member], weights=(row_scale * newly_rate_Bps)[member], minlength=n_classes)
+        frozen_load_Bps += (np.bincount(link_of, weights=weight * newly_rate_Bps[flow_of], minlength=n_links)
+                            + np.bincount(c_link, weights=c_w * class_rate_Bps[c_of], minlength=n_links))
+    return MaxMinSolution(rate_Bps=rate_Bps, bottleneck_link=bottleneck, iterations=iterations)
+
+
 class MaxMinSolver:
     """Weighted max-min fair rates over a fixed flow x link incidence matrix.
 
@@ -372,6 +479,8 @@ class MaxMinSolver:
         ``(F, L)`` weights, as in :attr:`FlowSet.link_weights`.
     capacity_Bps : numpy.ndarray
         ``(L,)`` link capacities in bytes/s, > 0.
+    shared : SharedWeights, optional
+        More weights that classes of flows share, solved per class (see :class:`SharedWeights`).
 
     Examples
     --------
@@ -382,7 +491,8 @@ class MaxMinSolver:
     ([5.0, 5.0], [0, 0], 1)
     """
 
-    def __init__(self, link_weights_csr: sp.spmatrix, capacity_Bps: np.ndarray) -> None:
+    def __init__(self, link_weights_csr: sp.spmatrix, capacity_Bps: np.ndarray,
+                 shared: SharedWeights | None = None) -> None:
         capacity_Bps = _vector("capacity_Bps", capacity_Bps, None)
         _require("capacity_Bps", capacity_Bps, np.isfinite(capacity_Bps) & (capacity_Bps > 0),
                  "a finite capacity > 0 bytes/s")
@@ -396,6 +506,18 @@ class MaxMinSolver:
         self._capacity_Bps = capacity_Bps
         self._has_links = row_lengths > 0
         self._shape = weights.shape
+        self._shared = shared
+        if shared is not None:
+            n_classes = int(shared.class_weights.shape[0])
+            if shared.class_weights.shape[1] != capacity_Bps.shape[0] or np.shape(shared.row_class) != (weights.shape[0],) \
+                    or np.shape(shared.row_scale) != (weights.shape[0],):
+                raise SimulationError(f"shared: expected row_class and row_scale of shape ({weights.shape[0]},) and "
+                                      f"class_weights of {capacity_Bps.shape[0]} columns")
+            class_links = np.diff(shared.class_weights.indptr) > 0
+            in_class = shared.row_class >= 0
+            if (shared.row_class >= n_classes).any():
+                raise SimulationError(f"shared.row_class: expected class ids below {n_classes} (or -1)")
+            self._has_links = self._has_links | (in_class & class_links[np.where(in_class, shared.row_class, 0)])
 
     @property
     def n_flows(self) -> int:
@@ -436,6 +558,9 @@ class MaxMinSolver:
 
     def _solve(self, cap_Bps: np.ndarray, unfrozen: np.ndarray) -> MaxMinSolution:
         """:meth:`solve` without input checks; consumes ``unfrozen``."""
+        if self._shared is not None:
+            return _progressive_fill_shared((self._flow_of, self._link_of, self._weight), self._shared,
+                                            self._capacity_Bps, cap_Bps, unfrozen)
         return _progressive_fill(self._flow_of, self._link_of, self._weight, self._capacity_Bps, cap_Bps, unfrozen)
 
 
@@ -444,6 +569,7 @@ def max_min_rates(
     capacity_Bps: np.ndarray,
     rate_cap_Bps: np.ndarray | None = None,
     active: np.ndarray | None = None,
+    shared: SharedWeights | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """One weighted max-min fair solve.
 
@@ -463,6 +589,8 @@ def max_min_rates(
         ``(F,)`` per-flow rate caps in bytes/s (``inf`` = none).
     active : numpy.ndarray, optional
         ``(F,)`` boolean mask of the flows that take part; the others get rate 0.
+    shared : SharedWeights, optional
+        Weights shared by classes of flows, added to ``link_weights_csr`` (see :class:`SharedWeights`).
 
     Returns
     -------
@@ -496,7 +624,7 @@ def max_min_rates(
     >>> rate_Bps.tolist(), bottleneck.tolist()
     ([2.0, 8.0, 2.0], [1, 0, 1])
     """
-    solution = MaxMinSolver(link_weights_csr, capacity_Bps).solve(rate_cap_Bps, active)
+    solution = MaxMinSolver(link_weights_csr, capacity_Bps, shared).solve(rate_cap_Bps, active)
     return solution.rate_Bps, solution.bottleneck_link
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpuwait.collectives.algorithms import Phase, Plan
-from gpuwait.engine.flow import max_min_rates
+from gpuwait.engine.flow import SharedWeights, max_min_rates
 from gpuwait.routing.paths import Routes, route_flows
 from gpuwait.spec.cluster import RoutingSpec
 from gpuwait.topology.model import Topology
@@ -43,7 +43,7 @@ class PhaseRun:
 
     def link_load_Bps(self) -> np.ndarray:
         """Rate each link carries in the steady state."""
-        return self.routes.link_weights.T @ (self.rate_Bps * self.multiplicity)
+        return self.routes.link_load(self.rate_Bps * self.multiplicity)
 
 
 @dataclass(frozen=True, eq=False)
@@ -83,14 +83,18 @@ def run_phase(topo: Topology, phase: Phase, routing: RoutingSpec, transport: Tra
                          nvlink_domains=nvlink_domains)
     routed_s = time.perf_counter()
     bytes_per_row = routes.per_qp(size)
-    weights = routes.link_weights.copy()  # row r scaled by its multiplicity
-    weights.data *= np.repeat(multiplicity[routes.flow_index], np.diff(weights.indptr))
+    row_multiplicity = multiplicity[routes.flow_index]
+    weights = routes.own_weights.copy()  # row r scaled by its multiplicity
+    weights.data *= np.repeat(row_multiplicity, np.diff(weights.indptr))
+    # a splitting router's rows share their middle parts per leaf pair: solved per class, never expanded
+    shared = None if routes.class_weights is None else SharedWeights(routes.row_class, row_multiplicity,
+                                                                       routes.class_weights)
     cap = None
     if transport.rate_cap_Bps is not None:
         # the transport's per-connection ceiling binds flows between servers only (NVLink/PCIe ones do not use it)
         remote = topo.node_server[src] != topo.node_server[dst]
         cap = routes.per_qp(np.where(remote, transport.rate_cap_Bps, np.inf))
-    rate, _ = max_min_rates(weights, capacity_Bps, cap)
+    rate, _ = max_min_rates(weights, capacity_Bps, cap, shared=shared)
     busy = bytes_per_row > 0
     step = float((bytes_per_row[busy] / rate[busy]).max()) if busy.any() else 0.0
     return PhaseRun(phase, routes, rate, step, multiplicity[routes.flow_index],

@@ -8,12 +8,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 from gpuwait.diagnosis.packet import diagnose_packets
+from gpuwait.diagnosis.report import diagnosis_dict
 from gpuwait.diagnosis.run import diagnose_observation, diagnose_scenario
 from gpuwait.diagnosis.telemetry import observe_telemetry
 from gpuwait.errors import SpecError
 from gpuwait.faults import parse_inject
+from gpuwait.report.conclusion import diagnosis_conclusion
 from gpuwait.report.files import report_directory, write_reports
 from gpuwait.report.results import DiagnosisResult
+from gpuwait.report.traffic import write_traffic_reports
 from gpuwait.runner.inputs import load_cluster
 from gpuwait.runner.traffic import run_traffic
 from gpuwait.spec import Scenario
@@ -26,16 +29,24 @@ if TYPE_CHECKING:
 
 
 def diagnose_run(scenario: Scenario, inject: Sequence[str | FaultSpec] = (), *, steps: int | None = None,
-                 measure_gain: bool = True, report: str | Path | None = None) -> DiagnosisResult:
+                 measure_gain: bool = True, report: str | Path | None = None, progress=None) -> DiagnosisResult:
     """Diagnose a scenario: a training workload with the faults in ``inject`` (``KIND:TARGET[:P=V,...]``
     texts or fault specs), simulated and re-simulated with each fix; or a traffic scenario on the
-    packet engine, from its pauses, marks and queues. ``report`` writes the HTML report with the findings."""
+    packet engine, from its pauses, marks and queues. ``report`` writes the HTML report with the findings
+    (the traffic report for a traffic scenario); ``progress(case, cases, name)`` hears of each packet run."""
     if scenario.workload is None:
         # a traffic scenario: queues, pauses and marks tell, so it runs packet by packet
         if inject:
             raise SpecError("--inject: applies to training workloads; expected a scenario with a `workload:`")
-        run = cast("PacketRun", run_traffic(scenario, "packet")[0])
-        return DiagnosisResult(diagnose_packets(run, measure_gain=measure_gain))
+        if report is not None:
+            report_directory(report)  # refused before the packet run, not after it
+        run = cast("PacketRun", run_traffic(scenario, "packet", progress=progress)[0])
+        diagnosis = diagnose_packets(run, measure_gain=measure_gain)
+        paths = None
+        if report is not None:
+            paths = write_traffic_reports([run], report, scenario.name, findings=diagnosis_dict(diagnosis)["findings"],
+                                          conclusion=diagnosis_conclusion(diagnosis).sentences)
+        return DiagnosisResult(diagnosis, paths)
     if report is not None:
         report_directory(report)  # refused before the diagnosis runs, not after it
     faults = [parse_inject(f) if isinstance(f, str) else f for f in inject]

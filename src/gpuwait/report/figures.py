@@ -25,7 +25,7 @@ COLORS = {"compute": "#009E73", "exposed_comm": "#D55E00", "comm": "#D55E00", "d
 # communication groups: hues not used by the kinds above, so "comm dp" never looks like a wait
 _GROUP_COLORS = ("#D55E00", "#56B4E9", "#882255", "#44AA99", "#332288", "#AA4499", "#F0E442", "#117733")
 #: Heatmap rows come in this order when present; other tiers follow alphabetically.
-TIER_ORDER = ("nvlink", "pcie", "nic-leaf", "leaf-spine", "spine-core", "storage")
+TIER_ORDER = ("nvlink", "pcie", "host-leaf", "leaf-spine", "spine-core", "storage")
 _LAYOUT = dict(template="plotly_white", margin=dict(l=70, r=20, t=50, b=50), font=dict(size=12))
 
 
@@ -115,6 +115,55 @@ def link_heatmap_figure(result: RunResult, max_columns: int = 400) -> go.Figure:
                       xaxis=dict(title="links of the tier in topology order (wide tiers binned: busiest of each bin)",
                                  showticklabels=False),
                       yaxis=dict(autorange="reversed"))
+    return fig
+
+
+#: Utilization bins of the distribution figure: idle links (no bytes) apart, then tenths.
+_UTIL_EDGES = np.linspace(0.0, 1.0, 11)
+
+
+def utilization_bin_labels() -> list[str]:
+    return ["idle"] + [f"{lo:.0%}-{hi:.0%}" for lo, hi in zip(_UTIL_EDGES[:-1], _UTIL_EDGES[1:])]
+
+
+def utilization_bins(util: np.ndarray, bytes_per_step: np.ndarray) -> np.ndarray:
+    """Bin index per link: 0 for a link that carried nothing, else 1 + its tenth of utilization."""
+    tenth = np.clip(np.ceil(np.asarray(util, dtype=float) * 10).astype(int), 1, 10)
+    return np.where(np.asarray(bytes_per_step) > 0, tenth, 0)
+
+
+def utilization_distribution_figure(result: RunResult, highlight: Sequence[str] = ()) -> go.Figure:
+    """Per network tier, how many links sit idle and how many at each tenth of utilization: ECMP's
+    signature (some uplinks idle while others saturate) shows as two bars at the ends of one tier.
+    Links named in ``highlight`` (the findings') are marked with their names at their bin."""
+    links = result.links
+    labels = utilization_bin_labels()
+    bins = utilization_bins(links.utilization, links.bytes_per_step)
+    fig = go.Figure()
+    for tier in ordered_tiers(links.tier):
+        if tier in ("nvlink", "pcie"):
+            continue
+        ids = np.flatnonzero(links.tier == tier)
+        counts = np.bincount(bins[ids], minlength=len(labels))
+        fig.add_bar(x=labels, y=counts, name=esc(tier),
+                    hovertemplate="%{x}: %{y} links<extra>%{fullData.name}</extra>")
+    index = {name: i for i, name in enumerate(links.name)}
+    marked = [index[n] for n in dict.fromkeys(highlight) if n in index]
+    if marked:
+        # links in the same bin are stacked apart so their names do not print over each other
+        seen: dict[int, int] = {}
+        heights = []
+        for i in marked:
+            seen[int(bins[i])] = seen.get(int(bins[i]), -1) + 1
+            heights.append(seen[int(bins[i])])
+        top = max((t.y.max() for t in fig.data if t.y is not None and len(t.y)), default=1)
+        fig.add_scatter(x=[labels[bins[i]] for i in marked], y=[h * 0.12 * top for h in heights], mode="markers+text",
+                        text=[esc(links.name[i]) for i in marked], textposition="top center", name="named in findings",
+                        marker=dict(symbol="star", size=16, color="#D00000"),
+                        hovertemplate="%{text}<extra>named in findings</extra>")
+    fig.update_layout(**_LAYOUT, barmode="group", title=f"{esc(result.case)}: links by utilization, per tier",
+                      xaxis_title="utilization while the link's busiest communication runs (idle: no bytes)",
+                      yaxis_title="links", height=360)
     return fig
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from gpuwait.diagnosis.report import diagnosis_dict
 from gpuwait.errors import SpecError
+from gpuwait.report.conclusion import diagnosis_conclusion
 from gpuwait.report.html import write_html_report
 from gpuwait.report.parquet import write_link_parquet, write_task_parquet
 from gpuwait.report.perfetto import write_perfetto_trace
@@ -102,16 +103,26 @@ def write_atomically(path: str | Path, write: Callable[[Path], object]) -> Path:
     return path
 
 
-def write_reports(results: Sequence[RunResult], directory: str | Path, title: str, diagnoses: Iterable = ()) -> list[Path]:
-    """The HTML report, one Perfetto trace per case and the Parquet tables, in ``directory``;
-    with ``diagnoses``, their findings lead the report."""
+def make_report_directory(directory: str | Path) -> Path:
+    """``directory`` checked (:func:`report_directory`) and created."""
     out = report_directory(directory)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise SpecError(f"--report: cannot create {short_value(str(directory))} ({err.strerror})") from None
+    return out
+
+
+def write_reports(results: Sequence[RunResult], directory: str | Path, title: str, diagnoses: Iterable = ()) -> list[Path]:
+    """The HTML report, one Perfetto trace per case and the Parquet tables, in ``directory``;
+    with ``diagnoses``, their findings lead the report."""
+    out = make_report_directory(directory)
+    diagnoses = list(diagnoses)
     findings = [f for d in diagnoses for f in diagnosis_dict(d)["findings"]]
-    writers = [("report.html", lambda p: write_html_report(results, p, title=title, findings=findings))]
+    # a diagnosis opens with its ranked causes, a comparison with what separates the cases
+    conclusion = [s for d in diagnoses for s in diagnosis_conclusion(d).sentences] or None
+    writers = [("report.html", lambda p: write_html_report(results, p, title=title, findings=findings,
+                                                           conclusion=conclusion))]
     for result in results:
         writers.append((f"trace-{_slug(result.case)}.json",
                         lambda p, r=result: write_perfetto_trace(r, p, gpus_per_server=r.gpus_per_server)))

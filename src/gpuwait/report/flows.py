@@ -12,7 +12,8 @@ from rich.table import Table
 
 from gpuwait.engine.flow_run import FlowRun
 from gpuwait.routing.routers import get_router
-from gpuwait.topology.model import TIER_NAMES, LinkKind
+from gpuwait.steps.stats import link_tiers
+from gpuwait.topology.model import LinkKind
 from gpuwait.units import format_rate, format_size, format_time
 
 _NETWORK_LINKS = (LinkKind.HOST, LinkKind.FABRIC)
@@ -81,12 +82,13 @@ def hot_links(run: FlowRun, limit: int = 10, network_only: bool = True) -> list[
         candidates = candidates[np.isin(topo.link_kind[candidates], _NETWORK_LINKS)]
     order = candidates[np.lexsort((candidates, -run.link_bytes[candidates], -mean_util[candidates]))][:limit]
     count = run.link_flow_count()
+    tiers = link_tiers(topo)  # the tier names workload runs use
     out = []
     for link in order:
         flows = run.flows_on_link(int(link))
         out.append({
             "link": topo.link_name(int(link)),
-            "tier": f"{TIER_NAMES[topo.node_tier[topo.link_src[link]]]}->{TIER_NAMES[topo.node_tier[topo.link_dst[link]]]}",
+            "tier": str(tiers[link]),
             "capacity_Bps": float(run.capacity_Bps[link]),
             "bytes": float(run.link_bytes[link]),
             "mean_utilization": float(mean_util[link]),

@@ -23,7 +23,9 @@ import plotly.io as pio
 import plotly.offline
 
 from gpuwait.report import figures
-from gpuwait.report.step import hot_link_rows, step_summary_dict
+from gpuwait.report.conclusion import workload_conclusion
+from gpuwait.report.step import alike_text, grouped_hot_link_rows, serving_rows, step_summary_dict
+from gpuwait.report.words import code_spans, evidence_text
 from gpuwait.steps.result import BREAKDOWN_CATEGORIES, RunResult
 from gpuwait.units import format_size, format_time
 from gpuwait.version import __version__
@@ -54,29 +56,37 @@ def _breakdown_rows(summaries: list[dict]) -> list[tuple[str, list[str]]]:
     def ms(x: float) -> str:
         return f"{x * 1e3:,.2f}"
 
-    rows = [("step time (ms)", [ms(s["step_time_s"]) for s in summaries])]
+    inference = all("serving" in s for s in summaries)
+    rows = [("batch time (ms)" if inference else "step time (ms)", [ms(s["step_time_s"]) for s in summaries])]
     for cat in BREAKDOWN_CATEGORIES:
+        if inference and cat in ("data_wait", "straggler_wait", "checkpoint"):
+            continue
         rows.append((f"{cat.replace('_', ' ')} (ms, % of step)",
                      [f"{ms(s['breakdown_s'][cat])} ({s['breakdown_fraction'][cat]:.1%})" for s in summaries]))
     for g in sorted({g for s in summaries for g in s["exposed_comm_s"]}):
         rows.append((f"exposed {g} (ms)", [ms(s["exposed_comm_s"][g]) if g in s["exposed_comm_s"] else "-" for s in summaries]))
     rows += [("ideal-network step (ms)", [ms(s["ideal_step_time_s"]) for s in summaries]),
-             ("network cost (ms)", [ms(s["network_cost_s"]) for s in summaries]),
-             ("wait fraction", [f"{s['wait_fraction']:.1%}" for s in summaries]),
+             ("network cost (ms)", [ms(s["network_cost_s"]) for s in summaries])]
+    if inference:  # no MFU or waiting: the serving rows lead the table instead
+        return rows
+    rows += [("wait fraction", [f"{s['wait_fraction']:.1%}" for s in summaries]),
              ("MFU", [f"{s['mfu']:.1%}" for s in summaries]),
              ("tokens/s", [f"{s['tokens_per_s']:,.0f}" for s in summaries])]
     return rows
 
 
-def _case_section(result: RunResult, index: int, hot_links: int, max_ranks: int) -> dict:
+def _case_section(result: RunResult, index: int, hot_links: int, max_ranks: int, highlight: Sequence[str] = ()) -> dict:
     timeline, shown = figures.timeline_figure(result, max_ranks=max_ranks)
     return {
         "case": result.case, "workload": result.workload, "cluster": result.cluster, "steps": result.steps,
-        "notes": list(result.notes), "ranks_shown": shown,
+        "notes": [code_spans(n) for n in result.notes], "ranks_shown": shown,
+        "distribution": {"id": f"fig-utilization-{index}",
+                         "json": script_safe_json(figures.utilization_distribution_figure(result, highlight))},
         "heatmap": {"id": f"fig-heatmap-{index}", "json": script_safe_json(figures.link_heatmap_figure(result))},
         "timeline": {"id": f"fig-timeline-{index}", "json": script_safe_json(timeline)},
         "hot_links": [{**row, "utilization": f"{row['utilization']:.0%}", "bytes_per_step": format_size(row["bytes_per_step"]),
-                       "users": ", ".join(row["users"]) or "-"} for row in hot_link_rows(result, hot_links)],
+                       "users": ", ".join(row["users"]) or "-", "alike": alike_text(row["alike"])}
+                      for row in grouped_hot_link_rows(result, hot_links, highlight)],
         "collectives": [{"label": c.label, "n_ranks": c.n_ranks, "size": format_size(c.size_bytes),
                          "count": c.count_per_step, "time": format_time(c.time_s), "algbw": f"{c.algbw_GBps:.2f}",
                          "busbw": f"{c.busbw_GBps:.2f}", "algo": f"{c.algorithm}/{c.protocol}"} for c in result.collectives],
@@ -84,21 +94,24 @@ def _case_section(result: RunResult, index: int, hot_links: int, max_ranks: int)
 
 
 def render_html_report(results: Sequence[RunResult], title: str | None = None, hot_links: int = 10,
-                       max_ranks: int = 36, findings: Sequence[dict] = ()) -> str:
-    """The report as one HTML string (see :func:`write_html_report`)."""
+                       max_ranks: int = 36, findings: Sequence[dict] = (), conclusion: Sequence[str] | None = None) -> str:
+    """The report as one HTML string (see :func:`write_html_report`); ``conclusion`` (sentences) opens
+    it, by default the comparison of the cases (:func:`~gpuwait.report.conclusion.workload_conclusion`)."""
     results = list(results)
     if not results:
         raise ValueError("an HTML report needs at least one RunResult")
     summaries = [step_summary_dict(r, hot_links=0) for r in results]
     page = _environment().get_template("report.html.j2").render(
         title=title or " vs ".join(r.case for r in results),
+        conclusion=list(workload_conclusion(results).sentences if conclusion is None else conclusion),
         version=__version__,
         case_names=[r.case for r in results],
-        breakdown_rows=_breakdown_rows(summaries),
+        breakdown_rows=(serving_rows(results) if all(r.serving for r in results) else []) + _breakdown_rows(summaries),
         breakdown={"id": "fig-breakdown", "json": script_safe_json(figures.breakdown_figure(results))},
         busbw={"id": "fig-busbw", "json": script_safe_json(figures.busbw_figure(results))},
-        cases=[_case_section(r, i, hot_links, max_ranks) for i, r in enumerate(results)],
-        findings=[{**f, "evidence_text": ", ".join(f"{k}={v}" for k, v in f["evidence"].items()),
+        cases=[_case_section(r, i, hot_links, max_ranks, [f["component"] for f in findings]) for i, r in enumerate(results)],
+        findings=[{**f, "evidence_text": evidence_text(f["evidence"]), "explanation": code_spans(f["explanation"]),
+                   "fix": code_spans(f["fix"]),
                    "gain_text": "-" if f["expected_gain_fraction"] is None else f"{100 * f['expected_gain_fraction']:.1f} %"}
                   for f in findings],
         findings_figure={"id": "fig-findings", "json": script_safe_json(figures.findings_figure(findings))}
@@ -109,16 +122,18 @@ def render_html_report(results: Sequence[RunResult], title: str | None = None, h
 
 
 def write_html_report(results: Sequence[RunResult], path: str | Path, title: str | None = None,
-                      hot_links: int = 10, max_ranks: int = 36, findings: Sequence[dict] = ()) -> Path:
+                      hot_links: int = 10, max_ranks: int = 36, findings: Sequence[dict] = (),
+                      conclusion: Sequence[str] | None = None) -> Path:
     """Write one self-contained HTML file comparing ``results`` and return its path.
 
     It holds the step breakdown (stacked bars and a table), per case a link-utilization heatmap by
     fabric tier, the ``hot_links`` hottest links with who shares them, the collectives with their
     busbw, and a per-GPU timeline of at most ``max_ranks`` ranks (the first ones plus the slowest
     four, named on the page). ``findings`` (the diagnosis's, as plain dicts) come first, ranked,
-    with the gain each fix gives back plotted.
+    with the gain each fix gives back plotted. The page opens with ``conclusion``, by default the
+    comparison of the cases.
     """
     path = Path(path)
     path.write_text(render_html_report(results, title=title, hot_links=hot_links, max_ranks=max_ranks,
-                                       findings=findings), encoding="utf-8")
+                                       findings=findings, conclusion=conclusion), encoding="utf-8")
     return path

@@ -18,9 +18,11 @@ import pyarrow.parquet as pq
 
 from gpuwait.diagnosis.report import diagnosis_dict
 from gpuwait.diagnosis.run import Diagnosis
+from gpuwait.report.conclusion import diagnosis_conclusion, workload_conclusion
 from gpuwait.report.flows import flow_rows, packet_run_entry, routing_label, run_entry
 from gpuwait.report.parquet import link_table, task_table, write_link_parquet, write_task_parquet
 from gpuwait.report.step import step_summary_dict
+from gpuwait.report.traffic import traffic_conclusion
 from gpuwait.steps.result import RunResult
 
 
@@ -35,8 +37,8 @@ class WorkloadResult:
 
     def to_dict(self) -> dict:
         """Per case: the step time and its breakdown, MFU, the ideal-network step, collectives, hottest links."""
-        return {"scenario": self.scenario, "cases": [step_summary_dict(r) for r in self.results],
-                "report": [str(p) for p in self.report]}
+        return {"scenario": self.scenario, "conclusion": workload_conclusion(self.results).text,
+                "cases": [step_summary_dict(r) for r in self.results], "report": [str(p) for p in self.report]}
 
     def to_arrow(self) -> dict:
         """``{"tasks": ..., "links": ...}``: every task of every rank and step, and every link's load."""
@@ -56,14 +58,17 @@ class TrafficResult:
     scenario: str
     engine: str
     runs: Sequence  # EngineRun: FlowRun for "flow", PacketRun for "packet"
+    report: list[Path] = field(default_factory=list)  # report files written for this run, if any
 
     def to_dict(self) -> dict:
         """Per run: summary, hottest links and flows; the flow engine adds the hottest links' timeline,
         the packet engine FCT percentiles and port counters."""
+        head = {"scenario": self.scenario, "conclusion": traffic_conclusion(self.runs).text,
+                "cluster": self.runs[0].topo.name}
+        written = {"report": [str(p) for p in self.report]} if self.report else {}
         if self.engine == "packet":
-            return {"scenario": self.scenario, "cluster": self.runs[0].topo.name, "engine": "packet",
-                    "runs": [packet_run_entry(r) for r in self.runs]}
-        return {"scenario": self.scenario, "cluster": self.runs[0].topo.name, "runs": [run_entry(r) for r in self.runs]}
+            return head | {"engine": "packet", "runs": [packet_run_entry(r) for r in self.runs]} | written
+        return head | {"runs": [run_entry(r) for r in self.runs]} | written
 
     def to_arrow(self) -> dict:
         """``{"flows": ...}``: one row per flow of every run, with a ``case`` column (the run's label)."""
@@ -89,7 +94,7 @@ class DiagnosisResult:
     report: list[Path] | None = None
 
     def to_dict(self) -> dict:
-        doc = diagnosis_dict(self.diagnosis)
+        doc = diagnosis_dict(self.diagnosis) | {"conclusion": diagnosis_conclusion(self.diagnosis).text}
         return doc if self.report is None else doc | {"report": [str(p) for p in self.report]}
 
     def to_arrow(self) -> dict:

@@ -53,6 +53,41 @@ def hot_link_rows(result: RunResult, n: int = HOT_LINKS_DEFAULT, network_only: b
             for i in links.hottest(n, network_only=network_only)]
 
 
+def grouped_hot_link_rows(result: RunResult, n: int = HOT_LINKS_DEFAULT, highlight: Sequence[str] = ()) -> list[dict]:
+    """:func:`hot_link_rows` with ties grouped: links of one tier at the same utilization, bytes and
+    users make one row (``"alike"`` lists the others), so ten rows name more than ten links' worth of
+    story. Links in ``highlight`` (a diagnosis's findings) are marked, and added if not among them."""
+    groups: list[dict] = []
+    for row in hot_link_rows(result, n * 8):
+        key = (row["tier"], round(row["utilization"], 3), round(row["bytes_per_step"], -3), tuple(row["users"]))
+        if groups and groups[-1]["key"] == key:
+            groups[-1]["alike"].append(row["link"])
+        else:
+            groups.append({**row, "key": key, "alike": []})
+    rows = groups[:n]
+    shown = {name for r in rows for name in (r["link"], *r["alike"])}
+    index = {name: i for i, name in enumerate(result.links.name)}
+    for name in dict.fromkeys(highlight):
+        if name in index and name not in shown:
+            i = index[name]
+            links = result.links
+            rows.append({"link_id": i, "link": name, "tier": str(links.tier[i]), "utilization": float(links.utilization[i]),
+                         "bytes_per_step": float(links.bytes_per_step[i]), "users": list(links.users.get(i, [])),
+                         "alike": []})
+    for r in rows:
+        r.pop("key", None)
+        r["named_in_findings"] = r["link"] in highlight or any(a in highlight for a in r["alike"])
+    return rows
+
+
+def alike_text(alike: Sequence[str], limit: int = 3) -> str:
+    """``"+9 alike: leaf0->spine12, leaf0->spine16, leaf1->spine0, ..."``, or "" when alone."""
+    if not alike:
+        return ""
+    more = ", ..." if len(alike) > limit else ""
+    return f"+{len(alike)} alike: {', '.join(alike[:limit])}{more}"
+
+
 def step_summary_dict(result: RunResult, hot_links: int = HOT_LINKS_DEFAULT) -> dict:
     """Everything the terminal tables show, as plain JSON-able data (floats in SI units)."""
     b = result.breakdown
@@ -81,13 +116,41 @@ def step_summary_dict(result: RunResult, hot_links: int = HOT_LINKS_DEFAULT) -> 
         "collectives": [collective_dict(c) for c in result.collectives],
         "hottest_links": hot_link_rows(result, hot_links),
         "notes": list(result.notes),
-    }
+    } | ({"serving": dict(result.serving)} if result.serving else {})
+
+
+#: Breakdown rows that are training words: an inference run does not show them.
+_TRAINING_ONLY = ("data_wait", "straggler_wait", "checkpoint")
+
+
+def serving_rows(results: Sequence[RunResult]) -> list[tuple[str, list[str]]]:
+    """Inference first: TTFT, TPOT and throughput, each beside its ideal-network value."""
+    def cell(s: dict | None, key: str, fmt) -> str:
+        return "-" if not s else f"{fmt(s[key])} (ideal {fmt(s['ideal_' + key])})"
+
+    ms = lambda x: f"{x * 1e3:,.3f} ms"  # noqa: E731
+    return [("time to first token", [cell(r.serving, "ttft_s", ms) for r in results]),
+            ("time per output token", [cell(r.serving, "tpot_s", ms) for r in results]),
+            ("throughput (tokens/s)", [cell(r.serving, "tokens_per_s", lambda x: f"{x:,.0f}") for r in results])]
+
+
+def serving_table(results: Sequence[RunResult]) -> Table:
+    """Inference's own numbers, one column per case."""
+    table = Table(title="Inference: latency and throughput (ideal network in brackets)", title_justify="left")
+    table.add_column("", justify="left")
+    for r in results:
+        table.add_column(escape(r.case), justify="right")
+    for label, cells in serving_rows(results):
+        table.add_row(label, *cells, style="bold" if label != "throughput (tokens/s)" else None)
+    return table
 
 
 # ------------------------------------------------------------------------------------ rich tables
 def breakdown_table(results: Sequence[RunResult]) -> Table:
     """Step breakdown, one column per case: each category in ms and % of the step."""
-    table = Table(title="Where the step goes (job mean per step)", title_justify="left")
+    inference = all(r.serving for r in results)
+    title = "Where the batch's time goes" if inference else "Where the step goes (job mean per step)"
+    table = Table(title=title, title_justify="left")
     table.add_column("", justify="left")
     for r in results:
         table.add_column(escape(r.case), justify="right")
@@ -96,8 +159,10 @@ def breakdown_table(results: Sequence[RunResult]) -> Table:
     def row(label: str, cells: list[str], style: str | None = None) -> None:
         table.add_row(label, *cells, style=style)
 
-    row("step time (ms)", [_ms(s["step_time_s"]) for s in summaries], style="bold")
+    row("batch time (ms)" if inference else "step time (ms)", [_ms(s["step_time_s"]) for s in summaries], style="bold")
     for cat in BREAKDOWN_CATEGORIES:
+        if inference and cat in _TRAINING_ONLY:
+            continue
         row(f"  {cat.replace('_', ' ')}",
             [f"{_ms(s['breakdown_s'][cat])}  {_pct(s['breakdown_fraction'][cat]):>6}" for s in summaries])
     groups = sorted({g for s in summaries for g in s["exposed_comm_s"]})
@@ -106,25 +171,31 @@ def breakdown_table(results: Sequence[RunResult]) -> Table:
     for g in groups:
         row(f"  {escape(g)}", [_ms(s["exposed_comm_s"][g]) if g in s["exposed_comm_s"] else "-" for s in summaries])
     table.add_section()
-    row("ideal-network step (ms)", [_ms(s["ideal_step_time_s"]) for s in summaries])
+    row("ideal-network batch (ms)" if inference else "ideal-network step (ms)", [_ms(s["ideal_step_time_s"]) for s in summaries])
     row("network cost (ms)", [f"{_ms(s['network_cost_s'])}  {_pct(s['network_cost_s'] / s['step_time_s']) if s['step_time_s'] > 0 else '-':>6}"
                               for s in summaries])
+    if inference:  # MFU and waiting are training's words; the serving table says tokens/s
+        return table
     row("wait fraction", [_pct(s["wait_fraction"]) for s in summaries], style="bold")
     row("MFU", [_pct(s["mfu"]) for s in summaries])
     row("tokens/s", [f"{s['tokens_per_s']:,.0f}" for s in summaries])
     return table
 
 
-def hot_links_table(result: RunResult, n: int = HOT_LINKS_DEFAULT) -> Table:
-    """The busiest network links of one case and which communication shares each."""
-    table = Table(title=f"{escape(result.case)}: hottest network links", title_justify="left")
+def hot_links_table(result: RunResult, n: int = HOT_LINKS_DEFAULT, highlight: Sequence[str] = ()) -> Table:
+    """The busiest network links of one case and which communication shares each; links alike
+    (same tier, load and users) share a row, and links named in ``highlight`` are marked."""
+    table = Table(title=f"{escape(result.case)}: hottest network links (alike links grouped)", title_justify="left")
     for col in ("link", "tier", "utilization", "bytes/step", "shared by"):
         table.add_column(col, justify="right" if col in ("utilization", "bytes/step") else "left")
-    for row in hot_link_rows(result, n):
+    for row in grouped_hot_link_rows(result, n, highlight):
         bar = "#" * int(round(row["utilization"] * 10))
         style = "red" if row["utilization"] >= 0.9 else ""
         util = f"{row['utilization']:5.0%} {bar:<10}"
-        table.add_row(escape(row["link"]), escape(row["tier"]), f"[{style}]{util}[/]" if style else util,
+        name = escape(row["link"]) + (f" [dim]{escape(alike_text(row['alike']))}[/]" if row["alike"] else "")
+        if row["named_in_findings"]:
+            name = f"[bold red]* {name}[/]"
+        table.add_row(name, escape(row["tier"]), f"[{style}]{util}[/]" if style else util,
                       format_size(row["bytes_per_step"]), escape(", ".join(row["users"])) or "-")
     if table.row_count == 0:
         table.caption = "no network traffic"

@@ -12,6 +12,7 @@ the walk here finds the candidates at every hop and calls the chooser the routin
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import networkx as nx
 import numpy as np
@@ -34,14 +35,44 @@ _CANDIDATE_BLOCK = 1 << 22  # candidate next hops weighed per numpy pass
 class Routes:
     """Routes of a set of flows, one row per QP (sub-flow).
 
-    ``link_weights[r, l]`` is the fraction of row r's bytes that crosses link l.
+    ``link_weights[r, l]`` is the fraction of row r's bytes that crosses link l. It is stored in two
+    parts: each row's own links (``own_weights``), and a middle part shared by a class of rows
+    (``class_weights[row_class[r]]``; ``row_class`` -1: none). A splitting router fans a row out over
+    every equal-cost path between two leaves (1,600 links per row in a 3-tier fabric of radix 64),
+    and every row between the same two leaves splits alike: stored once per class, not per row.
+    ``link_weights`` joins the parts (built on first use; the max-min solve of a collective works
+    on the parts, see :func:`gpuwait.engine.flow.max_min_rates`).
     """
 
     flow_index: np.ndarray  # (R,) index of the requested flow each row belongs to
     qp_index: np.ndarray  # (R,) QP number within the connection, 0..qps-1
-    link_weights: sp.csr_matrix  # (R, L)
+    own_weights: sp.csr_matrix  # (R, L) links of each row's own
     path_latency_s: np.ndarray  # (R,) weight-averaged latency of the row's links
     udp_sport: np.ndarray  # (R,) RoCEv2/TCP source port used for hashing, -1 where none
+    row_class: np.ndarray | None = None  # (R,) class of each row's shared middle part, -1 for none
+    class_weights: sp.csr_matrix | None = None  # (C, L) the shared middle part of each class
+
+    @cached_property
+    def link_weights(self) -> sp.csr_matrix:
+        """``(R, L)`` every row's links: its own and its class's."""
+        if self.class_weights is None:
+            return self.own_weights
+        has = np.flatnonzero(self.row_class >= 0)
+        shared = self.class_weights[self.row_class[has]].tocoo()
+        middle = sp.csr_matrix((shared.data, (has[shared.row], shared.col)), shape=self.own_weights.shape)
+        matrix = (self.own_weights + middle).tocsr()
+        matrix.sort_indices()
+        return matrix
+
+    def link_load(self, per_row: np.ndarray) -> np.ndarray:
+        """``(L,)`` sum over rows of ``per_row[r] x link_weights[r]`` (a rate or bytes per link), from the parts."""
+        per_row = np.asarray(per_row, float)
+        load = self.own_weights.T @ per_row
+        if self.class_weights is not None:
+            has = self.row_class >= 0
+            per_class = np.bincount(self.row_class[has], weights=per_row[has], minlength=self.class_weights.shape[0])
+            load = load + self.class_weights.T @ per_class
+        return np.asarray(load).ravel()
 
     @property
     def n_rows(self) -> int:
@@ -72,7 +103,7 @@ class Routes:
 
     def bytes_per_link(self, flow_size_bytes: np.ndarray) -> np.ndarray:
         """Bytes each link carries when flow f sends ``flow_size_bytes[f]`` split evenly over its QPs."""
-        return self.link_weights.T @ self.per_qp(flow_size_bytes)
+        return self.link_load(self.per_qp(flow_size_bytes))
 
 
 
@@ -580,8 +611,9 @@ def _walk_all(topo: Topology, spec: RoutingSpec, router: Router, s_ep: np.ndarra
 
 
 def _route_network(topo: Topology, spec: RoutingSpec, router: Router, transport: str, s_ep: np.ndarray,
-                   d_ep: np.ndarray, qp: np.ndarray, name_row) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
-    """Route QP rows between network endpoints: ((row, link, weight) triplets, UDP/TCP source ports)."""
+                   d_ep: np.ndarray, qp: np.ndarray, name_row) -> tuple:
+    """Route QP rows between network endpoints: ((row, link, weight) triplets, UDP/TCP source ports,
+    and None or the shared middle parts of row classes: ((class, link, weight) triplets, class of each row))."""
     tuples, sport = _five_tuples(topo, transport, s_ep, d_ep, qp, spec.seed)
     host = topo.host_links
     port_capacity_Bps = np.bincount(topo.link_src[host], weights=topo.link_capacity_Bps[host], minlength=topo.n_nodes)
@@ -589,13 +621,107 @@ def _route_network(topo: Topology, spec: RoutingSpec, router: Router, transport:
     demand_Bps = port_capacity_Bps[s_ep] / np.maximum(rows_per_ep[s_ep], 1)
     per_row = dict(key_bytes=tuples.key_bytes(), qp=qp, dest_index=_fat_tree_order(topo)[d_ep],
                    demand_Bps=demand_Bps, background_Bps=None)
+    if router.per_leaf_pair and _LEAF_PAIR_CLASSES:
+        classes = _leaf_pair_classes(topo, s_ep, d_ep, demand_Bps)
+        if classes is not None:
+            own, shared, of_row = _route_leaf_pairs(topo, spec, router, s_ep, d_ep, per_row, classes, name_row)
+            return own, sport, (shared, of_row)
     for _ in range(router.rounds):
         rows, links, w = _walk_all(topo, spec, router, s_ep, d_ep, per_row, name_row)
         load = np.bincount(links, weights=w * demand_Bps[rows], minlength=topo.n_links)
         # damped (Jacobi) rounds: every flow reacts to the others' last split, halfway, so they settle
         background = per_row["background_Bps"]
         per_row["background_Bps"] = load if background is None else 0.5 * (background + load)
-    return (rows, links, w), sport
+    return (rows, links, w), sport, None
+
+
+# Route splitting routers one row per leaf-pair class (False: every row, the reference the tests compare with).
+_LEAF_PAIR_CLASSES = True
+
+
+@dataclass(frozen=True, eq=False)
+class _LeafPairClasses:
+    """Rows grouped by (source leaf, destination leaf, demand): one representative row walks for each."""
+
+    of_row: np.ndarray  # (R,) class of each row
+    rep: np.ndarray  # (C,) a row standing for each class
+    count: np.ndarray  # (C,) rows per class
+    up_link: np.ndarray  # (R,) each row's endpoint -> leaf link
+    down_link: np.ndarray  # (R,) each row's leaf -> endpoint link
+
+
+def _single_uplinks(topo: Topology) -> np.ndarray:
+    """Per node: its only link to a switch, -1 for none or several (a multi-port NIC spreads QPs over ports)."""
+    cache = topo.__dict__.setdefault("_routing_cache", {})
+    if "single_uplink" not in cache:
+        up = np.flatnonzero(topo.host_links & topo.switch_nodes[topo.link_dst])
+        count = np.bincount(topo.link_src[up], minlength=topo.n_nodes)
+        only = np.full(topo.n_nodes, -1, np.int64)
+        only[topo.link_src[up]] = up
+        only[count != 1] = -1
+        cache["single_uplink"] = only
+    return cache["single_uplink"]
+
+
+def _leaf_pair_classes(topo: Topology, s_ep: np.ndarray, d_ep: np.ndarray,
+                       demand_Bps: np.ndarray) -> _LeafPairClasses | None:
+    """Classes of rows a per-leaf-pair router splits identically, or None when some endpoint has
+    several uplinks (its first or last hop would depend on the row).
+
+    Every row leaves its endpoint on its one uplink, and from the leaf on its walk depends only on
+    the leaves, the demand and the load (:attr:`Router.per_leaf_pair`): the equal-cost next hops
+    towards every endpoint of one leaf are the same until that leaf, which the last hop leaves.
+    """
+    uplink = _single_uplinks(topo)
+    up, down_from = uplink[s_ep], uplink[d_ep]
+    if (up < 0).any() or (down_from < 0).any():
+        return None
+    leaf_s, leaf_d = topo.link_dst[up], topo.link_dst[down_from]
+    down = topo.links_between(leaf_d, d_ep)
+    if (down < 0).any():
+        return None
+    demands, demand_id = np.unique(demand_Bps, return_inverse=True)  # a few distinct values
+    # one int64 per row (a 1-D unique is far cheaper than one over stacked columns)
+    key = (leaf_s.astype(np.int64) * topo.n_nodes + leaf_d) * len(demands) + demand_id.ravel()
+    _, first, of_row, count = np.unique(key, return_index=True, return_inverse=True, return_counts=True)
+    return _LeafPairClasses(of_row.ravel(), first, count, up, down)
+
+
+def _route_leaf_pairs(topo: Topology, spec: RoutingSpec, router: Router, s_ep: np.ndarray, d_ep: np.ndarray,
+                      per_row: dict, classes: _LeafPairClasses, name_row) -> tuple:
+    """Walk one representative row per class: every row gets its own first and last hop, and its
+    class's middle part, the same links and fractions as walking every row, for a fraction of the work.
+    Each round's load (the adaptive router's background) counts each class's middle part once per row.
+
+    Returns ((row, link, weight) of the rows' own hops, (class, link, weight) of the middle parts,
+    the class of each row)."""
+    rep = classes.rep
+    rep_rows = {k: v if k == "background_Bps" else v[rep] for k, v in per_row.items()}
+    demand_Bps = per_row["demand_Bps"]
+    for _ in range(router.rounds):
+        rows, links, w = _walk_all(topo, spec, router, s_ep[rep], d_ep[rep], rep_rows,
+                                   lambda i, err: name_row(int(rep[i]), err))
+        # the representative's first hop leaves its endpoint, its last enters the destination
+        first = topo.link_src[links] == s_ep[rep][rows]
+        last = topo.link_dst[links] == d_ep[rep][rows]
+        middle = ~first & ~last
+        load = np.bincount(links[middle], weights=w[middle] * (demand_Bps[rep] * classes.count)[rows[middle]],
+                           minlength=topo.n_links).astype(float)  # an empty bincount is int
+        for hop in (first, last):
+            hop_w = np.zeros(len(rep))
+            hop_w[rows[hop]] = w[hop]
+            end_link = classes.up_link if hop is first else classes.down_link
+            load += np.bincount(end_link, weights=hop_w[classes.of_row] * demand_Bps, minlength=topo.n_links)
+        background = rep_rows["background_Bps"]
+        rep_rows["background_Bps"] = load if background is None else 0.5 * (background + load)
+    first_w = np.zeros(len(rep))
+    first_w[rows[first]] = w[first]
+    last_w = np.zeros(len(rep))
+    last_w[rows[last]] = w[last]
+    n = len(s_ep)
+    own = (np.r_[np.arange(n), np.arange(n)], np.r_[classes.up_link, classes.down_link],
+           np.r_[first_w[classes.of_row], last_w[classes.of_row]])
+    return own, (rows[middle], links[middle], w[middle]), classes.of_row
 
 
 def _host_hop(topo: Topology, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
@@ -725,18 +851,35 @@ def route_flows(topo: Topology, spec: RoutingSpec, src, dst, *, transport: str =
             return RoutingError(f"no path from {topo.node_name[src_r[row]]} to {topo.node_name[dst_r[row]]}: "
                                 f"{topo.node_name[s_ep[i]]} and {topo.node_name[d_ep[i]]} share no network", hint=err.hint)
 
-        (r_rows, r_links, r_w), sport[remote] = _route_network(topo, spec, router, transport, s_ep, d_ep, qp[remote],
-                                                                name_row)
+        (r_rows, r_links, r_w), sport[remote], shared = _route_network(topo, spec, router, transport, s_ep, d_ep,
+                                                                        qp[remote], name_row)
         pieces.append((remote[r_rows], r_links, r_w))
+        if shared is not None:
+            (c_rows, c_links, c_w), of_row = shared
+            row_class = np.full(R, -1, np.int64)
+            row_class[remote] = of_row
+            return _assemble(topo, flow_index, qp, pieces, sport, (row_class, c_rows, c_links, c_w))
     return _assemble(topo, flow_index, qp, pieces, sport)
 
 
-def _assemble(topo: Topology, flow_index: np.ndarray, qp: np.ndarray, pieces: list, sport: np.ndarray) -> Routes:
+def _assemble(topo: Topology, flow_index: np.ndarray, qp: np.ndarray, pieces: list, sport: np.ndarray,
+              shared: tuple | None = None) -> Routes:
+    """Routes from (row, link, weight) pieces, and ``shared``: None or (class of each row, and the
+    (class, link, weight) triplets of the classes' middle parts)."""
     rows, links, weights = ((np.concatenate(x) for x in zip(*pieces, strict=True)) if pieces
                             else (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)))
     matrix = sp.csr_matrix((weights, (rows, links)), shape=(len(flow_index), topo.n_links))
     matrix.sum_duplicates()
     matrix.sort_indices()
-    latency = matrix @ topo.link_latency_s
-    return Routes(flow_index=flow_index, qp_index=qp, link_weights=matrix, path_latency_s=np.asarray(latency).ravel(),
-                  udp_sport=sport)
+    latency = np.asarray(matrix @ topo.link_latency_s).ravel()
+    row_class = class_weights = None
+    if shared is not None:
+        row_class, c_rows, c_links, c_w = shared
+        n_classes = int(row_class.max(initial=-1)) + 1
+        class_weights = sp.csr_matrix((c_w, (c_rows, c_links)), shape=(n_classes, topo.n_links))
+        class_weights.sum_duplicates()
+        class_weights.sort_indices()
+        has = row_class >= 0
+        latency[has] += np.asarray(class_weights @ topo.link_latency_s).ravel()[row_class[has]]
+    return Routes(flow_index=flow_index, qp_index=qp, own_weights=matrix, path_latency_s=latency,
+                  udp_sport=sport, row_class=row_class, class_weights=class_weights)

@@ -108,6 +108,12 @@ class Router:
         Checks the spec before any walking (e.g. that the hash exists).
     label : str
         Words for reports.
+    per_leaf_pair : bool
+        The choice depends only on the state (node, candidates, fraction), the row's demand and the
+        previous round's load, never on the row's 5-tuple, QP or destination index. Then rows
+        between the same two leaves with the same demand split identically between the leaves, and
+        the walk routes one row per such class instead of every row (see
+        :func:`gpuwait.routing.paths.route_flows`).
     """
 
     name: str
@@ -116,6 +122,7 @@ class Router:
     rounds: int = 1
     validate: Callable[[RoutingSpec], None] | None = None
     label: str = ""
+    per_leaf_pair: bool = False
 
 
 #: Every routing kind by name. Add one with :func:`register_router`.
@@ -123,14 +130,15 @@ ROUTERS: dict[str, Router] = {}
 
 
 def register_router(name: str, *, single_path: bool, rounds: int = 1, label: str = "",
-                    validate: Callable[[RoutingSpec], None] | None = None) -> Callable[[Chooser], Chooser]:
+                    validate: Callable[[RoutingSpec], None] | None = None,
+                    per_leaf_pair: bool = False) -> Callable[[Chooser], Chooser]:
     """Decorator: register ``choose(hop) -> NextHops`` as routing kind ``name``."""
     if name in ROUTERS:
         # silently replacing a router would change every scenario naming it
         raise ValueError(f"router {name!r} is already registered")
 
     def decorate(choose: Chooser) -> Chooser:
-        ROUTERS[name] = Router(name, choose, single_path, rounds, validate, label)
+        ROUTERS[name] = Router(name, choose, single_path, rounds, validate, label, per_leaf_pair)
         return choose
 
     return decorate
@@ -199,14 +207,14 @@ def _static(hop: Hop) -> NextHops:
 
 
 # ------------------------------------------------------------------------------------ spray
-@register_router("spray", single_path=False, label="packet spraying")
+@register_router("spray", single_path=False, label="packet spraying", per_leaf_pair=True)
 def _spray(hop: Hop) -> NextHops:
     owner, links = _fan_out(hop)
     return NextHops(owner, links, hop.frac[owner] * (1.0 / hop.count[owner]))
 
 
 # ------------------------------------------------------------------------------------ adaptive
-@register_router("adaptive", single_path=False, rounds=ADAPTIVE_ROUNDS, label="adaptive routing")
+@register_router("adaptive", single_path=False, rounds=ADAPTIVE_ROUNDS, label="adaptive routing", per_leaf_pair=True)
 def _adaptive(hop: Hop) -> NextHops:
     owner, links = _fan_out(hop)
     own_Bps = hop.demand_Bps[hop.row][owner] * hop.frac[owner]

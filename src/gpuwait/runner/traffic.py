@@ -40,8 +40,10 @@ def check_scenario(scenario: Scenario) -> dict:
     return {"servers": topo.n_servers, "gpus": topo.n_gpus, "flows": len(flows), "routed_cases": len(cases)}
 
 
-def run_traffic(scenario: Scenario, engine: str = "flow") -> list[EngineRun]:
+def run_traffic(scenario: Scenario, engine: str = "flow", progress=None) -> list[EngineRun]:
     """Simulate the traffic with the cluster's routing and transport, then with each variant's.
+
+    ``progress(case_index, n_cases, name)`` is called before each case runs (for a progress display).
 
     The topology and the flow table are built once and shared; runs never depend on each other.
     ``engine`` names an entry of :data:`gpuwait.engine.ENGINES`.
@@ -55,7 +57,10 @@ def run_traffic(scenario: Scenario, engine: str = "flow") -> list[EngineRun]:
     topo = build_cluster(cluster)
     flows = traffic_flows(topo, scenario.traffic)
     runs = []
-    for name, routing, transport in scenario_cases(scenario, cluster):
+    cases = scenario_cases(scenario, cluster)
+    for index, (name, routing, transport) in enumerate(cases):
+        if progress is not None:
+            progress(index, len(cases), name or f"{transport.name}, {routing.kind}")
         run = simulator.simulate(topo, flows, routing, transport, **options)
         if name is not None:
             run.labels["name"] = name

@@ -28,6 +28,16 @@ def case_label(name: str | None, routing, transport) -> str:
     return name or label
 
 
+def _cluster_label(name: str, topo: Topology, transport, base_transport) -> str:
+    """"rocev2-400g-2tier: 64 servers x 8 GPUs"; a variant on another transport is named by it, so an
+    InfiniBand case is not labelled with a RoCEv2 preset's name."""
+    size = f"{topo.n_servers} servers x {topo.gpus_per_server} GPUs"
+    if transport.name == base_transport.name:
+        return f"{name}: {size}"
+    fabric = {"rocev2": "RoCEv2", "infiniband": "InfiniBand", "tcp": "TCP"}.get(transport.name, transport.name)
+    return f"{fabric} on the {name} topology: {size}"
+
+
 @dataclass(frozen=True, eq=False)
 class WorkloadRun:
     """A workload simulated with its faults: what it ran on and what came out."""
@@ -69,7 +79,7 @@ def simulate_workload(scenario: Scenario, steps: int | None = None, progress=Non
         raise SpecError(f"--steps: got {n_steps}; expected at least 1")
     training = spec.mode == "training"
     step = training_step(spec, topo) if training else serving_step(spec, topo)
-    cluster_label = f"{scenario.cluster.preset or cluster.name}: {topo.n_servers} servers x {topo.gpus_per_server} GPUs"
+    cluster_name = scenario.cluster.preset or cluster.name
     cases = scenario_cases(scenario, cluster)
     faulty, effects = perturbation.apply(topo, float(cases[0][2].mtu_bytes))
     results = []
@@ -81,6 +91,7 @@ def simulate_workload(scenario: Scenario, steps: int | None = None, progress=Non
         background = effects.foreign_Bps
         fabric = FabricModel(faulty, routing, transport, env, background_Bps=background)
         label = case_label(name, routing, transport)
+        cluster_label = _cluster_label(cluster_name, topo, transport, cases[0][2])
         if training:
             if step.storage_read_Bps_per_gpu > 0:
                 read = fabric.storage(step.layout.rank_gpu, step.storage_read_Bps_per_gpu)

@@ -109,7 +109,7 @@ class CollectiveStat:
 class LinkStats:
     """Per-link load over the step (all links of the topology, indexed by link id).
 
-    ``tier`` is a short label for the heatmap rows (``"nvlink"``, ``"pcie"``, ``"nic-leaf"``,
+    ``tier`` is a short label for the heatmap rows (``"nvlink"``, ``"pcie"``, ``"host-leaf"``,
     ``"leaf-spine"``, ``"spine-core"``, ``"storage"``); ``users[link]`` names the communication
     sharing a link (``"dp all_reduce"``, ``"storage read"``), filled for the hottest links only.
     """
@@ -146,3 +146,5 @@ class RunResult:
     step_times_s: np.ndarray  # one per step
     notes: tuple[str, ...] = ()
     gpus_per_server: int = 8  # to lay GPUs out by server in timelines
+    # inference only: ttft_s, tpot_s, tokens_per_s and each one's ideal-network value (ideal_ttft_s...)
+    serving: dict | None = None

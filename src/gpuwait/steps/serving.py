@@ -63,7 +63,8 @@ def run_serving(step: ServingStep, fabric: FabricModel, *, case: str = "", clust
     ttft = _pass_time(prefill, pp)
     tpot = _pass_time(decode, pp)
     total = ttft + step.output_tokens * tpot
-    ideal = _pass_time(ideal_prefill, pp) + step.output_tokens * _pass_time(ideal_decode, pp)
+    ideal_ttft, ideal_tpot = _pass_time(ideal_prefill, pp), _pass_time(ideal_decode, pp)
+    ideal = ideal_ttft + step.output_tokens * ideal_tpot
     n = lay.n_ranks
     tokens = 1 + step.output_tokens
     compute = prefill["compute"] + step.output_tokens * decode["compute"]
@@ -80,10 +81,14 @@ def run_serving(step: ServingStep, fabric: FabricModel, *, case: str = "", clust
     collectives = collective_stats(families, {"tp": lay.tp, "pp": lay.pp})
     links = link_stats(fabric, families, total)
     notes = (f"time to first token {ttft * 1e3:.3f} ms", f"time per output token {tpot * 1e3:.3f} ms "
-             f"(ideal network {_pass_time(ideal_decode, pp) * 1e3:.3f} ms)")
+             f"(ideal network {ideal_tpot * 1e3:.3f} ms)")
+    batch_tokens = step.batch * tokens
+    serving = {"ttft_s": ttft, "ideal_ttft_s": ideal_ttft, "tpot_s": tpot, "ideal_tpot_s": ideal_tpot,
+               "tokens_per_s": batch_tokens / total if total > 0 else 0.0,
+               "ideal_tokens_per_s": batch_tokens / ideal if ideal > 0 else 0.0}
     return RunResult(case=case, workload=step.description, cluster=cluster, steps=1, breakdown=breakdown,
                      collectives=collectives, links=links, tasks=tasks, step_times_s=np.array([total]),
-                     notes=notes, gpus_per_server=fabric.topo.gpus_per_server)
+                     notes=notes, gpus_per_server=fabric.topo.gpus_per_server, serving=serving)
 
 
 def time_per_output_token_s(result: RunResult) -> float:

@@ -15,11 +15,13 @@ from gpuwait.topology.model import LINK_KINDS, Topology
 #: (label such as "dp all_reduce", the family's run, calls per step)
 Family = tuple[str, FamilyRun, int]
 
-_TIER_OF_LEVELS = {(0, 1): "nic-leaf", (1, 2): "leaf-spine", (2, 3): "spine-core"}
+# one vocabulary across commands: a tier is named by the switch levels it joins (Tier's labels), undirected;
+# the link's own name (leaf0->spine6) carries its direction
+_TIER_OF_LEVELS = {(0, 1): "host-leaf", (1, 2): "leaf-spine", (2, 3): "spine-core"}
 
 
 def link_tiers(topo: Topology) -> np.ndarray:
-    """A short label per link for heatmap rows: nvlink, pcie, nic-leaf, leaf-spine, spine-core,
+    """A short label per link for heatmap rows: nvlink, pcie, host-leaf, leaf-spine, spine-core,
     storage, network."""
     kind = np.asarray(LINK_KINDS, dtype=object)[topo.link_kind]
     lo = np.minimum(topo.node_tier[topo.link_src], topo.node_tier[topo.link_dst])

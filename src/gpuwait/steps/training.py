@@ -12,7 +12,9 @@ real topology, so groups contend for the links they share.
 Simplifications, stated: the DP all-reduces of all stages are timed as if concurrent (in 1F1B they
 overlap partly, so this is the pessimistic side); pipeline sends are timed with every stage sending at
 once; TP and EP collectives inside a micro-batch run on the critical path (Megatron's default) except
-the part an overlap switch hides (``CommOp.hidden_s``: TP comm overlap, CP's ring, ZeRO-3 prefetch).
+the part an overlap switch hides (``CommOp.hidden_s``: TP comm overlap, CP's ring, MoE all-to-all overlap);
+ZeRO-3's per-layer gathers and scatters queue on the network as FSDP issues them (:func:`zero3_exposed_s`);
+pipeline sends block both stages unless ``overlap_p2p_comm`` (Megatron-Core's interleaved default).
 """
 
 from __future__ import annotations
@@ -91,19 +93,41 @@ def _comm_times(step: TrainingStep, fabric: FabricModel | None,
     m = step.micro_batches
     base = fabric
 
-    def beside_others(label: str) -> FabricModel:
+    def beside_others_of(labels: set[str]) -> FabricModel:
         if not others_Bps:
             return base
-        other = sum((v for k, v in others_Bps.items() if k != label), np.zeros(base.topo.n_links))
+        other = sum((v for k, v in others_Bps.items() if k not in labels), np.zeros(base.topo.n_links))
         return base.with_background(other)
 
+    def beside_others(label: str) -> FabricModel:
+        return beside_others_of({label})
+
+    zero3_labels = {f"{op.group} {op.collective}" for op in step.inline_ops if op.zero3}
+    zero3_s: dict[str, float] = {}
     for op in step.inline_ops:
         label = f"{op.group} {op.collective}"
-        run = beside_others(label).collective(gpus[_groups(lay, op.group)], op.collective, op.size_bytes)
+        # ZeRO-3's gathers and scatters queue one after another (below), so they are not each
+        # other's background: only the step's other traffic is
+        background = beside_others(label) if not op.zero3 else beside_others_of(zero3_labels)
+        run = background.collective(gpus[_groups(lay, op.group)], op.collective, op.size_bytes)
+        families.append((label, run, (op.calls_fwd + op.calls_bwd) * m))
+        if op.zero3:
+            zero3_s[op.collective] = run.time_s
+            continue
         exposed = max(run.time_s - op.hidden_s, 0.0)
         fwd[label] = fwd.get(label, 0.0) + op.calls_fwd * exposed
         bwd[label] = bwd.get(label, 0.0) + op.calls_bwd * exposed
-        families.append((label, run, (op.calls_fwd + op.calls_bwd) * m))
+    if zero3_s and step.zero3_layers:
+        layers = step.zero3_layers
+        gather_s, scatter_s = zero3_s.get("all_gather", 0.0), zero3_s.get("reduce_scatter", 0.0)
+        f_exp, b_exp = zero3_exposed_s(layers, float(step.fwd_compute_s.max()) / layers,
+                                       float(step.bwd_compute_s.max()) / layers, gather_s, scatter_s, step.prefetch_depth)
+        # the backward's exposed time is shared by the two in proportion to the network time they take
+        share = gather_s / (gather_s + scatter_s) if gather_s + scatter_s > 0 else 1.0
+        fwd["dp all_gather"] = fwd.get("dp all_gather", 0.0) + f_exp
+        bwd["dp all_gather"] = bwd.get("dp all_gather", 0.0) + b_exp * share
+        bwd["dp reduce_scatter"] = bwd.get("dp reduce_scatter", 0.0) + b_exp * (1.0 - share)
+        fwd.setdefault("dp reduce_scatter", 0.0)
     pp_send_s = 0.0
     if pp > 1 and step.pp_send_bytes > 0:
         run = beside_others("pp sendrecv").collective(gpus[lay.groups("pp")], "sendrecv", step.pp_send_bytes)
@@ -139,6 +163,50 @@ def _comm_times(step: TrainingStep, fabric: FabricModel | None,
                                   "expected a storage network (cluster.storage.mode) or storage on the fabric")
         shortfall = max(step.storage_read_Bps_per_gpu / achieved - 1.0, 0.0)
     return _CommTimes(fwd, bwd, pp_send_s, bucket_s, gather, checkpoint_s, shortfall, families)
+
+
+def zero3_exposed_s(layers: int, fwd_layer_s: float, bwd_layer_s: float, gather_s: float, scatter_s: float,
+                    depth: int = 1) -> tuple[float, float]:
+    """Communication time ZeRO-3 / FSDP leaves exposed in one micro-batch's forward and backward.
+
+    Two streams, as PyTorch FSDP runs them (Zhao et al. 2023, "PyTorch FSDP", arXiv:2304.11277, §3.3-3.4):
+    compute runs the layers in order; the network runs, one after another in the order they are
+    issued, each layer's weight all-gather (``gather_s``) and, in backward, each layer's gradient
+    reduce-scatter (``scatter_s``) as soon as its backward ends. A layer computes once its weights are
+    gathered; its gather may be issued when the layer ``depth`` places earlier starts computing
+    (FSDP's prefetch: 1 by default; 0 = only when the previous layer ends). Backward gathers the
+    weights again (they are freed after forward) and the step's last scatter ends the backward.
+
+    Returns ``(forward, backward)`` seconds beyond the compute (``layers x layer time``).
+
+    >>> zero3_exposed_s(4, 1.0, 2.0, 0.5, 0.5)  # the network keeps up: only the first gather shows
+    (0.5, 1.0)
+    >>> zero3_exposed_s(4, 1.0, 2.0, 2.0, 2.0)  # network-bound: 4 gathers (+ 4 scatters) end it
+    (5.0, 8.0)
+    """
+    def run(compute_s: float, backward: bool) -> float:
+        start = [0.0] * layers
+        end = [0.0] * layers
+        net_free = 0.0
+        lag = max(depth, 1)
+        for i in range(layers):
+            if depth >= 1:
+                issue = start[i - depth] if i >= depth else 0.0
+            else:
+                issue = end[i - 1] if i else 0.0
+            net_free = max(net_free, issue) + gather_s
+            start[i] = max(end[i - 1] if i else 0.0, net_free)
+            end[i] = start[i] + compute_s
+            if backward and i >= lag:
+                # the scatter of the layer `lag` back was issued after this gather (FSDP's BACKWARD_PRE)
+                net_free = max(net_free, end[i - lag]) + scatter_s
+        if backward:
+            for i in range(max(layers - lag, 0), layers):
+                net_free = max(net_free, end[i]) + scatter_s
+        finish = max(end[-1], net_free) if layers else 0.0
+        return finish - layers * compute_s
+
+    return run(fwd_layer_s, False), run(bwd_layer_s, True)
 
 
 def _groups(lay: Layout, kind: str) -> np.ndarray:
@@ -244,8 +312,13 @@ def _run_pipeline(step: TrainingStep, comm: _CommTimes, factor: np.ndarray, t_st
                 if found is None:
                     break
                 dep, dep_send = found
-                ready = dep + dep_send
-                start = np.maximum(pipe.clock[s], ready)
+                if step.overlap_p2p_comm:
+                    # the transfer ran while this stage was still computing (posted ahead, waited on late)
+                    start = np.maximum(pipe.clock[s], dep + dep_send)
+                else:
+                    # Megatron's blocking send_forward_recv_backward: the exchange starts once both
+                    # stages reach it, so its transfer is always on this stage's path
+                    start = np.maximum(pipe.clock[s], dep) + dep_send
                 _account_wait(acct, s, s == 0 and c == 0 and kind == "F", i, pipe.clock[s], start, dep_send)
                 compute = (c_fwd[s] if kind == "F" else c_bwd[s]) / v
                 end = _run_task(step, comm, acct, s, task, start, compute)

@@ -455,6 +455,9 @@ class ParallelLayout:
     stage_layer_counts: tuple[int, ...] = ()  # layers per virtual stage (pp * virtual_stages); () = even
     tp_comm_overlap: bool = False  # TP collectives overlapped with the GEMMs (userbuffers)
     rank_order: tuple[str, ...] = DEFAULT_ORDER  # fastest-varying first
+    prefetch_depth: int = 1       # ZeRO-3: layers whose all-gather may run ahead of compute (FSDP: 1)
+    overlap_p2p_comm: bool = False  # pipeline sends overlapped with compute (Megatron-Core, interleaved)
+    ep_comm_overlap: bool = False  # MoE all-to-all under another micro-batch's compute (DualPipe-like)
 
     @property
     def weight_replicas(self) -> int:
@@ -626,12 +629,20 @@ def validate_layout(shape: ModelShape, spec: WorkloadSpec, cluster_gpus: int,
     if p.zero == 3 and p.pp > 1:
         _fail(f"{path}.zero", f"ZeRO stage 3 gathers every layer's weights per micro-batch, which pipeline parallelism "
               f"(pp = {p.pp}) would repeat on every stage; expected zero 0, 1 or 2 with pp > 1 (as DeepSpeed and Megatron-LM)")
+    if "prefetch_depth" in p.model_fields_set and p.zero != 3:
+        _fail(f"{path}.prefetch_depth", f"only used with zero: 3 (FSDP's prefetch of layer weights); zero is {p.zero}")
+    if p.ep_comm_overlap and not (shape.is_moe and p.ep > 1):
+        _fail(f"{path}.ep_comm_overlap", "needs expert parallelism (an MoE model and ep > 1): there is no all-to-all to overlap")
+    # Megatron-Core overlaps P2P with compute only in its interleaved schedule (overlap_p2p_comm needs
+    # virtual pipeline stages); 1F1B's send_forward_recv_backward blocks
+    overlap_p2p = p.overlap_p2p_comm if p.overlap_p2p_comm is not None else chunks > 1
     global_batch = _global_batch(path, p, dp, chunks)
     return ParallelLayout(gpus=gpus, tp=p.tp, pp=p.pp, dp=dp, ep=p.ep, zero=p.zero, sequence_parallel=sp,
                           micro_batch=p.micro_batch, global_batch=global_batch, bucket_bytes=p.bucket,
                           overlap_grad_reduce=p.overlap_grad_reduce, schedule=p.schedule, virtual_stages=chunks,
                           recompute=p.recompute, cp=p.cp, stage_layer_counts=counts, tp_comm_overlap=p.tp_comm_overlap,
-                          rank_order=order)
+                          rank_order=order, prefetch_depth=p.prefetch_depth, overlap_p2p_comm=overlap_p2p,
+                          ep_comm_overlap=p.ep_comm_overlap)
 
 
 # ------------------------------------------------------------------------------------------------ comm
@@ -804,8 +815,15 @@ def memory_per_gpu_bytes(shape: ModelShape, layout: ParallelLayout, precision: s
         acts += activation_bytes_per_layer(shape, replace(layout, recompute="none"), layers[-1])
     logits = (4.0 * layout.micro_batch * shape.seq_len / layout.cp * shape.vocab / layout.tp
               if stage == layout.pp - 1 else 0.0)
+    gathered = 0.0
+    if layout.zero == 3 and layout.weight_replicas > 1 and len(layers):
+        # FSDP holds the layer it runs unsharded plus the prefetch_depth layers gathered ahead
+        layer = layers[-1]
+        exp = shape.layer_expert_params(layer)
+        one = (shape.layer_params(layer) - exp - shape.norm_params) / layout.tp + shape.norm_params + exp / (layout.tp * layout.ep)
+        gathered = (1 + layout.prefetch_depth) * one
     return {
-        "weights": TRAIN_BYTES * sharded(3),
+        "weights": TRAIN_BYTES * (sharded(3) + gathered),
         "grads": TRAIN_BYTES * sharded(2),
         "optimizer": ADAM_BYTES_PER_PARAM * sharded(1),
         "activations": acts,

@@ -23,7 +23,8 @@ class CommOp:
     size_bytes: float
     calls_fwd: int
     calls_bwd: int
-    hidden_s: float = 0.0  # compute that can hide each call (ZeRO-3 prefetch under a layer's compute)
+    hidden_s: float = 0.0  # compute that can hide each call (an overlap switch)
+    zero3: bool = False    # a ZeRO-3 weight gather / gradient scatter, queued per layer as FSDP issues it
 
 
 @dataclass(frozen=True, eq=False)
@@ -55,6 +56,9 @@ class TrainingStep:
     description: str = ""
     model_chunks: int = 1          # interleaved 1F1B: model chunks (virtual stages) per pipeline stage
     stage_layer_scale: np.ndarray | None = None  # (pp,) layers of each stage / the largest stage's (inline ops scale)
+    prefetch_depth: int = 1        # ZeRO-3: layers a weight all-gather may run ahead of compute (FSDP: 1)
+    zero3_layers: int = 0          # ZeRO-3: layers whose weights are gathered per micro-batch (0 = no ZeRO-3)
+    overlap_p2p_comm: bool = True  # pipeline sends overlapped with compute (False: each exchange blocks)
 
 
 def one_f_one_b(pp: int, stage: int, micro_batches: int) -> list[tuple[str, int]]:

@@ -112,7 +112,9 @@ def training_step(spec: WorkloadSpec, topo: Topology) -> TrainingStep:
         checkpoint_interval_steps=data.checkpoint_interval_steps,
         model_flops_per_step=wm.training_flops_per_token(shape) * tokens, tokens_per_step=tokens,
         peak_flops_per_gpu=gpu.peak_flops, description=describe(shape, parts, par.gpus),
-        model_chunks=par.virtual_stages, stage_layer_scale=stage_layer_counts / max(layers, 1))
+        model_chunks=par.virtual_stages, stage_layer_scale=stage_layer_counts / max(layers, 1),
+        prefetch_depth=par.prefetch_depth, zero3_layers=layers if par.zero == 3 else 0,
+        overlap_p2p_comm=par.overlap_p2p_comm)
 
 
 def _inline_ops(shape: wm.ModelShape, par: wm.ParallelLayout, gpu: wm.GpuShape, v: wm.CommVolumes, layers: int,
@@ -137,11 +139,17 @@ def _inline_ops(shape: wm.ModelShape, par: wm.ParallelLayout, gpu: wm.GpuShape, 
         ops.append(CommOp("cp", "sendrecv", v.cp_kv_bytes, ring * layers, 2 * ring * layers,
                           hidden_s=_attention_block_s(shape, par, gpu)))
     if v.ep_all_to_all_bytes > 0 and v.moe_layers_in_stage:
-        ops.append(CommOp("ep", "alltoall", v.ep_all_to_all_bytes, 2 * v.moe_layers_in_stage, 2 * v.moe_layers_in_stage))
+        # ep_comm_overlap (DualPipe, DeepSeek-V3 §3.2.1): a forward and a backward chunk of two micro-batches
+        # run together, so a layer's 4 all-to-alls (dispatch and combine, each way) hide under that layer's
+        # forward + backward compute (3 forwards): 3/4 of a forward each
+        ep_hidden_s = 0.75 * layer_fwd_s if par.ep_comm_overlap else 0.0
+        ops.append(CommOp("ep", "alltoall", v.ep_all_to_all_bytes, 2 * v.moe_layers_in_stage, 2 * v.moe_layers_in_stage,
+                          hidden_s=ep_hidden_s))
     if par.zero == 3 and v.zero3_layer_allgather_bytes > 0:
-        # FSDP prefetches the next layer's weights under this layer's compute
-        ops.append(CommOp("dp", "all_gather", v.zero3_layer_allgather_bytes, layers, layers, hidden_s=layer_fwd_s))
-        ops.append(CommOp("dp", "reduce_scatter", v.zero3_layer_allgather_bytes, 0, layers, hidden_s=2 * layer_fwd_s))
+        # FSDP: each layer's weights gathered before its forward and again before its backward, its
+        # gradients reduce-scattered after; the engine queues them per layer (prefetch_depth ahead)
+        ops.append(CommOp("dp", "all_gather", v.zero3_layer_allgather_bytes, layers, layers, zero3=True))
+        ops.append(CommOp("dp", "reduce_scatter", v.zero3_layer_allgather_bytes, 0, layers, zero3=True))
     if par.zero == 2 and par.pp > 1 and v.dp_grad_bytes > 0:
         # ZeRO-2 keeps only its gradient shard, so every micro-batch's backward reduce-scatters each
         # layer's gradients (under the next layer's backward) instead of one reduction per step

@@ -1,0 +1,63 @@
+"""One vocabulary on the command line: a flag letter means one thing in every command, and flags
+print as flags. Walks every command (and sub-command) of the app and reads each one's --help."""
+
+from __future__ import annotations
+
+import typer
+from typer.testing import CliRunner
+
+from gpuwait.cli.main import app
+
+
+def _commands(command, path: tuple[str, ...] = ()):
+    # typer carries its own copy of click, so commands and options are told apart by duck typing
+    yield path, command
+    if hasattr(command, "commands"):
+        for name, sub in command.commands.items():
+            yield from _commands(sub, (*path, name))
+
+
+def test_every_flag_letter_has_one_meaning():
+    meanings: dict[str, dict[str, list[str]]] = {}
+    root = typer.main.get_command(app)
+    runner = CliRunner()
+    for path, command in _commands(root):
+        result = runner.invoke(app, [*path, "--help"], terminal_width=200)
+        assert result.exit_code == 0, (path, result.output)
+        assert "<bool>" not in result.output, f"`gpuwait {' '.join(path)} --help` shows a flag as taking a value"
+        for param in command.params:
+            if param.param_type_name != "option":
+                continue
+            longs = sorted(o for o in param.opts if o.startswith("--"))
+            for short in (o for o in param.opts if not o.startswith("--")):
+                assert short in result.output, (path, short)
+                meanings.setdefault(short, {}).setdefault(",".join(longs), []).append(" ".join(path) or "gpuwait")
+    clashes = {letter: uses for letter, uses in meanings.items() if len(uses) > 1}
+    assert not clashes, f"flag letters with two meanings: {clashes}"
+    # perf keeps nccl-tests' letters (-b, -e, -f, -n, -g ...), so they mean what they mean there
+    assert list(meanings["-n"]) == ["--iters"] and list(meanings["-f"]) == ["--stepfactor"]
+
+
+def test_schema_prints_defaults_with_units():
+    import json
+
+    from gpuwait.cli.schema import with_units
+    from gpuwait.spec import Scenario
+    from gpuwait.units import parse_rate_Bps, parse_size_bytes, parse_time_s
+
+    result = CliRunner().invoke(app, ["schema"])
+    assert result.exit_code == 0
+    doc = json.loads(result.output)
+    props = doc["$defs"]["ServerSpec"]["properties"]
+    assert props["nic_speed"]["default"] == "400Gbps" and props["nvlink_bandwidth"]["default"] == "450GB/s"
+    assert doc["$defs"]["ParallelSpec"]["properties"]["bucket"]["default"] == "25MiB"
+    assert "50000000000.0" not in result.output
+    # every text parses back to the value the model holds
+    raw = Scenario.model_json_schema()
+    for name, spec in raw["$defs"].items():
+        for field, prop in spec.get("properties", {}).items():
+            unit, default = prop.get("description_unit", ""), prop.get("default")
+            shown = with_units(prop)["default"] if "default" in prop else None
+            if isinstance(default, float) and isinstance(shown, str):
+                parse = {"rate": parse_rate_Bps, "size": parse_size_bytes, "dura": parse_time_s}[unit[:4]]
+                assert parse(shown, allow_zero=True) == default, (name, field, shown)

@@ -1,0 +1,86 @@
+"""Traffic runs as first-class results: `run --report` on either engine and `diagnose --report` on a
+traffic scenario write a report (FCT CDF, queues and pauses of the hottest ports, ECN/CNP rates), a
+Perfetto trace with queue counter tracks, and flows.parquet; the conclusion's numbers are the runs'."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pyarrow.parquet as pq
+import pytest
+
+from gpuwait.report.traffic import case_name, hot_ports, queue_series, traffic_conclusion
+from gpuwait.runner.inputs import load_scenario
+from gpuwait.runner.traffic import run_traffic
+from tests.cli.test_cli import run_cli
+from tests.diagnosis.test_packet_diagnosis import INCAST_YAML
+
+TWO_CASES = INCAST_YAML + """variants:
+  - name: adaptive
+    routing: {kind: adaptive}
+"""
+
+
+@pytest.fixture()
+def incast(tmp_path):
+    path = tmp_path / "incast.yaml"
+    path.write_text(INCAST_YAML)
+    return path
+
+
+def test_packet_run_writes_a_report(capsys, tmp_path, incast):
+    out_dir = tmp_path / "rep"
+    code, out, _ = run_cli(capsys, "run", str(incast), "--engine", "packet", "--report", str(out_dir), "--json")
+    assert code == 0
+    doc = json.loads(out)
+    names = [p.split("/")[-1] for p in doc["report"]]
+    assert names[0] == "report.html" and names[-1] == "flows.parquet" and names[1].startswith("trace-")
+    page = (out_dir / "report.html").read_text()
+    assert "fig-fct" in page and "fig-queue-0" in page and "fig-pause-0" in page and "ECN marks/s" in page
+    assert page.index('id="conclusion"') < page.index("<h2>")
+    trace = json.loads(next(out_dir.glob("trace-*.json")).read_text())
+    counters = [e for e in trace["traceEvents"] if e["ph"] == "C"]
+    assert counters and all(e["name"].startswith("queue ") for e in counters)
+    assert len([e for e in trace["traceEvents"] if e["ph"] == "X"]) == 4  # one slice per flow
+    assert pq.read_table(out_dir / "flows.parquet").num_rows == 4
+
+
+def test_the_conclusion_states_the_runs_numbers(tmp_path):
+    path = tmp_path / "two.yaml"
+    path.write_text(TWO_CASES)
+    runs = run_traffic(load_scenario(str(path)), "packet")
+    c = traffic_conclusion(runs)
+    ends = [float(r.flow_finish_s.max()) for r in runs]
+    best = 0 if len(runs) == 1 else 1
+    assert c.numbers["speedup"] == pytest.approx(ends[0] / ends[best])
+    m = re.search(r"([\d.]+)x faster", c.sentences[0])
+    assert m and float(m[1]) == pytest.approx(ends[0] / ends[best], abs=0.006)
+    for r in runs:
+        assert c.numbers["fct_p99_s"][case_name(r)] == r.fct_percentiles_s()["p99"]
+    # the hot ports are ranked by their deepest queue; thinning a queue line keeps its peak
+    ports = hot_ports(runs[0])
+    qmax = runs[0].link_max_queue_bytes
+    assert list(qmax[ports]) == sorted(qmax[ports], reverse=True)
+    t, q = queue_series(runs[0], ports[0], max_points=10)
+    assert len(t) <= 10 and q.max() == runs[0].queue_depth(ports[0])[1].max()
+
+
+def test_diagnose_a_traffic_scenario_writes_its_report(capsys, tmp_path, incast):
+    out_dir = tmp_path / "diag"
+    code, out, _ = run_cli(capsys, "diagnose", str(incast), "--report", str(out_dir), "--no-gain", "--json")
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["report"] and (out_dir / "report.html").exists()
+    page = (out_dir / "report.html").read_text()
+    top = doc["findings"][0]
+    assert "<h2>Findings</h2>" in page and top["component"].replace(">", "&gt;") in page
+    assert doc["conclusion"].startswith(f"{doc['case']}: the main cause is ")
+
+
+def test_flow_run_writes_a_report(capsys, tmp_path):
+    out_dir = tmp_path / "flow"
+    code, out, _ = run_cli(capsys, "run", "examples/ecmp-collision.yaml", "--report", str(out_dir))
+    assert code == 0 and "completes the traffic in" in out.splitlines()[0]  # the conclusion first
+    page = (out_dir / "report.html").read_text()
+    assert "fig-fct" in page and "fig-util-0" in page
