@@ -488,7 +488,7 @@ def _schema_fields() -> dict[str, object]:
 
 
 def _layout_fields() -> dict[str, object]:
-    """Compute overrides, pipeline splits and layouts (issues 16-18)."""
+    """Compute overrides, pipeline splits, layouts and overlap switches."""
     return {
         "ComputeSpec.gemm_efficiency": Covered("tests/workload/test_compute.py::test_overrides_per_op_class"),
         "ComputeSpec.attention_efficiency": step({}, {"compute": {"attention_efficiency": 0.1}}, "up",
@@ -517,13 +517,16 @@ def _layout_fields() -> dict[str, object]:
                                         "TP pairs 8 ranks apart: on two servers, over the network"),
         "ParallelSpec.placement": Covered("tests/workload/test_layouts.py::test_a_job_across_two_pods_reduces_gradients_slower"),
         "ParallelSpec.tp_comm_overlap": Covered("tests/workload/test_layouts.py::test_tp_comm_overlap_shortens_the_step"),
+        "ParallelSpec.prefetch_depth": Covered("tests/workload/test_overlap.py::test_zero3_prefetch_hides_gathers"),
+        "ParallelSpec.overlap_p2p_comm": Covered("tests/workload/test_overlap.py::test_p2p_overlap_shortens_a_pipeline_step"),
+        "ParallelSpec.ep_comm_overlap": Covered("tests/workload/test_overlap.py::test_ep_all_to_all_overlap_hides_dispatch"),
         "CalibrationSpec.net_step_cycle": perf({}, {"calibration": {"net_step_cycle": "20us"}}, "up",
                                                "every network step waits a 20 us proxy pass", size=2**26),
     }
 
 
 def _jobs_fields() -> dict[str, object]:
-    """Several jobs on one fabric and their placement policies (issue 19)."""
+    """Several jobs on one fabric and their placement policies."""
     return {
         "Scenario.jobs": Covered(
             "tests/runner/test_jobs.py::test_co_located_jobs_slow_the_communication_heavier_one_by_5_to_20_percent"),
@@ -555,7 +558,7 @@ def _jobs_fields() -> dict[str, object]:
 
 
 def _inventory_fields() -> dict[str, object]:
-    """An imported cluster's real names and cables (issue 18): names are checked by resolving them."""
+    """An imported cluster's real names and cables: names are checked by resolving them."""
     extra_uplink = {"a": "leaf2", "b": "spine1"}
     return {
         "ClusterSpec.inventory": Covered("tests/inventory/test_names.py::test_cli_import_then_every_command_reads_the_file"),
