@@ -2,7 +2,8 @@
 
 Each function takes overrides deep-merged into one small base input and returns one number, so an audit
 entry is "this setting, value a -> value b, moves this number up / down". Built to be cheap: a 2-server
-RoCE cluster for perf, a llama-8b job on it for run, an incast of four 100 Gb/s hosts for the packet engine.
+RoCE cluster for perf, a llama-8b job on it for run, an incast of four 100 Gb/s hosts for the packet engine,
+two 2-server jobs on a 16-server leaf-spine for ``jobs:``, a two-host imported inventory for real names.
 """
 
 from __future__ import annotations
@@ -198,3 +199,92 @@ def traffic_link_bytes(overrides: dict, fragment: str) -> float:
     run = run_traffic(scenario)[0]
     names = np.array([topo.link_name(i) for i in range(topo.n_links)])
     return float(np.asarray(run.link_bytes)[np.char.find(names, fragment) >= 0].sum())
+
+
+def _job(name: str, servers: list[int]) -> dict:
+    return {"name": name, "servers": len(servers), "placement": servers,
+            "workload": {"model": {"preset": "llama-8b", "seq_len": 2048},
+                         "parallel": {"zero": 1, "global_batch": 32}, "compute": {"jitter_cv": 0.0}}}
+
+
+#: jobs' base: two 2-server data-parallel llama-8b jobs on a 16-server leaf-spine (4 servers a leaf),
+#: each split over two leaves so that both cross the same leaf uplinks (``gpuwait run`` on ``jobs:``)
+BASE_JOBS = {"cluster": {"preset": "rocev2-400g-2tier", "servers": 16}, "jobs": [_job("a", [0, 4]), _job("b", [1, 5])]}
+
+
+def jobs_metric(jobs: list[dict], metric: str = "shared_step_s", job: int = 0) -> float:
+    """One number of job ``job`` when ``gpuwait run`` runs ``jobs`` (each merged into the base job of the
+    same index) together on the base cluster for 2 steps: ``shared_step_s``, ``alone_step_s``, ``leaves``."""
+    from gpuwait.runner.jobs import run_jobs
+
+    base = BASE_JOBS["jobs"]
+    merged = [merge(base[i] if i < len(base) else base[0], j) for i, j in enumerate(jobs)]
+    run = run_jobs(_scenario({**BASE_JOBS, "jobs": []}, {"jobs": merged}), steps=2)
+    return float(getattr(run.jobs[job], metric))
+
+
+def placed(spec: dict, servers: int = 6, busy: tuple[int, ...] = (0, 1, 2, 5), metric: str = "leaves") -> float:
+    """Where one placement policy puts a job of ``servers`` servers on the 16-server leaf-spine (4 a
+    leaf) with the ``busy`` servers taken: ``leaves`` it spans, or ``which`` (a number naming the set)."""
+    from gpuwait.placement import place
+    from gpuwait.spec.jobs import PlacementSpec
+
+    tree = _placement_tree()
+    free = np.ones(tree.n_servers, bool)
+    free[list(busy)] = False
+    chosen = place(free, tree, servers, PlacementSpec(**spec))
+    return float(tree.spans(chosen)[0]) if metric == "leaves" else float(sum(2**int(s) for s in chosen))
+
+
+@lru_cache(maxsize=1)
+def _placement_tree():
+    from gpuwait.placement import fabric_tree
+    from gpuwait.topology.presets import build_preset
+
+    return fabric_tree(build_preset("rocev2-400g-2tier", servers=16))
+
+
+#: an imported cluster: two one-NIC hosts on two leaves under one spine, as `gpuwait inventory import` writes it
+BASE_INVENTORY = {"servers": 2, "server": {"template": "dgx-h100", "nics": 1}, "fabric": {"kind": "inventory"},
+                  "inventory": {"hosts": ["n1", "n2"], "nics": ["mlx5_0"],
+                                "switches": [{"name": "leaf1", "tier": 1}, {"name": "leaf2", "tier": 1},
+                                             {"name": "spine1", "tier": 2}],
+                                "cables": [{"a": "n1.mlx5_0", "b": "leaf1"}, {"a": "n2.mlx5_0", "b": "leaf2"},
+                                           {"a": "leaf1", "b": "spine1"}, {"a": "leaf2", "b": "spine1"}]}}
+
+
+def inventory_cluster(inventory: dict) -> dict:
+    """The base inventory cluster with ``inventory`` fields replacing the base's (lists whole)."""
+    return merge(BASE_INVENTORY, {"inventory": inventory})
+
+
+def resolves(inventory: dict, name: str) -> float:
+    """1 if the built inventory cluster answers to node or link ``name``, else 0 (what every command
+    that takes a name, ``--src``, ``--inject`` targets, does)."""
+    from gpuwait.errors import UnknownNameError
+
+    topo = build_topology(cluster_spec(inventory_cluster(inventory)))
+    for lookup in (topo.node_id, topo.link_id):
+        try:
+            lookup(name)
+            return 1.0
+        except UnknownNameError:
+            pass
+    return 0.0
+
+
+def inventory_capacity_Bps(inventory: dict, fragment: str) -> float:
+    """Summed capacity of the inventory cluster's compute links whose names contain ``fragment``."""
+    return topo_capacity_Bps(inventory_cluster(inventory), "compute", fragment)
+
+
+def inventory_hops(inventory: dict, src: str = "n1.gpu0", dst: str = "n2.gpu0") -> float:
+    return route_hops(inventory_cluster(inventory), src, dst)
+
+
+def inventory_pods(inventory: dict) -> float:
+    """Pods the placement policies see in the inventory cluster (hosts grouped under their tier-2 switch)."""
+    from gpuwait.placement import fabric_tree
+
+    topo = build_topology(cluster_spec(inventory_cluster(inventory)))
+    return float(len(np.unique(fabric_tree(topo).pod_of_server)))

@@ -137,11 +137,27 @@ def hops(a: dict, b: dict, direction: str, **kw) -> Effect:
     return Effect(h.route_hops, {"cluster": a, **kw}, {"cluster": b, **kw}, direction)
 
 
+def jobs(a: list[dict], b: list[dict], direction: str, why: str = "", metric: str = "shared_step_s") -> Effect:
+    """Job a's step time (or ``metric``) when ``gpuwait run`` runs the base jobs changed by ``a`` vs ``b``."""
+    return Effect(h.jobs_metric, {"jobs": a, "metric": metric}, {"jobs": b, "metric": metric}, direction, why)
+
+
+def placed(a: dict, b: dict, direction: str, why: str = "", **kw) -> Effect:
+    return Effect(h.placed, {"spec": a, **kw}, {"spec": b, **kw}, direction, why)
+
+
+def resolves(change: dict, name: str) -> Effect:
+    """An inventory name: the cluster answers to ``name`` only once ``change`` is made."""
+    return Effect(h.resolves, {"inventory": {}, "name": name}, {"inventory": change, "name": name}, "up",
+                  f"{name} becomes a name every command accepts")
+
+
 ONE = {"servers": 1}
 L40S_GDR = "tests/topology/test_pcipath.py::test_host_staging_slows_the_l40s_roce_cluster_and_the_variables_restore_it"
 NO_P2P = {"servers": 1, "server": {"gpu_p2p": False}}
 EIGHT = {"servers": 8}
 STORAGE = {"storage": {"mode": "separate"}, "server": {"storage_nics": 1}}
+STORAGE_READ = {"cluster": STORAGE, "workload": {"data": {"dataset_read_per_gpu": "20GB/s"}}}
 MGMT = {"management": {"enabled": True}, "servers": 8}
 SMALL = 2**13
 NVL72 = {"preset": "gb200-nvl72", "servers": 18}
@@ -156,6 +172,12 @@ TWO_FLOWS = {"traffic": {"flows": [h.BASE_TRAFFIC["traffic"]["flows"][0],
                                    {"name": "b", "src": "s2.gpu0", "dst": "s3.gpu0", "size": "1GB"}]}}
 VARIANTS = {**PATTERN, "variants": [{"name": "spray", "routing": {"kind": "spray"}},
                                     {"name": "mtu256", "transport": {"name": "rocev2", "mtu": 256}}]}
+PP2 = {"parallel": {"pp": 2, "global_batch": 64}}
+#: 31 layers on 2 stages: only one of embedding / loss can count as a layer (32 split evenly)
+PP2_ODD = {"model": {"layers": 31}, "parallel": {"pp": 2, "global_batch": 64}}
+INV_CABLES = h.BASE_INVENTORY["inventory"]["cables"]
+INV_SWITCHES = h.BASE_INVENTORY["inventory"]["switches"]
+LEAF_UPLINK = INV_CABLES[2]  # leaf1 -> spine1
 MOE = {"model": {"preset": "mixtral-8x7b", "seq_len": 1024, "layers": 4}, "parallel": {"zero": 1, "ep": 8}}
 
 
@@ -458,13 +480,127 @@ def _schema_fields() -> dict[str, object]:
                                                                  "size_bytes": 20e6},
                                                {"params": {"dcqcn": {**FAST_DCQCN, "cnp_interval_s": 1e-3}},
                                                 "metric": "cnp", "size_bytes": 20e6}, "down"),
+        "StorageSlowParams.throughput_fraction": Effect(
+            h.step_s, {"overrides": STORAGE_READ, "inject": ("storage-slow:all:throughput_fraction=0.9",)},
+            {"overrides": STORAGE_READ, "inject": ("storage-slow:all:throughput_fraction=0.01",)}, "up"),
         "NoParams": Label("kinds without parameters"),
+    }
+
+
+def _layout_fields() -> dict[str, object]:
+    """Compute overrides, pipeline splits, layouts and overlap switches."""
+    return {
+        "ComputeSpec.gemm_efficiency": Covered("tests/workload/test_compute.py::test_overrides_per_op_class"),
+        "ComputeSpec.attention_efficiency": step({}, {"compute": {"attention_efficiency": 0.1}}, "up",
+                                                 "flash attention at a tenth of the bf16 peak"),
+        "ComputeSpec.hbm_efficiency": step({}, {"compute": {"hbm_efficiency": 0.2}}, "up",
+                                           "element-wise kernels at a fifth of the HBM bandwidth"),
+        "ComputeSpec.layer_forward_time": Covered("tests/workload/test_compute.py::test_measured_layer_times_replace_the_model"),
+        "ComputeSpec.layer_backward_time": Covered(
+            "tests/workload/test_compute.py::test_measured_layer_times_replace_the_model"),
+        "ParallelSpec.recompute": Covered("tests/workload/test_compute.py::test_full_recompute_costs_a_third_more_compute"),
+        "ParallelSpec.first_stage_layers": step(PP2, h.merge(PP2, {"parallel": {"first_stage_layers": 20}}), "up",
+                                                "20 of 32 layers on the first stage: the slowest stage is slower"),
+        "ParallelSpec.last_stage_layers": step(PP2, h.merge(PP2, {"parallel": {"last_stage_layers": 20}}), "up",
+                                               "20 of 32 layers on the last stage, beside the LM head"),
+        "ParallelSpec.account_for_embedding": step(
+            h.merge(PP2_ODD, {"parallel": {"account_for_loss": True}}),
+            h.merge(PP2_ODD, {"parallel": {"account_for_embedding": True}}), "up",
+            "the layer the embedding stands for comes off the first stage, so the last (LM head) stage keeps 16"),
+        "ParallelSpec.account_for_loss": step(
+            h.merge(PP2_ODD, {"parallel": {"account_for_embedding": True}}),
+            h.merge(PP2_ODD, {"parallel": {"account_for_loss": True}}), "down",
+            "the LM head's stage holds one layer fewer (15 vs 16)"),
+        "ParallelSpec.cp": Covered(
+            "tests/workload/test_layouts.py::test_context_parallel_splits_the_sequence_and_its_activations"),
+        "ParallelSpec.rank_order": step({"parallel": {"tp": 2}}, {"parallel": {"tp": 2, "rank_order": "dp-tp-pp"}}, "up",
+                                        "TP pairs 8 ranks apart: on two servers, over the network"),
+        "ParallelSpec.placement": Covered("tests/workload/test_layouts.py::test_a_job_across_two_pods_reduces_gradients_slower"),
+        "ParallelSpec.tp_comm_overlap": Covered("tests/workload/test_layouts.py::test_tp_comm_overlap_shortens_the_step"),
+        "ParallelSpec.prefetch_depth": Covered("tests/workload/test_overlap.py::test_zero3_prefetch_hides_gathers"),
+        "ParallelSpec.overlap_p2p_comm": Covered("tests/workload/test_overlap.py::test_p2p_overlap_shortens_a_pipeline_step"),
+        "ParallelSpec.ep_comm_overlap": Covered("tests/workload/test_overlap.py::test_ep_all_to_all_overlap_hides_dispatch"),
+        "CalibrationSpec.net_step_cycle": perf({}, {"calibration": {"net_step_cycle": "20us"}}, "up",
+                                               "every network step waits a 20 us proxy pass", size=2**26),
+    }
+
+
+def _jobs_fields() -> dict[str, object]:
+    """Several jobs on one fabric and their placement policies."""
+    return {
+        "Scenario.jobs": Covered(
+            "tests/runner/test_jobs.py::test_co_located_jobs_slow_the_communication_heavier_one_by_5_to_20_percent"),
+        "JobSpec.name": Label("names the job in the output; a name given twice is refused "
+                              "(tests/runner/test_jobs.py::test_bad_jobs_are_one_clear_error)"),
+        "JobSpec.arrival": jobs([{}, {}], [{}, {"arrival": 10.0}], "down",
+                                "b arrives after a's two steps: a runs alone, its uplinks unshared"),
+        "JobSpec.gpus": jobs([{"servers": None, "gpus": 8, "placement": [0]}, {}],
+                             [{"servers": None, "gpus": 16}, {}], "down", "16 GPUs share the batch of 32",
+                             metric="alone_step_s"),
+        "JobSpec.servers": jobs([{"servers": 1, "placement": [0]}, {}], [{}, {}], "down",
+                                "2 servers share the batch of 32", metric="alone_step_s"),
+        "JobSpec.priority": Covered("tests/runner/test_jobs.py::test_policies_place_the_jobs_in_priority_order"),
+        "JobSpec.placement": Covered("tests/runner/test_jobs.py::test_fragmented_across_racks_is_slower_than_packed_on_ecmp"),
+        "JobSpec.workload": Section("a scenario's workload: its fields are audited under WorkloadSpec"),
+        "PlacementSpec.policy": Covered("tests/placement/test_policies.py::test_topology_unaware_baselines_span_more_leaves"),
+        "PlacementSpec.servers": Covered(
+            "tests/runner/test_jobs.py::test_fragmented_across_racks_is_slower_than_packed_on_ecmp"),
+        "PlacementSpec.seed": placed({"policy": "random"}, {"policy": "random", "seed": 3}, "differs",
+                                     "another random draw of servers", metric="which"),
+        "PlacementSpec.switches": Covered("tests/placement/test_policies.py::test_slurm_tree_lowest_switch_then_best_fit_leaves"),
+        "PlacementSpec.block_size": placed({"policy": "slurm-block"}, {"policy": "slurm-block", "block_size": 8}, "up",
+                                           "a base block of two leaves: a 3-server job may straddle them", servers=3),
+        "PlacementSpec.segment": Covered("tests/placement/test_policies.py::test_slurm_block_lowest_aggregate_and_segments"),
+        "PlacementSpec.mode": Covered("tests/placement/test_policies.py::test_kueue_required_balanced_and_least_free"),
+        "PlacementSpec.level": Covered("tests/placement/test_policies.py::test_volcano_hard_mode_caps_the_tier"),
+        "PlacementSpec.algorithm": Covered("tests/placement/test_policies.py::test_kueue_required_balanced_and_least_free"),
+    }
+
+
+def _inventory_fields() -> dict[str, object]:
+    """An imported cluster's real names and cables: names are checked by resolving them."""
+    extra_uplink = {"a": "leaf2", "b": "spine1"}
+    return {
+        "ClusterSpec.inventory": Covered("tests/inventory/test_names.py::test_cli_import_then_every_command_reads_the_file"),
+        "InventorySpec.hosts": Covered("tests/inventory/test_names.py::test_fault_targets_take_host_names"),
+        "InventorySpec.nics": Covered("tests/inventory/test_names.py::test_real_names_are_node_names"),
+        "InventorySpec.switches": Effect(h.topo_count, {"cluster": h.inventory_cluster({}), "what": "switches"},
+                                         {"cluster": h.inventory_cluster({"switches": [*INV_SWITCHES, {
+                                             "name": "spine2", "tier": 2}]}), "what": "switches"}, "up"),
+        "InventorySpec.cables": Effect(h.inventory_capacity_Bps, {"inventory": {}, "fragment": "leaf1->"},
+                                       {"inventory": {"cables": [*INV_CABLES, LEAF_UPLINK]}, "fragment": "leaf1->"},
+                                       "up", "a second leaf1 uplink"),
+        "InventorySpec.aliases": resolves({"aliases": {"ib-leaf-a": "leaf1"}}, "ib-leaf-a"),
+        "InventorySpec.sources": Label("the files the inventory was imported from, for the record; the model never reads it"),
+        "InventorySwitch.name": Covered("tests/inventory/test_names.py::test_real_names_are_node_names"),
+        "InventorySwitch.tier": Effect(h.inventory_pods, {"inventory": {}},
+                                       {"inventory": {"switches": [INV_SWITCHES[0], {"name": "leaf2", "tier": 2},
+                                                                   INV_SWITCHES[2]]}}, "up",
+                                       "a host under a tier-2 switch is in a pod of its own for placement"),
+        "InventorySwitch.guid": resolves({"switches": [{**INV_SWITCHES[0], "guid": "0x1234"}, *INV_SWITCHES[1:]]},
+                                         "0x1234"),
+        "InventorySwitch.lid": resolves({"switches": [{**INV_SWITCHES[0], "lid": 7}, *INV_SWITCHES[1:]]}, "lid7"),
+        "InventoryCable.a": Effect(h.inventory_capacity_Bps,
+                                   {"inventory": {"cables": [*INV_CABLES, extra_uplink]}, "fragment": "leaf1->"},
+                                   {"inventory": {"cables": [*INV_CABLES, LEAF_UPLINK]}, "fragment": "leaf1->"}, "up",
+                                   "the fifth cable leaves leaf1 instead of leaf2"),
+        "InventoryCable.b": Effect(h.inventory_hops, {"inventory": {}},
+                                   {"inventory": {"cables": [INV_CABLES[0], {"a": "n2.mlx5_0", "b": "leaf1"},
+                                                             *INV_CABLES[2:]]}}, "down",
+                                   "both hosts on leaf1: no spine on the route"),
+        "InventoryCable.a_port": resolves({"cables": [*INV_CABLES[:2], {**LEAF_UPLINK, "a_port": 17}, INV_CABLES[3]]},
+                                          "leaf1[17]"),
+        "InventoryCable.b_port": resolves({"cables": [*INV_CABLES[:2], {**LEAF_UPLINK, "b_port": 5}, INV_CABLES[3]]},
+                                          "spine1[5]"),
+        "InventoryCable.speed": Effect(h.inventory_capacity_Bps, {"inventory": {}, "fragment": "n1"},
+                                       {"inventory": {"cables": [{**INV_CABLES[0], "speed": "100Gbps"}, *INV_CABLES[1:]]},
+                                        "fragment": "n1"}, "down"),
     }
 
 
 _FAULT_MODELS = ("DataloaderStarvationFault", "EcmpPolarizationFault", "LinkDegradeFault", "LinkFlapFault",
                  "LinkLossFault", "NicAffinityFault", "NicDownFault", "NoGdrFault", "NoisyNeighborFault",
-                 "SlowGpuFault", "StorageContentionFault", "TcpFallbackFault")
+                 "SlowGpuFault", "StorageContentionFault", "StorageSlowFault", "TcpFallbackFault")
 
 
 def _fault_fields() -> dict[str, object]:
@@ -513,4 +649,5 @@ def _env_entries() -> dict[str, object]:
 
 
 #: every audited setting -> its entry
-REGISTRY: dict[str, object] = {**_schema_fields(), **_env_entries()}
+REGISTRY: dict[str, object] = {**_schema_fields(), **_layout_fields(), **_jobs_fields(), **_inventory_fields(),
+                               **_env_entries()}
