@@ -110,3 +110,18 @@ def test_clusters_without_an_inventory_keep_their_names():
     topo = build_topology(spec)
     assert topo.node_name[0] == "s0.gpu0" and topo.server_name(1) == "s1" and not topo.node_alias
     assert np.all(topo.nic_uplink >= 0)
+
+
+@pytest.mark.parametrize("target", ["sl390lin101", "s0", "no-such-node"])
+def test_an_alias_that_names_no_node_is_refused(x5, target):
+    """An alias of a host, a server or nothing used to be dropped without a word and fail later as
+    "does not exist" (found by the settings audit, issue 20)."""
+    from gpuwait.errors import SpecError
+
+    document = json.loads(json.dumps(x5[0].document["cluster"]))
+    document["inventory"]["aliases"] = {"other-name": target}
+    with pytest.raises(SpecError, match=r"inventory\.aliases: 'other-name' -> .*expected the name of a switch, GPU or NIC"):
+        build_topology(ClusterSpec.model_validate(document))
+    document["inventory"]["aliases"] = {"other-name": "sl390lin101.gpu0"}
+    topo = build_topology(ClusterSpec.model_validate(document))
+    assert topo.node_id("other-name") == topo.node_id("sl390lin101.gpu0")

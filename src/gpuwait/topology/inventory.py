@@ -16,7 +16,7 @@ import dataclasses
 
 import numpy as np
 
-from gpuwait.errors import TopologyError
+from gpuwait.errors import SpecError, TopologyError
 from gpuwait.spec.cluster import ClusterSpec, ServerSpec
 from gpuwait.spec.inventory import InventoryCable, InventorySpec
 
@@ -143,10 +143,11 @@ def with_real_names(topo):
         if switch.lid is not None:
             alias[f"lid{switch.lid}"] = position[switch.name]
     for other, name in inventory.aliases.items():
-        if name in position:
-            alias[other] = position[name]
-        elif name in mapping:  # an alias of a host points at gpuwait's server name
-            alias[other] = position.get(mapping[name], -1)
+        if name not in position:  # a host is not one node, and a dropped alias would fail later as "does not exist"
+            raise SpecError(f"inventory.aliases: {other!r} -> {name!r}; expected the name of a switch, GPU or NIC "
+                            "of the inventory", hint="a host's GPUs and NICs can be aliased one by one "
+                            "(e.g. 'slurm-n1.gpu0: n1.gpu0')")
+        alias[other] = position[name]
     alias = {k: v for k, v in alias.items() if v >= 0 and k not in position}
     out = dataclasses.replace(topo, node_name=np.array(renamed, dtype=object), node_alias=alias)
     return dataclasses.replace(out, link_alias=_port_aliases(out, inventory))
