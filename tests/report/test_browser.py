@@ -72,6 +72,20 @@ def load_in_browser(page: Path, tmp_path: Path) -> tuple[str, str, Path]:
     return done.stdout, done.stderr, png
 
 
+def rendered_page(dom: str, stderr: str) -> tuple[str, list[re.Match]]:
+    """Check a page Chromium loaded: nothing written to the console, no injected attribute, no report
+    error, every figure drawn by plotly; return its ``<html>`` tag and the figure divs."""
+    console = [m.group(1) for m in map(CONSOLE_LINE.search, stderr.splitlines()) if m]
+    assert console == [], "the page wrote to the console:\n" + "\n".join(console)
+    html_tag = re.search(r"<html[^>]*>", dom).group(0)
+    assert "data-pwned" not in html_tag and 'data-report-errors="0"' in html_tag
+    divs = list(FIGURE_DIV.finditer(dom))
+    for div, after in zip(divs, divs[1:] + [None]):
+        body = dom[div.end(): after.start() if after else len(dom)]
+        assert 'class="main-svg"' in body, f"{div.group(1)} did not render"
+    return html_tag, divs
+
+
 def test_report_renders_in_chromium(tmp_path):
     results = [make_result("RoCEv2, ECMP"), make_result("InfiniBand, adaptive routing", comm_scale=0.5),
                make_result(HOSTILE, n_gpus=40, slow_rank=37, task_prefix=HOSTILE)]
