@@ -55,7 +55,7 @@ class Routes:
     @cached_property
     def link_weights(self) -> sp.csr_matrix:
         """``(R, L)`` every row's links: its own and its class's."""
-        if self.class_weights is None:
+        if self.class_weights is None or self.row_class is None:
             return self.own_weights
         has = np.flatnonzero(self.row_class >= 0)
         shared = self.class_weights[self.row_class[has]].tocoo()
@@ -68,7 +68,7 @@ class Routes:
         """``(L,)`` sum over rows of ``per_row[r] x link_weights[r]`` (a rate or bytes per link), from the parts."""
         per_row = np.asarray(per_row, float)
         load = self.own_weights.T @ per_row
-        if self.class_weights is not None:
+        if self.class_weights is not None and self.row_class is not None:
             has = self.row_class >= 0
             per_class = np.bincount(self.row_class[has], weights=per_row[has], minlength=self.class_weights.shape[0])
             load = load + self.class_weights.T @ per_class

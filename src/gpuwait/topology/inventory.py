@@ -95,8 +95,9 @@ def build_inventory_fabric(t, spec: ClusterSpec, server: ServerSpec, nodes: dict
     latency_to_switch_s = fabric.cable_latency + fabric.switch_latency
     switch_Bps = fabric.switch_speed or server.nic_speed
     nic_local = {int(nodes["nic"][i, k]): (i, k) for i in range(spec.servers) for k in range(server.nics)}
-    ports_used = {}
-    host_cables, switch_cables = [], []
+    ports_used: dict[int, int] = {}
+    host_cables: list[tuple] = []
+    switch_cables: list[tuple] = []
     for j, cable in enumerate(inventory.cables):  # name the field as the file has it, before orienting
         _endpoint(cable.a, index, f"cables[{j}].a")
         _endpoint(cable.b, index, f"cables[{j}].b")
@@ -114,8 +115,8 @@ def build_inventory_fabric(t, spec: ClusterSpec, server: ServerSpec, nodes: dict
             switch_cables.append((a, b, cable.speed or switch_Bps))
     for cables, kind, host_latency_s in ((host_cables, "host", fabric.cable_latency), (switch_cables, "fabric", latency_to_switch_s)):
         if cables:
-            a, b, rate = (np.array(col) for col in zip(*cables, strict=True))
-            t.add_cables(a, b, rate.astype(float), latency_to_switch_s, host_latency_s, kind, "compute", 0)
+            ends_a, ends_b, rate = (np.array(col) for col in zip(*cables, strict=True))
+            t.add_cables(ends_a, ends_b, rate.astype(float), latency_to_switch_s, host_latency_s, kind, "compute", 0)
     return nic_leaf
 
 
