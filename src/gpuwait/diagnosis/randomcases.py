@@ -147,22 +147,24 @@ def _target(kind: str, rng: np.random.Generator, topo, result) -> str | None:
     return "all"
 
 
+#: kind -> (parameter, low, high, log-uniform): the random magnitude, mild to severe
+_MAGNITUDES = {
+    "link-degrade": ("factor", 0.15, 0.9, False),
+    "link-flap": ("down_fraction", 0.02, 0.5, False),
+    "link-loss": ("loss_rate", -5, -2, True),
+    "slow-gpu": ("factor", 1.02, 1.6, False),
+    "storage-contention": ("read_rate_per_gpu_Bps", 8.5, 10.3, True),
+    "noisy-neighbor": ("load_fraction", 0.15, 0.9, False),
+    "storage-slow": ("throughput_fraction", 0.05, 0.9, False),
+}
+
+
 def _params(kind: str, rng: np.random.Generator, scenario: Scenario, step_s: float) -> str:
     """Random magnitude, mild to severe (log-uniform where the effect spans decades)."""
-    if kind == "link-degrade":
-        return f"factor={rng.uniform(0.15, 0.9):.3f}"
-    if kind == "link-flap":
-        return f"down_fraction={rng.uniform(0.02, 0.5):.3f}"
-    if kind == "link-loss":
-        return f"loss_rate={10 ** rng.uniform(-5, -2):.3g}"
-    if kind == "slow-gpu":
-        return f"factor={rng.uniform(1.02, 1.6):.3f}"
-    if kind == "storage-contention":
-        return f"read_rate_per_gpu_Bps={10 ** rng.uniform(8.5, 10.3):.3g}"
-    if kind == "noisy-neighbor":
-        return f"load_fraction={rng.uniform(0.15, 0.9):.3f}"
-    if kind == "storage-slow":
-        return f"throughput_fraction={rng.uniform(0.05, 0.9):.3f}"
+    if kind in _MAGNITUDES:
+        name, low, high, log = _MAGNITUDES[kind]
+        value = rng.uniform(low, high)
+        return f"{name}={10 ** value:.3g}" if log else f"{name}={value:.3f}"
     if kind == "dataloader-starvation":
         # relative to what the job consumes: from a loader that keeps up to one at a third of it
         servers = scenario.cluster.servers or 1
