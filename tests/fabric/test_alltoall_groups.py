@@ -125,3 +125,29 @@ def test_random_fabrics_communicators_and_faults(fabric, servers, kind, data):
         scale[link] = data.draw(st.sampled_from([0.1, 0.5, 0.9]))
     grouped, listed = _both(topo, kind, gpus, scale)
     _assert_equal(grouped, listed)
+
+
+@pytest.mark.parametrize("kind", ["spray", "adaptive"])
+def test_a_slow_nic_sends_the_phase_back_to_the_listed_solve(kind, monkeypatch):
+    """One NIC's uplink at a tenth: its GPU's flows are slower than the rest of their group, the
+    grouped rates fail the max-min check and the phase is solved flow by flow (same result)."""
+    import gpuwait.fabric.collective as collective
+
+    outcomes = []
+    grouped_run = collective._run_grouped
+
+    def spy(*args, **kwargs):
+        outcomes.append(grouped_run(*args, **kwargs) is not None)
+        return None if not outcomes[-1] else grouped_run(*args, **kwargs)
+
+    monkeypatch.setattr(collective, "_run_grouped", spy)
+    topo = _topo("superpod", 4)
+    nic = topo.nic_node[0, topo.gpu_nic[0]]
+    uplink = np.flatnonzero((topo.link_src == nic) & topo.switch_nodes[topo.link_dst])
+    scale = np.ones(topo.n_links)
+    scale[uplink] = 0.1
+    grouped, listed = _both(topo, kind, capacity_scale=scale)
+    _assert_equal(grouped, listed)
+    assert outcomes == [False]
+    _both(topo, kind)  # and with every NIC whole the groups stand
+    assert outcomes == [False, True]
