@@ -151,3 +151,25 @@ def test_a_slow_nic_sends_the_phase_back_to_the_listed_solve(kind, monkeypatch):
     assert outcomes == [False]
     _both(topo, kind)  # and with every NIC whole the groups stand
     assert outcomes == [False, True]
+
+
+@pytest.mark.parametrize("kind", ["spray", "adaptive"])
+def test_several_all_to_alls_in_one_phase(kind):
+    """Two expert-parallel groups at once (GPUs 0-3 and 4-7 of every server, other sizes), as a family
+    of groups compiles them (fabric.perf joins the peers' pair sets): never a flow between the sets."""
+    from gpuwait.collectives.algorithms import Phase
+    from gpuwait.fabric.collective import run_phase
+
+    topo = _topo("rocev2-2tier", 5)
+    transport = TRANSPORTS[topo.spec.transport.name]
+    capacity = effective_capacity_Bps(topo, transport)
+    none = np.zeros(0, np.int64)
+    phase = Phase("ep", none, none, np.zeros(0), 1, ((topo.gpu_node[:, :4].ravel(), 1e6),
+                                                     (topo.gpu_node[:, 4:].ravel(), 2e6)))
+    assert phase.n_flows == 2 * 20 * 19
+    grouped = run_phase(topo, phase, RoutingSpec(kind=kind), transport, capacity)
+    listed = run_phase(topo, phase.expanded(), RoutingSpec(kind=kind), transport, capacity)
+    assert grouped.routes.n_rows < listed.routes.n_rows
+    assert grouped.time_s == pytest.approx(listed.time_s, rel=1e-9)
+    np.testing.assert_allclose(grouped.link_load_Bps(), listed.link_load_Bps(), rtol=1e-9,
+                               atol=1e-9 * listed.link_load_Bps().max())
