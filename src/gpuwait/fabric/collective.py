@@ -146,8 +146,9 @@ def _solve(routes: Routes, size: np.ndarray, multiplicity: np.ndarray, remote: n
     weights = routes.own_weights.copy()  # row r scaled by its multiplicity
     weights.data *= np.repeat(row_multiplicity, np.diff(weights.indptr))
     # a splitting router's rows share their middle parts per leaf pair: solved per class, never expanded
-    shared = None if routes.class_weights is None else SharedWeights(routes.row_class, row_multiplicity,
-                                                                       routes.class_weights)
+    shared = None
+    if routes.class_weights is not None and routes.row_class is not None:
+        shared = SharedWeights(routes.row_class, row_multiplicity, routes.class_weights)
     cap = None
     if transport.rate_cap_Bps is not None:
         # the transport's per-connection ceiling binds flows between servers only (NVLink/PCIe ones do not use it)
