@@ -24,17 +24,48 @@ from gpuwait.errors import SpecError
 
 @dataclass(frozen=True, eq=False)
 class Phase:
-    """Concurrent flows (GPU node ids) and how many times the phase repeats back to back."""
+    """Concurrent flows (GPU node ids) and how many times the phase repeats back to back.
+
+    ``pair_sets`` are all-to-alls kept whole: ``(gpus, bytes)`` stands for a flow of ``bytes`` from
+    every GPU of ``gpus`` to every other one, beside the listed flows, so an all-to-all over n GPUs
+    is not n(n-1) array entries until something asks for them (:meth:`expanded`).
+    """
 
     name: str
     src: np.ndarray
     dst: np.ndarray
     bytes_per_flow: np.ndarray
     repeat: int
+    pair_sets: tuple[tuple[np.ndarray, float], ...] = ()
 
     @property
     def n_flows(self) -> int:
-        return len(self.src)
+        return len(self.src) + sum(len(gpus) * (len(gpus) - 1) for gpus, _ in self.pair_sets)
+
+    @property
+    def max_bytes(self) -> float:
+        """The largest flow's bytes (0 for none)."""
+        listed = float(self.bytes_per_flow.max(initial=0.0))
+        return max([listed] + [float(b) for gpus, b in self.pair_sets if len(gpus) > 1])
+
+    def expanded(self) -> Phase:
+        """The same phase with every flow of its pair sets listed (n(n-1) entries per set)."""
+        if not self.pair_sets:
+            return self
+        src, dst, size = [self.src], [self.dst], [self.bytes_per_flow]
+        for gpus, n_bytes in self.pair_sets:
+            a, b = all_pairs(len(gpus))
+            src.append(np.asarray(gpus)[a])
+            dst.append(np.asarray(gpus)[b])
+            size.append(np.full(len(a), float(n_bytes)))
+        return Phase(self.name, np.concatenate(src), np.concatenate(dst), np.concatenate(size), self.repeat)
+
+
+def all_pairs(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every ordered pair (i, j) of 0..n-1 with i != j, by i then j."""
+    a, b = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+    keep = a != b
+    return a[keep], b[keep]
 
 
 @dataclass(frozen=True, eq=False)
@@ -284,12 +315,11 @@ def hierarchical(comm: Communicator, collective: str, n_bytes: float, n_channels
 
 @register_algorithm("direct", ("alltoall",))
 def direct_alltoall(comm: Communicator, collective: str, n_bytes: float, n_channels: int, root: int = 0) -> tuple[Phase, ...]:
-    """All-to-all as NCCL runs it: every rank sends S/n to every other rank at once."""
+    """All-to-all as NCCL runs it: every rank sends S/n to every other rank at once (one pair set:
+    the n(n-1) flows are listed only if asked, see :meth:`Phase.expanded`)."""
     n = comm.n_ranks
-    a, b = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
-    keep = a != b
-    src, dst = comm.rank_gpu[a[keep]], comm.rank_gpu[b[keep]]
-    return (Phase("alltoall-direct", src, dst, np.full(len(src), n_bytes / n), 1),)
+    none = np.zeros(0, np.int64)
+    return (Phase("alltoall-direct", none, none, np.zeros(0), 1, ((np.asarray(comm.rank_gpu, np.int64), n_bytes / n),)),)
 
 
 @register_algorithm("pairwise", ("alltoall",))

@@ -15,9 +15,11 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 
 from gpuwait.collectives.algorithms import Phase, Plan
 from gpuwait.engine.flow import SharedWeights, max_min_rates
+from gpuwait.fabric.alltoall import PairGroups, group_pairs, groupable, local_pairs, verify
 from gpuwait.routing.paths import Routes, route_flows
 from gpuwait.spec.cluster import RoutingSpec
 from gpuwait.topology.model import Topology
@@ -76,29 +78,85 @@ def _merge_local_flows(topo: Topology, phase: Phase) -> tuple[np.ndarray, np.nda
 
 def run_phase(topo: Topology, phase: Phase, routing: RoutingSpec, transport: TransportProfile,
               capacity_Bps: np.ndarray, via_host: bool = False, nvlink_domains: bool = True) -> PhaseRun:
-    """Route a phase and solve its steady-state max-min rates (``via_host``, ``nvlink_domains``: see :func:`run_plan`)."""
+    """Route a phase and solve its steady-state max-min rates (``via_host``, ``nvlink_domains``: see :func:`run_plan`).
+
+    A phase's all-to-alls (``Phase.pair_sets``) run as weighted groups (:mod:`gpuwait.fabric.alltoall`)
+    where their shape allows and the solution passes the max-min check; otherwise every flow is listed."""
+    if phase.pair_sets and groupable(topo, phase, routing, nvlink_domains):
+        start_s = time.perf_counter()
+        groups = group_pairs(topo, phase, routing, transport.name)
+        if groups is not None:
+            run = _run_grouped(topo, phase, groups, routing, transport, capacity_Bps, via_host, nvlink_domains, start_s)
+            if run is not None:
+                return run
+    return _run_listed(topo, phase.expanded(), routing, transport, capacity_Bps, via_host, nvlink_domains)
+
+
+def _run_listed(topo: Topology, phase: Phase, routing: RoutingSpec, transport: TransportProfile,
+                capacity_Bps: np.ndarray, via_host: bool, nvlink_domains: bool) -> PhaseRun:
+    """Every flow of the phase routed and solved (identical flows inside a server merged)."""
     src, dst, size, multiplicity = _merge_local_flows(topo, phase)
     start_s = time.perf_counter()
     routes = route_flows(topo, routing, src, dst, transport=transport.name, via_host=via_host,
                          nvlink_domains=nvlink_domains)
     routed_s = time.perf_counter()
+    remote = topo.node_server[src] != topo.node_server[dst]
+    rate, step, _ = _solve(routes, size, multiplicity, remote, transport, capacity_Bps)
+    return PhaseRun(phase, routes, rate, step, multiplicity[routes.flow_index],
+                    route_wall_s=routed_s - start_s, solve_wall_s=time.perf_counter() - routed_s)
+
+
+def _run_grouped(topo: Topology, phase: Phase, groups: PairGroups, routing: RoutingSpec, transport: TransportProfile,
+                 capacity_Bps: np.ndarray, via_host: bool, nvlink_domains: bool, start_s: float) -> PhaseRun | None:
+    """The phase's flows inside servers listed, its all-to-all flows between servers as groups;
+    None when the solution fails the max-min check (the caller then lists every flow)."""
+    src, dst, size, multiplicity = _merge_local_flows(topo, local_pairs(topo, phase))
+    listed = route_flows(topo, routing, src, dst, transport=transport.name, via_host=via_host,
+                         nvlink_domains=nvlink_domains)
+    routes = _join(listed, groups.routes, len(src))
+    routed_s = time.perf_counter()
+    size = np.r_[size, groups.bytes_per_flow]
+    multiplicity = np.r_[multiplicity, groups.multiplicity]
+    remote = np.r_[np.zeros(len(src), bool), np.ones(len(groups.multiplicity), bool)]
+    rate, step, cap = _solve(routes, size, multiplicity, remote, transport, capacity_Bps)
+    if not verify(routes, rate, multiplicity[routes.flow_index], capacity_Bps, cap, groups):
+        return None
+    return PhaseRun(phase, routes, rate, step, multiplicity[routes.flow_index],
+                    route_wall_s=routed_s - start_s, solve_wall_s=time.perf_counter() - routed_s)
+
+
+def _join(listed: Routes, grouped: Routes, n_listed_flows: int) -> Routes:
+    """One Routes of the listed rows (no classes: inside servers) then the groups' rows."""
+    assert listed.class_weights is None and grouped.row_class is not None
+    return Routes(flow_index=np.r_[listed.flow_index, grouped.flow_index + n_listed_flows],
+                  qp_index=np.r_[listed.qp_index, grouped.qp_index],
+                  own_weights=sp.vstack([listed.own_weights, grouped.own_weights]).tocsr(),
+                  path_latency_s=np.r_[listed.path_latency_s, grouped.path_latency_s],
+                  udp_sport=np.r_[listed.udp_sport, grouped.udp_sport],
+                  row_class=np.r_[np.full(listed.n_rows, -1, np.int64), grouped.row_class],
+                  class_weights=grouped.class_weights)
+
+
+def _solve(routes: Routes, size: np.ndarray, multiplicity: np.ndarray, remote: np.ndarray, transport: TransportProfile,
+           capacity_Bps: np.ndarray) -> tuple[np.ndarray, float, np.ndarray | None]:
+    """(rate per row, time of the slowest flow, the rows' rate caps) of routed flows of ``size`` bytes,
+    each row standing for ``multiplicity`` identical flows."""
     bytes_per_row = routes.per_qp(size)
     row_multiplicity = multiplicity[routes.flow_index]
     weights = routes.own_weights.copy()  # row r scaled by its multiplicity
     weights.data *= np.repeat(row_multiplicity, np.diff(weights.indptr))
     # a splitting router's rows share their middle parts per leaf pair: solved per class, never expanded
-    shared = None if routes.class_weights is None else SharedWeights(routes.row_class, row_multiplicity,
-                                                                       routes.class_weights)
+    shared = None
+    if routes.class_weights is not None and routes.row_class is not None:
+        shared = SharedWeights(routes.row_class, row_multiplicity, routes.class_weights)
     cap = None
     if transport.rate_cap_Bps is not None:
         # the transport's per-connection ceiling binds flows between servers only (NVLink/PCIe ones do not use it)
-        remote = topo.node_server[src] != topo.node_server[dst]
         cap = routes.per_qp(np.where(remote, transport.rate_cap_Bps, np.inf))
     rate, _ = max_min_rates(weights, capacity_Bps, cap, shared=shared)
     busy = bytes_per_row > 0
     step = float((bytes_per_row[busy] / rate[busy]).max()) if busy.any() else 0.0
-    return PhaseRun(phase, routes, rate, step, multiplicity[routes.flow_index],
-                    route_wall_s=routed_s - start_s, solve_wall_s=time.perf_counter() - routed_s)
+    return rate, step, cap
 
 
 def run_plan(topo: Topology, plan: Plan, routing: RoutingSpec, transport: TransportProfile,
@@ -114,5 +172,5 @@ def run_plan(topo: Topology, plan: Plan, routing: RoutingSpec, transport: Transp
     over the NICs (``NCCL_MNNVL_ENABLE=0``).
     """
     runs = tuple(run_phase(topo, phase, routing, transport, capacity_Bps, via_host, nvlink_domains) for phase in plan.phases
-                 if phase.n_flows and float(phase.bytes_per_flow.max(initial=0.0)) > 0.0)
+                 if phase.n_flows and phase.max_bytes > 0.0)
     return PlanRun(plan, runs)

@@ -359,7 +359,8 @@ class CollectivePredictor:
             return plans[0]
         phases = tuple(Phase(group[0].name, np.concatenate([p.src for p in group]),
                              np.concatenate([p.dst for p in group]),
-                             np.concatenate([p.bytes_per_flow for p in group]), group[0].repeat)
+                             np.concatenate([p.bytes_per_flow for p in group]), group[0].repeat,
+                             sum((p.pair_sets for p in group), ()))
                        for group in zip(*(p.phases for p in plans)))
         return replace(plans[0], phases=phases)
 

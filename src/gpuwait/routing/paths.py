@@ -610,25 +610,33 @@ def _walk_all(topo: Topology, spec: RoutingSpec, router: Router, s_ep: np.ndarra
     return rows, links, w
 
 
-def _route_network(topo: Topology, spec: RoutingSpec, router: Router, transport: str, s_ep: np.ndarray,
-                   d_ep: np.ndarray, qp: np.ndarray, name_row) -> tuple:
-    """Route QP rows between network endpoints: ((row, link, weight) triplets, UDP/TCP source ports,
-    and None or the shared middle parts of row classes: ((class, link, weight) triplets, class of each row))."""
-    tuples, sport = _five_tuples(topo, transport, s_ep, d_ep, qp, spec.seed)
+def port_capacity_Bps(topo: Topology) -> np.ndarray:
+    """Per node: the capacity of its links with a host end (a NIC's ports), what its rows share."""
     host = topo.host_links
-    port_capacity_Bps = np.bincount(topo.link_src[host], weights=topo.link_capacity_Bps[host], minlength=topo.n_nodes)
-    rows_per_ep = np.bincount(s_ep, minlength=topo.n_nodes)
-    demand_Bps = port_capacity_Bps[s_ep] / np.maximum(rows_per_ep[s_ep], 1)
+    return np.bincount(topo.link_src[host], weights=topo.link_capacity_Bps[host], minlength=topo.n_nodes)
+
+
+def _route_network(topo: Topology, spec: RoutingSpec, router: Router, transport: str, s_ep: np.ndarray,
+                   d_ep: np.ndarray, qp: np.ndarray, name_row, multiplicity: np.ndarray | None = None,
+                   demand_Bps: np.ndarray | None = None) -> tuple:
+    """Route QP rows between network endpoints: ((row, link, weight) triplets, UDP/TCP source ports,
+    and None or the shared middle parts of row classes: ((class, link, weight) triplets, class of each row)).
+    ``multiplicity``/``demand_Bps`` per row: see :func:`route_flows`."""
+    tuples, sport = _five_tuples(topo, transport, s_ep, d_ep, qp, spec.seed)
+    weight = np.ones(len(s_ep)) if multiplicity is None else multiplicity
+    if demand_Bps is None:
+        rows_per_ep = np.bincount(s_ep, weights=weight, minlength=topo.n_nodes)
+        demand_Bps = port_capacity_Bps(topo)[s_ep] / np.maximum(rows_per_ep[s_ep], 1)
     per_row = dict(key_bytes=tuples.key_bytes(), qp=qp, dest_index=_fat_tree_order(topo)[d_ep],
                    demand_Bps=demand_Bps, background_Bps=None)
     if router.per_leaf_pair and _LEAF_PAIR_CLASSES:
-        classes = _leaf_pair_classes(topo, s_ep, d_ep, demand_Bps)
+        classes = _leaf_pair_classes(topo, s_ep, d_ep, demand_Bps, weight)
         if classes is not None:
             own, shared, of_row = _route_leaf_pairs(topo, spec, router, s_ep, d_ep, per_row, classes, name_row)
             return own, sport, (shared, of_row)
     for _ in range(router.rounds):
         rows, links, w = _walk_all(topo, spec, router, s_ep, d_ep, per_row, name_row)
-        load = np.bincount(links, weights=w * demand_Bps[rows], minlength=topo.n_links)
+        load = np.bincount(links, weights=w * (demand_Bps * weight)[rows], minlength=topo.n_links)
         # damped (Jacobi) rounds: every flow reacts to the others' last split, halfway, so they settle
         background = per_row["background_Bps"]
         per_row["background_Bps"] = load if background is None else 0.5 * (background + load)
@@ -645,9 +653,10 @@ class _LeafPairClasses:
 
     of_row: np.ndarray  # (R,) class of each row
     rep: np.ndarray  # (C,) a row standing for each class
-    count: np.ndarray  # (C,) rows per class
+    count: np.ndarray  # (C,) rows per class (each counted with its multiplicity)
     up_link: np.ndarray  # (R,) each row's endpoint -> leaf link
     down_link: np.ndarray  # (R,) each row's leaf -> endpoint link
+    multiplicity: np.ndarray  # (R,) how many identical rows each row stands for
 
 
 def _single_uplinks(topo: Topology) -> np.ndarray:
@@ -664,7 +673,7 @@ def _single_uplinks(topo: Topology) -> np.ndarray:
 
 
 def _leaf_pair_classes(topo: Topology, s_ep: np.ndarray, d_ep: np.ndarray,
-                       demand_Bps: np.ndarray) -> _LeafPairClasses | None:
+                       demand_Bps: np.ndarray, multiplicity: np.ndarray) -> _LeafPairClasses | None:
     """Classes of rows a per-leaf-pair router splits identically, or None when some endpoint has
     several uplinks (its first or last hop would depend on the row).
 
@@ -683,8 +692,9 @@ def _leaf_pair_classes(topo: Topology, s_ep: np.ndarray, d_ep: np.ndarray,
     demands, demand_id = np.unique(demand_Bps, return_inverse=True)  # a few distinct values
     # one int64 per row (a 1-D unique is far cheaper than one over stacked columns)
     key = (leaf_s.astype(np.int64) * topo.n_nodes + leaf_d) * len(demands) + demand_id.ravel()
-    _, first, of_row, count = np.unique(key, return_index=True, return_inverse=True, return_counts=True)
-    return _LeafPairClasses(of_row.ravel(), first, count, up, down)
+    _, first, of_row = np.unique(key, return_index=True, return_inverse=True)
+    of_row = of_row.ravel()
+    return _LeafPairClasses(of_row, first, np.bincount(of_row, weights=multiplicity, minlength=len(first)), up, down, multiplicity)
 
 
 def _route_leaf_pairs(topo: Topology, spec: RoutingSpec, router: Router, s_ep: np.ndarray, d_ep: np.ndarray,
@@ -711,7 +721,7 @@ def _route_leaf_pairs(topo: Topology, spec: RoutingSpec, router: Router, s_ep: n
             hop_w = np.zeros(len(rep))
             hop_w[rows[hop]] = w[hop]
             end_link = classes.up_link if hop is first else classes.down_link
-            load += np.bincount(end_link, weights=hop_w[classes.of_row] * demand_Bps, minlength=topo.n_links)
+            load += np.bincount(end_link, weights=hop_w[classes.of_row] * demand_Bps * classes.multiplicity, minlength=topo.n_links)
         background = rep_rows["background_Bps"]
         rep_rows["background_Bps"] = load if background is None else 0.5 * (background + load)
     first_w = np.zeros(len(rep))
@@ -766,7 +776,8 @@ def _nvlink_domain_links(topo: Topology, src: np.ndarray, dst: np.ndarray) -> li
 
 def route_flows(topo: Topology, spec: RoutingSpec, src, dst, *, transport: str = "rocev2",
                 qps_per_connection: int | None = None, via_host: bool = False,
-                nvlink_domains: bool = True) -> Routes:
+                nvlink_domains: bool = True, multiplicity: np.ndarray | None = None,
+                demand_Bps: np.ndarray | None = None) -> Routes:
     """Route flows ``src[i] -> dst[i]`` (node names or ids) through the topology.
 
     Parameters
@@ -790,6 +801,11 @@ def route_flows(topo: Topology, spec: RoutingSpec, src, dst, *, transport: str =
         GPUs of different servers in one NVLink domain (``cluster.nvlink_domain``) talk over NVLink
         through the domain's switch, as NCCL does with MNNVL; ``False`` sends them over the NICs
         (``NCCL_MNNVL_ENABLE=0``). GPUs of one server use the switch either way.
+    multiplicity, demand_Bps : numpy.ndarray, optional
+        Per flow: how many identical flows it stands for, and the rate each would ask of its port
+        (default: the port's capacity over the rows leaving it). A group of flows routed by one
+        representative (``fabric.collective``) loads the adaptive router's view of the fabric
+        ``multiplicity`` times and asks what each of its members asks.
 
     Returns
     -------
@@ -851,8 +867,10 @@ def route_flows(topo: Topology, spec: RoutingSpec, src, dst, *, transport: str =
             return RoutingError(f"no path from {topo.node_name[src_r[row]]} to {topo.node_name[dst_r[row]]}: "
                                 f"{topo.node_name[s_ep[i]]} and {topo.node_name[d_ep[i]]} share no network", hint=err.hint)
 
+        weight = None if multiplicity is None else np.asarray(multiplicity, float)[flow_index[remote]]
+        demand = None if demand_Bps is None else np.asarray(demand_Bps, float)[flow_index[remote]]
         (r_rows, r_links, r_w), sport[remote], shared = _route_network(topo, spec, router, transport, s_ep, d_ep,
-                                                                        qp[remote], name_row)
+                                                                        qp[remote], name_row, weight, demand)
         pieces.append((remote[r_rows], r_links, r_w))
         if shared is not None:
             (c_rows, c_links, c_w), of_row = shared
