@@ -123,3 +123,20 @@ def test_perf_and_diagnose_agree_on_tcp_fallback():
     for stat in stats:
         perf_s = predictor.estimate(stat.collective, int(stat.size_bytes)).time_s
         assert perf_s == pytest.approx(stat.time_s, rel=0.20), stat.label
+
+
+def test_socket_variables_move_a_cluster_that_names_tcp(tmp_path):
+    """NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD set the streams of a cluster file naming ``tcp`` (the
+    rocev2 preset with its transport replaced), as they do under NCCL_IB_DISABLE=1: 16 streams per
+    connection instead of the proxy thread's one lift the per-connection ceiling (net_socket.cc v2.30.7-1,
+    ncclNetSocketGetNsockNthread), so the 1 GiB all_reduce gets faster, and both paths give one number."""
+    cluster = tmp_path / "tcp.yaml"
+    cluster.write_text("preset: rocev2-400g-2tier\nservers: 2\ntransport:\n  name: tcp\n")
+    size = 2**30
+    default = make_predictor(str(cluster), 2, None).estimate("all_reduce", size).time_s
+    threaded_env = ["NCCL_SOCKET_NTHREADS=4", "NCCL_NSOCKS_PERTHREAD=4"]
+    threaded = make_predictor(str(cluster), 2, None, threaded_env).estimate("all_reduce", size).time_s
+    assert threaded < 0.8 * default
+    # the same streams reached through NCCL_IB_DISABLE=1 on the RoCE preset
+    fallback = make_predictor("rocev2-400g-2tier", 2, None, ["NCCL_IB_DISABLE=1", *threaded_env])
+    assert fallback.estimate("all_reduce", size).time_s == pytest.approx(threaded, rel=1e-6)
