@@ -75,12 +75,14 @@ def _merge_local_flows(topo: Topology, phase: Phase) -> tuple[np.ndarray, np.nda
 
 
 def run_phase(topo: Topology, phase: Phase, routing: RoutingSpec, transport: TransportProfile,
-              capacity_Bps: np.ndarray, via_host: bool = False, nvlink_domains: bool = True) -> PhaseRun:
-    """Route a phase and solve its steady-state max-min rates (``via_host``, ``nvlink_domains``: see :func:`run_plan`)."""
+              capacity_Bps: np.ndarray, via_host: bool = False, nvlink_domains: bool = True,
+              stage_network: bool = False) -> PhaseRun:
+    """Route a phase and solve its steady-state max-min rates (``via_host``, ``nvlink_domains``,
+    ``stage_network``: see :func:`run_plan`)."""
     src, dst, size, multiplicity = _merge_local_flows(topo, phase)
     start_s = time.perf_counter()
     routes = route_flows(topo, routing, src, dst, transport=transport.name, via_host=via_host,
-                         nvlink_domains=nvlink_domains)
+                         nvlink_domains=nvlink_domains, stage_network=stage_network)
     routed_s = time.perf_counter()
     bytes_per_row = routes.per_qp(size)
     row_multiplicity = multiplicity[routes.flow_index]
@@ -102,7 +104,8 @@ def run_phase(topo: Topology, phase: Phase, routing: RoutingSpec, transport: Tra
 
 
 def run_plan(topo: Topology, plan: Plan, routing: RoutingSpec, transport: TransportProfile,
-             capacity_Bps: np.ndarray, via_host: bool = False, nvlink_domains: bool = True) -> PlanRun:
+             capacity_Bps: np.ndarray, via_host: bool = False, nvlink_domains: bool = True,
+             stage_network: bool = False) -> PlanRun:
     """Steady-state time of every phase of a plan.
 
     ``capacity_Bps`` is the payload capacity per link the collective can use (wire efficiency and
@@ -111,8 +114,11 @@ def run_plan(topo: Topology, plan: Plan, routing: RoutingSpec, transport: Transp
     GPUs of one server crosses the sender's PCIe up to the receiver's CPU and that GPU's PCIe down
     (host memory bandwidth itself is not a link of the topology: not modelled). ``nvlink_domains``:
     GPUs of different servers in one NVLink domain talk over NVLink (NCCL's MNNVL); false sends them
-    over the NICs (``NCCL_MNNVL_ENABLE=0``).
+    over the NICs (``NCCL_MNNVL_ENABLE=0``). ``stage_network``: no GPUDirect RDMA, or NCCL's socket
+    transport: network bytes go through the GPU's CPU (host memory) on both ends
+    (:func:`gpuwait.routing.paths.route_flows`).
     """
-    runs = tuple(run_phase(topo, phase, routing, transport, capacity_Bps, via_host, nvlink_domains) for phase in plan.phases
+    runs = tuple(run_phase(topo, phase, routing, transport, capacity_Bps, via_host, nvlink_domains, stage_network)
+                 for phase in plan.phases
                  if phase.n_flows and float(phase.bytes_per_flow.max(initial=0.0)) > 0.0)
     return PlanRun(plan, runs)

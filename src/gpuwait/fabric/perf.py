@@ -292,6 +292,16 @@ class CollectivePredictor:
         return node_uses_gdr(self.comm.topo.spec.server, self.comm.local_gpu_index(self.comm.node_ranks[0]),
                              self.env.net_gdr_level, self.env.net_gdr_read)
 
+    @property
+    def host_staged_network(self) -> bool:
+        """Whether the network bytes stop in host memory: NCCL's socket transport (net_socket.cc
+        declares ``NCCL_PTR_HOST`` only) or an RDMA NIC without GPUDirect to the node's GPUs (net.cc puts
+        the buffers in host memory, paths.cc routes the GPU<->NIC path through the GPU's CPU). The GPU's
+        kernel writes and reads those buffers itself (no extra copy), so each byte crosses the GPU's PCIe
+        once; what changes is the path: a PCIe switch holding both the GPU and its NIC carries it twice.
+        GPUDirect-TCPX/TCPXO land the payload in GPU memory and are not staged."""
+        return self.transport.name == "tcp" or (self.transport.rdma and not self.gdr)
+
     def _shm_time_s(self, collective: str, n_bytes: int) -> float:
         """The time a node's GPUs without P2P take to move their share of a p2p call to each other through
         host memory (SHM). Each GPU's bytes to a local peer go up its PCIe switch into the CPU and down again,
@@ -369,7 +379,7 @@ class CollectivePredictor:
         if key not in self._fabric_cache:
             plan = self._plan(collective, _REF_BYTES, algorithm, n_channels)
             run = run_plan(self.comm.topo, plan, self.routing, self.transport, self._capacity_Bps(algorithm, protocol),
-                           via_host=not self.p2p, nvlink_domains=self.comm.mnnvl)
+                           via_host=not self.p2p, nvlink_domains=self.comm.mnnvl, stage_network=self.host_staged_network)
             self._fabric_cache[key] = (run.bandwidth_time_s / _REF_BYTES, run)
         return self._fabric_cache[key]
 
