@@ -499,22 +499,42 @@ class CollectivePredictor:
 
     def _p2p_estimate(self, collective: str, n_bytes: int) -> CollectiveEstimate:
         """All-to-all and send/recv go through NCCL's p2p path, outside the tuning model: the fabric
-        time, one ring step's latency (NCCL's Simple-protocol ring latency with one step), and the
-        per-message cost of the p2p chunks through the busiest NIC."""
-        inputs = self.tuning_inputs("all_gather")
-        ring = choose(inputs, 0, allowed_algos="ring", allowed_protos="Simple")[2]
+        time, one ring step's latency (NCCL's ring latency with one step, in the protocol the p2p path
+        picks: :func:`p2p_protocol`), and the per-message cost of the p2p chunks through the busiest NIC."""
         comm = self.comm
+        per_peer = n_bytes if collective == "sendrecv" else n_bytes // max(comm.n_ranks, 1)
+        protocol = p2p_protocol(per_peer, self.env.allowed_protocols("all_gather"))
+        inputs = self.tuning_inputs("all_gather")
+        ring = choose(inputs, 0, allowed_algos="ring", allowed_protos=protocol)[2]
         steps = max(comm.n_ranks - 1, 1)
         latency_s = ring.latency_us * 1e-6 / steps * (1 if collective == "sendrecv" else 2)
         algorithm = "p2p" if collective == "sendrecv" else "direct"
         fabric_s, nic_messages, chunk = 0.0, 0.0, 0
         if n_bytes > 0 and comm.n_ranks > 1:
-            fabric_s = max(self.fabric_time_s(collective, n_bytes, algorithm, "Simple", 1),
+            fabric_s = max(self.fabric_time_s(collective, n_bytes, algorithm, protocol, 1),
                            self._shm_time_s(collective, n_bytes))
-            per_peer = n_bytes if collective == "sendrecv" else n_bytes // comm.n_ranks
             chunk = p2p_chunk_bytes(per_peer, over_network=comm.n_nodes > 1)
             if comm.n_nodes > 1:
-                nic_messages = self.nic_bytes_per_byte(collective, algorithm, "Simple", 1) * n_bytes / chunk
+                nic_messages = self.nic_bytes_per_byte(collective, algorithm, protocol, 1) * n_bytes / chunk
         costs = PipelineCosts(latency_s, int(comm.n_nodes == 1), int(comm.n_nodes > 1), fabric_s, nic_messages,
                               0.0, 0.0, 0.0, comm.n_nodes > 1)
-        return self._estimate(collective, n_bytes, algorithm, "Simple", 1, 0.0, fabric_s, chunk, costs)
+        return self._estimate(collective, n_bytes, algorithm, protocol, 1, 0.0, fabric_s, chunk, costs)
+
+
+#: NCCL_P2P_LL_THRESHOLD default (src/enqueue.cc, NVIDIA/nccl v2.18.3-1 to v2.30.7-1): a p2p operation of at most
+#: this many bytes per channel runs on the LL protocol, a larger one on Simple
+P2P_LL_THRESHOLD_BYTES = 16384
+
+
+def p2p_protocol(bytes_per_peer: int, allowed: frozenset[str] | None = None) -> str:
+    """The protocol of one NCCL send/recv (all-to-all: per peer): LL up to ``P2P_LL_THRESHOLD_BYTES``
+    per channel, Simple above (enqueue.cc ``protoLL[dir] &= bytes <= nChannels * P2pLLThreshold``, v2.30.7-1).
+    A small operation runs on one channel (its parts are at least ``p2pChunkSize / 8``), so the threshold is
+    per operation. LL needs the connection's LL buffers, which ``NCCL_PROTO`` without LL leaves out
+    (``allowed``: the protocols NCCL_PROTO leaves, None = all).
+
+    >>> p2p_protocol(8), p2p_protocol(16384), p2p_protocol(16385), p2p_protocol(8, frozenset({"Simple"}))
+    ('LL', 'LL', 'Simple', 'Simple')
+    """
+    ll_ok = allowed is None or "LL" in allowed
+    return "LL" if ll_ok and 0 < bytes_per_peer <= P2P_LL_THRESHOLD_BYTES else "Simple"
