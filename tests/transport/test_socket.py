@@ -123,3 +123,36 @@ def test_perf_and_diagnose_agree_on_tcp_fallback():
     for stat in stats:
         perf_s = predictor.estimate(stat.collective, int(stat.size_bytes)).time_s
         assert perf_s == pytest.approx(stat.time_s, rel=0.20), stat.label
+
+
+def test_socket_variables_move_a_cluster_that_names_tcp(tmp_path):
+    """NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD set the streams of a cluster file naming ``tcp`` (the
+    rocev2 preset with its transport replaced), as they do under NCCL_IB_DISABLE=1: 16 streams per
+    connection instead of the proxy thread's one lift the per-connection ceiling (net_socket.cc v2.30.7-1,
+    ncclNetSocketGetNsockNthread), so the 1 GiB all_reduce gets faster, and both paths give one number."""
+    cluster = tmp_path / "tcp.yaml"
+    cluster.write_text("preset: rocev2-400g-2tier\nservers: 2\ntransport:\n  name: tcp\n")
+    size = 2**30
+    default = make_predictor(str(cluster), 2, None).estimate("all_reduce", size).time_s
+    threaded_env = ["NCCL_SOCKET_NTHREADS=4", "NCCL_NSOCKS_PERTHREAD=4"]
+    threaded = make_predictor(str(cluster), 2, None, threaded_env).estimate("all_reduce", size).time_s
+    assert threaded < 0.8 * default
+    # the same streams reached through NCCL_IB_DISABLE=1 on the RoCE preset
+    fallback = make_predictor("rocev2-400g-2tier", 2, None, ["NCCL_IB_DISABLE=1", *threaded_env])
+    assert fallback.estimate("all_reduce", size).time_s == pytest.approx(threaded, rel=1e-6)
+
+
+def test_gh200_fallback_runs_on_the_socket_model():
+    """The GH200 no-plugin table (eth-cscs/cscs-docs nccl.md, CXI hook disabled) is described as NCCL's
+    socket transport over the four Slingshot NICs' IP interfaces: the socket model is applied (per-connection
+    ceiling, the proxy thread's copy budget per NIC, host-staged paths), and a tree all_reduce's bytes between
+    the two nodes (the whole buffer each way, spread over 4 NICs) run at 4 x PROXY_COPY_Bps / 2. That gives the
+    model's ~66 GB/s busbw; the table's 6 GB/s would need under 1 GB/s per NIC, below one TCP stream, so the
+    fallback the source does not name was slower than this model of it (the table stays out of every fit)."""
+    predictor = make_predictor(str(REFERENCE / "clusters" / "alps-gh200-slingshot.yaml"), 2, 4,
+                               ["NCCL_IB_DISABLE=1", "NCCL_ALGO=Tree", "NCCL_PROTO=Simple"])
+    assert predictor.transport.name == "tcp" and predictor.host_staged_network
+    assert predictor.transport.host_ceiling_Bps == PROXY_COPY_Bps / 2
+    size = 2**27
+    estimate = predictor.estimate("all_reduce", size)
+    assert estimate.fabric_time_s == pytest.approx(size / (4 * PROXY_COPY_Bps / 2), rel=0.01)

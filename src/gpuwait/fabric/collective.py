@@ -77,28 +77,32 @@ def _merge_local_flows(topo: Topology, phase: Phase) -> tuple[np.ndarray, np.nda
 
 
 def run_phase(topo: Topology, phase: Phase, routing: RoutingSpec, transport: TransportProfile,
-              capacity_Bps: np.ndarray, via_host: bool = False, nvlink_domains: bool = True) -> PhaseRun:
-    """Route a phase and solve its steady-state max-min rates (``via_host``, ``nvlink_domains``: see :func:`run_plan`).
+              capacity_Bps: np.ndarray, via_host: bool = False, nvlink_domains: bool = True,
+              stage_network: bool = False) -> PhaseRun:
+    """Route a phase and solve its steady-state max-min rates (``via_host``, ``nvlink_domains``,
+    ``stage_network``: see :func:`run_plan`).
 
     A phase's all-to-alls (``Phase.pair_sets``) run as weighted groups (:mod:`gpuwait.fabric.alltoall`)
     where their shape allows and the solution passes the max-min check; otherwise every flow is listed."""
-    if phase.pair_sets and groupable(topo, phase, routing, nvlink_domains):
+    # host-staged bytes take each GPU's own way through its CPU, which the groups' probe routes do not
+    if phase.pair_sets and not stage_network and groupable(topo, phase, routing, nvlink_domains):
         start_s = time.perf_counter()
         groups = group_pairs(topo, phase, routing, transport.name)
         if groups is not None:
             run = _run_grouped(topo, phase, groups, routing, transport, capacity_Bps, via_host, nvlink_domains, start_s)
             if run is not None:
                 return run
-    return _run_listed(topo, phase.expanded(), routing, transport, capacity_Bps, via_host, nvlink_domains)
+    return _run_listed(topo, phase.expanded(), routing, transport, capacity_Bps, via_host, nvlink_domains,
+                       stage_network)
 
 
 def _run_listed(topo: Topology, phase: Phase, routing: RoutingSpec, transport: TransportProfile,
-                capacity_Bps: np.ndarray, via_host: bool, nvlink_domains: bool) -> PhaseRun:
+                capacity_Bps: np.ndarray, via_host: bool, nvlink_domains: bool, stage_network: bool) -> PhaseRun:
     """Every flow of the phase routed and solved (identical flows inside a server merged)."""
     src, dst, size, multiplicity = _merge_local_flows(topo, phase)
     start_s = time.perf_counter()
     routes = route_flows(topo, routing, src, dst, transport=transport.name, via_host=via_host,
-                         nvlink_domains=nvlink_domains)
+                         nvlink_domains=nvlink_domains, stage_network=stage_network)
     routed_s = time.perf_counter()
     remote = topo.node_server[src] != topo.node_server[dst]
     rate, step, _ = _solve(routes, size, multiplicity, remote, transport, capacity_Bps)
@@ -160,7 +164,8 @@ def _solve(routes: Routes, size: np.ndarray, multiplicity: np.ndarray, remote: n
 
 
 def run_plan(topo: Topology, plan: Plan, routing: RoutingSpec, transport: TransportProfile,
-             capacity_Bps: np.ndarray, via_host: bool = False, nvlink_domains: bool = True) -> PlanRun:
+             capacity_Bps: np.ndarray, via_host: bool = False, nvlink_domains: bool = True,
+             stage_network: bool = False) -> PlanRun:
     """Steady-state time of every phase of a plan.
 
     ``capacity_Bps`` is the payload capacity per link the collective can use (wire efficiency and
@@ -169,8 +174,10 @@ def run_plan(topo: Topology, plan: Plan, routing: RoutingSpec, transport: Transp
     GPUs of one server crosses the sender's PCIe up to the receiver's CPU and that GPU's PCIe down
     (host memory bandwidth itself is not a link of the topology: not modelled). ``nvlink_domains``:
     GPUs of different servers in one NVLink domain talk over NVLink (NCCL's MNNVL); false sends them
-    over the NICs (``NCCL_MNNVL_ENABLE=0``).
+    over the NICs (``NCCL_MNNVL_ENABLE=0``). ``stage_network``: no GPUDirect RDMA, or NCCL's socket
+    transport: network bytes go through the GPU's CPU (host memory) on both ends
+    (:func:`gpuwait.routing.paths.route_flows`).
     """
-    runs = tuple(run_phase(topo, phase, routing, transport, capacity_Bps, via_host, nvlink_domains) for phase in plan.phases
-                 if phase.n_flows and phase.max_bytes > 0.0)
+    runs = tuple(run_phase(topo, phase, routing, transport, capacity_Bps, via_host, nvlink_domains, stage_network)
+                 for phase in plan.phases if phase.n_flows and phase.max_bytes > 0.0)
     return PlanRun(plan, runs)

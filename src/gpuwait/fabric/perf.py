@@ -292,6 +292,16 @@ class CollectivePredictor:
         return node_uses_gdr(self.comm.topo.spec.server, self.comm.local_gpu_index(self.comm.node_ranks[0]),
                              self.env.net_gdr_level, self.env.net_gdr_read)
 
+    @property
+    def host_staged_network(self) -> bool:
+        """Whether the network bytes stop in host memory: NCCL's socket transport (net_socket.cc
+        declares ``NCCL_PTR_HOST`` only) or an RDMA NIC without GPUDirect to the node's GPUs (net.cc puts
+        the buffers in host memory, paths.cc routes the GPU<->NIC path through the GPU's CPU). The GPU's
+        kernel writes and reads those buffers itself (no extra copy), so each byte crosses the GPU's PCIe
+        once; what changes is the path: a PCIe switch holding both the GPU and its NIC carries it twice.
+        GPUDirect-TCPX/TCPXO land the payload in GPU memory and are not staged."""
+        return self.transport.name == "tcp" or (self.transport.rdma and not self.gdr)
+
     def _shm_time_s(self, collective: str, n_bytes: int) -> float:
         """The time a node's GPUs without P2P take to move their share of a p2p call to each other through
         host memory (SHM). Each GPU's bytes to a local peer go up its PCIe switch into the CPU and down again,
@@ -370,7 +380,7 @@ class CollectivePredictor:
         if key not in self._fabric_cache:
             plan = self._plan(collective, _REF_BYTES, algorithm, n_channels)
             run = run_plan(self.comm.topo, plan, self.routing, self.transport, self._capacity_Bps(algorithm, protocol),
-                           via_host=not self.p2p, nvlink_domains=self.comm.mnnvl)
+                           via_host=not self.p2p, nvlink_domains=self.comm.mnnvl, stage_network=self.host_staged_network)
             self._fabric_cache[key] = (run.bandwidth_time_s / _REF_BYTES, run)
         return self._fabric_cache[key]
 
@@ -490,22 +500,42 @@ class CollectivePredictor:
 
     def _p2p_estimate(self, collective: str, n_bytes: int) -> CollectiveEstimate:
         """All-to-all and send/recv go through NCCL's p2p path, outside the tuning model: the fabric
-        time, one ring step's latency (NCCL's Simple-protocol ring latency with one step), and the
-        per-message cost of the p2p chunks through the busiest NIC."""
-        inputs = self.tuning_inputs("all_gather")
-        ring = choose(inputs, 0, allowed_algos="ring", allowed_protos="Simple")[2]
+        time, one ring step's latency (NCCL's ring latency with one step, in the protocol the p2p path
+        picks: :func:`p2p_protocol`), and the per-message cost of the p2p chunks through the busiest NIC."""
         comm = self.comm
+        per_peer = n_bytes if collective == "sendrecv" else n_bytes // max(comm.n_ranks, 1)
+        protocol = p2p_protocol(per_peer, self.env.allowed_protocols("all_gather"))
+        inputs = self.tuning_inputs("all_gather")
+        ring = choose(inputs, 0, allowed_algos="ring", allowed_protos=protocol)[2]
         steps = max(comm.n_ranks - 1, 1)
         latency_s = ring.latency_us * 1e-6 / steps * (1 if collective == "sendrecv" else 2)
         algorithm = "p2p" if collective == "sendrecv" else "direct"
         fabric_s, nic_messages, chunk = 0.0, 0.0, 0
         if n_bytes > 0 and comm.n_ranks > 1:
-            fabric_s = max(self.fabric_time_s(collective, n_bytes, algorithm, "Simple", 1),
+            fabric_s = max(self.fabric_time_s(collective, n_bytes, algorithm, protocol, 1),
                            self._shm_time_s(collective, n_bytes))
-            per_peer = n_bytes if collective == "sendrecv" else n_bytes // comm.n_ranks
             chunk = p2p_chunk_bytes(per_peer, over_network=comm.n_nodes > 1)
             if comm.n_nodes > 1:
-                nic_messages = self.nic_bytes_per_byte(collective, algorithm, "Simple", 1) * n_bytes / chunk
+                nic_messages = self.nic_bytes_per_byte(collective, algorithm, protocol, 1) * n_bytes / chunk
         costs = PipelineCosts(latency_s, int(comm.n_nodes == 1), int(comm.n_nodes > 1), fabric_s, nic_messages,
                               0.0, 0.0, 0.0, comm.n_nodes > 1)
-        return self._estimate(collective, n_bytes, algorithm, "Simple", 1, 0.0, fabric_s, chunk, costs)
+        return self._estimate(collective, n_bytes, algorithm, protocol, 1, 0.0, fabric_s, chunk, costs)
+
+
+#: NCCL_P2P_LL_THRESHOLD default (src/enqueue.cc, NVIDIA/nccl v2.18.3-1 to v2.30.7-1): a p2p operation of at most
+#: this many bytes per channel runs on the LL protocol, a larger one on Simple
+P2P_LL_THRESHOLD_BYTES = 16384
+
+
+def p2p_protocol(bytes_per_peer: int, allowed: frozenset[str] | None = None) -> str:
+    """The protocol of one NCCL send/recv (all-to-all: per peer): LL up to ``P2P_LL_THRESHOLD_BYTES``
+    per channel, Simple above (enqueue.cc ``protoLL[dir] &= bytes <= nChannels * P2pLLThreshold``, v2.30.7-1).
+    A small operation runs on one channel (its parts are at least ``p2pChunkSize / 8``), so the threshold is
+    per operation. LL needs the connection's LL buffers, which ``NCCL_PROTO`` without LL leaves out
+    (``allowed``: the protocols NCCL_PROTO leaves, None = all).
+
+    >>> p2p_protocol(8), p2p_protocol(16384), p2p_protocol(16385), p2p_protocol(8, frozenset({"Simple"}))
+    ('LL', 'LL', 'Simple', 'Simple')
+    """
+    ll_ok = allowed is None or "LL" in allowed
+    return "LL" if ll_ok and 0 < bytes_per_peer <= P2P_LL_THRESHOLD_BYTES else "Simple"

@@ -748,6 +748,13 @@ def _host_hop(topo: Topology, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
     return np.where(gpu_pair & (parent[dst] >= 0) & (cpu >= 0), cpu, dst)
 
 
+def _host_cpu(topo: Topology, nodes: np.ndarray) -> np.ndarray:
+    """The CPU above each GPU's PCIe switch (where NCCL stages a GPU's traffic in host memory); any
+    other node, or a GPU not under a PCIe switch (a C2C superchip), is its own stop."""
+    stop = _host_hop(topo, nodes, nodes)  # a GPU -> GPU "flow" to itself turns at its own CPU
+    return np.where(topo.node_kind[nodes] == NodeKind.GPU, stop, nodes)
+
+
 def _nvlink_domain_rows(topo: Topology, src: np.ndarray, dst: np.ndarray, across_servers: bool) -> np.ndarray:
     """Rows whose two ends (GPUs, or a domain's NVSwitch) meet through an NVLink domain's switch
     (``cluster.nvlink_domain``): the same domain, and the same server unless ``across_servers``."""
@@ -776,7 +783,7 @@ def _nvlink_domain_links(topo: Topology, src: np.ndarray, dst: np.ndarray) -> li
 
 def route_flows(topo: Topology, spec: RoutingSpec, src, dst, *, transport: str = "rocev2",
                 qps_per_connection: int | None = None, via_host: bool = False,
-                nvlink_domains: bool = True, multiplicity: np.ndarray | None = None,
+                nvlink_domains: bool = True, stage_network: bool = False, multiplicity: np.ndarray | None = None,
                 demand_Bps: np.ndarray | None = None) -> Routes:
     """Route flows ``src[i] -> dst[i]`` (node names or ids) through the topology.
 
@@ -801,6 +808,11 @@ def route_flows(topo: Topology, spec: RoutingSpec, src, dst, *, transport: str =
         GPUs of different servers in one NVLink domain (``cluster.nvlink_domain``) talk over NVLink
         through the domain's switch, as NCCL does with MNNVL; ``False`` sends them over the NICs
         (``NCCL_MNNVL_ENABLE=0``). GPUs of one server use the switch either way.
+    stage_network : bool
+        No GPUDirect RDMA (or NCCL's socket transport): a GPU's flows to another server go up to its own
+        CPU (host memory) and from there to the NIC, and arrive the same way, as NCCL's paths.cc diverts
+        them (``addInterStep(..., CPU, localCpu, ...)``, v2.27.3-1) and net.cc keeps the buffers in host
+        memory; a GPU sharing a PCIe switch with its NIC then loads the switch's uplink twice.
     multiplicity, demand_Bps : numpy.ndarray, optional
         Per flow: how many identical flows it stands for, and the rate each would ask of its port
         (default: the port's capacity over the rows leaving it). A group of flows routed by one
@@ -859,8 +871,15 @@ def route_flows(topo: Topology, spec: RoutingSpec, src, dst, *, transport: str =
     if len(remote):
         s_ep = _network_endpoint(topo, src_r[remote], dst_r[remote], qp[remote])
         d_ep = _network_endpoint(topo, dst_r[remote], src_r[remote], qp[remote])
-        add_segments(remote, src_r[remote], s_ep)
-        add_segments(remote, d_ep, dst_r[remote])
+        if stage_network:
+            s_cpu, d_cpu = _host_cpu(topo, src_r[remote]), _host_cpu(topo, dst_r[remote])
+            add_segments(remote, src_r[remote], s_cpu)
+            add_segments(remote, s_cpu, s_ep)
+            add_segments(remote, d_ep, d_cpu)
+            add_segments(remote, d_cpu, dst_r[remote])
+        else:
+            add_segments(remote, src_r[remote], s_ep)
+            add_segments(remote, d_ep, dst_r[remote])
 
         def name_row(i: int, err: RoutingError) -> RoutingError:
             row = remote[i]
