@@ -348,3 +348,24 @@ def run_jobs(scenario: Scenario, steps: int | None = None) -> JobsRun:
                                    leaves, pods, result, program, float(np.diff(ends).mean()),
                                    lane.slowed_s / max(len(lane.step_ends), 1), share))
     return JobsRun(scenario, topo, tree, outcomes, n_steps, topo.link_names())
+
+
+def busbw_over_hash_seeds(scenario: Scenario, placement: list[int], seeds: int, label: str = "dp ") -> np.ndarray:
+    """busbw (GB/s) of the step's collective whose label starts with ``label``, with the workload on
+    ``placement``, once per ECMP hash seed 0..seeds-1.
+
+    A per-flow hash makes one placement's collisions a draw: a fabric's hash seeds decide which flows
+    meet, so a placement's bandwidth is compared as the mean over seeds, as a measurement over many
+    jobs would average it."""
+    from gpuwait.runner.workload import run_workload
+
+    if scenario.workload is None:
+        raise SpecError("workload: expected one workload to place (a scenario with `workload:`, not `jobs:`)")
+    out = np.empty(seeds)
+    for seed in range(seeds):
+        cluster = scenario.cluster.model_copy(update={"routing": scenario.cluster.routing.model_copy(update={"seed": seed})})
+        parallel = scenario.workload.parallel.model_copy(update={"placement": list(placement)})
+        workload = scenario.workload.model_copy(update={"parallel": parallel})
+        result = run_workload(scenario.model_copy(update={"cluster": cluster, "workload": workload}))[0]
+        out[seed] = next(c.busbw_GBps for c in result.collectives if c.label.startswith(label))
+    return out
