@@ -260,6 +260,38 @@ class _Lane:
             self.begin()
 
 
+#: up to this many jobs at once the max-min solve is done on the dense (jobs x links) array: a few
+#: numpy reductions per freezing round instead of building a sparse matrix every segment boundary
+_DENSE_JOBS = 8
+
+
+def dense_max_min(weights: np.ndarray, capacity_Bps: np.ndarray, rate_cap_Bps: np.ndarray) -> np.ndarray:
+    """Weighted max-min fair rates of a few flows (rows of ``weights``, ``(F, L)``) on links of
+    ``capacity_Bps`` under per-flow caps: the same allocation as
+    :func:`~gpuwait.engine.flow.max_min_rates` (progressive filling: all unfrozen flows rise together;
+    a link that saturates freezes the flows on it, a flow that reaches its cap freezes), computed
+    on the dense array, which for a handful of flows is cheaper than the sparse solver's setup."""
+    n = weights.shape[0]
+    rate = np.zeros(n)
+    frozen = np.zeros(n, bool)
+    used = weights > 0
+    while not frozen.all():
+        live = ~frozen
+        w_live = weights[live].sum(axis=0)
+        room = capacity_Bps - rate[frozen] @ weights[frozen]
+        on = w_live > 0
+        level = np.full(len(capacity_Bps), np.inf)
+        level[on] = np.maximum(room[on], 0.0) / w_live[on]
+        t = min(float(level.min()) if on.any() else np.inf, float(rate_cap_Bps[live].min()))
+        if not np.isfinite(t):
+            raise RuntimeError("shared run: a flow crosses no link and has no cap")
+        tight = level <= t * (1 + 1e-12)
+        freeze = live & ((rate_cap_Bps <= t * (1 + 1e-12)) | (used[:, tight].any(axis=1)))
+        rate[freeze] = t
+        frozen |= freeze
+    return rate
+
+
 def _rates(lanes: list[_Lane], now_s: float, capacity_Bps: np.ndarray) -> np.ndarray:
     """Progress rate (network seconds per second) of each lane's current segment: per-flow max-min."""
     rates = np.zeros(len(lanes))
@@ -271,7 +303,11 @@ def _rates(lanes: list[_Lane], now_s: float, capacity_Bps: np.ndarray) -> np.nda
     flow_Bps[flow_Bps <= 0] = 1.0
     pace = np.array([lanes[i].pace for i in busy])
     cap = np.maximum(capacity_Bps, (peaks * pace[:, None]).max(axis=0))  # alone, every job keeps its pace
-    got, _ = max_min_rates(sp.csr_matrix(peaks / flow_Bps[:, None]), cap, flow_Bps * pace)
+    weights = peaks / flow_Bps[:, None]
+    if len(busy) <= _DENSE_JOBS:
+        got = dense_max_min(weights, cap, flow_Bps * pace)
+    else:
+        got, _ = max_min_rates(sp.csr_matrix(weights), cap, flow_Bps * pace)
     rates[busy] = got / flow_Bps
     return rates
 
