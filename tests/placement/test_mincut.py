@@ -57,3 +57,17 @@ def test_mincut_never_cuts_more_than_megatron_order(tree):
             w = slot_traffic(8, 8, tp=tp, pp=pp)
             assert cut_weight(w, tree.leaf_of_server[mincut_order(servers, tree, tp=tp, pp=pp)]) <= \
                 cut_weight(w, tree.leaf_of_server[servers]) + 1e-9
+
+
+def test_placement_ranks_mincut_reorders_an_explicit_placement():
+    job = {"name": "x", "servers": 4, "placement": {"policy": "explicit", "servers": [0, 4, 1, 5], "ranks": "mincut"},
+           "workload": {"model": {"preset": "llama-8b"}, "compute": {"gpu": "H100-SXM", "jitter_cv": 0},
+                        "parallel": {"tp": 16, "allow_tp_across_servers": True, "zero": 1, "micro_batch": 1,
+                                     "global_batch": 4}}}
+    run = run_jobs(Scenario.model_validate({"cluster": CLUSTER, "jobs": [job]}), steps=1)
+    tree = run.tree
+    servers = run.jobs[0].servers
+    assert tree.leaf_of_server[servers[0]] == tree.leaf_of_server[servers[1]]
+    job["workload"]["parallel"]["rank_order"] = "tp-pp-dp"
+    with pytest.raises(SpecError, match="mincut assumes Megatron's rank order"):
+        run_jobs(Scenario.model_validate({"cluster": CLUSTER, "jobs": [job]}), steps=1)

@@ -147,9 +147,22 @@ def place_jobs(jobs: list[JobSpec], tree: FabricTree) -> list[PlacedJob]:
             servers = place(free, tree, n, jobs[i].placement)
         except SpecError as err:
             raise type(err)(f"jobs[{jobs[i].name}]: {err}", hint=err.hint) from None
+        if jobs[i].placement.ranks == "mincut":
+            servers = mincut_servers(jobs[i], servers, tree)
         free[servers] = False
         placed[i] = PlacedJob(jobs[i], servers, gpus)
     return [placed[i] for i in range(len(jobs))]
+
+
+def mincut_servers(job: JobSpec, servers: np.ndarray, tree: FabricTree) -> np.ndarray:
+    """``servers`` reordered by the min-cut rank assignment (placement.ranks: mincut)."""
+    from gpuwait.placement.mincut import mincut_order
+
+    p = job.workload.parallel
+    if p.rank_order != "tp-cp-ep-dp-pp":
+        raise SpecError(f"jobs[{job.name}]: placement.ranks: mincut assumes Megatron's rank order; "
+                        f"got workload.parallel.rank_order {p.rank_order!r}")
+    return mincut_order(servers, tree, p.tp, p.cp, p.pp)
 
 
 def job_workload(job: PlacedJob):

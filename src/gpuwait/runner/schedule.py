@@ -50,7 +50,15 @@ from gpuwait.fabric.groups import FabricModel
 from gpuwait.placement import fabric_tree, place
 from gpuwait.placement.policies import PlacementError
 from gpuwait.placement.tree import FabricTree
-from gpuwait.runner.jobs import PlacedJob, Program, job_program, job_servers_needed, job_workload, run_together
+from gpuwait.runner.jobs import (
+    PlacedJob,
+    Program,
+    job_program,
+    job_servers_needed,
+    job_workload,
+    mincut_servers,
+    run_together,
+)
 from gpuwait.runner.traffic import scenario_cases
 from gpuwait.spec.jobs import JobSpec, PlacementSpec
 from gpuwait.spec.scenario import Scenario
@@ -417,6 +425,8 @@ class _Run:
             servers = place(st.free, self.cl.tree, rec.servers_needed, self.specs[i].placement)
         except PlacementError:
             return False
+        if self.specs[i].placement.ranks == "mincut":
+            servers = mincut_servers(self.specs[i], servers, self.cl.tree)
         program, link_bytes = self.cl.alone(self.specs[i], servers, rec.gpus)
         st.free[servers] = False
         st.running[i] = float(rec.steps)
