@@ -5,8 +5,9 @@
 
 The jobs follow the shipped samples' shape (tests/data/traces; bench/make_trace_samples.py): sizes
 1-16 servers, most small; log-normal durations; Poisson arrivals at a rate that keeps the cluster
-about 70 % allocated. Prints wall time and the cache figures: alone runs (one per distinct
-workload and placement) and shared runs (one per distinct set of co-running jobs on shared links).
+about 70 % allocated. Prints wall time per policy. Alone runs are cached per workload and placement
+and, under spray or adaptive routing, reused across placements of one shape
+(``gpuwait.runner.schedule.shape_key``); shared runs per distinct set of co-running jobs on shared links.
 """
 
 from __future__ import annotations
@@ -37,10 +38,12 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=1000)
     ap.add_argument("--servers", type=int, default=256)
     ap.add_argument("--policy", action="append", default=None)
+    ap.add_argument("--routing", default="ecmp", help="routing kind (spray/adaptive reuse solo runs across placements of one shape)")
     args = ap.parse_args()
     jobs, durations = trace_jobs(synthetic_trace(args.jobs, args.servers))
     scenario = Scenario.model_validate({"cluster": {"preset": "rocev2-400g-2tier", "servers": args.servers,
-                                                    "fabric": {"oversubscription": 2}}, "jobs": jobs})
+                                                    "fabric": {"oversubscription": 2},
+                                                    "routing": {"kind": args.routing}}, "jobs": jobs})
     for policy in args.policy or ["slurm-tree", "random"]:
         t0 = time.perf_counter()
         r = schedule(scenario, PlacementSpec(policy=policy), durations_s=durations)

@@ -3,7 +3,8 @@
 The public traces' job files are too large to ship (Lingjun's worker.csv is not in its repository's
 git history as a plain file; PAI's and Helios' are tarballs of 100+ MB), so the samples here are
 *constructed in each trace's published schema*: the column names and formats are the traces', the
-rows are drawn by this script. Only ``lingjun/topo.csv`` is real: the released file, unchanged
+rows are drawn by this script (Lingjun, PAI, Helios, Philly's cluster_job_log, Acme's
+trace_seren.csv). Only ``lingjun/topo.csv`` is real: the released file, unchanged
 (https://github.com/alibaba/alibaba-lingjun-dataset-2023, data/topo.csv, Apache-2.0). The worker
 sample's hosts are that file's hosts, so a replay on its topology exercises its real ToR/PSW tiers.
 
@@ -90,8 +91,55 @@ def pai(rng, n_jobs: int = 40) -> None:
         csv.writer(f).writerows(rows)  # headerless, as the released pai_task_table
 
 
+def philly(rng, n_jobs: int = 40) -> None:
+    """Philly's cluster_job_log: a JSON list of jobs with their scheduling attempts per machine/GPU
+    (msr-fiddle/philly-traces README); a quarter of the jobs retried once, some attempts unlogged."""
+    jobs, t = [], datetime(2017, 10, 3)
+    for k, servers in enumerate(_sizes(rng, n_jobs)):
+        t += timedelta(minutes=float(rng.exponential(10)))
+        gpus = int(servers * 8 if rng.random() < 0.6 else rng.choice([1, 2, 4]))
+        machines = [{"ip": f"m{int(m)}", "gpus": [f"gpu{g}" for g in range(min(gpus, 8))]}
+                    for m in rng.choice(np.arange(1, 500), size=max(1, gpus // 8), replace=False)]
+        start, attempts = t + timedelta(seconds=float(rng.exponential(120))), []
+        for _ in range(2 if rng.random() < 0.25 else 1):
+            end = start + timedelta(seconds=float(np.clip(rng.lognormal(7.5, 1.4), 30, 300_000)))
+            attempts.append({"start_time": f"{start:%Y-%m-%d %H:%M:%S}", "end_time": f"{end:%Y-%m-%d %H:%M:%S}",
+                             "detail": machines})
+            start = end + timedelta(seconds=30)
+        if rng.random() < 0.05:
+            attempts[-1]["end_time"] = "None"  # still running when the snapshot was taken
+        jobs.append({"status": str(rng.choice(["Pass", "Pass", "Killed", "Failed"])), "vc": f"{k % 5:06x}",
+                     "jobid": f"application_1506638472019_{k:05d}", "attempts": attempts,
+                     "submitted_time": f"{t:%Y-%m-%d %H:%M:%S}", "user": f"{k % 9:06x}"})
+    (OUT / "philly-job-log-sample.json").write_text(json.dumps(jobs, indent=1) + "\n")
+
+
+def acme(rng, n_jobs: int = 60) -> None:
+    """Acme's trace_seren.csv columns (InternLM/AcmeTrace README), times with a +08:00 offset."""
+    header = ["job_id", "user", "node_num", "gpu_num", "cpu_num", "type", "state", "submit_time", "start_time",
+              "end_time", "duration", "queue", "gpu_time"]
+    rows, t = [], datetime(2023, 3, 1)
+    for k, servers in enumerate(_sizes(rng, n_jobs)):
+        t += timedelta(minutes=float(rng.exponential(12)))
+        gpus = int(servers * 8 if rng.random() < 0.8 else rng.choice([0, 1, 4]))  # some CPU-only jobs
+        queue = int(rng.exponential(60))
+        dur = int(np.clip(rng.lognormal(7.0, 1.5), 10, 400_000))
+        start = t + timedelta(seconds=queue)
+        rows.append([5778432 + k, f"u{k % 11}", max(1, gpus // 8), gpus, 16 * max(gpus, 1),
+                     str(rng.choice(["Pretrain", "SFT", "Evaluation", "Debug", "Other"])),
+                     str(rng.choice(["COMPLETED", "COMPLETED", "FAILED", "CANCELLED"])),
+                     f"{t:%Y-%m-%d %H:%M:%S}+08:00", f"{start:%Y-%m-%d %H:%M:%S}+08:00",
+                     f"{start + timedelta(seconds=dur):%Y-%m-%d %H:%M:%S}+08:00", dur, queue, float(dur * gpus)])
+    with open(OUT / "acme-seren-sample.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        w.writerows(rows)
+
+
 if __name__ == "__main__":
     rng = np.random.default_rng(2023)
     lingjun(rng)
     helios(rng)
     pai(rng)
+    philly(rng)  # after the others: their rows stay as they were
+    acme(rng)

@@ -554,6 +554,7 @@ def _jobs_fields() -> dict[str, object]:
         "PlacementSpec.mode": Covered("tests/placement/test_policies.py::test_kueue_required_balanced_and_least_free"),
         "PlacementSpec.level": Covered("tests/placement/test_policies.py::test_volcano_hard_mode_caps_the_tier"),
         "PlacementSpec.algorithm": Covered("tests/placement/test_policies.py::test_kueue_required_balanced_and_least_free"),
+        "PlacementSpec.ranks": Covered("tests/placement/test_mincut.py::test_placement_ranks_mincut_reorders_an_explicit_placement"),
     }
 
 

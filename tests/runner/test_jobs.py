@@ -81,3 +81,23 @@ def test_bad_jobs_are_one_clear_error():
         run_jobs(_scenario([_dp_job("a", [0], 8), _dp_job("a", [1], 8)]))
     with pytest.raises(SpecError, match="needs 20 servers"):
         run_jobs(_scenario([_dp_job("big", 20, 160) | {"placement": "first-fit"}]))
+
+
+def test_dense_max_min_equals_the_sparse_solver():
+    # the dense solve for a few jobs must give the engine's max-min allocation (the unique weighted
+    # max-min fair point, Bertsekas & Gallager, "Data Networks", §6.5.2) on random problems
+    import numpy as np
+    import scipy.sparse as sp
+
+    from gpuwait.engine.flow import max_min_rates
+    from gpuwait.runner.jobs import dense_max_min
+
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        n, links = int(rng.integers(1, 6)), int(rng.integers(1, 40))
+        w = rng.random((n, links)) * (rng.random((n, links)) < 0.4)
+        w[:, 0] += 0.1  # every flow crosses a link
+        cap = rng.uniform(1, 10, links)
+        rate_cap = np.where(rng.random(n) < 0.3, rng.uniform(0.1, 5, n), np.inf)
+        sparse, _ = max_min_rates(sp.csr_matrix(w), cap, rate_cap)
+        assert dense_max_min(w, cap, rate_cap) == pytest.approx(sparse, rel=1e-9)

@@ -40,6 +40,39 @@ def test_pai_and_helios_samples_read_as_jobs():
     assert helios.source == "sensetime-helios" and len(helios.jobs) == 60 and helios.jobs[0].arrival_s == 0
 
 
+def test_philly_job_log_reads_attempts_per_machine():
+    # msr-fiddle/philly-traces README (cluster_job_log): a job's attempts, each with its machines
+    # ("ip") and their GPUs; an attempt without an end time was still running or not logged
+    trace = read_trace(TRACES / "philly-job-log-sample.json")  # guessed: JSON
+    assert trace.source == "microsoft-philly" and len(trace.jobs) == 40 and trace.jobs[0].arrival_s == 0
+    first = trace.jobs[0]
+    assert first.gpus == 16 and first.hosts == ("m331", "m162")
+    # two attempts: 00:09:39-05:51:21 and a retry; the duration is their run times, not the gap
+    assert first.duration_s == pytest.approx(20502 + 1748)
+
+
+def test_philly_attempt_rules(tmp_path):
+    log = tmp_path / "cluster_job_log"
+    log.write_text("""[{"jobid": "j1", "submitted_time": "2017-10-07 01:11:39", "status": "Pass", "attempts": [
+        {"start_time": "2017-10-07 01:12:09", "end_time": "2017-10-07 01:13:23", "detail": [{"ip": "m47", "gpus": ["gpu0"]}]},
+        {"start_time": "2017-10-07 01:13:30", "end_time": "2017-10-07 02:13:30",
+         "detail": [{"ip": "m412", "gpus": ["gpu0", "gpu1"]}, {"ip": "m5", "gpus": ["gpu0", "gpu1"]}]},
+        {"start_time": "2017-10-07 03:00:00", "end_time": "None", "detail": [{"ip": "m6", "gpus": ["gpu0"]}]}]},
+      {"jobid": "j2", "submitted_time": "2017-10-07 01:20:00", "attempts": []}]""")
+    (job,) = read_trace(log).jobs
+    assert job.name == "j1" and job.gpus == 4 and job.hosts == ("m412", "m5") and job.duration_s == 74 + 3600
+
+
+def test_acme_trace_reads_gpu_jobs_with_offsets():
+    # InternLM/AcmeTrace README: trace_seren.csv columns, times with a UTC offset, duration in s
+    trace = read_trace(TRACES / "acme-seren-sample.csv")  # guessed: gpu_time column
+    assert trace.source == "shanghai-ai-lab-acme" and trace.jobs[0].arrival_s == 0
+    assert len(trace.jobs) == 57  # 60 rows, 3 CPU-only
+    assert trace.jobs[1].arrival_s == 717 and trace.jobs[1].gpus == 32 and trace.jobs[1].duration_s == 809
+    jobs, durations = trace_jobs(sample(trace, max_jobs=10, max_gpus=64))
+    Scenario.model_validate({"cluster": {"preset": "rocev2-400g-2tier", "servers": 8}, "jobs": jobs})
+
+
 def test_sampler_windows_scales_and_rounds_to_servers():
     trace = read_trace(TRACES / "helios-sample.csv")
     s = sample(trace, start_s=3600, window_s=7200, gpu_scale=2, time_scale=10, max_gpus=32)
@@ -63,5 +96,14 @@ def test_bad_trace_files_are_one_clear_error(tmp_path):
     bad.write_text("job_id,gpu_num\n1,8\n")
     with pytest.raises(SpecError, match="no column submit_time, duration"):
         read_trace(bad, "helios")
-    with pytest.raises(SpecError, match="expected one of lingjun, pai, helios"):
-        read_trace(bad, "philly")
+    with pytest.raises(SpecError, match="expected one of lingjun, pai, helios, philly, acme"):
+        read_trace(bad, "venus")
+    with pytest.raises(SpecError, match="no column submit_time, duration"):
+        read_trace(bad, "acme")
+    log = tmp_path / "cluster_job_log"
+    log.write_text('[{"jobid": "a", "attempts": []}]')
+    with pytest.raises(SpecError, match="first job has no submitted_time"):
+        read_trace(log)
+    log.write_text('{"jobid": ')
+    with pytest.raises(SpecError, match="not JSON"):
+        read_trace(log, "philly")

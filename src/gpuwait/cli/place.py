@@ -24,23 +24,49 @@ def place(job_file: str = typer.Argument(..., metavar="JOB.yaml", help="A scenar
           algorithm: str | None = typer.Option(None, "--algorithm", help="kueue: BestFit, LeastFreeCapacity or Balanced."),
           seed: int | None = typer.Option(None, "--seed", help="random: seed."),
           steps: int = typer.Option(2, "--steps", min=1, help="Steps every job completes in the shared run."),
+          export: str | None = typer.Option(None, "--export", metavar="FORMAT",
+                                            help="Print the fabric and this placement for a scheduler instead of the table: slurm (topology.conf + sbatch options), kueue (Topology, ResourceFlavor, node labels, Job) or volcano (HyperNodes, Job) YAML."),
           json_out: bool = JSON_OPTION) -> None:
     """Place a job with a policy; print its servers (a Slurm hostlist), the leaves and pods it spans,
     its predicted step time alone and beside the other jobs, and the links it shares with whom.
 
     Examples: `gpuwait place examples/two-jobs-shared-uplinks.yaml --policy slurm-tree`,
-    `gpuwait place examples/two-jobs-shared-uplinks.yaml --policy kueue --mode required --level leaf`
+    `gpuwait place examples/two-jobs-shared-uplinks.yaml --policy kueue --mode required --level leaf`,
+    `gpuwait place examples/two-jobs-shared-uplinks.yaml --policy volcano --export volcano > hypernodes.yaml`
     """
     from gpuwait.cli.output import Output
     from gpuwait.runner.jobs import run_jobs
 
     scenario = _scenario(job_file, cluster, job, policy,
                          dict(switches=switches, segment=segment, mode=mode, level=level, algorithm=algorithm, seed=seed))
+    if export is not None:
+        _export(scenario, export)
+        return
     result = run_jobs(scenario, steps)
     target = result.jobs[-1]
     out = Output(json_out)
     out.emit({"policy": scenario.jobs[-1].placement.model_dump(exclude_none=True), **jobs_dict(result)},
              lambda c: _render_place(c, result, target))
+
+
+def _export(scenario, fmt: str) -> None:
+    """Place the jobs (no simulation) and print the fabric and the last job's placement in ``fmt``."""
+    import sys
+
+    from gpuwait.placement import fabric_tree
+    from gpuwait.placement.export import FORMATS, export_placement
+    from gpuwait.runner.jobs import place_jobs
+    from gpuwait.topology.presets import build_cluster, resolve_cluster
+
+    if fmt not in FORMATS:  # before building the fabric: a typo costs nothing
+        export_placement(fmt, None, [])
+    tree = fabric_tree(build_cluster(resolve_cluster(scenario.cluster)))
+    job = place_jobs(list(scenario.jobs), tree)[-1]
+    p = job.spec.placement
+    mode = None
+    if p.policy in ("kueue", "volcano"):
+        mode = p.mode if fmt == "kueue" else ("hard" if p.mode == "required" else "soft")
+    sys.stdout.write(export_placement(fmt, tree, job.servers, job.spec.name, mode))
 
 
 def _scenario(job_file: str, cluster: str | None, name: str | None, policy: str | None, options: dict):

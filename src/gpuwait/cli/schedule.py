@@ -10,15 +10,15 @@ from gpuwait.cli.common import JSON_OPTION
 POLICIES_HELP = "random, first-fit, spread, slurm-tree, slurm-block, kueue, volcano"
 
 
-def schedule(source: str = typer.Argument(..., metavar="SCENARIO.yaml|TRACE.csv",
-                                          help="A scenario with `jobs:`, or a trace: Alibaba Lingjun worker.csv, Alibaba PAI pai_task_table, SenseTime Helios cluster_log.csv."),
+def schedule(source: str = typer.Argument(..., metavar="SCENARIO.yaml|TRACE",
+                                          help="A scenario with `jobs:`, or a trace: Alibaba Lingjun worker.csv, Alibaba PAI pai_task_table, SenseTime Helios cluster_log.csv, Microsoft Philly cluster_job_log (JSON), Shanghai AI Lab Acme trace_seren.csv / trace_kalos.csv."),
              cluster: str | None = typer.Option(None, "--cluster", help="Cluster preset or file (a trace needs one; default for a scenario: its own)."),
              servers: int | None = typer.Option(None, "--servers", min=1, help="Servers of the cluster preset."),
              policy: str = typer.Option("slurm-tree", "--policy", "-p", metavar="POLICY", help=f"Placement policy: {POLICIES_HELP}."),
              compare: list[str] = typer.Option([], "--compare", metavar="POLICY", help="Another policy to run side by side (repeat)."),
              backfill: bool = typer.Option(True, "--backfill/--no-backfill", help="EASY backfill (default on)."),
              seed: int = typer.Option(0, "--seed", help="random: seed."),
-             trace_kind: str | None = typer.Option(None, "--trace-kind", help="lingjun, pai or helios (default: guessed from the columns)."),
+             trace_kind: str | None = typer.Option(None, "--trace-kind", help="lingjun, pai, helios, philly or acme (default: guessed from the contents)."),
              max_jobs: int | None = typer.Option(None, "--max-jobs", min=1, help="Trace: at most this many jobs (the first to arrive)."),
              start: float = typer.Option(0.0, "--start", help="Trace: window start (seconds from its first arrival)."),
              window: float | None = typer.Option(None, "--window", help="Trace: window length (seconds)."),
@@ -62,13 +62,17 @@ def schedule(source: str = typer.Argument(..., metavar="SCENARIO.yaml|TRACE.csv"
 
 def _jobs(source: str, cluster: str | None, servers: int | None, kind: str | None, sampling: dict):
     """(scenario, durations or None, title) from a scenario file or a trace."""
+    from pathlib import Path
+
     from gpuwait.errors import SpecError
     from gpuwait.runner.inputs import load_cluster
     from gpuwait.spec.load import read_yaml, validate_data
     from gpuwait.spec.scenario import Scenario
     from gpuwait.workload.traces import read_trace, sample, trace_jobs
 
-    if source.lower().endswith((".csv", ".csv.gz", ".txt")):
+    # a trace by its kind, suffix, or Philly's file name (cluster_job_log ships without a suffix)
+    if kind is not None or source.lower().endswith((".csv", ".csv.gz", ".txt", ".json")) or \
+            Path(source).name.startswith("cluster_job_log"):
         if cluster is None:
             raise SpecError("--cluster: a trace needs a cluster to run on; expected a preset or a file",
                             hint="e.g. --cluster rocev2-400g-2tier --servers 256")

@@ -147,9 +147,22 @@ def place_jobs(jobs: list[JobSpec], tree: FabricTree) -> list[PlacedJob]:
             servers = place(free, tree, n, jobs[i].placement)
         except SpecError as err:
             raise type(err)(f"jobs[{jobs[i].name}]: {err}", hint=err.hint) from None
+        if jobs[i].placement.ranks == "mincut":
+            servers = mincut_servers(jobs[i], servers, tree)
         free[servers] = False
         placed[i] = PlacedJob(jobs[i], servers, gpus)
     return [placed[i] for i in range(len(jobs))]
+
+
+def mincut_servers(job: JobSpec, servers: np.ndarray, tree: FabricTree) -> np.ndarray:
+    """``servers`` reordered by the min-cut rank assignment (placement.ranks: mincut)."""
+    from gpuwait.placement.mincut import mincut_order
+
+    p = job.workload.parallel
+    if p.rank_order != "tp-cp-ep-dp-pp":
+        raise SpecError(f"jobs[{job.name}]: placement.ranks: mincut assumes Megatron's rank order; "
+                        f"got workload.parallel.rank_order {p.rank_order!r}")
+    return mincut_order(servers, tree, p.tp, p.cp, p.pp)
 
 
 def job_workload(job: PlacedJob):
@@ -260,6 +273,38 @@ class _Lane:
             self.begin()
 
 
+#: up to this many jobs at once the max-min solve is done on the dense (jobs x links) array: a few
+#: numpy reductions per freezing round instead of building a sparse matrix every segment boundary
+_DENSE_JOBS = 8
+
+
+def dense_max_min(weights: np.ndarray, capacity_Bps: np.ndarray, rate_cap_Bps: np.ndarray) -> np.ndarray:
+    """Weighted max-min fair rates of a few flows (rows of ``weights``, ``(F, L)``) on links of
+    ``capacity_Bps`` under per-flow caps: the same allocation as
+    :func:`~gpuwait.engine.flow.max_min_rates` (progressive filling: all unfrozen flows rise together;
+    a link that saturates freezes the flows on it, a flow that reaches its cap freezes), computed
+    on the dense array, which for a handful of flows is cheaper than the sparse solver's setup."""
+    n = weights.shape[0]
+    rate = np.zeros(n)
+    frozen = np.zeros(n, bool)
+    used = weights > 0
+    while not frozen.all():
+        live = ~frozen
+        w_live = weights[live].sum(axis=0)
+        room = capacity_Bps - rate[frozen] @ weights[frozen]
+        on = w_live > 0
+        level = np.full(len(capacity_Bps), np.inf)
+        level[on] = np.maximum(room[on], 0.0) / w_live[on]
+        t = min(float(level.min()) if on.any() else np.inf, float(rate_cap_Bps[live].min()))
+        if not np.isfinite(t):
+            raise RuntimeError("shared run: a flow crosses no link and has no cap")
+        tight = level <= t * (1 + 1e-12)
+        freeze = live & ((rate_cap_Bps <= t * (1 + 1e-12)) | (used[:, tight].any(axis=1)))
+        rate[freeze] = t
+        frozen |= freeze
+    return rate
+
+
 def _rates(lanes: list[_Lane], now_s: float, capacity_Bps: np.ndarray) -> np.ndarray:
     """Progress rate (network seconds per second) of each lane's current segment: per-flow max-min."""
     rates = np.zeros(len(lanes))
@@ -271,7 +316,11 @@ def _rates(lanes: list[_Lane], now_s: float, capacity_Bps: np.ndarray) -> np.nda
     flow_Bps[flow_Bps <= 0] = 1.0
     pace = np.array([lanes[i].pace for i in busy])
     cap = np.maximum(capacity_Bps, (peaks * pace[:, None]).max(axis=0))  # alone, every job keeps its pace
-    got, _ = max_min_rates(sp.csr_matrix(peaks / flow_Bps[:, None]), cap, flow_Bps * pace)
+    weights = peaks / flow_Bps[:, None]
+    if len(busy) <= _DENSE_JOBS:
+        got = dense_max_min(weights, cap, flow_Bps * pace)
+    else:
+        got, _ = max_min_rates(sp.csr_matrix(weights), cap, flow_Bps * pace)
     rates[busy] = got / flow_Bps
     return rates
 
@@ -348,3 +397,24 @@ def run_jobs(scenario: Scenario, steps: int | None = None) -> JobsRun:
                                    leaves, pods, result, program, float(np.diff(ends).mean()),
                                    lane.slowed_s / max(len(lane.step_ends), 1), share))
     return JobsRun(scenario, topo, tree, outcomes, n_steps, topo.link_names())
+
+
+def busbw_over_hash_seeds(scenario: Scenario, placement: list[int], seeds: int, label: str = "dp ") -> np.ndarray:
+    """busbw (GB/s) of the step's collective whose label starts with ``label``, with the workload on
+    ``placement``, once per ECMP hash seed 0..seeds-1.
+
+    A per-flow hash makes one placement's collisions a draw: a fabric's hash seeds decide which flows
+    meet, so a placement's bandwidth is compared as the mean over seeds, as a measurement over many
+    jobs would average it."""
+    from gpuwait.runner.workload import run_workload
+
+    if scenario.workload is None:
+        raise SpecError("workload: expected one workload to place (a scenario with `workload:`, not `jobs:`)")
+    out = np.empty(seeds)
+    for seed in range(seeds):
+        cluster = scenario.cluster.model_copy(update={"routing": scenario.cluster.routing.model_copy(update={"seed": seed})})
+        parallel = scenario.workload.parallel.model_copy(update={"placement": list(placement)})
+        workload = scenario.workload.model_copy(update={"parallel": parallel})
+        result = run_workload(scenario.model_copy(update={"cluster": cluster, "workload": workload}))[0]
+        out[seed] = next(c.busbw_GBps for c in result.collectives if c.label.startswith(label))
+    return out

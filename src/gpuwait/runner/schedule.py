@@ -50,7 +50,15 @@ from gpuwait.fabric.groups import FabricModel
 from gpuwait.placement import fabric_tree, place
 from gpuwait.placement.policies import PlacementError
 from gpuwait.placement.tree import FabricTree
-from gpuwait.runner.jobs import PlacedJob, Program, job_program, job_servers_needed, job_workload, run_together
+from gpuwait.runner.jobs import (
+    PlacedJob,
+    Program,
+    job_program,
+    job_servers_needed,
+    job_workload,
+    mincut_servers,
+    run_together,
+)
 from gpuwait.runner.traffic import scenario_cases
 from gpuwait.spec.jobs import JobSpec, PlacementSpec
 from gpuwait.spec.scenario import Scenario
@@ -162,17 +170,41 @@ class _Cluster:
         self.network = network
         self.cross_spine = network & (np.maximum(tier[self.topo.link_src], tier[self.topo.link_dst]) >= 2)
         self._alone: dict = {}
+        self._shapes: dict = {}
+        self.shape_hits = 0
+        self._link_index: tuple | None = None
+        # the shape rule holds where routing does not depend on which servers a flow joins
+        self.shape_symmetric = routing.kind in SHAPE_SYMMETRIC_ROUTING and cluster.fabric.kind == "clos"
         self._compact: dict[str, float] = {}
         self._groups: dict[frozenset, dict[int, float]] = {}
 
     def alone(self, spec: JobSpec, servers: np.ndarray, gpus: int) -> tuple[Program, np.ndarray]:
-        """(program, bytes per step per link) of the job alone on ``servers`` (cached)."""
+        """(program, bytes per step per link) of the job alone on ``servers`` (cached; on a fabric whose
+        routing ignores which servers, reused across placements of the same shape, see ``shape_key``)."""
         key = (_workload_key(spec), gpus, tuple(servers.tolist()) if len(servers) > 1 else ())
-        if key not in self._alone:
-            step = training_step(job_workload(PlacedJob(spec, servers, gpus)), self.topo)
-            result = run_training(step, self.fabric, steps=1, case=spec.name)
-            program = job_program(result, communication_families(step, self.fabric), self.topo)
-            self._alone[key] = (program, np.where(self.network, result.links.bytes_per_step, 0.0))
+        if key in self._alone:
+            return self._alone[key]
+        shape = (_workload_key(spec), gpus, shape_key(self.tree, servers)) if self.shape_symmetric else None
+        if shape is not None and shape in self._shapes:
+            first_servers, (program, link_bytes) = self._shapes[shape]
+            loaded = np.flatnonzero((link_bytes > 0) | program.peak_Bps.any(axis=0))
+            if self._link_index is None:
+                self._link_index = link_index(self.topo)
+            moved = relabel_links(self.topo, first_servers, servers, loaded, self._link_index)
+            if moved is not None:
+                peak = np.zeros_like(program.peak_Bps)
+                peak[:, moved] = program.peak_Bps[:, loaded]
+                placed = np.zeros_like(link_bytes)
+                placed[moved] = link_bytes[loaded]
+                self.shape_hits += 1
+                self._alone[key] = (Program(program.duration_s, program.pace, peak, program.groups), placed)
+                return self._alone[key]
+        step = training_step(job_workload(PlacedJob(spec, servers, gpus)), self.topo)
+        result = run_training(step, self.fabric, steps=1, case=spec.name)
+        program = job_program(result, communication_families(step, self.fabric), self.topo)
+        self._alone[key] = (program, np.where(self.network, result.links.bytes_per_step, 0.0))
+        if shape is not None:
+            self._shapes.setdefault(shape, (servers.copy(), self._alone[key]))
         return self._alone[key]
 
     def compact_step_s(self, spec: JobSpec, n_servers: int, gpus: int) -> float:
@@ -194,6 +226,80 @@ class _Cluster:
             lanes = run_together(sliced, [0.0] * len(order), self.capacity_Bps[cols], _SHARED_STEPS)
             self._groups[members] = {i: ln.step_ends[_SHARED_STEPS - 1] / _SHARED_STEPS for i, ln in zip(order, lanes)}
         return self._groups[members]
+
+
+# ------------------------------------------------------------------------------------------ shapes
+#: routing kinds under which a job's step alone depends only on its placement's shape: spray splits
+#: every flow evenly over all equal-cost next hops and adaptive splits by load (with no other traffic,
+#: the job's own), so relabelling servers, their leaves and nothing else maps routes onto routes.
+#: ECMP hashes each flow's 5-tuple (its servers' addresses) and static routes by destination index:
+#: there two placements of one shape collide differently, so each placement is run.
+SHAPE_SYMMETRIC_ROUTING = ("spray", "adaptive")
+
+
+def shape_key(tree: FabricTree, servers: np.ndarray) -> tuple:
+    """The placement's shape: per server in rank order, its pod and its leaf domain numbered by first
+    appearance. Two placements with one shape hold the same number of servers per leaf in the same
+    rank order, and leaves that share a pod in one share it in the other; on a Clos whose leaves are
+    alike and whose pods are alike a relabelling of servers, leaves and pods maps one onto the other.
+    The pods are kept as they are (not renumbered) so spines and cores need no relabelling."""
+    leaf_ids: dict[int, int] = {}
+    out = []
+    for s in servers.tolist():
+        leaf = int(tree.leaf_of_server[s])
+        out.append((int(tree.pod_of_server[s]), leaf_ids.setdefault(leaf, len(leaf_ids))))
+    return tuple(out)
+
+
+def link_index(topo) -> tuple[dict[tuple[int, int], list[int]], np.ndarray]:
+    """(node pair -> its links, each link's rank among its pair's parallel cables), for relabelling."""
+    links_of: dict[tuple[int, int], list[int]] = {}
+    for k, (u, v) in enumerate(zip(topo.link_src.tolist(), topo.link_dst.tolist())):
+        links_of.setdefault((u, v), []).append(k)
+    rank = np.zeros(len(topo.link_src), np.int64)
+    for pair_links in links_of.values():
+        rank[pair_links] = np.arange(len(pair_links))
+    return links_of, rank
+
+
+def relabel_links(topo, first: np.ndarray, now: np.ndarray, links: np.ndarray,
+                  index: tuple[dict, np.ndarray] | None = None) -> np.ndarray | None:
+    """For each of ``links`` (those the job loads), its image when server ``first[i]`` becomes
+    ``now[i]`` (nodes inside a server by their order in it, a leaf by the leaf its image NICs reach, every other node fixed); None
+    when the images are not links of ``topo`` or a leaf would map two ways (the fabric is not
+    symmetric there: then the job is run)."""
+    node_map = np.arange(len(topo.node_server))
+    for a, b in zip(first.tolist(), now.tolist()):
+        if a == b:
+            continue
+        na, nb = np.flatnonzero(topo.node_server == a), np.flatnonzero(topo.node_server == b)
+        if len(na) != len(nb):
+            return None
+        node_map[na] = nb
+    # leaves: where each moved NIC's uplinks land
+    tier1 = topo.node_tier[topo.link_dst] == 1
+    host_up = tier1 & (topo.node_server[topo.link_src] >= 0)
+    leaf_map: dict[int, int] = {}
+    links_of, rank = index if index is not None else link_index(topo)
+    for k in np.flatnonzero(host_up & (node_map[topo.link_src] != topo.link_src)):
+        src, leaf = int(topo.link_src[k]), int(topo.link_dst[k])
+        image = sorted({int(topo.link_dst[j]) for j in np.flatnonzero((topo.link_src == node_map[src]) & tier1)})
+        if len(image) != 1 or leaf_map.setdefault(leaf, image[0]) != image[0]:
+            return None
+    for leaf, image in leaf_map.items():
+        node_map[leaf] = image
+    if len(set(leaf_map.values())) != len(leaf_map):
+        return None
+    # parallel cables between one pair of nodes: the n-th maps to the n-th
+    moved = np.empty(len(links), np.int64)
+    for i, k in enumerate(links.tolist()):
+        image = links_of.get((int(node_map[topo.link_src[k]]), int(node_map[topo.link_dst[k]])), ())
+        if rank[k] >= len(image):
+            return None
+        moved[i] = image[rank[k]]
+    if len(set(moved.tolist())) != len(moved):
+        return None
+    return moved
 
 
 def _workload_key(spec: JobSpec) -> str:
@@ -319,6 +425,8 @@ class _Run:
             servers = place(st.free, self.cl.tree, rec.servers_needed, self.specs[i].placement)
         except PlacementError:
             return False
+        if self.specs[i].placement.ranks == "mincut":
+            servers = mincut_servers(self.specs[i], servers, self.cl.tree)
         program, link_bytes = self.cl.alone(self.specs[i], servers, rec.gpus)
         st.free[servers] = False
         st.running[i] = float(rec.steps)

@@ -42,6 +42,7 @@ class PlacementSpec(SpecModel):
     mode: Literal["required", "preferred", "unconstrained"] = Field("preferred", description="kueue: kueue.x-k8s.io/podset-required-topology (the whole job inside one domain of `level`, else not placed), podset-preferred-topology (try `level`, then the levels above), or podset-unconstrained-topology. volcano: 'required' = networkTopology mode hard, 'preferred' = soft.")
     level: Literal["leaf", "pod", "cluster"] = Field("leaf", description="kueue: the topology level the request names (leaf = rack, pod = block). volcano: the highest HyperNode tier allowed (leaf = tier 1, pod = tier 2) in hard mode.")
     algorithm: Literal["BestFit", "LeastFreeCapacity", "Balanced"] = Field("BestFit", description="kueue: how domains are filled — 'BestFit' (fewest domains, the last one the tightest fit), 'LeastFreeCapacity' (the fullest domains first), 'Balanced' (the fewest domains, servers split evenly among them).")
+    ranks: Literal["megatron", "mincut"] = Field("megatron", description="Which chosen server runs which block of ranks: 'megatron' = the policy's order (servers grouped by leaf); 'mincut' = reordered by a graph partition of the job's traffic so each TP / CP group, then PP neighbours, then DP groups stay under one leaf where the leaves' counts allow (gpuwait.placement.mincut; needs the default rank_order).")
 
 
 class JobSpec(SpecModel):

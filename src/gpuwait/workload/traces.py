@@ -19,6 +19,21 @@ Formats (column names as the traces publish them; no code of theirs is used):
 - **SenseTime Helios** (https://github.com/S-Lab-System-Group/HeliosData; Hu et al., SC 2021):
   ``cluster_log.csv`` (``job_id, user, vc, gpu_num, cpu_num, node_num, state, submit_time,
   start_time, end_time, duration, queue``; times ``YYYY-MM-DD HH:MM:SS``, duration in seconds).
+- **Microsoft Philly** (https://github.com/msr-fiddle/philly-traces; Jeon et al., "Analysis of
+  Large-Scale Multi-Tenant GPU Clusters for DNN Training Workloads", ATC 2019): ``cluster_job_log``,
+  a JSON list of jobs (``jobid``, ``status``, ``vc``, ``user``, ``submitted_time``, ``attempts``: each
+  attempt a ``start_time``, ``end_time`` and ``detail``, one ``{ip, gpus}`` per machine; times
+  ``YYYY-MM-DD HH:MM:SS`` or ``None``). A job arrives at ``submitted_time``; its GPUs are its
+  largest attempt's (GPUs summed over machines), its hosts that attempt's ``ip``; its duration is
+  the sum of its attempts' run times (the gaps between attempts are the scheduler's retries, not
+  the job's work). Attempts without both times are dropped (the README: "a logging error", or still
+  running); a job with none left is dropped.
+- **Shanghai AI Lab Acme** (https://github.com/InternLM/AcmeTrace; Hu et al., "Characterization of
+  Large Language Model Development in the Datacenter", NSDI 2024): ``trace_seren.csv`` and
+  ``trace_kalos.csv`` (``job_id, user, node_num, gpu_num, cpu_num, type, state, submit_time,
+  start_time, end_time, duration, queue, gpu_time``; Kalos adds ``mem_per_pod_GB,
+  shared_mem_per_pod, fail_time, stop_time``; times ISO 8601 with a UTC offset, duration in
+  seconds). GPU jobs (``gpu_num`` > 0) with a positive duration.
 
 Mapping a trace job to a workload (:func:`trace_workload`), stated because the traces do not record
 models or hyperparameters (the Lingjun README says the same: "assuming computation and
@@ -172,14 +187,81 @@ def read_helios(log_csv: str | Path) -> Trace:
     return Trace("sensetime-helios", _rebase(out))
 
 
-READERS = {"lingjun": read_lingjun, "pai": read_pai, "helios": read_helios}
+def _philly_time(text) -> float | None:
+    try:
+        return datetime.strptime(text, "%Y-%m-%d %H:%M:%S").timestamp()
+    except (TypeError, ValueError):
+        return None  # "None" or absent: a logging gap or a job still running
+
+
+def _philly_job(job: dict) -> TraceJob | None:
+    submitted = _philly_time(job.get("submitted_time"))
+    run_s, best = 0.0, (0, ())
+    for attempt in job.get("attempts") or ():
+        start, end = _philly_time(attempt.get("start_time")), _philly_time(attempt.get("end_time"))
+        if start is None or end is None or end < start:
+            continue
+        run_s += end - start
+        detail = [d for d in attempt.get("detail") or () if isinstance(d, dict)]
+        gpus = sum(len(d.get("gpus") or ()) for d in detail)
+        if gpus > best[0]:
+            best = (gpus, tuple(str(d.get("ip")) for d in detail))
+    if submitted is None or best[0] == 0 or run_s <= 0:
+        return None
+    return TraceJob(str(job.get("jobid")), submitted, run_s, best[0], best[1])
+
+
+def read_philly(job_log: str | Path) -> Trace:
+    """Microsoft Philly ``cluster_job_log`` (JSON) as jobs (see the module docstring)."""
+    text = read_text_checked(job_log, "a Philly cluster_job_log (JSON)", MAX_TRACE_BYTES)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise SpecError(f"{job_log}: not JSON ({e.msg}, line {e.lineno}); expected Philly's cluster_job_log, "
+                        "a list of jobs") from None
+    if not isinstance(data, list) or not all(isinstance(j, dict) for j in data):
+        raise SpecError(f"{job_log}: expected a JSON list of jobs (objects with jobid, submitted_time, attempts)")
+    missing = [k for k in ("jobid", "submitted_time", "attempts") if data and k not in data[0]]
+    if missing:
+        raise SpecError(f"{job_log}: first job has no {', '.join(missing)}; expected jobid, submitted_time, attempts")
+    out = [j for j in map(_philly_job, data) if j is not None]
+    return Trace("microsoft-philly", _rebase(out))
+
+
+def read_acme(trace_csv: str | Path) -> Trace:
+    """Shanghai AI Lab Acme ``trace_seren.csv`` / ``trace_kalos.csv`` as jobs (GPU jobs that ran)."""
+    rows = _rows(trace_csv)
+    _need(trace_csv, rows, ("job_id", "gpu_num", "submit_time", "duration"))
+    out = []
+    for row in rows:
+        try:
+            submit = datetime.fromisoformat(row["submit_time"]).timestamp()
+            gpus, duration = int(float(row["gpu_num"])), float(row["duration"])
+        except ValueError:
+            continue  # a job without a submit time or a duration
+        if gpus > 0 and duration > 0:
+            out.append(TraceJob(row["job_id"], submit, duration, gpus))
+    return Trace("shanghai-ai-lab-acme", _rebase(out))
+
+
+READERS = {"lingjun": read_lingjun, "pai": read_pai, "helios": read_helios, "philly": read_philly, "acme": read_acme}
+
+
+def _guess_kind(path: str | Path) -> str:
+    first = read_text_checked(path, "a trace file", MAX_TRACE_BYTES).lstrip()[:4096]
+    if first[:1] in "[{":
+        return "philly"
+    header = first.split("\n", 1)[0]
+    if "host_ip" in header:
+        return "lingjun"
+    if "gpu_num" in header:
+        return "acme" if "gpu_time" in header else "helios"
+    return "pai"
 
 
 def read_trace(path: str | Path, kind: str | None = None, topo_csv: str | Path | None = None) -> Trace:
-    """A trace file by ``kind`` (lingjun, pai, helios), else guessed from its columns."""
-    if kind is None:
-        first = read_text_checked(path, "a CSV trace file", MAX_TRACE_BYTES).split("\n", 1)[0]
-        kind = ("lingjun" if "host_ip" in first else "helios" if "gpu_num" in first else "pai")
+    """A trace file by ``kind`` (lingjun, pai, helios, philly, acme), else guessed from its contents."""
+    kind = kind if kind is not None else _guess_kind(path)
     if kind not in READERS:
         raise SpecError(f"trace kind: got {kind!r}; expected one of {', '.join(READERS)}")
     if kind == "lingjun":
