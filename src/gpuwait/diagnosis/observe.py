@@ -18,6 +18,15 @@ import numpy as np
 from gpuwait.steps.result import CollectiveStat, RunResult
 from gpuwait.topology.model import Topology
 
+#: Congestion counters a real cluster's exporters give per link (keys of ``Observation.counters``):
+#: ``xmit_wait`` (PMA PortXmitWait ticks on the sending port), ``pause_received`` / ``pause_sent`` (PFC
+#: pause frames; ``_s``: the time they held the link, seconds), ``pause_storm_events`` (the receiving
+#: NIC's PFC storm prevention fired), ``ecn_marked`` and ``cnp_sent`` (on the link into the receiving
+#: NIC), ``cnp_handled`` (on the sending NIC's uplink). The simulator's flow engine has no queues, so
+#: it leaves them empty.
+CONGESTION_COUNTERS = ("xmit_wait", "pause_received", "pause_received_s", "pause_sent", "pause_sent_s",
+                       "pause_storm_events", "ecn_marked", "cnp_sent", "cnp_handled")
+
 
 @dataclass(frozen=True, eq=False)
 class Observation:
@@ -34,6 +43,9 @@ class Observation:
     link_users: dict[int, list[str]] = field(default_factory=dict)
     link_foreign_Bps: np.ndarray | None = None              # other jobs' traffic
     counters: dict[str, np.ndarray] = field(default_factory=dict)  # per link: symbol_errors, link_downed, out_of_sequence
+    #: bytes each port's own counters saw over the window its congestion counters (CONGESTION_COUNTERS) cover:
+    #: a stall is weighed against the sending it held up in the same window; None = not collected
+    link_window_bytes: np.ndarray | None = None
     socket_transport: bool | None = None                    # NCCL's NET/Socket
     gdr_off_servers: tuple[int, ...] | None = None
     remote_nic_gpus: tuple[int, ...] | None = None          # GPU node ids whose NIC is on the other socket

@@ -867,3 +867,7 @@ def evaluate(obs: Observation) -> RuleOutput:
     for entry in RULES.values():
         entry.check(obs, out)
     return out
+
+
+# the rules on congestion counters (PFC, PortXmitWait, ECN) register themselves after these
+from gpuwait.diagnosis import rules_counters  # noqa: E402,F401

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpuwait.diagnosis.observe import Observation, observe_run
+from gpuwait.diagnosis.observe import CONGESTION_COUNTERS, Observation, observe_run
 from gpuwait.runner.workload import WorkloadRun
 from gpuwait.steps.result import BREAKDOWN_CATEGORIES
 from gpuwait.telemetry.bundle import TelemetryBundle
@@ -125,7 +125,7 @@ def observe_telemetry(bundle: TelemetryBundle, topo: Topology) -> Observation:
             values = _on_links(topo, real.counters[key])
         if values is not None:
             counters[key] = values
-    for key in ("xmit_wait", "pause_received", "ecn_marked"):  # congestion counters (PMA, mlx5 ethtool)
+    for key in CONGESTION_COUNTERS:  # congestion counters (PMA, mlx5 ethtool and hw_counters)
         if real.counters.get(key):
             counters[key] = _on_links(topo, real.counters[key])
     foreign = _link_vector(metrics, names, "gpuwait_link_foreign_bytes_per_second", topo)
@@ -141,6 +141,7 @@ def observe_telemetry(bundle: TelemetryBundle, topo: Topology) -> Observation:
                        link_users=dict(real.link_users), link_foreign_Bps=foreign, counters=counters, socket_transport=socket,
                        gdr_off_servers=gdr_off, remote_nic_gpus=remote, storage_read=reads,
                        gpu_throttle=dict(real.gpu_throttle) or None, gpu_pcie=dict(real.gpu_pcie) or None,
+                       link_window_bytes=_on_links(topo, real.link_tx_bytes) if real.link_tx_bytes else None,
                        missing=tuple(missing))
 
 

@@ -79,8 +79,19 @@ _LINK_DOWNED = ("LinkDownedCounter", "node_infiniband_link_downed_total", "link_
                 "node_ethtool_link_down_events_phy")
 _OUT_OF_SEQUENCE = ("out_of_sequence", "node_infiniband_out_of_sequence_total")
 _XMIT_WAIT = ("PortXmitWait", "node_infiniband_port_transmit_wait_total")
-_PAUSE = re.compile(r"^(?:node_ethtool_)?(?:rx|received)_prio\d_pause$")
+#: PFC pause frames and the time they held the port (mlx5 ``rx_prio<p>_pause``, ``tx_prio<p>_pause`` and their
+#: ``_duration``, in microseconds; Linux Documentation/networking/device_drivers/ethernet/mellanox/mlx5/counters.rst),
+#: as ``ethtool -S`` prints them or node_exporter's ethtool collector renames them (rx_ -> received_, tx_ -> transmitted_)
+_PAUSE = re.compile(r"^(?:node_ethtool_)?(?P<side>rx|tx|received|transmitted)_prio\d_pause(?P<duration>_duration)?$")
+#: the port kept pausing its peer long enough for the NIC's PFC storm prevention to warn or give up (counters.rst)
+_PAUSE_STORM = re.compile(r"^(?:node_ethtool_)?(?:tx|transmitted)_pause_storm_(?:warning|error)_events$")
+PAUSE_DURATION_UNIT_S = 1e-6
 _ECN = ("np_ecn_marked_roce_packets", "node_infiniband_np_ecn_marked_roce_packets_total")
+#: DCQCN's congestion notifications: sent by the receiving NIC (notification point) for ECN-marked packets,
+#: handled by the sending NIC (reaction point), which cuts its rate (mlx5 RDMA hw_counters, NVIDIA
+#: "Understanding mlx5 Linux Counters and Status Parameters")
+_CNP_SENT = ("np_cnp_sent", "node_infiniband_np_cnp_sent_total")
+_CNP_HANDLED = ("rp_cnp_handled", "node_infiniband_rp_cnp_handled_total")
 _HOST_LABELS = ("Hostname", "hostname", "host", "instance", "nodename")
 _DEVICE_NUMBER = re.compile(r"^(?:mlx\d+_|eth|ib|hca|bnxt_re|irdma)(\d+)$")
 _PERFQUERY_HEADER = re.compile(r"#\s*Port (?:extended )?counters:\s*Lid (\d+) port (\d+)", re.IGNORECASE)
@@ -221,7 +232,8 @@ def _series(metrics: MetricSet, names: Iterable[str]) -> dict[tuple[str, tuple],
 def _port_counters(out: MappedSeries, topo: Topology, metrics: MetricSet, file_host: int | None) -> None:
     names = set(metrics.names())
     wanted = [n for n in names if n in _TX_BYTES or n in _RX_BYTES or n in _RX_ERRORS or n in _LINK_DOWNED
-              or n in _OUT_OF_SEQUENCE or n in _XMIT_WAIT or n in _ECN or _PAUSE.match(n)]
+              or n in _OUT_OF_SEQUENCE or n in _XMIT_WAIT or n in _ECN or n in _CNP_SENT or n in _CNP_HANDLED
+              or _PAUSE.match(n) or _PAUSE_STORM.match(n)]
     for (name, labels), (values, stamps) in _series(metrics, wanted).items():
         lab = dict(labels)
         server = _sample_host(topo, lab, file_host)
@@ -255,9 +267,28 @@ def _add_port_counter(out: MappedSeries, topo: Topology, name: str, up: int, inc
         out.add_counter("xmit_wait", up, increase)
     elif name in _ECN and down is not None:
         out.add_counter("ecn_marked", down, increase)
-    elif _PAUSE.match(name):
-        # pauses the port received: its peer (the switch) asked it to stop sending on its uplink
-        out.add_counter("pause_received", up, increase)
+    elif name in _CNP_SENT and down is not None:
+        out.add_counter("cnp_sent", down, increase)     # the port received marked packets on its downlink
+    elif name in _CNP_HANDLED:
+        out.add_counter("cnp_handled", up, increase)    # the port's own sending was slowed
+    elif _PAUSE_STORM.match(name) and down is not None:
+        out.add_counter("pause_storm_events", down, increase)
+    elif (m := _PAUSE.match(name)) is not None:
+        _add_pause(out, m, up, down, increase)
+
+
+def _add_pause(out: MappedSeries, m: re.Match, up: int, down: int | None, increase: float) -> None:
+    """Pauses the port received stop its own sending: they stall its uplink. Pauses it sent stop its
+    peer (the switch) sending to it: they stall its downlink. Durations are kept in seconds."""
+    received = m["side"] in ("rx", "received")
+    link = up if received else down
+    if link is None:
+        return
+    key = "pause_received" if received else "pause_sent"
+    if m["duration"]:
+        out.add_counter(key + "_s", link, increase * PAUSE_DURATION_UNIT_S)
+    else:
+        out.add_counter(key, link, increase)
 
 
 def _port_rates(out: MappedSeries, topo: Topology, metrics: MetricSet, file_host: int | None) -> None:
