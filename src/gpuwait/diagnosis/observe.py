@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from gpuwait.faults.kinds import PCIE_FULL_LANES, server_pcie_generation
 from gpuwait.steps.result import CollectiveStat, RunResult
 from gpuwait.topology.model import Topology
 
@@ -84,6 +85,8 @@ def observe_run(topo: Topology, result: RunResult, effects, baseline: RunResult 
             downed[link] = max(1.0, np.floor(per_s * step * result.steps))
         counters["link_downed"] = downed
     ranks = topo.gpu_node.ravel()[: result.breakdown.n_gpus]
+    # what DCGM shows: GPUs at their clocks on x16 links of the server's generation, but where a fault says otherwise
+    nominal_pcie = (float(server_pcie_generation(topo)), float(PCIE_FULL_LANES))
     per_gpu = _starved_server_phases(topo, ranks, result.breakdown.per_gpu_s, effects.starved_servers)
     return Observation(
         topo=topo, step_time_s=step,
@@ -95,7 +98,8 @@ def observe_run(topo: Topology, result: RunResult, effects, baseline: RunResult 
         socket_transport=effects.socket_transport, gdr_off_servers=effects.no_gdr_servers,
         remote_nic_gpus=effects.remote_nic_gpus, collectives=result.collectives,
         storage_read=storage_read, storage_busy=tuple(topo.node_name[n] for n in effects.slow_storage_nodes),
-        gpu_throttle={}, gpu_pcie={})  # the model's GPUs run at their clocks on full-width links
+        gpu_throttle={int(g): effects.gpu_throttle.get(int(g), 0) for g in ranks},
+        gpu_pcie={int(g): effects.gpu_pcie.get(int(g), nominal_pcie) for g in ranks})
 
 
 def _starved_server_phases(topo: Topology, ranks: np.ndarray, per_gpu_s: dict[str, np.ndarray],

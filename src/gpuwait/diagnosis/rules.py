@@ -140,7 +140,7 @@ def _heal_gpu(scenario: Scenario, faults: list[FaultSpec], gpu: str) -> tuple[Sc
         kept = [s for s in workload.compute.slow_gpus if s.rank != rank]
         workload = workload.model_copy(update={"compute": workload.compute.model_copy(update={"slow_gpus": kept})})
         scenario = scenario.model_copy(update={"workload": workload})
-    return scenario, _drop(faults, ("slow-gpu",), gpu)
+    return scenario, _drop(faults, ("slow-gpu", "gpu-throttle", "pcie-downtrained"), gpu)
 
 
 def _exposed_comm_s(obs: Observation) -> float:
