@@ -330,14 +330,16 @@ def _gpus(out: MappedSeries, topo: Topology, metrics: MetricSet, file_host: int 
         for labels, value in zip(chosen.labels, chosen.value):
             gpu = _gpu_node(topo, dict(labels), file_host)
             if gpu is not None:
-                out.gpu_throttle[gpu] = out.gpu_throttle.get(gpu, 0) | int(value)
+                # a bit mask and (below) a generation and a lane count are integers: a resampled or
+                # averaged series (a range query's mean, a rate() gone wrong) is read at its nearest
+                out.gpu_throttle[gpu] = out.gpu_throttle.get(gpu, 0) | int(round(float(value)))
     link: dict[int, dict[str, float]] = {}
     for metric in ("DCGM_FI_DEV_PCIE_LINK_GEN", "DCGM_FI_DEV_PCIE_LINK_WIDTH"):
         chosen = metrics.select(name=metric)
         for labels, value in zip(chosen.labels, chosen.value):
             gpu = _gpu_node(topo, dict(labels), file_host)
             if gpu is not None:
-                link.setdefault(gpu, {})[metric] = float(value)
+                link.setdefault(gpu, {})[metric] = float(round(float(value)))
     for gpu, fields in link.items():
         out.gpu_pcie[gpu] = (fields.get("DCGM_FI_DEV_PCIE_LINK_GEN", math.nan), fields.get("DCGM_FI_DEV_PCIE_LINK_WIDTH", math.nan))
 
