@@ -67,7 +67,8 @@ def test_every_rule_is_tested_here():
                            "no-gdr", "nic-affinity", "nic-down", "link-flap", "link-loss", "link-degrade",
                            "noisy-neighbor", "ecmp-polarization", "ecmp-collision", "oversubscription"] == [
                                k for k in RULES if k not in ("gpu-throttle", "pcie-downtrained",
-                                                             "pfc-pause", "ib-xmit-wait", "ecn-marks")]  # test_rules_counters.py
+                                                             "pfc-pause", "ib-xmit-wait", "ecn-marks",  # test_rules_counters.py
+                                                             "nccl-wrong-hca", "nccl-gid")]  # test_nccl_nic_rules.py
     assert list(RULES)[:3] == ["slow-gpu", "gpu-throttle", "pcie-downtrained"]
 
 

@@ -47,6 +47,10 @@ class Observation:
     #: bytes each port's own counters saw over the window its congestion counters (CONGESTION_COUNTERS) cover:
     #: a stall is weighed against the sending it held up in the same window; None = not collected
     link_window_bytes: np.ndarray | None = None
+    #: GPU node id -> the NIC node ids NCCL's ``[send] via NET/IB/<dev>`` lines say it uses; None = no such lines
+    nccl_nic_use: dict[int, tuple[int, ...]] | None = None
+    #: NIC node id -> the IPv6 link-local GID index NCCL's RoCE queue pairs use on it
+    nccl_link_local_gids: dict[int, int] = field(default_factory=dict)
     socket_transport: bool | None = None                    # NCCL's NET/Socket
     gdr_off_servers: tuple[int, ...] | None = None
     remote_nic_gpus: tuple[int, ...] | None = None          # GPU node ids whose NIC is on the other socket

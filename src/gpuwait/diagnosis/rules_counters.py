@@ -1,5 +1,6 @@
-"""Rules on the congestion counters operators already collect: PFC pauses (RoCE), InfiniBand
-``PortXmitWait`` and ECN marks / CNPs (DCQCN). Registered with :func:`~gpuwait.diagnosis.rules.rule`
+"""Rules on what operators already collect beyond utilization: the congestion counters (PFC pauses
+on RoCE, InfiniBand ``PortXmitWait``, ECN marks / CNPs of DCQCN) and NCCL's own account of which NIC
+and GID each GPU uses (``NCCL_DEBUG=INFO``). Registered with :func:`~gpuwait.diagnosis.rules.rule`
 like the others; each estimates the step time its cause costs and names it past ``rules.MATTERS``.
 
 Both PFC and InfiniBand's credits are back-pressure: a port whose peer has no room stops sending
@@ -272,3 +273,68 @@ def ecn_marks(obs: Observation, out: RuleOutput) -> None:
         "marking threshold, and DCQCN keeps slowing its senders (an incast onto it, or a hot link on its path).",
         f"find the hot queue on the path into {name} (switch egress counters); spread its senders (placement, "
         "adaptive routing) if it costs time", direct=True, lost_s=0.0))
+
+
+# ------------------------------------------------------------------ NCCL's choice of NIC and GID
+
+def _local_nics(obs: Observation, gpu: int) -> set[int]:
+    """The NIC nodes on GPU node ``gpu``'s own PCIe switch (the server template's GPU-NIC map)."""
+    topo = obs.topo
+    where = np.argwhere(topo.gpu_node == gpu)
+    if not len(where):
+        return set()
+    server, index = (int(v) for v in where[0])
+    return {int(topo.nic_node[server, k]) for k in topo.gpu_nics[index] if k >= 0}
+
+
+@rule("nccl-wrong-hca", _dropping("nic-affinity", on_component=True))
+def nccl_wrong_hca(obs: Observation, out: RuleOutput) -> None:
+    """A GPU whose NCCL connections leave through a NIC that is not on its PCIe switch (``[send] via
+    NET/IB/<dev>`` lines; ``<dev>`` indexes the ``NET/IB : Using [0]mlx5_0:1/...`` list): a wrong
+    ``NCCL_IB_HCA`` order, a container that hides the topology, a stale ``NCCL_TOPO_FILE``. Past the
+    PCIe switch GPUDirect RDMA is off by default (NCCL_NET_GDR_LEVEL), so the data bounces through
+    host memory, crossing PCIe and, for a NIC of the other socket, the CPU interconnect twice: at most
+    half the smaller of the two (the bound nic-affinity uses). Connections through a PXN proxy
+    (``NET/IB/3(5)``) use the proxy GPU's own NIC on purpose and are not counted."""
+    if obs.nccl_nic_use is None:
+        return
+    from gpuwait.diagnosis.rules import _link_lost_s
+
+    topo = obs.topo
+    server = topo.spec.server
+    bounce_Bps = min(server.pcie_bandwidth, server.cpu_interconnect_bandwidth) / 2
+    for gpu, nics in sorted(obs.nccl_nic_use.items()):
+        local = _local_nics(obs, gpu)
+        if not local or set(nics) & local:
+            continue
+        nic = nics[0]
+        ups = np.flatnonzero((topo.link_src == nic) & (topo.node_kind[topo.link_dst] == NodeKind.SWITCH))
+        nic_Bps = float(topo.link_capacity_Bps[ups[0]]) if len(ups) else 0.0
+        lost = _link_lost_s(obs, int(ups[0]), nic_Bps / bounce_Bps) if len(ups) and bounce_Bps < nic_Bps else 0.0
+        name, used = topo.node_name[gpu], topo.node_name[nic]
+        wanted = ", ".join(sorted(topo.node_name[n] for n in local))
+        device = used.rsplit(".", 1)[-1]
+        out.candidates.append(Candidate(
+            "nccl-wrong-hca", name, 0.9, {"nccl_uses": used, "local_nic": wanted, "path_rate": _gbps(bounce_Bps)},
+            f"NCCL sends {name}'s traffic through {used}, which is not on its PCIe switch (its own: {wanted}); the "
+            f"data leaves through the CPU and host memory, at most {_gbps(bounce_Bps)}.",
+            f"set NCCL_IB_HCA so each GPU gets the NIC on its PCIe switch (on {name.rsplit('.', 1)[0]}: {wanted} for "
+            f"this GPU, not {device}); check the container sees the real PCI topology, or give NCCL_TOPO_FILE",
+            direct=True, lost_s=lost))
+
+
+@rule("nccl-gid", _dropping("nccl-gid"))
+def nccl_gid(obs: Observation, out: RuleOutput) -> None:
+    """RoCE queue pairs on an IPv6 link-local GID (``GID 0 (80FE/...)`` in NCCL's ``NET/IB`` lines):
+    the GID index maps to fe80::, which no router forwards, so traffic between leaves of a routed
+    (L3) fabric fails or takes a fallback; and ConnectX's RoCE v1 entries (no IP header, so no ECN
+    mark for DCQCN) sit at these indexes too. The time it costs cannot be read from the log."""
+    topo = obs.topo
+    for nic, index in sorted(obs.nccl_link_local_gids.items()):
+        name = topo.node_name[nic]
+        out.candidates.append(Candidate(
+            "nccl-gid", name, 0.8, {"gid_index": index, "gid": "fe80::/64 (link-local)"},
+            f"NCCL's RoCE queue pairs on {name} use GID index {index}, an IPv6 link-local address: not routable past "
+            "the leaf, and on ConnectX's default table a RoCE v1 entry (no ECN, so no DCQCN) sits beside it.",
+            f"set NCCL_IB_GID_INDEX to {name}'s RoCE v2 IPv4 GID (`show_gids`: usually 3) or unset it (-1) so NCCL "
+            "picks the RoCE v2 one (NCCL_IB_ROCE_VERSION_NUM=2, NCCL_IB_ADDR_FAMILY=AF_INET)", direct=True))

@@ -111,6 +111,8 @@ class MappedSeries:
     link_tx_bytes: dict[int, float] = field(default_factory=dict)   # bytes counted (window, or since clear)
     counters: dict[str, dict[int, float]] = field(default_factory=dict)  # symbol_errors, link_downed, ...
     link_users: dict[int, list[str]] = field(default_factory=dict)  # NIC uplink -> ranks NCCL sends on it
+    nic_use: dict[int, set[int]] = field(default_factory=dict)      # GPU node id -> NIC node ids NCCL sends through
+    link_local_gids: dict[int, int] = field(default_factory=dict)   # NIC node id -> the link-local GID index NCCL uses
     unmatched: list[str] = field(default_factory=list)              # what named nothing in the cluster
 
     def add_counter(self, key: str, link: int, value: float) -> None:
@@ -400,6 +402,24 @@ def _nccl_users(out: MappedSeries, topo: Topology, bundle: TelemetryBundle) -> N
                 users = out.link_users.setdefault(up, [])
                 if f"rank{conn.rank}" not in users:
                     users.append(f"rank{conn.rank}")
+                _note_nic_use(out, topo, server, conn, up)
+        for gid in info.gids:
+            server = host_of(topo, gid.host)
+            device = names.get(gid.net_device)
+            up = nic_port_link(topo, server, device) if server is not None and device and gid.link_local else None
+            if up is not None:
+                out.link_local_gids[int(topo.link_src[up])] = gid.gid_index
+
+
+def _note_nic_use(out: MappedSeries, topo: Topology, server: int, conn, up: int) -> None:
+    """The GPU (``[nvmlDev]`` after the rank, else the line's CUDA device) sends through the NIC of ``up``;
+    through a PXN proxy (``NET/IB/3(5)``) the NIC is the proxy GPU's own, not this one's choice."""
+    if conn.proxy_rank is not None and conn.proxy_rank != conn.rank:
+        return
+    dev = conn.rank_device
+    index = int(dev) if dev is not None and dev.isdigit() and len(dev) <= 3 else conn.cuda_dev
+    if 0 <= index < topo.gpu_node.shape[1]:
+        out.nic_use.setdefault(int(topo.gpu_node[server, index]), set()).add(int(topo.link_src[up]))
 
 
 def map_series(bundle: TelemetryBundle, topo: Topology) -> MappedSeries:
