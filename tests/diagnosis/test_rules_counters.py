@@ -147,3 +147,23 @@ def test_mlx5_pause_duration_reaches_the_rule_through_the_mapping(tmp_path):
     rate = float(roce_topo.link_capacity_Bps[up])
     share = stalled_share(0.048736, 1843968431808, rate)
     assert share == pytest.approx(0.048736 / (0.048736 + 1843968431808 / rate))
+
+
+def test_example_bundle_xmit_wait_is_weighed_against_its_own_dump():
+    """examples/telemetry: perfquery -x of hoibp0013 port 25 counts 3,912,874,410 PortXmitWait ticks beside
+    7,412,286,451 PortXmitData words (4 bytes, IBTA); node_exporter's range query counts the same port's
+    bytes over another window, which must not be mixed in. At QDR one symbol is 1 ns (4 lanes of
+    1 GB/s of data), and the port trained at 2X: 2 GB/s."""
+    from gpuwait.diagnosis.telemetry import observe_telemetry
+    from gpuwait.runner.inputs import load_cluster
+    from gpuwait.telemetry.bundle import load_telemetry_dir
+    from gpuwait.topology.build import build_topology
+
+    x5 = build_topology(load_cluster("examples/inventory/x5-cluster.yaml"))
+    obs = observe_telemetry(load_telemetry_dir("examples/telemetry"), x5)
+    link = x5.link_id("hoibp0013->sl390lin105.hca")
+    assert obs.link_window_bytes[link] == 7412286451 * 4
+    wait_s = 3912874410 * 1e-9
+    assert obs.counters["xmit_wait"][link] * IB_LANES / x5.link_capacity_Bps[link] == pytest.approx(wait_s)
+    share = stalled_share(wait_s, 7412286451 * 4, 2e9)
+    assert share == pytest.approx(wait_s / (wait_s + 7412286451 * 4 / 2e9)) and 0.20 < share < 0.22

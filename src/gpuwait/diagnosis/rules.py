@@ -331,7 +331,7 @@ def _data_wait(obs: Observation) -> tuple[float, str]:
     others = servers != worst
     fed_wait = float(obs.per_gpu_s["straggler_wait"][others].mean()) if others.any() else 0.0
     if rest and max(rest) < 0.5 * per_server[worst] and fed_wait >= 0.5 * per_server[worst]:
-        return per_server[worst], f"s{worst}"
+        return per_server[worst], obs.topo.server_name(int(worst))  # the host by its real name
     return mean, "all"
 
 

@@ -140,7 +140,8 @@ def observe_telemetry(bundle: TelemetryBundle, topo: Topology) -> Observation:
                        link_users=dict(real.link_users), link_foreign_Bps=foreign, counters=counters, socket_transport=socket,
                        gdr_off_servers=gdr_off, remote_nic_gpus=remote, storage_read=reads,
                        gpu_throttle=dict(real.gpu_throttle) or None, gpu_pcie=dict(real.gpu_pcie) or None,
-                       link_window_bytes=_on_links(topo, real.link_tx_bytes) if real.link_tx_bytes else None,
+                       link_window_bytes=_on_links(topo, {**real.link_tx_bytes, **real.window_bytes})
+                       if real.link_tx_bytes or real.window_bytes else None,
                        nccl_nic_use={g: tuple(sorted(n)) for g, n in real.nic_use.items()} or None,
                        nccl_link_local_gids=dict(real.link_local_gids),
                        missing=tuple(missing))

@@ -109,6 +109,9 @@ class MappedSeries:
     link_rate_Bps: dict[int, float] = field(default_factory=dict)   # negotiated data rate
     link_tx_Bps: dict[int, float] = field(default_factory=dict)     # measured rate over the window
     link_tx_bytes: dict[int, float] = field(default_factory=dict)   # bytes counted (window, or since clear)
+    #: bytes a dump (perfquery, ethtool) counted beside its own congestion counters: the same window,
+    #: where link_tx_bytes may come from another source (a range query) over another one
+    window_bytes: dict[int, float] = field(default_factory=dict)
     counters: dict[str, dict[int, float]] = field(default_factory=dict)  # symbol_errors, link_downed, ...
     link_users: dict[int, list[str]] = field(default_factory=dict)  # NIC uplink -> ranks NCCL sends on it
     nic_use: dict[int, set[int]] = field(default_factory=dict)      # GPU node id -> NIC node ids NCCL sends through
@@ -372,6 +375,7 @@ def _perfquery(out: MappedSeries, topo: Topology, bundle: TelemetryBundle) -> No
             continue
         for name, value in counters.items():
             _add_port_counter(out, topo, name, int(link), float(value), None)
+        _dump_window_bytes(out, topo, int(link), counters)
 
 
 def _ethtool(out: MappedSeries, topo: Topology, bundle: TelemetryBundle) -> None:
@@ -386,6 +390,17 @@ def _ethtool(out: MappedSeries, topo: Topology, bundle: TelemetryBundle) -> None
             continue
         for name, value in counters.items():
             _add_port_counter(out, topo, name, up, float(value), None)
+        _dump_window_bytes(out, topo, up, counters)
+
+
+def _dump_window_bytes(out: MappedSeries, topo: Topology, up: int, counters: dict) -> None:
+    """The bytes a dump counted on the port's two directions, kept beside its congestion counters."""
+    down = reverse_link(topo, up)
+    for link, table in ((up, _TX_BYTES), (down, _RX_BYTES)):
+        for name, scale in table.items():
+            if link is not None and name in counters:
+                out.window_bytes[link] = float(counters[name]) * scale
+                break
 
 
 def _nccl_users(out: MappedSeries, topo: Topology, bundle: TelemetryBundle) -> None:
