@@ -419,6 +419,13 @@ def _schema_fields() -> dict[str, object]:
         "LinkLossParams.loss_rate": fault("link-loss:s0.nic0->leaf0:loss_rate=1e-5",
                                           "link-loss:s0.nic0->leaf0:loss_rate=1e-2", "up"),
         "SlowGpuParams.factor": fault("slow-gpu:s0.gpu1:factor=1.1", "slow-gpu:s0.gpu1:factor=3", "up"),
+        "GpuThrottleParams.clock_fraction": fault("gpu-throttle:s0.gpu1:clock_fraction=0.9",
+                                                  "gpu-throttle:s0.gpu1:clock_fraction=0.3", "up"),
+        "GpuThrottleParams.reasons": Covered(
+            "tests/faults/test_gpu_faults.py::test_throttled_gpu_computes_at_its_clock_share_and_reports_why"),
+        "PcieDowntrainedParams.lanes": fault("pcie-downtrained:s0.gpu1:lanes=16", "pcie-downtrained:s0.gpu1:lanes=1", "up"),
+        "PcieDowntrainedParams.generation": fault("pcie-downtrained:s0.gpu1:generation=6",
+                                                  "pcie-downtrained:s0.gpu1:generation=1", "up"),
         "StorageContentionParams.read_rate_per_gpu_Bps": fault("storage-contention:all:read_rate_per_gpu_Bps=1e8",
                                                                "storage-contention:all:read_rate_per_gpu_Bps=2e10",
                                                                "up"),
@@ -601,7 +608,8 @@ def _inventory_fields() -> dict[str, object]:
 
 _FAULT_MODELS = ("DataloaderStarvationFault", "EcmpPolarizationFault", "LinkDegradeFault", "LinkFlapFault",
                  "LinkLossFault", "NicAffinityFault", "NicDownFault", "NoGdrFault", "NoisyNeighborFault",
-                 "SlowGpuFault", "StorageContentionFault", "StorageSlowFault", "TcpFallbackFault")
+                 "SlowGpuFault", "StorageContentionFault", "StorageSlowFault", "TcpFallbackFault", "GpuThrottleFault",
+                 "PcieDowntrainedFault")
 
 
 def _fault_fields() -> dict[str, object]:

@@ -29,7 +29,8 @@ def scenario():
 
 
 def test_every_kind_is_registered_with_its_target():
-    assert set(FAULT_KINDS) == {"link-degrade", "link-flap", "link-loss", "slow-gpu", "nic-down", "tcp-fallback",
+    assert set(FAULT_KINDS) == {"link-degrade", "link-flap", "link-loss", "slow-gpu", "gpu-throttle", "pcie-downtrained",
+                                "nic-down", "tcp-fallback",
                                 "no-gdr", "nic-affinity", "ecmp-polarization", "storage-contention",
                                 "dataloader-starvation", "noisy-neighbor", "storage-slow"}
 

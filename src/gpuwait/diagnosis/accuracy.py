@@ -82,6 +82,8 @@ CASES: tuple[Case, ...] = (
     Case("roce-ecmp", "dp-8b", "slow-gpu:@gpu:13:factor=1.3", "slow-gpu"),
     Case("ib-rail-ar", "3d-8b", "slow-gpu:@gpu:40:factor=1.5", "slow-gpu"),
     Case("roce-3tier", "dp-8b", "slow-gpu:@gpu:60:factor=1.2", "slow-gpu"),
+    Case("roce-ecmp", "dp-8b", "gpu-throttle:@gpu:13:clock_fraction=0.8", "gpu-throttle"),
+    Case("ib-rail-ar", "3d-8b", "pcie-downtrained:@gpu:33:lanes=8", "pcie-downtrained"),
     # nic-down
     Case("ib-rail-ar", "dp-8b", "nic-down:@nic:5", "nic-down"),
     Case("roce-ecmp", "3d-8b", "nic-down:@nic:18", "nic-down"),

@@ -15,8 +15,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from gpuwait.faults.kinds import PCIE_FULL_LANES, server_pcie_generation
 from gpuwait.steps.result import CollectiveStat, RunResult
 from gpuwait.topology.model import Topology
+
+#: Congestion counters a real cluster's exporters give per link (keys of ``Observation.counters``):
+#: ``xmit_wait`` (PMA PortXmitWait ticks on the sending port), ``pause_received`` / ``pause_sent`` (PFC
+#: pause frames; ``_s``: the time they held the link, seconds), ``pause_storm_events`` (the receiving
+#: NIC's PFC storm prevention fired), ``ecn_marked`` and ``cnp_sent`` (on the link into the receiving
+#: NIC), ``cnp_handled`` (on the sending NIC's uplink). The simulator's flow engine has no queues, so
+#: it leaves them empty.
+CONGESTION_COUNTERS = ("xmit_wait", "pause_received", "pause_received_s", "pause_sent", "pause_sent_s",
+                       "pause_storm_events", "ecn_marked", "cnp_sent", "cnp_handled")
 
 
 @dataclass(frozen=True, eq=False)
@@ -34,6 +44,13 @@ class Observation:
     link_users: dict[int, list[str]] = field(default_factory=dict)
     link_foreign_Bps: np.ndarray | None = None              # other jobs' traffic
     counters: dict[str, np.ndarray] = field(default_factory=dict)  # per link: symbol_errors, link_downed, out_of_sequence
+    #: bytes each port's own counters saw over the window its congestion counters (CONGESTION_COUNTERS) cover:
+    #: a stall is weighed against the sending it held up in the same window; None = not collected
+    link_window_bytes: np.ndarray | None = None
+    #: GPU node id -> the NIC node ids NCCL's ``[send] via NET/IB/<dev>`` lines say it uses; None = no such lines
+    nccl_nic_use: dict[int, tuple[int, ...]] | None = None
+    #: NIC node id -> the IPv6 link-local GID index NCCL's RoCE queue pairs use on it
+    nccl_link_local_gids: dict[int, int] = field(default_factory=dict)
     socket_transport: bool | None = None                    # NCCL's NET/Socket
     gdr_off_servers: tuple[int, ...] | None = None
     remote_nic_gpus: tuple[int, ...] | None = None          # GPU node ids whose NIC is on the other socket
@@ -72,6 +89,8 @@ def observe_run(topo: Topology, result: RunResult, effects, baseline: RunResult 
             downed[link] = max(1.0, np.floor(per_s * step * result.steps))
         counters["link_downed"] = downed
     ranks = topo.gpu_node.ravel()[: result.breakdown.n_gpus]
+    # what DCGM shows: GPUs at their clocks on x16 links of the server's generation, but where a fault says otherwise
+    nominal_pcie = (float(server_pcie_generation(topo)), float(PCIE_FULL_LANES))
     per_gpu = _starved_server_phases(topo, ranks, result.breakdown.per_gpu_s, effects.starved_servers)
     return Observation(
         topo=topo, step_time_s=step,
@@ -83,7 +102,8 @@ def observe_run(topo: Topology, result: RunResult, effects, baseline: RunResult 
         socket_transport=effects.socket_transport, gdr_off_servers=effects.no_gdr_servers,
         remote_nic_gpus=effects.remote_nic_gpus, collectives=result.collectives,
         storage_read=storage_read, storage_busy=tuple(topo.node_name[n] for n in effects.slow_storage_nodes),
-        gpu_throttle={}, gpu_pcie={})  # the model's GPUs run at their clocks on full-width links
+        gpu_throttle={int(g): effects.gpu_throttle.get(int(g), 0) for g in ranks},
+        gpu_pcie={int(g): effects.gpu_pcie.get(int(g), nominal_pcie) for g in ranks})
 
 
 def _starved_server_phases(topo: Topology, ranks: np.ndarray, per_gpu_s: dict[str, np.ndarray],

@@ -41,9 +41,11 @@ from gpuwait.topology.presets import build_cluster, resolve_cluster
 #: scored while the rules were written; 1,000,000-1,000,239 were the first "fresh" run, whose misses
 #: under the old rules were read, so they are seen too; 3,000,000-3,000,059 were the development
 #: base of the telemetry-window and throttle/PCIe work (issue 14 part 4); 2,000,000-2,000,239 were
-#: that work's fresh score (kind 82.1 %, component 78.6 %, quiet 86 of 100), whose misses were read
+#: that work's fresh score (kind 82.1 %, component 78.6 %, quiet 86 of 100), whose misses were read;
+#: 7,000,000-7,000,059 were the development base of the gpu-throttle / pcie-downtrained kinds and
+#: the renamed-host cases
 DEV_SEEDS = (frozenset(range(0, 400)) | frozenset(range(1_000_000, 1_000_240)) | frozenset(range(3_000_000, 3_000_060))
-             | frozenset(range(2_000_000, 2_000_240)))
+             | frozenset(range(2_000_000, 2_000_240)) | frozenset(range(7_000_000, 7_000_060)))
 #: the default seed base of a reported run: past every seed looked at
 FRESH_BASE = 4_000_000
 #: a fault costing at least this share of the step must be found
@@ -62,9 +64,10 @@ WORKLOADS = {
 
 KINDS = ("link-degrade", "link-flap", "link-loss", "slow-gpu", "nic-down", "tcp-fallback", "no-gdr",
          "nic-affinity", "ecmp-polarization", "storage-contention", "dataloader-starvation", "noisy-neighbor",
-         "storage-slow")
+         "storage-slow", "gpu-throttle", "pcie-downtrained")
 HEALTHY_SHARE = 0.12    # share of cases with no fault at all
 TELEMETRY_SHARE = 0.25  # share of cases diagnosed from exported telemetry
+RENAMED_SHARE = 0.25    # share of cases on an inventory-style cluster with real host, NIC and switch names
 
 
 def fresh_seeds(n: int, base: int = FRESH_BASE) -> list[int]:
@@ -96,6 +99,48 @@ def _fabric(rng: np.random.Generator) -> tuple[str, dict]:
                                 "server": {"template": "hgx-h100-4nic"},
                                 "fabric": {"kind": "clos", "tiers": 3, "switch_radix": 8, "leaf_downlinks": 4}}
     return f"oci-a100-{servers}", {"preset": "oci-a100-roce", "servers": servers}
+
+
+#: host and switch naming styles of real clusters (no dots: ``HOST.gpu3`` names a host's GPU)
+_HOST_STYLES = ("node{:03d}", "gpu-h100-{:02d}", "dgx{:04d}", "hgx-b{:02d}")
+_SWITCH_STYLES = {1: ("ib-leaf-{:02d}", "rack{:02d}-tor", "sw-l{}"), 2: ("ib-spine-{:02d}", "spine-row{:02d}", "sw-s{}"),
+                  3: ("ib-core-{:02d}", "core{:02d}", "sw-c{}")}
+
+
+def _renamed(scenario: Scenario, rng: np.random.Generator) -> Scenario:
+    """The same cluster as an operator's inventory describes it (``fabric.kind: inventory``): hosts,
+    ``mlx5_K`` devices and switches under real-looking names, the generated fabric's cables listed
+    one by one. The scoring then checks that findings name components by these names."""
+    from gpuwait.spec.inventory import InventorySpec
+    from gpuwait.topology.model import Network, NodeKind
+
+    spec = resolve_cluster(scenario.cluster)
+    topo = build_cluster(spec)
+    first = int(rng.integers(1, 200))
+    hosts = [_HOST_STYLES[int(rng.integers(len(_HOST_STYLES)))].format(first + i) for i in range(topo.n_servers)]
+    hosts = [h if hosts.count(h) == 1 else f"{h}-{i}" for i, h in enumerate(hosts)]
+    style = int(rng.integers(3))
+    names: dict[int, str] = {}
+    switches = []
+    for tier in (1, 2, 3):
+        ids = np.flatnonzero((topo.node_kind == NodeKind.SWITCH) & (topo.node_tier == tier)
+                             & (topo.node_network == Network.COMPUTE))
+        for k, node in enumerate(ids):
+            names[int(node)] = _SWITCH_STYLES[tier][style].format(k + 1)
+            switches.append({"name": names[int(node)], "tier": tier})
+    nics = [f"mlx5_{k}" for k in range(topo.nic_node.shape[1])]
+    for server in range(topo.n_servers):
+        for k, nic in enumerate(nics):
+            names[int(topo.nic_node[server, k])] = f"{hosts[server]}.{nic}"
+    cables = []
+    for link in np.flatnonzero(np.isin(topo.link_kind, (LinkKind.HOST, LinkKind.FABRIC))):
+        a, b = int(topo.link_src[link]), int(topo.link_dst[link])
+        if a in names and b in names and topo.node_tier[a] < topo.node_tier[b]:  # one entry per cable
+            cables.append({"a": names[a], "b": names[b], "speed": f"{float(topo.link_capacity_Bps[link]) * 8 / 1e9:g}Gbps"})
+    inventory = InventorySpec.model_validate({"hosts": hosts, "nics": nics, "switches": switches, "cables": cables})
+    cluster = spec.model_copy(update={"fabric": spec.fabric.model_copy(update={"kind": "inventory"}),
+                                      "inventory": inventory, "preset": None})
+    return scenario.model_copy(update={"cluster": cluster})
 
 
 def _scenario(cluster: dict, workload: str, rng: np.random.Generator) -> Scenario:
@@ -136,14 +181,14 @@ def _target(kind: str, rng: np.random.Generator, topo, result) -> str | None:
         if not len(links) or rng.random() < 0.3:
             return "all" if len(links) else None
         return topo.link_name(int(rng.choice(links)))
-    if kind in ("slow-gpu", "nic-affinity"):
+    if kind in ("slow-gpu", "nic-affinity", "gpu-throttle", "pcie-downtrained"):
         return topo.node_name[int(rng.choice(ranks))]
     if kind == "nic-down":
         ports = _traffic_links(topo, result, (LinkKind.HOST,))
         nics = [int(topo.link_src[p]) for p in ports if topo.kind_of(int(topo.link_src[p])) == "nic"]
         return topo.node_name[int(rng.choice(nics))] if nics else None
     if kind == "no-gdr":
-        return "all" if rng.random() < 0.4 else f"s{int(rng.integers(topo.n_servers))}"
+        return "all" if rng.random() < 0.4 else topo.server_name(int(rng.integers(topo.n_servers)))
     return "all"
 
 
@@ -156,7 +201,10 @@ _MAGNITUDES = {
     "storage-contention": ("read_rate_per_gpu_Bps", 8.5, 10.3, True),
     "noisy-neighbor": ("load_fraction", 0.15, 0.9, False),
     "storage-slow": ("throughput_fraction", 0.05, 0.9, False),
+    "gpu-throttle": ("clock_fraction", 0.6, 0.98, False),
 }
+#: NVML clock throttle reasons a held-down GPU reports (SW power cap, HW slowdown, SW/HW thermal, power brake)
+_THROTTLE_BITS = (0x4, 0x8, 0x20, 0x40, 0x80)
 
 
 def _params(kind: str, rng: np.random.Generator, scenario: Scenario, step_s: float) -> str:
@@ -164,7 +212,13 @@ def _params(kind: str, rng: np.random.Generator, scenario: Scenario, step_s: flo
     if kind in _MAGNITUDES:
         name, low, high, log = _MAGNITUDES[kind]
         value = rng.uniform(low, high)
-        return f"{name}={10 ** value:.3g}" if log else f"{name}={value:.3f}"
+        text = f"{name}={10 ** value:.3g}" if log else f"{name}={value:.3f}"
+        return text + (f",reasons={int(rng.choice(_THROTTLE_BITS))}" if kind == "gpu-throttle" else "")
+    if kind == "pcie-downtrained":
+        # a lost width (x8, x4, x2, x1) or a generation down at full width: the steps links train in
+        if rng.random() < 0.3:
+            return f"generation={int(rng.integers(2, 5))},lanes=16"
+        return f"lanes={int(rng.choice([1, 2, 4, 8]))}"
     if kind == "dataloader-starvation":
         # relative to what the job consumes: from a loader that keeps up to one at a third of it
         servers = scenario.cluster.servers or 1
@@ -179,14 +233,19 @@ def draw_case(seed: int) -> RandomCase:
     fabric, cluster = _fabric(rng)
     telemetry = bool(rng.random() < TELEMETRY_SHARE)
     healthy_case = bool(rng.random() < HEALTHY_SHARE)
+    # an oversubscribed fabric is judged against its non-blocking twin, which a cable list cannot become
+    renamed = bool(rng.random() < RENAMED_SHARE) and "oversub" not in fabric
     for workload in rng.permutation(list(WORKLOADS)):
         scenario = _scenario(cluster, str(workload), rng)
+        if renamed:
+            scenario = _renamed(scenario, rng)
         try:  # a model that does not fit this fabric's GPUs or count: draw another workload
             healthy = simulate_workload(scenario)
             break
         except SpecError:
             continue
     workload = str(workload)
+    fabric = f"{fabric}-inventory" if renamed else fabric
     if healthy_case:
         return RandomCase(seed, fabric, workload, None, None, telemetry, scenario)
     topo, result = healthy.topo, healthy.results[0]
@@ -194,13 +253,15 @@ def draw_case(seed: int) -> RandomCase:
         kind = str(rng.choice(KINDS))
         if kind == "ecmp-polarization" and not (scenario.cluster.routing.kind == "ecmp" and topo.uplinks(2).size):
             continue  # needs two hashing stages
+        if renamed and kind.startswith("storage"):
+            continue  # storage servers hang off a generated fabric; an inventory lists only the compute cables
         target = _target(kind, rng, topo, result)
         if target is None:
             continue
         if kind == "storage-slow":  # a backend can only slow a job that reads: give it reads storage can serve
             scenario = _with_reads(scenario, float(rng.uniform(0.2, 2.5)) * 1e9)
         elif kind == "dataloader-starvation" and rng.random() < 0.5:
-            target = f"s{int(rng.integers(topo.n_servers))}"
+            target = topo.server_name(int(rng.integers(topo.n_servers)))
         params = _params(kind, rng, scenario, result.breakdown.step_time_s)
         inject = f"{kind}:{target}" + (f":{params}" if params else "")
         return RandomCase(seed, fabric, workload, inject, kind, telemetry, scenario)
@@ -273,7 +334,17 @@ def _intrinsic_kind(scenario: Scenario) -> str | None:
     return "ecmp-collision" if scenario.cluster.routing.kind == "ecmp" else None
 
 
-def _component_ok(kind: str, expected: str, got: str) -> bool:
+def _component_ok(kind: str, expected: str, got: str, topo=None) -> bool:
+    """Whether ``got`` is the right component; the fabric's own causes by the switch tiers ``topo``
+    gives (a renamed cluster's switches are not called leaf or spine)."""
+    if kind in ("ecmp-collision", "oversubscription") and topo is not None:
+        try:
+            if kind == "oversubscription":
+                return int(topo.node_tier[topo.node_id(got)]) == 1 and topo.kind_of(topo.node_id(got)) == "switch"
+            link = topo.link_id(got)
+            return int(topo.node_tier[topo.link_dst[link]]) > int(topo.node_tier[topo.link_src[link]]) >= 1
+        except (KeyError, ValueError, SpecError):
+            return False
     if kind == "ecmp-collision":
         return "->spine" in got or "->core" in got or "->agg" in got
     if kind == "oversubscription":
@@ -312,5 +383,6 @@ def score_case(case: RandomCase) -> RandomOutcome:
     if top is None:
         return RandomOutcome(case, cost, intrinsic, expect, None, None, None, False, False)
     kind_ok = top.kind == expect
-    comp_ok = kind_ok and _component_ok(expect, component, top.component)
+    topo = build_cluster(resolve_cluster(case.scenario.cluster)) if case.scenario.cluster.inventory is not None else None
+    comp_ok = kind_ok and _component_ok(expect, component, top.component, topo)
     return RandomOutcome(case, cost, intrinsic, expect, top.kind, top.component, top.severity, kind_ok, comp_ok)

@@ -140,7 +140,7 @@ def _heal_gpu(scenario: Scenario, faults: list[FaultSpec], gpu: str) -> tuple[Sc
         kept = [s for s in workload.compute.slow_gpus if s.rank != rank]
         workload = workload.model_copy(update={"compute": workload.compute.model_copy(update={"slow_gpus": kept})})
         scenario = scenario.model_copy(update={"workload": workload})
-    return scenario, _drop(faults, ("slow-gpu",), gpu)
+    return scenario, _drop(faults, ("slow-gpu", "gpu-throttle", "pcie-downtrained"), gpu)
 
 
 def _exposed_comm_s(obs: Observation) -> float:
@@ -331,7 +331,7 @@ def _data_wait(obs: Observation) -> tuple[float, str]:
     others = servers != worst
     fed_wait = float(obs.per_gpu_s["straggler_wait"][others].mean()) if others.any() else 0.0
     if rest and max(rest) < 0.5 * per_server[worst] and fed_wait >= 0.5 * per_server[worst]:
-        return per_server[worst], f"s{worst}"
+        return per_server[worst], obs.topo.server_name(int(worst))  # the host by its real name
     return mean, "all"
 
 
@@ -867,3 +867,7 @@ def evaluate(obs: Observation) -> RuleOutput:
     for entry in RULES.values():
         entry.check(obs, out)
     return out
+
+
+# the rules on congestion counters (PFC, PortXmitWait, ECN) register themselves after these
+from gpuwait.diagnosis import rules_counters  # noqa: E402,F401

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpuwait.diagnosis.observe import Observation, observe_run
+from gpuwait.diagnosis.observe import CONGESTION_COUNTERS, Observation, observe_run
+from gpuwait.faults.kinds import PCIE_FULL_LANES, server_pcie_generation
 from gpuwait.runner.workload import WorkloadRun
 from gpuwait.steps.result import BREAKDOWN_CATEGORIES
 from gpuwait.telemetry.bundle import TelemetryBundle
@@ -65,25 +66,23 @@ def export_metrics(run: WorkloadRun, case: int = 0) -> MetricSet:
     for gpu in run.effects.remote_nic_gpus:
         samples.append(("gpuwait_nic_numa_remote", {"gpu": topo.node_name[gpu]}, 1.0))
     samples.append(("gpuwait_steps_total", {}, float(result.steps)))
-    samples += _dcgm_gpu_state(topo)
+    samples += _dcgm_gpu_state(topo, observation)
     extra = MetricSet.from_samples(samples, info=_INFO)
     return metrics_from_result(result, topo, extra_counters=extra)
 
 
-def _dcgm_gpu_state(topo: Topology) -> list:
-    """What dcgm-exporter reports of each modelled GPU's clocks and PCIe link: no throttle reason (the
-    model's GPUs run at their clocks; a slow-gpu fault says nothing of why), and the x16 link of the
-    generation the server's PCIe bandwidth is (its nearest)."""
-    from gpuwait.diagnosis.rules import PCIE_LANE_GBps
-
-    pcie_GBps = topo.spec.server.pcie_bandwidth / 1e9
-    gen = min(PCIE_LANE_GBps, key=lambda g: abs(PCIE_LANE_GBps[g] * 16 - pcie_GBps))
+def _dcgm_gpu_state(topo: Topology, observation: Observation) -> list:
+    """What dcgm-exporter reports of each modelled GPU's clocks and PCIe link: the throttle reasons and
+    link a fault left (gpu-throttle, pcie-downtrained), else none and the server's x16 link (a
+    slow-gpu fault says nothing of why)."""
     samples = []
     for server in range(topo.n_servers):
         for index in range(topo.gpu_node.shape[1]):
+            gpu = int(topo.gpu_node[server, index])
             labels = {"Hostname": topo.server_name(server), "gpu": str(index)}
-            samples += [("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", labels, 0.0),
-                        ("DCGM_FI_DEV_PCIE_LINK_GEN", labels, float(gen)), ("DCGM_FI_DEV_PCIE_LINK_WIDTH", labels, 16.0)]
+            gen, width = (observation.gpu_pcie or {}).get(gpu, (float(server_pcie_generation(topo)), float(PCIE_FULL_LANES)))
+            samples += [("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", labels, float((observation.gpu_throttle or {}).get(gpu, 0))),
+                        ("DCGM_FI_DEV_PCIE_LINK_GEN", labels, gen), ("DCGM_FI_DEV_PCIE_LINK_WIDTH", labels, width)]
     return samples
 
 
@@ -125,7 +124,7 @@ def observe_telemetry(bundle: TelemetryBundle, topo: Topology) -> Observation:
             values = _on_links(topo, real.counters[key])
         if values is not None:
             counters[key] = values
-    for key in ("xmit_wait", "pause_received", "ecn_marked"):  # congestion counters (PMA, mlx5 ethtool)
+    for key in CONGESTION_COUNTERS:  # congestion counters (PMA, mlx5 ethtool and hw_counters)
         if real.counters.get(key):
             counters[key] = _on_links(topo, real.counters[key])
     foreign = _link_vector(metrics, names, "gpuwait_link_foreign_bytes_per_second", topo)
@@ -141,6 +140,10 @@ def observe_telemetry(bundle: TelemetryBundle, topo: Topology) -> Observation:
                        link_users=dict(real.link_users), link_foreign_Bps=foreign, counters=counters, socket_transport=socket,
                        gdr_off_servers=gdr_off, remote_nic_gpus=remote, storage_read=reads,
                        gpu_throttle=dict(real.gpu_throttle) or None, gpu_pcie=dict(real.gpu_pcie) or None,
+                       link_window_bytes=_on_links(topo, {**real.link_tx_bytes, **real.window_bytes})
+                       if real.link_tx_bytes or real.window_bytes else None,
+                       nccl_nic_use={g: tuple(sorted(n)) for g, n in real.nic_use.items()} or None,
+                       nccl_link_local_gids=dict(real.link_local_gids),
                        missing=tuple(missing))
 
 

@@ -19,6 +19,7 @@ from gpuwait.faults.targets import cable_links, fabric_links, host_links, links_
 from gpuwait.spec.faults import (
     DataloaderStarvationFault,
     EcmpPolarizationFault,
+    GpuThrottleFault,
     LinkDegradeFault,
     LinkFlapFault,
     LinkLossFault,
@@ -26,6 +27,7 @@ from gpuwait.spec.faults import (
     NicDownFault,
     NoGdrFault,
     NoisyNeighborFault,
+    PcieDowntrainedFault,
     SlowGpuFault,
     StorageContentionFault,
     StorageSlowFault,
@@ -33,7 +35,7 @@ from gpuwait.spec.faults import (
 )
 from gpuwait.spec.scenario import Scenario
 from gpuwait.spec.workload import SlowGpuSpec, WorkloadSpec
-from gpuwait.topology.model import Topology
+from gpuwait.topology.model import LinkKind, Topology
 
 
 def _workload(scenario: Scenario, kind: str) -> WorkloadSpec:
@@ -77,16 +79,67 @@ def _link_loss(damage: FabricDamage, fault: LinkLossFault) -> None:
 register_fault(LinkLossFault, "link", on_fabric=_link_loss)
 
 
-# slow-gpu: the GPU's compute time is multiplied by ``factor`` (a slow GPU of the workload).
-def _slow_gpu(scenario: Scenario, fault: SlowGpuFault, topo: Topology) -> Scenario:
-    workload = _workload(scenario, fault.kind)
-    rank = int(np.flatnonzero(topo.gpu_node.ravel() == topo.node_id(fault.target))[0])
-    slow = [*workload.compute.slow_gpus, SlowGpuSpec(rank=rank, factor=fault.params.factor)]
+def _slower_gpu(scenario: Scenario, kind: str, gpu: str, factor: float, topo: Topology) -> Scenario:
+    workload = _workload(scenario, kind)
+    rank = int(np.flatnonzero(topo.gpu_node.ravel() == topo.node_id(gpu))[0])
+    slow = [*workload.compute.slow_gpus, SlowGpuSpec(rank=rank, factor=factor)]
     workload = workload.model_copy(update={"compute": workload.compute.model_copy(update={"slow_gpus": slow})})
     return scenario.model_copy(update={"workload": workload})
 
 
+# slow-gpu: the GPU's compute time is multiplied by ``factor`` (a slow GPU of the workload).
+def _slow_gpu(scenario: Scenario, fault: SlowGpuFault, topo: Topology) -> Scenario:
+    return _slower_gpu(scenario, fault.kind, fault.target, fault.params.factor, topo)
+
+
 register_fault(SlowGpuFault, "gpu", on_scenario=_slow_gpu)
+
+
+# gpu-throttle: a thermal or power limit holds the GPU's clocks at ``clock_fraction``; its kernels
+# take 1 / clock_fraction as long (math-bound kernels scale with the SM clock; memory-bound ones
+# less, so this is the slowdown's upper end), and dcgm-exporter's
+# DCGM_FI_DEV_CLOCK_THROTTLE_REASONS carries ``reasons`` (NVML clocks throttle reasons).
+def _throttled_compute(scenario: Scenario, fault: GpuThrottleFault, topo: Topology) -> Scenario:
+    return _slower_gpu(scenario, fault.kind, fault.target, 1.0 / fault.params.clock_fraction, topo)
+
+
+def _throttle_reasons(damage: FabricDamage, fault: GpuThrottleFault) -> None:
+    gpu = node_of_kind(damage.topo, fault.target, "gpu")
+    damage.gpu_throttle[gpu] = damage.gpu_throttle.get(gpu, 0) | fault.params.reasons
+
+
+register_fault(GpuThrottleFault, "gpu", on_scenario=_throttled_compute, on_fabric=_throttle_reasons)
+
+
+#: PCIe data rate per lane by generation, bytes/s: 2.5, 5, 8, 16, 32, 64 GT/s times the line code
+#: (8b/10b for generations 1-2, 128b/130b for 3-5, 242/256 FLIT for 6) over 8 bits (PCI-SIG, PCI
+#: Express Base Specification 6.0; the same table as diagnosis.rules.PCIE_LANE_GBps)
+PCIE_LANE_Bps = {1: 2.5e9 * 0.8 / 8, 2: 5e9 * 0.8 / 8, 3: 8e9 * 128 / 130 / 8, 4: 16e9 * 128 / 130 / 8,
+                 5: 32e9 * 128 / 130 / 8, 6: 64e9 * 242 / 256 / 8}
+PCIE_FULL_LANES = 16
+
+
+def server_pcie_generation(topo: Topology) -> int:
+    """The generation whose x16 link is nearest the server's PCIe bandwidth (what its GPUs train at)."""
+    pcie_Bps = topo.spec.server.pcie_bandwidth
+    return min(PCIE_LANE_Bps, key=lambda g: abs(PCIE_LANE_Bps[g] * PCIE_FULL_LANES - pcie_Bps))
+
+
+# pcie-downtrained: the GPU's PCIe link trained at ``lanes`` lanes of ``generation`` (0: the
+# server's own): both directions of its PCIe link carry at most that rate, which GPUDirect RDMA
+# traffic to its NIC crosses; DCGM_FI_DEV_PCIE_LINK_GEN / _WIDTH report it.
+def _downtrained(damage: FabricDamage, fault: PcieDowntrainedFault) -> None:
+    topo = damage.topo
+    gpu = node_of_kind(topo, fault.target, "gpu")
+    generation = fault.params.generation or server_pcie_generation(topo)
+    rate_Bps = PCIE_LANE_Bps[generation] * fault.params.lanes
+    pcie = links_of(topo, gpu)
+    pcie = pcie[topo.link_kind[pcie] == LinkKind.PCIE]
+    damage.capacity_Bps[pcie] = np.minimum(damage.capacity_Bps[pcie], rate_Bps)
+    damage.gpu_pcie[gpu] = (float(generation), float(fault.params.lanes))
+
+
+register_fault(PcieDowntrainedFault, "gpu", on_fabric=_downtrained)
 
 
 # nic-down: the NIC's links carry nothing. A GPU with another NIC of its own (two NICs per GPU, as

@@ -57,6 +57,17 @@ class SlowGpuParams(SpecModel):
     factor: float = _param(1.3, 1.0, 100.0, "multiplier of its compute time, >= 1")
 
 
+class GpuThrottleParams(SpecModel):
+    clock_fraction: float = _param(0.75, 0.05, 1.0, "share of its clocks the thermal or power limit leaves, 0.05..1")
+    reasons: int = Field(0x40, ge=1, le=0xFF, description="NVML clock throttle reason bits DCGM reports "
+                         "(0x4 SW power cap, 0x8 HW slowdown, 0x20 SW thermal, 0x40 HW thermal, 0x80 HW power brake).")
+
+
+class PcieDowntrainedParams(SpecModel):
+    lanes: int = Field(8, ge=1, le=16, description="Lanes the GPU's PCIe link trained at, 1..16.")
+    generation: int = Field(0, ge=0, le=6, description="PCIe generation it trained at, 1..6 (0: the server's own).")
+
+
 class StorageContentionParams(SpecModel):
     read_rate_per_gpu_Bps: float = _param(4e9, 0.0, 1e12, "bytes/s each GPU reads from storage")
 
@@ -103,6 +114,22 @@ class SlowGpuFault(SpecModel):
     kind: Literal["slow-gpu"] = Field(description="Fault kind (picks the parameters below).")
     target: str = _target(_GPU)
     params: SlowGpuParams = Field(default_factory=SlowGpuParams, description="How much slower it computes.")
+
+
+class GpuThrottleFault(SpecModel):
+    """A GPU whose clocks a thermal or power limit holds down; DCGM reports why."""
+
+    kind: Literal["gpu-throttle"] = Field(description="Fault kind (picks the parameters below).")
+    target: str = _target(_GPU)
+    params: GpuThrottleParams = Field(default_factory=GpuThrottleParams, description="How far its clocks drop, and why.")
+
+
+class PcieDowntrainedFault(SpecModel):
+    """A GPU's PCIe link trained at fewer lanes or a lower generation (a loose riser, a failing retimer)."""
+
+    kind: Literal["pcie-downtrained"] = Field(description="Fault kind (picks the parameters below).")
+    target: str = _target(_GPU)
+    params: PcieDowntrainedParams = Field(default_factory=PcieDowntrainedParams, description="The width and speed it trained at.")
 
 
 class NicDownFault(SpecModel):
@@ -181,7 +208,8 @@ class NoisyNeighborFault(SpecModel):
 
 #: every fault model, in the order kinds are listed to users
 FAULT_MODELS: tuple[type[SpecModel], ...] = (
-    LinkDegradeFault, LinkFlapFault, LinkLossFault, SlowGpuFault, NicDownFault, TcpFallbackFault, NoGdrFault,
+    LinkDegradeFault, LinkFlapFault, LinkLossFault, SlowGpuFault, GpuThrottleFault, PcieDowntrainedFault, NicDownFault,
+    TcpFallbackFault, NoGdrFault,
     NicAffinityFault, EcmpPolarizationFault, StorageContentionFault, DataloaderStarvationFault, NoisyNeighborFault,
     StorageSlowFault,
 )
@@ -220,7 +248,7 @@ def _known_kind(value: Any) -> Any:
 FaultSpec = Annotated[
     LinkDegradeFault | LinkFlapFault | LinkLossFault | SlowGpuFault | NicDownFault | TcpFallbackFault | NoGdrFault
     | NicAffinityFault | EcmpPolarizationFault | StorageContentionFault | DataloaderStarvationFault | NoisyNeighborFault
-    | StorageSlowFault,
+    | StorageSlowFault | GpuThrottleFault | PcieDowntrainedFault,
     Discriminator("kind"),
     BeforeValidator(_known_kind),
 ]

@@ -79,8 +79,19 @@ _LINK_DOWNED = ("LinkDownedCounter", "node_infiniband_link_downed_total", "link_
                 "node_ethtool_link_down_events_phy")
 _OUT_OF_SEQUENCE = ("out_of_sequence", "node_infiniband_out_of_sequence_total")
 _XMIT_WAIT = ("PortXmitWait", "node_infiniband_port_transmit_wait_total")
-_PAUSE = re.compile(r"^(?:node_ethtool_)?(?:rx|received)_prio\d_pause$")
+#: PFC pause frames and the time they held the port (mlx5 ``rx_prio<p>_pause``, ``tx_prio<p>_pause`` and their
+#: ``_duration``, in microseconds; Linux Documentation/networking/device_drivers/ethernet/mellanox/mlx5/counters.rst),
+#: as ``ethtool -S`` prints them or node_exporter's ethtool collector renames them (rx_ -> received_, tx_ -> transmitted_)
+_PAUSE = re.compile(r"^(?:node_ethtool_)?(?P<side>rx|tx|received|transmitted)_prio\d_pause(?P<duration>_duration)?$")
+#: the port kept pausing its peer long enough for the NIC's PFC storm prevention to warn or give up (counters.rst)
+_PAUSE_STORM = re.compile(r"^(?:node_ethtool_)?(?:tx|transmitted)_pause_storm_(?:warning|error)_events$")
+PAUSE_DURATION_UNIT_S = 1e-6
 _ECN = ("np_ecn_marked_roce_packets", "node_infiniband_np_ecn_marked_roce_packets_total")
+#: DCQCN's congestion notifications: sent by the receiving NIC (notification point) for ECN-marked packets,
+#: handled by the sending NIC (reaction point), which cuts its rate (mlx5 RDMA hw_counters, NVIDIA
+#: "Understanding mlx5 Linux Counters and Status Parameters")
+_CNP_SENT = ("np_cnp_sent", "node_infiniband_np_cnp_sent_total")
+_CNP_HANDLED = ("rp_cnp_handled", "node_infiniband_rp_cnp_handled_total")
 _HOST_LABELS = ("Hostname", "hostname", "host", "instance", "nodename")
 _DEVICE_NUMBER = re.compile(r"^(?:mlx\d+_|eth|ib|hca|bnxt_re|irdma)(\d+)$")
 _PERFQUERY_HEADER = re.compile(r"#\s*Port (?:extended )?counters:\s*Lid (\d+) port (\d+)", re.IGNORECASE)
@@ -98,8 +109,13 @@ class MappedSeries:
     link_rate_Bps: dict[int, float] = field(default_factory=dict)   # negotiated data rate
     link_tx_Bps: dict[int, float] = field(default_factory=dict)     # measured rate over the window
     link_tx_bytes: dict[int, float] = field(default_factory=dict)   # bytes counted (window, or since clear)
+    #: bytes a dump (perfquery, ethtool) counted beside its own congestion counters: the same window,
+    #: where link_tx_bytes may come from another source (a range query) over another one
+    window_bytes: dict[int, float] = field(default_factory=dict)
     counters: dict[str, dict[int, float]] = field(default_factory=dict)  # symbol_errors, link_downed, ...
     link_users: dict[int, list[str]] = field(default_factory=dict)  # NIC uplink -> ranks NCCL sends on it
+    nic_use: dict[int, set[int]] = field(default_factory=dict)      # GPU node id -> NIC node ids NCCL sends through
+    link_local_gids: dict[int, int] = field(default_factory=dict)   # NIC node id -> the link-local GID index NCCL uses
     unmatched: list[str] = field(default_factory=list)              # what named nothing in the cluster
 
     def add_counter(self, key: str, link: int, value: float) -> None:
@@ -221,7 +237,8 @@ def _series(metrics: MetricSet, names: Iterable[str]) -> dict[tuple[str, tuple],
 def _port_counters(out: MappedSeries, topo: Topology, metrics: MetricSet, file_host: int | None) -> None:
     names = set(metrics.names())
     wanted = [n for n in names if n in _TX_BYTES or n in _RX_BYTES or n in _RX_ERRORS or n in _LINK_DOWNED
-              or n in _OUT_OF_SEQUENCE or n in _XMIT_WAIT or n in _ECN or _PAUSE.match(n)]
+              or n in _OUT_OF_SEQUENCE or n in _XMIT_WAIT or n in _ECN or n in _CNP_SENT or n in _CNP_HANDLED
+              or _PAUSE.match(n) or _PAUSE_STORM.match(n)]
     for (name, labels), (values, stamps) in _series(metrics, wanted).items():
         lab = dict(labels)
         server = _sample_host(topo, lab, file_host)
@@ -255,9 +272,28 @@ def _add_port_counter(out: MappedSeries, topo: Topology, name: str, up: int, inc
         out.add_counter("xmit_wait", up, increase)
     elif name in _ECN and down is not None:
         out.add_counter("ecn_marked", down, increase)
-    elif _PAUSE.match(name):
-        # pauses the port received: its peer (the switch) asked it to stop sending on its uplink
-        out.add_counter("pause_received", up, increase)
+    elif name in _CNP_SENT and down is not None:
+        out.add_counter("cnp_sent", down, increase)     # the port received marked packets on its downlink
+    elif name in _CNP_HANDLED:
+        out.add_counter("cnp_handled", up, increase)    # the port's own sending was slowed
+    elif _PAUSE_STORM.match(name) and down is not None:
+        out.add_counter("pause_storm_events", down, increase)
+    elif (m := _PAUSE.match(name)) is not None:
+        _add_pause(out, m, up, down, increase)
+
+
+def _add_pause(out: MappedSeries, m: re.Match, up: int, down: int | None, increase: float) -> None:
+    """Pauses the port received stop its own sending: they stall its uplink. Pauses it sent stop its
+    peer (the switch) sending to it: they stall its downlink. Durations are kept in seconds."""
+    received = m["side"] in ("rx", "received")
+    link = up if received else down
+    if link is None:
+        return
+    key = "pause_received" if received else "pause_sent"
+    if m["duration"]:
+        out.add_counter(key + "_s", link, increase * PAUSE_DURATION_UNIT_S)
+    else:
+        out.add_counter(key, link, increase)
 
 
 def _port_rates(out: MappedSeries, topo: Topology, metrics: MetricSet, file_host: int | None) -> None:
@@ -299,14 +335,16 @@ def _gpus(out: MappedSeries, topo: Topology, metrics: MetricSet, file_host: int 
         for labels, value in zip(chosen.labels, chosen.value):
             gpu = _gpu_node(topo, dict(labels), file_host)
             if gpu is not None:
-                out.gpu_throttle[gpu] = out.gpu_throttle.get(gpu, 0) | int(value)
+                # a bit mask and (below) a generation and a lane count are integers: a resampled or
+                # averaged series (a range query's mean, a rate() gone wrong) is read at its nearest
+                out.gpu_throttle[gpu] = out.gpu_throttle.get(gpu, 0) | int(round(float(value)))
     link: dict[int, dict[str, float]] = {}
     for metric in ("DCGM_FI_DEV_PCIE_LINK_GEN", "DCGM_FI_DEV_PCIE_LINK_WIDTH"):
         chosen = metrics.select(name=metric)
         for labels, value in zip(chosen.labels, chosen.value):
             gpu = _gpu_node(topo, dict(labels), file_host)
             if gpu is not None:
-                link.setdefault(gpu, {})[metric] = float(value)
+                link.setdefault(gpu, {})[metric] = float(round(float(value)))
     for gpu, fields in link.items():
         out.gpu_pcie[gpu] = (fields.get("DCGM_FI_DEV_PCIE_LINK_GEN", math.nan), fields.get("DCGM_FI_DEV_PCIE_LINK_WIDTH", math.nan))
 
@@ -337,6 +375,7 @@ def _perfquery(out: MappedSeries, topo: Topology, bundle: TelemetryBundle) -> No
             continue
         for name, value in counters.items():
             _add_port_counter(out, topo, name, int(link), float(value), None)
+        _dump_window_bytes(out, topo, int(link), counters)
 
 
 def _ethtool(out: MappedSeries, topo: Topology, bundle: TelemetryBundle) -> None:
@@ -351,6 +390,17 @@ def _ethtool(out: MappedSeries, topo: Topology, bundle: TelemetryBundle) -> None
             continue
         for name, value in counters.items():
             _add_port_counter(out, topo, name, up, float(value), None)
+        _dump_window_bytes(out, topo, up, counters)
+
+
+def _dump_window_bytes(out: MappedSeries, topo: Topology, up: int, counters: dict) -> None:
+    """The bytes a dump counted on the port's two directions, kept beside its congestion counters."""
+    down = reverse_link(topo, up)
+    for link, table in ((up, _TX_BYTES), (down, _RX_BYTES)):
+        for name, scale in table.items():
+            if link is not None and name in counters:
+                out.window_bytes[link] = float(counters[name]) * scale
+                break
 
 
 def _nccl_users(out: MappedSeries, topo: Topology, bundle: TelemetryBundle) -> None:
@@ -367,6 +417,24 @@ def _nccl_users(out: MappedSeries, topo: Topology, bundle: TelemetryBundle) -> N
                 users = out.link_users.setdefault(up, [])
                 if f"rank{conn.rank}" not in users:
                     users.append(f"rank{conn.rank}")
+                _note_nic_use(out, topo, server, conn, up)
+        for gid in info.gids:
+            server = host_of(topo, gid.host)
+            device = names.get(gid.net_device)
+            up = nic_port_link(topo, server, device) if server is not None and device and gid.link_local else None
+            if up is not None:
+                out.link_local_gids[int(topo.link_src[up])] = gid.gid_index
+
+
+def _note_nic_use(out: MappedSeries, topo: Topology, server: int, conn, up: int) -> None:
+    """The GPU (``[nvmlDev]`` after the rank, else the line's CUDA device) sends through the NIC of ``up``;
+    through a PXN proxy (``NET/IB/3(5)``) the NIC is the proxy GPU's own, not this one's choice."""
+    if conn.proxy_rank is not None and conn.proxy_rank != conn.rank:
+        return
+    dev = conn.rank_device
+    index = int(dev) if dev is not None and dev.isdigit() and len(dev) <= 3 else conn.cuda_dev
+    if 0 <= index < topo.gpu_node.shape[1]:
+        out.nic_use.setdefault(int(topo.gpu_node[server, index]), set()).add(int(topo.link_src[up]))
 
 
 def map_series(bundle: TelemetryBundle, topo: Topology) -> MappedSeries:

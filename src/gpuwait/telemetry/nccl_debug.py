@@ -58,6 +58,11 @@ _NETWORK = re.compile(r"^Using network (?P<net>.+)$")
 _INIT = re.compile(r"comm (?P<comm>0x[0-9a-fA-F]+|\S+) rank (?P<rank>\d+) nranks (?P<n>\d+) cudaDev (?P<cuda>\d+)"
                    r"(?: nvmlDev (?P<nvml>\d+))?(?: busId (?P<bus>[0-9a-fA-F]+))?.*Init COMPLETE")
 _TUNING = re.compile(r"^(?P<coll>\w+): (?P<bytes>\d+) Bytes -> Algo (?P<algo>\S+) proto (?P<proto>\S+)")
+#: the queue pair line of a RoCE connection: NCCL v2.30.7-1 src/transport/net_ib/connect.cc ("NET/IB: %s: %s %d
+#: IbDev %d Port %d qp_num %d mtu %d GID %ld (%lX/%lX) ...") and v2.19 src/transport/net_ib.cc ("NET/IB: Dev %d Port %d
+#: qpn %d mtu %d query_ece={...} GID %ld (%lX/%lX)"): the GID index and the GID's two 64-bit halves
+_GID = re.compile(r"^NET/IB: (?:\w+: )?(?:NCCL (?:Merged)?Dev|Dev) (?P<dev>\d+) (?:IbDev \d+ )?Port (?P<port>\d+) .*?"
+                  r"GID (?P<gid>-?\d+) \((?P<prefix>[0-9A-Fa-f]+)/(?P<iid>[0-9A-Fa-f]+)\)")
 _NVLS = re.compile(r"NVLS multicast support is available|Connected NVLS|^NVLS comm ")
 
 
@@ -137,6 +142,38 @@ class RankInfo:
 
 
 @dataclass(frozen=True)
+class GidUse:
+    """The GID a rank's RoCE queue pairs use on NET device ``net_device`` (its index in the Using list)."""
+
+    host: str
+    cuda_dev: int
+    net_device: int
+    port: int
+    gid_index: int
+    subnet_prefix: int   # the GID's first 8 bytes as NCCL prints them (%lX of a uint64)
+    interface_id: int
+
+    @property
+    def link_local(self) -> bool:
+        """An IPv6 link-local GID (fe80::/64): it cannot be routed past the first L3 hop, and on
+        ConnectX's default table it sits at the RoCE v1 and v2 link-local indexes (0, 1). NCCL prints
+        the prefix from memory in network order, so fe80:: reads 0x80FE on a little-endian host."""
+        return self.subnet_prefix in (0x80FE, 0xFE80000000000000)
+
+
+def _gid_uses(text: str) -> tuple[GidUse, ...]:
+    out: dict[tuple, GidUse] = {}
+    for raw in text.splitlines():
+        m = _LINE.search(raw)
+        if m is None or (g := _GID.match(m["msg"])) is None:
+            continue
+        use = GidUse(m["host"], int(m["dev"]), int(g["dev"]), int(g["port"]), int(g["gid"]), int(g["prefix"], 16),
+                     int(g["iid"], 16))
+        out.setdefault((use.host, use.cuda_dev, use.net_device), use)
+    return tuple(out.values())
+
+
+@dataclass(frozen=True)
 class NcclDebugInfo:
     """Everything :func:`parse_nccl_debug` read."""
 
@@ -152,6 +189,7 @@ class NcclDebugInfo:
     nvls: bool
     warnings: tuple[str, ...]
     hosts: tuple[str, ...]
+    gids: tuple[GidUse, ...] = ()
 
     def transports(self) -> Counter:
         """How many logged connections use each transport."""
@@ -255,4 +293,4 @@ def parse_nccl_debug(text: str, *, source: str = "NCCL_DEBUG log") -> NcclDebugI
     return NcclDebugInfo(version=version, network=network, net_devices=tuple(devices.values()),
                          relaxed_ordering=relaxed, oob=oob, gdr_status=tuple(gdr), connections=tuple(conns),
                          ranks=tuple(ranks[r] for r in sorted(ranks)), tuning=tuple(tuning), nvls=nvls,
-                         warnings=tuple(warnings), hosts=tuple(hosts))
+                         warnings=tuple(warnings), hosts=tuple(hosts), gids=_gid_uses(text))
