@@ -228,10 +228,15 @@ class CollectivePredictor:
         """NICs NCCL's graphs of one node spread channels over: every NIC of a whole server (or, with
         MNNVL, of every server of the domain), else one per rank."""
         topo, comm = self.comm.topo, self.comm
-        per_server = int((topo.gpu_nics >= 0).sum())
+        # distinct NICs, not GPUs with a NIC: GPUs that share a NIC (2 per NIC on p4d/p4de, hgx-h100-4nic)
+        # give NCCL's search one network device per pair, not two
+        per_server = len(np.unique(topo.gpu_nics[topo.gpu_nics >= 0]))
         if comm.spans_servers:
             return max(1, round(per_server * comm.ppn / topo.gpus_per_server))
-        return max(1, per_server if comm.ppn == topo.gpus_per_server else comm.ppn)
+        if comm.ppn == topo.gpus_per_server:
+            return max(1, per_server)
+        mine = topo.gpu_nics[comm.local_gpu_index(comm.node_ranks[0])]
+        return max(1, len(np.unique(mine[mine >= 0])))
 
     def _multi_node_graphs(self, sm: int, links: int, nvswitch: bool) -> tuple[Graph, dict]:
         comm, server, graphs = self.comm, self.comm.topo.spec.server, {}
