@@ -32,6 +32,7 @@ from gpuwait.collectives.communicator import Communicator
 from gpuwait.collectives.ncclenv import NcclEnv, Setting, apply_env, env_setting, qps_setting
 from gpuwait.collectives.physical import PhysicalParams, PipelineCosts, physical_params, pipelined_time_s
 from gpuwait.collectives.pipeline import (
+    NCCL_STEPS,
     channels_for_size,
     chunk_bytes,
     latency_steps,
@@ -478,9 +479,41 @@ class CollectivePredictor:
             connection_steps = (intra_steps + inter_steps) * (messages - first_loop)
         else:
             connection_steps = max(0.0, connection_steps - 1)
-        costs = PipelineCosts(prediction.latency_us * 1e-6, intra_steps, inter_steps, max(model_s, fabric_s or 0.0),
+        wire_s = max(model_s, fabric_s or 0.0)
+        if nic_messages:
+            wire_s = max(wire_s, self._rail_bound_s(collective, n_bytes, algorithm, protocol, channels, size_channels,
+                                                    chunk))
+        costs = PipelineCosts(prediction.latency_us * 1e-6, intra_steps, inter_steps, wire_s,
                               nic_messages, fill_intra_s, fill_inter_s, window, comm.n_nodes > 1, connection_steps)
         return self._estimate(collective, n_bytes, algorithm, protocol, channels, model_s, fabric_s, chunk, costs)
+
+    def _rail_bound_s(self, collective: str, n_bytes: int, algorithm: str, protocol: str, channels: int,
+                      size_channels: int, chunk: int) -> float:
+        """The busiest NIC's time when its messages keep only some of its rails busy (0 when all are).
+
+        A NIC that is a group of rails (aws-ofi-nccl's multi-rail EFA device: :meth:`TransportProfile.rails`)
+        runs at full rate only while its messages in flight cover every rail. A message up to the
+        plugin's stripe threshold travels on one rail (:meth:`TransportProfile.stripes`); in flight per
+        direction are the NIC's connections (a channel's send and receive each sit on one NIC) times the
+        messages each has outstanding: a ring step's slices (the next step waits for the previous rank,
+        src/device/prims_simple.h / prims_ll128.h, NVIDIA/nccl v2.30.7-1), or for pipelined trees and
+        NVLSTree up to ``NCCL_STEPS`` chunks. Rate = min(1, in flight x stripes / rails) of the NIC's.
+        """
+        server = self.comm.topo.spec.server
+        nic_Bps = server.nic_speed * server.nic_ports
+        rails = self.transport.rails(nic_Bps)
+        if rails <= 1:
+            return 0.0
+        message = chunk / PROTOCOL_PAYLOAD[protocol]  # bytes on the wire: LL and LL128 carry their flags
+        per_channel = n_bytes / max(size_channels, 1)
+        outstanding = ring_slices(collective, protocol) if algorithm == "ring" else max(
+            1, min(NCCL_STEPS, math.ceil(per_channel / max(chunk, 1))))
+        connections = max(1.0, size_channels / self._node_nics())
+        share = min(1.0, connections * outstanding * self.transport.stripes(message, rails) / rails)
+        if share >= 1.0:
+            return 0.0
+        nic_bytes = self.nic_bytes_per_byte(collective, FLOW_ALGORITHMS[algorithm], protocol, channels) * n_bytes / 2
+        return nic_bytes / (self.transport.goodput_Bps(nic_Bps) * PROTOCOL_PAYLOAD[protocol] * share)
 
     def _estimate(self, collective: str, n_bytes: int, algorithm: str, protocol: str, channels: int, model_s: float,
                   fabric_s: float | None, chunk: int, costs: PipelineCosts) -> CollectiveEstimate:
