@@ -456,7 +456,9 @@ class CollectivePredictor:
         # small calls run on fewer channels, so each step carries more
         size_channels = channels_for_size(algorithm, protocol, n_bytes, channels)
         chunk = chunk_bytes(collective, algorithm, protocol, n_bytes, n_channels=size_channels, n_ranks=comm.n_ranks,
-                            n_nodes=comm.n_nodes, nvls_heads=comm.ppn)
+                            n_nodes=comm.n_nodes, nvls_heads=comm.ppn,
+                            nvls_tree_chunk=(self.env.release.nvls_tree_first_chunk_bytes,
+                                             self.env.release.nvls_tree_chunk_4_nodes_bytes))
         nic_messages = connection_steps = 0.0
         if fabric_s is not None and comm.n_nodes > 1:
             nic_messages = self.nic_bytes_per_byte(collective, FLOW_ALGORITHMS[algorithm], protocol, channels) * n_bytes / chunk
