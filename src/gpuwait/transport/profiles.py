@@ -25,7 +25,10 @@ Header bytes per packet (public protocol layouts):
   ``OFI_NCCL_ROUND_ROBIN_THRESHOLD`` (256 KiB, ``include/nccl_ofi_param.h``) whole on one rail, round
   robin, and stripes a larger one over every rail (``stripe_threshold_bytes``); from v1.13 a message is
   cut into ``ceil(size / OFI_NCCL_MIN_STRIPE_SIZE)`` stripes of at least 128 KiB, at most one per rail.
-  The profile follows v1.8.1, the plugin the one published EFA-on-p5 table's image ships.
+  The profile follows v1.8.1, the plugin the one published EFA-on-p5 table's image ships. The scheduler
+  belongs to the plugin's RDMA protocol, which it picks when a node has more EFA devices than GPUs
+  (``src/nccl_ofi_net.c``: p5); p4d/p4de (4 devices, 8 GPUs) run its SENDRECV protocol, one device per
+  NIC, which the 100 Gbit/s device speed also gives (one rail).
 
 Per-message overheads and ceilings (sources in docs/sources.md): RDMA write/send latency acceptance
 of 2.5 us (Mellanox/ngc_multinode_perf ``common.sh`` ``LAT_PASS_VAL``), ib_send_lat of 0.8-1.6 us for
