@@ -397,10 +397,11 @@ def size_lines(pattern: str) -> list[str]:
             t_meas = meas.time_us[k] if np.isfinite(meas.time_us[k]) else size * factor / (meas.busbw[k] * 1e3)
             lines.append(
                 f"| {size_label(int(size))} | {t_meas:.1f} | {pred.time_us[k]:.1f} | "
-                f"{signed_pct((pred.busbw[k] - meas.busbw[k]) / meas.busbw[k])} | {est.algorithm}/{est.protocol} | "
+                f"{signed_pct(pred.busbw[k] / meas.busbw[k] - 1 if meas.busbw[k] > 0 else np.nan)} | "
+                f"{est.algorithm}/{est.protocol} | "
                 f"{est.n_channels} | {est.chunk_bytes} | {c.latency_with(params) * 1e6:.1f} | "
                 f"{c.wire_with(params) * 1e6:.1f} | {c.nic_messages * params.net_message_overhead_s * 1e6:.1f} | "
-                f"{c.connection_steps * params.net_step_cycle_s * 1e6:.1f} | {c.fill_with(params) * 1e6:.1f} |")
+                f"{c.connection_steps * c.proxy_load * params.net_step_cycle_s * 1e6:.1f} | {c.fill_with(params) * 1e6:.1f} |")
         lines.append("")
     return lines
 

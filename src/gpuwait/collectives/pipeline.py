@@ -29,6 +29,7 @@ Examples
 
 from __future__ import annotations
 
+import functools
 import math
 
 NCCL_STEPS = 8
@@ -203,6 +204,50 @@ def latency_steps(algorithm: str, collective: str, n_ranks: int, n_nodes: int) -
     if algorithm == "pat":
         return n_ranks - n_nodes, levels
     return int(n_nodes == 1), int(n_nodes > 1)  # p2p: one step
+
+
+def _btree_peers(n: int, rank: int) -> set[int]:
+    """Parent and children of ``rank`` in NCCL's binary tree over ``n`` nodes (``ncclGetBtree``, src/graph/trees.cc
+    v2.30.7-1: a rank's lowest set bit is its level; rank 0 is the root with one child)."""
+    bit = 1
+    while bit < n and not bit & rank:
+        bit <<= 1
+    if rank == 0:
+        return {bit >> 1} if n > 1 else set()
+    parent = (rank ^ bit) | (bit << 1)
+    if parent >= n:
+        parent = rank ^ bit
+    low = bit >> 1
+    peers = {parent}
+    if low:
+        peers.add(rank - low)
+        while low and rank + low >= n:
+            low >>= 1
+        if low:
+            peers.add(rank + low)
+    return peers
+
+
+@functools.lru_cache(maxsize=256)
+def tree_network_peers(n_nodes: int) -> float:
+    """Network peers per channel of the busiest node of NCCL's double binary tree, averaged over its two
+    trees (channels alternate between them; ``ncclGetDtree``, src/graph/trees.cc v2.30.7-1: the second
+    tree mirrors the first for an even node count and shifts it by one for an odd one).
+
+    >>> [tree_network_peers(n) for n in (1, 2, 3, 4, 8, 64)]
+    [0.0, 1.0, 1.5, 2.0, 2.0, 2.0]
+    """
+    n = max(int(n_nodes), 1)
+    if n == 1:
+        return 0.0
+    busiest = 0.0
+    for rank in range(n):
+        if n % 2:
+            second = {(p + 1) % n for p in _btree_peers(n, (rank - 1) % n)}
+        else:
+            second = {n - 1 - p for p in _btree_peers(n, n - 1 - rank)}
+        busiest = max(busiest, (len(_btree_peers(n, rank)) + len(second)) / 2)
+    return busiest
 
 
 #: threads per channel (NCCL_{LL,LL128,SIMPLE}_MAX_NTHREADS, device.h) and bytes per thread below
