@@ -9,6 +9,7 @@ listed with the reason. Run after any change to the collective model::
 
     python bench/reference_tables.py        # prints the report and writes docs/validation-reference.md
     python bench/reference_tables.py --default-nccl   # every table as NCCL 2.30.7, not its own release
+    python bench/reference_tables.py --sizes efa      # per size of the matching tables: where the error sits
 
 Each table is predicted as the NCCL release its log prints (or its source states), 2.30.7 otherwise.
 
@@ -33,7 +34,7 @@ import numpy as np
 
 from gpuwait.collectives.fit import PUBLIC_FIT_NAMES, Adjustment, Observation, fit
 from gpuwait.collectives.nccltests import busbw_factor
-from gpuwait.collectives.physical import PUBLIC_TABLE_FIT, pipelined_time_s, stack_costs
+from gpuwait.collectives.physical import PUBLIC_TABLE_FIT, adjust, pipelined_time_s, stack_costs
 from gpuwait.runner.perf import SweepArgs, perf_sweep
 from gpuwait.telemetry.nccltests_log import parse_nccl_tests_log
 
@@ -377,9 +378,41 @@ def fmt(value: float, name: str) -> str:
     return f"{value * 1e6:.2f} us" if name.endswith(("latency_s", "cycle_s")) else f"{value:.3f}"
 
 
+def size_lines(pattern: str) -> list[str]:
+    """Per size of every table whose name contains ``pattern``: measured and predicted time (as shipped),
+    the busbw error, NCCL's choice and the parts of the predicted time (``--sizes PATTERN``)."""
+    lines = []
+    for ref in (r for r in REFERENCES if not r.not_describable and pattern in r.stem):
+        meas = measured(ref)
+        pred, _ = predicted(ref, meas)
+        sweep = sweep_of(ref, meas)
+        params = adjust(sweep.unfitted_params, PUBLIC_TABLE_FIT)
+        by_size = {r.size_bytes: i for i, r in enumerate(sweep.rows)}
+        lines += [f"## {ref.stem}", "", "| size | measured us | predicted us | busbw error | choice | channels | chunk | "
+                  "latency us | wire us | messages us | step cycle us | fill us |", "|---" * 12 + "|"]
+        factor = busbw_factor(meas.collective, meas.n_ranks)
+        for k, size in enumerate(meas.sizes):
+            est = sweep.estimates[by_size[int(size)]]
+            c = est.costs
+            t_meas = meas.time_us[k] if np.isfinite(meas.time_us[k]) else size * factor / (meas.busbw[k] * 1e3)
+            lines.append(
+                f"| {size_label(int(size))} | {t_meas:.1f} | {pred.time_us[k]:.1f} | "
+                f"{signed_pct(pred.busbw[k] / meas.busbw[k] - 1 if meas.busbw[k] > 0 else np.nan)} | "
+                f"{est.algorithm}/{est.protocol} | "
+                f"{est.n_channels} | {est.chunk_bytes} | {c.latency_with(params) * 1e6:.1f} | "
+                f"{c.wire_with(params) * 1e6:.1f} | {c.nic_messages * params.net_message_overhead_s * 1e6:.1f} | "
+                f"{c.connection_steps * c.proxy_load * params.net_step_cycle_s * 1e6:.1f} | {c.fill_with(params) * 1e6:.1f} |")
+        lines.append("")
+    return lines
+
+
 def main() -> None:
     global DEFAULT_VERSION_ONLY
     DEFAULT_VERSION_ONLY = "--default-nccl" in sys.argv[1:]
+    if "--sizes" in sys.argv[1:]:
+        rest = sys.argv[sys.argv.index("--sizes") + 1:]
+        sys.stdout.write("\n".join(size_lines(rest[0] if rest and not rest[0].startswith("--") else "")) + "\n")
+        return
     refs = [r for r in REFERENCES if not r.not_describable]
     scores = [score(r) for r in refs]
     loo_scores, fits = leave_one_out(refs)

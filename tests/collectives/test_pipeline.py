@@ -42,6 +42,21 @@ def test_nvls_chunk_shrinks_for_small_calls():
     assert small == 16384  # nBytes < 2 x concurrentOps x chunk
 
 
+@pytest.mark.parametrize(("version", "nodes", "expected"), [
+    ("2.30.7", 2, 131072),   # chunkSize = min(nvlsChunkSize 128 KiB, nvlsTreeMaxChunkSize) (v2.30.7-1)
+    ("2.20.5", 2, 524288),   # chunkSize = stepSize * chunkSteps = 4 MiB / 8 (v2.20.5-1): no cap below 4 nodes
+    ("2.20.5", 4, 65536),    # NCCL_NVLSTREE_MAX_CHUNKSIZE -2: 64 KiB from 4 nodes (v2.19.1-1 on)
+    ("2.18.6", 4, 524288),   # 2.18 had no 4-node cap
+])
+def test_nvls_tree_chunk_follows_the_release(version, nodes, expected):
+    from gpuwait.collectives.nccl_versions import nccl_release
+    rel = nccl_release(version)
+    chunk = chunk_bytes("all_reduce", "nvls_tree", "Simple", 16 * 2**30, n_channels=8, n_ranks=8 * nodes,
+                        n_nodes=nodes, nvls_heads=8,
+                        nvls_tree_chunk=(rel.nvls_tree_first_chunk_bytes, rel.nvls_tree_chunk_4_nodes_bytes))
+    assert chunk == expected
+
+
 def test_small_calls_drop_channels_like_nccl():
     # LL: 512 threads x 8 B per channel; 64 KiB keeps 16 channels, 32 KiB keeps 8 (32768 < 9 x 4096)
     assert channels_for_size("ring", "LL", 65536, 16) == 16

@@ -9,7 +9,8 @@ a few named parameters from each observation's own defaults:
 * ``net_message_overhead_s``: a factor on the transport's per-message overhead (an InfiniBand and a
   TCP cluster keep their ratio when fitted together);
 * ``nic_efficiency``, ``nvlink_efficiency``: the share of the rate reached;
-* ``net_step_cycle_s``: added seconds (the shortest time between two steps of one network connection).
+* ``net_step_cycle_s``: added seconds (the shortest time between two steps of one network connection whose
+  GPU proxy serves one channel's send and receive; more connections on the proxy lengthen it in proportion).
 
 The loss is the mean absolute log ratio of predicted to measured time, each table (group) weighted
 equally, so one long sweep does not outvote a short one; Powell's method within physical bounds.

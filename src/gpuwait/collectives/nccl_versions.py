@@ -14,6 +14,10 @@ file texts were compared tag by tag (``git diff vA vB -- src/graph/tuning.cc src
 src/graph/search.cc``) and tags whose model parts are identical share an entry (2.18.3 to 2.18.6,
 2.30.3 to 2.30.7, ...). :func:`nccl_release` maps any version to the newest release at or below it.
 
+Chunking (``src/enqueue.cc``): NVLSTree's first chunk and its 4-node cap are versioned; the other chunk
+rules are 2.21's to 2.30's (2.18 to 2.20 computed NVLS and NVLSTree reductions on the last chunk only,
+and reduced Tree/Simple chunks by the tree depth before 2.20).
+
 Not versioned (kept as in 2.30): the NCCL_ALGO/NCCL_PROTO syntax (per-collective lists from 2.24;
 older releases ignore unknown names), the LL128 PXN/C2C path rules (2.27.7), multi-node NVLink
 (2.20 MNNVL), the ring fallback when nothing else is enabled (2.19-2.23), channel duplication rules
@@ -108,6 +112,11 @@ class NcclRelease:
     collnet_arity_latency_us: float
     #: NVLSTree AllReduce reads treeCorrectionFactor on SM100+ x86 (2.29+)
     nvls_tree_correction: bool
+    #: NVLSTree's chunk before the size reductions of enqueue.cc: the Simple step (4 MiB buffer / 8 steps)
+    #: before 2.21, ``NCCL_NVLS_CHUNKSIZE`` (128 KiB) since
+    nvls_tree_first_chunk_bytes: int
+    #: NVLSTree's chunk cap from 4 nodes (``NCCL_NVLSTREE_MAX_CHUNKSIZE`` default, 2.19+); 0 = none (2.18)
+    nvls_tree_chunk_4_nodes_bytes: int
     #: minimum channels of an NVLS graph (the "needs at least 2 channels" check, 2.28+)
     nvls_min_channels: int
     #: SMs on which LL128 may be on by default (a ``switch`` before 2.27); None = any SM >= 70
@@ -196,7 +205,8 @@ R2_18_1 = NcclRelease(
     ring_inter_steps_legacy=True, one_ppn_tree_net_latency=False, tree_pattern_factor=1.0,
     pat_factor=0.0, pat_min_sm=0, nvls_model="2.18", nvls_ratio=0.75, gather_ratio_exempt=(),
     collnet_gather_model="", gather_heads_algorithms=(), collnet_arity_latency_us=0.5,
-    nvls_tree_correction=False, nvls_min_channels=1, ll128_sms=frozenset({70, 80, 90}),
+    nvls_tree_correction=False, nvls_tree_first_chunk_bytes=512 * 1024, nvls_tree_chunk_4_nodes_bytes=0,
+    nvls_min_channels=1, ll128_sms=frozenset({70, 80, 90}),
     ring_kept_for_non_all_reduce=True, ll_row_mixed_as_amd=False,
     nvlink_bw_per_link_GBps=_frozen({60: 18.0, 70: 20.0, 80: 20.0, 86: 12.0, 90: 20.0}),
     search_speeds_intra_GBps=_frozen({
@@ -229,6 +239,7 @@ R2_19_1 = _after(
                       net__collnet_chain=(0.0, 0.0, 30.0), net__nvls_tree=(0.0, 0.0, 14.0)),
     supported_algorithms=_frozen({**_RING_ONLY, "all_gather": ("ring", "nvls"), "reduce_scatter": ("ring", "nvls")}),
     nvls_model="2.19", collnet_arity_latency_us=0.4, ring_kept_for_non_all_reduce=False,
+    nvls_tree_chunk_4_nodes_bytes=64 * 1024,
     search_speeds_intra_GBps=_frozen({**R2_18_3.search_speeds_intra_GBps,
                                       "sm90": (60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 6.0, 3.0)}))
 
@@ -245,7 +256,8 @@ R2_20_3 = _after(
 R2_21_5 = _after(
     R2_20_3, "2.21.5", "v2.21.5-1",
     "ring LL busBw x1/2 (was 1/4, 1/3); Hopper llMaxBws 141/45/35 (was Ampere's); NVLS NVLink hwLat 25 us; "
-    "sm90 search speeds gain 11",
+    "sm90 search speeds gain 11; NVLSTree chunk from NCCL_NVLS_CHUNKSIZE 128 KiB (was the 512 KiB Simple step)",
+    nvls_tree_first_chunk_bytes=128 * 1024,
     hw_latency_us=_hw(R2_20_3.hw_latency_us, nvlink__nvls=(0.0, 0.0, 25.0), nvlink__nvls_tree=(0.0, 0.0, 25.0)),
     ll_max_bw_GBps=((39.0, 39.0, 20.4), (87.7, 22.5, 19.0), (141.0, 45.0, 35.0)),
     ring_ll_factor=0.5, ring_ll_factor_intra_gather=0.5,

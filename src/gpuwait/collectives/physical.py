@@ -42,8 +42,8 @@ SPEC_NAMES = {f.name: f.name.removesuffix("_s") for f in fields(PhysicalParams)}
 #: tests/nccltests/data/reference/ (``python bench/reference_tables.py``; leave-one-table-out scores in
 #: docs/validation-reference.md). Kinds as :func:`adjust`.
 PUBLIC_TABLE_FIT: dict[str, float] = {
-    "launch_latency_s": 2.31e-6, "net_step_latency_s": 0.56e-6, "intra_step_latency_s": 0.03e-6,
-    "net_message_overhead_s": 0.100, "net_step_cycle_s": 1.76e-6}
+    "launch_latency_s": 1.83e-6, "net_step_latency_s": 0.35e-6, "intra_step_latency_s": 0.06e-6,
+    "net_message_overhead_s": 0.109, "net_step_cycle_s": 0.91e-6}
 
 
 def adjust(params: PhysicalParams, moves: dict[str, float]) -> PhysicalParams:
@@ -107,8 +107,10 @@ class PipelineCosts:
     ``nic_messages``: network steps (messages) the busiest NIC sends and receives; ``fill_intra_s`` /
     ``fill_inter_s``: the first chunk's trip through the pipeline's hops inside servers / across the
     network; ``connection_steps``: the steps one network connection (one channel's send or receive on
-    the busiest NIC) carries after the first pass; ``window_share``: NVLS only, the share of the bytes in NCCL's first in-flight window,
-    which pays a second pass (:mod:`gpuwait.fabric.perf`); ``multi_node``: the network is the bottleneck.
+    the busiest NIC) carries after the first pass; ``window_share``: NVLS only, the share of the bytes in
+    NCCL's first in-flight window, which pays a second pass (:mod:`gpuwait.fabric.perf`); ``multi_node``:
+    the network is the bottleneck; ``proxy_load``: the network connections the busiest GPU's proxy
+    thread serves, per send-and-receive pair of one channel (its step cycle grows with them).
     """
 
     latency_s: float
@@ -121,6 +123,7 @@ class PipelineCosts:
     window_share: float
     multi_node: bool
     connection_steps: float = 0.0
+    proxy_load: float = 1.0
 
     def latency_with(self, params: PhysicalParams) -> float:
         return (self.latency_s + params.launch_latency_s + self.intra_steps * params.intra_step_latency_s
@@ -145,9 +148,11 @@ def pipelined_time_s(costs: PipelineCosts, params: PhysicalParams) -> float:
     most one state (posted, sent, completed) per pass over the GPU's active connections
     (``sendProxyProgress`` / ``recvProxyProgress``, src/transport/net.cc, NVIDIA/nccl v2.30.7-1): after
     the first pass (a ring's first loop of 2 (n - 1) steps, a tree's first chunk), which NCCL's latency
-    term already counts step by step, a connection carries a step at most every ``net_step_cycle_s``,
-    whatever its size. Small chunks (trees and NVLSTree at mid sizes, NVLSTree's 64 KiB chunk from
-    4 nodes) therefore run below the NIC's rate.
+    term already counts step by step, a connection carries a step at most every ``proxy_load`` x
+    ``net_step_cycle_s``, whatever its size: a pass grows with the network connections the GPU's proxy
+    serves (``proxy_load``: per send-and-receive pair of one channel, :mod:`gpuwait.fabric.perf`).
+    Small chunks (trees and NVLSTree at mid sizes, NVLSTree's 64 KiB chunk from 4 nodes) therefore run
+    below the NIC's rate.
     Works elementwise when the fields of ``costs`` and ``params`` are arrays (one entry per size).
 
     >>> costs = PipelineCosts(20e-6, 14, 2, 100e-6, 200, 5e-6, 3e-6, 0.0, True, 30)
@@ -157,6 +162,6 @@ def pipelined_time_s(costs: PipelineCosts, params: PhysicalParams) -> float:
     178.0
     """
     steady = np.maximum(np.maximum(costs.wire_with(params), costs.nic_messages * params.net_message_overhead_s),
-                        costs.connection_steps * params.net_step_cycle_s)
+                        costs.connection_steps * costs.proxy_load * params.net_step_cycle_s)
     total = costs.latency_with(params) + steady + costs.fill_with(params)
     return float(total) if np.ndim(total) == 0 else total

@@ -29,6 +29,7 @@ Examples
 
 from __future__ import annotations
 
+import functools
 import math
 
 NCCL_STEPS = 8
@@ -79,8 +80,10 @@ def _buffer_chunk(collective: str, algorithm: str, protocol: str) -> tuple[int, 
 
 
 def _reduced_chunk(algorithm: str, protocol: str, collective: str, n_bytes: int, chunk: int, n_channels: int,
-                   n_ranks: int, n_nodes: int, nvls_heads: int) -> int:
-    """calcCollChunking's size-dependent reductions (enqueue.cc v2.30.7)."""
+                   n_ranks: int, n_nodes: int, nvls_heads: int,
+                   nvls_tree_chunk: tuple[int, int] = (NVLS_CHUNK_BYTES, NVLS_TREE_CHUNK_BYTES_4_NODES)) -> int:
+    """calcCollChunking's size-dependent reductions (enqueue.cc v2.30.7); ``nvls_tree_chunk`` is NVLSTree's
+    first chunk and its cap from 4 nodes (0: none), which changed in 2.19 and 2.21."""
     if algorithm == "nvls":
         chunk = min(chunk, NVLS_CHUNK_BYTES)
         ops = n_channels * nvls_heads
@@ -89,7 +92,9 @@ def _reduced_chunk(algorithm: str, protocol: str, collective: str, n_bytes: int,
                 chunk = floor
     elif algorithm == "nvls_tree":
         ops = n_channels * nvls_heads
-        chunk = NVLS_TREE_CHUNK_BYTES_4_NODES if n_nodes >= 4 else NVLS_CHUNK_BYTES
+        chunk = nvls_tree_chunk[0]
+        if n_nodes >= 4 and nvls_tree_chunk[1]:
+            chunk = min(chunk, nvls_tree_chunk[1])
         for factor, floor in ((32, 262144), (16, 131072), (4, 65536), (1, 32768)):
             if n_bytes < factor * ops * chunk and chunk > floor:
                 chunk = floor
@@ -110,17 +115,26 @@ def _reduced_chunk(algorithm: str, protocol: str, collective: str, n_bytes: int,
 
 
 def chunk_bytes(collective: str, algorithm: str, protocol: str, n_bytes: int, *, n_channels: int, n_ranks: int,
-                n_nodes: int, nvls_heads: int = 1) -> int:
+                n_nodes: int, nvls_heads: int = 1,
+                nvls_tree_chunk: tuple[int, int] = (NVLS_CHUNK_BYTES, NVLS_TREE_CHUNK_BYTES_4_NODES)) -> int:
     """Payload bytes one step of one channel's connection carries (at least 1 for a non-empty call).
 
     Ring kernels split each rank's share into per-loop chunks no larger than the data they have, and
     Simple splits a chunk into slices: the step is the slice. ``n_bytes`` is the nccl-tests size.
+    ``nvls_tree_chunk``: NVLSTree's first chunk and 4-node cap of the NCCL release
+    (:class:`gpuwait.collectives.nccl_versions.NcclRelease`); 2.21 to 2.30's by default.
+
+    >>> chunk_bytes("all_reduce", "nvls_tree", "Simple", 2**30, n_channels=8, n_ranks=16, n_nodes=2)
+    131072
+    >>> chunk_bytes("all_reduce", "nvls_tree", "Simple", 2**30, n_channels=8, n_ranks=16, n_nodes=2,
+    ...             nvls_tree_chunk=(512 * 1024, 65536))
+    524288
     """
     if n_bytes <= 0:
         return 0
     chunk, slices = _buffer_chunk(collective, algorithm, protocol)
     chunk = _reduced_chunk(algorithm, protocol, collective, n_bytes, chunk, max(n_channels, 1), max(n_ranks, 1),
-                           max(n_nodes, 1), max(nvls_heads, 1))
+                           max(n_nodes, 1), max(nvls_heads, 1), nvls_tree_chunk)
     if algorithm == "ring":
         share = math.ceil(n_bytes / (max(n_channels, 1) * max(n_ranks, 1)))
         chunk = min(chunk, share)
@@ -190,6 +204,50 @@ def latency_steps(algorithm: str, collective: str, n_ranks: int, n_nodes: int) -
     if algorithm == "pat":
         return n_ranks - n_nodes, levels
     return int(n_nodes == 1), int(n_nodes > 1)  # p2p: one step
+
+
+def _btree_peers(n: int, rank: int) -> set[int]:
+    """Parent and children of ``rank`` in NCCL's binary tree over ``n`` nodes (``ncclGetBtree``, src/graph/trees.cc
+    v2.30.7-1: a rank's lowest set bit is its level; rank 0 is the root with one child)."""
+    bit = 1
+    while bit < n and not bit & rank:
+        bit <<= 1
+    if rank == 0:
+        return {bit >> 1} if n > 1 else set()
+    parent = (rank ^ bit) | (bit << 1)
+    if parent >= n:
+        parent = rank ^ bit
+    low = bit >> 1
+    peers = {parent}
+    if low:
+        peers.add(rank - low)
+        while low and rank + low >= n:
+            low >>= 1
+        if low:
+            peers.add(rank + low)
+    return peers
+
+
+@functools.lru_cache(maxsize=256)
+def tree_network_peers(n_nodes: int) -> float:
+    """Network peers per channel of the busiest node of NCCL's double binary tree, averaged over its two
+    trees (channels alternate between them; ``ncclGetDtree``, src/graph/trees.cc v2.30.7-1: the second
+    tree mirrors the first for an even node count and shifts it by one for an odd one).
+
+    >>> [tree_network_peers(n) for n in (1, 2, 3, 4, 8, 64)]
+    [0.0, 1.0, 1.5, 2.0, 2.0, 2.0]
+    """
+    n = max(int(n_nodes), 1)
+    if n == 1:
+        return 0.0
+    busiest = 0.0
+    for rank in range(n):
+        if n % 2:
+            second = {(p + 1) % n for p in _btree_peers(n, (rank - 1) % n)}
+        else:
+            second = {n - 1 - p for p in _btree_peers(n, n - 1 - rank)}
+        busiest = max(busiest, (len(_btree_peers(n, rank)) + len(second)) / 2)
+    return busiest
 
 
 #: threads per channel (NCCL_{LL,LL128,SIMPLE}_MAX_NTHREADS, device.h) and bytes per thread below

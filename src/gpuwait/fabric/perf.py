@@ -32,12 +32,14 @@ from gpuwait.collectives.communicator import Communicator
 from gpuwait.collectives.ncclenv import NcclEnv, Setting, apply_env, env_setting, qps_setting
 from gpuwait.collectives.physical import PhysicalParams, PipelineCosts, physical_params, pipelined_time_s
 from gpuwait.collectives.pipeline import (
+    NCCL_STEPS,
     channels_for_size,
     chunk_bytes,
     latency_steps,
     p2p_chunk_bytes,
     pipeline_depth,
     ring_slices,
+    tree_network_peers,
 )
 from gpuwait.collectives.tuning import (
     NVLS_EFFICIENCY,
@@ -228,10 +230,15 @@ class CollectivePredictor:
         """NICs NCCL's graphs of one node spread channels over: every NIC of a whole server (or, with
         MNNVL, of every server of the domain), else one per rank."""
         topo, comm = self.comm.topo, self.comm
-        per_server = int((topo.gpu_nics >= 0).sum())
+        # distinct NICs, not GPUs with a NIC: GPUs that share a NIC (2 per NIC on p4d/p4de, hgx-h100-4nic)
+        # give NCCL's search one network device per pair, not two
+        per_server = len(np.unique(topo.gpu_nics[topo.gpu_nics >= 0]))
         if comm.spans_servers:
             return max(1, round(per_server * comm.ppn / topo.gpus_per_server))
-        return max(1, per_server if comm.ppn == topo.gpus_per_server else comm.ppn)
+        if comm.ppn == topo.gpus_per_server:
+            return max(1, per_server)
+        mine = topo.gpu_nics[comm.local_gpu_index(comm.node_ranks[0])]
+        return max(1, len(np.unique(mine[mine >= 0])))
 
     def _multi_node_graphs(self, sm: int, links: int, nvswitch: bool) -> tuple[Graph, dict]:
         comm, server, graphs = self.comm, self.comm.topo.spec.server, {}
@@ -461,7 +468,9 @@ class CollectivePredictor:
         # small calls run on fewer channels, so each step carries more
         size_channels = channels_for_size(algorithm, protocol, n_bytes, channels)
         chunk = chunk_bytes(collective, algorithm, protocol, n_bytes, n_channels=size_channels, n_ranks=comm.n_ranks,
-                            n_nodes=comm.n_nodes, nvls_heads=comm.ppn)
+                            n_nodes=comm.n_nodes, nvls_heads=comm.ppn,
+                            nvls_tree_chunk=(self.env.release.nvls_tree_first_chunk_bytes,
+                                             self.env.release.nvls_tree_chunk_4_nodes_bytes))
         nic_messages = connection_steps = 0.0
         if fabric_s is not None and comm.n_nodes > 1:
             nic_messages = self.nic_bytes_per_byte(collective, FLOW_ALGORITHMS[algorithm], protocol, channels) * n_bytes / chunk
@@ -484,9 +493,58 @@ class CollectivePredictor:
             connection_steps = (intra_steps + inter_steps) * (messages - first_loop)
         else:
             connection_steps = max(0.0, connection_steps - 1)
-        costs = PipelineCosts(prediction.latency_us * 1e-6, intra_steps, inter_steps, max(model_s, fabric_s or 0.0),
-                              nic_messages, fill_intra_s, fill_inter_s, window, comm.n_nodes > 1, connection_steps)
+        wire_s = max(model_s, fabric_s or 0.0)
+        if nic_messages:
+            wire_s = max(wire_s, self._rail_bound_s(collective, n_bytes, algorithm, protocol, channels, size_channels,
+                                                    chunk))
+        costs = PipelineCosts(prediction.latency_us * 1e-6, intra_steps, inter_steps, wire_s,
+                              nic_messages, fill_intra_s, fill_inter_s, window, comm.n_nodes > 1, connection_steps,
+                              self._proxy_load(algorithm, size_channels))
         return self._estimate(collective, n_bytes, algorithm, protocol, channels, model_s, fabric_s, chunk, costs)
+
+    def _proxy_load(self, algorithm: str, size_channels: int) -> float:
+        """Network connections the busiest GPU's proxy thread serves, per send-and-receive pair of one channel.
+
+        NCCL's proxy thread (one per GPU) passes over every active network connection in turn and moves
+        each by at most one state per pass (``progressOps``, src/proxy.cc; ``sendProxyProgress`` /
+        ``recvProxyProgress``, src/transport/net.cc, NVIDIA/nccl v2.30.7-1), so a connection's step
+        cycle grows with the connections the proxy serves: the channels on the GPU's NIC times the
+        network peers of each (a ring's next and previous rank: 1; a tree's parent and children between
+        nodes, the busiest node's average over NCCL's two trees: :func:`tree_network_peers`, 1 at 2 nodes,
+        1.5 at 3, 2 from 4).
+        """
+        per_nic = max(1.0, size_channels / self._node_nics())
+        if algorithm in ("tree", "nvls_tree") and self.comm.n_nodes > 1:
+            return per_nic * tree_network_peers(self.comm.n_nodes)
+        return per_nic
+
+    def _rail_bound_s(self, collective: str, n_bytes: int, algorithm: str, protocol: str, channels: int,
+                      size_channels: int, chunk: int) -> float:
+        """The busiest NIC's time when its messages keep only some of its rails busy (0 when all are).
+
+        A NIC that is a group of rails (aws-ofi-nccl's multi-rail EFA device: :meth:`TransportProfile.rails`)
+        runs at full rate only while its messages in flight cover every rail. A message up to the
+        plugin's stripe threshold travels on one rail (:meth:`TransportProfile.stripes`); in flight per
+        direction are the NIC's connections (a channel's send and receive each sit on one NIC) times the
+        messages each has outstanding: a ring step's slices (the next step waits for the previous rank,
+        src/device/prims_simple.h / prims_ll128.h, NVIDIA/nccl v2.30.7-1), or for pipelined trees and
+        NVLSTree up to ``NCCL_STEPS`` chunks. Rate = min(1, in flight x stripes / rails) of the NIC's.
+        """
+        server = self.comm.topo.spec.server
+        nic_Bps = server.nic_speed * server.nic_ports
+        rails = self.transport.rails(nic_Bps)
+        if rails <= 1:
+            return 0.0
+        message = chunk / PROTOCOL_PAYLOAD[protocol]  # bytes on the wire: LL and LL128 carry their flags
+        per_channel = n_bytes / max(size_channels, 1)
+        outstanding = ring_slices(collective, protocol) if algorithm == "ring" else max(
+            1, min(NCCL_STEPS, math.ceil(per_channel / max(chunk, 1))))
+        connections = max(1.0, size_channels / self._node_nics())
+        share = min(1.0, connections * outstanding * self.transport.stripes(message, rails) / rails)
+        if share >= 1.0:
+            return 0.0
+        nic_bytes = self.nic_bytes_per_byte(collective, FLOW_ALGORITHMS[algorithm], protocol, channels) * n_bytes / 2
+        return nic_bytes / (self.transport.goodput_Bps(nic_Bps) * PROTOCOL_PAYLOAD[protocol] * share)
 
     def _estimate(self, collective: str, n_bytes: int, algorithm: str, protocol: str, channels: int, model_s: float,
                   fabric_s: float | None, chunk: int, costs: PipelineCosts) -> CollectiveEstimate:

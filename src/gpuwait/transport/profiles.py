@@ -17,6 +17,18 @@ Header bytes per packet (public protocol layouts):
   figure is published). ``nccl_net_latency_s``: the 75 us network latency aws-ofi-nccl v1.8.1
   reports to NCCL on p4d/p4de/p5 (``src/platform-aws.c``, ``platform_data_map[].latency``;
   150 us elsewhere), which NCCL's tuning adds per network hop (``latencyInter``).
+  ``device_speed_Bps``: one EFA device carries 100 Gbit/s on p4d/p4de and p5 (AWS EC2 instance types:
+  4 x 100 and 32 x 100 Gbit/s); a server NIC faster than that is aws-ofi-nccl's multi-rail group of
+  devices, one NCCL network device per GPU on p5 (``src/nccl_ofi_topo.c`` groups the devices nearest
+  each GPU). aws-ofi-nccl's scheduler
+  (``src/nccl_ofi_scheduler.c``, v1.8.1-aws to v1.12.x) sends a message of at most
+  ``OFI_NCCL_ROUND_ROBIN_THRESHOLD`` (256 KiB, ``include/nccl_ofi_param.h``) whole on one rail, round
+  robin, and stripes a larger one over every rail (``stripe_threshold_bytes``); from v1.13 a message is
+  cut into ``ceil(size / OFI_NCCL_MIN_STRIPE_SIZE)`` stripes of at least 128 KiB, at most one per rail.
+  The profile follows v1.8.1, the plugin the one published EFA-on-p5 table's image ships. The scheduler
+  belongs to the plugin's RDMA protocol, which it picks when a node has more EFA devices than GPUs
+  (``src/nccl_ofi_net.c``: p5); p4d/p4de (4 devices, 8 GPUs) run its SENDRECV protocol, one device per
+  NIC, which the 100 Gbit/s device speed also gives (one rail).
 
 Per-message overheads and ceilings (sources in docs/sources.md): RDMA write/send latency acceptance
 of 2.5 us (Mellanox/ngc_multinode_perf ``common.sh`` ``LAT_PASS_VAL``), ib_send_lat of 0.8-1.6 us for
@@ -84,6 +96,9 @@ class TransportProfile:
     rdma: bool = True
     nccl_net_latency_s: float = 0.0  # network latency the NCCL net plugin reports (ncclNetProperties_t.latency)
     host_ceiling_Bps: float | None = None  # per NIC port and direction: what the host's software path can move
+    #: one device of a multi-rail NIC group (a NIC faster than this is several rails); None = one rail per NIC
+    device_speed_Bps: float | None = None
+    stripe_threshold_bytes: float = 0.0  # messages up to this size travel on one rail of the group
     ecn: EcnParams = field(default_factory=EcnParams)
     dcqcn: DcqcnParams = field(default_factory=DcqcnParams)
 
@@ -95,6 +110,24 @@ class TransportProfile:
         (0.9937, 0.9804)
         """
         return self.mtu_bytes / (self.mtu_bytes + self.header_bytes)
+
+    def rails(self, nic_speed_Bps: float) -> int:
+        """Devices (rails) behind one NIC of ``nic_speed_Bps``: 1 unless the transport groups devices.
+
+        >>> TRANSPORTS["efa"].rails(50e9), TRANSPORTS["efa"].rails(12.5e9), TRANSPORTS["infiniband"].rails(50e9)
+        (4, 1, 1)
+        """
+        if not self.device_speed_Bps:
+            return 1
+        return max(1, round(nic_speed_Bps / self.device_speed_Bps))
+
+    def stripes(self, message_bytes: float, rails: int) -> int:
+        """Rails one message of ``message_bytes`` travels on: one up to ``stripe_threshold_bytes``, else all.
+
+        >>> TRANSPORTS["efa"].stripes(256 * 1024, 4), TRANSPORTS["efa"].stripes(256 * 1024 + 1, 4)
+        (1, 4)
+        """
+        return 1 if message_bytes <= self.stripe_threshold_bytes else rails
 
     def goodput_Bps(self, line_rate_Bps: float) -> float:
         """Payload rate a host can reach on a port of ``line_rate_Bps``."""
@@ -126,7 +159,8 @@ register_transport(TransportProfile(
 # control is not DCQCN, and the packet engine has no model of it ("none")
 register_transport(TransportProfile(
     name="efa", mtu_bytes=8192, header_bytes=82, message_overhead_s=2.5e-6, lossless=True,
-    flow_control="none", congestion_control="srd", nccl_net_latency_s=75e-6))
+    flow_control="none", congestion_control="srd", nccl_net_latency_s=75e-6, device_speed_Bps=12.5e9,
+    stripe_threshold_bytes=256 * 1024))
 # Google GPUDirect-TCPX (A3 High, a3-highgpu-8g: 4 GPU NICs of 200 Gbit/s) and TCPXO (A3 Mega, a3-megagpu-8g:
 # 8 GPU NICs of 200 Gbit/s), Google Cloud "GPU machine types" / "Maximize GPU network bandwidth" docs: kernel TCP
 # with header split, the payload landing in GPU memory (no host staging, no receive copy); the same TCP

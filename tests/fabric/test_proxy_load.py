@@ -1,0 +1,49 @@
+"""The step cycle of a network connection grows with the connections its GPU's proxy thread serves.
+
+NCCL's proxy thread (one per GPU) passes over every active network operation in turn and moves each
+channel's connection by at most one state per pass (NVIDIA/nccl v2.30.7-1 ``src/proxy.cc``
+``progressOps``; ``src/transport/net.cc`` ``sendProxyProgress`` / ``recvProxyProgress``). Closed forms
+on DGX H100 (8 NICs, one per GPU), per send-and-receive pair of one channel:
+
+* ring, 16 channels: 2 channels per NIC x 1 peer = 2; with ``NCCL_MIN_CTAS=24``: 3;
+* tree at 8 nodes: 2 channels per NIC x 2 peers (the busiest node of NCCL's double binary tree is
+  interior in one tree, 3 peers, and a leaf in the other, 1: ``ncclGetDtree``, src/graph/trees.cc) = 4;
+* tree at 2 nodes: one peer per channel = 2.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuwait.collectives.communicator import Communicator
+from gpuwait.collectives.ncclenv import parse_env
+from gpuwait.fabric.perf import CollectivePredictor
+from gpuwait.spec import ClusterSpec, RoutingSpec
+from gpuwait.topology.presets import build_cluster
+from gpuwait.transport import TRANSPORTS
+
+MiB = 2**20
+
+
+def _predictor(servers: int, env: dict) -> CollectivePredictor:
+    topo = build_cluster(ClusterSpec.model_validate({"preset": "dgx-h100", "servers": servers}))
+    return CollectivePredictor.create(Communicator.world(topo), parse_env(env), RoutingSpec(), TRANSPORTS["infiniband"])
+
+
+@pytest.mark.parametrize(("servers", "env", "size", "load"), [
+    (2, {"NCCL_ALGO": "Ring", "NCCL_PROTO": "Simple"}, 2**30, 2.0),
+    (2, {"NCCL_ALGO": "Ring", "NCCL_PROTO": "Simple", "NCCL_MIN_CTAS": "24"}, 2**30, 3.0),
+    (8, {"NCCL_ALGO": "Tree", "NCCL_PROTO": "LL128"}, 16 * MiB, 4.0),
+    (2, {"NCCL_ALGO": "Tree", "NCCL_PROTO": "LL128"}, 16 * MiB, 2.0),
+])
+def test_proxy_load_is_channels_on_the_nic_times_network_peers(servers, env, size, load):
+    est = _predictor(servers, env).estimate("all_reduce", size)
+    assert est.costs.proxy_load == pytest.approx(load)
+
+
+def test_more_connections_on_the_proxy_slow_a_mid_size_tree():
+    # same tree, same steps: 8 nodes' interior proxies serve twice the connections of 2 nodes' per channel
+    few = _predictor(8, {"NCCL_ALGO": "Tree", "NCCL_PROTO": "LL128"}).estimate("all_reduce", 16 * MiB)
+    assert few.costs.connection_steps > 0
+    assert few.costs.proxy_load == pytest.approx(2 * _predictor(2, {"NCCL_ALGO": "Tree", "NCCL_PROTO": "LL128"})
+                                                 .estimate("all_reduce", 16 * MiB).costs.proxy_load)
