@@ -42,11 +42,16 @@ def _table(outcomes) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=240)
-    parser.add_argument("--seed-base", type=int, default=FRESH_BASE)
-    parser.add_argument("--dev", action="store_true", help="use the development seeds instead (never reported)")
+    parser.add_argument("--seed-base", type=int, default=None,
+                        help=f"the first seed (default {FRESH_BASE:,}; with --dev, the first development seed)")
+    parser.add_argument("--dev", action="store_true",
+                        help="use the development seeds from --seed-base on instead (never reported)")
     parser.add_argument("--misses", action="store_true", help="list every miss")
     args = parser.parse_args()
-    seeds = sorted(DEV_SEEDS)[: args.cases] if args.dev else fresh_seeds(args.cases, args.seed_base)
+    if args.dev:
+        seeds = [s for s in sorted(DEV_SEEDS) if s >= (args.seed_base or 0)][: args.cases]
+    else:
+        seeds = fresh_seeds(args.cases, FRESH_BASE if args.seed_base is None else args.seed_base)
     start = time.perf_counter()
     outcomes = [score_case(draw_case(seed)) for seed in seeds]
     wall = time.perf_counter() - start

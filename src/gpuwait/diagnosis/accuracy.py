@@ -179,6 +179,12 @@ def resolve_inject(case: Case, scenario: Scenario) -> str | None:
     return f"{kind}:{name}" + (f":{params}" if params else "")
 
 
+def fabric_link(name: str) -> bool:
+    """A switch-to-switch link (either direction, any tier): where an ECMP collision sits."""
+    return "->" in name and all(end.split("#")[0].rstrip("0123456789") in ("leaf", "spine", "core", "agg")
+                                for end in name.split("->"))
+
+
 @dataclass(frozen=True)
 class Outcome:
     case: Case
@@ -205,7 +211,7 @@ def run_case(case: Case, seed: int = 0, measure_gain: bool = True) -> Outcome:
         return Outcome(case, inject, None, None, None, False, False)
     expected = case.expect_component or (faults[0].target if faults else None)
     if expected == "*uplink":
-        component_ok = "->spine" in top.component or "->core" in top.component
+        component_ok = fabric_link(top.component)
     elif expected == "*leaf":
         component_ok = top.component.startswith("leaf")
     else:

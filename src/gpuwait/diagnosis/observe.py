@@ -115,7 +115,17 @@ def _starved_server_phases(topo: Topology, ranks: np.ndarray, per_gpu_s: dict[st
     if not starved:
         return per_gpu_s
     on_starved = np.isin(topo.node_server[ranks], starved)
-    phases = dict(per_gpu_s)
-    phases["straggler_wait"] = per_gpu_s["straggler_wait"] + np.where(on_starved, 0.0, per_gpu_s["data_wait"])
-    phases["data_wait"] = np.where(on_starved, per_gpu_s["data_wait"], 0.0)
+    phases = {k: np.asarray(v, dtype=float).copy() for k, v in per_gpu_s.items()}
+    # the model's data wait sits where the job's data enters (a pipeline's first stage) and is the
+    # loaders' deficit per step; the starved server's GPUs wait that long for their batch whatever
+    # their stage, out of the time the model counts as waiting for peers (straggler wait, bubble)
+    deficit = float(per_gpu_s["data_wait"].max(initial=0.0))
+    take = np.where(on_starved, np.maximum(deficit - phases["data_wait"], 0.0), 0.0)
+    for phase in ("straggler_wait", "bubble"):
+        if phase in phases:
+            moved = np.minimum(take, phases[phase])
+            phases[phase] -= moved
+            take -= moved
+    phases["straggler_wait"] += np.where(on_starved, 0.0, per_gpu_s["data_wait"])
+    phases["data_wait"] = np.where(on_starved, deficit - take, 0.0)
     return phases

@@ -257,9 +257,11 @@ PCIE_LANE_GBps = {1: 2.5 * 0.8 / 8, 2: 5 * 0.8 / 8, 3: 8 * 128 / 130 / 8, 4: 16 
 
 
 def _pcie_Bps(gen: float, width: float) -> float:
-    if not (np.isfinite(gen) and np.isfinite(width)) or int(gen) not in PCIE_LANE_GBps:
+    # a generation and a width are whole numbers: a scrape averaged over a window, or with noise,
+    # reads 4.97 for Gen5, which is Gen5 (truncating it made a healthy link a Gen4 one)
+    if not (np.isfinite(gen) and np.isfinite(width)) or round(gen) not in PCIE_LANE_GBps:
         return float("nan")
-    return PCIE_LANE_GBps[int(gen)] * 1e9 * width
+    return PCIE_LANE_GBps[round(gen)] * 1e9 * round(width)
 
 
 def _nic_link_of_gpu(obs: Observation, gpu: int) -> int | None:
@@ -296,7 +298,7 @@ def pcie_downtrained(obs: Observation, out: RuleOutput) -> None:
         nic_Bps = float(obs.topo.link_capacity_Bps[link]) if link is not None else 0.0
         lost = _link_lost_s(obs, link, nic_Bps / rate) if link is not None and rate < nic_Bps else 0.0
         name = obs.topo.node_name[gpu]
-        gen, width = obs.gpu_pcie[gpu]
+        gen, width = (round(v) for v in obs.gpu_pcie[gpu])
         out.candidates.append(Candidate(
             "pcie-downtrained", name, 0.9 if lost > 0 else 0.5,
             {"pcie_link": f"Gen{int(gen)} x{int(width)}", "its_rate": _gbps(rate), "peers_best": _gbps(best),
@@ -327,9 +329,11 @@ def _data_wait(obs: Observation) -> tuple[float, str]:
     per_server = {int(s): float(wait[servers == s].mean()) for s in np.unique(servers)}
     worst = max(per_server, key=per_server.get)
     rest = [v for s, v in per_server.items() if s != worst]
-    # one server's loaders: its GPUs wait for data while the others, fed, wait for it at their collectives
+    # one server's loaders: its GPUs wait for data while the others, fed, wait for it, at their
+    # collectives (straggler wait) or, in a pipeline, in their receives from its stage (bubble)
     others = servers != worst
-    fed_wait = float(obs.per_gpu_s["straggler_wait"][others].mean()) if others.any() else 0.0
+    waits = obs.per_gpu_s["straggler_wait"] + obs.per_gpu_s.get("bubble", 0.0)
+    fed_wait = float(waits[others].mean()) if others.any() else 0.0
     if rest and max(rest) < 0.5 * per_server[worst] and fed_wait >= 0.5 * per_server[worst]:
         return per_server[worst], obs.topo.server_name(int(worst))  # the host by its real name
     return mean, "all"
@@ -486,11 +490,22 @@ def no_gdr(obs: Observation, out: RuleOutput) -> None:
         return
     servers = sorted(obs.gdr_off_servers)
     component = "all" if len(servers) == obs.topo.n_servers else obs.topo.server_name(servers[0])
+    # staged through host memory, each network byte crosses the PCIe switch's uplink twice (GPU to
+    # memory, memory to NIC, and the reverse on receive), so a NIC moves at most half the PCIe
+    # bandwidth; GPUDirect RDMA moves it once, at the NIC's rate. The cost is the busiest such NIC
+    # port's bytes at the staged rate instead of its own (none when the NIC is the slower)
+    staged_Bps = obs.topo.spec.server.pcie_bandwidth / 2
+    ports = [int(p) for p in _host_nic_links(obs) if int(obs.topo.node_server[obs.topo.link_src[p]]) in servers]
+    lost = max((_link_lost_s(obs, p, float(obs.topo.link_capacity_Bps[p]) / staged_Bps) for p in ports
+                if obs.topo.link_capacity_Bps[p] > staged_Bps), default=0.0)
     out.candidates.append(Candidate(
-        "no-gdr", component, 0.95, {"servers_without_gdr": len(servers)},
+        "no-gdr", component, 0.95, {"servers_without_gdr": len(servers), "staged_rate": _gbps(staged_Bps),
+                                    "lost_ms": round(lost * 1e3, 2)},
         "NCCL's network connections on " + ("every server" if component == "all" else component)
-        + " lack GDRDMA: data bounces through host memory and crosses the PCIe switch twice.",
-        "load nvidia-peermem (or use DMA-BUF), keep ACS off on the PCIe switches and set NCCL_NET_GDR_LEVEL", direct=True))
+        + f" lack GDRDMA: data bounces through host memory and crosses the PCIe switch twice, at most {_gbps(staged_Bps)}"
+        + (f"; the step waits about {_ms(lost)} for it." if lost > 0 else ", which the NIC does not exceed anyway."),
+        "load nvidia-peermem (or use DMA-BUF), keep ACS off on the PCIe switches and set NCCL_NET_GDR_LEVEL", direct=True,
+        lost_s=lost))
 
 
 @rule("nic-affinity", _dropping("nic-affinity", on_component=True))
@@ -702,6 +717,23 @@ def _uplinks_by_switch(obs: Observation, tier: int) -> dict[int, np.ndarray]:
     return {k: np.array(v) for k, v in groups.items()}
 
 
+def _equal_cost_groups(obs: Observation) -> list[np.ndarray]:
+    """Every set of equal-cost switch-to-switch links one hash chooses among, on every tier: a
+    switch's uplinks to the tier above (its own hash picks one), and the downlinks from the tier
+    above into one switch (the hash a tier lower picked which of them a flow comes down: a 3-tier
+    collision on spine -> core also sits on core -> spine and spine -> leaf)."""
+    topo = obs.topo
+    compute = topo.node_network == Network.COMPUTE
+    src_tier, dst_tier = topo.node_tier[topo.link_src], topo.node_tier[topo.link_dst]
+    fabric = (src_tier >= 1) & (dst_tier >= 1) & compute[topo.link_src] & compute[topo.link_dst]
+    groups: dict[tuple[str, int], list[int]] = {}
+    for link in np.flatnonzero(fabric & (dst_tier == src_tier + 1)):
+        groups.setdefault(("up", int(topo.link_src[link])), []).append(int(link))
+    for link in np.flatnonzero(fabric & (dst_tier == src_tier - 1)):
+        groups.setdefault(("down", int(topo.link_dst[link])), []).append(int(link))
+    return [np.array(v) for v in groups.values()]
+
+
 def _seed_per_switch(scenario: Scenario, faults: list[FaultSpec], component: str) -> tuple[Scenario, list[FaultSpec]]:
     routing = scenario.cluster.routing.model_copy(update={"per_switch_seed": True})
     scenario = scenario.model_copy(update={"cluster": scenario.cluster.model_copy(update={"routing": routing})})
@@ -756,8 +788,9 @@ def _job_bytes(obs: Observation, links: np.ndarray) -> np.ndarray:
 
 
 def _collided(obs: Observation, links: np.ndarray) -> tuple[float, int, float] | None:
-    """(time lost, hottest uplink, its bytes over the mean) when ECMP left one of ``links`` (the
-    equal-cost uplinks of one switch) with more than its share while a sibling sat idle."""
+    """(time lost, hottest link, its bytes over the mean) when ECMP left one of ``links`` (equal-cost
+    siblings: a switch's uplinks, or the downlinks into one switch) with more than its share while a
+    sibling sat idle."""
     if len(links) < 2 or (obs.link_rate_Bps[links] < RATE_DOWNSHIFT * obs.link_nominal_Bps[links]).any():
         return None  # a degraded port explains an imbalance
     own = _job_bytes(obs, links)
@@ -769,16 +802,16 @@ def _collided(obs: Observation, links: np.ndarray) -> tuple[float, int, float] |
     carrying = others[others >= IDLE_SIBLING * mean]
     if not len(carrying):
         return None  # one flow on one uplink, the rest idle: nothing collided
-    # the hottest uplink against a typical busy sibling: two flows where the others carry one
+    # the hottest link against a typical busy sibling: two flows where the others carry one
     typical = float(np.median(carrying))
     if own[hot] <= typical:
         return None
     rate = float(obs.link_rate_Bps[links[hot]])
     hot_s = float(own[hot]) / rate
-    # balanced, the hot uplink would carry what its busy siblings carry (a hashed flow is not split,
-    # and a flow alone on an uplink already runs at its NIC's pace)
+    # balanced, the hot link would carry what its busy siblings carry (a hashed flow is not split,
+    # and a flow alone on a link already runs at its NIC's pace)
     floor_s = typical / rate
-    # two bounds: the bytes beyond the floor at the uplink's rate (counters of one step), and the
+    # two bounds: the bytes beyond the floor at the link's rate (counters of one step), and the
     # share of the exposed communication the floor would save (whatever the counters' window)
     lost = min(hot_s - floor_s, _exposed_comm_s(obs) * (1.0 - floor_s / hot_s))
     return lost, int(links[hot]), float(own[hot]) / max(typical, 1e-30)
@@ -786,8 +819,9 @@ def _collided(obs: Observation, links: np.ndarray) -> tuple[float, int, float] |
 
 @rule("ecmp-collision", Fix(_adaptive, routing=more_qps))
 def collision(obs: Observation, out: RuleOutput) -> None:
-    """ECMP hashed two or more flows onto one uplink while a sibling uplink of the same switch sat
-    idle (carried under IDLE_SIBLING of the mean): a load imbalance across equal-cost paths, not a
+    """ECMP hashed two or more flows onto one link while an equal-cost sibling sat idle (carried
+    under IDLE_SIBLING of the mean; siblings: a switch's uplinks, or the downlinks from the tier
+    above into one switch, on every tier): a load imbalance across equal-cost paths, not a
     busy threshold (Al-Fares et al., "Hedera", NSDI 2010, find such collisions cost large flows up
     to half their bandwidth while links idle). The cost is the hottest uplink's time beyond a busy
     sibling's share at its rate, and at most that share of the exposed communication (the bytes
@@ -796,21 +830,19 @@ def collision(obs: Observation, out: RuleOutput) -> None:
         out.missing.append("per-port transmitted bytes and rates")
         return
     best = None
-    for tier in (1, 2):
-        for links in _uplinks_by_switch(obs, tier).values():
-            found = _collided(obs, links)
-            if found is not None and (best is None or found[0] > best[0]):
-                best = found
+    for links in _equal_cost_groups(obs):
+        found = _collided(obs, links)
+        if found is not None and (best is None or found[0] > best[0]):
+            best = found
     if best is None or not _matters(obs, best[0]):
         return
     lost, link, over = best
     name = _cable_name(obs, link)
-    switch = obs.topo.node_name[obs.topo.link_src[link]]
     out.candidates.append(Candidate(
         "ecmp-collision", name, min(1.0, 0.5 + (over - 1.0) / 2),
         {"hottest_uplink_vs_typical": round(over, 2), "lost_ms": round(lost * 1e3, 2)},
-        f"ECMP hashed several flows onto {name}: it carries {over:.1f} times the bytes of {switch}'s typical busy uplink "
-        f"while at least one of them is idle, and the collective waits about {_ms(lost)} per step for it.",
+        f"ECMP hashed several flows onto {name}: it carries {over:.1f} times the bytes of a typical busy equal-cost "
+        f"sibling (a link a flow could have taken instead) while at least one sibling is idle, and the collective waits about {_ms(lost)} per step for it.",
         "use adaptive routing / packet spraying on the switches, or spread each connection over more QPs "
         "(NCCL_IB_QPS_PER_CONNECTION=4)", lost_s=lost))
 

@@ -12,6 +12,8 @@ the rules that need them stay silent.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from gpuwait.diagnosis.observe import CONGESTION_COUNTERS, Observation, observe_run
@@ -68,7 +70,9 @@ def export_metrics(run: WorkloadRun, case: int = 0) -> MetricSet:
     samples.append(("gpuwait_steps_total", {}, float(result.steps)))
     samples += _dcgm_gpu_state(topo, observation)
     extra = MetricSet.from_samples(samples, info=_INFO)
-    return metrics_from_result(result, topo, extra_counters=extra)
+    # the phases step markers show (one server's starved loaders: its GPUs wait for data, the others for it)
+    breakdown = dataclasses.replace(result.breakdown, per_gpu_s=observation.per_gpu_s)
+    return metrics_from_result(dataclasses.replace(result, breakdown=breakdown), topo, extra_counters=extra)
 
 
 def _dcgm_gpu_state(topo: Topology, observation: Observation) -> list:
