@@ -347,6 +347,43 @@ class _Distances:
 
 
 # ------------------------------------------------------------------------------------ the hop-by-hop walk
+# a dense table of (a, b) cells is used while it has at most this many cells per pair, plus a floor
+_DENSE_CELLS_PER_PAIR, _DENSE_CELLS_MIN = 8, 1 << 20
+
+
+def _unique_pairs(a: np.ndarray, b: np.ndarray, n_b: int) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(a * n_b + b, return_inverse=True)`` for non-negative ``a`` and ``0 <= b < n_b``.
+
+    A hop's states take few distinct values of each (a chunk's rows, one tier's nodes, a few keys)
+    but there are millions of pairs: numbering the values present and marking the pairs in a dense
+    table of those is a few linear passes instead of a sort. Numbering is monotone, so the result
+    (sorted unique pairs, inverse) is np.unique's.
+    """
+    if len(a) == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    a_ids, a_of = _present(a)
+    b_ids, b_of = _present(b)
+    n_cells = len(a_ids) * len(b_ids)
+    if n_cells > max(_DENSE_CELLS_PER_PAIR * len(a), _DENSE_CELLS_MIN):
+        uniq, inv = np.unique(a.astype(np.int64) * n_b + b, return_inverse=True)
+        return uniq, inv.ravel()
+    cell = a_of * len(b_ids) + b_of
+    mark = np.zeros(n_cells, bool)
+    mark[cell] = True
+    used = np.flatnonzero(mark)
+    rank = np.cumsum(mark) - 1
+    return a_ids[used // len(b_ids)] * n_b + b_ids[used % len(b_ids)], rank[cell]
+
+
+def _present(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct values, sorted, and each element's index among them (by a table over 0..max)."""
+    table = np.zeros(int(values.max()) + 1, np.int64)
+    table[values] = 1
+    ids = np.flatnonzero(table)
+    table[ids] = np.arange(len(ids))
+    return ids.astype(np.int64), table[values]
+
+
 def _groups(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Group targets with equal distance rows: (group of each target, one target of each group)."""
     _, group_of = np.unique(rows, axis=0, return_inverse=True)
@@ -418,7 +455,7 @@ def _candidates(topo: Topology, keys: _Keys, target: np.ndarray, row: np.ndarray
     last = np.flatnonzero(d_state == 1)
     far = np.flatnonzero(d_state != 1)
     n_keys = len(keys.key_slot)
-    pairs, far_pair = np.unique(node[far] * n_keys + keys.of(topo, keys.slot[row[far]], node[far]), return_inverse=True)
+    pairs, far_pair = _unique_pairs(node[far], keys.of(topo, keys.slot[row[far]], node[far]), n_keys)
     set_node, set_key = pairs // n_keys, pairs % n_keys
     distance = np.empty(len(pairs))
     distance[far_pair] = d_state[far]  # the same for every state of a pair
@@ -468,8 +505,7 @@ def _walk_fabric(topo: Topology, spec: RoutingSpec, router: Router, start: np.nd
             stride = stride if chosen.stride is None else chosen.stride
             continue
         # merge branches that reach the same node
-        key = rows[keep].astype(np.int64) * topo.n_nodes + nxt[keep]
-        uniq, inv = np.unique(key, return_inverse=True)
+        uniq, inv = _unique_pairs(rows[keep], nxt[keep], topo.n_nodes)
         frac = np.bincount(inv, weights=weight[keep]).astype(float)
         stride = np.ones(len(uniq), np.int64)  # strides only matter on single paths (static)
         row, node = uniq // topo.n_nodes, uniq % topo.n_nodes

@@ -216,6 +216,9 @@ def _spray(hop: Hop) -> NextHops:
 # ------------------------------------------------------------------------------------ adaptive
 @register_router("adaptive", single_path=False, rounds=ADAPTIVE_ROUNDS, label="adaptive routing", per_leaf_pair=True)
 def _adaptive(hop: Hop) -> NextHops:
+    if (hop.count == 1).all():
+        # one next hop each (every hop down from the top tier): nothing to split
+        return NextHops(np.arange(len(hop.node)), hop.links[hop.first], hop.frac)
     owner, links = _fan_out(hop)
     split = adaptive_split(hop, hop.demand_Bps[hop.row] * hop.frac)
     return NextHops(owner, links, hop.frac[owner] * split)
