@@ -412,12 +412,14 @@ class _Keys:
     key_slot: np.ndarray  # a target standing for each key
     key_rows: np.ndarray  # distance rows of each key
     n_groups: int  # keys 0..n_groups-1 are leaf sets
+    start_distance: np.ndarray  # (R,) hops from each row's start to its target
 
     @classmethod
     def build(cls, topo: Topology, start: np.ndarray, target: np.ndarray) -> _Keys:
         targets, slot = np.unique(target, return_inverse=True)
         dist = _Distances(topo, targets)
-        unreachable = ~np.isfinite(dist(slot, start))
+        start_distance = dist(slot, start)
+        unreachable = ~np.isfinite(start_distance)
         if unreachable.any():
             r = int(np.flatnonzero(unreachable)[0])
             err = RoutingError(f"no path from {topo.node_name[start[r]]} to {topo.node_name[target[r]]}: "
@@ -430,7 +432,8 @@ class _Keys:
         key_slot = np.r_[group_slot, np.arange(n_targets), class_slot]
         key_rows = np.r_[dist.target_rows[group_slot], dist.target_rows,
                          dist.class_rows[class_slot]].reshape(len(key_slot), -1)
-        return cls(dist, targets, slot, group_of_slot, class_of_slot, key_slot, key_rows, len(group_slot))
+        return cls(dist, targets, slot, group_of_slot, class_of_slot, key_slot, key_rows, len(group_slot),
+                   start_distance)
 
     def of(self, topo: Topology, slot: np.ndarray, node: np.ndarray) -> np.ndarray:
         """Key of each (target slot, node) away from the target's leaf."""
@@ -443,15 +446,19 @@ class _Keys:
         return key
 
 
-def _candidates(topo: Topology, keys: _Keys, target: np.ndarray, row: np.ndarray, node: np.ndarray) -> dict:
-    """The equal-cost next hops of every state, as the candidate fields of a :class:`Hop`.
+def _candidates(topo: Topology, keys: _Keys, target: np.ndarray, row: np.ndarray, node: np.ndarray,
+                hops_done: int) -> dict:
+    """The equal-cost next hops of every state, as the candidate fields of a :class:`Hop`, after
+    ``hops_done`` hops of the walk.
 
     Away from the destination's leaf, the equal-cost next hops depend only on the node and the
     key of the destination: they are found once per such pair (a candidate set), and every
     state picks among its pair's. On the destination's leaf the only hop is the last one: a
     candidate set of its own per state.
     """
-    d_state = keys.dist(keys.slot[row], node)
+    # every hop goes one nearer (the candidates are the next hops on shortest paths), so a state's
+    # distance is its row's start distance less the hops done: no distance lookup per state
+    d_state = keys.start_distance[row] - hops_done
     last = np.flatnonzero(d_state == 1)
     far = np.flatnonzero(d_state != 1)
     n_keys = len(keys.key_slot)
@@ -486,12 +493,13 @@ def _walk_fabric(topo: Topology, spec: RoutingSpec, router: Router, start: np.nd
     row, node, frac = np.arange(R), start.astype(np.int64), np.ones(R)
     stride = np.ones(R, np.int64)  # D-mod-k: product of earlier up-choices
     rows_out, links_out, w_out = [], [], []
-    for _hop in range(_MAX_HOPS):
+    for hops_done in range(_MAX_HOPS):
         live = node != target[row]
         if not live.any():
             break
         row, node, frac, stride = (a[live] for a in (row, node, frac, stride))
-        hop = Hop(topo, spec, row, node, frac, stride, **_candidates(topo, keys, target, row, node), **per_row)
+        hop = Hop(topo, spec, row, node, frac, stride, **_candidates(topo, keys, target, row, node, hops_done),
+                  **per_row)
         chosen = router.choose(hop)
         rows, weight = row[chosen.owner], chosen.weight
         nxt = topo.link_dst[chosen.links]
