@@ -634,10 +634,12 @@ def _check_flows(topo: Topology, src, dst) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _walk_all(topo: Topology, spec: RoutingSpec, router: Router, s_ep: np.ndarray, d_ep: np.ndarray,
-              per_row: dict, name_row) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+              per_row: dict, name_row, per_chunk=None) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """Walk every row, in chunks for a splitting router: a split flow fans out over every
     equal-cost path (1,024 core paths per flow in a 3-tier fabric of radix 64), so such flows
-    are walked a chunk at a time to bound the memory. ``name_row(i, err)`` rewords an error of row i."""
+    are walked a chunk at a time to bound the memory. ``name_row(i, err)`` rewords an error of row i.
+    With ``per_chunk``, each chunk's (row, link, weight) triplets go to it instead of being returned
+    (a caller that only sums them never holds every chunk's at once)."""
     chunk = len(s_ep) if router.single_path else _SPLIT_CHUNK_ROWS
     parts = []
     for lo in range(0, len(s_ep), chunk):
@@ -649,7 +651,12 @@ def _walk_all(topo: Topology, spec: RoutingSpec, router: Router, s_ep: np.ndarra
             if not hasattr(err, "row"):
                 raise
             raise name_row(lo + err.row, err) from None
+        if per_chunk is not None:
+            per_chunk(rows + lo, links, w)
+            continue
         parts.append((rows + lo, links, w))
+    if per_chunk is not None:
+        return None
     rows, links, w = (np.concatenate(x) for x in zip(*parts, strict=True))
     return rows, links, w
 
@@ -663,7 +670,9 @@ def _route_network(topo: Topology, spec: RoutingSpec, router: Router, transport:
     port_capacity_Bps = np.bincount(topo.link_src[host], weights=topo.link_capacity_Bps[host], minlength=topo.n_nodes)
     rows_per_ep = np.bincount(s_ep, minlength=topo.n_nodes)
     demand_Bps = port_capacity_Bps[s_ep] / np.maximum(rows_per_ep[s_ep], 1)
-    per_row = dict(key_bytes=tuples.key_bytes(), qp=qp, dest_index=_fat_tree_order(topo)[d_ep],
+    # a per-leaf-pair router never reads the 5-tuple (Router.per_leaf_pair): its rows get none serialized
+    key_bytes = np.zeros((len(s_ep), 0), np.uint8) if router.per_leaf_pair else tuples.key_bytes()
+    per_row = dict(key_bytes=key_bytes, qp=qp, dest_index=_fat_tree_order(topo)[d_ep],
                    demand_Bps=demand_Bps, background_Bps=None)
     if router.per_leaf_pair and _LEAF_PAIR_CLASSES:
         classes = _leaf_pair_classes(topo, s_ep, d_ep, demand_Bps)
@@ -731,6 +740,32 @@ def _leaf_pair_classes(topo: Topology, s_ep: np.ndarray, d_ep: np.ndarray,
     return _LeafPairClasses(of_row.ravel(), first, count, up, down)
 
 
+class _RoundSums:
+    """One round's walk of the class representatives, summed chunk by chunk: the middle parts'
+    load (each class's weights times its rows' demand), each representative's first and last hop
+    weight, and in the last round the middle parts' (representative, link, weight) triplets."""
+
+    def __init__(self, topo: Topology, s_rep: np.ndarray, d_rep: np.ndarray, class_demand_Bps: np.ndarray,
+                 keep: bool) -> None:
+        self.topo, self.s_rep, self.d_rep, self.class_demand_Bps, self.keep = topo, s_rep, d_rep, class_demand_Bps, keep
+        self.middle_load = np.zeros(topo.n_links)
+        self.first_w, self.last_w = np.zeros(len(s_rep)), np.zeros(len(s_rep))
+        self.kept: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+
+    def take(self, rows: np.ndarray, links: np.ndarray, w: np.ndarray) -> None:
+        topo = self.topo
+        # the representative's first hop leaves its endpoint, its last enters the destination
+        first = topo.link_src[links] == self.s_rep[rows]
+        last = topo.link_dst[links] == self.d_rep[rows]
+        middle = ~first & ~last
+        self.first_w[rows[first]] = w[first]
+        self.last_w[rows[last]] = w[last]
+        self.middle_load += np.bincount(links[middle], weights=w[middle] * self.class_demand_Bps[rows[middle]],
+                                        minlength=topo.n_links)
+        if self.keep:
+            self.kept.append((rows[middle], links[middle], w[middle]))
+
+
 def _route_leaf_pairs(topo: Topology, spec: RoutingSpec, router: Router, s_ep: np.ndarray, d_ep: np.ndarray,
                       per_row: dict, classes: _LeafPairClasses, name_row) -> tuple:
     """Walk one representative row per class: every row gets its own first and last hop, and its
@@ -742,30 +777,24 @@ def _route_leaf_pairs(topo: Topology, spec: RoutingSpec, router: Router, s_ep: n
     rep = classes.rep
     rep_rows = {k: v if k == "background_Bps" else v[rep] for k, v in per_row.items()}
     demand_Bps = per_row["demand_Bps"]
-    for _ in range(router.rounds):
-        rows, links, w = _walk_all(topo, spec, router, s_ep[rep], d_ep[rep], rep_rows,
-                                   lambda i, err: name_row(int(rep[i]), err))
-        # the representative's first hop leaves its endpoint, its last enters the destination
-        first = topo.link_src[links] == s_ep[rep][rows]
-        last = topo.link_dst[links] == d_ep[rep][rows]
-        middle = ~first & ~last
-        load = np.bincount(links[middle], weights=w[middle] * (demand_Bps[rep] * classes.count)[rows[middle]],
-                           minlength=topo.n_links).astype(float)  # an empty bincount is int
-        for hop in (first, last):
-            hop_w = np.zeros(len(rep))
-            hop_w[rows[hop]] = w[hop]
-            end_link = classes.up_link if hop is first else classes.down_link
+    class_demand_Bps = demand_Bps[rep] * classes.count
+    s_rep, d_rep = s_ep[rep], d_ep[rep]
+    for round_ in range(router.rounds):
+        sums = _RoundSums(topo, s_rep, d_rep, class_demand_Bps, keep=round_ == router.rounds - 1)
+        _walk_all(topo, spec, router, s_rep, d_rep, rep_rows, lambda i, err: name_row(int(rep[i]), err),
+                  per_chunk=sums.take)
+        first_w, last_w = sums.first_w, sums.last_w
+        load = sums.middle_load
+        for hop_w, end_link in ((first_w, classes.up_link), (last_w, classes.down_link)):
             load += np.bincount(end_link, weights=hop_w[classes.of_row] * demand_Bps, minlength=topo.n_links)
         background = rep_rows["background_Bps"]
         rep_rows["background_Bps"] = load if background is None else 0.5 * (background + load)
-    first_w = np.zeros(len(rep))
-    first_w[rows[first]] = w[first]
-    last_w = np.zeros(len(rep))
-    last_w[rows[last]] = w[last]
     n = len(s_ep)
     own = (np.r_[np.arange(n), np.arange(n)], np.r_[classes.up_link, classes.down_link],
            np.r_[first_w[classes.of_row], last_w[classes.of_row]])
-    return own, (rows[middle], links[middle], w[middle]), classes.of_row
+    shared = tuple(np.concatenate(x) for x in zip(*sums.kept, strict=True)) if sums.kept else \
+        (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0))
+    return own, shared, classes.of_row
 
 
 def _host_hop(topo: Topology, src: np.ndarray, dst: np.ndarray) -> np.ndarray:

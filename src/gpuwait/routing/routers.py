@@ -68,7 +68,7 @@ class Hop:
     set_node: np.ndarray  # node of each candidate set
     state_set: np.ndarray  # (S,) candidate set of each state
     # per route row:
-    key_bytes: np.ndarray  # (R, 13) serialized 5-tuple
+    key_bytes: np.ndarray  # (R, 13) serialized 5-tuple ((R, 0) for a per-leaf-pair router)
     qp: np.ndarray  # (R,) QP number within the connection
     dest_index: np.ndarray  # (R,) fat-tree index of the destination endpoint
     demand_Bps: np.ndarray  # (R,) the row's expected rate
@@ -113,7 +113,8 @@ class Router:
         previous round's load, never on the row's 5-tuple, QP or destination index. Then rows
         between the same two leaves with the same demand split identically between the leaves, and
         the walk routes one row per such class instead of every row (see
-        :func:`gpuwait.routing.paths.route_flows`).
+        :func:`gpuwait.routing.paths.route_flows`). Its hops get ``key_bytes`` of width 0: the
+        5-tuples are not serialized for a router that promises not to hash them.
     """
 
     name: str
