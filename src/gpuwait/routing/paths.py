@@ -11,6 +11,7 @@ the walk here finds the candidates at every hop and calls the chooser the routin
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -633,15 +634,14 @@ def _check_flows(topo: Topology, src, dst) -> tuple[np.ndarray, np.ndarray]:
     return src_ids, dst_ids
 
 
-def _walk_all(topo: Topology, spec: RoutingSpec, router: Router, s_ep: np.ndarray, d_ep: np.ndarray,
-              per_row: dict, name_row, per_chunk=None) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+def _walk_chunks(topo: Topology, spec: RoutingSpec, router: Router, s_ep: np.ndarray, d_ep: np.ndarray,
+                 per_row: dict, name_row) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Walk every row, in chunks for a splitting router: a split flow fans out over every
     equal-cost path (1,024 core paths per flow in a 3-tier fabric of radix 64), so such flows
-    are walked a chunk at a time to bound the memory. ``name_row(i, err)`` rewords an error of row i.
-    With ``per_chunk``, each chunk's (row, link, weight) triplets go to it instead of being returned
-    (a caller that only sums them never holds every chunk's at once)."""
+    are walked a chunk at a time to bound the memory. Yields each chunk's (row, link, weight)
+    triplets (a caller that only sums them never holds every chunk's at once).
+    ``name_row(i, err)`` rewords an error of row i."""
     chunk = len(s_ep) if router.single_path else _SPLIT_CHUNK_ROWS
-    parts = []
     for lo in range(0, len(s_ep), chunk):
         sl = slice(lo, lo + chunk)
         chunk_rows = {k: v if k == "background_Bps" else v[sl] for k, v in per_row.items()}
@@ -651,12 +651,13 @@ def _walk_all(topo: Topology, spec: RoutingSpec, router: Router, s_ep: np.ndarra
             if not hasattr(err, "row"):
                 raise
             raise name_row(lo + err.row, err) from None
-        if per_chunk is not None:
-            per_chunk(rows + lo, links, w)
-            continue
-        parts.append((rows + lo, links, w))
-    if per_chunk is not None:
-        return None
+        yield rows + lo, links, w
+
+
+def _walk_all(topo: Topology, spec: RoutingSpec, router: Router, s_ep: np.ndarray, d_ep: np.ndarray,
+              per_row: dict, name_row) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every row's (row, link, weight) triplets (:func:`_walk_chunks`, joined)."""
+    parts = list(_walk_chunks(topo, spec, router, s_ep, d_ep, per_row, name_row))
     rows, links, w = (np.concatenate(x) for x in zip(*parts, strict=True))
     return rows, links, w
 
@@ -781,8 +782,8 @@ def _route_leaf_pairs(topo: Topology, spec: RoutingSpec, router: Router, s_ep: n
     s_rep, d_rep = s_ep[rep], d_ep[rep]
     for round_ in range(router.rounds):
         sums = _RoundSums(topo, s_rep, d_rep, class_demand_Bps, keep=round_ == router.rounds - 1)
-        _walk_all(topo, spec, router, s_rep, d_rep, rep_rows, lambda i, err: name_row(int(rep[i]), err),
-                  per_chunk=sums.take)
+        for part in _walk_chunks(topo, spec, router, s_rep, d_rep, rep_rows, lambda i, err: name_row(int(rep[i]), err)):
+            sums.take(*part)
         first_w, last_w = sums.first_w, sums.last_w
         load = sums.middle_load
         for hop_w, end_link in ((first_w, classes.up_link), (last_w, classes.down_link)):
