@@ -5,6 +5,8 @@ does: build the DGX SuperPOD H100 preset, pick NCCL's algorithm, compile it, rou
 
 * alltoall 1 GiB, the preset's adaptive routing: 256, 1,024, 4,096, 16,384 GPUs
 * all_reduce 1 GiB, adaptive routing and packet spraying: 2,048, 8,192, 16,384 GPUs
+* one training step of a DeepSeek-V3-like MoE model on 2,048 GPUs with its published parallelism
+  (:data:`MOE_SCENARIO`): the step engine's expert-parallel all-to-alls, pipeline and ZeRO traffic
 
 Prints a table and the fitted growth exponent of wall time vs GPUs (least squares on log-log,
 points from 1,024 GPUs up), and with ``--write`` rewrites docs/performance.md. The machine may be
@@ -32,9 +34,40 @@ SERIES = {
     "alltoall adaptive": ("alltoall", "adaptive", (256, 1024, 4096, 16384)),
     "all_reduce adaptive": ("all_reduce", "adaptive", (2048, 8192, 16384)),
     "all_reduce spray": ("all_reduce", "spray", (2048, 8192, 16384)),
+    "DeepSeek-V3-like MoE step": ("moe", "preset", (2048,)),  # see MOE_SCENARIO
 }
 FIT_FROM_GPUS = 1024
+# DeepSeek-V3 (DeepSeek-AI, "DeepSeek-V3 Technical Report", arXiv:2412.19437): 671B parameters, 37B active
+# per token; 61 layers, hidden 7,168, 128 attention heads, the first 3 layers dense, every other layer
+# 1 shared + 256 routed experts of inner width 2,048 with 8 routed per token, sequences of 4,096 (§4.2);
+# dense inner width 18,432 and vocabulary 129,280 from the released config.json
+# (huggingface.co/deepseek-ai/DeepSeek-V3). Trained on 2,048 H800 GPUs with 16-way pipeline, 64-way
+# expert parallelism over 8 nodes and ZeRO-1 data parallelism, no tensor parallelism (§3.2).
+# Deviations: multi-head latent attention is modelled as multi-head attention of the same heads;
+# H100 SuperPOD servers instead of H800; 61 layers split 15 x 4 + 1 over the 16 stages;
+# DeepSeek's batch of 15,360 sequences (§4.2) as 120 micro-batches of one sequence per dp rank.
+MOE_GPUS = 2048
+MOE_SCENARIO = {
+    "name": "deepseek-v3-like-moe-2k-gpus",
+    "cluster": {"preset": "dgx-h100-superpod", "servers": MOE_GPUS // GPUS_PER_SERVER},
+    "workload": {
+        "model": {"layers": 61, "hidden": 7168, "ffn_hidden": 18432, "heads": 128, "kv_heads": 128,
+                  "vocab": 129280, "experts": 256, "top_k": 8, "expert_ffn_hidden": 2048,
+                  "shared_experts": 1, "dense_layers": 3, "seq_len": 4096},
+        "parallel": {"tp": 1, "pp": 16, "ep": 64, "zero": 1, "micro_batch": 1, "global_batch": 15360,
+                     "last_stage_layers": 1},
+        "compute": {"gpu": "H100-SXM"},
+        "steps": 1,
+    },
+}
 DOC = Path(__file__).resolve().parents[1] / "docs" / "performance.md"
+
+
+def _cpu_s() -> float:
+    """CPU seconds of this process so far (user + system): on a shared machine the wall time also
+    counts the time other processes held the cores, so both are reported."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def run_case(collective: str, routing: str, gpus: int) -> dict:
@@ -63,9 +96,27 @@ def run_case(collective: str, routing: str, gpus: int) -> dict:
     n = predictor.comm.n_ranks
     factor = 2 * (n - 1) / n if collective == "all_reduce" else (n - 1) / n  # nccl-tests busbw factors
     return {"collective": collective, "routing": routing, "gpus": n, "wall_s": wall_s,
-            "peak_rss_GB": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9,
+            "peak_rss_GB": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9, "cpu_s": _cpu_s(),
             "algorithm": est.algorithm, "busbw_GBps": GIB / est.time_s * factor / 1e9,
             "flows": flows, "route_rows": rows, "route_classes": classes}
+
+
+def run_moe_case() -> dict:
+    """One training step of :data:`MOE_SCENARIO` in this process: wall, peak RSS and the step's figures."""
+    from gpuwait.runner.workload import run_workload
+    from gpuwait.spec import Scenario, validate_data
+
+    t0 = time.perf_counter()
+    scenario = validate_data(Scenario, MOE_SCENARIO, source="bench_scaling", require_units=False)
+    result = run_workload(scenario)[0]
+    b = result.breakdown
+    params = scenario.workload.model
+    return {"collective": "moe step", "routing": scenario.cluster.routing.kind, "gpus": b.n_gpus,
+            "wall_s": time.perf_counter() - t0,
+            "peak_rss_GB": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9, "cpu_s": _cpu_s(),
+            "step_time_s": b.step_time_s, "mfu": b.mfu, "model": params.preset or MOE_SCENARIO["name"],
+            "exposed_comm_s": {k: round(v, 4) for k, v in b.exposed_comm_s.items()},
+            "flows": 0, "route_classes": 0, "busbw_GBps": float("nan")}
 
 
 def run_subprocess(collective: str, routing: str, gpus: int, timeout_s: float, max_gb: float) -> dict:
@@ -96,14 +147,17 @@ def growth_exponent(points: list[dict]) -> float | None:
 
 
 def table(results: dict[str, list[dict]]) -> list[str]:
-    lines = ["| case | GPUs | flows | route classes | wall | peak RSS | busbw |", "|---|---|---|---|---|---|---|"]
+    lines = ["| case | GPUs | flows | route classes | wall (CPU of the process) | peak RSS | busbw / step |", "|---|---|---|---|---|---|---|"]
     for name, points in results.items():
         for p in points:
             if "error" in p:
                 lines.append(f"| {name} | {p['gpus']:,} | | | {p['error']} | | |")
                 continue
-            lines.append(f"| {name} | {p['gpus']:,} | {p['flows']:,} | {p['route_classes']:,} | {p['wall_s']:.1f} s "
-                         f"| {p['peak_rss_GB']:.2f} GB | {p['busbw_GBps']:.1f} GB/s |")
+            result = (f"step {p['step_time_s']:.2f} s, MFU {p['mfu']:.3f}" if "step_time_s" in p
+                      else f"{p['busbw_GBps']:.1f} GB/s")
+            cpu = f" ({p['cpu_s']:.1f} s CPU)" if "cpu_s" in p else ""
+            lines.append(f"| {name} | {p['gpus']:,} | {p['flows']:,} | {p['route_classes']:,} | {p['wall_s']:.1f} s{cpu} "
+                         f"| {p['peak_rss_GB']:.2f} GB | {result} |")
     lines.append("")
     for name, points in results.items():
         exponent = growth_exponent(points)
@@ -114,7 +168,8 @@ def table(results: dict[str, list[dict]]) -> list[str]:
 
 def main() -> None:
     if len(sys.argv) == 5 and sys.argv[1] == "--child":
-        print(json.dumps(run_case(sys.argv[2], sys.argv[3], int(sys.argv[4]))))
+        figures = run_moe_case() if sys.argv[2] == "moe" else run_case(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+        print(json.dumps(figures))
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help="rewrite the table in docs/performance.md")

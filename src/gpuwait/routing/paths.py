@@ -11,6 +11,7 @@ the walk here finds the candidates at every hop and calls the chooser the routin
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -347,6 +348,43 @@ class _Distances:
 
 
 # ------------------------------------------------------------------------------------ the hop-by-hop walk
+# a dense table of (a, b) cells is used while it has at most this many cells per pair, plus a floor
+_DENSE_CELLS_PER_PAIR, _DENSE_CELLS_MIN = 8, 1 << 20
+
+
+def _unique_pairs(a: np.ndarray, b: np.ndarray, n_b: int) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(a * n_b + b, return_inverse=True)`` for non-negative ``a`` and ``0 <= b < n_b``.
+
+    A hop's states take few distinct values of each (a chunk's rows, one tier's nodes, a few keys)
+    but there are millions of pairs: numbering the values present and marking the pairs in a dense
+    table of those is a few linear passes instead of a sort. Numbering is monotone, so the result
+    (sorted unique pairs, inverse) is np.unique's.
+    """
+    if len(a) == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    a_ids, a_of = _present(a)
+    b_ids, b_of = _present(b)
+    n_cells = len(a_ids) * len(b_ids)
+    if n_cells > max(_DENSE_CELLS_PER_PAIR * len(a), _DENSE_CELLS_MIN):
+        uniq, inv = np.unique(a.astype(np.int64) * n_b + b, return_inverse=True)
+        return uniq, inv.ravel()
+    cell = a_of * len(b_ids) + b_of
+    mark = np.zeros(n_cells, bool)
+    mark[cell] = True
+    used = np.flatnonzero(mark)
+    rank = np.cumsum(mark) - 1
+    return a_ids[used // len(b_ids)] * n_b + b_ids[used % len(b_ids)], rank[cell]
+
+
+def _present(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct values, sorted, and each element's index among them (by a table over 0..max)."""
+    table = np.zeros(int(values.max()) + 1, np.int64)
+    table[values] = 1
+    ids = np.flatnonzero(table)
+    table[ids] = np.arange(len(ids))
+    return ids.astype(np.int64), table[values]
+
+
 def _groups(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Group targets with equal distance rows: (group of each target, one target of each group)."""
     _, group_of = np.unique(rows, axis=0, return_inverse=True)
@@ -375,12 +413,14 @@ class _Keys:
     key_slot: np.ndarray  # a target standing for each key
     key_rows: np.ndarray  # distance rows of each key
     n_groups: int  # keys 0..n_groups-1 are leaf sets
+    start_distance: np.ndarray  # (R,) hops from each row's start to its target
 
     @classmethod
     def build(cls, topo: Topology, start: np.ndarray, target: np.ndarray) -> _Keys:
         targets, slot = np.unique(target, return_inverse=True)
         dist = _Distances(topo, targets)
-        unreachable = ~np.isfinite(dist(slot, start))
+        start_distance = dist(slot, start)
+        unreachable = ~np.isfinite(start_distance)
         if unreachable.any():
             r = int(np.flatnonzero(unreachable)[0])
             err = RoutingError(f"no path from {topo.node_name[start[r]]} to {topo.node_name[target[r]]}: "
@@ -393,7 +433,8 @@ class _Keys:
         key_slot = np.r_[group_slot, np.arange(n_targets), class_slot]
         key_rows = np.r_[dist.target_rows[group_slot], dist.target_rows,
                          dist.class_rows[class_slot]].reshape(len(key_slot), -1)
-        return cls(dist, targets, slot, group_of_slot, class_of_slot, key_slot, key_rows, len(group_slot))
+        return cls(dist, targets, slot, group_of_slot, class_of_slot, key_slot, key_rows, len(group_slot),
+                   start_distance)
 
     def of(self, topo: Topology, slot: np.ndarray, node: np.ndarray) -> np.ndarray:
         """Key of each (target slot, node) away from the target's leaf."""
@@ -406,19 +447,23 @@ class _Keys:
         return key
 
 
-def _candidates(topo: Topology, keys: _Keys, target: np.ndarray, row: np.ndarray, node: np.ndarray) -> dict:
-    """The equal-cost next hops of every state, as the candidate fields of a :class:`Hop`.
+def _candidates(topo: Topology, keys: _Keys, target: np.ndarray, row: np.ndarray, node: np.ndarray,
+                hops_done: int) -> dict:
+    """The equal-cost next hops of every state, as the candidate fields of a :class:`Hop`, after
+    ``hops_done`` hops of the walk.
 
     Away from the destination's leaf, the equal-cost next hops depend only on the node and the
     key of the destination: they are found once per such pair (a candidate set), and every
     state picks among its pair's. On the destination's leaf the only hop is the last one: a
     candidate set of its own per state.
     """
-    d_state = keys.dist(keys.slot[row], node)
+    # every hop goes one nearer (the candidates are the next hops on shortest paths), so a state's
+    # distance is its row's start distance less the hops done: no distance lookup per state
+    d_state = keys.start_distance[row] - hops_done
     last = np.flatnonzero(d_state == 1)
     far = np.flatnonzero(d_state != 1)
     n_keys = len(keys.key_slot)
-    pairs, far_pair = np.unique(node[far] * n_keys + keys.of(topo, keys.slot[row[far]], node[far]), return_inverse=True)
+    pairs, far_pair = _unique_pairs(node[far], keys.of(topo, keys.slot[row[far]], node[far]), n_keys)
     set_node, set_key = pairs // n_keys, pairs % n_keys
     distance = np.empty(len(pairs))
     distance[far_pair] = d_state[far]  # the same for every state of a pair
@@ -449,12 +494,13 @@ def _walk_fabric(topo: Topology, spec: RoutingSpec, router: Router, start: np.nd
     row, node, frac = np.arange(R), start.astype(np.int64), np.ones(R)
     stride = np.ones(R, np.int64)  # D-mod-k: product of earlier up-choices
     rows_out, links_out, w_out = [], [], []
-    for _hop in range(_MAX_HOPS):
+    for hops_done in range(_MAX_HOPS):
         live = node != target[row]
         if not live.any():
             break
         row, node, frac, stride = (a[live] for a in (row, node, frac, stride))
-        hop = Hop(topo, spec, row, node, frac, stride, **_candidates(topo, keys, target, row, node), **per_row)
+        hop = Hop(topo, spec, row, node, frac, stride, **_candidates(topo, keys, target, row, node, hops_done),
+                  **per_row)
         chosen = router.choose(hop)
         rows, weight = row[chosen.owner], chosen.weight
         nxt = topo.link_dst[chosen.links]
@@ -468,8 +514,7 @@ def _walk_fabric(topo: Topology, spec: RoutingSpec, router: Router, start: np.nd
             stride = stride if chosen.stride is None else chosen.stride
             continue
         # merge branches that reach the same node
-        key = rows[keep].astype(np.int64) * topo.n_nodes + nxt[keep]
-        uniq, inv = np.unique(key, return_inverse=True)
+        uniq, inv = _unique_pairs(rows[keep], nxt[keep], topo.n_nodes)
         frac = np.bincount(inv, weights=weight[keep]).astype(float)
         stride = np.ones(len(uniq), np.int64)  # strides only matter on single paths (static)
         row, node = uniq // topo.n_nodes, uniq % topo.n_nodes
@@ -589,13 +634,14 @@ def _check_flows(topo: Topology, src, dst) -> tuple[np.ndarray, np.ndarray]:
     return src_ids, dst_ids
 
 
-def _walk_all(topo: Topology, spec: RoutingSpec, router: Router, s_ep: np.ndarray, d_ep: np.ndarray,
-              per_row: dict, name_row) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _walk_chunks(topo: Topology, spec: RoutingSpec, router: Router, s_ep: np.ndarray, d_ep: np.ndarray,
+                 per_row: dict, name_row) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Walk every row, in chunks for a splitting router: a split flow fans out over every
     equal-cost path (1,024 core paths per flow in a 3-tier fabric of radix 64), so such flows
-    are walked a chunk at a time to bound the memory. ``name_row(i, err)`` rewords an error of row i."""
+    are walked a chunk at a time to bound the memory. Yields each chunk's (row, link, weight)
+    triplets (a caller that only sums them never holds every chunk's at once).
+    ``name_row(i, err)`` rewords an error of row i."""
     chunk = len(s_ep) if router.single_path else _SPLIT_CHUNK_ROWS
-    parts = []
     for lo in range(0, len(s_ep), chunk):
         sl = slice(lo, lo + chunk)
         chunk_rows = {k: v if k == "background_Bps" else v[sl] for k, v in per_row.items()}
@@ -605,7 +651,13 @@ def _walk_all(topo: Topology, spec: RoutingSpec, router: Router, s_ep: np.ndarra
             if not hasattr(err, "row"):
                 raise
             raise name_row(lo + err.row, err) from None
-        parts.append((rows + lo, links, w))
+        yield rows + lo, links, w
+
+
+def _walk_all(topo: Topology, spec: RoutingSpec, router: Router, s_ep: np.ndarray, d_ep: np.ndarray,
+              per_row: dict, name_row) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every row's (row, link, weight) triplets (:func:`_walk_chunks`, joined)."""
+    parts = list(_walk_chunks(topo, spec, router, s_ep, d_ep, per_row, name_row))
     rows, links, w = (np.concatenate(x) for x in zip(*parts, strict=True))
     return rows, links, w
 
@@ -627,7 +679,9 @@ def _route_network(topo: Topology, spec: RoutingSpec, router: Router, transport:
     if demand_Bps is None:
         rows_per_ep = np.bincount(s_ep, weights=weight, minlength=topo.n_nodes)
         demand_Bps = port_capacity_Bps(topo)[s_ep] / np.maximum(rows_per_ep[s_ep], 1)
-    per_row = dict(key_bytes=tuples.key_bytes(), qp=qp, dest_index=_fat_tree_order(topo)[d_ep],
+    # a per-leaf-pair router never reads the 5-tuple (Router.per_leaf_pair): its rows get none serialized
+    key_bytes = np.zeros((len(s_ep), 0), np.uint8) if router.per_leaf_pair else tuples.key_bytes()
+    per_row = dict(key_bytes=key_bytes, qp=qp, dest_index=_fat_tree_order(topo)[d_ep],
                    demand_Bps=demand_Bps, background_Bps=None)
     if router.per_leaf_pair and _LEAF_PAIR_CLASSES:
         classes = _leaf_pair_classes(topo, s_ep, d_ep, demand_Bps, weight)
@@ -697,6 +751,32 @@ def _leaf_pair_classes(topo: Topology, s_ep: np.ndarray, d_ep: np.ndarray,
     return _LeafPairClasses(of_row, first, np.bincount(of_row, weights=multiplicity, minlength=len(first)), up, down, multiplicity)
 
 
+class _RoundSums:
+    """One round's walk of the class representatives, summed chunk by chunk: the middle parts'
+    load (each class's weights times its rows' demand), each representative's first and last hop
+    weight, and in the last round the middle parts' (representative, link, weight) triplets."""
+
+    def __init__(self, topo: Topology, s_rep: np.ndarray, d_rep: np.ndarray, class_demand_Bps: np.ndarray,
+                 keep: bool) -> None:
+        self.topo, self.s_rep, self.d_rep, self.class_demand_Bps, self.keep = topo, s_rep, d_rep, class_demand_Bps, keep
+        self.middle_load = np.zeros(topo.n_links)
+        self.first_w, self.last_w = np.zeros(len(s_rep)), np.zeros(len(s_rep))
+        self.kept: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+
+    def take(self, rows: np.ndarray, links: np.ndarray, w: np.ndarray) -> None:
+        topo = self.topo
+        # the representative's first hop leaves its endpoint, its last enters the destination
+        first = topo.link_src[links] == self.s_rep[rows]
+        last = topo.link_dst[links] == self.d_rep[rows]
+        middle = ~first & ~last
+        self.first_w[rows[first]] = w[first]
+        self.last_w[rows[last]] = w[last]
+        self.middle_load += np.bincount(links[middle], weights=w[middle] * self.class_demand_Bps[rows[middle]],
+                                        minlength=topo.n_links)
+        if self.keep:
+            self.kept.append((rows[middle], links[middle], w[middle]))
+
+
 def _route_leaf_pairs(topo: Topology, spec: RoutingSpec, router: Router, s_ep: np.ndarray, d_ep: np.ndarray,
                       per_row: dict, classes: _LeafPairClasses, name_row) -> tuple:
     """Walk one representative row per class: every row gets its own first and last hop, and its
@@ -708,30 +788,25 @@ def _route_leaf_pairs(topo: Topology, spec: RoutingSpec, router: Router, s_ep: n
     rep = classes.rep
     rep_rows = {k: v if k == "background_Bps" else v[rep] for k, v in per_row.items()}
     demand_Bps = per_row["demand_Bps"]
-    for _ in range(router.rounds):
-        rows, links, w = _walk_all(topo, spec, router, s_ep[rep], d_ep[rep], rep_rows,
-                                   lambda i, err: name_row(int(rep[i]), err))
-        # the representative's first hop leaves its endpoint, its last enters the destination
-        first = topo.link_src[links] == s_ep[rep][rows]
-        last = topo.link_dst[links] == d_ep[rep][rows]
-        middle = ~first & ~last
-        load = np.bincount(links[middle], weights=w[middle] * (demand_Bps[rep] * classes.count)[rows[middle]],
-                           minlength=topo.n_links).astype(float)  # an empty bincount is int
-        for hop in (first, last):
-            hop_w = np.zeros(len(rep))
-            hop_w[rows[hop]] = w[hop]
-            end_link = classes.up_link if hop is first else classes.down_link
-            load += np.bincount(end_link, weights=hop_w[classes.of_row] * demand_Bps * classes.multiplicity, minlength=topo.n_links)
+    class_demand_Bps = demand_Bps[rep] * classes.count
+    s_rep, d_rep = s_ep[rep], d_ep[rep]
+    for round_ in range(router.rounds):
+        sums = _RoundSums(topo, s_rep, d_rep, class_demand_Bps, keep=round_ == router.rounds - 1)
+        for part in _walk_chunks(topo, spec, router, s_rep, d_rep, rep_rows, lambda i, err: name_row(int(rep[i]), err)):
+            sums.take(*part)
+        first_w, last_w = sums.first_w, sums.last_w
+        load = sums.middle_load
+        for hop_w, end_link in ((first_w, classes.up_link), (last_w, classes.down_link)):
+            load += np.bincount(end_link, weights=hop_w[classes.of_row] * demand_Bps * classes.multiplicity,
+                                minlength=topo.n_links)
         background = rep_rows["background_Bps"]
         rep_rows["background_Bps"] = load if background is None else 0.5 * (background + load)
-    first_w = np.zeros(len(rep))
-    first_w[rows[first]] = w[first]
-    last_w = np.zeros(len(rep))
-    last_w[rows[last]] = w[last]
     n = len(s_ep)
     own = (np.r_[np.arange(n), np.arange(n)], np.r_[classes.up_link, classes.down_link],
            np.r_[first_w[classes.of_row], last_w[classes.of_row]])
-    return own, (rows[middle], links[middle], w[middle]), classes.of_row
+    shared = tuple(np.concatenate(x) for x in zip(*sums.kept, strict=True)) if sums.kept else \
+        (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0))
+    return own, shared, classes.of_row
 
 
 def _host_hop(topo: Topology, src: np.ndarray, dst: np.ndarray) -> np.ndarray:

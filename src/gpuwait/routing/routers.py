@@ -68,7 +68,7 @@ class Hop:
     set_node: np.ndarray  # node of each candidate set
     state_set: np.ndarray  # (S,) candidate set of each state
     # per route row:
-    key_bytes: np.ndarray  # (R, 13) serialized 5-tuple
+    key_bytes: np.ndarray  # (R, 13) serialized 5-tuple ((R, 0) for a per-leaf-pair router)
     qp: np.ndarray  # (R,) QP number within the connection
     dest_index: np.ndarray  # (R,) fat-tree index of the destination endpoint
     demand_Bps: np.ndarray  # (R,) the row's expected rate
@@ -113,7 +113,8 @@ class Router:
         previous round's load, never on the row's 5-tuple, QP or destination index. Then rows
         between the same two leaves with the same demand split identically between the leaves, and
         the walk routes one row per such class instead of every row (see
-        :func:`gpuwait.routing.paths.route_flows`).
+        :func:`gpuwait.routing.paths.route_flows`). Its hops get ``key_bytes`` of width 0: the
+        5-tuples are not serialized for a router that promises not to hash them.
     """
 
     name: str
@@ -216,44 +217,57 @@ def _spray(hop: Hop) -> NextHops:
 # ------------------------------------------------------------------------------------ adaptive
 @register_router("adaptive", single_path=False, rounds=ADAPTIVE_ROUNDS, label="adaptive routing", per_leaf_pair=True)
 def _adaptive(hop: Hop) -> NextHops:
+    if (hop.count == 1).all():
+        # one next hop each (every hop down from the top tier): nothing to split
+        return NextHops(np.arange(len(hop.node)), hop.links[hop.first], hop.frac)
     owner, links = _fan_out(hop)
-    own_Bps = hop.demand_Bps[hop.row][owner] * hop.frac[owner]
-    split = adaptive_split(hop.topo, owner, links, len(hop.node), hop.background_Bps, own_Bps)
+    split = adaptive_split(hop, hop.demand_Bps[hop.row] * hop.frac)
     return NextHops(owner, links, hop.frac[owner] * split)
 
 
-def adaptive_split(topo: Topology, owner: np.ndarray, links: np.ndarray, n_states: int,
-                   background_Bps: np.ndarray | None, own_Bps: np.ndarray) -> np.ndarray:
+def adaptive_split(hop: Hop, demand_Bps: np.ndarray) -> np.ndarray:
     """Split each state's traffic over its candidate links by water-filling on their utilization.
 
-    The fluid limit of "send each packet to the least-utilized next hop": the state's demand
-    ``D`` fills the candidates to a common level ``lam`` of (load / capacity), giving link l
-    ``max(0, lam * c_l - b_l)`` where ``b_l`` is the other flows' load. With no background load this
-    is a split in proportion to capacity, so a degraded link gets its share and no more.
+    The fluid limit of "send each packet to the least-utilized next hop": state ``i``'s demand
+    ``demand_Bps[i]`` fills the candidates to a common level ``lam`` of (load / capacity), giving
+    link l ``max(0, lam * c_l - b_l)`` where ``b_l`` is the other flows' load. With no background
+    load this is a split in proportion to capacity, so a degraded link gets its share and no more.
+
+    Returns the fraction on each candidate, in :func:`_fan_out`'s order (state by state, each
+    state's candidates in id order). The states of one candidate set see the same links and loads,
+    so the candidates are ordered by utilization and summed once per set (a 3-tier hop has
+    thousands of states per set); only the water level depends on the state's demand.
     """
-    capacity_Bps = topo.link_capacity_Bps[links]
+    topo = hop.topo
+    capacity_Bps = topo.link_capacity_Bps[hop.links]
     # the previous round's load includes this flow's own share; in the fixed point every flow
     # sees the same levels, so keeping it only shifts the water level, not the split
-    load_Bps = np.zeros(len(links)) if background_Bps is None else background_Bps[links]
-    demand_Bps = np.bincount(owner, weights=own_Bps, minlength=n_states) / np.maximum(np.bincount(owner, minlength=n_states), 1)
+    load_Bps = np.zeros(len(hop.links)) if hop.background_Bps is None else hop.background_Bps[hop.links]
     level = load_Bps / capacity_Bps
-    order = np.lexsort((level, owner))
-    o_owner, o_cap, o_bg, o_level = owner[order], capacity_Bps[order], load_Bps[order], level[order]
-    group_start = np.searchsorted(o_owner, o_owner, "left")
-    csum_cap, csum_bg = np.cumsum(o_cap), np.cumsum(o_bg)
-    base_cap = np.where(group_start > 0, csum_cap[group_start - 1], 0.0)
-    base_bg = np.where(group_start > 0, csum_bg[group_start - 1], 0.0)
-    # the level reached if the demand_Bps fills candidates 0..k of the group (in order of utilization)
-    lam = (demand_Bps[o_owner] + (csum_bg - base_bg)) / (csum_cap - base_cap)
-    valid = lam >= o_level
+    # candidate sets are contiguous in ``hop.links``: order each by utilization, ties in id order
+    order = np.lexsort((level, hop.link_set))
+    s_cap, s_bg, s_level = capacity_Bps[order], load_Bps[order], level[order]
+    set_count = np.bincount(hop.link_set, minlength=len(hop.set_node))
+    set_start = np.cumsum(set_count) - set_count
+    csum_cap, csum_bg = np.cumsum(s_cap), np.cumsum(s_bg)
+    base_cap = np.where(set_start > 0, csum_cap[set_start - 1], 0.0)[hop.link_set]
+    base_bg = np.where(set_start > 0, csum_bg[set_start - 1], 0.0)[hop.link_set]
+    cum_cap, cum_bg = csum_cap - base_cap, csum_bg - base_bg  # within the set, candidates 0..k
+    set_cap = cum_cap[set_start + set_count - 1]
+    # every candidate of every state, as a position p in the sorted candidates of its set
+    n_states = len(hop.node)
+    entry_start = np.cumsum(hop.count) - hop.count
+    owner = np.repeat(np.arange(n_states), hop.count)
+    p = np.arange(len(owner)) + np.repeat(hop.first - entry_start, hop.count)
+    # the level reached if the demand fills candidates 0..k of the set (in order of utilization);
     # the water level is that of the last candidate the water reaches
-    last_valid = np.zeros(n_states, np.int64)
-    np.maximum.at(last_valid, o_owner[valid], np.flatnonzero(valid))
-    final_lam = lam[last_valid][o_owner]
-    fill = np.maximum(final_lam * o_cap - o_bg, 0.0)
-    total = np.bincount(o_owner, weights=fill, minlength=n_states)
-    split_sorted = np.where(total[o_owner] > 0, fill / np.where(total[o_owner] > 0, total[o_owner], 1.0),
-                            o_cap / np.bincount(o_owner, weights=o_cap, minlength=n_states)[o_owner])
-    split = np.empty(len(links))
-    split[order] = split_sorted
+    lam = (demand_Bps[owner] + cum_bg[p]) / cum_cap[p]
+    reached = np.where(lam >= s_level[p], np.arange(len(owner)), entry_start[owner])
+    final_lam = lam[np.maximum.reduceat(reached, entry_start)] if n_states else np.zeros(0)
+    fill = np.maximum(final_lam[owner] * s_cap[p] - s_bg[p], 0.0)
+    total = np.add.reduceat(fill, entry_start)[owner] if n_states else np.zeros(0)
+    split_sorted = np.where(total > 0, fill / np.where(total > 0, total, 1.0),
+                            s_cap[p] / set_cap[hop.state_set][owner])
+    split = np.empty(len(owner))
+    split[entry_start[owner] + order[p] - hop.first[owner]] = split_sorted
     return split
