@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
 import pytest
 from rich.console import Console
 
-from gpuwait.report.ranks import timeline_ranks
 from gpuwait.report.step import breakdown_table, collectives_table, hot_link_rows, hot_links_table, step_summary_dict
-from gpuwait.steps.result import BREAKDOWN_CATEGORIES
+from gpuwait.steps.result import BREAKDOWN_CATEGORIES, TaskTable
 
 from .conftest import HOSTILE, make_result
 
@@ -66,14 +66,34 @@ def test_names_are_not_rich_markup():
     assert "[bold]" in text  # printed as itself, not eaten as a style
 
 
-def test_timeline_ranks_bound_big_jobs():
-    small = make_result(n_gpus=4)
-    assert timeline_ranks(small)[0].tolist() == [0, 1, 2, 3]
-    big = make_result(n_gpus=40, steps=1, slow_rank=37)
-    ranks, text = timeline_ranks(big, max_ranks=36, slowest=4)
-    assert len(ranks) == 36 and ranks[:32].tolist() == list(range(32))
-    assert 37 in ranks and np.all(np.diff(ranks) > 0)
-    assert text.startswith("ranks 0-31 and the 4 slowest (") and "37" in text and text.endswith("of 40 GPUs")
+def test_rank_groups_follow_the_phase_pattern():
+    # ranks 0-1 run a pipeline stage's schedule (fwd, bwd), ranks 2-3 another (fwd, fwd, bwd):
+    # two groups, whatever their timing; the slow rank is named as its group's slowest
+    from gpuwait.report.ranks import rank_groups, rank_ranges
+
+    result = make_result(n_gpus=4, steps=1, slow_rank=1)
+    t = result.tasks
+    extra = (t.rank >= 2) & (t.name == "fwd")
+    tasks = TaskTable(**{k: np.concatenate([v, v[extra]]) for k, v in t.columns().items()})
+    tasks.name[len(t):] = "fwd again"
+    groups, how = rank_groups(dataclasses.replace(result, tasks=tasks))
+    assert [g.ranks.tolist() for g in groups] == [[0, 1], [2, 3]] and how.startswith("4 GPUs in 2 groups")
+    assert groups[0].slowest_rank == 1 and groups[0].label == "group 1: 2 GPUs (0-1)"
+    assert rank_ranges(np.array([0, 1, 2, 5, 7, 8])) == "0-2, 5, 7-8"
+    assert rank_ranges(np.arange(0, 20, 2)) == "0, 2, 4, ... (10 runs)"
+
+
+def test_rank_groups_are_bounded():
+    # every rank its own compute order: too many groups, so consecutive blocks
+    from gpuwait.report.ranks import rank_groups
+
+    result = make_result(n_gpus=40, steps=1, slow_rank=37)
+    tasks = result.tasks
+    names = np.array([f"{n} r{r}" if k == "compute" else n for n, k, r in zip(tasks.name, tasks.kind, tasks.rank)])
+    groups, how = rank_groups(dataclasses.replace(result, tasks=dataclasses.replace(tasks, name=names)), max_groups=8)
+    assert len(groups) == 8 and "consecutive ranks" in how
+    assert sorted(r for g in groups for r in g.ranks.tolist()) == list(range(40))
+    assert any(g.slowest_rank == 37 for g in groups)
 
 
 def test_alike_links_share_a_row_and_the_finding_link_is_shown():

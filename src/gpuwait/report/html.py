@@ -24,6 +24,7 @@ import plotly.offline
 
 from gpuwait.report import figures
 from gpuwait.report.conclusion import workload_conclusion
+from gpuwait.report.ranks import rank_groups
 from gpuwait.report.step import alike_text, grouped_hot_link_rows, serving_rows, step_summary_dict
 from gpuwait.report.words import code_spans, evidence_text
 from gpuwait.steps.result import BREAKDOWN_CATEGORIES, RunResult
@@ -76,7 +77,9 @@ def _breakdown_rows(summaries: list[dict]) -> list[tuple[str, list[str]]]:
 
 
 def _case_section(result: RunResult, index: int, hot_links: int, max_ranks: int, highlight: Sequence[str] = ()) -> dict:
-    timeline, shown = figures.timeline_figure(result, max_ranks=max_ranks)
+    timeline, shown = figures.timeline_figure(result)
+    groups, _ = rank_groups(result)
+    per_group = max(2, max_ranks // max(1, len(groups)))  # the drill-downs together show about max_ranks GPUs
     return {
         "case": result.case, "workload": result.workload, "cluster": result.cluster, "steps": result.steps,
         "notes": [code_spans(n) for n in result.notes], "ranks_shown": shown,
@@ -84,6 +87,10 @@ def _case_section(result: RunResult, index: int, hot_links: int, max_ranks: int,
                          "json": script_safe_json(figures.utilization_distribution_figure(result, highlight))},
         "heatmap": {"id": f"fig-heatmap-{index}", "json": script_safe_json(figures.link_heatmap_figure(result))},
         "timeline": {"id": f"fig-timeline-{index}", "json": script_safe_json(timeline)},
+        # the drill-down: each group's members, drawn when the reader opens the group
+        "groups": [{"label": g.label, "spread": g.spread_text, "id": f"fig-timeline-{index}-group-{g.index + 1}",
+                    "json": script_safe_json(figures.group_timeline_figure(result, g, max_members=per_group))}
+                   for g in groups],
         "hot_links": [{**row, "utilization": f"{row['utilization']:.0%}", "bytes_per_step": format_size(row["bytes_per_step"]),
                        "users": ", ".join(row["users"]) or "-", "alike": alike_text(row["alike"])}
                       for row in grouped_hot_link_rows(result, hot_links, highlight)],
@@ -128,8 +135,8 @@ def write_html_report(results: Sequence[RunResult], path: str | Path, title: str
 
     It holds the step breakdown (stacked bars and a table), per case a link-utilization heatmap by
     fabric tier, the ``hot_links`` hottest links with who shares them, the collectives with their
-    busbw, and a per-GPU timeline of at most ``max_ranks`` ranks (the first ones plus the slowest
-    four, named on the page). ``findings`` (the diagnosis's, as plain dicts) come first, ranked,
+    busbw, and a timeline with one row per group of alike GPUs (:func:`~gpuwait.report.ranks.rank_groups`),
+    its groups opening to about ``max_ranks`` of their members in all. ``findings`` (the diagnosis's, as plain dicts) come first, ranked,
     with the gain each fix gives back plotted. The page opens with ``conclusion``, by default the
     comparison of the cases.
     """
