@@ -33,6 +33,7 @@ def test_summary_is_json_and_adds_up(result):
     assert [c["label"] for c in summary["collectives"]] == ["dp all_reduce bucket", "tp all_reduce"]
     assert summary["hottest_links"][0] == {"link_id": 8, "link": "leaf0->spine0", "tier": "leaf-spine",
                                            "utilization": pytest.approx(0.95), "bytes_per_step": pytest.approx(0.95e9),
+                                           "busy_s": 0.0, "waiting_s": 0.0,  # no capacities in this toy: ranked by utilization
                                            "users": ["dp all_reduce", "storage read"]}
 
 
@@ -113,3 +114,42 @@ def test_alike_links_share_a_row_and_the_finding_link_is_shown():
     coldest = r.links.name[int(np.argmin(r.links.utilization))]
     rows = grouped_hot_link_rows(r, 1, highlight=[coldest])
     assert rows[-1]["link"] == coldest and rows[-1]["named_in_findings"]
+
+
+def _uplinks(bytes_per_step, capacity_Bps):
+    from gpuwait.steps.result import LinkStats
+
+    n = len(bytes_per_step)
+    return LinkStats(name=[f"leaf0->spine{i}" for i in range(n)], tier=np.array(["leaf-spine"] * n),
+                     utilization=np.full(n, 0.9), bytes_per_step=np.asarray(bytes_per_step, dtype=float),
+                     capacity_Bps=np.asarray(capacity_Bps, dtype=float))
+
+
+def test_links_are_ranked_by_the_time_their_bytes_wait():
+    # fluid model: B bytes through C B/s take B/C; a balanced tier would take sum(B)/sum(C) on every link
+    gb = 1e9
+    ecmp = _uplinks([2 * gb, 0, 1 * gb, 1 * gb], [50 * gb] * 4)  # two flows hashed onto spine0, none on spine1
+    np.testing.assert_allclose(ecmp.busy_s(), [0.040, 0.0, 0.020, 0.020])
+    np.testing.assert_allclose(ecmp.waiting_s(), [0.020, 0.0, 0.0, 0.0], atol=1e-15)
+    assert ecmp.costliest(10).tolist() == [0, 2, 3]  # idle spine1 left out; the tie broken by name
+    degraded = _uplinks([gb] * 4, [50 * gb, 50 * gb, 12.5 * gb, 50 * gb])  # spine2 at a quarter of its rate
+    assert degraded.waiting_s()[2] == pytest.approx(gb / 12.5e9 - 4 * gb / 162.5e9)
+    assert degraded.costliest(1).tolist() == [2]
+    # an evenly loaded tier costs nothing, however busy: no routing does better with those links
+    assert _uplinks([gb] * 4, [50 * gb] * 4).waiting_s().tolist() == [0.0] * 4
+
+
+def test_costliest_rows_group_ties_and_say_the_waiting_time():
+    import dataclasses
+
+    from gpuwait.report.step import grouped_hot_link_rows
+
+    gb = 1e9
+    links = _uplinks([2 * gb] * 2 + [gb] * 20 + [0] * 2, [50 * gb] * 24)
+    r = dataclasses.replace(make_result(), links=links)
+    rows = grouped_hot_link_rows(r, 10, highlight=["leaf0->spine22"])
+    assert [row["link"] for row in rows] == ["leaf0->spine0", "leaf0->spine2", "leaf0->spine22"]
+    assert rows[0]["alike"] == ["leaf0->spine1"] and len(rows[1]["alike"]) == 19
+    assert rows[0]["waiting_s"] == pytest.approx(0.04 - 24 * gb / (24 * 50 * gb)) and rows[2]["named_in_findings"]
+    text = render(hot_links_table(r, 10, highlight=["leaf0->spine22"]))
+    assert "waiting/step" in text and "+19 alike" in text and "* leaf0->spine22" in text
