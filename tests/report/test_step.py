@@ -30,6 +30,7 @@ def test_summary_is_json_and_adds_up(result):
     assert sum(summary["breakdown_fraction"].values()) == pytest.approx(1.0)
     assert summary["network_cost_s"] == pytest.approx(summary["step_time_s"] - summary["ideal_step_time_s"])
     assert summary["wait_fraction"] == pytest.approx(result.breakdown.wait_fraction)
+    assert set(summary["exposed_comm_s"]) == {"dp all_reduce", "tp all_reduce"}  # JSON keeps machine keys
     assert [c["label"] for c in summary["collectives"]] == ["dp all_reduce bucket", "tp all_reduce"]
     assert summary["hottest_links"][0] == {"link_id": 8, "link": "leaf0->spine0", "tier": "leaf-spine",
                                            "utilization": pytest.approx(0.95), "bytes_per_step": pytest.approx(0.95e9),
@@ -49,9 +50,11 @@ def test_breakdown_table_puts_cases_side_by_side(two_cases):
     assert "RoCEv2, ECMP" in text and "InfiniBand, adaptive routing" in text
     line = next(row for row in text.splitlines() if "step time (ms)" in row)
     assert "41.00" in line and "35.50" in line
-    for label in ("exposed comm", "straggler wait", "dp all_reduce", "tp all_reduce", "ideal-network step", "network cost",
-                  "wait fraction", "MFU"):
+    # communication rows read as words with the group's size (the toy's groups are all 4 GPUs)
+    for label in ("exposed comm", "straggler wait", "DP all-reduce (4 GPUs)", "TP all-reduce (4 GPUs)", "ideal-network step",
+                  "network cost", "wait fraction", "MFU"):
         assert label in text
+    assert "dp all_reduce" not in text
     assert "14.6%" in next(row for row in text.splitlines() if row.strip("│ ").startswith("exposed comm "))
 
 

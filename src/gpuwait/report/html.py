@@ -26,7 +26,7 @@ from gpuwait.report import figures
 from gpuwait.report.conclusion import workload_conclusion
 from gpuwait.report.ranks import rank_groups
 from gpuwait.report.step import alike_text, grouped_hot_link_rows, serving_rows, step_summary_dict
-from gpuwait.report.words import code_spans, evidence_text
+from gpuwait.report.words import code_spans, evidence_text, group_sizes, part_label
 from gpuwait.steps.result import BREAKDOWN_CATEGORIES, RunResult
 from gpuwait.units import format_size, format_time
 from gpuwait.version import __version__
@@ -53,7 +53,7 @@ def _environment() -> jinja2.Environment:
                               undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
 
 
-def _breakdown_rows(summaries: list[dict]) -> list[tuple[str, list[str]]]:
+def _breakdown_rows(summaries: list[dict], sizes: dict[str, int]) -> list[tuple[str, list[str]]]:
     def ms(x: float) -> str:
         return f"{x * 1e3:,.2f}"
 
@@ -65,7 +65,8 @@ def _breakdown_rows(summaries: list[dict]) -> list[tuple[str, list[str]]]:
         rows.append((f"{cat.replace('_', ' ')} (ms, % of step)",
                      [f"{ms(s['breakdown_s'][cat])} ({s['breakdown_fraction'][cat]:.1%})" for s in summaries]))
     for g in sorted({g for s in summaries for g in s["exposed_comm_s"]}):
-        rows.append((f"exposed {g} (ms)", [ms(s["exposed_comm_s"][g]) if g in s["exposed_comm_s"] else "-" for s in summaries]))
+        rows.append((f"exposed {part_label(g, sizes)} (ms)", [ms(s["exposed_comm_s"][g]) if g in s["exposed_comm_s"] else "-"
+                                                              for s in summaries]))
     rows += [("ideal-network step (ms)", [ms(s["ideal_step_time_s"]) for s in summaries]),
              ("network cost (ms)", [ms(s["network_cost_s"]) for s in summaries])]
     if inference:  # no MFU or waiting: the serving rows lead the table instead
@@ -114,7 +115,7 @@ def render_html_report(results: Sequence[RunResult], title: str | None = None, h
         conclusion=list(workload_conclusion(results).sentences if conclusion is None else conclusion),
         version=__version__,
         case_names=[r.case for r in results],
-        breakdown_rows=(serving_rows(results) if all(r.serving for r in results) else []) + _breakdown_rows(summaries),
+        breakdown_rows=(serving_rows(results) if all(r.serving for r in results) else []) + _breakdown_rows(summaries, group_sizes(results)),
         breakdown={"id": "fig-breakdown", "json": script_safe_json(figures.breakdown_figure(results))},
         busbw={"id": "fig-busbw", "json": script_safe_json(figures.busbw_figure(results))},
         cases=[_case_section(r, i, hot_links, max_ranks, [f["component"] for f in findings]) for i, r in enumerate(results)],

@@ -16,6 +16,7 @@ import numpy as np
 from rich.markup import escape
 from rich.table import Table
 
+from gpuwait.report.words import group_sizes, part_label
 from gpuwait.steps.result import BREAKDOWN_CATEGORIES, CollectiveStat, RunResult
 from gpuwait.units import format_size, format_time
 
@@ -173,8 +174,9 @@ def breakdown_table(results: Sequence[RunResult]) -> Table:
     groups = sorted({g for s in summaries for g in s["exposed_comm_s"]})
     if groups:
         row("exposed comm by group (ms)", ["" for _ in summaries], style="dim")
+    sizes = group_sizes(results)
     for g in groups:
-        row(f"  {escape(g)}", [_ms(s["exposed_comm_s"][g]) if g in s["exposed_comm_s"] else "-" for s in summaries])
+        row(f"  {escape(part_label(g, sizes))}", [_ms(s["exposed_comm_s"][g]) if g in s["exposed_comm_s"] else "-" for s in summaries])
     table.add_section()
     row("ideal-network batch (ms)" if inference else "ideal-network step (ms)", [_ms(s["ideal_step_time_s"]) for s in summaries])
     row("network cost (ms)", [f"{_ms(s['network_cost_s'])}  {_pct(s['network_cost_s'] / s['step_time_s']) if s['step_time_s'] > 0 else '-':>6}"
