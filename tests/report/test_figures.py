@@ -47,16 +47,36 @@ def test_heatmap_bins_wide_tiers_by_their_busiest_link():
 
 
 def test_timeline_lanes_and_bounds():
-    fig, shown = timeline_figure(make_result(n_gpus=4, steps=3))
-    assert shown == "all 4 GPUs"
-    comm = [t for t in fig.data if t.name.startswith("comm")]
-    other = [t for t in fig.data if not t.name.startswith("comm")]
+    result = make_result(n_gpus=4, steps=3)
+    fig, shown = timeline_figure(result)
+    assert shown.startswith("4 GPUs in 1 group") and list(fig.layout.yaxis.ticktext) == ["group 1: 4 GPUs (0-3)"]
+    comm = [t for t in fig.data if t.type == "bar" and t.name.startswith("comm")]
+    other = [t for t in fig.data if t.type == "bar" and not t.name.startswith("comm")]
     assert {t.name for t in comm} == {"comm dp", "comm tp"}
     assert all(t.offset > 0 for t in comm) and all(t.offset < 0 for t in other)  # comm in the lower half
-    n_bars = sum(len(t.x) for t in fig.data)
-    assert n_bars == len(make_result(n_gpus=4, steps=3).tasks)
-    fig, shown = timeline_figure(make_result(n_gpus=4, steps=3), max_tasks=50)
-    assert shown.endswith("first 2 of 3 steps") and sum(len(t.x) for t in fig.data) == 46
+    # the row is the median member's tasks (rank 0 here: ranks 0, 2, 3 tie on own time)
+    median = result.tasks.rank == 0
+    n_bars = sum(len(t.x) for t in fig.data if t.type == "bar")
+    assert n_bars <= median.sum()
+    slowest = [t for t in fig.data if t.type == "scatter"][0]
+    assert len(slowest.x) == 3 and "rank 1" in slowest.text[0]  # one diamond per step, at the slow rank
+    fig, shown = timeline_figure(result, max_tasks=14)  # 6 tasks per step on the median rank
+    assert shown.endswith("first 2 of 3 steps")
+
+
+def test_dense_calls_merge_into_bands_wider_than_a_pixel():
+    from gpuwait.report.figures import BAND_FRACTION, merge_bands
+
+    # 2,560 calls of 1 us with 1 us gaps in 2 s of row 0, one lone call in row 1: row 0 is one band
+    start = np.concatenate([np.arange(2560) * 2e-3, [1.0]])
+    end = start + 1e-3
+    row = np.array([0] * 2560 + [1])
+    first, band_row, lo, hi, count = merge_bands(row, start, end, gap=2.0 * BAND_FRACTION)
+    assert band_row.tolist() == [0, 1] and count.tolist() == [2560, 1]
+    assert lo[0] == 0.0 and hi[0] == pytest.approx(end[2559]) and first.tolist() == [0, 2560]
+    # calls far apart stay apart
+    _, _, _, _, count = merge_bands(np.zeros(3, int), np.array([0.0, 1.0, 2.0]), np.array([0.5, 1.5, 2.5]), gap=0.1)
+    assert count.tolist() == [1, 1, 1]
 
 
 def test_utilization_distribution_tells_idle_from_saturated():

@@ -23,16 +23,16 @@ def test_report_is_self_contained(tmp_path, two_cases):
     assert "http" not in page.replace(get_plotlyjs(), "")
     assert page.count("Plotly.newPlot") == 1
     blocks = dict(FIGURE_BLOCK.findall(page))
-    # breakdown, busbw, and a utilization distribution, a heatmap and a timeline per case
+    # breakdown, busbw, and a utilization distribution, a heatmap, a timeline and its group's members per case
     assert sorted(blocks) == sorted(["fig-breakdown-data", "fig-busbw-data", "fig-heatmap-0-data", "fig-heatmap-1-data",
                                      "fig-timeline-0-data", "fig-timeline-1-data", "fig-utilization-0-data",
-                                     "fig-utilization-1-data"])
+                                     "fig-utilization-1-data", "fig-timeline-0-group-1-data", "fig-timeline-1-group-1-data"])
     for text in blocks.values():
         assert json.loads(text)["data"]
     heatmap = json.loads(blocks["fig-heatmap-0-data"])["data"][0]
     assert heatmap["y"] == ["nvlink", "host-leaf", "leaf-spine", "storage"]
     assert "leaf0-&gt;spine0" in json.dumps(heatmap["text"])  # names escaped for plotly's HTML-ish labels
-    assert "all 4 GPUs" in page and "dp all_reduce, storage read" in page
+    assert "4 GPUs in 1 group" in page and "dp all_reduce, storage read" in page
     assert len(page) < 6_000_000
 
 
@@ -40,8 +40,9 @@ def test_hostile_names_stay_text(tmp_path):
     page = write_html_report([make_result(case=HOSTILE, task_prefix=HOSTILE)], tmp_path / "r.html").read_text("utf-8")
     assert HOSTILE not in page and "<img" not in page
     assert str(markupsafe.escape(HOSTILE)) in page  # shown, escaped, in the tables
-    # every </script> is the template's own: error hook, plotly.js, 5 figure blocks, the renderer
-    assert page.count("</script>") == 1 + 1 + 5 + 1
+    # every </script> is the template's own: error hook, plotly.js, 5 figure blocks, the timeline's one
+    # group, the renderer
+    assert page.count("</script>") == 1 + 1 + 5 + 1 + 1
     for _, text in FIGURE_BLOCK.findall(page):
         assert "<" not in text and ">" not in text
     title = json.loads(dict(FIGURE_BLOCK.findall(page))["fig-heatmap-0-data"])["layout"]["title"]["text"]
@@ -55,13 +56,16 @@ def test_script_safe_json_keeps_the_value():
     assert json.loads(script_safe_json(fig))["layout"]["title"]["text"] == "a</script>&<!--b\u2028"
 
 
-def test_big_job_timeline_is_bounded(tmp_path):
+def test_big_job_timeline_is_grouped_with_a_drill_down(tmp_path):
     result = make_result(n_gpus=48, steps=2, slow_rank=45)
     page = write_html_report([result], tmp_path / "r.html", max_ranks=36).read_text("utf-8")
-    assert "ranks 0-31 and the 4 slowest (" in page and "of 48 GPUs" in page
-    timeline = json.loads(dict(FIGURE_BLOCK.findall(page))["fig-timeline-0-data"])
-    ticks = timeline["layout"]["yaxis"]["ticktext"]
-    assert len(ticks) == 36 and "rank 45" in ticks
+    blocks = dict(FIGURE_BLOCK.findall(page))
+    timeline = json.loads(blocks["fig-timeline-0-data"])
+    assert timeline["layout"]["yaxis"]["ticktext"] == ["group 1: 48 GPUs (0-47)"]
+    # the group opens to its members: the median, the slowest (rank 45) and the first ones
+    assert page.count('<details class="rank-group"') == 1 and "slowest rank 45" in page
+    members = json.loads(blocks["fig-timeline-0-group-1-data"])["layout"]["yaxis"]["ticktext"]
+    assert len(members) == 36 and "rank 45 (slowest)" in members
 
 
 def test_findings_read_in_words_without_backticks(tmp_path):

@@ -29,20 +29,35 @@ def thread_names(trace: dict) -> dict[tuple[int, int], str]:
             if e["ph"] == "M" and e["name"] == "thread_name"}
 
 
-def test_trace_parses_and_has_one_track_per_gpu(tmp_path):
+def test_trace_parses_and_has_a_process_per_group_and_a_track_per_gpu(tmp_path):
     result = make_result(n_gpus=12)
     trace = load(write_perfetto_trace(result, tmp_path / "trace.json", gpus_per_server=4))
     assert trace["displayTimeUnit"] == "ns" and trace["otherData"]["case"] == "RoCEv2, ECMP"
     processes = {e["pid"]: e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "process_name"}
-    assert [processes[p] for p in (1, 2, 3)] == ["server 0", "server 1", "server 2"]
+    assert processes == {1: "group 1: 12 GPUs (0-11)", 2: "job"}
     names = thread_names(trace)
-    gpu_tracks = {key: name for key, name in names.items() if "(rank " in name}
-    assert sorted(gpu_tracks.values()) == sorted(f"GPU{r % 4} (rank {r})" for r in range(12))
-    # every GPU track sits in its server's process
-    for (pid, _), name in gpu_tracks.items():
-        assert pid == int(name.split("rank ")[1].rstrip(")")) // 4 + 1
+    gpu_tracks = {key: name for key, name in names.items() if "(server " in name}
+    # ranks 0, 2-11 tie on own time: the median of the twelve is the sixth of them, rank 6
+    role = {1: " slowest", 6: " median"}
+    assert sorted(gpu_tracks.values()) == sorted(f"rank {r}{role.get(r, '')} (server {r // 4} GPU{r % 4})" for r in range(12))
     # communication overlaps compute, so it has its own stream track next to the GPU
-    assert {n for n in names.values() if n.startswith("GPU0 ")} >= {"GPU0 dp", "GPU0 tp", "GPU0 (rank 0)"}
+    assert {n for n in names.values() if n.startswith("rank 0 ")} >= {"rank 0 dp", "rank 0 tp"}
+
+
+def test_perfetto_groups_are_the_html_timeline_rows():
+    from gpuwait.report.figures import timeline_figure
+
+    base = make_result(n_gpus=8, steps=1, slow_rank=5)
+    t = base.tasks
+    extra = (t.rank >= 4) & (t.name == "fwd")  # ranks 4-7 run another schedule
+    tasks = TaskTable(**{k: np.concatenate([v, v[extra]]) for k, v in t.columns().items()})
+    tasks.name[len(t):] = "fwd again"
+    result = dataclasses.replace(base, tasks=tasks)
+    trace = perfetto_trace(result)
+    groups = trace["otherData"]["groups"]
+    assert [g["ranks"] for g in groups] == [[0, 1, 2, 3], [4, 5, 6, 7]] and groups[1]["slowest_rank"] == 5
+    rows = list(timeline_figure(result)[0].layout.yaxis.ticktext)
+    assert rows == [g["label"] for g in groups]
 
 
 def test_every_task_is_a_slice_with_its_duration(result):
@@ -72,7 +87,7 @@ def test_slices_on_one_track_never_overlap():
     tasks = TaskTable(**{k: np.concatenate([v, extra.columns()[k]]) for k, v in t.columns().items()})
     result = dataclasses.replace(base, tasks=tasks)
     trace = perfetto_trace(result)
-    assert "GPU0 dp #2" in thread_names(trace).values()
+    assert "rank 0 dp #2" in thread_names(trace).values()
     tracks = defaultdict(list)
     for e in slices(trace):
         tracks[(e["pid"], e["tid"])].append((e["ts"], e["ts"] + e["dur"]))
@@ -86,4 +101,5 @@ def test_max_ranks_bounds_the_trace_and_keeps_the_slowest():
     trace = perfetto_trace(result, max_ranks=16)
     ranks = {e["args"]["rank"] for e in slices(trace) if e["cat"] != "step"}
     assert len(ranks) == 16 and 37 in ranks
-    assert "37" in trace["otherData"]["ranks_shown"]
+    assert "16 GPUs shown" in trace["otherData"]["ranks_shown"]
+    assert "rank 37 slowest (server 4 GPU5)" in thread_names(trace).values()

@@ -50,6 +50,48 @@ def test_demo_report_screenshot(tmp_path, artefacts):
     page = write_reports(results, tmp_path / "demo-report", scenario.name)[0]
     dom = _check_and_keep(page, tmp_path, artefacts, "demo")
     assert 'id="conclusion"' in dom and "fig-utilization-0" in dom
+    _assert_timeline_readable(dom, results[0])
+
+
+def _assert_timeline_readable(dom: str, result) -> None:
+    """The timeline as drawn: one labelled row per group (not 36 rows of ranks), each group opening
+    to its members, and no row of stripes: every bar at least a band wide and bars of one colour on
+    one row never closer than a band (they were merged)."""
+    import json
+
+    import numpy as np
+
+    from gpuwait.report.figures import BAND_FRACTION
+    from gpuwait.report.ranks import rank_groups
+
+    groups, _ = rank_groups(result)
+    svg = dom[dom.index('id="fig-timeline-0"'):dom.index('id="fig-timeline-0-data"')]
+    ticks = re.findall(r'class="ytick"[^>]*>.*?<text[^>]*>([^<]*)</text>', svg)
+    assert ticks == [g.label for g in groups], ticks
+    assert 2 <= len(groups) <= 16 and dom.count('<details class="rank-group" id="fig-timeline-0-group-') == len(groups)
+    fig = json.loads(re.search(r'id="fig-timeline-0-data">(.*?)</script>', dom, re.S).group(1))
+    bars = [t for t in fig["data"] if t["type"] == "bar"]
+    lo = min(min(_values(t["base"])) for t in bars)
+    hi = max(max(np.add(_values(t["base"]), _values(t["x"]))) for t in bars)
+    band_ms = (hi - lo) * BAND_FRACTION
+    for t in bars:
+        base, width, row = _values(t["base"]), _values(t["x"]), _values(t["y"])
+        assert width.min() >= band_ms * 0.999, t["name"]
+        for r in np.unique(row):
+            b, w = base[row == r], width[row == r]
+            o = np.argsort(b)
+            assert np.all(b[o][1:] - (b[o] + w[o])[:-1] > band_ms * 0.999), (t["name"], r)
+
+
+def _values(v):
+    """A plotly JSON array, plain or base64-packed (``{"dtype", "bdata"}``), as numbers."""
+    import base64
+
+    import numpy as np
+
+    if isinstance(v, dict):
+        return np.frombuffer(base64.b64decode(v["bdata"]), dtype=np.dtype(v["dtype"]))
+    return np.asarray(v, dtype=float)
 
 
 def test_diagnose_report_screenshot(tmp_path, artefacts):

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
 import pytest
 from rich.console import Console
 
-from gpuwait.report.ranks import timeline_ranks
 from gpuwait.report.step import breakdown_table, collectives_table, hot_link_rows, hot_links_table, step_summary_dict
-from gpuwait.steps.result import BREAKDOWN_CATEGORIES
+from gpuwait.steps.result import BREAKDOWN_CATEGORIES, TaskTable
 
 from .conftest import HOSTILE, make_result
 
@@ -30,9 +30,11 @@ def test_summary_is_json_and_adds_up(result):
     assert sum(summary["breakdown_fraction"].values()) == pytest.approx(1.0)
     assert summary["network_cost_s"] == pytest.approx(summary["step_time_s"] - summary["ideal_step_time_s"])
     assert summary["wait_fraction"] == pytest.approx(result.breakdown.wait_fraction)
+    assert set(summary["exposed_comm_s"]) == {"dp all_reduce", "tp all_reduce"}  # JSON keeps machine keys
     assert [c["label"] for c in summary["collectives"]] == ["dp all_reduce bucket", "tp all_reduce"]
     assert summary["hottest_links"][0] == {"link_id": 8, "link": "leaf0->spine0", "tier": "leaf-spine",
                                            "utilization": pytest.approx(0.95), "bytes_per_step": pytest.approx(0.95e9),
+                                           "busy_s": 0.0, "waiting_s": 0.0,  # no capacities in this toy: ranked by utilization
                                            "users": ["dp all_reduce", "storage read"]}
 
 
@@ -48,9 +50,11 @@ def test_breakdown_table_puts_cases_side_by_side(two_cases):
     assert "RoCEv2, ECMP" in text and "InfiniBand, adaptive routing" in text
     line = next(row for row in text.splitlines() if "step time (ms)" in row)
     assert "41.00" in line and "35.50" in line
-    for label in ("exposed comm", "straggler wait", "dp all_reduce", "tp all_reduce", "ideal-network step", "network cost",
-                  "wait fraction", "MFU"):
+    # communication rows read as words with the group's size (the toy's groups are all 4 GPUs)
+    for label in ("exposed comm", "straggler wait", "DP all-reduce (4 GPUs)", "TP all-reduce (4 GPUs)", "ideal-network step",
+                  "network cost", "wait fraction", "MFU"):
         assert label in text
+    assert "dp all_reduce" not in text
     assert "14.6%" in next(row for row in text.splitlines() if row.strip("│ ").startswith("exposed comm "))
 
 
@@ -66,14 +70,34 @@ def test_names_are_not_rich_markup():
     assert "[bold]" in text  # printed as itself, not eaten as a style
 
 
-def test_timeline_ranks_bound_big_jobs():
-    small = make_result(n_gpus=4)
-    assert timeline_ranks(small)[0].tolist() == [0, 1, 2, 3]
-    big = make_result(n_gpus=40, steps=1, slow_rank=37)
-    ranks, text = timeline_ranks(big, max_ranks=36, slowest=4)
-    assert len(ranks) == 36 and ranks[:32].tolist() == list(range(32))
-    assert 37 in ranks and np.all(np.diff(ranks) > 0)
-    assert text.startswith("ranks 0-31 and the 4 slowest (") and "37" in text and text.endswith("of 40 GPUs")
+def test_rank_groups_follow_the_phase_pattern():
+    # ranks 0-1 run a pipeline stage's schedule (fwd, bwd), ranks 2-3 another (fwd, fwd, bwd):
+    # two groups, whatever their timing; the slow rank is named as its group's slowest
+    from gpuwait.report.ranks import rank_groups, rank_ranges
+
+    result = make_result(n_gpus=4, steps=1, slow_rank=1)
+    t = result.tasks
+    extra = (t.rank >= 2) & (t.name == "fwd")
+    tasks = TaskTable(**{k: np.concatenate([v, v[extra]]) for k, v in t.columns().items()})
+    tasks.name[len(t):] = "fwd again"
+    groups, how = rank_groups(dataclasses.replace(result, tasks=tasks))
+    assert [g.ranks.tolist() for g in groups] == [[0, 1], [2, 3]] and how.startswith("4 GPUs in 2 groups")
+    assert groups[0].slowest_rank == 1 and groups[0].label == "group 1: 2 GPUs (0-1)"
+    assert rank_ranges(np.array([0, 1, 2, 5, 7, 8])) == "0-2, 5, 7-8"
+    assert rank_ranges(np.arange(0, 20, 2)) == "0, 2, 4, ... (10 runs)"
+
+
+def test_rank_groups_are_bounded():
+    # every rank its own compute order: too many groups, so consecutive blocks
+    from gpuwait.report.ranks import rank_groups
+
+    result = make_result(n_gpus=40, steps=1, slow_rank=37)
+    tasks = result.tasks
+    names = np.array([f"{n} r{r}" if k == "compute" else n for n, k, r in zip(tasks.name, tasks.kind, tasks.rank)])
+    groups, how = rank_groups(dataclasses.replace(result, tasks=dataclasses.replace(tasks, name=names)), max_groups=8)
+    assert len(groups) == 8 and "consecutive ranks" in how
+    assert sorted(r for g in groups for r in g.ranks.tolist()) == list(range(40))
+    assert any(g.slowest_rank == 37 for g in groups)
 
 
 def test_alike_links_share_a_row_and_the_finding_link_is_shown():
@@ -93,3 +117,42 @@ def test_alike_links_share_a_row_and_the_finding_link_is_shown():
     coldest = r.links.name[int(np.argmin(r.links.utilization))]
     rows = grouped_hot_link_rows(r, 1, highlight=[coldest])
     assert rows[-1]["link"] == coldest and rows[-1]["named_in_findings"]
+
+
+def _uplinks(bytes_per_step, capacity_Bps):
+    from gpuwait.steps.result import LinkStats
+
+    n = len(bytes_per_step)
+    return LinkStats(name=[f"leaf0->spine{i}" for i in range(n)], tier=np.array(["leaf-spine"] * n),
+                     utilization=np.full(n, 0.9), bytes_per_step=np.asarray(bytes_per_step, dtype=float),
+                     capacity_Bps=np.asarray(capacity_Bps, dtype=float))
+
+
+def test_links_are_ranked_by_the_time_their_bytes_wait():
+    # fluid model: B bytes through C B/s take B/C; a balanced tier would take sum(B)/sum(C) on every link
+    gb = 1e9
+    ecmp = _uplinks([2 * gb, 0, 1 * gb, 1 * gb], [50 * gb] * 4)  # two flows hashed onto spine0, none on spine1
+    np.testing.assert_allclose(ecmp.busy_s(), [0.040, 0.0, 0.020, 0.020])
+    np.testing.assert_allclose(ecmp.waiting_s(), [0.020, 0.0, 0.0, 0.0], atol=1e-15)
+    assert ecmp.costliest(10).tolist() == [0, 2, 3]  # idle spine1 left out; the tie broken by name
+    degraded = _uplinks([gb] * 4, [50 * gb, 50 * gb, 12.5 * gb, 50 * gb])  # spine2 at a quarter of its rate
+    assert degraded.waiting_s()[2] == pytest.approx(gb / 12.5e9 - 4 * gb / 162.5e9)
+    assert degraded.costliest(1).tolist() == [2]
+    # an evenly loaded tier costs nothing, however busy: no routing does better with those links
+    assert _uplinks([gb] * 4, [50 * gb] * 4).waiting_s().tolist() == [0.0] * 4
+
+
+def test_costliest_rows_group_ties_and_say_the_waiting_time():
+    import dataclasses
+
+    from gpuwait.report.step import grouped_hot_link_rows
+
+    gb = 1e9
+    links = _uplinks([2 * gb] * 2 + [gb] * 20 + [0] * 2, [50 * gb] * 24)
+    r = dataclasses.replace(make_result(), links=links)
+    rows = grouped_hot_link_rows(r, 10, highlight=["leaf0->spine22"])
+    assert [row["link"] for row in rows] == ["leaf0->spine0", "leaf0->spine2", "leaf0->spine22"]
+    assert rows[0]["alike"] == ["leaf0->spine1"] and len(rows[1]["alike"]) == 19
+    assert rows[0]["waiting_s"] == pytest.approx(0.04 - 24 * gb / (24 * 50 * gb)) and rows[2]["named_in_findings"]
+    text = render(hot_links_table(r, 10, highlight=["leaf0->spine22"]))
+    assert "waiting/step" in text and "+19 alike" in text and "* leaf0->spine22" in text

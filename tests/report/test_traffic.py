@@ -35,15 +35,20 @@ def test_packet_run_writes_a_report(capsys, tmp_path, incast):
     assert code == 0
     doc = json.loads(out)
     names = [p.split("/")[-1] for p in doc["report"]]
-    assert names[0] == "report.html" and names[-1] == "flows.parquet" and names[1].startswith("trace-")
+    assert names[0] == "report.html" and names[-2:] == ["flows.parquet", "pauses.parquet"] and names[1].startswith("trace-")
     page = (out_dir / "report.html").read_text()
     assert "fig-fct" in page and "fig-queue-0" in page and "fig-pause-0" in page and "ECN marks/s" in page
+    assert "fig-pause-time-0" in page  # PFC pauses over time, not only their totals
     assert page.index('id="conclusion"') < page.index("<h2>")
     trace = json.loads(next(out_dir.glob("trace-*.json")).read_text())
     counters = [e for e in trace["traceEvents"] if e["ph"] == "C"]
-    assert counters and all(e["name"].startswith("queue ") for e in counters)
+    assert counters and all(e["name"].startswith(("queue ", "paused ")) for e in counters)
+    paused = [e for e in counters if e["name"].startswith("paused ")]
+    assert paused and all(0 <= e["args"]["paused"] <= 1 for e in paused)
     assert len([e for e in trace["traceEvents"] if e["ph"] == "X"]) == 4  # one slice per flow
     assert pq.read_table(out_dir / "flows.parquet").num_rows == 4
+    pauses = pq.read_table(out_dir / "pauses.parquet").to_pydict()
+    assert set(pauses) == {"case", "link", "time_s", "paused_fraction"} and max(pauses["paused_fraction"]) > 0
 
 
 def test_the_conclusion_states_the_runs_numbers(tmp_path):

@@ -17,15 +17,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from gpuwait.report.words import part_name
 from gpuwait.steps.result import BREAKDOWN_CATEGORIES, RunResult
+
+__all__ = ["Conclusion", "diagnosis_conclusion", "part_name", "step_parts_s", "workload_conclusion"]
 
 #: A difference below this share of the step is reported as no difference.
 NEGLIGIBLE_FRACTION = 1e-3
-
-_COLLECTIVE_WORDS = {"all_reduce": "all-reduce", "all_gather": "all-gather", "reduce_scatter": "reduce-scatter",
-                     "all_to_all": "all-to-all", "alltoall": "all-to-all", "sendrecv": "send/recv",
-                     "broadcast": "broadcast", "reduce": "reduce"}
-
 
 @dataclass(frozen=True)
 class Conclusion:
@@ -37,18 +35,6 @@ class Conclusion:
     @property
     def text(self) -> str:
         return " ".join(self.sentences)
-
-
-def part_name(part: str) -> str:
-    """A breakdown category or communication group in words: ``"dp all_reduce"`` -> ``"DP all-reduce"``,
-    ``"straggler_wait"`` -> ``"straggler wait"``."""
-    if part in BREAKDOWN_CATEGORIES:
-        return {"bubble": "pipeline bubble", "exposed_comm": "exposed communication"}.get(part, part.replace("_", " "))
-    words = part.split()
-    if len(words) == 2:
-        group, op = words
-        return f"{group.upper()} {_COLLECTIVE_WORDS.get(op, op.replace('_', ' '))}"
-    return part.replace("_", " ")
 
 
 def _ms(time_s: float) -> str:

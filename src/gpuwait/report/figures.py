@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from gpuwait.report.ranks import timeline_ranks
+from gpuwait.report.ranks import RankGroup, rank_groups
 from gpuwait.report.step import category_means_s
 from gpuwait.steps.result import BREAKDOWN_CATEGORIES, TASK_KINDS, RunResult
 from gpuwait.units import format_size, format_time
@@ -167,29 +167,37 @@ def utilization_distribution_figure(result: RunResult, highlight: Sequence[str] 
     return fig
 
 
-def timeline_figure(result: RunResult, max_ranks: int = 36, slowest: int = 4, max_tasks: int = 12000) -> tuple[go.Figure, str]:
-    """Per-GPU Gantt chart: each rank a row, compute and waits in its upper half, communication in
-    the lower half (it overlaps compute). Returns the figure and a sentence saying what it shows.
+#: Timeline bars closer than this fraction of the drawn span merge into one band (about a pixel
+#: of a 1,500-pixel plot): 2,560 TP calls per step are then a few bands of their colour, not a grey
+#: stripe where the colour of the calls and of the compute between them blur into each other.
+BAND_FRACTION = 1 / 1500
 
-    Big jobs show :func:`~gpuwait.report.ranks.timeline_ranks`; if those ranks still have more
-    than ``max_tasks`` tasks, only the first steps that fit are drawn (SVG slows past ~20k bars, and
-    each bar adds ~100 bytes to the page).
-    """
-    ranks, shown = timeline_ranks(result, max_ranks=max_ranks, slowest=slowest)
+
+def merge_bands(row: np.ndarray, start: np.ndarray, end: np.ndarray, gap: float) -> tuple[np.ndarray, ...]:
+    """Bars of one colour merged per row where the gap between them is at most ``gap``: returns
+    (index of each band's first bar, row, start, end, number of bars) per band, by row then start."""
+    if not len(row):
+        return tuple(np.zeros(0, dtype=t) for t in (int, int, float, float, int))
+    order = np.lexsort((start, row))
+    r, s, e = row[order], start[order], end[order]
+    shift = (float(e.max() - s.min()) + 2 * gap + 1.0) * r  # rows laid end to end never touch
+    reach = np.maximum.accumulate(e + shift)
+    new = np.ones(len(r), dtype=bool)
+    new[1:] = (s + shift)[1:] > reach[:-1] + gap
+    band = np.cumsum(new) - 1
+    first = np.flatnonzero(new)
+    last = np.append(first[1:], len(r)) - 1
+    return order[first], r[first], s[first], reach[last] - shift[last], np.bincount(band)
+
+
+def _gantt(fig: go.Figure, result: RunResult, row_of: dict[int, int], keep: np.ndarray, band_ms: float) -> None:
+    """Add the tasks ``keep`` of the ranks in ``row_of`` as bars on their rows: compute and waits in
+    the upper half, communication (it overlaps compute) in the lower; a colour per kind and group."""
     t = result.tasks
-    keep = np.isin(t.rank, ranks)
-    if keep.sum() > max_tasks:
-        per_step = np.bincount(t.step[keep])
-        n_steps = max(1, int(np.searchsorted(np.cumsum(per_step), max_tasks, side="right")))
-        keep &= t.step < n_steps
-        shown += f", first {n_steps} of {result.steps} steps"
-    row_of = {int(r): i for i, r in enumerate(ranks)}
-    rows = np.array([row_of[int(r)] for r in t.rank[keep]])
-    kind, group, name = t.kind[keep], t.group[keep], t.name[keep]
+    rank, kind, group, name = t.rank[keep], t.kind[keep], t.group[keep], t.name[keep]
+    rows = np.array([row_of[int(r)] for r in rank], dtype=int)
     start_ms, end_ms = t.start_s[keep] * 1e3, t.end_s[keep] * 1e3
     exposed_ms, step = t.exposed_s[keep] * 1e3, t.step[keep]
-
-    fig = go.Figure()
     series = [(k, kind == k) for k in TASK_KINDS if k != "comm"]
     groups = sorted({str(g) for g in group[kind == "comm"]})
     series += [(f"comm {g}" if g else "comm", (kind == "comm") & (group == g)) for g in groups]
@@ -198,23 +206,90 @@ def timeline_figure(result: RunResult, max_ranks: int = 36, slowest: int = 4, ma
             continue
         is_comm = label.startswith("comm")
         color = _GROUP_COLORS[groups.index(label[5:]) % len(_GROUP_COLORS)] if label.startswith("comm ") else COLORS.get(label, "#D55E00")
+        idx = np.flatnonzero(mask)
+        first, band_row, lo, hi, count = merge_bands(rows[idx], start_ms[idx], end_ms[idx], band_ms)
+        first = idx[first]
+        exposed = np.bincount(np.repeat(np.arange(len(count)), count),
+                              weights=exposed_ms[idx][np.lexsort((start_ms[idx], rows[idx]))], minlength=len(count))
         # numbers go in one numeric customdata array (plotly ships it as compact base64) and are
         # formatted by the hover template; a formatted string per bar would double the file
-        numbers = np.column_stack([ranks[rows[mask]], step[mask], start_ms[mask], end_ms[mask],
-                                   end_ms[mask] - start_ms[mask], exposed_ms[mask]]).astype(float)
-        exposed = ", %{customdata[5]:.3f} exposed" if is_comm else ""
-        fig.add_bar(orientation="h", y=rows[mask], base=start_ms[mask], x=end_ms[mask] - start_ms[mask],
+        numbers = np.column_stack([rank[first], step[first], lo, hi, hi - lo, exposed, count]).astype(float)
+        texts = [esc(n) if c == 1 else f"{c} tasks from {esc(n)}" for n, c in zip(name[first], count)]
+        fig.add_bar(orientation="h", y=band_row, base=lo, x=np.maximum(hi - lo, band_ms),
                     width=0.42, offset=0.04 if is_comm else -0.46, name=esc(label.replace("_", " ")),
-                    marker=dict(color=color, line=dict(width=0)), text=[esc(n) for n in name[mask]], textposition="none",
-                    customdata=numbers,
+                    marker=dict(color=color, line=dict(width=0)), text=texts, textposition="none", customdata=numbers,
                     hovertemplate=("%{text}<br>rank %{customdata[0]}, step %{customdata[1]}<br>"
-                                   "%{customdata[2]:.3f}–%{customdata[3]:.3f} ms (%{customdata[4]:.3f} ms" + exposed
-                                   + ")<extra>%{fullData.name}</extra>"))
-    fig.update_layout(**_LAYOUT, barmode="overlay", bargap=0, title=f"{esc(result.case)}: per-GPU timeline ({esc(shown)})",
-                      height=160 + 22 * len(ranks), xaxis_title="ms from the start of the run",
-                      yaxis=dict(tickmode="array", tickvals=list(range(len(ranks))),
-                                 ticktext=[f"rank {int(r)}" for r in ranks], autorange="reversed"))
-    return fig, shown
+                                   "%{customdata[2]:.3f}–%{customdata[3]:.3f} ms (%{customdata[4]:.3f} ms"
+                                   + (", %{customdata[5]:.3f} exposed" if is_comm else "") + ")<extra>%{fullData.name}</extra>"))
+
+
+def _bounded_steps(result: RunResult, keep: np.ndarray, max_tasks: int) -> tuple[np.ndarray, str]:
+    """``keep`` cut to the first steps whose tasks fit in ``max_tasks`` (SVG slows past ~20k bars, and
+    each bar adds ~100 bytes to the page), and the words saying so."""
+    t = result.tasks
+    if keep.sum() <= max_tasks:
+        return keep, ""
+    per_step = np.bincount(t.step[keep])
+    n_steps = max(1, int(np.searchsorted(np.cumsum(per_step), max_tasks, side="right")))
+    return keep & (t.step < n_steps), f", first {n_steps} of {result.steps} steps"
+
+
+def _band_ms(result: RunResult, keep: np.ndarray) -> float:
+    t = result.tasks
+    return float(t.end_s[keep].max() - t.start_s[keep].min()) * 1e3 * BAND_FRACTION if keep.any() else 0.0
+
+
+def timeline_figure(result: RunResult, max_groups: int = 16, max_tasks: int = 12000) -> tuple[go.Figure, str]:
+    """Per-group Gantt chart: one row per :func:`~gpuwait.report.ranks.rank_groups` group, drawing its
+    median member's tasks, its label naming the members and a diamond marking where its slowest
+    member ends its own work each step. Returns the figure and a sentence saying what it shows;
+    :func:`group_timeline_figure` draws one group's members (the drill-down)."""
+    groups, how = rank_groups(result, max_groups=max_groups)
+    row_of = {g.median_rank: i for i, g in enumerate(groups)}
+    keep, cut = _bounded_steps(result, np.isin(result.tasks.rank, list(row_of)), max_tasks)
+    fig = go.Figure()
+    _gantt(fig, result, row_of, keep, _band_ms(result, keep))
+    _slowest_marks(fig, result, groups, keep)
+    fig.update_layout(**_LAYOUT, barmode="overlay", bargap=0, title=f"{esc(result.case)}: timeline by group of alike GPUs",
+                      height=160 + 60 * len(groups), xaxis_title="ms from the start of the run",
+                      yaxis=dict(tickmode="array", tickvals=list(range(len(groups))),
+                                 ticktext=[esc(g.label) for g in groups], autorange="reversed"))
+    return fig, how + "; each row is its median member" + cut
+
+
+def _slowest_marks(fig: go.Figure, result: RunResult, groups: Sequence[RankGroup], keep: np.ndarray) -> None:
+    """A diamond per group and step where its slowest member's last own task (compute, data) ends."""
+    t = result.tasks
+    own = np.isin(t.kind, ("compute", "data_wait", "checkpoint"))
+    xs, ys, info = [], [], []
+    shown_steps = np.unique(t.step[keep])
+    for row, g in enumerate(groups):
+        mine = own & (t.rank == g.slowest_rank)
+        for s in shown_steps:
+            ends = t.end_s[mine & (t.step == s)]
+            if len(ends):
+                xs.append(float(ends.max()) * 1e3)
+                ys.append(row)
+                info.append(esc(f"slowest of {len(g.ranks)}: rank {g.slowest_rank}, step {int(s)}; {g.spread_text}"))
+    if xs:
+        fig.add_scatter(x=xs, y=ys, mode="markers", name="slowest member's own work ends", text=info,
+                        marker=dict(symbol="diamond", size=9, color="black"), hovertemplate="%{text}<extra></extra>")
+
+
+def group_timeline_figure(result: RunResult, group: RankGroup, max_members: int = 16, max_tasks: int = 12000) -> go.Figure:
+    """One group's members (at most ``max_members``: the median, the slowest, then the lowest ranks),
+    one row each, as :func:`timeline_figure` draws its groups: the drill-down under a group's row."""
+    members = group.shown_members(max_members)
+    row_of = {int(r): i for i, r in enumerate(members)}
+    keep, _ = _bounded_steps(result, np.isin(result.tasks.rank, members), max_tasks)
+    fig = go.Figure()
+    _gantt(fig, result, row_of, keep, _band_ms(result, keep))
+    role = {group.median_rank: " (median)", group.slowest_rank: " (slowest)"}
+    fig.update_layout(**_LAYOUT, barmode="overlay", bargap=0, height=140 + 24 * len(members),
+                      title=esc(f"{group.label}: {len(members)} of its members"), xaxis_title="ms from the start of the run",
+                      yaxis=dict(tickmode="array", tickvals=list(range(len(members))),
+                                 ticktext=[f"rank {int(r)}{role.get(int(r), '')}" for r in members], autorange="reversed"))
+    return fig
 
 
 def findings_figure(findings: Sequence[dict]) -> go.Figure:

@@ -24,8 +24,9 @@ import plotly.offline
 
 from gpuwait.report import figures
 from gpuwait.report.conclusion import workload_conclusion
+from gpuwait.report.ranks import rank_groups
 from gpuwait.report.step import alike_text, grouped_hot_link_rows, serving_rows, step_summary_dict
-from gpuwait.report.words import code_spans, evidence_text
+from gpuwait.report.words import code_spans, evidence_text, group_sizes, part_label
 from gpuwait.steps.result import BREAKDOWN_CATEGORIES, RunResult
 from gpuwait.units import format_size, format_time
 from gpuwait.version import __version__
@@ -52,7 +53,7 @@ def _environment() -> jinja2.Environment:
                               undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
 
 
-def _breakdown_rows(summaries: list[dict]) -> list[tuple[str, list[str]]]:
+def _breakdown_rows(summaries: list[dict], sizes: dict[str, int]) -> list[tuple[str, list[str]]]:
     def ms(x: float) -> str:
         return f"{x * 1e3:,.2f}"
 
@@ -64,7 +65,8 @@ def _breakdown_rows(summaries: list[dict]) -> list[tuple[str, list[str]]]:
         rows.append((f"{cat.replace('_', ' ')} (ms, % of step)",
                      [f"{ms(s['breakdown_s'][cat])} ({s['breakdown_fraction'][cat]:.1%})" for s in summaries]))
     for g in sorted({g for s in summaries for g in s["exposed_comm_s"]}):
-        rows.append((f"exposed {g} (ms)", [ms(s["exposed_comm_s"][g]) if g in s["exposed_comm_s"] else "-" for s in summaries]))
+        rows.append((f"exposed {part_label(g, sizes)} (ms)", [ms(s["exposed_comm_s"][g]) if g in s["exposed_comm_s"] else "-"
+                                                              for s in summaries]))
     rows += [("ideal-network step (ms)", [ms(s["ideal_step_time_s"]) for s in summaries]),
              ("network cost (ms)", [ms(s["network_cost_s"]) for s in summaries])]
     if inference:  # no MFU or waiting: the serving rows lead the table instead
@@ -76,7 +78,9 @@ def _breakdown_rows(summaries: list[dict]) -> list[tuple[str, list[str]]]:
 
 
 def _case_section(result: RunResult, index: int, hot_links: int, max_ranks: int, highlight: Sequence[str] = ()) -> dict:
-    timeline, shown = figures.timeline_figure(result, max_ranks=max_ranks)
+    timeline, shown = figures.timeline_figure(result)
+    groups, _ = rank_groups(result)
+    per_group = max(2, max_ranks // max(1, len(groups)))  # the drill-downs together show about max_ranks GPUs
     return {
         "case": result.case, "workload": result.workload, "cluster": result.cluster, "steps": result.steps,
         "notes": [code_spans(n) for n in result.notes], "ranks_shown": shown,
@@ -84,7 +88,12 @@ def _case_section(result: RunResult, index: int, hot_links: int, max_ranks: int,
                          "json": script_safe_json(figures.utilization_distribution_figure(result, highlight))},
         "heatmap": {"id": f"fig-heatmap-{index}", "json": script_safe_json(figures.link_heatmap_figure(result))},
         "timeline": {"id": f"fig-timeline-{index}", "json": script_safe_json(timeline)},
+        # the drill-down: each group's members, drawn when the reader opens the group
+        "groups": [{"label": g.label, "spread": g.spread_text, "id": f"fig-timeline-{index}-group-{g.index + 1}",
+                    "json": script_safe_json(figures.group_timeline_figure(result, g, max_members=per_group))}
+                   for g in groups],
         "hot_links": [{**row, "utilization": f"{row['utilization']:.0%}", "bytes_per_step": format_size(row["bytes_per_step"]),
+                       "waiting": format_time(row["waiting_s"]), "busy": format_time(row["busy_s"]),
                        "users": ", ".join(row["users"]) or "-", "alike": alike_text(row["alike"])}
                       for row in grouped_hot_link_rows(result, hot_links, highlight)],
         "collectives": [{"label": c.label, "n_ranks": c.n_ranks, "size": format_size(c.size_bytes),
@@ -106,7 +115,7 @@ def render_html_report(results: Sequence[RunResult], title: str | None = None, h
         conclusion=list(workload_conclusion(results).sentences if conclusion is None else conclusion),
         version=__version__,
         case_names=[r.case for r in results],
-        breakdown_rows=(serving_rows(results) if all(r.serving for r in results) else []) + _breakdown_rows(summaries),
+        breakdown_rows=(serving_rows(results) if all(r.serving for r in results) else []) + _breakdown_rows(summaries, group_sizes(results)),
         breakdown={"id": "fig-breakdown", "json": script_safe_json(figures.breakdown_figure(results))},
         busbw={"id": "fig-busbw", "json": script_safe_json(figures.busbw_figure(results))},
         cases=[_case_section(r, i, hot_links, max_ranks, [f["component"] for f in findings]) for i, r in enumerate(results)],
@@ -128,8 +137,8 @@ def write_html_report(results: Sequence[RunResult], path: str | Path, title: str
 
     It holds the step breakdown (stacked bars and a table), per case a link-utilization heatmap by
     fabric tier, the ``hot_links`` hottest links with who shares them, the collectives with their
-    busbw, and a per-GPU timeline of at most ``max_ranks`` ranks (the first ones plus the slowest
-    four, named on the page). ``findings`` (the diagnosis's, as plain dicts) come first, ranked,
+    busbw, and a timeline with one row per group of alike GPUs (:func:`~gpuwait.report.ranks.rank_groups`),
+    its groups opening to about ``max_ranks`` of their members in all. ``findings`` (the diagnosis's, as plain dicts) come first, ranked,
     with the gain each fix gives back plotted. The page opens with ``conclusion``, by default the
     comparison of the cases.
     """

@@ -1,15 +1,18 @@
 """A run's per-GPU timeline as Chrome trace-event JSON, for ui.perfetto.dev or chrome://tracing.
 
-Layout (Trace Event Format, Google doc cited in docs/sources.md): one process per server (``pid`` = server + 1), one thread per GPU
-(``tid`` = 1000 × local GPU) carrying compute and the wait kinds, and next to it one thread per
-communication group of that GPU (``"GPU3 dp"``), because NCCL runs each communicator on its own
-stream and its kernels overlap compute. Slices are complete events (``"ph": "X"``) with ``ts`` and
+Layout (Trace Event Format, Google doc cited in docs/sources.md): one process per group of alike GPUs
+(:func:`~gpuwait.report.ranks.rank_groups`, the same groups as the HTML timeline's rows; ``pid`` =
+group + 1, named by the group's label, which Perfetto shows collapsed until opened), one thread per
+shown member GPU (``tid`` = 1000 × its place in the group; the median and the slowest member first
+named as such) carrying compute and the wait kinds, and next to it one thread per communication group
+of that GPU (``"rank 3 dp"``), because NCCL runs each communicator on its own stream and its kernels
+overlap compute. Slices are complete events (``"ph": "X"``) with ``ts`` and
 ``dur`` in microseconds; ``args`` carry kind, group, step and the exposed part of communication.
 A last process, ``job``, shows each step's span over all ranks.
 
 Pitfall this module guards against: complete events on one thread must nest. Two slices that
 overlap without nesting are dropped or mangled by the importer, so slices that overlap on one
-stream get an extra lane (``"GPU3 dp #2"``), and times are rounded to the nanosecond *before*
+stream get an extra lane (``"rank 3 dp #2"``), and times are rounded to the nanosecond *before*
 ``dur`` is taken so back-to-back slices touch exactly instead of overlapping by rounding noise.
 """
 
@@ -21,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gpuwait.report.ranks import timeline_ranks
+from gpuwait.report.ranks import rank_groups
 from gpuwait.steps.result import RunResult
 
 #: Thread ids per GPU: lane 0 is the GPU itself, the rest its communication streams and their extra
@@ -57,11 +60,17 @@ def _meta(name: str, pid: int, value: object, tid: int | None = None) -> dict:
 
 
 def perfetto_trace(result: RunResult, max_ranks: int = 64, gpus_per_server: int = 8) -> dict:
-    """The trace as a dict (see module docstring); ``max_ranks`` bounds the GPUs shown
-    (:func:`~gpuwait.report.ranks.timeline_ranks`: the first ranks plus the slowest few)."""
+    """The trace as a dict (see module docstring); ``max_ranks`` bounds the GPUs shown, shared out
+    among the groups (at least the median and the slowest member of each)."""
     if gpus_per_server < 1:
         raise ValueError(f"gpus_per_server must be at least 1, got {gpus_per_server}")
-    ranks, shown = timeline_ranks(result, max_ranks=max_ranks, slowest=min(4, max(0, max_ranks // 8)))
+    groups, how = rank_groups(result)
+    members = [g.shown_members(max(2, max_ranks // max(1, len(groups)))) for g in groups]
+    pid_of = {int(r): g.index + 1 for g, m in zip(groups, members) for r in m}
+    place = {int(r): i for m in members for i, r in enumerate(m)}
+    role = {g.median_rank: " median" for g in groups} | {g.slowest_rank: " slowest" for g in groups}
+    ranks = np.array(sorted(pid_of), dtype=int)
+    shown = f"{how}; {len(ranks)} GPUs shown (each group's median, slowest and first members)"
     t = result.tasks
     keep = np.isin(t.rank, ranks)
     rank, step, kind, name, group = (t.rank[keep], t.step[keep], t.kind[keep], t.name[keep], t.group[keep])
@@ -71,10 +80,9 @@ def perfetto_trace(result: RunResult, max_ranks: int = 64, gpus_per_server: int 
     stream = np.where(is_comm, np.where(group == "", "comm", group), "")
 
     events: list[dict] = []
-    servers = sorted({int(r) // gpus_per_server for r in ranks})
-    for server in servers:
-        events.append(_meta("process_name", server + 1, f"server {server}"))
-        events.append(_meta("process_sort_index", server + 1, server))
+    for g in groups:
+        events.append(_meta("process_name", g.index + 1, g.label))
+        events.append(_meta("process_sort_index", g.index + 1, g.index))
 
     # One stream = (rank, stream name); each gets lanes so its slices never overlap on one thread.
     order = np.lexsort((end_us, start_us, stream, rank))
@@ -96,7 +104,7 @@ def perfetto_trace(result: RunResult, max_ranks: int = 64, gpus_per_server: int 
         if key not in threads:
             # streams and extra lanes of one GPU share its block of thread ids, in first-seen order
             used = sum(1 for k in threads if k[0] == r)
-            threads[key] = (r % gpus_per_server) * _TIDS_PER_GPU + used
+            threads[key] = place[r] * _TIDS_PER_GPU + used
         return threads[key]
 
     for r in ranks:
@@ -104,25 +112,28 @@ def perfetto_trace(result: RunResult, max_ranks: int = 64, gpus_per_server: int 
     for task, r, s, lane in slices:
         tid = tid_of(r, s, lane)
         events.append({
-            "ph": "X", "pid": r // gpus_per_server + 1, "tid": tid, "name": str(name[task]), "cat": str(kind[task]),
+            "ph": "X", "pid": pid_of[r], "tid": tid, "name": str(name[task]), "cat": str(kind[task]),
             "ts": float(start_us[task]), "dur": float(round(end_us[task] - start_us[task], 3)),
             "args": {"rank": r, "step": int(step[task]), "kind": str(kind[task]), "group": str(group[task]),
                      "exposed_us": float(exposed_us[task]) if is_comm[task] else float(round(end_us[task] - start_us[task], 3))},
         })
     for (r, s, lane), tid in threads.items():
-        label = f"GPU{r % gpus_per_server} (rank {r})" if not s else f"GPU{r % gpus_per_server} {s}"
+        where = f"server {r // gpus_per_server} GPU{r % gpus_per_server}"
+        label = f"rank {r}{role.get(r, '')} ({where})" if not s else f"rank {r} {s}"
         if lane:
             label += f" #{lane + 1}"
-        pid = r // gpus_per_server + 1
+        pid = pid_of[r]
         events.append(_meta("thread_name", pid, label, tid))
         events.append(_meta("thread_sort_index", pid, tid, tid))
 
-    events.extend(_step_events(result, job_pid=max(servers, default=-1) + 2))
+    events.extend(_step_events(result, job_pid=len(groups) + 1))
     return {
         "displayTimeUnit": "ns",
         "traceEvents": events,
         "otherData": {"case": result.case, "workload": result.workload, "cluster": result.cluster,
                       "steps": result.steps, "ranks_shown": shown, "gpus_per_server": gpus_per_server,
+                      "groups": [{"label": g.label, "ranks": g.ranks.tolist(), "median_rank": g.median_rank,
+                                  "slowest_rank": g.slowest_rank} for g in groups],
                       "notes": list(result.notes)},
     }
 

@@ -16,6 +16,7 @@ import numpy as np
 from rich.markup import escape
 from rich.table import Table
 
+from gpuwait.report.words import group_sizes, part_label
 from gpuwait.steps.result import BREAKDOWN_CATEGORIES, CollectiveStat, RunResult
 from gpuwait.units import format_size, format_time
 
@@ -44,22 +45,30 @@ def collective_dict(stat: CollectiveStat) -> dict:
             "protocol": stat.protocol}
 
 
+def _link_row(links, i: int, waiting: np.ndarray, busy: np.ndarray) -> dict:
+    return {"link_id": int(i), "link": links.name[i], "tier": str(links.tier[i]),
+            "utilization": float(links.utilization[i]), "bytes_per_step": float(links.bytes_per_step[i]),
+            "busy_s": float(busy[i]), "waiting_s": float(waiting[i]), "users": list(links.users.get(int(i), []))}
+
+
 def hot_link_rows(result: RunResult, n: int = HOT_LINKS_DEFAULT, network_only: bool = True) -> list[dict]:
-    """The busiest links (utilization while their busiest communication runs) and who shares them."""
+    """The links that cost the job most time (:meth:`~gpuwait.steps.result.LinkStats.costliest`:
+    seconds per step their bytes wait beyond a balanced tier, then busy time, then name), with their
+    utilization while their busiest communication runs and who shares them."""
     links = result.links
-    return [{"link_id": int(i), "link": links.name[i], "tier": str(links.tier[i]),
-             "utilization": float(links.utilization[i]), "bytes_per_step": float(links.bytes_per_step[i]),
-             "users": list(links.users.get(int(i), []))}
-            for i in links.hottest(n, network_only=network_only)]
+    waiting, busy = links.waiting_s(), links.busy_s()
+    return [_link_row(links, i, waiting, busy) for i in links.costliest(n, network_only=network_only)]
 
 
 def grouped_hot_link_rows(result: RunResult, n: int = HOT_LINKS_DEFAULT, highlight: Sequence[str] = ()) -> list[dict]:
-    """:func:`hot_link_rows` with ties grouped: links of one tier at the same utilization, bytes and
-    users make one row (``"alike"`` lists the others), so ten rows name more than ten links' worth of
-    story. Links in ``highlight`` (a diagnosis's findings) are marked, and added if not among them."""
+    """:func:`hot_link_rows` with ties grouped: links of one tier with the same waiting time,
+    utilization, bytes and users make one row (``"alike"`` lists the others), so ten rows name more
+    than ten links' worth of story. Links in ``highlight`` (a diagnosis's findings) are marked, and
+    added if not among them."""
     groups: list[dict] = []
     for row in hot_link_rows(result, n * 8):
-        key = (row["tier"], round(row["utilization"], 3), round(row["bytes_per_step"], -3), tuple(row["users"]))
+        key = (row["tier"], round(row["waiting_s"], 6), round(row["utilization"], 3), round(row["bytes_per_step"], -3),
+               tuple(row["users"]))
         if groups and groups[-1]["key"] == key:
             groups[-1]["alike"].append(row["link"])
         else:
@@ -67,13 +76,10 @@ def grouped_hot_link_rows(result: RunResult, n: int = HOT_LINKS_DEFAULT, highlig
     rows = groups[:n]
     shown = {name for r in rows for name in (r["link"], *r["alike"])}
     index = {name: i for i, name in enumerate(result.links.name)}
+    waiting, busy = result.links.waiting_s(), result.links.busy_s()
     for name in dict.fromkeys(highlight):
         if name in index and name not in shown:
-            i = index[name]
-            links = result.links
-            rows.append({"link_id": i, "link": name, "tier": str(links.tier[i]), "utilization": float(links.utilization[i]),
-                         "bytes_per_step": float(links.bytes_per_step[i]), "users": list(links.users.get(i, [])),
-                         "alike": []})
+            rows.append({**_link_row(result.links, index[name], waiting, busy), "alike": []})
     for r in rows:
         r.pop("key", None)
         r["named_in_findings"] = r["link"] in highlight or any(a in highlight for a in r["alike"])
@@ -168,8 +174,9 @@ def breakdown_table(results: Sequence[RunResult]) -> Table:
     groups = sorted({g for s in summaries for g in s["exposed_comm_s"]})
     if groups:
         row("exposed comm by group (ms)", ["" for _ in summaries], style="dim")
+    sizes = group_sizes(results)
     for g in groups:
-        row(f"  {escape(g)}", [_ms(s["exposed_comm_s"][g]) if g in s["exposed_comm_s"] else "-" for s in summaries])
+        row(f"  {escape(part_label(g, sizes))}", [_ms(s["exposed_comm_s"][g]) if g in s["exposed_comm_s"] else "-" for s in summaries])
     table.add_section()
     row("ideal-network batch (ms)" if inference else "ideal-network step (ms)", [_ms(s["ideal_step_time_s"]) for s in summaries])
     row("network cost (ms)", [f"{_ms(s['network_cost_s'])}  {_pct(s['network_cost_s'] / s['step_time_s']) if s['step_time_s'] > 0 else '-':>6}"
@@ -183,11 +190,12 @@ def breakdown_table(results: Sequence[RunResult]) -> Table:
 
 
 def hot_links_table(result: RunResult, n: int = HOT_LINKS_DEFAULT, highlight: Sequence[str] = ()) -> Table:
-    """The busiest network links of one case and which communication shares each; links alike
-    (same tier, load and users) share a row, and links named in ``highlight`` are marked."""
-    table = Table(title=f"{escape(result.case)}: hottest network links (alike links grouped)", title_justify="left")
-    for col in ("link", "tier", "utilization", "bytes/step", "shared by"):
-        table.add_column(col, justify="right" if col in ("utilization", "bytes/step") else "left")
+    """The network links that cost the job most time (bytes waiting behind them beyond a balanced
+    tier), how busy they are and which communication shares each; links alike share a row, and links
+    named in ``highlight`` are marked."""
+    table = Table(title=f"{escape(result.case)}: links costing the most time (alike links grouped)", title_justify="left")
+    for col in ("link", "tier", "waiting/step", "busy/step", "utilization", "bytes/step", "shared by"):
+        table.add_column(col, justify="left" if col in ("link", "tier", "shared by") else "right")
     for row in grouped_hot_link_rows(result, n, highlight):
         bar = "#" * int(round(row["utilization"] * 10))
         style = "red" if row["utilization"] >= 0.9 else ""
@@ -195,8 +203,9 @@ def hot_links_table(result: RunResult, n: int = HOT_LINKS_DEFAULT, highlight: Se
         name = escape(row["link"]) + (f" [dim]{escape(alike_text(row['alike']))}[/]" if row["alike"] else "")
         if row["named_in_findings"]:
             name = f"[bold red]* {name}[/]"
-        table.add_row(name, escape(row["tier"]), f"[{style}]{util}[/]" if style else util,
-                      format_size(row["bytes_per_step"]), escape(", ".join(row["users"])) or "-")
+        table.add_row(name, escape(row["tier"]), format_time(row["waiting_s"]), format_time(row["busy_s"]),
+                      f"[{style}]{util}[/]" if style else util, format_size(row["bytes_per_step"]),
+                      escape(", ".join(row["users"])) or "-")
     if table.row_count == 0:
         table.caption = "no network traffic"
     return table

@@ -134,6 +134,43 @@ def pause_figure(run, ports: Sequence[int]) -> go.Figure:
     return fig
 
 
+def pause_series(run, n: int = HOT_PORTS, max_points: int = MAX_POINTS) -> tuple[list[int], np.ndarray, np.ndarray]:
+    """The ``n`` ports paused longest: (link ids, interval ends in s, fraction of each interval each
+    was paused), at most ``max_points`` intervals (merged ones keep their mean: the paused time
+    over the merged span, so the area under each line stays the port's paused time)."""
+    links, t_s, frac = run.pause_series()
+    if not len(links):
+        return [], np.zeros(0), np.zeros((0, 0))
+    dt_s = np.diff(run.queue_time_s)
+    total_s = (frac * dt_s[:, None]).sum(axis=0)
+    names = [run.topo.link_name(int(i)) for i in links]
+    top = sorted(range(len(links)), key=lambda k: (-total_s[k], names[k]))[:n]
+    frac = frac[:, top]
+    if len(t_s) > max_points:
+        edges = np.linspace(0, len(t_s), max_points + 1).astype(int)
+        paused_s = np.add.reduceat(frac * dt_s[:, None], edges[:-1], axis=0)
+        span_s = np.add.reduceat(dt_s, edges[:-1])
+        frac = np.divide(paused_s, span_s[:, None], out=np.zeros_like(paused_s), where=span_s[:, None] > 0)
+        t_s = t_s[edges[1:] - 1]
+    return [int(links[k]) for k in top], t_s, frac
+
+
+def pause_timeline_figure(run) -> go.Figure | None:
+    """Share of each sample interval the most-paused ports spent paused by PFC, over time (None when
+    no port paused)."""
+    links, t_s, frac = pause_series(run)
+    if not links:
+        return None
+    fig = go.Figure()
+    for j, link in enumerate(links):
+        fig.add_scatter(x=t_s * 1e3, y=frac[:, j], mode="lines", line_shape="vh", name=esc(run.topo.link_name(link)),
+                        hovertemplate="until %{x:.3f} ms: paused %{y:.0%}<extra>%{fullData.name}</extra>")
+    fig.update_layout(**_LAYOUT, title=f"{esc(case_name(run))}: PFC pauses over time of the ports paused longest",
+                      xaxis_title="time (ms)", yaxis_title="share of the interval paused", yaxis_tickformat=".0%",
+                      yaxis_range=[0, 1.05], height=340)
+    return fig
+
+
 def utilization_figure(run, links: Sequence[int]) -> go.Figure:
     """Utilization over time of a flow run's hottest links."""
     timeline = link_timeline(run, list(links))
@@ -166,6 +203,9 @@ def _case(run, index: int) -> dict:
             out["figures"] += [_figure(f"fig-queue-{index}", queue_figure(run, ports)),
                                _figure(f"fig-pause-{index}", pause_figure(run, ports))]
             out["ports"] = port_rows(run, ports)
+        pauses = pause_timeline_figure(run)
+        if pauses is not None:
+            out["figures"].append(_figure(f"fig-pause-time-{index}", pauses))
     else:
         links = [run.topo.link_id(h["link"]) for h in hot_links(run, 6)]
         if links:
@@ -189,7 +229,7 @@ def render_traffic_html(runs: Sequence, title: str, findings: Sequence[dict] = (
 
 def traffic_trace(run) -> dict:
     """Chrome trace-event JSON: a slice per flow on its sending NIC's thread, and for packet runs a
-    counter track per hot port's queue depth (bytes)."""
+    counter track per hot port's queue depth (bytes) and per most-paused port's share of time paused."""
     topo, flows = run.topo, run.flows
     events: list[dict] = [{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "flows by sending NIC"}}]
     senders = {int(s): k for k, s in enumerate(dict.fromkeys(int(x) for x in flows.src))}
@@ -209,6 +249,15 @@ def traffic_trace(run) -> dict:
             name = f"queue {topo.link_name(link)}"
             events += [{"ph": "C", "name": name, "pid": 2, "ts": round(float(t) * 1e6, 3), "args": {"bytes": float(q)}}
                        for t, q in zip(t_s, q_bytes)]
+        links, t_s, frac = pause_series(run)
+        if links:
+            events.append({"ph": "M", "name": "process_name", "pid": 3, "args": {"name": "PFC pauses of the ports paused longest"}})
+        for j, link in enumerate(links):
+            name = f"paused {topo.link_name(link)}"
+            # a counter holds its value until the next one: each interval's share is set at its start
+            starts = np.r_[run.queue_time_s[0], t_s[:-1]]
+            events += [{"ph": "C", "name": name, "pid": 3, "ts": round(float(t) * 1e6, 3), "args": {"paused": float(f)}}
+                       for t, f in zip(starts, frac[:, j])]
     return {"traceEvents": events, "displayTimeUnit": "ns"}
 
 
@@ -220,7 +269,8 @@ def _slug(text: str) -> str:
 
 def write_traffic_reports(runs: Sequence, directory: str | Path, title: str, findings: Sequence[dict] = (),
                           conclusion: Sequence[str] | None = None) -> list[Path]:
-    """``report.html``, a Perfetto trace per case and ``flows.parquet`` in ``directory``."""
+    """``report.html``, a Perfetto trace per case, ``flows.parquet`` and, when a packet run's ports
+    paused, ``pauses.parquet`` (case, link, interval end ``time_s``, ``paused_fraction``) in ``directory``."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -237,4 +287,17 @@ def write_traffic_reports(runs: Sequence, directory: str | Path, title: str, fin
         paths.append(path)
     rows = [{"case": case_name(r)} | row for r in runs for row in flow_rows(r)]
     pq.write_table(pa.Table.from_pylist(rows), out / "flows.parquet", compression="zstd")
-    return [*paths, out / "flows.parquet"]
+    paths.append(out / "flows.parquet")
+    pauses = [{"case": case_name(r), "link": r.topo.link_name(int(link)), "time_s": float(t), "paused_fraction": float(f)}
+              for r in runs if _is_packet(r) for link, t, f in _pause_rows(r)]
+    if pauses:  # the time series of the ports that paused: one row per port and sample interval
+        pq.write_table(pa.Table.from_pylist(pauses), out / "pauses.parquet", compression="zstd")
+        paths.append(out / "pauses.parquet")
+    return paths
+
+
+def _pause_rows(run):
+    links, t_s, frac = run.pause_series()
+    for j, link in enumerate(links):
+        for t, f in zip(t_s, frac[:, j]):
+            yield link, t, f

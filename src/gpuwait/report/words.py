@@ -8,9 +8,11 @@ suffix (the project names numbers with their unit), so a new rule's evidence rea
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from markupsafe import Markup, escape
 
+from gpuwait.steps.result import BREAKDOWN_CATEGORIES, RunResult
 from gpuwait.units import format_rate, format_size, format_time
 
 # suffix -> how its value reads; the longest suffix that matches wins
@@ -66,3 +68,37 @@ def code_spans(text: str) -> Markup:
         last = m.end()
     out.append(escape(text[last:].replace("`", "")))
     return Markup("").join(out)
+
+
+_COLLECTIVE_WORDS = {"all_reduce": "all-reduce", "all_gather": "all-gather", "reduce_scatter": "reduce-scatter",
+                     "all_to_all": "all-to-all", "alltoall": "all-to-all", "sendrecv": "send/recv",
+                     "broadcast": "broadcast", "reduce": "reduce"}
+
+
+def part_name(part: str) -> str:
+    """A breakdown category or communication group in words: ``"dp all_reduce"`` -> ``"DP all-reduce"``,
+    ``"straggler_wait"`` -> ``"straggler wait"``."""
+    if part in BREAKDOWN_CATEGORIES:
+        return {"bubble": "pipeline bubble", "exposed_comm": "exposed communication"}.get(part, part.replace("_", " "))
+    words = part.split()
+    if len(words) == 2:
+        group, op = words
+        return f"{group.upper()} {_COLLECTIVE_WORDS.get(op, op.replace('_', ' '))}"
+    return part.replace("_", " ")
+
+
+def group_sizes(results: Sequence[RunResult]) -> dict[str, int]:
+    """GPUs per communication group (``{"dp": 16, "tp": 8}``), from the collectives the runs timed."""
+    sizes: dict[str, int] = {}
+    for r in results:
+        for c in r.collectives:
+            sizes.setdefault(c.group, c.n_ranks)
+    return sizes
+
+
+def part_label(part: str, sizes: dict[str, int]) -> str:
+    """A breakdown row's label: :func:`part_name` plus the group's size when known:
+    ``"dp all_reduce"`` -> ``"DP all-reduce (16 GPUs)"``. JSON keeps the machine key."""
+    name = part_name(part)
+    n = sizes.get(part.split()[0]) if " " in part else None
+    return f"{name} ({n} GPUs)" if n else name

@@ -5,6 +5,7 @@ layer read it without knowing how it was produced; nothing here computes the mod
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -111,7 +112,9 @@ class LinkStats:
 
     ``tier`` is a short label for the heatmap rows (``"nvlink"``, ``"pcie"``, ``"host-leaf"``,
     ``"leaf-spine"``, ``"spine-core"``, ``"storage"``); ``users[link]`` names the communication
-    sharing a link (``"dp all_reduce"``, ``"storage read"``), filled for the hottest links only.
+    sharing a link (``"dp all_reduce"``, ``"storage read"``), filled for the hottest and costliest
+    links only. ``capacity_Bps`` is each link's effective capacity (after faults; None when unknown),
+    from which :meth:`busy_s` and :meth:`waiting_s` follow.
     """
 
     name: list[str]
@@ -119,6 +122,57 @@ class LinkStats:
     utilization: np.ndarray   # while the busiest communication on the link runs (steady state), 0..1
     bytes_per_step: np.ndarray
     users: dict[int, list[str]] = field(default_factory=dict)
+    capacity_Bps: np.ndarray | None = None
+
+    def busy_s(self) -> np.ndarray:
+        """Seconds per step each link spends sending: its bytes per step over its capacity (0 without one)."""
+        if self.capacity_Bps is None:
+            return np.zeros(len(self.name))
+        cap = np.asarray(self.capacity_Bps, dtype=float)
+        return np.divide(self.bytes_per_step, cap, out=np.zeros(len(cap)), where=cap > 0)
+
+    def waiting_s(self) -> np.ndarray:
+        """Seconds per step the bytes on each link wait behind it beyond a balanced fabric: its busy time
+        minus its tier's (the tier's bytes over the tier's capacity, the busy time every link of the
+        tier would have if routing spread the bytes in proportion to capacity, as ideal adaptive
+        routing tends to). In a fluid model a link carrying ``B`` bytes at ``C`` B/s keeps its last
+        byte ``B/C`` after its first, so the excess over the balanced ``sum(B)/sum(C)`` is the time its
+        imbalance (an ECMP collision, a link degraded to a quarter of its rate) adds to every
+        communication through it: the step time it costs when that communication is on the critical
+        path, an upper bound when compute hides it. A tier whose links are evenly loaded costs 0
+        however busy, since no routing could do better with those links."""
+        busy = self.busy_s()
+        out = np.zeros(len(busy))
+        if self.capacity_Bps is None:
+            return out
+        cap = np.asarray(self.capacity_Bps, dtype=float)
+        for tier in np.unique(self.tier):
+            mine = (self.tier == tier) & (cap > 0)
+            if mine.any():
+                balanced_s = float(self.bytes_per_step[mine].sum() / cap[mine].sum())
+                excess_s = busy[mine] - balanced_s
+                # below a billionth of the balanced time is the rounding of the sums, not a wait
+                out[mine] = np.where(excess_s > 1e-9 * balanced_s, excess_s, 0.0)
+        return out
+
+    def costliest(self, n: int = 10, network_only: bool = True) -> np.ndarray:
+        """Link ids ranked by the time they cost the job (:meth:`waiting_s`), then by busy time, then
+        by name in natural order (ties are common: ECMP loads whole sets of uplinks alike); links that carry nothing
+        are left out. Without capacities, :meth:`hottest`."""
+        if self.capacity_Bps is None:
+            return self.hottest(n, network_only)
+        waiting, busy = np.round(self.waiting_s(), 12), np.round(self.busy_s(), 12)
+        keep = self.bytes_per_step > 0
+        if network_only:
+            keep &= ~np.isin(self.tier, ("nvlink", "pcie"))
+        ids = np.flatnonzero(keep)
+        # names in natural order (spine2 before spine10), as the operator reads them
+        natural = sorted(range(len(ids)), key=lambda k: [int(p) if p.isdigit() else p
+                                                         for p in re.split(r"(\d+)", self.name[ids[k]])])
+        name_rank = np.empty(len(ids), dtype=int)
+        name_rank[natural] = np.arange(len(ids))
+        order = np.lexsort((name_rank, -busy[ids], -waiting[ids]))
+        return ids[order][:n]
 
     def hottest(self, n: int = 10, network_only: bool = True) -> np.ndarray:
         """Link ids, busiest first. Among equally busy links the ones deeper in the fabric come first

@@ -51,14 +51,15 @@ def link_stats(fabric: FabricModel, families: Sequence[Family], step_time_s: flo
     bytes_per_step += background * step_time_s
     peak = peak + background
     util = np.divide(peak, capacity, out=np.zeros(n), where=capacity > 0).clip(0, 1)
-    stats = LinkStats(topo.link_names(), link_tiers(topo), util, bytes_per_step)
+    stats = LinkStats(topo.link_names(), link_tiers(topo), util, bytes_per_step, capacity_Bps=np.asarray(capacity, dtype=float))
     users = {}
-    for link in stats.hottest(top).tolist():
+    # the grouped links table reads 8 ranked links per row it shows
+    for link in dict.fromkeys(stats.hottest(top).tolist() + stats.costliest(top * 8).tolist()):
         names = {label for label, run, _calls in families if run.link_bytes[link] > 0}
         if background[link] > 0:
             names.add("storage read")
         users[link] = sorted(names)
-    return LinkStats(stats.name, stats.tier, util, bytes_per_step, users)
+    return LinkStats(stats.name, stats.tier, util, bytes_per_step, users, stats.capacity_Bps)
 
 
 def collective_stats(families: Sequence[Family], group_sizes: dict[str, int]) -> tuple[CollectiveStat, ...]:

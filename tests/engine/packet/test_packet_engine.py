@@ -105,6 +105,13 @@ def test_incast_with_pfc_pauses_upstream_and_blocks_an_innocent_flow(topo, nics)
     assert run.port_counters()["rx_prio3_pause"][upstream] > 0
     # max-min would give the innocent flow 2/3 of s1's port; PFC's head-of-line blocking gives it far less
     assert run.flow_time_s[3] > 1.5 * fluid.flow_time_s[3]
+    # the pause time series: only ports that paused, and per port its intervals add up to its total
+    links, t_s, frac = run.pause_series()
+    assert upstream in links.tolist() and len(t_s) == frac.shape[0] and np.all((frac >= 0) & (frac <= 1))
+    dt_s = np.diff(run.queue_time_s)
+    for j, link in enumerate(links):
+        assert (frac[:, j] * dt_s).sum() == pytest.approx(run.paused_s[link, 3], rel=1e-9)
+    assert set(links.tolist()) == set(np.flatnonzero(run.paused_s[:, 3] > 0).tolist()) & set(run.queue_links.tolist())
 
 
 def test_incast_without_pfc_drops_and_retransmits(topo, nics):

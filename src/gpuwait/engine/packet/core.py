@@ -218,6 +218,7 @@ class Outputs(NamedTuple):
     delay_hist: np.ndarray  # (DELAY_BINS,)
     stats: np.ndarray  # (S_*,)
     queue_log: np.ndarray  # (n, 3) the queue's pushes and pops, (time_ps, payload, LOG_PUSH or LOG_POP)
+    pause_samples: np.ndarray  # (S, K) ps each sampled link's sending port had been paused by each sample time
 
 
 @njit(cache=True)
@@ -238,7 +239,8 @@ def simulate(inp, recv_total, pool_rows, queue_rows, qlog=None):
     n_used = np.zeros(inp.node_buffer_bytes.shape[0], np.int64)
     senders = _new_senders(inp.qp_float[:, QF_LINE_Bps])
     receivers = _new_receivers(inp, recv_total)
-    samples = np.zeros((64, inp.sample_links.shape[0]), np.int64)
+    # a sample row holds the sampled queues' bytes, then the same ports' paused time so far
+    samples = np.zeros((64, 2 * inp.sample_links.shape[0]), np.int64)
     qp_samples = np.zeros((64, R), np.int64)
     sample_t = np.zeros(64, np.int64)
     pkt = _free_rows(np.zeros((pool_rows, P_COLS), np.int64), 0, -1)
@@ -269,7 +271,7 @@ def simulate(inp, recv_total, pool_rows, queue_rows, qlog=None):
     # one last sample at the end (_run leaves room: it stops short right after a sample that fills
     # the rows); control events still in flight change nothing measured
     n = st[RUN_N_SAMPLES]
-    _take_sample(samples, qp_samples, sample_t, n, now, qbytes, inp.sample_links, receivers.out)
+    _take_sample(samples, qp_samples, sample_t, n, now, qbytes, inp.sample_links, receivers.out, lt)
     n += 1
     _close_intervals(lt, qbytes, qint, now)
     stats = np.zeros(5, np.int64)
@@ -278,8 +280,9 @@ def simulate(inp, recv_total, pool_rows, queue_rows, qlog=None):
     stats[S_END_PS] = now
     stats[S_SAMPLES] = n
     stats[S_TIMED_OUT] = st[RUN_TIMED_OUT]
-    return Outputs(lt[:, C_FIRST:C_FIRST + C_COLS].copy(), qint, receivers.out, samples[:n], qp_samples[:n],
-                   sample_t[:n], receivers.delay_hist, stats, _logged(qlog, st[RUN_LOG]))
+    K = inp.sample_links.shape[0]
+    return Outputs(lt[:, C_FIRST:C_FIRST + C_COLS].copy(), qint, receivers.out, samples[:n, :K].copy(), qp_samples[:n],
+                   sample_t[:n], receivers.delay_hist, stats, _logged(qlog, st[RUN_LOG]), samples[:n, K:].copy())
 
 
 @njit(cache=True)
@@ -375,10 +378,17 @@ def _push_logged(qheap, qchunk, qbin, qcache, qctr, time_ps, data, qlog, n_log):
 
 
 @njit(cache=True)
-def _take_sample(samples, qp_samples, sample_t, row, now, qbytes, sample_links, out):
-    """Record row ``row`` of the samples: the sampled queues' bytes and every QP's delivered packets."""
-    for j in range(sample_links.shape[0]):
-        samples[row, j] = qbytes[sample_links[j]]
+def _take_sample(samples, qp_samples, sample_t, row, now, qbytes, sample_links, out, lt):
+    """Record row ``row`` of the samples: the sampled queues' bytes, the time their sending ports
+    have been paused so far (a pause still open counts up to ``now``) and every QP's delivered packets."""
+    K = sample_links.shape[0]
+    for j in range(K):
+        link = sample_links[j]
+        samples[row, j] = qbytes[link]
+        paused = lt[link, C_PAUSED_PS]
+        if lt[link, T_PAUSED]:
+            paused += now - lt[link, T_PAUSE_T0]
+        samples[row, K + j] = paused
     for qp in range(out.shape[0]):
         qp_samples[row, qp] = out[qp, O_DELIVERED]
     sample_t[row] = now
@@ -1155,7 +1165,7 @@ def _run(lt, qbytes, qint, n_used, inp, senders, receivers, samples, qp_samples,
             if n_samples >= max_samples - 1:  # a long run: sample half as often, memory stays bounded
                 n_samples = _halve_samples(samples, qp_samples, sample_t, n_samples)
                 sample_ps *= 2
-            _take_sample(samples, qp_samples, sample_t, n_samples, now, qbytes, sample_links, out)
+            _take_sample(samples, qp_samples, sample_t, n_samples, now, qbytes, sample_links, out, lt)
             n_samples += 1
             if finished < R:
                 pend_t[npend] = now + sample_ps

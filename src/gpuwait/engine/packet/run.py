@@ -79,6 +79,7 @@ class PacketRun(PerFlowResults):
     timed_out: bool
     wall_s: float
     labels: dict = field(default_factory=dict)
+    pause_samples_s: np.ndarray | None = None  # (S, K) time each sampled port had been paused by each sample time
 
     # ------------------------------------------------------------------ the flow engine's schema
     @cached_property
@@ -152,6 +153,20 @@ class PacketRun(PerFlowResults):
             raise SpecError(f"queue_depth: link {self.topo.link_name(link)} carries none of the run's packets; "
                             "expected a sampled network link", hint="queue_links lists the sampled ones")
         return self.queue_time_s, self.queue_bytes[:, where[0]].astype(float)
+
+    def pause_series(self, min_paused_s: float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Pause time per port per sample interval, for the sampled ports that were paused more than
+        ``min_paused_s`` in all: (link ids, interval ends in s (S-1,), fraction of each interval the
+        port's sender was paused (S-1, n)). The intervals are the queue samples' (bounded: a long run
+        samples half as often), so memory is fixed per port; ports that never paused are left out."""
+        samples = self.pause_samples_s if self.pause_samples_s is not None else np.zeros((0, len(self.queue_links)))
+        if samples.shape[0] < 2:
+            return np.zeros(0, int), np.zeros(0), np.zeros((0, 0))
+        paused = np.flatnonzero(samples[-1] > min_paused_s)
+        dt_s = np.diff(self.queue_time_s)
+        frac = np.divide(np.diff(samples[:, paused], axis=0), dt_s[:, None], out=np.zeros((len(dt_s), len(paused))),
+                         where=dt_s[:, None] > 0)
+        return self.queue_links[paused], self.queue_time_s[1:], np.clip(frac, 0.0, 1.0)
 
     def _per_priority(self, column: int, scale: float = 1.0) -> np.ndarray:
         out = np.zeros((self.topo.n_links, 8))
@@ -464,6 +479,7 @@ def simulate_packets(topo: Topology, flows: FlowTable, routing: RoutingSpec, tra
                      qp_finish_s=finish, link_counters=got.link_counters, link_queue_integral=got.queue_integral,
                      qp_counters=out, queue_links=inp.sample_links, queue_time_s=got.sample_ps / _PS,
                      queue_bytes=got.queue_samples, qp_delivered_packets=got.qp_samples, delay_histogram=got.delay_hist,
+                     pause_samples_s=got.pause_samples / _PS,
                      end_s=float(stats[C.S_END_PS]) / _PS, events=int(stats[C.S_EVENTS]),
                      packets=int(stats[C.S_PACKETS]), timed_out=bool(stats[C.S_TIMED_OUT]), wall_s=wall)
 
