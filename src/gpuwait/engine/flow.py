@@ -16,6 +16,9 @@ Where the time goes, and what keeps it down (no Python loop ever runs over flows
   flows that share a link with the change, holding the others as background load, then
   checks the max-min conditions around every rate that moved; it widens the group, or
   falls back to a full solve, when the check fails. The result is the same allocation.
+- A splitting router's middle hops are shared by every flow between two leaves
+  (:class:`SharedWeights`, ``FlowSet.shared``): solved and logged once per class, never
+  joined into each flow's row. Such a run re-solves every event in full.
 - The flow x flow dependency matrix (CSR, row ``f`` lists the flows ``f`` waits for) is
   resolved with scatters over the rows of the flows that just finished.
 - Rates over time are stored as *change logs* (:class:`StepLog`): an entry only when a
