@@ -432,7 +432,8 @@ def _run_reduce(ufunc: np.ufunc, values: np.ndarray, owner: np.ndarray, n_owners
 
 
 def _progressive_fill_shared(own: tuple[np.ndarray, np.ndarray, np.ndarray], shared: SharedWeights,
-                             capacity_Bps: np.ndarray, cap_Bps: np.ndarray, unfrozen: np.ndarray) -> MaxMinSolution:
+                             capacity_Bps: np.ndarray, cap_Bps: np.ndarray, unfrozen: np.ndarray,
+                             class_triplets: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> MaxMinSolution:
     """:func:`_progressive_fill` over own triplets plus the classes' shared ones; consumes ``unfrozen``.
 
     The same iteration, with each class's sums taken once: a link's unfrozen weight gets the
@@ -442,7 +443,8 @@ def _progressive_fill_shared(own: tuple[np.ndarray, np.ndarray, np.ndarray], sha
     order differs from the expanded solve, so rates agree to rounding.
     """
     flow_of, link_of, weight = own
-    c_of, c_link, c_w = shared.triplets()
+    # the solver passes them checked once; the event engine solves the same classes at every event
+    c_of, c_link, c_w = shared.triplets() if class_triplets is None else class_triplets
     n_flows, n_links = cap_Bps.shape[0], capacity_Bps.shape[0]
     n_classes = int(shared.class_weights.shape[0])
     row_class, row_scale = shared.row_class, shared.row_scale
@@ -541,6 +543,7 @@ class MaxMinSolver:
         self._has_links = row_lengths > 0
         self._shape = weights.shape
         self._shared = shared
+        self._class_triplets = None if shared is None else shared.triplets()
         if shared is not None:
             n_classes = int(shared.class_weights.shape[0])
             if shared.class_weights.shape[1] != capacity_Bps.shape[0] or np.shape(shared.row_class) != (weights.shape[0],) \
@@ -594,7 +597,7 @@ class MaxMinSolver:
         """:meth:`solve` without input checks; consumes ``unfrozen``."""
         if self._shared is not None:
             return _progressive_fill_shared((self._flow_of, self._link_of, self._weight), self._shared,
-                                            self._capacity_Bps, cap_Bps, unfrozen)
+                                            self._capacity_Bps, cap_Bps, unfrozen, self._class_triplets)
         return _progressive_fill(self._flow_of, self._link_of, self._weight, self._capacity_Bps, cap_Bps, unfrozen)
 
 
