@@ -16,6 +16,9 @@ Where the time goes, and what keeps it down (no Python loop ever runs over flows
   flows that share a link with the change, holding the others as background load, then
   checks the max-min conditions around every rate that moved; it widens the group, or
   falls back to a full solve, when the check fails. The result is the same allocation.
+- A splitting router's middle hops are shared by every flow between two leaves
+  (:class:`SharedWeights`, ``FlowSet.shared``): solved and logged once per class, never
+  joined into each flow's row. Such a run re-solves every event in full.
 - The flow x flow dependency matrix (CSR, row ``f`` lists the flows ``f`` waits for) is
   resolved with scatters over the rows of the flows that just finished.
 - Rates over time are stored as *change logs* (:class:`StepLog`): an entry only when a
@@ -94,7 +97,7 @@ def _vector(name: str, value: object, n: int | None, *, dtype: type = np.float64
 def _require(name: str, arr: np.ndarray, ok: np.ndarray, expected: str) -> None:
     if not np.all(ok):
         i = int(np.flatnonzero(~ok)[0])
-        raise SimulationError(f"{name}[{i}] = {arr[i]!r}: expected {expected}")
+        raise SimulationError(f"{name}[{i}] = {arr[i].item()!r}: expected {expected}")  # item(): 3, not np.int64(3)
 
 
 def _csr(name: str, value: object, shape: tuple[int | None, int | None], *, dtype: type) -> sp.csr_matrix:
@@ -192,6 +195,11 @@ class FlowSet:
     depends_on : scipy.sparse.csr_matrix, optional
         ``(F, F)`` boolean; row ``f`` is True at column ``g`` when ``f`` may start only
         after ``g`` has finished (last byte delivered).
+    shared : SharedWeights, optional
+        More link weights that classes of flows share, added to ``link_weights`` (see
+        :class:`SharedWeights`): a sprayed or adaptive route's middle hops, stored once per
+        (source leaf, destination leaf) class instead of once per flow. The engine solves and
+        logs link rates per class; results equal the joined matrix's to rounding.
 
     Every field is replaced by a private canonical copy (float64 read-only arrays, CSR
     matrices with sorted indices), so the caller's arrays are never shared or mutated.
@@ -212,6 +220,7 @@ class FlowSet:
     rate_cap_Bps: np.ndarray = None  # type: ignore[assignment]
     path_latency_s: np.ndarray = None  # type: ignore[assignment]
     depends_on: sp.csr_matrix = None
+    shared: SharedWeights | None = None
 
     def __post_init__(self) -> None:
         size_bytes = _vector("size_bytes", self.size_bytes, None)
@@ -249,10 +258,20 @@ class FlowSet:
             depends_on = _csr("depends_on", self.depends_on, (n_flows, n_flows), dtype=bool)
             depends_on.eliminate_zeros()
 
+        shared = None if self.shared is None else _checked_shared(self.shared, n_flows, weights.shape[1])
         for name, value in (("size_bytes", size_bytes), ("link_weights", weights),
                             ("release_time_s", release_time_s), ("rate_cap_Bps", rate_cap_Bps),
-                            ("path_latency_s", path_latency_s), ("depends_on", depends_on)):
+                            ("path_latency_s", path_latency_s), ("depends_on", depends_on), ("shared", shared)):
             object.__setattr__(self, name, value)
+
+    def links_per_flow(self) -> np.ndarray:
+        """``(F,)`` number of links each flow crosses (own and its class's)."""
+        count = np.diff(self.link_weights.indptr)
+        if self.shared is None:
+            return count
+        member = self.shared.row_class >= 0
+        class_count = np.diff(self.shared.class_weights.indptr)
+        return count + np.where(member, class_count[np.where(member, self.shared.row_class, 0)], 0)
 
     @property
     def n_flows(self) -> int:
@@ -261,6 +280,21 @@ class FlowSet:
     @property
     def n_links(self) -> int:
         return int(self.link_weights.shape[1])
+
+
+def _checked_shared(shared: object, n_flows: int, n_links: int) -> SharedWeights:
+    """A canonical, read-only copy of ``shared`` for ``n_flows`` flows over ``n_links`` links."""
+    if not isinstance(shared, SharedWeights):
+        raise SimulationError(f"shared: got {type(shared).__name__}; expected a SharedWeights")
+    class_weights = _csr("shared.class_weights", shared.class_weights, (None, n_links), dtype=np.float64)
+    if not np.all(np.isfinite(class_weights.data) & (class_weights.data > 0)):
+        raise SimulationError("shared.class_weights: expected every stored weight finite and > 0")
+    row_class = _vector("shared.row_class", shared.row_class, n_flows, dtype=np.int64)
+    _require("shared.row_class", row_class, (row_class >= -1) & (row_class < class_weights.shape[0]),
+             f"a class id in [0, {class_weights.shape[0]}) or -1 for none")
+    row_scale = _vector("shared.row_scale", shared.row_scale, n_flows)
+    _require("shared.row_scale", row_scale, np.isfinite(row_scale) & (row_scale > 0), "a finite scale > 0")
+    return SharedWeights(row_class, row_scale, class_weights)
 
 
 # --------------------------------------------------------------------------------------------
@@ -398,7 +432,8 @@ def _run_reduce(ufunc: np.ufunc, values: np.ndarray, owner: np.ndarray, n_owners
 
 
 def _progressive_fill_shared(own: tuple[np.ndarray, np.ndarray, np.ndarray], shared: SharedWeights,
-                             capacity_Bps: np.ndarray, cap_Bps: np.ndarray, unfrozen: np.ndarray) -> MaxMinSolution:
+                             capacity_Bps: np.ndarray, cap_Bps: np.ndarray, unfrozen: np.ndarray,
+                             class_triplets: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> MaxMinSolution:
     """:func:`_progressive_fill` over own triplets plus the classes' shared ones; consumes ``unfrozen``.
 
     The same iteration, with each class's sums taken once: a link's unfrozen weight gets the
@@ -408,7 +443,8 @@ def _progressive_fill_shared(own: tuple[np.ndarray, np.ndarray, np.ndarray], sha
     order differs from the expanded solve, so rates agree to rounding.
     """
     flow_of, link_of, weight = own
-    c_of, c_link, c_w = shared.triplets()
+    # the solver passes them checked once; the event engine solves the same classes at every event
+    c_of, c_link, c_w = shared.triplets() if class_triplets is None else class_triplets
     n_flows, n_links = cap_Bps.shape[0], capacity_Bps.shape[0]
     n_classes = int(shared.class_weights.shape[0])
     row_class, row_scale = shared.row_class, shared.row_scale
@@ -507,6 +543,7 @@ class MaxMinSolver:
         self._has_links = row_lengths > 0
         self._shape = weights.shape
         self._shared = shared
+        self._class_triplets = None if shared is None else shared.triplets()
         if shared is not None:
             n_classes = int(shared.class_weights.shape[0])
             if shared.class_weights.shape[1] != capacity_Bps.shape[0] or np.shape(shared.row_class) != (weights.shape[0],) \
@@ -560,7 +597,7 @@ class MaxMinSolver:
         """:meth:`solve` without input checks; consumes ``unfrozen``."""
         if self._shared is not None:
             return _progressive_fill_shared((self._flow_of, self._link_of, self._weight), self._shared,
-                                            self._capacity_Bps, cap_Bps, unfrozen)
+                                            self._capacity_Bps, cap_Bps, unfrozen, self._class_triplets)
         return _progressive_fill(self._flow_of, self._link_of, self._weight, self._capacity_Bps, cap_Bps, unfrozen)
 
 
@@ -828,6 +865,72 @@ def _check_acyclic(depends_on: sp.csr_matrix) -> None:
     )
 
 
+def _columns_to_links(log: StepLog, n_intervals: int, weights: sp.csr_matrix, weights_t: sp.csr_matrix) -> StepLog:
+    """Link rate changes implied by the rate changes of ``weights``' rows (flows or classes).
+
+    A link's rate can change only in an interval where one of its rows' rates does. At each
+    such (link, interval) point the rate is summed afresh over the link's rows — never
+    accumulated from differences — so an idle link reads exactly 0.
+    """
+    stride = n_intervals + 1
+    by_flow = np.lexsort((log.interval, log.index))
+    flow_key = log.index[by_flow] * stride + log.interval[by_flow]
+    flow_rate_Bps = log.rate_Bps[by_flow]
+
+    positions, lengths = _row_positions(weights.indptr, log.index)
+    points = np.unique(weights.indices[positions].astype(np.int64) * stride + np.repeat(log.interval, lengths))
+    point_link, point_interval = points // stride, points % stride
+    link_rate_Bps = np.zeros(points.size)
+    # Chunks bound the memory of the (point, row on its link) expansion.
+    expansion = np.cumsum(np.diff(weights_t.indptr)[point_link])
+    bounds = np.searchsorted(expansion, np.arange(_LINK_LOG_CHUNK, expansion[-1] if expansion.size else 0,
+                                                  _LINK_LOG_CHUNK), side="right")
+    for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, points.size]):
+        if hi <= lo:
+            continue
+        positions_t, lengths_t = _row_positions(weights_t.indptr, point_link[lo:hi])
+        flows = weights_t.indices[positions_t].astype(np.int64)
+        # Each flow's rate at the point: its last logged change at or before that interval.
+        entry = np.searchsorted(flow_key, flows * stride + np.repeat(point_interval[lo:hi], lengths_t),
+                                side="right") - 1
+        entry_ok = entry >= 0
+        entry_ok[entry_ok] = flow_key[entry[entry_ok]] // stride == flows[entry_ok]
+        rate_Bps = np.where(entry_ok, flow_rate_Bps[np.maximum(entry, 0)], 0.0)
+        link_rate_Bps[lo:hi] = np.add.reduceat(weights_t.data[positions_t] * rate_Bps,
+                                               np.cumsum(lengths_t) - lengths_t)
+    previous_Bps = np.zeros(points.size)
+    same_link = point_link[1:] == point_link[:-1]
+    previous_Bps[1:] = np.where(same_link, link_rate_Bps[:-1], 0.0)
+    keep = link_rate_Bps != previous_Bps
+    return StepLog(point_interval[keep], point_link[keep], link_rate_Bps[keep])
+
+
+def _value_at(log_key: np.ndarray, log_rate_Bps: np.ndarray, key: np.ndarray, stride: int) -> np.ndarray:
+    """Rate of a log (``log_key`` = column x stride + interval, sorted) at each ``key``: its last entry at or before it, else 0."""
+    if log_key.size == 0:
+        return np.zeros(key.shape)
+    entry = np.searchsorted(log_key, key, side="right") - 1
+    ok = entry >= 0
+    ok[ok] = log_key[entry[ok]] // stride == key[ok] // stride
+    return np.where(ok, log_rate_Bps[np.maximum(entry, 0)], 0.0)
+
+
+def _sum_logs(a: StepLog, b: StepLog, n_intervals: int) -> StepLog:
+    """The column-wise sum of two logs over the same columns, summed afresh at every change point."""
+    stride = n_intervals + 1
+    keys_a = a.index.astype(np.int64) * stride + a.interval
+    keys_b = b.index.astype(np.int64) * stride + b.interval
+    order_a, order_b = np.argsort(keys_a, kind="stable"), np.argsort(keys_b, kind="stable")
+    keys_a, rate_a_Bps, keys_b, rate_b_Bps = keys_a[order_a], a.rate_Bps[order_a], keys_b[order_b], b.rate_Bps[order_b]
+    points = np.unique(np.r_[keys_a, keys_b])
+    total_Bps = _value_at(keys_a, rate_a_Bps, points, stride) + _value_at(keys_b, rate_b_Bps, points, stride)
+    column = points // stride
+    previous_Bps = np.zeros(points.size)
+    previous_Bps[1:] = np.where(column[1:] == column[:-1], total_Bps[:-1], 0.0)
+    keep = total_Bps != previous_Bps
+    return StepLog(points[keep] % stride, column[keep], total_Bps[keep])
+
+
 class FlowEngine:
     """Event-driven fluid simulation of flows over directional links with max-min fair sharing.
 
@@ -886,7 +989,7 @@ class FlowEngine:
                 f"link_weights: has {flows.n_links} columns but the LinkTable holds {self.links.n_links} links",
                 hint="build the FlowSet and the LinkTable from the same topology",
             )
-        unbounded = (np.diff(flows.link_weights.indptr) == 0) & np.isinf(flows.rate_cap_Bps) & (flows.size_bytes > 0)
+        unbounded = (flows.links_per_flow() == 0) & np.isinf(flows.rate_cap_Bps) & (flows.size_bytes > 0)
         if unbounded.any():
             f = int(np.flatnonzero(unbounded)[0])
             raise SimulationError(
@@ -920,14 +1023,29 @@ class _Run:
         # Solve over the links some flow uses only: a big fabric with a small job would
         # otherwise pay for every idle link at every full solve.
         weights = flows.link_weights
-        self.used_links = np.unique(weights.indices).astype(np.int64)
-        self.weights = sp.csr_matrix(
-            (weights.data, np.searchsorted(self.used_links, weights.indices), weights.indptr),
-            shape=(self.n_flows, self.used_links.shape[0]),
-        )
+        shared = flows.shared
+        self.used_links = np.unique(weights.indices if shared is None
+                                    else np.r_[weights.indices, shared.class_weights.indices]).astype(np.int64)
+        self.weights = self._compact(weights)
         self.capacity_Bps = links.capacity_Bps[self.used_links]
-        self.solver = MaxMinSolver(self.weights, self.capacity_Bps)
         self.weights_t = self.weights.T.tocsr()
+        # Classes (see SharedWeights): solved per class, every event re-solved in full (the local
+        # shortcut below walks per-flow neighbourhoods, which a class's links would make huge).
+        self.shared: SharedWeights | None = None
+        if shared is not None:
+            self.shared = SharedWeights(shared.row_class, shared.row_scale, self._compact(shared.class_weights))
+            self.class_weights_t = self.shared.class_weights.T.tocsr()
+            member = np.flatnonzero(shared.row_class >= 0)
+            order = np.argsort(shared.row_class[member], kind="stable")
+            n_classes = shared.class_weights.shape[0]
+            # members_of: row c lists the flows of class c
+            self.members_of = sp.csr_matrix(
+                (shared.row_scale[member[order]], member[order],
+                 np.r_[0, np.cumsum(np.bincount(shared.row_class[member], minlength=n_classes))]),
+                shape=(n_classes, self.n_flows))
+            self.recorded_class_rate_Bps = np.zeros(n_classes)
+            self.class_log: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self.solver = MaxMinSolver(self.weights, self.capacity_Bps, self.shared)
         self.in_group = np.zeros(self.n_flows, dtype=bool)  # scratch mask, always left all False
 
         # dependents_of: row g lists the flows waiting for g.
@@ -951,6 +1069,11 @@ class _Run:
         self.recorded_bottleneck = np.full(self.n_flows, NOT_TRANSMITTING, dtype=np.int64)
         self.counters = {"intervals": 0, "rate_updates": 0, "local_updates": 0, "local_rounds": 0,
                          "full_solves": 0, "full_solve_iterations": 0}
+
+    def _compact(self, weights: sp.csr_matrix) -> sp.csr_matrix:
+        """``weights`` with columns renumbered to :attr:`used_links` positions."""
+        return sp.csr_matrix((weights.data, np.searchsorted(self.used_links, weights.indices), weights.indptr),
+                             shape=(weights.shape[0], self.used_links.shape[0]))
 
     # -- neighbourhoods ------------------------------------------------------------------------
 
@@ -1049,6 +1172,8 @@ class _Run:
         if n_active == 0:
             return departed
 
+        if self.shared is not None:
+            return self._full_solve(old_rate_Bps, old_bottleneck)
         group = np.union1d(arrived, self._active_flows_on(self._links_of(np.concatenate([departed, arrived]))))
         if group.size == 0:  # the departed flows shared no link with a flow still sending
             self.counters["local_updates"] += 1
@@ -1075,7 +1200,10 @@ class _Run:
             if grown.size == group.size:
                 break
             group = grown
+        return self._full_solve(old_rate_Bps, old_bottleneck)
 
+    def _full_solve(self, old_rate_Bps: np.ndarray, old_bottleneck: np.ndarray) -> np.ndarray:
+        """Solve every active flow afresh; returns the flows whose rate or bottleneck changed."""
         self.counters["full_solves"] += 1
         solution = self.solver._solve(self.rate_cap_Bps, self.active.copy())
         self.counters["full_solve_iterations"] += solution.iterations
@@ -1161,46 +1289,38 @@ class _Run:
                                   rate_Bps[changed], bottleneck[changed]))
         self.recorded_rate_Bps[candidates] = rate_Bps
         self.recorded_bottleneck[candidates] = bottleneck
+        if self.shared is not None and changed.any():
+            self._record_classes(interval, candidates[changed])
+
+    def _record_classes(self, interval: int, changed: np.ndarray) -> None:
+        """Log the summed rate (x scale) of every class one of the ``changed`` flows belongs to.
+
+        Summed afresh over the class's flows, never from differences, so an idle class reads 0.
+        """
+        assert self.shared is not None
+        classes = np.unique(self.shared.row_class[changed])
+        classes = classes[classes >= 0]
+        if classes.size == 0:
+            return
+        positions, lengths = _row_positions(self.members_of.indptr, classes)
+        scaled_Bps = self.members_of.data[positions] * self.recorded_rate_Bps[self.members_of.indices[positions]]
+        class_rate_Bps = np.add.reduceat(scaled_Bps, np.cumsum(lengths) - lengths)  # every class has a member
+        moved = class_rate_Bps != self.recorded_class_rate_Bps[classes]
+        if moved.any():
+            self.class_log.append((np.full(int(moved.sum()), interval, dtype=np.int64), classes[moved],
+                                   class_rate_Bps[moved]))
+            self.recorded_class_rate_Bps[classes[moved]] = class_rate_Bps[moved]
 
     def _link_log(self, flow_log: StepLog, n_intervals: int) -> StepLog:
-        """Link rate changes (compact link ids) implied by the flow rate changes.
-
-        A link's rate can change only in an interval where one of its flows' rates does. At
-        each such (link, interval) point the rate is summed afresh over the link's flows —
-        never accumulated from differences — so an idle link reads exactly 0.
-        """
-        stride = n_intervals + 1
-        by_flow = np.lexsort((flow_log.interval, flow_log.index))
-        flow_key = flow_log.index[by_flow] * stride + flow_log.interval[by_flow]
-        flow_rate_Bps = flow_log.rate_Bps[by_flow]
-
-        positions, lengths = _row_positions(self.weights.indptr, flow_log.index)
-        points = np.unique(self.weights.indices[positions].astype(np.int64) * stride
-                           + np.repeat(flow_log.interval, lengths))
-        point_link, point_interval = points // stride, points % stride
-        link_rate_Bps = np.zeros(points.size)
-        # Chunks bound the memory of the (point, flow on its link) expansion.
-        expansion = np.cumsum(np.diff(self.weights_t.indptr)[point_link])
-        bounds = np.searchsorted(expansion, np.arange(_LINK_LOG_CHUNK, expansion[-1] if expansion.size else 0,
-                                                      _LINK_LOG_CHUNK), side="right")
-        for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, points.size]):
-            if hi <= lo:
-                continue
-            positions_t, lengths_t = _row_positions(self.weights_t.indptr, point_link[lo:hi])
-            flows = self.weights_t.indices[positions_t].astype(np.int64)
-            # Each flow's rate at the point: its last logged change at or before that interval.
-            entry = np.searchsorted(flow_key, flows * stride + np.repeat(point_interval[lo:hi], lengths_t),
-                                    side="right") - 1
-            entry_ok = entry >= 0
-            entry_ok[entry_ok] = flow_key[entry[entry_ok]] // stride == flows[entry_ok]
-            rate_Bps = np.where(entry_ok, flow_rate_Bps[np.maximum(entry, 0)], 0.0)
-            link_rate_Bps[lo:hi] = np.add.reduceat(self.weights_t.data[positions_t] * rate_Bps,
-                                                   np.cumsum(lengths_t) - lengths_t)
-        previous_Bps = np.zeros(points.size)
-        same_link = point_link[1:] == point_link[:-1]
-        previous_Bps[1:] = np.where(same_link, link_rate_Bps[:-1], 0.0)
-        keep = link_rate_Bps != previous_Bps
-        return StepLog(point_interval[keep], point_link[keep], link_rate_Bps[keep])
+        """Link rate changes (compact link ids) implied by the flow (and class) rate changes."""
+        own = _columns_to_links(flow_log, n_intervals, self.weights, self.weights_t)
+        if self.shared is None:
+            return own
+        parts = self.class_log
+        class_log = StepLog(*(np.concatenate([p[k] for p in parts]) if parts else np.zeros(0, dtype)
+                              for k, dtype in enumerate((np.int64, np.int64, np.float64))))
+        return _sum_logs(own, _columns_to_links(class_log, n_intervals, self.shared.class_weights,
+                                                self.class_weights_t), n_intervals)
 
     # -- the loop ----------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from gpuwait.engine.base import PerFlowResults, effective_capacity_Bps, per_flow_top
-from gpuwait.engine.flow import FlowEngine, FlowResult, FlowSet, LinkTable
+from gpuwait.engine.flow import FlowEngine, FlowResult, FlowSet, LinkTable, SharedWeights
 from gpuwait.routing.paths import Routes, route_flows
 from gpuwait.spec.cluster import RoutingSpec
 from gpuwait.topology.model import Network, Topology
@@ -80,6 +80,16 @@ def _row_dependencies(flows: FlowTable, routes: Routes) -> sp.csr_matrix | None:
     return sp.csr_matrix((np.ones(len(r_idx), bool), (r_idx, c_idx)), shape=(n, n))
 
 
+def _row_link_sum(routes: Routes, per_link: np.ndarray) -> np.ndarray:
+    """``(R,)`` sum over each row's links of ``weight x per_link``, from the parts (never joined)."""
+    total = np.asarray(routes.own_weights @ per_link).ravel()
+    if routes.class_weights is not None and routes.row_class is not None:
+        member = routes.row_class >= 0
+        per_class = np.asarray(routes.class_weights @ per_link).ravel()
+        total = total + np.where(member, per_class[np.where(member, routes.row_class, 0)], 0.0)
+    return total
+
+
 def simulate_flows(topo: Topology, flows: FlowTable, routing: RoutingSpec, transport: TransportProfile,
                    *, capacity_Bps: np.ndarray | None = None) -> FlowRun:
     """Route and simulate ``flows`` on ``topo``.
@@ -104,12 +114,18 @@ def simulate_flows(topo: Topology, flows: FlowTable, routing: RoutingSpec, trans
     size = routes.per_qp(flows.size_bytes)
     cap = routes.per_qp(flows.rate_cap_Bps)
     capacity = effective_capacity_Bps(topo, transport) if capacity_Bps is None else capacity_Bps
-    crosses_network = np.asarray(routes.link_weights @ (topo.link_network != _SERVER).astype(float)).ravel() > 0
+    crosses_network = _row_link_sum(routes, (topo.link_network != _SERVER).astype(float)) > 0
     if transport.rate_cap_Bps:
         # the transport's per-connection ceiling (a TCP stream's) binds only flows that use the transport
         cap = np.where(crosses_network, np.minimum(cap, transport.rate_cap_Bps), cap)
     latency = routes.path_latency_s + np.where(crosses_network, transport.message_overhead_s, 0.0)
-    flowset = FlowSet(size_bytes=size, link_weights=routes.link_weights, release_time_s=flows.start_s[routes.flow_index],
-                      rate_cap_Bps=cap, path_latency_s=latency, depends_on=_row_dependencies(flows, routes))
+    # A splitting router's middle hops stay one row per (source leaf, destination leaf) class: the
+    # engine solves and logs them per class, never joining them into a row per QP.
+    classes = routes.class_weights is not None and routes.row_class is not None
+    flowset = FlowSet(size_bytes=size, link_weights=routes.own_weights if classes else routes.link_weights,
+                      release_time_s=flows.start_s[routes.flow_index], rate_cap_Bps=cap, path_latency_s=latency,
+                      depends_on=_row_dependencies(flows, routes),
+                      shared=SharedWeights(routes.row_class, np.ones(routes.n_rows), routes.class_weights)
+                      if classes else None)
     result = FlowEngine(LinkTable(capacity, topo.link_latency_s)).run(flowset)
     return FlowRun(topo, flows, routes, capacity, result, routing, transport)
