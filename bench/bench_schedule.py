@@ -5,14 +5,18 @@
 
 The jobs follow the shipped samples' shape (tests/data/traces; bench/make_trace_samples.py): sizes
 1-16 servers, most small; log-normal durations; Poisson arrivals at a rate that keeps the cluster
-about 70 % allocated. Prints wall time per policy. Alone runs are cached per workload and placement
-and, under spray or adaptive routing, reused across placements of one shape
-(``gpuwait.runner.schedule.shape_key``); shared runs per distinct set of co-running jobs on shared links.
+about 70 % allocated. Prints wall and CPU time per policy with the load average. Alone runs are cached per workload and
+placement and, under spray or adaptive routing (static: where the destinations keep their D-mod-k residues),
+reused across placements of one shape (``gpuwait.runner.schedule.shape_key``); shared runs per distinct
+set of co-running jobs on shared links.
+
+    python bench/bench_schedule.py --routing static --transport infiniband [--no-reuse]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 import numpy as np
@@ -38,18 +42,34 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=1000)
     ap.add_argument("--servers", type=int, default=256)
     ap.add_argument("--policy", action="append", default=None)
-    ap.add_argument("--routing", default="ecmp", help="routing kind (spray/adaptive reuse solo runs across placements of one shape)")
+    ap.add_argument("--routing", default="ecmp",
+                    help="routing kind (spray/adaptive reuse solo runs across placements of one shape, static where "
+                         "the destinations keep their D-mod-k residues)")
+    ap.add_argument("--transport", default=None, help="transport name (e.g. infiniband with --routing static)")
+    ap.add_argument("--no-reuse", action="store_true", help="run every placement alone (the figure before reuse)")
     args = ap.parse_args()
+    if args.no_reuse:
+        import gpuwait.runner.schedule as schedule_module
+
+        schedule_module.SHAPE_SYMMETRIC_ROUTING = ()
+        schedule_module.destination_residues = lambda topo: None
     jobs, durations = trace_jobs(synthetic_trace(args.jobs, args.servers))
     scenario = Scenario.model_validate({"cluster": {"preset": "rocev2-400g-2tier", "servers": args.servers,
                                                     "fabric": {"oversubscription": 2},
-                                                    "routing": {"kind": args.routing}}, "jobs": jobs})
+                                                    "routing": {"kind": args.routing},
+                                                    **({"transport": {"name": args.transport}} if args.transport else {})},
+                                         "jobs": jobs})
     for policy in args.policy or ["slurm-tree", "random"]:
-        t0 = time.perf_counter()
+        load_before = os.getloadavg()[0]
+        t0, c0 = time.perf_counter(), time.process_time()
         r = schedule(scenario, PlacementSpec(policy=policy), durations_s=durations)
-        wall_s = time.perf_counter() - t0
+        wall_s, cpu_s = time.perf_counter() - t0, time.process_time() - c0
         s = r.summary()
-        print(f"{policy:12s} {args.jobs} jobs, {args.servers * 8} GPUs: {wall_s:7.1f} s wall; "
+        # the 1-minute load average before and after, and the process's CPU time: on shared cores a wall
+        # time means little without them
+        print(f"{policy:12s} {args.jobs} jobs, {args.servers * 8} GPUs, {args.routing}"
+              f"{' (no reuse)' if args.no_reuse else ''}: {wall_s:7.1f} s wall, {cpu_s:7.1f} s CPU "
+              f"(load {load_before:.1f} -> {os.getloadavg()[0]:.1f}); "
               f"mean JCT {s['mean_jct_s']:.0f} s, leaf fragmentation {100 * s['leaf_fragmentation']:.0f} %, "
               f"jobs in contention {100 * s['contended_jobs']:.0f} %", flush=True)
 

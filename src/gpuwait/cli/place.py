@@ -106,8 +106,11 @@ def _scenario(job_file: str, cluster: str | None, name: str | None, policy: str 
 
 def jobs_dict(result) -> dict:
     """The shared run as plain data (for --json)."""
+    from gpuwait.report.jobs import jobs_conclusion
+
     names = result.link_names
-    return {"scenario": result.scenario.name, "steps": result.steps, "jobs": [{
+    return {"scenario": result.scenario.name, "steps": result.steps,
+            "conclusion": list(jobs_conclusion(result).sentences), "jobs": [{
         "name": j.name, "servers": j.servers.tolist(), "hostlist": j.hostlist, "leaves": j.leaves, "pods": j.pods,
         "workload": j.alone.workload, "step_alone_s": j.alone_step_s, "step_shared_s": j.shared_step_s,
         "slowdown": j.slowdown, "exposed_comm_alone_s": j.exposed_comm_alone_s,
@@ -131,13 +134,20 @@ def jobs_table(result) -> Table:
     return table
 
 
-def render_jobs(console: Console, result) -> None:
+def render_jobs(console: Console, result, report: list[str] | None = None) -> None:
+    from rich.markup import escape
+
+    from gpuwait.report.jobs import jobs_conclusion
+
+    console.print(f"[bold]{escape(jobs_conclusion(result).text)}[/]", highlight=False)
     console.print(f"[bold]{result.scenario.name}[/] on [bold]{result.topo.name}[/]: {result.topo.n_servers} servers, "
                   f"{len(set(result.tree.leaf_of_server.tolist()))} leaf domains, "
                   f"{len(set(result.tree.pod_of_server.tolist()))} pods")
     for j in result.jobs:
         console.print(f"  {j.name}: {j.alone.workload}")
     console.print(jobs_table(result))
+    if report:
+        console.print(f"report: {report[0]}  (Perfetto trace beside it: {report[1]})", markup=False)
 
 
 def _render_place(console: Console, result, job) -> None:

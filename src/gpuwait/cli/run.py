@@ -26,7 +26,10 @@ def run(scenario_file: str = typer.Argument(..., metavar="SCENARIO.yaml", help="
     same step on an ideal network, the collectives and the hottest links. A scenario with
     `traffic:` runs its flows: completion times and link loads; `--report` then writes the flow
     completion time CDF, and on the packet engine the queue depth and PFC pauses of the hottest
-    ports and ECN/CNP rates, with a Perfetto trace per case (queues as counter tracks).
+    ports and ECN/CNP rates, with a Perfetto trace per case (queues as counter tracks). A scenario
+    with `jobs:` runs every job alone and then all together on one clock: per job the step alone and
+    shared; `--report` writes which job is slowed most and by whom, the links shared and a timeline
+    of every job's phases, with a Perfetto trace holding a process per job.
 
     Examples: `gpuwait run examples/dp-only.yaml --report out/`, `gpuwait run examples/ecmp-collision.yaml`,
     `gpuwait run examples/ecmp-collision.yaml --engine packet --report out/`
@@ -94,10 +97,16 @@ def _run_jobs(out, scenario, steps: int | None, engine: str, report: str | None)
     from gpuwait.errors import SpecError
     from gpuwait.runner.jobs import run_jobs
 
-    if engine != "flow" or report is not None:
-        raise SpecError("--engine packet/--report: a scenario with `jobs:` runs on the flow engine, without a report yet")
+    if engine != "flow":
+        raise SpecError(f"--engine: got {engine!r}; a scenario with `jobs:` runs on the flow engine")
     result = run_jobs(scenario, steps)
-    out.emit(jobs_dict(result), lambda c: render_jobs(c, result))
+    data = jobs_dict(result)
+    if report is not None:
+        from gpuwait.report.jobs import write_jobs_reports
+
+        paths = write_jobs_reports(result, report, scenario.name)
+        data["report"] = [str(p) for p in paths]
+    out.emit(data, lambda c: render_jobs(c, result, data.get("report")))
 
 
 def _run_workload(out, scenario, steps: int | None, report: str | None) -> None:

@@ -94,6 +94,7 @@ class JobOutcome:
     shared_step_s: float
     slowed_s: float                          # time per step its network work ran below its alone pace
     shares: dict[str, list[int]] = field(default_factory=dict)  # other job -> network links both load
+    segments: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)))  # (segment, start, end) in the shared run
 
     @property
     def alone_step_s(self) -> float:
@@ -243,6 +244,9 @@ class _Lane:
     floor_s: float = 0.0   # time the segment lasts at least (compute hiding the network work)
     step_ends: list = field(default_factory=list)
     slowed_s: float = 0.0
+    record: bool = False   # keep every finished segment's (index, start, end) for the report's timeline
+    segments: list = field(default_factory=list)
+    seg_start_s: float = 0.0
 
     def begin(self) -> None:
         d, p = float(self.program.duration_s[self.seg]), float(self.program.pace[self.seg])
@@ -266,6 +270,9 @@ class _Lane:
         self.work_s = self.work_s - rate * dt if self.work_s > rate * dt * (1 + 1e-12) else 0.0
         self.floor_s = self.floor_s - dt if self.floor_s > dt * (1 + 1e-12) else 0.0
         if self.work_s <= 0 and self.floor_s <= 0:
+            if self.record:
+                self.segments.append((self.seg, self.seg_start_s, now_s))
+            self.seg_start_s = now_s
             self.seg += 1
             if self.seg == len(self.program.duration_s):
                 self.seg = 0
@@ -326,9 +333,10 @@ def _rates(lanes: list[_Lane], now_s: float, capacity_Bps: np.ndarray) -> np.nda
 
 
 def run_together(programs: list[Program], arrivals_s: list[float], capacity_Bps: np.ndarray,
-                 steps: int) -> list[_Lane]:
-    """Run the programs on one clock until each has finished ``steps`` steps."""
-    lanes = [_Lane(p, a) for p, a in zip(programs, arrivals_s)]
+                 steps: int, record: bool = False) -> list[_Lane]:
+    """Run the programs on one clock until each has finished ``steps`` steps (``record``: each lane
+    keeps its finished segments' times)."""
+    lanes = [_Lane(p, a, record=record, seg_start_s=a) for p, a in zip(programs, arrivals_s)]
     for ln in lanes:
         ln.begin()
     now = min(arrivals_s)
@@ -356,6 +364,12 @@ def _shared_links(link_bytes: list[np.ndarray], network: np.ndarray, names: list
                     shares[names[j]] = both.tolist()
         out.append(shares)
     return out
+
+
+def _first_steps(lane: _Lane, program: Program, steps: int) -> np.ndarray:
+    """(segment, start, end) of the lane's segments in its first ``steps`` steps."""
+    rows = np.array(lane.segments, float).reshape(-1, 3)
+    return rows[: steps * len(program.duration_s)]
 
 
 def run_jobs(scenario: Scenario, steps: int | None = None) -> JobsRun:
@@ -386,7 +400,7 @@ def run_jobs(scenario: Scenario, steps: int | None = None) -> JobsRun:
         alone.append(result)
         programs.append(job_program(result, communication_families(step, fabric), topo))
     capacity = effective_capacity_Bps(topo, transport)
-    lanes = run_together(programs, [j.spec.arrival for j in placed], capacity, n_steps)
+    lanes = run_together(programs, [j.spec.arrival for j in placed], capacity, n_steps, record=True)
     shares = _shared_links([np.where(topo.network_links, r.links.bytes_per_step, 0.0) for r in alone],
                            topo.network_links, names)
     outcomes = []
@@ -395,7 +409,8 @@ def run_jobs(scenario: Scenario, steps: int | None = None) -> JobsRun:
         leaves, pods = tree.spans(job.servers)
         outcomes.append(JobOutcome(job.name, job.servers, hostlist([tree.server_names[s] for s in job.servers]),
                                    leaves, pods, result, program, float(np.diff(ends).mean()),
-                                   lane.slowed_s / max(len(lane.step_ends), 1), share))
+                                   lane.slowed_s / max(len(lane.step_ends), 1), share,
+                                   _first_steps(lane, program, n_steps)))
     return JobsRun(scenario, topo, tree, outcomes, n_steps, topo.link_names())
 
 

@@ -173,8 +173,13 @@ class _Cluster:
         self._shapes: dict = {}
         self.shape_hits = 0
         self._link_index: tuple | None = None
-        # the shape rule holds where routing does not depend on which servers a flow joins
+        # the shape rule holds where routing does not depend on which servers a flow joins, and under
+        # static routing where the destinations keep their D-mod-k residues (see destination_residues)
         self.shape_symmetric = routing.kind in SHAPE_SYMMETRIC_ROUTING and cluster.fabric.kind == "clos"
+        self._residues = None
+        if routing.kind == "static" and cluster.fabric.kind == "clos":
+            self._residues = destination_residues(self.topo)
+            self.shape_symmetric = self._residues is not None
         self._compact: dict[str, float] = {}
         self._groups: dict[frozenset, dict[int, float]] = {}
 
@@ -184,7 +189,7 @@ class _Cluster:
         key = (_workload_key(spec), gpus, tuple(servers.tolist()) if len(servers) > 1 else ())
         if key in self._alone:
             return self._alone[key]
-        shape = (_workload_key(spec), gpus, shape_key(self.tree, servers)) if self.shape_symmetric else None
+        shape = (_workload_key(spec), gpus, shape_key(self.tree, servers, self._residues)) if self.shape_symmetric else None
         if shape is not None and shape in self._shapes:
             first_servers, (program, link_bytes) = self._shapes[shape]
             loaded = np.flatnonzero((link_bytes > 0) | program.peak_Bps.any(axis=0))
@@ -232,22 +237,52 @@ class _Cluster:
 #: routing kinds under which a job's step alone depends only on its placement's shape: spray splits
 #: every flow evenly over all equal-cost next hops and adaptive splits by load (with no other traffic,
 #: the job's own), so relabelling servers, their leaves and nothing else maps routes onto routes.
-#: ECMP hashes each flow's 5-tuple (its servers' addresses) and static routes by destination index:
-#: there two placements of one shape collide differently, so each placement is run.
+#: ECMP hashes each flow's 5-tuple (its servers' addresses): there two placements of one shape collide
+#: differently, so each placement is run. Static routing is reused under a stricter key
+#: (:func:`destination_residues`).
 SHAPE_SYMMETRIC_ROUTING = ("spray", "adaptive")
 
 
-def shape_key(tree: FabricTree, servers: np.ndarray) -> tuple:
+def destination_residues(topo) -> np.ndarray | None:
+    """(servers, NICs) each NIC's destination index in fat-tree order modulo K, the product over the
+    tiers below the top of the least common multiple of that tier's up-degrees; None if no NIC is cabled.
+
+    Why: static (D-mod-k) routing sends a flow up from tier t by ``(d // stride) mod k_t``, ``d`` its
+    destination's fat-tree index, ``k_t`` the up-links of the switch it is at and ``stride`` the product of
+    the earlier ``k``; going down there is one path (parallel cables by QP). Every path's product of
+    ``k_t`` divides K, so two destinations with one residue modulo K take the same up-choices from every
+    switch. A relabelling that keeps spines and cores (``relabel_links``) maps one placement's routes onto
+    the other's exactly when every server keeps its NICs' residues; with another residue the flows climb
+    to other spines or cores, which the relabelling does not move. So under static routing the residues
+    join the shape key (on a 2:1 leaf of 4 servers with 16 uplinks: the server's position in its leaf,
+    mod 2)."""
+    from gpuwait.routing.paths import _fat_tree_order  # the order the static router numbers destinations in
+
+    if not topo.nic_node.size or not (topo.nic_uplink[:, :, 0] >= 0).any():
+        return None
+    tier = topo.node_tier
+    up = tier[topo.link_dst] > tier[topo.link_src]
+    degree = np.bincount(topo.link_src[up], minlength=topo.n_nodes)
+    k = 1
+    for t in range(int(tier.max())):
+        d = degree[(tier == t) & (degree > 0)]
+        k *= int(np.lcm.reduce(d)) if len(d) else 1
+    return _fat_tree_order(topo)[topo.nic_node] % k
+
+
+def shape_key(tree: FabricTree, servers: np.ndarray, residues: np.ndarray | None = None) -> tuple:
     """The placement's shape: per server in rank order, its pod and its leaf domain numbered by first
     appearance. Two placements with one shape hold the same number of servers per leaf in the same
     rank order, and leaves that share a pod in one share it in the other; on a Clos whose leaves are
     alike and whose pods are alike a relabelling of servers, leaves and pods maps one onto the other.
-    The pods are kept as they are (not renumbered) so spines and cores need no relabelling."""
+    The pods are kept as they are (not renumbered) so spines and cores need no relabelling.
+    ``residues`` (static routing, :func:`destination_residues`): each server's NICs' residues join its entry."""
     leaf_ids: dict[int, int] = {}
     out = []
     for s in servers.tolist():
         leaf = int(tree.leaf_of_server[s])
-        out.append((int(tree.pod_of_server[s]), leaf_ids.setdefault(leaf, len(leaf_ids))))
+        entry = (int(tree.pod_of_server[s]), leaf_ids.setdefault(leaf, len(leaf_ids)))
+        out.append(entry if residues is None else (*entry, tuple(residues[s].tolist())))
     return tuple(out)
 
 
