@@ -34,7 +34,7 @@ import dataclasses
 import numpy as np
 import scipy.sparse as sp
 
-from gpuwait.routing.paths import _Distances, _LeafPairClasses, _walk_chunks
+from gpuwait.routing.paths import _Distances, _LeafPairClasses, _unique_pairs, _walk_chunks
 from gpuwait.routing.routers import Hop, NextHops, Router
 from gpuwait.spec.cluster import RoutingSpec
 from gpuwait.topology.model import Topology
@@ -91,9 +91,13 @@ class _PairStage:
         self.trip: list = []
         self.stops: list = []
 
-    def ids(self, code: np.ndarray, start: np.ndarray, target: np.ndarray, name_row) -> np.ndarray:
-        """Pair id of each (code, start, target), walking the new pairs."""
-        uniq, first, inv = np.unique(code, return_index=True, return_inverse=True)
+    def ids(self, a: np.ndarray, b: np.ndarray, n_b: int, start: np.ndarray, target: np.ndarray,
+            name_row) -> np.ndarray:
+        """Pair id of each (a, b) pair (``0 <= b < n_b``; it starts at ``start``, heads for ``target``),
+        walking the new pairs."""
+        uniq, inv = _unique_pairs(a, b, n_b)  # millions of pairs of few distinct values: no sort
+        first = np.zeros(len(uniq), np.int64)
+        first[inv] = np.arange(len(inv))  # any member stands for its pair
         known = np.array([self.code.get(int(c), -1) for c in uniq], np.int64)
         new = np.flatnonzero(known < 0)
         if len(new):
@@ -103,7 +107,7 @@ class _PairStage:
             s, t = start[first[new]], target[first[new]]
             self._run(s, t, base, name_row)
             self.start, self.target = np.r_[self.start, s], np.r_[self.target, t]
-        return known[inv.ravel()]
+        return known[inv]
 
     def _run(self, start: np.ndarray, target: np.ndarray, base: int, name_row) -> None:
         topo = self.topo
@@ -258,15 +262,14 @@ def route_leaf_pairs_staged(topo: Topology, spec: RoutingSpec, router: Router, s
         stops = sp.csr_matrix((st_frac, (st_row, st_node)), shape=(n_groups, topo.n_nodes))
         u_i, x, f = _expand(stops, plan.group_of_up)
         kk = plan.dclass_of_up[u_i]
-        p2 = stage2.ids(x * (int(kk.max(initial=0)) + 1) + kk, x, d_ep[rep[up_class_rep[u_i]]],
-                        lambda i, err: err)
+        p2 = stage2.ids(x, kk, int(kk.max(initial=0)) + 1, x, d_ep[rep[up_class_rep[u_i]]], lambda i, err: err)
         f1 = sp.csr_matrix((f, (u_i, p2)), shape=(n_up, len(stage2.start)))
         t2, b2 = stage2.matrices()
         up_weights = (m1[plan.group_of_up] + f1 @ t2).tocsr()
         beta = (f1 @ b2).tocsr()
         # stage 3: each class's leaf from the switches cabled to its destination class
         c_i, b, bf = _expand(beta, plan.up_of_class)
-        p3 = stage3.ids(b * topo.n_nodes + d_leaf[c_i], b, d_rep[c_i], lambda i, err: err)
+        p3 = stage3.ids(b, d_leaf[c_i], topo.n_nodes, b, d_rep[c_i], lambda i, err: err)
         f3 = sp.csr_matrix((bf, (c_i, p3)), shape=(n_classes, len(stage3.start)))
         t3 = stage3.matrices()[0].tocoo()
         into_leaf = topo.link_dst[t3.col] == stage3.target[t3.row]  # the row's own last hop
