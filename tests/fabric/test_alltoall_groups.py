@@ -173,3 +173,16 @@ def test_several_all_to_alls_in_one_phase(kind):
     assert grouped.time_s == pytest.approx(listed.time_s, rel=1e-9)
     np.testing.assert_allclose(grouped.link_load_Bps(), listed.link_load_Bps(), rtol=1e-9,
                                atol=1e-9 * listed.link_load_Bps().max())
+
+
+def test_ecmp_alltoall_too_large_to_list_is_refused_with_its_memory(monkeypatch):
+    """ECMP hashes every flow's own 5-tuple, so its all-to-all stays listed flow by flow (n(n-1) rows:
+    268 M at 16,384 GPUs): one that cannot fit is refused before allocating, naming its estimate."""
+    import gpuwait.fabric.collective as collective
+    from gpuwait.errors import SimulationError
+
+    topo = _topo("superpod", 8)
+    monkeypatch.setattr(collective, "_memory_limit_bytes", lambda: 1e6)
+    with pytest.raises(SimulationError, match=r"4,032 flows listed one by one need about .*expected at most 1MB"):
+        _both(topo, "ecmp")
+    _both(topo, "adaptive")  # grouped per leaf pair: never listed
