@@ -59,9 +59,18 @@ def _assert_equal(grouped, listed):
         np.testing.assert_allclose(bytes_a, bytes_b, rtol=1e-9, atol=1e-9 * bytes_b.max())
 
 
+@pytest.fixture(params=[False, True], ids=["per-class-walk", "stages"])
+def stages(request, monkeypatch):
+    """Run with the routes' leaf-pair classes walked one by one, or by stages (routing.stages) however few."""
+    import gpuwait.routing.paths as paths
+    if request.param:
+        monkeypatch.setattr(paths, "_STAGES_MIN_CLASSES", 0)
+    return request.param
+
+
 @pytest.mark.parametrize("kind", ["spray", "adaptive", "ecmp"])
 @pytest.mark.parametrize(("fabric", "servers"), [("superpod", 8), ("rocev2-2tier", 6), ("clos-3tier", 32)])
-def test_grouped_alltoall_equals_listed_flows(fabric, servers, kind):
+def test_grouped_alltoall_equals_listed_flows(fabric, servers, kind, stages):
     topo = _topo(fabric, servers)
     grouped, listed = _both(topo, kind)
     _assert_equal(grouped, listed)

@@ -25,12 +25,12 @@ from gpuwait.topology import build_preset, build_topology
 
 
 def _routes(topo, kind, src, dst, staged):
-    saved = paths._LEAF_PAIR_STAGES
-    paths._LEAF_PAIR_STAGES = staged
+    saved = paths._LEAF_PAIR_STAGES, paths._STAGES_MIN_CLASSES
+    paths._LEAF_PAIR_STAGES, paths._STAGES_MIN_CLASSES = staged, 0  # stages however few the classes
     try:
         return route_flows(topo, RoutingSpec(kind=kind), src, dst, transport="infiniband")
     finally:
-        paths._LEAF_PAIR_STAGES = saved
+        paths._LEAF_PAIR_STAGES, paths._STAGES_MIN_CLASSES = saved
 
 
 def _three_tier():
