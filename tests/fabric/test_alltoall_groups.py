@@ -59,9 +59,18 @@ def _assert_equal(grouped, listed):
         np.testing.assert_allclose(bytes_a, bytes_b, rtol=1e-9, atol=1e-9 * bytes_b.max())
 
 
+@pytest.fixture(params=[False, True], ids=["per-class-walk", "stages"])
+def stages(request, monkeypatch):
+    """Run with the routes' leaf-pair classes walked one by one, or by stages (routing.stages) however few."""
+    import gpuwait.routing.paths as paths
+    if request.param:
+        monkeypatch.setattr(paths, "_STAGES_MIN_CLASSES", 0)
+    return request.param
+
+
 @pytest.mark.parametrize("kind", ["spray", "adaptive", "ecmp"])
 @pytest.mark.parametrize(("fabric", "servers"), [("superpod", 8), ("rocev2-2tier", 6), ("clos-3tier", 32)])
-def test_grouped_alltoall_equals_listed_flows(fabric, servers, kind):
+def test_grouped_alltoall_equals_listed_flows(fabric, servers, kind, stages):
     topo = _topo(fabric, servers)
     grouped, listed = _both(topo, kind)
     _assert_equal(grouped, listed)
@@ -173,3 +182,16 @@ def test_several_all_to_alls_in_one_phase(kind):
     assert grouped.time_s == pytest.approx(listed.time_s, rel=1e-9)
     np.testing.assert_allclose(grouped.link_load_Bps(), listed.link_load_Bps(), rtol=1e-9,
                                atol=1e-9 * listed.link_load_Bps().max())
+
+
+def test_ecmp_alltoall_too_large_to_list_is_refused_with_its_memory(monkeypatch):
+    """ECMP hashes every flow's own 5-tuple, so its all-to-all stays listed flow by flow (n(n-1) rows:
+    268 M at 16,384 GPUs): one that cannot fit is refused before allocating, naming its estimate."""
+    import gpuwait.fabric.collective as collective
+    from gpuwait.errors import SimulationError
+
+    topo = _topo("superpod", 8)
+    monkeypatch.setattr(collective, "_memory_limit_bytes", lambda: 1e6)
+    with pytest.raises(SimulationError, match=r"4,032 flows listed one by one need about .*expected at most 1MB"):
+        _both(topo, "ecmp")
+    _both(topo, "adaptive")  # grouped per leaf pair: never listed

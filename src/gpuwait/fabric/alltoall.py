@@ -47,6 +47,7 @@ class PairGroups:
     members_dst: sp.csr_matrix  # (G, N) members of each group arriving at each GPU of ``gpus``
     side_src: tuple[sp.csr_matrix, ...]  # per QP: (N, L) S(s) of each GPU
     side_dst: tuple[sp.csr_matrix, ...]  # per QP: (N, L) T(d) of each GPU
+    middle_links: np.ndarray    # (L,) switch-to-switch links: a group row's own ones are part of its M
 
 
 def local_pairs(topo: Topology, phase: Phase) -> Phase:
@@ -112,6 +113,8 @@ def _sides(topo: Topology, routing: RoutingSpec, transport: str, gpus: np.ndarra
         return None
     routes = route_flows(topo, routing, gpus, gpus[partner], transport=transport)
     own = routes.own_weights.tocoo()
+    side = ~topo.fabric_links[own.col]  # switch-to-switch links a staged route keeps with its own are M's
+    own = sp.coo_matrix((own.data[side], (own.row[side], own.col[side])), shape=own.shape)
     link_server = topo.node_server[topo.link_src]
     link_server = np.where(link_server >= 0, link_server, topo.node_server[topo.link_dst])[own.col]
     flow = routes.flow_index[own.row]
@@ -216,11 +219,17 @@ def group_pairs(topo: Topology, phase: Phase, routing: RoutingSpec, transport: s
                          multiplicity=multiplicity, demand_Bps=demand_Bps[rep[:, 0]])
     if routes.class_weights is None or routes.row_class is None or (routes.row_class < 0).any():
         return None
-    own = _average_sides(routes, members_src, members_dst, multiplicity, sides)
+    # a staged route (routing.stages) keeps the last stage of M, down to the destination leaf, with the
+    # row's own links: every member crosses it, as the class's part
+    middle = topo.fabric_links
+    own = (_average_sides(routes, members_src, members_dst, multiplicity, sides)
+           + routes.own_weights @ sp.diags(middle.astype(float))).tocsr()
+    own.eliminate_zeros()
+    own.sort_indices()
     grouped = Routes(flow_index=routes.flow_index, qp_index=routes.qp_index, own_weights=own,
                      path_latency_s=routes.path_latency_s, udp_sport=routes.udp_sport,
                      row_class=routes.row_class, class_weights=routes.class_weights)
-    return PairGroups(grouped, multiplicity, size[rep[:, 0]], members_src, members_dst, *sides)
+    return PairGroups(grouped, multiplicity, size[rep[:, 0]], members_src, members_dst, *sides, middle_links=middle)
 
 
 def _average_sides(routes: Routes, members_src: sp.csr_matrix, members_dst: sp.csr_matrix, multiplicity: np.ndarray,
@@ -261,6 +270,11 @@ def verify(routes: Routes, rate_Bps: np.ndarray, row_multiplicity: np.ndarray, c
         has = routes.row_class >= 0
         ok[has] |= rate_Bps[has] >= class_level[routes.row_class[has]] * (1 - _RELATIVE_TOL)
     n_listed = routes.n_rows - groups.routes.n_rows
+    # a group row's own middle links (its route's last stage) are M too: every member crosses them
+    mid = (own.row >= n_listed) & groups.middle_links[own.col]
+    mid_level = np.full(routes.n_rows, np.inf)
+    np.minimum.at(mid_level, own.row[mid], level[own.col[mid]])
+    ok |= rate_Bps >= mid_level * (1 - _RELATIVE_TOL)
     own_level = np.full(n_listed, np.inf)  # listed rows: their own links
     listed = own.row < n_listed
     np.minimum.at(own_level, own.row[listed], level[own.col[listed]])

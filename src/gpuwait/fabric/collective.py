@@ -11,6 +11,7 @@ model, not from here.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 
@@ -19,11 +20,19 @@ import scipy.sparse as sp
 
 from gpuwait.collectives.algorithms import Phase, Plan
 from gpuwait.engine.flow import SharedWeights, max_min_rates
+from gpuwait.errors import SimulationError
 from gpuwait.fabric.alltoall import PairGroups, group_pairs, groupable, local_pairs, verify
 from gpuwait.routing.paths import Routes, route_flows
 from gpuwait.spec.cluster import RoutingSpec
 from gpuwait.topology.model import Topology
 from gpuwait.transport.profiles import TransportProfile
+from gpuwait.units import format_size
+
+#: Peak bytes per QP row of an all-to-all listed flow by flow (ECMP hashes each flow on its own): its
+#: links in the route and in the solve's triplets, with the walk's intermediates. Measured on this
+#: code: ECMP alltoall on the DGX SuperPOD preset, 256 -> 512 GPUs (65,280 -> 261,632 rows) took
+#: peak RSS 0.160 -> 0.366 GB, 1,047 B per added row; rounded up.
+LISTED_FLOW_BYTES = 1100
 
 
 @dataclass(frozen=True, eq=False)
@@ -92,8 +101,31 @@ def run_phase(topo: Topology, phase: Phase, routing: RoutingSpec, transport: Tra
             run = _run_grouped(topo, phase, groups, routing, transport, capacity_Bps, via_host, nvlink_domains, start_s)
             if run is not None:
                 return run
+    if phase.pair_sets:
+        _check_listed_memory(phase, routing)
     return _run_listed(topo, phase.expanded(), routing, transport, capacity_Bps, via_host, nvlink_domains,
                        stage_network)
+
+
+def _memory_limit_bytes() -> float:
+    """Half the machine's physical memory (as ``gpuwait.runner.cost``'s default limit)."""
+    try:
+        return float(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2)
+    except (ValueError, OSError, AttributeError):
+        return 8.0 * 2**30
+
+
+def _check_listed_memory(phase: Phase, routing: RoutingSpec) -> None:
+    """Refuse, before allocating, an all-to-all whose flows must be listed one by one and would not fit."""
+    n_flows = phase.n_flows
+    need_bytes = n_flows * routing.qps_per_connection * LISTED_FLOW_BYTES
+    limit_bytes = _memory_limit_bytes()
+    if need_bytes > limit_bytes:
+        raise SimulationError(
+            f"{phase.name}: {n_flows:,} flows listed one by one need about {format_size(need_bytes)}; "
+            f"expected at most {format_size(limit_bytes)} (half this machine's memory)",
+            hint=f"routing.kind {routing.kind!r} routes each flow on its own; spray and adaptive group an "
+                 "all-to-all per leaf pair, or run fewer GPUs")
 
 
 def _run_listed(topo: Topology, phase: Phase, routing: RoutingSpec, transport: TransportProfile,

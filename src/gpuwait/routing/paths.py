@@ -485,10 +485,11 @@ def _candidates(topo: Topology, keys: _Keys, target: np.ndarray, row: np.ndarray
 
 
 def _walk_fabric(topo: Topology, spec: RoutingSpec, router: Router, start: np.ndarray, target: np.ndarray,
-                 per_row: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                 per_row: dict, stop=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Walk rows from their source NIC/endpoint to the target endpoint, letting ``router`` choose
     at every hop. ``per_row`` holds the :class:`Hop` fields given per route row. Returns
-    (row, link, weight) triplets."""
+    (row, link, weight) triplets. ``stop``: None, or ``(keys, row, node) -> mask, stopped list``:
+    states the mask marks leave the walk where they are, appended to the list as (row, node, fraction)."""
     keys = _Keys.build(topo, start, target)
     R = len(start)
     row, node, frac = np.arange(R), start.astype(np.int64), np.ones(R)
@@ -496,6 +497,10 @@ def _walk_fabric(topo: Topology, spec: RoutingSpec, router: Router, start: np.nd
     rows_out, links_out, w_out = [], [], []
     for hops_done in range(_MAX_HOPS):
         live = node != target[row]
+        if stop is not None:
+            here = live & stop[0](keys, row, node, hops_done)
+            stop[1].append((row[here], node[here], frac[here]))
+            live &= ~here
         if not live.any():
             break
         row, node, frac, stride = (a[live] for a in (row, node, frac, stride))
@@ -520,6 +525,8 @@ def _walk_fabric(topo: Topology, spec: RoutingSpec, router: Router, start: np.nd
         row, node = uniq // topo.n_nodes, uniq % topo.n_nodes
     else:
         raise RoutingError(f"routing did not converge in {_MAX_HOPS} hops (a loop in the fabric?)")
+    if not rows_out:  # every row stopped where it started (``stop``)
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
     return np.concatenate(rows_out), np.concatenate(links_out), np.concatenate(w_out)
 
 
@@ -635,22 +642,28 @@ def _check_flows(topo: Topology, src, dst) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _walk_chunks(topo: Topology, spec: RoutingSpec, router: Router, s_ep: np.ndarray, d_ep: np.ndarray,
-                 per_row: dict, name_row) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+                 per_row: dict, name_row, stop=None) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Walk every row, in chunks for a splitting router: a split flow fans out over every
     equal-cost path (1,024 core paths per flow in a 3-tier fabric of radix 64), so such flows
     are walked a chunk at a time to bound the memory. Yields each chunk's (row, link, weight)
     triplets (a caller that only sums them never holds every chunk's at once).
-    ``name_row(i, err)`` rewords an error of row i."""
+    ``name_row(i, err)`` rewords an error of row i; ``stop``: see :func:`_walk_fabric` (its mask
+    function also gets the chunk's first row, to number rows over all chunks)."""
     chunk = len(s_ep) if router.single_path else _SPLIT_CHUNK_ROWS
     for lo in range(0, len(s_ep), chunk):
         sl = slice(lo, lo + chunk)
         chunk_rows = {k: v if k == "background_Bps" else v[sl] for k, v in per_row.items()}
+        stopped: list = []
+        chunk_stop = None if stop is None else (lambda keys, row, node, hops, lo=lo: stop[0](keys, row, node, hops, lo),
+                                               stopped)
         try:
-            rows, links, w = _walk_fabric(topo, spec, router, s_ep[sl], d_ep[sl], chunk_rows)
+            rows, links, w = _walk_fabric(topo, spec, router, s_ep[sl], d_ep[sl], chunk_rows, chunk_stop)
         except RoutingError as err:
             if not hasattr(err, "row"):
                 raise
             raise name_row(lo + err.row, err) from None
+        if stop is not None:
+            stop[1].extend((r + lo, n, f) for r, n, f in stopped)
         yield rows + lo, links, w
 
 
@@ -686,8 +699,8 @@ def _route_network(topo: Topology, spec: RoutingSpec, router: Router, transport:
     if router.per_leaf_pair and _LEAF_PAIR_CLASSES:
         classes = _leaf_pair_classes(topo, s_ep, d_ep, demand_Bps, weight)
         if classes is not None:
-            own, shared, of_row = _route_leaf_pairs(topo, spec, router, s_ep, d_ep, per_row, classes, name_row)
-            return own, sport, (shared, of_row)
+            own, shared = _route_classes(topo, spec, router, s_ep, d_ep, per_row, classes, name_row)
+            return own, sport, shared
     for _ in range(router.rounds):
         rows, links, w = _walk_all(topo, spec, router, s_ep, d_ep, per_row, name_row)
         load = np.bincount(links, weights=w * (demand_Bps * weight)[rows], minlength=topo.n_links)
@@ -699,6 +712,26 @@ def _route_network(topo: Topology, spec: RoutingSpec, router: Router, transport:
 
 # Route splitting routers one row per leaf-pair class (False: every row, the reference the tests compare with).
 _LEAF_PAIR_CLASSES = True
+# ... and those classes by stages where exact (False: one walk per class, the reference of tests/routing/test_stages.py).
+_LEAF_PAIR_STAGES = True
+# below this many classes one walk per class is cheaper than the stages' planning (a ring's few leaf
+# pairs: all_reduce adaptive 2,048 GPUs 0.44 s per class, 0.81 s by stages); an all-to-all has n_leaves^2
+_STAGES_MIN_CLASSES = 2048
+
+
+def _route_classes(topo: Topology, spec: RoutingSpec, router: Router, s_ep: np.ndarray, d_ep: np.ndarray,
+                   per_row: dict, classes: _LeafPairClasses, name_row) -> tuple:
+    """(own triplets, (shared triplets, class of each row)) of leaf-pair classes: by stages
+    (:mod:`gpuwait.routing.stages`) where they compose exactly, else one walk per class."""
+    if _LEAF_PAIR_STAGES and len(classes.rep) >= _STAGES_MIN_CLASSES:
+        from gpuwait.routing.stages import NotStaged, route_leaf_pairs_staged  # stages builds on this module
+        try:
+            own, shared, of_row = route_leaf_pairs_staged(topo, spec, router, s_ep, d_ep, per_row, classes, name_row)
+            return own, (shared, of_row)
+        except NotStaged:
+            pass
+    own, shared, of_row = _route_leaf_pairs(topo, spec, router, s_ep, d_ep, per_row, classes, name_row)
+    return own, (shared, of_row)
 
 
 @dataclass(frozen=True, eq=False)

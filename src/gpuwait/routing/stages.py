@@ -1,0 +1,295 @@
+"""A splitting router's leaf-pair classes routed by stages: the part every destination pod shares
+walked once per source leaf, the rest composed from small walks.
+
+Between two pods of a 3-tier fat tree a class's route is its source leaf's way up to the cores,
+the cores' one link down to the destination pod's spines, and each spine's link down to the
+destination leaf. Walking one representative per (source leaf, destination leaf) repeats the way
+up for every destination leaf (262,144 walks of 2,000 states at 16,384 GPUs). Here:
+
+1. **Shared stage**, walked per (source leaf, demand, hops to the destination): until a state
+   reaches a switch whose equal-cost next hops differ between the destination classes the group
+   serves (a class: the leaves cabled to one set of switches, a pod) or that is cabled to one of
+   them, every destination walks the same states (the next hops depend on the node and the class
+   only, see ``paths._Keys``). Walked with the router itself, rounds and all: exact for any
+   per-leaf-pair router.
+2. **Class stage**, per (stop node, destination class): on to the switches cabled to the class.
+3. **Leaf stage**, per (switch cabled to the class, destination leaf): down to the leaf.
+
+Stages 2 and 3 are walked with a unit fraction and scaled by the fraction that arrives: exact for
+spraying (its split does not depend on the fraction) and for any router where those stages have
+one next hop per state (adaptive routing on a fat tree: every hop down). Otherwise (parallel
+cables down, a fabric where the split comes after the classes part) :class:`NotStaged` sends the
+caller back to the per-leaf-pair walk. Fractions are summed in another order than the walk's
+merges: equal to rounding.
+
+Results are stored as the walk's :class:`~gpuwait.routing.paths.Routes` parts: each row's class is
+its (shared-stage group, destination class) pair, whose middle part (stages 1 and 2, 2,000 links)
+is kept once per such pair; stage 3 (one link per spine) joins the row's own links.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import scipy.sparse as sp
+
+from gpuwait.routing.paths import _Distances, _LeafPairClasses, _unique_pairs, _walk_chunks
+from gpuwait.routing.routers import Hop, NextHops, Router
+from gpuwait.spec.cluster import RoutingSpec
+from gpuwait.topology.model import Topology
+
+# (destination class, switch) pairs whose next hops are compared at most (about 70 bytes each per next hop)
+_MAX_SIGNATURES = 1 << 22
+
+
+class NotStaged(Exception):
+    """A stage the composition cannot scale linearly (a load-dependent split after the shared stage)."""
+
+
+def _linear(router: Router) -> Router:
+    """``router`` for stages 2 and 3: spraying as is; another router only where it has one next hop."""
+    if router.name == "spray":
+        return router
+
+    def choose(hop: Hop) -> NextHops:
+        if (hop.count > 1).any():
+            raise NotStaged
+        return router.choose(hop)
+
+    return dataclasses.replace(router, choose=choose)
+
+
+def _concat(parts: list, n: int) -> tuple[np.ndarray, ...]:
+    if not parts:
+        return tuple(np.zeros(0, np.int64) if i < n - 1 else np.zeros(0) for i in range(n))
+    return tuple(np.concatenate(x) for x in zip(*parts, strict=True))
+
+
+def _walk(topo: Topology, spec: RoutingSpec, router: Router, start: np.ndarray, target: np.ndarray, per_row: dict,
+          name_row, stop) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
+    """((row, link, weight) triplets, stopped (row, node, fraction) states) of a walk."""
+    stopped: list = []
+    hook = None if stop is None else (stop, stopped)
+    triplets = _concat(list(_walk_chunks(topo, spec, router, start, target, per_row, name_row, hook)), 3)
+    return triplets, _concat(stopped, 3)
+
+
+def _unit_rows(n: int, background_Bps) -> dict:
+    """Hop fields of rows walked with a unit fraction (stages 2 and 3 never read them but the fraction)."""
+    return dict(key_bytes=np.zeros((n, 0), np.uint8), qp=np.zeros(n, np.int64), dest_index=np.zeros(n, np.int64),
+                demand_Bps=np.ones(n), background_Bps=background_Bps)
+
+
+class _PairStage:
+    """Stage 2 or 3: walks per (start node, destination) pair, done once per pair as pairs appear."""
+
+    def __init__(self, topo: Topology, spec: RoutingSpec, router: Router, stop_at_class: bool) -> None:
+        self.topo, self.spec, self.router, self.stop_at_class = topo, spec, _linear(router), stop_at_class
+        self.code: dict = {}
+        self.start, self.target = np.zeros(0, np.int64), np.zeros(0, np.int64)
+        self.trip: list = []
+        self.stops: list = []
+
+    def ids(self, a: np.ndarray, b: np.ndarray, n_b: int, start: np.ndarray, target: np.ndarray,
+            name_row) -> np.ndarray:
+        """Pair id of each (a, b) pair (``0 <= b < n_b``; it starts at ``start``, heads for ``target``),
+        walking the new pairs."""
+        uniq, inv = _unique_pairs(a, b, n_b)  # millions of pairs of few distinct values: no sort
+        first = np.zeros(len(uniq), np.int64)
+        first[inv] = np.arange(len(inv))  # any member stands for its pair
+        known = np.array([self.code.get(int(c), -1) for c in uniq], np.int64)
+        new = np.flatnonzero(known < 0)
+        if len(new):
+            base = len(self.start)
+            known[new] = base + np.arange(len(new))
+            self.code.update(zip(uniq[new].tolist(), known[new].tolist(), strict=True))
+            s, t = start[first[new]], target[first[new]]
+            self._run(s, t, base, name_row)
+            self.start, self.target = np.r_[self.start, s], np.r_[self.target, t]
+        return known[inv]
+
+    def _run(self, start: np.ndarray, target: np.ndarray, base: int, name_row) -> None:
+        topo = self.topo
+
+        def at_class(keys, row, node, hops_done, row_offset):
+            sw = keys.dist.switch_index[node]
+            out = sw >= 0
+            out[out] = keys.dist.adjacent_to_class(keys.slot[row[out]], sw[out])
+            return out
+
+        (rows, links, w), (s_row, s_node, s_frac) = _walk(
+            topo, self.spec, self.router, start, target, _unit_rows(len(start), None), name_row,
+            at_class if self.stop_at_class else None)
+        if self.stop_at_class and (topo.link_dst[links] == target[rows]).any():
+            raise NotStaged  # reached a destination before the switches cabled to its class
+        self.trip.append((rows + base, links, w))
+        self.stops.append((s_row + base, s_node, s_frac))
+
+    def matrices(self) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+        """(pairs x links) weights and (pairs x nodes) stopped fractions."""
+        n = len(self.start)
+        rows, links, w = _concat(self.trip, 3)
+        s_row, s_node, s_frac = _concat(self.stops, 3)
+        return (sp.csr_matrix((w, (rows, links)), shape=(n, self.topo.n_links)),
+                sp.csr_matrix((s_frac, (s_row, s_node)), shape=(n, self.topo.n_nodes)))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _Plan:
+    """How the leaf-pair classes share stages."""
+
+    group_of_class: np.ndarray  # (C,) shared-stage group of each class
+    group_rep: np.ndarray  # (G,) a class standing for each group
+    up_of_class: np.ndarray  # (C,) (group, destination class) of each class
+    group_of_up: np.ndarray  # (U,)
+    dclass_of_up: np.ndarray  # (U,) destination class (a distance-matrix row)
+    goes_on: np.ndarray  # (class sets, switches): the shared stage goes on through the switch
+    set_of_group: np.ndarray  # (G,)
+
+
+def _signatures(dist: _Distances, class_rows: np.ndarray) -> np.ndarray:
+    """(K, switches) an id of each switch's equal-cost next hops (and distance) towards each class;
+    -1 where the switch is cabled to the class or cannot reach it."""
+    n_sw = dist.matrix.shape[1]
+    if len(class_rows) * n_sw > _MAX_SIGNATURES:
+        raise NotStaged  # classes of one leaf each (a fabric without cables both ways): nothing to share
+    switch_node = np.full(n_sw, -1, np.int64)
+    idx = dist.switch_index
+    switch_node[idx[idx >= 0]] = np.flatnonzero(idx >= 0)
+    k_of, sw_of = np.divmod(np.arange(len(class_rows) * n_sw), n_sw)
+    to_leaf = dist.matrix[class_rows[k_of], sw_of]
+    # the class's representative leaf (0 in its own row) reaches the class's other leaves in two hops,
+    # through the switches all of them are cabled to, like every other leaf of the class
+    to_leaf = np.where(to_leaf == 0, 2.0, to_leaf)
+    ok = np.isfinite(to_leaf) & (to_leaf >= 2) & (switch_node[sw_of] >= 0)
+    k_of, sw_of, distance = k_of[ok], sw_of[ok], to_leaf[ok].astype(float) + 1.0
+    owner, links = dist.next_hops(class_rows[k_of][:, None], switch_node[sw_of], distance)
+    count = np.bincount(owner, minlength=len(k_of))
+    width = int(count.max(initial=0))
+    table = np.full((len(k_of), width + 1), -1, np.int64)
+    table[:, 0] = distance.astype(np.int64)
+    position = np.arange(len(owner)) - np.repeat(np.cumsum(count) - count, count)
+    table[owner, 1 + position] = links
+    sig = np.full(len(class_rows) * n_sw, -1, np.int64)
+    sig[np.flatnonzero(ok)] = np.unique(table, axis=0, return_inverse=True)[1].ravel()
+    return sig.reshape(len(class_rows), n_sw)
+
+
+def _plan(topo: Topology, classes: _LeafPairClasses, s_rep: np.ndarray, d_rep: np.ndarray,
+          demand_Bps: np.ndarray) -> _Plan:
+    dist = _Distances(topo, d_rep)
+    slot = np.arange(len(d_rep))
+    dclass = dist.class_rows.reshape(len(d_rep), -1)[:, 0]
+    hops = dist(slot, s_rep)
+    leaf_s = topo.link_dst[classes.up_link[classes.rep]]
+    _, demand_id = np.unique(demand_Bps, return_inverse=True)
+    _, group_rep, group_of_class = np.unique(np.c_[leaf_s, demand_id.ravel(), hops], axis=0, return_index=True,
+                                             return_inverse=True)
+    group_of_class = group_of_class.ravel()
+    k_ids, k_of_class = np.unique(dclass, return_inverse=True)
+    k_of_class = k_of_class.ravel()
+    up, up_of_class = np.unique(group_of_class * len(k_ids) + k_of_class, return_inverse=True)
+    group_of_up, k_of_up = np.divmod(up, len(k_ids))
+    # each group's destination classes, as a set id; the stage goes on where all their signatures agree
+    member = np.zeros((len(group_rep), len(k_ids)), bool)
+    member[group_of_up, k_of_up] = True
+    sets, set_of_group = np.unique(member, axis=0, return_inverse=True)
+    sig = _signatures(dist, k_ids)
+    goes_on = np.zeros((len(sets), sig.shape[1]), bool)
+    for i, in_set in enumerate(sets):
+        s = sig[in_set]
+        goes_on[i] = (s >= 0).all(axis=0) & (s == s[0]).all(axis=0)
+    return _Plan(group_of_class, group_rep, up_of_class.ravel(), group_of_up, k_ids[k_of_up], goes_on,
+                 set_of_group.ravel())
+
+
+def _expand(matrix: sp.csr_matrix, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(i, column, value) of ``matrix[rows[i]]`` for every i, without building the stacked matrix."""
+    counts = np.diff(matrix.indptr)[rows]
+    owner = np.repeat(np.arange(len(rows)), counts)
+    position = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts) \
+        + np.repeat(matrix.indptr[rows], counts)
+    return owner, matrix.indices[position].astype(np.int64), matrix.data[position]
+
+
+def route_leaf_pairs_staged(topo: Topology, spec: RoutingSpec, router: Router, s_ep: np.ndarray, d_ep: np.ndarray,
+                            per_row: dict, classes: _LeafPairClasses, name_row) -> tuple:
+    """:func:`gpuwait.routing.paths._route_leaf_pairs`'s result by stages (see the module); raises
+    :class:`NotStaged` where the stages do not compose exactly."""
+    rep = classes.rep
+    s_rep, d_rep = s_ep[rep], d_ep[rep]
+    demand_Bps = per_row["demand_Bps"]
+    class_demand_Bps = demand_Bps[rep] * classes.count
+    plan = _plan(topo, classes, s_rep, d_rep, demand_Bps[rep])
+    g_rep = rep[plan.group_rep]
+    g_rows = {k: v if k == "background_Bps" else v[g_rep] for k, v in per_row.items()}
+    switch_index = _Distances(topo, d_rep[:1]).switch_index
+    goes_on, set_of_group = plan.goes_on, plan.set_of_group
+
+    def shared_stop(keys, row, node, hops_done, row_offset):
+        sw = switch_index[node]
+        out = (sw >= 0) & (keys.start_distance[row] - hops_done > 1)  # the last hop is the row's own
+        out[out] = ~goes_on[set_of_group[row[out] + row_offset], sw[out]]
+        return out
+
+    def name_group(i, err):
+        return name_row(int(g_rep[i]), err)
+
+    stage2 = _PairStage(topo, spec, router, stop_at_class=True)
+    stage3 = _PairStage(topo, spec, router, stop_at_class=False)
+    n_groups, n_up, n_classes = len(g_rep), len(plan.group_of_up), len(rep)
+    d_leaf = topo.link_src[classes.down_link[rep]]
+    up_class_rep = np.zeros(n_up, np.int64)
+    up_class_rep[plan.up_of_class] = np.arange(n_classes)
+    for _ in range(router.rounds):
+        (rows, links, w), (st_row, st_node, st_frac) = _walk(topo, spec, router, s_ep[g_rep], d_ep[g_rep], g_rows,
+                                                            name_group, shared_stop)
+        first = topo.link_src[links] == s_ep[g_rep][rows]
+        last = topo.link_dst[links] == d_ep[g_rep][rows]
+        first_w, last_w1 = np.zeros(n_groups), np.zeros(n_groups)
+        first_w[rows[first]] = w[first]
+        last_w1[rows[last]] = w[last]
+        middle = ~first & ~last
+        m1 = sp.csr_matrix((w[middle], (rows[middle], links[middle])), shape=(n_groups, topo.n_links))
+        complete = np.bincount(rows[last], minlength=n_groups) > 0
+        if (complete & (np.bincount(st_row, minlength=n_groups) > 0)).any():
+            raise NotStaged  # some states of a group stopped, others reached the destination
+        ends = np.unique(np.c_[plan.group_of_class, d_leaf], axis=0)[:, 0]
+        if (np.bincount(ends, minlength=n_groups)[complete] > 1).any():
+            raise NotStaged  # a group that reached its destination serves several leaves
+        # stage 2: every (group, class) pair continues from its group's stop states
+        stops = sp.csr_matrix((st_frac, (st_row, st_node)), shape=(n_groups, topo.n_nodes))
+        u_i, x, f = _expand(stops, plan.group_of_up)
+        kk = plan.dclass_of_up[u_i]
+        p2 = stage2.ids(x, kk, int(kk.max(initial=0)) + 1, x, d_ep[rep[up_class_rep[u_i]]], lambda i, err: err)
+        f1 = sp.csr_matrix((f, (u_i, p2)), shape=(n_up, len(stage2.start)))
+        t2, b2 = stage2.matrices()
+        up_weights = (m1[plan.group_of_up] + f1 @ t2).tocsr()
+        beta = (f1 @ b2).tocsr()
+        # stage 3: each class's leaf from the switches cabled to its destination class
+        c_i, b, bf = _expand(beta, plan.up_of_class)
+        p3 = stage3.ids(b, d_leaf[c_i], topo.n_nodes, b, d_rep[c_i], lambda i, err: err)
+        f3 = sp.csr_matrix((bf, (c_i, p3)), shape=(n_classes, len(stage3.start)))
+        t3 = stage3.matrices()[0].tocoo()
+        into_leaf = topo.link_dst[t3.col] == stage3.target[t3.row]  # the row's own last hop
+        down3 = sp.csr_matrix((t3.data[~into_leaf], (t3.row[~into_leaf], t3.col[~into_leaf])), shape=t3.shape)
+        last3_w = np.bincount(t3.row[into_leaf], weights=t3.data[into_leaf], minlength=t3.shape[0])
+        class_down = (f3 @ down3).tocsr()
+        class_last_w = np.where(complete[plan.group_of_class], last_w1[plan.group_of_class], f3 @ last3_w)
+        class_first_w = first_w[plan.group_of_class]
+        up_demand = np.bincount(plan.up_of_class, weights=class_demand_Bps, minlength=n_up)
+        load = up_weights.T @ up_demand + class_down.T @ class_demand_Bps
+        row_demand = demand_Bps * classes.multiplicity
+        for hop_w, end_link in ((class_first_w, classes.up_link), (class_last_w, classes.down_link)):
+            load += np.bincount(end_link, weights=hop_w[classes.of_row] * row_demand, minlength=topo.n_links)
+        background = g_rows["background_Bps"]
+        g_rows["background_Bps"] = load if background is None else 0.5 * (background + load)
+    n = len(s_ep)
+    d_row, d_link, d_w = _expand(class_down, classes.of_row)
+    own = (np.r_[np.arange(n), np.arange(n), d_row], np.r_[classes.up_link, classes.down_link, d_link],
+           np.r_[class_first_w[classes.of_row], class_last_w[classes.of_row], d_w])
+    up_weights = up_weights.tocoo()
+    shared = (up_weights.row.astype(np.int64), up_weights.col.astype(np.int64), up_weights.data)
+    return own, shared, plan.up_of_class[classes.of_row]
+
