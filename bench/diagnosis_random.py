@@ -1,7 +1,7 @@
 """Score the diagnosis on random cases (gpuwait.diagnosis.randomcases) drawn from fresh seeds:
 top-1 kind and component, a per-kind table and the confusion table, printed as markdown.
 
-    python bench/diagnosis_random.py [--cases 240] [--seed-base 4000000]
+    python bench/diagnosis_random.py [--cases 240] [--seed-base 4000000] [--jobs 2]
 
 The seeds looked at while the rules were written (``DEV_SEEDS``) are never drawn; pass a different
 ``--seed-base`` to score on cases nobody has seen.
@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
 
 from gpuwait.diagnosis.randomcases import DEV_SEEDS, FRESH_BASE, MATTERS, draw_case, fresh_seeds, score_case
 
@@ -39,6 +40,10 @@ def _table(outcomes) -> list[str]:
     return lines
 
 
+def _score_seed(seed: int):
+    return score_case(draw_case(seed))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=240)
@@ -47,13 +52,18 @@ def main() -> None:
     parser.add_argument("--dev", action="store_true",
                         help="use the development seeds from --seed-base on instead (never reported)")
     parser.add_argument("--misses", action="store_true", help="list every miss")
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes (cases are independent)")
     args = parser.parse_args()
     if args.dev:
         seeds = [s for s in sorted(DEV_SEEDS) if s >= (args.seed_base or 0)][: args.cases]
     else:
         seeds = fresh_seeds(args.cases, FRESH_BASE if args.seed_base is None else args.seed_base)
     start = time.perf_counter()
-    outcomes = [score_case(draw_case(seed)) for seed in seeds]
+    if args.jobs > 1:
+        with ProcessPoolExecutor(args.jobs) as pool:
+            outcomes = list(pool.map(_score_seed, seeds, chunksize=4))
+    else:
+        outcomes = [_score_seed(seed) for seed in seeds]
     wall = time.perf_counter() - start
     print(f"## Random cases ({'development' if args.dev else 'fresh'} seeds {seeds[0]}..{seeds[-1]}, {wall:.0f} s)\n")
     print("\n".join(_table(outcomes)))
