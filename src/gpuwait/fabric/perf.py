@@ -405,7 +405,7 @@ class CollectivePredictor:
     def _link_bytes_per_ref(self, collective: str, algorithm: str, protocol: str, n_channels: int) -> np.ndarray:
         """Bytes each link carries in the cached simulation of a reference-size call."""
         _, run = self.fabric_run(collective, algorithm, protocol, n_channels)
-        return sum((p.link_load_Bps() * p.time_s for p in run.phases), np.zeros(self.comm.topo.n_links))
+        return sum((p.link_bytes() for p in run.phases), np.zeros(self.comm.topo.n_links))
 
     def link_peak_Bps(self, estimate: CollectiveEstimate) -> np.ndarray | None:
         """Per link, the highest rate it carries in any phase of ``estimate`` (None if not simulated)."""
