@@ -337,7 +337,15 @@ class CollectivePredictor:
                                     sm, intel_cpu=server.cpu_vendor == "intel", release=self.env.release)
 
     def _channels(self, graph_channels: int, algorithm: str = "ring") -> int:
-        lo, hi = self.env.channel_limits(nvls=algorithm in ("nvls", "nvls_tree"))
+        """The channels a call runs on: the graph's, clamped by the channel limits; NVLS and NVLSTree run
+        NCCL's NVLS compute channels instead (the release's default for the GPU, clamped to
+        [NCCL_MIN_CTAS, NCCL_MAX_CTAS]: transport/nvls.cc; enqueue.cc ``nc = comm->nvlsChannels``,
+        NVIDIA/nccl v2.18.1-1 to v2.30.7-1), whatever the graph's head count."""
+        nvls = algorithm in ("nvls", "nvls_tree")
+        lo, hi = self.env.channel_limits(nvls=nvls)
+        if nvls:
+            graph_channels = self.env.release.nvls_channels(gpu_sm(self.comm.topo.spec.server.gpu_model),
+                                                            self.comm.n_nodes)
         return max(lo, min(hi, graph_channels))
 
     @staticmethod
