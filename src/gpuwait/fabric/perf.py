@@ -43,6 +43,7 @@ from gpuwait.collectives.pipeline import (
 )
 from gpuwait.collectives.tuning import (
     NVLS_EFFICIENCY,
+    PROTOCOLS,
     Graph,
     TuningInputs,
     choose,
@@ -566,15 +567,20 @@ class CollectivePredictor:
 
     def _p2p_estimate(self, collective: str, n_bytes: int) -> CollectiveEstimate:
         """All-to-all and send/recv go through NCCL's p2p path, outside the tuning model: the fabric
-        time, one ring step's latency (NCCL's ring latency with one step, in the protocol the p2p path
-        picks: :func:`p2p_protocol`), and the per-message cost of the p2p chunks through the busiest NIC."""
+        time, NCCL's ring base latency once plus a ring step's hop latency per direction (in the protocol
+        the p2p path picks: :func:`p2p_protocol`), and the per-message cost of the p2p chunks through the busiest NIC."""
         comm = self.comm
         per_peer = n_bytes if collective == "sendrecv" else n_bytes // max(comm.n_ranks, 1)
         protocol = p2p_protocol(per_peer, self.env.allowed_protocols("all_gather"))
         inputs = self.tuning_inputs("all_gather")
         ring = choose(inputs, 0, allowed_algos="ring", allowed_protos=protocol)[2]
         steps = max(comm.n_ranks - 1, 1)
-        latency_s = ring.latency_us * 1e-6 / steps * (1 if collective == "sendrecv" else 2)
+        # NCCL's ring latency is baseLat, once per call (the kernel's), plus hwLat per step (tuning.cc):
+        # a p2p call pays the base once and a step's hop per direction (send/recv: one; all-to-all: a
+        # send and a receive)
+        base_us = inputs.release.base_latency_us["ring"][PROTOCOLS.index(protocol)]
+        step_us = max(ring.latency_us - base_us, 0.0) / steps
+        latency_s = (base_us + step_us * (1 if collective == "sendrecv" else 2)) * 1e-6
         algorithm = "p2p" if collective == "sendrecv" else "direct"
         fabric_s, nic_messages, chunk = 0.0, 0.0, 0
         if n_bytes > 0 and comm.n_ranks > 1:
