@@ -48,6 +48,7 @@ from gpuwait.collectives.tuning import (
     TuningInputs,
     choose,
     host_path_ring_graph,
+    host_staged_net_ring_graph,
     net_bw_GBps,
     nvlink_bw_GBps,
     nvswitch_nvls_graph,
@@ -255,10 +256,14 @@ class CollectivePredictor:
             # NVLink once each way (the ring search's intra-node rule), so either can cap a channel
             per_channel = min(per_channel, nic_GBps, nvlink_total / channels)
         intra_link = "nvlink" if links else "pci"
-        if not self.p2p or (self.transport.rdma and not self.gdr):
-            # SHM between the node's GPUs or no GPUDirect: NCCL's paths run through the CPU (paths.cc
-            # addInterStep), and the search fits its channels to the PCI links as for SHM alone
+        if not self.p2p:
+            # SHM between the node's GPUs: NCCL's paths run through the CPU (paths.cc addInterStep), and
+            # the search fits its channels to the PCI links as for SHM alone
             host = self._host_path_graph(sm)
+            channels, per_channel = min(channels, host.n_channels), min(per_channel, host.bw_intra_GBps)
+        elif self.transport.rdma and not self.gdr:
+            # no GPUDirect: only the GPU<->NIC paths go through the CPU, each channel's in and out
+            host = self._host_staged_net_graph(sm)
             channels, per_channel = min(channels, host.n_channels), min(per_channel, host.bw_intra_GBps)
         net_lat_us = self.transport.nccl_net_latency_s * 1e6  # the net plugin's latency: NCCL's latencyInter
         ring = Graph(channels, per_channel, per_channel, net_lat_us, intra_link=intra_link)
@@ -325,6 +330,19 @@ class CollectivePredictor:
             local_bytes = n_bytes * (comm.ppn - 1) / comm.n_ranks
         host = self._host_path_graph(gpu_sm(comm.topo.spec.server.gpu_model))
         return local_bytes / (host.n_channels * host.bw_intra_GBps * 1e9)
+
+    def _host_staged_net_graph(self, sm: int) -> Graph:
+        """NCCL's inter-node ring graph without GPUDirect RDMA (:func:`host_staged_net_ring_graph`) for this
+        communicator's first node: PCI bandwidth from the server's PCIe generation, over the PCIe switches
+        that hold both its GPUs and NICs."""
+        topo, server = self.comm.topo, self.comm.topo.spec.server
+        gpus = self.comm.rank_gpu[self.comm.rank_node == self.comm.nodes[0]]
+        pcie = topo.link_kind == LinkKind.PCIE
+        gpu_switches = np.unique(topo.link_dst[pcie & np.isin(topo.link_src, gpus)])
+        nic_switches = np.unique(topo.link_dst[pcie & (topo.node_kind[topo.link_src] == NodeKind.NIC)])
+        switches = np.intersect1d(gpu_switches, nic_switches)
+        return host_staged_net_ring_graph(pci_bw_GBps(pcie_generation(server.pcie_bandwidth)), max(len(switches), 1),
+                                          sm, intel_cpu=server.cpu_vendor == "intel", release=self.env.release)
 
     def _host_path_graph(self, sm: int) -> Graph:
         """NCCL's ring graph through the CPU (:func:`host_path_ring_graph`) for the GPUs of this
