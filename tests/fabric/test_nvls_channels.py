@@ -40,3 +40,18 @@ def test_single_node_nvls_runs_sixteen_channels_on_hopper():
 ])
 def test_nvls_channels_per_release(version, sm, nodes, channels):
     assert nccl_release(version).nvls_channels(sm, nodes) == channels
+
+
+def test_only_cta_limits_below_nccls_default_slow_nvls():
+    """NCCL's NVLS cost model prices the graph's heads (tuning.cc ``busBw = graphs[a]->nChannels * bw``)
+    with its default compute channels; 32 heads on 24 default channels (one GB200 NVL72 domain) are not a
+    shortfall, NCCL_MAX_CTAS=8 below the default 16 of a DGX H100 halves the plateau."""
+    rack = make_predictor("gb200-nvl72", 18, None, ["NCCL_ALGO=NVLS"])
+    est = rack.estimate("all_reduce", GiB)
+    assert est.n_channels == 24 and rack.tuning_inputs("all_reduce").graph("nvls").n_channels == 32
+    on_heads = make_predictor("gb200-nvl72", 18, None, ["NCCL_ALGO=NVLS", "NCCL_MIN_CTAS=32"]).estimate("all_reduce", GiB)
+    assert on_heads.n_channels == 32
+    assert est.model_bandwidth_time_s == pytest.approx(on_heads.model_bandwidth_time_s)
+    free = make_predictor("dgx-h100", 1, None, ["NCCL_ALGO=NVLS"]).estimate("all_reduce", GiB)
+    capped = make_predictor("dgx-h100", 1, None, ["NCCL_ALGO=NVLS", "NCCL_MAX_CTAS=8"]).estimate("all_reduce", GiB)
+    assert capped.model_bandwidth_time_s == pytest.approx(2 * free.model_bandwidth_time_s)

@@ -488,7 +488,12 @@ class CollectivePredictor:
         model_s = n_bytes / (plateau * 1e9) if n_bytes > 0 and comm.n_ranks > 1 else 0.0
         graph = inputs.graph(algorithm)
         channels = self._channels(graph.n_channels, algorithm)
-        model_s *= self.channel_shortfall(graph.n_channels, channels)  # NCCL_MAX_NCHANNELS below the graph's
+        reference = graph.n_channels  # NCCL_MAX_NCHANNELS below the graph's slows NCCL's plateau
+        if algorithm in ("nvls", "nvls_tree"):
+            # NVLS's compute channels are not its graph's heads: its cost model assumes NCCL's default
+            # count (nvls.cc), so only CTA limits below that slow it
+            reference = self.env.release.nvls_channels(inputs.sm, comm.n_nodes)
+        model_s *= self.channel_shortfall(reference, channels)
         fabric_s = None
         if algorithm in FLOW_ALGORITHMS and comm.n_ranks > 1 and n_bytes > 0:
             fabric_s = self.fabric_time_s(collective, n_bytes, FLOW_ALGORITHMS[algorithm], protocol, channels)
