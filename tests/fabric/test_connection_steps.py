@@ -6,9 +6,10 @@ NCCL's latency term, so only the steps after it can be bound by the per-step cyc
 
 * Ring all_reduce on 2 x 8 H100 at 4 MiB: one loop (16 channels x 16 ranks x 576000-byte LL128 chunks
   hold 147 MB), so every step is in the first pass: 0 steps after it.
-* NVLSTree all_reduce on 8 x 8 H100 at 512 MiB: 8 channels (one per GPU and NIC), 64 KiB chunks from
-  4 nodes (``NCCL_NVLS_CHUNKSIZE`` tuning, src/transport/nvls.cc): a channel's 64 MiB is 1024 chunks,
-  each crossing its NIC once up the tree and once down: 2 x 1024 - 1 steps after the first.
+* NVLSTree all_reduce on 8 x 8 H100 at 512 MiB: 16 channels (``NVLS_NCHANNELS`` on SM90, 2 per GPU and
+  NIC), 64 KiB chunks from 4 nodes (``NCCL_NVLS_CHUNKSIZE`` tuning, src/transport/nvls.cc): a channel's
+  32 MiB is 512 chunks, each crossing its NIC once up the tree and once down: 2 x 512 - 1 steps after the
+  first.
 """
 
 from __future__ import annotations
@@ -40,4 +41,4 @@ def test_a_one_loop_ring_has_no_steps_after_its_first_pass():
 def test_nvls_tree_steps_are_its_chunks_up_and_down():
     est = _predictor(8, {"NCCL_ALGO": "NVLSTree"}).estimate("all_reduce", 512 * MiB)
     assert est.algorithm == "nvls_tree" and est.chunk_bytes == 64 * 1024
-    assert est.costs.connection_steps == pytest.approx(2 * 1024 - 1, rel=0.01)
+    assert est.costs.connection_steps == pytest.approx(2 * 512 - 1, rel=0.01)

@@ -117,6 +117,12 @@ class NcclRelease:
     nvls_tree_first_chunk_bytes: int
     #: NVLSTree's chunk cap from 4 nodes (``NCCL_NVLSTREE_MAX_CHUNKSIZE`` default, 2.19+); 0 = none (2.18)
     nvls_tree_chunk_4_nodes_bytes: int
+    #: NVLS/NVLSTree kernel channels before NCCL_MIN_CTAS/NCCL_MAX_CTAS clamp them (transport/nvls.cc
+    #: ``NVLS_NCHANNELS`` default; SM100: across nodes, on one node): 16 for any GPU before 2.25, SM100 32
+    #: from 2.25, 24 on one SM100 node from 2.27
+    nvls_channels_sm90: int
+    nvls_channels_sm100: int
+    nvls_channels_sm100_one_node: int
     #: minimum channels of an NVLS graph (the "needs at least 2 channels" check, 2.28+)
     nvls_min_channels: int
     #: SMs on which LL128 may be on by default (a ``switch`` before 2.27); None = any SM >= 70
@@ -134,6 +140,20 @@ class NcclRelease:
         """The per-architecture row NCCL reads for a GPU of compute capability ``sm`` (x10)."""
         index = 3 if sm >= 100 else 2 if sm >= 90 else 1 if sm >= 80 else 0
         return min(index, self.compcap_rows - 1)
+
+    def nvls_channels(self, sm: int, n_nodes: int) -> int:
+        """NCCL's default NVLS compute channels (``comm->nvlsChannels`` before the CTA clamp): not the NVLS
+        graph's heads (one per GPU) — every compute channel runs every head (connect.cc connectNvls, "NVLS
+        compute channels work orthogonally to NVLS search channels"). SM100's multi-node NVLSTree tuning of
+        2.30 (ncclNvlsTreeSm100Tuning, by NIC speed and ranks per node) is not modelled.
+
+        >>> from gpuwait.collectives.nccl_versions import nccl_release
+        >>> nccl_release("2.30.7").nvls_channels(90, 8), nccl_release("2.30.7").nvls_channels(100, 1)
+        (16, 24)
+        """
+        if sm < 100:
+            return self.nvls_channels_sm90
+        return self.nvls_channels_sm100 if n_nodes > 1 else self.nvls_channels_sm100_one_node
 
     def ll128_default(self, sm: int) -> bool:
         """Whether this release may enable LL128 by default on SM ``sm`` (the other conditions, NVLink
@@ -207,6 +227,7 @@ R2_18_1 = NcclRelease(
     collnet_gather_model="", gather_heads_algorithms=(), collnet_arity_latency_us=0.5,
     nvls_tree_correction=False, nvls_tree_first_chunk_bytes=512 * 1024, nvls_tree_chunk_4_nodes_bytes=0,
     nvls_min_channels=1, ll128_sms=frozenset({70, 80, 90}),
+    nvls_channels_sm90=16, nvls_channels_sm100=16, nvls_channels_sm100_one_node=16,
     ring_kept_for_non_all_reduce=True, ll_row_mixed_as_amd=False,
     nvlink_bw_per_link_GBps=_frozen({60: 18.0, 70: 20.0, 80: 20.0, 86: 12.0, 90: 20.0}),
     search_speeds_intra_GBps=_frozen({
@@ -285,7 +306,9 @@ R2_24_3 = _after(R2_23_4, "2.24.3", "v2.24.3-1",
 
 R2_25_1 = _after(
     R2_24_3, "2.25.1", "v2.25.1-1",
-    "Blackwell rows (2x Hopper); SM100 NVLink 40.0 GB/s per link and sm100 search speeds; LL128 on SM100/120",
+    "Blackwell rows (2x Hopper); SM100 NVLink 40.0 GB/s per link and sm100 search speeds; LL128 on SM100/120; "
+    "SM100 NVLS channels 32",
+    nvls_channels_sm100=32, nvls_channels_sm100_one_node=32,
     ll_max_bw_GBps=(*R2_24_3.ll_max_bw_GBps, (2 * 141.0, 2 * 45.0, 2 * 35.0)),
     per_channel_max_ring_ll128_bw_GBps=(*R2_24_3.per_channel_max_ring_ll128_bw_GBps, (2 * 36.7, 2 * 36.7, 2 * 36.7)),
     per_channel_max_tree_ll128_bw_GBps=(*R2_24_3.per_channel_max_tree_ll128_bw_GBps, (2 * 36.7, 2 * 36.7, 2 * 29.0)),
@@ -301,8 +324,9 @@ R2_26_2 = _after(R2_25_1, "2.26.2", "v2.26.6-1", "PAT needs SM60+; the plain-tre
 R2_27_3 = _after(
     R2_26_2, "2.27.3", "v2.27.3-1",
     "NVLS AllGather/ReduceScatter min(bwIntra (ppn-1)/ppn, 0.9 bwInter) and one CollNet head per rank across "
-    "nodes; CollNetDirect AllGather/ReduceScatter ppn x min(bwIntra, 0.9 bwInter); LL128 on any SM >= 70",
-    nvls_model="2.27", collnet_gather_model="min", gather_heads_algorithms=("collnet_direct", "nvls"),
+    "nodes; CollNetDirect AllGather/ReduceScatter ppn x min(bwIntra, 0.9 bwInter); LL128 on any SM >= 70; "
+    "24 NVLS channels on one SM100 node",
+    nvls_channels_sm100_one_node=24, nvls_model="2.27", collnet_gather_model="min", gather_heads_algorithms=("collnet_direct", "nvls"),
     ll128_sms=None,
     search_speeds_intra_GBps=_frozen({**R2_26_2.search_speeds_intra_GBps,
                                       "sm100": (90.0, 80.0, 70.0, 60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0)}))

@@ -956,6 +956,36 @@ def _ring_search(budget_GBps: float, sm: int, release: NcclRelease = DEFAULT_REL
     return best_n, best_s
 
 
+def host_staged_net_ring_graph(pci_GBps: float, n_switches: int, sm: int, intel_cpu: bool,
+                               release: NcclRelease = DEFAULT_RELEASE) -> Graph:
+    """The inter-node ring graph NCCL's search finds when the node's GPUs use P2P (NVLink) among themselves
+    but reach their NICs without GPUDirect RDMA (``NCCL_NET_GDR_LEVEL`` below the GPU-NIC path, or no
+    peer-memory support).
+
+    paths.cc (v2.30.7, ``ncclTopoComputePaths``) then routes GPU<->NIC through the CPU (``addInterStep``:
+    PATH_PHB), so each channel's path from the network into its first GPU and from its last GPU out to the
+    network both cross a PCIe switch's uplink to the CPU, each way. search.cc ``followPath`` charges a path
+    starting at a GPU ``INTEL_P2P_OVERHEAD`` (6/5) on its PCI links on an Intel x86 CPU, a path starting at
+    the NIC its speed ``s``: an uplink carries ``(1 + overhead) x s`` per channel each way. The channels
+    spread over the NICs, so over ``n_switches`` switches holding the node's NICs and GPUs: per switch,
+    ``n`` channels at ``s`` fit while ``n * s * (1 + overhead) <= pci_GBps`` (the search's rules,
+    :func:`nvswitch_ring_graph`), and the node runs ``n_switches`` times that many. A modelling
+    simplification: every channel's NIC and GPUs share a switch (DGX-style GPU+NIC pairs).
+
+    Examples
+    --------
+    >>> g = host_staged_net_ring_graph(pci_bw_GBps(5), 4, 90, intel_cpu=True)  # DGX H100: 4 switches, Gen5
+    >>> g.n_channels, g.bw_intra_GBps
+    (4, 20.0)
+    """
+    overhead = INTEL_P2P_OVERHEAD if intel_cpu else 1.0
+    budget = pci_GBps / (1.0 + overhead)
+    if budget < _speeds(sm, release)[-1]:
+        return Graph(1, 0.1, 0.1, intra_link="pci")
+    n_channels, speed = _ring_search(round(budget, 3), sm, release)
+    return Graph(min(n_channels * max(n_switches, 1), SEARCH_MAX_RING_CHANNELS), speed, speed, intra_link="pci")
+
+
 def host_path_ring_graph(pci_GBps: float, gpus_per_switch: int, sm: int, intel_cpu: bool,
                          release: NcclRelease = DEFAULT_RELEASE) -> Graph:
     """The ring graph NCCL's search finds inside a node whose GPUs cannot use P2P (``NCCL_P2P_DISABLE=1``,

@@ -44,6 +44,7 @@ class PhaseRun:
     rate_Bps: np.ndarray  # per QP row
     step_time_s: float
     multiplicity: np.ndarray  # per QP row: how many identical flows the row stands for
+    bytes_per_row: np.ndarray  # per QP row: bytes one of its flows sends in one repetition
     # wall-clock seconds spent routing and solving: profiling figures, not part of the model
     route_wall_s: float = 0.0
     solve_wall_s: float = 0.0
@@ -55,6 +56,12 @@ class PhaseRun:
     def link_load_Bps(self) -> np.ndarray:
         """Rate each link carries in the steady state."""
         return self.routes.link_load(self.rate_Bps * self.multiplicity)
+
+    def link_bytes(self) -> np.ndarray:
+        """Bytes each link carries over all repetitions: every flow's own bytes. Not the steady rate
+        times the phase's time: a flow that finishes before the phase's slowest one (an NVLink hop beside
+        a network hop) stops sending, and rate x time would count it sending to the end."""
+        return self.routes.link_load(self.bytes_per_row * self.multiplicity) * self.phase.repeat
 
 
 @dataclass(frozen=True, eq=False)
@@ -138,7 +145,7 @@ def _run_listed(topo: Topology, phase: Phase, routing: RoutingSpec, transport: T
     routed_s = time.perf_counter()
     remote = topo.node_server[src] != topo.node_server[dst]
     rate, step, _ = _solve(routes, size, multiplicity, remote, transport, capacity_Bps)
-    return PhaseRun(phase, routes, rate, step, multiplicity[routes.flow_index],
+    return PhaseRun(phase, routes, rate, step, multiplicity[routes.flow_index], routes.per_qp(size),
                     route_wall_s=routed_s - start_s, solve_wall_s=time.perf_counter() - routed_s)
 
 
@@ -157,7 +164,7 @@ def _run_grouped(topo: Topology, phase: Phase, groups: PairGroups, routing: Rout
     rate, step, cap = _solve(routes, size, multiplicity, remote, transport, capacity_Bps)
     if not verify(routes, rate, multiplicity[routes.flow_index], capacity_Bps, cap, groups):
         return None
-    return PhaseRun(phase, routes, rate, step, multiplicity[routes.flow_index],
+    return PhaseRun(phase, routes, rate, step, multiplicity[routes.flow_index], routes.per_qp(size),
                     route_wall_s=routed_s - start_s, solve_wall_s=time.perf_counter() - routed_s)
 
 

@@ -43,10 +43,12 @@ from gpuwait.collectives.pipeline import (
 )
 from gpuwait.collectives.tuning import (
     NVLS_EFFICIENCY,
+    PROTOCOLS,
     Graph,
     TuningInputs,
     choose,
     host_path_ring_graph,
+    host_staged_net_ring_graph,
     net_bw_GBps,
     nvlink_bw_GBps,
     nvswitch_nvls_graph,
@@ -254,10 +256,14 @@ class CollectivePredictor:
             # NVLink once each way (the ring search's intra-node rule), so either can cap a channel
             per_channel = min(per_channel, nic_GBps, nvlink_total / channels)
         intra_link = "nvlink" if links else "pci"
-        if not self.p2p or (self.transport.rdma and not self.gdr):
-            # SHM between the node's GPUs or no GPUDirect: NCCL's paths run through the CPU (paths.cc
-            # addInterStep), and the search fits its channels to the PCI links as for SHM alone
+        if not self.p2p:
+            # SHM between the node's GPUs: NCCL's paths run through the CPU (paths.cc addInterStep), and
+            # the search fits its channels to the PCI links as for SHM alone
             host = self._host_path_graph(sm)
+            channels, per_channel = min(channels, host.n_channels), min(per_channel, host.bw_intra_GBps)
+        elif self.transport.rdma and not self.gdr:
+            # no GPUDirect: only the GPU<->NIC paths go through the CPU, each channel's in and out
+            host = self._host_staged_net_graph(sm)
             channels, per_channel = min(channels, host.n_channels), min(per_channel, host.bw_intra_GBps)
         net_lat_us = self.transport.nccl_net_latency_s * 1e6  # the net plugin's latency: NCCL's latencyInter
         ring = Graph(channels, per_channel, per_channel, net_lat_us, intra_link=intra_link)
@@ -325,6 +331,19 @@ class CollectivePredictor:
         host = self._host_path_graph(gpu_sm(comm.topo.spec.server.gpu_model))
         return local_bytes / (host.n_channels * host.bw_intra_GBps * 1e9)
 
+    def _host_staged_net_graph(self, sm: int) -> Graph:
+        """NCCL's inter-node ring graph without GPUDirect RDMA (:func:`host_staged_net_ring_graph`) for this
+        communicator's first node: PCI bandwidth from the server's PCIe generation, over the PCIe switches
+        that hold both its GPUs and NICs."""
+        topo, server = self.comm.topo, self.comm.topo.spec.server
+        gpus = self.comm.rank_gpu[self.comm.rank_node == self.comm.nodes[0]]
+        pcie = topo.link_kind == LinkKind.PCIE
+        gpu_switches = np.unique(topo.link_dst[pcie & np.isin(topo.link_src, gpus)])
+        nic_switches = np.unique(topo.link_dst[pcie & (topo.node_kind[topo.link_src] == NodeKind.NIC)])
+        switches = np.intersect1d(gpu_switches, nic_switches)
+        return host_staged_net_ring_graph(pci_bw_GBps(pcie_generation(server.pcie_bandwidth)), max(len(switches), 1),
+                                          sm, intel_cpu=server.cpu_vendor == "intel", release=self.env.release)
+
     def _host_path_graph(self, sm: int) -> Graph:
         """NCCL's ring graph through the CPU (:func:`host_path_ring_graph`) for the GPUs of this
         communicator's first node: PCI bandwidth from the server's PCIe generation, ``k`` = most of
@@ -337,7 +356,15 @@ class CollectivePredictor:
                                     sm, intel_cpu=server.cpu_vendor == "intel", release=self.env.release)
 
     def _channels(self, graph_channels: int, algorithm: str = "ring") -> int:
-        lo, hi = self.env.channel_limits(nvls=algorithm in ("nvls", "nvls_tree"))
+        """The channels a call runs on: the graph's, clamped by the channel limits; NVLS and NVLSTree run
+        NCCL's NVLS compute channels instead (the release's default for the GPU, clamped to
+        [NCCL_MIN_CTAS, NCCL_MAX_CTAS]: transport/nvls.cc; enqueue.cc ``nc = comm->nvlsChannels``,
+        NVIDIA/nccl v2.18.1-1 to v2.30.7-1), whatever the graph's head count."""
+        nvls = algorithm in ("nvls", "nvls_tree")
+        lo, hi = self.env.channel_limits(nvls=nvls)
+        if nvls:
+            graph_channels = self.env.release.nvls_channels(gpu_sm(self.comm.topo.spec.server.gpu_model),
+                                                            self.comm.n_nodes)
         return max(lo, min(hi, graph_channels))
 
     @staticmethod
@@ -405,7 +432,7 @@ class CollectivePredictor:
     def _link_bytes_per_ref(self, collective: str, algorithm: str, protocol: str, n_channels: int) -> np.ndarray:
         """Bytes each link carries in the cached simulation of a reference-size call."""
         _, run = self.fabric_run(collective, algorithm, protocol, n_channels)
-        return sum((p.link_load_Bps() * p.time_s for p in run.phases), np.zeros(self.comm.topo.n_links))
+        return sum((p.link_bytes() for p in run.phases), np.zeros(self.comm.topo.n_links))
 
     def link_peak_Bps(self, estimate: CollectiveEstimate) -> np.ndarray | None:
         """Per link, the highest rate it carries in any phase of ``estimate`` (None if not simulated)."""
@@ -461,7 +488,12 @@ class CollectivePredictor:
         model_s = n_bytes / (plateau * 1e9) if n_bytes > 0 and comm.n_ranks > 1 else 0.0
         graph = inputs.graph(algorithm)
         channels = self._channels(graph.n_channels, algorithm)
-        model_s *= self.channel_shortfall(graph.n_channels, channels)  # NCCL_MAX_NCHANNELS below the graph's
+        reference = graph.n_channels  # NCCL_MAX_NCHANNELS below the graph's slows NCCL's plateau
+        if algorithm in ("nvls", "nvls_tree"):
+            # NVLS's compute channels are not its graph's heads: its cost model assumes NCCL's default
+            # count (nvls.cc), so only CTA limits below that slow it
+            reference = self.env.release.nvls_channels(inputs.sm, comm.n_nodes)
+        model_s *= self.channel_shortfall(reference, channels)
         fabric_s = None
         if algorithm in FLOW_ALGORITHMS and comm.n_ranks > 1 and n_bytes > 0:
             fabric_s = self.fabric_time_s(collective, n_bytes, FLOW_ALGORITHMS[algorithm], protocol, channels)
@@ -558,15 +590,20 @@ class CollectivePredictor:
 
     def _p2p_estimate(self, collective: str, n_bytes: int) -> CollectiveEstimate:
         """All-to-all and send/recv go through NCCL's p2p path, outside the tuning model: the fabric
-        time, one ring step's latency (NCCL's ring latency with one step, in the protocol the p2p path
-        picks: :func:`p2p_protocol`), and the per-message cost of the p2p chunks through the busiest NIC."""
+        time, NCCL's ring base latency once plus a ring step's hop latency per direction (in the protocol
+        the p2p path picks: :func:`p2p_protocol`), and the per-message cost of the p2p chunks through the busiest NIC."""
         comm = self.comm
         per_peer = n_bytes if collective == "sendrecv" else n_bytes // max(comm.n_ranks, 1)
         protocol = p2p_protocol(per_peer, self.env.allowed_protocols("all_gather"))
         inputs = self.tuning_inputs("all_gather")
         ring = choose(inputs, 0, allowed_algos="ring", allowed_protos=protocol)[2]
         steps = max(comm.n_ranks - 1, 1)
-        latency_s = ring.latency_us * 1e-6 / steps * (1 if collective == "sendrecv" else 2)
+        # NCCL's ring latency is baseLat, once per call (the kernel's), plus hwLat per step (tuning.cc):
+        # a p2p call pays the base once and a step's hop per direction (send/recv: one; all-to-all: a
+        # send and a receive)
+        base_us = inputs.release.base_latency_us["ring"][PROTOCOLS.index(protocol)]
+        step_us = max(ring.latency_us - base_us, 0.0) / steps
+        latency_s = (base_us + step_us * (1 if collective == "sendrecv" else 2)) * 1e-6
         algorithm = "p2p" if collective == "sendrecv" else "direct"
         fabric_s, nic_messages, chunk = 0.0, 0.0, 0
         if n_bytes > 0 and comm.n_ranks > 1:

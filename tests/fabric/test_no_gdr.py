@@ -1,0 +1,53 @@
+"""GPUDirect RDMA off (``NCCL_NET_GDR_LEVEL=LOC``) on two DGX H100: NCCL's inter-node ring through the CPU.
+
+Without GPUDirect RDMA NCCL routes every GPU<->NIC path through the CPU (NVIDIA/nccl v2.30.7-1
+src/graph/paths.cc ``addInterStep``), and its search charges those paths on the PCIe switch's uplink:
+a channel's path in from the NIC at its speed ``s``, its path out from the GPU at ``6/5 s`` on an Intel
+CPU (src/graph/search.cc ``followPath``, ``INTEL_P2P_OVERHEAD``). The ``dgx-h100`` preset has 4 PCIe Gen5
+switches, each with 2 GPUs and 2 NICs; NCCL reads a Gen5 x16 link
+as 48 GB/s (topo.cc): per switch 48 / 2.2 = 21.8 GB/s holds 1 channel at 20 GB/s (the SM90 search
+speeds), 4 channels on the node: NCCL's ring ceiling 4 x 20 = 80 GB/s busbw, against 16 x 25 with
+GPUDirect. NVIDIA's direction: "The one case where GPU Direct RDMA is needed is when the NIC and GPU are
+on the same PCI switch" (S. Jeaugey, NVIDIA/nccl#465); NCCL's environment documentation describes
+NCCL_NET_GDR_LEVEL as the switch for using GPUDirect RDMA between a NIC and a GPU.
+
+Before, the model fitted these channels to the SHM graph (GPU->GPU through the CPU, 2 GPUs per switch):
+1 channel, 20 GB/s busbw for a 1 GiB ring all-reduce.
+"""
+
+from __future__ import annotations
+
+from gpuwait.collectives.tuning import host_staged_net_ring_graph, pci_bw_GBps
+from gpuwait.runner.perf import make_predictor
+
+GiB = 2**30
+
+
+def _busbw_GBps(env: list[str]) -> tuple[float, int]:
+    predictor = make_predictor("dgx-h100", 2, None, env)
+    est = predictor.estimate("all_reduce", GiB)
+    n = predictor.comm.n_ranks
+    return 2 * (n - 1) / n * GiB / est.time_s / 1e9, est.n_channels
+
+
+def test_search_through_the_cpu_closed_form():
+    graph = host_staged_net_ring_graph(pci_bw_GBps(5), 4, 90, intel_cpu=True)
+    assert (graph.n_channels, graph.bw_intra_GBps) == (4, 20.0)
+    # AMD: no 6/5 overhead, 48 / 2 = 24 GB/s per switch: one channel at 24
+    amd = host_staged_net_ring_graph(pci_bw_GBps(5), 4, 90, intel_cpu=False)
+    assert (amd.n_channels, amd.bw_intra_GBps) == (4, 24.0)
+
+
+def test_dgx_h100_ring_without_gdr_runs_four_channels_and_is_slower():
+    with_gdr, gdr_channels = _busbw_GBps(["NCCL_ALGO=Ring"])
+    without, channels = _busbw_GBps(["NCCL_ALGO=Ring", "NCCL_NET_GDR_LEVEL=LOC"])
+    assert (gdr_channels, channels) == (16, 4)
+    assert without <= 80.0 * 1.001  # NCCL's own ring ceiling through the CPU
+    assert without > 20.0  # not the SHM graph's single channel
+    assert without < with_gdr / 2
+
+
+def test_nccls_choice_without_gdr_is_slower_too():
+    with_gdr, _ = _busbw_GBps([])
+    without, _ = _busbw_GBps(["NCCL_NET_GDR_LEVEL=LOC"])
+    assert without < with_gdr * 0.8

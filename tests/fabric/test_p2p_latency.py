@@ -1,0 +1,46 @@
+"""The latency of NCCL's p2p path (all-to-all, send/recv) against NCCL's own latency constants.
+
+NCCL's tuning model prices a ring as ``baseLat + nsteps x hwLat`` (src/graph/tuning.cc, NVIDIA/nccl
+v2.30.7-1): ``baseLat`` once per call (the kernel's), ``hwLat`` per step on the link the step crosses. A
+p2p call is one kernel in which each peer's transfer is one step: send/recv pays the base and one step,
+an all-to-all the base and a step each way (its send and its receive). On two RTX 2080 Ti on PCIe
+(NCCL's ``pci`` row: Simple 5.7 us, LL 1.0 us; ring ``baseLat`` Simple 8.4 us, LL 6.6 us) that is
+8.4 + 2 x 5.7 = 19.8 us (Simple) and 6.6 + 2 x 1.0 = 8.6 us (LL) for an all-to-all, before the fitted
+launch latency. Measured on that machine (tests/nccltests/data/reference/rtx2080ti-pcie-1node-2gpu-alltoall.log,
+source in its header): 13.0 us for the LL sizes up to 8 KiB and 24.1 us at 64 KiB (Simple, 6.6 us of wire).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuwait.collectives.communicator import Communicator
+from gpuwait.collectives.ncclenv import NcclEnv
+from gpuwait.fabric.perf import CollectivePredictor
+from gpuwait.spec import ClusterSpec, RoutingSpec
+from gpuwait.topology.presets import build_cluster
+from gpuwait.transport import TRANSPORTS
+
+KiB = 1024
+
+
+def _predictor() -> CollectivePredictor:
+    spec = ClusterSpec.model_validate({"preset": "dgx-h100", "servers": 1, "server": {"template": "rtx2080ti-pcie-2gpu"}})
+    return CollectivePredictor.create(Communicator.world(build_cluster(spec)), NcclEnv(), RoutingSpec(),
+                                      TRANSPORTS["rocev2"])
+
+
+@pytest.mark.parametrize(("collective", "n_bytes", "protocol", "latency_us"), [
+    ("alltoall", 64 * KiB, "Simple", 8.4 + 2 * 5.7), ("alltoall", 8 * KiB, "LL", 6.6 + 2 * 1.0),
+    ("sendrecv", 64 * KiB, "Simple", 8.4 + 5.7), ("sendrecv", 8 * KiB, "LL", 6.6 + 1.0),
+])
+def test_p2p_latency_is_one_base_and_a_step_per_direction(collective, n_bytes, protocol, latency_us):
+    est = _predictor().estimate(collective, n_bytes)
+    assert est.protocol == protocol
+    assert est.costs.latency_s * 1e6 == pytest.approx(latency_us)
+
+
+def test_p2p_floor_within_a_quarter_of_the_measured_rtx_table():
+    pred = _predictor()
+    for n_bytes, measured_us in ((8 * KiB, 13.2), (64 * KiB, 24.1)):
+        assert pred.estimate("alltoall", n_bytes).time_s * 1e6 == pytest.approx(measured_us, rel=0.25)
