@@ -9,6 +9,11 @@ so the same events): ``wall_s`` and ``events_per_s`` are the median run's, ``wal
 every run, because a shared machine's speed swings by a quarter from one second to the next.
 ``--start-jitter-us J`` starts the flows at random times in [0, J) µs: the fabric then leaves
 lockstep and most event times differ, the event queue's worst case.
+``--chunked`` also times each run with its event loop in chunks, as a progress display runs it
+(a no-op callback; chunks sized to about 0.25 s of wall time), alternating with the one-call runs so
+both see the same machine: ``chunked_wall_s`` is the median chunked run and ``chunked_overhead`` the
+median of the paired ratios chunked / one call, minus 1 (``chunked_cpu_overhead`` the same on the
+process's CPU time, steadier on a shared machine); the chunked results must equal the others.
 ``digest`` is a sha256 over every per-QP output (first transmission, finish, counters), every
 per-link array (counters, queue integral, queue samples), the delivery samples, the delay histogram
 and the run's event, packet and end-time totals: a change of the engine that keeps results keeps it.
@@ -49,6 +54,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--start-jitter-us", type=float, default=0.0, help="flows start uniformly in [0, J) us")
     parser.add_argument("--repeat", type=int, default=3, help="runs to time (the median is reported)")
+    parser.add_argument("--chunked", action="store_true", help="also time runs in progress chunks (paired)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.repeat < 1:
@@ -94,12 +100,18 @@ def main() -> None:
     t0 = time.perf_counter()
     routes = route_flows(topo, routing, flows.src, flows.dst, transport=transport.name)
     route_s = time.perf_counter() - t0
-    runs = []
+    runs, chunked, cpu_pairs = [], [], []
     for _ in range(args.repeat):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         runs.append((simulate_packets(topo, flows, routing, transport, seed=args.seed, routes=routes),
                      time.perf_counter() - t0))
-    digests = {results_digest(r) for r, _ in runs}
+        if args.chunked:
+            c1 = time.process_time()
+            chunked.append(simulate_packets(topo, flows, routing, transport, seed=args.seed, routes=routes,
+                                            progress=lambda p: None))
+            cpu_pairs.append((time.process_time() - c1) / (c1 - c0))
+    pairs = [c.wall_s / r.wall_s for (r, _), c in zip(runs, chunked)]
+    digests = {results_digest(r) for r in [r for r, _ in runs] + chunked}
     if len(digests) != 1:
         raise SystemExit(f"the same seed gave {len(digests)} different results over {args.repeat} runs")
     runs.sort(key=lambda r: r[0].wall_s)
@@ -120,6 +132,10 @@ def main() -> None:
         "pause_frames": totals[f"rx_prio{run.params.data_priority}_pause"], "ecn_marks": totals["ecn_marked_packets"],
         "cnps": totals["np_cnp_sent"], "drops": totals["PortXmitDiscards"], "digest": digests.pop(),
     }
+    if args.chunked:
+        doc.update(chunked_wall_s=float(np.median([c.wall_s for c in chunked])),
+                   chunked_wall_s_runs=[round(c.wall_s, 4) for c in chunked],
+                   chunked_overhead=float(np.median(pairs)) - 1, chunked_cpu_overhead=float(np.median(cpu_pairs)) - 1)
     if args.json:
         print(json.dumps(doc))
         return
