@@ -12,7 +12,7 @@ import io
 
 import pytest
 
-from gpuwait.cli.progress import simulate_traffic
+from gpuwait.cli.progress import simulate_traffic, traffic_progress
 from gpuwait.spec import Scenario
 
 
@@ -43,3 +43,11 @@ def test_no_progress_on_a_pipe_or_with_json(terminal, show):
     stream = _FakeTerminal() if terminal else io.StringIO()
     simulate_traffic(_scenario(), "packet", show, stream=stream)
     assert stream.getvalue() == ""
+
+
+def test_a_hidden_display_runs_the_loop_in_one_call():
+    for stream, show in ((io.StringIO(), True), (_FakeTerminal(), False)):
+        with traffic_progress("packet", show, stream) as progress:
+            assert progress.run is None  # the runner then passes no progress callback to the engine
+    with traffic_progress("packet", True, _FakeTerminal()) as progress:
+        assert callable(progress.run)
