@@ -91,6 +91,7 @@ def test_progress_callback_sees_the_run_advance():
     assert seen[-1].events == plain.events and seen[-1].delivered_packets == seen[-1].packets == plain.packets
     assert seen[-1].simulated_s == pytest.approx(plain.end_s)
     assert 0 < seen[0].fraction < 1 and seen[-1].fraction == 1.0
+    assert all(p.events_per_s > 0 for p in seen) and seen[-1].elapsed_s >= seen[0].elapsed_s
     # the fluid bound: the receiver's link carries all 7 x 400 kB at 100 Gb/s (less headers) at the least
     assert seen[-1].min_end_s >= 7 * 4e5 / 12.5e9
     assert "100% delivered" in seen[-1].describe() and "M events/s" in seen[-1].describe()

@@ -434,15 +434,12 @@ class PacketProgress:
     packets: int  # data packets the run sends (retransmissions apart)
     events: int  # events handled so far
     elapsed_s: float  # wall time since the run started
+    events_per_s: float  # over the last chunk (the first call's also loads or compiles the loop)
 
     @property
     def fraction(self) -> float:
         """Share of the run's packets delivered (0..1)."""
         return self.delivered_packets / self.packets if self.packets else 1.0
-
-    @property
-    def events_per_s(self) -> float:
-        return self.events / self.elapsed_s if self.elapsed_s > 0 else 0.0
 
     def describe(self) -> str:
         """One line: packets delivered, simulated time against the fluid bound, events per second."""
@@ -468,10 +465,10 @@ def _run_in_chunks(inp: C.Inputs, recv_total: int, pool: int, min_end_s: float,
         loop, ended = C.advance(loop, inp, chunk, None)
         now = time.perf_counter()
         done = int(loop.st[C.RUN_EVENTS])
+        rate = (done - before) / max(now - t_chunk, 1e-6)
         progress(PacketProgress(float(loop.st[C.RUN_NOW]) / _PS, min_end_s,
-                                int(loop.receivers.out[:, C.O_DELIVERED].sum()), packets, done, now - t0))
+                                int(loop.receivers.out[:, C.O_DELIVERED].sum()), packets, done, now - t0, rate))
         if chunk_events is None and done > before:  # aim the next chunk at _CHUNK_WALL_S of wall time
-            rate = (done - before) / max(now - t_chunk, 1e-6)
             chunk = int(min(max(rate * _CHUNK_WALL_S, 10_000), 1 << 40))
     return C.finish(loop, inp, None)
 
