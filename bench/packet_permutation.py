@@ -6,7 +6,9 @@ and DCQCN. htsim needs about 12 s for this benchmark single-threaded. Prints fig
 prints one JSON object. The numba compile time (first call in a fresh cache) is reported apart:
 ``compile_s`` is the time of a tiny warm-up run. The run is repeated (``--repeat``, the same seed,
 so the same events): ``wall_s`` and ``events_per_s`` are the median run's, ``wall_s_runs`` lists
-every run, because a shared machine's speed swings by a quarter from one second to the next.
+every run, because a shared machine's speed swings by a quarter from one second to the next;
+``cpu_s`` is the median of the runs' process CPU time (their setup included), which waiting for a
+busy machine's cores does not inflate.
 ``--start-jitter-us J`` starts the flows at random times in [0, J) µs: the fabric then leaves
 lockstep and most event times differ, the event queue's worst case.
 ``--chunked`` also times each run with its event loop in chunks, as a progress display runs it
@@ -100,11 +102,12 @@ def main() -> None:
     t0 = time.perf_counter()
     routes = route_flows(topo, routing, flows.src, flows.dst, transport=transport.name)
     route_s = time.perf_counter() - t0
-    runs, chunked, cpu_pairs = [], [], []
+    runs, chunked, cpu_pairs, cpu_s = [], [], [], []
     for _ in range(args.repeat):
         t0, c0 = time.perf_counter(), time.process_time()
         runs.append((simulate_packets(topo, flows, routing, transport, seed=args.seed, routes=routes),
                      time.perf_counter() - t0))
+        cpu_s.append(time.process_time() - c0)
         if args.chunked:
             c1 = time.process_time()
             chunked.append(simulate_packets(topo, flows, routing, transport, seed=args.seed, routes=routes,
@@ -124,6 +127,7 @@ def main() -> None:
         "hosts": n, "switches": int(len(topo.switches())), "links": topo.n_links, "flows": n,
         "flow_size_bytes": args.size, "start_jitter_us": args.start_jitter_us, "transport": transport.name,
         "wall_s": run.wall_s, "wall_s_runs": [round(r.wall_s, 4) for r, _ in runs], "setup_s": total_s - run.wall_s,
+        "cpu_s": float(np.median(cpu_s)),
         "route_s": route_s, "compile_s": compile_s,
         "import_s": import_s, "events": run.events, "events_per_s": run.events_per_s, "packets": run.packets,
         "simulated_s": run.end_s, "mean_fct_s": float(run.flow_time_s.mean()),
