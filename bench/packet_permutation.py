@@ -12,8 +12,8 @@ busy machine's cores does not inflate.
 ``--start-jitter-us J`` starts the flows at random times in [0, J) µs: the fabric then leaves
 lockstep and most event times differ, the event queue's worst case.
 ``--chunked`` also times each run with its event loop in chunks, as a progress display runs it
-(a no-op callback; chunks sized to about 0.25 s of wall time), alternating with the one-call runs so
-both see the same machine: ``chunked_wall_s`` is the median chunked run and ``chunked_overhead`` the
+(a no-op callback; chunks sized to about 0.25 s of wall time), paired with the one-call runs (each
+first in every other pair) so both see the same machine: ``chunked_wall_s`` is the median chunked run and ``chunked_overhead`` the
 median of the paired ratios chunked / one call, minus 1 (``chunked_cpu_overhead`` the same on the
 process's CPU time, steadier on a shared machine); the chunked results must equal the others.
 ``digest`` is a sha256 over every per-QP output (first transmission, finish, counters), every
@@ -103,16 +103,23 @@ def main() -> None:
     routes = route_flows(topo, routing, flows.src, flows.dst, transport=transport.name)
     route_s = time.perf_counter() - t0
     runs, chunked, cpu_pairs, cpu_s = [], [], [], []
-    for _ in range(args.repeat):
-        t0, c0 = time.perf_counter(), time.process_time()
-        runs.append((simulate_packets(topo, flows, routing, transport, seed=args.seed, routes=routes),
-                     time.perf_counter() - t0))
-        cpu_s.append(time.process_time() - c0)
+
+    def timed(**kw):
+        c0 = time.process_time()
+        t0 = time.perf_counter()
+        run = simulate_packets(topo, flows, routing, transport, seed=args.seed, routes=routes, **kw)
+        return run, time.perf_counter() - t0, time.process_time() - c0
+
+    for i in range(args.repeat):
+        # the two runs of a pair in turn first and second, so an order effect cancels
+        chunk = timed(progress=lambda p: None) if args.chunked and i % 2 else None
+        one, total, cpu = timed()
+        runs.append((one, total))
+        cpu_s.append(cpu)
         if args.chunked:
-            c1 = time.process_time()
-            chunked.append(simulate_packets(topo, flows, routing, transport, seed=args.seed, routes=routes,
-                                            progress=lambda p: None))
-            cpu_pairs.append((time.process_time() - c1) / (c1 - c0))
+            chunk = chunk or timed(progress=lambda p: None)
+            chunked.append(chunk[0])
+            cpu_pairs.append(chunk[2] / cpu)
     pairs = [c.wall_s / r.wall_s for (r, _), c in zip(runs, chunked)]
     digests = {results_digest(r) for r in [r for r, _ in runs] + chunked}
     if len(digests) != 1:
