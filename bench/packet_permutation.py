@@ -6,9 +6,16 @@ and DCQCN. htsim needs about 12 s for this benchmark single-threaded. Prints fig
 prints one JSON object. The numba compile time (first call in a fresh cache) is reported apart:
 ``compile_s`` is the time of a tiny warm-up run. The run is repeated (``--repeat``, the same seed,
 so the same events): ``wall_s`` and ``events_per_s`` are the median run's, ``wall_s_runs`` lists
-every run, because a shared machine's speed swings by a quarter from one second to the next.
+every run, because a shared machine's speed swings by a quarter from one second to the next;
+``cpu_s`` is the median of the runs' process CPU time (their setup included), which waiting for a
+busy machine's cores does not inflate.
 ``--start-jitter-us J`` starts the flows at random times in [0, J) µs: the fabric then leaves
 lockstep and most event times differ, the event queue's worst case.
+``--chunked`` also times each run with its event loop in chunks, as a progress display runs it
+(a no-op callback; chunks sized to about 0.25 s of wall time), paired with the one-call runs (each
+first in every other pair) so both see the same machine: ``chunked_wall_s`` is the median chunked run and ``chunked_overhead`` the
+median of the paired ratios chunked / one call, minus 1 (``chunked_cpu_overhead`` the same on the
+process's CPU time, steadier on a shared machine); the chunked results must equal the others.
 ``digest`` is a sha256 over every per-QP output (first transmission, finish, counters), every
 per-link array (counters, queue integral, queue samples), the delivery samples, the delay histogram
 and the run's event, packet and end-time totals: a change of the engine that keeps results keeps it.
@@ -49,6 +56,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--start-jitter-us", type=float, default=0.0, help="flows start uniformly in [0, J) us")
     parser.add_argument("--repeat", type=int, default=3, help="runs to time (the median is reported)")
+    parser.add_argument("--chunked", action="store_true", help="also time runs in progress chunks (paired)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.repeat < 1:
@@ -94,12 +102,26 @@ def main() -> None:
     t0 = time.perf_counter()
     routes = route_flows(topo, routing, flows.src, flows.dst, transport=transport.name)
     route_s = time.perf_counter() - t0
-    runs = []
-    for _ in range(args.repeat):
+    runs, chunked, cpu_pairs, cpu_s = [], [], [], []
+
+    def timed(**kw):
+        c0 = time.process_time()
         t0 = time.perf_counter()
-        runs.append((simulate_packets(topo, flows, routing, transport, seed=args.seed, routes=routes),
-                     time.perf_counter() - t0))
-    digests = {results_digest(r) for r, _ in runs}
+        run = simulate_packets(topo, flows, routing, transport, seed=args.seed, routes=routes, **kw)
+        return run, time.perf_counter() - t0, time.process_time() - c0
+
+    for i in range(args.repeat):
+        # the two runs of a pair in turn first and second, so an order effect cancels
+        chunk = timed(progress=lambda p: None) if args.chunked and i % 2 else None
+        one, total, cpu = timed()
+        runs.append((one, total))
+        cpu_s.append(cpu)
+        if args.chunked:
+            chunk = chunk or timed(progress=lambda p: None)
+            chunked.append(chunk[0])
+            cpu_pairs.append(chunk[2] / cpu)
+    pairs = [c.wall_s / r.wall_s for (r, _), c in zip(runs, chunked)]
+    digests = {results_digest(r) for r in [r for r, _ in runs] + chunked}
     if len(digests) != 1:
         raise SystemExit(f"the same seed gave {len(digests)} different results over {args.repeat} runs")
     runs.sort(key=lambda r: r[0].wall_s)
@@ -112,6 +134,7 @@ def main() -> None:
         "hosts": n, "switches": int(len(topo.switches())), "links": topo.n_links, "flows": n,
         "flow_size_bytes": args.size, "start_jitter_us": args.start_jitter_us, "transport": transport.name,
         "wall_s": run.wall_s, "wall_s_runs": [round(r.wall_s, 4) for r, _ in runs], "setup_s": total_s - run.wall_s,
+        "cpu_s": float(np.median(cpu_s)),
         "route_s": route_s, "compile_s": compile_s,
         "import_s": import_s, "events": run.events, "events_per_s": run.events_per_s, "packets": run.packets,
         "simulated_s": run.end_s, "mean_fct_s": float(run.flow_time_s.mean()),
@@ -120,6 +143,10 @@ def main() -> None:
         "pause_frames": totals[f"rx_prio{run.params.data_priority}_pause"], "ecn_marks": totals["ecn_marked_packets"],
         "cnps": totals["np_cnp_sent"], "drops": totals["PortXmitDiscards"], "digest": digests.pop(),
     }
+    if args.chunked:
+        doc.update(chunked_wall_s=float(np.median([c.wall_s for c in chunked])),
+                   chunked_wall_s_runs=[round(c.wall_s, 4) for c in chunked],
+                   chunked_overhead=float(np.median(pairs)) - 1, chunked_cpu_overhead=float(np.median(cpu_pairs)) - 1)
     if args.json:
         print(json.dumps(doc))
         return

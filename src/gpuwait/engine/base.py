@@ -150,6 +150,8 @@ class Engine:
     entry_point: str  # "module:function"
     #: "module:function" taking a Scenario and returning the keyword options of ``simulate`` it sets
     scenario_options: str | None = None
+    #: ``simulate`` takes ``progress=`` (a callback hearing how far a long run is, between chunks)
+    reports_progress: bool = False
 
     @property
     def simulate(self) -> Callable[..., EngineRun]:
@@ -193,5 +195,6 @@ def get_engine(name: str) -> Engine:
 register_engine(Engine("flow", "fluid max-min fair sharing, event-driven and vectorized: 100,000s of GPUs",
                        "gpuwait.engine.flow_run:simulate_flows"))
 register_engine(Engine("packet", "packet by packet (numba): queues, PFC, ECN/DCQCN, credits, loss",
-                       "gpuwait.engine.packet.run:simulate_packets", "gpuwait.engine.packet.params:scenario_options"))
+                       "gpuwait.engine.packet.run:simulate_packets", "gpuwait.engine.packet.params:scenario_options",
+                       reports_progress=True))
 

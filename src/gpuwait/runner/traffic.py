@@ -43,7 +43,10 @@ def check_scenario(scenario: Scenario) -> dict:
 def run_traffic(scenario: Scenario, engine: str = "flow", progress=None) -> list[EngineRun]:
     """Simulate the traffic with the cluster's routing and transport, then with each variant's.
 
-    ``progress(case_index, n_cases, name)`` is called before each case runs (for a progress display).
+    ``progress(case_index, n_cases, name)`` is called before each case runs (for a progress display);
+    if it also has a ``run`` method, an engine that reports progress within a run (the packet
+    engine) calls ``progress.run(p)`` with a :class:`~gpuwait.engine.packet.run.PacketProgress`
+    a few times a second.
 
     The topology and the flow table are built once and shared; runs never depend on each other.
     ``engine`` names an entry of :data:`gpuwait.engine.ENGINES`.
@@ -53,6 +56,9 @@ def run_traffic(scenario: Scenario, engine: str = "flow", progress=None) -> list
         raise SpecError(f"--engine {engine}: runs a scenario's `traffic:` only; this scenario has a `workload:`",
                         hint="use the flow engine for training and inference steps")
     options = simulator.options_for(scenario)
+    within_run = getattr(progress, "run", None)
+    if within_run is not None and simulator.reports_progress:
+        options["progress"] = within_run
     cluster = resolve_cluster(scenario.cluster)
     topo = build_cluster(cluster)
     flows = traffic_flows(topo, scenario.traffic)

@@ -15,6 +15,6 @@ each CNP; pause frames are XOFF transitions plus one refresh per half quanta whi
 """
 
 from gpuwait.engine.packet.params import DcqcnSettings, PacketParams, packet_params
-from gpuwait.engine.packet.run import PacketRun, estimate, simulate_packets
+from gpuwait.engine.packet.run import PacketProgress, PacketRun, estimate, simulate_packets
 
-__all__ = ["DcqcnSettings", "PacketParams", "PacketRun", "estimate", "packet_params", "simulate_packets"]
+__all__ = ["DcqcnSettings", "PacketParams", "PacketProgress", "PacketRun", "estimate", "packet_params", "simulate_packets"]

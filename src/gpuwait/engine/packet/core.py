@@ -221,17 +221,50 @@ class Outputs(NamedTuple):
     pause_samples: np.ndarray  # (S, K) ps each sampled link's sending port had been paused by each sample time
 
 
-@njit(cache=True)
+class Loop(NamedTuple):
+    """The event loop's whole state between two calls of :func:`advance`: the arrays it works on
+    (``st`` holds its scalars, ``RUN_*`` columns). Built by :func:`start`, consumed by :func:`finish`."""
+
+    links: np.ndarray  # (L, LINK_COLS) constants, state and counters
+    qbytes: np.ndarray  # (L,) bytes queued at each link
+    queue_integral: np.ndarray  # (L,) float64 bytes x ps
+    node_used: np.ndarray  # (N,) buffer bytes in use at each node
+    senders: Senders
+    receivers: Receivers
+    samples: np.ndarray  # (rows, 2K) queue bytes, then paused ps, per sample
+    qp_samples: np.ndarray  # (rows, R)
+    sample_t: np.ndarray  # (rows,)
+    pkt: np.ndarray  # (pool, P_COLS) packet slots
+    qheap: np.ndarray  # the event queue (events.new_queue)
+    qchunk: np.ndarray
+    qbin: np.ndarray
+    qcache: np.ndarray
+    qctr: np.ndarray
+    rng: np.ndarray  # (1,) uint64 xorshift state
+    st: np.ndarray  # (RUN_COLS,) the loop's scalars: events so far, simulated time, ...
+
+
+UNLIMITED_EVENTS = 1 << 62  # advance()'s max_events for "to the end"
+
+
 def simulate(inp, recv_total, pool_rows, queue_rows, qlog=None):
-    """Run to completion (or the time limit).
+    """Run to completion (or the time limit): :func:`start`, one :func:`advance` without a limit, :func:`finish`.
 
     ``recv_total`` sizes the out-of-order receivers' flags (0: in-order receivers), ``pool_rows``
     and ``queue_rows`` the first packet pool and event queue (both grow). ``qlog``, an int64
     ``(n, 3)`` array, receives the event queue's first ``n`` pushes and pops (a test replays them
     against ``heapq``); runs pass None, and numba then compiles the logging out of the loop.
     """
+    loop = start(inp, recv_total, pool_rows, queue_rows, qlog)
+    loop, _ = advance(loop, inp, UNLIMITED_EVENTS, qlog)
+    return finish(loop, inp, qlog)
+
+
+@njit(cache=True)
+def start(inp, recv_total, pool_rows, queue_rows, qlog=None):
+    """The loop's state before its first event: fresh links, senders and receivers, the first
+    QPs' starts and the first sample queued (arguments as for :func:`simulate`)."""
     R = inp.qp_int.shape[0]
-    host_limit = inp.gint[G_HOST_LIMIT]
     lt = _fresh_links(inp.links)
     L = lt.shape[0]
     qbytes = np.zeros(L, np.int64)
@@ -252,9 +285,33 @@ def simulate(inp, recv_total, pool_rows, queue_rows, qlog=None):
     st[RUN_LOG] = _schedule_starts(inp, receivers.flow_deps, qheap, qchunk, qbin, qcache, qctr, qlog)
     st[RUN_N_FREE] = pool_rows
     st[RUN_SAMPLE_PS] = inp.gint[G_SAMPLE]
+    return Loop(lt, qbytes, qint, n_used, senders, receivers, samples, qp_samples, sample_t, pkt, qheap, qchunk, qbin,
+                qcache, qctr, rng, st)
+
+
+@njit(cache=True)
+def advance(loop, inp, max_events, qlog=None):
+    """Handle up to ``max_events`` more events; returns (the loop's state, whether the run ended).
+
+    The loop stops only between two events, with every push of the last one in the queue, so a
+    run cut into any number of calls handles the same events in the same order as one call: the
+    results are the same bit for bit (a test compares them field by field). The caller reads
+    progress from ``st`` (events, simulated time) and ``receivers.out`` between calls.
+    """
+    (lt, qbytes, qint, n_used, senders, receivers, samples, qp_samples, sample_t, pkt, qheap, qchunk, qbin, qcache,
+     qctr, rng, st) = loop
+    R = inp.qp_int.shape[0]
+    host_limit = inp.gint[G_HOST_LIMIT]
     reserve = _push_reserve(R, host_limit)
-    while _run(lt, qbytes, qint, n_used, inp, senders, receivers, samples, qp_samples, sample_t, pkt, qheap, qchunk,
-               qbin, qcache, qctr, rng, st, qlog):
+    stop = st[RUN_EVENTS] + min(max(max_events, 1), UNLIMITED_EVENTS)
+    ended = False
+    while True:
+        if not _run(lt, qbytes, qint, n_used, inp, senders, receivers, samples, qp_samples, sample_t, pkt, qheap,
+                    qchunk, qbin, qcache, qctr, rng, st, qlog, stop):
+            ended = True
+            break
+        if st[RUN_EVENTS] >= stop:
+            break  # what is short (if anything) grows on the next call, before its first event
         # _run stopped before an event for want of room: grow what is short and go on
         if max(qctr[Q_SIZE], qctr[Q_CHUNKS], qctr[Q_BINS]) + reserve > qbin.shape[0]:
             qheap, qchunk, qbin, qcache, qctr = grow_queue(qheap, qchunk, qbin, qcache, qctr, 2 * qbin.shape[0] + reserve)
@@ -267,6 +324,16 @@ def simulate(inp, recv_total, pool_rows, queue_rows, qlog=None):
             samples = grow_rows(samples, 2 * samples.shape[0])
             qp_samples = grow_rows(qp_samples, 2 * qp_samples.shape[0])
             sample_t = _grow_1d(sample_t, 2 * sample_t.shape[0])
+    return Loop(lt, qbytes, qint, n_used, senders, receivers, samples, qp_samples, sample_t, pkt, qheap, qchunk, qbin,
+                qcache, qctr, rng, st), ended
+
+
+@njit(cache=True)
+def finish(loop, inp, qlog=None):
+    """The run's :class:`Outputs` from the loop's state after its last :func:`advance` (which it
+    changes: open pauses, waits and queue integrals are closed at the end time)."""
+    lt, qbytes, qint, receivers, st = loop.links, loop.qbytes, loop.queue_integral, loop.receivers, loop.st
+    samples, qp_samples, sample_t = loop.samples, loop.qp_samples, loop.sample_t
     now = st[RUN_NOW]
     # one last sample at the end (_run leaves room: it stops short right after a sample that fills
     # the rows); control events still in flight change nothing measured
@@ -546,8 +613,9 @@ def _halve_samples(samples, qp_samples, sample_t, n_samples):
 
 @njit(cache=True, error_model="numpy")
 def _run(lt, qbytes, qint, n_used, inp, senders, receivers, samples, qp_samples, sample_t, pkt, qheap, qchunk, qbin,
-         qcache, qctr, rng, st, qlog):
-    """The event loop: handle events until the run ends (returns False) or an array is short of room (True).
+         qcache, qctr, rng, st, qlog, stop_events):
+    """The event loop: handle events until the run ends (returns False), an array is short of room
+    or ``stop_events`` events have been handled in all (True; :func:`advance` tells which).
 
     No array is rebound here: an array variable that is reassigned inside a loop costs numba two
     reference-count calls per iteration, so :func:`simulate` grows the arrays between calls instead.
@@ -689,6 +757,9 @@ def _run(lt, qbytes, qint, n_used, inp, senders, receivers, samples, qp_samples,
                 break
             # room for the pushes, packets and sample one event can need
             if max(hn, n_chunks, n_bins) + reserve > queue_cap or n_free < host_limit + 2 or n_samples >= sample_cap:
+                short = True
+                break
+            if events >= stop_events:  # a chunk's end: the caller reports progress and calls again
                 short = True
                 break
             # ------------------------------------------------------------ pop the earliest event (events.pop)
