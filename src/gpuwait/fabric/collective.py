@@ -38,6 +38,8 @@ class PhaseRun:
     # wall-clock seconds spent routing and solving: profiling figures, not part of the model
     route_wall_s: float = 0.0
     solve_wall_s: float = 0.0
+    #: per QP row: the bytes it sends in one repetition (its flow's bytes split over its QPs); None = not kept
+    row_bytes: np.ndarray | None = None
 
     @property
     def time_s(self) -> float:
@@ -46,6 +48,14 @@ class PhaseRun:
     def link_load_Bps(self) -> np.ndarray:
         """Rate each link carries in the steady state."""
         return self.routes.link_load(self.rate_Bps * self.multiplicity)
+
+    def link_sent_bytes(self) -> np.ndarray:
+        """Bytes each link carries over the phase's repetitions: every flow's own bytes, so a flow
+        that finishes before the slowest one stops loading its links (what a port counter reads over
+        the phase; ``link_load_Bps * time_s`` instead holds every flow at its rate until the slowest ends)."""
+        if self.row_bytes is None:
+            return self.link_load_Bps() * self.time_s
+        return self.routes.link_load(self.row_bytes * self.multiplicity) * self.phase.repeat
 
 
 @dataclass(frozen=True, eq=False)
@@ -107,7 +117,8 @@ def _run_listed(topo: Topology, phase: Phase, routing: RoutingSpec, transport: T
     remote = topo.node_server[src] != topo.node_server[dst]
     rate, step, _ = _solve(routes, size, multiplicity, remote, transport, capacity_Bps)
     return PhaseRun(phase, routes, rate, step, multiplicity[routes.flow_index],
-                    route_wall_s=routed_s - start_s, solve_wall_s=time.perf_counter() - routed_s)
+                    route_wall_s=routed_s - start_s, solve_wall_s=time.perf_counter() - routed_s,
+                    row_bytes=routes.per_qp(size))
 
 
 def _run_grouped(topo: Topology, phase: Phase, groups: PairGroups, routing: RoutingSpec, transport: TransportProfile,
@@ -126,7 +137,8 @@ def _run_grouped(topo: Topology, phase: Phase, groups: PairGroups, routing: Rout
     if not verify(routes, rate, multiplicity[routes.flow_index], capacity_Bps, cap, groups):
         return None
     return PhaseRun(phase, routes, rate, step, multiplicity[routes.flow_index],
-                    route_wall_s=routed_s - start_s, solve_wall_s=time.perf_counter() - routed_s)
+                    route_wall_s=routed_s - start_s, solve_wall_s=time.perf_counter() - routed_s,
+                    row_bytes=routes.per_qp(size))
 
 
 def _join(listed: Routes, grouped: Routes, n_listed_flows: int) -> Routes:

@@ -33,6 +33,9 @@ class FamilyRun:
     estimate: CollectiveEstimate
     link_bytes: np.ndarray       # bytes per link during one call, all groups
     link_peak_Bps: np.ndarray    # rate per link while the call's busiest phase runs
+    #: bytes per link during one call, each flow counted for its own bytes (None: as link_bytes);
+    #: link_bytes holds every flow at its steady rate until the call's slowest flow ends
+    link_sent_bytes: np.ndarray | None = None
 
     @property
     def time_s(self) -> float:
@@ -88,10 +91,11 @@ class FabricModel:
         n_links = self.topo.n_links
         if groups_gpu.shape[1] < 2 or n_bytes <= 0:
             empty = CollectiveEstimate(collective, int(n_bytes), "none", "none", 0, 0.0, 0.0, 0.0, None)
-            return FamilyRun(empty, np.zeros(n_links), np.zeros(n_links))
+            return FamilyRun(empty, np.zeros(n_links), np.zeros(n_links), np.zeros(n_links))
         predictor = self._predictor(groups_gpu)
         estimate = predictor.estimate(collective, int(n_bytes))
         link_bytes = predictor.link_bytes(estimate)
+        sent = predictor.link_sent_bytes(estimate)
         busy = max(estimate.time_s - estimate.latency_s, 1e-12)
         # the busiest phase's rates: bytes over the time the bandwidth part takes, per phase
         peak = predictor.link_peak_Bps(estimate)
@@ -102,7 +106,8 @@ class FabricModel:
             # one server's groups stood for all: the other servers' links carry the same load
             link_bytes = _replicate_private(self.topo, groups_gpu, link_bytes)
             peak = _replicate_private(self.topo, groups_gpu, peak)
-        return FamilyRun(estimate, link_bytes, peak)
+            sent = _replicate_private(self.topo, groups_gpu, sent)
+        return FamilyRun(estimate, link_bytes, peak, sent)
 
     def storage(self, gpus: np.ndarray, rate_per_gpu_Bps: float, write: bool = False) -> StorageRun:
         """Each GPU reads (or writes) at up to ``rate_per_gpu_Bps`` from (to) a storage server,

@@ -407,6 +407,17 @@ class CollectivePredictor:
         _, run = self.fabric_run(collective, algorithm, protocol, n_channels)
         return sum((p.link_load_Bps() * p.time_s for p in run.phases), np.zeros(self.comm.topo.n_links))
 
+    def link_sent_bytes(self, estimate: CollectiveEstimate) -> np.ndarray:
+        """Bytes each link carries during one call of ``estimate``, every flow counted for its own
+        bytes (:meth:`gpuwait.fabric.collective.PhaseRun.link_sent_bytes`): unlike :meth:`link_bytes`,
+        equal-cost links that one hash loaded with two flows and another with none differ here."""
+        algorithm = estimate.algorithm if estimate.algorithm in ("direct", "p2p") else FLOW_ALGORITHMS.get(estimate.algorithm)
+        if algorithm is None or estimate.fabric_time_s is None:
+            return np.zeros(self.comm.topo.n_links)
+        _, run = self.fabric_run(estimate.collective, algorithm, estimate.protocol, estimate.n_channels)
+        per_ref = sum((p.link_sent_bytes() for p in run.phases), np.zeros(self.comm.topo.n_links))
+        return per_ref * (estimate.n_bytes / _REF_BYTES)
+
     def link_peak_Bps(self, estimate: CollectiveEstimate) -> np.ndarray | None:
         """Per link, the highest rate it carries in any phase of ``estimate`` (None if not simulated)."""
         algorithm = estimate.algorithm if estimate.algorithm in ("direct", "p2p") else FLOW_ALGORITHMS.get(estimate.algorithm)

@@ -112,6 +112,9 @@ class LinkStats:
     ``tier`` is a short label for the heatmap rows (``"nvlink"``, ``"pcie"``, ``"host-leaf"``,
     ``"leaf-spine"``, ``"spine-core"``, ``"storage"``); ``users[link]`` names the communication
     sharing a link (``"dp all_reduce"``, ``"storage read"``), filled for the hottest links only.
+    ``phase_bytes[label]`` is what each link carries per step during one communication's calls
+    (the collective's phase, labelled as in ``RunResult.collectives``): within a phase, equal-cost
+    links carrying unequal bytes is a hash collision even where the step's totals even out.
     """
 
     name: list[str]
@@ -119,6 +122,7 @@ class LinkStats:
     utilization: np.ndarray   # while the busiest communication on the link runs (steady state), 0..1
     bytes_per_step: np.ndarray
     users: dict[int, list[str]] = field(default_factory=dict)
+    phase_bytes: dict[str, np.ndarray] = field(default_factory=dict)
 
     def hottest(self, n: int = 10, network_only: bool = True) -> np.ndarray:
         """Link ids, busiest first. Among equally busy links the ones deeper in the fabric come first

@@ -44,8 +44,11 @@ def link_stats(fabric: FabricModel, families: Sequence[Family], step_time_s: flo
     n = topo.n_links
     bytes_per_step = np.zeros(n)
     peak = np.zeros(n)
-    for _label, run, calls in families:
+    phase_bytes: dict[str, np.ndarray] = {}
+    for label, run, calls in families:
         bytes_per_step += run.link_bytes * calls
+        sent = run.link_sent_bytes if run.link_sent_bytes is not None else run.link_bytes
+        phase_bytes[label] = phase_bytes.get(label, 0.0) + sent * calls
         peak = np.maximum(peak, run.link_peak_Bps)
     background = fabric.background_Bps if fabric.background_Bps is not None else np.zeros(n)
     bytes_per_step += background * step_time_s
@@ -58,7 +61,7 @@ def link_stats(fabric: FabricModel, families: Sequence[Family], step_time_s: flo
         if background[link] > 0:
             names.add("storage read")
         users[link] = sorted(names)
-    return LinkStats(stats.name, stats.tier, util, bytes_per_step, users)
+    return LinkStats(stats.name, stats.tier, util, bytes_per_step, users, phase_bytes)
 
 
 def collective_stats(families: Sequence[Family], group_sizes: dict[str, int]) -> tuple[CollectiveStat, ...]:
