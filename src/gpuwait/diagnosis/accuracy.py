@@ -76,7 +76,9 @@ CASES: tuple[Case, ...] = (
     Case("ib-rail-ar", "3d-8b", "link-flap:@niclink:9:down_fraction=0.4", "link-flap"),
     # link-loss
     Case("roce-ecmp", "dp-8b", "link-loss:@uplink:loss_rate=0.01", "link-loss"),
-    Case("roce-3tier", "3d-8b", "link-loss:@uplink:loss_rate=0.005", "link-loss"),
+    # (at 0.005 the loss costs 2.9 % of the step with seed 1 while the fabric's own collisions cost 7.9 %,
+    # which per-collective port counters show and adaptive routing gives back (6.1 %): not a link-loss case)
+    Case("roce-3tier", "3d-8b", "link-loss:@uplink:loss_rate=0.01", "link-loss"),
     Case("ib-rail-ar", "dp-8b", "link-loss:@niclink:12:loss_rate=0.01", "link-loss"),
     # slow-gpu
     Case("roce-ecmp", "dp-8b", "slow-gpu:@gpu:13:factor=1.3", "slow-gpu"),
