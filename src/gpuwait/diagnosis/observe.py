@@ -47,6 +47,10 @@ class Observation:
     #: bytes each port's own counters saw over the window its congestion counters (CONGESTION_COUNTERS) cover:
     #: a stall is weighed against the sending it held up in the same window; None = not collected
     link_window_bytes: np.ndarray | None = None
+    #: collective label (as in ``collectives``) -> bytes per link per step while that collective runs:
+    #: port counters read over each collective's phase (a profiler's phase markers with counters sampled
+    #: fast enough, or PortXmitData per phase); None = only per-step totals were collected
+    link_phase_bytes: dict[str, np.ndarray] | None = None
     #: GPU node id -> the NIC node ids NCCL's ``[send] via NET/IB/<dev>`` lines say it uses; None = no such lines
     nccl_nic_use: dict[int, tuple[int, ...]] | None = None
     #: NIC node id -> the IPv6 link-local GID index NCCL's RoCE queue pairs use on it
@@ -98,7 +102,7 @@ def observe_run(topo: Topology, result: RunResult, effects, baseline: RunResult 
         gpu_names=[topo.node_name[g] for g in ranks], per_gpu_s=per_gpu,
         exposed_comm_s=result.breakdown.exposed_comm_s, link_util=result.links.utilization,
         link_bytes=result.links.bytes_per_step, link_rate_Bps=rate, link_nominal_Bps=nominal,
-        link_users=result.links.users, link_foreign_Bps=effects.foreign_Bps, counters=counters,
+        link_phase_bytes=dict(result.links.phase_bytes) or None, link_users=result.links.users, link_foreign_Bps=effects.foreign_Bps, counters=counters,
         socket_transport=effects.socket_transport, gdr_off_servers=effects.no_gdr_servers,
         remote_nic_gpus=effects.remote_nic_gpus, collectives=result.collectives,
         storage_read=storage_read, storage_busy=tuple(topo.node_name[n] for n in effects.slow_storage_nodes),

@@ -790,9 +790,11 @@ def _job_bytes(obs: Observation, links: np.ndarray) -> np.ndarray:
 def _collided(obs: Observation, links: np.ndarray) -> tuple[float, int, float] | None:
     """(time lost, hottest link, its bytes over the mean) when ECMP left one of ``links`` (equal-cost
     siblings: a switch's uplinks, or the downlinks into one switch) with more than its share while a
-    sibling sat idle."""
+    sibling sat idle, read on per-step byte totals (when no per-phase counters were collected)."""
     if len(links) < 2 or (obs.link_rate_Bps[links] < RATE_DOWNSHIFT * obs.link_nominal_Bps[links]).any():
         return None  # a degraded port explains an imbalance
+    if any("storage read" in obs.link_users.get(int(link), ()) for link in links):
+        return None  # dataset reads pile up toward their clients: the storage rules' business, not hashing's
     own = _job_bytes(obs, links)
     mean = float(own.mean())
     if mean <= 0 or own.min() >= IDLE_SIBLING * mean:
@@ -817,32 +819,123 @@ def _collided(obs: Observation, links: np.ndarray) -> tuple[float, int, float] |
     return lost, int(links[hot]), float(own[hot]) / max(typical, 1e-30)
 
 
-@rule("ecmp-collision", Fix(_adaptive, routing=more_qps))
-def collision(obs: Observation, out: RuleOutput) -> None:
-    """ECMP hashed two or more flows onto one link while an equal-cost sibling sat idle (carried
-    under IDLE_SIBLING of the mean; siblings: a switch's uplinks, or the downlinks from the tier
-    above into one switch, on every tier): a load imbalance across equal-cost paths, not a
-    busy threshold (Al-Fares et al., "Hedera", NSDI 2010, find such collisions cost large flows up
-    to half their bandwidth while links idle). The cost is the hottest uplink's time beyond a busy
-    sibling's share at its rate, and at most that share of the exposed communication (the bytes
-    beyond the share are what waits; counters may cover a window of steps, not one)."""
-    if obs.link_bytes is None or obs.link_rate_Bps is None:
-        out.missing.append("per-port transmitted bytes and rates")
-        return
+#: (time lost, hottest link, its busy share over its siblings' mean, collective label or None, hot busy, siblings' mean busy)
+Collided = tuple[float, int, float, "str | None", float, float]
+
+
+def _phase_s(obs: Observation, label: str) -> float:
+    """How long the collective ``label`` runs per step: its calls' time."""
+    return sum(c.time_s * c.count_per_step for c in obs.collectives if c.label == label)
+
+
+def _nic_ports(obs: Observation) -> np.ndarray:
+    """The compute network's NIC ports (both directions): links no routing can spread."""
+    topo = obs.topo
+    compute = topo.node_network == Network.COMPUTE
+    return np.flatnonzero((topo.link_kind == LinkKind.HOST) & compute[topo.link_src] & compute[topo.link_dst])
+
+
+def _phase_collided(obs: Observation, label: str, groups: list[np.ndarray], nics: np.ndarray) -> Collided | None:
+    """The time the collective ``label`` loses to hashing, from each link's busy share of its phase
+    (its bytes during the phase at the port's rate, over the phase's duration).
+
+    A collective cannot end before its most loaded link has sent its bytes, so its bandwidth time
+    scales with the highest busy share on its links. Load-aware routing (adaptive routing, packet
+    spraying) would give every link of an equal-cost set the set's mean; a NIC port's load no routing
+    can move. So the phase would shrink from the hottest set member's share to the highest of the sets'
+    means and the NIC ports' shares; its exposed part shrinks alike."""
+    phase_s = _phase_s(obs, label)
+    if phase_s <= 0:
+        return None
+    rate = np.where(obs.link_rate_Bps > 0, obs.link_rate_Bps, np.inf)
+    busy = obs.link_phase_bytes[label] / rate / phase_s
+    healthy = [g for g in groups if len(g) >= 2 and busy[g].any()
+               and not (obs.link_rate_Bps[g] < RATE_DOWNSHIFT * obs.link_nominal_Bps[g]).any()]
+    if not healthy:
+        return None
+    hot_group = max(healthy, key=lambda g: float(busy[g].max()))
+    hot = int(hot_group[np.argmax(busy[hot_group])])
+    spread = max([float(busy[nics].max(initial=0.0))] + [float(busy[g].mean()) for g in groups if len(g)])
+    if busy[hot] <= spread:
+        return None
+    exposed = obs.exposed_comm_s.get(label, min(phase_s, _exposed_comm_s(obs)))
+    lost = exposed * (1.0 - spread / float(busy[hot]))
+    mean = float(busy[hot_group].mean())
+    return lost, hot, float(busy[hot]) / max(mean, 1e-30), label, float(busy[hot]), mean
+
+
+def _collision_by_phase(obs: Observation) -> Collided | None:
+    """The collectives' losses to hashing summed, named by the link of the one that loses most."""
+    groups, nics = _equal_cost_groups(obs), _nic_ports(obs)
+    found = [c for label in obs.link_phase_bytes if (c := _phase_collided(obs, label, groups, nics)) is not None]
+    if not found:
+        return None
+    worst = max(found, key=lambda c: c[0])
+    return (sum(c[0] for c in found),) + worst[1:]
+
+
+def _read_paths(obs: Observation) -> np.ndarray:
+    """Links dataset reads may load: every link down the fabric (toward the clients) and the uplinks
+    of the switches the reads climb through from the storage servers."""
+    topo = obs.topo
+    tier_src, tier_dst = topo.node_tier[topo.link_src], topo.node_tier[topo.link_dst]
+    climbed = set(int(n) for n in topo.storage_server_node)
+    frontier = set(climbed)
+    while frontier:
+        up = np.isin(topo.link_src, list(frontier)) & (tier_dst > tier_src)
+        frontier = set(int(n) for n in topo.link_dst[up]) - climbed
+        climbed |= frontier
+    return (tier_dst < tier_src) | np.isin(topo.link_src, list(climbed))
+
+
+def _collision_by_step(obs: Observation) -> Collided | None:
+    """Per-step totals mix in dataset reads where the job reads over the fabric: the sets the reads
+    may cross are left out (the job's own bytes there are not known)."""
     best = None
+    reads = _read_paths(obs) if obs.storage_read else np.zeros(obs.topo.n_links, bool)
     for links in _equal_cost_groups(obs):
+        if reads[links].any():
+            continue
         found = _collided(obs, links)
         if found is not None and (best is None or found[0] > best[0]):
             best = found
+    return None if best is None else (*best, None, 0.0, 0.0)
+
+
+@rule("ecmp-collision", Fix(_adaptive, routing=more_qps))
+def collision(obs: Observation, out: RuleOutput) -> None:
+    """ECMP hashed two or more flows onto one link while an equal-cost sibling had less to carry
+    (siblings: a switch's uplinks, or the downlinks from the tier above into one switch, on every
+    tier): a load imbalance across equal-cost paths, not a busy threshold (Al-Fares et al., "Hedera",
+    NSDI 2010, find such collisions cost large flows up to half their bandwidth while links idle).
+
+    Read per collective where per-phase port counters exist: within one collective's phase the
+    colliding flows keep their link busy the whole phase while a sibling finishes early, though over
+    the step the bytes may even out (another collective loads the sibling); the cost is the phase's
+    exposed time beyond what spreading each equal-cost set evenly would leave (:func:`_phase_collided`).
+    On per-step totals only, the cost is the hottest link's bytes beyond a busy sibling's share at its
+    rate, at most that share of the exposed communication. The job's own bytes are compared: dataset
+    reads piling up toward their clients are the storage rules' business."""
+    if obs.link_bytes is None or obs.link_rate_Bps is None:
+        out.missing.append("per-port transmitted bytes and rates")
+        return
+    best = _collision_by_phase(obs) if obs.link_phase_bytes and obs.collectives else _collision_by_step(obs)
     if best is None or not _matters(obs, best[0]):
         return
-    lost, link, over = best
+    lost, link, over, label, hot_busy, mean_busy = best
     name = _cable_name(obs, link)
+    evidence = {"hottest_uplink_vs_typical": round(over, 2), "lost_ms": round(lost * 1e3, 2)}
+    if label is None:
+        what = (f"it carries {over:.1f} times the bytes of a typical busy equal-cost sibling (a link a flow could "
+                "have taken instead) while at least one sibling is idle")
+    else:
+        evidence |= {"collective": label, "busy_share_of_phase": round(hot_busy, 3),
+                     "siblings_mean_busy_share": round(mean_busy, 3)}
+        what = (f"during {label} it is busy {100 * hot_busy:.0f} % of the collective's time while its equal-cost "
+                f"siblings (links a flow could have taken instead) average {100 * mean_busy:.0f} %")
     out.candidates.append(Candidate(
-        "ecmp-collision", name, min(1.0, 0.5 + (over - 1.0) / 2),
-        {"hottest_uplink_vs_typical": round(over, 2), "lost_ms": round(lost * 1e3, 2)},
-        f"ECMP hashed several flows onto {name}: it carries {over:.1f} times the bytes of a typical busy equal-cost "
-        f"sibling (a link a flow could have taken instead) while at least one sibling is idle, and the collective waits about {_ms(lost)} per step for it.",
+        "ecmp-collision", name, min(1.0, 0.5 + (over - 1.0) / 2), evidence,
+        f"ECMP hashed several flows onto {name}: {what}, and the collectives wait about {_ms(lost)} per step for it.",
         "use adaptive routing / packet spraying on the switches, or spread each connection over more QPs "
         "(NCCL_IB_QPS_PER_CONNECTION=4)", lost_s=lost))
 

@@ -115,6 +115,9 @@ class LinkStats:
     sharing a link (``"dp all_reduce"``, ``"storage read"``), filled for the hottest and costliest
     links only. ``capacity_Bps`` is each link's effective capacity (after faults; None when unknown),
     from which :meth:`busy_s` and :meth:`waiting_s` follow.
+    ``phase_bytes[label]`` is what each link carries per step during one communication's calls
+    (the collective's phase, labelled as in ``RunResult.collectives``): within a phase, equal-cost
+    links carrying unequal bytes is a hash collision even where the step's totals even out.
     """
 
     name: list[str]
@@ -123,6 +126,7 @@ class LinkStats:
     bytes_per_step: np.ndarray
     users: dict[int, list[str]] = field(default_factory=dict)
     capacity_Bps: np.ndarray | None = None
+    phase_bytes: dict[str, np.ndarray] = field(default_factory=dict)
 
     def busy_s(self) -> np.ndarray:
         """Seconds per step each link spends sending: its bytes per step over its capacity (0 without one)."""

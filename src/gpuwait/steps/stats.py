@@ -44,8 +44,10 @@ def link_stats(fabric: FabricModel, families: Sequence[Family], step_time_s: flo
     n = topo.n_links
     bytes_per_step = np.zeros(n)
     peak = np.zeros(n)
-    for _label, run, calls in families:
+    phase_bytes: dict[str, np.ndarray] = {}
+    for label, run, calls in families:
         bytes_per_step += run.link_bytes * calls
+        phase_bytes[label] = phase_bytes.get(label, 0.0) + run.link_bytes * calls
         peak = np.maximum(peak, run.link_peak_Bps)
     background = fabric.background_Bps if fabric.background_Bps is not None else np.zeros(n)
     bytes_per_step += background * step_time_s
@@ -59,7 +61,7 @@ def link_stats(fabric: FabricModel, families: Sequence[Family], step_time_s: flo
         if background[link] > 0:
             names.add("storage read")
         users[link] = sorted(names)
-    return LinkStats(stats.name, stats.tier, util, bytes_per_step, users, stats.capacity_Bps)
+    return LinkStats(stats.name, stats.tier, util, bytes_per_step, users, stats.capacity_Bps, phase_bytes)
 
 
 def collective_stats(families: Sequence[Family], group_sizes: dict[str, int]) -> tuple[CollectiveStat, ...]:
