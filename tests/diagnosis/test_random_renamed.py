@@ -51,7 +51,8 @@ def test_fabric_causes_are_judged_by_tier_not_by_name(renamed):
 
 
 def test_the_generator_draws_renamed_clusters_and_the_gpu_kinds():
-    cases = [draw_case(seed) for seed in sorted(randomcases.DEV_SEEDS)[-60:]]
+    # the development base of the renamed clusters and the GPU kinds
+    cases = [draw_case(seed) for seed in range(7_000_000, 7_000_060)]
     renamed = [c for c in cases if c.fabric.endswith("-inventory")]
     assert renamed and all(c.scenario.cluster.inventory is not None for c in renamed)
     for case in renamed:

@@ -6,6 +6,8 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 from tests.cli.test_cli import run_cli
 
 BUNDLE = Path("examples/telemetry")
@@ -29,7 +31,16 @@ def test_walkthrough_names_the_degraded_port_by_its_real_names(capsys, tmp_path)
     assert (top["kind"], top["component"]) == ("link-degrade", "sl390lin105.hca->hoibp0013")
     # 2X of a 4X QDR cable: 16 of 32 Gb/s
     assert (top["evidence"]["negotiated"], top["evidence"]["nominal"]) == ("16 Gb/s", "32 Gb/s")
-    assert len(doc["findings"]) == 1 and doc["missing"] == []
+    # DCGM's busiest GPU has SM_ACTIVE 0.526, computing 0.526 / 0.9 = 58.5 % of the time: at most
+    # 41.5 % of the step (504 ms) is exposed communication; the host's 2.35 GB per step at 16 instead
+    # of 32 Gb/s take 0.59 s longer, past that bound, so the port costs the bound: critical (>= 20 %)
+    assert top["severity"] == "critical"
+    # the switch's side of the same cable waited for credits 21 % of its busy time (perfquery's
+    # PortXmitWait): the HCA behind it is named second, costed at its bytes at 1 - 0.21 of the rate
+    second = doc["findings"][1]
+    assert (second["kind"], second["component"]) == ("ib-xmit-wait", "sl390lin105.hca")
+    assert second["evidence"]["stalled_share"] == pytest.approx(0.2088, abs=1e-4)
+    assert len(doc["findings"]) == 2 and doc["missing"] == []
     assert abs(doc["step_time_s"] - 1.2135) < 1e-9  # the two ProfilerStep events of rank 0's trace
     # the same as the cluster file kept in the repository
     assert _diagnose(capsys, BUNDLE, Path("examples/inventory/x5-cluster.yaml"))["findings"] == doc["findings"]
@@ -45,6 +56,10 @@ def test_the_bundle_with_the_port_retrained_has_no_finding(capsys, tmp_path):
         if m["instance"].startswith("sl390lin105") and m["__name__"] == "node_infiniband_rate_bytes_per_second":
             series["values"] = [[t, "5e+09"] for t, _ in series["values"]]
     path.write_text(json.dumps(doc))
+    # and its switch port waits for credits no more than its neighbour on port 18 does
+    port25 = healthy / "switches" / "hoibp0013-port25.txt"
+    port25.write_text(port25.read_text().replace("PortXmitWait:.....................3912874410",
+                                                 "PortXmitWait:.....................61234"))
     assert _diagnose(capsys, healthy, Path("examples/inventory/x5-cluster.yaml"))["findings"] == []
 
 
@@ -64,3 +79,23 @@ def test_every_file_of_the_bundle_lands_on_a_component():
     # NCCL's "[send] via NET/IB/0" on sl390lin105, device 0 = mlx4_0 = the host's one HCA
     assert real.link_users[topo.link_id("sl390lin105.hca->hoibp0013")] == ["rank79"]
     assert set(real.gpu_pcie.values()) == {(5.0, 16.0)} and set(real.gpu_throttle.values()) == {0}
+
+
+def test_dcgm_only_exposed_communication_is_the_step_the_busiest_gpu_does_not_compute():
+    """A DCGM-only bundle has no communication phase: the step minus the busiest GPU's compute (its
+    SM_ACTIVE over the 0.9 of cycles SMs hold a warp while GEMMs run) bounds it, on every GPU alike."""
+    from gpuwait.diagnosis.telemetry import observe_telemetry
+    from gpuwait.runner.inputs import load_cluster
+    from gpuwait.telemetry.bundle import load_telemetry_dir
+    from gpuwait.topology.build import build_topology
+
+    topo = build_topology(load_cluster("examples/inventory/x5-cluster.yaml"))
+    obs = observe_telemetry(load_telemetry_dir(BUNDLE), topo)
+    busy_max = max(float(line.split()[-1]) for path in (BUNDLE / "dcgm").glob("*.prom")
+                   for line in path.read_text().splitlines() if line.startswith("DCGM_FI_PROF_SM_ACTIVE{")) / 0.9
+    exposed = obs.per_gpu_s["exposed_comm"]
+    assert len(exposed) == 112 and exposed.min() == exposed.max()
+    # the busiest GPU's mean over its samples is a little below its largest sample
+    assert exposed[0] == pytest.approx(1.2135 * (1 - busy_max), rel=2e-3)
+    compute_plus_wait = obs.per_gpu_s["compute"] + obs.per_gpu_s["straggler_wait"] + exposed
+    assert compute_plus_wait == pytest.approx(1.2135)

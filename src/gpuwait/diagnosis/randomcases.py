@@ -45,11 +45,14 @@ from gpuwait.topology.presets import build_cluster, resolve_cluster
 #: that work's fresh score (kind 82.1 %, component 78.6 %, quiet 86 of 100), whose misses were read;
 #: 7,000,000-7,000,059 were the development base of the gpu-throttle / pcie-downtrained kinds and
 #: the renamed-host cases; 5,000,000-5,000,239 are the development base of the all-tier collision and
-#: quiet-alarm work; 6,000,000-6,000,239 were its fresh score (kind 75.9 %, component 75.2 %, quiet 90 of 99)
+#: quiet-alarm work; 6,000,000-6,000,239 were its fresh score (kind 75.9 %, component 75.2 %, quiet 90 of 99);
+#: 8,000,000-8,000,059 are the development base of the telemetry-only severity and DCGM-only exposure work;
+#: 9,000,000-9,000,239 were its fresh score (kind 82.0 %, component 82.0 %, quiet 103 of 107);
 #: 10,000,000-10,000,059 are the development base of the per-collective collision reading
 DEV_SEEDS = (frozenset(range(0, 400)) | frozenset(range(1_000_000, 1_000_240)) | frozenset(range(3_000_000, 3_000_060))
              | frozenset(range(2_000_000, 2_000_240)) | frozenset(range(7_000_000, 7_000_060))
              | frozenset(range(5_000_000, 5_000_240)) | frozenset(range(6_000_000, 6_000_240))
+             | frozenset(range(8_000_000, 8_000_060)) | frozenset(range(9_000_000, 9_000_240))
              | frozenset(range(10_000_000, 10_000_060)))
 #: the default seed base of a reported run: past every seed looked at
 FRESH_BASE = 4_000_000

@@ -20,6 +20,8 @@ from gpuwait.spec.faults import FaultSpec
 from gpuwait.spec.scenario import Scenario
 from gpuwait.topology.model import LinkKind, Network, NodeKind
 from gpuwait.topology.presets import build_cluster, resolve_cluster
+from gpuwait.transport import resolve_transport
+from gpuwait.transport.socket import socket_transport
 
 #: A cause is worth naming when it costs at least 1 % of the step: the smallest loss issue 14's
 #: scoring rule asks to be found, and about what a week of a 1,000-GPU job's run-to-run variation
@@ -54,6 +56,9 @@ class Candidate:
     fix: str                          # what to do, in words; the machine form is RULES[kind].fix
     direct: bool = False              # seen in an error counter, a port state or a transport line, not inferred
     lost_s: float | None = None       # the step time the cause costs, estimated from the evidence alone
+    # lost_s is only the most the cause can cost: its counters give no duration (a link-down count),
+    # so from the evidence alone it is ranked by that bound but rated info (run.diagnose_observation)
+    bound_only: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in RULES:  # its fix is its rule's: a kind without a rule would carry none
@@ -473,12 +478,31 @@ def tcp(obs: Observation, out: RuleOutput) -> None:
     evidence: dict = {"transport": "NET/Socket"}
     if slow:
         evidence["busbw_GBps"] = round(min(c.busbw_GBps for c in slow), 2)
+    lost = _socket_lost_s(obs)
+    evidence["lost_ms"] = round(lost * 1e3, 2)
     out.candidates.append(Candidate(
         "tcp-fallback", "all", 1.0, evidence,
         "NCCL runs on its socket transport (NET/Socket): every byte goes through the kernel TCP stack and the CPU, "
         "at a fraction of the NICs' RDMA bandwidth and with a latency floor 5-10x higher.",
         "restore RDMA: check the IB/RoCE devices are visible in the container (rdma devices, NCCL_IB_HCA), "
-        "NCCL_IB_DISABLE unset and the RDMA kernel modules loaded", direct=True))
+        "NCCL_IB_DISABLE unset and the RDMA kernel modules loaded", direct=True, lost_s=lost))
+
+
+def _socket_lost_s(obs: Observation) -> float:
+    """The step time sockets cost: the busiest NIC port's bytes at what NCCL's socket transport moves
+    per NIC (its GPUs' proxy copy ceilings, else one connection's ceiling each: transport.socket, from
+    net_socket.cc) instead of the port's rate, beyond what the busiest other port takes, at most the
+    exposed communication (what a 0.2 % socket cost and a 30 % one differ by)."""
+    topo = obs.topo
+    socket = socket_transport(resolve_transport(topo.spec.transport))
+    per_gpu_Bps = socket.host_ceiling_Bps or socket.rate_cap_Bps
+    ports = _host_nic_links(obs)
+    if per_gpu_Bps is None or not len(ports):
+        return _exposed_comm_s(obs)
+    gpus_per_nic = max(topo.gpus_per_server / max(topo.nic_node.shape[1], 1), 1.0)
+    socket_Bps = gpus_per_nic * float(per_gpu_Bps)
+    return max((_link_lost_s(obs, int(p), float(topo.link_capacity_Bps[p]) / socket_Bps) for p in ports
+                if topo.link_capacity_Bps[p] > socket_Bps), default=0.0)
 
 
 @rule("no-gdr", _dropping("no-gdr"))
@@ -584,13 +608,31 @@ def _gbps(rate_Bps: float) -> str:
     return f"{rate_Bps * 8 / 1e9:.0f} Gb/s"
 
 
+def _busiest_other_port_s(obs: Observation, link: int) -> float:
+    """The longest any other network port of the job (its cable's other direction and the storage
+    servers' ports left out) takes to move its own bytes per step at its negotiated rate."""
+    topo = obs.topo
+    ports = np.flatnonzero(_fabric_or_host(obs) & (obs.link_nominal_Bps > 0))
+    storage = np.isin(topo.link_src[ports], topo.storage_server_node) | np.isin(topo.link_dst[ports], topo.storage_server_node)
+    cable = (topo.link_src[ports] == topo.link_dst[link]) & (topo.link_dst[ports] == topo.link_src[link])
+    ports = ports[~storage & ~cable & (ports != link)]
+    if not len(ports):
+        return 0.0
+    rate = obs.link_rate_Bps[ports] if obs.link_rate_Bps is not None else obs.link_nominal_Bps[ports]
+    return float(np.max(_job_bytes(obs, ports) / np.maximum(rate, 1e-30), initial=0.0))
+
+
 def _link_lost_s(obs: Observation, link: int, slowdown: float) -> float:
     """The step time a link costs when moving its bytes takes ``slowdown`` times longer than at its
-    nominal rate: the extra transfer time, never more than the job's exposed communication (time
-    hidden under compute costs nothing)."""
+    nominal rate: the part of its longer transfer that the job's busiest other port does not
+    already take (a collective's ports move their bytes side by side and it ends with the slowest:
+    a port with headroom absorbs a slowdown up to that port's time), never more than the job's
+    exposed communication (time hidden under compute costs nothing)."""
     if obs.link_bytes is None or obs.link_nominal_Bps is None or obs.link_nominal_Bps[link] <= 0:
         return _exposed_comm_s(obs)
-    extra = float(obs.link_bytes[link]) / float(obs.link_nominal_Bps[link]) * max(slowdown - 1.0, 0.0)
+    nominal_s = float(obs.link_bytes[link]) / float(obs.link_nominal_Bps[link])
+    slowed_s = nominal_s * max(slowdown, 1.0)
+    extra = max(slowed_s - max(nominal_s, _busiest_other_port_s(obs, link)), 0.0)
     return min(extra, _exposed_comm_s(obs))
 
 
@@ -605,8 +647,10 @@ def _traffic_share(obs: Observation, link: int) -> float:
 @rule("link-flap", RESTORE_LINK)
 def link_flap(obs: Observation, out: RuleOutput) -> None:
     """``LinkDownedCounter`` > 0: the port lost its link and retrained; traffic on it stalls
-    meanwhile. The counter gives no duration, so the cost is bounded by the job's exposed
-    communication in proportion to the share of its traffic the link carries (0 if unused)."""
+    meanwhile. The counter gives no duration: a short flap on a port with headroom costs nothing,
+    one that lasts costs up to the job's exposed communication in proportion to the share of its
+    traffic the link carries (0 if unused). That bound ranks the finding; it is rated info from the
+    evidence alone, since nothing measured says the step lost time (a simulation measures it)."""
     downed = obs.counters.get("link_downed")
     if downed is None:
         return
@@ -614,11 +658,13 @@ def link_flap(obs: Observation, out: RuleOutput) -> None:
         name = _cable_name(obs, link)
         lost = _exposed_comm_s(obs) * _traffic_share(obs, int(link))
         out.candidates.append(Candidate(
-            "link-flap", name, 1.0, {"LinkDownedCounter": int(downed[link]), "traffic_share": round(_traffic_share(obs, int(link)), 3)},
+            "link-flap", name, 1.0, {"LinkDownedCounter": int(downed[link]), "traffic_share": round(_traffic_share(obs, int(link)), 3),
+                                     "cost": f"not measured (no duration); at most {_ms(lost)} per step"},
             f"{name} went down {int(downed[link])} time(s) during the run (LinkDownedCounter); traffic on it stalls "
-            "while it retrains.",
+            f"while it retrains. The counter gives no duration: the step loses up to {_ms(lost)} if the link was down "
+            "whenever its traffic needed it, nothing if each flap was short.",
             f"reseat or replace the cable and transceivers of {name}; check the switch logs for the port", direct=True,
-            lost_s=lost))
+            lost_s=lost, bound_only=True))
 
 
 def _loss_window_packets(rate_Bps: float) -> float:

@@ -126,7 +126,9 @@ def _lost_share(cand: Candidate, step: float, excess: float, exposed: float = 1.
 def diagnose_observation(observation: Observation, case: str = "telemetry") -> Diagnosis:
     """Findings from an observation alone (imported telemetry): no re-simulation, so severity and
     rank come from the time each cause costs as its rule estimates it from the evidence (a direct
-    observation ranks first unless an inferred cause costs DIRECT_EVIDENCE_BONUS more of the step)."""
+    observation ranks first unless an inferred cause costs DIRECT_EVIDENCE_BONUS more of the step).
+    A cause whose counters give only a bound on its cost (``bound_only``: a link-down count without
+    a duration) ranks by the bound and is rated info: no time lost was measured."""
     out = evaluate(observation)
     step = observation.step_time_s or 0.0
     base = observation.baseline_step_time_s
@@ -139,7 +141,8 @@ def diagnose_observation(observation: Observation, case: str = "telemetry") -> D
     for cand in ranked:
         if not any(c.kind == cand.kind and same_cable(c.component, cand.component) for c in candidates):
             candidates.append(cand)
-    findings = tuple(Finding(c.kind, c.component, _severity(_lost_share(c, step, excess, exposed), c.score, excess), c.score,
+    findings = tuple(Finding(c.kind, c.component, "info" if c.bound_only else
+                             _severity(_lost_share(c, step, excess, exposed), c.score, excess), c.score,
                              c.evidence, c.explanation, c.fix, step, None, c.direct) for c in candidates)
     missing = tuple(dict.fromkeys([*observation.missing, *out.missing]))
     return Diagnosis(case, step, base, findings, missing, None, observation)

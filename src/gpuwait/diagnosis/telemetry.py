@@ -237,13 +237,21 @@ def _phases(metrics: MetricSet, names: set[str], real: MappedSeries, traces: lis
 def _phases_from_busy(real: MappedSeries, topo: Topology, step_s: float | None):
     """Per-GPU phases from each GPU's compute share: a GPU that computes less than the busiest one
     waits the difference for it at the next collective (straggler wait). Without a step time the
-    phases are shares of one second."""
+    phases are shares of one second.
+
+    The exposed communication is what is left of the step once the busiest GPU's compute is taken
+    out, ``(1 - busy_max) x step``, the same on every GPU: a synchronous step ends when its slowest
+    rank's last collective does, so the time the busiest GPU does not compute is time every rank
+    waits on something other than a peer's compute. DCGM names no cause for it; network bytes are
+    the usual one in a training step, but a data wait, a pipeline bubble or host overhead count too,
+    so this is an upper bound, which is what the rules use it as (no network cause costs more)."""
     gpus = [int(g) for g in topo.gpu_node.ravel() if int(g) in real.gpu_busy]
     busy = np.array([real.gpu_busy[g] for g in gpus])
     scale = step_s if step_s else 1.0
     per_gpu = {c: np.zeros(len(gpus)) for c in BREAKDOWN_CATEGORIES}
     per_gpu["compute"] = busy * scale
     per_gpu["straggler_wait"] = (busy.max() - busy) * scale
+    per_gpu["exposed_comm"] = np.full(len(gpus), max(1.0 - float(busy.max()), 0.0) * scale)
     return [topo.node_name[g] for g in gpus], per_gpu
 
 

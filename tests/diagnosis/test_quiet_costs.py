@@ -1,0 +1,98 @@
+"""Severity follows the time a cause costs (issue 14, the 1 % rule) when only telemetry is there.
+
+- A collective's ports move their bytes side by side and it ends with the slowest: a port slowed by
+  a factor costs only the part of its longer transfer beyond what the job's busiest other port
+  already takes (a fluid bound: max-min fair sharing, Bertsekas & Gallager, "Data Networks", 6.5).
+- ``LinkDownedCounter`` gives no duration (IBTA Vol. 1, PortCounters): a flap is ranked by the most
+  it can cost and rated info from the evidence alone.
+- NCCL's socket transport moves per GPU what its proxy thread copies (net_socket.cc, NCCL v2.30.7-1):
+  its cost is the NIC ports' bytes at that rate, so a job whose network bytes are few loses little.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpuwait.diagnosis.observe import Observation
+from gpuwait.diagnosis.rules import RULES, RuleOutput, _link_lost_s
+from gpuwait.diagnosis.run import diagnose_observation
+from gpuwait.spec import ClusterSpec
+from gpuwait.topology.model import LinkKind
+from gpuwait.topology.presets import build_cluster
+
+
+def _fabric(oversubscription: float = 1.0, nic_speed: str = "100Gbps"):
+    return build_cluster(ClusterSpec.model_validate({
+        "servers": 8, "server": {"gpus": 4, "nics": 4, "nic_speed": nic_speed, "pcie_switches": 2, "cpus": 2},
+        "fabric": {"tiers": 2, "switch_radix": 8, "oversubscription": oversubscription}}))
+
+
+TOPO = _fabric()
+
+
+def _phases(topo, exposed_s: float) -> dict[str, np.ndarray]:
+    n = topo.gpu_node.size
+    return {"compute": np.full(n, 1.0 - exposed_s), "straggler_wait": np.zeros(n), "data_wait": np.zeros(n),
+            "exposed_comm": np.full(n, exposed_s)}
+
+
+def _nic_bytes(topo, per_port_s: float) -> np.ndarray:
+    """Every NIC port (and its leaf's port back) busy ``per_port_s`` per step; uplinks half of it."""
+    carried = np.zeros(topo.n_links)
+    host = topo.link_kind == LinkKind.HOST
+    carried[host] = per_port_s * topo.link_capacity_Bps[host]
+    fabric = topo.link_kind == LinkKind.FABRIC
+    carried[fabric] = 0.5 * per_port_s * topo.link_capacity_Bps[fabric]
+    return carried
+
+
+def _obs(topo=TOPO, exposed_s: float = 0.3, per_port_s: float = 0.2, **fields) -> Observation:
+    nominal = topo.link_capacity_Bps.astype(float)
+    return Observation(topo, step_time_s=1.0, per_gpu_s=_phases(topo, exposed_s), link_bytes=_nic_bytes(topo, per_port_s),
+                       link_rate_Bps=nominal, link_nominal_Bps=nominal, **fields)
+
+
+def test_a_slowed_port_with_headroom_costs_only_what_exceeds_the_busiest_port():
+    uplink = int(np.flatnonzero(TOPO.link_kind == LinkKind.FABRIC)[0])
+    obs = _obs()
+    # the uplink carries 100 ms of bytes beside NIC ports of 200 ms: 1.5x slower still fits
+    assert _link_lost_s(obs, uplink, 1.5) == 0.0
+    # 3x slower: 300 ms, 100 ms past the NIC ports
+    assert _link_lost_s(obs, uplink, 3.0) == pytest.approx(0.1)
+    # a NIC port among equals loses all its extra time, at most the exposed communication (300 ms)
+    nic = int(np.flatnonzero(TOPO.link_kind == LinkKind.HOST)[0])
+    assert _link_lost_s(obs, nic, 2.0) == pytest.approx(0.2)
+    assert _link_lost_s(obs, nic, 4.0) == pytest.approx(0.3)
+
+
+def test_a_lossy_uplink_with_headroom_is_info_from_telemetry():
+    uplink = int(np.flatnonzero(TOPO.link_kind == LinkKind.FABRIC)[0])
+    errors = np.zeros(TOPO.n_links)
+    errors[uplink] = 10
+    diagnosis = diagnose_observation(_obs(counters={"symbol_errors": errors}))
+    assert diagnosis.top.kind == "link-loss" and diagnosis.top.severity == "info"
+
+
+def test_a_flap_ranks_by_its_bound_and_stays_info():
+    nic = int(np.flatnonzero(TOPO.link_kind == LinkKind.HOST)[0])
+    downed = np.zeros(TOPO.n_links)
+    downed[nic] = 2
+    diagnosis = diagnose_observation(_obs(counters={"link_downed": downed}))
+    top = diagnosis.top
+    assert (top.kind, top.component, top.severity) == ("link-flap", TOPO.link_name(nic), "info")
+    assert top.evidence["cost"].startswith("not measured")
+
+
+def test_sockets_cost_the_nic_bytes_at_the_proxy_rate():
+    """Generic NICs: no helper threads, so each GPU's proxy copies send and receive on one core
+    (20 GB/s, transport.socket): 10 GB/s per GPU; 4 GPUs on 4 NICs of 400 Gb/s (50 GB/s): 5x slower."""
+    fast = _fabric(nic_speed="400Gbps")
+    out = RuleOutput()
+    RULES["tcp-fallback"].check(_obs(fast, exposed_s=0.3, per_port_s=0.02, socket_transport=True), out)
+    assert out.candidates[0].lost_s == pytest.approx(0.02 * 4)
+    out = RuleOutput()  # a job whose network bytes take 1 ms a step loses 4 ms: info
+    RULES["tcp-fallback"].check(_obs(fast, exposed_s=0.3, per_port_s=0.001, socket_transport=True), out)
+    assert out.candidates[0].lost_s == pytest.approx(0.004)
+    assert diagnose_observation(_obs(fast, exposed_s=0.3, per_port_s=0.001, socket_transport=True)).top.severity == "info"
+
