@@ -294,7 +294,7 @@ def _schema_fields() -> dict[str, object]:
         "TransportSpec.mtu": Effect(h.flow_s, {"cluster": {}, "size_bytes": 1e9},
                                     {"cluster": {"transport": {"mtu": 1024}}, "size_bytes": 1e9}, "up",
                                     "more header bytes per payload byte"),
-        "TransportSpec.message_overhead": perf({}, {"transport": {"message_overhead": "20us"}}, "up", size=2**26),
+        "TransportSpec.message_overhead": perf({}, {"transport": {"message_overhead": "50us"}}, "up", size=2**26),
         "TransportSpec.rate_cap": perf({}, {"transport": {"rate_cap": "5Gbps"}}, "up"),
         # ---------------------------------------------------------------- CalibrationSpec
         "CalibrationSpec.launch_latency": perf({}, {"calibration": {"launch_latency": "20us"}}, "up", size=SMALL),
