@@ -121,11 +121,10 @@ def simulate_flows(topo: Topology, flows: FlowTable, routing: RoutingSpec, trans
     latency = routes.path_latency_s + np.where(crosses_network, transport.message_overhead_s, 0.0)
     # A splitting router's middle hops stay one row per (source leaf, destination leaf) class: the
     # engine solves and logs them per class, never joining them into a row per QP.
-    classes = routes.class_weights is not None and routes.row_class is not None
-    flowset = FlowSet(size_bytes=size, link_weights=routes.own_weights if classes else routes.link_weights,
+    shared = (SharedWeights(routes.row_class, np.ones(routes.n_rows), routes.class_weights)
+              if routes.class_weights is not None and routes.row_class is not None else None)
+    flowset = FlowSet(size_bytes=size, link_weights=routes.own_weights if shared is not None else routes.link_weights,
                       release_time_s=flows.start_s[routes.flow_index], rate_cap_Bps=cap, path_latency_s=latency,
-                      depends_on=_row_dependencies(flows, routes),
-                      shared=SharedWeights(routes.row_class, np.ones(routes.n_rows), routes.class_weights)
-                      if classes else None)
+                      depends_on=_row_dependencies(flows, routes), shared=shared)
     result = FlowEngine(LinkTable(capacity, topo.link_latency_s)).run(flowset)
     return FlowRun(topo, flows, routes, capacity, result, routing, transport)
