@@ -111,7 +111,8 @@ def test_report_renders_in_chromium(tmp_path):
     for div, after in zip(divs, divs[1:] + [None]):
         body = dom[div.end(): after.start() if after else len(dom)]
         assert 'class="main-svg"' in body, f"{div.group(1)} did not render"
-    assert "ranks 0-31 and the 4 slowest (" in dom
+    # timelines draw groups of alike ranks with a drill-down (report.ranks.rank_groups), not ranks 0-31
+    assert "group 1: " in dom and '<details class="rank-group"' in dom
 
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # a blank 1400x3000 page compresses to a few kB; plots, tables and text make it much larger
