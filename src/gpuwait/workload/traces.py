@@ -171,20 +171,27 @@ def read_pai(task_csv: str | Path) -> Trace:
     return Trace("alibaba-pai-2020", _rebase(out))
 
 
-def read_helios(log_csv: str | Path) -> Trace:
-    """SenseTime Helios ``cluster_log.csv`` as jobs (GPU jobs with a positive duration)."""
-    rows = _rows(log_csv)
-    _need(log_csv, rows, ("job_id", "gpu_num", "submit_time", "duration"))
+def _submitted_jobs(trace_csv: str | Path, submit_time_s) -> list[TraceJob]:
+    """Rows of job_id, gpu_num, submit_time, duration as jobs (GPU jobs with a positive duration);
+    ``submit_time_s`` parses the trace's time format, raising ValueError on a row without one."""
+    rows = _rows(trace_csv)
+    _need(trace_csv, rows, ("job_id", "gpu_num", "submit_time", "duration"))
     out = []
     for row in rows:
         try:
-            submit = datetime.strptime(row["submit_time"], "%Y-%m-%d %H:%M:%S").timestamp()
+            submit = submit_time_s(row["submit_time"])
             gpus, duration = int(float(row["gpu_num"])), float(row["duration"])
         except ValueError:
-            continue
+            continue  # a job without a submit time or a duration
         if gpus > 0 and duration > 0:
             out.append(TraceJob(row["job_id"], submit, duration, gpus))
-    return Trace("sensetime-helios", _rebase(out))
+    return out
+
+
+def read_helios(log_csv: str | Path) -> Trace:
+    """SenseTime Helios ``cluster_log.csv`` as jobs (GPU jobs with a positive duration)."""
+    return Trace("sensetime-helios", _rebase(_submitted_jobs(
+        log_csv, lambda text: datetime.strptime(text, "%Y-%m-%d %H:%M:%S").timestamp())))
 
 
 def _philly_time(text) -> float | None:
@@ -229,19 +236,10 @@ def read_philly(job_log: str | Path) -> Trace:
 
 
 def read_acme(trace_csv: str | Path) -> Trace:
-    """Shanghai AI Lab Acme ``trace_seren.csv`` / ``trace_kalos.csv`` as jobs (GPU jobs that ran)."""
-    rows = _rows(trace_csv)
-    _need(trace_csv, rows, ("job_id", "gpu_num", "submit_time", "duration"))
-    out = []
-    for row in rows:
-        try:
-            submit = datetime.fromisoformat(row["submit_time"]).timestamp()
-            gpus, duration = int(float(row["gpu_num"])), float(row["duration"])
-        except ValueError:
-            continue  # a job without a submit time or a duration
-        if gpus > 0 and duration > 0:
-            out.append(TraceJob(row["job_id"], submit, duration, gpus))
-    return Trace("shanghai-ai-lab-acme", _rebase(out))
+    """Shanghai AI Lab Acme ``trace_seren.csv`` / ``trace_kalos.csv`` as jobs (GPU jobs that ran; times
+    carry their UTC offset)."""
+    return Trace("shanghai-ai-lab-acme", _rebase(_submitted_jobs(
+        trace_csv, lambda text: datetime.fromisoformat(text).timestamp())))
 
 
 READERS = {"lingjun": read_lingjun, "pai": read_pai, "helios": read_helios, "philly": read_philly, "acme": read_acme}
