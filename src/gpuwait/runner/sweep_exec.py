@@ -171,8 +171,10 @@ def _run_local(payloads: list, finished: Callable[[dict], None], workers: int | 
             try:
                 while queue or running:
                     while queue and len(running) < 2 * n:  # a short queue: a killed parent loses little
-                        payload = queue.pop()
-                        running[pool.submit(work, payload)] = payload
+                        # submit before taking the case off the queue: a pool a worker's death broke
+                        # refuses the submit, and the case must still be there to send again
+                        running[pool.submit(work, queue[-1])] = queue[-1]
+                        queue.pop()
                     ready, _ = wait(running, return_when=FIRST_COMPLETED)
                     for future in ready:
                         finished(future.result())
