@@ -15,6 +15,7 @@ import numpy as np
 
 from gpuwait.diagnosis.observe import Observation
 from gpuwait.faults.apply import LOSS_RTT_S
+from gpuwait.faults.kinds import PCIE_LANE_Bps
 from gpuwait.spec.cluster import RoutingSpec
 from gpuwait.spec.faults import FaultSpec
 from gpuwait.spec.scenario import Scenario
@@ -257,8 +258,7 @@ def gpu_throttle(obs: Observation, out: RuleOutput) -> None:
 #: PCIe data rate per lane by generation, GB/s: the transfer rate (2.5, 5, 8, 16, 32, 64 GT/s) times
 #: the line code (8b/10b for generations 1-2, 128b/130b for 3-5, 242/256 FLIT for 6), over 8 bits
 #: (PCI-SIG, PCI Express Base Specification 6.0, and "PCIe 6.0 specification FAQ", pcisig.com)
-PCIE_LANE_GBps = {1: 2.5 * 0.8 / 8, 2: 5 * 0.8 / 8, 3: 8 * 128 / 130 / 8, 4: 16 * 128 / 130 / 8,
-                  5: 32 * 128 / 130 / 8, 6: 64 * 242 / 256 / 8}
+PCIE_LANE_GBps = {gen: rate_Bps / 1e9 for gen, rate_Bps in PCIE_LANE_Bps.items()}  # the fault's table, in GB/s
 
 
 def _pcie_Bps(gen: float, width: float) -> float:

@@ -113,7 +113,8 @@ register_fault(GpuThrottleFault, "gpu", on_scenario=_throttled_compute, on_fabri
 
 #: PCIe data rate per lane by generation, bytes/s: 2.5, 5, 8, 16, 32, 64 GT/s times the line code
 #: (8b/10b for generations 1-2, 128b/130b for 3-5, 242/256 FLIT for 6) over 8 bits (PCI-SIG, PCI
-#: Express Base Specification 6.0; the same table as diagnosis.rules.PCIE_LANE_GBps)
+#: Express Base Specification 6.0;
+#: diagnosis.rules.PCIE_LANE_GBps reads it in GB/s)
 PCIE_LANE_Bps = {1: 2.5e9 * 0.8 / 8, 2: 5e9 * 0.8 / 8, 3: 8e9 * 128 / 130 / 8, 4: 16e9 * 128 / 130 / 8,
                  5: 32e9 * 128 / 130 / 8, 6: 64e9 * 242 / 256 / 8}
 PCIE_FULL_LANES = 16
