@@ -154,6 +154,29 @@ def packet_metric(params: dict, metric: str, transport: str = "rocev2", routing:
     return values[metric]()
 
 
+def packet_recovery_makespan_s(dcqcn: dict) -> float:
+    """Makespan of a 7-to-1 packet-engine incast whose first flow (40 MB) outlives the six others (4 MB):
+    DCQCN cuts it deep while they run, and once they are gone it climbs back to line rate through fast
+    recovery, additive and then hyper increase (Zhu et al., "Congestion Control for Large-Scale RDMA
+    Deployments", SIGCOMM 2015, section 3.1). Hyper increase needs both the timer and the byte-counter
+    stages past F, so a byte counter of 100 KB is set; with the paper's 10 MB (too slow to pass F
+    while 40 MB drain) no incast shows it."""
+    from gpuwait.engine.packet import PacketParams, simulate_packets
+    from gpuwait.spec import RoutingSpec
+    from gpuwait.transport import TRANSPORTS
+    from gpuwait.workload.traffic import FlowTable
+
+    topo = _incast_fabric()
+    nics = topo.nic_node[:, 0].astype(np.int64)
+    sources = 7
+    sizes_bytes = np.full(sources, 4e6)
+    sizes_bytes[0] = 40e6
+    flows = FlowTable([f"f{i}" for i in range(sources)], nics[1:sources + 1], np.full(sources, nics[0]), sizes_bytes,
+                      np.zeros(sources), np.full(sources, np.inf), [[] for _ in range(sources)])
+    params = PacketParams(switch_buffer_bytes=2 * 2**20, dcqcn=dcqcn)
+    return float(simulate_packets(topo, flows, RoutingSpec(), TRANSPORTS["rocev2"], params).makespan_s)
+
+
 def flow_s(cluster: dict, src: str = "s0.gpu0", dst: str = "s1.gpu0", size_bytes: float = 4096.0) -> float:
     """Flow-engine completion time of one transfer (what ``gpuwait run`` gives a traffic flow): small
     transfers are latency, large ones bandwidth."""

@@ -164,6 +164,9 @@ NVL72 = {"preset": "gb200-nvl72", "servers": 18}
 LOSSY = {"flow_control": "none", "congestion_control": "none"}
 PFC = {"congestion_control": "none"}
 FAST_DCQCN = {"rate_ai_bps_per_25gbps": 100e6, "fast_recovery_steps": 5, "rp_timer_s": 20e-6}
+# a slow additive step and a short byte counter: recovery is long and reaches hyper increase
+RECOVERY_DCQCN = {"rate_ai_bps_per_25gbps": 5e6, "fast_recovery_steps": 5, "rp_timer_s": 55e-6,
+                  "byte_counter_bytes": 1e5}
 LOSS = {"loss_rate": 1e-3, **LOSSY}
 FLOW = _flow()
 PATTERN = _pattern()
@@ -479,9 +482,10 @@ def _schema_fields() -> dict[str, object]:
         "DcqcnSettings.byte_counter_bytes": dcqcn({"byte_counter_bytes": 1e4}),
         "DcqcnSettings.fast_recovery_steps": dcqcn({"fast_recovery_steps": 1}),
         "DcqcnSettings.rate_ai_bps_per_25gbps": dcqcn({"rate_ai_bps_per_25gbps": 1e9}),
-        "DcqcnSettings.rate_hai_bps_per_25gbps": Gap(
-            "no incast found where hyper increase changes a result (PFC keeps the queue; 20 MB flows, F=1, "
-            "10 KB byte counter: identical runs); to look at in the packet engine"),
+        "DcqcnSettings.rate_hai_bps_per_25gbps": Effect(
+            h.packet_recovery_makespan_s, {"dcqcn": RECOVERY_DCQCN},
+            {"dcqcn": {**RECOVERY_DCQCN, "rate_hai_bps_per_25gbps": 1e9}}, "down",
+            "a faster hyper increase brings a deeply cut flow back to line rate sooner once its competitors end"),
         "DcqcnSettings.min_rate_bps": dcqcn({"min_rate_bps": 50e9}),
         "DcqcnSettings.cnp_interval_s": Effect(h.packet_metric, {"params": {"dcqcn": FAST_DCQCN}, "metric": "cnp",
                                                                  "size_bytes": 20e6},
