@@ -5,7 +5,7 @@ from __future__ import annotations
 from gpuwait.engine.base import EngineRun, get_engine
 from gpuwait.errors import SpecError
 from gpuwait.routing.paths import route_flows
-from gpuwait.spec.cluster import ClusterSpec, RoutingSpec
+from gpuwait.spec.cluster import ClusterSpec, RoutingSpec, TransportSpec
 from gpuwait.spec.scenario import Scenario
 from gpuwait.topology.presets import build_cluster, resolve_cluster
 from gpuwait.transport.profiles import TransportProfile, resolve_transport
@@ -14,7 +14,7 @@ from gpuwait.workload.traffic import traffic_flows
 
 def scenario_cases(scenario: Scenario, cluster: ClusterSpec) -> list[tuple[str | None, RoutingSpec, TransportProfile]]:
     """(variant name or None for the base, routing, transport) of the base and every variant."""
-    cases = [(None, cluster.routing, cluster.transport)]
+    cases: list[tuple[str | None, RoutingSpec, TransportSpec]] = [(None, cluster.routing, cluster.transport)]
     cases += [(v.name, v.routing or cluster.routing, v.transport or cluster.transport) for v in scenario.variants]
     return [(name, routing, resolve_transport(transport)) for name, routing, transport in cases]
 
