@@ -11,21 +11,7 @@ from gpuwait.errors import GpuwaitError, SpecError, UnknownNameError
 from gpuwait.faults import FAULT_KINDS, apply_faults, parse_inject
 from gpuwait.faults.apply import LOSS_RTT_S
 from gpuwait.spec import Scenario, validate_data
-from gpuwait.topology.presets import build_preset
-
-SCENARIO = {"cluster": {"preset": "rocev2-400g-2tier", "servers": 8},
-            "workload": {"model": {"preset": "llama-8b", "seq_len": 4096},
-                         "parallel": {"zero": 1, "global_batch": 64}}}
-
-
-@pytest.fixture(scope="module")
-def topo():
-    return build_preset("rocev2-400g-2tier", servers=8)
-
-
-@pytest.fixture(scope="module")
-def scenario():
-    return validate_data(Scenario, SCENARIO, source="test", require_units=False)
+from tests.faults.conftest import SCENARIO
 
 
 def test_every_kind_is_registered_with_its_target():

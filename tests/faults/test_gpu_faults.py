@@ -14,18 +14,7 @@ from gpuwait.faults import apply_faults, parse_inject
 from gpuwait.faults.kinds import PCIE_LANE_Bps, server_pcie_generation
 from gpuwait.spec import Scenario, validate_data
 from gpuwait.topology.model import LinkKind
-from gpuwait.topology.presets import build_preset
-from tests.faults.test_faults import SCENARIO
-
-
-@pytest.fixture(scope="module")
-def topo():
-    return build_preset("rocev2-400g-2tier", servers=8)
-
-
-@pytest.fixture(scope="module")
-def scenario():
-    return validate_data(Scenario, SCENARIO, source="test", require_units=False)
+from tests.faults.conftest import SCENARIO
 
 
 def test_throttled_gpu_computes_at_its_clock_share_and_reports_why(topo, scenario):
