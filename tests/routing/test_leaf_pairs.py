@@ -13,8 +13,9 @@ import pytest
 
 import gpuwait.routing.paths as paths
 from gpuwait.routing import route_flows
-from gpuwait.spec import ClusterSpec, RoutingSpec
-from gpuwait.topology import build_preset, build_topology
+from gpuwait.spec import RoutingSpec
+from gpuwait.topology import build_preset
+from tests.routing.patterns import all_to_all, permutation, ring, three_tier
 
 
 def _routes(topo, kind, src, dst, classes):
@@ -26,26 +27,8 @@ def _routes(topo, kind, src, dst, classes):
         paths._LEAF_PAIR_CLASSES = saved
 
 
-def _three_tier():
-    return build_topology(ClusterSpec(servers=32, server={"template": "dgx-h100"},
-                                      fabric={"kind": "clos", "tiers": 3, "switch_radix": 16, "rail_optimized": False}))
-
-
-def _all_to_all(topo):
-    gpus = topo.gpu_node.ravel()
-    src, dst = np.repeat(gpus, len(gpus)), np.tile(gpus, len(gpus))
-    return src[src != dst], dst[src != dst]
-
-
-def _permutation(topo, seed=2):
-    gpus = topo.gpu_node.ravel()
-    dst = np.random.default_rng(seed).permutation(gpus)
-    return gpus[gpus != dst], dst[gpus != dst]
-
-
-def _ring(topo):
-    gpus = topo.gpu_node.ravel()
-    return gpus, np.roll(gpus, -8)  # GPU i of server s to GPU i of server s+1: one rail
+_three_tier, _all_to_all, _ring = three_tier, all_to_all, ring
+_permutation = permutation
 
 
 @pytest.mark.parametrize("kind", ["spray", "adaptive"])

@@ -20,8 +20,9 @@ import gpuwait.routing.paths as paths
 from gpuwait.routing import route_flows
 from gpuwait.routing.routers import Hop, get_router
 from gpuwait.routing.stages import NotStaged, _linear
-from gpuwait.spec import ClusterSpec, RoutingSpec
-from gpuwait.topology import build_preset, build_topology
+from gpuwait.spec import RoutingSpec
+from gpuwait.topology import build_preset
+from tests.routing.patterns import all_to_all, permutation, ring, three_tier
 
 
 def _routes(topo, kind, src, dst, staged):
@@ -33,26 +34,11 @@ def _routes(topo, kind, src, dst, staged):
         paths._LEAF_PAIR_STAGES, paths._STAGES_MIN_CLASSES = saved
 
 
-def _three_tier():
-    return build_topology(ClusterSpec(servers=32, server={"template": "dgx-h100"},
-                                      fabric={"kind": "clos", "tiers": 3, "switch_radix": 16, "rail_optimized": False}))
+_three_tier, _all_to_all, _ring = three_tier, all_to_all, ring
 
 
-def _all_to_all(topo):
-    gpus = topo.gpu_node.ravel()
-    src, dst = np.repeat(gpus, len(gpus)), np.tile(gpus, len(gpus))
-    return src[src != dst], dst[src != dst]
-
-
-def _permutation(topo, seed=3):
-    gpus = topo.gpu_node.ravel()
-    dst = np.random.default_rng(seed).permutation(gpus)
-    return gpus[gpus != dst], dst[gpus != dst]
-
-
-def _ring(topo):
-    gpus = topo.gpu_node.ravel()
-    return gpus, np.roll(gpus, -8)
+def _permutation(topo):
+    return permutation(topo, seed=3)
 
 
 def _degraded(topo):
