@@ -30,6 +30,7 @@ import numpy as np
 from gpuwait.collectives.algorithms import Phase, Plan, compile_collective
 from gpuwait.collectives.communicator import Communicator
 from gpuwait.collectives.ncclenv import NcclEnv, Setting, apply_env, env_setting, qps_setting
+from gpuwait.collectives.nccltests import busbw_factor
 from gpuwait.collectives.physical import PhysicalParams, PipelineCosts, physical_params, pipelined_time_s
 from gpuwait.collectives.pipeline import (
     NCCL_STEPS,
@@ -73,6 +74,13 @@ BACKGROUND_FLOOR = 0.05  # share of a link's capacity a collective keeps however
 #: NVLS in-flight window: NCCL_NVLS_NCHANNELS (16) x NCCL_STEPS (8, NCCL device.h) x
 #: NCCL_NVLS_CHUNKSIZE (128 KiB); NCCL's defaults in transport/nvls.cc.
 NVLS_WINDOW_BYTES = 16 * 8 * 128 * 1024
+#: The share of its one-way rate that NCCL's SHM path (GPU -> host memory -> GPU) keeps when the node's
+#: GPUs send and receive through host memory at once. NVIDIA/nccl issue #384 (NCCL 2.4.8, 2 GPUs, PCIe
+#: Gen3 x16, NCCL_P2P_DISABLE=1, one channel): all_reduce 3.9 GB/s busbw, each GPU sending and receiving,
+#: against broadcast 10.31 GB/s, one way only; "some components (in particular some CPUs) do not handle
+#: bidirectional traffic well" (the maintainer's answer there). Both directions together move
+#: 2 x 3.9 GB/s where one direction alone moves 10.31 GB/s.
+SHM_BIDIRECTIONAL_SHARE = 2 * 3.9 / 10.31
 
 
 def gpu_sm(gpu_model: str) -> int:
@@ -315,21 +323,31 @@ class CollectivePredictor:
         GPUDirect-TCPX/TCPXO land the payload in GPU memory and are not staged."""
         return self.transport.name == "tcp" or (self.transport.rdma and not self.gdr)
 
-    def _shm_time_s(self, collective: str, n_bytes: int) -> float:
-        """The time a node's GPUs without P2P take to move their share of a p2p call to each other through
-        host memory (SHM). Each GPU's bytes to a local peer go up its PCIe switch into the CPU and down again,
-        the same path as NCCL's ring graph through the CPU, whose budget (PCI bandwidth over the switch's
-        GPUs, with Intel's 6/5 overhead: :func:`host_path_ring_graph`) bounds every GPU's bytes per
-        second; the fabric charges the links at their line rate only. 0 when the GPUs use P2P."""
+    def _shm_time_s(self, collective: str, n_bytes: int, algorithm: str = "direct") -> float:
+        """The time a node's GPUs without P2P take to move their bytes to each other through host memory
+        (SHM). Each GPU's bytes to a local peer go up its PCIe switch into the CPU and down again, the path
+        of NCCL's ring graph through the CPU, whose budget (PCI bandwidth over the switch's GPUs, with
+        Intel's 6/5 overhead: :func:`host_path_ring_graph`) bounds every GPU's bytes per second; the
+        fabric charges the links at their line rate only. Traffic both ways through host memory keeps
+        ``SHM_BIDIRECTIONAL_SHARE`` of that (NVIDIA/nccl#384): every p2p call and ring collective here
+        but a two-rank Broadcast or Reduce, whose bytes flow one way. A ring's SHM hop carries what every
+        hop carries, the bus bytes (nccl-tests' busbw factor x size). 0 when the GPUs use P2P, or for
+        algorithms other than ring and the p2p path."""
         comm = self.comm
         if self.p2p or comm.ppn < 2 or n_bytes <= 0:
             return 0.0
         if collective == "sendrecv":
             local_bytes = n_bytes if comm.n_nodes == 1 else 0
-        else:
+        elif algorithm == "direct":
             local_bytes = n_bytes * (comm.ppn - 1) / comm.n_ranks
+        elif algorithm == "ring":
+            local_bytes = n_bytes * busbw_factor(collective, comm.n_ranks)
+        else:
+            return 0.0
+        one_way = collective in ("broadcast", "reduce") and comm.n_ranks == 2
+        share = 1.0 if one_way else SHM_BIDIRECTIONAL_SHARE
         host = self._host_path_graph(gpu_sm(comm.topo.spec.server.gpu_model))
-        return local_bytes / (host.n_channels * host.bw_intra_GBps * 1e9)
+        return local_bytes / (host.n_channels * host.bw_intra_GBps * 1e9 * share)
 
     def _host_staged_net_graph(self, sm: int) -> Graph:
         """NCCL's inter-node ring graph without GPUDirect RDMA (:func:`host_staged_net_ring_graph`) for this
@@ -439,11 +457,13 @@ class CollectivePredictor:
         algorithm = estimate.algorithm if estimate.algorithm in ("direct", "p2p") else FLOW_ALGORITHMS.get(estimate.algorithm)
         if algorithm is None or estimate.fabric_time_s is None:
             return None
-        _, run = self.fabric_run(estimate.collective, algorithm, estimate.protocol, estimate.n_channels)
+        per_byte_s, run = self.fabric_run(estimate.collective, algorithm, estimate.protocol, estimate.n_channels)
         if not run.phases:
             return np.zeros(self.comm.topo.n_links)
-        # a fluid phase's rates do not depend on its size; NCCL's own ceiling may slow it further
-        slowdown = max(estimate.fabric_time_s, estimate.model_bandwidth_time_s) / max(estimate.fabric_time_s, 1e-30)
+        # a fluid phase's rates do not depend on its size; NCCL's own ceiling or the SHM path (both in the
+        # estimate's times, not in the run) may slow it further
+        slowdown = max(estimate.fabric_time_s, estimate.model_bandwidth_time_s) / max(per_byte_s * estimate.n_bytes,
+                                                                                     1e-30)
         return np.max([p.link_load_Bps() for p in run.phases], axis=0) / slowdown
 
     def nic_bytes_per_byte(self, collective: str, algorithm: str, protocol: str, n_channels: int) -> float:
@@ -496,7 +516,9 @@ class CollectivePredictor:
         model_s *= self.channel_shortfall(reference, channels)
         fabric_s = None
         if algorithm in FLOW_ALGORITHMS and comm.n_ranks > 1 and n_bytes > 0:
-            fabric_s = self.fabric_time_s(collective, n_bytes, FLOW_ALGORITHMS[algorithm], protocol, channels)
+            # the SHM path through host memory is part of the hardware the bytes cross, as for p2p calls
+            fabric_s = max(self.fabric_time_s(collective, n_bytes, FLOW_ALGORITHMS[algorithm], protocol, channels),
+                           self._shm_time_s(collective, n_bytes, algorithm))
         # small calls run on fewer channels, so each step carries more
         size_channels = channels_for_size(algorithm, protocol, n_bytes, channels)
         chunk = chunk_bytes(collective, algorithm, protocol, n_bytes, n_channels=size_channels, n_ranks=comm.n_ranks,
