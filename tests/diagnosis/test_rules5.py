@@ -135,3 +135,29 @@ def test_slow_storage_is_named_from_telemetry_alone():
     healthy = simulate_workload(scenario)
     bundle = TelemetryBundle(root=Path("."), metric_files={"export.prom": export_metrics(healthy)})
     assert observe_telemetry(bundle, build_cluster(resolve_cluster(scenario.cluster))).storage_busy == ()
+
+
+def test_storage_contention_costs_the_reads_on_a_shared_link():
+    """Dataset reads share a leaf uplink with the job's all-reduce and no GPU waits for data: the reads
+    delay the collective by the time they hold that link (its bytes beyond the collective's own, at
+    its rate). The rule estimated nothing (the data wait alone), so its fix was ranked last, and
+    adaptive routing, which spreads the reads too, took the cause."""
+    topo = build_cluster(ClusterSpec.model_validate({
+        "servers": 8, "server": {"gpus": 4, "nics": 4, "nic_speed": "100Gbps", "pcie_switches": 2, "cpus": 2},
+        "fabric": {"tiers": 2, "switch_radix": 8}}))
+    link = int(next(iter(rules._uplinks_by_switch(Observation(topo), 1).values()))[0])
+    rate = topo.link_capacity_Bps.astype(float)
+    collective = np.zeros(topo.n_links)
+    collective[link] = 1e9
+    link_bytes = collective.copy()
+    link_bytes[link] += 0.5e9  # the reads' bytes on the same link
+    zeros = np.zeros(topo.gpu_node.size)
+    phases = {"compute": zeros + 1.0, "straggler_wait": zeros, "data_wait": zeros, "exposed_comm": zeros + 0.5}
+    obs = Observation(topo, step_time_s=1.5, per_gpu_s=phases, link_bytes=link_bytes, link_rate_Bps=rate,
+                      link_nominal_Bps=rate, link_users={link: ["storage read", "dp all_reduce"]},
+                      link_phase_bytes={"dp all_reduce": collective}, storage_read=True, storage_busy=())
+    out = rules.RuleOutput()
+    rules.storage(obs, out)
+    [found] = out.candidates
+    assert found.lost_s == pytest.approx(0.5e9 / rate[link])
+    assert found.evidence["reads_hold_shared_link_ms"] == pytest.approx(round(0.5e9 / rate[link] * 1e3, 2))

@@ -395,7 +395,10 @@ def storage(obs: Observation, out: RuleOutput) -> None:
     if not _matters(obs, wait) and not shared:
         return
     hot = max(shared, key=lambda link: obs.link_util[link]) if shared and obs.link_util is not None else None
+    held = _reads_hold_s(obs, shared)
     evidence: dict = {"data_wait_ms": round(wait * 1e3, 2)}
+    if held > 0:
+        evidence["reads_hold_shared_link_ms"] = round(held * 1e3, 2)
     where = ""
     if hot is not None:
         evidence |= {"busiest_link_with_reads": _cable_name(obs, hot),
@@ -406,7 +409,21 @@ def storage(obs: Observation, out: RuleOutput) -> None:
         f"Dataset reads share the compute network with the job's collectives{where}; the GPUs wait {_ms(wait)} per "
         f"step ({100 * wait / _step(obs):.1f} %) for data while the storage servers themselves are not busy.",
         "give storage its own network (or its own lossless class and bandwidth share), or cache the dataset locally",
-        lost_s=wait))
+        lost_s=wait + held))
+
+
+def _reads_hold_s(obs: Observation, shared: list[int]) -> float:
+    """How long the dataset reads hold the link they share with the job's collectives the most: a
+    shared link's bytes beyond the collectives' own (per-collective counters) at its rate, at most the
+    exposed communication. Reads there delay the collectives (they take the bytes adaptive routing
+    would also spread, which is why a collision fix seemed to explain them); 0 without the
+    collectives' own bytes, where reads and collectives cannot be told apart."""
+    if not shared or not obs.link_phase_bytes or obs.link_bytes is None or obs.link_rate_Bps is None:
+        return 0.0
+    links = np.array(shared)
+    own = sum(obs.link_phase_bytes.values())[links]
+    reads_s = np.maximum(obs.link_bytes[links] - own, 0.0) / np.maximum(obs.link_rate_Bps[links], 1e-30)
+    return min(float(reads_s.max(initial=0.0)), _exposed_comm_s(obs))
 
 
 def _storage_saturated(obs: Observation) -> tuple[str, ...]:
