@@ -395,7 +395,10 @@ def storage(obs: Observation, out: RuleOutput) -> None:
     if not _matters(obs, wait) and not shared:
         return
     hot = max(shared, key=lambda link: obs.link_util[link]) if shared and obs.link_util is not None else None
+    held = _reads_hold_s(obs, shared)
     evidence: dict = {"data_wait_ms": round(wait * 1e3, 2)}
+    if held > 0:
+        evidence["reads_hold_shared_link_ms"] = round(held * 1e3, 2)
     where = ""
     if hot is not None:
         evidence |= {"busiest_link_with_reads": _cable_name(obs, hot),
@@ -406,7 +409,21 @@ def storage(obs: Observation, out: RuleOutput) -> None:
         f"Dataset reads share the compute network with the job's collectives{where}; the GPUs wait {_ms(wait)} per "
         f"step ({100 * wait / _step(obs):.1f} %) for data while the storage servers themselves are not busy.",
         "give storage its own network (or its own lossless class and bandwidth share), or cache the dataset locally",
-        lost_s=wait))
+        lost_s=wait + held))
+
+
+def _reads_hold_s(obs: Observation, shared: list[int]) -> float:
+    """How long the dataset reads hold the link they share with the job's collectives the most: a
+    shared link's bytes beyond the collectives' own (per-collective counters) at its rate, at most the
+    exposed communication. Reads there delay the collectives (they take the bytes adaptive routing
+    would also spread, which is why a collision fix seemed to explain them); 0 without the
+    collectives' own bytes, where reads and collectives cannot be told apart."""
+    if not shared or not obs.link_phase_bytes or obs.link_bytes is None or obs.link_rate_Bps is None:
+        return 0.0
+    links = np.array(shared)
+    own = sum(obs.link_phase_bytes.values())[links]
+    reads_s = np.maximum(obs.link_bytes[links] - own, 0.0) / np.maximum(obs.link_rate_Bps[links], 1e-30)
+    return min(float(reads_s.max(initial=0.0)), _exposed_comm_s(obs))
 
 
 def _storage_saturated(obs: Observation) -> tuple[str, ...]:
@@ -786,13 +803,39 @@ def _seed_per_switch(scenario: Scenario, faults: list[FaultSpec], component: str
     return scenario, _drop(faults, ("ecmp-polarization",))
 
 
+def _polarization_lost_s(obs: Observation, second: dict[int, np.ndarray]) -> float:
+    """The time one seed everywhere costs: the second stage's hottest uplink beyond what would still
+    bound the step with independent seeds. Re-seeding changes the second stage's choices alone: the
+    first stage (leaf uplinks), the NIC ports and the links down to the leaves keep their bytes,
+    and the second stage's links (spine -> core, and core -> spine, which that choice fixes) would
+    carry about their set's mean. A collective ends with its most loaded link, so the step waits on
+    the hot second-stage uplink only past the busiest of the others; at most the exposed
+    communication (a polarized tier behind a busier first stage costs nothing)."""
+    topo = obs.topo
+    rate = obs.link_rate_Bps if obs.link_rate_Bps is not None else topo.link_capacity_Bps.astype(float)
+    times = _job_bytes(obs, np.arange(topo.n_links)) / np.maximum(rate, 1e-30)
+    stage = np.concatenate(list(second.values()))
+    polarized = np.zeros(topo.n_links, bool)
+    polarized[stage] = True
+    polarized |= (topo.node_tier[topo.link_src] == 3) & (topo.node_tier[topo.link_dst] == 2)  # back down from the core
+    rest = float(times[_fabric_or_host(obs) & ~polarized].max(initial=0.0))
+    spread = max(float(times[links].mean()) for links in second.values())
+    hot = float(times[stage].max(initial=0.0))
+    return min(max(hot - max(rest, spread), 0.0), _exposed_comm_s(obs))
+
+
 @rule("ecmp-polarization", Fix(_seed_per_switch))
 def polarization(obs: Observation, out: RuleOutput) -> None:
     """Every spine that sends to the core sends on one uplink only, though it forwards flows from
     several leaf uplinks: with one hash seed everywhere, a spine receives only the flows whose hash
     picked it at the leaf, and hashing them again the same way picks the same index for all of
-    them (Cisco, "ECMP load balancing / hash polarization"; the reason switches take a per-switch
-    seed). Independent hashing leaves some spines on one uplink by chance, never all of them."""
+    them (Cisco, "ECMP load balancing / hash polarization"; NVIDIA Cumulus Linux, "Equal Cost Multipath
+    Load Sharing": a unique hash seed per switch avoids it; Dell OS9 configuration guide, "ECMP":
+    anti-polarization by hash offset or per-node hash function). Independent hashing
+    leaves some spines on one uplink by chance, never all of them; and the second tier's other
+    uplinks then idle fabric-wide. Its cost is the polarized stage's hottest uplink beyond what
+    would still bound the step with independent seeds (:func:`_polarization_lost_s`): one seed
+    everywhere behind a busier first stage is a setting to change, not a cause of lost time."""
     if obs.link_bytes is None:
         return
     groups = _uplinks_by_switch(obs, 2)  # spine -> core: the second hashing stage
@@ -801,13 +844,19 @@ def polarization(obs: Observation, out: RuleOutput) -> None:
     used = [int((obs.link_bytes[links] > 0).sum()) for links in groups.values() if (obs.link_bytes[links] > 0).any()]
     if len(used) < 2 or max(used) > 1:
         return
+    lost = _polarization_lost_s(obs, groups)
+    if not _matters(obs, lost):
+        return
     k = int(np.median([len(links) for links in groups.values()]))
+    idle = sum(int((obs.link_bytes[links] <= 0).sum()) for links in groups.values())
     out.candidates.append(Candidate(
         "ecmp-polarization", "all", 0.9,
-        {"spines_sending": len(used), "core_uplinks_each_uses": f"1 of {k}"},
-        f"Each of the {len(used)} spines that send to the core uses one of its {k} core uplinks: every tier hashes the "
-        "same flows the same way (one seed everywhere), so the second stage repeats the first stage's choice.",
-        "set a different ECMP hash seed (or hash function) per switch or per tier"))
+        {"spines_sending": len(used), "core_uplinks_each_uses": f"1 of {k}", "idle_core_uplinks": idle,
+         "lost_ms": round(lost * 1e3, 2)},
+        f"Each of the {len(used)} spines that send to the core uses one of its {k} core uplinks ({idle} core uplinks idle "
+        "fabric-wide): every tier hashes the same flows the same way (one seed everywhere), so the second stage repeats "
+        f"the first stage's choice, and the collectives wait about {_ms(lost)} per step on the uplinks it loads.",
+        "set a different ECMP hash seed (or hash function, or hash offset) per switch or per tier", lost_s=lost))
 
 
 def more_qps(routing: RoutingSpec) -> RoutingSpec:

@@ -20,8 +20,17 @@ SEVERITIES = ("info", "warning", "critical")
 #: from a fifth of the step
 CRITICAL_GAIN, WARNING_GAIN = 0.20, MATTERS
 #: a cause seen directly (an error counter, a port state, a transport line) ranks above an inferred
-#: one unless the inferred one's fix gains this much more of the step
+#: one unless the inferred one costs this much more of the step, when the costs are the rules'
+#: estimates (the order fixes are re-simulated in; telemetry-only findings); re-simulated gains rank as measured
 DIRECT_EVIDENCE_BONUS = 0.02
+#: causes that are the fabric as built (how it routes, how many uplinks it has), not a fault on it.
+#: A step's loss splits as the fabric's own (the healthy fabric against the same fabric non-blocking
+#: with adaptive routing) plus what the faults add to the fabric as it is. So a fault's fix is
+#: measured on the faulted run (what removing it gives back from the fabric as built), and a fabric
+#: cause's fix on the run with the other findings' fixes applied: re-simulating adaptive routing with a
+#: dead NIC still there measures how the two interact (the doubled NIC port no routing can spread),
+#: not what the routing costs, and ranked a fabric's 10 % collision below the 3 % the NIC adds.
+FABRIC_KINDS = ("ecmp-collision", "oversubscription")
 
 
 @dataclass(frozen=True)
@@ -36,12 +45,18 @@ class Finding:
     step_time_s: float
     fixed_step_time_s: float | None  # the step re-simulated with the fix applied
     direct: bool = False             # seen in a counter, port state or transport line
+    # the step the fix was measured against when it is not step_time_s: for a fabric cause
+    # (FABRIC_KINDS), the step with the other findings' fixes applied; fixed_step_time_s is then that
+    # step with this fix applied as well
+    reference_step_time_s: float | None = None
 
     @property
     def gain_fraction(self) -> float | None:
+        """The share of the step the fix gives back (for a fabric cause, once the faults are fixed)."""
         if self.fixed_step_time_s is None or self.step_time_s <= 0:
             return None
-        return (self.step_time_s - self.fixed_step_time_s) / self.step_time_s
+        reference = self.step_time_s if self.reference_step_time_s is None else self.reference_step_time_s
+        return (reference - self.fixed_step_time_s) / self.step_time_s
 
 
 @dataclass(frozen=True, eq=False)
@@ -99,18 +114,38 @@ def diagnose_scenario(scenario: Scenario, faults: Sequence[FaultSpec] = (), *, s
         # a cable fails both ways: one finding per cable and kind
         if not any(c.kind == cand.kind and same_cable(c.component, cand.component) for c in candidates):
             candidates.append(cand)
+    measured = candidates[:max_fixes] if measure_gain else []
+    faults_fixed = _others_fixed(bare, all_faults, measured, steps, case)
     findings = []
     for index, cand in enumerate(candidates):
-        fixed = None
-        if measure_gain and index < max_fixes:
-            fixed_scenario, fixed_faults = apply_fix(bare, all_faults, cand)
+        fixed = reference = None
+        if index < len(measured):
+            start = (bare, all_faults)
+            if cand.kind in FABRIC_KINDS and faults_fixed is not None:
+                start, reference = faults_fixed[:2], faults_fixed[2]
+            fixed_scenario, fixed_faults = apply_fix(*start, cand)
             fixed = simulate_workload(fixed_scenario, steps, faults=fixed_faults).results[case].breakdown.step_time_s
-        gain = (step - fixed) / step if fixed is not None and step > 0 else None
+        gain = ((step if reference is None else reference) - fixed) / step if fixed is not None and step > 0 else None
         findings.append(Finding(cand.kind, cand.component, _severity(gain, cand.score, excess), cand.score,
-                                cand.evidence, cand.explanation, cand.fix, step, fixed, cand.direct))
-    findings.sort(key=lambda f: (-((f.gain_fraction if f.gain_fraction is not None else -1.0)
-                                   + DIRECT_EVIDENCE_BONUS * f.direct), -f.score))
+                                cand.evidence, cand.explanation, cand.fix, step, fixed, cand.direct, reference))
+    # re-simulated gains are measured alike whatever the evidence: they rank as measured (direct
+    # evidence breaks a tie only); the bonus is for costs estimated from the evidence
+    findings.sort(key=lambda f: (-(f.gain_fraction if f.gain_fraction is not None else -1.0), -f.direct, -f.score))
     return Diagnosis(result.case, step, baseline.breakdown.step_time_s, tuple(findings), tuple(out.missing), run, obs)
+
+
+def _others_fixed(scenario: Scenario, faults: list[FaultSpec], measured: Sequence[Candidate], steps: int | None,
+                  case: int) -> tuple[Scenario, list[FaultSpec], float] | None:
+    """The scenario with every measured finding's fix applied but the fabric causes' (FABRIC_KINDS), its
+    faults, and its step: what a fabric cause's fix is measured against. None when no fabric cause
+    is measured or no other finding is."""
+    others = [c for c in measured if c.kind not in FABRIC_KINDS]
+    if len(others) == len(measured) or not others:
+        return None
+    for cand in others:
+        scenario, faults = apply_fix(scenario, faults, cand)
+    step = simulate_workload(scenario, steps, faults=faults).results[case].breakdown.step_time_s
+    return scenario, faults, step
 
 
 def _lost_share(cand: Candidate, step: float, excess: float, exposed: float = 1.0) -> float:

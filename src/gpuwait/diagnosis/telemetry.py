@@ -17,6 +17,7 @@ import dataclasses
 import numpy as np
 
 from gpuwait.diagnosis.observe import CONGESTION_COUNTERS, Observation, observe_run
+from gpuwait.diagnosis.rules import RATE_DOWNSHIFT
 from gpuwait.faults.kinds import PCIE_FULL_LANES, server_pcie_generation
 from gpuwait.runner.workload import WorkloadRun
 from gpuwait.steps.result import BREAKDOWN_CATEGORIES
@@ -68,11 +69,41 @@ def export_metrics(run: WorkloadRun, case: int = 0) -> MetricSet:
     for gpu in run.effects.remote_nic_gpus:
         samples.append(("gpuwait_nic_numa_remote", {"gpu": topo.node_name[gpu]}, 1.0))
     samples.append(("gpuwait_steps_total", {}, float(result.steps)))
+    samples += _disk_busy(topo, observation, result.steps * result.breakdown.step_time_s)
     samples += _dcgm_gpu_state(topo, observation)
     extra = MetricSet.from_samples(samples, info=_INFO)
     # the phases step markers show (one server's starved loaders: its GPUs wait for data, the others for it)
     breakdown = dataclasses.replace(result.breakdown, per_gpu_s=observation.per_gpu_s)
     return metrics_from_result(dataclasses.replace(result, breakdown=breakdown), topo, extra_counters=extra)
+
+
+#: the disk node_exporter reports a storage server's backend on (its busy time is the backend's)
+STORAGE_DEVICE = "nvme0n1"
+
+
+def _disk_busy(topo: Topology, observation: Observation, run_s: float) -> list:
+    """What node_exporter's ``node_disk_io_time_seconds_total`` shows on each storage server over the
+    run: a slow backend busy the whole run, one that keeps up no longer than its port sends."""
+    samples = []
+    busy = set(observation.storage_busy or ())
+    for node in topo.storage_server_node:
+        name = topo.node_name[node]
+        ports = np.flatnonzero(topo.link_src == node)
+        port_s = float((observation.link_bytes[ports] / np.maximum(topo.link_capacity_Bps[ports], 1e-30)).max(initial=0.0))
+        seconds = run_s if name in busy else min(port_s * run_s / max(observation.step_time_s or run_s, 1e-30), run_s)
+        samples.append(("node_disk_io_time_seconds_total", {"instance": name, "device": STORAGE_DEVICE}, seconds))
+    return samples
+
+
+def _storage_busy(metrics, names: set[str], step: float | None) -> tuple[str, ...] | None:
+    """Storage servers whose disk was busy one second per second over the run (``RATE_DOWNSHIFT`` of
+    it, for sampling): node_exporter's ``node_disk_io_time_seconds_total`` over the run's duration."""
+    if "node_disk_io_time_seconds_total" not in names or "gpuwait_steps_total" not in names or not step:
+        return None
+    run_s = float(metrics.value_of("gpuwait_steps_total")) * step
+    disks = metrics.select("node_disk_io_time_seconds_total")
+    return tuple(sorted({str(dict(lab).get("instance", "")).split(":")[0] for lab, v in zip(disks.labels, disks.value)
+                         if v >= RATE_DOWNSHIFT * run_s}))
 
 
 def _dcgm_gpu_state(topo: Topology, observation: Observation) -> list:
@@ -143,6 +174,7 @@ def observe_telemetry(bundle: TelemetryBundle, topo: Topology) -> Observation:
                        link_bytes=link_bytes, link_rate_Bps=rate, link_nominal_Bps=nominal if rate is not None else None,
                        link_users=dict(real.link_users), link_foreign_Bps=foreign, counters=counters, socket_transport=socket,
                        gdr_off_servers=gdr_off, remote_nic_gpus=remote, storage_read=reads,
+                       storage_busy=_storage_busy(metrics, names, step),
                        gpu_throttle=dict(real.gpu_throttle) or None, gpu_pcie=dict(real.gpu_pcie) or None,
                        link_window_bytes=_on_links(topo, {**real.link_tx_bytes, **real.window_bytes})
                        if real.link_tx_bytes or real.window_bytes else None,

@@ -134,7 +134,7 @@ def diagnosis_conclusion(diagnosis, limit: int = 3) -> Conclusion:
     causes, parts = [], []
     for f in findings[:limit]:
         gain = f.gain_fraction
-        gain_s = None if f.fixed_step_time_s is None else f.step_time_s - f.fixed_step_time_s
+        gain_s = None if gain is None else gain * f.step_time_s
         causes.append({"kind": f.kind, "component": f.component, "gain_s": gain_s, "gain_fraction": gain})
         what = f"{f.kind.replace('-', ' ')} on {f.component}"
         parts.append(what if gain_s is None else f"{what} (fixing it gives back {_ms(gain_s)} {unit}, {gain:.1%})")
