@@ -457,12 +457,14 @@ def _progressive_fill_shared(own: tuple[np.ndarray, np.ndarray, np.ndarray], sha
     while unfrozen.any():
         iterations += 1
         keep = unfrozen[flow_of]
-        flow_of, link_of, weight = flow_of[keep], link_of[keep], weight[keep]
+        if not keep.all():  # the first iteration keeps every triplet: no copies of millions
+            flow_of, link_of, weight = flow_of[keep], link_of[keep], weight[keep]
         live_member = unfrozen & member
         class_scale = np.bincount(row_class[live_member], weights=row_scale[live_member], minlength=n_classes)
         live_class = np.bincount(row_class[live_member], minlength=n_classes) > 0
         keep_c = live_class[c_of]
-        c_of, c_link, c_w = c_of[keep_c], c_link[keep_c], c_w[keep_c]
+        if not keep_c.all():
+            c_of, c_link, c_w = c_of[keep_c], c_link[keep_c], c_w[keep_c]
         unfrozen_weight = (np.bincount(link_of, weights=weight, minlength=n_links)
                            + np.bincount(c_link, weights=c_w * class_scale[c_of], minlength=n_links))
         crossed = unfrozen_weight > 0

@@ -439,8 +439,12 @@ class _Keys:
     def of(self, topo: Topology, slot: np.ndarray, node: np.ndarray) -> np.ndarray:
         """Key of each (target slot, node) away from the target's leaf."""
         n_groups, n_targets = self.n_groups, len(self.targets)
+        is_switch = topo.switch_nodes[node]
+        if is_switch.all():  # every hop but the first: no endpoint keys, no copies
+            by_class = ~self.dist.adjacent_to_class(slot, self.dist.switch_index[node])
+            return np.where(by_class, n_groups + n_targets + self.class_of_slot[slot], self.group_of_slot[slot])
         key = n_groups + slot
-        at_switch = np.flatnonzero(topo.switch_nodes[node])
+        at_switch = np.flatnonzero(is_switch)
         by_class = ~self.dist.adjacent_to_class(slot[at_switch], self.dist.switch_index[node[at_switch]])
         key[at_switch] = np.where(by_class, n_groups + n_targets + self.class_of_slot[slot[at_switch]],
                                   self.group_of_slot[slot[at_switch]])
@@ -460,13 +464,18 @@ def _candidates(topo: Topology, keys: _Keys, target: np.ndarray, row: np.ndarray
     # every hop goes one nearer (the candidates are the next hops on shortest paths), so a state's
     # distance is its row's start distance less the hops done: no distance lookup per state
     d_state = keys.start_distance[row] - hops_done
-    last = np.flatnonzero(d_state == 1)
-    far = np.flatnonzero(d_state != 1)
+    is_last = d_state == 1
+    last = np.flatnonzero(is_last)
     n_keys = len(keys.key_slot)
-    pairs, far_pair = _unique_pairs(node[far], keys.of(topo, keys.slot[row[far]], node[far]), n_keys)
+    if len(last):
+        far = np.flatnonzero(~is_last)
+        far_node, far_row, far_d = node[far], row[far], d_state[far]
+    else:  # every hop but the last: all states are far, no copies
+        far, far_node, far_row, far_d = slice(None), node, row, d_state
+    pairs, far_pair = _unique_pairs(far_node, keys.of(topo, keys.slot[far_row], far_node), n_keys)
     set_node, set_key = pairs // n_keys, pairs % n_keys
     distance = np.empty(len(pairs))
-    distance[far_pair] = d_state[far]  # the same for every state of a pair
+    distance[far_pair] = far_d  # the same for every state of a pair
     link_set, links = keys.dist.next_hops(keys.key_rows[set_key], set_node, distance)
     count = np.bincount(link_set, minlength=len(pairs))
     if (count == 0).any():
@@ -503,24 +512,32 @@ def _walk_fabric(topo: Topology, spec: RoutingSpec, router: Router, start: np.nd
             live &= ~here
         if not live.any():
             break
-        row, node, frac, stride = (a[live] for a in (row, node, frac, stride))
+        if not live.all():  # a row reaches its target at the last hop only: skip four copies before that
+            row, node, frac, stride = (a[live] for a in (row, node, frac, stride))
         hop = Hop(topo, spec, row, node, frac, stride, **_candidates(topo, keys, target, row, node, hops_done),
                   **per_row)
         chosen = router.choose(hop)
         rows, weight = row[chosen.owner], chosen.weight
         nxt = topo.link_dst[chosen.links]
-        keep = weight > 0
-        rows_out.append(rows[keep])
-        links_out.append(chosen.links[keep])
-        w_out.append(weight[keep])
         if router.single_path:
             # one path per row: nothing to merge
+            keep = weight > 0
+            rows_out.append(rows[keep])
+            links_out.append(chosen.links[keep])
+            w_out.append(weight[keep])
             row, node, frac = rows, nxt.astype(np.int64), weight
             stride = stride if chosen.stride is None else chosen.stride
             continue
+        links = chosen.links
+        keep = weight > 0
+        if not keep.all():  # spraying never drops a branch; adaptive routing only where a link is full
+            rows, links, weight, nxt = rows[keep], links[keep], weight[keep], nxt[keep]
+        rows_out.append(rows)
+        links_out.append(links)
+        w_out.append(weight)
         # merge branches that reach the same node
-        uniq, inv = _unique_pairs(rows[keep], nxt[keep], topo.n_nodes)
-        frac = np.bincount(inv, weights=weight[keep]).astype(float)
+        uniq, inv = _unique_pairs(rows, nxt, topo.n_nodes)
+        frac = np.bincount(inv, weights=weight).astype(float)
         stride = np.ones(len(uniq), np.int64)  # strides only matter on single paths (static)
         row, node = uniq // topo.n_nodes, uniq % topo.n_nodes
     else:
@@ -784,6 +801,16 @@ def _leaf_pair_classes(topo: Topology, s_ep: np.ndarray, d_ep: np.ndarray,
     return _LeafPairClasses(of_row, first, np.bincount(of_row, weights=multiplicity, minlength=len(first)), up, down, multiplicity)
 
 
+def _link_host_ends(topo: Topology) -> np.ndarray:
+    """Per link: bit 0 set where it leaves a node that is not a switch, bit 1 where it enters one."""
+    cache = topo.__dict__.setdefault("_routing_cache", {})
+    if "host_ends" not in cache:
+        not_switch = ~topo.switch_nodes
+        cache["host_ends"] = (not_switch[topo.link_src].astype(np.int8)
+                              | (not_switch[topo.link_dst].astype(np.int8) << 1))
+    return cache["host_ends"]
+
+
 class _RoundSums:
     """One round's walk of the class representatives, summed chunk by chunk: the middle parts'
     load (each class's weights times its rows' demand), each representative's first and last hop
@@ -798,10 +825,10 @@ class _RoundSums:
 
     def take(self, rows: np.ndarray, links: np.ndarray, w: np.ndarray) -> None:
         topo = self.topo
-        # the representative's first hop leaves its endpoint, its last enters the destination
-        first = topo.link_src[links] == self.s_rep[rows]
-        last = topo.link_dst[links] == self.d_rep[rows]
-        middle = ~first & ~last
+        # the representative's first hop leaves its endpoint, its last enters the destination: a walk
+        # passes only through switches, so those are its links with an end that is not a switch
+        end = _link_host_ends(topo)[links]
+        first, last, middle = (end & 1) > 0, (end & 2) > 0, end == 0
         self.first_w[rows[first]] = w[first]
         self.last_w[rows[last]] = w[last]
         self.middle_load += np.bincount(links[middle], weights=w[middle] * self.class_demand_Bps[rows[middle]],

@@ -86,7 +86,7 @@ class _PairStage:
 
     def __init__(self, topo: Topology, spec: RoutingSpec, router: Router, stop_at_class: bool) -> None:
         self.topo, self.spec, self.router, self.stop_at_class = topo, spec, _linear(router), stop_at_class
-        self.code: dict = {}
+        self.codes, self.code_ids = np.zeros(0, np.int64), np.zeros(0, np.int64)  # pair codes walked, sorted; their ids
         self.start, self.target = np.zeros(0, np.int64), np.zeros(0, np.int64)
         self.trip: list = []
         self.stops: list = []
@@ -98,12 +98,17 @@ class _PairStage:
         uniq, inv = _unique_pairs(a, b, n_b)  # millions of pairs of few distinct values: no sort
         first = np.zeros(len(uniq), np.int64)
         first[inv] = np.arange(len(inv))  # any member stands for its pair
-        known = np.array([self.code.get(int(c), -1) for c in uniq], np.int64)
-        new = np.flatnonzero(known < 0)
+        # the pairs walked before, looked up in their sorted codes (a round meets the same pairs again)
+        at = np.minimum(np.searchsorted(self.codes, uniq), max(len(self.codes) - 1, 0))
+        found = self.codes[at] == uniq if len(self.codes) else np.zeros(len(uniq), bool)
+        known = np.where(found, self.code_ids[at] if len(self.codes) else -1, -1)
+        new = np.flatnonzero(~found)
         if len(new):
             base = len(self.start)
             known[new] = base + np.arange(len(new))
-            self.code.update(zip(uniq[new].tolist(), known[new].tolist(), strict=True))
+            codes, ids = np.r_[self.codes, uniq[new]], np.r_[self.code_ids, known[new]]
+            order = np.argsort(codes, kind="stable")
+            self.codes, self.code_ids = codes[order], ids[order]
             s, t = start[first[new]], target[first[new]]
             self._run(s, t, base, name_row)
             self.start, self.target = np.r_[self.start, s], np.r_[self.target, t]
@@ -208,8 +213,7 @@ def _expand(matrix: sp.csr_matrix, rows: np.ndarray) -> tuple[np.ndarray, np.nda
     """(i, column, value) of ``matrix[rows[i]]`` for every i, without building the stacked matrix."""
     counts = np.diff(matrix.indptr)[rows]
     owner = np.repeat(np.arange(len(rows)), counts)
-    position = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts) \
-        + np.repeat(matrix.indptr[rows], counts)
+    position = np.arange(counts.sum()) + np.repeat(matrix.indptr[rows] - (np.cumsum(counts) - counts), counts)
     return owner, matrix.indices[position].astype(np.int64), matrix.data[position]
 
 
