@@ -364,8 +364,20 @@ def _split_at_pod(topo: Topology, routes: Routes, rep_leaf: np.ndarray, members_
     count = np.diff(per_leaf.indptr)[group]
     entry = np.repeat(np.arange(last.nnz), count)
     position = np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count) + np.repeat(per_leaf.indptr[group], count)
-    b = leaf_ids[per_leaf.indices[position]]
-    link = topo.links_between(switch[entry], b)
+    # the one link from each switch into each leaf (-1: none, -2: parallel cables), from a table of
+    # the few (switch, leaf) pairs instead of a lookup per entry
+    switches, switch_pos = np.unique(switch, return_inverse=True)
+    down = np.flatnonzero(np.isin(topo.link_src, switches) & leaves[topo.link_dst])
+    down_leaf = np.searchsorted(leaf_ids, topo.link_dst[down])
+    down_leaf_ok = down_leaf < len(leaf_ids)
+    down, down_leaf = down[down_leaf_ok], down_leaf[down_leaf_ok]
+    table = np.full((len(switches), len(leaf_ids)), -1, np.int64)
+    cell = (np.searchsorted(switches, topo.link_src[down]), down_leaf)
+    cables = np.zeros(table.shape, np.int64)
+    np.add.at(cables, cell, 1)
+    table[cell] = down
+    table[cables > 1] = -2
+    link = table[switch_pos.ravel()[entry], per_leaf.indices[position]]
     if (link < 0).any():
         return None
     weight = last.data[entry] * per_leaf.data[position] / multiplicity[group[entry]]
