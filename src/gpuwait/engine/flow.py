@@ -567,7 +567,8 @@ class MaxMinSolver:
         self._has_links = row_lengths > 0
         self._shape = weights.shape
         parts = () if shared is None else (shared,) if isinstance(shared, SharedWeights) else tuple(shared)
-        self._shared: tuple | None = None
+        self._shared: tuple[tuple[np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray],
+                            int] | None = None
         for part in parts:
             n_classes = int(part.class_weights.shape[0])
             if part.class_weights.shape[1] != capacity_Bps.shape[0] or np.shape(part.row_class) != (weights.shape[0],) \
@@ -622,8 +623,9 @@ class MaxMinSolver:
     def _solve(self, cap_Bps: np.ndarray, unfrozen: np.ndarray) -> MaxMinSolution:
         """:meth:`solve` without input checks; consumes ``unfrozen``."""
         if self._shared is not None:
-            return _progressive_fill_shared((self._flow_of, self._link_of, self._weight), *self._shared,
-                                            self._capacity_Bps, cap_Bps, unfrozen)
+            members, class_triplets, n_classes = self._shared
+            return _progressive_fill_shared((self._flow_of, self._link_of, self._weight), members, class_triplets,
+                                            n_classes, self._capacity_Bps, cap_Bps, unfrozen)
         return _progressive_fill(self._flow_of, self._link_of, self._weight, self._capacity_Bps, cap_Bps, unfrozen)
 
 

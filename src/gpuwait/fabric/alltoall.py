@@ -346,11 +346,11 @@ def _split_at_pod(topo: Topology, routes: Routes, rep_leaf: np.ndarray, members_
     if (topo.link_dst[cw.col[into]] != class_leaf[cw.row[into]]).any():
         return None  # a class entering two leaves
     row_class = routes.row_class
-    has_last = class_leaf[row_class] >= 0  # type: ignore[index]
-    if (class_leaf[row_class][has_last] != row_leaf[has_last]).any():  # type: ignore[index]
+    has_last = class_leaf[row_class] >= 0
+    if (class_leaf[row_class][has_last] != row_leaf[has_last]).any():
         return None
     shared = sp.csr_matrix((cw.data[~into], (cw.row[~into], cw.col[~into])), shape=cw.shape)
-    last = sp.csr_matrix((cw.data[into], (cw.row[into], cw.col[into])), shape=cw.shape)[row_class]  # type: ignore[index]
+    last = sp.csr_matrix((cw.data[into], (cw.row[into], cw.col[into])), shape=cw.shape)[row_class]
     last = (last + sp.csr_matrix((own_w, (own_row, own_link)), shape=own.shape)).tocoo()
     switch = topo.link_src[last.col]
     if len(np.unique(last.row.astype(np.int64) * topo.n_nodes + switch)) != last.nnz:
