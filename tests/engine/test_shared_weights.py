@@ -67,3 +67,26 @@ def test_bad_shared_shapes_name_the_field():
     with pytest.raises(SimulationError, match="shared"):
         max_min_rates(sp.csr_matrix((2, 3)), np.ones(3), shared=SharedWeights(np.zeros(3, np.int64), np.ones(3),
                                                                                sp.csr_matrix((1, 3))))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_several_shared_parts_equal_the_expanded_solve(seed):
+    """A flow in one class of each of several parts (an all-to-all group: its leaves' split, its
+    sources' and its destinations' averaged sides), each part with its own scale per flow."""
+    own, first, capacity_Bps, cap_Bps = _random_case(seed)
+    rng = np.random.default_rng(seed + 1000)
+    n_flows, n_links = own.shape
+    parts = [first]
+    for k in range(int(rng.integers(1, 3))):
+        classes = sp.random(int(rng.integers(1, 5)), n_links, density=0.3, random_state=seed + 7 + k, format="csr")
+        classes.data = rng.choice([1.0, 0.25, 0.5], size=classes.nnz)
+        parts.append(SharedWeights(rng.integers(-1, classes.shape[0], size=n_flows),
+                                   rng.choice([1.0, 3.0, 0.5], size=n_flows), classes))
+    expanded = own
+    for part in parts:
+        expanded = _expanded(expanded, part)
+    cap_Bps = np.where(np.diff(expanded.indptr) > 0, cap_Bps, 5.0)
+    rate_Bps, bottleneck = max_min_rates(own, capacity_Bps, cap_Bps, shared=parts)
+    ref_rate_Bps, ref_bottleneck = max_min_rates(expanded, capacity_Bps, cap_Bps)
+    np.testing.assert_allclose(rate_Bps, ref_rate_Bps, rtol=1e-9)
+    assert (bottleneck == ref_bottleneck).all()

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import gpuwait.fabric.alltoall as alltoall
 from gpuwait.collectives.algorithms import compile_collective
 from gpuwait.collectives.communicator import Communicator
 from gpuwait.engine.base import effective_capacity_Bps
@@ -68,9 +69,17 @@ def stages(request, monkeypatch):
     return request.param
 
 
+@pytest.fixture(params=[True, False], ids=["per-pod", "per-leaf"])
+def per_pod(request, monkeypatch):
+    """Groups per destination pod, or (as where a route's last hops do not allow it) per leaf."""
+    if not request.param:
+        monkeypatch.setattr(alltoall, "_split_at_pod", lambda *args: None)
+    return request.param
+
+
 @pytest.mark.parametrize("kind", ["spray", "adaptive", "ecmp"])
 @pytest.mark.parametrize(("fabric", "servers"), [("superpod", 8), ("rocev2-2tier", 6), ("clos-3tier", 32)])
-def test_grouped_alltoall_equals_listed_flows(fabric, servers, kind, stages):
+def test_grouped_alltoall_equals_listed_flows(fabric, servers, kind, stages, per_pod):
     topo = _topo(fabric, servers)
     grouped, listed = _both(topo, kind)
     _assert_equal(grouped, listed)
@@ -83,14 +92,20 @@ def test_grouped_alltoall_equals_listed_flows(fabric, servers, kind, stages):
         assert rows < listed.phases[0].routes.n_rows / 4
 
 
-def test_groups_are_few_on_a_superpod():
-    """8 SuperPOD servers, 64 GPUs: 8 rail leaves, so 8 x 8 groups of 56 flows each instead of 3,584 rows."""
+def test_groups_are_few_on_a_superpod(monkeypatch):
+    """8 SuperPOD servers, 64 GPUs: 8 rail leaves under the same spines (one pod), so per source leaf
+    one group to its own leaf (56 flows: 7 other servers) and one to the other 7 leaves of the pod
+    (392 flows), 16 groups instead of 3,584 rows; per leaf pair (the fallback) 8 x 8 groups of 56."""
     topo = _topo("superpod", 8)
     phase = compile_collective(Communicator.world(topo), "alltoall", GIB, "direct").phases[0]
     groups = group_pairs(topo, phase, RoutingSpec(kind="adaptive"), "infiniband")
-    assert groups is not None
-    assert len(groups.multiplicity) == 64 and set(groups.multiplicity.tolist()) == {56.0}
+    assert groups is not None and groups.into_leaf is not None
+    assert len(groups.multiplicity) == 16 and sorted(set(groups.multiplicity.tolist())) == [56.0, 392.0]
     assert groups.multiplicity.sum() == 64 * 56  # every flow between servers once
+    monkeypatch.setattr(alltoall, "_split_at_pod", lambda *args: None)  # the fallback: per destination leaf
+    groups = group_pairs(topo, phase, RoutingSpec(kind="adaptive"), "infiniband")
+    assert groups is not None and groups.into_leaf is None
+    assert len(groups.multiplicity) == 64 and set(groups.multiplicity.tolist()) == {56.0}
 
 
 def _grouped_solution(topo, kind):

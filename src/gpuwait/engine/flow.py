@@ -431,25 +431,48 @@ def _run_reduce(ufunc: np.ufunc, values: np.ndarray, owner: np.ndarray, n_owners
     return out
 
 
-def _progressive_fill_shared(own: tuple[np.ndarray, np.ndarray, np.ndarray], shared: SharedWeights,
-                             capacity_Bps: np.ndarray, cap_Bps: np.ndarray, unfrozen: np.ndarray,
-                             class_triplets: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> MaxMinSolution:
+def _memberships(parts: tuple[SharedWeights, ...]) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray],
+                                                               tuple[np.ndarray, np.ndarray, np.ndarray], int]:
+    """((row, class, scale) memberships sorted by row, (class, link, weight) triplets, classes) of
+    shared parts, the classes of part k numbered after those of parts 0..k-1: a row may belong to one
+    class of each part (an all-to-all group crosses its leaves' split, its sources' and its
+    destinations' averaged sides)."""
+    rows, classes, scales, c_of, c_link, c_w = [], [], [], [], [], []
+    offset = 0
+    for part in parts:
+        member = np.flatnonzero(part.row_class >= 0)
+        rows.append(member)
+        classes.append(part.row_class[member].astype(np.intp) + offset)
+        scales.append(np.asarray(part.row_scale, float)[member])
+        of, link, w = part.triplets()
+        c_of.append(of + offset)
+        c_link.append(link)
+        c_w.append(w)
+        offset += int(part.class_weights.shape[0])
+    m_row, m_class, m_scale = np.concatenate(rows), np.concatenate(classes), np.concatenate(scales)
+    if len(parts) > 1:  # one part: already in row order
+        order = np.argsort(m_row, kind="stable")
+        m_row, m_class, m_scale = m_row[order], m_class[order], m_scale[order]
+    return (m_row, m_class, m_scale), (np.concatenate(c_of), np.concatenate(c_link), np.concatenate(c_w)), offset
+
+
+def _progressive_fill_shared(own: tuple[np.ndarray, np.ndarray, np.ndarray],
+                             members: tuple[np.ndarray, np.ndarray, np.ndarray],
+                             class_triplets: tuple[np.ndarray, np.ndarray, np.ndarray], n_classes: int,
+                             capacity_Bps: np.ndarray, cap_Bps: np.ndarray, unfrozen: np.ndarray) -> MaxMinSolution:
     """:func:`_progressive_fill` over own triplets plus the classes' shared ones; consumes ``unfrozen``.
 
     The same iteration, with each class's sums taken once: a link's unfrozen weight gets the
     class weight x the scale of the class's unfrozen flows; a flow's lowest link level is the
-    lower of its own links' and its class's; a link is final unless a flow on it stops below its
+    lower of its own links' and its classes'; a link is final unless a flow on it stops below its
     level, and on a class link that is the class's lowest unfrozen flow level. Only the summation
-    order differs from the expanded solve, so rates agree to rounding.
+    order differs from the expanded solve, so rates agree to rounding. ``members``: (row, class,
+    scale) sorted by row (see :func:`_memberships`).
     """
     flow_of, link_of, weight = own
-    # the solver passes them checked once; the event engine solves the same classes at every event
-    c_of, c_link, c_w = shared.triplets() if class_triplets is None else class_triplets
+    m_row, m_class, m_scale = members
+    c_of, c_link, c_w = class_triplets
     n_flows, n_links = cap_Bps.shape[0], capacity_Bps.shape[0]
-    n_classes = int(shared.class_weights.shape[0])
-    row_class, row_scale = shared.row_class, shared.row_scale
-    member = row_class >= 0
-    safe_class = np.where(member, row_class, 0)
     rate_Bps = np.zeros(n_flows)
     bottleneck = np.full(n_flows, NOT_TRANSMITTING, dtype=np.int64)
     frozen_load_Bps = np.zeros(n_links)
@@ -459,9 +482,11 @@ def _progressive_fill_shared(own: tuple[np.ndarray, np.ndarray, np.ndarray], sha
         keep = unfrozen[flow_of]
         if not keep.all():  # the first iteration keeps every triplet: no copies of millions
             flow_of, link_of, weight = flow_of[keep], link_of[keep], weight[keep]
-        live_member = unfrozen & member
-        class_scale = np.bincount(row_class[live_member], weights=row_scale[live_member], minlength=n_classes)
-        live_class = np.bincount(row_class[live_member], minlength=n_classes) > 0
+        live = unfrozen[m_row]
+        if not live.all():
+            m_row, m_class, m_scale = m_row[live], m_class[live], m_scale[live]
+        class_scale = np.bincount(m_class, weights=m_scale, minlength=n_classes)
+        live_class = np.bincount(m_class, minlength=n_classes) > 0
         keep_c = live_class[c_of]
         if not keep_c.all():
             c_of, c_link, c_w = c_of[keep_c], c_link[keep_c], c_w[keep_c]
@@ -472,23 +497,22 @@ def _progressive_fill_shared(own: tuple[np.ndarray, np.ndarray, np.ndarray], sha
             link_level_Bps = np.where(crossed, (capacity_Bps - frozen_load_Bps) / unfrozen_weight, np.inf)
         triplet_level_Bps, c_level_Bps = link_level_Bps[link_of], link_level_Bps[c_link]
         class_level_Bps = _run_reduce(np.minimum, c_level_Bps, c_of, n_classes, np.inf)
-        flow_link_level_Bps = _run_reduce(np.minimum, triplet_level_Bps, flow_of, n_flows, np.inf)
-        flow_link_level_Bps = np.where(member, np.minimum(flow_link_level_Bps, class_level_Bps[safe_class]),
-                                       flow_link_level_Bps)
+        flow_link_level_Bps = np.minimum(_run_reduce(np.minimum, triplet_level_Bps, flow_of, n_flows, np.inf),
+                                         _run_reduce(np.minimum, class_level_Bps[m_class], m_row, n_flows, np.inf))
         flow_level_Bps = np.minimum(flow_link_level_Bps, cap_Bps)
 
         class_min_level_Bps = np.full(n_classes, np.inf)
-        np.minimum.at(class_min_level_Bps, row_class[live_member], flow_level_Bps[live_member])
+        np.minimum.at(class_min_level_Bps, m_class, flow_level_Bps[m_row])
         below = (np.bincount(link_of, weights=triplet_level_Bps > (flow_level_Bps * (1.0 + _LEVEL_RTOL))[flow_of],
                              minlength=n_links)
                  + np.bincount(c_link, weights=c_level_Bps > (class_min_level_Bps * (1.0 + _LEVEL_RTOL))[c_of],
                                minlength=n_links))
         final_link = crossed & (below == 0)
         cap_frozen = unfrozen & (cap_Bps <= flow_link_level_Bps * (1.0 + _LEVEL_RTOL))
+        class_final = _run_reduce(np.minimum, np.where(final_link[c_link], c_link, n_links), c_of, n_classes, n_links)
         lowest_final = np.minimum(
             _run_reduce(np.minimum, np.where(final_link[link_of], link_of, n_links), flow_of, n_flows, n_links),
-            np.where(member, _run_reduce(np.minimum, np.where(final_link[c_link], c_link, n_links), c_of,
-                                         n_classes, n_links)[safe_class], n_links)).astype(np.int64)
+            _run_reduce(np.minimum, class_final[m_class], m_row, n_flows, n_links)).astype(np.int64)
         link_frozen = unfrozen & ~cap_frozen & (lowest_final < n_links)
         newly = cap_frozen | link_frozen
 
@@ -497,7 +521,7 @@ def _progressive_fill_shared(own: tuple[np.ndarray, np.ndarray, np.ndarray], sha
         bottleneck[cap_frozen] = CAP_LIMITED
         bottleneck[link_frozen] = lowest_final[link_frozen]
         unfrozen &= ~newly
-        class_rate_Bps = np.bincount(row_class[member], weights=(row_scale * newly_rate_Bps)[member], minlength=n_classes)
+        class_rate_Bps = np.bincount(m_class, weights=m_scale * newly_rate_Bps[m_row], minlength=n_classes)
         frozen_load_Bps += (np.bincount(link_of, weights=weight * newly_rate_Bps[flow_of], minlength=n_links)
                             + np.bincount(c_link, weights=c_w * class_rate_Bps[c_of], minlength=n_links))
     return MaxMinSolution(rate_Bps=rate_Bps, bottleneck_link=bottleneck, iterations=iterations)
@@ -517,8 +541,9 @@ class MaxMinSolver:
         ``(F, L)`` weights, as in :attr:`FlowSet.link_weights`.
     capacity_Bps : numpy.ndarray
         ``(L,)`` link capacities in bytes/s, > 0.
-    shared : SharedWeights, optional
-        More weights that classes of flows share, solved per class (see :class:`SharedWeights`).
+    shared : SharedWeights or a sequence of them, optional
+        More weights that classes of flows share, solved per class (see :class:`SharedWeights`);
+        with several parts a flow may belong to one class of each.
 
     Examples
     --------
@@ -530,7 +555,7 @@ class MaxMinSolver:
     """
 
     def __init__(self, link_weights_csr: sp.spmatrix, capacity_Bps: np.ndarray,
-                 shared: SharedWeights | None = None) -> None:
+                 shared: SharedWeights | Sequence[SharedWeights] | None = None) -> None:
         capacity_Bps = _vector("capacity_Bps", capacity_Bps, None)
         _require("capacity_Bps", capacity_Bps, np.isfinite(capacity_Bps) & (capacity_Bps > 0),
                  "a finite capacity > 0 bytes/s")
@@ -544,19 +569,22 @@ class MaxMinSolver:
         self._capacity_Bps = capacity_Bps
         self._has_links = row_lengths > 0
         self._shape = weights.shape
-        self._shared = shared
-        self._class_triplets = None if shared is None else shared.triplets()
-        if shared is not None:
-            n_classes = int(shared.class_weights.shape[0])
-            if shared.class_weights.shape[1] != capacity_Bps.shape[0] or np.shape(shared.row_class) != (weights.shape[0],) \
-                    or np.shape(shared.row_scale) != (weights.shape[0],):
+        parts = () if shared is None else (shared,) if isinstance(shared, SharedWeights) else tuple(shared)
+        self._shared: tuple[tuple[np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray],
+                            int] | None = None
+        for part in parts:
+            n_classes = int(part.class_weights.shape[0])
+            if part.class_weights.shape[1] != capacity_Bps.shape[0] or np.shape(part.row_class) != (weights.shape[0],) \
+                    or np.shape(part.row_scale) != (weights.shape[0],):
                 raise SimulationError(f"shared: expected row_class and row_scale of shape ({weights.shape[0]},) and "
                                       f"class_weights of {capacity_Bps.shape[0]} columns")
-            class_links = np.diff(shared.class_weights.indptr) > 0
-            in_class = shared.row_class >= 0
-            if (shared.row_class >= n_classes).any():
+            class_links = np.diff(part.class_weights.indptr) > 0
+            in_class = part.row_class >= 0
+            if (part.row_class >= n_classes).any():
                 raise SimulationError(f"shared.row_class: expected class ids below {n_classes} (or -1)")
-            self._has_links = self._has_links | (in_class & class_links[np.where(in_class, shared.row_class, 0)])
+            self._has_links = self._has_links | (in_class & class_links[np.where(in_class, part.row_class, 0)])
+        if parts:
+            self._shared = _memberships(parts)
 
     @property
     def n_flows(self) -> int:
@@ -598,8 +626,9 @@ class MaxMinSolver:
     def _solve(self, cap_Bps: np.ndarray, unfrozen: np.ndarray) -> MaxMinSolution:
         """:meth:`solve` without input checks; consumes ``unfrozen``."""
         if self._shared is not None:
-            return _progressive_fill_shared((self._flow_of, self._link_of, self._weight), self._shared,
-                                            self._capacity_Bps, cap_Bps, unfrozen, self._class_triplets)
+            members, class_triplets, n_classes = self._shared
+            return _progressive_fill_shared((self._flow_of, self._link_of, self._weight), members, class_triplets,
+                                            n_classes, self._capacity_Bps, cap_Bps, unfrozen)
         return _progressive_fill(self._flow_of, self._link_of, self._weight, self._capacity_Bps, cap_Bps, unfrozen)
 
 
@@ -608,7 +637,7 @@ def max_min_rates(
     capacity_Bps: np.ndarray,
     rate_cap_Bps: np.ndarray | None = None,
     active: np.ndarray | None = None,
-    shared: SharedWeights | None = None,
+    shared: SharedWeights | Sequence[SharedWeights] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """One weighted max-min fair solve.
 
@@ -628,8 +657,9 @@ def max_min_rates(
         ``(F,)`` per-flow rate caps in bytes/s (``inf`` = none).
     active : numpy.ndarray, optional
         ``(F,)`` boolean mask of the flows that take part; the others get rate 0.
-    shared : SharedWeights, optional
-        Weights shared by classes of flows, added to ``link_weights_csr`` (see :class:`SharedWeights`).
+    shared : SharedWeights or a sequence of them, optional
+        Weights shared by classes of flows, added to ``link_weights_csr`` (see :class:`SharedWeights`);
+        with several parts a flow may belong to one class of each.
 
     Returns
     -------

@@ -1,4 +1,4 @@
-"""An all-to-all's flows between servers as weighted groups, one per (source leaf, destination leaf):
+"""An all-to-all's flows between servers as weighted groups, one per (source leaf, destination pod):
 routed and solved without listing its n(n-1) flows.
 
 Under a router that splits per leaf pair (spray, adaptive: ``Router.per_leaf_pair``), a flow from GPU
@@ -10,13 +10,30 @@ multiplicity m whose own weights are the members' average ``(sum_s c_s S(s) + su
 (c_s: members leaving s). With every member at the group's rate r, each link carries exactly what
 the listed flows would carry: the per-link bytes are exact.
 
+Two factorings keep the groups few and their rows short:
+
+* Per destination pod. Leaves with the same switches above them (a pod of a 3-tier fabric, every
+  leaf of a 2-tier one) are reached the same way up to those switches; only the last hop s -> b
+  differs. So the destinations of a pod (but the source's own leaf) are one group, routed once to a
+  leaf b0 of the pod: its M is the route without the hops into b0, and the fraction f(s) that
+  reaches each switch s goes down s -> b for the n(b) members on each leaf b, weight f(s) n(b) / m
+  (:func:`_split_at_pod`). (leaves x pods) routes instead of (leaves)^2. Where a route does not end
+  in one hop per switch into b0 (parallel cables down, a walk that enters b0 earlier) the groups are
+  per destination leaf, as before.
+* Averaged sides shared. When every source of a group's class sends as many flows into the group
+  (the usual case: no server holds more of the destinations than another), the average of the
+  sources' sides is the class's mean S whatever the destinations, so it is one shared class per
+  (source class, QP) (``Routes.side_classes``), and likewise the destinations' mean T per pod. A
+  group with an uneven side keeps that side's exact average with its own links.
+
 The rates are exact when the members' rate is the max-min fair one for each of them, which
 :func:`verify` checks on the solution with the bottleneck characterization of max-min fairness
 (Bertsekas and Gallager, *Data Networks*, 2nd ed., section 6.5.2): an allocation is the max-min
 fair one iff every flow is at its cap or crosses a saturated link on which no flow is faster. A
-member's links are S(s), M and T(d); so a group passes if its M has such a link, or every source's
-S(s) does, or every destination's T(d) does. A group that fails (asymmetric capacities, a faulty
-NIC) sends the phase back to the per-flow solve.
+member's links are S(s), M and T(d) (with its last hop into d's leaf when grouped per pod); so a
+group passes if its M has such a link, or every source's S(s) does, or every destination's T(d)
+does. A group that fails (asymmetric capacities, a faulty NIC) sends the phase back to the
+per-flow solve.
 """
 
 from __future__ import annotations
@@ -48,6 +65,11 @@ class PairGroups:
     side_src: tuple[sp.csr_matrix, ...]  # per QP: (N, L) S(s) of each GPU
     side_dst: tuple[sp.csr_matrix, ...]  # per QP: (N, L) T(d) of each GPU
     middle_links: np.ndarray    # (L,) switch-to-switch links: a group row's own ones are part of its M
+    # per destination pod: (rows, L) each row's last hops into its destinations' leaves (part of their
+    # destination sides, not of M), and (N,) the leaf node of each GPU; None when grouped per leaf
+    into_leaf: sp.csr_matrix | None = None
+    leaf_of_gpu: np.ndarray | None = None
+    link_dst: np.ndarray | None = None  # (L,) the node each link enters, when grouped per pod
 
 
 def local_pairs(topo: Topology, phase: Phase) -> Phase:
@@ -133,28 +155,32 @@ def _sides(topo: Topology, routing: RoutingSpec, transport: str, gpus: np.ndarra
     return src_side, dst_side
 
 
-def _members(server: np.ndarray, src_class: np.ndarray, dst_leaf: np.ndarray
+def _members(server: np.ndarray, src_class: np.ndarray, dst_leaf: np.ndarray, key_of: np.ndarray | None = None
              ) -> tuple[sp.csr_matrix, sp.csr_matrix]:
-    """(members leaving each source, members arriving at each destination) of each group ``class * L + leaf``:
-    every pair of a source of the class and a destination on the leaf, on different servers."""
+    """(members leaving each source, members arriving at each destination) of each group ``class * K + key``:
+    every pair of a source of the class and a destination on a leaf of the key, on different servers.
+    ``key_of[c, l]``: the key of leaf l for sources of class c (default: the leaf itself, K = L)."""
     n = len(server)
     _, srv = np.unique(server, return_inverse=True)
     n_classes, n_leaves, n_servers = int(src_class.max()) + 1, int(dst_leaf.max()) + 1, int(srv.max()) + 1
+    if key_of is None:
+        key_of = np.broadcast_to(np.arange(n_leaves)[None, :], (n_classes, n_leaves))
+    n_keys = int(key_of.max()) + 1
     on_leaf = np.bincount(dst_leaf, minlength=n_leaves)
     on_leaf_server = np.zeros((n_servers, n_leaves))
     np.add.at(on_leaf_server, (srv, dst_leaf), 1.0)
     in_class = np.bincount(src_class, minlength=n_classes)
     in_class_server = np.zeros((n_servers, n_classes))
     np.add.at(in_class_server, (srv, src_class), 1.0)
-    shape = (n_classes * n_leaves, n)
+    shape = (n_classes * n_keys, n)
     # source s of class c sends to every destination of leaf l but those on its own server
     per_src = on_leaf[None, :] - on_leaf_server[srv]  # (n, L)
-    rows = src_class[:, None] * n_leaves + np.arange(n_leaves)[None, :]
+    rows = src_class[:, None] * n_keys + key_of[src_class]
     cols = np.broadcast_to(np.arange(n)[:, None], per_src.shape)
     keep = per_src > 0
-    members_src = sp.csr_matrix((per_src[keep], (rows[keep], cols[keep])), shape=shape)
+    members_src = sp.csr_matrix((per_src[keep], (rows[keep], cols[keep])), shape=shape)  # sums a key's leaves
     per_dst = in_class[None, :] - in_class_server[srv]  # (n, C)
-    rows = np.arange(n_classes)[None, :] * n_leaves + dst_leaf[:, None]
+    rows = np.arange(n_classes)[None, :] * n_keys + key_of[:, dst_leaf].T
     cols = np.broadcast_to(np.arange(n)[:, None], per_dst.shape)
     keep = per_dst > 0
     members_dst = sp.csr_matrix((per_dst[keep], (rows[keep], cols[keep])), shape=shape)
@@ -182,7 +208,8 @@ def _representatives(members_src: sp.csr_matrix, members_dst: sp.csr_matrix, ser
 
 def group_pairs(topo: Topology, phase: Phase, routing: RoutingSpec, transport: str) -> PairGroups | None:
     """The between-server flows of ``phase.pair_sets`` as weighted groups (see the module), or None
-    where the S + M + T shape does not hold (then the caller lists the flows)."""
+    where the S + M + T shape does not hold (then the caller lists the flows). Groups per (source
+    class, destination pod) where the routes allow (:func:`_split_at_pod`), else per destination leaf."""
     gpus = np.concatenate([np.asarray(g, np.int64) for g, _ in phase.pair_sets])
     size = np.concatenate([np.full(len(g), float(b)) for g, b in phase.pair_sets])
     set_of = np.repeat(np.arange(len(phase.pair_sets)), [len(g) for g, _ in phase.pair_sets])
@@ -199,37 +226,203 @@ def group_pairs(topo: Topology, phase: Phase, routing: RoutingSpec, transport: s
     _, src_class = np.unique(np.c_[set_of, leaf, demand_Bps], axis=0, return_inverse=True)
     _, dst_leaf = np.unique(np.c_[set_of, leaf], axis=0, return_inverse=True)
     src_class, dst_leaf = src_class.ravel(), dst_leaf.ravel()
-    members_src, members_dst = _members(set_of * topo.n_servers + server, src_class, dst_leaf)
-    # pairs of different sets are not flows: drop groups whose class and leaf are of two sets
-    class_set = np.zeros(int(src_class.max()) + 1, np.int64)
-    class_set[src_class] = set_of
-    leaf_set = np.zeros(int(dst_leaf.max()) + 1, np.int64)
-    leaf_set[dst_leaf] = set_of
-    n_leaves = len(leaf_set)
-    group_ids = np.arange(members_src.shape[0])
-    same_set = class_set[group_ids // n_leaves] == leaf_set[group_ids % n_leaves]
-    multiplicity = np.asarray(members_src.sum(axis=1)).ravel()
-    keep = np.flatnonzero(same_set & (multiplicity > 0))
-    members_src, members_dst, multiplicity = members_src[keep], members_dst[keep], multiplicity[keep]
     sides = _sides(topo, routing, transport, gpus)
     if sides is None:
         return None
-    rep = _representatives(members_src, members_dst, set_of * topo.n_servers + server)
+    prep = _Prepared(gpus, size, set_of, set_of * topo.n_servers + server, leaf, demand_Bps, src_class, dst_leaf, sides)
+    return _grouped(topo, routing, transport, prep, by_pod=True) or _grouped(topo, routing, transport, prep, by_pod=False)
+
+
+@dataclass(frozen=True, eq=False)
+class _Prepared:
+    gpus: np.ndarray
+    size: np.ndarray
+    set_of: np.ndarray
+    server: np.ndarray  # (N,) server, numbered per set
+    leaf: np.ndarray  # (N,) leaf node
+    demand_Bps: np.ndarray
+    src_class: np.ndarray  # (N,) (set, leaf, demand) class
+    dst_leaf: np.ndarray  # (N,) (set, leaf) id
+    sides: tuple[tuple[sp.csr_matrix, ...], tuple[sp.csr_matrix, ...]]
+
+
+def _keys(topo: Topology, prep: _Prepared, by_pod: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(key_of (C, L): the destination key of leaf l for sources of class c, the set of each key, the
+    destination-side class of each key (-1: none), the destination-side class of each leaf). Per pod:
+    leaves with the same switches above them share a key, but for sources on that very leaf (their
+    flows do not go up), whose key is the leaf's own."""
+    n_classes, n_leaves = int(prep.src_class.max()) + 1, int(prep.dst_leaf.max()) + 1
+    leaf_set, leaf_node = np.zeros(n_leaves, np.int64), np.zeros(n_leaves, np.int64)
+    leaf_set[prep.dst_leaf], leaf_node[prep.dst_leaf] = prep.set_of, prep.leaf
+    if not by_pod:
+        leaves = np.arange(n_leaves)
+        return np.broadcast_to(leaves[None, :], (n_classes, n_leaves)), leaf_set, leaves, leaves
+    class_leaf = np.zeros(n_classes, np.int64)
+    class_leaf[prep.src_class] = prep.dst_leaf
+    up = np.flatnonzero(np.isin(topo.link_src, leaf_node) & topo.switch_nodes[topo.link_dst])
+    above: dict[int, set] = {}
+    for src, dst in zip(topo.link_src[up].tolist(), topo.link_dst[up].tolist(), strict=True):
+        above.setdefault(src, set()).add(dst)
+    pods: dict = {}
+    pod = np.array([pods.setdefault((int(leaf_set[i]), tuple(sorted(above.get(int(leaf_node[i]), ())))), len(pods))
+                    for i in range(n_leaves)], np.int64)
+    n_pods = len(pods)
+    leaves = np.arange(n_leaves)
+    key_of = np.where(class_leaf[:, None] == leaves[None, :], n_pods + leaves[None, :], pod[None, :])
+    pod_set = np.zeros(n_pods, np.int64)
+    pod_set[pod] = leaf_set
+    return key_of, np.r_[pod_set, leaf_set], np.r_[np.arange(n_pods), np.full(n_leaves, -1)], pod
+
+
+def _grouped(topo: Topology, routing: RoutingSpec, transport: str, prep: _Prepared, by_pod: bool) -> PairGroups | None:
+    key_of, key_set, key_side, leaf_side = _keys(topo, prep, by_pod)
+    members_src, members_dst = _members(prep.server, prep.src_class, prep.dst_leaf, key_of)
+    n_keys = len(key_set)
+    # pairs of different sets are not flows: drop groups whose class and key are of two sets
+    class_set = np.zeros(int(prep.src_class.max()) + 1, np.int64)
+    class_set[prep.src_class] = prep.set_of
+    group_ids = np.arange(members_src.shape[0])
+    same_set = class_set[group_ids // n_keys] == key_set[group_ids % n_keys]
+    multiplicity = np.asarray(members_src.sum(axis=1)).ravel()
+    keep = np.flatnonzero(same_set & (multiplicity > 0))
+    members_src, members_dst, multiplicity = members_src[keep], members_dst[keep], multiplicity[keep]
+    gpus = prep.gpus
+    rep = _representatives(members_src, members_dst, prep.server)
     routes = route_flows(topo, routing, gpus[rep[:, 0]], gpus[rep[:, 1]], transport=transport,
-                         multiplicity=multiplicity, demand_Bps=demand_Bps[rep[:, 0]])
+                         multiplicity=multiplicity, demand_Bps=prep.demand_Bps[rep[:, 0]])
     if routes.class_weights is None or routes.row_class is None or (routes.row_class < 0).any():
         return None
+    middle = topo.fabric_links
     # a staged route (routing.stages) keeps the last stage of M, down to the destination leaf, with the
     # row's own links: every member crosses it, as the class's part
-    middle = topo.fabric_links
-    own = (_average_sides(routes, members_src, members_dst, multiplicity, sides)
-           + routes.own_weights @ sp.diags(middle.astype(float))).tocsr()
+    own = routes.own_weights @ sp.diags(middle.astype(float))
+    class_weights, into_leaf = routes.class_weights, None
+    if by_pod:
+        split = _split_at_pod(topo, routes, prep.leaf[rep[:, 1]], members_dst, prep.leaf, multiplicity)
+        if split is None:
+            return None
+        class_weights, into_leaf = split
+        own = into_leaf
+    group_side = key_side[keep % n_keys]
+    side_key = leaf_side[prep.dst_leaf]
+    side_classes, uneven = _side_classes(routes, keep // n_keys, group_side, prep.src_class, side_key,
+                                         members_src, members_dst, prep.sides)
+    if uneven[0].any() or uneven[1].any():
+        own = own + _average_sides(routes, sp.diags(uneven[0].astype(float)) @ members_src,
+                                   sp.diags(uneven[1].astype(float)) @ members_dst, multiplicity, prep.sides)
+    own = own.tocsr()
     own.eliminate_zeros()
     own.sort_indices()
     grouped = Routes(flow_index=routes.flow_index, qp_index=routes.qp_index, own_weights=own,
                      path_latency_s=routes.path_latency_s, udp_sport=routes.udp_sport,
-                     row_class=routes.row_class, class_weights=routes.class_weights)
-    return PairGroups(grouped, multiplicity, size[rep[:, 0]], members_src, members_dst, *sides, middle_links=middle)
+                     row_class=routes.row_class, class_weights=class_weights, side_classes=side_classes)
+    return PairGroups(grouped, multiplicity, prep.size[rep[:, 0]], members_src, members_dst, *prep.sides,
+                      middle_links=middle, into_leaf=into_leaf, leaf_of_gpu=prep.leaf if by_pod else None,
+                      link_dst=topo.link_dst if by_pod else None)
+
+
+def _split_at_pod(topo: Topology, routes: Routes, rep_leaf: np.ndarray, members_dst: sp.csr_matrix,
+                  leaf_of_gpu: np.ndarray, multiplicity: np.ndarray) -> tuple[sp.csr_matrix, sp.csr_matrix] | None:
+    """(the classes' weights without their last hops into a leaf, each row's last hops into every
+    leaf its members reach), or None where a route's split does not end in one hop per switch into
+    the representative's leaf (then the groups are per destination leaf).
+
+    The representative of a (source class, pod) group runs to one leaf b0 of the pod. Every leaf of
+    the pod has the same switches above it, so the way to any of them is the representative's but
+    the last hop: from each switch s the fraction f(s) that reaches s goes down s -> b. With n(b) of
+    the group's m members on leaf b, the row crosses s -> b with weight f(s) n(b) / m."""
+    leaves = np.zeros(topo.n_nodes, bool)
+    leaves[leaf_of_gpu] = True
+    own = routes.own_weights.tocoo()
+    fab = topo.fabric_links[own.col]
+    own_row, own_link, own_w = own.row[fab], own.col[fab], own.data[fab]
+    row_leaf = rep_leaf[routes.flow_index]
+    if (topo.link_dst[own_link] != row_leaf[own_row]).any():
+        return None  # an own fabric link that is not a last hop into the representative's leaf
+    cw = routes.class_weights.tocoo()  # type: ignore[union-attr]
+    into = leaves[topo.link_dst[cw.col]]
+    class_leaf = np.full(cw.shape[0], -1, np.int64)
+    class_leaf[cw.row[into]] = topo.link_dst[cw.col[into]]
+    if (topo.link_dst[cw.col[into]] != class_leaf[cw.row[into]]).any():
+        return None  # a class entering two leaves
+    row_class = routes.row_class
+    has_last = class_leaf[row_class] >= 0
+    if (class_leaf[row_class][has_last] != row_leaf[has_last]).any():
+        return None
+    shared = sp.csr_matrix((cw.data[~into], (cw.row[~into], cw.col[~into])), shape=cw.shape)
+    last = sp.csr_matrix((cw.data[into], (cw.row[into], cw.col[into])), shape=cw.shape)[row_class]
+    last = (last + sp.csr_matrix((own_w, (own_row, own_link)), shape=own.shape)).tocoo()
+    switch = topo.link_src[last.col]
+    if len(np.unique(last.row.astype(np.int64) * topo.n_nodes + switch)) != last.nnz:
+        return None  # parallel cables from one switch into the leaf: the split over them is the leaf's own
+    # each group's members per destination leaf
+    leaf_ids, leaf_idx = np.unique(leaf_of_gpu, return_inverse=True)
+    per_leaf = (members_dst @ sp.csr_matrix((np.ones(len(leaf_idx)), (np.arange(len(leaf_idx)), leaf_idx.ravel())),
+                                            shape=(len(leaf_idx), len(leaf_ids)))).tocsr()
+    # every (last-hop entry, destination leaf of its row's group) pair
+    group = routes.flow_index[last.row]
+    count = np.diff(per_leaf.indptr)[group]
+    entry = np.repeat(np.arange(last.nnz), count)
+    position = np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count) + np.repeat(per_leaf.indptr[group], count)
+    # the one link from each switch into each leaf (-1: none, -2: parallel cables), from a table of
+    # the few (switch, leaf) pairs instead of a lookup per entry
+    switches, switch_pos = np.unique(switch, return_inverse=True)
+    down = np.flatnonzero(np.isin(topo.link_src, switches) & leaves[topo.link_dst])
+    down_leaf = np.searchsorted(leaf_ids, topo.link_dst[down])
+    down_leaf_ok = down_leaf < len(leaf_ids)
+    down, down_leaf = down[down_leaf_ok], down_leaf[down_leaf_ok]
+    table = np.full((len(switches), len(leaf_ids)), -1, np.int64)
+    cell = (np.searchsorted(switches, topo.link_src[down]), down_leaf)
+    cables = np.zeros(table.shape, np.int64)
+    np.add.at(cables, cell, 1)
+    table[cell] = down
+    table[cables > 1] = -2
+    link = table[switch_pos.ravel()[entry], per_leaf.indices[position]]
+    if (link < 0).any():
+        return None
+    weight = last.data[entry] * per_leaf.data[position] / multiplicity[group[entry]]
+    into_leaf = sp.csr_matrix((weight, (last.row[entry], link)), shape=own.shape)
+    return shared, into_leaf
+
+
+def _even(members: sp.csr_matrix, n_of_group: np.ndarray) -> np.ndarray:
+    """(G,) whether a group's members leave (or reach) every GPU of its class (or leaf) alike."""
+    members = members.tocsr()
+    count = np.diff(members.indptr)
+    start = members.indptr[:-1][count > 0]
+    high, low = np.zeros(members.shape[0]), np.zeros(members.shape[0])
+    high[count > 0] = np.maximum.reduceat(members.data, start)
+    low[count > 0] = np.minimum.reduceat(members.data, start)
+    return (count == n_of_group) & (high == low)
+
+
+def _side_classes(routes: Routes, group_class: np.ndarray, group_leaf: np.ndarray, src_class: np.ndarray,
+                  dst_leaf: np.ndarray, members_src: sp.csr_matrix, members_dst: sp.csr_matrix,
+                  sides: tuple[tuple[sp.csr_matrix, ...], tuple[sp.csr_matrix, ...]]
+                  ) -> tuple[tuple[tuple[np.ndarray, sp.csr_matrix], ...], tuple[np.ndarray, np.ndarray]]:
+    """The groups' averaged sides as shared parts, and the groups whose side is uneven (source, destination).
+
+    When every GPU of a group's source class sends the same count c to the destination leaf (no
+    server of the class holds more of the leaf's GPUs than another), the members' source sides
+    average to ``sum_s c S(s) / (c |class|)``: the class's mean S, whatever the leaf. So one class
+    per (source class, QP) holds it, and likewise one per (destination leaf, QP) the mean T. A group
+    with an uneven side keeps that side's exact average with its own links."""
+    n_qps = len(sides[0])
+    out, uneven = [], []
+    for key, group_key, members in ((src_class, group_class, members_src), (dst_leaf, group_leaf, members_dst)):
+        n_keys = int(key.max()) + 1
+        size = np.bincount(key, minlength=n_keys)
+        even = (group_key >= 0) & _even(members, np.where(group_key >= 0, size[group_key], -1))
+        mean = sp.csr_matrix((1.0 / size[key], (key, np.arange(len(key)))), shape=(n_keys, len(key)))
+        uneven.append(~even)
+        out.append((routes.qp_index * n_keys + group_key[routes.flow_index], even[routes.flow_index], mean))
+    weights = []
+    for (row_class, even, mean), side in zip(out, sides, strict=True):
+        matrix = sp.vstack([mean @ side[q] for q in range(n_qps)]).tocsr()  # QP-major: row q * K + key
+        matrix.eliminate_zeros()
+        matrix.sort_indices()
+        weights.append((np.where(even, row_class, -1).astype(np.int64), matrix))
+    return tuple(weights), (uneven[0], uneven[1])
 
 
 def _average_sides(routes: Routes, members_src: sp.csr_matrix, members_dst: sp.csr_matrix, multiplicity: np.ndarray,
@@ -244,6 +437,53 @@ def _average_sides(routes: Routes, members_src: sp.csr_matrix, members_dst: sp.c
     return out
 
 
+def _row_reduce(ufunc: np.ufunc, matrix: sp.csr_matrix, values: np.ndarray, empty: float) -> np.ndarray:
+    """``ufunc`` of ``values[column]`` over each row's stored columns (``empty`` for a row without any)."""
+    count = np.diff(matrix.indptr)
+    out = np.full(matrix.shape[0], empty)
+    if matrix.nnz:
+        out[count > 0] = ufunc.reduceat(values[matrix.indices], matrix.indptr[:-1][count > 0])
+    return out
+
+
+def _sides_bottlenecked(groups: PairGroups, group_rate_Bps: np.ndarray, level: np.ndarray) -> np.ndarray:
+    """Per group row: every source's side, or every destination's (with its last hop into the leaf
+    when grouped per pod), has a link where the row is bottlenecked."""
+    ok = np.zeros(len(group_rate_Bps), bool)
+    qp_index, flow_index = groups.routes.qp_index, groups.routes.flow_index
+    last_level = None
+    if groups.into_leaf is not None and groups.leaf_of_gpu is not None:
+        # each row's lowest level on its last hops into each leaf
+        leaf_ids, leaf_idx = np.unique(groups.leaf_of_gpu, return_inverse=True)
+        position = np.full(int(leaf_ids.max()) + 1, -1, np.int64)
+        position[leaf_ids] = np.arange(len(leaf_ids))
+        coo = groups.into_leaf.tocoo()
+        last_level = np.full((groups.into_leaf.shape[0], len(leaf_ids)), np.inf)
+        np.minimum.at(last_level, (coo.row, position[groups.link_dst[coo.col]]), level[coo.col])  # type: ignore[index]
+        leaf_idx = leaf_idx.ravel()
+    for q, (s_side, t_side) in enumerate(zip(groups.side_src, groups.side_dst, strict=True)):
+        rows = np.flatnonzero(qp_index == q)
+        row_of_group = np.full(groups.members_src.shape[0], -1, np.int64)
+        row_of_group[flow_index[rows]] = rows
+        every = []
+        for side, members, is_dst in ((s_side, groups.members_src, False), (t_side, groups.members_dst, True)):
+            gpu_level = _row_reduce(np.minimum, side.tocsr(), level, np.inf)  # each GPU's side: its lowest level
+            members = members.tocsr()
+            if is_dst and last_level is not None:
+                entry_group = np.repeat(np.arange(members.shape[0]), np.diff(members.indptr))
+                per_entry = np.minimum(gpu_level[members.indices],
+                                       last_level[row_of_group[entry_group], leaf_idx[members.indices]])
+                count = np.diff(members.indptr)
+                worst = np.zeros(members.shape[0])
+                worst[count > 0] = np.maximum.reduceat(per_entry, members.indptr[:-1][count > 0])
+            else:  # the group's member whose side needs the highest rate
+                worst = _row_reduce(np.maximum, members, gpu_level, 0.0)
+            every.append(worst[flow_index[rows]])
+        need = np.minimum(every[0], every[1])
+        ok[rows] |= group_rate_Bps[rows] >= need * (1 - _RELATIVE_TOL)
+    return ok
+
+
 def verify(routes: Routes, rate_Bps: np.ndarray, row_multiplicity: np.ndarray, capacity_Bps: np.ndarray,
            rate_cap_Bps: np.ndarray | None, groups: PairGroups) -> bool:
     """Whether the solved rates are the max-min fair rates of the listed flows (see the module):
@@ -254,6 +494,12 @@ def verify(routes: Routes, rate_Bps: np.ndarray, row_multiplicity: np.ndarray, c
     fastest = np.zeros(n_links)  # the fastest flow on each link
     own = routes.own_weights.tocoo()
     np.maximum.at(fastest, own.col, rate_Bps[own.row])
+    for row_class, class_weights in routes.side_classes:  # the groups' averaged sides
+        side_has = row_class >= 0
+        side_fastest = np.zeros(class_weights.shape[0])
+        np.maximum.at(side_fastest, row_class[side_has], rate_Bps[side_has])
+        coo = class_weights.tocoo()
+        np.maximum.at(fastest, coo.col, side_fastest[coo.row])
     shared = None
     if routes.class_weights is not None and routes.row_class is not None:
         has = routes.row_class >= 0
@@ -270,27 +516,15 @@ def verify(routes: Routes, rate_Bps: np.ndarray, row_multiplicity: np.ndarray, c
         has = routes.row_class >= 0
         ok[has] |= rate_Bps[has] >= class_level[routes.row_class[has]] * (1 - _RELATIVE_TOL)
     n_listed = routes.n_rows - groups.routes.n_rows
-    # a group row's own middle links (its route's last stage) are M too: every member crosses them
-    mid = (own.row >= n_listed) & groups.middle_links[own.col]
-    mid_level = np.full(routes.n_rows, np.inf)
-    np.minimum.at(mid_level, own.row[mid], level[own.col[mid]])
-    ok |= rate_Bps >= mid_level * (1 - _RELATIVE_TOL)
+    if groups.into_leaf is None:
+        # a group row's own middle links (its route's last stage) are M too: every member crosses them
+        mid = (own.row >= n_listed) & groups.middle_links[own.col]
+        mid_level = np.full(routes.n_rows, np.inf)
+        np.minimum.at(mid_level, own.row[mid], level[own.col[mid]])
+        ok |= rate_Bps >= mid_level * (1 - _RELATIVE_TOL)
     own_level = np.full(n_listed, np.inf)  # listed rows: their own links
     listed = own.row < n_listed
     np.minimum.at(own_level, own.row[listed], level[own.col[listed]])
     ok[:n_listed] |= rate_Bps[:n_listed] >= own_level * (1 - _RELATIVE_TOL)
-    group_rate = rate_Bps[n_listed:]
-    for q, (s_side, t_side) in enumerate(zip(groups.side_src, groups.side_dst, strict=True)):
-        rows = np.flatnonzero(groups.routes.qp_index == q)
-        every = []
-        for side, members in ((s_side, groups.members_src), (t_side, groups.members_dst)):
-            coo = side.tocoo()
-            gpu_level = np.full(side.shape[0], np.inf)  # each GPU's side: its lowest bottleneck level
-            np.minimum.at(gpu_level, coo.row, level[coo.col])
-            m = members.tocoo()
-            worst = np.zeros(members.shape[0])  # the group's member whose side needs the highest rate
-            np.maximum.at(worst, m.row, gpu_level[m.col])
-            every.append(worst[groups.routes.flow_index[rows]])
-        need = np.minimum(every[0], every[1])
-        ok[n_listed + rows] |= group_rate[rows] >= need * (1 - _RELATIVE_TOL)
+    ok[n_listed:] |= _sides_bottlenecked(groups, rate_Bps[n_listed:], level)
     return bool(ok.all())

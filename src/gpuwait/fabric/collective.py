@@ -177,7 +177,9 @@ def _join(listed: Routes, grouped: Routes, n_listed_flows: int) -> Routes:
                   path_latency_s=np.r_[listed.path_latency_s, grouped.path_latency_s],
                   udp_sport=np.r_[listed.udp_sport, grouped.udp_sport],
                   row_class=np.r_[np.full(listed.n_rows, -1, np.int64), grouped.row_class],
-                  class_weights=grouped.class_weights)
+                  class_weights=grouped.class_weights,
+                  side_classes=tuple((np.r_[np.full(listed.n_rows, -1, np.int64), row_class], weights)
+                                     for row_class, weights in grouped.side_classes))
 
 
 def _solve(routes: Routes, size: np.ndarray, multiplicity: np.ndarray, remote: np.ndarray, transport: TransportProfile,
@@ -189,14 +191,14 @@ def _solve(routes: Routes, size: np.ndarray, multiplicity: np.ndarray, remote: n
     weights = routes.own_weights.copy()  # row r scaled by its multiplicity
     weights.data *= np.repeat(row_multiplicity, np.diff(weights.indptr))
     # a splitting router's rows share their middle parts per leaf pair: solved per class, never expanded
-    shared = None
-    if routes.class_weights is not None and routes.row_class is not None:
-        shared = SharedWeights(routes.row_class, row_multiplicity, routes.class_weights)
+    shared = [SharedWeights(row_class, row_multiplicity, class_weights) for row_class, class_weights in
+              ((routes.row_class, routes.class_weights), *routes.side_classes)
+              if row_class is not None and class_weights is not None]
     cap = None
     if transport.rate_cap_Bps is not None:
         # the transport's per-connection ceiling binds flows between servers only (NVLink/PCIe ones do not use it)
         cap = routes.per_qp(np.where(remote, transport.rate_cap_Bps, np.inf))
-    rate, _ = max_min_rates(weights, capacity_Bps, cap, shared=shared)
+    rate, _ = max_min_rates(weights, capacity_Bps, cap, shared=shared or None)
     busy = bytes_per_row > 0
     step = float((bytes_per_row[busy] / rate[busy]).max()) if busy.any() else 0.0
     return rate, step, cap

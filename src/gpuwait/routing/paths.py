@@ -52,16 +52,24 @@ class Routes:
     udp_sport: np.ndarray  # (R,) RoCEv2/TCP source port used for hashing, -1 where none
     row_class: np.ndarray | None = None  # (R,) class of each row's shared middle part, -1 for none
     class_weights: sp.csr_matrix | None = None  # (C, L) the shared middle part of each class
+    # more shared parts, (row_class, class_weights) each: a row may be in one class of each (an
+    # all-to-all group's averaged source and destination sides, gpuwait.fabric.alltoall)
+    side_classes: tuple[tuple[np.ndarray, sp.csr_matrix], ...] = ()
 
     @cached_property
     def link_weights(self) -> sp.csr_matrix:
         """``(R, L)`` every row's links: its own and its class's."""
-        if self.class_weights is None or self.row_class is None:
+        parts = list(self.side_classes)
+        if self.class_weights is not None and self.row_class is not None:
+            parts.insert(0, (self.row_class, self.class_weights))
+        if not parts:
             return self.own_weights
-        has = np.flatnonzero(self.row_class >= 0)
-        shared = self.class_weights[self.row_class[has]].tocoo()
-        middle = sp.csr_matrix((shared.data, (has[shared.row], shared.col)), shape=self.own_weights.shape)
-        matrix = (self.own_weights + middle).tocsr()
+        matrix = self.own_weights
+        for row_class, class_weights in parts:
+            has = np.flatnonzero(row_class >= 0)
+            shared = class_weights[row_class[has]].tocoo()
+            matrix = matrix + sp.csr_matrix((shared.data, (has[shared.row], shared.col)), shape=self.own_weights.shape)
+        matrix = matrix.tocsr()
         matrix.sort_indices()
         return matrix
 
@@ -69,10 +77,13 @@ class Routes:
         """``(L,)`` sum over rows of ``per_row[r] x link_weights[r]`` (a rate or bytes per link), from the parts."""
         per_row = np.asarray(per_row, float)
         load = self.own_weights.T @ per_row
+        parts = list(self.side_classes)
         if self.class_weights is not None and self.row_class is not None:
-            has = self.row_class >= 0
-            per_class = np.bincount(self.row_class[has], weights=per_row[has], minlength=self.class_weights.shape[0])
-            load = load + self.class_weights.T @ per_class
+            parts.insert(0, (self.row_class, self.class_weights))
+        for row_class, class_weights in parts:
+            has = row_class >= 0
+            per_class = np.bincount(row_class[has], weights=per_row[has], minlength=class_weights.shape[0])
+            load = load + class_weights.T @ per_class
         return np.asarray(load).ravel()
 
     @property

@@ -246,7 +246,8 @@ def route_leaf_pairs_staged(topo: Topology, spec: RoutingSpec, router: Router, s
     d_leaf = topo.link_src[classes.down_link[rep]]
     up_class_rep = np.zeros(n_up, np.int64)
     up_class_rep[plan.up_of_class] = np.arange(n_classes)
-    for _ in range(router.rounds):
+    for round_ in range(router.rounds):
+        last_round = round_ == router.rounds - 1
         (rows, links, w), (st_row, st_node, st_frac) = _walk(topo, spec, router, s_ep[g_rep], d_ep[g_rep], g_rows,
                                                             name_group, shared_stop)
         first = topo.link_src[links] == s_ep[g_rep][rows]
@@ -269,7 +270,8 @@ def route_leaf_pairs_staged(topo: Topology, spec: RoutingSpec, router: Router, s
         p2 = stage2.ids(x, kk, int(kk.max(initial=0)) + 1, x, d_ep[rep[up_class_rep[u_i]]], lambda i, err: err)
         f1 = sp.csr_matrix((f, (u_i, p2)), shape=(n_up, len(stage2.start)))
         t2, b2 = stage2.matrices()
-        up_weights = (m1[plan.group_of_up] + f1 @ t2).tocsr()
+        if last_round:  # the classes' middle parts, one stage-1 part copied per destination class
+            up_weights = (m1[plan.group_of_up] + f1 @ t2).tocsr()
         beta = (f1 @ b2).tocsr()
         # stage 3: each class's leaf from the switches cabled to its destination class
         c_i, b, bf = _expand(beta, plan.up_of_class)
@@ -282,8 +284,12 @@ def route_leaf_pairs_staged(topo: Topology, spec: RoutingSpec, router: Router, s
         class_down = (f3 @ down3).tocsr()
         class_last_w = np.where(complete[plan.group_of_class], last_w1[plan.group_of_class], f3 @ last3_w)
         class_first_w = first_w[plan.group_of_class]
+        if last_round:
+            break  # the load only feeds the next round's adaptive choices
         up_demand = np.bincount(plan.up_of_class, weights=class_demand_Bps, minlength=n_up)
-        load = up_weights.T @ up_demand + class_down.T @ class_demand_Bps
+        # the middle parts' load without building them: stage 1 per group, stage 2 per pair
+        load = (m1.T @ np.bincount(plan.group_of_up, weights=up_demand, minlength=n_groups)
+                + t2.T @ (f1.T @ up_demand) + class_down.T @ class_demand_Bps)
         row_demand = demand_Bps * classes.multiplicity
         for hop_w, end_link in ((class_first_w, classes.up_link), (class_last_w, classes.down_link)):
             load += np.bincount(end_link, weights=hop_w[classes.of_row] * row_demand, minlength=topo.n_links)
