@@ -256,16 +256,35 @@ MAX_THREADS = {"LL": 512, "LL128": 640, "Simple": 512}
 THREAD_THRESHOLD_BYTES = {"LL": 8, "LL128": 8, "Simple": 64}
 
 
-def channels_for_size(algorithm: str, protocol: str, n_bytes: int, n_channels: int) -> int:
+def thread_threshold_bytes(algorithm: str, protocol: str, n_ranks: int) -> int:
+    """Bytes per thread below which NCCL runs a ring or tree call on one channel fewer
+    (``comm->threadThresholds``, ``ncclTopoTuneModel``, src/graph/tuning.cc, NVIDIA/nccl v2.18.3-1 to
+    v2.30.7-1): the protocol's ``NCCL_*_THREAD_THRESHOLD``, times the rank count for ring LL
+    (``threadThresholds[NCCL_ALGO_RING][NCCL_PROTO_LL] *= nRanks``).
+
+    >>> thread_threshold_bytes("ring", "LL", 16), thread_threshold_bytes("tree", "LL", 16)
+    (128, 8)
+    """
+    threshold = THREAD_THRESHOLD_BYTES[protocol]
+    if algorithm == "ring" and protocol == "LL":
+        threshold *= max(int(n_ranks), 1)
+    return threshold
+
+
+def channels_for_size(algorithm: str, protocol: str, n_bytes: int, n_channels: int, n_ranks: int = 1) -> int:
     """The channels NCCL runs a ring or tree call on: one fewer while every thread would get less than
-    its threshold (``getAlgoInfo``, enqueue.cc v2.30.7); other algorithms keep theirs.
+    its threshold (:func:`thread_threshold_bytes`; ``topoGetAlgoInfo``, src/enqueue.cc v2.30.7-1, the same
+    loop since 2.18); other algorithms keep theirs.
 
     >>> channels_for_size("ring", "LL", 1024, 16), channels_for_size("ring", "Simple", 2**30, 16)
     (1, 16)
+    >>> channels_for_size("ring", "LL", 256 * 1024, 16, n_ranks=8), channels_for_size("tree", "LL", 256 * 1024, 16, n_ranks=8)
+    (8, 16)
     """
     if algorithm not in ("ring", "tree"):
         return n_channels
+    per_channel = MAX_THREADS[protocol] * thread_threshold_bytes(algorithm, protocol, n_ranks)
     nc = n_channels
-    while n_bytes < nc * MAX_THREADS[protocol] * THREAD_THRESHOLD_BYTES[protocol] and nc >= 2:
+    while n_bytes < nc * per_channel and nc >= 2:
         nc -= 1
     return nc

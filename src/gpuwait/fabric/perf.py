@@ -498,7 +498,7 @@ class CollectivePredictor:
         if algorithm in FLOW_ALGORITHMS and comm.n_ranks > 1 and n_bytes > 0:
             fabric_s = self.fabric_time_s(collective, n_bytes, FLOW_ALGORITHMS[algorithm], protocol, channels)
         # small calls run on fewer channels, so each step carries more
-        size_channels = channels_for_size(algorithm, protocol, n_bytes, channels)
+        size_channels = channels_for_size(algorithm, protocol, n_bytes, channels, comm.n_ranks)
         chunk = chunk_bytes(collective, algorithm, protocol, n_bytes, n_channels=size_channels, n_ranks=comm.n_ranks,
                             n_nodes=comm.n_nodes, nvls_heads=comm.ppn,
                             nvls_tree_chunk=(self.env.release.nvls_tree_first_chunk_bytes,
