@@ -39,6 +39,7 @@ from gpuwait.collectives.pipeline import (
     p2p_chunk_bytes,
     pipeline_depth,
     ring_slices,
+    tree_channel_split,
     tree_network_peers,
 )
 from gpuwait.collectives.tuning import (
@@ -531,10 +532,10 @@ class CollectivePredictor:
                                                     chunk))
         costs = PipelineCosts(prediction.latency_us * 1e-6, intra_steps, inter_steps, wire_s,
                               nic_messages, fill_intra_s, fill_inter_s, window, comm.n_nodes > 1, connection_steps,
-                              self._proxy_load(algorithm, size_channels))
+                              self._proxy_load(algorithm, size_channels, graph.n_channels))
         return self._estimate(collective, n_bytes, algorithm, protocol, channels, model_s, fabric_s, chunk, costs)
 
-    def _proxy_load(self, algorithm: str, size_channels: int) -> float:
+    def _proxy_load(self, algorithm: str, size_channels: int, graph_channels: int = 0) -> float:
         """Network connections the busiest GPU's proxy thread serves, per send-and-receive pair of one channel.
 
         NCCL's proxy thread (one per GPU) passes over every active network connection in turn and moves
@@ -543,11 +544,14 @@ class CollectivePredictor:
         cycle grows with the connections the proxy serves: the channels on the GPU's NIC times the
         network peers of each (a ring's next and previous rank: 1; a tree's parent and children between
         nodes, the busiest node's average over NCCL's two trees: :func:`tree_network_peers`, 1 at 2 nodes,
-        1.5 at 3, 2 from 4).
+        1.5 at 3, 2 from 4 with the channels split evenly). Tree channels above the doubled search
+        channels (``graph_channels``) copy the first ones, all on tree 0 (:func:`tree_channel_split`);
+        NVLSTree puts channel c on tree c mod 2 (``connectNvls``, src/graph/connect.cc v2.30.7-1).
         """
         per_nic = max(1.0, size_channels / self._node_nics())
         if algorithm in ("tree", "nvls_tree") and self.comm.n_nodes > 1:
-            return per_nic * tree_network_peers(self.comm.n_nodes)
+            share = tree_channel_split(size_channels, graph_channels or size_channels) if algorithm == "tree" else 0.5
+            return per_nic * tree_network_peers(self.comm.n_nodes, share)
         return per_nic
 
     def _rail_bound_s(self, collective: str, n_bytes: int, algorithm: str, protocol: str, channels: int,
