@@ -170,7 +170,7 @@ class CollectivePredictor:
         arch = gpu_arch(server.gpu_model)
         transport = "socket" if env.ib_disable or self.transport.name == "tcp" else self.transport.name
         transport_from = "NCCL env" if env.ib_disable else "cluster file"
-        limits = {"NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_MIN_CTAS", "NCCL_MAX_CTAS"}
+        limits = {"NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_MIN_CTAS", "NCCL_MAX_CTAS", "NCCL_NVLS_NCHANNELS"}
         channels = (Setting("channels", "{}-{}".format(*env.channel_limits()), "NCCL env")
                     if limits & set(env.explicit) else Setting("channels", "auto", "NCCL search graph"))
         return [self.qps or qps_setting(env, self.routing),
@@ -358,14 +358,14 @@ class CollectivePredictor:
 
     def _channels(self, graph_channels: int, algorithm: str = "ring") -> int:
         """The channels a call runs on: the graph's, clamped by the channel limits; NVLS and NVLSTree run
-        NCCL's NVLS compute channels instead (the release's default for the GPU, clamped to
+        NCCL's NVLS compute channels instead (``NCCL_NVLS_NCHANNELS``, else the release's default for the GPU, clamped to
         [NCCL_MIN_CTAS, NCCL_MAX_CTAS]: transport/nvls.cc; enqueue.cc ``nc = comm->nvlsChannels``,
         NVIDIA/nccl v2.18.1-1 to v2.30.7-1), whatever the graph's head count."""
         nvls = algorithm in ("nvls", "nvls_tree")
         lo, hi = self.env.channel_limits(nvls=nvls)
         if nvls:
-            graph_channels = self.env.release.nvls_channels(gpu_sm(self.comm.topo.spec.server.gpu_model),
-                                                            self.comm.n_nodes)
+            graph_channels = self.env.nvls_nchannels or self.env.release.nvls_channels(
+                gpu_sm(self.comm.topo.spec.server.gpu_model), self.comm.n_nodes)
         return max(lo, min(hi, graph_channels))
 
     @staticmethod
