@@ -636,6 +636,7 @@ def _env_entries() -> dict[str, object]:
                                       cluster=ONE),
         "env:NCCL_MIN_CTAS": Covered("tests/fabric/test_qps_owner.py::test_min_ctas_raise_the_channels_nccl_runs"),
         "env:NCCL_MAX_CTAS": env((), ("NCCL_MAX_CTAS=2",), "up", cluster=ONE),
+        "env:NCCL_NVLS_NCHANNELS": env((), ("NCCL_NVLS_NCHANNELS=8",), "up", cluster=ONE),
         "env:NCCL_IB_QPS_PER_CONNECTION": Covered(
             "tests/fabric/test_qps_owner.py::test_perf_uses_the_cluster_files_qps_unless_the_nccl_env_sets_them"),
         "env:NCCL_IB_SPLIT_DATA_ON_QPS": Refused(lambda: parse_env({"NCCL_IB_SPLIT_DATA_ON_QPS": "1"}),

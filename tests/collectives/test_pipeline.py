@@ -19,6 +19,7 @@ from gpuwait.collectives.pipeline import (
     chunk_bytes,
     latency_steps,
     pipeline_depth,
+    thread_threshold_bytes,
 )
 
 
@@ -62,6 +63,17 @@ def test_small_calls_drop_channels_like_nccl():
     assert channels_for_size("ring", "LL", 65536, 16) == 16
     assert channels_for_size("ring", "LL", 32768, 16) == 8
     assert channels_for_size("nvls", "Simple", 1024, 16) == 16
+
+
+def test_ring_ll_threshold_grows_with_the_ranks():
+    # NCCL prints its thresholds at init as "threadThresholds TreeLL/TreeLL128/TreeSimple | RingLL/RingLL128/
+    # RingSimple | ...": "threadThresholds 8/8/64 | 64/8/64 | 512 | 512" on one 8-GPU H800 node
+    # (NVIDIA/nccl issue #892, NCCL_DEBUG=INFO log); tuning.cc multiplies ring LL's by nRanks (v2.18.3-1 to v2.30.7-1)
+    printed = [thread_threshold_bytes(a, p, 8) for a in ("tree", "ring") for p in ("LL", "LL128", "Simple")]
+    assert printed == [8, 8, 64, 64, 8, 64]
+    # 16 ranks: ring LL keeps a channel per 512 threads x 128 B = 64 KiB, so 256 KiB runs on 4 of 16 channels
+    assert channels_for_size("ring", "LL", 256 * 1024, 16, n_ranks=16) == 4
+    assert channels_for_size("ring", "LL128", 256 * 1024, 16, n_ranks=16) == 16
 
 
 def test_depths_and_steps_follow_the_algorithms():

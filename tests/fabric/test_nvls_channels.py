@@ -15,13 +15,18 @@ from __future__ import annotations
 import pytest
 
 from gpuwait.collectives.nccl_versions import nccl_release
+from gpuwait.collectives.ncclenv import parse_env
+from gpuwait.errors import SpecError
 from gpuwait.runner.perf import make_predictor
 
 GiB = 2**30
 
 
 @pytest.mark.parametrize(("env", "channels"), [([], 16), (["NCCL_MIN_CTAS=24"], 24), (["NCCL_MAX_CTAS=8"], 8),
-                                               (["NCCL_MIN_NCHANNELS=32"], 16)])
+                                               (["NCCL_MIN_NCHANNELS=32"], 16),
+                                               # NCCL_NVLS_NCHANNELS replaces the default, still clamped to the CTA limits
+                                               (["NCCL_NVLS_NCHANNELS=8"], 8), (["NCCL_NVLS_NCHANNELS=32"], 32),
+                                               (["NCCL_NVLS_NCHANNELS=8", "NCCL_MIN_CTAS=12"], 12)])
 def test_nvls_tree_channels_follow_nvls_nchannels_and_the_cta_limits(env, channels):
     est = make_predictor("dgx-h100", 2, None, ["NCCL_ALGO=NVLSTree", *env]).estimate("all_reduce", GiB)
     assert est.algorithm == "nvls_tree"
@@ -55,3 +60,8 @@ def test_only_cta_limits_below_nccls_default_slow_nvls():
     free = make_predictor("dgx-h100", 1, None, ["NCCL_ALGO=NVLS"]).estimate("all_reduce", GiB)
     capped = make_predictor("dgx-h100", 1, None, ["NCCL_ALGO=NVLS", "NCCL_MAX_CTAS=8"]).estimate("all_reduce", GiB)
     assert capped.model_bandwidth_time_s == pytest.approx(2 * free.model_bandwidth_time_s)
+
+
+def test_nvls_nchannels_out_of_range_is_one_clear_error():
+    with pytest.raises(SpecError, match="NCCL_NVLS_NCHANNELS: got '0'; expected an integer from 1 to 64"):
+        parse_env({"NCCL_NVLS_NCHANNELS": "0"})

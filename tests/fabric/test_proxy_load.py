@@ -8,7 +8,10 @@ on DGX H100 (8 NICs, one per GPU), per send-and-receive pair of one channel:
 * ring, 16 channels: 2 channels per NIC x 1 peer = 2; with ``NCCL_MIN_CTAS=24``: 3;
 * tree at 8 nodes: 2 channels per NIC x 2 peers (the busiest node of NCCL's double binary tree is
   interior in one tree, 3 peers, and a leaf in the other, 1: ``ncclGetDtree``, src/graph/trees.cc) = 4;
-* tree at 2 nodes: one peer per channel = 2.
+* tree at 2 nodes: one peer per channel = 2;
+* tree at 8 nodes with ``NCCL_MIN_CTAS=24``: NCCL's 8 extra channels copy channels 0-7, all on tree 0
+  (``copyChannels`` / ``connectTrees``, src/graph/connect.cc), so 16 channels run tree 0 and 8 tree 1;
+  the node interior in tree 0 averages (16 x 3 + 8 x 1) / 24 = 7/3 peers: 3 channels per NIC x 7/3 = 7.
 """
 
 from __future__ import annotations
@@ -35,6 +38,9 @@ def _predictor(servers: int, env: dict) -> CollectivePredictor:
     (2, {"NCCL_ALGO": "Ring", "NCCL_PROTO": "Simple", "NCCL_MIN_CTAS": "24"}, 2**30, 3.0),
     (8, {"NCCL_ALGO": "Tree", "NCCL_PROTO": "LL128"}, 16 * MiB, 4.0),
     (2, {"NCCL_ALGO": "Tree", "NCCL_PROTO": "LL128"}, 16 * MiB, 2.0),
+    (8, {"NCCL_ALGO": "Tree", "NCCL_PROTO": "LL128", "NCCL_MIN_CTAS": "24"}, 16 * MiB, 7.0),
+    # NVLSTree alternates its channels between the trees (channel c on tree c mod 2, connectNvls): 3 x 2
+    (8, {"NCCL_ALGO": "NVLSTree", "NCCL_MIN_CTAS": "24"}, 256 * MiB, 6.0),
 ])
 def test_proxy_load_is_channels_on_the_nic_times_network_peers(servers, env, size, load):
     est = _predictor(servers, env).estimate("all_reduce", size)

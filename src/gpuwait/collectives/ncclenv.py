@@ -91,6 +91,10 @@ class NcclEnv:
         ``NCCL_MIN_CTAS`` / ``NCCL_MAX_CTAS`` (NCCL >= 2.17, 1-64): further channel limits, combined with the
         NCHANNELS pair as NCCL does (src/graph/connect.cc, v2.30.7-1: channels = min(NCCL_MAX_NCHANNELS,
         found, maxCTAs), at least max(NCCL_MIN_NCHANNELS, minCTAs)); :meth:`channel_limits`.
+    nvls_nchannels : int or None
+        ``NCCL_NVLS_NCHANNELS``: the NVLS / NVLSTree compute channels, clamped to [NCCL_MIN_CTAS, NCCL_MAX_CTAS]
+        (src/transport/nvls.cc; src/init.cc ``config.nvlsCTAs`` from 2.27, NVIDIA/nccl v2.18.3-1 to v2.30.7-1);
+        None = the release's default for the GPU (16 on Hopper; :meth:`NcclRelease.nvls_channels`).
     p2p_level : str or None
         ``NCCL_P2P_LEVEL`` as a PCI path type (LOC ... SYS, or NVL; :func:`gpuwait.topology.pcipath.parse_level`);
         None = NCCL's per-platform default (:func:`gpuwait.topology.pcipath.uses_p2p`).
@@ -126,6 +130,7 @@ class NcclEnv:
     net_overhead_ns: int | None = None
     min_ctas: int | None = None
     max_ctas: int | None = None
+    nvls_nchannels: int | None = None
     p2p_level: str | None = None
     extra: Mapping[str, str] = field(default_factory=dict)
     explicit: tuple[str, ...] = ()
@@ -255,6 +260,7 @@ VARIABLES: Mapping[str, tuple[str, Callable[[str, str], object]]] = MappingProxy
     "NCCL_NET_OVERHEAD": ("net_overhead_ns", lambda n, t: _int(n, t, 0)),
     "NCCL_MIN_CTAS": ("min_ctas", lambda n, t: _int(n, t, 1, MAX_CHANNELS)),
     "NCCL_MAX_CTAS": ("max_ctas", lambda n, t: _int(n, t, 1, MAX_CHANNELS)),
+    "NCCL_NVLS_NCHANNELS": ("nvls_nchannels", lambda n, t: _int(n, t, 1, MAX_CHANNELS)),
     "NCCL_P2P_LEVEL": ("p2p_level", lambda n, t: parse_level(t, n)),
 })
 

@@ -229,25 +229,48 @@ def _btree_peers(n: int, rank: int) -> set[int]:
 
 
 @functools.lru_cache(maxsize=256)
-def tree_network_peers(n_nodes: int) -> float:
-    """Network peers per channel of the busiest node of NCCL's double binary tree, averaged over its two
-    trees (channels alternate between them; ``ncclGetDtree``, src/graph/trees.cc v2.30.7-1: the second
-    tree mirrors the first for an even node count and shifts it by one for an odd one).
+def tree_network_peers(n_nodes: int, first_tree_share: float = 0.5) -> float:
+    """Network peers per channel of the busiest node of NCCL's double binary tree, averaged over the
+    channels: ``first_tree_share`` of them run the first tree, the rest the second (``ncclGetDtree``,
+    src/graph/trees.cc v2.30.7-1: the second tree mirrors the first for an even node count and shifts it
+    by one for an odd one; :func:`tree_channel_split` gives the share).
 
     >>> [tree_network_peers(n) for n in (1, 2, 3, 4, 8, 64)]
     [0.0, 1.0, 1.5, 2.0, 2.0, 2.0]
+    >>> round(tree_network_peers(8, 2 / 3), 3)
+    2.333
     """
     n = max(int(n_nodes), 1)
     if n == 1:
         return 0.0
+    share = min(max(float(first_tree_share), 0.0), 1.0)
     busiest = 0.0
     for rank in range(n):
         if n % 2:
             second = {(p + 1) % n for p in _btree_peers(n, (rank - 1) % n)}
         else:
             second = {n - 1 - p for p in _btree_peers(n, n - 1 - rank)}
-        busiest = max(busiest, (len(_btree_peers(n, rank)) + len(second)) / 2)
+        busiest = max(busiest, share * len(_btree_peers(n, rank)) + (1 - share) * len(second))
     return busiest
+
+
+def tree_channel_split(n_channels: int, graph_channels: int) -> float:
+    """The share of a tree call's channels on NCCL's first tree.
+
+    NCCL doubles its search channels, the first copies on tree 0 and the second on tree 1
+    (``connectTrees``: ``channel0`` / ``channel1 = channel0 + nChannels``), then adds channels above
+    that count (NCCL_MIN_CTAS / NCCL_MIN_NCHANNELS, Hopper's 2x below 16 channels) as copies of the
+    first ones (``copyChannels``: channel c copies channel c - start), src/graph/connect.cc
+    NVIDIA/nccl v2.18.3-1 to v2.30.7-1; a call runs on the first ``n_channels``. ``graph_channels`` is the
+    doubled count. So NCCL_MIN_CTAS=24 over 16 channels puts 16 on tree 0 and 8 on tree 1.
+
+    >>> tree_channel_split(16, 16), round(tree_channel_split(24, 16), 3), tree_channel_split(6, 16)
+    (0.5, 0.667, 1.0)
+    """
+    half = max(int(graph_channels) // 2, 1)
+    n = max(int(n_channels), 1)
+    first = sum(1 for c in range(n) if c % (2 * half) < half)
+    return first / n
 
 
 #: threads per channel (NCCL_{LL,LL128,SIMPLE}_MAX_NTHREADS, device.h) and bytes per thread below
@@ -256,16 +279,35 @@ MAX_THREADS = {"LL": 512, "LL128": 640, "Simple": 512}
 THREAD_THRESHOLD_BYTES = {"LL": 8, "LL128": 8, "Simple": 64}
 
 
-def channels_for_size(algorithm: str, protocol: str, n_bytes: int, n_channels: int) -> int:
+def thread_threshold_bytes(algorithm: str, protocol: str, n_ranks: int) -> int:
+    """Bytes per thread below which NCCL runs a ring or tree call on one channel fewer
+    (``comm->threadThresholds``, ``ncclTopoTuneModel``, src/graph/tuning.cc, NVIDIA/nccl v2.18.3-1 to
+    v2.30.7-1): the protocol's ``NCCL_*_THREAD_THRESHOLD``, times the rank count for ring LL
+    (``threadThresholds[NCCL_ALGO_RING][NCCL_PROTO_LL] *= nRanks``).
+
+    >>> thread_threshold_bytes("ring", "LL", 16), thread_threshold_bytes("tree", "LL", 16)
+    (128, 8)
+    """
+    threshold = THREAD_THRESHOLD_BYTES[protocol]
+    if algorithm == "ring" and protocol == "LL":
+        threshold *= max(int(n_ranks), 1)
+    return threshold
+
+
+def channels_for_size(algorithm: str, protocol: str, n_bytes: int, n_channels: int, n_ranks: int = 1) -> int:
     """The channels NCCL runs a ring or tree call on: one fewer while every thread would get less than
-    its threshold (``getAlgoInfo``, enqueue.cc v2.30.7); other algorithms keep theirs.
+    its threshold (:func:`thread_threshold_bytes`; ``topoGetAlgoInfo``, src/enqueue.cc v2.30.7-1, the same
+    loop since 2.18); other algorithms keep theirs.
 
     >>> channels_for_size("ring", "LL", 1024, 16), channels_for_size("ring", "Simple", 2**30, 16)
     (1, 16)
+    >>> channels_for_size("ring", "LL", 256 * 1024, 16, n_ranks=8), channels_for_size("tree", "LL", 256 * 1024, 16, n_ranks=8)
+    (8, 16)
     """
     if algorithm not in ("ring", "tree"):
         return n_channels
+    per_channel = MAX_THREADS[protocol] * thread_threshold_bytes(algorithm, protocol, n_ranks)
     nc = n_channels
-    while n_bytes < nc * MAX_THREADS[protocol] * THREAD_THRESHOLD_BYTES[protocol] and nc >= 2:
+    while n_bytes < nc * per_channel and nc >= 2:
         nc -= 1
     return nc

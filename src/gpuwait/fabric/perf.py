@@ -40,6 +40,7 @@ from gpuwait.collectives.pipeline import (
     p2p_chunk_bytes,
     pipeline_depth,
     ring_slices,
+    tree_channel_split,
     tree_network_peers,
 )
 from gpuwait.collectives.tuning import (
@@ -177,7 +178,7 @@ class CollectivePredictor:
         arch = gpu_arch(server.gpu_model)
         transport = "socket" if env.ib_disable or self.transport.name == "tcp" else self.transport.name
         transport_from = "NCCL env" if env.ib_disable else "cluster file"
-        limits = {"NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_MIN_CTAS", "NCCL_MAX_CTAS"}
+        limits = {"NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_MIN_CTAS", "NCCL_MAX_CTAS", "NCCL_NVLS_NCHANNELS"}
         channels = (Setting("channels", "{}-{}".format(*env.channel_limits()), "NCCL env")
                     if limits & set(env.explicit) else Setting("channels", "auto", "NCCL search graph"))
         return [self.qps or qps_setting(env, self.routing),
@@ -375,14 +376,14 @@ class CollectivePredictor:
 
     def _channels(self, graph_channels: int, algorithm: str = "ring") -> int:
         """The channels a call runs on: the graph's, clamped by the channel limits; NVLS and NVLSTree run
-        NCCL's NVLS compute channels instead (the release's default for the GPU, clamped to
+        NCCL's NVLS compute channels instead (``NCCL_NVLS_NCHANNELS``, else the release's default for the GPU, clamped to
         [NCCL_MIN_CTAS, NCCL_MAX_CTAS]: transport/nvls.cc; enqueue.cc ``nc = comm->nvlsChannels``,
         NVIDIA/nccl v2.18.1-1 to v2.30.7-1), whatever the graph's head count."""
         nvls = algorithm in ("nvls", "nvls_tree")
         lo, hi = self.env.channel_limits(nvls=nvls)
         if nvls:
-            graph_channels = self.env.release.nvls_channels(gpu_sm(self.comm.topo.spec.server.gpu_model),
-                                                            self.comm.n_nodes)
+            graph_channels = self.env.nvls_nchannels or self.env.release.nvls_channels(
+                gpu_sm(self.comm.topo.spec.server.gpu_model), self.comm.n_nodes)
         return max(lo, min(hi, graph_channels))
 
     @staticmethod
@@ -520,7 +521,7 @@ class CollectivePredictor:
             fabric_s = max(self.fabric_time_s(collective, n_bytes, FLOW_ALGORITHMS[algorithm], protocol, channels),
                            self._shm_time_s(collective, n_bytes, algorithm))
         # small calls run on fewer channels, so each step carries more
-        size_channels = channels_for_size(algorithm, protocol, n_bytes, channels)
+        size_channels = channels_for_size(algorithm, protocol, n_bytes, channels, comm.n_ranks)
         chunk = chunk_bytes(collective, algorithm, protocol, n_bytes, n_channels=size_channels, n_ranks=comm.n_ranks,
                             n_nodes=comm.n_nodes, nvls_heads=comm.ppn,
                             nvls_tree_chunk=(self.env.release.nvls_tree_first_chunk_bytes,
@@ -553,10 +554,10 @@ class CollectivePredictor:
                                                     chunk))
         costs = PipelineCosts(prediction.latency_us * 1e-6, intra_steps, inter_steps, wire_s,
                               nic_messages, fill_intra_s, fill_inter_s, window, comm.n_nodes > 1, connection_steps,
-                              self._proxy_load(algorithm, size_channels))
+                              self._proxy_load(algorithm, size_channels, graph.n_channels))
         return self._estimate(collective, n_bytes, algorithm, protocol, channels, model_s, fabric_s, chunk, costs)
 
-    def _proxy_load(self, algorithm: str, size_channels: int) -> float:
+    def _proxy_load(self, algorithm: str, size_channels: int, graph_channels: int = 0) -> float:
         """Network connections the busiest GPU's proxy thread serves, per send-and-receive pair of one channel.
 
         NCCL's proxy thread (one per GPU) passes over every active network connection in turn and moves
@@ -565,11 +566,14 @@ class CollectivePredictor:
         cycle grows with the connections the proxy serves: the channels on the GPU's NIC times the
         network peers of each (a ring's next and previous rank: 1; a tree's parent and children between
         nodes, the busiest node's average over NCCL's two trees: :func:`tree_network_peers`, 1 at 2 nodes,
-        1.5 at 3, 2 from 4).
+        1.5 at 3, 2 from 4 with the channels split evenly). Tree channels above the doubled search
+        channels (``graph_channels``) copy the first ones, all on tree 0 (:func:`tree_channel_split`);
+        NVLSTree puts channel c on tree c mod 2 (``connectNvls``, src/graph/connect.cc v2.30.7-1).
         """
         per_nic = max(1.0, size_channels / self._node_nics())
         if algorithm in ("tree", "nvls_tree") and self.comm.n_nodes > 1:
-            return per_nic * tree_network_peers(self.comm.n_nodes)
+            share = tree_channel_split(size_channels, graph_channels or size_channels) if algorithm == "tree" else 0.5
+            return per_nic * tree_network_peers(self.comm.n_nodes, share)
         return per_nic
 
     def _rail_bound_s(self, collective: str, n_bytes: int, algorithm: str, protocol: str, channels: int,
