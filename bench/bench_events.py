@@ -1,9 +1,17 @@
-"""Benchmark: the event-driven flow engine on a sprayed or adaptive permutation, with the routes'
-per-leaf-pair classes (``FlowSet.shared``) against the same routes joined into one row per QP.
+"""Benchmark: the event-driven flow engine, two comparisons.
+
+* ``--case classes`` (default): a sprayed or adaptive permutation, with the routes' per-leaf-pair
+  classes (``FlowSet.shared``) against the same routes joined into one row per QP.
+* ``--case staggered``: many concurrent ECMP flows with many distinct rates on a 2-tier RoCEv2
+  fabric (``--perms`` random GPU permutations, each flow released at a random time in the first
+  ``--spread-ms`` and sized 16-256 MiB), with full max-min re-solves at every event against the
+  level-based incremental update (``FlowEngine(reallocation=...)``): wall, events and the mean
+  number of flows re-solved per event (``counters["resolved_flows"] / counters["rate_updates"]``).
 
 Prints figures; not a timed test. Run with::
 
     python bench/bench_events.py [--servers 512] [--routing spray] [--sizes varied] [--json]
+    python bench/bench_events.py --case staggered [--servers 512] [--perms 12] [--spread-ms 20]
 
 Each mode runs in its own process (``--mode``), so peak RSS is that mode's. ``--sizes varied``
 draws each flow's size from 64-256 MiB (seeded), so every flow ends at its own event and the
@@ -22,6 +30,43 @@ import sys
 import time
 
 import numpy as np
+
+
+def run_staggered(args: argparse.Namespace) -> dict:
+    from gpuwait.engine.base import effective_capacity_Bps
+    from gpuwait.engine.flow import FlowEngine, FlowSet, LinkTable
+    from gpuwait.routing import route_flows
+    from gpuwait.spec import PatternSpec, RoutingSpec
+    from gpuwait.topology import build_preset
+    from gpuwait.transport import TRANSPORTS
+    from gpuwait.workload.traffic import pattern_flows
+
+    topo = build_preset("rocev2-400g-2tier", args.servers)
+    tables = [pattern_flows(topo, PatternSpec(kind="permutation", size="1MiB", seed=seed)) for seed in range(args.perms)]
+    src = np.concatenate([t.src for t in tables])
+    dst = np.concatenate([t.dst for t in tables])
+    rng = np.random.default_rng(1)
+    routes = route_flows(topo, RoutingSpec(kind="ecmp", qps_per_connection=1), src, dst, transport="rocev2")
+    size_bytes = routes.per_qp(rng.uniform(16, 256, src.size) * 2**20)
+    release_s = rng.uniform(0, args.spread_ms * 1e-3, src.size)[routes.flow_index]
+    capacity = effective_capacity_Bps(topo, TRANSPORTS["rocev2"])
+    flowset = FlowSet(size_bytes=size_bytes, link_weights=routes.link_weights, release_time_s=release_s)
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    result = FlowEngine(LinkTable(capacity, topo.link_latency_s), reallocation=args.mode).run(flowset)
+    wall_s = time.perf_counter() - wall0
+    counters = result.counters
+    active_s = np.diff(result.timeline_s)
+    return {"mode": args.mode, "servers": args.servers, "gpus": topo.n_gpus, "flows": routes.n_rows,
+            "distinct_rates": int(np.unique(np.round(result.mean_rate_Bps, 3)).size),
+            "events": counters["rate_updates"], "engine_wall_s": round(wall_s, 2),
+            "engine_cpu_s": round(time.process_time() - cpu0, 2),
+            "ms_per_event": round(1e3 * wall_s / max(counters["rate_updates"], 1), 2),
+            "mean_resolved_per_event": round(counters["resolved_flows"] / max(counters["rate_updates"], 1), 1),
+            "mean_changed_per_event": round(counters["changed_flows"] / max(counters["rate_updates"], 1), 1),
+            "mean_active_flows": round(float(np.sum(result.tx_end_s - result.start_s) / max(active_s.sum(), 1e-300)), 1),
+            "peak_rss_GiB": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
+            "load_1min": round(os.getloadavg()[0], 2), "makespan_s": float(result.makespan_s),
+            "link_bytes_sum": float(result.link_bytes.sum()), "counters": counters}
 
 
 def run_mode(args: argparse.Namespace) -> dict:
@@ -60,11 +105,18 @@ def main() -> None:
     parser.add_argument("--servers", type=int, default=512)
     parser.add_argument("--routing", default="spray", choices=["spray", "adaptive"])
     parser.add_argument("--sizes", default="varied", choices=["equal", "varied"])
-    parser.add_argument("--mode", choices=["joined", "classes"], help="run one mode in this process")
+    parser.add_argument("--case", default="classes", choices=["classes", "staggered"])
+    parser.add_argument("--perms", type=int, default=12, help="staggered: GPU permutations (flows = perms x GPUs)")
+    parser.add_argument("--spread-ms", type=float, default=20.0, help="staggered: releases spread over this")
+    parser.add_argument("--mode", choices=["joined", "classes", "full", "levels", "local"],
+                        help="run one mode in this process")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.mode:
-        print(json.dumps(run_mode(args)))
+        print(json.dumps(run_staggered(args) if args.case == "staggered" else run_mode(args)))
+        return
+    if args.case == "staggered":
+        staggered(args)
         return
     rows = []
     for mode in ("joined", "classes"):
@@ -78,6 +130,24 @@ def main() -> None:
         print(f"{r['mode']:>8}: {r['gpus']} GPUs {r['routing']} {r['sizes']}: engine wall {r['engine_wall_s']} s, "
               f"CPU {r['engine_cpu_s']} s, peak RSS {r['peak_rss_GiB']} GiB, load {r['load_1min']}, "
               f"makespan {r['makespan_s']:.6e} s, {r['counters']['full_solves']} full solves")
+
+
+def staggered(args: argparse.Namespace) -> None:
+    rows = []
+    for mode in ("full", "levels"):
+        out = subprocess.run([sys.executable, __file__, "--case", "staggered", "--servers", str(args.servers),
+                              "--perms", str(args.perms), "--spread-ms", str(args.spread_ms), "--mode", mode],
+                             check=True, capture_output=True, text=True)
+        rows.append(json.loads(out.stdout))
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return
+    for r in rows:
+        print(f"{r['mode']:>7}: {r['gpus']} GPUs, {r['flows']} flows ({r['distinct_rates']} distinct mean rates), "
+              f"{r['events']} events, mean {r['mean_active_flows']} active: engine wall {r['engine_wall_s']} s "
+              f"({r['ms_per_event']} ms/event), CPU {r['engine_cpu_s']} s, re-solved {r['mean_resolved_per_event']} "
+              f"flows/event ({r['mean_changed_per_event']} changed), peak RSS {r['peak_rss_GiB']} GiB, "
+              f"load {r['load_1min']}, makespan {r['makespan_s']:.9e} s")
 
 
 if __name__ == "__main__":

@@ -59,3 +59,31 @@ def test_perf_counts_are_checked(capsys):
     assert "-r: got 1000000000; expected a root rank from 0 to 7" in capsys.readouterr().err
     assert main(["perf", "all_reduce", "--servers", "1000000"]) == 2
     assert "less than or equal to 100000" in capsys.readouterr().err
+
+
+def test_traffic_estimate_bounds_the_flow_engines_measured_peak():
+    # Issue 16 item 4: the memory a traffic run states before it starts must bound what it allocates.
+    # A mid-size run with many events (ECMP collisions give many distinct rates; staggered patterns of
+    # several sizes end at their own times): the Python allocations tracemalloc sees at their peak
+    # (topology, routes, engine) plus the interpreter with its imports (84 MiB resident, measured
+    # after importing the runner) must stay within the estimate.
+    import tracemalloc
+
+    from gpuwait.runner.traffic import run_traffic
+    from gpuwait.spec import Scenario, validate_data
+
+    patterns = [{"kind": "permutation", "size": f"{16 + 8 * k}MiB", "seed": k, "start": f"{0.2 * k}ms"}
+                for k in range(6)]
+    doc = {"name": "memory-bound", "cluster": {"preset": "rocev2-400g-2tier", "servers": 16, "routing": {"kind": "ecmp"}},
+           "traffic": {"patterns": patterns}}
+    scenario = validate_data(Scenario, doc, source="test", require_units=False)
+    estimate = estimate_scenario(scenario)
+    tracemalloc.start()
+    try:
+        runs = run_traffic(scenario)
+        _, peak_bytes = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert runs[0].result.counters["rate_updates"] > 100  # many events, so the rate logs grow
+    interpreter_bytes = 100 * 2**20
+    assert peak_bytes + interpreter_bytes < estimate.bytes, (peak_bytes, estimate.describe())

@@ -15,7 +15,12 @@ Where the time goes, and what keeps it down (no Python loop ever runs over flows
 - Between events most rates do not move. After an event the engine re-solves only the
   flows that share a link with the change, holding the others as background load, then
   checks the max-min conditions around every rate that moved; it widens the group, or
-  falls back to a full solve, when the check fails. The result is the same allocation.
+  falls back to a full solve, when the check fails. ``FlowEngine(reallocation="levels")``
+  instead re-solves only what the event can move: progressive filling reaches rates in
+  increasing order, so flows below the lowest level the event changes keep their rates, and
+  above it only flows connected to the event through saturated links can move
+  (``_Run._reallocate_levels``). Both give the same allocation; ``counters["resolved_flows"]``
+  counts the flows re-solved (``reallocation="full"`` re-solves all at every event).
 - A splitting router's middle hops are shared by every flow between two leaves
   (:class:`SharedWeights`, ``FlowSet.shared``): solved and logged once per class, never
   joined into each flow's row. Such a run re-solves every event in full.
@@ -68,6 +73,11 @@ _CHECK_RTOL = 1e-9
 
 # Largest (link change, flow on that link) expansion built at once when deriving link rates.
 _LINK_LOG_CHUNK = 1 << 22
+
+# Level-based reallocation: flows within this share below the lowest level an event can move are
+# re-solved too, so rounding in the old rates never leaves a flow fixed that the event moves.
+_LEVEL_MARGIN = 1e-9
+_REALLOCATIONS = ("levels", "local", "full")
 
 # Flow states in the event loop.
 _WAITING, _SCHEDULED, _ACTIVE, _DONE = 0, 1, 2, 3
@@ -982,6 +992,14 @@ class FlowEngine:
         Capacities (and latencies) of the links that ``FlowSet.link_weights`` columns index.
     time_rtol : float, optional
         Relative tolerance for merging event times. Default ``1e-12``.
+    reallocation : {"local", "levels", "full"}, optional
+        How rates are updated at an event. ``"local"`` (default) re-solves a neighbourhood and
+        checks the max-min conditions around it, falling back to a full solve; ``"levels"``
+        re-solves only the flows at or above the lowest level the event can move, connected to
+        it (see :meth:`_Run._reallocate_levels`; it re-solves far fewer flows than a full solve
+        but pays more per event in small operations, so it is not yet the default);
+        ``"full"`` solves every active flow at every event. All three give the same allocation to rounding; they
+        differ in cost only (``counters["resolved_flows"]`` counts the flows re-solved).
 
     Examples
     --------
@@ -996,13 +1014,16 @@ class FlowEngine:
     ([2.0, 4.0], [2.5, 4.5], [0.0, 2.0, 4.0])
     """
 
-    def __init__(self, links: LinkTable, *, time_rtol: float = 1e-12) -> None:
+    def __init__(self, links: LinkTable, *, time_rtol: float = 1e-12, reallocation: str = "local") -> None:
         if not isinstance(links, LinkTable):
             raise SimulationError(f"links: got {type(links).__name__}; expected a LinkTable")
         if not (0.0 <= time_rtol < 1e-3):
             raise SimulationError(f"time_rtol = {time_rtol!r}: expected a small relative tolerance in [0, 1e-3)")
+        if reallocation not in _REALLOCATIONS:
+            raise SimulationError(f"reallocation = {reallocation!r}: expected one of {', '.join(_REALLOCATIONS)}")
         self.links = links
         self.time_rtol = float(time_rtol)
+        self.reallocation = reallocation
 
     def run(self, flows: FlowSet) -> FlowResult:
         """Simulate ``flows`` to completion.
@@ -1029,23 +1050,24 @@ class FlowEngine:
                 hint="give the flow a path (link_weights row) or a finite rate_cap_Bps, or make its size 0",
             )
         _check_acyclic(flows.depends_on)
-        return _Run(flows, self.links, self.time_rtol).result()
+        return _Run(flows, self.links, self.time_rtol, self.reallocation).result()
 
 
 class _Run:
     """The mutable state of one run; lives only inside :meth:`FlowEngine.run`.
 
-    Rates are kept up to date incrementally. After an event, only the flows near it are
-    re-solved (their neighbours' rates held fixed as background load); then the max-min
-    conditions are checked on every flow that shares a link with a rate that moved. A flow
-    failing the check joins the re-solved group with its neighbours, and when the group grows
-    past :data:`_LOCAL_MAX_SHARE` of the active flows a full solve takes over. The accepted
-    allocation always passes the check, and the check characterises the (unique) weighted
-    max-min allocation, so the shortcut changes cost, never results beyond ``_CHECK_RTOL``.
+    Rates are kept up to date incrementally. The default ``"local"`` scheme re-solves the flows near an event (their neighbours' rates held
+    fixed as background load), then checks the max-min conditions on every flow that shares a
+    link with a rate that moved. A flow failing the check joins the re-solved group with its
+    neighbours, and when the group grows past :data:`_LOCAL_MAX_SHARE` of the active flows a
+    full solve takes over. The accepted allocation always passes the check, and the check
+    characterises the (unique) weighted max-min allocation, so the shortcut changes cost, never
+    results beyond ``_CHECK_RTOL``. ``"levels"`` is :meth:`_reallocate_levels`. Runs with classes (``FlowSet.shared``) re-solve in full.
     """
 
-    def __init__(self, flows: FlowSet, links: LinkTable, time_rtol: float) -> None:
+    def __init__(self, flows: FlowSet, links: LinkTable, time_rtol: float, reallocation: str = "local") -> None:
         self.time_rtol = time_rtol
+        self.reallocation = reallocation
         self.n_flows = flows.n_flows
         self.n_links = links.n_links
         self.size_bytes = flows.size_bytes
@@ -1079,6 +1101,7 @@ class _Run:
             self.class_log: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self.solver = MaxMinSolver(self.weights, self.capacity_Bps, self.shared)
         self.in_group = np.zeros(self.n_flows, dtype=bool)  # scratch mask, always left all False
+        self.visited_link = np.zeros(self.used_links.shape[0], dtype=bool)  # the same, per link
 
         # dependents_of: row g lists the flows waiting for g.
         self.dependents_of = flows.depends_on.T.tocsr()
@@ -1100,7 +1123,8 @@ class _Run:
         self.recorded_rate_Bps = np.zeros(self.n_flows)
         self.recorded_bottleneck = np.full(self.n_flows, NOT_TRANSMITTING, dtype=np.int64)
         self.counters = {"intervals": 0, "rate_updates": 0, "local_updates": 0, "local_rounds": 0,
-                         "full_solves": 0, "full_solve_iterations": 0}
+                         "full_solves": 0, "full_solve_iterations": 0, "level_updates": 0,
+                         "resolved_flows": 0, "max_resolved_flows": 0, "changed_flows": 0}
 
     def _compact(self, weights: sp.csr_matrix) -> sp.csr_matrix:
         """``weights`` with columns renumbered to :attr:`used_links` positions."""
@@ -1204,8 +1228,10 @@ class _Run:
         if n_active == 0:
             return departed
 
-        if self.shared is not None:
+        if self.shared is not None or self.reallocation == "full":
             return self._full_solve(old_rate_Bps, old_bottleneck)
+        if self.reallocation == "levels":
+            return self._reallocate_levels(departed, arrived, old_rate_Bps, old_bottleneck)
         group = np.union1d(arrived, self._active_flows_on(self._links_of(np.concatenate([departed, arrived]))))
         if group.size == 0:  # the departed flows shared no link with a flow still sending
             self.counters["local_updates"] += 1
@@ -1234,9 +1260,184 @@ class _Run:
             group = grown
         return self._full_solve(old_rate_Bps, old_bottleneck)
 
+    # -- level-based reallocation -------------------------------------------------------------
+
+    def _departure_links(self, departed: np.ndarray, old_rate_Bps: np.ndarray) -> tuple[np.ndarray, float]:
+        """The departed flows' links that were saturated, and the lowest old level among them.
+
+        A link that was not saturated froze nobody; less load on it changes no trajectory, and
+        more capacity on a link that binds no one leaves a max-min allocation as it was. A
+        saturated link's level is the largest old rate on it: the filling changes there from
+        that level on (a departed flow's own bottleneck: from its rate).
+        """
+        links = self._links_of(departed)
+        if links.size == 0:
+            return links, np.inf
+        positions_t, lengths_t = _row_positions(self.weights_t.indptr, links)
+        on_link = self.weights_t.indices[positions_t]
+        offsets = np.cumsum(lengths_t) - lengths_t
+        rate_Bps = old_rate_Bps[on_link]  # 0 for flows idle before the event
+        load_Bps = np.add.reduceat(self.weights_t.data[positions_t] * rate_Bps, offsets)
+        saturated = load_Bps >= self.capacity_Bps[links] * (1.0 - _CHECK_RTOL)
+        level_Bps = np.maximum.reduceat(rate_Bps, offsets)
+        return links[saturated], float(level_Bps[saturated].min(initial=np.inf))
+
+    def _arrival_level_Bps(self, arrived: np.ndarray) -> float:
+        """The rate up to which adding ``arrived`` changes no filling trajectory.
+
+        Progressive filling raises every unfrozen flow together; at fill level ``t`` a link
+        carries ``sum_f w_f min(t, r_f)`` of the flows already there (their old rates ``r_f``)
+        plus ``t`` x the arrivals' weight. Nothing differs from the old filling until one of
+        the arrivals' links saturates. That load is concave and piecewise linear in ``t``, each
+        piece's line lies on or above it, so the first saturation is the largest of the lines'
+        roots (one line per flow on the link, taken in rate order). Arrivals' caps are left out:
+        a lower level only re-solves more flows.
+        """
+        links = self._links_of(arrived)
+        if links.size == 0:
+            return np.inf
+        positions_t, lengths_t = _row_positions(self.weights_t.indptr, links)
+        on_link = self.weights_t.indices[positions_t]
+        weight = self.weights_t.data[positions_t]
+        local = np.repeat(np.arange(links.size), lengths_t)
+        self.in_group[arrived] = True
+        arriving = self.in_group[on_link]
+        self.in_group[arrived] = False
+        arrival_weight = np.bincount(local[arriving], weights=weight[arriving], minlength=links.size)
+        old = self.active[on_link] & ~arriving
+        rate_Bps, weight, local = self.rate_Bps[on_link[old]], weight[old], local[old]
+        order = np.lexsort((rate_Bps, local))
+        rate_Bps, weight, local = rate_Bps[order], weight[order], local[order]
+        load_Bps = weight * rate_Bps  # each old flow's final load
+        link_load_Bps = np.bincount(local, weights=load_Bps, minlength=links.size)
+        link_weight = np.bincount(local, weights=weight, minlength=links.size)
+        # within each link: load of the flows below this one, weight of this one and those above
+        below_Bps = np.cumsum(load_Bps) - load_Bps - (np.cumsum(link_load_Bps) - link_load_Bps)[local]
+        from_here = link_weight[local] - (np.cumsum(weight) - weight - (np.cumsum(link_weight) - link_weight)[local])
+        capacity_Bps = self.capacity_Bps[links]
+        root_Bps = (capacity_Bps - link_load_Bps) / arrival_weight  # above every old flow's rate
+        if local.size:
+            np.maximum.at(root_Bps, local, (capacity_Bps[local] - below_Bps) / (from_here + arrival_weight[local]))
+        return float(root_Bps.min())
+
+    def _grow(self, frontier: np.ndarray, force: bool, threshold_Bps: float, old_rate_Bps: np.ndarray,
+              parts: list[np.ndarray], seen: list[np.ndarray]) -> None:
+        """Add to ``parts`` every active flow at or above ``threshold_Bps`` reached from ``frontier``.
+
+        A link passes the search on only if it was saturated before the event (or ``force`` holds,
+        for the event's own links): an unsaturated link froze nobody, so the flows on it move only
+        if the re-solved rates saturate it, which :meth:`_reallocate_levels` checks afterwards.
+        Marks ``in_group`` and ``visited_link``; ``seen`` collects the visited links to clear them.
+        """
+        visited = self.visited_link
+        while frontier.size:
+            visited[frontier] = True
+            seen.append(frontier)
+            positions_t, lengths_t = _row_positions(self.weights_t.indptr, frontier)
+            on_link = self.weights_t.indices[positions_t]
+            if not force:
+                offsets = np.cumsum(lengths_t) - lengths_t
+                load_Bps = np.add.reduceat(self.weights_t.data[positions_t] * old_rate_Bps[on_link], offsets)
+                saturated = load_Bps >= self.capacity_Bps[frontier] * (1.0 - _CHECK_RTOL)
+                on_link = on_link[np.repeat(saturated, lengths_t)]
+            force = False
+            on_link = np.unique(on_link)
+            new = on_link[self.active[on_link] & ~self.in_group[on_link] & (self.rate_Bps[on_link] >= threshold_Bps)]
+            if new.size == 0:
+                return
+            self.in_group[new] = True
+            parts.append(new)
+            links = self._links_of(new)
+            frontier = links[~visited[links]]
+
+    def _solve_residual(self, group: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Max-min rates and bottlenecks of ``group`` (marked in ``in_group``) in the capacity the
+        other active flows leave, and the group's links that the new rates saturate."""
+        positions, lengths = _row_positions(self.weights.indptr, group)
+        links, local_link = np.unique(self.weights.indices[positions], return_inverse=True)
+        local_link = local_link.ravel().astype(np.intp)
+        residual_Bps = self.capacity_Bps[links].copy()
+        if links.size:
+            positions_t, lengths_t = _row_positions(self.weights_t.indptr, links)
+            on_link = self.weights_t.indices[positions_t]
+            outside = self.active[on_link] & ~self.in_group[on_link]
+            load_Bps = np.where(outside, self.weights_t.data[positions_t] * self.rate_Bps[on_link], 0.0)
+            residual_Bps -= np.add.reduceat(load_Bps, np.cumsum(lengths_t) - lengths_t)
+            np.maximum(residual_Bps, 0.0, out=residual_Bps)  # a saturated link can read a hair below zero
+        flow_of = np.repeat(np.arange(group.size, dtype=np.intp), lengths)
+        weight = self.weights.data[positions]
+        solution = _progressive_fill(flow_of, local_link, weight, residual_Bps, self.rate_cap_Bps[group],
+                                     np.ones(group.size, dtype=bool))
+        bottleneck = solution.bottleneck_link
+        on_link_bottleneck = bottleneck >= 0
+        bottleneck[on_link_bottleneck] = links[bottleneck[on_link_bottleneck]]
+        group_load_Bps = np.bincount(local_link, weights=weight * solution.rate_Bps[flow_of], minlength=links.size)
+        saturated = group_load_Bps >= residual_Bps - self.capacity_Bps[links] * _CHECK_RTOL
+        return solution.rate_Bps, bottleneck, links[saturated]
+
+    def _reallocate_levels(self, departed: np.ndarray, arrived: np.ndarray, old_rate_Bps: np.ndarray,
+                           old_bottleneck: np.ndarray) -> np.ndarray:
+        """Re-solve only what the event can move; returns the flows whose rate or bottleneck changed.
+
+        Progressive filling reaches every rate in increasing order. Below the level ``lam`` at
+        which the event first changes the filling — the level of a saturated link a departed flow
+        crossed (:meth:`_departure_links`; its own bottleneck's is its rate), or the level at which
+        an arrival's link first saturates (:meth:`_arrival_level_Bps`) — every trajectory is the
+        old one, so every flow whose old rate is below ``lam`` keeps it. What is left is the
+        max-min problem of the flows at or above ``lam`` in the capacity the others leave, and
+        only flows connected to the event through saturated links can move in it (:meth:`_grow`).
+        Those are solved in the capacity the rest leave. The result is the max-min allocation if
+        every flow still meets the max-min condition (it crosses a saturated link on which no
+        flow is faster, or runs at its cap): inside the group the solve makes it so; a flow
+        outside keeps its rate and its saturated bottleneck, which no group flow crosses (it
+        would have been reached). Only a link the new rates saturate that was not saturated
+        before can break it, for a faster flow outside on it: such flows join and the group is
+        solved again.
+        """
+        freed_links, departure_level_Bps = self._departure_links(departed, old_rate_Bps)
+        level_Bps = min(departure_level_Bps, self._arrival_level_Bps(arrived))
+        threshold_Bps = level_Bps * (1.0 - _LEVEL_MARGIN)
+        start_links = np.union1d(freed_links, self._links_of(arrived))
+        self.in_group[arrived] = True
+        parts: list[np.ndarray] = [arrived]
+        seen: list[np.ndarray] = []
+        self._grow(start_links, True, threshold_Bps, old_rate_Bps, parts, seen)
+        group = np.sort(np.concatenate(parts))
+        self.counters["level_updates"] += 1
+        solved = 0
+        while group.size:
+            rate_Bps, bottleneck, saturated = self._solve_residual(group)
+            solved += int(group.size)
+            positions_t, _ = _row_positions(self.weights_t.indptr, saturated)
+            on_link = np.unique(self.weights_t.indices[positions_t])
+            joining = on_link[self.active[on_link] & ~self.in_group[on_link] & (self.rate_Bps[on_link] >= threshold_Bps)]
+            if joining.size == 0:
+                break
+            self.in_group[joining] = True
+            parts.append(joining)
+            links = self._links_of(joining)
+            self._grow(links[~self.visited_link[links]], False, threshold_Bps, old_rate_Bps, parts, seen)
+            group = np.sort(np.concatenate(parts))
+        self.in_group[group] = False
+        if seen:
+            self.visited_link[np.concatenate(seen)] = False
+        self.counters["resolved_flows"] += solved
+        self.counters["max_resolved_flows"] = max(self.counters["max_resolved_flows"], int(group.size))
+        if group.size == 0:
+            return departed
+        self.rate_Bps[group], self.bottleneck[group] = rate_Bps, bottleneck
+        candidates = np.concatenate([departed, group])
+        changed = (self.rate_Bps[candidates] != old_rate_Bps[candidates]) | (
+            self.bottleneck[candidates] != old_bottleneck[candidates])
+        self.counters["changed_flows"] += int(np.count_nonzero(self.rate_Bps[group] != old_rate_Bps[group]))
+        return candidates[changed]
+
     def _full_solve(self, old_rate_Bps: np.ndarray, old_bottleneck: np.ndarray) -> np.ndarray:
         """Solve every active flow afresh; returns the flows whose rate or bottleneck changed."""
         self.counters["full_solves"] += 1
+        n_active = int(np.count_nonzero(self.active))
+        self.counters["resolved_flows"] += n_active
+        self.counters["max_resolved_flows"] = max(self.counters["max_resolved_flows"], n_active)
         solution = self.solver._solve(self.rate_cap_Bps, self.active.copy())
         self.counters["full_solve_iterations"] += solution.iterations
         self.rate_Bps = solution.rate_Bps
