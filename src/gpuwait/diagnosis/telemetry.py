@@ -144,8 +144,9 @@ def observe_telemetry(bundle: TelemetryBundle, topo: Topology) -> Observation:
     phased = phase_bytes_from_metrics(metrics, topo, step) if link_bytes is not None else None
     if phased is None:
         missing.append("per-collective port bytes (port counters sampled over time with the collectives' windows)")
-    if bundle.skipped:  # the reader left unreadable rows out; say how many and name the first few
-        missing.append(f"{len(bundle.skipped)} unreadable row(s) skipped: " + "; ".join(bundle.skipped[:3]))
+    if bundle.skipped:  # the readers left unreadable rows out; name the first few reports
+        more = f"; and {len(bundle.skipped) - 3} more" if len(bundle.skipped) > 3 else ""
+        missing.append("unreadable rows skipped: " + "; ".join(bundle.skipped[:3]) + more)
     # the job reads its dataset when the storage servers' ports send (their transmit counters)
     reads = link_bytes is not None and bool(link_bytes[np.isin(topo.link_src, topo.storage_server_node)].sum() > 0)
     return Observation(topo=topo, step_time_s=step, baseline_step_time_s=ideal, gpu_names=gpu_names, per_gpu_s=per_gpu, link_util=util,
