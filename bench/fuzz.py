@@ -27,6 +27,7 @@ import copy
 import io
 import os
 import random
+import re
 import resource
 import signal
 import sys
@@ -575,7 +576,8 @@ def classify(case: Case, code: int, stderr: str) -> str:
         return "traceback"
     if code == 0:
         return "accepted" if case.invalid else "ok"
-    lines = stderr.rstrip("\n").splitlines()
+    # progress lines ("  2/2 cases" of a sweep) are not part of the error
+    lines = [ln for ln in stderr.rstrip("\n").splitlines() if not re.match(r"^\s*\d+/\d+ cases$", ln)]
     if len(lines) > 2 or any(len(ln) > 2100 for ln in lines):
         return "long error"
     return "ok"

@@ -141,3 +141,14 @@ def test_a_sweep_whose_every_case_is_refused_is_one_error(capsys, tmp_path):
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(sweep))
     err = _one_error(capsys, ["sweep", "run", str(tmp_path / "s.yaml"), "--out", str(tmp_path / "out"), "--workers", "1"])
     assert "none of the 2 case(s) run was valid" in err and "workload.parallel.micro_batch: got -1" in err
+
+
+def test_a_sweep_with_two_axes_on_one_path_is_refused(tmp_path):
+    """Was accepted: the second axis overwrote the first and the product collapsed to 2 cases."""
+    from gpuwait.runner.sweep import load_sweep
+
+    sweep = copy.deepcopy(TINY_SWEEP)
+    sweep["axes"].append({"path": "cluster.routing.kind", "values": ["ecmp"], "name": "again"})
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(sweep))
+    with pytest.raises(SpecError, match="path 'cluster.routing.kind' appears on two axes; expected each once"):
+        load_sweep(str(tmp_path / "s.yaml"))
