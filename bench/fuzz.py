@@ -1,4 +1,6 @@
-"""Fuzz gpuwait's inputs: mutated scenario files, command lines and telemetry files.
+"""Fuzz gpuwait's inputs: mutated scenario files, command lines, telemetry files, sweep files,
+cluster inventories (ibnetdiscover, Slurm topology.conf, lldpctl JSON, NCCL topology XML, node/link
+files) and multi-job inputs (scenarios with ``jobs:``, job traces).
 
 Every case runs the CLI (``gpuwait.cli.main.main``) in a forked child of a process that has already
 imported gpuwait, under a memory limit (``RLIMIT_AS``) and a wall-clock timeout, in its own temporary
@@ -25,6 +27,7 @@ import copy
 import io
 import os
 import random
+import re
 import resource
 import signal
 import sys
@@ -41,6 +44,19 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 TELEMETRY_DATA = ROOT / "tests" / "telemetry" / "data"
 NCCL_LOGS = ROOT / "tests" / "nccltests" / "data" / "reference"
+INVENTORY_DATA = ROOT / "tests" / "data" / "inventory"
+TRACES = ROOT / "tests" / "data" / "traces"
+#: a sweep small enough to run in seconds: 2 servers, 2 cases
+TINY_SWEEP = {
+    "name": "tiny",
+    "base": {"name": "dp", "cluster": {"preset": "rocev2-400g-2tier", "servers": 2},
+             "workload": {"model": {"preset": "llama-8b", "seq_len": 2048},
+                          "parallel": {"tp": 8, "pp": 1, "micro_batch": 1, "global_batch": 16}}},
+    "steps": 1,
+    "axes": [{"path": "cluster.routing.kind", "values": ["ecmp", "adaptive"], "name": "routing"},
+             {"path": "cluster.fabric.oversubscription", "values": [1]}],
+    "exclude": [{"cluster.routing.kind": "adaptive", "cluster.fabric.oversubscription": 2}],
+}
 CLASSES = ("traceback", "hang", "memory", "accepted", "long error")
 #: examples small enough to `run` in well under a second each
 FAST_EXAMPLES = ("dp-only.yaml", "ecmp-collision.yaml", "oversubscribed-all-to-all.yaml")
@@ -296,20 +312,179 @@ def telemetry_case(rng: random.Random, telemetry: dict[str, bytes], logs: dict[s
                 ["diagnose", "--telemetry", "t", "--cluster", "rocev2-400g-2tier", "--servers", "2"], files)
 
 
+def sweep_case(rng: random.Random) -> Case:
+    """A small sweep file, mutated as a tree (axes, values, excludes, the base scenario) or as bytes,
+    or with axes whose product is far past what a sweep may plan."""
+    data = copy.deepcopy(TINY_SWEEP)
+    r = rng.random()
+    if r < 0.3:
+        body, label, invalid = byte_mutation(_yaml_bytes(data), rng)
+    elif r < 0.45:
+        choice = rng.randrange(5)
+        if choice == 0:  # 10 axes of 10 values: 10^10 cases
+            data["axes"] = [{"path": "cluster.servers", "values": list(range(2, 12)), "name": f"a{k}"} for k in range(10)]
+            label = "10^10 cases"
+        elif choice == 1:
+            data["axes"][0]["path"] = rng.choice(["cluster.nope", "", "..", "cluster.routing.kind.x", "base", "axes.0"])
+            label = f"axis path {data['axes'][0]['path']!r}"
+        elif choice == 2:
+            data["axes"][0]["values"] = rng.choice([[], None, "ecmp", [[1]], [{"a": 1}]])
+            label = f"axis values {str(data['axes'][0]['values'])[:20]}"
+        elif choice == 3:
+            data["axes"].append(dict(data["axes"][0]))
+            label = "axis twice"
+        else:
+            data["exclude"] = rng.choice([[{"cluster.nope": 1}], "x", [1], [{}]])
+            label = f"exclude {str(data['exclude'])[:20]}"
+        body, invalid = _yaml_bytes(data), True
+    else:
+        data, label, invalid = mutate_tree(data, rng)
+        try:
+            body = _yaml_bytes(data)
+        except (ValueError, OverflowError, yaml.YAMLError):
+            body, label = _yaml_bytes(TINY_SWEEP), "unchanged"
+    return Case("sweep", f"sweep run: {label}", ["sweep", "run", "s.yaml", "--out", "out", "--workers", "1"],
+                {"s.yaml": body}, invalid)
+
+
+def _text_mutation(text: bytes, rng: random.Random) -> tuple[bytes, str, bool]:
+    """A line mutation (survivable), or bytes no reader may accept (empty, not UTF-8, random)."""
+    r = rng.random()
+    if r < 0.7:
+        body, label = line_mutation(text, rng)
+        return body, label, False
+    if r < 0.8:
+        return b"", "empty file", True
+    if r < 0.9:
+        at = rng.randrange(max(len(text), 1))
+        return text[:at] + b"\xff\xfe\x80" + text[at:], "not UTF-8", True
+    return bytes(rng.randrange(256) for _ in range(rng.randrange(1, 400))), "random bytes", True
+
+
+def inventory_case(rng: random.Random, inventory: dict[str, bytes]) -> Case:
+    """`gpuwait inventory import` on mutated real samples: ibnetdiscover (with its GUID map), Slurm
+    topology.conf, lldpctl JSON, NCCL topology XML and the explicit node/link files."""
+    source = rng.choice(["ibnetdiscover", "map", "slurm", "links.csv", "links.yaml", "lldp", "nccl-topo", "options"])
+    files = {"x5.ibnetdiscover": inventory["x5.ibnetdiscover"]}
+    argv = ["inventory", "import", "--ibnetdiscover", "x5.ibnetdiscover"]
+    target = "x5.ibnetdiscover"
+    if source == "map":
+        files["x5.map"], target = inventory["x5.map"], "x5.map"
+        argv += ["--node-name-map", "x5.map"]
+    elif source == "slurm":
+        files, target, argv = {"topology.conf": inventory["x5-topology.conf"]}, "topology.conf", [
+            "inventory", "import", "--slurm", "topology.conf"]
+    elif source in ("links.csv", "links.yaml"):
+        files, target, argv = {source: inventory[source]}, source, ["inventory", "import", "--links", source]
+    elif source == "lldp":
+        files = {f"lldp/{k.split('/', 1)[1]}": v for k, v in inventory.items() if k.startswith("lldp/")}
+        target = rng.choice(sorted(files))
+        argv = ["inventory", "import", "--lldp", "lldp"]
+    elif source == "nccl-topo":
+        files = {**{f"lldp/{k.split('/', 1)[1]}": v for k, v in inventory.items() if k.startswith("lldp/")},
+                 "topo.xml": inventory[rng.choice(["nccl-topo-h200/fs-207.xml", "nccl-topo-p4de/p4de-24xl-topo.xml"])]}
+        target, argv = "topo.xml", ["inventory", "import", "--lldp", "lldp", "--nccl-topo", "topo.xml"]
+    elif source == "options":
+        flag, value = rng.choice([("--hosts", "["), ("--hosts", "x" * 10_000), ("--hosts", "nothing-matches*"),
+                                  ("--server-template", "no-such-template"), ("--server-template", "\x1b[2J"),
+                                  ("--name", ""), ("--name", "\u202e" * 50), ("--node-name-map", "missing.map")])
+        return Case("inventory", f"inventory import {flag} {value[:20]!r}", [*argv, flag, value, "--output", "c.yaml"],
+                    files, invalid=value not in ("", "\u202e" * 50))
+    invalid = False
+    label = "unchanged"
+    if target.endswith((".json", ".yaml")) and rng.random() < 0.5:
+        import json
+
+        loader = json.loads if target.endswith(".json") else yaml.safe_load
+        data, label, _ = mutate_tree(loader(files[target]), rng)
+        try:
+            files[target] = (json.dumps(data).encode() if target.endswith(".json") else _yaml_bytes(data))
+        except (ValueError, OverflowError, yaml.YAMLError):
+            label = "unchanged"
+    else:
+        files[target], label, invalid = _text_mutation(files[target], rng)
+        invalid = invalid and not (target == "x5.map" and label == "empty file")  # an empty map renames nothing
+    return Case("inventory", f"inventory import ({target}: {label})", [*argv, "--output", "c.yaml"], files, invalid)
+
+
+def jobs_case(rng: random.Random, jobs_scenario: bytes, traces: dict[str, bytes]) -> Case:
+    """Multi-job inputs: a scenario with ``jobs:`` (names, servers, placements) for validate, place and
+    schedule, and job traces (Helios, PAI, Acme, Lingjun CSV) for schedule."""
+    if rng.random() < 0.3:
+        name = rng.choice(sorted(traces))
+        body, label, invalid = _text_mutation(traces[name], rng)
+        files = {name: body}
+        if name == "lingjun/worker-sample.csv":
+            files["lingjun/topo.csv"] = traces["lingjun/topo.csv"]
+        return Case("jobs", f"schedule {name}: {label}",
+                    ["schedule", name, "--cluster", "rocev2-400g-2tier", "--servers", "16"], files, invalid)
+    data = yaml.safe_load(jobs_scenario)
+    r = rng.random()
+    if r < 0.5:
+        job = rng.choice(data["jobs"])
+        choice = rng.randrange(6)
+        invalid = True
+        if choice == 0:
+            job["placement"] = rng.choice([[0, 0, 1, 1, 2, 2, 3, 3], [-1] * 8, [10 ** 9] * 8, [0], "all", [[0]]])
+            label = f"placement {str(job['placement'])[:20]}"
+        elif choice == 1:
+            job["servers"] = rng.choice([0, -1, 10 ** 9, 17, "8"])
+            label, invalid = f"servers {job['servers']!r}", job["servers"] != "8"
+        elif choice == 2:
+            data["jobs"][1]["name"] = data["jobs"][0]["name"]
+            label = "two jobs of one name"
+        elif choice == 3:
+            data["jobs"] = rng.choice([[], None, {}, "a"])
+            label, invalid = f"jobs {data['jobs']!r}", data["jobs"] != []  # [] is the default: no jobs
+        elif choice == 4:
+            data["jobs"][1]["placement"] = list(data["jobs"][0]["placement"])
+            label = "two jobs on the same servers"
+        else:  # more jobs than the cluster holds at once, none placed: a queue, valid
+            data["jobs"] = [{**data["jobs"][0], "name": f"j{k}"} for k in range(rng.choice([20, 50]))]
+            for j in data["jobs"]:
+                j.pop("placement", None)
+            label, invalid = f"{len(data['jobs'])} jobs", False
+        body = _yaml_bytes(data)
+    elif r < 0.75:
+        data, label, invalid = mutate_tree(data, rng)
+        try:
+            body = _yaml_bytes(data)
+        except (ValueError, OverflowError, yaml.YAMLError):
+            body, label = jobs_scenario, "unchanged"
+    else:
+        body, label, invalid = byte_mutation(jobs_scenario, rng)
+    cmd = rng.choices([["validate", "s.yaml"], ["place", "s.yaml"], ["schedule", "s.yaml"]], [5, 2, 2])[0]
+    if label.endswith(" jobs"):  # a queue: `schedule` runs it, `run` (so `validate`) and `place` need them all at once
+        invalid = cmd[0] != "schedule"
+    if cmd[0] == "schedule" and (label.startswith("placement") or label == "two jobs on the same servers"):
+        invalid = False  # schedule places every job by its --policy; a job's own placement is not read
+    return Case("jobs", f"{cmd[0]} jobs: {label}", cmd, {"s.yaml": body}, invalid)
+
+
 def make_cases(n: int, seed: int) -> list[Case]:
     rng = random.Random(seed)
     examples = {p.name: p.read_bytes() for p in sorted(EXAMPLES.glob("*.yaml"))}
     telemetry = {p.name: p.read_bytes() for p in sorted(TELEMETRY_DATA.iterdir())}
     logs = {p.name: p.read_bytes() for p in sorted(NCCL_LOGS.glob("*.log"))}
+    inventory = {p.relative_to(INVENTORY_DATA).as_posix(): p.read_bytes() for p in sorted(INVENTORY_DATA.rglob("*"))
+                 if p.is_file()}
+    traces = {p.relative_to(TRACES).as_posix(): p.read_bytes() for p in sorted(TRACES.rglob("*.csv"))}
+    jobs_scenario = (EXAMPLES / "two-jobs-shared-uplinks.yaml").read_bytes()
     cases = []
     for _ in range(n):
         r = rng.random()
-        if r < 0.55:
+        if r < 0.4:
             cases.append(scenario_case(rng, examples))
-        elif r < 0.75:
+        elif r < 0.55:
             cases.append(cli_case(rng))
-        else:
+        elif r < 0.7:
             cases.append(telemetry_case(rng, telemetry, logs))
+        elif r < 0.8:
+            cases.append(sweep_case(rng))
+        elif r < 0.9:
+            cases.append(inventory_case(rng, inventory))
+        else:
+            cases.append(jobs_case(rng, jobs_scenario, traces))
     return cases
 
 
@@ -317,6 +492,9 @@ def make_cases(n: int, seed: int) -> list[Case]:
 # running one case in a forked child
 
 def _child(case: Case, workdir: str, mem_bytes: int) -> None:
+    main = sys.modules.get("__main__")
+    if getattr(main, "__file__", None):  # a sweep's spawned workers re-import the main script: keep its path valid
+        main.__file__ = os.path.abspath(main.__file__)
     os.chdir(workdir)
     for name, body in case.files.items():
         Path(name).parent.mkdir(parents=True, exist_ok=True)
@@ -398,7 +576,8 @@ def classify(case: Case, code: int, stderr: str) -> str:
         return "traceback"
     if code == 0:
         return "accepted" if case.invalid else "ok"
-    lines = stderr.rstrip("\n").splitlines()
+    # progress lines ("  2/2 cases" of a sweep) are not part of the error
+    lines = [ln for ln in stderr.rstrip("\n").splitlines() if not re.match(r"^\s*\d+/\d+ cases$", ln)]
     if len(lines) > 2 or any(len(ln) > 2100 for ln in lines):
         return "long error"
     return "ok"

@@ -1,7 +1,7 @@
-"""Fuzzing in the suite: hypothesis mutates the example scenarios, command lines and telemetry files
-(the generators of bench/fuzz.py) and every case, run in a forked child under a memory limit and a
-timeout, must end in a one-line error or a valid run: no traceback, no hang, no memory blow-up, no
-invalid input accepted. bench/fuzz.py runs the same cases by the thousand (docs/reliability.md)."""
+"""Fuzzing in the suite: hypothesis mutates the example scenarios, command lines, telemetry files,
+sweep files, cluster inventories and multi-job inputs (the generators of bench/fuzz.py) and every
+case, run in a forked child under a memory limit and a timeout, must end in a one-line error or a
+valid run: no traceback, no hang, no memory blow-up, no invalid input accepted. bench/fuzz.py runs the same cases by the thousand (docs/reliability.md)."""
 
 from __future__ import annotations
 
@@ -24,12 +24,16 @@ pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="forks under RLI
 EXAMPLES = {p.name: p.read_bytes() for p in sorted(fuzz.EXAMPLES.glob("*.yaml"))}
 TELEMETRY = {p.name: p.read_bytes() for p in sorted(fuzz.TELEMETRY_DATA.iterdir())}
 LOGS = {p.name: p.read_bytes() for p in sorted(fuzz.NCCL_LOGS.glob("*.log"))}
+INVENTORY = {p.relative_to(fuzz.INVENTORY_DATA).as_posix(): p.read_bytes()
+             for p in sorted(fuzz.INVENTORY_DATA.rglob("*")) if p.is_file()}
+TRACES = {p.relative_to(fuzz.TRACES).as_posix(): p.read_bytes() for p in sorted(fuzz.TRACES.rglob("*.csv"))}
+JOBS = (fuzz.EXAMPLES / "two-jobs-shared-uplinks.yaml").read_bytes()
 
 
 @st.composite
 def cases(draw):
     rng = random.Random(draw(st.integers(0, 2**32 - 1)))
-    group = draw(st.sampled_from(["scenario", "scenario", "cli", "telemetry"]))
+    group = draw(st.sampled_from(["scenario", "scenario", "cli", "telemetry", "sweep", "inventory", "jobs"]))
     if group == "scenario":
         case = fuzz.scenario_case(rng, EXAMPLES)
         if case.argv[0] == "run" or case.argv[0] == "telemetry":  # keep the suite fast: validate only
@@ -37,6 +41,12 @@ def cases(draw):
         return case
     if group == "cli":
         return fuzz.cli_case(rng)
+    if group == "sweep":
+        return fuzz.sweep_case(rng)
+    if group == "inventory":
+        return fuzz.inventory_case(rng, INVENTORY)
+    if group == "jobs":
+        return fuzz.jobs_case(rng, JOBS, TRACES)
     return fuzz.telemetry_case(rng, TELEMETRY, LOGS)
 
 

@@ -57,11 +57,26 @@ def run(sweep_file: str = typer.Argument(..., metavar="SWEEP.yaml", help="Sweep 
             typer.echo(f"  {done}/{total} cases", err=True)
 
     summary = run_sweep(plan, out, executor, workers, address, retry_failed, progress)
+    if summary.ran and not summary.by_status.get("ok"):
+        _refuse_all_bad(sweep_file, out, summary.ran)
     statuses = ", ".join(f"{n} {s}" for s, n in sorted(summary.by_status.items())) or "nothing to run"
     out_sink.emit({"sweep": plan.name, "out": out} | summary.to_dict(),
                   lambda c: c.print(f"[bold]{plan.name}[/]: {summary.n_cases} cases, {summary.skipped} already done, "
                                     f"{summary.ran} run ({statuses}) in {summary.wall_s:.1f} s on "
                                     f"{summary.workers or 0} {executor} workers -> {out}", markup=True))
+
+
+def _refuse_all_bad(sweep_file: str, out: str, ran: int) -> None:
+    """Not one case ran: the sweep file itself is wrong (its base, or every axis value). The cases stay
+    stored (a rerun with --retry-failed runs them again); the first one's error says why."""
+    from gpuwait.errors import SpecError
+    from gpuwait.report.sweep import query as run_query
+
+    _, rows = run_query(out, "select error from results where status <> 'ok' and error is not null "
+                             "order by case_id limit 1")
+    first = rows[0][0] if rows else "no error recorded"
+    raise SpecError(f"{sweep_file}: none of the {ran} case(s) run was valid; the first: {first}",
+                    hint="check the base scenario and the axis values (each case's row keeps its error)")
 
 
 @app.command("query")

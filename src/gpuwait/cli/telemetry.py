@@ -11,11 +11,16 @@ FORMAT_OPTION = typer.Option("prometheus", "--format", help="prometheus (text ex
 OUT_OPTION = typer.Option(None, "--out", metavar="FILE",
                           help="Write here (default: stdout for prometheus, telemetry.parquet).")
 STEPS_OPTION = typer.Option(None, "--steps", min=1, max=1_000_000, help="Training steps to simulate.")
+SCRAPE_OPTION = typer.Option(None, "--scrape-interval", metavar="TIME",
+                             help="Also write every network port's byte counter sampled at this interval (e.g. 10ms, "
+                                  "at least 1ms) and the collectives' time windows: diagnose then reads each "
+                                  "collective's bytes per port (ECMP collisions within one collective).")
 
 
 def export(scenario_file: str = typer.Argument(..., metavar="SCENARIO.yaml"), format: str = FORMAT_OPTION,
            out_path: str | None = OUT_OPTION, inject: list[str] | None = INJECT_OPTION,
-           steps: int | None = STEPS_OPTION, max_memory: str | None = MAX_MEMORY_OPTION) -> None:
+           steps: int | None = STEPS_OPTION, max_memory: str | None = MAX_MEMORY_OPTION,
+           scrape_interval: str | None = SCRAPE_OPTION) -> None:
     """Simulate a scenario and write its telemetry under real exporter names (DCGM, mlx5/PMA port
     counters, node_exporter, NCCL timings, step phases).
 
@@ -30,8 +35,19 @@ def export(scenario_file: str = typer.Argument(..., metavar="SCENARIO.yaml"), fo
     from gpuwait.runner.inputs import load_scenario
     from gpuwait.runner.workload import simulate_workload
     from gpuwait.telemetry.parquet import write_metrics_parquet
+    from gpuwait.telemetry.phases import MIN_SCRAPE_INTERVAL_S
     from gpuwait.telemetry.prometheus import to_prometheus_text
+    from gpuwait.units import parse_time_s
 
+    interval_s = None
+    if scrape_interval is not None:
+        try:
+            interval_s = parse_time_s(scrape_interval, allow_zero=False)
+        except SpecError as err:
+            raise SpecError(f"--scrape-interval: {err}", hint="a time such as 10ms or 1s") from None
+        if interval_s < MIN_SCRAPE_INTERVAL_S:
+            raise SpecError(f"--scrape-interval: got {scrape_interval}; expected at least 1ms (Prometheus timestamps "
+                            "are whole milliseconds)")
     if format not in ("prometheus", "parquet"):
         raise SpecError(f"--format: got {format!r}; expected prometheus or parquet")
     target = output_file(out_path if out_path is not None else "telemetry.parquet") if (
@@ -39,7 +55,7 @@ def export(scenario_file: str = typer.Argument(..., metavar="SCENARIO.yaml"), fo
     scenario = load_scenario(scenario_file)
     check_cost(estimate_scenario(scenario, steps), memory_limit_bytes(max_memory))
     run = simulate_workload(scenario, steps, faults=[parse_inject(t) for t in (inject or [])])
-    metrics = export_metrics(run)
+    metrics = export_metrics(run, scrape_interval_s=interval_s)
     output = Output(False)
     if format == "prometheus":
         text = to_prometheus_text(metrics)

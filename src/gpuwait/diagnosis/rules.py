@@ -491,7 +491,7 @@ def tcp(obs: Observation, out: RuleOutput) -> None:
         return
     if not obs.socket_transport:
         return
-    slow = [c for c in obs.collectives if c.group in ("dp", "pp", "ep")]
+    slow = [c for c in obs.collectives if c.group in ("dp", "pp", "ep") and c.busbw_GBps > 0]  # telemetry: no busbw
     evidence: dict = {"transport": "NET/Socket"}
     if slow:
         evidence["busbw_GBps"] = round(min(c.busbw_GBps for c in slow), 2)

@@ -25,6 +25,7 @@ from gpuwait.telemetry.bundle import TelemetryBundle
 from gpuwait.telemetry.mapping import MappedSeries, host_of, map_series
 from gpuwait.telemetry.metrics import metrics_from_result
 from gpuwait.telemetry.metricset import MetricInfo, MetricSet
+from gpuwait.telemetry.phases import phase_bytes_from_metrics, port_byte_series
 from gpuwait.topology.model import Topology
 
 _INFO = {
@@ -42,8 +43,11 @@ _INFO = {
 }
 
 
-def export_metrics(run: WorkloadRun, case: int = 0) -> MetricSet:
-    """Every metric of case ``case`` of a simulated run, fault evidence included."""
+def export_metrics(run: WorkloadRun, case: int = 0, scrape_interval_s: float | None = None) -> MetricSet:
+    """Every metric of case ``case`` of a simulated run, fault evidence included. With
+    ``scrape_interval_s``, also the network ports' byte counters sampled at that interval and the
+    collectives' time windows (:mod:`gpuwait.telemetry.phases`): what per-collective port bytes are
+    read from."""
     result = run.results[case]
     topo = run.topo
     observation = observe_run(topo, result, run.effects)
@@ -74,6 +78,8 @@ def export_metrics(run: WorkloadRun, case: int = 0) -> MetricSet:
     extra = MetricSet.from_samples(samples, info=_INFO)
     # the phases step markers show (one server's starved loaders: its GPUs wait for data, the others for it)
     breakdown = dataclasses.replace(result.breakdown, per_gpu_s=observation.per_gpu_s)
+    if scrape_interval_s is not None:
+        extra = MetricSet.concat([extra, port_byte_series(result, topo, scrape_interval_s)])
     return metrics_from_result(dataclasses.replace(result, breakdown=breakdown), topo, extra_counters=extra)
 
 
@@ -166,12 +172,18 @@ def observe_telemetry(bundle: TelemetryBundle, topo: Topology) -> Observation:
     socket, gdr_off, remote = _nccl_transport(bundle, metrics, names, topo)
     if socket is None:
         missing.append("NCCL_DEBUG=INFO transport lines")
-    if bundle.skipped:  # the reader left unreadable rows out; say how many and name the first few
-        missing.append(f"{len(bundle.skipped)} unreadable row(s) skipped: " + "; ".join(bundle.skipped[:3]))
+    phased = phase_bytes_from_metrics(metrics, topo, step) if link_bytes is not None else None
+    if phased is None:
+        missing.append("per-collective port bytes (port counters sampled over time with the collectives' windows)")
+    if bundle.skipped:  # the readers left unreadable rows out; name the first few reports
+        more = f"; and {len(bundle.skipped) - 3} more" if len(bundle.skipped) > 3 else ""
+        missing.append("unreadable rows skipped: " + "; ".join(bundle.skipped[:3]) + more)
     # the job reads its dataset when the storage servers' ports send (their transmit counters)
     reads = link_bytes is not None and bool(link_bytes[np.isin(topo.link_src, topo.storage_server_node)].sum() > 0)
     return Observation(topo=topo, step_time_s=step, baseline_step_time_s=ideal, gpu_names=gpu_names, per_gpu_s=per_gpu, link_util=util,
-                       link_bytes=link_bytes, link_rate_Bps=rate, link_nominal_Bps=nominal if rate is not None else None,
+                       link_bytes=link_bytes, link_phase_bytes=phased[0] if phased else None,
+                       collectives=phased[1] if phased else (), exposed_comm_s=_exposed_by_collective(metrics, names),
+                       link_rate_Bps=rate, link_nominal_Bps=nominal if rate is not None else None,
                        link_users=dict(real.link_users), link_foreign_Bps=foreign, counters=counters, socket_transport=socket,
                        gdr_off_servers=gdr_off, remote_nic_gpus=remote, storage_read=reads,
                        storage_busy=_storage_busy(metrics, names, step),
@@ -181,6 +193,15 @@ def observe_telemetry(bundle: TelemetryBundle, topo: Topology) -> Observation:
                        nccl_nic_use={g: tuple(sorted(n)) for g, n in real.nic_use.items()} or None,
                        nccl_link_local_gids=dict(real.link_local_gids),
                        missing=tuple(missing))
+
+
+def _exposed_by_collective(metrics: MetricSet, names: set[str]) -> dict[str, float]:
+    """Exposed seconds per step of each collective (``gpuwait_exposed_comm_seconds{communication}``; a
+    profiler's NCCL kernels with no compute beside them, per process group); empty when absent."""
+    if "gpuwait_exposed_comm_seconds" not in names:
+        return {}
+    chosen = metrics.select(name="gpuwait_exposed_comm_seconds")
+    return {dict(lab)["communication"]: float(v) for lab, v in zip(chosen.labels, chosen.value) if "communication" in dict(lab)}
 
 
 def _per_step_bytes(metrics: MetricSet, names: set[str], real: MappedSeries, topo: Topology,

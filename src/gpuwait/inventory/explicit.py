@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import csv
 import difflib
-from pathlib import Path
 
 import yaml
 
 from gpuwait.errors import SpecError, UnitError
 from gpuwait.inventory.fabric import Collected, End, Where
+from gpuwait.spec.reader import read_text_checked
 from gpuwait.units import parse_rate_Bps
 
 _COLUMNS = ("a", "a_port", "b", "b_port", "speed")
@@ -82,20 +82,23 @@ def _yaml_rows(path: str, text: str) -> tuple[dict, list[tuple[int, dict]]]:
 
 def _csv_rows(path: str, text: str) -> list[tuple[int, dict]]:
     reader = csv.DictReader(text.splitlines())
-    header = [h.strip() for h in reader.fieldnames or []]
-    if "a" not in header or "b" not in header:
-        raise SpecError(f"{path}:1: header {','.join(header)!r}; expected a,a_port,b,b_port,speed")
-    return [(number, {k.strip(): (v or "").strip() for k, v in row.items() if k}) for number, row in enumerate(reader, 2)]
+    try:
+        header = [h.strip() for h in reader.fieldnames or []]
+        if "a" not in header or "b" not in header:
+            raise SpecError(f"{path}:1: header {','.join(header)[:200]!r}; expected a,a_port,b,b_port,speed")
+        return [(number, {k.strip(): (v or "").strip() for k, v in row.items() if k}) for number, row in enumerate(reader, 2)]
+    except csv.Error as err:  # a field past the csv module's limit (128 KiB); its line_num can lag a line
+        limit = csv.field_size_limit()
+        line = next((n for n, ln in enumerate(text.splitlines(), 1) if len(ln) > limit), reader.line_num)
+        raise SpecError(f"{path}:{line}: cannot read the row ({err}); expected a,a_port,b,b_port,speed "
+                        "rows of names and numbers") from None
 
 
 def read_links(path: str, found: Collected | None = None) -> Collected:
     """Add the hosts, switches and links of an explicit node/link file (YAML or CSV) to ``found``."""
     found = found or Collected()
     found.sources.append(path)
-    try:
-        text = Path(path).read_text()
-    except OSError as err:
-        raise SpecError(f"{path}: cannot read ({err.strerror}); expected a node/link file (YAML or CSV)") from None
+    text = read_text_checked(path, "a node/link file (YAML or CSV)")
     data: dict = {}
     if path.endswith(".csv"):
         rows = _csv_rows(path, text)

@@ -23,10 +23,10 @@ HDR 50, NDR 100, XDR 200 Gb/s (64b/66b and later codings), so 4xNDR = 400 Gb/s, 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from gpuwait.errors import SpecError
 from gpuwait.inventory.fabric import Collected, End, Where
+from gpuwait.spec.reader import read_text_checked
 
 #: data rate per lane, bits/s (see the module docstring for the source)
 LANE_RATE_bps = {"SDR": 2e9, "DDR": 4e9, "QDR": 8e9, "FDR10": 10e9, "FDR": 13.64e9, "EDR": 25e9, "HDR": 50e9,
@@ -52,7 +52,7 @@ def link_rate_bps(text: str) -> float | None:
 def read_name_map(path: str) -> dict[str, str]:
     """``guid name`` lines (``0x0008f105...  "name"`` or ``H-0008f105... name``) as {id: name}."""
     out = {}
-    for number, line in enumerate(Path(path).read_text().splitlines(), 1):
+    for number, line in enumerate(read_text_checked(path, "a GUID -> name map (ibnetdiscover --node-name-map)").splitlines(), 1):
         text = line.split("#", 1)[0].strip()
         if not text:
             continue
@@ -60,7 +60,11 @@ def read_name_map(path: str) -> dict[str, str]:
         if len(parts) != 2:
             raise SpecError(f"{path}:{number}: got {line.strip()!r}; expected '<guid> <name>' (e.g. 0x0002c903000e0b72 node01)")
         key, name = parts[0].lower(), parts[1].strip().strip('"')
-        out[_guid(key)] = name
+        try:
+            out[_guid(key)] = name
+        except ValueError:
+            raise SpecError(f"{path}:{number}: GUID {parts[0][:40]!r} is not hexadecimal; expected '<guid> <name>' "
+                            "(e.g. 0x0002c903000e0b72 node01)") from None
     return out
 
 
@@ -124,10 +128,7 @@ def read_ibnetdiscover(path: str, found: Collected | None = None, name_map: dict
     found.sources.append(path)
     found.transport = found.transport or "infiniband"
     name_map = name_map or {}
-    try:
-        lines = Path(path).read_text().splitlines()
-    except OSError as err:
-        raise SpecError(f"{path}: cannot read ({err.strerror}); expected an ibnetdiscover output file") from None
+    lines = read_text_checked(path, "an ibnetdiscover output file").splitlines()
     nodes, ports = _scan(path, lines)
     descriptions = [d for kind, d, _, _ in nodes.values() if kind == "Switch"]
     shared = {d for d in descriptions if descriptions.count(d) > 1}

@@ -24,6 +24,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from gpuwait.errors import SpecError
+from gpuwait.spec.reader import read_bytes_checked
 from gpuwait.topology.gpus import gpu_arch
 
 #: PCI device id -> gpuwait GPU model (PCI ID Repository, pci-ids.ucw.cz, vendor 10de)
@@ -124,7 +125,7 @@ def _nvlink(path: str, gpus: list, model: str) -> dict:
 def read_nccl_topo(path: str) -> tuple[dict, list[str]]:
     """The server fields a host's NCCL topology XML implies, and its NIC names in ``dev`` order."""
     try:
-        root = ET.parse(path).getroot()
+        root = ET.fromstring(read_bytes_checked(path, "an NCCL topology XML file"))
     except ET.ParseError as err:
         line = err.position[0] if err.position else 0
         raise SpecError(f"{path}:{line}: not well-formed XML ({err.msg if hasattr(err, 'msg') else err}); "

@@ -9,10 +9,10 @@ tree gives no NIC names, ports or cable counts, so each host gets one cable per 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from gpuwait.errors import SpecError
 from gpuwait.inventory.fabric import Collected, End, Where
+from gpuwait.spec.reader import read_text_checked
 
 _RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
 
@@ -69,10 +69,7 @@ def read_slurm_topology(path: str, found: Collected | None = None, nics: list[st
     found = found or Collected()
     found.sources.append(path)
     nics = nics or ["nic0"]
-    try:
-        lines = Path(path).read_text().splitlines()
-    except OSError as err:
-        raise SpecError(f"{path}: cannot read ({err.strerror}); expected a Slurm topology.conf") from None
+    lines = read_text_checked(path, "a Slurm topology.conf").splitlines()
     for number, raw in enumerate(lines, 1):
         line = raw.split("#", 1)[0].strip()
         if not line:

@@ -372,8 +372,8 @@ def _first_steps(lane: _Lane, program: Program, steps: int) -> np.ndarray:
     return rows[: steps * len(program.duration_s)]
 
 
-def run_jobs(scenario: Scenario, steps: int | None = None) -> JobsRun:
-    """Place ``scenario.jobs``, time each alone, then run them together (base case only)."""
+def _check_job_list(scenario: Scenario) -> list[str]:
+    """The jobs' names, once each, in a scenario without a top-level workload."""
     if not scenario.jobs:
         raise SpecError("jobs: the scenario has none; expected a `jobs:` list")
     if scenario.workload is not None:
@@ -382,6 +382,23 @@ def run_jobs(scenario: Scenario, steps: int | None = None) -> JobsRun:
     names = [j.name for j in scenario.jobs]
     if len(set(names)) != len(names):
         raise SpecError(f"jobs: names {names}; expected each name once")
+    return names
+
+
+def check_jobs(scenario: Scenario, topo: Topology) -> dict:
+    """What `run` refuses in a scenario's jobs, without simulating (`gpuwait validate`): names, each
+    placement on the servers the others leave free, each job's layout on its servers."""
+    names = _check_job_list(scenario)
+    placed = place_jobs(list(scenario.jobs), fabric_tree(topo))
+    for job in placed:
+        training_step(job_workload(job), topo)
+    described = ", ".join(f"{name} ({len(job.servers)} servers)" for name, job in zip(names, placed))
+    return {"servers": topo.n_servers, "gpus": topo.n_gpus, "workload": f"{len(names)} jobs: {described}"}
+
+
+def run_jobs(scenario: Scenario, steps: int | None = None) -> JobsRun:
+    """Place ``scenario.jobs``, time each alone, then run them together (base case only)."""
+    names = _check_job_list(scenario)
     cluster = resolve_cluster(scenario.cluster)
     topo = build_cluster(cluster)
     tree = fabric_tree(topo)

@@ -25,6 +25,10 @@ def check_scenario(scenario: Scenario) -> dict:
     cluster = resolve_cluster(scenario.cluster)
     topo = build_cluster(cluster)
     cases = scenario_cases(scenario, cluster)
+    if scenario.jobs:  # names, placements and each job's layout, as `run` checks them
+        from gpuwait.runner.jobs import check_jobs
+
+        return check_jobs(scenario, topo) | {"routed_cases": len(cases)}
     if scenario.workload is not None:
         # layout, memory and presets: everything `run` refuses before simulating
         from gpuwait.workload.steps import serving_step, training_step

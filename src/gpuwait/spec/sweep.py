@@ -67,3 +67,13 @@ class SweepSpec(SpecModel):
     exclude: list[dict[str, Any]] = Field(default_factory=list, description="Combinations to leave out: a case is dropped when, for every `path: value` of an entry, its value at that path equals the value (or is in it, for a list).")
     steps: int = Field(1, ge=1, description="Training steps simulated per workload case.")
     engine: Literal["flow", "packet"] = Field("flow", description="Engine for traffic cases ('flow' or 'packet'); workloads and perf run on the flow engine.")
+
+    @field_validator("axes")
+    @classmethod
+    def _one_axis_per_path(cls, axes: list[AxisSpec]) -> list[AxisSpec]:
+        # two axes on one path overwrite each other (the cases collapse) and two on one column overwrite it
+        for what, keys in (("path", [a.path for a in axes]), ("column name", [a.column for a in axes])):
+            twice = sorted({k for k in keys if keys.count(k) > 1})
+            if twice:
+                raise ValueError(f"{what} {twice[0]!r} appears on two axes; expected each once")
+        return axes

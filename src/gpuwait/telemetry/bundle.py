@@ -66,7 +66,9 @@ class TelemetryBundle:
     kineto: dict[str, KinetoTrace] = field(default_factory=dict)
     nccl_graph: dict[str, NcclGraph] = field(default_factory=dict)
     kinds: dict[str, tuple[str, ...]] = field(default_factory=dict)  # file -> the kinds read from it
-    skipped: list[str] = field(default_factory=list)  # unreadable rows left out, one description each
+    #: unreadable rows left out: one description per row (Prometheus text, Parquet) or one per file that says
+    #: how many and names the first (ethtool, perfquery, nccl-tests logs)
+    skipped: list[str] = field(default_factory=list)
 
     @property
     def metrics(self) -> MetricSet:
@@ -174,15 +176,15 @@ def _read(bundle: TelemetryBundle, kind: str, kinds: tuple[str, ...], rel: str, 
     elif kind == "kineto":
         bundle.kineto[rel] = parse_kineto_trace(text, source=rel)
     elif kind == "ethtool":
-        bundle.ethtool[rel] = parse_ethtool_stats(text, source=rel)
+        bundle.ethtool[rel] = parse_ethtool_stats(text, source=rel, skipped=bundle.skipped)
     elif kind == "perfquery":
-        bundle.perfquery[rel] = parse_perfquery(text, source=rel)
+        bundle.perfquery[rel] = parse_perfquery(text, source=rel, skipped=bundle.skipped)
     elif kind == "nccl_debug":
         bundle.nccl_debug[rel] = parse_nccl_debug(text, source=rel)
         bundle.nccl_graph[rel] = parse_nccl_graph(text)
     else:
         try:
-            bundle.nccl_tests[rel] = parse_nccl_tests_log(text)
+            bundle.nccl_tests[rel] = parse_nccl_tests_log(text, source=rel, skipped=bundle.skipped)
         except SpecError as err:
             if "nccl_debug" in kinds and "no result rows" in str(err):
                 return False  # an NCCL_DEBUG log of an nccl-tests run that printed no table

@@ -274,12 +274,15 @@ def _read_comment(state: _LogState, stripped: str) -> None:
         state.wrong_column = state.half_names[3] if len(state.half_names) > 3 else None
 
 
-def parse_nccl_tests_log(text: str, *, n_ranks: int | None = None, collective: str | None = None) -> NcclTestsLog:
+def parse_nccl_tests_log(text: str, *, n_ranks: int | None = None, collective: str | None = None,
+                         source: str = "nccl-tests log", skipped: list[str] | None = None) -> NcclTestsLog:
     """Read the stdout of an nccl-tests program (``all_reduce_perf``...), any version.
 
     Lines that are neither nccl-tests comments nor result rows (NCCL INFO, warnings, ``...``)
     are skipped; a line that starts like a result row (two whole numbers) but cannot be read
-    raises. Several tables in one text (``-d all``, ``-N``) give one list of rows.
+    raises, or with ``skipped`` (a list) is left out and reported there once for the whole log
+    (how many, and the first: a row cut short by a killed job, two ranks' output interleaved).
+    Several tables in one text (``-d all``, ``-N``) give one list of rows.
 
     Parameters
     ----------
@@ -307,6 +310,7 @@ def parse_nccl_tests_log(text: str, *, n_ranks: int | None = None, collective: s
     ('all_gather', 8, 'size/count')
     """
     state = _LogState()
+    bad: list[tuple[int, str, SpecError]] = []
     for lineno, raw in enumerate(text.splitlines(), start=1):
         line = _PREFIXES.sub("", raw, count=1).rstrip()
         stripped = line.strip()
@@ -316,9 +320,22 @@ def parse_nccl_tests_log(text: str, *, n_ranks: int | None = None, collective: s
             _read_comment(state, stripped)
             continue
         if _DATA_ROW.match(line):
-            row, width = _parse_row(line, lineno, state.half_names, len(state.half_names) if state.saw_header else None)
+            try:
+                row, width = _parse_row(line, lineno, state.half_names, len(state.half_names) if state.saw_header else None)
+            except SpecError as err:
+                if skipped is None:
+                    raise
+                bad.append((lineno, line, err))
+                continue
             state.rows.append(row)
             state.widest = max(state.widest, width)
+    if bad and not state.rows:
+        raise bad[0][2]  # nothing readable: the first bad row says why
+    if bad:
+        lineno, line, err = bad[0]
+        why = str(err).split(": ", 2)[-1].split("; expected")[0]
+        skipped.append(f"{source}: {len(bad)} unreadable result row(s) skipped, the first line {lineno}: "
+                       f"{line.strip()[:100]!r} ({why})")
     if not state.rows:
         raise SpecError("nccl-tests log: no result rows found; expected lines like "
                         "'     1048576        262144     float     sum      -1    85.58   12.25   22.97      0 ...'",

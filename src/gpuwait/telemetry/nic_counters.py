@@ -34,46 +34,74 @@ def pma_data_bytes(words: int) -> int:
     return int(words) * PMA_WORD_BYTES
 
 
-def parse_ethtool_stats(text: str, *, source: str = "ethtool -S output") -> dict[str, int]:
+def skipped_summary(source: str, bad: list[tuple[int, str]], expected: str) -> str:
+    """One warning for a file's unreadable lines: how many, and the first by number and text."""
+    lineno, line = bad[0]
+    return (f"{source}: {len(bad)} unreadable line(s) skipped, the first line {lineno}: {line.strip()[:100]!r} "
+            f"(expected {expected})")
+
+
+def _finish(counters: dict[str, int], bad: list[tuple[int, str]], source: str, expected: str, hint: str,
+            skipped: list[str] | None) -> dict[str, int]:
+    """The counters read; unreadable lines skipped and reported once (in ``skipped``), or the error
+    when there is no list to report them in or nothing was readable."""
+    if bad and (skipped is None or not counters):
+        lineno, line = bad[0]
+        more = f" ({len(bad)} unreadable lines, no counter read)" if not counters and len(bad) > 1 else ""
+        raise TelemetryFormatError(f"{source} line {lineno}: cannot read {line.strip()[:100]!r}{more}; expected {expected}",
+                                   hint=hint)
+    if not counters:
+        raise TelemetryFormatError(f"{source}: no counters found; expected {expected}")
+    if bad:
+        skipped.append(skipped_summary(source, bad, expected))
+    return counters
+
+
+_ETHTOOL_EXPECTED = "'NIC statistics:' and lines '     <counter>: <integer>' (e.g. '     rx_prio3_pause: 1523')"
+_PERFQUERY_EXPECTED = "lines like 'PortXmitData:....................36298026860928'"
+
+
+def parse_ethtool_stats(text: str, *, source: str = "ethtool -S output", skipped: list[str] | None = None) -> dict[str, int]:
     """Counters of an ``ethtool -S <netdev>`` dump, in the order printed.
 
     The ``NIC statistics:`` header is optional (a ``grep`` of the dump is accepted); counter lines
     are indented ``name: integer``; ``#`` lines are skipped. A repeated name keeps its last value.
+    With ``skipped`` (a list), lines that cannot be read (a dump cut short, a line mangled in a copy)
+    are left out and reported there as one warning naming the file, how many and the first.
 
     Raises
     ------
     TelemetryFormatError
-        For a line that is neither the header nor a counter, or when no counter is found.
+        For a line that is neither the header nor a counter (without ``skipped``), or when no counter is found.
     """
     counters: dict[str, int] = {}
+    bad: list[tuple[int, str]] = []
     for lineno, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip() or _ETHTOOL_HEADER.match(raw) or raw.lstrip().startswith("#"):
             continue  # '#' lines are not ethtool's: notes people add to saved dumps
         m = _ETHTOOL_LINE.match(raw if raw[:1].isspace() else " " + raw)
         if m is None:
-            raise TelemetryFormatError(f"{source} line {lineno}: cannot read {raw.strip()[:100]!r}; expected "
-                                       "'     <counter>: <integer>' (e.g. '     rx_prio3_pause: 1523')",
-                                       hint="pass the output of `ethtool -S <netdev>` unchanged")
+            bad.append((lineno, raw))
+            continue
         counters[m["name"]] = int(m["value"])
-    if not counters:
-        raise TelemetryFormatError(f"{source}: no counters found; expected 'NIC statistics:' and lines "
-                                   "'     <counter>: <integer>'")
-    return counters
+    return _finish(counters, bad, source, _ETHTOOL_EXPECTED, "pass the output of `ethtool -S <netdev>` unchanged", skipped)
 
 
-def parse_perfquery(text: str, *, source: str = "perfquery output") -> dict[str, int]:
+def parse_perfquery(text: str, *, source: str = "perfquery output", skipped: list[str] | None = None) -> dict[str, int]:
     """Counters of one ``perfquery`` or ``perfquery -x`` block (``Name:....value``), PMA names.
 
     Hex values (``CounterSelect:...0x0000``) are read as integers. The ``# Port counters`` header
-    is optional; ``#`` lines are skipped.
+    is optional; ``#`` lines are skipped. With ``skipped`` (a list), unreadable lines are left out
+    and reported there as one warning (see :func:`parse_ethtool_stats`).
 
     Raises
     ------
     TelemetryFormatError
-        For an unreadable line, a counter printed twice (several blocks in one text: split them) or
-        no counter at all.
+        For an unreadable line (without ``skipped``), a counter printed twice (several blocks in one
+        text: split them) or no counter at all.
     """
     counters: dict[str, int] = {}
+    bad: list[tuple[int, str]] = []
     for lineno, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if not line or line.startswith("#"):
@@ -84,17 +112,14 @@ def parse_perfquery(text: str, *, source: str = "perfquery output") -> dict[str,
         except ValueError:
             value = None
         if m is None or value is None:
-            raise TelemetryFormatError(f"{source} line {lineno}: cannot read {line[:100]!r}; expected "
-                                       "'PortXmitData:....................36298026860928'",
-                                       hint="pass the output of `perfquery [-x] <lid> <port>` unchanged")
+            bad.append((lineno, raw))
+            continue
         if m["name"] in counters:
             raise TelemetryFormatError(f"{source} line {lineno}: {m['name']} appears twice; expected one perfquery "
                                        "block (one port) per text", hint="save each port's perfquery output to its own file")
         counters[m["name"]] = value
-    if not counters:
-        raise TelemetryFormatError(f"{source}: no counters found; expected lines like "
-                                   "'PortXmitData:....................36298026860928'")
-    return counters
+    return _finish(counters, bad, source, _PERFQUERY_EXPECTED,
+                   "pass the output of `perfquery [-x] <lid> <port>` unchanged", skipped)
 
 
 def ethtool_prometheus_name(counter: str) -> str:

@@ -96,12 +96,18 @@ class Trace:
 def _rows(path: str | Path, header: list[str] | None = None) -> list[dict[str, str]]:
     text = read_text_checked(path, "a CSV trace file", MAX_TRACE_BYTES)
     reader = csv.reader(io.StringIO(text))
-    rows = [r for r in reader if r]
+    try:
+        rows = [r for r in reader if r]
+    except csv.Error as err:  # a field past the csv module's limit (128 KiB); its line_num can lag a line
+        limit = csv.field_size_limit()
+        line = next((n for n, ln in enumerate(text.splitlines(), 1) if len(ln) > limit), reader.line_num)
+        raise SpecError(f"{path}:{line}: cannot read the row ({err}); expected a CSV trace") from None
     if not rows:
         raise SpecError(f"{path}: empty; expected a CSV trace")
     if header is None or rows[0][:len(header)] == header[:len(rows[0])]:
         header, rows = rows[0], rows[1:]
-    return [dict(zip(header, r)) for r in rows]
+    # a row cut short has every column, empty: the importers skip rows whose fields do not read
+    return [dict(zip(header, r + [""] * (len(header) - len(r)))) for r in rows]
 
 
 def _need(path, rows: list[dict], columns: tuple[str, ...]) -> None:
