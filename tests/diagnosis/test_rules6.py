@@ -194,3 +194,20 @@ def test_a_difference_within_the_readings_noise_is_no_time_lost():
     assert rules._held_up_s(noisy, 0.103, 0.1) == 0.0
     band = rules.NOISE_SIGMAS * np.sqrt(2) * 0.01 * 0.2
     assert rules._held_up_s(noisy, 0.2, 0.1) == pytest.approx(min(0.1 - band, 0.2 * (1 - (0.1 + band) / 0.2)))
+
+
+def test_a_port_slowed_by_another_jobs_load_slows_only_the_jobs_own_bytes():
+    """Port counters carry both jobs' bytes; the job waits only for its own at the rate the other job
+    leaves. Counting the other job's bytes as its own made a 40 ms transfer 2.3 s."""
+    rate = SHARED.link_capacity_Bps.astype(float)
+    carried = np.zeros(SHARED.n_links)
+    carried[_nic_ports(SHARED)] = 0.1 * rate[_nic_ports(SHARED)]           # 100 ms per NIC port
+    uplink = next(iter(
+        rules._uplinks_by_switch(Observation(SHARED), 1).values()))[0]
+    foreign = np.zeros(SHARED.n_links)
+    foreign[uplink] = 0.75 * rate[uplink]                                  # another job takes 3/4 of it
+    carried[uplink] = 0.04 * rate[uplink] + foreign[uplink] * 1.0          # 40 ms of the job's own bytes
+    obs = Observation(SHARED, step_time_s=1.0, per_gpu_s=_phases(SHARED, 0.3), link_bytes=carried,
+                      link_rate_Bps=rate, link_nominal_Bps=rate, link_foreign_Bps=foreign)
+    # 40 ms at a quarter of the rate: 160 ms, 60 ms past the busiest NIC port; exposed share 0.3 x (1 - 100/160)
+    assert rules._link_lost_s(obs, int(uplink), 4.0) == pytest.approx(min(0.06, 0.3 * (1 - 0.1 / 0.16)))
