@@ -60,10 +60,14 @@ def test_a_slowed_port_with_headroom_costs_only_what_exceeds_the_busiest_port():
     assert _link_lost_s(obs, uplink, 1.5) == 0.0
     # 3x slower: 300 ms, 100 ms past the NIC ports
     assert _link_lost_s(obs, uplink, 3.0) == pytest.approx(0.1)
-    # a NIC port among equals loses all its extra time, at most the exposed communication (300 ms)
+    # a NIC port among equals: the run as observed exposes 300 ms of communication while the slowed
+    # port needs 400 ms (2x) or 800 ms (4x), so part of its bytes move under compute; the exposed part
+    # scales with the slowest port's time and would shrink by 200/400 or 200/800 (rules._held_up_s)
     nic = int(np.flatnonzero(TOPO.link_kind == LinkKind.HOST)[0])
-    assert _link_lost_s(obs, nic, 2.0) == pytest.approx(0.2)
-    assert _link_lost_s(obs, nic, 4.0) == pytest.approx(0.3)
+    assert _link_lost_s(obs, nic, 2.0) == pytest.approx(0.3 * (1 - 0.2 / 0.4))
+    assert _link_lost_s(obs, nic, 4.0) == pytest.approx(0.3 * (1 - 0.2 / 0.8))
+    # every byte exposed (an exposed time of the slowed port's own): the whole extra time
+    assert _link_lost_s(_obs(exposed_s=0.4), nic, 2.0) == pytest.approx(0.2)
 
 
 def test_a_lossy_uplink_with_headroom_is_info_from_telemetry():

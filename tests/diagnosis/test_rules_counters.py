@@ -63,7 +63,9 @@ def test_stalled_share_and_its_cost_are_the_closed_form():
     out = _check("pfc-pause", _obs({"pause_received_s": _on({UP[1]: 10.0})}))
     [cand] = out.candidates
     assert cand.component == "leaf0"  # nothing past the leaf was collected: the pauses start in it
-    assert cand.lost_s == pytest.approx(STEP_BYTES / RATE_Bps * 0.1 / 0.9)
+    # the port's bytes take 1 / 0.9 of their sending time; of that only the exposed share holds the
+    # job up (rules._held_up_s): min(extra, exposed x 0.1)
+    assert cand.lost_s == pytest.approx(min(STEP_BYTES / RATE_Bps * 0.1 / 0.9, EXPOSED_S * 0.1))
     assert cand.evidence["delivers_at_most"] == "90 Gb/s" and cand.evidence["stalled_share"] == 0.1
 
 
@@ -77,12 +79,14 @@ def test_pause_storm_is_traced_to_the_nic_that_starts_it():
     assert cand.component == "s0.nic2" and cand.evidence["sink_link"] == "leaf0->s0.nic2"
     assert cand.evidence["stalled_links"] == 4
     assert "no ECN marks" in cand.evidence["ecn"]  # PFC without DCQCN: the fix names ECN
-    assert cand.lost_s == pytest.approx(STEP_BYTES / RATE_Bps * (20 / 110) / (90 / 110))
+    assert cand.lost_s == pytest.approx(min(STEP_BYTES / RATE_Bps * (20 / 110) / (90 / 110), EXPOSED_S * 20 / 110))
 
 
 def test_pauses_costing_less_than_matters_are_not_named():
-    # lost = B/R * X/(1-X) = 1 % of the step exactly at X/(1-X) = MATTERS * STEP * R / B
-    ratio = MATTERS * STEP_S * RATE_Bps / STEP_BYTES
+    # lost = min(B/R * X/(1-X), exposed * X); with B/R = 0.4 s above the exposed 0.3 s the second
+    # binds: 1 % of the step exactly at X = MATTERS * STEP / exposed, X/(1-X) pause seconds per second sent
+    share = MATTERS * STEP_S / EXPOSED_S
+    ratio = share / (1 - share)
     just_under = 0.99 * ratio * 90.0  # pause seconds beside 90 s of sending
     assert not _check("pfc-pause", _obs({"pause_received_s": _on({UP[0]: just_under})})).candidates
     assert _check("pfc-pause", _obs({"pause_received_s": _on({UP[0]: 1.02 * ratio * 90.0})})).candidates

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from gpuwait.diagnosis.rules import same_cable
 from tests.cli.test_cli import run_cli
 
 BUNDLE = Path("examples/telemetry")
@@ -28,13 +29,14 @@ def test_walkthrough_names_the_degraded_port_by_its_real_names(capsys, tmp_path)
     assert code == 0, err
     doc = _diagnose(capsys, BUNDLE, cluster)
     top = doc["findings"][0]
-    assert (top["kind"], top["component"]) == ("link-degrade", "sl390lin105.hca->hoibp0013")
+    assert top["kind"] == "link-degrade" and same_cable(top["component"], "sl390lin105.hca->hoibp0013")
     # 2X of a 4X QDR cable: 16 of 32 Gb/s
     assert (top["evidence"]["negotiated"], top["evidence"]["nominal"]) == ("16 Gb/s", "32 Gb/s")
     # DCGM's busiest GPU has SM_ACTIVE 0.526, computing 0.526 / 0.9 = 58.5 % of the time: at most
-    # 41.5 % of the step (504 ms) is exposed communication; the host's 2.35 GB per step at 16 instead
-    # of 32 Gb/s take 0.59 s longer, past that bound, so the port costs the bound: critical (>= 20 %)
-    assert top["severity"] == "critical"
+    # 41.5 % of the step (504 ms) is exposed communication; the port's bytes at 16 instead of 32 Gb/s
+    # take twice as long, and the exposed part would shrink by half (less the 1 % readings' noise
+    # band): about 0.23 s, 19 % of the step, a warning (rules._held_up_s)
+    assert top["severity"] == "warning"
     # the switch's side of the same cable waited for credits 21 % of its busy time (perfquery's
     # PortXmitWait): the HCA behind it is named second, costed at its bytes at 1 - 0.21 of the rate
     second = doc["findings"][1]

@@ -28,6 +28,12 @@ from gpuwait.topology.model import Topology
 CONGESTION_COUNTERS = ("xmit_wait", "pause_received", "pause_received_s", "pause_sent", "pause_sent_s",
                        "pause_storm_events", "ecn_marked", "cnp_sent", "cnp_handled")
 
+#: Relative noise of an imported reading (a port's bytes per step, a GPU's busy share, the step
+#: time): rates taken over a scrape window whose edges do not fall on step boundaries, and DCGM's
+#: profiling metrics sampled over intervals, are each off by about a percent. A simulation's
+#: readings are exact (noise 0). Assumption: the generator of random diagnosis cases adds this much.
+TELEMETRY_READING_NOISE = 0.01
+
 
 @dataclass(frozen=True, eq=False)
 class Observation:
@@ -44,6 +50,9 @@ class Observation:
     link_users: dict[int, list[str]] = field(default_factory=dict)
     link_foreign_Bps: np.ndarray | None = None              # other jobs' traffic
     counters: dict[str, np.ndarray] = field(default_factory=dict)  # per link: symbol_errors, link_downed, out_of_sequence
+    #: training steps the error counters' increases cover (a scrape window holds several steps while
+    #: ``link_bytes`` is per step): a loss rate is errors over the packets sent in the same window
+    counter_steps: float = 1.0
     #: bytes each port's own counters saw over the window its congestion counters (CONGESTION_COUNTERS) cover:
     #: a stall is weighed against the sending it held up in the same window; None = not collected
     link_window_bytes: np.ndarray | None = None
@@ -67,6 +76,8 @@ class Observation:
     gpu_throttle: dict[int, int] | None = None
     #: GPU node id -> (PCIe generation, lanes) the GPU's link trained at while the job ran; None = not collected
     gpu_pcie: dict[int, tuple[float, float]] | None = None
+    #: relative noise of each reading (TELEMETRY_READING_NOISE for imported telemetry, 0 for a simulation)
+    reading_noise: float = 0.0
     missing: tuple[str, ...] = ()
 
 
@@ -103,6 +114,7 @@ def observe_run(topo: Topology, result: RunResult, effects, baseline: RunResult 
         exposed_comm_s=result.breakdown.exposed_comm_s, link_util=result.links.utilization,
         link_bytes=result.links.bytes_per_step, link_rate_Bps=rate, link_nominal_Bps=nominal,
         link_phase_bytes=dict(result.links.phase_bytes) or None, link_users=result.links.users, link_foreign_Bps=effects.foreign_Bps, counters=counters,
+        counter_steps=float(result.steps),
         socket_transport=effects.socket_transport, gdr_off_servers=effects.no_gdr_servers,
         remote_nic_gpus=effects.remote_nic_gpus, collectives=result.collectives,
         storage_read=storage_read, storage_busy=tuple(topo.node_name[n] for n in effects.slow_storage_nodes),

@@ -38,6 +38,10 @@ OUTLIER_SIGMAS = 4.0
 #: ports negotiate in discrete steps (4X -> 2X / 1X width, NDR -> HDR speed), so a port either runs
 #: at its nominal rate or at half of it or less; 90 % separates the two with room for rounding.
 RATE_DOWNSHIFT = 0.9
+#: A difference between two noisy readings counts as time lost only beyond this many standard
+#: deviations of its noise (:func:`_held_up_s`): 3 leaves 1 in 740 of the differences noise alone
+#: makes (one-sided normal tail), where 1 % telemetry noise otherwise rated a 0.8 % cost a warning.
+NOISE_SIGMAS = 3.0
 #: Another job's load on a link the job uses; any measured foreign traffic counts once its cost
 #: (the share of the link it takes, over the job's exposed communication) passes MATTERS.
 FOREIGN_SHARE = 0.05
@@ -164,35 +168,65 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.0f} ms" if seconds >= 0.01 else f"{seconds * 1e3:.2f} ms"
 
 
+def _role_ratio(obs: Observation, compute: np.ndarray) -> np.ndarray:
+    """Each GPU's compute over the median of its peers in the same role: the GPUs of its server.
+
+    In 3D parallelism the GPUs of one pipeline stage do the same work and those of different stages
+    do not (the first holds the embedding, the last the loss, layers split unevenly), so a job-wide
+    median and spread mix the stages' difference into the jitter. Tensor-parallel groups sit inside
+    a server's NVLink domain (Megatron-LM's placement: TP innermost, on one node), so a server's GPUs
+    hold one stage and one TP group's shards; in data parallelism every GPU is alike anyway. A
+    server with fewer than 3 GPUs is compared with the job's median instead.
+
+    Each GPU is compared with the median of the *other* GPUs of its server: against a median it
+    takes part in, the two middle GPUs of a group of 8 sit at 1.0 by construction, which shrank the
+    spread (the median absolute deviation) the outlier test divides by, and jitter passed for a
+    slow GPU (a 3 % draw read as 4.6 sigmas)."""
+    job = float(np.median(compute))
+    if obs.gpu_names is None or len(obs.gpu_names) != len(compute):
+        return compute / job if job > 0 else np.ones_like(compute)
+    servers = np.array([int(obs.topo.node_server[obs.topo.node_id(n)]) for n in obs.gpu_names])
+    peers = np.full(len(compute), job)
+    for server in np.unique(servers):
+        mine = np.flatnonzero(servers == server)
+        if len(mine) >= 3:
+            for i in mine:
+                peers[i] = float(np.median(compute[mine[mine != i]]))
+    return np.divide(compute, peers, out=np.ones_like(compute), where=peers > 0)
+
+
 @rule("slow-gpu", Fix(_heal_gpu))
 def slow_gpu(obs: Observation, out: RuleOutput) -> None:
-    """One GPU computes longer than its peers every step, and the others wait for it at each
-    collective (synchronous training runs at the pace of its slowest rank). An outlier is
-    OUTLIER_SIGMAS robust deviations above the median; its cost is the time it adds over the
-    next-slowest GPU, which is what the step would shrink by if it computed like the rest."""
+    """One GPU computes longer than its peers in the same role (:func:`_role_ratio`) every step,
+    and the others wait for it at each collective (synchronous training runs at the pace of its
+    slowest rank). An outlier is OUTLIER_SIGMAS robust deviations above its peers, the deviation
+    measured on every GPU's ratio to its own peers (so a pipeline's stages do not count as jitter).
+    Its cost is the time the others wait for it: what it computes beyond the slowest other GPU of
+    the job, which is what the step would shrink by if it computed like its peers (a GPU of a light
+    pipeline stage that stays under the heaviest stage's compute costs nothing)."""
     if obs.per_gpu_s is None:
         out.missing.append("per-GPU compute time (DCGM_FI_PROF_SM_ACTIVE / DCGM_FI_DEV_GPU_UTIL or step markers)")
         return
     compute = obs.per_gpu_s["compute"]
     if len(compute) < 3:
         return
-    median = float(np.median(compute))
-    worst = int(np.argmax(compute))
-    others = np.delete(compute, worst)
-    sigma = 1.4826 * float(np.median(np.abs(others - median)))
-    excess = float(compute[worst] - median)
-    lost = float(compute[worst] - others.max())
+    ratio = _role_ratio(obs, compute)
+    worst = int(np.argmax(ratio))
+    others = np.delete(ratio, worst)
+    sigma = 1.4826 * float(np.median(np.abs(others - np.median(others))))
+    excess = float(ratio[worst] - np.median(others))
+    lost = float(compute[worst] - np.delete(compute, worst).max())
     if excess <= OUTLIER_SIGMAS * sigma or not _matters(obs, lost):
         return
     name = obs.gpu_names[worst]
-    ratio = float(compute[worst] / median) if median > 0 else 1.0
+    peers_s = float(compute[worst] / ratio[worst])
     out.candidates.append(Candidate(
         "slow-gpu", name, min(1.0, excess / max(8 * sigma, 1e-12)),
-        {"own_compute_ms": round(float(compute[worst]) * 1e3, 2), "median_compute_ms": round(median * 1e3, 2),
-         "sigmas_above_median": round(excess / max(sigma, 1e-12), 1), "lost_ms": round(lost * 1e3, 2)},
-        f"{name} computes {_ms(float(compute[worst]))} per step against a median of {_ms(median)} "
-        f"({100 * (ratio - 1):.1f} % longer, {excess / max(sigma, 1e-12):.0f} times the spread of its peers); "
-        f"the other GPUs wait about {_ms(lost)} per step for it at their collectives.",
+        {"own_compute_ms": round(float(compute[worst]) * 1e3, 2), "peers_median_compute_ms": round(peers_s * 1e3, 2),
+         "sigmas_above_peers": round(excess / max(sigma, 1e-12), 1), "lost_ms": round(lost * 1e3, 2)},
+        f"{name} computes {_ms(float(compute[worst]))} per step against a median of {_ms(peers_s)} for the GPUs of its "
+        f"server ({100 * excess:.1f} % longer, {excess / max(sigma, 1e-12):.0f} times the spread of GPUs around their "
+        f"peers); the other GPUs wait about {_ms(lost)} per step for it at their collectives.",
         f"drain {name} and read its clocks and throttle reasons (DCGM_FI_DEV_CLOCK_THROTTLE_REASONS, "
         "nvidia-smi -q -d PERFORMANCE: thermal or power capping), temperature and ECC errors; replace it if it stays slow",
         lost_s=lost))
@@ -280,6 +314,26 @@ def _nic_link_of_gpu(obs: Observation, gpu: int) -> int | None:
     return link if link >= 0 else None
 
 
+def _pcie_lost_s(obs: Observation, gpu: int, link: int, pcie_Bps: float) -> float:
+    """The step time GPU node ``gpu``'s downtrained PCIe link (``pcie_Bps``) costs: the bytes it
+    carries against that rate. GPUDirect RDMA moves the GPU's network bytes over its PCIe link to
+    the NIC at ``link``; a NIC shared by several GPUs (two per NIC on a 4-NIC HGX) carries all their
+    bytes, of which this GPU's share crosses its link (GPUs of one job move alike). The link holds
+    the job up only where its time, ``share / pcie_Bps``, exceeds what the NIC port and the job's
+    busiest other port take anyway, and only in the exposed part (:func:`_held_up_s`). Read as the
+    whole NIC's bytes at the PCIe rate, it named a GPU whose link, at a third of its NIC's rate,
+    carried half the NIC's bytes within the time another port needed."""
+    topo = obs.topo
+    if obs.link_bytes is None or obs.link_nominal_Bps is None or obs.link_nominal_Bps[link] <= 0:
+        nic_Bps = float(topo.link_capacity_Bps[link])
+        return _link_lost_s(obs, link, nic_Bps / pcie_Bps) if pcie_Bps < nic_Bps else 0.0
+    index = int(np.argwhere(topo.gpu_node == gpu)[0][1])
+    sharing = int((topo.gpu_nic == topo.gpu_nic[index]).sum())
+    nic_s = float(obs.link_bytes[link]) / float(obs.link_nominal_Bps[link])
+    gpu_s = float(obs.link_bytes[link]) / max(sharing, 1) / pcie_Bps
+    return _held_up_s(obs, max(nic_s, gpu_s), max(nic_s, _busiest_other_port_s(obs, link)))
+
+
 @rule("pcie-downtrained", Fix(_heal_gpu))
 def pcie_downtrained(obs: Observation, out: RuleOutput) -> None:
     """A GPU's PCIe link trained at a lower generation or fewer lanes than its peers' (a reseated or
@@ -301,7 +355,7 @@ def pcie_downtrained(obs: Observation, out: RuleOutput) -> None:
             continue
         link = _nic_link_of_gpu(obs, gpu)
         nic_Bps = float(obs.topo.link_capacity_Bps[link]) if link is not None else 0.0
-        lost = _link_lost_s(obs, link, nic_Bps / rate) if link is not None and rate < nic_Bps else 0.0
+        lost = _pcie_lost_s(obs, gpu, link, rate) if link is not None else 0.0
         name = obs.topo.node_name[gpu]
         gen, width = (round(v) for v in obs.gpu_pcie[gpu])
         out.candidates.append(Candidate(
@@ -309,8 +363,10 @@ def pcie_downtrained(obs: Observation, out: RuleOutput) -> None:
             {"pcie_link": f"Gen{int(gen)} x{int(width)}", "its_rate": _gbps(rate), "peers_best": _gbps(best),
              "nic_rate": _gbps(nic_Bps) if nic_Bps else "n/a"},
             f"{name}'s PCIe link trained at Gen{int(gen)} x{int(width)} ({_gbps(rate)}) where its peers reach "
-            f"{_gbps(best)}" + (f"; its NIC ({_gbps(nic_Bps)}) can send no faster than that" if lost > 0
-                                else "; its NIC is slower still, so the network does not wait for it") + ".",
+            f"{_gbps(best)}" + (f"; its share of its NIC's ({_gbps(nic_Bps)}) traffic crosses it slower than the "
+                                f"job's other ports move theirs, about {_ms(lost)} per step" if lost > 0
+                                else "; its share of its NIC's traffic crosses it within the time the job's busiest "
+                                "port needs anyway, so the network does not wait for it") + ".",
             f"reseat {name} (or its riser / retimer) and check `lspci -vv` LnkSta against LnkCap; "
             "replace the part if it trains low again", direct=True, lost_s=lost))
 
@@ -325,7 +381,17 @@ def _fast_loader(scenario: Scenario, faults: list[FaultSpec], component: str) ->
 
 def _data_wait(obs: Observation) -> tuple[float, str]:
     """The mean data wait per GPU, and where it sits: ``all``, or the one server whose GPUs wait
-    while the others do not (the others then wait for that server at their collectives)."""
+    while the others do not and some fed server's GPUs wait for it at their collectives.
+
+    Where a job's data enters decides who waits for it: every GPU in data parallelism, the first
+    pipeline stage's GPUs only in a pipeline (the later stages take their input from the stage
+    before: they wait in pipeline receives, the bubble). So loaders too slow on every server of a
+    pipeline job leave the first stage's server(s) alone waiting for data, the other stages in
+    their bubble, and no GPU waiting at a collective. One server's loaders too slow leave its GPUs
+    waiting for data while the GPUs that have their batch, on the servers of its data-parallel
+    peers, wait for it at their next collective (straggler wait) as long as it waits for data:
+    that, not the bubble, names one server. A first stage on one server whose data-parallel peers
+    sit on no other server shows the same either way; the fix is the loaders' in both."""
     wait = obs.per_gpu_s["data_wait"]
     mean = float(wait.mean())
     if obs.gpu_names is None or mean <= 0:
@@ -334,11 +400,8 @@ def _data_wait(obs: Observation) -> tuple[float, str]:
     per_server = {int(s): float(wait[servers == s].mean()) for s in np.unique(servers)}
     worst = max(per_server, key=per_server.get)
     rest = [v for s, v in per_server.items() if s != worst]
-    # one server's loaders: its GPUs wait for data while the others, fed, wait for it, at their
-    # collectives (straggler wait) or, in a pipeline, in their receives from its stage (bubble)
-    others = servers != worst
-    waits = obs.per_gpu_s["straggler_wait"] + obs.per_gpu_s.get("bubble", 0.0)
-    fed_wait = float(waits[others].mean()) if others.any() else 0.0
+    straggler = obs.per_gpu_s["straggler_wait"]
+    fed_wait = max((float(straggler[servers == s].mean()) for s in per_server if s != worst), default=0.0)
     if rest and max(rest) < 0.5 * per_server[worst] and fed_wait >= 0.5 * per_server[worst]:
         return per_server[worst], obs.topo.server_name(int(worst))  # the host by its real name
     return mean, "all"
@@ -601,9 +664,10 @@ def nic_down(obs: Observation, out: RuleOutput) -> None:
 
 
 def _rerouted_lost_s(obs: Observation, ports: np.ndarray, server: int) -> float | None:
-    """The time a dead NIC costs: the busiest port of its server moves its bytes that much longer than
-    the median NIC port of the job (the port that took the dead one's traffic), capped by the
-    job's exposed communication; half of that communication when no port shows the extra bytes."""
+    """The time a dead NIC costs: the busiest port of its server (the port that took the dead one's
+    traffic) moves its bytes longer than the median NIC port of the job, and the exposed
+    communication waits on it that much more (:func:`_held_up_s`); half of that communication when
+    no port shows the extra bytes."""
     # where the counters do not show the doubled port (the traffic took another path, or bytes are
     # missing), the neighbour carrying two GPUs' share at most doubles the communication waiting on it
     bound = 0.5 * _exposed_comm_s(obs)
@@ -612,8 +676,12 @@ def _rerouted_lost_s(obs: Observation, ports: np.ndarray, server: int) -> float 
     alive = ports[obs.link_rate_Bps[ports] >= 0.01 * obs.link_nominal_Bps[ports]]
     times = obs.link_bytes[alive] / obs.link_rate_Bps[alive]
     mine = times[obs.topo.node_server[obs.topo.link_src[alive]] == server]
-    seen = float(mine.max() - np.median(times)) if len(mine) else 0.0
-    return min(seen, _exposed_comm_s(obs)) if seen > 0 else bound
+    if not len(mine) or mine.max() <= np.median(times):
+        return bound
+    # the doubled port against the median port: the exposed part of the communication shrinks
+    # as that port's time would (a DP job's gradient reduce-scatter moves half its bytes under the
+    # backward pass: the port's extra time counted whole overstated a 1 % loss as 2 %)
+    return _held_up_s(obs, float(mine.max()), float(np.median(times)))
 
 
 def _fabric_or_host(obs: Observation) -> np.ndarray:
@@ -639,18 +707,38 @@ def _busiest_other_port_s(obs: Observation, link: int) -> float:
     return float(np.max(_job_bytes(obs, ports) / np.maximum(rate, 1e-30), initial=0.0))
 
 
+def _held_up_s(obs: Observation, with_s: float, without_s: float) -> float:
+    """The step time a port holds the job up when it takes ``with_s`` per step to move its bytes
+    where ``without_s`` would do (the time of the job's busiest other port, or its own at full rate).
+
+    The observation is of the run as it went: its exposed communication already includes the
+    slowness. A collective ends when its most loaded port has sent its bytes, so its duration, and
+    the exposed part of it, scales with that port's time; relieved, the exposed part shrinks by
+    ``without_s / with_s``. The extra port time itself bounds the loss too: it is all the step can
+    lose, when every byte on the port is exposed; when most of them move under compute (a data-parallel
+    job's reduce-scatter overlapping the backward pass), the exposed share is the smaller of the two."""
+    # noise floor: two readings that each carry a relative noise n differ by noise alone by up to
+    # NOISE_SIGMAS x n x sqrt(2) of their size (their difference's standard deviation, NOISE_SIGMAS
+    # times): only the part beyond it is evidence of time lost (0 on a simulation's exact readings)
+    without_s = without_s + NOISE_SIGMAS * np.sqrt(2.0) * obs.reading_noise * with_s
+    if with_s <= without_s or with_s <= 0:
+        return 0.0
+    return min(with_s - without_s, _exposed_comm_s(obs) * (1.0 - without_s / with_s))
+
+
 def _link_lost_s(obs: Observation, link: int, slowdown: float) -> float:
     """The step time a link costs when moving its bytes takes ``slowdown`` times longer than at its
     nominal rate: the part of its longer transfer that the job's busiest other port does not
     already take (a collective's ports move their bytes side by side and it ends with the slowest:
-    a port with headroom absorbs a slowdown up to that port's time), never more than the job's
-    exposed communication (time hidden under compute costs nothing)."""
+    a port with headroom absorbs a slowdown up to that port's time), and of that only what is
+    exposed (:func:`_held_up_s`: time hidden under compute costs nothing)."""
     if obs.link_bytes is None or obs.link_nominal_Bps is None or obs.link_nominal_Bps[link] <= 0:
         return _exposed_comm_s(obs)
-    nominal_s = float(obs.link_bytes[link]) / float(obs.link_nominal_Bps[link])
+    # the job's own bytes are what waits (another job's bytes on the port counted as its own made a
+    # 0.04 s transfer 2.3 s: a 74 % foreign load rated a warning on a run that lost nothing)
+    nominal_s = float(_job_bytes(obs, np.array([link]))[0]) / float(obs.link_nominal_Bps[link])
     slowed_s = nominal_s * max(slowdown, 1.0)
-    extra = max(slowed_s - max(nominal_s, _busiest_other_port_s(obs, link)), 0.0)
-    return min(extra, _exposed_comm_s(obs))
+    return _held_up_s(obs, slowed_s, max(nominal_s, _busiest_other_port_s(obs, link)))
 
 
 def _traffic_share(obs: Observation, link: int) -> float:
@@ -685,8 +773,28 @@ def link_flap(obs: Observation, out: RuleOutput) -> None:
 
 
 def _loss_window_packets(rate_Bps: float) -> float:
-    """Packets in flight on a link, which go-back-N resends after each loss (see faults.kinds)."""
+    """Packets in flight on a link, which go-back-N resends after each loss: the bandwidth-delay
+    product at the link's rate over the MTU. An RC queue pair (InfiniBand, and RoCE NICs, which
+    implement IB transport over UDP) keeps packet sequence numbers; a receiver that sees a gap NAKs
+    and discards what follows, so the sender resends from the lost packet on (InfiniBand
+    Architecture Specification vol. 1, section 9.7.5, "Requester: responder NAK"; Mittal et al.,
+    "Revisiting Network Support for RDMA", SIGCOMM 2018, on RoCE NICs' go-back-N). LOSS_RTT_S is a
+    few switch hops and two NICs (faults.apply)."""
     return max(1.0, rate_Bps * LOSS_RTT_S / 4096.0)
+
+
+def _loss_rate(obs: Observation, link: int, errors: float) -> float:
+    """The share of the link's packets lost: errors over the packets it sent in the window the
+    counter covers (the counters' own window bytes, else a step's bytes times the steps it covers:
+    a two-step window read against one step's packets doubled the rate)."""
+    if obs.link_window_bytes is not None and obs.link_window_bytes[link] > 0:
+        sent_bytes = float(obs.link_window_bytes[link])
+    elif obs.link_bytes is not None:
+        sent_bytes = float(obs.link_bytes[link]) * max(obs.counter_steps, 1.0)
+    else:
+        return 0.0
+    packets = sent_bytes / 4096.0
+    return errors / packets if packets > 0 else 0.0
 
 
 @rule("link-loss", RESTORE_LINK)
@@ -701,8 +809,7 @@ def link_loss(obs: Observation, out: RuleOutput) -> None:
         if obs.counters.get("link_downed") is not None and obs.counters["link_downed"][link] > 0:
             continue
         name = _cable_name(obs, link)
-        packets = float(obs.link_bytes[link]) / 4096.0 if obs.link_bytes is not None else 0.0
-        loss = float(errors[link]) / packets if packets > 0 else 0.0
+        loss = _loss_rate(obs, int(link), float(errors[link]))
         rate = float(obs.link_nominal_Bps[link]) if obs.link_nominal_Bps is not None else 0.0
         slowdown = 1.0 + loss * _loss_window_packets(rate)
         out.candidates.append(Candidate(
@@ -1050,18 +1157,21 @@ def _leaf_oversubscribed(obs: Observation, switch: int, links: np.ndarray) -> tu
     if ratio <= 1.01 or not len(down):
         return None
     t_up = float(_job_bytes(obs, links).sum()) / up_Bps       # the leaf's offered load through its uplinks
-    # with as much capacity up as down the same bytes would take t_up / ratio; and at most the
-    # exposed communication waits on the uplinks, which would shrink alike
-    lost = min(t_up, _exposed_comm_s(obs)) * (1.0 - 1.0 / ratio)
-    return lost, ratio
+    # with as much capacity up as down the same bytes would take t_up / ratio, but never less than
+    # the leaf's busiest server port needs for its own bytes (those ports, not the uplinks, then set
+    # the pace): the uplinks hold the job up only beyond that, and only in its exposed part
+    ports = down[obs.link_rate_Bps[down] > 0]
+    t_port = float((_job_bytes(obs, ports) / obs.link_rate_Bps[ports]).max(initial=0.0))
+    return _held_up_s(obs, t_up, max(t_up / ratio, t_port)), ratio
 
 
 @rule("oversubscription", Fix(_non_blocking))
 def oversubscription(obs: Observation, out: RuleOutput) -> None:
     """A leaf with more capacity down (to its servers) than up, whose servers offer more traffic
     across the fabric than its uplinks carry in the time their own ports need: the offered load over
-    the uplink capacity, not a utilization threshold. The cost is the uplink time beyond what a
-    non-blocking leaf would need."""
+    the uplink capacity, not a utilization threshold nor the nominal ratio. The cost is the uplink
+    time beyond what a non-blocking leaf would need (and beyond what the servers' own ports need),
+    as far as it is exposed: the time the uplinks actually held the job up."""
     if obs.link_bytes is None or obs.link_rate_Bps is None:
         return
     best = None

@@ -15,7 +15,8 @@ the finding's component; the other stalled links are its victims.
 Time lost. A port stalled for ``stall_s`` while it sent ``window_bytes`` at ``rate`` in the same
 counter window was held back a share ``X = stall / (stall + window_bytes / rate)`` of the time it had
 data, so it delivered at most ``1 - X`` of its rate. A step's bytes on it then take ``bytes / rate x
-X / (1 - X)`` longer, never more than the job's exposed communication. PFC pauses are sent because
+X / (1 - X)`` longer, of which the job waits the exposed share: at most the exposed communication x X
+(rules._held_up_s, as for any slowed port). PFC pauses are sent because
 this port's own traffic fills the peer's ingress buffer (the XOFF threshold), so the port has data
 while paused; a credit wait is counted only while it has data (IBTA's definition of PortXmitWait).
 """
@@ -31,6 +32,7 @@ from gpuwait.diagnosis.rules import (
     _dropping,
     _exposed_comm_s,
     _gbps,
+    _held_up_s,
     _matters,
     _ms,
     _traffic_share,
@@ -70,13 +72,14 @@ def stalled_share(stall_s: float, window_bytes: float, rate_Bps: float) -> float
 
 
 def _lost_s(obs: Observation, link: int, share: float) -> float:
-    """Per step, the extra time the link's bytes take at ``1 - share`` of its rate, capped by the
-    exposed communication; the cap alone where a step's bytes are unknown or the port sent nothing."""
+    """Per step, the time the link holds the job up when its bytes take ``1 / (1 - share)`` of their
+    sending time (the stalls beside the sending): its exposed share (rules._held_up_s, as for a
+    slowed port); the exposed communication alone where a step's bytes are unknown or the port sent nothing."""
     exposed = _exposed_comm_s(obs)
     if obs.link_bytes is None or share >= 1.0:
         return exposed * (_traffic_share(obs, link) if obs.link_bytes is not None else 1.0)
-    extra = float(obs.link_bytes[link]) / _rate(obs, link) * share / (1.0 - share)
-    return min(extra, exposed)
+    send_s = float(obs.link_bytes[link]) / _rate(obs, link)
+    return _held_up_s(obs, send_s / (1.0 - share), send_s)
 
 
 def _downstream(obs: Observation, link: int) -> np.ndarray:

@@ -16,7 +16,7 @@ import dataclasses
 
 import numpy as np
 
-from gpuwait.diagnosis.observe import CONGESTION_COUNTERS, Observation, observe_run
+from gpuwait.diagnosis.observe import CONGESTION_COUNTERS, TELEMETRY_READING_NOISE, Observation, observe_run
 from gpuwait.diagnosis.rules import RATE_DOWNSHIFT
 from gpuwait.faults.kinds import PCIE_FULL_LANES, server_pcie_generation
 from gpuwait.runner.workload import WorkloadRun
@@ -185,6 +185,8 @@ def observe_telemetry(bundle: TelemetryBundle, topo: Topology) -> Observation:
                        collectives=phased[1] if phased else (), exposed_comm_s=_exposed_by_collective(metrics, names),
                        link_rate_Bps=rate, link_nominal_Bps=nominal if rate is not None else None,
                        link_users=dict(real.link_users), link_foreign_Bps=foreign, counters=counters, socket_transport=socket,
+                       counter_steps=float(metrics.value_of("gpuwait_steps_total")) if "gpuwait_steps_total" in names else 1.0,
+                       reading_noise=TELEMETRY_READING_NOISE,
                        gdr_off_servers=gdr_off, remote_nic_gpus=remote, storage_read=reads,
                        storage_busy=_storage_busy(metrics, names, step),
                        gpu_throttle=dict(real.gpu_throttle) or None, gpu_pcie=dict(real.gpu_pcie) or None,
