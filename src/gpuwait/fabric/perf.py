@@ -187,7 +187,8 @@ class CollectivePredictor:
                 Setting("transport", transport, transport_from),
                 Setting("gpu_arch", f"{arch.name} (sm{arch.sm})", "cluster file: server.gpu_model"),
                 Setting("nccl_version", env.release.version, env.release_from),
-                Setting("ignored", ", ".join(env.ignored) or "none", "process environment: not modelled")]
+                Setting("ignored", ", ".join(env.ignored) or "none", "process environment: not modelled"),
+                Setting("no_timing_effect", ", ".join(env.no_timing) or "none", "NCCL env: does not change timing")]
 
     # ----------------------------------------------------------------- NCCL's view of the node
     def tuning_inputs(self, collective: str) -> TuningInputs:
