@@ -10,6 +10,8 @@ For one collective and size:
    effective NVLink bandwidth (links x per-link constant, NCCL topo.h v2.30.7), NVLS to
    ``nvlsEfficiency`` of it, and every link to the protocol's payload share (LL 1/2, LL128 120/128).
 3. time = latency + max(fabric time, NCCL's ceiling time): the fabric can only make NCCL slower.
+   NCCL's ceiling is its tuning figure where that figure is the bytes; a tree between 2 ranks moves
+   the ring's bytes, not the x 0.5 NCCL's choice assumes (:func:`tree_pair_share`).
 4. NVLS runs each chunk in two stages (reduce through the switch, then the multicast store). They
    overlap only once NCCL's in-flight window is full (NVLS channels x NCCL_STEPS x NVLS chunk,
    16 x 8 x 128 KiB = 16 MiB by default), so the first window's bytes cost a second pass:
@@ -81,6 +83,21 @@ NVLS_WINDOW_BYTES = 16 * 8 * 128 * 1024
 #: bidirectional traffic well" (the maintainer's answer there). Both directions together move
 #: 2 x 3.9 GB/s where one direction alone moves 10.31 GB/s.
 SHM_BIDIRECTIONAL_SHARE = 2 * 3.9 / 10.31
+
+
+def tree_pair_share(algorithm: str, n_ranks: int) -> float:
+    """The share of NCCL's tuning time a tree's bytes take on the wire: 1/2 between 2 ranks, else 1.
+
+    NCCL converts a tree's bus bandwidth to algorithm bandwidth with a flat x 0.5 ("Convert bus BW to
+    algorithm BW", src/graph/tuning.cc, NVIDIA/nccl v2.30.7-1): a chain's middle rank sends every byte
+    up (reduce) and again down (broadcast). Between 2 ranks the tree has no middle: the root receives,
+    reduces and sends back (``directRecvReduceCopyDirectSend``), the leaf sends up and receives down
+    (``runTreeSplit``, src/device/all_reduce.h, same tag), so each rank sends the buffer once, as the
+    ring does (its own ratio nRanks / nsteps = 2 / 2). NCCL's figure there is a selection heuristic
+    (it keeps NCCL_ALGO=Tree from being picked), not the time: NVIDIA/nccl-tests#232 measures a forced
+    Tree between 2 H100 servers at 41 GB/s, the ring's rate, not half of it.
+    """
+    return 0.5 if algorithm == "tree" and n_ranks == 2 else 1.0
 
 
 def gpu_sm(gpu_model: str) -> int:
@@ -507,6 +524,7 @@ class CollectivePredictor:
         comm = self.comm
         plateau = prediction.plateau_alg_bw_GBps or prediction.alg_bw_GBps
         model_s = n_bytes / (plateau * 1e9) if n_bytes > 0 and comm.n_ranks > 1 else 0.0
+        model_s *= tree_pair_share(algorithm, comm.n_ranks)
         graph = inputs.graph(algorithm)
         channels = self._channels(graph.n_channels, algorithm)
         reference = graph.n_channels  # NCCL_MAX_NCHANNELS below the graph's slows NCCL's plateau
