@@ -59,6 +59,7 @@ from gpuwait.collectives.tuning import (
     pci_bw_GBps,
 )
 from gpuwait.engine.base import effective_capacity_Bps
+from gpuwait.errors import SpecError
 from gpuwait.fabric.collective import PlanRun, run_plan
 from gpuwait.spec.cluster import RoutingSpec
 from gpuwait.topology.gpus import gpu_arch
@@ -83,6 +84,18 @@ NVLS_WINDOW_BYTES = 16 * 8 * 128 * 1024
 #: bidirectional traffic well" (the maintainer's answer there). Both directions together move
 #: 2 x 3.9 GB/s where one direction alone moves 10.31 GB/s.
 SHM_BIDIRECTIONAL_SHARE = 2 * 3.9 / 10.31
+
+
+#: The host's time to issue one collective on one more GPU from the same thread (NCCL's enqueue and the
+#: kernel launch). nccl-tests times ``iters`` calls issued back to back and synchronizes once
+#: (``BenchTime``, src/common.cu, NVIDIA/nccl-tests); with ``-g N`` one thread issues each call on N GPUs
+#: inside ncclGroupStart/End (``startColl``), so a call takes at least N x this however small it is
+#: ("the CUDA latency overheads of single process jobs", the maintainer in NVIDIA/nccl-tests#333).
+#: The lowest per-GPU figure of the public -g floors: an H200 node, -g 8, NVLS, 1-2 KiB: 0.06/0.12 GB/s
+#: busbw = 30 us (Azure ND H200 v5 NCCL benchmark, tests/nccltests/data/reference) = 3.7 us per GPU;
+#: B200 -g 2 9 us and -g 4 22 us (NVIDIA/nccl-tests#333) = 4.5 and 5.5 us. The floor is a max, so the
+#: lowest figure keeps every source's floor at or below its measurement.
+HOST_ISSUE_PER_GPU_S = 3.7e-6
 
 
 def tree_pair_share(algorithm: str, n_ranks: int) -> float:
@@ -171,11 +184,13 @@ class CollectivePredictor:
     peers: tuple[Communicator, ...] = ()
     background_Bps: np.ndarray | None = None
     qps: Setting | None = None  # QPs per connection and where they came from (set by :meth:`create`)
+    gpus_per_thread: int = 1  # GPUs one host thread drives (nccl-tests -g): :data:`HOST_ISSUE_PER_GPU_S`
     _fabric_cache: dict = field(default_factory=dict)
 
     @classmethod
     def create(cls, comm: Communicator, env: NcclEnv, routing: RoutingSpec, transport: TransportProfile,
-               peers: tuple[Communicator, ...] = (), background_Bps: np.ndarray | None = None) -> CollectivePredictor:
+               peers: tuple[Communicator, ...] = (), background_Bps: np.ndarray | None = None,
+               gpus_per_thread: int = 1) -> CollectivePredictor:
         if env.ib_disable or transport.name == "tcp":
             # NCCL's socket transport, one model for NCCL_IB_DISABLE=1 and a cluster (or tcp-fallback) naming tcp
             transport = socket_transport(transport, env.socket_nthreads, env.nsocks_perthread)
@@ -185,7 +200,10 @@ class CollectivePredictor:
         # one owner for QPs (collectives.ncclenv.qps_setting): NCCL env, else the cluster file, else NCCL's 1
         qps = qps_setting(env, routing)
         routing = routing.model_copy(update={"qps_per_connection": qps.value})
-        return cls(comm, env, routing, transport, tuple(peers), background_Bps, qps=qps)
+        if not 1 <= gpus_per_thread <= comm.ppn:
+            raise SpecError(f"--gpus-per-thread (nccl-tests -g): got {gpus_per_thread}; expected 1 to {comm.ppn}, "
+                            "the GPUs of one server that one host thread drives")
+        return cls(comm, env, routing, transport, tuple(peers), background_Bps, qps=qps, gpus_per_thread=gpus_per_thread)
 
     def settings(self) -> list[Setting]:
         """The settings this predictor runs with, each with where it came from (printed by
@@ -622,6 +640,8 @@ class CollectivePredictor:
     def _estimate(self, collective: str, n_bytes: int, algorithm: str, protocol: str, channels: int, model_s: float,
                   fabric_s: float | None, chunk: int, costs: PipelineCosts) -> CollectiveEstimate:
         params = self.params
+        if self.gpus_per_thread > 1:
+            costs = replace(costs, host_floor_s=self.gpus_per_thread * HOST_ISSUE_PER_GPU_S)
         time_s = pipelined_time_s(costs, params)
         latency_s = costs.latency_with(params)
         fill_s = costs.fill_with(params)
