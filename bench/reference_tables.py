@@ -68,6 +68,12 @@ class Reference:
     not_describable: str = ""
     nccl_version: str | None = None
     not_fitted: str = ""
+    gpus_per_thread: int | None = None  # nccl-tests -g where the table has no header line saying it
+
+    def threads_gpus(self) -> int:
+        """GPUs one host thread drove (nccl-tests ``-g``): the header's ``nGpus``, else ``gpus_per_thread``, else 1."""
+        found = re.search(r"^#\s*nThread\s+\d+\s+nGpus\s+(\d+)", self.path.read_text(), re.MULTILINE)
+        return int(found.group(1)) if found else (self.gpus_per_thread or 1)
 
     def version(self) -> str | None:
         """The NCCL release to predict: ``nccl_version``, else the one the log prints (if modelled)."""
@@ -111,8 +117,9 @@ REFERENCES = [
               approximate="AWS p5.48xlarge (H100 SXM, NVSwitch) described as a DGX H100; NCCL from the aws-ofi-nccl "
                           "image with its tuner plugin (NCCL_TUNER_PLUGIN), which gpuwait does not model"),
     Reference("h200-nvswitch-1node-8gpu-all_reduce-nvls-busbw-only", CLASSES[1], "nd-h200-v5", 1, 8,
-              {"NCCL_ALGO": "NVLS"}, nccl_version="2.20.5"),  # stated by the source, not printed
-    Reference("a100-dgx-4gpu-all_reduce", CLASSES[2], "dgx-a100", 1, 4),  # devices 4-7 of 8: the same on NVSwitch
+              {"NCCL_ALGO": "NVLS"}, nccl_version="2.20.5", gpus_per_thread=8),  # version: stated, not printed
+    Reference("a100-dgx-4gpu-all_reduce", CLASSES[2], "dgx-a100", 1, 4,  # devices 4-7 of 8: the same on NVSwitch
+              gpus_per_thread=4),
     Reference("a100-oci-2node-16gpu-roce-all_reduce", CLASSES[2], "oci-a100-roce", 2, 8,
               {"NCCL_IB_QPS_PER_CONNECTION": "4", "NCCL_IB_SPLIT_DATA_ON_QPS": "0"},
               approximate="per-port link speed not stated in the source (the preset's 16x 100G assumed)"),
@@ -201,7 +208,8 @@ def sweep_of(ref: Reference, meas: Curve):
     if key not in _SWEEPS:
         _SWEEPS[key] = perf_sweep(meas.collective, SweepArgs(min_bytes=int(meas.sizes[0]),
                                                              max_bytes=int(meas.sizes[-1]), step_factor=2),
-                                  ref.cluster_arg(), ref.servers, ref.gpus, ref.env, ref.version())
+                                  ref.cluster_arg(), ref.servers, ref.gpus, ref.env, ref.version(),
+                                  gpus_per_thread=ref.threads_gpus())
     return _SWEEPS[key]
 
 

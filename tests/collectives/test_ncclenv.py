@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from gpuwait.collectives.ncclenv import NcclEnv, apply_env, choose_with_env, defaults, parse_env, parse_env_pairs
+from gpuwait.collectives.ncclenv import (
+    NO_TIMING_EFFECT,
+    NcclEnv,
+    apply_env,
+    choose_with_env,
+    defaults,
+    parse_env,
+    parse_env_pairs,
+)
 from gpuwait.collectives.tuning import dgx_h100
 from gpuwait.errors import SpecError
 
@@ -110,7 +118,7 @@ def test_env_pairs():
     for bad, expected in (("NCCL_ALGO", "expected NAME=VALUE"), ("=Ring", "expected NAME=VALUE"),
                           ("OMP_NUM_THREADS=4", r"expected an NCCL_\* variable"),
                           # issue 20: a variable given on purpose must change the result or be refused
-                          ("NCCL_DEBUG=INFO", "NCCL_DEBUG is not modelled; modelled NCCL variables: NCCL_ALGO"),
+                          ("NCCL_IB_TC=41", "NCCL_IB_TC is not modelled; modelled NCCL variables: NCCL_ALGO"),
                           ("NCCL_IB_HCA=mlx5_0:1", "NCCL_IB_HCA is not modelled")):
         with pytest.raises(SpecError, match=expected):
             parse_env_pairs([bad])
@@ -138,3 +146,28 @@ def test_cta_limits_combine_with_the_channel_limits_as_nccl_does():
     assert parse_env({"NCCL_MIN_CTAS": "24"}).channel_limits() == (24, 64)
     assert parse_env({"NCCL_MAX_CTAS": "4", "NCCL_MAX_NCHANNELS": "8"}).channel_limits() == (1, 4)
     assert parse_env({"NCCL_MIN_NCHANNELS": "4", "NCCL_MIN_CTAS": "2"}).channel_limits() == (4, 64)
+
+
+@pytest.mark.parametrize("name, value", [("NCCL_CUMEM_ENABLE", "1"), ("NCCL_DEBUG", "INFO"),
+                                         ("NCCL_SOCKET_IFNAME", "eth0"), ("NCCL_IB_GID_INDEX", "3")])
+def test_variables_without_timing_effect_are_accepted_the_same_from_both_paths(name, value):
+    """A variable that does not change timing (NCCL env.rst: logging, bootstrap addressing, buffer
+    allocation) is accepted from --env as from the process environment, and listed with why."""
+    from_env = parse_env({name: value})
+    from_flag = parse_env_pairs([f"{name}={value}"])
+    assert from_env == from_flag
+    assert from_flag.no_timing == (name,) and from_flag.ignored == () and name in NO_TIMING_EFFECT
+    assert from_flag.extra[name] == value
+
+
+def test_variables_without_timing_effect_leave_the_prediction_unchanged(monkeypatch):
+    from gpuwait.runner.perf import make_predictor
+
+    for name in NO_TIMING_EFFECT:
+        monkeypatch.delenv(name, raising=False)
+    base = make_predictor("dgx-h100", 2, None, []).estimate("all_reduce", 2**26)
+    flag = make_predictor("dgx-h100", 2, None, ["NCCL_CUMEM_ENABLE=1", "NCCL_DEBUG=INFO"]).estimate("all_reduce", 2**26)
+    monkeypatch.setenv("NCCL_CUMEM_ENABLE", "1")
+    process = make_predictor("dgx-h100", 2, None, []).estimate("all_reduce", 2**26)
+    assert base.time_s == flag.time_s == process.time_s
+    assert make_predictor("dgx-h100", 2, None, ["NCCL_CUMEM_ENABLE=0"]).settings()[-1].value == "NCCL_CUMEM_ENABLE"

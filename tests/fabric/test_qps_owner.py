@@ -66,9 +66,11 @@ def test_json_and_report_algo_print_where_each_setting_came_from(monkeypatch):
 
 
 def test_unmodelled_variables_of_the_process_environment_are_listed(monkeypatch):
-    monkeypatch.setenv("NCCL_DEBUG", "INFO")
-    sweep = perf_sweep("all_reduce", SweepArgs(), cluster="dgx-h100")
-    assert sweep.to_dict()["settings"]["ignored"].startswith("NCCL_DEBUG")
+    monkeypatch.setenv("NCCL_IB_TC", "41")
+    monkeypatch.setenv("NCCL_DEBUG", "INFO")  # no effect on timing: listed apart
+    settings = perf_sweep("all_reduce", SweepArgs(), cluster="dgx-h100").to_dict()["settings"]
+    assert settings["ignored"].startswith("NCCL_IB_TC")
+    assert settings["no_timing_effect"].startswith("NCCL_DEBUG")
 
 
 def test_min_ctas_raise_the_channels_nccl_runs(monkeypatch):

@@ -19,6 +19,10 @@ STEP_OPTION = typer.Option("1M", "-i", "--stepbytes", help="Add this each step w
 ITERS_OPTION = typer.Option(20, "-n", "--iters", min=1, help="Timed iterations (printed in the header).")
 WARMUP_OPTION = typer.Option(1, "-w", "--warmup_iters", min=0, help="Warmup iterations (header only).")
 GPUS_OPTION = typer.Option(None, "-g", "--ngpus", min=1, help="GPUs per server (default: all).")
+THREAD_GPUS_OPTION = typer.Option(
+    1, "--gpus-per-thread", min=1,
+    help="GPUs one host thread drives, as nccl-tests -g in one process (default 1: a process per GPU, "
+         "mpirun -np N); every call then costs at least this many launches.")
 CHECK_OPTION = typer.Option(1, "-c", "--check", min=0, help="0 prints N/A in #wrong, as nccl-tests -c 0.")
 REDOP_OPTION = typer.Option("sum", "-o", "--op", help="Reduction op (printed).")
 DTYPE_OPTION = typer.Option("float", "-d", "--datatype", help="Datatype: float, half, bfloat16, int8...")
@@ -38,7 +42,8 @@ def perf(op: str = OP_ARGUMENT, cluster: str = CLUSTER_OPTION, servers: int | No
          gpus: int | None = GPUS_OPTION, check: int = CHECK_OPTION, redop: str = REDOP_OPTION,
          dtype: str = DTYPE_OPTION, root: int = ROOT_OPTION, env: list[str] = ENV_OPTION,
          report_algo: bool = ALGO_OPTION, compare: Path | None = COMPARE_OPTION,
-         nccl_version: str | None = NCCL_VERSION_OPTION, json_out: bool = JSON_OPTION) -> None:
+         nccl_version: str | None = NCCL_VERSION_OPTION, gpus_per_thread: int = THREAD_GPUS_OPTION,
+         json_out: bool = JSON_OPTION) -> None:
     """Predict an nccl-tests table (`all_reduce_perf -b 8 -e 8G -f 2 -g 8`) for a cluster.
 
     Times come from NCCL's tuning model (algorithm, protocol, latency) and the flow engine on the
@@ -67,5 +72,5 @@ def perf(op: str = OP_ARGUMENT, cluster: str = CLUSTER_OPTION, servers: int | No
     from gpuwait.runner.perf import SweepArgs, perf_sweep
 
     args = SweepArgs(min_bytes, max_bytes, step_factor, step_bytes, iters, warmup, check, redop, dtype, root)
-    sweep = perf_sweep(op, args, cluster, servers, gpus, env, nccl_version)
+    sweep = perf_sweep(op, args, cluster, servers, gpus, env, nccl_version, gpus_per_thread=gpus_per_thread)
     out.emit(sweep.to_dict(), lambda c: print(sweep_text(sweep, report_algo)))

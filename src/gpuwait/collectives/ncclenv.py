@@ -9,9 +9,12 @@ Parsing is stricter than NCCL, on purpose: NCCL logs an invalid value and silent
 default, which hides typos; gpuwait rejects it with one line naming the variable, the value and what
 was expected. An empty value (``NCCL_ALGO=``) counts as unset, as in NCCL. A variable gpuwait reads but
 cannot model beyond its default (:data:`NOT_MODELLED`, e.g. ``NCCL_COLLNET_ENABLE=1``) is refused with one
-line saying what is modelled. Other ``NCCL_*`` variables of the process environment are kept verbatim in
-``extra`` and listed in ``ignored`` (``perf --report-algo`` prints them); given with ``--env`` they are
-refused (:func:`check_modelled`).
+line saying what is modelled. A variable that does not change a collective's time (:data:`NO_TIMING_EFFECT`:
+logging, dump files, bootstrap addressing, how NCCL allocates its buffers) is accepted the same way from
+the process environment and from ``--env``, kept in ``extra`` and listed in ``no_timing`` with why. Other
+``NCCL_*`` variables of the process environment are kept verbatim in ``extra`` and listed in ``ignored``
+(``perf --report-algo`` prints both); given with ``--env`` they are refused (:func:`check_modelled`): a
+variable named on purpose must change the result, and gpuwait cannot say that one of them would not.
 
 Examples
 --------
@@ -168,8 +171,14 @@ class NcclEnv:
 
     @property
     def ignored(self) -> tuple[str, ...]:
-        """The ``NCCL_*`` variables that were set but that gpuwait does not model, sorted."""
-        return tuple(sorted(self.extra))
+        """The ``NCCL_*`` variables that were set but that gpuwait does not model, sorted
+        (those of :data:`NO_TIMING_EFFECT` are in :attr:`no_timing` instead)."""
+        return tuple(sorted(name for name in self.extra if name not in NO_TIMING_EFFECT))
+
+    @property
+    def no_timing(self) -> tuple[str, ...]:
+        """The set ``NCCL_*`` variables that do not change a collective's time (:data:`NO_TIMING_EFFECT`), sorted."""
+        return tuple(sorted(name for name in self.extra if name in NO_TIMING_EFFECT))
 
     def allowed_algorithms(self, collective: str) -> frozenset[str] | None:
         """The algorithms ``NCCL_ALGO`` leaves for ``collective``; None if it leaves NCCL's default."""
@@ -278,6 +287,26 @@ NOT_MODELLED: Mapping[str, str] = MappingProxyType({
 })
 _ALIASES = {"NCCL_IB_GDR_LEVEL": "NCCL_NET_GDR_LEVEL"}
 
+#: Variables that do not change a collective's time once the communicator exists: accepted from the
+#: process environment and from ``--env`` alike, listed with this reason (``perf --report-algo``).
+#: Meanings from the NCCL User Guide's "Environment Variables" page (env.rst, NCCL 2.30).
+NO_TIMING_EFFECT: Mapping[str, str] = MappingProxyType({
+    "NCCL_DEBUG": "log level only",
+    "NCCL_DEBUG_SUBSYS": "log filter only",
+    "NCCL_DEBUG_FILE": "log destination only",
+    "NCCL_WARN_ENABLE_DEBUG_INFO": "log level of warnings only",
+    "NCCL_SET_THREAD_NAME": "names NCCL's threads for debuggers",
+    "NCCL_TOPO_DUMP_FILE": "writes the detected topology to a file",
+    "NCCL_GRAPH_DUMP_FILE": "writes the search graphs to a file",
+    "NCCL_COMM_ID": "bootstrap address (communicator set-up, before any collective)",
+    "NCCL_SOCKET_IFNAME": "the interface of the bootstrap and the socket transport; gpuwait uses the "
+                          "cluster file's NICs",
+    "NCCL_SOCKET_FAMILY": "IPv4 or IPv6 for the bootstrap and the socket transport",
+    "NCCL_IB_GID_INDEX": "the RoCE GID (address) a QP uses; the transport is the cluster file's",
+    "NCCL_CUMEM_ENABLE": "how NCCL allocates its buffers (cuMem* virtual memory or cudaMalloc); "
+                         "the bytes take the same links",
+})
+
 
 def parse_env(env: Mapping[str, str]) -> NcclEnv:
     """Parse the ``NCCL_*`` entries of a mapping such as ``os.environ`` into an :class:`NcclEnv`.
@@ -289,9 +318,9 @@ def parse_env(env: Mapping[str, str]) -> NcclEnv:
 
     Examples
     --------
-    >>> env = parse_env({"NCCL_PROTO": "^LL128", "NCCL_DEBUG": "INFO"})
-    >>> sorted(env.allowed_protocols("all_gather")), env.ignored
-    (['LL', 'Simple'], ('NCCL_DEBUG',))
+    >>> env = parse_env({"NCCL_PROTO": "^LL128", "NCCL_DEBUG": "INFO", "NCCL_IB_TC": "41"})
+    >>> sorted(env.allowed_protocols("all_gather")), env.ignored, env.no_timing
+    (['LL', 'Simple'], ('NCCL_IB_TC',), ('NCCL_DEBUG',))
     >>> parse_env({"NCCL_IB_QPS_PER_CONNECTION": "0"})
     Traceback (most recent call last):
     ...
@@ -338,14 +367,14 @@ def _refuse_not_modelled(values: Mapping[str, object]) -> None:
 def check_modelled(names: Iterable[str], what: str = "--env") -> None:
     """Refuse an ``NCCL_*`` name gpuwait does not model (a name given on purpose should change the result).
 
-    >>> check_modelled(["NCCL_ALGO"])
+    >>> check_modelled(["NCCL_ALGO", "NCCL_CUMEM_ENABLE"])
     >>> check_modelled(["NCCL_IB_HCA"])
     Traceback (most recent call last):
     ...
     gpuwait.errors.SpecError: --env: NCCL_IB_HCA is not modelled; modelled NCCL variables: ...
     """
     for name in names:
-        if str(name).startswith("NCCL_") and name not in VARIABLES:
+        if str(name).startswith("NCCL_") and name not in VARIABLES and name not in NO_TIMING_EFFECT:
             raise SpecError(f"{what}: {name} is not modelled; modelled NCCL variables: "
                             + ", ".join(sorted(n for n in VARIABLES if n not in NOT_MODELLED)))
 

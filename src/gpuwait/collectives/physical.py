@@ -124,6 +124,7 @@ class PipelineCosts:
     multi_node: bool
     connection_steps: float = 0.0
     proxy_load: float = 1.0
+    host_floor_s: float = 0.0  # the host's time to issue one call on every GPU it drives (fabric.perf)
 
     def latency_with(self, params: PhysicalParams) -> float:
         return (self.latency_s + params.launch_latency_s + self.intra_steps * params.intra_step_latency_s
@@ -164,4 +165,6 @@ def pipelined_time_s(costs: PipelineCosts, params: PhysicalParams) -> float:
     steady = np.maximum(np.maximum(costs.wire_with(params), costs.nic_messages * params.net_message_overhead_s),
                         costs.connection_steps * costs.proxy_load * params.net_step_cycle_s)
     total = costs.latency_with(params) + steady + costs.fill_with(params)
+    # back-to-back calls run no faster than one host thread issues them (nccl-tests -g N: fabric.perf)
+    total = np.maximum(total, costs.host_floor_s)
     return float(total) if np.ndim(total) == 0 else total

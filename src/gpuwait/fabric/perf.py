@@ -10,6 +10,8 @@ For one collective and size:
    effective NVLink bandwidth (links x per-link constant, NCCL topo.h v2.30.7), NVLS to
    ``nvlsEfficiency`` of it, and every link to the protocol's payload share (LL 1/2, LL128 120/128).
 3. time = latency + max(fabric time, NCCL's ceiling time): the fabric can only make NCCL slower.
+   NCCL's ceiling is its tuning figure where that figure is the bytes; a tree between 2 ranks moves
+   the ring's bytes, not the x 0.5 NCCL's choice assumes (:func:`tree_pair_share`).
 4. NVLS runs each chunk in two stages (reduce through the switch, then the multicast store). They
    overlap only once NCCL's in-flight window is full (NVLS channels x NCCL_STEPS x NVLS chunk,
    16 x 8 x 128 KiB = 16 MiB by default), so the first window's bytes cost a second pass:
@@ -58,6 +60,7 @@ from gpuwait.collectives.tuning import (
     pci_bw_GBps,
 )
 from gpuwait.engine.base import effective_capacity_Bps
+from gpuwait.errors import SpecError
 from gpuwait.fabric.collective import PlanRun, run_plan
 from gpuwait.spec.cluster import RoutingSpec
 from gpuwait.topology.gpus import gpu_arch
@@ -82,6 +85,33 @@ NVLS_WINDOW_BYTES = 16 * 8 * 128 * 1024
 #: bidirectional traffic well" (the maintainer's answer there). Both directions together move
 #: 2 x 3.9 GB/s where one direction alone moves 10.31 GB/s.
 SHM_BIDIRECTIONAL_SHARE = 2 * 3.9 / 10.31
+
+
+#: The host's time to issue one collective on one more GPU from the same thread (NCCL's enqueue and the
+#: kernel launch). nccl-tests times ``iters`` calls issued back to back and synchronizes once
+#: (``BenchTime``, src/common.cu, NVIDIA/nccl-tests); with ``-g N`` one thread issues each call on N GPUs
+#: inside ncclGroupStart/End (``startColl``), so a call takes at least N x this however small it is
+#: ("the CUDA latency overheads of single process jobs", the maintainer in NVIDIA/nccl-tests#333).
+#: The lowest per-GPU figure of the public -g floors: an H200 node, -g 8, NVLS, 1-2 KiB: 0.06/0.12 GB/s
+#: busbw = 30 us (Azure ND H200 v5 NCCL benchmark, tests/nccltests/data/reference) = 3.7 us per GPU;
+#: B200 -g 2 9 us and -g 4 22 us (NVIDIA/nccl-tests#333) = 4.5 and 5.5 us. The floor is a max, so the
+#: lowest figure keeps every source's floor at or below its measurement.
+HOST_ISSUE_PER_GPU_S = 3.7e-6
+
+
+def tree_pair_share(algorithm: str, n_ranks: int) -> float:
+    """The share of NCCL's tuning time a tree's bytes take on the wire: 1/2 between 2 ranks, else 1.
+
+    NCCL converts a tree's bus bandwidth to algorithm bandwidth with a flat x 0.5 ("Convert bus BW to
+    algorithm BW", src/graph/tuning.cc, NVIDIA/nccl v2.30.7-1): a chain's middle rank sends every byte
+    up (reduce) and again down (broadcast). Between 2 ranks the tree has no middle: the root receives,
+    reduces and sends back (``directRecvReduceCopyDirectSend``), the leaf sends up and receives down
+    (``runTreeSplit``, src/device/all_reduce.h, same tag), so each rank sends the buffer once, as the
+    ring does (its own ratio nRanks / nsteps = 2 / 2). NCCL's figure there is a selection heuristic
+    (it keeps NCCL_ALGO=Tree from being picked), not the time: NVIDIA/nccl-tests#232 measures a forced
+    Tree between 2 H100 servers at 41 GB/s, the ring's rate, not half of it.
+    """
+    return 0.5 if algorithm == "tree" and n_ranks == 2 else 1.0
 
 
 def gpu_sm(gpu_model: str) -> int:
@@ -155,11 +185,13 @@ class CollectivePredictor:
     peers: tuple[Communicator, ...] = ()
     background_Bps: np.ndarray | None = None
     qps: Setting | None = None  # QPs per connection and where they came from (set by :meth:`create`)
+    gpus_per_thread: int = 1  # GPUs one host thread drives (nccl-tests -g): :data:`HOST_ISSUE_PER_GPU_S`
     _fabric_cache: dict = field(default_factory=dict)
 
     @classmethod
     def create(cls, comm: Communicator, env: NcclEnv, routing: RoutingSpec, transport: TransportProfile,
-               peers: tuple[Communicator, ...] = (), background_Bps: np.ndarray | None = None) -> CollectivePredictor:
+               peers: tuple[Communicator, ...] = (), background_Bps: np.ndarray | None = None,
+               gpus_per_thread: int = 1) -> CollectivePredictor:
         if env.ib_disable or transport.name == "tcp":
             # NCCL's socket transport, one model for NCCL_IB_DISABLE=1 and a cluster (or tcp-fallback) naming tcp
             transport = socket_transport(transport, env.socket_nthreads, env.nsocks_perthread)
@@ -169,7 +201,10 @@ class CollectivePredictor:
         # one owner for QPs (collectives.ncclenv.qps_setting): NCCL env, else the cluster file, else NCCL's 1
         qps = qps_setting(env, routing)
         routing = routing.model_copy(update={"qps_per_connection": qps.value})
-        return cls(comm, env, routing, transport, tuple(peers), background_Bps, qps=qps)
+        if not 1 <= gpus_per_thread <= comm.ppn:
+            raise SpecError(f"--gpus-per-thread (nccl-tests -g): got {gpus_per_thread}; expected 1 to {comm.ppn}, "
+                            "the GPUs of one server that one host thread drives")
+        return cls(comm, env, routing, transport, tuple(peers), background_Bps, qps=qps, gpus_per_thread=gpus_per_thread)
 
     def settings(self) -> list[Setting]:
         """The settings this predictor runs with, each with where it came from (printed by
@@ -188,7 +223,8 @@ class CollectivePredictor:
                 Setting("transport", transport, transport_from),
                 Setting("gpu_arch", f"{arch.name} (sm{arch.sm})", "cluster file: server.gpu_model"),
                 Setting("nccl_version", env.release.version, env.release_from),
-                Setting("ignored", ", ".join(env.ignored) or "none", "process environment: not modelled")]
+                Setting("ignored", ", ".join(env.ignored) or "none", "process environment: not modelled"),
+                Setting("no_timing_effect", ", ".join(env.no_timing) or "none", "NCCL env: does not change timing")]
 
     # ----------------------------------------------------------------- NCCL's view of the node
     def tuning_inputs(self, collective: str) -> TuningInputs:
@@ -507,6 +543,7 @@ class CollectivePredictor:
         comm = self.comm
         plateau = prediction.plateau_alg_bw_GBps or prediction.alg_bw_GBps
         model_s = n_bytes / (plateau * 1e9) if n_bytes > 0 and comm.n_ranks > 1 else 0.0
+        model_s *= tree_pair_share(algorithm, comm.n_ranks)
         graph = inputs.graph(algorithm)
         channels = self._channels(graph.n_channels, algorithm)
         reference = graph.n_channels  # NCCL_MAX_NCHANNELS below the graph's slows NCCL's plateau
@@ -607,6 +644,8 @@ class CollectivePredictor:
     def _estimate(self, collective: str, n_bytes: int, algorithm: str, protocol: str, channels: int, model_s: float,
                   fabric_s: float | None, chunk: int, costs: PipelineCosts) -> CollectiveEstimate:
         params = self.params
+        if self.gpus_per_thread > 1:
+            costs = replace(costs, host_floor_s=self.gpus_per_thread * HOST_ISSUE_PER_GPU_S)
         time_s = pipelined_time_s(costs, params)
         latency_s = costs.latency_with(params)
         fill_s = costs.fill_with(params)

@@ -195,7 +195,10 @@ def compare_log(op: str, log_path: Path, cluster: str, servers: int | None = Non
         raise SpecError(f"--compare: {log.n_ranks} ranks do not fill servers of {per_server} GPUs", hint="pass -g")
     debug = _debug_info(text)
     nccl = _nccl_choice(log_nccl_version(text, debug), nccl_version, load_cluster(cluster, 1).nccl.version)
-    predictor = make_predictor(cluster, servers or log.n_ranks // per_server, per_server, env, nccl["version"])
+    # the log's nGpus: GPUs one thread drives (nccl-tests -g), each call issued on all of them in turn
+    per_thread = min(log.config.n_gpus, per_server) if log.config and log.config.n_gpus > 1 else 1
+    predictor = make_predictor(cluster, servers or log.n_ranks // per_server, per_server, env, nccl["version"],
+                               per_thread)
     if predictor.comm.n_ranks != log.n_ranks:
         raise SpecError(f"--compare: the log has {log.n_ranks} ranks but the cluster gives {predictor.comm.n_ranks}",
                         hint="use --servers and -g to match the run")

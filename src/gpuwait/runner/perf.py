@@ -51,16 +51,19 @@ def nccl_env(env: Mapping[str, str] | Iterable[str] = (), base: Mapping[str, str
 
 
 def make_predictor(cluster: str, servers: int | None, gpus: int | None,
-                   env: Mapping[str, str] | Iterable[str] = (), nccl_version: str | None = None) -> CollectivePredictor:
+                   env: Mapping[str, str] | Iterable[str] = (), nccl_version: str | None = None,
+                   gpus_per_thread: int = 1) -> CollectivePredictor:
     """A predictor for every GPU (or ``gpus`` per server) of a preset or cluster file, predicting NCCL
-    ``nccl_version`` (``--nccl-version``; default the cluster's ``nccl.version``, else 2.30.7)."""
+    ``nccl_version`` (``--nccl-version``; default the cluster's ``nccl.version``, else 2.30.7), with
+    ``gpus_per_thread`` GPUs driven by each host thread (nccl-tests' ``-g``; 1 = one process per GPU)."""
     spec = load_cluster(cluster, servers)
     topo = build_topology(spec)
     environment = nccl_env(env)
     comm = Communicator.world(topo, gpus_per_server=gpus)
     nccl = parse_env(environment).with_version(spec.nccl.version, "nccl.version")
     nccl = nccl.with_version(nccl_version, "--nccl-version")
-    return CollectivePredictor.create(comm, nccl, spec.routing, resolve_transport(spec.transport))
+    return CollectivePredictor.create(comm, nccl, spec.routing, resolve_transport(spec.transport),
+                                      gpus_per_thread=gpus_per_thread)
 
 
 def devices(predictor: CollectivePredictor) -> list[Device]:
@@ -125,16 +128,18 @@ class SweepArgs:
 
 def perf_sweep(op: str, args: SweepArgs, cluster: str = "dgx-h100", servers: int | None = None,
                gpus: int | None = None, env: Mapping[str, str] | Iterable[str] = (),
-               nccl_version: str | None = None, predictor: CollectivePredictor | None = None) -> PerfSweep:
+               nccl_version: str | None = None, predictor: CollectivePredictor | None = None,
+               gpus_per_thread: int = 1) -> PerfSweep:
     """The rows nccl-tests would print for ``op`` and ``args`` on a preset or cluster file
     (``servers`` servers, ``gpus`` GPUs each, NCCL variables ``env`` over the process environment,
-    NCCL release ``nccl_version`` or the cluster's), or with ``predictor`` (a sweep builds its own)."""
+    NCCL release ``nccl_version`` or the cluster's, ``gpus_per_thread`` GPUs per host thread as
+    nccl-tests' ``-g``), or with ``predictor`` (a sweep builds its own)."""
     coll = get_collective(op)
     lo, hi = parse_size_arg(args.min_bytes), parse_size_arg(args.max_bytes)
     if lo > hi:
         raise SpecError(f"-b: got {lo} bytes, larger than -e {hi}; expected -b <= -e")
     if predictor is None:
-        predictor = make_predictor(cluster, servers, gpus, env, nccl_version)
+        predictor = make_predictor(cluster, servers, gpus, env, nccl_version, gpus_per_thread)
     n = predictor.comm.n_ranks
     if coll.has_root and not 0 <= args.root < n:  # NCCL refuses it too (ncclInvalidArgument)
         raise SpecError(f"-r: got {args.root}; expected a root rank from 0 to {n - 1}")
@@ -151,7 +156,8 @@ def perf_sweep(op: str, args: SweepArgs, cluster: str = "dgx-h100", servers: int
                              wrong=0 if args.check else None))
         choices.append({"size_bytes": sc.size_bytes, "algorithm": est.algorithm, "protocol": est.protocol,
                         "channels": est.n_channels, "limited_by": est.limited_by, "latency_s": est.latency_s})
-    config = RunConfig(n_gpus=gpus or predictor.comm.ppn, min_bytes=lo, max_bytes=hi, step_factor=args.step_factor,
+    # nccl-tests' nGpus is the GPUs of one thread (-g), not of a server
+    config = RunConfig(n_gpus=predictor.gpus_per_thread, min_bytes=lo, max_bytes=hi, step_factor=args.step_factor,
                        step_bytes=step_bytes, warmup_iters=args.warmup_iters, iters=args.iters,
                        validation=args.check)
     return PerfSweep(coll, n, predictor.comm.topo.name, args.dtype, rows, choices, rounded, config, devices(predictor),
