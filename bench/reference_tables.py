@@ -25,6 +25,7 @@ Scores (out-of-place columns; the H200 table gives in-place busbw only):
 
 from __future__ import annotations
 
+import argparse
 import re
 import sys
 from dataclasses import dataclass, field
@@ -416,10 +417,15 @@ def size_lines(pattern: str) -> list[str]:
 
 def main() -> None:
     global DEFAULT_VERSION_ONLY
-    DEFAULT_VERSION_ONLY = "--default-nccl" in sys.argv[1:]
-    if "--sizes" in sys.argv[1:]:
-        rest = sys.argv[sys.argv.index("--sizes") + 1:]
-        sys.stdout.write("\n".join(size_lines(rest[0] if rest and not rest[0].startswith("--") else "")) + "\n")
+    parser = argparse.ArgumentParser(description="Score the collective model on the published nccl-tests tables "
+                                                 "(rewrites docs/validation-reference.md unless --sizes is given).")
+    parser.add_argument("--default-nccl", action="store_true", help="every table as NCCL 2.30.7, not its own release")
+    parser.add_argument("--sizes", nargs="?", const="", metavar="PATTERN",
+                        help="per size of the tables whose name contains PATTERN (all without one); writes nothing")
+    args = parser.parse_args()
+    DEFAULT_VERSION_ONLY = args.default_nccl
+    if args.sizes is not None:
+        sys.stdout.write("\n".join(size_lines(args.sizes)) + "\n")
         return
     refs = [r for r in REFERENCES if not r.not_describable]
     scores = [score(r) for r in refs]
