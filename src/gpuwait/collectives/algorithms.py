@@ -248,7 +248,9 @@ def nvls_tree(comm: Communicator, collective: str, n_bytes: float, n_channels: i
     src, dst, size = [], [], []
     for node_index, node in enumerate(comm.nodes):
         s_, d_, b_ = _nvls_node_flows(comm, int(node), comm.rank_gpu[per_node[node_index]], n_bytes)
-        src.append(s_), dst.append(d_), size.append(b_)
+        src.append(s_)
+        dst.append(d_)
+        size.append(b_)
     shard_half = n_bytes / comm.ppn / 2 / n_channels
     for parent in double_binary_trees(comm.n_nodes):
         child = np.flatnonzero(parent >= 0)
@@ -256,7 +258,9 @@ def nvls_tree(comm: Communicator, collective: str, n_bytes: float, n_channels: i
             heads = comm.rank_gpu[per_node[:, g]]
             for _ in range(n_channels):
                 for a, b in ((heads[child], heads[parent[child]]), (heads[parent[child]], heads[child])):
-                    src.append(a), dst.append(b), size.append(np.full(len(a), shard_half))
+                    src.append(a)
+                    dst.append(b)
+                    size.append(np.full(len(a), shard_half))
     return (Phase("all_reduce-nvls_tree", np.concatenate(src), np.concatenate(dst), np.concatenate(size), 1),)
 
 
