@@ -12,7 +12,7 @@ the walk here finds the candidates at every hop and calls the chooser the routin
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import networkx as nx
@@ -85,6 +85,20 @@ class Routes:
             per_class = np.bincount(row_class[has], weights=per_row[has], minlength=class_weights.shape[0])
             load = load + class_weights.T @ per_class
         return np.asarray(load).ravel()
+
+    def sides_joined(self) -> Routes:
+        """These routes with the side parts (:attr:`side_classes`) copied into each row's own weights:
+        for a consumer that knows only the one shared part (``row_class``, ``class_weights``)."""
+        if not self.side_classes:
+            return self
+        matrix = self.own_weights
+        for row_class, class_weights in self.side_classes:
+            has = np.flatnonzero(row_class >= 0)
+            side = class_weights[row_class[has]].tocoo()
+            matrix = matrix + sp.csr_matrix((side.data, (has[side.row], side.col)), shape=matrix.shape)
+        matrix = matrix.tocsr()
+        matrix.sort_indices()
+        return replace(self, own_weights=matrix, side_classes=())
 
     @property
     def n_rows(self) -> int:
@@ -749,17 +763,18 @@ _STAGES_MIN_CLASSES = 2048
 
 def _route_classes(topo: Topology, spec: RoutingSpec, router: Router, s_ep: np.ndarray, d_ep: np.ndarray,
                    per_row: dict, classes: _LeafPairClasses, name_row) -> tuple:
-    """(own triplets, (shared triplets, class of each row)) of leaf-pair classes: by stages
+    """(own triplets, (shared triplets, class of each row, side parts)) of leaf-pair classes: by stages
     (:mod:`gpuwait.routing.stages`) where they compose exactly, else one walk per class."""
     if _LEAF_PAIR_STAGES and len(classes.rep) >= _STAGES_MIN_CLASSES:
         from gpuwait.routing.stages import NotStaged, route_leaf_pairs_staged  # stages builds on this module
         try:
-            own, shared, of_row = route_leaf_pairs_staged(topo, spec, router, s_ep, d_ep, per_row, classes, name_row)
-            return own, (shared, of_row)
+            own, shared, of_row, sides = route_leaf_pairs_staged(topo, spec, router, s_ep, d_ep, per_row, classes,
+                                                                 name_row)
+            return own, (shared, of_row, sides)
         except NotStaged:
             pass
     own, shared, of_row = _route_leaf_pairs(topo, spec, router, s_ep, d_ep, per_row, classes, name_row)
-    return own, (shared, of_row)
+    return own, (shared, of_row, ())
 
 
 @dataclass(frozen=True, eq=False)
@@ -1038,17 +1053,26 @@ def route_flows(topo: Topology, spec: RoutingSpec, src, dst, *, transport: str =
                                                                         qp[remote], name_row, weight, demand)
         pieces.append((remote[r_rows], r_links, r_w))
         if shared is not None:
-            (c_rows, c_links, c_w), of_row = shared
+            (c_rows, c_links, c_w), of_row, sides = shared
             row_class = np.full(R, -1, np.int64)
             row_class[remote] = of_row
-            return _assemble(topo, flow_index, qp, pieces, sport, (row_class, c_rows, c_links, c_w))
+            return _assemble(topo, flow_index, qp, pieces, sport, (row_class, c_rows, c_links, c_w),
+                             tuple((_on_rows(R, remote, side_of), weights) for side_of, weights in sides))
     return _assemble(topo, flow_index, qp, pieces, sport)
 
 
+def _on_rows(n_rows: int, rows: np.ndarray, class_of: np.ndarray) -> np.ndarray:
+    """(n_rows,) ``class_of[i]`` at ``rows[i]``, -1 elsewhere."""
+    out = np.full(n_rows, -1, np.int64)
+    out[rows] = class_of
+    return out
+
+
 def _assemble(topo: Topology, flow_index: np.ndarray, qp: np.ndarray, pieces: list, sport: np.ndarray,
-              shared: tuple | None = None) -> Routes:
-    """Routes from (row, link, weight) pieces, and ``shared``: None or (class of each row, and the
-    (class, link, weight) triplets of the classes' middle parts)."""
+              shared: tuple | None = None, sides: tuple = ()) -> Routes:
+    """Routes from (row, link, weight) pieces, ``shared``: None or (class of each row, and the
+    (class, link, weight) triplets of the classes' middle parts), and ``sides``: more shared parts
+    ((class of each row, (classes, links) weights) each, :attr:`Routes.side_classes`)."""
     rows, links, weights = ((np.concatenate(x) for x in zip(*pieces, strict=True)) if pieces
                             else (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)))
     matrix = sp.csr_matrix((weights, (rows, links)), shape=(len(flow_index), topo.n_links))
@@ -1064,5 +1088,8 @@ def _assemble(topo: Topology, flow_index: np.ndarray, qp: np.ndarray, pieces: li
         class_weights.sort_indices()
         has = row_class >= 0
         latency[has] += np.asarray(class_weights @ topo.link_latency_s).ravel()[row_class[has]]
+    for side_of, side_weights in sides:
+        has = side_of >= 0
+        latency[has] += np.asarray(side_weights @ topo.link_latency_s).ravel()[side_of[has]]
     return Routes(flow_index=flow_index, qp_index=qp, own_weights=matrix, path_latency_s=latency,
-                  udp_sport=sport, row_class=row_class, class_weights=class_weights)
+                  udp_sport=sport, row_class=row_class, class_weights=class_weights, side_classes=sides)

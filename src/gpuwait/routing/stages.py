@@ -24,7 +24,8 @@ merges: equal to rounding.
 
 Results are stored as the walk's :class:`~gpuwait.routing.paths.Routes` parts: each row's class is
 its (shared-stage group, destination class) pair, whose middle part (stages 1 and 2, 2,000 links)
-is kept once per such pair; stage 3 (one link per spine) joins the row's own links.
+is kept once per such pair; stage 3 (one link per spine) is a side part (``Routes.side_classes``) per
+leaf-pair class.
 """
 
 from __future__ import annotations
@@ -296,10 +297,12 @@ def route_leaf_pairs_staged(topo: Topology, spec: RoutingSpec, router: Router, s
         background = g_rows["background_Bps"]
         g_rows["background_Bps"] = load if background is None else 0.5 * (background + load)
     n = len(s_ep)
-    d_row, d_link, d_w = _expand(class_down, classes.of_row)
-    own = (np.r_[np.arange(n), np.arange(n), d_row], np.r_[classes.up_link, classes.down_link, d_link],
-           np.r_[class_first_w[classes.of_row], class_last_w[classes.of_row], d_w])
+    own = (np.r_[np.arange(n), np.arange(n)], np.r_[classes.up_link, classes.down_link],
+           np.r_[class_first_w[classes.of_row], class_last_w[classes.of_row]])
     up_weights = up_weights.tocoo()
     shared = (up_weights.row.astype(np.int64), up_weights.col.astype(np.int64), up_weights.data)
-    return own, shared, plan.up_of_class[classes.of_row]
+    # stage 3 (the switches' links down to the destination leaf, 32 per class on a 16,384-GPU SuperPOD)
+    # is the same for every row of a leaf-pair class: a side part per class, not copied into each row
+    class_down.sort_indices()
+    return own, shared, plan.up_of_class[classes.of_row], ((classes.of_row, class_down),)
 
