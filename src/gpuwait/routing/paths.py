@@ -756,16 +756,29 @@ def _route_network(topo: Topology, spec: RoutingSpec, router: Router, transport:
 _LEAF_PAIR_CLASSES = True
 # ... and those classes by stages where exact (False: one walk per class, the reference of tests/routing/test_stages.py).
 _LEAF_PAIR_STAGES = True
-# below this many classes one walk per class is cheaper than the stages' planning (a ring's few leaf
-# pairs: all_reduce adaptive 2,048 GPUs 0.44 s per class, 0.81 s by stages); an all-to-all has n_leaves^2
+# Below this many classes one walk per class is cheaper than the stages, on a fabric of two switch tiers
+# (an all-to-all has n_leaves^2 classes, a ring a few per leaf). A class's walk costs about the links of
+# its split, which the stages walk once per source leaf instead of once per class, for a planning cost
+# (every switch's next hops towards every destination class). With two tiers the split is a leaf's
+# uplinks and their way down (128 links on a DGX SuperPOD): little to share. With three it crosses the
+# cores (about 2,100 links, 16x), so the stages pay from a quarter of the classes (_stages_min_classes).
+# Measured (CPU seconds of routing the classes, DGX SuperPOD all_reduce 1 GiB, spray / adaptive): 2
+# tiers, 368 classes: per class 0.02 / 0.07, by stages 0.05 / 0.09; 3 tiers, 736 classes: 0.27 / 1.14
+# per class, 0.23 / 0.60 by stages; 1,504 classes: adaptive 2.33 per class, 1.23 by stages.
 _STAGES_MIN_CLASSES = 2048
+
+
+def _stages_min_classes(topo: Topology) -> int:
+    """Leaf-pair classes from which routing them by stages is cheaper (see _STAGES_MIN_CLASSES)."""
+    tiers = int(topo.node_tier[topo.switch_nodes].max(initial=0))
+    return _STAGES_MIN_CLASSES if tiers <= 2 else _STAGES_MIN_CLASSES // 4
 
 
 def _route_classes(topo: Topology, spec: RoutingSpec, router: Router, s_ep: np.ndarray, d_ep: np.ndarray,
                    per_row: dict, classes: _LeafPairClasses, name_row) -> tuple:
     """(own triplets, (shared triplets, class of each row, side parts)) of leaf-pair classes: by stages
     (:mod:`gpuwait.routing.stages`) where they compose exactly, else one walk per class."""
-    if _LEAF_PAIR_STAGES and len(classes.rep) >= _STAGES_MIN_CLASSES:
+    if _LEAF_PAIR_STAGES and len(classes.rep) >= _stages_min_classes(topo):
         from gpuwait.routing.stages import NotStaged, route_leaf_pairs_staged  # stages builds on this module
         try:
             own, shared, of_row, sides = route_leaf_pairs_staged(topo, spec, router, s_ep, d_ep, per_row, classes,
