@@ -91,11 +91,20 @@ class _PairStage:
         self.start, self.target = np.zeros(0, np.int64), np.zeros(0, np.int64)
         self.trip: list = []
         self.stops: list = []
+        self.last: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # the last call's (a, b, ids)
 
     def ids(self, a: np.ndarray, b: np.ndarray, n_b: int, start: np.ndarray, target: np.ndarray,
             name_row) -> np.ndarray:
         """Pair id of each (a, b) pair (``0 <= b < n_b``; it starts at ``start``, heads for ``target``),
         walking the new pairs."""
+        if self.last is not None and np.array_equal(self.last[0], a) and np.array_equal(self.last[1], b):
+            return self.last[2]  # an adaptive round meets the pairs of the round before, in the same order
+        ids = self._ids(a, b, n_b, start, target, name_row)
+        self.last = (a, b, ids)
+        return ids
+
+    def _ids(self, a: np.ndarray, b: np.ndarray, n_b: int, start: np.ndarray, target: np.ndarray,
+             name_row) -> np.ndarray:
         uniq, inv = _unique_pairs(a, b, n_b)  # millions of pairs of few distinct values: no sort
         first = np.zeros(len(uniq), np.int64)
         first[inv] = np.arange(len(inv))  # any member stands for its pair
