@@ -52,8 +52,9 @@ class Routes:
     udp_sport: np.ndarray  # (R,) RoCEv2/TCP source port used for hashing, -1 where none
     row_class: np.ndarray | None = None  # (R,) class of each row's shared middle part, -1 for none
     class_weights: sp.csr_matrix | None = None  # (C, L) the shared middle part of each class
-    # more shared parts, (row_class, class_weights) each: a row may be in one class of each (an
-    # all-to-all group's averaged source and destination sides, gpuwait.fabric.alltoall)
+    # more shared parts, (row_class, class_weights) each: a row may be in one class of each (the stages'
+    # last stage per leaf-pair class, gpuwait.routing.stages; an all-to-all group's averaged source and
+    # destination sides, gpuwait.fabric.alltoall). A consumer of one shared part joins them: sides_joined()
     side_classes: tuple[tuple[np.ndarray, sp.csr_matrix], ...] = ()
 
     @cached_property
