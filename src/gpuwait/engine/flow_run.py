@@ -110,7 +110,8 @@ def simulate_flows(topo: Topology, flows: FlowTable, routing: RoutingSpec, trans
     >>> round(float(run.flow_mean_rate_Bps.min()) / 1e9, 1)  # 400G less RoCE headers, less latency
     48.9
     """
-    routes = route_flows(topo, routing, flows.src, flows.dst, transport=transport.name)
+    # the engine knows one shared part per row: more (Routes.side_classes) join each row's own links
+    routes = route_flows(topo, routing, flows.src, flows.dst, transport=transport.name).sides_joined()
     size = routes.per_qp(flows.size_bytes)
     cap = routes.per_qp(flows.rate_cap_Bps)
     capacity = effective_capacity_Bps(topo, transport) if capacity_Bps is None else capacity_Bps

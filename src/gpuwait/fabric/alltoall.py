@@ -289,12 +289,12 @@ def _grouped(topo: Topology, routing: RoutingSpec, transport: str, prep: _Prepar
     gpus = prep.gpus
     rep = _representatives(members_src, members_dst, prep.server)
     routes = route_flows(topo, routing, gpus[rep[:, 0]], gpus[rep[:, 1]], transport=transport,
-                         multiplicity=multiplicity, demand_Bps=prep.demand_Bps[rep[:, 0]])
+                         multiplicity=multiplicity, demand_Bps=prep.demand_Bps[rep[:, 0]]).sides_joined()
     if routes.class_weights is None or routes.row_class is None or (routes.row_class < 0).any():
         return None
     middle = topo.fabric_links
-    # a staged route (routing.stages) keeps the last stage of M, down to the destination leaf, with the
-    # row's own links: every member crosses it, as the class's part
+    # a staged route (routing.stages) keeps the last stage of M, down to the destination leaf, as a side
+    # part per leaf-pair class: joined into the row's own links (every member crosses it, as the class's part)
     own = routes.own_weights @ sp.diags(middle.astype(float))
     class_weights, into_leaf = routes.class_weights, None
     if by_pod:

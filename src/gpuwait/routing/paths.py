@@ -12,7 +12,7 @@ the walk here finds the candidates at every hop and calls the chooser the routin
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import networkx as nx
@@ -52,8 +52,9 @@ class Routes:
     udp_sport: np.ndarray  # (R,) RoCEv2/TCP source port used for hashing, -1 where none
     row_class: np.ndarray | None = None  # (R,) class of each row's shared middle part, -1 for none
     class_weights: sp.csr_matrix | None = None  # (C, L) the shared middle part of each class
-    # more shared parts, (row_class, class_weights) each: a row may be in one class of each (an
-    # all-to-all group's averaged source and destination sides, gpuwait.fabric.alltoall)
+    # more shared parts, (row_class, class_weights) each: a row may be in one class of each (the stages'
+    # last stage per leaf-pair class, gpuwait.routing.stages; an all-to-all group's averaged source and
+    # destination sides, gpuwait.fabric.alltoall). A consumer of one shared part joins them: sides_joined()
     side_classes: tuple[tuple[np.ndarray, sp.csr_matrix], ...] = ()
 
     @cached_property
@@ -85,6 +86,20 @@ class Routes:
             per_class = np.bincount(row_class[has], weights=per_row[has], minlength=class_weights.shape[0])
             load = load + class_weights.T @ per_class
         return np.asarray(load).ravel()
+
+    def sides_joined(self) -> Routes:
+        """These routes with the side parts (:attr:`side_classes`) copied into each row's own weights:
+        for a consumer that knows only the one shared part (``row_class``, ``class_weights``)."""
+        if not self.side_classes:
+            return self
+        matrix = self.own_weights
+        for row_class, class_weights in self.side_classes:
+            has = np.flatnonzero(row_class >= 0)
+            side = class_weights[row_class[has]].tocoo()
+            matrix = matrix + sp.csr_matrix((side.data, (has[side.row], side.col)), shape=matrix.shape)
+        matrix = matrix.tocsr()
+        matrix.sort_indices()
+        return replace(self, own_weights=matrix, side_classes=())
 
     @property
     def n_rows(self) -> int:
@@ -742,24 +757,38 @@ def _route_network(topo: Topology, spec: RoutingSpec, router: Router, transport:
 _LEAF_PAIR_CLASSES = True
 # ... and those classes by stages where exact (False: one walk per class, the reference of tests/routing/test_stages.py).
 _LEAF_PAIR_STAGES = True
-# below this many classes one walk per class is cheaper than the stages' planning (a ring's few leaf
-# pairs: all_reduce adaptive 2,048 GPUs 0.44 s per class, 0.81 s by stages); an all-to-all has n_leaves^2
+# Below this many classes one walk per class is cheaper than the stages, on a fabric of two switch tiers
+# (an all-to-all has n_leaves^2 classes, a ring a few per leaf). A class's walk costs about the links of
+# its split, which the stages walk once per source leaf instead of once per class, for a planning cost
+# (every switch's next hops towards every destination class). With two tiers the split is a leaf's
+# uplinks and their way down (128 links on a DGX SuperPOD): little to share. With three it crosses the
+# cores (about 2,100 links, 16x), so the stages pay from a quarter of the classes (_stages_min_classes).
+# Measured (CPU seconds of routing the classes, DGX SuperPOD all_reduce 1 GiB, spray / adaptive): 2
+# tiers, 368 classes: per class 0.02 / 0.07, by stages 0.05 / 0.09; 3 tiers, 736 classes: 0.27 / 1.14
+# per class, 0.23 / 0.60 by stages; 1,504 classes: adaptive 2.33 per class, 1.23 by stages.
 _STAGES_MIN_CLASSES = 2048
+
+
+def _stages_min_classes(topo: Topology) -> int:
+    """Leaf-pair classes from which routing them by stages is cheaper (see _STAGES_MIN_CLASSES)."""
+    tiers = int(topo.node_tier[topo.switch_nodes].max(initial=0))
+    return _STAGES_MIN_CLASSES if tiers <= 2 else _STAGES_MIN_CLASSES // 4
 
 
 def _route_classes(topo: Topology, spec: RoutingSpec, router: Router, s_ep: np.ndarray, d_ep: np.ndarray,
                    per_row: dict, classes: _LeafPairClasses, name_row) -> tuple:
-    """(own triplets, (shared triplets, class of each row)) of leaf-pair classes: by stages
+    """(own triplets, (shared triplets, class of each row, side parts)) of leaf-pair classes: by stages
     (:mod:`gpuwait.routing.stages`) where they compose exactly, else one walk per class."""
-    if _LEAF_PAIR_STAGES and len(classes.rep) >= _STAGES_MIN_CLASSES:
+    if _LEAF_PAIR_STAGES and len(classes.rep) >= _stages_min_classes(topo):
         from gpuwait.routing.stages import NotStaged, route_leaf_pairs_staged  # stages builds on this module
         try:
-            own, shared, of_row = route_leaf_pairs_staged(topo, spec, router, s_ep, d_ep, per_row, classes, name_row)
-            return own, (shared, of_row)
+            own, shared, of_row, sides = route_leaf_pairs_staged(topo, spec, router, s_ep, d_ep, per_row, classes,
+                                                                 name_row)
+            return own, (shared, of_row, sides)
         except NotStaged:
             pass
     own, shared, of_row = _route_leaf_pairs(topo, spec, router, s_ep, d_ep, per_row, classes, name_row)
-    return own, (shared, of_row)
+    return own, (shared, of_row, ())
 
 
 @dataclass(frozen=True, eq=False)
@@ -1038,17 +1067,26 @@ def route_flows(topo: Topology, spec: RoutingSpec, src, dst, *, transport: str =
                                                                         qp[remote], name_row, weight, demand)
         pieces.append((remote[r_rows], r_links, r_w))
         if shared is not None:
-            (c_rows, c_links, c_w), of_row = shared
+            (c_rows, c_links, c_w), of_row, sides = shared
             row_class = np.full(R, -1, np.int64)
             row_class[remote] = of_row
-            return _assemble(topo, flow_index, qp, pieces, sport, (row_class, c_rows, c_links, c_w))
+            return _assemble(topo, flow_index, qp, pieces, sport, (row_class, c_rows, c_links, c_w),
+                             tuple((_on_rows(R, remote, side_of), weights) for side_of, weights in sides))
     return _assemble(topo, flow_index, qp, pieces, sport)
 
 
+def _on_rows(n_rows: int, rows: np.ndarray, class_of: np.ndarray) -> np.ndarray:
+    """(n_rows,) ``class_of[i]`` at ``rows[i]``, -1 elsewhere."""
+    out = np.full(n_rows, -1, np.int64)
+    out[rows] = class_of
+    return out
+
+
 def _assemble(topo: Topology, flow_index: np.ndarray, qp: np.ndarray, pieces: list, sport: np.ndarray,
-              shared: tuple | None = None) -> Routes:
-    """Routes from (row, link, weight) pieces, and ``shared``: None or (class of each row, and the
-    (class, link, weight) triplets of the classes' middle parts)."""
+              shared: tuple | None = None, sides: tuple = ()) -> Routes:
+    """Routes from (row, link, weight) pieces, ``shared``: None or (class of each row, and the
+    (class, link, weight) triplets of the classes' middle parts), and ``sides``: more shared parts
+    ((class of each row, (classes, links) weights) each, :attr:`Routes.side_classes`)."""
     rows, links, weights = ((np.concatenate(x) for x in zip(*pieces, strict=True)) if pieces
                             else (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)))
     matrix = sp.csr_matrix((weights, (rows, links)), shape=(len(flow_index), topo.n_links))
@@ -1064,5 +1102,8 @@ def _assemble(topo: Topology, flow_index: np.ndarray, qp: np.ndarray, pieces: li
         class_weights.sort_indices()
         has = row_class >= 0
         latency[has] += np.asarray(class_weights @ topo.link_latency_s).ravel()[row_class[has]]
+    for side_of, side_weights in sides:
+        has = side_of >= 0
+        latency[has] += np.asarray(side_weights @ topo.link_latency_s).ravel()[side_of[has]]
     return Routes(flow_index=flow_index, qp_index=qp, own_weights=matrix, path_latency_s=latency,
-                  udp_sport=sport, row_class=row_class, class_weights=class_weights)
+                  udp_sport=sport, row_class=row_class, class_weights=class_weights, side_classes=sides)
