@@ -493,6 +493,7 @@ def _candidates(topo: Topology, keys: _Keys, target: np.ndarray, row: np.ndarray
     is_last = d_state == 1
     last = np.flatnonzero(is_last)
     n_keys = len(keys.key_slot)
+    far: np.ndarray | slice
     if len(last):
         far = np.flatnonzero(~is_last)
         far_node, far_row, far_d = node[far], row[far], d_state[far]
