@@ -209,6 +209,11 @@ class Graph:
         ``typeIntra``: NVLink graphs use the NVLINK row of :data:`HW_LATENCY_US`, all others the PCI row.
     same_channels : bool
         ``sameChannels``: every channel takes the same path (only Broadcast/Reduce latency reads it).
+    run_channels : int
+        Channels NCCL runs the graph on when more than the search found (0: ``n_channels``): a tree
+        graph's search channels are the ring search's, and ``ncclTopoPostset`` doubles them for the
+        kernels (src/graph/connect.cc, NVIDIA/nccl v2.26.2-1), while the tuning reads the search's
+        ``nChannels`` and per-channel bandwidths.
 
     Examples
     --------
@@ -222,10 +227,13 @@ class Graph:
     latency_inter_us: float = 0.0
     intra_link: str = "nvlink"
     same_channels: bool = False
+    run_channels: int = 0
 
     def __post_init__(self) -> None:
         if int(self.n_channels) != self.n_channels or self.n_channels < 1:
             raise SpecError(f"graph n_channels: got {self.n_channels!r}; expected an integer >= 1")
+        if int(self.run_channels) != self.run_channels or self.run_channels < 0:
+            raise SpecError(f"graph run_channels: got {self.run_channels!r}; expected an integer >= 0")
         for name in ("bw_intra_GBps", "bw_inter_GBps"):
             value = getattr(self, name)
             if not (value > 0 and math.isfinite(value)):
@@ -239,6 +247,17 @@ class Graph:
     def busbw_GBps(self) -> float:
         """``n_channels * bw_intra_GBps``: the raw bus bandwidth before any refinement."""
         return self.n_channels * self.bw_intra_GBps
+
+    @property
+    def channels_run(self) -> int:
+        """Channels the kernels run on: ``run_channels`` if set, else the search's ``n_channels``."""
+        return self.run_channels or self.n_channels
+
+    def run_bw_GBps(self, inter: bool) -> float:
+        """Per-channel bandwidth of one run channel: the search's (``bwInter`` if ``inter`` else
+        ``bwIntra``) shared by the run channels that copy each search channel."""
+        bw = self.bw_inter_GBps if inter else self.bw_intra_GBps
+        return bw * self.n_channels / self.channels_run
 
 
 @dataclass(frozen=True)
@@ -1015,6 +1034,94 @@ def host_path_ring_graph(pci_GBps: float, gpus_per_switch: int, sm: int, intel_c
         return Graph(1, 0.1, 0.1, intra_link="pci")
     n_channels, speed = _ring_search(round(budget, 3), sm, release)  # NCCL rounds link budgets to 1e-3 (SUB_ROUND)
     return Graph(n_channels, speed, speed, intra_link="pci")
+
+
+#: search.cc ``speedArrayInter`` / ``sm90SpeedArrayInter`` / ``sm100SpeedArrayInter``: the speeds (GB/s per
+#: channel) NCCL's search tries when the node has NICs, fastest first. The default and SM90 arrays are the
+#: same from v2.19.3-1 to v2.30.7-1 (2.18 lacks SM90's 22.0); SM100 (from 2.25) is SM90's until 2.26, starts
+#: at 47.9 in 2.27, then 96, 48, 45.1 (2.28.3-2.29.3), 96, 80, 48, 45.1 (2.29.7), 96, 86, 80, 48, 45.1 (2.30).
+_SM90_INTER_TAIL = (42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4, 1.2, 0.24, 0.12)
+_INTER_SPEEDS_GBps: Mapping[str, tuple[float, ...]] = MappingProxyType({
+    "default": (48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0, 2.4, 1.2, 0.24,
+                0.12),
+    "sm90": (48.0, 45.0, *_SM90_INTER_TAIL),
+    "sm100_2.27": (47.9, 45.0, *_SM90_INTER_TAIL),
+    "sm100_2.28": (96.0, 48.0, 45.1, *_SM90_INTER_TAIL),
+    "sm100_2.29.7": (96.0, 80.0, 48.0, 45.1, *_SM90_INTER_TAIL),
+    "sm100_2.30": (96.0, 86.0, 80.0, 48.0, 45.1, *_SM90_INTER_TAIL),
+})
+#: the first release of each SM100 array, newest first
+_SM100_INTER_FROM = (((2, 30), "sm100_2.30"), ((2, 29, 7), "sm100_2.29.7"), ((2, 28), "sm100_2.28"),
+                     ((2, 27), "sm100_2.27"))
+
+
+def inter_speeds(sm: int, release: NcclRelease = DEFAULT_RELEASE) -> tuple[float, ...]:
+    """The speeds NCCL's search tries on a node with NICs (:data:`_INTER_SPEEDS_GBps`), fastest first.
+
+    Examples
+    --------
+    >>> from gpuwait.collectives.nccl_versions import nccl_release
+    >>> inter_speeds(90)[:4]
+    (48.0, 45.0, 42.0, 40.0)
+    >>> inter_speeds(100)[:3], inter_speeds(100, nccl_release("2.26.2"))[:2]
+    ((96.0, 86.0, 80.0), (48.0, 45.0))
+    """
+    version = tuple(int(x) for x in release.version.split("."))
+    if sm >= 100:
+        key = next((k for first, k in _SM100_INTER_FROM if version >= first), "sm90")
+        return _INTER_SPEEDS_GBps[key]
+    if sm >= 90:
+        speeds = _INTER_SPEEDS_GBps["sm90"]
+        return tuple(s for s in speeds if s != 22.0) if version < (2, 19) else speeds
+    return _INTER_SPEEDS_GBps["default"]
+
+
+def search_speed_at_most(GBps: float, sm: int, release: NcclRelease = DEFAULT_RELEASE) -> float:
+    """The fastest speed of :func:`inter_speeds` at most ``GBps`` (the slowest if none is): the per-channel
+    bandwidth NCCL's search settles on when ``GBps`` is what a channel's path leaves.
+
+    Examples
+    --------
+    >>> search_speed_at_most(50.0, 90), search_speed_at_most(25.0, 90), search_speed_at_most(0.01, 90)
+    (48.0, 24.0, 0.12)
+    """
+    speeds = inter_speeds(sm, release)
+    return next((s for s in speeds if s <= GBps), speeds[-1])
+
+
+def net_tree_graph(ring_search_channels: int, nics: int, nic_GBps: float, path_GBps: float,
+                   gpu_nvlink_GBps: float, sm: int, release: NcclRelease = DEFAULT_RELEASE,
+                   latency_inter_us: float = 0.0, intra_link: str = "nvlink") -> Graph:
+    """The tree graph NCCL's search finds on a multi-node NVLink node, derived from search.cc and init.cc.
+
+    ``init.cc`` fixes the tree's channel count to the ring search's (``treeGraph->minChannels =
+    treeGraph->maxChannels = ringGraph->nChannels``, NVIDIA/nccl v2.18.3-1 to v2.30.7-1), before
+    ``ncclTopoPostset`` doubles both for the kernels (``run_channels``). The search then takes the
+    fastest speed of :func:`inter_speeds` at which that many channels fit: at most ``path_GBps`` (the
+    GPU-NIC path, ``system->maxBw``), each NIC carrying its share of the channels (``ceil(channels /
+    nics) * s <= nic_GBps``), each channel's chain crossing every GPU's NVLink once (``channels * s <=
+    gpu_nvlink_GBps``). Pass 2 raises ``bwIntra`` one speed at a time while it is below twice ``bwInter``
+    and the NVLink still fits ("increase bwIntra for trees"). ``ncclTopoDupChannels`` leaves SM90
+    graphs below 50 GB/s with more than 4 channels alone, so no duplication of speed here. A
+    derivation of the search's rules, not a measured graph.
+
+    Examples
+    --------
+    >>> g = net_tree_graph(8, 8, 50.0, 48.0, nvlink_bw_GBps(90, 18), 90)  # DGX H100, 8 x 400G
+    >>> g.n_channels, g.bw_intra_GBps, g.bw_inter_GBps, g.channels_run
+    (8, 45.0, 45.0, 16)
+    """
+    n = max(1, int(ring_search_channels))
+    per_nic = math.ceil(n / max(1, nics))
+    speeds = inter_speeds(sm, release)
+    fits = [s for s in speeds if s <= path_GBps and per_nic * s <= nic_GBps and n * s <= gpu_nvlink_GBps]
+    inter = fits[0] if fits else speeds[-1]
+    intra = inter
+    for s in sorted(x for x in speeds if x > inter):
+        if intra < 2 * inter and n * s <= gpu_nvlink_GBps:
+            intra = s
+    return Graph(n, intra, inter, latency_inter_us, intra_link=intra_link,
+                 run_channels=min(2 * n, 2 * SEARCH_MAX_RING_CHANNELS))
 
 
 #: NCCL_MAX_NVLS_ARITY (src/include/device.h, v2.30.7-1): the most NVLS heads, hence NVLS graph channels

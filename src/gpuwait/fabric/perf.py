@@ -54,10 +54,12 @@ from gpuwait.collectives.tuning import (
     host_path_ring_graph,
     host_staged_net_ring_graph,
     net_bw_GBps,
+    net_tree_graph,
     nvlink_bw_GBps,
     nvswitch_nvls_graph,
     nvswitch_ring_graph,
     pci_bw_GBps,
+    search_speed_at_most,
 )
 from gpuwait.engine.base import effective_capacity_Bps
 from gpuwait.errors import SpecError
@@ -313,17 +315,25 @@ class CollectivePredictor:
         net_lat_us = self.transport.nccl_net_latency_s * 1e6  # the net plugin's latency: NCCL's latencyInter
         ring = Graph(channels, per_channel, per_channel, net_lat_us, intra_link=intra_link)
         if links and comm.ppn > 1:
-            # NCCL searches the tree separately: its chain inside a node runs at NVLink speed
-            # (reference: search.cc raises the tree's bwIntra on NVLink nodes), its hops between
-            # nodes at the NICs'
-            graphs["tree"] = Graph(channels, max(nvlink_total / channels, per_channel), per_channel, net_lat_us,
-                                   intra_link=intra_link)
+            # NCCL searches the tree separately, on the ring search's channels (half the ring's here, which
+            # counts connect.cc's doubling), at the fastest speed they fit (net_tree_graph)
+            path_GBps = min(nic_GBps, pci_bw_GBps(pcie_generation(server.pcie_bandwidth)))
+            graphs["tree"] = net_tree_graph(max(1, channels // 2), nics, nic_GBps, path_GBps, nvlink_total, sm,
+                                            self.env.release, net_lat_us, intra_link)
+            if channels >= 2:
+                # NCCL's tuning reads the ring search's channels (half the ring's here: connect.cc doubles them
+                # for the kernels), so per-channel caps such as Ring LL128's apply to those; the latency is
+                # left as the ring of TuningInputs has it
+                search = channels // 2
+                graphs["ring"] = Graph(search, per_channel * channels / search, per_channel * channels / search,
+                                       intra_link=intra_link, run_channels=channels)
             if nvswitch and sm >= 90:
                 # NVLSTree: one channel per local GPU, NVLS inside the node, the GPU's own NIC between nodes
                 nvls = nvswitch_nvls_graph(nvlink_total, sm, comm.ppn, self.env.release)
                 inter = nic_GBps * nics / nvls.n_channels
                 if comm.spans_servers:
                     inter = min(inter, nic_GBps)  # each NVLS head reaches the network through its own NIC
+                inter = search_speed_at_most(min(inter, path_GBps), sm, self.env.release)  # a speed the search tries
                 graphs["nvls_tree"] = Graph(nvls.n_channels, nvls.bw_intra_GBps, inter, net_lat_us, intra_link="nvlink")
         return ring, graphs
 
@@ -545,8 +555,8 @@ class CollectivePredictor:
         model_s = n_bytes / (plateau * 1e9) if n_bytes > 0 and comm.n_ranks > 1 else 0.0
         model_s *= tree_pair_share(algorithm, comm.n_ranks)
         graph = inputs.graph(algorithm)
-        channels = self._channels(graph.n_channels, algorithm)
-        reference = graph.n_channels  # NCCL_MAX_NCHANNELS below the graph's slows NCCL's plateau
+        channels = self._channels(graph.channels_run, algorithm)
+        reference = graph.channels_run  # NCCL_MAX_NCHANNELS below the graph's slows NCCL's plateau
         if algorithm in ("nvls", "nvls_tree"):
             # NVLS's compute channels are not its graph's heads: its cost model assumes NCCL's default
             # count (nvls.cc), so only CTA limits below that slow it
@@ -571,8 +581,8 @@ class CollectivePredictor:
         fill_intra_s = fill_inter_s = window = 0.0
         if n_bytes > 0 and comm.n_ranks > 1:
             depth_intra, depth_inter = pipeline_depth(algorithm, collective, comm.n_ranks, comm.n_nodes)
-            fill_intra_s = depth_intra * chunk / (graph.bw_intra_GBps * 1e9)
-            fill_inter_s = depth_inter * chunk / (graph.bw_inter_GBps * 1e9)
+            fill_intra_s = depth_intra * chunk / (graph.run_bw_GBps(inter=False) * 1e9)
+            fill_inter_s = depth_inter * chunk / (graph.run_bw_GBps(inter=True) * 1e9)
             if algorithm in ("nvls", "nvls_tree"):
                 window = min(n_bytes, NVLS_WINDOW_BYTES) / n_bytes
         intra_steps, inter_steps = latency_steps(algorithm, collective, comm.n_ranks, comm.n_nodes)
@@ -591,7 +601,7 @@ class CollectivePredictor:
                                                     chunk))
         costs = PipelineCosts(prediction.latency_us * 1e-6, intra_steps, inter_steps, wire_s,
                               nic_messages, fill_intra_s, fill_inter_s, window, comm.n_nodes > 1, connection_steps,
-                              self._proxy_load(algorithm, size_channels, graph.n_channels))
+                              self._proxy_load(algorithm, size_channels, graph.channels_run))
         return self._estimate(collective, n_bytes, algorithm, protocol, channels, model_s, fabric_s, chunk, costs)
 
     def _proxy_load(self, algorithm: str, size_channels: int, graph_channels: int = 0) -> float:
