@@ -570,17 +570,24 @@ def tcp(obs: Observation, out: RuleOutput) -> None:
 
 def _socket_lost_s(obs: Observation) -> float:
     """The step time sockets cost: the busiest NIC port's bytes at what NCCL's socket transport moves
-    per NIC (its GPUs' proxy copy ceilings, else one connection's ceiling each: transport.socket, from
-    net_socket.cc) instead of the port's rate, beyond what the busiest other port takes, at most the
-    exposed communication (what a 0.2 % socket cost and a 30 % one differ by)."""
+    per NIC port (the proxy copy ceiling, which the transport profile states per NIC port and direction;
+    else one connection's ceiling for each GPU on the NIC: transport.socket, from net_socket.cc) instead
+    of the port's rate, beyond what the busiest other port takes, at most the exposed communication
+    (what a 0.2 % socket cost and a 30 % one differ by)."""
     topo = obs.topo
     socket = socket_transport(resolve_transport(topo.spec.transport))
-    per_gpu_Bps = socket.host_ceiling_Bps or socket.rate_cap_Bps
     ports = _host_nic_links(obs)
-    if per_gpu_Bps is None or not len(ports):
+    if (socket.host_ceiling_Bps is None and socket.rate_cap_Bps is None) or not len(ports):
         return _exposed_comm_s(obs)
-    gpus_per_nic = max(topo.gpus_per_server / max(topo.nic_node.shape[1], 1), 1.0)
-    socket_Bps = gpus_per_nic * float(per_gpu_Bps)
+    if socket.host_ceiling_Bps is not None:
+        # a ring's or tree's bytes leave a server through a NIC from the rank at the server's edge,
+        # whose proxy copies them: the ceiling holds per port, not per GPU behind the port (counted
+        # per GPU, a 4-NIC server of 8 GPUs had twice the socket rate: a 21 % loss read as 0.3 %,
+        # dev seed 12,000,102)
+        socket_Bps = float(socket.host_ceiling_Bps)
+    else:
+        gpus_per_nic = max(topo.gpus_per_server / max(topo.nic_node.shape[1], 1), 1.0)
+        socket_Bps = gpus_per_nic * float(socket.rate_cap_Bps)
     return max((_link_lost_s(obs, int(p), float(topo.link_capacity_Bps[p]) / socket_Bps) for p in ports
                 if topo.link_capacity_Bps[p] > socket_Bps), default=0.0)
 
