@@ -257,6 +257,27 @@ def test_nic_down_costs_the_doubled_port_or_half_the_exposed_communication():
     assert _one(_run("nic-down", link_bytes=carried, **fields), "nic-down").lost_s == pytest.approx(1e9 / 12.5e9)
 
 
+
+def test_a_doubled_port_costs_only_what_exceeds_the_busiest_port_off_its_server():
+    """A collective ends with its slowest port (max-min fair sharing, Bertsekas & Gallager, "Data
+    Networks", 6.5): a neighbour NIC carrying the dead one's bytes costs only the part of its time
+    beyond the job's busiest port elsewhere (an uplink ECMP already overloads takes as long: the
+    NIC cost nothing and ranked above that collision, seed 16,000,085)."""
+    rate = _nominal()
+    dead = TOPO.link_id("s1.nic2->leaf1")
+    rate[dead] *= 1e-9
+    phases = _phases()
+    phases["exposed_comm"] = np.full(N_GPUS, 0.2)
+    carried = np.where(TOPO.link_kind == LinkKind.HOST, 1e9, 0.0)
+    carried[dead] = 0.0
+    carried[TOPO.link_id("s1.nic3->leaf1")] = 2e9  # 160 ms at 12.5 GB/s, the median port 80 ms
+    uplink = int(np.flatnonzero(TOPO.link_kind == LinkKind.FABRIC)[0])
+    fields = {"step_time_s": 1.0, "per_gpu_s": phases, "link_rate_Bps": rate, "link_nominal_Bps": _nominal()}
+    carried[uplink] = 0.16 * _nominal()[uplink]  # as long as the doubled port
+    assert _one(_run("nic-down", link_bytes=carried, **fields), "nic-down").lost_s == pytest.approx(0.0, abs=1e-12)
+    carried[uplink] = 0.12 * _nominal()[uplink]
+    assert _one(_run("nic-down", link_bytes=carried, **fields), "nic-down").lost_s == pytest.approx(0.04)
+
 # link-flap and link-loss: port error counters (LinkDownedCounter, SymbolErrorCounter)
 def test_link_flap_names_the_link():
     downed = np.zeros(TOPO.n_links)

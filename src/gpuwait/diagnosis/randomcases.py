@@ -55,14 +55,18 @@ from gpuwait.topology.presets import build_cluster, resolve_cluster
 #: fresh score (kind 94.9 %, component 94.3 %, quiet 74 of 83), whose misses were read;
 #: 13,000,000-13,000,239 are the development base of
 #: the false-alarm, 3D slow-GPU and every-server loader work; 15,000,000-15,000,239 were its fresh score
-#: (kind 91.2 %, component 91.2 %, quiet 90 of 92), whose misses were read
+#: (kind 91.2 %, component 91.2 %, quiet 90 of 92), whose misses were read; 16,000,000-16,000,239 are the
+#: development base of the ranking and telemetry-only estimate work; 17,000,000-17,000,239 were its fresh
+#: score (kind 94.6 %, component 94.6 %, quiet 89 of 91)
 DEV_SEEDS = (frozenset(range(0, 400)) | frozenset(range(1_000_000, 1_000_240)) | frozenset(range(3_000_000, 3_000_060))
              | frozenset(range(2_000_000, 2_000_240)) | frozenset(range(7_000_000, 7_000_060))
              | frozenset(range(5_000_000, 5_000_240)) | frozenset(range(6_000_000, 6_000_240))
              | frozenset(range(8_000_000, 8_000_060)) | frozenset(range(9_000_000, 9_000_240))
              | frozenset(range(10_000_000, 10_000_060)) | frozenset(range(4_000_000, 4_000_240))
              | frozenset(range(12_000_000, 12_000_240)) | frozenset(range(14_000_000, 14_000_240))
-             | frozenset(range(13_000_000, 13_000_240)) | frozenset(range(15_000_000, 15_000_240)))
+             | frozenset(range(13_000_000, 13_000_240)) | frozenset(range(15_000_000, 15_000_240))
+             | frozenset(range(16_000_000, 16_000_240))
+             | frozenset(range(17_000_000, 17_000_240)))
 #: the default seed base of a reported run: past every seed looked at
 FRESH_BASE = 11_000_000
 #: a fault costing at least this share of the step must be found

@@ -570,17 +570,24 @@ def tcp(obs: Observation, out: RuleOutput) -> None:
 
 def _socket_lost_s(obs: Observation) -> float:
     """The step time sockets cost: the busiest NIC port's bytes at what NCCL's socket transport moves
-    per NIC (its GPUs' proxy copy ceilings, else one connection's ceiling each: transport.socket, from
-    net_socket.cc) instead of the port's rate, beyond what the busiest other port takes, at most the
-    exposed communication (what a 0.2 % socket cost and a 30 % one differ by)."""
+    per NIC port (the proxy copy ceiling, which the transport profile states per NIC port and direction;
+    else one connection's ceiling for each GPU on the NIC: transport.socket, from net_socket.cc) instead
+    of the port's rate, beyond what the busiest other port takes, at most the exposed communication
+    (what a 0.2 % socket cost and a 30 % one differ by)."""
     topo = obs.topo
     socket = socket_transport(resolve_transport(topo.spec.transport))
-    per_gpu_Bps = socket.host_ceiling_Bps or socket.rate_cap_Bps
     ports = _host_nic_links(obs)
-    if per_gpu_Bps is None or not len(ports):
+    if (socket.host_ceiling_Bps is None and socket.rate_cap_Bps is None) or not len(ports):
         return _exposed_comm_s(obs)
-    gpus_per_nic = max(topo.gpus_per_server / max(topo.nic_node.shape[1], 1), 1.0)
-    socket_Bps = gpus_per_nic * float(per_gpu_Bps)
+    if socket.host_ceiling_Bps is not None:
+        # a ring's or tree's bytes leave a server through a NIC from the rank at the server's edge,
+        # whose proxy copies them: the ceiling holds per port, not per GPU behind the port (counted
+        # per GPU, a 4-NIC server of 8 GPUs had twice the socket rate: a 21 % loss read as 0.3 %,
+        # dev seed 12,000,102)
+        socket_Bps = float(socket.host_ceiling_Bps)
+    else:
+        gpus_per_nic = max(topo.gpus_per_server / max(topo.nic_node.shape[1], 1), 1.0)
+        socket_Bps = gpus_per_nic * float(socket.rate_cap_Bps)
     return max((_link_lost_s(obs, int(p), float(topo.link_capacity_Bps[p]) / socket_Bps) for p in ports
                 if topo.link_capacity_Bps[p] > socket_Bps), default=0.0)
 
@@ -680,8 +687,27 @@ def _rerouted_lost_s(obs: Observation, ports: np.ndarray, server: int) -> float 
         return bound
     # the doubled port against the median port: the exposed part of the communication shrinks
     # as that port's time would (a DP job's gradient reduce-scatter moves half its bytes under the
-    # backward pass: the port's extra time counted whole overstated a 1 % loss as 2 %)
-    return _held_up_s(obs, float(mine.max()), float(np.median(times)))
+    # backward pass: the port's extra time counted whole overstated a 1 % loss as 2 %). Relieved, it
+    # still waits on the job's busiest port elsewhere (a collective ends with its slowest port, as
+    # for any slowed port: _link_lost_s); the server's own ports are left out, since they may share
+    # the dead NIC's traffic (a doubled port beside a 6 % ECMP collision that takes as long cost
+    # nothing and ranked first, dev seed 16,000,085)
+    return _held_up_s(obs, float(mine.max()), max(float(np.median(times)), _busiest_port_off_server_s(obs, server)))
+
+
+def _busiest_port_off_server_s(obs: Observation, server: int) -> float:
+    """The longest any network port of the job not on ``server`` (nor on a storage server) takes to
+    move its own bytes per step at its negotiated rate."""
+    topo = obs.topo
+    ports = np.flatnonzero(_fabric_or_host(obs) & (obs.link_nominal_Bps > 0))
+    ends = np.concatenate([topo.link_src[ports][:, None], topo.link_dst[ports][:, None]], axis=1)
+    on_server = (topo.node_server[ends] == server).any(axis=1)
+    storage = np.isin(ends, topo.storage_server_node).any(axis=1)
+    ports = ports[~on_server & ~storage]
+    if not len(ports):
+        return 0.0
+    rate = obs.link_rate_Bps[ports] if obs.link_rate_Bps is not None else obs.link_nominal_Bps[ports]
+    return float(np.max(_job_bytes(obs, ports) / np.maximum(rate, 1e-30), initial=0.0))
 
 
 def _fabric_or_host(obs: Observation) -> np.ndarray:
@@ -1013,12 +1039,31 @@ def _collided(obs: Observation, links: np.ndarray) -> tuple[float, int, float] |
     rate = float(obs.link_rate_Bps[links[hot]])
     hot_s = float(own[hot]) / rate
     # balanced, the hot link would carry what its busy siblings carry (a hashed flow is not split,
-    # and a flow alone on a link already runs at its NIC's pace)
-    floor_s = typical / rate
+    # and a flow alone on a link already runs at its NIC's pace); and the collectives would still
+    # wait on the job's busiest NIC port, which no routing can relieve (as _phase_collided's spread
+    # counts it): an uplink with twice its siblings' bytes that takes no longer than the NIC ports
+    # cost nothing (a healthy MoE run rated a 4 % collision warning, seed 15,000,180)
+    floor_s = max(typical / rate, _busiest_nic_port_s(obs))
     # two bounds: the bytes beyond the floor at the link's rate (counters of one step), and the
     # share of the exposed communication the floor would save (whatever the counters' window)
     lost = min(hot_s - floor_s, _exposed_comm_s(obs) * (1.0 - floor_s / hot_s))
     return lost, int(links[hot]), float(own[hot]) / max(typical, 1e-30)
+
+
+def _busiest_nic_port_s(obs: Observation) -> float:
+    """The longest any compute NIC port of the job (either direction; storage servers' left out)
+    takes to move its own bytes per step at its negotiated rate. Servers with a NIC down are left
+    out: a neighbour carrying the dead NIC's bytes is nic-down's cost, and a fabric cause is measured
+    as if the other findings were fixed (a doubled port hid a 6 % collision, seed 16,000,085)."""
+    topo = obs.topo
+    ports = np.flatnonzero((topo.link_kind == LinkKind.HOST) & (topo.link_network == Network.COMPUTE))
+    down = ports[obs.link_rate_Bps[ports] < 0.01 * obs.link_nominal_Bps[ports]]
+    dead = set(int(n) for n in topo.node_server[topo.link_src[down]] if n >= 0)
+    ends_server = np.stack([topo.node_server[topo.link_src[ports]], topo.node_server[topo.link_dst[ports]]], axis=1)
+    on_dead = np.isin(ends_server, list(dead)).any(axis=1) if dead else np.zeros(len(ports), bool)
+    storage = np.isin(topo.link_src[ports], topo.storage_server_node) | np.isin(topo.link_dst[ports], topo.storage_server_node)
+    ports = ports[~storage & ~on_dead & (obs.link_rate_Bps[ports] > 0)]
+    return float(np.max(_job_bytes(obs, ports) / obs.link_rate_Bps[ports], initial=0.0))
 
 
 #: (time lost, hottest link, its busy share over its siblings' mean, collective label or None, hot busy, siblings' mean busy)
