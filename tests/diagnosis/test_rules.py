@@ -240,10 +240,9 @@ def test_nic_down_names_the_nic():
     assert _run("nic-down", link_rate_Bps=_nominal(), link_nominal_Bps=_nominal()).candidates == []
 
 
-def test_nic_down_costs_the_doubled_port_or_half_the_exposed_communication():
-    """The NIC that takes a dead one's traffic carries two GPUs' share: when its counters show the
-    extra bytes the cost is its extra time; when no port shows them (another path took them), the
-    communication waiting on the neighbour at most doubles: half the exposed communication."""
+def _dead_nic():
+    """s1.nic2 down (its rate near zero, no bytes), 1 GB on every other host link, 0.2 s of exposed
+    communication per GPU: the nic-down tests' common set-up."""
     rate = _nominal()
     dead = TOPO.link_id("s1.nic2->leaf1")
     rate[dead] *= 1e-9
@@ -251,6 +250,14 @@ def test_nic_down_costs_the_doubled_port_or_half_the_exposed_communication():
     phases["exposed_comm"] = np.full(N_GPUS, 0.2)
     carried = np.where(TOPO.link_kind == LinkKind.HOST, 1e9, 0.0)
     carried[dead] = 0.0
+    return rate, phases, carried
+
+
+def test_nic_down_costs_the_doubled_port_or_half_the_exposed_communication():
+    """The NIC that takes a dead one's traffic carries two GPUs' share: when its counters show the
+    extra bytes the cost is its extra time; when no port shows them (another path took them), the
+    communication waiting on the neighbour at most doubles: half the exposed communication."""
+    rate, phases, carried = _dead_nic()
     fields = {"step_time_s": 1.0, "per_gpu_s": phases, "link_rate_Bps": rate, "link_nominal_Bps": _nominal()}
     assert _one(_run("nic-down", link_bytes=carried, **fields), "nic-down").lost_s == pytest.approx(0.1)
     carried[TOPO.link_id("s1.nic3->leaf1")] = 2e9  # the neighbour's counters show the dead NIC's bytes
@@ -263,13 +270,7 @@ def test_a_doubled_port_costs_only_what_exceeds_the_busiest_port_off_its_server(
     Networks", 6.5): a neighbour NIC carrying the dead one's bytes costs only the part of its time
     beyond the job's busiest port elsewhere (an uplink ECMP already overloads takes as long: the
     NIC cost nothing and ranked above that collision, seed 16,000,085)."""
-    rate = _nominal()
-    dead = TOPO.link_id("s1.nic2->leaf1")
-    rate[dead] *= 1e-9
-    phases = _phases()
-    phases["exposed_comm"] = np.full(N_GPUS, 0.2)
-    carried = np.where(TOPO.link_kind == LinkKind.HOST, 1e9, 0.0)
-    carried[dead] = 0.0
+    rate, phases, carried = _dead_nic()
     carried[TOPO.link_id("s1.nic3->leaf1")] = 2e9  # 160 ms at 12.5 GB/s, the median port 80 ms
     uplink = int(np.flatnonzero(TOPO.link_kind == LinkKind.FABRIC)[0])
     fields = {"step_time_s": 1.0, "per_gpu_s": phases, "link_rate_Bps": rate, "link_nominal_Bps": _nominal()}
