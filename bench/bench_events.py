@@ -118,11 +118,8 @@ def main() -> None:
     if args.case == "staggered":
         staggered(args)
         return
-    rows = []
-    for mode in ("joined", "classes"):
-        out = subprocess.run([sys.executable, __file__, "--servers", str(args.servers), "--routing", args.routing,
-                              "--sizes", args.sizes, "--mode", mode], check=True, capture_output=True, text=True)
-        rows.append(json.loads(out.stdout))
+    rows = _children(["--servers", str(args.servers), "--routing", args.routing, "--sizes", args.sizes],
+                     ("joined", "classes"))
     if args.json:
         print(json.dumps(rows, indent=2))
         return
@@ -132,13 +129,15 @@ def main() -> None:
               f"makespan {r['makespan_s']:.6e} s, {r['counters']['full_solves']} full solves")
 
 
+def _children(options: list[str], modes: tuple[str, ...]) -> list[dict]:
+    """Each mode run in its own subprocess (its own peak RSS), as the JSON row it prints."""
+    return [json.loads(subprocess.run([sys.executable, __file__, *options, "--mode", mode], check=True,
+                                      capture_output=True, text=True).stdout) for mode in modes]
+
+
 def staggered(args: argparse.Namespace) -> None:
-    rows = []
-    for mode in ("full", "levels"):
-        out = subprocess.run([sys.executable, __file__, "--case", "staggered", "--servers", str(args.servers),
-                              "--perms", str(args.perms), "--spread-ms", str(args.spread_ms), "--mode", mode],
-                             check=True, capture_output=True, text=True)
-        rows.append(json.loads(out.stdout))
+    rows = _children(["--case", "staggered", "--servers", str(args.servers), "--perms", str(args.perms),
+                      "--spread-ms", str(args.spread_ms)], ("full", "levels"))
     if args.json:
         print(json.dumps(rows, indent=2))
         return

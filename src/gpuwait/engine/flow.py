@@ -1341,14 +1341,20 @@ class _Run:
                 saturated = load_Bps >= self.capacity_Bps[frontier] * (1.0 - _CHECK_RTOL)
                 on_link = on_link[np.repeat(saturated, lengths_t)]
             force = False
-            on_link = np.unique(on_link)
-            new = on_link[self.active[on_link] & ~self.in_group[on_link] & (self.rate_Bps[on_link] >= threshold_Bps)]
-            if new.size == 0:
+            links = self._admit(np.unique(on_link), threshold_Bps, parts)
+            if links is None:
                 return
-            self.in_group[new] = True
-            parts.append(new)
-            links = self._links_of(new)
             frontier = links[~visited[links]]
+
+    def _admit(self, flows: np.ndarray, threshold_Bps: float, parts: list[np.ndarray]) -> np.ndarray | None:
+        """Mark the active ``flows`` outside the group at or above ``threshold_Bps`` as in it (appended to
+        ``parts``) and return their links; ``None`` when there are none."""
+        new = flows[self.active[flows] & ~self.in_group[flows] & (self.rate_Bps[flows] >= threshold_Bps)]
+        if new.size == 0:
+            return None
+        self.in_group[new] = True
+        parts.append(new)
+        return self._links_of(new)
 
     def _solve_residual(self, group: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Max-min rates and bottlenecks of ``group`` (marked in ``in_group``) in the capacity the
@@ -1409,13 +1415,9 @@ class _Run:
             rate_Bps, bottleneck, saturated = self._solve_residual(group)
             solved += int(group.size)
             positions_t, _ = _row_positions(self.weights_t.indptr, saturated)
-            on_link = np.unique(self.weights_t.indices[positions_t])
-            joining = on_link[self.active[on_link] & ~self.in_group[on_link] & (self.rate_Bps[on_link] >= threshold_Bps)]
-            if joining.size == 0:
+            links = self._admit(np.unique(self.weights_t.indices[positions_t]), threshold_Bps, parts)
+            if links is None:
                 break
-            self.in_group[joining] = True
-            parts.append(joining)
-            links = self._links_of(joining)
             self._grow(links[~self.visited_link[links]], False, threshold_Bps, old_rate_Bps, parts, seen)
             group = np.sort(np.concatenate(parts))
         self.in_group[group] = False
