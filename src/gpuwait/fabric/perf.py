@@ -396,14 +396,19 @@ class CollectivePredictor:
         host = self._host_path_graph(gpu_sm(comm.topo.spec.server.gpu_model))
         return local_bytes / (host.n_channels * host.bw_intra_GBps * 1e9 * share)
 
+    def _first_node_gpu_switches(self) -> np.ndarray:
+        """The PCIe switch above each GPU of this communicator's first node (its PCIe uplink's end)."""
+        topo = self.comm.topo
+        gpus = self.comm.rank_gpu[self.comm.rank_node == self.comm.nodes[0]]
+        return topo.link_dst[(topo.link_kind == LinkKind.PCIE) & np.isin(topo.link_src, gpus)]
+
     def _host_staged_net_graph(self, sm: int) -> Graph:
         """NCCL's inter-node ring graph without GPUDirect RDMA (:func:`host_staged_net_ring_graph`) for this
         communicator's first node: PCI bandwidth from the server's PCIe generation, over the PCIe switches
         that hold both its GPUs and NICs."""
         topo, server = self.comm.topo, self.comm.topo.spec.server
-        gpus = self.comm.rank_gpu[self.comm.rank_node == self.comm.nodes[0]]
         pcie = topo.link_kind == LinkKind.PCIE
-        gpu_switches = np.unique(topo.link_dst[pcie & np.isin(topo.link_src, gpus)])
+        gpu_switches = np.unique(self._first_node_gpu_switches())
         nic_switches = np.unique(topo.link_dst[pcie & (topo.node_kind[topo.link_src] == NodeKind.NIC)])
         switches = np.intersect1d(gpu_switches, nic_switches)
         return host_staged_net_ring_graph(pci_bw_GBps(pcie_generation(server.pcie_bandwidth)), max(len(switches), 1),
@@ -413,10 +418,8 @@ class CollectivePredictor:
         """NCCL's ring graph through the CPU (:func:`host_path_ring_graph`) for the GPUs of this
         communicator's first node: PCI bandwidth from the server's PCIe generation, ``k`` = most of
         them behind one PCIe switch."""
-        topo, server = self.comm.topo, self.comm.topo.spec.server
-        gpus = self.comm.rank_gpu[self.comm.rank_node == self.comm.nodes[0]]
-        up = (topo.link_kind == LinkKind.PCIE) & np.isin(topo.link_src, gpus)
-        per_switch = np.unique(topo.link_dst[up], return_counts=True)[1]
+        server = self.comm.topo.spec.server
+        per_switch = np.unique(self._first_node_gpu_switches(), return_counts=True)[1]
         return host_path_ring_graph(pci_bw_GBps(pcie_generation(server.pcie_bandwidth)), int(per_switch.max(initial=1)),
                                     sm, intel_cpu=server.cpu_vendor == "intel", release=self.env.release)
 
