@@ -695,6 +695,20 @@ def _rerouted_lost_s(obs: Observation, ports: np.ndarray, server: int) -> float 
     return _held_up_s(obs, float(mine.max()), max(float(np.median(times)), _busiest_port_off_server_s(obs, server)))
 
 
+def _storage_ports(topo, ports: np.ndarray) -> np.ndarray:
+    """Which of ``ports`` start or end at a storage server (the dataset's reads, not the job's collectives)."""
+    return np.isin(topo.link_src[ports], topo.storage_server_node) | np.isin(topo.link_dst[ports], topo.storage_server_node)
+
+
+def _longest_port_s(obs: Observation, ports: np.ndarray) -> float:
+    """The longest any of ``ports`` takes to move the job's own bytes per step at its negotiated rate
+    (the nominal one where no rate was read); 0 for no ports."""
+    if not len(ports):
+        return 0.0
+    rate = obs.link_rate_Bps[ports] if obs.link_rate_Bps is not None else obs.link_nominal_Bps[ports]
+    return float(np.max(_job_bytes(obs, ports) / np.maximum(rate, 1e-30), initial=0.0))
+
+
 def _busiest_port_off_server_s(obs: Observation, server: int) -> float:
     """The longest any network port of the job not on ``server`` (nor on a storage server) takes to
     move its own bytes per step at its negotiated rate."""
@@ -702,12 +716,7 @@ def _busiest_port_off_server_s(obs: Observation, server: int) -> float:
     ports = np.flatnonzero(_fabric_or_host(obs) & (obs.link_nominal_Bps > 0))
     ends = np.concatenate([topo.link_src[ports][:, None], topo.link_dst[ports][:, None]], axis=1)
     on_server = (topo.node_server[ends] == server).any(axis=1)
-    storage = np.isin(ends, topo.storage_server_node).any(axis=1)
-    ports = ports[~on_server & ~storage]
-    if not len(ports):
-        return 0.0
-    rate = obs.link_rate_Bps[ports] if obs.link_rate_Bps is not None else obs.link_nominal_Bps[ports]
-    return float(np.max(_job_bytes(obs, ports) / np.maximum(rate, 1e-30), initial=0.0))
+    return _longest_port_s(obs, ports[~on_server & ~_storage_ports(topo, ports)])
 
 
 def _fabric_or_host(obs: Observation) -> np.ndarray:
@@ -724,13 +733,8 @@ def _busiest_other_port_s(obs: Observation, link: int) -> float:
     servers' ports left out) takes to move its own bytes per step at its negotiated rate."""
     topo = obs.topo
     ports = np.flatnonzero(_fabric_or_host(obs) & (obs.link_nominal_Bps > 0))
-    storage = np.isin(topo.link_src[ports], topo.storage_server_node) | np.isin(topo.link_dst[ports], topo.storage_server_node)
     cable = (topo.link_src[ports] == topo.link_dst[link]) & (topo.link_dst[ports] == topo.link_src[link])
-    ports = ports[~storage & ~cable & (ports != link)]
-    if not len(ports):
-        return 0.0
-    rate = obs.link_rate_Bps[ports] if obs.link_rate_Bps is not None else obs.link_nominal_Bps[ports]
-    return float(np.max(_job_bytes(obs, ports) / np.maximum(rate, 1e-30), initial=0.0))
+    return _longest_port_s(obs, ports[~_storage_ports(topo, ports) & ~cable & (ports != link)])
 
 
 def _held_up_s(obs: Observation, with_s: float, without_s: float) -> float:
@@ -1061,9 +1065,7 @@ def _busiest_nic_port_s(obs: Observation) -> float:
     dead = set(int(n) for n in topo.node_server[topo.link_src[down]] if n >= 0)
     ends_server = np.stack([topo.node_server[topo.link_src[ports]], topo.node_server[topo.link_dst[ports]]], axis=1)
     on_dead = np.isin(ends_server, list(dead)).any(axis=1) if dead else np.zeros(len(ports), bool)
-    storage = np.isin(topo.link_src[ports], topo.storage_server_node) | np.isin(topo.link_dst[ports], topo.storage_server_node)
-    ports = ports[~storage & ~on_dead & (obs.link_rate_Bps[ports] > 0)]
-    return float(np.max(_job_bytes(obs, ports) / obs.link_rate_Bps[ports], initial=0.0))
+    return _longest_port_s(obs, ports[~_storage_ports(topo, ports) & ~on_dead & (obs.link_rate_Bps[ports] > 0)])
 
 
 #: (time lost, hottest link, its busy share over its siblings' mean, collective label or None, hot busy, siblings' mean busy)
