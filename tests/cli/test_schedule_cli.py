@@ -35,3 +35,15 @@ def test_schedule_errors_are_one_line(capsys):
     assert capsys.readouterr().err.startswith("error: --cluster: a trace needs a cluster")
     assert main([*ARGS, "--policy", "nope"]) == 2
     assert capsys.readouterr().err.startswith("error: --policy/--compare")
+
+
+def test_schedule_keeps_a_scenarios_own_placements_unless_a_policy_is_given(capsys):
+    # examples/two-jobs-shared-uplinks.yaml places each job by hand on servers interleaved over 4 leaves
+    # (servers 0, 1, 4, 5, ... and 2, 3, 6, 7, ...), so both jobs cross the spines and share uplinks;
+    # first-fit packs each job under 2 leaves of its own.
+    example = str(Path(__file__).resolve().parents[2] / "examples" / "two-jobs-shared-uplinks.yaml")
+    assert main(["schedule", example, "--compare", "first-fit", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [p["policy"] for p in data["policies"]] == ["per job", "first-fit"]
+    assert [(j["leaves"], j["contended"]) for j in data["jobs"]["per job"]] == [(4, True), (4, True)]
+    assert [(j["leaves"], j["contended"]) for j in data["jobs"]["first-fit"]] == [(2, False), (2, False)]

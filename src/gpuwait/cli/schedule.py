@@ -14,7 +14,7 @@ def schedule(source: str = typer.Argument(..., metavar="SCENARIO.yaml|TRACE",
                                           help="A scenario with `jobs:`, or a trace: Alibaba Lingjun worker.csv, Alibaba PAI pai_task_table, SenseTime Helios cluster_log.csv, Microsoft Philly cluster_job_log (JSON), Shanghai AI Lab Acme trace_seren.csv / trace_kalos.csv."),
              cluster: str | None = typer.Option(None, "--cluster", help="Cluster preset or file (a trace needs one; default for a scenario: its own)."),
              servers: int | None = typer.Option(None, "--servers", min=1, help="Servers of the cluster preset."),
-             policy: str = typer.Option("slurm-tree", "--policy", "-p", metavar="POLICY", help=f"Placement policy: {POLICIES_HELP}."),
+             policy: str | None = typer.Option(None, "--policy", "-p", metavar="POLICY", help=f"Placement policy for every job: {POLICIES_HELP} (default: a scenario's jobs keep their own `placement:`, a trace's jobs use slurm-tree)."),
              compare: list[str] = typer.Option([], "--compare", metavar="POLICY", help="Another policy to run side by side (repeat)."),
              backfill: bool = typer.Option(True, "--backfill/--no-backfill", help="EASY backfill (default on)."),
              seed: int = typer.Option(0, "--seed", help="random: seed."),
@@ -44,9 +44,13 @@ def schedule(source: str = typer.Argument(..., metavar="SCENARIO.yaml|TRACE",
     scenario, durations, title = _jobs(source, cluster, servers, trace_kind,
                                        dict(start_s=start, window_s=window, max_jobs=max_jobs, gpu_scale=gpu_scale,
                                             time_scale=time_scale, arrival_scale=arrival_scale))
+    if policy is None and durations is not None:
+        policy = "slurm-tree"  # a trace's jobs carry no placement of their own
     results = []
     for name in dict.fromkeys([policy, *compare]):
-        spec = validate_data(PlacementSpec, {"policy": name, "seed": seed}, source="--policy/--compare")
+        # None: each job's own `placement:` (the scenario's), reported as the policy "per job"
+        spec = None if name is None else validate_data(PlacementSpec, {"policy": name, "seed": seed},
+                                                         source="--policy/--compare")
         results.append(run_schedule(scenario, spec, backfill=backfill, durations_s=durations))
     cluster_name = scenario.cluster.name or scenario.cluster.preset or "cluster"
     page = None
