@@ -110,6 +110,12 @@ def to_prometheus_text(metrics: MetricSet) -> str:
 
 
 # ---------------------------------------------------------------------------------------- reading
+# The parsing itself is prometheus-client's (the Prometheus project's own Python parser for both formats);
+# this part maps its metric families onto a MetricSet and turns its errors into one line naming the line.
+
+#: prometheus-client's type names that differ from gpuwait's (Prometheus text 0.0.4 names)
+_CLIENT_TYPES = {"unknown": "untyped", **_OPENMETRICS_TYPES}
+
 
 def _error(lineno: int, line: str, why: str, source: str) -> TelemetryFormatError:
     return TelemetryFormatError(f"{source} line {lineno}: {why} in {line.strip()[:120]!r}; expected "
@@ -117,83 +123,124 @@ def _error(lineno: int, line: str, why: str, source: str) -> TelemetryFormatErro
                                 hint="pass the text of a /metrics scrape (Prometheus text format 0.0.4)")
 
 
-def _parse_labels(text: str, pos: int, lineno: int, line: str, source: str) -> tuple[Labels, int]:
-    """Labels from ``text[pos] == '{'``; returns them and the position after ``}``."""
-    labels: list[tuple[str, str]] = []
-    pos += 1
-    while True:
-        while pos < len(text) and text[pos] in " \t":
-            pos += 1
-        if pos < len(text) and text[pos] == "}":
-            return tuple(labels), pos + 1
-        m = re.compile(r"([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*\"").match(text, pos)
-        if m is None:
-            raise _error(lineno, line, f"bad label at column {pos + 1}", source)
-        pos, value = m.end(), []
-        while True:
-            if pos >= len(text):
-                raise _error(lineno, line, "unterminated label value", source)
-            ch = text[pos]
-            if ch == "\\" and pos + 1 < len(text):
-                nxt = text[pos + 1]
-                value.append({"n": "\n", "\\": "\\", '"': '"'}.get(nxt, "\\" + nxt))
-                pos += 2
-            elif ch == '"':
-                pos += 1
-                break
-            else:
-                value.append(ch)
-                pos += 1
-        labels.append((m[1], "".join(value)))
-        while pos < len(text) and text[pos] in " \t":
-            pos += 1
-        if pos < len(text) and text[pos] == ",":
-            pos += 1
-        elif pos >= len(text) or text[pos] != "}":
-            raise _error(lineno, line, f"expected ',' or '}}' at column {pos + 1}", source)
+def _parse_families(text: str, openmetrics: bool) -> list:
+    """prometheus-client's metric families of ``text`` (ValueError on the first line it cannot read)."""
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
+    from prometheus_client.parser import text_string_to_metric_families as parse_text
 
-
-def _parse_float(token: str) -> float:
-    low = token.lower()
-    if low in ("nan", "+nan", "-nan"):
-        return math.nan
-    if low in ("+inf", "inf"):
-        return math.inf
-    if low == "-inf":
-        return -math.inf
-    return float(token)
-
-
-def _sample(line: str, raw: str, lineno: int, source: str, openmetrics: bool) -> Sample:
-    """One sample line: name, labels, value, optional timestamp."""
-    m = re.match(r"[a-zA-Z_:][a-zA-Z0-9_:]*", line)
-    if m is None:
-        raise _error(lineno, raw, "no metric name", source)
-    name, pos = m[0], m.end()
-    labels: Labels = ()
-    if pos < len(line) and line[pos] == "{":
-        labels, pos = _parse_labels(line, pos, lineno, raw, source)
-    tokens = (line[pos:].split(" # ", 1)[0] if openmetrics else line[pos:]).split()
-    if not 1 <= len(tokens) <= 2 or (pos < len(line) and line[pos] not in " \t"):
-        raise _error(lineno, raw, "expected a value and an optional timestamp after the labels", source)
+    if not openmetrics:
+        return list(parse_text(text))
     try:
-        value = _parse_float(tokens[0])
-        ts = None if len(tokens) < 2 else float(tokens[1]) if openmetrics else int(tokens[1]) / 1000
+        return list(parse_openmetrics(text))
     except ValueError:
-        raise _error(lineno, raw, f"{' '.join(tokens)!r} is not a number", source) from None
-    return Sample(name, labels, value, ts)
+        pass
+    # prometheus-client's OpenMetrics parser refuses some texts the OpenMetrics spec itself shows (its
+    # counter example has a timestamped foo_total beside a foo_created without one: "mix of timestamp
+    # presence"); read such a family's descriptors and samples one by one, exemplars dropped
+    families = []
+    for block in _family_blocks(text):
+        try:
+            families += list(parse_openmetrics("\n".join(block) + "\n# EOF\n"))
+            continue
+        except ValueError:
+            pass
+        header = [line for line in block if line.startswith("#")]
+        family = list(parse_openmetrics("\n".join(header) + "\n# EOF\n")) if header else []
+        samples = [x for line in block if not line.startswith("#")
+                   for f in parse_openmetrics(line.split(" # ", 1)[0] + "\n# EOF\n") for x in f.samples]
+        if family:
+            family[0].samples = samples
+            families += family
+        else:
+            families += list(parse_openmetrics("\n".join(block) + "\n# EOF\n"))  # raises: nothing to fall back on
+    return families
+
+
+def _family_blocks(text: str) -> list[list[str]]:
+    """OpenMetrics lines grouped by family: a new block at each descriptor (# TYPE/HELP/UNIT) of another name."""
+    blocks: list[list[str]] = []
+    name = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line == "# EOF":
+            continue
+        parts = line.split(None, 3)
+        if line.startswith("#") and len(parts) >= 3 and parts[1] in ("TYPE", "HELP", "UNIT"):
+            if parts[2] != name or not blocks:
+                blocks.append([])
+                name = parts[2]
+        elif not blocks:
+            blocks.append([])
+        blocks[-1].append(line)
+    return blocks
+
+
+def _line_error(lineno: int, raw: str, openmetrics: bool, source: str) -> TelemetryFormatError | None:
+    """The error of one line read on its own, or None when it reads (the text's context is what fails)."""
+    line = raw.strip()
+    if not line or (line.startswith("#") and not line.startswith(("# TYPE", "# HELP"))):
+        return None
+    try:
+        _parse_families(line + ("\n# EOF\n" if openmetrics else "\n"), openmetrics)
+    except ValueError as err:
+        return _error(lineno, raw, str(err) or "unreadable", source)
+    return None
+
+
+def _without_bad_lines(text: str, openmetrics: bool, source: str) -> tuple[str, list[TelemetryFormatError]]:
+    """``text`` without the lines that do not read on their own, and their errors (line numbers kept)."""
+    keep, bad = [], []
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        err = _line_error(lineno, raw, openmetrics, source)
+        if err is None:
+            keep.append(raw)
+        else:
+            bad.append(err)
+    return "\n".join(keep) + "\n", bad
+
+
+def _counters_without_total(text: str, openmetrics: bool) -> set[str]:
+    """Counters a text-format ``# TYPE`` line declares without '_total' (prometheus-client's text parser
+    appends it to their samples; in OpenMetrics the samples carry it themselves)."""
+    if openmetrics:
+        return set()
+    return {m[1] for m in re.finditer(r"^#\s*TYPE\s+(\S+)\s+counter\s*$", text, re.MULTILINE)
+            if not m[1].endswith("_total")}
+
+
+def _metric_set(families: list, bare_counters: set[str], openmetrics: bool) -> MetricSet:
+    info: dict[str, MetricInfo] = {}
+    samples: list[Sample] = []
+    for family in families:
+        if family.type == "counter" and family.name in bare_counters:  # back to the name the exporter printed
+            family.samples = [x._replace(name=family.name) if x.name == family.name + "_total" else x
+                              for x in family.samples]
+        kind = _CLIENT_TYPES.get(family.type, family.type)
+        if kind not in METRIC_TYPES:
+            raise TelemetryFormatError(f"metric {family.name!r}: unknown metric type {family.type!r}; expected one of "
+                                       f"{', '.join(sorted(METRIC_TYPES))}")
+        # info under the # TYPE line's name: the family's, except that the text parser drops a counter's
+        # '_total', which its samples keep
+        names = ({x.name for x in family.samples} or {family.name}) if not openmetrics and kind not in _FAMILY_SUFFIXES \
+            else {family.name}
+        for name in names if family.type != "unknown" or family.documentation else ():  # undeclared: no info
+            info[name] = MetricInfo(kind, family.documentation)
+        for x in family.samples:
+            ts = None if x.timestamp is None else float(x.timestamp)
+            samples.append(Sample(x.name, tuple(x.labels.items()), float(x.value), ts))
+    return MetricSet.from_samples(samples, info=info)
 
 
 def parse_prometheus_text(text: str, *, source: str = "Prometheus text", skipped: list[str] | None = None) -> MetricSet:
     """Read a Prometheus text exposition (what ``curl host:9400/metrics`` prints).
 
-    ``# HELP`` and ``# TYPE`` lines fill :attr:`MetricSet.info`; other comments and blank lines
-    are skipped; ``# EOF`` (OpenMetrics) ends the text. Timestamps (ms) become ``timestamp_s``.
-    A text that ends with ``# EOF`` is OpenMetrics 1.0: its timestamps are seconds, exemplars
-    (``# {trace_id="..."} 1``) are dropped, and its ``unknown``/``info``/``stateset``/``gaugehistogram``
-    types are read as ``untyped``/``gauge``/``gauge``/``histogram``.
+    Parsed by prometheus-client. ``# HELP`` and ``# TYPE`` lines fill :attr:`MetricSet.info`; other
+    comments and blank lines are skipped. Timestamps (ms) become ``timestamp_s``. A text that ends with
+    ``# EOF`` is OpenMetrics 1.0: its timestamps are seconds, exemplars (``# {trace_id="..."} 1``) are
+    dropped, and its ``unknown``/``info``/``stateset``/``gaugehistogram`` types are read as
+    ``untyped``/``gauge``/``gauge``/``histogram``.
 
-    With ``skipped`` (a list), a sample line that cannot be read is left out and described there (real
+    With ``skipped`` (a list), a line that cannot be read is left out and described there (real
     scrapes carry the odd broken row); a text with no readable sample at all is still an error.
 
     Raises
@@ -202,40 +249,23 @@ def parse_prometheus_text(text: str, *, source: str = "Prometheus text", skipped
         For a line that is not a comment or a sample (unless ``skipped`` collects it); the message
         names ``source`` and the line.
     """
-    info: dict[str, MetricInfo] = {}
-    samples: list[Sample] = []
-    bad: list[TelemetryFormatError] = []
     openmetrics = re.search(r"^# EOF\s*$", text, re.MULTILINE) is not None
-    for lineno, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
-        if not line:
-            continue
-        if line.startswith("#"):
-            parts = line[1:].split(None, 2)
-            if parts and parts[0] == "EOF":
-                break
-            if len(parts) >= 2 and parts[0] in ("HELP", "TYPE"):
-                name, rest = parts[1], parts[2] if len(parts) > 2 else ""
-                old = info.get(name, MetricInfo())
-                if parts[0] == "HELP":
-                    help_text = re.sub(r"\\(.)", lambda m: "\n" if m[1] == "n" else m[1], rest)
-                    info[name] = MetricInfo(old.type, help_text)
-                else:
-                    kind = rest.strip().lower()
-                    if openmetrics:
-                        kind = _OPENMETRICS_TYPES.get(kind, kind)
-                    if kind not in METRIC_TYPES:
-                        raise _error(lineno, raw, f"unknown metric type {rest.strip()!r}", source)
-                    info[name] = MetricInfo(kind, old.help)
-            continue
-        try:
-            samples.append(_sample(line, raw, lineno, source, openmetrics))
-        except TelemetryFormatError as err:
-            if skipped is None:
-                raise
-            bad.append(err)
-    if bad and not samples:
+    if openmetrics:
+        text = text[: re.search(r"^# EOF\s*$", text, re.MULTILINE).end()] + "\n"  # nothing after # EOF is read
+    try:
+        return _metric_set(_parse_families(text, openmetrics), _counters_without_total(text, openmetrics), openmetrics)
+    except ValueError as whole_err:
+        cleaned, bad = _without_bad_lines(text, openmetrics, source)
+        if not bad:  # every line reads alone: the text's order or context is wrong
+            raise TelemetryFormatError(f"{source}: {whole_err}; expected a Prometheus text or OpenMetrics exposition",
+                                       hint="pass the text of a /metrics scrape (Prometheus text format 0.0.4)") from None
+        if skipped is None:
+            raise bad[0] from None
+    try:
+        metrics = _metric_set(_parse_families(cleaned, openmetrics), _counters_without_total(cleaned, openmetrics), openmetrics)
+    except ValueError as err:
+        raise TelemetryFormatError(f"{source}: {err}; expected a Prometheus text or OpenMetrics exposition") from None
+    if not len(metrics):
         raise bad[0]  # nothing readable: not a scrape with a few bad rows but not a scrape at all
-    if skipped is not None:
-        skipped.extend(str(err) for err in bad)
-    return MetricSet.from_samples(samples, info=info)
+    skipped.extend(str(err) for err in bad)
+    return metrics
