@@ -229,8 +229,13 @@ def _schema_fields() -> dict[str, object]:
         "ServerSpec.cpus": count({}, {"server": {"cpus": 1}}, "nodes", "down"),
         "ServerSpec.cpu_interconnect_bandwidth": perf(
             NO_P2P, h.merge(NO_P2P, {"server": {"cpu_interconnect_bandwidth": "8GB/s"}}), "up"),
-        "ServerSpec.cpu_vendor": perf(NO_P2P, h.merge(NO_P2P, {"server": {"cpu_vendor": "amd"}}), "down",
+        # one socket: across two, NCCL holds an AMD ring through host memory to its 16 GB/s socket link (topo.h AMD_BW)
+        "ServerSpec.cpu_vendor": perf(h.merge(NO_P2P, {"server": {"cpus": 1}}),
+                                      h.merge(NO_P2P, {"server": {"cpus": 1, "cpu_vendor": "amd"}}), "down",
                                       "NCCL charges Intel CPUs a 6/5 PCI overhead through the CPU (paths.cc)"),
+        "ServerSpec.cpu_generation": perf(NO_P2P, h.merge(NO_P2P, {"server": {"cpu_generation": "broadwell"}}), "up",
+                                          "NCCL's socket link on Broadwell (topo.h BDW_QPI_BW, 6 GB/s) bounds a "
+                                          "ring through host memory that crosses sockets"),
         "ServerSpec.nics": perf({}, {"server": {"nics": 4}}, "up"),
         "ServerSpec.nic_speed": perf({}, {"server": {"nic_speed": "200Gbps"}}, "up"),
         "ServerSpec.nic_ports": perf({}, {"server": {"nic_ports": 2}}, "up",

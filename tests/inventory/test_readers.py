@@ -85,6 +85,7 @@ def test_nccl_topo_h200_dump():
     assert fields["nvlink_topology"] == "nvswitch" and fields["nvlink_bandwidth"] == "450GB/s"
     assert fields["nic_speed"] == "400Gbps" and fields["pcie_bandwidth"] == "63.02GB/s"  # Gen5 x16
     assert fields["cpu_vendor"] == "intel"
+    assert fields["cpu_generation"] == "emerald-rapids"  # familyid 6, modelid 207 = 0xCF (NCCL's ERP)
 
 
 def test_nccl_topo_file_without_gpu_elements():
@@ -96,6 +97,7 @@ def test_nccl_topo_file_without_gpu_elements():
     assert fields["pcie_bandwidth"] == "15.75GB/s"  # 8 GT/s x16, Gen3
     assert "nvlink_bandwidth" not in fields  # NCCL reads NVLink from NVML; the file says nothing
     assert nics == ["nic0", "nic1", "nic2", "nic3"]
+    assert fields["cpu_generation"] == "skylake"  # modelid 85 = 0x55: Cascade Lake, NCCL's SKL class
 
 
 def test_hostlists():

@@ -130,6 +130,15 @@ NET_100G_BW_GBps = 12.0  # NET_BW, "100Gbit"
 #: INTEL_P2P_OVERHEAD(bw) = bw * 6 / 5: what a GPU path through an Intel x86 root complex (PATH_PHB)
 #: costs every PCI link it crosses in NCCL's search (topo.h, search.cc followPath).
 INTEL_P2P_OVERHEAD = 6.0 / 5.0
+#: The link between two CPU sockets in NCCL's topology (LINK_SYS, one per direction), GB/s, by CPU:
+#: ``ncclTopoGetInterCpuBw`` (src/graph/topo.cc) with topo.h's BDW_QPI_BW 6, SKL_QPI_BW 10, SRP_QPI_BW 22,
+#: ERP_QPI_BW 40, AMD_BW 16, ARM_BW 6, ZPI_BW 6, YONGFENG_ZPI_BW 9 (NVIDIA/nccl v2.27.3-1 to v2.30.7-1).
+#: NCCL tells Intel generations apart by the CPUID model of family 6 (topo.cc ``ncclTopoAddCpu``):
+#: >= 0xCF Emerald Rapids, >= 0x8F Sapphire Rapids (so Granite Rapids too), >= 0x55 Skylake (Cascade
+#: Lake, Ice Lake), else Broadwell. SRP and ERP first appear in v2.26.2-1; before, NCCL reads both as SKL.
+INTER_CPU_BW_GBps: Mapping[str, float] = MappingProxyType({
+    "broadwell": 6.0, "skylake": 10.0, "sapphire-rapids": 22.0, "emerald-rapids": 40.0,
+    "amd": 16.0, "arm": 6.0, "zhaoxin": 6.0, "yongfeng": 9.0})
 #: kvDictPciGen: per-lane PCIe speed in units of 100 Mb/s, by generation (2.5, 5, 8, 16, 32, 64 GT/s).
 PCI_LANE_SPEED_100Mbps: Mapping[int, int] = MappingProxyType({1: 15, 2: 30, 3: 60, 4: 120, 5: 240, 6: 480})
 
@@ -975,6 +984,34 @@ def _ring_search(budget_GBps: float, sm: int, release: NcclRelease = DEFAULT_REL
     return best_n, best_s
 
 
+def inter_cpu_bw_GBps(cpu_vendor: str, cpu_generation: str | None,
+                      release: NcclRelease = DEFAULT_RELEASE) -> float | None:
+    """NCCL's bandwidth of the link between two CPU sockets (``ncclTopoGetInterCpuBw``,
+    :data:`INTER_CPU_BW_GBps`) for a CPU vendor and, on Intel, its generation; None when NCCL's figure is
+    not known (an Intel CPU of unstated generation, an unknown vendor: the link is then not charged).
+    Releases before 2.26 have no Sapphire or Emerald Rapids entry and read both as Skylake.
+
+    Examples
+    --------
+    >>> from gpuwait.collectives.nccl_versions import nccl_release
+    >>> inter_cpu_bw_GBps("intel", "sapphire-rapids"), inter_cpu_bw_GBps("amd", None)
+    (22.0, 16.0)
+    >>> inter_cpu_bw_GBps("intel", "sapphire-rapids", nccl_release("2.25.1")), inter_cpu_bw_GBps("intel", None)
+    (10.0, None)
+    """
+    if cpu_vendor in ("amd", "arm"):
+        return INTER_CPU_BW_GBps[cpu_vendor]
+    if cpu_vendor != "intel" or cpu_generation is None:
+        return None
+    if cpu_generation not in INTER_CPU_BW_GBps or cpu_generation in ("amd", "arm", "zhaoxin", "yongfeng"):
+        raise SpecError(f"cpu_generation: got {cpu_generation!r}; expected one of broadwell, skylake, "
+                        "sapphire-rapids, emerald-rapids")
+    version = tuple(int(x) for x in release.version.split("."))
+    if version < (2, 26) and cpu_generation in ("sapphire-rapids", "emerald-rapids"):
+        cpu_generation = "skylake"
+    return INTER_CPU_BW_GBps[cpu_generation]
+
+
 def host_staged_net_ring_graph(pci_GBps: float, n_switches: int, sm: int, intel_cpu: bool,
                                release: NcclRelease = DEFAULT_RELEASE) -> Graph:
     """The inter-node ring graph NCCL's search finds when the node's GPUs use P2P (NVLink) among themselves
@@ -1006,7 +1043,7 @@ def host_staged_net_ring_graph(pci_GBps: float, n_switches: int, sm: int, intel_
 
 
 def host_path_ring_graph(pci_GBps: float, gpus_per_switch: int, sm: int, intel_cpu: bool,
-                         release: NcclRelease = DEFAULT_RELEASE) -> Graph:
+                         release: NcclRelease = DEFAULT_RELEASE, inter_cpu_GBps: float | None = None) -> Graph:
     """The ring graph NCCL's search finds inside a node whose GPUs cannot use P2P (``NCCL_P2P_DISABLE=1``,
     or a platform without CUDA peer access): NCCL then stages through host memory (SHM transport).
 
@@ -1018,7 +1055,14 @@ def host_path_ring_graph(pci_GBps: float, gpus_per_switch: int, sm: int, intel_c
     and ``k`` down its uplink: ``n`` channels fit while ``n * s * k * overhead <= pci_GBps``. Channel count
     and speed then follow the search's rules (:func:`nvswitch_ring_graph`); when even the slowest speed
     does not fit, NCCL falls back to one channel at 0.1 GB/s ("falling back to simple order").
-    Links between CPU sockets are not charged (a modelling simplification).
+
+    ``inter_cpu_GBps`` (:func:`inter_cpu_bw_GBps`) when the ring's GPUs (and, between nodes, its NIC) sit on
+    two CPU sockets: the search orders a node's GPUs socket by socket, so each channel crosses the socket
+    link once each way (out to the far socket's GPUs, back to the first GPU or the NIC), and ``followPath``
+    charges a path forward only -- the reverse link is charged only for paths into a GPU older than SM80
+    from a NIC or CPU (``fwBw/8``) and for POWER NVLink (search.cc, v2.27.3-1) -- so ``n * s <= inter_cpu``.
+    Intel's 6/5 is kept on the PCI links of every path (NCCL charges it on PATH_PHB paths only, not on
+    a SYS path between sockets: a simplification on the slow side).
 
     Examples
     --------
@@ -1027,9 +1071,13 @@ def host_path_ring_graph(pci_GBps: float, gpus_per_switch: int, sm: int, intel_c
     (1, 5.0, 'pci')
     >>> host_path_ring_graph(pci_bw_GBps(3), 2, 75, intel_cpu=False).bw_intra_GBps
     6.0
+    >>> [host_path_ring_graph(pci_bw_GBps(4), 1, 89, True, inter_cpu_GBps=bw).bw_intra_GBps for bw in (6, 10, 22, 40)]
+    [6.0, 10.0, 20.0, 20.0]
     """
     overhead = INTEL_P2P_OVERHEAD if intel_cpu else 1.0
     budget = pci_GBps / (max(gpus_per_switch, 1) * overhead)
+    if inter_cpu_GBps is not None:
+        budget = min(budget, inter_cpu_GBps)
     if budget < _speeds(sm, release)[-1]:
         return Graph(1, 0.1, 0.1, intra_link="pci")
     n_channels, speed = _ring_search(round(budget, 3), sm, release)  # NCCL rounds link budgets to 1e-3 (SUB_ROUND)

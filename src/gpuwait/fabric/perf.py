@@ -53,6 +53,7 @@ from gpuwait.collectives.tuning import (
     choose,
     host_path_ring_graph,
     host_staged_net_ring_graph,
+    inter_cpu_bw_GBps,
     net_bw_GBps,
     net_tree_graph,
     nvlink_bw_GBps,
@@ -65,9 +66,10 @@ from gpuwait.engine.base import effective_capacity_Bps
 from gpuwait.errors import SpecError
 from gpuwait.fabric.collective import PlanRun, run_plan
 from gpuwait.spec.cluster import RoutingSpec
+from gpuwait.topology.build import gpu_nic_affinity
 from gpuwait.topology.gpus import gpu_arch
 from gpuwait.topology.model import LinkKind, NodeKind
-from gpuwait.topology.pcipath import node_uses_gdr, uses_p2p
+from gpuwait.topology.pcipath import node_uses_gdr, sockets, uses_p2p
 from gpuwait.transport.profiles import TransportProfile
 from gpuwait.transport.socket import socket_transport
 
@@ -417,11 +419,28 @@ class CollectivePredictor:
     def _host_path_graph(self, sm: int) -> Graph:
         """NCCL's ring graph through the CPU (:func:`host_path_ring_graph`) for the GPUs of this
         communicator's first node: PCI bandwidth from the server's PCIe generation, ``k`` = most of
-        them behind one PCIe switch."""
+        them behind one PCIe switch, and NCCL's socket link (:func:`inter_cpu_bw_GBps`) when the
+        ring crosses sockets (:meth:`_crosses_sockets`)."""
         server = self.comm.topo.spec.server
         per_switch = np.unique(self._first_node_gpu_switches(), return_counts=True)[1]
+        inter_cpu = inter_cpu_bw_GBps(server.cpu_vendor, server.cpu_generation, self.env.release)
         return host_path_ring_graph(pci_bw_GBps(pcie_generation(server.pcie_bandwidth)), int(per_switch.max(initial=1)),
-                                    sm, intel_cpu=server.cpu_vendor == "intel", release=self.env.release)
+                                    sm, intel_cpu=server.cpu_vendor == "intel", release=self.env.release,
+                                    inter_cpu_GBps=inter_cpu if self._crosses_sockets() else None)
+
+    def _crosses_sockets(self) -> bool:
+        """Whether a ring channel of the first node crosses between CPU sockets: its GPUs hang from more
+        than one socket, or (between nodes) a GPU and its NIC do -- without GPUDirect every network byte
+        goes through the GPU's own CPU (paths.cc ``addInterStep``), so a NIC on the other socket adds the
+        crossing. One server's GPUs only (an MNNVL node spans servers and never comes here)."""
+        comm, server = self.comm, self.comm.topo.spec.server
+        if len(np.unique(comm.rank_server[comm.node_ranks[0]])) > 1:
+            return False
+        local = comm.local_gpu_index(comm.node_ranks[0])
+        nics = ()
+        if comm.n_nodes > 1 and server.nics:
+            nics = np.unique(gpu_nic_affinity(server)[local, 0])
+        return sockets(server, local, nics) > 1
 
     def _channels(self, graph_channels: int, algorithm: str = "ring") -> int:
         """The channels a call runs on: the graph's, clamped by the channel limits; NVLS and NVLSTree run

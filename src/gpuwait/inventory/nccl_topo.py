@@ -10,7 +10,8 @@ one of class ``0x0200xx``/``0x0207xx``.
 
 What is inferred, per host: GPUs (count, model from the PCI device id or the SM), the PCIe switch each
 GPU and NIC sits under (the nearest ``pci`` ancestor of bridge class; a device straight under a CPU is
-on that CPU's root complex, counted as a switch of its own), the CPU sockets and vendor, the NICs by
+on that CPU's root complex, counted as a switch of its own), the CPU sockets and vendor (and an Intel
+CPU's generation as NCCL classes it from ``familyid``/``modelid``), the NICs by
 name in ``dev`` order with their speed, NVLink per GPU (links x the generation's per-link rate, from
 :mod:`gpuwait.topology.gpus`) and its shape: ``nvswitch`` when links go to an NVSwitch,
 ``pairs`` when each GPU links to exactly one other, ``mesh`` otherwise. PCIe bandwidth per
@@ -36,6 +37,21 @@ GPU_DEVICE_IDS = {
 #: SM -> model when the device id is not in the table (the SXM part of that generation)
 GPU_BY_SM = {70: "V100", 80: "A100", 90: "H100", 100: "B200"}
 _CPU_VENDOR = {"GenuineIntel": "intel", "AuthenticAMD": "amd"}
+#: Intel family-6 CPUID models from which NCCL gives the socket link a newer figure, newest first
+#: (src/graph/topo.cc ``ncclTopoAddCpu``, NVIDIA/nccl v2.27.3-1): ERP >= 0xCF, SRP >= 0x8F, SKL >= 0x55, else BDW
+_INTEL_GENERATIONS = ((0xCF, "emerald-rapids"), (0x8F, "sapphire-rapids"), (0x55, "skylake"), (0, "broadwell"))
+
+
+def _intel_generation(cpu: ET.Element) -> str | None:
+    """``server.cpu_generation`` from a ``cpu`` element's ``familyid``/``modelid`` as NCCL classes them;
+    None when the dump lacks them or the family is not 6."""
+    try:
+        family, model = int(cpu.get("familyid", ""), 0), int(cpu.get("modelid", ""), 0)
+    except ValueError:
+        return None
+    if family != 6:
+        return None
+    return next(name for first, name in _INTEL_GENERATIONS if model >= first)
 
 
 def _cls(element: ET.Element) -> str:
@@ -162,6 +178,8 @@ def read_nccl_topo(path: str) -> tuple[dict, list[str]]:
         "cpu_vendor": "arm" if arch in ("arm64", "aarch64") else _CPU_VENDOR.get(vendor, "other"),
         "nics": len(nics), "nic_pcie_switch": [n[3] for n in nics],
     }
+    if fields["cpu_vendor"] == "intel" and (generation := _intel_generation(cpus[0])):
+        fields["cpu_generation"] = generation
     speeds = [n[2] for n in nics if n[2] > 0]
     if speeds:
         fields["nic_speed"] = f"{max(speeds) / 1000:g}Gbps"

@@ -74,6 +74,7 @@ class ServerSpec(SpecModel):
     cpus: int = Field(2, ge=1, le=1024, description="CPU sockets / NUMA nodes; PCIe switches are spread over them.")
     cpu_interconnect_bandwidth: RateBps = Field(64e9, description="Socket-to-socket bandwidth per direction (UPI/xGMI).")
     cpu_vendor: Literal["intel", "amd", "arm", "other"] = Field("intel", description="Host CPU vendor; NCCL's tuning model uses it (network overhead per step, LL bandwidth cap).")
+    cpu_generation: Literal["broadwell", "skylake", "sapphire-rapids", "emerald-rapids"] | None = Field(None, description="Intel CPU generation as NCCL tells them apart (CPUID model: skylake also covers Cascade Lake and Ice Lake, sapphire-rapids also Granite Rapids): sets NCCL's socket-link bandwidth (6, 10, 22, 40 GB/s) for rings through host memory that cross sockets; unset = that link is not charged. AMD and Arm hosts use NCCL's one figure (16, 6 GB/s).")
     nics: int = Field(8, ge=0, le=1024, description="Compute-fabric NICs (count); 0 for a server with no scale-out network.")
     nic_speed: RateBps = Field(50e9, description="Line rate of one NIC port, e.g. 400Gbps.")
     nic_ports: int = Field(1, ge=1, le=4, description="Ports per compute NIC; each port is one link (in its own plane on a multi-plane fabric).")

@@ -112,6 +112,20 @@ def gpu_nic_path(server: ServerSpec, gpu: int, nic: int) -> str:
     return "PHB" if sw_cpu[gpu_sw[gpu]] == sw_cpu[nic_sw[nic]] else "SYS"
 
 
+def sockets(server: ServerSpec, local_gpus, local_nics=()) -> int:
+    """How many CPU sockets the given local GPUs and compute NICs hang from (their PCIe switches' CPUs).
+
+    >>> from gpuwait.topology.servers import resolve_server
+    >>> r760 = resolve_server(ServerSpec(template="pcie-8gpu", gpus=2, nics=1, pcie_switches=3,
+    ...                                  gpu_pcie_switch=[0, 2], nic_pcie_switch=[1]))
+    >>> sockets(r760, [0]), sockets(r760, [0, 1]), sockets(r760, [1], [0])
+    (1, 2, 2)
+    """
+    gpu_sw, nic_sw, sw_cpu = _layout(server)
+    switches = [gpu_sw[int(g)] for g in local_gpus] + [nic_sw[int(n)] for n in local_nics]
+    return len({int(sw_cpu[sw]) for sw in switches})
+
+
 def p2p_level(server: ServerSpec, node_gpus: int, user_level: str | None = None) -> str:
     """The farthest GPU-GPU path NCCL still runs P2P over (``ncclTopoCheckP2p``).
 

@@ -1,0 +1,106 @@
+"""Rings through host memory that cross CPU sockets: NCCL's socket link in its ring search.
+
+NCCL's topology joins two CPU sockets by a LINK_SYS each way whose bandwidth depends on the CPU
+(``ncclTopoGetInterCpuBw``, src/graph/topo.cc; topo.h BDW_QPI_BW 6, SKL_QPI_BW 10, SRP_QPI_BW 22,
+ERP_QPI_BW 40, AMD_BW 16 GB/s; NVIDIA/nccl v2.27.3-1). Without P2P between the sockets' GPUs (SHM), and
+between nodes without GPUDirect RDMA, a ring channel leaves the first socket once and comes back once;
+search.cc ``followPath`` charges a path's links forward only (the reverse link only for paths into a
+GPU older than SM80 from a NIC or CPU, and POWER NVLink), so one channel at ``s`` takes ``s`` of each
+direction: ``n * s <= QPI``.
+
+Closed forms, one L40S (PCIe Gen4 x16: NCCL's 24 GB/s, 20 with Intel's 6/5) per socket:
+
+* Sapphire Rapids (22 GB/s): min(20, 22) -> 1 channel at 20 GB/s: the GPU's PCIe holds it.
+* Skylake class (10 GB/s, NCCL's class for Skylake, Cascade Lake and Ice Lake; NCCL before 2.26 also
+  reads Sapphire Rapids as Skylake): 1 channel at 10 GB/s; Broadwell (6 GB/s): 6.
+
+The SHM figures are what NVIDIA gives for the same path: "using NICs instead of SHM you would always stay
+within the PCI switch and achieve 12GB/s instead of 9 or 6" (S. Jeaugey, NVIDIA/nccl#406, Gen3 era).
+
+Scored on the L40S RoCE table (tests/nccltests/data/reference/l40s-roce-2node-4gpu-all_reduce-ring.log,
+R760xa, NCCL 2.27.3): the R760xa takes Sapphire or Emerald Rapids only, both of which leave the ring at
+the GPU's 20 GB/s, so this link does not explain that table's 9.6 GB/s plateau (the prediction stays).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpuwait.collectives.tuning import host_path_ring_graph, inter_cpu_bw_GBps, pci_bw_GBps
+from gpuwait.errors import SpecError
+from gpuwait.runner.perf import make_predictor
+from gpuwait.spec import ClusterSpec
+
+R760XA = str(Path(__file__).resolve().parents[1] / "nccltests" / "data" / "reference" / "clusters"
+             / "r760xa-l40s-2x400g.yaml")
+GiB = 2**30
+
+
+@pytest.mark.parametrize(("generation", "speed"), [("broadwell", 6.0), ("skylake", 10.0),
+                                                   ("sapphire-rapids", 20.0), ("emerald-rapids", 20.0)])
+def test_one_gpu_per_socket_closed_form(generation, speed):
+    graph = host_path_ring_graph(pci_bw_GBps(4), 1, 89, intel_cpu=True,
+                                 inter_cpu_GBps=inter_cpu_bw_GBps("intel", generation))
+    assert (graph.n_channels, graph.bw_intra_GBps) == (1, speed)
+
+
+def test_release_before_2_26_reads_sapphire_rapids_as_skylake():
+    from gpuwait.collectives.nccl_versions import nccl_release
+
+    assert inter_cpu_bw_GBps("intel", "sapphire-rapids", nccl_release("2.25.1")) == 10.0
+    assert inter_cpu_bw_GBps("intel", "emerald-rapids", nccl_release("2.26.2")) == 40.0
+    assert inter_cpu_bw_GBps("amd", None) == 16.0 and inter_cpu_bw_GBps("intel", None) is None
+
+
+def test_unknown_generation_is_refused():
+    with pytest.raises(SpecError, match="cpu_generation"):
+        inter_cpu_bw_GBps("intel", "amd")
+    with pytest.raises(Exception, match="cpu_generation"):
+        ClusterSpec.model_validate({"preset": "dgx-h100", "server": {"cpu_generation": "haswell"}})
+
+
+def _r760(tmp_path: Path, generation: str | None, version: str = "2.27.3"):
+    """The R760xa cluster file with ``cpu_generation`` replaced (None: left out)."""
+    text = Path(R760XA).read_text().replace("  cpu_generation: sapphire-rapids\n",
+                                             f"  cpu_generation: {generation}\n" if generation else "")
+    path = tmp_path / f"r760xa-{generation}.yaml"
+    path.write_text(text)
+    return make_predictor(str(path), 2, 2, {"NCCL_ALGO": "Ring"}, nccl_version=version)
+
+
+@pytest.mark.parametrize(("generation", "version", "bw"), [("sapphire-rapids", "2.27.3", 20.0),
+                                                           ("sapphire-rapids", "2.25.1", 10.0),
+                                                           ("skylake", "2.27.3", 10.0),
+                                                           (None, "2.27.3", 20.0)])
+def test_r760xa_ring_search(tmp_path, generation, version, bw):
+    inputs = _r760(tmp_path, generation, version).tuning_inputs("all_reduce")
+    assert (inputs.n_channels, inputs.bw_intra_GBps) == (1, bw)
+
+
+def test_r760xa_skylake_ring_runs_at_the_socket_link(tmp_path):
+    """The same box with a Skylake-class CPU: NCCL's ceiling 1 x 10 GB/s, and the SHM hop through the
+    socket link keeps SHM_BIDIRECTIONAL_SHARE of it; the prediction falls below the Sapphire Rapids one."""
+    spr, skl = _r760(tmp_path, "sapphire-rapids"), _r760(tmp_path, "skylake")
+    t_spr, t_skl = spr.estimate("all_reduce", GiB).time_s, skl.estimate("all_reduce", GiB).time_s
+    busbw_skl = 1.5 * GiB / t_skl / 1e9
+    assert t_skl > 1.4 * t_spr
+    assert 6.0 < busbw_skl <= 10.0
+
+
+def test_one_socket_is_not_charged():
+    """Two RTX 2080 Ti behind one switch (one socket): the socket link never enters the graph."""
+    spec = {"preset": "dgx-h100", "servers": 1,
+            "server": {"template": "rtx2080ti-pcie-2gpu", "gpu_p2p": False, "cpu_generation": "broadwell"}}
+    from gpuwait.collectives.communicator import Communicator
+    from gpuwait.collectives.ncclenv import NcclEnv
+    from gpuwait.fabric.perf import CollectivePredictor
+    from gpuwait.spec import RoutingSpec
+    from gpuwait.topology.presets import build_cluster
+    from gpuwait.transport import TRANSPORTS
+
+    topo = build_cluster(ClusterSpec.model_validate(spec))
+    predictor = CollectivePredictor.create(Communicator.world(topo), NcclEnv(), RoutingSpec(), TRANSPORTS["rocev2"])
+    inputs = predictor.tuning_inputs("all_reduce")
+    assert (inputs.n_channels, inputs.bw_intra_GBps) == (1, 5.0)
