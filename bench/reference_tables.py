@@ -156,8 +156,14 @@ REFERENCES = [
     Reference("l40s-tcp-2node-2gpu-all_reduce-ring", CLASSES[5], "r760xa-l40s-2x400g", 2, 1,
               {"NCCL_IB_DISABLE": "1", "NCCL_ALGO": "Ring"},
               approximate=f"{_TCP}: NCCL's socket model (one stream per connection, 42 Gbit/s streams at jumbo-frame "
-                          "efficiency) over an SR-IOV VF at MTU 1500; an installed net plugin may have carried the "
-                          "traffic instead"),
+                          "efficiency) over an SR-IOV VF at MTU 1500; the traffic more likely ran on RDMA: the image "
+                          "installs Mellanox/nccl-rdma-sharp-plugins (libnccl-net.so in /usr/local/lib, on the README's "
+                          "LD_LIBRARY_PATH), NCCL tries external plugins before its own IB and socket transports "
+                          "(src/plugin/net.cc v2.27.3-1), NCCL_IB_DISABLE only disables NCCL's own IB (net_ib.cc) and "
+                          "the plugin's IBext reads NCCL_IBEXT_DISABLE instead (src/ib_plugin.c; NVIDIA/nccl#676, "
+                          "NVIDIA/nccl-tests#227), and the command names NCCL_IB_HCA=mlx5_1,mlx5_3",
+              not_fitted="the transport is uncertain: NCCL_IB_DISABLE=1 does not stop the RDMA plugin the image "
+                         "installs"),
     Reference("rtx2080ti-pcie-1node-2gpu-all_reduce", CLASSES[6], "rtx2080ti-pcie-2gpu", 1, 2,
               approximate="NCCL version and CPU not stated (Intel assumed: NCCL's 6/5 PCI overhead through the CPU); "
                           "the SHM path through host memory is inferred from nvidia-smi's NS, not from an NCCL log"),

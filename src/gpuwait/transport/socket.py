@@ -9,6 +9,15 @@ HCA visible, no net plugin). Its path, from NCCL ``src/transport/net_socket.cc``
   copies it out (``recv``) into its host buffer and the GPU reads it back (host -> GPU). The two
   PCIe crossings run at the GPU's PCIe rate (25-63 GB/s for Gen4/Gen5 x16) and overlap the
   network in NCCL's step pipeline, so they do not bind at socket rates; they are not modelled.
+* **Interfaces.** ``ncclFindInterfaces`` (``src/misc/socket.cc``) takes ``NCCL_SOCKET_IFNAME`` if set, else
+  interfaces named ``ib*``, else every interface but ``docker*`` and ``lo`` (``virbr*`` too from v2.28.3-1), at
+  most ``MAX_IFS`` = 16: on a node with four Slingshot ``hsn`` interfaces and no ``NCCL_SOCKET_IFNAME`` all
+  four are network devices, placed by their PCI path like any NIC. ``ncclNetSocketGetProperties`` reads
+  each one's speed from ``/sys/class/net/<if>/speed`` (10 Gbit/s when unreadable) and leaves its
+  ``latency`` 0 ("Not set"), so NCCL's tuning adds no network latency for sockets (the ``tcp``
+  profile's ``nccl_net_latency_s`` is 0). ``NCCL_IB_DISABLE=1`` only turns off NCCL's own IB transport:
+  an installed net plugin (``libnccl-net.so``, tried first, ``src/plugin/net.cc``) still carries the
+  traffic, and nccl-rdma-sharp-plugins' IBext reads ``NCCL_IBEXT_DISABLE`` instead (NVIDIA/nccl-tests#227).
 * **Streams.** Each NCCL connection (one per channel and peer) has a control socket and
   ``nSocks = NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD`` data sockets served by that many helper
   threads. With ``nSocks = 0`` the proxy thread sends the data itself on the control socket: one
