@@ -140,13 +140,13 @@ REFERENCES = [
                           "printed (2.30.7 assumed); Slingshot's wire format, per-message cost and dragonfly not "
                           "published (RoCEv2 framing, a non-blocking leaf-spine); the 6-links-per-pair NVLink mesh is "
                           "JUPITER's published figure for the same 4-superchip board"),
-    Reference("gh200-nooptnet-2node-8gpu-all_reduce", CLASSES[4], "alps-gh200-slingshot", 2, 4,
-              {"NCCL_IB_DISABLE": "1"},
-              approximate="the source does not say what NCCL fell back to with the CXI hook disabled; assumed NCCL's "
-                          "built-in socket transport over the Slingshot NICs' IP interfaces (no net plugin is loaded "
-                          "and the nodes have no InfiniBand verbs device, so NCCL's IB transport finds no NIC and NCCL "
-                          "uses sockets, as NCCL_IB_DISABLE=1 makes it), one stream per connection at jumbo-frame "
-                          "efficiency; NCCL version not printed",
+    Reference("gh200-nooptnet-2node-8gpu-all_reduce", CLASSES[4], "alps-gh200-nocxi", 2, 4,
+              approximate="the source does not say what NCCL fell back to with the CXI hook disabled (NCCL's socket "
+                          "transport or a libfabric TCP provider); described as the fallback path CSCS measured on the "
+                          "same nodes with the same hook setting (osu_bw 3.1 GB/s per pair, osu_alltoall 2.95 GB/s per "
+                          "node with 4 ranks: one ~25 Gbit/s path per node, docs/software/communication/openmpi.md) "
+                          "under NCCL's socket model; the fallback's per-message latency is not known (floor); NCCL "
+                          "version not printed",
               not_fitted="the transport is assumed, not stated by the source"),
     Reference("l40s-roce-2node-4gpu-all_reduce-ring", CLASSES[5], "r760xa-l40s-2x400g", 2, 2, {"NCCL_ALGO": "Ring"},
               approximate="the two HCAs are SR-IOV VFs sharing one 400GbE port (modelled as the port); "
