@@ -26,6 +26,12 @@ HCA visible, no net plugin). Its path, from NCCL ``src/transport/net_socket.cc``
   (``ncclNetSocketGetNsockNthread``): 0 threads x 1 socket in general, 2 x 8 on AWS ENA/EFA
   interfaces (PCI vendor 0x1d0f), 4 x 1 on Google gVNIC (0x1ae0); threads at most 16, sockets at
   most 64 (``MAX_THREADS``, ``MAX_SOCKETS``).
+* **Messages in flight.** A connection posts at most ``NCCL_STEPS`` (8) steps ahead (``src/include/device.h``);
+  the socket plugin holds up to ``NCCL_NET_MAX_REQUESTS`` requests (8 in v2.18, 32 from v2.19,
+  ``nccl_net.h``) and receives one message per request (``maxRecvs`` 1). Each message first sends its
+  size on the control socket; from v2.27.3-1 a message of at most ``NCCL_SOCKET_INLINE`` (128 B) travels
+  inside that header, so an LL step of a small call is one ``send`` and one ``recv``. Helper threads,
+  when there are any, sleep on a condition variable and are woken per task (``pthread_cond_signal``).
 * **A TCP stream's ceiling.** One kernel TCP stream is bounded by the core that processes its
   receive side: about 42 Gbit/s with every stack optimisation on (TSO/GRO, jumbo frames, aRFS),
   the receiver's data copy being the bottleneck (Cai et al., "Understanding Host Network Stack
