@@ -140,13 +140,13 @@ REFERENCES = [
                           "printed (2.30.7 assumed); Slingshot's wire format, per-message cost and dragonfly not "
                           "published (RoCEv2 framing, a non-blocking leaf-spine); the 6-links-per-pair NVLink mesh is "
                           "JUPITER's published figure for the same 4-superchip board"),
-    Reference("gh200-nooptnet-2node-8gpu-all_reduce", CLASSES[4], "alps-gh200-slingshot", 2, 4,
-              {"NCCL_IB_DISABLE": "1"},
-              approximate="the source does not say what NCCL fell back to with the CXI hook disabled; assumed NCCL's "
-                          "built-in socket transport over the Slingshot NICs' IP interfaces (no net plugin is loaded "
-                          "and the nodes have no InfiniBand verbs device, so NCCL's IB transport finds no NIC and NCCL "
-                          "uses sockets, as NCCL_IB_DISABLE=1 makes it), one stream per connection at jumbo-frame "
-                          "efficiency; NCCL version not printed",
+    Reference("gh200-nooptnet-2node-8gpu-all_reduce", CLASSES[4], "alps-gh200-nocxi", 2, 4,
+              approximate="the source does not say what NCCL fell back to with the CXI hook disabled (NCCL's socket "
+                          "transport or a libfabric TCP provider); described as the fallback path CSCS measured on the "
+                          "same nodes with the same hook setting (osu_bw 3.1 GB/s per pair, osu_alltoall 2.95 GB/s per "
+                          "node with 4 ranks: one ~25 Gbit/s path per node, docs/software/communication/openmpi.md) "
+                          "under NCCL's socket model; the fallback's per-message latency is not known (floor); NCCL "
+                          "version not printed",
               not_fitted="the transport is assumed, not stated by the source"),
     Reference("l40s-roce-2node-4gpu-all_reduce-ring", CLASSES[5], "r760xa-l40s-2x400g", 2, 2, {"NCCL_ALGO": "Ring"},
               approximate="the two HCAs are SR-IOV VFs sharing one 400GbE port (modelled as the port); "
@@ -156,8 +156,14 @@ REFERENCES = [
     Reference("l40s-tcp-2node-2gpu-all_reduce-ring", CLASSES[5], "r760xa-l40s-2x400g", 2, 1,
               {"NCCL_IB_DISABLE": "1", "NCCL_ALGO": "Ring"},
               approximate=f"{_TCP}: NCCL's socket model (one stream per connection, 42 Gbit/s streams at jumbo-frame "
-                          "efficiency) over an SR-IOV VF at MTU 1500; an installed net plugin may have carried the "
-                          "traffic instead"),
+                          "efficiency) over an SR-IOV VF at MTU 1500; the traffic more likely ran on RDMA: the image "
+                          "installs Mellanox/nccl-rdma-sharp-plugins (libnccl-net.so in /usr/local/lib, on the README's "
+                          "LD_LIBRARY_PATH), NCCL tries external plugins before its own IB and socket transports "
+                          "(src/plugin/net.cc v2.27.3-1), NCCL_IB_DISABLE only disables NCCL's own IB (net_ib.cc) and "
+                          "the plugin's IBext reads NCCL_IBEXT_DISABLE instead (src/ib_plugin.c; NVIDIA/nccl#676, "
+                          "NVIDIA/nccl-tests#227), and the command names NCCL_IB_HCA=mlx5_1,mlx5_3",
+              not_fitted="the transport is uncertain: NCCL_IB_DISABLE=1 does not stop the RDMA plugin the image "
+                         "installs"),
     Reference("rtx2080ti-pcie-1node-2gpu-all_reduce", CLASSES[6], "rtx2080ti-pcie-2gpu", 1, 2,
               approximate="NCCL version and CPU not stated (Intel assumed: NCCL's 6/5 PCI overhead through the CPU); "
                           "the SHM path through host memory is inferred from nvidia-smi's NS, not from an NCCL log"),

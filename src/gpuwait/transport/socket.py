@@ -9,6 +9,15 @@ HCA visible, no net plugin). Its path, from NCCL ``src/transport/net_socket.cc``
   copies it out (``recv``) into its host buffer and the GPU reads it back (host -> GPU). The two
   PCIe crossings run at the GPU's PCIe rate (25-63 GB/s for Gen4/Gen5 x16) and overlap the
   network in NCCL's step pipeline, so they do not bind at socket rates; they are not modelled.
+* **Interfaces.** ``ncclFindInterfaces`` (``src/misc/socket.cc``) takes ``NCCL_SOCKET_IFNAME`` if set, else
+  interfaces named ``ib*``, else every interface but ``docker*`` and ``lo`` (``virbr*`` too from v2.28.3-1), at
+  most ``MAX_IFS`` = 16: on a node with four Slingshot ``hsn`` interfaces and no ``NCCL_SOCKET_IFNAME`` all
+  four are network devices, placed by their PCI path like any NIC. ``ncclNetSocketGetProperties`` reads
+  each one's speed from ``/sys/class/net/<if>/speed`` (10 Gbit/s when unreadable) and leaves its
+  ``latency`` 0 ("Not set"), so NCCL's tuning adds no network latency for sockets (the ``tcp``
+  profile's ``nccl_net_latency_s`` is 0). ``NCCL_IB_DISABLE=1`` only turns off NCCL's own IB transport:
+  an installed net plugin (``libnccl-net.so``, tried first, ``src/plugin/net.cc``) still carries the
+  traffic, and nccl-rdma-sharp-plugins' IBext reads ``NCCL_IBEXT_DISABLE`` instead (NVIDIA/nccl-tests#227).
 * **Streams.** Each NCCL connection (one per channel and peer) has a control socket and
   ``nSocks = NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD`` data sockets served by that many helper
   threads. With ``nSocks = 0`` the proxy thread sends the data itself on the control socket: one
@@ -17,6 +26,12 @@ HCA visible, no net plugin). Its path, from NCCL ``src/transport/net_socket.cc``
   (``ncclNetSocketGetNsockNthread``): 0 threads x 1 socket in general, 2 x 8 on AWS ENA/EFA
   interfaces (PCI vendor 0x1d0f), 4 x 1 on Google gVNIC (0x1ae0); threads at most 16, sockets at
   most 64 (``MAX_THREADS``, ``MAX_SOCKETS``).
+* **Messages in flight.** A connection posts at most ``NCCL_STEPS`` (8) steps ahead (``src/include/device.h``);
+  the socket plugin holds up to ``NCCL_NET_MAX_REQUESTS`` requests (8 in v2.18, 32 from v2.19,
+  ``nccl_net.h``) and receives one message per request (``maxRecvs`` 1). Each message first sends its
+  size on the control socket; from v2.27.3-1 a message of at most ``NCCL_SOCKET_INLINE`` (128 B) travels
+  inside that header, so an LL step of a small call is one ``send`` and one ``recv``. Helper threads,
+  when there are any, sleep on a condition variable and are woken per task (``pthread_cond_signal``).
 * **A TCP stream's ceiling.** One kernel TCP stream is bounded by the core that processes its
   receive side: about 42 Gbit/s with every stack optimisation on (TSO/GRO, jumbo frames, aRFS),
   the receiver's data copy being the bottleneck (Cai et al., "Understanding Host Network Stack
