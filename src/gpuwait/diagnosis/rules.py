@@ -940,24 +940,23 @@ def _seed_per_switch(scenario: Scenario, faults: list[FaultSpec], component: str
     return scenario, _drop(faults, ("ecmp-polarization",))
 
 
-def _polarization_lost_s(obs: Observation, second: dict[int, np.ndarray]) -> float:
-    """The time one seed everywhere costs: the second stage's hottest uplink beyond what would still
-    bound the step with independent seeds. Re-seeding changes the second stage's choices alone: the
-    first stage (leaf uplinks), the NIC ports and the links down to the leaves keep their bytes,
-    and the second stage's links (spine -> core, and core -> spine, which that choice fixes) would
-    carry about their set's mean. A collective ends with its most loaded link, so the step waits on
-    the hot second-stage uplink only past the busiest of the others; at most the exposed
-    communication (a polarized tier behind a busier first stage costs nothing)."""
+def _polarization_lost_s(obs: Observation) -> float:
+    """The time one seed everywhere costs: the hottest switch-to-switch link beyond what would still
+    bound the step with a seed per switch. One seed is every switch's, the leaves' too: re-seeding
+    redraws the first stage's choices as well as the second's, and with one seed a flow that
+    collided at the leaf keeps its index up through the spine and the core, so the hot path is the
+    polarized pattern whatever stage shows it hottest (reading the first stage as untouched rated a
+    9.2 % polarization as costing nothing behind its own leaf collision, dev seed 19,500,037). What
+    re-seeding leaves: the NIC ports' and host links' bytes, and each equal-cost set carrying about
+    its mean. A collective ends with its most loaded link, so the step waits on the hot link only
+    past the busier of those; at most the exposed communication."""
     topo = obs.topo
     rate = obs.link_rate_Bps if obs.link_rate_Bps is not None else topo.link_capacity_Bps.astype(float)
     times = _job_bytes(obs, np.arange(topo.n_links)) / np.maximum(rate, 1e-30)
-    stage = np.concatenate(list(second.values()))
-    polarized = np.zeros(topo.n_links, bool)
-    polarized[stage] = True
-    polarized |= (topo.node_tier[topo.link_src] == 3) & (topo.node_tier[topo.link_dst] == 2)  # back down from the core
-    rest = float(times[_fabric_or_host(obs) & ~polarized].max(initial=0.0))
-    spread = max(float(times[links].mean()) for links in second.values())
-    hot = float(times[stage].max(initial=0.0))
+    hashed = _fabric_or_host(obs) & (topo.node_tier[topo.link_src] >= 1) & (topo.node_tier[topo.link_dst] >= 1)
+    rest = float(times[_fabric_or_host(obs) & ~hashed].max(initial=0.0))
+    spread = max((float(times[links].mean()) for links in _equal_cost_groups(obs) if len(links)), default=0.0)
+    hot = float(times[hashed].max(initial=0.0))
     return min(max(hot - max(rest, spread), 0.0), _exposed_comm_s(obs))
 
 
@@ -970,9 +969,10 @@ def polarization(obs: Observation, out: RuleOutput) -> None:
     Load Sharing": a unique hash seed per switch avoids it; Dell OS9 configuration guide, "ECMP":
     anti-polarization by hash offset or per-node hash function). Independent hashing
     leaves some spines on one uplink by chance, never all of them; and the second tier's other
-    uplinks then idle fabric-wide. Its cost is the polarized stage's hottest uplink beyond what
-    would still bound the step with independent seeds (:func:`_polarization_lost_s`): one seed
-    everywhere behind a busier first stage is a setting to change, not a cause of lost time."""
+    uplinks then idle fabric-wide. Its cost is the hottest hashed link beyond what would still
+    bound the step with a seed per switch (:func:`_polarization_lost_s`); the fix (per-switch
+    seeds) differs from a collision's (adaptive routing), and the fabric's own collisions can only
+    be read once the seeds are right (run.diagnose_scenario measures them after this fix)."""
     if obs.link_bytes is None:
         return
     groups = _uplinks_by_switch(obs, 2)  # spine -> core: the second hashing stage
@@ -981,7 +981,7 @@ def polarization(obs: Observation, out: RuleOutput) -> None:
     used = [int((obs.link_bytes[links] > 0).sum()) for links in groups.values() if (obs.link_bytes[links] > 0).any()]
     if len(used) < 2 or max(used) > 1:
         return
-    lost = _polarization_lost_s(obs, groups)
+    lost = _polarization_lost_s(obs)
     if not _matters(obs, lost):
         return
     k = int(np.median([len(links) for links in groups.values()]))
