@@ -62,3 +62,35 @@ def test_reads_from_saturated_storage_hold_the_collectives_links():
     RULES["storage-contention"].check(Observation(TOPO, step_time_s=1.0, per_gpu_s=waiting, storage_read=True,
                                                   storage_busy=("stor0",)), out)
     assert out.candidates == []
+
+
+def _bundle(samples):
+    from pathlib import Path
+
+    from gpuwait.telemetry.bundle import TelemetryBundle
+    from gpuwait.telemetry.metricset import MetricSet
+
+    return TelemetryBundle(root=Path("."), metric_files={"export.prom": MetricSet.from_samples(samples)})
+
+
+def _ports(name: str, value: float) -> list:
+    return [(name, {"instance": f"s{s}", "device": f"mlx5_{k}", "port": "1"}, value)
+            for s in range(TOPO.n_servers) for k in range(TOPO.nic_node.shape[1])]
+
+
+def test_sockets_read_off_the_kernel_counters_without_nccl_lines():
+    """NCCL's transport lines missing: the kernel's netdev counters carrying the NIC ports' bytes say
+    the job runs on sockets (RDMA bypasses the kernel). Seed 11,000,170: a 21 % tcp-fallback on an
+    8-server rail-optimized fabric with the transport lines dropped found nothing."""
+    from gpuwait.diagnosis.rules import RULES
+    from gpuwait.diagnosis.telemetry import observe_telemetry
+
+    sockets = observe_telemetry(_bundle(_ports("node_network_transmit_bytes_total", 1e9)), TOPO)
+    assert sockets.socket_transport is True and sockets.socket_from_counters
+    assert "NCCL_DEBUG=INFO transport lines" not in sockets.missing
+    rdma = _ports("node_infiniband_port_data_transmitted_bytes_total", 1e9) + _ports("node_network_transmit_bytes_total", 1e6)
+    unknown = observe_telemetry(_bundle(rdma), TOPO)  # the kernel saw a thousandth: RDMA, or nothing said
+    assert unknown.socket_transport is None and "NCCL_DEBUG=INFO transport lines" in unknown.missing
+    out = RuleOutput()
+    RULES["tcp-fallback"].check(Observation(TOPO, socket_transport=True, socket_from_counters=True), out)
+    assert [c.kind for c in out.candidates] == ["tcp-fallback"] and "netdev" in out.candidates[0].evidence["transport"]

@@ -563,14 +563,18 @@ def tcp(obs: Observation, out: RuleOutput) -> None:
     if not obs.socket_transport:
         return
     slow = [c for c in obs.collectives if c.group in ("dp", "pp", "ep") and c.busbw_GBps > 0]  # telemetry: no busbw
-    evidence: dict = {"transport": "NET/Socket"}
+    # without NCCL's lines, the kernel's netdev counters carrying the NIC ports' bytes say the same
+    # (RDMA bypasses the kernel): diagnosis.telemetry.KERNEL_COUNTED_SOCKETS
+    seen = "the kernel's network-device counters count the NIC ports' bytes (RDMA would bypass the kernel)" \
+        if obs.socket_from_counters else "NCCL runs on its socket transport (NET/Socket)"
+    evidence: dict = {"transport": "NET/Socket" if not obs.socket_from_counters else "kernel TCP (netdev counters)"}
     if slow:
         evidence["busbw_GBps"] = round(min(c.busbw_GBps for c in slow), 2)
     lost = _socket_lost_s(obs)
     evidence["lost_ms"] = round(lost * 1e3, 2)
     out.candidates.append(Candidate(
         "tcp-fallback", "all", 1.0, evidence,
-        "NCCL runs on its socket transport (NET/Socket): every byte goes through the kernel TCP stack and the CPU, "
+        f"{seen[0].upper()}{seen[1:]}: every byte goes through the kernel TCP stack and the CPU, "
         "at a fraction of the NICs' RDMA bandwidth and with a latency floor 5-10x higher.",
         "restore RDMA: check the IB/RoCE devices are visible in the container (rdma devices, NCCL_IB_HCA), "
         "NCCL_IB_DISABLE unset and the RDMA kernel modules loaded", direct=True, lost_s=lost))
