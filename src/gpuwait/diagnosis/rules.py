@@ -952,24 +952,33 @@ def _seed_per_switch(scenario: Scenario, faults: list[FaultSpec], component: str
     return scenario, _drop(faults, ("ecmp-polarization",))
 
 
-def _polarization_lost_s(obs: Observation) -> float:
-    """The time one seed everywhere costs: the hottest switch-to-switch link beyond what would still
-    bound the step with a seed per switch. One seed is every switch's, the leaves' too: re-seeding
-    redraws the first stage's choices as well as the second's, and with one seed a flow that
-    collided at the leaf keeps its index up through the spine and the core, so the hot path is the
-    polarized pattern whatever stage shows it hottest (reading the first stage as untouched rated a
-    9.2 % polarization as costing nothing behind its own leaf collision, dev seed 19,500,037). What
-    re-seeding leaves: the NIC ports' and host links' bytes, and each equal-cost set carrying about
-    its mean. A collective ends with its most loaded link, so the step waits on the hot link only
-    past the busier of those; at most the exposed communication."""
+def _polarization_lost_s(obs: Observation, second: dict[int, np.ndarray]) -> tuple[float, float]:
+    """(expected, at most): the time one seed everywhere costs. One seed is every switch's, the
+    leaves' too, so re-seeding redraws every stage's choices; what it removes for certain is the
+    stages repeating one another: the second stage's links (spine -> core, and core -> spine, which
+    that choice fixes) would carry about their set's mean, while the first stage is a fresh draw of
+    the same odds, its collisions as likely as now. Expected: the second stage's hottest uplink
+    beyond what would still bound the step (the other links' times, the sets' means). At most: the
+    hottest hashed link on any stage beyond the NIC ports and the sets' means (the fresh draw may
+    also undo today's leaf collision: a 9.2 % loss from one seed sat behind its own leaf collision,
+    dev seed 19,500,037, and another polarized fabric's 18 % collision cost the seed nothing, dev
+    seed 19,500,012). A collective ends with its most loaded link; both at most the exposed
+    communication."""
     topo = obs.topo
     rate = obs.link_rate_Bps if obs.link_rate_Bps is not None else topo.link_capacity_Bps.astype(float)
     times = _job_bytes(obs, np.arange(topo.n_links)) / np.maximum(rate, 1e-30)
-    hashed = _fabric_or_host(obs) & (topo.node_tier[topo.link_src] >= 1) & (topo.node_tier[topo.link_dst] >= 1)
-    rest = float(times[_fabric_or_host(obs) & ~hashed].max(initial=0.0))
+    stage = np.concatenate(list(second.values()))
+    polarized = np.zeros(topo.n_links, bool)
+    polarized[stage] = True
+    polarized |= (topo.node_tier[topo.link_src] == 3) & (topo.node_tier[topo.link_dst] == 2)  # back down from the core
+    exposed = _exposed_comm_s(obs)
+    rest = float(times[_fabric_or_host(obs) & ~polarized].max(initial=0.0))
     spread = max((float(times[links].mean()) for links in _equal_cost_groups(obs) if len(links)), default=0.0)
-    hot = float(times[hashed].max(initial=0.0))
-    return min(max(hot - max(rest, spread), 0.0), _exposed_comm_s(obs))
+    expected = min(max(float(times[stage].max(initial=0.0)) - max(rest, spread), 0.0), exposed)
+    hashed = _fabric_or_host(obs) & (topo.node_tier[topo.link_src] >= 1) & (topo.node_tier[topo.link_dst] >= 1)
+    ports = float(times[_fabric_or_host(obs) & ~hashed].max(initial=0.0))
+    most = min(max(float(times[hashed].max(initial=0.0)) - max(ports, spread), 0.0), exposed)
+    return expected, max(most, expected)
 
 
 @rule("ecmp-polarization", Fix(_seed_per_switch))
@@ -981,10 +990,11 @@ def polarization(obs: Observation, out: RuleOutput) -> None:
     Load Sharing": a unique hash seed per switch avoids it; Dell OS9 configuration guide, "ECMP":
     anti-polarization by hash offset or per-node hash function). Independent hashing
     leaves some spines on one uplink by chance, never all of them; and the second tier's other
-    uplinks then idle fabric-wide. Its cost is the hottest hashed link beyond what would still
-    bound the step with a seed per switch (:func:`_polarization_lost_s`); the fix (per-switch
-    seeds) differs from a collision's (adaptive routing), and the fabric's own collisions can only
-    be read once the seeds are right (run.diagnose_scenario measures them after this fix)."""
+    uplinks then idle fabric-wide. Its cost is expected from the second stage, and may reach any
+    hashed link's (:func:`_polarization_lost_s`): the rule proposes it when the most matters, so a
+    re-simulation measures it, and ranks it by what is expected. The fix (per-switch seeds) differs
+    from a collision's (adaptive routing), and the fabric's own collisions can only be read once the
+    seeds are right (run.diagnose_scenario measures them after this fix)."""
     if obs.link_bytes is None:
         return
     groups = _uplinks_by_switch(obs, 2)  # spine -> core: the second hashing stage
@@ -993,18 +1003,21 @@ def polarization(obs: Observation, out: RuleOutput) -> None:
     used = [int((obs.link_bytes[links] > 0).sum()) for links in groups.values() if (obs.link_bytes[links] > 0).any()]
     if len(used) < 2 or max(used) > 1:
         return
-    lost = _polarization_lost_s(obs)
-    if not _matters(obs, lost):
+    # proposed when what re-seeding may give back matters (a re-simulation measures it); ranked and
+    # rated by what it is expected to give back
+    lost, most = _polarization_lost_s(obs, groups)
+    if not _matters(obs, most):
         return
     k = int(np.median([len(links) for links in groups.values()]))
     idle = sum(int((obs.link_bytes[links] <= 0).sum()) for links in groups.values())
     out.candidates.append(Candidate(
         "ecmp-polarization", "all", 0.9,
         {"spines_sending": len(used), "core_uplinks_each_uses": f"1 of {k}", "idle_core_uplinks": idle,
-         "lost_ms": round(lost * 1e3, 2)},
+         "lost_ms": round(lost * 1e3, 2), "at_most_ms": round(most * 1e3, 2)},
         f"Each of the {len(used)} spines that send to the core uses one of its {k} core uplinks ({idle} core uplinks idle "
         "fabric-wide): every tier hashes the same flows the same way (one seed everywhere), so the second stage repeats "
-        f"the first stage's choice, and the collectives wait about {_ms(lost)} per step on the uplinks it loads.",
+        f"the first stage's choice, and the collectives wait about {_ms(lost)} per step on the uplinks it loads (up to "
+        f"{_ms(most)} with the first stage's collisions, which new seeds redraw).",
         "set a different ECMP hash seed (or hash function, or hash offset) per switch or per tier", lost_s=lost))
 
 
