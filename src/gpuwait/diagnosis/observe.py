@@ -65,6 +65,8 @@ class Observation:
     #: NIC node id -> the IPv6 link-local GID index NCCL's RoCE queue pairs use on it
     nccl_link_local_gids: dict[int, int] = field(default_factory=dict)
     socket_transport: bool | None = None                    # NCCL's NET/Socket
+    #: socket_transport was read off the ports' counters (the kernel counts the job's bytes), not NCCL's lines
+    socket_from_counters: bool = False
     gdr_off_servers: tuple[int, ...] | None = None
     remote_nic_gpus: tuple[int, ...] | None = None          # GPU node ids whose NIC is on the other socket
     collectives: tuple[CollectiveStat, ...] = ()

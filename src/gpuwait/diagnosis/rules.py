@@ -451,9 +451,15 @@ def storage(obs: Observation, out: RuleOutput) -> None:
     them). The cost is the data wait."""
     if obs.per_gpu_s is None or not obs.storage_read:
         return
-    if obs.storage_busy or _storage_saturated(obs):
-        return  # the storage servers themselves are the bottleneck (storage-slow)
     wait, _ = _data_wait(obs)
+    if (obs.storage_busy or _storage_saturated(obs)) and _matters(obs, wait):
+        return  # the GPUs wait on storage servers that serve all they can (storage-slow)
+    # servers sending at their ports' rate while the GPUs do not wait for data are not what the job
+    # waits on: the reads they push hold the links the collectives share (an 18.7 % loss on a
+    # 3-tier fabric was silent here and named an ECMP collision, seed 11,000,227); then only the
+    # network's part is this cause's, the data wait (storage-slow's) is not
+    saturated = bool(obs.storage_busy or _storage_saturated(obs))
+    wait = 0.0 if saturated else wait
     shared = [link for link, users in obs.link_users.items() if "storage read" in users and len(users) > 1]
     if not _matters(obs, wait) and not shared:
         return
@@ -470,7 +476,9 @@ def storage(obs: Observation, out: RuleOutput) -> None:
     out.candidates.append(Candidate(
         "storage-contention", "all", 0.9, evidence,
         f"Dataset reads share the compute network with the job's collectives{where}; the GPUs wait {_ms(wait)} per "
-        f"step ({100 * wait / _step(obs):.1f} %) for data while the storage servers themselves are not busy.",
+        f"step ({100 * wait / _step(obs):.1f} %) for data" + (
+            f", and the reads hold the shared links {_ms(held)} per step while the collectives wait." if saturated
+            else " while the storage servers themselves are not busy."),
         "give storage its own network (or its own lossless class and bandwidth share), or cache the dataset locally",
         lost_s=wait + held))
 
@@ -555,14 +563,18 @@ def tcp(obs: Observation, out: RuleOutput) -> None:
     if not obs.socket_transport:
         return
     slow = [c for c in obs.collectives if c.group in ("dp", "pp", "ep") and c.busbw_GBps > 0]  # telemetry: no busbw
-    evidence: dict = {"transport": "NET/Socket"}
+    # without NCCL's lines, the kernel's netdev counters carrying the NIC ports' bytes say the same
+    # (RDMA bypasses the kernel): diagnosis.telemetry.KERNEL_COUNTED_SOCKETS
+    seen = "the kernel's network-device counters count the NIC ports' bytes (RDMA would bypass the kernel)" \
+        if obs.socket_from_counters else "NCCL runs on its socket transport (NET/Socket)"
+    evidence: dict = {"transport": "NET/Socket" if not obs.socket_from_counters else "kernel TCP (netdev counters)"}
     if slow:
         evidence["busbw_GBps"] = round(min(c.busbw_GBps for c in slow), 2)
     lost = _socket_lost_s(obs)
     evidence["lost_ms"] = round(lost * 1e3, 2)
     out.candidates.append(Candidate(
         "tcp-fallback", "all", 1.0, evidence,
-        "NCCL runs on its socket transport (NET/Socket): every byte goes through the kernel TCP stack and the CPU, "
+        f"{seen[0].upper()}{seen[1:]}: every byte goes through the kernel TCP stack and the CPU, "
         "at a fraction of the NICs' RDMA bandwidth and with a latency floor 5-10x higher.",
         "restore RDMA: check the IB/RoCE devices are visible in the container (rdma devices, NCCL_IB_HCA), "
         "NCCL_IB_DISABLE unset and the RDMA kernel modules loaded", direct=True, lost_s=lost))
@@ -940,14 +952,18 @@ def _seed_per_switch(scenario: Scenario, faults: list[FaultSpec], component: str
     return scenario, _drop(faults, ("ecmp-polarization",))
 
 
-def _polarization_lost_s(obs: Observation, second: dict[int, np.ndarray]) -> float:
-    """The time one seed everywhere costs: the second stage's hottest uplink beyond what would still
-    bound the step with independent seeds. Re-seeding changes the second stage's choices alone: the
-    first stage (leaf uplinks), the NIC ports and the links down to the leaves keep their bytes,
-    and the second stage's links (spine -> core, and core -> spine, which that choice fixes) would
-    carry about their set's mean. A collective ends with its most loaded link, so the step waits on
-    the hot second-stage uplink only past the busiest of the others; at most the exposed
-    communication (a polarized tier behind a busier first stage costs nothing)."""
+def _polarization_lost_s(obs: Observation, second: dict[int, np.ndarray]) -> tuple[float, float]:
+    """(expected, at most): the time one seed everywhere costs. One seed is every switch's, the
+    leaves' too, so re-seeding redraws every stage's choices; what it removes for certain is the
+    stages repeating one another: the second stage's links (spine -> core, and core -> spine, which
+    that choice fixes) would carry about their set's mean, while the first stage is a fresh draw of
+    the same odds, its collisions as likely as now. Expected: the second stage's hottest uplink
+    beyond what would still bound the step (the other links' times, the sets' means). At most: the
+    hottest hashed link on any stage beyond the NIC ports and the sets' means (the fresh draw may
+    also undo today's leaf collision: a 9.2 % loss from one seed sat behind its own leaf collision,
+    dev seed 19,500,037, and another polarized fabric's 18 % collision cost the seed nothing, dev
+    seed 19,500,012). A collective ends with its most loaded link; both at most the exposed
+    communication."""
     topo = obs.topo
     rate = obs.link_rate_Bps if obs.link_rate_Bps is not None else topo.link_capacity_Bps.astype(float)
     times = _job_bytes(obs, np.arange(topo.n_links)) / np.maximum(rate, 1e-30)
@@ -955,10 +971,14 @@ def _polarization_lost_s(obs: Observation, second: dict[int, np.ndarray]) -> flo
     polarized = np.zeros(topo.n_links, bool)
     polarized[stage] = True
     polarized |= (topo.node_tier[topo.link_src] == 3) & (topo.node_tier[topo.link_dst] == 2)  # back down from the core
+    exposed = _exposed_comm_s(obs)
     rest = float(times[_fabric_or_host(obs) & ~polarized].max(initial=0.0))
-    spread = max(float(times[links].mean()) for links in second.values())
-    hot = float(times[stage].max(initial=0.0))
-    return min(max(hot - max(rest, spread), 0.0), _exposed_comm_s(obs))
+    spread = max((float(times[links].mean()) for links in _equal_cost_groups(obs) if len(links)), default=0.0)
+    expected = min(max(float(times[stage].max(initial=0.0)) - max(rest, spread), 0.0), exposed)
+    hashed = _fabric_or_host(obs) & (topo.node_tier[topo.link_src] >= 1) & (topo.node_tier[topo.link_dst] >= 1)
+    ports = float(times[_fabric_or_host(obs) & ~hashed].max(initial=0.0))
+    most = min(max(float(times[hashed].max(initial=0.0)) - max(ports, spread), 0.0), exposed)
+    return expected, max(most, expected)
 
 
 @rule("ecmp-polarization", Fix(_seed_per_switch))
@@ -970,9 +990,11 @@ def polarization(obs: Observation, out: RuleOutput) -> None:
     Load Sharing": a unique hash seed per switch avoids it; Dell OS9 configuration guide, "ECMP":
     anti-polarization by hash offset or per-node hash function). Independent hashing
     leaves some spines on one uplink by chance, never all of them; and the second tier's other
-    uplinks then idle fabric-wide. Its cost is the polarized stage's hottest uplink beyond what
-    would still bound the step with independent seeds (:func:`_polarization_lost_s`): one seed
-    everywhere behind a busier first stage is a setting to change, not a cause of lost time."""
+    uplinks then idle fabric-wide. Its cost is expected from the second stage, and may reach any
+    hashed link's (:func:`_polarization_lost_s`): the rule proposes it when the most matters, so a
+    re-simulation measures it, and ranks it by what is expected. The fix (per-switch seeds) differs
+    from a collision's (adaptive routing), and the fabric's own collisions can only be read once the
+    seeds are right (run.diagnose_scenario measures them after this fix)."""
     if obs.link_bytes is None:
         return
     groups = _uplinks_by_switch(obs, 2)  # spine -> core: the second hashing stage
@@ -981,18 +1003,21 @@ def polarization(obs: Observation, out: RuleOutput) -> None:
     used = [int((obs.link_bytes[links] > 0).sum()) for links in groups.values() if (obs.link_bytes[links] > 0).any()]
     if len(used) < 2 or max(used) > 1:
         return
-    lost = _polarization_lost_s(obs, groups)
-    if not _matters(obs, lost):
+    # proposed when what re-seeding may give back matters (a re-simulation measures it); ranked and
+    # rated by what it is expected to give back
+    lost, most = _polarization_lost_s(obs, groups)
+    if not _matters(obs, most):
         return
     k = int(np.median([len(links) for links in groups.values()]))
     idle = sum(int((obs.link_bytes[links] <= 0).sum()) for links in groups.values())
     out.candidates.append(Candidate(
         "ecmp-polarization", "all", 0.9,
         {"spines_sending": len(used), "core_uplinks_each_uses": f"1 of {k}", "idle_core_uplinks": idle,
-         "lost_ms": round(lost * 1e3, 2)},
+         "lost_ms": round(lost * 1e3, 2), "at_most_ms": round(most * 1e3, 2)},
         f"Each of the {len(used)} spines that send to the core uses one of its {k} core uplinks ({idle} core uplinks idle "
         "fabric-wide): every tier hashes the same flows the same way (one seed everywhere), so the second stage repeats "
-        f"the first stage's choice, and the collectives wait about {_ms(lost)} per step on the uplinks it loads.",
+        f"the first stage's choice, and the collectives wait about {_ms(lost)} per step on the uplinks it loads (up to "
+        f"{_ms(most)} with the first stage's collisions, which new seeds redraw).",
         "set a different ECMP hash seed (or hash function, or hash offset) per switch or per tier", lost_s=lost))
 
 

@@ -20,9 +20,15 @@ SEVERITIES = ("info", "warning", "critical")
 #: from a fifth of the step
 CRITICAL_GAIN, WARNING_GAIN = 0.20, MATTERS
 #: a cause seen directly (an error counter, a port state, a transport line) ranks above an inferred
-#: one unless the inferred one costs this much more of the step, when the costs are the rules'
-#: estimates (the order fixes are re-simulated in; telemetry-only findings); re-simulated gains rank as measured
-DIRECT_EVIDENCE_BONUS = 0.02
+#: one unless the inferred one's estimated cost is more than this share larger, when the costs are
+#: the rules' estimates (the order fixes are re-simulated in; telemetry-only findings); re-simulated
+#: gains rank as measured. Relative, because an inferred cost is uncertain in proportion to itself:
+#: the rules read it off byte counts, and a hashed flow is not split, so an imbalance is known to a
+#: flow's time on the hot link (two flows where the siblings carry one cost one flow's time, and the
+#: floor they are read against is itself one flow's worth either way: about half the estimate).
+#: An absolute 2 % of the step ranked a direct 0.3 % cause above an inferred 2 % one and flipped
+#: near ties between large costs no more than a small one.
+DIRECT_EVIDENCE_MARGIN = 0.5
 #: causes that are the fabric as built (how it routes, how many uplinks it has), not a fault on it.
 #: A step's loss splits as the fabric's own (the healthy fabric against the same fabric non-blocking
 #: with adaptive routing) plus what the faults add to the fabric as it is. So a fault's fix is
@@ -110,7 +116,7 @@ def diagnose_scenario(scenario: Scenario, faults: Sequence[FaultSpec] = (), *, s
     excess = max(step - baseline.breakdown.step_time_s, 0.0) / step if step > 0 else 0.0
     candidates = []
     # the fixes re-simulated first are those the evidence says cost the most
-    for cand in sorted(raw, key=lambda c: (-(_lost_share(c, step, excess) + DIRECT_EVIDENCE_BONUS * c.direct), -c.score)):
+    for cand in sorted(raw, key=lambda c: (-_ranked_share(c, step, excess), -c.score)):
         # a cable fails both ways: one finding per cable and kind
         if not any(c.kind == cand.kind and same_cable(c.component, cand.component) for c in candidates):
             candidates.append(cand)
@@ -158,10 +164,16 @@ def _lost_share(cand: Candidate, step: float, excess: float, exposed: float = 1.
     return cand.score * min(excess, exposed)
 
 
+def _ranked_share(cand: Candidate, step: float, excess: float, exposed: float = 1.0) -> float:
+    """The share a candidate ranks by before any re-simulation: its estimated cost, a directly seen
+    cause's raised by DIRECT_EVIDENCE_MARGIN of itself."""
+    return _lost_share(cand, step, excess, exposed) * (1.0 + DIRECT_EVIDENCE_MARGIN * cand.direct)
+
+
 def diagnose_observation(observation: Observation, case: str = "telemetry") -> Diagnosis:
     """Findings from an observation alone (imported telemetry): no re-simulation, so severity and
     rank come from the time each cause costs as its rule estimates it from the evidence (a direct
-    observation ranks first unless an inferred cause costs DIRECT_EVIDENCE_BONUS more of the step).
+    observation ranks first unless an inferred cause's cost is more than DIRECT_EVIDENCE_MARGIN larger).
     A cause whose counters give only a bound on its cost (``bound_only``: a link-down count without
     a duration) ranks by the bound and is rated info: no time lost was measured."""
     out = evaluate(observation)
@@ -170,8 +182,7 @@ def diagnose_observation(observation: Observation, case: str = "telemetry") -> D
     excess = max(step - base, 0.0) / step if step and base is not None else 0.0
     per_gpu = observation.per_gpu_s
     exposed = float(per_gpu["exposed_comm"].mean()) / step if per_gpu is not None and step else 1.0
-    ranked = sorted(out.candidates, key=lambda c: (-(_lost_share(c, step, excess, exposed)
-                                                     + DIRECT_EVIDENCE_BONUS * c.direct), -c.score))
+    ranked = sorted(out.candidates, key=lambda c: (-_ranked_share(c, step, excess, exposed), -c.score))
     candidates = []
     for cand in ranked:
         if not any(c.kind == cand.kind and same_cable(c.component, cand.component) for c in candidates):

@@ -22,9 +22,10 @@ from gpuwait.faults.kinds import PCIE_FULL_LANES, server_pcie_generation
 from gpuwait.runner.workload import WorkloadRun
 from gpuwait.steps.result import BREAKDOWN_CATEGORIES
 from gpuwait.telemetry.bundle import TelemetryBundle
-from gpuwait.telemetry.mapping import MappedSeries, host_of, map_series
+from gpuwait.telemetry.mapping import MappedSeries, host_of, map_series, nic_port_link
 from gpuwait.telemetry.metrics import metrics_from_result
 from gpuwait.telemetry.metricset import MetricInfo, MetricSet
+from gpuwait.telemetry.nic_counters import PMA_WORD_BYTES
 from gpuwait.telemetry.phases import phase_bytes_from_metrics, port_byte_series
 from gpuwait.topology.model import Topology
 
@@ -170,6 +171,10 @@ def observe_telemetry(bundle: TelemetryBundle, topo: Topology) -> Observation:
             counters[key] = _on_links(topo, real.counters[key])
     foreign = _link_vector(metrics, names, "gpuwait_link_foreign_bytes_per_second", topo)
     socket, gdr_off, remote = _nccl_transport(bundle, metrics, names, topo)
+    socket_from_counters = False
+    if socket is None and (share := _kernel_counted_share(metrics, names, topo)) is not None \
+            and share >= KERNEL_COUNTED_SOCKETS:
+        socket, socket_from_counters = True, True
     if socket is None:
         missing.append("NCCL_DEBUG=INFO transport lines")
     phased = phase_bytes_from_metrics(metrics, topo, step) if link_bytes is not None else None
@@ -185,6 +190,7 @@ def observe_telemetry(bundle: TelemetryBundle, topo: Topology) -> Observation:
                        collectives=phased[1] if phased else (), exposed_comm_s=_exposed_by_collective(metrics, names),
                        link_rate_Bps=rate, link_nominal_Bps=nominal if rate is not None else None,
                        link_users=dict(real.link_users), link_foreign_Bps=foreign, counters=counters, socket_transport=socket,
+                       socket_from_counters=socket_from_counters,
                        counter_steps=float(metrics.value_of("gpuwait_steps_total")) if "gpuwait_steps_total" in names else 1.0,
                        reading_noise=TELEMETRY_READING_NOISE,
                        gdr_off_servers=gdr_off, remote_nic_gpus=remote, storage_read=reads,
@@ -195,6 +201,54 @@ def observe_telemetry(bundle: TelemetryBundle, topo: Topology) -> Observation:
                        nccl_nic_use={g: tuple(sorted(n)) for g, n in real.nic_use.items()} or None,
                        nccl_link_local_gids=dict(real.link_local_gids),
                        missing=tuple(missing))
+
+
+#: The kernel's network-device counters (node_exporter's ``node_network_transmit_bytes_total``, what
+#: ``ip -s link`` prints) count what crosses the TCP/IP stack; RDMA bypasses the kernel, so its bytes
+#: show in the port's own counters only (InfiniBand PMA ``PortXmitData``; on mlx5 Ethernet the
+#: ``*_phy`` and ``vport_rdma_*`` counters: Linux Documentation/networking/device_drivers/ethernet/
+#: mellanox/mlx5/counters.rst). When most of the NIC ports' bytes are counted by the kernel, NCCL
+#: sends through sockets whatever its log would say: the midpoint between an RDMA job (the kernel
+#: sees management traffic only, ~0) and a socket job (the kernel sees every byte, ~1).
+KERNEL_COUNTED_SOCKETS = 0.5
+_NETDEV_TX = "node_network_transmit_bytes_total"
+#: the port's own transmit counters (bytes per unit): every byte on the wire, RDMA or not
+_PORT_TX = {"node_infiniband_port_data_transmitted_bytes_total": 1.0, "PortXmitData": float(PMA_WORD_BYTES),
+            "tx_bytes_phy": 1.0, "node_ethtool_transmitted_bytes_phy": 1.0}
+_HOST_KEYS = ("instance", "Hostname", "hostname", "host", "node")
+
+
+def _nic_port_totals(metrics: MetricSet, name: str, topo: Topology) -> dict[int, float]:
+    """Compute NIC uplink -> the largest value counter ``name`` reports for it (a counter's largest
+    reading is its count since it was cleared); ports that name no NIC of the cluster are left out."""
+    chosen = metrics.select(name=name)
+    totals: dict[int, float] = {}
+    for labels, value in zip(chosen.labels, chosen.value):
+        lab = dict(labels)
+        server = next((s for key in _HOST_KEYS if (s := host_of(topo, lab.get(key))) is not None), None)
+        up = nic_port_link(topo, server, lab["device"], lab.get("port")) if server is not None and "device" in lab else None
+        if up is not None:
+            totals[up] = max(totals.get(up, 0.0), float(value))
+    return totals
+
+
+def _kernel_counted_share(metrics: MetricSet, names: set[str], topo: Topology) -> float | None:
+    """The share of the compute NIC ports' transmitted bytes the kernel's netdev counters count
+    (KERNEL_COUNTED_SOCKETS); None without netdev counters on those ports or without bytes. A port
+    without its own counters is weighed by the netdev count alone (an exporter of netdev counters
+    only, where the kernel then saw all the port's bytes that anyone counted)."""
+    if _NETDEV_TX not in names:
+        return None
+    kernel = _nic_port_totals(metrics, _NETDEV_TX, topo)
+    if not kernel:
+        return None
+    wire: dict[int, float] = {}
+    for name, scale in _PORT_TX.items():
+        if name in names:
+            for link, value in _nic_port_totals(metrics, name, topo).items():
+                wire[link] = max(wire.get(link, 0.0), value * scale)
+    total = sum(max(kernel.get(link, 0.0), wire.get(link, 0.0)) for link in set(kernel) | set(wire))
+    return sum(kernel.values()) / total if total > 0 else None
 
 
 def _exposed_by_collective(metrics: MetricSet, names: set[str]) -> dict[str, float]:
