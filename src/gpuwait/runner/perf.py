@@ -126,6 +126,15 @@ class SweepArgs:
     root: int = 0
 
 
+def sweep_sizes(op: str, args: SweepArgs, n_ranks: int) -> list[int]:
+    """The sizes in bytes :func:`perf_sweep` predicts (after nccl-tests' rounding to whole elements per rank)."""
+    coll = get_collective(op)
+    lo, hi = parse_size_arg(args.min_bytes), parse_size_arg(args.max_bytes)
+    step = args.step_factor if args.step_factor > 1 else None
+    return [size_and_count(coll.name, s, args.dtype, n_ranks).size_bytes
+            for s in size_sweep(lo, hi, step, parse_size_arg(args.step_bytes))] if lo <= hi else []
+
+
 def perf_sweep(op: str, args: SweepArgs, cluster: str = "dgx-h100", servers: int | None = None,
                gpus: int | None = None, env: Mapping[str, str] | Iterable[str] = (),
                nccl_version: str | None = None, predictor: CollectivePredictor | None = None,

@@ -1,0 +1,88 @@
+"""gpuwait.fabric.memory: the memory a collective's fabric run is estimated to allocate, before it runs, is an
+upper bound of what it allocates (tracemalloc's peak over the run) and within a small factor of it
+(issue 16, item 4). The counts come from the compiled plan and the topology; the per-entry bytes from the
+arrays the code holds (see the module), so this checks them against the code itself, not a fitted table."""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import pytest
+
+from gpuwait.collectives.communicator import Communicator
+from gpuwait.collectives.ncclenv import parse_env
+from gpuwait.fabric.memory import run_bytes
+from gpuwait.fabric.perf import CollectivePredictor
+from gpuwait.spec import ClusterSpec
+from gpuwait.topology import build_cluster
+from gpuwait.transport import TRANSPORTS
+
+GIB = 2**30
+#: the estimate may exceed the peak by at most this factor (it counts every array at once and bounds
+#: the classes by the leaf pairs present); a grouped all-to-all bounds its groups by (source class x key)
+#: before the empty ones are dropped, hence its wider factor
+MAX_RATIO, MAX_RATIO_GROUPED = 3.0, 3.5
+
+
+def _predictor(preset: str, routing: str, gpus: int) -> CollectivePredictor:
+    topo = build_cluster(ClusterSpec(preset=preset, servers=gpus // 8, routing={"kind": routing}))
+    return CollectivePredictor.create(Communicator.world(topo), parse_env({}), topo.spec.routing,
+                                      TRANSPORTS[topo.spec.transport.name])
+
+
+CASES = [
+    ("dgx-h100-superpod", "all_reduce", "ecmp", 256),
+    ("dgx-h100-superpod", "all_reduce", "adaptive", 1024),
+    ("dgx-h100-superpod", "all_reduce", "spray", 512),
+    ("dgx-h100-superpod", "all_reduce", "adaptive", 4096),  # the preset's first 3-tier size
+    ("rocev2-400g-2tier", "all_reduce", "ecmp", 256),
+    ("dgx-h100-superpod", "all_gather", "ecmp", 512),
+    ("dgx-h100-superpod", "alltoall", "ecmp", 128),
+    ("rocev2-400g-2tier", "alltoall", "ecmp", 64),
+    ("dgx-h100-superpod", "alltoall", "adaptive", 256),
+    ("dgx-h100-superpod", "alltoall", "adaptive", 1024),
+    ("dgx-h100-superpod", "alltoall", "spray", 512),
+]
+
+
+@pytest.mark.parametrize(("preset", "collective", "routing", "gpus"), CASES)
+def test_estimate_bounds_the_peak(preset: str, collective: str, routing: str, gpus: int) -> None:
+    predictor = _predictor(preset, routing, gpus)
+    key = predictor.fabric_key(collective, GIB)
+    counts = predictor.fabric_counts(key)
+    estimate_bytes = run_bytes(counts)[0]
+    tracemalloc.start()
+    try:
+        predictor.estimate(collective, GIB)
+        peak_bytes = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    grouped = any(c.cells for c in counts)
+    assert peak_bytes <= estimate_bytes <= (MAX_RATIO_GROUPED if grouped else MAX_RATIO) * peak_bytes, (
+        f"estimate {estimate_bytes / 1e6:.1f} MB, peak {peak_bytes / 1e6:.1f} MB")
+
+
+def test_fabric_key_is_the_run_estimate_uses() -> None:
+    predictor = _predictor("dgx-h100-superpod", "adaptive", 256)
+    for collective in ("all_reduce", "alltoall"):
+        key = predictor.fabric_key(collective, GIB)
+        predictor.estimate(collective, GIB)
+        assert key in predictor._fabric_cache
+    assert predictor.fabric_key("all_reduce", 0) is None
+
+
+def test_perf_refuses_over_the_limit_naming_the_field(capsys) -> None:
+    from gpuwait.cli.main import main
+
+    assert main(["perf", "all_reduce", "--cluster", "dgx-h100-superpod", "--servers", "32", "--max-memory", "10MB"]) == 2
+    err = capsys.readouterr().err
+    assert "over the limit of 10MB" in err and "change --servers" in err and len(err.splitlines()) == 2
+
+
+def test_perf_json_states_the_estimate(capsys) -> None:
+    import json
+
+    from gpuwait.cli.main import main
+
+    assert main(["perf", "all_reduce", "--cluster", "dgx-h100-superpod", "--servers", "4", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["memory_estimate_bytes"] > 0
