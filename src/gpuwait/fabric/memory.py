@@ -15,8 +15,9 @@ Counts per phase:
   adds one class per (source leaf, destination leaf) pair, each at most the probe's largest class;
 * an all-to-all grouped per (source class, destination key) (:mod:`gpuwait.fabric.alltoall`): the
   membership tables, (GPUs x destination leaves) and (GPUs x source classes) cells; rows = source classes
-  x keys (pods and leaves) x QPs, own entries = rows x (the probe's own path + a leaf's uplinks: the
-  last hops into the destination leaves); classes = source classes x (pods + 1), each at most the probe's.
+  x keys (the pods and the class's own leaf) x QPs, own entries = rows x (the probe's own path + a key's
+  leaves x a leaf's uplinks: the last hops into the destination leaves); a class per group, each at most
+  the probe's largest.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from gpuwait.fabric.alltoall import _nic_uplinks, groupable
 from gpuwait.routing.paths import _network_endpoint, _single_uplinks, port_capacity_Bps, route_flows
 from gpuwait.routing.routers import get_router
 from gpuwait.spec.cluster import RoutingSpec
-from gpuwait.topology.model import Topology
+from gpuwait.topology.model import Network, Topology
 
 #: Bytes per link entry at the peak of a phase. Held at the solve: the routes' CSR (float64 weight + int32
 #: column, 12) and _solve's copy scaled by multiplicity (12); max_min_rates' (flow, link, weight) triplets
@@ -39,6 +40,11 @@ from gpuwait.topology.model import Topology
 #: weights, the final-link gather as int64: 4 x 8 + 2 bools, 40). Before the solve the route walk built the
 #: CSR from COO triplets (int64 row + int64 column + float64, 24, and the CSR 12): counted on top, 36.
 ENTRY_BYTES = 12 + 12 + 24 + 24 + 40 + 36
+#: Bytes per entry of a class's shared part (Routes.class_weights, side_classes): its CSR (12); the solve's
+#: class triplets (24; not scaled, and the first iteration keeps them whole: no copies); one iteration's
+#: temporaries over them (the level gathered, the weight x class scale, the comparison as float weights, the
+#: final-link gather: 40); the walk's COO triplets and CSR before (36).
+CLASS_ENTRY_BYTES = 12 + 24 + 40 + 36
 #: Bytes per row: about 30 vectors of 8-byte values per row alive at the solve (the routes' flow, QP,
 #: latency, source port, class and indptr; the solve's bytes, multiplicity, cap, rate, level, bottleneck,
 #: lowest-final and run vectors; the phase run's copies; the walk's endpoints, five-tuples and hashes).
@@ -63,18 +69,19 @@ class PhaseCount:
     """What one phase of a fabric run allocates: its counts and the bytes at its peak and held after."""
 
     rows: int
-    entries: int
+    entries: int  # the rows' own link entries
+    class_entries: int  # the classes' shared link entries
     cells: int
     flows: int
 
     @property
     def peak_bytes(self) -> float:
-        return (float(ENTRY_BYTES) * self.entries + float(ROW_BYTES) * self.rows + float(CELL_BYTES) * self.cells
-                + float(FLOW_BYTES) * self.flows)
+        return (float(ENTRY_BYTES) * self.entries + float(CLASS_ENTRY_BYTES) * self.class_entries
+                + float(ROW_BYTES) * self.rows + float(CELL_BYTES) * self.cells + float(FLOW_BYTES) * self.flows)
 
     @property
     def held_bytes(self) -> float:
-        return float(HELD_ENTRY_BYTES) * self.entries + float(HELD_ROW_BYTES) * self.rows
+        return float(HELD_ENTRY_BYTES) * (self.entries + self.class_entries) + float(HELD_ROW_BYTES) * self.rows
 
 
 def _probe(topo: Topology, src: np.ndarray, dst: np.ndarray, routing: RoutingSpec, transport: str,
@@ -137,7 +144,7 @@ def _classes(topo: Topology, phase: Phase, src: np.ndarray, dst: np.ndarray, qps
 def _listed(topo: Topology, phase: Phase, routing: RoutingSpec, transport: str, flags: dict) -> PhaseCount:
     n_flows = phase.n_flows
     if not n_flows:
-        return PhaseCount(0, 0, 0, 0)
+        return PhaseCount(0, 0, 0, 0, 0)
     src, dst = phase.src.astype(np.int64), phase.dst.astype(np.int64)
     remote = topo.node_server[src] != topo.node_server[dst]
     qps = routing.qps_per_connection
@@ -146,7 +153,7 @@ def _listed(topo: Topology, phase: Phase, routing: RoutingSpec, transport: str, 
     rows = between * qps + (n_flows - between)  # flows inside a server are listed once
     own, largest = _probe(topo, np.r_[src, p_src], np.r_[dst, p_dst], routing, transport, flags)
     classes = _classes(topo, phase, src[remote], dst[remote], qps) if largest else 0
-    return PhaseCount(rows, rows * own + classes * largest, 0, n_flows)
+    return PhaseCount(rows, rows * own, classes * largest, 0, n_flows)
 
 
 def _pods(topo: Topology, leaves: np.ndarray) -> int:
@@ -156,6 +163,15 @@ def _pods(topo: Topology, leaves: np.ndarray) -> int:
     for s, d in zip(topo.link_src[up].tolist(), topo.link_dst[up].tolist(), strict=True):
         above.setdefault(s, set()).add(d)
     return len({tuple(sorted(v)) for v in above.values()}) or 1
+
+
+def _parallel_cables(topo: Topology) -> bool:
+    """Whether two compute-network switches are joined by more than one link (alltoall._split_at_pod then
+    groups per leaf)."""
+    compute = topo.switch_nodes & (topo.node_network == Network.COMPUTE)
+    between = np.flatnonzero(compute[topo.link_src] & compute[topo.link_dst])
+    pairs = topo.link_src[between].astype(np.int64) * topo.n_nodes + topo.link_dst[between]
+    return len(np.unique(pairs)) < len(pairs)
 
 
 def _grouped(topo: Topology, phase: Phase, routing: RoutingSpec, transport: str) -> PhaseCount:
@@ -175,16 +191,21 @@ def _grouped(topo: Topology, phase: Phase, routing: RoutingSpec, transport: str)
     leaf_uplinks = int(((topo.link_src == leaves[0]) & topo.switch_nodes[topo.link_dst]).sum())
     p_src, p_dst, _ = _pair_set_sample(topo, phase)
     own, largest = _probe(topo, p_src, p_dst, routing, transport, {})
-    rows = n_classes * (pods + len(leaves)) * qps
-    entries = rows * (own + max(leaf_uplinks, 1)) + n_classes * (pods + 1) * largest
-    sides = PhaseCount(len(gpus) * qps, len(gpus) * qps * own, 0, len(gpus))  # alltoall._sides' probe routes
+    # groups: each source class to every pod and to its own leaf (alltoall._keys), or to every leaf where
+    # parallel cables send the grouping back per leaf; each group row's own entries are its members' sides
+    # and its last hops into the destination leaves (a key's leaves x a leaf's uplinks)
+    per_pod = pods < len(leaves) and not _parallel_cables(topo)
+    keys, leaves_per_key = (pods + 1, -(-len(leaves) // pods)) if per_pod else (len(leaves), 1)
+    rows = n_classes * keys * qps
+    entries = rows * (own + leaves_per_key * max(leaf_uplinks, 1))
+    sides = PhaseCount(len(gpus) * qps, len(gpus) * qps * own, 0, 0, len(gpus))  # alltoall._sides' probe routes
     per_server = np.unique(set_of * topo.n_servers + server, return_counts=True)[1]
     local = int((per_server * (per_server - 1)).sum())  # the pair sets' flows inside a server, listed
     own_flows = Phase(phase.name, phase.src, phase.dst, phase.bytes_per_flow, phase.repeat)
     listed = _listed(topo, own_flows, routing, transport, {})  # the phase's own flows (inside servers)
     cells = len(gpus) * (len(leaves) + n_classes)
     return PhaseCount(rows + sides.rows + listed.rows + local, entries + sides.entries + listed.entries + local * own,
-                      cells, len(gpus) + listed.flows + local)
+                      n_classes * keys * largest + listed.class_entries, cells, len(gpus) + listed.flows + local)
 
 
 def phase_count(topo: Topology, phase: Phase, routing: RoutingSpec, transport: str, flags: dict) -> PhaseCount:

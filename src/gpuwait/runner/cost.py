@@ -159,7 +159,7 @@ def estimate_perf(predictor, op: str, sizes: list[int]) -> CostEstimate:
         peak, held = run_bytes(counts)
         held_bytes += held
         working_bytes = max(working_bytes, peak - held)
-        rows, entries = rows + sum(c.rows for c in counts), entries + sum(c.entries for c in counts)
+        rows, entries = rows + sum(c.rows for c in counts), entries + sum(c.entries + c.class_entries for c in counts)
         cells += sum(c.cells for c in counts)
     topo = predictor.comm.topo
     counts = {"GPUs": predictor.comm.n_ranks, "links": topo.n_links, "fabric runs": len(keys), "route rows": rows,
