@@ -72,17 +72,17 @@ def perf(op: str = OP_ARGUMENT, cluster: str = CLUSTER_OPTION, servers: int | No
         out.emit(comparison.to_dict(), render)
         return
     from gpuwait.report.perf import sweep_text
-    from gpuwait.runner.cost import check_cost, estimate_perf, memory_limit_bytes
-    from gpuwait.runner.perf import SweepArgs, make_predictor, perf_sweep, sweep_sizes
+    from gpuwait.runner.cost import memory_limit_bytes
+    from gpuwait.runner.perf import SweepArgs, estimated_sweep
 
     args = SweepArgs(min_bytes, max_bytes, step_factor, step_bytes, iters, warmup, check, redop, dtype, root)
     limit_bytes = memory_limit_bytes(max_memory)
-    predictor = make_predictor(cluster, servers, gpus, env, nccl_version, gpus_per_thread)
-    estimate = check_cost(estimate_perf(predictor, op, sweep_sizes(op, args, predictor.comm.n_ranks)), limit_bytes)
-    if not json_out:
-        from gpuwait.cli.progress import state_estimate
 
-        state_estimate(estimate, limit_bytes)
-    sweep = perf_sweep(op, args, predictor=predictor)
-    out.emit(sweep.to_dict() | {"memory_estimate_bytes": estimate.bytes},
-             lambda c: print(sweep_text(sweep, report_algo)))
+    def state(estimate) -> None:
+        if not json_out:
+            from gpuwait.cli.progress import state_estimate
+
+            state_estimate(estimate, limit_bytes)
+
+    sweep = estimated_sweep(op, args, cluster, servers, gpus, env, nccl_version, gpus_per_thread, limit_bytes, state)
+    out.emit(sweep.to_dict(), lambda c: print(sweep_text(sweep, report_algo)))
