@@ -154,8 +154,10 @@ def estimate_perf(predictor, op: str, sizes: list[int]) -> CostEstimate:
 
     keys = list(dict.fromkeys(k for k in (predictor.fabric_key(op, s) for s in sizes) if k is not None))
     held_bytes, working_bytes, rows, entries, cells = 0.0, 0.0, 0, 0, 0
+    by_routes: dict = {}  # a run's routes do not depend on the protocol (only its capacities do): counted once
     for key in keys:
-        counts = predictor.fabric_counts(key)
+        counts = by_routes.setdefault((key[0], key[1], key[3]), None) or predictor.fabric_counts(key)
+        by_routes[(key[0], key[1], key[3])] = counts
         peak, held = run_bytes(counts)
         held_bytes += held
         working_bytes = max(working_bytes, peak - held)
