@@ -48,6 +48,9 @@ CASES = [
     ("dgx-h100-superpod", "alltoall", "adaptive", 1024),
     ("dgx-h100-superpod", "alltoall", "spray", 512),
     ("dgx-h100-superpod", "alltoall", "adaptive", 4096),  # the preset's first 3-tier size: grouped per pod
+    ("dgx-h100-superpod", "broadcast", "adaptive", 512),  # ring: identical flows inside a server merged
+    ("oci-a100-roce", "all_reduce", "ecmp", 256),  # tree, 4 QPs per connection
+    ("dual-plane-2x200g", "alltoall", "ecmp", 128),  # NICs of two ports: no leaf-pair classes
 ]
 
 

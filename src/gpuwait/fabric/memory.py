@@ -10,8 +10,9 @@ bound of tracemalloc's peak and within 3x of it).
 
 Counts per phase:
 
-* listed flows (ring, tree, NVLS, ECMP all-to-all): rows = flows between servers x QPs + flows inside a
-  server; own entries = rows x the longest own path of the probe; a splitting router (adaptive, spray)
+* every phase: the topology's links (the solve's per-link vectors);
+* listed flows (ring, tree, NVLS, ECMP all-to-all): rows = flows between servers x QPs + distinct flows
+  inside a server (identical ones merge); own entries = rows x the longest own path of the probe; a splitting router (adaptive, spray)
   adds one class per (source leaf, destination leaf) pair, each at most the probe's largest class;
 * an all-to-all grouped per (source class, destination key) (:mod:`gpuwait.fabric.alltoall`): the
   membership tables, (GPUs x destination leaves) and (GPUs x source classes) cells; rows = source classes
@@ -22,6 +23,7 @@ Counts per phase:
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,6 +58,10 @@ FLOW_BYTES = 3 * 8 + 4 * 8
 #: (float64), its row key (int64) and mask (bool), the masked copies of count, row and column (3 x 8), the
 #: COO -> CSR conversion's copies (24) and the CSR kept (12).
 CELL_BYTES = 8 + 8 + 1 + 24 + 24 + 12
+#: Bytes per link of the topology at a phase's solve: about 12 float64 vectors over the links (the capacity,
+#: its effective and protocol-scaled copies, the unfrozen weight, crossed mask, link level, frozen load, the
+#: below count, final mask and their temporaries), whatever the flows.
+LINK_BYTES = 12 * 8
 #: Bytes held per entry and per row once a phase is solved (the predictor caches every run): the routes'
 #: CSRs (12), and per row the routes' five vectors, the run's rate, multiplicity and bytes (8 x 8).
 HELD_ENTRY_BYTES = 12
@@ -73,11 +79,13 @@ class PhaseCount:
     class_entries: int  # the classes' shared link entries
     cells: int
     flows: int
+    links: int = 0
 
     @property
     def peak_bytes(self) -> float:
         return (float(ENTRY_BYTES) * self.entries + float(CLASS_ENTRY_BYTES) * self.class_entries
-                + float(ROW_BYTES) * self.rows + float(CELL_BYTES) * self.cells + float(FLOW_BYTES) * self.flows)
+                + float(ROW_BYTES) * self.rows + float(CELL_BYTES) * self.cells + float(FLOW_BYTES) * self.flows
+                + float(LINK_BYTES) * self.links)
 
     @property
     def held_bytes(self) -> float:
@@ -150,7 +158,11 @@ def _listed(topo: Topology, phase: Phase, routing: RoutingSpec, transport: str, 
     qps = routing.qps_per_connection
     p_src, p_dst, p_remote = _pair_set_sample(topo, phase)
     between = int(remote.sum()) + p_remote
-    rows = between * qps + (n_flows - between)  # flows inside a server are listed once
+    # flows inside a server with the same ends and bytes are one row (collective._merge_local_flows); the
+    # pair sets' ones are distinct pairs already
+    sizes, size_id = np.unique(phase.bytes_per_flow[~remote], return_inverse=True)
+    local_key = (src[~remote] * topo.n_nodes + dst[~remote]) * len(sizes) + size_id.ravel()
+    rows = between * qps + len(np.unique(local_key)) + (n_flows - len(src) - p_remote)
     own, largest = _probe(topo, np.r_[src, p_src], np.r_[dst, p_dst], routing, transport, flags)
     classes = _classes(topo, phase, src[remote], dst[remote], qps) if largest else 0
     return PhaseCount(rows, rows * own, classes * largest, 0, n_flows)
@@ -212,8 +224,10 @@ def phase_count(topo: Topology, phase: Phase, routing: RoutingSpec, transport: s
     """The counts of one phase as :func:`gpuwait.fabric.collective.run_phase` would run it."""
     if (phase.pair_sets and not flags.get("stage_network") and get_router(routing.kind).per_leaf_pair
             and groupable(topo, phase, routing, flags.get("nvlink_domains", True))):
-        return _grouped(topo, phase, routing, transport)
-    return _listed(topo, phase, routing, transport, flags)
+        count = _grouped(topo, phase, routing, transport)
+    else:
+        count = _listed(topo, phase, routing, transport, flags)
+    return dataclasses.replace(count, links=topo.n_links)
 
 
 def plan_counts(topo: Topology, plan: Plan, routing: RoutingSpec, transport: str, flags: dict) -> list[PhaseCount]:
