@@ -150,7 +150,7 @@ def estimate_perf(predictor, op: str, sizes: list[int]) -> CostEstimate:
     fabric run: every distinct fabric run NCCL's choices need (:meth:`CollectivePredictor.fabric_key`) is
     counted phase by phase (:mod:`gpuwait.fabric.memory`). The predictor keeps each run it solved, so the
     runs' held bytes add up, and the largest run's working set comes on top once."""
-    from gpuwait.fabric.memory import run_bytes
+    from gpuwait.fabric.memory import WALK_ALLOWANCE_BYTES, run_bytes
 
     keys = list(dict.fromkeys(k for k in (predictor.fabric_key(op, s) for s in sizes) if k is not None))
     held_bytes, working_bytes, rows, entries, cells = 0.0, 0.0, 0, 0, 0
@@ -168,5 +168,5 @@ def estimate_perf(predictor, op: str, sizes: list[int]) -> CostEstimate:
               "link entries": entries}
     if cells:
         counts["all-to-all member cells"] = cells
-    total = BASE_BYTES + _topology_bytes(topo) + held_bytes + working_bytes
+    total = BASE_BYTES + _topology_bytes(topo) + held_bytes + working_bytes + (WALK_ALLOWANCE_BYTES if keys else 0)
     return CostEstimate(counts, total, "--servers (or NCCL_ALGO, -b/-e: fewer algorithms)", joiner=", ")
