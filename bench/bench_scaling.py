@@ -10,8 +10,9 @@ does: build the DGX SuperPOD H100 preset, pick NCCL's algorithm, compile it, rou
 
 Each collective case also states the memory ``gpuwait perf`` estimates before its run
 (:func:`gpuwait.runner.cost.estimate_perf`, counted before any fabric run; it includes a fixed
-allowance for the interpreter, :data:`gpuwait.runner.cost.BASE_BYTES`) beside its peak RSS, with the ratio
-of the run's parts: the estimate less that allowance over the peak RSS less the RSS after the imports.
+allowances for the interpreter, :data:`gpuwait.runner.cost.BASE_BYTES`, and the route walk,
+:data:`gpuwait.fabric.memory.WALK_ALLOWANCE_BYTES`) beside its peak RSS, with the ratio of the run's parts:
+the estimate less both allowances over the peak RSS less the RSS after the imports.
 
 Prints a table and the fitted growth exponent of wall time vs GPUs (least squares on log-log,
 points from 1,024 GPUs up: the issue's target), and with ``--write`` rewrites docs/performance.md.
@@ -86,6 +87,7 @@ def run_case(collective: str, routing: str, gpus: int) -> dict:
     """One case in this process: the figures as a dict (the subprocess prints it as JSON)."""
     from gpuwait.collectives.communicator import Communicator
     from gpuwait.collectives.ncclenv import parse_env
+    from gpuwait.fabric.memory import WALK_ALLOWANCE_BYTES
     from gpuwait.fabric.perf import FLOW_ALGORITHMS, CollectivePredictor
     from gpuwait.runner.cost import BASE_BYTES, estimate_perf
     from gpuwait.spec import ClusterSpec
@@ -115,7 +117,7 @@ def run_case(collective: str, routing: str, gpus: int) -> dict:
     return {"collective": collective, "routing": routing, "gpus": n, "wall_s": wall_s, "case_cpu_s": case_cpu_s,
             "peak_rss_GB": peak_rss_GB, "cpu_s": _cpu_s(), "algorithm": est.algorithm, "busbw_GBps": GIB / est.time_s * factor / 1e9,
             "flows": flows, "route_rows": rows, "route_classes": classes, "estimate_GB": estimate.bytes / 1e9,
-            "base_rss_GB": base_rss_GB, "run_estimate_GB": (estimate.bytes - BASE_BYTES) / 1e9}
+            "base_rss_GB": base_rss_GB, "run_estimate_GB": (estimate.bytes - BASE_BYTES - WALK_ALLOWANCE_BYTES) / 1e9}
 
 
 def run_moe_case() -> dict:
