@@ -8,6 +8,12 @@ does: build the DGX SuperPOD H100 preset, pick NCCL's algorithm, compile it, rou
 * one training step of a DeepSeek-V3-like MoE model on 2,048 GPUs with its published parallelism
   (:data:`MOE_SCENARIO`): the step engine's expert-parallel all-to-alls, pipeline and ZeRO traffic
 
+Each collective case also states the memory ``gpuwait perf`` estimates before its run
+(:func:`gpuwait.runner.cost.estimate_perf`, counted before any fabric run; it includes a fixed
+allowances for the interpreter, :data:`gpuwait.runner.cost.BASE_BYTES`, and the route walk,
+:data:`gpuwait.fabric.memory.WALK_ALLOWANCE_BYTES`) beside its peak RSS, with the ratio of the run's parts:
+the estimate less both allowances over the peak RSS less the RSS after the imports.
+
 Prints a table and the fitted growth exponent of wall time vs GPUs (least squares on log-log,
 points from 1,024 GPUs up: the issue's target), and with ``--write`` rewrites docs/performance.md.
 The machine may be shared: the 1-minute load average is recorded with the figures, and on a loaded
@@ -81,11 +87,14 @@ def run_case(collective: str, routing: str, gpus: int) -> dict:
     """One case in this process: the figures as a dict (the subprocess prints it as JSON)."""
     from gpuwait.collectives.communicator import Communicator
     from gpuwait.collectives.ncclenv import parse_env
+    from gpuwait.fabric.memory import WALK_ALLOWANCE_BYTES
     from gpuwait.fabric.perf import FLOW_ALGORITHMS, CollectivePredictor
+    from gpuwait.runner.cost import BASE_BYTES, estimate_perf
     from gpuwait.spec import ClusterSpec
     from gpuwait.topology import build_cluster
     from gpuwait.transport import TRANSPORTS
 
+    base_rss_GB = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9  # the interpreter and imports
     t0, c0 = time.perf_counter(), time.process_time()
     topo = build_cluster(ClusterSpec(preset="dgx-h100-superpod", servers=gpus // GPUS_PER_SERVER,
                                      routing={"kind": routing}))
@@ -93,6 +102,9 @@ def run_case(collective: str, routing: str, gpus: int) -> dict:
                                            TRANSPORTS[topo.spec.transport.name])
     est = predictor.estimate(collective, GIB)
     wall_s, case_cpu_s = time.perf_counter() - t0, time.process_time() - c0
+    peak_rss_GB = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9
+    # what gpuwait perf states before the run (counted from the plan and topology: no fabric run; out of the timing)
+    estimate = estimate_perf(predictor, collective, [GIB])
     flows = rows = classes = 0
     if est.fabric_time_s is not None:
         algorithm = FLOW_ALGORITHMS.get(est.algorithm, est.algorithm)
@@ -103,9 +115,9 @@ def run_case(collective: str, routing: str, gpus: int) -> dict:
     n = predictor.comm.n_ranks
     factor = 2 * (n - 1) / n if collective == "all_reduce" else (n - 1) / n  # nccl-tests busbw factors
     return {"collective": collective, "routing": routing, "gpus": n, "wall_s": wall_s, "case_cpu_s": case_cpu_s,
-            "peak_rss_GB": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9, "cpu_s": _cpu_s(),
-            "algorithm": est.algorithm, "busbw_GBps": GIB / est.time_s * factor / 1e9,
-            "flows": flows, "route_rows": rows, "route_classes": classes}
+            "peak_rss_GB": peak_rss_GB, "cpu_s": _cpu_s(), "algorithm": est.algorithm, "busbw_GBps": GIB / est.time_s * factor / 1e9,
+            "flows": flows, "route_rows": rows, "route_classes": classes, "estimate_GB": estimate.bytes / 1e9,
+            "base_rss_GB": base_rss_GB, "run_estimate_GB": (estimate.bytes - BASE_BYTES - WALK_ALLOWANCE_BYTES) / 1e9}
 
 
 def run_moe_case() -> dict:
@@ -167,17 +179,21 @@ def _exponent_line(name: str, points: list[dict]) -> str:
 
 
 def table(results: dict[str, list[dict]]) -> list[str]:
-    lines = ["| case | GPUs | flows | route classes | wall (CPU of the case) | peak RSS | busbw / step |", "|---|---|---|---|---|---|---|"]
+    lines = ["| case | GPUs | flows | route classes | wall (CPU of the case) | peak RSS | estimate | busbw / step |",
+             "|---|---|---|---|---|---|---|---|"]
     for name, points in results.items():
         for p in points:
             if "error" in p:
-                lines.append(f"| {name} | {p['gpus']:,} | | | {p['error']} | | |")
+                lines.append(f"| {name} | {p['gpus']:,} | | | {p['error']} | | | |")
                 continue
             result = (f"step {p['step_time_s']:.2f} s, MFU {p['mfu']:.3f}" if "step_time_s" in p
                       else f"{p['busbw_GBps']:.1f} GB/s")
             cpu = f" ({p['case_cpu_s']:.1f} s CPU)" if "case_cpu_s" in p else ""
+            estimate = ""
+            if "estimate_GB" in p:  # the ratio of the run's parts: estimate less its interpreter allowance, peak less the baseline
+                estimate = f"{p['estimate_GB']:.2f} GB ({p['run_estimate_GB'] / (p['peak_rss_GB'] - p['base_rss_GB']):.1f}x)"
             lines.append(f"| {name} | {p['gpus']:,} | {p['flows']:,} | {p['route_classes']:,} | {p['wall_s']:.1f} s{cpu} "
-                         f"| {p['peak_rss_GB']:.2f} GB | {result} |")
+                         f"| {p['peak_rss_GB']:.2f} GB | {estimate} | {result} |")
     lines.append("")
     for name, points in results.items():
         lines.append(_exponent_line(name, points))

@@ -26,7 +26,7 @@ from gpuwait.errors import SpecError
 from gpuwait.report.diagnosis import diagnose_run, diagnose_telemetry
 from gpuwait.report.results import DiagnosisResult, TrafficResult, WorkloadResult
 from gpuwait.runner.inputs import load_cluster, load_scenario, with_servers
-from gpuwait.runner.perf import PerfSweep, SweepArgs, perf_sweep
+from gpuwait.runner.perf import PerfSweep, SweepArgs, estimated_sweep
 from gpuwait.runner.traffic import run_traffic
 from gpuwait.runner.workload import run_workload
 from gpuwait.spec import ClusterSpec, Scenario
@@ -98,12 +98,13 @@ def perf(op: str, cluster: str = "dgx-h100", servers: int | None = None, sizes: 
     -------
     PerfSweep
         ``.rows`` (nccl-tests rows: size, time, algbw, busbw), ``.choices`` (algorithm, protocol,
-        channels per size), ``to_dict()`` and ``to_arrow()``;
+        channels per size), ``.memory_estimate_bytes`` (estimated before any fabric run: a sweep over
+        half the machine's memory raises SpecError), ``to_dict()`` and ``to_arrow()``;
         :func:`gpuwait.report.perf.sweep_text` prints it as nccl-tests does.
     """
     lo, hi = (sizes[0], sizes[-1]) if sizes else ("32M", "32M")
     args = SweepArgs(min_bytes=lo, max_bytes=hi, step_factor=step_factor, dtype=dtype, **nccl_tests_args)
-    return perf_sweep(op, args, cluster, servers, gpus, env, nccl_version)
+    return estimated_sweep(op, args, cluster, servers, gpus, env, nccl_version)
 
 
 def diagnose(scenario: Scenario | str | Path | None = None, inject: Sequence[str | FaultSpec] = (), *,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from gpuwait.cli.common import JSON_OPTION
+from gpuwait.cli.common import JSON_OPTION, MAX_MEMORY_OPTION
 from gpuwait.collectives.nccltests import COLLECTIVES
 
 OP_ARGUMENT = typer.Argument(..., metavar="OP", help=f"Collective: {', '.join(COLLECTIVES)}.")
@@ -43,13 +43,16 @@ def perf(op: str = OP_ARGUMENT, cluster: str = CLUSTER_OPTION, servers: int | No
          dtype: str = DTYPE_OPTION, root: int = ROOT_OPTION, env: list[str] = ENV_OPTION,
          report_algo: bool = ALGO_OPTION, compare: Path | None = COMPARE_OPTION,
          nccl_version: str | None = NCCL_VERSION_OPTION, gpus_per_thread: int = THREAD_GPUS_OPTION,
-         json_out: bool = JSON_OPTION) -> None:
+         max_memory: str | None = MAX_MEMORY_OPTION, json_out: bool = JSON_OPTION) -> None:
     """Predict an nccl-tests table (`all_reduce_perf -b 8 -e 8G -f 2 -g 8`) for a cluster.
 
     Times come from NCCL's tuning model (algorithm, protocol, latency) and the flow engine on the
     real topology and routing (bandwidth). With --compare LOG the log's collective, sizes and rank
     count are predicted and set beside the measured busbw and time, as the NCCL release the log
-    prints (or --nccl-version) would choose.
+    prints (or --nccl-version) would choose. Before any fabric run the memory the sweep needs is
+    estimated (route rows and link entries of each algorithm NCCL would pick, see
+    docs/performance.md), stated on a terminal and in --json (memory_estimate_bytes), and a sweep
+    over --max-memory is refused.
 
     Example: `gpuwait perf all_reduce -b 8 -e 8G -f 2 --cluster dgx-h100`
     """
@@ -69,8 +72,17 @@ def perf(op: str = OP_ARGUMENT, cluster: str = CLUSTER_OPTION, servers: int | No
         out.emit(comparison.to_dict(), render)
         return
     from gpuwait.report.perf import sweep_text
-    from gpuwait.runner.perf import SweepArgs, perf_sweep
+    from gpuwait.runner.cost import memory_limit_bytes
+    from gpuwait.runner.perf import SweepArgs, estimated_sweep
 
     args = SweepArgs(min_bytes, max_bytes, step_factor, step_bytes, iters, warmup, check, redop, dtype, root)
-    sweep = perf_sweep(op, args, cluster, servers, gpus, env, nccl_version, gpus_per_thread=gpus_per_thread)
+    limit_bytes = memory_limit_bytes(max_memory)
+
+    def state(estimate) -> None:
+        if not json_out:
+            from gpuwait.cli.progress import state_estimate
+
+            state_estimate(estimate, limit_bytes)
+
+    sweep = estimated_sweep(op, args, cluster, servers, gpus, env, nccl_version, gpus_per_thread, limit_bytes, state)
     out.emit(sweep.to_dict(), lambda c: print(sweep_text(sweep, report_algo)))

@@ -15,7 +15,7 @@ from gpuwait.spec import Scenario
 from gpuwait.steps.result import RunResult
 
 
-def state_estimate(estimate: CostEstimate, limit_bytes: int) -> None:
+def state_estimate(estimate: CostEstimate, limit_bytes: float) -> None:
     """What the run will allocate, on a terminal's stderr (stdout stays the results; a pipe or a log keeps
     only errors, like the progress bar): one dim line."""
     from gpuwait.units import format_size

@@ -505,6 +505,31 @@ class CollectivePredictor:
             self._fabric_cache[key] = (run.bandwidth_time_s / _REF_BYTES, run)
         return self._fabric_cache[key]
 
+    def fabric_key(self, collective: str, n_bytes: int) -> tuple[str, str, str, int] | None:
+        """The (collective, algorithm, protocol, channels) :meth:`estimate` runs on the fabric for one call,
+        or None: NCCL's choice alone, for counting a sweep's memory before any run (gpuwait.fabric.memory)."""
+        if self.comm.n_ranks < 2 or n_bytes <= 0:
+            return None
+        if collective in ("alltoall", "sendrecv"):
+            per_peer = n_bytes if collective == "sendrecv" else n_bytes // self.comm.n_ranks
+            protocol = p2p_protocol(per_peer, self.env.allowed_protocols("all_gather"))
+            return collective, "p2p" if collective == "sendrecv" else "direct", protocol, 1
+        inputs = self.tuning_inputs(collective)
+        algorithm, protocol, _ = choose(inputs, n_bytes, allowed_algos=self.env.algo, allowed_protos=self.env.proto)
+        if algorithm not in FLOW_ALGORITHMS:
+            return None
+        return collective, FLOW_ALGORITHMS[algorithm], protocol, self._channels(inputs.graph(algorithm).channels_run,
+                                                                                algorithm)
+
+    def fabric_counts(self, key: tuple[str, str, str, int]) -> list:
+        """Per phase, what :meth:`fabric_run` of ``key`` allocates (:func:`gpuwait.fabric.memory.plan_counts`)."""
+        from gpuwait.fabric.memory import plan_counts
+
+        collective, algorithm, _, n_channels = key
+        flags = {"via_host": not self.p2p, "nvlink_domains": self.comm.mnnvl, "stage_network": self.host_staged_network}
+        return plan_counts(self.comm.topo, self._plan(collective, _REF_BYTES, algorithm, n_channels), self.routing,
+                           self.transport.name, flags)
+
     def fabric_time_s(self, collective: str, n_bytes: float, algorithm: str, protocol: str, n_channels: int) -> float:
         return self.fabric_run(collective, algorithm, protocol, n_channels)[0] * n_bytes
 

@@ -13,6 +13,9 @@ coefficients measured on this code (peak resident memory under ``/usr/bin/time -
   completion event (flows x flows): measured +5 MB for 3,584 flows and +195 MB for 15,360 flows
   (all-to-all on rocev2-400g-2tier, 8 and 16 servers); counted as :data:`FLOW_BYTES` per flow plus
   :data:`FLOW_PAIR_BYTES` per flow pair, which covers both;
+- ``gpuwait perf``: the collective's fabric runs, counted from the compiled plan and the topology by
+  :mod:`gpuwait.fabric.memory` (rows, link entries and an all-to-all's membership cells, each with
+  the bytes of the arrays the code holds for it), plus the topology's arrays (:func:`estimate_perf`);
 - the packet engine: packets (bytes / 4 KiB MTU) are stated; their count bounds time, not memory
   (queues hold packets in flight only), and ``packet.max_time_s`` bounds the run.
 """
@@ -56,10 +59,11 @@ class CostEstimate:
     counts: dict[str, int]
     bytes: float
     field: str
+    joiner: str = " x "  # ", " where the counts are not factors of one product (perf's)
 
     def describe(self) -> str:
         """``'128 ranks x 4 micro-batches x 1 chunk x 2 steps; about 201 MB'``."""
-        return " x ".join(f"{v:,} {k}" for k, v in self.counts.items()) + f"; about {format_size(self.bytes)}"
+        return self.joiner.join(f"{v:,} {k}" for k, v in self.counts.items()) + f"; about {format_size(self.bytes)}"
 
     def to_dict(self) -> dict:
         return {"counts": dict(self.counts), "bytes": self.bytes, "field": self.field}
@@ -132,3 +136,37 @@ def check_cost(estimate: CostEstimate, limit_bytes: float | None = None) -> Cost
                         f"expected less (change {estimate.field})",
                         hint="raise the limit with --max-memory SIZE (e.g. --max-memory 64GiB) if the machine has it")
     return estimate
+
+
+def _topology_bytes(topo) -> int:
+    """The topology's arrays, already built when a collective's estimate is made."""
+    import numpy as np
+
+    return sum(v.nbytes for v in vars(topo).values() if isinstance(v, np.ndarray))
+
+
+def estimate_perf(predictor, op: str, sizes: list[int]) -> CostEstimate:
+    """What ``gpuwait perf`` allocates to predict ``op`` at ``sizes`` (bytes) with ``predictor``, before any
+    fabric run: every distinct fabric run NCCL's choices need (:meth:`CollectivePredictor.fabric_key`) is
+    counted phase by phase (:mod:`gpuwait.fabric.memory`). The predictor keeps each run it solved, so the
+    runs' held bytes add up, and the largest run's working set comes on top once."""
+    from gpuwait.fabric.memory import WALK_ALLOWANCE_BYTES, run_bytes
+
+    keys = list(dict.fromkeys(k for k in (predictor.fabric_key(op, s) for s in sizes) if k is not None))
+    held_bytes, working_bytes, rows, entries, cells = 0.0, 0.0, 0, 0, 0
+    by_routes: dict = {}  # a run's routes do not depend on the protocol (only its capacities do): counted once
+    for key in keys:
+        counts = by_routes.setdefault((key[0], key[1], key[3]), None) or predictor.fabric_counts(key)
+        by_routes[(key[0], key[1], key[3])] = counts
+        peak, held = run_bytes(counts)
+        held_bytes += held
+        working_bytes = max(working_bytes, peak - held)
+        rows, entries = rows + sum(c.rows for c in counts), entries + sum(c.entries + c.class_entries for c in counts)
+        cells += sum(c.cells for c in counts)
+    topo = predictor.comm.topo
+    counts = {"GPUs": predictor.comm.n_ranks, "links": topo.n_links, "fabric runs": len(keys), "route rows": rows,
+              "link entries": entries}
+    if cells:
+        counts["all-to-all member cells"] = cells
+    total = BASE_BYTES + _topology_bytes(topo) + held_bytes + working_bytes + (WALK_ALLOWANCE_BYTES if keys else 0)
+    return CostEstimate(counts, total, "--servers (or NCCL_ALGO, -b/-e: fewer algorithms)", joiner=", ")

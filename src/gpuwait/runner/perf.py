@@ -8,8 +8,8 @@ A :class:`~gpuwait.fabric.perf.CollectivePredictor` times each size with NCCL's 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -29,6 +29,7 @@ from gpuwait.collectives.nccltests import (
 from gpuwait.collectives.physical import PhysicalParams, physical_defaults
 from gpuwait.errors import SpecError
 from gpuwait.fabric.perf import CollectiveEstimate, CollectivePredictor
+from gpuwait.runner.cost import CostEstimate, check_cost, estimate_perf
 from gpuwait.runner.inputs import load_cluster
 from gpuwait.topology import build_topology
 from gpuwait.transport import resolve_transport
@@ -95,12 +96,16 @@ class PerfSweep:
     params: PhysicalParams | None = None  # the cluster's physical parameters the estimates used
     unfitted_params: PhysicalParams | None = None  # the physical defaults (what a fit starts from)
     settings: list[Setting] = field(default_factory=list)  # QPs, algorithm... and where each came from
+    memory_estimate_bytes: float | None = None  # what the sweep was estimated to allocate (estimated_sweep)
 
     def to_dict(self) -> dict:
-        return {"collective": self.collective.name, "n_ranks": self.n_ranks, "cluster": self.cluster,
-                "settings": {s.name: str(s) for s in self.settings},
-                "rows": [r.__dict__ for r in self.rows], "choices": self.choices,
-                "rounded_sizes": [{"requested": a, "run": b} for a, b in self.rounded]}
+        out = {"collective": self.collective.name, "n_ranks": self.n_ranks, "cluster": self.cluster,
+               "settings": {s.name: str(s) for s in self.settings},
+               "rows": [r.__dict__ for r in self.rows], "choices": self.choices,
+               "rounded_sizes": [{"requested": a, "run": b} for a, b in self.rounded]}
+        if self.memory_estimate_bytes is not None:
+            out["memory_estimate_bytes"] = self.memory_estimate_bytes
+        return out
 
     def to_arrow(self):
         """The rows as a ``pyarrow.Table``, one column per nccl-tests field."""
@@ -124,6 +129,29 @@ class SweepArgs:
     redop: str = "sum"
     dtype: str = "float"
     root: int = 0
+
+
+def sweep_sizes(op: str, args: SweepArgs, n_ranks: int) -> list[int]:
+    """The sizes in bytes :func:`perf_sweep` predicts (after nccl-tests' rounding to whole elements per rank)."""
+    coll = get_collective(op)
+    lo, hi = parse_size_arg(args.min_bytes), parse_size_arg(args.max_bytes)
+    step = args.step_factor if args.step_factor > 1 else None
+    return [size_and_count(coll.name, s, args.dtype, n_ranks).size_bytes
+            for s in size_sweep(lo, hi, step, parse_size_arg(args.step_bytes))] if lo <= hi else []
+
+
+def estimated_sweep(op: str, args: SweepArgs, cluster: str = "dgx-h100", servers: int | None = None,
+                    gpus: int | None = None, env: Mapping[str, str] | Iterable[str] = (),
+                    nccl_version: str | None = None, gpus_per_thread: int = 1, limit_bytes: float | None = None,
+                    state: Callable[[CostEstimate], None] | None = None) -> PerfSweep:
+    """:func:`perf_sweep`, its memory estimated first (:func:`gpuwait.runner.cost.estimate_perf`, before any
+    fabric run) and refused over ``limit_bytes`` (default half the machine's memory); ``state(estimate)``
+    is called before the run, and the sweep carries the estimate (``memory_estimate_bytes``)."""
+    predictor = make_predictor(cluster, servers, gpus, env, nccl_version, gpus_per_thread)
+    estimate = check_cost(estimate_perf(predictor, op, sweep_sizes(op, args, predictor.comm.n_ranks)), limit_bytes)
+    if state is not None:
+        state(estimate)
+    return replace(perf_sweep(op, args, predictor=predictor), memory_estimate_bytes=estimate.bytes)
 
 
 def perf_sweep(op: str, args: SweepArgs, cluster: str = "dgx-h100", servers: int | None = None,
