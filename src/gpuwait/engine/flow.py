@@ -12,15 +12,17 @@ Where the time goes, and what keeps it down (no Python loop ever runs over flows
   solve. Each water-filling iteration is a few gathers and scatters over its nonzeros, and
   one iteration freezes every independent bottleneck at once, so a solve takes a handful of
   iterations rather than one per distinct rate level.
-- Between events most rates do not move. After an event the engine re-solves only the
-  flows that share a link with the change, holding the others as background load, then
-  checks the max-min conditions around every rate that moved; it widens the group, or
-  falls back to a full solve, when the check fails. ``FlowEngine(reallocation="levels")``
-  instead re-solves only what the event can move: progressive filling reaches rates in
+- Between events most rates do not move. After an event the engine (``reallocation="levels"``,
+  the default) re-solves only what the event can move: progressive filling reaches rates in
   increasing order, so flows below the lowest level the event changes keep their rates, and
   above it only flows connected to the event through saturated links can move
-  (``_Run._reallocate_levels``). Both give the same allocation; ``counters["resolved_flows"]``
-  counts the flows re-solved (``reallocation="full"`` re-solves all at every event).
+  (``_Run._reallocate_levels``). That search and the group's filling run compiled
+  (``engine/maxmin_incremental.py``, numba), one call per event. ``reallocation="local"``
+  instead re-solves the flows that share a link with the change, holding the others as
+  background load, checks the max-min conditions around every rate that moved, and widens
+  the group or falls back to a full solve when the check fails. All give the same allocation;
+  ``counters["resolved_flows"]`` counts the flows re-solved (``reallocation="full"`` re-solves
+  all at every event).
 - A splitting router's middle hops are shared by every flow between two leaves
   (:class:`SharedWeights`, ``FlowSet.shared``): solved and logged once per class, never
   joined into each flow's row. Such a run re-solves every event in full.
@@ -993,12 +995,11 @@ class FlowEngine:
         Capacities (and latencies) of the links that ``FlowSet.link_weights`` columns index.
     time_rtol : float, optional
         Relative tolerance for merging event times. Default ``1e-12``.
-    reallocation : {"local", "levels", "full"}, optional
-        How rates are updated at an event. ``"local"`` (default) re-solves a neighbourhood and
-        checks the max-min conditions around it, falling back to a full solve; ``"levels"``
-        re-solves only the flows at or above the lowest level the event can move, connected to
-        it (see :meth:`_Run._reallocate_levels`; it re-solves far fewer flows than a full solve
-        but pays more per event in small operations, so it is not yet the default);
+    reallocation : {"levels", "local", "full"}, optional
+        How rates are updated at an event. ``"levels"`` (default) re-solves only the flows at or
+        above the lowest level the event can move, connected to it (see
+        :meth:`_Run._reallocate_levels`; compiled, one call per event); ``"local"`` re-solves a
+        neighbourhood and checks the max-min conditions around it, falling back to a full solve;
         ``"full"`` solves every active flow at every event. All three give the same allocation to rounding; they
         differ in cost only (``counters["resolved_flows"]`` counts the flows re-solved).
 
@@ -1015,7 +1016,7 @@ class FlowEngine:
     ([2.0, 4.0], [2.5, 4.5], [0.0, 2.0, 4.0])
     """
 
-    def __init__(self, links: LinkTable, *, time_rtol: float = 1e-12, reallocation: str = "local") -> None:
+    def __init__(self, links: LinkTable, *, time_rtol: float = 1e-12, reallocation: str = "levels") -> None:
         if not isinstance(links, LinkTable):
             raise SimulationError(f"links: got {type(links).__name__}; expected a LinkTable")
         if not (0.0 <= time_rtol < 1e-3):
@@ -1057,16 +1058,17 @@ class FlowEngine:
 class _Run:
     """The mutable state of one run; lives only inside :meth:`FlowEngine.run`.
 
-    Rates are kept up to date incrementally. The default ``"local"`` scheme re-solves the flows near an event (their neighbours' rates held
+    Rates are kept up to date incrementally (the default ``"levels"``: :meth:`_reallocate_levels`).
+    The ``"local"`` scheme re-solves the flows near an event (their neighbours' rates held
     fixed as background load), then checks the max-min conditions on every flow that shares a
     link with a rate that moved. A flow failing the check joins the re-solved group with its
     neighbours, and when the group grows past :data:`_LOCAL_MAX_SHARE` of the active flows a
     full solve takes over. The accepted allocation always passes the check, and the check
     characterises the (unique) weighted max-min allocation, so the shortcut changes cost, never
-    results beyond ``_CHECK_RTOL``. ``"levels"`` is :meth:`_reallocate_levels`. Runs with classes (``FlowSet.shared``) re-solve in full.
+    results beyond ``_CHECK_RTOL``. Runs with classes (``FlowSet.shared``) re-solve in full.
     """
 
-    def __init__(self, flows: FlowSet, links: LinkTable, time_rtol: float, reallocation: str = "local") -> None:
+    def __init__(self, flows: FlowSet, links: LinkTable, time_rtol: float, reallocation: str = "levels") -> None:
         self.time_rtol = time_rtol
         self.reallocation = reallocation
         self.n_flows = flows.n_flows

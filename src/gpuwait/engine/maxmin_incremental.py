@@ -153,44 +153,50 @@ def _push_links(flow, f_ptr, f_link, visited, queue, n_queued):
 
 
 @njit(cache=True)
-def _link_levels(t_ptr, t_link, t_w, unfrozen, residual, frozen_load, weight, level):
-    """Each link's unfrozen weight and its level: the rate at which its unfrozen flows fill it."""
-    weight[:] = 0.0
-    for g in range(unfrozen.shape[0]):
-        if unfrozen[g]:
-            for t in range(t_ptr[g], t_ptr[g + 1]):
-                weight[t_link[t]] += t_w[t]
-    for link in range(weight.shape[0]):
-        level[link] = (residual[link] - frozen_load[link]) / weight[link] if weight[link] > 0 else np.inf
+def _link_levels(t_ptr, t_link, t_w, live, n_live, residual, frozen_load, weight, level, below):
+    """The unfrozen weight and level (the rate at which its unfrozen flows fill it) of every link
+    an unfrozen flow crosses; clears ``below`` on them. Touches those links only."""
+    for i in range(n_live):
+        g = live[i]
+        for t in range(t_ptr[g], t_ptr[g + 1]):
+            weight[t_link[t]] = 0.0
+            below[t_link[t]] = False
+    for i in range(n_live):
+        g = live[i]
+        for t in range(t_ptr[g], t_ptr[g + 1]):
+            weight[t_link[t]] += t_w[t]
+    for i in range(n_live):
+        g = live[i]
+        for t in range(t_ptr[g], t_ptr[g + 1]):
+            link = t_link[t]
+            level[link] = (residual[link] - frozen_load[link]) / weight[link] if weight[link] > 0 else np.inf
 
 
 @njit(cache=True)
-def _flow_levels(t_ptr, t_link, cap, unfrozen, level, level_rtol, flow_level, capped, below):
+def _flow_levels(t_ptr, t_link, cap, live, n_live, level, level_rtol, flow_level, capped, below):
     """Each unfrozen flow's level (its lowest link's or its cap), whether its cap freezes it, and
     the links on which some unfrozen flow stops below the link's level."""
-    below[:] = False
-    for g in range(unfrozen.shape[0]):
-        if unfrozen[g]:
-            lowest = np.inf
-            for t in range(t_ptr[g], t_ptr[g + 1]):
-                lowest = min(lowest, level[t_link[t]])
-            capped[g] = cap[g] <= lowest * (1.0 + level_rtol)
-            flow_level[g] = min(lowest, cap[g])
-            top = flow_level[g] * (1.0 + level_rtol)
-            for t in range(t_ptr[g], t_ptr[g + 1]):
-                if level[t_link[t]] > top:
-                    below[t_link[t]] = True
+    for i in range(n_live):
+        g = live[i]
+        lowest = np.inf
+        for t in range(t_ptr[g], t_ptr[g + 1]):
+            lowest = min(lowest, level[t_link[t]])
+        capped[g] = cap[g] <= lowest * (1.0 + level_rtol)
+        flow_level[g] = min(lowest, cap[g])
+        top = flow_level[g] * (1.0 + level_rtol)
+        for t in range(t_ptr[g], t_ptr[g + 1]):
+            if level[t_link[t]] > top:
+                below[t_link[t]] = True
 
 
 @njit(cache=True)
-def _freeze(t_ptr, t_link, t_w, unfrozen, capped, weight, below, flow_level, rate, bottleneck, frozen_load):
+def _freeze(t_ptr, t_link, t_w, live, n_live, capped, weight, below, flow_level, rate, bottleneck, frozen_load):
     """Freeze every flow at its cap or on a final link (one no unfrozen flow stops below): at its
-    own level, bottleneck the lowest final link; returns how many froze."""
+    own level, bottleneck the lowest final link. Keeps the others at the front of ``live`` (in
+    order) and returns their count."""
     n_links = weight.shape[0]
-    n_frozen = 0
-    for g in range(unfrozen.shape[0]):
-        if not unfrozen[g]:
-            continue
+    for i in range(n_live):
+        g = live[i]
         lowest_final = _CAP_LIMITED if capped[g] else n_links
         if not capped[g]:
             for t in range(t_ptr[g], t_ptr[g + 1]):
@@ -200,38 +206,42 @@ def _freeze(t_ptr, t_link, t_w, unfrozen, capped, weight, below, flow_level, rat
         capped[g] = lowest_final < n_links  # now: frozen in this iteration
         bottleneck[g] = lowest_final if capped[g] else bottleneck[g]
     # Loads added only after every flow is decided: this iteration's levels saw none of them.
-    for g in range(unfrozen.shape[0]):
-        if unfrozen[g] and capped[g]:
-            unfrozen[g] = False
-            n_frozen += 1
-            rate[g] = flow_level[g]
-            for t in range(t_ptr[g], t_ptr[g + 1]):
-                frozen_load[t_link[t]] += t_w[t] * flow_level[g]
-    return n_frozen
+    kept = 0
+    for i in range(n_live):
+        g = live[i]
+        if not capped[g]:
+            live[kept] = g
+            kept += 1
+            continue
+        rate[g] = flow_level[g]
+        for t in range(t_ptr[g], t_ptr[g + 1]):
+            frozen_load[t_link[t]] += t_w[t] * flow_level[g]
+    return kept
 
 
 @njit(cache=True)
 def _fill(t_ptr, t_link, t_w, residual, cap, level_rtol):
     """Weighted max-min rates of the group in ``residual`` capacity: the water-filling of
     ``engine/flow.py``'s ``_progressive_fill`` (every bottleneck no lower one can affect frozen
-    per iteration), flow ``g``'s links ``t_link[t_ptr[g]:t_ptr[g+1]]`` in local ids.
+    per iteration), flow ``g``'s links ``t_link[t_ptr[g]:t_ptr[g+1]]`` in local ids. Each
+    iteration walks the unfrozen flows' links only, as the numpy filling drops frozen triplets.
     Returns the rates and bottlenecks (local link id, or -1 for the cap)."""
     n_flows, n_links = cap.shape[0], residual.shape[0]
     rate = np.zeros(n_flows)
     bottleneck = np.full(n_flows, _NOT_TRANSMITTING, dtype=np.int64)
-    unfrozen = np.ones(n_flows, dtype=np.bool_)
+    live = np.arange(n_flows)
     capped = np.zeros(n_flows, dtype=np.bool_)
     frozen_load = np.zeros(n_links)
-    weight = np.empty(n_links)
+    weight = np.zeros(n_links)
     level = np.empty(n_links)
-    below = np.empty(n_links, dtype=np.bool_)
+    below = np.zeros(n_links, dtype=np.bool_)
     flow_level = np.empty(n_flows)
-    n_unfrozen = n_flows
-    while n_unfrozen > 0:
-        _link_levels(t_ptr, t_link, t_w, unfrozen, residual, frozen_load, weight, level)
-        _flow_levels(t_ptr, t_link, cap, unfrozen, level, level_rtol, flow_level, capped, below)
-        n_unfrozen -= _freeze(t_ptr, t_link, t_w, unfrozen, capped, weight, below, flow_level, rate, bottleneck,
-                              frozen_load)
+    n_live = n_flows
+    while n_live > 0:
+        _link_levels(t_ptr, t_link, t_w, live, n_live, residual, frozen_load, weight, level, below)
+        _flow_levels(t_ptr, t_link, cap, live, n_live, level, level_rtol, flow_level, capped, below)
+        n_live = _freeze(t_ptr, t_link, t_w, live, n_live, capped, weight, below, flow_level, rate, bottleneck,
+                         frozen_load)
     return rate, bottleneck
 
 
