@@ -5,8 +5,11 @@
 * ``--case staggered``: many concurrent ECMP flows with many distinct rates on a 2-tier RoCEv2
   fabric (``--perms`` random GPU permutations, each flow released at a random time in the first
   ``--spread-ms`` and sized 16-256 MiB), with full max-min re-solves at every event against the
-  level-based incremental update (``FlowEngine(reallocation=...)``): wall, events and the mean
-  number of flows re-solved per event (``counters["resolved_flows"] / counters["rate_updates"]``).
+  two incremental updates (``FlowEngine(reallocation=...)``: "local", "levels"): wall, events and
+  the mean number of flows re-solved per event (``counters["resolved_flows"] / counters["rate_updates"]``).
+
+``--reallocation`` sets the engine's reallocation in the classes case (the joined rows use it; the
+classes re-solve in full at every event whatever it is); the engine's default without it.
 
 Prints figures; not a timed test. Run with::
 
@@ -91,8 +94,10 @@ def run_mode(args: argparse.Namespace) -> dict:
                           shared=SharedWeights(routes.row_class, np.ones(routes.n_rows), routes.class_weights))
     else:
         flowset = FlowSet(size_bytes=routes.per_qp(sizes), link_weights=routes.link_weights)
-    result = FlowEngine(LinkTable(capacity, topo.link_latency_s)).run(flowset)
-    return {"mode": args.mode, "servers": args.servers, "gpus": topo.n_gpus, "routing": args.routing,
+    engine = FlowEngine(LinkTable(capacity, topo.link_latency_s), **(
+        {"reallocation": args.reallocation} if args.reallocation else {}))
+    result = engine.run(flowset)
+    return {"mode": args.mode, "reallocation": engine.reallocation, "servers": args.servers, "gpus": topo.n_gpus, "routing": args.routing,
             "sizes": args.sizes, "rows": routes.n_rows, "engine_wall_s": round(time.perf_counter() - wall0, 2),
             "engine_cpu_s": round(time.process_time() - cpu0, 2),
             "peak_rss_GiB": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
@@ -110,6 +115,8 @@ def main() -> None:
     parser.add_argument("--spread-ms", type=float, default=20.0, help="staggered: releases spread over this")
     parser.add_argument("--mode", choices=["joined", "classes", "full", "levels", "local"],
                         help="run one mode in this process")
+    parser.add_argument("--reallocation", choices=["full", "levels", "local"],
+                        help="classes case: the engine's reallocation (default: the engine's)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.mode:
@@ -118,15 +125,17 @@ def main() -> None:
     if args.case == "staggered":
         staggered(args)
         return
-    rows = _children(["--servers", str(args.servers), "--routing", args.routing, "--sizes", args.sizes],
+    options = ["--servers", str(args.servers), "--routing", args.routing, "--sizes", args.sizes]
+    rows = _children(options + (["--reallocation", args.reallocation] if args.reallocation else []),
                      ("joined", "classes"))
     if args.json:
         print(json.dumps(rows, indent=2))
         return
     for r in rows:
-        print(f"{r['mode']:>8}: {r['gpus']} GPUs {r['routing']} {r['sizes']}: engine wall {r['engine_wall_s']} s, "
+        print(f"{r['mode']:>8} ({r['reallocation']}): {r['gpus']} GPUs {r['routing']} {r['sizes']}: engine wall {r['engine_wall_s']} s, "
               f"CPU {r['engine_cpu_s']} s, peak RSS {r['peak_rss_GiB']} GiB, load {r['load_1min']}, "
-              f"makespan {r['makespan_s']:.6e} s, {r['counters']['full_solves']} full solves")
+              f"makespan {r['makespan_s']:.6e} s, {r['counters']['full_solves']} full solves, re-solved "
+              f"{r['counters']['resolved_flows'] / max(r['counters']['rate_updates'], 1):.1f} flows/event")
 
 
 def _children(options: list[str], modes: tuple[str, ...]) -> list[dict]:
@@ -137,7 +146,7 @@ def _children(options: list[str], modes: tuple[str, ...]) -> list[dict]:
 
 def staggered(args: argparse.Namespace) -> None:
     rows = _children(["--case", "staggered", "--servers", str(args.servers), "--perms", str(args.perms),
-                      "--spread-ms", str(args.spread_ms)], ("full", "levels"))
+                      "--spread-ms", str(args.spread_ms)], ("full", "local", "levels"))
     if args.json:
         print(json.dumps(rows, indent=2))
         return

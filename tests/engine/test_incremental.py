@@ -15,7 +15,19 @@ import scipy.sparse as sp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpuwait.engine.flow import FlowEngine, FlowSet, LinkTable, _Run, max_min_rates
+from gpuwait.engine import maxmin_incremental
+from gpuwait.engine.flow import (
+    _LEVEL_RTOL,
+    CAP_LIMITED,
+    NOT_TRANSMITTING,
+    FlowEngine,
+    FlowSet,
+    LinkTable,
+    _progressive_fill,
+    _Run,
+    max_min_rates,
+)
+from gpuwait.engine.maxmin_incremental import _fill
 from gpuwait.errors import SimulationError
 
 REL = 1e-9
@@ -151,3 +163,37 @@ def test_level_updates_re_solve_a_small_share_of_the_active_flows_and_match_full
 def test_unknown_reallocation_is_refused_naming_the_choices():
     with pytest.raises(SimulationError, match="reallocation = 'fast': expected one of levels, local, full"):
         FlowEngine(LinkTable(np.ones(1), np.zeros(1)), reallocation="fast")
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problems(max_flows=24, max_links=8))
+def test_compiled_level_updates_equal_full_re_solves_event_by_event(problem):
+    # The same event sequence replayed with reallocation="levels" (compiled, engine/maxmin_incremental.py)
+    # and "full" (numpy progressive filling of every active flow): rates to 1e-9 after every event,
+    # bottlenecks equal but where two saturated links tie.
+    links, flows, events = problem
+    for levels, full in zip(replay(links, flows, events, "levels"), replay(links, flows, events, "full"), strict=True):
+        np.testing.assert_array_equal(levels.active, full.active)
+        np.testing.assert_allclose(levels.rate_Bps, full.rate_Bps, rtol=REL, atol=0)
+        assert np.all((levels.bottleneck == full.bottleneck) | ((levels.bottleneck >= 0) & (full.bottleneck >= 0)))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problems(max_flows=20, max_links=8), st.lists(st.sampled_from([0.0, 0.3, 0.9]), min_size=8, max_size=8))
+def test_compiled_filling_equals_the_numpy_filling(problem, used_share):
+    # The group solve's water-filling against engine/flow.py's _progressive_fill on the same residual
+    # problem: equal rates (1e-12) and the same bottleneck link (both take the lowest link id of a tie).
+    links, flows, _ = problem
+    weights = flows.link_weights
+    residual_Bps = links.capacity_Bps * (1.0 - np.array(used_share[:links.n_links]))
+    rate_Bps, bottleneck = _fill(weights.indptr.astype(np.int64), weights.indices.astype(np.int64),
+                                 weights.data.astype(np.float64), residual_Bps, flows.rate_cap_Bps, _LEVEL_RTOL)
+    flow_of = np.repeat(np.arange(flows.n_flows), np.diff(weights.indptr))
+    expected = _progressive_fill(flow_of, weights.indices.astype(np.intp), weights.data, residual_Bps,
+                                 flows.rate_cap_Bps, np.ones(flows.n_flows, dtype=bool))
+    np.testing.assert_allclose(rate_Bps, expected.rate_Bps, rtol=1e-12, atol=0)
+    np.testing.assert_array_equal(bottleneck, expected.bottleneck_link)
+
+
+def test_compiled_codes_are_the_engines():
+    assert (maxmin_incremental._CAP_LIMITED, maxmin_incremental._NOT_TRANSMITTING) == (CAP_LIMITED, NOT_TRANSMITTING)

@@ -12,15 +12,17 @@ Where the time goes, and what keeps it down (no Python loop ever runs over flows
   solve. Each water-filling iteration is a few gathers and scatters over its nonzeros, and
   one iteration freezes every independent bottleneck at once, so a solve takes a handful of
   iterations rather than one per distinct rate level.
-- Between events most rates do not move. After an event the engine re-solves only the
-  flows that share a link with the change, holding the others as background load, then
-  checks the max-min conditions around every rate that moved; it widens the group, or
-  falls back to a full solve, when the check fails. ``FlowEngine(reallocation="levels")``
-  instead re-solves only what the event can move: progressive filling reaches rates in
+- Between events most rates do not move. After an event the engine (``reallocation="levels"``,
+  the default) re-solves only what the event can move: progressive filling reaches rates in
   increasing order, so flows below the lowest level the event changes keep their rates, and
   above it only flows connected to the event through saturated links can move
-  (``_Run._reallocate_levels``). Both give the same allocation; ``counters["resolved_flows"]``
-  counts the flows re-solved (``reallocation="full"`` re-solves all at every event).
+  (``_Run._reallocate_levels``). That search and the group's filling run compiled
+  (``engine/maxmin_incremental.py``, numba), one call per event. ``reallocation="local"``
+  instead re-solves the flows that share a link with the change, holding the others as
+  background load, checks the max-min conditions around every rate that moved, and widens
+  the group or falls back to a full solve when the check fails. All give the same allocation;
+  ``counters["resolved_flows"]`` counts the flows re-solved (``reallocation="full"`` re-solves
+  all at every event).
 - A splitting router's middle hops are shared by every flow between two leaves
   (:class:`SharedWeights`, ``FlowSet.shared``): solved and logged once per class, never
   joined into each flow's row. Such a run re-solves every event in full.
@@ -41,6 +43,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
+from gpuwait.engine.maxmin_incremental import Scratch, reallocate_levels
 from gpuwait.errors import SimulationError
 
 __all__ = [
@@ -992,12 +995,11 @@ class FlowEngine:
         Capacities (and latencies) of the links that ``FlowSet.link_weights`` columns index.
     time_rtol : float, optional
         Relative tolerance for merging event times. Default ``1e-12``.
-    reallocation : {"local", "levels", "full"}, optional
-        How rates are updated at an event. ``"local"`` (default) re-solves a neighbourhood and
-        checks the max-min conditions around it, falling back to a full solve; ``"levels"``
-        re-solves only the flows at or above the lowest level the event can move, connected to
-        it (see :meth:`_Run._reallocate_levels`; it re-solves far fewer flows than a full solve
-        but pays more per event in small operations, so it is not yet the default);
+    reallocation : {"levels", "local", "full"}, optional
+        How rates are updated at an event. ``"levels"`` (default) re-solves only the flows at or
+        above the lowest level the event can move, connected to it (see
+        :meth:`_Run._reallocate_levels`; compiled, one call per event); ``"local"`` re-solves a
+        neighbourhood and checks the max-min conditions around it, falling back to a full solve;
         ``"full"`` solves every active flow at every event. All three give the same allocation to rounding; they
         differ in cost only (``counters["resolved_flows"]`` counts the flows re-solved).
 
@@ -1014,7 +1016,7 @@ class FlowEngine:
     ([2.0, 4.0], [2.5, 4.5], [0.0, 2.0, 4.0])
     """
 
-    def __init__(self, links: LinkTable, *, time_rtol: float = 1e-12, reallocation: str = "local") -> None:
+    def __init__(self, links: LinkTable, *, time_rtol: float = 1e-12, reallocation: str = "levels") -> None:
         if not isinstance(links, LinkTable):
             raise SimulationError(f"links: got {type(links).__name__}; expected a LinkTable")
         if not (0.0 <= time_rtol < 1e-3):
@@ -1056,16 +1058,17 @@ class FlowEngine:
 class _Run:
     """The mutable state of one run; lives only inside :meth:`FlowEngine.run`.
 
-    Rates are kept up to date incrementally. The default ``"local"`` scheme re-solves the flows near an event (their neighbours' rates held
+    Rates are kept up to date incrementally (the default ``"levels"``: :meth:`_reallocate_levels`).
+    The ``"local"`` scheme re-solves the flows near an event (their neighbours' rates held
     fixed as background load), then checks the max-min conditions on every flow that shares a
     link with a rate that moved. A flow failing the check joins the re-solved group with its
     neighbours, and when the group grows past :data:`_LOCAL_MAX_SHARE` of the active flows a
     full solve takes over. The accepted allocation always passes the check, and the check
     characterises the (unique) weighted max-min allocation, so the shortcut changes cost, never
-    results beyond ``_CHECK_RTOL``. ``"levels"`` is :meth:`_reallocate_levels`. Runs with classes (``FlowSet.shared``) re-solve in full.
+    results beyond ``_CHECK_RTOL``. Runs with classes (``FlowSet.shared``) re-solve in full.
     """
 
-    def __init__(self, flows: FlowSet, links: LinkTable, time_rtol: float, reallocation: str = "local") -> None:
+    def __init__(self, flows: FlowSet, links: LinkTable, time_rtol: float, reallocation: str = "levels") -> None:
         self.time_rtol = time_rtol
         self.reallocation = reallocation
         self.n_flows = flows.n_flows
@@ -1101,7 +1104,13 @@ class _Run:
             self.class_log: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self.solver = MaxMinSolver(self.weights, self.capacity_Bps, self.shared)
         self.in_group = np.zeros(self.n_flows, dtype=bool)  # scratch mask, always left all False
-        self.visited_link = np.zeros(self.used_links.shape[0], dtype=bool)  # the same, per link
+        # The level search's CSR arrays (flow -> links, link -> flows) and marks, in the types its
+        # compiled code is built for.
+        self.flow_links = (self.weights.indptr.astype(np.int64), self.weights.indices.astype(np.int64),
+                           self.weights.data.astype(np.float64))
+        self.link_flows = (self.weights_t.indptr.astype(np.int64), self.weights_t.indices.astype(np.int64),
+                           self.weights_t.data.astype(np.float64))
+        self.scratch = Scratch(self.n_flows, self.used_links.shape[0])
 
         # dependents_of: row g lists the flows waiting for g.
         self.dependents_of = flows.depends_on.T.tocsr()
@@ -1220,6 +1229,9 @@ class _Run:
         if departed.size == 0 and arrived.size == 0:
             return departed
         self.counters["rate_updates"] += 1
+        if self.reallocation == "levels" and self.shared is None:
+            # Compiled; reads the rates from before the event, so no copy of every flow's rate.
+            return self._reallocate_levels(departed, arrived)
         old_rate_Bps = self.rate_Bps.copy()
         old_bottleneck = self.bottleneck.copy()
         self.rate_Bps[departed] = 0.0
@@ -1230,8 +1242,6 @@ class _Run:
 
         if self.shared is not None or self.reallocation == "full":
             return self._full_solve(old_rate_Bps, old_bottleneck)
-        if self.reallocation == "levels":
-            return self._reallocate_levels(departed, arrived, old_rate_Bps, old_bottleneck)
         group = np.union1d(arrived, self._active_flows_on(self._links_of(np.concatenate([departed, arrived]))))
         if group.size == 0:  # the departed flows shared no link with a flow still sending
             self.counters["local_updates"] += 1
@@ -1240,6 +1250,8 @@ class _Run:
             if group.size > _LOCAL_MAX_SHARE * n_active:
                 break
             self.counters["local_rounds"] += 1
+            self.counters["resolved_flows"] += int(group.size)
+            self.counters["max_resolved_flows"] = max(self.counters["max_resolved_flows"], int(group.size))
             # Checking every neighbour of the group covers every flow on a link where a rate
             # moved: the departed flows' active neighbours are in the group from the start.
             self.rate_Bps[group], checked = self._solve_group(group)
@@ -1262,136 +1274,17 @@ class _Run:
 
     # -- level-based reallocation -------------------------------------------------------------
 
-    def _departure_links(self, departed: np.ndarray, old_rate_Bps: np.ndarray) -> tuple[np.ndarray, float]:
-        """The departed flows' links that were saturated, and the lowest old level among them.
-
-        A link that was not saturated froze nobody; less load on it changes no trajectory, and
-        more capacity on a link that binds no one leaves a max-min allocation as it was. A
-        saturated link's level is the largest old rate on it: the filling changes there from
-        that level on (a departed flow's own bottleneck: from its rate).
-        """
-        links = self._links_of(departed)
-        if links.size == 0:
-            return links, np.inf
-        positions_t, lengths_t = _row_positions(self.weights_t.indptr, links)
-        on_link = self.weights_t.indices[positions_t]
-        offsets = np.cumsum(lengths_t) - lengths_t
-        rate_Bps = old_rate_Bps[on_link]  # 0 for flows idle before the event
-        load_Bps = np.add.reduceat(self.weights_t.data[positions_t] * rate_Bps, offsets)
-        saturated = load_Bps >= self.capacity_Bps[links] * (1.0 - _CHECK_RTOL)
-        level_Bps = np.maximum.reduceat(rate_Bps, offsets)
-        return links[saturated], float(level_Bps[saturated].min(initial=np.inf))
-
-    def _arrival_level_Bps(self, arrived: np.ndarray) -> float:
-        """The rate up to which adding ``arrived`` changes no filling trajectory.
-
-        Progressive filling raises every unfrozen flow together; at fill level ``t`` a link
-        carries ``sum_f w_f min(t, r_f)`` of the flows already there (their old rates ``r_f``)
-        plus ``t`` x the arrivals' weight. Nothing differs from the old filling until one of
-        the arrivals' links saturates. That load is concave and piecewise linear in ``t``, each
-        piece's line lies on or above it, so the first saturation is the largest of the lines'
-        roots (one line per flow on the link, taken in rate order). Arrivals' caps are left out:
-        a lower level only re-solves more flows.
-        """
-        links = self._links_of(arrived)
-        if links.size == 0:
-            return np.inf
-        positions_t, lengths_t = _row_positions(self.weights_t.indptr, links)
-        on_link = self.weights_t.indices[positions_t]
-        weight = self.weights_t.data[positions_t]
-        local = np.repeat(np.arange(links.size), lengths_t)
-        self.in_group[arrived] = True
-        arriving = self.in_group[on_link]
-        self.in_group[arrived] = False
-        arrival_weight = np.bincount(local[arriving], weights=weight[arriving], minlength=links.size)
-        old = self.active[on_link] & ~arriving
-        rate_Bps, weight, local = self.rate_Bps[on_link[old]], weight[old], local[old]
-        order = np.lexsort((rate_Bps, local))
-        rate_Bps, weight, local = rate_Bps[order], weight[order], local[order]
-        load_Bps = weight * rate_Bps  # each old flow's final load
-        link_load_Bps = np.bincount(local, weights=load_Bps, minlength=links.size)
-        link_weight = np.bincount(local, weights=weight, minlength=links.size)
-        # within each link: load of the flows below this one, weight of this one and those above
-        below_Bps = np.cumsum(load_Bps) - load_Bps - (np.cumsum(link_load_Bps) - link_load_Bps)[local]
-        from_here = link_weight[local] - (np.cumsum(weight) - weight - (np.cumsum(link_weight) - link_weight)[local])
-        capacity_Bps = self.capacity_Bps[links]
-        root_Bps = (capacity_Bps - link_load_Bps) / arrival_weight  # above every old flow's rate
-        if local.size:
-            np.maximum.at(root_Bps, local, (capacity_Bps[local] - below_Bps) / (from_here + arrival_weight[local]))
-        return float(root_Bps.min())
-
-    def _grow(self, frontier: np.ndarray, force: bool, threshold_Bps: float, old_rate_Bps: np.ndarray,
-              parts: list[np.ndarray], seen: list[np.ndarray]) -> None:
-        """Add to ``parts`` every active flow at or above ``threshold_Bps`` reached from ``frontier``.
-
-        A link passes the search on only if it was saturated before the event (or ``force`` holds,
-        for the event's own links): an unsaturated link froze nobody, so the flows on it move only
-        if the re-solved rates saturate it, which :meth:`_reallocate_levels` checks afterwards.
-        Marks ``in_group`` and ``visited_link``; ``seen`` collects the visited links to clear them.
-        """
-        visited = self.visited_link
-        while frontier.size:
-            visited[frontier] = True
-            seen.append(frontier)
-            positions_t, lengths_t = _row_positions(self.weights_t.indptr, frontier)
-            on_link = self.weights_t.indices[positions_t]
-            if not force:
-                offsets = np.cumsum(lengths_t) - lengths_t
-                load_Bps = np.add.reduceat(self.weights_t.data[positions_t] * old_rate_Bps[on_link], offsets)
-                saturated = load_Bps >= self.capacity_Bps[frontier] * (1.0 - _CHECK_RTOL)
-                on_link = on_link[np.repeat(saturated, lengths_t)]
-            force = False
-            links = self._admit(np.unique(on_link), threshold_Bps, parts)
-            if links is None:
-                return
-            frontier = links[~visited[links]]
-
-    def _admit(self, flows: np.ndarray, threshold_Bps: float, parts: list[np.ndarray]) -> np.ndarray | None:
-        """Mark the active ``flows`` outside the group at or above ``threshold_Bps`` as in it (appended to
-        ``parts``) and return their links; ``None`` when there are none."""
-        new = flows[self.active[flows] & ~self.in_group[flows] & (self.rate_Bps[flows] >= threshold_Bps)]
-        if new.size == 0:
-            return None
-        self.in_group[new] = True
-        parts.append(new)
-        return self._links_of(new)
-
-    def _solve_residual(self, group: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Max-min rates and bottlenecks of ``group`` (marked in ``in_group``) in the capacity the
-        other active flows leave, and the group's links that the new rates saturate."""
-        positions, lengths = _row_positions(self.weights.indptr, group)
-        links, local_link = np.unique(self.weights.indices[positions], return_inverse=True)
-        local_link = local_link.ravel().astype(np.intp)
-        residual_Bps = self.capacity_Bps[links].copy()
-        if links.size:
-            positions_t, lengths_t = _row_positions(self.weights_t.indptr, links)
-            on_link = self.weights_t.indices[positions_t]
-            outside = self.active[on_link] & ~self.in_group[on_link]
-            load_Bps = np.where(outside, self.weights_t.data[positions_t] * self.rate_Bps[on_link], 0.0)
-            residual_Bps -= np.add.reduceat(load_Bps, np.cumsum(lengths_t) - lengths_t)
-            np.maximum(residual_Bps, 0.0, out=residual_Bps)  # a saturated link can read a hair below zero
-        flow_of = np.repeat(np.arange(group.size, dtype=np.intp), lengths)
-        weight = self.weights.data[positions]
-        solution = _progressive_fill(flow_of, local_link, weight, residual_Bps, self.rate_cap_Bps[group],
-                                     np.ones(group.size, dtype=bool))
-        bottleneck = solution.bottleneck_link
-        on_link_bottleneck = bottleneck >= 0
-        bottleneck[on_link_bottleneck] = links[bottleneck[on_link_bottleneck]]
-        group_load_Bps = np.bincount(local_link, weights=weight * solution.rate_Bps[flow_of], minlength=links.size)
-        saturated = group_load_Bps >= residual_Bps - self.capacity_Bps[links] * _CHECK_RTOL
-        return solution.rate_Bps, bottleneck, links[saturated]
-
-    def _reallocate_levels(self, departed: np.ndarray, arrived: np.ndarray, old_rate_Bps: np.ndarray,
-                           old_bottleneck: np.ndarray) -> np.ndarray:
+    def _reallocate_levels(self, departed: np.ndarray, arrived: np.ndarray) -> np.ndarray:
         """Re-solve only what the event can move; returns the flows whose rate or bottleneck changed.
 
         Progressive filling reaches every rate in increasing order. Below the level ``lam`` at
         which the event first changes the filling — the level of a saturated link a departed flow
-        crossed (:meth:`_departure_links`; its own bottleneck's is its rate), or the level at which
-        an arrival's link first saturates (:meth:`_arrival_level_Bps`) — every trajectory is the
+        crossed (its own bottleneck's is its rate), or the level at which an arrival's link first
+        saturates (the largest root of its concave load's linear pieces) — every trajectory is the
         old one, so every flow whose old rate is below ``lam`` keeps it. What is left is the
         max-min problem of the flows at or above ``lam`` in the capacity the others leave, and
-        only flows connected to the event through saturated links can move in it (:meth:`_grow`).
+        only flows connected to the event through saturated links can move in it (a breadth-first
+        search from the event's links over links saturated before it).
         Those are solved in the capacity the rest leave. The result is the max-min allocation if
         every flow still meets the max-min condition (it crosses a saturated link on which no
         flow is faster, or runs at its cap): inside the group the solve makes it so; a flow
@@ -1400,39 +1293,24 @@ class _Run:
         before can break it, for a faster flow outside on it: such flows join and the group is
         solved again.
         """
-        freed_links, departure_level_Bps = self._departure_links(departed, old_rate_Bps)
-        level_Bps = min(departure_level_Bps, self._arrival_level_Bps(arrived))
-        threshold_Bps = level_Bps * (1.0 - _LEVEL_MARGIN)
-        start_links = np.union1d(freed_links, self._links_of(arrived))
-        self.in_group[arrived] = True
-        parts: list[np.ndarray] = [arrived]
-        seen: list[np.ndarray] = []
-        self._grow(start_links, True, threshold_Bps, old_rate_Bps, parts, seen)
-        group = np.sort(np.concatenate(parts))
+        scratch = self.scratch
+        group, rate_Bps, bottleneck, solved = reallocate_levels(
+            departed, arrived, *self.flow_links, *self.link_flows, self.rate_Bps, self.active, self.capacity_Bps,
+            self.rate_cap_Bps, scratch.in_group, scratch.visited, scratch.link_local, scratch.group, scratch.queue,
+            _LEVEL_MARGIN, _LEVEL_RTOL, _CHECK_RTOL)
         self.counters["level_updates"] += 1
-        solved = 0
-        while group.size:
-            rate_Bps, bottleneck, saturated = self._solve_residual(group)
-            solved += int(group.size)
-            positions_t, _ = _row_positions(self.weights_t.indptr, saturated)
-            links = self._admit(np.unique(self.weights_t.indices[positions_t]), threshold_Bps, parts)
-            if links is None:
-                break
-            self._grow(links[~self.visited_link[links]], False, threshold_Bps, old_rate_Bps, parts, seen)
-            group = np.sort(np.concatenate(parts))
-        self.in_group[group] = False
-        if seen:
-            self.visited_link[np.concatenate(seen)] = False
         self.counters["resolved_flows"] += solved
         self.counters["max_resolved_flows"] = max(self.counters["max_resolved_flows"], int(group.size))
+        # A departed flow was sending (rate > 0): its rate and bottleneck always change.
+        self.rate_Bps[departed] = 0.0
+        self.bottleneck[departed] = NOT_TRANSMITTING
         if group.size == 0:
             return departed
+        moved = self.rate_Bps[group] != rate_Bps
+        changed = moved | (self.bottleneck[group] != bottleneck)
+        self.counters["changed_flows"] += int(np.count_nonzero(moved))
         self.rate_Bps[group], self.bottleneck[group] = rate_Bps, bottleneck
-        candidates = np.concatenate([departed, group])
-        changed = (self.rate_Bps[candidates] != old_rate_Bps[candidates]) | (
-            self.bottleneck[candidates] != old_bottleneck[candidates])
-        self.counters["changed_flows"] += int(np.count_nonzero(self.rate_Bps[group] != old_rate_Bps[group]))
-        return candidates[changed]
+        return np.concatenate([departed, group[changed]])
 
     def _full_solve(self, old_rate_Bps: np.ndarray, old_bottleneck: np.ndarray) -> np.ndarray:
         """Solve every active flow afresh; returns the flows whose rate or bottleneck changed."""
