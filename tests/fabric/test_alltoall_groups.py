@@ -99,12 +99,12 @@ def test_groups_are_few_on_a_superpod(monkeypatch):
     topo = _topo("superpod", 8)
     phase = compile_collective(Communicator.world(topo), "alltoall", GIB, "direct").phases[0]
     groups = group_pairs(topo, phase, RoutingSpec(kind="adaptive"), "infiniband")
-    assert groups is not None and groups.into_leaf is not None
+    assert groups is not None and groups.last_members is not None
     assert len(groups.multiplicity) == 16 and sorted(set(groups.multiplicity.tolist())) == [56.0, 392.0]
     assert groups.multiplicity.sum() == 64 * 56  # every flow between servers once
     monkeypatch.setattr(alltoall, "_split_at_pod", lambda *args: None)  # the fallback: per destination leaf
     groups = group_pairs(topo, phase, RoutingSpec(kind="adaptive"), "infiniband")
-    assert groups is not None and groups.into_leaf is None
+    assert groups is not None and groups.last_members is None
     assert len(groups.multiplicity) == 64 and set(groups.multiplicity.tolist()) == {56.0}
 
 

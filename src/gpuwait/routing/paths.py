@@ -32,6 +32,17 @@ _MAX_HOPS = 32
 _CANDIDATE_BLOCK = 1 << 22  # candidate next hops weighed per numpy pass
 
 
+def _part_weights(row_class: np.ndarray | sp.csr_matrix, class_weights: sp.csr_matrix, shape: tuple[int, int]
+                  ) -> sp.csr_matrix:
+    """(R, L) a shared part's weights copied into its rows (``row_class``: a class per row, or an (R, C)
+    matrix of each row's scale in its classes)."""
+    if sp.issparse(row_class):
+        return sp.csr_matrix(row_class @ class_weights)
+    has = np.flatnonzero(row_class >= 0)
+    shared = class_weights[row_class[has]].tocoo()
+    return sp.csr_matrix((shared.data, (has[shared.row], shared.col)), shape=shape)
+
+
 @dataclass(frozen=True)
 class Routes:
     """Routes of a set of flows, one row per QP (sub-flow).
@@ -54,8 +65,10 @@ class Routes:
     class_weights: sp.csr_matrix | None = None  # (C, L) the shared middle part of each class
     # more shared parts, (row_class, class_weights) each: a row may be in one class of each (the stages'
     # last stage per leaf-pair class, gpuwait.routing.stages; an all-to-all group's averaged source and
-    # destination sides, gpuwait.fabric.alltoall). A consumer of one shared part joins them: sides_joined()
-    side_classes: tuple[tuple[np.ndarray, sp.csr_matrix], ...] = ()
+    # destination sides, gpuwait.fabric.alltoall). A part's row_class may instead be an (R, C) sparse
+    # matrix of each row's scale in every class it crosses (an all-to-all group's last hops: one class
+    # per switch above the destination pod). A consumer of one shared part joins them: sides_joined()
+    side_classes: tuple[tuple[np.ndarray | sp.csr_matrix, sp.csr_matrix], ...] = ()
 
     @cached_property
     def link_weights(self) -> sp.csr_matrix:
@@ -67,9 +80,7 @@ class Routes:
             return self.own_weights
         matrix = self.own_weights
         for row_class, class_weights in parts:
-            has = np.flatnonzero(row_class >= 0)
-            shared = class_weights[row_class[has]].tocoo()
-            matrix = matrix + sp.csr_matrix((shared.data, (has[shared.row], shared.col)), shape=self.own_weights.shape)
+            matrix = matrix + _part_weights(row_class, class_weights, self.own_weights.shape)
         matrix = matrix.tocsr()
         matrix.sort_indices()
         return matrix
@@ -82,8 +93,11 @@ class Routes:
         if self.class_weights is not None and self.row_class is not None:
             parts.insert(0, (self.row_class, self.class_weights))
         for row_class, class_weights in parts:
-            has = row_class >= 0
-            per_class = np.bincount(row_class[has], weights=per_row[has], minlength=class_weights.shape[0])
+            if sp.issparse(row_class):
+                per_class = np.asarray(row_class.T @ per_row).ravel()
+            else:
+                has = row_class >= 0
+                per_class = np.bincount(row_class[has], weights=per_row[has], minlength=class_weights.shape[0])
             load = load + class_weights.T @ per_class
         return np.asarray(load).ravel()
 
@@ -94,9 +108,7 @@ class Routes:
             return self
         matrix = self.own_weights
         for row_class, class_weights in self.side_classes:
-            has = np.flatnonzero(row_class >= 0)
-            side = class_weights[row_class[has]].tocoo()
-            matrix = matrix + sp.csr_matrix((side.data, (has[side.row], side.col)), shape=matrix.shape)
+            matrix = matrix + _part_weights(row_class, class_weights, matrix.shape)
         matrix = matrix.tocsr()
         matrix.sort_indices()
         return replace(self, own_weights=matrix, side_classes=())
