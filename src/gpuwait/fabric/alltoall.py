@@ -292,9 +292,14 @@ def _grouped(topo: Topology, routing: RoutingSpec, transport: str, prep: _Prepar
     gpus = prep.gpus
     rep = _representatives(members_src, members_dst, prep.server)
     routes = route_flows(topo, routing, gpus[rep[:, 0]], gpus[rep[:, 1]], transport=transport,
-                         multiplicity=multiplicity, demand_Bps=prep.demand_Bps[rep[:, 0]]).sides_joined()
+                         multiplicity=multiplicity, demand_Bps=prep.demand_Bps[rep[:, 0]])
+    routes = routes.sides_joined(keep_class_sides=True)
     if routes.class_weights is None or routes.row_class is None or (routes.row_class < 0).any():
         return None
+    leaves = np.zeros(topo.n_nodes, bool)
+    leaves[prep.leaf] = True
+    if any(leaves[topo.link_dst[w.indices]].any() for _, w in routes.side_classes):
+        routes = routes.sides_joined()  # a walk that reached its leaf in the stage kept apart: one part
     middle = topo.fabric_links
     # a staged route (routing.stages) keeps the last stage of M, down to the destination leaf, as a side
     # part per leaf-pair class: joined into the row's own links (every member crosses it, as the class's part)
@@ -310,8 +315,8 @@ def _grouped(topo: Topology, routing: RoutingSpec, transport: str, prep: _Prepar
     side_key = leaf_side[prep.dst_leaf]
     side_classes, uneven = _side_classes(routes, keep // n_keys, group_side, prep.src_class, side_key,
                                          members_src, members_dst, prep.sides)
-    if last is not None:
-        side_classes = (*side_classes, last)
+    # the route's middle parts kept apart (routing.stages' way up per source leaf) first: Routes.class_sides
+    side_classes = (*routes.side_classes, *side_classes, *(() if last is None else (last,)))
     if uneven[0].any() or uneven[1].any():
         own = own + _average_sides(routes, sp.diags(uneven[0].astype(float)) @ members_src,
                                    sp.diags(uneven[1].astype(float)) @ members_dst, multiplicity, prep.sides)
@@ -320,7 +325,8 @@ def _grouped(topo: Topology, routing: RoutingSpec, transport: str, prep: _Prepar
     own.sort_indices()
     grouped = Routes(flow_index=routes.flow_index, qp_index=routes.qp_index, own_weights=own,
                      path_latency_s=routes.path_latency_s, udp_sport=routes.udp_sport,
-                     row_class=routes.row_class, class_weights=class_weights, side_classes=side_classes)
+                     row_class=routes.row_class, class_weights=class_weights, side_classes=side_classes,
+                     class_sides=routes.class_sides)
     return PairGroups(grouped, multiplicity, prep.size[rep[:, 0]], members_src, members_dst, *prep.sides,
                       middle_links=middle, last_members=None if last is None else last[0],
                       last_classes=None if last is None else last[1], leaf_of_gpu=prep.leaf if by_pod else None,
@@ -557,10 +563,17 @@ def verify(routes: Routes, rate_Bps: np.ndarray, row_multiplicity: np.ndarray, c
     level = np.where(saturated, fastest, np.inf)
     ok = np.zeros(len(rate_Bps), bool) if rate_cap_Bps is None else rate_Bps >= rate_cap_Bps * (1 - _RELATIVE_TOL)
     if shared is not None and routes.row_class is not None:
-        class_level = np.full(routes.class_weights.shape[0], np.inf)  # type: ignore[union-attr]
-        np.minimum.at(class_level, shared.row, level[shared.col])
-        has = routes.row_class >= 0
-        ok[has] |= rate_Bps[has] >= class_level[routes.row_class[has]] * (1 - _RELATIVE_TOL)
+        # a row's M: its class's part and the side parts that follow its class (routing.stages' way up)
+        middle_level = np.full(routes.n_rows, np.inf)
+        for i, (row_class, weights) in enumerate(((routes.row_class, routes.class_weights), *routes.side_classes)):
+            if i and i - 1 not in routes.class_sides:
+                continue
+            coo = weights.tocoo()  # type: ignore[union-attr]
+            class_level = np.full(coo.shape[0], np.inf)
+            np.minimum.at(class_level, coo.row, level[coo.col])
+            has = row_class >= 0
+            middle_level[has] = np.minimum(middle_level[has], class_level[row_class[has]])
+        ok |= rate_Bps >= middle_level * (1 - _RELATIVE_TOL)
     n_listed = routes.n_rows - groups.routes.n_rows
     if groups.last_members is None:
         # a group row's own middle links (its route's last stage) are M too: every member crosses them

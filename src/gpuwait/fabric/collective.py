@@ -180,7 +180,8 @@ def _join(listed: Routes, grouped: Routes, n_listed_flows: int) -> Routes:
                   class_weights=grouped.class_weights,
                   side_classes=tuple((sp.vstack([sp.csr_matrix((listed.n_rows, row_class.shape[1])), row_class]).tocsr()
                                       if sp.issparse(row_class) else np.r_[np.full(listed.n_rows, -1, np.int64), row_class],
-                                      weights) for row_class, weights in grouped.side_classes))
+                                      weights) for row_class, weights in grouped.side_classes),
+                  class_sides=grouped.class_sides)
 
 
 def _solve(routes: Routes, size: np.ndarray, multiplicity: np.ndarray, remote: np.ndarray, transport: TransportProfile,

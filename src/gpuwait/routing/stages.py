@@ -23,9 +23,11 @@ caller back to the per-leaf-pair walk. Fractions are summed in another order tha
 merges: equal to rounding.
 
 Results are stored as the walk's :class:`~gpuwait.routing.paths.Routes` parts: each row's class is
-its (shared-stage group, destination class) pair, whose middle part (stages 1 and 2, 2,000 links)
-is kept once per such pair; stage 3 (one link per spine) is a side part (``Routes.side_classes``) per
-leaf-pair class.
+its (shared-stage group, destination class) pair, whose middle part is stage 2 (the way down from
+the cores, 1,024 links on a 16,384-GPU SuperPOD); stage 1 (the way up, 1,050 links) is a side part
+per shared-stage group that follows the row's class (``Routes.class_sides``: a consumer of one
+shared part gets it joined into the class's part), and stage 3 (one link per spine) a side part
+(``Routes.side_classes``) per leaf-pair class.
 """
 
 from __future__ import annotations
@@ -280,8 +282,8 @@ def route_leaf_pairs_staged(topo: Topology, spec: RoutingSpec, router: Router, s
         p2 = stage2.ids(x, kk, int(kk.max(initial=0)) + 1, x, d_ep[rep[up_class_rep[u_i]]], lambda i, err: err)
         f1 = sp.csr_matrix((f, (u_i, p2)), shape=(n_up, len(stage2.start)))
         t2, b2 = stage2.matrices()
-        if last_round:  # the classes' middle parts, one stage-1 part copied per destination class
-            up_weights = (m1[plan.group_of_up] + f1 @ t2).tocsr()
+        if last_round:  # the classes' middle parts past stage 1 (stage 1 is kept once per group)
+            up_weights = (f1 @ t2).tocsr()
         beta = (f1 @ b2).tocsr()
         # stage 3: each class's leaf from the switches cabled to its destination class
         c_i, b, bf = _expand(beta, plan.up_of_class)
@@ -313,5 +315,11 @@ def route_leaf_pairs_staged(topo: Topology, spec: RoutingSpec, router: Router, s
     # stage 3 (the switches' links down to the destination leaf, 32 per class on a 16,384-GPU SuperPOD)
     # is the same for every row of a leaf-pair class: a side part per class, not copied into each row
     class_down.sort_indices()
-    return own, shared, plan.up_of_class[classes.of_row], ((classes.of_row, class_down),)
+    # stage 1 (the source leaf's way up, ~1,050 links to the cores of a 16,384-GPU SuperPOD) is the same
+    # for every destination class its group serves: a side part per group that follows the row's class
+    # (Routes.class_sides), not copied into each (group, destination class) middle part (9 M entries)
+    m1.sum_duplicates()
+    m1.sort_indices()
+    return own, shared, plan.up_of_class[classes.of_row], ((classes.of_row, class_down, False),
+                                                            (plan.group_of_class[classes.of_row], m1, True))
 
