@@ -136,7 +136,10 @@ def _sides(topo: Topology, routing: RoutingSpec, transport: str, gpus: np.ndarra
     partner[order] = order[(np.arange(len(gpus)) + shift) % len(gpus)]
     if (server[partner] == server).any():
         return None
-    routes = route_flows(topo, routing, gpus, gpus[partner], transport=transport)
+    # a GPU's side (its PCIe path to its one NIC, the NIC's one uplink) is the same under every splitting
+    # router: the probes are sprayed (one walk, where the adaptive router takes several rounds)
+    probe = routing.model_copy(update={"kind": "spray"}) if get_router(routing.kind).per_leaf_pair else routing
+    routes = route_flows(topo, probe, gpus, gpus[partner], transport=transport)
     own = routes.own_weights.tocoo()
     side = ~topo.fabric_links[own.col]  # switch-to-switch links a staged route keeps with its own are M's
     own = sp.coo_matrix((own.data[side], (own.row[side], own.col[side])), shape=own.shape)
