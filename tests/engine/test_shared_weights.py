@@ -120,3 +120,12 @@ def test_bad_members_shape_names_the_field():
     with pytest.raises(SimulationError, match="members"):
         max_min_rates(sp.csr_matrix((2, 3)), np.ones(3),
                       shared=SharedWeights.of_members(sp.csr_matrix((2, 4)), sp.csr_matrix((1, 3))))
+
+
+def test_the_event_engine_refuses_several_classes_per_flow():
+    """The event engine logs and re-solves one class per flow: a part with several is refused by name,
+    not silently read as its (empty) row_class."""
+    from gpuwait.engine.flow import FlowSet
+    members = SharedWeights.of_members(sp.csr_matrix(np.ones((2, 1))), sp.csr_matrix(np.ones((1, 3))))
+    with pytest.raises(SimulationError, match="shared.members"):
+        FlowSet(size_bytes=np.ones(2), link_weights=sp.csr_matrix((2, 3)), shared=members)

@@ -296,6 +296,9 @@ def _checked_shared(shared: object, n_flows: int, n_links: int) -> SharedWeights
     """A canonical, read-only copy of ``shared`` for ``n_flows`` flows over ``n_links`` links."""
     if not isinstance(shared, SharedWeights):
         raise SimulationError(f"shared: got {type(shared).__name__}; expected a SharedWeights")
+    if shared.members is not None:  # the event loop logs and re-solves one class per flow
+        raise SimulationError("shared.members: the event engine takes one class per flow (row_class); "
+                              "join a part with several classes per flow into the flows' own weights")
     class_weights = _csr("shared.class_weights", shared.class_weights, (None, n_links), dtype=np.float64)
     if not np.all(np.isfinite(class_weights.data) & (class_weights.data > 0)):
         raise SimulationError("shared.class_weights: expected every stored weight finite and > 0")
