@@ -547,12 +547,12 @@ def verify(routes: Routes, rate_Bps: np.ndarray, row_multiplicity: np.ndarray, c
     np.maximum.at(fastest, own.col, rate_Bps[own.row])
     for row_class, class_weights in routes.side_classes:  # the groups' averaged sides and last hops
         side_fastest = np.zeros(class_weights.shape[0])
-        if sp.issparse(row_class):
-            member = row_class.tocoo()
-            np.maximum.at(side_fastest, member.col, rate_Bps[member.row])
-        else:
+        if isinstance(row_class, np.ndarray):
             side_has = row_class >= 0
             np.maximum.at(side_fastest, row_class[side_has], rate_Bps[side_has])
+        else:  # several classes per row (the last hops)
+            member = row_class.tocoo()
+            np.maximum.at(side_fastest, member.col, rate_Bps[member.row])
         coo = class_weights.tocoo()
         np.maximum.at(fastest, coo.col, side_fastest[coo.row])
     shared = None
@@ -571,7 +571,7 @@ def verify(routes: Routes, rate_Bps: np.ndarray, row_multiplicity: np.ndarray, c
         for i, (row_class, weights) in enumerate(((routes.row_class, routes.class_weights), *routes.side_classes)):
             if i and i - 1 not in routes.class_sides:
                 continue
-            coo = weights.tocoo()  # type: ignore[union-attr]
+            coo = weights.tocoo()
             class_level = np.full(coo.shape[0], np.inf)
             np.minimum.at(class_level, coo.row, level[coo.col])
             has = row_class >= 0
