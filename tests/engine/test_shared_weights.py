@@ -90,3 +90,42 @@ def test_several_shared_parts_equal_the_expanded_solve(seed):
     ref_rate_Bps, ref_bottleneck = max_min_rates(expanded, capacity_Bps, cap_Bps)
     np.testing.assert_allclose(rate_Bps, ref_rate_Bps, rtol=1e-9)
     assert (bottleneck == ref_bottleneck).all()
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_flow_in_several_classes_of_one_part_equals_the_expanded_solve(seed):
+    """A part whose flows cross several of its classes, each with its own scale (an all-to-all
+    group's last hops: one class per switch above the pod, scaled by the fraction reaching it),
+    beside a part of one class per flow."""
+    own, first, capacity_Bps, cap_Bps = _random_case(seed)
+    rng = np.random.default_rng(seed + 2000)
+    n_flows, n_links = own.shape
+    classes = sp.random(int(rng.integers(1, 6)), n_links, density=0.3, random_state=seed + 11, format="csr")
+    classes.data = rng.choice([1.0, 0.25, 0.5], size=classes.nnz)
+    members = sp.random(n_flows, classes.shape[0], density=0.5, random_state=seed + 13, format="csr")
+    members.data = rng.choice([1.0, 0.5, 0.125, 3.0], size=members.nnz)
+    part = SharedWeights.of_members(members, classes)
+    expanded = (_expanded(own, first) + members @ classes).tocsr()
+    cap_Bps = np.where(np.diff(expanded.indptr) > 0, cap_Bps, 5.0)
+    rate_Bps, bottleneck = max_min_rates(own, capacity_Bps, cap_Bps, shared=[first, part])
+    ref_rate_Bps, ref_bottleneck = max_min_rates(expanded, capacity_Bps, cap_Bps)
+    np.testing.assert_allclose(rate_Bps, ref_rate_Bps, rtol=1e-9)
+    assert (bottleneck == ref_bottleneck).all()
+    alone, _ = max_min_rates(own, capacity_Bps, np.where(np.diff((own + members @ classes).tocsr().indptr) > 0,
+                                                           cap_Bps, 5.0), shared=part)
+    assert np.isfinite(alone).all()
+
+
+def test_bad_members_shape_names_the_field():
+    with pytest.raises(SimulationError, match="members"):
+        max_min_rates(sp.csr_matrix((2, 3)), np.ones(3),
+                      shared=SharedWeights.of_members(sp.csr_matrix((2, 4)), sp.csr_matrix((1, 3))))
+
+
+def test_the_event_engine_refuses_several_classes_per_flow():
+    """The event engine logs and re-solves one class per flow: a part with several is refused by name,
+    not silently read as its (empty) row_class."""
+    from gpuwait.engine.flow import FlowSet
+    members = SharedWeights.of_members(sp.csr_matrix(np.ones((2, 1))), sp.csr_matrix(np.ones((1, 3))))
+    with pytest.raises(SimulationError, match="shared.members"):
+        FlowSet(size_bytes=np.ones(2), link_weights=sp.csr_matrix((2, 3)), shared=members)

@@ -14,6 +14,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -99,12 +100,12 @@ def test_groups_are_few_on_a_superpod(monkeypatch):
     topo = _topo("superpod", 8)
     phase = compile_collective(Communicator.world(topo), "alltoall", GIB, "direct").phases[0]
     groups = group_pairs(topo, phase, RoutingSpec(kind="adaptive"), "infiniband")
-    assert groups is not None and groups.into_leaf is not None
+    assert groups is not None and groups.last_members is not None
     assert len(groups.multiplicity) == 16 and sorted(set(groups.multiplicity.tolist())) == [56.0, 392.0]
     assert groups.multiplicity.sum() == 64 * 56  # every flow between servers once
     monkeypatch.setattr(alltoall, "_split_at_pod", lambda *args: None)  # the fallback: per destination leaf
     groups = group_pairs(topo, phase, RoutingSpec(kind="adaptive"), "infiniband")
-    assert groups is not None and groups.into_leaf is None
+    assert groups is not None and groups.last_members is None
     assert len(groups.multiplicity) == 64 and set(groups.multiplicity.tolist()) == {56.0}
 
 
@@ -210,3 +211,26 @@ def test_ecmp_alltoall_too_large_to_list_is_refused_with_its_memory(monkeypatch)
     with pytest.raises(SimulationError, match=r"4,032 flows listed one by one need about .*expected at most 1MB"):
         _both(topo, "ecmp")
     _both(topo, "adaptive")  # grouped per leaf pair: never listed
+
+
+@pytest.mark.parametrize("kind", ["spray", "adaptive"])
+def test_shared_last_hops_and_way_up_on_three_tiers(kind, monkeypatch):
+    """On a 3-tier fabric routed by stages, a group row's last hops are memberships of (switch, shares)
+    classes scaled by the fraction f(s) reaching the switch, and the source leaf's way up to the cores
+    is one side part per source group kept apart from the (group, pod) part (Routes.class_sides): both
+    fewer entries than the rows' copies, and the solve still equals the listed one."""
+    import gpuwait.routing.paths as paths
+    monkeypatch.setattr(paths, "_STAGES_MIN_CLASSES", 0)
+    topo = _topo("clos-3tier", 32)
+    grouped, listed = _both(topo, kind)
+    _assert_equal(grouped, listed)
+    routes = grouped.phases[0].routes
+    assert routes.class_sides  # the way up kept apart, part of each row's M
+    up_of, up = routes.side_classes[routes.class_sides[0]]
+    assert up.shape[0] < routes.class_weights.shape[0]
+    has = up_of >= 0
+    assert up.nnz < up[up_of[has]].nnz / 2  # stored once per group, not per group row (measured 2,560 vs 7,168)
+    last = [(rc, cw) for rc, cw in routes.side_classes if sp.issparse(rc)]
+    assert len(last) == 1  # the last hops: rows x (switch, shares) classes
+    members, classes = last[0]
+    assert members.nnz + classes.nnz < (members @ classes).nnz / 2  # measured 1,024 + 2,048 vs 7,936 (adaptive)

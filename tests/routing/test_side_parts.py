@@ -32,11 +32,17 @@ def test_staged_side_parts_equal_the_walk(kind: str) -> None:
     topo = _topo("clos-3tier-degraded")
     src, dst = _flows(topo, "permutation")
     staged, walked = _route(topo, kind, src, dst, True), _route(topo, kind, src, dst, False)
-    assert len(staged.side_classes) == 1 and not walked.side_classes
+    # the last stage per leaf-pair class, and the way up per source group (it follows the row's class)
+    assert len(staged.side_classes) == 2 and staged.class_sides == (1,) and not walked.side_classes
     side_of, side_weights = staged.side_classes[0]
     assert side_weights.shape[0] < staged.n_rows  # one per leaf-pair class, not per row
+    up_of, up_weights = staged.side_classes[1]
+    assert up_weights.shape[0] < staged.class_weights.shape[0]  # one per source group, not per (group, pod)
     joined = staged.sides_joined()
-    assert not joined.side_classes
+    assert not joined.side_classes and not joined.class_sides
+    kept = staged.sides_joined(keep_class_sides=True)
+    assert len(kept.side_classes) == 1 and kept.class_sides == (0,)
+    np.testing.assert_array_equal(kept.link_weights.toarray(), staged.link_weights.toarray())
     np.testing.assert_allclose(staged.link_weights.toarray(), walked.link_weights.toarray(), rtol=1e-12, atol=1e-15)
     np.testing.assert_array_equal(joined.link_weights.toarray(), staged.link_weights.toarray())
     np.testing.assert_allclose(staged.path_latency_s, walked.path_latency_s, rtol=1e-12)

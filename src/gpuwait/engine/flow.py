@@ -299,6 +299,9 @@ def _checked_shared(shared: object, n_flows: int, n_links: int) -> SharedWeights
     """A canonical, read-only copy of ``shared`` for ``n_flows`` flows over ``n_links`` links."""
     if not isinstance(shared, SharedWeights):
         raise SimulationError(f"shared: got {type(shared).__name__}; expected a SharedWeights")
+    if shared.members is not None:  # the event loop logs and re-solves one class per flow
+        raise SimulationError("shared.members: the event engine takes one class per flow (row_class); "
+                              "join a part with several classes per flow into the flows' own weights")
     class_weights = _csr("shared.class_weights", shared.class_weights, (None, n_links), dtype=np.float64)
     if not np.all(np.isfinite(class_weights.data) & (class_weights.data > 0)):
         raise SimulationError("shared.class_weights: expected every stored weight finite and > 0")
@@ -426,6 +429,27 @@ class SharedWeights:
     row_class: np.ndarray
     row_scale: np.ndarray
     class_weights: sp.csr_matrix
+    # (flows, classes) each flow's scale in every class of this part it crosses, for a part where a flow
+    # crosses several classes (an all-to-all group's last hops: one class per switch above the pod,
+    # scaled by the fraction that reaches it); row_class and row_scale are then unused
+    members: sp.csr_matrix | None = None
+
+    @classmethod
+    def of_members(cls, members: sp.spmatrix, class_weights: sp.csr_matrix) -> SharedWeights:
+        """A part whose flows may cross several of its classes: ``members[f, c]`` is flow f's scale in class c."""
+        members = sp.csr_matrix(members)
+        n = members.shape[0]
+        return cls(np.full(n, -1, np.int64), np.ones(n), class_weights, members)
+
+    def memberships(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(flow, class, scale) of every membership, sorted by flow."""
+        if self.members is None:
+            member = np.flatnonzero(self.row_class >= 0)
+            return member, self.row_class[member].astype(np.intp), np.asarray(self.row_scale, float)[member]
+        members = self.members.tocsr()
+        members.sort_indices()
+        return (np.repeat(np.arange(members.shape[0], dtype=np.intp), np.diff(members.indptr)),
+                members.indices.astype(np.intp), members.data.astype(float))
 
     def triplets(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         weights = _csr("class_weights", self.class_weights, (None, None), dtype=np.float64)
@@ -453,17 +477,17 @@ def _memberships(parts: tuple[SharedWeights, ...]) -> tuple[tuple[np.ndarray, np
     rows, classes, scales, c_of, c_link, c_w = [], [], [], [], [], []
     offset = 0
     for part in parts:
-        member = np.flatnonzero(part.row_class >= 0)
+        member, of_class, scale = part.memberships()
         rows.append(member)
-        classes.append(part.row_class[member].astype(np.intp) + offset)
-        scales.append(np.asarray(part.row_scale, float)[member])
+        classes.append(of_class + offset)
+        scales.append(scale)
         of, link, w = part.triplets()
         c_of.append(of + offset)
         c_link.append(link)
         c_w.append(w)
         offset += int(part.class_weights.shape[0])
     m_row, m_class, m_scale = np.concatenate(rows), np.concatenate(classes), np.concatenate(scales)
-    if len(parts) > 1:  # one part: already in row order
+    if len(parts) > 1 or parts[0].members is not None:  # one part of one class per row: already in row order
         order = np.argsort(m_row, kind="stable")
         m_row, m_class, m_scale = m_row[order], m_class[order], m_scale[order]
     return (m_row, m_class, m_scale), (np.concatenate(c_of), np.concatenate(c_link), np.concatenate(c_w)), offset
@@ -588,14 +612,18 @@ class MaxMinSolver:
         for part in parts:
             n_classes = int(part.class_weights.shape[0])
             if part.class_weights.shape[1] != capacity_Bps.shape[0] or np.shape(part.row_class) != (weights.shape[0],) \
-                    or np.shape(part.row_scale) != (weights.shape[0],):
-                raise SimulationError(f"shared: expected row_class and row_scale of shape ({weights.shape[0]},) and "
+                    or np.shape(part.row_scale) != (weights.shape[0],) \
+                    or (part.members is not None and part.members.shape != (weights.shape[0], n_classes)):
+                raise SimulationError(f"shared: expected row_class and row_scale of shape ({weights.shape[0]},), "
+                                      f"members of shape ({weights.shape[0]}, classes) and "
                                       f"class_weights of {capacity_Bps.shape[0]} columns")
-            class_links = np.diff(part.class_weights.indptr) > 0
-            in_class = part.row_class >= 0
             if (part.row_class >= n_classes).any():
                 raise SimulationError(f"shared.row_class: expected class ids below {n_classes} (or -1)")
-            self._has_links = self._has_links | (in_class & class_links[np.where(in_class, part.row_class, 0)])
+            class_links = np.diff(part.class_weights.indptr) > 0
+            m_row, m_class, m_scale = part.memberships()
+            if not np.all(np.isfinite(m_scale) & (m_scale > 0)):
+                raise SimulationError("shared.members: expected every stored scale finite and > 0")
+            self._has_links[m_row[class_links[m_class]]] = True
         if parts:
             self._shared = _memberships(parts)
 

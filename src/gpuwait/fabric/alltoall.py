@@ -65,9 +65,12 @@ class PairGroups:
     side_src: tuple[sp.csr_matrix, ...]  # per QP: (N, L) S(s) of each GPU
     side_dst: tuple[sp.csr_matrix, ...]  # per QP: (N, L) T(d) of each GPU
     middle_links: np.ndarray    # (L,) switch-to-switch links: a group row's own ones are part of its M
-    # per destination pod: (rows, L) each row's last hops into its destinations' leaves (part of their
-    # destination sides, not of M), and (N,) the leaf node of each GPU; None when grouped per leaf
-    into_leaf: sp.csr_matrix | None = None
+    # per destination pod: each row's last hops into its destinations' leaves (part of their destination
+    # sides, not of M) as a shared part, (rows, classes) each row's fraction f(s) in the class of each
+    # switch s and (classes, L) the class's links s -> b weighted n(b) / m; and (N,) the leaf node of
+    # each GPU; None when grouped per leaf
+    last_members: sp.csr_matrix | None = None
+    last_classes: sp.csr_matrix | None = None
     leaf_of_gpu: np.ndarray | None = None
     link_dst: np.ndarray | None = None  # (L,) the node each link enters, when grouped per pod
 
@@ -133,7 +136,10 @@ def _sides(topo: Topology, routing: RoutingSpec, transport: str, gpus: np.ndarra
     partner[order] = order[(np.arange(len(gpus)) + shift) % len(gpus)]
     if (server[partner] == server).any():
         return None
-    routes = route_flows(topo, routing, gpus, gpus[partner], transport=transport)
+    # a GPU's side (its PCIe path to its one NIC, the NIC's one uplink) is the same under every splitting
+    # router: the probes are sprayed (one walk, where the adaptive router takes several rounds)
+    probe = routing.model_copy(update={"kind": "spray"}) if get_router(routing.kind).per_leaf_pair else routing
+    routes = route_flows(topo, probe, gpus, gpus[partner], transport=transport)
     own = routes.own_weights.tocoo()
     side = ~topo.fabric_links[own.col]  # switch-to-switch links a staged route keeps with its own are M's
     own = sp.coo_matrix((own.data[side], (own.row[side], own.col[side])), shape=own.shape)
@@ -289,24 +295,31 @@ def _grouped(topo: Topology, routing: RoutingSpec, transport: str, prep: _Prepar
     gpus = prep.gpus
     rep = _representatives(members_src, members_dst, prep.server)
     routes = route_flows(topo, routing, gpus[rep[:, 0]], gpus[rep[:, 1]], transport=transport,
-                         multiplicity=multiplicity, demand_Bps=prep.demand_Bps[rep[:, 0]]).sides_joined()
+                         multiplicity=multiplicity, demand_Bps=prep.demand_Bps[rep[:, 0]])
+    routes = routes.sides_joined(keep_class_sides=True)
     if routes.class_weights is None or routes.row_class is None or (routes.row_class < 0).any():
         return None
+    leaves = np.zeros(topo.n_nodes, bool)
+    leaves[prep.leaf] = True
+    if any(leaves[topo.link_dst[w.indices]].any() for _, w in routes.side_classes):
+        routes = routes.sides_joined()  # a walk that reached its leaf in the stage kept apart: one part
     middle = topo.fabric_links
     # a staged route (routing.stages) keeps the last stage of M, down to the destination leaf, as a side
     # part per leaf-pair class: joined into the row's own links (every member crosses it, as the class's part)
     own = routes.own_weights @ sp.diags(middle.astype(float))
-    class_weights, into_leaf = routes.class_weights, None
+    class_weights, last = routes.class_weights, None
     if by_pod:
         split = _split_at_pod(topo, routes, prep.leaf[rep[:, 1]], members_dst, prep.leaf, multiplicity)
         if split is None:
             return None
-        class_weights, into_leaf = split
-        own = into_leaf
+        class_weights, last = split[0], split[1:]
+        own = sp.csr_matrix(own.shape)
     group_side = key_side[keep % n_keys]
     side_key = leaf_side[prep.dst_leaf]
     side_classes, uneven = _side_classes(routes, keep // n_keys, group_side, prep.src_class, side_key,
                                          members_src, members_dst, prep.sides)
+    # the route's middle parts kept apart (routing.stages' way up per source leaf) first: Routes.class_sides
+    side_classes = (*routes.side_classes, *side_classes, *(() if last is None else (last,)))
     if uneven[0].any() or uneven[1].any():
         own = own + _average_sides(routes, sp.diags(uneven[0].astype(float)) @ members_src,
                                    sp.diags(uneven[1].astype(float)) @ members_dst, multiplicity, prep.sides)
@@ -315,22 +328,31 @@ def _grouped(topo: Topology, routing: RoutingSpec, transport: str, prep: _Prepar
     own.sort_indices()
     grouped = Routes(flow_index=routes.flow_index, qp_index=routes.qp_index, own_weights=own,
                      path_latency_s=routes.path_latency_s, udp_sport=routes.udp_sport,
-                     row_class=routes.row_class, class_weights=class_weights, side_classes=side_classes)
+                     row_class=routes.row_class, class_weights=class_weights, side_classes=side_classes,
+                     class_sides=routes.class_sides)
     return PairGroups(grouped, multiplicity, prep.size[rep[:, 0]], members_src, members_dst, *prep.sides,
-                      middle_links=middle, into_leaf=into_leaf, leaf_of_gpu=prep.leaf if by_pod else None,
+                      middle_links=middle, last_members=None if last is None else last[0],
+                      last_classes=None if last is None else last[1], leaf_of_gpu=prep.leaf if by_pod else None,
                       link_dst=topo.link_dst if by_pod else None)
 
 
 def _split_at_pod(topo: Topology, routes: Routes, rep_leaf: np.ndarray, members_dst: sp.csr_matrix,
-                  leaf_of_gpu: np.ndarray, multiplicity: np.ndarray) -> tuple[sp.csr_matrix, sp.csr_matrix] | None:
-    """(the classes' weights without their last hops into a leaf, each row's last hops into every
-    leaf its members reach), or None where a route's split does not end in one hop per switch into
-    the representative's leaf (then the groups are per destination leaf).
+                  leaf_of_gpu: np.ndarray, multiplicity: np.ndarray
+                  ) -> tuple[sp.csr_matrix, sp.csr_matrix, sp.csr_matrix] | None:
+    """(the classes' weights without their last hops into a leaf, (rows, K) each row's fraction f(s)
+    in each last-hop class, (K, L) the last-hop classes' links), or None where a route's split does
+    not end in one hop per switch into the representative's leaf (then the groups are per
+    destination leaf).
 
     The representative of a (source class, pod) group runs to one leaf b0 of the pod. Every leaf of
     the pod has the same switches above it, so the way to any of them is the representative's but
     the last hop: from each switch s the fraction f(s) that reaches s goes down s -> b. With n(b) of
-    the group's m members on leaf b, the row crosses s -> b with weight f(s) n(b) / m."""
+    the group's m members on leaf b, the row crosses s -> b with weight f(s) n(b) / m. The shares
+    n(b) / m are the same for every group of a pod (but those from a leaf of the pod, without their
+    own leaf), so the links s -> b weighted n(b) / m are one class per (switch, shares) and the row is
+    in the class of each of its switches with scale f(s): (leaves x pods x switches) memberships and
+    (pods x switches x leaves per pod) class links instead of (leaves x pods x switches x leaves per
+    pod) row links."""
     leaves = np.zeros(topo.n_nodes, bool)
     leaves[leaf_of_gpu] = True
     own = routes.own_weights.tocoo()
@@ -359,11 +381,15 @@ def _split_at_pod(topo: Topology, routes: Routes, rep_leaf: np.ndarray, members_
     leaf_ids, leaf_idx = np.unique(leaf_of_gpu, return_inverse=True)
     per_leaf = (members_dst @ sp.csr_matrix((np.ones(len(leaf_idx)), (np.arange(len(leaf_idx)), leaf_idx.ravel())),
                                             shape=(len(leaf_idx), len(leaf_ids)))).tocsr()
-    # every (last-hop entry, destination leaf of its row's group) pair
+    # each group's shares n(b) / m, numbered by their value (few: one per pod and per leaf of a pod)
+    per_leaf.sort_indices()
+    share = per_leaf.data / np.repeat(multiplicity, np.diff(per_leaf.indptr))
+    ids: dict = {}
+    share_of_group = np.array([ids.setdefault((per_leaf.indices[a:b].tobytes(), share[a:b].tobytes()), g)
+                               for g, (a, b) in enumerate(zip(per_leaf.indptr[:-1], per_leaf.indptr[1:], strict=True))],
+                              np.int64)
+    rep_group, share_of_group = np.unique(share_of_group, return_inverse=True)
     group = routes.flow_index[last.row]
-    count = np.diff(per_leaf.indptr)[group]
-    entry = np.repeat(np.arange(last.nnz), count)
-    position = np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count) + np.repeat(per_leaf.indptr[group], count)
     # the one link from each switch into each leaf (-1: none, -2: parallel cables), from a table of
     # the few (switch, leaf) pairs instead of a lookup per entry
     switches, switch_pos = np.unique(switch, return_inverse=True)
@@ -377,12 +403,22 @@ def _split_at_pod(topo: Topology, routes: Routes, rep_leaf: np.ndarray, members_
     np.add.at(cables, cell, 1)
     table[cell] = down
     table[cables > 1] = -2
-    link = table[switch_pos.ravel()[entry], per_leaf.indices[position]]
+    # a class per (switch, shares) present; each last-hop entry is its row's membership, scaled f(s)
+    n_shares = len(rep_group)
+    codes, class_of_entry = np.unique(switch_pos.ravel() * n_shares + share_of_group.ravel()[group],
+                                      return_inverse=True)
+    members = sp.csr_matrix((last.data, (last.row, class_of_entry.ravel())), shape=(own.shape[0], len(codes)))
+    # each class's links s -> b with weight n(b) / m, for every leaf b of its shares
+    class_switch, class_share = np.divmod(codes, n_shares)
+    g = rep_group[class_share]
+    count = np.diff(per_leaf.indptr)[g]
+    entry = np.repeat(np.arange(len(codes)), count)
+    position = np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count) + np.repeat(per_leaf.indptr[g], count)
+    link = table[class_switch[entry], per_leaf.indices[position]]
     if (link < 0).any():
         return None
-    weight = last.data[entry] * per_leaf.data[position] / multiplicity[group[entry]]
-    into_leaf = sp.csr_matrix((weight, (last.row[entry], link)), shape=own.shape)
-    return shared, into_leaf
+    last_classes = sp.csr_matrix((share[position], (entry, link)), shape=(len(codes), own.shape[1]))
+    return shared, members, last_classes
 
 
 def _even(members: sp.csr_matrix, n_of_group: np.ndarray) -> np.ndarray:
@@ -446,21 +482,36 @@ def _row_reduce(ufunc: np.ufunc, matrix: sp.csr_matrix, values: np.ndarray, empt
     return out
 
 
+def _last_hop_levels(members: sp.csr_matrix, classes: sp.csr_matrix, leaf_of_gpu: np.ndarray, link_dst: np.ndarray,
+                     level: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """((rows, leaves) each row's lowest level on its last hops into each leaf, (N,) each GPU's leaf
+    position). Rows in the same last-hop classes share it: computed once per such set."""
+    leaf_ids, leaf_idx = np.unique(leaf_of_gpu, return_inverse=True)
+    position = np.full(int(leaf_ids.max()) + 1, -1, np.int64)
+    position[leaf_ids] = np.arange(len(leaf_ids))
+    members = members.tocsr()
+    members.sort_indices()
+    ids: dict = {}
+    set_of_row = np.array([ids.setdefault(members.indices[a:b].tobytes(), r)
+                           for r, (a, b) in enumerate(zip(members.indptr[:-1], members.indptr[1:], strict=True))],
+                          np.int64)
+    rep_row, set_of_row = np.unique(set_of_row, return_inverse=True)
+    of_set = members[rep_row]
+    pair = (of_set.astype(bool).astype(float) @ classes.astype(bool).astype(float)).tocoo()  # (sets, L): links crossed
+    set_level = np.full((len(rep_row), len(leaf_ids)), np.inf)
+    np.minimum.at(set_level, (pair.row, position[link_dst[pair.col]]), level[pair.col])
+    return set_level[set_of_row.ravel()], leaf_idx.ravel()
+
+
 def _sides_bottlenecked(groups: PairGroups, group_rate_Bps: np.ndarray, level: np.ndarray) -> np.ndarray:
     """Per group row: every source's side, or every destination's (with its last hop into the leaf
     when grouped per pod), has a link where the row is bottlenecked."""
     ok = np.zeros(len(group_rate_Bps), bool)
     qp_index, flow_index = groups.routes.qp_index, groups.routes.flow_index
     last_level = None
-    if groups.into_leaf is not None and groups.leaf_of_gpu is not None:
-        # each row's lowest level on its last hops into each leaf
-        leaf_ids, leaf_idx = np.unique(groups.leaf_of_gpu, return_inverse=True)
-        position = np.full(int(leaf_ids.max()) + 1, -1, np.int64)
-        position[leaf_ids] = np.arange(len(leaf_ids))
-        coo = groups.into_leaf.tocoo()
-        last_level = np.full((groups.into_leaf.shape[0], len(leaf_ids)), np.inf)
-        np.minimum.at(last_level, (coo.row, position[groups.link_dst[coo.col]]), level[coo.col])  # type: ignore[index]
-        leaf_idx = leaf_idx.ravel()
+    if groups.last_members is not None and groups.last_classes is not None and groups.leaf_of_gpu is not None:
+        last_level, leaf_idx = _last_hop_levels(groups.last_members, groups.last_classes, groups.leaf_of_gpu,
+                                                groups.link_dst, level)  # type: ignore[arg-type]
     for q, (s_side, t_side) in enumerate(zip(groups.side_src, groups.side_dst, strict=True)):
         rows = np.flatnonzero(qp_index == q)
         row_of_group = np.full(groups.members_src.shape[0], -1, np.int64)
@@ -494,10 +545,14 @@ def verify(routes: Routes, rate_Bps: np.ndarray, row_multiplicity: np.ndarray, c
     fastest = np.zeros(n_links)  # the fastest flow on each link
     own = routes.own_weights.tocoo()
     np.maximum.at(fastest, own.col, rate_Bps[own.row])
-    for row_class, class_weights in routes.side_classes:  # the groups' averaged sides
-        side_has = row_class >= 0
+    for row_class, class_weights in routes.side_classes:  # the groups' averaged sides and last hops
         side_fastest = np.zeros(class_weights.shape[0])
-        np.maximum.at(side_fastest, row_class[side_has], rate_Bps[side_has])
+        if isinstance(row_class, np.ndarray):
+            side_has = row_class >= 0
+            np.maximum.at(side_fastest, row_class[side_has], rate_Bps[side_has])
+        else:  # several classes per row (the last hops)
+            member = row_class.tocoo()
+            np.maximum.at(side_fastest, member.col, rate_Bps[member.row])
         coo = class_weights.tocoo()
         np.maximum.at(fastest, coo.col, side_fastest[coo.row])
     shared = None
@@ -511,12 +566,19 @@ def verify(routes: Routes, rate_Bps: np.ndarray, row_multiplicity: np.ndarray, c
     level = np.where(saturated, fastest, np.inf)
     ok = np.zeros(len(rate_Bps), bool) if rate_cap_Bps is None else rate_Bps >= rate_cap_Bps * (1 - _RELATIVE_TOL)
     if shared is not None and routes.row_class is not None:
-        class_level = np.full(routes.class_weights.shape[0], np.inf)  # type: ignore[union-attr]
-        np.minimum.at(class_level, shared.row, level[shared.col])
-        has = routes.row_class >= 0
-        ok[has] |= rate_Bps[has] >= class_level[routes.row_class[has]] * (1 - _RELATIVE_TOL)
+        # a row's M: its class's part and the side parts that follow its class (routing.stages' way up)
+        middle_level = np.full(routes.n_rows, np.inf)
+        for i, (row_class, weights) in enumerate(((routes.row_class, routes.class_weights), *routes.side_classes)):
+            if i and i - 1 not in routes.class_sides:
+                continue
+            coo = weights.tocoo()
+            class_level = np.full(coo.shape[0], np.inf)
+            np.minimum.at(class_level, coo.row, level[coo.col])
+            has = row_class >= 0
+            middle_level[has] = np.minimum(middle_level[has], class_level[row_class[has]])
+        ok |= rate_Bps >= middle_level * (1 - _RELATIVE_TOL)
     n_listed = routes.n_rows - groups.routes.n_rows
-    if groups.into_leaf is None:
+    if groups.last_members is None:
         # a group row's own middle links (its route's last stage) are M too: every member crosses them
         mid = (own.row >= n_listed) & groups.middle_links[own.col]
         mid_level = np.full(routes.n_rows, np.inf)

@@ -178,8 +178,10 @@ def _join(listed: Routes, grouped: Routes, n_listed_flows: int) -> Routes:
                   udp_sport=np.r_[listed.udp_sport, grouped.udp_sport],
                   row_class=np.r_[np.full(listed.n_rows, -1, np.int64), grouped.row_class],
                   class_weights=grouped.class_weights,
-                  side_classes=tuple((np.r_[np.full(listed.n_rows, -1, np.int64), row_class], weights)
-                                     for row_class, weights in grouped.side_classes))
+                  side_classes=tuple((sp.vstack([sp.csr_matrix((listed.n_rows, row_class.shape[1])), row_class]).tocsr()
+                                      if sp.issparse(row_class) else np.r_[np.full(listed.n_rows, -1, np.int64), row_class],
+                                      weights) for row_class, weights in grouped.side_classes),
+                  class_sides=grouped.class_sides)
 
 
 def _solve(routes: Routes, size: np.ndarray, multiplicity: np.ndarray, remote: np.ndarray, transport: TransportProfile,
@@ -191,7 +193,8 @@ def _solve(routes: Routes, size: np.ndarray, multiplicity: np.ndarray, remote: n
     weights = routes.own_weights.copy()  # row r scaled by its multiplicity
     weights.data *= np.repeat(row_multiplicity, np.diff(weights.indptr))
     # a splitting router's rows share their middle parts per leaf pair: solved per class, never expanded
-    shared = [SharedWeights(row_class, row_multiplicity, class_weights) for row_class, class_weights in
+    shared = [SharedWeights.of_members(sp.diags(row_multiplicity) @ row_class, class_weights) if sp.issparse(row_class)
+              else SharedWeights(row_class, row_multiplicity, class_weights) for row_class, class_weights in
               ((routes.row_class, routes.class_weights), *routes.side_classes)
               if row_class is not None and class_weights is not None]
     cap = None

@@ -32,6 +32,31 @@ _MAX_HOPS = 32
 _CANDIDATE_BLOCK = 1 << 22  # candidate next hops weighed per numpy pass
 
 
+def _part_weights(row_class: np.ndarray | sp.csr_matrix, class_weights: sp.csr_matrix, shape: tuple[int, int]
+                  ) -> sp.csr_matrix:
+    """(R, L) a shared part's weights copied into its rows (``row_class``: a class per row, or an (R, C)
+    matrix of each row's scale in its classes)."""
+    if sp.issparse(row_class):
+        return sp.csr_matrix(row_class @ class_weights)
+    has = np.flatnonzero(row_class >= 0)
+    shared = class_weights[row_class[has]].tocoo()
+    return sp.csr_matrix((shared.data, (has[shared.row], shared.col)), shape=shape)
+
+
+def _join_class_side(row_class: np.ndarray | None, class_weights: sp.csr_matrix | None, side_of: np.ndarray,
+                     side_weights: sp.csr_matrix) -> sp.csr_matrix:
+    """``class_weights`` with the side part each class's rows cross added (the side's class follows the row's)."""
+    assert row_class is not None and class_weights is not None
+    has = row_class >= 0
+    side_of_class = np.full(class_weights.shape[0], -1, np.int64)
+    side_of_class[row_class[has]] = side_of[has]
+    if (side_of_class[row_class[has]] != side_of[has]).any() or (side_of[~has] >= 0).any():
+        raise ValueError("Routes.class_sides: a side part whose class does not follow the row's class")
+    joined = (class_weights + _part_weights(side_of_class, side_weights, class_weights.shape)).tocsr()
+    joined.sort_indices()
+    return joined
+
+
 @dataclass(frozen=True)
 class Routes:
     """Routes of a set of flows, one row per QP (sub-flow).
@@ -54,8 +79,13 @@ class Routes:
     class_weights: sp.csr_matrix | None = None  # (C, L) the shared middle part of each class
     # more shared parts, (row_class, class_weights) each: a row may be in one class of each (the stages'
     # last stage per leaf-pair class, gpuwait.routing.stages; an all-to-all group's averaged source and
-    # destination sides, gpuwait.fabric.alltoall). A consumer of one shared part joins them: sides_joined()
-    side_classes: tuple[tuple[np.ndarray, sp.csr_matrix], ...] = ()
+    # destination sides, gpuwait.fabric.alltoall). A part's row_class may instead be an (R, C) sparse
+    # matrix of each row's scale in every class it crosses (an all-to-all group's last hops: one class
+    # per switch above the destination pod). A consumer of one shared part joins them: sides_joined()
+    side_classes: tuple[tuple[np.ndarray | sp.csr_matrix, sp.csr_matrix], ...] = ()
+    # the side parts (indices) whose class follows the row's class: part of its middle, kept apart because
+    # many classes share them (the stages' way up, one per source leaf's group for every destination pod)
+    class_sides: tuple[int, ...] = ()
 
     @cached_property
     def link_weights(self) -> sp.csr_matrix:
@@ -67,9 +97,7 @@ class Routes:
             return self.own_weights
         matrix = self.own_weights
         for row_class, class_weights in parts:
-            has = np.flatnonzero(row_class >= 0)
-            shared = class_weights[row_class[has]].tocoo()
-            matrix = matrix + sp.csr_matrix((shared.data, (has[shared.row], shared.col)), shape=self.own_weights.shape)
+            matrix = matrix + _part_weights(row_class, class_weights, self.own_weights.shape)
         matrix = matrix.tocsr()
         matrix.sort_indices()
         return matrix
@@ -82,24 +110,33 @@ class Routes:
         if self.class_weights is not None and self.row_class is not None:
             parts.insert(0, (self.row_class, self.class_weights))
         for row_class, class_weights in parts:
-            has = row_class >= 0
-            per_class = np.bincount(row_class[has], weights=per_row[has], minlength=class_weights.shape[0])
+            if sp.issparse(row_class):
+                per_class = np.asarray(row_class.T @ per_row).ravel()
+            else:
+                has = row_class >= 0
+                per_class = np.bincount(row_class[has], weights=per_row[has], minlength=class_weights.shape[0])
             load = load + class_weights.T @ per_class
         return np.asarray(load).ravel()
 
-    def sides_joined(self) -> Routes:
-        """These routes with the side parts (:attr:`side_classes`) copied into each row's own weights:
-        for a consumer that knows only the one shared part (``row_class``, ``class_weights``)."""
+    def sides_joined(self, keep_class_sides: bool = False) -> Routes:
+        """These routes with the side parts (:attr:`side_classes`) copied into each row's own weights,
+        those that follow the row's class (:attr:`class_sides`) into the class's part: for a consumer
+        that knows only the one shared part (``row_class``, ``class_weights``). ``keep_class_sides``:
+        those stay side parts (a consumer that solves several parts but wants the others joined)."""
         if not self.side_classes:
             return self
-        matrix = self.own_weights
-        for row_class, class_weights in self.side_classes:
-            has = np.flatnonzero(row_class >= 0)
-            side = class_weights[row_class[has]].tocoo()
-            matrix = matrix + sp.csr_matrix((side.data, (has[side.row], side.col)), shape=matrix.shape)
+        matrix, class_weights, kept = self.own_weights, self.class_weights, []
+        for i, (row_class, weights) in enumerate(self.side_classes):
+            if i not in self.class_sides:
+                matrix = matrix + _part_weights(row_class, weights, matrix.shape)
+            elif keep_class_sides:
+                kept.append((row_class, weights))
+            else:
+                class_weights = _join_class_side(self.row_class, class_weights, row_class, weights)
         matrix = matrix.tocsr()
         matrix.sort_indices()
-        return replace(self, own_weights=matrix, side_classes=())
+        return replace(self, own_weights=matrix, class_weights=class_weights, side_classes=tuple(kept),
+                       class_sides=tuple(range(len(kept))))
 
     @property
     def n_rows(self) -> int:
@@ -1072,7 +1109,8 @@ def route_flows(topo: Topology, spec: RoutingSpec, src, dst, *, transport: str =
             row_class = np.full(R, -1, np.int64)
             row_class[remote] = of_row
             return _assemble(topo, flow_index, qp, pieces, sport, (row_class, c_rows, c_links, c_w),
-                             tuple((_on_rows(R, remote, side_of), weights) for side_of, weights in sides))
+                             tuple((_on_rows(R, remote, side[0]), side[1]) for side in sides),
+                             tuple(i for i, side in enumerate(sides) if len(side) > 2 and side[2]))
     return _assemble(topo, flow_index, qp, pieces, sport)
 
 
@@ -1084,7 +1122,7 @@ def _on_rows(n_rows: int, rows: np.ndarray, class_of: np.ndarray) -> np.ndarray:
 
 
 def _assemble(topo: Topology, flow_index: np.ndarray, qp: np.ndarray, pieces: list, sport: np.ndarray,
-              shared: tuple | None = None, sides: tuple = ()) -> Routes:
+              shared: tuple | None = None, sides: tuple = (), class_sides: tuple[int, ...] = ()) -> Routes:
     """Routes from (row, link, weight) pieces, ``shared``: None or (class of each row, and the
     (class, link, weight) triplets of the classes' middle parts), and ``sides``: more shared parts
     ((class of each row, (classes, links) weights) each, :attr:`Routes.side_classes`)."""
@@ -1107,4 +1145,5 @@ def _assemble(topo: Topology, flow_index: np.ndarray, qp: np.ndarray, pieces: li
         has = side_of >= 0
         latency[has] += np.asarray(side_weights @ topo.link_latency_s).ravel()[side_of[has]]
     return Routes(flow_index=flow_index, qp_index=qp, own_weights=matrix, path_latency_s=latency,
-                  udp_sport=sport, row_class=row_class, class_weights=class_weights, side_classes=sides)
+                  udp_sport=sport, row_class=row_class, class_weights=class_weights, side_classes=sides,
+                  class_sides=class_sides)

@@ -23,9 +23,11 @@ caller back to the per-leaf-pair walk. Fractions are summed in another order tha
 merges: equal to rounding.
 
 Results are stored as the walk's :class:`~gpuwait.routing.paths.Routes` parts: each row's class is
-its (shared-stage group, destination class) pair, whose middle part (stages 1 and 2, 2,000 links)
-is kept once per such pair; stage 3 (one link per spine) is a side part (``Routes.side_classes``) per
-leaf-pair class.
+its (shared-stage group, destination class) pair, whose middle part is stage 2 (the way down from
+the cores, 1,024 links on a 16,384-GPU SuperPOD); stage 1 (the way up, 1,050 links) is a side part
+per shared-stage group that follows the row's class (``Routes.class_sides``: a consumer of one
+shared part gets it joined into the class's part), and stage 3 (one link per spine) a side part
+(``Routes.side_classes``) per leaf-pair class.
 """
 
 from __future__ import annotations
@@ -219,12 +221,37 @@ def _plan(topo: Topology, classes: _LeafPairClasses, s_rep: np.ndarray, d_rep: n
                  set_of_group.ravel())
 
 
-def _expand(matrix: sp.csr_matrix, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(i, column, value) of ``matrix[rows[i]]`` for every i, without building the stacked matrix."""
+def _expand(matrix: sp.csr_matrix, rows: np.ndarray, cache: dict | None = None
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(i, column, value, start of each i's run) of ``matrix[rows[i]]`` for every i, without building the
+    stacked matrix. ``cache``: kept between calls; an adaptive round whose matrix has the structure of
+    the round before (the same states stopped, 8.9 M entries at 16,384 GPUs) only gathers the values."""
+    if cache is not None and cache.get("rows") is rows and np.array_equal(cache["indptr"], matrix.indptr) \
+            and np.array_equal(cache["indices"], matrix.indices):
+        return cache["owner"], cache["column"], matrix.data[cache["position"]], cache["indptr_out"]
     counts = np.diff(matrix.indptr)[rows]
     owner = np.repeat(np.arange(len(rows)), counts)
     position = np.arange(counts.sum()) + np.repeat(matrix.indptr[rows] - (np.cumsum(counts) - counts), counts)
-    return owner, matrix.indices[position].astype(np.int64), matrix.data[position]
+    column = matrix.indices[position].astype(np.int64)
+    indptr_out = np.r_[0, np.cumsum(counts)]
+    if cache is not None:
+        cache.update(rows=rows, indptr=matrix.indptr.copy(), indices=matrix.indices.copy(), owner=owner,
+                     column=column, position=position, indptr_out=indptr_out)
+    return owner, column, matrix.data[position], indptr_out
+
+
+def _sorted_csr(data: np.ndarray, columns: np.ndarray, indptr: np.ndarray, shape: tuple[int, int], cache: dict
+                ) -> sp.csr_matrix:
+    """The CSR matrix of rows already in order, columns sorted in each row (as a conversion from
+    triplets gives: the products' sums in the same order); the sorting permutation is kept in
+    ``cache`` for the next adaptive round with the same columns (the same pair ids)."""
+    if cache.get("columns") is not columns:
+        order = sp.csr_matrix((np.arange(len(columns), dtype=np.float64), columns, indptr), shape=shape)
+        order.sort_indices()
+        cache.update(columns=columns, permutation=order.data.astype(np.int64), sorted_columns=order.indices)
+    matrix = sp.csr_matrix((data[cache["permutation"]], cache["sorted_columns"], indptr), shape=shape)
+    matrix.has_sorted_indices = True
+    return matrix
 
 
 def route_leaf_pairs_staged(topo: Topology, spec: RoutingSpec, router: Router, s_ep: np.ndarray, d_ep: np.ndarray,
@@ -256,6 +283,7 @@ def route_leaf_pairs_staged(topo: Topology, spec: RoutingSpec, router: Router, s
     d_leaf = topo.link_src[classes.down_link[rep]]
     up_class_rep = np.zeros(n_up, np.int64)
     up_class_rep[plan.up_of_class] = np.arange(n_classes)
+    stops_cache: dict = {}
     for round_ in range(router.rounds):
         last_round = round_ == router.rounds - 1
         (rows, links, w), (st_row, st_node, st_frac) = _walk(topo, spec, router, s_ep[g_rep], d_ep[g_rep], g_rows,
@@ -275,16 +303,16 @@ def route_leaf_pairs_staged(topo: Topology, spec: RoutingSpec, router: Router, s
             raise NotStaged  # a group that reached its destination serves several leaves
         # stage 2: every (group, class) pair continues from its group's stop states
         stops = sp.csr_matrix((st_frac, (st_row, st_node)), shape=(n_groups, topo.n_nodes))
-        u_i, x, f = _expand(stops, plan.group_of_up)
+        u_i, x, f, f1_indptr = _expand(stops, plan.group_of_up, stops_cache)
         kk = plan.dclass_of_up[u_i]
         p2 = stage2.ids(x, kk, int(kk.max(initial=0)) + 1, x, d_ep[rep[up_class_rep[u_i]]], lambda i, err: err)
-        f1 = sp.csr_matrix((f, (u_i, p2)), shape=(n_up, len(stage2.start)))
+        f1 = _sorted_csr(f, p2, f1_indptr, (n_up, len(stage2.start)), stops_cache)
         t2, b2 = stage2.matrices()
-        if last_round:  # the classes' middle parts, one stage-1 part copied per destination class
-            up_weights = (m1[plan.group_of_up] + f1 @ t2).tocsr()
+        if last_round:  # the classes' middle parts past stage 1 (stage 1 is kept once per group)
+            up_weights = (f1 @ t2).tocsr()
         beta = (f1 @ b2).tocsr()
         # stage 3: each class's leaf from the switches cabled to its destination class
-        c_i, b, bf = _expand(beta, plan.up_of_class)
+        c_i, b, bf, _ = _expand(beta, plan.up_of_class)
         p3 = stage3.ids(b, d_leaf[c_i], topo.n_nodes, b, d_rep[c_i], lambda i, err: err)
         f3 = sp.csr_matrix((bf, (c_i, p3)), shape=(n_classes, len(stage3.start)))
         t3 = stage3.matrices()[0].tocoo()
@@ -313,5 +341,11 @@ def route_leaf_pairs_staged(topo: Topology, spec: RoutingSpec, router: Router, s
     # stage 3 (the switches' links down to the destination leaf, 32 per class on a 16,384-GPU SuperPOD)
     # is the same for every row of a leaf-pair class: a side part per class, not copied into each row
     class_down.sort_indices()
-    return own, shared, plan.up_of_class[classes.of_row], ((classes.of_row, class_down),)
+    # stage 1 (the source leaf's way up, ~1,050 links to the cores of a 16,384-GPU SuperPOD) is the same
+    # for every destination class its group serves: a side part per group that follows the row's class
+    # (Routes.class_sides), not copied into each (group, destination class) middle part (9 M entries)
+    m1.sum_duplicates()
+    m1.sort_indices()
+    return own, shared, plan.up_of_class[classes.of_row], ((classes.of_row, class_down, False),
+                                                            (plan.group_of_class[classes.of_row], m1, True))
 
