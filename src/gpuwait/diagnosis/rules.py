@@ -51,6 +51,32 @@ FOREIGN_SHARE = 0.05
 IDLE_SIBLING = 0.5
 
 
+class Lost(float):
+    """Seconds a cause costs per step as its rule estimates them from noisy readings, with the range
+    the readings' noise leaves (``low_s`` .. ``high_s``, NOISE_SIGMAS standard deviations of the
+    estimate either side, the point clipped into it). A float, so rules compare, rank and pick it as
+    any estimate; the range rides along where a rule picks one estimate among several (max, min).
+    Telemetry-only severity reads ``low_s``: a warning says the cause costs MATTERS of the step at
+    least, given what the readings resolve (run.diagnose_observation)."""
+
+    low_s: float
+    high_s: float
+
+    def __new__(cls, value_s: float, low_s: float | None = None, high_s: float | None = None):
+        lost = super().__new__(cls, value_s)
+        lost.low_s = float(value_s) if low_s is None else min(float(low_s), float(value_s))
+        lost.high_s = float(value_s) if high_s is None else max(float(high_s), float(value_s))
+        return lost
+
+
+def lost_range_s(lost_s: float, noise: float) -> tuple[float, float]:
+    """The range of an estimated cost: a :class:`Lost`'s own, else (a time read directly, such as a
+    wait phase) NOISE_SIGMAS of its reading's relative ``noise`` either side."""
+    if isinstance(lost_s, Lost):
+        return lost_s.low_s, lost_s.high_s
+    return max(lost_s * (1.0 - NOISE_SIGMAS * noise), 0.0), lost_s * (1.0 + NOISE_SIGMAS * noise)
+
+
 @dataclass(frozen=True)
 class Candidate:
     kind: str                         # the rule that proposed it (a key of RULES)
@@ -195,6 +221,16 @@ def _role_ratio(obs: Observation, compute: np.ndarray) -> np.ndarray:
     return np.divide(compute, peers, out=np.ones_like(compute), where=peers > 0)
 
 
+def _compute_lost_s(obs: Observation, own_s: float, slowest_other_s: float) -> float:
+    """The time the other GPUs wait for one: its compute beyond the slowest other GPU's, with the
+    range two compute readings of relative noise ``reading_noise`` leave (:class:`Lost`)."""
+    lost = own_s - slowest_other_s
+    if obs.reading_noise <= 0:
+        return lost
+    sd = obs.reading_noise * float(np.hypot(own_s, slowest_other_s))
+    return Lost(lost, max(lost - NOISE_SIGMAS * sd, 0.0), lost + NOISE_SIGMAS * sd)
+
+
 @rule("slow-gpu", Fix(_heal_gpu))
 def slow_gpu(obs: Observation, out: RuleOutput) -> None:
     """One GPU computes longer than its peers in the same role (:func:`_role_ratio`) every step,
@@ -215,7 +251,7 @@ def slow_gpu(obs: Observation, out: RuleOutput) -> None:
     others = np.delete(ratio, worst)
     sigma = 1.4826 * float(np.median(np.abs(others - np.median(others))))
     excess = float(ratio[worst] - np.median(others))
-    lost = float(compute[worst] - np.delete(compute, worst).max())
+    lost = _compute_lost_s(obs, float(compute[worst]), float(np.delete(compute, worst).max()))
     if excess <= OUTLIER_SIGMAS * sigma or not _matters(obs, lost):
         return
     name = obs.gpu_names[worst]
@@ -750,10 +786,20 @@ def _held_up_s(obs: Observation, with_s: float, without_s: float) -> float:
     # noise floor: two readings that each carry a relative noise n differ by noise alone by up to
     # NOISE_SIGMAS x n x sqrt(2) of their size (their difference's standard deviation, NOISE_SIGMAS
     # times): only the part beyond it is evidence of time lost (0 on a simulation's exact readings)
-    without_s = without_s + NOISE_SIGMAS * np.sqrt(2.0) * obs.reading_noise * with_s
-    if with_s <= without_s or with_s <= 0:
-        return 0.0
-    return min(with_s - without_s, _exposed_comm_s(obs) * (1.0 - without_s / with_s))
+    noise = obs.reading_noise
+    floor_s = without_s + NOISE_SIGMAS * np.sqrt(2.0) * noise * with_s
+    exposed_s = _exposed_comm_s(obs)
+    point = 0.0 if with_s <= floor_s or with_s <= 0 else min(with_s - floor_s, exposed_s * (1.0 - floor_s / with_s))
+    if noise <= 0 or with_s <= 0:
+        return point
+    # the range: each of the two bounds with its readings' noise propagated (independent readings of
+    # relative noise n): the extra port time with - without, and the exposed share e (1 - r), r = without / with
+    ratio = without_s / with_s
+    extra, extra_sd = with_s - without_s, noise * float(np.hypot(with_s, without_s))
+    share, share_sd = exposed_s * (1.0 - ratio), noise * exposed_s * float(np.hypot(1.0 - ratio, np.sqrt(2.0) * ratio))
+    low = min(extra - NOISE_SIGMAS * extra_sd, share - NOISE_SIGMAS * share_sd)
+    high = min(extra + NOISE_SIGMAS * extra_sd, share + NOISE_SIGMAS * share_sd)
+    return Lost(point, max(low, 0.0), max(high, 0.0))
 
 
 def _link_lost_s(obs: Observation, link: int, slowdown: float) -> float:
