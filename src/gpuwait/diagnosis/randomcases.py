@@ -59,7 +59,8 @@ from gpuwait.topology.presets import build_cluster, resolve_cluster
 #: development base of the ranking and telemetry-only estimate work; 17,000,000-17,000,239 were its fresh
 #: score (kind 94.6 %, component 94.6 %, quiet 89 of 91); 11,000,000-11,000,239 were the fresh score of
 #: the session's final commit (kind 95.9 %, component 95.9 %, quiet 88 of 92), whose misses were read;
-#: 19,000,000-19,000,239 are the development base of the telemetry-severity (quiet) work
+#: 19,000,000-19,000,239 are the development base of the telemetry-severity (quiet) work;
+#: 20,000,000-20,000,239 were its fresh score
 DEV_SEEDS = (frozenset(range(0, 400)) | frozenset(range(1_000_000, 1_000_240)) | frozenset(range(3_000_000, 3_000_060))
              | frozenset(range(2_000_000, 2_000_240)) | frozenset(range(7_000_000, 7_000_060))
              | frozenset(range(5_000_000, 5_000_240)) | frozenset(range(6_000_000, 6_000_240))
@@ -69,7 +70,7 @@ DEV_SEEDS = (frozenset(range(0, 400)) | frozenset(range(1_000_000, 1_000_240)) |
              | frozenset(range(13_000_000, 13_000_240)) | frozenset(range(15_000_000, 15_000_240))
              | frozenset(range(16_000_000, 16_000_240))
              | frozenset(range(17_000_000, 17_000_240)) | frozenset(range(11_000_000, 11_000_240))
-             | frozenset(range(19_000_000, 19_000_240)))
+             | frozenset(range(19_000_000, 19_000_240)) | frozenset(range(20_000_000, 20_000_240)))
 #: the default seed base of a reported run: past every seed looked at
 FRESH_BASE = 18_000_000
 #: a fault costing at least this share of the step must be found
