@@ -162,3 +162,40 @@ def test_uplinks_reads_do_not_climb_are_still_read():
     obs = Observation(TOPO3, step_time_s=1.0, per_gpu_s=_phases(TOPO3.n_gpus, 0.3), link_bytes=carried,
                       link_rate_Bps=rate, link_nominal_Bps=rate, storage_read=True)
     assert [c.component for c in _check(obs).candidates] == [TOPO3.link_name(int(up[1]))]
+
+
+def test_nic_ports_are_the_compute_nics_cables_both_ways():
+    """The NIC ports no routing can spread: each compute NIC's cable to its leaf, both directions. A
+    NIC node sits on its server's network and its cable on the compute network; selected by the
+    ends' networks, the set came out empty."""
+    from gpuwait.diagnosis.rules import _nic_ports
+
+    ports = _nic_ports(Observation(TOPO3))
+    nics = TOPO3.nic_node.size
+    assert len(ports) == 2 * nics
+    names = {TOPO3.link_name(int(p)) for p in ports}
+    assert TOPO3.link_name(int(TOPO3.nic_uplink[0, 0, 0])) in names
+
+
+def test_a_hot_uplink_no_busier_than_the_nic_ports_costs_nothing():
+    """Within one collective a leaf's downlink set is uneven (one link busy the whole phase, a
+    sibling idle), but every NIC port is busy the whole phase too: spreading the set evenly would
+    leave the collective waiting on the NIC ports as long, so hashing costs nothing. With the NIC
+    ports missed, the imbalance was read as half the phase lost."""
+    from gpuwait.diagnosis.rules import _nic_ports
+
+    down = _down_set()
+    rate = TOPO3.link_capacity_Bps.astype(float)
+    a = np.zeros(TOPO3.n_links)
+    a[down[:4]] = [2e9, 1e9, 1e9, 0.0]
+    phase_s = 2e9 / rate[down[0]]
+    nics = _nic_ports(Observation(TOPO3))
+    a[nics] = rate[nics] * phase_s  # every NIC port busy the whole phase
+    stats = (CollectiveStat("dp all_gather", "dp", "all_gather", 8, 1e9, 1, phase_s, 1.0, 1.0, "ring", "Simple"),)
+    obs = Observation(TOPO3, step_time_s=1.0, per_gpu_s=_phases(TOPO3.n_gpus, phase_s), link_bytes=a,
+                      link_rate_Bps=rate, link_nominal_Bps=rate, collectives=stats,
+                      exposed_comm_s={"dp all_gather": phase_s}, link_phase_bytes={"dp all_gather": a})
+    assert not _check(obs).candidates
+    a[nics] *= 0.5  # the NIC ports busy half the phase: the hot link's other half is hashing's
+    found = _check(obs).candidates
+    assert len(found) == 1 and found[0].lost_s == pytest.approx(0.5 * phase_s)

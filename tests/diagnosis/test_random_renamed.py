@@ -61,3 +61,14 @@ def test_the_generator_draws_renamed_clusters_and_the_gpu_kinds():
             assert target == "all" or not target.startswith("s") or "." not in target or not target[1].isdigit()
     assert {"gpu-throttle", "pcie-downtrained"} <= {c.kind for c in cases}
     assert {"gpu-throttle", "pcie-downtrained"} <= set(randomcases.KINDS)
+
+
+def test_a_telemetry_case_is_judged_by_the_simulated_runs_cost_not_the_noisy_step():
+    """Dev seed 19,000,154: no-gdr on one server of a DP job costs 1.1 % of the simulated step; the
+    telemetry's step reading (1 % noise) put it at 0.1 %, so the correct warning was scored a false
+    alarm. The cost is the simulated run's; the diagnosis still reads only the noisy telemetry."""
+    from gpuwait.diagnosis.randomcases import score_case
+
+    outcome = score_case(draw_case(19_000_154))
+    assert outcome.case.telemetry and outcome.cost > 0.01
+    assert outcome.expect_kind == "no-gdr" and outcome.kind_ok

@@ -28,10 +28,15 @@ from gpuwait.topology.model import Topology
 CONGESTION_COUNTERS = ("xmit_wait", "pause_received", "pause_received_s", "pause_sent", "pause_sent_s",
                        "pause_storm_events", "ecn_marked", "cnp_sent", "cnp_handled")
 
-#: Relative noise of an imported reading (a port's bytes per step, a GPU's busy share, the step
-#: time): rates taken over a scrape window whose edges do not fall on step boundaries, and DCGM's
-#: profiling metrics sampled over intervals, are each off by about a percent. A simulation's
-#: readings are exact (noise 0). Assumption: the generator of random diagnosis cases adds this much.
+#: Relative noise (one standard deviation) of an imported reading: a port's bytes per step, a GPU's
+#: busy share, the step time. Counters are exact to the byte (PortXmitData counts 4-byte words in 64
+#: bits), so the error is the sampling's: a rate over a window whose edges fall at random points of
+#: a step is off by up to half a step's bytes at each edge, two independent errors uniform over +-1/2
+#: step, so its standard deviation is 1 / (N sqrt 6) for a window of N steps. A 5-minute window
+#: (Prometheus' usual ``rate(x[5m])``, 10 scrapes at the 30 s NVIDIA's "Configure Prometheus for
+#: DCGM Exporter" sets) over training steps of up to 7 s holds N >= 43 steps: 1 / (43 sqrt 6) =
+#: 0.95 %, so 1 %. A simulation's readings are exact (noise 0). The rules carry it into a range per
+#: cost estimate (rules.Lost) and telemetry-only severity reads the range's low end.
 TELEMETRY_READING_NOISE = 0.01
 
 

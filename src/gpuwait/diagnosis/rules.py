@@ -51,6 +51,32 @@ FOREIGN_SHARE = 0.05
 IDLE_SIBLING = 0.5
 
 
+class Lost(float):
+    """Seconds a cause costs per step as its rule estimates them from noisy readings, with the range
+    the readings' noise leaves (``low_s`` .. ``high_s``, NOISE_SIGMAS standard deviations of the
+    estimate either side, the point clipped into it). A float, so rules compare, rank and pick it as
+    any estimate; the range rides along where a rule picks one estimate among several (max, min).
+    Telemetry-only severity reads ``low_s``: a warning says the cause costs MATTERS of the step at
+    least, given what the readings resolve (run.diagnose_observation)."""
+
+    low_s: float
+    high_s: float
+
+    def __new__(cls, value_s: float, low_s: float | None = None, high_s: float | None = None):
+        lost = super().__new__(cls, value_s)
+        lost.low_s = float(value_s) if low_s is None else min(float(low_s), float(value_s))
+        lost.high_s = float(value_s) if high_s is None else max(float(high_s), float(value_s))
+        return lost
+
+
+def lost_range_s(lost_s: float, noise: float) -> tuple[float, float]:
+    """The range of an estimated cost: a :class:`Lost`'s own, else (a time read directly, such as a
+    wait phase) NOISE_SIGMAS of its reading's relative ``noise`` either side."""
+    if isinstance(lost_s, Lost):
+        return lost_s.low_s, lost_s.high_s
+    return max(lost_s * (1.0 - NOISE_SIGMAS * noise), 0.0), lost_s * (1.0 + NOISE_SIGMAS * noise)
+
+
 @dataclass(frozen=True)
 class Candidate:
     kind: str                         # the rule that proposed it (a key of RULES)
@@ -195,6 +221,16 @@ def _role_ratio(obs: Observation, compute: np.ndarray) -> np.ndarray:
     return np.divide(compute, peers, out=np.ones_like(compute), where=peers > 0)
 
 
+def _compute_lost_s(obs: Observation, own_s: float, slowest_other_s: float) -> float:
+    """The time the other GPUs wait for one: its compute beyond the slowest other GPU's, with the
+    range two compute readings of relative noise ``reading_noise`` leave (:class:`Lost`)."""
+    lost = own_s - slowest_other_s
+    if obs.reading_noise <= 0:
+        return lost
+    sd = obs.reading_noise * float(np.hypot(own_s, slowest_other_s))
+    return Lost(lost, max(lost - NOISE_SIGMAS * sd, 0.0), lost + NOISE_SIGMAS * sd)
+
+
 @rule("slow-gpu", Fix(_heal_gpu))
 def slow_gpu(obs: Observation, out: RuleOutput) -> None:
     """One GPU computes longer than its peers in the same role (:func:`_role_ratio`) every step,
@@ -215,7 +251,7 @@ def slow_gpu(obs: Observation, out: RuleOutput) -> None:
     others = np.delete(ratio, worst)
     sigma = 1.4826 * float(np.median(np.abs(others - np.median(others))))
     excess = float(ratio[worst] - np.median(others))
-    lost = float(compute[worst] - np.delete(compute, worst).max())
+    lost = _compute_lost_s(obs, float(compute[worst]), float(np.delete(compute, worst).max()))
     if excess <= OUTLIER_SIGMAS * sigma or not _matters(obs, lost):
         return
     name = obs.gpu_names[worst]
@@ -762,10 +798,20 @@ def _held_up_s(obs: Observation, with_s: float, without_s: float) -> float:
     # noise floor: two readings that each carry a relative noise n differ by noise alone by up to
     # NOISE_SIGMAS x n x sqrt(2) of their size (their difference's standard deviation, NOISE_SIGMAS
     # times): only the part beyond it is evidence of time lost (0 on a simulation's exact readings)
-    without_s = without_s + NOISE_SIGMAS * np.sqrt(2.0) * obs.reading_noise * with_s
-    if with_s <= without_s or with_s <= 0:
-        return 0.0
-    return min(with_s - without_s, _exposed_comm_s(obs) * (1.0 - without_s / with_s))
+    noise = obs.reading_noise
+    floor_s = without_s + NOISE_SIGMAS * np.sqrt(2.0) * noise * with_s
+    exposed_s = _exposed_comm_s(obs)
+    point = 0.0 if with_s <= floor_s or with_s <= 0 else min(with_s - floor_s, exposed_s * (1.0 - floor_s / with_s))
+    if noise <= 0 or with_s <= 0:
+        return point
+    # the range: each of the two bounds with its readings' noise propagated (independent readings of
+    # relative noise n): the extra port time with - without, and the exposed share e (1 - r), r = without / with
+    ratio = without_s / with_s
+    extra, extra_sd = with_s - without_s, noise * float(np.hypot(with_s, without_s))
+    share, share_sd = exposed_s * (1.0 - ratio), noise * exposed_s * float(np.hypot(1.0 - ratio, np.sqrt(2.0) * ratio))
+    low = min(extra - NOISE_SIGMAS * extra_sd, share - NOISE_SIGMAS * share_sd)
+    high = min(extra + NOISE_SIGMAS * extra_sd, share + NOISE_SIGMAS * share_sd)
+    return Lost(point, max(low, 0.0), max(high, 0.0))
 
 
 def _link_lost_s(obs: Observation, link: int, slowdown: float) -> float:
@@ -1103,10 +1149,23 @@ def _phase_s(obs: Observation, label: str) -> float:
 
 
 def _nic_ports(obs: Observation) -> np.ndarray:
-    """The compute network's NIC ports (both directions): links no routing can spread."""
+    """The compute network's NIC ports (both directions): links no routing can spread. A NIC node
+    sits in its server (``node_network`` SERVER); its cable to the leaf is on the compute network
+    (``link_network``). Selected by the ends' networks, none matched, and every collision was
+    measured as if the NIC ports had no load."""
     topo = obs.topo
-    compute = topo.node_network == Network.COMPUTE
-    return np.flatnonzero((topo.link_kind == LinkKind.HOST) & compute[topo.link_src] & compute[topo.link_dst])
+    nic = topo.node_kind == NodeKind.NIC
+    ports = np.flatnonzero((topo.link_kind == LinkKind.HOST) & (topo.link_network == Network.COMPUTE)
+                           & (nic[topo.link_src] | nic[topo.link_dst]))
+    if obs.link_rate_Bps is None:
+        return ports
+    # as for _busiest_nic_port_s: a server with a NIC down is left out, since a neighbour carrying the
+    # dead NIC's bytes is nic-down's cost and a fabric cause is measured as if the other findings
+    # were fixed (counted, a doubled port hid the fabric's own collision: fixed suite, roce-3tier 3d-8b)
+    down = ports[obs.link_rate_Bps[ports] < 0.01 * obs.link_nominal_Bps[ports]]
+    dead = [int(n) for n in topo.node_server[np.concatenate([topo.link_src[down], topo.link_dst[down]])] if n >= 0]
+    ends = np.stack([topo.node_server[topo.link_src[ports]], topo.node_server[topo.link_dst[ports]]], axis=1)
+    return ports[~np.isin(ends, dead).any(axis=1)] if dead else ports
 
 
 def _phase_collided(obs: Observation, label: str, groups: list[np.ndarray], nics: np.ndarray) -> Collided | None:

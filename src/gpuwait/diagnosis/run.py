@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from gpuwait.diagnosis.observe import Observation, observe_run
-from gpuwait.diagnosis.rules import MATTERS, RULES, Candidate, evaluate, same_cable
+from gpuwait.diagnosis.rules import MATTERS, NOISE_SIGMAS, RULES, Candidate, evaluate, lost_range_s, same_cable
 from gpuwait.errors import SpecError
 from gpuwait.runner.workload import WorkloadRun, simulate_workload
 from gpuwait.spec.faults import FaultSpec
@@ -170,6 +170,29 @@ def _ranked_share(cand: Candidate, step: float, excess: float, exposed: float = 
     return _lost_share(cand, step, excess, exposed) * (1.0 + DIRECT_EVIDENCE_MARGIN * cand.direct)
 
 
+def _observed_severity(cand: Candidate, step: float, excess: float, exposed: float, noise: float) -> str:
+    """The severity of a cause whose cost is estimated from readings of relative noise ``noise``:
+    from the low end of its range (rules.lost_range_s) over the step read at the high end of its
+    own, so a warning says the cause costs at least MATTERS of the step given what the readings
+    resolve; a cost whose range reaches below that is info, its estimate and range in the evidence.
+    A cause with only a bound on its cost (``bound_only``) is info."""
+    if cand.bound_only:
+        return "info"
+    if cand.lost_s is None or noise <= 0 or step <= 0:
+        return _severity(_lost_share(cand, step, excess, exposed), cand.score, excess)
+    low_s, _ = lost_range_s(cand.lost_s, noise)
+    return _severity(low_s / (step * (1.0 + NOISE_SIGMAS * noise)), cand.score, excess)
+
+
+def _with_range(cand: Candidate, noise: float) -> dict:
+    """The candidate's evidence, with its estimated cost's range where the readings are noisy."""
+    if cand.lost_s is None or noise <= 0:
+        return cand.evidence
+    low_s, high_s = lost_range_s(cand.lost_s, noise)
+    return {"lost_ms": round(float(cand.lost_s) * 1e3, 2), **cand.evidence,
+            "lost_ms_range": f"{low_s * 1e3:.2f}-{high_s * 1e3:.2f}"}
+
+
 def diagnose_observation(observation: Observation, case: str = "telemetry") -> Diagnosis:
     """Findings from an observation alone (imported telemetry): no re-simulation, so severity and
     rank come from the time each cause costs as its rule estimates it from the evidence (a direct
@@ -187,8 +210,8 @@ def diagnose_observation(observation: Observation, case: str = "telemetry") -> D
     for cand in ranked:
         if not any(c.kind == cand.kind and same_cable(c.component, cand.component) for c in candidates):
             candidates.append(cand)
-    findings = tuple(Finding(c.kind, c.component, "info" if c.bound_only else
-                             _severity(_lost_share(c, step, excess, exposed), c.score, excess), c.score,
-                             c.evidence, c.explanation, c.fix, step, None, c.direct) for c in candidates)
+    noise = observation.reading_noise
+    findings = tuple(Finding(c.kind, c.component, _observed_severity(c, step, excess, exposed, noise), c.score,
+                             _with_range(c, noise), c.explanation, c.fix, step, None, c.direct) for c in candidates)
     missing = tuple(dict.fromkeys([*observation.missing, *out.missing]))
     return Diagnosis(case, step, base, findings, missing, None, observation)
