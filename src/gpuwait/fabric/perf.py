@@ -661,7 +661,9 @@ class CollectivePredictor:
         if self.gpus_per_thread > 1:
             costs = replace(costs, host_floor_s=self.gpus_per_thread * HOST_ISSUE_PER_GPU_S)
         time_s = pipelined_time_s(costs, params)
-        latency_s = costs.latency_with(params)
+        # a ring's first-loop proxy waits are latency to whoever splits the time (not bandwidth that
+        # contention stretches: fabric.groups)
+        latency_s = costs.latency_with(params) + costs.chain_with(params)
         fill_s = costs.fill_with(params)
         message_s = costs.nic_messages * params.net_message_overhead_s
         return CollectiveEstimate(collective, n_bytes, algorithm, protocol, channels, time_s, latency_s, model_s,
