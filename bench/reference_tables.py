@@ -398,7 +398,7 @@ def size_lines(pattern: str) -> list[str]:
         params = adjust(sweep.unfitted_params, PUBLIC_TABLE_FIT)
         by_size = {r.size_bytes: i for i, r in enumerate(sweep.rows)}
         lines += [f"## {ref.stem}", "", "| size | measured us | predicted us | busbw error | choice | channels | chunk | "
-                  "latency us | wire us | messages us | step cycle us | chain us | fill us |", "|---" * 13 + "|"]
+                  "latency us | wire us | messages us | step cycle us | fill us |", "|---" * 12 + "|"]
         factor = busbw_factor(meas.collective, meas.n_ranks)
         for k, size in enumerate(meas.sizes):
             est = sweep.estimates[by_size[int(size)]]
@@ -410,8 +410,7 @@ def size_lines(pattern: str) -> list[str]:
                 f"{est.algorithm}/{est.protocol} | "
                 f"{est.n_channels} | {est.chunk_bytes} | {c.latency_with(params) * 1e6:.1f} | "
                 f"{c.wire_with(params) * 1e6:.1f} | {c.nic_messages * params.net_message_overhead_s * 1e6:.1f} | "
-                f"{c.connection_steps * c.proxy_load * params.net_step_cycle_s * 1e6:.1f} | "
-                f"{c.chain_with(params) * 1e6:.1f} | {c.fill_with(params) * 1e6:.1f} |")
+                f"{c.connection_steps * c.proxy_load * params.net_step_cycle_s * 1e6:.1f} | {c.fill_with(params) * 1e6:.1f} |")
         lines.append("")
     return lines
 

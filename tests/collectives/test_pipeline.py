@@ -138,15 +138,3 @@ def test_connection_step_cycle_bounds_the_steps_after_the_first_pass():
         assert pipelined_time_s(costs, params) == pytest.approx(expected_s)
     # a single-node call has no network connection: the cycle never applies
     assert pipelined_time_s(PipelineCosts(0.0, 0, 0, 20e-6, 0, 0.0, 0.0, 0.0, False, 0.0), params) == pytest.approx(20e-6)
-
-
-def test_a_rings_first_loop_chain_adds_its_proxy_waits_to_the_wire():
-    # Closed form: a ring's first loop is a chain (a rank forwards a slice once it has it, prims_ll128.h
-    # v2.30.7-1), so the passes its steps wait for add to latency and wire instead of overlapping them:
-    # 30 steps x 2/3 of a pass x 3 pairs x 1 us = 60 us on top of 80 us latency and 10 us of wire.
-    params = PhysicalParams(net_message_overhead_s=0.0, net_step_cycle_s=1e-6)
-    costs = PipelineCosts(80e-6, 28, 2, 10e-6, 60, 0.0, 0.0, 0.0, True, 0.0, 3.0, chain_passes=20.0)
-    assert pipelined_time_s(costs, params) == pytest.approx(150e-6)
-    # later steps are a throughput bound beside the wire: 40 steps x 3 x 1 us = 120 us > 10 us of wire
-    later = PipelineCosts(80e-6, 28, 2, 10e-6, 60, 0.0, 0.0, 0.0, True, 40.0, 3.0, chain_passes=20.0)
-    assert pipelined_time_s(later, params) == pytest.approx(260e-6)

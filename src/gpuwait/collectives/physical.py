@@ -108,9 +108,7 @@ class PipelineCosts:
     ``fill_inter_s``: the first chunk's trip through the pipeline's hops inside servers / across the
     network; ``connection_steps``: the steps one network connection (one channel's send or receive on
     the busiest NIC) carries beyond what NCCL's latency counts, in whole proxy passes (after the first
-    pass; a ring's later loops); ``chain_passes``: a ring's first loop, the share of a pass per step that
-    the proxy spends on its other connections while the ring's chain waits (added, not overlapped:
-    ``ring_connection_steps``, :mod:`gpuwait.fabric.perf`); ``window_share``:
+    pass; a ring's first loop as the share of a pass its other connections take); ``window_share``:
     NVLS only, the share of the bytes in NCCL's first in-flight window, which pays a second pass
     (:mod:`gpuwait.fabric.perf`); ``multi_node``:
     the network is the bottleneck; ``proxy_load``: the network connections the busiest GPU's proxy
@@ -129,11 +127,6 @@ class PipelineCosts:
     connection_steps: float = 0.0
     proxy_load: float = 1.0
     host_floor_s: float = 0.0  # the host's time to issue one call on every GPU it drives (fabric.perf)
-    chain_passes: float = 0.0
-
-    def chain_with(self, params: PhysicalParams) -> float:
-        """The proxy passes a ring's first-loop chain waits for, in seconds."""
-        return self.chain_passes * self.proxy_load * params.net_step_cycle_s
 
     def latency_with(self, params: PhysicalParams) -> float:
         return (self.latency_s + params.launch_latency_s + self.intra_steps * params.intra_step_latency_s
@@ -161,9 +154,8 @@ def pipelined_time_s(costs: PipelineCosts, params: PhysicalParams) -> float:
     connection carries a step at most every ``proxy_load`` x ``net_step_cycle_s``, whatever its size: a
     pass grows with the network connections the GPU's proxy serves (``proxy_load``: per
     send-and-receive pair of one channel, :mod:`gpuwait.fabric.perf`). A ring's first loop is a chain
-    of steps, each forwarded once it has arrived, whose hop latencies (NCCL's latency term) and
-    transfers (the wire) add up; its steps also wait for the proxy's visits to its other
-    ``proxy_load - 1`` pairs, which add too (``chain_passes``; ``ring_connection_steps``,
+    NCCL's latency counts too, except the proxy's visits to its other ``proxy_load - 1`` pairs, which
+    ``connection_steps`` carries as a fraction of a pass per step (``ring_connection_steps``,
     :mod:`gpuwait.fabric.perf`).
     Small chunks (trees and NVLSTree at mid sizes, NVLSTree's 64 KiB chunk from 4 nodes) therefore run
     below the NIC's rate.
@@ -177,7 +169,7 @@ def pipelined_time_s(costs: PipelineCosts, params: PhysicalParams) -> float:
     """
     steady = np.maximum(np.maximum(costs.wire_with(params), costs.nic_messages * params.net_message_overhead_s),
                         costs.connection_steps * costs.proxy_load * params.net_step_cycle_s)
-    total = costs.latency_with(params) + costs.chain_with(params) + steady + costs.fill_with(params)
+    total = costs.latency_with(params) + steady + costs.fill_with(params)
     # back-to-back calls run no faster than one host thread issues them (nccl-tests -g N: fabric.perf)
     total = np.maximum(total, costs.host_floor_s)
     return float(total) if np.ndim(total) == 0 else total

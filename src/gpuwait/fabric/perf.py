@@ -542,8 +542,7 @@ class CollectivePredictor:
     def estimate(self, collective: str, n_bytes: int) -> CollectiveEstimate:
         """What one call costs: NCCL's choice, then the hardware's time for it, pipelined.
 
-        time = latency (NCCL's hop latencies + the calibrated extra per step) + a ring's first-loop proxy
-        waits (:func:`ring_connection_steps`) + the slowest of: NCCL's
+        time = latency (NCCL's hop latencies + the calibrated extra per step) + the slowest of: NCCL's
         plateau, the flow engine on the real fabric, and the per-message cost of the busiest NIC's steps
         (LogGP's overhead *o* per message, which overlaps the previous message's transmission:
         Alexandrov et al., SPAA 1995; NCCL's one proxy thread per GPU posts every network step) + the
@@ -591,11 +590,9 @@ class CollectivePredictor:
                 window = min(n_bytes, NVLS_WINDOW_BYTES) / n_bytes
         intra_steps, inter_steps = latency_steps(algorithm, collective, comm.n_ranks, comm.n_nodes)
         load = self._proxy_load(algorithm, size_channels, graph.channels_run)
-        chain = 0.0
         if algorithm == "ring" and connection_steps:
-            chain, connection_steps = ring_connection_steps(intra_steps + inter_steps, n_bytes, size_channels,
-                                                            comm.n_ranks, chunk, ring_slices(collective, protocol),
-                                                            load)
+            connection_steps = ring_connection_steps(intra_steps + inter_steps, n_bytes, size_channels, comm.n_ranks,
+                                                     chunk, ring_slices(collective, protocol), load)
         else:
             # any other pattern's first chunk is NCCL's latency term
             connection_steps = max(0.0, connection_steps - 1)
@@ -604,8 +601,7 @@ class CollectivePredictor:
             wire_s = max(wire_s, self._rail_bound_s(collective, n_bytes, algorithm, protocol, channels, size_channels,
                                                     chunk))
         costs = PipelineCosts(prediction.latency_us * 1e-6, intra_steps, inter_steps, wire_s,
-                              nic_messages, fill_intra_s, fill_inter_s, window, comm.n_nodes > 1, connection_steps, load,
-                              chain_passes=chain)
+                              nic_messages, fill_intra_s, fill_inter_s, window, comm.n_nodes > 1, connection_steps, load)
         return self._estimate(collective, n_bytes, algorithm, protocol, channels, model_s, fabric_s, chunk, costs)
 
     def _proxy_load(self, algorithm: str, size_channels: int, graph_channels: int = 0) -> float:
@@ -661,9 +657,7 @@ class CollectivePredictor:
         if self.gpus_per_thread > 1:
             costs = replace(costs, host_floor_s=self.gpus_per_thread * HOST_ISSUE_PER_GPU_S)
         time_s = pipelined_time_s(costs, params)
-        # a ring's first-loop proxy waits are latency to whoever splits the time (not bandwidth that
-        # contention stretches: fabric.groups)
-        latency_s = costs.latency_with(params) + costs.chain_with(params)
+        latency_s = costs.latency_with(params)
         fill_s = costs.fill_with(params)
         message_s = costs.nic_messages * params.net_message_overhead_s
         return CollectiveEstimate(collective, n_bytes, algorithm, protocol, channels, time_s, latency_s, model_s,
@@ -704,32 +698,30 @@ P2P_LL_THRESHOLD_BYTES = 16384
 
 
 def ring_connection_steps(loop_steps: int, n_bytes: int, channels: int, n_ranks: int, step_bytes: int, slices: int,
-                          proxy_load: float) -> tuple[float, float]:
-    """(first-loop chain passes, later steps) of one ring network connection, in units of a full pass.
+                          proxy_load: float) -> float:
+    """Steps of one ring network connection that its proxy's passes time, in units of a full pass.
 
     The connection carries every step of every loop (``loop_steps``, 2 (n - 1) for AllReduce), a message
-    per slice of each rank's per-channel share; its proxy moves a step one state per pass over the
-    ``proxy_load`` connection pairs it serves (``progressOps``, src/proxy.cc; ``sendProxyProgress`` /
-    ``recvProxyProgress`` return after the first stage that moved, src/transport/net.cc, NVIDIA/nccl
-    v2.30.7-1). The first loop is a chain: a rank forwards a slice once it has it
-    (src/device/prims_simple.h / prims_ll128.h), so its steps' hop latencies (NCCL's latency term, the
-    connection's own visit of each pass among them) and transfers add up, and so do the proxy's visits
-    to the other ``proxy_load - 1`` pairs that each step waits for: ``loop_steps`` x first-loop slices x
-    (1 - 1 / load) passes, nothing with one pair per proxy (the floors), two thirds of a pass per step
-    with three (24 channels on 8 NICs). Later loops' steps find their data ready and are a throughput
-    bound (whole passes, overlapped with the wire: :func:`gpuwait.collectives.physical.pipelined_time_s`).
+    per slice of each rank's per-channel share. After the first loop each step waits for a whole pass
+    over the ``proxy_load`` connection pairs the GPU's proxy serves (``progressOps``, src/proxy.cc;
+    ``sendProxyProgress`` / ``recvProxyProgress`` move a step one state per call, src/transport/net.cc,
+    NVIDIA/nccl v2.30.7-1). In the first loop the ring advances step by step as a chain whose hop
+    latencies NCCL's latency term counts, with the connection's own visit of each pass among them; what
+    it does not count is the proxy's visits to the other ``proxy_load - 1`` pairs, which every step of
+    that loop also waits for (the ring's steps follow each other: the next rank forwards a slice once it
+    has it, src/device/prims_simple.h / prims_ll128.h). So a proxy serving one pair adds nothing to the
+    first loop (the floors), and three pairs (24 channels on 8 NICs) add two visits per step.
 
-    >>> chain, later = ring_connection_steps(30, 2**20, 24, 16, 2731, 1, 3.0)  # one loop
-    >>> round(chain, 6), later
-    (20.0, 0)
+    >>> round(ring_connection_steps(30, 2**20, 24, 16, 2731, 1, 3.0), 6)  # one loop: 30 steps x 2/3 of a pass
+    20.0
     >>> ring_connection_steps(30, 2**20, 1, 16, 65536, 1, 1.0)
-    (0.0, 0)
-    >>> ring_connection_steps(30, 2**30, 24, 16, 1048576 // 2, 2, 2.0)  # 6 slices a channel: 2 in the chain
-    (30.0, 120)
+    0.0
+    >>> ring_connection_steps(30, 2**30, 24, 16, 1048576 // 2, 2, 3.0)  # later loops pay whole passes
+    160.0
     """
     messages = math.ceil(math.ceil(n_bytes / (max(channels, 1) * max(n_ranks, 1))) / max(step_bytes, 1))
     first_loop = min(messages, slices)
-    return loop_steps * first_loop * (1 - 1 / max(proxy_load, 1.0)), loop_steps * (messages - first_loop)
+    return loop_steps * (messages - first_loop / max(proxy_load, 1.0))
 
 
 def p2p_protocol(bytes_per_peer: int, allowed: frozenset[str] | None = None) -> str:
