@@ -107,8 +107,10 @@ class PipelineCosts:
     ``nic_messages``: network steps (messages) the busiest NIC sends and receives; ``fill_intra_s`` /
     ``fill_inter_s``: the first chunk's trip through the pipeline's hops inside servers / across the
     network; ``connection_steps``: the steps one network connection (one channel's send or receive on
-    the busiest NIC) carries after the first pass; ``window_share``: NVLS only, the share of the bytes in
-    NCCL's first in-flight window, which pays a second pass (:mod:`gpuwait.fabric.perf`); ``multi_node``:
+    the busiest NIC) carries beyond what NCCL's latency counts, in whole proxy passes (after the first
+    pass; a ring's first loop as the share of a pass its other connections take); ``window_share``:
+    NVLS only, the share of the bytes in NCCL's first in-flight window, which pays a second pass
+    (:mod:`gpuwait.fabric.perf`); ``multi_node``:
     the network is the bottleneck; ``proxy_load``: the network connections the busiest GPU's proxy
     thread serves, per send-and-receive pair of one channel (its step cycle grows with them).
     """
@@ -148,10 +150,13 @@ def pipelined_time_s(costs: PipelineCosts, params: PhysicalParams) -> float:
     network connection's steps also follow each other through NCCL's proxy, which moves a step by at
     most one state (posted, sent, completed) per pass over the GPU's active connections
     (``sendProxyProgress`` / ``recvProxyProgress``, src/transport/net.cc, NVIDIA/nccl v2.30.7-1): after
-    the first pass (a ring's first loop of 2 (n - 1) steps, a tree's first chunk), which NCCL's latency
-    term already counts step by step, a connection carries a step at most every ``proxy_load`` x
-    ``net_step_cycle_s``, whatever its size: a pass grows with the network connections the GPU's proxy
-    serves (``proxy_load``: per send-and-receive pair of one channel, :mod:`gpuwait.fabric.perf`).
+    the first pass (a tree's first chunk, which NCCL's latency term already counts step by step), a
+    connection carries a step at most every ``proxy_load`` x ``net_step_cycle_s``, whatever its size: a
+    pass grows with the network connections the GPU's proxy serves (``proxy_load``: per
+    send-and-receive pair of one channel, :mod:`gpuwait.fabric.perf`). A ring's first loop is a chain
+    NCCL's latency counts too, except the proxy's visits to its other ``proxy_load - 1`` pairs, which
+    ``connection_steps`` carries as a fraction of a pass per step (``ring_connection_steps``,
+    :mod:`gpuwait.fabric.perf`).
     Small chunks (trees and NVLSTree at mid sizes, NVLSTree's 64 KiB chunk from 4 nodes) therefore run
     below the NIC's rate.
     Works elementwise when the fields of ``costs`` and ``params`` are arrays (one entry per size).

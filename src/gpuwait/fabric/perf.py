@@ -633,22 +633,19 @@ class CollectivePredictor:
             if algorithm in ("nvls", "nvls_tree"):
                 window = min(n_bytes, NVLS_WINDOW_BYTES) / n_bytes
         intra_steps, inter_steps = latency_steps(algorithm, collective, comm.n_ranks, comm.n_nodes)
-        # the first pass (a ring's one loop of steps, any other pattern's first chunk) is NCCL's latency term
+        load = self._proxy_load(algorithm, size_channels, graph.channels_run)
         if algorithm == "ring" and connection_steps:
-            # a ring's connection carries every step of every loop, a message per slice of each rank's
-            # per-channel share; its first loop is the chain NCCL's latency counts
-            messages = math.ceil(math.ceil(n_bytes / (size_channels * comm.n_ranks)) / chunk)
-            first_loop = min(messages, ring_slices(collective, protocol))
-            connection_steps = (intra_steps + inter_steps) * (messages - first_loop)
+            connection_steps = ring_connection_steps(intra_steps + inter_steps, n_bytes, size_channels, comm.n_ranks,
+                                                     chunk, ring_slices(collective, protocol), load)
         else:
+            # any other pattern's first chunk is NCCL's latency term
             connection_steps = max(0.0, connection_steps - 1)
         wire_s = max(model_s, fabric_s or 0.0)
         if nic_messages:
             wire_s = max(wire_s, self._rail_bound_s(collective, n_bytes, algorithm, protocol, channels, size_channels,
                                                     chunk))
         costs = PipelineCosts(prediction.latency_us * 1e-6, intra_steps, inter_steps, wire_s,
-                              nic_messages, fill_intra_s, fill_inter_s, window, comm.n_nodes > 1, connection_steps,
-                              self._proxy_load(algorithm, size_channels, graph.channels_run))
+                              nic_messages, fill_intra_s, fill_inter_s, window, comm.n_nodes > 1, connection_steps, load)
         return self._estimate(collective, n_bytes, algorithm, protocol, channels, model_s, fabric_s, chunk, costs)
 
     def _proxy_load(self, algorithm: str, size_channels: int, graph_channels: int = 0) -> float:
@@ -742,6 +739,33 @@ class CollectivePredictor:
 #: NCCL_P2P_LL_THRESHOLD default (src/enqueue.cc, NVIDIA/nccl v2.18.3-1 to v2.30.7-1): a p2p operation of at most
 #: this many bytes per channel runs on the LL protocol, a larger one on Simple
 P2P_LL_THRESHOLD_BYTES = 16384
+
+
+def ring_connection_steps(loop_steps: int, n_bytes: int, channels: int, n_ranks: int, step_bytes: int, slices: int,
+                          proxy_load: float) -> float:
+    """Steps of one ring network connection that its proxy's passes time, in units of a full pass.
+
+    The connection carries every step of every loop (``loop_steps``, 2 (n - 1) for AllReduce), a message
+    per slice of each rank's per-channel share. After the first loop each step waits for a whole pass
+    over the ``proxy_load`` connection pairs the GPU's proxy serves (``progressOps``, src/proxy.cc;
+    ``sendProxyProgress`` / ``recvProxyProgress`` move a step one state per call, src/transport/net.cc,
+    NVIDIA/nccl v2.30.7-1). In the first loop the ring advances step by step as a chain whose hop
+    latencies NCCL's latency term counts, with the connection's own visit of each pass among them; what
+    it does not count is the proxy's visits to the other ``proxy_load - 1`` pairs, which every step of
+    that loop also waits for (the ring's steps follow each other: the next rank forwards a slice once it
+    has it, src/device/prims_simple.h / prims_ll128.h). So a proxy serving one pair adds nothing to the
+    first loop (the floors), and three pairs (24 channels on 8 NICs) add two visits per step.
+
+    >>> round(ring_connection_steps(30, 2**20, 24, 16, 2731, 1, 3.0), 6)  # one loop: 30 steps x 2/3 of a pass
+    20.0
+    >>> ring_connection_steps(30, 2**20, 1, 16, 65536, 1, 1.0)
+    0.0
+    >>> ring_connection_steps(30, 2**30, 24, 16, 1048576 // 2, 2, 3.0)  # later loops pay whole passes
+    160.0
+    """
+    messages = math.ceil(math.ceil(n_bytes / (max(channels, 1) * max(n_ranks, 1))) / max(step_bytes, 1))
+    first_loop = min(messages, slices)
+    return loop_steps * (messages - first_loop / max(proxy_load, 1.0))
 
 
 def p2p_protocol(bytes_per_peer: int, allowed: frozenset[str] | None = None) -> str:
