@@ -90,10 +90,12 @@ def report(t: Transfer) -> list[str]:
         lines.append(f"| {name} | {_pct(s['busbw_median_error_pct'])} | {_pct(s['busbw_worst_error_pct'])} | "
                      f"{_pct(s['floor_median_error_pct'])} |")
     lines += ["", "Forward selection on the 2-node table (held-out error: mean |ln(predicted / measured)| of the "
-              f"time, {c.validation}; a parameter is freed only if it lowers it by at least {MIN_GAIN * 100:.1f} %):",
-              "", "| freed parameters | held-out error | chosen |", "|---|---|---|"]
+              f"time, {c.validation}; a parameter is freed only if the drop it brings is at least {MIN_GAIN * 100:.1f} % "
+              "and at least its standard error over the sizes):",
+              "", "| freed parameters | held-out error | drop | standard error | chosen |", "|---|---|---|---|---|"]
     for k in c.selection.candidates:
-        lines.append(f"| {', '.join(k.freed) or '(none: as shipped)'} | {k.held_out_error * 100:.2f} % | "
+        drop = f"{k.gain * 100:+.2f} % | {k.gain_se * 100:.2f} %" if k.freed else " | "
+        lines.append(f"| {', '.join(k.freed) or '(none: as shipped)'} | {k.held_out_error * 100:.2f} % | {drop} | "
                      f"{'yes' if k.freed == c.freed else ''} |")
     lines += ["", "| parameter | physical default | as shipped | calibrated |", "|---|---|---|---|"]
     for name, fitted in _params(c.params).items():

@@ -29,7 +29,9 @@ the 4-node table's over the model as shipped (docs/validation-calibrate.md befor
   fitted across every published table, :data:`SHIPPED`): a parameter not freed keeps its shipped value;
 * parameters are freed by **forward selection scored by cross-validation within the user's own logs**:
   from the shipped model, each not-yet-freed parameter is tried, the one whose fit lowers the held-out
-  error most is freed, and the search stops when no parameter lowers it by at least :data:`MIN_GAIN`. A
+  error most is freed, and the search stops when the best drop is below :data:`MIN_GAIN` or below its
+  own standard error over the sizes (the one-standard-error rule of Hastie, Tibshirani and Friedman,
+  *The Elements of Statistical Learning*, 2nd ed., section 7.10: a noisier log needs a clearer gain). A
   parameter is thus freed only when sizes the fit did not see are predicted better with it free, which
   is the evidence that it is signal, not noise; real moves (a slower NIC, a costlier launch) lower the
   held-out error by far more than the threshold and are freed and fitted back
@@ -76,9 +78,10 @@ PUBLIC_FIT_NAMES: tuple[str, ...] = ("launch_latency_s", "net_step_latency_s", "
 #: every fitted name's move as shipped: the public-table fit, the rest at their physical start (no move).
 #: What a cluster calibration starts from and keeps for every parameter it does not free.
 SHIPPED: dict[str, float] = {**{n: BOUNDS[n][2] for n in FIT_NAMES}, **PUBLIC_TABLE_FIT}
-#: the least drop of the held-out mean |log(pred / meas)| that frees one more parameter: 0.1 % of the
-#: time, the resolution of the times nccl-tests prints (4 significant digits, e.g. "1234.5" us); a smaller
-#: gain is within what the log can show and frees nothing
+#: the least drop of the held-out mean |log(pred / meas)| that frees one more parameter, whatever its
+#: standard error: 0.1 % of the time, above the resolution of the times nccl-tests prints (two decimals
+#: of a microsecond: 0.04 % of a 25 us floor, as in the logs of NVIDIA/nccl-tests#309); a smaller gain is
+#: within what a log can show
 MIN_GAIN = 1e-3
 
 
@@ -176,20 +179,33 @@ def held_out_error(observations: Sequence[Observation], folds: Folds, names: Seq
                    base: Mapping[str, float] = SHIPPED) -> float:
     """The group-weighted mean |log(pred / meas)| of every observation, each predicted by the fit of
     ``names`` (from ``base``) on its fold's training observations only."""
+    return float(np.sum(_weights(observations) * _held_out_abs(observations, folds, names, base)))
+
+
+def _held_out_abs(observations: Sequence[Observation], folds: Folds, names: Sequence[str],
+                  base: Mapping[str, float]) -> np.ndarray:
     errors = np.zeros(len(observations))
     for train, test in folds:
         adjustment = fit([o for o, keep in zip(observations, train, strict=True) if keep], names, base)
         picked = [o for o, keep in zip(observations, test, strict=True) if keep]
         errors[np.flatnonzero(test)] = log_errors(picked, adjustment)
-    return float(np.sum(_weights(observations) * np.abs(errors)))
+    return np.abs(errors)
 
 
 @dataclass(frozen=True)
 class Candidate:
-    """One set of freed parameters tried, and its held-out error (mean |log(pred / meas)|)."""
+    """One set of freed parameters tried: its held-out error (mean |log(pred / meas)|) and how far it
+    lowers that of the set it extends (``gain``) beside the standard error of that gain over the sizes."""
 
     freed: tuple[str, ...]
     held_out_error: float
+    gain: float = 0.0
+    gain_se: float = 0.0
+
+    @property
+    def significant(self) -> bool:
+        """Whether the gain clears both :data:`MIN_GAIN` and its own standard error."""
+        return self.gain >= max(MIN_GAIN, self.gain_se)
 
 
 @dataclass(frozen=True)
@@ -208,16 +224,23 @@ class Selection:
 def select(observations: Sequence[Observation], folds: Folds, names: Sequence[str] = FIT_NAMES,
            base: Mapping[str, float] = SHIPPED) -> Selection:
     """Forward selection among ``names`` from ``base`` (see the module docstring): free, one at a time,
-    the parameter that lowers the held-out error most, while it lowers it by at least :data:`MIN_GAIN`."""
+    the parameter that lowers the held-out error most, while the drop is at least :data:`MIN_GAIN` and at
+    least its standard error over the sizes (the paired per-size differences, weighted as the loss)."""
+    weights = _weights(observations)
     freed: tuple[str, ...] = ()
-    best = held_out_error(observations, folds, freed, base)
-    candidates = [Candidate(freed, best)]
+    current = _held_out_abs(observations, folds, freed, base)
+    candidates = [Candidate(freed, float(np.sum(weights * current)))]
     while len(freed) < len(names):
-        tries = [Candidate((*freed, n), held_out_error(observations, folds, (*freed, n), base))
-                 for n in names if n not in freed]
-        candidates += tries
-        winner = min(tries, key=lambda c: c.held_out_error)
-        if winner.held_out_error > best - MIN_GAIN:
+        tries = []
+        for name in (n for n in names if n not in freed):
+            errors = _held_out_abs(observations, folds, (*freed, name), base)
+            diff = current - errors
+            gain = float(np.sum(weights * diff))
+            tries.append((Candidate((*freed, name), float(np.sum(weights * errors)), gain,
+                                    float(np.sqrt(np.sum(weights ** 2 * (diff - gain) ** 2)))), errors))
+        candidates += [c for c, _ in tries]
+        winner, errors = max(tries, key=lambda t: t[0].gain)
+        if not winner.significant:
             break
-        freed, best = winner.freed, winner.held_out_error
+        freed, current = winner.freed, errors
     return Selection(freed, tuple(candidates))

@@ -78,7 +78,8 @@ class CalibrateReport:
         return {"cluster": c.cluster, "n_ranks": c.n_ranks, "validation": c.validation,
                 "considered": list(c.names), "fitted": list(c.freed),
                 "selection": {"freed": list(c.freed), "min_gain": MIN_GAIN,
-                              "candidates": [{"freed": list(k.freed), "held_out_error": k.held_out_error}
+                              "candidates": [{"freed": list(k.freed), "held_out_error": k.held_out_error,
+                                              "gain": k.gain, "gain_se": k.gain_se}
                                              for k in c.selection.candidates],
                               "per_fold_freed": [list(f) for f in c.fold_freed]},
                 "params": {"fitted": params_dict(c.params), "shipped": params_dict(c.shipped),
@@ -147,12 +148,13 @@ def selection_table(report: CalibrateReport) -> Table:
     """Forward selection on every log: each set of freed parameters tried and its held-out error."""
     c = report.calibration
     table = Table(title=f"parameters freed by forward selection (held-out error: mean |ln(predicted / measured)| of "
-                        f"the time, {c.validation}; a parameter is freed only if it lowers it by >= "
-                        f"{MIN_GAIN * 100:.1f} %)", title_justify="left")
-    for col in ("freed parameters", "held-out error", "chosen"):
-        table.add_column(col, justify="right" if col == "held-out error" else "left")
+                        f"the time, {c.validation}; a parameter is freed only if the drop it brings is >= "
+                        f"{MIN_GAIN * 100:.1f} % and >= its standard error over the sizes)", title_justify="left")
+    for col in ("freed parameters", "held-out error", "drop", "standard error", "chosen"):
+        table.add_column(col, justify="left" if col in ("freed parameters", "chosen") else "right")
     for k in c.selection.candidates:
         table.add_row(", ".join(k.freed) or "(none: as shipped)", f"{k.held_out_error * 100:.2f} %",
+                      f"{k.gain * 100:+.2f} %" if k.freed else "", f"{k.gain_se * 100:.2f} %" if k.freed else "",
                       "yes" if k.freed == c.freed else "")
     return table
 
