@@ -76,7 +76,7 @@ class CalibrateReport:
     def to_dict(self) -> dict:
         c = self.calibration
         return {"cluster": c.cluster, "n_ranks": c.n_ranks, "validation": c.validation,
-                "considered": list(c.names), "fitted": list(c.freed),
+                "considered": list(c.names), "fitted": list(c.freed), "prior": dict(c.prior),
                 "selection": {"freed": list(c.freed), "min_gain": MIN_GAIN,
                               "candidates": [{"freed": list(k.freed), "held_out_error": k.held_out_error,
                                               "gain": k.gain, "gain_se": k.gain_se}
@@ -98,12 +98,13 @@ def _scores(rows: list[dict]) -> dict:
 
 def run_calibrate(paths: Sequence[Path], cluster: str, servers: int | None = None, gpus: int | None = None,
                   env: Mapping[str, str] | Iterable[str] = (), names: Iterable[str] | None = None,
-                  out: Path | None = None) -> CalibrateReport:
-    """Read ``paths``, fit, and write the overlay to ``out`` (checked before the fit runs)."""
+                  out: Path | None = None, prior: Mapping[str, float] | None = None) -> CalibrateReport:
+    """Read ``paths``, fit (from ``prior``: :func:`gpuwait.runner.calibrate.calibrate`), and write the
+    overlay to ``out`` (checked before the fit runs)."""
     if out is not None:
         check_writable(out)
     logs = [read_log(Path(p)) for p in paths]
-    calibration = calibrate(logs, cluster, servers, gpus, env, names)
+    calibration = calibrate(logs, cluster, servers, gpus, env, names, prior)
     data = overlay(cluster, servers, calibration)
     if out is not None:
         header = (f"# gpuwait calibrate: {cluster} with the collective model's physical parameters fitted to "

@@ -26,7 +26,7 @@ errors summarised) by the layers above: :mod:`gpuwait.report.calibrate`.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
@@ -91,6 +91,7 @@ class Calibration:
     logs: list[LogResult]
     selection: Selection            # on every log: what was freed, each candidate's held-out error
     fold_freed: tuple[tuple[str, ...], ...] = ()  # what each cross-validation fold's own selection freed
+    prior: Mapping[str, float] = field(default_factory=lambda: dict(SHIPPED))  # the moves it started from
 
     @property
     def freed(self) -> tuple[str, ...]:
@@ -135,12 +136,18 @@ def fit_names(names: Iterable[str] | None) -> tuple[str, ...]:
 
 
 def calibrate(logs: Sequence[MeasuredLog], cluster: str, servers: int | None = None, gpus: int | None = None,
-              env: Mapping[str, str] | Iterable[str] = (), names: Iterable[str] | None = None) -> Calibration:
-    """Fit ``names`` (default: every parameter) to ``logs`` on a preset or cluster file, cross-validated.
+              env: Mapping[str, str] | Iterable[str] = (), names: Iterable[str] | None = None,
+              prior: Mapping[str, float] | None = None) -> Calibration:
+    """Calibrate to ``logs`` on a preset or cluster file: from ``prior`` (moves as
+    :func:`~gpuwait.collectives.physical.adjust`; default the shipped :data:`SHIPPED`), free those of
+    ``names`` (default: every parameter) that cross-validation within the logs supports, and fit them;
+    the error is cross-validated with the selection inside each fold.
 
     Every log must have as many ranks as the cluster gives (``servers`` servers of ``gpus`` GPUs).
+    ``prior`` serves experiments (bench/calibrate_transfer.py: a public fit without the target's tables).
     """
     chosen = fit_names(names)
+    base = {**SHIPPED, **(prior or {})}
     if not logs:
         raise SpecError("calibrate: got no logs; expected at least one nccl-tests log")
     predictor = make_predictor(cluster, servers, gpus, env)
@@ -158,33 +165,35 @@ def calibrate(logs: Sequence[MeasuredLog], cluster: str, servers: int | None = N
     fold_freed = []
     for train, tests in folds:
         selection, adjustment = select_and_fit([[o for o, keep in zip(group, picked, strict=True) if keep]
-                                                for group, picked in zip(observations, train, strict=True)], chosen)
+                                                for group, picked in zip(observations, train, strict=True)],
+                                               chosen, base)
         fold_freed.append(selection.freed)
         for times, group, picked in zip(held_out, observations, tests, strict=True):
             for i in np.flatnonzero(picked):
                 times[i] = _time_s(group[i], adjustment)
-    selection, everything = select_and_fit(observations, chosen)
+    selection, everything = select_and_fit(observations, chosen, base)
     results = [LogResult(log, _rows(log, ests, [e.time_s for e in ests]),
                          _rows(log, ests, [pipelined_time_s(e.costs, defaults) for e in ests]),
                          _rows(log, ests, list(times)))
                for log, ests, times in zip(logs, estimates, held_out, strict=True)]
     return Calibration(predictor.comm.topo.name, n_ranks, chosen, validation, defaults, predictor.params,
-                       everything.apply(defaults), results, selection, tuple(fold_freed))
+                       everything.apply(defaults), results, selection, tuple(fold_freed), base)
 
 
-def select_and_fit(groups: list[list[Observation]], names: Sequence[str]) -> tuple[Selection, Adjustment]:
+def select_and_fit(groups: list[list[Observation]], names: Sequence[str],
+                   base: Mapping[str, float] = SHIPPED) -> tuple[Selection, Adjustment]:
     """Forward selection among ``names`` cross-validated within ``groups`` (one list of sizes per log,
-    split as :func:`_folds` splits), then the freed parameters fitted on every size, from the shipped
-    values. Too few sizes to cross-validate (one log of one size) free nothing: the shipped model."""
+    split as :func:`_folds` splits), then the freed parameters fitted on every size, from ``base`` (the
+    shipped values). Too few sizes to cross-validate (one log of one size) free nothing: ``base`` itself."""
     groups = [g for g in groups if g]
     flat = [o for g in groups for o in g]
     try:
         _, folds = _folds(groups)
     except SpecError:
-        return Selection((), (Candidate((), float("nan")),)), Adjustment(dict(SHIPPED))
+        return Selection((), (Candidate((), float("nan")),)), Adjustment(dict(base))
     flat_folds = [(np.concatenate(train), np.concatenate(test)) for train, test in folds]
-    selection = select(flat, flat_folds, names, SHIPPED)
-    return selection, fit(flat, selection.freed, SHIPPED)
+    selection = select(flat, flat_folds, names, base)
+    return selection, fit(flat, selection.freed, base)
 
 
 def _folds(observations: list[list[Observation]]) -> tuple[str, list[tuple[list[np.ndarray], list[np.ndarray]]]]:
