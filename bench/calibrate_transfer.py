@@ -12,20 +12,29 @@ H100 InfiniBand cluster as a second, harder transfer):
 
 * **as shipped**: ``dgx-h100`` with the parameters fitted across the public tables (``PUBLIC_TABLE_FIT``);
 * **physical defaults**: nothing fitted (datasheets and NCCL's source alone);
-* **calibrated**: the overlay ``gpuwait calibrate`` wrote from the 2-node table.
+* **calibrated**: the overlay ``gpuwait calibrate`` wrote from the 2-node table (from the shipped values,
+  the parameters that forward selection freed by cross-validation within the 2-node table, fitted).
 
-Nothing here is tuned: the calibration is the command's own fit of every parameter. Run::
+The shipped values are fitted across every published table, these three among them, so "as shipped" has
+seen the tables it is scored on. A second experiment removes that: the public fit is redone without any H100
+InfiniBand table (``bench/reference_tables.py``'s references and fit), as if the user's cluster were absent
+from the public tables, and ``gpuwait calibrate`` starts from that prior instead.
+
+Nothing here is tuned: the calibration is the command's own selection and fit over every parameter. Run::
 
     python bench/calibrate_transfer.py      # prints the report and writes docs/validation-calibrate.md
 """
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpuwait.collectives.fit import MIN_GAIN, PUBLIC_FIT_NAMES, fit
+from gpuwait.collectives.physical import adjust
 from gpuwait.report.calibrate import CalibrateReport, run_calibrate
 from gpuwait.report.perf import compare_log
 from gpuwait.runner.calibrate import calibration_file_section, write_overlay
@@ -39,6 +48,9 @@ FIT_SERVERS = 2
 TARGETS = (("h100-ib-4node-32gpu-all_reduce.log", 4, "the same poster's cluster on 4 nodes (issue #309)"),
            ("h100-ib-8node-64gpu-all_reduce.log", 8, "another H100 InfiniBand cluster on 8 nodes"))
 MODELS = ("as shipped", "physical defaults", "calibrated")
+#: the tables left out of the public fit in the second experiment: every H100 InfiniBand table
+HELD_OUT_CLASS = "h100-ib"
+HELD_OUT_MODELS = ("public fit without H100 IB", "calibrated from it")
 
 
 @dataclass(frozen=True)
@@ -48,21 +60,49 @@ class Transfer:
     calibration: CalibrateReport
     scores: dict[str, dict[str, dict]]   # target log -> model -> summary
     rows: dict[str, dict[str, list[dict]]]  # target log -> model -> compare_log rows
+    held_out_calibration: CalibrateReport   # from the public fit without the H100 InfiniBand tables
+    held_out_scores: dict[str, dict[str, dict]]  # target log -> HELD_OUT_MODELS -> summary
 
 
 def run() -> Transfer:
+    prior = _prior_without(HELD_OUT_CLASS)
     with tempfile.TemporaryDirectory() as tmp:
         overlay = Path(tmp) / "calibrated.yaml"
         cal = run_calibrate([FIT_LOG], "dgx-h100", FIT_SERVERS, out=overlay)
         # the physical defaults as a cluster file: a calibration section that sets every parameter
-        defaults = Path(tmp) / "defaults.yaml"
-        write_overlay(defaults, {"preset": "dgx-h100",
-                                 "calibration": calibration_file_section(cal.calibration.defaults)})
+        defaults = _cluster_file(Path(tmp) / "defaults.yaml", cal.calibration.defaults)
         clusters = {"as shipped": "dgx-h100", "physical defaults": str(defaults), "calibrated": str(overlay)}
         compared = {log: {m: compare_log("all_reduce", DATA / log, clusters[m], servers) for m in MODELS}
                     for log, servers, _ in TARGETS}
+        held_overlay = Path(tmp) / "held-out-calibrated.yaml"
+        held_cal = run_calibrate([FIT_LOG], "dgx-h100", FIT_SERVERS, out=held_overlay, prior=prior)
+        held_prior = _cluster_file(Path(tmp) / "held-out-prior.yaml", adjust(cal.calibration.defaults, prior))
+        held = dict(zip(HELD_OUT_MODELS, (str(held_prior), str(held_overlay)), strict=True))
+        held_scores = {log: {m: compare_log("all_reduce", DATA / log, held[m], servers).summary
+                             for m in HELD_OUT_MODELS} for log, servers, _ in TARGETS}
     return Transfer(cal, {log: {m: c.summary for m, c in by.items()} for log, by in compared.items()},
-                    {log: {m: c.rows for m, c in by.items()} for log, by in compared.items()})
+                    {log: {m: c.rows for m, c in by.items()} for log, by in compared.items()}, held_cal, held_scores)
+
+
+def _cluster_file(path: Path, params) -> Path:
+    """dgx-h100 with every physical parameter set to ``params`` (a calibration section)."""
+    write_overlay(path, {"preset": "dgx-h100", "calibration": calibration_file_section(params)})
+    return path
+
+
+def _prior_without(pattern: str) -> dict[str, float]:
+    """The public fit (bench/reference_tables.py's tables and fitted names) over every fitted table whose
+    name does not contain ``pattern``."""
+    spec = importlib.util.spec_from_file_location("reference_tables", ROOT / "bench" / "reference_tables.py")
+    tables = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = tables     # dataclasses look their module up while it runs
+    try:
+        spec.loader.exec_module(tables)
+        observations = [o for r in tables.REFERENCES if not r.not_fitted and not r.not_describable
+                        and pattern not in r.stem for o in tables.observations(r)]
+    finally:
+        del sys.modules[spec.name]
+    return fit(observations, PUBLIC_FIT_NAMES).values
 
 
 def _pct(value: float | None) -> str:
@@ -73,8 +113,10 @@ def report(t: Transfer) -> list[str]:
     c = t.calibration.calibration
     own = t.calibration.summaries("shipped")[str(FIT_LOG)], t.calibration.summaries("calibrated")[str(FIT_LOG)]
     lines = ["# Calibration transfer: fitted on 2 nodes, predicting 4 and 8", "",
-             "Generated by `python bench/calibrate_transfer.py`; do not edit by hand. `gpuwait calibrate` fits every "
-             f"physical parameter to `{FIT_LOG.name}` (dgx-h100, {FIT_SERVERS} servers); the overlay it writes then "
+             "Generated by `python bench/calibrate_transfer.py`; do not edit by hand. `gpuwait calibrate` calibrates "
+             f"the physical parameters to `{FIT_LOG.name}` (dgx-h100, {FIT_SERVERS} servers): from the shipped "
+             "values, forward selection frees a parameter only if it lowers the error on sizes its fit did not see "
+             "(docs/calibrate.md); the overlay it writes then "
              "predicts larger tables it never saw. Tables and their public sources: `tests/nccltests/data/reference/`. "
              "Errors: busbw |pred - meas| / meas over sizes >= 1 MiB (median, worst); time floor: median "
              "|pred - meas| / meas of the time over sizes <= 64 KiB (the summary of `gpuwait perf --compare`).", "",
@@ -85,10 +127,19 @@ def report(t: Transfer) -> list[str]:
     for name, s in zip(("as shipped", "calibrated (cross-validated)"), own, strict=True):
         lines.append(f"| {name} | {_pct(s['busbw_median_error_pct'])} | {_pct(s['busbw_worst_error_pct'])} | "
                      f"{_pct(s['floor_median_error_pct'])} |")
+    lines += ["", "Forward selection on the 2-node table (held-out error: mean |ln(predicted / measured)| of the "
+              f"time, {c.validation}; a parameter is freed only if the drop it brings is at least {MIN_GAIN * 100:.1f} % "
+              "and at least its standard error over the sizes):",
+              "", "| freed parameters | held-out error | drop | standard error | chosen |", "|---|---|---|---|---|"]
+    for k in c.selection.candidates:
+        drop = f"{k.gain * 100:+.2f} % | {k.gain_se * 100:.2f} %" if k.freed else " | "
+        lines.append(f"| {', '.join(k.freed) or '(none: as shipped)'} | {k.held_out_error * 100:.2f} % | {drop} | "
+                     f"{'yes' if k.freed == c.freed else ''} |")
     lines += ["", "| parameter | physical default | as shipped | calibrated |", "|---|---|---|---|"]
     for name, fitted in _params(c.params).items():
+        shown = _fmt(fitted, name) + ("" if name in c.freed else " (not freed)")
         lines.append(f"| {name} | {_fmt(_params(c.defaults)[name], name)} | {_fmt(_params(c.shipped)[name], name)} | "
-                     f"{_fmt(fitted, name)} |")
+                     f"{shown} |")
     lines += ["", "## The transfer", ""]
     for log, servers, what in TARGETS:
         lines += [f"### {log} ({servers} servers: {what})", "",
@@ -98,7 +149,36 @@ def report(t: Transfer) -> list[str]:
             lines.append(f"| {model} | {_pct(s['busbw_median_error_pct'])} | {_pct(s['busbw_worst_error_pct'])} | "
                          f"{_pct(s['floor_median_error_pct'])} |")
         lines.append("")
+    lines += _held_out_lines(t)
     lines += _size_lines(t, TARGETS[0][0])
+    return lines
+
+
+def _held_out_lines(t: Transfer) -> list[str]:
+    """The second experiment: the prior fitted without any H100 InfiniBand table."""
+    c = t.held_out_calibration.calibration
+    own = t.held_out_calibration.summaries("calibrated")[str(FIT_LOG)]
+    lines = ["## Without the H100 InfiniBand tables in the public fit", "",
+             "The public fit redone without any table whose name contains `h100-ib` (as if the cluster were absent "
+             "from the published tables), and the same calibration on the 2-node table started from it. Freed: "
+             f"{', '.join(c.freed) or 'nothing'} (best drop "
+             f"{max((k.gain for k in c.selection.candidates[1:]), default=0.0) * 100:+.2f} %). On the 2-node table, "
+             f"cross-validated: busbw median {_pct(own['busbw_median_error_pct'])}, time floor "
+             f"{_pct(own['floor_median_error_pct'])}.", "",
+             "| parameter | as shipped | public fit without H100 IB | calibrated from it |", "|---|---|---|---|"]
+    for name, value in _params(c.params).items():
+        lines.append(f"| {name} | {_fmt(_params(t.calibration.calibration.shipped)[name], name)} | "
+                     f"{_fmt(_params(adjust(c.defaults, c.prior))[name], name)} | "
+                     f"{_fmt(value, name)} |")
+    lines.append("")
+    for log, servers, _ in TARGETS:
+        lines += [f"### {log} ({servers} servers)", "", "| model | busbw median | busbw worst | time floor |",
+                  "|---|---|---|---|"]
+        for model in HELD_OUT_MODELS:
+            s = t.held_out_scores[log][model]
+            lines.append(f"| {model} | {_pct(s['busbw_median_error_pct'])} | {_pct(s['busbw_worst_error_pct'])} | "
+                         f"{_pct(s['floor_median_error_pct'])} |")
+        lines.append("")
     return lines
 
 

@@ -22,6 +22,7 @@ def test_calibrate_writes_an_overlay_perf_accepts(capsys, tmp_path):
                             "--params", "launch_latency_s,nic_efficiency,nvlink_efficiency")
     assert code == 0
     assert "cross-validated: alternate sizes" in text and "nic_efficiency" in text and f"wrote {out}" in text
+    assert "forward selection" in text and "(none: as shipped)" in text
     assert "calibration:" in out.read_text()
     code, text, _ = run_cli(capsys, "perf", "all_reduce", "--cluster", str(out), "-b", "1M", "-e", "1G", "-f", "32",
                             "--json")
@@ -32,7 +33,10 @@ def test_calibrate_json(capsys):
     code, text, _ = run_cli(capsys, "calibrate", str(LOG), "--cluster", "dgx-h100", "--servers", "2", "--json",
                             "--params", "nic_efficiency")
     doc = json.loads(text)
-    assert code == 0 and doc["validation"] == "alternate sizes" and doc["fitted"] == ["nic_efficiency"]
+    assert code == 0 and doc["validation"] == "alternate sizes" and doc["considered"] == ["nic_efficiency"]
+    candidates = doc["selection"]["candidates"]
+    assert candidates[0]["freed"] == [] and candidates[1]["freed"] == ["nic_efficiency"]
+    assert doc["fitted"] == doc["selection"]["freed"] and len(doc["selection"]["per_fold_freed"]) == 2
     before, after = doc["errors"]["shipped"][str(LOG)], doc["errors"]["calibrated"][str(LOG)]
     assert before["busbw_sizes"] == after["busbw_sizes"] == 15
     assert doc["out"] is None and doc["overlay"]["calibration"]["fitted_on"] == [str(LOG)]

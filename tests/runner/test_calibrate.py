@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 import yaml
 
-from gpuwait.collectives.physical import physical_defaults, pipelined_time_s
+from gpuwait.collectives.fit import FIT_NAMES, MIN_GAIN, SHIPPED
+from gpuwait.collectives.physical import adjust, physical_defaults, pipelined_time_s
 from gpuwait.errors import SpecError
 from gpuwait.report.calibrate import read_log, run_calibrate
 from gpuwait.runner.calibrate import (
@@ -47,18 +48,53 @@ def _synthetic(log: MeasuredLog, name: str, params) -> MeasuredLog:
     return replace(log, name=name, time_s=tuple(times), busbw_GBps=tuple(busbw))
 
 
+def _shipped(servers: int = 2):
+    """The parameters the model ships with on ``servers`` DGX H100: the start and prior of every calibration."""
+    return adjust(physical_defaults(make_predictor("dgx-h100", servers, None).transport), SHIPPED)
+
+
 def test_known_parameters_are_fitted_back(two_node):
-    """Closed form: times computed with the physical defaults moved by known amounts are predicted back to
-    within 1 % at every held-out size, and the well-determined parameters are recovered."""
-    defaults = physical_defaults(make_predictor("dgx-h100", 2, None).transport)
-    truth = replace(defaults, launch_latency_s=4e-6, nic_efficiency=0.85, nvlink_efficiency=0.9)
+    """Closed form: times computed with the shipped parameters moved by known amounts are predicted back to
+    within 1 % at every held-out size, and the well-determined parameters are recovered (the shipped
+    prior does not swamp a real move: the held-out error frees each moved parameter)."""
+    truth = replace(_shipped(), launch_latency_s=4e-6, nic_efficiency=0.85, nvlink_efficiency=0.9)
     log = _synthetic(two_node, "synthetic", truth)
     cal = calibrate([log], "dgx-h100", 2, names=["launch_latency_s", "nic_efficiency", "nvlink_efficiency"])
     assert cal.validation == ALTERNATE_SIZES
+    assert set(cal.freed) == {"launch_latency_s", "nic_efficiency", "nvlink_efficiency"}
     errors = [abs(r["time_error_pct"]) for r in cal.logs[0].calibrated]
     assert max(errors) < 1.0
     assert cal.params.launch_latency_s == pytest.approx(4e-6, rel=0.05)
     assert cal.params.nic_efficiency == pytest.approx(0.85, rel=0.02)
+
+
+def test_selection_frees_what_moved_and_keeps_the_rest_shipped(two_node):
+    """Closed form, every parameter a candidate: a slower NIC and a costlier launch are freed by forward
+    selection and fitted back; a parameter the data does not ask for keeps its shipped value exactly, and
+    the report lists every candidate's held-out error, the shipped model's first."""
+    shipped = _shipped()
+    truth = replace(shipped, launch_latency_s=6e-6, nic_efficiency=0.8)
+    cal = calibrate([_synthetic(two_node, "synthetic", truth)], "dgx-h100", 2)
+    assert {"launch_latency_s", "nic_efficiency"} <= set(cal.freed)
+    assert cal.params.nic_efficiency == pytest.approx(0.8, rel=0.02)
+    assert cal.params.launch_latency_s == pytest.approx(6e-6, rel=0.05)
+    for name in set(FIT_NAMES) - set(cal.freed):
+        assert getattr(cal.params, name) == getattr(shipped, name)
+    first = cal.selection.candidates[0]
+    assert first.freed == () and cal.selection.error < first.held_out_error - MIN_GAIN
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_noise_around_the_shipped_model_moves_the_overlay_little(two_node, seed):
+    """Closed form plus noise: the shipped model's times with 5 % log-normal noise per size (about what
+    repeated nccl-tests runs spread by at the floor) are calibrated back to within 1.5 % of the noise-free
+    times at every size: a drop smaller than its standard error frees nothing, so noise moves little."""
+    clean = _synthetic(two_node, "noisy", _shipped())
+    noise = np.exp(np.random.default_rng(seed).normal(0.0, 0.05, len(clean.time_s)))
+    cal = calibrate([replace(clean, time_s=tuple(np.array(clean.time_s) * noise))], "dgx-h100", 2)
+    predictor = make_predictor("dgx-h100", 2, None)
+    predicted = [pipelined_time_s(predictor.estimate("all_reduce", s).costs, cal.params) for s in clean.sizes_bytes]
+    assert np.max(np.abs(np.log(np.array(predicted) / np.array(clean.time_s)))) < 0.015
 
 
 def test_leave_one_log_out_scores_each_log_with_the_others_fit(two_node):
@@ -118,18 +154,39 @@ def test_a_scenario_stays_a_scenario(tmp_path, two_node):
     assert load_scenario(out).cluster.calibration.nic_efficiency == pytest.approx(cal.params.nic_efficiency, rel=1e-5)
 
 
-def test_calibrating_on_2_nodes_improves_the_4_node_prediction():
-    """Issue 12's transfer: fitted on the 2-node table of nccl-tests#309, the 4-node table of the same cluster
-    is predicted no worse (median busbw error, sizes >= 1 MiB) than by the physical defaults, and within a
-    point of the model as shipped (whose step cycle is fitted on all 18 public tables, more than one
-    2-node table can pin down)."""
-    bench = load_bench("calibrate_transfer")
-    scores = bench.run().scores["h100-ib-4node-32gpu-all_reduce.log"]
-    calibrated = scores["calibrated"]["busbw_median_error_pct"]
-    # Since the tree graph follows NCCL's search (8 search channels on a DGX H100, tuning.cc's per-channel
-    # Tree caps), the uncalibrated model is already at ~4 % on this table, and the 2-node fit's busbw median
-    # lands 0.2 point above the defaults' (4.3 vs 4.1 %): one size of 14 changing rank. The transfer is
-    # then held to half a point on busbw and to a better time floor, where the 2-node table informs.
-    assert calibrated <= scores["physical defaults"]["busbw_median_error_pct"] + 0.5
-    assert scores["calibrated"]["floor_median_error_pct"] <= scores["physical defaults"]["floor_median_error_pct"]
-    assert calibrated <= scores["as shipped"]["busbw_median_error_pct"] + 1.0
+@pytest.fixture(scope="module")
+def transfer():
+    return load_bench("calibrate_transfer").run()
+
+
+def test_calibrating_on_2_nodes_never_worsens_the_larger_tables(transfer):
+    """Issue 12's transfer, on the tables of nccl-tests#309 (https://github.com/NVIDIA/nccl-tests/issues/309):
+    calibrated on the 2-node table, the 4-node table of the same cluster is predicted no worse than by the
+    model as shipped, busbw median (sizes >= 1 MiB) AND time floor (<= 64 KiB), and the 8-node table (another
+    H100 InfiniBand cluster) no worse either. A free fit of every parameter from the physical defaults had
+    doubled the 8-node error (6.1 -> 14.0 %) and worsened the 4-node busbw (3.4 -> 4.3 %). The shipped values
+    were fitted on these very tables among the others, and no parameter freed on the 2-node table lowers its
+    held-out error beyond the selection's threshold, so the overlay keeps them and the comparison is <=."""
+    for log in ("h100-ib-4node-32gpu-all_reduce.log", "h100-ib-8node-64gpu-all_reduce.log"):
+        scores = transfer.scores[log]
+        calibrated, shipped = scores["calibrated"], scores["as shipped"]
+        assert calibrated["busbw_median_error_pct"] <= shipped["busbw_median_error_pct"] + 1e-9, log
+        if shipped["floor_median_error_pct"] is not None:
+            assert calibrated["floor_median_error_pct"] <= shipped["floor_median_error_pct"] + 1e-9, log
+    selection = transfer.calibration.calibration.selection
+    assert selection.error <= selection.candidates[0].held_out_error
+
+
+def test_calibrating_a_cluster_the_public_fit_never_saw_improves_the_4_node_table(transfer):
+    """The strict transfer, free of the shipped fit having seen the targets: the public fit redone without
+    any H100 InfiniBand table (bench/reference_tables.py's tables), then `gpuwait calibrate` from it on the
+    2-node table of nccl-tests#309 frees what that table's held-out sizes support, and the 4-node table of
+    the same cluster is predicted strictly better on busbw median (sizes >= 1 MiB) and no worse on the time
+    floor (<= 64 KiB); the 8-node table of another H100 cluster improves too."""
+    four = transfer.held_out_scores["h100-ib-4node-32gpu-all_reduce.log"]
+    prior, calibrated = four["public fit without H100 IB"], four["calibrated from it"]
+    assert transfer.held_out_calibration.calibration.freed
+    assert calibrated["busbw_median_error_pct"] < prior["busbw_median_error_pct"]
+    assert calibrated["floor_median_error_pct"] <= prior["floor_median_error_pct"] + 1e-9
+    eight = transfer.held_out_scores["h100-ib-8node-64gpu-all_reduce.log"]
+    assert eight["calibrated from it"]["busbw_median_error_pct"] < eight["public fit without H100 IB"]["busbw_median_error_pct"]

@@ -17,7 +17,7 @@ ENV_OPTION = typer.Option([], "--env", help="NCCL variable NAME=VALUE the logs r
 OUT_OPTION = typer.Option(None, "--out", metavar="FILE",
                           help="Write the calibrated cluster (the preset or file plus a `calibration:` section) here.")
 PARAMS_OPTION = typer.Option(None, "--params", metavar="a,b,...",
-                             help="Parameters to fit (default: all): launch_latency_s, net_step_latency_s, "
+                             help="Parameters the selection may free (default: all): launch_latency_s, net_step_latency_s, "
                                   "intra_step_latency_s, net_message_overhead_s, nic_efficiency, nvlink_efficiency, net_step_cycle_s.")
 
 
@@ -27,21 +27,24 @@ def calibrate(logs: list[Path] = LOGS_ARGUMENT, cluster: str = CLUSTER_OPTION, s
     """Fit the collective model's physical parameters to nccl-tests logs and write a calibrated cluster.
 
     Each log's collective and sizes are predicted on the cluster (its rank count must match: use
-    --servers and -g), the named parameters (per-step latencies, per-message overhead, NIC and NVLink
-    efficiency) are fitted from the physical defaults, and the error before (the model as shipped) and
-    after is printed, cross-validated: leave-one-log-out with two or more logs, alternate sizes with
-    one. The --out file is accepted by `perf`, `run` and `diagnose` wherever the cluster was.
+    --servers and -g). Starting from the model as shipped, forward selection frees a parameter (per-step
+    latencies, per-message overhead, NIC and NVLink efficiency, step cycle) only if fitting it lowers the
+    error on sizes the fit did not see; the others keep their shipped values. The error before (as
+    shipped) and after is printed, cross-validated (leave-one-log-out with two or more logs, alternate
+    sizes with one), with every candidate's held-out error. The --out file is accepted by `perf`, `run`
+    and `diagnose` wherever the cluster was.
 
     Example: `gpuwait calibrate my-2node.log --cluster dgx-h100 --servers 2 --out my-cluster.yaml`
     """
     from gpuwait.cli.output import Output
-    from gpuwait.report.calibrate import closing_lines, error_table, params_table, run_calibrate
+    from gpuwait.report.calibrate import closing_lines, error_table, params_table, run_calibrate, selection_table
 
     names = None if params is None else params.split(",")
     report = run_calibrate(logs, cluster, servers, gpus, env, names, out)
 
     def render(console) -> None:
         console.print(error_table(report))
+        console.print(selection_table(report))
         console.print(params_table(report))
         for line in closing_lines(report):
             console.print(line, markup=False, highlight=False)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from rich.table import Table
 
+from gpuwait.collectives.fit import MIN_GAIN
 from gpuwait.errors import SpecError
 from gpuwait.report.perf import comparison_summary
 from gpuwait.runner.calibrate import (
@@ -74,7 +75,13 @@ class CalibrateReport:
 
     def to_dict(self) -> dict:
         c = self.calibration
-        return {"cluster": c.cluster, "n_ranks": c.n_ranks, "validation": c.validation, "fitted": list(c.names),
+        return {"cluster": c.cluster, "n_ranks": c.n_ranks, "validation": c.validation,
+                "considered": list(c.names), "fitted": list(c.freed), "prior": dict(c.prior),
+                "selection": {"freed": list(c.freed), "min_gain": MIN_GAIN,
+                              "candidates": [{"freed": list(k.freed), "held_out_error": k.held_out_error,
+                                              "gain": k.gain, "gain_se": k.gain_se}
+                                             for k in c.selection.candidates],
+                              "per_fold_freed": [list(f) for f in c.fold_freed]},
                 "params": {"fitted": params_dict(c.params), "shipped": params_dict(c.shipped),
                            "defaults": params_dict(c.defaults)},
                 "errors": {v: self.summaries(v) for v in VARIANTS},
@@ -91,12 +98,13 @@ def _scores(rows: list[dict]) -> dict:
 
 def run_calibrate(paths: Sequence[Path], cluster: str, servers: int | None = None, gpus: int | None = None,
                   env: Mapping[str, str] | Iterable[str] = (), names: Iterable[str] | None = None,
-                  out: Path | None = None) -> CalibrateReport:
-    """Read ``paths``, fit, and write the overlay to ``out`` (checked before the fit runs)."""
+                  out: Path | None = None, prior: Mapping[str, float] | None = None) -> CalibrateReport:
+    """Read ``paths``, fit (from ``prior``: :func:`gpuwait.runner.calibrate.calibrate`), and write the
+    overlay to ``out`` (checked before the fit runs)."""
     if out is not None:
         check_writable(out)
     logs = [read_log(Path(p)) for p in paths]
-    calibration = calibrate(logs, cluster, servers, gpus, env, names)
+    calibration = calibrate(logs, cluster, servers, gpus, env, names, prior)
     data = overlay(cluster, servers, calibration)
     if out is not None:
         header = (f"# gpuwait calibrate: {cluster} with the collective model's physical parameters fitted to "
@@ -134,19 +142,36 @@ def error_table(report: CalibrateReport) -> Table:
 #: how each parameter is shown: (scale, unit)
 _SHOWN = {"launch_latency_s": (1e6, "us"), "net_step_latency_s": (1e6, "us"), "intra_step_latency_s": (1e6, "us"),
           "net_message_overhead_s": (1e6, "us"), "nic_efficiency": (1.0, "of the NIC's rate"),
-          "nvlink_efficiency": (1.0, "of NCCL's NVLink figure")}
+          "nvlink_efficiency": (1.0, "of NCCL's NVLink figure"), "net_step_cycle_s": (1e6, "us")}
+
+
+def selection_table(report: CalibrateReport) -> Table:
+    """Forward selection on every log: each set of freed parameters tried and its held-out error."""
+    c = report.calibration
+    table = Table(title=f"parameters freed by forward selection (held-out error: mean |ln(predicted / measured)| of "
+                        f"the time, {c.validation}; a parameter is freed only if the drop it brings is >= "
+                        f"{MIN_GAIN * 100:.1f} % and >= its standard error over the sizes)", title_justify="left")
+    for col in ("freed parameters", "held-out error", "drop", "standard error", "chosen"):
+        table.add_column(col, justify="left" if col in ("freed parameters", "chosen") else "right")
+    for k in c.selection.candidates:
+        table.add_row(", ".join(k.freed) or "(none: as shipped)", f"{k.held_out_error * 100:.2f} %",
+                      f"{k.gain * 100:+.2f} %" if k.freed else "", f"{k.gain_se * 100:.2f} %" if k.freed else "",
+                      "yes" if k.freed == c.freed else "")
+    return table
 
 
 def params_table(report: CalibrateReport) -> Table:
     """The fitted values with units, beside the physical defaults and what the cluster ships with."""
     c = report.calibration
-    table = Table(title="physical parameters (fitted on every size of every log)", title_justify="left")
-    for col in ("parameter", "physical default", "as shipped", "fitted", "unit"):
+    table = Table(title="physical parameters (selected and fitted on every size of every log)", title_justify="left")
+    for col in ("parameter", "physical default", "as shipped", "calibrated", "unit"):
         table.add_column(col, justify="left" if col in ("parameter", "unit") else "right")
     for name, (scale, unit) in _SHOWN.items():
-        fitted = f"{getattr(c.params, name) * scale:.4g}" if name in c.names else "(not fitted)"
+        value = f"{getattr(c.params, name) * scale:.4g}"
+        if name not in c.freed:
+            value += " (not freed)" if name in c.names else " (not a candidate)"
         table.add_row(name, f"{getattr(c.defaults, name) * scale:.4g}", f"{getattr(c.shipped, name) * scale:.4g}",
-                      fitted, unit)
+                      value, unit)
     return table
 
 

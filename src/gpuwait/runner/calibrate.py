@@ -2,10 +2,13 @@
 
 Each log's sizes are predicted on the cluster the user names, exactly as ``gpuwait perf --compare``
 does; every size becomes an :class:`~gpuwait.collectives.fit.Observation` (the model's
-:class:`~gpuwait.collectives.physical.PipelineCosts` and the measured out-of-place time), and
-:func:`gpuwait.collectives.fit.fit` moves the named parameters from the cluster's physical defaults
-(datasheets and NCCL's source: nothing fitted, no ``calibration`` section). NCCL's algorithm choice and
-the fabric simulation do not depend on these parameters, so one prediction per size serves every fit.
+:class:`~gpuwait.collectives.physical.PipelineCosts` and the measured out-of-place time). The fit starts
+from the model as shipped (:data:`~gpuwait.collectives.fit.SHIPPED`, the public-table fit; a cluster's
+own ``calibration`` section is not a starting point: a cluster calibrated before starts afresh), and
+:func:`gpuwait.collectives.fit.select` frees, by cross-validation within the logs, only the parameters
+that predict held-out sizes better (why: :mod:`gpuwait.collectives.fit`); the freed ones are then fitted.
+NCCL's algorithm choice and the fabric simulation do not depend on these parameters, so one prediction
+per size serves every fit.
 
 The error a user sees is cross-validated, never scored on the sizes it was fitted to:
 
@@ -13,19 +16,22 @@ The error a user sees is cross-validated, never scored on the sizes it was fitte
 * one log: **alternate sizes**, two folds: fitted on the even-numbered sizes and scored on the odd ones,
   then the other way round, so every size is scored by a fit that did not see it.
 
-The values written to the overlay are fitted on every size of every log. Logs are read (and the
+The selection is part of what is scored: inside each fold it is made again on that fold's training
+sizes alone, split the same way (the other logs left out one at a time, or the one training log's
+alternate sizes), so a held-out size informs neither which parameters are freed nor their values.
+The values written to the overlay are selected and fitted on every size of every log. Logs are read (and the
 errors summarised) by the layers above: :mod:`gpuwait.report.calibrate`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
 
-from gpuwait.collectives.fit import FIT_NAMES, Adjustment, Observation, fit
+from gpuwait.collectives.fit import FIT_NAMES, SHIPPED, Adjustment, Candidate, Observation, Selection, fit, select
 from gpuwait.collectives.nccltests import busbw_factor
 from gpuwait.collectives.physical import (
     SPEC_NAMES,
@@ -77,12 +83,20 @@ class Calibration:
 
     cluster: str
     n_ranks: int
-    names: tuple[str, ...]          # PhysicalParams fields fitted
+    names: tuple[str, ...]          # PhysicalParams fields the selection may free (--params)
     validation: str                 # LEAVE_ONE_LOG_OUT or ALTERNATE_SIZES
-    defaults: PhysicalParams        # the physical defaults the fit starts from
+    defaults: PhysicalParams        # the physical defaults (nothing fitted)
     shipped: PhysicalParams         # what the cluster uses today
-    params: PhysicalParams          # fitted on every size of every log
+    params: PhysicalParams          # selected and fitted on every size of every log
     logs: list[LogResult]
+    selection: Selection            # on every log: what was freed, each candidate's held-out error
+    fold_freed: tuple[tuple[str, ...], ...] = ()  # what each cross-validation fold's own selection freed
+    prior: Mapping[str, float] = field(default_factory=lambda: dict(SHIPPED))  # the moves it started from
+
+    @property
+    def freed(self) -> tuple[str, ...]:
+        """The parameters fitted (the others keep their shipped values)."""
+        return self.selection.freed
 
     def section(self) -> dict:
         """The ``calibration`` section holding :attr:`params`, fitted on the logs."""
@@ -122,12 +136,18 @@ def fit_names(names: Iterable[str] | None) -> tuple[str, ...]:
 
 
 def calibrate(logs: Sequence[MeasuredLog], cluster: str, servers: int | None = None, gpus: int | None = None,
-              env: Mapping[str, str] | Iterable[str] = (), names: Iterable[str] | None = None) -> Calibration:
-    """Fit ``names`` (default: every parameter) to ``logs`` on a preset or cluster file, cross-validated.
+              env: Mapping[str, str] | Iterable[str] = (), names: Iterable[str] | None = None,
+              prior: Mapping[str, float] | None = None) -> Calibration:
+    """Calibrate to ``logs`` on a preset or cluster file: from ``prior`` (moves as
+    :func:`~gpuwait.collectives.physical.adjust`; default the shipped :data:`SHIPPED`), free those of
+    ``names`` (default: every parameter) that cross-validation within the logs supports, and fit them;
+    the error is cross-validated with the selection inside each fold.
 
     Every log must have as many ranks as the cluster gives (``servers`` servers of ``gpus`` GPUs).
+    ``prior`` serves experiments (bench/calibrate_transfer.py: a public fit without the target's tables).
     """
     chosen = fit_names(names)
+    base = {**SHIPPED, **(prior or {})}
     if not logs:
         raise SpecError("calibrate: got no logs; expected at least one nccl-tests log")
     predictor = make_predictor(cluster, servers, gpus, env)
@@ -136,26 +156,44 @@ def calibrate(logs: Sequence[MeasuredLog], cluster: str, servers: int | None = N
         if log.n_ranks != n_ranks:
             raise SpecError(f"{log.name}: the log has {log.n_ranks} ranks but the cluster gives {n_ranks}",
                             hint="use --servers and -g to describe the run's servers and GPUs")
-    # no public-table fit and no calibration section: a cluster calibrated before starts afresh
     defaults = physical_defaults(predictor.transport)
     estimates = [[predictor.estimate(log.collective, size) for size in log.sizes_bytes] for log in logs]
     observations = [[Observation(e.costs, defaults, t, log.name) for e, t in zip(ests, log.time_s, strict=True)]
                     for log, ests in zip(logs, estimates, strict=True)]
     validation, folds = _folds(observations)
     held_out = [np.zeros(len(log.sizes_bytes)) for log in logs]
+    fold_freed = []
     for train, tests in folds:
-        adjustment = fit([o for group, picked in zip(observations, train, strict=True)
-                          for o, keep in zip(group, picked, strict=True) if keep], chosen)
+        selection, adjustment = select_and_fit([[o for o, keep in zip(group, picked, strict=True) if keep]
+                                                for group, picked in zip(observations, train, strict=True)],
+                                               chosen, base)
+        fold_freed.append(selection.freed)
         for times, group, picked in zip(held_out, observations, tests, strict=True):
             for i in np.flatnonzero(picked):
                 times[i] = _time_s(group[i], adjustment)
-    everything = fit([o for group in observations for o in group], chosen)
+    selection, everything = select_and_fit(observations, chosen, base)
     results = [LogResult(log, _rows(log, ests, [e.time_s for e in ests]),
                          _rows(log, ests, [pipelined_time_s(e.costs, defaults) for e in ests]),
                          _rows(log, ests, list(times)))
                for log, ests, times in zip(logs, estimates, held_out, strict=True)]
     return Calibration(predictor.comm.topo.name, n_ranks, chosen, validation, defaults, predictor.params,
-                       everything.apply(defaults), results)
+                       everything.apply(defaults), results, selection, tuple(fold_freed), base)
+
+
+def select_and_fit(groups: list[list[Observation]], names: Sequence[str],
+                   base: Mapping[str, float] = SHIPPED) -> tuple[Selection, Adjustment]:
+    """Forward selection among ``names`` cross-validated within ``groups`` (one list of sizes per log,
+    split as :func:`_folds` splits), then the freed parameters fitted on every size, from ``base`` (the
+    shipped values). Too few sizes to cross-validate (one log of one size) free nothing: ``base`` itself."""
+    groups = [g for g in groups if g]
+    flat = [o for g in groups for o in g]
+    try:
+        _, folds = _folds(groups)
+    except SpecError:
+        return Selection((), (Candidate((), float("nan")),)), Adjustment(dict(base))
+    flat_folds = [(np.concatenate(train), np.concatenate(test)) for train, test in folds]
+    selection = select(flat, flat_folds, names, base)
+    return selection, fit(flat, selection.freed, base)
 
 
 def _folds(observations: list[list[Observation]]) -> tuple[str, list[tuple[list[np.ndarray], list[np.ndarray]]]]:
