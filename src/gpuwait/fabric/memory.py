@@ -21,7 +21,8 @@ Counts per phase:
   way up once per (source class, distance) when staged (Routes.class_sides), the mean S and T (every GPU's
   side once), the last hops one class per (switch, shares) of each pod with a membership per (row,
   switch); own entries = the uneven destination sides (a pod without the own leaf, a leaf without the own
-  server: each member GPU's T); the membership tables' (GPU, source class) and (GPU, destination leaf) cells.
+  server: each member GPU's T, their members listed); the membership tables' (source class, destination leaf)
+  cells and (GPU, destination key) entries.
 """
 
 from __future__ import annotations
@@ -69,14 +70,19 @@ ROW_BYTES = 30 * 8
 #: Bytes per flow of the compiled plan: source, destination (int64) and bytes (float64), and the local-flow
 #: merge's copies of the three with its multiplicity (float64).
 FLOW_BYTES = 3 * 8 + 4 * 8
-#: Bytes per (GPU, source class) cell of a grouped all-to-all (alltoall._members' destination table, whose
-#: cells are all members_dst entries): the dense count (float64), its row key (int64) and mask (bool), the
-#: masked copies of count, row and column (3 x 8), the COO -> CSR conversion's copies (24) and the CSR kept (12).
-CELL_BYTES = 8 + 8 + 1 + 24 + 24 + 12
-#: Bytes per (GPU, destination leaf) cell (alltoall._members' source table): the dense count (float64), kept
-#: while the destination table is built, its row key (int64) and mask (bool). Its nonzeros are one per (GPU,
-#: destination key), pods not leaves: few, counted with the rows.
-LEAF_CELL_BYTES = 8 + 8 + 1
+#: Bytes per (source class, destination leaf) cell of a grouped all-to-all (alltoall._members' destination
+#: counts, kept per (group, leaf): alltoall.DestinationMembers): the dense (leaf, class) sums to subtract and
+#: the leaf's GPUs on the class's server (2 float64), the cell's class, leaf, count, sum and row key (4 x 8 +
+#: int64), the mask (bool), and the pairs' and sums' COO -> CSR copies (2 x 24) and CSRs kept (2 x 12).
+CELL_BYTES = 2 * 8 + 4 * 8 + 8 + 1 + 2 * 24 + 2 * 12
+#: Bytes per (GPU, destination key) entry of a grouped all-to-all's source table (alltoall._members'
+#: members_src): the entry's value, source and key (3 x 8), its position temporaries (3 x 8), the COO -> CSR
+#: copies (24), the CSR and the CSR less each source's server's own GPUs (2 x 12).
+LEAF_CELL_BYTES = 3 * 8 + 3 * 8 + 24 + 2 * 12
+#: Bytes per (group, GPU) member listed for the groups with an uneven destination side (DestinationMembers.
+#: listed, for their averaged sides): its group, GPU, class, value and mask temporaries (4 x 8 + 1) and the
+#: COO -> CSR copies and CSR (24 + 12).
+LISTED_MEMBER_BYTES = 4 * 8 + 1 + 24 + 12
 #: Bytes per link of the topology at a phase's solve: about 12 float64 vectors over the links (the capacity,
 #: its effective and protocol-scaled copies, the unfrozen weight, crossed mask, link level, frozen load, the
 #: below count, final mask and their temporaries), whatever the flows.
@@ -104,7 +110,8 @@ class PhaseCount:
     cells: int
     flows: int
     links: int = 0
-    leaf_cells: int = 0  # a grouped all-to-all's (GPU, destination leaf) table
+    leaf_cells: int = 0  # a grouped all-to-all's (GPU, destination key) source table entries
+    listed_members: int = 0  # a grouped all-to-all's (group, GPU) members of its uneven destination sides
     memberships: int = 0  # (row, class) scales of a part a row crosses several classes of (an all-to-all's last hops)
 
     @property
@@ -112,7 +119,7 @@ class PhaseCount:
         return (float(ENTRY_BYTES) * self.entries + float(CLASS_ENTRY_BYTES) * self.class_entries
                 + float(ROW_BYTES) * self.rows + float(CELL_BYTES) * self.cells + float(FLOW_BYTES) * self.flows
                 + float(LINK_BYTES) * self.links + float(MEMBER_BYTES) * self.memberships
-                + float(LEAF_CELL_BYTES) * self.leaf_cells)
+                + float(LEAF_CELL_BYTES) * self.leaf_cells + float(LISTED_MEMBER_BYTES) * self.listed_members)
 
     @property
     def held_bytes(self) -> float:
@@ -289,7 +296,8 @@ def _grouped(topo: Topology, phase: Phase, routing: RoutingSpec, transport: str)
     mean_sides = n * qps * (s_len + t_len)
     # uneven destination sides stay the row's own links: a pod without the source's own leaf, a leaf without
     # the source's own server (their members' T averaged: one entry per member GPU's T link)
-    uneven = n_classes * qps * t_len * ((n // max(pods, 1) if per_pod and near_keys else 0) + n // len(leaves))
+    uneven_members = n_classes * ((n // max(pods, 1) if per_pod and near_keys else 0) + n // len(leaves))
+    uneven = uneven_members * qps * t_len
     switches = max(s_far.last, s_near.last, 1)
     if per_pod:
         # last hops (alltoall._split_at_pod): a class per (switch, shares), shares one per pod and one per
@@ -306,8 +314,9 @@ def _grouped(topo: Topology, phase: Phase, routing: RoutingSpec, transport: str)
     listed = _listed(topo, own_flows, routing, transport, {})  # the phase's own flows (inside servers)
     return PhaseCount(rows + sides.rows + listed.rows + local,
                       uneven + sides.entries + listed.entries + local * max(s_len + t_len, 1),
-                      middle + way_up + mean_sides + last_classes + listed.class_entries, n * n_classes,
-                      n + listed.flows + local, leaf_cells=n * len(leaves), memberships=memberships)
+                      middle + way_up + mean_sides + last_classes + listed.class_entries, n_classes * len(leaves),
+                      n + listed.flows + local, leaf_cells=n * (far_keys + near_keys + 1), memberships=memberships,
+                      listed_members=uneven_members)
 
 
 def phase_count(topo: Topology, phase: Phase, routing: RoutingSpec, transport: str, flags: dict) -> PhaseCount:
