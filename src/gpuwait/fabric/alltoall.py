@@ -84,11 +84,18 @@ def local_pairs(topo: Topology, phase: Phase) -> Phase:
         server = topo.node_server[gpus]
         order = np.argsort(server, kind="stable")
         starts = np.flatnonzero(np.r_[True, np.diff(server[order]) != 0])
-        for members in np.split(order, starts[1:]):
-            a, b = all_pairs(len(members))
-            src.append(gpus[members[a]])
-            dst.append(gpus[members[b]])
-            size.append(np.full(len(a), float(n_bytes)))
+        count = np.diff(np.r_[starts, len(order)])
+        offset = np.r_[0, np.cumsum(count * (count - 1))]
+        pair_src, pair_dst = np.empty(offset[-1], np.int64), np.empty(offset[-1], np.int64)
+        for k in np.unique(count):  # the servers with k GPUs of the set at once, each server's pairs in its place
+            a, b = all_pairs(int(k))
+            of_k = np.flatnonzero(count == k)
+            at = (offset[of_k][:, None] + np.arange(len(a))[None, :]).ravel()
+            pair_src[at] = gpus[order[(starts[of_k][:, None] + a[None, :]).ravel()]]
+            pair_dst[at] = gpus[order[(starts[of_k][:, None] + b[None, :]).ravel()]]
+        src.append(pair_src)
+        dst.append(pair_dst)
+        size.append(np.full(len(pair_src), float(n_bytes)))
     return Phase(phase.name, np.concatenate(src).astype(np.int64), np.concatenate(dst).astype(np.int64),
                  np.concatenate(size), phase.repeat)
 
@@ -783,9 +790,7 @@ def verify(routes: Routes, rate_Bps: np.ndarray, row_multiplicity: np.ndarray, c
         for i, (row_class, weights) in enumerate(((routes.row_class, routes.class_weights), *routes.side_classes)):
             if i and i - 1 not in routes.class_sides:
                 continue
-            coo = weights.tocoo()
-            class_level = np.full(coo.shape[0], np.inf)
-            np.minimum.at(class_level, coo.row, level[coo.col])
+            class_level = _row_reduce(np.minimum, weights.tocsr(), level, np.inf)  # each class's lowest level
             has = row_class >= 0
             middle_level[has] = np.minimum(middle_level[has], class_level[row_class[has]])
         ok |= rate_Bps >= middle_level * (1 - _RELATIVE_TOL)
