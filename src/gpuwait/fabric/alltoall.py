@@ -10,7 +10,7 @@ multiplicity m whose own weights are the members' average ``(sum_s c_s S(s) + su
 (c_s: members leaving s). With every member at the group's rate r, each link carries exactly what
 the listed flows would carry: the per-link bytes are exact.
 
-Two factorings keep the groups few and their rows short:
+Three factorings keep the groups few and their rows and tables short:
 
 * Per destination pod. Leaves with the same switches above them (a pod of a 3-tier fabric, every
   leaf of a 2-tier one) are reached the same way up to those switches; only the last hop s -> b
@@ -25,6 +25,9 @@ Two factorings keep the groups few and their rows short:
   sources' sides is the class's mean S whatever the destinations, so it is one shared class per
   (source class, QP) (``Routes.side_classes``), and likewise the destinations' mean T per pod. A
   group with an uneven side keeps that side's exact average with its own links.
+* Members per leaf. A group reaches every GPU of its key's leaves, each as often as its class has
+  sources on other servers, so its destinations are kept per (group, leaf) with per-(server, class)
+  counts (:class:`DestinationMembers`), not per (group, GPU): 262 k pairs instead of 8.4 M at 16,384 GPUs.
 
 The rates are exact when the members' rate is the max-min fair one for each of them, which
 :func:`verify` checks on the solution with the bottleneck characterization of max-min fairness
