@@ -234,3 +234,51 @@ def test_shared_last_hops_and_way_up_on_three_tiers(kind, monkeypatch):
     assert len(last) == 1  # the last hops: rows x (switch, shares) classes
     members, classes = last[0]
     assert members.nnz + classes.nnz < (members @ classes).nnz / 2  # measured 1,024 + 2,048 vs 7,936 (adaptive)
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_destination_members_per_leaf_equal_the_per_gpu_table(data):
+    """The destination members kept per (group, leaf) (alltoall.DestinationMembers) answer every question
+    the per-(group, GPU) table answered, against that table counted pair by pair from the definition: a
+    source of class c and a destination on a leaf of key k, on different servers, are one member each."""
+    n = data.draw(st.integers(2, 30))
+    server = np.array(data.draw(st.lists(st.integers(0, 5), min_size=n, max_size=n)))
+    leaf = np.unique(data.draw(st.lists(st.integers(0, 3), min_size=n, max_size=n)), return_inverse=True)[1].ravel()
+    demand = np.array(data.draw(st.lists(st.integers(0, 1), min_size=n, max_size=n)))
+    src_class = np.unique(leaf * 2 + demand, return_inverse=True)[1].ravel()
+    n_classes, n_leaves = int(src_class.max()) + 1, int(leaf.max()) + 1
+    key_of = np.array(data.draw(st.lists(st.integers(0, 2), min_size=n_classes * n_leaves,
+                                         max_size=n_classes * n_leaves))).reshape(n_classes, n_leaves)
+    members_src, members_dst = alltoall._members(server, src_class, leaf, key_of)
+    want_src, want_dst = np.zeros(members_src.shape), np.zeros(members_src.shape)
+    for s in range(n):
+        for d in range(n):
+            if server[s] != server[d]:
+                group = src_class[s] * (int(key_of.max()) + 1) + key_of[src_class[s], leaf[d]]
+                want_src[group, s] += 1
+                want_dst[group, d] += 1
+    np.testing.assert_array_equal(members_src.toarray(), want_src)
+    np.testing.assert_array_equal(members_dst.listed().toarray(), want_dst)
+    has = want_dst.any(axis=1)
+    first, second = members_dst.first_two()
+    want_first = np.argmax(want_dst > 0, axis=1)
+    other = (want_dst > 0) & (server[None, :] != server[want_first][:, None])
+    want_second = np.where(other.any(axis=1), np.argmax(other, axis=1), want_first)
+    np.testing.assert_array_equal(first[has], want_first[has])
+    np.testing.assert_array_equal(second[has], want_second[has])
+    n_of_group = np.array(data.draw(st.lists(st.integers(1, n), min_size=len(has), max_size=len(has))))
+    n_of_group[has] = np.where(data.draw(st.booleans()), (want_dst[has] > 0).sum(axis=1), n_of_group[has])
+    values = np.where(want_dst > 0, want_dst, np.nan)
+    even = ((want_dst > 0).sum(axis=1) == n_of_group) & (np.nanmax(np.where(has[:, None], values, 0), axis=1)
+                                                          == np.nanmin(np.where(has[:, None], values, 0), axis=1))
+    np.testing.assert_array_equal(members_dst.even(n_of_group), even)
+    level = np.array(data.draw(st.lists(st.sampled_from([1.0, 2.0, 3.0, np.inf]), min_size=n, max_size=n)))
+    pairs = members_dst.pairs.tocoo()
+    want_max = [max(level[d] for d in range(n) if leaf[d] == b and want_dst[g, d] > 0)
+                for g, b in zip(pairs.row, pairs.col, strict=True)]
+    np.testing.assert_array_equal(members_dst.leaf_max(level), want_max)
+    np.testing.assert_array_equal(members_dst.pairs.toarray(),
+                                  [[((want_dst[g] > 0) & (leaf == b)).sum() for b in range(n_leaves)] for g in range(len(has))])
+    np.testing.assert_array_equal(members_dst.sums.toarray(),
+                                  [[want_dst[g, leaf == b].sum() for b in range(n_leaves)] for g in range(len(has))])

@@ -14,11 +14,15 @@ Counts per phase:
 * listed flows (ring, tree, NVLS, ECMP all-to-all): rows = flows between servers x QPs + distinct flows
   inside a server (identical ones merge); own entries = rows x the longest own path of the probe; a splitting router (adaptive, spray)
   adds one class per (source leaf, destination leaf) pair, each at most the probe's largest class;
-* an all-to-all grouped per (source class, destination key) (:mod:`gpuwait.fabric.alltoall`): the
-  membership tables, (GPUs x destination leaves) and (GPUs x source classes) cells; rows = source classes
-  x keys (the pods and the class's own leaf) x QPs, own entries = rows x (the probe's own path + a key's
-  leaves x a leaf's uplinks: the last hops into the destination leaves); a class per group, each at most
-  the probe's largest.
+* an all-to-all grouped per (source class, destination key) (:mod:`gpuwait.fabric.alltoall`): rows =
+  source classes x keys (the other pods, the own pod's other leaves, the own leaf) x QPs; its shared parts
+  as the code holds them, their link counts cut from one probe flow to a leaf of the pod and one to another
+  pod: a middle class per row (the way down; the way up too below routing.paths' staging threshold), the
+  way up once per (source class, distance) when staged (Routes.class_sides), the mean S and T (every GPU's
+  side once), the last hops one class per (switch, shares) of each pod with a membership per (row,
+  switch); own entries = the uneven destination sides (a pod without the own leaf, a leaf without the own
+  server: each member GPU's T, their members listed); the membership tables' (source class, destination leaf)
+  cells and (GPU, destination key) entries.
 """
 
 from __future__ import annotations
@@ -30,7 +34,13 @@ import numpy as np
 
 from gpuwait.collectives.algorithms import Phase, Plan
 from gpuwait.fabric.alltoall import _nic_uplinks, groupable
-from gpuwait.routing.paths import _network_endpoint, _single_uplinks, port_capacity_Bps, route_flows
+from gpuwait.routing.paths import (
+    _network_endpoint,
+    _single_uplinks,
+    _stages_min_classes,
+    port_capacity_Bps,
+    route_flows,
+)
 from gpuwait.routing.routers import get_router
 from gpuwait.spec.cluster import RoutingSpec
 from gpuwait.topology.model import Network, Topology
@@ -47,6 +57,12 @@ ENTRY_BYTES = 12 + 12 + 24 + 24 + 40 + 36
 #: temporaries over them (the level gathered, the weight x class scale, the comparison as float weights, the
 #: final-link gather: 40); the walk's COO triplets and CSR before (36).
 CLASS_ENTRY_BYTES = 12 + 24 + 40 + 36
+#: Bytes per membership of a row in a class of a part it crosses several classes of (an all-to-all group's
+#: last hops, alltoall._split_at_pod): the routes' (rows, classes) CSR (float64 + int32, 12) and the solve's
+#: copy scaled by multiplicity (12); SharedWeights.memberships' (row, class, scale) (intp + intp + float64, 24)
+#: and _memberships' concatenation, sort order and sorted copies (24 + 8 + 24); one iteration's gathers over
+#: them (the rows' level, the classes' level, scale x rate: 24).
+MEMBER_BYTES = 12 + 12 + 24 + 24 + 8 + 24 + 24
 #: Bytes per row: about 30 vectors of 8-byte values per row alive at the solve (the routes' flow, QP,
 #: latency, source port, class and indptr; the solve's bytes, multiplicity, cap, rate, level, bottleneck,
 #: lowest-final and run vectors; the phase run's copies; the walk's endpoints, five-tuples and hashes).
@@ -54,10 +70,19 @@ ROW_BYTES = 30 * 8
 #: Bytes per flow of the compiled plan: source, destination (int64) and bytes (float64), and the local-flow
 #: merge's copies of the three with its multiplicity (float64).
 FLOW_BYTES = 3 * 8 + 4 * 8
-#: Bytes per membership cell of a grouped all-to-all (alltoall._members): the dense (GPU, leaf) count
-#: (float64), its row key (int64) and mask (bool), the masked copies of count, row and column (3 x 8), the
-#: COO -> CSR conversion's copies (24) and the CSR kept (12).
-CELL_BYTES = 8 + 8 + 1 + 24 + 24 + 12
+#: Bytes per (source class, destination leaf) cell of a grouped all-to-all (alltoall._members' destination
+#: counts, kept per (group, leaf): alltoall.DestinationMembers): the dense (leaf, class) sums to subtract and
+#: the leaf's GPUs on the class's server (2 float64), the cell's class, leaf, count, sum and row key (4 x 8 +
+#: int64), the mask (bool), and the pairs' and sums' COO -> CSR copies (2 x 24) and CSRs kept (2 x 12).
+CELL_BYTES = 2 * 8 + 4 * 8 + 8 + 1 + 2 * 24 + 2 * 12
+#: Bytes per (GPU, destination key) entry of a grouped all-to-all's source table (alltoall._members'
+#: members_src): the entry's value, source and key (3 x 8), its position temporaries (3 x 8), the COO -> CSR
+#: copies (24), the CSR and the CSR less each source's server's own GPUs (2 x 12).
+LEAF_CELL_BYTES = 3 * 8 + 3 * 8 + 24 + 2 * 12
+#: Bytes per (group, GPU) member listed for the groups with an uneven destination side (DestinationMembers.
+#: listed, for their averaged sides): its group, GPU, class, value and mask temporaries (4 x 8 + 1) and the
+#: COO -> CSR copies and CSR (24 + 12).
+LISTED_MEMBER_BYTES = 4 * 8 + 1 + 24 + 12
 #: Bytes per link of the topology at a phase's solve: about 12 float64 vectors over the links (the capacity,
 #: its effective and protocol-scaled copies, the unfrozen weight, crossed mask, link level, frozen load, the
 #: below count, final mask and their temporaries), whatever the flows.
@@ -85,16 +110,21 @@ class PhaseCount:
     cells: int
     flows: int
     links: int = 0
+    leaf_cells: int = 0  # a grouped all-to-all's (GPU, destination key) source table entries
+    listed_members: int = 0  # a grouped all-to-all's (group, GPU) members of its uneven destination sides
+    memberships: int = 0  # (row, class) scales of a part a row crosses several classes of (an all-to-all's last hops)
 
     @property
     def peak_bytes(self) -> float:
         return (float(ENTRY_BYTES) * self.entries + float(CLASS_ENTRY_BYTES) * self.class_entries
                 + float(ROW_BYTES) * self.rows + float(CELL_BYTES) * self.cells + float(FLOW_BYTES) * self.flows
-                + float(LINK_BYTES) * self.links)
+                + float(LINK_BYTES) * self.links + float(MEMBER_BYTES) * self.memberships
+                + float(LEAF_CELL_BYTES) * self.leaf_cells + float(LISTED_MEMBER_BYTES) * self.listed_members)
 
     @property
     def held_bytes(self) -> float:
-        return float(HELD_ENTRY_BYTES) * (self.entries + self.class_entries) + float(HELD_ROW_BYTES) * self.rows
+        return (float(HELD_ENTRY_BYTES) * (self.entries + self.class_entries + self.memberships)
+                + float(HELD_ROW_BYTES) * self.rows)
 
 
 def _probe(topo: Topology, src: np.ndarray, dst: np.ndarray, routing: RoutingSpec, transport: str,
@@ -173,13 +203,14 @@ def _listed(topo: Topology, phase: Phase, routing: RoutingSpec, transport: str, 
     return PhaseCount(rows, rows * own, classes * largest, 0, n_flows)
 
 
-def _pods(topo: Topology, leaves: np.ndarray) -> int:
-    """Leaves with the same switches above them (alltoall._keys' pods)."""
+def _pod_of_leaf(topo: Topology, leaves: np.ndarray) -> np.ndarray:
+    """(len(leaves),) a pod id of each leaf: leaves with the same switches above them (alltoall._keys' pods)."""
     up = np.flatnonzero(np.isin(topo.link_src, leaves) & topo.switch_nodes[topo.link_dst])
     above: dict[int, set] = {}
     for s, d in zip(topo.link_src[up].tolist(), topo.link_dst[up].tolist(), strict=True):
         above.setdefault(s, set()).add(d)
-    return len({tuple(sorted(v)) for v in above.values()}) or 1
+    pods: dict = {}
+    return np.array([pods.setdefault(tuple(sorted(above.get(int(leaf), ()))), len(pods)) for leaf in leaves], np.int64)
 
 
 def _parallel_cables(topo: Topology) -> bool:
@@ -191,7 +222,41 @@ def _parallel_cables(topo: Topology) -> bool:
     return len(np.unique(pairs)) < len(pairs)
 
 
+@dataclass(frozen=True)
+class _Split:
+    """One probe flow's route cut as an all-to-all group holds it: links up (the way up, a side part per
+    source group when staged), down but not into a leaf (the group's middle class), into the destination
+    leaf (the last hops), and its own links at the source and at the destination server (the sides S, T)."""
+
+    up: int = 0
+    down: int = 0
+    last: int = 0
+    src_side: int = 0
+    dst_side: int = 0
+
+
+def _split(topo: Topology, routing: RoutingSpec, transport: str, src: int | None, dst: int | None) -> _Split:
+    if src is None or dst is None:
+        return _Split()
+    routes = route_flows(topo, routing, np.array([src]), np.array([dst]), transport=transport)
+    routes = routes.sides_joined()
+    links = routes.own_weights.indices
+    if routes.class_weights is not None:
+        links = np.r_[links, routes.class_weights.indices]
+    links = np.unique(links)
+    tier_src, tier_dst = topo.node_tier[topo.link_src[links]], topo.node_tier[topo.link_dst[links]]
+    fabric = topo.fabric_links[links]
+    link_server = topo.node_server[topo.link_src[links]]
+    link_server = np.where(link_server >= 0, link_server, topo.node_server[topo.link_dst[links]])
+    into_leaf = fabric & (tier_dst == 1)
+    return _Split(up=int((fabric & (tier_dst > tier_src)).sum()), down=int((fabric & (tier_dst < tier_src) & ~into_leaf).sum()),
+                  last=int(into_leaf.sum()), src_side=int((~fabric & (link_server == topo.node_server[src])).sum()),
+                  dst_side=int((~fabric & (link_server == topo.node_server[dst])).sum()))
+
+
 def _grouped(topo: Topology, phase: Phase, routing: RoutingSpec, transport: str) -> PhaseCount:
+    """The arrays alltoall.group_pairs holds, counted per part (see the module); the parts' link counts
+    from one probe flow to a leaf of the source's pod and one to another pod (:func:`_split`)."""
     gpus = np.concatenate([np.asarray(g, np.int64) for g, _ in phase.pair_sets])
     set_of = np.repeat(np.arange(len(phase.pair_sets)), [len(g) for g, _ in phase.pair_sets])
     nic, uplink = _nic_uplinks(topo, gpus)  # type: ignore[misc]  # groupable() checked it
@@ -202,27 +267,56 @@ def _grouped(topo: Topology, phase: Phase, routing: RoutingSpec, transport: str)
     qps = routing.qps_per_connection
     demand = port_capacity_Bps(topo)[nic] / np.maximum(np.bincount(nic, weights=remote * qps)[nic], 1)
     leaf = topo.link_dst[uplink]
-    n_classes = len(np.unique(np.c_[set_of, leaf, demand], axis=0))
-    leaves = np.unique(leaf)
-    pods = _pods(topo, leaves)
-    leaf_uplinks = int(((topo.link_src == leaves[0]) & topo.switch_nodes[topo.link_dst]).sum())
-    p_src, p_dst, _ = _pair_set_sample(topo, phase)
-    own, largest = _probe(topo, p_src, p_dst, routing, transport, {})
-    # groups: each source class to every pod and to its own leaf (alltoall._keys), or to every leaf where
-    # parallel cables send the grouping back per leaf; each group row's own entries are its members' sides
-    # and its last hops into the destination leaves (a key's leaves x a leaf's uplinks)
+    n, n_classes = len(gpus), len(np.unique(np.c_[set_of, leaf, demand], axis=0))
+    leaves, leaf_idx = np.unique(leaf, return_inverse=True)
+    pod_of_leaf = _pod_of_leaf(topo, leaves)
+    pod = pod_of_leaf[leaf_idx.ravel()]
+    pods = int(pod_of_leaf.max()) + 1
+    leaves_per_pod = -(-len(leaves) // pods)
     per_pod = pods < len(leaves) and not _parallel_cables(topo)
-    keys, leaves_per_key = (pods + 1, -(-len(leaves) // pods)) if per_pod else (len(leaves), 1)
-    rows = n_classes * keys * qps
-    entries = rows * (own + leaves_per_key * max(leaf_uplinks, 1))
-    sides = PhaseCount(len(gpus) * qps, len(gpus) * qps * own, 0, 0, len(gpus))  # alltoall._sides' probe routes
+    # one probe flow from the first GPU to a leaf of its pod (near) and to another pod (far)
+    near = np.flatnonzero((pod == pod[0]) & (leaf != leaf[0]) & (server != server[0]))
+    far = np.flatnonzero(pod != pod[0])
+    s_near = _split(topo, routing, transport, int(gpus[0]), int(gpus[near[0]]) if len(near) else None)
+    s_far = _split(topo, routing, transport, int(gpus[0]), int(gpus[far[0]]) if len(far) else None)
+    own_side = _split(topo, routing, transport, int(gpus[0]), int(gpus[np.flatnonzero(server != server[0])[0]]))
+    s_len, t_len = own_side.src_side, own_side.dst_side
+    # group rows per source class: to each other pod (far), to its own pod's other leaves (near), to its
+    # own leaf; per leaf (parallel cables down) one per leaf of each kind
+    far_keys, near_keys = (pods - 1, int(leaves_per_pod > 1)) if per_pod else (len(leaves) - leaves_per_pod,
+                                                                               leaves_per_pod - 1)
+    far_rows, near_rows, leaf_rows = (n_classes * k * qps for k in (far_keys, near_keys, 1))
+    rows = far_rows + near_rows + leaf_rows
+    staged = far_rows + near_rows >= _stages_min_classes(topo)  # routing.paths._route_classes' choice
+    # the middle class of each row (routes.class_weights): the way down; the way up too unless staged,
+    # where it is a side part per (source class, distance) (Routes.class_sides)
+    middle = far_rows * (s_far.down + (0 if staged else s_far.up)) + near_rows * (s_near.down + (0 if staged else s_near.up))
+    way_up = n_classes * (s_far.up * (far_keys > 0) + s_near.up * (near_keys > 0)) if staged else 0
+    # the averaged sides: the mean S per (source class, QP), the mean T per (pod or leaf, QP): every GPU's once
+    mean_sides = n * qps * (s_len + t_len)
+    # uneven destination sides stay the row's own links: a pod without the source's own leaf, a leaf without
+    # the source's own server (their members' T averaged: one entry per member GPU's T link)
+    uneven_members = n_classes * ((n // max(pods, 1) if per_pod and near_keys else 0) + n // len(leaves))
+    uneven = uneven_members * qps * t_len
+    switches = max(s_far.last, s_near.last, 1)
+    if per_pod:
+        # last hops (alltoall._split_at_pod): a class per (switch, shares), shares one per pod and one per
+        # leaf of a pod (a pod without that leaf), each with the pod's leaves; a membership per (row, switch)
+        last_classes = pods * switches * (1 + leaves_per_pod) * leaves_per_pod
+        memberships = (far_rows + near_rows) * switches
+    else:  # the last stage joined into each row's own links
+        last_classes, memberships = 0, 0
+        uneven += (far_rows + near_rows) * switches
+    sides = PhaseCount(n * qps, n * qps * (s_len + t_len), 0, 0, n)  # alltoall._sides' probe routes
     per_server = np.unique(set_of * topo.n_servers + server, return_counts=True)[1]
     local = int((per_server * (per_server - 1)).sum())  # the pair sets' flows inside a server, listed
     own_flows = Phase(phase.name, phase.src, phase.dst, phase.bytes_per_flow, phase.repeat)
     listed = _listed(topo, own_flows, routing, transport, {})  # the phase's own flows (inside servers)
-    cells = len(gpus) * (len(leaves) + n_classes)
-    return PhaseCount(rows + sides.rows + listed.rows + local, entries + sides.entries + listed.entries + local * own,
-                      n_classes * keys * largest + listed.class_entries, cells, len(gpus) + listed.flows + local)
+    return PhaseCount(rows + sides.rows + listed.rows + local,
+                      uneven + sides.entries + listed.entries + local * max(s_len + t_len, 1),
+                      middle + way_up + mean_sides + last_classes + listed.class_entries, n_classes * len(leaves),
+                      n + listed.flows + local, leaf_cells=n * (far_keys + near_keys + 1), memberships=memberships,
+                      listed_members=uneven_members)
 
 
 def phase_count(topo: Topology, phase: Phase, routing: RoutingSpec, transport: str, flags: dict) -> PhaseCount:
