@@ -117,10 +117,23 @@ def to_prometheus_text(metrics: MetricSet) -> str:
 _CLIENT_TYPES = {"unknown": "untyped", **_OPENMETRICS_TYPES}
 
 
+_EOF = re.compile(r"^# EOF\s*$", re.MULTILINE)  # an OpenMetrics text's last line
+_HINT = "pass the text of a /metrics scrape (Prometheus text format 0.0.4)"
+
+
 def _error(lineno: int, line: str, why: str, source: str) -> TelemetryFormatError:
     return TelemetryFormatError(f"{source} line {lineno}: {why} in {line.strip()[:120]!r}; expected "
-                                'name{label="value",...} value [timestamp_ms] or a # HELP / # TYPE line',
-                                hint="pass the text of a /metrics scrape (Prometheus text format 0.0.4)")
+                                'name{label="value",...} value [timestamp_ms] or a # HELP / # TYPE line', hint=_HINT)
+
+
+def _context_error(err: ValueError, source: str) -> TelemetryFormatError:
+    """A text whose lines each read but not together (their order or context is wrong)."""
+    return TelemetryFormatError(f"{source}: {err}; expected a Prometheus text or OpenMetrics exposition", hint=_HINT)
+
+
+def _read(text: str, openmetrics: bool) -> MetricSet:
+    """The MetricSet of a whole text (ValueError, or TelemetryFormatError, where it does not read)."""
+    return _metric_set(_parse_families(text, openmetrics), _counters_without_total(text, openmetrics), openmetrics)
 
 
 def _parse_families(text: str, openmetrics: bool) -> list:
@@ -249,22 +262,22 @@ def parse_prometheus_text(text: str, *, source: str = "Prometheus text", skipped
         For a line that is not a comment or a sample (unless ``skipped`` collects it); the message
         names ``source`` and the line.
     """
-    openmetrics = re.search(r"^# EOF\s*$", text, re.MULTILINE) is not None
-    if openmetrics:
-        text = text[: re.search(r"^# EOF\s*$", text, re.MULTILINE).end()] + "\n"  # nothing after # EOF is read
+    eof = _EOF.search(text)
+    openmetrics = eof is not None
+    if eof is not None:
+        text = text[: eof.end()] + "\n"  # nothing after # EOF is read
     try:
-        return _metric_set(_parse_families(text, openmetrics), _counters_without_total(text, openmetrics), openmetrics)
+        return _read(text, openmetrics)
     except ValueError as whole_err:
         cleaned, bad = _without_bad_lines(text, openmetrics, source)
         if not bad:  # every line reads alone: the text's order or context is wrong
-            raise TelemetryFormatError(f"{source}: {whole_err}; expected a Prometheus text or OpenMetrics exposition",
-                                       hint="pass the text of a /metrics scrape (Prometheus text format 0.0.4)") from None
+            raise _context_error(whole_err, source) from None
         if skipped is None:
             raise bad[0] from None
     try:
-        metrics = _metric_set(_parse_families(cleaned, openmetrics), _counters_without_total(cleaned, openmetrics), openmetrics)
+        metrics = _read(cleaned, openmetrics)
     except ValueError as err:
-        raise TelemetryFormatError(f"{source}: {err}; expected a Prometheus text or OpenMetrics exposition") from None
+        raise _context_error(err, source) from None
     if not len(metrics):
         raise bad[0]  # nothing readable: not a scrape with a few bad rows but not a scrape at all
     skipped.extend(str(err) for err in bad)
