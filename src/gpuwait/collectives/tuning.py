@@ -1006,7 +1006,7 @@ def inter_cpu_bw_GBps(cpu_vendor: str, cpu_generation: str | None,
     if cpu_generation not in INTER_CPU_BW_GBps or cpu_generation in ("amd", "arm", "zhaoxin", "yongfeng"):
         raise SpecError(f"cpu_generation: got {cpu_generation!r}; expected one of broadwell, skylake, "
                         "sapphire-rapids, emerald-rapids")
-    version = tuple(int(x) for x in release.version.split("."))
+    version = release.version_key
     if version < (2, 26) and cpu_generation in ("sapphire-rapids", "emerald-rapids"):
         cpu_generation = "skylake"
     return INTER_CPU_BW_GBps[cpu_generation]
@@ -1114,7 +1114,7 @@ def inter_speeds(sm: int, release: NcclRelease = DEFAULT_RELEASE) -> tuple[float
     >>> inter_speeds(100)[:3], inter_speeds(100, nccl_release("2.26.2"))[:2]
     ((96.0, 86.0, 80.0), (48.0, 45.0))
     """
-    version = tuple(int(x) for x in release.version.split("."))
+    version = release.version_key
     if sm >= 100:
         key = next((k for first, k in _SM100_INTER_FROM if version >= first), "sm90")
         return _INTER_SPEEDS_GBps[key]
