@@ -221,6 +221,18 @@ def _counters_without_total(text: str, openmetrics: bool) -> set[str]:
             if not m[1].endswith("_total")}
 
 
+def _info_names(family, kind: str, openmetrics: bool) -> set[str]:
+    """The names a family's ``# TYPE`` / ``# HELP`` describe: none for a family no line declared (the
+    client's 'unknown' without help); else the # TYPE line's name, which is the family's except that the
+    text parser drops a counter's '_total', which its samples keep (so there the samples' names, unless
+    the family's samples carry suffixes of their own, _FAMILY_SUFFIXES)."""
+    if family.type == "unknown" and not family.documentation:
+        return set()
+    if openmetrics or kind in _FAMILY_SUFFIXES:
+        return {family.name}
+    return {x.name for x in family.samples} or {family.name}
+
+
 def _metric_set(families: list, bare_counters: set[str], openmetrics: bool) -> MetricSet:
     info: dict[str, MetricInfo] = {}
     samples: list[Sample] = []
@@ -232,11 +244,7 @@ def _metric_set(families: list, bare_counters: set[str], openmetrics: bool) -> M
         if kind not in METRIC_TYPES:
             raise TelemetryFormatError(f"metric {family.name!r}: unknown metric type {family.type!r}; expected one of "
                                        f"{', '.join(sorted(METRIC_TYPES))}")
-        # info under the # TYPE line's name: the family's, except that the text parser drops a counter's
-        # '_total', which its samples keep
-        names = ({x.name for x in family.samples} or {family.name}) if not openmetrics and kind not in _FAMILY_SUFFIXES \
-            else {family.name}
-        for name in names if family.type != "unknown" or family.documentation else ():  # undeclared: no info
+        for name in _info_names(family, kind, openmetrics):
             info[name] = MetricInfo(kind, family.documentation)
         for x in family.samples:
             ts = None if x.timestamp is None else float(x.timestamp)
