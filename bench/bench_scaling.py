@@ -9,7 +9,7 @@ does: build the DGX SuperPOD H100 preset, pick NCCL's algorithm, compile it, rou
   (:data:`MOE_SCENARIO`): the step engine's expert-parallel all-to-alls, pipeline and ZeRO traffic
 
 Each collective case also states the memory ``gpuwait perf`` estimates before its run
-(:func:`gpuwait.runner.cost.estimate_perf`, counted before any fabric run; it includes a fixed
+(:func:`gpuwait.runner.cost.estimate_perf`, counted before any fabric run; it includes fixed
 allowances for the interpreter, :data:`gpuwait.runner.cost.BASE_BYTES`, and the route walk,
 :data:`gpuwait.fabric.memory.WALK_ALLOWANCE_BYTES`) beside its peak RSS, with the ratio of the run's parts:
 the estimate less both allowances over the peak RSS less the RSS after the imports.
@@ -190,7 +190,7 @@ def table(results: dict[str, list[dict]]) -> list[str]:
                       else f"{p['busbw_GBps']:.1f} GB/s")
             cpu = f" ({p['case_cpu_s']:.1f} s CPU)" if "case_cpu_s" in p else ""
             estimate = ""
-            if "estimate_GB" in p:  # the ratio of the run's parts: estimate less its interpreter allowance, peak less the baseline
+            if "estimate_GB" in p:  # the ratio of the run's parts: estimate less both allowances, peak less the baseline
                 estimate = f"{p['estimate_GB']:.2f} GB ({p['run_estimate_GB'] / (p['peak_rss_GB'] - p['base_rss_GB']):.1f}x)"
             lines.append(f"| {name} | {p['gpus']:,} | {p['flows']:,} | {p['route_classes']:,} | {p['wall_s']:.1f} s{cpu} "
                          f"| {p['peak_rss_GB']:.2f} GB | {estimate} | {result} |")

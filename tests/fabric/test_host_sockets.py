@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pydantic
 import pytest
 
 from gpuwait.collectives.tuning import host_path_ring_graph, inter_cpu_bw_GBps, pci_bw_GBps
@@ -54,10 +55,21 @@ def test_release_before_2_26_reads_sapphire_rapids_as_skylake():
     assert inter_cpu_bw_GBps("amd", None) == 16.0 and inter_cpu_bw_GBps("intel", None) is None
 
 
+def test_the_specs_generations_are_the_tables():
+    """server.cpu_generation takes exactly the Intel generations NCCL's table has (spec sits below collectives)."""
+    import typing
+
+    from gpuwait.collectives.tuning import INTEL_GENERATIONS
+    from gpuwait.spec.cluster import ServerSpec
+
+    allowed = typing.get_args(typing.get_args(ServerSpec.model_fields["cpu_generation"].annotation)[0])
+    assert allowed == INTEL_GENERATIONS
+
+
 def test_unknown_generation_is_refused():
     with pytest.raises(SpecError, match="cpu_generation"):
         inter_cpu_bw_GBps("intel", "amd")
-    with pytest.raises(Exception, match="cpu_generation"):
+    with pytest.raises(pydantic.ValidationError, match="cpu_generation"):
         ClusterSpec.model_validate({"preset": "dgx-h100", "server": {"cpu_generation": "haswell"}})
 
 

@@ -136,6 +136,11 @@ class NcclRelease:
     #: search.cc speedArrayIntra by family ("default", "sm90", "sm100" from 2.25), GB/s
     search_speeds_intra_GBps: Mapping[str, tuple[float, ...]]
 
+    @property
+    def version_key(self) -> tuple[int, ...]:
+        """The version as integers, for ordering (``(2, 26, 2)``): releases are compared against it."""
+        return tuple(int(x) for x in self.version.split("."))
+
     def compcap_index(self, sm: int) -> int:
         """The per-architecture row NCCL reads for a GPU of compute capability ``sm`` (x10)."""
         index = 3 if sm >= 100 else 2 if sm >= 90 else 1 if sm >= 80 else 0
@@ -400,7 +405,7 @@ def nccl_release(version: object = None, what: str = "NCCL version") -> NcclRele
     key = parse_nccl_version(DEFAULT_NCCL_VERSION if version is None else version, what)
     found = RELEASES[0]
     for release in RELEASES:
-        if tuple(map(int, release.version.split("."))) <= key:
+        if release.version_key <= key:
             found = release
     return found
 

@@ -136,6 +136,8 @@ INTEL_P2P_OVERHEAD = 6.0 / 5.0
 #: NCCL tells Intel generations apart by the CPUID model of family 6 (topo.cc ``ncclTopoAddCpu``):
 #: >= 0xCF Emerald Rapids, >= 0x8F Sapphire Rapids (so Granite Rapids too), >= 0x55 Skylake (Cascade
 #: Lake, Ice Lake), else Broadwell. SRP and ERP first appear in v2.26.2-1; before, NCCL reads both as SKL.
+#: The Intel keys of INTER_CPU_BW_GBps (server.cpu_generation's values), oldest first.
+INTEL_GENERATIONS = ("broadwell", "skylake", "sapphire-rapids", "emerald-rapids")
 INTER_CPU_BW_GBps: Mapping[str, float] = MappingProxyType({
     "broadwell": 6.0, "skylake": 10.0, "sapphire-rapids": 22.0, "emerald-rapids": 40.0,
     "amd": 16.0, "arm": 6.0, "zhaoxin": 6.0, "yongfeng": 9.0})
@@ -1003,10 +1005,9 @@ def inter_cpu_bw_GBps(cpu_vendor: str, cpu_generation: str | None,
         return INTER_CPU_BW_GBps[cpu_vendor]
     if cpu_vendor != "intel" or cpu_generation is None:
         return None
-    if cpu_generation not in INTER_CPU_BW_GBps or cpu_generation in ("amd", "arm", "zhaoxin", "yongfeng"):
-        raise SpecError(f"cpu_generation: got {cpu_generation!r}; expected one of broadwell, skylake, "
-                        "sapphire-rapids, emerald-rapids")
-    version = tuple(int(x) for x in release.version.split("."))
+    if cpu_generation not in INTEL_GENERATIONS:
+        raise SpecError(f"cpu_generation: got {cpu_generation!r}; expected one of {', '.join(INTEL_GENERATIONS)}")
+    version = release.version_key
     if version < (2, 26) and cpu_generation in ("sapphire-rapids", "emerald-rapids"):
         cpu_generation = "skylake"
     return INTER_CPU_BW_GBps[cpu_generation]
@@ -1114,7 +1115,7 @@ def inter_speeds(sm: int, release: NcclRelease = DEFAULT_RELEASE) -> tuple[float
     >>> inter_speeds(100)[:3], inter_speeds(100, nccl_release("2.26.2"))[:2]
     ((96.0, 86.0, 80.0), (48.0, 45.0))
     """
-    version = tuple(int(x) for x in release.version.split("."))
+    version = release.version_key
     if sm >= 100:
         key = next((k for first, k in _SM100_INTER_FROM if version >= first), "sm90")
         return _INTER_SPEEDS_GBps[key]

@@ -41,12 +41,21 @@ class Scratch:
 
 
 @njit(cache=True)
+def _old_load(link, l_ptr, l_flow, l_w, rate):
+    """``link``'s load at the rates before the event, and its level (the largest of those rates)."""
+    load = 0.0
+    top = 0.0
+    for j in range(l_ptr[link], l_ptr[link + 1]):
+        r = rate[l_flow[j]]
+        load += l_w[j] * r
+        top = max(top, r)
+    return load, top
+
+
+@njit(cache=True)
 def _saturated(link, l_ptr, l_flow, l_w, rate, capacity, rtol):
     """Was ``link`` saturated before the event (load of the old rates within ``rtol``)?"""
-    load = 0.0
-    for k in range(l_ptr[link], l_ptr[link + 1]):
-        load += l_w[k] * rate[l_flow[k]]
-    return load >= capacity[link] * (1.0 - rtol)
+    return _old_load(link, l_ptr, l_flow, l_w, rate)[0] >= capacity[link] * (1.0 - rtol)
 
 
 @njit(cache=True)
@@ -60,12 +69,7 @@ def _departure_level(departed, f_ptr, f_link, l_ptr, l_flow, l_w, rate, capacity
             link = f_link[k]
             if visited[link]:
                 continue
-            load = 0.0
-            top = 0.0
-            for j in range(l_ptr[link], l_ptr[link + 1]):
-                r = rate[l_flow[j]]
-                load += l_w[j] * r
-                top = max(top, r)
+            load, top = _old_load(link, l_ptr, l_flow, l_w, rate)
             if load >= capacity[link] * (1.0 - rtol):
                 visited[link] = True
                 queue[n] = link
@@ -131,18 +135,30 @@ def _grow(queue, head, n_queued, n_forced, group, n_group, f_ptr, f_link, l_ptr,
             head += 1
             continue
         head += 1
-        for j in range(l_ptr[link], l_ptr[link + 1]):
-            g = l_flow[j]
-            if active[g] and not in_group[g] and rate[g] >= threshold:
-                in_group[g] = True
-                group[n_group] = g
-                n_group += 1
-                n_queued = _push_links(g, f_ptr, f_link, visited, queue, n_queued)
+        n_queued, n_group = _join_flows_on(link, threshold, group, n_group, queue, n_queued, f_ptr, f_link, l_ptr,
+                                           l_flow, rate, active, in_group, visited)
+    return n_queued, n_group
+
+
+@njit(cache=True)
+def _join_flows_on(link, threshold, group, n_group, queue, n_queued, f_ptr, f_link, l_ptr, l_flow, rate, active,
+                   in_group, visited):
+    """Every active flow on ``link`` outside the group whose old rate is at or above ``threshold`` joins
+    it (appended to ``group``), its unvisited links join the queue. Returns the new queue length and
+    group size."""
+    for j in range(l_ptr[link], l_ptr[link + 1]):
+        g = l_flow[j]
+        if active[g] and not in_group[g] and rate[g] >= threshold:
+            in_group[g] = True
+            group[n_group] = g
+            n_group += 1
+            n_queued = _push_links(g, f_ptr, f_link, visited, queue, n_queued)
     return n_queued, n_group
 
 
 @njit(cache=True)
 def _push_links(flow, f_ptr, f_link, visited, queue, n_queued):
+    """Queue ``flow``'s links not yet visited (marked visited); returns the new queue length."""
     for k in range(f_ptr[flow], f_ptr[flow + 1]):
         link = f_link[k]
         if not visited[link]:
@@ -331,15 +347,9 @@ def reallocate_levels(departed, arrived, f_ptr, f_link, f_w, l_ptr, l_flow, l_w,
         solved += n_group
         head, before = n_queued, n_group
         for i in range(links.size):
-            if not saturated[i]:
-                continue
-            for j in range(l_ptr[links[i]], l_ptr[links[i] + 1]):
-                g = l_flow[j]
-                if active[g] and not in_group[g] and rate[g] >= threshold:
-                    in_group[g] = True
-                    group_buf[n_group] = g
-                    n_group += 1
-                    n_queued = _push_links(g, f_ptr, f_link, visited, queue, n_queued)
+            if saturated[i]:  # the new rates may now hold a faster flow outside the group below its max-min rate
+                n_queued, n_group = _join_flows_on(links[i], threshold, group_buf, n_group, queue, n_queued, f_ptr,
+                                                   f_link, l_ptr, l_flow, rate, active, in_group, visited)
         if n_group == before:
             break
         n_queued, n_group = _grow(queue, head, n_queued, head, group_buf, n_group, f_ptr, f_link, l_ptr, l_flow,

@@ -176,12 +176,28 @@ def _join(listed: Routes, grouped: Routes, n_listed_flows: int) -> Routes:
                   own_weights=sp.vstack([listed.own_weights, grouped.own_weights]).tocsr(),
                   path_latency_s=np.r_[listed.path_latency_s, grouped.path_latency_s],
                   udp_sport=np.r_[listed.udp_sport, grouped.udp_sport],
-                  row_class=np.r_[np.full(listed.n_rows, -1, np.int64), grouped.row_class],
+                  row_class=_after_rows(listed.n_rows, grouped.row_class),
                   class_weights=grouped.class_weights,
-                  side_classes=tuple((sp.vstack([sp.csr_matrix((listed.n_rows, row_class.shape[1])), row_class]).tocsr()
-                                      if sp.issparse(row_class) else np.r_[np.full(listed.n_rows, -1, np.int64), row_class],
-                                      weights) for row_class, weights in grouped.side_classes),
+                  side_classes=tuple((_after_rows(listed.n_rows, row_class), weights)
+                                     for row_class, weights in grouped.side_classes),
                   class_sides=grouped.class_sides)
+
+
+def _after_rows(n_rows: int, row_class: np.ndarray | sp.csr_matrix) -> np.ndarray | sp.csr_matrix:
+    """A shared part's row classes (a class per row, -1 for none, or a sparse (rows, classes) matrix of
+    each row's scale in its classes) behind ``n_rows`` rows in no class."""
+    if sp.issparse(row_class):
+        return sp.vstack([sp.csr_matrix((n_rows, row_class.shape[1])), row_class]).tocsr()
+    return np.r_[np.full(n_rows, -1, np.int64), row_class]
+
+
+def _shared_part(row_class: np.ndarray | sp.csr_matrix, row_multiplicity: np.ndarray, class_weights: sp.csr_matrix
+                 ) -> SharedWeights:
+    """The solver's shared part of a routes' part, each row scaled by its multiplicity (a sparse
+    ``row_class``: a row may cross several of the part's classes, each at its own scale)."""
+    if sp.issparse(row_class):
+        return SharedWeights.of_members(sp.diags(row_multiplicity) @ row_class, class_weights)
+    return SharedWeights(row_class, row_multiplicity, class_weights)
 
 
 def _solve(routes: Routes, size: np.ndarray, multiplicity: np.ndarray, remote: np.ndarray, transport: TransportProfile,
@@ -193,8 +209,7 @@ def _solve(routes: Routes, size: np.ndarray, multiplicity: np.ndarray, remote: n
     weights = routes.own_weights.copy()  # row r scaled by its multiplicity
     weights.data *= np.repeat(row_multiplicity, np.diff(weights.indptr))
     # a splitting router's rows share their middle parts per leaf pair: solved per class, never expanded
-    shared = [SharedWeights.of_members(sp.diags(row_multiplicity) @ row_class, class_weights) if sp.issparse(row_class)
-              else SharedWeights(row_class, row_multiplicity, class_weights) for row_class, class_weights in
+    shared = [_shared_part(row_class, row_multiplicity, class_weights) for row_class, class_weights in
               ((routes.row_class, routes.class_weights), *routes.side_classes)
               if row_class is not None and class_weights is not None]
     cap = None

@@ -815,7 +815,8 @@ def _stages_min_classes(topo: Topology) -> int:
 
 def _route_classes(topo: Topology, spec: RoutingSpec, router: Router, s_ep: np.ndarray, d_ep: np.ndarray,
                    per_row: dict, classes: _LeafPairClasses, name_row) -> tuple:
-    """(own triplets, (shared triplets, class of each row, side parts)) of leaf-pair classes: by stages
+    """(own triplets, (shared triplets, class of each row, side parts: (class of each row, weights, whether
+    it follows the row's class) each)) of leaf-pair classes: by stages
     (:mod:`gpuwait.routing.stages`) where they compose exactly, else one walk per class."""
     if _LEAF_PAIR_STAGES and len(classes.rep) >= _stages_min_classes(topo):
         from gpuwait.routing.stages import NotStaged, route_leaf_pairs_staged  # stages builds on this module
@@ -1109,8 +1110,8 @@ def route_flows(topo: Topology, spec: RoutingSpec, src, dst, *, transport: str =
             row_class = np.full(R, -1, np.int64)
             row_class[remote] = of_row
             return _assemble(topo, flow_index, qp, pieces, sport, (row_class, c_rows, c_links, c_w),
-                             tuple((_on_rows(R, remote, side[0]), side[1]) for side in sides),
-                             tuple(i for i, side in enumerate(sides) if len(side) > 2 and side[2]))
+                             tuple((_on_rows(R, remote, side_of), weights) for side_of, weights, _ in sides),
+                             tuple(i for i, (_, _, follows_class) in enumerate(sides) if follows_class))
     return _assemble(topo, flow_index, qp, pieces, sport)
 
 
@@ -1125,7 +1126,8 @@ def _assemble(topo: Topology, flow_index: np.ndarray, qp: np.ndarray, pieces: li
               shared: tuple | None = None, sides: tuple = (), class_sides: tuple[int, ...] = ()) -> Routes:
     """Routes from (row, link, weight) pieces, ``shared``: None or (class of each row, and the
     (class, link, weight) triplets of the classes' middle parts), and ``sides``: more shared parts
-    ((class of each row, (classes, links) weights) each, :attr:`Routes.side_classes`)."""
+    ((class of each row, (classes, links) weights) each, :attr:`Routes.side_classes`), of which
+    ``class_sides`` follow the row's class (:attr:`Routes.class_sides`)."""
     rows, links, weights = ((np.concatenate(x) for x in zip(*pieces, strict=True)) if pieces
                             else (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)))
     matrix = sp.csr_matrix((weights, (rows, links)), shape=(len(flow_index), topo.n_links))

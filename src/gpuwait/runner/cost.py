@@ -154,10 +154,13 @@ def estimate_perf(predictor, op: str, sizes: list[int]) -> CostEstimate:
 
     keys = list(dict.fromkeys(k for k in (predictor.fabric_key(op, s) for s in sizes) if k is not None))
     held_bytes, working_bytes, rows, entries, cells = 0.0, 0.0, 0, 0, 0
-    by_routes: dict = {}  # a run's routes do not depend on the protocol (only its capacities do): counted once
+    # a run's routes do not depend on the protocol (only its capacities do): counted once, though each run holds its own
+    by_routes: dict = {}
     for key in keys:
-        counts = by_routes.setdefault((key[0], key[1], key[3]), None) or predictor.fabric_counts(key)
-        by_routes[(key[0], key[1], key[3])] = counts
+        collective, algorithm, _, n_channels = key
+        if (collective, algorithm, n_channels) not in by_routes:
+            by_routes[collective, algorithm, n_channels] = predictor.fabric_counts(key)
+        counts = by_routes[collective, algorithm, n_channels]
         peak, held = run_bytes(counts)
         held_bytes += held
         working_bytes = max(working_bytes, peak - held)

@@ -117,10 +117,23 @@ def to_prometheus_text(metrics: MetricSet) -> str:
 _CLIENT_TYPES = {"unknown": "untyped", **_OPENMETRICS_TYPES}
 
 
+_EOF = re.compile(r"^# EOF\s*$", re.MULTILINE)  # an OpenMetrics text's last line
+_HINT = "pass the text of a /metrics scrape (Prometheus text format 0.0.4)"
+
+
 def _error(lineno: int, line: str, why: str, source: str) -> TelemetryFormatError:
     return TelemetryFormatError(f"{source} line {lineno}: {why} in {line.strip()[:120]!r}; expected "
-                                'name{label="value",...} value [timestamp_ms] or a # HELP / # TYPE line',
-                                hint="pass the text of a /metrics scrape (Prometheus text format 0.0.4)")
+                                'name{label="value",...} value [timestamp_ms] or a # HELP / # TYPE line', hint=_HINT)
+
+
+def _context_error(err: ValueError, source: str) -> TelemetryFormatError:
+    """A text whose lines each read but not together (their order or context is wrong)."""
+    return TelemetryFormatError(f"{source}: {err}; expected a Prometheus text or OpenMetrics exposition", hint=_HINT)
+
+
+def _read(text: str, openmetrics: bool) -> MetricSet:
+    """The MetricSet of a whole text (ValueError, or TelemetryFormatError, where it does not read)."""
+    return _metric_set(_parse_families(text, openmetrics), _counters_without_total(text, openmetrics), openmetrics)
 
 
 def _parse_families(text: str, openmetrics: bool) -> list:
@@ -208,6 +221,18 @@ def _counters_without_total(text: str, openmetrics: bool) -> set[str]:
             if not m[1].endswith("_total")}
 
 
+def _info_names(family, kind: str, openmetrics: bool) -> set[str]:
+    """The names a family's ``# TYPE`` / ``# HELP`` describe: none for a family no line declared (the
+    client's 'unknown' without help); else the # TYPE line's name, which is the family's except that the
+    text parser drops a counter's '_total', which its samples keep (so there the samples' names, unless
+    the family's samples carry suffixes of their own, _FAMILY_SUFFIXES)."""
+    if family.type == "unknown" and not family.documentation:
+        return set()
+    if openmetrics or kind in _FAMILY_SUFFIXES:
+        return {family.name}
+    return {x.name for x in family.samples} or {family.name}
+
+
 def _metric_set(families: list, bare_counters: set[str], openmetrics: bool) -> MetricSet:
     info: dict[str, MetricInfo] = {}
     samples: list[Sample] = []
@@ -219,11 +244,7 @@ def _metric_set(families: list, bare_counters: set[str], openmetrics: bool) -> M
         if kind not in METRIC_TYPES:
             raise TelemetryFormatError(f"metric {family.name!r}: unknown metric type {family.type!r}; expected one of "
                                        f"{', '.join(sorted(METRIC_TYPES))}")
-        # info under the # TYPE line's name: the family's, except that the text parser drops a counter's
-        # '_total', which its samples keep
-        names = ({x.name for x in family.samples} or {family.name}) if not openmetrics and kind not in _FAMILY_SUFFIXES \
-            else {family.name}
-        for name in names if family.type != "unknown" or family.documentation else ():  # undeclared: no info
+        for name in _info_names(family, kind, openmetrics):
             info[name] = MetricInfo(kind, family.documentation)
         for x in family.samples:
             ts = None if x.timestamp is None else float(x.timestamp)
@@ -249,22 +270,22 @@ def parse_prometheus_text(text: str, *, source: str = "Prometheus text", skipped
         For a line that is not a comment or a sample (unless ``skipped`` collects it); the message
         names ``source`` and the line.
     """
-    openmetrics = re.search(r"^# EOF\s*$", text, re.MULTILINE) is not None
-    if openmetrics:
-        text = text[: re.search(r"^# EOF\s*$", text, re.MULTILINE).end()] + "\n"  # nothing after # EOF is read
+    eof = _EOF.search(text)
+    openmetrics = eof is not None
+    if eof is not None:
+        text = text[: eof.end()] + "\n"  # nothing after # EOF is read
     try:
-        return _metric_set(_parse_families(text, openmetrics), _counters_without_total(text, openmetrics), openmetrics)
+        return _read(text, openmetrics)
     except ValueError as whole_err:
         cleaned, bad = _without_bad_lines(text, openmetrics, source)
         if not bad:  # every line reads alone: the text's order or context is wrong
-            raise TelemetryFormatError(f"{source}: {whole_err}; expected a Prometheus text or OpenMetrics exposition",
-                                       hint="pass the text of a /metrics scrape (Prometheus text format 0.0.4)") from None
+            raise _context_error(whole_err, source) from None
         if skipped is None:
             raise bad[0] from None
     try:
-        metrics = _metric_set(_parse_families(cleaned, openmetrics), _counters_without_total(cleaned, openmetrics), openmetrics)
+        metrics = _read(cleaned, openmetrics)
     except ValueError as err:
-        raise TelemetryFormatError(f"{source}: {err}; expected a Prometheus text or OpenMetrics exposition") from None
+        raise _context_error(err, source) from None
     if not len(metrics):
         raise bad[0]  # nothing readable: not a scrape with a few bad rows but not a scrape at all
     skipped.extend(str(err) for err in bad)
