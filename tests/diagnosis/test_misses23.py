@@ -70,3 +70,20 @@ def test_a_data_wait_with_no_busy_storage_server_still_suspects_the_storage():
     assert [(c.kind, c.component, c.direct) for c in found] == [("storage-slow", "storage", False)]
     assert found[0].lost_s == pytest.approx(0.3)
     assert _storage_slow(_storage_obs(shares, (), 0.001)) == []  # a wait that does not matter
+
+
+def test_a_degraded_nic_port_does_not_hide_the_fabrics_collision():
+    """Seed 21,000,066: a NIC port negotiated at 39 % of its rate took longer than the hot uplink, set
+    the floor a collision is measured against, and hid the fabric's 9.2 % collision behind a 0.7 %
+    link-degrade. The NIC port counts at its nominal rate (the degrade is its own finding)."""
+    from gpuwait.topology.model import LinkKind
+
+    rate = TOPO.link_capacity_Bps.astype(float)
+    nic = int(np.flatnonzero((TOPO.link_kind == LinkKind.HOST) & ~np.isin(TOPO.link_src, TOPO.storage_server_node)
+                             & ~np.isin(TOPO.link_dst, TOPO.storage_server_node))[0])
+    carried = np.zeros(TOPO.n_links)
+    carried[nic] = 0.1 * rate[nic]  # 0.1 s at its nominal rate
+    negotiated = rate.copy()
+    negotiated[nic] *= 0.39
+    obs = Observation(TOPO, step_time_s=1.0, link_bytes=carried, link_rate_Bps=negotiated, link_nominal_Bps=rate)
+    assert rules._busiest_nic_port_s(obs) == pytest.approx(0.1)
