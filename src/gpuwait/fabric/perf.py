@@ -643,7 +643,8 @@ class CollectivePredictor:
         wire_s = max(model_s, fabric_s or 0.0)
         if nic_messages:
             wire_s = max(wire_s, self._rail_bound_s(collective, n_bytes, algorithm, protocol, channels, size_channels,
-                                                    chunk))
+                                                    chunk),
+                         self._staged_receive_s(collective, n_bytes, algorithm, protocol, channels, size_channels, chunk))
         costs = PipelineCosts(prediction.latency_us * 1e-6, intra_steps, inter_steps, wire_s,
                               nic_messages, fill_intra_s, fill_inter_s, window, comm.n_nodes > 1, connection_steps, load)
         return self._estimate(collective, n_bytes, algorithm, protocol, channels, model_s, fabric_s, chunk, costs)
@@ -685,15 +686,53 @@ class CollectivePredictor:
         if rails <= 1:
             return 0.0
         message = chunk / PROTOCOL_PAYLOAD[protocol]  # bytes on the wire: LL and LL128 carry their flags
-        per_channel = n_bytes / max(size_channels, 1)
-        outstanding = ring_slices(collective, protocol) if algorithm == "ring" else max(
-            1, min(NCCL_STEPS, math.ceil(per_channel / max(chunk, 1))))
-        connections = max(1.0, size_channels / self._node_nics())
+        connections, outstanding = self._nic_in_flight(collective, n_bytes, algorithm, protocol, size_channels, chunk)
         share = min(1.0, connections * outstanding * self.transport.stripes(message, rails) / rails)
         if share >= 1.0:
             return 0.0
         nic_bytes = self.nic_bytes_per_byte(collective, FLOW_ALGORITHMS[algorithm], protocol, channels) * n_bytes / 2
         return nic_bytes / (self.transport.goodput_Bps(nic_Bps) * PROTOCOL_PAYLOAD[protocol] * share)
+
+    def _nic_in_flight(self, collective: str, n_bytes: int, algorithm: str, protocol: str, size_channels: int,
+                       chunk: int) -> tuple[float, int]:
+        """The busiest NIC's connections per direction and the messages each has outstanding: a ring step's
+        slices (the next step waits for the previous rank, src/device/prims_simple.h / prims_ll128.h, NVIDIA/nccl
+        v2.30.7-1), for pipelined trees and NVLSTree up to ``NCCL_STEPS`` chunks."""
+        per_channel = n_bytes / max(size_channels, 1)
+        outstanding = ring_slices(collective, protocol) if algorithm == "ring" else max(
+            1, min(NCCL_STEPS, math.ceil(per_channel / max(chunk, 1))))
+        return max(1.0, size_channels / self._node_nics()), outstanding
+
+    def _staged(self, collective: str, n_bytes: int, algorithm: str, protocol: str, size_channels: int,
+                chunk: int) -> bool:
+        """Whether the busiest NIC's received messages are staged (:meth:`_staged_receive_s`)."""
+        if not self.transport.staged_receive_bytes:
+            return False
+        server = self.comm.topo.spec.server
+        connections, outstanding = self._nic_in_flight(collective, n_bytes, algorithm, protocol, size_channels, chunk)
+        in_flight = connections * outstanding * chunk / PROTOCOL_PAYLOAD[protocol]
+        devices = server.nics * self.transport.rails(server.nic_speed * server.nic_ports)
+        return self.transport.stages_receive(in_flight, devices, server.gpus)
+
+    def _staged_receive_s(self, collective: str, n_bytes: int, algorithm: str, protocol: str, channels: int,
+                          size_channels: int, chunk: int) -> float:
+        """The busiest NIC's time when its received bytes reach the GPU through host bounce buffers (0 when not).
+
+        aws-ofi-nccl's SENDRECV protocol (p4d) leaves the wire protocol to libfabric's EFA provider, which
+        sends a peer's messages as packets into the receiver's bounce buffers while its bytes in flight stay
+        within the runt budget and copies them into the GPU by a local read on the same device
+        (:meth:`TransportProfile.stages_receive`). A NIC's channels beyond the search's are NCCL's copies of
+        them (``ncclTopoPostset``, src/graph/connect.cc v2.30.7-1): the same GPU pair, NIC and proxy thread,
+        so one libfabric endpoint and one peer, whose bytes in flight are the NIC's connections x outstanding
+        messages x message (:meth:`_nic_in_flight`). The device then moves each received byte twice, in
+        series: time = bytes / goodput + bytes / the device's rate.
+        """
+        server = self.comm.topo.spec.server
+        nic_Bps = server.nic_speed * server.nic_ports
+        if not self._staged(collective, n_bytes, algorithm, protocol, size_channels, chunk):
+            return 0.0
+        nic_bytes = self.nic_bytes_per_byte(collective, FLOW_ALGORITHMS[algorithm], protocol, channels) * n_bytes / 2
+        return nic_bytes / (self.transport.goodput_Bps(nic_Bps) * PROTOCOL_PAYLOAD[protocol]) + nic_bytes / nic_Bps
 
     def _estimate(self, collective: str, n_bytes: int, algorithm: str, protocol: str, channels: int, model_s: float,
                   fabric_s: float | None, chunk: int, costs: PipelineCosts) -> CollectiveEstimate:

@@ -29,6 +29,23 @@ Header bytes per packet (public protocol layouts):
   belongs to the plugin's RDMA protocol, which it picks when a node has more EFA devices than GPUs
   (``src/nccl_ofi_net.c``: p5); p4d/p4de (4 devices, 8 GPUs) run its SENDRECV protocol, one device per
   NIC, which the 100 Gbit/s device speed also gives (one rail).
+  ``staged_receive_bytes``: the SENDRECV protocol hands each NCCL step to libfabric as one tagged send and
+  receive (``fi_tsend`` / ``fi_trecv``, aws-ofi-nccl ``src/nccl_ofi_sendrecv.c`` v1.8.1-aws), and libfabric's
+  EFA provider picks the wire protocol. For CUDA memory it has no medium protocol: a message up to one
+  packet goes eagerly, a larger one by the read-based protocols, and of those the runting read while the peer
+  has no read in flight and fewer than ``FI_EFA_RUNT_SIZE`` bytes (307200, ``EFA_DEFAULT_RUNT_SIZE``) of runt
+  data outstanding, its runt part (the whole message while the peer's runt bytes stay under that budget)
+  sent as packets (``prov/efa/src/efa_hmem.c`` ``efa_domain_hmem_info_init_protocol_thresholds``,
+  ``src/rdm/efa_rdm_peer.c`` ``efa_rdm_peer_select_readbase_rtm`` / ``efa_rdm_peer_get_runt_size``,
+  ofiwg/libfabric v1.19.0 to v1.22.0). Packets land in the receiver's host bounce buffers and are copied into
+  the GPU, by a local RDMA read on the same EFA device when it supports reads (p4d) (``efa_rdm_pke_utils.c``
+  ``efa_rdm_pke_copy_payload_to_cuda``: preferred over cudaMemcpy, "local read copy is faster"; with gdrcopy the
+  first 4 receives are copied by the CPU). So while a peer's bytes in flight stay within the runt budget, the
+  receiving device moves each byte twice: from the wire into the bounce buffer, then into the GPU
+  (:meth:`TransportProfile.stages_receive`). Once a window overflows it a read stays in flight and later
+  messages go by long read, zero-copy. The plugin's RDMA protocol (p5) writes into the posted buffer
+  (``src/nccl_ofi_rdma.c``) and copies only eager messages (``OFI_NCCL_EAGER_MAX_SIZE`` 8 KiB, sent eagerly
+  only before the receiver's control message arrives): not modelled.
 
 Per-message overheads and ceilings (sources in docs/sources.md): RDMA write/send latency acceptance
 of 2.5 us (Mellanox/ngc_multinode_perf ``common.sh`` ``LAT_PASS_VAL``), ib_send_lat of 0.8-1.6 us for
@@ -99,6 +116,9 @@ class TransportProfile:
     #: one device of a multi-rail NIC group (a NIC faster than this is several rails); None = one rail per NIC
     device_speed_Bps: float | None = None
     stripe_threshold_bytes: float = 0.0  # messages up to this size travel on one rail of the group
+    #: bytes in flight to one peer up to which the SENDRECV protocol's messages land in host bounce buffers and
+    #: are copied into the GPU by the device (0 = never); see the module docstring
+    staged_receive_bytes: float = 0.0
     ecn: EcnParams = field(default_factory=EcnParams)
     dcqcn: DcqcnParams = field(default_factory=DcqcnParams)
 
@@ -128,6 +148,18 @@ class TransportProfile:
         (1, 4)
         """
         return 1 if message_bytes <= self.stripe_threshold_bytes else rails
+
+    def stages_receive(self, peer_in_flight_bytes: float, devices: int, gpus: int) -> bool:
+        """Whether a peer's messages, ``peer_in_flight_bytes`` in flight, reach the GPU through host bounce
+        buffers and a copy by the receiving device. Only aws-ofi-nccl's SENDRECV protocol stages, which it
+        runs unless a node has more EFA devices than GPUs (``src/nccl_ofi_net.c`` v1.8.1-aws: p4d's 4 devices
+        for 8 GPUs stage, p5's 32 do not).
+
+        >>> efa = TRANSPORTS["efa"]
+        >>> efa.stages_receive(4 * 65536, 4, 8), efa.stages_receive(4 * 131072, 4, 8), efa.stages_receive(8192, 32, 8)
+        (True, False, False)
+        """
+        return 0 < peer_in_flight_bytes <= self.staged_receive_bytes and devices <= gpus
 
     def goodput_Bps(self, line_rate_Bps: float) -> float:
         """Payload rate a host can reach on a port of ``line_rate_Bps``."""
@@ -160,7 +192,7 @@ register_transport(TransportProfile(
 register_transport(TransportProfile(
     name="efa", mtu_bytes=8192, header_bytes=82, message_overhead_s=2.5e-6, lossless=True,
     flow_control="none", congestion_control="srd", nccl_net_latency_s=75e-6, device_speed_Bps=12.5e9,
-    stripe_threshold_bytes=256 * 1024))
+    stripe_threshold_bytes=256 * 1024, staged_receive_bytes=307200))
 # Google GPUDirect-TCPX (A3 High, a3-highgpu-8g: 4 GPU NICs of 200 Gbit/s) and TCPXO (A3 Mega, a3-megagpu-8g:
 # 8 GPU NICs of 200 Gbit/s), Google Cloud "GPU machine types" / "Maximize GPU network bandwidth" docs: kernel TCP
 # with header split, the payload landing in GPU memory (no host staging, no receive copy); the same TCP
