@@ -1,7 +1,7 @@
 """Score the diagnosis on random cases (gpuwait.diagnosis.randomcases) drawn from fresh seeds:
 top-1 kind and component, a per-kind table and the confusion table, printed as markdown.
 
-    python bench/diagnosis_random.py [--cases 240] [--seed-base 18000000] [--jobs 2]
+    python bench/diagnosis_random.py [--cases 240] [--seed-base 24000000] [--jobs 2]
 
 The seeds looked at while the rules were written (``DEV_SEEDS``) are never drawn; pass a different
 ``--seed-base`` to score on cases nobody has seen.
