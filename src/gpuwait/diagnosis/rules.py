@@ -1202,10 +1202,9 @@ def _phase_s(obs: Observation, label: str) -> float:
 
 
 def _nic_ports(obs: Observation) -> np.ndarray:
-    """The compute network's NIC ports (both directions): links no routing can spread. A NIC node
-    sits in its server (``node_network`` SERVER); its cable to the leaf is on the compute network
-    (``link_network``). Selected by the ends' networks, none matched, and every collision was
-    measured as if the NIC ports had no load."""
+    """The compute network's NIC ports (both directions): links no routing can spread. Selected by
+    the cable's network (``link_network``), not its ends': a NIC node sits in its server (``node_network``
+    SERVER) although its cable to the leaf is on the compute network."""
     topo = obs.topo
     nic = topo.node_kind == NodeKind.NIC
     ports = np.flatnonzero((topo.link_kind == LinkKind.HOST) & (topo.link_network == Network.COMPUTE)

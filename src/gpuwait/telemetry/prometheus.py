@@ -255,7 +255,8 @@ def _metric_set(families: list, bare_counters: set[str], openmetrics: bool) -> M
 def parse_prometheus_text(text: str, *, source: str = "Prometheus text", skipped: list[str] | None = None) -> MetricSet:
     """Read a Prometheus text exposition (what ``curl host:9400/metrics`` prints).
 
-    Parsed by prometheus-client. ``# HELP`` and ``# TYPE`` lines fill :attr:`MetricSet.info`; other
+    Parsed by prometheus-client, with its leniency (a value written right after ``}`` without a
+    space is read as a sample). ``# HELP`` and ``# TYPE`` lines fill :attr:`MetricSet.info`; other
     comments and blank lines are skipped. Timestamps (ms) become ``timestamp_s``. A text that ends with
     ``# EOF`` is OpenMetrics 1.0: its timestamps are seconds, exemplars (``# {trace_id="..."} 1``) are
     dropped, and its ``unknown``/``info``/``stateset``/``gaugehistogram`` types are read as
