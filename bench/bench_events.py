@@ -128,14 +128,20 @@ def main() -> None:
     options = ["--servers", str(args.servers), "--routing", args.routing, "--sizes", args.sizes]
     rows = _children(options + (["--reallocation", args.reallocation] if args.reallocation else []),
                      ("joined", "classes"))
-    if args.json:
+    _report(rows, args.json, lambda r: (
+        f"{r['mode']:>8} ({r['reallocation']}): {r['gpus']} GPUs {r['routing']} {r['sizes']}: engine wall {r['engine_wall_s']} s, "
+        f"CPU {r['engine_cpu_s']} s, peak RSS {r['peak_rss_GiB']} GiB, load {r['load_1min']}, "
+        f"makespan {r['makespan_s']:.6e} s, {r['counters']['full_solves']} full solves, re-solved "
+        f"{r['counters']['resolved_flows'] / max(r['counters']['rate_updates'], 1):.1f} flows/event"))
+
+
+def _report(rows: list[dict], as_json: bool, line) -> None:
+    """The children's rows as JSON, or one line each as ``line`` writes it."""
+    if as_json:
         print(json.dumps(rows, indent=2))
         return
     for r in rows:
-        print(f"{r['mode']:>8} ({r['reallocation']}): {r['gpus']} GPUs {r['routing']} {r['sizes']}: engine wall {r['engine_wall_s']} s, "
-              f"CPU {r['engine_cpu_s']} s, peak RSS {r['peak_rss_GiB']} GiB, load {r['load_1min']}, "
-              f"makespan {r['makespan_s']:.6e} s, {r['counters']['full_solves']} full solves, re-solved "
-              f"{r['counters']['resolved_flows'] / max(r['counters']['rate_updates'], 1):.1f} flows/event")
+        print(line(r))
 
 
 def _children(options: list[str], modes: tuple[str, ...]) -> list[dict]:
@@ -147,15 +153,12 @@ def _children(options: list[str], modes: tuple[str, ...]) -> list[dict]:
 def staggered(args: argparse.Namespace) -> None:
     rows = _children(["--case", "staggered", "--servers", str(args.servers), "--perms", str(args.perms),
                       "--spread-ms", str(args.spread_ms)], ("full", "local", "levels"))
-    if args.json:
-        print(json.dumps(rows, indent=2))
-        return
-    for r in rows:
-        print(f"{r['mode']:>7}: {r['gpus']} GPUs, {r['flows']} flows ({r['distinct_rates']} distinct mean rates), "
-              f"{r['events']} events, mean {r['mean_active_flows']} active: engine wall {r['engine_wall_s']} s "
-              f"({r['ms_per_event']} ms/event), CPU {r['engine_cpu_s']} s, re-solved {r['mean_resolved_per_event']} "
-              f"flows/event ({r['mean_changed_per_event']} changed), peak RSS {r['peak_rss_GiB']} GiB, "
-              f"load {r['load_1min']}, makespan {r['makespan_s']:.9e} s")
+    _report(rows, args.json, lambda r: (
+        f"{r['mode']:>7}: {r['gpus']} GPUs, {r['flows']} flows ({r['distinct_rates']} distinct mean rates), "
+        f"{r['events']} events, mean {r['mean_active_flows']} active: engine wall {r['engine_wall_s']} s "
+        f"({r['ms_per_event']} ms/event), CPU {r['engine_cpu_s']} s, re-solved {r['mean_resolved_per_event']} "
+        f"flows/event ({r['mean_changed_per_event']} changed), peak RSS {r['peak_rss_GiB']} GiB, "
+        f"load {r['load_1min']}, makespan {r['makespan_s']:.9e} s"))
 
 
 if __name__ == "__main__":
