@@ -488,13 +488,13 @@ def storage(obs: Observation, out: RuleOutput) -> None:
     if obs.per_gpu_s is None or not obs.storage_read:
         return
     wait, _ = _data_wait(obs)
-    if (obs.storage_busy or _storage_saturated(obs)) and _matters(obs, wait):
+    saturated = bool(obs.storage_busy or _storage_saturated(obs))
+    if saturated and _matters(obs, wait):
         return  # the GPUs wait on storage servers that serve all they can (storage-slow)
     # servers sending at their ports' rate while the GPUs do not wait for data are not what the job
     # waits on: the reads they push hold the links the collectives share (an 18.7 % loss on a
     # 3-tier fabric was silent here and named an ECMP collision, seed 11,000,227); then only the
     # network's part is this cause's, the data wait (storage-slow's) is not
-    saturated = bool(obs.storage_busy or _storage_saturated(obs))
     wait = 0.0 if saturated else wait
     shared = [link for link, users in obs.link_users.items() if "storage read" in users and len(users) > 1]
     if not _matters(obs, wait) and not shared:
