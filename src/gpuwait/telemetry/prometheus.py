@@ -36,8 +36,9 @@ from gpuwait.telemetry.metricset import (
 
 _METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
-#: OpenMetrics 1.0 types that Prometheus text 0.0.4 lacks, as the nearest 0.0.4 type
-_OPENMETRICS_TYPES = {"unknown": "untyped", "info": "gauge", "stateset": "gauge", "gaugehistogram": "histogram"}
+#: the type names prometheus-client gives (OpenMetrics 1.0's, for both formats) that Prometheus text
+#: 0.0.4 lacks, as the nearest 0.0.4 type
+_CLIENT_TYPES = {"unknown": "untyped", "info": "gauge", "stateset": "gauge", "gaugehistogram": "histogram"}
 _FAMILY_SUFFIXES = {"histogram": ("_bucket", "_sum", "_count", "_created"), "summary": ("_sum", "_count", "_created")}
 
 
@@ -112,10 +113,6 @@ def to_prometheus_text(metrics: MetricSet) -> str:
 # ---------------------------------------------------------------------------------------- reading
 # The parsing itself is prometheus-client's (the Prometheus project's own Python parser for both formats);
 # this part maps its metric families onto a MetricSet and turns its errors into one line naming the line.
-
-#: prometheus-client's type names that differ from gpuwait's (Prometheus text 0.0.4 names)
-_CLIENT_TYPES = {"unknown": "untyped", **_OPENMETRICS_TYPES}
-
 
 _EOF = re.compile(r"^# EOF\s*$", re.MULTILINE)  # an OpenMetrics text's last line
 _HINT = "pass the text of a /metrics scrape (Prometheus text format 0.0.4)"
