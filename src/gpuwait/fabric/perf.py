@@ -511,11 +511,8 @@ class CollectivePredictor:
         if self.comm.n_ranks < 2 or n_bytes <= 0:
             return None
         if collective in ("alltoall", "sendrecv"):
-            per_peer = n_bytes if collective == "sendrecv" else n_bytes // self.comm.n_ranks
-            protocol = p2p_protocol(per_peer, self.env.allowed_protocols("all_gather"))
-            return collective, "p2p" if collective == "sendrecv" else "direct", protocol, 1
-        inputs = self.tuning_inputs(collective)
-        algorithm, protocol, _ = choose(inputs, n_bytes, allowed_algos=self.env.algo, allowed_protos=self.env.proto)
+            return collective, "p2p" if collective == "sendrecv" else "direct", self._p2p_protocol(collective, n_bytes)[1], 1
+        inputs, algorithm, protocol, _ = self._choice(collective, n_bytes)
         if algorithm not in FLOW_ALGORITHMS:
             return None
         return collective, FLOW_ALGORITHMS[algorithm], protocol, self._channels(inputs.graph(algorithm).channels_run,
@@ -594,9 +591,7 @@ class CollectivePredictor:
         """
         if collective in ("alltoall", "sendrecv"):
             return self._p2p_estimate(collective, n_bytes)
-        inputs = self.tuning_inputs(collective)
-        algorithm, protocol, prediction = choose(inputs, n_bytes, allowed_algos=self.env.algo,
-                                                 allowed_protos=self.env.proto)
+        inputs, algorithm, protocol, prediction = self._choice(collective, n_bytes)
         comm = self.comm
         plateau = prediction.plateau_alg_bw_GBps or prediction.alg_bw_GBps
         model_s = n_bytes / (plateau * 1e9) if n_bytes > 0 and comm.n_ranks > 1 else 0.0
@@ -746,13 +741,24 @@ class CollectivePredictor:
         return CollectiveEstimate(collective, n_bytes, algorithm, protocol, channels, time_s, latency_s, model_s,
                                   fabric_s, fill_s, message_s, chunk, costs)
 
+    def _choice(self, collective: str, n_bytes: int):
+        """NCCL's choice for one call: (tuning inputs, algorithm, protocol, its prediction)."""
+        inputs = self.tuning_inputs(collective)
+        algorithm, protocol, prediction = choose(inputs, n_bytes, allowed_algos=self.env.algo,
+                                                 allowed_protos=self.env.proto)
+        return inputs, algorithm, protocol, prediction
+
+    def _p2p_protocol(self, collective: str, n_bytes: int) -> tuple[int, str]:
+        """An all-to-all's or a send/recv's bytes per peer, and the protocol NCCL's p2p path picks for them."""
+        per_peer = n_bytes if collective == "sendrecv" else n_bytes // max(self.comm.n_ranks, 1)
+        return per_peer, p2p_protocol(per_peer, self.env.allowed_protocols("all_gather"))
+
     def _p2p_estimate(self, collective: str, n_bytes: int) -> CollectiveEstimate:
         """All-to-all and send/recv go through NCCL's p2p path, outside the tuning model: the fabric
         time, NCCL's ring base latency once plus a ring step's hop latency per direction (in the protocol
         the p2p path picks: :func:`p2p_protocol`), and the per-message cost of the p2p chunks through the busiest NIC."""
         comm = self.comm
-        per_peer = n_bytes if collective == "sendrecv" else n_bytes // max(comm.n_ranks, 1)
-        protocol = p2p_protocol(per_peer, self.env.allowed_protocols("all_gather"))
+        per_peer, protocol = self._p2p_protocol(collective, n_bytes)
         inputs = self.tuning_inputs("all_gather")
         ring = choose(inputs, 0, allowed_algos="ring", allowed_protos=protocol)[2]
         steps = max(comm.n_ranks - 1, 1)
