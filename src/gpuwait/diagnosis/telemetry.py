@@ -22,7 +22,7 @@ from gpuwait.faults.kinds import PCIE_FULL_LANES, server_pcie_generation
 from gpuwait.runner.workload import WorkloadRun
 from gpuwait.steps.result import BREAKDOWN_CATEGORIES
 from gpuwait.telemetry.bundle import TelemetryBundle
-from gpuwait.telemetry.mapping import MappedSeries, host_of, map_series, nic_port_link
+from gpuwait.telemetry.mapping import MappedSeries, host_of, map_series, nic_port_link, sample_host
 from gpuwait.telemetry.metrics import metrics_from_result
 from gpuwait.telemetry.metricset import MetricInfo, MetricSet
 from gpuwait.telemetry.nic_counters import PMA_WORD_BYTES
@@ -215,7 +215,6 @@ _NETDEV_TX = "node_network_transmit_bytes_total"
 #: the port's own transmit counters (bytes per unit): every byte on the wire, RDMA or not
 _PORT_TX = {"node_infiniband_port_data_transmitted_bytes_total": 1.0, "PortXmitData": float(PMA_WORD_BYTES),
             "tx_bytes_phy": 1.0, "node_ethtool_transmitted_bytes_phy": 1.0}
-_HOST_KEYS = ("instance", "Hostname", "hostname", "host", "node")
 
 
 def _nic_port_totals(metrics: MetricSet, name: str, topo: Topology) -> dict[int, float]:
@@ -225,7 +224,7 @@ def _nic_port_totals(metrics: MetricSet, name: str, topo: Topology) -> dict[int,
     totals: dict[int, float] = {}
     for labels, value in zip(chosen.labels, chosen.value):
         lab = dict(labels)
-        server = next((s for key in _HOST_KEYS if (s := host_of(topo, lab.get(key))) is not None), None)
+        server = sample_host(topo, lab)
         up = nic_port_link(topo, server, lab["device"], lab.get("port")) if server is not None and "device" in lab else None
         if up is not None:
             totals[up] = max(totals.get(up, 0.0), float(value))

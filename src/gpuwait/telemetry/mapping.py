@@ -155,7 +155,8 @@ def host_of_path(topo: Topology, rel: str) -> int | None:
     return best
 
 
-def _sample_host(topo: Topology, labels: dict[str, str], file_host: int | None) -> int | None:
+def sample_host(topo: Topology, labels: dict[str, str], file_host: int | None = None) -> int | None:
+    """The server a sample's labels name (exporters' host labels, then gpuwait's own ``node``), else ``file_host``."""
     for key in _HOST_LABELS:
         if key in labels:
             server = host_of(topo, labels[key])
@@ -241,7 +242,7 @@ def _port_counters(out: MappedSeries, topo: Topology, metrics: MetricSet, file_h
               or _PAUSE.match(n) or _PAUSE_STORM.match(n)]
     for (name, labels), (values, stamps) in _series(metrics, wanted).items():
         lab = dict(labels)
-        server = _sample_host(topo, lab, file_host)
+        server = sample_host(topo, lab, file_host)
         device = lab.get("device")
         up = nic_port_link(topo, server, device, lab.get("port")) if server is not None and device else None
         if up is None:
@@ -302,7 +303,7 @@ def _port_rates(out: MappedSeries, topo: Topology, metrics: MetricSet, file_host
         chosen = metrics.select(name=name)
         for labels, value in zip(chosen.labels, chosen.value):
             lab = dict(labels)
-            server = _sample_host(topo, lab, file_host)
+            server = sample_host(topo, lab, file_host)
             up = nic_port_link(topo, server, lab.get("device", ""), lab.get("port")) if server is not None else None
             if up is None:
                 continue
@@ -350,7 +351,7 @@ def _gpus(out: MappedSeries, topo: Topology, metrics: MetricSet, file_host: int 
 
 
 def _gpu_node(topo: Topology, labels: dict[str, str], file_host: int | None) -> int | None:
-    server = _sample_host(topo, labels, file_host)
+    server = sample_host(topo, labels, file_host)
     index = labels.get("gpu", "")
     if server is None or not index.isdigit() or int(index) >= topo.gpu_node.shape[1]:
         return None
