@@ -14,7 +14,8 @@ For one collective and size:
    the ring's bytes, not the x 0.5 NCCL's choice assumes (:func:`tree_pair_share`).
 4. NVLS runs each chunk in two stages (reduce through the switch, then the multicast store). They
    overlap only once NCCL's in-flight window is full (NVLS channels x NCCL_STEPS x NVLS chunk,
-   16 x 8 x 128 KiB = 16 MiB by default), so the first window's bytes cost a second pass:
+   16 x 8 x 128 KiB = 16 MiB by default; the channels NCCL runs, 24 under NCCL_MIN_CTAS=24:
+   :func:`nvls_window_bytes`), so the first window's bytes cost a second pass:
    bandwidth time x (1 + min(bytes, window) / bytes). This is the mid-size ramp of the DGX H100
    table (nccl-tests/h100-dgx-1node-8gpu-all_reduce.md); NCCL's own model has no such term.
 
@@ -82,6 +83,17 @@ BACKGROUND_FLOOR = 0.05  # share of a link's capacity a collective keeps however
 #: NVLS in-flight window: NCCL_NVLS_NCHANNELS (16) x NCCL_STEPS (8, NCCL device.h) x
 #: NCCL_NVLS_CHUNKSIZE (128 KiB); NCCL's defaults in transport/nvls.cc.
 NVLS_WINDOW_BYTES = 16 * 8 * 128 * 1024
+
+
+def nvls_window_bytes(nvls_channels: int) -> int:
+    """NCCL's NVLS in-flight window on ``nvls_channels`` compute channels: each channel keeps NCCL_STEPS
+    chunks in flight, so the window grows with the channels NCCL runs (``comm->nvlsChannels`` =
+    max(NCCL_MIN_CTAS, min(NCCL_MAX_CTAS, 16)) on SM90, src/transport/nvls.cc NVIDIA/nccl v2.27.3-1).
+
+    >>> nvls_window_bytes(16) == NVLS_WINDOW_BYTES, nvls_window_bytes(24) // 2**20
+    (True, 24)
+    """
+    return NVLS_WINDOW_BYTES * nvls_channels // 16
 #: The share of its one-way rate that NCCL's SHM path (GPU -> host memory -> GPU) keeps when the node's
 #: GPUs send and receive through host memory at once. NVIDIA/nccl issue #384 (NCCL 2.4.8, 2 GPUs, PCIe
 #: Gen3 x16, NCCL_P2P_DISABLE=1, one channel): all_reduce 3.9 GB/s busbw, each GPU sending and receiving,
@@ -626,7 +638,7 @@ class CollectivePredictor:
             fill_intra_s = depth_intra * chunk / (graph.run_bw_GBps(inter=False) * 1e9)
             fill_inter_s = depth_inter * chunk / (graph.run_bw_GBps(inter=True) * 1e9)
             if algorithm in ("nvls", "nvls_tree"):
-                window = min(n_bytes, NVLS_WINDOW_BYTES) / n_bytes
+                window = min(n_bytes, nvls_window_bytes(channels)) / n_bytes
         intra_steps, inter_steps = latency_steps(algorithm, collective, comm.n_ranks, comm.n_nodes)
         load = self._proxy_load(algorithm, size_channels, graph.channels_run)
         if algorithm == "ring" and connection_steps:
