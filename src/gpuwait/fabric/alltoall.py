@@ -47,6 +47,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from gpuwait.arrays import unique_sorted
 from gpuwait.collectives.algorithms import Phase, all_pairs
 from gpuwait.routing.paths import Routes, port_capacity_Bps, route_flows
 from gpuwait.routing.routers import get_router
@@ -103,7 +104,7 @@ def local_pairs(topo: Topology, phase: Phase) -> Phase:
                  np.concatenate(size), phase.repeat)
 
 
-def _nic_uplinks(topo: Topology, gpus: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+def nic_uplinks(topo: Topology, gpus: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """(NIC, its one uplink) of each GPU, or None if some GPU has several NICs or a NIC several uplinks."""
     if topo.nic_node.shape[1] == 0 or len(topo.gpu_nic_override) or not (topo.node_kind[gpus] == NodeKind.GPU).all():
         return None
@@ -130,9 +131,9 @@ def groupable(topo: Topology, phase: Phase, routing: RoutingSpec, nvlink_domains
     if (topo.node_server[phase.src] != topo.node_server[phase.dst]).any():
         return False
     gpus = np.concatenate([np.asarray(g, np.int64) for g, _ in phase.pair_sets])
-    if len(np.unique(gpus)) != len(gpus) or len(np.unique(topo.node_server[gpus])) < 2:
+    if len(unique_sorted(gpus)) != len(gpus) or len(unique_sorted(topo.node_server[gpus])) < 2:
         return False
-    return _nic_uplinks(topo, gpus) is not None
+    return nic_uplinks(topo, gpus) is not None
 
 
 def _partners(server: np.ndarray, block: np.ndarray) -> np.ndarray:
@@ -423,7 +424,7 @@ def group_pairs(topo: Topology, phase: Phase, routing: RoutingSpec, transport: s
     size = np.concatenate([np.full(len(g), float(b)) for g, b in phase.pair_sets])
     set_of = np.repeat(np.arange(len(phase.pair_sets)), [len(g) for g, _ in phase.pair_sets])
     server = topo.node_server[gpus]
-    nic, uplink = _nic_uplinks(topo, gpus)  # type: ignore[misc]  # groupable() checked it
+    nic, uplink = nic_uplinks(topo, gpus)  # type: ignore[misc]  # groupable() checked it
     # each source's demand, as route_flows sets it: its port over the rows leaving it
     _, srv_in_set = np.unique(set_of * topo.n_servers + server, return_inverse=True)
     remote = np.bincount(set_of, minlength=len(phase.pair_sets))[set_of] - np.bincount(srv_in_set)[srv_in_set]
@@ -590,7 +591,7 @@ def _split_at_pod(topo: Topology, routes: Routes, rep_leaf: np.ndarray, members_
     last = sp.csr_matrix(cw)[row_class]
     last = (last + sp.csr_matrix((own_w, (own_row, own_link)), shape=own.shape)).tocoo()
     switch = topo.link_src[last.col]
-    if len(np.unique(last.row.astype(np.int64) * topo.n_nodes + switch)) != last.nnz:
+    if len(unique_sorted(last.row.astype(np.int64) * topo.n_nodes + switch)) != last.nnz:
         return None  # parallel cables from one switch into the leaf: the split over them is the leaf's own
     # each group's members per destination leaf
     leaf_ids, leaf_idx = np.unique(leaf_of_gpu, return_inverse=True)

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpuwait.collectives.algorithms import Phase, Plan
-from gpuwait.fabric.alltoall import _nic_uplinks, groupable
+from gpuwait.fabric.alltoall import groupable, nic_uplinks
 from gpuwait.routing.paths import (
     _network_endpoint,
     _single_uplinks,
@@ -60,8 +60,8 @@ CLASS_ENTRY_BYTES = 12 + 24 + 40 + 36
 #: Bytes per membership of a row in a class of a part it crosses several classes of (an all-to-all group's
 #: last hops, alltoall._split_at_pod): the routes' (rows, classes) CSR (float64 + int32, 12) and the solve's
 #: copy scaled by multiplicity (12); SharedWeights.memberships' (row, class, scale) (intp + intp + float64, 24)
-#: and _memberships' concatenation, sort order and sorted copies (24 + 8 + 24); one iteration's gathers over
-#: them (the rows' level, the classes' level, scale x rate: 24).
+#: and _memberships' parts with their offset classes, each one's place and the merged copies (24 + 8 + 24);
+#: one iteration's gathers over them (the rows' level, the classes' level, scale x rate: 24).
 MEMBER_BYTES = 12 + 12 + 24 + 24 + 8 + 24 + 24
 #: Bytes per row: about 30 vectors of 8-byte values per row alive at the solve (the routes' flow, QP,
 #: latency, source port, class and indptr; the solve's bytes, multiplicity, cap, rate, level, bottleneck,
@@ -259,7 +259,7 @@ def _grouped(topo: Topology, phase: Phase, routing: RoutingSpec, transport: str)
     from one probe flow to a leaf of the source's pod and one to another pod (:func:`_split`)."""
     gpus = np.concatenate([np.asarray(g, np.int64) for g, _ in phase.pair_sets])
     set_of = np.repeat(np.arange(len(phase.pair_sets)), [len(g) for g, _ in phase.pair_sets])
-    nic, uplink = _nic_uplinks(topo, gpus)  # type: ignore[misc]  # groupable() checked it
+    nic, uplink = nic_uplinks(topo, gpus)  # type: ignore[misc]  # groupable() checked it
     server = topo.node_server[gpus]
     # each source's demand as alltoall.group_pairs sets it: a source class is (set, leaf, demand)
     _, in_set = np.unique(set_of * topo.n_servers + server, return_inverse=True)
