@@ -1369,7 +1369,12 @@ class _Run:
         self.bottleneck[departed] = NOT_TRANSMITTING
         if group.size == 0:
             return departed
-        moved = self.rate_Bps[group] != rate_Bps
+        # A re-solved rate within the filling's own rounding tolerance of the old one (levels closer
+        # than _LEVEL_RTOL are one level) is the old rate summed in another order: the flow keeps it,
+        # so neither the rate logs nor the links' rates see a change that is only rounding.
+        old_Bps = self.rate_Bps[group]
+        rate_Bps = np.where(np.abs(rate_Bps - old_Bps) <= _LEVEL_RTOL * old_Bps, old_Bps, rate_Bps)
+        moved = old_Bps != rate_Bps
         changed = moved | (self.bottleneck[group] != bottleneck)
         self.counters["changed_flows"] += int(np.count_nonzero(moved))
         self.rate_Bps[group], self.bottleneck[group] = rate_Bps, bottleneck
