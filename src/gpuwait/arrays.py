@@ -30,6 +30,6 @@ def unique_sorted(values: np.ndarray) -> np.ndarray:
     [3, 5]
     """
     ordered = np.sort(np.asarray(values).ravel())
-    if ordered.dtype.kind in "fc":
-        return np.unique(ordered)  # NaN handling as numpy's
-    return ordered[np.r_[True, ordered[1:] != ordered[:-1]]] if len(ordered) else ordered
+    if not len(ordered) or (ordered.dtype.kind in "fc" and np.isnan(ordered[-1])):  # NaNs (sorted last) as numpy's
+        return np.unique(ordered)
+    return ordered[np.r_[True, ordered[1:] != ordered[:-1]]]

@@ -43,6 +43,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
+from gpuwait.arrays import unique_sorted
 from gpuwait.engine.maxmin_incremental import Scratch, reallocate_levels
 from gpuwait.errors import SimulationError
 
@@ -986,7 +987,7 @@ def _columns_to_links(log: StepLog, n_intervals: int, weights: sp.csr_matrix, we
     flow_rate_Bps = log.rate_Bps[by_flow]
 
     positions, lengths = _row_positions(weights.indptr, log.index)
-    points = np.unique(weights.indices[positions].astype(np.int64) * stride + np.repeat(log.interval, lengths))
+    points = unique_sorted(weights.indices[positions].astype(np.int64) * stride + np.repeat(log.interval, lengths))
     point_link, point_interval = points // stride, points % stride
     link_rate_Bps = np.zeros(points.size)
     # Chunks bound the memory of the (point, row on its link) expansion.
@@ -1030,7 +1031,7 @@ def _sum_logs(a: StepLog, b: StepLog, n_intervals: int) -> StepLog:
     keys_b = b.index.astype(np.int64) * stride + b.interval
     order_a, order_b = np.argsort(keys_a, kind="stable"), np.argsort(keys_b, kind="stable")
     keys_a, rate_a_Bps, keys_b, rate_b_Bps = keys_a[order_a], a.rate_Bps[order_a], keys_b[order_b], b.rate_Bps[order_b]
-    points = np.unique(np.r_[keys_a, keys_b])
+    points = unique_sorted(np.r_[keys_a, keys_b])
     total_Bps = _value_at(keys_a, rate_a_Bps, points, stride) + _value_at(keys_b, rate_b_Bps, points, stride)
     column = points // stride
     previous_Bps = np.zeros(points.size)
@@ -1144,7 +1145,7 @@ class _Run:
         # otherwise pay for every idle link at every full solve.
         weights = flows.link_weights
         shared = flows.shared
-        self.used_links = np.unique(weights.indices if shared is None
+        self.used_links = unique_sorted(weights.indices if shared is None
                                     else np.r_[weights.indices, shared.class_weights.indices]).astype(np.int64)
         self.weights = self._compact(weights)
         self.capacity_Bps = links.capacity_Bps[self.used_links]
@@ -1207,11 +1208,11 @@ class _Run:
 
     def _links_of(self, flows: np.ndarray) -> np.ndarray:
         positions, _ = _row_positions(self.weights.indptr, flows)
-        return np.unique(self.weights.indices[positions])
+        return unique_sorted(self.weights.indices[positions])
 
     def _active_flows_on(self, links: np.ndarray) -> np.ndarray:
         positions, _ = _row_positions(self.weights_t.indptr, links)
-        flows = np.unique(self.weights_t.indices[positions])
+        flows = unique_sorted(self.weights_t.indices[positions])
         return flows[self.active[flows]]
 
     # -- rates -------------------------------------------------------------------------------
@@ -1401,7 +1402,7 @@ class _Run:
         dependents = self.dependents_of.indices[positions]
         np.subtract.at(self.pending_deps, dependents, 1)
         np.maximum.at(self.ready_s, dependents, np.repeat(self.finish_s[done_idx], lengths))
-        candidates = np.unique(dependents)
+        candidates = unique_sorted(dependents)
         now_ready = candidates[(self.pending_deps[candidates] == 0) & (self.state[candidates] == _WAITING)]
         self.state[now_ready] = _SCHEDULED
 
@@ -1450,7 +1451,7 @@ class _Run:
         interval = len(self.timeline_s) - 1
         self.timeline_s.append(t_next_s)
         self.counters["intervals"] += 1
-        candidates = np.unique(np.concatenate([*self.dirty, ending]))
+        candidates = unique_sorted(np.concatenate([*self.dirty, ending]))
         self.dirty.clear()
         if candidates.size == 0:
             return
@@ -1479,7 +1480,7 @@ class _Run:
         Summed afresh over the class's flows, never from differences, so an idle class reads 0.
         """
         assert self.shared is not None
-        classes = np.unique(self.shared.row_class[changed])
+        classes = unique_sorted(self.shared.row_class[changed])
         classes = classes[classes >= 0]
         if classes.size == 0:
             return
