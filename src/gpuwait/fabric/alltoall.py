@@ -510,14 +510,15 @@ def _grouped(topo: Topology, routing: RoutingSpec, transport: str, prep: _Prepar
     middle = topo.fabric_links
     # a staged route (routing.stages) keeps the last stage of M, down to the destination leaf, as a side
     # part per leaf-pair class: joined into the row's own links (every member crosses it, as the class's part)
-    own = routes.own_weights @ sp.diags(middle.astype(float))
     class_weights, last = routes.class_weights, None
-    if by_pod:
+    if by_pod:  # the row's own links are all last hops, now in the shared part
         split = _split_at_pod(topo, routes, prep.leaf[rep[:, 1]], members_dst, prep.leaf, multiplicity)
         if split is None:
             return None
         class_weights, last = split[0], split[1:]
-        own = sp.csr_matrix(own.shape)
+        own = sp.csr_matrix(routes.own_weights.shape)
+    else:
+        own = routes.own_weights @ sp.diags(middle.astype(float))
     group_side = key_side[keep % n_keys]
     side_key = leaf_side[prep.dst_leaf]
     side_classes, uneven = _side_classes(routes, keep // n_keys, group_side, prep.src_class, side_key,
@@ -758,6 +759,16 @@ def _sides_bottlenecked(groups: PairGroups, group_rate_Bps: np.ndarray, level: n
     return ok
 
 
+def _max_on_saturated(fastest: np.ndarray, class_weights: sp.spmatrix, class_rate: np.ndarray,
+                      saturated: np.ndarray) -> None:
+    """``fastest[l] = max(fastest[l], class_rate[c])`` for every class c on every saturated link l (the
+    fastest flow is read only there: the class parts' millions of entries on other links are skipped)."""
+    weights = sp.csr_matrix(class_weights)
+    on = saturated[weights.indices]
+    row = np.repeat(np.arange(weights.shape[0]), np.diff(weights.indptr))[on]
+    np.maximum.at(fastest, weights.indices[on], class_rate[row])
+
+
 def verify(routes: Routes, rate_Bps: np.ndarray, row_multiplicity: np.ndarray, capacity_Bps: np.ndarray,
            rate_cap_Bps: np.ndarray | None, groups: PairGroups) -> bool:
     """Whether the solved rates are the max-min fair rates of the listed flows (see the module):
@@ -776,15 +787,14 @@ def verify(routes: Routes, rate_Bps: np.ndarray, row_multiplicity: np.ndarray, c
         else:  # several classes per row (the last hops)
             member = row_class.tocoo()
             np.maximum.at(side_fastest, member.col, rate_Bps[member.row])
-        coo = class_weights.tocoo()
-        np.maximum.at(fastest, coo.col, side_fastest[coo.row])
+        _max_on_saturated(fastest, class_weights, side_fastest, saturated)
     shared = None
     if routes.class_weights is not None and routes.row_class is not None:
         has = routes.row_class >= 0
         class_fastest = np.zeros(routes.class_weights.shape[0])
         np.maximum.at(class_fastest, routes.row_class[has], rate_Bps[has])
-        shared = routes.class_weights.tocoo()
-        np.maximum.at(fastest, shared.col, class_fastest[shared.row])
+        shared = routes.class_weights
+        _max_on_saturated(fastest, shared, class_fastest, saturated)
     # a flow at rate r is bottlenecked on link l iff l is saturated and nobody on l is faster than r
     level = np.where(saturated, fastest, np.inf)
     ok = np.zeros(len(rate_Bps), bool) if rate_cap_Bps is None else rate_Bps >= rate_cap_Bps * (1 - _RELATIVE_TOL)
