@@ -158,6 +158,14 @@ def test_level_updates_re_solve_a_small_share_of_the_active_flows_and_match_full
     mean_full = full.counters["resolved_flows"] / full.counters["rate_updates"]
     assert levels.counters["full_solves"] == 0
     assert mean_levels < 0.3 * mean_full, (mean_levels, mean_full)  # measured 231 of 979 (0.24)
+    # A re-solved rate within _LEVEL_RTOL of the old one keeps the old value, so the logs hold only real
+    # changes: about as many entries as the full re-solves log (95,230 against 95,318; 164,808 when the
+    # re-solved value was taken, 43 % of them within 1e-12 of the old rate), and the results move by
+    # rounding only (finish times and link bytes within 5e-15 of the full re-solves').
+    assert len(levels.flow_rate_log.rate_Bps) <= 1.01 * len(full.flow_rate_log.rate_Bps)
+    assert len(levels.link_rate_log.rate_Bps) <= 1.01 * len(full.link_rate_log.rate_Bps)
+    np.testing.assert_allclose(levels.tx_end_s, full.tx_end_s, rtol=1e-12)
+    np.testing.assert_allclose(levels.link_bytes, full.link_bytes, rtol=1e-12)
 
 
 def test_unknown_reallocation_is_refused_naming_the_choices():

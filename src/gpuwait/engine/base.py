@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from gpuwait.arrays import unique_sorted
 from gpuwait.errors import UnknownNameError
 from gpuwait.topology.model import LinkKind, Network, Topology
 
@@ -120,7 +121,7 @@ class PerFlowResults:
     def flows_on_link(self, link: int) -> np.ndarray:
         """Indices of the flows with at least one QP on ``link``."""
         rows = self.routes.link_weights[:, link].nonzero()[0]
-        return np.unique(self.routes.flow_index[rows])
+        return unique_sorted(self.routes.flow_index[rows])
 
 
 def per_flow_top(n_flows: int, flow_of_row: np.ndarray, score: np.ndarray, value: np.ndarray) -> np.ndarray:

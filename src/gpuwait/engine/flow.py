@@ -43,6 +43,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
+from gpuwait.arrays import unique_sorted
 from gpuwait.engine.maxmin_incremental import Scratch, reallocate_levels
 from gpuwait.errors import SimulationError
 
@@ -452,18 +453,32 @@ class SharedWeights:
                 members.indices.astype(np.intp), members.data.astype(float))
 
     def triplets(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        weights = _csr("class_weights", self.class_weights, (None, None), dtype=np.float64)
+        """(class, link, weight) of every class entry, in class and link order. The link and weight
+        arrays may be the class weights' own (:func:`_memberships` copies them into its arrays)."""
+        weights = self.class_weights
+        if not (sp.issparse(weights) and weights.format == "csr" and weights.dtype == np.float64
+                and weights.has_canonical_format):  # a canonical CSR is read as it is: no private copy
+            weights = _csr("class_weights", weights, (None, None), dtype=np.float64)
         if not np.all(np.isfinite(weights.data) & (weights.data > 0)):
             raise SimulationError("class_weights: expected every stored weight finite and > 0")
         return (np.repeat(np.arange(weights.shape[0], dtype=np.intp), np.diff(weights.indptr)),
-                weights.indices.astype(np.intp), weights.data)
+                weights.indices, weights.data)
 
 
-def _run_reduce(ufunc: np.ufunc, values: np.ndarray, owner: np.ndarray, n_owners: int, empty: float) -> np.ndarray:
-    """``ufunc`` over each owner's contiguous run of ``values`` (``owner`` sorted); ``empty`` for owners without any."""
+def _run_starts(owner: np.ndarray) -> np.ndarray:
+    """Where each run of equal values of ``owner`` (sorted) starts."""
+    if not len(owner):
+        return np.zeros(0, np.intp)
+    return np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
+
+
+def _run_reduce(ufunc: np.ufunc, values: np.ndarray, owner: np.ndarray, n_owners: int, empty: float,
+                start: np.ndarray | None = None) -> np.ndarray:
+    """``ufunc`` over each owner's contiguous run of ``values`` (``owner`` sorted); ``empty`` for owners
+    without any. ``start``: the runs' starts (:func:`_run_starts`), when the caller reuses them."""
     out = np.full(n_owners, empty)
     if len(owner):
-        start = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
+        start = _run_starts(owner) if start is None else start
         out[owner[start]] = ufunc.reduceat(values, start)
     return out
 
@@ -474,23 +489,37 @@ def _memberships(parts: tuple[SharedWeights, ...]) -> tuple[tuple[np.ndarray, np
     shared parts, the classes of part k numbered after those of parts 0..k-1: a row may belong to one
     class of each part (an all-to-all group crosses its leaves' split, its sources' and its
     destinations' averaged sides)."""
-    rows, classes, scales, c_of, c_link, c_w = [], [], [], [], [], []
-    offset = 0
-    for part in parts:
+    rows, classes, scales = [], [], []
+    parts_triplets = [part.triplets() for part in parts]
+    # the class triplets written into one set of arrays part by part (no per-part copies to concatenate)
+    n_entries = sum(len(of) for of, _, _ in parts_triplets)
+    triplets = (np.empty(n_entries, np.intp), np.empty(n_entries, np.intp), np.empty(n_entries))
+    offset = at = 0
+    for part, (of, link, w) in zip(parts, parts_triplets, strict=True):
         member, of_class, scale = part.memberships()
         rows.append(member)
         classes.append(of_class + offset)
         scales.append(scale)
-        of, link, w = part.triplets()
-        c_of.append(of + offset)
-        c_link.append(link)
-        c_w.append(w)
+        np.add(of, offset, out=triplets[0][at:at + len(of)])
+        triplets[1][at:at + len(of)], triplets[2][at:at + len(of)] = link, w
         offset += int(part.class_weights.shape[0])
-    m_row, m_class, m_scale = np.concatenate(rows), np.concatenate(classes), np.concatenate(scales)
-    if len(parts) > 1 or parts[0].members is not None:  # one part of one class per row: already in row order
-        order = np.argsort(m_row, kind="stable")
-        m_row, m_class, m_scale = m_row[order], m_class[order], m_scale[order]
-    return (m_row, m_class, m_scale), (np.concatenate(c_of), np.concatenate(c_link), np.concatenate(c_w)), offset
+        at += len(of)
+    if len(parts) == 1:  # each part's memberships are in row order already
+        return (rows[0], classes[0], scales[0]), triplets, offset
+    # merged in row order, a row's memberships part by part (a stable sort of the parts' concatenation), by
+    # counting: each membership's place is its row's start, plus the row's memberships in earlier parts,
+    # plus its rank among its row's in its own part
+    n_rows = len(parts[0].row_class)
+    counts = [np.bincount(row, minlength=n_rows) for row in rows]
+    total = np.sum(counts, axis=0)
+    earlier = np.cumsum(total) - total
+    m_row = np.repeat(np.arange(n_rows, dtype=np.intp), total)
+    m_class, m_scale = np.empty(len(m_row), np.intp), np.empty(len(m_row))
+    for row, of_class, scale, count in zip(rows, classes, scales, counts, strict=True):
+        at = earlier[row] + np.arange(len(row)) - (np.cumsum(count) - count)[row]
+        m_class[at], m_scale[at] = of_class, scale
+        earlier += count
+    return (m_row, m_class, m_scale), triplets, offset
 
 
 def _progressive_fill_shared(own: tuple[np.ndarray, np.ndarray, np.ndarray],
@@ -527,29 +556,34 @@ def _progressive_fill_shared(own: tuple[np.ndarray, np.ndarray, np.ndarray],
         keep_c = live_class[c_of]
         if not keep_c.all():
             c_of, c_link, c_w = c_of[keep_c], c_link[keep_c], c_w[keep_c]
+        # each owner's runs found once per iteration, for both reductions over it
+        flow_start, m_start, c_start = _run_starts(flow_of), _run_starts(m_row), _run_starts(c_of)
         unfrozen_weight = (np.bincount(link_of, weights=weight, minlength=n_links)
                            + np.bincount(c_link, weights=c_w * class_scale[c_of], minlength=n_links))
         crossed = unfrozen_weight > 0
         with np.errstate(divide="ignore", invalid="ignore"):
             link_level_Bps = np.where(crossed, (capacity_Bps - frozen_load_Bps) / unfrozen_weight, np.inf)
         triplet_level_Bps, c_level_Bps = link_level_Bps[link_of], link_level_Bps[c_link]
-        class_level_Bps = _run_reduce(np.minimum, c_level_Bps, c_of, n_classes, np.inf)
-        flow_link_level_Bps = np.minimum(_run_reduce(np.minimum, triplet_level_Bps, flow_of, n_flows, np.inf),
-                                         _run_reduce(np.minimum, class_level_Bps[m_class], m_row, n_flows, np.inf))
+        class_level_Bps = _run_reduce(np.minimum, c_level_Bps, c_of, n_classes, np.inf, c_start)
+        flow_link_level_Bps = np.minimum(
+            _run_reduce(np.minimum, triplet_level_Bps, flow_of, n_flows, np.inf, flow_start),
+            _run_reduce(np.minimum, class_level_Bps[m_class], m_row, n_flows, np.inf, m_start))
         flow_level_Bps = np.minimum(flow_link_level_Bps, cap_Bps)
 
         class_min_level_Bps = np.full(n_classes, np.inf)
         np.minimum.at(class_min_level_Bps, m_class, flow_level_Bps[m_row])
-        below = (np.bincount(link_of, weights=triplet_level_Bps > (flow_level_Bps * (1.0 + _LEVEL_RTOL))[flow_of],
-                             minlength=n_links)
-                 + np.bincount(c_link, weights=c_level_Bps > (class_min_level_Bps * (1.0 + _LEVEL_RTOL))[c_of],
-                               minlength=n_links))
-        final_link = crossed & (below == 0)
+        # a link with a flow (or class) on it that stops below the link's level is not final yet
+        below = np.zeros(n_links, bool)
+        below[link_of[triplet_level_Bps > (flow_level_Bps * (1.0 + _LEVEL_RTOL))[flow_of]]] = True
+        below[c_link[c_level_Bps > (class_min_level_Bps * (1.0 + _LEVEL_RTOL))[c_of]]] = True
+        final_link = crossed & ~below
         cap_frozen = unfrozen & (cap_Bps <= flow_link_level_Bps * (1.0 + _LEVEL_RTOL))
-        class_final = _run_reduce(np.minimum, np.where(final_link[c_link], c_link, n_links), c_of, n_classes, n_links)
+        class_final = _run_reduce(np.minimum, np.where(final_link[c_link], c_link, n_links), c_of, n_classes, n_links,
+                                  c_start)
         lowest_final = np.minimum(
-            _run_reduce(np.minimum, np.where(final_link[link_of], link_of, n_links), flow_of, n_flows, n_links),
-            _run_reduce(np.minimum, class_final[m_class], m_row, n_flows, n_links)).astype(np.int64)
+            _run_reduce(np.minimum, np.where(final_link[link_of], link_of, n_links), flow_of, n_flows, n_links,
+                        flow_start),
+            _run_reduce(np.minimum, class_final[m_class], m_row, n_flows, n_links, m_start)).astype(np.int64)
         link_frozen = unfrozen & ~cap_frozen & (lowest_final < n_links)
         newly = cap_frozen | link_frozen
 
@@ -558,6 +592,8 @@ def _progressive_fill_shared(own: tuple[np.ndarray, np.ndarray, np.ndarray],
         bottleneck[cap_frozen] = CAP_LIMITED
         bottleneck[link_frozen] = lowest_final[link_frozen]
         unfrozen &= ~newly
+        if not unfrozen.any():
+            break  # the links' frozen load is read only by a next iteration
         class_rate_Bps = np.bincount(m_class, weights=m_scale * newly_rate_Bps[m_row], minlength=n_classes)
         frozen_load_Bps += (np.bincount(link_of, weights=weight * newly_rate_Bps[flow_of], minlength=n_links)
                             + np.bincount(c_link, weights=c_w * class_rate_Bps[c_of], minlength=n_links))
@@ -951,7 +987,7 @@ def _columns_to_links(log: StepLog, n_intervals: int, weights: sp.csr_matrix, we
     flow_rate_Bps = log.rate_Bps[by_flow]
 
     positions, lengths = _row_positions(weights.indptr, log.index)
-    points = np.unique(weights.indices[positions].astype(np.int64) * stride + np.repeat(log.interval, lengths))
+    points = unique_sorted(weights.indices[positions].astype(np.int64) * stride + np.repeat(log.interval, lengths))
     point_link, point_interval = points // stride, points % stride
     link_rate_Bps = np.zeros(points.size)
     # Chunks bound the memory of the (point, row on its link) expansion.
@@ -995,7 +1031,7 @@ def _sum_logs(a: StepLog, b: StepLog, n_intervals: int) -> StepLog:
     keys_b = b.index.astype(np.int64) * stride + b.interval
     order_a, order_b = np.argsort(keys_a, kind="stable"), np.argsort(keys_b, kind="stable")
     keys_a, rate_a_Bps, keys_b, rate_b_Bps = keys_a[order_a], a.rate_Bps[order_a], keys_b[order_b], b.rate_Bps[order_b]
-    points = np.unique(np.r_[keys_a, keys_b])
+    points = unique_sorted(np.r_[keys_a, keys_b])
     total_Bps = _value_at(keys_a, rate_a_Bps, points, stride) + _value_at(keys_b, rate_b_Bps, points, stride)
     column = points // stride
     previous_Bps = np.zeros(points.size)
@@ -1109,7 +1145,7 @@ class _Run:
         # otherwise pay for every idle link at every full solve.
         weights = flows.link_weights
         shared = flows.shared
-        self.used_links = np.unique(weights.indices if shared is None
+        self.used_links = unique_sorted(weights.indices if shared is None
                                     else np.r_[weights.indices, shared.class_weights.indices]).astype(np.int64)
         self.weights = self._compact(weights)
         self.capacity_Bps = links.capacity_Bps[self.used_links]
@@ -1172,11 +1208,11 @@ class _Run:
 
     def _links_of(self, flows: np.ndarray) -> np.ndarray:
         positions, _ = _row_positions(self.weights.indptr, flows)
-        return np.unique(self.weights.indices[positions])
+        return unique_sorted(self.weights.indices[positions])
 
     def _active_flows_on(self, links: np.ndarray) -> np.ndarray:
         positions, _ = _row_positions(self.weights_t.indptr, links)
-        flows = np.unique(self.weights_t.indices[positions])
+        flows = unique_sorted(self.weights_t.indices[positions])
         return flows[self.active[flows]]
 
     # -- rates -------------------------------------------------------------------------------
@@ -1334,7 +1370,12 @@ class _Run:
         self.bottleneck[departed] = NOT_TRANSMITTING
         if group.size == 0:
             return departed
-        moved = self.rate_Bps[group] != rate_Bps
+        # A re-solved rate within the filling's own rounding tolerance of the old one (levels closer
+        # than _LEVEL_RTOL are one level) is the old rate summed in another order: the flow keeps it,
+        # so neither the rate logs nor the links' rates see a change that is only rounding.
+        old_Bps = self.rate_Bps[group]
+        rate_Bps = np.where(np.abs(rate_Bps - old_Bps) <= _LEVEL_RTOL * old_Bps, old_Bps, rate_Bps)
+        moved = old_Bps != rate_Bps
         changed = moved | (self.bottleneck[group] != bottleneck)
         self.counters["changed_flows"] += int(np.count_nonzero(moved))
         self.rate_Bps[group], self.bottleneck[group] = rate_Bps, bottleneck
@@ -1361,7 +1402,7 @@ class _Run:
         dependents = self.dependents_of.indices[positions]
         np.subtract.at(self.pending_deps, dependents, 1)
         np.maximum.at(self.ready_s, dependents, np.repeat(self.finish_s[done_idx], lengths))
-        candidates = np.unique(dependents)
+        candidates = unique_sorted(dependents)
         now_ready = candidates[(self.pending_deps[candidates] == 0) & (self.state[candidates] == _WAITING)]
         self.state[now_ready] = _SCHEDULED
 
@@ -1410,7 +1451,7 @@ class _Run:
         interval = len(self.timeline_s) - 1
         self.timeline_s.append(t_next_s)
         self.counters["intervals"] += 1
-        candidates = np.unique(np.concatenate([*self.dirty, ending]))
+        candidates = unique_sorted(np.concatenate([*self.dirty, ending]))
         self.dirty.clear()
         if candidates.size == 0:
             return
@@ -1439,7 +1480,7 @@ class _Run:
         Summed afresh over the class's flows, never from differences, so an idle class reads 0.
         """
         assert self.shared is not None
-        classes = np.unique(self.shared.row_class[changed])
+        classes = unique_sorted(self.shared.row_class[changed])
         classes = classes[classes >= 0]
         if classes.size == 0:
             return

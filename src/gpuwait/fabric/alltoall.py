@@ -47,6 +47,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from gpuwait.arrays import unique_sorted
 from gpuwait.collectives.algorithms import Phase, all_pairs
 from gpuwait.routing.paths import Routes, port_capacity_Bps, route_flows
 from gpuwait.routing.routers import get_router
@@ -103,7 +104,7 @@ def local_pairs(topo: Topology, phase: Phase) -> Phase:
                  np.concatenate(size), phase.repeat)
 
 
-def _nic_uplinks(topo: Topology, gpus: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+def nic_uplinks(topo: Topology, gpus: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """(NIC, its one uplink) of each GPU, or None if some GPU has several NICs or a NIC several uplinks."""
     if topo.nic_node.shape[1] == 0 or len(topo.gpu_nic_override) or not (topo.node_kind[gpus] == NodeKind.GPU).all():
         return None
@@ -130,9 +131,9 @@ def groupable(topo: Topology, phase: Phase, routing: RoutingSpec, nvlink_domains
     if (topo.node_server[phase.src] != topo.node_server[phase.dst]).any():
         return False
     gpus = np.concatenate([np.asarray(g, np.int64) for g, _ in phase.pair_sets])
-    if len(np.unique(gpus)) != len(gpus) or len(np.unique(topo.node_server[gpus])) < 2:
+    if len(unique_sorted(gpus)) != len(gpus) or len(unique_sorted(topo.node_server[gpus])) < 2:
         return False
-    return _nic_uplinks(topo, gpus) is not None
+    return nic_uplinks(topo, gpus) is not None
 
 
 def _partners(server: np.ndarray, block: np.ndarray) -> np.ndarray:
@@ -423,7 +424,7 @@ def group_pairs(topo: Topology, phase: Phase, routing: RoutingSpec, transport: s
     size = np.concatenate([np.full(len(g), float(b)) for g, b in phase.pair_sets])
     set_of = np.repeat(np.arange(len(phase.pair_sets)), [len(g) for g, _ in phase.pair_sets])
     server = topo.node_server[gpus]
-    nic, uplink = _nic_uplinks(topo, gpus)  # type: ignore[misc]  # groupable() checked it
+    nic, uplink = nic_uplinks(topo, gpus)  # type: ignore[misc]  # groupable() checked it
     # each source's demand, as route_flows sets it: its port over the rows leaving it
     _, srv_in_set = np.unique(set_of * topo.n_servers + server, return_inverse=True)
     remote = np.bincount(set_of, minlength=len(phase.pair_sets))[set_of] - np.bincount(srv_in_set)[srv_in_set]
@@ -509,14 +510,15 @@ def _grouped(topo: Topology, routing: RoutingSpec, transport: str, prep: _Prepar
     middle = topo.fabric_links
     # a staged route (routing.stages) keeps the last stage of M, down to the destination leaf, as a side
     # part per leaf-pair class: joined into the row's own links (every member crosses it, as the class's part)
-    own = routes.own_weights @ sp.diags(middle.astype(float))
     class_weights, last = routes.class_weights, None
-    if by_pod:
+    if by_pod:  # the row's own links are all last hops, now in the shared part
         split = _split_at_pod(topo, routes, prep.leaf[rep[:, 1]], members_dst, prep.leaf, multiplicity)
         if split is None:
             return None
         class_weights, last = split[0], split[1:]
-        own = sp.csr_matrix(own.shape)
+        own = sp.csr_matrix(routes.own_weights.shape)
+    else:
+        own = routes.own_weights @ sp.diags(middle.astype(float))
     group_side = key_side[keep % n_keys]
     side_key = leaf_side[prep.dst_leaf]
     side_classes, uneven = _side_classes(routes, keep // n_keys, group_side, prep.src_class, side_key,
@@ -590,7 +592,7 @@ def _split_at_pod(topo: Topology, routes: Routes, rep_leaf: np.ndarray, members_
     last = sp.csr_matrix(cw)[row_class]
     last = (last + sp.csr_matrix((own_w, (own_row, own_link)), shape=own.shape)).tocoo()
     switch = topo.link_src[last.col]
-    if len(np.unique(last.row.astype(np.int64) * topo.n_nodes + switch)) != last.nnz:
+    if len(unique_sorted(last.row.astype(np.int64) * topo.n_nodes + switch)) != last.nnz:
         return None  # parallel cables from one switch into the leaf: the split over them is the leaf's own
     # each group's members per destination leaf
     leaf_ids, leaf_idx = np.unique(leaf_of_gpu, return_inverse=True)
@@ -757,6 +759,16 @@ def _sides_bottlenecked(groups: PairGroups, group_rate_Bps: np.ndarray, level: n
     return ok
 
 
+def _max_on_saturated(fastest: np.ndarray, class_weights: sp.spmatrix, class_rate: np.ndarray,
+                      saturated: np.ndarray) -> None:
+    """``fastest[l] = max(fastest[l], class_rate[c])`` for every class c on every saturated link l (the
+    fastest flow is read only there: the class parts' millions of entries on other links are skipped)."""
+    weights = sp.csr_matrix(class_weights)
+    on = saturated[weights.indices]
+    row = np.repeat(np.arange(weights.shape[0]), np.diff(weights.indptr))[on]
+    np.maximum.at(fastest, weights.indices[on], class_rate[row])
+
+
 def verify(routes: Routes, rate_Bps: np.ndarray, row_multiplicity: np.ndarray, capacity_Bps: np.ndarray,
            rate_cap_Bps: np.ndarray | None, groups: PairGroups) -> bool:
     """Whether the solved rates are the max-min fair rates of the listed flows (see the module):
@@ -775,15 +787,14 @@ def verify(routes: Routes, rate_Bps: np.ndarray, row_multiplicity: np.ndarray, c
         else:  # several classes per row (the last hops)
             member = row_class.tocoo()
             np.maximum.at(side_fastest, member.col, rate_Bps[member.row])
-        coo = class_weights.tocoo()
-        np.maximum.at(fastest, coo.col, side_fastest[coo.row])
+        _max_on_saturated(fastest, class_weights, side_fastest, saturated)
     shared = None
     if routes.class_weights is not None and routes.row_class is not None:
         has = routes.row_class >= 0
         class_fastest = np.zeros(routes.class_weights.shape[0])
         np.maximum.at(class_fastest, routes.row_class[has], rate_Bps[has])
-        shared = routes.class_weights.tocoo()
-        np.maximum.at(fastest, shared.col, class_fastest[shared.row])
+        shared = routes.class_weights
+        _max_on_saturated(fastest, shared, class_fastest, saturated)
     # a flow at rate r is bottlenecked on link l iff l is saturated and nobody on l is faster than r
     level = np.where(saturated, fastest, np.inf)
     ok = np.zeros(len(rate_Bps), bool) if rate_cap_Bps is None else rate_Bps >= rate_cap_Bps * (1 - _RELATIVE_TOL)

@@ -32,8 +32,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpuwait.arrays import unique_sorted
 from gpuwait.collectives.algorithms import Phase, Plan
-from gpuwait.fabric.alltoall import _nic_uplinks, groupable
+from gpuwait.fabric.alltoall import groupable, nic_uplinks
 from gpuwait.routing.paths import (
     _network_endpoint,
     _single_uplinks,
@@ -60,8 +61,8 @@ CLASS_ENTRY_BYTES = 12 + 24 + 40 + 36
 #: Bytes per membership of a row in a class of a part it crosses several classes of (an all-to-all group's
 #: last hops, alltoall._split_at_pod): the routes' (rows, classes) CSR (float64 + int32, 12) and the solve's
 #: copy scaled by multiplicity (12); SharedWeights.memberships' (row, class, scale) (intp + intp + float64, 24)
-#: and _memberships' concatenation, sort order and sorted copies (24 + 8 + 24); one iteration's gathers over
-#: them (the rows' level, the classes' level, scale x rate: 24).
+#: and _memberships' parts with their offset classes, each one's place and the merged copies (24 + 8 + 24);
+#: one iteration's gathers over them (the rows' level, the classes' level, scale x rate: 24).
 MEMBER_BYTES = 12 + 12 + 24 + 24 + 8 + 24 + 24
 #: Bytes per row: about 30 vectors of 8-byte values per row alive at the solve (the routes' flow, QP,
 #: latency, source port, class and indptr; the solve's bytes, multiplicity, cap, rate, level, bottleneck,
@@ -131,7 +132,7 @@ def _probe(topo: Topology, src: np.ndarray, dst: np.ndarray, routing: RoutingSpe
            flags: dict) -> tuple[int, int]:
     """(longest own path in entries per row, largest class in entries) of a few of the flows routed,
     evenly spread and with the pair of farthest servers, which meets the most tiers."""
-    pick = np.unique(np.r_[np.linspace(0, len(src) - 1, min(PROBE_FLOWS, len(src))).astype(np.int64),
+    pick = unique_sorted(np.r_[np.linspace(0, len(src) - 1, min(PROBE_FLOWS, len(src))).astype(np.int64),
                            np.argmax(np.abs(topo.node_server[src] - topo.node_server[dst]))])
     routes = route_flows(topo, routing, src[pick], dst[pick], transport=transport, **flags)
     own = int(np.diff(routes.own_weights.indptr).max(initial=0))
@@ -176,11 +177,11 @@ def _classes(topo: Topology, phase: Phase, src: np.ndarray, dst: np.ndarray, qps
     up, down = _leaves(topo, src, dst, qps), _leaves(topo, dst, src, qps)
     if up is None or down is None:
         return len(src) * qps + sum(len(g) * (len(g) - 1) * qps for g, _ in phase.pair_sets)
-    classes = len(np.unique(up * topo.n_nodes + down))
+    classes = len(unique_sorted(up * topo.n_nodes + down))
     for gpus, _ in phase.pair_sets:
         gpus = np.asarray(gpus, np.int64)
         leaves = _leaves(topo, gpus, np.roll(gpus, len(gpus) // 2), qps)
-        classes += len(gpus) * len(gpus) * qps if leaves is None else len(np.unique(leaves)) ** 2
+        classes += len(gpus) * len(gpus) * qps if leaves is None else len(unique_sorted(leaves)) ** 2
     return classes
 
 
@@ -197,7 +198,7 @@ def _listed(topo: Topology, phase: Phase, routing: RoutingSpec, transport: str, 
     # pair sets' ones are distinct pairs already
     sizes, size_id = np.unique(phase.bytes_per_flow[~remote], return_inverse=True)
     local_key = (src[~remote] * topo.n_nodes + dst[~remote]) * len(sizes) + size_id.ravel()
-    rows = between * qps + len(np.unique(local_key)) + (n_flows - len(src) - p_remote)
+    rows = between * qps + len(unique_sorted(local_key)) + (n_flows - len(src) - p_remote)
     own, largest = _probe(topo, np.r_[src, p_src], np.r_[dst, p_dst], routing, transport, flags)
     classes = _classes(topo, phase, src[remote], dst[remote], qps) if largest else 0
     return PhaseCount(rows, rows * own, classes * largest, 0, n_flows)
@@ -219,7 +220,7 @@ def _parallel_cables(topo: Topology) -> bool:
     compute = topo.switch_nodes & (topo.node_network == Network.COMPUTE)
     between = np.flatnonzero(compute[topo.link_src] & compute[topo.link_dst])
     pairs = topo.link_src[between].astype(np.int64) * topo.n_nodes + topo.link_dst[between]
-    return len(np.unique(pairs)) < len(pairs)
+    return len(unique_sorted(pairs)) < len(pairs)
 
 
 @dataclass(frozen=True)
@@ -243,7 +244,7 @@ def _split(topo: Topology, routing: RoutingSpec, transport: str, src: int | None
     links = routes.own_weights.indices
     if routes.class_weights is not None:
         links = np.r_[links, routes.class_weights.indices]
-    links = np.unique(links)
+    links = unique_sorted(links)
     tier_src, tier_dst = topo.node_tier[topo.link_src[links]], topo.node_tier[topo.link_dst[links]]
     fabric = topo.fabric_links[links]
     link_server = topo.node_server[topo.link_src[links]]
@@ -259,7 +260,7 @@ def _grouped(topo: Topology, phase: Phase, routing: RoutingSpec, transport: str)
     from one probe flow to a leaf of the source's pod and one to another pod (:func:`_split`)."""
     gpus = np.concatenate([np.asarray(g, np.int64) for g, _ in phase.pair_sets])
     set_of = np.repeat(np.arange(len(phase.pair_sets)), [len(g) for g, _ in phase.pair_sets])
-    nic, uplink = _nic_uplinks(topo, gpus)  # type: ignore[misc]  # groupable() checked it
+    nic, uplink = nic_uplinks(topo, gpus)  # type: ignore[misc]  # groupable() checked it
     server = topo.node_server[gpus]
     # each source's demand as alltoall.group_pairs sets it: a source class is (set, leaf, demand)
     _, in_set = np.unique(set_of * topo.n_servers + server, return_inverse=True)
