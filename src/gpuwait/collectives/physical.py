@@ -127,6 +127,13 @@ class PipelineCosts:
     connection_steps: float = 0.0
     proxy_load: float = 1.0
     host_floor_s: float = 0.0  # the host's time to issue one call on every GPU it drives (fabric.perf)
+    #: one network connection's own messages back to back, at the rate one message gets, over the messages it
+    #: keeps in flight: in series with its step cycles (a connection that waits for a step before its next
+    #: cannot hide one behind the other); 0 where not modelled
+    serial_s: float = 0.0
+    #: the sends and receives of that connection's messages (each pays the per-message overhead in the same
+    #: series); 0 where not modelled
+    serial_messages: float = 0.0
 
     def latency_with(self, params: PhysicalParams) -> float:
         return (self.latency_s + params.launch_latency_s + self.intra_steps * params.intra_step_latency_s
@@ -158,7 +165,10 @@ def pipelined_time_s(costs: PipelineCosts, params: PhysicalParams) -> float:
     ``connection_steps`` carries as a fraction of a pass per step (``ring_connection_steps``,
     :mod:`gpuwait.fabric.perf`).
     Small chunks (trees and NVLSTree at mid sizes, NVLSTree's 64 KiB chunk from 4 nodes) therefore run
-    below the NIC's rate.
+    below the NIC's rate. A connection with one message in flight (a ring's LL/LL128 step waits for the
+    previous rank) has no next message to post while one is on the wire, so its step cycles, its messages'
+    send and receive overheads (``serial_messages`` x o) and their transmission (``serial_s``) add up:
+    LogGP's o + (k - 1) G + o per message.
     Works elementwise when the fields of ``costs`` and ``params`` are arrays (one entry per size).
 
     >>> costs = PipelineCosts(20e-6, 14, 2, 100e-6, 200, 5e-6, 3e-6, 0.0, True, 30)
@@ -166,9 +176,15 @@ def pipelined_time_s(costs: PipelineCosts, params: PhysicalParams) -> float:
     228.0
     >>> round(pipelined_time_s(costs, PhysicalParams(net_message_overhead_s=0.0, net_step_cycle_s=5e-6)) * 1e6, 1)
     178.0
+    >>> serial = PipelineCosts(20e-6, 14, 2, 100e-6, 0, 0.0, 0.0, 0.0, True, 30, serial_s=80e-6)
+    >>> round(pipelined_time_s(serial, PhysicalParams(net_message_overhead_s=0.0, net_step_cycle_s=1e-6)) * 1e6, 1)
+    130.0
     """
+    cycles = costs.connection_steps * costs.proxy_load * params.net_step_cycle_s
+    serial = (costs.serial_s / np.where(costs.multi_node, params.nic_efficiency, 1.0)
+              + costs.serial_messages * params.net_message_overhead_s)
     steady = np.maximum(np.maximum(costs.wire_with(params), costs.nic_messages * params.net_message_overhead_s),
-                        costs.connection_steps * costs.proxy_load * params.net_step_cycle_s)
+                        cycles + serial)
     total = costs.latency_with(params) + steady + costs.fill_with(params)
     # back-to-back calls run no faster than one host thread issues them (nccl-tests -g N: fabric.perf)
     total = np.maximum(total, costs.host_floor_s)

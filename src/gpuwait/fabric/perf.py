@@ -652,8 +652,16 @@ class CollectivePredictor:
             wire_s = max(wire_s, self._rail_bound_s(collective, n_bytes, algorithm, protocol, channels, size_channels,
                                                     chunk),
                          self._staged_receive_s(collective, n_bytes, algorithm, protocol, channels, size_channels, chunk))
+        serial_s = serial_messages = 0.0
+        if nic_messages:
+            serial_s = self._connection_serial_s(collective, n_bytes, algorithm, protocol, channels, size_channels,
+                                                 chunk)
+            # one connection's sends and receives: the NIC's over the connections that share it
+            serial_messages = nic_messages / self._nic_in_flight(collective, n_bytes, algorithm, protocol,
+                                                                 size_channels, chunk)[0] if serial_s else 0.0
         costs = PipelineCosts(prediction.latency_us * 1e-6, intra_steps, inter_steps, wire_s,
-                              nic_messages, fill_intra_s, fill_inter_s, window, comm.n_nodes > 1, connection_steps, load)
+                              nic_messages, fill_intra_s, fill_inter_s, window, comm.n_nodes > 1, connection_steps, load,
+                              serial_s=serial_s, serial_messages=serial_messages)
         return self._estimate(collective, n_bytes, algorithm, protocol, channels, model_s, fabric_s, chunk, costs)
 
     def _proxy_load(self, algorithm: str, size_channels: int, graph_channels: int = 0) -> float:
@@ -699,6 +707,28 @@ class CollectivePredictor:
             return 0.0
         nic_bytes = self.nic_bytes_per_byte(collective, FLOW_ALGORITHMS[algorithm], protocol, channels) * n_bytes / 2
         return nic_bytes / (self.transport.goodput_Bps(nic_Bps) * PROTOCOL_PAYLOAD[protocol] * share)
+
+    def _connection_serial_s(self, collective: str, n_bytes: int, algorithm: str, protocol: str, channels: int,
+                             size_channels: int, chunk: int) -> float:
+        """One network connection's messages back to back at the rate one message gets, shared by the
+        messages it keeps in flight (:meth:`_nic_in_flight`).
+
+        A message travels on the rails it is striped over (:meth:`TransportProfile.stripes`: one rail up to
+        aws-ofi-nccl's round-robin threshold, the whole NIC otherwise and on single-rail NICs). A connection
+        with one message in flight (a ring step waits for the previous rank) pays each step's proxy cycle and
+        then that message's transmission, in series: :func:`gpuwait.collectives.physical.pipelined_time_s`.
+        """
+        connections, outstanding = self._nic_in_flight(collective, n_bytes, algorithm, protocol, size_channels, chunk)
+        if outstanding > 1:
+            return 0.0  # the proxy posts the next message while one is on the wire: the NIC's wire term covers it
+        server = self.comm.topo.spec.server
+        nic_Bps = server.nic_speed * server.nic_ports
+        rails = self.transport.rails(nic_Bps)
+        message = chunk / PROTOCOL_PAYLOAD[protocol]
+        rate_Bps = (self.transport.goodput_Bps(nic_Bps) * PROTOCOL_PAYLOAD[protocol]
+                    * min(1.0, self.transport.stripes(message, rails) / rails))
+        nic_bytes = self.nic_bytes_per_byte(collective, FLOW_ALGORITHMS[algorithm], protocol, channels) * n_bytes / 2
+        return nic_bytes / connections / rate_Bps
 
     def _nic_in_flight(self, collective: str, n_bytes: int, algorithm: str, protocol: str, size_channels: int,
                        chunk: int) -> tuple[float, int]:

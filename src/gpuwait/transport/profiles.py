@@ -45,7 +45,16 @@ Header bytes per packet (public protocol layouts):
   (:meth:`TransportProfile.stages_receive`). Once a window overflows it a read stays in flight and later
   messages go by long read, zero-copy. The plugin's RDMA protocol (p5) writes into the posted buffer
   (``src/nccl_ofi_rdma.c``) and copies only eager messages (``OFI_NCCL_EAGER_MAX_SIZE`` 8 KiB, sent eagerly
-  only before the receiver's control message arrives): not modelled.
+  only before the receiver's control message arrives): not modelled. Its ``send`` holds a message until the
+  receiver's control message (the posted buffer's address and one key per rail) has arrived, then posts
+  the write (``fi_writedata``); a receive completes on the control message's send completion and the remote
+  write's (aws-ofi-nccl ``src/nccl_ofi_rdma.c`` v1.8.1-aws). NCCL posts its receives up to ``NCCL_STEPS`` (8)
+  steps ahead of the GPU (``recvProxyProgress``, src/transport/net.cc v2.30.7-1), so the control message
+  travels ahead of the data but for a call's first steps: that round trip is not modelled apart from
+  NCCL's latency. The plugin's request limit (``NCCL_OFI_MAX_REQUESTS`` 128 per communicator,
+  ``include/nccl_ofi.h`` v1.8.1-aws) is far above NCCL's 8 steps in flight per connection: never the limit.
+  What the EFA tables show at mid sizes is a connection's one message in flight, whose step costs and
+  one-rail transmission add up (:mod:`gpuwait.collectives.physical` ``pipelined_time_s``).
 
 Per-message overheads and ceilings (sources in docs/sources.md): RDMA write/send latency acceptance
 of 2.5 us (Mellanox/ngc_multinode_perf ``common.sh`` ``LAT_PASS_VAL``), ib_send_lat of 0.8-1.6 us for
