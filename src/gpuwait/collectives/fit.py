@@ -29,7 +29,7 @@ not move). It also ends in whichever basin its start drains into: over the publi
 per-message factor has two basins (~0.14 and ~0.36-0.44 x the transport's overhead). Powell from the
 physical start ended above the best loss a global search finds on 12 of the 17 fits
 bench/reference_tables.py makes (16 leave-one-table-out, one on every table), by up to 1.8e-3 (with
-every table in: factor 0.36 and loss 0.14479, where 0.14 and 0.14318 exist); on times the model
+every table in: factor 0.36 at loss 0.14479, where factor 0.14 reaches 0.14318); on times the model
 computes with known moves (loss 0 at the truth) it stopped with sizes 1.5x off. So:
 
 * **Powell from the start, then Nelder-Mead from where it stopped**: the simplex moves all parameters at
