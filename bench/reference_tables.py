@@ -10,6 +10,7 @@ listed with the reason. Run after any change to the collective model::
     python bench/reference_tables.py        # prints the report and writes docs/validation-reference.md
     python bench/reference_tables.py --default-nccl   # every table as NCCL 2.30.7, not its own release
     python bench/reference_tables.py --sizes efa      # per size of the matching tables: where the error sits
+    python bench/reference_tables.py --print-fit      # the all-tables fit as PUBLIC_TABLE_FIT's literal
 
 Each table is predicted as the NCCL release its log prints (or its source states), 2.30.7 otherwise.
 
@@ -421,6 +422,45 @@ def size_lines(pattern: str) -> list[str]:
     return lines
 
 
+def fit_literal(moves: dict[str, float]) -> dict[str, float]:
+    """The fit as it would be shipped: latencies to 0.01 us, the per-message factor to 3 decimals."""
+    return {n: round(v * 1e6, 2) * 1e-6 if n.endswith("_s") and n != "net_message_overhead_s" else round(v, 3)
+            for n, v in moves.items()}
+
+
+def print_fit_lines() -> list[str]:
+    """``--print-fit``: the fit on every fitted table as the Python literal of ``PUBLIC_TABLE_FIT``
+    (src/gpuwait/collectives/physical.py) and what shipping it would change: each class's busbw error as
+    shipped, today's values -> the refreshed ones. Writes nothing; whoever refreshes pastes the literal."""
+    refs = [r for r in REFERENCES if not r.not_describable]
+    fitted = [r for r in refs if not r.not_fitted]
+    refreshed = fit_literal(fit([o for r in fitted for o in observations(r)], PUBLIC_FIT_NAMES).values)
+    items = [f'"{n}": {v * 1e6:.2f}e-6' if n.endswith("_s") and n != "net_message_overhead_s" else f'"{n}": {v:.3f}'
+             for n, v in refreshed.items()]
+    lines = [f"# fitted on {len(fitted)} tables (bench/reference_tables.py); paste over PUBLIC_TABLE_FIT in "
+             "src/gpuwait/collectives/physical.py", "PUBLIC_TABLE_FIT: dict[str, float] = {",
+             f"    {', '.join(items[:3])},", f"    {', '.join(items[3:])}}}", "",
+             "| parameter | shipped | refreshed |", "|---|---|---|"]
+    lines += [f"| {n} | {fmt(PUBLIC_TABLE_FIT.get(n, 0.0), n)} | {fmt(v, n)} |" for n, v in refreshed.items()]
+    now = class_errors([score(r, Adjustment(dict(PUBLIC_TABLE_FIT))) for r in refs])
+    after = class_errors([score(r, Adjustment(refreshed)) for r in refs])
+    lines += ["", "As shipped, busbw error over every size >= 1 MiB per class: shipped -> refreshed", "",
+              "| class | median | p95 |", "|---|---|---|"]
+    lines += [f"| {c} | {100 * now[c][0]:.1f} -> {100 * after[c][0]:.1f} % | {100 * now[c][1]:.1f} -> "
+              f"{100 * after[c][1]:.1f} % |" for c in CLASSES if c in now]
+    return lines
+
+
+def class_errors(scores: list[Score]) -> dict[str, tuple[float, float]]:
+    """Per hardware class with scored tables: the median and p95 busbw error over all its sizes >= 1 MiB."""
+    out = {}
+    for name in CLASSES:
+        errors = np.concatenate([s.busbw_errors for s in scores if s.ref.hw_class == name] or [np.array([])])
+        if errors.size:
+            out[name] = (float(np.median(errors)), float(np.percentile(errors, 95)))
+    return out
+
+
 def main() -> None:
     global DEFAULT_VERSION_ONLY
     parser = argparse.ArgumentParser(description="Score the collective model on the published nccl-tests tables "
@@ -428,8 +468,14 @@ def main() -> None:
     parser.add_argument("--default-nccl", action="store_true", help="every table as NCCL 2.30.7, not its own release")
     parser.add_argument("--sizes", nargs="?", const="", metavar="PATTERN",
                         help="per size of the tables whose name contains PATTERN (all without one); writes nothing")
+    parser.add_argument("--print-fit", action="store_true",
+                        help="print the fit on every table as PUBLIC_TABLE_FIT's literal and what shipping it changes; "
+                             "writes nothing")
     args = parser.parse_args()
     DEFAULT_VERSION_ONLY = args.default_nccl
+    if args.print_fit:
+        sys.stdout.write("\n".join(print_fit_lines()) + "\n")
+        return
     if args.sizes is not None:
         sys.stdout.write("\n".join(size_lines(args.sizes)) + "\n")
         return

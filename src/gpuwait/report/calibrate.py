@@ -77,6 +77,7 @@ class CalibrateReport:
         c = self.calibration
         return {"cluster": c.cluster, "n_ranks": c.n_ranks, "validation": c.validation,
                 "considered": list(c.names), "fitted": list(c.freed), "prior": dict(c.prior),
+                "not_separable": [list(g) for g in c.not_separable],
                 "selection": {"freed": list(c.freed), "min_gain": MIN_GAIN,
                               "candidates": [{"freed": list(k.freed), "held_out_error": k.held_out_error,
                                               "gain": k.gain, "gain_se": k.gain_se}
@@ -175,9 +176,17 @@ def params_table(report: CalibrateReport) -> Table:
     return table
 
 
+def separability_lines(report: CalibrateReport) -> list[str]:
+    """One line per group of parameters the logs cannot tell apart."""
+    return [f"{', '.join(g[:-1])} and {g[-1]} are not separable on these logs (their effects on every time are "
+            f"alike): the fit carries their joint effect, not which of them it is; logs at another node count "
+            f"would separate them" for g in report.calibration.not_separable]
+
+
 def closing_lines(report: CalibrateReport) -> list[str]:
-    """Where the overlay went and how to use it."""
+    """Which parameters the logs could not tell apart, where the overlay went and how to use it."""
+    lines = separability_lines(report)
     if report.out is None:
-        return ["overlay not written: pass --out FILE to write it (then `gpuwait perf --cluster FILE ...`)"]
-    return [f"wrote {report.out}: use it wherever a cluster is accepted, e.g. `gpuwait perf all_reduce "
+        return [*lines, "overlay not written: pass --out FILE to write it (then `gpuwait perf --cluster FILE ...`)"]
+    return [*lines, f"wrote {report.out}: use it wherever a cluster is accepted, e.g. `gpuwait perf all_reduce "
             f"--cluster {report.out}` or `cluster: ...` in a scenario"]

@@ -19,7 +19,10 @@ The error a user sees is cross-validated, never scored on the sizes it was fitte
 The selection is part of what is scored: inside each fold it is made again on that fold's training
 sizes alone, split the same way (the other logs left out one at a time, or the one training log's
 alternate sizes), so a held-out size informs neither which parameters are freed nor their values.
-The values written to the overlay are selected and fitted on every size of every log. Logs are read (and the
+The values written to the overlay are selected and fitted on every size of every log. Parameters the
+logs cannot tell apart (their effects on every logged time alike within 1 %, e.g. a launch latency and a
+per-step latency on one node count) are reported as such: the fit reproduces their joint effect, and
+which of them carries it is not known (nor, then, how the time grows with the node count). Logs are read (and the
 errors summarised) by the layers above: :mod:`gpuwait.report.calibrate`.
 """
 
@@ -31,7 +34,18 @@ from pathlib import Path
 
 import numpy as np
 
-from gpuwait.collectives.fit import FIT_NAMES, SHIPPED, Adjustment, Candidate, Observation, Selection, fit, select
+from gpuwait.collectives.fit import (
+    FIT_NAMES,
+    SHIPPED,
+    Adjustment,
+    Candidate,
+    Observation,
+    Selection,
+    fit,
+    not_separable,
+    select,
+    separable_groups,
+)
 from gpuwait.collectives.nccltests import busbw_factor
 from gpuwait.collectives.physical import (
     SPEC_NAMES,
@@ -92,6 +106,9 @@ class Calibration:
     selection: Selection            # on every log: what was freed, each candidate's held-out error
     fold_freed: tuple[tuple[str, ...], ...] = ()  # what each cross-validation fold's own selection freed
     prior: Mapping[str, float] = field(default_factory=lambda: dict(SHIPPED))  # the moves it started from
+    #: groups of candidate parameters whose effects on these logs' times are alike (fit.not_separable, at
+    #: the fitted values): which of a group carries a time is not identifiable, only their joint effect
+    not_separable: tuple[tuple[str, ...], ...] = ()
 
     @property
     def freed(self) -> tuple[str, ...]:
@@ -176,8 +193,10 @@ def calibrate(logs: Sequence[MeasuredLog], cluster: str, servers: int | None = N
                          _rows(log, ests, [pipelined_time_s(e.costs, defaults) for e in ests]),
                          _rows(log, ests, list(times)))
                for log, ests, times in zip(logs, estimates, held_out, strict=True)]
+    flat = [o for group in observations for o in group]
+    alike = separable_groups(chosen, not_separable(flat, chosen, everything.values))
     return Calibration(predictor.comm.topo.name, n_ranks, chosen, validation, defaults, predictor.params,
-                       everything.apply(defaults), results, selection, tuple(fold_freed), base)
+                       everything.apply(defaults), results, selection, tuple(fold_freed), base, tuple(alike))
 
 
 def select_and_fit(groups: list[list[Observation]], names: Sequence[str],
