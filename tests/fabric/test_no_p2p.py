@@ -15,6 +15,8 @@ the CPU also B), S bytes all-reduced (ring: each GPU sends S and receives S in 2
   x16). A two-rank broadcast flows one way and keeps the whole budget. Scored outside that source: two
   RTX 2080 Ti without P2P (tests/nccltests/data/reference/rtx2080ti-pcie-1node-2gpu-*.log) measured
   4.0 GB/s all_reduce and 4.6 GB/s all-to-all busbw at 1 GiB.
+* LL and LL128 cross host memory in their lines (LL 16 bytes per 8 of payload), so their SHM budget is
+  the payload share of Simple's.
 """
 
 from __future__ import annotations
@@ -122,6 +124,19 @@ def test_two_rank_broadcast_flows_one_way_and_keeps_the_whole_budget():
     assert both_ways == pytest.approx(one_way / SHM_BIDIRECTIONAL_SHARE, rel=1e-9)
     assert pred._shm_time_s("all_reduce", GiB, "tree") == 0.0  # only ring and the p2p path are charged here
     assert _predictor(p2p=True)._shm_time_s("all_reduce", GiB, "ring") == 0.0
+
+
+def test_shm_carries_the_protocols_flags_through_host_memory():
+    # SHM's LL and LL128 buffers are in host memory like Simple's (src/transport/shm.cc v2.27.3-1), so each
+    # byte of payload costs the protocol's line: LL 16 bytes per 8, LL128 128 per 120 (NCCL device.h).
+    # Published: on the L40S RoCE table (tests/nccltests/data/reference/l40s-roce-2node-4gpu-all_reduce-ring.log,
+    # schmaustech/nvidia-tools-image README, GPUs through host memory) LL's plateau (4.45-4.70 GB/s busbw,
+    # 256 KiB-1 MiB) is 0.46-0.49 of Simple's (9.6 GB/s): half, as the lines say.
+    pred = _predictor(p2p=False)
+    simple = pred._shm_time_s("all_reduce", GiB, "ring")
+    assert pred._shm_time_s("all_reduce", GiB, "ring", "LL") == pytest.approx(2 * simple, rel=1e-12)
+    assert pred._shm_time_s("all_reduce", GiB, "ring", "LL128") == pytest.approx(simple * 128 / 120, rel=1e-12)
+    assert 0.46 <= simple / pred._shm_time_s("all_reduce", GiB, "ring", "LL") <= 0.5 + 1e-12
 
 
 @pytest.mark.parametrize(("collective", "measured_GBps"), [("all_reduce", 4.00), ("alltoall", 4.60)])

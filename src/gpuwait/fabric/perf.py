@@ -372,7 +372,7 @@ class CollectivePredictor:
         GPUDirect-TCPX/TCPXO land the payload in GPU memory and are not staged."""
         return self.transport.name == "tcp" or (self.transport.rdma and not self.gdr)
 
-    def _shm_time_s(self, collective: str, n_bytes: int, algorithm: str = "direct") -> float:
+    def _shm_time_s(self, collective: str, n_bytes: int, algorithm: str = "direct", protocol: str = "Simple") -> float:
         """The time a node's GPUs without P2P take to move their bytes to each other through host memory
         (SHM). Each GPU's bytes to a local peer go up its PCIe switch into the CPU and down again, the path
         of NCCL's ring graph through the CPU, whose budget (PCI bandwidth over the switch's GPUs, with
@@ -380,8 +380,11 @@ class CollectivePredictor:
         fabric charges the links at their line rate only. Traffic both ways through host memory keeps
         ``SHM_BIDIRECTIONAL_SHARE`` of that (NVIDIA/nccl#384): every p2p call and ring collective here
         but a two-rank Broadcast or Reduce, whose bytes flow one way. A ring's SHM hop carries what every
-        hop carries, the bus bytes (nccl-tests' busbw factor x size). 0 when the GPUs use P2P, or for
-        algorithms other than ring and the p2p path."""
+        hop carries, the bus bytes (nccl-tests' busbw factor x size), in the protocol's lines: SHM's LL and
+        LL128 buffers sit in host memory like Simple's (``shmRecvSetup`` sizes one buffer per protocol,
+        src/transport/shm.cc v2.27.3-1), so their flags cross the PCIe links with the data (LL 8 of 16 bytes,
+        LL128 120 of 128: :data:`PROTOCOL_PAYLOAD`), as the fabric's links already count them. 0 when the GPUs
+        use P2P, or for algorithms other than ring and the p2p path."""
         comm = self.comm
         if self.p2p or comm.ppn < 2 or n_bytes <= 0:
             return 0.0
@@ -396,7 +399,8 @@ class CollectivePredictor:
         one_way = collective in ("broadcast", "reduce") and comm.n_ranks == 2
         share = 1.0 if one_way else SHM_BIDIRECTIONAL_SHARE
         host = self._host_path_graph(gpu_sm(comm.topo.spec.server.gpu_model))
-        return local_bytes / (host.n_channels * host.bw_intra_GBps * 1e9 * share)
+        wire_bytes = local_bytes / PROTOCOL_PAYLOAD[protocol]
+        return wire_bytes / (host.n_channels * host.bw_intra_GBps * 1e9 * share)
 
     def _first_node_gpu_switches(self) -> np.ndarray:
         """The PCIe switch above each GPU of this communicator's first node (its PCIe uplink's end)."""
@@ -608,7 +612,7 @@ class CollectivePredictor:
         if algorithm in FLOW_ALGORITHMS and comm.n_ranks > 1 and n_bytes > 0:
             # the SHM path through host memory is part of the hardware the bytes cross, as for p2p calls
             fabric_s = max(self.fabric_time_s(collective, n_bytes, FLOW_ALGORITHMS[algorithm], protocol, channels),
-                           self._shm_time_s(collective, n_bytes, algorithm))
+                           self._shm_time_s(collective, n_bytes, algorithm, protocol))
         # small calls run on fewer channels, so each step carries more
         size_channels = channels_for_size(algorithm, protocol, n_bytes, channels, comm.n_ranks)
         chunk = chunk_bytes(collective, algorithm, protocol, n_bytes, n_channels=size_channels, n_ranks=comm.n_ranks,
@@ -772,7 +776,7 @@ class CollectivePredictor:
         fabric_s, nic_messages, chunk = 0.0, 0.0, 0
         if n_bytes > 0 and comm.n_ranks > 1:
             fabric_s = max(self.fabric_time_s(collective, n_bytes, algorithm, protocol, 1),
-                           self._shm_time_s(collective, n_bytes))
+                           self._shm_time_s(collective, n_bytes, protocol=protocol))
             chunk = p2p_chunk_bytes(per_peer, over_network=comm.n_nodes > 1)
             if comm.n_nodes > 1:
                 nic_messages = self.nic_bytes_per_byte(collective, algorithm, protocol, 1) * n_bytes / chunk
