@@ -10,11 +10,15 @@ the CPU also B), S bytes all-reduced (ring: each GPU sends S and receives S in 2
   from the fabric; NCCL's own graph through the CPU is 1 channel at 5 GB/s on an Intel host
   (12 GB/s / (2 GPUs x 6/5), search speed 5) or 6 GB/s on AMD, which caps busbw below B/2.
   All-to-all over SHM takes the same path, so the same budget bounds each GPU's bytes.
-* Both ways at once, the SHM path keeps SHM_BIDIRECTIONAL_SHARE = 2 x 3.9 / 10.31 of that: NVIDIA/nccl
-  issue #384 measured 3.9 GB/s all_reduce busbw and 10.31 GB/s broadcast on 2 GPUs over SHM (PCIe Gen3
-  x16). A two-rank broadcast flows one way and keeps the whole budget. Scored outside that source: two
+* One GPU's path through the CPU has NCCL's one-GPU budget one way (12 GB/s / (6/5) = 10 GB/s on Intel,
+  12 on AMD); a GPU sending and receiving at once keeps SHM_BIDIRECTIONAL_SHARE = 3.9 / 10.31 of it each
+  way: NVIDIA/nccl issue #384 measured 3.9 GB/s all_reduce busbw and 10.31 GB/s broadcast on 2 GPUs over
+  SHM (PCIe Gen3 x16). A two-rank broadcast flows one way and keeps the whole budget (10 against #384's
+  10.31). Two GPUs behind one switch get 2 x 3.8 GB/s through the uplink, below its line rate. Scored outside that source: two
   RTX 2080 Ti without P2P (tests/nccltests/data/reference/rtx2080ti-pcie-1node-2gpu-*.log) measured
   4.0 GB/s all_reduce and 4.6 GB/s all-to-all busbw at 1 GiB.
+* LL and LL128 cross host memory in their lines (LL 16 bytes per 8 of payload), so their SHM budget is
+  the payload share of Simple's.
 """
 
 from __future__ import annotations
@@ -76,14 +80,15 @@ def test_all_reduce_with_p2p_is_the_pcie_peer_path():
 
 @pytest.mark.parametrize(("cpu_vendor", "nccl_GBps"), [("intel", 5.0), ("amd", 6.0)])
 def test_all_reduce_without_p2p_is_bounded_by_the_host_path(cpu_vendor, nccl_GBps):
+    one_gpu_GBps = 2 * nccl_GBps  # NCCL's budget with the switch's 2 GPUs is half of one GPU's path
     pred = _predictor(p2p=False, cpu_vendor=cpu_vendor)
     inputs = pred.tuning_inputs("all_reduce")
     assert (inputs.n_channels, inputs.bw_intra_GBps, inputs.intra_link) == (1, nccl_GBps, "pci")
     est = pred.estimate("all_reduce", GiB)
     links_busbw = GiB / pred.fabric_time_s("all_reduce", GiB, "ring", est.protocol, est.n_channels) / 1e9  # 2 ranks
     assert links_busbw == pytest.approx(GEN3_X16_Bps / 2 / 1e9, rel=1e-6)  # both GPUs share the uplink
-    # the SHM path both ways (each GPU sends and receives) keeps its bidirectional share of NCCL's budget
-    shm_GBps = nccl_GBps * SHM_BIDIRECTIONAL_SHARE
+    # each GPU sends and receives through host memory: its path keeps the bidirectional share each way
+    shm_GBps = one_gpu_GBps * SHM_BIDIRECTIONAL_SHARE
     assert GiB / est.fabric_time_s / 1e9 == pytest.approx(shm_GBps, rel=1e-6)
     assert _busbw_GBps(pred) == pytest.approx(min(shm_GBps, GEN3_X16_Bps / 2 / 1e9), rel=1e-6)
 
@@ -93,9 +98,9 @@ def test_alltoall_without_p2p_is_bounded_by_the_host_path(cpu_vendor, nccl_GBps)
     on, off = _predictor(p2p=True), _predictor(p2p=False, cpu_vendor=cpu_vendor)
     # each GPU sends S/2 to its peer: time S / (2 rate), algbw 2 x rate, busbw (n-1)/n x algbw = rate
     assert _busbw_GBps(on, "alltoall") == pytest.approx(GEN3_X16_Bps / 1e9, rel=1e-6)
-    # through the CPU each GPU gets the host path's budget (below the uplink's B/2): the same budget
-    # NCCL's ring search finds there (12 GB/s / (2 GPUs x 6/5) on Intel, / 2 on AMD), both ways at once
-    assert _busbw_GBps(off, "alltoall") == pytest.approx(nccl_GBps * SHM_BIDIRECTIONAL_SHARE, rel=1e-6)
+    # through the CPU each GPU gets its path's budget (12 GB/s / (6/5) on Intel, 12 on AMD: twice NCCL's
+    # ring budget for the switch's 2 GPUs), both ways at once, below the uplink's B/2
+    assert _busbw_GBps(off, "alltoall") == pytest.approx(2 * nccl_GBps * SHM_BIDIRECTIONAL_SHARE, rel=1e-6)
     assert off.estimate("alltoall", GiB).fabric_time_s > _predictor(p2p=False).fabric_time_s("alltoall", GiB, "direct",
                                                                                              "Simple", 1) * 0.99
 
@@ -110,18 +115,32 @@ def test_nccl_p2p_disable_changes_the_prediction_on_a_pcie_server():
 
 def test_shm_bidirectional_share_is_the_published_ratio():
     # NVIDIA/nccl#384: 2 GPUs over SHM on PCIe Gen3 x16, all_reduce 3.9 GB/s (both ways) vs broadcast 10.31 GB/s
-    assert SHM_BIDIRECTIONAL_SHARE == pytest.approx(2 * 3.9 / 10.31)
-    assert 0.5 < SHM_BIDIRECTIONAL_SHARE < 1.0  # both ways together move more than one way alone, never twice
+    assert SHM_BIDIRECTIONAL_SHARE == pytest.approx(3.9 / 10.31)
+    assert 0.25 < SHM_BIDIRECTIONAL_SHARE < 0.5  # both ways together move less than one way alone
 
 
 def test_two_rank_broadcast_flows_one_way_and_keeps_the_whole_budget():
     pred = _predictor(p2p=False)
     one_way = pred._shm_time_s("broadcast", GiB, "ring")
     both_ways = pred._shm_time_s("all_gather", 2 * GiB, "ring")  # 2 ranks: each GPU sends and receives S/2 = 1 GiB
-    assert GiB / one_way / 1e9 == pytest.approx(5.0, rel=1e-9)
+    assert GiB / one_way / 1e9 == pytest.approx(10.0, rel=1e-9)  # one GPU's Gen3 path through an Intel CPU
+    assert GiB / one_way / 1e9 == pytest.approx(10.31, rel=0.05)  # NVIDIA/nccl#384's broadcast, one way
     assert both_ways == pytest.approx(one_way / SHM_BIDIRECTIONAL_SHARE, rel=1e-9)
     assert pred._shm_time_s("all_reduce", GiB, "tree") == 0.0  # only ring and the p2p path are charged here
     assert _predictor(p2p=True)._shm_time_s("all_reduce", GiB, "ring") == 0.0
+
+
+def test_shm_carries_the_protocols_flags_through_host_memory():
+    # SHM's LL and LL128 buffers are in host memory like Simple's (src/transport/shm.cc v2.27.3-1), so each
+    # byte of payload costs the protocol's line: LL 16 bytes per 8, LL128 128 per 120 (NCCL device.h).
+    # Published: on the L40S RoCE table (tests/nccltests/data/reference/l40s-roce-2node-4gpu-all_reduce-ring.log,
+    # schmaustech/nvidia-tools-image README, GPUs through host memory) LL's plateau (4.45-4.70 GB/s busbw,
+    # 256 KiB-1 MiB) is 0.46-0.49 of Simple's (9.6 GB/s): half, as the lines say.
+    pred = _predictor(p2p=False)
+    simple = pred._shm_time_s("all_reduce", GiB, "ring")
+    assert pred._shm_time_s("all_reduce", GiB, "ring", "LL") == pytest.approx(2 * simple, rel=1e-12)
+    assert pred._shm_time_s("all_reduce", GiB, "ring", "LL128") == pytest.approx(simple * 128 / 120, rel=1e-12)
+    assert 0.46 <= simple / pred._shm_time_s("all_reduce", GiB, "ring", "LL") <= 0.5 + 1e-12
 
 
 @pytest.mark.parametrize(("collective", "measured_GBps"), [("all_reduce", 4.00), ("alltoall", 4.60)])

@@ -94,13 +94,17 @@ def nvls_window_bytes(nvls_channels: int) -> int:
     (True, 24)
     """
     return NVLS_WINDOW_BYTES * nvls_channels // 16
-#: The share of its one-way rate that NCCL's SHM path (GPU -> host memory -> GPU) keeps when the node's
-#: GPUs send and receive through host memory at once. NVIDIA/nccl issue #384 (NCCL 2.4.8, 2 GPUs, PCIe
-#: Gen3 x16, NCCL_P2P_DISABLE=1, one channel): all_reduce 3.9 GB/s busbw, each GPU sending and receiving,
-#: against broadcast 10.31 GB/s, one way only; "some components (in particular some CPUs) do not handle
-#: bidirectional traffic well" (the maintainer's answer there). Both directions together move
-#: 2 x 3.9 GB/s where one direction alone moves 10.31 GB/s.
-SHM_BIDIRECTIONAL_SHARE = 2 * 3.9 / 10.31
+
+
+#: The share of its one-way rate that one GPU's path through host memory (GPU -> host memory -> GPU) keeps
+#: in each direction when the GPU sends and receives through host memory at once. NVIDIA/nccl issue #384
+#: (NCCL 2.4.8, 2 GPUs, PCIe Gen3 x16, NCCL_P2P_DISABLE=1, one channel): broadcast, one way only, 10.31 GB/s
+#: (NCCL's one-GPU path budget on Gen3 through an Intel CPU is 12 / (6/5) = 10 GB/s); all_reduce, each GPU
+#: sending and receiving, 3.9 GB/s busbw, i.e. 3.9 GB/s each way per GPU; "some components (in particular
+#: some CPUs) do not handle bidirectional traffic well" (the maintainer's answer there). The issue does not
+#: say whether its GPUs shared a PCIe switch, so the share is read per GPU; a shared uplink is the fabric's
+#: (its links at line rate).
+SHM_BIDIRECTIONAL_SHARE = 3.9 / 10.31
 
 
 #: The host's time to issue one collective on one more GPU from the same thread (NCCL's enqueue and the
@@ -384,16 +388,20 @@ class CollectivePredictor:
         GPUDirect-TCPX/TCPXO land the payload in GPU memory and are not staged."""
         return self.transport.name == "tcp" or (self.transport.rdma and not self.gdr)
 
-    def _shm_time_s(self, collective: str, n_bytes: int, algorithm: str = "direct") -> float:
+    def _shm_time_s(self, collective: str, n_bytes: int, algorithm: str = "direct", protocol: str = "Simple") -> float:
         """The time a node's GPUs without P2P take to move their bytes to each other through host memory
-        (SHM). Each GPU's bytes to a local peer go up its PCIe switch into the CPU and down again, the path
-        of NCCL's ring graph through the CPU, whose budget (PCI bandwidth over the switch's GPUs, with
-        Intel's 6/5 overhead: :func:`host_path_ring_graph`) bounds every GPU's bytes per second; the
-        fabric charges the links at their line rate only. Traffic both ways through host memory keeps
-        ``SHM_BIDIRECTIONAL_SHARE`` of that (NVIDIA/nccl#384): every p2p call and ring collective here
-        but a two-rank Broadcast or Reduce, whose bytes flow one way. A ring's SHM hop carries what every
-        hop carries, the bus bytes (nccl-tests' busbw factor x size). 0 when the GPUs use P2P, or for
-        algorithms other than ring and the p2p path."""
+        (SHM). Each GPU's bytes to a local peer go up its PCIe link into the CPU and down again: one GPU's
+        path through the CPU, whose budget in NCCL's search (its PCI bandwidth with Intel's 6/5 overhead,
+        and the socket link when the path crosses sockets: :func:`host_path_ring_graph` for one GPU)
+        bounds every GPU's bytes per second one way; the fabric charges the links, a PCIe switch's shared
+        uplink among them, at their line rate. A GPU that sends and receives through host memory at once
+        keeps ``SHM_BIDIRECTIONAL_SHARE`` of that each way (NVIDIA/nccl#384): every p2p call and ring
+        collective here but a two-rank Broadcast or Reduce, whose bytes flow one way. A ring's SHM hop carries what every
+        hop carries, the bus bytes (nccl-tests' busbw factor x size), in the protocol's lines: SHM's LL and
+        LL128 buffers sit in host memory like Simple's (``shmRecvSetup`` sizes one buffer per protocol,
+        src/transport/shm.cc v2.27.3-1), so their flags cross the PCIe links with the data (LL 8 of 16 bytes,
+        LL128 120 of 128: :data:`PROTOCOL_PAYLOAD`), as the fabric's links already count them. 0 when the GPUs
+        use P2P, or for algorithms other than ring and the p2p path."""
         comm = self.comm
         if self.p2p or comm.ppn < 2 or n_bytes <= 0:
             return 0.0
@@ -407,8 +415,9 @@ class CollectivePredictor:
             return 0.0
         one_way = collective in ("broadcast", "reduce") and comm.n_ranks == 2
         share = 1.0 if one_way else SHM_BIDIRECTIONAL_SHARE
-        host = self._host_path_graph(gpu_sm(comm.topo.spec.server.gpu_model))
-        return local_bytes / (host.n_channels * host.bw_intra_GBps * 1e9 * share)
+        host = self._host_path_graph(gpu_sm(comm.topo.spec.server.gpu_model), one_gpu=True)
+        wire_bytes = local_bytes / PROTOCOL_PAYLOAD[protocol]
+        return wire_bytes / (host.n_channels * host.bw_intra_GBps * 1e9 * share)
 
     def _first_node_gpu_switches(self) -> np.ndarray:
         """The PCIe switch above each GPU of this communicator's first node (its PCIe uplink's end)."""
@@ -428,15 +437,15 @@ class CollectivePredictor:
         return host_staged_net_ring_graph(pci_bw_GBps(pcie_generation(server.pcie_bandwidth)), max(len(switches), 1),
                                           sm, intel_cpu=server.cpu_vendor == "intel", release=self.env.release)
 
-    def _host_path_graph(self, sm: int) -> Graph:
+    def _host_path_graph(self, sm: int, one_gpu: bool = False) -> Graph:
         """NCCL's ring graph through the CPU (:func:`host_path_ring_graph`) for the GPUs of this
         communicator's first node: PCI bandwidth from the server's PCIe generation, ``k`` = most of
-        them behind one PCIe switch, and NCCL's socket link (:func:`inter_cpu_bw_GBps`) when the
-        ring crosses sockets (:meth:`_crosses_sockets`)."""
+        them behind one PCIe switch (1 with ``one_gpu``: one GPU's path alone), and NCCL's socket link
+        (:func:`inter_cpu_bw_GBps`) when the ring crosses sockets (:meth:`_crosses_sockets`)."""
         server = self.comm.topo.spec.server
-        per_switch = np.unique(self._first_node_gpu_switches(), return_counts=True)[1]
+        per_switch = [1] if one_gpu else np.unique(self._first_node_gpu_switches(), return_counts=True)[1]
         inter_cpu = inter_cpu_bw_GBps(server.cpu_vendor, server.cpu_generation, self.env.release)
-        return host_path_ring_graph(pci_bw_GBps(pcie_generation(server.pcie_bandwidth)), int(per_switch.max(initial=1)),
+        return host_path_ring_graph(pci_bw_GBps(pcie_generation(server.pcie_bandwidth)), int(max(per_switch, default=1)),
                                     sm, intel_cpu=server.cpu_vendor == "intel", release=self.env.release,
                                     inter_cpu_GBps=inter_cpu if self._crosses_sockets() else None)
 
@@ -620,7 +629,7 @@ class CollectivePredictor:
         if algorithm in FLOW_ALGORITHMS and comm.n_ranks > 1 and n_bytes > 0:
             # the SHM path through host memory is part of the hardware the bytes cross, as for p2p calls
             fabric_s = max(self.fabric_time_s(collective, n_bytes, FLOW_ALGORITHMS[algorithm], protocol, channels),
-                           self._shm_time_s(collective, n_bytes, algorithm))
+                           self._shm_time_s(collective, n_bytes, algorithm, protocol))
         # small calls run on fewer channels, so each step carries more
         size_channels = channels_for_size(algorithm, protocol, n_bytes, channels, comm.n_ranks)
         chunk = chunk_bytes(collective, algorithm, protocol, n_bytes, n_channels=size_channels, n_ranks=comm.n_ranks,
@@ -814,7 +823,7 @@ class CollectivePredictor:
         fabric_s, nic_messages, chunk = 0.0, 0.0, 0
         if n_bytes > 0 and comm.n_ranks > 1:
             fabric_s = max(self.fabric_time_s(collective, n_bytes, algorithm, protocol, 1),
-                           self._shm_time_s(collective, n_bytes))
+                           self._shm_time_s(collective, n_bytes, protocol=protocol))
             chunk = p2p_chunk_bytes(per_peer, over_network=comm.n_nodes > 1)
             if comm.n_nodes > 1:
                 nic_messages = self.nic_bytes_per_byte(collective, algorithm, protocol, 1) * n_bytes / chunk
