@@ -450,6 +450,35 @@ class Row:
     timestamp: str | None = None
     extra: tuple[tuple[str, str], ...] = ()
 
+    @property
+    def _steady_in_place(self) -> bool:
+        # NaN and 0.00 (below the printed resolution) in-place times compare False: out-of-place stays
+        return 0 < self.ip_time_us < self.oop_time_us
+
+    @property
+    def steady_time_us(self) -> float:
+        """The faster of the row's two timings of the same operation (out-of-place, in-place): what a
+        warmed-up call costs, which is what gpuwait predicts.
+
+        Each column is the average of ``iters`` calls after one untimed call (``BenchTime``, src/common.cu,
+        NVIDIA/nccl-tests); until nccl-tests commit f2015cb (2025-08-25, "Modified warmup to run for more
+        message sizes") only the smallest and largest sizes were warmed up, and published tables carry
+        one-off costs in one column of a row: the first NVLSTree size of an 8-node H100 table (NVIDIA/
+        nccl-tests#309) takes 1272 us out-of-place and 321 us in-place right after; a GH200 table's 512 KiB
+        takes 170 us out-of-place and 350 us in-place. A one-off cost only adds time, so the faster average
+        is the one it inflated less. Out-of-place when the in-place time is missing or printed as 0.
+
+        >>> row = Row(8388608, 2097152, "float", "sum", -1, 1272.4, 6.59, 12.98, 0, 321.4, 26.1, 51.4, 0)
+        >>> row.steady_time_us, row.steady_busbw_GBps
+        (321.4, 51.4)
+        """
+        return self.ip_time_us if self._steady_in_place else self.oop_time_us
+
+    @property
+    def steady_busbw_GBps(self) -> float:
+        """The busbw of :attr:`steady_time_us`'s column."""
+        return self.ip_busbw_GBps if self._steady_in_place else self.oop_busbw_GBps
+
 
 def make_row(collective: str, size_bytes: int, dtype: str, n_ranks: int, *, oop_time_s: float, ip_time_s: float,
              redop: str | None = None, root: int | None = None, wrong: int | None = 0,
