@@ -766,7 +766,8 @@ def _route_network(topo: Topology, spec: RoutingSpec, router: Router, transport:
                    d_ep: np.ndarray, qp: np.ndarray, name_row, multiplicity: np.ndarray | None = None,
                    demand_Bps: np.ndarray | None = None) -> tuple:
     """Route QP rows between network endpoints: ((row, link, weight) triplets, UDP/TCP source ports,
-    and None or the shared middle parts of row classes: ((class, link, weight) triplets, class of each row)).
+    and None or the shared middle parts of row classes: ((class, link, weight) triplets or a CSR matrix, class
+    of each row, side parts)).
     ``multiplicity``/``demand_Bps`` per row: see :func:`route_flows`."""
     tuples, sport = _five_tuples(topo, transport, s_ep, d_ep, qp, spec.seed)
     weight = np.ones(len(s_ep)) if multiplicity is None else multiplicity
@@ -815,7 +816,7 @@ def _stages_min_classes(topo: Topology) -> int:
 
 def _route_classes(topo: Topology, spec: RoutingSpec, router: Router, s_ep: np.ndarray, d_ep: np.ndarray,
                    per_row: dict, classes: _LeafPairClasses, name_row) -> tuple:
-    """(own triplets, (shared triplets, class of each row, side parts: (class of each row, weights, whether
+    """(own triplets, (shared triplets or matrix, class of each row, side parts: (class of each row, weights, whether
     it follows the row's class) each)) of leaf-pair classes: by stages
     (:mod:`gpuwait.routing.stages`) where they compose exactly, else one walk per class."""
     if _LEAF_PAIR_STAGES and len(classes.rep) >= _stages_min_classes(topo):
@@ -1106,10 +1107,10 @@ def route_flows(topo: Topology, spec: RoutingSpec, src, dst, *, transport: str =
                                                                         qp[remote], name_row, weight, demand)
         pieces.append((remote[r_rows], r_links, r_w))
         if shared is not None:
-            (c_rows, c_links, c_w), of_row, sides = shared
+            middle, of_row, sides = shared
             row_class = np.full(R, -1, np.int64)
             row_class[remote] = of_row
-            return _assemble(topo, flow_index, qp, pieces, sport, (row_class, c_rows, c_links, c_w),
+            return _assemble(topo, flow_index, qp, pieces, sport, (row_class, middle),
                              tuple((_on_rows(R, remote, side_of), weights) for side_of, weights, _ in sides),
                              tuple(i for i, (_, _, follows_class) in enumerate(sides) if follows_class))
     return _assemble(topo, flow_index, qp, pieces, sport)
@@ -1125,9 +1126,9 @@ def _on_rows(n_rows: int, rows: np.ndarray, class_of: np.ndarray) -> np.ndarray:
 def _assemble(topo: Topology, flow_index: np.ndarray, qp: np.ndarray, pieces: list, sport: np.ndarray,
               shared: tuple | None = None, sides: tuple = (), class_sides: tuple[int, ...] = ()) -> Routes:
     """Routes from (row, link, weight) pieces, ``shared``: None or (class of each row, and the
-    (class, link, weight) triplets of the classes' middle parts), and ``sides``: more shared parts
-    ((class of each row, (classes, links) weights) each, :attr:`Routes.side_classes`), of which
-    ``class_sides`` follow the row's class (:attr:`Routes.class_sides`)."""
+    classes' middle parts as (class, link, weight) triplets or a (classes, links) CSR matrix), and
+    ``sides``: more shared parts ((class of each row, (classes, links) weights) each,
+    :attr:`Routes.side_classes`), of which ``class_sides`` follow the row's class (:attr:`Routes.class_sides`)."""
     rows, links, weights = ((np.concatenate(x) for x in zip(*pieces, strict=True)) if pieces
                             else (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)))
     matrix = sp.csr_matrix((weights, (rows, links)), shape=(len(flow_index), topo.n_links))
@@ -1136,9 +1137,13 @@ def _assemble(topo: Topology, flow_index: np.ndarray, qp: np.ndarray, pieces: li
     latency = np.asarray(matrix @ topo.link_latency_s).ravel()
     row_class = class_weights = None
     if shared is not None:
-        row_class, c_rows, c_links, c_w = shared
+        row_class, middle = shared
         n_classes = int(row_class.max(initial=-1)) + 1
-        class_weights = sp.csr_matrix((c_w, (c_rows, c_links)), shape=(n_classes, topo.n_links))
+        # the stages give a matrix (8.9 M entries at 16,384 GPUs: no triplets to convert); the walk triplets
+        class_weights = middle if sp.issparse(middle) else sp.csr_matrix((middle[2], (middle[0], middle[1])),
+                                                                           shape=(n_classes, topo.n_links))
+        if class_weights.shape != (n_classes, topo.n_links):
+            raise ValueError(f"middle parts of shape {class_weights.shape}; expected {(n_classes, topo.n_links)}")
         class_weights.sum_duplicates()
         class_weights.sort_indices()
         has = row_class >= 0
