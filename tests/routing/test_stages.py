@@ -154,3 +154,17 @@ def test_distinct_pairs_give_the_routes_of_every_pair_bit_for_bit(kind, fabric, 
         assert np.array_equal(a.data, b.data)
     assert np.array_equal(shared.path_latency_s, each.path_latency_s)
     assert np.array_equal(shared.row_class, each.row_class)
+
+
+@pytest.mark.parametrize("collide", [False, True])
+def test_row_ids_number_equal_rows_alike(collide, monkeypatch):
+    """The next-hop signatures' row ids: equal ids exactly where the rows are equal, as np.unique's inverse,
+    also where two different rows hash alike (every multiplier 0: every row one hash)."""
+    if collide:
+        monkeypatch.setattr(stages, "_ROW_HASH", np.zeros(4096, np.uint64))
+    rng = np.random.default_rng(7)
+    table = rng.integers(-1, 3, (400, 5))
+    table[200:] = table[rng.integers(0, 200, 200)]  # repeated rows
+    ids = stages._row_ids(table)
+    reference = np.unique(table, axis=0, return_inverse=True)[1].ravel()
+    assert np.array_equal(ids[:, None] == ids[None, :], reference[:, None] == reference[None, :])
