@@ -70,11 +70,12 @@ def _concat(parts: list, n: int) -> tuple[np.ndarray, ...]:
 
 
 def _walk(topo: Topology, spec: RoutingSpec, router: Router, start: np.ndarray, target: np.ndarray, per_row: dict,
-          name_row, stop) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
-    """((row, link, weight) triplets, stopped (row, node, fraction) states) of a walk."""
+          name_row, stop, memo: dict | None = None) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
+    """((row, link, weight) triplets, stopped (row, node, fraction) states) of a walk (``memo``: kept
+    between the rounds of the same walk, see :func:`gpuwait.routing.paths._walk_fabric`)."""
     stopped: list = []
     hook = None if stop is None else (stop, stopped)
-    triplets = _concat(list(_walk_chunks(topo, spec, router, start, target, per_row, name_row, hook)), 3)
+    triplets = _concat(list(_walk_chunks(topo, spec, router, start, target, per_row, name_row, hook, memo)), 3)
     return triplets, _concat(stopped, 3)
 
 
@@ -364,10 +365,11 @@ def route_leaf_pairs_staged(topo: Topology, spec: RoutingSpec, router: Router, s
     up_class_rep = np.zeros(n_up, np.int64)
     up_class_rep[plan.up_of_class] = np.arange(n_classes)
     stops_cache: dict = {}
+    walk_memo: dict = {}  # the shared stage's structure, the same every round
     for round_ in range(router.rounds):
         last_round = round_ == router.rounds - 1
         (rows, links, w), (st_row, st_node, st_frac) = _walk(topo, spec, router, s_ep[g_rep], d_ep[g_rep], g_rows,
-                                                            name_group, shared_stop)
+                                                            name_group, shared_stop, walk_memo)
         first = topo.link_src[links] == s_ep[g_rep][rows]
         last = topo.link_dst[links] == d_ep[g_rep][rows]
         first_w, last_w1 = np.zeros(n_groups), np.zeros(n_groups)
