@@ -586,6 +586,11 @@ def _step(topo: Topology, keys: _Keys, target: np.ndarray, row: np.ndarray, node
     return _Step(here, live, row, node, _candidates(topo, keys, target, row, node, hops_done), [])
 
 
+def _same_branches(a: np.ndarray | None, b: np.ndarray | None) -> bool:
+    """Whether two rounds kept the same branches (a mask each, None: every branch)."""
+    return (a is None and b is None) or (a is not None and b is not None and np.array_equal(a, b))
+
+
 def _walk_fabric(topo: Topology, spec: RoutingSpec, router: Router, start: np.ndarray, target: np.ndarray,
                  per_row: dict, stop=None, memo: dict | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Walk rows from their source NIC/endpoint to the target endpoint, letting ``router`` choose
@@ -617,7 +622,7 @@ def _walk_fabric(topo: Topology, spec: RoutingSpec, router: Router, start: np.nd
         step = steps[hops_done]
         if step.here is not None:
             stop[1].append((row[step.here], node[step.here], frac[step.here]))
-        if step.row is None:
+        if step.row is None or step.node is None:
             break
         if step.live is not None:
             frac, stride = frac[step.live], stride[step.live]
@@ -645,7 +650,7 @@ def _walk_fabric(topo: Topology, spec: RoutingSpec, router: Router, start: np.nd
         w_out.append(weight)
         # merge branches that reach the same node
         kept = None if kept_all else keep
-        if reuse and step.merge and (kept is None if step.merge[0] is None else np.array_equal(step.merge[0], kept)):
+        if reuse and step.merge and _same_branches(step.merge[0], kept):
             uniq, inv = step.merge[1], step.merge[2]
         else:
             uniq, inv = _unique_pairs(rows, nxt, topo.n_nodes)
