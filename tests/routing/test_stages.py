@@ -15,11 +15,13 @@ import dataclasses
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 import gpuwait.routing.paths as paths
+import gpuwait.routing.stages as stages
 from gpuwait.routing import route_flows
 from gpuwait.routing.routers import Hop, get_router
-from gpuwait.routing.stages import NotStaged, _linear
+from gpuwait.routing.stages import NotStaged, _column_sums, _linear
 from gpuwait.spec import RoutingSpec
 from gpuwait.topology import build_preset
 from tests.routing.patterns import all_to_all, permutation, ring, three_tier
@@ -99,3 +101,70 @@ def test_a_load_dependent_split_after_the_shared_stage_is_refused():
     with pytest.raises(NotStaged):
         adaptive.choose(hop)
     assert _linear(get_router("spray")) is get_router("spray")
+
+
+def _column_sums_reference(f1, of_up, up_demand):
+    return f1[of_up].T @ up_demand  # every (group, destination class) pair's row built, summed by scipy
+
+
+@pytest.mark.parametrize("shared_columns", [False, True])
+def test_column_sums_equal_scipy_bit_for_bit(shared_columns):
+    """The stage-2 load from the distinct pairs' rows equals scipy's sum over every pair's row, bit for
+    bit: demands of many magnitudes, so another order of summation would show in the last bits."""
+    rng = np.random.default_rng(5)
+    n_rows, n_cols = 6, 40
+    rows, cols = [], []
+    for r in range(n_rows):
+        own = rng.choice(n_cols, 12, replace=False) if shared_columns else np.arange(r * 6, r * 6 + 6)
+        rows.append(np.full(len(own), r))
+        cols.append(np.sort(own))
+    rows, cols = np.concatenate(rows), np.concatenate(cols)
+    values = rng.choice([1 / 3, 1 / 7, 0.1], len(rows))  # repeated values, as a fabric's even splits
+    f1 = sp.csr_matrix((values, (rows, cols)), shape=(n_rows, n_cols))
+    of_up = rng.integers(0, n_rows, 500)
+    up_demand = rng.lognormal(20.0, 3.0, len(of_up))
+    got = _column_sums(f1, of_up, up_demand)
+    assert np.array_equal(got, _column_sums_reference(f1, of_up, up_demand))
+    assert _column_sums(sp.csr_matrix((1, 0)), np.zeros(3, np.int64), np.ones(3)).shape == (0,)
+
+
+@pytest.mark.parametrize("kind", ["spray", "adaptive"])
+@pytest.mark.parametrize("fabric", ["clos-3tier", "clos-3tier-degraded"])
+def test_distinct_pairs_give_the_routes_of_every_pair_bit_for_bit(kind, fabric, monkeypatch):
+    """Stage 2 on from one row per distinct (stopped states, destination class) gives what every
+    (group, destination class) pair's own row gave (the stages before the sharing): the same routes
+    bit for bit, with the adaptive rounds' loads and a degraded link that makes the splits uneven."""
+    topo = _three_tier()
+    if fabric.endswith("degraded"):
+        topo = _degraded(topo)
+    src, dst = _all_to_all(topo)
+    shared = _routes(topo, kind, src, dst, True)
+
+    def every_pair(stops, plan):
+        n_up = len(plan.group_of_up)
+        return stages._Distinct(np.arange(n_up), np.arange(n_up))
+
+    seen = []
+    monkeypatch.setattr(stages, "_distinct_ups", lambda stops, plan: seen.append(1) or every_pair(stops, plan))
+    monkeypatch.setattr(stages, "_column_sums", _column_sums_reference)
+    each = _routes(topo, kind, src, dst, True)
+    assert seen  # the stages ran
+    for a, b in ((shared.link_weights, each.link_weights), (shared.class_weights, each.class_weights)):
+        assert a.shape == b.shape and np.array_equal(a.indptr, b.indptr) and np.array_equal(a.indices, b.indices)
+        assert np.array_equal(a.data, b.data)
+    assert np.array_equal(shared.path_latency_s, each.path_latency_s)
+    assert np.array_equal(shared.row_class, each.row_class)
+
+
+@pytest.mark.parametrize("collide", [False, True])
+def test_row_ids_number_equal_rows_alike(collide, monkeypatch):
+    """The next-hop signatures' row ids: equal ids exactly where the rows are equal, as np.unique's inverse,
+    also where two different rows hash alike (every multiplier 0: every row one hash)."""
+    if collide:
+        monkeypatch.setattr(stages, "_ROW_HASH", np.zeros(4096, np.uint64))
+    rng = np.random.default_rng(7)
+    table = rng.integers(-1, 3, (400, 5))
+    table[200:] = table[rng.integers(0, 200, 200)]  # repeated rows
+    ids = stages._row_ids(table)
+    reference = np.unique(table, axis=0, return_inverse=True)[1].ravel()
+    assert np.array_equal(ids[:, None] == ids[None, :], reference[:, None] == reference[None, :])

@@ -74,3 +74,37 @@ def test_adaptive_split_without_background_is_by_capacity() -> None:
     offsets = np.arange(len(owner)) - np.repeat(np.cumsum(hop.count) - hop.count, hop.count)
     cap = hop.topo.link_capacity_Bps[hop.links[hop.first[owner] + offsets]]
     assert np.allclose(split, cap / np.bincount(owner, weights=cap)[owner], rtol=1e-12)
+
+
+def test_walk_memo_gives_the_walk_of_each_round() -> None:
+    """A splitting router's rounds keep the walk's structure (``_walk_fabric(memo=...)``): each round must
+    give exactly what a fresh walk gives with that round's load, also where the load makes the adaptive
+    router drop a branch (a link loaded far past the others: no traffic on it) and where the next
+    round keeps it again (the kept structure is refused and rebuilt)."""
+    from gpuwait.routing import paths
+    from gpuwait.spec import RoutingSpec
+    from tests.routing.patterns import all_to_all, three_tier
+
+    topo = three_tier()
+    src, dst = all_to_all(topo)
+    qp = np.zeros(len(src), np.int64)
+    start, target = paths._network_endpoint(topo, src, dst, qp), paths._network_endpoint(topo, dst, src, qp)
+    off = topo.node_server[src] != topo.node_server[dst]
+    start, target = start[off][:300], target[off][:300]
+    n = len(start)
+    fabric_up = np.flatnonzero(topo.fabric_links & (topo.node_tier[topo.link_dst] > topo.node_tier[topo.link_src]))
+    even = np.full(topo.n_links, 1e9)
+    full = even.copy()
+    full[fabric_up[::7]] = 1e15  # far past what the demand fills: those branches get nothing
+    memo: dict = {}
+    router = paths.get_router("adaptive")
+    for background in (None, even, full, full, even, None):
+        per_row = dict(key_bytes=np.zeros((n, 0), np.uint8), qp=np.zeros(n, np.int64),
+                       dest_index=np.zeros(n, np.int64), demand_Bps=np.full(n, 50e9), background_Bps=background)
+        spec = RoutingSpec(kind="adaptive")
+        kept = paths._walk_fabric(topo, spec, router, start, target, per_row, memo=memo)
+        fresh = paths._walk_fabric(topo, spec, router, start, target, per_row)
+        for a, b in zip(kept, fresh, strict=True):
+            assert np.array_equal(a, b)
+        if background is full:
+            assert not np.isin(fabric_up[::7], kept[1]).any()  # the branches were dropped

@@ -557,29 +557,77 @@ def _candidates(topo: Topology, keys: _Keys, target: np.ndarray, row: np.ndarray
                 link_set=np.r_[link_set, own_sets], set_node=np.r_[set_node, node[last]], state_set=state_set)
 
 
+@dataclass(frozen=True, eq=False)
+class _Step:
+    """A hop's structure, the same in every round of a splitting router's walk of the same rows:
+    which states stop, which walk on (their rows and nodes) and their candidates; ``merge`` is filled
+    after the router's choice: (the branches kept, their merge's unique (row, node) pairs and inverse)."""
+
+    here: np.ndarray | None  # states that stop here (``stop``), None without a stop
+    live: np.ndarray | None  # states that walk on, None for all (no copies); unused where ``row`` is None
+    row: np.ndarray | None  # the walking states' rows, None where none walks on
+    node: np.ndarray | None
+    candidates: dict
+    merge: list
+
+
+def _step(topo: Topology, keys: _Keys, target: np.ndarray, row: np.ndarray, node: np.ndarray, hops_done: int,
+          stop) -> _Step:
+    live = node != target[row]
+    here = None
+    if stop is not None:
+        here = live & stop[0](keys, row, node, hops_done)
+        live &= ~here
+    if not live.any():
+        return _Step(here, None, None, None, {}, [])
+    if live.all():  # a row reaches its target at the last hop only: skip the copies before that
+        return _Step(here, None, row, node, _candidates(topo, keys, target, row, node, hops_done), [])
+    row, node = row[live], node[live]
+    return _Step(here, live, row, node, _candidates(topo, keys, target, row, node, hops_done), [])
+
+
+def _same_branches(a: np.ndarray | None, b: np.ndarray | None) -> bool:
+    """Whether two rounds kept the same branches (a mask each, None: every branch)."""
+    return (a is None and b is None) or (a is not None and b is not None and np.array_equal(a, b))
+
+
 def _walk_fabric(topo: Topology, spec: RoutingSpec, router: Router, start: np.ndarray, target: np.ndarray,
-                 per_row: dict, stop=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                 per_row: dict, stop=None, memo: dict | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Walk rows from their source NIC/endpoint to the target endpoint, letting ``router`` choose
     at every hop. ``per_row`` holds the :class:`Hop` fields given per route row. Returns
     (row, link, weight) triplets. ``stop``: None, or ``(keys, row, node) -> mask, stopped list``:
-    states the mask marks leave the walk where they are, appended to the list as (row, node, fraction)."""
-    keys = _Keys.build(topo, start, target)
+    states the mask marks leave the walk where they are, appended to the list as (row, node, fraction).
+    ``memo``: None, or a dict a splitting router's rounds over the same rows (and ``stop``) keep: each
+    hop's structure (:class:`_Step`) is the same every round but where the router drops a branch (a
+    full link), so a round reuses the steps while the branches kept are those of the round before and
+    walks only the fractions (16,384-GPU all-to-all: 3 of 4 adaptive rounds)."""
+    if router.single_path:
+        memo = None  # one round, and single paths keep no merges
+    reuse = memo is not None and "start" in memo and np.array_equal(memo["start"], start) \
+        and np.array_equal(memo["target"], target)
+    if memo is not None and not reuse:
+        memo.clear()
+        memo.update(start=start.copy(), target=target.copy(), keys=_Keys.build(topo, start, target), steps=[])
+    keys = _Keys.build(topo, start, target) if memo is None else memo["keys"]
+    steps: list[_Step] = [] if memo is None else memo["steps"]
     R = len(start)
     row, node, frac = np.arange(R), start.astype(np.int64), np.ones(R)
     stride = np.ones(R, np.int64)  # D-mod-k: product of earlier up-choices
     rows_out, links_out, w_out = [], [], []
     for hops_done in range(_MAX_HOPS):
-        live = node != target[row]
-        if stop is not None:
-            here = live & stop[0](keys, row, node, hops_done)
-            stop[1].append((row[here], node[here], frac[here]))
-            live &= ~here
-        if not live.any():
+        if not (reuse and hops_done < len(steps)):
+            reuse = False
+            del steps[hops_done:]
+            steps.append(_step(topo, keys, target, row, node, hops_done, stop))
+        step = steps[hops_done]
+        if step.here is not None:
+            stop[1].append((row[step.here], node[step.here], frac[step.here]))
+        if step.row is None or step.node is None:
             break
-        if not live.all():  # a row reaches its target at the last hop only: skip four copies before that
-            row, node, frac, stride = (a[live] for a in (row, node, frac, stride))
-        hop = Hop(topo, spec, row, node, frac, stride, **_candidates(topo, keys, target, row, node, hops_done),
-                  **per_row)
+        if step.live is not None:
+            frac, stride = frac[step.live], stride[step.live]
+        row, node = step.row, step.node
+        hop = Hop(topo, spec, row, node, frac, stride, **step.candidates, **per_row)
         chosen = router.choose(hop)
         rows, weight = row[chosen.owner], chosen.weight
         nxt = topo.link_dst[chosen.links]
@@ -594,13 +642,20 @@ def _walk_fabric(topo: Topology, spec: RoutingSpec, router: Router, start: np.nd
             continue
         links = chosen.links
         keep = weight > 0
-        if not keep.all():  # spraying never drops a branch; adaptive routing only where a link is full
+        kept_all = bool(keep.all())
+        if not kept_all:  # spraying never drops a branch; adaptive routing only where a link is full
             rows, links, weight, nxt = rows[keep], links[keep], weight[keep], nxt[keep]
         rows_out.append(rows)
         links_out.append(links)
         w_out.append(weight)
         # merge branches that reach the same node
-        uniq, inv = _unique_pairs(rows, nxt, topo.n_nodes)
+        kept = None if kept_all else keep
+        if reuse and step.merge and _same_branches(step.merge[0], kept):
+            uniq, inv = step.merge[1], step.merge[2]
+        else:
+            uniq, inv = _unique_pairs(rows, nxt, topo.n_nodes)
+            step.merge[:] = [kept, uniq, inv]
+            reuse = False  # the next hop's states may differ from the round before's
         frac = np.bincount(inv, weights=weight).astype(float)
         stride = np.ones(len(uniq), np.int64)  # strides only matter on single paths (static)
         row, node = uniq // topo.n_nodes, uniq % topo.n_nodes
@@ -723,13 +778,15 @@ def _check_flows(topo: Topology, src, dst) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _walk_chunks(topo: Topology, spec: RoutingSpec, router: Router, s_ep: np.ndarray, d_ep: np.ndarray,
-                 per_row: dict, name_row, stop=None) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+                 per_row: dict, name_row, stop=None, memo: dict | None = None
+                 ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Walk every row, in chunks for a splitting router: a split flow fans out over every
     equal-cost path (1,024 core paths per flow in a 3-tier fabric of radix 64), so such flows
     are walked a chunk at a time to bound the memory. Yields each chunk's (row, link, weight)
     triplets (a caller that only sums them never holds every chunk's at once).
     ``name_row(i, err)`` rewords an error of row i; ``stop``: see :func:`_walk_fabric` (its mask
-    function also gets the chunk's first row, to number rows over all chunks)."""
+    function also gets the chunk's first row, to number rows over all chunks); ``memo``: a dict the rounds of
+    one walk keep (a :func:`_walk_fabric` memo per chunk)."""
     chunk = len(s_ep) if router.single_path else _SPLIT_CHUNK_ROWS
     for lo in range(0, len(s_ep), chunk):
         sl = slice(lo, lo + chunk)
@@ -738,7 +795,8 @@ def _walk_chunks(topo: Topology, spec: RoutingSpec, router: Router, s_ep: np.nda
         chunk_stop = None if stop is None else (lambda keys, row, node, hops, lo=lo: stop[0](keys, row, node, hops, lo),
                                                stopped)
         try:
-            rows, links, w = _walk_fabric(topo, spec, router, s_ep[sl], d_ep[sl], chunk_rows, chunk_stop)
+            rows, links, w = _walk_fabric(topo, spec, router, s_ep[sl], d_ep[sl], chunk_rows, chunk_stop,
+                                          None if memo is None else memo.setdefault(lo, {}))
         except RoutingError as err:
             if not hasattr(err, "row"):
                 raise
@@ -749,9 +807,9 @@ def _walk_chunks(topo: Topology, spec: RoutingSpec, router: Router, s_ep: np.nda
 
 
 def _walk_all(topo: Topology, spec: RoutingSpec, router: Router, s_ep: np.ndarray, d_ep: np.ndarray,
-              per_row: dict, name_row) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+              per_row: dict, name_row, memo: dict | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every row's (row, link, weight) triplets (:func:`_walk_chunks`, joined)."""
-    parts = list(_walk_chunks(topo, spec, router, s_ep, d_ep, per_row, name_row))
+    parts = list(_walk_chunks(topo, spec, router, s_ep, d_ep, per_row, name_row, memo=memo))
     rows, links, w = (np.concatenate(x) for x in zip(*parts, strict=True))
     return rows, links, w
 
@@ -766,7 +824,8 @@ def _route_network(topo: Topology, spec: RoutingSpec, router: Router, transport:
                    d_ep: np.ndarray, qp: np.ndarray, name_row, multiplicity: np.ndarray | None = None,
                    demand_Bps: np.ndarray | None = None) -> tuple:
     """Route QP rows between network endpoints: ((row, link, weight) triplets, UDP/TCP source ports,
-    and None or the shared middle parts of row classes: ((class, link, weight) triplets, class of each row)).
+    and None or the shared middle parts of row classes: ((class, link, weight) triplets or a CSR matrix, class
+    of each row, side parts)).
     ``multiplicity``/``demand_Bps`` per row: see :func:`route_flows`."""
     tuples, sport = _five_tuples(topo, transport, s_ep, d_ep, qp, spec.seed)
     weight = np.ones(len(s_ep)) if multiplicity is None else multiplicity
@@ -782,8 +841,9 @@ def _route_network(topo: Topology, spec: RoutingSpec, router: Router, transport:
         if classes is not None:
             own, shared = _route_classes(topo, spec, router, s_ep, d_ep, per_row, classes, name_row)
             return own, sport, shared
+    memo: dict = {}  # the walk's structure, kept between the rounds
     for _ in range(router.rounds):
-        rows, links, w = _walk_all(topo, spec, router, s_ep, d_ep, per_row, name_row)
+        rows, links, w = _walk_all(topo, spec, router, s_ep, d_ep, per_row, name_row, memo)
         load = np.bincount(links, weights=w * (demand_Bps * weight)[rows], minlength=topo.n_links)
         # damped (Jacobi) rounds: every flow reacts to the others' last split, halfway, so they settle
         background = per_row["background_Bps"]
@@ -815,7 +875,7 @@ def _stages_min_classes(topo: Topology) -> int:
 
 def _route_classes(topo: Topology, spec: RoutingSpec, router: Router, s_ep: np.ndarray, d_ep: np.ndarray,
                    per_row: dict, classes: _LeafPairClasses, name_row) -> tuple:
-    """(own triplets, (shared triplets, class of each row, side parts: (class of each row, weights, whether
+    """(own triplets, (shared triplets or matrix, class of each row, side parts: (class of each row, weights, whether
     it follows the row's class) each)) of leaf-pair classes: by stages
     (:mod:`gpuwait.routing.stages`) where they compose exactly, else one walk per class."""
     if _LEAF_PAIR_STAGES and len(classes.rep) >= _stages_min_classes(topo):
@@ -929,9 +989,11 @@ def _route_leaf_pairs(topo: Topology, spec: RoutingSpec, router: Router, s_ep: n
     demand_Bps = per_row["demand_Bps"]
     class_demand_Bps = demand_Bps[rep] * classes.count
     s_rep, d_rep = s_ep[rep], d_ep[rep]
+    memo: dict = {}  # the walk's structure, kept between the rounds
     for round_ in range(router.rounds):
         sums = _RoundSums(topo, s_rep, d_rep, class_demand_Bps, keep=round_ == router.rounds - 1)
-        for part in _walk_chunks(topo, spec, router, s_rep, d_rep, rep_rows, lambda i, err: name_row(int(rep[i]), err)):
+        for part in _walk_chunks(topo, spec, router, s_rep, d_rep, rep_rows, lambda i, err: name_row(int(rep[i]), err),
+                                 memo=memo):
             sums.take(*part)
         first_w, last_w = sums.first_w, sums.last_w
         load = sums.middle_load
@@ -1106,10 +1168,10 @@ def route_flows(topo: Topology, spec: RoutingSpec, src, dst, *, transport: str =
                                                                         qp[remote], name_row, weight, demand)
         pieces.append((remote[r_rows], r_links, r_w))
         if shared is not None:
-            (c_rows, c_links, c_w), of_row, sides = shared
+            middle, of_row, sides = shared
             row_class = np.full(R, -1, np.int64)
             row_class[remote] = of_row
-            return _assemble(topo, flow_index, qp, pieces, sport, (row_class, c_rows, c_links, c_w),
+            return _assemble(topo, flow_index, qp, pieces, sport, (row_class, middle),
                              tuple((_on_rows(R, remote, side_of), weights) for side_of, weights, _ in sides),
                              tuple(i for i, (_, _, follows_class) in enumerate(sides) if follows_class))
     return _assemble(topo, flow_index, qp, pieces, sport)
@@ -1125,9 +1187,9 @@ def _on_rows(n_rows: int, rows: np.ndarray, class_of: np.ndarray) -> np.ndarray:
 def _assemble(topo: Topology, flow_index: np.ndarray, qp: np.ndarray, pieces: list, sport: np.ndarray,
               shared: tuple | None = None, sides: tuple = (), class_sides: tuple[int, ...] = ()) -> Routes:
     """Routes from (row, link, weight) pieces, ``shared``: None or (class of each row, and the
-    (class, link, weight) triplets of the classes' middle parts), and ``sides``: more shared parts
-    ((class of each row, (classes, links) weights) each, :attr:`Routes.side_classes`), of which
-    ``class_sides`` follow the row's class (:attr:`Routes.class_sides`)."""
+    classes' middle parts as (class, link, weight) triplets or a (classes, links) CSR matrix), and
+    ``sides``: more shared parts ((class of each row, (classes, links) weights) each,
+    :attr:`Routes.side_classes`), of which ``class_sides`` follow the row's class (:attr:`Routes.class_sides`)."""
     rows, links, weights = ((np.concatenate(x) for x in zip(*pieces, strict=True)) if pieces
                             else (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)))
     matrix = sp.csr_matrix((weights, (rows, links)), shape=(len(flow_index), topo.n_links))
@@ -1136,9 +1198,13 @@ def _assemble(topo: Topology, flow_index: np.ndarray, qp: np.ndarray, pieces: li
     latency = np.asarray(matrix @ topo.link_latency_s).ravel()
     row_class = class_weights = None
     if shared is not None:
-        row_class, c_rows, c_links, c_w = shared
+        row_class, middle = shared
         n_classes = int(row_class.max(initial=-1)) + 1
-        class_weights = sp.csr_matrix((c_w, (c_rows, c_links)), shape=(n_classes, topo.n_links))
+        # the stages give a matrix (8.9 M entries at 16,384 GPUs: no triplets to convert); the walk triplets
+        class_weights = middle if sp.issparse(middle) else sp.csr_matrix((middle[2], (middle[0], middle[1])),
+                                                                           shape=(n_classes, topo.n_links))
+        if class_weights.shape != (n_classes, topo.n_links):
+            raise ValueError(f"middle parts of shape {class_weights.shape}; expected {(n_classes, topo.n_links)}")
         class_weights.sum_duplicates()
         class_weights.sort_indices()
         has = row_class >= 0

@@ -70,11 +70,12 @@ def _concat(parts: list, n: int) -> tuple[np.ndarray, ...]:
 
 
 def _walk(topo: Topology, spec: RoutingSpec, router: Router, start: np.ndarray, target: np.ndarray, per_row: dict,
-          name_row, stop) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
-    """((row, link, weight) triplets, stopped (row, node, fraction) states) of a walk."""
+          name_row, stop, memo: dict | None = None) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
+    """((row, link, weight) triplets, stopped (row, node, fraction) states) of a walk (``memo``: kept
+    between the rounds of the same walk, see :func:`gpuwait.routing.paths._walk_fabric`)."""
     stopped: list = []
     hook = None if stop is None else (stop, stopped)
-    triplets = _concat(list(_walk_chunks(topo, spec, router, start, target, per_row, name_row, hook)), 3)
+    triplets = _concat(list(_walk_chunks(topo, spec, router, start, target, per_row, name_row, hook, memo)), 3)
     return triplets, _concat(stopped, 3)
 
 
@@ -189,8 +190,27 @@ def _signatures(dist: _Distances, class_rows: np.ndarray) -> np.ndarray:
     position = np.arange(len(owner)) - np.repeat(np.cumsum(count) - count, count)
     table[owner, 1 + position] = links
     sig = np.full(len(class_rows) * n_sw, -1, np.int64)
-    sig[np.flatnonzero(ok)] = np.unique(table, axis=0, return_inverse=True)[1].ravel()
+    sig[np.flatnonzero(ok)] = _row_ids(table)
     return sig.reshape(len(class_rows), n_sw)
+
+
+# odd 64-bit multipliers of a table's columns (fixed: a row's hash is the same in every run)
+_ROW_HASH = np.random.default_rng(0x5EED).integers(0, 1 << 63, 4096, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+
+
+def _row_ids(table: np.ndarray) -> np.ndarray:
+    """An id per row of an integer table, equal where the rows are equal (``np.unique(table, axis=0)``'s
+    inverse up to numbering): rows hashed to one integer, each checked against the first of its hash; a
+    sort of the rows as bytes (35,000 rows of 33 links at 16,384 GPUs) costs ten times more."""
+    width = table.shape[1]
+    if width > len(_ROW_HASH):
+        return np.unique(table, axis=0, return_inverse=True)[1].ravel()
+    hashed = (table.astype(np.uint64) * _ROW_HASH[:width]).sum(axis=1, dtype=np.uint64)  # modulo 2**64
+    _, first, ids = np.unique(hashed, return_index=True, return_inverse=True)
+    ids = ids.ravel()
+    if (table != table[first[ids]]).any():  # two rows of one hash: sort them as bytes
+        return np.unique(table, axis=0, return_inverse=True)[1].ravel()
+    return ids
 
 
 def _plan(topo: Topology, classes: _LeafPairClasses, s_rep: np.ndarray, d_rep: np.ndarray,
@@ -226,8 +246,8 @@ def _expand(matrix: sp.csr_matrix, rows: np.ndarray, cache: dict | None = None
     """(i, column, value, start of each i's run) of ``matrix[rows[i]]`` for every i, without building the
     stacked matrix. ``cache``: kept between calls; an adaptive round whose matrix has the structure of
     the round before (the same states stopped, 8.9 M entries at 16,384 GPUs) only gathers the values."""
-    if cache is not None and cache.get("rows") is rows and np.array_equal(cache["indptr"], matrix.indptr) \
-            and np.array_equal(cache["indices"], matrix.indices):
+    if cache is not None and "rows" in cache and np.array_equal(cache["rows"], rows) \
+            and np.array_equal(cache["indptr"], matrix.indptr) and np.array_equal(cache["indices"], matrix.indices):
         return cache["owner"], cache["column"], matrix.data[cache["position"]], cache["indptr_out"]
     counts = np.diff(matrix.indptr)[rows]
     owner = np.repeat(np.arange(len(rows)), counts)
@@ -252,6 +272,67 @@ def _sorted_csr(data: np.ndarray, columns: np.ndarray, indptr: np.ndarray, shape
     matrix = sp.csr_matrix((data[cache["permutation"]], cache["sorted_columns"], indptr), shape=shape)
     matrix.has_sorted_indices = True
     return matrix
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _Distinct:
+    """The (group, destination class) pairs whose rows from stage 2 on are equal: their groups' stopped
+    states are equal bit for bit (a 16,384-GPU SuperPOD's 512 groups bound for other pods all stop at
+    the same 1,024 cores with 1/1,024 each: 16 distinct pairs stand for 7,680) and so is the class."""
+
+    rep_up: np.ndarray  # (D,) the last pair of each, in increasing order
+    of_up: np.ndarray  # (U,) the distinct pair of each (group, destination class) pair
+
+
+def _distinct_ups(stops: sp.csr_matrix, plan: _Plan) -> _Distinct:
+    """The distinct (group, destination class) pairs of one round (see :class:`_Distinct`).
+
+    Each stands for its members by the last: ordered so, a (stop node, destination class) pair of
+    stage 2 is last met in the member it was last met in when every pair was expanded, so it walks
+    towards the same target."""
+    seen: dict[tuple[bytes, bytes], int] = {}
+    row_of_group = np.empty(stops.shape[0], np.int64)
+    for g in range(stops.shape[0]):
+        lo, hi = stops.indptr[g], stops.indptr[g + 1]
+        row_of_group[g] = seen.setdefault((stops.indices[lo:hi].tobytes(), stops.data[lo:hi].tobytes()), len(seen))
+    key = row_of_group[plan.group_of_up] * (int(plan.dclass_of_up.max(initial=0)) + 1) + plan.dclass_of_up
+    _, of_key = np.unique(key, return_inverse=True)
+    of_key = of_key.ravel()
+    last = np.zeros(int(of_key.max(initial=-1)) + 1, np.int64)
+    np.maximum.at(last, of_key, np.arange(len(of_key)))
+    order = np.argsort(last)
+    rank = np.empty(len(order), np.int64)
+    rank[order] = np.arange(len(order))
+    return _Distinct(last[order], rank[of_key])
+
+
+def _column_sums(f1: sp.csr_matrix, of_up: np.ndarray, up_demand: np.ndarray) -> np.ndarray:
+    """``F.T @ up_demand`` where row u of F is ``f1[of_up[u]]``, summed as scipy sums it (over u in
+    order, from 0), without building F (8.9 M entries at 16,384 GPUs).
+
+    Where every column is in one row of ``f1`` only, the columns of a row that hold the same value
+    get the same sum: each (row, value) is summed once over the row's members (bincount adds in
+    order). Otherwise the members' rows interleave in a column's sum: F is built."""
+    n_rows, n_cols = f1.shape
+    if (np.bincount(f1.indices, minlength=n_cols) > 1).any():
+        return np.asarray(f1[of_up].T @ up_demand).ravel()
+    counts = np.diff(f1.indptr)
+    entry_row = np.repeat(np.arange(n_rows), counts)
+    order = np.lexsort((f1.data, entry_row))
+    row_s, value_s = entry_row[order], f1.data[order]
+    new = np.r_[True, (row_s[1:] != row_s[:-1]) | (value_s[1:] != value_s[:-1])][:len(order)]  # none if empty
+    segment_s = np.cumsum(new) - 1
+    seg_row, seg_value = row_s[new], value_s[new]
+    seg_count = np.bincount(seg_row, minlength=n_rows)
+    seg_first = np.cumsum(seg_count) - seg_count
+    # every member u once per value of its row, in u order
+    terms = seg_count[of_up]
+    member = np.repeat(np.arange(len(of_up)), terms)
+    segment = np.arange(len(member)) + np.repeat(seg_first[of_up] - (np.cumsum(terms) - terms), terms)
+    sums = np.bincount(segment, weights=seg_value[segment] * up_demand[member], minlength=len(seg_row))
+    out = np.zeros(n_cols)
+    out[f1.indices[order]] = sums[segment_s]
+    return out
 
 
 def route_leaf_pairs_staged(topo: Topology, spec: RoutingSpec, router: Router, s_ep: np.ndarray, d_ep: np.ndarray,
@@ -284,10 +365,11 @@ def route_leaf_pairs_staged(topo: Topology, spec: RoutingSpec, router: Router, s
     up_class_rep = np.zeros(n_up, np.int64)
     up_class_rep[plan.up_of_class] = np.arange(n_classes)
     stops_cache: dict = {}
+    walk_memo: dict = {}  # the shared stage's structure, the same every round
     for round_ in range(router.rounds):
         last_round = round_ == router.rounds - 1
         (rows, links, w), (st_row, st_node, st_frac) = _walk(topo, spec, router, s_ep[g_rep], d_ep[g_rep], g_rows,
-                                                            name_group, shared_stop)
+                                                            name_group, shared_stop, walk_memo)
         first = topo.link_src[links] == s_ep[g_rep][rows]
         last = topo.link_dst[links] == d_ep[g_rep][rows]
         first_w, last_w1 = np.zeros(n_groups), np.zeros(n_groups)
@@ -303,16 +385,21 @@ def route_leaf_pairs_staged(topo: Topology, spec: RoutingSpec, router: Router, s
             raise NotStaged  # a group that reached its destination serves several leaves
         # stage 2: every (group, class) pair continues from its group's stop states
         stops = sp.csr_matrix((st_frac, (st_row, st_node)), shape=(n_groups, topo.n_nodes))
-        u_i, x, f, f1_indptr = _expand(stops, plan.group_of_up, stops_cache)
-        kk = plan.dclass_of_up[u_i]
-        p2 = stage2.ids(x, kk, int(kk.max(initial=0)) + 1, x, d_ep[rep[up_class_rep[u_i]]], lambda i, err: err)
-        f1 = _sorted_csr(f, p2, f1_indptr, (n_up, len(stage2.start)), stops_cache)
+        # stage 2 once per distinct (group, destination class) pair, not per pair (8.9 M stopped states)
+        distinct = _distinct_ups(stops, plan)
+        d_i, x, f, f1_indptr = _expand(stops, plan.group_of_up[distinct.rep_up], stops_cache)
+        up_i = distinct.rep_up[d_i]
+        kk = plan.dclass_of_up[up_i]
+        p2 = stage2.ids(x, kk, int(kk.max(initial=0)) + 1, x, d_ep[rep[up_class_rep[up_i]]], lambda i, err: err)
+        f1 = _sorted_csr(f, p2, f1_indptr, (len(distinct.rep_up), len(stage2.start)), stops_cache)
         t2, b2 = stage2.matrices()
-        if last_round:  # the classes' middle parts past stage 1 (stage 1 is kept once per group)
+        if last_round:  # the classes' middle parts past stage 1 (stage 1 is kept once per group), a row each
             up_weights = (f1 @ t2).tocsr()
+            up_weights.sort_indices()  # as the routes keep it: copied sorted into every pair's row
+            up_weights = up_weights[distinct.of_up]
         beta = (f1 @ b2).tocsr()
         # stage 3: each class's leaf from the switches cabled to its destination class
-        c_i, b, bf, _ = _expand(beta, plan.up_of_class)
+        c_i, b, bf, _ = _expand(beta, distinct.of_up[plan.up_of_class])
         p3 = stage3.ids(b, d_leaf[c_i], topo.n_nodes, b, d_rep[c_i], lambda i, err: err)
         f3 = sp.csr_matrix((bf, (c_i, p3)), shape=(n_classes, len(stage3.start)))
         t3 = stage3.matrices()[0].tocoo()
@@ -327,7 +414,7 @@ def route_leaf_pairs_staged(topo: Topology, spec: RoutingSpec, router: Router, s
         up_demand = np.bincount(plan.up_of_class, weights=class_demand_Bps, minlength=n_up)
         # the middle parts' load without building them: stage 1 per group, stage 2 per pair
         load = (m1.T @ np.bincount(plan.group_of_up, weights=up_demand, minlength=n_groups)
-                + t2.T @ (f1.T @ up_demand) + class_down.T @ class_demand_Bps)
+                + t2.T @ _column_sums(f1, distinct.of_up, up_demand) + class_down.T @ class_demand_Bps)
         row_demand = demand_Bps * classes.multiplicity
         for hop_w, end_link in ((class_first_w, classes.up_link), (class_last_w, classes.down_link)):
             load += np.bincount(end_link, weights=hop_w[classes.of_row] * row_demand, minlength=topo.n_links)
@@ -336,8 +423,6 @@ def route_leaf_pairs_staged(topo: Topology, spec: RoutingSpec, router: Router, s
     n = len(s_ep)
     own = (np.r_[np.arange(n), np.arange(n)], np.r_[classes.up_link, classes.down_link],
            np.r_[class_first_w[classes.of_row], class_last_w[classes.of_row]])
-    up_weights = up_weights.tocoo()
-    shared = (up_weights.row.astype(np.int64), up_weights.col.astype(np.int64), up_weights.data)
     # stage 3 (the switches' links down to the destination leaf, 32 per class on a 16,384-GPU SuperPOD)
     # is the same for every row of a leaf-pair class: a side part per class, not copied into each row
     class_down.sort_indices()
@@ -346,6 +431,6 @@ def route_leaf_pairs_staged(topo: Topology, spec: RoutingSpec, router: Router, s
     # (Routes.class_sides), not copied into each (group, destination class) middle part (9 M entries)
     m1.sum_duplicates()
     m1.sort_indices()
-    return own, shared, plan.up_of_class[classes.of_row], ((classes.of_row, class_down, False),
+    return own, up_weights, plan.up_of_class[classes.of_row], ((classes.of_row, class_down, False),
                                                             (plan.group_of_class[classes.of_row], m1, True))
 
