@@ -35,7 +35,7 @@ VARIANTS = ("shipped", "calibrated", "defaults")
 
 
 def read_log(path: Path) -> MeasuredLog:
-    """The sizes, out-of-place times and busbw of the nccl-tests log at ``path``."""
+    """The sizes, times and busbw (each size's faster column, ``Row.steady_time_us``) of the nccl-tests log at ``path``."""
     try:
         text = read_text_checked(path, "an nccl-tests log")
     except SpecError as err:
@@ -54,7 +54,7 @@ def read_log(path: Path) -> MeasuredLog:
         raise SpecError(f"{path}: the log does not say which collective ran",
                         hint="keep the '# Collective test starting' line")
     return MeasuredLog(str(path), str(log.collective), int(log.n_ranks), tuple(r.size_bytes for r in rows),
-                       tuple(r.oop_time_us * 1e-6 for r in rows), tuple(r.oop_busbw_GBps for r in rows))
+                       tuple(r.steady_time_us * 1e-6 for r in rows), tuple(r.steady_busbw_GBps for r in rows))
 
 
 @dataclass(frozen=True, eq=False)

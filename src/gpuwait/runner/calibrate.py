@@ -2,7 +2,8 @@
 
 Each log's sizes are predicted on the cluster the user names, exactly as ``gpuwait perf --compare``
 does; every size becomes an :class:`~gpuwait.collectives.fit.Observation` (the model's
-:class:`~gpuwait.collectives.physical.PipelineCosts` and the measured out-of-place time). The fit starts
+:class:`~gpuwait.collectives.physical.PipelineCosts` and the measured time: the faster of the
+out-of-place and in-place columns, :attr:`~gpuwait.collectives.nccltests.Row.steady_time_us`). The fit starts
 from the model as shipped (:data:`~gpuwait.collectives.fit.SHIPPED`, the public-table fit; a cluster's
 own ``calibration`` section is not a starting point: a cluster calibrated before starts afresh), and
 :func:`gpuwait.collectives.fit.select` frees, by cross-validation within the logs, only the parameters
@@ -69,7 +70,7 @@ ALTERNATE_SIZES = "alternate sizes"
 @dataclass(frozen=True)
 class MeasuredLog:
     """What calibration needs from one nccl-tests log: its collective, rank count and, per size,
-    the out-of-place time and busbw. ``name`` identifies it in errors and in ``fitted_on``."""
+    the time and busbw of its faster column (``Row.steady_time_us``). ``name`` identifies it in errors and in ``fitted_on``."""
 
     name: str
     collective: str
