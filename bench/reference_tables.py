@@ -139,8 +139,14 @@ REFERENCES = [
               {"NCCL_PROTO": "^LL128", "NCCL_NET_GDR_LEVEL": "PHB"},
               approximate="NCCL_PROTO=^LL128 and NCCL_NET_GDR_LEVEL=PHB are what the CSCS container hook sets "
                           "(docs/software/communication/nccl_env_vars), not printed with the table; NCCL version not "
-                          "printed (2.30.7 assumed); Slingshot's wire format, per-message cost and dragonfly not "
-                          "published (RoCEv2 framing, a non-blocking leaf-spine); the 6-links-per-pair NVLink mesh is "
+                          "printed: the page's container template (dockerfiles/base: nvidia/cuda:12.8.1-cudnn-devel) "
+                          "bundles the CUDA image's NCCL (2.25.1 in the 12.8.0 images), and 2.25.1 and 2.30.7 give "
+                          "the same choices and times here (2.30.7 predicted); aws-ofi-nccl reports latency 0 "
+                          "(OFI_NCCL_NET_LATENCY off AWS) and the CXI link's 200 Gbit/s (libfabric cxip_nic.c); at "
+                          "1 MiB NCCL's own model picks ring/LL too (llMaxBws 39 GB/s on a non-AMD host at 2 nodes): "
+                          "the measured 128K-1M are LL steps costing ~2 us per message on CXI's software receive "
+                          "matching (FI_CXI_RX_MATCH_MODE=software), which no source quantifies; Slingshot's wire "
+                          "format, per-message cost and dragonfly not published (RoCEv2 framing, a non-blocking leaf-spine); the 6-links-per-pair NVLink mesh is "
                           "JUPITER's published figure for the same 4-superchip board"),
     Reference("gh200-nooptnet-2node-8gpu-all_reduce", CLASSES[4], "alps-gh200-nocxi", 2, 4,
               approximate="the source does not say what NCCL fell back to with the CXI hook disabled (NCCL's socket "
@@ -148,7 +154,14 @@ REFERENCES = [
                           "same nodes with the same hook setting (osu_bw 3.1 GB/s per pair, osu_alltoall 2.95 GB/s per "
                           "node with 4 ranks: one ~25 Gbit/s path per node, docs/software/communication/openmpi.md) "
                           "under NCCL's socket model; the fallback's per-message latency is not known (floor); NCCL "
-                          "version not printed",
+                          "version not printed; the table's 8 and 16 MiB reach 3.44 and 3.33 GB/s algbw, and a 2-node "
+                          "tree sends the whole buffer each way, so the path carries more than one 25 Gbit/s "
+                          "interface's 3.09 GB/s goodput there, and the 4-16 MiB ramp shows almost no pipeline fill "
+                          "(4 MiB 90 us above the 3.1 GB/s plateau), which the 512 KiB Simple step over a 25 Gbit/s "
+                          "path cannot give: the description's transport is off at mid sizes; the table switches from "
+                          "LL to Simple between 1 MiB (1502 us) and 2 MiB (922 us), where NCCL's tuning puts it when it "
+                          "reads the four hsn interfaces' 200 Gbit/s (its socket transport's speed from "
+                          "/sys/class/net), not one 25 Gbit/s interface (Simple from 128 KiB)",
               not_fitted="the transport is assumed, not stated by the source"),
     Reference("l40s-roce-2node-4gpu-all_reduce-ring", CLASSES[5], "r760xa-l40s-2x400g", 2, 2, {"NCCL_ALGO": "Ring"},
               approximate="the two HCAs are SR-IOV VFs sharing one 400GbE port (modelled as the port); "

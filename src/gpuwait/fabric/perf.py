@@ -644,7 +644,7 @@ class CollectivePredictor:
         fill_intra_s = fill_inter_s = window = 0.0
         if n_bytes > 0 and comm.n_ranks > 1:
             depth_intra, depth_inter = pipeline_depth(algorithm, collective, comm.n_ranks, comm.n_nodes)
-            fill_intra_s = depth_intra * chunk / (graph.run_bw_GBps(inter=False) * 1e9)
+            fill_intra_s = depth_intra * chunk / (self._fill_intra_GBps(inputs, algorithm, protocol) * 1e9)
             fill_inter_s = depth_inter * chunk / (graph.run_bw_GBps(inter=True) * 1e9)
             if algorithm in ("nvls", "nvls_tree"):
                 window = min(n_bytes, nvls_window_bytes(channels)) / n_bytes
@@ -672,6 +672,25 @@ class CollectivePredictor:
                               nic_messages, fill_intra_s, fill_inter_s, window, comm.n_nodes > 1, connection_steps, load,
                               serial_s=serial_s, serial_messages=serial_messages)
         return self._estimate(collective, n_bytes, algorithm, protocol, channels, model_s, fabric_s, chunk, costs)
+
+    def _fill_intra_GBps(self, inputs: TuningInputs, algorithm: str, protocol: str) -> float:
+        """The rate the first chunk crosses one hop inside a node at: for a tree over NVLink, one channel's
+        ceiling in NCCL's model (``perChMaxTreeBws``, ``perChMaxTreeLL128Bws`` for LL128; src/graph/tuning.cc,
+        NVIDIA/nccl v2.18.3-1 to v2.30.7-1), else the graph's per-run-channel intra speed.
+
+        The search's intra speed is a bandwidth it reserves on the node's links for the channel, and for a
+        tree it stops near the NIC's speed class (``net_tree_graph``: 6 GB/s beside a 25 Gbit/s NIC). The
+        first chunk crosses an idle NVLink hop alone, at what one channel moves, which NCCL's model caps
+        at the per-channel figure; on a PCI node the hop is the PCI path the graph already prices. LL's tree
+        figure is a whole-call cap (``llMaxBws``), not a channel's, so LL keeps the graph's speed.
+        """
+        graph = inputs.graph(algorithm)
+        tables = {"Simple": inputs.release.per_channel_max_tree_bw_GBps,
+                  "LL128": inputs.release.per_channel_max_tree_ll128_bw_GBps}
+        if algorithm != "tree" or graph.intra_link != "nvlink" or protocol not in tables:
+            return graph.run_bw_GBps(inter=False)
+        nodes = min(self.comm.n_nodes, 3) - 1  # NCCL's index2: nNodes <= 2 ? nNodes - 1 : 2
+        return tables[protocol][inputs.release.compcap_index(inputs.sm)][nodes]
 
     def _proxy_load(self, algorithm: str, size_channels: int, graph_channels: int = 0) -> float:
         """Network connections the busiest GPU's proxy thread serves, per send-and-receive pair of one channel.
