@@ -122,6 +122,8 @@ def test_bad_input_is_one_line_and_a_hint(capsys, args, message):
 @pytest.mark.parametrize("args, message", [
     (["run"], "Missing argument"), (["frobnicate"], "No such command"), (["topo", "dgx-h100", "--servers", "0"], "--servers"),
     (["topo", "dgx-h100", "--bogus"], "No such option"), (["run", "x.yaml", "--flows", "abc"], "--flows"),
+    # a negative count used to list all but the last flows and say "13 more flows" of 8
+    (["run", "examples/ecmp-collision.yaml", "--flows", "-5"], "Invalid value for '--flows'"),
 ])
 def test_usage_errors_are_one_line_and_a_hint(capsys, args, message):
     code, out, err = run_cli(capsys, *args)

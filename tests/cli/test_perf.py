@@ -77,6 +77,10 @@ def test_congestion_changes_the_answer(capsys, tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["perf", "allreduce"], "allreduce"),
     (["perf", "all_reduce", "-b", "1G", "-e", "1M"], "expected -b <= -e"),
+    # a bad size names the option it came from, not a bare "size"
+    (["perf", "all_reduce", "-b", "-8"], "-b / --minbytes: got '-8'; expected zero or more bytes"),
+    (["perf", "all_reduce", "-e", "foo"], "-e / --maxbytes: cannot read 'foo'"),
+    (["perf", "all_reduce", "-i", "3X"], "-i / --stepbytes: unknown suffix 'X'"),
     (["perf", "all_reduce", "-g", "9"], "gpus per server: got 9"),
     (["perf", "all_reduce", "--env", "NCCL_ALGO=Bogus"], "NCCL_ALGO"),
     (["perf", "all_reduce", "--nccl-version", "2.17.1"], "--nccl-version: got '2.17.1'; expected NCCL 2.18 or later"),

@@ -22,6 +22,12 @@ def test_place_required_domain_that_does_not_exist_is_one_line(capsys):
     assert err.startswith("error: jobs[a]: placement: no free leaf domain holds 8 servers") and "hint:" in err
 
 
+def test_place_bad_option_names_that_option_only(capsys):
+    assert main(["place", EXAMPLE, "--job", "a", "--policy", "nosuch"]) == 2
+    first = capsys.readouterr().err.splitlines()[0]
+    assert first.startswith("error: --policy: 1 problem: policy: got 'nosuch'; input should be 'random'")
+
+
 def test_run_prints_one_row_per_job_as_json(capsys):
     assert main(["run", EXAMPLE, "--steps", "1", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)

@@ -40,6 +40,11 @@ def test_unknown_targets_name_close_matches(topo, scenario):
         apply_faults(scenario, [parse_inject("slow-gpu:leaf0")], topo)
     with pytest.raises(UnknownNameError, match="not cabled together"):
         apply_faults(scenario, [parse_inject("link-degrade:s0.nic0->spine3")], topo)
+    # the error says a fault's target asked for the name (a scenario names links and nodes elsewhere too)
+    with pytest.raises(UnknownNameError, match=r"^fault link-degrade: target: link 'nolink': expected SRC->DST"):
+        apply_faults(scenario, [parse_inject("link-degrade:nolink")], topo)
+    with pytest.raises(UnknownNameError, match=r"^fault slow-gpu: target: "):
+        apply_faults(scenario, [parse_inject("slow-gpu:s0.gpu11")], topo)
 
 
 @pytest.mark.parametrize("text", ["tcp-fallback:s0", "storage-contention:s0.gpu0"])

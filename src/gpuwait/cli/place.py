@@ -93,8 +93,9 @@ def _scenario(job_file: str, cluster: str | None, name: str | None, policy: str 
     if policy is not None:
         update["policy"] = policy
     if update:
+        # the error names the options given, not every option place has (each key is its flag's name)
         placement = validate_data(type(jobs[-1].placement), {**jobs[-1].placement.model_dump(), **update},
-                                  source="--policy/--switches/--segment/--mode/--level/--algorithm/--seed")
+                                  source="/".join(f"--{key}" for key in update))
         # the placed job goes after its co-tenants: lowest priority, so they keep their servers
         low = min(j.priority for j in jobs) - 1
         jobs[-1] = jobs[-1].model_copy(update={"placement": placement, "priority": low})

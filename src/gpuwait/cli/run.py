@@ -11,7 +11,7 @@ from gpuwait.cli.common import JSON_OPTION, MAX_MEMORY_OPTION
 STEPS_OPTION = typer.Option(None, "--steps", min=1, max=1_000_000, help="Training steps to simulate (default: the file's).")
 REPORT_OPTION = typer.Option(None, "--report", metavar="DIR",
                              help="Write the HTML report, Perfetto traces and Parquet tables here.")
-FLOWS_OPTION = typer.Option(20, "--flows", help="Flows to list in the table (traffic scenarios).")
+FLOWS_OPTION = typer.Option(20, "--flows", min=0, help="Flows to list in the table (traffic scenarios).")
 ENGINE_OPTION = typer.Option("flow", "--engine", metavar="flow|packet",
                              help="Traffic scenarios: 'flow' (fluid, max-min) or 'packet' (queues, PFC, ECN, DCQCN, credits).")
 

@@ -19,6 +19,10 @@ from gpuwait.faults.kinds import PCIE_FULL_LANES, server_pcie_generation
 from gpuwait.steps.result import CollectiveStat, RunResult
 from gpuwait.topology.model import Topology
 
+#: bytes per RoCE packet, to turn port bytes into packets (RoCE's largest MTU): the simulated
+#: counters (here) and the rules that read them (rules_counters) must divide by the same number
+ROCE_PACKET_BYTES = 4096.0
+
 #: Congestion counters a real cluster's exporters give per link (keys of ``Observation.counters``):
 #: ``xmit_wait`` (PMA PortXmitWait ticks on the sending port), ``pause_received`` / ``pause_sent`` (PFC
 #: pause frames; ``_s``: the time they held the link, seconds), ``pause_storm_events`` (the receiving
@@ -101,7 +105,7 @@ def observe_run(topo: Topology, result: RunResult, effects, baseline: RunResult 
     if effects.loss_rate:
         errors = np.zeros(n_links)
         for link, p in effects.loss_rate.items():
-            packets = result.links.bytes_per_step[link] * result.steps / 4096.0
+            packets = result.links.bytes_per_step[link] * result.steps / ROCE_PACKET_BYTES
             errors[link] = packets * p
         counters["out_of_sequence"] = errors
         counters["symbol_errors"] = errors  # a dirty fibre shows as symbol errors on the receiving port

@@ -488,7 +488,7 @@ def storage(obs: Observation, out: RuleOutput) -> None:
     if obs.per_gpu_s is None or not obs.storage_read:
         return
     wait, _ = _data_wait(obs)
-    saturated = bool(obs.storage_busy or _storage_saturated(obs))
+    saturated = bool(_storage_serving_all(obs))
     if saturated and _matters(obs, wait):
         return  # the GPUs wait on storage servers that serve all they can (storage-slow)
     # servers sending at their ports' rate while the GPUs do not wait for data are not what the job
@@ -541,6 +541,14 @@ def _storage_saturated(obs: Observation) -> tuple[str, ...]:
     ports = np.flatnonzero(np.isin(obs.topo.link_src, obs.topo.storage_server_node))
     full = ports[obs.link_bytes[ports] >= RATE_DOWNSHIFT * obs.link_rate_Bps[ports] * _step(obs)]
     return tuple(sorted({obs.topo.node_name[obs.topo.link_src[p]] for p in full}))
+
+
+def _storage_serving_all(obs: Observation) -> tuple[str, ...]:
+    """Storage servers that serve all they can, sorted: those whose disks are busy all the time
+    (``obs.storage_busy``) and those whose ports send at their negotiated rate the whole step
+    (:func:`_storage_saturated`). storage-contention stands aside for them and storage-slow names
+    them, so both rules read the one list."""
+    return tuple(sorted(set(obs.storage_busy or ()) | set(_storage_saturated(obs))))
 
 
 def _faster_storage(scenario: Scenario, faults: list[FaultSpec], component: str) -> tuple[Scenario, list[FaultSpec]]:
@@ -600,7 +608,7 @@ def storage_slow(obs: Observation, out: RuleOutput) -> None:
     wait, _ = _data_wait(obs)
     if not _matters(obs, wait):
         return
-    names = sorted(set(obs.storage_busy) | set(_storage_saturated(obs)))
+    names = list(_storage_serving_all(obs))
     if not names:
         _storage_suspect(obs, out, wait)
         return

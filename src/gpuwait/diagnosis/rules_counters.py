@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpuwait.diagnosis.observe import Observation
+from gpuwait.diagnosis.observe import ROCE_PACKET_BYTES, Observation
 from gpuwait.diagnosis.rules import (
     Candidate,
     RuleOutput,
@@ -50,8 +50,6 @@ XMIT_WAIT_TICK_SYMBOLS = 1
 IB_LANES = 4
 #: a 32-bit PMA counter stops at its maximum (IBTA Vol. 1, PortCounters): its value is then a floor
 PMA32_MAX = 2**32 - 1
-#: bytes per RoCE packet used to turn port bytes into packets (RoCE's largest MTU, as observe.py does)
-ROCE_PACKET_BYTES = 4096.0
 
 
 def _rate(obs: Observation, link: int) -> float:

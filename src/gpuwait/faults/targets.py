@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpuwait.errors import SpecError
+from gpuwait.errors import SpecError, UnknownNameError
 from gpuwait.topology.model import LinkKind, Network, NodeKind, Topology
 
 TARGET_SORTS = ("link", "gpu", "nic", "server-or-all", "storage-or-all", "all")
@@ -58,6 +58,15 @@ def check_target(topo: Topology, kind: str, sort: str, target: str, *, all_allow
     """Raise a clear error unless ``target`` names a ``sort`` of thing in ``topo`` (for fault ``kind``).
 
     ``all_allowed``: a link kind that also takes ``all`` (every switch-to-switch link)."""
+    try:
+        _check_target(topo, kind, sort, target, all_allowed)
+    except UnknownNameError as err:
+        # the topology's lookup names the link or node but not that a fault's target asked for it:
+        # a scenario can name links and nodes in several places (faults, flows, jobs)
+        raise UnknownNameError(f"fault {kind}: target: {err}", hint=err.hint) from None
+
+
+def _check_target(topo: Topology, kind: str, sort: str, target: str, all_allowed: bool) -> None:
     if sort == "link" and target != "all":
         topo.link_id(target)
     elif sort == "link" and not all_allowed:

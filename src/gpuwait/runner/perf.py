@@ -131,13 +131,29 @@ class SweepArgs:
     root: int = 0
 
 
+def _option_bytes(flag: str, text: int | str) -> int:
+    """``text`` read as nccl-tests reads a size, its error naming the option it came from (``-b``,
+    ``-e`` or ``-i``) rather than a bare "size", so a user with three sizes on the line knows which."""
+    try:
+        return parse_size_arg(text)
+    except SpecError as err:
+        raise SpecError(f"{flag}: {str(err).removeprefix('size: ')}", hint=err.hint) from None
+
+
+def _sweep_bytes(args: SweepArgs) -> tuple[int, int, int]:
+    """``(min_bytes, max_bytes, step_bytes)`` of ``args``; the one place both the size list and the
+    sweep read them, so the two cannot disagree."""
+    return (_option_bytes("-b / --minbytes", args.min_bytes), _option_bytes("-e / --maxbytes", args.max_bytes),
+            _option_bytes("-i / --stepbytes", args.step_bytes))
+
+
 def sweep_sizes(op: str, args: SweepArgs, n_ranks: int) -> list[int]:
     """The sizes in bytes :func:`perf_sweep` predicts (after nccl-tests' rounding to whole elements per rank)."""
     coll = get_collective(op)
-    lo, hi = parse_size_arg(args.min_bytes), parse_size_arg(args.max_bytes)
+    lo, hi, step_bytes = _sweep_bytes(args)
     step = args.step_factor if args.step_factor > 1 else None
     return [size_and_count(coll.name, s, args.dtype, n_ranks).size_bytes
-            for s in size_sweep(lo, hi, step, parse_size_arg(args.step_bytes))] if lo <= hi else []
+            for s in size_sweep(lo, hi, step, step_bytes)] if lo <= hi else []
 
 
 def estimated_sweep(op: str, args: SweepArgs, cluster: str = "dgx-h100", servers: int | None = None,
@@ -163,7 +179,7 @@ def perf_sweep(op: str, args: SweepArgs, cluster: str = "dgx-h100", servers: int
     NCCL release ``nccl_version`` or the cluster's, ``gpus_per_thread`` GPUs per host thread as
     nccl-tests' ``-g``), or with ``predictor`` (a sweep builds its own)."""
     coll = get_collective(op)
-    lo, hi = parse_size_arg(args.min_bytes), parse_size_arg(args.max_bytes)
+    lo, hi, step_bytes = _sweep_bytes(args)
     if lo > hi:
         raise SpecError(f"-b: got {lo} bytes, larger than -e {hi}; expected -b <= -e")
     if predictor is None:
@@ -171,7 +187,6 @@ def perf_sweep(op: str, args: SweepArgs, cluster: str = "dgx-h100", servers: int
     n = predictor.comm.n_ranks
     if coll.has_root and not 0 <= args.root < n:  # NCCL refuses it too (ncclInvalidArgument)
         raise SpecError(f"-r: got {args.root}; expected a root rank from 0 to {n - 1}")
-    step_bytes = parse_size_arg(args.step_bytes)
     rows, choices, rounded, estimates = [], [], [], []
     for size in size_sweep(lo, hi, args.step_factor if args.step_factor > 1 else None, step_bytes):
         sc = size_and_count(coll.name, size, args.dtype, n)

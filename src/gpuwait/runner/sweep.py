@@ -205,10 +205,11 @@ def one_line(err: BaseException) -> str:
 
 class TopologyCache:
     """Built topologies by the cluster fields that decide them, so cases that differ only in
-    routing, transport, NCCL or the workload share one build (arrays are never mutated)."""
+    routing, transport, NCCL or the workload share one build (arrays are never mutated). It holds
+    at most ``max_entries`` topologies, dropping the one built first when full."""
 
-    def __init__(self, size: int = 8) -> None:
-        self.size = size
+    def __init__(self, max_entries: int = 8) -> None:
+        self.max_entries = max_entries
         self._built: dict[str, Any] = {}
         self.hits = self.misses = 0
 
@@ -222,7 +223,7 @@ class TopologyCache:
         if topo is None:
             self.misses += 1
             topo = build_topology(resolved)
-            if len(self._built) >= self.size:
+            if len(self._built) >= self.max_entries:
                 self._built.pop(next(iter(self._built)))
             self._built[key] = topo
             return topo

@@ -118,16 +118,7 @@ def _comm_times(step: TrainingStep, fabric: FabricModel | None,
         fwd[label] = fwd.get(label, 0.0) + op.calls_fwd * exposed
         bwd[label] = bwd.get(label, 0.0) + op.calls_bwd * exposed
     if zero3_s and step.zero3_layers:
-        layers = step.zero3_layers
-        gather_s, scatter_s = zero3_s.get("all_gather", 0.0), zero3_s.get("reduce_scatter", 0.0)
-        f_exp, b_exp = zero3_exposed_s(layers, float(step.fwd_compute_s.max()) / layers,
-                                       float(step.bwd_compute_s.max()) / layers, gather_s, scatter_s, step.prefetch_depth)
-        # the backward's exposed time is shared by the two in proportion to the network time they take
-        share = gather_s / (gather_s + scatter_s) if gather_s + scatter_s > 0 else 1.0
-        fwd["dp all_gather"] = fwd.get("dp all_gather", 0.0) + f_exp
-        bwd["dp all_gather"] = bwd.get("dp all_gather", 0.0) + b_exp * share
-        bwd["dp reduce_scatter"] = bwd.get("dp reduce_scatter", 0.0) + b_exp * (1.0 - share)
-        fwd.setdefault("dp reduce_scatter", 0.0)
+        _add_zero3_exposed(step, zero3_s, fwd, bwd)
     pp_send_s = 0.0
     if pp > 1 and step.pp_send_bytes > 0:
         run = beside_others("pp sendrecv").collective(gpus[lay.groups("pp")], "sendrecv", step.pp_send_bytes)
@@ -146,6 +137,29 @@ def _comm_times(step: TrainingStep, fabric: FabricModel | None,
                                                         float(step.param_gather_bytes.max()))
         gather = np.full(pp, run.time_s) * (step.param_gather_bytes > 0)
         families.append(("dp all_gather", run, 1))
+    checkpoint_s, shortfall = _storage_times(step, fabric, gpus)
+    return _CommTimes(fwd, bwd, pp_send_s, bucket_s, gather, checkpoint_s, shortfall, families)
+
+
+def _add_zero3_exposed(step: TrainingStep, zero3_s: dict[str, float], fwd: dict[str, float],
+                       bwd: dict[str, float]) -> None:
+    """Add to ``fwd`` and ``bwd`` (exposed seconds per label, per micro-batch) the time ZeRO-3's
+    per-layer gathers and scatters leave exposed, from one call's time of each (``zero3_s``)."""
+    layers = step.zero3_layers
+    gather_s, scatter_s = zero3_s.get("all_gather", 0.0), zero3_s.get("reduce_scatter", 0.0)
+    f_exp, b_exp = zero3_exposed_s(layers, float(step.fwd_compute_s.max()) / layers,
+                                   float(step.bwd_compute_s.max()) / layers, gather_s, scatter_s, step.prefetch_depth)
+    # the backward's exposed time is shared by the two in proportion to the network time they take
+    share = gather_s / (gather_s + scatter_s) if gather_s + scatter_s > 0 else 1.0
+    fwd["dp all_gather"] = fwd.get("dp all_gather", 0.0) + f_exp
+    bwd["dp all_gather"] = bwd.get("dp all_gather", 0.0) + b_exp * share
+    bwd["dp reduce_scatter"] = bwd.get("dp reduce_scatter", 0.0) + b_exp * (1.0 - share)
+    fwd.setdefault("dp reduce_scatter", 0.0)
+
+
+def _storage_times(step: TrainingStep, fabric: FabricModel, gpus: np.ndarray) -> tuple[float, float]:
+    """``(checkpoint_s, storage_shortfall)``: one checkpoint write at the slowest GPU's rate to storage,
+    and demanded / achieved dataset read rate - 1 (0 when the fabric keeps up)."""
     checkpoint_s = 0.0
     if step.checkpoint_interval_steps and step.checkpoint_bytes_per_gpu > 0:
         write = fabric.storage(gpus, float("inf"), write=True)
@@ -162,7 +176,7 @@ def _comm_times(step: TrainingStep, fabric: FabricModel | None,
             raise SimulationError("workload.data.dataset_read_per_gpu: the job's GPUs cannot reach a storage server; "
                                   "expected a storage network (cluster.storage.mode) or storage on the fabric")
         shortfall = max(step.storage_read_Bps_per_gpu / achieved - 1.0, 0.0)
-    return _CommTimes(fwd, bwd, pp_send_s, bucket_s, gather, checkpoint_s, shortfall, families)
+    return checkpoint_s, shortfall
 
 
 def zero3_exposed_s(layers: int, fwd_layer_s: float, bwd_layer_s: float, gather_s: float, scatter_s: float,

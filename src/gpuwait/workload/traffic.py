@@ -42,10 +42,12 @@ class FlowTable:
                          after)
 
 
-def _table(topo: Topology, prefix: str, src: np.ndarray, dst: np.ndarray, size: float, start: float) -> FlowTable:
+def _table(topo: Topology, prefix: str, src: np.ndarray, dst: np.ndarray, size_bytes: float, start_s: float
+           ) -> FlowTable:
     n = len(src)
     return FlowTable([f"{prefix}{i}" for i in range(n)], np.asarray(src, np.int64), np.asarray(dst, np.int64),
-                     np.full(n, float(size)), np.full(n, float(start)), np.full(n, np.inf), [[] for _ in range(n)])
+                     np.full(n, float(size_bytes)), np.full(n, float(start_s)), np.full(n, np.inf),
+                     [[] for _ in range(n)])
 
 
 def _nics_on_leaf(topo: Topology, leaf_index: int, field: str) -> np.ndarray:
