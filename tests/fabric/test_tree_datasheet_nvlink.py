@@ -8,7 +8,8 @@ BM.GPU4.8 (8 x A100 SXM4, 16 x 100G RoCE) between 2 nodes, NCCL's estimate is 16
 110 GB/s algbw (207 busbw), while the published run reaches 238 GB/s busbw at 1-8 GiB with tree/Simple
 (oracle-quickstart/oci-hpc-oke README, "Running RDMA GPU workloads on OKE"). Where NCCL's tree speed is
 already set by the network (AWS p4de: 4 x 100G EFA, its intra speed at twice the inter), the datasheet
-changes nothing.
+changes nothing. LL128 keeps NCCL's estimate: the same run's tree/LL128 rows go from 128 to 256 MiB at
+89 GB/s algbw, under NCCL's planning estimate (16 x 15 x 0.92 x 120/128 x 0.5 = 103.5).
 """
 
 from pathlib import Path
@@ -49,3 +50,14 @@ def test_network_bound_tree_keeps_nccls_estimate(clean_env):
     estimate = predictor.estimate("all_reduce", SIZE)
     assert (algorithm, protocol) == ("tree", "Simple")
     assert SIZE / estimate.model_bandwidth_time_s / 1e9 == pytest.approx(prediction.plateau_alg_bw_GBps, rel=1e-9)
+
+
+def test_ll128_tree_keeps_nccls_estimate(clean_env):
+    predictor = make_predictor("oci-a100-roce", 2, 8, OCI_ENV)
+    size = 256 * 2**20
+    _, algorithm, protocol, prediction = predictor._choice("all_reduce", size)
+    estimate = predictor.estimate("all_reduce", size)
+    assert (algorithm, protocol) == ("tree", "LL128")
+    assert size / estimate.model_bandwidth_time_s / 1e9 == pytest.approx(prediction.plateau_alg_bw_GBps, rel=1e-9)
+    # the published slope between 128 and 256 MiB (1542.0 and 3042.7 us) is under NCCL's estimate
+    assert 128 * 2**20 / (3042.7e-6 - 1542.0e-6) / 1e9 < prediction.plateau_alg_bw_GBps

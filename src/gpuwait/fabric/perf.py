@@ -378,7 +378,10 @@ class CollectivePredictor:
         RoCE runs at 238 GB/s busbw where NCCL's estimate says 207 (oracle-quickstart/oci-hpc-oke
         README, BM.GPU4.8). The measured per-channel caps and the 0.92 stay: they are NCCL's measured
         throughput of one channel's kernel. Nodes with only the planning figure (no NVLink, or one node)
-        keep NCCL's estimate."""
+        keep NCCL's estimate, and so do LL and LL128 (the caller asks for Simple only): their threads poll
+        a flag in every line, which bounds a channel below the link (NCCL's own /3.8 and 120/128 and
+        per-channel LL128 caps); the same OCI run's tree/LL128 goes from 128 to 256 MiB at 89 GB/s algbw,
+        under even NCCL's planning estimate of 103.5."""
         server, comm = self.comm.topo.spec.server, self.comm
         graph = inputs.graphs.get("tree")
         links = self._node_nvlink_links()
@@ -655,7 +658,8 @@ class CollectivePredictor:
         inputs, algorithm, protocol, prediction = self._choice(collective, n_bytes)
         comm = self.comm
         plateau = prediction.plateau_alg_bw_GBps or prediction.alg_bw_GBps
-        if algorithm == "tree":
+        if algorithm == "tree" and protocol == "Simple":
+            # LL/LL128 channels are bounded by their flag polling, not the link (_tree_plateau_alg_GBps)
             plateau = self._tree_plateau_alg_GBps(inputs, protocol, n_bytes, plateau)
         model_s = n_bytes / (plateau * 1e9) if n_bytes > 0 and comm.n_ranks > 1 else 0.0
         model_s *= tree_pair_share(algorithm, comm.n_ranks)
