@@ -41,6 +41,7 @@ from gpuwait.collectives.pipeline import (
     NCCL_STEPS,
     channels_for_size,
     chunk_bytes,
+    intra_hop_bytes,
     latency_steps,
     p2p_chunk_bytes,
     pipeline_depth,
@@ -690,7 +691,7 @@ class CollectivePredictor:
         fill_intra_s = fill_inter_s = window = 0.0
         if n_bytes > 0 and comm.n_ranks > 1:
             depth_intra, depth_inter = pipeline_depth(algorithm, collective, comm.n_ranks, comm.n_nodes)
-            fill_intra_s = depth_intra * chunk / (graph.run_bw_GBps(inter=False) * 1e9)
+            fill_intra_s = depth_intra * intra_hop_bytes(algorithm, protocol, chunk) / (graph.run_bw_GBps(inter=False) * 1e9)
             fill_inter_s = depth_inter * chunk / (graph.run_bw_GBps(inter=True) * 1e9)
             if algorithm in ("nvls", "nvls_tree"):
                 window = min(n_bytes, nvls_window_bytes(channels)) / n_bytes
