@@ -11,7 +11,7 @@ For one collective and size:
    ``nvlsEfficiency`` of it, and every link to the protocol's payload share (LL 1/2, LL128 120/128).
 3. time = latency + max(fabric time, NCCL's ceiling time): the fabric can only make NCCL slower.
    NCCL's ceiling is its tuning figure where that figure is the bytes; a tree between 2 ranks moves
-   the ring's bytes, not the x 0.5 NCCL's choice assumes (:func:`tree_pair_share`), and a tree's
+   the ring's bytes, not the x 0.5 NCCL's choice assumes (:func:`tree_pair_share`), and a tree/Simple
    figure is priced at the GPU's datasheet NVLink rate, not NCCL's planning figure
    (:meth:`CollectivePredictor._tree_plateau_alg_GBps`).
 4. NVLS runs each chunk in two stages (reduce through the switch, then the multicast store). They
