@@ -174,6 +174,52 @@ def pipeline_depth(algorithm: str, collective: str, n_ranks: int, n_nodes: int) 
     return 0, 0
 
 
+#: payload bytes one thread moves per loop pass of the line protocols' primitives: LL one 16-byte line,
+#: 8 of them data (``LLGenericOp``, src/device/prims_ll.h); LL128 ``NCCL_LL128_SHMEM_ELEMS_PER_THREAD`` (8)
+#: 8-byte words, 15 of every 16 data (``GenericOp``, src/device/prims_ll128.h; ``ncclProtoGrainSize``,
+#: src/include/device.h: 1920 bytes per warp), NVIDIA/nccl v2.30.7-1
+LINE_BYTES_PER_THREAD = {"LL": 8, "LL128": 8 * 8 * LL128_DATA_ELEMS // LL128_LINE_ELEMS}
+WARP_SIZE = 32
+
+
+def tree_split_threads(protocol: str) -> tuple[int, int]:
+    """(reduce-up, broadcast-down) threads of one channel of an LL or LL128 tree AllReduce: ``runTreeSplit``
+    gives 70 % of the warps to the reduce ("Receiving from up to 3 sources is more compute intensive than
+    sending to 3 dests"), src/device/all_reduce.h v2.30.7-1, of the protocol's ``MAX_THREADS``.
+
+    >>> tree_split_threads("LL128"), tree_split_threads("LL")
+    ((448, 192), (352, 160))
+    """
+    threads = MAX_THREADS[protocol]
+    up = threads * 7 // (10 * WARP_SIZE) * WARP_SIZE
+    return up, threads - up
+
+
+def intra_hop_bytes(algorithm: str, protocol: str, chunk: int) -> float:
+    """Bytes an intra-node hop of the pipeline holds back before the next GPU can work on them.
+
+    Simple hands a whole step over (the receiver waits for the sender's step counter: prims_simple.h), so
+    a hop holds a chunk. LL and LL128 carry a flag in every line and the receiver polls each line as it
+    lands (``readLL`` / ``readLL128``, prims_ll.h / prims_ll128.h v2.30.7-1): inside a node the next GPU
+    starts on the first lines of a step while the sender writes the rest, one loop pass of the sending
+    threads behind. A tree's LL/LL128 reduce-up and broadcast-down halves run on their own threads
+    (:func:`tree_split_threads`), so a hop up holds ``min(chunk, up threads x line bytes)`` and a hop down
+    ``min(chunk, down threads x line bytes)``; this is their mean (a tree AllReduce crosses as many hops
+    each way). Across the network a step leaves only once it is complete (the proxy posts whole steps,
+    src/transport/net.cc), so network hops hold the chunk whatever the protocol.
+
+    >>> intra_hop_bytes("tree", "LL128", 72000), intra_hop_bytes("tree", "LL128", 4096)
+    (19200.0, 4096.0)
+    >>> intra_hop_bytes("tree", "Simple", 72000), intra_hop_bytes("ring", "LL128", 72000)
+    (72000.0, 72000.0)
+    """
+    if algorithm != "tree" or protocol not in LINE_BYTES_PER_THREAD:
+        return float(chunk)
+    up, down = tree_split_threads(protocol)
+    line = LINE_BYTES_PER_THREAD[protocol]
+    return (min(chunk, up * line) + min(chunk, down * line)) / 2
+
+
 def latency_steps(algorithm: str, collective: str, n_ranks: int, n_nodes: int) -> tuple[int, int]:
     """(intra-node, inter-node) steps whose latencies add up in NCCL's latency model (tuning.cc v2.30.7).
 

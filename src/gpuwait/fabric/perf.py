@@ -11,7 +11,9 @@ For one collective and size:
    ``nvlsEfficiency`` of it, and every link to the protocol's payload share (LL 1/2, LL128 120/128).
 3. time = latency + max(fabric time, NCCL's ceiling time): the fabric can only make NCCL slower.
    NCCL's ceiling is its tuning figure where that figure is the bytes; a tree between 2 ranks moves
-   the ring's bytes, not the x 0.5 NCCL's choice assumes (:func:`tree_pair_share`).
+   the ring's bytes, not the x 0.5 NCCL's choice assumes (:func:`tree_pair_share`), and a tree/Simple
+   figure is priced at the GPU's datasheet NVLink rate, not NCCL's planning figure
+   (:meth:`CollectivePredictor._tree_plateau_alg_GBps`).
 4. NVLS runs each chunk in two stages (reduce through the switch, then the multicast store). They
    overlap only once NCCL's in-flight window is full (NVLS channels x NCCL_STEPS x NVLS chunk,
    16 x 8 x 128 KiB = 16 MiB by default; the channels NCCL runs, 24 under NCCL_MIN_CTAS=24:
@@ -39,6 +41,7 @@ from gpuwait.collectives.pipeline import (
     NCCL_STEPS,
     channels_for_size,
     chunk_bytes,
+    intra_hop_bytes,
     latency_steps,
     p2p_chunk_bytes,
     pipeline_depth,
@@ -61,6 +64,7 @@ from gpuwait.collectives.tuning import (
     nvswitch_nvls_graph,
     nvswitch_ring_graph,
     pci_bw_GBps,
+    predict,
     search_speed_at_most,
 )
 from gpuwait.engine.base import effective_capacity_Bps
@@ -335,9 +339,8 @@ class CollectivePredictor:
         if links and comm.ppn > 1:
             # NCCL searches the tree separately, on the ring search's channels (half the ring's here, which
             # counts connect.cc's doubling), at the fastest speed they fit (net_tree_graph)
-            path_GBps = min(nic_GBps, pci_bw_GBps(pcie_generation(server.pcie_bandwidth)))
-            graphs["tree"] = net_tree_graph(max(1, channels // 2), nics, nic_GBps, path_GBps, nvlink_total, sm,
-                                            self.env.release, net_lat_us, intra_link)
+            graphs["tree"] = self._net_tree_graph(max(1, channels // 2), nics, nic_GBps, nvlink_total, sm,
+                                                  net_lat_us, intra_link)
             if channels >= 2:
                 # NCCL's tuning reads the ring search's channels (half the ring's here: connect.cc doubles them
                 # for the kernels), so per-channel caps such as Ring LL128's apply to those; the latency is
@@ -351,9 +354,50 @@ class CollectivePredictor:
                 inter = nic_GBps * nics / nvls.n_channels
                 if comm.spans_servers:
                     inter = min(inter, nic_GBps)  # each NVLS head reaches the network through its own NIC
+                path_GBps = min(nic_GBps, pci_bw_GBps(pcie_generation(server.pcie_bandwidth)))
                 inter = search_speed_at_most(min(inter, path_GBps), sm, self.env.release)  # a speed the search tries
                 graphs["nvls_tree"] = Graph(nvls.n_channels, nvls.bw_intra_GBps, inter, net_lat_us, intra_link="nvlink")
         return ring, graphs
+
+    def _net_tree_graph(self, search_channels: int, nics: int, nic_GBps: float, nvlink_total_GBps: float, sm: int,
+                        net_lat_us: float, intra_link: str) -> Graph:
+        """NCCL's tree graph on this node (:func:`gpuwait.collectives.tuning.net_tree_graph`) for an NVLink
+        budget of ``nvlink_total_GBps`` per GPU."""
+        path_GBps = min(nic_GBps, pci_bw_GBps(pcie_generation(self.comm.topo.spec.server.pcie_bandwidth)))
+        return net_tree_graph(search_channels, nics, nic_GBps, path_GBps, nvlink_total_GBps, sm, self.env.release,
+                              net_lat_us, intra_link)
+
+    def _tree_plateau_alg_GBps(self, inputs: TuningInputs, protocol: str, n_bytes: int, nccl_GBps: float) -> float:
+        """The tree's plateau the hardware can reach: NCCL's own tree estimate (tuning.cc: channels x
+        per-channel speed x 0.92, at most ``perChMaxTreeBws`` per channel, x 0.5 bus to algorithm), with the
+        graph's per-channel speed searched against the GPU's datasheet NVLink rate instead of NCCL's
+        planning figure (topo.h v2.30.7-1: ``SM80_NVLINK_BW`` 20 GB/s per link, against NVLink 3's
+        25 GB/s per direction, NVIDIA A100 datasheet; ``SM90_NVLINK_BW`` 20.6 against NVLink 4's 25).
+
+        NCCL's search stops raising a tree's intra-node speed when its channels would exceed the planning
+        figure; the figure steers NCCL's choice, not the links: an A100 tree between 2 nodes of 16 x 100G
+        RoCE runs at 238 GB/s busbw where NCCL's estimate says 207 (oracle-quickstart/oci-hpc-oke
+        README, BM.GPU4.8). The measured per-channel caps and the 0.92 stay: they are NCCL's measured
+        throughput of one channel's kernel. Nodes with only the planning figure (no NVLink, or one node)
+        keep NCCL's estimate, and so do LL and LL128 (the caller asks for Simple only): their threads poll
+        a flag in every line, which bounds a channel below the link (NCCL's own /3.8 and 120/128 and
+        per-channel LL128 caps); the same OCI run's tree/LL128 goes from 128 to 256 MiB at 89 GB/s algbw,
+        under even NCCL's planning estimate of 103.5."""
+        server, comm = self.comm.topo.spec.server, self.comm
+        graph = inputs.graphs.get("tree")
+        links = self._node_nvlink_links()
+        if graph is None or comm.n_nodes < 2 or not links or comm.spans_servers or server.nvlink_topology == "mesh":
+            return nccl_GBps
+        sm = gpu_sm(server.gpu_model)
+        datasheet_GBps = server.nvlink_bandwidth / 1e9
+        if datasheet_GBps <= nvlink_bw_GBps(sm, links, self.env.release):
+            return nccl_GBps
+        nic_GBps = net_bw_GBps(server.nic_speed * 8 / 1e6 * server.nic_ports)
+        searched = self._net_tree_graph(graph.n_channels, self._node_nics(), nic_GBps, datasheet_GBps, sm,
+                                        graph.latency_inter_us, graph.intra_link)
+        physical = replace(graph, bw_intra_GBps=max(graph.bw_intra_GBps, searched.bw_intra_GBps))
+        found = predict(replace(inputs, graphs={**inputs.graphs, "tree": physical}), "tree", protocol, n_bytes)
+        return max(nccl_GBps, found.plateau_alg_bw_GBps) if found.supported else nccl_GBps
 
     @property
     def p2p(self) -> bool:
@@ -615,6 +659,9 @@ class CollectivePredictor:
         inputs, algorithm, protocol, prediction = self._choice(collective, n_bytes)
         comm = self.comm
         plateau = prediction.plateau_alg_bw_GBps or prediction.alg_bw_GBps
+        if algorithm == "tree" and protocol == "Simple":
+            # LL/LL128 channels are bounded by their flag polling, not the link (_tree_plateau_alg_GBps)
+            plateau = self._tree_plateau_alg_GBps(inputs, protocol, n_bytes, plateau)
         model_s = n_bytes / (plateau * 1e9) if n_bytes > 0 and comm.n_ranks > 1 else 0.0
         model_s *= tree_pair_share(algorithm, comm.n_ranks)
         graph = inputs.graph(algorithm)
@@ -644,7 +691,8 @@ class CollectivePredictor:
         fill_intra_s = fill_inter_s = window = 0.0
         if n_bytes > 0 and comm.n_ranks > 1:
             depth_intra, depth_inter = pipeline_depth(algorithm, collective, comm.n_ranks, comm.n_nodes)
-            fill_intra_s = depth_intra * chunk / (self._fill_intra_GBps(inputs, algorithm, protocol) * 1e9)
+            fill_intra_s = depth_intra * intra_hop_bytes(algorithm, protocol, chunk) / (
+                self._fill_intra_GBps(inputs, algorithm, protocol) * 1e9)
             fill_inter_s = depth_inter * chunk / (graph.run_bw_GBps(inter=True) * 1e9)
             if algorithm in ("nvls", "nvls_tree"):
                 window = min(n_bytes, nvls_window_bytes(channels)) / n_bytes
