@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from gpuwait.collectives.pipeline import intra_hop_bytes
 from gpuwait.collectives.tuning import choose
 from gpuwait.runner.perf import make_predictor
 
@@ -49,7 +50,10 @@ def test_tree_ll128_fill_uses_the_ll128_channel_ceiling():
                                {"NCCL_ALGO": "Tree", "NCCL_PROTO": "LL128"})
     estimate = predictor.estimate("all_reduce", 16 * 2**20)
     assert estimate.protocol == "LL128"
-    assert estimate.costs.fill_intra_s == pytest.approx(6 * estimate.chunk_bytes / 36.7e9)
+    # each hop holds one loop pass of LL128's threads, not the chunk (tests/fabric/test_tree_line_fill.py)
+    hop_bytes = intra_hop_bytes("tree", "LL128", estimate.chunk_bytes)
+    assert hop_bytes < estimate.chunk_bytes
+    assert estimate.costs.fill_intra_s == pytest.approx(6 * hop_bytes / 36.7e9)
 
 
 def test_ll_and_ring_keep_the_graphs_speed():
@@ -57,7 +61,8 @@ def test_ll_and_ring_keep_the_graphs_speed():
                                                                                   "NCCL_PROTO": "LL"})
     estimate = predictor.estimate("all_reduce", 2**20)
     tree = predictor.tuning_inputs("all_reduce").graph("tree")
-    assert estimate.costs.fill_intra_s == pytest.approx(6 * estimate.chunk_bytes / (tree.run_bw_GBps(inter=False) * 1e9))
+    hop_bytes = intra_hop_bytes("tree", "LL", estimate.chunk_bytes)
+    assert estimate.costs.fill_intra_s == pytest.approx(6 * hop_bytes / (tree.run_bw_GBps(inter=False) * 1e9))
     ring = make_predictor(str(CLUSTERS / "alps-gh200-slingshot.yaml"), 2, 4, {"NCCL_ALGO": "Ring"})
     assert ring.estimate("all_reduce", 2**26).costs.fill_intra_s == 0.0
 
