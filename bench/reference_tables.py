@@ -126,20 +126,18 @@ REFERENCES = [
     Reference("a100-oci-2node-16gpu-roce-all_reduce", CLASSES[2], "oci-a100-roce", 2, 8,
               {"NCCL_IB_QPS_PER_CONNECTION": "4", "NCCL_IB_SPLIT_DATA_ON_QPS": "0"},
               approximate="per-port link speed not stated in the source (the preset's 16x 100G assumed)"),
-    Reference("a100-efa-2node-16gpu-all_reduce", CLASSES[3], "aws-p4de-efa", 2, 8, {"NCCL_PROTO": "Simple"},
-              approximate="NCCL_PROTO=Simple is what aws-ofi-nccl sets on p4d/p4de (EFA there lacks 128-byte in-order "
-                          "writes; src/platform-aws.c), not printed with the table; SRD's congestion control and the "
-                          "EFA fabric are not modelled (non-blocking leaf-spine, packets sprayed evenly); plugin and "
-                          "NCCL versions uncertain"),
+    Reference("a100-efa-2node-16gpu-all_reduce", CLASSES[3], "aws-p4de-efa", 2, 8,
+              approximate="SRD's congestion control and the EFA fabric are not modelled (non-blocking leaf-spine, "
+                          "packets sprayed evenly); plugin and NCCL versions uncertain (NCCL_PROTO=Simple, which "
+                          "aws-ofi-nccl sets on p4de, comes from the cluster's platform: gpuwait.transport.platforms)"),
     Reference("h100-efa-2node-16gpu-all_reduce", CLASSES[3], "aws-p5-efa", 2, 8,
               approximate="SRD's congestion control and the EFA fabric are not modelled (non-blocking leaf-spine, "
                           "packets sprayed evenly); aws-ofi-nccl's tuner plugin and NVLSTree chunk setting are not "
                           "modelled; plugin and NCCL versions uncertain"),
     Reference("gh200-slingshot-2node-8gpu-all_reduce", CLASSES[4], "alps-gh200-slingshot", 2, 4,
-              {"NCCL_PROTO": "^LL128", "NCCL_NET_GDR_LEVEL": "PHB"},
-              approximate="NCCL_PROTO=^LL128 and NCCL_NET_GDR_LEVEL=PHB are what the CSCS container hook sets "
-                          "(docs/software/communication/nccl_env_vars), not printed with the table; NCCL version not "
-                          "printed (2.30.7 assumed); Slingshot's wire format, per-message cost and dragonfly not "
+              approximate="the CSCS container hook's NCCL_PROTO=^LL128 and NCCL_NET_GDR_LEVEL=PHB come from the "
+                          "cluster's platform (cscs-alps, gpuwait.transport.platforms), not printed with the table; "
+                          "NCCL version not printed (2.30.7 assumed); Slingshot's wire format, per-message cost and dragonfly not "
                           "published (RoCEv2 framing, a non-blocking leaf-spine); the 6-links-per-pair NVLink mesh is "
                           "JUPITER's published figure for the same 4-superchip board"),
     Reference("gh200-nooptnet-2node-8gpu-all_reduce", CLASSES[4], "alps-gh200-nocxi", 2, 4,
