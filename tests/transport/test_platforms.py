@@ -10,9 +10,10 @@ import pytest
 
 from gpuwait.collectives.ncclenv import VARIABLES, parse_env
 from gpuwait.errors import SpecError
+from gpuwait.runner.inputs import load_cluster
 from gpuwait.runner.perf import SweepArgs, make_predictor, perf_sweep
 from gpuwait.spec.cluster import TransportSpec
-from gpuwait.transport.platforms import NO_PLATFORM, PLATFORMS, platform_for
+from gpuwait.transport.platforms import NO_PLATFORM, PLATFORMS, cluster_platform, platform_for
 
 CLUSTERS = Path(__file__).resolve().parents[1] / "nccltests" / "data" / "reference" / "clusters"
 P4DE = str(CLUSTERS / "aws-p4de-efa.yaml")
@@ -64,9 +65,16 @@ def test_transport_implies_its_platform():
     assert platform_for("efa", server_template="p4de-24xlarge").name == "p4de.24xlarge"
     assert platform_for("efa", server_template="p5-48xlarge").name == "p5.48xlarge"
     assert platform_for("efa", server_template=None) is None  # an unknown instance: no settings assumed
+    assert platform_for("rocev2", server_template="p4de-24xlarge") is None  # an AWS server off EFA: no plugin
     assert [platform_for(t).name for t in ("tcpx", "tcpxo", "slingshot")] == ["a3-highgpu-8g", "a3-megagpu-8g",
                                                                                 "cscs-alps"]
     assert platform_for("infiniband") is None and platform_for("slingshot", "none") is None
+
+
+def test_a_variant_on_another_transport_has_that_transports_platform(tmp_path):
+    spec = load_cluster(_cluster(tmp_path, "efa", "p4d.24xlarge"))
+    assert cluster_platform(spec).name == "p4d.24xlarge"
+    assert cluster_platform(spec, "rocev2") is None and cluster_platform(spec, "tcpxo").name == "a3-megagpu-8g"
 
 
 def test_p4de_without_proto_is_the_table_with_proto_simple(tmp_path):

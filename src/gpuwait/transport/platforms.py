@@ -143,7 +143,7 @@ a3-highgpu-8g, none for transport tcpx
         return None
     if platform is None:
         implied = TRANSPORT_PLATFORM.get(transport) or TEMPLATE_INSTANCE.get(server_template or "")
-        return PLATFORMS[implied] if implied else None
+        return PLATFORMS[implied] if implied and PLATFORMS[implied].transport == transport else None
     if platform not in PLATFORMS:
         raise UnknownNameError(f"transport.platform: unknown platform {platform!r}; expected one of "
                                f"{', '.join([*PLATFORMS, NO_PLATFORM])}")
@@ -155,6 +155,10 @@ a3-highgpu-8g, none for transport tcpx
     return found
 
 
-def cluster_platform(spec: ClusterSpec) -> Platform | None:
-    """The platform of a cluster: its ``transport.platform``, else what its transport and server template imply."""
-    return platform_for(spec.transport.name, spec.transport.platform, spec.server.template)
+def cluster_platform(spec: ClusterSpec, transport: str | None = None) -> Platform | None:
+    """The platform of a cluster: its ``transport.platform``, else what its transport and server template imply.
+    ``transport``: the transport a scenario case runs on instead of the cluster's (a variant); the cluster's
+    ``transport.platform`` applies only to the cluster's own transport."""
+    name = transport or spec.transport.name
+    chosen = spec.transport.platform if name == spec.transport.name else None
+    return platform_for(name, chosen, spec.server.template)
