@@ -38,8 +38,10 @@ import numpy as np
 from gpuwait.collectives.fit import PUBLIC_FIT_NAMES, Adjustment, Observation, fit
 from gpuwait.collectives.nccltests import busbw_factor
 from gpuwait.collectives.physical import PUBLIC_TABLE_FIT, adjust, pipelined_time_s, stack_costs
+from gpuwait.runner.inputs import load_cluster
 from gpuwait.runner.perf import SweepArgs, perf_sweep
 from gpuwait.telemetry.nccltests_log import parse_nccl_tests_log
+from gpuwait.transport.platforms import cluster_platform
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "nccltests" / "data" / "reference"
@@ -97,7 +99,16 @@ class Reference:
         where = f"{self.cluster}.yaml" if (CLUSTERS / f"{self.cluster}.yaml").exists() else f"`{self.cluster}`"
         env = "".join(f" {k}={v}" for k, v in self.env.items())
         version = f" NCCL {self.version()}" if self.version() else ""
-        return f"{where} {self.servers}x{self.gpus}{env}{version}"
+        return f"{where} {self.servers}x{self.gpus}{env}{self.platform_env()}{version}"
+
+    def platform_env(self) -> str:
+        """What the cluster's platform sets that the table's env does not (gpuwait.transport.platforms), e.g.
+        `` (p4de.24xlarge: NCCL_PROTO=Simple)``; empty when nothing."""
+        if not self.cluster:
+            return ""
+        platform = cluster_platform(load_cluster(self.cluster_arg()))
+        applied = [f"{k}={v}" for k, v in platform.env.items() if k not in self.env] if platform else []
+        return f" ({platform.name}: {' '.join(applied)})" if applied else ""
 
 
 #: ``--default-nccl``: predict every table as gpuwait's default NCCL release (to see what the versions change)
