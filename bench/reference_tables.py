@@ -38,8 +38,10 @@ import numpy as np
 from gpuwait.collectives.fit import PUBLIC_FIT_NAMES, Adjustment, Observation, fit
 from gpuwait.collectives.nccltests import busbw_factor
 from gpuwait.collectives.physical import PUBLIC_TABLE_FIT, adjust, pipelined_time_s, stack_costs
+from gpuwait.runner.inputs import load_cluster
 from gpuwait.runner.perf import SweepArgs, perf_sweep
 from gpuwait.telemetry.nccltests_log import parse_nccl_tests_log
+from gpuwait.transport.platforms import cluster_platform
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "nccltests" / "data" / "reference"
@@ -97,7 +99,16 @@ class Reference:
         where = f"{self.cluster}.yaml" if (CLUSTERS / f"{self.cluster}.yaml").exists() else f"`{self.cluster}`"
         env = "".join(f" {k}={v}" for k, v in self.env.items())
         version = f" NCCL {self.version()}" if self.version() else ""
-        return f"{where} {self.servers}x{self.gpus}{env}{version}"
+        return f"{where} {self.servers}x{self.gpus}{env}{self.platform_env()}{version}"
+
+    def platform_env(self) -> str:
+        """What the cluster's platform sets that the table's env does not (gpuwait.transport.platforms), e.g.
+        `` (p4de.24xlarge: NCCL_PROTO=Simple)``; empty when nothing."""
+        if not self.cluster:
+            return ""
+        platform = cluster_platform(load_cluster(self.cluster_arg()))
+        applied = [f"{k}={v}" for k, v in platform.env.items() if k not in self.env] if platform else []
+        return f" ({platform.name}: {' '.join(applied)})" if applied else ""
 
 
 #: ``--default-nccl``: predict every table as gpuwait's default NCCL release (to see what the versions change)
@@ -126,19 +137,18 @@ REFERENCES = [
     Reference("a100-oci-2node-16gpu-roce-all_reduce", CLASSES[2], "oci-a100-roce", 2, 8,
               {"NCCL_IB_QPS_PER_CONNECTION": "4", "NCCL_IB_SPLIT_DATA_ON_QPS": "0"},
               approximate="per-port link speed not stated in the source (the preset's 16x 100G assumed)"),
-    Reference("a100-efa-2node-16gpu-all_reduce", CLASSES[3], "aws-p4de-efa", 2, 8, {"NCCL_PROTO": "Simple"},
-              approximate="NCCL_PROTO=Simple is what aws-ofi-nccl sets on p4d/p4de (EFA there lacks 128-byte in-order "
-                          "writes; src/platform-aws.c), not printed with the table; SRD's congestion control and the "
-                          "EFA fabric are not modelled (non-blocking leaf-spine, packets sprayed evenly); plugin and "
-                          "NCCL versions uncertain"),
+    Reference("a100-efa-2node-16gpu-all_reduce", CLASSES[3], "aws-p4de-efa", 2, 8,
+              approximate="SRD's congestion control and the EFA fabric are not modelled (non-blocking leaf-spine, "
+                          "packets sprayed evenly); plugin and NCCL versions uncertain (NCCL_PROTO=Simple, which "
+                          "aws-ofi-nccl sets on p4de, comes from the cluster's platform: gpuwait.transport.platforms)"),
     Reference("h100-efa-2node-16gpu-all_reduce", CLASSES[3], "aws-p5-efa", 2, 8,
               approximate="SRD's congestion control and the EFA fabric are not modelled (non-blocking leaf-spine, "
                           "packets sprayed evenly); aws-ofi-nccl's tuner plugin and NVLSTree chunk setting are not "
                           "modelled; plugin and NCCL versions uncertain"),
     Reference("gh200-slingshot-2node-8gpu-all_reduce", CLASSES[4], "alps-gh200-slingshot", 2, 4,
-              {"NCCL_PROTO": "^LL128", "NCCL_NET_GDR_LEVEL": "PHB"},
-              approximate="NCCL_PROTO=^LL128 and NCCL_NET_GDR_LEVEL=PHB are what the CSCS container hook sets "
-                          "(docs/software/communication/nccl_env_vars), not printed with the table; NCCL version not "
+              approximate="the CSCS container hook's NCCL_PROTO=^LL128 and NCCL_NET_GDR_LEVEL=PHB come from the "
+                          "cluster's platform (cscs-alps, gpuwait.transport.platforms), not printed with the table; NCCL "
+                          "version not "
                           "printed: the page's container template (dockerfiles/base: nvidia/cuda:12.8.1-cudnn-devel) "
                           "bundles the CUDA image's NCCL (2.25.1 in the 12.8.0 images), and 2.25.1 and 2.30.7 give "
                           "the same choices and times here (2.30.7 predicted); aws-ofi-nccl reports latency 0 "

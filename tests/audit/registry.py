@@ -304,6 +304,7 @@ def _schema_fields() -> dict[str, object]:
                                     "more header bytes per payload byte"),
         "TransportSpec.message_overhead": perf({}, {"transport": {"message_overhead": "50us"}}, "up", size=2**26),
         "TransportSpec.rate_cap": perf({}, {"transport": {"rate_cap": "5Gbps"}}, "up"),
+        "TransportSpec.platform": Covered("tests/transport/test_platforms.py::test_p4de_without_proto_is_the_table_with_proto_simple"),
         # ---------------------------------------------------------------- CalibrationSpec
         "CalibrationSpec.launch_latency": perf({}, {"calibration": {"launch_latency": "20us"}}, "up", size=SMALL),
         "CalibrationSpec.net_step_latency": perf({}, {"calibration": {"net_step_latency": "5us"}}, "up", size=SMALL),

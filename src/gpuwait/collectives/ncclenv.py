@@ -36,6 +36,7 @@ from gpuwait.collectives.tuning import Prediction, TuningInputs, choose, parse_a
 from gpuwait.errors import SpecError
 from gpuwait.spec.cluster import RoutingSpec
 from gpuwait.topology.pcipath import parse_level
+from gpuwait.transport.platforms import Platform
 
 #: NCCL_NET_GDR_LEVEL values (NCCL env.rst), with the legacy integers LOC=0 ... SYS=4.
 GDR_LEVELS: tuple[str, ...] = ("LOC", "PIX", "PXB", "PHB", "SYS")
@@ -110,7 +111,11 @@ class NcclEnv:
     release_from : str
         Where ``release`` came from ("NCCL default", "cluster file", "--nccl-version", a log).
     explicit : tuple of str
-        The modelled variables that were set, in name order.
+        The modelled variables that were set, in name order (the platform's included).
+    platform : Platform or None
+        The platform whose plugin or image set variables the job left unset (:func:`parse_env`'s ``platform``).
+    set_by : mapping
+        Variable -> the platform's label, for each variable the platform (not the job) set.
     """
 
     algo: str | None = None
@@ -139,9 +144,12 @@ class NcclEnv:
     explicit: tuple[str, ...] = ()
     release: NcclRelease = DEFAULT_RELEASE
     release_from: str = "NCCL default"
+    platform: Platform | None = None
+    set_by: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "extra", MappingProxyType(dict(self.extra)))
+        object.__setattr__(self, "set_by", MappingProxyType(dict(self.set_by)))
 
     def with_version(self, version: str | None, what: str = "NCCL version") -> NcclEnv:
         """This environment under the NCCL release ``version`` (None keeps the current one).
@@ -308,8 +316,27 @@ NO_TIMING_EFFECT: Mapping[str, str] = MappingProxyType({
 })
 
 
-def parse_env(env: Mapping[str, str]) -> NcclEnv:
-    """Parse the ``NCCL_*`` entries of a mapping such as ``os.environ`` into an :class:`NcclEnv`.
+def with_platform(env: Mapping[str, str], platform: Platform | None) -> tuple[dict[str, str], dict[str, str]]:
+    """``env`` with the modelled variables ``platform`` sets where ``env`` does not name them, and which ones
+    the platform set (variable -> its label). A name the job gives wins, even empty: aws-ofi-nccl sets a variable
+    only when ``getenv`` finds none (``src/platform-aws.c``), and NCCL reads an empty value as unset.
+
+    >>> from gpuwait.transport.platforms import PLATFORMS
+    >>> with_platform({"NCCL_ALGO": "Ring"}, PLATFORMS["p4de.24xlarge"])
+    ({'NCCL_ALGO': 'Ring', 'NCCL_PROTO': 'Simple'}, {'NCCL_PROTO': 'aws-ofi-nccl on p4de'})
+    >>> with_platform({"NCCL_PROTO": "LL128"}, PLATFORMS["p4de.24xlarge"])[1]
+    {}
+    """
+    merged, set_by = dict(env), {}
+    for name, value in (platform.env.items() if platform else ()):
+        if name not in env:
+            merged[name], set_by[name] = value, platform.label
+    return merged, set_by
+
+
+def parse_env(env: Mapping[str, str], platform: Platform | None = None) -> NcclEnv:
+    """Parse the ``NCCL_*`` entries of a mapping such as ``os.environ`` into an :class:`NcclEnv`, under the
+    defaults of ``platform`` (:func:`with_platform`; the one place a platform's settings meet the job's).
 
     Raises
     ------
@@ -326,6 +353,7 @@ def parse_env(env: Mapping[str, str]) -> NcclEnv:
     ...
     gpuwait.errors.SpecError: NCCL_IB_QPS_PER_CONNECTION: got '0'; expected an integer from 1 to 128
     """
+    env, set_by = with_platform(env, platform)
     values: dict[str, object] = {}
     extra: dict[str, str] = {}
     explicit: set[str] = set()
@@ -351,7 +379,7 @@ def parse_env(env: Mapping[str, str]) -> NcclEnv:
     if threads is not None and socks is not None and threads * socks > MAX_SOCKETS:
         raise SpecError(f"NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD: got {threads} x {socks}; "
                         f"expected a product of at most {MAX_SOCKETS}")
-    return NcclEnv(**values, extra=extra, explicit=tuple(sorted(explicit)))
+    return NcclEnv(**values, extra=extra, explicit=tuple(sorted(explicit)), platform=platform, set_by=set_by)
 
 
 def _refuse_not_modelled(values: Mapping[str, object]) -> None:
@@ -505,5 +533,24 @@ def env_setting(env: NcclEnv, name: str, attr: str, default: str) -> Setting:
     'Ring (from: NCCL env)'
     """
     if name in env.explicit:
-        return Setting(name, getattr(env, attr), "NCCL env")
+        return Setting(name, getattr(env, attr), env.set_by.get(name, "NCCL env"))
     return Setting(name, "auto", default)
+
+
+def platform_setting(env: NcclEnv) -> Setting:
+    """The platform whose settings apply, what it set (the job's own values win) and what it sets that gpuwait
+    does not model, for ``perf``'s header and ``--json``.
+
+    >>> from gpuwait.transport.platforms import PLATFORMS
+    >>> print(platform_setting(parse_env({}, PLATFORMS["p4de.24xlarge"])))  # doctest: +ELLIPSIS
+    p4de.24xlarge: NCCL_PROTO=Simple; not modelled: NCCL_BUFFSIZE=8388608, ... (from: aws-ofi-nccl src/platform-aws.c, ...)
+    >>> str(platform_setting(NcclEnv()))
+    'none (from: cluster file: transport)'
+    """
+    platform = env.platform
+    if platform is None:
+        return Setting("platform", "none", "cluster file: transport")
+    applied = ", ".join(f"{name}={platform.env[name]}" for name in env.set_by) or "nothing (the job sets it all)"
+    ignored = ", ".join(f"{name}={value}" for name, value in platform.not_modelled.items())
+    value = f"{platform.name}: {applied}" + (f"; not modelled: {ignored}" if ignored else "")
+    return Setting("platform", value, platform.source)

@@ -305,12 +305,12 @@ def _run_perf_case(scenario: Scenario, doc: dict, cache: TopologyCache) -> dict:
     from gpuwait.collectives.nccltests import average_busbw_GBps
     from gpuwait.fabric.perf import CollectivePredictor
     from gpuwait.runner.perf import SweepArgs, perf_sweep
-    from gpuwait.transport import resolve_transport
+    from gpuwait.transport import cluster_platform, resolve_transport
 
     perf = PerfCaseSpec.model_validate(doc["perf"])
     topo = _checked(scenario, cache)
     spec = topo.spec
-    nccl = parse_env(dict(perf.env)).with_version(spec.nccl.version, "nccl.version")
+    nccl = parse_env(dict(perf.env), cluster_platform(spec)).with_version(spec.nccl.version, "nccl.version")
     nccl = nccl.with_version(perf.nccl_version, "perf.nccl_version")
     comm = Communicator.world(topo, gpus_per_server=perf.gpus)
     predictor = CollectivePredictor.create(comm, nccl, spec.routing, resolve_transport(spec.transport))

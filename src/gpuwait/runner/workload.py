@@ -18,6 +18,7 @@ from gpuwait.steps.serving import run_serving
 from gpuwait.steps.training import run_training
 from gpuwait.topology.model import Topology
 from gpuwait.topology.presets import build_cluster, resolve_cluster
+from gpuwait.transport.platforms import cluster_platform
 from gpuwait.workload.steps import serving_step, training_step
 
 
@@ -84,9 +85,9 @@ def simulate_workload(scenario: Scenario, steps: int | None = None, progress=Non
     faulty, effects = perturbation.apply(topo, float(cases[0][2].mtu_bytes))
     results = []
     for index, (name, routing, transport) in enumerate(cases):
-        # no NCCL environment: the cluster file's QPs per connection and NCCL's defaults, resolved as
-        # perf resolves them (gpuwait.collectives.ncclenv.qps_setting)
-        env = parse_env({})
+        # no NCCL environment: the cluster file's QPs per connection and NCCL's defaults under the platform's
+        # settings, resolved as perf resolves them (gpuwait.collectives.ncclenv.qps_setting, parse_env)
+        env = parse_env({}, cluster_platform(cluster, transport.name))
         env = env.with_version(cluster.nccl.version, "nccl.version")  # the cluster's NCCL release
         background = effects.foreign_Bps
         fabric = FabricModel(faulty, routing, transport, env, background_Bps=background)

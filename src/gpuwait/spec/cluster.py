@@ -141,6 +141,8 @@ class TransportSpec(SpecModel):
     mtu: PositiveSizeBytes | None = Field(None, description="Payload MTU override (bytes).")
     message_overhead: TimeS | None = Field(None, description="Per-message software + NIC overhead override (seconds).")
     rate_cap: RateBps | None = Field(None, description="Per-flow rate cap override (e.g. a TCP stream's ceiling).")
+    platform: Literal["p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge", "p5e.48xlarge", "a3-highgpu-8g", "a3-megagpu-8g",
+                      "cscs-alps", "none"] | None = Field(None, description="The platform whose net plugin or image sets NCCL variables (AWS instance type for efa, Google machine type for tcpx/tcpxo, cscs-alps for slingshot; none = no platform settings); they apply under the job's own NCCL environment. Default: the platform the transport implies (efa: the AWS server template's instance type; tcpx: a3-highgpu-8g; tcpxo: a3-megagpu-8g; slingshot: cscs-alps). Values and sources: gpuwait.transport.platforms.")
 
 
 class CalibrationSpec(SpecModel):

@@ -71,6 +71,7 @@ from dataclasses import dataclass, field, replace
 
 from gpuwait.errors import UnknownNameError
 from gpuwait.spec.cluster import TransportSpec
+from gpuwait.transport.platforms import platform_for
 
 
 @dataclass(frozen=True)
@@ -206,7 +207,8 @@ register_transport(TransportProfile(
 # 8 GPU NICs of 200 Gbit/s), Google Cloud "GPU machine types" / "Maximize GPU network bandwidth" docs: kernel TCP
 # with header split, the payload landing in GPU memory (no host staging, no receive copy); the same TCP
 # framing as "tcp". Lossy Ethernet, NCCL through Google's net plugin. Per-message cost: modelling choice, the
-# RDMA 2.5 us acceptance plus a socket call (5 us, assumption); no per-stream ceiling is published
+# RDMA 2.5 us acceptance plus a socket call (5 us, assumption): Google publishes the plugins' NCCL settings
+# (gpuwait.transport.platforms) and bandwidths but no per-message cost or per-stream ceiling
 register_transport(TransportProfile(
     name="tcpx", mtu_bytes=8192, header_bytes=90, message_overhead_s=5e-6, lossless=False, flow_control="none",
     congestion_control="cubic", rdma=False))
@@ -228,6 +230,8 @@ def resolve_transport(spec: TransportSpec) -> TransportProfile:
         profile = TRANSPORTS[spec.name]
     except KeyError:
         raise UnknownNameError(f"transport.name: unknown transport {spec.name!r}; expected one of {', '.join(TRANSPORTS)}") from None
+    if spec.platform is not None:
+        platform_for(spec.name, spec.platform)  # one line when the platform belongs to another transport
     overrides = {}
     if spec.mtu is not None:
         overrides["mtu_bytes"] = spec.mtu
