@@ -17,6 +17,8 @@ Before, the model fitted these channels to the SHM graph (GPU->GPU through the C
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from gpuwait.collectives.tuning import host_staged_net_ring_graph, pci_bw_GBps
 from gpuwait.runner.perf import make_predictor
 
@@ -51,3 +53,24 @@ def test_nccls_choice_without_gdr_is_slower_too():
     with_gdr, _ = _busbw_GBps([])
     without, _ = _busbw_GBps(["NCCL_NET_GDR_LEVEL=LOC"])
     assert without < with_gdr * 0.8
+
+
+def test_gpu_and_nic_on_separate_root_ports_closed_form():
+    """No switch holds both: the GPU's own link carries the path out at 6/5 s up and the path in at s down
+    (search.cc ``followPath`` charges each path on its own direction), so a Gen4 x16 GPU (24 GB/s in NCCL's
+    topo.cc) fits one channel at 20 GB/s, not 24 / 2.2 = 10.9 -> 10 as when GPU and NIC share an uplink."""
+    shared = host_staged_net_ring_graph(pci_bw_GBps(4), 1, 89, intel_cpu=True)
+    apart = host_staged_net_ring_graph(pci_bw_GBps(4), 1, 89, intel_cpu=True, nic_beside_gpu=False)
+    assert (shared.n_channels, shared.bw_intra_GBps) == (1, 10.0)
+    assert (apart.n_channels, apart.bw_intra_GBps) == (1, 20.0)
+
+
+def test_l40s_one_gpu_per_node_over_roce_without_gdr():
+    """Dell R760xa, L40S and ConnectX-7 on different host bridges of one CPU (nvidia-smi NODE in
+    schmaustech/nvidia-tools-image README.md): NCCL's default NCCL_NET_GDR_LEVEL (PXB) turns GPUDirect RDMA
+    off (paths.cc ``ncclTopoCheckGdr``), and the ring graph is NCCL's 1 channel at 20 GB/s."""
+    cluster = str(Path(__file__).parents[1] / "nccltests/data/reference/clusters/r760xa-l40s-2x400g.yaml")
+    predictor = make_predictor(cluster, 2, 1, [], "2.27.3")
+    inputs = predictor.tuning_inputs("all_reduce")
+    assert not predictor.gdr
+    assert (inputs.n_channels, inputs.bw_intra_GBps) == (1, 20.0)

@@ -428,14 +428,17 @@ class CollectivePredictor:
     def _host_staged_net_graph(self, sm: int) -> Graph:
         """NCCL's inter-node ring graph without GPUDirect RDMA (:func:`host_staged_net_ring_graph`) for this
         communicator's first node: PCI bandwidth from the server's PCIe generation, over the PCIe switches
-        that hold both its GPUs and NICs."""
+        that hold both its GPUs and NICs, or, when none does (GPUs and NICs on separate root ports), over
+        the node's NICs, each channel's paths then sharing no link in the same direction."""
         topo, server = self.comm.topo, self.comm.topo.spec.server
         pcie = topo.link_kind == LinkKind.PCIE
         gpu_switches = np.unique(self._first_node_gpu_switches())
         nic_switches = np.unique(topo.link_dst[pcie & (topo.node_kind[topo.link_src] == NodeKind.NIC)])
         switches = np.intersect1d(gpu_switches, nic_switches)
-        return host_staged_net_ring_graph(pci_bw_GBps(pcie_generation(server.pcie_bandwidth)), max(len(switches), 1),
-                                          sm, intel_cpu=server.cpu_vendor == "intel", release=self.env.release)
+        groups = len(switches) or min(self._node_nics(), self.comm.ppn)
+        return host_staged_net_ring_graph(pci_bw_GBps(pcie_generation(server.pcie_bandwidth)), max(groups, 1),
+                                          sm, intel_cpu=server.cpu_vendor == "intel", release=self.env.release,
+                                          nic_beside_gpu=len(switches) > 0)
 
     def _host_path_graph(self, sm: int, one_gpu: bool = False) -> Graph:
         """NCCL's ring graph through the CPU (:func:`host_path_ring_graph`) for the GPUs of this
