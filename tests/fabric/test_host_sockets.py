@@ -91,8 +91,9 @@ def _r760(tmp_path: Path, generation: str | None, version: str = "2.27.3"):
                                                            ("skylake", "2.27.3", 10.0),
                                                            (None, "2.27.3", 20.0)])
 def test_r760xa_ring_search(tmp_path, generation, version, bw):
-    inputs = _r760(tmp_path, generation, version).tuning_inputs("all_reduce")
-    assert (inputs.n_channels, inputs.bw_intra_GBps) == (1, bw)
+    ring = _r760(tmp_path, generation, version).tuning_inputs("all_reduce").graph("ring")
+    # the search's 1 channel, which the kernels run on 2 (connect.cc ncclTopoPostset)
+    assert (ring.n_channels, ring.bw_intra_GBps, ring.channels_run) == (1, bw, 2)
 
 
 def test_r760xa_skylake_ring_runs_at_the_socket_link(tmp_path):

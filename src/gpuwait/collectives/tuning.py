@@ -1014,7 +1014,7 @@ def inter_cpu_bw_GBps(cpu_vendor: str, cpu_generation: str | None,
 
 
 def host_staged_net_ring_graph(pci_GBps: float, n_switches: int, sm: int, intel_cpu: bool,
-                               release: NcclRelease = DEFAULT_RELEASE) -> Graph:
+                               release: NcclRelease = DEFAULT_RELEASE, nic_beside_gpu: bool = True) -> Graph:
     """The inter-node ring graph NCCL's search finds when the node's GPUs use P2P (NVLink) among themselves
     but reach their NICs without GPUDirect RDMA (``NCCL_NET_GDR_LEVEL`` below the GPU-NIC path, or no
     peer-memory support).
@@ -1029,14 +1029,24 @@ def host_staged_net_ring_graph(pci_GBps: float, n_switches: int, sm: int, intel_
     :func:`nvswitch_ring_graph`), and the node runs ``n_switches`` times that many. A modelling
     simplification: every channel's NIC and GPUs share a switch (DGX-style GPU+NIC pairs).
 
+    ``nic_beside_gpu=False``: the GPUs and NICs hang from different root ports or switches (nvidia-smi's
+    NODE or SYS, NCCL's PHB or SYS: the path already runs through the CPU and paths.cc keeps it). Then no
+    link carries both of a channel's paths in the same direction: the GPU's own link carries the path out
+    at ``overhead x s`` up and the path in at ``s`` down, so ``n`` channels fit while
+    ``n * s * overhead <= pci_GBps``, and ``n_switches`` counts the NICs the channels spread over (each
+    NIC's link carries its channels the same way; taken no slower than the GPU's).
+
     Examples
     --------
     >>> g = host_staged_net_ring_graph(pci_bw_GBps(5), 4, 90, intel_cpu=True)  # DGX H100: 4 switches, Gen5
     >>> g.n_channels, g.bw_intra_GBps
     (4, 20.0)
+    >>> g = host_staged_net_ring_graph(pci_bw_GBps(4), 1, 89, intel_cpu=True, nic_beside_gpu=False)  # L40S, NODE
+    >>> g.n_channels, g.bw_intra_GBps
+    (1, 20.0)
     """
     overhead = INTEL_P2P_OVERHEAD if intel_cpu else 1.0
-    budget = pci_GBps / (1.0 + overhead)
+    budget = pci_GBps / ((1.0 if nic_beside_gpu else 0.0) + overhead)
     if budget < _speeds(sm, release)[-1]:
         return Graph(1, 0.1, 0.1, intra_link="pci")
     n_channels, speed = _ring_search(round(budget, 3), sm, release)

@@ -325,17 +325,28 @@ class CollectivePredictor:
             # NVLink once each way (the ring search's intra-node rule), so either can cap a channel
             per_channel = min(per_channel, nic_GBps, nvlink_total / channels)
         intra_link = "nvlink" if links else "pci"
+        host = None
         if not self.p2p:
             # SHM between the node's GPUs: NCCL's paths run through the CPU (paths.cc addInterStep), and
             # the search fits its channels to the PCI links as for SHM alone
             host = self._host_path_graph(sm)
-            channels, per_channel = min(channels, host.n_channels), min(per_channel, host.bw_intra_GBps)
-        elif self.transport.rdma and not self.gdr:
-            # no GPUDirect: only the GPU<->NIC paths go through the CPU, each channel's in and out
+        elif self.host_staged_network:
+            # no GPUDirect (an RDMA NIC too far from the GPU, or NCCL's socket transport, whose NICs take host
+            # memory only: net_socket.cc NCCL_PTR_HOST, so ncclTopoCheckGdr turns GDR off): the GPU<->NIC paths
+            # go through the CPU, each channel's in and out
             host = self._host_staged_net_graph(sm)
-            channels, per_channel = min(channels, host.n_channels), min(per_channel, host.bw_intra_GBps)
+        if host is not None:
+            # the search's channels; ncclTopoPostset doubles a ring's for the kernels (src/graph/connect.cc
+            # v2.27.3-1), each run channel carrying half a search channel's bandwidth
+            run = min(channels, 2 * host.n_channels)
+            channels, per_channel = run, min(per_channel, host.bw_intra_GBps * host.n_channels / run)
         net_lat_us = self.transport.nccl_net_latency_s * 1e6  # the net plugin's latency: NCCL's latencyInter
         ring = Graph(channels, per_channel, per_channel, net_lat_us, intra_link=intra_link)
+        if host is not None and not (links and comm.ppn > 1):
+            # the tuning reads the search's channels, half those the kernels run
+            search = max(1, channels // 2)
+            graphs["ring"] = Graph(search, per_channel * channels / search, per_channel * channels / search,
+                                   intra_link=intra_link, run_channels=channels)
         if links and comm.ppn > 1:
             # NCCL searches the tree separately, on the ring search's channels (half the ring's here, which
             # counts connect.cc's doubling), at the fastest speed they fit (net_tree_graph)
@@ -472,14 +483,20 @@ class CollectivePredictor:
     def _host_staged_net_graph(self, sm: int) -> Graph:
         """NCCL's inter-node ring graph without GPUDirect RDMA (:func:`host_staged_net_ring_graph`) for this
         communicator's first node: PCI bandwidth from the server's PCIe generation, over the PCIe switches
-        that hold both its GPUs and NICs."""
+        that hold both its GPUs and NICs, or, when none does (GPUs and NICs on separate root ports), over
+        the node's NICs, each channel's paths then sharing no link in the same direction."""
         topo, server = self.comm.topo, self.comm.topo.spec.server
         pcie = topo.link_kind == LinkKind.PCIE
         gpu_switches = np.unique(self._first_node_gpu_switches())
         nic_switches = np.unique(topo.link_dst[pcie & (topo.node_kind[topo.link_src] == NodeKind.NIC)])
         switches = np.intersect1d(gpu_switches, nic_switches)
-        return host_staged_net_ring_graph(pci_bw_GBps(pcie_generation(server.pcie_bandwidth)), max(len(switches), 1),
-                                          sm, intel_cpu=server.cpu_vendor == "intel", release=self.env.release)
+        groups = len(switches) or min(self._node_nics(), self.comm.ppn)
+        # a superchip's GPU reaches its CPU over NVLink-C2C (gpu_host_bandwidth), not through the NIC's
+        # switch: only the NIC's PCIe link carries both of a channel's paths, one each way
+        shared_uplink = len(switches) > 0 and not server.gpu_host_bandwidth
+        return host_staged_net_ring_graph(pci_bw_GBps(pcie_generation(server.pcie_bandwidth)), max(groups, 1),
+                                          sm, intel_cpu=server.cpu_vendor == "intel", release=self.env.release,
+                                          nic_beside_gpu=shared_uplink)
 
     def _host_path_graph(self, sm: int, one_gpu: bool = False) -> Graph:
         """NCCL's ring graph through the CPU (:func:`host_path_ring_graph`) for the GPUs of this
