@@ -32,4 +32,5 @@ def test_run_prints_one_row_per_job_as_json(capsys):
     assert main(["run", EXAMPLE, "--steps", "1", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert [j["name"] for j in data["jobs"]] == ["a", "b"]
-    assert all(j["step_shared_s"] >= j["step_alone_s"] for j in data["jobs"])
+    # sharing never speeds a job up; a job the other does not slow comes out equal to rounding (1 ulp apart)
+    assert all(j["step_shared_s"] >= j["step_alone_s"] * (1 - 1e-12) for j in data["jobs"])
