@@ -222,6 +222,7 @@ def _hashes(hop: Hop, seeds: np.ndarray) -> np.ndarray:
 @functools.lru_cache(maxsize=8)
 def _node_seed_terms(fn: HashFunction, spec: RoutingSpec, n_nodes: int, n_bytes: int) -> np.ndarray:
     """Every node's seed term (:attr:`HashFunction.seed_term`), for per-switch seeds."""
+    assert fn.seed_term is not None  # only asked for hashes that have one (_hashes)
     terms = fn.seed_term(switch_seeds(spec, np.arange(n_nodes)), n_bytes)
     terms.flags.writeable = False
     return terms
