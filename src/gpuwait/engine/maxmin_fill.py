@@ -142,22 +142,51 @@ def _fill(run_flow, run_ptr, link_of, weight, active, capacity, cap, rate, bottl
     return iterations
 
 
+@njit(cache=True)
+def _kept_runs(flow_of, link_of, weight, unfrozen):
+    """The unfrozen flows' triplets (copies: the filling compacts them in place) and their runs, in one
+    pass each to count and to copy, instead of masks and copies of every triplet array."""
+    n_kept = 0
+    n_runs = 0
+    last = -1
+    for i in range(len(flow_of)):
+        if unfrozen[flow_of[i]]:
+            n_kept += 1
+            if flow_of[i] != last:
+                n_runs += 1
+                last = flow_of[i]
+    run_flow = np.empty(n_runs, np.intp)
+    run_ptr = np.empty(n_runs + 1, np.intp)
+    link_kept = np.empty(n_kept, np.intp)
+    weight_kept = np.empty(n_kept, np.float64)
+    k = 0
+    r = 0
+    last = -1
+    for i in range(len(flow_of)):
+        f = flow_of[i]
+        if unfrozen[f]:
+            if f != last:
+                run_flow[r] = f
+                run_ptr[r] = k
+                r += 1
+                last = f
+            link_kept[k] = link_of[i]
+            weight_kept[k] = weight[i]
+            k += 1
+    run_ptr[n_runs] = n_kept
+    return run_flow, run_ptr, link_kept, weight_kept
+
+
 def progressive_fill(flow_of: np.ndarray, link_of: np.ndarray, weight: np.ndarray, capacity_Bps: np.ndarray,
                      cap_Bps: np.ndarray, unfrozen: np.ndarray, rtol: float,
                      not_transmitting: int) -> tuple[np.ndarray, np.ndarray, int]:
     """(rate, bottleneck, iterations) of the ``unfrozen`` flows over (flow, link, weight) triplets
     sorted by flow; iterations < 0 if one froze nothing. Reads its inputs only."""
     n_flows = cap_Bps.shape[0]
-    keep = unfrozen[flow_of]
-    flow_kept = flow_of[keep]
-    link_kept = np.ascontiguousarray(link_of[keep], dtype=np.intp)
-    weight_kept = np.ascontiguousarray(weight[keep], dtype=np.float64)
-    if len(flow_kept):
-        run_start = np.flatnonzero(np.r_[True, flow_kept[1:] != flow_kept[:-1]])
-    else:
-        run_start = np.zeros(0, np.intp)
-    run_flow = flow_kept[run_start].astype(np.intp)
-    run_ptr = np.r_[run_start, len(flow_kept)].astype(np.intp)
+    run_flow, run_ptr, link_kept, weight_kept = _kept_runs(np.ascontiguousarray(flow_of, dtype=np.intp),
+                                                           np.ascontiguousarray(link_of, dtype=np.intp),
+                                                           np.ascontiguousarray(weight, dtype=np.float64),
+                                                           np.ascontiguousarray(unfrozen, dtype=np.bool_))
     rate = np.zeros(n_flows)
     bottleneck = np.full(n_flows, not_transmitting, dtype=np.int64)
     active = np.flatnonzero(unfrozen).astype(np.intp)
