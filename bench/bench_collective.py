@@ -11,14 +11,18 @@ k^3/4 NIC ports: 65,536 at radix 64, so 131,072 GPUs need radix 128 (51.2T switc
 ``--switch-radix`` defaults to the smallest of 64 and 128 that holds the cluster.
 
 Figures: wall time per stage — build (topology tables), compile (NCCL model, phases, merging
-server-local flows), route (ECMP paths), solve (max-min rates) — and the total; peak RSS after
-the build and at the end; the predicted time and busbw.
+server-local flows), route (ECMP paths), solve (max-min rates) — and the total, and the same in
+this process's CPU time (user + system: on shared cores the wall time also counts other processes'
+turns, the CPU time does not); peak RSS after the build and at the end; the predicted time and busbw.
+The run's own load average (1 minute) is printed with them. Route and solve CPU are those of phases
+routed flow by flow (a grouped all-to-all's are counted in compile).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import sys
 import time
@@ -67,7 +71,7 @@ def main() -> None:
     if radix != PRESET_RADIX:
         fields["fabric"] = {"switch_radix": radix}
     storage = args.storage
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     topo = None
     if storage != "none":
         try:
@@ -79,22 +83,24 @@ def main() -> None:
                 raise
             storage = f"none ({err})"
     if topo is None:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         topo = build_cluster(ClusterSpec(**fields, storage={"mode": "none"}))
-    build_s = time.perf_counter() - t0
+    build_s, build_cpu_s = time.perf_counter() - t0, time.process_time() - c0
     build_rss_GiB = peak_rss_GiB()
 
     env = parse_env(dict(pair.split("=", 1) for pair in args.env))
-    t1 = time.perf_counter()
+    t1, c1 = time.perf_counter(), time.process_time()
     predictor = CollectivePredictor.create(Communicator.world(topo), env, topo.spec.routing, TRANSPORTS["rocev2"])
     est = predictor.estimate("all_reduce", args.size)
-    predict_s = time.perf_counter() - t1
-    route_s = solve_s = 0.0
+    predict_s, predict_cpu_s = time.perf_counter() - t1, time.process_time() - c1
+    route_s = solve_s = route_cpu_s = solve_cpu_s = 0.0
     if est.fabric_time_s is not None:
         # already simulated by estimate(): the cached run, for its stage timings
         _, run = predictor.fabric_run(est.collective, FLOW_ALGORITHMS[est.algorithm], est.protocol, est.n_channels)
         route_s = sum(p.route_wall_s for p in run.phases)
         solve_s = sum(p.solve_wall_s for p in run.phases)
+        route_cpu_s = sum(p.route_cpu_s for p in run.phases)
+        solve_cpu_s = sum(p.solve_cpu_s for p in run.phases)
     n = predictor.comm.n_ranks
     busbw_GBps = args.size / est.time_s * 2 * (n - 1) / n / 1e9
     figures = {
@@ -102,6 +108,9 @@ def main() -> None:
         "storage_network": storage, "routing": args.routing, "nodes": topo.n_nodes, "links": topo.n_links,
         "wall_s": {"build": build_s, "compile": predict_s - route_s - solve_s, "route": route_s, "solve": solve_s,
                    "total": build_s + predict_s},
+        "cpu_s": {"build": build_cpu_s, "compile": predict_cpu_s - route_cpu_s - solve_cpu_s, "route": route_cpu_s,
+                  "solve": solve_cpu_s, "total": build_cpu_s + predict_cpu_s},
+        "load_average_1min": os.getloadavg()[0],
         "peak_rss_GiB": {"after_build": build_rss_GiB, "total": peak_rss_GiB()},
         "size_bytes": args.size, "algorithm": est.algorithm, "protocol": est.protocol, "n_channels": est.n_channels,
         "time_s": est.time_s, "busbw_GBps": busbw_GBps, "limited_by": est.limited_by,
@@ -110,12 +119,14 @@ def main() -> None:
         json.dump(figures, sys.stdout, indent=2)
         print()
         return
-    wall = figures["wall_s"]
+    wall, cpu = figures["wall_s"], figures["cpu_s"]
     print(f"{n} GPUs ({servers} servers), {topo.spec.fabric.tiers}-tier radix {radix}, {args.routing}, "
           f"storage network: {storage}; {topo.n_nodes} nodes, {topo.n_links} links")
     print("wall: " + ", ".join(f"{stage} {seconds:.2f} s" for stage, seconds in wall.items())
           + f"; peak RSS {figures['peak_rss_GiB']['after_build']:.2f} GiB after build, "
           f"{figures['peak_rss_GiB']['total']:.2f} GiB total")
+    print("cpu:  " + ", ".join(f"{stage} {seconds:.2f} s" for stage, seconds in cpu.items())
+          + f"; load average {figures['load_average_1min']:.1f}")
     print(f"all_reduce {args.size} B: {est.algorithm}/{est.protocol}, {est.n_channels} channels, "
           f"{est.time_s * 1e3:.3f} ms, busbw {busbw_GBps:.1f} GB/s, limited by {est.limited_by}")
 

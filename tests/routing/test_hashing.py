@@ -256,6 +256,21 @@ def test_seed_xors_one_constant_into_every_hash(name):
     assert np.unique(diff).size == 1
 
 
+@pytest.mark.parametrize("name", sorted(HASH_FUNCTIONS))
+@pytest.mark.parametrize("n_bytes", [0, 1, 13, 37])
+def test_seed_term_is_the_seeds_share_of_the_hash(name, n_bytes):
+    # routers._ecmp hashes each row's key once unseeded and XORs in each switch's seed term: the
+    # same bits as hashing the key with the seed, for every key length (CRCs only: xor-fold has none).
+    fn = get_hash(name)
+    if fn.seed_term is None:
+        assert not name.startswith("crc")
+        return
+    rng = np.random.default_rng(n_bytes)
+    keys = rng.integers(0, 256, (400, n_bytes), dtype=np.uint8)
+    seeds = rng.integers(0, 2**32, 400, dtype=np.uint32)
+    np.testing.assert_array_equal(fn(keys, seeds), fn(keys, 0) ^ fn.seed_term(seeds, n_bytes))
+
+
 def _collision_partition(selection: np.ndarray) -> set[frozenset[int]]:
     return {frozenset(np.flatnonzero(selection == b).tolist()) for b in np.unique(selection)}
 

@@ -45,9 +45,11 @@ class PhaseRun:
     step_time_s: float
     multiplicity: np.ndarray  # per QP row: how many identical flows the row stands for
     bytes_per_row: np.ndarray  # per QP row: bytes one of its flows sends in one repetition
-    # wall-clock seconds spent routing and solving: profiling figures, not part of the model
+    # wall-clock and CPU (this process) seconds spent routing and solving: profiling figures, not part of the model
     route_wall_s: float = 0.0
     solve_wall_s: float = 0.0
+    route_cpu_s: float = 0.0
+    solve_cpu_s: float = 0.0
 
     @property
     def time_s(self) -> float:
@@ -139,14 +141,15 @@ def _run_listed(topo: Topology, phase: Phase, routing: RoutingSpec, transport: T
                 capacity_Bps: np.ndarray, via_host: bool, nvlink_domains: bool, stage_network: bool) -> PhaseRun:
     """Every flow of the phase routed and solved (identical flows inside a server merged)."""
     src, dst, size, multiplicity = _merge_local_flows(topo, phase)
-    start_s = time.perf_counter()
+    start_s, start_cpu_s = time.perf_counter(), time.process_time()
     routes = route_flows(topo, routing, src, dst, transport=transport.name, via_host=via_host,
                          nvlink_domains=nvlink_domains, stage_network=stage_network)
-    routed_s = time.perf_counter()
+    routed_s, routed_cpu_s = time.perf_counter(), time.process_time()
     remote = topo.node_server[src] != topo.node_server[dst]
     rate, step, _ = _solve(routes, size, multiplicity, remote, transport, capacity_Bps)
     return PhaseRun(phase, routes, rate, step, multiplicity[routes.flow_index], routes.per_qp(size),
-                    route_wall_s=routed_s - start_s, solve_wall_s=time.perf_counter() - routed_s)
+                    route_wall_s=routed_s - start_s, solve_wall_s=time.perf_counter() - routed_s,
+                    route_cpu_s=routed_cpu_s - start_cpu_s, solve_cpu_s=time.process_time() - routed_cpu_s)
 
 
 def _run_grouped(topo: Topology, phase: Phase, groups: PairGroups, routing: RoutingSpec, transport: TransportProfile,

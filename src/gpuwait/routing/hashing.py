@@ -66,7 +66,7 @@ Examples
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -235,6 +235,9 @@ class HashFunction:
     output_bits: int
     kernel: HashKernel = field(repr=False)
     description: str = ""
+    # For a hash affine in its seed (a CRC): (seed_u32 (N,), key length in bytes) -> what XOR-ing the
+    # seed into the state adds to the unseeded hash, so ``fn(keys, s) == fn(keys, 0) ^ seed_term(s, K)``
+    seed_term: Callable[[NDArray[np.uint32], int], NDArray[np.uint32]] | None = field(default=None, repr=False)
 
     def __call__(self, key_bytes: ArrayLike | bytes, seed_u32: ArrayLike = 0) -> NDArray[np.uint32]:
         if isinstance(key_bytes, (bytes, bytearray)):
@@ -357,6 +360,27 @@ class CrcParams:
         return table
 
 
+def _crc_seed_term(params: CrcParams) -> Callable[[NDArray[np.uint32], int], NDArray[np.uint32]]:
+    """A table-driven CRC is linear over GF(2) in its state and its bytes together (each step XORs
+    table entries, and the table is linear), so the state after a key from ``init ^ seed`` is the
+    state after it from ``init`` XOR the state after as many zero bytes from ``seed``: this term."""
+    table = params.table()
+    mask = np.uint32((1 << params.width_bits) - 1)
+    top_shift = np.uint32(params.width_bits - 8)
+    eight = np.uint32(8)
+
+    def seed_term(seed_u32: NDArray[np.uint32], n_bytes: int) -> NDArray[np.uint32]:
+        state = np.asarray(seed_u32, np.uint32) & mask
+        for _ in range(n_bytes):
+            if params.reflected:
+                state = table[state & 0xFF] ^ (state >> eight)
+            else:
+                state = table[(state >> top_shift) & 0xFF] ^ ((state << eight) & mask)
+        return state
+
+    return seed_term
+
+
 def _crc_kernel(params: CrcParams) -> HashKernel:
     """Build a vectorised table-driven kernel; the table is computed once, here."""
     table = params.table()
@@ -396,6 +420,7 @@ def register_crc(name: str, params: CrcParams, description: str = "") -> None:
     >>> del HASH_FUNCTIONS["doc-crc16-xmodem"]
     """
     register_hash(name, output_bits=params.width_bits, description=description)(_crc_kernel(params))
+    HASH_FUNCTIONS[name] = replace(HASH_FUNCTIONS[name], seed_term=_crc_seed_term(params))
 
 
 # Parameters and check values (CRC of b"123456789") from the CRC RevEng catalogue,

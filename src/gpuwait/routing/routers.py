@@ -24,13 +24,15 @@ QPs over them round-robin: QP q takes port ``q mod ports``.
 
 from __future__ import annotations
 
+import functools
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from gpuwait.errors import UnknownNameError
-from gpuwait.routing.hashing import ecmp_select, get_hash
+from gpuwait.routing.hashing import HashFunction, ecmp_select, get_hash
 from gpuwait.spec.cluster import RoutingSpec
 from gpuwait.topology.model import Topology
 
@@ -183,10 +185,53 @@ def _check_hash(spec: RoutingSpec) -> None:
         raise UnknownNameError(f"routing.hash: {err}", hint=err.hint) from None
 
 
+class _UnseededHashes:
+    """The unseeded hash of every row of the last routing's keys, kept while that key array lives:
+    a walk's hops hash the same rows' keys again and again, each hop with its switches' seeds."""
+
+    def __init__(self) -> None:
+        self._keys: weakref.ref[np.ndarray] | None = None
+        self._name = ""
+        self._hashes = np.zeros(0, np.uint32)
+
+    def __call__(self, fn: HashFunction, key_bytes: np.ndarray) -> np.ndarray:
+        if self._keys is None or self._keys() is not key_bytes or self._name != fn.name:
+            self._hashes = fn(key_bytes, 0)
+            self._keys, self._name = weakref.ref(key_bytes), fn.name
+        return self._hashes
+
+
+_unseeded_hashes = _UnseededHashes()
+
+
+def _hashes(hop: Hop, seeds: np.ndarray) -> np.ndarray:
+    """Each state's hash of its row's key with its switch's seed. For a hash affine in the seed (a
+    CRC) the rows' unseeded hashes are taken once per routing and each seed's term once per node:
+    the same bits as hashing each state's key with its seed."""
+    fn = get_hash(hop.spec.hash)
+    if fn.seed_term is None:
+        return fn(hop.key_bytes[hop.row], seeds)
+    n_bytes = hop.key_bytes.shape[1]
+    if hop.spec.per_switch_seed:
+        term = _node_seed_terms(fn, hop.spec, hop.topo.n_nodes, n_bytes)[hop.node]
+    else:
+        term = fn.seed_term(np.full(1, hop.spec.seed, np.uint32), n_bytes)[0]
+    return _unseeded_hashes(fn, hop.key_bytes)[hop.row] ^ term
+
+
+@functools.lru_cache(maxsize=8)
+def _node_seed_terms(fn: HashFunction, spec: RoutingSpec, n_nodes: int, n_bytes: int) -> np.ndarray:
+    """Every node's seed term (:attr:`HashFunction.seed_term`), for per-switch seeds."""
+    assert fn.seed_term is not None  # only asked for hashes that have one (_hashes)
+    terms = fn.seed_term(switch_seeds(spec, np.arange(n_nodes)), n_bytes)
+    terms.flags.writeable = False
+    return terms
+
+
 @register_router("ecmp", single_path=True, label="ECMP", validate=_check_hash)
 def _ecmp(hop: Hop) -> NextHops:
     seeds = switch_seeds(hop.spec, hop.node)
-    hashes = get_hash(hop.spec.hash)(hop.key_bytes[hop.row], seeds)
+    hashes = _hashes(hop, seeds)
     # A CRC is affine: XOR-ing a seed into its state only relabels the 2^k next hops, so seeds
     # alone never break polarization. Seeded switches also pick a seed-dependent slice of the
     # hash bits (the "hash offset" of merchant ASICs), which does.
