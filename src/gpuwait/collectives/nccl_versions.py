@@ -141,6 +141,16 @@ class NcclRelease:
         """The version as integers, for ordering (``(2, 26, 2)``): releases are compared against it."""
         return tuple(int(x) for x in self.version.split("."))
 
+    @property
+    def covers(self) -> str:
+        """The NCCL releases this model stands for, first to last checked tag (one release: its version).
+
+        >>> nccl_release("2.30.7").covers, nccl_release("2.27.3").covers
+        ('2.30.3 to 2.30.7', '2.27.3')
+        """
+        first, last = (tag.removeprefix("v").rsplit("-", 1)[0] for tag in self.tags)
+        return first if first == last else f"{first} to {last}"
+
     def compcap_index(self, sm: int) -> int:
         """The per-architecture row NCCL reads for a GPU of compute capability ``sm`` (x10)."""
         index = 3 if sm >= 100 else 2 if sm >= 90 else 1 if sm >= 80 else 0

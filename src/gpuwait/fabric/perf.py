@@ -246,7 +246,8 @@ class CollectivePredictor:
                 channels,
                 Setting("transport", transport, transport_from),
                 Setting("gpu_arch", f"{arch.name} (sm{arch.sm})", "cluster file: server.gpu_model"),
-                Setting("nccl_version", env.release.version, env.release_from),
+                # a release's model stands for every tag up to the next change (2.30.7 runs 2.30.3's)
+                Setting("nccl_version", env.release.covers, env.release_from),
                 Setting("ignored", ", ".join(env.ignored) or "none", "process environment: not modelled"),
                 Setting("no_timing_effect", ", ".join(env.no_timing) or "none", "NCCL env: does not change timing")]
 
