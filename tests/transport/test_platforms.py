@@ -107,6 +107,9 @@ def test_tcpx_runs_as_google_configures_it(tmp_path):
     assert (env.algo, env.proto, env.channel_limits(), env.net_gdr_level) == ("Ring", "Simple", (8, 8), "PIX")
     sweep = perf_sweep("all_reduce", ARGS, predictor=predictor)
     assert {(c["algorithm"], c["protocol"]) for c in sweep.choices} == {("ring", "Simple")}
+    # perf's header says the platform set the channel limits, not the job's env
+    channels = next(s for s in predictor.settings() if s.name == "channels")
+    assert (channels.value, channels.source) == ("8-8", "GPUDirect-TCPX config on a3-highgpu-8g")
 
 
 @pytest.mark.parametrize("platform, message", [

@@ -238,8 +238,11 @@ class CollectivePredictor:
         transport = "socket" if env.ib_disable or self.transport.name == "tcp" else self.transport.name
         transport_from = "NCCL env" if env.ib_disable else "cluster file"
         limits = {"NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_MIN_CTAS", "NCCL_MAX_CTAS", "NCCL_NVLS_NCHANNELS"}
-        channels = (Setting("channels", "{}-{}".format(*env.channel_limits()), "NCCL env")
-                    if limits & set(env.explicit) else Setting("channels", "auto", "NCCL search graph"))
+        given = sorted(limits & set(env.explicit))
+        # the platform's label when its plugin or image set every limit the job runs with, else the job's env
+        owners = {env.set_by.get(name, "NCCL env") for name in given}
+        channels = (Setting("channels", "{}-{}".format(*env.channel_limits()), owners.pop() if len(owners) == 1 else "NCCL env")
+                    if given else Setting("channels", "auto", "NCCL search graph"))
         return [self.qps or qps_setting(env, self.routing),
                 env_setting(env, "NCCL_ALGO", "algo", "NCCL tuning model"),
                 env_setting(env, "NCCL_PROTO", "proto", "NCCL tuning model"),
