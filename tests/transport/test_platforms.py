@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuwait.collectives.ncclenv import VARIABLES, parse_env
+from gpuwait.collectives.ncclenv import VARIABLES, cluster_env, parse_env
 from gpuwait.errors import SpecError
 from gpuwait.runner.inputs import load_cluster
 from gpuwait.runner.perf import SweepArgs, make_predictor, perf_sweep
@@ -121,3 +121,12 @@ def test_bad_platform_is_one_clear_error(tmp_path, platform, message):
     with pytest.raises(SpecError) as err:
         make_predictor(_cluster(tmp_path, "efa", platform), None, None)
     assert message in str(err.value) and "\n" not in str(err.value).split("hint")[0].strip()
+
+
+def test_a_jobs_env_comes_through_the_clusters_platform():
+    """``cluster_env``, which perf, run, multi-job runs, schedule and sweeps read: a p4de cluster's job gets
+    the plugin's NCCL_PROTO=Simple unless it sets its own, and a variant on RoCE gets none of it."""
+    spec = load_cluster(P4DE)
+    assert cluster_env(spec).proto == "Simple"
+    assert cluster_env(spec, {"NCCL_PROTO": "LL128"}).proto == "LL128"
+    assert cluster_env(spec, transport="rocev2").proto is None

@@ -34,9 +34,9 @@ from types import MappingProxyType
 from gpuwait.collectives.nccl_versions import DEFAULT_RELEASE, NcclRelease, nccl_release
 from gpuwait.collectives.tuning import Prediction, TuningInputs, choose, parse_algorithm_list, parse_protocol_list
 from gpuwait.errors import SpecError
-from gpuwait.spec.cluster import RoutingSpec
+from gpuwait.spec.cluster import ClusterSpec, RoutingSpec
 from gpuwait.topology.pcipath import parse_level
-from gpuwait.transport.platforms import Platform
+from gpuwait.transport.platforms import Platform, cluster_platform
 
 #: NCCL_NET_GDR_LEVEL values (NCCL env.rst), with the legacy integers LOC=0 ... SYS=4.
 GDR_LEVELS: tuple[str, ...] = ("LOC", "PIX", "PXB", "PHB", "SYS")
@@ -332,6 +332,19 @@ def with_platform(env: Mapping[str, str], platform: Platform | None) -> tuple[di
         if name not in env:
             merged[name], set_by[name] = value, platform.label
     return merged, set_by
+
+
+def cluster_env(cluster: ClusterSpec, env: Mapping[str, str] | None = None, transport: str | None = None) -> NcclEnv:
+    """The NCCL environment a job on ``cluster`` runs with: ``env`` (the job's own variables) over the settings
+    of the cluster's platform (:func:`gpuwait.transport.platforms.cluster_platform`; ``transport``: a scenario
+    case's transport instead of the cluster's), under the cluster's NCCL release (``nccl.version``).
+
+    >>> from gpuwait.topology import preset_spec
+    >>> cluster_env(preset_spec("dgx-h100")).release_from
+    'NCCL default'
+    """
+    return parse_env(dict(env or {}), cluster_platform(cluster, transport)).with_version(cluster.nccl.version,
+                                                                                            "nccl.version")
 
 
 def parse_env(env: Mapping[str, str], platform: Platform | None = None) -> NcclEnv:

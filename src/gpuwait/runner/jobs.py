@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from gpuwait.collectives.ncclenv import parse_env
+from gpuwait.collectives.ncclenv import cluster_env
 from gpuwait.engine.base import effective_capacity_Bps
 from gpuwait.engine.flow import max_min_rates
 from gpuwait.errors import SpecError
@@ -404,8 +404,7 @@ def run_jobs(scenario: Scenario, steps: int | None = None) -> JobsRun:
     tree = fabric_tree(topo)
     placed = place_jobs(list(scenario.jobs), tree)
     _, routing, transport = scenario_cases(scenario, cluster)[0]
-    env = parse_env({"NCCL_IB_QPS_PER_CONNECTION": str(routing.qps_per_connection)})
-    env = env.with_version(cluster.nccl.version, "nccl.version")
+    env = cluster_env(cluster, {"NCCL_IB_QPS_PER_CONNECTION": str(routing.qps_per_connection)}, transport.name)
     n_steps = steps if steps is not None else max(j.workload.steps for j in scenario.jobs)
     if n_steps < 1:
         raise SpecError(f"--steps: got {n_steps}; expected at least 1")

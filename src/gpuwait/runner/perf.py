@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from gpuwait.collectives.communicator import Communicator
-from gpuwait.collectives.ncclenv import Setting, check_modelled, parse_env, platform_setting
+from gpuwait.collectives.ncclenv import Setting, check_modelled, cluster_env, platform_setting
 from gpuwait.collectives.nccltests import (
     Device,
     NcclTestsCollective,
@@ -32,7 +32,7 @@ from gpuwait.fabric.perf import CollectiveEstimate, CollectivePredictor
 from gpuwait.runner.cost import CostEstimate, check_cost, estimate_perf
 from gpuwait.runner.inputs import load_cluster
 from gpuwait.topology import build_topology
-from gpuwait.transport import cluster_platform, resolve_transport
+from gpuwait.transport import resolve_transport
 
 
 def nccl_env(env: Mapping[str, str] | Iterable[str] = (), base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -61,8 +61,7 @@ def make_predictor(cluster: str, servers: int | None, gpus: int | None,
     topo = build_topology(spec)
     environment = nccl_env(env)
     comm = Communicator.world(topo, gpus_per_server=gpus)
-    nccl = parse_env(environment, cluster_platform(spec)).with_version(spec.nccl.version, "nccl.version")
-    nccl = nccl.with_version(nccl_version, "--nccl-version")
+    nccl = cluster_env(spec, environment).with_version(nccl_version, "--nccl-version")
     return CollectivePredictor.create(comm, nccl, spec.routing, resolve_transport(spec.transport),
                                       gpus_per_thread=gpus_per_thread)
 

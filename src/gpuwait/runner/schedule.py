@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpuwait.collectives.ncclenv import parse_env
+from gpuwait.collectives.ncclenv import cluster_env
 from gpuwait.engine.base import effective_capacity_Bps
 from gpuwait.errors import SpecError
 from gpuwait.fabric.groups import FabricModel
@@ -162,8 +162,8 @@ class _Cluster:
         self.topo = build_cluster(cluster)
         self.tree: FabricTree = fabric_tree(self.topo)
         _, routing, transport = scenario_cases(scenario, cluster)[0]
-        env = parse_env({"NCCL_IB_QPS_PER_CONNECTION": str(routing.qps_per_connection)})
-        self.fabric = FabricModel(self.topo, routing, transport, env.with_version(cluster.nccl.version, "nccl.version"))
+        env = cluster_env(cluster, {"NCCL_IB_QPS_PER_CONNECTION": str(routing.qps_per_connection)}, transport.name)
+        self.fabric = FabricModel(self.topo, routing, transport, env)
         self.capacity_Bps = effective_capacity_Bps(self.topo, transport)
         network = self.topo.network_links
         tier = self.topo.node_tier

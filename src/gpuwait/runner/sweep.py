@@ -301,17 +301,16 @@ def _run_workload_case(scenario: Scenario, doc: dict, cache: TopologyCache) -> d
 
 def _run_perf_case(scenario: Scenario, doc: dict, cache: TopologyCache) -> dict:
     from gpuwait.collectives.communicator import Communicator
-    from gpuwait.collectives.ncclenv import parse_env
+    from gpuwait.collectives.ncclenv import cluster_env
     from gpuwait.collectives.nccltests import average_busbw_GBps
     from gpuwait.fabric.perf import CollectivePredictor
     from gpuwait.runner.perf import SweepArgs, perf_sweep
-    from gpuwait.transport import cluster_platform, resolve_transport
+    from gpuwait.transport import resolve_transport
 
     perf = PerfCaseSpec.model_validate(doc["perf"])
     topo = _checked(scenario, cache)
     spec = topo.spec
-    nccl = parse_env(dict(perf.env), cluster_platform(spec)).with_version(spec.nccl.version, "nccl.version")
-    nccl = nccl.with_version(perf.nccl_version, "perf.nccl_version")
+    nccl = cluster_env(spec, dict(perf.env)).with_version(perf.nccl_version, "perf.nccl_version")
     comm = Communicator.world(topo, gpus_per_server=perf.gpus)
     predictor = CollectivePredictor.create(comm, nccl, spec.routing, resolve_transport(spec.transport))
     args = SweepArgs(perf.min_bytes, perf.max_bytes, perf.step_factor, dtype=perf.dtype)

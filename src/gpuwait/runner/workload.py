@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gpuwait.collectives.ncclenv import parse_env
+from gpuwait.collectives.ncclenv import cluster_env
 from gpuwait.errors import SpecError
 from gpuwait.fabric.groups import FabricModel
 from gpuwait.faults.apply import FaultEffects, Perturbation, apply_faults
@@ -18,7 +18,6 @@ from gpuwait.steps.serving import run_serving
 from gpuwait.steps.training import run_training
 from gpuwait.topology.model import Topology
 from gpuwait.topology.presets import build_cluster, resolve_cluster
-from gpuwait.transport.platforms import cluster_platform
 from gpuwait.workload.steps import serving_step, training_step
 
 
@@ -86,9 +85,8 @@ def simulate_workload(scenario: Scenario, steps: int | None = None, progress=Non
     results = []
     for index, (name, routing, transport) in enumerate(cases):
         # no NCCL environment: the cluster file's QPs per connection and NCCL's defaults under the platform's
-        # settings, resolved as perf resolves them (gpuwait.collectives.ncclenv.qps_setting, parse_env)
-        env = parse_env({}, cluster_platform(cluster, transport.name))
-        env = env.with_version(cluster.nccl.version, "nccl.version")  # the cluster's NCCL release
+        # settings, resolved as perf resolves them (gpuwait.collectives.ncclenv.qps_setting, cluster_env)
+        env = cluster_env(cluster, transport=transport.name)
         background = effects.foreign_Bps
         fabric = FabricModel(faulty, routing, transport, env, background_Bps=background)
         label = case_label(name, routing, transport)
