@@ -79,8 +79,12 @@ def test_sampler_windows_scales_and_rounds_to_servers():
     assert s.jobs and all(0 <= j.arrival_s < 720 for j in s.jobs)
     assert all(j.gpus <= 8 or j.gpus % 8 == 0 for j in s.jobs) and max(j.gpus for j in s.jobs) <= 32
     assert len(sample(trace, max_jobs=5).jobs) == 5
-    with pytest.raises(SpecError, match="expected positive factors"):
+    with pytest.raises(SpecError, match=r"^trace sample --gpu-scale: got 0; expected a number > 0$"):
         sample(trace, gpu_scale=0)
+    with pytest.raises(SpecError, match=r"^trace sample --window: got -5; expected a number > 0$"):
+        sample(trace, window_s=-5)
+    with pytest.raises(SpecError, match=r"^trace sample --start: got -1; expected seconds >= 0"):
+        sample(trace, start_s=-1)
 
 
 def test_trace_jobs_map_to_workloads_that_validate_and_fit():

@@ -30,7 +30,7 @@ def schedule(source: str = typer.Argument(..., metavar="SCENARIO.yaml|TRACE",
     """Schedule jobs over time with one or more placement policies: queue delay, JCT, slowdown,
     fragmentation, allocation and utilization, and the jobs that shared links.
 
-    Examples: `gpuwait schedule tests/data/traces/helios-sample.csv --cluster rocev2-400g-2tier -n 16
+    Examples: `gpuwait schedule tests/data/traces/helios-sample.csv --cluster rocev2-400g-2tier --servers 16
     --max-jobs 20 --arrival-scale 10 --policy slurm-tree --compare random --compare first-fit --report out/`
     """
     from gpuwait.cli.output import Output

@@ -282,9 +282,13 @@ def sample(trace: Trace, *, start_s: float = 0.0, window_s: float | None = None,
     times by ``time_scale`` and arrival times also by ``arrival_scale`` (> 1 raises the load of a
     trace taken from a larger cluster), GPUs rounded up to whole servers, jobs above ``max_gpus``
     dropped, at most ``max_jobs`` (the first to arrive)."""
-    if min(gpu_scale, time_scale, arrival_scale) <= 0:
-        raise SpecError(f"sample: gpu_scale {gpu_scale}, time_scale {time_scale}, arrival_scale {arrival_scale}; "
-                        "expected positive factors")
+    # each factor named as the schedule command spells it (--gpu-scale ...), so a bad one is one clear line
+    for option, value in (("--gpu-scale", gpu_scale), ("--time-scale", time_scale),
+                          ("--arrival-scale", arrival_scale), ("--window", window_s)):
+        if value is not None and not value > 0:
+            raise SpecError(f"trace sample {option}: got {value:g}; expected a number > 0")
+    if not start_s >= 0:
+        raise SpecError(f"trace sample --start: got {start_s:g}; expected seconds >= 0 from the first arrival")
     end_s = start_s + window_s if window_s is not None else math.inf
     out = []
     for j in trace.jobs:
