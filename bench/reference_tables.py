@@ -142,7 +142,11 @@ REFERENCES = [
               approximate="the run's NCCL_CROSS_NIC=1 is not modelled (a non-blocking fabric: no effect on the "
                           "paths' rates); NCCL 2.19.3 splits each message over the 4 QPs (NCCL_IB_SPLIT_DATA_ON_QPS "
                           "default 1 before 2.20, src/transport/net_ib.cc), modelled as round-robin whole messages "
-                          "(the same bytes per QP; the 3 extra work requests per message are not costed)"),
+                          "(the same bytes per QP; the 3 extra work requests per message are not costed); the two "
+                          "nodes' place in OCI's 3-tier Clos is not stated (the preset puts them under one leaf); "
+                          "the 8 B-64 KiB rows run 7-12 us above the model (NCCL's tree/LL latency + launch), which the H100 "
+                          "2-node IB table meets within +6 %: no public source prices this system's extra cost (AMD Rome host, 4 PCIe "
+                          "switch levels to the NICs, ConnectX-5 Ex VFs, OCI's RoCE fabric)"),
     Reference("a100-efa-2node-16gpu-all_reduce", CLASSES[3], "aws-p4de-efa", 2, 8,
               approximate="SRD's congestion control and the EFA fabric are not modelled (non-blocking leaf-spine, "
                           "packets sprayed evenly); plugin and NCCL versions uncertain (NCCL_PROTO=Simple, which "
