@@ -134,9 +134,19 @@ REFERENCES = [
               {"NCCL_ALGO": "NVLS"}, nccl_version="2.20.5", gpus_per_thread=8),  # version: stated, not printed
     Reference("a100-dgx-4gpu-all_reduce", CLASSES[2], "dgx-a100", 1, 4,  # devices 4-7 of 8: the same on NVSwitch
               gpus_per_thread=4),
+    # version: the table first appears in oracle-quickstart/oci-hpc-oke commit 1402938 (2024-02-13) beside the
+    # manifest that ran it (manifests/a100-nccl-test.yaml: image nccl-tests:pytorch-23.10-nccl-2.19.3-1, job
+    # nccl-allreduce-job0, the pod names the table prints)
     Reference("a100-oci-2node-16gpu-roce-all_reduce", CLASSES[2], "oci-a100-roce", 2, 8,
-              {"NCCL_IB_QPS_PER_CONNECTION": "4", "NCCL_IB_SPLIT_DATA_ON_QPS": "0"},
-              approximate="per-port link speed not stated in the source (the preset's 16x 100G assumed)"),
+              {"NCCL_IB_QPS_PER_CONNECTION": "4"}, nccl_version="2.19.3",
+              approximate="the run's NCCL_CROSS_NIC=1 is not modelled (a non-blocking fabric: no effect on the "
+                          "paths' rates); NCCL 2.19.3 splits each message over the 4 QPs (NCCL_IB_SPLIT_DATA_ON_QPS "
+                          "default 1 before 2.20, src/transport/net_ib.cc), modelled as round-robin whole messages "
+                          "(the same bytes per QP; the 3 extra work requests per message are not costed); the two "
+                          "nodes' place in OCI's 3-tier Clos is not stated (the preset puts them under one leaf); "
+                          "the 8 B-64 KiB rows run 7-12 us above the model (NCCL's tree/LL latency + launch), which the H100 "
+                          "2-node IB table meets within +6 %: no public source prices this system's extra cost (AMD Rome host, 4 PCIe "
+                          "switch levels to the NICs, ConnectX-5 Ex VFs, OCI's RoCE fabric)"),
     Reference("a100-efa-2node-16gpu-all_reduce", CLASSES[3], "aws-p4de-efa", 2, 8,
               approximate="SRD's congestion control and the EFA fabric are not modelled (non-blocking leaf-spine, "
                           "packets sprayed evenly); plugin and NCCL versions uncertain (NCCL_PROTO=Simple, which "

@@ -101,11 +101,15 @@ def rows() -> list[tuple[str, str, float, float, str]]:
 
 
 NCCL_TABLES = [
-    # (published table, data copy, preset, servers, GPUs per server, NCCL env, smallest size judged)
-    ("DGX H100 all_reduce (NVIDIA/dgxc-benchmarking nccl/README.md)", "h100-dgx-1node-8gpu-all_reduce.table", "dgx-h100", 1, 8, {}, 64 * 2**20),
+    # (published table, data copy, preset, servers, GPUs per server, NCCL env, smallest size judged, NCCL release
+    # the source ran or None for gpuwait's default)
+    ("DGX H100 all_reduce (NVIDIA/dgxc-benchmarking nccl/README.md)", "h100-dgx-1node-8gpu-all_reduce.table", "dgx-h100", 1, 8, {}, 64 * 2**20,
+     None),
+    # the run's image: nccl-tests:pytorch-23.10-nccl-2.19.3-1 (manifests/a100-nccl-test.yaml at the table's commit 1402938)
     ("OCI A100 RoCE all_reduce (oracle-quickstart/oci-hpc-oke README.md)", "a100-oci-2node-16gpu-roce-all_reduce.table", "oci-a100-roce", 2, 8,
-     {"NCCL_IB_QPS_PER_CONNECTION": "4", "NCCL_IB_SPLIT_DATA_ON_QPS": "0"}, 64 * 2**20),
-    ("DGX A100 4-GPU all_reduce (eugenesiow/LLM-Insights infrastructure/hardware/README.md)", "a100-dgx-4gpu-all_reduce.table", "dgx-a100", 1, 4, {}, 0),
+     {"NCCL_IB_QPS_PER_CONNECTION": "4"}, 64 * 2**20, "2.19.3"),
+    ("DGX A100 4-GPU all_reduce (eugenesiow/LLM-Insights infrastructure/hardware/README.md)", "a100-dgx-4gpu-all_reduce.table", "dgx-a100", 1, 4, {}, 0,
+     None),
 ]
 
 
@@ -120,13 +124,14 @@ def nccl_table_sections() -> list[str]:
     from gpuwait.transport import resolve_transport
 
     lines = []
-    for reference, copy, preset, servers, gpus, env, judged_from in NCCL_TABLES:
+    for reference, copy, preset, servers, gpus, env, judged_from, version in NCCL_TABLES:
         log = parse_nccl_tests_log((ROOT / "tests" / "nccltests" / "data" / copy).read_text(), n_ranks=servers * gpus)
         topo = build_preset(preset, servers)
-        predictor = CollectivePredictor.create(Communicator.world(topo, gpus_per_server=gpus), parse_env(env),
+        predictor = CollectivePredictor.create(Communicator.world(topo, gpus_per_server=gpus),
+                                               parse_env(env).with_version(version, "the table's source"),
                                                topo.spec.routing, resolve_transport(topo.spec.transport))
         lines += ["", f"### {reference} on `{preset}` ({servers} x {gpus} GPUs{', ' if env else ''}"
-                      f"{' '.join(f'{k}={v}' for k, v in env.items())})", "",
+                      f"{' '.join(f'{k}={v}' for k, v in env.items())}{f', NCCL {version}' if version else ''})", "",
                   "| size (B) | measured busbw | predicted busbw | error | measured us | predicted us | error | choice |",
                   "|---|---|---|---|---|---|---|---|"]
         errors = []
@@ -258,11 +263,12 @@ def main() -> None:
         lines.append(f"| {check} | {reference} | {expected:.6g} | {got:.6g} | {err:+.1f} % | {note} |")
     lines += ["", "## nccl-tests tables", "",
               "Predicted with `gpuwait perf` (NCCL's tuning model + the flow engine) against the reference tables.", "",
-              "Known gap: on the OCI A100 table, NCCL's v2.30 model (which gpuwait follows) picks Tree from 128 MiB,",
-              "where the measured run stayed near Ring's bandwidth until 512 MiB and switched at 1 GiB; the run's NCCL",
-              "version is not recorded, so the choice cannot be pinned. The 128 MiB-512 MiB rows carry that error;",
-              "with `--env NCCL_ALGO=Ring` the prediction is 173.9 / 176.4 / 185.7 GB/s against 163.2 / 165.4 / 156.4",
-              "measured (+6.6 %, +6.6 %, +18.7 %; the measured 512 MiB row dips below its neighbours)."]
+              "The OCI A100 table is predicted as NCCL 2.19.3, the release its source ran (the image of",
+              "`manifests/a100-nccl-test.yaml` at the table's first commit, 1402938): 2.19.3 prices a Tree/Simple hop",
+              "at 28 us (`tuning.cc` v2.19.3-1; 4 us over NVLink and 14 us over the network in 2.30), so the tree stays",
+              "on LL128 until 1 GiB, where the run switches (2.30.7 would switch at 512 MiB). Known gap: the",
+              "tree/LL128 rows from 128 to 512 MiB run 9-18 % above the measured busbw (the measured 512 MiB",
+              "out-of-place row dips below its neighbours)."]
     lines += nccl_table_sections()
     lines += effects_section()
     path = ROOT / "docs" / "validation.md"

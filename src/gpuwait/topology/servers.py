@@ -19,7 +19,10 @@ Sources of the figures (table in docs/sources.md):
   en/posts/AutoDL_Multi-GPU_Interconnection_Test.md. CPU vendor and sockets not stated (Intel, 2 assumed:
   the post names NUMA node 1); no scale-out NIC.
 * OCI BM.GPU4.8: 8 A100-SXM4 with 16 x 100 Gb/s RoCE ports ("16 VFs per node",
-  github oracle-quickstart/oci-hpc-oke README.md).
+  github oracle-quickstart/oci-hpc-oke README.md); the NCCL topology file OCI ships for the shape
+  (``manifests/topology/BM.GPU4.8.xml`` at commit 1402938) lists 8 dual-port ConnectX-5 Ex (PCI device
+  0x1019) on PCIe Gen4 x16 with ``speed="100000"`` per port, each under a PCIe switch with a GPU, and
+  2 AMD EPYC Rome sockets (family 143, model 49).
 * AWS p4d.24xlarge / p4de.24xlarge: 8 A100-SXM4 40 GB / 80 GB on NVSwitch (NVLink3), 2 Intel Xeon
   8275CL (Cascade Lake), 400 Gb/s of EFA as 4 x 100 Gb/s EFA interfaces (AWS EC2 instance-type page;
   "Amazon EC2 P4d instances deep dive", AWS Compute blog, 2020). PCIe: 4 switches, each with 2 GPUs
