@@ -114,18 +114,28 @@ class Reference:
 #: ``--default-nccl``: predict every table as gpuwait's default NCCL release (to see what the versions change)
 DEFAULT_VERSION_ONLY = False
 _TCP = "NCCL_IB_DISABLE=1"
+#: gj-aion's runs in nccl-tests#309 (2025-06-18) print no NCCL version: the newest release tagged before the post,
+#: v2.27.3-1 (2025-05-29; the thread's other poster runs 2.26.2, the same model on H100). Both 8-node tables time
+#: their 8 MiB out-of-place row 2.3-4x the in-place one, as an algorithm's first call does when NCCL connects it
+#: then (NCCL_RUNTIME_CONNECT, default 1 since v2.22.3-1: ncclPrepareTasks, src/enqueue.cc) and nccl-tests warmed
+#: up only the first and last sizes (src/common.cu before v2.16.8): NVLSTree's first use at 8 MiB, NCCL's switch
+#: with NVLSTree's 14 us network latency (2.22-2.28.7), not 2.28.9's 20.9 (switch at 16 MiB)
+_GJ_AION_NCCL = "2.27.3"
 REFERENCES = [
     Reference("h100-ib-2node-16gpu-all_reduce", CLASSES[0], "dgx-h100", 2, 8),
     Reference("h100-ib-2node-16gpu-all_reduce-ring-forced", CLASSES[0], "dgx-h100", 2, 8,
               {"NCCL_ALGO": "Ring", "NCCL_MIN_CTAS": "24", "NCCL_IB_QPS_PER_CONNECTION": "2"},
-              approximate="NIC count not stated by the poster (8x 400G assumed, as the thread's maintainer does)"),
+              approximate="NIC count not stated by the poster (8x 400G assumed, as the thread's maintainer does)",
+              nccl_version=_GJ_AION_NCCL),
     Reference("h100-ib-4node-32gpu-all_reduce", CLASSES[0], "dgx-h100", 4, 8,
               approximate="GPUs and HCAs passed through to VMs with a custom NCCL_TOPO_FILE; switch topology not stated"),
     Reference("h100-ib-8node-64gpu-all_reduce", CLASSES[0], "dgx-h100", 8, 8,
-              approximate="NIC count, adaptive routing and switch topology not stated (8x 400G, static routing assumed)"),
+              approximate="NIC count, adaptive routing and switch topology not stated (8x 400G, static routing assumed)",
+              nccl_version=_GJ_AION_NCCL),
     Reference("h100-ib-8node-64gpu-all_reduce-minctas24-qps2", CLASSES[0], "dgx-h100", 8, 8,
               {"NCCL_MIN_CTAS": "24", "NCCL_IB_QPS_PER_CONNECTION": "2"},
-              approximate="NIC count, adaptive routing and switch topology not stated (8x 400G, static routing assumed)"),
+              approximate="NIC count, adaptive routing and switch topology not stated (8x 400G, static routing assumed)",
+              nccl_version=_GJ_AION_NCCL),
     Reference("h100-dgx-1node-8gpu-all_reduce", CLASSES[1], "dgx-h100", 1, 8),
     Reference("h100-nvswitch-1node-8gpu-all_reduce-awsbatch-p5", CLASSES[1], "dgx-h100", 1, 8,
               approximate="AWS p5.48xlarge (H100 SXM, NVSwitch) described as a DGX H100; NCCL from the aws-ofi-nccl "

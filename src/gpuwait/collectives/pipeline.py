@@ -140,6 +140,11 @@ def chunk_bytes(collective: str, algorithm: str, protocol: str, n_bytes: int, *,
         chunk = min(chunk, share)
         return max(1, math.ceil(chunk / slices))
     per_channel = math.ceil(n_bytes / max(n_channels, 1))
+    if algorithm == "nvls_tree":
+        # a channel's loop gives each of the nvls_heads heads a chunk, and its last loop splits what is left
+        # evenly between them (``lastChunkCount = divUp(remCount, nHeads)``, NVLS_TREE AllReduce,
+        # src/device/all_reduce.h v2.27.3-1 to v2.30.7-1): a head's step carries at most its share
+        per_channel = math.ceil(per_channel / max(nvls_heads, 1))
     return max(1, min(chunk, per_channel))
 
 

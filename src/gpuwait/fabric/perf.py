@@ -20,6 +20,9 @@ For one collective and size:
    :func:`nvls_window_bytes`), so the first window's bytes cost a second pass:
    bandwidth time x (1 + min(bytes, window) / bytes). This is the mid-size ramp of the DGX H100
    table (nccl-tests/h100-dgx-1node-8gpu-all_reduce.md); NCCL's own model has no such term.
+   NVLSTree's bandwidth time is the NICs', not NVLink's, so its start-up is instead the first chunks
+   of all its channels crossing the tree between nodes hop by hop, sharing each head's NIC
+   (:meth:`CollectivePredictor._fill_inter_GBps`).
 
 Phases scale linearly with the bytes in a fluid model, so each (algorithm, protocol, channels) is
 simulated once per communicator and reused for every size of a sweep.
@@ -714,8 +717,10 @@ class CollectivePredictor:
             depth_intra, depth_inter = pipeline_depth(algorithm, collective, comm.n_ranks, comm.n_nodes)
             fill_intra_s = depth_intra * intra_hop_bytes(algorithm, protocol, chunk) / (
                 self._fill_intra_GBps(inputs, algorithm, protocol) * 1e9)
-            fill_inter_s = depth_inter * chunk / (graph.run_bw_GBps(inter=True) * 1e9)
-            if algorithm in ("nvls", "nvls_tree"):
+            fill_inter_s = depth_inter * chunk / (self._fill_inter_GBps(graph, algorithm, channels) * 1e9)
+            # NVLS's window pays a second pass on NVLink (module docstring, 4.); NVLSTree's wire term is
+            # the NICs', so that pass is not charged at their rate: its start-up is the tree's fill above
+            if algorithm == "nvls":
                 window = min(n_bytes, nvls_window_bytes(channels)) / n_bytes
         intra_steps, inter_steps = latency_steps(algorithm, collective, comm.n_ranks, comm.n_nodes)
         load = self._proxy_load(algorithm, size_channels, graph.channels_run)
@@ -760,6 +765,23 @@ class CollectivePredictor:
             return graph.run_bw_GBps(inter=False)
         nodes = min(self.comm.n_nodes, 3) - 1  # NCCL's index2: nNodes <= 2 ? nNodes - 1 : 2
         return tables[protocol][inputs.release.compcap_index(inputs.sm)][nodes]
+
+    @staticmethod
+    def _fill_inter_GBps(graph: Graph, algorithm: str, channels: int) -> float:
+        """The rate one channel's first chunk crosses a network hop at: the NIC's share for that channel.
+
+        A ring or tree channel leaves the node through one NIC, which the graph's run channels share
+        (:meth:`Graph.run_bw_GBps`). An NVLSTree channel crosses the network through every head: each
+        rank is the head of its own slice of every channel's loop, and ``connectNvls`` gives each of the
+        ``nvlsChannels`` channels a tree connection on every head (``channel->nvls.treeUp = treeUp[c % 2]``,
+        src/graph/connect.cc, NVIDIA/nccl v2.27.3-1 to v2.30.7-1). So the first chunks of all the call's
+        channels cross a hop on one head's NIC together, each at the NIC's rate over the channels (the NVLS
+        graph's ``bwInter`` is one head's NIC), and a network step leaves only once complete (the proxy posts
+        whole steps, src/transport/net.cc).
+        """
+        if algorithm == "nvls_tree":
+            return graph.bw_inter_GBps / max(channels, 1)
+        return graph.run_bw_GBps(inter=True)
 
     def _proxy_load(self, algorithm: str, size_channels: int, graph_channels: int = 0) -> float:
         """Network connections the busiest GPU's proxy thread serves, per send-and-receive pair of one channel.
