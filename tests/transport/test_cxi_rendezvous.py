@@ -74,3 +74,10 @@ def test_other_transports_unchanged():
     for size in (4096, 2**20, 2**27):
         costs = predictor.estimate("all_reduce", size).costs
         assert costs.rendezvous_latency_s == costs.rendezvous_serial_s == 0.0
+
+
+def test_p2p_pays_the_round_trip_once_above_the_threshold():
+    predictor = make_predictor(SLINGSHOT, 2, 4, HOOK_ENV)
+    small, large = predictor.estimate("sendrecv", 1024), predictor.estimate("sendrecv", 2**20)
+    assert small.costs.rendezvous_latency_s == 0.0  # an LL message of 2 KiB: eager
+    assert large.costs.rendezvous_latency_s == pytest.approx(4.6e-6)

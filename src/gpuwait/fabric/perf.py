@@ -931,8 +931,11 @@ class CollectivePredictor:
             chunk = p2p_chunk_bytes(per_peer, over_network=comm.n_nodes > 1)
             if comm.n_nodes > 1:
                 nic_messages = self.nic_bytes_per_byte(collective, algorithm, protocol, 1) * n_bytes / chunk
+        # the first message's crossing pays the transport's rendezvous (the others overlap it: NCCL_STEPS in flight)
+        rendezvous_s = self.transport.rendezvous_s(min(chunk, per_peer) / PROTOCOL_PAYLOAD[protocol]) \
+            if nic_messages else 0.0
         costs = PipelineCosts(latency_s, int(comm.n_nodes == 1), int(comm.n_nodes > 1), fabric_s, nic_messages,
-                              0.0, 0.0, 0.0, comm.n_nodes > 1)
+                              0.0, 0.0, 0.0, comm.n_nodes > 1, rendezvous_latency_s=rendezvous_s)
         return self._estimate(collective, n_bytes, algorithm, protocol, 1, 0.0, fabric_s, chunk, costs)
 
 
