@@ -81,3 +81,29 @@ def test_p2p_pays_the_round_trip_once_above_the_threshold():
     small, large = predictor.estimate("sendrecv", 1024), predictor.estimate("sendrecv", 2**20)
     assert small.costs.rendezvous_latency_s == 0.0  # an LL message of 2 KiB: eager
     assert large.costs.rendezvous_latency_s == pytest.approx(4.6e-6)
+
+
+def test_a_cluster_file_sets_its_sites_threshold(tmp_path):
+    """A site that raises FI_CXI_RDZV_THRESHOLD (GASNet's ofi-conduit sets 16384: its warning quoted in
+    StanfordLegion/legion#1657) sends 4 KiB LL steps eagerly."""
+    from gpuwait.spec.cluster import TransportSpec
+    from gpuwait.transport.profiles import resolve_transport
+
+    raised = resolve_transport(TransportSpec(name="slingshot", rendezvous_threshold="18433"))
+    assert raised.rendezvous_s(8192) == 0.0 and raised.rendezvous_s(32768) == pytest.approx(4.6e-6)
+    every = resolve_transport(TransportSpec(name="slingshot", rendezvous_threshold=0))
+    assert every.rendezvous_s(64) == pytest.approx(4.6e-6)
+    cluster = tmp_path / "alps.yaml"
+    cluster.write_text(Path(SLINGSHOT).read_text().replace("name: slingshot", "name: slingshot\n  rendezvous_threshold: 16KiB"))
+    estimate = make_predictor(str(cluster), 2, 4, HOOK_ENV).estimate("all_reduce", 4096)
+    assert estimate.costs.rendezvous_latency_s == 0.0
+
+
+def test_a_threshold_on_a_transport_without_rendezvous_is_one_line():
+    from gpuwait.errors import SpecError
+    from gpuwait.spec.cluster import TransportSpec
+    from gpuwait.transport.profiles import resolve_transport
+
+    with pytest.raises(SpecError, match=r"^transport.rendezvous_threshold: got 16384 with infiniband; expected it only "
+                                        r"with slingshot"):
+        resolve_transport(TransportSpec(name="infiniband", rendezvous_threshold="16KiB"))

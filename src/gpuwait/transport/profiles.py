@@ -85,7 +85,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from gpuwait.errors import UnknownNameError
+from gpuwait.errors import SpecError, UnknownNameError
 from gpuwait.spec.cluster import TransportSpec
 from gpuwait.transport.platforms import platform_for
 
@@ -146,10 +146,11 @@ class TransportProfile:
     #: are copied into the GPU by the device (0 = never); see the module docstring
     staged_receive_bytes: float = 0.0
     #: messages longer than this go by the provider's rendezvous protocol: the header and the first bytes travel
-    #: with the send, the rest is pulled by a Get from the receiver once the header is matched (0 = eager at
-    #: every size); see the module docstring
+    #: with the send, the rest is pulled by a Get from the receiver once the header is matched; see the module
+    #: docstring
     rendezvous_threshold_bytes: float = 0.0
-    #: what the rendezvous adds to one message: the Get's request and response, one network round trip
+    #: what the rendezvous adds to one message: the Get's request and response, one network round trip (0 = no
+    #: rendezvous protocol modelled: eager at every size)
     rendezvous_round_trip_s: float = 0.0
     ecn: EcnParams = field(default_factory=EcnParams)
     dcqcn: DcqcnParams = field(default_factory=DcqcnParams)
@@ -195,13 +196,14 @@ class TransportProfile:
 
     def rendezvous_s(self, message_bytes: float) -> float:
         """What the rendezvous protocol adds to one message of ``message_bytes`` (bytes on the wire): the
-        Get's round trip above :attr:`rendezvous_threshold_bytes`, nothing at or below it (eager).
+        Get's round trip above :attr:`rendezvous_threshold_bytes`, nothing at or below it (eager) nor on a
+        transport without one.
 
         >>> cxi = TRANSPORTS["slingshot"]
         >>> cxi.rendezvous_s(4096), round(cxi.rendezvous_s(8192) * 1e6, 1), TRANSPORTS["infiniband"].rendezvous_s(2**20)
         (0.0, 4.6, 0.0)
         """
-        if not self.rendezvous_threshold_bytes or message_bytes <= self.rendezvous_threshold_bytes:
+        if not self.rendezvous_round_trip_s or message_bytes <= self.rendezvous_threshold_bytes:
             return 0.0
         return self.rendezvous_round_trip_s
 
@@ -284,6 +286,11 @@ def resolve_transport(spec: TransportSpec) -> TransportProfile:
         overrides["message_overhead_s"] = spec.message_overhead
     if spec.rate_cap is not None:
         overrides["rate_cap_Bps"] = spec.rate_cap
+    if spec.rendezvous_threshold is not None:
+        if not profile.rendezvous_round_trip_s:
+                raise SpecError(f"transport.rendezvous_threshold: got {spec.rendezvous_threshold:g} with {spec.name}; "
+                            "expected it only with slingshot (the one transport whose provider's rendezvous is modelled)")
+        overrides["rendezvous_threshold_bytes"] = spec.rendezvous_threshold
     return replace(profile, **overrides)
 
 
