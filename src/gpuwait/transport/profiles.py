@@ -55,8 +55,9 @@ Header bytes per packet (public protocol layouts):
   ``include/nccl_ofi.h`` v1.8.1-aws) is far above NCCL's 8 steps in flight per connection: never the limit.
   What the EFA tables show at mid sizes is a connection's one message in flight, whose step costs and
   one-rail transmission add up (:mod:`gpuwait.collectives.physical` ``pipelined_time_s``).
-* HPE Slingshot-11 through libfabric's CXI provider (aws-ofi-nccl's SENDRECV protocol: one tagged send and
-  receive per NCCL step, as on p4d). The provider picks a message's protocol by its length (``fi_cxi.7``,
+* HPE Slingshot-11 through libfabric's CXI provider (aws-ofi-nccl's SENDRECV protocol, which it picks unless
+  the RDMA protocol reports several NICs per device, ``src/nccl_ofi_net.cpp`` v1.21.1: one ``fi_tsend`` /
+  ``fi_trecv`` per NCCL step, ``src/nccl_ofi_sendrecv.cpp``, as on p4d). The provider picks a message's protocol by its length (``fi_cxi.7``,
   "Messaging", ofiwg/libfabric v1.22.0): a send of at most ``FI_CXI_RDZV_THRESHOLD`` + ``FI_CXI_RDZV_GET_MIN``
   bytes (2048 + 2049 by default, ``CXIP_RDZV_THRESHOLD`` in prov/cxi/include/cxip.h, ``rdzv_get_min`` in
   prov/cxi/src/cxip_info.c) goes eagerly, payload with the header; a longer one by rendezvous: the header and
