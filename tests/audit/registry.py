@@ -305,6 +305,8 @@ def _schema_fields() -> dict[str, object]:
         "TransportSpec.message_overhead": perf({}, {"transport": {"message_overhead": "50us"}}, "up", size=2**26),
         "TransportSpec.rate_cap": perf({}, {"transport": {"rate_cap": "5Gbps"}}, "up"),
         "TransportSpec.platform": Covered("tests/transport/test_platforms.py::test_p4de_without_proto_is_the_table_with_proto_simple"),
+        "TransportSpec.rendezvous_threshold": Covered(
+            "tests/transport/test_cxi_rendezvous.py::test_a_cluster_file_sets_its_sites_threshold"),
         # ---------------------------------------------------------------- CalibrationSpec
         "CalibrationSpec.launch_latency": perf({}, {"calibration": {"launch_latency": "20us"}}, "up", size=SMALL),
         "CalibrationSpec.net_step_latency": perf({}, {"calibration": {"net_step_latency": "5us"}}, "up", size=SMALL),

@@ -134,10 +134,14 @@ class PipelineCosts:
     #: the sends and receives of that connection's messages (each pays the per-message overhead in the same
     #: series); 0 where not modelled
     serial_messages: float = 0.0
+    #: the transport's rendezvous round trips (:meth:`gpuwait.transport.profiles.TransportProfile.rendezvous_s`)
+    #: on the first chunk's way across the network, and in the series of one connection's messages (above)
+    rendezvous_latency_s: float = 0.0
+    rendezvous_serial_s: float = 0.0
 
     def latency_with(self, params: PhysicalParams) -> float:
         return (self.latency_s + params.launch_latency_s + self.intra_steps * params.intra_step_latency_s
-                + self.inter_steps * params.net_step_latency_s)
+                + self.inter_steps * params.net_step_latency_s + self.rendezvous_latency_s)
 
     def wire_with(self, params: PhysicalParams) -> float:
         """The wire time at the reached share of the bottleneck's rate (NICs between servers, NVLink inside)."""
@@ -168,7 +172,9 @@ def pipelined_time_s(costs: PipelineCosts, params: PhysicalParams) -> float:
     below the NIC's rate. A connection with one message in flight (a ring's LL/LL128 step waits for the
     previous rank) has no next message to post while one is on the wire, so its step cycles, its messages'
     send and receive overheads (``serial_messages`` x o) and their transmission (``serial_s``) add up:
-    LogGP's o + (k - 1) G + o per message.
+    LogGP's o + (k - 1) G + o per message; a message the transport sends by rendezvous adds its Get's round
+    trip to that series (``rendezvous_serial_s``), and to the first chunk's way across the network
+    (``rendezvous_latency_s``, part of the latency) where messages overlap.
     Works elementwise when the fields of ``costs`` and ``params`` are arrays (one entry per size).
 
     >>> costs = PipelineCosts(20e-6, 14, 2, 100e-6, 200, 5e-6, 3e-6, 0.0, True, 30)
@@ -179,10 +185,13 @@ def pipelined_time_s(costs: PipelineCosts, params: PhysicalParams) -> float:
     >>> serial = PipelineCosts(20e-6, 14, 2, 100e-6, 0, 0.0, 0.0, 0.0, True, 30, serial_s=80e-6)
     >>> round(pipelined_time_s(serial, PhysicalParams(net_message_overhead_s=0.0, net_step_cycle_s=1e-6)) * 1e6, 1)
     130.0
+    >>> rendezvous = replace(serial, rendezvous_serial_s=14 * 4.6e-6, rendezvous_latency_s=9.2e-6)
+    >>> round(pipelined_time_s(rendezvous, PhysicalParams(net_message_overhead_s=0.0, net_step_cycle_s=1e-6)) * 1e6, 1)
+    203.6
     """
     cycles = costs.connection_steps * costs.proxy_load * params.net_step_cycle_s
     serial = (costs.serial_s / np.where(costs.multi_node, params.nic_efficiency, 1.0)
-              + costs.serial_messages * params.net_message_overhead_s)
+              + costs.serial_messages * params.net_message_overhead_s + costs.rendezvous_serial_s)
     steady = np.maximum(np.maximum(costs.wire_with(params), costs.nic_messages * params.net_message_overhead_s),
                         cycles + serial)
     total = costs.latency_with(params) + steady + costs.fill_with(params)

@@ -742,10 +742,26 @@ class CollectivePredictor:
             # one connection's sends and receives: the NIC's over the connections that share it
             serial_messages = nic_messages / self._nic_in_flight(collective, n_bytes, algorithm, protocol,
                                                                  size_channels, chunk)[0] if serial_s else 0.0
+        rendezvous_latency_s, rendezvous_serial_s = self._rendezvous_s(protocol, chunk, inter_steps, serial_messages) \
+            if nic_messages else (0.0, 0.0)
         costs = PipelineCosts(prediction.latency_us * 1e-6, intra_steps, inter_steps, wire_s,
                               nic_messages, fill_intra_s, fill_inter_s, window, comm.n_nodes > 1, connection_steps, load,
-                              serial_s=serial_s, serial_messages=serial_messages)
+                              serial_s=serial_s, serial_messages=serial_messages,
+                              rendezvous_latency_s=rendezvous_latency_s, rendezvous_serial_s=rendezvous_serial_s)
         return self._estimate(collective, n_bytes, algorithm, protocol, channels, model_s, fabric_s, chunk, costs)
+
+    def _rendezvous_s(self, protocol: str, chunk: int, inter_steps: int, serial_messages: float) -> tuple[float, float]:
+        """The transport's rendezvous round trips (:meth:`TransportProfile.rendezvous_s`, per message of one step:
+        the chunk and, for LL and LL128, its flags) on the first chunk's way across the network and in one
+        connection's series of messages: (latency, serial) seconds.
+
+        Every network crossing of the first chunk (``inter_steps``, NCCL's latency chain) is a message and pays
+        one. A connection that keeps several messages in flight overlaps the later ones' round trips with the
+        next messages; one with a single message in flight (``serial_messages``: its sends and receives, two
+        per message) waits for each of its other messages' too before its next step.
+        """
+        round_trip_s = self.transport.rendezvous_s(chunk / PROTOCOL_PAYLOAD[protocol])
+        return inter_steps * round_trip_s, max(0.0, serial_messages / 2 - inter_steps) * round_trip_s
 
     def _fill_intra_GBps(self, inputs: TuningInputs, algorithm: str, protocol: str) -> float:
         """The rate the first chunk crosses one hop inside a node at: for a tree over NVLink, one channel's
@@ -937,8 +953,11 @@ class CollectivePredictor:
             chunk = p2p_chunk_bytes(per_peer, over_network=comm.n_nodes > 1)
             if comm.n_nodes > 1:
                 nic_messages = self.nic_bytes_per_byte(collective, algorithm, protocol, 1) * n_bytes / chunk
+        # the first message's crossing pays the transport's rendezvous (the others overlap it: NCCL_STEPS in flight)
+        rendezvous_s = self.transport.rendezvous_s(min(chunk, per_peer) / PROTOCOL_PAYLOAD[protocol]) \
+            if nic_messages else 0.0
         costs = PipelineCosts(latency_s, int(comm.n_nodes == 1), int(comm.n_nodes > 1), fabric_s, nic_messages,
-                              0.0, 0.0, 0.0, comm.n_nodes > 1)
+                              0.0, 0.0, 0.0, comm.n_nodes > 1, rendezvous_latency_s=rendezvous_s)
         return self._estimate(collective, n_bytes, algorithm, protocol, 1, 0.0, fabric_s, chunk, costs)
 
 

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from gpuwait.errors import SpecError
-from gpuwait.spec.types import PositiveSizeBytes, RateBps, RateOrZeroBps, TimeS
+from gpuwait.spec.types import PositiveSizeBytes, RateBps, RateOrZeroBps, SizeBytes, TimeS
 
 #: The oldest NCCL release gpuwait models (gpuwait.collectives.nccl_versions holds the releases).
 OLDEST_NCCL_VERSION = (2, 18)
@@ -141,6 +141,7 @@ class TransportSpec(SpecModel):
     mtu: PositiveSizeBytes | None = Field(None, description="Payload MTU override (bytes).")
     message_overhead: TimeS | None = Field(None, description="Per-message software + NIC overhead override (seconds).")
     rate_cap: RateBps | None = Field(None, description="Per-flow rate cap override (e.g. a TCP stream's ceiling).")
+    rendezvous_threshold: SizeBytes | None = Field(None, description="Bytes on the wire above which a message goes by the provider's rendezvous protocol and pays its round trip (slingshot only: libfabric CXI's FI_CXI_RDZV_THRESHOLD + FI_CXI_RDZV_GET_MIN, default 2048 + 2049 B); 0 = rendezvous at every size.")
     platform: Literal["p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge", "p5e.48xlarge", "a3-highgpu-8g", "a3-megagpu-8g",
                       "cscs-alps", "none"] | None = Field(None, description="The platform whose net plugin or image sets NCCL variables (AWS instance type for efa, Google machine type for tcpx/tcpxo, cscs-alps for slingshot; none = no platform settings); they apply under the job's own NCCL environment. Default: the platform the transport implies (efa: the AWS server template's instance type; tcpx: a3-highgpu-8g; tcpxo: a3-megagpu-8g; slingshot: cscs-alps). Values and sources: gpuwait.transport.platforms.")
 

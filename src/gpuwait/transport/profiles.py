@@ -55,6 +55,23 @@ Header bytes per packet (public protocol layouts):
   ``include/nccl_ofi.h`` v1.8.1-aws) is far above NCCL's 8 steps in flight per connection: never the limit.
   What the EFA tables show at mid sizes is a connection's one message in flight, whose step costs and
   one-rail transmission add up (:mod:`gpuwait.collectives.physical` ``pipelined_time_s``).
+* HPE Slingshot-11 through libfabric's CXI provider (aws-ofi-nccl's SENDRECV protocol, which it picks unless
+  the RDMA protocol reports several NICs per device, ``src/nccl_ofi_net.cpp`` v1.21.1: one ``fi_tsend`` /
+  ``fi_trecv`` per NCCL step, ``src/nccl_ofi_sendrecv.cpp``, as on p4d). The provider picks a message's protocol by its length (``fi_cxi.7``,
+  "Messaging", ofiwg/libfabric v1.22.0): a send of at most ``FI_CXI_RDZV_THRESHOLD`` + ``FI_CXI_RDZV_GET_MIN``
+  bytes (2048 + 2049 by default, ``CXIP_RDZV_THRESHOLD`` in prov/cxi/include/cxip.h, ``rdzv_get_min`` in
+  prov/cxi/src/cxip_info.c) goes eagerly, payload with the header; a longer one by rendezvous: the header and
+  ``FI_CXI_RDZV_THRESHOLD`` bytes travel with the send and, once the header is matched to a receive, the rest
+  "is pulled from the source using an RDMA Get operation" (``issue_rdzv_get``, prov/cxi/src/cxip_msg_hpc.c).
+  The rest lands only after the Get has gone to the sender's NIC and its data come back: one more network round
+  trip per message (``rendezvous_round_trip_s``), whether the NIC matches in hardware or, under
+  ``FI_CXI_RX_MATCH_MODE=software`` (CSCS's hook), the provider's progress engine matches and issues the Get.
+  The round trip is two one-way latencies of a small message between two Alps nodes, 2.3 us each (osu_latency,
+  CSCS's regression reference: :data:`SLINGSHOT_OSU_LATENCY_S`); the software match's own cost is not
+  published and not modelled. LL and LL128 steps are messages of 2x and 128/120x their data, so an LL step of
+  more than 2 KiB of data is a rendezvous (:meth:`TransportProfile.rendezvous_s`). A connection with one message
+  in flight (a ring's LL step) waits for every round trip; a pipelined one overlaps them with the next
+  messages and pays only its first chunk's (:meth:`gpuwait.fabric.perf.CollectivePredictor.estimate`).
 
 Per-message overheads and ceilings (sources in docs/sources.md): RDMA write/send latency acceptance
 of 2.5 us (Mellanox/ngc_multinode_perf ``common.sh`` ``LAT_PASS_VAL``), ib_send_lat of 0.8-1.6 us for
@@ -69,7 +86,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from gpuwait.errors import UnknownNameError
+from gpuwait.errors import SpecError, UnknownNameError
 from gpuwait.spec.cluster import TransportSpec
 from gpuwait.transport.platforms import platform_for
 
@@ -129,6 +146,13 @@ class TransportProfile:
     #: bytes in flight to one peer up to which the SENDRECV protocol's messages land in host bounce buffers and
     #: are copied into the GPU by the device (0 = never); see the module docstring
     staged_receive_bytes: float = 0.0
+    #: messages longer than this go by the provider's rendezvous protocol: the header and the first bytes travel
+    #: with the send, the rest is pulled by a Get from the receiver once the header is matched; see the module
+    #: docstring
+    rendezvous_threshold_bytes: float = 0.0
+    #: what the rendezvous adds to one message: the Get's request and response, one network round trip (0 = no
+    #: rendezvous protocol modelled: eager at every size)
+    rendezvous_round_trip_s: float = 0.0
     ecn: EcnParams = field(default_factory=EcnParams)
     dcqcn: DcqcnParams = field(default_factory=DcqcnParams)
 
@@ -171,12 +195,34 @@ class TransportProfile:
         """
         return 0 < peer_in_flight_bytes <= self.staged_receive_bytes and devices <= gpus
 
+    def rendezvous_s(self, message_bytes: float) -> float:
+        """What the rendezvous protocol adds to one message of ``message_bytes`` (bytes on the wire): the
+        Get's round trip above :attr:`rendezvous_threshold_bytes`, nothing at or below it (eager) nor on a
+        transport without one.
+
+        >>> cxi = TRANSPORTS["slingshot"]
+        >>> cxi.rendezvous_s(4096), round(cxi.rendezvous_s(8192) * 1e6, 1), TRANSPORTS["infiniband"].rendezvous_s(2**20)
+        (0.0, 4.6, 0.0)
+        """
+        if not self.rendezvous_round_trip_s or message_bytes <= self.rendezvous_threshold_bytes:
+            return 0.0
+        return self.rendezvous_round_trip_s
+
     def goodput_Bps(self, line_rate_Bps: float) -> float:
         """Payload rate a host can reach on a port of ``line_rate_Bps``."""
         return line_rate_Bps * self.wire_efficiency * self.link_fraction
 
 
 TRANSPORTS: dict[str, TransportProfile] = {}
+
+#: libfabric's CXI provider defaults, ofiwg/libfabric v1.22.0: ``FI_CXI_RDZV_THRESHOLD`` (``CXIP_RDZV_THRESHOLD``,
+#: prov/cxi/include/cxip.h) and ``FI_CXI_RDZV_GET_MIN`` (``cxip_env.rdzv_get_min``, prov/cxi/src/cxip_info.c)
+CXI_RDZV_THRESHOLD_BYTES = 2048
+CXI_RDZV_GET_MIN_BYTES = 2049
+#: one-way MPI latency of a 256 B message between two Alps nodes over Slingshot-11 (osu_latency, one rank per
+#: node): CSCS's regression reference, eth-cscs/cscs-reframe-tests checks/microbenchmarks/mpi/osu/osu_run.py
+#: ``OSULatency`` (``latency_256``: 2.3 us)
+SLINGSHOT_OSU_LATENCY_S = 2.3e-6
 
 
 def register_transport(profile: TransportProfile) -> TransportProfile:
@@ -218,10 +264,12 @@ register_transport(TransportProfile(
 # HPE Slingshot-11 (Cassini NIC, 200 Gbit/s per port; De Sensi et al., "An In-Depth Analysis of the Slingshot
 # Interconnect", SC20): "HPC Ethernet" end to end, link-level reliability and hardware congestion control; NCCL
 # through aws-ofi-nccl on libfabric's CXI provider. The wire format is not published: RoCEv2's 82 B of framing
-# per 4096 B packet (modelling choice); per-message overhead 2.5 us (the RDMA acceptance above)
+# per 4096 B packet (modelling choice); per-message overhead 2.5 us (the RDMA acceptance above). Rendezvous
+# above FI_CXI_RDZV_THRESHOLD + FI_CXI_RDZV_GET_MIN = 2048 + 2049 B, one round trip of 2 x 2.3 us (module docstring)
 register_transport(TransportProfile(
     name="slingshot", mtu_bytes=4096, header_bytes=82, message_overhead_s=2.5e-6, lossless=True,
-    flow_control="credit", congestion_control="slingshot"))
+    flow_control="credit", congestion_control="slingshot", rendezvous_threshold_bytes=CXI_RDZV_THRESHOLD_BYTES
+    + CXI_RDZV_GET_MIN_BYTES, rendezvous_round_trip_s=2 * SLINGSHOT_OSU_LATENCY_S))
 
 
 def resolve_transport(spec: TransportSpec) -> TransportProfile:
@@ -239,6 +287,11 @@ def resolve_transport(spec: TransportSpec) -> TransportProfile:
         overrides["message_overhead_s"] = spec.message_overhead
     if spec.rate_cap is not None:
         overrides["rate_cap_Bps"] = spec.rate_cap
+    if spec.rendezvous_threshold is not None:
+        if not profile.rendezvous_round_trip_s:
+                raise SpecError(f"transport.rendezvous_threshold: got {spec.rendezvous_threshold:g} with {spec.name}; "
+                            "expected it only with slingshot (the one transport whose provider's rendezvous is modelled)")
+        overrides["rendezvous_threshold_bytes"] = spec.rendezvous_threshold
     return replace(profile, **overrides)
 
 
