@@ -150,3 +150,29 @@ def test_r760xa_plateau_against_the_published_table(tmp_path):
     busbw_GBps = 1.5 * 2**33 / pred.estimate("all_reduce", 2**33).time_s / 1e9
     assert busbw_GBps == pytest.approx(24.0 * SHM_BIDIRECTIONAL_SHARE, rel=0.02)
     assert 0.9 < busbw_GBps / 9.6 < 1.0
+
+
+def test_lone_gpu_staged_both_ways_keeps_the_share():
+    """One L40S per node, network staged through host memory (no GPUDirect at NCCL's default GDR level: GPU
+    and NIC on different host bridges of one CPU, PATH_PHB): the GPU receives the ring from its NIC and sends
+    it back through host memory at once, NVIDIA/nccl#384's condition, so its PCI path keeps the share each
+    way: NCCL's 24 GB/s for Gen4 x16 over Intel's 6/5 (a PHB path from the GPU) x 0.378 = 7.6 GB/s busbw.
+    The published L40S socket table (l40s-tcp-2node-2gpu-all_reduce-ring.log, schmaustech/nvidia-tools-image
+    README.md, NCCL 2.27.3; 2 ranks, so busbw = algbw) shows 8.1 GB/s at 8 GiB: 7 % under it (the socket
+    model alone read 9.1 GB/s, 13 % over). RoCE without GPUDirect takes the same host path."""
+    for env in (["NCCL_IB_DISABLE=1", "NCCL_ALGO=Ring"], ["NCCL_ALGO=Ring"]):
+        pred = make_predictor(R760XA, 2, 1, env, "2.27.3")
+        busbw_GBps = 2**33 / pred.estimate("all_reduce", 2**33).time_s / 1e9
+        assert busbw_GBps == pytest.approx(20.0 * SHM_BIDIRECTIONAL_SHARE, rel=0.02)
+    assert 0.9 < busbw_GBps / (2**33 / 1058307e-6 / 1e9) < 1.0
+
+
+def test_share_not_charged_where_the_host_path_runs_one_way():
+    """Several NVLink GPUs per node: a channel's entry GPU only receives from host memory and its exit GPU
+    only sends, so the bidirectional share is not charged; a GPU reaching its CPU over NVLink-C2C has no
+    PCIe path to charge."""
+    dgx = make_predictor("dgx-h100", 2, 8, ["NCCL_IB_DISABLE=1"], "2.27.3")
+    assert dgx.p2p and dgx.host_staged_network and dgx._shm_time_s("all_reduce", 2**30, "ring") == 0.0
+    gh200 = str(Path(R760XA).parent / "alps-gh200-nocxi.yaml")
+    lone = make_predictor(gh200, 2, 1, [], None)
+    assert lone._shm_time_s("all_reduce", 2**30, "ring") == 0.0

@@ -464,10 +464,13 @@ class CollectivePredictor:
         hop carries, the bus bytes (nccl-tests' busbw factor x size), in the protocol's lines: SHM's LL and
         LL128 buffers sit in host memory like Simple's (``shmRecvSetup`` sizes one buffer per protocol,
         src/transport/shm.cc v2.27.3-1), so their flags cross the PCIe links with the data (LL 8 of 16 bytes,
-        LL128 120 of 128: :data:`PROTOCOL_PAYLOAD`), as the fabric's links already count them. 0 when the GPUs
-        use P2P, or for algorithms other than ring and the p2p path."""
-        comm = self.comm
-        if self.p2p or comm.ppn < 2 or n_bytes <= 0:
+        LL128 120 of 128: :data:`PROTOCOL_PAYLOAD`), as the fabric's links already count them. A ring with one
+        GPU per node and its network staged through host memory (:meth:`_staged_ring_alone`) pays the same:
+        that GPU's path carries the ring both ways too. 0 otherwise when the GPUs use P2P, or for algorithms
+        other than ring and the p2p path."""
+        comm, server = self.comm, self.comm.topo.spec.server
+        staged_alone = self._staged_ring_alone(algorithm)
+        if (self.p2p and not staged_alone) or comm.ppn < 2 and not staged_alone or n_bytes <= 0:
             return 0.0
         if collective == "sendrecv":
             local_bytes = n_bytes if comm.n_nodes == 1 else 0
@@ -479,15 +482,25 @@ class CollectivePredictor:
             return 0.0
         one_way = collective in ("broadcast", "reduce") and comm.n_ranks == 2
         share = 1.0 if one_way else SHM_BIDIRECTIONAL_SHARE
-        server = comm.topo.spec.server
+        # a lone GPU's hops go to and from its NIC: through one socket (PATH_PHB) unless the NIC is on the other
+        same_socket = not self._crosses_sockets() if staged_alone else self._same_socket_hops()
         # NCCL's figure for one GPU's PCI path, not the speed its search rounds it down to (a plan, not a rate)
         rate_GBps = share * host_pci_path_GBps(pci_bw_GBps(pcie_generation(server.pcie_bandwidth)), 1,
-                                               server.cpu_vendor == "intel", self._same_socket_hops())
+                                               server.cpu_vendor == "intel", same_socket)
         inter_cpu = inter_cpu_bw_GBps(server.cpu_vendor, server.cpu_generation, self.env.release)
         if inter_cpu is not None and self._crosses_sockets():
             rate_GBps = min(rate_GBps, inter_cpu)  # NCCL's socket link, each direction (followPath: forward only)
         wire_bytes = local_bytes / PROTOCOL_PAYLOAD[protocol]
         return wire_bytes / (rate_GBps * 1e9)
+
+    def _staged_ring_alone(self, algorithm: str) -> bool:
+        """Whether a ring's only GPU per node both receives the ring from the network and sends it on
+        through host memory (the network staged without GPUDirect, or NCCL's socket transport): its PCI path
+        into the CPU then carries the ring's bytes both ways, as SHM's does (NVIDIA/nccl#384's condition). A
+        GPU reaching its CPU over NVLink-C2C (``gpu_host_bandwidth``) has no PCIe path there."""
+        comm, server = self.comm, self.comm.topo.spec.server
+        return (algorithm == "ring" and comm.ppn == 1 and comm.n_nodes > 1 and self.host_staged_network
+                and not server.gpu_host_bandwidth)
 
     def _first_node_gpu_switches(self) -> np.ndarray:
         """The PCIe switch above each GPU of this communicator's first node (its PCIe uplink's end)."""
