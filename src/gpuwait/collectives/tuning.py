@@ -1053,8 +1053,23 @@ def host_staged_net_ring_graph(pci_GBps: float, n_switches: int, sm: int, intel_
     return Graph(min(n_channels * max(n_switches, 1), SEARCH_MAX_RING_CHANNELS), speed, speed, intra_link="pci")
 
 
+def host_pci_path_GBps(pci_GBps: float, gpus_per_switch: int, intel_cpu: bool, same_socket_hops: bool = True) -> float:
+    """NCCL's budget (GB/s, before its search rounds it down to a speed) on the PCI links of a ring's GPU
+    paths through the CPU: the PCI bandwidth over the ``gpus_per_switch`` paths sharing a switch's uplink,
+    with ``INTEL_P2P_OVERHEAD`` (6/5) on an Intel x86 CPU only when a GPU->GPU hop stays on one socket
+    (``same_socket_hops``): search.cc ``followPath`` charges it on PATH_PHB paths starting at a GPU, not on
+    a PATH_SYS path between sockets (NVIDIA/nccl v2.27.3-1).
+
+    >>> host_pci_path_GBps(pci_bw_GBps(3), 1, True), host_pci_path_GBps(pci_bw_GBps(4), 1, True, same_socket_hops=False)
+    (10.0, 24.0)
+    """
+    overhead = INTEL_P2P_OVERHEAD if intel_cpu and same_socket_hops else 1.0
+    return pci_GBps / (max(gpus_per_switch, 1) * overhead)
+
+
 def host_path_ring_graph(pci_GBps: float, gpus_per_switch: int, sm: int, intel_cpu: bool,
-                         release: NcclRelease = DEFAULT_RELEASE, inter_cpu_GBps: float | None = None) -> Graph:
+                         release: NcclRelease = DEFAULT_RELEASE, inter_cpu_GBps: float | None = None,
+                         same_socket_hops: bool = True) -> Graph:
     """The ring graph NCCL's search finds inside a node whose GPUs cannot use P2P (``NCCL_P2P_DISABLE=1``,
     or a platform without CUDA peer access): NCCL then stages through host memory (SHM transport).
 
@@ -1072,8 +1087,8 @@ def host_path_ring_graph(pci_GBps: float, gpus_per_switch: int, sm: int, intel_c
     link once each way (out to the far socket's GPUs, back to the first GPU or the NIC), and ``followPath``
     charges a path forward only -- the reverse link is charged only for paths into a GPU older than SM80
     from a NIC or CPU (``fwBw/8``) and for POWER NVLink (search.cc, v2.27.3-1) -- so ``n * s <= inter_cpu``.
-    Intel's 6/5 is kept on the PCI links of every path (NCCL charges it on PATH_PHB paths only, not on
-    a SYS path between sockets: a simplification on the slow side).
+    Intel's 6/5 applies only while some GPU->GPU hop stays on one socket (``same_socket_hops``): followPath
+    charges it on PATH_PHB paths, not on a PATH_SYS path between sockets (:func:`host_pci_path_GBps`).
 
     Examples
     --------
@@ -1084,9 +1099,10 @@ def host_path_ring_graph(pci_GBps: float, gpus_per_switch: int, sm: int, intel_c
     6.0
     >>> [host_path_ring_graph(pci_bw_GBps(4), 1, 89, True, inter_cpu_GBps=bw).bw_intra_GBps for bw in (6, 10, 22, 40)]
     [6.0, 10.0, 20.0, 20.0]
+    >>> host_path_ring_graph(pci_bw_GBps(4), 1, 89, True, inter_cpu_GBps=22, same_socket_hops=False).bw_intra_GBps
+    20.0
     """
-    overhead = INTEL_P2P_OVERHEAD if intel_cpu else 1.0
-    budget = pci_GBps / (max(gpus_per_switch, 1) * overhead)
+    budget = host_pci_path_GBps(pci_GBps, gpus_per_switch, intel_cpu, same_socket_hops)
     if inter_cpu_GBps is not None:
         budget = min(budget, inter_cpu_GBps)
     if budget < _speeds(sm, release)[-1]:

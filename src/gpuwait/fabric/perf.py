@@ -59,6 +59,7 @@ from gpuwait.collectives.tuning import (
     TuningInputs,
     choose,
     host_path_ring_graph,
+    host_pci_path_GBps,
     host_staged_net_ring_graph,
     inter_cpu_bw_GBps,
     net_bw_GBps,
@@ -103,10 +104,10 @@ def nvls_window_bytes(nvls_channels: int) -> int:
     return NVLS_WINDOW_BYTES * nvls_channels // 16
 
 
-#: The share of its one-way rate that one GPU's path through host memory (GPU -> host memory -> GPU) keeps
-#: in each direction when the GPU sends and receives through host memory at once. NVIDIA/nccl issue #384
+#: The share of its one-way rate that one GPU's PCI path through host memory (GPU -> host memory -> GPU)
+#: keeps in each direction when the GPU sends and receives through host memory at once. NVIDIA/nccl issue #384
 #: (NCCL 2.4.8, 2 GPUs, PCIe Gen3 x16, NCCL_P2P_DISABLE=1, one channel): broadcast, one way only, 10.31 GB/s
-#: (NCCL's one-GPU path budget on Gen3 through an Intel CPU is 12 / (6/5) = 10 GB/s); all_reduce, each GPU
+#: (NCCL's one-GPU path figure on Gen3 through an Intel CPU is 12 / (6/5) = 10 GB/s); all_reduce, each GPU
 #: sending and receiving, 3.9 GB/s busbw, i.e. 3.9 GB/s each way per GPU; "some components (in particular
 #: some CPUs) do not handle bidirectional traffic well" (the maintainer's answer there). The issue does not
 #: say whether its GPUs shared a PCIe switch, so the share is read per GPU; a shared uplink is the fabric's
@@ -453,19 +454,26 @@ class CollectivePredictor:
     def _shm_time_s(self, collective: str, n_bytes: int, algorithm: str = "direct", protocol: str = "Simple") -> float:
         """The time a node's GPUs without P2P take to move their bytes to each other through host memory
         (SHM). Each GPU's bytes to a local peer go up its PCIe link into the CPU and down again: one GPU's
-        path through the CPU, whose budget in NCCL's search (its PCI bandwidth with Intel's 6/5 overhead,
-        and the socket link when the path crosses sockets: :func:`host_path_ring_graph` for one GPU)
-        bounds every GPU's bytes per second one way; the fabric charges the links, a PCIe switch's shared
-        uplink among them, at their line rate. A GPU that sends and receives through host memory at once
-        keeps ``SHM_BIDIRECTIONAL_SHARE`` of that each way (NVIDIA/nccl#384): every p2p call and ring
-        collective here but a two-rank Broadcast or Reduce, whose bytes flow one way. A ring's SHM hop carries what every
+        PCI path through the CPU at NCCL's figure for it (:func:`host_pci_path_GBps`: its PCI bandwidth, with
+        Intel's 6/5 only while a hop stays on one socket, as search.cc ``followPath`` charges it; not the
+        speed the search rounds that down to, which plans channels and is no rate) bounds every GPU's bytes
+        per second one way; the fabric charges the links, a PCIe switch's shared uplink among them, at their
+        line rate. A GPU that sends and receives through host memory at once keeps ``SHM_BIDIRECTIONAL_SHARE``
+        of that each way (NVIDIA/nccl#384, a GPU's path into its CPU): every p2p call and ring collective here
+        but a two-rank Broadcast or Reduce, whose bytes flow one way. When the ring crosses sockets, NCCL's
+        socket link (:func:`inter_cpu_bw_GBps`) caps it too, per direction (followPath charges a path forward
+        only; shm.cc v2.27.3-1 puts the buffer on the receiver's socket, NCCL_SHM_LOCALITY, so each byte
+        crosses once). A ring's SHM hop carries what every
         hop carries, the bus bytes (nccl-tests' busbw factor x size), in the protocol's lines: SHM's LL and
         LL128 buffers sit in host memory like Simple's (``shmRecvSetup`` sizes one buffer per protocol,
         src/transport/shm.cc v2.27.3-1), so their flags cross the PCIe links with the data (LL 8 of 16 bytes,
-        LL128 120 of 128: :data:`PROTOCOL_PAYLOAD`), as the fabric's links already count them. 0 when the GPUs
-        use P2P, or for algorithms other than ring and the p2p path."""
-        comm = self.comm
-        if self.p2p or comm.ppn < 2 or n_bytes <= 0:
+        LL128 120 of 128: :data:`PROTOCOL_PAYLOAD`), as the fabric's links already count them. A ring with one
+        GPU per node and its network staged through host memory (:meth:`_staged_ring_alone`) pays the same:
+        that GPU's path carries the ring both ways too. 0 otherwise when the GPUs use P2P, or for algorithms
+        other than ring and the p2p path."""
+        comm, server = self.comm, self.comm.topo.spec.server
+        staged_alone = self._staged_ring_alone(algorithm)
+        if (self.p2p and not staged_alone) or comm.ppn < 2 and not staged_alone or n_bytes <= 0:
             return 0.0
         if collective == "sendrecv":
             local_bytes = n_bytes if comm.n_nodes == 1 else 0
@@ -477,9 +485,25 @@ class CollectivePredictor:
             return 0.0
         one_way = collective in ("broadcast", "reduce") and comm.n_ranks == 2
         share = 1.0 if one_way else SHM_BIDIRECTIONAL_SHARE
-        host = self._host_path_graph(gpu_sm(comm.topo.spec.server.gpu_model), one_gpu=True)
+        # a lone GPU's hops go to and from its NIC: through one socket (PATH_PHB) unless the NIC is on the other
+        same_socket = not self._crosses_sockets() if staged_alone else self._same_socket_hops()
+        # NCCL's figure for one GPU's PCI path, not the speed its search rounds it down to (a plan, not a rate)
+        rate_GBps = share * host_pci_path_GBps(pci_bw_GBps(pcie_generation(server.pcie_bandwidth)), 1,
+                                               server.cpu_vendor == "intel", same_socket)
+        inter_cpu = inter_cpu_bw_GBps(server.cpu_vendor, server.cpu_generation, self.env.release)
+        if inter_cpu is not None and self._crosses_sockets():
+            rate_GBps = min(rate_GBps, inter_cpu)  # NCCL's socket link, each direction (followPath: forward only)
         wire_bytes = local_bytes / PROTOCOL_PAYLOAD[protocol]
-        return wire_bytes / (host.n_channels * host.bw_intra_GBps * 1e9 * share)
+        return wire_bytes / (rate_GBps * 1e9)
+
+    def _staged_ring_alone(self, algorithm: str) -> bool:
+        """Whether a ring's only GPU per node both receives the ring from the network and sends it on
+        through host memory (the network staged without GPUDirect, or NCCL's socket transport): its PCI path
+        into the CPU then carries the ring's bytes both ways, as SHM's does (NVIDIA/nccl#384's condition). A
+        GPU reaching its CPU over NVLink-C2C (``gpu_host_bandwidth``) has no PCIe path there."""
+        comm, server = self.comm, self.comm.topo.spec.server
+        return (algorithm == "ring" and comm.ppn == 1 and comm.n_nodes > 1 and self.host_staged_network
+                and not server.gpu_host_bandwidth)
 
     def _first_node_gpu_switches(self) -> np.ndarray:
         """The PCIe switch above each GPU of this communicator's first node (its PCIe uplink's end)."""
@@ -505,17 +529,25 @@ class CollectivePredictor:
                                           sm, intel_cpu=server.cpu_vendor == "intel", release=self.env.release,
                                           nic_beside_gpu=shared_uplink)
 
-    def _host_path_graph(self, sm: int, one_gpu: bool = False) -> Graph:
+    def _host_path_graph(self, sm: int) -> Graph:
         """NCCL's ring graph through the CPU (:func:`host_path_ring_graph`) for the GPUs of this
         communicator's first node: PCI bandwidth from the server's PCIe generation, ``k`` = most of
-        them behind one PCIe switch (1 with ``one_gpu``: one GPU's path alone), and NCCL's socket link
+        them behind one PCIe switch, and NCCL's socket link
         (:func:`inter_cpu_bw_GBps`) when the ring crosses sockets (:meth:`_crosses_sockets`)."""
         server = self.comm.topo.spec.server
-        per_switch = [1] if one_gpu else np.unique(self._first_node_gpu_switches(), return_counts=True)[1]
+        per_switch = np.unique(self._first_node_gpu_switches(), return_counts=True)[1]
         inter_cpu = inter_cpu_bw_GBps(server.cpu_vendor, server.cpu_generation, self.env.release)
         return host_path_ring_graph(pci_bw_GBps(pcie_generation(server.pcie_bandwidth)), int(max(per_switch, default=1)),
                                     sm, intel_cpu=server.cpu_vendor == "intel", release=self.env.release,
-                                    inter_cpu_GBps=inter_cpu if self._crosses_sockets() else None)
+                                    inter_cpu_GBps=inter_cpu if self._crosses_sockets() else None,
+                                    same_socket_hops=self._same_socket_hops())
+
+    def _same_socket_hops(self) -> bool:
+        """Whether a GPU->GPU hop of the first node's ring stays on one CPU socket (a PATH_PHB path, which
+        NCCL charges Intel's 6/5): some socket holds two of its GPUs. With one GPU per socket every hop is
+        PATH_SYS (:func:`host_pci_path_GBps`)."""
+        local = self.comm.local_gpu_index(self.comm.node_ranks[0])
+        return sockets(self.comm.topo.spec.server, local) < len(local)
 
     def _crosses_sockets(self) -> bool:
         """Whether a ring channel of the first node crosses between CPU sockets: its GPUs hang from more
