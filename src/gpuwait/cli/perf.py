@@ -48,8 +48,9 @@ def perf(op: str = OP_ARGUMENT, cluster: str = CLUSTER_OPTION, servers: int | No
 
     Times come from NCCL's tuning model (algorithm, protocol, latency) and the flow engine on the
     real topology and routing (bandwidth). With --compare LOG the log's collective, sizes and rank
-    count are predicted and set beside the measured busbw and time, as the NCCL release the log
-    prints (or --nccl-version) would choose. Before any fabric run the memory the sweep needs is
+    count are predicted and set beside the measured busbw and time (each size's faster column,
+    out-of-place or in-place: a one-off cost in the timed loop only adds time), as the NCCL release
+    the log prints (or --nccl-version) would choose. Before any fabric run the memory the sweep needs is
     estimated (route rows and link entries of each algorithm NCCL would pick, see
     docs/performance.md), stated on a terminal and in --json (memory_estimate_bytes), and a sweep
     over --max-memory is refused.
