@@ -87,6 +87,8 @@ def test_congestion_changes_the_answer(capsys, tmp_path):
     (["perf", "all_reduce", "-i", "3X"], "-i / --stepbytes: unknown suffix 'X'"),
     (["perf", "all_reduce", "-g", "9"], "gpus per server: got 9"),
     (["perf", "all_reduce", "--env", "NCCL_ALGO=Bogus"], "NCCL_ALGO"),
+    # NCCL reads only NCCL_* names: another one was ignored in silence
+    (["perf", "all_reduce", "--env", "FOO=1"], "--env: got 'FOO=1'; expected an NCCL_* variable"),
     (["perf", "all_reduce", "--nccl-version", "2.17.1"], "--nccl-version: got '2.17.1'; expected NCCL 2.18 or later"),
     (["perf", "all_reduce", "--nccl-version", "latest"], "--nccl-version: got 'latest'; expected a release such as"),
 ])

@@ -46,6 +46,8 @@ def nccl_env(env: Mapping[str, str] | Iterable[str] = (), base: Mapping[str, str
         name, eq, value = pair.partition("=")
         if not eq or not name:
             raise SpecError(f"--env: got {pair!r}; expected NAME=VALUE, e.g. NCCL_ALGO=Ring")
+        if not name.startswith("NCCL_"):  # NCCL reads only NCCL_* names: another would be ignored in silence
+            raise SpecError(f"--env: got {pair!r}; expected an NCCL_* variable, e.g. NCCL_ALGO=Ring")
         check_modelled([name])
         out[name] = value
     return out
