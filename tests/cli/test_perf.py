@@ -89,6 +89,7 @@ def test_congestion_changes_the_answer(capsys, tmp_path):
     (["perf", "all_reduce", "--env", "NCCL_ALGO=Bogus"], "NCCL_ALGO"),
     # NCCL reads only NCCL_* names: another one was ignored in silence
     (["perf", "all_reduce", "--env", "FOO=1"], "--env: got 'FOO=1'; expected an NCCL_* variable"),
+    (["perf", "all_reduce", "-d", "float7"], "-d / --datatype: got 'float7'; expected one of int8, uint8"),
     (["perf", "all_reduce", "--nccl-version", "2.17.1"], "--nccl-version: got '2.17.1'; expected NCCL 2.18 or later"),
     (["perf", "all_reduce", "--nccl-version", "latest"], "--nccl-version: got 'latest'; expected a release such as"),
 ])
