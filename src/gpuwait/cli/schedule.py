@@ -72,8 +72,10 @@ def _jobs(source: str, cluster: str | None, servers: int | None, kind: str | Non
     from gpuwait.runner.inputs import load_cluster
     from gpuwait.spec.load import read_yaml, validate_data
     from gpuwait.spec.scenario import Scenario
-    from gpuwait.workload.traces import read_trace, sample, trace_jobs
+    from gpuwait.workload.traces import READERS, read_trace, sample, trace_jobs
 
+    if kind is not None and kind not in READERS:  # before the cluster: the kind decides the file is a trace
+        raise SpecError(f"--trace-kind: got {kind!r}; expected one of {', '.join(READERS)}")
     # a trace by its kind, suffix, or Philly's file name (cluster_job_log ships without a suffix)
     if kind is not None or source.lower().endswith((".csv", ".csv.gz", ".txt", ".json")) or \
             Path(source).name.startswith("cluster_job_log"):
