@@ -29,7 +29,7 @@ DTYPE_OPTION = typer.Option("float", "-d", "--datatype", help="Datatype: float, 
 ROOT_OPTION = typer.Option(0, "-r", "--root", min=0, help="Root rank of broadcast/reduce.")
 ENV_OPTION = typer.Option([], "--env", help="NCCL variable NAME=VALUE (repeatable); the environment counts too.")
 ALGO_OPTION = typer.Option(False, "--report-algo", help="Add the algorithm/protocol/channels chosen per size.")
-COMPARE_OPTION = typer.Option(None, "--compare", help="A real nccl-tests log: predict its sizes and compare.")
+COMPARE_OPTION = typer.Option(None, "--compare", help="A real nccl-tests log: predict its sizes and set them beside each size's faster measured column.")
 NCCL_VERSION_OPTION = typer.Option(
     None, "--nccl-version", metavar="X.Y.Z",
     help="Predict this NCCL release's algorithm/protocol choices (2.18 or later; default: the cluster's "
