@@ -31,7 +31,7 @@ def place(job_file: str = typer.Argument(..., metavar="JOB.yaml", help="A scenar
     its predicted step time alone and beside the other jobs, and the links it shares with whom.
 
     Examples: `gpuwait place examples/two-jobs-shared-uplinks.yaml --policy slurm-tree`,
-    `gpuwait place examples/two-jobs-shared-uplinks.yaml --policy kueue --mode required --level leaf`,
+    `gpuwait place examples/two-jobs-shared-uplinks.yaml --policy kueue --mode required --level pod`,
     `gpuwait place examples/two-jobs-shared-uplinks.yaml --policy volcano --export volcano > hypernodes.yaml`
     """
     from gpuwait.cli.output import Output
