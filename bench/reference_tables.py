@@ -246,11 +246,20 @@ def busbw_only_curve(text: str, n_ranks: int) -> Curve:
     return Curve(sizes, np.array(busbw), np.full(len(busbw), np.nan), n_ranks, "all_reduce")
 
 
+def parsed_log(ref: Reference):
+    """The table's nccl-tests log, parsed once (cached: the scores and the one-off rows both read it)."""
+    if ref.stem not in _LOGS:
+        _LOGS[ref.stem] = parse_nccl_tests_log(ref.path.read_text())
+    return _LOGS[ref.stem]
+
+
+_LOGS: dict = {}
+
+
 def measured(ref: Reference) -> Curve:
-    text = ref.path.read_text()
     if ref.path.suffix == ".txt":
-        return busbw_only_curve(text, ref.servers * ref.gpus)
-    log = parse_nccl_tests_log(text)
+        return busbw_only_curve(ref.path.read_text(), ref.servers * ref.gpus)
+    log = parsed_log(ref)
     rows = [r for r in log.rows if r.size_bytes > 0]
     return Curve(np.array([r.size_bytes for r in rows]), np.array([r.steady_busbw_GBps for r in rows]),
                  np.array([r.steady_time_us for r in rows]), int(log.n_ranks), str(log.collective))
@@ -402,7 +411,7 @@ def one_off_lines() -> list[str]:
              "the faster (nccl-tests warmed up only its smallest and largest sizes before commit f2015cb, "
              "2025-08-25).", "", "| table | size | out-of-place us | in-place us | scored |", "|---|---|---|---|---|"]
     for ref in (r for r in REFERENCES if not r.not_describable and r.path.suffix == ".log"):
-        for row in parse_nccl_tests_log(ref.path.read_text()).rows:
+        for row in parsed_log(ref).rows:
             slow, fast = max(row.oop_time_us, row.ip_time_us), min(row.oop_time_us, row.ip_time_us)
             if row.size_bytes > 0 and fast > 0 and slow > ONE_OFF_RATIO * fast:
                 column = "in-place" if row.steady_time_us == row.ip_time_us else "out-of-place"

@@ -196,3 +196,20 @@ def test_report_path_refused_before_the_run(capsys, tmp_path, monkeypatch, where
     for command in (("run", example), ("diagnose", example, "--no-gain"), ("demo",)):
         code, _, err = run_cli(capsys, *command, "--report", where)
         assert code == 2 and message in err.splitlines()[0], (command, err)
+
+
+@pytest.mark.parametrize("command", ["validate", "run", "place", "schedule"])
+@pytest.mark.parametrize("old, new, message", [
+    ("preset: rocev2-400g-2tier", "preset: rocev2-999", "cluster.preset: unknown preset 'rocev2-999'"),
+    ("preset: rocev2-400g-2tier", "preset: rocev2-400g-2tier\n  server: {template: dgx-h999}",
+     "cluster.server.template: unknown template 'dgx-h999'"),
+])
+def test_an_unknown_name_in_a_file_names_the_file_and_its_yaml_path(capsys, tmp_path, command, old, new, message):
+    """Like every other field of a file: the file, then the YAML path (it said 'preset: ...' or
+    'server.template: ...' with neither the file nor the cluster section)."""
+    text = Path("examples/two-jobs-shared-uplinks.yaml").read_text()
+    assert old in text
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text.replace(old, new, 1))
+    code, _, err = run_cli(capsys, command, str(bad))
+    assert code == 2 and err.splitlines()[0].startswith(f"error: {bad}: {message}; expected one of ")

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
+import shlex
 from pathlib import Path
 
+import pytest
+
 from gpuwait.cli.main import main
+from gpuwait.cli.place import place as place_command
 
 EXAMPLE = str(Path(__file__).resolve().parents[2] / "examples" / "two-jobs-shared-uplinks.yaml")
 
@@ -34,3 +39,11 @@ def test_run_prints_one_row_per_job_as_json(capsys):
     assert [j["name"] for j in data["jobs"]] == ["a", "b"]
     # sharing never speeds a job up; a job the other does not slow comes out equal to rounding (1 ulp apart)
     assert all(j["step_shared_s"] >= j["step_alone_s"] * (1 - 1e-12) for j in data["jobs"])
+
+
+@pytest.mark.parametrize("example", re.findall(r"`gpuwait (place [^`>]*?)\s*(?:>[^`]*)?`", place_command.__doc__))
+def test_every_example_in_place_help_runs(capsys, monkeypatch, example):
+    """The examples `gpuwait place --help` prints run (one asked for a leaf domain of 8 servers the example's
+    leaves of 4 cannot hold, and printed an error)."""
+    monkeypatch.chdir(Path(EXAMPLE).parents[1])
+    assert main([*shlex.split(example), "--steps", "1"]) == 0, capsys.readouterr().err

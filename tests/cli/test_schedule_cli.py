@@ -35,6 +35,9 @@ def test_schedule_errors_are_one_line(capsys):
     assert capsys.readouterr().err.startswith("error: --cluster: a trace needs a cluster")
     assert main([*ARGS, "--policy", "nope"]) == 2
     assert capsys.readouterr().err.startswith("error: --policy/--compare")
+    # an unknown kind is named as such, not as a missing --cluster (a kind makes the file a trace)
+    assert main(["schedule", TRACE, "--trace-kind", "slurm"]) == 2
+    assert capsys.readouterr().err.startswith("error: --trace-kind: got 'slurm'; expected one of lingjun, ")
 
 
 def test_schedule_keeps_a_scenarios_own_placements_unless_a_policy_is_given(capsys):

@@ -14,6 +14,7 @@ from gpuwait.collectives.nccl_versions import DEFAULT_RELEASE, RELEASES, nccl_re
 from gpuwait.collectives.ncclenv import NcclEnv
 from gpuwait.collectives.tuning import Graph, TuningInputs, choose, predict, unsupported_reason
 from gpuwait.errors import SpecError
+from tests.collectives.conftest import tuning_inputs
 
 GiB, MiB = 2**30, 2**20
 
@@ -23,7 +24,7 @@ def at(version: str, **fields) -> TuningInputs:
     base = dict(collective="all_reduce", n_ranks=16, n_nodes=2, sm=80, n_channels=16, bw_intra_GBps=12.0,
                 bw_inter_GBps=12.0, nvswitch=True, release=nccl_release(version))
     base.update(fields)
-    return TuningInputs(**base)
+    return tuning_inputs(**base)
 
 
 # ---------------------------------------------------------------------------------------------- versions
@@ -67,7 +68,7 @@ def test_the_default_release_is_the_2_30_model():
     assert t.BASE_LATENCY_US is DEFAULT_RELEASE.base_latency_us
     assert t.HW_LATENCY_US is DEFAULT_RELEASE.hw_latency_us
     assert t.SUPPORTED_ALGORITHMS is DEFAULT_RELEASE.supported_algorithms
-    assert TuningInputs("all_reduce", 8, 1, 90, 12, 30.0, 30.0).release is DEFAULT_RELEASE
+    assert TuningInputs("all_reduce", 8, 1, 90, Graph(12, 30.0, 30.0)).release is DEFAULT_RELEASE
 
 
 # ---------------------------------------------------------------------------------------------- tables

@@ -19,6 +19,7 @@ import pytest
 from gpuwait.collectives import tuning as t
 from gpuwait.collectives.tuning import Graph, TuningInputs, choose, cost_table, dgx_h100, predict
 from gpuwait.errors import SpecError
+from tests.collectives.conftest import tuning_inputs
 
 GiB, MiB, KiB = 2**30, 2**20, 2**10
 
@@ -30,7 +31,7 @@ def a100_two_nodes(**changes) -> TuningInputs:
     base = dict(collective="all_reduce", n_ranks=16, n_nodes=2, sm=80, n_channels=16, bw_intra_GBps=12.0,
                 bw_inter_GBps=12.0, nvswitch=True, graphs={"tree": Graph(16, 15.0, 12.0)})
     base.update(changes)
-    return TuningInputs(**base)
+    return tuning_inputs(**base)
 
 
 # ---------------------------------------------------------------------------------------------- constants
@@ -110,7 +111,7 @@ def test_single_node_latencies_by_hand():
     # Broadcast ring: nsteps = n; Simple takes the Tree chunk latency unless all channels are the same.
     b = x.with_collective("broadcast")
     assert predict(b, "ring", "Simple", 8).latency_us == pytest.approx(8.4 + 8 * 4.0)
-    same = TuningInputs("broadcast", 8, 1, 90, 12, 30.0, 30.0, same_channels=True)
+    same = TuningInputs("broadcast", 8, 1, 90, Graph(12, 30.0, 30.0, same_channels=True))
     assert predict(same, "ring", "Simple", 8).latency_us == pytest.approx(8.4 + 3.4)
 
 
@@ -139,8 +140,7 @@ def test_inter_latency_adds_graph_latency_twice_for_simple():
 
 
 def test_one_gpu_per_node_uses_tree_network_latency_and_pat():
-    x = TuningInputs("all_gather", n_ranks=8, n_nodes=8, sm=90, n_channels=4, bw_intra_GBps=48.0,
-                     bw_inter_GBps=48.0, intra_link="pci")
+    x = TuningInputs("all_gather", n_ranks=8, n_nodes=8, sm=90, ring=Graph(4, 48.0, 48.0, intra_link="pci"))
     # Ring AllGather, 7 steps all across the network, interLat = NET Tree LL (5.0) since ppn == 1.
     assert predict(x, "ring", "LL", 8).latency_us == pytest.approx(6.6 + 7 * 5.0)
     # PAT: 8 + log2(8) x 14/3.5 + 8 x 2.8
@@ -198,7 +198,7 @@ def test_unsupported_combinations_are_reported():
     assert not tree_ag.supported and "does not implement all_gather" in tree_ag.reason
     assert tree_ag.time_us == math.inf
     assert "only the Simple" in predict(dgx_h100(), "nvls", "LL", MiB).reason
-    sm80 = TuningInputs("all_reduce", 8, 1, 80, 12, 20.0, 20.0, nvls_available=True, nvswitch=True)
+    sm80 = TuningInputs("all_reduce", 8, 1, 80, Graph(12, 20.0, 20.0), nvls_available=True, nvswitch=True)
     assert "SM90" in predict(sm80, "nvls", "Simple", MiB).reason
     assert "single node" in predict(dgx_h100(), "nvls_tree", "Simple", MiB).reason
     assert "CollNet unavailable" in predict(a100_two_nodes(), "collnet_chain", "Simple", MiB).reason
@@ -223,20 +223,20 @@ def test_collnet_and_multi_node_nvls_need_sharp():
 
 
 def test_single_rank_is_a_free_local_copy():
-    x = TuningInputs("all_reduce", 1, 1, 90, 1, 20.0, 20.0)
+    x = TuningInputs("all_reduce", 1, 1, 90, Graph(1, 20.0, 20.0))
     assert choose(x, GiB, allowed_algos="Tree")[:2] == ("ring", "Simple")
     assert choose(x, GiB)[2].time_us == 0.0
 
 
 def test_inputs_are_validated():
     with pytest.raises(SpecError, match="same number of ranks"):
-        TuningInputs("all_reduce", 12, 5, 90, 4, 20.0, 20.0)
+        TuningInputs("all_reduce", 12, 5, 90, Graph(4, 20.0, 20.0))
     with pytest.raises(SpecError, match="collective"):
-        TuningInputs("alltoall", 8, 1, 90, 4, 20.0, 20.0)
+        TuningInputs("alltoall", 8, 1, 90, Graph(4, 20.0, 20.0))
     with pytest.raises(SpecError, match="bw_intra_GBps"):
-        TuningInputs("all_reduce", 8, 1, 90, 4, 0.0, 20.0)
+        TuningInputs("all_reduce", 8, 1, 90, Graph(4, 0.0, 20.0))
     with pytest.raises(SpecError, match="unknown algorithm"):
-        TuningInputs("all_reduce", 8, 1, 90, 4, 20.0, 20.0, graphs={"butterfly": Graph(1, 1.0, 1.0)})
+        TuningInputs("all_reduce", 8, 1, 90, Graph(4, 20.0, 20.0), graphs={"butterfly": Graph(1, 1.0, 1.0)})
     with pytest.raises(SpecError, match="algorithm"):
         predict(dgx_h100(), "butterfly", "Simple", 8)
 

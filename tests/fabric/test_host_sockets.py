@@ -138,7 +138,7 @@ def test_one_socket_is_not_charged():
     topo = build_cluster(ClusterSpec.model_validate(spec))
     predictor = CollectivePredictor.create(Communicator.world(topo), NcclEnv(), RoutingSpec(), TRANSPORTS["rocev2"])
     inputs = predictor.tuning_inputs("all_reduce")
-    assert (inputs.n_channels, inputs.bw_intra_GBps) == (1, 5.0)
+    assert (inputs.ring.n_channels, inputs.ring.bw_intra_GBps) == (1, 5.0)
 
 
 def test_r760xa_plateau_against_the_published_table(tmp_path):

@@ -83,7 +83,7 @@ def test_all_reduce_without_p2p_is_bounded_by_the_host_path(cpu_vendor, nccl_GBp
     one_gpu_GBps = 2 * nccl_GBps  # NCCL's budget with the switch's 2 GPUs is half of one GPU's path
     pred = _predictor(p2p=False, cpu_vendor=cpu_vendor)
     inputs = pred.tuning_inputs("all_reduce")
-    assert (inputs.n_channels, inputs.bw_intra_GBps, inputs.intra_link) == (1, nccl_GBps, "pci")
+    assert (inputs.ring.n_channels, inputs.ring.bw_intra_GBps, inputs.ring.intra_link) == (1, nccl_GBps, "pci")
     est = pred.estimate("all_reduce", GiB)
     links_busbw = GiB / pred.fabric_time_s("all_reduce", GiB, "ring", est.protocol, est.n_channels) / 1e9  # 2 ranks
     assert links_busbw == pytest.approx(GEN3_X16_Bps / 2 / 1e9, rel=1e-6)  # both GPUs share the uplink

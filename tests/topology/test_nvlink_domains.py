@@ -143,6 +143,6 @@ def test_nccl_sees_nvlink_in_a_pair_and_pcie_across_pairs():
                                       topo.spec.routing, TRANSPORTS["infiniband"])
     whole = CollectivePredictor.create(Communicator.world(topo), parse_env_pairs([]), topo.spec.routing,
                                        TRANSPORTS["infiniband"])
-    assert pair.tuning_inputs("all_reduce").intra_link == "nvlink"
-    assert whole.tuning_inputs("all_reduce").intra_link == "pci"
+    assert pair.tuning_inputs("all_reduce").ring.intra_link == "nvlink"
+    assert whole.tuning_inputs("all_reduce").ring.intra_link == "pci"
     assert pair.estimate("all_reduce", GiB).time_s < whole.estimate("all_reduce", GiB).time_s

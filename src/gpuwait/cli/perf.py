@@ -29,7 +29,7 @@ DTYPE_OPTION = typer.Option("float", "-d", "--datatype", help="Datatype: float, 
 ROOT_OPTION = typer.Option(0, "-r", "--root", min=0, help="Root rank of broadcast/reduce.")
 ENV_OPTION = typer.Option([], "--env", help="NCCL variable NAME=VALUE (repeatable); the environment counts too.")
 ALGO_OPTION = typer.Option(False, "--report-algo", help="Add the algorithm/protocol/channels chosen per size.")
-COMPARE_OPTION = typer.Option(None, "--compare", help="A real nccl-tests log: predict its sizes and compare.")
+COMPARE_OPTION = typer.Option(None, "--compare", help="A real nccl-tests log: predict its sizes and set them beside each size's faster measured column.")
 NCCL_VERSION_OPTION = typer.Option(
     None, "--nccl-version", metavar="X.Y.Z",
     help="Predict this NCCL release's algorithm/protocol choices (2.18 or later; default: the cluster's "
@@ -48,8 +48,9 @@ def perf(op: str = OP_ARGUMENT, cluster: str = CLUSTER_OPTION, servers: int | No
 
     Times come from NCCL's tuning model (algorithm, protocol, latency) and the flow engine on the
     real topology and routing (bandwidth). With --compare LOG the log's collective, sizes and rank
-    count are predicted and set beside the measured busbw and time, as the NCCL release the log
-    prints (or --nccl-version) would choose. Before any fabric run the memory the sweep needs is
+    count are predicted and set beside the measured busbw and time (each size's faster column,
+    out-of-place or in-place: a one-off cost in the timed loop only adds time), as the NCCL release
+    the log prints (or --nccl-version) would choose. Before any fabric run the memory the sweep needs is
     estimated (route rows and link entries of each algorithm NCCL would pick, see
     docs/performance.md), stated on a terminal and in --json (memory_estimate_bytes), and a sweep
     over --max-memory is refused.

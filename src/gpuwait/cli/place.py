@@ -31,7 +31,7 @@ def place(job_file: str = typer.Argument(..., metavar="JOB.yaml", help="A scenar
     its predicted step time alone and beside the other jobs, and the links it shares with whom.
 
     Examples: `gpuwait place examples/two-jobs-shared-uplinks.yaml --policy slurm-tree`,
-    `gpuwait place examples/two-jobs-shared-uplinks.yaml --policy kueue --mode required --level leaf`,
+    `gpuwait place examples/two-jobs-shared-uplinks.yaml --policy kueue --mode required --level pod`,
     `gpuwait place examples/two-jobs-shared-uplinks.yaml --policy volcano --export volcano > hypernodes.yaml`
     """
     from gpuwait.cli.output import Output
@@ -72,7 +72,7 @@ def _export(scenario, fmt: str) -> None:
 def _scenario(job_file: str, cluster: str | None, name: str | None, policy: str | None, options: dict):
     """The file's jobs with the one to place last, its placement set from the options."""
     from gpuwait.errors import SpecError
-    from gpuwait.runner.inputs import load_cluster
+    from gpuwait.runner.inputs import check_cluster_names, load_cluster
     from gpuwait.spec.jobs import JobSpec
     from gpuwait.spec.load import read_yaml, validate_data
     from gpuwait.spec.scenario import Scenario
@@ -83,6 +83,7 @@ def _scenario(job_file: str, cluster: str | None, name: str | None, policy: str 
     if "jobs" not in data:
         data = {"cluster": data.pop("cluster", {}), "jobs": [validate_data(JobSpec, data, source=job_file).model_dump()]}
     scenario = validate_data(Scenario, data, source=job_file)
+    check_cluster_names(scenario.cluster, f"{job_file}: cluster.")
     jobs = list(scenario.jobs)
     names = [j.name for j in jobs]
     if name is not None:

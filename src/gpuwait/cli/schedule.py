@@ -69,11 +69,13 @@ def _jobs(source: str, cluster: str | None, servers: int | None, kind: str | Non
     from pathlib import Path
 
     from gpuwait.errors import SpecError
-    from gpuwait.runner.inputs import load_cluster
-    from gpuwait.spec.load import read_yaml, validate_data
+    from gpuwait.runner.inputs import load_cluster, load_scenario
+    from gpuwait.spec.load import validate_data
     from gpuwait.spec.scenario import Scenario
-    from gpuwait.workload.traces import read_trace, sample, trace_jobs
+    from gpuwait.workload.traces import READERS, read_trace, sample, trace_jobs
 
+    if kind is not None and kind not in READERS:  # before the cluster: the kind decides the file is a trace
+        raise SpecError(f"--trace-kind: got {kind!r}; expected one of {', '.join(READERS)}")
     # a trace by its kind, suffix, or Philly's file name (cluster_job_log ships without a suffix)
     if kind is not None or source.lower().endswith((".csv", ".csv.gz", ".txt", ".json")) or \
             Path(source).name.startswith("cluster_job_log"):
@@ -88,7 +90,7 @@ def _jobs(source: str, cluster: str | None, servers: int | None, kind: str | Non
         jobs, durations = trace_jobs(trace, spec.server.gpus)
         return validate_data(Scenario, {"cluster": spec.model_dump(exclude_unset=True), "jobs": jobs}, source=source,
                              require_units=False), durations, f"{trace.source}: {len(jobs)} jobs"
-    scenario = validate_data(Scenario, read_yaml(source), source=source)
+    scenario = load_scenario(source)
     if cluster is not None or servers is not None:
         scenario = scenario.model_copy(update={"cluster": load_cluster(cluster, servers) if cluster
                                                else load_cluster(source, servers)})

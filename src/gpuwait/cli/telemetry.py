@@ -17,7 +17,7 @@ SCRAPE_OPTION = typer.Option(None, "--scrape-interval", metavar="TIME",
                                   "collective's bytes per port (ECMP collisions within one collective).")
 
 
-def export(scenario_file: str = typer.Argument(..., metavar="SCENARIO.yaml"), format: str = FORMAT_OPTION,
+def export(scenario_file: str = typer.Argument(..., metavar="SCENARIO.yaml", help="A scenario with a training workload."), format: str = FORMAT_OPTION,
            out_path: str | None = OUT_OPTION, inject: list[str] | None = INJECT_OPTION,
            steps: int | None = STEPS_OPTION, max_memory: str | None = MAX_MEMORY_OPTION,
            scrape_interval: str | None = SCRAPE_OPTION) -> None:

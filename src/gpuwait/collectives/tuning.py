@@ -283,9 +283,9 @@ class TuningInputs:
         Ranks and nodes; every node holds ``ppn = n_ranks / n_nodes`` ranks (NCCL's model assumes so).
     sm : int
         Minimum compute capability x10 (70, 80, 90, 100...); selects the architecture rows.
-    n_channels, bw_intra_GBps, bw_inter_GBps, latency_inter_us, intra_link, same_channels
-        The default :class:`Graph` (NCCL's ring graph). ``n_channels`` is also the communicator's
-        channel count used by the ring plateau test.
+    ring : Graph
+        NCCL's ring graph: what every algorithm without its own graph in ``graphs`` reads, and whose
+        ``n_channels`` is the communicator's channel count (:attr:`n_channels`, the ring plateau test).
     graphs : mapping of algorithm name to Graph
         Per-algorithm graphs where they differ from the ring graph (NCCL searches a tree, a CollNet and an
         NVLS graph separately; e.g. the NVLS graph of a DGX H100 has 8 channels, see :func:`dgx_h100`).
@@ -320,8 +320,7 @@ class TuningInputs:
 
     Examples
     --------
-    >>> x = TuningInputs("all_reduce", n_ranks=16, n_nodes=2, sm=80, n_channels=16,
-    ...                  bw_intra_GBps=12.0, bw_inter_GBps=12.0)
+    >>> x = TuningInputs("all_reduce", n_ranks=16, n_nodes=2, sm=80, ring=Graph(16, 12.0, 12.0))
     >>> x.ppn, x.graph("tree").n_channels
     (8, 16)
     """
@@ -330,12 +329,7 @@ class TuningInputs:
     n_ranks: int
     n_nodes: int
     sm: int
-    n_channels: int
-    bw_intra_GBps: float
-    bw_inter_GBps: float
-    latency_inter_us: float = 0.0
-    intra_link: str = "nvlink"
-    same_channels: bool = False
+    ring: Graph
     graphs: Mapping[str, Graph] = field(default_factory=dict)
     net_overhead_us: float | None = None
     cpu_arch: str = "x86"
@@ -375,26 +369,21 @@ class TuningInputs:
             raise SpecError(f"net_overhead_us: got {self.net_overhead_us!r}; expected >= 0 us or None")
         if self.collnet_heads < 0:
             raise SpecError(f"collnet_heads: got {self.collnet_heads}; expected >= 0")
-        graphs = dict(self.graphs)
-        for algo, graph in graphs.items():
-            if algo not in ALGORITHMS:
-                raise SpecError(f"graphs: unknown algorithm {algo!r}; expected one of {', '.join(ALGORITHMS)}")
-            if not isinstance(graph, Graph):
-                raise SpecError(f"graphs[{algo!r}]: got {type(graph).__name__}; expected a Graph")
-        object.__setattr__(self, "graphs", MappingProxyType(graphs))
-        self.graph("ring")  # validates the default graph's numbers
+        object.__setattr__(self, "graphs", _checked_graphs(self.ring, self.graphs))
 
     @property
     def ppn(self) -> int:
         """Ranks per node."""
         return self.n_ranks // self.n_nodes
 
+    @property
+    def n_channels(self) -> int:
+        """The communicator's channel count: the ring graph's."""
+        return self.ring.n_channels
+
     def graph(self, algorithm: str) -> Graph:
         """The graph NCCL's model reads for ``algorithm``: its own if given, else the ring graph."""
-        if algorithm in self.graphs:
-            return self.graphs[algorithm]
-        return Graph(self.n_channels, self.bw_intra_GBps, self.bw_inter_GBps, self.latency_inter_us,
-                     self.intra_link, self.same_channels)
+        return self.graphs.get(algorithm, self.ring)
 
     def with_collective(self, collective: str) -> TuningInputs:
         """The same communicator, another collective."""
@@ -406,6 +395,19 @@ class TuningInputs:
         if self.net_overhead_us is not None:
             return self.net_overhead_us
         return NET_OVERHEAD_US.get((self.cpu_arch, self.cpu_vendor), NET_OVERHEAD_DEFAULT_US)
+
+
+def _checked_graphs(ring: object, graphs: Mapping[str, Graph]) -> Mapping[str, Graph]:
+    """``graphs`` as a read-only mapping, once the ring and every graph are Graphs of known algorithms."""
+    if not isinstance(ring, Graph):
+        raise SpecError(f"ring: got {type(ring).__name__}; expected a Graph")
+    graphs = dict(graphs)
+    for algo, graph in graphs.items():
+        if algo not in ALGORITHMS:
+            raise SpecError(f"graphs: unknown algorithm {algo!r}; expected one of {', '.join(ALGORITHMS)}")
+        if not isinstance(graph, Graph):
+            raise SpecError(f"graphs[{algo!r}]: got {type(graph).__name__}; expected a Graph")
+    return MappingProxyType(graphs)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -1250,7 +1252,5 @@ def dgx_h100(collective: str = "all_reduce") -> TuningInputs:
     nvlink = nvlink_bw_GBps(90, 18)
     ring = nvswitch_ring_graph(nvlink, 90)
     nvls = nvswitch_nvls_graph(nvlink, 90, 8)
-    return TuningInputs(collective, n_ranks=8, n_nodes=1, sm=90, n_channels=ring.n_channels,
-                        bw_intra_GBps=ring.bw_intra_GBps, bw_inter_GBps=ring.bw_inter_GBps,
-                        intra_link="nvlink", graphs={"nvls": nvls}, cpu_arch="x86", cpu_vendor="intel",
+    return TuningInputs(collective, n_ranks=8, n_nodes=1, sm=90, ring=ring, graphs={"nvls": nvls}, cpu_arch="x86", cpu_vendor="intel",
                         nvls_available=True, nvswitch=True, ll128_enabled=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -83,18 +83,27 @@ class EngineRun(Protocol):
     def flows_on_link(self, link: int) -> np.ndarray: ...
 
 
+@dataclass(frozen=True, eq=False)
 class PerFlowResults:
-    """What both engines derive alike from per-QP finish times and the routes.
+    """The shape both engines' results share: what the run was given (declared once here, for
+    :class:`~gpuwait.engine.flow_run.FlowRun` and :class:`~gpuwait.engine.packet.run.PacketRun`), and
+    what both derive alike from per-QP finish times and the routes.
 
-    A flow is done when its last QP is. A subclass provides ``flows``, ``routes``, ``topo``,
-    ``flow_start_s`` and ``qp_finish_s``.
+    A flow is done when its last QP is. A subclass adds its own fields after these and provides
+    ``flow_start_s`` and ``qp_finish_s`` (a field or a property).
     """
 
+    topo: Topology
     flows: FlowTable
     routes: Routes
-    topo: Topology
-    flow_start_s: np.ndarray
-    qp_finish_s: np.ndarray
+    capacity_Bps: np.ndarray  # payload capacity of every link (:func:`effective_capacity_Bps`)
+    routing: RoutingSpec
+    transport: TransportProfile
+    labels: dict = field(default_factory=dict, kw_only=True)
+
+    if TYPE_CHECKING:  # provided by each subclass; not fields here, so a subclass may make them properties
+        flow_start_s: np.ndarray
+        qp_finish_s: np.ndarray
 
     @cached_property
     def flow_finish_s(self) -> np.ndarray:

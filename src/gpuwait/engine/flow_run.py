@@ -6,7 +6,7 @@ itself knows only links and weighted flows.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
@@ -27,14 +27,7 @@ _SERVER = Network.SERVER
 class FlowRun(PerFlowResults):
     """A routed and simulated flow table. Rows are QPs; flows are the table's entries."""
 
-    topo: Topology
-    flows: FlowTable
-    routes: Routes
-    capacity_Bps: np.ndarray
     result: FlowResult
-    routing: RoutingSpec
-    transport: TransportProfile
-    labels: dict = field(default_factory=dict)
 
     @cached_property
     def flow_start_s(self) -> np.ndarray:  # type: ignore[override]  # declared by PerFlowResults, provided here
@@ -128,4 +121,4 @@ def simulate_flows(topo: Topology, flows: FlowTable, routing: RoutingSpec, trans
                       release_time_s=flows.start_s[routes.flow_index], rate_cap_Bps=cap, path_latency_s=latency,
                       depends_on=_row_dependencies(flows, routes), shared=shared)
     result = FlowEngine(LinkTable(capacity, topo.link_latency_s)).run(flowset)
-    return FlowRun(topo, flows, routes, capacity, result, routing, transport)
+    return FlowRun(topo, flows, routes, capacity, routing, transport, result)

@@ -269,9 +269,12 @@ class CollectivePredictor:
             ring, graphs = self._single_node_graphs(sm, links, nvswitch)
         else:
             ring, graphs = self._multi_node_graphs(sm, links, nvswitch)
-        inputs = TuningInputs(collective, n_ranks=comm.n_ranks, n_nodes=comm.n_nodes, sm=sm, n_channels=ring.n_channels,
-                              bw_intra_GBps=ring.bw_intra_GBps, bw_inter_GBps=ring.bw_inter_GBps,
-                              intra_link=ring.intra_link, graphs=graphs,
+        # Pitfall: the ring's net latency (latencyInter) does not reach the tuning, unlike the tree's and
+        # nvls_tree's, though NCCL adds it to every algorithm's network hops (tuning.cc, v2.30.7-1). It is
+        # 0 on IB, RoCE and TCP; on EFA (75 us) passing it moves the ring's predictions and choices, a
+        # model change to score on the published tables before making.
+        inputs = TuningInputs(collective, n_ranks=comm.n_ranks, n_nodes=comm.n_nodes, sm=sm,
+                              ring=replace(ring, latency_inter_us=0.0), graphs=graphs,
                               nvls_available="nvls" in graphs or "nvls_tree" in graphs,
                               nvswitch=nvswitch, ll128_enabled=bool(links) and self.transport.rdma,
                               cpu_arch="arm" if server.cpu_vendor == "arm" else "x86",

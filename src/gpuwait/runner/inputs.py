@@ -11,9 +11,9 @@ from pathlib import Path
 
 import yaml
 
-from gpuwait.errors import SpecError
+from gpuwait.errors import SpecError, UnknownNameError
 from gpuwait.spec import ClusterSpec, Scenario, read_yaml, validate_data
-from gpuwait.topology import preset_spec, resolve_cluster
+from gpuwait.topology import preset_spec, resolve_cluster, resolve_server
 
 
 def looks_like_file(arg: str) -> bool:
@@ -23,7 +23,20 @@ def looks_like_file(arg: str) -> bool:
 
 def load_scenario(path: str | Path) -> Scenario:
     """The scenario in a YAML file, validated: every problem names its YAML path, value and what was expected."""
-    return validate_data(Scenario, read_yaml(str(path)), source=str(path))
+    scenario = validate_data(Scenario, read_yaml(str(path)), source=str(path))
+    check_cluster_names(scenario.cluster, f"{path}: cluster.")
+    return scenario
+
+
+def check_cluster_names(spec: ClusterSpec, where: str) -> None:
+    """Refuse an unknown preset or server template in a file as its other fields are refused: with the file
+    and the field's YAML path (``where``), which the registries' own errors cannot know."""
+    try:
+        if spec.preset is not None:
+            preset_spec(spec.preset, 1)
+        resolve_server(spec.server)
+    except UnknownNameError as err:
+        raise UnknownNameError(f"{where}{err}", hint=err.hint) from None
 
 
 def load_cluster(arg: str, servers: int | None = None) -> ClusterSpec:
@@ -38,6 +51,7 @@ def load_cluster(arg: str, servers: int | None = None) -> ClusterSpec:
             spec = validate_data(Scenario, data, source=arg).cluster
         else:
             spec = validate_data(ClusterSpec, data, source=arg)
+        check_cluster_names(spec, f"{arg}: cluster." if "cluster" in data else f"{arg}: ")
         if servers is not None:
             spec = with_servers(spec, servers, source=arg)
     return resolve_cluster(spec)

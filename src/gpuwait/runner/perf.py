@@ -16,6 +16,7 @@ import numpy as np
 from gpuwait.collectives.communicator import Communicator
 from gpuwait.collectives.ncclenv import Setting, check_modelled, cluster_env, platform_setting
 from gpuwait.collectives.nccltests import (
+    DTYPES,
     Device,
     NcclTestsCollective,
     Row,
@@ -27,7 +28,7 @@ from gpuwait.collectives.nccltests import (
     size_sweep,
 )
 from gpuwait.collectives.physical import PhysicalParams, physical_defaults
-from gpuwait.errors import SpecError
+from gpuwait.errors import SpecError, UnknownNameError
 from gpuwait.fabric.perf import CollectiveEstimate, CollectivePredictor
 from gpuwait.runner.cost import CostEstimate, check_cost, estimate_perf
 from gpuwait.runner.inputs import load_cluster
@@ -46,6 +47,8 @@ def nccl_env(env: Mapping[str, str] | Iterable[str] = (), base: Mapping[str, str
         name, eq, value = pair.partition("=")
         if not eq or not name:
             raise SpecError(f"--env: got {pair!r}; expected NAME=VALUE, e.g. NCCL_ALGO=Ring")
+        if not name.startswith("NCCL_"):  # NCCL reads only NCCL_* names: another would be ignored in silence
+            raise SpecError(f"--env: got {pair!r}; expected an NCCL_* variable, e.g. NCCL_ALGO=Ring")
         check_modelled([name])
         out[name] = value
     return out
@@ -128,6 +131,11 @@ class SweepArgs:
     redop: str = "sum"
     dtype: str = "float"
     root: int = 0
+
+    def __post_init__(self) -> None:
+        # checked before any fabric run, and named by its option (the sizes are, in _sweep_bytes)
+        if self.dtype not in DTYPES:
+            raise UnknownNameError(f"-d / --datatype: got {self.dtype!r}; expected one of {', '.join(DTYPES)}")
 
 
 def _option_bytes(flag: str, text: int | str) -> int:

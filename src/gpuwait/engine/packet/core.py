@@ -436,11 +436,20 @@ def _schedule_starts(inp, flow_deps, qheap, qchunk, qbin, qcache, qctr, qlog):
 def _push_logged(qheap, qchunk, qbin, qcache, qctr, time_ps, data, qlog, n_log):
     push(qheap, qchunk, qbin, qcache, qctr, time_ps, data)
     if qlog is not None:
-        if n_log < qlog.shape[0]:
-            qlog[n_log, 0] = time_ps
-            qlog[n_log, 1] = data
-            qlog[n_log, 2] = LOG_PUSH
-            n_log += 1
+        n_log = _log_op(qlog, n_log, time_ps, data, LOG_PUSH)
+    return n_log
+
+
+@njit(cache=True)
+def _log_op(qlog, n_log, time_ps, data, op):
+    """Write one push or pop (``op``: LOG_PUSH or LOG_POP) into the queue log while it has room;
+    returns the new count. Callers guard the call with ``qlog is not None``, so numba prunes it
+    (and its reference-count calls) from a run that logs nothing."""
+    if n_log < qlog.shape[0]:
+        qlog[n_log, 0] = time_ps
+        qlog[n_log, 1] = data
+        qlog[n_log, 2] = op
+        n_log += 1
     return n_log
 
 
@@ -692,11 +701,7 @@ def _run(lt, qbytes, qint, n_used, inp, senders, receivers, samples, qp_samples,
             et = pend_t[j]
             ed = pend_d[j]
             if qlog is not None:
-                if n_log < qlog.shape[0]:
-                    qlog[n_log, 0] = et
-                    qlog[n_log, 1] = ed
-                    qlog[n_log, 2] = LOG_PUSH
-                    n_log += 1
+                n_log = _log_op(qlog, n_log, et, ed, LOG_PUSH)
             slot = hash_slot(et, CACHE_BITS)
             to_heap = True
             if qcache[slot, 0] != et:  # a time not remembered: a plain heap entry, and remember it
@@ -855,11 +860,7 @@ def _run(lt, qbytes, qint, n_used, inp, senders, receivers, samples, qp_samples,
                     qheap[SEQ, i] = es
                     qheap[DATA, i] = qheap[DATA, hl]
             if qlog is not None:
-                if n_log < qlog.shape[0]:
-                    qlog[n_log, 0] = now
-                    qlog[n_log, 1] = data
-                    qlog[n_log, 2] = LOG_POP
-                    n_log += 1
+                n_log = _log_op(qlog, n_log, now, data, LOG_POP)
             kind = data >> (2 * _BITS)
             a = (data >> _BITS) & _MASK
             b = data & _MASK

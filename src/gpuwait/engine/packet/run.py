@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
@@ -56,12 +56,6 @@ class PacketRun(PerFlowResults):
     packet-level telemetry is added (times in seconds, sizes in bytes, per link = per egress port).
     """
 
-    topo: Topology
-    flows: FlowTable
-    routes: Routes
-    capacity_Bps: np.ndarray
-    routing: RoutingSpec
-    transport: TransportProfile
     params: PacketParams
     resolved: Resolved
     qp_first_tx_s: np.ndarray  # (R,) first packet injected
@@ -79,7 +73,6 @@ class PacketRun(PerFlowResults):
     packets: int
     timed_out: bool
     wall_s: float
-    labels: dict = field(default_factory=dict)
     pause_samples_s: np.ndarray | None = None  # (S, K) time each sampled port had been paused by each sample time
 
     # ------------------------------------------------------------------ the flow engine's schema
