@@ -65,20 +65,24 @@ class Transfer:
 
 
 def run() -> Transfer:
-    prior = _prior_without(HELD_OUT_CLASS)
+    tables = _reference_tables()
+    prior = _prior_without(tables, HELD_OUT_CLASS)
+    # each target as the NCCL release bench/reference_tables.py predicts it (the 8-node log prints none)
+    release = {r.path.name: r.version() for r in tables.REFERENCES}
     with tempfile.TemporaryDirectory() as tmp:
         overlay = Path(tmp) / "calibrated.yaml"
         cal = run_calibrate([FIT_LOG], "dgx-h100", FIT_SERVERS, out=overlay)
         # the physical defaults as a cluster file: a calibration section that sets every parameter
         defaults = _cluster_file(Path(tmp) / "defaults.yaml", cal.calibration.defaults)
         clusters = {"as shipped": "dgx-h100", "physical defaults": str(defaults), "calibrated": str(overlay)}
-        compared = {log: {m: compare_log("all_reduce", DATA / log, clusters[m], servers) for m in MODELS}
-                    for log, servers, _ in TARGETS}
+        compared = {log: {m: compare_log("all_reduce", DATA / log, clusters[m], servers, nccl_version=release[log])
+                          for m in MODELS} for log, servers, _ in TARGETS}
         held_overlay = Path(tmp) / "held-out-calibrated.yaml"
         held_cal = run_calibrate([FIT_LOG], "dgx-h100", FIT_SERVERS, out=held_overlay, prior=prior)
         held_prior = _cluster_file(Path(tmp) / "held-out-prior.yaml", adjust(cal.calibration.defaults, prior))
         held = dict(zip(HELD_OUT_MODELS, (str(held_prior), str(held_overlay)), strict=True))
-        held_scores = {log: {m: compare_log("all_reduce", DATA / log, held[m], servers).summary
+        held_scores = {log: {m: compare_log("all_reduce", DATA / log, held[m], servers,
+                                            nccl_version=release[log]).summary
                              for m in HELD_OUT_MODELS} for log, servers, _ in TARGETS}
     return Transfer(cal, {log: {m: c.summary for m, c in by.items()} for log, by in compared.items()},
                     {log: {m: c.rows for m, c in by.items()} for log, by in compared.items()}, held_cal, held_scores)
@@ -90,18 +94,20 @@ def _cluster_file(path: Path, params) -> Path:
     return path
 
 
-def _prior_without(pattern: str) -> dict[str, float]:
-    """The public fit (bench/reference_tables.py's tables and fitted names) over every fitted table whose
-    name does not contain ``pattern``."""
+def _reference_tables():
+    """bench/reference_tables.py as a module (its tables, their releases and its fit's observations)."""
     spec = importlib.util.spec_from_file_location("reference_tables", ROOT / "bench" / "reference_tables.py")
     tables = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = tables     # dataclasses look their module up while it runs
-    try:
-        spec.loader.exec_module(tables)
-        observations = [o for r in tables.REFERENCES if not r.not_fitted and not r.not_describable
-                        and pattern not in r.stem for o in tables.observations(r)]
-    finally:
-        del sys.modules[spec.name]
+    sys.modules.setdefault(spec.name, tables)  # dataclasses look their module up while they are built
+    spec.loader.exec_module(tables)
+    return tables
+
+
+def _prior_without(tables, pattern: str) -> dict[str, float]:
+    """The public fit (``tables``' references and fitted names) over every fitted table whose name does
+    not contain ``pattern``."""
+    observations = [o for r in tables.REFERENCES if not r.not_fitted and not r.not_describable
+                    and pattern not in r.stem for o in tables.observations(r)]
     return fit(observations, PUBLIC_FIT_NAMES).values
 
 

@@ -16,6 +16,10 @@ GPUS_OPTION = typer.Option(None, "-g", "--ngpus", min=1, help="GPUs per server t
 ENV_OPTION = typer.Option([], "--env", help="NCCL variable NAME=VALUE the logs ran with (repeatable).")
 OUT_OPTION = typer.Option(None, "--out", metavar="FILE",
                           help="Write the calibrated cluster (the preset or file plus a `calibration:` section) here.")
+NCCL_VERSION_OPTION = typer.Option(
+    None, "--nccl-version", metavar="X.Y.Z",
+    help="Predict the logs as this NCCL release (2.18 or later; default: the version each log prints, "
+         "else the cluster's nccl.version, else 2.30.7), as perf --compare does.")
 PARAMS_OPTION = typer.Option(None, "--params", metavar="a,b,...",
                              help="Parameters the selection may free (default: all): launch_latency_s, net_step_latency_s, "
                                   "intra_step_latency_s, net_message_overhead_s, nic_efficiency, nvlink_efficiency, net_step_cycle_s.")
@@ -23,11 +27,12 @@ PARAMS_OPTION = typer.Option(None, "--params", metavar="a,b,...",
 
 def calibrate(logs: list[Path] = LOGS_ARGUMENT, cluster: str = CLUSTER_OPTION, servers: int | None = SERVERS_OPTION,
               gpus: int | None = GPUS_OPTION, env: list[str] = ENV_OPTION, out: Path | None = OUT_OPTION,
-              params: str | None = PARAMS_OPTION, json_out: bool = JSON_OPTION) -> None:
+              params: str | None = PARAMS_OPTION, nccl_version: str | None = NCCL_VERSION_OPTION,
+              json_out: bool = JSON_OPTION) -> None:
     """Fit the collective model's physical parameters to nccl-tests logs and write a calibrated cluster.
 
     Each log's collective and sizes are predicted on the cluster (its rank count must match: use
-    --servers and -g). Starting from the model as shipped, forward selection frees a parameter (per-step
+    --servers and -g), as the NCCL release the log prints (or --nccl-version), as `perf --compare` does. Starting from the model as shipped, forward selection frees a parameter (per-step
     latencies, per-message overhead, NIC and NVLink efficiency, step cycle) only if fitting it lowers the
     error on sizes the fit did not see; the others keep their shipped values. The error before (as
     shipped) and after is printed, cross-validated (leave-one-log-out with two or more logs, alternate
@@ -40,7 +45,7 @@ def calibrate(logs: list[Path] = LOGS_ARGUMENT, cluster: str = CLUSTER_OPTION, s
     from gpuwait.report.calibrate import closing_lines, error_table, params_table, run_calibrate, selection_table
 
     names = None if params is None else params.split(",")
-    report = run_calibrate(logs, cluster, servers, gpus, env, names, out)
+    report = run_calibrate(logs, cluster, servers, gpus, env, names, out, nccl_version=nccl_version)
 
     def render(console) -> None:
         console.print(error_table(report))

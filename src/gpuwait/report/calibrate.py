@@ -16,7 +16,7 @@ from rich.table import Table
 
 from gpuwait.collectives.fit import MIN_GAIN
 from gpuwait.errors import SpecError
-from gpuwait.report.perf import comparison_summary
+from gpuwait.report.perf import comparison_summary, log_debug_info, log_nccl_version
 from gpuwait.runner.calibrate import (
     LEAVE_ONE_LOG_OUT,
     Calibration,
@@ -54,7 +54,8 @@ def read_log(path: Path) -> MeasuredLog:
         raise SpecError(f"{path}: the log does not say which collective ran",
                         hint="keep the '# Collective test starting' line")
     return MeasuredLog(str(path), str(log.collective), int(log.n_ranks), tuple(r.size_bytes for r in rows),
-                       tuple(r.steady_time_us * 1e-6 for r in rows), tuple(r.steady_busbw_GBps for r in rows))
+                       tuple(r.steady_time_us * 1e-6 for r in rows), tuple(r.steady_busbw_GBps for r in rows),
+                       log_nccl_version(text, log_debug_info(text)))
 
 
 @dataclass(frozen=True, eq=False)
@@ -86,8 +87,9 @@ class CalibrateReport:
                 "params": {"fitted": params_dict(c.params), "shipped": params_dict(c.shipped),
                            "defaults": params_dict(c.defaults)},
                 "errors": {v: self.summaries(v) for v in VARIANTS},
-                "logs": [{"log": r.log.name, "collective": r.log.collective,
-                          **{v: getattr(r, v) for v in VARIANTS}} for r in c.logs],
+                "logs": [{"log": r.log.name, "collective": r.log.collective, "nccl_version": r.nccl_version,
+                          "nccl_version_source": r.nccl_source, **{v: getattr(r, v) for v in VARIANTS}}
+                         for r in c.logs],
                 "overlay": self.overlay, "out": None if self.out is None else str(self.out)}
 
 
@@ -99,13 +101,14 @@ def _scores(rows: list[dict]) -> dict:
 
 def run_calibrate(paths: Sequence[Path], cluster: str, servers: int | None = None, gpus: int | None = None,
                   env: Mapping[str, str] | Iterable[str] = (), names: Iterable[str] | None = None,
-                  out: Path | None = None, prior: Mapping[str, float] | None = None) -> CalibrateReport:
-    """Read ``paths``, fit (from ``prior``: :func:`gpuwait.runner.calibrate.calibrate`), and write the
-    overlay to ``out`` (checked before the fit runs)."""
+                  out: Path | None = None, prior: Mapping[str, float] | None = None,
+                  nccl_version: str | None = None) -> CalibrateReport:
+    """Read ``paths``, fit (from ``prior``, each log as NCCL ``nccl_version`` or the version it prints:
+    :func:`gpuwait.runner.calibrate.calibrate`), and write the overlay to ``out`` (checked before the fit runs)."""
     if out is not None:
         check_writable(out)
     logs = [read_log(Path(p)) for p in paths]
-    calibration = calibrate(logs, cluster, servers, gpus, env, names, prior)
+    calibration = calibrate(logs, cluster, servers, gpus, env, names, prior, nccl_version)
     data = overlay(cluster, servers, calibration)
     if out is not None:
         header = (f"# gpuwait calibrate: {cluster} with the collective model's physical parameters fitted to "
@@ -185,7 +188,8 @@ def separability_lines(report: CalibrateReport) -> list[str]:
 
 def closing_lines(report: CalibrateReport) -> list[str]:
     """Which parameters the logs could not tell apart, where the overlay went and how to use it."""
-    lines = separability_lines(report)
+    lines = [f"{r.log.name}: predicted as NCCL {r.nccl_version} ({r.nccl_source})" for r in report.calibration.logs]
+    lines += separability_lines(report)
     if report.out is None:
         return [*lines, "overlay not written: pass --out FILE to write it (then `gpuwait perf --cluster FILE ...`)"]
     return [*lines, f"wrote {report.out}: use it wherever a cluster is accepted, e.g. `gpuwait perf all_reduce "

@@ -106,7 +106,7 @@ _NCCL_NETWORK = {"infiniband": ("IB",), "rocev2": ("IB",), "tcp": ("Socket",),
                  "efa": ("AWS Libfabric", "Libfabric", "OFI")}
 
 
-def _debug_info(text: str) -> NcclDebugInfo | None:
+def log_debug_info(text: str) -> NcclDebugInfo | None:
     """The ``NCCL_DEBUG=INFO`` lines a log may carry beside its table, or None."""
     try:
         return parse_nccl_debug(text)
@@ -193,7 +193,7 @@ def compare_log(op: str, log_path: Path, cluster: str, servers: int | None = Non
     per_server = per_server or min(log.n_ranks, gpus_in_server)
     if log.n_ranks % per_server:
         raise SpecError(f"--compare: {log.n_ranks} ranks do not fill servers of {per_server} GPUs", hint="pass -g")
-    debug = _debug_info(text)
+    debug = log_debug_info(text)
     nccl = _nccl_choice(log_nccl_version(text, debug), nccl_version, load_cluster(cluster, 1).nccl.version)
     # the log's nGpus: GPUs one thread drives (nccl-tests -g), each call issued on all of them in turn
     per_thread = min(log.config.n_gpus, per_server) if log.config and log.config.n_gpus > 1 else 1

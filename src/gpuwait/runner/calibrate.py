@@ -47,6 +47,7 @@ from gpuwait.collectives.fit import (
     select,
     separable_groups,
 )
+from gpuwait.collectives.nccl_versions import nccl_release
 from gpuwait.collectives.nccltests import busbw_factor
 from gpuwait.collectives.physical import (
     SPEC_NAMES,
@@ -55,9 +56,10 @@ from gpuwait.collectives.physical import (
     physical_defaults,
     pipelined_time_s,
 )
+from gpuwait.collectives.tuning import MODEL_NCCL_VERSION
 from gpuwait.errors import SpecError
 from gpuwait.fabric.perf import CollectiveEstimate
-from gpuwait.runner.inputs import looks_like_file
+from gpuwait.runner.inputs import load_cluster, looks_like_file
 from gpuwait.runner.perf import make_predictor
 from gpuwait.spec import read_yaml
 from gpuwait.units import format_time
@@ -78,6 +80,7 @@ class MeasuredLog:
     sizes_bytes: tuple[int, ...]
     time_s: tuple[float, ...]
     busbw_GBps: tuple[float, ...]
+    nccl_version: str | None = None  # the NCCL version the log prints, if any
 
 
 @dataclass(frozen=True, eq=False)
@@ -90,6 +93,8 @@ class LogResult:
     shipped: list[dict]
     defaults: list[dict]
     calibrated: list[dict]
+    nccl_version: str = ""     # the NCCL release the log's sizes were predicted as
+    nccl_source: str = ""      # why that one: NCCL_VERSION_SOURCES
 
 
 @dataclass(frozen=True, eq=False)
@@ -153,29 +158,54 @@ def fit_names(names: Iterable[str] | None) -> tuple[str, ...]:
     return tuple(out)
 
 
+#: why a log's sizes are predicted as the NCCL release they are (:func:`log_release`)
+NCCL_VERSION_SOURCES = ("--nccl-version", "the log's version", "the cluster's nccl.version or gpuwait's default")
+
+
+def log_release(log: MeasuredLog, asked: str | None = None) -> tuple[str | None, str]:
+    """(version, why) the sizes of ``log`` are predicted as, the rule ``gpuwait perf --compare`` follows:
+    ``asked`` (``--nccl-version``), else the version the log prints when gpuwait models it (2.18 or
+    later), else None: the cluster's ``nccl.version``, else the default."""
+    if asked is not None:
+        nccl_release(asked, "--nccl-version")
+        return asked, NCCL_VERSION_SOURCES[0]
+    if log.nccl_version is not None:
+        try:
+            nccl_release(log.nccl_version)
+            return log.nccl_version, NCCL_VERSION_SOURCES[1]
+        except SpecError:
+            pass  # older than the releases modelled: predicted as the cluster's release, as --compare does
+    return None, NCCL_VERSION_SOURCES[2]
+
+
 def calibrate(logs: Sequence[MeasuredLog], cluster: str, servers: int | None = None, gpus: int | None = None,
               env: Mapping[str, str] | Iterable[str] = (), names: Iterable[str] | None = None,
-              prior: Mapping[str, float] | None = None) -> Calibration:
+              prior: Mapping[str, float] | None = None, nccl_version: str | None = None) -> Calibration:
     """Calibrate to ``logs`` on a preset or cluster file: from ``prior`` (moves as
     :func:`~gpuwait.collectives.physical.adjust`; default the shipped :data:`SHIPPED`), free those of
     ``names`` (default: every parameter) that cross-validation within the logs supports, and fit them;
     the error is cross-validated with the selection inside each fold.
 
-    Every log must have as many ranks as the cluster gives (``servers`` servers of ``gpus`` GPUs).
+    Each log is predicted as the NCCL release :func:`log_release` picks (``nccl_version``, else the one it
+    prints). Every log must have as many ranks as the cluster gives (``servers`` servers of ``gpus`` GPUs).
     ``prior`` serves experiments (bench/calibrate_transfer.py: a public fit without the target's tables).
     """
     chosen = fit_names(names)
     base = {**SHIPPED, **(prior or {})}
     if not logs:
         raise SpecError("calibrate: got no logs; expected at least one nccl-tests log")
-    predictor = make_predictor(cluster, servers, gpus, env)
+    versions = [log_release(log, nccl_version) for log in logs]
+    fallback_version = load_cluster(cluster, servers).nccl.version or MODEL_NCCL_VERSION
+    predictors = {v: make_predictor(cluster, servers, gpus, env, v) for v, _ in dict.fromkeys(versions)}
+    predictor = predictors[versions[0][0]]
     n_ranks = predictor.comm.n_ranks
     for log in logs:
         if log.n_ranks != n_ranks:
             raise SpecError(f"{log.name}: the log has {log.n_ranks} ranks but the cluster gives {n_ranks}",
                             hint="use --servers and -g to describe the run's servers and GPUs")
     defaults = physical_defaults(predictor.transport)
-    estimates = [[predictor.estimate(log.collective, size) for size in log.sizes_bytes] for log in logs]
+    estimates = [[predictors[v].estimate(log.collective, size) for size in log.sizes_bytes]
+                 for log, (v, _) in zip(logs, versions, strict=True)]
     observations = [[Observation(e.costs, defaults, t, log.name) for e, t in zip(ests, log.time_s, strict=True)]
                     for log, ests in zip(logs, estimates, strict=True)]
     validation, folds = _folds(observations)
@@ -192,8 +222,8 @@ def calibrate(logs: Sequence[MeasuredLog], cluster: str, servers: int | None = N
     selection, everything = select_and_fit(observations, chosen, base)
     results = [LogResult(log, _rows(log, ests, [e.time_s for e in ests]),
                          _rows(log, ests, [pipelined_time_s(e.costs, defaults) for e in ests]),
-                         _rows(log, ests, list(times)))
-               for log, ests, times in zip(logs, estimates, held_out, strict=True)]
+                         _rows(log, ests, list(times)), version or fallback_version, source)
+               for log, ests, times, (version, source) in zip(logs, estimates, held_out, versions, strict=True)]
     flat = [o for group in observations for o in group]
     alike = separable_groups(chosen, not_separable(flat, chosen, everything.values))
     return Calibration(predictor.comm.topo.name, n_ranks, chosen, validation, defaults, predictor.params,
