@@ -116,7 +116,7 @@ NCCL_TABLES = [
 def nccl_table_sections() -> list[str]:
     """Predicted vs measured busbw for every published nccl-tests table."""
     from gpuwait.collectives.communicator import Communicator
-    from gpuwait.collectives.ncclenv import parse_env
+    from gpuwait.collectives.ncclenv import cluster_env
     from gpuwait.collectives.nccltests import make_row
     from gpuwait.fabric.perf import CollectivePredictor
     from gpuwait.telemetry.nccltests_log import parse_nccl_tests_log
@@ -128,7 +128,7 @@ def nccl_table_sections() -> list[str]:
         log = parse_nccl_tests_log((ROOT / "tests" / "nccltests" / "data" / copy).read_text(), n_ranks=servers * gpus)
         topo = build_preset(preset, servers)
         predictor = CollectivePredictor.create(Communicator.world(topo, gpus_per_server=gpus),
-                                               parse_env(env).with_version(version, "the table's source"),
+                                               cluster_env(topo.spec, env).with_version(version, "the table's source"),
                                                topo.spec.routing, resolve_transport(topo.spec.transport))
         lines += ["", f"### {reference} on `{preset}` ({servers} x {gpus} GPUs{', ' if env else ''}"
                       f"{' '.join(f'{k}={v}' for k, v in env.items())}{f', NCCL {version}' if version else ''})", "",
