@@ -270,8 +270,7 @@ def main() -> None:
               "`manifests/a100-nccl-test.yaml` at the table's first commit, 1402938): 2.19.3 prices a Tree/Simple hop",
               "at 28 us (`tuning.cc` v2.19.3-1; 4 us over NVLink and 14 us over the network in 2.30), so the tree stays",
               "on LL128 until 1 GiB, where the run switches (2.30.7 would switch at 512 MiB). Known gap: the",
-              "tree/LL128 rows from 128 to 512 MiB run 9-18 % above the measured busbw (the measured 512 MiB",
-              "out-of-place row dips below its neighbours)."]
+              "tree/LL128 rows from 128 to 512 MiB run 9-12 % above the measured busbw."]
     lines += nccl_table_sections()
     lines += effects_section()
     path = ROOT / "docs" / "validation.md"
