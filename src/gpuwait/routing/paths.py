@@ -12,7 +12,7 @@ the walk here finds the candidates at every hop and calls the chooser the routin
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import networkx as nx
@@ -213,6 +213,9 @@ class _Context:
     blocks: np.ndarray
     local_index: np.ndarray  # node id -> local index within its server (-1 outside servers)
     local_paths: dict
+    # (a, b) local indices -> (S,) the link a -> b in every server (-1 where none): found once per topology,
+    # so a hop of a million server-local path rows is one gather, not a search of every link per row
+    hop_links: dict = field(default_factory=dict)
 
 
 def _context(topo: Topology) -> _Context:
@@ -238,11 +241,20 @@ def _local_segments(ctx: _Context, src: np.ndarray, dst: np.ndarray) -> list[tup
         path = ctx.local_paths.get((a, b))
         if path is None:
             raise RoutingError(f"no path inside server from {topo.node_name[src[rows[0]]]} to {topo.node_name[dst[rows[0]]]}")
-        nodes = ctx.blocks[servers[rows]][:, path]  # (rows, hops+1)
+        server_of_row = servers[rows]
         for h in range(len(path) - 1):
             rows_out.append(rows)
-            links_out.append(topo.links_between(nodes[:, h], nodes[:, h + 1]))
+            links_out.append(_hop_links(ctx, path[h], path[h + 1])[server_of_row])
     return list(zip(rows_out, links_out))
+
+
+def _hop_links(ctx: _Context, a: int, b: int) -> np.ndarray:
+    """(S,) the link from local node ``a`` to local node ``b`` in every server (-1 where none)."""
+    links = ctx.hop_links.get((a, b))
+    if links is None:
+        links = ctx.topo.links_between(ctx.blocks[:, a], ctx.blocks[:, b])
+        ctx.hop_links[(a, b)] = links
+    return links
 
 
 # ------------------------------------------------------------------------------------ fabric distances
