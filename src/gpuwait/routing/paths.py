@@ -565,8 +565,35 @@ def _candidates(topo: Topology, keys: _Keys, target: np.ndarray, row: np.ndarray
     count = np.r_[count, np.ones(len(last), np.int64)]
     set_start = np.cumsum(count) - count
     return dict(first=set_start[state_set], count=count[state_set],
-                links=np.r_[links, topo.links_between(node[last], target[row[last]])],
+                links=np.r_[links, _links_into(topo, node[last], target[row[last]])],
                 link_set=np.r_[link_set, own_sets], set_node=np.r_[set_node, node[last]], state_set=state_set)
+
+
+# Above this many links into one endpoint, _links_into searches every link instead
+_MAX_IN_DEGREE = 16
+
+
+def _links_into(topo: Topology, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """``topo.links_between(src, dst)`` for endpoints ``dst`` (a walk's last hop): the lowest-id link from
+    ``src[i]`` into ``dst[i]`` (-1 where none), found among ``dst[i]``'s few incoming links rather than by
+    a search of every link per row (8.4 M rows at 131,072 GPUs)."""
+    cache = topo.__dict__.setdefault("_routing_cache", {})
+    if "in_links" not in cache:
+        indptr = np.zeros(topo.n_nodes + 1, np.int64)
+        np.cumsum(np.bincount(topo.link_dst, minlength=topo.n_nodes), out=indptr[1:])
+        cache["in_links"] = (indptr, np.argsort(topo.link_dst, kind="stable"))  # by node, then link id
+    indptr, order = cache["in_links"]
+    first = indptr[dst]
+    degree = indptr[dst + 1] - first
+    if not len(dst) or degree.max() > _MAX_IN_DEGREE:
+        return topo.links_between(src, dst)
+    out = np.full(len(dst), -1, np.int64)
+    for j in range(int(degree.max())):
+        todo = np.flatnonzero((degree > j) & (out < 0))
+        link = order[first[todo] + j]
+        hit = topo.link_src[link] == src[todo]
+        out[todo[hit]] = link[hit]
+    return out
 
 
 @dataclass(frozen=True, eq=False)
