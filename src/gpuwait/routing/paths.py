@@ -671,11 +671,12 @@ def _walk_fabric(topo: Topology, spec: RoutingSpec, router: Router, start: np.nd
         rows, weight = row[chosen.owner], chosen.weight
         nxt = topo.link_dst[chosen.links]
         if router.single_path:
-            # one path per row: nothing to merge
+            # one path per row: nothing to merge (and nothing to drop but zero weights: no copies without any)
             keep = weight > 0
-            rows_out.append(rows[keep])
-            links_out.append(chosen.links[keep])
-            w_out.append(weight[keep])
+            kept_all = bool(keep.all())
+            rows_out.append(rows if kept_all else rows[keep])
+            links_out.append(chosen.links if kept_all else chosen.links[keep])
+            w_out.append(weight if kept_all else weight[keep])
             row, node, frac = rows, nxt.astype(np.int64), weight
             stride = stride if chosen.stride is None else chosen.stride
             continue
