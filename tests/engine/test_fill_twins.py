@@ -49,14 +49,19 @@ def _fills(weights: sp.csr_matrix, capacity_Bps: np.ndarray, cap_Bps: np.ndarray
 def test_shadowed_twins_are_found_and_change_no_bit():
     rng = np.random.default_rng(11)
     weights, capacity_Bps = _host_like(rng, n_nics=40, flows_per_nic=6, n_core=30)
-    run_ptr = weights.indptr.astype(np.intp)
-    twin = maxmin_fill._shadowed_links(np.arange(weights.shape[0], dtype=np.intp), run_ptr,
-                                       weights.indices.astype(np.int32), weights.data, capacity_Bps)
+    twin = maxmin_fill._shadowed_links(weights.indptr.astype(np.int64), weights.indices.astype(np.int32),
+                                       weights.data, np.ones(weights.shape[0], bool), capacity_Bps)
     pcie = np.arange(0, 120, 3)
     assert twin[pcie[2:]].tolist() == (pcie[2:] + 1).tolist()  # each PCIe hop: shadowed by its port
     assert twin[1] == 0  # equal twins: the higher id is shadowed by the lower
     assert twin[3] == -1 and twin[4] == -1  # within the margin: both kept
     assert (twin[120:] == -1).all()
+    # a frozen flow's links are not counted: with NIC 2's flows all inactive, its hops are no twins
+    inactive = np.ones(weights.shape[0], bool)
+    inactive[12:18] = False
+    twin = maxmin_fill._shadowed_links(weights.indptr.astype(np.int64), weights.indices.astype(np.int32),
+                                       weights.data, inactive, capacity_Bps)
+    assert twin[6] == -1 and twin[9] == 10
     caps = [np.full(weights.shape[0], np.inf), np.where(rng.random(weights.shape[0]) < 0.3, 5e9, np.inf)]
     for cap_Bps in caps:
         compiled, arrays = _fills(weights, capacity_Bps, cap_Bps)
@@ -69,8 +74,8 @@ def test_a_twin_with_other_weights_is_not_shadowed():
     # the same flows on both links, but one flow puts half its bytes on link 1: not the same column
     weights = sp.csr_matrix(np.array([[1.0, 1.0, 1.0], [1.0, 0.5, 0.0]]))
     capacity_Bps = np.array([10e9, 20e9, 7e9])
-    twin = maxmin_fill._shadowed_links(np.arange(2, dtype=np.intp), weights.indptr.astype(np.intp),
-                                       weights.indices.astype(np.int32), weights.data, capacity_Bps)
+    twin = maxmin_fill._shadowed_links(weights.indptr.astype(np.int64), weights.indices.astype(np.int32),
+                                       weights.data, np.ones(2, bool), capacity_Bps)
     assert twin.tolist() == [-1, -1, -1]
     compiled, arrays = _fills(weights, capacity_Bps, np.full(2, np.inf))
     np.testing.assert_array_equal(compiled.rate_Bps, arrays.rate_Bps)

@@ -173,19 +173,21 @@ def _fill(run_flow, run_ptr, link_of, weight, active, capacity, cap, rate, bottl
 
 
 @njit(cache=True)
-def _kept_runs(indptr, link_of, weight, unfrozen, n_links):
-    """The unfrozen flows' triplets (copies: the filling compacts them in place) with their links
-    numbered among the links they cross (in link order), their runs, and those links' ids, in one
-    pass to count and mark and one to copy (no masks or copies of every triplet array)."""
+def _kept_runs(indptr, link_of, weight, unfrozen, twin):
+    """The unfrozen flows' triplets but the shadowed links' (copies: the filling compacts them in place)
+    with their links numbered among the links they cross (in link order), their runs, and those links'
+    ids, in one pass to count and mark and one to copy (no masks or copies of every triplet array)."""
+    n_links = twin.shape[0]
     local = np.full(n_links, -1, np.int32)
     n_kept = 0
     n_runs = 0
     for f in range(len(indptr) - 1):
         if unfrozen[f] and indptr[f + 1] > indptr[f]:
             n_runs += 1
-            n_kept += indptr[f + 1] - indptr[f]
             for i in range(indptr[f], indptr[f + 1]):
-                local[link_of[i]] = 0
+                if twin[link_of[i]] < 0:
+                    local[link_of[i]] = 0
+                    n_kept += 1
     n_used = 0
     for link in range(n_links):
         if local[link] == 0:
@@ -209,9 +211,10 @@ def _kept_runs(indptr, link_of, weight, unfrozen, n_links):
             run_ptr[r] = k
             r += 1
             for i in range(indptr[f], indptr[f + 1]):
-                link_kept[k] = local[link_of[i]]
-                weight_kept[k] = weight[i]
-                k += 1
+                if twin[link_of[i]] < 0:
+                    link_kept[k] = local[link_of[i]]
+                    weight_kept[k] = weight[i]
+                    k += 1
     run_ptr[n_runs] = n_kept
     return run_flow, run_ptr, link_kept, weight_kept, used
 
@@ -223,17 +226,19 @@ _MIX = np.uint64(0x9E3779B97F4A7C15)  # odd 64-bit multiplier (2^64 / golden rat
 
 
 @njit(cache=True)
-def _twin_groups(run_flow, run_ptr, link_of, n_links):
-    """Each link's twin key (a sum of its flows' mixed ids, and its flow count): links crossed by the same
-    flows share both. Returns the links sorted by key and the keys, or empty arrays when a run's links
-    are not sorted (the check of :func:`_shadowed_links` searches them)."""
+def _twin_groups(indptr, link_of, unfrozen, n_links):
+    """Each link's twin key (a sum of its unfrozen flows' mixed ids, and their count): links crossed by
+    the same flows share both. Returns the links sorted by key and the keys, or empty arrays when a
+    row's links are not sorted (the check of :func:`_shadowed_links` searches them)."""
     key = np.zeros(n_links, np.uint64)
-    count = np.zeros(n_links, np.int64)
-    for r in range(len(run_flow)):
-        mixed = (np.uint64(run_flow[r]) + np.uint64(1)) * _MIX
+    count = np.zeros(n_links, np.int32)
+    for f in range(len(indptr) - 1):
+        if not unfrozen[f]:
+            continue
+        mixed = (np.uint64(f) + np.uint64(1)) * _MIX
         mixed ^= mixed >> np.uint64(29)
-        for i in range(run_ptr[r], run_ptr[r + 1]):
-            if i > run_ptr[r] and link_of[i] <= link_of[i - 1]:
+        for i in range(indptr[f], indptr[f + 1]):
+            if i > indptr[f] and link_of[i] <= link_of[i - 1]:
                 return np.zeros(0, np.int64), key, count
             key[link_of[i]] += mixed
             count[link_of[i]] += 1
@@ -265,18 +270,19 @@ def _lowest_twin(order, start, end, capacity):
 
 
 @njit(cache=True)
-def _shadowed_links(run_flow, run_ptr, link_of, weight, capacity):
+def _shadowed_links(indptr, link_of, weight, unfrozen, capacity):
     """Per link, the twin that shadows it (-1: none). Link B is shadowed by link A when both carry the
-    same flows with the same weights (the same column of the weights: the hops of one NIC's flows
-    through its PCIe switch and its port) and B's capacity is the larger by more than ``_SHADOW_RTOL``,
-    or the same and B's id the higher. Both then sum the same terms in the same order every iteration,
-    so B's level is never below A's, nor within the filling's tolerance of it where larger: B is never a
-    flow's lowest link unless A is too at the same level, never final where A is not, and never the lower
-    id of two final links. Dropping B's triplets changes no decision and no bit (two fifths of a
-    16,384-GPU all_reduce's). Twins are found by a key per link and checked triplet by triplet."""
+    same unfrozen flows with the same weights (the same column of the weights: the hops of one NIC's
+    flows through its PCIe switch and its port) and B's capacity is the larger by more than
+    ``_SHADOW_RTOL``, or the same and B's id the higher. Both then sum the same terms in the same order
+    every iteration, so B's level is never below A's, nor within the filling's tolerance of it where
+    larger: B is never a flow's lowest link unless A is too at the same level, never final where A is
+    not, and never the lower id of two final links. Dropping B's triplets changes no decision and no bit
+    (two fifths of a 16,384-GPU all_reduce's). Twins are found by a key per link and checked triplet by
+    triplet, before the filling copies the triplets (it copies none of theirs)."""
     n_links = capacity.shape[0]
-    order, key, count = _twin_groups(run_flow, run_ptr, link_of, n_links)
-    twin = np.full(n_links, -1, np.int64)
+    order, key, count = _twin_groups(indptr, link_of, unfrozen, n_links)
+    twin = np.full(n_links, -1, np.int32)
     start = 0
     while start < len(order):
         end = start + 1
@@ -285,34 +291,18 @@ def _shadowed_links(run_flow, run_ptr, link_of, weight, capacity):
         a = _lowest_twin(order, start, end, capacity)
         for j in range(start, end):
             b = order[j]
-            if b != a and count[b] == count[a] and (capacity[b] > capacity[a] * (1.0 + _SHADOW_RTOL)
-                                                    or capacity[b] == capacity[a]):
+            if b != a and count[a] > 0 and count[b] == count[a] and (
+                    capacity[b] > capacity[a] * (1.0 + _SHADOW_RTOL) or capacity[b] == capacity[a]):
                 twin[b] = a
         start = end
-    for r in range(len(run_flow)):  # the check: each of B's triplets has A's beside it, same weight
-        for i in range(run_ptr[r], run_ptr[r + 1]):
+    for f in range(len(indptr) - 1):  # the check: each of B's triplets has A's beside it, same weight
+        if not unfrozen[f]:
+            continue
+        for i in range(indptr[f], indptr[f + 1]):
             a = twin[link_of[i]]
-            if a >= 0 and not _in_run(run_ptr[r], run_ptr[r + 1], link_of, weight, a, weight[i]):
+            if a >= 0 and not _in_run(indptr[f], indptr[f + 1], link_of, weight, a, weight[i]):
                 twin[link_of[i]] = -1
     return twin
-
-
-@njit(cache=True)
-def _drop_shadowed(run_ptr, link_of, weight, n_runs, twin):
-    """Compact the runs' triplets in place without the shadowed links'; returns the triplets kept."""
-    i_kept = 0
-    start = run_ptr[0]
-    for r in range(n_runs):
-        end = run_ptr[r + 1]
-        run_ptr[r] = i_kept
-        for i in range(start, end):
-            if twin[link_of[i]] < 0:
-                link_of[i_kept] = link_of[i]
-                weight[i_kept] = weight[i]
-                i_kept += 1
-        start = end
-    run_ptr[n_runs] = i_kept
-    return i_kept
 
 
 @njit(cache=True)
@@ -332,17 +322,16 @@ def progressive_fill(indptr: np.ndarray, link_of: np.ndarray, weight: np.ndarray
     n_flows = cap_Bps.shape[0]
     capacity_Bps = np.ascontiguousarray(capacity_Bps, dtype=np.float64)
     # one compiled signature: 8-byte row pointers, 4-byte link ids (as scipy's CSR matrices hold them)
-    run_flow, run_ptr, link_kept, weight_kept, used = _kept_runs(
-        np.ascontiguousarray(indptr, dtype=np.int64), np.ascontiguousarray(link_of, dtype=np.int32),
-        np.ascontiguousarray(weight, dtype=np.float64), np.ascontiguousarray(unfrozen, dtype=np.bool_),
-        capacity_Bps.shape[0])
+    indptr = np.ascontiguousarray(indptr, dtype=np.int64)
+    link_of = np.ascontiguousarray(link_of, dtype=np.int32)
+    weight = np.ascontiguousarray(weight, dtype=np.float64)
+    unfrozen = np.ascontiguousarray(unfrozen, dtype=np.bool_)
+    twin = _shadowed_links(indptr, link_of, weight, unfrozen, capacity_Bps)
+    run_flow, run_ptr, link_kept, weight_kept, used = _kept_runs(indptr, link_of, weight, unfrozen, twin)
     rate = np.zeros(n_flows)
     bottleneck = np.full(n_flows, not_transmitting, dtype=np.int64)
     active = np.flatnonzero(unfrozen).astype(np.intp)
-    capacity_used_Bps = capacity_Bps[used]
-    twin = _shadowed_links(run_flow, run_ptr, link_kept, weight_kept, capacity_used_Bps)
-    _drop_shadowed(run_ptr, link_kept, weight_kept, len(run_flow), twin)
-    iterations = _fill(run_flow, run_ptr, link_kept, weight_kept, active, capacity_used_Bps,
+    iterations = _fill(run_flow, run_ptr, link_kept, weight_kept, active, capacity_Bps[used],
                        np.ascontiguousarray(cap_Bps, dtype=np.float64), rate, bottleneck, float(rtol))
     _global_links(bottleneck, used)
     return rate, bottleneck, int(iterations)

@@ -1204,9 +1204,10 @@ def route_flows(topo: Topology, spec: RoutingSpec, src, dst, *, transport: str =
 
         weight = None if multiplicity is None else np.asarray(multiplicity, float)[flow_index[remote]]
         demand = None if demand_Bps is None else np.asarray(demand_Bps, float)[flow_index[remote]]
-        (r_rows, r_links, r_w), sport[remote], shared = _route_network(topo, spec, router, transport, s_ep, d_ep,
-                                                                        qp[remote], name_row, weight, demand)
-        pieces.append((remote[r_rows], r_links, r_w))
+        walked, sport[remote], shared = _route_network(topo, spec, router, transport, s_ep, d_ep, qp[remote], name_row,
+                                                       weight, demand)
+        pieces.append((remote[walked[0]], walked[1], walked[2]))
+        del walked  # held by the pieces alone, which _assemble frees once it has joined them
         if shared is not None:
             middle, of_row, sides = shared
             row_class = np.full(R, -1, np.int64)
@@ -1230,9 +1231,15 @@ def _assemble(topo: Topology, flow_index: np.ndarray, qp: np.ndarray, pieces: li
     classes' middle parts as (class, link, weight) triplets or a (classes, links) CSR matrix), and
     ``sides``: more shared parts ((class of each row, (classes, links) weights) each,
     :attr:`Routes.side_classes`), of which ``class_sides`` follow the row's class (:attr:`Routes.class_sides`)."""
-    rows, links, weights = ((np.concatenate(x) for x in zip(*pieces, strict=True)) if pieces
-                            else (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)))
+    # joined straight into the matrix's index type (scipy's for this shape: 4 bytes below 2^31 rows and
+    # links), so scipy keeps them and the pieces (the caller's list) are freed before the matrix is built
+    index = np.int32 if max(len(flow_index), topo.n_links) < 2**31 else np.int64
+    rows, links, weights = ((np.concatenate(x, dtype=dtype) for x, dtype in zip(zip(*pieces, strict=True),
+                                                                               (index, index, np.float64)))
+                            if pieces else (np.zeros(0, index), np.zeros(0, index), np.zeros(0)))
+    pieces.clear()
     matrix = sp.csr_matrix((weights, (rows, links)), shape=(len(flow_index), topo.n_links))
+    del rows, links, weights
     matrix.sum_duplicates()
     matrix.sort_indices()
     latency = np.asarray(matrix @ topo.link_latency_s).ravel()
