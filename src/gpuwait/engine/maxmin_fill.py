@@ -226,10 +226,10 @@ _MIX = np.uint64(0x9E3779B97F4A7C15)  # odd 64-bit multiplier (2^64 / golden rat
 
 
 @njit(cache=True)
-def _twin_groups(indptr, link_of, unfrozen, n_links):
+def _twin_keys(indptr, link_of, unfrozen, n_links):
     """Each link's twin key (a sum of its unfrozen flows' mixed ids, and their count): links crossed by
-    the same flows share both. Returns the links sorted by key and the keys, or empty arrays when a
-    row's links are not sorted (the check of :func:`_shadowed_links` searches them)."""
+    the same flows share both. Returns whether every row's links are sorted (the check of
+    :func:`_shadowed_links` searches them; without, no link is shadowed), the keys and the counts."""
     key = np.zeros(n_links, np.uint64)
     count = np.zeros(n_links, np.int32)
     for f in range(len(indptr) - 1):
@@ -239,10 +239,10 @@ def _twin_groups(indptr, link_of, unfrozen, n_links):
         mixed ^= mixed >> np.uint64(29)
         for i in range(indptr[f], indptr[f + 1]):
             if i > indptr[f] and link_of[i] <= link_of[i - 1]:
-                return np.zeros(0, np.int64), key, count
+                return False, key, count
             key[link_of[i]] += mixed
             count[link_of[i]] += 1
-    return np.argsort(key), key, count
+    return True, key, count
 
 
 @njit(cache=True)
@@ -269,7 +269,6 @@ def _lowest_twin(order, start, end, capacity):
     return a
 
 
-@njit(cache=True)
 def _shadowed_links(indptr, link_of, weight, unfrozen, capacity):
     """Per link, the twin that shadows it (-1: none). Link B is shadowed by link A when both carry the
     same unfrozen flows with the same weights (the same column of the weights: the hops of one NIC's
@@ -281,7 +280,18 @@ def _shadowed_links(indptr, link_of, weight, unfrozen, capacity):
     (two fifths of a 16,384-GPU all_reduce's). Twins are found by a key per link and checked triplet by
     triplet, before the filling copies the triplets (it copies none of theirs)."""
     n_links = capacity.shape[0]
-    order, key, count = _twin_groups(indptr, link_of, unfrozen, n_links)
+    sorted_rows, key, count = _twin_keys(indptr, link_of, unfrozen, n_links)
+    if not sorted_rows:
+        return np.full(n_links, -1, np.int32)
+    # sorted by numpy, not in compiled code: a compiled sort costs seconds of cold compilation
+    return _checked_twins(indptr, link_of, weight, unfrozen, capacity, np.argsort(key), key, count)
+
+
+@njit(cache=True)
+def _checked_twins(indptr, link_of, weight, unfrozen, capacity, order, key, count):
+    """:func:`_shadowed_links` once the links are sorted by key: each key's links of one flow count
+    shadowed by the lowest capacity's (lowest id) among them, then checked triplet by triplet."""
+    n_links = capacity.shape[0]
     twin = np.full(n_links, -1, np.int32)
     start = 0
     while start < len(order):
@@ -305,14 +315,6 @@ def _shadowed_links(indptr, link_of, weight, unfrozen, capacity):
     return twin
 
 
-@njit(cache=True)
-def _global_links(bottleneck, used):
-    """Bottlenecks numbered among the used links back to link ids (codes < 0 kept)."""
-    for f in range(bottleneck.shape[0]):
-        if bottleneck[f] >= 0:
-            bottleneck[f] = used[bottleneck[f]]
-
-
 def progressive_fill(indptr: np.ndarray, link_of: np.ndarray, weight: np.ndarray, capacity_Bps: np.ndarray,
                      cap_Bps: np.ndarray, unfrozen: np.ndarray, rtol: float,
                      not_transmitting: int) -> tuple[np.ndarray, np.ndarray, int]:
@@ -333,5 +335,6 @@ def progressive_fill(indptr: np.ndarray, link_of: np.ndarray, weight: np.ndarray
     active = np.flatnonzero(unfrozen).astype(np.intp)
     iterations = _fill(run_flow, run_ptr, link_kept, weight_kept, active, capacity_Bps[used],
                        np.ascontiguousarray(cap_Bps, dtype=np.float64), rate, bottleneck, float(rtol))
-    _global_links(bottleneck, used)
+    linked = bottleneck >= 0  # numbered among the used links: back to link ids
+    bottleneck[linked] = used[bottleneck[linked]]
     return rate, bottleneck, int(iterations)
