@@ -351,7 +351,16 @@ def _progressive_fill(
     """Weighted max-min fair rates of the ``unfrozen`` flows, compiled (:mod:`gpuwait.engine.maxmin_fill`):
     the iterations of :func:`_progressive_fill_arrays`, bit for bit, in two passes over the triplets per
     iteration instead of a dozen array passes. Reads its inputs only."""
-    rate_Bps, bottleneck, iterations = progressive_fill(flow_of, link_of, weight, capacity_Bps, cap_Bps, unfrozen,
+    indptr = np.zeros(cap_Bps.shape[0] + 1, np.int64)
+    np.cumsum(np.bincount(flow_of, minlength=cap_Bps.shape[0]), out=indptr[1:])
+    return _progressive_fill_rows(indptr, link_of, weight, capacity_Bps, cap_Bps, unfrozen)
+
+
+def _progressive_fill_rows(indptr: np.ndarray, link_of: np.ndarray, weight: np.ndarray, capacity_Bps: np.ndarray,
+                           cap_Bps: np.ndarray, unfrozen: np.ndarray) -> MaxMinSolution:
+    """:func:`_progressive_fill` over the rows of a CSR matrix (``indptr``, its indices and data): no
+    per-triplet flow ids to build."""
+    rate_Bps, bottleneck, iterations = progressive_fill(indptr, link_of, weight, capacity_Bps, cap_Bps, unfrozen,
                                                         _LEVEL_RTOL, NOT_TRANSMITTING)
     if iterations < 0:  # the caller's checks rule this out: a flow with neither links nor a cap
         raise SimulationError("max-min filling: an iteration froze no flow (a flow crosses no link and has no cap)")
@@ -656,9 +665,9 @@ class MaxMinSolver:
         if not np.all(np.isfinite(weights.data) & (weights.data > 0)):
             raise SimulationError("link_weights: expected every stored weight finite and > 0")
         row_lengths = np.diff(weights.indptr)
-        self._flow_of = np.repeat(np.arange(weights.shape[0], dtype=np.intp), row_lengths)
-        self._link_of = weights.indices.astype(np.intp)
-        self._weight = weights.data
+        # the matrix's own arrays: the compiled filling reads CSR rows (4-byte link ids), the shared one
+        # triplets (built below only for it)
+        self._indptr, self._link_of, self._weight = weights.indptr, weights.indices, weights.data
         self._capacity_Bps = capacity_Bps
         self._has_links = row_lengths > 0
         self._shape = weights.shape
@@ -682,6 +691,8 @@ class MaxMinSolver:
             self._has_links[m_row[class_links[m_class]]] = True
         if parts:
             self._shared = _memberships(parts)
+            self._flow_of = np.repeat(np.arange(weights.shape[0], dtype=np.intp), row_lengths)
+            self._link_of = self._link_of.astype(np.intp)
 
     @property
     def n_flows(self) -> int:
@@ -726,7 +737,8 @@ class MaxMinSolver:
             members, class_triplets, n_classes = self._shared
             return _progressive_fill_shared((self._flow_of, self._link_of, self._weight), members, class_triplets,
                                             n_classes, self._capacity_Bps, cap_Bps, unfrozen)
-        return _progressive_fill(self._flow_of, self._link_of, self._weight, self._capacity_Bps, cap_Bps, unfrozen)
+        return _progressive_fill_rows(self._indptr, self._link_of, self._weight, self._capacity_Bps, cap_Bps,
+                                      unfrozen)
 
 
 def max_min_rates(

@@ -21,6 +21,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from gpuwait.engine.maxmin_fill import run_level
+
 __all__ = ["Scratch", "reallocate_levels"]
 
 # Same meanings as in engine/flow.py (kept equal by tests/engine/test_incremental.py).
@@ -191,18 +193,12 @@ def _link_levels(t_ptr, t_link, t_w, live, n_live, residual, frozen_load, weight
 @njit(cache=True)
 def _flow_levels(t_ptr, t_link, cap, live, n_live, level, level_rtol, flow_level, capped, below):
     """Each unfrozen flow's level (its lowest link's or its cap), whether its cap freezes it, and
-    the links on which some unfrozen flow stops below the link's level."""
+    the links on which some unfrozen flow stops below the link's level (the progressive filling's
+    kernel, :func:`gpuwait.engine.maxmin_fill.run_level`, over the flow's run of local links)."""
     for i in range(n_live):
         g = live[i]
-        lowest = np.inf
-        for t in range(t_ptr[g], t_ptr[g + 1]):
-            lowest = min(lowest, level[t_link[t]])
+        lowest, flow_level[g] = run_level(t_ptr[g], t_ptr[g + 1], t_link, level, cap[g], level_rtol, below)
         capped[g] = cap[g] <= lowest * (1.0 + level_rtol)
-        flow_level[g] = min(lowest, cap[g])
-        top = flow_level[g] * (1.0 + level_rtol)
-        for t in range(t_ptr[g], t_ptr[g + 1]):
-            if level[t_link[t]] > top:
-                below[t_link[t]] = True
 
 
 @njit(cache=True)

@@ -209,8 +209,10 @@ def _solve(routes: Routes, size: np.ndarray, multiplicity: np.ndarray, remote: n
     each row standing for ``multiplicity`` identical flows."""
     bytes_per_row = routes.per_qp(size)
     row_multiplicity = multiplicity[routes.flow_index]
-    weights = routes.own_weights.copy()  # row r scaled by its multiplicity
-    weights.data *= np.repeat(row_multiplicity, np.diff(weights.indptr))
+    weights = routes.own_weights  # row r scaled by its multiplicity (the solver takes its own copy)
+    if (row_multiplicity != 1.0).any():  # x 1.0 changes no bit: rows of one flow each need no scaled copy
+        weights = weights.copy()
+        weights.data *= np.repeat(row_multiplicity, np.diff(weights.indptr))
     # a splitting router's rows share their middle parts per leaf pair: solved per class, never expanded
     shared = [_shared_part(row_class, row_multiplicity, class_weights) for row_class, class_weights in
               ((routes.row_class, routes.class_weights), *routes.side_classes)

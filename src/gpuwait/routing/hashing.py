@@ -629,6 +629,21 @@ def rocev2_udp_sport(local_qpn: ArrayLike, remote_qpn: ArrayLike, flow_label: Ar
     return flow_label_to_udp_sport(np.where(given != 0, given, computed))
 
 
+def _opening_rank(ids: NDArray[np.int64], n_ids: int) -> NDArray[np.int64]:
+    """:func:`~gpuwait.arrays.rank_within_groups` of ids in ``0..n_ids-1``: how many earlier elements share
+    each one's id. Ordered stably by 16-bit digits, low then high (numpy sorts 16-bit keys by radix, in
+    linear time: 8.4 M QPs at 131,072 GPUs), each group's start counted, not searched."""
+    if not ids.size or n_ids > 1 << 32:
+        return rank_within_groups(ids)
+    order = np.argsort((ids & 0xFFFF).astype(np.uint16), kind="stable")
+    order = order[np.argsort((ids[order] >> 16).astype(np.uint16), kind="stable")]
+    count = np.bincount(ids, minlength=n_ids)
+    start = np.cumsum(count) - count
+    rank = np.empty(len(ids), np.int64)
+    rank[order] = np.arange(len(ids)) - start[ids[order]]
+    return rank
+
+
 def qp_numbers(local_nic: ArrayLike, remote_nic: ArrayLike, n_nics: int,
                seed: SeedLike = None) -> tuple[NDArray[np.uint32], NDArray[np.uint32]]:
     """24-bit QP numbers of both ends of QPs opened in array order, one QP per element.
@@ -672,6 +687,6 @@ def qp_numbers(local_nic: ArrayLike, remote_nic: ArrayLike, n_nics: int,
                            or max(local_ids.max(), remote_ids.max()) >= n_nics):
         raise RoutingError(f"qp_numbers: NIC ids must lie in 0..{n_nics - 1}")
     base = as_generator(seed).integers(_QPN_FIRST_ALLOCATABLE, (1 << _QPN_BITS) - _QPN_ROOM, size=n_nics)
-    local_qpn = (base[local_ids] + rank_within_groups(local_ids)) & _QPN_MASK
-    remote_qpn = (base[remote_ids] + rank_within_groups(remote_ids) + _REMOTE_QPN_SKIP) & _QPN_MASK
+    local_qpn = (base[local_ids] + _opening_rank(local_ids, n_nics)) & _QPN_MASK
+    remote_qpn = (base[remote_ids] + _opening_rank(remote_ids, n_nics) + _REMOTE_QPN_SKIP) & _QPN_MASK
     return local_qpn.astype(np.uint32), remote_qpn.astype(np.uint32)
