@@ -20,7 +20,7 @@ from gpuwait.collectives.tuning import (
 from gpuwait.errors import SpecError
 from gpuwait.report.nccltests import format_table
 from gpuwait.runner.inputs import load_cluster
-from gpuwait.runner.perf import PerfSweep, make_predictor
+from gpuwait.runner.perf import PerfSweep, log_release, make_predictor
 from gpuwait.spec.reader import read_text_checked
 from gpuwait.telemetry.errors import TelemetryFormatError
 from gpuwait.telemetry.nccl_debug import NcclDebugInfo, parse_nccl_debug
@@ -163,16 +163,8 @@ def _release_of(version: str):
 
 
 def _nccl_choice(log_version: str | None, asked: str | None, cluster_version: str | None) -> dict:
-    """Which NCCL release a comparison predicts: ``--nccl-version``, else the log's printed version when
-    gpuwait models it, else the cluster's ``nccl.version``, else the default; and why."""
-    if asked is not None:
-        version, source = asked, "--nccl-version"
-    elif log_version is not None and _release_of(log_version) is not None:
-        version, source = log_version, "the log's version"
-    elif cluster_version is not None:
-        version, source = cluster_version, "the cluster's nccl.version"
-    else:
-        version, source = MODEL_NCCL_VERSION, "gpuwait's default"
+    """Which NCCL release a comparison predicts (:func:`gpuwait.runner.perf.log_release`), and why."""
+    version, source = log_release(log_version, asked, cluster_version)
     return {"version": version, "model_release": nccl_release(version, "--nccl-version").version, "source": source}
 
 

@@ -47,7 +47,6 @@ from gpuwait.collectives.fit import (
     select,
     separable_groups,
 )
-from gpuwait.collectives.nccl_versions import nccl_release
 from gpuwait.collectives.nccltests import busbw_factor
 from gpuwait.collectives.physical import (
     SPEC_NAMES,
@@ -56,11 +55,10 @@ from gpuwait.collectives.physical import (
     physical_defaults,
     pipelined_time_s,
 )
-from gpuwait.collectives.tuning import MODEL_NCCL_VERSION
 from gpuwait.errors import SpecError
 from gpuwait.fabric.perf import CollectiveEstimate
 from gpuwait.runner.inputs import load_cluster, looks_like_file
-from gpuwait.runner.perf import make_predictor
+from gpuwait.runner.perf import log_release, make_predictor
 from gpuwait.spec import read_yaml
 from gpuwait.units import format_time
 
@@ -94,7 +92,7 @@ class LogResult:
     defaults: list[dict]
     calibrated: list[dict]
     nccl_version: str = ""     # the NCCL release the log's sizes were predicted as
-    nccl_source: str = ""      # why that one: NCCL_VERSION_SOURCES
+    nccl_source: str = ""      # why that one (gpuwait.runner.perf.log_release)
 
 
 @dataclass(frozen=True, eq=False)
@@ -158,26 +156,6 @@ def fit_names(names: Iterable[str] | None) -> tuple[str, ...]:
     return tuple(out)
 
 
-#: why a log's sizes are predicted as the NCCL release they are (:func:`log_release`)
-NCCL_VERSION_SOURCES = ("--nccl-version", "the log's version", "the cluster's nccl.version or gpuwait's default")
-
-
-def log_release(log: MeasuredLog, asked: str | None = None) -> tuple[str | None, str]:
-    """(version, why) the sizes of ``log`` are predicted as, the rule ``gpuwait perf --compare`` follows:
-    ``asked`` (``--nccl-version``), else the version the log prints when gpuwait models it (2.18 or
-    later), else None: the cluster's ``nccl.version``, else the default."""
-    if asked is not None:
-        nccl_release(asked, "--nccl-version")
-        return asked, NCCL_VERSION_SOURCES[0]
-    if log.nccl_version is not None:
-        try:
-            nccl_release(log.nccl_version)
-            return log.nccl_version, NCCL_VERSION_SOURCES[1]
-        except SpecError:
-            pass  # older than the releases modelled: predicted as the cluster's release, as --compare does
-    return None, NCCL_VERSION_SOURCES[2]
-
-
 def calibrate(logs: Sequence[MeasuredLog], cluster: str, servers: int | None = None, gpus: int | None = None,
               env: Mapping[str, str] | Iterable[str] = (), names: Iterable[str] | None = None,
               prior: Mapping[str, float] | None = None, nccl_version: str | None = None) -> Calibration:
@@ -186,16 +164,16 @@ def calibrate(logs: Sequence[MeasuredLog], cluster: str, servers: int | None = N
     ``names`` (default: every parameter) that cross-validation within the logs supports, and fit them;
     the error is cross-validated with the selection inside each fold.
 
-    Each log is predicted as the NCCL release :func:`log_release` picks (``nccl_version``, else the one it
-    prints). Every log must have as many ranks as the cluster gives (``servers`` servers of ``gpus`` GPUs).
+    Each log is predicted as the NCCL release :func:`~gpuwait.runner.perf.log_release` picks
+    (``nccl_version``, else the one it prints, else the cluster's). Every log must have as many ranks as the cluster gives (``servers`` servers of ``gpus`` GPUs).
     ``prior`` serves experiments (bench/calibrate_transfer.py: a public fit without the target's tables).
     """
     chosen = fit_names(names)
     base = {**SHIPPED, **(prior or {})}
     if not logs:
         raise SpecError("calibrate: got no logs; expected at least one nccl-tests log")
-    versions = [log_release(log, nccl_version) for log in logs]
-    fallback_version = load_cluster(cluster, servers).nccl.version or MODEL_NCCL_VERSION
+    cluster_version = load_cluster(cluster, servers).nccl.version
+    versions = [log_release(log.nccl_version, nccl_version, cluster_version) for log in logs]
     predictors = {v: make_predictor(cluster, servers, gpus, env, v) for v, _ in dict.fromkeys(versions)}
     predictor = predictors[versions[0][0]]
     n_ranks = predictor.comm.n_ranks
@@ -222,7 +200,7 @@ def calibrate(logs: Sequence[MeasuredLog], cluster: str, servers: int | None = N
     selection, everything = select_and_fit(observations, chosen, base)
     results = [LogResult(log, _rows(log, ests, [e.time_s for e in ests]),
                          _rows(log, ests, [pipelined_time_s(e.costs, defaults) for e in ests]),
-                         _rows(log, ests, list(times)), version or fallback_version, source)
+                         _rows(log, ests, list(times)), version, source)
                for log, ests, times, (version, source) in zip(logs, estimates, held_out, versions, strict=True)]
     flat = [o for group in observations for o in group]
     alike = separable_groups(chosen, not_separable(flat, chosen, everything.values))

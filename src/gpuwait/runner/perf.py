@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from gpuwait.collectives.communicator import Communicator
+from gpuwait.collectives.nccl_versions import nccl_release
 from gpuwait.collectives.ncclenv import Setting, check_modelled, cluster_env, platform_setting
 from gpuwait.collectives.nccltests import (
     DTYPES,
@@ -28,6 +29,7 @@ from gpuwait.collectives.nccltests import (
     size_sweep,
 )
 from gpuwait.collectives.physical import PhysicalParams, physical_defaults
+from gpuwait.collectives.tuning import MODEL_NCCL_VERSION
 from gpuwait.errors import SpecError, UnknownNameError
 from gpuwait.fabric.perf import CollectiveEstimate, CollectivePredictor
 from gpuwait.runner.cost import CostEstimate, check_cost, estimate_perf
@@ -52,6 +54,28 @@ def nccl_env(env: Mapping[str, str] | Iterable[str] = (), base: Mapping[str, str
         check_modelled([name])
         out[name] = value
     return out
+
+
+def log_release(printed: str | None, asked: str | None = None, cluster_version: str | None = None) -> tuple[str, str]:
+    """(version, why) a measured log is predicted as, by ``perf --compare`` and ``calibrate`` alike: ``asked``
+    (``--nccl-version``), else the version the log ``printed`` when gpuwait models it (2.18 or later), else the
+    cluster's ``nccl.version``, else gpuwait's default.
+
+    >>> log_release("2.26.2"), log_release("2.4.8", cluster_version="2.21.5"), log_release(None)
+    (('2.26.2', "the log's version"), ('2.21.5', "the cluster's nccl.version"), ('2.30.7', "gpuwait's default"))
+    """
+    if asked is not None:
+        nccl_release(asked, "--nccl-version")
+        return asked, "--nccl-version"
+    if printed is not None:
+        try:
+            nccl_release(printed)
+            return printed, "the log's version"
+        except SpecError:
+            pass  # older than the releases modelled: predicted as the cluster's release
+    if cluster_version is not None:
+        return cluster_version, "the cluster's nccl.version"
+    return MODEL_NCCL_VERSION, "gpuwait's default"
 
 
 def make_predictor(cluster: str, servers: int | None, gpus: int | None,
