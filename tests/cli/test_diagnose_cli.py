@@ -84,3 +84,20 @@ def test_unknown_telemetry_files_are_named(capsys, tmp_path):
     (tmp_path / "notes.bin").write_bytes(b"\x00\x01garbage")
     code, _, err = run_cli(capsys, "diagnose", "--telemetry", str(tmp_path), "--cluster", "rocev2-400g-2tier")
     assert code == 2 and "notes.bin" in err.splitlines()[0]
+
+
+def test_every_help_example_is_one_shell_command_with_no_redirect():
+    """Each example `gpuwait diagnose --help` gives splits, as a POSIX shell reads it (shlex), into words with no
+    bare `>`: an unquoted `leaf0->spine21` made the shell redirect to a file named 'spine21:factor=0.25'."""
+    import re
+    import shlex
+
+    from gpuwait.cli.diagnose import diagnose
+
+    examples = re.findall(r"`(gpuwait diagnose [^`]*)`", diagnose.__doc__)
+    assert len(examples) >= 2
+    for example in examples:
+        lexer = shlex.shlex(example, posix=True, punctuation_chars=True)
+        words = list(lexer)
+        assert not any(set(w) <= set("<>|&;") for w in words), example
+    assert "link-degrade:leaf0->spine21:factor=0.25" in shlex.split(examples[0])

@@ -32,7 +32,7 @@ def diagnose(scenario_file: str | None = SCENARIO_ARGUMENT, inject: list[str] | 
     A scenario with only `traffic:` runs on the packet engine and is diagnosed from its pauses,
     ECN marks and queues (head-of-line blocking, PFC storms, ECN thresholds above PFC's).
 
-    Examples: `gpuwait diagnose examples/dp-only.yaml --inject link-degrade:leaf0->spine21:factor=0.25`,
+    Examples: `gpuwait diagnose examples/dp-only.yaml --inject 'link-degrade:leaf0->spine21:factor=0.25'` (quoted: a shell reads `>` as a redirect),
     `gpuwait diagnose --telemetry scrapes/ --cluster rocev2-400g-2tier --servers 16`
     """
     from gpuwait.cli.output import Output
