@@ -101,9 +101,12 @@ class PerFlowResults:
     transport: TransportProfile
     labels: dict = field(default_factory=dict, kw_only=True)
 
-    if TYPE_CHECKING:  # provided by each subclass; not fields here, so a subclass may make them properties
-        flow_start_s: np.ndarray
-        qp_finish_s: np.ndarray
+    if TYPE_CHECKING:  # provided by each subclass (a field or a property); read-only here, so not fields
+        @property
+        def flow_start_s(self) -> np.ndarray: ...
+
+        @property
+        def qp_finish_s(self) -> np.ndarray: ...
 
     @cached_property
     def flow_finish_s(self) -> np.ndarray:

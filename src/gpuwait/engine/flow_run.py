@@ -30,13 +30,13 @@ class FlowRun(PerFlowResults):
     result: FlowResult
 
     @cached_property
-    def flow_start_s(self) -> np.ndarray:  # type: ignore[override]  # declared by PerFlowResults, provided here
+    def flow_start_s(self) -> np.ndarray:  # declared by PerFlowResults, provided here
         out = np.full(len(self.flows), np.inf)
         np.minimum.at(out, self.routes.flow_index, self.result.start_s)
         return out
 
     @property
-    def qp_finish_s(self) -> np.ndarray:  # type: ignore[override]  # declared by PerFlowResults, provided here
+    def qp_finish_s(self) -> np.ndarray:  # declared by PerFlowResults, provided here
         return self.result.finish_s
 
     @cached_property

@@ -77,7 +77,7 @@ class PacketRun(PerFlowResults):
 
     # ------------------------------------------------------------------ the flow engine's schema
     @cached_property
-    def flow_start_s(self) -> np.ndarray:  # type: ignore[override]  # declared by PerFlowResults, provided here
+    def flow_start_s(self) -> np.ndarray:  # declared by PerFlowResults, provided here
         return self.flows.start_s.astype(float).copy()
 
     @cached_property
