@@ -476,7 +476,7 @@ class CollectivePredictor:
         other than ring and the p2p path."""
         comm, server = self.comm, self.comm.topo.spec.server
         staged_alone = self._staged_ring_alone(algorithm)
-        if (self.p2p and not staged_alone) or comm.ppn < 2 and not staged_alone or n_bytes <= 0:
+        if (not staged_alone and (self.p2p or comm.ppn < 2)) or n_bytes <= 0:
             return 0.0
         if collective == "sendrecv":
             local_bytes = n_bytes if comm.n_nodes == 1 else 0

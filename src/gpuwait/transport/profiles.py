@@ -289,7 +289,7 @@ def resolve_transport(spec: TransportSpec) -> TransportProfile:
         overrides["rate_cap_Bps"] = spec.rate_cap
     if spec.rendezvous_threshold is not None:
         if not profile.rendezvous_round_trip_s:
-                raise SpecError(f"transport.rendezvous_threshold: got {spec.rendezvous_threshold:g} with {spec.name}; "
+            raise SpecError(f"transport.rendezvous_threshold: got {spec.rendezvous_threshold:g} with {spec.name}; "
                             "expected it only with slingshot (the one transport whose provider's rendezvous is modelled)")
         overrides["rendezvous_threshold_bytes"] = spec.rendezvous_threshold
     return replace(profile, **overrides)
