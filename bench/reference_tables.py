@@ -22,7 +22,9 @@ a published table's timed loop only adds time; the H200 table gives in-place bus
 * time floor error ``(pred - meas) / meas`` for sizes <= 64 KiB: the median per table (signed:
   below zero the model is faster than the hardware);
 * the ramp: the smallest size whose busbw reaches 50 % and 90 % of the table's highest busbw,
-  measured against predicted (``<=`` when the table starts above it).
+  measured against predicted (``<=`` when the table starts above it);
+* the algorithm switch sizes a table shows (its time falls as the size grows, or a size's first call pays a
+  one-off cost), each beside the model's nearest switch (within a factor of 2 or not).
 """
 
 from __future__ import annotations
@@ -420,6 +422,67 @@ def one_off_lines() -> list[str]:
     return lines + [""]
 
 
+#: a size this much faster than the size before it, and faster than the one before that (so a one-row stall
+#: is not read as a switch), ran a faster algorithm or protocol than the smaller sizes did
+SWITCH_DROP = 0.95
+#: an out-of-place time this many times the in-place one at the same size: that size's first call paid a one-off
+#: cost (NCCL >= 2.22 connects an algorithm on its first use: src/enqueue.cc ``algoNeedConnect``, NCCL_RUNTIME_CONNECT;
+#: CUDA's lazy loading loads a kernel on its first launch), the mark of an algorithm or kernel the smaller sizes did
+#: not use. Below it, run-to-run noise in the tables reaches 1.3x (h100-efa 32 KiB)
+FIRST_CALL_RATIO = 1.4
+
+
+def seen_switches(ref: Reference) -> list[tuple[int, str]]:
+    """The sizes where the published table shows NCCL changing its algorithm or protocol, with the evidence:
+    a drop in time as the size grows (SWITCH_DROP), or a first-call cost in the out-of-place column
+    (FIRST_CALL_RATIO; neither the first nor the last row, which nccl-tests' warm-up runs)."""
+    if ref.path.suffix != ".log":
+        return []
+    rows = [r for r in parsed_log(ref).rows if r.size_bytes > 0]
+    seen = []
+    for k, row in enumerate(rows):
+        t = row.steady_time_us
+        if k >= 2 and t < SWITCH_DROP * rows[k - 1].steady_time_us and t < rows[k - 2].steady_time_us:
+            seen.append((row.size_bytes, f"time falls: {rows[k - 1].steady_time_us:g} -> {t:g} us"))
+        elif 0 < k < len(rows) - 1 and row.ip_time_us > 0 and row.oop_time_us > FIRST_CALL_RATIO * row.ip_time_us:
+            seen.append((row.size_bytes, f"first call: out-of-place {row.oop_time_us:g} us, in-place "
+                                         f"{row.ip_time_us:g} us"))
+    return seen
+
+
+def predicted_switches(choices: list[dict]) -> list[tuple[int, str]]:
+    """The sizes where the model's (algorithm, protocol) changes, and the choice it changes to."""
+    pairs = [(c["size_bytes"], f"{c['algorithm']}/{c['protocol']}") for c in choices]
+    return [(size, choice) for (_, before), (size, choice) in zip(pairs, pairs[1:]) if choice != before]
+
+
+def switch_lines(refs: list[Reference]) -> tuple[list[str], int, int]:
+    """Each switch a table shows, beside the model's nearest switch, and how many lie within a factor of 2."""
+    lines = ["## Algorithm switch sizes", "",
+             "Published nccl-tests tables do not print NCCL's choice (NCCL_DEBUG_SUBSYS=TUNING does); a switch shows "
+             f"only where the time falls as the size grows (by more than {100 * (1 - SWITCH_DROP):.0f} %, below the two "
+             f"sizes before it) or where a size's first call pays a one-off cost (out-of-place over {FIRST_CALL_RATIO:g}x "
+             "in-place: NCCL >= 2.22 connects an algorithm on its first use, CUDA loads a kernel on its first launch; "
+             "a first-call cost marks a new algorithm or kernel, not always a switch NCCL's tuning makes). Each is set "
+             "beside the model's nearest switch; within 2x: the two sizes differ by at most a factor of 2.", "",
+             "| table | seen at | evidence | model's nearest switch | within 2x |", "|---|---|---|---|---|"]
+    hits = total = 0
+    for ref in refs:
+        seen = seen_switches(ref)
+        if not seen:
+            continue
+        _, choices = predicted(ref, measured(ref))
+        model = predicted_switches(choices)
+        for size, evidence in seen:
+            near = min(model, key=lambda m: abs(np.log2(m[0] / size)), default=None)
+            ok = near is not None and abs(np.log2(near[0] / size)) <= 1
+            hits, total = hits + ok, total + 1
+            where = f"{size_label(near[0])} ({near[1]})" if near else "none"
+            lines.append(f"| {ref.stem} | {size_label(size)} | {evidence} | {where} | {'yes' if ok else 'no'} |")
+    lines += ["", f"{hits} of {total} seen switches lie within a factor of 2 of a predicted one.", ""]
+    return lines, hits, total
+
+
 def report(scores: list[Score], loo_scores: list[Score], fit_section: list[str]) -> list[str]:
     lines = ["# Validation against published nccl-tests tables", "",
              "Generated by `python bench/reference_tables.py`; do not edit by hand. The collective model set beside "
@@ -434,6 +497,7 @@ def report(scores: list[Score], loo_scores: list[Score], fit_section: list[str])
     lines += class_lines(loo_scores)[2:] + [""] + fit_section + [""]
     lines += ["## As shipped", "", "The model with the shipped parameters (`PUBLIC_TABLE_FIT`).", ""]
     lines += class_lines(scores)[2:] + [""] + table_lines(scores)
+    lines += switch_lines([r for r in REFERENCES if not r.not_describable])[0]
     lines += one_off_lines()
     lines += ["## Not describable yet", "", "| table | class | why |", "|---|---|---|"]
     lines += [f"| {r.stem} | {r.hw_class} | {r.not_describable} |" for r in REFERENCES if r.not_describable]
