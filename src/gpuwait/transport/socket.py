@@ -128,4 +128,7 @@ def socket_transport(base: TransportProfile, nthreads: int | None = None, nsocks
     threads, sockets = socket_threads_and_sockets(nthreads, nsocks_perthread, platform)
     streams = max(1, sockets)  # no helper sockets: the proxy thread sends on the control socket
     proxy = PROXY_COPY_Bps / 2 if threads == 0 else None  # send and recv copies share the proxy's core
-    return replace(tcp, rate_cap_Bps=socket_connection_Bps(streams, tcp.message_overhead_s), host_ceiling_Bps=proxy)
+    # a cluster file's host_ceiling (a measured IP path) binds too: the lower of the two
+    ceilings = [c for c in (proxy, tcp.host_ceiling_Bps) if c is not None]
+    return replace(tcp, rate_cap_Bps=socket_connection_Bps(streams, tcp.message_overhead_s),
+                   host_ceiling_Bps=min(ceilings) if ceilings else None)
