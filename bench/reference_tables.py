@@ -194,9 +194,10 @@ REFERENCES = [
                           "src/nccl_ofi_ofiutils.cpp), whose fi_info carries no NIC attributes (prov/util/src/"
                           "util_main.c), so the plugin reports port speed 0 (src/nccl_ofi_net.cpp "
                           "set_nic_props_default, v1.16.3 on), which NCCL reads as 10 Gbit/s (src/graph/topo.cc "
-                          "v2.25.1-1): Simple from 256 KiB. The path's per-message cost is not published: the floor "
-                          "(~50 us at 8 B-8 KiB, 2.1x the model) and the LL sizes (16-512 KiB, 1.9-4.9x the model) run slower "
-                          "than NCCL's latency and the tcp profile's message cost give; 32 MiB (17.3 ms, 82 % of "
+                          "v2.25.1-1): Simple from 256 KiB on four such devices, 32 KiB on one. The path's "
+                          "per-message cost is not published: the floor (~50 us at 8 B-8 KiB, 2.1x the model) and "
+                          "the LL sizes (16-512 KiB, 1.9-4.9x the model) run slower than NCCL's latency and the tcp "
+                          "profile's message cost give; 32 MiB (17.3 ms, 82 % of "
                           "64 MiB's time) is a dip of the run; NCCL version not printed",
               not_fitted="the transport is assumed, not stated by the source"),
     Reference("l40s-roce-2node-4gpu-all_reduce-ring", CLASSES[5], "r760xa-l40s-2x400g", 2, 2, {"NCCL_ALGO": "Ring"},
@@ -212,9 +213,9 @@ REFERENCES = [
                           "LD_LIBRARY_PATH), NCCL tries external plugins before its own IB and socket transports "
                           "(src/plugin/net.cc v2.27.3-1), NCCL_IB_DISABLE only disables NCCL's own IB (net_ib.cc) and "
                           "the plugin's IBext reads NCCL_IBEXT_DISABLE instead (src/ib_plugin.c; NVIDIA/nccl#676, "
-                          "NVIDIA/nccl-tests#227), and the command names NCCL_IB_HCA=mlx5_1,mlx5_3; described as that "
-                          "RDMA path the floor is still +52 % (19.4 us against 12.2 at 8 B): NCCL's own ring/LL latency with "
-                          "one GPU per node, 6.6 + 2 x 5.0 us (src/graph/tuning.cc v2.27.3-1: \"With ppn=1 latencies "
+                          "NVIDIA/nccl-tests#227), and the command names NCCL_IB_HCA=mlx5_1,mlx5_3; described as "
+                          "that RDMA path the floor is still +52 % (19.4 us against 12.2 at 8 B): NCCL's own ring/LL "
+                          "latency with one GPU per node, 6.6 + 2 x 5.0 us (src/graph/tuning.cc v2.27.3-1: \"With ppn=1 latencies "
                           "are fully exposed, use the Tree network latency\"), is 16.6 us, above the measured 12.2 us "
                           "total, so the gap is NCCL's latency figure, not the transport; no other reference table "
                           "runs one GPU per node to test a change against",
