@@ -183,19 +183,24 @@ REFERENCES = [
                           "format, per-message cost and dragonfly not published (RoCEv2 framing, a non-blocking leaf-spine); the 6-links-per-pair NVLink mesh is "
                           "JUPITER's published figure for the same 4-superchip board"),
     Reference("gh200-nooptnet-2node-8gpu-all_reduce", CLASSES[4], "alps-gh200-nocxi", 2, 4,
-              approximate="the source does not say what NCCL fell back to with the CXI hook disabled (NCCL's socket "
-                          "transport or a libfabric TCP provider); described as the fallback path CSCS measured on the "
-                          "same nodes with the same hook setting (osu_bw 3.1 GB/s per pair, osu_alltoall 2.95 GB/s per "
-                          "node with 4 ranks: one ~25 Gbit/s path per node, docs/software/communication/openmpi.md) "
-                          "under NCCL's socket model; the fallback's per-message latency is not known (floor); NCCL "
-                          "version not printed; the table's 8 and 16 MiB reach 3.44 and 3.33 GB/s algbw, and a 2-node "
-                          "tree sends the whole buffer each way, so the path carries more than one 25 Gbit/s "
-                          "interface's 3.09 GB/s goodput there, and the 4-16 MiB ramp shows almost no pipeline fill "
-                          "(4 MiB 90 us above the 3.1 GB/s plateau), which the 512 KiB Simple step over a 25 Gbit/s "
-                          "path cannot give: the description's transport is off at mid sizes; the table switches from "
-                          "LL to Simple between 1 MiB (1502 us) and 2 MiB (922 us), where NCCL's tuning puts it when it "
-                          "reads the four hsn interfaces' 200 Gbit/s (its socket transport's speed from "
-                          "/sys/class/net), not one 25 Gbit/s interface (Simple from 128 KiB)",
+              approximate="the source does not say what NCCL fell back to with the CXI hook disabled; described as "
+                          "NCCL's socket transport over the four hsn interfaces, read at 200 Gbit/s each "
+                          "(/sys/class/net, net_socket.cc), which puts the LL-to-Simple switch between 1 MiB (1502 us) "
+                          "and 2 MiB (922 us) as the table has it, each port held to a quarter of the ~3.1 GB/s per "
+                          "node CSCS measured on the same nodes and hook setting (osu_bw 3.12 GB/s per pair, "
+                          "osu_alltoall 2.95 GB/s per node with 4 ranks, docs/software/communication/openmpi.md); what "
+                          "sets that per-node limit is not published. The other candidate does not fit the switch: "
+                          "the CXI and (*) runs name the same EDF (nccl-test-ompi), whose AWS OFI hook sets "
+                          "NCCL_NET=\"AWS Libfabric\" (nccl.md), and without CXI the plugin would run on the image's "
+                          "libfabric v1.22.0 tcp provider (dockerfiles/libfabric; accepted by aws-ofi-nccl "
+                          "src/nccl_ofi_ofiutils.cpp), whose fi_info carries no NIC attributes (prov/util/src/"
+                          "util_main.c), so the plugin reports port speed 0 (src/nccl_ofi_net.cpp "
+                          "set_nic_props_default, v1.16.3 on), which NCCL reads as 10 Gbit/s (src/graph/topo.cc "
+                          "v2.25.1-1): Simple from 256 KiB on four such devices, 32 KiB on one. The path's "
+                          "per-message cost is not published: the floor (~50 us at 8 B-8 KiB, 2.1x the model) and "
+                          "the LL sizes (16-512 KiB, 1.9-4.9x the model) run slower than NCCL's latency and the tcp "
+                          "profile's message cost give; 32 MiB (17.3 ms, 82 % of "
+                          "64 MiB's time) is a dip of the run; NCCL version not printed",
               not_fitted="the transport is assumed, not stated by the source"),
     Reference("l40s-roce-2node-4gpu-all_reduce-ring", CLASSES[5], "r760xa-l40s-2x400g", 2, 2, {"NCCL_ALGO": "Ring"},
               approximate="the two HCAs are SR-IOV VFs sharing one 400GbE port (modelled as the port); "
@@ -210,7 +215,12 @@ REFERENCES = [
                           "LD_LIBRARY_PATH), NCCL tries external plugins before its own IB and socket transports "
                           "(src/plugin/net.cc v2.27.3-1), NCCL_IB_DISABLE only disables NCCL's own IB (net_ib.cc) and "
                           "the plugin's IBext reads NCCL_IBEXT_DISABLE instead (src/ib_plugin.c; NVIDIA/nccl#676, "
-                          "NVIDIA/nccl-tests#227), and the command names NCCL_IB_HCA=mlx5_1,mlx5_3",
+                          "NVIDIA/nccl-tests#227), and the command names NCCL_IB_HCA=mlx5_1,mlx5_3; described as "
+                          "that RDMA path the floor is still +52 % (19.4 us against 12.2 at 8 B): NCCL's own ring/LL "
+                          "latency with one GPU per node, 6.6 + 2 x 5.0 us (src/graph/tuning.cc v2.27.3-1: \"With ppn=1 latencies "
+                          "are fully exposed, use the Tree network latency\"), is 16.6 us, above the measured 12.2 us "
+                          "total, so the gap is NCCL's latency figure, not the transport; no other reference table "
+                          "runs one GPU per node to test a change against",
               not_fitted="the transport is uncertain: NCCL_IB_DISABLE=1 does not stop the RDMA plugin the image "
                          "installs"),
     Reference("rtx2080ti-pcie-1node-2gpu-all_reduce", CLASSES[6], "rtx2080ti-pcie-2gpu", 1, 2,

@@ -307,6 +307,7 @@ def _schema_fields() -> dict[str, object]:
                                     "more header bytes per payload byte"),
         "TransportSpec.message_overhead": perf({}, {"transport": {"message_overhead": "50us"}}, "up", size=2**26),
         "TransportSpec.rate_cap": perf({}, {"transport": {"rate_cap": "5Gbps"}}, "up"),
+        "TransportSpec.host_ceiling": perf({}, {"transport": {"host_ceiling": "5Gbps"}}, "up"),
         "TransportSpec.platform": Covered("tests/transport/test_platforms.py::test_p4de_without_proto_is_the_table_with_proto_simple"),
         "TransportSpec.rendezvous_threshold": Covered(
             "tests/transport/test_cxi_rendezvous.py::test_a_cluster_file_sets_its_sites_threshold"),

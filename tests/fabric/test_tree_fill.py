@@ -28,11 +28,19 @@ SLINGSHOT_ENV = {"NCCL_PROTO": "^LL128", "NCCL_NET_GDR_LEVEL": "PHB"}
 NVLINK_PAIR_GBps = 150.0
 
 
-@pytest.mark.parametrize(("cluster", "search_intra_GBps"), [("alps-gh200-nocxi", 6.0), ("alps-gh200-slingshot", 48.0)])
-def test_tree_fill_crosses_nvlink_hops_at_one_channels_ceiling(cluster, search_intra_GBps):
-    env = {} if cluster.endswith("nocxi") else SLINGSHOT_ENV
-    predictor = make_predictor(str(CLUSTERS / f"{cluster}.yaml"), 2, 4, {**env, "NCCL_ALGO": "Tree",
-                                                                         "NCCL_PROTO": "Simple"})
+#: the GH200 nodes with one 25 Gbit/s socket interface (the low end of the search's speeds)
+ONE_25G = ("name: one-25g\nservers: 2\nserver: {template: gh200-quad, nics: 1, nic_speed: 25Gbps}\n"
+           "fabric: {kind: clos, switch_radix: 64}\ntransport: {name: tcp}\n")
+
+
+@pytest.mark.parametrize(("cluster", "search_intra_GBps"), [("one-25g", 6.0), ("alps-gh200-slingshot", 48.0)])
+def test_tree_fill_crosses_nvlink_hops_at_one_channels_ceiling(cluster, search_intra_GBps, tmp_path):
+    env = {} if cluster == "one-25g" else SLINGSHOT_ENV
+    path = CLUSTERS / f"{cluster}.yaml"
+    if cluster == "one-25g":
+        path = tmp_path / "one-25g.yaml"
+        path.write_text(ONE_25G)
+    predictor = make_predictor(str(path), 2, 4, {**env, "NCCL_ALGO": "Tree", "NCCL_PROTO": "Simple"})
     size = 64 * 2**20
     estimate = predictor.estimate("all_reduce", size)
     tree = predictor.tuning_inputs("all_reduce").graph("tree")

@@ -287,6 +287,8 @@ def resolve_transport(spec: TransportSpec) -> TransportProfile:
         overrides["message_overhead_s"] = spec.message_overhead
     if spec.rate_cap is not None:
         overrides["rate_cap_Bps"] = spec.rate_cap
+    if spec.host_ceiling is not None:
+        overrides["host_ceiling_Bps"] = spec.host_ceiling
     if spec.rendezvous_threshold is not None:
         if not profile.rendezvous_round_trip_s:
             raise SpecError(f"transport.rendezvous_threshold: got {spec.rendezvous_threshold:g} with {spec.name}; "

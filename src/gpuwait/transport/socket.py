@@ -43,7 +43,9 @@ HCA visible, no net plugin). Its path, from NCCL ``src/transport/net_socket.cc``
   copies all of that GPU's network bytes, both directions. Its budget is one core's memory-copy
   bandwidth, ``PROXY_COPY_Bps`` = 20 GB/s (an assumption: the order of one server core's STREAM
   copy rate), half per direction, per NIC port. With helper threads each connection has its own
-  threads and this ceiling is not applied.
+  threads and this ceiling is not applied. A cluster file's ``transport.host_ceiling`` (a host path's
+  measured rate per NIC port and direction, e.g. CSCS's osu_bw over the Alps nodes' IP path without the
+  CXI hook) binds as well, whichever is lower.
 * **A per-message cost.** Every network step NCCL posts (Simple protocol: ``DEFAULT_BUFFSIZE``
   4 MiB / ``NCCL_STEPS`` 8 = 512 KiB, ``src/init.cc``, ``src/include/device.h``) exchanges its size on
   the control socket, splits into tasks and is completed by polling: the profile's
@@ -128,4 +130,7 @@ def socket_transport(base: TransportProfile, nthreads: int | None = None, nsocks
     threads, sockets = socket_threads_and_sockets(nthreads, nsocks_perthread, platform)
     streams = max(1, sockets)  # no helper sockets: the proxy thread sends on the control socket
     proxy = PROXY_COPY_Bps / 2 if threads == 0 else None  # send and recv copies share the proxy's core
-    return replace(tcp, rate_cap_Bps=socket_connection_Bps(streams, tcp.message_overhead_s), host_ceiling_Bps=proxy)
+    # a cluster file's host_ceiling (a measured IP path) binds too: the lower of the two
+    ceilings = [c for c in (proxy, tcp.host_ceiling_Bps) if c is not None]
+    return replace(tcp, rate_cap_Bps=socket_connection_Bps(streams, tcp.message_overhead_s),
+                   host_ceiling_Bps=min(ceilings) if ceilings else None)
