@@ -53,3 +53,29 @@ def test_more_connections_on_the_proxy_slow_a_mid_size_tree():
     assert few.costs.connection_steps > 0
     assert few.costs.proxy_load == pytest.approx(2 * _predictor(2, {"NCCL_ALGO": "Tree", "NCCL_PROTO": "LL128"})
                                                  .estimate("all_reduce", 16 * MiB).costs.proxy_load)
+
+
+def test_the_step_cycle_overlaps_the_wire_as_the_8_node_nvls_tree_shows():
+    """A connection keeps up to NCCL_STEPS (8) messages on the wire while its proxy posts the next: the send
+    proxy transmits step ``transmitted`` while ``transmitted < done + NCCL_STEPS`` and tests completions later
+    (``sendProxyProgress``, src/transport/net.cc, NVIDIA/nccl v2.27.3-1; ``maxDepth = min(NCCL_STEPS,
+    NCCL_SHARED_STEPS / nsubs)`` is 8, a collective's connection being one sub: ``ProxyAppend`` groups subs
+    only on shared connections, src/proxy.cc). So the proxy's cycles run beside the wire, not after it, and
+    a call's steady time is the slower of the two. Measured (NVIDIA/nccl-tests#309, 8 H100 nodes,
+    tests/nccltests/data/reference/h100-ib-8node-64gpu-all_reduce.log): NVLSTree at 256 MiB in 1955 us,
+    where the cycles bound the model (2126 us, -8 % busbw); the two in series would be 3.8 ms."""
+    from pathlib import Path
+
+    from gpuwait.runner.perf import make_predictor
+    from gpuwait.telemetry.nccltests_log import parse_nccl_tests_log
+
+    data = Path(__file__).parents[1] / "nccltests" / "data" / "reference" / "h100-ib-8node-64gpu-all_reduce.log"
+    measured_s = {r.size_bytes: r.steady_time_us for r in parse_nccl_tests_log(data.read_text()).rows}[256 * MiB] * 1e-6
+    predictor = make_predictor("dgx-h100", 8, 8, [], "2.27.3")  # the release bench/reference_tables.py reads
+    est = predictor.estimate("all_reduce", 256 * MiB)
+    costs, params = est.costs, predictor.params
+    cycles_s = costs.connection_steps * costs.proxy_load * params.net_step_cycle_s
+    assert est.algorithm == "nvls_tree" and cycles_s > costs.wire_s  # the proxy is the bottleneck here
+    series_s = costs.latency_s + costs.wire_s + cycles_s + costs.fill_intra_s + costs.fill_inter_s
+    assert est.time_s == pytest.approx(measured_s, rel=0.10)
+    assert series_s > 1.8 * measured_s

@@ -212,19 +212,23 @@ def transfer():
     return load_bench("calibrate_transfer").run()
 
 
-#: why calibrating on the 2-node table of nccl-tests#309 no longer helps its 4-node table (measured, see below)
-_FOUR_NODE_GAP = ("the 2-node table (NCCL 2.26.2, as it prints) runs NVLSTree's plateau 6 % below the model and the "
-                  "4-node table's NVLSTree rows (2-128 MiB) 2-10 % above it: the NIC efficiency the 2-node table "
-                  "frees (0.933) moves the 4-node table the wrong way (busbw median 3.2 -> 8.7 %, physical "
-                  "defaults 2.9 %); no parameter both tables share fits both")
+#: why calibrating on the 2-node table of nccl-tests#309 leaves the shipped model as it is (measured, see below)
+_NOTHING_TO_FREE = ("with NVLSTree held to its kernel's rate under every release (tuning.nvls_kernel_alg_GBps), the "
+                    "2-node table (NCCL 2.26.2) is predicted within its noise: forward selection frees nothing (best "
+                    "drop launch_latency_s +0.46 % against a standard error of 0.57 %), so the calibrated model is the "
+                    "shipped one. Before, the table's NVLSTree plateau ran 6 % below the model and the selection "
+                    "freed nic_efficiency 0.933 for it, which NVLSTree's 2-node bound (the kernel, not the NICs) "
+                    "does not share with the larger tables")
 
 
+@pytest.mark.xfail(reason=_NOTHING_TO_FREE, strict=True)
 def test_calibrating_on_2_nodes_improves_another_h100_cluster(transfer):
     """Issue 12's transfer, on the tables of nccl-tests#309 (https://github.com/NVIDIA/nccl-tests/issues/309):
     calibrated on the 2-node table (each log predicted as the NCCL release it prints, as `perf --compare`
     does), the 8-node table of another H100 InfiniBand cluster (predicted as NCCL 2.27.3,
     bench/reference_tables.py) beats both the model as shipped and the uncalibrated model (the physical
-    defaults) on busbw median (sizes >= 1 MiB). Measured: 3.6 % against 5.5 % shipped and 6.3 % defaults; the
+    defaults) on busbw median (sizes >= 1 MiB). Measured: 5.5 % (nothing freed) against 5.5 % shipped and 6.3 %
+    defaults (3.6 % before NVLSTree's kernel rate, from the NIC efficiency freed for the 2-node NVLSTree plateau); the
     selection's held-out error never exceeds the shipped model's."""
     eight = transfer.scores["h100-ib-8node-64gpu-all_reduce.log"]
     assert eight["calibrated"]["busbw_median_error_pct"] < eight["as shipped"]["busbw_median_error_pct"]
@@ -233,16 +237,18 @@ def test_calibrating_on_2_nodes_improves_another_h100_cluster(transfer):
     assert selection.error <= selection.candidates[0].held_out_error
 
 
-@pytest.mark.xfail(reason=_FOUR_NODE_GAP, strict=True)
 def test_calibrating_on_2_nodes_never_worsens_the_same_cluster(transfer):
-    """Calibrated on the 2-node table, the 4-node table of the same cluster should be predicted no worse than by
-    the model as shipped, busbw median (sizes >= 1 MiB) and time floor (<= 64 KiB)."""
+    """Calibrated on the 2-node table, the 4-node table of the same cluster is predicted no worse than by
+    the model as shipped, busbw median (sizes >= 1 MiB) and time floor (<= 64 KiB). Measured: 3.2 -> 3.2 %,
+    floor 7.0 -> 7.0 % (nothing freed; before NVLSTree's kernel rate, the freed NIC efficiency gave 8.7 %)."""
     four = transfer.scores["h100-ib-4node-32gpu-all_reduce.log"]
     assert four["calibrated"]["busbw_median_error_pct"] <= four["as shipped"]["busbw_median_error_pct"] + 1e-9
     assert four["calibrated"]["floor_median_error_pct"] <= four["as shipped"]["floor_median_error_pct"] + 1e-9
 
 
-@pytest.mark.xfail(reason=_FOUR_NODE_GAP, strict=True)
+@pytest.mark.xfail(reason=_NOTHING_TO_FREE + "; the shipped model's 4-node busbw median is 3.2 % against the "
+                   "physical defaults' 2.9 % (worst 12.9 against 15.9 %), 0.4 GB/s apart at the median size (64 MiB)",
+                   strict=True)
 def test_calibrating_on_2_nodes_improves_the_4_node_table_over_the_uncalibrated_model(transfer):
     """Issue 12's done-when: `gpuwait calibrate` on the 2-node table of nccl-tests#309, then `perf` on the same
     cluster's 4 nodes, should beat the uncalibrated model (the physical defaults: datasheets and NCCL's source,
@@ -253,22 +259,22 @@ def test_calibrating_on_2_nodes_improves_the_4_node_table_over_the_uncalibrated_
     assert calibrated["floor_median_error_pct"] < 25
 
 
-@pytest.mark.xfail(reason=_FOUR_NODE_GAP, strict=True)
 def test_calibrating_a_cluster_the_public_fit_never_saw_never_worsens_it(transfer):
     """The transfer free of the shipped fit having seen the targets: the public fit redone without any H100
     InfiniBand table (bench/reference_tables.py's tables), then `gpuwait calibrate` from it on the 2-node
-    table: the 4-node table should be predicted no worse on busbw median and time floor (measured: 3.0 ->
-    7.6 %, floor 8.7 -> 8.5 %)."""
+    table: the 4-node table is predicted no worse on busbw median and time floor (measured: 3.0 -> 3.0 %,
+    floor 8.7 -> 8.7 %: nothing freed; before NVLSTree's kernel rate, 3.0 -> 7.6 %)."""
     four = transfer.held_out_scores["h100-ib-4node-32gpu-all_reduce.log"]
     prior, calibrated = four["public fit without H100 IB"], four["calibrated from it"]
     assert calibrated["busbw_median_error_pct"] <= prior["busbw_median_error_pct"] + 1e-9
     assert calibrated["floor_median_error_pct"] <= prior["floor_median_error_pct"] + 1e-9
 
 
+@pytest.mark.xfail(reason=_NOTHING_TO_FREE, strict=True)
 def test_calibrating_without_h100_ib_beats_the_uncalibrated_model_on_another_h100_cluster(transfer):
     """The 8-node table (another H100 InfiniBand cluster) from a public fit that saw no H100 InfiniBand table,
     calibrated on the 2-node table, beats that prior and the uncalibrated model (the physical defaults).
-    Measured: 7.9 -> 4.8 % against 6.3 % defaults."""
+    Measured: 7.9 -> 7.9 % against 6.3 % defaults (nothing freed; 7.9 -> 4.8 % before NVLSTree's kernel rate)."""
     eight = transfer.held_out_scores["h100-ib-8node-64gpu-all_reduce.log"]
     assert eight["calibrated from it"]["busbw_median_error_pct"] < eight["public fit without H100 IB"][
         "busbw_median_error_pct"]

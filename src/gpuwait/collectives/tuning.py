@@ -656,13 +656,8 @@ def _nvls_bw_GBps(inputs: TuningInputs, algorithm: str, g: Graph, cc: int, nodes
     """NVLS / NVLSTree bandwidth per channel, by the release's formula (``NcclRelease.nvls_model``)."""
     rel, coll, n_nodes, ppn = inputs.release, inputs.collective, inputs.n_nodes, float(inputs.ppn)
     if rel.nvls_model == "2.28":
-        # NVLS busBw per channel: SHARP efficiency, one channel's worth lost to synchronisation;
-        # AllReduce pipelines its reduce-scatter and all-gather halves, the others lose the local share.
-        intra = g.bw_intra_GBps * rel.nvls_efficiency[cc] * (g.n_channels - 1) / g.n_channels
-        intra *= 2.0 if coll == "all_reduce" else (ppn - 1) / ppn
         inter = g.bw_inter_GBps * (2.0 if (n_nodes <= 2 and algorithm == "nvls_tree") else 1.0)
-        cap = rel.per_channel_max_nvls_tree_bw_GBps[cc][nodes] if algorithm == "nvls_tree" else math.inf
-        return min(intra, inter, cap)
+        return min(_nvls_kernel_bw_GBps(inputs, algorithm, g, cc, nodes), inter)
     if rel.nvls_model == "2.18":
         return g.bw_intra_GBps if n_nodes <= 2 else g.bw_inter_GBps  # the generic graph bandwidth
     if algorithm == "nvls_tree":
@@ -670,6 +665,17 @@ def _nvls_bw_GBps(inputs: TuningInputs, algorithm: str, g: Graph, cc: int, nodes
     if rel.nvls_model == "2.27" and coll != "all_reduce":
         return min(g.bw_intra_GBps * (ppn - 1.0) / ppn, g.bw_inter_GBps * 0.9)
     return min(g.bw_intra_GBps, g.bw_inter_GBps)
+
+
+def _nvls_kernel_bw_GBps(inputs: TuningInputs, algorithm: str, g: Graph, cc: int, nodes: int) -> float:
+    """NVLS / NVLSTree busBw per channel inside the node, by the 2.28+ formula (tuning.cc v2.28.3-1)."""
+    rel, ppn = inputs.release, float(inputs.ppn)
+    # SHARP efficiency, one channel's worth lost to synchronisation; AllReduce pipelines its
+    # reduce-scatter and all-gather halves, the others lose the local share.
+    intra = g.bw_intra_GBps * rel.nvls_efficiency[cc] * (g.n_channels - 1) / g.n_channels
+    intra *= 2.0 if inputs.collective == "all_reduce" else (ppn - 1) / ppn
+    cap = rel.per_channel_max_nvls_tree_bw_GBps[cc][nodes] if algorithm == "nvls_tree" else math.inf
+    return min(intra, cap)
 
 
 def _collnet_direct_bus_GBps(inputs: TuningInputs, g: Graph, bus: float) -> float:
@@ -737,6 +743,49 @@ def _bus_bw_and_ratio(inputs: TuningInputs, algorithm: str, protocol: str) -> tu
     if algorithm == "collnet_direct":
         bus = _collnet_direct_bus_GBps(inputs, g, bus)
     return bus, _bus_to_alg_ratio(inputs, algorithm)
+
+
+#: The release whose NVLS/NVLSTree figures describe the kernel of every release. NCCL 2.28.3-1 re-described
+#: NVLS and NVLSTree ("Improved NVLS/NVLSTree tuning prediction", "Update tuning data for H100, GB200-NV72":
+#: release notes 2.28.3) with ``nvlsEfficiency`` and ``perChMaxNVLSTreeBws`` (src/graph/tuning.cc v2.28.3-1,
+#: unchanged for Hopper to v2.30.7-1), while the kernel it describes is the same: RunWorkColl NVLS and
+#: NVLS_TREE (src/device/all_reduce.h) differ only in layout from v2.26.2-1 to v2.30.7-1, their warp split is
+#: the same since v2.19.3-1, and NVLS_NCHANNELS_SM90 (16) and NCCL_NVLS_CHUNKSIZE (128 KiB) did not change
+#: (src/transport/nvls.cc). The newer figures are NVIDIA's measurement of that kernel, so they bound it under
+#: every release; older releases' formulas only steer their choice.
+NVLS_KERNEL_RELEASE: NcclRelease = DEFAULT_RELEASE
+
+
+def nvls_kernel_alg_GBps(inputs: TuningInputs, algorithm: str) -> float:
+    """The algorithm bandwidth (GB/s) the NVLS or NVLSTree kernel reaches on ``inputs``' graph, whatever
+    release ``inputs`` carries: NCCL's description since 2.28.3 (:data:`NVLS_KERNEL_RELEASE`) without its
+    network term, which the fabric prices itself. Per graph channel: the NVLS graph's intra speed x
+    ``nvlsEfficiency`` x (nCh - 1)/nCh (x 2 for AllReduce's two pipelined halves), NVLSTree at most
+    ``perChMaxNVLSTreeBws`` (the kernel's measured rate on 2 and on 4+ nodes); times the channels, bus to
+    algorithm bandwidth as NCCL converts it. ``inf`` where the release has no figure (pre-Hopper).
+
+    On one node the intra term is the NVLink traffic of NVLS itself: a GPU's links carry (1 + 1/heads) of
+    the buffer each way (multimem ld_reduce, then the multicast store), and x 2 x nRanks/nSteps cancels
+    (nCh - 1)/nCh when every GPU is a head. Between nodes NVLSTree's per-channel cap binds (H100: 57.7 GB/s
+    on 2 nodes, 45.5 on 4+).
+
+    Examples
+    --------
+    >>> from gpuwait.collectives.nccl_versions import nccl_release
+    >>> x = replace(dgx_h100(), n_ranks=16, n_nodes=2, release=nccl_release("2.26.2"))
+    >>> x = replace(x, graphs={**x.graphs, "nvls_tree": Graph(8, 40.0, 60.0, intra_link="nvlink")})
+    >>> round(nvls_kernel_alg_GBps(x, "nvls_tree") * busbw_factor("all_reduce", 16), 1)  # busbw: 8 x 57.7
+    461.6
+    >>> round(nvls_kernel_alg_GBps(dgx_h100(), "nvls"), 1)  # one node: 8 x 40 x 0.85
+    272.0
+    """
+    kernel = replace(inputs, release=NVLS_KERNEL_RELEASE)
+    cc = NVLS_KERNEL_RELEASE.compcap_index(inputs.sm)
+    if cc >= len(NVLS_KERNEL_RELEASE.nvls_efficiency) or not NVLS_KERNEL_RELEASE.nvls_efficiency[cc]:
+        return math.inf
+    graph = inputs.graph(algorithm)
+    bus = graph.n_channels * _nvls_kernel_bw_GBps(kernel, algorithm, graph, cc, _nodes_index(inputs.n_nodes))
+    return bus * _bus_to_alg_ratio(kernel, algorithm)
 
 
 def _ring_latency_us(inputs: TuningInputs, protocol: str, base: float, intra: float, inter: float) -> float:

@@ -10,6 +10,9 @@ For one collective and size:
    effective NVLink bandwidth (links x per-link constant, NCCL topo.h v2.30.7), NVLS to
    ``nvlsEfficiency`` of it, and every link to the protocol's payload share (LL 1/2, LL128 120/128).
 3. time = latency + max(fabric time, NCCL's ceiling time): the fabric can only make NCCL slower.
+   The NVLS and NVLSTree kernels also run no faster than NVIDIA's measured figures for them (NCCL
+   2.28.3's, which describe the same kernel under every release: :func:`nvls_kernel_alg_GBps`), part of
+   the fabric time whatever release's ceiling steers the choice.
    NCCL's ceiling is its tuning figure where that figure is the bytes; a tree between 2 ranks moves
    the ring's bytes, not the x 0.5 NCCL's choice assumes (:func:`tree_pair_share`), and a tree/Simple
    figure is priced at the GPU's datasheet NVLink rate, not NCCL's planning figure
@@ -65,6 +68,7 @@ from gpuwait.collectives.tuning import (
     net_bw_GBps,
     net_tree_graph,
     nvlink_bw_GBps,
+    nvls_kernel_alg_GBps,
     nvswitch_nvls_graph,
     nvswitch_ring_graph,
     pci_bw_GBps,
@@ -735,7 +739,9 @@ class CollectivePredictor:
         if algorithm in FLOW_ALGORITHMS and comm.n_ranks > 1 and n_bytes > 0:
             # the SHM path through host memory is part of the hardware the bytes cross, as for p2p calls
             fabric_s = max(self.fabric_time_s(collective, n_bytes, FLOW_ALGORITHMS[algorithm], protocol, channels),
-                           self._shm_time_s(collective, n_bytes, algorithm, protocol))
+                           self._shm_time_s(collective, n_bytes, algorithm, protocol),
+                           self._nvls_kernel_time_s(inputs, algorithm, n_bytes) * self.channel_shortfall(reference,
+                                                                                                       channels))
         # small calls run on fewer channels, so each step carries more
         size_channels = channels_for_size(algorithm, protocol, n_bytes, channels, comm.n_ranks)
         chunk = chunk_bytes(collective, algorithm, protocol, n_bytes, n_channels=size_channels, n_ranks=comm.n_ranks,
@@ -784,6 +790,17 @@ class CollectivePredictor:
                               serial_s=serial_s, serial_messages=serial_messages,
                               rendezvous_latency_s=rendezvous_latency_s, rendezvous_serial_s=rendezvous_serial_s)
         return self._estimate(collective, n_bytes, algorithm, protocol, channels, model_s, fabric_s, chunk, costs)
+
+    @staticmethod
+    def _nvls_kernel_time_s(inputs: TuningInputs, algorithm: str, n_bytes: int) -> float:
+        """The NVLS / NVLSTree kernel's own time for ``n_bytes`` at the rate NVIDIA measured for it
+        (:func:`gpuwait.collectives.tuning.nvls_kernel_alg_GBps`: NCCL 2.28.3's figures, which describe the
+        kernel of every release since 2.19); 0 for other algorithms. The flow run prices the NVLink bytes
+        of NVLS; what else holds an NVLSTree channel below its links (its warps split four ways between
+        scatter, gather, the NVLS reduce and the network) only this measured rate carries."""
+        if algorithm not in ("nvls", "nvls_tree"):
+            return 0.0
+        return n_bytes / (nvls_kernel_alg_GBps(inputs, algorithm) * 1e9)
 
     def _rendezvous_s(self, protocol: str, chunk: int, inter_steps: int, serial_messages: float) -> tuple[float, float]:
         """The transport's rendezvous round trips (:meth:`TransportProfile.rendezvous_s`, per message of one step:
