@@ -162,9 +162,11 @@ REFERENCES = [
                           "2-node IB table meets within +6 %: NCCL's tree/LL latency has no GPU-generation, CPU or "
                           "transport term (the net plugin's latency aside, 0 for NCCL's own IB/RoCE; the same in "
                           "2.19.3 and 2.30.7, src/graph/tuning.cc; its AMD network post overhead, "
-                          "getNetOverhead's 2 us, enters only the ring's, 69 us here), and no public source prices this "
-                          "system's extra cost (AMD Rome host, 4 PCIe switch levels to the NICs, ConnectX-5 Ex VFs, "
-                          "OCI's RoCE fabric)"),
+                          "getNetOverhead's 2 us, enters only the ring's, 69 us here); the other A100 table with small sizes "
+                          "(p4de: Intel host, EFA, ring/Simple, 30 latency steps) runs the same 0.66 us per latency step "
+                          "above the model as this one (16 steps), the five H100 tables 0.05-0.11 us per step below it: a cost of the "
+                          "A100 generation more than of this host (AMD Rome, 4 PCIe switch levels to the NICs) or "
+                          "OCI's RoCE, which no public source prices"),
     Reference("a100-efa-2node-16gpu-all_reduce", CLASSES[3], "aws-p4de-efa", 2, 8,
               approximate="SRD's congestion control and the EFA fabric are not modelled (non-blocking leaf-spine, "
                           "packets sprayed evenly); plugin and NCCL versions uncertain (NCCL_PROTO=Simple, which "
