@@ -166,7 +166,9 @@ REFERENCES = [
                           "(p4de: Intel host, EFA, ring/Simple, 30 latency steps) runs the same 0.66 us per latency step "
                           "above the model as this one (16 steps), the five H100 tables 0.05-0.11 us per step below it: a cost of the "
                           "A100 generation more than of this host (AMD Rome, 4 PCIe switch levels to the NICs) or "
-                          "OCI's RoCE, which no public source prices"),
+                          "OCI's RoCE, which no public source prices: modelled as the A100 generation's step latency "
+                          "(sm80_step_latency_s, every step of NCCL's latency chain on compute capability 8.0, fitted "
+                          "across the tables; leave-one-table-out it comes from the p4de and DGX A100 tables)"),
     Reference("a100-efa-2node-16gpu-all_reduce", CLASSES[3], "aws-p4de-efa", 2, 8,
               approximate="SRD's congestion control and the EFA fabric are not modelled (non-blocking leaf-spine, "
                           "packets sprayed evenly); plugin and NCCL versions uncertain (NCCL_PROTO=Simple, which "
