@@ -153,12 +153,24 @@ REFERENCES = [
               {"NCCL_IB_QPS_PER_CONNECTION": "4"}, nccl_version="2.19.3",
               approximate="the run's NCCL_CROSS_NIC=1 is not modelled (a non-blocking fabric: no effect on the "
                           "paths' rates); NCCL 2.19.3 splits each message over the 4 QPs (NCCL_IB_SPLIT_DATA_ON_QPS "
-                          "default 1 before 2.20, src/transport/net_ib.cc), modelled as round-robin whole messages "
-                          "(the same bytes per QP; the 3 extra work requests per message are not costed); the two "
+                          "default 1 before 2.20; ncclIbMultiSend, src/transport/net_ib.cc v2.19.3-1: one RDMA write "
+                          "with immediate per QP, the data in 128 B-aligned quarters, the receiver waiting for all 4 "
+                          "completions), modelled as round-robin whole messages (the same bytes per QP): the write "
+                          "with the data is posted first and LL/LL128 receivers poll their flags, not completions, so "
+                          "the 3 extra work requests per message are off an LL step's path, and costing them as 4x "
+                          "the per-message overhead moves no row up to 8 MiB by more than 0.4 us; the two "
                           "nodes' place in OCI's 3-tier Clos is not stated (the preset puts them under one leaf); "
                           "the 8 B-64 KiB rows run 7-12 us above the model (NCCL's tree/LL latency + launch), which the H100 "
-                          "2-node IB table meets within +6 %: no public source prices this system's extra cost (AMD Rome host, 4 PCIe "
-                          "switch levels to the NICs, ConnectX-5 Ex VFs, OCI's RoCE fabric)"),
+                          "2-node IB table meets within +6 %: NCCL's tree/LL latency has no GPU-generation, CPU or "
+                          "transport term (the net plugin's latency aside, 0 for NCCL's own IB/RoCE; the same in "
+                          "2.19.3 and 2.30.7, src/graph/tuning.cc; its AMD network post overhead, "
+                          "getNetOverhead's 2 us, enters only the ring's, 69 us here); the other A100 table with small sizes "
+                          "(p4de: Intel host, EFA, ring/Simple, 30 latency steps) runs the same 0.66 us per latency step "
+                          "above the model as this one (16 steps), the five H100 tables 0.05-0.11 us per step below it: a cost of the "
+                          "A100 generation more than of this host (AMD Rome, 4 PCIe switch levels to the NICs) or "
+                          "OCI's RoCE, which no public source prices: modelled as the A100 generation's step latency "
+                          "(sm80_step_latency_s, every step of NCCL's latency chain on compute capability 8.0, fitted "
+                          "across the tables; leave-one-table-out it comes from the p4de and DGX A100 tables)"),
     Reference("a100-efa-2node-16gpu-all_reduce", CLASSES[3], "aws-p4de-efa", 2, 8,
               approximate="SRD's congestion control and the EFA fabric are not modelled (non-blocking leaf-spine, "
                           "packets sprayed evenly); plugin and NCCL versions uncertain (NCCL_PROTO=Simple, which "

@@ -153,6 +153,7 @@ def resolves(change: dict, name: str) -> Effect:
 
 
 ONE = {"servers": 1}
+A100 = {"servers": 1, "server": {"template": "dgx-a100"}}
 L40S_GDR = "tests/topology/test_pcipath.py::test_host_staging_slows_the_l40s_roce_cluster_and_the_variables_restore_it"
 NO_P2P = {"servers": 1, "server": {"gpu_p2p": False}}
 EIGHT = {"servers": 8}
@@ -320,6 +321,8 @@ def _schema_fields() -> dict[str, object]:
                                                      size=2**26),
         "CalibrationSpec.nic_efficiency": perf({}, {"calibration": {"nic_efficiency": 0.5}}, "up"),
         "CalibrationSpec.nvlink_efficiency": perf(ONE, {**ONE, "calibration": {"nvlink_efficiency": 0.5}}, "up"),
+        "CalibrationSpec.sm80_step_latency": perf(A100, {**A100, "calibration": {"sm80_step_latency": "5us"}}, "up",
+                                                  "every step of an A100's latency chain", size=SMALL),
         "CalibrationSpec.fitted_on": Label("a record of the logs a fit used; the model never reads it"),
         # ---------------------------------------------------------------- NcclSpec
         "NcclSpec.version": perf(ONE, {**ONE, "nccl": {"version": "2.18.3"}}, "up",

@@ -91,7 +91,10 @@ def test_the_fit_never_ends_above_its_start(synthetic, start):
         return float(np.mean(np.abs(log_errors(synthetic, Adjustment(values)))))
 
     begin = {n: start.get(n, BOUNDS[n][2]) for n in PUBLIC_FIT_NAMES}
-    assert mean_abs(fit(synthetic, PUBLIC_FIT_NAMES, begin).values) <= mean_abs(begin)
+    # within float round-off: the search runs in scaled units, so an end as good as the start comes back
+    # through x * scale (5e-17 from the truth's loss of 0 once the A100 step latency, which no H100 size
+    # moves, made a sixth dimension)
+    assert mean_abs(fit(synthetic, PUBLIC_FIT_NAMES, begin).values) <= mean_abs(begin) + 1e-12
 
 
 def test_the_fit_is_deterministic(synthetic):

@@ -32,6 +32,11 @@ class PhysicalParams:
     nic_efficiency: float = 1.0
     nvlink_efficiency: float = 1.0
     net_step_cycle_s: float = 0.0
+    #: extra latency of every step of NCCL's latency chain (inside servers and across the network, every
+    #: protocol) on an A100-generation GPU (compute capability 8.0: A100, A800); no public source prices a
+    #: per-step cost by GPU generation, so it is fitted across the published tables, where only the A100
+    #: tables inform it (:func:`generation_steps`)
+    sm80_step_latency_s: float = 0.0
 
 
 #: PhysicalParams field -> CalibrationSpec field (the YAML name carries no unit suffix)
@@ -138,10 +143,13 @@ class PipelineCosts:
     #: on the first chunk's way across the network, and in the series of one connection's messages (above)
     rendezvous_latency_s: float = 0.0
     rendezvous_serial_s: float = 0.0
+    #: the latency steps that pay the GPU generation's step latency (:func:`generation_steps`)
+    sm80_steps: int = 0
 
     def latency_with(self, params: PhysicalParams) -> float:
         return (self.latency_s + params.launch_latency_s + self.intra_steps * params.intra_step_latency_s
-                + self.inter_steps * params.net_step_latency_s + self.rendezvous_latency_s)
+                + self.inter_steps * params.net_step_latency_s + self.sm80_steps * params.sm80_step_latency_s
+                + self.rendezvous_latency_s)
 
     def wire_with(self, params: PhysicalParams) -> float:
         """The wire time at the reached share of the bottleneck's rate (NICs between servers, NVLink inside)."""
@@ -150,6 +158,24 @@ class PipelineCosts:
     def fill_with(self, params: PhysicalParams) -> float:
         return (self.fill_intra_s / params.nvlink_efficiency + self.fill_inter_s / params.nic_efficiency
                 + self.window_share * self.wire_with(params))
+
+
+def generation_steps(sm: int, intra_steps: int, inter_steps: int) -> int:
+    """The steps of NCCL's latency chain that pay ``sm80_step_latency_s``: every one (inside servers and across
+    the network) on a GPU of compute capability 8.0, none on another.
+
+    The two published A100 tables with small sizes run the same time per latency step above the model
+    (0.66 us) with nothing else in common: OCI's 2 x 8 A100 (AMD host, RoCE, NCCL 2.19.3, tree/LL, 16 steps)
+    and AWS p4de's (Intel host, EFA, ring/Simple, 30 steps), where the H100 tables of every host and
+    transport sit 0.05-0.11 us per step below it: a cost of the GPU generation, paid per step whatever the
+    protocol. Both tables' steps are mostly NVLink hops (14 + 2 and 28 + 2), so they cannot tell a step inside
+    a server from one across the network: every step pays it. Other generations pay none (their tables fit
+    the shared parameters).
+
+    >>> generation_steps(80, 14, 2), generation_steps(90, 14, 2), generation_steps(86, 14, 2)
+    (16, 0, 0)
+    """
+    return intra_steps + inter_steps if sm == 80 else 0
 
 
 def pipelined_time_s(costs: PipelineCosts, params: PhysicalParams) -> float:

@@ -42,7 +42,13 @@ from gpuwait.collectives.algorithms import Phase, Plan, compile_collective
 from gpuwait.collectives.communicator import Communicator
 from gpuwait.collectives.ncclenv import NcclEnv, Setting, apply_env, env_setting, qps_setting
 from gpuwait.collectives.nccltests import busbw_factor
-from gpuwait.collectives.physical import PhysicalParams, PipelineCosts, physical_params, pipelined_time_s
+from gpuwait.collectives.physical import (
+    PhysicalParams,
+    PipelineCosts,
+    generation_steps,
+    physical_params,
+    pipelined_time_s,
+)
 from gpuwait.collectives.pipeline import (
     NCCL_STEPS,
     channels_for_size,
@@ -788,7 +794,8 @@ class CollectivePredictor:
         costs = PipelineCosts(prediction.latency_us * 1e-6, intra_steps, inter_steps, wire_s,
                               nic_messages, fill_intra_s, fill_inter_s, window, comm.n_nodes > 1, connection_steps, load,
                               serial_s=serial_s, serial_messages=serial_messages,
-                              rendezvous_latency_s=rendezvous_latency_s, rendezvous_serial_s=rendezvous_serial_s)
+                              rendezvous_latency_s=rendezvous_latency_s, rendezvous_serial_s=rendezvous_serial_s,
+                              sm80_steps=generation_steps(inputs.sm, intra_steps, inter_steps))
         return self._estimate(collective, n_bytes, algorithm, protocol, channels, model_s, fabric_s, chunk, costs)
 
     @staticmethod
@@ -1009,7 +1016,8 @@ class CollectivePredictor:
         rendezvous_s = self.transport.rendezvous_s(min(chunk, per_peer) / PROTOCOL_PAYLOAD[protocol]) \
             if nic_messages else 0.0
         costs = PipelineCosts(latency_s, int(comm.n_nodes == 1), int(comm.n_nodes > 1), fabric_s, nic_messages,
-                              0.0, 0.0, 0.0, comm.n_nodes > 1, rendezvous_latency_s=rendezvous_s)
+                              0.0, 0.0, 0.0, comm.n_nodes > 1, rendezvous_latency_s=rendezvous_s,
+                              sm80_steps=generation_steps(inputs.sm, int(comm.n_nodes == 1), int(comm.n_nodes > 1)))
         return self._estimate(collective, n_bytes, algorithm, protocol, 1, 0.0, fabric_s, chunk, costs)
 
 

@@ -161,6 +161,7 @@ class CalibrationSpec(SpecModel):
     nic_efficiency: float = Field(1.0, gt=0.0, le=1.0, description="Share of a NIC's payload rate a collective reaches (0-1].")
     nvlink_efficiency: float = Field(1.0, gt=0.0, le=1.0, description="Share of NCCL's NVLink bandwidth figure a collective reaches (0-1].")
     net_step_cycle: TimeS = Field(0.0, description="Shortest time between two steps of one network connection (seconds): NCCL's proxy moves a step one state per pass over its connections.")
+    sm80_step_latency: TimeS = Field(0.0, description="Extra latency of every step of NCCL's latency chain (seconds) on an A100-generation GPU (compute capability 8.0), inside servers and across the network; other GPUs ignore it. Fitted across the published tables (`PUBLIC_TABLE_FIT`), not by `gpuwait calibrate` (on one cluster it is the step latencies above).")
     fitted_on: list[str] = Field(default_factory=list, description="Where the values came from (log files), for the record; not used by the model.")
 
 
