@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 from rich.console import Console
 
-from gpuwait.cli.common import JSON_OPTION, MAX_MEMORY_OPTION, SERVERS_OPTION
+from gpuwait.cli.common import JSON_OPTION, MAX_MEMORY_OPTION, SERVERS_OPTION, options_named
 from gpuwait.cli.faults_help import INJECT_OPTION
 
 SCENARIO_ARGUMENT = typer.Argument(None, metavar="[SCENARIO.yaml]", help="A scenario with a training workload.")
@@ -45,7 +45,8 @@ def diagnose(scenario_file: str | None = SCENARIO_ARGUMENT, inject: list[str] | 
             raise SpecError("--telemetry: expected either a scenario (with --inject) or --telemetry DIR --cluster, not both")
         if cluster is None:
             raise SpecError("--telemetry: expected --cluster PRESET|FILE naming the cluster the telemetry comes from")
-        result = diagnose_telemetry(telemetry, cluster, servers)
+        with options_named(preset="--cluster"):
+            result = diagnose_telemetry(telemetry, cluster, servers)
     elif scenario_file is None:
         raise SpecError("diagnose: expected SCENARIO.yaml, or --telemetry DIR --cluster PRESET|FILE")
     else:

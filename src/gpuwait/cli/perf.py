@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from gpuwait.cli.common import JSON_OPTION, MAX_MEMORY_OPTION
+from gpuwait.cli.common import JSON_OPTION, MAX_MEMORY_OPTION, options_named
 from gpuwait.collectives.nccltests import COLLECTIVES
 
 OP_ARGUMENT = typer.Argument(..., metavar="OP", help=f"Collective: {', '.join(COLLECTIVES)}.")
@@ -63,7 +63,8 @@ def perf(op: str = OP_ARGUMENT, cluster: str = CLUSTER_OPTION, servers: int | No
     if compare is not None:
         from gpuwait.report.perf import compare_log, comparison_table, summary_lines
 
-        comparison = compare_log(op, compare, cluster, servers, gpus, env, nccl_version)
+        with options_named(collective="OP", preset="--cluster"):
+            comparison = compare_log(op, compare, cluster, servers, gpus, env, nccl_version)
 
         def render(console) -> None:
             console.print(comparison_table(comparison))
@@ -85,5 +86,7 @@ def perf(op: str = OP_ARGUMENT, cluster: str = CLUSTER_OPTION, servers: int | No
 
             state_estimate(estimate, limit_bytes)
 
-    sweep = estimated_sweep(op, args, cluster, servers, gpus, env, nccl_version, gpus_per_thread, limit_bytes, state)
+    with options_named(collective="OP", preset="--cluster"):
+        sweep = estimated_sweep(op, args, cluster, servers, gpus, env, nccl_version, gpus_per_thread, limit_bytes,
+                                state)
     out.emit(sweep.to_dict(), lambda c: print(sweep_text(sweep, report_algo)))
