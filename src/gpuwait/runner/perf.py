@@ -34,6 +34,7 @@ from gpuwait.errors import SpecError, UnknownNameError
 from gpuwait.fabric.perf import CollectiveEstimate, CollectivePredictor
 from gpuwait.runner.cost import CostEstimate, check_cost, estimate_perf
 from gpuwait.runner.inputs import load_cluster
+from gpuwait.spec import ClusterSpec
 from gpuwait.topology import build_topology
 from gpuwait.transport import resolve_transport
 
@@ -78,13 +79,23 @@ def log_release(printed: str | None, asked: str | None = None, cluster_version: 
     return MODEL_NCCL_VERSION, "gpuwait's default"
 
 
-def make_predictor(cluster: str, servers: int | None, gpus: int | None,
+def make_predictor(cluster: str | ClusterSpec, servers: int | None, gpus: int | None,
                    env: Mapping[str, str] | Iterable[str] = (), nccl_version: str | None = None,
                    gpus_per_thread: int = 1) -> CollectivePredictor:
     """A predictor for every GPU (or ``gpus`` per server) of a preset or cluster file, predicting NCCL
     ``nccl_version`` (``--nccl-version``; default the cluster's ``nccl.version``, else 2.30.7), with
-    ``gpus_per_thread`` GPUs driven by each host thread (nccl-tests' ``-g``; 1 = one process per GPU)."""
-    spec = load_cluster(cluster, servers)
+    ``gpus_per_thread`` GPUs driven by each host thread (nccl-tests' ``-g``; 1 = one process per GPU).
+
+    ``cluster`` may also be a cluster already loaded (:func:`~gpuwait.runner.inputs.load_cluster`), so a
+    caller that read it for other fields does not read the file again; it has its servers already.
+    """
+    if isinstance(cluster, ClusterSpec):
+        if servers is not None:
+            raise SpecError(f"servers: got {servers} with a loaded cluster; expected None (the cluster has "
+                            f"{cluster.servers})")
+        spec = cluster
+    else:
+        spec = load_cluster(cluster, servers)
     topo = build_topology(spec)
     environment = nccl_env(env)
     comm = Communicator.world(topo, gpus_per_server=gpus)
