@@ -253,3 +253,9 @@ def test_cluster_option_replaces_a_file_whose_own_preset_is_unknown(capsys, tmp_
     assert code == 0, err
     code, _, err = run_cli(capsys, command, str(bad), *options, "--cluster", "nope")
     assert code == 2 and err.startswith("error: --cluster: unknown preset 'nope'")
+
+
+def test_compare_refuses_an_op_the_log_did_not_run(capsys):
+    """The log's collective is the one compared: another OP was silently dropped."""
+    code, _, err = run_cli(capsys, "perf", "broadcast", "--cluster", "dgx-a100", "--compare", LOG)
+    assert code == 2 and err.splitlines()[0] == f"error: OP: got 'broadcast', but {LOG} ran all_reduce; expected all_reduce"

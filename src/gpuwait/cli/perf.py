@@ -47,8 +47,8 @@ def perf(op: str = OP_ARGUMENT, cluster: str = CLUSTER_OPTION, servers: int | No
     """Predict an nccl-tests table (`all_reduce_perf -b 8 -e 8G -f 2 -g 8`) for a cluster.
 
     Times come from NCCL's tuning model (algorithm, protocol, latency) and the flow engine on the
-    real topology and routing (bandwidth). With --compare LOG the log's collective, sizes and rank
-    count are predicted and set beside the measured busbw and time (each size's faster column,
+    real topology and routing (bandwidth). With --compare LOG the log's sizes and rank count are
+    predicted (OP is the collective the log ran) and set beside the measured busbw and time (each size's faster column,
     out-of-place or in-place: a one-off cost in the timed loop only adds time), as the NCCL release
     the log prints (or --nccl-version) would choose. Before any fabric run the memory the sweep needs is
     estimated (route rows and link entries of each algorithm NCCL would pick, see

@@ -177,7 +177,10 @@ def compare_log(op: str, log_path: Path, cluster: str, servers: int | None = Non
     except SpecError as err:
         raise SpecError(f"--compare: {err}", hint=err.hint) from None
     log = parse_nccl_tests_log(text)
-    collective = log.collective or get_collective(op).name
+    collective = get_collective(op).name
+    if log.collective is not None and log.collective != collective:  # never predict another collective unasked
+        raise SpecError(f"collective: got {op!r}, but {log_path} ran {log.collective}; expected {log.collective}",
+                        hint=f"gpuwait perf {log.collective} --compare {log_path}")
     if log.n_ranks is None:
         raise SpecError(f"--compare: {log_path} does not say how many ranks ran", hint="keep the '# Using devices' lines")
     per_server = gpus or (log.config.n_gpus if log.config and log.config.n_gpus > 1 else None)
