@@ -49,6 +49,9 @@ def diagnose(scenario_file: str | None = SCENARIO_ARGUMENT, inject: list[str] | 
             result = diagnose_telemetry(telemetry, cluster, servers)
     elif scenario_file is None:
         raise SpecError("diagnose: expected SCENARIO.yaml, or --telemetry DIR --cluster PRESET|FILE")
+    elif cluster is not None or servers is not None:  # a scenario brings its cluster: they would be ignored
+        option = "--cluster" if cluster is not None else "--servers"
+        raise SpecError(f"{option}: only with --telemetry; expected the scenario's own cluster (edit its `cluster:`)")
     else:
         from gpuwait.cli.progress import traffic_progress
         from gpuwait.runner.cost import check_cost, estimate_scenario, memory_limit_bytes
