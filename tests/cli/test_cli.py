@@ -259,3 +259,11 @@ def test_compare_refuses_an_op_the_log_did_not_run(capsys):
     """The log's collective is the one compared: another OP was silently dropped."""
     code, _, err = run_cli(capsys, "perf", "broadcast", "--cluster", "dgx-a100", "--compare", LOG)
     assert code == 2 and err.splitlines()[0] == f"error: OP: got 'broadcast', but {LOG} ran all_reduce; expected all_reduce"
+
+
+@pytest.mark.parametrize("option", [["-b", "1M"], ["--datatype", "half"], ["--max-memory", "1GiB"], ["--report-algo"]])
+def test_compare_refuses_the_sweep_options_it_would_drop(capsys, option):
+    """The log's sizes, datatype and root are compared; these options were silently dropped."""
+    code, _, err = run_cli(capsys, "perf", "all_reduce", "--cluster", "dgx-a100", "--compare", LOG, *option)
+    first = err.splitlines()[0]
+    assert code == 2 and first.startswith("error: --compare: got ") and option[0] in first and "expected none" in first

@@ -36,7 +36,23 @@ NCCL_VERSION_OPTION = typer.Option(
          "nccl.version, with --compare the version the log prints, else 2.30.7).")
 
 
-def perf(op: str = OP_ARGUMENT, cluster: str = CLUSTER_OPTION, servers: int | None = SERVERS_OPTION,
+# the options of a predicted sweep that a --compare run takes from the log, or does not have (no memory estimate)
+SWEEP_ONLY = ("min_bytes", "max_bytes", "step_factor", "step_bytes", "iters", "warmup", "check", "redop", "dtype",
+              "root", "report_algo", "gpus_per_thread", "max_memory")
+
+
+def given_options(ctx: typer.Context, names: tuple[str, ...]) -> list[str]:
+    """Those of the parameters ``names`` the user set (on the command line or by an environment variable),
+    spelled as `--help` prints them."""
+    given = []
+    for param in ctx.command.params:
+        source = ctx.get_parameter_source(param.name) if param.name in names else None
+        if source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT"):
+            given.append("/".join(param.opts))
+    return given
+
+
+def perf(ctx: typer.Context, op: str = OP_ARGUMENT, cluster: str = CLUSTER_OPTION, servers: int | None = SERVERS_OPTION,
          min_bytes: str = MIN_OPTION, max_bytes: str = MAX_OPTION, step_factor: int = FACTOR_OPTION,
          step_bytes: str = STEP_OPTION, iters: int = ITERS_OPTION, warmup: int = WARMUP_OPTION,
          gpus: int | None = GPUS_OPTION, check: int = CHECK_OPTION, redop: str = REDOP_OPTION,
@@ -50,7 +66,8 @@ def perf(op: str = OP_ARGUMENT, cluster: str = CLUSTER_OPTION, servers: int | No
     real topology and routing (bandwidth). With --compare LOG the log's sizes and rank count are
     predicted (OP is the collective the log ran) and set beside the measured busbw and time (each size's faster column,
     out-of-place or in-place: a one-off cost in the timed loop only adds time), as the NCCL release
-    the log prints (or --nccl-version) would choose. Before any fabric run the memory the sweep needs is
+    the log prints (or --nccl-version) would choose; the sweep's own options (-b, -e, -f, -i, -n, -w, -c,
+    -o, -d, -r, --report-algo, --gpus-per-thread, --max-memory) are refused with it. Before any fabric run the memory the sweep needs is
     estimated (route rows and link entries of each algorithm NCCL would pick, see
     docs/performance.md), stated on a terminal and in --json (memory_estimate_bytes), and a sweep
     over --max-memory is refused.
@@ -61,7 +78,13 @@ def perf(op: str = OP_ARGUMENT, cluster: str = CLUSTER_OPTION, servers: int | No
 
     out = Output(json_out)
     if compare is not None:
+        from gpuwait.errors import SpecError
         from gpuwait.report.perf import compare_log, comparison_table, summary_lines
+
+        ignored = given_options(ctx, SWEEP_ONLY)
+        if ignored:  # the log's sizes, datatype, root and GPUs per thread are compared: these would be dropped
+            raise SpecError(f"--compare: got {', '.join(ignored)}; expected none of them: the log gives the sizes, "
+                            "datatype, root and GPUs per thread, and a comparison has no memory estimate")
 
         with options_named(collective="OP", preset="--cluster"):
             comparison = compare_log(op, compare, cluster, servers, gpus, env, nccl_version)
