@@ -6,12 +6,11 @@ from pathlib import Path
 
 import typer
 
-from gpuwait.cli.common import JSON_OPTION, MAX_MEMORY_OPTION, options_named
+from gpuwait.cli.common import JSON_OPTION, MAX_MEMORY_OPTION, SERVERS_OPTION, options_named
 from gpuwait.collectives.nccltests import COLLECTIVES
 
 OP_ARGUMENT = typer.Argument(..., metavar="OP", help=f"Collective: {', '.join(COLLECTIVES)}.")
 CLUSTER_OPTION = typer.Option("dgx-h100", "--cluster", help="A preset name or a cluster/scenario file.")
-SERVERS_OPTION = typer.Option(None, "--servers", min=1, max=100_000, help="Servers (default: the preset's).")
 MIN_OPTION = typer.Option("32M", "-b", "--minbytes", help="Smallest size (K/M/G suffixes, binary).")
 MAX_OPTION = typer.Option("32M", "-e", "--maxbytes", help="Largest size.")
 FACTOR_OPTION = typer.Option(1, "-f", "--stepfactor", min=1, help="Multiply the size by this each step.")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import typer
 
-from gpuwait.cli.common import JSON_OPTION, options_named
+from gpuwait.cli.common import JSON_OPTION, SERVERS_OPTION, options_named
 
 POLICIES_HELP = "random, first-fit, spread, slurm-tree, slurm-block, kueue, volcano"
 
@@ -13,7 +13,7 @@ POLICIES_HELP = "random, first-fit, spread, slurm-tree, slurm-block, kueue, volc
 def schedule(source: str = typer.Argument(..., metavar="SCENARIO.yaml|TRACE",
                                           help="A scenario with `jobs:`, or a trace: Alibaba Lingjun worker.csv, Alibaba PAI pai_task_table, SenseTime Helios cluster_log.csv, Microsoft Philly cluster_job_log (JSON), Shanghai AI Lab Acme trace_seren.csv / trace_kalos.csv."),
              cluster: str | None = typer.Option(None, "--cluster", help="Cluster preset or file (a trace needs one; default for a scenario: its own)."),
-             servers: int | None = typer.Option(None, "--servers", min=1, help="Servers of the cluster preset."),
+             servers: int | None = SERVERS_OPTION,
              policy: str | None = typer.Option(None, "--policy", "-p", metavar="POLICY", help=f"Placement policy for every job: {POLICIES_HELP} (default: a scenario's jobs keep their own `placement:`, a trace's jobs use slurm-tree)."),
              compare: list[str] = typer.Option([], "--compare", metavar="POLICY", help="Another policy to run side by side (repeat)."),
              backfill: bool = typer.Option(True, "--backfill/--no-backfill", help="EASY backfill (default on)."),
