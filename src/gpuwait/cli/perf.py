@@ -35,6 +35,10 @@ NCCL_VERSION_OPTION = typer.Option(
          "nccl.version, with --compare the version the log prints, else 2.30.7).")
 
 
+# SweepArgs' fields as perf's options: an error of the Python API names the field, the command line the option
+SWEEP_OPTIONS = {"min_bytes": "-b / --minbytes", "max_bytes": "-e / --maxbytes", "step_bytes": "-i / --stepbytes",
+                 "dtype": "-d / --datatype", "root": "-r"}
+
 # the options of a predicted sweep that a --compare run takes from the log, or does not have (no memory estimate)
 SWEEP_ONLY = ("min_bytes", "max_bytes", "step_factor", "step_bytes", "iters", "warmup", "check", "redop", "dtype",
               "root", "report_algo", "gpus_per_thread", "max_memory")
@@ -99,7 +103,8 @@ def perf(ctx: typer.Context, op: str = OP_ARGUMENT, cluster: str = CLUSTER_OPTIO
     from gpuwait.runner.cost import memory_limit_bytes
     from gpuwait.runner.perf import SweepArgs, estimated_sweep
 
-    args = SweepArgs(min_bytes, max_bytes, step_factor, step_bytes, iters, warmup, check, redop, dtype, root)
+    with options_named(**SWEEP_OPTIONS):
+        args = SweepArgs(min_bytes, max_bytes, step_factor, step_bytes, iters, warmup, check, redop, dtype, root)
     limit_bytes = memory_limit_bytes(max_memory)
 
     def state(estimate) -> None:
@@ -108,7 +113,7 @@ def perf(ctx: typer.Context, op: str = OP_ARGUMENT, cluster: str = CLUSTER_OPTIO
 
             state_estimate(estimate, limit_bytes)
 
-    with options_named(collective="OP", preset="--cluster"):
+    with options_named(collective="OP", preset="--cluster", **SWEEP_OPTIONS):
         sweep = estimated_sweep(op, args, cluster, servers, gpus, env, nccl_version, gpus_per_thread, limit_bytes,
                                 state)
     out.emit(sweep.to_dict(), lambda c: print(sweep_text(sweep, report_algo)))

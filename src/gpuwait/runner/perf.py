@@ -168,25 +168,26 @@ class SweepArgs:
     root: int = 0
 
     def __post_init__(self) -> None:
-        # checked before any fabric run, and named by its option (the sizes are, in _sweep_bytes)
+        # checked before any fabric run, and named by its field (the sizes are, in _sweep_bytes); the CLI
+        # names its option instead (gpuwait.cli.perf.SWEEP_OPTIONS)
         if self.dtype not in DTYPES:
-            raise UnknownNameError(f"-d / --datatype: got {self.dtype!r}; expected one of {', '.join(DTYPES)}")
+            raise UnknownNameError(f"dtype: got {self.dtype!r}; expected one of {', '.join(DTYPES)}")
 
 
-def _option_bytes(flag: str, text: int | str) -> int:
-    """``text`` read as nccl-tests reads a size, its error naming the option it came from (``-b``,
-    ``-e`` or ``-i``) rather than a bare "size", so a user with three sizes on the line knows which."""
+def _field_bytes(name: str, text: int | str) -> int:
+    """``text`` read as nccl-tests reads a size, its error naming the field it came from (``min_bytes``,
+    ``max_bytes`` or ``step_bytes``) rather than a bare "size", so a user with three sizes knows which."""
     try:
         return parse_size_arg(text)
     except SpecError as err:
-        raise SpecError(f"{flag}: {str(err).removeprefix('size: ')}", hint=err.hint) from None
+        raise SpecError(f"{name}: {str(err).removeprefix('size: ')}", hint=err.hint) from None
 
 
 def _sweep_bytes(args: SweepArgs) -> tuple[int, int, int]:
     """``(min_bytes, max_bytes, step_bytes)`` of ``args``; the one place both the size list and the
     sweep read them, so the two cannot disagree."""
-    return (_option_bytes("-b / --minbytes", args.min_bytes), _option_bytes("-e / --maxbytes", args.max_bytes),
-            _option_bytes("-i / --stepbytes", args.step_bytes))
+    return (_field_bytes("min_bytes", args.min_bytes), _field_bytes("max_bytes", args.max_bytes),
+            _field_bytes("step_bytes", args.step_bytes))
 
 
 def sweep_sizes(op: str, args: SweepArgs, n_ranks: int) -> list[int]:
@@ -223,12 +224,12 @@ def perf_sweep(op: str, args: SweepArgs, cluster: str = "dgx-h100", servers: int
     coll = get_collective(op)
     lo, hi, step_bytes = _sweep_bytes(args)
     if lo > hi:
-        raise SpecError(f"-b: got {lo} bytes, larger than -e {hi}; expected -b <= -e")
+        raise SpecError(f"min_bytes: got {lo} bytes, more than the largest size ({hi} bytes); expected the smallest size at most the largest")
     if predictor is None:
         predictor = make_predictor(cluster, servers, gpus, env, nccl_version, gpus_per_thread)
     n = predictor.comm.n_ranks
     if coll.has_root and not 0 <= args.root < n:  # NCCL refuses it too (ncclInvalidArgument)
-        raise SpecError(f"-r: got {args.root}; expected a root rank from 0 to {n - 1}")
+        raise SpecError(f"root: got {args.root}; expected a root rank from 0 to {n - 1}")
     rows, choices, rounded, estimates = [], [], [], []
     for size in size_sweep(lo, hi, args.step_factor if args.step_factor > 1 else None, step_bytes):
         sc = size_and_count(coll.name, size, args.dtype, n)
