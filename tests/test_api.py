@@ -65,7 +65,8 @@ def test_build_cluster_from_a_preset_a_file_and_a_spec():
     (lambda: g.load_scenario("examples/nope.yaml"), "nope.yaml"),
     (lambda: g.build_cluster("no-such-preset"), "no-such-preset"),
     (lambda: g.simulate("examples/dp-only.yaml", engine="packet"), "traffic"),
-    (lambda: g.perf("all_reduce", sizes=("64M", "1M")), "-b"),
+    # the API names its field; the CLI maps it to -b / --minbytes (tests/cli/test_perf.py)
+    (lambda: g.perf("all_reduce", sizes=("64M", "1M")), "min_bytes: got 67108864 bytes"),
     (lambda: g.diagnose("examples/ecmp-collision.yaml", inject=["slow-gpu:s1.gpu3"]), "--inject"),
 ])
 def test_bad_input_raises_the_cli_errors(call, message):

@@ -213,3 +213,57 @@ def test_an_unknown_name_in_a_file_names_the_file_and_its_yaml_path(capsys, tmp_
     bad.write_text(text.replace(old, new, 1))
     code, _, err = run_cli(capsys, command, str(bad))
     assert code == 2 and err.splitlines()[0].startswith(f"error: {bad}: {message}; expected one of ")
+
+
+LOG = str(Path(__file__).resolve().parents[1] / "nccltests" / "data" / "reference" / "a100-dgx-4gpu-all_reduce.log")
+TRACE = str(Path(__file__).resolve().parents[1] / "data" / "traces" / "helios-sample.csv")
+
+
+@pytest.mark.parametrize("args, option", [
+    (["perf", "all_reduce", "--cluster", "nope"], "--cluster"),
+    (["perf", "all_reduce", "--cluster", "nope", "--compare", LOG], "--cluster"),
+    (["calibrate", LOG, "--cluster", "nope"], "--cluster"),
+    (["diagnose", "--telemetry", "tests", "--cluster", "nope"], "--cluster"),
+    (["place", "examples/two-jobs-shared-uplinks.yaml", "--cluster", "nope"], "--cluster"),
+    (["schedule", TRACE, "--cluster", "nope"], "--cluster"),
+    (["schedule", "examples/two-jobs-shared-uplinks.yaml", "--cluster", "nope"], "--cluster"),
+    (["topo", "nope"], "PRESET|FILE"),
+    (["route", "nope", "--src", "s0.gpu0", "--dst", "s1.gpu0"], "PRESET|FILE"),
+])
+def test_an_unknown_preset_names_the_option_the_user_typed(capsys, args, option):
+    """The Python API names its field (`preset: unknown preset`); the command line names the option
+    or argument the user typed, which `--help` lists (it said `preset:` on every command)."""
+    code, _, err = run_cli(capsys, *args)
+    assert code == 2 and err.splitlines()[0].startswith(f"error: {option}: unknown preset 'nope'; expected one of ")
+
+
+def test_an_unknown_collective_names_the_op_argument(capsys):
+    code, _, err = run_cli(capsys, "perf", "allreduce", "--cluster", "dgx-h100", "--servers", "1")
+    assert code == 2 and err.splitlines()[0].startswith("error: OP: unknown nccl-tests collective 'allreduce'")
+
+
+@pytest.mark.parametrize("command, options", [("place", ["--export", "slurm"]), ("schedule", ["--servers", "16"])])
+def test_cluster_option_replaces_a_file_whose_own_preset_is_unknown(capsys, tmp_path, command, options):
+    """`--cluster` replaces the file's cluster, so the file's preset is never used and not looked up
+    (it was refused first, naming a field the command would have thrown away)."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(Path("examples/two-jobs-shared-uplinks.yaml").read_text().replace(
+        "preset: rocev2-400g-2tier", "preset: rocev2-999", 1))
+    code, _, err = run_cli(capsys, command, str(bad), *options, "--cluster", "rocev2-400g-2tier")
+    assert code == 0, err
+    code, _, err = run_cli(capsys, command, str(bad), *options, "--cluster", "nope")
+    assert code == 2 and err.startswith("error: --cluster: unknown preset 'nope'")
+
+
+def test_compare_refuses_an_op_the_log_did_not_run(capsys):
+    """The log's collective is the one compared: another OP was silently dropped."""
+    code, _, err = run_cli(capsys, "perf", "broadcast", "--cluster", "dgx-a100", "--compare", LOG)
+    assert code == 2 and err.splitlines()[0] == f"error: OP: got 'broadcast', but {LOG} ran all_reduce; expected all_reduce"
+
+
+@pytest.mark.parametrize("option", [["-b", "1M"], ["--datatype", "half"], ["--max-memory", "1GiB"], ["--report-algo"]])
+def test_compare_refuses_the_sweep_options_it_would_drop(capsys, option):
+    """The log's sizes, datatype and root are compared; these options were silently dropped."""
+    code, _, err = run_cli(capsys, "perf", "all_reduce", "--cluster", "dgx-a100", "--compare", LOG, *option)
+    first = err.splitlines()[0]
+    assert code == 2 and first.startswith("error: --compare: got ") and option[0] in first and "expected none" in first

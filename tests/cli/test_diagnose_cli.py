@@ -101,3 +101,10 @@ def test_every_help_example_is_one_shell_command_with_no_redirect():
         words = list(lexer)
         assert not any(set(w) <= set("<>|&;") for w in words), example
     assert "link-degrade:leaf0->spine21:factor=0.25" in shlex.split(examples[0])
+
+
+@pytest.mark.parametrize("option", [["--cluster", "dgx-h100"], ["--servers", "4"]])
+def test_cluster_options_with_a_scenario_are_refused_not_ignored(capsys, option):
+    """--cluster and --servers describe telemetry's cluster; a scenario has its own (they were dropped silently)."""
+    code, _, err = run_cli(capsys, "diagnose", "examples/dp-only.yaml", *option)
+    assert code == 2 and err.startswith(f"error: {option[0]}: only with --telemetry; expected the scenario's own cluster")

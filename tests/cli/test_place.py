@@ -41,7 +41,16 @@ def test_run_prints_one_row_per_job_as_json(capsys):
     assert all(j["step_shared_s"] >= j["step_alone_s"] * (1 - 1e-12) for j in data["jobs"])
 
 
-@pytest.mark.parametrize("example", re.findall(r"`gpuwait (place [^`>]*?)\s*(?:>[^`]*)?`", place_command.__doc__))
+# each example of `gpuwait place --help`, without its redirect to a file
+HELP_EXAMPLES = re.findall(r"`gpuwait (place [^`>]*?)\s*(?:>[^`]*)?`", place_command.__doc__)
+
+
+def test_place_help_has_its_examples():
+    # an empty list would skip the test below instead of failing it
+    assert len(HELP_EXAMPLES) >= 3, place_command.__doc__
+
+
+@pytest.mark.parametrize("example", HELP_EXAMPLES)
 def test_every_example_in_place_help_runs(capsys, monkeypatch, example):
     """The examples `gpuwait place --help` prints run (one asked for a leaf domain of 8 servers the example's
     leaves of 4 cannot hold, and printed an error)."""

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from gpuwait.cli.common import JSON_OPTION
+from gpuwait.cli.common import JSON_OPTION, options_named
 
 LOGS_ARGUMENT = typer.Argument(..., metavar="LOG", help="nccl-tests logs (the stdout of e.g. all_reduce_perf).")
 CLUSTER_OPTION = typer.Option(..., "--cluster", metavar="PRESET|FILE",
@@ -45,7 +45,8 @@ def calibrate(logs: list[Path] = LOGS_ARGUMENT, cluster: str = CLUSTER_OPTION, s
     from gpuwait.report.calibrate import closing_lines, error_table, params_table, run_calibrate, selection_table
 
     names = None if params is None else params.split(",")
-    report = run_calibrate(logs, cluster, servers, gpus, env, names, out, nccl_version=nccl_version)
+    with options_named(preset="--cluster"):
+        report = run_calibrate(logs, cluster, servers, gpus, env, names, out, nccl_version=nccl_version)
 
     def render(console) -> None:
         console.print(error_table(report))

@@ -8,8 +8,12 @@ A flag letter means one thing across all commands; `gpuwait perf` keeps nccl-tes
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import typer
+
+from gpuwait.errors import GpuwaitError
 
 JSON_OPTION = typer.Option(False, "--json", help="Print machine-readable JSON instead of tables.")
 SERVERS_OPTION = typer.Option(None, "--servers", min=1, max=100_000, help="Number of servers (overrides the preset or file).")
@@ -21,6 +25,35 @@ MAX_MEMORY_OPTION = typer.Option(
 MAX_QUOTED_CHARS = 80
 #: the longest error line printed (ten problems of a scenario file fit)
 MAX_ERROR_CHARS = 2000
+
+
+@contextmanager
+def options_named(**option_of_field: str) -> Iterator[None]:
+    """Inside this block an error that starts with one of these fields names the option instead.
+
+    The Python API's errors name its fields (``preset: unknown preset 'x'``), as they must for a caller
+    that passed a field; on the command line the user typed an option, so ``preset="--cluster"`` turns
+    that error into ``--cluster: unknown preset 'x'``. An error of a file keeps its file and YAML path
+    (``f.yaml: cluster.preset: ...``): there the field is what the user wrote.
+
+    >>> from gpuwait.errors import UnknownNameError
+    >>> try:
+    ...     with options_named(preset="--cluster"):
+    ...         raise UnknownNameError("preset: unknown preset 'x'")
+    ... except UnknownNameError as err:
+    ...     print(err)
+    --cluster: unknown preset 'x'
+    """
+    try:
+        yield
+    except GpuwaitError as err:
+        message = str(err)
+        for field, option in option_of_field.items():
+            if message.startswith(f"{field}: "):
+                # the same error object (its type, hint and problems kept), its message renamed
+                err.args = (f"{option}: {message.removeprefix(f'{field}: ')}", *err.args[1:])
+                break
+        raise
 
 
 def terminal_safe(text: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 from rich.console import Console
 
-from gpuwait.cli.common import JSON_OPTION, MAX_MEMORY_OPTION, SERVERS_OPTION
+from gpuwait.cli.common import JSON_OPTION, MAX_MEMORY_OPTION, SERVERS_OPTION, options_named
 from gpuwait.cli.faults_help import INJECT_OPTION
 
 SCENARIO_ARGUMENT = typer.Argument(None, metavar="[SCENARIO.yaml]", help="A scenario with a training workload.")
@@ -45,9 +45,13 @@ def diagnose(scenario_file: str | None = SCENARIO_ARGUMENT, inject: list[str] | 
             raise SpecError("--telemetry: expected either a scenario (with --inject) or --telemetry DIR --cluster, not both")
         if cluster is None:
             raise SpecError("--telemetry: expected --cluster PRESET|FILE naming the cluster the telemetry comes from")
-        result = diagnose_telemetry(telemetry, cluster, servers)
+        with options_named(preset="--cluster"):
+            result = diagnose_telemetry(telemetry, cluster, servers)
     elif scenario_file is None:
         raise SpecError("diagnose: expected SCENARIO.yaml, or --telemetry DIR --cluster PRESET|FILE")
+    elif cluster is not None or servers is not None:  # a scenario brings its cluster: they would be ignored
+        option = "--cluster" if cluster is not None else "--servers"
+        raise SpecError(f"{option}: only with --telemetry; expected the scenario's own cluster (edit its `cluster:`)")
     else:
         from gpuwait.cli.progress import traffic_progress
         from gpuwait.runner.cost import check_cost, estimate_scenario, memory_limit_bytes

@@ -6,12 +6,11 @@ from pathlib import Path
 
 import typer
 
-from gpuwait.cli.common import JSON_OPTION, MAX_MEMORY_OPTION
+from gpuwait.cli.common import JSON_OPTION, MAX_MEMORY_OPTION, SERVERS_OPTION, options_named
 from gpuwait.collectives.nccltests import COLLECTIVES
 
 OP_ARGUMENT = typer.Argument(..., metavar="OP", help=f"Collective: {', '.join(COLLECTIVES)}.")
 CLUSTER_OPTION = typer.Option("dgx-h100", "--cluster", help="A preset name or a cluster/scenario file.")
-SERVERS_OPTION = typer.Option(None, "--servers", min=1, max=100_000, help="Servers (default: the preset's).")
 MIN_OPTION = typer.Option("32M", "-b", "--minbytes", help="Smallest size (K/M/G suffixes, binary).")
 MAX_OPTION = typer.Option("32M", "-e", "--maxbytes", help="Largest size.")
 FACTOR_OPTION = typer.Option(1, "-f", "--stepfactor", min=1, help="Multiply the size by this each step.")
@@ -36,7 +35,27 @@ NCCL_VERSION_OPTION = typer.Option(
          "nccl.version, with --compare the version the log prints, else 2.30.7).")
 
 
-def perf(op: str = OP_ARGUMENT, cluster: str = CLUSTER_OPTION, servers: int | None = SERVERS_OPTION,
+# SweepArgs' fields as perf's options: an error of the Python API names the field, the command line the option
+SWEEP_OPTIONS = {"min_bytes": "-b / --minbytes", "max_bytes": "-e / --maxbytes", "step_bytes": "-i / --stepbytes",
+                 "dtype": "-d / --datatype", "root": "-r"}
+
+# the options of a predicted sweep that a --compare run takes from the log, or does not have (no memory estimate)
+SWEEP_ONLY = ("min_bytes", "max_bytes", "step_factor", "step_bytes", "iters", "warmup", "check", "redop", "dtype",
+              "root", "report_algo", "gpus_per_thread", "max_memory")
+
+
+def given_options(ctx: typer.Context, names: tuple[str, ...]) -> list[str]:
+    """Those of the parameters ``names`` the user set (on the command line or by an environment variable),
+    spelled as `--help` prints them."""
+    given = []
+    for param in ctx.command.params:
+        source = ctx.get_parameter_source(param.name) if param.name in names else None
+        if source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT"):
+            given.append("/".join(param.opts))
+    return given
+
+
+def perf(ctx: typer.Context, op: str = OP_ARGUMENT, cluster: str = CLUSTER_OPTION, servers: int | None = SERVERS_OPTION,
          min_bytes: str = MIN_OPTION, max_bytes: str = MAX_OPTION, step_factor: int = FACTOR_OPTION,
          step_bytes: str = STEP_OPTION, iters: int = ITERS_OPTION, warmup: int = WARMUP_OPTION,
          gpus: int | None = GPUS_OPTION, check: int = CHECK_OPTION, redop: str = REDOP_OPTION,
@@ -47,10 +66,11 @@ def perf(op: str = OP_ARGUMENT, cluster: str = CLUSTER_OPTION, servers: int | No
     """Predict an nccl-tests table (`all_reduce_perf -b 8 -e 8G -f 2 -g 8`) for a cluster.
 
     Times come from NCCL's tuning model (algorithm, protocol, latency) and the flow engine on the
-    real topology and routing (bandwidth). With --compare LOG the log's collective, sizes and rank
-    count are predicted and set beside the measured busbw and time (each size's faster column,
+    real topology and routing (bandwidth). With --compare LOG the log's sizes and rank count are
+    predicted (OP is the collective the log ran) and set beside the measured busbw and time (each size's faster column,
     out-of-place or in-place: a one-off cost in the timed loop only adds time), as the NCCL release
-    the log prints (or --nccl-version) would choose. Before any fabric run the memory the sweep needs is
+    the log prints (or --nccl-version) would choose; the sweep's own options (-b, -e, -f, -i, -n, -w, -c,
+    -o, -d, -r, --report-algo, --gpus-per-thread, --max-memory) are refused with it. Before any fabric run the memory the sweep needs is
     estimated (route rows and link entries of each algorithm NCCL would pick, see
     docs/performance.md), stated on a terminal and in --json (memory_estimate_bytes), and a sweep
     over --max-memory is refused.
@@ -61,9 +81,16 @@ def perf(op: str = OP_ARGUMENT, cluster: str = CLUSTER_OPTION, servers: int | No
 
     out = Output(json_out)
     if compare is not None:
+        from gpuwait.errors import SpecError
         from gpuwait.report.perf import compare_log, comparison_table, summary_lines
 
-        comparison = compare_log(op, compare, cluster, servers, gpus, env, nccl_version)
+        ignored = given_options(ctx, SWEEP_ONLY)
+        if ignored:  # the log's sizes, datatype, root and GPUs per thread are compared: these would be dropped
+            raise SpecError(f"--compare: got {', '.join(ignored)}; expected none of them: the log gives the sizes, "
+                            "datatype, root and GPUs per thread, and a comparison has no memory estimate")
+
+        with options_named(collective="OP", preset="--cluster"):
+            comparison = compare_log(op, compare, cluster, servers, gpus, env, nccl_version)
 
         def render(console) -> None:
             console.print(comparison_table(comparison))
@@ -76,7 +103,8 @@ def perf(op: str = OP_ARGUMENT, cluster: str = CLUSTER_OPTION, servers: int | No
     from gpuwait.runner.cost import memory_limit_bytes
     from gpuwait.runner.perf import SweepArgs, estimated_sweep
 
-    args = SweepArgs(min_bytes, max_bytes, step_factor, step_bytes, iters, warmup, check, redop, dtype, root)
+    with options_named(**SWEEP_OPTIONS):
+        args = SweepArgs(min_bytes, max_bytes, step_factor, step_bytes, iters, warmup, check, redop, dtype, root)
     limit_bytes = memory_limit_bytes(max_memory)
 
     def state(estimate) -> None:
@@ -85,5 +113,7 @@ def perf(op: str = OP_ARGUMENT, cluster: str = CLUSTER_OPTION, servers: int | No
 
             state_estimate(estimate, limit_bytes)
 
-    sweep = estimated_sweep(op, args, cluster, servers, gpus, env, nccl_version, gpus_per_thread, limit_bytes, state)
+    with options_named(collective="OP", preset="--cluster", **SWEEP_OPTIONS):
+        sweep = estimated_sweep(op, args, cluster, servers, gpus, env, nccl_version, gpus_per_thread, limit_bytes,
+                                state)
     out.emit(sweep.to_dict(), lambda c: print(sweep_text(sweep, report_algo)))

@@ -7,7 +7,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from gpuwait.cli.common import JSON_OPTION
+from gpuwait.cli.common import JSON_OPTION, options_named
 
 CLUSTER_OPTION = typer.Option(None, "--cluster", help="Cluster preset or file (default: the file's cluster).")
 POLICY_OPTION = typer.Option(None, "--policy", "-p", metavar="POLICY",
@@ -83,7 +83,8 @@ def _scenario(job_file: str, cluster: str | None, name: str | None, policy: str 
     if "jobs" not in data:
         data = {"cluster": data.pop("cluster", {}), "jobs": [validate_data(JobSpec, data, source=job_file).model_dump()]}
     scenario = validate_data(Scenario, data, source=job_file)
-    check_cluster_names(scenario.cluster, f"{job_file}: cluster.")
+    if cluster is None:  # --cluster replaces the file's cluster: its names are never used
+        check_cluster_names(scenario.cluster, f"{job_file}: cluster.")
     jobs = list(scenario.jobs)
     names = [j.name for j in jobs]
     if name is not None:
@@ -102,7 +103,8 @@ def _scenario(job_file: str, cluster: str | None, name: str | None, policy: str 
         jobs[-1] = jobs[-1].model_copy(update={"placement": placement, "priority": low})
     update_scenario = {"jobs": jobs}
     if cluster is not None:
-        update_scenario["cluster"] = load_cluster(cluster)
+        with options_named(preset="--cluster"):
+            update_scenario["cluster"] = load_cluster(cluster)
     return scenario.model_copy(update=update_scenario)
 
 

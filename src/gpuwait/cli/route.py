@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 from rich.console import Console
 
-from gpuwait.cli.common import JSON_OPTION, SERVERS_OPTION
+from gpuwait.cli.common import JSON_OPTION, SERVERS_OPTION, options_named
 
 CLUSTER_ARGUMENT = typer.Argument(..., metavar="PRESET|FILE", help="A preset name or a cluster/scenario file.")
 SRC_OPTION = typer.Option(None, "--src", help="Source node, e.g. s0.gpu0.")
@@ -34,7 +34,8 @@ def route(cluster: str = CLUSTER_ARGUMENT, src: str | None = SRC_OPTION, dst: st
     from gpuwait.topology import build_topology
     from gpuwait.transport import resolve_transport
 
-    spec = load_cluster(cluster, servers)
+    with options_named(preset="PRESET|FILE"):
+        spec = load_cluster(cluster, servers)
     routing_spec = routing_with(spec.routing, routing, qps, seed)
     topo = build_topology(spec)
     if (src is None) != (dst is None):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import typer
 
-from gpuwait.cli.common import JSON_OPTION
+from gpuwait.cli.common import JSON_OPTION, SERVERS_OPTION, options_named
 
 POLICIES_HELP = "random, first-fit, spread, slurm-tree, slurm-block, kueue, volcano"
 
@@ -13,7 +13,7 @@ POLICIES_HELP = "random, first-fit, spread, slurm-tree, slurm-block, kueue, volc
 def schedule(source: str = typer.Argument(..., metavar="SCENARIO.yaml|TRACE",
                                           help="A scenario with `jobs:`, or a trace: Alibaba Lingjun worker.csv, Alibaba PAI pai_task_table, SenseTime Helios cluster_log.csv, Microsoft Philly cluster_job_log (JSON), Shanghai AI Lab Acme trace_seren.csv / trace_kalos.csv."),
              cluster: str | None = typer.Option(None, "--cluster", help="Cluster preset or file (a trace needs one; default for a scenario: its own)."),
-             servers: int | None = typer.Option(None, "--servers", min=1, help="Servers of the cluster preset."),
+             servers: int | None = SERVERS_OPTION,
              policy: str | None = typer.Option(None, "--policy", "-p", metavar="POLICY", help=f"Placement policy for every job: {POLICIES_HELP} (default: a scenario's jobs keep their own `placement:`, a trace's jobs use slurm-tree)."),
              compare: list[str] = typer.Option([], "--compare", metavar="POLICY", help="Another policy to run side by side (repeat)."),
              backfill: bool = typer.Option(True, "--backfill/--no-backfill", help="EASY backfill (default on)."),
@@ -82,7 +82,8 @@ def _jobs(source: str, cluster: str | None, servers: int | None, kind: str | Non
         if cluster is None:
             raise SpecError("--cluster: a trace needs a cluster to run on; expected a preset or a file",
                             hint="e.g. --cluster rocev2-400g-2tier --servers 256")
-        spec = load_cluster(cluster, servers)
+        with options_named(preset="--cluster"):
+            spec = load_cluster(cluster, servers)
         trace = sample(read_trace(source, kind), max_gpus=spec.servers * spec.server.gpus,
                        gpus_per_server=spec.server.gpus, **sampling)
         if not trace.jobs:
@@ -90,10 +91,12 @@ def _jobs(source: str, cluster: str | None, servers: int | None, kind: str | Non
         jobs, durations = trace_jobs(trace, spec.server.gpus)
         return validate_data(Scenario, {"cluster": spec.model_dump(exclude_unset=True), "jobs": jobs}, source=source,
                              require_units=False), durations, f"{trace.source}: {len(jobs)} jobs"
-    scenario = load_scenario(source)
-    if cluster is not None or servers is not None:
-        scenario = scenario.model_copy(update={"cluster": load_cluster(cluster, servers) if cluster
-                                               else load_cluster(source, servers)})
+    scenario = load_scenario(source, cluster_replaced=cluster is not None)
+    if cluster is not None:
+        with options_named(preset="--cluster"):
+            scenario = scenario.model_copy(update={"cluster": load_cluster(cluster, servers)})
+    elif servers is not None:
+        scenario = scenario.model_copy(update={"cluster": load_cluster(source, servers)})
     return scenario, None, scenario.name or source
 
 

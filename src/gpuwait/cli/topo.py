@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 from rich.console import Console
 
-from gpuwait.cli.common import JSON_OPTION, SERVERS_OPTION
+from gpuwait.cli.common import JSON_OPTION, SERVERS_OPTION, options_named
 
 _FORMATS = ("table", "json", "dot", "slurm")
 
@@ -39,7 +39,9 @@ def topo(cluster: str = CLUSTER_ARGUMENT, servers: int | None = SERVERS_OPTION, 
         raise SpecError(f"--format: got {fmt!r}; expected one of {', '.join(_FORMATS)}")
     if json_out and fmt in ("dot", "slurm"):
         raise SpecError(f"--json: not available with --format {fmt}, which prints its own text format")
-    topology = build_topology(load_cluster(cluster, servers))
+    with options_named(preset="PRESET|FILE"):
+        spec = load_cluster(cluster, servers)
+    topology = build_topology(spec)
     if fmt == "dot":
         out.text(export.to_dot(topology))
     elif fmt == "slurm":

@@ -124,7 +124,7 @@ def get_collective(name: str) -> NcclTestsCollective:
         if base in (coll.program, coll.program.removesuffix("_perf")):
             return coll
     known = ", ".join(COLLECTIVES)
-    raise UnknownNameError(f"unknown nccl-tests collective {name!r}; expected one of {known}",
+    raise UnknownNameError(f"collective: unknown nccl-tests collective {name!r}; expected one of {known}",
                            hint="program names like all_reduce_perf or all_reduce_perf_mpi also work")
 
 

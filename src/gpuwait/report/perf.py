@@ -19,7 +19,7 @@ from gpuwait.collectives.tuning import (
 )
 from gpuwait.errors import SpecError
 from gpuwait.report.nccltests import format_table
-from gpuwait.runner.inputs import load_cluster
+from gpuwait.runner.inputs import read_cluster, sized_cluster
 from gpuwait.runner.perf import PerfSweep, log_release, make_predictor
 from gpuwait.spec.reader import read_text_checked
 from gpuwait.telemetry.errors import TelemetryFormatError
@@ -177,20 +177,25 @@ def compare_log(op: str, log_path: Path, cluster: str, servers: int | None = Non
     except SpecError as err:
         raise SpecError(f"--compare: {err}", hint=err.hint) from None
     log = parse_nccl_tests_log(text)
-    collective = log.collective or get_collective(op).name
+    collective = get_collective(op).name
+    if log.collective is not None and log.collective != collective:  # never predict another collective unasked
+        raise SpecError(f"collective: got {op!r}, but {log_path} ran {log.collective}; expected {log.collective}",
+                        hint=f"gpuwait perf {log.collective} --compare {log_path}")
     if log.n_ranks is None:
         raise SpecError(f"--compare: {log_path} does not say how many ranks ran", hint="keep the '# Using devices' lines")
     per_server = gpus or (log.config.n_gpus if log.config and log.config.n_gpus > 1 else None)
-    gpus_in_server = resolve_server(load_cluster(cluster, 1).server).gpus
+    source = read_cluster(cluster)  # the file read once: sized below for one server, then for the log's run
+    one_server = sized_cluster(source, 1, source=cluster)
+    gpus_in_server = resolve_server(one_server.server).gpus
     per_server = per_server or min(log.n_ranks, gpus_in_server)
     if log.n_ranks % per_server:
         raise SpecError(f"--compare: {log.n_ranks} ranks do not fill servers of {per_server} GPUs", hint="pass -g")
     debug = log_debug_info(text)
-    nccl = _nccl_choice(log_nccl_version(text, debug), nccl_version, load_cluster(cluster, 1).nccl.version)
+    nccl = _nccl_choice(log_nccl_version(text, debug), nccl_version, one_server.nccl.version)
     # the log's nGpus: GPUs one thread drives (nccl-tests -g), each call issued on all of them in turn
     per_thread = min(log.config.n_gpus, per_server) if log.config and log.config.n_gpus > 1 else 1
-    predictor = make_predictor(cluster, servers or log.n_ranks // per_server, per_server, env, nccl["version"],
-                               per_thread)
+    predictor = make_predictor(sized_cluster(source, servers or log.n_ranks // per_server, source=cluster), None,
+                               per_server, env, nccl["version"], per_thread)
     if predictor.comm.n_ranks != log.n_ranks:
         raise SpecError(f"--compare: the log has {log.n_ranks} ranks but the cluster gives {predictor.comm.n_ranks}",
                         hint="use --servers and -g to match the run")

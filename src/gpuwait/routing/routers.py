@@ -187,18 +187,25 @@ def _check_hash(spec: RoutingSpec) -> None:
 
 class _UnseededHashes:
     """The unseeded hash of every row of the last routing's keys, kept while that key array lives:
-    a walk's hops hash the same rows' keys again and again, each hop with its switches' seeds."""
+    a walk's hops hash the same rows' keys again and again, each hop with its switches' seeds.
+
+    One instance serves the process (a global): the walk hands a router only a :class:`Hop`, rebuilt
+    at every hop, and a routing's rows are sliced into chunks, so nothing that lives as long as one
+    routing reaches :func:`_hashes`. Its entry is therefore one (keys, hash name, hashes) tuple,
+    replaced whole and read once, so two routings that interleave (threads) each get their own
+    keys' hashes, never the other's.
+    """
 
     def __init__(self) -> None:
-        self._keys: weakref.ref[np.ndarray] | None = None
-        self._name = ""
-        self._hashes = np.zeros(0, np.uint32)
+        self._last: tuple[weakref.ref[np.ndarray], str, np.ndarray] | None = None
 
     def __call__(self, fn: HashFunction, key_bytes: np.ndarray) -> np.ndarray:
-        if self._keys is None or self._keys() is not key_bytes or self._name != fn.name:
-            self._hashes = fn(key_bytes, 0)
-            self._keys, self._name = weakref.ref(key_bytes), fn.name
-        return self._hashes
+        last = self._last
+        if last is not None and last[0]() is key_bytes and last[1] == fn.name:
+            return last[2]
+        hashes = fn(key_bytes, 0)
+        self._last = (weakref.ref(key_bytes), fn.name, hashes)
+        return hashes
 
 
 _unseeded_hashes = _UnseededHashes()

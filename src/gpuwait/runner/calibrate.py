@@ -172,9 +172,9 @@ def calibrate(logs: Sequence[MeasuredLog], cluster: str, servers: int | None = N
     base = {**SHIPPED, **(prior or {})}
     if not logs:
         raise SpecError("calibrate: got no logs; expected at least one nccl-tests log")
-    cluster_version = load_cluster(cluster, servers).nccl.version
-    versions = [log_release(log.nccl_version, nccl_version, cluster_version) for log in logs]
-    predictors = {v: make_predictor(cluster, servers, gpus, env, v) for v, _ in dict.fromkeys(versions)}
+    spec = load_cluster(cluster, servers)  # once: every release's predictor is built on it
+    versions = [log_release(log.nccl_version, nccl_version, spec.nccl.version) for log in logs]
+    predictors = {v: make_predictor(spec, None, gpus, env, v) for v, _ in dict.fromkeys(versions)}
     predictor = predictors[versions[0][0]]
     n_ranks = predictor.comm.n_ranks
     for log in logs:

@@ -21,10 +21,15 @@ def looks_like_file(arg: str) -> bool:
     return arg.endswith((".yaml", ".yml", ".json")) or Path(arg).exists()
 
 
-def load_scenario(path: str | Path) -> Scenario:
-    """The scenario in a YAML file, validated: every problem names its YAML path, value and what was expected."""
+def load_scenario(path: str | Path, *, cluster_replaced: bool = False) -> Scenario:
+    """The scenario in a YAML file, validated: every problem names its YAML path, value and what was expected.
+
+    ``cluster_replaced``: the caller puts another cluster in its place (a command's ``--cluster``), so the
+    file's own preset and server template names are not looked up: an unknown one there is never used.
+    """
     scenario = validate_data(Scenario, read_yaml(str(path)), source=str(path))
-    check_cluster_names(scenario.cluster, f"{path}: cluster.")
+    if not cluster_replaced:
+        check_cluster_names(scenario.cluster, f"{path}: cluster.")
     return scenario
 
 
@@ -41,20 +46,35 @@ def check_cluster_names(spec: ClusterSpec, where: str) -> None:
 
 def load_cluster(arg: str, servers: int | None = None) -> ClusterSpec:
     """A cluster from a preset name or a file (a scenario with ``cluster:`` or a bare cluster)."""
+    return sized_cluster(read_cluster(arg), servers, source=arg)
+
+
+def read_cluster(arg: str) -> str | ClusterSpec:
+    """What ``arg`` names before it is sized: a preset name as it is, or the file's cluster read and
+    validated once (its preset not applied yet). :func:`sized_cluster` makes clusters of any size
+    from it without reading the file again."""
     if not looks_like_file(arg):
-        spec = preset_spec(arg, servers)  # names the presets when `arg` is none of them
+        return arg
+    data = read_yaml(arg)
+    if not isinstance(data, dict):
+        raise SpecError(f"{arg}: expected a mapping at the top level")
+    if "cluster" in data:
+        spec = validate_data(Scenario, data, source=arg).cluster
     else:
-        data = read_yaml(arg)
-        if not isinstance(data, dict):
-            raise SpecError(f"{arg}: expected a mapping at the top level")
-        if "cluster" in data:
-            spec = validate_data(Scenario, data, source=arg).cluster
-        else:
-            spec = validate_data(ClusterSpec, data, source=arg)
-        check_cluster_names(spec, f"{arg}: cluster." if "cluster" in data else f"{arg}: ")
-        if servers is not None:
-            spec = with_servers(spec, servers, source=arg)
-    return resolve_cluster(spec)
+        spec = validate_data(ClusterSpec, data, source=arg)
+    check_cluster_names(spec, f"{arg}: cluster." if "cluster" in data else f"{arg}: ")
+    return spec
+
+
+def sized_cluster(cluster: str | ClusterSpec, servers: int | None = None, source: str = "servers") -> ClusterSpec:
+    """The resolved cluster of :func:`read_cluster`'s ``cluster`` with ``servers`` servers (default: its
+    own). Sized before its preset is applied: a preset chooses fields by the server count (tiers, an
+    NVLink domain's size); ``source`` names the file in a validation error."""
+    if isinstance(cluster, str):
+        return preset_spec(cluster, servers)  # names the presets when `cluster` is none of them
+    if servers is not None:
+        cluster = with_servers(cluster, servers, source=source)
+    return resolve_cluster(cluster)
 
 
 def with_servers(spec: ClusterSpec, servers: int, source: str = "servers") -> ClusterSpec:

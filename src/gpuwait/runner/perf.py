@@ -34,6 +34,7 @@ from gpuwait.errors import SpecError, UnknownNameError
 from gpuwait.fabric.perf import CollectiveEstimate, CollectivePredictor
 from gpuwait.runner.cost import CostEstimate, check_cost, estimate_perf
 from gpuwait.runner.inputs import load_cluster
+from gpuwait.spec import ClusterSpec
 from gpuwait.topology import build_topology
 from gpuwait.transport import resolve_transport
 
@@ -78,13 +79,23 @@ def log_release(printed: str | None, asked: str | None = None, cluster_version: 
     return MODEL_NCCL_VERSION, "gpuwait's default"
 
 
-def make_predictor(cluster: str, servers: int | None, gpus: int | None,
+def make_predictor(cluster: str | ClusterSpec, servers: int | None, gpus: int | None,
                    env: Mapping[str, str] | Iterable[str] = (), nccl_version: str | None = None,
                    gpus_per_thread: int = 1) -> CollectivePredictor:
     """A predictor for every GPU (or ``gpus`` per server) of a preset or cluster file, predicting NCCL
     ``nccl_version`` (``--nccl-version``; default the cluster's ``nccl.version``, else 2.30.7), with
-    ``gpus_per_thread`` GPUs driven by each host thread (nccl-tests' ``-g``; 1 = one process per GPU)."""
-    spec = load_cluster(cluster, servers)
+    ``gpus_per_thread`` GPUs driven by each host thread (nccl-tests' ``-g``; 1 = one process per GPU).
+
+    ``cluster`` may also be a cluster already loaded (:func:`~gpuwait.runner.inputs.load_cluster`), so a
+    caller that read it for other fields does not read the file again; it has its servers already.
+    """
+    if isinstance(cluster, ClusterSpec):
+        if servers is not None:
+            raise SpecError(f"servers: got {servers} with a loaded cluster; expected None (the cluster has "
+                            f"{cluster.servers})")
+        spec = cluster
+    else:
+        spec = load_cluster(cluster, servers)
     topo = build_topology(spec)
     environment = nccl_env(env)
     comm = Communicator.world(topo, gpus_per_server=gpus)
@@ -157,25 +168,26 @@ class SweepArgs:
     root: int = 0
 
     def __post_init__(self) -> None:
-        # checked before any fabric run, and named by its option (the sizes are, in _sweep_bytes)
+        # checked before any fabric run, and named by its field (the sizes are, in _sweep_bytes); the CLI
+        # names its option instead (gpuwait.cli.perf.SWEEP_OPTIONS)
         if self.dtype not in DTYPES:
-            raise UnknownNameError(f"-d / --datatype: got {self.dtype!r}; expected one of {', '.join(DTYPES)}")
+            raise UnknownNameError(f"dtype: got {self.dtype!r}; expected one of {', '.join(DTYPES)}")
 
 
-def _option_bytes(flag: str, text: int | str) -> int:
-    """``text`` read as nccl-tests reads a size, its error naming the option it came from (``-b``,
-    ``-e`` or ``-i``) rather than a bare "size", so a user with three sizes on the line knows which."""
+def _field_bytes(name: str, text: int | str) -> int:
+    """``text`` read as nccl-tests reads a size, its error naming the field it came from (``min_bytes``,
+    ``max_bytes`` or ``step_bytes``) rather than a bare "size", so a user with three sizes knows which."""
     try:
         return parse_size_arg(text)
     except SpecError as err:
-        raise SpecError(f"{flag}: {str(err).removeprefix('size: ')}", hint=err.hint) from None
+        raise SpecError(f"{name}: {str(err).removeprefix('size: ')}", hint=err.hint) from None
 
 
 def _sweep_bytes(args: SweepArgs) -> tuple[int, int, int]:
     """``(min_bytes, max_bytes, step_bytes)`` of ``args``; the one place both the size list and the
     sweep read them, so the two cannot disagree."""
-    return (_option_bytes("-b / --minbytes", args.min_bytes), _option_bytes("-e / --maxbytes", args.max_bytes),
-            _option_bytes("-i / --stepbytes", args.step_bytes))
+    return (_field_bytes("min_bytes", args.min_bytes), _field_bytes("max_bytes", args.max_bytes),
+            _field_bytes("step_bytes", args.step_bytes))
 
 
 def sweep_sizes(op: str, args: SweepArgs, n_ranks: int) -> list[int]:
@@ -212,12 +224,12 @@ def perf_sweep(op: str, args: SweepArgs, cluster: str = "dgx-h100", servers: int
     coll = get_collective(op)
     lo, hi, step_bytes = _sweep_bytes(args)
     if lo > hi:
-        raise SpecError(f"-b: got {lo} bytes, larger than -e {hi}; expected -b <= -e")
+        raise SpecError(f"min_bytes: got {lo} bytes, more than the largest size ({hi} bytes); expected the smallest size at most the largest")
     if predictor is None:
         predictor = make_predictor(cluster, servers, gpus, env, nccl_version, gpus_per_thread)
     n = predictor.comm.n_ranks
     if coll.has_root and not 0 <= args.root < n:  # NCCL refuses it too (ncclInvalidArgument)
-        raise SpecError(f"-r: got {args.root}; expected a root rank from 0 to {n - 1}")
+        raise SpecError(f"root: got {args.root}; expected a root rank from 0 to {n - 1}")
     rows, choices, rounded, estimates = [], [], [], []
     for size in size_sweep(lo, hi, args.step_factor if args.step_factor > 1 else None, step_bytes):
         sc = size_and_count(coll.name, size, args.dtype, n)

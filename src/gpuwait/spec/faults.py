@@ -28,8 +28,19 @@ def _param(default: float, lo: float, hi: float, text: str) -> Any:
     return Field(default, ge=lo, le=hi, description=text[0].upper() + text[1:] + ".")
 
 
+def _kind() -> Any:
+    """The ``kind`` field: every fault model narrows it to its own name (a ``Literal``)."""
+    return Field(description="Fault kind (picks the parameters below).")
+
+
 def _target(text: str) -> Any:
+    """The ``target`` field; ``text`` says what it names (default ``all``)."""
     return Field("all", description=text)
+
+
+def _params(model: type[SpecModel], text: str) -> Any:
+    """The ``params`` field of a kind: ``model``, all its defaults when the fault gives none."""
+    return Field(default_factory=model, description=text)
 
 
 _LINK = "Link name SRC->DST (e.g. leaf0->spine3); both directions of the cable are affected."
@@ -87,123 +98,122 @@ class NoisyNeighborParams(SpecModel):
 class LinkDegradeFault(SpecModel):
     """A link running at a fraction of its speed (lanes down, bad optics)."""
 
-    kind: Literal["link-degrade"] = Field(description="Fault kind (picks the parameters below).")
+    kind: Literal["link-degrade"] = _kind()
     target: str = _target(_LINK)
-    params: LinkDegradeParams = Field(default_factory=LinkDegradeParams, description="How much speed is left.")
+    params: LinkDegradeParams = _params(LinkDegradeParams, "How much speed is left.")
 
 
 class LinkFlapFault(SpecModel):
     """A link going down and up; traffic stalls while it is down."""
 
-    kind: Literal["link-flap"] = Field(description="Fault kind (picks the parameters below).")
+    kind: Literal["link-flap"] = _kind()
     target: str = _target(_LINK)
-    params: LinkFlapParams = Field(default_factory=LinkFlapParams, description="How long it is down, how often.")
+    params: LinkFlapParams = _params(LinkFlapParams, "How long it is down, how often.")
 
 
 class LinkLossFault(SpecModel):
     """A link dropping packets (a dirty fibre); lossy transports retransmit."""
 
-    kind: Literal["link-loss"] = Field(description="Fault kind (picks the parameters below).")
+    kind: Literal["link-loss"] = _kind()
     target: str = _target(_LINK)
-    params: LinkLossParams = Field(default_factory=LinkLossParams, description="How many packets it loses.")
+    params: LinkLossParams = _params(LinkLossParams, "How many packets it loses.")
 
 
 class SlowGpuFault(SpecModel):
     """A GPU computing slower (thermal or power throttling, a bad HBM stack)."""
 
-    kind: Literal["slow-gpu"] = Field(description="Fault kind (picks the parameters below).")
+    kind: Literal["slow-gpu"] = _kind()
     target: str = _target(_GPU)
-    params: SlowGpuParams = Field(default_factory=SlowGpuParams, description="How much slower it computes.")
+    params: SlowGpuParams = _params(SlowGpuParams, "How much slower it computes.")
 
 
 class GpuThrottleFault(SpecModel):
     """A GPU whose clocks a thermal or power limit holds down; DCGM reports why."""
 
-    kind: Literal["gpu-throttle"] = Field(description="Fault kind (picks the parameters below).")
+    kind: Literal["gpu-throttle"] = _kind()
     target: str = _target(_GPU)
-    params: GpuThrottleParams = Field(default_factory=GpuThrottleParams, description="How far its clocks drop, and why.")
+    params: GpuThrottleParams = _params(GpuThrottleParams, "How far its clocks drop, and why.")
 
 
 class PcieDowntrainedFault(SpecModel):
     """A GPU's PCIe link trained at fewer lanes or a lower generation (a loose riser, a failing retimer)."""
 
-    kind: Literal["pcie-downtrained"] = Field(description="Fault kind (picks the parameters below).")
+    kind: Literal["pcie-downtrained"] = _kind()
     target: str = _target(_GPU)
-    params: PcieDowntrainedParams = Field(default_factory=PcieDowntrainedParams, description="The width and speed it trained at.")
+    params: PcieDowntrainedParams = _params(PcieDowntrainedParams, "The width and speed it trained at.")
 
 
 class NicDownFault(SpecModel):
     """A NIC (or its cable) down: its GPU's traffic moves to the neighbour NIC."""
 
-    kind: Literal["nic-down"] = Field(description="Fault kind (picks the parameters below).")
+    kind: Literal["nic-down"] = _kind()
     target: str = _target("NIC name (e.g. s1.nic2).")
-    params: NoParams = Field(default_factory=NoParams, description="None.")
+    params: NoParams = _params(NoParams, "None.")
 
 
 class TcpFallbackFault(SpecModel):
     """RDMA unavailable: NCCL falls back to its socket (TCP) transport."""
 
-    kind: Literal["tcp-fallback"] = Field(description="Fault kind (picks the parameters below).")
+    kind: Literal["tcp-fallback"] = _kind()
     target: str = _target("`all`: the whole job.")
-    params: NoParams = Field(default_factory=NoParams, description="None.")
+    params: NoParams = _params(NoParams, "None.")
 
 
 class NoGdrFault(SpecModel):
     """GPUDirect RDMA off: network data bounces through host memory."""
 
-    kind: Literal["no-gdr"] = Field(description="Fault kind (picks the parameters below).")
+    kind: Literal["no-gdr"] = _kind()
     target: str = _target("Server name (e.g. s3) or `all`.")
-    params: NoParams = Field(default_factory=NoParams, description="None.")
+    params: NoParams = _params(NoParams, "None.")
 
 
 class NicAffinityFault(SpecModel):
     """A GPU using a NIC behind the other CPU socket, across the CPU interconnect."""
 
-    kind: Literal["nic-affinity"] = Field(description="Fault kind (picks the parameters below).")
+    kind: Literal["nic-affinity"] = _kind()
     target: str = _target(_GPU)
-    params: NoParams = Field(default_factory=NoParams, description="None.")
+    params: NoParams = _params(NoParams, "None.")
 
 
 class EcmpPolarizationFault(SpecModel):
     """The same ECMP hash seed on every switch: the tiers pick alike and links idle."""
 
-    kind: Literal["ecmp-polarization"] = Field(description="Fault kind (picks the parameters below).")
+    kind: Literal["ecmp-polarization"] = _kind()
     target: str = _target("`all`: the whole fabric.")
-    params: NoParams = Field(default_factory=NoParams, description="None.")
+    params: NoParams = _params(NoParams, "None.")
 
 
 class StorageContentionFault(SpecModel):
     """Dataset reads or checkpoint writes on the compute fabric (converged storage)."""
 
-    kind: Literal["storage-contention"] = Field(description="Fault kind (picks the parameters below).")
+    kind: Literal["storage-contention"] = _kind()
     target: str = _target("`all`: the whole job.")
-    params: StorageContentionParams = Field(default_factory=StorageContentionParams, description="How fast the GPUs read.")
+    params: StorageContentionParams = _params(StorageContentionParams, "How fast the GPUs read.")
 
 
 class StorageSlowFault(SpecModel):
     """The storage servers' backend (disks, file system) slower than their network ports."""
 
-    kind: Literal["storage-slow"] = Field(description="Fault kind (picks the parameters below).")
+    kind: Literal["storage-slow"] = _kind()
     target: str = _target("`all`: every storage server, or one storage server's name (e.g. stor1).")
-    params: StorageSlowParams = Field(default_factory=StorageSlowParams, description="How much the backend delivers.")
+    params: StorageSlowParams = _params(StorageSlowParams, "How much the backend delivers.")
 
 
 class DataloaderStarvationFault(SpecModel):
     """CPU data preprocessing slower than the GPUs."""
 
-    kind: Literal["dataloader-starvation"] = Field(description="Fault kind (picks the parameters below).")
+    kind: Literal["dataloader-starvation"] = _kind()
     target: str = _target("Server name (e.g. s3): its loaders fall behind, or `all`: every server's.")
-    params: DataloaderStarvationParams = Field(default_factory=DataloaderStarvationParams,
-                                               description="How fast the loaders deliver.")
+    params: DataloaderStarvationParams = _params(DataloaderStarvationParams, "How fast the loaders deliver.")
 
 
 class NoisyNeighborFault(SpecModel):
     """Another job's traffic on shared links."""
 
-    kind: Literal["noisy-neighbor"] = Field(description="Fault kind (picks the parameters below).")
+    kind: Literal["noisy-neighbor"] = _kind()
     target: str = _target("Link name SRC->DST (both directions of the cable), or `all`: every switch-to-switch link "
                           "of the compute fabric.")
-    params: NoisyNeighborParams = Field(default_factory=NoisyNeighborParams, description="How busy the other job keeps the links.")
+    params: NoisyNeighborParams = _params(NoisyNeighborParams, "How busy the other job keeps the links.")
 
 
 #: every fault model, in the order kinds are listed to users

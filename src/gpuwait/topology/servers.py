@@ -83,14 +83,12 @@ register_server_template("dgx-a100", ServerSpec(
     gpu_model="A100-SXM4-80GB", gpus=8, nvlink_bandwidth=300e9, pcie_bandwidth=31.5e9, pcie_switches=4, cpus=2,
     cpu_interconnect_bandwidth=64e9, cpu_vendor="amd", nics=8, nic_speed=25e9, storage_nics=2, storage_nic_speed=25e9,
 ))
-register_server_template("dgx-h100", ServerSpec(
+_DGX_H100 = register_server_template("dgx-h100", ServerSpec(
     gpu_model="H100-SXM5-80GB", gpus=8, nvlink_bandwidth=450e9, pcie_bandwidth=63e9, pcie_switches=4, cpus=2,
     nics=8, nic_speed=50e9, storage_nics=2, storage_nic_speed=50e9,
 ))
-register_server_template("dgx-h200", ServerSpec(
-    gpu_model="H200-SXM5-141GB", gpus=8, nvlink_bandwidth=450e9, pcie_bandwidth=63e9, pcie_switches=4, cpus=2,
-    nics=8, nic_speed=50e9, storage_nics=2, storage_nic_speed=50e9,
-))
+# the same server with H200 GPUs (the same NVLink4, NICs, PCIe Gen5 and sockets: the sources above)
+register_server_template("dgx-h200", _DGX_H100.model_copy(update={"gpu_model": "H200-SXM5-141GB"}))
 register_server_template("hgx-h100-4nic", ServerSpec(
     gpu_model="H100-SXM5-80GB", gpus=8, nvlink_bandwidth=450e9, pcie_bandwidth=63e9, pcie_switches=4, cpus=2,
     nics=4, nic_speed=50e9, storage_nics=1, storage_nic_speed=25e9,
