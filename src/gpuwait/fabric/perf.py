@@ -23,8 +23,9 @@ For one collective and size:
    :func:`nvls_window_bytes`), so the first window's bytes cost a second pass:
    bandwidth time x (1 + min(bytes, window) / bytes). This is the mid-size ramp of the DGX H100
    table (nccl-tests/h100-dgx-1node-8gpu-all_reduce.md); NCCL's own model has no such term.
-   NVLSTree's bandwidth time is the NICs', not NVLink's, so its start-up is instead the first chunks
-   of all its channels crossing the tree between nodes hop by hop, sharing each head's NIC
+   NVLSTree's bandwidth time is the NICs' (or, on 2 nodes, its kernel's measured rate), not NVLink's,
+   so its start-up is instead the first chunks of all its channels crossing the tree between nodes hop
+   by hop, sharing each head's NIC
    (:meth:`CollectivePredictor._fill_inter_GBps`).
 
 Phases scale linearly with the bytes in a fluid model, so each (algorithm, protocol, channels) is
@@ -766,7 +767,8 @@ class CollectivePredictor:
                 self._fill_intra_GBps(inputs, algorithm, protocol) * 1e9)
             fill_inter_s = depth_inter * chunk / (self._fill_inter_GBps(graph, algorithm, channels) * 1e9)
             # NVLS's window pays a second pass on NVLink (module docstring, 4.); NVLSTree's wire term is
-            # the NICs', so that pass is not charged at their rate: its start-up is the tree's fill above
+            # the NICs' or its kernel's rate, never NVLink's, so that pass is not charged: its start-up is the
+            # tree's fill above
             if algorithm == "nvls":
                 window = min(n_bytes, nvls_window_bytes(channels)) / n_bytes
         intra_steps, inter_steps = latency_steps(algorithm, collective, comm.n_ranks, comm.n_nodes)
