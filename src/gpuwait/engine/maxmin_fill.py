@@ -52,10 +52,10 @@ def run_level(lo, hi, link_of, link_level, cap, rtol, below):
 
 
 @njit(cache=True)
-def _link_levels(capacity, frozen_load, added, unweighted, link_level, below):
+def _link_levels(capacity, frozen_load, added, unweighted, link_level, below, exact_sums):
     """Every link's level in this iteration (inf where no unfrozen flow crosses it), after adding the
-    last iteration's newly frozen load; clears the unfrozen weights (the compaction sums them again)
-    and the marks."""
+    last iteration's newly frozen load; clears the marks, and the unfrozen weights (the compaction sums
+    them again) unless ``exact_sums`` (the freezing subtracts the frozen flows' instead)."""
     for link in range(capacity.shape[0]):
         if added[link] != 0.0:
             frozen_load[link] += added[link]
@@ -65,7 +65,8 @@ def _link_levels(capacity, frozen_load, added, unweighted, link_level, below):
             link_level[link] = (capacity[link] - frozen_load[link]) / unweighted[link]
         else:
             link_level[link] = np.inf
-        unweighted[link] = 0.0
+        if not exact_sums:
+            unweighted[link] = 0.0
 
 
 @njit(cache=True)
@@ -77,10 +78,11 @@ def _final_links(link_level, below, final):
 
 @njit(cache=True)
 def _freeze_runs(n_runs, run_flow, run_ptr, link_of, weight, final, flow_level, newly, bottleneck, added,
-                 unweighted):
+                 unweighted, exact_sums):
     """Freeze every run's flow not yet frozen at its cap that crosses a final link (the lowest one is its
     bottleneck), add the frozen flows' load to ``added``; compact the others' runs in place, summing their
-    weights into ``unweighted``. Returns the runs kept and the flows frozen here."""
+    weights into ``unweighted`` (``exact_sums``: subtracting the frozen flows' weights from it instead).
+    Returns the runs kept and the flows frozen here."""
     n_links = final.shape[0]
     n_newly = 0
     r_kept = 0
@@ -101,6 +103,16 @@ def _freeze_runs(n_runs, run_flow, run_ptr, link_of, weight, final, flow_level, 
         if newly[f]:
             for i in range(start, end):
                 added[link_of[i]] += weight[i] * flow_level[f]
+                if exact_sums:
+                    unweighted[link_of[i]] -= weight[i]
+        elif exact_sums:  # kept: compacted in place, its weights still in the sums
+            run_flow[r_kept] = f
+            run_ptr[r_kept] = i_kept
+            for i in range(start, end):
+                link_of[i_kept] = link_of[i]
+                weight[i_kept] = weight[i]
+                i_kept += 1
+            r_kept += 1
         else:  # kept: compacted in place, its weights summed for the next iteration
             run_flow[r_kept] = f
             run_ptr[r_kept] = i_kept
@@ -116,11 +128,13 @@ def _freeze_runs(n_runs, run_flow, run_ptr, link_of, weight, final, flow_level, 
 
 
 @njit(cache=True)
-def _fill(run_flow, run_ptr, link_of, weight, active, capacity, cap, rate, bottleneck, rtol):
+def _fill(run_flow, run_ptr, link_of, weight, active, capacity, cap, rate, bottleneck, rtol, exact_sums):
     """Progressive filling of the ``active`` flows (sorted ids, each with its run of triplets
     ``run_ptr[r]:run_ptr[r + 1]`` for ``run_flow[r]``, runs in flow order; flows with no triplets have
     no run). Overwrites the arrays it is given (they are the caller's copies). Returns the iterations,
-    or -iterations if an iteration froze nothing (a flow without links or cap: never with checked input)."""
+    or -iterations if an iteration froze nothing (a flow without links or cap: never with checked input).
+    ``exact_sums``: every sum of weights is exact (:func:`_exact_weight_sums`), so each link's unfrozen
+    weight is kept by subtracting the frozen flows' weights, not summed again over every unfrozen triplet."""
     n_links = capacity.shape[0]
     n_flows = cap.shape[0]
     unweighted = np.zeros(n_links)
@@ -138,7 +152,7 @@ def _fill(run_flow, run_ptr, link_of, weight, active, capacity, cap, rate, bottl
     iterations = 0
     while n_active > 0:
         iterations += 1
-        _link_levels(capacity, frozen_load, added, unweighted, link_level, below)
+        _link_levels(capacity, frozen_load, added, unweighted, link_level, below, exact_sums)
         for k in range(n_active):  # flows without triplets keep an infinite link level
             flow_link_level[active[k]] = np.inf
             flow_level[active[k]] = cap[active[k]]
@@ -156,7 +170,7 @@ def _fill(run_flow, run_ptr, link_of, weight, active, capacity, cap, rate, bottl
                 bottleneck[f] = _CAP_LIMITED
                 n_newly += 1
         n_runs, n_link_frozen = _freeze_runs(n_runs, run_flow, run_ptr, link_of, weight, final, flow_level, newly,
-                                             bottleneck, added, unweighted)
+                                             bottleneck, added, unweighted, exact_sums)
         if n_newly + n_link_frozen == 0:
             return -iterations
         k_kept = 0
@@ -216,6 +230,48 @@ def _kept_runs(indptr, link_of, weight, unfrozen, twin):
                     weight_kept[k] = weight[i]
                     k += 1
     run_ptr[n_runs] = n_kept
+    return run_flow, run_ptr, link_kept, weight_kept, used
+
+
+@njit(cache=True)
+def _copy_kept(indptr, link_of, weight, has_run, local, n_kept, n_runs):
+    """:func:`_kept_runs`' copy pass alone, its counts known (:func:`_kept_layout`): the triplets of the flows
+    with a run on the links numbered in ``local`` (-1: shadowed), one pass."""
+    run_flow = np.empty(n_runs, np.intp)
+    run_ptr = np.empty(n_runs + 1, np.intp)
+    link_kept = np.empty(n_kept, np.int32)
+    weight_kept = np.empty(n_kept, np.float64)
+    k = 0
+    r = 0
+    for f in range(len(indptr) - 1):
+        if has_run[f]:
+            run_flow[r] = f
+            run_ptr[r] = k
+            r += 1
+            for i in range(indptr[f], indptr[f + 1]):
+                kept = local[link_of[i]]
+                if kept >= 0:
+                    link_kept[k] = kept
+                    weight_kept[k] = weight[i]
+                    k += 1
+    run_ptr[n_runs] = n_kept
+    return run_flow, run_ptr, link_kept, weight_kept
+
+
+def _kept_layout(indptr: np.ndarray, link_of: np.ndarray, weight: np.ndarray, unfrozen: np.ndarray, twin: np.ndarray,
+                 count: np.ndarray | None) -> tuple[np.ndarray, ...]:
+    """:func:`_kept_runs`' result. With each link's count of unfrozen triplets (:func:`_twin_keys`') the links
+    used and the triplets kept are counted per link, so one pass over the triplets copies them (a 131,072-GPU
+    all_reduce has 84 M)."""
+    if count is None:
+        return _kept_runs(indptr, link_of, weight, unfrozen, twin)
+    used = np.flatnonzero((count > 0) & (twin < 0))  # in link order, as _kept_runs numbers them
+    local = np.full(len(twin), -1, np.int32)
+    local[used] = np.arange(len(used), dtype=np.int32)
+    has_run = unfrozen & (indptr[1:] > indptr[:-1])
+    n_kept = int(count[used].sum(dtype=np.int64))
+    run_flow, run_ptr, link_kept, weight_kept = _copy_kept(indptr, link_of, weight, has_run, local, n_kept,
+                                                           int(has_run.sum()))
     return run_flow, run_ptr, link_kept, weight_kept, used
 
 
@@ -279,12 +335,18 @@ def _shadowed_links(indptr, link_of, weight, unfrozen, capacity):
     not, and never the lower id of two final links. Dropping B's triplets changes no decision and no bit
     (two fifths of a 16,384-GPU all_reduce's). Twins are found by a key per link and checked triplet by
     triplet, before the filling copies the triplets (it copies none of theirs)."""
+    return _twins_and_counts(indptr, link_of, weight, unfrozen, capacity)[0]
+
+
+def _twins_and_counts(indptr, link_of, weight, unfrozen, capacity) -> tuple[np.ndarray, np.ndarray | None]:
+    """:func:`_shadowed_links`, and each link's count of unfrozen triplets (None where the rows' links are
+    not sorted: no twins, and the counts were not finished)."""
     n_links = capacity.shape[0]
     sorted_rows, key, count = _twin_keys(indptr, link_of, unfrozen, n_links)
     if not sorted_rows:
-        return np.full(n_links, -1, np.int32)
+        return np.full(n_links, -1, np.int32), None
     # sorted by numpy, not in compiled code: a compiled sort costs seconds of cold compilation
-    return _checked_twins(indptr, link_of, weight, unfrozen, capacity, np.argsort(key), key, count)
+    return _checked_twins(indptr, link_of, weight, unfrozen, capacity, np.argsort(key), key, count), count
 
 
 @njit(cache=True)
@@ -315,6 +377,21 @@ def _checked_twins(indptr, link_of, weight, unfrozen, capacity, order, key, coun
     return twin
 
 
+# Weights that are whole multiples of 2^-_EXACT_FRACTION_BITS sum exactly in float64 while the total stays
+# below 2^53 of those units (every partial sum is then an integer number of units, held exactly)
+_EXACT_FRACTION_BITS = 20
+
+
+def _exact_weight_sums(weight: np.ndarray) -> bool:
+    """Whether every sum and difference of these weights is exact in float64: then a link's sum of its
+    unfrozen flows' weights is the same bits in any order, kept by subtraction (ECMP's and static routes'
+    weights of one, a merged flow's multiplicity, spraying's 1/2^k splits). Not adaptive splits."""
+    if not len(weight):
+        return True
+    units = weight * float(2**_EXACT_FRACTION_BITS)
+    return bool(np.all(units == np.floor(units))) and float(units.sum()) < 2.0**53
+
+
 def progressive_fill(indptr: np.ndarray, link_of: np.ndarray, weight: np.ndarray, capacity_Bps: np.ndarray,
                      cap_Bps: np.ndarray, unfrozen: np.ndarray, rtol: float,
                      not_transmitting: int) -> tuple[np.ndarray, np.ndarray, int]:
@@ -328,13 +405,14 @@ def progressive_fill(indptr: np.ndarray, link_of: np.ndarray, weight: np.ndarray
     link_of = np.ascontiguousarray(link_of, dtype=np.int32)
     weight = np.ascontiguousarray(weight, dtype=np.float64)
     unfrozen = np.ascontiguousarray(unfrozen, dtype=np.bool_)
-    twin = _shadowed_links(indptr, link_of, weight, unfrozen, capacity_Bps)
-    run_flow, run_ptr, link_kept, weight_kept, used = _kept_runs(indptr, link_of, weight, unfrozen, twin)
+    twin, count = _twins_and_counts(indptr, link_of, weight, unfrozen, capacity_Bps)
+    run_flow, run_ptr, link_kept, weight_kept, used = _kept_layout(indptr, link_of, weight, unfrozen, twin, count)
     rate = np.zeros(n_flows)
     bottleneck = np.full(n_flows, not_transmitting, dtype=np.int64)
     active = np.flatnonzero(unfrozen).astype(np.intp)
     iterations = _fill(run_flow, run_ptr, link_kept, weight_kept, active, capacity_Bps[used],
-                       np.ascontiguousarray(cap_Bps, dtype=np.float64), rate, bottleneck, float(rtol))
+                       np.ascontiguousarray(cap_Bps, dtype=np.float64), rate, bottleneck, float(rtol),
+                       _exact_weight_sums(weight_kept))
     linked = bottleneck >= 0  # numbered among the used links: back to link ids
     bottleneck[linked] = used[bottleneck[linked]]
     return rate, bottleneck, int(iterations)
