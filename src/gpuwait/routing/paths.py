@@ -235,8 +235,7 @@ def _local_segments(ctx: _Context, src: np.ndarray, dst: np.ndarray) -> list[tup
     a_local, b_local = ctx.local_index[src], ctx.local_index[dst]
     servers = topo.node_server[src]
     pair_key = a_local * ctx.blocks.shape[1] + b_local
-    for key in np.unique(pair_key):
-        rows = np.flatnonzero(pair_key == key)
+    for key, rows in _rows_by_key(pair_key):
         a, b = divmod(int(key), ctx.blocks.shape[1])
         path = ctx.local_paths.get((a, b))
         if path is None:
@@ -246,6 +245,21 @@ def _local_segments(ctx: _Context, src: np.ndarray, dst: np.ndarray) -> list[tup
             rows_out.append(rows)
             links_out.append(_hop_links(ctx, path[h], path[h + 1])[server_of_row])
     return list(zip(rows_out, links_out))
+
+
+def _rows_by_key(key: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
+    """Each distinct key (in increasing order) and its rows (in increasing order), from one stable sort:
+    a server's local pairs are a few hundred keys at most, so the sort runs on 16-bit keys, which numpy
+    sorts by radix in linear time, instead of one pass over every row per key."""
+    if not len(key):
+        return
+    small = key.min() >= 0 and key.max() < 1 << 16
+    order = np.argsort(key.astype(np.uint16) if small else key, kind="stable")
+    sorted_key = key[order]
+    starts = np.flatnonzero(np.r_[True, sorted_key[1:] != sorted_key[:-1]])
+    ends = np.r_[starts[1:], len(key)]
+    for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
+        yield int(sorted_key[start]), order[start:end]
 
 
 def _hop_links(ctx: _Context, a: int, b: int) -> np.ndarray:
@@ -397,8 +411,14 @@ class _Distances:
         return np.concatenate(owners_out), np.concatenate(links_out)
 
     def _to_switch(self, slot: np.ndarray, switch: np.ndarray) -> np.ndarray:
-        d = self.matrix[self.target_rows[slot], switch[:, None]] if len(slot) else np.zeros((0, 1))
-        return d.min(axis=1).astype(float) + 1.0
+        rows = self.target_rows[slot]
+        if rows.shape[1] == 1:  # a target under one leaf: one gather of its row, flat, no 2-D fancy index
+            d = self.matrix.ravel()[rows[:, 0] * self.matrix.shape[1] + switch]
+        else:
+            d = self.matrix[rows, switch[:, None]].min(axis=1) if len(slot) else np.zeros(0, np.float32)
+        out = d.astype(float)
+        out += 1.0
+        return out
 
     def __call__(self, slot: np.ndarray, nodes: np.ndarray) -> np.ndarray:
         """Distance from ``nodes[i]`` to target ``slot[i]``."""
@@ -409,17 +429,27 @@ class _Distances:
         is_switch = sw >= 0
         out[is_switch] = self._to_switch(slot[is_switch], sw[is_switch])
         other = ~is_switch & ~at_target
+        if other.all():  # every row starts at an endpoint (a walk's first hop): no masked copies
+            return self._from_endpoints(slot, nodes)
         if other.any():
-            # an endpoint: one hop to the best of its own leaves
-            leaves = self.up_leaf[nodes[other]]
-            best = np.full(other.sum(), np.inf)
-            for k in range(leaves.shape[1]):
-                ok = leaves[:, k] >= 0
-                d = np.full(other.sum(), np.inf)
-                d[ok] = self._to_switch(slot[other][ok], leaves[ok, k])
-                best = np.minimum(best, d)
-            out[other] = best + 1.0
+            out[other] = self._from_endpoints(slot[other], nodes[other])
         return out
+
+    def _from_endpoints(self, slot: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+        """Distance from endpoints ``nodes[i]`` (none a target) to target ``slot[i]``: one hop to the best of
+        its own leaves."""
+        leaves = self.up_leaf[nodes]
+        best = np.full(len(nodes), np.inf)
+        for k in range(leaves.shape[1]):
+            ok = leaves[:, k] >= 0
+            if ok.all():  # every endpoint has a k-th leaf (one each on a rail-optimized fabric)
+                np.minimum(best, self._to_switch(slot, leaves[:, k]), out=best)
+                continue
+            d = np.full(len(nodes), np.inf)
+            d[ok] = self._to_switch(slot[ok], leaves[ok, k])
+            np.minimum(best, d, out=best)
+        best += 1.0
+        return best
 
 
 # ------------------------------------------------------------------------------------ the hop-by-hop walk
@@ -492,7 +522,7 @@ class _Keys:
 
     @classmethod
     def build(cls, topo: Topology, start: np.ndarray, target: np.ndarray) -> _Keys:
-        targets, slot = np.unique(target, return_inverse=True)
+        targets, slot = _present(target)  # np.unique's values and inverse, by a table over the node ids
         dist = _Distances(topo, targets)
         start_distance = dist(slot, start)
         unreachable = ~np.isfinite(start_distance)
@@ -632,9 +662,19 @@ def _same_branches(a: np.ndarray | None, b: np.ndarray | None) -> bool:
 
 def _walk_fabric(topo: Topology, spec: RoutingSpec, router: Router, start: np.ndarray, target: np.ndarray,
                  per_row: dict, stop=None, memo: dict | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_walk_hops`' (row, link, weight) triplets, every hop's joined."""
+    hops = _walk_hops(topo, spec, router, start, target, per_row, stop, memo)
+    if not hops:  # every row stopped where it started (``stop``)
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
+    rows, links, w = (np.concatenate(x) for x in zip(*hops, strict=True))
+    return rows, links, w
+
+
+def _walk_hops(topo: Topology, spec: RoutingSpec, router: Router, start: np.ndarray, target: np.ndarray,
+               per_row: dict, stop=None, memo: dict | None = None) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Walk rows from their source NIC/endpoint to the target endpoint, letting ``router`` choose
     at every hop. ``per_row`` holds the :class:`Hop` fields given per route row. Returns
-    (row, link, weight) triplets. ``stop``: None, or ``(keys, row, node) -> mask, stopped list``:
+    (row, link, weight) triplets, one per hop. ``stop``: None, or ``(keys, row, node) -> mask, stopped list``:
     states the mask marks leave the walk where they are, appended to the list as (row, node, fraction).
     ``memo``: None, or a dict a splitting router's rounds over the same rows (and ``stop``) keep: each
     hop's structure (:class:`_Step`) is the same every round but where the router drops a branch (a
@@ -668,19 +708,21 @@ def _walk_fabric(topo: Topology, spec: RoutingSpec, router: Router, start: np.nd
         row, node = step.row, step.node
         hop = Hop(topo, spec, row, node, frac, stride, **step.candidates, **per_row)
         chosen = router.choose(hop)
-        rows, weight = row[chosen.owner], chosen.weight
+        weight = chosen.weight
         nxt = topo.link_dst[chosen.links]
         if router.single_path:
-            # one path per row: nothing to merge (and nothing to drop but zero weights: no copies without any)
+            # one path per row: nothing to merge (and nothing to drop but zero weights: no copies without any).
+            # One next hop per state, in state order (Router.single_path): the states' rows, not a gather of them
+            rows = row
             keep = weight > 0
             kept_all = bool(keep.all())
             rows_out.append(rows if kept_all else rows[keep])
             links_out.append(chosen.links if kept_all else chosen.links[keep])
             w_out.append(weight if kept_all else weight[keep])
-            row, node, frac = rows, nxt.astype(np.int64), weight
+            row, node, frac = rows, nxt.astype(np.int64, copy=False), weight
             stride = stride if chosen.stride is None else chosen.stride
             continue
-        links = chosen.links
+        rows, links = row[chosen.owner], chosen.links
         keep = weight > 0
         kept_all = bool(keep.all())
         if not kept_all:  # spraying never drops a branch; adaptive routing only where a link is full
@@ -701,9 +743,7 @@ def _walk_fabric(topo: Topology, spec: RoutingSpec, router: Router, start: np.nd
         row, node = uniq // topo.n_nodes, uniq % topo.n_nodes
     else:
         raise RoutingError(f"routing did not converge in {_MAX_HOPS} hops (a loop in the fabric?)")
-    if not rows_out:  # every row stopped where it started (``stop``)
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
-    return np.concatenate(rows_out), np.concatenate(links_out), np.concatenate(w_out)
+    return list(zip(rows_out, links_out, w_out, strict=True))
 
 
 # ------------------------------------------------------------------------------------ public API
@@ -730,17 +770,21 @@ def _network_endpoint(topo: Topology, node: np.ndarray, peer: np.ndarray, qp: np
     out = node.copy()
     gpu = topo.node_kind[node] == NodeKind.GPU
     if gpu.any():
-        server = topo.node_server[node[gpu]]
-        local = node[gpu] - topo.gpu_node[server, 0]
-        to_storage_net = topo.node_network[peer[gpu]] == Network.STORAGE
+        if not gpu.all():  # every row a GPU (a collective's): no masked copies
+            node, peer, qp = node[gpu], peer[gpu], qp[gpu]
+        server = topo.node_server[node]
+        local = node - topo.gpu_node[server, 0]
+        to_storage_net = topo.node_network[peer] == Network.STORAGE
         if topo.nic_node.shape[1] == 0 and not to_storage_net.all():
-            raise RoutingError(f"{topo.node_name[node[gpu][0]]} has no compute NIC to reach another server")
+            raise RoutingError(f"{topo.node_name[node[0]]} has no compute NIC to reach another server")
         if topo.nic_node.shape[1]:
-            choices = topo.gpu_nics[local]
-            n_choices = (choices >= 0).sum(axis=1)
-            nic = topo.nic_node[server, choices[np.arange(len(local)), qp[gpu] % n_choices]]
+            n_choices = (topo.gpu_nics >= 0).sum(axis=1)  # per local GPU
+            if (n_choices == 1).all():  # one NIC per GPU, whatever the QP: one flat gather of nic_node[server, it]
+                nic = topo.nic_node.ravel()[server * topo.nic_node.shape[1] + topo.gpu_nics[:, 0][local]]
+            else:
+                nic = topo.nic_node[server, topo.gpu_nics[local, qp % n_choices[local]]]
             if len(topo.gpu_nic_override):
-                moved = topo.gpu_nic_override[node[gpu]]
+                moved = topo.gpu_nic_override[node]
                 nic = np.where(moved >= 0, moved, nic)
         else:
             nic = np.full(len(server), -1)
@@ -863,7 +907,7 @@ def port_capacity_Bps(topo: Topology) -> np.ndarray:
 def _route_network(topo: Topology, spec: RoutingSpec, router: Router, transport: str, s_ep: np.ndarray,
                    d_ep: np.ndarray, qp: np.ndarray, name_row, multiplicity: np.ndarray | None = None,
                    demand_Bps: np.ndarray | None = None) -> tuple:
-    """Route QP rows between network endpoints: ((row, link, weight) triplets, UDP/TCP source ports,
+    """Route QP rows between network endpoints: (a list of (row, link, weight) triplets, UDP/TCP source ports,
     and None or the shared middle parts of row classes: ((class, link, weight) triplets or a CSR matrix, class
     of each row, side parts)).
     ``multiplicity``/``demand_Bps`` per row: see :func:`route_flows`."""
@@ -880,7 +924,16 @@ def _route_network(topo: Topology, spec: RoutingSpec, router: Router, transport:
         classes = _leaf_pair_classes(topo, s_ep, d_ep, demand_Bps, weight)
         if classes is not None:
             own, shared = _route_classes(topo, spec, router, s_ep, d_ep, per_row, classes, name_row)
-            return own, sport, shared
+            return [own], sport, shared
+    if router.single_path and router.rounds == 1:
+        # one walk of every row at once (_walk_chunks' one chunk), no load to weigh: its hops are the pieces,
+        # not joined here (_assemble joins every piece once)
+        try:
+            return _walk_hops(topo, spec, router, s_ep, d_ep, per_row), sport, None
+        except RoutingError as err:
+            if not hasattr(err, "row"):
+                raise
+            raise name_row(err.row, err) from None
     memo: dict = {}  # the walk's structure, kept between the rounds
     for _ in range(router.rounds):
         rows, links, w = _walk_all(topo, spec, router, s_ep, d_ep, per_row, name_row, memo)
@@ -888,7 +941,7 @@ def _route_network(topo: Topology, spec: RoutingSpec, router: Router, transport:
         # damped (Jacobi) rounds: every flow reacts to the others' last split, halfway, so they settle
         background = per_row["background_Bps"]
         per_row["background_Bps"] = load if background is None else 0.5 * (background + load)
-    return (rows, links, w), sport, None
+    return [(rows, links, w)], sport, None
 
 
 # Route splitting routers one row per leaf-pair class (False: every row, the reference the tests compare with).
@@ -1171,8 +1224,11 @@ def route_flows(topo: Topology, spec: RoutingSpec, src, dst, *, transport: str =
 
     def add_segments(rows_sel: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
         need = a != b
-        for rows, links in _local_segments(ctx, a[need], b[need]):
-            pieces.append((rows_sel[need][rows], links, np.ones(len(rows))))
+        if not need.all():  # masked once, not per hop: each copy is a pass over (up to) every row
+            rows_sel, a, b = rows_sel[need], a[need], b[need]
+        for rows, links in _local_segments(ctx, a, b):
+            # weights of one: a read-only view of one value, which _assemble's concatenation copies once
+            pieces.append((rows_sel[rows], links, np.broadcast_to(1.0, len(rows))))
 
     if local.any():
         rows_l = np.flatnonzero(local)
@@ -1206,7 +1262,7 @@ def route_flows(topo: Topology, spec: RoutingSpec, src, dst, *, transport: str =
         demand = None if demand_Bps is None else np.asarray(demand_Bps, float)[flow_index[remote]]
         walked, sport[remote], shared = _route_network(topo, spec, router, transport, s_ep, d_ep, qp[remote], name_row,
                                                        weight, demand)
-        pieces.append((remote[walked[0]], walked[1], walked[2]))
+        pieces.extend(_on_route_rows(remote, walked))
         del walked  # held by the pieces alone, which _assemble frees once it has joined them
         if shared is not None:
             middle, of_row, sides = shared
@@ -1216,6 +1272,19 @@ def route_flows(topo: Topology, spec: RoutingSpec, src, dst, *, transport: str =
                              tuple((_on_rows(R, remote, side_of), weights) for side_of, weights, _ in sides),
                              tuple(i for i, (_, _, follows_class) in enumerate(sides) if follows_class))
     return _assemble(topo, flow_index, qp, pieces, sport)
+
+
+def _on_route_rows(remote: np.ndarray, walked: list) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """The walk's (row, link, weight) pieces with their rows numbered among every route row (``remote[row]``);
+    hops of the same states share one rows array (a single-path walk's), mapped once."""
+    on_rows: dict[int, np.ndarray] = {}
+    pieces = []
+    for rows, links, w in walked:
+        mapped = on_rows.get(id(rows))
+        if mapped is None:
+            mapped = on_rows[id(rows)] = remote[rows]
+        pieces.append((mapped, links, w))
+    return pieces
 
 
 def _on_rows(n_rows: int, rows: np.ndarray, class_of: np.ndarray) -> np.ndarray:
