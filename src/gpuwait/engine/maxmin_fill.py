@@ -286,8 +286,10 @@ def _twin_keys(indptr, link_of, unfrozen, n_links):
     """Each link's twin key (a sum of its unfrozen flows' mixed ids, and their count): links crossed by
     the same flows share both. Returns whether every row's links are sorted (the check of
     :func:`_shadowed_links` searches them; without, no link is shadowed), the keys and the counts."""
-    key = np.zeros(n_links, np.uint64)
-    count = np.zeros(n_links, np.int32)
+    # a link's key and count side by side: one cache line per triplet's update, not two (the links are
+    # visited at random: 2.4 M of them at 131,072 GPUs)
+    key_count = np.zeros((n_links, 2), np.uint64)
+    sorted_rows = True
     for f in range(len(indptr) - 1):
         if not unfrozen[f]:
             continue
@@ -295,10 +297,13 @@ def _twin_keys(indptr, link_of, unfrozen, n_links):
         mixed ^= mixed >> np.uint64(29)
         for i in range(indptr[f], indptr[f + 1]):
             if i > indptr[f] and link_of[i] <= link_of[i - 1]:
-                return False, key, count
-            key[link_of[i]] += mixed
-            count[link_of[i]] += 1
-    return True, key, count
+                sorted_rows = False
+                break
+            key_count[link_of[i], 0] += mixed
+            key_count[link_of[i], 1] += np.uint64(1)
+        if not sorted_rows:
+            break
+    return sorted_rows, key_count[:, 0].copy(), key_count[:, 1].astype(np.int32)
 
 
 @njit(cache=True)
@@ -382,14 +387,20 @@ def _checked_twins(indptr, link_of, weight, unfrozen, capacity, order, key, coun
 _EXACT_FRACTION_BITS = 20
 
 
-def _exact_weight_sums(weight: np.ndarray) -> bool:
+@njit(cache=True)
+def _exact_weight_sums(weight):
     """Whether every sum and difference of these weights is exact in float64: then a link's sum of its
     unfrozen flows' weights is the same bits in any order, kept by subtraction (ECMP's and static routes'
-    weights of one, a merged flow's multiplicity, spraying's 1/2^k splits). Not adaptive splits."""
-    if not len(weight):
-        return True
-    units = weight * float(2**_EXACT_FRACTION_BITS)
-    return bool(np.all(units == np.floor(units))) and float(units.sum()) < 2.0**53
+    weights of one, a merged flow's multiplicity, spraying's 1/2^k splits). Not adaptive splits. One
+    pass, no temporaries (50 M weights at 131,072 GPUs)."""
+    scale = float(2**_EXACT_FRACTION_BITS)
+    total = 0.0
+    for w in weight:
+        units = w * scale  # exact: a power of two
+        if units != np.floor(units):
+            return False
+        total += units
+    return total < 2.0**53
 
 
 def progressive_fill(indptr: np.ndarray, link_of: np.ndarray, weight: np.ndarray, capacity_Bps: np.ndarray,

@@ -374,6 +374,8 @@ class _Distances:
         its neighbour, so every target under the class gets the same next hops from it.
         """
         rows = self.class_rows[slot]
+        if rows.shape[1] == 1:  # targets under one leaf each: one flat gather, no 2-D fancy index
+            return self.matrix.ravel()[rows[:, 0] * self.matrix.shape[1] + switch] == 1.0
         return (self.matrix[rows, switch[:, None]] == 1.0).any(axis=1) if len(slot) else np.zeros(0, bool)
 
     def next_hops(self, rows: np.ndarray, nodes: np.ndarray, distance: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -467,13 +469,15 @@ def _unique_pairs(a: np.ndarray, b: np.ndarray, n_b: int) -> tuple[np.ndarray, n
     """
     if len(a) == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    a_ids, a_of = _present(a)
-    b_ids, b_of = _present(b)
+    a_table, a_ids = _present_table(a)
+    b_table, b_ids = _present_table(b)
     n_cells = len(a_ids) * len(b_ids)
     if n_cells > max(_DENSE_CELLS_PER_PAIR * len(a), _DENSE_CELLS_MIN):
         uniq, inv = np.unique(a.astype(np.int64) * n_b + b, return_inverse=True)
         return uniq, inv.ravel()
-    cell = a_of * len(b_ids) + b_of
+    cell = _index_in(a_table, a_ids, a)  # a new array: the cell numbers are made in it
+    cell *= len(b_ids)
+    cell += _index_in(b_table, b_ids, b)
     mark = np.zeros(n_cells, bool)
     mark[cell] = True
     used = np.flatnonzero(mark)
@@ -483,11 +487,22 @@ def _unique_pairs(a: np.ndarray, b: np.ndarray, n_b: int) -> tuple[np.ndarray, n
 
 def _present(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The distinct values, sorted, and each element's index among them (by a table over 0..max)."""
+    table, ids = _present_table(values)
+    return ids, _index_in(table, ids, values)
+
+
+def _present_table(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A table over 0..max marking the values present, and the distinct values, sorted (:func:`_present`'s
+    first half: a caller that may not need each element's index does not gather it)."""
     table = np.zeros(int(values.max()) + 1, np.int64)
     table[values] = 1
-    ids = np.flatnonzero(table)
+    return table, np.flatnonzero(table).astype(np.int64)
+
+
+def _index_in(table: np.ndarray, ids: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Each element's index among the distinct values ``ids`` (:func:`_present`'s second half; fills ``table``)."""
     table[ids] = np.arange(len(ids))
-    return ids.astype(np.int64), table[values]
+    return table[values]
 
 
 def _groups(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -541,13 +556,18 @@ class _Keys:
         return cls(dist, targets, slot, group_of_slot, class_of_slot, key_slot, key_rows, len(group_slot),
                    start_distance)
 
+    @cached_property
+    def _class_key_of_slot(self) -> np.ndarray:
+        """Each target's leaf-class key (per target: one gather per hop, not an addition over every state)."""
+        return self.n_groups + len(self.targets) + self.class_of_slot
+
     def of(self, topo: Topology, slot: np.ndarray, node: np.ndarray) -> np.ndarray:
         """Key of each (target slot, node) away from the target's leaf."""
         n_groups, n_targets = self.n_groups, len(self.targets)
         is_switch = topo.switch_nodes[node]
         if is_switch.all():  # every hop but the first: no endpoint keys, no copies
-            by_class = ~self.dist.adjacent_to_class(slot, self.dist.switch_index[node])
-            return np.where(by_class, n_groups + n_targets + self.class_of_slot[slot], self.group_of_slot[slot])
+            by_class = self.dist.adjacent_to_class(slot, self.dist.switch_index[node])
+            return np.where(by_class, self.group_of_slot[slot], self._class_key_of_slot[slot])
         key = n_groups + slot
         at_switch = np.flatnonzero(is_switch)
         by_class = ~self.dist.adjacent_to_class(slot[at_switch], self.dist.switch_index[node[at_switch]])
@@ -568,7 +588,8 @@ def _candidates(topo: Topology, keys: _Keys, target: np.ndarray, row: np.ndarray
     """
     # every hop goes one nearer (the candidates are the next hops on shortest paths), so a state's
     # distance is its row's start distance less the hops done: no distance lookup per state
-    d_state = keys.start_distance[row] - hops_done
+    d_state = keys.start_distance[row]  # a gather: a new array, changed in place
+    d_state -= hops_done
     is_last = d_state == 1
     last = np.flatnonzero(is_last)
     n_keys = len(keys.key_slot)
