@@ -18,3 +18,25 @@ def running_count(ids, n_ids):
         rank[i] = seen[ids[i]]
         seen[ids[i]] += 1
     return rank
+
+
+@njit(cache=True)
+def place_entries(cursor, rows, links, weights, indices, data):
+    """Entries ``(rows[i], links[i], weights[i])`` into a CSR matrix's ``indices``/``data`` at each row's
+    ``cursor`` (advanced): scipy's COO-to-CSR placement (``coo_tocsr``), entry by entry in input order,
+    without first joining every piece into one COO array."""
+    for i in range(len(rows)):
+        k = cursor[rows[i]]
+        indices[k] = links[i]
+        data[k] = weights[i]
+        cursor[rows[i]] = k + 1
+
+
+@njit(cache=True)
+def place_entries_of(cursor, rows, links, weight, indices, data):
+    """:func:`place_entries` of entries that all weigh ``weight``."""
+    for i in range(len(rows)):
+        k = cursor[rows[i]]
+        indices[k] = links[i]
+        data[k] = weight
+        cursor[rows[i]] = k + 1

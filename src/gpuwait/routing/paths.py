@@ -1315,21 +1315,59 @@ def _on_rows(n_rows: int, rows: np.ndarray, class_of: np.ndarray) -> np.ndarray:
     return out
 
 
+# From this many (row, link, weight) entries _assemble places the pieces into the matrix one by one (compiled)
+_PLACED_MIN_ENTRIES = 1 << 20
+
+
+def _placed_matrix(pieces: list, n_entries: int, shape: tuple[int, int]) -> sp.csr_matrix:
+    """The CSR matrix of the pieces' entries, duplicates and unsorted rows kept: scipy's COO-to-CSR result
+    (entries placed in input order, piece after piece), without joining the pieces into COO arrays first
+    (1.3 GB of them at 131,072 GPUs). Frees the pieces (the caller's list) as it places them."""
+    from gpuwait.routing.kernels import place_entries, place_entries_of  # numba, loaded on first use
+
+    index = np.int32 if max(n_entries, *shape) < 2**31 else np.int64  # scipy's index type for the result
+    count = np.zeros(shape[0], np.int64)
+    counted: dict[int, np.ndarray] = {}  # hops of the same states share their rows array: counted once
+    for rows, _, _ in pieces:
+        if id(rows) not in counted:
+            counted[id(rows)] = np.bincount(rows, minlength=shape[0])
+        count += counted[id(rows)]
+    del counted
+    indptr = np.zeros(shape[0] + 1, index)
+    np.cumsum(count, out=indptr[1:])
+    del count
+    cursor = indptr[:-1].astype(np.int64)
+    indices, data = np.empty(n_entries, index), np.empty(n_entries)
+    pieces.reverse()  # popped from the end: placed in the pieces' order
+    while pieces:
+        rows, links, weights = pieces.pop()
+        rows, links = np.asarray(rows, np.int64), np.asarray(links, np.int64)
+        if weights.ndim == 1 and len(weights) and weights.strides[0] == 0:  # one weight (a broadcast view)
+            place_entries_of(cursor, rows, links, float(weights[0]), indices, data)
+        else:
+            place_entries(cursor, rows, links, np.ascontiguousarray(weights, np.float64), indices, data)
+    return sp.csr_matrix((data, indices, indptr), shape=shape)
+
+
 def _assemble(topo: Topology, flow_index: np.ndarray, qp: np.ndarray, pieces: list, sport: np.ndarray,
               shared: tuple | None = None, sides: tuple = (), class_sides: tuple[int, ...] = ()) -> Routes:
     """Routes from (row, link, weight) pieces, ``shared``: None or (class of each row, and the
     classes' middle parts as (class, link, weight) triplets or a (classes, links) CSR matrix), and
     ``sides``: more shared parts ((class of each row, (classes, links) weights) each,
     :attr:`Routes.side_classes`), of which ``class_sides`` follow the row's class (:attr:`Routes.class_sides`)."""
-    # joined straight into the matrix's index type (scipy's for this shape: 4 bytes below 2^31 rows and
-    # links), so scipy keeps them and the pieces (the caller's list) are freed before the matrix is built
-    index = np.int32 if max(len(flow_index), topo.n_links) < 2**31 else np.int64
-    rows, links, weights = ((np.concatenate(x, dtype=dtype) for x, dtype in zip(zip(*pieces, strict=True),
-                                                                               (index, index, np.float64)))
-                            if pieces else (np.zeros(0, index), np.zeros(0, index), np.zeros(0)))
-    pieces.clear()
-    matrix = sp.csr_matrix((weights, (rows, links)), shape=(len(flow_index), topo.n_links))
-    del rows, links, weights
+    n_entries = sum(len(rows) for rows, _, _ in pieces)
+    if n_entries >= _PLACED_MIN_ENTRIES:
+        matrix = _placed_matrix(pieces, n_entries, (len(flow_index), topo.n_links))
+    else:
+        # joined straight into the matrix's index type (scipy's for this shape: 4 bytes below 2^31 rows and
+        # links), so scipy keeps them and the pieces (the caller's list) are freed before the matrix is built
+        index = np.int32 if max(len(flow_index), topo.n_links) < 2**31 else np.int64
+        rows, links, weights = ((np.concatenate(x, dtype=dtype) for x, dtype in zip(zip(*pieces, strict=True),
+                                                                                   (index, index, np.float64)))
+                                if pieces else (np.zeros(0, index), np.zeros(0, index), np.zeros(0)))
+        pieces.clear()
+        matrix = sp.csr_matrix((weights, (rows, links)), shape=(len(flow_index), topo.n_links))
+        del rows, links, weights
     matrix.sum_duplicates()
     matrix.sort_indices()
     latency = np.asarray(matrix @ topo.link_latency_s).ravel()
