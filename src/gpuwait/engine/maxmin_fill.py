@@ -78,11 +78,10 @@ def _final_links(link_level, below, final):
 
 @njit(cache=True)
 def _freeze_runs(n_runs, run_flow, run_ptr, link_of, weight, final, flow_level, newly, bottleneck, added,
-                 unweighted, exact_sums):
+                 unweighted):
     """Freeze every run's flow not yet frozen at its cap that crosses a final link (the lowest one is its
     bottleneck), add the frozen flows' load to ``added``; compact the others' runs in place, summing their
-    weights into ``unweighted`` (``exact_sums``: subtracting the frozen flows' weights from it instead).
-    Returns the runs kept and the flows frozen here."""
+    weights into ``unweighted``. Returns the runs kept and the flows frozen here."""
     n_links = final.shape[0]
     n_newly = 0
     r_kept = 0
@@ -103,16 +102,6 @@ def _freeze_runs(n_runs, run_flow, run_ptr, link_of, weight, final, flow_level, 
         if newly[f]:
             for i in range(start, end):
                 added[link_of[i]] += weight[i] * flow_level[f]
-                if exact_sums:
-                    unweighted[link_of[i]] -= weight[i]
-        elif exact_sums:  # kept: compacted in place, its weights still in the sums
-            run_flow[r_kept] = f
-            run_ptr[r_kept] = i_kept
-            for i in range(start, end):
-                link_of[i_kept] = link_of[i]
-                weight[i_kept] = weight[i]
-                i_kept += 1
-            r_kept += 1
         else:  # kept: compacted in place, its weights summed for the next iteration
             run_flow[r_kept] = f
             run_ptr[r_kept] = i_kept
@@ -128,15 +117,12 @@ def _freeze_runs(n_runs, run_flow, run_ptr, link_of, weight, final, flow_level, 
 
 
 @njit(cache=True)
-def _fill(run_flow, run_ptr, link_of, weight, active, capacity, cap, rate, bottleneck, rtol, exact_sums):
+def _fill(run_flow, run_ptr, link_of, weight, active, capacity, cap, rate, bottleneck, rtol):
     """Progressive filling of the ``active`` flows (sorted ids, each with its run of triplets
     ``run_ptr[r]:run_ptr[r + 1]`` for ``run_flow[r]``, runs in flow order; flows with no triplets have
     no run). Overwrites the arrays it is given (they are the caller's copies). Returns the iterations,
     or -iterations if an iteration froze nothing (a flow without links or cap: never with checked input).
-    ``exact_sums``: every sum of weights is exact (:func:`_exact_weight_sums`), so each link's unfrozen
-    weight is kept by subtracting the frozen flows' weights, not summed again over every unfrozen triplet."""
-    if exact_sums:
-        return _fill_exact(run_flow, run_ptr, link_of, weight, active, capacity, cap, rate, bottleneck, rtol)
+    :func:`_fill_exact` is its faster twin where every sum of weights is exact."""
     n_links = capacity.shape[0]
     n_flows = cap.shape[0]
     unweighted = np.zeros(n_links)
@@ -154,7 +140,7 @@ def _fill(run_flow, run_ptr, link_of, weight, active, capacity, cap, rate, bottl
     iterations = 0
     while n_active > 0:
         iterations += 1
-        _link_levels(capacity, frozen_load, added, unweighted, link_level, below, exact_sums)
+        _link_levels(capacity, frozen_load, added, unweighted, link_level, below, False)
         for k in range(n_active):  # flows without triplets keep an infinite link level
             flow_link_level[active[k]] = np.inf
             flow_level[active[k]] = cap[active[k]]
@@ -172,7 +158,7 @@ def _fill(run_flow, run_ptr, link_of, weight, active, capacity, cap, rate, bottl
                 bottleneck[f] = _CAP_LIMITED
                 n_newly += 1
         n_runs, n_link_frozen = _freeze_runs(n_runs, run_flow, run_ptr, link_of, weight, final, flow_level, newly,
-                                             bottleneck, added, unweighted, exact_sums)
+                                             bottleneck, added, unweighted)
         if n_newly + n_link_frozen == 0:
             return -iterations
         k_kept = 0
@@ -567,9 +553,10 @@ def progressive_fill(indptr: np.ndarray, link_of: np.ndarray, weight: np.ndarray
     rate = np.zeros(n_flows)
     bottleneck = np.full(n_flows, not_transmitting, dtype=np.int64)
     active = np.flatnonzero(unfrozen).astype(np.intp)
-    iterations = _fill(run_flow, run_ptr, link_kept, weight_kept, active, capacity_Bps[used],
-                       np.ascontiguousarray(cap_Bps, dtype=np.float64), rate, bottleneck, float(rtol),
-                       _exact_weight_sums(weight_kept))
+    # exact sums (ECMP's, static routes', spraying's weights): the faster kernel, the same bits
+    fill = _fill_exact if _exact_weight_sums(weight_kept) else _fill
+    iterations = fill(run_flow, run_ptr, link_kept, weight_kept, active, capacity_Bps[used],
+                      np.ascontiguousarray(cap_Bps, dtype=np.float64), rate, bottleneck, float(rtol))
     linked = bottleneck >= 0  # numbered among the used links: back to link ids
     bottleneck[linked] = used[bottleneck[linked]]
     return rate, bottleneck, int(iterations)
