@@ -15,17 +15,22 @@ server-local flows), route (ECMP paths), solve (max-min rates) — and the total
 this process's CPU time (user + system: on shared cores the wall time also counts other processes'
 turns, the CPU time does not); peak RSS after the build and at the end; the predicted time and busbw.
 The run's own load average (1 minute) is printed with them. Route and solve CPU are those of phases
-routed flow by flow (a grouped all-to-all's are counted in compile).
+routed flow by flow (a grouped all-to-all's are counted in compile). The digest (BLAKE2b, computed after
+the timings) covers every simulated phase's routes (rows, their own and shared link weights) and rates: a
+change meant to be faster only must leave it, the time and the busbw unchanged.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import resource
 import sys
 import time
+
+import numpy as np
 
 from gpuwait.collectives.communicator import Communicator
 from gpuwait.collectives.ncclenv import parse_env
@@ -42,6 +47,25 @@ PRESET_RADIX = 64  # QM9700
 def peak_rss_GiB() -> float:
     # ru_maxrss is in KiB on Linux
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+
+def run_digest(run) -> str:
+    """BLAKE2b of the phases' routes and rates, bit for bit (16 hex digits); "-" when nothing was simulated."""
+    if run is None:
+        return "-"
+    digest = hashlib.blake2b(digest_size=8)
+    for phase in run.phases:
+        routes = phase.routes
+        parts = [routes.flow_index, routes.qp_index, routes.path_latency_s, routes.udp_sport, phase.rate_Bps,
+                 np.float64(phase.step_time_s), routes.own_weights.indptr, routes.own_weights.indices,
+                 routes.own_weights.data]
+        for row_class, weights in ((routes.row_class, routes.class_weights), *routes.side_classes):
+            if weights is not None:
+                parts += [row_class.toarray() if hasattr(row_class, "toarray") else row_class,
+                          weights.indptr, weights.indices, weights.data]
+        for part in parts:
+            digest.update(np.ascontiguousarray(part).tobytes())
+    return digest.hexdigest()
 
 
 def fat_tree_ports(radix: int) -> int:
@@ -94,6 +118,7 @@ def main() -> None:
     est = predictor.estimate("all_reduce", args.size)
     predict_s, predict_cpu_s = time.perf_counter() - t1, time.process_time() - c1
     route_s = solve_s = route_cpu_s = solve_cpu_s = 0.0
+    run = None
     if est.fabric_time_s is not None:
         # already simulated by estimate(): the cached run, for its stage timings
         _, run = predictor.fabric_run(est.collective, FLOW_ALGORITHMS[est.algorithm], est.protocol, est.n_channels)
@@ -113,7 +138,7 @@ def main() -> None:
         "load_average_1min": os.getloadavg()[0],
         "peak_rss_GiB": {"after_build": build_rss_GiB, "total": peak_rss_GiB()},
         "size_bytes": args.size, "algorithm": est.algorithm, "protocol": est.protocol, "n_channels": est.n_channels,
-        "time_s": est.time_s, "busbw_GBps": busbw_GBps, "limited_by": est.limited_by,
+        "time_s": est.time_s, "busbw_GBps": busbw_GBps, "limited_by": est.limited_by, "digest": run_digest(run),
     }
     if args.json:
         json.dump(figures, sys.stdout, indent=2)
@@ -128,7 +153,8 @@ def main() -> None:
     print("cpu:  " + ", ".join(f"{stage} {seconds:.2f} s" for stage, seconds in cpu.items())
           + f"; load average {figures['load_average_1min']:.1f}")
     print(f"all_reduce {args.size} B: {est.algorithm}/{est.protocol}, {est.n_channels} channels, "
-          f"{est.time_s * 1e3:.3f} ms, busbw {busbw_GBps:.1f} GB/s, limited by {est.limited_by}")
+          f"{est.time_s * 1e3:.3f} ms, busbw {busbw_GBps:.1f} GB/s, limited by {est.limited_by}; "
+          f"digest {figures['digest']}")
 
 
 if __name__ == "__main__":

@@ -203,16 +203,29 @@ def _shared_part(row_class: np.ndarray | sp.csr_matrix, row_multiplicity: np.nda
     return SharedWeights(row_class, row_multiplicity, class_weights)
 
 
+def _scaled_rows(weights: sp.csr_matrix, row_scale: np.ndarray) -> sp.csr_matrix:
+    """``diag(row_scale) @ weights``, bit for bit: x 1.0 changes no bit, so only the rows scaled by another
+    factor (a server's merged flows) are multiplied, in a copy of the data that shares the (canonical)
+    matrix's indices (84 M entries at 131,072 GPUs: no copy of them, no per-entry scale array)."""
+    scaled = np.flatnonzero(row_scale != 1.0)
+    if not len(scaled):
+        return weights
+    lengths = weights.indptr[scaled + 1] - weights.indptr[scaled]
+    positions = np.repeat(weights.indptr[scaled] - np.cumsum(lengths) + lengths, lengths) + np.arange(lengths.sum())
+    data = weights.data.copy()
+    data[positions] *= np.repeat(row_scale[scaled], lengths)
+    out = sp.csr_matrix((data, weights.indices, weights.indptr), shape=weights.shape, copy=False)
+    out.has_canonical_format = weights.has_canonical_format  # the same indices: sorted, no duplicates, or not
+    return out
+
+
 def _solve(routes: Routes, size: np.ndarray, multiplicity: np.ndarray, remote: np.ndarray, transport: TransportProfile,
            capacity_Bps: np.ndarray) -> tuple[np.ndarray, float, np.ndarray | None]:
     """(rate per row, time of the slowest flow, the rows' rate caps) of routed flows of ``size`` bytes,
     each row standing for ``multiplicity`` identical flows."""
     bytes_per_row = routes.per_qp(size)
     row_multiplicity = multiplicity[routes.flow_index]
-    weights = routes.own_weights  # row r scaled by its multiplicity (the solver takes its own copy)
-    if (row_multiplicity != 1.0).any():  # x 1.0 changes no bit: rows of one flow each need no scaled copy
-        weights = weights.copy()
-        weights.data *= np.repeat(row_multiplicity, np.diff(weights.indptr))
+    weights = _scaled_rows(routes.own_weights, row_multiplicity)  # row r scaled by its multiplicity
     # a splitting router's rows share their middle parts per leaf pair: solved per class, never expanded
     shared = [_shared_part(row_class, row_multiplicity, class_weights) for row_class, class_weights in
               ((routes.row_class, routes.class_weights), *routes.side_classes)

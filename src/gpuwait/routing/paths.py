@@ -235,8 +235,7 @@ def _local_segments(ctx: _Context, src: np.ndarray, dst: np.ndarray) -> list[tup
     a_local, b_local = ctx.local_index[src], ctx.local_index[dst]
     servers = topo.node_server[src]
     pair_key = a_local * ctx.blocks.shape[1] + b_local
-    for key in np.unique(pair_key):
-        rows = np.flatnonzero(pair_key == key)
+    for key, rows in _rows_by_key(pair_key):
         a, b = divmod(int(key), ctx.blocks.shape[1])
         path = ctx.local_paths.get((a, b))
         if path is None:
@@ -246,6 +245,21 @@ def _local_segments(ctx: _Context, src: np.ndarray, dst: np.ndarray) -> list[tup
             rows_out.append(rows)
             links_out.append(_hop_links(ctx, path[h], path[h + 1])[server_of_row])
     return list(zip(rows_out, links_out))
+
+
+def _rows_by_key(key: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
+    """Each distinct key (in increasing order) and its rows (in increasing order), from one stable sort:
+    a server's local pairs are a few hundred keys at most, so the sort runs on 16-bit keys, which numpy
+    sorts by radix in linear time, instead of one pass over every row per key."""
+    if not len(key):
+        return
+    small = key.min() >= 0 and key.max() < 1 << 16
+    order = np.argsort(key.astype(np.uint16) if small else key, kind="stable")
+    sorted_key = key[order]
+    starts = np.flatnonzero(np.r_[True, sorted_key[1:] != sorted_key[:-1]])
+    ends = np.r_[starts[1:], len(key)]
+    for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
+        yield int(sorted_key[start]), order[start:end]
 
 
 def _hop_links(ctx: _Context, a: int, b: int) -> np.ndarray:
@@ -360,6 +374,8 @@ class _Distances:
         its neighbour, so every target under the class gets the same next hops from it.
         """
         rows = self.class_rows[slot]
+        if rows.shape[1] == 1:  # targets under one leaf each: one flat gather, no 2-D fancy index
+            return self.matrix.ravel()[rows[:, 0] * self.matrix.shape[1] + switch] == 1.0
         return (self.matrix[rows, switch[:, None]] == 1.0).any(axis=1) if len(slot) else np.zeros(0, bool)
 
     def next_hops(self, rows: np.ndarray, nodes: np.ndarray, distance: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -397,8 +413,14 @@ class _Distances:
         return np.concatenate(owners_out), np.concatenate(links_out)
 
     def _to_switch(self, slot: np.ndarray, switch: np.ndarray) -> np.ndarray:
-        d = self.matrix[self.target_rows[slot], switch[:, None]] if len(slot) else np.zeros((0, 1))
-        return d.min(axis=1).astype(float) + 1.0
+        rows = self.target_rows[slot]
+        if rows.shape[1] == 1:  # a target under one leaf: one gather of its row, flat, no 2-D fancy index
+            d = self.matrix.ravel()[rows[:, 0] * self.matrix.shape[1] + switch]
+        else:
+            d = self.matrix[rows, switch[:, None]].min(axis=1) if len(slot) else np.zeros(0, np.float32)
+        out = d.astype(float)
+        out += 1.0
+        return out
 
     def __call__(self, slot: np.ndarray, nodes: np.ndarray) -> np.ndarray:
         """Distance from ``nodes[i]`` to target ``slot[i]``."""
@@ -409,17 +431,27 @@ class _Distances:
         is_switch = sw >= 0
         out[is_switch] = self._to_switch(slot[is_switch], sw[is_switch])
         other = ~is_switch & ~at_target
+        if other.all():  # every row starts at an endpoint (a walk's first hop): no masked copies
+            return self._from_endpoints(slot, nodes)
         if other.any():
-            # an endpoint: one hop to the best of its own leaves
-            leaves = self.up_leaf[nodes[other]]
-            best = np.full(other.sum(), np.inf)
-            for k in range(leaves.shape[1]):
-                ok = leaves[:, k] >= 0
-                d = np.full(other.sum(), np.inf)
-                d[ok] = self._to_switch(slot[other][ok], leaves[ok, k])
-                best = np.minimum(best, d)
-            out[other] = best + 1.0
+            out[other] = self._from_endpoints(slot[other], nodes[other])
         return out
+
+    def _from_endpoints(self, slot: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+        """Distance from endpoints ``nodes[i]`` (none a target) to target ``slot[i]``: one hop to the best of
+        its own leaves."""
+        leaves = self.up_leaf[nodes]
+        best = np.full(len(nodes), np.inf)
+        for k in range(leaves.shape[1]):
+            ok = leaves[:, k] >= 0
+            if ok.all():  # every endpoint has a k-th leaf (one each on a rail-optimized fabric)
+                np.minimum(best, self._to_switch(slot, leaves[:, k]), out=best)
+                continue
+            d = np.full(len(nodes), np.inf)
+            d[ok] = self._to_switch(slot[ok], leaves[ok, k])
+            np.minimum(best, d, out=best)
+        best += 1.0
+        return best
 
 
 # ------------------------------------------------------------------------------------ the hop-by-hop walk
@@ -437,13 +469,15 @@ def _unique_pairs(a: np.ndarray, b: np.ndarray, n_b: int) -> tuple[np.ndarray, n
     """
     if len(a) == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    a_ids, a_of = _present(a)
-    b_ids, b_of = _present(b)
+    a_table, a_ids = _present_table(a)
+    b_table, b_ids = _present_table(b)
     n_cells = len(a_ids) * len(b_ids)
     if n_cells > max(_DENSE_CELLS_PER_PAIR * len(a), _DENSE_CELLS_MIN):
         uniq, inv = np.unique(a.astype(np.int64) * n_b + b, return_inverse=True)
         return uniq, inv.ravel()
-    cell = a_of * len(b_ids) + b_of
+    cell = _index_in(a_table, a_ids, a)  # a new array: the cell numbers are made in it
+    cell *= len(b_ids)
+    cell += _index_in(b_table, b_ids, b)
     mark = np.zeros(n_cells, bool)
     mark[cell] = True
     used = np.flatnonzero(mark)
@@ -453,11 +487,22 @@ def _unique_pairs(a: np.ndarray, b: np.ndarray, n_b: int) -> tuple[np.ndarray, n
 
 def _present(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The distinct values, sorted, and each element's index among them (by a table over 0..max)."""
+    table, ids = _present_table(values)
+    return ids, _index_in(table, ids, values)
+
+
+def _present_table(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A table over 0..max marking the values present, and the distinct values, sorted (:func:`_present`'s
+    first half: a caller that may not need each element's index does not gather it)."""
     table = np.zeros(int(values.max()) + 1, np.int64)
     table[values] = 1
-    ids = np.flatnonzero(table)
+    return table, np.flatnonzero(table).astype(np.int64)
+
+
+def _index_in(table: np.ndarray, ids: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Each element's index among the distinct values ``ids`` (:func:`_present`'s second half; fills ``table``)."""
     table[ids] = np.arange(len(ids))
-    return ids.astype(np.int64), table[values]
+    return table[values]
 
 
 def _groups(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -492,7 +537,7 @@ class _Keys:
 
     @classmethod
     def build(cls, topo: Topology, start: np.ndarray, target: np.ndarray) -> _Keys:
-        targets, slot = np.unique(target, return_inverse=True)
+        targets, slot = _present(target)  # np.unique's values and inverse, by a table over the node ids
         dist = _Distances(topo, targets)
         start_distance = dist(slot, start)
         unreachable = ~np.isfinite(start_distance)
@@ -511,13 +556,18 @@ class _Keys:
         return cls(dist, targets, slot, group_of_slot, class_of_slot, key_slot, key_rows, len(group_slot),
                    start_distance)
 
+    @cached_property
+    def _class_key_of_slot(self) -> np.ndarray:
+        """Each target's leaf-class key (per target: one gather per hop, not an addition over every state)."""
+        return self.n_groups + len(self.targets) + self.class_of_slot
+
     def of(self, topo: Topology, slot: np.ndarray, node: np.ndarray) -> np.ndarray:
         """Key of each (target slot, node) away from the target's leaf."""
         n_groups, n_targets = self.n_groups, len(self.targets)
         is_switch = topo.switch_nodes[node]
         if is_switch.all():  # every hop but the first: no endpoint keys, no copies
-            by_class = ~self.dist.adjacent_to_class(slot, self.dist.switch_index[node])
-            return np.where(by_class, n_groups + n_targets + self.class_of_slot[slot], self.group_of_slot[slot])
+            by_class = self.dist.adjacent_to_class(slot, self.dist.switch_index[node])
+            return np.where(by_class, self.group_of_slot[slot], self._class_key_of_slot[slot])
         key = n_groups + slot
         at_switch = np.flatnonzero(is_switch)
         by_class = ~self.dist.adjacent_to_class(slot[at_switch], self.dist.switch_index[node[at_switch]])
@@ -538,7 +588,8 @@ def _candidates(topo: Topology, keys: _Keys, target: np.ndarray, row: np.ndarray
     """
     # every hop goes one nearer (the candidates are the next hops on shortest paths), so a state's
     # distance is its row's start distance less the hops done: no distance lookup per state
-    d_state = keys.start_distance[row] - hops_done
+    d_state = keys.start_distance[row]  # a gather: a new array, changed in place
+    d_state -= hops_done
     is_last = d_state == 1
     last = np.flatnonzero(is_last)
     n_keys = len(keys.key_slot)
@@ -632,9 +683,19 @@ def _same_branches(a: np.ndarray | None, b: np.ndarray | None) -> bool:
 
 def _walk_fabric(topo: Topology, spec: RoutingSpec, router: Router, start: np.ndarray, target: np.ndarray,
                  per_row: dict, stop=None, memo: dict | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_walk_hops`' (row, link, weight) triplets, every hop's joined."""
+    hops = _walk_hops(topo, spec, router, start, target, per_row, stop, memo)
+    if not hops:  # every row stopped where it started (``stop``)
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
+    rows, links, w = (np.concatenate(x) for x in zip(*hops, strict=True))
+    return rows, links, w
+
+
+def _walk_hops(topo: Topology, spec: RoutingSpec, router: Router, start: np.ndarray, target: np.ndarray,
+               per_row: dict, stop=None, memo: dict | None = None) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Walk rows from their source NIC/endpoint to the target endpoint, letting ``router`` choose
     at every hop. ``per_row`` holds the :class:`Hop` fields given per route row. Returns
-    (row, link, weight) triplets. ``stop``: None, or ``(keys, row, node) -> mask, stopped list``:
+    (row, link, weight) triplets, one per hop. ``stop``: None, or ``(keys, row, node) -> mask, stopped list``:
     states the mask marks leave the walk where they are, appended to the list as (row, node, fraction).
     ``memo``: None, or a dict a splitting router's rounds over the same rows (and ``stop``) keep: each
     hop's structure (:class:`_Step`) is the same every round but where the router drops a branch (a
@@ -668,19 +729,21 @@ def _walk_fabric(topo: Topology, spec: RoutingSpec, router: Router, start: np.nd
         row, node = step.row, step.node
         hop = Hop(topo, spec, row, node, frac, stride, **step.candidates, **per_row)
         chosen = router.choose(hop)
-        rows, weight = row[chosen.owner], chosen.weight
+        weight = chosen.weight
         nxt = topo.link_dst[chosen.links]
         if router.single_path:
-            # one path per row: nothing to merge (and nothing to drop but zero weights: no copies without any)
+            # one path per row: nothing to merge (and nothing to drop but zero weights: no copies without any).
+            # One next hop per state, in state order (Router.single_path): the states' rows, not a gather of them
+            rows = row
             keep = weight > 0
             kept_all = bool(keep.all())
             rows_out.append(rows if kept_all else rows[keep])
             links_out.append(chosen.links if kept_all else chosen.links[keep])
             w_out.append(weight if kept_all else weight[keep])
-            row, node, frac = rows, nxt.astype(np.int64), weight
+            row, node, frac = rows, nxt.astype(np.int64, copy=False), weight
             stride = stride if chosen.stride is None else chosen.stride
             continue
-        links = chosen.links
+        rows, links = row[chosen.owner], chosen.links
         keep = weight > 0
         kept_all = bool(keep.all())
         if not kept_all:  # spraying never drops a branch; adaptive routing only where a link is full
@@ -701,9 +764,7 @@ def _walk_fabric(topo: Topology, spec: RoutingSpec, router: Router, start: np.nd
         row, node = uniq // topo.n_nodes, uniq % topo.n_nodes
     else:
         raise RoutingError(f"routing did not converge in {_MAX_HOPS} hops (a loop in the fabric?)")
-    if not rows_out:  # every row stopped where it started (``stop``)
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
-    return np.concatenate(rows_out), np.concatenate(links_out), np.concatenate(w_out)
+    return list(zip(rows_out, links_out, w_out, strict=True))
 
 
 # ------------------------------------------------------------------------------------ public API
@@ -730,17 +791,21 @@ def _network_endpoint(topo: Topology, node: np.ndarray, peer: np.ndarray, qp: np
     out = node.copy()
     gpu = topo.node_kind[node] == NodeKind.GPU
     if gpu.any():
-        server = topo.node_server[node[gpu]]
-        local = node[gpu] - topo.gpu_node[server, 0]
-        to_storage_net = topo.node_network[peer[gpu]] == Network.STORAGE
+        if not gpu.all():  # every row a GPU (a collective's): no masked copies
+            node, peer, qp = node[gpu], peer[gpu], qp[gpu]
+        server = topo.node_server[node]
+        local = node - topo.gpu_node[server, 0]
+        to_storage_net = topo.node_network[peer] == Network.STORAGE
         if topo.nic_node.shape[1] == 0 and not to_storage_net.all():
-            raise RoutingError(f"{topo.node_name[node[gpu][0]]} has no compute NIC to reach another server")
+            raise RoutingError(f"{topo.node_name[node[0]]} has no compute NIC to reach another server")
         if topo.nic_node.shape[1]:
-            choices = topo.gpu_nics[local]
-            n_choices = (choices >= 0).sum(axis=1)
-            nic = topo.nic_node[server, choices[np.arange(len(local)), qp[gpu] % n_choices]]
+            n_choices = (topo.gpu_nics >= 0).sum(axis=1)  # per local GPU
+            if (n_choices == 1).all():  # one NIC per GPU, whatever the QP: one flat gather of nic_node[server, it]
+                nic = topo.nic_node.ravel()[server * topo.nic_node.shape[1] + topo.gpu_nics[:, 0][local]]
+            else:
+                nic = topo.nic_node[server, topo.gpu_nics[local, qp % n_choices[local]]]
             if len(topo.gpu_nic_override):
-                moved = topo.gpu_nic_override[node[gpu]]
+                moved = topo.gpu_nic_override[node]
                 nic = np.where(moved >= 0, moved, nic)
         else:
             nic = np.full(len(server), -1)
@@ -863,7 +928,7 @@ def port_capacity_Bps(topo: Topology) -> np.ndarray:
 def _route_network(topo: Topology, spec: RoutingSpec, router: Router, transport: str, s_ep: np.ndarray,
                    d_ep: np.ndarray, qp: np.ndarray, name_row, multiplicity: np.ndarray | None = None,
                    demand_Bps: np.ndarray | None = None) -> tuple:
-    """Route QP rows between network endpoints: ((row, link, weight) triplets, UDP/TCP source ports,
+    """Route QP rows between network endpoints: (a list of (row, link, weight) triplets, UDP/TCP source ports,
     and None or the shared middle parts of row classes: ((class, link, weight) triplets or a CSR matrix, class
     of each row, side parts)).
     ``multiplicity``/``demand_Bps`` per row: see :func:`route_flows`."""
@@ -880,7 +945,16 @@ def _route_network(topo: Topology, spec: RoutingSpec, router: Router, transport:
         classes = _leaf_pair_classes(topo, s_ep, d_ep, demand_Bps, weight)
         if classes is not None:
             own, shared = _route_classes(topo, spec, router, s_ep, d_ep, per_row, classes, name_row)
-            return own, sport, shared
+            return [own], sport, shared
+    if router.single_path and router.rounds == 1:
+        # one walk of every row at once (_walk_chunks' one chunk), no load to weigh: its hops are the pieces,
+        # not joined here (_assemble joins every piece once)
+        try:
+            return _walk_hops(topo, spec, router, s_ep, d_ep, per_row), sport, None
+        except RoutingError as err:
+            if not hasattr(err, "row"):
+                raise
+            raise name_row(err.row, err) from None
     memo: dict = {}  # the walk's structure, kept between the rounds
     for _ in range(router.rounds):
         rows, links, w = _walk_all(topo, spec, router, s_ep, d_ep, per_row, name_row, memo)
@@ -888,7 +962,7 @@ def _route_network(topo: Topology, spec: RoutingSpec, router: Router, transport:
         # damped (Jacobi) rounds: every flow reacts to the others' last split, halfway, so they settle
         background = per_row["background_Bps"]
         per_row["background_Bps"] = load if background is None else 0.5 * (background + load)
-    return (rows, links, w), sport, None
+    return [(rows, links, w)], sport, None
 
 
 # Route splitting routers one row per leaf-pair class (False: every row, the reference the tests compare with).
@@ -1171,8 +1245,11 @@ def route_flows(topo: Topology, spec: RoutingSpec, src, dst, *, transport: str =
 
     def add_segments(rows_sel: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
         need = a != b
-        for rows, links in _local_segments(ctx, a[need], b[need]):
-            pieces.append((rows_sel[need][rows], links, np.ones(len(rows))))
+        if not need.all():  # masked once, not per hop: each copy is a pass over (up to) every row
+            rows_sel, a, b = rows_sel[need], a[need], b[need]
+        for rows, links in _local_segments(ctx, a, b):
+            # weights of one: a read-only view of one value, which _assemble's concatenation copies once
+            pieces.append((rows_sel[rows], links, np.broadcast_to(1.0, len(rows))))
 
     if local.any():
         rows_l = np.flatnonzero(local)
@@ -1206,7 +1283,7 @@ def route_flows(topo: Topology, spec: RoutingSpec, src, dst, *, transport: str =
         demand = None if demand_Bps is None else np.asarray(demand_Bps, float)[flow_index[remote]]
         walked, sport[remote], shared = _route_network(topo, spec, router, transport, s_ep, d_ep, qp[remote], name_row,
                                                        weight, demand)
-        pieces.append((remote[walked[0]], walked[1], walked[2]))
+        pieces.extend(_on_route_rows(remote, walked))
         del walked  # held by the pieces alone, which _assemble frees once it has joined them
         if shared is not None:
             middle, of_row, sides = shared
@@ -1218,11 +1295,58 @@ def route_flows(topo: Topology, spec: RoutingSpec, src, dst, *, transport: str =
     return _assemble(topo, flow_index, qp, pieces, sport)
 
 
+def _on_route_rows(remote: np.ndarray, walked: list) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """The walk's (row, link, weight) pieces with their rows numbered among every route row (``remote[row]``);
+    hops of the same states share one rows array (a single-path walk's), mapped once."""
+    on_rows: dict[int, np.ndarray] = {}
+    pieces = []
+    for rows, links, w in walked:
+        mapped = on_rows.get(id(rows))
+        if mapped is None:
+            mapped = on_rows[id(rows)] = remote[rows]
+        pieces.append((mapped, links, w))
+    return pieces
+
+
 def _on_rows(n_rows: int, rows: np.ndarray, class_of: np.ndarray) -> np.ndarray:
     """(n_rows,) ``class_of[i]`` at ``rows[i]``, -1 elsewhere."""
     out = np.full(n_rows, -1, np.int64)
     out[rows] = class_of
     return out
+
+
+# From this many (row, link, weight) entries _assemble places the pieces into the matrix one by one (compiled)
+_PLACED_MIN_ENTRIES = 1 << 20
+
+
+def _placed_matrix(pieces: list, n_entries: int, shape: tuple[int, int]) -> sp.csr_matrix:
+    """The CSR matrix of the pieces' entries, duplicates and unsorted rows kept: scipy's COO-to-CSR result
+    (entries placed in input order, piece after piece), without joining the pieces into COO arrays first
+    (1.3 GB of them at 131,072 GPUs). Frees the pieces (the caller's list) as it places them."""
+    from gpuwait.routing.kernels import place_entries, place_entries_of  # numba, loaded on first use
+
+    index = np.int32 if max(n_entries, *shape) < 2**31 else np.int64  # scipy's index type for the result
+    count = np.zeros(shape[0], np.int64)
+    counted: dict[int, np.ndarray] = {}  # hops of the same states share their rows array: counted once
+    for rows, _, _ in pieces:
+        if id(rows) not in counted:
+            counted[id(rows)] = np.bincount(rows, minlength=shape[0])
+        count += counted[id(rows)]
+    del counted
+    indptr = np.zeros(shape[0] + 1, index)
+    np.cumsum(count, out=indptr[1:])
+    del count
+    cursor = indptr[:-1].astype(np.int64)
+    indices, data = np.empty(n_entries, index), np.empty(n_entries)
+    pieces.reverse()  # popped from the end: placed in the pieces' order
+    while pieces:
+        rows, links, weights = pieces.pop()
+        rows, links = np.asarray(rows, np.int64), np.asarray(links, np.int64)
+        if weights.ndim == 1 and len(weights) and weights.strides[0] == 0:  # one weight (a broadcast view)
+            place_entries_of(cursor, rows, links, float(weights[0]), indices, data)
+        else:
+            place_entries(cursor, rows, links, np.ascontiguousarray(weights, np.float64), indices, data)
+    return sp.csr_matrix((data, indices, indptr), shape=shape)
 
 
 def _assemble(topo: Topology, flow_index: np.ndarray, qp: np.ndarray, pieces: list, sport: np.ndarray,
@@ -1231,15 +1355,19 @@ def _assemble(topo: Topology, flow_index: np.ndarray, qp: np.ndarray, pieces: li
     classes' middle parts as (class, link, weight) triplets or a (classes, links) CSR matrix), and
     ``sides``: more shared parts ((class of each row, (classes, links) weights) each,
     :attr:`Routes.side_classes`), of which ``class_sides`` follow the row's class (:attr:`Routes.class_sides`)."""
-    # joined straight into the matrix's index type (scipy's for this shape: 4 bytes below 2^31 rows and
-    # links), so scipy keeps them and the pieces (the caller's list) are freed before the matrix is built
-    index = np.int32 if max(len(flow_index), topo.n_links) < 2**31 else np.int64
-    rows, links, weights = ((np.concatenate(x, dtype=dtype) for x, dtype in zip(zip(*pieces, strict=True),
-                                                                               (index, index, np.float64)))
-                            if pieces else (np.zeros(0, index), np.zeros(0, index), np.zeros(0)))
-    pieces.clear()
-    matrix = sp.csr_matrix((weights, (rows, links)), shape=(len(flow_index), topo.n_links))
-    del rows, links, weights
+    n_entries = sum(len(rows) for rows, _, _ in pieces)
+    if n_entries >= _PLACED_MIN_ENTRIES:
+        matrix = _placed_matrix(pieces, n_entries, (len(flow_index), topo.n_links))
+    else:
+        # joined straight into the matrix's index type (scipy's for this shape: 4 bytes below 2^31 rows and
+        # links), so scipy keeps them and the pieces (the caller's list) are freed before the matrix is built
+        index = np.int32 if max(len(flow_index), topo.n_links) < 2**31 else np.int64
+        rows, links, weights = ((np.concatenate(x, dtype=dtype) for x, dtype in zip(zip(*pieces, strict=True),
+                                                                                   (index, index, np.float64)))
+                                if pieces else (np.zeros(0, index), np.zeros(0, index), np.zeros(0)))
+        pieces.clear()
+        matrix = sp.csr_matrix((weights, (rows, links)), shape=(len(flow_index), topo.n_links))
+        del rows, links, weights
     matrix.sum_duplicates()
     matrix.sort_indices()
     latency = np.asarray(matrix @ topo.link_latency_s).ravel()
