@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from gpuwait.engine import maxmin_incremental
@@ -81,8 +81,19 @@ def test_level_updates_equal_full_solves_after_every_event(problem):
     assert run.counters["full_solves"] == 0
 
 
+#: found by hypothesis: one level update solves its group twice (a flow outside it is faster on a link the new
+#: rates saturate, so it joins and the group is solved again), 14 flows re-solved in all against the full
+#: solves' 13 over the same 6 updates
+_TWO_ROUND_CASE = (LinkTable(np.array([1.0, 4.0, 10.0, 1.0, 1.0, 1.0]), np.zeros(6)),
+                   FlowSet(size_bytes=np.ones(4), rate_cap_Bps=np.array([3.0, np.inf, 3.0, np.inf]),
+                           link_weights=sp.csr_matrix(np.array([[0.5, 0, 0, 0, 0, 0], [0, 0.25, 0, 1.0, 0, 1.0],
+                                                                [1.0, 0, 0, 0.5, 0, 0], [0, 0, 0, 0, 0.5, 2.0]]))),
+                   [[0]])
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(problems(max_flows=30, max_links=10))
+@example(_TWO_ROUND_CASE)
 def test_level_updates_equal_full_solves_on_whole_runs(problem):
     links, flows, _ = problem
     rng = np.random.default_rng(flows.n_flows)
@@ -94,7 +105,9 @@ def test_level_updates_equal_full_solves_on_whole_runs(problem):
     np.testing.assert_allclose(levels.tx_end_s, full.tx_end_s, rtol=REL)
     np.testing.assert_allclose(levels.link_bytes, full.link_bytes, rtol=REL, atol=1e-12)
     np.testing.assert_allclose(levels.flow_rate_Bps.toarray(), full.flow_rate_Bps.toarray(), rtol=REL, atol=1e-12)
-    assert levels.counters["resolved_flows"] <= full.counters["resolved_flows"]
+    # one round of a level update re-solves at most the active flows; a second round counts its group again,
+    # so only the largest group is bounded by the full solve's, not the total (_TWO_ROUND_CASE)
+    assert levels.counters["max_resolved_flows"] <= full.counters["max_resolved_flows"]
 
 
 def test_a_departure_leaves_flows_below_its_rate_alone():
