@@ -26,7 +26,7 @@ lowers it. Powell's method searches along one direction at a time, starting with
 and replaces a direction only after a sweep that made progress, so it stops at the first such kink (a
 closed form in tests/collectives/test_fit.py: from (0.2, 0.2) on |x - y| + 0.1 |x + y - 1.2| it does
 not move). It also ends in whichever basin its start drains into: over the published tables the
-per-message factor has two basins (~0.14 and ~0.36-0.44 x the transport's overhead). Powell from the
+per-message factor had two basins (~0.14 and ~0.36-0.44 x the transport's overhead, then IB's 1.0 us). Powell from the
 physical start ended above the best loss a global search finds on 12 of the 17 fits
 bench/reference_tables.py makes (16 leave-one-table-out, one on every table), by up to 1.8e-3 (with
 every table in: factor 0.36 at loss 0.14479, where factor 0.14 reaches 0.14318); on times the model
