@@ -47,7 +47,7 @@ def test_a_kink_off_the_axes_stops_powell_but_not_the_fitter():
 #: known moves of the publicly fitted parameters (latencies added, the per-message overhead a factor):
 #: a costlier launch, little per-step latency, a cheaper per-message cost, a longer step cycle
 TRUTH = {"launch_latency_s": 7.3e-6, "net_step_latency_s": 0.02e-6, "intra_step_latency_s": 0.77e-6,
-         "net_message_overhead_s": 0.265, "net_step_cycle_s": 2.2e-6}
+         "net_message_overhead_s": 1.47, "net_step_cycle_s": 2.2e-6}
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +65,8 @@ def synthetic() -> list[Observation]:
 
 
 def test_the_fit_reaches_the_known_optimum_where_powell_stalls(synthetic):
-    """From the physical start (no move), Powell alone stops with sizes 1.5x off (the premise; asserted: > 10 %);
+    """From the physical start (no move), Powell alone stops with sizes off (the premise; asserted: > 5 %, 7 %
+    with the per-message factor's bounds 0.25-4, > 10 % with the former 0.1-10);
     the fitter reproduces every size's time within 0.1 % and moves the parameters the times pin down back
     to the truth."""
     names = PUBLIC_FIT_NAMES
@@ -76,7 +77,7 @@ def test_the_fit_reaches_the_known_optimum_where_powell_stalls(synthetic):
         return float(np.mean(np.abs(log_errors(synthetic, Adjustment(dict(zip(names, x * scale, strict=True)))))))
 
     stalled = _powell(loss, np.array([BOUNDS[n][2] for n in names]) / scale, lo, hi)
-    assert np.abs(log_errors(synthetic, Adjustment(dict(zip(names, stalled * scale, strict=True))))).max() > 0.1
+    assert np.abs(log_errors(synthetic, Adjustment(dict(zip(names, stalled * scale, strict=True))))).max() > 0.05
     fitted = fit(synthetic, names)
     assert np.abs(log_errors(synthetic, fitted)).max() < 1e-3
     for name in ("launch_latency_s", "net_message_overhead_s", "net_step_cycle_s"):

@@ -102,9 +102,10 @@ def test_selection_recovers_the_times_and_keeps_the_rest_shipped(two_node):
     * on one node count every call crosses the network the same number of times, so a launch latency and
       a per-step latency move every time alike (cosine > 0.99): calibrate reports them as not separable;
     * the times are recovered: sizes the log does not hold (1.5x each logged size) within 0.5 % on the
-      2 nodes, and every size on 4 nodes (a node count the log never saw) within 10 %: 0 % when the launch
-      latency carries the extra 2.9 us, 6.9 % at the floor when the per-step latency does (measured: then
-      the 4-node floor pays it on more network steps);
+      2 nodes, and every size on 4 nodes (a node count the log never saw) within 12 %: 0 % when the launch
+      latency carries the extra 4.4 us, 10.7 % at the floor when the per-step latency does (measured: then
+      the 4-node floor pays it on more network steps; 6.9 % with the shipped launch latency before the
+      transports' per-message figures were sourced, when the look-alike tie went to the launch latency);
     * the NIC's efficiency (the plateau pins it) is fitted back within 2 %;
     * a parameter neither moved by the truth nor alike to a moved one keeps its shipped value exactly,
       and the report lists every candidate's held-out error, the shipped model's first."""
@@ -119,7 +120,7 @@ def test_selection_recovers_the_times_and_keeps_the_rest_shipped(two_node):
     assert np.abs(_times_s(2, unseen, cal.params) / _times_s(2, unseen, truth) - 1).max() < 0.005
     four_truth = replace(_shipped(4), launch_latency_s=6e-6, nic_efficiency=0.8)
     four_calibrated = replace(_shipped(4), **_moves(cal.params))
-    assert np.abs(_times_s(4, unseen, four_calibrated) / _times_s(4, unseen, four_truth) - 1).max() < 0.10
+    assert np.abs(_times_s(4, unseen, four_calibrated) / _times_s(4, unseen, four_truth) - 1).max() < 0.12
     for name in set(FIT_NAMES) - {"launch_latency_s", "nic_efficiency", *latencies}:
         assert getattr(cal.params, name) == getattr(shipped, name), name
     first = cal.selection.candidates[0]

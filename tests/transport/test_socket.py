@@ -20,6 +20,7 @@ from gpuwait.telemetry.nccltests_log import parse_nccl_tests_log
 from gpuwait.transport import TRANSPORTS, resolve_transport
 from gpuwait.transport.socket import (
     NCCL_SIMPLE_STEP_BYTES,
+    SOCKET_STEP_ROUND_TRIP_S,
     PROXY_COPY_Bps,
     TCP_STREAM_CEILING_Bps,
     socket_connection_Bps,
@@ -56,9 +57,9 @@ def test_socket_profile_from_env_and_platform():
     assert default.name == "tcp" and default.host_ceiling_Bps == PROXY_COPY_Bps / 2
     threaded = socket_transport(TRANSPORTS["infiniband"], nthreads=4, nsocks_perthread=2)
     assert threaded.host_ceiling_Bps is None  # helper threads: no single proxy core
-    assert threaded.rate_cap_Bps == pytest.approx(socket_connection_Bps(8, default.message_overhead_s))
+    assert threaded.rate_cap_Bps == pytest.approx(socket_connection_Bps(8, SOCKET_STEP_ROUND_TRIP_S))
     aws = socket_transport(TRANSPORTS["efa"])  # an EFA instance falling back: AWS's 2 x 8 sockets
-    assert aws.rate_cap_Bps == pytest.approx(socket_connection_Bps(16, default.message_overhead_s))
+    assert aws.rate_cap_Bps == pytest.approx(socket_connection_Bps(16, SOCKET_STEP_ROUND_TRIP_S))
     # a cluster file's own rate cap on the tcp profile wins
     capped = resolve_transport(TransportSpec(name="tcp", rate_cap=1e9))
     assert socket_transport(capped).rate_cap_Bps == 1e9

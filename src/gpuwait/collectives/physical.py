@@ -8,7 +8,7 @@ per-message overhead, full NIC and NVLink rates); a cluster file's ``calibration
 >>> from gpuwait.spec.cluster import ClusterSpec
 >>> from gpuwait.transport.profiles import TRANSPORTS
 >>> physical_params(ClusterSpec(), TRANSPORTS["infiniband"], public_fit=False).net_message_overhead_s
-1e-06
+1.8e-07
 """
 
 from __future__ import annotations

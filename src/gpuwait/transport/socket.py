@@ -48,9 +48,10 @@ HCA visible, no net plugin). Its path, from NCCL ``src/transport/net_socket.cc``
   CXI hook) binds as well, whichever is lower.
 * **A per-message cost.** Every network step NCCL posts (Simple protocol: ``DEFAULT_BUFFSIZE``
   4 MiB / ``NCCL_STEPS`` 8 = 512 KiB, ``src/init.cc``, ``src/include/device.h``) exchanges its size on
-  the control socket, splits into tasks and is completed by polling: the profile's
-  ``message_overhead_s`` (15 us; an assumption of the order of one kernel TCP round trip), paid
-  once per message and not overlapped with that connection's data.
+  the control socket, splits into tasks and is completed by polling: ``SOCKET_STEP_ROUND_TRIP_S``
+  (15 us; an assumption of the order of one kernel TCP round trip: a latency, not the profile's
+  ``message_overhead_s``, which is the CPU time of one call), paid once per message and not overlapped
+  with that connection's data.
 
 So one connection carries ``M / (overhead + M / (streams x stream_Bps))`` bytes/s for messages of
 ``M`` bytes, and a NIC port carries at most its wire goodput. Nothing here is fitted to a table.
@@ -71,6 +72,9 @@ NCCL_SIMPLE_STEP_BYTES = (1 << 22) // 8
 SOCKET_DEFAULTS: dict[str, tuple[int, int]] = {"generic": (0, 1), "aws": (2, 8), "gcp": (4, 1)}
 #: one core's memory-copy budget for the proxy thread (an assumption, see the module text)
 PROXY_COPY_Bps = 20e9
+#: one Simple step's fixed cost on a socket connection: its size exchanged on the control socket, then
+#: completion polled (an assumption of the order of one kernel TCP round trip, see the module text)
+SOCKET_STEP_ROUND_TRIP_S = 15e-6
 MAX_SOCKET_THREADS = 16  # net_socket.cc MAX_THREADS
 MAX_SOCKETS = 64  # net_socket.cc MAX_SOCKETS
 #: the cloud whose NICs a transport implies (what NCCL reads from /sys/class/net/<if>/device/vendor)
@@ -132,5 +136,5 @@ def socket_transport(base: TransportProfile, nthreads: int | None = None, nsocks
     proxy = PROXY_COPY_Bps / 2 if threads == 0 else None  # send and recv copies share the proxy's core
     # a cluster file's host_ceiling (a measured IP path) binds too: the lower of the two
     ceilings = [c for c in (proxy, tcp.host_ceiling_Bps) if c is not None]
-    return replace(tcp, rate_cap_Bps=socket_connection_Bps(streams, tcp.message_overhead_s),
+    return replace(tcp, rate_cap_Bps=socket_connection_Bps(streams, SOCKET_STEP_ROUND_TRIP_S),
                    host_ceiling_Bps=min(ceilings) if ceilings else None)
