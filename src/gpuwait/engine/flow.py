@@ -124,10 +124,10 @@ def _csr(name: str, value: object, shape: tuple[int | None, int | None], *, dtyp
     """
     if value is None:
         raise SimulationError(f"{name}: missing; expected a scipy.sparse matrix of shape {shape}")
-    canonical = borrow and sp.issparse(value) and value.format == "csr" and value.dtype == dtype \
-        and value.has_canonical_format
+    given = value if isinstance(value, sp.csr_matrix) else None
+    canonical = borrow and given is not None and given.dtype == dtype and given.has_canonical_format
     try:
-        mat = value if canonical else sp.csr_matrix(value, dtype=dtype, copy=True)
+        mat = given if canonical and given is not None else sp.csr_matrix(value, dtype=dtype, copy=True)
     except (TypeError, ValueError) as err:
         raise SimulationError(f"{name}: cannot be read as a sparse matrix ({err})") from err
     rows, cols = shape
