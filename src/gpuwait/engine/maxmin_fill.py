@@ -117,6 +117,45 @@ def _freeze_runs(n_runs, run_flow, run_ptr, link_of, weight, final, flow_level, 
 
 
 @njit(cache=True)
+def _reset_levels(active, n_active, cap, flow_link_level, flow_level):
+    """Each active flow's levels before its run is read: flows without triplets keep an infinite link
+    level and their cap."""
+    for k in range(n_active):
+        flow_link_level[active[k]] = np.inf
+        flow_level[active[k]] = cap[active[k]]
+
+
+@njit(cache=True)
+def _cap_decisions(active, n_active, cap, flow_link_level, rtol, newly, bottleneck):
+    """Marks the active flows whose cap is reached at or below their lowest link level (bottleneck: the
+    cap); returns how many."""
+    n_newly = 0
+    for k in range(n_active):
+        f = active[k]
+        newly[f] = cap[f] <= flow_link_level[f] * (1.0 + rtol)
+        if newly[f]:
+            bottleneck[f] = _CAP_LIMITED
+            n_newly += 1
+    return n_newly
+
+
+@njit(cache=True)
+def _retire_frozen(active, n_active, newly, rate, flow_level):
+    """The flows frozen this iteration take their level as their rate and leave ``active`` (kept in
+    order); returns how many stay active."""
+    k_kept = 0
+    for k in range(n_active):
+        f = active[k]
+        if newly[f]:
+            rate[f] = flow_level[f]
+            newly[f] = False
+        else:
+            active[k_kept] = f
+            k_kept += 1
+    return k_kept
+
+
+@njit(cache=True)
 def _fill(run_flow, run_ptr, link_of, weight, active, capacity, cap, rate, bottleneck, rtol):
     """Progressive filling of the ``active`` flows (sorted ids, each with its run of triplets
     ``run_ptr[r]:run_ptr[r + 1]`` for ``run_flow[r]``, runs in flow order; flows with no triplets have
@@ -141,36 +180,19 @@ def _fill(run_flow, run_ptr, link_of, weight, active, capacity, cap, rate, bottl
     while n_active > 0:
         iterations += 1
         _link_levels(capacity, frozen_load, added, unweighted, link_level, below, False)
-        for k in range(n_active):  # flows without triplets keep an infinite link level
-            flow_link_level[active[k]] = np.inf
-            flow_level[active[k]] = cap[active[k]]
+        _reset_levels(active, n_active, cap, flow_link_level, flow_level)
         for r in range(n_runs):
             f = run_flow[r]
             flow_link_level[f], flow_level[f] = run_level(run_ptr[r], run_ptr[r + 1], link_of, link_level, cap[f],
                                                           rtol, below)
         _final_links(link_level, below, final)
         # the active flows' decisions: at their cap, or on a final link (the lowest one names the bottleneck)
-        n_newly = 0
-        for k in range(n_active):
-            f = active[k]
-            newly[f] = cap[f] <= flow_link_level[f] * (1.0 + rtol)
-            if newly[f]:
-                bottleneck[f] = _CAP_LIMITED
-                n_newly += 1
+        n_newly = _cap_decisions(active, n_active, cap, flow_link_level, rtol, newly, bottleneck)
         n_runs, n_link_frozen = _freeze_runs(n_runs, run_flow, run_ptr, link_of, weight, final, flow_level, newly,
                                              bottleneck, added, unweighted)
         if n_newly + n_link_frozen == 0:
             return -iterations
-        k_kept = 0
-        for k in range(n_active):
-            f = active[k]
-            if newly[f]:
-                rate[f] = flow_level[f]
-                newly[f] = False
-            else:
-                active[k_kept] = f
-                k_kept += 1
-        n_active = k_kept
+        n_active = _retire_frozen(active, n_active, newly, rate, flow_level)
     return iterations
 
 
@@ -283,21 +305,13 @@ def _fill_exact(run_flow, run_ptr, link_of, weight, active, capacity, cap, rate,
     while n_active > 0:
         iterations += 1
         _link_levels(capacity, frozen_load, added, unweighted, link_level, below, True)
-        for k in range(n_active):  # flows without triplets keep an infinite link level
-            flow_link_level[active[k]] = np.inf
-            flow_level[active[k]] = cap[active[k]]
+        _reset_levels(active, n_active, cap, flow_link_level, flow_level)
         for r in range(n_runs):
             f = run_flow[r]
             flow_link_level[f], flow_level[f], candidate[r] = _run_candidate(
                 run_lo[r], run_hi[r], link_of, link_level, cap[f], rtol, below)
         _final_links(link_level, below, final)
-        n_newly = 0
-        for k in range(n_active):
-            f = active[k]
-            newly[f] = cap[f] <= flow_link_level[f] * (1.0 + rtol)
-            if newly[f]:
-                bottleneck[f] = _CAP_LIMITED
-                n_newly += 1
+        n_newly = _cap_decisions(active, n_active, cap, flow_link_level, rtol, newly, bottleneck)
         n_runs, n_link_frozen, kept_triplets = _freeze_runs_in_place(
             n_runs, run_flow, run_lo, run_hi, candidate, link_of, weight, final, flow_level, newly, bottleneck,
             added, unweighted)
@@ -305,16 +319,7 @@ def _fill_exact(run_flow, run_ptr, link_of, weight, active, capacity, cap, rate,
             return -iterations
         if 2 * kept_triplets < span:
             span = _compact_runs(n_runs, run_lo, run_hi, link_of, weight)
-        k_kept = 0
-        for k in range(n_active):
-            f = active[k]
-            if newly[f]:
-                rate[f] = flow_level[f]
-                newly[f] = False
-            else:
-                active[k_kept] = f
-                k_kept += 1
-        n_active = k_kept
+        n_active = _retire_frozen(active, n_active, newly, rate, flow_level)
     return iterations
 
 
