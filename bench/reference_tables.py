@@ -40,6 +40,7 @@ import numpy as np
 from gpuwait.collectives.fit import PUBLIC_FIT_NAMES, Adjustment, Observation, fit
 from gpuwait.collectives.nccltests import busbw_factor
 from gpuwait.collectives.physical import PUBLIC_TABLE_FIT, adjust, pipelined_time_s, stack_costs
+from gpuwait.report.perf import choice_switches
 from gpuwait.runner.inputs import load_cluster
 from gpuwait.runner.perf import SweepArgs, perf_sweep
 from gpuwait.telemetry.nccltests_log import parse_nccl_tests_log
@@ -474,8 +475,8 @@ def seen_switches(ref: Reference) -> list[tuple[int, str]]:
 
 def predicted_switches(choices: list[dict]) -> list[tuple[int, str]]:
     """The sizes where the model's (algorithm, protocol) changes, and the choice it changes to."""
-    pairs = [(c["size_bytes"], f"{c['algorithm']}/{c['protocol']}") for c in choices]
-    return [(size, choice) for (_, before), (size, choice) in zip(pairs, pairs[1:]) if choice != before]
+    changes = choice_switches([(c["size_bytes"], c["algorithm"], c["protocol"]) for c in choices])
+    return [(change["size_bytes"], change["to"]) for change in changes]
 
 
 def switch_lines(refs: list[Reference]) -> tuple[list[str], int, int]:

@@ -67,7 +67,7 @@ BANDWIDTH_MIN_BYTES = 2**20
 FLOOR_MAX_BYTES = 64 * 2**10
 
 
-def _switches(choices: list[tuple[int, str, str]]) -> list[dict]:
+def choice_switches(choices: list[tuple[int, str, str]]) -> list[dict]:
     """Where consecutive (size, algorithm, protocol) choices change."""
     return [{"size_bytes": b[0], "from": f"{a[1]}/{a[2]}", "to": f"{b[1]}/{b[2]}"}
             for a, b in zip(choices, choices[1:]) if a[1:] != b[1:]]
@@ -81,11 +81,11 @@ def comparison_summary(rows: list[dict], seen: list[tuple[int, str, str]] = ()) 
     bw = [abs(r["predicted_busbw_GBps"] / r["measured_busbw_GBps"] - 1) * 100
           for r in rows if r["size_bytes"] >= BANDWIDTH_MIN_BYTES and r["measured_busbw_GBps"] > 0]
     floor = [abs(r["time_error_pct"]) for r in rows if r["size_bytes"] <= FLOOR_MAX_BYTES]
-    predicted = _switches([(r["size_bytes"], r["algorithm"], r["protocol"]) for r in rows])
+    predicted = choice_switches([(r["size_bytes"], r["algorithm"], r["protocol"]) for r in rows])
     return {"busbw_sizes": len(bw), "busbw_median_error_pct": statistics.median(bw) if bw else None,
             "busbw_worst_error_pct": max(bw) if bw else None, "floor_sizes": len(floor),
             "floor_median_error_pct": statistics.median(floor) if floor else None, "predicted_switches": predicted,
-            "seen_switches": _switches(sorted(set(seen))) if seen else None}
+            "seen_switches": choice_switches(sorted(set(seen))) if seen else None}
 
 
 _NCCL_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
