@@ -324,7 +324,7 @@ def check_run(topo: Topology, flows: FlowTable, routes: Routes, transport: Trans
     if est["packets"] > params.max_packets:
         raise SimulationError(f"packet engine: the flows make {est['packets']:,} packets of {int(transport.mtu_bytes)} B; "
                               f"expected at most max_packets = {params.max_packets:,.0f}",
-                              hint="use fewer or smaller flows, or the flow engine (--engine flow)")
+                              hint="use fewer or smaller flows, or the flow engine (engine='flow')")
     if est["min_time_s"] > params.max_time_s:
         raise SimulationError(f"packet engine: the run needs at least {format_time(est['min_time_s'])} of simulated "
                               f"time (the busiest link at full rate); expected at most max_time_s = "
