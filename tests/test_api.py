@@ -68,6 +68,8 @@ def test_build_cluster_from_a_preset_a_file_and_a_spec():
     # the API names its field; the CLI maps it to -b / --minbytes (tests/cli/test_perf.py)
     (lambda: g.perf("all_reduce", sizes=("64M", "1M")), "min_bytes: got 67108864 bytes"),
     (lambda: g.diagnose("examples/ecmp-collision.yaml", inject=["slow-gpu:s1.gpu3"]), "inject: applies to training"),
+    # the command line refuses --steps 0 itself (its option's minimum)
+    (lambda: g.simulate("examples/dp-only.yaml", steps=0), "steps: got 0; expected at least 1"),
 ])
 def test_bad_input_raises_the_cli_errors(call, message):
     with pytest.raises(GpuwaitError, match=message.replace(".", r"\.")):
