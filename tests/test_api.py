@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import gpuwait as g
-from gpuwait.errors import GpuwaitError
+from gpuwait.errors import GpuwaitError, SpecError
 from tests.cli.test_cli import run_cli
 
 
@@ -67,11 +67,70 @@ def test_build_cluster_from_a_preset_a_file_and_a_spec():
     (lambda: g.simulate("examples/dp-only.yaml", engine="packet"), "traffic"),
     # the API names its field; the CLI maps it to -b / --minbytes (tests/cli/test_perf.py)
     (lambda: g.perf("all_reduce", sizes=("64M", "1M")), "min_bytes: got 67108864 bytes"),
-    (lambda: g.diagnose("examples/ecmp-collision.yaml", inject=["slow-gpu:s1.gpu3"]), "--inject"),
+    (lambda: g.diagnose("examples/ecmp-collision.yaml", inject=["slow-gpu:s1.gpu3"]), "inject: applies to training"),
+    # the command line refuses --steps 0 itself (its option's minimum)
+    (lambda: g.simulate("examples/dp-only.yaml", steps=0), "steps: got 0; expected at least 1"),
 ])
 def test_bad_input_raises_the_cli_errors(call, message):
     with pytest.raises(GpuwaitError, match=message.replace(".", r"\.")):
         call()
+
+
+PERF = ("all_reduce", "--servers", "2")
+API_NAMES = {"env": "env", "nccl_version": "nccl_version", "gpus_per_thread": "gpus_per_thread",
+             "max_memory": "max_memory", "inject": "inject"}
+CLI_NAMES = {"env": "--env", "nccl_version": "--nccl-version", "gpus_per_thread": "--gpus-per-thread",
+             "max_memory": "--max-memory", "inject": "--inject"}
+
+
+# Each case from both sides: the API's error names its argument, the command line's the option the user typed
+# (cli.common.API_OPTIONS, renamed in one place: cli.main.main); the rest of the line is the same. Hints as
+# (API, command line).
+@pytest.mark.parametrize("call, cli, message, hints", [
+    (lambda: g.perf("all_reduce", servers=2, env=["FOO=1"]), ["perf", *PERF, "--env", "FOO=1"],
+     "{env}: got 'FOO=1'; expected an NCCL_* variable, e.g. NCCL_ALGO=Ring", None),
+    (lambda: g.perf("all_reduce", servers=2, env={"NCCL_IB_HCA": "mlx5_0"}), ["perf", *PERF, "--env", "NCCL_IB_HCA=mlx5_0"],
+     "{env}: NCCL_IB_HCA is not modelled; modelled NCCL variables:", None),
+    (lambda: g.perf("all_reduce", servers=2, nccl_version="latest"), ["perf", *PERF, "--nccl-version", "latest"],
+     "{nccl_version}: got 'latest'; expected a release such as 2.21.5", None),
+    (lambda: g.perf("all_reduce", servers=2, gpus_per_thread=9), ["perf", *PERF, "--gpus-per-thread", "9"],
+     "{gpus_per_thread} (nccl-tests -g): got 9; expected 1 to 8", None),
+    (lambda: g.perf("all_reduce", servers=2, max_memory="16QB"), ["perf", *PERF, "--max-memory", "16QB"],
+     "{max_memory}: ", ("e.g. max_memory='16GiB'", "e.g. --max-memory 16GiB")),
+    (lambda: g.perf("all_reduce", servers=2, max_memory="1KB"), ["perf", *PERF, "--max-memory", "1KB"],
+     "the run would allocate", ("raise the limit (e.g. max_memory='64GiB')", "raise the limit (e.g. --max-memory 64GiB)")),
+    (lambda: g.diagnose("examples/dp-only.yaml", inject=["slow-gpu:s1.gpu3:factor"]),
+     ["diagnose", "examples/dp-only.yaml", "--inject", "slow-gpu:s1.gpu3:factor"],
+     "{inject} slow-gpu:s1.gpu3:factor: parameter 'factor' is not NAME=VALUE", None),
+    (lambda: g.diagnose("examples/ecmp-collision.yaml", inject=["slow-gpu:s1.gpu3"]),
+     ["diagnose", "examples/ecmp-collision.yaml", "--inject", "slow-gpu:s1.gpu3"],
+     "{inject}: applies to training workloads; expected a scenario with a `workload:`", None),
+])
+def test_an_error_names_the_api_argument_and_the_cli_option(capsys, call, cli, message, hints):
+    with pytest.raises(GpuwaitError) as raised:
+        call()
+    assert str(raised.value).startswith(message.format(**API_NAMES))
+    code, _, err = run_cli(capsys, *cli)
+    lines = err.splitlines()
+    assert code == 2 and lines[0].startswith("error: " + message.format(**CLI_NAMES))
+    if hints:
+        assert hints[0] in raised.value.hint and lines[1].startswith("hint: " + hints[1])
+
+
+def test_the_runner_names_the_engine_argument_and_the_cli_its_option():
+    from gpuwait.cli.common import API_OPTIONS, options_named
+    from gpuwait.runner.traffic import run_traffic
+
+    with pytest.raises(GpuwaitError, match=r"^engine='flow': runs a scenario's `traffic:` only") as raised:
+        run_traffic(g.load_scenario("examples/dp-only.yaml"), "flow")
+    with pytest.raises(GpuwaitError, match=r"^--engine flow: runs a scenario's `traffic:` only"):
+        with options_named(**API_OPTIONS):
+            raise raised.value
+    # the packet engine's hint, and a field with no option of that name, kept
+    with pytest.raises(GpuwaitError) as renamed:
+        with options_named(**API_OPTIONS):
+            raise SpecError("limits.max_packets: got 1e12", hint="or the flow engine (engine='flow')")
+    assert (str(renamed.value), renamed.value.hint) == ("limits.max_packets: got 1e12", "or the flow engine (--engine flow)")
 
 
 def test_the_package_face_lists_its_names():

@@ -25,6 +25,7 @@ from gpuwait.engine import get_engine
 from gpuwait.errors import SpecError
 from gpuwait.report.diagnosis import diagnose_run, diagnose_telemetry
 from gpuwait.report.results import DiagnosisResult, TrafficResult, WorkloadResult
+from gpuwait.runner.cost import memory_limit_bytes
 from gpuwait.runner.inputs import load_cluster, load_scenario, with_servers
 from gpuwait.runner.perf import PerfSweep, SweepArgs, estimated_sweep
 from gpuwait.runner.traffic import run_traffic
@@ -72,7 +73,8 @@ def simulate(scenario: Scenario | str | Path, engine: str = "flow",
 
 def perf(op: str, cluster: str = "dgx-h100", servers: int | None = None, sizes: Sequence[int | str] | None = None,
          env: Mapping[str, str] | Iterable[str] = (), gpus: int | None = None, step_factor: int = 2,
-         dtype: str = "float", nccl_version: str | None = None, **nccl_tests_args) -> PerfSweep:
+         dtype: str = "float", nccl_version: str | None = None, gpus_per_thread: int = 1,
+         max_memory: str | None = None, **nccl_tests_args) -> PerfSweep:
     """The nccl-tests table ``gpuwait perf`` prints, for ``op`` on a preset or cluster file.
 
     Parameters
@@ -90,6 +92,10 @@ def perf(op: str, cluster: str = "dgx-h100", servers: int | None = None, sizes: 
     nccl_version : str, optional
         The NCCL release whose algorithm and protocol choices to predict (``"2.21.5"``; 2.18 or later);
         default the cluster's ``nccl.version``, else 2.30.7.
+    gpus_per_thread : int
+        GPUs one host thread drives, as nccl-tests ``-g`` in one process (default 1: a process per GPU).
+    max_memory : str, optional
+        Refuse a sweep estimated to allocate more than this (``"16GiB"``); default half the machine's memory.
     nccl_tests_args
         Other fields of :class:`~gpuwait.runner.perf.SweepArgs`: ``iters``, ``warmup_iters``,
         ``check``, ``redop``, ``root``, ``step_bytes``.
@@ -104,7 +110,8 @@ def perf(op: str, cluster: str = "dgx-h100", servers: int | None = None, sizes: 
     """
     lo, hi = (sizes[0], sizes[-1]) if sizes else ("32M", "32M")
     args = SweepArgs(min_bytes=lo, max_bytes=hi, step_factor=step_factor, dtype=dtype, **nccl_tests_args)
-    return estimated_sweep(op, args, cluster, servers, gpus, env, nccl_version)
+    return estimated_sweep(op, args, cluster, servers, gpus, env, nccl_version, gpus_per_thread,
+                           memory_limit_bytes(max_memory))
 
 
 def diagnose(scenario: Scenario | str | Path | None = None, inject: Sequence[str | FaultSpec] = (), *,

@@ -14,7 +14,7 @@ from gpuwait.collectives.nccl_versions import DEFAULT_RELEASE, RELEASES, nccl_re
 from gpuwait.collectives.ncclenv import NcclEnv
 from gpuwait.collectives.tuning import Graph, TuningInputs, choose, predict, unsupported_reason
 from gpuwait.errors import SpecError
-from tests.collectives.conftest import tuning_inputs
+from tests.collectives.inputs import tuning_inputs
 
 GiB, MiB = 2**30, 2**20
 

@@ -19,7 +19,7 @@ import pytest
 from gpuwait.collectives import tuning as t
 from gpuwait.collectives.tuning import Graph, TuningInputs, choose, cost_table, dgx_h100, predict
 from gpuwait.errors import SpecError
-from tests.collectives.conftest import tuning_inputs
+from tests.collectives.inputs import tuning_inputs
 
 GiB, MiB, KiB = 2**30, 2**20, 2**10
 

@@ -11,9 +11,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from gpuwait.collectives.communicator import Communicator
+from gpuwait.collectives.ncclenv import parse_env
+from gpuwait.collectives.physical import PUBLIC_TABLE_FIT
+from gpuwait.engine.base import message_overhead_s
 from gpuwait.engine.flow_run import simulate_flows
+from gpuwait.fabric.perf import CollectivePredictor
 from gpuwait.runner.traffic import run_traffic
 from gpuwait.spec import ClusterSpec, PatternSpec, RoutingSpec, Scenario, TrafficSpec
+from gpuwait.spec.cluster import CalibrationSpec
 from gpuwait.topology import build_topology
 from gpuwait.transport import TRANSPORTS
 from gpuwait.workload.traffic import pattern_flows, traffic_flows
@@ -47,7 +53,27 @@ def test_transport_sets_the_payload_rate_of_one_flow(transport, efficiency):
     expected_s = 1e9 / (50e9 * efficiency)
     assert run.flow_time_s.max() == pytest.approx(expected_s, rel=1e-3)
     # latency: the path plus one message overhead, on top of the transfer
-    assert run.flow_time_s.max() > expected_s + TRANSPORTS[transport].message_overhead_s
+    assert run.flow_time_s.max() > expected_s + message_overhead_s(topo, TRANSPORTS[transport])
+
+
+def _one_flow_time_s(cluster: ClusterSpec) -> float:
+    topo = build_topology(cluster)
+    traffic = TrafficSpec.model_validate({"flows": [{"name": "a", "src": "s0.gpu0", "dst": "s1.gpu0", "size": "1MB"}]})
+    return float(simulate_flows(topo, traffic_flows(topo, traffic), RoutingSpec(), TRANSPORTS["rocev2"]).flow_time_s[0])
+
+
+def test_a_flow_starts_after_the_message_overhead_perf_charges():
+    # one parameter, read by both models: the collective model's per-message cost (the transport's LogGP o moved
+    # by the public table fit) is what a network flow pays at its start
+    topo = build_topology(leaf_spine())
+    predictor = CollectivePredictor.create(Communicator.world(topo), parse_env({}), RoutingSpec(), TRANSPORTS["rocev2"])
+    assert message_overhead_s(topo, TRANSPORTS["rocev2"]) == predictor.params.net_message_overhead_s
+    assert predictor.params.net_message_overhead_s == pytest.approx(
+        TRANSPORTS["rocev2"].message_overhead_s * PUBLIC_TABLE_FIT["net_message_overhead_s"])
+    # a cluster's calibration section moves both: 10 us more per message is 10 us more per flow
+    calibrated = leaf_spine().model_copy(update={"calibration": CalibrationSpec(net_message_overhead=10.2e-6)})
+    zero = leaf_spine().model_copy(update={"calibration": CalibrationSpec(net_message_overhead=0.2e-6)})
+    assert _one_flow_time_s(calibrated) - _one_flow_time_s(zero) == pytest.approx(10e-6, rel=1e-6)
 
 
 def test_flows_wait_for_their_dependencies():

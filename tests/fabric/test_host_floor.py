@@ -47,7 +47,7 @@ def test_the_floor_stays_below_the_public_g8_floor():
 
 
 def test_more_gpus_per_thread_than_a_server_holds_is_refused():
-    with pytest.raises(SpecError, match=r"--gpus-per-thread \(nccl-tests -g\): got 9; expected 1 to 8"):
+    with pytest.raises(SpecError, match=r"^gpus_per_thread \(nccl-tests -g\): got 9; expected 1 to 8"):
         make_predictor("dgx-a100", 1, 8, gpus_per_thread=9)
 
 

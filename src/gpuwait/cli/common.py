@@ -21,6 +21,12 @@ MAX_MEMORY_OPTION = typer.Option(
     None, "--max-memory", metavar="SIZE",
     help="Refuse a run estimated to allocate more than this (e.g. 16GiB); default half the machine's memory.")
 
+#: The Python API's arguments that are the same option on every command that has them: the library's errors
+#: name the argument (``env: got 'X'``, ``inject slow-gpu:s1``, hint ``max_memory='64GiB'``), as a caller of
+#: :mod:`gpuwait.api` wrote it; :func:`gpuwait.cli.main.main` renames them all here, the one place
+API_OPTIONS = {"env": "--env", "nccl_version": "--nccl-version", "gpus_per_thread": "--gpus-per-thread",
+               "max_memory": "--max-memory", "inject": "--inject", "engine": "--engine", "steps": "--steps"}
+
 #: characters of one quoted value shown in an error line
 MAX_QUOTED_CHARS = 80
 #: the longest error line printed (ten problems of a scenario file fit)
@@ -33,27 +39,44 @@ def options_named(**option_of_field: str) -> Iterator[None]:
 
     The Python API's errors name its fields (``preset: unknown preset 'x'``), as they must for a caller
     that passed a field; on the command line the user typed an option, so ``preset="--cluster"`` turns
-    that error into ``--cluster: unknown preset 'x'``. An error of a file keeps its file and YAML path
+    that error into ``--cluster: unknown preset 'x'``. An argument of :data:`API_OPTIONS` may also lead
+    with its value (``inject slow-gpu:x: ...``), and a keyword argument in the message or hint
+    (``engine='flow'``) becomes the option and its value (``--engine flow``). An error of a file keeps its file and YAML path
     (``f.yaml: cluster.preset: ...``): there the field is what the user wrote.
 
-    >>> from gpuwait.errors import UnknownNameError
+    >>> from gpuwait.errors import SpecError, UnknownNameError
     >>> try:
     ...     with options_named(preset="--cluster"):
     ...         raise UnknownNameError("preset: unknown preset 'x'")
     ... except UnknownNameError as err:
     ...     print(err)
     --cluster: unknown preset 'x'
+    >>> try:
+    ...     with options_named(max_memory="--max-memory"):
+    ...         raise SpecError("max_memory: got '1Q'", hint="e.g. max_memory='16GiB'")
+    ... except SpecError as err:
+    ...     print(err, "/", err.hint)
+    --max-memory: got '1Q' / e.g. --max-memory 16GiB
     """
     try:
         yield
     except GpuwaitError as err:
-        message = str(err)
-        for field, option in option_of_field.items():
-            if message.startswith(f"{field}: "):
-                # the same error object (its type, hint and problems kept), its message renamed
-                err.args = (f"{option}: {message.removeprefix(f'{field}: ')}", *err.args[1:])
-                break
+        # the same error object (its type, hint and problems kept), its message and hint renamed
+        err.args = (_renamed(str(err), option_of_field, lead=True), *err.args[1:])
+        if err.hint:
+            err.hint = _renamed(err.hint, option_of_field)
         raise
+
+
+def _renamed(text: str, option_of_field: dict[str, str], lead: bool = False) -> str:
+    """``text`` with each ``field='value'`` as ``option value`` and, with ``lead``, a leading ``field:`` (or
+    for an API argument ``field VALUE``) as the option."""
+    for field, option in option_of_field.items():
+        text = re.sub(rf"(?<![\w.-]){re.escape(field)}='([^']*)'", lambda m, o=option: f"{o} {m[1]}", text)
+        leads = text.startswith(f"{field}: ") or (field in API_OPTIONS and text.startswith(f"{field} "))
+        if lead and leads:
+            text = option + text[len(field):]
+    return text
 
 
 def terminal_safe(text: str) -> str:

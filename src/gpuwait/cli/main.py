@@ -11,7 +11,7 @@ import typer
 from gpuwait.cli import calibrate, demo, diagnose, inventory, perf, place, route, run, schema, telemetry, topo, validate
 from gpuwait.cli import schedule as schedule_cli
 from gpuwait.cli import sweep as sweep_cli
-from gpuwait.cli.common import error_line
+from gpuwait.cli.common import API_OPTIONS, error_line, options_named
 from gpuwait.cli.faults_help import InjectHelpCommand
 from gpuwait.errors import GpuwaitError
 from gpuwait.version import __version__
@@ -96,7 +96,8 @@ app.add_typer(sweep_cli.app, name="sweep")
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; a GpuwaitError becomes one line and a hint (traceback only with GPUWAIT_DEBUG=1)."""
     try:
-        code = app(args=argv, standalone_mode=False)
+        with options_named(**API_OPTIONS):  # the API's argument names, as this command line's options
+            code = app(args=argv, standalone_mode=False)
     except GpuwaitError as err:
         if os.environ.get("GPUWAIT_DEBUG") == "1":
             raise

@@ -405,14 +405,14 @@ def _refuse_not_modelled(values: Mapping[str, object]) -> None:
                             hint=f"unset {name} (or set it to {int(bool(getattr(base, attr)))})")
 
 
-def check_modelled(names: Iterable[str], what: str = "--env") -> None:
+def check_modelled(names: Iterable[str], what: str = "env") -> None:
     """Refuse an ``NCCL_*`` name gpuwait does not model (a name given on purpose should change the result).
 
     >>> check_modelled(["NCCL_ALGO", "NCCL_CUMEM_ENABLE"])
     >>> check_modelled(["NCCL_IB_HCA"])
     Traceback (most recent call last):
     ...
-    gpuwait.errors.SpecError: --env: NCCL_IB_HCA is not modelled; modelled NCCL variables: ...
+    gpuwait.errors.SpecError: env: NCCL_IB_HCA is not modelled; modelled NCCL variables: ...
     """
     for name in names:
         if str(name).startswith("NCCL_") and name not in VARIABLES and name not in NO_TIMING_EFFECT:
@@ -430,16 +430,16 @@ def parse_env_pairs(pairs: Iterable[str]) -> NcclEnv:
     >>> parse_env_pairs(["NCCL_ALGO"])
     Traceback (most recent call last):
     ...
-    gpuwait.errors.SpecError: --env: got 'NCCL_ALGO'; expected NAME=VALUE, e.g. NCCL_ALGO=Ring
+    gpuwait.errors.SpecError: env: got 'NCCL_ALGO'; expected NAME=VALUE, e.g. NCCL_ALGO=Ring
     """
     env: dict[str, str] = {}
     for pair in pairs:
         name, sep, value = str(pair).partition("=")
         name = name.strip()
         if not sep or not name:
-            raise SpecError(f"--env: got {pair!r}; expected NAME=VALUE, e.g. NCCL_ALGO=Ring")
+            raise SpecError(f"env: got {pair!r}; expected NAME=VALUE, e.g. NCCL_ALGO=Ring")
         if not name.startswith("NCCL_"):
-            raise SpecError(f"--env: got {pair!r}; expected an NCCL_* variable")
+            raise SpecError(f"env: got {pair!r}; expected an NCCL_* variable")
         check_modelled([name])
         env[name] = value
     return parse_env(env)
@@ -501,7 +501,8 @@ def defaults() -> dict[str, object]:
 # kind) belong to the cluster file alone.
 
 #: ``with_version``'s ``what`` -> the source printed beside the value
-SETTING_SOURCES = {"nccl.version": "cluster file", "NCCL version": "NCCL version"}
+# the caller's own ``nccl_version`` keeps the label perf has always printed for it
+SETTING_SOURCES = {"nccl.version": "cluster file", "NCCL version": "NCCL version", "nccl_version": "--nccl-version"}
 
 
 @dataclass(frozen=True)

@@ -215,6 +215,12 @@ def pipelined_time_s(costs: PipelineCosts, params: PhysicalParams) -> float:
     >>> round(pipelined_time_s(rendezvous, PhysicalParams(net_message_overhead_s=0.0, net_step_cycle_s=1e-6)) * 1e6, 1)
     203.6
     """
+    # The step cycle and o are two costs in this series, not one read twice: the cycle is a step's wait for the
+    # proxy's next visit (each ``op->progress`` call moves a connection by one action, then ``continue``s:
+    # sendProxyProgress posts the buffer, or isends, or tests; recvProxyProgress returns after an irecv, test or
+    # flush; src/transport/net.cc, progressOps src/proxy.cc, NVIDIA/nccl v2.30.7-1), so it grows with the
+    # connections the proxy serves; o is the work of the isend / irecv call and its completion at that visit,
+    # once per message whatever the proxy's load (LogGP's o). The fit prices the cycle with o charged apart.
     cycles = costs.connection_steps * costs.proxy_load * params.net_step_cycle_s
     serial = (costs.serial_s / np.where(costs.multi_node, params.nic_efficiency, 1.0)
               + costs.serial_messages * params.net_message_overhead_s + costs.rendezvous_serial_s)

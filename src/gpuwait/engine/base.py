@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import numpy as np
 
 from gpuwait.arrays import unique_sorted
+from gpuwait.collectives.physical import physical_params
 from gpuwait.errors import UnknownNameError
 from gpuwait.topology.model import LinkKind, Network, Topology
 
@@ -45,6 +46,21 @@ def effective_capacity_Bps(topo: Topology, transport: TransportProfile) -> np.nd
         capacity[ports] = np.minimum(capacity[ports], transport.host_ceiling_Bps)
     return capacity
 
+
+def message_overhead_s(topo: Topology, transport: TransportProfile) -> float:
+    """The per-message cost a network flow pays at its start: the cluster's resolved
+    ``net_message_overhead_s`` (:func:`gpuwait.collectives.physical.physical_params`: the transport's LogGP
+    *o* moved by the public table fit, or the cluster's ``calibration`` section), the figure ``gpuwait perf``
+    charges per network message, so the engines and the collective model read one parameter.
+
+    >>> from gpuwait.topology import build_preset
+    >>> from gpuwait.transport import TRANSPORTS
+    >>> from gpuwait.collectives.physical import PUBLIC_TABLE_FIT
+    >>> o_s = message_overhead_s(build_preset("rocev2-400g-2tier", servers=2), TRANSPORTS["rocev2"])
+    >>> round(o_s / TRANSPORTS["rocev2"].message_overhead_s, 3) == PUBLIC_TABLE_FIT["net_message_overhead_s"]
+    True
+    """
+    return float(physical_params(topo.spec, transport).net_message_overhead_s)
 
 @runtime_checkable
 class EngineRun(Protocol):

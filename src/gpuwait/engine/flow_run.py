@@ -12,7 +12,7 @@ from functools import cached_property
 import numpy as np
 import scipy.sparse as sp
 
-from gpuwait.engine.base import PerFlowResults, effective_capacity_Bps, per_flow_top
+from gpuwait.engine.base import PerFlowResults, effective_capacity_Bps, message_overhead_s, per_flow_top
 from gpuwait.engine.flow import FlowEngine, FlowResult, FlowSet, LinkTable, SharedWeights
 from gpuwait.routing.paths import Routes, route_flows
 from gpuwait.spec.cluster import RoutingSpec
@@ -88,8 +88,9 @@ def simulate_flows(topo: Topology, flows: FlowTable, routing: RoutingSpec, trans
     """Route and simulate ``flows`` on ``topo``.
 
     Each flow becomes ``routing.qps_per_connection`` QP rows with an equal share of its bytes
-    (NCCL stripes a connection's data over its QPs). The transport's per-message overhead is
-    added to the path latency; its header bytes reduce the payload capacity of network links.
+    (NCCL stripes a connection's data over its QPs). The cluster's per-message overhead
+    (:func:`~gpuwait.engine.base.message_overhead_s`, as ``gpuwait perf`` reads it) is added to the path
+    latency of flows between servers; the transport's header bytes reduce the payload capacity of network links.
 
     Examples
     --------
@@ -112,7 +113,7 @@ def simulate_flows(topo: Topology, flows: FlowTable, routing: RoutingSpec, trans
     if transport.rate_cap_Bps:
         # the transport's per-connection ceiling (a TCP stream's) binds only flows that use the transport
         cap = np.where(crosses_network, np.minimum(cap, transport.rate_cap_Bps), cap)
-    latency = routes.path_latency_s + np.where(crosses_network, transport.message_overhead_s, 0.0)
+    latency = routes.path_latency_s + np.where(crosses_network, message_overhead_s(topo, transport), 0.0)
     # A splitting router's middle hops stay one row per (source leaf, destination leaf) class: the
     # engine solves and logs them per class, never joining them into a row per QP.
     shared = (SharedWeights(routes.row_class, np.ones(routes.n_rows), routes.class_weights)

@@ -241,7 +241,7 @@ class CollectivePredictor:
         qps = qps_setting(env, routing)
         routing = routing.model_copy(update={"qps_per_connection": qps.value})
         if not 1 <= gpus_per_thread <= comm.ppn:
-            raise SpecError(f"--gpus-per-thread (nccl-tests -g): got {gpus_per_thread}; expected 1 to {comm.ppn}, "
+            raise SpecError(f"gpus_per_thread (nccl-tests -g): got {gpus_per_thread}; expected 1 to {comm.ppn}, "
                             "the GPUs of one server that one host thread drives")
         return cls(comm, env, routing, transport, tuple(peers), background_Bps, qps=qps, gpus_per_thread=gpus_per_thread)
 

@@ -90,12 +90,12 @@ def _parse_params(text: str, items: str) -> dict[str, float]:
         if not item.strip():
             continue
         if "=" not in item:
-            raise SpecError(f"--inject {text}: parameter {item!r} is not NAME=VALUE")
+            raise SpecError(f"inject {text}: parameter {item!r} is not NAME=VALUE")
         name, value = item.split("=", 1)
         try:
             params[name.strip()] = float(value)
         except ValueError:
-            raise SpecError(f"--inject {text}: {name.strip()} = {value!r}; expected a number") from None
+            raise SpecError(f"inject {text}: {name.strip()} = {value!r}; expected a number") from None
     return params
 
 
@@ -128,7 +128,7 @@ def parse_inject(text: str) -> FaultSpec:
     target = parts[1].strip() if len(parts) > 1 and parts[1].strip() else "all"
     params = _parse_params(text, ":".join(parts[2:])) if len(parts) > 2 else {}
     if len(parts) > 3 and "=" not in parts[2]:
-        raise SpecError(f"--inject {text}: expected KIND:TARGET[:PARAM=VALUE,...]")
+        raise SpecError(f"inject {text}: expected KIND:TARGET[:PARAM=VALUE,...]")
     kind = FAULT_KINDS.get(name)
     if kind is None:
         raise _unknown_kind(name)

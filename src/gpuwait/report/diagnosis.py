@@ -37,7 +37,7 @@ def diagnose_run(scenario: Scenario, inject: Sequence[str | FaultSpec] = (), *, 
     if scenario.workload is None:
         # a traffic scenario: queues, pauses and marks tell, so it runs packet by packet
         if inject:
-            raise SpecError("--inject: applies to training workloads; expected a scenario with a `workload:`")
+            raise SpecError("inject: applies to training workloads; expected a scenario with a `workload:`")
         if report is not None:
             report_directory(report)  # refused before the packet run, not after it
         run = cast("PacketRun", run_traffic(scenario, "packet", progress=progress)[0])

@@ -165,7 +165,7 @@ def _release_of(version: str):
 def _nccl_choice(log_version: str | None, asked: str | None, cluster_version: str | None) -> dict:
     """Which NCCL release a comparison predicts (:func:`gpuwait.runner.perf.log_release`), and why."""
     version, source = log_release(log_version, asked, cluster_version)
-    return {"version": version, "model_release": nccl_release(version, "--nccl-version").version, "source": source}
+    return {"version": version, "model_release": nccl_release(version, "nccl_version").version, "source": source}
 
 
 def compare_log(op: str, log_path: Path, cluster: str, servers: int | None = None, gpus: int | None = None,

@@ -119,13 +119,13 @@ def estimate_scenario(scenario: Scenario, steps: int | None = None, engine: str 
 
 
 def memory_limit_bytes(text: str | None) -> float:
-    """``--max-memory``: a size such as ``16GiB``, or the default (:func:`default_memory_limit_bytes`)."""
+    """``max_memory`` (``--max-memory``): a size such as ``16GiB``, or the default (:func:`default_memory_limit_bytes`)."""
     if text is None:
         return float(default_memory_limit_bytes())
     try:
         return parse_size_bytes(text, allow_zero=False)
     except UnitError as err:
-        raise SpecError(f"--max-memory: {str(err).split(': ', 1)[-1]}", hint="e.g. --max-memory 16GiB") from None
+        raise SpecError(f"max_memory: {str(err).split(': ', 1)[-1]}", hint="e.g. max_memory='16GiB'") from None
 
 
 def check_cost(estimate: CostEstimate, limit_bytes: float | None = None) -> CostEstimate:
@@ -134,7 +134,7 @@ def check_cost(estimate: CostEstimate, limit_bytes: float | None = None) -> Cost
     if estimate.bytes > limit:
         raise SpecError(f"the run would allocate {estimate.describe()}, over the limit of {format_size(limit)}; "
                         f"expected less (change {estimate.field})",
-                        hint="raise the limit with --max-memory SIZE (e.g. --max-memory 64GiB) if the machine has it")
+                        hint="raise the limit (e.g. max_memory='64GiB') if the machine has it")
     return estimate
 
 

@@ -49,9 +49,9 @@ def nccl_env(env: Mapping[str, str] | Iterable[str] = (), base: Mapping[str, str
     for pair in env:
         name, eq, value = pair.partition("=")
         if not eq or not name:
-            raise SpecError(f"--env: got {pair!r}; expected NAME=VALUE, e.g. NCCL_ALGO=Ring")
+            raise SpecError(f"env: got {pair!r}; expected NAME=VALUE, e.g. NCCL_ALGO=Ring")
         if not name.startswith("NCCL_"):  # NCCL reads only NCCL_* names: another would be ignored in silence
-            raise SpecError(f"--env: got {pair!r}; expected an NCCL_* variable, e.g. NCCL_ALGO=Ring")
+            raise SpecError(f"env: got {pair!r}; expected an NCCL_* variable, e.g. NCCL_ALGO=Ring")
         check_modelled([name])
         out[name] = value
     return out
@@ -66,7 +66,7 @@ def log_release(printed: str | None, asked: str | None = None, cluster_version: 
     (('2.26.2', "the log's version"), ('2.21.5', "the cluster's nccl.version"), ('2.30.7', "gpuwait's default"))
     """
     if asked is not None:
-        nccl_release(asked, "--nccl-version")
+        nccl_release(asked, "nccl_version")
         return asked, "--nccl-version"
     if printed is not None:
         try:
@@ -99,7 +99,7 @@ def make_predictor(cluster: str | ClusterSpec, servers: int | None, gpus: int | 
     topo = build_topology(spec)
     environment = nccl_env(env)
     comm = Communicator.world(topo, gpus_per_server=gpus)
-    nccl = cluster_env(spec, environment).with_version(nccl_version, "--nccl-version")
+    nccl = cluster_env(spec, environment).with_version(nccl_version, "nccl_version")
     return CollectivePredictor.create(comm, nccl, spec.routing, resolve_transport(spec.transport),
                                       gpus_per_thread=gpus_per_thread)
 

@@ -57,7 +57,7 @@ def run_traffic(scenario: Scenario, engine: str = "flow", progress=None) -> list
     """
     simulator = get_engine(engine)
     if scenario.workload is not None:
-        raise SpecError(f"--engine {engine}: runs a scenario's `traffic:` only; this scenario has a `workload:`",
+        raise SpecError(f"engine={engine!r}: runs a scenario's `traffic:` only; this scenario has a `workload:`",
                         hint="use the flow engine for training and inference steps")
     options = simulator.options_for(scenario)
     within_run = getattr(progress, "run", None)

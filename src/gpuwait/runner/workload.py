@@ -76,7 +76,7 @@ def simulate_workload(scenario: Scenario, steps: int | None = None, progress=Non
     spec = scenario.workload
     n_steps = steps if steps is not None else spec.steps
     if n_steps < 1:
-        raise SpecError(f"--steps: got {n_steps}; expected at least 1")
+        raise SpecError(f"steps: got {n_steps}; expected at least 1")
     training = spec.mode == "training"
     step = training_step(spec, topo) if training else serving_step(spec, topo)
     cluster_name = scenario.cluster.preset or cluster.name

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from gpuwait.engine.base import message_overhead_s
 from gpuwait.engine.flow_run import simulate_flows
 from gpuwait.engine.packet import PacketParams, packet_params, simulate_packets
 from gpuwait.errors import SimulationError, SpecError
@@ -57,7 +58,7 @@ def test_one_long_flow_matches_the_closed_form(topo, nics):
     run = simulate_packets(topo, table(nics[:1], nics[4:5], size), RoutingSpec(), transport)
     rate = 100e9 / 8
     overhead = transport.header_bytes / transport.mtu_bytes
-    expected = size * (1 + overhead) / rate + float(run.routes.path_latency_s[0]) + transport.message_overhead_s
+    expected = size * (1 + overhead) / rate + float(run.routes.path_latency_s[0]) + message_overhead_s(topo, transport)
     assert run.flow_time_s[0] == pytest.approx(expected, rel=0.01)
     assert run.packets == int(np.ceil(size / transport.mtu_bytes))
     assert run.link_bytes[run.routes.links_of_row(0)[0]] == pytest.approx(size)

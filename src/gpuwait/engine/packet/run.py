@@ -18,7 +18,7 @@ from functools import cached_property
 
 import numpy as np
 
-from gpuwait.engine.base import PerFlowResults, effective_capacity_Bps, per_flow_top
+from gpuwait.engine.base import PerFlowResults, effective_capacity_Bps, message_overhead_s, per_flow_top
 from gpuwait.engine.packet import core as C
 from gpuwait.engine.packet.params import PacketParams
 from gpuwait.errors import SimulationError, SpecError
@@ -324,7 +324,7 @@ def check_run(topo: Topology, flows: FlowTable, routes: Routes, transport: Trans
     if est["packets"] > params.max_packets:
         raise SimulationError(f"packet engine: the flows make {est['packets']:,} packets of {int(transport.mtu_bytes)} B; "
                               f"expected at most max_packets = {params.max_packets:,.0f}",
-                              hint="use fewer or smaller flows, or the flow engine (--engine flow)")
+                              hint="use fewer or smaller flows, or the flow engine (engine='flow')")
     if est["min_time_s"] > params.max_time_s:
         raise SimulationError(f"packet engine: the run needs at least {format_time(est['min_time_s'])} of simulated "
                               f"time (the busiest link at full rate); expected at most max_time_s = "
@@ -591,7 +591,7 @@ def _qp_tables(topo: Topology, flows: FlowTable, routes: Routes, transport: Tran
     qpi[:, C.Q_MTU] = mtu
     qpi[:, C.Q_FLOW] = routes.flow_index
     qpi[:, C.Q_RELEASE] = np.rint(flows.start_s[routes.flow_index] * _PS).astype(np.int64)
-    qpi[:, C.Q_DELAY] = np.where(crosses, np.int64(round(transport.message_overhead_s * _PS)), 0)
+    qpi[:, C.Q_DELAY] = np.where(crosses, np.int64(round(message_overhead_s(topo, transport) * _PS)), 0)
     qpi[:, C.Q_CTRL_LAT] = np.rint(routes.path_latency_s * _PS).astype(np.int64) + 1
     qpi[:, C.Q_RECV_OFF] = recv_off
     dc = params.dcqcn or transport.dcqcn

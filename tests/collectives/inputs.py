@@ -1,4 +1,4 @@
-"""Helpers shared by the collective tests."""
+"""TuningInputs built flat, shared by the collective tests (a helper module, not a conftest: it holds no fixtures)."""
 
 from __future__ import annotations
 
