@@ -123,8 +123,8 @@ DEFAULT_VERSION_ONLY = False
 _TCP = "NCCL_IB_DISABLE=1"
 #: gj-aion's runs in nccl-tests#309 (2025-06-18) print no NCCL version: the newest release tagged before the post,
 #: v2.27.3-1 (2025-05-29; the thread's other poster runs 2.26.2, the same model on H100). Both 8-node tables time
-#: their 8 MiB out-of-place row 2.3-4x the in-place one, as an algorithm's first call does when NCCL connects it
-#: then (NCCL_RUNTIME_CONNECT, default 1 since v2.22.3-1: ncclPrepareTasks, src/enqueue.cc) and nccl-tests warmed
+#: their 8 MiB out-of-place row 2.3-4x the in-place one, as the first timed loop after NCCL connects an algorithm
+#: does (NCCL_RUNTIME_CONNECT, default 1 since v2.22.3-1: ncclPrepareTasks, src/enqueue.cc) when nccl-tests warmed
 #: up only the first and last sizes (src/common.cu before v2.16.8): NVLSTree's first use at 8 MiB, NCCL's switch
 #: with NVLSTree's 14 us network latency (2.22-2.28.7), not 2.28.9's 20.9 (switch at 16 MiB)
 _GJ_AION_NCCL = "2.27.3"
@@ -532,11 +532,15 @@ def first_uses(choices: list[dict], version: tuple[int, int], warmup_every_size:
     largest size (src/common.cu TimeTest), from v2.16.8 every size of the sweep."""
     if version < RUNTIME_CONNECT_SINCE or warmup_every_size or not choices:
         return []
-    connected = {choices[0]["algorithm"], choices[-1]["algorithm"]}
+    # NVLSTree's connection sets up NVLS's buffers too (ncclPrepareTasks marks both)
+    also = {"nvls_tree": {"nvls"}}
+    connected = set()
+    for c in (choices[0], choices[-1]):
+        connected |= {c["algorithm"], *also.get(c["algorithm"], ())}
     uses = []
     for c in choices:
         if c["algorithm"] not in connected:
-            connected.add(c["algorithm"])
+            connected |= {c["algorithm"], *also.get(c["algorithm"], ())}
             uses.append((c["size_bytes"], f"{c['algorithm']} connected"))
     return uses
 
