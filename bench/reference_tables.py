@@ -483,7 +483,7 @@ def seen_switches(ref: Reference) -> list[tuple[int, str]]:
         if k >= 2 and t < SWITCH_DROP * rows[k - 1].steady_time_us and t < rows[k - 2].steady_time_us:
             seen.append((row.size_bytes, f"time falls: {rows[k - 1].steady_time_us:g} -> {t:g} us"))
         elif 0 < k < len(rows) - 1 and row.ip_time_us > 0 and row.oop_time_us > FIRST_CALL_RATIO * row.ip_time_us:
-            seen.append((row.size_bytes, f"first call: out-of-place {row.oop_time_us:g} us, in-place "
+            seen.append((row.size_bytes, f"one-off: out-of-place {row.oop_time_us:g} us, in-place "
                                          f"{row.ip_time_us:g} us"))
     return seen
 
@@ -592,7 +592,7 @@ def _nearest(model: list[tuple[int, str]], size: int) -> tuple[tuple[int, str] |
 def switch_verdict(ref: Reference, size: int, evidence: str, choices: list[dict], predictor) -> tuple[str, str]:
     """The mechanism's prediction nearest a seen signal, and whether it lies within 2x ("yes", "no", or why the
     signal is not an NCCL choice change)."""
-    first_call = evidence.startswith("first call")
+    first_call = evidence.startswith("one-off")
     warmed = ref.stem in WARMUP_EVERY_SIZE
     if first_call:
         model = first_uses(choices, _release_tuple(predictor), warmed)
