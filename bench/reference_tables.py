@@ -461,9 +461,11 @@ RUNTIME_CONNECT_SINCE = (2, 22)
 #: tables whose nccl-tests (v2.16.8 on, commit f2015cb) ran its warm-up at every size of the sweep before timing any:
 #: the command runs /nccl-tests-2.17.1 (eth-cscs/cscs-docs nccl.md)
 WARMUP_EVERY_SIZE = {"gh200-slingshot-2node-8gpu-all_reduce", "gh200-nooptnet-2node-8gpu-all_reduce"}
-#: tables whose NCCL ran a tuner plugin (aws-ofi-nccl's, NCCL_TUNER_PLUGIN), which may replace NCCL's cost model: no
-#: signal there is ruled out by NCCL's own formula
-TUNER_PLUGIN = {"h100-nvswitch-1node-8gpu-all_reduce-awsbatch-p5", "h100-efa-2node-16gpu-all_reduce"}
+#: tables whose NCCL may have run a tuner plugin that replaces its cost model: no signal there is ruled out by NCCL's
+#: own formula. aws-ofi-nccl's tuner leaves runs of at most 2 nodes to NCCL in v1.9.1-aws and v1.13.0-aws on
+#: (src/tuner/nccl_ofi_tuner.c, nccl_ofi_model.c), and its v1.10-v1.12 regions for 8 GPUs per node start at 16 ranks
+#: (src/tuner/nccl_ofi_tuner.c): a 1-node p5 run is NCCL's own choice, a 2-node one (16 ranks) may not be
+TUNER_PLUGIN = {"h100-efa-2node-16gpu-all_reduce"}
 #: NCCL's formula keeps its choice between two sizes when the choice's lead over the next-best at the smaller size
 #: exceeds this many times the choice's bytes term at the larger one (every other term of NCCL's time is a latency,
 #: the same at both sizes): the choice then holds even if every bandwidth NCCL reads were this many times lower
