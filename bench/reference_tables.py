@@ -547,14 +547,14 @@ def first_uses(choices: list[dict], version: tuple[int, int], warmup_every_size:
     return uses
 
 
-def _candidates_us(predictor, n_bytes: int) -> dict[tuple[str, str], tuple[float, float]]:
+def _candidates_us(predictor, collective: str, n_bytes: int) -> dict[tuple[str, str], tuple[float, float]]:
     """NCCL's formula (gpuwait.collectives.tuning) for every (algorithm, protocol) the table's env lets NCCL pick:
-    (time, bytes term) in us."""
+    (time, bytes term) in us; the same candidates ``tuning.choose`` takes the cheapest of."""
     env = predictor.env
-    inputs = apply_env(env, predictor.tuning_inputs("all_reduce"))
-    algos = env.allowed_algorithms("all_reduce") or ALGORITHMS
+    inputs = apply_env(env, predictor.tuning_inputs(collective))
+    algos = env.allowed_algorithms(collective) or ALGORITHMS
     ll128 = inputs.ll128_enabled and inputs.release.ll128_default(inputs.sm)
-    protos = env.allowed_protocols("all_reduce") or [p for p in PROTOCOLS if p != "LL128" or ll128]
+    protos = env.allowed_protocols(collective) or [p for p in PROTOCOLS if p != "LL128" or ll128]
     out = {}
     for algorithm in algos:
         for protocol in protos:
@@ -564,10 +564,13 @@ def _candidates_us(predictor, n_bytes: int) -> dict[tuple[str, str], tuple[float
     return out
 
 
-def formula_holds(predictor, size: int, version: str | None) -> str:
+def formula_holds(predictor, collective: str, size: int, version: str | None) -> str:
     """Why NCCL's own formula cannot change its choice between ``size``/2 and ``size`` (empty if it can): the choice's
-    lead at ``size``/2 against its bytes term at ``size`` (LATENCY_LEAD_FACTOR)."""
-    below, at = _candidates_us(predictor, size // 2), _candidates_us(predictor, size)
+    lead at ``size``/2 against its bytes term at ``size`` (LATENCY_LEAD_FACTOR). All-to-all and send/recv take NCCL's
+    p2p path, outside the formula: empty."""
+    if collective in ("alltoall", "sendrecv"):
+        return ""
+    below, at = _candidates_us(predictor, collective, size // 2), _candidates_us(predictor, collective, size)
     best = min(below, key=lambda k: below[k][0])
     if min(at, key=lambda k: at[k][0]) != best or len(below) < 2:
         return ""
@@ -608,7 +611,7 @@ def switch_verdict(ref: Reference, size: int, evidence: str, choices: list[dict]
     noise = "" if first_call else drop_not_a_switch(ref, size)
     if noise or ok:
         return where, noise or "yes"
-    why = "" if ref.stem in TUNER_PLUGIN else formula_holds(predictor, size, ref.version())
+    why = "" if ref.stem in TUNER_PLUGIN else formula_holds(predictor, measured(ref).collective, size, ref.version())
     return where, why or "no"
 
 

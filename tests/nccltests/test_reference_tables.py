@@ -145,3 +145,10 @@ def test_signals_that_are_not_nccl_switches_say_why():
     assert "not a switch: NCCL 2.26.2: its formula keeps tree/LL" in rows["h100-ib-2node-16gpu-all_reduce", "256"]
     assert rows["h100-ib-4node-32gpu-all_reduce", "2M"].endswith("| 2M (nvls_tree connected) | yes |")
     assert (hits, total) == (1, 1)
+    # the candidates the verdict weighs are those NCCL's choice (tuning.choose) takes the cheapest of
+    two = refs["h100-ib-2node-16gpu-all_reduce"]
+    predictor = bench.make_predictor(two.cluster_arg(), two.servers, two.gpus, two.env, two.version())
+    _, choices = bench.predicted(two, bench.measured(two))
+    for choice in choices:
+        table = bench._candidates_us(predictor, "all_reduce", choice["size_bytes"])
+        assert min(table, key=lambda k: table[k][0]) == (choice["algorithm"], choice["protocol"])
