@@ -529,7 +529,9 @@ def first_uses(choices: list[dict], version: tuple[int, int], warmup_every_size:
     nccl-tests times a size only after one untimed call at it (BenchTime's "Sync" call, src/common.cu since
     cbe7f65, 2019) and NCCL connects an algorithm before launching that call (ncclCollPreconnectFunc, src/group.cc
     v2.22.3-1 on); yet the published tables time the connection's sizes slower out-of-place than in-place (the 8 B
-    row of the 2- and 4-node H100 tables, warmed up and still 2.4-2.8x): the timed loop after a connection pays too.
+    row of the 2- and 4-node H100 tables, warmed up and still 2.4-2.8x): the timed loop after a connection pays too,
+    as calls after an on-demand connection stay slow for a while (NVIDIA/nccl#1487, a maintainer's DGX H100 send/recv:
+    214 ms with the connection, 14 us next, then 3-5 us; NVIDIA/nccl#415: the first few calls 10-100 ms each).
     Before NCCL 2.22 every algorithm connects at init; nccl-tests before v2.16.8 warms up only the smallest and
     largest size (src/common.cu TimeTest), from v2.16.8 every size of the sweep."""
     if version < RUNTIME_CONNECT_SINCE or warmup_every_size or not choices:
