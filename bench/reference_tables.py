@@ -23,8 +23,10 @@ a published table's timed loop only adds time; the H200 table gives in-place bus
   below zero the model is faster than the hardware);
 * the ramp: the smallest size whose busbw reaches 50 % and 90 % of the table's highest busbw,
   measured against predicted (``<=`` when the table starts above it);
-* the algorithm switch sizes a table shows (its time falls as the size grows, or a size's first call pays a
-  one-off cost), each beside the model's nearest switch (within a factor of 2 or not).
+* the algorithm switch sizes a table shows (its time falls as the size grows, or a size's out-of-place loop pays
+  a one-off cost), each beside the mechanism's nearest prediction (the model's switch; for a one-off cost, its
+  first use of an algorithm the warm-up did not connect): within a factor of 2 or not, or why the signal is not
+  an NCCL choice change.
 """
 
 from __future__ import annotations
@@ -38,11 +40,13 @@ from pathlib import Path
 import numpy as np
 
 from gpuwait.collectives.fit import PUBLIC_FIT_NAMES, Adjustment, Observation, fit
+from gpuwait.collectives.ncclenv import apply_env
 from gpuwait.collectives.nccltests import busbw_factor
 from gpuwait.collectives.physical import PUBLIC_TABLE_FIT, adjust, pipelined_time_s, stack_costs
+from gpuwait.collectives.tuning import ALGORITHMS, PROTOCOLS, predict
 from gpuwait.report.perf import choice_switches
 from gpuwait.runner.inputs import load_cluster
-from gpuwait.runner.perf import SweepArgs, perf_sweep
+from gpuwait.runner.perf import SweepArgs, make_predictor, perf_sweep
 from gpuwait.telemetry.nccltests_log import parse_nccl_tests_log
 from gpuwait.transport.platforms import cluster_platform
 
@@ -119,8 +123,8 @@ DEFAULT_VERSION_ONLY = False
 _TCP = "NCCL_IB_DISABLE=1"
 #: gj-aion's runs in nccl-tests#309 (2025-06-18) print no NCCL version: the newest release tagged before the post,
 #: v2.27.3-1 (2025-05-29; the thread's other poster runs 2.26.2, the same model on H100). Both 8-node tables time
-#: their 8 MiB out-of-place row 2.3-4x the in-place one, as an algorithm's first call does when NCCL connects it
-#: then (NCCL_RUNTIME_CONNECT, default 1 since v2.22.3-1: ncclPrepareTasks, src/enqueue.cc) and nccl-tests warmed
+#: their 8 MiB out-of-place row 2.3-4x the in-place one, as the first timed loop after NCCL connects an algorithm
+#: does (NCCL_RUNTIME_CONNECT, default 1 since v2.22.3-1: ncclPrepareTasks, src/enqueue.cc) when nccl-tests warmed
 #: up only the first and last sizes (src/common.cu before v2.16.8): NVLSTree's first use at 8 MiB, NCCL's switch
 #: with NVLSTree's 14 us network latency (2.22-2.28.7), not 2.28.9's 20.9 (switch at 16 MiB)
 _GJ_AION_NCCL = "2.27.3"
@@ -448,16 +452,29 @@ def one_off_lines() -> list[str]:
 #: a size this much faster than the size before it, and faster than the one before that (so a one-row stall
 #: is not read as a switch), ran a faster algorithm or protocol than the smaller sizes did
 SWITCH_DROP = 0.95
-#: an out-of-place time this many times the in-place one at the same size: that size's first call paid a one-off
-#: cost (NCCL >= 2.22 connects an algorithm on its first use: src/enqueue.cc ``algoNeedConnect``, NCCL_RUNTIME_CONNECT;
-#: CUDA's lazy loading loads a kernel on its first launch), the mark of an algorithm or kernel the smaller sizes did
-#: not use. Below it, run-to-run noise in the tables reaches 1.3x (h100-efa 32 KiB)
+#: an out-of-place time this many times the in-place one at the same size: a one-off cost in the first timed loop of
+#: that size. Below it, run-to-run noise in the tables reaches 1.3x (h100-efa 32 KiB)
 FIRST_CALL_RATIO = 1.4
+#: NCCL connects an algorithm on its first use from 2.22 on (NCCL_RUNTIME_CONNECT, default 1: ``initAlgoChannels``,
+#: ncclPrepareTasks, src/enqueue.cc v2.22.3-1); before, every algorithm is connected at init
+RUNTIME_CONNECT_SINCE = (2, 22)
+#: tables whose nccl-tests (v2.16.8 on, commit f2015cb) ran its warm-up at every size of the sweep before timing any:
+#: the command runs /nccl-tests-2.17.1 (eth-cscs/cscs-docs nccl.md)
+WARMUP_EVERY_SIZE = {"gh200-slingshot-2node-8gpu-all_reduce", "gh200-nooptnet-2node-8gpu-all_reduce"}
+#: tables whose NCCL may have run a tuner plugin that replaces its cost model: no signal there is ruled out by NCCL's
+#: own formula. aws-ofi-nccl's tuner leaves runs of at most 2 nodes to NCCL in v1.9.1-aws and v1.13.0-aws on
+#: (src/tuner/nccl_ofi_tuner.c, nccl_ofi_model.c), and its v1.10-v1.12 regions for 8 GPUs per node start at 16 ranks
+#: (src/tuner/nccl_ofi_tuner.c): a 1-node p5 run is NCCL's own choice, a 2-node one (16 ranks) may not be
+TUNER_PLUGIN = {"h100-efa-2node-16gpu-all_reduce"}
+#: NCCL's formula keeps its choice between two sizes when the choice's lead over the next-best at the smaller size
+#: exceeds this many times the choice's bytes term at the larger one (every other term of NCCL's time is a latency,
+#: the same at both sizes): the choice then holds even if every bandwidth NCCL reads were this many times lower
+LATENCY_LEAD_FACTOR = 10.0
 
 
 def seen_switches(ref: Reference) -> list[tuple[int, str]]:
     """The sizes where the published table shows NCCL changing its algorithm or protocol, with the evidence:
-    a drop in time as the size grows (SWITCH_DROP), or a first-call cost in the out-of-place column
+    a drop in time as the size grows (SWITCH_DROP), or a one-off cost in the out-of-place column
     (FIRST_CALL_RATIO; neither the first nor the last row, which nccl-tests' warm-up runs)."""
     if ref.path.suffix != ".log":
         return []
@@ -468,9 +485,36 @@ def seen_switches(ref: Reference) -> list[tuple[int, str]]:
         if k >= 2 and t < SWITCH_DROP * rows[k - 1].steady_time_us and t < rows[k - 2].steady_time_us:
             seen.append((row.size_bytes, f"time falls: {rows[k - 1].steady_time_us:g} -> {t:g} us"))
         elif 0 < k < len(rows) - 1 and row.ip_time_us > 0 and row.oop_time_us > FIRST_CALL_RATIO * row.ip_time_us:
-            seen.append((row.size_bytes, f"first call: out-of-place {row.oop_time_us:g} us, in-place "
+            seen.append((row.size_bytes, f"one-off: out-of-place {row.oop_time_us:g} us, in-place "
                                          f"{row.ip_time_us:g} us"))
     return seen
+
+
+def _steady(row) -> bool:
+    """Both columns within ONE_OFF_RATIO of each other: neither carries a one-off cost."""
+    fast, slow = sorted((row.oop_time_us, row.ip_time_us))
+    return fast > 0 and slow <= ONE_OFF_RATIO * fast
+
+
+def drop_not_a_switch(ref: Reference, size: int) -> str:
+    """Why a fall in time at ``size`` is not a switch (empty if it may be one). NCCL's choice does not depend on the
+    buffers being in place (getAlgoInfo reads the function, type, op and byte count: src/enqueue.cc), so a switch
+    speeds both columns; and a fall measured from a row with a one-off cost in either column, which the steady rows
+    before it do not show, is that row's cost going away."""
+    rows = [r for r in parsed_log(ref).rows if r.size_bytes > 0]
+    k = next(i for i, r in enumerate(rows) if r.size_bytes == size)
+    row, before = rows[k], rows[k - 1]
+    for column, now, then in (("out-of-place", row.oop_time_us, before.oop_time_us),
+                              ("in-place", row.ip_time_us, before.ip_time_us)):
+        if now >= then:
+            return (f"not a switch: the {column} column does not fall ({then:g} -> {now:g} us); NCCL's choice is the "
+                    "same for both columns (src/enqueue.cc getAlgoInfo)")
+    steady = [r for r in rows[:k] if _steady(r)]
+    if not _steady(before) and steady and row.steady_time_us >= SWITCH_DROP * steady[-1].steady_time_us:
+        return (f"not a switch: the fall is from {size_label(before.size_bytes)}'s one-off cost (out-of-place "
+                f"{before.oop_time_us:g}, in-place {before.ip_time_us:g} us); the last steady size, "
+                f"{size_label(steady[-1].size_bytes)}, ran {steady[-1].steady_time_us:g} us")
+    return ""
 
 
 def predicted_switches(choices: list[dict]) -> list[tuple[int, str]]:
@@ -479,30 +523,135 @@ def predicted_switches(choices: list[dict]) -> list[tuple[int, str]]:
     return [(change["size_bytes"], change["to"]) for change in changes]
 
 
+def first_uses(choices: list[dict], version: tuple[int, int], warmup_every_size: bool) -> list[tuple[int, str]]:
+    """The sizes whose timed loop is the first after NCCL connected an algorithm, and the algorithm.
+
+    nccl-tests times a size only after one untimed call at it (BenchTime's "Sync" call, src/common.cu since
+    cbe7f65, 2019) and NCCL connects an algorithm before launching that call (ncclCollPreconnectFunc, src/group.cc
+    v2.22.3-1 on); yet the published tables time the connection's sizes slower out-of-place than in-place (the 8 B
+    row of the 2- and 4-node H100 tables, warmed up and still 2.4-2.8x): the timed loop after a connection pays too,
+    as calls after an on-demand connection stay slow for a while (NVIDIA/nccl#1487, a maintainer's DGX H100 send/recv:
+    214 ms with the connection, 14 us next, then 3-5 us; NVIDIA/nccl#415: the first few calls 10-100 ms each).
+    Before NCCL 2.22 every algorithm connects at init; nccl-tests before v2.16.8 warms up only the smallest and
+    largest size (src/common.cu TimeTest), from v2.16.8 every size of the sweep."""
+    if version < RUNTIME_CONNECT_SINCE or warmup_every_size or not choices:
+        return []
+    # NVLSTree's connection sets up NVLS's buffers too (ncclPrepareTasks marks both)
+    also = {"nvls_tree": {"nvls"}}
+    connected = set()
+    for c in (choices[0], choices[-1]):
+        connected |= {c["algorithm"], *also.get(c["algorithm"], ())}
+    uses = []
+    for c in choices:
+        if c["algorithm"] not in connected:
+            connected |= {c["algorithm"], *also.get(c["algorithm"], ())}
+            uses.append((c["size_bytes"], f"{c['algorithm']} connected"))
+    return uses
+
+
+def _candidates_us(predictor, collective: str, n_bytes: int) -> dict[tuple[str, str], tuple[float, float]]:
+    """NCCL's formula (gpuwait.collectives.tuning) for every (algorithm, protocol) the table's env lets NCCL pick:
+    (time, bytes term) in us; the same candidates ``tuning.choose`` takes the cheapest of."""
+    env = predictor.env
+    inputs = apply_env(env, predictor.tuning_inputs(collective))
+    algos = env.allowed_algorithms(collective) or ALGORITHMS
+    ll128 = inputs.ll128_enabled and inputs.release.ll128_default(inputs.sm)
+    protos = env.allowed_protocols(collective) or [p for p in PROTOCOLS if p != "LL128" or ll128]
+    out = {}
+    for algorithm in algos:
+        for protocol in protos:
+            pred = predict(inputs, algorithm, protocol, n_bytes)
+            if pred.supported:
+                out[algorithm, protocol] = (pred.time_us, pred.time_us - pred.latency_us)
+    return out
+
+
+def formula_holds(predictor, collective: str, size: int, version: str | None) -> str:
+    """Why NCCL's own formula cannot change its choice between ``size``/2 and ``size`` (empty if it can): the choice's
+    lead at ``size``/2 against its bytes term at ``size`` (LATENCY_LEAD_FACTOR). All-to-all and send/recv take NCCL's
+    p2p path, outside the formula: empty."""
+    if collective in ("alltoall", "sendrecv"):
+        return ""
+    below, at = _candidates_us(predictor, collective, size // 2), _candidates_us(predictor, collective, size)
+    best = min(below, key=lambda k: below[k][0])
+    if min(at, key=lambda k: at[k][0]) != best or len(below) < 2:
+        return ""
+    lead_us = min(t for k, (t, _) in below.items() if k != best) - below[best][0]
+    bytes_us = at[best][1]
+    if lead_us <= LATENCY_LEAD_FACTOR * bytes_us:
+        return ""
+    tags = predictor.env.release.tags
+    release = version or f"{tags[0]}..{tags[1]} (the table prints none)"
+    return (f"not a switch: NCCL {release}: its formula keeps {best[0]}/{best[1]}, {lead_us:.1f} us "
+            f"ahead at {size_label(size // 2)} against a bytes term of {bytes_us:.3f} us at {size_label(size)}")
+
+
+def _release_tuple(predictor) -> tuple[int, int]:
+    major, minor = predictor.env.release.version.split(".")[:2]
+    return int(major), int(minor)
+
+
+def _nearest(model: list[tuple[int, str]], size: int) -> tuple[tuple[int, str] | None, bool]:
+    near = min(model, key=lambda m: abs(np.log2(m[0] / size)), default=None)
+    return near, near is not None and abs(np.log2(near[0] / size)) <= 1
+
+
+def switch_verdict(ref: Reference, size: int, evidence: str, choices: list[dict], predictor) -> tuple[str, str]:
+    """The mechanism's prediction nearest a seen signal, and whether it lies within 2x ("yes", "no", or why the
+    signal is not an NCCL choice change)."""
+    first_call = evidence.startswith("one-off")
+    warmed = ref.stem in WARMUP_EVERY_SIZE
+    if first_call:
+        model = first_uses(choices, _release_tuple(predictor), warmed)
+    else:
+        model = predicted_switches(choices)
+    near, ok = _nearest(model, size)
+    where = f"{size_label(near[0])} ({near[1]})" if near else "none"
+    if first_call and warmed:
+        return where, ("not a switch: this nccl-tests (>= v2.16.8) warmed up every size before timing, so no "
+                       "timed loop follows a connection")
+    noise = "" if first_call else drop_not_a_switch(ref, size)
+    if noise or ok:
+        return where, noise or "yes"
+    why = "" if ref.stem in TUNER_PLUGIN else formula_holds(predictor, measured(ref).collective, size, ref.version())
+    return where, why or "no"
+
+
 def switch_lines(refs: list[Reference]) -> tuple[list[str], int, int]:
-    """Each switch a table shows, beside the model's nearest switch, and how many lie within a factor of 2."""
+    """Each switch a table shows, beside the mechanism's nearest prediction, and how many lie within a factor of 2."""
     lines = ["## Algorithm switch sizes", "",
              "Published nccl-tests tables do not print NCCL's choice (NCCL_DEBUG_SUBSYS=TUNING does); a switch shows "
              f"only where the time falls as the size grows (by more than {100 * (1 - SWITCH_DROP):.0f} %, below the two "
-             f"sizes before it) or where a size's first call pays a one-off cost (out-of-place over {FIRST_CALL_RATIO:g}x "
-             "in-place: NCCL >= 2.22 connects an algorithm on its first use, CUDA loads a kernel on its first launch; "
-             "a first-call cost marks a new algorithm or kernel, not always a switch NCCL's tuning makes). Each is set "
-             "beside the model's nearest switch; within 2x: the two sizes differ by at most a factor of 2.", "",
-             "| table | seen at | evidence | model's nearest switch | within 2x |", "|---|---|---|---|---|"]
-    hits = total = 0
+             "sizes before it) or where a size's out-of-place loop pays a one-off cost (over "
+             f"{FIRST_CALL_RATIO:g}x in-place). nccl-tests times a size only after one untimed call at it (src/common.cu "
+             "BenchTime), NCCL loads every kernel at init (ncclInitKernelsForDevice queries each one's attributes, "
+             "src/enqueue.cc) and, from 2.22 on, connects an algorithm on its first use (src/group.cc): a one-off cost "
+             "marks the first timed loop after an algorithm's connection, and is set beside the model's first use of "
+             "an algorithm neither warm-up size ran; a fall in time is set beside the model's nearest switch. Within "
+             "2x: the two sizes differ by at most a factor of 2. A signal is not an NCCL switch (and not counted) where "
+             "this nccl-tests warmed up every size; where the time falls in one column only (NCCL's choice is the same "
+             "for both) or from a row with a one-off cost; or where NCCL's own formula for the table's release "
+             "(src/graph/tuning.cc, src/enqueue.cc) keeps its choice even with bandwidths "
+             f"{LATENCY_LEAD_FACTOR:g}x lower (its lead over the next-best exceeds {LATENCY_LEAD_FACTOR:g}x its bytes "
+             "term; not for tables whose NCCL ran a tuner plugin).", "",
+             "| table | seen at | evidence | mechanism's nearest prediction | within 2x |", "|---|---|---|---|---|"]
+    hits = total = excluded = 0
     for ref in refs:
         seen = seen_switches(ref)
         if not seen:
             continue
         _, choices = predicted(ref, measured(ref))
-        model = predicted_switches(choices)
+        predictor = make_predictor(ref.cluster_arg(), ref.servers, ref.gpus, ref.env, ref.version(),
+                                   ref.threads_gpus())
         for size, evidence in seen:
-            near = min(model, key=lambda m: abs(np.log2(m[0] / size)), default=None)
-            ok = near is not None and abs(np.log2(near[0] / size)) <= 1
-            hits, total = hits + ok, total + 1
-            where = f"{size_label(near[0])} ({near[1]})" if near else "none"
-            lines.append(f"| {ref.stem} | {size_label(size)} | {evidence} | {where} | {'yes' if ok else 'no'} |")
-    lines += ["", f"{hits} of {total} seen switches lie within a factor of 2 of a predicted one.", ""]
+            where, verdict = switch_verdict(ref, size, evidence, choices, predictor)
+            if verdict.startswith("not a switch"):
+                excluded += 1
+            else:
+                hits, total = hits + (verdict == "yes"), total + 1
+            lines.append(f"| {ref.stem} | {size_label(size)} | {evidence} | {where} | {verdict} |")
+    lines += ["", f"{hits} of {total} seen switches lie within a factor of 2 of a predicted one; {excluded} more "
+                  "signals are not NCCL choice changes (the reason in the table).", ""]
     return lines, hits, total
 
 

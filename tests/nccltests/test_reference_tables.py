@@ -96,14 +96,14 @@ def test_the_bench_describes_or_excuses_every_table():
 
 
 def test_switch_evidence_reads_the_published_rows():
-    """The switches a table shows: the 8-node table's 8 MiB first call (out-of-place 1272 us, in-place 321 us:
-    NVLSTree connected on first use, NVIDIA/nccl-tests#309) and the GH200 no-CXI table's fall from 1479 us at
+    """The switches a table shows: the 8-node table's 8 MiB one-off cost (out-of-place 1272 us, in-place 321 us:
+    the first timed loop after NVLSTree's connection, NVIDIA/nccl-tests#309) and the GH200 no-CXI table's fall from 1479 us at
     1 MiB to 900 us at 2 MiB (LL to Simple, eth-cscs/cscs-docs nccl.md); the 4-node table's 8 B row is the
     warm-up's size, not evidence."""
     bench = load_bench("reference_tables")
     refs = {r.stem: r for r in bench.REFERENCES}
     eight = dict(bench.seen_switches(refs["h100-ib-8node-64gpu-all_reduce"]))
-    assert 8 * 2**20 in eight and eight[8 * 2**20].startswith("first call")
+    assert 8 * 2**20 in eight and eight[8 * 2**20].startswith("one-off")
     nocxi = dict(bench.seen_switches(refs["gh200-nooptnet-2node-8gpu-all_reduce"]))
     assert nocxi[2 * 2**20].startswith("time falls: 1478.9 -> 899.8")
     assert 8 not in dict(bench.seen_switches(refs["h100-ib-4node-32gpu-all_reduce"]))
@@ -111,3 +111,44 @@ def test_switch_evidence_reads_the_published_rows():
     choices = [{"size_bytes": s, "algorithm": a, "protocol": p}
                for s, a, p in ((1, "tree", "LL"), (2, "tree", "LL"), (4, "ring", "LL"), (8, "ring", "Simple"))]
     assert bench.predicted_switches(choices) == [(4, "ring/LL"), (8, "ring/Simple")]
+
+
+def test_a_one_off_cost_is_set_beside_an_algorithms_first_use():
+    """nccl-tests times a size after one untimed call at it (NVIDIA/nccl-tests src/common.cu BenchTime); NCCL >= 2.22
+    connects an algorithm on its first use (src/enqueue.cc initAlgoChannels, v2.22.3-1). So the loop a connection
+    slows is the first timed one at a size whose algorithm neither warm-up size ran (the smallest and largest before
+    nccl-tests v2.16.8, every size from it), and there is none before NCCL 2.22 (every algorithm connected at init)."""
+    bench = load_bench("reference_tables")
+    choices = [{"size_bytes": s, "algorithm": a, "protocol": p}
+               for s, a, p in ((8, "tree", "LL"), (2**20, "tree", "LL128"), (2**21, "nvls_tree", "Simple"),
+                               (2**28, "ring", "Simple"), (2**34, "ring", "Simple"))]
+    assert bench.first_uses(choices, (2, 26), False) == [(2**21, "nvls_tree connected")]
+    assert bench.first_uses(choices, (2, 21), False) == []
+    assert bench.first_uses(choices, (2, 27), True) == []
+
+
+def test_signals_that_are_not_nccl_switches_say_why():
+    """The published rows that cannot mark a switch: the H100 EFA 32 B row falls in-place only (72.64 -> 74.06 us
+    out-of-place; NCCL's choice does not depend on the buffers), the GH200 no-CXI 2 KiB row falls from 1 KiB's
+    one-off cost (256 B ran 50.76 us), and the H100 2-node 256 B one-off cost sits where NCCL 2.26.2's formula keeps
+    tree/LL 14.8 us ahead of ring/LL (src/graph/tuning.cc latencies) against a bytes term under 0.1 us. The GH200
+    no-CXI 2 MiB fall (LL to Simple) and the 4-node table's 2 MiB one-off (NVLSTree's first use) remain switches."""
+    bench = load_bench("reference_tables")
+    refs = {r.stem: r for r in bench.REFERENCES}
+    assert "out-of-place column does not fall" in bench.drop_not_a_switch(refs["h100-efa-2node-16gpu-all_reduce"], 32)
+    nocxi = refs["gh200-nooptnet-2node-8gpu-all_reduce"]
+    assert "1K's one-off cost" in bench.drop_not_a_switch(nocxi, 2048)
+    assert bench.drop_not_a_switch(nocxi, 2 * 2**20) == ""
+    lines, hits, total = bench.switch_lines([refs["h100-ib-2node-16gpu-all_reduce"],
+                                             refs["h100-ib-4node-32gpu-all_reduce"]])
+    rows = {tuple(c.strip() for c in line.split("|")[1:3]): line for line in lines if line.startswith("| h100")}
+    assert "not a switch: NCCL 2.26.2: its formula keeps tree/LL" in rows["h100-ib-2node-16gpu-all_reduce", "256"]
+    assert rows["h100-ib-4node-32gpu-all_reduce", "2M"].endswith("| 2M (nvls_tree connected) | yes |")
+    assert (hits, total) == (1, 1)
+    # the candidates the verdict weighs are those NCCL's choice (tuning.choose) takes the cheapest of
+    two = refs["h100-ib-2node-16gpu-all_reduce"]
+    predictor = bench.make_predictor(two.cluster_arg(), two.servers, two.gpus, two.env, two.version())
+    _, choices = bench.predicted(two, bench.measured(two))
+    for choice in choices:
+        table = bench._candidates_us(predictor, "all_reduce", choice["size_bytes"])
+        assert min(table, key=lambda k: table[k][0]) == (choice["algorithm"], choice["protocol"])
