@@ -16,9 +16,19 @@ H100 InfiniBand cluster as a second, harder transfer):
   the parameters that forward selection freed by cross-validation within the 2-node table, fitted).
 
 The shipped values are fitted across every published table, these three among them, so "as shipped" has
-seen the tables it is scored on. A second experiment removes that: the public fit is redone without any H100
-InfiniBand table (``bench/reference_tables.py``'s references and fit), as if the user's cluster were absent
-from the public tables, and ``gpuwait calibrate`` starts from that prior instead.
+seen the tables it is scored on: that reading of issue 12's criterion is in-sample. A second experiment
+removes that: the public fit is redone without any H100 InfiniBand table (``bench/reference_tables.py``'s
+references and fit), as if the user's cluster were absent from the public tables; that prior is "the
+uncalibrated model" a user of a cluster we never saw would get, and ``gpuwait calibrate`` starts from it.
+
+Why every ``h100-ib-*`` table, not only the 2- and 4-node ones (the tables' headers): all five come from the
+one thread (nccl-tests#309) about HGX H100 servers with 8 x 400 Gb/s InfiniBand, from two posters' clusters,
+qoofyk's (2 and 4 nodes, NCCL 2.26.2) and gj-aion's (8 nodes default and tuned, and 2 of its nodes with Ring
+forced). The 8-node target is gj-aion's, so leaving out only qoofyk's tables would keep its own cluster's
+tuned run in the prior; and both clusters are the same hardware, software generation and fabric family, so
+either one's tables would tell the prior what the other's NICs and NVLSTree do. The other H100 tables stay
+in: single-node NVSwitch runs (no network) and AWS EFA (another transport), which a user of a new H100
+InfiniBand cluster would also find published.
 
 Nothing here is tuned: the calibration is the command's own selection and fit over every parameter. Run::
 
@@ -156,6 +166,7 @@ def report(t: Transfer) -> list[str]:
                          f"{_pct(s['floor_median_error_pct'])} |")
         lines.append("")
     lines += _held_out_lines(t)
+    lines += _criterion_lines(t)
     lines += _size_lines(t, TARGETS[0][0])
     return lines
 
@@ -166,12 +177,18 @@ def _held_out_lines(t: Transfer) -> list[str]:
     own = t.held_out_calibration.summaries("calibrated")[str(FIT_LOG)]
     lines = ["## Without the H100 InfiniBand tables in the public fit", "",
              "The public fit redone without any table whose name contains `h100-ib` (as if the cluster were absent "
-             "from the published tables), and the same calibration on the 2-node table started from it. Freed: "
-             f"{', '.join(c.freed) or 'nothing'} (best drop "
-             f"{max((k.gain for k in c.selection.candidates[1:]), default=0.0) * 100:+.2f} %). On the 2-node table, "
+             "from the published tables: all five come from the two posters' HGX H100 8 x 400 Gb/s InfiniBand "
+             "clusters of nccl-tests#309, the 8-node target's among them; the single-node and EFA H100 tables stay "
+             "in), and the same calibration on the 2-node table started from it. Freed: "
+             f"{', '.join(c.freed) or 'nothing'}. On the 2-node table, "
              f"cross-validated: busbw median {_pct(own['busbw_median_error_pct'])}, time floor "
              f"{_pct(own['floor_median_error_pct'])}.", "",
-             "| parameter | as shipped | public fit without H100 IB | calibrated from it |", "|---|---|---|---|"]
+             "| freed parameters | held-out error | drop | standard error | chosen |", "|---|---|---|---|---|"]
+    for k in c.selection.candidates:
+        drop = f"{k.gain * 100:+.2f} % | {k.gain_se * 100:.2f} %" if k.freed else " | "
+        lines.append(f"| {', '.join(k.freed) or '(none: the prior)'} | {k.held_out_error * 100:.2f} % | {drop} | "
+                     f"{'yes' if k.freed == c.freed else ''} |")
+    lines += ["", "| parameter | as shipped | public fit without H100 IB | calibrated from it |", "|---|---|---|---|"]
     for name, value in _params(c.params).items():
         lines.append(f"| {name} | {_fmt(_params(t.calibration.calibration.shipped)[name], name)} | "
                      f"{_fmt(_params(adjust(c.defaults, c.prior))[name], name)} | "
@@ -186,6 +203,42 @@ def _held_out_lines(t: Transfer) -> list[str]:
                          f"{_pct(s['floor_median_error_pct'])} |")
         lines.append("")
     return lines
+
+
+#: issue 12's criterion read two ways: (reading, uncalibrated model, calibrated model) as (scores key, model)
+READINGS = (("in-sample, against the physical defaults", ("scores", "physical defaults"), ("scores", "calibrated")),
+            ("in-sample, against the shipped model", ("scores", "as shipped"), ("scores", "calibrated")),
+            ("cluster held out (no h100-ib table in the fit)", ("held_out_scores", HELD_OUT_MODELS[0]),
+             ("held_out_scores", HELD_OUT_MODELS[1])))
+
+
+def criterion(t: Transfer, log: str) -> list[tuple[str, dict, dict, bool]]:
+    """Issue 12's done-when on one target, per reading: (reading, uncalibrated summary, calibrated summary,
+    met): met when the calibrated busbw median (sizes >= 1 MiB) is below the uncalibrated one and the
+    calibrated time floor (<= 64 KiB, where the table has one) within issue 12's 25 %."""
+    out = []
+    for reading, (src_u, model_u), (src_c, model_c) in READINGS:
+        u, c = getattr(t, src_u)[log][model_u], getattr(t, src_c)[log][model_c]
+        floor = c["floor_median_error_pct"]
+        out.append((reading, u, c, c["busbw_median_error_pct"] < u["busbw_median_error_pct"]
+                    and (floor is None or floor < 25)))
+    return out
+
+
+def _criterion_lines(t: Transfer) -> list[str]:
+    """Issue 12's done-when in both readings, per target: what is compared and whether it is met."""
+    lines = ["## The criterion in both readings", "",
+             "Issue 12: calibrated on the 2-node table, `perf` on the 4-node cluster beats the uncalibrated model. "
+             "In-sample, the uncalibrated model is the physical defaults (nothing fitted) or the model as shipped, "
+             "whose public fit saw these tables; with the cluster held out, it is the public fit without any "
+             "`h100-ib` table, the model a user of an unseen H100 InfiniBand cluster gets. busbw median (sizes >= "
+             "1 MiB), uncalibrated -> calibrated; met: lower, with the time floor within 25 %.", "",
+             "| target | reading | uncalibrated | calibrated | met |", "|---|---|---|---|---|"]
+    for log, servers, _ in TARGETS:
+        for reading, u, c, met in criterion(t, log):
+            lines.append(f"| {servers} nodes | {reading} | {_pct(u['busbw_median_error_pct'])} | "
+                         f"{_pct(c['busbw_median_error_pct'])} | {'yes' if met else 'no'} |")
+    return lines + [""]
 
 
 def _size_lines(t: Transfer, log: str) -> list[str]:
