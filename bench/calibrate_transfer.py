@@ -43,6 +43,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from gpuwait.collectives.fit import MIN_GAIN, PUBLIC_FIT_NAMES, fit
 from gpuwait.collectives.physical import adjust
 from gpuwait.report.calibrate import CalibrateReport, run_calibrate
@@ -61,6 +63,24 @@ MODELS = ("as shipped", "physical defaults", "calibrated")
 #: the tables left out of the public fit in the second experiment: every H100 InfiniBand table
 HELD_OUT_CLASS = "h100-ib"
 HELD_OUT_MODELS = ("public fit without H100 IB", "calibrated from it")
+#: the tables whose NVLSTree rows ``nvls_tree_shape`` decomposes: every H100 table between servers
+SHAPE_TABLES = ("h100-ib", "h100-efa")
+#: from the size where every channel's loop holds a whole chunk per head (smaller calls cut the chunk)
+SHAPE_MIN_BYTES = 8 * 2**20
+
+
+@dataclass(frozen=True)
+class NvlsTreeShape:
+    """One table's NVLSTree rows of one chunk size, as time = offset + rounds x round time (least squares on
+    relative residuals), measured and as shipped. A round is one loop of every channel: channels x heads (GPUs
+    per server) x chunk bytes (NCCL's NVLS_TREE loop, ``loopSize = nChannels * nHeads * chunkSize``, src/enqueue.cc
+    v2.26.2-1); the offset is the time at zero rounds (NCCL's latency and the pipeline's fill)."""
+
+    table: str
+    chunk_bytes: int
+    rounds: tuple[float, float]  # fewest and most rounds among the rows
+    measured_us: tuple[float, float]  # (offset, round)
+    model_us: tuple[float, float]
 
 
 @dataclass(frozen=True)
@@ -72,6 +92,7 @@ class Transfer:
     rows: dict[str, dict[str, list[dict]]]  # target log -> model -> compare_log rows
     held_out_calibration: CalibrateReport   # from the public fit without the H100 InfiniBand tables
     held_out_scores: dict[str, dict[str, dict]]  # target log -> HELD_OUT_MODELS -> summary
+    shape: list[NvlsTreeShape]  # the H100 tables' NVLSTree rows: offset and round time, measured and modelled
 
 
 def run() -> Transfer:
@@ -95,7 +116,37 @@ def run() -> Transfer:
                                             nccl_version=release[log]).summary
                              for m in HELD_OUT_MODELS} for log, servers, _ in TARGETS}
     return Transfer(cal, {log: {m: c.summary for m, c in by.items()} for log, by in compared.items()},
-                    {log: {m: c.rows for m, c in by.items()} for log, by in compared.items()}, held_cal, held_scores)
+                    {log: {m: c.rows for m, c in by.items()} for log, by in compared.items()}, held_cal, held_scores,
+                    nvls_tree_shape(tables))
+
+
+def nvls_tree_shape(tables) -> list[NvlsTreeShape]:
+    """Per H100 table between servers and NVLSTree chunk size with at least two rows >= 8 MiB: the offset and
+    round time of the measured times and of the model as shipped (``tables``: bench/reference_tables.py)."""
+    out = []
+    for ref in tables.REFERENCES:
+        if ref.not_describable or not ref.stem.startswith(SHAPE_TABLES):
+            continue
+        meas = tables.measured(ref)
+        pred, _ = tables.predicted(ref, meas)
+        sweep = tables.sweep_of(ref, meas)
+        by_size = {r.size_bytes: i for i, r in enumerate(sweep.rows)}
+        groups: dict[int, list[tuple[float, float, float]]] = {}
+        for k, size in enumerate(meas.sizes):
+            est = sweep.estimates[by_size[int(size)]]
+            if est.algorithm == "nvls_tree" and size >= SHAPE_MIN_BYTES and np.isfinite(meas.time_us[k]):
+                rounds = size / (est.n_channels * ref.gpus * est.chunk_bytes)
+                groups.setdefault(est.chunk_bytes, []).append((rounds, meas.time_us[k], pred.time_us[k]))
+        for chunk, points in groups.items():
+            if len(points) < 2:
+                continue
+            rounds, measured, model = (np.array(v) for v in zip(*points, strict=True))
+            # relative residuals: the largest rows' noise alone would swamp the offset
+            design = np.vstack([np.ones_like(rounds), rounds]).T / measured[:, None]
+            fitted = [tuple(float(x) for x in np.linalg.lstsq(design, y / measured, rcond=None)[0])
+                      for y in (measured, model)]
+            out.append(NvlsTreeShape(ref.stem, chunk, (float(rounds.min()), float(rounds.max())), *fitted))
+    return out
 
 
 def _cluster_file(path: Path, params) -> Path:
@@ -167,6 +218,7 @@ def report(t: Transfer) -> list[str]:
         lines.append("")
     lines += _held_out_lines(t)
     lines += _criterion_lines(t)
+    lines += _shape_lines(t)
     lines += _size_lines(t, TARGETS[0][0])
     return lines
 
@@ -238,6 +290,20 @@ def _criterion_lines(t: Transfer) -> list[str]:
         for reading, u, c, met in criterion(t, log):
             lines.append(f"| {servers} nodes | {reading} | {_pct(u['busbw_median_error_pct'])} | "
                          f"{_pct(c['busbw_median_error_pct'])} | {'yes' if met else 'no'} |")
+    return lines + [""]
+
+
+def _shape_lines(t: Transfer) -> list[str]:
+    """The H100 tables' NVLSTree rows as offset + rounds x round time, measured and as shipped."""
+    lines = ["## NVLSTree's offset and round time", "",
+             "Why a parameter fitted on 2 nodes does not carry to 4: each H100 table's NVLSTree rows >= 8 MiB of one "
+             "chunk size, fitted as time = offset + rounds x round time (least squares on relative residuals; a round is one loop of every "
+             "channel: channels x heads x chunk, NCCL's NVLS_TREE loop), measured and as shipped (us).", "",
+             "| table | chunk | rounds | measured offset | model offset | measured round | model round |",
+             "|---|---|---|---|---|---|---|"]
+    for k in t.shape:
+        lines.append(f"| {k.table} | {k.chunk_bytes // 1024} KiB | {k.rounds[0]:.0f}-{k.rounds[1]:.0f} | "
+                     f"{k.measured_us[0]:.1f} | {k.model_us[0]:.1f} | {k.measured_us[1]:.1f} | {k.model_us[1]:.1f} |")
     return lines + [""]
 
 
