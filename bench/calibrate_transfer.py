@@ -16,9 +16,19 @@ H100 InfiniBand cluster as a second, harder transfer):
   the parameters that forward selection freed by cross-validation within the 2-node table, fitted).
 
 The shipped values are fitted across every published table, these three among them, so "as shipped" has
-seen the tables it is scored on. A second experiment removes that: the public fit is redone without any H100
-InfiniBand table (``bench/reference_tables.py``'s references and fit), as if the user's cluster were absent
-from the public tables, and ``gpuwait calibrate`` starts from that prior instead.
+seen the tables it is scored on: that reading of issue 12's criterion is in-sample. A second experiment
+removes that: the public fit is redone without any H100 InfiniBand table (``bench/reference_tables.py``'s
+references and fit), as if the user's cluster were absent from the public tables; that prior is "the
+uncalibrated model" a user of a cluster we never saw would get, and ``gpuwait calibrate`` starts from it.
+
+Why every ``h100-ib-*`` table, not only the 2- and 4-node ones (the tables' headers): all five come from the
+one thread (nccl-tests#309) about HGX H100 servers with 8 x 400 Gb/s InfiniBand, from two posters' clusters,
+qoofyk's (2 and 4 nodes, NCCL 2.26.2) and gj-aion's (8 nodes default and tuned, and 2 of its nodes with Ring
+forced). The 8-node target is gj-aion's, so leaving out only qoofyk's tables would keep its own cluster's
+tuned run in the prior; and both clusters are the same hardware, software generation and fabric family, so
+either one's tables would tell the prior what the other's NICs and NVLSTree do. The other H100 tables stay
+in: single-node NVSwitch runs (no network) and AWS EFA (another transport), which a user of a new H100
+InfiniBand cluster would also find published.
 
 Nothing here is tuned: the calibration is the command's own selection and fit over every parameter. Run::
 
@@ -32,6 +42,8 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from gpuwait.collectives.fit import MIN_GAIN, PUBLIC_FIT_NAMES, fit
 from gpuwait.collectives.physical import adjust
@@ -51,6 +63,24 @@ MODELS = ("as shipped", "physical defaults", "calibrated")
 #: the tables left out of the public fit in the second experiment: every H100 InfiniBand table
 HELD_OUT_CLASS = "h100-ib"
 HELD_OUT_MODELS = ("public fit without H100 IB", "calibrated from it")
+#: the tables whose NVLSTree rows ``nvls_tree_shape`` decomposes: every H100 table between servers
+SHAPE_TABLES = ("h100-ib", "h100-efa")
+#: from the size where every channel's loop holds a whole chunk per head (smaller calls cut the chunk)
+SHAPE_MIN_BYTES = 8 * 2**20
+
+
+@dataclass(frozen=True)
+class NvlsTreeShape:
+    """One table's NVLSTree rows of one chunk size, as time = offset + rounds x round time (least squares on
+    relative residuals), measured and as shipped. A round is one loop of every channel: channels x heads (GPUs
+    per server) x chunk bytes (NCCL's NVLS_TREE loop, ``loopSize = nChannels * nHeads * chunkSize``, src/enqueue.cc
+    v2.26.2-1); the offset is the time at zero rounds (NCCL's latency and the pipeline's fill)."""
+
+    table: str
+    chunk_bytes: int
+    rounds: tuple[float, float]  # fewest and most rounds among the rows
+    measured_us: tuple[float, float]  # (offset, round)
+    model_us: tuple[float, float]
 
 
 @dataclass(frozen=True)
@@ -62,6 +92,7 @@ class Transfer:
     rows: dict[str, dict[str, list[dict]]]  # target log -> model -> compare_log rows
     held_out_calibration: CalibrateReport   # from the public fit without the H100 InfiniBand tables
     held_out_scores: dict[str, dict[str, dict]]  # target log -> HELD_OUT_MODELS -> summary
+    shape: list[NvlsTreeShape]  # the H100 tables' NVLSTree rows: offset and round time, measured and modelled
 
 
 def run() -> Transfer:
@@ -85,7 +116,37 @@ def run() -> Transfer:
                                             nccl_version=release[log]).summary
                              for m in HELD_OUT_MODELS} for log, servers, _ in TARGETS}
     return Transfer(cal, {log: {m: c.summary for m, c in by.items()} for log, by in compared.items()},
-                    {log: {m: c.rows for m, c in by.items()} for log, by in compared.items()}, held_cal, held_scores)
+                    {log: {m: c.rows for m, c in by.items()} for log, by in compared.items()}, held_cal, held_scores,
+                    nvls_tree_shape(tables))
+
+
+def nvls_tree_shape(tables) -> list[NvlsTreeShape]:
+    """Per H100 table between servers and NVLSTree chunk size with at least two rows >= 8 MiB: the offset and
+    round time of the measured times and of the model as shipped (``tables``: bench/reference_tables.py)."""
+    out = []
+    for ref in tables.REFERENCES:
+        if ref.not_describable or not ref.stem.startswith(SHAPE_TABLES):
+            continue
+        meas = tables.measured(ref)
+        pred, _ = tables.predicted(ref, meas)
+        sweep = tables.sweep_of(ref, meas)
+        by_size = {r.size_bytes: i for i, r in enumerate(sweep.rows)}
+        groups: dict[int, list[tuple[float, float, float]]] = {}
+        for k, size in enumerate(meas.sizes):
+            est = sweep.estimates[by_size[int(size)]]
+            if est.algorithm == "nvls_tree" and size >= SHAPE_MIN_BYTES and np.isfinite(meas.time_us[k]):
+                rounds = size / (est.n_channels * ref.gpus * est.chunk_bytes)
+                groups.setdefault(est.chunk_bytes, []).append((rounds, meas.time_us[k], pred.time_us[k]))
+        for chunk, points in groups.items():
+            if len(points) < 2:
+                continue
+            rounds, measured, model = (np.array(v) for v in zip(*points, strict=True))
+            # relative residuals: the largest rows' noise alone would swamp the offset
+            design = np.vstack([np.ones_like(rounds), rounds]).T / measured[:, None]
+            fitted = [tuple(float(x) for x in np.linalg.lstsq(design, y / measured, rcond=None)[0])
+                      for y in (measured, model)]
+            out.append(NvlsTreeShape(ref.stem, chunk, (float(rounds.min()), float(rounds.max())), *fitted))
+    return out
 
 
 def _cluster_file(path: Path, params) -> Path:
@@ -156,6 +217,8 @@ def report(t: Transfer) -> list[str]:
                          f"{_pct(s['floor_median_error_pct'])} |")
         lines.append("")
     lines += _held_out_lines(t)
+    lines += _criterion_lines(t)
+    lines += _shape_lines(t)
     lines += _size_lines(t, TARGETS[0][0])
     return lines
 
@@ -166,12 +229,18 @@ def _held_out_lines(t: Transfer) -> list[str]:
     own = t.held_out_calibration.summaries("calibrated")[str(FIT_LOG)]
     lines = ["## Without the H100 InfiniBand tables in the public fit", "",
              "The public fit redone without any table whose name contains `h100-ib` (as if the cluster were absent "
-             "from the published tables), and the same calibration on the 2-node table started from it. Freed: "
-             f"{', '.join(c.freed) or 'nothing'} (best drop "
-             f"{max((k.gain for k in c.selection.candidates[1:]), default=0.0) * 100:+.2f} %). On the 2-node table, "
+             "from the published tables: all five come from the two posters' HGX H100 8 x 400 Gb/s InfiniBand "
+             "clusters of nccl-tests#309, the 8-node target's among them; the single-node and EFA H100 tables stay "
+             "in), and the same calibration on the 2-node table started from it. Freed: "
+             f"{', '.join(c.freed) or 'nothing'}. On the 2-node table, "
              f"cross-validated: busbw median {_pct(own['busbw_median_error_pct'])}, time floor "
              f"{_pct(own['floor_median_error_pct'])}.", "",
-             "| parameter | as shipped | public fit without H100 IB | calibrated from it |", "|---|---|---|---|"]
+             "| freed parameters | held-out error | drop | standard error | chosen |", "|---|---|---|---|---|"]
+    for k in c.selection.candidates:
+        drop = f"{k.gain * 100:+.2f} % | {k.gain_se * 100:.2f} %" if k.freed else " | "
+        lines.append(f"| {', '.join(k.freed) or '(none: the prior)'} | {k.held_out_error * 100:.2f} % | {drop} | "
+                     f"{'yes' if k.freed == c.freed else ''} |")
+    lines += ["", "| parameter | as shipped | public fit without H100 IB | calibrated from it |", "|---|---|---|---|"]
     for name, value in _params(c.params).items():
         lines.append(f"| {name} | {_fmt(_params(t.calibration.calibration.shipped)[name], name)} | "
                      f"{_fmt(_params(adjust(c.defaults, c.prior))[name], name)} | "
@@ -186,6 +255,59 @@ def _held_out_lines(t: Transfer) -> list[str]:
                          f"{_pct(s['floor_median_error_pct'])} |")
         lines.append("")
     return lines
+
+
+#: issue 12's criterion read two ways: (reading, uncalibrated model, calibrated model) as (scores key, model)
+READINGS = (("in-sample, against the physical defaults", ("scores", "physical defaults"), ("scores", "calibrated")),
+            ("in-sample, against the shipped model", ("scores", "as shipped"), ("scores", "calibrated")),
+            ("cluster held out (no h100-ib table in the fit)", ("held_out_scores", HELD_OUT_MODELS[0]),
+             ("held_out_scores", HELD_OUT_MODELS[1])))
+
+
+def criterion(t: Transfer, log: str) -> list[tuple[str, dict, dict, bool]]:
+    """Issue 12's done-when on one target, per reading: (reading, uncalibrated summary, calibrated summary,
+    met): met when the calibrated busbw median (sizes >= 1 MiB) is below the uncalibrated one and the
+    calibrated time floor (<= 64 KiB, where the table has one) within issue 12's 25 %."""
+    out = []
+    for reading, (src_u, model_u), (src_c, model_c) in READINGS:
+        u, c = getattr(t, src_u)[log][model_u], getattr(t, src_c)[log][model_c]
+        floor = c["floor_median_error_pct"]
+        out.append((reading, u, c, c["busbw_median_error_pct"] < u["busbw_median_error_pct"]
+                    and (floor is None or floor < 25)))
+    return out
+
+
+def _criterion_lines(t: Transfer) -> list[str]:
+    """Issue 12's done-when in both readings, per target: what is compared and whether it is met."""
+    lines = ["## The criterion in both readings", "",
+             "Issue 12: calibrated on the 2-node table, `perf` on the 4-node cluster beats the uncalibrated model. "
+             "In-sample, the uncalibrated model is the physical defaults (nothing fitted) or the model as shipped, "
+             "whose public fit saw these tables; with the cluster held out, it is the public fit without any "
+             "`h100-ib` table, the model a user of an unseen H100 InfiniBand cluster gets. busbw median (sizes >= "
+             "1 MiB), uncalibrated -> calibrated; met: lower, with the time floor within 25 %.", "",
+             "| target | reading | uncalibrated | calibrated | met |", "|---|---|---|---|---|"]
+    for log, servers, _ in TARGETS:
+        for reading, u, c, met in criterion(t, log):
+            lines.append(f"| {servers} nodes | {reading} | {_pct(u['busbw_median_error_pct'])} | "
+                         f"{_pct(c['busbw_median_error_pct'])} | {'yes' if met else 'no'} |")
+    if not t.calibration.calibration.freed:
+        lines += ["", "The calibration freed nothing, so the calibrated model is the shipped one: a 'yes' against the "
+                  "physical defaults credits the public fit, which saw the target table, not the calibration."]
+    return lines + [""]
+
+
+def _shape_lines(t: Transfer) -> list[str]:
+    """The H100 tables' NVLSTree rows as offset + rounds x round time, measured and as shipped."""
+    lines = ["## NVLSTree's offset and round time", "",
+             "Why a parameter fitted on 2 nodes does not carry to 4: each H100 table's NVLSTree rows >= 8 MiB of one "
+             "chunk size, fitted as time = offset + rounds x round time (least squares on relative residuals; a round is one loop of every "
+             "channel: channels x heads x chunk, NCCL's NVLS_TREE loop), measured and as shipped (us).", "",
+             "| table | chunk | rounds | measured offset | model offset | measured round | model round |",
+             "|---|---|---|---|---|---|---|"]
+    for k in t.shape:
+        lines.append(f"| {k.table} | {k.chunk_bytes // 1024} KiB | {k.rounds[0]:.0f}-{k.rounds[1]:.0f} | "
+                     f"{k.measured_us[0]:.1f} | {k.model_us[0]:.1f} | {k.measured_us[1]:.1f} | {k.model_us[1]:.1f} |")
+    return lines + [""]
 
 
 def _size_lines(t: Transfer, log: str) -> list[str]:

@@ -228,7 +228,7 @@ def test_calibrating_on_2_nodes_improves_another_h100_cluster(transfer):
     calibrated on the 2-node table (each log predicted as the NCCL release it prints, as `perf --compare`
     does), the 8-node table of another H100 InfiniBand cluster (predicted as NCCL 2.27.3,
     bench/reference_tables.py) beats both the model as shipped and the uncalibrated model (the physical
-    defaults) on busbw median (sizes >= 1 MiB). Measured: 5.5 % (nothing freed) against 5.5 % shipped and 6.3 %
+    defaults) on busbw median (sizes >= 1 MiB). Measured: 5.2 % (nothing freed) against 5.2 % shipped and 10.1 %
     defaults (3.6 % before NVLSTree's kernel rate, from the NIC efficiency freed for the 2-node NVLSTree plateau); the
     selection's held-out error never exceeds the shipped model's."""
     eight = transfer.scores["h100-ib-8node-64gpu-all_reduce.log"]
@@ -240,15 +240,15 @@ def test_calibrating_on_2_nodes_improves_another_h100_cluster(transfer):
 
 def test_calibrating_on_2_nodes_never_worsens_the_same_cluster(transfer):
     """Calibrated on the 2-node table, the 4-node table of the same cluster is predicted no worse than by
-    the model as shipped, busbw median (sizes >= 1 MiB) and time floor (<= 64 KiB). Measured: 3.2 -> 3.2 %,
-    floor 7.0 -> 7.0 % (nothing freed; before NVLSTree's kernel rate, the freed NIC efficiency gave 8.7 %)."""
+    the model as shipped, busbw median (sizes >= 1 MiB) and time floor (<= 64 KiB). Measured: 3.1 -> 3.1 %,
+    floor 5.8 -> 5.8 % (nothing freed; before NVLSTree's kernel rate, the freed NIC efficiency gave 8.7 %)."""
     four = transfer.scores["h100-ib-4node-32gpu-all_reduce.log"]
     assert four["calibrated"]["busbw_median_error_pct"] <= four["as shipped"]["busbw_median_error_pct"] + 1e-9
     assert four["calibrated"]["floor_median_error_pct"] <= four["as shipped"]["floor_median_error_pct"] + 1e-9
 
 
-@pytest.mark.xfail(reason=_NOTHING_TO_FREE + "; the shipped model's 4-node busbw median is 3.2 % against the "
-                   "physical defaults' 2.9 % (worst 12.9 against 15.9 %), 0.4 GB/s apart at the median size (64 MiB)",
+@pytest.mark.xfail(reason=_NOTHING_TO_FREE + "; the shipped model's 4-node busbw median is 3.1 % against the "
+                   "physical defaults' 2.8 % (worst 12.6 against 13.2 %), 0.6 GB/s apart at the median size (64 MiB)",
                    strict=True)
 def test_calibrating_on_2_nodes_improves_the_4_node_table_over_the_uncalibrated_model(transfer):
     """Issue 12's done-when: `gpuwait calibrate` on the 2-node table of nccl-tests#309, then `perf` on the same
@@ -263,8 +263,8 @@ def test_calibrating_on_2_nodes_improves_the_4_node_table_over_the_uncalibrated_
 def test_calibrating_a_cluster_the_public_fit_never_saw_never_worsens_it(transfer):
     """The transfer free of the shipped fit having seen the targets: the public fit redone without any H100
     InfiniBand table (bench/reference_tables.py's tables), then `gpuwait calibrate` from it on the 2-node
-    table: the 4-node table is predicted no worse on busbw median and time floor (measured: 3.0 -> 3.0 %,
-    floor 8.7 -> 8.7 %: nothing freed; before NVLSTree's kernel rate, 3.0 -> 7.6 %)."""
+    table: the 4-node table is predicted no worse on busbw median and time floor (measured: 2.9 -> 2.9 %,
+    floor 6.6 -> 6.6 %: nothing freed; before NVLSTree's kernel rate, 3.0 -> 7.6 %)."""
     four = transfer.held_out_scores["h100-ib-4node-32gpu-all_reduce.log"]
     prior, calibrated = four["public fit without H100 IB"], four["calibrated from it"]
     assert calibrated["busbw_median_error_pct"] <= prior["busbw_median_error_pct"] + 1e-9
@@ -275,9 +275,47 @@ def test_calibrating_a_cluster_the_public_fit_never_saw_never_worsens_it(transfe
 def test_calibrating_without_h100_ib_beats_the_uncalibrated_model_on_another_h100_cluster(transfer):
     """The 8-node table (another H100 InfiniBand cluster) from a public fit that saw no H100 InfiniBand table,
     calibrated on the 2-node table, beats that prior and the uncalibrated model (the physical defaults).
-    Measured: 7.9 -> 7.9 % against 6.3 % defaults (nothing freed; 7.9 -> 4.8 % before NVLSTree's kernel rate)."""
+    Measured: 8.2 -> 8.2 % against 10.1 % defaults (nothing freed; 7.9 -> 4.8 % before NVLSTree's kernel rate)."""
     eight = transfer.held_out_scores["h100-ib-8node-64gpu-all_reduce.log"]
     assert eight["calibrated from it"]["busbw_median_error_pct"] < eight["public fit without H100 IB"][
         "busbw_median_error_pct"]
     assert eight["calibrated from it"]["busbw_median_error_pct"] < transfer.scores[
         "h100-ib-8node-64gpu-all_reduce.log"]["physical defaults"]["busbw_median_error_pct"]
+
+
+@pytest.mark.xfail(reason=_NOTHING_TO_FREE + "; from the public fit without any h100-ib table the 2-node table frees "
+                   "nothing either (best drop nvlink_efficiency +0.28 % against a standard error of 0.41 %), so the "
+                   "4-node busbw median stays 2.9 %", strict=True)
+def test_calibrating_a_cluster_the_public_fit_never_saw_improves_its_4_node_table(transfer):
+    """Issue 12's done-when read out of sample: the uncalibrated model a user of an unseen H100 InfiniBand
+    cluster gets is the public fit without any table of that cluster family (every h100-ib table: both posters'
+    HGX H100 8 x 400 Gb/s InfiniBand clusters of nccl-tests#309, https://github.com/NVIDIA/nccl-tests/issues/309);
+    `gpuwait calibrate` from it on the 2-node table, then `perf` on 4 nodes, should beat it on busbw median
+    (sizes >= 1 MiB) with the time floor within issue 12's 25 %."""
+    reading = next(r for r in load_bench("calibrate_transfer").criterion(
+        transfer, "h100-ib-4node-32gpu-all_reduce.log") if r[0].startswith("cluster held out"))
+    assert reading[3]
+
+
+def test_the_criterion_is_reported_in_both_readings(transfer):
+    """The bench reports issue 12's criterion in-sample (physical defaults, model as shipped) and with the
+    cluster held out, on both targets, from the scores it computed (a met row really is lower)."""
+    bench = load_bench("calibrate_transfer")
+    for log, _, _ in bench.TARGETS:
+        rows = bench.criterion(transfer, log)
+        assert [r[0].split(",")[0].split(" (")[0] for r in rows] == ["in-sample", "in-sample", "cluster held out"]
+        for _, uncalibrated, calibrated, met in rows:
+            lower = calibrated["busbw_median_error_pct"] < uncalibrated["busbw_median_error_pct"]
+            assert met == (lower and (calibrated["floor_median_error_pct"] or 0.0) < 25)
+
+
+def test_the_nvls_tree_decomposition_reads_the_kernel_rate_on_2_nodes(transfer):
+    """The bench's NVLSTree decomposition (time = offset + rounds x round time) against NCCL's own figure: on
+    2 nodes with 128 KiB chunks a round (16 channels x 8 heads x 128 KiB = 16 MiB) runs at the NVLSTree
+    kernel's rate, perChMaxNVLSTreeBws 57.7 GB/s busbw per channel on Hopper at 2 nodes x 8 channels
+    (src/graph/tuning.cc, NVIDIA/nccl v2.28.3-1), i.e. 16 MiB / (8 x 57.7 / (2 x 15/16)) GB/s = 68.1 us: the
+    model's round within 1 %, the measured round of nccl-tests#309's 2-node table within 3 % (66.8 us)."""
+    two = next(k for k in transfer.shape if k.table == "h100-ib-2node-16gpu-all_reduce" and k.chunk_bytes == 131072)
+    kernel_round_us = 16 * 8 * 131072 / (8 * 57.7e9 / (2 * 15 / 16)) * 1e6
+    assert two.model_us[1] == pytest.approx(kernel_round_us, rel=0.01)
+    assert two.measured_us[1] == pytest.approx(kernel_round_us, rel=0.03)
