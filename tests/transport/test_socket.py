@@ -209,3 +209,31 @@ def test_socket_floor_of_two_ranks_matches_a_published_socket_run():
     floor_us = predictor.estimate("broadcast", 8).time_s * 1e6
     for measured_us in (45.82, 38.17):
         assert floor_us == pytest.approx(measured_us, rel=0.25)
+
+
+def test_small_socket_calls_pay_a_send_and_a_recv_per_network_crossing():
+    """LogGP's one-way time of a message is o + L + o (Alexandrov et al., SPAA 1995): each network step of
+    NCCL's latency chain on the socket transport is a ``send`` by one proxy and a ``recv`` by the other
+    (net_socket.cc v2.27.3-1). A 2-node tree all_reduce of 8 B crosses the network twice (up, down), so it pays
+    4 socket calls however few bytes its NICs carry; an RDMA transport pays none beyond NCCL's hop latency
+    (NCCL's table is its IB transport's, verbs post and poll included)."""
+    cluster = str(REFERENCE / "clusters" / "alps-gh200-nocxi.yaml")
+    tree = make_predictor(cluster, 2, 4, ["NCCL_ALGO=Tree", "NCCL_PROTO=LL"]).estimate("all_reduce", 8)
+    assert tree.costs.inter_steps == 2 and tree.costs.nic_messages == 4
+    rdma = make_predictor(str(REFERENCE / "clusters" / "alps-gh200-slingshot.yaml"), 2, 4,
+                          ["NCCL_ALGO=Tree", "NCCL_PROTO=LL"]).estimate("all_reduce", 8)
+    assert rdma.costs.inter_steps == 2 and rdma.costs.nic_messages < 4
+
+
+def test_gh200_no_cxi_floor_from_the_per_message_cost_cscs_measured():
+    """The same CSCS page's osu_bw "(*)" run (CXI hook disabled, CPU buffers, one rank per node) moves 0.16 MB/s
+    at 1 B with 64 messages in flight: one message every 6.25 us on the nodes' IP path (1.05 us with CXI), the
+    cluster file's ``transport.message_overhead``. With a send and a receive at each of the tree's two network
+    crossings, perf gives the published NCCL no-CXI all_reduce floor (eth-cscs/cscs-docs nccl.md, "All-reduce
+    latency (*)", in place: 53.44, 50.40, 50.77, 52.58, 56.63, 58.62 us at 8 B, 32 B, 128 B, 2, 4, 8 KiB) within
+    15 % at every one of those sizes; with the generic socket call cost (1.5 us) it would be 40 % low."""
+    cluster = str(REFERENCE / "clusters" / "alps-gh200-nocxi.yaml")
+    predictor = make_predictor(cluster, 2, 4, [])
+    assert predictor.transport.message_overhead_s == pytest.approx(1 / 0.16e6)
+    for size, measured_us in ((8, 53.44), (32, 50.40), (128, 50.77), (2048, 52.58), (4096, 56.63), (8192, 58.62)):
+        assert predictor.estimate("all_reduce", size).time_s * 1e6 == pytest.approx(measured_us, rel=0.15)

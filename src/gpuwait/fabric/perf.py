@@ -772,6 +772,8 @@ class CollectivePredictor:
             if algorithm == "nvls":
                 window = min(n_bytes, nvls_window_bytes(channels)) / n_bytes
         intra_steps, inter_steps = latency_steps(algorithm, collective, comm.n_ranks, comm.n_nodes)
+        if nic_messages:
+            nic_messages = max(nic_messages, self._chain_messages(inter_steps))
         load = self._proxy_load(algorithm, size_channels, graph.channels_run)
         if algorithm == "ring" and connection_steps:
             connection_steps = ring_connection_steps(intra_steps + inter_steps, n_bytes, size_channels, comm.n_ranks,
@@ -799,6 +801,20 @@ class CollectivePredictor:
                               rendezvous_latency_s=rendezvous_latency_s, rendezvous_serial_s=rendezvous_serial_s,
                               sm80_steps=generation_steps(inputs.sm, intra_steps, inter_steps))
         return self._estimate(collective, n_bytes, algorithm, protocol, channels, model_s, fabric_s, chunk, costs)
+
+    def _chain_messages(self, inter_steps: int) -> int:
+        """The socket calls on the first chunk's way across the network: a ``send`` by the proxy on one side
+        and a ``recv`` by the proxy on the other for each of NCCL's ``inter_steps`` network crossings, one
+        after the other (the next crossing waits for this one's data). LogGP's one-way time of a message is
+        o + L + o (Alexandrov et al., SPAA 1995), so they count whatever the busiest NIC's share of the call's
+        bytes (a tree's 8 B call is half a message on each NIC by bytes, yet every crossing is a whole message).
+
+        0 on RDMA transports: NCCL's network hop latencies (``hwLat[NCCL_HW_NET]``, src/graph/tuning.cc) are
+        its own IB transport's, whose verbs post and completion poll they already hold; NCCL's socket
+        transport pays a system call at each end instead (``ncclNetSocketIsend`` / ``ncclNetSocketTest``,
+        src/transport/net_socket.cc v2.27.3-1), which its latency table does not price.
+        """
+        return 0 if self.transport.rdma else 2 * inter_steps
 
     @staticmethod
     def _nvls_kernel_time_s(inputs: TuningInputs, algorithm: str, n_bytes: int) -> float:

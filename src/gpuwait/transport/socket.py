@@ -53,6 +53,14 @@ HCA visible, no net plugin). Its path, from NCCL ``src/transport/net_socket.cc``
   ``message_overhead_s``, which is the CPU time of one call), paid once per message and not overlapped
   with that connection's data.
 
+* **Small calls.** A call too small to fill a message still crosses the network as whole messages: each
+  network step of NCCL's latency chain is a ``send`` on one proxy and a ``recv`` on the other, one after the
+  other (LogGP's o + L + o). NCCL's network hop latencies are its IB transport's (verbs post and poll
+  inside), so the model charges a socket call's cost (the profile's ``message_overhead_s``) for both calls
+  of every such step (:meth:`gpuwait.fabric.perf.CollectivePredictor._chain_messages`). What a call costs
+  is the host's: a cluster file's ``transport.message_overhead`` gives a measured figure (CSCS's osu_bw at
+  1 B over the Alps nodes' IP path: 6.25 us a message, ``alps-gh200-nocxi.yaml``).
+
 So one connection carries ``M / (overhead + M / (streams x stream_Bps))`` bytes/s for messages of
 ``M`` bytes, and a NIC port carries at most its wire goodput. Nothing here is fitted to a table.
 """
