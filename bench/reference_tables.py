@@ -230,11 +230,11 @@ REFERENCES = [
                           "(src/plugin/net.cc v2.27.3-1), NCCL_IB_DISABLE only disables NCCL's own IB (net_ib.cc) and "
                           "the plugin's IBext reads NCCL_IBEXT_DISABLE instead (src/ib_plugin.c; NVIDIA/nccl#676, "
                           "NVIDIA/nccl-tests#227), and the command names NCCL_IB_HCA=mlx5_1,mlx5_3; described as "
-                          "that RDMA path the floor is still +52 % (19.4 us against 12.2 at 8 B): NCCL's own ring/LL "
-                          "latency with one GPU per node, 6.6 + 2 x 5.0 us (src/graph/tuning.cc v2.27.3-1: \"With ppn=1 latencies "
-                          "are fully exposed, use the Tree network latency\"), is 16.6 us, above the measured 12.2 us "
-                          "total, so the gap is NCCL's latency figure, not the transport; no other reference table "
-                          "runs one GPU per node to test a change against",
+                          "that RDMA path the floor is +14 % (14.5 us against 12.2 at 8 B; the time keeps ring's own network "
+                          "latency at one GPU per node, 6.6 + 2 x 2.7 us, where NCCL's choice uses its ppn=1 rule's "
+                          "Tree figure, 6.6 + 2 x 5.0 us, src/graph/tuning.cc v2.27.3-1: fabric.perf._time_latency_us), "
+                          "as NCCL's socket path +67 % (two socket crossings cost more than the measured 12.2 us "
+                          "total: a genuine 2-rank socket floor, NVIDIA/nccl-tests#82, is 38-46 us)",
               not_fitted="the transport is uncertain: NCCL_IB_DISABLE=1 does not stop the RDMA plugin the image "
                          "installs"),
     Reference("rtx2080ti-pcie-1node-2gpu-all_reduce", CLASSES[6], "rtx2080ti-pcie-2gpu", 1, 2,

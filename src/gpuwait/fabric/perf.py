@@ -795,12 +795,31 @@ class CollectivePredictor:
                                                                  size_channels, chunk)[0] if serial_s else 0.0
         rendezvous_latency_s, rendezvous_serial_s = self._rendezvous_s(protocol, chunk, inter_steps, serial_messages) \
             if nic_messages else (0.0, 0.0)
-        costs = PipelineCosts(prediction.latency_us * 1e-6, intra_steps, inter_steps, wire_s,
+        costs = PipelineCosts(self._time_latency_us(inputs, algorithm, protocol, n_bytes, prediction.latency_us) * 1e-6,
+                              intra_steps, inter_steps, wire_s,
                               nic_messages, fill_intra_s, fill_inter_s, window, comm.n_nodes > 1, connection_steps, load,
                               serial_s=serial_s, serial_messages=serial_messages,
                               rendezvous_latency_s=rendezvous_latency_s, rendezvous_serial_s=rendezvous_serial_s,
                               sm80_steps=generation_steps(inputs.sm, intra_steps, inter_steps))
         return self._estimate(collective, n_bytes, algorithm, protocol, channels, model_s, fabric_s, chunk, costs)
+
+    @staticmethod
+    def _time_latency_us(inputs: TuningInputs, algorithm: str, protocol: str, n_bytes: int, nccl_us: float) -> float:
+        """NCCL's latency for the choice as a time: ``nccl_us`` (what NCCL's tuning adds up), except the network
+        steps of a job with one rank per node, which keep the algorithm's own network latency.
+
+        From 2.23.4-1 NCCL prices every network step at one rank per node at Tree's figure ("With ppn=1
+        latencies are fully exposed, use the Tree network latency", src/graph/tuning.cc; ring LL 2.7 -> 5.0 us,
+        LL128 4.0 -> 8.5 us). It came in the release that added PAT, which runs only at one rank per node and
+        whose AllGather/ReduceScatter latency competes with ring's exactly there; the release notes announce no
+        latency change. It is a rule of NCCL's choice, not a time: a network hop costs what it costs whatever
+        the number of GPUs behind the NIC, and the same hosts' NIC at two ranks per node (the L40S RoCE table,
+        NCCL 2.27.3) runs ring/LL within 1 % of the model with ring's figure. The choice still uses NCCL's rule.
+        """
+        if inputs.ppn != 1 or inputs.n_nodes < 2 or not inputs.release.one_ppn_tree_net_latency:
+            return nccl_us
+        own = replace(inputs, release=replace(inputs.release, one_ppn_tree_net_latency=False))
+        return predict(own, algorithm, protocol, n_bytes).latency_us
 
     def _chain_messages(self, inter_steps: int) -> int:
         """The socket calls on the first chunk's way across the network: a ``send`` by the proxy on one side
