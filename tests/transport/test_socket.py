@@ -97,7 +97,8 @@ def test_socket_on_one_400g_nic_within_25pct_of_the_l40s_table():
     log = parse_nccl_tests_log((REFERENCE / "l40s-tcp-2node-2gpu-all_reduce-ring.log").read_text())
     rows = [r for r in log.rows if r.size_bytes >= 2**20]
     predictor = make_predictor(str(REFERENCE / "clusters" / "r760xa-l40s-2x400g.yaml"), 2, 1,
-                               ["NCCL_IB_DISABLE=1", "NCCL_ALGO=Ring"])
+                               ["NCCL_IB_DISABLE=1", "NCCL_IBEXT_DISABLE=1", "NCCL_ALGO=Ring"])
+    assert predictor.transport.name == "tcp"
     errors = []
     for row in rows:
         estimate = predictor.estimate("all_reduce", row.size_bytes)
@@ -202,7 +203,7 @@ def test_socket_floor_of_two_ranks_matches_a_published_socket_run():
     The socket terms are not what puts the L40S NCCL_IB_DISABLE=1 table's 12 us floor (most likely an RDMA run:
     bench/reference_tables.py) well below the model's socket floor."""
     cluster = str(REFERENCE / "clusters" / "r760xa-l40s-2x400g.yaml")
-    env = ["NCCL_IB_DISABLE=1", "NCCL_ALGO=Ring", "NCCL_PROTO=Simple", "NCCL_SOCKET_NTHREADS=4",
+    env = ["NCCL_IB_DISABLE=1", "NCCL_IBEXT_DISABLE=1", "NCCL_ALGO=Ring", "NCCL_PROTO=Simple", "NCCL_SOCKET_NTHREADS=4",
            "NCCL_NSOCKS_PERTHREAD=8", "NCCL_MIN_NCHANNELS=2", "NCCL_MAX_NCHANNELS=2"]
     predictor = make_predictor(cluster, 2, 1, env)
     assert predictor.transport.name == "tcp"
@@ -257,15 +258,26 @@ def test_one_rank_per_node_keeps_rings_network_latency_as_a_time():
 def test_the_l40s_ib_disable_table_floor_is_an_rdma_floor():
     """The published NCCL_IB_DISABLE=1 L40S run (schmaustech/nvidia-tools-image README, NCCL 2.27.3, 2 x 1 GPU)
     takes 12.2-15.4 us from 8 B to 8 KiB. Two socket crossings cannot: a genuine socket run's 8 B floor is
-    38-46 us (NVIDIA/nccl-tests#82, test above), and the model's socket floor here is ~21 us. Described as the
-    RDMA path the image's nccl-rdma-sharp-plugins keeps open under NCCL_IB_DISABLE=1 (it reads
-    NCCL_IBEXT_DISABLE, NVIDIA/nccl-tests#227), the floor is within 25 % at every size to 8 KiB, and the sizes
-    from 1 MiB are as close as the socket description's (both host-staged)."""
+    38-46 us (NVIDIA/nccl-tests#82, test above), and the model's socket floor here is ~21 us. The image installs
+    nccl-rdma-sharp-plugins, which NCCL loads first (src/plugin/net.cc) and whose IBext reads NCCL_IBEXT_DISABLE,
+    not NCCL_IB_DISABLE (NVIDIA/nccl-tests#227, #373): the cluster file says so (``transport.net_plugin: ibext``),
+    the job stays on RoCE and the floor is within 25 % at every size to 8 KiB; with NCCL_IBEXT_DISABLE=1 too
+    the job is on sockets and 30 % or more above it."""
     log = parse_nccl_tests_log((REFERENCE / "l40s-tcp-2node-2gpu-all_reduce-ring.log").read_text())
     cluster = str(REFERENCE / "clusters" / "r760xa-l40s-2x400g.yaml")
-    rdma = make_predictor(cluster, 2, 1, ["NCCL_ALGO=Ring"], nccl_version="2.27.3")
-    socket = make_predictor(cluster, 2, 1, ["NCCL_ALGO=Ring", "NCCL_IB_DISABLE=1"], nccl_version="2.27.3")
+    table = make_predictor(cluster, 2, 1, ["NCCL_IB_DISABLE=1", "NCCL_ALGO=Ring"], nccl_version="2.27.3")
+    assert table.transport.name == "rocev2" and table.transport.net_plugin == "ibext"
+    socket = make_predictor(cluster, 2, 1, ["NCCL_IB_DISABLE=1", "NCCL_IBEXT_DISABLE=1", "NCCL_ALGO=Ring"],
+                            nccl_version="2.27.3")
+    assert socket.transport.name == "tcp"
     for row in log.rows:
         if 8 <= row.size_bytes <= 8192:
-            assert rdma.estimate("all_reduce", row.size_bytes).time_s * 1e6 == pytest.approx(row.oop_time_us, rel=0.25)
+            assert table.estimate("all_reduce", row.size_bytes).time_s * 1e6 == pytest.approx(row.oop_time_us, rel=0.25)
             assert socket.estimate("all_reduce", row.size_bytes).time_s * 1e6 > 1.3 * row.oop_time_us
+
+
+def test_ibext_belongs_to_rdma_transports():
+    """nccl-rdma-sharp-plugins' IBext is an IB/RoCE transport: one clear error on any other."""
+    with pytest.raises(SpecError, match="transport.net_plugin"):
+        resolve_transport(TransportSpec(name="efa", net_plugin="ibext"))
+    assert resolve_transport(TransportSpec(name="infiniband", net_plugin="ibext")).net_plugin == "ibext"

@@ -126,6 +126,26 @@ def socket_connection_Bps(streams: int, message_overhead_s: float, message_bytes
     return message_bytes / (message_overhead_s + message_bytes / (streams * stream_Bps))
 
 
+def runs_on_sockets(base: TransportProfile, ib_disable: bool, ibext_disable: bool = False) -> bool:
+    """Whether NCCL's socket transport carries a job's network on a cluster whose transport is ``base``.
+
+    A cluster naming ``tcp`` always does; otherwise ``NCCL_IB_DISABLE=1`` turns off NCCL's own IB transport, but
+    NCCL tries an external net plugin first (``src/plugin/net.cc`` v2.27.3-1), and nccl-rdma-sharp-plugins'
+    IBext (``base.net_plugin == "ibext"``) reads ``NCCL_IBEXT_DISABLE`` instead (``src/ib_plugin.c``;
+    NVIDIA/nccl-tests#227, #373: "NCCL_IB_DISABLE=1 not work", the log showing ``Using network IBext``): with it
+    installed the job reaches sockets only with both set.
+
+    >>> from gpuwait.transport.profiles import TRANSPORTS
+    >>> from dataclasses import replace
+    >>> roce, hpcx = TRANSPORTS["rocev2"], replace(TRANSPORTS["rocev2"], net_plugin="ibext")
+    >>> runs_on_sockets(roce, True), runs_on_sockets(hpcx, True), runs_on_sockets(hpcx, True, True)
+    (True, False, True)
+    """
+    if base.name == "tcp":
+        return True
+    return ib_disable and (base.net_plugin != "ibext" or ibext_disable)
+
+
 def socket_transport(base: TransportProfile, nthreads: int | None = None, nsocks_perthread: int | None = None,
                      platform: str | None = None) -> TransportProfile:
     """The transport NCCL runs on when it falls back to sockets from ``base``.
