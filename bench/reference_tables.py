@@ -214,9 +214,10 @@ REFERENCES = [
                           "util_main.c), so the plugin reports port speed 0 (src/nccl_ofi_net.cpp "
                           "set_nic_props_default, v1.16.3 on), which NCCL reads as 10 Gbit/s (src/graph/topo.cc "
                           "v2.25.1-1): Simple from 256 KiB on four such devices, 32 KiB on one. The path's "
-                          "per-message cost is not published: the floor (~50 us at 8 B-8 KiB, 2.1x the model) and "
-                          "the LL sizes (16-512 KiB, 1.9-4.9x the model) run slower than NCCL's latency and the tcp "
-                          "profile's message cost give; 32 MiB (17.3 ms, 82 % of "
+                          "per-message cost is CSCS's osu_bw (*) at 1 B (6.25 us a message, the cluster file), paid "
+                          "by the socket send and receive of each of the tree's two network crossings, which puts "
+                          "the floor (~50 us at 8 B-8 KiB) within 10 %; the LL sizes 16-512 KiB still run "
+                          "1.8-4.9x slower than the model (not explained); 32 MiB (17.3 ms, 82 % of "
                           "64 MiB's time) is a dip of the run; NCCL version not printed",
               not_fitted="the transport is assumed, not stated by the source"),
     Reference("l40s-roce-2node-4gpu-all_reduce-ring", CLASSES[5], "r760xa-l40s-2x400g", 2, 2, {"NCCL_ALGO": "Ring"},
@@ -226,20 +227,20 @@ REFERENCES = [
                           "NCCL_ALGO=Ring may not have been in effect"),
     Reference("l40s-tcp-2node-2gpu-all_reduce-ring", CLASSES[5], "r760xa-l40s-2x400g", 2, 1,
               {"NCCL_IB_DISABLE": "1", "NCCL_ALGO": "Ring"},
-              approximate=f"{_TCP}: NCCL's socket model (one stream per connection, 42 Gbit/s streams at jumbo-frame "
-                          "efficiency) over an SR-IOV VF at MTU 1500; the traffic more likely ran on RDMA: the image "
-                          "installs Mellanox/nccl-rdma-sharp-plugins (libnccl-net.so in /usr/local/lib, on the README's "
-                          "LD_LIBRARY_PATH), NCCL tries external plugins before its own IB and socket transports "
-                          "(src/plugin/net.cc v2.27.3-1), NCCL_IB_DISABLE only disables NCCL's own IB (net_ib.cc) and "
-                          "the plugin's IBext reads NCCL_IBEXT_DISABLE instead (src/ib_plugin.c; NVIDIA/nccl#676, "
-                          "NVIDIA/nccl-tests#227), and the command names NCCL_IB_HCA=mlx5_1,mlx5_3; described as "
-                          "that RDMA path the floor is still +52 % (19.4 us against 12.2 at 8 B): NCCL's own ring/LL "
-                          "latency with one GPU per node, 6.6 + 2 x 5.0 us (src/graph/tuning.cc v2.27.3-1: \"With ppn=1 latencies "
-                          "are fully exposed, use the Tree network latency\"), is 16.6 us, above the measured 12.2 us "
-                          "total, so the gap is NCCL's latency figure, not the transport; no other reference table "
-                          "runs one GPU per node to test a change against",
-              not_fitted="the transport is uncertain: NCCL_IB_DISABLE=1 does not stop the RDMA plugin the image "
-                         "installs"),
+              approximate=f"{_TCP} with the image's Mellanox/nccl-rdma-sharp-plugins (libnccl-net.so in /usr/local/lib, on "
+                          "the README's LD_LIBRARY_PATH; the cluster file's transport.net_plugin: ibext): NCCL tries "
+                          "external plugins before its own IB and socket transports (src/plugin/net.cc v2.27.3-1), "
+                          "NCCL_IB_DISABLE only disables NCCL's own IB (net_ib.cc) and the plugin's IBext reads "
+                          "NCCL_IBEXT_DISABLE instead (src/ib_plugin.c; NVIDIA/nccl#676, NVIDIA/nccl-tests#227, #373), "
+                          "and the command names NCCL_IB_HCA=mlx5_1,mlx5_3: predicted as that RoCE path (host-staged, "
+                          "no GPUDirect at GPU-NIC PHB), floor +14 % (14.5 us against 12.2 at 8 B; the time keeps "
+                          "ring's own network latency at one GPU per node, 6.6 + 2 x 2.7 us, where NCCL's choice uses "
+                          "its ppn=1 rule's Tree figure, 6.6 + 2 x 5.0 us, src/graph/tuning.cc v2.27.3-1: "
+                          "fabric.perf._time_latency_us); as NCCL's socket path (NCCL_IBEXT_DISABLE=1 too) +67 %: two "
+                          "socket crossings cost more than the measured 12.2 us total (a genuine 2-rank socket floor, "
+                          "NVIDIA/nccl-tests#82, is 38-46 us); sizes from 1 MiB are the same on both (host-staged)",
+              not_fitted="the transport is inferred (the plugin the image installs, and the floor), not printed "
+                         "by the log (NCCL_DEBUG=VERSION)"),
     Reference("rtx2080ti-pcie-1node-2gpu-all_reduce", CLASSES[6], "rtx2080ti-pcie-2gpu", 1, 2,
               approximate="NCCL version and CPU not stated (Intel assumed: NCCL's 6/5 PCI overhead through the CPU); "
                           "the SHM path through host memory is inferred from nvidia-smi's NS, not from an NCCL log"),

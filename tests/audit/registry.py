@@ -309,6 +309,8 @@ def _schema_fields() -> dict[str, object]:
         "TransportSpec.message_overhead": perf({}, {"transport": {"message_overhead": "50us"}}, "up", size=2**26),
         "TransportSpec.rate_cap": perf({}, {"transport": {"rate_cap": "5Gbps"}}, "up"),
         "TransportSpec.host_ceiling": perf({}, {"transport": {"host_ceiling": "5Gbps"}}, "up"),
+        "TransportSpec.net_plugin": Covered(
+            "tests/transport/test_socket.py::test_the_l40s_ib_disable_table_floor_is_an_rdma_floor"),
         "TransportSpec.platform": Covered("tests/transport/test_platforms.py::test_p4de_without_proto_is_the_table_with_proto_simple"),
         "TransportSpec.rendezvous_threshold": Covered(
             "tests/transport/test_cxi_rendezvous.py::test_a_cluster_file_sets_its_sites_threshold"),
@@ -660,6 +662,8 @@ def _env_entries() -> dict[str, object]:
         "env:NCCL_IB_GDR_LEVEL": Covered("tests/collectives/test_ncclenv.py::test_legacy_gdr_forms_and_alias"),
         "env:NCCL_NET_GDR_READ": Covered(L40S_GDR),
         "env:NCCL_IB_DISABLE": env((), ("NCCL_IB_DISABLE=1",), "up"),
+        "env:NCCL_IBEXT_DISABLE": Covered(
+            "tests/transport/test_socket.py::test_the_l40s_ib_disable_table_floor_is_an_rdma_floor"),
         "env:NCCL_NVLS_ENABLE": env((), ("NCCL_NVLS_ENABLE=0",), "up", cluster=ONE),
         "env:NCCL_MNNVL_ENABLE": env((), ("NCCL_MNNVL_ENABLE=0",), "up", cluster=NVL72),
         "env:NCCL_COLLNET_ENABLE": Refused(lambda: parse_env({"NCCL_COLLNET_ENABLE": "1"}),

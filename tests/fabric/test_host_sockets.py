@@ -160,7 +160,7 @@ def test_lone_gpu_staged_both_ways_keeps_the_share():
     The published L40S socket table (l40s-tcp-2node-2gpu-all_reduce-ring.log, schmaustech/nvidia-tools-image
     README.md, NCCL 2.27.3; 2 ranks, so busbw = algbw) shows 8.1 GB/s at 8 GiB: 7 % under it (the socket
     model alone read 9.1 GB/s, 13 % over). RoCE without GPUDirect takes the same host path."""
-    for env in (["NCCL_IB_DISABLE=1", "NCCL_ALGO=Ring"], ["NCCL_ALGO=Ring"]):
+    for env in (["NCCL_IB_DISABLE=1", "NCCL_IBEXT_DISABLE=1", "NCCL_ALGO=Ring"], ["NCCL_ALGO=Ring"]):
         pred = make_predictor(R760XA, 2, 1, env, "2.27.3")
         busbw_GBps = 2**33 / pred.estimate("all_reduce", 2**33).time_s / 1e9
         assert busbw_GBps == pytest.approx(20.0 * SHM_BIDIRECTIONAL_SHARE, rel=0.02)

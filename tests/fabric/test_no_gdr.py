@@ -87,7 +87,7 @@ def test_socket_transport_stages_through_the_cpu_as_nccl_searches_it():
     (schmaustech/nvidia-tools-image README.md, NCCL 2.27.3) changes slope: 159.9 us at 512 KiB, 166.4 us at
     1 MiB, 297.6 us at 2 MiB."""
     cluster = str(Path(__file__).parents[1] / "nccltests/data/reference/clusters/r760xa-l40s-2x400g.yaml")
-    predictor = make_predictor(cluster, 2, 1, ["NCCL_IB_DISABLE=1", "NCCL_ALGO=Ring"], "2.27.3")
+    predictor = make_predictor(cluster, 2, 1, ["NCCL_IB_DISABLE=1", "NCCL_IBEXT_DISABLE=1", "NCCL_ALGO=Ring"], "2.27.3")
     ring = predictor.tuning_inputs("all_reduce").graph("ring")
     assert (ring.n_channels, ring.bw_intra_GBps, ring.channels_run) == (1, 20.0, 2)
     protocols = [predictor.estimate("all_reduce", n).protocol for n in (2**19, 2**20)]

@@ -97,7 +97,8 @@ def test_socket_on_one_400g_nic_within_25pct_of_the_l40s_table():
     log = parse_nccl_tests_log((REFERENCE / "l40s-tcp-2node-2gpu-all_reduce-ring.log").read_text())
     rows = [r for r in log.rows if r.size_bytes >= 2**20]
     predictor = make_predictor(str(REFERENCE / "clusters" / "r760xa-l40s-2x400g.yaml"), 2, 1,
-                               ["NCCL_IB_DISABLE=1", "NCCL_ALGO=Ring"])
+                               ["NCCL_IB_DISABLE=1", "NCCL_IBEXT_DISABLE=1", "NCCL_ALGO=Ring"])
+    assert predictor.transport.name == "tcp"
     errors = []
     for row in rows:
         estimate = predictor.estimate("all_reduce", row.size_bytes)
@@ -200,12 +201,83 @@ def test_socket_floor_of_two_ranks_matches_a_published_socket_run():
     NCCL's ring latency (the socket net reports latency 0, net_socket.cc, so the tuning adds nothing for sockets),
     the launch and the socket's per-message cost; on a 2 x 1 PCIe-GPU cluster the model gives within 25 % of both.
     The socket terms are not what puts the L40S NCCL_IB_DISABLE=1 table's 12 us floor (most likely an RDMA run:
-    bench/reference_tables.py) at half the model's socket floor."""
+    bench/reference_tables.py) well below the model's socket floor."""
     cluster = str(REFERENCE / "clusters" / "r760xa-l40s-2x400g.yaml")
-    env = ["NCCL_IB_DISABLE=1", "NCCL_ALGO=Ring", "NCCL_PROTO=Simple", "NCCL_SOCKET_NTHREADS=4",
+    env = ["NCCL_IB_DISABLE=1", "NCCL_IBEXT_DISABLE=1", "NCCL_ALGO=Ring", "NCCL_PROTO=Simple", "NCCL_SOCKET_NTHREADS=4",
            "NCCL_NSOCKS_PERTHREAD=8", "NCCL_MIN_NCHANNELS=2", "NCCL_MAX_NCHANNELS=2"]
     predictor = make_predictor(cluster, 2, 1, env)
     assert predictor.transport.name == "tcp"
     floor_us = predictor.estimate("broadcast", 8).time_s * 1e6
     for measured_us in (45.82, 38.17):
         assert floor_us == pytest.approx(measured_us, rel=0.25)
+
+
+def test_small_socket_calls_pay_a_send_and_a_recv_per_network_crossing():
+    """LogGP's one-way time of a message is o + L + o (Alexandrov et al., SPAA 1995): each network step of
+    NCCL's latency chain on the socket transport is a ``send`` by one proxy and a ``recv`` by the other
+    (net_socket.cc v2.27.3-1). A 2-node tree all_reduce of 8 B crosses the network twice (up, down), so it pays
+    4 socket calls however few bytes its NICs carry; an RDMA transport pays none beyond NCCL's hop latency
+    (NCCL's table is its IB transport's, verbs post and poll included)."""
+    cluster = str(REFERENCE / "clusters" / "alps-gh200-nocxi.yaml")
+    tree = make_predictor(cluster, 2, 4, ["NCCL_ALGO=Tree", "NCCL_PROTO=LL"]).estimate("all_reduce", 8)
+    assert tree.costs.inter_steps == 2 and tree.costs.nic_messages == 4
+    rdma = make_predictor(str(REFERENCE / "clusters" / "alps-gh200-slingshot.yaml"), 2, 4,
+                          ["NCCL_ALGO=Tree", "NCCL_PROTO=LL"]).estimate("all_reduce", 8)
+    assert rdma.costs.inter_steps == 2 and rdma.costs.nic_messages < 4
+
+
+def test_gh200_no_cxi_floor_from_the_per_message_cost_cscs_measured():
+    """The same CSCS page's osu_bw "(*)" run (CXI hook disabled, CPU buffers, one rank per node) moves 0.16 MB/s
+    at 1 B with 64 messages in flight: one message every 6.25 us on the nodes' IP path (1.05 us with CXI), the
+    cluster file's ``transport.message_overhead``. With a send and a receive at each of the tree's two network
+    crossings, perf gives the published NCCL no-CXI all_reduce floor (eth-cscs/cscs-docs nccl.md, "All-reduce
+    latency (*)", in place: 53.44, 50.40, 50.77, 52.58, 56.63, 58.62 us at 8 B, 32 B, 128 B, 2, 4, 8 KiB) within
+    15 % at every one of those sizes; with the generic socket call cost (1.5 us) it would be 40 % low."""
+    cluster = str(REFERENCE / "clusters" / "alps-gh200-nocxi.yaml")
+    predictor = make_predictor(cluster, 2, 4, [])
+    assert predictor.transport.message_overhead_s == pytest.approx(1 / 0.16e6)
+    for size, measured_us in ((8, 53.44), (32, 50.40), (128, 50.77), (2048, 52.58), (4096, 56.63), (8192, 58.62)):
+        assert predictor.estimate("all_reduce", size).time_s * 1e6 == pytest.approx(measured_us, rel=0.15)
+
+
+def test_one_rank_per_node_keeps_rings_network_latency_as_a_time():
+    """NCCL 2.23.4-1+ prices a network step at one rank per node at Tree's latency (ring LL 2.7 -> 5.0 us,
+    src/graph/tuning.cc "With ppn=1 latencies are fully exposed"), a rule that came with PAT (one rank per node
+    only) and decides NCCL's choice; the time keeps ring's own figure: on 2 x 1 L40S (NCCL 2.27.3) NCCL's
+    latency is 6.6 + 2 x 5.0 us, the time's 6.6 + 2 x 2.7 us."""
+    cluster = str(REFERENCE / "clusters" / "r760xa-l40s-2x400g.yaml")
+    predictor = make_predictor(cluster, 2, 1, ["NCCL_ALGO=Ring"], nccl_version="2.27.3")
+    inputs, algorithm, protocol, prediction = predictor._choice("all_reduce", 8)
+    assert (algorithm, protocol) == ("ring", "LL") and prediction.latency_us == pytest.approx(6.6 + 2 * 5.0)
+    assert predictor.estimate("all_reduce", 8).costs.latency_s * 1e6 == pytest.approx(6.6 + 2 * 2.7)
+    two_per_node = make_predictor(cluster, 2, 2, ["NCCL_ALGO=Ring"], nccl_version="2.27.3")
+    costs = two_per_node.estimate("all_reduce", 8).costs
+    assert costs.latency_s * 1e6 == pytest.approx(two_per_node._choice("all_reduce", 8)[3].latency_us)
+
+
+def test_the_l40s_ib_disable_table_floor_is_an_rdma_floor():
+    """The published NCCL_IB_DISABLE=1 L40S run (schmaustech/nvidia-tools-image README, NCCL 2.27.3, 2 x 1 GPU)
+    takes 12.2-15.4 us from 8 B to 8 KiB. Two socket crossings cannot: a genuine socket run's 8 B floor is
+    38-46 us (NVIDIA/nccl-tests#82, test above), and the model's socket floor here is ~21 us. The image installs
+    nccl-rdma-sharp-plugins, which NCCL loads first (src/plugin/net.cc) and whose IBext reads NCCL_IBEXT_DISABLE,
+    not NCCL_IB_DISABLE (NVIDIA/nccl-tests#227, #373): the cluster file says so (``transport.net_plugin: ibext``),
+    the job stays on RoCE and the floor is within 25 % at every size to 8 KiB; with NCCL_IBEXT_DISABLE=1 too
+    the job is on sockets and 30 % or more above it."""
+    log = parse_nccl_tests_log((REFERENCE / "l40s-tcp-2node-2gpu-all_reduce-ring.log").read_text())
+    cluster = str(REFERENCE / "clusters" / "r760xa-l40s-2x400g.yaml")
+    table = make_predictor(cluster, 2, 1, ["NCCL_IB_DISABLE=1", "NCCL_ALGO=Ring"], nccl_version="2.27.3")
+    assert table.transport.name == "rocev2" and table.transport.net_plugin == "ibext"
+    socket = make_predictor(cluster, 2, 1, ["NCCL_IB_DISABLE=1", "NCCL_IBEXT_DISABLE=1", "NCCL_ALGO=Ring"],
+                            nccl_version="2.27.3")
+    assert socket.transport.name == "tcp"
+    for row in log.rows:
+        if 8 <= row.size_bytes <= 8192:
+            assert table.estimate("all_reduce", row.size_bytes).time_s * 1e6 == pytest.approx(row.oop_time_us, rel=0.25)
+            assert socket.estimate("all_reduce", row.size_bytes).time_s * 1e6 > 1.3 * row.oop_time_us
+
+
+def test_ibext_belongs_to_rdma_transports():
+    """nccl-rdma-sharp-plugins' IBext is an IB/RoCE transport: one clear error on any other."""
+    with pytest.raises(SpecError, match="transport.net_plugin"):
+        resolve_transport(TransportSpec(name="efa", net_plugin="ibext"))
+    assert resolve_transport(TransportSpec(name="infiniband", net_plugin="ibext")).net_plugin == "ibext"

@@ -69,6 +69,9 @@ class NcclEnv:
         ``NCCL_NET_GDR_READ``; named in NCCL env.rst without a default: None = NCCL decides (source -2).
     ib_disable : bool
         ``NCCL_IB_DISABLE``: fall back to sockets; default 0.
+    ibext_disable : bool
+        ``NCCL_IBEXT_DISABLE``: nccl-rdma-sharp-plugins' own switch for its IB/RoCE transport (``ib_plugin.c``);
+        with a cluster whose image installs that plugin, sockets need both; default 0.
     nvls_enable : int
         ``NCCL_NVLS_ENABLE`` 0 / 1 / 2, default 2 (= enabled when supported, as 1 since 2.29).
     mnnvl_enable : int
@@ -127,6 +130,7 @@ class NcclEnv:
     net_gdr_level: str | None = None
     net_gdr_read: bool | None = None
     ib_disable: bool = False
+    ibext_disable: bool = False
     nvls_enable: int = 2
     mnnvl_enable: int = 2
     collnet_enable: bool = False
@@ -266,6 +270,7 @@ VARIABLES: Mapping[str, tuple[str, Callable[[str, str], object]]] = MappingProxy
     "NCCL_IB_GDR_LEVEL": ("net_gdr_level", _gdr_level),  # the former name (NCCL env.rst)
     "NCCL_NET_GDR_READ": ("net_gdr_read", _flag),
     "NCCL_IB_DISABLE": ("ib_disable", _flag),
+    "NCCL_IBEXT_DISABLE": ("ibext_disable", _flag),
     "NCCL_NVLS_ENABLE": ("nvls_enable", _nvls),
     "NCCL_MNNVL_ENABLE": ("mnnvl_enable", _nvls),
     "NCCL_COLLNET_ENABLE": ("collnet_enable", _flag),

@@ -91,7 +91,7 @@ from gpuwait.topology.gpus import gpu_arch
 from gpuwait.topology.model import LinkKind, NodeKind
 from gpuwait.topology.pcipath import node_uses_gdr, sockets, uses_p2p
 from gpuwait.transport.profiles import TransportProfile
-from gpuwait.transport.socket import socket_transport
+from gpuwait.transport.socket import runs_on_sockets, socket_transport
 
 PROTOCOL_PAYLOAD = {"LL": 0.5, "LL128": 120.0 / 128.0, "Simple": 1.0}  # payload share of the wire (NCCL device.h, LL128 line)
 #: NCCL algorithm -> compiled phases; CollNet (SHARP) reduces inside the switches, which the flow
@@ -231,8 +231,9 @@ class CollectivePredictor:
     def create(cls, comm: Communicator, env: NcclEnv, routing: RoutingSpec, transport: TransportProfile,
                peers: tuple[Communicator, ...] = (), background_Bps: np.ndarray | None = None,
                gpus_per_thread: int = 1) -> CollectivePredictor:
-        if env.ib_disable or transport.name == "tcp":
-            # NCCL's socket transport, one model for NCCL_IB_DISABLE=1 and a cluster (or tcp-fallback) naming tcp
+        if runs_on_sockets(transport, env.ib_disable, env.ibext_disable):
+            # NCCL's socket transport, one model for NCCL_IB_DISABLE=1 (unless an installed IBext plugin keeps RDMA)
+            # and a cluster (or tcp-fallback) naming tcp
             transport = socket_transport(transport, env.socket_nthreads, env.nsocks_perthread)
         # NCCL_MNNVL_ENABLE=0: a node per server, and GPUs of different servers talk over the NICs
         mnnvl = env.mnnvl_enable != 0
@@ -250,8 +251,10 @@ class CollectivePredictor:
         ``perf --report-algo`` / ``--json`` as "value (from: ...)")."""
         env, server = self.env, self.comm.topo.spec.server
         arch = gpu_arch(server.gpu_model)
-        transport = "socket" if env.ib_disable or self.transport.name == "tcp" else self.transport.name
-        transport_from = "NCCL env" if env.ib_disable else "cluster file"
+        transport = "socket" if self.transport.name == "tcp" else self.transport.name
+        transport_from = "NCCL env" if env.ib_disable and transport == "socket" else "cluster file"
+        if env.ib_disable and transport != "socket":
+            transport_from = "cluster file: its net plugin (ibext) ignores NCCL_IB_DISABLE"
         limits = {"NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_MIN_CTAS", "NCCL_MAX_CTAS", "NCCL_NVLS_NCHANNELS"}
         given = sorted(limits & set(env.explicit))
         # the platform's label when its plugin or image set every limit the job runs with, else the job's env
@@ -772,6 +775,8 @@ class CollectivePredictor:
             if algorithm == "nvls":
                 window = min(n_bytes, nvls_window_bytes(channels)) / n_bytes
         intra_steps, inter_steps = latency_steps(algorithm, collective, comm.n_ranks, comm.n_nodes)
+        if nic_messages:
+            nic_messages = max(nic_messages, self._chain_messages(inter_steps))
         load = self._proxy_load(algorithm, size_channels, graph.channels_run)
         if algorithm == "ring" and connection_steps:
             connection_steps = ring_connection_steps(intra_steps + inter_steps, n_bytes, size_channels, comm.n_ranks,
@@ -793,12 +798,45 @@ class CollectivePredictor:
                                                                  size_channels, chunk)[0] if serial_s else 0.0
         rendezvous_latency_s, rendezvous_serial_s = self._rendezvous_s(protocol, chunk, inter_steps, serial_messages) \
             if nic_messages else (0.0, 0.0)
-        costs = PipelineCosts(prediction.latency_us * 1e-6, intra_steps, inter_steps, wire_s,
+        costs = PipelineCosts(self._time_latency_us(inputs, algorithm, protocol, n_bytes, prediction.latency_us) * 1e-6,
+                              intra_steps, inter_steps, wire_s,
                               nic_messages, fill_intra_s, fill_inter_s, window, comm.n_nodes > 1, connection_steps, load,
                               serial_s=serial_s, serial_messages=serial_messages,
                               rendezvous_latency_s=rendezvous_latency_s, rendezvous_serial_s=rendezvous_serial_s,
                               sm80_steps=generation_steps(inputs.sm, intra_steps, inter_steps))
         return self._estimate(collective, n_bytes, algorithm, protocol, channels, model_s, fabric_s, chunk, costs)
+
+    @staticmethod
+    def _time_latency_us(inputs: TuningInputs, algorithm: str, protocol: str, n_bytes: int, nccl_us: float) -> float:
+        """NCCL's latency for the choice as a time: ``nccl_us`` (what NCCL's tuning adds up), except the network
+        steps of a job with one rank per node, which keep the algorithm's own network latency.
+
+        From 2.23.4-1 NCCL prices every network step at one rank per node at Tree's figure ("With ppn=1
+        latencies are fully exposed, use the Tree network latency", src/graph/tuning.cc; ring LL 2.7 -> 5.0 us,
+        LL128 4.0 -> 8.5 us). It came in the release that added PAT, which runs only at one rank per node and
+        whose AllGather/ReduceScatter latency competes with ring's exactly there; the release notes announce no
+        latency change. It is a rule of NCCL's choice, not a time: a network hop costs what it costs whatever
+        the number of GPUs behind the NIC, and the same hosts' NIC at two ranks per node (the L40S RoCE table,
+        NCCL 2.27.3) runs ring/LL within 1 % of the model with ring's figure. The choice still uses NCCL's rule.
+        """
+        if inputs.ppn != 1 or inputs.n_nodes < 2 or not inputs.release.one_ppn_tree_net_latency:
+            return nccl_us
+        own = replace(inputs, release=replace(inputs.release, one_ppn_tree_net_latency=False))
+        return predict(own, algorithm, protocol, n_bytes).latency_us
+
+    def _chain_messages(self, inter_steps: int) -> int:
+        """The socket calls on the first chunk's way across the network: a ``send`` by the proxy on one side
+        and a ``recv`` by the proxy on the other for each of NCCL's ``inter_steps`` network crossings, one
+        after the other (the next crossing waits for this one's data). LogGP's one-way time of a message is
+        o + L + o (Alexandrov et al., SPAA 1995), so they count whatever the busiest NIC's share of the call's
+        bytes (a tree's 8 B call is half a message on each NIC by bytes, yet every crossing is a whole message).
+
+        0 on RDMA transports: NCCL's network hop latencies (``hwLat[NCCL_HW_NET]``, src/graph/tuning.cc) are
+        its own IB transport's, whose verbs post and completion poll they already hold; NCCL's socket
+        transport pays a system call at each end instead (``ncclNetSocketIsend`` / ``ncclNetSocketTest``,
+        src/transport/net_socket.cc v2.27.3-1), which its latency table does not price.
+        """
+        return 0 if self.transport.rdma else 2 * inter_steps
 
     @staticmethod
     def _nvls_kernel_time_s(inputs: TuningInputs, algorithm: str, n_bytes: int) -> float:

@@ -157,6 +157,8 @@ class TransportProfile:
     #: what the rendezvous adds to one message: the Get's request and response, one network round trip (0 = no
     #: rendezvous protocol modelled: eager at every size)
     rendezvous_round_trip_s: float = 0.0
+    #: an external NCCL net plugin the image installs ("none" or "ibext": :func:`gpuwait.transport.socket.runs_on_sockets`)
+    net_plugin: str = "none"
     ecn: EcnParams = field(default_factory=EcnParams)
     dcqcn: DcqcnParams = field(default_factory=DcqcnParams)
 
@@ -306,6 +308,11 @@ def resolve_transport(spec: TransportSpec) -> TransportProfile:
         overrides["rate_cap_Bps"] = spec.rate_cap
     if spec.host_ceiling is not None:
         overrides["host_ceiling_Bps"] = spec.host_ceiling
+    if spec.net_plugin is not None:
+        if spec.net_plugin == "ibext" and spec.name not in ("infiniband", "rocev2"):
+            raise SpecError(f"transport.net_plugin: got 'ibext' with {spec.name}; expected it with infiniband or "
+                            "rocev2 (nccl-rdma-sharp-plugins' IBext is an IB/RoCE transport)")
+        overrides["net_plugin"] = spec.net_plugin
     if spec.rendezvous_threshold is not None:
         if not profile.rendezvous_round_trip_s:
             raise SpecError(f"transport.rendezvous_threshold: got {spec.rendezvous_threshold:g} with {spec.name}; "

@@ -53,6 +53,14 @@ HCA visible, no net plugin). Its path, from NCCL ``src/transport/net_socket.cc``
   ``message_overhead_s``, which is the CPU time of one call), paid once per message and not overlapped
   with that connection's data.
 
+* **Small calls.** A call too small to fill a message still crosses the network as whole messages: each
+  network step of NCCL's latency chain is a ``send`` on one proxy and a ``recv`` on the other, one after the
+  other (LogGP's o + L + o). NCCL's network hop latencies are its IB transport's (verbs post and poll
+  inside), so the model charges a socket call's cost (the profile's ``message_overhead_s``) for both calls
+  of every such step (:meth:`gpuwait.fabric.perf.CollectivePredictor._chain_messages`). What a call costs
+  is the host's: a cluster file's ``transport.message_overhead`` gives a measured figure (CSCS's osu_bw at
+  1 B over the Alps nodes' IP path: 6.25 us a message, ``alps-gh200-nocxi.yaml``).
+
 So one connection carries ``M / (overhead + M / (streams x stream_Bps))`` bytes/s for messages of
 ``M`` bytes, and a NIC port carries at most its wire goodput. Nothing here is fitted to a table.
 """
@@ -116,6 +124,26 @@ def socket_connection_Bps(streams: int, message_overhead_s: float, message_bytes
     if streams < 1:
         raise SpecError(f"streams: got {streams!r}; expected an integer >= 1")
     return message_bytes / (message_overhead_s + message_bytes / (streams * stream_Bps))
+
+
+def runs_on_sockets(base: TransportProfile, ib_disable: bool, ibext_disable: bool = False) -> bool:
+    """Whether NCCL's socket transport carries a job's network on a cluster whose transport is ``base``.
+
+    A cluster naming ``tcp`` always does; otherwise ``NCCL_IB_DISABLE=1`` turns off NCCL's own IB transport, but
+    NCCL tries an external net plugin first (``src/plugin/net.cc`` v2.27.3-1), and nccl-rdma-sharp-plugins'
+    IBext (``base.net_plugin == "ibext"``) reads ``NCCL_IBEXT_DISABLE`` instead (``src/ib_plugin.c``;
+    NVIDIA/nccl-tests#227, #373: "NCCL_IB_DISABLE=1 not work", the log showing ``Using network IBext``): with it
+    installed the job reaches sockets only with both set.
+
+    >>> from gpuwait.transport.profiles import TRANSPORTS
+    >>> from dataclasses import replace
+    >>> roce, hpcx = TRANSPORTS["rocev2"], replace(TRANSPORTS["rocev2"], net_plugin="ibext")
+    >>> runs_on_sockets(roce, True), runs_on_sockets(hpcx, True), runs_on_sockets(hpcx, True, True)
+    (True, False, True)
+    """
+    if base.name == "tcp":
+        return True
+    return ib_disable and (base.net_plugin != "ibext" or ibext_disable)
 
 
 def socket_transport(base: TransportProfile, nthreads: int | None = None, nsocks_perthread: int | None = None,
