@@ -89,7 +89,7 @@ from gpuwait.spec.cluster import RoutingSpec
 from gpuwait.topology.build import gpu_nic_affinity
 from gpuwait.topology.gpus import gpu_arch
 from gpuwait.topology.model import LinkKind, NodeKind
-from gpuwait.topology.pcipath import node_uses_gdr, sockets, uses_p2p
+from gpuwait.topology.pcipath import distance, gpu_nic_path, node_uses_gdr, sockets, uses_p2p
 from gpuwait.transport.profiles import TransportProfile
 from gpuwait.transport.socket import socket_transport
 
@@ -287,10 +287,40 @@ class CollectivePredictor:
         inputs = TuningInputs(collective, n_ranks=comm.n_ranks, n_nodes=comm.n_nodes, sm=sm,
                               ring=replace(ring, latency_inter_us=0.0), graphs=graphs,
                               nvls_available="nvls" in graphs or "nvls_tree" in graphs,
-                              nvswitch=nvswitch, ll128_enabled=bool(links) and self.transport.rdma,
+                              nvswitch=nvswitch,
+                              ll128_enabled=bool(links) and self.transport.rdma and self._ll128_net_path(sm),
                               cpu_arch="arm" if server.cpu_vendor == "arm" else "x86",
                               cpu_vendor="other" if server.cpu_vendor == "arm" else server.cpu_vendor)
         return apply_env(self.env, inputs)
+
+    def _ll128_net_path(self, sm: int) -> bool:
+        """Whether the network path of NCCL's graphs passes its check for enabling LL128 by default.
+
+        LL128 needs a NIC path that keeps 128-byte stores whole: NCCL enables it by default only when the
+        graph's ``typeInter`` is at most PXB, or on Hopper and later at most PXN (src/graph/tuning.cc
+        v2.25.1-1 and v2.26.2-1: "Other cases are not tested and may cause silent data corruption"); from
+        v2.27.3-1 also a superchip GPU's own NIC behind its CPU (P2C, while ``NCCL_LL128_C2C`` keeps its
+        default 1; v2.28.3-1 to v2.30.7-1 order P2C below PXN and keep the rule). Before 2.27 NCCL had no
+        P2C type: that GPU reaches the NIC through its CPU's host bridge, PHB (src/graph/topo.h v2.25.1-1),
+        so a GH200 node with its NICs on the Grace CPUs (CSCS Alps, JUPITER) runs without LL128 -- what
+        CSCS's NCCL_PROTO=^LL128 says for "nccl 2.27" and later (cscs-docs nccl_env_vars). A network
+        staged through host memory (no GPUDirect) crosses the CPU as well (paths.cc ``addInterStep``):
+        PHB. One node, or a server without NICs: no network path, no condition.
+        """
+        comm, server = self.comm, self.comm.topo.spec.server
+        if comm.n_nodes == 1 or not server.nics:
+            return True
+        if self.host_staged_network:
+            path = "PHB"
+        else:
+            local = comm.local_gpu_index(comm.node_ranks[0])
+            nic_of = gpu_nic_affinity(server)[:, 0]
+            path = max((gpu_nic_path(server, int(g), int(nic_of[g])) for g in local), key=distance)
+        if path == "P2C" and self.env.release.version_key < (2, 27):
+            path = "PHB"
+        if sm >= 90:
+            return distance(path) < distance("PHB")  # PXB, PXN and (from 2.27) P2C
+        return distance(path) <= distance("PXB")
 
     def _node_nvlink_links(self) -> int:
         """NVLink links per GPU that NCCL's graphs inside a node can use: none without P2P (the SHM
