@@ -1,4 +1,4 @@
-"""LL128 by default only on a network path NCCL trusts with 128-byte stores.
+"""LL128 and GPUDirect RDMA by default only on a network path NCCL admits for them.
 
 Sources of the expectations (NVIDIA/nccl, src/graph/tuning.cc ``ncclTopoTuneModel``, the ``pEnable == 2``
 branch for LL128, and src/graph/topo.h's path types):
@@ -68,3 +68,14 @@ def test_network_staged_through_the_cpu_has_no_ll128():
     predictor = make_predictor("dgx-h100", 2, 8, {"NCCL_NET_GDR_LEVEL": "LOC"}, "2.30.7")
     assert not predictor.gdr
     assert "LL128" not in {predictor.estimate("all_reduce", size).protocol for size in SIZES}
+
+
+@pytest.mark.parametrize(("version", "level", "gdr"), [("2.25.1", None, False), ("2.26.2", None, False),
+                                                        ("2.25.1", "PHB", True), ("2.27.3", None, True)])
+def test_gh200_gpudirect_needs_phb_before_2_27(gh200_without_platform, version, level, gdr):
+    """``ncclTopoCheckGdr`` (src/graph/paths.cc): v2.25.1-1 reads a GH200's NIC on its Grace as PHB, beyond the
+    default level PXB; v2.26.2-1 counts it as C2C only with ``NCCL_NET_GDR_C2C=1`` (default 0); from v2.27.3-1
+    the P2C path counts as C2C by default. CSCS sets ``NCCL_NET_GDR_LEVEL=PHB`` on Alps ("Use GPU Direct RDMA
+    when GPU and NIC are on the same NUMA node", cscs-docs nccl_env_vars)."""
+    env = {"NCCL_NET_GDR_LEVEL": level} if level else {}
+    assert make_predictor(gh200_without_platform, 2, 4, env, version).gdr is gdr

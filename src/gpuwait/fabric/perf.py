@@ -479,11 +479,15 @@ class CollectivePredictor:
     def gdr(self) -> bool:
         """Whether the NICs read and write the node's GPUs directly (GPUDirect RDMA), both ways, as NCCL's
         ``ncclTopoCheckGdr`` decides from the GPU-NIC path (:func:`gpuwait.topology.pcipath.node_uses_gdr`);
-        otherwise the proxy stages the network through host memory. Sockets never use it."""
+        otherwise the proxy stages the network through host memory. Sockets never use it. A superchip GPU's NIC
+        on its own CPU counts as C2C (GPUDirect at the default level) from v2.27.3-1 (``NCCL_NET_GDR_C2C``
+        default 1); v2.25.1-1 has no such case and v2.26.2-1 has it off by default (``NET_GDR_C2C`` 0), so
+        there the path is PHB and needs ``NCCL_NET_GDR_LEVEL=PHB`` (what CSCS's Alps settings set)."""
         if not self.transport.rdma:
             return False
         return node_uses_gdr(self.comm.topo.spec.server, self.comm.local_gpu_index(self.comm.node_ranks[0]),
-                             self.env.net_gdr_level, self.env.net_gdr_read)
+                             self.env.net_gdr_level, self.env.net_gdr_read,
+                             gdr_c2c=self.env.release.version_key >= (2, 27))
 
     @property
     def host_staged_network(self) -> bool:

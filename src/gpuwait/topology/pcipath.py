@@ -178,7 +178,8 @@ def gdr_enabled(server: ServerSpec, gpu: int, nic: int, *, read: bool, user_leve
     return distance(path) <= distance(user_level or DEFAULT_GDR_LEVEL)
 
 
-def node_uses_gdr(server: ServerSpec, local_gpus, user_level: str | None = None, gdr_read: bool | None = None) -> bool:
+def node_uses_gdr(server: ServerSpec, local_gpus, user_level: str | None = None, gdr_read: bool | None = None,
+                  gdr_c2c: bool = True) -> bool:
     """Whether every GPU of a node (local indices) gets GPUDirect RDMA both ways with its NIC (the
     one on its PCIe switch, :func:`gpuwait.topology.build.gpu_nic_affinity`); True without NICs.
 
@@ -191,4 +192,4 @@ def node_uses_gdr(server: ServerSpec, local_gpus, user_level: str | None = None,
     nic_of = gpu_nic_affinity(server)[:, 0]
     gpus = [int(g) for g in local_gpus]
     return all(gdr_enabled(server, g, int(nic_of[g]), read=read, user_level=user_level, gdr_read=gdr_read,
-                           node_gpus=gpus) for g in gpus for read in (False, True))
+                           gdr_c2c=gdr_c2c, node_gpus=gpus) for g in gpus for read in (False, True))
