@@ -15,7 +15,8 @@ topology, ``gpu_host_bandwidth`` for C2C superchips) this module gives those typ
   uses its SHM transport through host memory. ``NCCL_P2P_DISABLE=1`` makes the level LOC.
 * **GPUDirect RDMA** (``ncclTopoCheckGdr``, same file): the NIC reads (sends) and writes (receives) GPU
   memory directly when the GPU-NIC path is at most ``NCCL_NET_GDR_LEVEL`` (default PXB); a P2C path
-  counts as C2C while ``NCCL_NET_GDR_C2C`` is 1 (its default). For reads, ``NCCL_NET_GDR_READ=0``
+  counts as C2C while ``NCCL_NET_GDR_C2C`` is 1 (its default from v2.27.3-1; ``gdr_c2c=False`` reads an older
+  release, where that path is PHB). For reads, ``NCCL_NET_GDR_READ=0``
   disables it, and left unset it is disabled on GPUs before SM80 that have no NVLink peer ("Disable
   GDR Reads pre-Ampere when we have other PCI flows"). Without GPUDirect NCCL diverts the GPU<->NIC path
   through the CPU local to the GPU (``ncclTopoComputePaths``: ``addInterStep(... CPU, localCpu ...)``):
