@@ -32,7 +32,13 @@ Sources (public; each platform's ``source`` names the file and tag):
   ``docs/software/communication/nccl_env_vars`` (what the container hook exports): NCCL_NET="AWS Libfabric",
   NCCL_NET_GDR_LEVEL=PHB, NCCL_CROSS_NIC=1, NCCL_PROTO=^LL128 ("LL128 ... typically performs worse on
   Slingshot", NCCL >= 2.27), FI_CXI_DEFAULT_CQ_SIZE=131072, FI_CXI_DEFAULT_TX_SIZE=32768,
-  FI_CXI_DISABLE_HOST_REGISTER=1, FI_CXI_RX_MATCH_MODE=software, FI_MR_CACHE_MONITOR=userfaultfd.
+  FI_CXI_DISABLE_HOST_REGISTER=1, FI_CXI_RX_MATCH_MODE=software, FI_MR_CACHE_MONITOR=userfaultfd. These are
+  the hook's settings when CSCS's published Alps table was run (cscs-docs commit a186743, 2025-12-17). The
+  2026-06-17 maintenance changed them (``docs/clusters/daint.md`` change log): NCCL_CROSS_NIC=0,
+  NCCL_PXN_DISABLE=1, NCCL_P2P_LEVEL=NVL, NCCL_NET_GDR_C2C=1, NCCL_NET_GDR_READ=1,
+  NCCL_NCHANNELS_PER_NET_PEER=4, FI_CXI_RDZV_PROTO=alt_read and FI_CXI_RDZV_THRESHOLD = FI_CXI_RDZV_GET_MIN =
+  FI_CXI_RDZV_EAGER_SIZE = 0 (every message by rendezvous: ``transport.rendezvous_threshold: 0`` in a cluster
+  file); the ``cscs-alps`` platform keeps the earlier set.
 
 The variables gpuwait models (:data:`gpuwait.collectives.ncclenv.VARIABLES`) go in ``env`` and change the
 prediction; the others go in ``not_modelled`` and are only listed (``perf`` header): gpuwait's pipeline uses NCCL's

@@ -68,7 +68,9 @@ Header bytes per packet (public protocol layouts):
   ``FI_CXI_RX_MATCH_MODE=software`` (CSCS's hook), the provider's progress engine matches and issues the Get.
   The round trip is two one-way latencies of a small message between two Alps nodes, 2.3 us each (osu_latency,
   CSCS's regression reference: :data:`SLINGSHOT_OSU_LATENCY_S`); the software match's own cost is not
-  published and not modelled. LL and LL128 steps are messages of 2x and 128/120x their data, so an LL step of
+  published and not modelled. (fi_cxi.7: "In the normal case, the Get is performed by hardware and the
+  operation completes without software progress"; ``software`` mode "fully onloads" matching, so the Get
+  leaves when the receiver's progress engine -- NCCL's proxy thread polling the plugin -- runs.) LL and LL128 steps are messages of 2x and 128/120x their data, so an LL step of
   more than 2 KiB of data is a rendezvous (:meth:`TransportProfile.rendezvous_s`). A connection with one message
   in flight (a ring's LL step) waits for every round trip; a pipelined one overlaps them with the next
   messages and pays only its first chunk's (:meth:`gpuwait.fabric.perf.CollectivePredictor.estimate`).
