@@ -825,8 +825,9 @@ class CollectivePredictor:
             # one connection's sends and receives: the NIC's over the connections that share it
             serial_messages = nic_messages / self._nic_in_flight(collective, n_bytes, algorithm, protocol,
                                                                  size_channels, chunk)[0] if serial_s else 0.0
-        rendezvous_latency_s, rendezvous_serial_s = self._rendezvous_s(protocol, chunk, inter_steps, serial_messages) \
-            if nic_messages else (0.0, 0.0)
+        rendezvous_latency_s, rendezvous_serial_s, match_passes = self._rendezvous_s(
+            protocol, chunk, inter_steps, serial_messages) if nic_messages else (0.0, 0.0, 0.0)
+        connection_steps += match_passes
         costs = PipelineCosts(prediction.latency_us * 1e-6, intra_steps, inter_steps, wire_s,
                               nic_messages, fill_intra_s, fill_inter_s, window, comm.n_nodes > 1, connection_steps, load,
                               serial_s=serial_s, serial_messages=serial_messages,
@@ -845,18 +846,28 @@ class CollectivePredictor:
             return 0.0
         return n_bytes / (nvls_kernel_alg_GBps(inputs, algorithm) * 1e9)
 
-    def _rendezvous_s(self, protocol: str, chunk: int, inter_steps: int, serial_messages: float) -> tuple[float, float]:
+    def _rendezvous_s(self, protocol: str, chunk: int, inter_steps: int,
+                      serial_messages: float) -> tuple[float, float, float]:
         """The transport's rendezvous round trips (:meth:`TransportProfile.rendezvous_s`, per message of one step:
         the chunk and, for LL and LL128, its flags) on the first chunk's way across the network and in one
-        connection's series of messages: (latency, serial) seconds.
+        connection's series of messages: (latency, serial) seconds, and the proxy passes the Gets wait for.
 
         Every network crossing of the first chunk (``inter_steps``, NCCL's latency chain) is a message and pays
         one. A connection that keeps several messages in flight overlaps the later ones' round trips with the
         next messages; one with a single message in flight (``serial_messages``: its sends and receives, two
         per message) waits for each of its other messages' too before its next step.
+
+        A provider that matches in software (:attr:`TransportProfile.rendezvous_software_match`) issues each of
+        those Gets only when the receiver's progress runs: aws-ofi-nccl progresses libfabric when NCCL's proxy
+        thread tests a request, once per pass over the GPU's connections (``recvProxyProgress``,
+        src/transport/net.cc v2.30.7-1), so a header that lands at a random point of the pass waits half a
+        pass for its Get. Those half passes join the connection's step cycles (``connection_steps``, in passes:
+        :func:`gpuwait.collectives.physical.pipelined_time_s`).
         """
         round_trip_s = self.transport.rendezvous_s(chunk / PROTOCOL_PAYLOAD[protocol])
-        return inter_steps * round_trip_s, max(0.0, serial_messages / 2 - inter_steps) * round_trip_s
+        serial = max(0.0, serial_messages / 2 - inter_steps)
+        passes = 0.5 * (inter_steps + serial) if round_trip_s and self.transport.rendezvous_software_match else 0.0
+        return inter_steps * round_trip_s, serial * round_trip_s, passes
 
     def _fill_intra_GBps(self, inputs: TuningInputs, algorithm: str, protocol: str) -> float:
         """The rate the first chunk crosses one hop inside a node at: for a tree over NVLink, one channel's
@@ -1051,8 +1062,10 @@ class CollectivePredictor:
         # the first message's crossing pays the transport's rendezvous (the others overlap it: NCCL_STEPS in flight)
         rendezvous_s = self.transport.rendezvous_s(min(chunk, per_peer) / PROTOCOL_PAYLOAD[protocol]) \
             if nic_messages else 0.0
+        # a Get issued by software waits half a pass of the receiver's proxy (_rendezvous_s)
+        match_passes = 0.5 if rendezvous_s and self.transport.rendezvous_software_match else 0.0
         costs = PipelineCosts(latency_s, int(comm.n_nodes == 1), int(comm.n_nodes > 1), fabric_s, nic_messages,
-                              0.0, 0.0, 0.0, comm.n_nodes > 1, rendezvous_latency_s=rendezvous_s,
+                              0.0, 0.0, 0.0, comm.n_nodes > 1, match_passes, rendezvous_latency_s=rendezvous_s,
                               sm80_steps=generation_steps(inputs.sm, int(comm.n_nodes == 1), int(comm.n_nodes > 1)))
         return self._estimate(collective, n_bytes, algorithm, protocol, 1, 0.0, fabric_s, chunk, costs)
 

@@ -64,8 +64,9 @@ _AWS_NVLS = {"NCCL_NVLSTREE_MAX_CHUNKSIZE": "524288", "NCCL_NVLS_CHUNKSIZE": "52
 
 @dataclass(frozen=True)
 class Platform:
-    """What one platform's plugin or image sets. ``env``: modelled NCCL variables; ``not_modelled``: the others,
-    listed but not applied; ``label``: the source printed beside each value (``NCCL_PROTO=Simple (aws-ofi-nccl on
+    """What one platform's plugin or image sets. ``env``: modelled NCCL variables; ``provider``: modelled
+    variables of the network provider (libfabric), which set the transport's profile
+    (:func:`gpuwait.transport.profiles.resolve_transport`); ``not_modelled``: the others, listed but not applied; ``label``: the source printed beside each value (``NCCL_PROTO=Simple (aws-ofi-nccl on
     p4de)``); ``source``: the public file and tag."""
 
     name: str
@@ -74,9 +75,11 @@ class Platform:
     source: str
     env: Mapping[str, str] = field(default_factory=dict)
     not_modelled: Mapping[str, str] = field(default_factory=dict)
+    provider: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "env", MappingProxyType(dict(self.env)))
+        object.__setattr__(self, "provider", MappingProxyType(dict(self.provider)))
         object.__setattr__(self, "not_modelled", MappingProxyType(dict(self.not_modelled)))
 
 
@@ -121,7 +124,8 @@ register_platform(Platform(
     env={"NCCL_PROTO": "^LL128", "NCCL_NET_GDR_LEVEL": "PHB"},
     not_modelled={"NCCL_NET": "AWS Libfabric", "NCCL_CROSS_NIC": "1", "FI_CXI_DEFAULT_CQ_SIZE": "131072",
                   "FI_CXI_DEFAULT_TX_SIZE": "32768", "FI_CXI_DISABLE_HOST_REGISTER": "1",
-                  "FI_CXI_RX_MATCH_MODE": "software", "FI_MR_CACHE_MONITOR": "userfaultfd"}))
+                  "FI_MR_CACHE_MONITOR": "userfaultfd"},
+    provider={"FI_CXI_RX_MATCH_MODE": "software"}))
 
 #: ``transport.platform: none``: the transport's plugin without any platform's settings
 NO_PLATFORM = "none"

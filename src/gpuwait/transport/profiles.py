@@ -70,7 +70,9 @@ Header bytes per packet (public protocol layouts):
   CSCS's regression reference: :data:`SLINGSHOT_OSU_LATENCY_S`); the software match's own cost is not
   published and not modelled. (fi_cxi.7: "In the normal case, the Get is performed by hardware and the
   operation completes without software progress"; ``software`` mode "fully onloads" matching, so the Get
-  leaves when the receiver's progress engine -- NCCL's proxy thread polling the plugin -- runs.) LL and LL128 steps are messages of 2x and 128/120x their data, so an LL step of
+  leaves when the receiver's progress engine -- NCCL's proxy thread polling the plugin -- runs: half a proxy
+  pass per Get on average, :attr:`TransportProfile.rendezvous_software_match`, set by a platform that sets
+  ``FI_CXI_RX_MATCH_MODE=software``, such as CSCS's hook.) LL and LL128 steps are messages of 2x and 128/120x their data, so an LL step of
   more than 2 KiB of data is a rendezvous (:meth:`TransportProfile.rendezvous_s`). A connection with one message
   in flight (a ring's LL step) waits for every round trip; a pipelined one overlaps them with the next
   messages and pays only its first chunk's (:meth:`gpuwait.fabric.perf.CollectivePredictor.estimate`).
@@ -159,6 +161,9 @@ class TransportProfile:
     #: what the rendezvous adds to one message: the Get's request and response, one network round trip (0 = no
     #: rendezvous protocol modelled: eager at every size)
     rendezvous_round_trip_s: float = 0.0
+    #: the provider matches receives in software (libfabric CXI's ``FI_CXI_RX_MATCH_MODE=software``): a rendezvous
+    #: Get leaves when the receiver's progress runs, not from the NIC; see the module docstring
+    rendezvous_software_match: bool = False
     ecn: EcnParams = field(default_factory=EcnParams)
     dcqcn: DcqcnParams = field(default_factory=DcqcnParams)
 
@@ -297,8 +302,6 @@ def resolve_transport(spec: TransportSpec) -> TransportProfile:
         profile = TRANSPORTS[spec.name]
     except KeyError:
         raise UnknownNameError(f"transport.name: unknown transport {spec.name!r}; expected one of {', '.join(TRANSPORTS)}") from None
-    if spec.platform is not None:
-        platform_for(spec.name, spec.platform)  # one line when the platform belongs to another transport
     overrides = {}
     if spec.mtu is not None:
         overrides["mtu_bytes"] = spec.mtu
@@ -308,6 +311,9 @@ def resolve_transport(spec: TransportSpec) -> TransportProfile:
         overrides["rate_cap_Bps"] = spec.rate_cap
     if spec.host_ceiling is not None:
         overrides["host_ceiling_Bps"] = spec.host_ceiling
+    platform = platform_for(spec.name, spec.platform)
+    if platform is not None and platform.provider.get("FI_CXI_RX_MATCH_MODE") == "software":
+        overrides["rendezvous_software_match"] = True
     if spec.rendezvous_threshold is not None:
         if not profile.rendezvous_round_trip_s:
             raise SpecError(f"transport.rendezvous_threshold: got {spec.rendezvous_threshold:g} with {spec.name}; "
