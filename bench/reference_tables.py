@@ -194,9 +194,11 @@ REFERENCES = [
                           "(OFI_NCCL_NET_LATENCY off AWS) and the CXI link's 200 Gbit/s (libfabric cxip_nic.c); at "
                           "1 MiB NCCL's own model picks ring/LL too (llMaxBws 39 GB/s on a non-AMD host at 2 nodes): "
                           "LL steps above 2 KiB of data are CXI rendezvous messages, one 4.6 us Get round trip each "
-                          "(libfabric fi_cxi.7; 2 x CSCS's 2.3 us osu_latency), which gives the 2K-4K step; the "
-                          "software match's own cost (FI_CXI_RX_MATCH_MODE=software) is not published and not "
-                          "modelled (512K-1M stay 26-40 % fast, 128K 30 % slow); Slingshot's wire "
+                          "(libfabric fi_cxi.7; 2 x CSCS's 2.3 us osu_latency), which gives the 2K-4K step; under "
+                          "FI_CXI_RX_MATCH_MODE=software each Get also waits half a pass of the receiver's proxy, "
+                          "the software match's own cost is not published and not modelled (512K-1M stay 16-29 % "
+                          "fast, 128K-256K 14-32 % slow; 256K, 512K and 1M, 109/170/164 us, fit no one affine "
+                          "choice: a +61 us doubling then -6 us); Slingshot's wire "
                           "format, per-message cost and dragonfly not published (RoCEv2 framing, a non-blocking leaf-spine); the 6-links-per-pair NVLink mesh is "
                           "JUPITER's published figure for the same 4-superchip board"),
     Reference("gh200-nooptnet-2node-8gpu-all_reduce", CLASSES[4], "alps-gh200-nocxi", 2, 4,

@@ -107,3 +107,34 @@ def test_a_threshold_on_a_transport_without_rendezvous_is_one_line():
     with pytest.raises(SpecError, match=r"^transport.rendezvous_threshold: got 16384 with infiniband; expected it only "
                                         r"with slingshot"):
         resolve_transport(TransportSpec(name="infiniband", rendezvous_threshold="16KiB"))
+
+
+def test_the_alps_hook_matches_in_software():
+    """CSCS's hook sets FI_CXI_RX_MATCH_MODE=software (cscs-docs nccl_env_vars); libfabric's default matches in
+    hardware (fi_cxi.7: "In the normal case, message matching is performed by hardware")."""
+    from gpuwait.spec.cluster import TransportSpec
+    from gpuwait.transport.profiles import resolve_transport
+
+    assert resolve_transport(TransportSpec(name="slingshot")).rendezvous_software_match
+    assert not resolve_transport(TransportSpec(name="slingshot", platform="none")).rendezvous_software_match
+    assert not resolve_transport(TransportSpec(name="infiniband")).rendezvous_software_match
+
+
+def test_a_get_issued_in_software_waits_half_a_proxy_pass(tmp_path):
+    """fi_cxi.7 ("Messaging", libfabric v1.22.0): in the normal case the rendezvous Get "is performed by hardware
+    and the operation completes without software progress"; software matching onloads it to the receiver's
+    progress, which aws-ofi-nccl runs when NCCL's proxy thread tests a request, once per pass over the GPU's
+    connections (src/transport/net.cc ``recvProxyProgress``, NVIDIA/nccl v2.30.7-1): half a pass per Get."""
+    hardware = tmp_path / "alps-hw.yaml"
+    hardware.write_text(Path(SLINGSHOT).read_text().replace("name: slingshot", "name: slingshot\n  platform: none"))
+    soft, hard = make_predictor(SLINGSHOT, 2, 4, HOOK_ENV), make_predictor(str(hardware), 2, 4, HOOK_ENV)
+    one_mib_soft, one_mib_hard = soft.estimate("all_reduce", 2**20), hard.estimate("all_reduce", 2**20)
+    assert (one_mib_soft.algorithm, one_mib_soft.protocol) == (one_mib_hard.algorithm, one_mib_hard.protocol) == ("ring", "LL")
+    gets = 2 * (8 - 1)  # one per ring step: two on the first chunk's way, the rest in the connection's series
+    assert one_mib_soft.costs.connection_steps - one_mib_hard.costs.connection_steps == pytest.approx(0.5 * gets)
+    cycle_s = soft.params.net_step_cycle_s * one_mib_soft.costs.proxy_load
+    assert one_mib_soft.time_s - one_mib_hard.time_s == pytest.approx(0.5 * gets * cycle_s)
+    # an eager message has no Get to wait for
+    assert soft.estimate("all_reduce", 2048).time_s == pytest.approx(hard.estimate("all_reduce", 2048).time_s)
+    # the published 1 MiB (164.3 us, CSCS Alps) within 20 %
+    assert one_mib_soft.time_s * 1e6 == pytest.approx(164.3, rel=0.20)

@@ -569,7 +569,9 @@ def platform_setting(env: NcclEnv) -> Setting:
     platform = env.platform
     if platform is None:
         return Setting("platform", "none", "cluster file: transport")
-    applied = ", ".join(f"{name}={platform.env[name]}" for name in env.set_by) or "nothing (the job sets it all)"
+    applied = ", ".join([*(f"{name}={platform.env[name]}" for name in env.set_by),
+                         *(f"{name}={value}" for name, value in platform.provider.items())]) \
+        or "nothing (the job sets it all)"
     ignored = ", ".join(f"{name}={value}" for name, value in platform.not_modelled.items())
     value = f"{platform.name}: {applied}" + (f"; not modelled: {ignored}" if ignored else "")
     return Setting("platform", value, platform.source)

@@ -89,7 +89,7 @@ from gpuwait.spec.cluster import RoutingSpec
 from gpuwait.topology.build import gpu_nic_affinity
 from gpuwait.topology.gpus import gpu_arch
 from gpuwait.topology.model import LinkKind, NodeKind
-from gpuwait.topology.pcipath import node_uses_gdr, sockets, uses_p2p
+from gpuwait.topology.pcipath import distance, gpu_nic_path, node_uses_gdr, sockets, uses_p2p
 from gpuwait.transport.profiles import TransportProfile
 from gpuwait.transport.socket import runs_on_sockets, socket_transport
 
@@ -290,10 +290,40 @@ class CollectivePredictor:
         inputs = TuningInputs(collective, n_ranks=comm.n_ranks, n_nodes=comm.n_nodes, sm=sm,
                               ring=replace(ring, latency_inter_us=0.0), graphs=graphs,
                               nvls_available="nvls" in graphs or "nvls_tree" in graphs,
-                              nvswitch=nvswitch, ll128_enabled=bool(links) and self.transport.rdma,
+                              nvswitch=nvswitch,
+                              ll128_enabled=bool(links) and self.transport.rdma and self._ll128_net_path(sm),
                               cpu_arch="arm" if server.cpu_vendor == "arm" else "x86",
                               cpu_vendor="other" if server.cpu_vendor == "arm" else server.cpu_vendor)
         return apply_env(self.env, inputs)
+
+    def _ll128_net_path(self, sm: int) -> bool:
+        """Whether the network path of NCCL's graphs passes its check for enabling LL128 by default.
+
+        LL128 needs a NIC path that keeps 128-byte stores whole: NCCL enables it by default only when the
+        graph's ``typeInter`` is at most PXB, or on Hopper and later at most PXN (src/graph/tuning.cc
+        v2.25.1-1 and v2.26.2-1: "Other cases are not tested and may cause silent data corruption"); from
+        v2.27.3-1 also a superchip GPU's own NIC behind its CPU (P2C, while ``NCCL_LL128_C2C`` keeps its
+        default 1; v2.28.3-1 to v2.30.7-1 order P2C below PXN and keep the rule). Before 2.27 NCCL had no
+        P2C type: that GPU reaches the NIC through its CPU's host bridge, PHB (src/graph/topo.h v2.25.1-1),
+        so a GH200 node with its NICs on the Grace CPUs (CSCS Alps, JUPITER) runs without LL128 -- what
+        CSCS's NCCL_PROTO=^LL128 says for "nccl 2.27" and later (cscs-docs nccl_env_vars). A network
+        staged through host memory (no GPUDirect) crosses the CPU as well (paths.cc ``addInterStep``):
+        PHB. One node, or a server without NICs: no network path, no condition.
+        """
+        comm, server = self.comm, self.comm.topo.spec.server
+        if comm.n_nodes == 1 or not server.nics:
+            return True
+        if self.host_staged_network:
+            path = "PHB"
+        else:
+            local = comm.local_gpu_index(comm.node_ranks[0])
+            nic_of = gpu_nic_affinity(server)[:, 0]
+            path = max((gpu_nic_path(server, int(g), int(nic_of[g])) for g in local), key=distance)
+        if path == "P2C" and self.env.release.version_key < (2, 27):
+            path = "PHB"
+        if sm >= 90:
+            return distance(path) < distance("PHB")  # PXB, PXN and (from 2.27) P2C
+        return distance(path) <= distance("PXB")
 
     def _node_nvlink_links(self) -> int:
         """NVLink links per GPU that NCCL's graphs inside a node can use: none without P2P (the SHM
@@ -452,11 +482,15 @@ class CollectivePredictor:
     def gdr(self) -> bool:
         """Whether the NICs read and write the node's GPUs directly (GPUDirect RDMA), both ways, as NCCL's
         ``ncclTopoCheckGdr`` decides from the GPU-NIC path (:func:`gpuwait.topology.pcipath.node_uses_gdr`);
-        otherwise the proxy stages the network through host memory. Sockets never use it."""
+        otherwise the proxy stages the network through host memory. Sockets never use it. A superchip GPU's NIC
+        on its own CPU counts as C2C (GPUDirect at the default level) from v2.27.3-1 (``NCCL_NET_GDR_C2C``
+        default 1); v2.25.1-1 has no such case and v2.26.2-1 has it off by default (``NET_GDR_C2C`` 0), so
+        there the path is PHB and needs ``NCCL_NET_GDR_LEVEL=PHB`` (what CSCS's Alps settings set)."""
         if not self.transport.rdma:
             return False
         return node_uses_gdr(self.comm.topo.spec.server, self.comm.local_gpu_index(self.comm.node_ranks[0]),
-                             self.env.net_gdr_level, self.env.net_gdr_read)
+                             self.env.net_gdr_level, self.env.net_gdr_read,
+                             gdr_c2c=self.env.release.version_key >= (2, 27))
 
     @property
     def host_staged_network(self) -> bool:
@@ -796,8 +830,9 @@ class CollectivePredictor:
             # one connection's sends and receives: the NIC's over the connections that share it
             serial_messages = nic_messages / self._nic_in_flight(collective, n_bytes, algorithm, protocol,
                                                                  size_channels, chunk)[0] if serial_s else 0.0
-        rendezvous_latency_s, rendezvous_serial_s = self._rendezvous_s(protocol, chunk, inter_steps, serial_messages) \
-            if nic_messages else (0.0, 0.0)
+        rendezvous_latency_s, rendezvous_serial_s, match_passes = self._rendezvous_s(
+            protocol, chunk, inter_steps, serial_messages) if nic_messages else (0.0, 0.0, 0.0)
+        connection_steps += match_passes
         costs = PipelineCosts(self._time_latency_us(inputs, algorithm, protocol, n_bytes, prediction.latency_us) * 1e-6,
                               intra_steps, inter_steps, wire_s,
                               nic_messages, fill_intra_s, fill_inter_s, window, comm.n_nodes > 1, connection_steps, load,
@@ -849,18 +884,28 @@ class CollectivePredictor:
             return 0.0
         return n_bytes / (nvls_kernel_alg_GBps(inputs, algorithm) * 1e9)
 
-    def _rendezvous_s(self, protocol: str, chunk: int, inter_steps: int, serial_messages: float) -> tuple[float, float]:
+    def _rendezvous_s(self, protocol: str, chunk: int, inter_steps: int,
+                      serial_messages: float) -> tuple[float, float, float]:
         """The transport's rendezvous round trips (:meth:`TransportProfile.rendezvous_s`, per message of one step:
         the chunk and, for LL and LL128, its flags) on the first chunk's way across the network and in one
-        connection's series of messages: (latency, serial) seconds.
+        connection's series of messages: (latency, serial) seconds, and the proxy passes the Gets wait for.
 
         Every network crossing of the first chunk (``inter_steps``, NCCL's latency chain) is a message and pays
         one. A connection that keeps several messages in flight overlaps the later ones' round trips with the
         next messages; one with a single message in flight (``serial_messages``: its sends and receives, two
         per message) waits for each of its other messages' too before its next step.
+
+        A provider that matches in software (:attr:`TransportProfile.rendezvous_software_match`) issues each of
+        those Gets only when the receiver's progress runs: aws-ofi-nccl progresses libfabric when NCCL's proxy
+        thread tests a request, once per pass over the GPU's connections (``recvProxyProgress``,
+        src/transport/net.cc v2.30.7-1), so a header that lands at a random point of the pass waits half a
+        pass for its Get. Those half passes join the connection's step cycles (``connection_steps``, in passes:
+        :func:`gpuwait.collectives.physical.pipelined_time_s`).
         """
         round_trip_s = self.transport.rendezvous_s(chunk / PROTOCOL_PAYLOAD[protocol])
-        return inter_steps * round_trip_s, max(0.0, serial_messages / 2 - inter_steps) * round_trip_s
+        serial = max(0.0, serial_messages / 2 - inter_steps)
+        passes = 0.5 * (inter_steps + serial) if round_trip_s and self.transport.rendezvous_software_match else 0.0
+        return inter_steps * round_trip_s, serial * round_trip_s, passes
 
     def _fill_intra_GBps(self, inputs: TuningInputs, algorithm: str, protocol: str) -> float:
         """The rate the first chunk crosses one hop inside a node at: for a tree over NVLink, one channel's
@@ -1055,8 +1100,10 @@ class CollectivePredictor:
         # the first message's crossing pays the transport's rendezvous (the others overlap it: NCCL_STEPS in flight)
         rendezvous_s = self.transport.rendezvous_s(min(chunk, per_peer) / PROTOCOL_PAYLOAD[protocol]) \
             if nic_messages else 0.0
+        # a Get issued by software waits half a pass of the receiver's proxy (_rendezvous_s)
+        match_passes = 0.5 if rendezvous_s and self.transport.rendezvous_software_match else 0.0
         costs = PipelineCosts(latency_s, int(comm.n_nodes == 1), int(comm.n_nodes > 1), fabric_s, nic_messages,
-                              0.0, 0.0, 0.0, comm.n_nodes > 1, rendezvous_latency_s=rendezvous_s,
+                              0.0, 0.0, 0.0, comm.n_nodes > 1, match_passes, rendezvous_latency_s=rendezvous_s,
                               sm80_steps=generation_steps(inputs.sm, int(comm.n_nodes == 1), int(comm.n_nodes > 1)))
         return self._estimate(collective, n_bytes, algorithm, protocol, 1, 0.0, fabric_s, chunk, costs)
 

@@ -15,7 +15,8 @@ topology, ``gpu_host_bandwidth`` for C2C superchips) this module gives those typ
   uses its SHM transport through host memory. ``NCCL_P2P_DISABLE=1`` makes the level LOC.
 * **GPUDirect RDMA** (``ncclTopoCheckGdr``, same file): the NIC reads (sends) and writes (receives) GPU
   memory directly when the GPU-NIC path is at most ``NCCL_NET_GDR_LEVEL`` (default PXB); a P2C path
-  counts as C2C while ``NCCL_NET_GDR_C2C`` is 1 (its default). For reads, ``NCCL_NET_GDR_READ=0``
+  counts as C2C while ``NCCL_NET_GDR_C2C`` is 1 (its default from v2.27.3-1; ``gdr_c2c=False`` reads an older
+  release, where that path is PHB). For reads, ``NCCL_NET_GDR_READ=0``
   disables it, and left unset it is disabled on GPUs before SM80 that have no NVLink peer ("Disable
   GDR Reads pre-Ampere when we have other PCI flows"). Without GPUDirect NCCL diverts the GPU<->NIC path
   through the CPU local to the GPU (``ncclTopoComputePaths``: ``addInterStep(... CPU, localCpu ...)``):
@@ -178,7 +179,8 @@ def gdr_enabled(server: ServerSpec, gpu: int, nic: int, *, read: bool, user_leve
     return distance(path) <= distance(user_level or DEFAULT_GDR_LEVEL)
 
 
-def node_uses_gdr(server: ServerSpec, local_gpus, user_level: str | None = None, gdr_read: bool | None = None) -> bool:
+def node_uses_gdr(server: ServerSpec, local_gpus, user_level: str | None = None, gdr_read: bool | None = None,
+                  gdr_c2c: bool = True) -> bool:
     """Whether every GPU of a node (local indices) gets GPUDirect RDMA both ways with its NIC (the
     one on its PCIe switch, :func:`gpuwait.topology.build.gpu_nic_affinity`); True without NICs.
 
@@ -191,4 +193,4 @@ def node_uses_gdr(server: ServerSpec, local_gpus, user_level: str | None = None,
     nic_of = gpu_nic_affinity(server)[:, 0]
     gpus = [int(g) for g in local_gpus]
     return all(gdr_enabled(server, g, int(nic_of[g]), read=read, user_level=user_level, gdr_read=gdr_read,
-                           node_gpus=gpus) for g in gpus for read in (False, True))
+                           gdr_c2c=gdr_c2c, node_gpus=gpus) for g in gpus for read in (False, True))

@@ -32,7 +32,13 @@ Sources (public; each platform's ``source`` names the file and tag):
   ``docs/software/communication/nccl_env_vars`` (what the container hook exports): NCCL_NET="AWS Libfabric",
   NCCL_NET_GDR_LEVEL=PHB, NCCL_CROSS_NIC=1, NCCL_PROTO=^LL128 ("LL128 ... typically performs worse on
   Slingshot", NCCL >= 2.27), FI_CXI_DEFAULT_CQ_SIZE=131072, FI_CXI_DEFAULT_TX_SIZE=32768,
-  FI_CXI_DISABLE_HOST_REGISTER=1, FI_CXI_RX_MATCH_MODE=software, FI_MR_CACHE_MONITOR=userfaultfd.
+  FI_CXI_DISABLE_HOST_REGISTER=1, FI_CXI_RX_MATCH_MODE=software, FI_MR_CACHE_MONITOR=userfaultfd. These are
+  the hook's settings when CSCS's published Alps table was run (cscs-docs commit a186743, 2025-12-17). The
+  2026-06-17 maintenance changed them (``docs/clusters/daint.md`` change log): NCCL_CROSS_NIC=0,
+  NCCL_PXN_DISABLE=1, NCCL_P2P_LEVEL=NVL, NCCL_NET_GDR_C2C=1, NCCL_NET_GDR_READ=1,
+  NCCL_NCHANNELS_PER_NET_PEER=4, FI_CXI_RDZV_PROTO=alt_read and FI_CXI_RDZV_THRESHOLD = FI_CXI_RDZV_GET_MIN =
+  FI_CXI_RDZV_EAGER_SIZE = 0 (every message by rendezvous: ``transport.rendezvous_threshold: 0`` in a cluster
+  file); the ``cscs-alps`` platform keeps the earlier set.
 
 The variables gpuwait models (:data:`gpuwait.collectives.ncclenv.VARIABLES`) go in ``env`` and change the
 prediction; the others go in ``not_modelled`` and are only listed (``perf`` header): gpuwait's pipeline uses NCCL's
@@ -58,8 +64,9 @@ _AWS_NVLS = {"NCCL_NVLSTREE_MAX_CHUNKSIZE": "524288", "NCCL_NVLS_CHUNKSIZE": "52
 
 @dataclass(frozen=True)
 class Platform:
-    """What one platform's plugin or image sets. ``env``: modelled NCCL variables; ``not_modelled``: the others,
-    listed but not applied; ``label``: the source printed beside each value (``NCCL_PROTO=Simple (aws-ofi-nccl on
+    """What one platform's plugin or image sets. ``env``: modelled NCCL variables; ``provider``: modelled
+    variables of the network provider (libfabric), which set the transport's profile
+    (:func:`gpuwait.transport.profiles.resolve_transport`); ``not_modelled``: the others, listed but not applied; ``label``: the source printed beside each value (``NCCL_PROTO=Simple (aws-ofi-nccl on
     p4de)``); ``source``: the public file and tag."""
 
     name: str
@@ -68,9 +75,11 @@ class Platform:
     source: str
     env: Mapping[str, str] = field(default_factory=dict)
     not_modelled: Mapping[str, str] = field(default_factory=dict)
+    provider: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "env", MappingProxyType(dict(self.env)))
+        object.__setattr__(self, "provider", MappingProxyType(dict(self.provider)))
         object.__setattr__(self, "not_modelled", MappingProxyType(dict(self.not_modelled)))
 
 
@@ -115,7 +124,8 @@ register_platform(Platform(
     env={"NCCL_PROTO": "^LL128", "NCCL_NET_GDR_LEVEL": "PHB"},
     not_modelled={"NCCL_NET": "AWS Libfabric", "NCCL_CROSS_NIC": "1", "FI_CXI_DEFAULT_CQ_SIZE": "131072",
                   "FI_CXI_DEFAULT_TX_SIZE": "32768", "FI_CXI_DISABLE_HOST_REGISTER": "1",
-                  "FI_CXI_RX_MATCH_MODE": "software", "FI_MR_CACHE_MONITOR": "userfaultfd"}))
+                  "FI_MR_CACHE_MONITOR": "userfaultfd"},
+    provider={"FI_CXI_RX_MATCH_MODE": "software"}))
 
 #: ``transport.platform: none``: the transport's plugin without any platform's settings
 NO_PLATFORM = "none"

@@ -68,7 +68,11 @@ Header bytes per packet (public protocol layouts):
   ``FI_CXI_RX_MATCH_MODE=software`` (CSCS's hook), the provider's progress engine matches and issues the Get.
   The round trip is two one-way latencies of a small message between two Alps nodes, 2.3 us each (osu_latency,
   CSCS's regression reference: :data:`SLINGSHOT_OSU_LATENCY_S`); the software match's own cost is not
-  published and not modelled. LL and LL128 steps are messages of 2x and 128/120x their data, so an LL step of
+  published and not modelled. (fi_cxi.7: "In the normal case, the Get is performed by hardware and the
+  operation completes without software progress"; ``software`` mode "fully onloads" matching, so the Get
+  leaves when the receiver's progress engine -- NCCL's proxy thread polling the plugin -- runs: half a proxy
+  pass per Get on average, :attr:`TransportProfile.rendezvous_software_match`, set by a platform that sets
+  ``FI_CXI_RX_MATCH_MODE=software``, such as CSCS's hook.) LL and LL128 steps are messages of 2x and 128/120x their data, so an LL step of
   more than 2 KiB of data is a rendezvous (:meth:`TransportProfile.rendezvous_s`). A connection with one message
   in flight (a ring's LL step) waits for every round trip; a pipelined one overlaps them with the next
   messages and pays only its first chunk's (:meth:`gpuwait.fabric.perf.CollectivePredictor.estimate`).
@@ -159,6 +163,9 @@ class TransportProfile:
     rendezvous_round_trip_s: float = 0.0
     #: an external NCCL net plugin the image installs ("none" or "ibext": :func:`gpuwait.transport.socket.runs_on_sockets`)
     net_plugin: str = "none"
+    #: the provider matches receives in software (libfabric CXI's ``FI_CXI_RX_MATCH_MODE=software``): a rendezvous
+    #: Get leaves when the receiver's progress runs, not from the NIC; see the module docstring
+    rendezvous_software_match: bool = False
     ecn: EcnParams = field(default_factory=EcnParams)
     dcqcn: DcqcnParams = field(default_factory=DcqcnParams)
 
@@ -297,8 +304,6 @@ def resolve_transport(spec: TransportSpec) -> TransportProfile:
         profile = TRANSPORTS[spec.name]
     except KeyError:
         raise UnknownNameError(f"transport.name: unknown transport {spec.name!r}; expected one of {', '.join(TRANSPORTS)}") from None
-    if spec.platform is not None:
-        platform_for(spec.name, spec.platform)  # one line when the platform belongs to another transport
     overrides = {}
     if spec.mtu is not None:
         overrides["mtu_bytes"] = spec.mtu
@@ -313,6 +318,9 @@ def resolve_transport(spec: TransportSpec) -> TransportProfile:
             raise SpecError(f"transport.net_plugin: got 'ibext' with {spec.name}; expected it with infiniband or "
                             "rocev2 (nccl-rdma-sharp-plugins' IBext is an IB/RoCE transport)")
         overrides["net_plugin"] = spec.net_plugin
+    platform = platform_for(spec.name, spec.platform)
+    if platform is not None and platform.provider.get("FI_CXI_RX_MATCH_MODE") == "software":
+        overrides["rendezvous_software_match"] = True
     if spec.rendezvous_threshold is not None:
         if not profile.rendezvous_round_trip_s:
             raise SpecError(f"transport.rendezvous_threshold: got {spec.rendezvous_threshold:g} with {spec.name}; "
