@@ -957,6 +957,15 @@ class CollectivePredictor:
         NVLSTree puts channel c on tree c mod 2 (``connectNvls``, src/graph/connect.cc v2.30.7-1).
         """
         per_nic = max(1.0, size_channels / self._node_nics())
+        # NVLSTree is counted as a tree here (a NIC's share of the channels, the connection's steps from the
+        # NIC's messages), though NCCL gives every channel a tree connection on every head (connectNvls) and
+        # each connection one proxy step per loop (calcCollChunking: nstepsPerLoop 1, chunkSteps 1; src/enqueue.cc
+        # v2.27.3-1): a head's proxy serves channels x tree peers pairs. Both agree at 2 nodes but for the first
+        # pass; from 4 nodes this count charges a loop tree_network_peers times more (8 nodes: 59.5 us a round,
+        # 52.4 with NCCL's count, 54.1 measured). NCCL's count was measured and not kept: the 8-node tables lose
+        # the time that stands in for a start-up the model does not price (offset 271 us measured, 245 with it),
+        # and the fitted step cycle they held falls when the forced-Ring table is left out (leave one table out,
+        # H100 IB 6.73 / 16.46 % -> 6.85 / 20.81 %; docs/calibrate.md)
         if algorithm in ("tree", "nvls_tree") and self.comm.n_nodes > 1:
             share = tree_channel_split(size_channels, graph_channels or size_channels) if algorithm == "tree" else 0.5
             return per_nic * tree_network_peers(self.comm.n_nodes, share)
