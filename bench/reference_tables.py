@@ -216,10 +216,12 @@ REFERENCES = [
                           "util_main.c), so the plugin reports port speed 0 (src/nccl_ofi_net.cpp "
                           "set_nic_props_default, v1.16.3 on), which NCCL reads as 10 Gbit/s (src/graph/topo.cc "
                           "v2.25.1-1): Simple from 256 KiB on four such devices, 32 KiB on one. The path's "
-                          "per-message cost is CSCS's osu_bw (*) at 1 B (6.25 us a message, the cluster file), paid "
-                          "by the socket send and receive of each of the tree's two network crossings, which puts "
-                          "the floor (~50 us at 8 B-8 KiB) within 10 %; the LL sizes 16-512 KiB still run "
-                          "1.8-4.9x slower than the model (not explained); 32 MiB (17.3 ms, 82 % of "
+                          "per-message cost is CSCS's osu_bw (*) curve (the cluster file's message_curve, read as "
+                          "LogGP's o = 6.25 us at 1 B and G = 1/3.12 GB/s from 4 MiB: its 16-64 KiB middle is MPI's "
+                          "eager protocol), paid at each message's bytes on the wire (LL: twice its data) by the "
+                          "socket send and receive of each network crossing, which puts the floor (~50 us at "
+                          "8 B-8 KiB) within 25 % and ring/LL 256 KiB-1 MiB within 41 %; tree/LL 16-64 KiB still "
+                          "runs 1.5-4x slower than the model (not explained); 32 MiB (17.3 ms, 82 % of "
                           "64 MiB's time) is a dip of the run; NCCL version not printed",
               not_fitted="the transport is assumed, not stated by the source"),
     Reference("l40s-roce-2node-4gpu-all_reduce-ring", CLASSES[5], "r760xa-l40s-2x400g", 2, 2, {"NCCL_ALGO": "Ring"},

@@ -312,6 +312,9 @@ def _schema_fields() -> dict[str, object]:
         "TransportSpec.net_plugin": Covered(
             "tests/transport/test_socket.py::test_the_l40s_ib_disable_table_floor_is_an_rdma_floor"),
         "TransportSpec.platform": Covered("tests/transport/test_platforms.py::test_p4de_without_proto_is_the_table_with_proto_simple"),
+        "TransportSpec.message_curve": Covered("tests/transport/test_socket_curve.py::test_alps_no_cxi_ring_ll_sizes_from_cscs_osu_bw"),
+        "TransportSpec.message_curve_stack": Covered(
+            "tests/transport/test_socket_curve.py::test_socket_reading_is_the_curve_and_mpi_reading_is_loggp"),
         "TransportSpec.rendezvous_threshold": Covered(
             "tests/transport/test_cxi_rendezvous.py::test_a_cluster_file_sets_its_sites_threshold"),
         # ---------------------------------------------------------------- CalibrationSpec

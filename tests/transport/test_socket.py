@@ -220,7 +220,8 @@ def test_small_socket_calls_pay_a_send_and_a_recv_per_network_crossing():
     (NCCL's table is its IB transport's, verbs post and poll included)."""
     cluster = str(REFERENCE / "clusters" / "alps-gh200-nocxi.yaml")
     tree = make_predictor(cluster, 2, 4, ["NCCL_ALGO=Tree", "NCCL_PROTO=LL"]).estimate("all_reduce", 8)
-    assert tree.costs.inter_steps == 2 and tree.costs.nic_messages == 4
+    # the cluster file's curve prices a message at its bytes: 16 B of LL lines cost o + 15 x G, 1.0008 o
+    assert tree.costs.inter_steps == 2 and tree.costs.nic_messages == pytest.approx(4, rel=1e-3)
     rdma = make_predictor(str(REFERENCE / "clusters" / "alps-gh200-slingshot.yaml"), 2, 4,
                           ["NCCL_ALGO=Tree", "NCCL_PROTO=LL"]).estimate("all_reduce", 8)
     assert rdma.costs.inter_steps == 2 and rdma.costs.nic_messages < 4
@@ -232,12 +233,15 @@ def test_gh200_no_cxi_floor_from_the_per_message_cost_cscs_measured():
     cluster file's ``transport.message_overhead``. With a send and a receive at each of the tree's two network
     crossings, perf gives the published NCCL no-CXI all_reduce floor (eth-cscs/cscs-docs nccl.md, "All-reduce
     latency (*)", in place: 53.44, 50.40, 50.77, 52.58, 56.63, 58.62 us at 8 B, 32 B, 128 B, 2, 4, 8 KiB) within
-    15 % at every one of those sizes; with the generic socket call cost (1.5 us) it would be 40 % low."""
+    15 % at 8-128 B and 25 % at 2-8 KiB, where the curve's per-byte cost (G, tests/transport/test_socket_curve.py)
+    makes each call of 8 KiB of LL lines about 3 us dearer than the table shows; with the generic socket call cost (1.5 us)
+    it would be 40 % low."""
     cluster = str(REFERENCE / "clusters" / "alps-gh200-nocxi.yaml")
     predictor = make_predictor(cluster, 2, 4, [])
     assert predictor.transport.message_overhead_s == pytest.approx(1 / 0.16e6)
     for size, measured_us in ((8, 53.44), (32, 50.40), (128, 50.77), (2048, 52.58), (4096, 56.63), (8192, 58.62)):
-        assert predictor.estimate("all_reduce", size).time_s * 1e6 == pytest.approx(measured_us, rel=0.15)
+        rel = 0.15 if size < 1024 else 0.25
+        assert predictor.estimate("all_reduce", size).time_s * 1e6 == pytest.approx(measured_us, rel=rel)
 
 
 def test_one_rank_per_node_keeps_rings_network_latency_as_a_time():

@@ -91,7 +91,7 @@ from gpuwait.topology.gpus import gpu_arch
 from gpuwait.topology.model import LinkKind, NodeKind
 from gpuwait.topology.pcipath import distance, gpu_nic_path, node_uses_gdr, sockets, uses_p2p
 from gpuwait.transport.profiles import TransportProfile
-from gpuwait.transport.socket import runs_on_sockets, socket_transport
+from gpuwait.transport.socket import message_time_s, runs_on_sockets, socket_transport
 
 PROTOCOL_PAYLOAD = {"LL": 0.5, "LL128": 120.0 / 128.0, "Simple": 1.0}  # payload share of the wire (NCCL device.h, LL128 line)
 #: NCCL algorithm -> compiled phases; CollNet (SHARP) reduces inside the switches, which the flow
@@ -810,7 +810,8 @@ class CollectivePredictor:
                 window = min(n_bytes, nvls_window_bytes(channels)) / n_bytes
         intra_steps, inter_steps = latency_steps(algorithm, collective, comm.n_ranks, comm.n_nodes)
         if nic_messages:
-            nic_messages = max(nic_messages, self._chain_messages(inter_steps))
+            nic_messages = max(nic_messages, self._chain_messages(inter_steps)) * self._message_cost_factor(chunk,
+                                                                                                          protocol)
         load = self._proxy_load(algorithm, size_channels, graph.channels_run)
         if algorithm == "ring" and connection_steps:
             connection_steps = ring_connection_steps(intra_steps + inter_steps, n_bytes, size_channels, comm.n_ranks,
@@ -872,6 +873,17 @@ class CollectivePredictor:
         src/transport/net_socket.cc v2.27.3-1), which its latency table does not price.
         """
         return 0 if self.transport.rdma else 2 * inter_steps
+
+    def _message_cost_factor(self, chunk: int, protocol: str) -> float:
+        """What one network message of this call costs in units of the transport's flat per-message overhead:
+        1 unless the cluster file carries a measured size -> time curve of its socket path
+        (:func:`gpuwait.transport.socket.message_time_s`), read at the message's bytes on the wire (an LL line
+        carries 8 B of flags with each 8 B of data: ``PROTOCOL_PAYLOAD``). The counts of messages scale by it,
+        so every term that prices them (the busiest NIC's, one connection's series) pays the curve."""
+        if not self.transport.message_curve or chunk <= 0:
+            return 1.0
+        wire_bytes = chunk / PROTOCOL_PAYLOAD[protocol]
+        return message_time_s(self.transport, wire_bytes) / self.transport.message_overhead_s
 
     @staticmethod
     def _nvls_kernel_time_s(inputs: TuningInputs, algorithm: str, n_bytes: int) -> float:
@@ -1106,6 +1118,7 @@ class CollectivePredictor:
             chunk = p2p_chunk_bytes(per_peer, over_network=comm.n_nodes > 1)
             if comm.n_nodes > 1:
                 nic_messages = self.nic_bytes_per_byte(collective, algorithm, protocol, 1) * n_bytes / chunk
+                nic_messages *= self._message_cost_factor(min(chunk, per_peer), protocol)
         # the first message's crossing pays the transport's rendezvous (the others overlap it: NCCL_STEPS in flight)
         rendezvous_s = self.transport.rendezvous_s(min(chunk, per_peer) / PROTOCOL_PAYLOAD[protocol]) \
             if nic_messages else 0.0

@@ -11,7 +11,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
-from gpuwait.errors import SpecError
+import gpuwait.units as units
+from gpuwait.errors import SpecError, UnitError
 from gpuwait.spec.types import PositiveSizeBytes, RateBps, RateOrZeroBps, SizeBytes, TimeS
 
 #: The oldest NCCL release gpuwait models (gpuwait.collectives.nccl_versions holds the releases).
@@ -133,6 +134,39 @@ class RoutingSpec(SpecModel):
     qps_per_connection: int = Field(1, ge=1, le=128, description="QPs per connection the cluster's jobs run with (NCCL_IB_QPS_PER_CONNECTION): each QP is its own flow with its own UDP source port. perf, run and diagnose read it alike; an NCCL_IB_QPS_PER_CONNECTION in perf's environment (--env) overrides it; unset = NCCL's default, 1.")
 
 
+def _curve_point(size: Any, cost: Any) -> tuple[float, float]:
+    """One ``size: time`` or ``size: rate`` entry of a message curve as (bytes, seconds)."""
+    size_bytes = units.parse_size_bytes(size, allow_zero=False)
+    text = str(cost).strip()
+    if isinstance(cost, bool) or not isinstance(cost, str) or not re.search(r"[A-Za-zµμ]", text):
+        raise UnitError(f"got {cost!r} at {size}; expected a time like '6.25us' or a rate like '0.16MB/s'")
+    try:
+        return size_bytes, units.parse_time_s(text, allow_zero=False)
+    except UnitError:
+        return size_bytes, size_bytes / units.parse_rate_Bps(text)  # not a time: a rate (osu_bw's MB/s)
+
+
+def _message_curve(value: Any) -> Any:
+    """``{size: time or rate}`` (as osu_bw prints it) -> [(bytes, seconds)] by size; lists pass as they are."""
+    if value is None:
+        return value
+    if isinstance(value, list):  # already (bytes, seconds) pairs, e.g. a dumped spec
+        points = sorted(tuple(point) for point in value)
+        if not points or any(len(p) != 2 or min(p) <= 0 for p in points):
+            raise ValueError(f"got {value!r}; expected (bytes, seconds) pairs, both more than zero")
+        return points
+    if not isinstance(value, dict) or not value:
+        raise ValueError(f"got {value!r}; expected a mapping of message size to time or rate, e.g. "
+                         "{1B: 6.25us, 16KiB: 505.89MB/s}")
+    try:
+        points = sorted(_curve_point(size, cost) for size, cost in value.items())
+    except UnitError as err:
+        raise ValueError(re.sub(r"^\w+: ", "", str(err))) from None
+    if len({size for size, _ in points}) < len(points):
+        raise ValueError("got one message size twice; expected each size once")
+    return points
+
+
 class TransportSpec(SpecModel):
     """A transport profile by name with optional overrides; defaults in :mod:`gpuwait.transport`."""
 
@@ -142,6 +176,8 @@ class TransportSpec(SpecModel):
     message_overhead: TimeS | None = Field(None, description="Per-message software + NIC overhead override (seconds).")
     rate_cap: RateBps | None = Field(None, description="Per-flow rate cap override (e.g. a TCP stream's ceiling).")
     host_ceiling: RateBps | None = Field(None, description="What the host's software path moves through one compute NIC port per direction, whatever the port's speed (e.g. a kernel-TCP path measured with osu_bw); with NCCL's socket transport the lower of this and its proxy thread's copy budget. Default: none (tcp: the proxy thread's budget).")
+    message_curve: Annotated[list[tuple[float, float]] | None, BeforeValidator(_message_curve)] = Field(None, description="tcp only: what one message costs on the host's socket path, measured at several sizes: a mapping of message size to the time of one message ('16KiB: 32.4us') or to the rate a stream of such messages reaches ('16KiB: 505.89MB/s', osu_bw's column: time = size / rate). Every NCCL socket message pays the curve at its bytes on the wire (read as message_curve_stack says) instead of the flat message_overhead; the smallest size's time is the per-message overhead. Default: none (the flat overhead).")
+    message_curve_stack: Literal["socket", "mpi"] | None = Field(None, description="What message_curve was measured through (required with it): 'socket' = the socket calls themselves (e.g. sockperf), read as measured; 'mpi' = an MPI benchmark (e.g. osu_bw), read only at its ends as LogGP's o (the smallest size's time) and G (the largest size's time per byte), since an MPI library's protocol switch (eager below a limit, rendezvous above) shapes its middle sizes.")
     rendezvous_threshold: SizeBytes | None = Field(None, description="Bytes on the wire above which a message goes by the provider's rendezvous protocol and pays its round trip (slingshot only: libfabric CXI's FI_CXI_RDZV_THRESHOLD + FI_CXI_RDZV_GET_MIN, default 2048 + 2049 B); 0 = rendezvous at every size.")
     net_plugin: Literal["none", "ibext"] | None = Field(None, description="An external NCCL net plugin the cluster's image installs; NCCL loads it before its own IB and socket transports (src/plugin/net.cc). 'ibext' = Mellanox/nccl-rdma-sharp-plugins (HPC-X, NGC containers), whose IB/RoCE transport reads NCCL_IBEXT_DISABLE, not NCCL_IB_DISABLE: NCCL_IB_DISABLE=1 alone leaves the job on RDMA (infiniband or rocev2 only). Default: none.")
     platform: Literal["p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge", "p5e.48xlarge", "a3-highgpu-8g", "a3-megagpu-8g",

@@ -166,6 +166,14 @@ class TransportProfile:
     #: the provider matches receives in software (libfabric CXI's ``FI_CXI_RX_MATCH_MODE=software``): a rendezvous
     #: Get leaves when the receiver's progress runs, not from the NIC; see the module docstring
     rendezvous_software_match: bool = False
+    #: a measured size -> time curve of one message on the host's socket path ((bytes, seconds) pairs, sizes
+    #: rising; empty = the flat ``message_overhead_s`` at every size): see :func:`gpuwait.transport.socket.message_time_s`
+    message_curve: tuple[tuple[float, float], ...] = ()
+    #: what that curve was measured through: "socket" (read as measured) or "mpi" (only its ends, LogGP's o and G)
+    message_curve_stack: str = "socket"
+    #: data sockets of one NCCL socket connection (``NCCL_SOCKET_NTHREADS`` x ``NCCL_NSOCKS_PERTHREAD``; 0 = the
+    #: proxy thread sends on the control socket): how a message splits into tasks, :func:`gpuwait.transport.socket.socket_tasks`
+    socket_streams: int = 0
     ecn: EcnParams = field(default_factory=EcnParams)
     dcqcn: DcqcnParams = field(default_factory=DcqcnParams)
 
@@ -298,6 +306,22 @@ register_transport(TransportProfile(
     + CXI_RDZV_GET_MIN_BYTES, rendezvous_round_trip_s=2 * SLINGSHOT_OSU_LATENCY_S))
 
 
+def _message_curve(spec: TransportSpec) -> dict:
+    """The spec's measured socket message curve as profile fields: the curve, and its smallest message's time as
+    the flat per-message overhead (the one figure every other use of ``message_overhead_s`` reads)."""
+    if spec.name != "tcp":
+        raise SpecError(f"transport.message_curve: got a curve with {spec.name}; expected it only with tcp "
+                        "(a measured size -> time curve of the host's socket path)")
+    if spec.message_overhead is not None:
+        raise SpecError("transport.message_curve: got it with transport.message_overhead; expected one of the two "
+                        "(the curve's smallest message is the per-message overhead)")
+    if spec.message_curve_stack is None:
+        raise SpecError("transport.message_curve_stack: missing; expected 'socket' (the curve measures socket calls, "
+                        "e.g. sockperf) or 'mpi' (an MPI benchmark such as osu_bw over the same path)")
+    curve = tuple(spec.message_curve)
+    return {"message_curve": curve, "message_overhead_s": curve[0][1], "message_curve_stack": spec.message_curve_stack}
+
+
 def resolve_transport(spec: TransportSpec) -> TransportProfile:
     """The named profile with the spec's overrides applied."""
     try:
@@ -311,6 +335,11 @@ def resolve_transport(spec: TransportSpec) -> TransportProfile:
         overrides["message_overhead_s"] = spec.message_overhead
     if spec.rate_cap is not None:
         overrides["rate_cap_Bps"] = spec.rate_cap
+    if spec.message_curve is not None:
+        overrides.update(_message_curve(spec))
+    elif spec.message_curve_stack is not None:
+        raise SpecError(f"transport.message_curve_stack: got {spec.message_curve_stack!r} without "
+                        "transport.message_curve; expected it only beside a curve")
     if spec.host_ceiling is not None:
         overrides["host_ceiling_Bps"] = spec.host_ceiling
     if spec.net_plugin is not None:

@@ -60,6 +60,13 @@ HCA visible, no net plugin). Its path, from NCCL ``src/transport/net_socket.cc``
   of every such step (:meth:`gpuwait.fabric.perf.CollectivePredictor._chain_messages`). What a call costs
   is the host's: a cluster file's ``transport.message_overhead`` gives a measured figure (CSCS's osu_bw at
   1 B over the Alps nodes' IP path: 6.25 us a message, ``alps-gh200-nocxi.yaml``).
+* **A call's cost by size.** A cluster file may carry a measured size -> time curve of its socket path
+  (``transport.message_curve``: osu_bw or sockperf output) instead of one figure; every message NCCL's proxy
+  sends or receives then pays it at the bytes of its largest task on the wire (:func:`message_time_s`): an LL
+  step's bytes are twice its data (each 16 B line holds 8 B of data and 8 B of flags, ``ncclLLFifoLine``,
+  ``src/include/device.h``), and with helper sockets a message splits into tasks of at least 64 KiB
+  (:func:`socket_task_bytes`). A curve measured through MPI is read at its ends only (LogGP's o and G).
+  Without a curve every size pays the flat figure, as before.
 
 So one connection carries ``M / (overhead + M / (streams x stream_Bps))`` bytes/s for messages of
 ``M`` bytes, and a NIC port carries at most its wire goodput. Nothing here is fitted to a table.
@@ -67,7 +74,10 @@ So one connection carries ``M / (overhead + M / (streams x stream_Bps))`` bytes/
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
+
+import numpy as np
 
 from gpuwait.errors import SpecError
 from gpuwait.transport.profiles import TRANSPORTS, TransportProfile
@@ -83,6 +93,8 @@ PROXY_COPY_Bps = 20e9
 #: one Simple step's fixed cost on a socket connection: its size exchanged on the control socket, then
 #: completion polled (an assumption of the order of one kernel TCP round trip, see the module text)
 SOCKET_STEP_ROUND_TRIP_S = 15e-6
+#: net_socket.cc NCCL_SOCKET_MIN_TASKSIZE (v2.30.7-1): a message's pieces over the data sockets are at least this
+SOCKET_MIN_TASK_BYTES = 64 * 1024
 MAX_SOCKET_THREADS = 16  # net_socket.cc MAX_THREADS
 MAX_SOCKETS = 64  # net_socket.cc MAX_SOCKETS
 #: the cloud whose NICs a transport implies (what NCCL reads from /sys/class/net/<if>/device/vendor)
@@ -126,6 +138,63 @@ def socket_connection_Bps(streams: int, message_overhead_s: float, message_bytes
     return message_bytes / (message_overhead_s + message_bytes / (streams * stream_Bps))
 
 
+def socket_task_bytes(message_bytes: float, streams: int) -> float:
+    """The largest piece of one socket message on one stream: with data sockets, ``ncclNetSocketTest``
+    (net_socket.cc v2.30.7-1) cuts a message into tasks of max(``NCCL_SOCKET_MIN_TASKSIZE`` (64 KiB), size /
+    ``streams``), served in parallel by the helper threads; with none the proxy thread sends the whole message on
+    the control socket.
+
+    >>> socket_task_bytes(8192, 0), socket_task_bytes(8192, 16), socket_task_bytes(4 << 20, 16)
+    (8192, 8192, 262144)
+    """
+    if streams < 1:
+        return message_bytes
+    return min(message_bytes, max(SOCKET_MIN_TASK_BYTES, math.ceil(message_bytes / streams)))
+
+
+def message_time_s(profile: TransportProfile, message_bytes: float) -> float:
+    """What one socket message of ``message_bytes`` on the wire costs on ``profile``'s host path.
+
+    Without a measured curve, the flat ``message_overhead_s`` (the wire term prices the bytes). With one (a
+    cluster file's ``transport.message_curve``), the time of the message's largest task (:func:`socket_task_bytes`;
+    the tasks run in parallel) read from it by what the measurement ran through
+    (``transport.message_curve_stack``):
+
+    * ``socket`` (the socket calls themselves, e.g. sockperf): the curve as measured, linear between sizes, the
+      smallest size's time below them, the largest size's rate beyond them.
+    * ``mpi`` (an MPI benchmark such as osu_bw over the same path): only its two ends, as LogGP reads a
+      long-message rate (Alexandrov et al., SPAA 1995: a k-byte message costs o + (k-1)G): o the smallest size's
+      time, G the largest size's time per byte. Between them an MPI library switches protocols (eager copies
+      below a limit, rendezvous above: Open MPI's TCP BTL eager limit, 64 KiB by default,
+      opal/mca/btl/tcp/btl_tcp_component.c), so its middle sizes
+      carry costs NCCL's socket transport, which sends a size header then the bytes at every size, does not pay.
+
+    osu_bw and sockperf keep a window of messages in flight, so their time per message is the path's gap at that
+    size: the CPU time of one message through the stack, copies included, which NCCL's proxy pays per call too.
+
+    >>> from gpuwait.transport.profiles import TRANSPORTS
+    >>> points = ((1.0, 6.25e-6), (16384.0, 32.4e-6), (4194304.0, 1343.7e-6))  # CSCS's osu_bw "(*)", three sizes
+    >>> sock = replace(TRANSPORTS["tcp"], message_curve=points)
+    >>> [round(message_time_s(sock, size) * 1e6, 2) for size in (1, 8192, 16384, 8 << 20)]
+    [6.25, 19.32, 32.4, 2687.4]
+    >>> mpi = replace(sock, message_curve_stack="mpi")
+    >>> [round(message_time_s(mpi, size) * 1e6, 2) for size in (1, 8192, 16384, 8 << 20)]
+    [6.25, 8.87, 11.5, 2693.65]
+    >>> message_time_s(TRANSPORTS["tcp"], 1 << 20) == TRANSPORTS["tcp"].message_overhead_s
+    True
+    """
+    curve = profile.message_curve
+    if not curve:
+        return profile.message_overhead_s
+    task_bytes = socket_task_bytes(message_bytes, profile.socket_streams)
+    (first_bytes, first_s), (last_bytes, last_s) = curve[0], curve[-1]
+    if profile.message_curve_stack == "mpi":
+        return first_s + max(0.0, task_bytes - first_bytes) * last_s / last_bytes
+    if task_bytes >= last_bytes:
+        return last_s * task_bytes / last_bytes
+    return float(np.interp(task_bytes, [size for size, _ in curve], [time_s for _, time_s in curve]))
+
+
 def runs_on_sockets(base: TransportProfile, ib_disable: bool, ibext_disable: bool = False) -> bool:
     """Whether NCCL's socket transport carries a job's network on a cluster whose transport is ``base``.
 
@@ -165,4 +234,4 @@ def socket_transport(base: TransportProfile, nthreads: int | None = None, nsocks
     # a cluster file's host_ceiling (a measured IP path) binds too: the lower of the two
     ceilings = [c for c in (proxy, tcp.host_ceiling_Bps) if c is not None]
     return replace(tcp, rate_cap_Bps=socket_connection_Bps(streams, SOCKET_STEP_ROUND_TRIP_S),
-                   host_ceiling_Bps=min(ceilings) if ceilings else None)
+                   host_ceiling_Bps=min(ceilings) if ceilings else None, socket_streams=sockets)
