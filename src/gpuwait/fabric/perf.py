@@ -319,7 +319,7 @@ class CollectivePredictor:
             local = comm.local_gpu_index(comm.node_ranks[0])
             nic_of = gpu_nic_affinity(server)[:, 0]
             path = max((gpu_nic_path(server, int(g), int(nic_of[g])) for g in local), key=distance)
-        if path == "P2C" and self.env.release.version_key < (2, 27):
+        if path == "P2C" and not self.env.release.c2c_nic_path:
             path = "PHB"
         if sm >= 90:
             return distance(path) < distance("PHB")  # PXB, PXN and (from 2.27) P2C
@@ -490,7 +490,7 @@ class CollectivePredictor:
             return False
         return node_uses_gdr(self.comm.topo.spec.server, self.comm.local_gpu_index(self.comm.node_ranks[0]),
                              self.env.net_gdr_level, self.env.net_gdr_read,
-                             gdr_c2c=self.env.release.version_key >= (2, 27))
+                             gdr_c2c=self.env.release.c2c_nic_path)
 
     @property
     def host_staged_network(self) -> bool:
