@@ -587,18 +587,18 @@ def _nearest(model: list[tuple[int, str]], size: int) -> tuple[tuple[int, str] |
 def switch_verdict(ref: Reference, size: int, evidence: str, choices: list[dict], predictor) -> tuple[str, str]:
     """The mechanism's prediction nearest a seen signal, and whether it lies within 2x ("yes", "no", or why the
     signal is not an NCCL choice change)."""
-    first_call = evidence.startswith("one-off")
+    one_off = evidence.startswith("one-off")
     warmed = ref.stem in WARMUP_EVERY_SIZE
-    if first_call:
+    if one_off:
         model = first_uses(choices, predictor.env.release.version_key, warmed)
     else:
         model = predicted_switches(choices)
     near, ok = _nearest(model, size)
     where = f"{size_label(near[0])} ({near[1]})" if near else "none"
-    if first_call and warmed:
+    if one_off and warmed:
         return where, ("not a switch: this nccl-tests (>= v2.16.8) warmed up every size before timing, so no "
                        "timed loop follows a connection")
-    noise = "" if first_call else drop_not_a_switch(ref, size)
+    noise = "" if one_off else drop_not_a_switch(ref, size)
     if noise or ok:
         return where, noise or "yes"
     why = "" if ref.stem in TUNER_PLUGIN else formula_holds(predictor, measured(ref).collective, size, ref.version())
