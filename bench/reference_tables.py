@@ -40,10 +40,9 @@ from pathlib import Path
 import numpy as np
 
 from gpuwait.collectives.fit import PUBLIC_FIT_NAMES, Adjustment, Observation, fit
-from gpuwait.collectives.ncclenv import apply_env
 from gpuwait.collectives.nccltests import busbw_factor
 from gpuwait.collectives.physical import PUBLIC_TABLE_FIT, adjust, pipelined_time_s, stack_costs
-from gpuwait.collectives.tuning import ALGORITHMS, PROTOCOLS, predict
+from gpuwait.collectives.tuning import candidates
 from gpuwait.report.perf import choice_switches
 from gpuwait.runner.inputs import load_cluster
 from gpuwait.runner.perf import SweepArgs, make_predictor, perf_sweep
@@ -528,7 +527,7 @@ def predicted_switches(choices: list[dict]) -> list[tuple[int, str]]:
     return [(change["size_bytes"], change["to"]) for change in changes]
 
 
-def first_uses(choices: list[dict], version: tuple[int, int], warmup_every_size: bool) -> list[tuple[int, str]]:
+def first_uses(choices: list[dict], version: tuple[int, ...], warmup_every_size: bool) -> list[tuple[int, str]]:
     """The sizes whose timed loop is the first after NCCL connected an algorithm, and the algorithm.
 
     nccl-tests times a size only after one untimed call at it (BenchTime's "Sync" call, src/common.cu since
@@ -555,20 +554,11 @@ def first_uses(choices: list[dict], version: tuple[int, int], warmup_every_size:
 
 
 def _candidates_us(predictor, collective: str, n_bytes: int) -> dict[tuple[str, str], tuple[float, float]]:
-    """NCCL's formula (gpuwait.collectives.tuning) for every (algorithm, protocol) the table's env lets NCCL pick:
-    (time, bytes term) in us; the same candidates ``tuning.choose`` takes the cheapest of."""
+    """NCCL's formula for every (algorithm, protocol) the table's env lets NCCL pick: (time, bytes term) in us; the
+    candidates ``tuning.choose`` takes the cheapest of (:func:`gpuwait.collectives.tuning.candidates`)."""
     env = predictor.env
-    inputs = apply_env(env, predictor.tuning_inputs(collective))
-    algos = env.allowed_algorithms(collective) or ALGORITHMS
-    ll128 = inputs.ll128_enabled and inputs.release.ll128_default(inputs.sm)
-    protos = env.allowed_protocols(collective) or [p for p in PROTOCOLS if p != "LL128" or ll128]
-    out = {}
-    for algorithm in algos:
-        for protocol in protos:
-            pred = predict(inputs, algorithm, protocol, n_bytes)
-            if pred.supported:
-                out[algorithm, protocol] = (pred.time_us, pred.time_us - pred.latency_us)
-    return out
+    table = candidates(predictor.tuning_inputs(collective), n_bytes, env.algo, env.proto)
+    return {pair: (pred.time_us, pred.time_us - pred.latency_us) for pair, pred in table.items() if pred.supported}
 
 
 def formula_holds(predictor, collective: str, size: int, version: str | None) -> str:
@@ -591,11 +581,6 @@ def formula_holds(predictor, collective: str, size: int, version: str | None) ->
             f"ahead at {size_label(size // 2)} against a bytes term of {bytes_us:.3f} us at {size_label(size)}")
 
 
-def _release_tuple(predictor) -> tuple[int, int]:
-    major, minor = predictor.env.release.version.split(".")[:2]
-    return int(major), int(minor)
-
-
 def _nearest(model: list[tuple[int, str]], size: int) -> tuple[tuple[int, str] | None, bool]:
     near = min(model, key=lambda m: abs(np.log2(m[0] / size)), default=None)
     return near, near is not None and abs(np.log2(near[0] / size)) <= 1
@@ -604,18 +589,18 @@ def _nearest(model: list[tuple[int, str]], size: int) -> tuple[tuple[int, str] |
 def switch_verdict(ref: Reference, size: int, evidence: str, choices: list[dict], predictor) -> tuple[str, str]:
     """The mechanism's prediction nearest a seen signal, and whether it lies within 2x ("yes", "no", or why the
     signal is not an NCCL choice change)."""
-    first_call = evidence.startswith("one-off")
+    one_off = evidence.startswith("one-off")
     warmed = ref.stem in WARMUP_EVERY_SIZE
-    if first_call:
-        model = first_uses(choices, _release_tuple(predictor), warmed)
+    if one_off:
+        model = first_uses(choices, predictor.env.release.version_key, warmed)
     else:
         model = predicted_switches(choices)
     near, ok = _nearest(model, size)
     where = f"{size_label(near[0])} ({near[1]})" if near else "none"
-    if first_call and warmed:
+    if one_off and warmed:
         return where, ("not a switch: this nccl-tests (>= v2.16.8) warmed up every size before timing, so no "
                        "timed loop follows a connection")
-    noise = "" if first_call else drop_not_a_switch(ref, size)
+    noise = "" if one_off else drop_not_a_switch(ref, size)
     if noise or ok:
         return where, noise or "yes"
     why = "" if ref.stem in TUNER_PLUGIN else formula_holds(predictor, measured(ref).collective, size, ref.version())

@@ -23,7 +23,7 @@ MAX_MEMORY_OPTION = typer.Option(
 
 #: The Python API's arguments that are the same option on every command that has them: the library's errors
 #: name the argument (``env: got 'X'``, ``inject slow-gpu:s1``, hint ``max_memory='64GiB'``), as a caller of
-#: :mod:`gpuwait.api` wrote it; :func:`gpuwait.cli.main.main` renames them all here, the one place
+#: :mod:`gpuwait.api` wrote it; :func:`gpuwait.cli.main.main` renames them all here, the one place.
 API_OPTIONS = {"env": "--env", "nccl_version": "--nccl-version", "gpus_per_thread": "--gpus-per-thread",
                "max_memory": "--max-memory", "inject": "--inject", "engine": "--engine", "steps": "--steps"}
 

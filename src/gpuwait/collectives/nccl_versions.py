@@ -142,6 +142,18 @@ class NcclRelease:
         return tuple(int(x) for x in self.version.split("."))
 
     @property
+    def c2c_nic_path(self) -> bool:
+        """Whether a superchip GPU's NIC behind its own CPU is NCCL's P2C path, which GPUDirect RDMA
+        (``NCCL_NET_GDR_C2C``) and LL128 (``NCCL_LL128_C2C``) admit by default: from v2.27.3-1
+        (src/graph/topo.h ``PATH_P2C``, paths.cc, tuning.cc). v2.25.1-1 reads that path as PHB, and v2.26.2-1
+        too unless ``NCCL_NET_GDR_C2C=1`` (its default 0).
+
+        >>> nccl_release("2.26.2").c2c_nic_path, nccl_release("2.27.3").c2c_nic_path
+        (False, True)
+        """
+        return self.version_key >= (2, 27)
+
+    @property
     def covers(self) -> str:
         """The NCCL releases this model stands for, first to last checked tag (one release: its version).
 

@@ -425,14 +425,15 @@ def check_modelled(names: Iterable[str], what: str = "env") -> None:
                             + ", ".join(sorted(n for n in VARIABLES if n not in NOT_MODELLED)))
 
 
-def parse_env_pairs(pairs: Iterable[str]) -> NcclEnv:
-    """Parse ``--env NAME=VALUE`` pairs (a later pair overrides an earlier one with the same name).
+def env_pairs(pairs: Iterable[str]) -> dict[str, str]:
+    """``--env NAME=VALUE`` pairs as a mapping (a later pair overrides an earlier one with the same name),
+    each name an ``NCCL_*`` variable gpuwait models (:func:`check_modelled`).
 
     Examples
     --------
-    >>> parse_env_pairs(["NCCL_ALGO=Tree", "NCCL_ALGO=Ring"]).algo
-    'Ring'
-    >>> parse_env_pairs(["NCCL_ALGO"])
+    >>> env_pairs(["NCCL_ALGO=Tree", "NCCL_ALGO=Ring"])
+    {'NCCL_ALGO': 'Ring'}
+    >>> env_pairs(["NCCL_ALGO"])
     Traceback (most recent call last):
     ...
     gpuwait.errors.SpecError: env: got 'NCCL_ALGO'; expected NAME=VALUE, e.g. NCCL_ALGO=Ring
@@ -443,11 +444,22 @@ def parse_env_pairs(pairs: Iterable[str]) -> NcclEnv:
         name = name.strip()
         if not sep or not name:
             raise SpecError(f"env: got {pair!r}; expected NAME=VALUE, e.g. NCCL_ALGO=Ring")
-        if not name.startswith("NCCL_"):
-            raise SpecError(f"env: got {pair!r}; expected an NCCL_* variable")
+        if not name.startswith("NCCL_"):  # NCCL reads only NCCL_* names: another would be ignored in silence
+            raise SpecError(f"env: got {pair!r}; expected an NCCL_* variable, e.g. NCCL_ALGO=Ring")
         check_modelled([name])
         env[name] = value
-    return parse_env(env)
+    return env
+
+
+def parse_env_pairs(pairs: Iterable[str]) -> NcclEnv:
+    """Parse ``--env NAME=VALUE`` pairs (:func:`env_pairs`).
+
+    Examples
+    --------
+    >>> parse_env_pairs(["NCCL_ALGO=Tree", "NCCL_ALGO=Ring"]).algo
+    'Ring'
+    """
+    return parse_env(env_pairs(pairs))
 
 
 def apply_env(env: NcclEnv, inputs: TuningInputs) -> TuningInputs:

@@ -918,6 +918,53 @@ def cost_table(inputs: TuningInputs, n_bytes: int) -> dict[tuple[str, str], Pred
     return {(a, p): predict(inputs, a, p, n_bytes) for a in ALGORITHMS for p in PROTOCOLS}
 
 
+def candidates(inputs: TuningInputs, n_bytes: int, allowed_algos: str | Iterable[str] | None = None,
+               allowed_protos: str | Iterable[str] | None = None) -> dict[tuple[str, str], Prediction]:
+    """Every (algorithm, protocol) NCCL's choice weighs for ``n_bytes`` under the restrictions (as
+    :func:`choose` reads them), supported or not, in NCCL's order: :func:`choose` runs the cheapest supported.
+
+    Examples
+    --------
+    >>> table = candidates(dgx_h100(), 8, allowed_algos="Ring,Tree", allowed_protos="LL")
+    >>> list(table), min(table.values(), key=lambda p: p.time_us).algorithm
+    ([('tree', 'LL'), ('ring', 'LL')], 'ring')
+    """
+    algos, protos = _restrictions(inputs, allowed_algos, allowed_protos)
+    if inputs.n_ranks == 1:
+        return {("ring", "Simple"): predict(inputs, "ring", "Simple", n_bytes)}
+    return _weighed(inputs, n_bytes, algos, protos)
+
+
+def _restrictions(inputs: TuningInputs, allowed_algos: str | Iterable[str] | None,
+                  allowed_protos: str | Iterable[str] | None) -> tuple[frozenset[str] | None, frozenset[str] | None]:
+    """``NCCL_ALGO`` / ``NCCL_PROTO`` restrictions for ``inputs``' collective (None: NCCL's default)."""
+    coll = inputs.collective
+    return (_restriction(allowed_algos, coll, parse=parse_algorithm_list, names=ALGORITHMS,
+                         nccl=NCCL_ALGORITHM_NAMES, what="NCCL_ALGO"),
+            _restriction(allowed_protos, coll, parse=parse_protocol_list, names=PROTOCOLS,
+                         nccl=NCCL_PROTOCOL_NAMES, what="NCCL_PROTO"))
+
+
+def _weighed(inputs: TuningInputs, n_bytes: int, algos: frozenset[str] | None,
+             protos: frozenset[str] | None) -> dict[tuple[str, str], Prediction]:
+    """The predictions of the pairs the restrictions leave, in NCCL's order (the order breaks ties)."""
+    # NCCL 2.18 never lets NCCL_ALGO disable Ring for collectives other than AllReduce.
+    keep_ring = inputs.release.ring_kept_for_non_all_reduce and inputs.collective != "all_reduce"
+    ll128_default = inputs.ll128_enabled and inputs.release.ll128_default(inputs.sm)
+    table = {}
+    for algorithm in ALGORITHMS:
+        if algos is not None and algorithm not in algos and not (keep_ring and algorithm == "ring"):
+            continue
+        for protocol in PROTOCOLS:
+            if protos is None:
+                if protocol == "LL128" and not ll128_default:
+                    continue
+            elif protocol not in protos:
+                continue
+            table[algorithm, protocol] = predict(inputs, algorithm, protocol, n_bytes)
+    return table
+
+
 def choose(inputs: TuningInputs, n_bytes: int, allowed_algos: str | Iterable[str] | None = None,
            allowed_protos: str | Iterable[str] | None = None) -> tuple[str, str, Prediction]:
     """The (algorithm, protocol) NCCL's model picks: the cheapest supported, first one on ties.
@@ -926,6 +973,7 @@ def choose(inputs: TuningInputs, n_bytes: int, allowed_algos: str | Iterable[str
     a string in NCCL's syntax (``"Ring"``, ``"^NVLS,Tree"``, ``"ring;allreduce:tree"``, case-insensitive),
     or an iterable of names. Without ``allowed_protos`` LL128 follows ``inputs.ll128_enabled``; an
     explicit protocol list enables LL128 whenever it names it (or excludes others with ``^``), as NCCL does.
+    The pairs weighed: :func:`candidates`.
 
     Raises
     ------
@@ -939,37 +987,21 @@ def choose(inputs: TuningInputs, n_bytes: int, allowed_algos: str | Iterable[str
     >>> choose(dgx_h100(), 64 * 2**20, allowed_algos="^NVLS", allowed_protos="Simple")[:2]
     ('ring', 'Simple')
     """
-    coll = inputs.collective
-    algos = _restriction(allowed_algos, coll, parse=parse_algorithm_list, names=ALGORITHMS,
-                         nccl=NCCL_ALGORITHM_NAMES, what="NCCL_ALGO")
-    protos = _restriction(allowed_protos, coll, parse=parse_protocol_list, names=PROTOCOLS,
-                          nccl=NCCL_PROTOCOL_NAMES, what="NCCL_PROTO")
+    algos, protos = _restrictions(inputs, allowed_algos, allowed_protos)
     if inputs.n_ranks == 1:
         pred = predict(inputs, "ring", "Simple", n_bytes)
         return pred.algorithm, pred.protocol, pred
-    # NCCL 2.18 never lets NCCL_ALGO disable Ring for collectives other than AllReduce.
-    keep_ring = inputs.release.ring_kept_for_non_all_reduce and coll != "all_reduce"
-    ll128_default = inputs.ll128_enabled and inputs.release.ll128_default(inputs.sm)
     best: Prediction | None = None
     reasons: list[str] = []
-    for algorithm in ALGORITHMS:
-        if algos is not None and algorithm not in algos and not (keep_ring and algorithm == "ring"):
-            continue
-        for protocol in PROTOCOLS:
-            if protos is None:
-                if protocol == "LL128" and not ll128_default:
-                    continue
-            elif protocol not in protos:
-                continue
-            pred = predict(inputs, algorithm, protocol, n_bytes)
-            if pred.supported and (best is None or pred.time_us < best.time_us):
-                best = pred
-            elif not pred.supported and pred.reason and pred.reason not in reasons:
-                reasons.append(pred.reason)
+    for pred in _weighed(inputs, n_bytes, algos, protos).values():
+        if pred.supported and (best is None or pred.time_us < best.time_us):
+            best = pred
+        elif not pred.supported and pred.reason and pred.reason not in reasons:
+            reasons.append(pred.reason)
     if best is None:
         # say why each allowed pair was out (NCCL_ALGO=CollNetChain: no SHARP), not only that none was left
         why = f": {'; '.join(reasons)}" if reasons else ""
-        raise SpecError(f"{coll}: no algorithm/protocol left (algorithms {_shown(algos)}, protocols "
+        raise SpecError(f"{inputs.collective}: no algorithm/protocol left (algorithms {_shown(algos)}, protocols "
                         f"{_shown(protos)}){why}; expected at least one supported pair",
                         hint="check NCCL_ALGO / NCCL_PROTO against the collective and the hardware")
     return best.algorithm, best.protocol, best

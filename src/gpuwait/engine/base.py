@@ -62,6 +62,7 @@ def message_overhead_s(topo: Topology, transport: TransportProfile) -> float:
     """
     return float(physical_params(topo.spec, transport).net_message_overhead_s)
 
+
 @runtime_checkable
 class EngineRun(Protocol):
     """What every engine returns for one routed flow table (rows of ``routes`` are QPs).

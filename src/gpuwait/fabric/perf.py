@@ -319,7 +319,7 @@ class CollectivePredictor:
             local = comm.local_gpu_index(comm.node_ranks[0])
             nic_of = gpu_nic_affinity(server)[:, 0]
             path = max((gpu_nic_path(server, int(g), int(nic_of[g])) for g in local), key=distance)
-        if path == "P2C" and self.env.release.version_key < (2, 27):
+        if path == "P2C" and not self.env.release.c2c_nic_path:
             path = "PHB"
         if sm >= 90:
             return distance(path) < distance("PHB")  # PXB, PXN and (from 2.27) P2C
@@ -490,7 +490,7 @@ class CollectivePredictor:
             return False
         return node_uses_gdr(self.comm.topo.spec.server, self.comm.local_gpu_index(self.comm.node_ranks[0]),
                              self.env.net_gdr_level, self.env.net_gdr_read,
-                             gdr_c2c=self.env.release.version_key >= (2, 27))
+                             gdr_c2c=self.env.release.c2c_nic_path)
 
     @property
     def host_staged_network(self) -> bool:
@@ -797,17 +797,8 @@ class CollectivePredictor:
             nic_messages = self.nic_bytes_per_byte(collective, FLOW_ALGORITHMS[algorithm], protocol, channels) * n_bytes / chunk
             # the busiest NIC carries a send and a receive connection for each channel NCCL puts on it
             connection_steps = nic_messages / (2 * max(1.0, size_channels / self._node_nics()))
-        fill_intra_s = fill_inter_s = window = 0.0
-        if n_bytes > 0 and comm.n_ranks > 1:
-            depth_intra, depth_inter = pipeline_depth(algorithm, collective, comm.n_ranks, comm.n_nodes)
-            fill_intra_s = depth_intra * intra_hop_bytes(algorithm, protocol, chunk) / (
-                self._fill_intra_GBps(inputs, algorithm, protocol) * 1e9)
-            fill_inter_s = depth_inter * chunk / (self._fill_inter_GBps(graph, algorithm, channels) * 1e9)
-            # NVLS's window pays a second pass on NVLink (module docstring, 4.); NVLSTree's wire term is
-            # the NICs' or its kernel's rate, never NVLink's, so that pass is not charged: its start-up is the
-            # tree's fill above
-            if algorithm == "nvls":
-                window = min(n_bytes, nvls_window_bytes(channels)) / n_bytes
+        fill_intra_s, fill_inter_s, window = self._fill_s(inputs, collective, algorithm, protocol, n_bytes, chunk,
+                                                          channels)
         intra_steps, inter_steps = latency_steps(algorithm, collective, comm.n_ranks, comm.n_nodes)
         if nic_messages:
             nic_messages = max(nic_messages, self._chain_messages(inter_steps)) * self._message_cost_factor(chunk,
@@ -841,6 +832,23 @@ class CollectivePredictor:
                               rendezvous_latency_s=rendezvous_latency_s, rendezvous_serial_s=rendezvous_serial_s,
                               sm80_steps=generation_steps(inputs.sm, intra_steps, inter_steps))
         return self._estimate(collective, n_bytes, algorithm, protocol, channels, model_s, fabric_s, chunk, costs)
+
+    def _fill_s(self, inputs: TuningInputs, collective: str, algorithm: str, protocol: str, n_bytes: int, chunk: int,
+                channels: int) -> tuple[float, float, float]:
+        """The first chunk's trip through the pipeline's hops inside servers and across the network (s), and the
+        share of the call NVLS's window pays a second time (0 for every other algorithm)."""
+        comm = self.comm
+        if n_bytes <= 0 or comm.n_ranks <= 1:
+            return 0.0, 0.0, 0.0
+        depth_intra, depth_inter = pipeline_depth(algorithm, collective, comm.n_ranks, comm.n_nodes)
+        fill_intra_s = depth_intra * intra_hop_bytes(algorithm, protocol, chunk) / (
+            self._fill_intra_GBps(inputs, algorithm, protocol) * 1e9)
+        fill_inter_s = depth_inter * chunk / (self._fill_inter_GBps(inputs.graph(algorithm), algorithm, channels) * 1e9)
+        # NVLS's window pays a second pass on NVLink (module docstring, 4.); NVLSTree's wire term is
+        # the NICs' or its kernel's rate, never NVLink's, so that pass is not charged: its start-up is the
+        # tree's fill above
+        window = min(n_bytes, nvls_window_bytes(channels)) / n_bytes if algorithm == "nvls" else 0.0
+        return fill_intra_s, fill_inter_s, window
 
     @staticmethod
     def _time_latency_us(inputs: TuningInputs, algorithm: str, protocol: str, n_bytes: int, nccl_us: float) -> float:
@@ -915,9 +923,10 @@ class CollectivePredictor:
         :func:`gpuwait.collectives.physical.pipelined_time_s`).
         """
         round_trip_s = self.transport.rendezvous_s(chunk / PROTOCOL_PAYLOAD[protocol])
-        serial = max(0.0, serial_messages / 2 - inter_steps)
-        passes = 0.5 * (inter_steps + serial) if round_trip_s and self.transport.rendezvous_software_match else 0.0
-        return inter_steps * round_trip_s, serial * round_trip_s, passes
+        # the connection's other messages (two calls each), whose Gets it waits for one after the other
+        serial_gets = max(0.0, serial_messages / 2 - inter_steps)
+        passes = 0.5 * (inter_steps + serial_gets) if round_trip_s and self.transport.rendezvous_software_match else 0.0
+        return inter_steps * round_trip_s, serial_gets * round_trip_s, passes
 
     def _fill_intra_GBps(self, inputs: TuningInputs, algorithm: str, protocol: str) -> float:
         """The rate the first chunk crosses one hop inside a node at: for a tree over NVLink, one channel's

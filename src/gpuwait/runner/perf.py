@@ -15,7 +15,7 @@ import numpy as np
 
 from gpuwait.collectives.communicator import Communicator
 from gpuwait.collectives.nccl_versions import nccl_release
-from gpuwait.collectives.ncclenv import Setting, check_modelled, cluster_env, platform_setting
+from gpuwait.collectives.ncclenv import Setting, check_modelled, cluster_env, env_pairs, platform_setting
 from gpuwait.collectives.nccltests import (
     DTYPES,
     Device,
@@ -46,15 +46,7 @@ def nccl_env(env: Mapping[str, str] | Iterable[str] = (), base: Mapping[str, str
     if isinstance(env, Mapping):
         check_modelled(env)  # a name given on purpose must change the result (issue 20)
         return out | {str(k): str(v) for k, v in env.items()}
-    for pair in env:
-        name, eq, value = pair.partition("=")
-        if not eq or not name:
-            raise SpecError(f"env: got {pair!r}; expected NAME=VALUE, e.g. NCCL_ALGO=Ring")
-        if not name.startswith("NCCL_"):  # NCCL reads only NCCL_* names: another would be ignored in silence
-            raise SpecError(f"env: got {pair!r}; expected an NCCL_* variable, e.g. NCCL_ALGO=Ring")
-        check_modelled([name])
-        out[name] = value
-    return out
+    return out | env_pairs(env)
 
 
 def log_release(printed: str | None, asked: str | None = None, cluster_version: str | None = None) -> tuple[str, str]:
