@@ -665,6 +665,7 @@ def _env_entries() -> dict[str, object]:
         "env:NCCL_IB_GDR_LEVEL": Covered("tests/collectives/test_ncclenv.py::test_legacy_gdr_forms_and_alias"),
         "env:NCCL_NET_GDR_READ": Covered(L40S_GDR),
         "env:NCCL_IB_DISABLE": env((), ("NCCL_IB_DISABLE=1",), "up"),
+        "env:NCCL_NET": env((), ("NCCL_NET=Socket",), "up"),
         "env:NCCL_IBEXT_DISABLE": Covered(
             "tests/transport/test_socket.py::test_the_l40s_ib_disable_table_floor_is_an_rdma_floor"),
         "env:NCCL_NVLS_ENABLE": env((), ("NCCL_NVLS_ENABLE=0",), "up", cluster=ONE),

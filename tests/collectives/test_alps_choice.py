@@ -66,7 +66,7 @@ def test_four_200g_socket_interfaces_put_the_switch_where_the_no_cxi_table_has_i
     from LL to Simple between 1 and 2 MiB, as the no-CXI table does, and so does the reference's description
     (alps-gh200-nocxi.yaml: those four devices, held to the rate CSCS measured on the path): a ceiling on the
     ports is not what NCCL reads. One 25 Gbit/s device, the earlier description, switches at 128 KiB."""
-    for predictor in (make_predictor(SLINGSHOT, 2, 4, {"NCCL_IB_DISABLE": "1"}),
+    for predictor in (make_predictor(SLINGSHOT, 2, 4, {"NCCL_NET": "Socket"}),
                       make_predictor(str(CLUSTERS / "alps-gh200-nocxi.yaml"), 2, 4, {})):
         assert predictor.transport.name == "tcp" and predictor._node_nics() == 4
         assert predictor.estimate("all_reduce", MiB).protocol == "LL"

@@ -35,7 +35,7 @@ CITED = {
     "a3-megagpu-8g": {"NCCL_PROTO": "Simple,LL128", "NCCL_MIN_NCHANNELS": "4", "NCCL_NET_GDR_LEVEL": "PIX",
                       "NCCL_NVLS_ENABLE": "1"},
     # eth-cscs/cscs-docs docs/software/communication/nccl_env_vars (the container hook)
-    "cscs-alps": {"NCCL_PROTO": "^LL128", "NCCL_NET_GDR_LEVEL": "PHB"},
+    "cscs-alps": {"NCCL_PROTO": "^LL128", "NCCL_NET_GDR_LEVEL": "PHB", "NCCL_NET": "AWS Libfabric"},
 }
 
 

@@ -147,14 +147,14 @@ def test_socket_variables_move_a_cluster_that_names_tcp(tmp_path):
 
 
 def test_gh200_fallback_runs_on_the_socket_model():
-    """NCCL_IB_DISABLE=1 on the Alps GH200 nodes: with no NCCL_SOCKET_IFNAME NCCL takes every interface but
+    """NCCL_NET=Socket on the Alps GH200 nodes (NCCL_IB_DISABLE=1 would leave aws-ofi-nccl in charge): with no NCCL_SOCKET_IFNAME NCCL takes every interface but
     docker and lo (ncclFindInterfaces, src/misc/socket.cc v2.18.3-1 to v2.30.7-1), so the four Slingshot NICs'
     IP interfaces are four network devices; the socket model is applied (per-connection ceiling, the proxy
     thread's copy budget per NIC, host-staged paths), and a tree all_reduce's bytes between the two nodes (the
     whole buffer each way, spread over 4 NICs) run at 4 x PROXY_COPY_Bps / 2, ~66 GB/s busbw. The published
     no-CXI table (6 GB/s) ran on a slower fallback path: see the next test."""
     predictor = make_predictor(str(REFERENCE / "clusters" / "alps-gh200-slingshot.yaml"), 2, 4,
-                               ["NCCL_IB_DISABLE=1", "NCCL_ALGO=Tree", "NCCL_PROTO=Simple"])
+                               ["NCCL_NET=Socket", "NCCL_ALGO=Tree", "NCCL_PROTO=Simple"])
     assert predictor.transport.name == "tcp" and predictor.host_staged_network
     assert predictor.transport.host_ceiling_Bps == PROXY_COPY_Bps / 2
     size = 2**27
@@ -285,3 +285,21 @@ def test_ibext_belongs_to_rdma_transports():
     with pytest.raises(SpecError, match="transport.net_plugin"):
         resolve_transport(TransportSpec(name="efa", net_plugin="ibext"))
     assert resolve_transport(TransportSpec(name="infiniband", net_plugin="ibext")).net_plugin == "ibext"
+
+
+def test_nccl_ib_disable_leaves_a_plugin_transport_and_nccl_net_socket_reaches_sockets():
+    """NCCL loads an external net plugin before its own IB and socket transports (NVIDIA/nccl v2.27.3-1
+    src/plugin/net.cc), and NCCL_IB_DISABLE turns off only NCCL's own IB (src/transport/net_ib.cc): an EFA
+    cluster (aws-ofi-nccl) stays on EFA; NCCL_NET=Socket, matched by name case-insensitively, reaches sockets;
+    NCCL_NET=IB where NCCL has no IB transport is one clear error."""
+    p5 = str(Path(__file__).parents[1] / "nccltests" / "data" / "reference" / "clusters" / "aws-p5-efa.yaml")
+    efa = make_predictor(p5, 2, 8, ["NCCL_IB_DISABLE=1"])
+    assert efa.transport.name == "efa"
+    assert any("ignores NCCL_IB_DISABLE" in s.source for s in efa.settings() if s.name == "transport")
+    assert make_predictor(p5, 2, 8, ["NCCL_NET=socket"]).transport.name == "tcp"
+    assert make_predictor("dgx-h100", 2, 8, ["NCCL_NET=IB"]).transport.name == "infiniband"
+    with pytest.raises(SpecError, match="NCCL_NET: got IB.*expected Socket"):
+        make_predictor(p5, 2, 8, ["NCCL_NET=IB"])
+    assert make_predictor(p5, 2, 8, ["NCCL_NET=AWS Libfabric"]).transport.name == "efa"  # the plugin's own name
+    with pytest.raises(SpecError, match="NCCL_NET: got 'RDMA', a net plugin's name.*expected IB, Socket"):
+        make_predictor("dgx-h100", 2, 8, ["NCCL_NET=RDMA"])

@@ -72,6 +72,11 @@ class NcclEnv:
     ibext_disable : bool
         ``NCCL_IBEXT_DISABLE``: nccl-rdma-sharp-plugins' own switch for its IB/RoCE transport (``ib_plugin.c``);
         with a cluster whose image installs that plugin, sockets need both; default 0.
+    net : str or None
+        ``NCCL_NET``: the network NCCL must use, by name (``src/plugin/net.cc``: compared case-insensitively with
+        each network's name); ``"ib"`` or ``"socket"``, NCCL's own transports, or a net plugin's name (which
+        keeps a plugin cluster's transport); None = unset (the first usable). ``Socket`` is the one way to put a
+        plugin's cluster (EFA, Slingshot, TCPX/TCPXO) on NCCL's sockets.
     nvls_enable : int
         ``NCCL_NVLS_ENABLE`` 0 / 1 / 2, default 2 (= enabled when supported, as 1 since 2.29).
     mnnvl_enable : int
@@ -131,6 +136,7 @@ class NcclEnv:
     net_gdr_read: bool | None = None
     ib_disable: bool = False
     ibext_disable: bool = False
+    net: str | None = None
     nvls_enable: int = 2
     mnnvl_enable: int = 2
     collnet_enable: bool = False
@@ -233,6 +239,13 @@ def _flag(name: str, text: str) -> bool:
     return text == "1"
 
 
+def _net(name: str, text: str) -> str:
+    # NCCL matches the name with strcasecmp (src/plugin/net.cc): its own "IB" and "Socket", or a plugin's name
+    if not text.strip():
+        raise SpecError(f"{name}: got {text!r}; expected IB, Socket or a net plugin's name")
+    return text.strip().lower() if text.strip().lower() in ("ib", "socket") else text.strip()
+
+
 def _algo(name: str, text: str) -> str:
     parse_algorithm_list(text)  # raises a SpecError naming NCCL_ALGO
     return text
@@ -271,6 +284,7 @@ VARIABLES: Mapping[str, tuple[str, Callable[[str, str], object]]] = MappingProxy
     "NCCL_NET_GDR_READ": ("net_gdr_read", _flag),
     "NCCL_IB_DISABLE": ("ib_disable", _flag),
     "NCCL_IBEXT_DISABLE": ("ibext_disable", _flag),
+    "NCCL_NET": ("net", _net),
     "NCCL_NVLS_ENABLE": ("nvls_enable", _nvls),
     "NCCL_MNNVL_ENABLE": ("mnnvl_enable", _nvls),
     "NCCL_COLLNET_ENABLE": ("collnet_enable", _flag),

@@ -91,7 +91,7 @@ from gpuwait.topology.gpus import gpu_arch
 from gpuwait.topology.model import LinkKind, NodeKind
 from gpuwait.topology.pcipath import distance, gpu_nic_path, node_uses_gdr, sockets, uses_p2p
 from gpuwait.transport.profiles import TransportProfile
-from gpuwait.transport.socket import message_time_s, runs_on_sockets, socket_transport
+from gpuwait.transport.socket import PLUGIN_TRANSPORTS, message_time_s, runs_on_sockets, socket_transport
 
 PROTOCOL_PAYLOAD = {"LL": 0.5, "LL128": 120.0 / 128.0, "Simple": 1.0}  # payload share of the wire (NCCL device.h, LL128 line)
 #: NCCL algorithm -> compiled phases; CollNet (SHARP) reduces inside the switches, which the flow
@@ -231,9 +231,9 @@ class CollectivePredictor:
     def create(cls, comm: Communicator, env: NcclEnv, routing: RoutingSpec, transport: TransportProfile,
                peers: tuple[Communicator, ...] = (), background_Bps: np.ndarray | None = None,
                gpus_per_thread: int = 1) -> CollectivePredictor:
-        if runs_on_sockets(transport, env.ib_disable, env.ibext_disable):
-            # NCCL's socket transport, one model for NCCL_IB_DISABLE=1 (unless an installed IBext plugin keeps RDMA)
-            # and a cluster (or tcp-fallback) naming tcp
+        if runs_on_sockets(transport, env.ib_disable, env.ibext_disable, env.net):
+            # NCCL's socket transport, one model for NCCL_IB_DISABLE=1 (unless a plugin keeps the network),
+            # NCCL_NET=Socket and a cluster (or tcp-fallback) naming tcp
             transport = socket_transport(transport, env.socket_nthreads, env.nsocks_perthread)
         # NCCL_MNNVL_ENABLE=0: a node per server, and GPUs of different servers talk over the NICs
         mnnvl = env.mnnvl_enable != 0
@@ -252,9 +252,11 @@ class CollectivePredictor:
         env, server = self.env, self.comm.topo.spec.server
         arch = gpu_arch(server.gpu_model)
         transport = "socket" if self.transport.name == "tcp" else self.transport.name
-        transport_from = "NCCL env" if env.ib_disable and transport == "socket" else "cluster file"
+        asked = env.ib_disable or env.net == "socket"
+        transport_from = "NCCL env" if asked and transport == "socket" else "cluster file"
         if env.ib_disable and transport != "socket":
-            transport_from = "cluster file: its net plugin (ibext) ignores NCCL_IB_DISABLE"
+            plugin = PLUGIN_TRANSPORTS.get(self.transport.name, self.transport.net_plugin)
+            transport_from = f"cluster file: its net plugin ({plugin}) ignores NCCL_IB_DISABLE"
         limits = {"NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_MIN_CTAS", "NCCL_MAX_CTAS", "NCCL_NVLS_NCHANNELS"}
         given = sorted(limits & set(env.explicit))
         # the platform's label when its plugin or image set every limit the job runs with, else the job's env

@@ -121,8 +121,8 @@ register_platform(Platform(
 register_platform(Platform(
     "cscs-alps", "slingshot", "CSCS container hook on Alps",
     "eth-cscs/cscs-docs docs/software/communication/nccl_env_vars",
-    env={"NCCL_PROTO": "^LL128", "NCCL_NET_GDR_LEVEL": "PHB"},
-    not_modelled={"NCCL_NET": "AWS Libfabric", "NCCL_CROSS_NIC": "1", "FI_CXI_DEFAULT_CQ_SIZE": "131072",
+    env={"NCCL_PROTO": "^LL128", "NCCL_NET_GDR_LEVEL": "PHB", "NCCL_NET": "AWS Libfabric"},
+    not_modelled={"NCCL_CROSS_NIC": "1", "FI_CXI_DEFAULT_CQ_SIZE": "131072",
                   "FI_CXI_DEFAULT_TX_SIZE": "32768", "FI_CXI_DISABLE_HOST_REGISTER": "1",
                   "FI_MR_CACHE_MONITOR": "userfaultfd"},
     provider={"FI_CXI_RX_MATCH_MODE": "software"}))
