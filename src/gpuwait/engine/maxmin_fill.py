@@ -77,6 +77,17 @@ def _final_links(link_level, below, final):
 
 
 @njit(cache=True)
+def _lowest_final_link(lo, hi, link_of, final, none):
+    """The lowest-numbered final link among a run's triplets ``lo:hi`` (its flow's bottleneck), or ``none``."""
+    lowest_final = none
+    for i in range(lo, hi):
+        link = link_of[i]
+        if final[link] and link < lowest_final:
+            lowest_final = link
+    return lowest_final
+
+
+@njit(cache=True)
 def _freeze_runs(n_runs, run_flow, run_ptr, link_of, weight, final, flow_level, newly, bottleneck, added,
                  unweighted):
     """Freeze every run's flow not yet frozen at its cap that crosses a final link (the lowest one is its
@@ -90,11 +101,7 @@ def _freeze_runs(n_runs, run_flow, run_ptr, link_of, weight, final, flow_level, 
         f = run_flow[r]
         start, end = run_ptr[r], run_ptr[r + 1]
         if not newly[f]:
-            lowest_final = n_links
-            for i in range(start, end):
-                link = link_of[i]
-                if final[link] and link < lowest_final:
-                    lowest_final = link
+            lowest_final = _lowest_final_link(start, end, link_of, final, n_links)
             if lowest_final < n_links:
                 newly[f] = True
                 bottleneck[f] = lowest_final
@@ -241,10 +248,7 @@ def _freeze_runs_in_place(n_runs, run_flow, run_lo, run_hi, candidate, link_of, 
                 if final[c]:
                     lowest_final = c
             elif c == -1:
-                for i in range(lo, hi):
-                    link = link_of[i]
-                    if final[link] and link < lowest_final:
-                        lowest_final = link
+                lowest_final = _lowest_final_link(lo, hi, link_of, final, n_links)
             if lowest_final < n_links:
                 newly[f] = True
                 bottleneck[f] = lowest_final
