@@ -91,7 +91,7 @@ from gpuwait.topology.gpus import gpu_arch
 from gpuwait.topology.model import LinkKind, NodeKind
 from gpuwait.topology.pcipath import distance, gpu_nic_path, node_uses_gdr, sockets, uses_p2p
 from gpuwait.transport.profiles import TransportProfile
-from gpuwait.transport.socket import PLUGIN_TRANSPORTS, message_time_s, runs_on_sockets, socket_transport
+from gpuwait.transport.socket import message_time_s, runs_on_sockets, socket_transport
 
 PROTOCOL_PAYLOAD = {"LL": 0.5, "LL128": 120.0 / 128.0, "Simple": 1.0}  # payload share of the wire (NCCL device.h, LL128 line)
 #: NCCL algorithm -> compiled phases; CollNet (SHARP) reduces inside the switches, which the flow
@@ -255,8 +255,7 @@ class CollectivePredictor:
         asked = env.ib_disable or env.net == "socket"
         transport_from = "NCCL env" if asked and transport == "socket" else "cluster file"
         if env.ib_disable and transport != "socket":
-            plugin = PLUGIN_TRANSPORTS.get(self.transport.name, self.transport.net_plugin)
-            transport_from = f"cluster file: its net plugin ({plugin}) ignores NCCL_IB_DISABLE"
+            transport_from = f"cluster file: its net plugin ({self.transport.net_plugin}) ignores NCCL_IB_DISABLE"
         limits = {"NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_MIN_CTAS", "NCCL_MAX_CTAS", "NCCL_NVLS_NCHANNELS"}
         given = sorted(limits & set(env.explicit))
         # the platform's label when its plugin or image set every limit the job runs with, else the job's env

@@ -161,7 +161,10 @@ class TransportProfile:
     #: what the rendezvous adds to one message: the Get's request and response, one network round trip (0 = no
     #: rendezvous protocol modelled: eager at every size)
     rendezvous_round_trip_s: float = 0.0
-    #: an external NCCL net plugin the image installs ("none" or "ibext": :func:`gpuwait.transport.socket.runs_on_sockets`)
+    #: the external NCCL net plugin that carries this transport or that the image installs: "none" (NCCL's own
+    #: IB/RoCE or socket transport), "ibext" (nccl-rdma-sharp-plugins beside NCCL's IB, from the cluster file), or
+    #: the transport's own plugin, without which NCCL cannot reach it ("aws-ofi-nccl" for EFA and Slingshot's CXI,
+    #: Google's "gpudirect-tcpx" / "gpudirect-tcpxo"): :func:`gpuwait.transport.socket.runs_on_sockets`
     net_plugin: str = "none"
     #: the provider matches receives in software (libfabric CXI's ``FI_CXI_RX_MATCH_MODE=software``): a rendezvous
     #: Get leaves when the receiver's progress runs, not from the NIC; see the module docstring
@@ -281,7 +284,7 @@ register_transport(TransportProfile(
 register_transport(TransportProfile(
     name="efa", mtu_bytes=8192, header_bytes=82, message_overhead_s=VERBS_MESSAGE_OVERHEAD_S, lossless=True,
     flow_control="none", congestion_control="srd", nccl_net_latency_s=75e-6, device_speed_Bps=12.5e9,
-    stripe_threshold_bytes=256 * 1024, staged_receive_bytes=307200))
+    stripe_threshold_bytes=256 * 1024, staged_receive_bytes=307200, net_plugin="aws-ofi-nccl"))
 # Google GPUDirect-TCPX (A3 High, a3-highgpu-8g: 4 GPU NICs of 200 Gbit/s) and TCPXO (A3 Mega, a3-megagpu-8g:
 # 8 GPU NICs of 200 Gbit/s), Google Cloud "GPU machine types" / "Maximize GPU network bandwidth" docs: kernel TCP
 # with header split, the payload landing in GPU memory (no host staging, no receive copy); the same TCP
@@ -290,10 +293,10 @@ register_transport(TransportProfile(
 # and bandwidths but no per-message cost or per-stream ceiling
 register_transport(TransportProfile(
     name="tcpx", mtu_bytes=8192, header_bytes=90, message_overhead_s=SOCKET_MESSAGE_OVERHEAD_S, lossless=False, flow_control="none",
-    congestion_control="cubic", rdma=False))
+    congestion_control="cubic", rdma=False, net_plugin="gpudirect-tcpx"))
 register_transport(TransportProfile(
     name="tcpxo", mtu_bytes=8192, header_bytes=90, message_overhead_s=SOCKET_MESSAGE_OVERHEAD_S, lossless=False, flow_control="none",
-    congestion_control="cubic", rdma=False))
+    congestion_control="cubic", rdma=False, net_plugin="gpudirect-tcpxo"))
 # HPE Slingshot-11 (Cassini NIC, 200 Gbit/s per port; De Sensi et al., "An In-Depth Analysis of the Slingshot
 # Interconnect", SC20): "HPC Ethernet" end to end, link-level reliability and hardware congestion control; NCCL
 # through aws-ofi-nccl on libfabric's CXI provider. The wire format is not published: RoCEv2's 82 B of framing
@@ -303,7 +306,7 @@ register_transport(TransportProfile(
 register_transport(TransportProfile(
     name="slingshot", mtu_bytes=4096, header_bytes=82, message_overhead_s=VERBS_MESSAGE_OVERHEAD_S, lossless=True,
     flow_control="credit", congestion_control="slingshot", rendezvous_threshold_bytes=CXI_RDZV_THRESHOLD_BYTES
-    + CXI_RDZV_GET_MIN_BYTES, rendezvous_round_trip_s=2 * SLINGSHOT_OSU_LATENCY_S))
+    + CXI_RDZV_GET_MIN_BYTES, rendezvous_round_trip_s=2 * SLINGSHOT_OSU_LATENCY_S, net_plugin="aws-ofi-nccl"))
 
 
 def _message_curve(spec: TransportSpec) -> dict:
@@ -343,6 +346,9 @@ def resolve_transport(spec: TransportSpec) -> TransportProfile:
     if spec.host_ceiling is not None:
         overrides["host_ceiling_Bps"] = spec.host_ceiling
     if spec.net_plugin is not None:
+        if profile.net_plugin != "none":
+            raise SpecError(f"transport.net_plugin: got {spec.net_plugin!r} with {spec.name}, which NCCL reaches only "
+                            f"through its own plugin ({profile.net_plugin}); expected it with infiniband or rocev2")
         if spec.net_plugin == "ibext" and spec.name not in ("infiniband", "rocev2"):
             raise SpecError(f"transport.net_plugin: got 'ibext' with {spec.name}; expected it with infiniband or "
                             "rocev2 (nccl-rdma-sharp-plugins' IBext is an IB/RoCE transport)")

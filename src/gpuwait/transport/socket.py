@@ -195,12 +195,6 @@ def message_time_s(profile: TransportProfile, message_bytes: float) -> float:
     return float(np.interp(task_bytes, [size for size, _ in curve], [time_s for _, time_s in curve]))
 
 
-#: transports NCCL reaches only through an external net plugin (aws-ofi-nccl on EFA and on Slingshot's CXI,
-#: Google's GPUDirect-TCPX/TCPXO plugins): NCCL_IB_DISABLE, which turns off NCCL's own IB transport, leaves them be
-PLUGIN_TRANSPORTS = {"efa": "aws-ofi-nccl", "slingshot": "aws-ofi-nccl", "tcpx": "GPUDirect-TCPX",
-                     "tcpxo": "GPUDirect-TCPXO"}
-
-
 def runs_on_sockets(base: TransportProfile, ib_disable: bool, ibext_disable: bool = False,
                     net: str | None = None) -> bool:
     """Whether NCCL's socket transport carries a job's network on a cluster whose transport is ``base``.
@@ -208,7 +202,8 @@ def runs_on_sockets(base: TransportProfile, ib_disable: bool, ibext_disable: boo
     A cluster naming ``tcp`` always does, and ``NCCL_NET=Socket`` (``net``) asks for it by name; a plugin's name
     keeps the plugin's transport. Otherwise
     ``NCCL_IB_DISABLE=1`` turns off NCCL's own IB transport, but NCCL tries an external net plugin first
-    (``src/plugin/net.cc`` v2.27.3-1): a plugin transport (:data:`PLUGIN_TRANSPORTS`) stays, and
+    (``src/plugin/net.cc`` v2.27.3-1): a transport carried by its own plugin (``base.net_plugin``: aws-ofi-nccl on
+    EFA and Slingshot, Google's on TCPX/TCPXO) stays, and
     nccl-rdma-sharp-plugins' IBext (``base.net_plugin == "ibext"``) reads ``NCCL_IBEXT_DISABLE`` instead
     (``src/ib_plugin.c``; NVIDIA/nccl-tests#227, #373: "NCCL_IB_DISABLE=1 not work", the log showing
     ``Using network IBext``): with it installed the job reaches sockets only with both set.
@@ -221,15 +216,16 @@ def runs_on_sockets(base: TransportProfile, ib_disable: bool, ibext_disable: boo
     >>> runs_on_sockets(TRANSPORTS["efa"], True), runs_on_sockets(TRANSPORTS["efa"], False, net="socket")
     (False, True)
     """
-    if net == "ib" and (ib_disable or base.name in PLUGIN_TRANSPORTS or base.name == "tcp"):
+    own_plugin = base.net_plugin not in ("none", "ibext")
+    if net == "ib" and (ib_disable or own_plugin or base.name == "tcp"):
         reason = "NCCL_IB_DISABLE=1 turns it off" if ib_disable else f"a {base.name} cluster has no IB device"
         raise SpecError(f"NCCL_NET: got IB, but {reason}; expected Socket or NCCL_NET unset")
     if base.name == "tcp" or net == "socket":
         return True
-    if net not in (None, "ib") and base.name not in PLUGIN_TRANSPORTS and base.net_plugin == "none":
+    if net not in (None, "ib") and base.net_plugin == "none":
         raise SpecError(f"NCCL_NET: got {net!r}, a net plugin's name, but this {base.name} cluster installs no "
                         "net plugin (transport.net_plugin); expected IB, Socket or NCCL_NET unset")
-    if base.name in PLUGIN_TRANSPORTS:
+    if own_plugin:
         return False
     return ib_disable and (base.net_plugin != "ibext" or ibext_disable)
 
