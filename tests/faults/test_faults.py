@@ -100,6 +100,17 @@ def test_scenario_level_faults(topo, scenario):
     assert [(s.rank, s.factor) for s in changed.workload.compute.slow_gpus] == [(3, 1.5)]
 
 
+def test_tcp_fallback_drops_what_belonged_to_the_rdma_transport(topo, scenario):
+    """NCCL's socket transport has no net plugin and no provider rendezvous: a cluster whose RoCE runs under
+    nccl-rdma-sharp-plugins (transport.net_plugin: ibext) still falls back to a TCP profile that resolves."""
+    from gpuwait.transport import resolve_transport
+    transport = scenario.cluster.transport.model_copy(update={"name": "rocev2", "net_plugin": "ibext"})
+    with_plugin = scenario.model_copy(update={"cluster": scenario.cluster.model_copy(update={"transport": transport})})
+    changed, _ = apply_faults(with_plugin, [parse_inject("tcp-fallback")], topo)
+    assert changed.cluster.transport.net_plugin is None
+    assert resolve_transport(changed.cluster.transport).name == "tcp"
+
+
 THREE_TIER = {"preset": "rocev2-400g-2tier", "servers": 8, "routing": {"kind": "ecmp", "seed": 5},
               "server": {"template": "hgx-h100-4nic"},
               "fabric": {"kind": "clos", "tiers": 3, "switch_radix": 8, "leaf_downlinks": 4}}

@@ -170,10 +170,12 @@ register_fault(NicDownFault, "nic", on_fabric=_nic_down)
 
 
 # tcp-fallback: NCCL runs on its socket transport: the cluster (and every variant) uses the TCP
-# profile, and NCCL's transport lines say NET/Socket.
+# profile, and NCCL's transport lines say NET/Socket. What belonged to the RDMA transport (its net plugin,
+# its provider's rendezvous threshold, the platform whose plugin sets NCCL variables) does not carry over.
 def _tcp_transport(scenario: Scenario, fault: TcpFallbackFault, topo: Topology) -> Scenario:
     cluster = scenario.cluster
-    tcp = cluster.transport.model_copy(update={"name": "tcp"})
+    tcp = cluster.transport.model_copy(update={"name": "tcp", "net_plugin": None, "rendezvous_threshold": None,
+                                               "platform": None})
     variants = [v.model_copy(update={"transport": tcp}) for v in scenario.variants]
     return scenario.model_copy(update={"cluster": cluster.model_copy(update={"transport": tcp}), "variants": variants})
 
