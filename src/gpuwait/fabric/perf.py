@@ -926,8 +926,13 @@ class CollectivePredictor:
         round_trip_s = self.transport.rendezvous_s(chunk / PROTOCOL_PAYLOAD[protocol])
         # the connection's other messages (two calls each), whose Gets it waits for one after the other
         serial_gets = max(0.0, serial_messages / 2 - inter_steps)
-        passes = 0.5 * (inter_steps + serial_gets) if round_trip_s and self.transport.rendezvous_software_match else 0.0
-        return inter_steps * round_trip_s, serial_gets * round_trip_s, passes
+        return inter_steps * round_trip_s, serial_gets * round_trip_s, self._match_passes(inter_steps + serial_gets,
+                                                                                           round_trip_s)
+
+    def _match_passes(self, gets: float, round_trip_s: float) -> float:
+        """The receiver's proxy passes ``gets`` rendezvous Gets wait for: half a pass each when the provider
+        matches in software (:meth:`_rendezvous_s`), none when the NIC issues them or there is no rendezvous."""
+        return 0.5 * gets if round_trip_s and self.transport.rendezvous_software_match else 0.0
 
     def _fill_intra_GBps(self, inputs: TuningInputs, algorithm: str, protocol: str) -> float:
         """The rate the first chunk crosses one hop inside a node at: for a tree over NVLink, one channel's
@@ -1133,7 +1138,7 @@ class CollectivePredictor:
         rendezvous_s = self.transport.rendezvous_s(min(chunk, per_peer) / PROTOCOL_PAYLOAD[protocol]) \
             if nic_messages else 0.0
         # a Get issued by software waits half a pass of the receiver's proxy (_rendezvous_s)
-        match_passes = 0.5 if rendezvous_s and self.transport.rendezvous_software_match else 0.0
+        match_passes = self._match_passes(1, rendezvous_s)
         costs = PipelineCosts(latency_s, int(comm.n_nodes == 1), int(comm.n_nodes > 1), fabric_s, nic_messages,
                               0.0, 0.0, 0.0, comm.n_nodes > 1, match_passes, rendezvous_latency_s=rendezvous_s,
                               sm80_steps=generation_steps(inputs.sm, int(comm.n_nodes == 1), int(comm.n_nodes > 1)))
