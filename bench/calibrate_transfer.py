@@ -45,7 +45,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gpuwait.collectives.fit import MIN_GAIN, PUBLIC_FIT_NAMES, fit
+from gpuwait.collectives.fit import BOUNDS, MIN_GAIN, PUBLIC_FIT_NAMES, SHIPPED, fit
 from gpuwait.collectives.physical import adjust
 from gpuwait.report.calibrate import CalibrateReport, run_calibrate
 from gpuwait.report.perf import compare_log
@@ -84,6 +84,19 @@ class NvlsTreeShape:
 
 
 @dataclass(frozen=True)
+class FreedAlone:
+    """One parameter fitted alone on the 2-node table (from the shipped values, every size), whatever the
+    selection decided, and each target's summary with it: what freeing it would have carried to 4 and 8 nodes."""
+
+    name: str
+    value: float     # the physical value fitted
+    at_bound: bool   # the fit stopped at one of the parameter's bounds (gpuwait.collectives.fit.BOUNDS)
+    gain: float      # the drop of the 2-node held-out error the selection measured for it
+    gain_se: float   # and that drop's standard error over the sizes
+    scores: dict[str, dict]  # target log -> compare_log summary
+
+
+@dataclass(frozen=True)
 class Transfer:
     """The 2-node calibration and each larger table's scores per model (``comparison_summary`` dicts)."""
 
@@ -93,6 +106,7 @@ class Transfer:
     held_out_calibration: CalibrateReport   # from the public fit without the H100 InfiniBand tables
     held_out_scores: dict[str, dict[str, dict]]  # target log -> HELD_OUT_MODELS -> summary
     shape: list[NvlsTreeShape]  # the H100 tables' NVLSTree rows: offset and round time, measured and modelled
+    alone: list[FreedAlone]     # each parameter the selection weighed, fitted alone and carried to the targets
 
 
 def run() -> Transfer:
@@ -117,7 +131,7 @@ def run() -> Transfer:
                              for m in HELD_OUT_MODELS} for log, servers, _ in TARGETS}
     return Transfer(cal, {log: {m: c.summary for m, c in by.items()} for log, by in compared.items()},
                     {log: {m: c.rows for m, c in by.items()} for log, by in compared.items()}, held_cal, held_scores,
-                    nvls_tree_shape(tables))
+                    nvls_tree_shape(tables), freed_alone(tables, cal, release))
 
 
 def nvls_tree_shape(tables) -> list[NvlsTreeShape]:
@@ -146,6 +160,27 @@ def nvls_tree_shape(tables) -> list[NvlsTreeShape]:
             fitted = [tuple(float(x) for x in np.linalg.lstsq(design, y / measured, rcond=None)[0])
                       for y in (measured, model)]
             out.append(NvlsTreeShape(ref.stem, chunk, (float(rounds.min()), float(rounds.max())), *fitted))
+    return out
+
+
+def freed_alone(tables, cal: CalibrateReport, release: dict[str, str | None]) -> list[FreedAlone]:
+    """Each parameter of the selection's first round fitted alone on the 2-node table, from the shipped values,
+    and the targets predicted with it (``tables``: bench/reference_tables.py; ``release``: each log's NCCL)."""
+    fit_ref = next(r for r in tables.REFERENCES if r.path.name == FIT_LOG.name)
+    observations = tables.observations(fit_ref)
+    c = cal.calibration
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for k in c.selection.candidates:
+            if len(k.freed) != 1:
+                continue
+            name = k.freed[0]
+            moved = fit(observations, (name,), SHIPPED).values
+            cluster = str(_cluster_file(Path(tmp) / f"{name}.yaml", adjust(c.defaults, moved)))
+            scores = {log: compare_log("all_reduce", DATA / log, cluster, servers, nccl_version=release[log]).summary
+                      for log, servers, _ in TARGETS}
+            out.append(FreedAlone(name, _params(adjust(c.defaults, moved))[name], moved[name] in BOUNDS[name][:2],
+                                  k.gain, k.gain_se, scores))
     return out
 
 
@@ -218,6 +253,7 @@ def report(t: Transfer) -> list[str]:
         lines.append("")
     lines += _held_out_lines(t)
     lines += _criterion_lines(t)
+    lines += _alone_lines(t)
     lines += _shape_lines(t)
     lines += _size_lines(t, TARGETS[0][0])
     return lines
@@ -293,6 +329,24 @@ def _criterion_lines(t: Transfer) -> list[str]:
     if not t.calibration.calibration.freed:
         lines += ["", "The calibration freed nothing, so the calibrated model is the shipped one: a 'yes' against the "
                   "physical defaults credits the public fit, which saw the target table, not the calibration."]
+    return lines + [""]
+
+
+def _alone_lines(t: Transfer) -> list[str]:
+    """What each parameter would carry to the targets had the selection freed it alone."""
+    shipped = {log: t.scores[log]["as shipped"]["busbw_median_error_pct"] for log, _, _ in TARGETS}
+    lines = ["## Each parameter freed alone", "",
+             "What the selection gave up: each parameter of its first round fitted alone on every size of the 2-node "
+             "table (from the shipped values), and the targets' busbw median (sizes >= 1 MiB) with it, beside the "
+             "2-node evidence for it (the drop of the held-out error and its standard error, as above). Freeing a "
+             "parameter whose drop is inside its standard error would be choosing it by the target's score.", "",
+             "| parameter | fitted | 2-node drop | standard error | " +
+             " | ".join(f"{servers} nodes (as shipped {_pct(shipped[log])})" for log, servers, _ in TARGETS) + " |",
+             "|---|---|---|---|" + "---|" * len(TARGETS)]
+    for a in t.alone:
+        bound = " (its bound)" if a.at_bound else ""
+        lines.append(f"| {a.name} | {_fmt(a.value, a.name)}{bound} | {a.gain * 100:+.2f} % | {a.gain_se * 100:.2f} % | " +
+                     " | ".join(_pct(a.scores[log]["busbw_median_error_pct"]) for log, _, _ in TARGETS) + " |")
     return lines + [""]
 
 

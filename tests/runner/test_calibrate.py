@@ -319,3 +319,25 @@ def test_the_nvls_tree_decomposition_reads_the_kernel_rate_on_2_nodes(transfer):
     kernel_round_us = 16 * 8 * 131072 / (8 * 57.7e9 / (2 * 15 / 16)) * 1e6
     assert two.model_us[1] == pytest.approx(kernel_round_us, rel=0.01)
     assert two.measured_us[1] == pytest.approx(kernel_round_us, rel=0.03)
+
+
+def test_each_parameter_freed_alone_goes_through_the_overlay_a_user_writes(transfer):
+    """The bench's "each parameter freed alone" section (docs/validation-calibrate.md): a parameter whose fit
+    stays where the shipped model has it (net_step_latency_s and intra_step_latency_s at 0, their lower bound and
+    the public fit's value) predicts every target exactly as the model as shipped does, through the cluster file
+    that section writes; every fitted value lies within the parameter's bounds; and the drops beside them are the
+    selection's own first-round candidates."""
+    from gpuwait.collectives.fit import BOUNDS, SHIPPED
+
+    bench = load_bench("calibrate_transfer")
+    first_round = {k.freed[0]: k for k in transfer.calibration.calibration.selection.candidates if len(k.freed) == 1}
+    assert {a.name for a in transfer.alone} == set(first_round)
+    for a in transfer.alone:
+        assert (a.gain, a.gain_se) == (first_round[a.name].gain, first_round[a.name].gain_se)
+        if a.name.endswith("_s") and a.name != "net_message_overhead_s":
+            assert BOUNDS[a.name][0] <= a.value <= BOUNDS[a.name][1]
+    unmoved = [a for a in transfer.alone if a.name in ("net_step_latency_s", "intra_step_latency_s")]
+    assert unmoved and all(SHIPPED[a.name] == a.value == 0.0 for a in unmoved)
+    for a in unmoved:
+        for log, _, _ in bench.TARGETS:
+            assert a.scores[log]["busbw_median_error_pct"] == transfer.scores[log]["as shipped"]["busbw_median_error_pct"]
