@@ -10,7 +10,9 @@ For one collective and size:
    latency", src/graph/tuning.cc; ring LL 2.7 -> 5.0 us, LL128 4.0 -> 8.5 us), a rule that came with PAT,
    which runs only at one rank per node and competes with ring exactly there, while the release notes
    announce no latency change. It steers the choice, not the time: a network hop costs what it costs
-   whatever the number of GPUs behind the NIC.
+   whatever the number of GPUs behind the NIC, and the same L40S hosts' NIC at two ranks per node (the RoCE
+   table, NCCL 2.27.3, where the rule is off) takes 16.8-19.4 us on its latency-bound ring/LL rows (8-64 B):
+   at or above NCCL's ring/LL latency with ring's network figure (16.0 us), below it with Tree's (20.6 us).
 2. The algorithm is compiled into phases and run on the flow engine over the real topology and
    routing (ECMP collisions, oversubscription, degraded links all count). NVLink is held to NCCL's
    effective NVLink bandwidth (links x per-link constant, NCCL topo.h v2.30.7), NVLS to
