@@ -239,7 +239,8 @@ REFERENCES = [
                           "no GPUDirect at GPU-NIC PHB), floor +14 % (14.5 us against 12.2 at 8 B; the time keeps "
                           "ring's own network latency at one GPU per node, 6.6 + 2 x 2.7 us, where NCCL's choice uses "
                           "its ppn=1 rule's Tree figure, 6.6 + 2 x 5.0 us, src/graph/tuning.cc v2.27.3-1: "
-                          "fabric.perf._time_latency_us); as NCCL's socket path (NCCL_IBEXT_DISABLE=1 too) +67 %: two "
+                          "collectives.tuning.Prediction.own_net_latency_us); as NCCL's socket path "
+                          "(NCCL_IBEXT_DISABLE=1 too) +67 %: two "
                           "socket crossings cost more than the measured 12.2 us total (a genuine 2-rank socket floor, "
                           "NVIDIA/nccl-tests#82, is 38-46 us); sizes from 1 MiB are the same on both (host-staged)",
               not_fitted="the transport is inferred (the plugin the image installs, and the floor), not printed "

@@ -164,7 +164,7 @@ def test_stage_pairs_keep_their_ids() -> None:
     stage = _PairStage(topo, RoutingSpec(kind="spray"), paths.get_router("spray"), stop_at_class=False)
     leaves = np.flatnonzero(topo.switch_nodes & (topo.node_tier == 1))
     nics = topo.nic_node[:, 0]
-    leaf_of_nic = topo.link_dst[paths._single_uplinks(topo)[nics]]
+    leaf_of_nic = topo.link_dst[paths.single_uplinks(topo)[nics]]
     rng = np.random.default_rng(5)
     seen: dict[int, int] = {}
     for _ in range(3):

@@ -298,15 +298,41 @@ def test_calibrating_a_cluster_the_public_fit_never_saw_improves_its_4_node_tabl
 
 
 def test_the_criterion_is_reported_in_both_readings(transfer):
-    """The bench reports issue 12's criterion in-sample (physical defaults, model as shipped) and with the
-    cluster held out, on both targets, from the scores it computed (a met row really is lower)."""
+    """The bench reports issue 12's criterion on both targets in three readings, each comparing the two scores it
+    names: in-sample against the physical defaults and against the model as shipped (both with the calibrated
+    model), and with the cluster held out (the public fit without any h100-ib table, and the calibration from it).
+    The scores are read here by model name from the transfer's own tables, not through the bench's READINGS, and
+    each reading's row of docs/validation-calibrate.md prints its two busbw medians (sizes >= 1 MiB) and its
+    verdict (met: the calibrated median lower, the time floor within 25 %), so a reading whose scores were swapped,
+    dropped or taken from the wrong model fails."""
     bench = load_bench("calibrate_transfer")
-    for log, _, _ in bench.TARGETS:
+    lines = bench._criterion_lines(transfer)
+    for log, servers, _ in bench.TARGETS:
+        scores, held = transfer.scores[log], transfer.held_out_scores[log]
+        expected = [("in-sample, against the physical defaults", scores["physical defaults"], scores["calibrated"]),
+                    ("in-sample, against the shipped model", scores["as shipped"], scores["calibrated"]),
+                    ("cluster held out", held["public fit without H100 IB"], held["calibrated from it"])]
+        # the three uncalibrated medians differ as printed, so a reading given another's score shows
+        printed = {f"{u['busbw_median_error_pct']:.1f}" for _, u, _ in expected}
+        assert len(printed) == 3, (log, printed)
         rows = bench.criterion(transfer, log)
-        assert [r[0].split(",")[0].split(" (")[0] for r in rows] == ["in-sample", "in-sample", "cluster held out"]
-        for _, uncalibrated, calibrated, met in rows:
-            lower = calibrated["busbw_median_error_pct"] < uncalibrated["busbw_median_error_pct"]
-            assert met == (lower and (calibrated["floor_median_error_pct"] or 0.0) < 25)
+        assert len(rows) == len(expected)
+        for (reading, uncalibrated, calibrated, met), (name, want_u, want_c) in zip(rows, expected, strict=True):
+            assert reading.startswith(name)
+            # the very tables named (equal numbers would hide a wiring slip: nothing freed, calibrated == shipped)
+            assert uncalibrated is want_u and calibrated is want_c, reading
+            floor = want_c["floor_median_error_pct"]
+            want_met = want_c["busbw_median_error_pct"] < want_u["busbw_median_error_pct"] and (
+                floor is None or floor < 25)
+            assert met == want_met, reading
+            row = (f"| {servers} nodes | {reading} | {want_u['busbw_median_error_pct']:.1f} % | "
+                   f"{want_c['busbw_median_error_pct']:.1f} % | {'yes' if want_met else 'no'} |")
+            assert row in lines, row
+    if not transfer.calibration.calibration.freed:
+        # the report's closing sentence: with nothing freed, the calibrated model is the shipped one
+        assert any("freed nothing" in line for line in lines)
+        for log, _, _ in bench.TARGETS:
+            assert transfer.scores[log]["calibrated"] == transfer.scores[log]["as shipped"]
 
 
 def test_the_nvls_tree_decomposition_reads_the_kernel_rate_on_2_nodes(transfer):

@@ -261,6 +261,32 @@ def test_one_rank_per_node_keeps_rings_network_latency_as_a_time():
     assert costs.latency_s * 1e6 == pytest.approx(two_per_node._choice("all_reduce", 8)[3].latency_us)
 
 
+def test_the_l40s_roce_floor_prices_a_network_hop_at_rings_figure():
+    """The evidence that a network hop costs ring's figure, not Tree's: the same L40S hosts and NIC at two ranks
+    per node, where NCCL's ppn=1 rule is off (schmaustech/nvidia-tools-image README, RoCE, NCCL 2.27.3, 2 x 2 GPUs).
+    Its latency-bound ring/LL rows (8-64 B; the model's wire time there is under 0.1 us) take 16.8-19.4 us: at or
+    above NCCL's ring/LL latency with ring's network figure, 6.6 + 4 x 1.0 (PCI) + 2 x 2.7 = 16.0 us, and below it
+    with Tree's, 6.6 + 4 x 1.0 + 2 x 5.0 = 20.6 us (baseLat, hwLat, src/graph/tuning.cc v2.27.3-1). The model's
+    time there, which adds the NIC's per-message and the pipeline's terms, is 20.4 us: 5-21 % above the rows,
+    within issue 12's 25 % floor (not within 1 %, as this claim once read)."""
+    log_text = (REFERENCE / "l40s-roce-2node-4gpu-all_reduce-ring.log").read_text()
+    rows = {r.size_bytes: r.steady_time_us for r in parse_nccl_tests_log(log_text).rows if 8 <= r.size_bytes <= 64}
+    assert sorted(rows) == [8, 16, 32, 64] and "NCCL version 2.27.3" in log_text
+    cluster = str(REFERENCE / "clusters" / "r760xa-l40s-2x400g.yaml")
+    predictor = make_predictor(cluster, 2, 2, ["NCCL_ALGO=Ring"], nccl_version="2.27.3", gpus_per_thread=2)
+    for size, measured_us in rows.items():
+        inputs, algorithm, protocol, prediction = predictor._choice("all_reduce", size)
+        assert (algorithm, protocol) == ("ring", "LL")
+        net_us = inputs.release.hw_latency_us["net"]
+        rings_us = prediction.latency_us
+        trees_us = rings_us + 2 * (net_us["tree"][0] - net_us["ring"][0])
+        assert (rings_us, trees_us) == (pytest.approx(6.6 + 4 * 1.0 + 2 * 2.7), pytest.approx(6.6 + 4 * 1.0 + 2 * 5.0))
+        assert prediction.own_net_latency_us == rings_us  # two ranks per node: NCCL's rule is off
+        assert rings_us <= measured_us < trees_us, size
+        model_us = predictor.estimate("all_reduce", size).time_s * 1e6
+        assert measured_us < model_us < 1.25 * measured_us, size
+
+
 def test_the_l40s_ib_disable_table_floor_is_an_rdma_floor():
     """The published NCCL_IB_DISABLE=1 L40S run (schmaustech/nvidia-tools-image README, NCCL 2.27.3, 2 x 1 GPU)
     takes 12.2-15.4 us from 8 B to 8 KiB. Two socket crossings cannot: a genuine socket run's 8 B floor is

@@ -535,6 +535,10 @@ class Prediction:
     reason: str = ""
     #: ``alg_bw_GBps`` before NCCL's per-size tree correction: the plateau NCCL assumes
     plateau_alg_bw_GBps: float = 0.0
+    #: ``latency_us`` with every network step at the algorithm's own ``hwLat[NCCL_HW_NET]`` figure; they differ
+    #: only under NCCL's one-rank-per-node rule (:attr:`NcclRelease.one_ppn_tree_net_latency`), which prices
+    #: the steps at Tree's for its choice
+    own_net_latency_us: float = 0.0
 
     @property
     def test_algbw_GBps(self) -> float:
@@ -814,16 +818,15 @@ def _ring_latency_us(inputs: TuningInputs, protocol: str, base: float, intra: fl
     return base + (n_steps - n_inter_steps) * intra + n_inter_steps * inter
 
 
-def _latency_us(inputs: TuningInputs, algorithm: str, protocol: str) -> float:
-    """The size-independent latency of tuning.cc (``inputs.release``), before the ring plateau factor."""
+def _latency_us(inputs: TuningInputs, algorithm: str, protocol: str, net_algorithm: str) -> float:
+    """The size-independent latency of tuning.cc (``inputs.release``), before the ring plateau factor, with
+    each network step read from ``net_algorithm``'s row of ``hwLat[NCCL_HW_NET]``."""
     rel, n_nodes, n_ranks, ppn = inputs.release, inputs.n_nodes, inputs.n_ranks, inputs.ppn
     g = inputs.graph(algorithm)
     p = PROTOCOLS.index(protocol)
     intra_hw = "nvlink" if g.intra_link == "nvlink" else "pci"
     base = rel.base_latency_us[algorithm][p]
     intra = _hw_latency_us(inputs, intra_hw, algorithm, protocol)
-    # With one rank per node nothing hides the network latency: use Tree's (2.23+).
-    net_algorithm = "tree" if (ppn == 1 and rel.one_ppn_tree_net_latency) else algorithm
     inter = _hw_latency_us(inputs, "net", net_algorithm, protocol) + g.latency_inter_us
     if protocol == "Simple":
         inter += g.latency_inter_us  # the flush costs another network latency
@@ -866,6 +869,14 @@ def predict(inputs: TuningInputs, algorithm: str, protocol: str, n_bytes: int) -
     True
     >>> predict(dgx_h100("all_gather"), "tree", "LL", 8).supported
     False
+
+    With one rank per node (2 DGX H100 with one GPU each, NCCL 2.23.4+) NCCL prices both network steps at Tree's
+    5.0 us, where ring's own figure is 2.7 us:
+
+    >>> one_per_node = replace(dgx_h100(), n_ranks=2, n_nodes=2)
+    >>> p = predict(one_per_node, "ring", "LL", 8)
+    >>> round(p.latency_us, 6), round(p.own_net_latency_us, 6)  # 6.6 base + 2 x 5.0, 6.6 + 2 x 2.7
+    (16.6, 12.0)
     """
     algorithm = _name(algorithm, ALGORITHMS, NCCL_ALGORITHM_NAMES, "algorithm")
     protocol = _name(protocol, PROTOCOLS, NCCL_PROTOCOL_NAMES, "protocol")
@@ -876,7 +887,7 @@ def predict(inputs: TuningInputs, algorithm: str, protocol: str, n_bytes: int) -
 
     def unsupported(reason: str) -> Prediction:
         return Prediction(coll, algorithm, protocol, inputs.n_ranks, n_bytes, math.inf, math.inf, 0.0, 0.0,
-                          False, reason)
+                          False, reason, own_net_latency_us=math.inf)
 
     if inputs.n_ranks == 1:
         # NCCL skips the model and runs a local copy, costed 0, as Ring/Simple.
@@ -890,7 +901,10 @@ def predict(inputs: TuningInputs, algorithm: str, protocol: str, n_bytes: int) -
     if not bus > 0:
         return unsupported(f"NCCL's model gives {algorithm}/{protocol} no bandwidth on SM{inputs.sm}")
     alg = bus * ratio
-    latency = _latency_us(inputs, algorithm, protocol)
+    own_latency = latency = _latency_us(inputs, algorithm, protocol, algorithm)
+    if inputs.ppn == 1 and inputs.release.one_ppn_tree_net_latency and algorithm != "tree":
+        # With one rank per node nothing hides the network latency: use Tree's (2.23+).
+        latency = _latency_us(inputs, algorithm, protocol, "tree")
 
     log_size = _log2i(n_bytes >> 6)
     if algorithm == "tree" and coll == "all_reduce" and 0 <= log_size < TREE_CORRECTION_ENTRIES_TREE:
@@ -900,10 +914,12 @@ def predict(inputs: TuningInputs, algorithm: str, protocol: str, n_bytes: int) -
         alg *= TREE_CORRECTION_FACTOR[protocol][log_size]
     if (algorithm == "ring" and protocol == "Simple" and inputs.n_nodes > 1 and coll == "all_reduce"
             and n_bytes // (inputs.n_channels * inputs.n_ranks) >= 64):
-        latency *= RING_PLATEAU_FACTOR["pre_sm80" if inputs.sm < 80 else "sm80_plus"]
+        plateau_factor = RING_PLATEAU_FACTOR["pre_sm80" if inputs.sm < 80 else "sm80_plus"]
+        latency *= plateau_factor
+        own_latency *= plateau_factor
     time = latency + n_bytes / (1000.0 * alg)
     return Prediction(coll, algorithm, protocol, inputs.n_ranks, n_bytes, time, latency, bus, alg, True,
-                      plateau_alg_bw_GBps=bus * ratio)
+                      plateau_alg_bw_GBps=bus * ratio, own_net_latency_us=own_latency)
 
 
 def cost_table(inputs: TuningInputs, n_bytes: int) -> dict[tuple[str, str], Prediction]:

@@ -49,7 +49,7 @@ import scipy.sparse as sp
 
 from gpuwait.arrays import unique_sorted
 from gpuwait.collectives.algorithms import Phase, all_pairs
-from gpuwait.routing.paths import Routes, port_capacity_Bps, route_flows
+from gpuwait.routing.paths import Routes, port_capacity_Bps, route_flows, single_uplinks
 from gpuwait.routing.routers import get_router
 from gpuwait.spec.cluster import RoutingSpec
 from gpuwait.topology.model import NodeKind, Topology
@@ -113,11 +113,7 @@ def nic_uplinks(topo: Topology, gpus: np.ndarray) -> tuple[np.ndarray, np.ndarra
     if ((topo.gpu_nics[local] >= 0).sum(axis=1) != 1).any():
         return None
     nic = topo.nic_node[server, topo.gpu_nic[local]]
-    up = np.flatnonzero(topo.host_links & topo.switch_nodes[topo.link_dst])
-    count = np.bincount(topo.link_src[up], minlength=topo.n_nodes)
-    only = np.full(topo.n_nodes, -1, np.int64)
-    only[topo.link_src[up]] = up
-    uplink = np.where(count[nic] == 1, only[nic], -1)
+    uplink = single_uplinks(topo)[nic]
     return None if (uplink < 0).any() else (nic, uplink)
 
 

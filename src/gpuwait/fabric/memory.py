@@ -37,10 +37,10 @@ from gpuwait.collectives.algorithms import Phase, Plan
 from gpuwait.fabric.alltoall import groupable, nic_uplinks
 from gpuwait.routing.paths import (
     _network_endpoint,
-    _single_uplinks,
     _stages_min_classes,
     port_capacity_Bps,
     route_flows,
+    single_uplinks,
 )
 from gpuwait.routing.routers import get_router
 from gpuwait.spec.cluster import RoutingSpec
@@ -165,7 +165,7 @@ def _leaves(topo: Topology, nodes: np.ndarray, peers: np.ndarray, qps: int) -> n
     """The leaf each (node, QP) leaves from towards a peer on another server; None when an endpoint has
     several uplinks (no leaf-pair classes: routing.paths._leaf_pair_classes)."""
     qp = np.repeat(np.arange(qps), len(nodes))
-    uplink = _single_uplinks(topo)[_network_endpoint(topo, np.tile(nodes, qps), np.tile(peers, qps), qp)]
+    uplink = single_uplinks(topo)[_network_endpoint(topo, np.tile(nodes, qps), np.tile(peers, qps), qp)]
     return None if (uplink < 0).any() else topo.link_dst[uplink].astype(np.int64)
 
 

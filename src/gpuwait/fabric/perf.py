@@ -4,7 +4,15 @@ For one collective and size:
 
 1. NCCL's tuning model (:mod:`gpuwait.collectives.tuning`) picks the algorithm and protocol as NCCL
    would (cheapest predicted time, within ``NCCL_ALGO`` / ``NCCL_PROTO``) and gives the latency
-   terms and NCCL's own bandwidth ceiling for that choice.
+   terms and NCCL's own bandwidth ceiling for that choice. The time's latency keeps each network step at
+   the algorithm's own figure (``Prediction.own_net_latency_us``): from 2.23.4-1 NCCL prices every network
+   step at one rank per node at Tree's ("With ppn=1 latencies are fully exposed, use the Tree network
+   latency", src/graph/tuning.cc; ring LL 2.7 -> 5.0 us, LL128 4.0 -> 8.5 us), a rule that came with PAT,
+   which runs only at one rank per node and competes with ring exactly there, while the release notes
+   announce no latency change. It steers the choice, not the time: a network hop costs what it costs
+   whatever the number of GPUs behind the NIC, and the same L40S hosts' NIC at two ranks per node (the RoCE
+   table, NCCL 2.27.3, where the rule is off) takes 16.8-19.4 us on its latency-bound ring/LL rows (8-64 B):
+   at or above NCCL's ring/LL latency with ring's network figure (16.0 us), below it with Tree's (20.6 us).
 2. The algorithm is compiled into phases and run on the flow engine over the real topology and
    routing (ECMP collisions, oversubscription, degraded links all count). NVLink is held to NCCL's
    effective NVLink bandwidth (links x per-link constant, NCCL topo.h v2.30.7), NVLS to
@@ -826,8 +834,8 @@ class CollectivePredictor:
         rendezvous_latency_s, rendezvous_serial_s, match_passes = self._rendezvous_s(
             protocol, chunk, inter_steps, serial_messages) if nic_messages else (0.0, 0.0, 0.0)
         connection_steps += match_passes
-        costs = PipelineCosts(self._time_latency_us(inputs, algorithm, protocol, n_bytes, prediction.latency_us) * 1e-6,
-                              intra_steps, inter_steps, wire_s,
+        # the time's network steps cost the algorithm's own figure, not NCCL's ppn=1 rule (module docstring, 1.)
+        costs = PipelineCosts(prediction.own_net_latency_us * 1e-6, intra_steps, inter_steps, wire_s,
                               nic_messages, fill_intra_s, fill_inter_s, window, comm.n_nodes > 1, connection_steps, load,
                               serial_s=serial_s, serial_messages=serial_messages,
                               rendezvous_latency_s=rendezvous_latency_s, rendezvous_serial_s=rendezvous_serial_s,
@@ -850,24 +858,6 @@ class CollectivePredictor:
         # tree's fill above
         window = min(n_bytes, nvls_window_bytes(channels)) / n_bytes if algorithm == "nvls" else 0.0
         return fill_intra_s, fill_inter_s, window
-
-    @staticmethod
-    def _time_latency_us(inputs: TuningInputs, algorithm: str, protocol: str, n_bytes: int, nccl_us: float) -> float:
-        """NCCL's latency for the choice as a time: ``nccl_us`` (what NCCL's tuning adds up), except the network
-        steps of a job with one rank per node, which keep the algorithm's own network latency.
-
-        From 2.23.4-1 NCCL prices every network step at one rank per node at Tree's figure ("With ppn=1
-        latencies are fully exposed, use the Tree network latency", src/graph/tuning.cc; ring LL 2.7 -> 5.0 us,
-        LL128 4.0 -> 8.5 us). It came in the release that added PAT, which runs only at one rank per node and
-        whose AllGather/ReduceScatter latency competes with ring's exactly there; the release notes announce no
-        latency change. It is a rule of NCCL's choice, not a time: a network hop costs what it costs whatever
-        the number of GPUs behind the NIC, and the same hosts' NIC at two ranks per node (the L40S RoCE table,
-        NCCL 2.27.3) runs ring/LL within 1 % of the model with ring's figure. The choice still uses NCCL's rule.
-        """
-        if inputs.ppn != 1 or inputs.n_nodes < 2 or not inputs.release.one_ppn_tree_net_latency:
-            return nccl_us
-        own = replace(inputs, release=replace(inputs.release, one_ppn_tree_net_latency=False))
-        return predict(own, algorithm, protocol, n_bytes).latency_us
 
     def _chain_messages(self, inter_steps: int) -> int:
         """The socket calls on the first chunk's way across the network: a ``send`` by the proxy on one side

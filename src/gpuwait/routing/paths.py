@@ -1022,8 +1022,9 @@ class _LeafPairClasses:
     multiplicity: np.ndarray  # (R,) how many identical rows each row stands for
 
 
-def _single_uplinks(topo: Topology) -> np.ndarray:
-    """Per node: its only link to a switch, -1 for none or several (a multi-port NIC spreads QPs over ports)."""
+def single_uplinks(topo: Topology) -> np.ndarray:
+    """Per node: its only link to a switch, -1 for none or several (a multi-port NIC spreads QPs over ports).
+    Cached on the topology and shared by every caller: index it, never write to it."""
     cache = topo.__dict__.setdefault("_routing_cache", {})
     if "single_uplink" not in cache:
         up = np.flatnonzero(topo.host_links & topo.switch_nodes[topo.link_dst])
@@ -1044,7 +1045,7 @@ def _leaf_pair_classes(topo: Topology, s_ep: np.ndarray, d_ep: np.ndarray,
     the leaves, the demand and the load (:attr:`Router.per_leaf_pair`): the equal-cost next hops
     towards every endpoint of one leaf are the same until that leaf, which the last hop leaves.
     """
-    uplink = _single_uplinks(topo)
+    uplink = single_uplinks(topo)
     up, down_from = uplink[s_ep], uplink[d_ep]
     if (up < 0).any() or (down_from < 0).any():
         return None

@@ -146,7 +146,7 @@ def _curve_point(size: Any, cost: Any) -> tuple[float, float]:
         return size_bytes, size_bytes / units.parse_rate_Bps(text)  # not a time: a rate (osu_bw's MB/s)
 
 
-def _message_curve(value: Any) -> Any:
+def _parse_message_curve(value: Any) -> Any:
     """``{size: time or rate}`` (as osu_bw prints it) -> [(bytes, seconds)] by size; lists pass as they are."""
     if value is None:
         return value
@@ -176,7 +176,7 @@ class TransportSpec(SpecModel):
     message_overhead: TimeS | None = Field(None, description="Per-message software + NIC overhead override (seconds).")
     rate_cap: RateBps | None = Field(None, description="Per-flow rate cap override (e.g. a TCP stream's ceiling).")
     host_ceiling: RateBps | None = Field(None, description="What the host's software path moves through one compute NIC port per direction, whatever the port's speed (e.g. a kernel-TCP path measured with osu_bw); with NCCL's socket transport the lower of this and its proxy thread's copy budget. Default: none (tcp: the proxy thread's budget).")
-    message_curve: Annotated[list[tuple[float, float]] | None, BeforeValidator(_message_curve)] = Field(None, description="tcp only: what one message costs on the host's socket path, measured at several sizes: a mapping of message size to the time of one message ('16KiB: 32.4us') or to the rate a stream of such messages reaches ('16KiB: 505.89MB/s', osu_bw's column: time = size / rate). Every NCCL socket message pays the curve at its bytes on the wire (read as message_curve_stack says) instead of the flat message_overhead; the smallest size's time is the per-message overhead. Default: none (the flat overhead).")
+    message_curve: Annotated[list[tuple[float, float]] | None, BeforeValidator(_parse_message_curve)] = Field(None, description="tcp only: what one message costs on the host's socket path, measured at several sizes: a mapping of message size to the time of one message ('16KiB: 32.4us') or to the rate a stream of such messages reaches ('16KiB: 505.89MB/s', osu_bw's column: time = size / rate). Every NCCL socket message pays the curve at its bytes on the wire (read as message_curve_stack says) instead of the flat message_overhead; the smallest size's time is the per-message overhead. Default: none (the flat overhead).")
     message_curve_stack: Literal["socket", "mpi"] | None = Field(None, description="What message_curve was measured through (required with it): 'socket' = the socket calls themselves (e.g. sockperf), read as measured; 'mpi' = an MPI benchmark (e.g. osu_bw), read only at its ends as LogGP's o (the smallest size's time) and G (the largest size's time per byte), since an MPI library's protocol switch (eager below a limit, rendezvous above) shapes its middle sizes.")
     rendezvous_threshold: SizeBytes | None = Field(None, description="Bytes on the wire above which a message goes by the provider's rendezvous protocol and pays its round trip (slingshot only: libfabric CXI's FI_CXI_RDZV_THRESHOLD + FI_CXI_RDZV_GET_MIN, default 2048 + 2049 B); 0 = rendezvous at every size.")
     net_plugin: Literal["none", "ibext"] | None = Field(None, description="An external NCCL net plugin the cluster's image installs; NCCL loads it before its own IB and socket transports (src/plugin/net.cc). 'ibext' = Mellanox/nccl-rdma-sharp-plugins (HPC-X, NGC containers), whose IB/RoCE transport reads NCCL_IBEXT_DISABLE, not NCCL_IB_DISABLE: NCCL_IB_DISABLE=1 alone leaves the job on RDMA (infiniband or rocev2 only). Default: none.")

@@ -309,7 +309,7 @@ register_transport(TransportProfile(
     + CXI_RDZV_GET_MIN_BYTES, rendezvous_round_trip_s=2 * SLINGSHOT_OSU_LATENCY_S, net_plugin="aws-ofi-nccl"))
 
 
-def _message_curve(spec: TransportSpec) -> dict:
+def _message_curve_overrides(spec: TransportSpec) -> dict:
     """The spec's measured socket message curve as profile fields: the curve, and its smallest message's time as
     the flat per-message overhead (the one figure every other use of ``message_overhead_s`` reads)."""
     if spec.name != "tcp":
@@ -339,7 +339,7 @@ def resolve_transport(spec: TransportSpec) -> TransportProfile:
     if spec.rate_cap is not None:
         overrides["rate_cap_Bps"] = spec.rate_cap
     if spec.message_curve is not None:
-        overrides.update(_message_curve(spec))
+        overrides.update(_message_curve_overrides(spec))
     elif spec.message_curve_stack is not None:
         raise SpecError(f"transport.message_curve_stack: got {spec.message_curve_stack!r} without "
                         "transport.message_curve; expected it only beside a curve")
