@@ -150,6 +150,21 @@ def test_one_gpu_per_node_uses_tree_network_latency_and_pat():
     assert pat.alg_bw_GBps == pat.bus_bw_GBps  # no bus->alg conversion for non-ring AllGather
 
 
+def test_pat_without_its_own_latency_row_is_timed_at_trees_network_figure():
+    """Before v2.28.3-1 NCCL's hwLat has no PAT row (zeros, src/graph/tuning.cc v2.27.3-1) and PAT runs only at
+    one rank per node, where NCCL prices every network step at Tree's figure (14.0 us, Simple): that is the only
+    network latency PAT has, so its time keeps it (``own_net_latency_us``) instead of the empty row's 0."""
+    from gpuwait.collectives.nccl_versions import nccl_release
+
+    x = TuningInputs("all_gather", n_ranks=8, n_nodes=8, sm=90, ring=Graph(4, 48.0, 48.0, intra_link="pci"),
+                     release=nccl_release("2.27.3"))
+    pat = predict(x, "pat", "Simple", 8)
+    assert pat.latency_us == pytest.approx(8.0 + 3 * 14.0 / 3.5 + 8 * 2.8)
+    assert pat.own_net_latency_us == pat.latency_us
+    ring = predict(x, "ring", "LL", 8)  # ring has its own row: 2.7 us, not Tree's 5.0
+    assert (ring.latency_us, ring.own_net_latency_us) == (pytest.approx(6.6 + 7 * 5.0), pytest.approx(6.6 + 7 * 2.7))
+
+
 # ---------------------------------------------------------------------------------------------- bandwidth
 
 def test_bandwidth_refinements_and_time_formula():

@@ -54,3 +54,17 @@ def test_p2p_floor_within_a_quarter_of_the_measured_rtx_table():
               for n_bytes, measured_us in RTX_ALLTOALL_FLOOR_US.items()]
     assert abs(sorted(errors)[len(errors) // 2]) < 0.25
     assert max(abs(e) for e in errors) < 1 / 3
+
+
+def test_p2p_at_one_rank_per_node_pays_rings_own_network_hop():
+    """Send/recv between two servers with one GPU each: the base once and one network step at ring's own figure
+    (NCCL's ``hwLat[NCCL_HW_NET][RING][LL]`` 2.7 us, ``baseLat`` 6.6 us, src/graph/tuning.cc v2.30.7-1), not at
+    Tree's 5.0 us, which NCCL's tuning substitutes at one rank per node for its choice of collective algorithm
+    only (from v2.23.4-1; the p2p path never runs that model) -- the same figure the collectives' time takes
+    (``Prediction.own_net_latency_us``)."""
+    spec = ClusterSpec.model_validate({"preset": "dgx-h100", "servers": 2, "server": {"gpus": 1}})
+    pred = CollectivePredictor.create(Communicator.world(build_cluster(spec)), NcclEnv(), RoutingSpec(),
+                                      TRANSPORTS["infiniband"])
+    est = pred.estimate("sendrecv", 8)
+    assert est.protocol == "LL"
+    assert est.costs.latency_s * 1e6 == pytest.approx(6.6 + 2.7)

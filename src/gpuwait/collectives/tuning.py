@@ -905,6 +905,10 @@ def predict(inputs: TuningInputs, algorithm: str, protocol: str, n_bytes: int) -
     if inputs.ppn == 1 and inputs.release.one_ppn_tree_net_latency and algorithm != "tree":
         # With one rank per node nothing hides the network latency: use Tree's (2.23+).
         latency = _latency_us(inputs, algorithm, protocol, "tree")
+        if algorithm == "pat" and not any(inputs.release.hw_latency_us["net"]["pat"]):
+            # hwLat has no PAT row before 2.28.3 (zeros): PAT runs only at one rank per node, where NCCL
+            # always prices its network steps at Tree's figure, so that is the only figure PAT has
+            own_latency = latency
 
     log_size = _log2i(n_bytes >> 6)
     if algorithm == "tree" and coll == "all_reduce" and 0 <= log_size < TREE_CORRECTION_ENTRIES_TREE:

@@ -1111,9 +1111,10 @@ class CollectivePredictor:
         steps = max(comm.n_ranks - 1, 1)
         # NCCL's ring latency is baseLat, once per call (the kernel's), plus hwLat per step (tuning.cc):
         # a p2p call pays the base once and a step's hop per direction (send/recv: one; all-to-all: a
-        # send and a receive)
+        # send and a receive), each hop at ring's own network figure, as the collectives' time takes it
+        # (module docstring, item 1: NCCL's one-rank-per-node figure is a rule of its choice, not a time)
         base_us = inputs.release.base_latency_us["ring"][PROTOCOLS.index(protocol)]
-        step_us = max(ring.latency_us - base_us, 0.0) / steps
+        step_us = max(ring.own_net_latency_us - base_us, 0.0) / steps
         latency_s = (base_us + step_us * (1 if collective == "sendrecv" else 2)) * 1e-6
         algorithm = "p2p" if collective == "sendrecv" else "direct"
         fabric_s, nic_messages, chunk = 0.0, 0.0, 0
