@@ -216,7 +216,8 @@ def transfer():
 #: why calibrating on the 2-node table of nccl-tests#309 leaves the shipped model as it is (measured, see below)
 _NOTHING_TO_FREE = ("with NVLSTree held to its kernel's rate under every release (tuning.nvls_kernel_alg_GBps), the "
                     "2-node table (NCCL 2.26.2) is predicted within its noise: forward selection frees nothing (best "
-                    "drop launch_latency_s +0.46 % against a standard error of 0.57 %), so the calibrated model is the "
+                    "drop nvlink_efficiency +0.45 % against a standard error of 0.48 %, launch_latency_s +0.26 % against "
+                    "0.40 %: docs/validation-calibrate.md), so the calibrated model is the "
                     "shipped one. Before, the table's NVLSTree plateau ran 6 % below the model and the selection "
                     "freed nic_efficiency 0.933 for it, which NVLSTree's 2-node bound (the kernel, not the NICs) "
                     "does not share with the larger tables")
