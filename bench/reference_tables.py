@@ -223,9 +223,9 @@ REFERENCES = [
                           "gpuwait.transport.platforms)"),
     Reference("h100-efa-2node-16gpu-all_reduce", CLASSES[3], "aws-p5-efa", 2, 8,
               approximate="SRD's congestion control and the EFA fabric are not modelled (non-blocking leaf-spine, "
-                          "packets sprayed evenly); aws-ofi-nccl's tuner plugin and NVLSTree chunk setting are not "
-                          "modelled; NCCL and plugin versions not printed: NCCL 2.20.3 and aws-ofi-nccl 1.8.1 are the "
-                          "container the README that publishes the table builds",
+                          "packets sprayed evenly); aws-ofi-nccl's NVLSTree chunk setting is not modelled (no tuner "
+                          "plugin ran: the run sets no NCCL_TUNER_PLUGIN); NCCL and plugin versions not printed: NCCL "
+                          "2.20.3 and aws-ofi-nccl 1.8.1 are the container the README that publishes the table builds",
               nccl_version=_AWS_P5_EFA_NCCL, nccl_range=("2.19.4", "2.20.3")),
     Reference("gh200-slingshot-2node-8gpu-all_reduce", CLASSES[4], "alps-gh200-slingshot", 2, 4,
               approximate="the CSCS container hook's NCCL_PROTO=^LL128 and NCCL_NET_GDR_LEVEL=PHB come from the "
@@ -513,8 +513,11 @@ WARMUP_EVERY_SIZE = {"gh200-slingshot-2node-8gpu-all_reduce", "gh200-nooptnet-2n
 #: tables whose NCCL may have run a tuner plugin that replaces its cost model: no signal there is ruled out by NCCL's
 #: own formula. aws-ofi-nccl's tuner leaves runs of at most 2 nodes to NCCL in v1.9.1-aws and v1.13.0-aws on
 #: (src/tuner/nccl_ofi_tuner.c, nccl_ofi_model.c), and its v1.10-v1.12 regions for 8 GPUs per node start at 16 ranks
-#: (src/tuner/nccl_ofi_tuner.c): a 1-node p5 run is NCCL's own choice, a 2-node one (16 ranks) may not be
-TUNER_PLUGIN = {"h100-efa-2node-16gpu-all_reduce"}
+#: (src/tuner/nccl_ofi_tuner.c): a 1-node p5 run is NCCL's own choice, a 2-node one (16 ranks) may not be. None of
+#: the tables: the p5 Batch run has 8 ranks, and the 2-node p5 EFA run's NCCL (2.19.4 or 2.20.3; 2.18 has no tuner
+#: interface) loads a tuner only from NCCL_TUNER_PLUGIN (ncclLoadTunerPlugin, src/misc/tuner.cc v2.20.3-1), which the
+#: README's sbatch and container (aws-samples/awsome-distributed-training 88c2e71b) do not set
+TUNER_PLUGIN: set[str] = set()
 #: NCCL's formula keeps its choice between two sizes when the choice's lead over the next-best at the smaller size
 #: exceeds this many times the choice's bytes term at the larger one (every other term of NCCL's time is a latency,
 #: the same at both sizes): the choice then holds even if every bandwidth NCCL reads were this many times lower
