@@ -67,6 +67,8 @@ class Reference:
     none (then nothing is predicted). ``not_fitted`` says why a table is scored but kept out of every
     fit (its transport is a guess, so its errors say nothing about the software costs the fit shares). ``nccl_version`` is the NCCL release predicted: the one the log
     prints (``NCCL version 2.26.2+cuda12.8``) unless given here; None = gpuwait's default (2.30.7).
+    ``nccl_range`` (oldest, newest): the releases the public evidence leaves possible where it does not single one
+    out; every modelled release in it predicts the table identically (tests/nccltests/test_reference_tables.py).
     """
 
     stem: str
@@ -80,6 +82,7 @@ class Reference:
     nccl_version: str | None = None
     not_fitted: str = ""
     gpus_per_thread: int | None = None  # nccl-tests -g where the table has no header line saying it
+    nccl_range: tuple[str, str] | None = None
 
     def threads_gpus(self) -> int:
         """GPUs one host thread drove (nccl-tests ``-g``): the header's ``nGpus``, else ``gpus_per_thread``, else 1."""
@@ -121,12 +124,38 @@ class Reference:
 DEFAULT_VERSION_ONLY = False
 _TCP = "NCCL_IB_DISABLE=1"
 #: gj-aion's runs in nccl-tests#309 (2025-06-18) print no NCCL version: the newest release tagged before the post,
-#: v2.27.3-1 (2025-05-29; the thread's other poster runs 2.26.2, the same model on H100). Both 8-node tables time
+#: v2.27.3-1 (2025-05-29; v2.27.5-1, tagged the day of the post, and the thread's other poster's 2.26.2 predict these
+#: tables identically; 2.22.3 and older do not, and no source bounds the release from below). Both 8-node tables time
 #: their 8 MiB out-of-place row 2.3-4x the in-place one, as the first timed loop after NCCL connects an algorithm
 #: does (NCCL_RUNTIME_CONNECT, default 1 since v2.22.3-1: ncclPrepareTasks, src/enqueue.cc) when nccl-tests warmed
 #: up only the first and last sizes (src/common.cu before v2.16.8): NVLSTree's first use at 8 MiB, NCCL's switch
 #: with NVLSTree's 14 us network latency (2.22-2.28.7), not 2.28.9's 20.9 (switch at 16 MiB)
 _GJ_AION_NCCL = "2.27.3"
+#: dgxc-benchmarking's nccl recipe from its first release with the sample table (NVIDIA/dgxc-benchmarking 8e77d60,
+#: v25.10, 2025-12-04: nccl/metadata.yaml) runs nvcr.io#nvidia/nemo:25.09.00 and that container's nccl-tests
+#: (nccl/config/nemofw.user.toml: NCCL_TEST_PATH=/usr/local/bin). NeMo Framework 25.09 is built on the PyTorch 25.06
+#: container (NVIDIA-NeMo/Megatron-Bridge docs/releases/software-versions.md: PyTorch 2.8.0a0+5228986c39.nv25.6, CUDA
+#: 12.9.1; NVIDIA/NeMo r2.5.0 requirements/manifest.json: nvcr.io/nvidia/pytorch:25.06-py3), whose NCCL is 2.27.3
+#: (+cuda12.9, the release CUDA 12.9.1's own images install); a container of June 2025 holds no release newer than
+#: v2.27.5-1 (tagged 2025-06-18), which predicts this table as 2.27.3 does
+_NEMO_25_09_NCCL = "2.27.3"
+#: the p5 Batch job runs public.ecr.aws/hpc-cloud/nccl-tests:latest, which aws-samples/awsome-distributed-training's
+#: micro-benchmarks/nccl-tests/buildspec.yaml builds and pushes from its first commit (dc0e5444, 2024-07-26); up to the
+#: commit that publishes the table (0fbac547, 2024-10-30) it built NCCL v2.21.5-1, v2.22.3-1 (11668129, 2024-09-06)
+#: and v2.23.4-1 (bd491b37, 2024-09-17), each with nccl-tests v2.13.9 or v2.13.10
+_AWS_BATCH_NCCL = "2.23.4"
+#: the p5 EFA table first appears in aws-samples/awsome-distributed-training 88c2e71b (2024-04-19) as the output of the
+#: README's slurm/nccl-tests.sbatch (srun -l, all_reduce_perf -b 8 -e 16G: that command from 74193cae, 2024-04-16) in
+#: the README's container, built with NCCL 2.20.3, aws-ofi-nccl 1.8.1 and nccl-tests 2.13.9: the Dockerfile's
+#: defaults since 0396075b (2024-03-21; 2.19.4 from 9b19b958, 2024-03-11, predicts the table as 2.20.3 does; an image
+#: built before that, with 2.18.5, is the residual doubt). The p4de table of the same commit ends at 2 GiB, which no
+#: all_reduce command of the repository's container sbatch ran (-e 2G was its scatter_perf before 74193cae): its date,
+#: and so its NCCL (2.18.5, 2.19.4 or 2.20.3, which do not all predict it alike), is not known
+_AWS_P5_EFA_NCCL = "2.20.3"
+#: CSCS's nccl-tests container (eth-cscs/cscs-docs docs/software/communication/dockerfiles/base, a186743) starts from
+#: nvidia/cuda:12.8.1-cudnn-devel-ubuntu24.04, which installs and apt-marks libnccl2 and libnccl-dev
+#: 2.25.1-1+cuda12.8 (its layers' ENV NCCL_VERSION=2.25.1-1); the (*) run names the same EDF (nccl-test-ompi)
+_CSCS_NCCL = "2.25.1"
 REFERENCES = [
     Reference("h100-ib-2node-16gpu-all_reduce", CLASSES[0], "dgx-h100", 2, 8),
     Reference("h100-ib-2node-16gpu-all_reduce-ring-forced", CLASSES[0], "dgx-h100", 2, 8,
@@ -142,14 +171,24 @@ REFERENCES = [
               {"NCCL_MIN_CTAS": "24", "NCCL_IB_QPS_PER_CONNECTION": "2"},
               approximate="NIC count, adaptive routing and switch topology not stated (8x 400G, static routing assumed)",
               nccl_version=_GJ_AION_NCCL),
-    Reference("h100-dgx-1node-8gpu-all_reduce", CLASSES[1], "dgx-h100", 1, 8),
+    Reference("h100-dgx-1node-8gpu-all_reduce", CLASSES[1], "dgx-h100", 1, 8,
+              approximate="NCCL version not printed: 2.27.3, the NCCL of the recipe's container (nvcr.io#nvidia/"
+                          "nemo:25.09.00, built on the PyTorch 25.06 container)",
+              nccl_version=_NEMO_25_09_NCCL, nccl_range=("2.27.3", "2.27.5")),
     Reference("h100-nvswitch-1node-8gpu-all_reduce-awsbatch-p5", CLASSES[1], "dgx-h100", 1, 8,
               approximate="AWS p5.48xlarge (H100 SXM, NVSwitch) described as a DGX H100; NCCL from the aws-ofi-nccl "
-                          "image with its tuner plugin (NCCL_TUNER_PLUGIN), which gpuwait does not model"),
+                          "image with its tuner plugin (NCCL_TUNER_PLUGIN), which gpuwait does not model; NCCL version "
+                          "not printed: the image's build (the repository's buildspec.yaml) carried 2.21.5, 2.22.3 "
+                          "and 2.23.4 between its first push and the table's commit, which predict the table "
+                          "identically",
+              nccl_version=_AWS_BATCH_NCCL, nccl_range=("2.21.5", "2.23.4")),
     Reference("h200-nvswitch-1node-8gpu-all_reduce-nvls-busbw-only", CLASSES[1], "nd-h200-v5", 1, 8,
               {"NCCL_ALGO": "NVLS"}, nccl_version="2.20.5", gpus_per_thread=8),  # version: stated, not printed
     Reference("a100-dgx-4gpu-all_reduce", CLASSES[2], "dgx-a100", 1, 4,  # devices 4-7 of 8: the same on NVSwitch
-              gpus_per_thread=4),
+              gpus_per_thread=4,
+              approximate="the run's NCCL 2.16.2 (the header's CoreWeave container tag) is older than gpuwait's oldest "
+                          "modelled release, 2.18.1; every modelled release predicts this table identically "
+                          "(ring/Simple at 1-8 GiB), so the default is predicted"),
     # version: the table first appears in oracle-quickstart/oci-hpc-oke commit 1402938 (2024-02-13) beside the
     # manifest that ran it (manifests/a100-nccl-test.yaml: image nccl-tests:pytorch-23.10-nccl-2.19.3-1, job
     # nccl-allreduce-job0, the pod names the table prints)
@@ -177,19 +216,23 @@ REFERENCES = [
                           "across the tables; leave-one-table-out it comes from the p4de and DGX A100 tables)"),
     Reference("a100-efa-2node-16gpu-all_reduce", CLASSES[3], "aws-p4de-efa", 2, 8,
               approximate="SRD's congestion control and the EFA fabric are not modelled (non-blocking leaf-spine, "
-                          "packets sprayed evenly); plugin and NCCL versions uncertain (NCCL_PROTO=Simple, which "
-                          "aws-ofi-nccl sets on p4de, comes from the cluster's platform: gpuwait.transport.platforms)"),
+                          "packets sprayed evenly); NCCL version not printed and not pinned: the repository's container "
+                          "built 2.18.5 until 2024-03-11, then 2.19.4 and 2.20.3, which do not all predict the table "
+                          "alike, and the run's 8 B-2 GiB sweep is not the command its README prints (2.30.7 predicted; "
+                          "NCCL_PROTO=Simple, which aws-ofi-nccl sets on p4de, comes from the cluster's platform: "
+                          "gpuwait.transport.platforms)"),
     Reference("h100-efa-2node-16gpu-all_reduce", CLASSES[3], "aws-p5-efa", 2, 8,
               approximate="SRD's congestion control and the EFA fabric are not modelled (non-blocking leaf-spine, "
-                          "packets sprayed evenly); aws-ofi-nccl's tuner plugin and NVLSTree chunk setting are not "
-                          "modelled; plugin and NCCL versions uncertain"),
+                          "packets sprayed evenly); aws-ofi-nccl's NVLSTree chunk setting is not modelled (no tuner "
+                          "plugin ran: the run sets no NCCL_TUNER_PLUGIN); NCCL and plugin versions not printed: NCCL "
+                          "2.20.3 and aws-ofi-nccl 1.8.1 are the container the README that publishes the table builds",
+              nccl_version=_AWS_P5_EFA_NCCL, nccl_range=("2.19.4", "2.20.3")),
     Reference("gh200-slingshot-2node-8gpu-all_reduce", CLASSES[4], "alps-gh200-slingshot", 2, 4,
               approximate="the CSCS container hook's NCCL_PROTO=^LL128 and NCCL_NET_GDR_LEVEL=PHB come from the "
                           "cluster's platform (cscs-alps, gpuwait.transport.platforms), not printed with the table; NCCL "
-                          "version not "
-                          "printed: the page's container template (dockerfiles/base: nvidia/cuda:12.8.1-cudnn-devel) "
-                          "bundles the CUDA image's NCCL (2.25.1 in the 12.8.0 images), and 2.25.1 and 2.30.7 give "
-                          "the same choices and times here (2.30.7 predicted); aws-ofi-nccl reports latency 0 "
+                          "version not printed: 2.25.1, which the page's container template's base image "
+                          "(dockerfiles/base: nvidia/cuda:12.8.1-cudnn-devel-ubuntu24.04) installs and holds (2.25.1 "
+                          "to 2.30.7 give the same choices and times here); aws-ofi-nccl reports latency 0 "
                           "(OFI_NCCL_NET_LATENCY off AWS) and the CXI link's 200 Gbit/s (libfabric cxip_nic.c); at "
                           "1 MiB NCCL's own model picks ring/LL too (llMaxBws 39 GB/s on a non-AMD host at 2 nodes): "
                           "LL steps above 2 KiB of data are CXI rendezvous messages, one 4.6 us Get round trip each "
@@ -199,7 +242,8 @@ REFERENCES = [
                           "fast, 128K-256K 14-32 % slow; 256K, 512K and 1M, 109/170/164 us, fit no one affine "
                           "choice: a +61 us doubling then -6 us); Slingshot's wire "
                           "format, per-message cost and dragonfly not published (RoCEv2 framing, a non-blocking leaf-spine); the 6-links-per-pair NVLink mesh is "
-                          "JUPITER's published figure for the same 4-superchip board"),
+                          "JUPITER's published figure for the same 4-superchip board",
+              nccl_version=_CSCS_NCCL),
     Reference("gh200-nooptnet-2node-8gpu-all_reduce", CLASSES[4], "alps-gh200-nocxi", 2, 4,
               approximate="the source does not say what NCCL fell back to with the CXI hook disabled; described as "
                           "NCCL's socket transport over the four hsn interfaces, read at 200 Gbit/s each "
@@ -221,8 +265,9 @@ REFERENCES = [
                           "socket send and receive of each network crossing, which puts the floor (~50 us at "
                           "8 B-8 KiB) within 25 % and ring/LL 256 KiB-1 MiB within 41 %; tree/LL 16-64 KiB still "
                           "runs 1.5-4x slower than the model (not explained); 32 MiB (17.3 ms, 82 % of "
-                          "64 MiB's time) is a dip of the run; NCCL version not printed",
-              not_fitted="the transport is assumed, not stated by the source"),
+                          "64 MiB's time) is a dip of the run; NCCL version not printed: 2.25.1, as the CXI run's (the "
+                          "same EDF)",
+              not_fitted="the transport is assumed, not stated by the source", nccl_version=_CSCS_NCCL),
     Reference("l40s-roce-2node-4gpu-all_reduce-ring", CLASSES[5], "r760xa-l40s-2x400g", 2, 2, {"NCCL_ALGO": "Ring"},
               approximate="the two HCAs are SR-IOV VFs sharing one 400GbE port (modelled as the port); "
                           "GPU0-NIC path NODE (the README's nvidia-smi), so no GPUDirect RDMA at NCCL's default level; the "
@@ -469,8 +514,11 @@ WARMUP_EVERY_SIZE = {"gh200-slingshot-2node-8gpu-all_reduce", "gh200-nooptnet-2n
 #: tables whose NCCL may have run a tuner plugin that replaces its cost model: no signal there is ruled out by NCCL's
 #: own formula. aws-ofi-nccl's tuner leaves runs of at most 2 nodes to NCCL in v1.9.1-aws and v1.13.0-aws on
 #: (src/tuner/nccl_ofi_tuner.c, nccl_ofi_model.c), and its v1.10-v1.12 regions for 8 GPUs per node start at 16 ranks
-#: (src/tuner/nccl_ofi_tuner.c): a 1-node p5 run is NCCL's own choice, a 2-node one (16 ranks) may not be
-TUNER_PLUGIN = {"h100-efa-2node-16gpu-all_reduce"}
+#: (src/tuner/nccl_ofi_tuner.c): a 1-node p5 run is NCCL's own choice, a 2-node one (16 ranks) may not be. None of
+#: the tables: the p5 Batch run has 8 ranks, and the 2-node p5 EFA run's NCCL (2.19.4 or 2.20.3; 2.18 has no tuner
+#: interface) loads a tuner only from NCCL_TUNER_PLUGIN (ncclLoadTunerPlugin, src/misc/tuner.cc v2.20.3-1), which the
+#: README's sbatch and container (aws-samples/awsome-distributed-training 88c2e71b) do not set
+TUNER_PLUGIN: set[str] = set()
 #: NCCL's formula keeps its choice between two sizes when the choice's lead over the next-best at the smaller size
 #: exceeds this many times the choice's bytes term at the larger one (every other term of NCCL's time is a latency,
 #: the same at both sizes): the choice then holds even if every bandwidth NCCL reads were this many times lower

@@ -152,3 +152,37 @@ def test_signals_that_are_not_nccl_switches_say_why():
     for choice in choices:
         table = bench._candidates_us(predictor, "all_reduce", choice["size_bytes"])
         assert min(table, key=lambda k: table[k][0]) == (choice["algorithm"], choice["protocol"])
+
+
+def _sweep_at(bench, ref, version: str | None) -> tuple:
+    """The table's sweep (``gpuwait perf``'s per-size times and NCCL choices) predicted as NCCL ``version``."""
+    meas = bench.measured(ref)
+    sweep = bench.perf_sweep(meas.collective, bench.SweepArgs(min_bytes=int(meas.sizes[0]),
+                                                              max_bytes=int(meas.sizes[-1]), step_factor=2),
+                             ref.cluster_arg(), ref.servers, ref.gpus, ref.env, version,
+                             gpus_per_thread=ref.threads_gpus())
+    return [r.oop_time_us for r in sweep.rows], sweep.choices
+
+
+def test_a_tables_possible_nccl_releases_predict_it_identically():
+    """Where the public sources leave a table's NCCL release a range (``nccl_range``: the AWS p5 image's buildspec
+    built 2.21.5, 2.22.3 and 2.23.4 before the table's commit; the p5 EFA README's container 2.19.4 or 2.20.3; the NeMo
+    25.09 container a release from 2.27.3 to 2.27.5), every modelled release in it gives the same times and choices
+    as the release predicted, so pinning one is exact for gpuwait. The DGX A100 table ran NCCL 2.16.2, older than
+    any modelled release: the oldest (2.18.1) and the default predict it identically."""
+    from gpuwait.collectives.nccl_versions import RELEASES, nccl_release, parse_nccl_version
+
+    bench = load_bench("reference_tables")
+    ranged = [r for r in bench.REFERENCES if r.nccl_range]
+    assert {r.stem for r in ranged} >= {"h100-dgx-1node-8gpu-all_reduce", "h100-efa-2node-16gpu-all_reduce",
+                                        "h100-nvswitch-1node-8gpu-all_reduce-awsbatch-p5"}
+    for ref in ranged:
+        low, high = (parse_nccl_version(v) for v in ref.nccl_range)
+        assert low <= parse_nccl_version(ref.version()) <= high, ref.stem
+        releases = {nccl_release(v).version for v in ref.nccl_range}
+        releases |= {r.version for r in RELEASES if low <= r.version_key <= high}
+        predicted = _sweep_at(bench, ref, ref.version())
+        for version in sorted(releases):
+            assert _sweep_at(bench, ref, version) == predicted, (ref.stem, version)
+    a100 = next(r for r in bench.REFERENCES if r.stem == "a100-dgx-4gpu-all_reduce")
+    assert a100.version() is None and _sweep_at(bench, a100, "2.18.1") == _sweep_at(bench, a100, None)
