@@ -264,7 +264,14 @@ REFERENCES = [
                           "eager protocol), paid at each message's bytes on the wire (LL: twice its data) by the "
                           "socket send and receive of each network crossing, which puts the floor (~50 us at "
                           "8 B-8 KiB) within 25 % and ring/LL 256 KiB-1 MiB within 41 %; tree/LL 16-64 KiB still "
-                          "runs 1.5-4x slower than the model (not explained); 32 MiB (17.3 ms, 82 % of "
+                          "runs 1.5-4x slower than the model, not explained by NCCL's source: off AWS and GCP its "
+                          "socket transport runs no helper threads (net_socket.cc v2.25.1-1: autoNt 0, autoNs 1), "
+                          "each rank's own proxy makes one call per crossing with the same 8 KiB on the wire at "
+                          "8 KiB and 16 KiB (58.5 -> 107.8 us), and the LL channels NCCL adds with size "
+                          "(topoGetAlgoInfo: 2, 4, 8, 8 at 8-64 KiB) are modelled; a node's calls served by one "
+                          "queue would fit these rows but not ring/LL 128 KiB-1 MiB, which fit each direction in "
+                          "its own (a tree crossing at 64 KiB costs 137 us, a ring step of the same 16 KiB "
+                          "messages 80 us): a cost the node's ranks share, of this host, not NCCL; 32 MiB (17.3 ms, 82 % of "
                           "64 MiB's time) is a dip of the run; NCCL version not printed: 2.25.1, as the CXI run's (the "
                           "same EDF)",
               not_fitted="the transport is assumed, not stated by the source", nccl_version=_CSCS_NCCL),
