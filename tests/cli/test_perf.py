@@ -182,3 +182,23 @@ def test_compare_reads_what_nccl_said_beside_the_table(capsys, tmp_path):
     # the INFO line's release is the one predicted (no longer a warning)
     assert doc["nccl"] == {"version": "2.21.5", "model_release": "2.21.5", "source": "the log's version"}
     assert not any("NCCL 2.21.5" in w for w in doc["warnings"])
+
+
+def test_compare_predicts_the_library_the_nccl_tests_header_names(capsys):
+    """nccl-tests 2.17.4 on print the NCCL library that ran in their first line (src/util.cu, NVIDIA/nccl-tests
+    commit 9641693: ``# nccl-tests version 2.18.0 nccl-headers=22907 nccl-library=22907``, the code of
+    NCCL_VERSION(2,29,7), src/nccl.h.in): a log without NCCL's own version line is predicted as that release,
+    by --compare and by calibrate alike, not as gpuwait's default."""
+    from gpuwait.report.calibrate import read_log
+
+    log = DATA / "nccl-tests-2.18-mpi-socket-all_reduce.log"
+    assert "NCCL version" not in log.read_text()
+    assert read_log(log).nccl_version == "2.29.7"
+    cluster = DATA / "reference" / "clusters" / "rtx2080ti-pcie-2gpu.yaml"
+    code, out, _ = run_cli(capsys, "perf", "all_reduce", "--compare", str(log), "--cluster", str(cluster), "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["nccl"]["version"] == "2.29.7" and doc["nccl"]["source"] == "the log's version"
+    # asked for another release, the comparison warns that the log ran 2.29.7
+    code, out, _ = run_cli(capsys, "perf", "all_reduce", "--compare", str(log), "--cluster", str(cluster),
+                           "--nccl-version", "2.19.3", "--json")
+    assert any(w.startswith("the log ran NCCL 2.29.7; gpuwait predicted NCCL 2.19.3's") for w in json.loads(out)["warnings"])

@@ -55,7 +55,7 @@ def read_log(path: Path) -> MeasuredLog:
                         hint="keep the '# Collective test starting' line")
     return MeasuredLog(str(path), str(log.collective), int(log.n_ranks), tuple(r.size_bytes for r in rows),
                        tuple(r.steady_time_us * 1e-6 for r in rows), tuple(r.steady_busbw_GBps for r in rows),
-                       log_nccl_version(text, log_debug_info(text)))
+                       log_nccl_version(text, log_debug_info(text), log.build))
 
 
 @dataclass(frozen=True, eq=False)

@@ -10,7 +10,7 @@ from pathlib import Path
 from rich.table import Table
 
 from gpuwait.collectives.nccl_versions import nccl_release
-from gpuwait.collectives.nccltests import get_collective, make_row
+from gpuwait.collectives.nccltests import BuildInfo, get_collective, make_row
 from gpuwait.collectives.tuning import (
     MODEL_NCCL_VERSION,
     NCCL_ALGORITHM_NAMES,
@@ -126,10 +126,11 @@ def _seen_choices(debug: NcclDebugInfo | None, collective: str) -> list[tuple[in
             if _ours(NCCL_COLLECTIVE_NAMES, coll) == collective]
 
 
-def comparison_warnings(log_text: str, device_names: list[str], server_gpu_model: str, transport: str,
+def comparison_warnings(version: str | None, device_names: list[str], server_gpu_model: str, transport: str,
                         debug: NcclDebugInfo | None = None, model_version: str | None = None) -> list[str]:
     """Where the log's run differs from what the cluster describes: its GPU model, its network
-    (when NCCL's INFO lines say it), or an NCCL release whose tuning differs from the model's."""
+    (when NCCL's INFO lines say it), or an NCCL release (``version``, :func:`log_nccl_version`) whose tuning
+    differs from the model's."""
     out = []
     ours = _gpu_name(server_gpu_model)
     theirs = sorted(set(map(_gpu_name, device_names)))
@@ -140,7 +141,6 @@ def comparison_warnings(log_text: str, device_names: list[str], server_gpu_model
     if network and expected and network not in expected:
         out.append(f"the log's NCCL used network {network}; the cluster's transport is {transport} "
                    f"({' or '.join(expected)})")
-    version = log_nccl_version(log_text, debug)
     predicted = model_version or MODEL_NCCL_VERSION
     if version and _release_of(version) is not _release_of(predicted):
         out.append(f"the log ran NCCL {version}; gpuwait predicted NCCL {predicted}'s algorithm "
@@ -148,10 +148,15 @@ def comparison_warnings(log_text: str, device_names: list[str], server_gpu_model
     return out
 
 
-def log_nccl_version(log_text: str, debug: NcclDebugInfo | None = None) -> str | None:
-    """The NCCL version a log prints (``NCCL version 2.26.2+cuda12.8``, or NCCL's INFO line), or None."""
+def log_nccl_version(log_text: str, debug: NcclDebugInfo | None = None, build: BuildInfo | None = None) -> str | None:
+    """The NCCL version a log prints (``NCCL version 2.26.2+cuda12.8``, NCCL's INFO line, or the library
+    nccl-tests 2.17.4 and later name in their first line, ``nccl-library=22907``), or None."""
     found = _NCCL_VERSION.search(log_text)
-    return found.group(1) if found else (debug.version if debug else None)
+    if found:
+        return found.group(1)
+    if debug is not None and debug.version:
+        return debug.version
+    return build.library_version if build is not None else None
 
 
 def _release_of(version: str):
@@ -191,7 +196,8 @@ def compare_log(op: str, log_path: Path, cluster: str, servers: int | None = Non
     if log.n_ranks % per_server:
         raise SpecError(f"--compare: {log.n_ranks} ranks do not fill servers of {per_server} GPUs", hint="pass -g")
     debug = log_debug_info(text)
-    nccl = _nccl_choice(log_nccl_version(text, debug), nccl_version, one_server.nccl.version)
+    printed_version = log_nccl_version(text, debug, log.build)
+    nccl = _nccl_choice(printed_version, nccl_version, one_server.nccl.version)
     # the log's nGpus: GPUs one thread drives (nccl-tests -g), each call issued on all of them in turn
     per_thread = min(log.config.n_gpus, per_server) if log.config and log.config.n_gpus > 1 else 1
     predictor = make_predictor(sized_cluster(source, servers or log.n_ranks // per_server, source=cluster), None,
@@ -216,7 +222,7 @@ def compare_log(op: str, log_path: Path, cluster: str, servers: int | None = Non
                      "algorithm": est.algorithm, "protocol": est.protocol})
     topo = predictor.comm.topo
     seen = _seen_choices(debug, collective)
-    warnings = comparison_warnings(text, [d.name for d in log.devices], resolve_server(topo.spec.server).gpu_model,
+    warnings = comparison_warnings(printed_version, [d.name for d in log.devices], resolve_server(topo.spec.server).gpu_model,
                                    topo.spec.transport.name, debug, nccl["version"])
     if skipped:
         warnings.append(f"{len(skipped)} row(s) skipped, their measured time is 0.00 us (sizes "
