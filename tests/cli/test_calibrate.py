@@ -30,9 +30,11 @@ def test_calibrate_writes_an_overlay_perf_accepts(capsys, tmp_path):
 
 
 def test_calibrate_json(capsys):
+    # the release the log prints, asked for by name: the same predictions, its source named as the option
     code, text, _ = run_cli(capsys, "calibrate", str(LOG), "--cluster", "dgx-h100", "--servers", "2", "--json",
-                            "--params", "nic_efficiency")
+                            "--params", "nic_efficiency", "--nccl-version", "2.26.2")
     doc = json.loads(text)
+    assert doc["logs"][0]["nccl_version_source"] == "--nccl-version"
     assert code == 0 and doc["validation"] == "alternate sizes" and doc["considered"] == ["nic_efficiency"]
     candidates = doc["selection"]["candidates"]
     assert candidates[0]["freed"] == [] and candidates[1]["freed"] == ["nic_efficiency"]
