@@ -202,3 +202,18 @@ def test_compare_predicts_the_library_the_nccl_tests_header_names(capsys):
     code, out, _ = run_cli(capsys, "perf", "all_reduce", "--compare", str(log), "--cluster", str(cluster),
                            "--nccl-version", "2.19.3", "--json")
     assert any(w.startswith("the log ran NCCL 2.29.7; gpuwait predicted NCCL 2.19.3's") for w in json.loads(out)["warnings"])
+
+
+@pytest.mark.parametrize("network, transport, warned", [
+    ("IB", "rocev2", False),
+    # nccl-rdma-sharp-plugins (HPC-X) names its verbs transport IBext, IBext_v8 ... (src/ib_plugin.c): still IB
+    ("IBext", "infiniband", False), ("IBext_v8", "rocev2", False), ("IBext_v11", "infiniband", False),
+    ("Socket", "rocev2", True), ("IBext_v8", "tcp", True), ("AWS Libfabric", "efa", False), ("IB", "efa", True),
+])
+def test_the_network_warning_knows_the_ib_plugin(network, transport, warned):
+    from gpuwait.report.perf import comparison_warnings
+    from gpuwait.telemetry.nccl_debug import parse_nccl_debug
+
+    debug = parse_nccl_debug(f"node1:1234:1240 [0] NCCL INFO Using network {network}")
+    warnings = comparison_warnings(None, [], "H100-SXM5-80GB", transport, debug)
+    assert bool(warnings) == warned and all(f"network {network}" in w for w in warnings)

@@ -101,9 +101,12 @@ def _gpu_name(name: str) -> str:
 
 
 #: The network names NCCL prints (``NCCL INFO Using network IB``) for each transport profile; the
-#: aws-ofi-nccl plugin has called itself "AWS Libfabric", "Libfabric" and "OFI" across releases.
-_NCCL_NETWORK = {"infiniband": ("IB",), "rocev2": ("IB",), "tcp": ("Socket",),
+#: aws-ofi-nccl plugin has called itself "AWS Libfabric", "Libfabric" and "OFI" across releases, and
+#: nccl-rdma-sharp-plugins' verbs transport (HPC-X) "IBext", then "IBext_v6" ... "IBext_v11" (src/ib_plugin.c,
+#: v2.0.0 and master): the plugin's version suffix is dropped before matching.
+_NCCL_NETWORK = {"infiniband": ("IB", "IBext"), "rocev2": ("IB", "IBext"), "tcp": ("Socket",),
                  "efa": ("AWS Libfabric", "Libfabric", "OFI")}
+_PLUGIN_VERSION = re.compile(r"_v\d+$")
 
 
 def log_debug_info(text: str) -> NcclDebugInfo | None:
@@ -138,7 +141,7 @@ def comparison_warnings(version: str | None, device_names: list[str], server_gpu
         out.append(f"the log ran on {', '.join(theirs)} GPUs; the cluster has {ours} ({server_gpu_model})")
     network = debug.network if debug else None
     expected = _NCCL_NETWORK.get(transport)
-    if network and expected and network not in expected:
+    if network and expected and _PLUGIN_VERSION.sub("", network) not in expected:
         out.append(f"the log's NCCL used network {network}; the cluster's transport is {transport} "
                    f"({' or '.join(expected)})")
     predicted = model_version or MODEL_NCCL_VERSION
