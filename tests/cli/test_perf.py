@@ -7,6 +7,7 @@ busbw about 480 GB/s at 8 GiB; the maintainers' ~370 GB/s with NCCL_ALGO=Ring (N
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -217,3 +218,76 @@ def test_the_network_warning_knows_the_ib_plugin(network, transport, warned):
     debug = parse_nccl_debug(f"node1:1234:1240 [0] NCCL INFO Using network {network}")
     warnings = comparison_warnings(None, [], "H100-SXM5-80GB", transport, debug)
     assert bool(warnings) == warned and all(f"network {network}" in w for w in warnings)
+
+
+def _rows_of(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.strip()[:1].isdigit()]
+
+
+def _cut_last_row(text: str) -> str:
+    last = _rows_of(text)[-1]
+    return text[:text.index(last)] + last[:60]  # the job killed while printing its last size
+
+
+def _glue_info(text: str) -> str:
+    row = _rows_of(text)[2]  # another rank's NCCL INFO line written into the middle of a row
+    return text.replace(row, row[:50] + "nccl-tests-h100-worker-1:23:40 [7] NCCL INFO comm 0x1 rank 15 - Destroy COMPLETE")
+
+
+def _retyped(text: str, dtype: str) -> str:
+    out = []
+    for line in text.splitlines():
+        if line.strip()[:1].isdigit():
+            tokens = line.split()
+            tokens[1], tokens[2] = str(int(tokens[0]) // 2), dtype
+            line = "  ".join(tokens)
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+# The variants real logs take (nccl-tests src/util.cu and src/common.cu, NVIDIA/nccl-tests a0b82b2): each is read
+# to the same measured rows, or its unreadable rows are left out with a warning that names the line.
+LOG_VARIANTS = {
+    "windows line endings": (lambda t: t.replace("\n", "\r\n"), 5),
+    "mpirun --tag-output": (lambda t: "".join(f"[1,0]<stdout>:{line}" for line in t.splitlines(keepends=True)), 5),
+    "2.17.4+ header lines": (lambda t: "# nccl-tests version 2.19.6 nccl-headers=23007 nccl-library=23007\n"
+                             "# Collective test starting: all_reduce_perf\n" + t.replace("graph: 0", "graph: 1 unalign: 0")
+                             + "# Collective test concluded: all_reduce_perf\n", 5),
+    "-c 0": (lambda t: re.sub(r"(\d)      0(\s)", r"\1    N/A\2", t).replace("validation: 1", "validation: 0"), 5),
+    "-d bfloat16": (lambda t: _retyped(t, "bfloat16"), 5),
+    "-d half": (lambda t: _retyped(t, "half"), 5),
+    "-o max": (lambda t: t.replace("  sum  ", "  max  "), 5),
+    "NCCL INFO lines between rows": (lambda t: t.replace("\n  2147483648", "\nnccl-tests-h100-worker-0:20:30 [0] NCCL "
+                                                         "INFO Using network IB\n  2147483648"), 5),
+    "truncated": (_cut_last_row, 4),
+    "NCCL INFO line inside a row": (_glue_info, 4),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(LOG_VARIANTS))
+def test_compare_reads_the_variants_real_logs_take(tmp_path, variant):
+    from gpuwait.report.perf import compare_log
+
+    original = DATA / "h100-2node-16gpu-large-sizes.log"
+    edit, n_rows = LOG_VARIANTS[variant]
+    path = tmp_path / "variant.log"
+    path.write_bytes(edit(original.read_text()).encode())
+    base = {r["size_bytes"]: r for r in compare_log("all_reduce", original, "dgx-h100", 2).rows}
+    comparison = compare_log("all_reduce", path, "dgx-h100", 2)
+    assert len(comparison.rows) == n_rows
+    for row in comparison.rows:
+        assert {k: row[k] for k in ("measured_time_us", "measured_busbw_GBps", "predicted_time_us")} == \
+            {k: base[row["size_bytes"]][k] for k in ("measured_time_us", "measured_busbw_GBps", "predicted_time_us")}
+    unreadable = [w for w in comparison.warnings if "unreadable result row" in w]
+    assert len(unreadable) == (n_rows < 5) and all(str(path) in w and "line " in w for w in unreadable)
+
+
+def test_a_truncated_log_is_compared_and_calibrated_with_a_warning(capsys, tmp_path):
+    path = tmp_path / "killed.log"
+    path.write_text(_cut_last_row((DATA / "h100-2node-16gpu-large-sizes.log").read_text()))
+    code, out, _ = run_cli(capsys, "perf", "all_reduce", "--compare", str(path), "--cluster", "dgx-h100", "--servers", "2")
+    assert code == 0 and "warning: " + str(path) + ": 1 unreadable result row(s) skipped, the first line 12" in out
+    code, out, _ = run_cli(capsys, "calibrate", str(path), "--cluster", "dgx-h100", "--servers", "2", "--json",
+                           "--params", "nic_efficiency")
+    doc = json.loads(out)
+    assert code == 0 and len(doc["logs"][0]["shipped"]) == 4 and "1 unreadable result row(s)" in doc["warnings"][0]

@@ -9,7 +9,7 @@ prediction the same way.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.table import Table
@@ -34,14 +34,16 @@ from gpuwait.telemetry.nccltests_log import parse_nccl_tests_log
 VARIANTS = ("shipped", "calibrated", "defaults")
 
 
-def read_log(path: Path) -> MeasuredLog:
-    """The sizes, times and busbw (each size's faster column, ``Row.steady_time_us``) of the nccl-tests log at ``path``."""
+def read_log(path: Path, skipped: list[str] | None = None) -> MeasuredLog:
+    """The sizes, times and busbw (each size's faster column, ``Row.steady_time_us``) of the nccl-tests log at
+    ``path``; with ``skipped`` (a list) a row that cannot be read (cut short by a killed job, broken by another
+    rank's output) is left out and reported there, as ``perf --compare`` warns of it."""
     try:
         text = read_text_checked(path, "an nccl-tests log")
     except SpecError as err:
         raise SpecError(str(err).replace("cannot read the file", "cannot read the log"), hint=err.hint) from None
     try:
-        log = parse_nccl_tests_log(text)
+        log = parse_nccl_tests_log(text, source=str(path), skipped=skipped)
     except SpecError as err:
         raise SpecError(f"{path}: {err}", hint=err.hint) from None
     rows = [r for r in log.rows if r.size_bytes > 0 and r.oop_time_us > 0]
@@ -65,6 +67,7 @@ class CalibrateReport:
     calibration: Calibration
     overlay: dict
     out: Path | None
+    warnings: list[str] = field(default_factory=list)  # rows of the logs that could not be read, left out
 
     def summaries(self, variant: str) -> dict[str, dict]:
         """Per log, and pooled over every log as ``"all"``: :func:`comparison_summary` of ``variant``."""
@@ -90,7 +93,7 @@ class CalibrateReport:
                 "logs": [{"log": r.log.name, "collective": r.log.collective, "nccl_version": r.nccl_version,
                           "nccl_version_source": r.nccl_source, **{v: getattr(r, v) for v in VARIANTS}}
                          for r in c.logs],
-                "overlay": self.overlay, "out": None if self.out is None else str(self.out)}
+                "overlay": self.overlay, "out": None if self.out is None else str(self.out), "warnings": self.warnings}
 
 
 def _scores(rows: list[dict]) -> dict:
@@ -107,14 +110,15 @@ def run_calibrate(paths: Sequence[Path], cluster: str, servers: int | None = Non
     :func:`gpuwait.runner.calibrate.calibrate`), and write the overlay to ``out`` (checked before the fit runs)."""
     if out is not None:
         check_writable(out)
-    logs = [read_log(Path(p)) for p in paths]
+    warnings: list[str] = []
+    logs = [read_log(Path(p), warnings) for p in paths]
     calibration = calibrate(logs, cluster, servers, gpus, env, names, prior, nccl_version)
     data = overlay(cluster, servers, calibration)
     if out is not None:
         header = (f"# gpuwait calibrate: {cluster} with the collective model's physical parameters fitted to "
                   f"{', '.join(r.log.name for r in calibration.logs)}\n")
         write_overlay(out, data, header)
-    return CalibrateReport(calibration, data, out)
+    return CalibrateReport(calibration, data, out, warnings)
 
 
 # --------------------------------------------------------------------------------------------
@@ -190,6 +194,7 @@ def closing_lines(report: CalibrateReport) -> list[str]:
     """Which parameters the logs could not tell apart, where the overlay went and how to use it."""
     lines = [f"{r.log.name}: predicted as NCCL {r.nccl_version} ({r.nccl_source})" for r in report.calibration.logs]
     lines += separability_lines(report)
+    lines += [f"warning: {w}" for w in report.warnings]
     if report.out is None:
         return [*lines, "overlay not written: pass --out FILE to write it (then `gpuwait perf --cluster FILE ...`)"]
     return [*lines, f"wrote {report.out}: use it wherever a cluster is accepted, e.g. `gpuwait perf all_reduce "

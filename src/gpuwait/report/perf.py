@@ -184,7 +184,9 @@ def compare_log(op: str, log_path: Path, cluster: str, servers: int | None = Non
         text = read_text_checked(log_path, "an nccl-tests log")
     except SpecError as err:
         raise SpecError(f"--compare: {err}", hint=err.hint) from None
-    log = parse_nccl_tests_log(text)
+    # a row cut short (a killed job) or broken by another rank's output is left out and named in a warning
+    unreadable: list[str] = []
+    log = parse_nccl_tests_log(text, source=str(log_path), skipped=unreadable)
     collective = get_collective(op).name
     if log.collective is not None and log.collective != collective:  # never predict another collective unasked
         raise SpecError(f"collective: got {op!r}, but {log_path} ran {log.collective}; expected {log.collective}",
@@ -227,6 +229,7 @@ def compare_log(op: str, log_path: Path, cluster: str, servers: int | None = Non
     seen = _seen_choices(debug, collective)
     warnings = comparison_warnings(printed_version, [d.name for d in log.devices], resolve_server(topo.spec.server).gpu_model,
                                    topo.spec.transport.name, debug, nccl["version"])
+    warnings += unreadable
     if skipped:
         warnings.append(f"{len(skipped)} row(s) skipped, their measured time is 0.00 us (sizes "
                         + ", ".join(map(str, skipped[:3])) + (", ..." if len(skipped) > 3 else "") + ")")
