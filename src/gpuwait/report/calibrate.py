@@ -197,5 +197,9 @@ def closing_lines(report: CalibrateReport) -> list[str]:
     lines += [f"warning: {w}" for w in report.warnings]
     if report.out is None:
         return [*lines, "overlay not written: pass --out FILE to write it (then `gpuwait perf --cluster FILE ...`)"]
-    return [*lines, f"wrote {report.out}: use it wherever a cluster is accepted, e.g. `gpuwait perf all_reduce "
-            f"--cluster {report.out}` or `cluster: ...` in a scenario"]
+    if "cluster" in report.overlay:  # a scenario stays one: run and diagnose take it as they took the original
+        return [*lines, f"wrote {report.out}: a scenario, e.g. `gpuwait run {report.out}`, `gpuwait diagnose "
+                f"{report.out}` or `gpuwait perf all_reduce --cluster {report.out}`"]
+    # a scenario's `cluster:` holds a preset name or fields, never a file name: the fields are copied there
+    return [*lines, f"wrote {report.out}: use it wherever an option takes PRESET|FILE, e.g. `gpuwait perf all_reduce "
+            f"--cluster {report.out}`; for run and diagnose, put its fields under a scenario's `cluster:`"]
