@@ -291,3 +291,25 @@ def test_a_truncated_log_is_compared_and_calibrated_with_a_warning(capsys, tmp_p
                            "--params", "nic_efficiency")
     doc = json.loads(out)
     assert code == 0 and len(doc["logs"][0]["shipped"]) == 4 and "1 unreadable result row(s)" in doc["warnings"][0]
+
+
+def test_compare_places_the_ranks_as_the_logs_rank_lines_do(capsys):
+    """The L40S socket run (schmaustech/nvidia-tools-image README, tests/nccltests/data/reference): its two '# Rank'
+    lines name two hosts, one GPU each (mpirun -H a:1,b:1). Unasked, --compare predicts that run, not the two
+    GPUs of one server the cluster file holds; given another layout with the same rank count, it warns."""
+    log = DATA / "reference" / "l40s-tcp-2node-2gpu-all_reduce-ring.log"
+    cluster = DATA / "reference" / "clusters" / "r760xa-l40s-2x400g.yaml"
+    env = ["--env", "NCCL_IB_DISABLE=1", "--env", "NCCL_ALGO=Ring"]
+
+    def compare(*extra):
+        code, out, _ = run_cli(capsys, "perf", "all_reduce", "--compare", str(log), "--cluster", str(cluster), *env,
+                               *extra, "--json")
+        assert code == 0
+        return json.loads(out)
+
+    unasked, stated = compare(), compare("--servers", "2", "-g", "1")
+    assert unasked["rows"] == stated["rows"] and unasked["warnings"] == stated["warnings"] == []
+    one_server = compare("--servers", "1", "-g", "2")
+    assert one_server["rows"] != stated["rows"]
+    assert one_server["warnings"] == ["the log ran 1 rank(s) on each of 2 host(s) (its '# Rank' lines); the cluster "
+                                      "gives 2 GPU(s) on each of 1 server(s)"]

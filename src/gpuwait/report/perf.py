@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import statistics
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from gpuwait.runner.perf import PerfSweep, log_release, make_predictor
 from gpuwait.spec.reader import read_text_checked
 from gpuwait.telemetry.errors import TelemetryFormatError
 from gpuwait.telemetry.nccl_debug import NcclDebugInfo, parse_nccl_debug
-from gpuwait.telemetry.nccltests_log import parse_nccl_tests_log
+from gpuwait.telemetry.nccltests_log import NcclTestsLog, parse_nccl_tests_log
 from gpuwait.topology import resolve_server
 from gpuwait.topology.gpus import gpu_arch
 
@@ -176,6 +177,33 @@ def _nccl_choice(log_version: str | None, asked: str | None, cluster_version: st
     return {"version": version, "model_release": nccl_release(version, "nccl_version").version, "source": source}
 
 
+def log_layout(log: NcclTestsLog) -> tuple[int, int] | None:
+    """(hosts, ranks per host) of the run, from the ``# Rank ... on HOST`` lines when they list every rank and
+    every host runs as many; else None (lines trimmed, or an uneven run).
+
+    >>> from gpuwait.collectives.nccltests import Device
+    >>> log = NcclTestsLog(rows=(), devices=tuple(Device(r, f"node{r // 2}", r % 2, "NVIDIA L40S") for r in range(4)),
+    ...                    n_ranks=4)
+    >>> log_layout(log)
+    (2, 2)
+    """
+    if not log.devices or len(log.devices) != log.n_ranks:
+        return None
+    per_host = Counter(d.host for d in log.devices)
+    counts = set(per_host.values())
+    return (len(per_host), counts.pop()) if len(counts) == 1 else None
+
+
+def _gpus_per_server(log: NcclTestsLog, layout: tuple[int, int] | None, gpus_in_server: int) -> int:
+    """GPUs per server a log ran on when -g does not say: as its '# Rank' lines place the ranks, else the
+    GPUs one process drove (nGpus, when more than 1), else as many as a server of the cluster holds."""
+    if layout is not None:
+        return layout[1]
+    if log.config and log.config.n_gpus > 1:
+        return log.config.n_gpus
+    return min(log.n_ranks, gpus_in_server)
+
+
 def compare_log(op: str, log_path: Path, cluster: str, servers: int | None = None, gpus: int | None = None,
                 env=(), nccl_version: str | None = None) -> PerfComparison:
     """Predict the collective, sizes and rank count of the nccl-tests log at ``log_path`` on ``cluster``,
@@ -193,11 +221,10 @@ def compare_log(op: str, log_path: Path, cluster: str, servers: int | None = Non
                         hint=f"gpuwait perf {log.collective} --compare {log_path}")
     if log.n_ranks is None:
         raise SpecError(f"--compare: {log_path} does not say how many ranks ran", hint="keep the '# Using devices' lines")
-    per_server = gpus or (log.config.n_gpus if log.config and log.config.n_gpus > 1 else None)
     source = read_cluster(cluster)  # the file read once: sized below for one server, then for the log's run
     one_server = sized_cluster(source, 1, source=cluster)
-    gpus_in_server = resolve_server(one_server.server).gpus
-    per_server = per_server or min(log.n_ranks, gpus_in_server)
+    layout = log_layout(log)
+    per_server = gpus or _gpus_per_server(log, layout, resolve_server(one_server.server).gpus)
     if log.n_ranks % per_server:
         raise SpecError(f"--compare: {log.n_ranks} ranks do not fill servers of {per_server} GPUs", hint="pass -g")
     debug = log_debug_info(text)
@@ -205,8 +232,9 @@ def compare_log(op: str, log_path: Path, cluster: str, servers: int | None = Non
     nccl = _nccl_choice(printed_version, nccl_version, one_server.nccl.version)
     # the log's nGpus: GPUs one thread drives (nccl-tests -g), each call issued on all of them in turn
     per_thread = min(log.config.n_gpus, per_server) if log.config and log.config.n_gpus > 1 else 1
-    predictor = make_predictor(sized_cluster(source, servers or log.n_ranks // per_server, source=cluster), None,
-                               per_server, env, nccl["version"], per_thread)
+    n_servers = servers or log.n_ranks // per_server
+    predictor = make_predictor(sized_cluster(source, n_servers, source=cluster), None, per_server, env, nccl["version"],
+                               per_thread)
     if predictor.comm.n_ranks != log.n_ranks:
         raise SpecError(f"--compare: the log has {log.n_ranks} ranks but the cluster gives {predictor.comm.n_ranks}",
                         hint="use --servers and -g to match the run")
@@ -229,6 +257,9 @@ def compare_log(op: str, log_path: Path, cluster: str, servers: int | None = Non
     seen = _seen_choices(debug, collective)
     warnings = comparison_warnings(printed_version, [d.name for d in log.devices], resolve_server(topo.spec.server).gpu_model,
                                    topo.spec.transport.name, debug, nccl["version"])
+    if layout is not None and layout != (n_servers, per_server):
+        warnings.append(f"the log ran {layout[1]} rank(s) on each of {layout[0]} host(s) (its '# Rank' lines); the "
+                        f"cluster gives {per_server} GPU(s) on each of {n_servers} server(s)")
     warnings += unreadable
     if skipped:
         warnings.append(f"{len(skipped)} row(s) skipped, their measured time is 0.00 us (sizes "
