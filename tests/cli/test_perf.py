@@ -215,9 +215,11 @@ def test_the_network_warning_knows_the_ib_plugin(network, transport, warned):
     from gpuwait.report.perf import comparison_warnings
     from gpuwait.telemetry.nccl_debug import parse_nccl_debug
 
-    debug = parse_nccl_debug(f"node1:1234:1240 [0] NCCL INFO Using network {network}")
-    warnings = comparison_warnings(None, [], "H100-SXM5-80GB", transport, debug)
-    assert bool(warnings) == warned and all(f"network {network}" in w for w in warnings)
+    # NCCL's "Using network X", or with only the connection lines (src/transport/net.cc: "via NET/%s/%d")
+    for line in (f"Using network {network}", f"Channel 00/0 : 0[0] -> 8[0] [send] via NET/{network}/0"):
+        debug = parse_nccl_debug(f"node1:1234:1240 [0] NCCL INFO {line}")
+        warnings = comparison_warnings(None, [], "H100-SXM5-80GB", transport, debug)
+        assert bool(warnings) == warned and all(f"network {network}" in w for w in warnings)
 
 
 def _rows_of(text: str) -> list[str]:

@@ -140,7 +140,7 @@ def comparison_warnings(version: str | None, device_names: list[str], server_gpu
     theirs = sorted(set(map(_gpu_name, device_names)))
     if theirs and theirs != [ours]:
         out.append(f"the log ran on {', '.join(theirs)} GPUs; the cluster has {ours} ({server_gpu_model})")
-    network = debug.network if debug else None
+    network = _log_network(debug)
     expected = _NCCL_NETWORK.get(transport)
     if network and expected and _PLUGIN_VERSION.sub("", network) not in expected:
         out.append(f"the log's NCCL used network {network}; the cluster's transport is {transport} "
@@ -150,6 +150,15 @@ def comparison_warnings(version: str | None, device_names: list[str], server_gpu
         out.append(f"the log ran NCCL {version}; gpuwait predicted NCCL {predicted}'s algorithm "
                    "and protocol choices, which can differ")
     return out
+
+
+def _log_network(debug: NcclDebugInfo | None) -> str | None:
+    """The network NCCL says it used: its ``Using network X`` line, else the one network its connection lines
+    go through (``via NET/Socket/0``: NCCL_DEBUG_SUBSYS=INIT,NET without the ``Using network`` line)."""
+    if debug is None:
+        return None
+    nets = {c.transport.removeprefix("NET/") for c in debug.connections if c.transport.startswith("NET/")}
+    return debug.network or (nets.pop() if len(nets) == 1 else None)
 
 
 def log_nccl_version(log_text: str, debug: NcclDebugInfo | None = None, build: BuildInfo | None = None) -> str | None:
