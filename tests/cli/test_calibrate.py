@@ -85,3 +85,20 @@ def test_a_calibrated_scenario_runs_and_a_cluster_file_is_not_a_preset(capsys, t
     lines = err.splitlines()
     assert code == 2 and f"cluster.preset: unknown preset '{cluster}'" in lines[0]
     assert lines[1].startswith(f"hint: a preset is a built-in name, not a file: put {cluster}'s fields in its place")
+
+
+def test_the_logs_rank_lines_place_the_run(capsys):
+    """The L40S socket log's '# Rank' lines name two hosts with one GPU each: unasked, calibrate predicts that run
+    (the cluster file holds 2 servers of 2 GPUs: 4 ranks, which was an error); a layout given with the same rank
+    count but another placement (one server of two GPUs) is a warning, as in perf --compare."""
+    reference = LOG.parent
+    args = ["calibrate", str(reference / "l40s-tcp-2node-2gpu-all_reduce-ring.log"), "--cluster",
+            str(reference / "clusters" / "r760xa-l40s-2x400g.yaml"), "--env", "NCCL_IB_DISABLE=1", "--env",
+            "NCCL_ALGO=Ring", "--params", "nic_efficiency", "--json"]
+    code, text, _ = run_cli(capsys, *args)
+    doc = json.loads(text)
+    assert code == 0 and doc["n_ranks"] == 2 and doc["overlay"]["servers"] == 2 and doc["warnings"] == []
+    code, text, _ = run_cli(capsys, *args, "--servers", "1")
+    assert code == 0 and json.loads(text)["warnings"] == [
+        f"{reference / 'l40s-tcp-2node-2gpu-all_reduce-ring.log'}: the log ran 1 rank(s) on each of 2 host(s) "
+        "(its '# Rank' lines); the cluster gives 2 GPU(s) on each of 1 server(s)"]

@@ -16,7 +16,7 @@ from rich.table import Table
 
 from gpuwait.collectives.fit import MIN_GAIN
 from gpuwait.errors import SpecError
-from gpuwait.report.perf import comparison_summary, log_debug_info, log_nccl_version
+from gpuwait.report.perf import comparison_summary, log_debug_info, log_layout, log_nccl_version
 from gpuwait.runner.calibrate import (
     LEAVE_ONE_LOG_OUT,
     Calibration,
@@ -57,7 +57,7 @@ def read_log(path: Path, skipped: list[str] | None = None) -> MeasuredLog:
                         hint="keep the '# Collective test starting' line")
     return MeasuredLog(str(path), str(log.collective), int(log.n_ranks), tuple(r.size_bytes for r in rows),
                        tuple(r.steady_time_us * 1e-6 for r in rows), tuple(r.steady_busbw_GBps for r in rows),
-                       log_nccl_version(text, log_debug_info(text), log.build))
+                       log_nccl_version(text, log_debug_info(text), log.build), log_layout(log))
 
 
 @dataclass(frozen=True, eq=False)
@@ -112,7 +112,11 @@ def run_calibrate(paths: Sequence[Path], cluster: str, servers: int | None = Non
         check_writable(out)
     warnings: list[str] = []
     logs = [read_log(Path(p), warnings) for p in paths]
+    layouts = {log.layout for log in logs}
+    if servers is None and gpus is None and len(layouts) == 1 and None not in layouts:
+        servers, gpus = layouts.pop()  # the run as its '# Rank' lines place it, as perf --compare does
     calibration = calibrate(logs, cluster, servers, gpus, env, names, prior, nccl_version)
+    warnings += calibration.warnings
     data = overlay(cluster, servers, calibration)
     if out is not None:
         header = (f"# gpuwait calibrate: {cluster} with the collective model's physical parameters fitted to "
