@@ -315,3 +315,18 @@ def test_compare_places_the_ranks_as_the_logs_rank_lines_do(capsys):
     assert one_server["rows"] != stated["rows"]
     assert one_server["warnings"] == ["the log ran 1 rank(s) on each of 2 host(s) (its '# Rank' lines); the cluster "
                                       "gives 2 GPU(s) on each of 1 server(s)"]
+
+
+def test_switch_points_of_a_log_with_several_tables(capsys, tmp_path):
+    """nccl-tests -d all (or -o all) prints the sizes again for each datatype (src/common.cu: a table per type):
+    the predicted switch points are those of the sizes, not a switch back at the second table's first size."""
+    one = DATA / "reference" / "h100-ib-2node-16gpu-all_reduce.log"  # 8 B to 16 GiB: tree/LL ... nvls_tree/Simple
+    text = one.read_text()
+    table = "\n".join(_rows_of(text)) + "\n"
+    two = tmp_path / "two-tables.log"
+    two.write_text(text.replace(table, table + _retyped(table, "half"), 1))
+    from gpuwait.report.perf import compare_log
+
+    single, double = compare_log("all_reduce", one, "dgx-h100", 2), compare_log("all_reduce", two, "dgx-h100", 2)
+    assert len(double.rows) == 2 * len(single.rows)
+    assert double.summary["predicted_switches"] == single.summary["predicted_switches"]

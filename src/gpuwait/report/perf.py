@@ -82,7 +82,9 @@ def comparison_summary(rows: list[dict], seen: list[tuple[int, str, str]] = ()) 
     bw = [abs(r["predicted_busbw_GBps"] / r["measured_busbw_GBps"] - 1) * 100
           for r in rows if r["size_bytes"] >= BANDWIDTH_MIN_BYTES and r["measured_busbw_GBps"] > 0]
     floor = [abs(r["time_error_pct"]) for r in rows if r["size_bytes"] <= FLOOR_MAX_BYTES]
-    predicted = choice_switches([(r["size_bytes"], r["algorithm"], r["protocol"]) for r in rows])
+    # by size: a log of several tables (nccl-tests -d all, -o all) runs the sizes again for each datatype or op,
+    # and the choice depends on the size alone
+    predicted = choice_switches(sorted({(r["size_bytes"], r["algorithm"], r["protocol"]) for r in rows}))
     return {"busbw_sizes": len(bw), "busbw_median_error_pct": statistics.median(bw) if bw else None,
             "busbw_worst_error_pct": max(bw) if bw else None, "floor_sizes": len(floor),
             "floor_median_error_pct": statistics.median(floor) if floor else None, "predicted_switches": predicted,
