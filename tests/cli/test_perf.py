@@ -330,3 +330,15 @@ def test_switch_points_of_a_log_with_several_tables(capsys, tmp_path):
     single, double = compare_log("all_reduce", one, "dgx-h100", 2), compare_log("all_reduce", two, "dgx-h100", 2)
     assert len(double.rows) == 2 * len(single.rows)
     assert double.summary["predicted_switches"] == single.summary["predicted_switches"]
+
+
+def test_a_cputime_log_is_refused_by_compare_and_calibrate(capsys, tmp_path):
+    """nccl-tests -C 1 prints the host's enqueue time in a 'cputime' column (src/common.cu), busbw still from the
+    completed time: set beside a prediction, every time error would be wrong without a word."""
+    text = (DATA / "h100-2node-16gpu-large-sizes.log").read_text().replace("     time   algbw", "  cputime   algbw")
+    path = tmp_path / "cputime.log"
+    path.write_text(text)
+    for args in (["perf", "all_reduce", "--compare", str(path)], ["calibrate", str(path)]):
+        code, _, err = run_cli(capsys, *args, "--cluster", "dgx-h100", "--servers", "2")
+        lines = err.splitlines()
+        assert code == 2 and f"{path}: its time column is cputime (nccl-tests -C 1" in lines[0] and len(lines) == 2

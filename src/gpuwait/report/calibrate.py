@@ -16,7 +16,7 @@ from rich.table import Table
 
 from gpuwait.collectives.fit import MIN_GAIN
 from gpuwait.errors import SpecError
-from gpuwait.report.perf import comparison_summary, log_debug_info, log_layout, log_nccl_version
+from gpuwait.report.perf import check_timed, comparison_summary, log_debug_info, log_layout, log_nccl_version
 from gpuwait.runner.calibrate import (
     LEAVE_ONE_LOG_OUT,
     Calibration,
@@ -46,6 +46,7 @@ def read_log(path: Path, skipped: list[str] | None = None) -> MeasuredLog:
         log = parse_nccl_tests_log(text, source=str(path), skipped=skipped)
     except SpecError as err:
         raise SpecError(f"{path}: {err}", hint=err.hint) from None
+    check_timed(log, path)
     rows = [r for r in log.rows if r.size_bytes > 0 and r.oop_time_us > 0]
     if not rows:
         raise SpecError(f"{path}: no result rows with a size and a time; expected an nccl-tests table",

@@ -188,6 +188,15 @@ def _nccl_choice(log_version: str | None, asked: str | None, cluster_version: st
     return {"version": version, "model_release": nccl_release(version, "nccl_version").version, "source": source}
 
 
+def check_timed(log: NcclTestsLog, path: Path) -> None:
+    """Refuse a log whose time column is ``cputime`` (nccl-tests ``-C 1``): the host's time to enqueue the
+    calls, not the collective's (src/common.cu: timeUsec is cputimeSec, the loop's time before completeColl,
+    while algbw and busbw keep the completed time), which a prediction cannot be set beside."""
+    if log.time_column == "cputime":
+        raise SpecError(f"{path}: its time column is cputime (nccl-tests -C 1: the host's time to enqueue the calls, "
+                        "not the collective's); expected the time column nccl-tests prints without -C", hint="rerun nccl-tests without -C")
+
+
 def log_layout(log: NcclTestsLog) -> tuple[int, int] | None:
     """(hosts, ranks per host) of the run, from the ``# Rank ... on HOST`` lines when they list every rank and
     every host runs as many; else None (lines trimmed, or an uneven run).
@@ -226,6 +235,7 @@ def compare_log(op: str, log_path: Path, cluster: str, servers: int | None = Non
     # a row cut short (a killed job) or broken by another rank's output is left out and named in a warning
     unreadable: list[str] = []
     log = parse_nccl_tests_log(text, source=str(log_path), skipped=unreadable)
+    check_timed(log, log_path)
     collective = get_collective(op).name
     if log.collective is not None and log.collective != collective:  # never predict another collective unasked
         raise SpecError(f"collective: got {op!r}, but {log_path} ran {log.collective}; expected {log.collective}",
