@@ -342,3 +342,14 @@ def test_a_cputime_log_is_refused_by_compare_and_calibrate(capsys, tmp_path):
         code, _, err = run_cli(capsys, *args, "--cluster", "dgx-h100", "--servers", "2")
         lines = err.splitlines()
         assert code == 2 and f"{path}: its time column is cputime (nccl-tests -C 1" in lines[0] and len(lines) == 2
+
+
+def test_compare_reads_a_log_saved_by_windows_powershell(tmp_path):
+    """Windows PowerShell 5.1 writes `>` and Out-File as UTF-16LE with a byte-order mark ("Unicode", its default:
+    Microsoft's Out-File and about_Character_Encoding pages) and CRLF line ends: the same rows as the original."""
+    from gpuwait.report.perf import compare_log
+
+    original = DATA / "h100-2node-16gpu-large-sizes.log"
+    path = tmp_path / "from-powershell.log"
+    path.write_bytes(original.read_text().replace("\n", "\r\n").encode("utf-16"))
+    assert compare_log("all_reduce", path, "dgx-h100", 2).rows == compare_log("all_reduce", original, "dgx-h100", 2).rows
