@@ -68,7 +68,7 @@ class CalibrateReport:
     calibration: Calibration
     overlay: dict
     out: Path | None
-    warnings: list[str] = field(default_factory=list)  # rows of the logs that could not be read, left out
+    warnings: list[str] = field(default_factory=list)  # rows left out unread; a log's hosts unlike the cluster's
 
     def summaries(self, variant: str) -> dict[str, dict]:
         """Per log, and pooled over every log as ``"all"``: :func:`comparison_summary` of ``variant``."""
