@@ -353,3 +353,19 @@ def test_compare_reads_a_log_saved_by_windows_powershell(tmp_path):
     path = tmp_path / "from-powershell.log"
     path.write_bytes(original.read_text().replace("\n", "\r\n").encode("utf-16"))
     assert compare_log("all_reduce", path, "dgx-h100", 2).rows == compare_log("all_reduce", original, "dgx-h100", 2).rows
+
+
+def test_compare_and_calibrate_read_the_json_file_of_nccl_tests_j(capsys, tmp_path):
+    """nccl-tests -J FILE (src/util.cu, builds from late 2025) writes the run as JSON: its results, '# Rank'
+    devices and the NCCL library code ("nccl_version": 22907). --compare and calibrate read it as they read
+    the stdout; before, it was 'no result rows found'."""
+    from gpuwait.report.calibrate import read_log
+    from tests.nccltests.test_parse import _json_doc
+
+    path = tmp_path / "all_gather.json"
+    path.write_text(json.dumps(_json_doc()))
+    code, out, _ = run_cli(capsys, "perf", "all_gather", "--compare", str(path), "--cluster", "dgx-h100", "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["n_ranks"] == 4 and doc["nccl"]["version"] == "2.29.7"
+    assert [r["measured_time_us"] for r in doc["rows"]] == [19.5, 30.0]  # the 2 MiB in-place column is NaN
+    assert read_log(path).nccl_version == "2.29.7" and read_log(path).layout == (1, 4)

@@ -16,7 +16,14 @@ from rich.table import Table
 
 from gpuwait.collectives.fit import MIN_GAIN
 from gpuwait.errors import SpecError
-from gpuwait.report.perf import check_timed, comparison_summary, log_debug_info, log_layout, log_nccl_version
+from gpuwait.report.perf import (
+    check_timed,
+    comparison_summary,
+    log_debug_info,
+    log_layout,
+    log_nccl_version,
+    read_nccl_tests,
+)
 from gpuwait.runner.calibrate import (
     LEAVE_ONE_LOG_OUT,
     Calibration,
@@ -28,7 +35,6 @@ from gpuwait.runner.calibrate import (
     write_overlay,
 )
 from gpuwait.spec.reader import read_text_checked
-from gpuwait.telemetry.nccltests_log import parse_nccl_tests_log
 
 #: the three predictions of every size, in the order they are shown
 VARIANTS = ("shipped", "calibrated", "defaults")
@@ -43,7 +49,7 @@ def read_log(path: Path, skipped: list[str] | None = None) -> MeasuredLog:
     except SpecError as err:
         raise SpecError(str(err).replace("cannot read the file", "cannot read the log"), hint=err.hint) from None
     try:
-        log = parse_nccl_tests_log(text, source=str(path), skipped=skipped)
+        log = read_nccl_tests(text, path, skipped)
     except SpecError as err:
         raise SpecError(f"{path}: {err}", hint=err.hint) from None
     check_timed(log, path)

@@ -25,7 +25,7 @@ from gpuwait.runner.perf import PerfSweep, log_release, make_predictor
 from gpuwait.spec.reader import read_text_checked
 from gpuwait.telemetry.errors import TelemetryFormatError
 from gpuwait.telemetry.nccl_debug import NcclDebugInfo, parse_nccl_debug
-from gpuwait.telemetry.nccltests_log import NcclTestsLog, parse_nccl_tests_log
+from gpuwait.telemetry.nccltests_log import NcclTestsLog, from_json, parse_nccl_tests_log
 from gpuwait.topology import resolve_server
 from gpuwait.topology.gpus import gpu_arch
 
@@ -188,6 +188,14 @@ def _nccl_choice(log_version: str | None, asked: str | None, cluster_version: st
     return {"version": version, "model_release": nccl_release(version, "nccl_version").version, "source": source}
 
 
+def read_nccl_tests(text: str, path: Path, skipped: list[str] | None = None) -> NcclTestsLog:
+    """A log as ``perf --compare`` and ``calibrate`` take it: nccl-tests' stdout (rows it cannot read left out
+    and reported in ``skipped``), or the JSON file it writes with ``-J`` (builds from late 2025)."""
+    if text.lstrip().startswith("{"):
+        return from_json(text)
+    return parse_nccl_tests_log(text, source=str(path), skipped=skipped)
+
+
 def check_timed(log: NcclTestsLog, path: Path) -> None:
     """Refuse a log whose time column is ``cputime`` (nccl-tests ``-C 1``): the host's time to enqueue the
     calls, not the collective's (src/common.cu: timeUsec is cputimeSec, the loop's time before completeColl,
@@ -234,7 +242,7 @@ def compare_log(op: str, log_path: Path, cluster: str, servers: int | None = Non
         raise SpecError(f"--compare: {err}", hint=err.hint) from None
     # a row cut short (a killed job) or broken by another rank's output is left out and named in a warning
     unreadable: list[str] = []
-    log = parse_nccl_tests_log(text, source=str(log_path), skipped=unreadable)
+    log = read_nccl_tests(text, log_path, unreadable)
     check_timed(log, log_path)
     collective = get_collective(op).name
     if log.collective is not None and log.collective != collective:  # never predict another collective unasked

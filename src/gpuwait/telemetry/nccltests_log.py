@@ -570,7 +570,10 @@ def from_json(data: str | bytes | Mapping, *, n_ranks: int | None = None,
     program = str(args[0]).rsplit("/", 1)[-1] if args else None
     avg = (doc.get("average_bus_bandwidth") or {}).get("bandwidth")
     oob = (doc.get("out_of_bounds") or {}).get("count")
-    return _finish(tuple(rows), devices=devices, program=program, build=None, config=config,
+    # the file names the NCCL library that ran (util.cu: "nccl_version", ncclGetVersion's code), not nccl-tests'
+    code = doc.get("nccl_version")
+    build = BuildInfo("", None, int(_num(code, "nccl_version"))) if code is not None else None
+    return _finish(tuple(rows), devices=devices, program=program, build=build, config=config,
                    avg=None if avg is None else _num(avg, "average_bus_bandwidth.bandwidth"),
                    oob=None if oob is None else int(oob), time_column=time_column, wrong_column="#wrong",
                    n_ranks=n_ranks, collective=collective)
