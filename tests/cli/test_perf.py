@@ -369,3 +369,21 @@ def test_compare_and_calibrate_read_the_json_file_of_nccl_tests_j(capsys, tmp_pa
     assert code == 0 and doc["n_ranks"] == 4 and doc["nccl"]["version"] == "2.29.7"
     assert [r["measured_time_us"] for r in doc["rows"]] == [19.5, 30.0]  # the 2 MiB in-place column is NaN
     assert read_log(path).nccl_version == "2.29.7" and read_log(path).layout == (1, 4)
+
+
+def test_the_printed_summary_is_the_median_of_the_printed_table(capsys):
+    """What a reader checks by hand: the summary's median and worst busbw error over sizes >= 1 MiB and the
+    floor's median |time error| recomputed from the table's printed columns (2-decimal busbw, 1-decimal
+    errors: within their rounding)."""
+    log = DATA / "reference" / "h100-ib-2node-16gpu-all_reduce.log"
+    code, out, _ = run_cli(capsys, "perf", "all_reduce", "--compare", str(log), "--cluster", "dgx-h100", "--servers", "2")
+    cells = [[c.strip() for c in line.split("│")[1:-1]] for line in out.splitlines() if line.startswith("│")]
+    rows = [(int(c[0]), float(c[3].removesuffix(" %")), float(c[4]), float(c[5])) for c in cells]
+    bw = [abs(pred / meas - 1) * 100 for size, _, meas, pred in rows if size >= 2**20]
+    floor = [abs(err) for size, err, _, _ in rows if size <= 64 * 2**10]
+    summary = re.search(r"busbw error over (\d+) sizes >= 1 MiB: median ([\d.]+) %, worst ([\d.]+) %; time error over "
+                        r"(\d+) sizes <= 64 KiB: median ([\d.]+) %", " ".join(out.split()))
+    assert code == 0 and summary and (int(summary[1]), int(summary[4])) == (len(bw), len(floor)) == (15, 14)
+    assert float(summary[2]) == pytest.approx(np.median(bw), abs=0.06)
+    assert float(summary[3]) == pytest.approx(max(bw), abs=0.06)
+    assert float(summary[5]) == pytest.approx(np.median(floor), abs=0.06)
