@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -115,6 +116,33 @@ def test_an_error_names_the_api_argument_and_the_cli_option(capsys, call, cli, m
     assert code == 2 and lines[0].startswith("error: " + message.format(**CLI_NAMES))
     if hints:
         assert hints[0] in raised.value.hint and lines[1].startswith("hint: " + hints[1])
+
+
+def test_an_estimate_over_the_limit_names_what_to_change_as_the_caller_spells_it(capsys):
+    """The Python API names its arguments (``servers``, ``env``, ``sizes``), the command line its options."""
+    with pytest.raises(GpuwaitError) as raised:
+        g.perf("all_reduce", servers=2, max_memory="1KB")
+    change = "expected less (change {}, or fewer algorithms: NCCL_ALGO in {} or a narrower {} range)"
+    assert str(raised.value).endswith(change.format("`servers`", "`env`", "`sizes`"))
+    code, _, err = run_cli(capsys, *["perf", *PERF, "--max-memory", "1KB"])
+    assert code == 2 and err.splitlines()[0].endswith(change.format("--servers", "--env", "-b / -e"))
+    from gpuwait.runner.cost import check_cost, estimate_scenario
+
+    with pytest.raises(GpuwaitError, match=r"change workload\.steps or `steps`\)$"):  # the CLI's: tests/cli/test_cost.py
+        check_cost(estimate_scenario(g.load_scenario("examples/dp-only.yaml"), steps=10**6), 1e6)
+
+
+def test_where_a_setting_came_from_names_the_api_argument_and_the_cli_option(capsys):
+    """A release the caller asked for is "from: nccl_version" to the Python API and "from: --nccl-version" on
+    the command line (cli.common.API_OPTIONS), in perf's settings and in --compare's ``nccl.source``."""
+    api = {s.name: str(s) for s in g.perf("all_reduce", servers=2, nccl_version="2.21.5").settings}
+    assert api["nccl_version"] == "2.21.5 (from: nccl_version)"
+    code, out, _ = run_cli(capsys, "perf", *PERF, "--nccl-version", "2.21.5", "--json")
+    assert code == 0 and json.loads(out)["settings"]["nccl_version"] == "2.21.5 (from: --nccl-version)"
+    from gpuwait.report.perf import compare_log
+
+    log = Path(__file__).resolve().parent / "nccltests" / "data" / "h100-2node-16gpu-large-sizes.log"
+    assert compare_log("all_reduce", log, "dgx-h100", 2, nccl_version="2.21.5").nccl["source"] == "nccl_version"
 
 
 def test_the_runner_names_the_engine_argument_and_the_cli_its_option():

@@ -14,6 +14,7 @@ import pytest
 from tests.cli.test_cli import run_cli
 
 LOG = Path(__file__).resolve().parents[1] / "nccltests" / "data" / "reference" / "h100-ib-2node-16gpu-all_reduce.log"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def test_calibrate_writes_an_overlay_perf_accepts(capsys, tmp_path):
@@ -30,9 +31,11 @@ def test_calibrate_writes_an_overlay_perf_accepts(capsys, tmp_path):
 
 
 def test_calibrate_json(capsys):
+    # the release the log prints, asked for by name: the same predictions, its source named as the option
     code, text, _ = run_cli(capsys, "calibrate", str(LOG), "--cluster", "dgx-h100", "--servers", "2", "--json",
-                            "--params", "nic_efficiency")
+                            "--params", "nic_efficiency", "--nccl-version", "2.26.2")
     doc = json.loads(text)
+    assert doc["logs"][0]["nccl_version_source"] == "--nccl-version"
     assert code == 0 and doc["validation"] == "alternate sizes" and doc["considered"] == ["nic_efficiency"]
     candidates = doc["selection"]["candidates"]
     assert candidates[0]["freed"] == [] and candidates[1]["freed"] == ["nic_efficiency"]
@@ -60,3 +63,42 @@ def test_bad_input_is_one_error(capsys, tmp_path, args, message):
     code, _, err = run_cli(capsys, "calibrate", *args(tmp_path), "--cluster", "dgx-h100", "--servers", "2")
     lines = err.strip().splitlines()
     assert code == 2 and message in lines[0] and lines[0].startswith("error: ") and len(lines) <= 2
+
+
+def test_a_calibrated_scenario_runs_and_a_cluster_file_is_not_a_preset(capsys, tmp_path):
+    """A scenario calibrated stays a scenario that `run` and `diagnose` take as they took the original, and the
+    closing line says so; a calibrated cluster file named as a scenario's `cluster:` (which holds a preset
+    name or fields) is one error whose hint says to put its fields there."""
+    scenario = tmp_path / "scenario.yaml"
+    code, text, _ = run_cli(capsys, "calibrate", str(LOG), "--cluster", str(EXAMPLES / "dp-only.yaml"), "--servers", "2",
+                            "--params", "nic_efficiency", "--out", str(scenario))
+    assert code == 0 and f"`gpuwait run {scenario}`" in " ".join(text.split())  # rich wraps long lines
+    code, _, _ = run_cli(capsys, "run", str(scenario), "--steps", "1", "--json")
+    assert code == 0
+    cluster = tmp_path / "cal.yaml"
+    code, text, _ = run_cli(capsys, "calibrate", str(LOG), "--cluster", "dgx-h100", "--servers", "2",
+                            "--params", "nic_efficiency", "--out", str(cluster))
+    assert code == 0 and "put its fields under a scenario's `cluster:`" in " ".join(text.split())
+    naming = tmp_path / "naming.yaml"
+    naming.write_text(f"cluster: {cluster}\nworkload:\n  model: {{preset: llama-8b}}\n  parallel: {{tp: 8}}\n")
+    code, _, err = run_cli(capsys, "run", str(naming))
+    lines = err.splitlines()
+    assert code == 2 and f"cluster.preset: unknown preset '{cluster}'" in lines[0]
+    assert lines[1].startswith(f"hint: a preset is a built-in name, not a file: put {cluster}'s fields in its place")
+
+
+def test_the_logs_rank_lines_place_the_run(capsys):
+    """The L40S socket log's '# Rank' lines name two hosts with one GPU each: unasked, calibrate predicts that run
+    (the cluster file holds 2 servers of 2 GPUs: 4 ranks, which was an error); a layout given with the same rank
+    count but another placement (one server of two GPUs) is a warning, as in perf --compare."""
+    reference = LOG.parent
+    args = ["calibrate", str(reference / "l40s-tcp-2node-2gpu-all_reduce-ring.log"), "--cluster",
+            str(reference / "clusters" / "r760xa-l40s-2x400g.yaml"), "--env", "NCCL_IB_DISABLE=1", "--env",
+            "NCCL_ALGO=Ring", "--params", "nic_efficiency", "--json"]
+    code, text, _ = run_cli(capsys, *args)
+    doc = json.loads(text)
+    assert code == 0 and doc["n_ranks"] == 2 and doc["overlay"]["servers"] == 2 and doc["warnings"] == []
+    code, text, _ = run_cli(capsys, *args, "--servers", "1")
+    assert code == 0 and json.loads(text)["warnings"] == [
+        f"{reference / 'l40s-tcp-2node-2gpu-all_reduce-ring.log'}: the log ran 1 rank(s) on each of 2 host(s) "
+        "(its '# Rank' lines); the cluster gives 2 GPU(s) on each of 1 server(s)"]

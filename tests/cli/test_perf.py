@@ -7,6 +7,7 @@ busbw about 480 GB/s at 8 GiB; the maintainers' ~370 GB/s with NCCL_ALGO=Ring (N
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -182,3 +183,207 @@ def test_compare_reads_what_nccl_said_beside_the_table(capsys, tmp_path):
     # the INFO line's release is the one predicted (no longer a warning)
     assert doc["nccl"] == {"version": "2.21.5", "model_release": "2.21.5", "source": "the log's version"}
     assert not any("NCCL 2.21.5" in w for w in doc["warnings"])
+
+
+def test_compare_predicts_the_library_the_nccl_tests_header_names(capsys):
+    """nccl-tests 2.17.4 on print the NCCL library that ran in their first line (src/util.cu, NVIDIA/nccl-tests
+    commit 9641693: ``# nccl-tests version 2.18.0 nccl-headers=22907 nccl-library=22907``, the code of
+    NCCL_VERSION(2,29,7), src/nccl.h.in): a log without NCCL's own version line is predicted as that release,
+    by --compare and by calibrate alike, not as gpuwait's default."""
+    from gpuwait.report.calibrate import read_log
+
+    log = DATA / "nccl-tests-2.18-mpi-socket-all_reduce.log"
+    assert "NCCL version" not in log.read_text()
+    assert read_log(log).nccl_version == "2.29.7"
+    cluster = DATA / "reference" / "clusters" / "rtx2080ti-pcie-2gpu.yaml"
+    code, out, _ = run_cli(capsys, "perf", "all_reduce", "--compare", str(log), "--cluster", str(cluster), "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["nccl"]["version"] == "2.29.7" and doc["nccl"]["source"] == "the log's version"
+    # asked for another release, the comparison warns that the log ran 2.29.7
+    code, out, _ = run_cli(capsys, "perf", "all_reduce", "--compare", str(log), "--cluster", str(cluster),
+                           "--nccl-version", "2.19.3", "--json")
+    assert any(w.startswith("the log ran NCCL 2.29.7; gpuwait predicted NCCL 2.19.3's") for w in json.loads(out)["warnings"])
+
+
+@pytest.mark.parametrize("network, transport, warned", [
+    ("IB", "rocev2", False),
+    # nccl-rdma-sharp-plugins (HPC-X) names its verbs transport IBext, IBext_v8 ... (src/ib_plugin.c): still IB
+    ("IBext", "infiniband", False), ("IBext_v8", "rocev2", False), ("IBext_v11", "infiniband", False),
+    ("Socket", "rocev2", True), ("IBext_v8", "tcp", True), ("AWS Libfabric", "efa", False), ("IB", "efa", True),
+])
+def test_the_network_warning_knows_the_ib_plugin(network, transport, warned):
+    from gpuwait.report.perf import comparison_warnings
+    from gpuwait.telemetry.nccl_debug import parse_nccl_debug
+
+    # NCCL's "Using network X", or with only the connection lines (src/transport/net.cc: "via NET/%s/%d")
+    for line in (f"Using network {network}", f"Channel 00/0 : 0[0] -> 8[0] [send] via NET/{network}/0"):
+        debug = parse_nccl_debug(f"node1:1234:1240 [0] NCCL INFO {line}")
+        warnings = comparison_warnings(None, [], "H100-SXM5-80GB", transport, debug)
+        assert bool(warnings) == warned and all(f"network {network}" in w for w in warnings)
+
+
+def _rows_of(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.strip()[:1].isdigit()]
+
+
+def _cut_last_row(text: str) -> str:
+    last = _rows_of(text)[-1]
+    return text[:text.index(last)] + last[:60]  # the job killed while printing its last size
+
+
+def _glue_info(text: str) -> str:
+    row = _rows_of(text)[2]  # another rank's NCCL INFO line written into the middle of a row
+    return text.replace(row, row[:50] + "nccl-tests-h100-worker-1:23:40 [7] NCCL INFO comm 0x1 rank 15 - Destroy COMPLETE")
+
+
+def _retyped(text: str, dtype: str) -> str:
+    out = []
+    for line in text.splitlines():
+        if line.strip()[:1].isdigit():
+            tokens = line.split()
+            tokens[1], tokens[2] = str(int(tokens[0]) // 2), dtype
+            line = "  ".join(tokens)
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+# The variants real logs take (nccl-tests src/util.cu and src/common.cu, NVIDIA/nccl-tests a0b82b2): each is read
+# to the same measured rows, or its unreadable rows are left out with a warning that names the line.
+LOG_VARIANTS = {
+    "windows line endings": (lambda t: t.replace("\n", "\r\n"), 5),
+    "mpirun --tag-output": (lambda t: "".join(f"[1,0]<stdout>:{line}" for line in t.splitlines(keepends=True)), 5),
+    "2.17.4+ header lines": (lambda t: "# nccl-tests version 2.19.6 nccl-headers=23007 nccl-library=23007\n"
+                             "# Collective test starting: all_reduce_perf\n" + t.replace("graph: 0", "graph: 1 unalign: 0")
+                             + "# Collective test concluded: all_reduce_perf\n", 5),
+    "-c 0": (lambda t: re.sub(r"(\d)      0(\s)", r"\1    N/A\2", t).replace("validation: 1", "validation: 0"), 5),
+    "-d bfloat16": (lambda t: _retyped(t, "bfloat16"), 5),
+    "-d half": (lambda t: _retyped(t, "half"), 5),
+    "-o max": (lambda t: t.replace("  sum  ", "  max  "), 5),
+    "NCCL INFO lines between rows": (lambda t: t.replace("\n  2147483648", "\nnccl-tests-h100-worker-0:20:30 [0] NCCL "
+                                                         "INFO Using network IB\n  2147483648"), 5),
+    "truncated": (_cut_last_row, 4),
+    "NCCL INFO line inside a row": (_glue_info, 4),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(LOG_VARIANTS))
+def test_compare_reads_the_variants_real_logs_take(tmp_path, variant):
+    from gpuwait.report.perf import compare_log
+
+    original = DATA / "h100-2node-16gpu-large-sizes.log"
+    edit, n_rows = LOG_VARIANTS[variant]
+    path = tmp_path / "variant.log"
+    path.write_bytes(edit(original.read_text()).encode())
+    base = {r["size_bytes"]: r for r in compare_log("all_reduce", original, "dgx-h100", 2).rows}
+    comparison = compare_log("all_reduce", path, "dgx-h100", 2)
+    assert len(comparison.rows) == n_rows
+    for row in comparison.rows:
+        assert {k: row[k] for k in ("measured_time_us", "measured_busbw_GBps", "predicted_time_us")} == \
+            {k: base[row["size_bytes"]][k] for k in ("measured_time_us", "measured_busbw_GBps", "predicted_time_us")}
+    unreadable = [w for w in comparison.warnings if "unreadable result row" in w]
+    assert len(unreadable) == (n_rows < 5) and all(str(path) in w and "line " in w for w in unreadable)
+
+
+def test_a_truncated_log_is_compared_and_calibrated_with_a_warning(capsys, tmp_path):
+    path = tmp_path / "killed.log"
+    path.write_text(_cut_last_row((DATA / "h100-2node-16gpu-large-sizes.log").read_text()))
+    code, out, _ = run_cli(capsys, "perf", "all_reduce", "--compare", str(path), "--cluster", "dgx-h100", "--servers", "2")
+    assert code == 0 and "warning: " + str(path) + ": 1 unreadable result row(s) skipped, the first line 12" in out
+    code, out, _ = run_cli(capsys, "calibrate", str(path), "--cluster", "dgx-h100", "--servers", "2", "--json",
+                           "--params", "nic_efficiency")
+    doc = json.loads(out)
+    assert code == 0 and len(doc["logs"][0]["shipped"]) == 4 and "1 unreadable result row(s)" in doc["warnings"][0]
+
+
+def test_compare_places_the_ranks_as_the_logs_rank_lines_do(capsys):
+    """The L40S socket run (schmaustech/nvidia-tools-image README, tests/nccltests/data/reference): its two '# Rank'
+    lines name two hosts, one GPU each (mpirun -H a:1,b:1). Unasked, --compare predicts that run, not the two
+    GPUs of one server the cluster file holds; given another layout with the same rank count, it warns."""
+    log = DATA / "reference" / "l40s-tcp-2node-2gpu-all_reduce-ring.log"
+    cluster = DATA / "reference" / "clusters" / "r760xa-l40s-2x400g.yaml"
+    env = ["--env", "NCCL_IB_DISABLE=1", "--env", "NCCL_ALGO=Ring"]
+
+    def compare(*extra):
+        code, out, _ = run_cli(capsys, "perf", "all_reduce", "--compare", str(log), "--cluster", str(cluster), *env,
+                               *extra, "--json")
+        assert code == 0
+        return json.loads(out)
+
+    unasked, stated = compare(), compare("--servers", "2", "-g", "1")
+    assert unasked["rows"] == stated["rows"] and unasked["warnings"] == stated["warnings"] == []
+    one_server = compare("--servers", "1", "-g", "2")
+    assert one_server["rows"] != stated["rows"]
+    assert one_server["warnings"] == ["the log ran 1 rank(s) on each of 2 host(s) (its '# Rank' lines); the cluster "
+                                      "gives 2 GPU(s) on each of 1 server(s)"]
+
+
+def test_switch_points_of_a_log_with_several_tables(capsys, tmp_path):
+    """nccl-tests -d all (or -o all) prints the sizes again for each datatype (src/common.cu: a table per type):
+    the predicted switch points are those of the sizes, not a switch back at the second table's first size."""
+    one = DATA / "reference" / "h100-ib-2node-16gpu-all_reduce.log"  # 8 B to 16 GiB: tree/LL ... nvls_tree/Simple
+    text = one.read_text()
+    table = "\n".join(_rows_of(text)) + "\n"
+    two = tmp_path / "two-tables.log"
+    two.write_text(text.replace(table, table + _retyped(table, "half"), 1))
+    from gpuwait.report.perf import compare_log
+
+    single, double = compare_log("all_reduce", one, "dgx-h100", 2), compare_log("all_reduce", two, "dgx-h100", 2)
+    assert len(double.rows) == 2 * len(single.rows)
+    assert double.summary["predicted_switches"] == single.summary["predicted_switches"]
+
+
+def test_a_cputime_log_is_refused_by_compare_and_calibrate(capsys, tmp_path):
+    """nccl-tests -C 1 prints the host's enqueue time in a 'cputime' column (src/common.cu), busbw still from the
+    completed time: set beside a prediction, every time error would be wrong without a word."""
+    text = (DATA / "h100-2node-16gpu-large-sizes.log").read_text().replace("     time   algbw", "  cputime   algbw")
+    path = tmp_path / "cputime.log"
+    path.write_text(text)
+    for args in (["perf", "all_reduce", "--compare", str(path)], ["calibrate", str(path)]):
+        code, _, err = run_cli(capsys, *args, "--cluster", "dgx-h100", "--servers", "2")
+        lines = err.splitlines()
+        assert code == 2 and f"{path}: its time column is cputime (nccl-tests -C 1" in lines[0] and len(lines) == 2
+
+
+def test_compare_reads_a_log_saved_by_windows_powershell(tmp_path):
+    """Windows PowerShell 5.1 writes `>` and Out-File as UTF-16LE with a byte-order mark ("Unicode", its default:
+    Microsoft's Out-File and about_Character_Encoding pages) and CRLF line ends: the same rows as the original."""
+    from gpuwait.report.perf import compare_log
+
+    original = DATA / "h100-2node-16gpu-large-sizes.log"
+    path = tmp_path / "from-powershell.log"
+    path.write_bytes(original.read_text().replace("\n", "\r\n").encode("utf-16"))
+    assert compare_log("all_reduce", path, "dgx-h100", 2).rows == compare_log("all_reduce", original, "dgx-h100", 2).rows
+
+
+def test_compare_and_calibrate_read_the_json_file_of_nccl_tests_j(capsys, tmp_path):
+    """nccl-tests -J FILE (src/util.cu, builds from late 2025) writes the run as JSON: its results, '# Rank'
+    devices and the NCCL library code ("nccl_version": 22907). --compare and calibrate read it as they read
+    the stdout; before, it was 'no result rows found'."""
+    from gpuwait.report.calibrate import read_log
+    from tests.nccltests.test_parse import _json_doc
+
+    path = tmp_path / "all_gather.json"
+    path.write_text(json.dumps(_json_doc()))
+    code, out, _ = run_cli(capsys, "perf", "all_gather", "--compare", str(path), "--cluster", "dgx-h100", "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["n_ranks"] == 4 and doc["nccl"]["version"] == "2.29.7"
+    assert [r["measured_time_us"] for r in doc["rows"]] == [19.5, 30.0]  # the 2 MiB in-place column is NaN
+    assert read_log(path).nccl_version == "2.29.7" and read_log(path).layout == (1, 4)
+
+
+def test_the_printed_summary_is_the_median_of_the_printed_table(capsys):
+    """What a reader checks by hand: the summary's median and worst busbw error over sizes >= 1 MiB and the
+    floor's median |time error| recomputed from the table's printed columns (2-decimal busbw, 1-decimal
+    errors: within their rounding)."""
+    log = DATA / "reference" / "h100-ib-2node-16gpu-all_reduce.log"
+    code, out, _ = run_cli(capsys, "perf", "all_reduce", "--compare", str(log), "--cluster", "dgx-h100", "--servers", "2")
+    cells = [[c.strip() for c in line.split("│")[1:-1]] for line in out.splitlines() if line.startswith("│")]
+    rows = [(int(c[0]), float(c[3].removesuffix(" %")), float(c[4]), float(c[5])) for c in cells]
+    bw = [abs(pred / meas - 1) * 100 for size, _, meas, pred in rows if size >= 2**20]
+    floor = [abs(err) for size, err, _, _ in rows if size <= 64 * 2**10]
+    summary = re.search(r"busbw error over (\d+) sizes >= 1 MiB: median ([\d.]+) %, worst ([\d.]+) %; time error over "
+                        r"(\d+) sizes <= 64 KiB: median ([\d.]+) %", " ".join(out.split()))
+    assert code == 0 and summary and (int(summary[1]), int(summary[4])) == (len(bw), len(floor)) == (15, 14)
+    assert float(summary[2]) == pytest.approx(np.median(bw), abs=0.06)
+    assert float(summary[3]) == pytest.approx(max(bw), abs=0.06)
+    assert float(summary[5]) == pytest.approx(np.median(floor), abs=0.06)

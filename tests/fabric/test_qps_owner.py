@@ -91,3 +91,22 @@ def test_fewer_channels_than_nccls_graph_slow_the_plateau(monkeypatch):
     # NVLS channels follow only the CTA limits (transport/nvls.cc)
     nvls = make_predictor("dgx-h100", 1, None, ["NCCL_MAX_NCHANNELS=2"]).estimate("all_reduce", 2**30)
     assert nvls.algorithm == "nvls" and nvls.n_channels > 2
+
+
+@pytest.mark.parametrize("transport, env, label", [
+    # NCCL_IB_DISABLE=1 moves an RDMA cluster's job onto NCCL's sockets: the environment owns the transport
+    ("rocev2", ["NCCL_IB_DISABLE=1"], "socket (from: NCCL env)"),
+    # a cluster naming tcp runs on sockets with or without the variable (the same prediction): the file owns it
+    ("tcp", ["NCCL_IB_DISABLE=1"], "socket (from: cluster file)"),
+    ("tcp", ["NCCL_NET=Socket"], "socket (from: cluster file)"),
+    ("tcp", [], "socket (from: cluster file)"),
+])
+def test_the_transport_is_owned_by_what_decides_it(monkeypatch, tmp_path, transport, env, label):
+    for name in ("NCCL_IB_DISABLE", "NCCL_NET"):
+        monkeypatch.delenv(name, raising=False)
+    cluster = tmp_path / "c.yaml"
+    cluster.write_text(f"preset: rocev2-400g-2tier\nservers: 2\ntransport: {{name: {transport}}}\n")
+    sweep = perf_sweep("all_reduce", ARGS, cluster=str(cluster), env=env)
+    assert sweep.to_dict()["settings"]["transport"] == label
+    if transport == "tcp":
+        assert sweep.rows == perf_sweep("all_reduce", ARGS, cluster=str(cluster)).rows

@@ -206,6 +206,27 @@ def test_unreadable_logs_say_where_in_one_line(text, message):
     assert "\n" not in str(err.value) and err.value.hint
 
 
+# nccl-tests before 2019 (common.cu and all_reduce.cu at NVIDIA/nccl-tests b188a15, until the NCCL 2.4 resync
+# cbe7f65): the header "bytes N type op", rows of today's shape, the time printed as deltaSec * 1.0E3 (ms)
+OLD_MS_LOG = """\
+# Using devices
+#   Rank  0 on      node1 device  0 [0x06] Tesla P100-SXM2-16GB
+#   Rank  1 on      node1 device  1 [0x07] Tesla P100-SXM2-16GB
+#                                                  out-of-place                    in-place
+#       bytes             N    type      op     time  algbw  busbw      res     time  algbw  busbw      res
+     1048576        262144   float     sum    0.078  13.44  13.44    0e+00    0.077  13.62  13.62    0e+00
+ Out of bounds values : 0 OK
+"""
+
+
+def test_the_layout_before_2019_is_refused_not_read_in_the_wrong_unit():
+    # read as today's layout its 0.078 ms would be 0.078 us, 1000 times too fast, with no error
+    with pytest.raises(SpecError, match=r"^nccl-tests log line 5: the column header 'bytes +N +type +op .*before 2019, "
+                                        r"whose times are in ms") as err:
+        parse_nccl_tests_log(OLD_MS_LOG, n_ranks=2, collective="all_reduce")
+    assert "\n" not in str(err.value) and err.value.hint
+
+
 # ---- -J JSON (structure of util.cu: devices nested in config, root as printed text, bools as strings) ----
 
 def _json_doc():

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from gpuwait.cli.common import JSON_OPTION, options_named
+from gpuwait.cli.common import JSON_OPTION, as_option, options_named
 
 LOGS_ARGUMENT = typer.Argument(..., metavar="LOG", help="nccl-tests logs (the stdout of e.g. all_reduce_perf).")
 CLUSTER_OPTION = typer.Option(..., "--cluster", metavar="PRESET|FILE",
@@ -32,7 +32,9 @@ def calibrate(logs: list[Path] = LOGS_ARGUMENT, cluster: str = CLUSTER_OPTION, s
     """Fit the collective model's physical parameters to nccl-tests logs and write a calibrated cluster.
 
     Each log's collective and sizes are predicted on the cluster (its rank count must match: use
-    --servers and -g), as the NCCL release the log prints (or --nccl-version), as `perf --compare` does. Starting from the model as shipped, forward selection frees a parameter (per-step
+    --servers and -g; without them, as the logs' '# Rank' lines place the ranks), as the NCCL release
+    the log prints (or --nccl-version), as `perf --compare` does. Starting from the model as shipped,
+    forward selection frees a parameter (per-step
     latencies, per-message overhead, NIC and NVLink efficiency, step cycle) only if fitting it lowers the
     error on sizes the fit did not see; the others keep their shipped values. The error before (as
     shipped) and after is printed, cross-validated (leave-one-log-out with two or more logs, alternate
@@ -41,12 +43,16 @@ def calibrate(logs: list[Path] = LOGS_ARGUMENT, cluster: str = CLUSTER_OPTION, s
 
     Example: `gpuwait calibrate my-2node.log --cluster dgx-h100 --servers 2 --out my-cluster.yaml`
     """
+    from dataclasses import replace
+
     from gpuwait.cli.output import Output
     from gpuwait.report.calibrate import closing_lines, error_table, params_table, run_calibrate, selection_table
 
     names = None if params is None else params.split(",")
     with options_named(preset="--cluster"):
         report = run_calibrate(logs, cluster, servers, gpus, env, names, out, nccl_version=nccl_version)
+    logs_as_run = [replace(r, nccl_source=as_option(r.nccl_source)) for r in report.calibration.logs]
+    report = replace(report, calibration=replace(report.calibration, logs=logs_as_run))
 
     def render(console) -> None:
         console.print(error_table(report))

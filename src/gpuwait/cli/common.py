@@ -27,6 +27,17 @@ MAX_MEMORY_OPTION = typer.Option(
 API_OPTIONS = {"env": "--env", "nccl_version": "--nccl-version", "gpus_per_thread": "--gpus-per-thread",
                "max_memory": "--max-memory", "inject": "--inject", "engine": "--engine", "steps": "--steps"}
 
+
+def as_option(name: str) -> str:
+    """The option of the Python API's argument ``name`` (:data:`API_OPTIONS`), or ``name`` itself: for a
+    result that says where a value came from (``from: nccl_version``), as errors name it.
+
+    >>> as_option("nccl_version"), as_option("cluster file")
+    ('--nccl-version', 'cluster file')
+    """
+    return API_OPTIONS.get(name, name)
+
+
 #: characters of one quoted value shown in an error line
 MAX_QUOTED_CHARS = 80
 #: the longest error line printed (ten problems of a scenario file fit)
@@ -40,8 +51,9 @@ def options_named(**option_of_field: str) -> Iterator[None]:
     The Python API's errors name its fields (``preset: unknown preset 'x'``), as they must for a caller
     that passed a field; on the command line the user typed an option, so ``preset="--cluster"`` turns
     that error into ``--cluster: unknown preset 'x'``. An argument of :data:`API_OPTIONS` may also lead
-    with its value (``inject slow-gpu:x: ...``), and a keyword argument in the message or hint
-    (``engine='flow'``) becomes the option and its value (``--engine flow``). An error of a file keeps its file and YAML path
+    with its value (``inject slow-gpu:x: ...``), a keyword argument in the message or hint
+    (``engine='flow'``) becomes the option and its value (``--engine flow``), and an argument named in
+    backquotes (``change `servers```) the option. An error of a file keeps its file and YAML path
     (``f.yaml: cluster.preset: ...``): there the field is what the user wrote.
 
     >>> from gpuwait.errors import SpecError, UnknownNameError
@@ -57,6 +69,12 @@ def options_named(**option_of_field: str) -> Iterator[None]:
     ... except SpecError as err:
     ...     print(err, "/", err.hint)
     --max-memory: got '1Q' / e.g. --max-memory 16GiB
+    >>> try:
+    ...     with options_named(servers="--servers"):
+    ...         raise SpecError("too big; expected less (change `servers`)")
+    ... except SpecError as err:
+    ...     print(err)
+    too big; expected less (change --servers)
     """
     try:
         yield
@@ -69,9 +87,10 @@ def options_named(**option_of_field: str) -> Iterator[None]:
 
 
 def _renamed(text: str, option_of_field: dict[str, str], lead: bool = False) -> str:
-    """``text`` with each ``field='value'`` as ``option value`` and, with ``lead``, a leading ``field:`` (or
-    for an API argument ``field VALUE``) as the option."""
+    """``text`` with each ``field='value'`` as ``option value``, each `` `field` `` as the option and, with
+    ``lead``, a leading ``field:`` (or for an API argument ``field VALUE``) as the option."""
     for field, option in option_of_field.items():
+        text = text.replace(f"`{field}`", option)
         text = re.sub(rf"(?<![\w.-]){re.escape(field)}='([^']*)'", lambda m, o=option: f"{o} {m[1]}", text)
         leads = text.startswith(f"{field}: ") or (field in API_OPTIONS and text.startswith(f"{field} "))
         if lead and leads:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from gpuwait.cli.common import JSON_OPTION, MAX_MEMORY_OPTION, SERVERS_OPTION, options_named
+from gpuwait.cli.common import JSON_OPTION, MAX_MEMORY_OPTION, SERVERS_OPTION, as_option, options_named
 from gpuwait.collectives.nccltests import COLLECTIVES
 
 OP_ARGUMENT = typer.Argument(..., metavar="OP", help=f"Collective: {', '.join(COLLECTIVES)}.")
@@ -77,6 +77,8 @@ def perf(ctx: typer.Context, op: str = OP_ARGUMENT, cluster: str = CLUSTER_OPTIO
 
     Example: `gpuwait perf all_reduce -b 8 -e 8G -f 2 --cluster dgx-h100`
     """
+    from dataclasses import replace
+
     from gpuwait.cli.output import Output
 
     out = Output(json_out)
@@ -91,6 +93,7 @@ def perf(ctx: typer.Context, op: str = OP_ARGUMENT, cluster: str = CLUSTER_OPTIO
 
         with options_named(collective="OP", preset="--cluster"):
             comparison = compare_log(op, compare, cluster, servers, gpus, env, nccl_version)
+        comparison = replace(comparison, nccl={**comparison.nccl, "source": as_option(comparison.nccl["source"])})
 
         def render(console) -> None:
             console.print(comparison_table(comparison))
@@ -113,7 +116,8 @@ def perf(ctx: typer.Context, op: str = OP_ARGUMENT, cluster: str = CLUSTER_OPTIO
 
             state_estimate(estimate, limit_bytes)
 
-    with options_named(collective="OP", preset="--cluster", **SWEEP_OPTIONS):
+    with options_named(collective="OP", preset="--cluster", servers="--servers", sizes="-b / -e", **SWEEP_OPTIONS):
         sweep = estimated_sweep(op, args, cluster, servers, gpus, env, nccl_version, gpus_per_thread, limit_bytes,
                                 state)
+    sweep = replace(sweep, settings=[replace(s, source=as_option(s.source)) for s in sweep.settings])
     out.emit(sweep.to_dict(), lambda c: print(sweep_text(sweep, report_algo)))

@@ -531,9 +531,9 @@ def defaults() -> dict[str, object]:
 # (or the preset it starts from), then NCCL's default. The fabric's own properties (hashing, router
 # kind) belong to the cluster file alone.
 
-#: ``with_version``'s ``what`` -> the source printed beside the value
-# the caller's own ``nccl_version`` keeps the label perf has always printed for it
-SETTING_SOURCES = {"nccl.version": "cluster file", "NCCL version": "NCCL version", "nccl_version": "--nccl-version"}
+#: ``with_version``'s ``what`` -> the source printed beside the value; a caller's argument (``nccl_version``)
+#: is named as the caller wrote it, and the command line names its option (cli.common.API_OPTIONS)
+SETTING_SOURCES = {"nccl.version": "cluster file", "NCCL version": "NCCL version"}
 
 
 @dataclass(frozen=True)

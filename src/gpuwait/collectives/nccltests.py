@@ -406,6 +406,21 @@ class BuildInfo:
     nccl_headers: int | None = None
     nccl_library: int | None = None
 
+    @property
+    def library_version(self) -> str | None:
+        """The NCCL release that ran (``nccl-library``, what ``ncclGetVersion`` returned), as ``X.Y.Z``;
+        None when not printed. The code is NCCL's ``NCCL_VERSION(X,Y,Z)``: ``X*1000 + Y*100 + Z`` up to 2.8,
+        ``X*10000 + Y*100 + Z`` from 2.9 (src/nccl.h.in, v2.30.7-1).
+
+        >>> BuildInfo("2.18.0", 22907, 22907).library_version, BuildInfo("2.17.4", 2708, 2708).library_version
+        ('2.29.7', '2.7.8')
+        """
+        code = self.nccl_library
+        if not code:
+            return None
+        major, rest = divmod(code, 10000) if code >= 10000 else divmod(code, 1000)
+        return f"{major}.{rest // 100}.{rest % 100}"
+
 
 @dataclass(frozen=True)
 class Row:

@@ -261,7 +261,9 @@ class CollectivePredictor:
         arch = gpu_arch(server.gpu_model)
         transport = "socket" if self.transport.name == "tcp" else self.transport.name
         asked = env.ib_disable or env.net == "socket"
-        transport_from = "NCCL env" if asked and transport == "socket" else "cluster file"
+        # a cluster that names tcp runs on sockets whatever the job sets: the variable changes nothing there
+        by_env = asked and transport == "socket" and self.comm.topo.spec.transport.name != "tcp"
+        transport_from = "NCCL env" if by_env else "cluster file"
         if env.ib_disable and transport != "socket":
             transport_from = f"cluster file: its net plugin ({self.transport.net_plugin}) ignores NCCL_IB_DISABLE"
         limits = {"NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_MIN_CTAS", "NCCL_MAX_CTAS", "NCCL_NVLS_NCHANNELS"}

@@ -9,14 +9,21 @@ prediction the same way.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.table import Table
 
 from gpuwait.collectives.fit import MIN_GAIN
 from gpuwait.errors import SpecError
-from gpuwait.report.perf import comparison_summary, log_debug_info, log_nccl_version
+from gpuwait.report.perf import (
+    check_timed,
+    comparison_summary,
+    log_debug_info,
+    log_layout,
+    log_nccl_version,
+    read_nccl_tests,
+)
 from gpuwait.runner.calibrate import (
     LEAVE_ONE_LOG_OUT,
     Calibration,
@@ -28,22 +35,24 @@ from gpuwait.runner.calibrate import (
     write_overlay,
 )
 from gpuwait.spec.reader import read_text_checked
-from gpuwait.telemetry.nccltests_log import parse_nccl_tests_log
 
 #: the three predictions of every size, in the order they are shown
 VARIANTS = ("shipped", "calibrated", "defaults")
 
 
-def read_log(path: Path) -> MeasuredLog:
-    """The sizes, times and busbw (each size's faster column, ``Row.steady_time_us``) of the nccl-tests log at ``path``."""
+def read_log(path: Path, skipped: list[str] | None = None) -> MeasuredLog:
+    """The sizes, times and busbw (each size's faster column, ``Row.steady_time_us``) of the nccl-tests log at
+    ``path``; with ``skipped`` (a list) a row that cannot be read (cut short by a killed job, broken by another
+    rank's output) is left out and reported there, as ``perf --compare`` warns of it."""
     try:
         text = read_text_checked(path, "an nccl-tests log")
     except SpecError as err:
         raise SpecError(str(err).replace("cannot read the file", "cannot read the log"), hint=err.hint) from None
     try:
-        log = parse_nccl_tests_log(text)
+        log = read_nccl_tests(text, path, skipped)
     except SpecError as err:
         raise SpecError(f"{path}: {err}", hint=err.hint) from None
+    check_timed(log, path)
     rows = [r for r in log.rows if r.size_bytes > 0 and r.oop_time_us > 0]
     if not rows:
         raise SpecError(f"{path}: no result rows with a size and a time; expected an nccl-tests table",
@@ -55,7 +64,7 @@ def read_log(path: Path) -> MeasuredLog:
                         hint="keep the '# Collective test starting' line")
     return MeasuredLog(str(path), str(log.collective), int(log.n_ranks), tuple(r.size_bytes for r in rows),
                        tuple(r.steady_time_us * 1e-6 for r in rows), tuple(r.steady_busbw_GBps for r in rows),
-                       log_nccl_version(text, log_debug_info(text)))
+                       log_nccl_version(text, log_debug_info(text), log.build), log_layout(log))
 
 
 @dataclass(frozen=True, eq=False)
@@ -65,6 +74,7 @@ class CalibrateReport:
     calibration: Calibration
     overlay: dict
     out: Path | None
+    warnings: list[str] = field(default_factory=list)  # rows left out unread; a log's hosts unlike the cluster's
 
     def summaries(self, variant: str) -> dict[str, dict]:
         """Per log, and pooled over every log as ``"all"``: :func:`comparison_summary` of ``variant``."""
@@ -90,7 +100,7 @@ class CalibrateReport:
                 "logs": [{"log": r.log.name, "collective": r.log.collective, "nccl_version": r.nccl_version,
                           "nccl_version_source": r.nccl_source, **{v: getattr(r, v) for v in VARIANTS}}
                          for r in c.logs],
-                "overlay": self.overlay, "out": None if self.out is None else str(self.out)}
+                "overlay": self.overlay, "out": None if self.out is None else str(self.out), "warnings": self.warnings}
 
 
 def _scores(rows: list[dict]) -> dict:
@@ -107,14 +117,19 @@ def run_calibrate(paths: Sequence[Path], cluster: str, servers: int | None = Non
     :func:`gpuwait.runner.calibrate.calibrate`), and write the overlay to ``out`` (checked before the fit runs)."""
     if out is not None:
         check_writable(out)
-    logs = [read_log(Path(p)) for p in paths]
+    warnings: list[str] = []
+    logs = [read_log(Path(p), warnings) for p in paths]
+    layouts = {log.layout for log in logs}
+    if servers is None and gpus is None and len(layouts) == 1 and None not in layouts:
+        servers, gpus = layouts.pop()  # the run as its '# Rank' lines place it, as perf --compare does
     calibration = calibrate(logs, cluster, servers, gpus, env, names, prior, nccl_version)
+    warnings += calibration.warnings
     data = overlay(cluster, servers, calibration)
     if out is not None:
         header = (f"# gpuwait calibrate: {cluster} with the collective model's physical parameters fitted to "
                   f"{', '.join(r.log.name for r in calibration.logs)}\n")
         write_overlay(out, data, header)
-    return CalibrateReport(calibration, data, out)
+    return CalibrateReport(calibration, data, out, warnings)
 
 
 # --------------------------------------------------------------------------------------------
@@ -190,7 +205,12 @@ def closing_lines(report: CalibrateReport) -> list[str]:
     """Which parameters the logs could not tell apart, where the overlay went and how to use it."""
     lines = [f"{r.log.name}: predicted as NCCL {r.nccl_version} ({r.nccl_source})" for r in report.calibration.logs]
     lines += separability_lines(report)
+    lines += [f"warning: {w}" for w in report.warnings]
     if report.out is None:
         return [*lines, "overlay not written: pass --out FILE to write it (then `gpuwait perf --cluster FILE ...`)"]
-    return [*lines, f"wrote {report.out}: use it wherever a cluster is accepted, e.g. `gpuwait perf all_reduce "
-            f"--cluster {report.out}` or `cluster: ...` in a scenario"]
+    if "cluster" in report.overlay:  # a scenario stays one: run and diagnose take it as they took the original
+        return [*lines, f"wrote {report.out}: a scenario, e.g. `gpuwait run {report.out}`, `gpuwait diagnose "
+                f"{report.out}` or `gpuwait perf all_reduce --cluster {report.out}`"]
+    # a scenario's `cluster:` holds a preset name or fields, never a file name: the fields are copied there
+    return [*lines, f"wrote {report.out}: use it wherever an option takes PRESET|FILE, e.g. `gpuwait perf all_reduce "
+            f"--cluster {report.out}`; for run and diagnose, put its fields under a scenario's `cluster:`"]

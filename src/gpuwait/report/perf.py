@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import re
 import statistics
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.table import Table
 
 from gpuwait.collectives.nccl_versions import nccl_release
-from gpuwait.collectives.nccltests import get_collective, make_row
+from gpuwait.collectives.nccltests import BuildInfo, get_collective, make_row
 from gpuwait.collectives.tuning import (
     MODEL_NCCL_VERSION,
     NCCL_ALGORITHM_NAMES,
@@ -24,7 +25,7 @@ from gpuwait.runner.perf import PerfSweep, log_release, make_predictor
 from gpuwait.spec.reader import read_text_checked
 from gpuwait.telemetry.errors import TelemetryFormatError
 from gpuwait.telemetry.nccl_debug import NcclDebugInfo, parse_nccl_debug
-from gpuwait.telemetry.nccltests_log import parse_nccl_tests_log
+from gpuwait.telemetry.nccltests_log import NcclTestsLog, from_json, parse_nccl_tests_log
 from gpuwait.topology import resolve_server
 from gpuwait.topology.gpus import gpu_arch
 
@@ -81,7 +82,9 @@ def comparison_summary(rows: list[dict], seen: list[tuple[int, str, str]] = ()) 
     bw = [abs(r["predicted_busbw_GBps"] / r["measured_busbw_GBps"] - 1) * 100
           for r in rows if r["size_bytes"] >= BANDWIDTH_MIN_BYTES and r["measured_busbw_GBps"] > 0]
     floor = [abs(r["time_error_pct"]) for r in rows if r["size_bytes"] <= FLOOR_MAX_BYTES]
-    predicted = choice_switches([(r["size_bytes"], r["algorithm"], r["protocol"]) for r in rows])
+    # by size: a log of several tables (nccl-tests -d all, -o all) runs the sizes again for each datatype or op,
+    # and the choice depends on the size alone
+    predicted = choice_switches(sorted({(r["size_bytes"], r["algorithm"], r["protocol"]) for r in rows}))
     return {"busbw_sizes": len(bw), "busbw_median_error_pct": statistics.median(bw) if bw else None,
             "busbw_worst_error_pct": max(bw) if bw else None, "floor_sizes": len(floor),
             "floor_median_error_pct": statistics.median(floor) if floor else None, "predicted_switches": predicted,
@@ -101,9 +104,12 @@ def _gpu_name(name: str) -> str:
 
 
 #: The network names NCCL prints (``NCCL INFO Using network IB``) for each transport profile; the
-#: aws-ofi-nccl plugin has called itself "AWS Libfabric", "Libfabric" and "OFI" across releases.
-_NCCL_NETWORK = {"infiniband": ("IB",), "rocev2": ("IB",), "tcp": ("Socket",),
+#: aws-ofi-nccl plugin has called itself "AWS Libfabric", "Libfabric" and "OFI" across releases, and
+#: nccl-rdma-sharp-plugins' verbs transport (HPC-X) "IBext", then "IBext_v6" ... "IBext_v11" (src/ib_plugin.c,
+#: v2.0.0 and master): the plugin's version suffix is dropped before matching.
+_NCCL_NETWORK = {"infiniband": ("IB", "IBext"), "rocev2": ("IB", "IBext"), "tcp": ("Socket",),
                  "efa": ("AWS Libfabric", "Libfabric", "OFI")}
+_PLUGIN_VERSION = re.compile(r"_v\d+$")
 
 
 def log_debug_info(text: str) -> NcclDebugInfo | None:
@@ -126,21 +132,21 @@ def _seen_choices(debug: NcclDebugInfo | None, collective: str) -> list[tuple[in
             if _ours(NCCL_COLLECTIVE_NAMES, coll) == collective]
 
 
-def comparison_warnings(log_text: str, device_names: list[str], server_gpu_model: str, transport: str,
+def comparison_warnings(version: str | None, device_names: list[str], server_gpu_model: str, transport: str,
                         debug: NcclDebugInfo | None = None, model_version: str | None = None) -> list[str]:
     """Where the log's run differs from what the cluster describes: its GPU model, its network
-    (when NCCL's INFO lines say it), or an NCCL release whose tuning differs from the model's."""
+    (when NCCL's INFO lines say it), or an NCCL release (``version``, :func:`log_nccl_version`) whose tuning
+    differs from the model's."""
     out = []
     ours = _gpu_name(server_gpu_model)
     theirs = sorted(set(map(_gpu_name, device_names)))
     if theirs and theirs != [ours]:
         out.append(f"the log ran on {', '.join(theirs)} GPUs; the cluster has {ours} ({server_gpu_model})")
-    network = debug.network if debug else None
+    network = _log_network(debug)
     expected = _NCCL_NETWORK.get(transport)
-    if network and expected and network not in expected:
+    if network and expected and _PLUGIN_VERSION.sub("", network) not in expected:
         out.append(f"the log's NCCL used network {network}; the cluster's transport is {transport} "
                    f"({' or '.join(expected)})")
-    version = log_nccl_version(log_text, debug)
     predicted = model_version or MODEL_NCCL_VERSION
     if version and _release_of(version) is not _release_of(predicted):
         out.append(f"the log ran NCCL {version}; gpuwait predicted NCCL {predicted}'s algorithm "
@@ -148,10 +154,24 @@ def comparison_warnings(log_text: str, device_names: list[str], server_gpu_model
     return out
 
 
-def log_nccl_version(log_text: str, debug: NcclDebugInfo | None = None) -> str | None:
-    """The NCCL version a log prints (``NCCL version 2.26.2+cuda12.8``, or NCCL's INFO line), or None."""
+def _log_network(debug: NcclDebugInfo | None) -> str | None:
+    """The network NCCL says it used: its ``Using network X`` line, else the one network its connection lines
+    go through (``via NET/Socket/0``: NCCL_DEBUG_SUBSYS=INIT,NET without the ``Using network`` line)."""
+    if debug is None:
+        return None
+    nets = {c.transport.removeprefix("NET/") for c in debug.connections if c.transport.startswith("NET/")}
+    return debug.network or (nets.pop() if len(nets) == 1 else None)
+
+
+def log_nccl_version(log_text: str, debug: NcclDebugInfo | None = None, build: BuildInfo | None = None) -> str | None:
+    """The NCCL version a log prints (``NCCL version 2.26.2+cuda12.8``, NCCL's INFO line, or the library
+    nccl-tests 2.17.4 and later name in their first line, ``nccl-library=22907``), or None."""
     found = _NCCL_VERSION.search(log_text)
-    return found.group(1) if found else (debug.version if debug else None)
+    if found:
+        return found.group(1)
+    if debug is not None and debug.version:
+        return debug.version
+    return build.library_version if build is not None else None
 
 
 def _release_of(version: str):
@@ -168,6 +188,50 @@ def _nccl_choice(log_version: str | None, asked: str | None, cluster_version: st
     return {"version": version, "model_release": nccl_release(version, "nccl_version").version, "source": source}
 
 
+def read_nccl_tests(text: str, path: Path, skipped: list[str] | None = None) -> NcclTestsLog:
+    """A log as ``perf --compare`` and ``calibrate`` take it: nccl-tests' stdout (rows it cannot read left out
+    and reported in ``skipped``), or the JSON file it writes with ``-J`` (builds from late 2025)."""
+    if text.lstrip().startswith("{"):
+        return from_json(text)
+    return parse_nccl_tests_log(text, source=str(path), skipped=skipped)
+
+
+def check_timed(log: NcclTestsLog, path: Path) -> None:
+    """Refuse a log whose time column is ``cputime`` (nccl-tests ``-C 1``): the host's time to enqueue the
+    calls, not the collective's (src/common.cu: timeUsec is cputimeSec, the loop's time before completeColl,
+    while algbw and busbw keep the completed time), which a prediction cannot be set beside."""
+    if log.time_column == "cputime":
+        raise SpecError(f"{path}: its time column is cputime (nccl-tests -C 1: the host's time to enqueue the calls, "
+                        "not the collective's); expected the time column nccl-tests prints without -C", hint="rerun nccl-tests without -C")
+
+
+def log_layout(log: NcclTestsLog) -> tuple[int, int] | None:
+    """(hosts, ranks per host) of the run, from the ``# Rank ... on HOST`` lines when they list every rank and
+    every host runs as many; else None (lines trimmed, or an uneven run).
+
+    >>> from gpuwait.collectives.nccltests import Device
+    >>> log = NcclTestsLog(rows=(), devices=tuple(Device(r, f"node{r // 2}", r % 2, "NVIDIA L40S") for r in range(4)),
+    ...                    n_ranks=4)
+    >>> log_layout(log)
+    (2, 2)
+    """
+    if not log.devices or len(log.devices) != log.n_ranks:
+        return None
+    per_host = Counter(d.host for d in log.devices)
+    counts = set(per_host.values())
+    return (len(per_host), counts.pop()) if len(counts) == 1 else None
+
+
+def _gpus_per_server(log: NcclTestsLog, layout: tuple[int, int] | None, gpus_in_server: int) -> int:
+    """GPUs per server a log ran on when -g does not say: as its '# Rank' lines place the ranks, else the
+    GPUs one process drove (nGpus, when more than 1), else as many as a server of the cluster holds."""
+    if layout is not None:
+        return layout[1]
+    if log.config and log.config.n_gpus > 1:
+        return log.config.n_gpus
+    return min(log.n_ranks, gpus_in_server)
+
+
 def compare_log(op: str, log_path: Path, cluster: str, servers: int | None = None, gpus: int | None = None,
                 env=(), nccl_version: str | None = None) -> PerfComparison:
     """Predict the collective, sizes and rank count of the nccl-tests log at ``log_path`` on ``cluster``,
@@ -176,26 +240,30 @@ def compare_log(op: str, log_path: Path, cluster: str, servers: int | None = Non
         text = read_text_checked(log_path, "an nccl-tests log")
     except SpecError as err:
         raise SpecError(f"--compare: {err}", hint=err.hint) from None
-    log = parse_nccl_tests_log(text)
+    # a row cut short (a killed job) or broken by another rank's output is left out and named in a warning
+    unreadable: list[str] = []
+    log = read_nccl_tests(text, log_path, unreadable)
+    check_timed(log, log_path)
     collective = get_collective(op).name
     if log.collective is not None and log.collective != collective:  # never predict another collective unasked
         raise SpecError(f"collective: got {op!r}, but {log_path} ran {log.collective}; expected {log.collective}",
                         hint=f"gpuwait perf {log.collective} --compare {log_path}")
     if log.n_ranks is None:
         raise SpecError(f"--compare: {log_path} does not say how many ranks ran", hint="keep the '# Using devices' lines")
-    per_server = gpus or (log.config.n_gpus if log.config and log.config.n_gpus > 1 else None)
     source = read_cluster(cluster)  # the file read once: sized below for one server, then for the log's run
     one_server = sized_cluster(source, 1, source=cluster)
-    gpus_in_server = resolve_server(one_server.server).gpus
-    per_server = per_server or min(log.n_ranks, gpus_in_server)
+    layout = log_layout(log)
+    per_server = gpus or _gpus_per_server(log, layout, resolve_server(one_server.server).gpus)
     if log.n_ranks % per_server:
         raise SpecError(f"--compare: {log.n_ranks} ranks do not fill servers of {per_server} GPUs", hint="pass -g")
     debug = log_debug_info(text)
-    nccl = _nccl_choice(log_nccl_version(text, debug), nccl_version, one_server.nccl.version)
+    printed_version = log_nccl_version(text, debug, log.build)
+    nccl = _nccl_choice(printed_version, nccl_version, one_server.nccl.version)
     # the log's nGpus: GPUs one thread drives (nccl-tests -g), each call issued on all of them in turn
     per_thread = min(log.config.n_gpus, per_server) if log.config and log.config.n_gpus > 1 else 1
-    predictor = make_predictor(sized_cluster(source, servers or log.n_ranks // per_server, source=cluster), None,
-                               per_server, env, nccl["version"], per_thread)
+    n_servers = servers or log.n_ranks // per_server
+    predictor = make_predictor(sized_cluster(source, n_servers, source=cluster), None, per_server, env, nccl["version"],
+                               per_thread)
     if predictor.comm.n_ranks != log.n_ranks:
         raise SpecError(f"--compare: the log has {log.n_ranks} ranks but the cluster gives {predictor.comm.n_ranks}",
                         hint="use --servers and -g to match the run")
@@ -216,8 +284,12 @@ def compare_log(op: str, log_path: Path, cluster: str, servers: int | None = Non
                      "algorithm": est.algorithm, "protocol": est.protocol})
     topo = predictor.comm.topo
     seen = _seen_choices(debug, collective)
-    warnings = comparison_warnings(text, [d.name for d in log.devices], resolve_server(topo.spec.server).gpu_model,
+    warnings = comparison_warnings(printed_version, [d.name for d in log.devices], resolve_server(topo.spec.server).gpu_model,
                                    topo.spec.transport.name, debug, nccl["version"])
+    if layout is not None and layout != (n_servers, per_server):
+        warnings.append(f"the log ran {layout[1]} rank(s) on each of {layout[0]} host(s) (its '# Rank' lines); the "
+                        f"cluster gives {per_server} GPU(s) on each of {n_servers} server(s)")
+    warnings += unreadable
     if skipped:
         warnings.append(f"{len(skipped)} row(s) skipped, their measured time is 0.00 us (sizes "
                         + ", ".join(map(str, skipped[:3])) + (", ..." if len(skipped) > 3 else "") + ")")

@@ -79,6 +79,7 @@ class MeasuredLog:
     time_s: tuple[float, ...]
     busbw_GBps: tuple[float, ...]
     nccl_version: str | None = None  # the NCCL version the log prints, if any
+    layout: tuple[int, int] | None = None  # (hosts, ranks per host) its '# Rank' lines show, if they do
 
 
 @dataclass(frozen=True, eq=False)
@@ -113,6 +114,7 @@ class Calibration:
     #: groups of candidate parameters whose effects on these logs' times are alike (fit.not_separable, at
     #: the fitted values): which of a group carries a time is not identifiable, only their joint effect
     not_separable: tuple[tuple[str, ...], ...] = ()
+    warnings: tuple[str, ...] = ()  # where a log's run and the cluster differ (its hosts and GPUs per host)
 
     @property
     def freed(self) -> tuple[str, ...]:
@@ -181,6 +183,10 @@ def calibrate(logs: Sequence[MeasuredLog], cluster: str, servers: int | None = N
         if log.n_ranks != n_ranks:
             raise SpecError(f"{log.name}: the log has {log.n_ranks} ranks but the cluster gives {n_ranks}",
                             hint="use --servers and -g to describe the run's servers and GPUs")
+    per_server = n_ranks // spec.servers
+    warnings = tuple(f"{log.name}: the log ran {log.layout[1]} rank(s) on each of {log.layout[0]} host(s) (its '# Rank' "
+                     f"lines); the cluster gives {per_server} GPU(s) on each of {spec.servers} server(s)"
+                     for log in logs if log.layout is not None and log.layout != (spec.servers, per_server))
     defaults = physical_defaults(predictor.transport)
     estimates = [[predictors[v].estimate(log.collective, size) for size in log.sizes_bytes]
                  for log, (v, _) in zip(logs, versions, strict=True)]
@@ -205,7 +211,7 @@ def calibrate(logs: Sequence[MeasuredLog], cluster: str, servers: int | None = N
     flat = [o for group in observations for o in group]
     alike = separable_groups(chosen, not_separable(flat, chosen, everything.values))
     return Calibration(predictor.comm.topo.name, n_ranks, chosen, validation, defaults, predictor.params,
-                       everything.apply(defaults), results, selection, tuple(fold_freed), base, tuple(alike))
+                       everything.apply(defaults), results, selection, tuple(fold_freed), base, tuple(alike), warnings)
 
 
 def select_and_fit(groups: list[list[Observation]], names: Sequence[str],

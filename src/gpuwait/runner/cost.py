@@ -81,7 +81,7 @@ def _workload_estimate(scenario: Scenario, steps: int | None) -> CostEstimate:
     micro_batches = max(global_batch // (dp * par.micro_batch), 1)
     chunks = par.virtual_stages if par.schedule == "interleaved-1f1b" else 1
     counts = {"ranks": ranks, "micro-batches": micro_batches, "chunks": chunks, "steps": n_steps}
-    field = "workload.parallel.global_batch" if micro_batches * chunks >= n_steps else "workload.steps or --steps"
+    field = "workload.parallel.global_batch" if micro_batches * chunks >= n_steps else "workload.steps or `steps`"
     return CostEstimate(counts, BASE_BYTES + float(TASK_BYTES) * math.prod(counts.values()), field)
 
 
@@ -172,4 +172,6 @@ def estimate_perf(predictor, op: str, sizes: list[int]) -> CostEstimate:
     if cells:
         counts["all-to-all member cells"] = cells
     total = BASE_BYTES + _topology_bytes(topo) + held_bytes + working_bytes + (WALK_ALLOWANCE_BYTES if keys else 0)
-    return CostEstimate(counts, total, "--servers (or NCCL_ALGO, -b/-e: fewer algorithms)", joiner=", ")
+    # the caller's argument names in backquotes: the command line names its options (cli.common.options_named)
+    return CostEstimate(counts, total, "`servers`, or fewer algorithms: NCCL_ALGO in `env` or a narrower `sizes` range",
+                        joiner=", ")

@@ -41,7 +41,11 @@ def check_cluster_names(spec: ClusterSpec, where: str) -> None:
             preset_spec(spec.preset, 1)
         resolve_server(spec.server)
     except UnknownNameError as err:
-        raise UnknownNameError(f"{where}{err}", hint=err.hint) from None
+        hint = err.hint
+        if spec.preset is not None and looks_like_file(spec.preset):  # `cluster: my-cluster.yaml` in a scenario
+            hint = (f"a preset is a built-in name, not a file: put {spec.preset}'s fields in its place "
+                    f"(a file is taken where an option reads PRESET|FILE, e.g. --cluster {spec.preset})")
+        raise UnknownNameError(f"{where}{err}", hint=hint) from None
 
 
 def load_cluster(arg: str, servers: int | None = None) -> ClusterSpec:

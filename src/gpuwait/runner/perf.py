@@ -51,15 +51,15 @@ def nccl_env(env: Mapping[str, str] | Iterable[str] = (), base: Mapping[str, str
 
 def log_release(printed: str | None, asked: str | None = None, cluster_version: str | None = None) -> tuple[str, str]:
     """(version, why) a measured log is predicted as, by ``perf --compare`` and ``calibrate`` alike: ``asked``
-    (``--nccl-version``), else the version the log ``printed`` when gpuwait models it (2.18 or later), else the
-    cluster's ``nccl.version``, else gpuwait's default.
+    (the caller's ``nccl_version``, the command line's ``--nccl-version``), else the version the log ``printed``
+    when gpuwait models it (2.18 or later), else the cluster's ``nccl.version``, else gpuwait's default.
 
     >>> log_release("2.26.2"), log_release("2.4.8", cluster_version="2.21.5"), log_release(None)
     (('2.26.2', "the log's version"), ('2.21.5', "the cluster's nccl.version"), ('2.30.7', "gpuwait's default"))
     """
     if asked is not None:
         nccl_release(asked, "nccl_version")
-        return asked, "--nccl-version"
+        return asked, "nccl_version"
     if printed is not None:
         try:
             nccl_release(printed)

@@ -119,7 +119,18 @@ def read_bytes_checked(path: str | Path, what: str = "a text file", max_bytes: i
 
 
 def decode_text(data: bytes, source: str, what: str = "UTF-8 text") -> str:
-    """``data`` decoded as UTF-8 (a byte-order mark dropped); the first bad byte named by line and column."""
+    """``data`` decoded as UTF-8 (a byte-order mark dropped), or as UTF-16 when it opens with UTF-16's mark (what
+    Windows PowerShell 5.1's ``>`` and Out-File write by default, its "Unicode" encoding); the first bad byte
+    named by line and column.
+
+    >>> decode_text("# nThread 1\\r\\n".encode("utf-16"), "log")
+    '# nThread 1\\r\\n'
+    """
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        try:
+            return data.decode("utf-16")
+        except UnicodeDecodeError:
+            pass  # not UTF-16 after all: named below as the UTF-8 it is not
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as err:

@@ -16,6 +16,10 @@ What varies between versions, and is accepted (nccl-tests src/util.cu, src/commo
 * ``-I`` per-iteration columns and the ``-S`` timestamp column;
 * a footer with or without ``#`` and ``OK``/``FAILED``.
 
+Refused with one error: the layout nccl-tests printed before its NCCL 2.4 resync (commit cbe7f65,
+March 2019), whose header reads ``bytes N type op`` and whose rows, shaped like today's, give the time in
+ms (common.cu at b188a15: ``deltaSec * 1.0E3``), which would read as us.
+
 Columns are told apart by shape, not position: after ``size count type``, a token that is not a
 number is the ``redop``; what remains holds out-of-place then in-place results of equal width,
 so an odd count means a ``root`` column comes first. Column names from the header line only
@@ -252,9 +256,15 @@ def _read_footer(state: _LogState, stripped: str, lineno: int) -> bool:
     return False
 
 
-def _read_comment(state: _LogState, stripped: str) -> None:
+def _read_comment(state: _LogState, stripped: str, lineno: int) -> None:
     """Read a ``#`` line: the version, the program, the run configuration, the blocking mode, a device or
-    a table's column header (each table has its own); other comments say nothing we keep."""
+    a table's column header (each table has its own); other comments say nothing we keep. The header of
+    nccl-tests before 2019 is refused: its rows read like today's, but their times are in ms."""
+    if stripped.lstrip("#").split()[:2] == ["bytes", "N"]:
+        raise SpecError(f"nccl-tests log line {lineno}: the column header {stripped.lstrip('#').strip()[:60]!r} "
+                        "is the layout of nccl-tests before 2019, whose times are in ms; expected the layout of "
+                        "2019 and later ('size count type redop root time ...', times in us)",
+                        hint="rerun with a current nccl-tests (github.com/NVIDIA/nccl-tests)")
     if (m := _VERSION.match(stripped)) is not None:
         state.build = BuildInfo(m[1], int(m[2]) if m[2] else None, int(m[3]) if m[3] else None)
     elif (m := _PROGRAM.match(stripped)) is not None:
@@ -317,7 +327,7 @@ def parse_nccl_tests_log(text: str, *, n_ranks: int | None = None, collective: s
         if not stripped or _read_footer(state, stripped, lineno):
             continue
         if stripped.startswith("#"):
-            _read_comment(state, stripped)
+            _read_comment(state, stripped, lineno)
             continue
         if _DATA_ROW.match(line):
             try:
@@ -560,7 +570,10 @@ def from_json(data: str | bytes | Mapping, *, n_ranks: int | None = None,
     program = str(args[0]).rsplit("/", 1)[-1] if args else None
     avg = (doc.get("average_bus_bandwidth") or {}).get("bandwidth")
     oob = (doc.get("out_of_bounds") or {}).get("count")
-    return _finish(tuple(rows), devices=devices, program=program, build=None, config=config,
+    # the file names the NCCL library that ran (util.cu: "nccl_version", ncclGetVersion's code), not nccl-tests'
+    code = doc.get("nccl_version")
+    build = BuildInfo("", None, int(_num(code, "nccl_version"))) if code is not None else None
+    return _finish(tuple(rows), devices=devices, program=program, build=build, config=config,
                    avg=None if avg is None else _num(avg, "average_bus_bandwidth.bandwidth"),
                    oob=None if oob is None else int(oob), time_column=time_column, wrong_column="#wrong",
                    n_ranks=n_ranks, collective=collective)
