@@ -145,12 +145,15 @@ X_TOL, F_TOL = 1e-4, 1e-6
 
 @dataclass(frozen=True)
 class Observation:
-    """One measured size: the model's costs for it, the defaults it starts from, the measured time."""
+    """One measured size: the model's costs for it, the defaults it starts from, the measured time, the
+    table (``group``) and the size itself where known (``gpuwait calibrate`` splits its folds by it: a log
+    may hold one size several times, a table per datatype or reduction)."""
 
     costs: PipelineCosts
     defaults: PhysicalParams
     measured_time_s: float
     group: str = ""
+    size_bytes: int | None = None
 
 
 @dataclass(frozen=True)
