@@ -110,3 +110,23 @@ def test_a_calibration_on_two_tables_scores_each_size_by_a_fit_that_did_not_see_
     predicted_s = np.array([r["predicted_time_us"] for r in cal.logs[0].calibrated]) * 1e-6
     assert len(predicted_s) == 62 and (predicted_s[:31] == predicted_s[31:]).all()
     assert np.abs(predicted_s / true_s - 1).max() < 0.025
+
+
+def test_a_table_repeated_adds_no_evidence(two_tables):
+    """The 'prod' table repeating the 'sum' table's times row for row tells nothing new: the selection is the
+    one table's (31 sizes), every candidate's held-out error, drop and standard error alike (within 1e-12), and
+    so are the predictions. Measured before the standard error counted a size once (fit._size_units): the
+    repeats shrank it by sqrt(2) (nvlink_efficiency's first drop 0.47 % against 0.35 % instead of 0.50 %) and
+    three parameters were freed (nvlink_efficiency, launch_latency_s, intra_step_latency_s) where the one
+    table frees none."""
+    one = replace(two_tables, sizes_bytes=two_tables.sizes_bytes[:31], time_s=two_tables.time_s[:31],
+                  busbw_GBps=two_tables.busbw_GBps[:31])
+    assert two_tables.time_s[31:] == one.time_s
+    single, repeated = calibrate([one], "dgx-h100", 2), calibrate([two_tables], "dgx-h100", 2)
+    assert repeated.freed == single.freed and repeated.fold_freed == single.fold_freed
+    for a, b in zip(single.selection.candidates, repeated.selection.candidates, strict=True):
+        assert a.freed == b.freed
+        assert (a.held_out_error, a.gain, a.gain_se) == pytest.approx((b.held_out_error, b.gain, b.gain_se), abs=1e-12)
+    predicted = [r["predicted_time_us"] for r in repeated.logs[0].calibrated]
+    assert predicted[:31] == predicted[31:] == pytest.approx([r["predicted_time_us"] for r in single.logs[0].calibrated],
+                                                             rel=1e-12)
