@@ -8,6 +8,8 @@ parameters, whose loss is exactly zero at the truth.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from scipy.optimize import minimize
@@ -17,11 +19,13 @@ from gpuwait.collectives.fit import (
     PUBLIC_FIT_NAMES,
     Adjustment,
     Observation,
+    _gain_se,
+    _size_units,
     fit,
     log_errors,
     minimize_bounded,
 )
-from gpuwait.collectives.physical import adjust, physical_defaults, pipelined_time_s
+from gpuwait.collectives.physical import PhysicalParams, adjust, physical_defaults, pipelined_time_s
 from gpuwait.runner.perf import make_predictor
 
 
@@ -100,3 +104,22 @@ def test_the_fit_never_ends_above_its_start(synthetic, start):
 
 def test_the_fit_is_deterministic(synthetic):
     assert fit(synthetic[::3], PUBLIC_FIT_NAMES).values == fit(synthetic[::3], PUBLIC_FIT_NAMES).values
+
+
+def test_the_standard_error_counts_a_repeated_size_once():
+    """Closed form: sizes (8, 16, 32 B) with drops (0.3, -0.1, 0.4) weighted 1/3 each have gain 0.2 and standard
+    error sqrt((0.1^2 + 0.3^2 + 0.2^2) / 9) = 0.1247; the same sizes timed again in a second table (weights
+    1/6) give the same, not 1/sqrt(2) of it. One observation per size reproduces the sum over observations
+    bit for bit (the reference tables' selection is unchanged)."""
+    costs = make_predictor("dgx-h100", 2, None).estimate("all_reduce", 8).costs
+    rows = [Observation(costs, PhysicalParams(), 1e-5, "log", size) for size in (8, 16, 32)]
+    diff = np.array([0.3, -0.1, 0.4])
+    once = _gain_se(np.full(3, 1 / 3), diff, 0.2, _size_units(rows))
+    twice = _gain_se(np.full(6, 1 / 6), np.tile(diff, 2), 0.2, _size_units(rows + rows))
+    assert once == pytest.approx(np.sqrt(0.14 / 9), rel=1e-12) and twice == pytest.approx(once, rel=1e-12)
+    assert _size_units(rows + [Observation(costs, PhysicalParams(), 1e-5, "other", 8)]).tolist() == [0, 1, 2, 3]
+    assert _size_units([replace(r, size_bytes=None) for r in rows + rows]).tolist() == list(range(6))
+    rng = np.random.default_rng(0)
+    weights, drops = rng.uniform(0, 1, 40), rng.normal(0, 0.01, 40)
+    units = _size_units([Observation(costs, PhysicalParams(), 1e-5, "log", 8 * 2**k) for k in range(40)])
+    assert _gain_se(weights, drops, 0.001, units) == float(np.sqrt(np.sum(weights ** 2 * (drops - 0.001) ** 2)))

@@ -145,12 +145,15 @@ X_TOL, F_TOL = 1e-4, 1e-6
 
 @dataclass(frozen=True)
 class Observation:
-    """One measured size: the model's costs for it, the defaults it starts from, the measured time."""
+    """One measured size: the model's costs for it, the defaults it starts from, the measured time, the
+    table (``group``) and the size itself where known (``gpuwait calibrate`` splits its folds by it: a log
+    may hold one size several times, a table per datatype or reduction)."""
 
     costs: PipelineCosts
     defaults: PhysicalParams
     measured_time_s: float
     group: str = ""
+    size_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -362,12 +365,34 @@ class Selection:
         return next(c.held_out_error for c in self.candidates if c.freed == self.freed)
 
 
+def _size_units(observations: Sequence[Observation]) -> np.ndarray:
+    """Each observation's unit for a standard error: one per size of a group, numbered in order of first
+    appearance (an observation of unknown size is its own unit). A log that times a size in several tables
+    (nccl-tests ``-d all``, ``-o all``) shares the model's error at that size across them: counted as
+    independent draws, the repeats would shrink the standard error by the square root of their number.
+    """
+    units: dict[tuple[str, int] | int, int] = {}
+    keys = [(o.group, o.size_bytes) if o.size_bytes is not None else -1 - i for i, o in enumerate(observations)]
+    return np.array([units.setdefault(key, len(units)) for key in keys], dtype=np.intp)
+
+
+def _gain_se(weights: np.ndarray, diff: np.ndarray, gain: float, units: np.ndarray) -> float:
+    """The standard error of ``gain`` (the weighted sum of the per-observation drops ``diff``) over the units:
+    each unit's weight times its mean drop (a group's observations weigh alike), its deviation from the gain.
+    With one observation per unit the sums are of the same numbers in the same order as over observations."""
+    unit_weight = np.bincount(units, weights)
+    unit_diff = np.bincount(units, diff) / np.bincount(units)
+    return float(np.sqrt(np.sum(unit_weight ** 2 * (unit_diff - gain) ** 2)))
+
+
 def select(observations: Sequence[Observation], folds: Folds, names: Sequence[str] = FIT_NAMES,
            base: Mapping[str, float] = SHIPPED) -> Selection:
     """Forward selection among ``names`` from ``base`` (see the module docstring): free, one at a time,
     the parameter that lowers the held-out error most, while the drop is at least :data:`MIN_GAIN` and at
-    least its standard error over the sizes (the paired per-size differences, weighted as the loss)."""
+    least its standard error over the sizes (the paired per-size differences, weighted as the loss; the
+    rows of one size in several tables of a log count as that one size, :func:`_size_units`)."""
     weights = _weights(observations)
+    units = _size_units(observations)
     freed: tuple[str, ...] = ()
     current = _held_out_abs(observations, folds, freed, base)
     candidates = [Candidate(freed, float(np.sum(weights * current)))]
@@ -378,7 +403,7 @@ def select(observations: Sequence[Observation], folds: Folds, names: Sequence[st
             diff = current - errors
             gain = float(np.sum(weights * diff))
             tries.append((Candidate((*freed, name), float(np.sum(weights * errors)), gain,
-                                    float(np.sqrt(np.sum(weights ** 2 * (diff - gain) ** 2)))), errors))
+                                    _gain_se(weights, diff, gain, units)), errors))
         candidates += [c for c, _ in tries]
         winner, errors = max(tries, key=lambda t: t[0].gain)
         if not winner.significant:

@@ -14,8 +14,9 @@ per size serves every fit.
 The error a user sees is cross-validated, never scored on the sizes it was fitted to:
 
 * two or more logs: **leave-one-log-out**, each log predicted with the parameters fitted on the others;
-* one log: **alternate sizes**, two folds: fitted on the even-numbered sizes and scored on the odd ones,
-  then the other way round, so every size is scored by a fit that did not see it.
+* one log: **alternate sizes**, two folds: its distinct sizes sorted, fitted on the even-numbered ones and
+  scored on the odd ones, then the other way round, so every size is scored by a fit that did not see it
+  (every row of a size on one side: a log of several tables, nccl-tests ``-d all``, repeats its sizes).
 
 The selection is part of what is scored: inside each fold it is made again on that fold's training
 sizes alone, split the same way (the other logs left out one at a time, or the one training log's
@@ -190,7 +191,8 @@ def calibrate(logs: Sequence[MeasuredLog], cluster: str, servers: int | None = N
     defaults = physical_defaults(predictor.transport)
     estimates = [[predictors[v].estimate(log.collective, size) for size in log.sizes_bytes]
                  for log, (v, _) in zip(logs, versions, strict=True)]
-    observations = [[Observation(e.costs, defaults, t, log.name) for e, t in zip(ests, log.time_s, strict=True)]
+    observations = [[Observation(e.costs, defaults, t, log.name, size)
+                     for e, t, size in zip(ests, log.time_s, log.sizes_bytes, strict=True)]
                     for log, ests in zip(logs, estimates, strict=True)]
     validation, folds = _folds(observations)
     held_out = [np.zeros(len(log.sizes_bytes)) for log in logs]
@@ -232,18 +234,24 @@ def select_and_fit(groups: list[list[Observation]], names: Sequence[str],
 
 def _folds(observations: list[list[Observation]]) -> tuple[str, list[tuple[list[np.ndarray], list[np.ndarray]]]]:
     """(validation name, [(train mask per log, test mask per log)]): one fold per log when there are
-    several, else the single log's even and odd sizes."""
-    lengths = [len(group) for group in observations]
+    several, else the single log's sizes split by distinct size, alternately over the sorted sizes.
+
+    Every row of one size falls on the same side: a log of several tables (nccl-tests ``-d all`` or
+    ``-o all`` prints the sweep again per datatype and reduction) would otherwise score a size with a
+    fit that saw it. A log of one row per size, in rising order, splits into its even and odd rows.
+    """
     if len(observations) >= 2:
         folds = []
         for held in range(len(observations)):
-            test = [np.full(n, i == held) for i, n in enumerate(lengths)]
+            test = [np.full(len(group), i == held) for i, group in enumerate(observations)]
             folds.append(([~t for t in test], test))
         return LEAVE_ONE_LOG_OUT, folds
-    if lengths[0] < 2:
+    sizes_bytes = np.array([o.size_bytes for o in observations[0]])
+    distinct = np.unique(sizes_bytes)
+    if len(distinct) < 2:
         raise SpecError(f"{observations[0][0].group}: one size is too few to fit and score on different sizes",
                         hint="give a log with a size sweep (nccl-tests -b 8 -e 8G -f 2) or several logs")
-    even = np.arange(lengths[0]) % 2 == 0
+    even = np.isin(sizes_bytes, distinct[::2])
     return ALTERNATE_SIZES, [([even], [~even]), ([~even], [even])]
 
 
