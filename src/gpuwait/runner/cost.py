@@ -138,6 +138,52 @@ def check_cost(estimate: CostEstimate, limit_bytes: float | None = None) -> Cost
     return estimate
 
 
+def check_scenario_cost(scenario: Scenario, max_memory: str | None = None, steps: int | None = None,
+                        engine: str = "flow") -> CostEstimate:
+    """What running ``scenario`` allocates, checked against ``max_memory`` before anything is built.
+
+    The one guard of every command that simulates a scenario: the
+    estimate (:func:`estimate_scenario`) against the limit (:func:`memory_limit_bytes`, default half
+    the machine's memory), refused with one :class:`SpecError` line by :func:`check_cost`.
+
+    Parameters
+    ----------
+    scenario : Scenario
+        The loaded scenario.
+    max_memory : str, optional
+        The limit as a size (``"16GiB"``); default half the machine's memory.
+    steps : int, optional
+        A workload's steps, when they override the scenario's.
+    engine : {"flow", "packet"}
+        The engine a traffic scenario runs on (the packet engine also states its packet count).
+
+    Returns
+    -------
+    CostEstimate
+        The estimate, when it is within the limit.
+
+    Raises
+    ------
+    SpecError
+        Over the limit (naming the estimate, the limit and the field to change), or ``max_memory``
+        not a size.
+
+    Examples
+    --------
+    >>> from gpuwait.spec import validate_data
+    >>> doc = {"name": "doc", "cluster": {"preset": "dgx-h100", "servers": 2},
+    ...        "traffic": {"patterns": [{"kind": "permutation", "size": "1MiB"}]}}
+    >>> scenario = validate_data(Scenario, doc, source="doc", require_units=False)
+    >>> check_scenario_cost(scenario).counts
+    {'flows': 16, 'cases': 1}
+    >>> check_scenario_cost(scenario, max_memory="1MB")
+    Traceback (most recent call last):
+    ...
+    gpuwait.errors.SpecError: the run would allocate 16 flows x 1 cases; about 209.7MB, over the limit of 1MB; expected less (change traffic (patterns: servers or size; flows))
+    """
+    return check_cost(estimate_scenario(scenario, steps, engine), memory_limit_bytes(max_memory))
+
+
 def _topology_bytes(topo) -> int:
     """The topology's arrays, already built when a collective's estimate is made."""
     import numpy as np
