@@ -2,8 +2,10 @@
 
 ``run``, ``diagnose``, ``telemetry export`` and ``validate`` state the estimate and refuse a scenario
 whose estimate exceeds a limit the user can raise (``--max-memory``; default half the machine's
-memory), naming the field to change. The estimate counts what grows with the input, with
-coefficients measured on this code (peak resident memory under ``/usr/bin/time -f %M``):
+memory), naming the field to change; the Python API's ``simulate`` and ``diagnose`` refuse alike
+(``max_memory=``) through the same :func:`check_scenario_cost`, and ``perf`` through :func:`estimate_perf`.
+The estimate counts what grows with the input, with coefficients measured on this code (peak
+resident memory under ``/usr/bin/time -f %M``):
 
 - training steps: the task table holds one row per task of every rank, and each pipeline step keeps
   forward/backward end times per (stage, chunk, micro-batch, dp rank): measured 0.84-0.90 KB per
@@ -129,11 +131,14 @@ def memory_limit_bytes(text: str | None) -> float:
 
 
 def check_cost(estimate: CostEstimate, limit_bytes: float | None = None) -> CostEstimate:
-    """``estimate``, or a :class:`SpecError` naming it, the limit and the field to change when it is over."""
+    """``estimate``, or a :class:`SpecError` naming it, the limit and the field to change when it is over.
+
+    The limit is named as the caller's argument (`` `max_memory` ``; the command line renames it
+    ``--max-memory``): a Python traceback shows the message, not the hint."""
     limit = default_memory_limit_bytes() if limit_bytes is None else limit_bytes
     if estimate.bytes > limit:
-        raise SpecError(f"the run would allocate {estimate.describe()}, over the limit of {format_size(limit)}; "
-                        f"expected less (change {estimate.field})",
+        raise SpecError(f"the run would allocate {estimate.describe()}, over the limit of {format_size(limit)} "
+                        f"(`max_memory`); expected less (change {estimate.field})",
                         hint="raise the limit (e.g. max_memory='64GiB') if the machine has it")
     return estimate
 
@@ -142,7 +147,7 @@ def check_scenario_cost(scenario: Scenario, max_memory: str | None = None, steps
                         engine: str = "flow") -> CostEstimate:
     """What running ``scenario`` allocates, checked against ``max_memory`` before anything is built.
 
-    The one guard of every command that simulates a scenario: the
+    The one guard of every command and :mod:`gpuwait.api` function that simulates a scenario: the
     estimate (:func:`estimate_scenario`) against the limit (:func:`memory_limit_bytes`, default half
     the machine's memory), refused with one :class:`SpecError` line by :func:`check_cost`.
 
@@ -179,7 +184,7 @@ def check_scenario_cost(scenario: Scenario, max_memory: str | None = None, steps
     >>> check_scenario_cost(scenario, max_memory="1MB")
     Traceback (most recent call last):
     ...
-    gpuwait.errors.SpecError: the run would allocate 16 flows x 1 cases; about 209.7MB, over the limit of 1MB; expected less (change traffic (patterns: servers or size; flows))
+    gpuwait.errors.SpecError: the run would allocate 16 flows x 1 cases; about 209.7MB, over the limit of 1MB (`max_memory`); expected less (change traffic (patterns: servers or size; flows))
     """
     return check_cost(estimate_scenario(scenario, steps, engine), memory_limit_bytes(max_memory))
 
