@@ -19,8 +19,9 @@ def test_the_done_when_line():
 
 
 def test_simulate_gives_the_cli_document(capsys, tmp_path):
-    result = g.simulate("examples/dp-only.yaml")
-    code, out, _ = run_cli(capsys, "run", "examples/dp-only.yaml", "--json")
+    # a limit above the estimate (about 211 MB) changes nothing
+    result = g.simulate("examples/dp-only.yaml", max_memory="16GiB")
+    code, out, _ = run_cli(capsys, "run", "examples/dp-only.yaml", "--max-memory", "16GiB", "--json")
     assert code == 0 and json.loads(out) == json.loads(_json(result.to_dict()))
     tables = result.to_arrow()
     assert tables["tasks"].num_rows > 0 and set(tables["links"].column("case").to_pylist()) == {r.case for r in result.results}
@@ -47,8 +48,9 @@ def test_perf_rows_are_the_cli_rows(capsys):
 
 
 def test_diagnose_names_the_injected_fault(capsys):
-    result = g.diagnose("examples/dp-only.yaml", inject=["slow-gpu:s1.gpu3"], measure_gain=False)
-    code, out, _ = run_cli(capsys, "diagnose", "examples/dp-only.yaml", "--inject", "slow-gpu:s1.gpu3", "--no-gain", "--json")
+    result = g.diagnose("examples/dp-only.yaml", inject=["slow-gpu:s1.gpu3"], measure_gain=False, max_memory="16GiB")
+    code, out, _ = run_cli(capsys, "diagnose", "examples/dp-only.yaml", "--inject", "slow-gpu:s1.gpu3", "--no-gain",
+                           "--max-memory", "16GiB", "--json")
     assert json.loads(out) == json.loads(_json(result.to_dict()))
     assert result.diagnosis.findings[0].component.startswith("s1.gpu3")
     assert result.to_arrow()["findings"].num_rows == len(result.diagnosis.findings)
@@ -79,9 +81,11 @@ def test_bad_input_raises_the_cli_errors(call, message):
 
 PERF = ("all_reduce", "--servers", "2")
 API_NAMES = {"env": "env", "nccl_version": "nccl_version", "gpus_per_thread": "gpus_per_thread",
-             "max_memory": "max_memory", "inject": "inject"}
+             "max_memory": "max_memory", "inject": "inject", "limit": "`max_memory`"}
 CLI_NAMES = {"env": "--env", "nccl_version": "--nccl-version", "gpus_per_thread": "--gpus-per-thread",
-             "max_memory": "--max-memory", "inject": "--inject"}
+             "max_memory": "--max-memory", "inject": "--inject", "limit": "--max-memory"}
+#: examples/dp-only.yaml's estimate (runner.cost: 128 ranks x 4 micro-batches x 1 chunk x 2 steps x 1 KiB + 200 MiB)
+DP_ONLY_ESTIMATE = "128 ranks x 4 micro-batches x 1 chunks x 2 steps; about 210.8MB"
 
 
 # Each case from both sides: the API's error names its argument, the command line's the option the user typed
@@ -100,6 +104,16 @@ CLI_NAMES = {"env": "--env", "nccl_version": "--nccl-version", "gpus_per_thread"
      "{max_memory}: ", ("e.g. max_memory='16GiB'", "e.g. --max-memory 16GiB")),
     (lambda: g.perf("all_reduce", servers=2, max_memory="1KB"), ["perf", *PERF, "--max-memory", "1KB"],
      "the run would allocate", ("raise the limit (e.g. max_memory='64GiB')", "raise the limit (e.g. --max-memory 64GiB)")),
+    # simulate and diagnose refuse a scenario over the limit before building it, as run and diagnose do
+    (lambda: g.simulate("examples/dp-only.yaml", max_memory="1MB"), ["run", "examples/dp-only.yaml", "--max-memory", "1MB"],
+     f"the run would allocate {DP_ONLY_ESTIMATE}, over the limit of 1MB ({{limit}}); expected less (change "
+     "workload.parallel.global_batch)", ("raise the limit (e.g. max_memory='64GiB')", "raise the limit (e.g. --max-memory 64GiB)")),
+    (lambda: g.diagnose("examples/dp-only.yaml", max_memory="1MB"), ["diagnose", "examples/dp-only.yaml", "--max-memory", "1MB"],
+     f"the run would allocate {DP_ONLY_ESTIMATE}, over the limit of 1MB ({{limit}})", None),
+    (lambda: g.simulate("examples/dp-only.yaml", max_memory="16QB"), ["run", "examples/dp-only.yaml", "--max-memory", "16QB"],
+     "{max_memory}: ", ("e.g. max_memory='16GiB'", "e.g. --max-memory 16GiB")),
+    (lambda: g.diagnose("examples/dp-only.yaml", max_memory="16QB"),
+     ["diagnose", "examples/dp-only.yaml", "--max-memory", "16QB"], "{max_memory}: ", None),
     (lambda: g.diagnose("examples/dp-only.yaml", inject=["slow-gpu:s1.gpu3:factor"]),
      ["diagnose", "examples/dp-only.yaml", "--inject", "slow-gpu:s1.gpu3:factor"],
      "{inject} slow-gpu:s1.gpu3:factor: parameter 'factor' is not NAME=VALUE", None),
@@ -130,6 +144,31 @@ def test_an_estimate_over_the_limit_names_what_to_change_as_the_caller_spells_it
 
     with pytest.raises(GpuwaitError, match=r"change workload\.steps or `steps`\)$"):  # the CLI's: tests/cli/test_cost.py
         check_cost(estimate_scenario(g.load_scenario("examples/dp-only.yaml"), steps=10**6), 1e6)
+
+
+@pytest.mark.parametrize("call", [
+    lambda: g.simulate("examples/dp-only.yaml", steps=10**6, max_memory="64GiB"),  # 524.5 GB: the reported OOM
+    lambda: g.simulate("examples/dp-only.yaml", max_memory="1MiB"),
+    lambda: g.simulate("examples/ecmp-collision.yaml", max_memory="1MiB"),
+    lambda: g.simulate("examples/ecmp-collision.yaml", engine="packet", max_memory="1MiB"),
+    lambda: g.diagnose("examples/dp-only.yaml", inject=["slow-gpu:s1.gpu3"], max_memory="1MiB"),
+    lambda: g.diagnose("examples/ecmp-collision.yaml", max_memory="1MiB"),
+])
+def test_a_run_over_max_memory_is_refused_before_anything_runs(monkeypatch, call):
+    """Every API entry that simulates a scenario estimates it first (runner.cost.check_scenario_cost, as
+    the commands do): over ``max_memory`` it is one SpecError line naming ``max_memory``, and no run starts."""
+    import gpuwait.api as api
+
+    def never(*args, **kwargs):
+        pytest.fail("ran a scenario over max_memory")
+
+    for runner in ("run_workload", "run_traffic", "diagnose_run"):
+        monkeypatch.setattr(api, runner, never)
+    with pytest.raises(SpecError) as raised:
+        call()
+    message = str(raised.value)
+    assert message.startswith("the run would allocate ") and "(`max_memory`); expected less (change " in message
+    assert "\n" not in message and "max_memory='64GiB'" in raised.value.hint
 
 
 def test_where_a_setting_came_from_names_the_api_argument_and_the_cli_option(capsys):

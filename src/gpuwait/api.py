@@ -25,7 +25,7 @@ from gpuwait.engine import get_engine
 from gpuwait.errors import SpecError
 from gpuwait.report.diagnosis import diagnose_run, diagnose_telemetry
 from gpuwait.report.results import DiagnosisResult, TrafficResult, WorkloadResult
-from gpuwait.runner.cost import memory_limit_bytes
+from gpuwait.runner.cost import check_scenario_cost, memory_limit_bytes
 from gpuwait.runner.inputs import load_cluster, load_scenario, with_servers
 from gpuwait.runner.perf import PerfSweep, SweepArgs, estimated_sweep
 from gpuwait.runner.traffic import run_traffic
@@ -37,8 +37,8 @@ from gpuwait.topology import Topology, build_topology, resolve_cluster
 __all__ = ["build_cluster", "diagnose", "load_scenario", "perf", "simulate"]
 
 
-def simulate(scenario: Scenario | str | Path, engine: str = "flow",
-             steps: int | None = None) -> WorkloadResult | TrafficResult:
+def simulate(scenario: Scenario | str | Path, engine: str = "flow", steps: int | None = None,
+             max_memory: str | None = None) -> WorkloadResult | TrafficResult:
     """Simulate a scenario (or a scenario file) and its variants, as ``gpuwait run`` does.
 
     Parameters
@@ -50,24 +50,33 @@ def simulate(scenario: Scenario | str | Path, engine: str = "flow",
         Workloads (training and inference steps) run on the flow engine.
     steps : int, optional
         Workloads only: the steps to simulate (default: the scenario's).
+    max_memory : str, optional
+        Refuse a run estimated to allocate more than this (``"16GiB"``); default half the machine's
+        memory. The estimate is made before anything is built (:func:`~gpuwait.runner.cost.check_scenario_cost`).
 
     Returns
     -------
     WorkloadResult or TrafficResult
         ``.results`` (one :class:`~gpuwait.steps.result.RunResult` per case) or ``.runs`` (one
         engine run per case); ``to_dict()``, ``to_arrow()`` and ``to_parquet(directory)``.
+
+    Raises
+    ------
+    SpecError
+        A bad argument or scenario, or a run over ``max_memory`` (naming what to change).
     """
     if not isinstance(scenario, Scenario):
         scenario = load_scenario(scenario)
     get_engine(engine)  # an unknown name is one error listing the engines
-    if scenario.workload is not None:
-        if engine == "packet":
-            raise SpecError("engine='packet': runs `traffic:` scenarios only; this one has a `workload:`",
-                            hint="training and inference steps run on the flow engine")
-        return WorkloadResult(scenario.name, run_workload(scenario, steps=steps))
-    if steps is not None:
+    if scenario.workload is not None and engine == "packet":
+        raise SpecError("engine='packet': runs `traffic:` scenarios only; this one has a `workload:`",
+                        hint="training and inference steps run on the flow engine")
+    if scenario.workload is None and steps is not None:
         raise SpecError("steps: the scenario has no workload; expected a `workload:` section",
                         hint="steps apply to training and inference scenarios")
+    check_scenario_cost(scenario, max_memory, steps, engine)  # before anything is built
+    if scenario.workload is not None:
+        return WorkloadResult(scenario.name, run_workload(scenario, steps=steps))
     return TrafficResult(scenario.name, engine, run_traffic(scenario, engine))
 
 
@@ -105,7 +114,7 @@ def perf(op: str, cluster: str = "dgx-h100", servers: int | None = None, sizes: 
     PerfSweep
         ``.rows`` (nccl-tests rows: size, time, algbw, busbw), ``.choices`` (algorithm, protocol,
         channels per size), ``.memory_estimate_bytes`` (estimated before any fabric run: a sweep over
-        half the machine's memory raises SpecError), ``to_dict()`` and ``to_arrow()``;
+        ``max_memory`` raises SpecError), ``to_dict()`` and ``to_arrow()``;
         :func:`gpuwait.report.perf.sweep_text` prints it as nccl-tests does.
     """
     lo, hi = (sizes[0], sizes[-1]) if sizes else ("32M", "32M")
@@ -116,7 +125,8 @@ def perf(op: str, cluster: str = "dgx-h100", servers: int | None = None, sizes: 
 
 def diagnose(scenario: Scenario | str | Path | None = None, inject: Sequence[str | FaultSpec] = (), *,
              steps: int | None = None, measure_gain: bool = True, telemetry: str | Path | None = None,
-             cluster: str | None = None, servers: int | None = None) -> DiagnosisResult:
+             cluster: str | None = None, servers: int | None = None,
+             max_memory: str | None = None) -> DiagnosisResult:
     """Name what slows a scenario, as ``gpuwait diagnose`` does.
 
     A training scenario is simulated with the faults in ``inject`` (``"slow-gpu:s1.gpu3"``,
@@ -124,10 +134,33 @@ def diagnose(scenario: Scenario | str | Path | None = None, inject: Sequence[str
     again to measure its gain; a traffic scenario runs on the packet engine. With ``telemetry=DIR``
     and ``cluster=``, imported telemetry is diagnosed instead.
 
+    Parameters
+    ----------
+    scenario : Scenario or path, optional
+        A loaded scenario (:func:`load_scenario`) or the path of its YAML file.
+    inject : sequence of str or FaultSpec
+        Faults to simulate (training scenarios only).
+    steps : int, optional
+        The steps to simulate (default: the scenario's).
+    measure_gain : bool
+        Simulate each proposed fix again to measure its gain.
+    telemetry : path, optional
+        A directory of imported telemetry to diagnose instead of a scenario (with ``cluster``).
+    cluster, servers
+        With ``telemetry``: the preset or cluster file the telemetry comes from, and its servers.
+    max_memory : str, optional
+        Refuse a scenario estimated to allocate more than this (``"16GiB"``); default half the
+        machine's memory. Telemetry is read without simulating, so it has no estimate.
+
     Returns
     -------
     DiagnosisResult
         ``.diagnosis.findings`` ranked by the gain of their fix; ``to_dict()`` and ``to_arrow()``.
+
+    Raises
+    ------
+    SpecError
+        A bad argument or scenario, or a scenario over ``max_memory`` (naming what to change).
     """
     if telemetry is not None:
         if scenario is not None or inject:
@@ -139,6 +172,7 @@ def diagnose(scenario: Scenario | str | Path | None = None, inject: Sequence[str
         raise SpecError("diagnose: expected a scenario, or telemetry= with cluster=")
     if not isinstance(scenario, Scenario):
         scenario = load_scenario(scenario)
+    check_scenario_cost(scenario, max_memory, steps)
     return diagnose_run(scenario, list(inject), steps=steps, measure_gain=measure_gain)
 
 

@@ -19,13 +19,13 @@ def validate(file: str = typer.Argument(..., metavar="FILE", help="Scenario file
 
     from gpuwait.cli.output import Output
     from gpuwait.errors import GpuwaitError
-    from gpuwait.runner.cost import check_cost, estimate_scenario, memory_limit_bytes
+    from gpuwait.runner.cost import check_scenario_cost
     from gpuwait.runner.inputs import load_scenario
     from gpuwait.runner.traffic import check_scenario
 
     try:
         scenario = load_scenario(file)
-        estimate = check_cost(estimate_scenario(scenario), memory_limit_bytes(max_memory))
+        estimate = check_scenario_cost(scenario, max_memory)
         runs = check_scenario(scenario)
     except GpuwaitError as err:
         if json_out:

@@ -2,8 +2,10 @@
 
 ``run``, ``diagnose``, ``telemetry export`` and ``validate`` state the estimate and refuse a scenario
 whose estimate exceeds a limit the user can raise (``--max-memory``; default half the machine's
-memory), naming the field to change. The estimate counts what grows with the input, with
-coefficients measured on this code (peak resident memory under ``/usr/bin/time -f %M``):
+memory), naming the field to change; the Python API's ``simulate`` and ``diagnose`` refuse alike
+(``max_memory=``) through the same :func:`check_scenario_cost`, and ``perf`` through :func:`estimate_perf`.
+The estimate counts what grows with the input, with coefficients measured on this code (peak
+resident memory under ``/usr/bin/time -f %M``):
 
 - training steps: the task table holds one row per task of every rank, and each pipeline step keeps
   forward/backward end times per (stage, chunk, micro-batch, dp rank): measured 0.84-0.90 KB per
@@ -129,13 +131,62 @@ def memory_limit_bytes(text: str | None) -> float:
 
 
 def check_cost(estimate: CostEstimate, limit_bytes: float | None = None) -> CostEstimate:
-    """``estimate``, or a :class:`SpecError` naming it, the limit and the field to change when it is over."""
+    """``estimate``, or a :class:`SpecError` naming it, the limit and the field to change when it is over.
+
+    The limit is named as the caller's argument (`` `max_memory` ``; the command line renames it
+    ``--max-memory``): a Python traceback shows the message, not the hint."""
     limit = default_memory_limit_bytes() if limit_bytes is None else limit_bytes
     if estimate.bytes > limit:
-        raise SpecError(f"the run would allocate {estimate.describe()}, over the limit of {format_size(limit)}; "
-                        f"expected less (change {estimate.field})",
+        raise SpecError(f"the run would allocate {estimate.describe()}, over the limit of {format_size(limit)} "
+                        f"(`max_memory`); expected less (change {estimate.field})",
                         hint="raise the limit (e.g. max_memory='64GiB') if the machine has it")
     return estimate
+
+
+def check_scenario_cost(scenario: Scenario, max_memory: str | None = None, steps: int | None = None,
+                        engine: str = "flow") -> CostEstimate:
+    """What running ``scenario`` allocates, checked against ``max_memory`` before anything is built.
+
+    The one guard of every command and :mod:`gpuwait.api` function that simulates a scenario: the
+    estimate (:func:`estimate_scenario`) against the limit (:func:`memory_limit_bytes`, default half
+    the machine's memory), refused with one :class:`SpecError` line by :func:`check_cost`.
+
+    Parameters
+    ----------
+    scenario : Scenario
+        The loaded scenario.
+    max_memory : str, optional
+        The limit as a size (``"16GiB"``); default half the machine's memory.
+    steps : int, optional
+        A workload's steps, when they override the scenario's.
+    engine : {"flow", "packet"}
+        The engine a traffic scenario runs on (the packet engine also states its packet count).
+
+    Returns
+    -------
+    CostEstimate
+        The estimate, when it is within the limit.
+
+    Raises
+    ------
+    SpecError
+        Over the limit (naming the estimate, the limit and the field to change), or ``max_memory``
+        not a size.
+
+    Examples
+    --------
+    >>> from gpuwait.spec import validate_data
+    >>> doc = {"name": "doc", "cluster": {"preset": "dgx-h100", "servers": 2},
+    ...        "traffic": {"patterns": [{"kind": "permutation", "size": "1MiB"}]}}
+    >>> scenario = validate_data(Scenario, doc, source="doc", require_units=False)
+    >>> check_scenario_cost(scenario).counts
+    {'flows': 16, 'cases': 1}
+    >>> check_scenario_cost(scenario, max_memory="1MB")
+    Traceback (most recent call last):
+    ...
+    gpuwait.errors.SpecError: the run would allocate 16 flows x 1 cases; about 209.7MB, over the limit of 1MB (`max_memory`); expected less (change traffic (patterns: servers or size; flows))
+    """
+    return check_cost(estimate_scenario(scenario, steps, engine), memory_limit_bytes(max_memory))
 
 
 def _topology_bytes(topo) -> int:
