@@ -217,3 +217,12 @@ def test_diagnose_stays_the_function_once_the_diagnosis_package_loads():
     from gpuwait import diagnose
 
     assert diagnose is g.diagnose and g.diagnose.__module__ == "gpuwait.api"
+
+
+def test_simulate_refuses_a_jobs_scenario_in_one_line():
+    """A scenario with `jobs:` (a shared cluster: examples/two-jobs-shared-uplinks.yaml) is not a traffic or workload
+    scenario: simulate says so and where such scenarios run, instead of failing on its empty traffic section."""
+    with pytest.raises(SpecError) as err:
+        g.simulate("examples/two-jobs-shared-uplinks.yaml")
+    assert str(err.value).startswith("scenario: has `jobs:`") and "\n" not in str(err.value)
+    assert "gpuwait run" in err.value.hint

@@ -68,6 +68,9 @@ def simulate(scenario: Scenario | str | Path, engine: str = "flow", steps: int |
     if not isinstance(scenario, Scenario):
         scenario = load_scenario(scenario)
     get_engine(engine)  # an unknown name is one error listing the engines
+    if scenario.jobs:
+        raise SpecError("scenario: has `jobs:`; simulate runs `traffic:` and `workload:` scenarios",
+                        hint="shared-cluster jobs run with `gpuwait run FILE` (gpuwait.runner.jobs.run_jobs)")
     if scenario.workload is not None and engine == "packet":
         raise SpecError("engine='packet': runs `traffic:` scenarios only; this one has a `workload:`",
                         hint="training and inference steps run on the flow engine")

@@ -407,7 +407,7 @@ def run_jobs(scenario: Scenario, steps: int | None = None) -> JobsRun:
     env = cluster_env(cluster, {"NCCL_IB_QPS_PER_CONNECTION": str(routing.qps_per_connection)}, transport.name)
     n_steps = steps if steps is not None else max(j.workload.steps for j in scenario.jobs)
     if n_steps < 1:
-        raise SpecError(f"--steps: got {n_steps}; expected at least 1")
+        raise SpecError(f"steps: got {n_steps}; expected at least 1")
     fabric = FabricModel(topo, routing, transport, env)
     alone, programs = [], []
     for job in placed:
