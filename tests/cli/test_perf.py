@@ -315,6 +315,9 @@ def test_compare_places_the_ranks_as_the_logs_rank_lines_do(capsys):
     assert one_server["rows"] != stated["rows"]
     assert one_server["warnings"] == ["the log ran 1 rank(s) on each of 2 host(s) (its '# Rank' lines); the cluster "
                                       "gives 2 GPU(s) on each of 1 server(s)"]
+    # --servers alone that disagrees with the lines fills its servers with the cluster's GPUs (as calibrate does),
+    # not the lines' one rank per host, which left one rank for a 2-rank log: an error
+    assert compare("--servers", "1") == one_server
 
 
 def test_switch_points_of_a_log_with_several_tables(capsys, tmp_path):

@@ -222,10 +222,12 @@ def log_layout(log: NcclTestsLog) -> tuple[int, int] | None:
     return (len(per_host), counts.pop()) if len(counts) == 1 else None
 
 
-def _gpus_per_server(log: NcclTestsLog, layout: tuple[int, int] | None, gpus_in_server: int) -> int:
-    """GPUs per server a log ran on when -g does not say: as its '# Rank' lines place the ranks, else the
-    GPUs one process drove (nGpus, when more than 1), else as many as a server of the cluster holds."""
-    if layout is not None:
+def _gpus_per_server(log: NcclTestsLog, layout: tuple[int, int] | None, gpus_in_server: int,
+                     servers: int | None = None) -> int:
+    """GPUs per server a log ran on when -g does not say: as its '# Rank' lines place the ranks (when --servers
+    does not give another host count), else the GPUs one process drove (nGpus, when more than 1), else as many
+    as a server of the cluster holds."""
+    if layout is not None and servers in (None, layout[0]):
         return layout[1]
     if log.config and log.config.n_gpus > 1:
         return log.config.n_gpus
@@ -253,7 +255,7 @@ def compare_log(op: str, log_path: Path, cluster: str, servers: int | None = Non
     source = read_cluster(cluster)  # the file read once: sized below for one server, then for the log's run
     one_server = sized_cluster(source, 1, source=cluster)
     layout = log_layout(log)
-    per_server = gpus or _gpus_per_server(log, layout, resolve_server(one_server.server).gpus)
+    per_server = gpus or _gpus_per_server(log, layout, resolve_server(one_server.server).gpus, servers)
     if log.n_ranks % per_server:
         raise SpecError(f"--compare: {log.n_ranks} ranks do not fill servers of {per_server} GPUs", hint="pass -g")
     debug = log_debug_info(text)
