@@ -21,7 +21,7 @@ from gpuwait.collectives.tuning import (
 from gpuwait.errors import SpecError
 from gpuwait.report.nccltests import format_table
 from gpuwait.runner.inputs import read_cluster, sized_cluster
-from gpuwait.runner.perf import PerfSweep, log_release, make_predictor
+from gpuwait.runner.perf import PerfSweep, layout_warning, log_release, make_predictor
 from gpuwait.spec.reader import read_text_checked
 from gpuwait.telemetry.errors import TelemetryFormatError
 from gpuwait.telemetry.nccl_debug import NcclDebugInfo, parse_nccl_debug
@@ -288,9 +288,8 @@ def compare_log(op: str, log_path: Path, cluster: str, servers: int | None = Non
     seen = _seen_choices(debug, collective)
     warnings = comparison_warnings(printed_version, [d.name for d in log.devices], resolve_server(topo.spec.server).gpu_model,
                                    topo.spec.transport.name, debug, nccl["version"])
-    if layout is not None and layout != (n_servers, per_server):
-        warnings.append(f"the log ran {layout[1]} rank(s) on each of {layout[0]} host(s) (its '# Rank' lines); the "
-                        f"cluster gives {per_server} GPU(s) on each of {n_servers} server(s)")
+    if (placed := layout_warning(layout, n_servers, per_server)) is not None:
+        warnings.append(placed)
     warnings += unreadable
     if skipped:
         warnings.append(f"{len(skipped)} row(s) skipped, their measured time is 0.00 us (sizes "
