@@ -374,6 +374,16 @@ def test_compare_and_calibrate_read_the_json_file_of_nccl_tests_j(capsys, tmp_pa
     assert read_log(path).nccl_version == "2.29.7" and read_log(path).layout == (1, 4)
 
 
+def test_a_json_file_without_results_is_one_error_whose_hint_fits_the_command_line(capsys, tmp_path):
+    path = tmp_path / "run.json"
+    path.write_text('{"nccl_version": 22907}')
+    for args in (["perf", "all_reduce", "--compare", str(path)], ["calibrate", str(path)]):
+        code, _, err = run_cli(capsys, *args, "--cluster", "dgx-h100", "--servers", "2")
+        lines = err.splitlines()
+        assert code == 2 and "nccl-tests JSON: no 'results' list" in lines[0], args
+        assert lines[1] == "hint: pass the JSON file nccl-tests -J wrote, unedited, or the run's stdout", args
+
+
 def test_the_printed_summary_is_the_median_of_the_printed_table(capsys):
     """What a reader checks by hand: the summary's median and worst busbw error over sizes >= 1 MiB and the
     floor's median |time error| recomputed from the table's printed columns (2-decimal busbw, 1-decimal

@@ -192,7 +192,11 @@ def read_nccl_tests(text: str, path: Path, skipped: list[str] | None = None) -> 
     """A log as ``perf --compare`` and ``calibrate`` take it: nccl-tests' stdout (rows it cannot read left out
     and reported in ``skipped``), or the JSON file it writes with ``-J`` (builds from late 2025)."""
     if text.lstrip().startswith("{"):
-        return from_json(text)
+        try:
+            return from_json(text)
+        except SpecError as err:  # from_json's own hint names the library's text reader: here both are read
+            raise SpecError(str(err), hint="pass the JSON file nccl-tests -J wrote, unedited, or the run's stdout") \
+                from None
     return parse_nccl_tests_log(text, source=str(path), skipped=skipped)
 
 
