@@ -320,6 +320,22 @@ def test_compare_places_the_ranks_as_the_logs_rank_lines_do(capsys):
     assert compare("--servers", "1") == one_server
 
 
+def test_rank_lines_that_name_one_host_for_more_ranks_than_a_server_holds_are_a_warning(tmp_path):
+    """Two 8-GPU A100 servers whose 16 '# Rank' lines print one host name (containers given one hostname): the
+    lines cannot place the ranks on one server of 8 GPUs, so the run is predicted as the cluster's 2 x 8, as it
+    was before the lines were read, with a warning, not the error 'gpus per server: got 16' naming a -g never given."""
+    from gpuwait.report.perf import compare_log
+
+    original = DATA / "oci-a100-2node-16gpu-all_reduce.log"
+    path = tmp_path / "one-name.log"
+    path.write_text(re.sub(r"( on +)\S+( +device)", r"\1worker\2", original.read_text()))
+    assert path.read_text().count(" on worker ") == 16
+    comparison = compare_log("all_reduce", path, "dgx-a100")
+    assert comparison.rows == compare_log("all_reduce", original, "dgx-a100").rows
+    assert "the log ran 16 rank(s) on each of 1 host(s) (its '# Rank' lines); the cluster gives 8 GPU(s) on each of " \
+           "2 server(s)" in comparison.warnings
+
+
 def test_switch_points_of_a_log_with_several_tables(capsys, tmp_path):
     """nccl-tests -d all (or -o all) prints the sizes again for each datatype (src/common.cu: a table per type):
     the predicted switch points are those of the sizes, not a switch back at the second table's first size."""

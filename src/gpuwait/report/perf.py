@@ -229,9 +229,10 @@ def log_layout(log: NcclTestsLog) -> tuple[int, int] | None:
 def _gpus_per_server(log: NcclTestsLog, layout: tuple[int, int] | None, gpus_in_server: int,
                      servers: int | None = None) -> int:
     """GPUs per server a log ran on when -g does not say: as its '# Rank' lines place the ranks (when --servers
-    does not give another host count), else the GPUs one process drove (nGpus, when more than 1), else as many
-    as a server of the cluster holds."""
-    if layout is not None and servers in (None, layout[0]):
+    does not give another host count and a server holds that many GPUs: hosts that print one name, as containers
+    can, are not one server), else the GPUs one process drove (nGpus, when more than 1), else as many as a server
+    of the cluster holds."""
+    if layout is not None and servers in (None, layout[0]) and layout[1] <= gpus_in_server:
         return layout[1]
     if log.config and log.config.n_gpus > 1:
         return log.config.n_gpus
