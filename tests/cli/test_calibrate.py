@@ -7,6 +7,7 @@ Reference: the published 2-node H100 InfiniBand all_reduce table of NVIDIA/nccl-
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -102,3 +103,19 @@ def test_the_logs_rank_lines_place_the_run(capsys):
     assert code == 0 and json.loads(text)["warnings"] == [
         f"{reference / 'l40s-tcp-2node-2gpu-all_reduce-ring.log'}: the log ran 1 rank(s) on each of 2 host(s) "
         "(its '# Rank' lines); the cluster gives 2 GPU(s) on each of 1 server(s)"]
+
+
+def test_rank_lines_that_name_one_host_for_more_ranks_than_a_server_holds_do_not_place_the_run(capsys, tmp_path):
+    """16 '# Rank' lines of two 8-GPU A100 servers that print one host name (containers given one hostname) are not
+    one 16-GPU server: unasked, calibrate predicts the cluster's own servers (one error naming both rank counts,
+    not a -g never given), and with --servers 2 it runs, warning how the lines differ, as perf --compare does."""
+    text = (LOG.parents[1] / "oci-a100-2node-16gpu-all_reduce.log").read_text()
+    path = tmp_path / "one-name.log"
+    path.write_text(re.sub(r"( on +)\S+( +device)", r"\1worker\2", text))
+    args = ["calibrate", str(path), "--cluster", "dgx-a100", "--params", "nic_efficiency"]
+    code, _, err = run_cli(capsys, *args)
+    assert code == 2 and err.splitlines()[0] == f"error: {path}: the log has 16 ranks but the cluster gives 8"
+    code, text, _ = run_cli(capsys, *args, "--servers", "2", "--json")
+    assert code == 0 and json.loads(text)["warnings"] == [
+        f"{path}: the log ran 16 rank(s) on each of 1 host(s) (its '# Rank' lines); the cluster gives 8 GPU(s) on "
+        "each of 2 server(s)"]

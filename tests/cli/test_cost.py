@@ -3,6 +3,7 @@ naming the field to change; count fields carry bounds with readable errors."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -36,6 +37,17 @@ def test_max_memory_raises_the_limit_and_validate_states_the_estimate(tmp_path, 
     assert "over the limit of 1MB" in capsys.readouterr().err
     assert main(["run", str(EXAMPLES / "dp-only.yaml"), "--steps", "1000000"]) == 2
     assert "change workload.steps or --steps" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("json_out", [False, True])
+def test_validate_names_runs_steps_option_as_text_and_as_json(tmp_path, capsys, json_out):
+    """The estimate names the Python API's `steps` argument; validate, which has no --steps, names run's, in its
+    one-line error and in --json's problems alike (not the API's backquoted name)."""
+    path = _scenario(tmp_path, "steps: 2", "steps: 100000")
+    code = main(["validate", path, "--max-memory", "1KB", *(["--json"] if json_out else [])])
+    captured = capsys.readouterr()
+    message = json.loads(captured.out)["problems"][0] if json_out else captured.err.splitlines()[0]
+    assert code == (1 if json_out else 2) and message.endswith("(change workload.steps or run's --steps)")
 
 
 def test_traffic_estimate_counts_flows():

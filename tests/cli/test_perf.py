@@ -315,6 +315,25 @@ def test_compare_places_the_ranks_as_the_logs_rank_lines_do(capsys):
     assert one_server["rows"] != stated["rows"]
     assert one_server["warnings"] == ["the log ran 1 rank(s) on each of 2 host(s) (its '# Rank' lines); the cluster "
                                       "gives 2 GPU(s) on each of 1 server(s)"]
+    # --servers alone that disagrees with the lines fills its servers with the cluster's GPUs (as calibrate does),
+    # not the lines' one rank per host, which left one rank for a 2-rank log: an error
+    assert compare("--servers", "1") == one_server
+
+
+def test_rank_lines_that_name_one_host_for_more_ranks_than_a_server_holds_are_a_warning(tmp_path):
+    """Two 8-GPU A100 servers whose 16 '# Rank' lines print one host name (containers given one hostname): the
+    lines cannot place the ranks on one server of 8 GPUs, so the run is predicted as the cluster's 2 x 8, as it
+    was before the lines were read, with a warning, not the error 'gpus per server: got 16' naming a -g never given."""
+    from gpuwait.report.perf import compare_log
+
+    original = DATA / "oci-a100-2node-16gpu-all_reduce.log"
+    path = tmp_path / "one-name.log"
+    path.write_text(re.sub(r"( on +)\S+( +device)", r"\1worker\2", original.read_text()))
+    assert path.read_text().count(" on worker ") == 16
+    comparison = compare_log("all_reduce", path, "dgx-a100")
+    assert comparison.rows == compare_log("all_reduce", original, "dgx-a100").rows
+    assert "the log ran 16 rank(s) on each of 1 host(s) (its '# Rank' lines); the cluster gives 8 GPU(s) on each of " \
+           "2 server(s)" in comparison.warnings
 
 
 def test_switch_points_of_a_log_with_several_tables(capsys, tmp_path):
@@ -369,6 +388,16 @@ def test_compare_and_calibrate_read_the_json_file_of_nccl_tests_j(capsys, tmp_pa
     assert code == 0 and doc["n_ranks"] == 4 and doc["nccl"]["version"] == "2.29.7"
     assert [r["measured_time_us"] for r in doc["rows"]] == [19.5, 30.0]  # the 2 MiB in-place column is NaN
     assert read_log(path).nccl_version == "2.29.7" and read_log(path).layout == (1, 4)
+
+
+def test_a_json_file_without_results_is_one_error_whose_hint_fits_the_command_line(capsys, tmp_path):
+    path = tmp_path / "run.json"
+    path.write_text('{"nccl_version": 22907}')
+    for args in (["perf", "all_reduce", "--compare", str(path)], ["calibrate", str(path)]):
+        code, _, err = run_cli(capsys, *args, "--cluster", "dgx-h100", "--servers", "2")
+        lines = err.splitlines()
+        assert code == 2 and "nccl-tests JSON: no 'results' list" in lines[0], args
+        assert lines[1] == "hint: pass the JSON file nccl-tests -J wrote, unedited, or the run's stdout", args
 
 
 def test_the_printed_summary_is_the_median_of_the_printed_table(capsys):

@@ -281,6 +281,45 @@ def test_json_variants_and_errors():
         from_json(doc)
 
 
+def _json_edited(path: str, value):
+    doc = _json_doc()
+    *parents, last = path.split(".")
+    target = doc
+    for key in parents:
+        target = target[int(key)] if isinstance(target, list) else target[key]
+    if isinstance(target, list):
+        target[int(last)] = value
+    else:
+        target[last] = value
+    return doc
+
+
+@pytest.mark.parametrize("path, value, message", [
+    ("config.ngpus", "x", "config.ngpus: got 'x'; expected a whole number"),
+    ("config.devices.0.rank", "x", r"devices\[0\].rank: got 'x'; expected a whole number"),
+    ("config.devices.1", "x", r"devices\[1\]: got 'x'; expected an object"),
+    ("config.devices", "node1", "devices: got 'node1'; expected a list of objects"),
+    ("config", "x", "config: got 'x'; expected an object"),
+    ("results.0.size", "1M", r"results\[0\].size: got '1M'; expected a whole number"),
+    ("out_of_bounds", {"count": "none"}, "out_of_bounds.count: got 'none'; expected a whole number"),
+    # NCCL_VERSION(X,Y,Z) codes (src/nccl.h.in): 2.0.0 is 2000; a fraction or a negative number is no release
+    ("nccl_version", 3.5, "nccl_version: got 3.5; expected NCCL's version code"),
+    ("nccl_version", -1, "nccl_version: got -1; expected NCCL's version code"),
+    ("nccl_version", 10**12, "nccl_version: got 1000000000000; expected NCCL's version code"),
+    ("nccl_version", "2.29.7", "nccl_version: got '2.29.7'; expected a whole number"),
+])
+def test_a_bad_json_field_is_one_error_naming_it(path, value, message):
+    # the file reaches perf --compare and calibrate: a wrong field is one line naming it, not a traceback
+    with pytest.raises(SpecError, match=r"^nccl-tests JSON: " + message) as err:
+        from_json(_json_edited(path, value))
+    assert "\n" not in str(err.value)
+
+
+def test_the_json_files_nccl_code_is_the_library_that_ran():
+    assert from_json(_json_doc()).build.library_version == "2.29.7"
+    assert from_json(_json_edited("nccl_version", 2708)).build.library_version == "2.7.8"  # NCCL_VERSION up to 2.8
+
+
 def test_two_tables_in_one_text_each_read_with_its_own_header():
     text = (DATA / "oci-a100-2node-16gpu-all_reduce.log").read_text() + \
         (DATA / "h100-dgx-1node-8gpu-all_reduce.table").read_text()

@@ -8,11 +8,14 @@ import typer
 
 from gpuwait.cli.common import JSON_OPTION, as_option, options_named
 
-LOGS_ARGUMENT = typer.Argument(..., metavar="LOG", help="nccl-tests logs (the stdout of e.g. all_reduce_perf).")
+LOGS_ARGUMENT = typer.Argument(..., metavar="LOG",
+                               help="nccl-tests logs (the stdout of e.g. all_reduce_perf, or the JSON file of -J).")
 CLUSTER_OPTION = typer.Option(..., "--cluster", metavar="PRESET|FILE",
                               help="The cluster the logs ran on: a preset name or a cluster/scenario file.")
-SERVERS_OPTION = typer.Option(None, "--servers", min=1, help="Servers the logs ran on (default: the preset's).")
-GPUS_OPTION = typer.Option(None, "-g", "--ngpus", min=1, help="GPUs per server the logs used (default: all).")
+SERVERS_OPTION = typer.Option(None, "--servers", min=1, help="Servers the logs ran on (default: as the logs' '# Rank' "
+                              "lines place the ranks when neither this nor -g is given, else the preset's).")
+GPUS_OPTION = typer.Option(None, "-g", "--ngpus", min=1, help="GPUs per server the logs used (default: as the logs' "
+                           "'# Rank' lines place the ranks when neither this nor --servers is given, else all).")
 ENV_OPTION = typer.Option([], "--env", help="NCCL variable NAME=VALUE the logs ran with (repeatable).")
 OUT_OPTION = typer.Option(None, "--out", metavar="FILE",
                           help="Write the calibrated cluster (the preset or file plus a `calibration:` section) here.")

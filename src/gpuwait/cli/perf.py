@@ -17,7 +17,8 @@ FACTOR_OPTION = typer.Option(1, "-f", "--stepfactor", min=1, help="Multiply the 
 STEP_OPTION = typer.Option("1M", "-i", "--stepbytes", help="Add this each step when -f is 1.")
 ITERS_OPTION = typer.Option(20, "-n", "--iters", min=1, help="Timed iterations (printed in the header).")
 WARMUP_OPTION = typer.Option(1, "-w", "--warmup_iters", min=0, help="Warmup iterations (header only).")
-GPUS_OPTION = typer.Option(None, "-g", "--ngpus", min=1, help="GPUs per server (default: all).")
+GPUS_OPTION = typer.Option(None, "-g", "--ngpus", min=1,
+                           help="GPUs per server (default: all; with --compare, as the log's '# Rank' lines place the ranks).")
 THREAD_GPUS_OPTION = typer.Option(
     1, "--gpus-per-thread", min=1,
     help="GPUs one host thread drives, as nccl-tests -g in one process (default 1: a process per GPU, "
@@ -28,7 +29,7 @@ DTYPE_OPTION = typer.Option("float", "-d", "--datatype", help="Datatype: float, 
 ROOT_OPTION = typer.Option(0, "-r", "--root", min=0, help="Root rank of broadcast/reduce.")
 ENV_OPTION = typer.Option([], "--env", help="NCCL variable NAME=VALUE (repeatable); the environment counts too.")
 ALGO_OPTION = typer.Option(False, "--report-algo", help="Add the algorithm/protocol/channels chosen per size.")
-COMPARE_OPTION = typer.Option(None, "--compare", help="A real nccl-tests log: predict its sizes and set them beside each size's faster measured column.")
+COMPARE_OPTION = typer.Option(None, "--compare", help="A real nccl-tests log (its stdout, or the JSON file of -J): predict its sizes and set them beside each size's faster measured column.")
 NCCL_VERSION_OPTION = typer.Option(
     None, "--nccl-version", metavar="X.Y.Z",
     help="Predict this NCCL release's algorithm/protocol choices (2.18 or later; default: the cluster's "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from gpuwait.cli.common import JSON_OPTION, MAX_MEMORY_OPTION
+from gpuwait.cli.common import API_OPTIONS, JSON_OPTION, MAX_MEMORY_OPTION, options_named
 
 
 def validate(file: str = typer.Argument(..., metavar="FILE", help="Scenario file to check."),
@@ -24,9 +24,12 @@ def validate(file: str = typer.Argument(..., metavar="FILE", help="Scenario file
     from gpuwait.runner.traffic import check_scenario
 
     try:
-        scenario = load_scenario(file)
-        estimate = check_scenario_cost(scenario, max_memory)
-        runs = check_scenario(scenario)
+        # the Python API's argument names as options here too, before --json prints the message: validate has
+        # no --steps of its own, so the one to change is run's
+        with options_named(**{**API_OPTIONS, "steps": "run's --steps"}):
+            scenario = load_scenario(file)
+            estimate = check_scenario_cost(scenario, max_memory)
+            runs = check_scenario(scenario)
     except GpuwaitError as err:
         if json_out:
             problems = getattr(err, "problems", None) or [str(err)]

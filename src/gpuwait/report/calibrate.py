@@ -34,7 +34,9 @@ from gpuwait.runner.calibrate import (
     params_dict,
     write_overlay,
 )
+from gpuwait.runner.inputs import read_cluster, sized_cluster
 from gpuwait.spec.reader import read_text_checked
+from gpuwait.topology import resolve_server
 
 #: the three predictions of every size, in the order they are shown
 VARIANTS = ("shipped", "calibrated", "defaults")
@@ -120,8 +122,13 @@ def run_calibrate(paths: Sequence[Path], cluster: str, servers: int | None = Non
     warnings: list[str] = []
     logs = [read_log(Path(p), warnings) for p in paths]
     layouts = {log.layout for log in logs}
-    if servers is None and gpus is None and len(layouts) == 1 and None not in layouts:
-        servers, gpus = layouts.pop()  # the run as its '# Rank' lines place it, as perf --compare does
+    layout = layouts.pop() if len(layouts) == 1 else None
+    if servers is None and gpus is None and layout is not None:
+        # the run as its '# Rank' lines place it, as perf --compare does, unless they put more ranks on one host
+        # name than a server holds (containers given one hostname): then the cluster's servers, and a warning
+        hosts, per_host = layout
+        if per_host <= resolve_server(sized_cluster(read_cluster(cluster), 1, source=cluster).server).gpus:
+            servers, gpus = hosts, per_host
     calibration = calibrate(logs, cluster, servers, gpus, env, names, prior, nccl_version)
     warnings += calibration.warnings
     data = overlay(cluster, servers, calibration)

@@ -21,7 +21,7 @@ from gpuwait.collectives.tuning import (
 from gpuwait.errors import SpecError
 from gpuwait.report.nccltests import format_table
 from gpuwait.runner.inputs import read_cluster, sized_cluster
-from gpuwait.runner.perf import PerfSweep, log_release, make_predictor
+from gpuwait.runner.perf import PerfSweep, layout_warning, log_release, make_predictor
 from gpuwait.spec.reader import read_text_checked
 from gpuwait.telemetry.errors import TelemetryFormatError
 from gpuwait.telemetry.nccl_debug import NcclDebugInfo, parse_nccl_debug
@@ -192,7 +192,11 @@ def read_nccl_tests(text: str, path: Path, skipped: list[str] | None = None) -> 
     """A log as ``perf --compare`` and ``calibrate`` take it: nccl-tests' stdout (rows it cannot read left out
     and reported in ``skipped``), or the JSON file it writes with ``-J`` (builds from late 2025)."""
     if text.lstrip().startswith("{"):
-        return from_json(text)
+        try:
+            return from_json(text)
+        except SpecError as err:  # from_json's own hint names the library's text reader: here both are read
+            raise SpecError(str(err), hint="pass the JSON file nccl-tests -J wrote, unedited, or the run's stdout") \
+                from None
     return parse_nccl_tests_log(text, source=str(path), skipped=skipped)
 
 
@@ -222,10 +226,13 @@ def log_layout(log: NcclTestsLog) -> tuple[int, int] | None:
     return (len(per_host), counts.pop()) if len(counts) == 1 else None
 
 
-def _gpus_per_server(log: NcclTestsLog, layout: tuple[int, int] | None, gpus_in_server: int) -> int:
-    """GPUs per server a log ran on when -g does not say: as its '# Rank' lines place the ranks, else the
-    GPUs one process drove (nGpus, when more than 1), else as many as a server of the cluster holds."""
-    if layout is not None:
+def _gpus_per_server(log: NcclTestsLog, layout: tuple[int, int] | None, gpus_in_server: int,
+                     servers: int | None = None) -> int:
+    """GPUs per server a log ran on when -g does not say: as its '# Rank' lines place the ranks (when --servers
+    does not give another host count and a server holds that many GPUs: hosts that print one name, as containers
+    can, are not one server), else the GPUs one process drove (nGpus, when more than 1), else as many as a server
+    of the cluster holds."""
+    if layout is not None and servers in (None, layout[0]) and layout[1] <= gpus_in_server:
         return layout[1]
     if log.config and log.config.n_gpus > 1:
         return log.config.n_gpus
@@ -253,7 +260,7 @@ def compare_log(op: str, log_path: Path, cluster: str, servers: int | None = Non
     source = read_cluster(cluster)  # the file read once: sized below for one server, then for the log's run
     one_server = sized_cluster(source, 1, source=cluster)
     layout = log_layout(log)
-    per_server = gpus or _gpus_per_server(log, layout, resolve_server(one_server.server).gpus)
+    per_server = gpus or _gpus_per_server(log, layout, resolve_server(one_server.server).gpus, servers)
     if log.n_ranks % per_server:
         raise SpecError(f"--compare: {log.n_ranks} ranks do not fill servers of {per_server} GPUs", hint="pass -g")
     debug = log_debug_info(text)
@@ -286,9 +293,8 @@ def compare_log(op: str, log_path: Path, cluster: str, servers: int | None = Non
     seen = _seen_choices(debug, collective)
     warnings = comparison_warnings(printed_version, [d.name for d in log.devices], resolve_server(topo.spec.server).gpu_model,
                                    topo.spec.transport.name, debug, nccl["version"])
-    if layout is not None and layout != (n_servers, per_server):
-        warnings.append(f"the log ran {layout[1]} rank(s) on each of {layout[0]} host(s) (its '# Rank' lines); the "
-                        f"cluster gives {per_server} GPU(s) on each of {n_servers} server(s)")
+    if (placed := layout_warning(layout, n_servers, per_server)) is not None:
+        warnings.append(placed)
     warnings += unreadable
     if skipped:
         warnings.append(f"{len(skipped)} row(s) skipped, their measured time is 0.00 us (sizes "

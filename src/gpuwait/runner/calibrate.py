@@ -59,7 +59,7 @@ from gpuwait.collectives.physical import (
 from gpuwait.errors import SpecError
 from gpuwait.fabric.perf import CollectiveEstimate
 from gpuwait.runner.inputs import load_cluster, looks_like_file
-from gpuwait.runner.perf import log_release, make_predictor
+from gpuwait.runner.perf import layout_warning, log_release, make_predictor
 from gpuwait.spec import read_yaml
 from gpuwait.units import format_time
 
@@ -185,9 +185,8 @@ def calibrate(logs: Sequence[MeasuredLog], cluster: str, servers: int | None = N
             raise SpecError(f"{log.name}: the log has {log.n_ranks} ranks but the cluster gives {n_ranks}",
                             hint="use --servers and -g to describe the run's servers and GPUs")
     per_server = n_ranks // spec.servers
-    warnings = tuple(f"{log.name}: the log ran {log.layout[1]} rank(s) on each of {log.layout[0]} host(s) (its '# Rank' "
-                     f"lines); the cluster gives {per_server} GPU(s) on each of {spec.servers} server(s)"
-                     for log in logs if log.layout is not None and log.layout != (spec.servers, per_server))
+    warnings = tuple(f"{log.name}: {w}" for log in logs
+                     if (w := layout_warning(log.layout, spec.servers, per_server)) is not None)
     defaults = physical_defaults(predictor.transport)
     estimates = [[predictors[v].estimate(log.collective, size) for size in log.sizes_bytes]
                  for log, (v, _) in zip(logs, versions, strict=True)]

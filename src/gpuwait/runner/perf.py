@@ -71,6 +71,19 @@ def log_release(printed: str | None, asked: str | None = None, cluster_version: 
     return MODEL_NCCL_VERSION, "gpuwait's default"
 
 
+def layout_warning(layout: tuple[int, int] | None, servers: int, gpus_per_server: int) -> str | None:
+    """What ``perf --compare`` and ``calibrate`` warn of when a log's ``layout`` (hosts, ranks per host: its
+    ``# Rank`` lines) is not the run predicted (``servers`` of ``gpus_per_server``); None when it is, or unknown.
+
+    >>> layout_warning((2, 1), 1, 2)
+    "the log ran 1 rank(s) on each of 2 host(s) (its '# Rank' lines); the cluster gives 2 GPU(s) on each of 1 server(s)"
+    """
+    if layout is None or layout == (servers, gpus_per_server):
+        return None
+    return (f"the log ran {layout[1]} rank(s) on each of {layout[0]} host(s) (its '# Rank' lines); the cluster "
+            f"gives {gpus_per_server} GPU(s) on each of {servers} server(s)")
+
+
 def make_predictor(cluster: str | ClusterSpec, servers: int | None, gpus: int | None,
                    env: Mapping[str, str] | Iterable[str] = (), nccl_version: str | None = None,
                    gpus_per_thread: int = 1) -> CollectivePredictor:

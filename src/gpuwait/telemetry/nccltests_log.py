@@ -487,6 +487,33 @@ def _num(value, where: str) -> float:
         raise SpecError(f"nccl-tests JSON: {where}: got {value!r}; expected a number") from None
 
 
+def _int(value, where: str) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise SpecError(f"nccl-tests JSON: {where}: got {value!r}; expected a whole number") from None
+
+
+def _object(value, where: str) -> Mapping:
+    if not isinstance(value, Mapping):
+        raise SpecError(f"nccl-tests JSON: {where}: got {value!r}; expected an object")
+    return value
+
+
+#: NCCL_VERSION(2,0,0) and the code of a major release 100 (src/nccl.h.in): what ncclGetVersion can return
+_NCCL_CODES = range(2000, 1000000)
+
+
+def _library_build(code) -> BuildInfo | None:
+    """The NCCL library the file names (util.cu: "nccl_version", ncclGetVersion's code), not nccl-tests'."""
+    if code is None:
+        return None
+    if _int(code, "nccl_version") not in _NCCL_CODES:
+        raise SpecError(f"nccl-tests JSON: nccl_version: got {code!r}; expected NCCL's version code "
+                        "(NCCL_VERSION(X,Y,Z), e.g. 22907 for 2.29.7)")
+    return BuildInfo("", None, int(code))
+
+
 def _json_half(half, where: str) -> tuple[float, float, float, float | None, str]:
     if half is None:  # trace replay prints no out-of-place result
         nan = float("nan")
@@ -498,6 +525,13 @@ def _json_half(half, where: str) -> tuple[float, float, float, float | None, str
     return (_num(half.get(time_key), f"{where}.{time_key}"), _num(half.get("alg_bw"), f"{where}.alg_bw"),
             _num(half.get("bus_bw"), f"{where}.bus_bw"), None if wrong is None else _num(wrong, f"{where}.nwrong"),
             time_key)
+
+
+def _json_device(d: Mapping, i: int) -> Device:
+    where = f"devices[{i}]"
+    return Device(rank=_int(d.get("rank", i), f"{where}.rank"), host=str(d.get("hostname", "")),
+                  device=_int(d.get("device", 0), f"{where}.device"), name=str(d.get("device_info", "")),
+                  group=d.get("group"), pid=_int(d.get("pid", 0), f"{where}.pid"), pci=str(d.get("device_hex", "")))
 
 
 def from_json(data: str | bytes | Mapping, *, n_ranks: int | None = None,
@@ -531,24 +565,25 @@ def from_json(data: str | bytes | Mapping, *, n_ranks: int | None = None,
     if not isinstance(doc, Mapping) or not isinstance(doc.get("results"), list):
         raise SpecError("nccl-tests JSON: no 'results' list; expected the file written by nccl-tests -J",
                         hint="for the stdout table use parse_nccl_tests_log")
-    cfg = doc.get("config") or {}
+    cfg = _object(doc.get("config") or {}, "config")
     config = None
     if cfg:
         config = RunConfig(
-            n_threads=int(cfg.get("nthreads", 1)), n_gpus=int(cfg.get("ngpus", 1)),
-            min_bytes=int(cfg.get("minimum_bytes", 0)), max_bytes=int(cfg.get("maximum_bytes", 0)),
-            step_factor=int(cfg.get("step_factor", 1)),
-            step_bytes=int(cfg["step_bytes"]) if "step_bytes" in cfg else None,
-            warmup_iters=int(cfg.get("warmup_iters", 0)), iters=int(cfg.get("iterations", 0)),
-            agg_iters=cfg.get("aggregated_iterations"), validation=int(cfg.get("validation", 1)),
+            n_threads=_int(cfg.get("nthreads", 1), "config.nthreads"), n_gpus=_int(cfg.get("ngpus", 1), "config.ngpus"),
+            min_bytes=_int(cfg.get("minimum_bytes", 0), "config.minimum_bytes"),
+            max_bytes=_int(cfg.get("maximum_bytes", 0), "config.maximum_bytes"),
+            step_factor=_int(cfg.get("step_factor", 1), "config.step_factor"),
+            step_bytes=_int(cfg["step_bytes"], "config.step_bytes") if "step_bytes" in cfg else None,
+            warmup_iters=_int(cfg.get("warmup_iters", 0), "config.warmup_iters"),
+            iters=_int(cfg.get("iterations", 0), "config.iterations"),
+            agg_iters=cfg.get("aggregated_iterations"), validation=_int(cfg.get("validation", 1), "config.validation"),
             graph=cfg.get("graph"), unalign=None,
             blocking=1 if str(cfg.get("blocking_collectives", "false")).lower() == "true" else 0,
         )
-    devices = tuple(
-        Device(rank=int(d.get("rank", i)), host=str(d.get("hostname", "")), device=int(d.get("device", 0)),
-               name=str(d.get("device_info", "")), group=d.get("group"), pid=int(d.get("pid", 0)),
-               pci=str(d.get("device_hex", "")))
-        for i, d in enumerate(cfg.get("devices") or doc.get("devices") or []))
+    listed = cfg.get("devices") or doc.get("devices") or []
+    if not isinstance(listed, list):
+        raise SpecError(f"nccl-tests JSON: devices: got {listed!r}; expected a list of objects")
+    devices = tuple(_json_device(_object(d, f"devices[{i}]"), i) for i, d in enumerate(listed))
     rows, time_column = [], "time"
     for i, res in enumerate(doc["results"]):
         where = f"results[{i}]"
@@ -562,18 +597,17 @@ def from_json(data: str | bytes | Mapping, *, n_ranks: int | None = None,
         ip = _json_half(res.get("in_place"), f"{where}.in_place")
         if "cpu_time" in (oop[4], ip[4]):
             time_column = "cputime"
-        rows.append(Row(int(res["size"]), int(res["count"]), str(res.get("type", "")), res.get("redop"),
+        rows.append(Row(_int(res["size"], f"{where}.size"), _int(res["count"], f"{where}.count"),
+                        str(res.get("type", "")), res.get("redop"),
                         int(root_text) if root_text else None, *oop[:4], *ip[:4]))
     if not rows:
         raise SpecError("nccl-tests JSON: 'results' is empty; expected at least one result")
     args = doc.get("args") or []
     program = str(args[0]).rsplit("/", 1)[-1] if args else None
-    avg = (doc.get("average_bus_bandwidth") or {}).get("bandwidth")
-    oob = (doc.get("out_of_bounds") or {}).get("count")
-    # the file names the NCCL library that ran (util.cu: "nccl_version", ncclGetVersion's code), not nccl-tests'
-    code = doc.get("nccl_version")
-    build = BuildInfo("", None, int(_num(code, "nccl_version"))) if code is not None else None
-    return _finish(tuple(rows), devices=devices, program=program, build=build, config=config,
-                   avg=None if avg is None else _num(avg, "average_bus_bandwidth.bandwidth"),
-                   oob=None if oob is None else int(oob), time_column=time_column, wrong_column="#wrong",
+    avg = _object(doc.get("average_bus_bandwidth") or {}, "average_bus_bandwidth").get("bandwidth")
+    oob = _object(doc.get("out_of_bounds") or {}, "out_of_bounds").get("count")
+    return _finish(tuple(rows), devices=devices, program=program, build=_library_build(doc.get("nccl_version")),
+                   config=config, avg=None if avg is None else _num(avg, "average_bus_bandwidth.bandwidth"),
+                   oob=None if oob is None else _int(oob, "out_of_bounds.count"), time_column=time_column,
+                   wrong_column="#wrong",
                    n_ranks=n_ranks, collective=collective)
