@@ -148,7 +148,9 @@ _AWS_BATCH_NCCL = "2.23.4"
 #: README's slurm/nccl-tests.sbatch (srun -l, all_reduce_perf -b 8 -e 16G: that command from 74193cae, 2024-04-16) in
 #: the README's container, built with NCCL 2.20.3, aws-ofi-nccl 1.8.1 and nccl-tests 2.13.9: the Dockerfile's
 #: defaults since 0396075b (2024-03-21; 2.19.4 from 9b19b958, 2024-03-11, predicts the table as 2.20.3 does; an image
-#: built before that, with 2.18.5, is the residual doubt). The p4de table of the same commit ends at 2 GiB, which no
+#: built before that, with 2.18.5, is a real doubt: the same README at 88c2e71b says its other sample ran NCCL 2.18.5
+#: with aws-ofi-nccl 1.7.3, so its samples did not always come from the Dockerfile's defaults, and 2.18.5 predicts
+#: this table differently at every size: 63.0 against 71.8 us at 8 B). The p4de table of the same commit ends at 2 GiB, which no
 #: all_reduce command of the repository's container sbatch ran (-e 2G was its scatter_perf before 74193cae): its date,
 #: and so its NCCL (2.18.5, 2.19.4 or 2.20.3, which do not all predict it alike), is not known
 _AWS_P5_EFA_NCCL = "2.20.3"
@@ -225,7 +227,8 @@ REFERENCES = [
               approximate="SRD's congestion control and the EFA fabric are not modelled (non-blocking leaf-spine, "
                           "packets sprayed evenly); aws-ofi-nccl's NVLSTree chunk setting is not modelled (no tuner "
                           "plugin ran: the run sets no NCCL_TUNER_PLUGIN); NCCL and plugin versions not printed: NCCL "
-                          "2.20.3 and aws-ofi-nccl 1.8.1 are the container the README that publishes the table builds",
+                          "2.20.3 and aws-ofi-nccl 1.8.1 are the container the README that publishes the table builds (the "
+                          "same README's other sample names 2.18.5, which would predict this table differently)",
               nccl_version=_AWS_P5_EFA_NCCL, nccl_range=("2.19.4", "2.20.3")),
     Reference("gh200-slingshot-2node-8gpu-all_reduce", CLASSES[4], "alps-gh200-slingshot", 2, 4,
               approximate="the CSCS container hook's NCCL_PROTO=^LL128 and NCCL_NET_GDR_LEVEL=PHB come from the "
