@@ -416,3 +416,15 @@ def test_the_printed_summary_is_the_median_of_the_printed_table(capsys):
     assert float(summary[2]) == pytest.approx(np.median(bw), abs=0.06)
     assert float(summary[3]) == pytest.approx(max(bw), abs=0.06)
     assert float(summary[5]) == pytest.approx(np.median(floor), abs=0.06)
+
+
+def test_an_unreadable_log_is_named_by_perf_compare_and_calibrate_alike(capsys, tmp_path):
+    """Both commands read logs through one reader, and its error starts with the file it could not read (several
+    logs may be given to calibrate; a compare of a log by a script that loops over them needs it as much)."""
+    text_log, json_log = tmp_path / "cut.log", tmp_path / "run.json"
+    text_log.write_text("# nccl-tests output lost\n")
+    json_log.write_text('{"nccl_version": 22907}')
+    for path in (text_log, json_log):
+        for args in (["perf", "all_reduce", "--compare", str(path)], ["calibrate", str(path)]):
+            code, _, err = run_cli(capsys, *args, "--cluster", "dgx-h100", "--servers", "2")
+            assert code == 2 and err.splitlines()[0].startswith(f"error: {path}: nccl-tests "), (args, err)

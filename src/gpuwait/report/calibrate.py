@@ -50,10 +50,7 @@ def read_log(path: Path, skipped: list[str] | None = None) -> MeasuredLog:
         text = read_text_checked(path, "an nccl-tests log")
     except SpecError as err:
         raise SpecError(str(err).replace("cannot read the file", "cannot read the log"), hint=err.hint) from None
-    try:
-        log = read_nccl_tests(text, path, skipped)
-    except SpecError as err:
-        raise SpecError(f"{path}: {err}", hint=err.hint) from None
+    log = read_nccl_tests(text, path, skipped)  # its errors name the file
     check_timed(log, path)
     rows = [r for r in log.rows if r.size_bytes > 0 and r.oop_time_us > 0]
     if not rows:

@@ -195,9 +195,12 @@ def read_nccl_tests(text: str, path: Path, skipped: list[str] | None = None) -> 
         try:
             return from_json(text)
         except SpecError as err:  # from_json's own hint names the library's text reader: here both are read
-            raise SpecError(str(err), hint="pass the JSON file nccl-tests -J wrote, unedited, or the run's stdout") \
-                from None
-    return parse_nccl_tests_log(text, source=str(path), skipped=skipped)
+            raise SpecError(f"{path}: {err}", hint="pass the JSON file nccl-tests -J wrote, unedited, or the run's "
+                            "stdout") from None
+    try:
+        return parse_nccl_tests_log(text, source=str(path), skipped=skipped)
+    except SpecError as err:  # several logs may be read in one command: the error says which
+        raise SpecError(f"{path}: {err}", hint=err.hint) from None
 
 
 def check_timed(log: NcclTestsLog, path: Path) -> None:
