@@ -119,3 +119,12 @@ def test_rank_lines_that_name_one_host_for_more_ranks_than_a_server_holds_do_not
     assert code == 0 and json.loads(text)["warnings"] == [
         f"{path}: the log ran 16 rank(s) on each of 1 host(s) (its '# Rank' lines); the cluster gives 8 GPU(s) on "
         "each of 2 server(s)"]
+
+
+def test_calibrate_places_a_run_as_perf_compare_does_when_only_servers_is_given(capsys):
+    """A 2-host x 4-rank log (CSCS's GH200 table with the CXI hook disabled, its '# Rank' lines) with --servers 2 and
+    no -g, on servers of 8 GPUs: both commands read it as 2 x 4 (before, calibrate took 2 x 8 and refused 8 ranks)."""
+    log = "tests/nccltests/data/reference/gh200-nooptnet-2node-8gpu-all_reduce.log"
+    for args in (["perf", "all_reduce", "--compare", log], ["calibrate", log, "--params", "launch_latency_s"]):
+        code, _, err = run_cli(capsys, *args, "--cluster", "dgx-h100", "--servers", "2")
+        assert code == 0, (args, err)

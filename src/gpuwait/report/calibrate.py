@@ -120,11 +120,13 @@ def run_calibrate(paths: Sequence[Path], cluster: str, servers: int | None = Non
     logs = [read_log(Path(p), warnings) for p in paths]
     layouts = {log.layout for log in logs}
     layout = layouts.pop() if len(layouts) == 1 else None
-    if servers is None and gpus is None and layout is not None:
-        # the run as its '# Rank' lines place it, as perf --compare does, unless they put more ranks on one host
-        # name than a server holds (containers given one hostname): then the cluster's servers, and a warning
+    if gpus is None and layout is not None:
+        # the run as its '# Rank' lines place it when -g does not say, by perf --compare's rule: unless --servers
+        # gives another host count, or the lines put more ranks on one host name than a server holds (containers
+        # given one hostname): then the cluster's servers, and a warning
         hosts, per_host = layout
-        if per_host <= resolve_server(sized_cluster(read_cluster(cluster), 1, source=cluster).server).gpus:
+        if servers in (None, hosts) and \
+                per_host <= resolve_server(sized_cluster(read_cluster(cluster), 1, source=cluster).server).gpus:
             servers, gpus = hosts, per_host
     calibration = calibrate(logs, cluster, servers, gpus, env, names, prior, nccl_version)
     warnings += calibration.warnings
