@@ -227,6 +227,17 @@ def test_the_layout_before_2019_is_refused_not_read_in_the_wrong_unit():
     assert "\n" not in str(err.value) and err.value.hint
 
 
+def test_rows_in_ms_without_their_header_are_refused_by_their_own_numbers():
+    # the same log trimmed to its rows: 13.44 GB/s x 0.078 x 1e3 / 1048576 B = 0.001, a time 1000x the
+    # microseconds that size and algbw give (algbw = size / time, nccl-tests src/common.cu); today's rows give 1
+    rows_only = "\n".join(line for line in OLD_MS_LOG.splitlines() if not line.lstrip().startswith("#"))
+    with pytest.raises(SpecError, match=r"^nccl-tests log: the times are 1000x what size / algbw gives") as err:
+        parse_nccl_tests_log(rows_only, n_ranks=2, collective="all_reduce")
+    assert "\n" not in str(err.value) and err.value.hint
+    today = rows_only.replace("0.078  13.44", "78.00  13.44").replace("0.077  13.62", "77.00  13.62")
+    assert parse_nccl_tests_log(today, n_ranks=2, collective="all_reduce").rows[0].oop_time_us == 78.0
+
+
 # ---- -J JSON (structure of util.cu: devices nested in config, root as printed text, bools as strings) ----
 
 def _json_doc():

@@ -44,6 +44,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from statistics import median
 
 from gpuwait.collectives.nccltests import (
     COLLECTIVES,
@@ -351,6 +352,8 @@ def parse_nccl_tests_log(text: str, *, n_ranks: int | None = None, collective: s
                         "'     1048576        262144     float     sum      -1    85.58   12.25   22.97      0 ...'",
                         hint="pass the stdout of all_reduce_perf (or another nccl-tests program), "
                              "not its stderr or the NCCL_DEBUG output alone")
+    if state.time_column != "cputime":  # -C 1: the time is the host's, algbw the collective's (refused by callers)
+        _check_time_unit(state.rows)
     wrong_column = state.wrong_column
     if not state.saw_header and state.widest < 4:
         wrong_column = None  # summary tables that dropped #wrong
@@ -361,6 +364,25 @@ def parse_nccl_tests_log(text: str, *, n_ranks: int | None = None, collective: s
     return _finish(tuple(state.rows), devices=tuple(devices[r] for r in sorted(devices)), program=state.program,
                    build=state.build, config=config, avg=state.avg, oob=state.oob, time_column=state.time_column,
                    wrong_column=wrong_column, n_ranks=n_ranks, collective=collective)
+
+
+#: a row's algbw (GB/s) x time (us) x 1e3 / size is 1 when the time is in microseconds (nccl-tests prints
+#: algbw = size / time: src/common.cu and every *_perf's getBw); rows from 1 GB/s, where two decimals of
+#: algbw are within 0.5 %, and a median below this fraction: times in ms, 1000x the us the row implies
+MS_TIME_RATIO = 0.01
+
+
+def _check_time_unit(rows: Sequence[Row]) -> None:
+    """Refuse rows whose times are in milliseconds (nccl-tests before 2019) when no header said so (a log
+    trimmed to its rows): their algbw, size and time disagree by 1000x."""
+    ratios = [r.oop_algbw_GBps * r.oop_time_us * 1e3 / r.size_bytes for r in rows
+              if r.size_bytes > 0 and r.oop_time_us > 0 and r.oop_algbw_GBps >= 1.0]
+    if ratios and median(ratios) < MS_TIME_RATIO:
+        row = next(r for r in rows if r.size_bytes > 0 and r.oop_time_us > 0 and r.oop_algbw_GBps >= 1.0)
+        raise SpecError(f"nccl-tests log: the times are 1000x what size / algbw gives (size {row.size_bytes}, time "
+                        f"{row.oop_time_us:g}, algbw {row.oop_algbw_GBps:g} GB/s): the milliseconds of nccl-tests "
+                        "before 2019; expected times in us",
+                        hint="rerun with a current nccl-tests (github.com/NVIDIA/nccl-tests)")
 
 
 # --------------------------------------------------------------------------------------------
