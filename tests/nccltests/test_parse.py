@@ -337,3 +337,10 @@ def test_two_tables_in_one_text_each_read_with_its_own_header():
     log = parse_nccl_tests_log(text)
     assert len(log.rows) == 63
     assert log.rows[0].oop_wrong == 0 and log.rows[-1].oop_wrong is None
+
+
+def test_a_json_args_that_is_not_a_list_is_one_error():
+    # as a string its first character was read as the program's name
+    doc = _json_doc() | {"args": "/opt/nccl-tests/build/all_gather_perf -g 4"}
+    with pytest.raises(SpecError, match=r"^nccl-tests JSON: args is str; expected the command line as a list"):
+        from_json(json.dumps(doc))

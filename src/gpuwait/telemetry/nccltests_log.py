@@ -625,6 +625,9 @@ def from_json(data: str | bytes | Mapping, *, n_ranks: int | None = None,
     if not rows:
         raise SpecError("nccl-tests JSON: 'results' is empty; expected at least one result")
     args = doc.get("args") or []
+    if not isinstance(args, list):
+        raise SpecError(f"nccl-tests JSON: args is {type(args).__name__}; expected the command line as a list of "
+                        "strings, as nccl-tests -J writes it")
     program = str(args[0]).rsplit("/", 1)[-1] if args else None
     avg = _object(doc.get("average_bus_bandwidth") or {}, "average_bus_bandwidth").get("bandwidth")
     oob = _object(doc.get("out_of_bounds") or {}, "out_of_bounds").get("count")
