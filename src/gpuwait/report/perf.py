@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import statistics
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -74,7 +75,7 @@ def choice_switches(choices: list[tuple[int, str, str]]) -> list[dict]:
             for a, b in zip(choices, choices[1:]) if a[1:] != b[1:]]
 
 
-def comparison_summary(rows: list[dict], seen: list[tuple[int, str, str]] = ()) -> dict:
+def comparison_summary(rows: list[dict], seen: Sequence[tuple[int, str, str]] = ()) -> dict:
     """How far the prediction is from the log: the median and worst busbw error (sizes >= 1 MiB),
     the median time error of the latency floor (sizes <= 64 KiB), and where the algorithm or
     protocol changes: predicted, and seen when the log carries NCCL's tuning lines
@@ -120,7 +121,7 @@ def log_debug_info(text: str) -> NcclDebugInfo | None:
         return None
 
 
-def _ours(nccl_names: dict, spelled: str) -> str:
+def _ours(nccl_names: Mapping[str, str], spelled: str) -> str:
     """gpuwait's name of an NCCL algorithm/protocol/collective spelled as NCCL prints it (any case)."""
     return {nccl.lower(): ours for ours, nccl in nccl_names.items()}.get(spelled.lower(), spelled.lower())
 
@@ -229,7 +230,7 @@ def log_layout(log: NcclTestsLog) -> tuple[int, int] | None:
     return (len(per_host), counts.pop()) if len(counts) == 1 else None
 
 
-def _gpus_per_server(log: NcclTestsLog, layout: tuple[int, int] | None, gpus_in_server: int,
+def _gpus_per_server(log: NcclTestsLog, n_ranks: int, layout: tuple[int, int] | None, gpus_in_server: int,
                      servers: int | None = None) -> int:
     """GPUs per server a log ran on when -g does not say: as its '# Rank' lines place the ranks (when --servers
     does not give another host count and a server holds that many GPUs: hosts that print one name, as containers
@@ -239,7 +240,7 @@ def _gpus_per_server(log: NcclTestsLog, layout: tuple[int, int] | None, gpus_in_
         return layout[1]
     if log.config and log.config.n_gpus > 1:
         return log.config.n_gpus
-    return min(log.n_ranks, gpus_in_server)
+    return min(n_ranks, gpus_in_server)
 
 
 def compare_log(op: str, log_path: Path, cluster: str, servers: int | None = None, gpus: int | None = None,
@@ -263,7 +264,7 @@ def compare_log(op: str, log_path: Path, cluster: str, servers: int | None = Non
     source = read_cluster(cluster)  # the file read once: sized below for one server, then for the log's run
     one_server = sized_cluster(source, 1, source=cluster)
     layout = log_layout(log)
-    per_server = gpus or _gpus_per_server(log, layout, resolve_server(one_server.server).gpus, servers)
+    per_server = gpus or _gpus_per_server(log, log.n_ranks, layout, resolve_server(one_server.server).gpus, servers)
     if log.n_ranks % per_server:
         raise SpecError(f"--compare: {log.n_ranks} ranks do not fill servers of {per_server} GPUs", hint="pass -g")
     debug = log_debug_info(text)
