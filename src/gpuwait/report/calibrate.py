@@ -35,6 +35,7 @@ from gpuwait.runner.calibrate import (
     write_overlay,
 )
 from gpuwait.runner.inputs import read_cluster, sized_cluster
+from gpuwait.runner.perf import placing_layout
 from gpuwait.spec.reader import read_text_checked
 from gpuwait.topology import resolve_server
 
@@ -120,14 +121,10 @@ def run_calibrate(paths: Sequence[Path], cluster: str, servers: int | None = Non
     logs = [read_log(Path(p), warnings) for p in paths]
     layouts = {log.layout for log in logs}
     layout = layouts.pop() if len(layouts) == 1 else None
-    if gpus is None and layout is not None:
-        # the run as its '# Rank' lines place it when -g does not say, by perf --compare's rule: unless --servers
-        # gives another host count, or the lines put more ranks on one host name than a server holds (containers
-        # given one hostname): then the cluster's servers, and a warning
-        hosts, per_host = layout
-        if servers in (None, hosts) and \
-                per_host <= resolve_server(sized_cluster(read_cluster(cluster), 1, source=cluster).server).gpus:
-            servers, gpus = hosts, per_host
+    if gpus is None and layout is not None:  # the run as its '# Rank' lines place it, as perf --compare does
+        gpus_in_server = resolve_server(sized_cluster(read_cluster(cluster), 1, source=cluster).server).gpus
+        if (placed := placing_layout(layout, servers, gpus_in_server)) is not None:
+            servers, gpus = placed
     calibration = calibrate(logs, cluster, servers, gpus, env, names, prior, nccl_version)
     warnings += calibration.warnings
     data = overlay(cluster, servers, calibration)

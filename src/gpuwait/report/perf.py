@@ -22,7 +22,7 @@ from gpuwait.collectives.tuning import (
 from gpuwait.errors import SpecError
 from gpuwait.report.nccltests import format_table
 from gpuwait.runner.inputs import read_cluster, sized_cluster
-from gpuwait.runner.perf import PerfSweep, layout_warning, log_release, make_predictor
+from gpuwait.runner.perf import PerfSweep, layout_warning, log_release, make_predictor, placing_layout
 from gpuwait.spec.reader import read_text_checked
 from gpuwait.telemetry.errors import TelemetryFormatError
 from gpuwait.telemetry.nccl_debug import NcclDebugInfo, parse_nccl_debug
@@ -236,8 +236,8 @@ def _gpus_per_server(log: NcclTestsLog, n_ranks: int, layout: tuple[int, int] | 
     does not give another host count and a server holds that many GPUs: hosts that print one name, as containers
     can, are not one server), else the GPUs one process drove (nGpus, when more than 1), else as many as a server
     of the cluster holds."""
-    if layout is not None and servers in (None, layout[0]) and layout[1] <= gpus_in_server:
-        return layout[1]
+    if (placed := placing_layout(layout, servers, gpus_in_server)) is not None:
+        return placed[1]
     if log.config and log.config.n_gpus > 1:
         return log.config.n_gpus
     return min(n_ranks, gpus_in_server)

@@ -71,6 +71,21 @@ def log_release(printed: str | None, asked: str | None = None, cluster_version: 
     return MODEL_NCCL_VERSION, "gpuwait's default"
 
 
+def placing_layout(layout: tuple[int, int] | None, servers: int | None,
+                   gpus_in_server: int) -> tuple[int, int] | None:
+    """The (hosts, ranks per host) a log's ``# Rank`` lines (``layout``) place its run on when ``-g`` does not
+    say, by ``perf --compare`` and ``calibrate`` alike; None when they do not: none listed, ``servers``
+    (``--servers``) gives another host count, or more ranks on one host name than a server holds
+    (``gpus_in_server``: containers given one hostname are not one server).
+
+    >>> placing_layout((2, 4), None, 8), placing_layout((2, 4), 4, 8), placing_layout((1, 16), None, 8)
+    ((2, 4), None, None)
+    """
+    if layout is None or servers not in (None, layout[0]) or layout[1] > gpus_in_server:
+        return None
+    return layout
+
+
 def layout_warning(layout: tuple[int, int] | None, servers: int, gpus_per_server: int) -> str | None:
     """What ``perf --compare`` and ``calibrate`` warn of when a log's ``layout`` (hosts, ranks per host: its
     ``# Rank`` lines) is not the run predicted (``servers`` of ``gpus_per_server``); None when it is, or unknown.

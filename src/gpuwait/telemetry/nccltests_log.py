@@ -375,10 +375,9 @@ MS_TIME_RATIO = 0.01
 def _check_time_unit(rows: Sequence[Row]) -> None:
     """Refuse rows whose times are in milliseconds (nccl-tests before 2019) when no header said so (a log
     trimmed to its rows): their algbw, size and time disagree by 1000x."""
-    ratios = [r.oop_algbw_GBps * r.oop_time_us * 1e3 / r.size_bytes for r in rows
-              if r.size_bytes > 0 and r.oop_time_us > 0 and r.oop_algbw_GBps >= 1.0]
-    if ratios and median(ratios) < MS_TIME_RATIO:
-        row = next(r for r in rows if r.size_bytes > 0 and r.oop_time_us > 0 and r.oop_algbw_GBps >= 1.0)
+    timed = [r for r in rows if r.size_bytes > 0 and r.oop_time_us > 0 and r.oop_algbw_GBps >= 1.0]
+    if timed and median(r.oop_algbw_GBps * r.oop_time_us * 1e3 / r.size_bytes for r in timed) < MS_TIME_RATIO:
+        row = timed[0]
         raise SpecError(f"nccl-tests log: the times are 1000x what size / algbw gives (size {row.size_bytes}, time "
                         f"{row.oop_time_us:g}, algbw {row.oop_algbw_GBps:g} GB/s): the milliseconds of nccl-tests "
                         "before 2019; expected times in us",
