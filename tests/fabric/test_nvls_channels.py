@@ -65,3 +65,15 @@ def test_only_cta_limits_below_nccls_default_slow_nvls():
 def test_nvls_nchannels_out_of_range_is_one_clear_error():
     with pytest.raises(SpecError, match="NCCL_NVLS_NCHANNELS: got '0'; expected an integer from 1 to 64"):
         parse_env({"NCCL_NVLS_NCHANNELS": "0"})
+
+
+def test_an_nvl72_domain_chunks_nvls_by_its_32_heads_not_its_72_gpus():
+    """calcCollChunking (src/enqueue.cc, NVIDIA/nccl v2.30.7-1) shrinks the NVLS chunk by its concurrent
+    ops, ``nChannels * nvls.nHeads``; the heads are the NVLS graph's channels, at most
+    NCCL_MAX_NVLS_ARITY = 32 (search.cc ``maxChannels``, connect.cc ``connectNvls``). On a 72-GPU domain
+    with 24 compute channels a 512 MiB all_reduce has 768 concurrent ops: 512 MiB >= 8 x 768 x 64 KiB keeps
+    the 64 KiB chunk (72 heads, 1728 ops, would cut it to 32 KiB)."""
+    rack = make_predictor("gb200-nvl72", 18, None, ["NCCL_ALGO=NVLS"])
+    assert rack.estimate("all_reduce", 512 * 2**20).chunk_bytes == 65536
+    # below 8 x 768 x 64 KiB = 384 MiB the chunk drops to 32 KiB
+    assert rack.estimate("all_reduce", 256 * 2**20).chunk_bytes == 32768

@@ -71,6 +71,7 @@ from gpuwait.collectives.pipeline import (
     tree_network_peers,
 )
 from gpuwait.collectives.tuning import (
+    NCCL_MAX_NVLS_ARITY,
     NVLS_EFFICIENCY,
     PROTOCOLS,
     Graph,
@@ -799,8 +800,10 @@ class CollectivePredictor:
                                                                                                        channels))
         # small calls run on fewer channels, so each step carries more
         size_channels = channels_for_size(algorithm, protocol, n_bytes, channels, comm.n_ranks)
+        # NVLS heads: one per NVLS graph channel, at most NCCL_MAX_NVLS_ARITY of a node's (or MNNVL domain's)
+        # GPUs (search.cc maxChannels; connect.cc connectNvls nHeads), so a 72-GPU domain has 32, not 72
         chunk = chunk_bytes(collective, algorithm, protocol, n_bytes, n_channels=size_channels, n_ranks=comm.n_ranks,
-                            n_nodes=comm.n_nodes, nvls_heads=comm.ppn,
+                            n_nodes=comm.n_nodes, nvls_heads=min(comm.ppn, NCCL_MAX_NVLS_ARITY),
                             nvls_tree_chunk=(self.env.release.nvls_tree_first_chunk_bytes,
                                              self.env.release.nvls_tree_chunk_4_nodes_bytes))
         nic_messages = connection_steps = 0.0
