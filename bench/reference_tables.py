@@ -55,7 +55,7 @@ CLUSTERS = DATA / "clusters"
 MiB, KiB = 2**20, 2**10
 
 CLASSES = ("H100 IB multi-node", "H100/H200 single node NVSwitch", "A100", "AWS EFA", "GH200 Slingshot/TCP", "L40S",
-           "PCIe RTX")
+           "PCIe RTX", "H100 GPUDirect-TCPXO")
 
 
 @dataclass(frozen=True)
@@ -83,6 +83,7 @@ class Reference:
     not_fitted: str = ""
     gpus_per_thread: int | None = None  # nccl-tests -g where the table has no header line saying it
     nccl_range: tuple[str, str] | None = None
+    collective: str = "all_reduce"  # what a table that is not an nccl-tests log ran (a log prints it)
 
     def threads_gpus(self) -> int:
         """GPUs one host thread drove (nccl-tests ``-g``): the header's ``nGpus``, else ``gpus_per_thread``, else 1."""
@@ -98,7 +99,8 @@ class Reference:
 
     @property
     def path(self) -> Path:
-        return DATA / (self.stem + (".txt" if self.stem.endswith("busbw-only") else ".log"))
+        suffix = ".txt" if self.stem.endswith("busbw-only") else ".md" if self.stem.endswith("-summary") else ".log"
+        return DATA / (self.stem + suffix)
 
     def cluster_arg(self) -> str:
         file = CLUSTERS / f"{self.cluster}.yaml"
@@ -123,6 +125,8 @@ class Reference:
 #: ``--default-nccl``: predict every table as gpuwait's default NCCL release (to see what the versions change)
 DEFAULT_VERSION_ONLY = False
 _TCP = "NCCL_IB_DISABLE=1"
+#: tables found after PUBLIC_TABLE_FIT was fitted: scored, kept out of every fit, as data the model never saw
+_AFTER_THE_FIT = "published summary found after the shipped fit; scored as data no fit has seen"
 #: gj-aion's runs in nccl-tests#309 (2025-06-18) print no NCCL version: the newest release tagged before the post,
 #: v2.27.3-1 (2025-05-29; v2.27.5-1, tagged the day of the post, and the thread's other poster's 2.26.2 predict these
 #: tables identically; 2.22.3 and older do not, and no source bounds the release from below). Both 8-node tables time
@@ -186,6 +190,11 @@ REFERENCES = [
               nccl_version=_AWS_BATCH_NCCL, nccl_range=("2.21.5", "2.23.4")),
     Reference("h200-nvswitch-1node-8gpu-all_reduce-nvls-busbw-only", CLASSES[1], "nd-h200-v5", 1, 8,
               {"NCCL_ALGO": "NVLS"}, nccl_version="2.20.5", gpus_per_thread=8),  # version: stated, not printed
+    Reference("gcp-a3mega-1node-8gpu-all_reduce-summary", CLASSES[1], "gcp-a3-mega-tcpxo", 1, 8,
+              nccl_version="2.28.7", gpus_per_thread=8,  # version and -g 8: stated by the source, not printed
+              approximate="A3 Mega's NVLink4/NVSwitch node described by the dgx-h100 template; 7 sizes of the sweep "
+                          "printed, one time each (not the out-of-place / in-place pair)",
+              not_fitted=_AFTER_THE_FIT),
     Reference("a100-dgx-4gpu-all_reduce", CLASSES[2], "dgx-a100", 1, 4,  # devices 4-7 of 8: the same on NVSwitch
               gpus_per_thread=4,
               approximate="the run's NCCL 2.16.2 (the header's CoreWeave container tag) is older than gpuwait's oldest "
@@ -300,6 +309,14 @@ REFERENCES = [
                           "NVIDIA/nccl-tests#82, is 38-46 us); sizes from 1 MiB are the same on both (host-staged)",
               not_fitted="the transport is inferred (the plugin the image installs, and the floor), not printed "
                          "by the log (NCCL_DEBUG=VERSION)"),
+    Reference("gcp-a3mega-tcpxo-2node-16gpu-all_gather-summary", CLASSES[7], "gcp-a3-mega-tcpxo", 2, 8,
+              nccl_version="2.28.7", collective="all_gather",  # version: stated by the source, not printed
+              approximate="Google's tuner plugin (NCCL_TUNER_PLUGIN in the platform's settings; its rules are not "
+                          "published), NCCL_BUFFSIZE and NCCL_P2P_NET_CHUNKSIZE are not modelled; TCPXO's per-message "
+                          "cost is the kernel socket path's (no public figure); the fabric behind the 8 NICs is not "
+                          "published (non-blocking leaf-spine); which of Google's two NCCL profiles ran is not said "
+                          "(the platform's NCCL_PROTO=Simple,LL128 is predicted); 13 sizes printed, one time each",
+              not_fitted=_AFTER_THE_FIT + "; its transport's costs are assumptions no other table shares"),
     Reference("rtx2080ti-pcie-1node-2gpu-all_reduce", CLASSES[6], "rtx2080ti-pcie-2gpu", 1, 2,
               approximate="NCCL version and CPU not stated (Intel assumed: NCCL's 6/5 PCI overhead through the CPU); "
                           "the SHM path through host memory is inferred from nvidia-smi's NS, not from an NCCL log"),
@@ -335,6 +352,31 @@ def busbw_only_curve(text: str, n_ranks: int) -> Curve:
     return Curve(sizes, np.array(busbw), np.full(len(busbw), np.nan), n_ranks, "all_reduce")
 
 
+_SUMMARY_ROW = re.compile(r"^\|\s*\**(\d+)([KMG])B\**\s*\|")
+#: a summary's column headers, by the quantity they hold
+_SUMMARY_COLUMNS = {"time": re.compile(r"^Time \(μs\)$"), "busbw": re.compile(r"^Bus BW \(GB/s\)$")}
+
+
+def summary_curve(text: str, n_ranks: int, collective: str) -> Curve:
+    """A markdown summary of an nccl-tests run (a size label such as ``64KB`` or ``**8GB**``, then columns named
+    by their header row, in any order: ``Time (μs)`` and ``Bus BW (GB/s)`` are read). The labels are the -f 2
+    sweep's powers of two (64KB = 65536 B), which the printed algbw = size / time confirms
+    (tests/nccltests/test_reference_tables.py); one time per size, the run's only column."""
+    lines = [line.strip() for line in text.splitlines() if line.strip().startswith("| Size")]
+    header = [cell.strip() for cell in lines[0].strip("|").split("|")]
+    column = {name: next(i for i, cell in enumerate(header) if pattern.match(cell))
+              for name, pattern in _SUMMARY_COLUMNS.items()}
+    sizes, busbw, time_us = [], [], []
+    for line in text.splitlines():
+        if not (m := _SUMMARY_ROW.match(line.strip())):
+            continue
+        cells = [cell.strip().strip("*") for cell in line.strip().strip("|").split("|")]
+        sizes.append(int(m[1]) * {"K": 2**10, "M": 2**20, "G": 2**30}[m[2]])
+        busbw.append(float(cells[column["busbw"]]))
+        time_us.append(float(cells[column["time"]]))
+    return Curve(np.array(sizes), np.array(busbw), np.array(time_us), n_ranks, collective)
+
+
 def parsed_log(ref: Reference):
     """The table's nccl-tests log, parsed once (cached: the scores and the one-off rows both read it)."""
     if ref.stem not in _LOGS:
@@ -348,6 +390,8 @@ _LOGS: dict = {}
 def measured(ref: Reference) -> Curve:
     if ref.path.suffix == ".txt":
         return busbw_only_curve(ref.path.read_text(), ref.servers * ref.gpus)
+    if ref.path.suffix == ".md":
+        return summary_curve(ref.path.read_text(), ref.servers * ref.gpus, ref.collective)
     log = parsed_log(ref)
     rows = [r for r in log.rows if r.size_bytes > 0]
     return Curve(np.array([r.size_bytes for r in rows]), np.array([r.steady_busbw_GBps for r in rows]),

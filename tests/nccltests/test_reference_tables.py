@@ -22,6 +22,7 @@ REFERENCE = Path(__file__).parent / "data" / "reference"
 MARK = "\n# ---- table as published"  # a line of its own (the header quotes it too)
 LOGS = sorted(REFERENCE.glob("*.log"))
 BUSBW_ONLY = sorted(REFERENCE.glob("*.txt"))
+SUMMARIES = sorted(REFERENCE.glob("*.md"))  # markdown summaries of a run: size, time, algbw, busbw
 
 
 def split(path: Path) -> tuple[str, str]:
@@ -42,10 +43,10 @@ def print_step(value: float) -> float:
 
 
 def test_every_table_is_here():
-    assert len(LOGS) + len(BUSBW_ONLY) == 18
+    assert len(LOGS) + len(BUSBW_ONLY) + len(SUMMARIES) == 20
 
 
-@pytest.mark.parametrize("path", LOGS + BUSBW_ONLY, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", LOGS + BUSBW_ONLY + SUMMARIES, ids=lambda p: p.stem)
 def test_header_names_a_public_source(path):
     head, table = split(path)
     assert all(line.startswith("#") for line in head.splitlines()), "every header line is a comment"
@@ -86,10 +87,32 @@ def test_busbw_only_table_is_the_doubling_sweep(path):
     assert len(rows) == 24
 
 
+@pytest.mark.parametrize("path", SUMMARIES, ids=lambda p: p.stem)
+def test_summary_sizes_are_the_binary_sweep_its_algbw_and_busbw_confirm(path):
+    """A summary labels sizes "64KB", "8GB": read as powers of two, each row's printed algbw is size / time and its
+    busbw algbw x the bus factor (nccl-tests doc/PERFORMANCE.md) within print rounding; decimal sizes would miss
+    by 5-7 %."""
+    bench = load_bench("reference_tables")
+    ref = next(r for r in bench.REFERENCES if r.stem == path.stem)
+    curve = bench.measured(ref)
+    assert curve.n_ranks == ranks_in_name(path) and len(curve.sizes) >= 7
+    assert all(size & (size - 1) == 0 for size in curve.sizes.tolist())
+    factor = busbw_factor(ref.collective, curve.n_ranks)
+    _, table = split(path)
+    header = [cell.strip() for cell in table.splitlines()[0].strip("|").split("|")]
+    algbw_column = header.index("Algorithm BW (GB/s)")
+    rows = [line for line in table.splitlines() if re.match(r"^\|\s*\**\d+[KMG]B", line)]
+    for line, size, time_us, busbw in zip(rows, curve.sizes, curve.time_us, curve.busbw, strict=True):
+        algbw = float(line.strip("|").split("|")[algbw_column].strip().strip("*"))
+        assert size / (time_us * 1e3) == pytest.approx(algbw, abs=0.006 + 0.001 * algbw), (size, time_us, algbw)
+        assert algbw * factor == pytest.approx(busbw, abs=0.5 * (print_step(busbw) + factor * print_step(algbw))
+                                               + 1e-9), (size, algbw, busbw)
+
+
 def test_the_bench_describes_or_excuses_every_table():
     bench = load_bench("reference_tables")
     stems = [r.stem for r in bench.REFERENCES]
-    assert sorted(stems) == sorted(p.stem for p in LOGS + BUSBW_ONLY)
+    assert sorted(stems) == sorted(p.stem for p in LOGS + BUSBW_ONLY + SUMMARIES)
     for ref in bench.REFERENCES:
         assert bool(ref.cluster) != bool(ref.not_describable), ref.stem
         assert ref.hw_class in bench.CLASSES
