@@ -1084,8 +1084,8 @@ class CollectivePredictor:
         if self.gpus_per_thread > 1:
             costs = replace(costs, host_floor_s=self.gpus_per_thread * HOST_ISSUE_PER_GPU_S)
         time_s = pipelined_time_s(costs, params)
-        latency_s = costs.latency_with(params)
-        fill_s = costs.fill_with(params)
+        latency_s = float(costs.latency_with(params))  # one collective's costs and params: a scalar
+        fill_s = float(costs.fill_with(params))
         message_s = costs.nic_messages * params.net_message_overhead_s
         return CollectiveEstimate(collective, n_bytes, algorithm, protocol, channels, time_s, latency_s, model_s,
                                   fabric_s, fill_s, message_s, chunk, costs)
