@@ -352,8 +352,9 @@ class CollectivePredictor:
                 return 0
         return links
 
-    def _single_node_graphs(self, sm: int, links: int, nvswitch: bool) -> tuple[Graph, dict]:
-        comm, graphs = self.comm, {}
+    def _single_node_graphs(self, sm: int, links: int, nvswitch: bool) -> tuple[Graph, dict[str, Graph]]:
+        comm = self.comm
+        graphs: dict[str, Graph] = {}
         if not self.p2p and comm.ppn > 1:
             return self._host_path_graph(sm), graphs
         if not (links and comm.ppn > 1):
@@ -537,6 +538,7 @@ class CollectivePredictor:
         staged_alone = self._staged_ring_alone(algorithm)
         if (not staged_alone and (self.p2p or comm.ppn < 2)) or n_bytes <= 0:
             return 0.0
+        local_bytes: float
         if collective == "sendrecv":
             local_bytes = n_bytes if comm.n_nodes == 1 else 0
         elif algorithm == "direct":
@@ -620,7 +622,7 @@ class CollectivePredictor:
         if len(np.unique(comm.rank_server[comm.node_ranks[0]])) > 1:
             return False
         local = comm.local_gpu_index(comm.node_ranks[0])
-        nics = ()
+        nics: tuple[int, ...] | np.ndarray = ()  # the first node's NICs, when the ring leaves the node
         if comm.n_nodes > 1 and server.nics:
             nics = np.unique(gpu_nic_affinity(server)[local, 0])
         return sockets(server, local, nics) > 1
