@@ -41,7 +41,7 @@ import numpy as np
 
 from gpuwait.collectives.fit import PUBLIC_FIT_NAMES, Adjustment, Observation, fit
 from gpuwait.collectives.nccltests import busbw_factor
-from gpuwait.collectives.physical import PUBLIC_TABLE_FIT, adjust, pipelined_time_s, stack_costs
+from gpuwait.collectives.physical import PUBLIC_TABLE_FIT, adjust, pipelined_times_s, stack_costs
 from gpuwait.collectives.tuning import candidates
 from gpuwait.report.perf import choice_switches
 from gpuwait.runner.inputs import load_cluster
@@ -424,7 +424,7 @@ def predicted(ref: Reference, meas: Curve, adjustment: Adjustment | None = None)
         time_us = np.array([sweep.rows[i].oop_time_us for i in index])
     else:
         costs = stack_costs([sweep.estimates[i].costs for i in index])
-        time_us = pipelined_time_s(costs, adjustment.apply(sweep.unfitted_params)) * 1e6
+        time_us = pipelined_times_s(costs, adjustment.apply(sweep.unfitted_params)) * 1e6
     factor = busbw_factor(meas.collective, meas.n_ranks)
     busbw = meas.sizes / (time_us * 1e3) * factor
     return Curve(meas.sizes, busbw, time_us, sweep.n_ranks, meas.collective), sweep.choices

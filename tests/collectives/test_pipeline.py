@@ -11,7 +11,15 @@ import numpy as np
 import pytest
 
 from gpuwait.collectives.fit import FIT_NAMES, Observation, fit, log_errors
-from gpuwait.collectives.physical import PhysicalParams, PipelineCosts, adjust, pipelined_time_s
+from gpuwait.collectives.physical import (
+    PhysicalParams,
+    PipelineCosts,
+    adjust,
+    pipelined_time_s,
+    pipelined_times_s,
+    stack_costs,
+    stack_params,
+)
 from gpuwait.collectives.pipeline import (
     LL128_BUFFER_BYTES,
     LL_BUFFER_BYTES,
@@ -138,3 +146,18 @@ def test_connection_step_cycle_bounds_the_steps_after_the_first_pass():
         assert pipelined_time_s(costs, params) == pytest.approx(expected_s)
     # a single-node call has no network connection: the cycle never applies
     assert pipelined_time_s(PipelineCosts(0.0, 0, 0, 20e-6, 0, 0.0, 0.0, 0.0, False, 0.0), params) == pytest.approx(20e-6)
+
+
+def test_stacked_times_are_the_scalar_times_bit_for_bit():
+    # the fit and bench/reference_tables.py evaluate many observations at once through stacked arrays: each
+    # entry must be the very float pipelined_time_s gives for that observation alone, with stacked or
+    # scalar params
+    costs = [PipelineCosts(20e-6, 14, 2, 100e-6, 200, 5e-6, 3e-6, 0.0, True, 30),
+             PipelineCosts(5e-6, 7, 0, 40e-6, 0, 1e-6, 0.0, 0.25, False, 0.0, serial_s=8e-6, sm80_steps=7),
+             PipelineCosts(9e-6, 2, 4, 1e-3, 900, 0.0, 2e-6, 0.0, True, 12, host_floor_s=2e-3)]
+    params = [PhysicalParams(net_message_overhead_s=1e-6), PhysicalParams(nic_efficiency=0.8, sm80_step_latency_s=7e-7),
+              PhysicalParams(net_step_cycle_s=1e-6, nvlink_efficiency=0.9)]
+    stacked = pipelined_times_s(stack_costs(costs), stack_params(params))
+    assert stacked.tolist() == [pipelined_time_s(c, p) for c, p in zip(costs, params, strict=True)]
+    one = pipelined_times_s(stack_costs(costs), params[0])
+    assert one.tolist() == [pipelined_time_s(c, params[0]) for c in costs]

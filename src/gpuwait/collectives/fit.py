@@ -87,7 +87,7 @@ from gpuwait.collectives.physical import (
     PhysicalParams,
     PipelineCosts,
     adjust,
-    pipelined_time_s,
+    pipelined_times_s,
     stack_costs,
     stack_params,
 )
@@ -187,7 +187,7 @@ def log_errors(observations: Sequence[Observation], adjustment: Adjustment = NO_
 
 
 def _log_errors(stacked: _Stacked, adjustment: Adjustment) -> np.ndarray:
-    return np.log(pipelined_time_s(stacked.costs, adjustment.apply(stacked.defaults)) / stacked.measured_s)
+    return np.log(pipelined_times_s(stacked.costs, adjustment.apply(stacked.defaults)) / stacked.measured_s)
 
 
 def fit(observations: Sequence[Observation], names: Sequence[str] = FIT_NAMES,

@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
+from typing import Any, cast
 
 from gpuwait.collectives.nccl_versions import DEFAULT_RELEASE, NcclRelease, nccl_release
 from gpuwait.collectives.tuning import Prediction, TuningInputs, choose, parse_algorithm_list, parse_protocol_list
@@ -347,9 +348,10 @@ def with_platform(env: Mapping[str, str], platform: Platform | None) -> tuple[di
     {}
     """
     merged, set_by = dict(env), {}
-    for name, value in (platform.env.items() if platform else ()):
-        if name not in env:
-            merged[name], set_by[name] = value, platform.label
+    if platform is not None:
+        for name, value in platform.env.items():
+            if name not in env:
+                merged[name], set_by[name] = value, platform.label
     return merged, set_by
 
 
@@ -404,14 +406,18 @@ def parse_env(env: Mapping[str, str], platform: Platform | None = None) -> NcclE
         values[attr] = parse(name, text)
         explicit.add(_ALIASES.get(name, name))
     _refuse_not_modelled(values)
-    low, high = values.get("min_nchannels"), values.get("max_nchannels")
+    # each value has its field's type (VARIABLES pairs every field with the parser of that type), which a dict
+    # keyed at run time cannot show mypy; the checks below read the built environment's typed fields
+    parsed = NcclEnv(**cast(dict[str, Any], values), extra=extra, explicit=tuple(sorted(explicit)), platform=platform,
+                     set_by=set_by)
+    low, high = parsed.min_nchannels, parsed.max_nchannels
     if low is not None and high is not None and low > high:
         raise SpecError(f"NCCL_MIN_NCHANNELS: got {low} with NCCL_MAX_NCHANNELS={high}; expected min <= max")
-    threads, socks = values.get("socket_nthreads"), values.get("nsocks_perthread")
+    threads, socks = parsed.socket_nthreads, parsed.nsocks_perthread
     if threads is not None and socks is not None and threads * socks > MAX_SOCKETS:
         raise SpecError(f"NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD: got {threads} x {socks}; "
                         f"expected a product of at most {MAX_SOCKETS}")
-    return NcclEnv(**values, extra=extra, explicit=tuple(sorted(explicit)), platform=platform, set_by=set_by)
+    return parsed
 
 
 def _refuse_not_modelled(values: Mapping[str, object]) -> None:
@@ -490,14 +496,9 @@ def apply_env(env: NcclEnv, inputs: TuningInputs) -> TuningInputs:
     >>> apply_env(parse_env_pairs(["NCCL_NVLS_ENABLE=0"]), dgx_h100()).nvls_available
     False
     """
-    changes: dict[str, object] = {
-        "nvls_available": inputs.nvls_available and env.nvls_enable != 0,
-        "collnet_available": inputs.collnet_available and env.collnet_enable,
-        "release": env.release,
-    }
-    if env.net_overhead_ns is not None:
-        changes["net_overhead_us"] = env.net_overhead_ns * 1e-3
-    return replace(inputs, **changes)
+    return replace(inputs, nvls_available=inputs.nvls_available and env.nvls_enable != 0,
+                   collnet_available=inputs.collnet_available and env.collnet_enable, release=env.release,
+                   net_overhead_us=inputs.net_overhead_us if env.net_overhead_ns is None else env.net_overhead_ns * 1e-3)
 
 
 def choose_with_env(env: NcclEnv, inputs: TuningInputs, n_bytes: int) -> tuple[str, str, Prediction]:

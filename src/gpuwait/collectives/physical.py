@@ -14,11 +14,16 @@ per-message overhead, full NIC and NVLink rates); a cluster file's ``calibration
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
+from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from gpuwait.spec.cluster import CalibrationSpec, ClusterSpec
 from gpuwait.transport.profiles import TransportProfile
+
+#: one time per entry of stacked costs or params (:func:`stack_costs`, :func:`stack_params`)
+FloatArray = NDArray[np.float64]
 
 
 @dataclass(frozen=True)
@@ -86,17 +91,23 @@ def physical_params(cluster: ClusterSpec, transport: TransportProfile, *, public
 
 def stack_costs(costs: list[PipelineCosts]) -> PipelineCosts:
     """One PipelineCosts whose fields are arrays over ``costs`` (for fast elementwise evaluation)."""
-    return PipelineCosts(*(np.array([getattr(c, f.name) for c in costs]) for f in fields(PipelineCosts)))
+    # arrays stand in for the scalar fields: the methods and pipelined_times_s compute elementwise, which the
+    # fields' annotations (those of one collective) cannot say
+    columns: list[Any] = [np.array([getattr(c, f.name) for c in costs]) for f in fields(PipelineCosts)]
+    return PipelineCosts(*columns)
 
 
 def stack_params(params: list[PhysicalParams]) -> PhysicalParams:
     """One PhysicalParams whose fields are arrays over ``params``."""
-    return PhysicalParams(*(np.array([getattr(p, f.name) for p in params]) for f in fields(PhysicalParams)))
+    # arrays stand in for the scalar fields, as in stack_costs
+    columns: list[Any] = [np.array([getattr(p, f.name) for p in params]) for f in fields(PhysicalParams)]
+    return PhysicalParams(*columns)
 
 
 def calibration_section(params: PhysicalParams, fitted_on: list[str] | None = None) -> dict:
     """The ``calibration`` section of a cluster file holding ``params`` (plain YAML-able values)."""
-    section = {spec_name: float(getattr(params, name)) for name, spec_name in SPEC_NAMES.items()}
+    section: dict[str, float | list[str]] = {spec_name: float(getattr(params, name))
+                                             for name, spec_name in SPEC_NAMES.items()}
     if fitted_on:
         section["fitted_on"] = list(fitted_on)
     return section
@@ -146,16 +157,18 @@ class PipelineCosts:
     #: the latency steps that pay the GPU generation's step latency (:func:`generation_steps`)
     sm80_steps: int = 0
 
-    def latency_with(self, params: PhysicalParams) -> float:
+    # Each method works elementwise: on stacked costs or params (stack_costs, stack_params) it returns an array.
+
+    def latency_with(self, params: PhysicalParams) -> float | FloatArray:
         return (self.latency_s + params.launch_latency_s + self.intra_steps * params.intra_step_latency_s
                 + self.inter_steps * params.net_step_latency_s + self.sm80_steps * params.sm80_step_latency_s
                 + self.rendezvous_latency_s)
 
-    def wire_with(self, params: PhysicalParams) -> float:
+    def wire_with(self, params: PhysicalParams) -> float | FloatArray:
         """The wire time at the reached share of the bottleneck's rate (NICs between servers, NVLink inside)."""
         return self.wire_s / np.where(self.multi_node, params.nic_efficiency, params.nvlink_efficiency)
 
-    def fill_with(self, params: PhysicalParams) -> float:
+    def fill_with(self, params: PhysicalParams) -> float | FloatArray:
         return (self.fill_intra_s / params.nvlink_efficiency + self.fill_inter_s / params.nic_efficiency
                 + self.window_share * self.wire_with(params))
 
@@ -201,7 +214,7 @@ def pipelined_time_s(costs: PipelineCosts, params: PhysicalParams) -> float:
     LogGP's o + (k - 1) G + o per message; a message the transport sends by rendezvous adds its Get's round
     trip to that series (``rendezvous_serial_s``), and to the first chunk's way across the network
     (``rendezvous_latency_s``, part of the latency) where messages overlap.
-    Works elementwise when the fields of ``costs`` and ``params`` are arrays (one entry per size).
+    :func:`pipelined_times_s` evaluates stacked costs or params (one entry per size or observation) at once.
 
     >>> costs = PipelineCosts(20e-6, 14, 2, 100e-6, 200, 5e-6, 3e-6, 0.0, True, 30)
     >>> round(pipelined_time_s(costs, PhysicalParams(net_message_overhead_s=1e-6)) * 1e6, 1)
@@ -215,6 +228,16 @@ def pipelined_time_s(costs: PipelineCosts, params: PhysicalParams) -> float:
     >>> round(pipelined_time_s(rendezvous, PhysicalParams(net_message_overhead_s=0.0, net_step_cycle_s=1e-6)) * 1e6, 1)
     203.6
     """
+    return float(_pipelined(costs, params))
+
+
+def pipelined_times_s(costs: PipelineCosts, params: PhysicalParams) -> FloatArray:
+    """:func:`pipelined_time_s` of every entry of stacked costs or params (:func:`stack_costs`,
+    :func:`stack_params`; either may be one collective's, which numpy broadcasts)."""
+    return np.asarray(_pipelined(costs, params))
+
+
+def _pipelined(costs: PipelineCosts, params: PhysicalParams) -> float | FloatArray:
     # The step cycle and o are two costs in this series, not one read twice: the cycle is a step's wait for the
     # proxy's next visit (each ``op->progress`` call moves a connection by one action, then ``continue``s:
     # sendProxyProgress posts the buffer, or isends, or tests; recvProxyProgress returns after an irecv, test or
@@ -228,5 +251,4 @@ def pipelined_time_s(costs: PipelineCosts, params: PhysicalParams) -> float:
                         cycles + serial)
     total = costs.latency_with(params) + steady + costs.fill_with(params)
     # back-to-back calls run no faster than one host thread issues them (nccl-tests -g N: fabric.perf)
-    total = np.maximum(total, costs.host_floor_s)
-    return float(total) if np.ndim(total) == 0 else total
+    return np.maximum(total, costs.host_floor_s)

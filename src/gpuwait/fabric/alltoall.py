@@ -576,7 +576,7 @@ def _split_at_pod(topo: Topology, routes: Routes, rep_leaf: np.ndarray, members_
     row_leaf = rep_leaf[routes.flow_index]
     if (topo.link_dst[own_link] != row_leaf[own_row]).any():
         return None  # an own fabric link that is not a last hop into the representative's leaf
-    shared, cw = _split_entries(routes.class_weights, leaves[topo.link_dst])  # type: ignore[arg-type]
+    shared, cw = _split_entries(routes.class_weights, leaves[topo.link_dst])
     class_leaf = np.full(cw.shape[0], -1, np.int64)
     class_leaf[cw.row] = topo.link_dst[cw.col]
     if (topo.link_dst[cw.col] != class_leaf[cw.row]).any():

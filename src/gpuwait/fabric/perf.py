@@ -353,8 +353,9 @@ class CollectivePredictor:
                 return 0
         return links
 
-    def _single_node_graphs(self, sm: int, links: int, nvswitch: bool) -> tuple[Graph, dict]:
-        comm, graphs = self.comm, {}
+    def _single_node_graphs(self, sm: int, links: int, nvswitch: bool) -> tuple[Graph, dict[str, Graph]]:
+        comm = self.comm
+        graphs: dict[str, Graph] = {}
         if not self.p2p and comm.ppn > 1:
             return self._host_path_graph(sm), graphs
         if not (links and comm.ppn > 1):
@@ -538,6 +539,7 @@ class CollectivePredictor:
         staged_alone = self._staged_ring_alone(algorithm)
         if (not staged_alone and (self.p2p or comm.ppn < 2)) or n_bytes <= 0:
             return 0.0
+        local_bytes: float
         if collective == "sendrecv":
             local_bytes = n_bytes if comm.n_nodes == 1 else 0
         elif algorithm == "direct":
@@ -621,7 +623,7 @@ class CollectivePredictor:
         if len(np.unique(comm.rank_server[comm.node_ranks[0]])) > 1:
             return False
         local = comm.local_gpu_index(comm.node_ranks[0])
-        nics = ()
+        nics: tuple[int, ...] | np.ndarray = ()  # the first node's NICs, when the ring leaves the node
         if comm.n_nodes > 1 and server.nics:
             nics = np.unique(gpu_nic_affinity(server)[local, 0])
         return sockets(server, local, nics) > 1
@@ -1087,8 +1089,8 @@ class CollectivePredictor:
         if self.gpus_per_thread > 1:
             costs = replace(costs, host_floor_s=self.gpus_per_thread * HOST_ISSUE_PER_GPU_S)
         time_s = pipelined_time_s(costs, params)
-        latency_s = costs.latency_with(params)
-        fill_s = costs.fill_with(params)
+        latency_s = float(costs.latency_with(params))  # one collective's costs and params: a scalar
+        fill_s = float(costs.fill_with(params))
         message_s = costs.nic_messages * params.net_message_overhead_s
         return CollectiveEstimate(collective, n_bytes, algorithm, protocol, channels, time_s, latency_s, model_s,
                                   fabric_s, fill_s, message_s, chunk, costs)

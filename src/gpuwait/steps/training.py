@@ -446,10 +446,11 @@ def _run_steps(step: TrainingStep, comm: _CommTimes, factors: np.ndarray, progre
     t = 0.0
     nominal_s = float((step.fwd_compute_s + step.bwd_compute_s).sum()) * step.micro_batches / lay.pp
     period_s = max(step.loader_s_per_step, nominal_s * (1.0 + comm.storage_shortfall))
+    interval = step.checkpoint_interval_steps
     for k in range(steps):
         acct = _Account((lay.pp, lay.dp))
         delay = max(k * period_s - t, 0.0) if period_s > nominal_s else 0.0
-        checkpoint = bool(step.checkpoint_interval_steps) and (k + 1) % step.checkpoint_interval_steps == 0
+        checkpoint = bool(interval and (k + 1) % interval == 0)
         end = _simulate_step(step, comm, factors[k], t, delay, checkpoint, acct)
         ends.append(end - t)
         accts.append(acct)
@@ -481,7 +482,7 @@ def _task_table(step: TrainingStep, accts: list[_Account], max_tasks: int) -> Ta
     lay = step.layout
     ranks_of_lane = lay.lane_ranks()
     width = ranks_of_lane.shape[2]
-    cols = {k: [] for k in ("rank", "step", "kind", "name", "group", "start_s", "end_s")}
+    cols: dict[str, list[np.ndarray]] = {k: [] for k in ("rank", "step", "kind", "name", "group", "start_s", "end_s")}
     total = 0
     for k, acct in enumerate(accts):
         for stage, kind, name, group, start, end in acct.records:
@@ -542,7 +543,7 @@ def run_training(step: TrainingStep, fabric: FabricModel, *, steps: int = 1, cas
     ideal_times, _ = _run_steps(step, _comm_times(step, None), factors)
     per_gpu = _per_rank(step, accts, factors)
     step_time = float(step_times.mean())
-    exposed = {}
+    exposed: dict[str, float] = {}
     lane = step.layout.lane_of()
     for acct in accts:
         for label, v in acct.comm.items():

@@ -93,6 +93,7 @@ mlx5 driver's formula (``drivers/net/ethernet/mellanox/mlx5/core/en/port_buffer.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import TypedDict
 
 from gpuwait.errors import SpecError, UnknownNameError
 from gpuwait.spec.cluster import TransportSpec
@@ -309,7 +310,21 @@ register_transport(TransportProfile(
     + CXI_RDZV_GET_MIN_BYTES, rendezvous_round_trip_s=2 * SLINGSHOT_OSU_LATENCY_S, net_plugin="aws-ofi-nccl"))
 
 
-def _message_curve_overrides(spec: TransportSpec) -> dict:
+class _Overrides(TypedDict, total=False):
+    """The TransportProfile fields a cluster file's ``transport`` section can override, by their profile names."""
+
+    mtu_bytes: float
+    message_overhead_s: float
+    rate_cap_Bps: float
+    message_curve: tuple[tuple[float, float], ...]
+    message_curve_stack: str
+    host_ceiling_Bps: float
+    net_plugin: str
+    rendezvous_software_match: bool
+    rendezvous_threshold_bytes: float
+
+
+def _message_curve_overrides(spec: TransportSpec) -> _Overrides:
     """The spec's measured socket message curve as profile fields: the curve, and its smallest message's time as
     the flat per-message overhead (the one figure every other use of ``message_overhead_s`` reads)."""
     if spec.name != "tcp":
@@ -321,6 +336,8 @@ def _message_curve_overrides(spec: TransportSpec) -> dict:
     if spec.message_curve_stack is None:
         raise SpecError("transport.message_curve_stack: missing; expected 'socket' (the curve measures socket calls, "
                         "e.g. sockperf) or 'mpi' (an MPI benchmark such as osu_bw over the same path)")
+    # resolve_transport calls this only for a spec with a curve
+    assert spec.message_curve is not None
     curve = tuple(spec.message_curve)
     return {"message_curve": curve, "message_overhead_s": curve[0][1], "message_curve_stack": spec.message_curve_stack}
 
@@ -331,7 +348,7 @@ def resolve_transport(spec: TransportSpec) -> TransportProfile:
         profile = TRANSPORTS[spec.name]
     except KeyError:
         raise UnknownNameError(f"transport.name: unknown transport {spec.name!r}; expected one of {', '.join(TRANSPORTS)}") from None
-    overrides = {}
+    overrides: _Overrides = {}
     if spec.mtu is not None:
         overrides["mtu_bytes"] = spec.mtu
     if spec.message_overhead is not None:

@@ -271,7 +271,8 @@ class GpuShape:
         return flops / self.achieved_flops
 
 
-def _custom_preset(spec: ComputeSpec, server_gpu_model: str | None) -> GpuPreset:
+def _custom_preset(peak_flops: float, memory_bytes: float, hbm_bandwidth_Bps: float,
+                   server_gpu_model: str | None) -> GpuPreset:
     """A GPU given by its figures: generation from the cluster's GPU when known (else Hopper), 132 SMs."""
     generation = "hopper"
     if server_gpu_model:
@@ -280,7 +281,7 @@ def _custom_preset(spec: ComputeSpec, server_gpu_model: str | None) -> GpuPreset
             generation = "ampere" if sm < 90 else "hopper" if sm < 100 else "blackwell"
         except SpecError:
             pass
-    return GpuPreset("custom", spec.peak_flops, spec.memory, spec.hbm_bandwidth, "workload.compute", generation, 132)
+    return GpuPreset("custom", peak_flops, memory_bytes, hbm_bandwidth_Bps, "workload.compute", generation, 132)
 
 
 def resolve_gpu(spec: ComputeSpec, precision: str = "bf16", server_gpu_model: str | None = None) -> GpuShape:
@@ -300,8 +301,9 @@ def resolve_gpu(spec: ComputeSpec, precision: str = "bf16", server_gpu_model: st
         if name is None and None in (spec.peak_flops, spec.memory, spec.hbm_bandwidth):
             _fail("workload.compute.gpu", f"the cluster's GPU {server_gpu_model!r} has no preset; expected a preset "
                   f"({', '.join(GPU_PRESETS)}) or peak_flops, memory and hbm_bandwidth")
-    if name is None and None not in (spec.peak_flops, spec.memory, spec.hbm_bandwidth):
-        preset = _custom_preset(spec, server_gpu_model)
+    preset: GpuPreset | None
+    if name is None and spec.peak_flops is not None and spec.memory is not None and spec.hbm_bandwidth is not None:
+        preset = _custom_preset(spec.peak_flops, spec.memory, spec.hbm_bandwidth, server_gpu_model)
     else:
         key = name or "H100-SXM"
         preset = GPU_PRESETS.get(key) or next((p for n, p in GPU_PRESETS.items() if n.upper() == key.upper()), None)
@@ -318,7 +320,7 @@ def resolve_gpu(spec: ComputeSpec, precision: str = "bf16", server_gpu_model: st
     return GpuShape(
         name=preset.name,
         peak_flops=peak,
-        efficiency=spec.efficiency if flat else kernels.achievable.get(dtype, 0.75),
+        efficiency=spec.efficiency if spec.efficiency is not None else kernels.achievable.get(dtype, 0.75),
         memory_bytes=spec.memory if spec.memory is not None else preset.memory_bytes,
         hbm_bandwidth_Bps=hbm,
         kernels=kernels,
@@ -718,6 +720,8 @@ def comm_volumes(shape: ModelShape, layout: ParallelLayout, micro_batch: int | N
     b = micro_batch or layout.micro_batch
     local_seq = shape.seq_len / layout.cp  # context parallelism splits every sequence over cp GPUs
     act = b * local_seq * shape.hidden * TRAIN_BYTES
+    tp_fwd: tuple[tuple[str, float], ...]
+    tp_bwd: tuple[tuple[str, float], ...]
     if layout.tp == 1:
         tp_fwd = tp_bwd = ()
     elif layout.sequence_parallel:
@@ -921,7 +925,7 @@ def decode_weight_bytes(shape: ModelShape, batch: int = 1) -> float:
     The input embedding reads one row per token, counted as nothing.
     """
     per = weight_bytes_per_param(shape.precision)
-    total = shape.params - shape.embedding_params
+    total: float = shape.params - shape.embedding_params
     if shape.is_moe:
         touched = shape.experts * (1.0 - (1.0 - shape.top_k / shape.experts) ** batch)
         total -= shape.moe_layers * (shape.experts - touched) * shape.expert_params

@@ -59,6 +59,7 @@ import csv
 import io
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -209,7 +210,8 @@ def _philly_time(text) -> float | None:
 
 def _philly_job(job: dict) -> TraceJob | None:
     submitted = _philly_time(job.get("submitted_time"))
-    run_s, best = 0.0, (0, ())
+    run_s = 0.0
+    best: tuple[int, tuple[str, ...]] = (0, ())  # (GPUs, host IPs) of the widest attempt
     for attempt in job.get("attempts") or ():
         start, end = _philly_time(attempt.get("start_time")), _philly_time(attempt.get("end_time"))
         if start is None or end is None or end < start:
@@ -248,7 +250,8 @@ def read_acme(trace_csv: str | Path) -> Trace:
         trace_csv, lambda text: datetime.fromisoformat(text).timestamp())))
 
 
-READERS = {"lingjun": read_lingjun, "pai": read_pai, "helios": read_helios, "philly": read_philly, "acme": read_acme}
+READERS: dict[str, Callable[[str | Path], Trace]] = {
+    "lingjun": read_lingjun, "pai": read_pai, "helios": read_helios, "philly": read_philly, "acme": read_acme}
 
 
 def _guess_kind(path: str | Path) -> str:
@@ -321,7 +324,7 @@ def trace_workload(gpus: int, gpus_per_server: int = 8, gpu: str | None = None) 
         pp = 1
     dp = max(gpus // (tp * pp), 1)
     parallel = {"tp": tp, "pp": pp, "zero": 1, "micro_batch": 1, "global_batch": dp * 2 * pp}
-    compute = {"jitter_cv": 0}
+    compute: dict[str, int | str] = {"jitter_cv": 0}
     if gpu is not None:
         compute["gpu"] = gpu
     return {"model": model, "parallel": parallel, "compute": compute, "steps": 1}
@@ -353,7 +356,7 @@ def link_sharing(trace: Trace) -> dict:
     """
     if not trace.topo:
         raise SpecError("trace: no topology; expected the Lingjun topo.csv beside worker.csv")
-    loads = []
+    loads: list[frozenset[tuple[str, str]]] = []  # per job, the (kind, switch or host) links it loads
     for j in trace.jobs:
         hosts = [h for h in j.hosts if h in trace.topo]
         if len(hosts) < 2:

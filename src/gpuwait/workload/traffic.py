@@ -149,7 +149,9 @@ def traffic_flows(topo: Topology, traffic: TrafficSpec) -> FlowTable:
             dup = next(n for n in names if names.count(n) > 1)
             raise SpecError(f"traffic.flows: the name {dup!r} is used twice; expected unique flow names",
                             hint="give every flow its own `name`")
-        src, dst, after = [], [], []
+        src: list[int] = []
+        dst: list[int] = []
+        after: list[list[int]] = []
         for i, f in enumerate(traffic.flows):
             for field, name in (("src", f.src), ("dst", f.dst)):
                 try:
