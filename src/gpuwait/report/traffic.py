@@ -205,9 +205,9 @@ def _figure(fig_id: str, fig: go.Figure) -> _Figure:
 
 def _case(run, index: int) -> _CaseView:
     out: _CaseView = {"case": case_name(run), "figures": [],
-           "hot_links": [{**h, "capacity": format_rate(h["capacity_Bps"]), "bytes": format_size(h["bytes"]),
-                          "mean_utilization": f"{h['mean_utilization']:.0%}"} for h in hot_links(run, 10)],
-           "ports": [], "counters": ""}
+                      "hot_links": [{**h, "capacity": format_rate(h["capacity_Bps"]), "bytes": format_size(h["bytes"]),
+                                     "mean_utilization": f"{h['mean_utilization']:.0%}"} for h in hot_links(run, 10)],
+                      "ports": [], "counters": ""}
     if _is_packet(run):
         ports = hot_ports(run)
         t = run.totals()
