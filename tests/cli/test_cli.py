@@ -267,3 +267,19 @@ def test_compare_refuses_the_sweep_options_it_would_drop(capsys, option):
     code, _, err = run_cli(capsys, "perf", "all_reduce", "--cluster", "dgx-a100", "--compare", LOG, *option)
     first = err.splitlines()[0]
     assert code == 2 and first.startswith("error: --compare: got ") and option[0] in first and "expected none" in first
+
+
+def test_a_validation_error_not_from_pydantic_propagates_as_itself(monkeypatch):
+    # the one-line handler matched pydantic's error by class name: another library's ValueError named
+    # ValidationError (no .errors()) then broke inside the handler with an AttributeError
+    import gpuwait.cli.main as cli_main
+
+    class ValidationError(ValueError):
+        pass
+
+    def fail(**_):
+        raise ValidationError("not pydantic's")
+
+    monkeypatch.setattr(cli_main, "app", fail)
+    with pytest.raises(ValidationError, match="not pydantic's"):
+        main([])

@@ -160,3 +160,12 @@ def test_nccl_dumps_that_disagree_are_refused(tmp_path):
         (tmp_path / host).write_text((DATA / src).read_text())
     with pytest.raises(SpecError, match=r"b.xml: \w+ is .*; expected .* as in .*a.xml \(gpuwait models one server template\)"):
         read_nccl_topo_dir(str(tmp_path))
+
+
+def test_nccl_topo_net_without_a_name_is_named_by_its_place(tmp_path):
+    # a hand-written NCCL_TOPO_FILE may leave out <net name=...>: the NIC is named like one with no <net>,
+    # not None (which broke the import with a traceback when the names were sorted)
+    path = tmp_path / "host.xml"
+    path.write_text((DATA / "nccl-topo-h200" / "fs-207.xml").read_text().replace('<net name="mlx5_1" ', "<net "))
+    fields, nics = read_nccl_topo(str(path))
+    assert nics == ["mlx5_0", "nic1", "mlx5_2"] and fields["nics"] == 3

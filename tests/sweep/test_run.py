@@ -3,12 +3,14 @@ keeps them, the report names the best cases."""
 
 from __future__ import annotations
 
+import math
+
 import pyarrow.parquet as pq
 import pytest
 
 from gpuwait.cli.main import main
 from gpuwait.errors import SpecError
-from gpuwait.report.sweep import best_per_axis_value, compact, pareto_front, query, render_sweep_report
+from gpuwait.report.sweep import best_per_axis_value, compact, heatmap_figure, pareto_front, query, render_sweep_report
 from gpuwait.runner.sweep import load_sweep, plan_sweep
 from gpuwait.runner.sweep_exec import ResultStore, run_sweep
 
@@ -105,3 +107,12 @@ def test_cli_run_query_report_compact(tmp_path, tiny_sweep, capsys):
     assert main(["sweep", "compact", str(out)]) == 0
     assert main(["sweep", "run", str(tiny_sweep), "--out", str(out), "--executor", "slurm"]) == 2
     assert "--executor: got 'slurm'" in capsys.readouterr().err
+
+
+def test_a_nan_metric_is_no_score_in_the_heatmap_and_the_pareto_front():
+    # a mean over no flows is NaN (fct_mean_s): it neither holds a heatmap cell against a real value
+    # nor beats every costlier case on the Pareto front (NaN compares false both ways)
+    rows = [{"case_id": "a", "x": 1, "y": 1, "t": math.nan, "c": 5}, {"case_id": "b", "x": 1, "y": 1, "t": 2.0, "c": 10}]
+    assert heatmap_figure(rows, "x", "y", "t").data[0].z[0][0] == 2.0
+    assert [r["case_id"] for r in pareto_front(rows, "t", "c")] == ["b"]
+    assert [b["case_id"] for b in best_per_axis_value(rows, ["x"], "t")] == ["b"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 
 import typer
 
@@ -91,11 +92,16 @@ def _renamed(text: str, option_of_field: dict[str, str], lead: bool = False) -> 
     ``lead``, a leading ``field:`` (or for an API argument ``field VALUE``) as the option."""
     for field, option in option_of_field.items():
         text = text.replace(f"`{field}`", option)
-        text = re.sub(rf"(?<![\w.-]){re.escape(field)}='([^']*)'", lambda m, o=option: f"{o} {m[1]}", text)
+        text = re.sub(rf"(?<![\w.-]){re.escape(field)}='([^']*)'", partial(_as_option, option), text)
         leads = text.startswith(f"{field}: ") or (field in API_OPTIONS and text.startswith(f"{field} "))
         if lead and leads:
             text = option + text[len(field):]
     return text
+
+
+def _as_option(option: str, match: re.Match[str]) -> str:
+    """``field='value'`` matched as ``option value``."""
+    return f"{option} {match[1]}"
 
 
 def terminal_safe(text: str) -> str:

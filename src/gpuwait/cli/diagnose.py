@@ -58,18 +58,26 @@ def diagnose(scenario_file: str | None = SCENARIO_ARGUMENT, inject: list[str] | 
 
         scenario = load_scenario(scenario_file)
         if scenario.jobs:  # several jobs on one fabric: placement and noisy-neighbor causes per job
-            from gpuwait.cli.place import jobs_dict, render_jobs
+            from gpuwait.cli.place import jobs_dict
             from gpuwait.diagnosis.placement import diagnose_jobs
             jobs = diagnose_jobs(scenario, steps)
             Output(json_out).emit({**jobs_dict(jobs["run"]), "findings": jobs["findings"]},
-                                  lambda c: (render_jobs(c, jobs["run"]), [c.print(f"{f['rank']}. [bold]{f['kind']}[/] "
-                                             f"{f['component']}: {f['explanation']}; fix: {f['fix']}") for f in jobs["findings"]]))
+                                  lambda c: _render_jobs_diagnosis(c, jobs["run"], jobs["findings"]))
             return
         check_scenario_cost(scenario, max_memory, steps)
         with traffic_progress("packet", not json_out) as progress:  # shown only for a traffic scenario
             result = diagnose_run(scenario, inject or [], steps=steps, measure_gain=not no_gain,
                                   report=report, progress=progress)
     Output(json_out).emit(result.to_dict(), lambda c: render_diagnosis(c, result.diagnosis))
+
+
+def _render_jobs_diagnosis(console: Console, run, findings: list[dict]) -> None:
+    """The shared run's jobs, then the findings in rank order."""
+    from gpuwait.cli.place import render_jobs
+
+    render_jobs(console, run)
+    for f in findings:
+        console.print(f"{f['rank']}. [bold]{f['kind']}[/] {f['component']}: {f['explanation']}; fix: {f['fix']}")
 
 
 def render_diagnosis(console: Console, diagnosis, limit: int = 8) -> None:

@@ -106,7 +106,10 @@ def main(argv: list[str] | None = None) -> int:
             sys.stderr.write(f"hint: {error_line(err.hint)}\n")
         return 2
     except ValueError as err:  # a pydantic model built from options (a preset with --servers): one line too
-        if type(err).__name__ != "ValidationError" or os.environ.get("GPUWAIT_DEBUG") == "1":
+        # imported on this error path only: the CLI starts without the scenario models (tests/cli/test_startup.py)
+        from pydantic import ValidationError
+
+        if not isinstance(err, ValidationError) or os.environ.get("GPUWAIT_DEBUG") == "1":
             raise
         from gpuwait.spec.load import describe_validation_error
 

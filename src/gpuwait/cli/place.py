@@ -54,12 +54,11 @@ def _export(scenario, fmt: str) -> None:
     import sys
 
     from gpuwait.placement import fabric_tree
-    from gpuwait.placement.export import FORMATS, export_placement
+    from gpuwait.placement.export import check_export_format, export_placement
     from gpuwait.runner.jobs import place_jobs
     from gpuwait.topology.presets import build_cluster, resolve_cluster
 
-    if fmt not in FORMATS:  # before building the fabric: a typo costs nothing
-        export_placement(fmt, None, [])
+    check_export_format(fmt)  # before building the fabric: a typo costs nothing
     tree = fabric_tree(build_cluster(resolve_cluster(scenario.cluster)))
     job = place_jobs(list(scenario.jobs), tree)[-1]
     p = job.spec.placement
@@ -101,7 +100,7 @@ def _scenario(job_file: str, cluster: str | None, name: str | None, policy: str 
         # the placed job goes after its co-tenants: lowest priority, so they keep their servers
         low = min(j.priority for j in jobs) - 1
         jobs[-1] = jobs[-1].model_copy(update={"placement": placement, "priority": low})
-    update_scenario = {"jobs": jobs}
+    update_scenario: dict[str, object] = {"jobs": jobs}
     if cluster is not None:
         with options_named(preset="--cluster"):
             update_scenario["cluster"] = load_cluster(cluster)

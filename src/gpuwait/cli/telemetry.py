@@ -64,5 +64,6 @@ def export(scenario_file: str = typer.Argument(..., metavar="SCENARIO.yaml", hel
         else:
             output.text(text)
     else:
+        assert target is not None  # parquet always has a target: output_file(...) above
         path = write_atomically(target, lambda p: write_metrics_parquet(metrics, p))
         output.console.print(f"wrote {path} ({len(metrics)} samples)", markup=False)

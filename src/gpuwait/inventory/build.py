@@ -111,7 +111,7 @@ def import_inventory(src: Sources) -> Imported:
     uncabled = int((topo.nic_uplink[:, :, 0] < 0).sum())
     if uncabled:
         notes.append(f"{uncabled} NIC(s) have no cable in the sources; traffic from their GPUs has no path")
-    tiers = {}
+    tiers: dict[int, int] = {}  # tier -> switches in it
     for switch in section["switches"]:
         tiers[switch["tier"]] = tiers.get(switch["tier"], 0) + 1
     summary = {"hosts": len(section["hosts"]), "gpus": topo.n_gpus, "nics_per_host": implied["nics"],

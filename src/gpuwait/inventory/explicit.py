@@ -31,25 +31,27 @@ _COLUMNS = ("a", "a_port", "b", "b_port", "speed")
 
 def _end(text: str, port: object, where: Where, hosts: set[str], switches: set[str]) -> End:
     text = str(text).strip()
-    port = None if port in (None, "") else (int(port) if str(port).isdigit() else str(port))
+    port_id = None if port in (None, "") else (int(str(port)) if str(port).isdigit() else str(port))
     if "/" in text:
         host, nic = text.split("/", 1)
         if hosts and host not in hosts:
             near = difflib.get_close_matches(host, sorted(hosts), n=3, cutoff=0.6)
             raise SpecError(f"{where}: link end {text!r}: host {host!r} is not in hosts:"
                             + (f" (close: {', '.join(near)})" if near else "") + "; expected a listed host")
-        return End(host=host, nic=nic, port=port)
+        return End(host=host, nic=nic, port=port_id)
     if switches and text not in switches:
         near = difflib.get_close_matches(text, sorted(switches), n=3, cutoff=0.6)
         raise SpecError(f"{where}: link end {text!r} is neither HOST/NIC nor a switch in switches:"
                         + (f" (close: {', '.join(near)})" if near else ""))
-    return End(switch=text, port=port)
+    return End(switch=text, port=port_id)
 
 
 def _rate(value: object, where: Where) -> float | None:
     if value in (None, ""):
         return None
     try:
+        if not isinstance(value, (str, int, float)):
+            raise TypeError  # a list or a mapping in the file: not a rate either
         return parse_rate_Bps(value) * 8  # bytes/s -> bits/s
     except (UnitError, ValueError, TypeError):
         raise SpecError(f"{where}: speed {value!r}; expected a rate such as 400Gbps or 50GB/s") from None

@@ -112,11 +112,11 @@ def keep_hosts(found: Collected, hosts: list[str] | None) -> Collected:
 
 def infer_tiers(found: Collected) -> dict[str, int]:
     """Tier of every switch reachable from a host: leaves (cabled to a host) 1, then one more per switch hop."""
-    tier = {}
+    tier: dict[str, int] = {}
     neighbours: dict[str, set[str]] = {}
     for cable in found.cables:
         ends = (cable.a, cable.b)
-        switches = [e.switch for e in ends if e.host is None]
+        switches = [e.name for e in ends if e.host is None]  # a switch end's name, as add_cable lists it
         if len(switches) == 1:
             tier[switches[0]] = 1
         elif len(switches) == 2:

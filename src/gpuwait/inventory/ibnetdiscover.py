@@ -164,7 +164,8 @@ def read_ibnetdiscover(path: str, found: Collected | None = None, name_map: dict
         where = Where(path, number)
         ends = []
         for node_id, port_no in ((own, int(port[1])), (peer, int(port[4]))):
-            host, name = names[node_id]
-            ends.append(End(host=host, nic=name, port=port_no) if host is not None else End(switch=name, port=port_no))
+            owner, end_name = names[node_id]
+            ends.append(End(host=owner, nic=end_name, port=port_no) if owner is not None
+                        else End(switch=end_name, port=port_no))
         found.add_cable(ends[0], ends[1], link_rate_bps(port[6] or ""), where)
     return found

@@ -157,10 +157,11 @@ def read_nccl_topo(path: str) -> tuple[dict, list[str]]:
                         "(a dump from a host with GPUs)")
     switches: dict[int, int] = {}
     gpu_switch = [_switch_of(parents, switches) for _, parents in found["gpus"]]
-    nics = []
+    nics: list[tuple[int, str, float, int]] = []  # (dev, name, speed in Mb/s, PCIe switch)
     for element, parents in found["nics"]:
         net = element.find(".//net")
-        name = net.get("name") if net is not None else f"nic{len(nics)}"
+        # a <net> with no name (a hand-written file) is named by its place, like a NIC with no <net>
+        name = (net.get("name") if net is not None else None) or f"nic{len(nics)}"
         dev = int(net.get("dev", len(nics))) if net is not None and net.get("dev", "").isdigit() else len(nics)
         speed_mbps = float(net.get("speed", "0")) if net is not None else 0.0
         nics.append((dev, name, speed_mbps, _switch_of(parents, switches)))

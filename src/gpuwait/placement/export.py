@@ -49,9 +49,9 @@ def _narrowest(tree: FabricTree, servers: np.ndarray) -> str:
     return "leaf" if leaves == 1 else "pod" if pods == 1 else "cluster"
 
 
-def slurm_topology(tree: FabricTree, servers: Sequence[int], job: str = "job") -> str:
+def slurm_topology(tree: FabricTree, servers: Sequence[int] | np.ndarray, job: str = "job") -> str:
     """topology.conf lines for the fabric and the sbatch options of the job's placement."""
-    servers = np.asarray(servers, np.int64)
+    server_ids = np.asarray(servers, np.int64)
     lines = ["# topology.conf (TopologyPlugin=topology/tree), written by gpuwait"]
     n_leaves, n_pods = int(tree.leaf_of_server.max()) + 1, int(tree.pod_of_server.max()) + 1
     for leaf in range(n_leaves):
@@ -61,17 +61,17 @@ def slurm_topology(tree: FabricTree, servers: Sequence[int], job: str = "job") -
         lines.append(f"SwitchName=pod{pod} Switches={hostlist([f'leaf{k}' for k in leaves])}")
     if n_pods > 1:
         lines.append(f"SwitchName=core Switches={hostlist([f'pod{k}' for k in range(n_pods)])}")
-    leaves, _ = tree.spans(servers)
+    n_job_leaves, _ = tree.spans(server_ids)
     lines += ["", f"# {job}: sbatch options that pin its placement",
-              f"#SBATCH --nodes={len(servers)} --nodelist={hostlist([tree.server_names[s] for s in servers])} "
-              f"--switches={leaves}"]
+              f"#SBATCH --nodes={len(server_ids)} --nodelist={hostlist([tree.server_names[s] for s in server_ids])} "
+              f"--switches={n_job_leaves}"]
     return "\n".join(lines) + "\n"
 
 
-def kueue_objects(tree: FabricTree, servers: Sequence[int], job: str = "job", mode: str = "required",
+def kueue_objects(tree: FabricTree, servers: Sequence[int] | np.ndarray, job: str = "job", mode: str = "required",
                   block_label: str = KUEUE_BLOCK_LABEL, rack_label: str = KUEUE_RACK_LABEL) -> list[dict]:
     """Kueue's Topology and ResourceFlavor, the nodes' labels and the job's pod-set annotation."""
-    servers = np.asarray(servers, np.int64)
+    server_ids = np.asarray(servers, np.int64)
     objects: list[dict] = [
         {"apiVersion": "kueue.x-k8s.io/v1alpha1", "kind": "Topology", "metadata": {"name": "gpuwait"},
          "spec": {"levels": [{"nodeLabel": block_label}, {"nodeLabel": rack_label}, {"nodeLabel": HOSTNAME_LABEL}]}},
@@ -82,7 +82,7 @@ def kueue_objects(tree: FabricTree, servers: Sequence[int], job: str = "job", mo
         objects.append({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {
             block_label: f"pod{int(tree.pod_of_server[s])}", rack_label: f"leaf{int(tree.leaf_of_server[s])}",
             HOSTNAME_LABEL: name}}})
-    level = _narrowest(tree, servers)
+    level = _narrowest(tree, server_ids)
     if mode == "unconstrained":
         annotations = {"kueue.x-k8s.io/podset-unconstrained-topology": "true"}
     else:
@@ -92,14 +92,14 @@ def kueue_objects(tree: FabricTree, servers: Sequence[int], job: str = "job", mo
                        else {"kueue.x-k8s.io/podset-unconstrained-topology": "true"})
     objects.append({"apiVersion": "batch/v1", "kind": "Job",
                     "metadata": {"name": job, "labels": {"kueue.x-k8s.io/queue-name": "user-queue"}},
-                    "spec": {"parallelism": len(servers), "completions": len(servers), "completionMode": "Indexed",
+                    "spec": {"parallelism": len(server_ids), "completions": len(server_ids), "completionMode": "Indexed",
                              "template": {"metadata": {"annotations": annotations}}}})
     return objects
 
 
-def volcano_objects(tree: FabricTree, servers: Sequence[int], job: str = "job", mode: str = "hard") -> list[dict]:
+def volcano_objects(tree: FabricTree, servers: Sequence[int] | np.ndarray, job: str = "job", mode: str = "hard") -> list[dict]:
     """Volcano's HyperNodes (tier 1 per leaf domain, tier 2 per pod) and the job's networkTopology."""
-    servers = np.asarray(servers, np.int64)
+    server_ids = np.asarray(servers, np.int64)
     objects: list[dict] = []
     n_leaves, n_pods = int(tree.leaf_of_server.max()) + 1, int(tree.pod_of_server.max()) + 1
     for leaf in range(n_leaves):
@@ -112,21 +112,28 @@ def volcano_objects(tree: FabricTree, servers: Sequence[int], job: str = "job", 
                         "spec": {"tier": 2, "members": [{"type": "HyperNode", "selector": {"exactMatch": {"name": f"leaf{k}"}}}
                                                         for k in leaves]}})
     topology: dict = {"mode": mode}
-    tier = {"leaf": 1, "pod": 2}.get(_narrowest(tree, servers))
+    tier = {"leaf": 1, "pod": 2}.get(_narrowest(tree, server_ids))
     if mode == "hard":
         # a job across pods has no HyperNode above tier 2 here: allow tier 3 (the whole cluster)
         topology["highestTierAllowed"] = tier if tier is not None else 3
     objects.append({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": job},
-                    "spec": {"minAvailable": len(servers), "schedulerName": "volcano", "networkTopology": topology}})
+                    "spec": {"minAvailable": len(server_ids), "schedulerName": "volcano", "networkTopology": topology}})
     return objects
 
 
-def export_placement(fmt: str, tree: FabricTree, servers: Sequence[int], job: str = "job", mode: str | None = None) -> str:
+def check_export_format(fmt: str) -> None:
+    """Refuse a ``fmt`` not in :data:`FORMATS` with one line naming them (callers check before
+    building a fabric: a typo costs nothing)."""
+    if fmt not in FORMATS:
+        raise UnknownNameError(f"--export: got {fmt!r}; expected one of {', '.join(FORMATS)}")
+
+
+def export_placement(fmt: str, tree: FabricTree, servers: Sequence[int] | np.ndarray, job: str = "job",
+                     mode: str | None = None) -> str:
     """The fabric and the job's placement as text in ``fmt`` (slurm, kueue or volcano)."""
+    check_export_format(fmt)
     if fmt == "slurm":
         return slurm_topology(tree, servers, job)
     if fmt == "kueue":
         return yaml.safe_dump_all(kueue_objects(tree, servers, job, mode or "required"), sort_keys=False)
-    if fmt == "volcano":
-        return yaml.safe_dump_all(volcano_objects(tree, servers, job, mode or "hard"), sort_keys=False)
-    raise UnknownNameError(f"--export: got {fmt!r}; expected one of {', '.join(FORMATS)}")
+    return yaml.safe_dump_all(volcano_objects(tree, servers, job, mode or "hard"), sort_keys=False)

@@ -69,7 +69,7 @@ def place(free: np.ndarray, tree: FabricTree, n_servers: int, spec: PlacementSpe
 def _by_leaf(tree: FabricTree, servers: np.ndarray) -> np.ndarray:
     """The servers grouped by leaf domain (domains in first-seen order, servers by index inside)."""
     servers = np.asarray(servers, np.int64)
-    first = {}
+    first: dict[int, int] = {}  # leaf domain -> its order of first appearance
     for s in servers.tolist():
         first.setdefault(int(tree.leaf_of_server[s]), len(first))
     key = np.array([first[int(tree.leaf_of_server[s])] for s in servers.tolist()])

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from itertools import groupby
 
 import numpy as np
 
@@ -88,12 +89,11 @@ def hostlist(names: list[str] | tuple[str, ...]) -> str:
         groups.setdefault((prefix, width), []).append(int(digits))
     parts = []
     for (prefix, width), numbers in groups.items():
-        numbers = sorted(set(numbers))
-        ranges, start = [], numbers[0]
-        for prev, cur in zip(numbers, numbers[1:] + [None]):
-            if cur is None or cur != prev + 1:
-                a, b = f"{start:0{width}d}", f"{prev:0{width}d}"
-                ranges.append(a if start == prev else f"{a}-{b}")
-                start = cur
+        ranges = []
+        # consecutive numbers keep (number - position) constant: each group is one run
+        for _, pairs in groupby(enumerate(sorted(set(numbers))), key=lambda pair: pair[1] - pair[0]):
+            run = [number for _, number in pairs]
+            a, b = f"{run[0]:0{width}d}", f"{run[-1]:0{width}d}"
+            ranges.append(a if len(run) == 1 else f"{a}-{b}")
         parts.append(f"{prefix}{ranges[0]}" if len(ranges) == 1 and "-" not in ranges[0] else f"{prefix}[{','.join(ranges)}]")
     return ",".join(parts + plain)

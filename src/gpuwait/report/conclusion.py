@@ -92,7 +92,7 @@ def _single_case(result: RunResult) -> Conclusion:
     b = result.breakdown
     step_s, cost_s = b.step_time_s, b.network_cost_s
     groups = dict(b.exposed_comm_s)
-    numbers = {"step_time_s": step_s, "network_cost_s": cost_s, "wait_fraction": b.wait_fraction}
+    numbers: dict[str, float | str] = {"step_time_s": step_s, "network_cost_s": cost_s, "wait_fraction": b.wait_fraction}
     text = (f"{result.case}: the step takes {_ms(step_s)}; an ideal network would make it {_ms(cost_s)} shorter "
             f"({cost_s / step_s if step_s > 0 else 0.0:.1%}).")
     sentences = [text]

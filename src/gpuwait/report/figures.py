@@ -96,7 +96,8 @@ def link_heatmap_figure(result: RunResult, max_columns: int = 400) -> go.Figure:
     for tier in tiers:
         ids = np.flatnonzero(links.tier == tier)
         bins = np.array_split(ids, min(len(ids), max_columns))
-        row_z, row_text = [], []
+        row_z: list[float | None] = []  # None: a blank cell where a tier is shorter than the widest
+        row_text: list[str] = []
         for b in bins:
             k = int(b[np.argmax(util[b])])
             row_z.append(float(util[k]))

@@ -6,6 +6,7 @@ import os
 import re
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from pathlib import Path
 
 from gpuwait.diagnosis.report import diagnosis_dict
@@ -124,11 +125,11 @@ def write_reports(results: Sequence[RunResult], directory: str | Path, title: st
     findings = [f for d in diagnoses for f in diagnosis_dict(d)["findings"]]
     # a diagnosis opens with its ranked causes, a comparison with what separates the cases
     conclusion = [s for d in diagnoses for s in diagnosis_conclusion(d).sentences] or None
-    writers = [("report.html", lambda p: write_html_report(results, p, title=title, findings=findings,
-                                                           conclusion=conclusion))]
+    writers: list[tuple[str, Callable[[Path], object]]] = [
+        ("report.html", lambda p: write_html_report(results, p, title=title, findings=findings, conclusion=conclusion))]
     for result in results:
         writers.append((f"trace-{_slug(result.case)}.json",
-                        lambda p, r=result: write_perfetto_trace(r, p, gpus_per_server=r.gpus_per_server)))
+                        partial(write_perfetto_trace, result, gpus_per_server=result.gpus_per_server)))
     writers.append(("tasks.parquet", lambda p: write_task_parquet(results, p)))
     writers.append(("links.parquet", lambda p: write_link_parquet(results, p)))
     return [write_atomically(out / name, write) for name, write in writers]

@@ -7,6 +7,7 @@ Functions here turn a :class:`~gpuwait.engine.flow_run.FlowRun` into plain dicts
 from __future__ import annotations
 
 import numpy as np
+from rich.console import JustifyMethod
 from rich.markup import escape
 from rich.table import Table
 
@@ -21,7 +22,7 @@ _NETWORK_LINKS = (LinkKind.HOST, LinkKind.FABRIC)
 
 def routing_label(run: FlowRun) -> str:
     r = run.routing
-    label = r.kind
+    label: str = r.kind
     if r.kind == "ecmp":
         label += f" {r.hash} seed {r.seed}" + ("" if r.per_switch_seed else " (same seed everywhere)")
     if r.qps_per_connection > 1 and get_router(r.kind).single_path:  # QPs spread only single-path routes
@@ -148,8 +149,10 @@ def packet_run_entry(run) -> dict:
 def comparison_table(summaries: list[dict]) -> Table:
     best = min(s["makespan_s"] for s in summaries)
     table = Table(title="Completion by routing choice", title_justify="left")
-    for col, justify in (("routing", "left"), ("completion", "right"), ("vs best", "right"), ("slowest flow", "right"),
-                         ("mean flow", "right"), ("leaf uplinks used", "right"), ("busiest/mean uplink", "right")):
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
+        ("routing", "left"), ("completion", "right"), ("vs best", "right"), ("slowest flow", "right"),
+        ("mean flow", "right"), ("leaf uplinks used", "right"), ("busiest/mean uplink", "right"))
+    for col, justify in columns:
         table.add_column(col, justify=justify)
     for s in summaries:
         slow = s["makespan_s"] / best

@@ -86,7 +86,7 @@ def perfetto_trace(result: RunResult, max_ranks: int = 64, gpus_per_server: int 
 
     # One stream = (rank, stream name); each gets lanes so its slices never overlap on one thread.
     order = np.lexsort((end_us, start_us, stream, rank))
-    slices = []  # (task index, rank, stream, lane)
+    slices: list[tuple[int, int, str, int]] = []  # (task index, rank, stream, lane)
     i = 0
     while i < len(order):
         r, s = int(rank[order[i]]), str(stream[order[i]])

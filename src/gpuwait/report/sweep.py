@@ -106,14 +106,23 @@ def _better(metric: str, a: float, b: float) -> bool:
     return a > b if metric in HIGHER_IS_BETTER else a < b
 
 
+def _score(row: dict, metric: str) -> float | None:
+    """The row's ``metric``; None where it has none: missing, or NaN (a mean over no flows), which
+    compares false both ways and so would win or hold any ranking it entered."""
+    score = row.get(metric)
+    if score is None or (isinstance(score, float) and math.isnan(score)):
+        return None
+    return score
+
+
 def best_per_axis_value(rows: list[dict], axes: list[str], metric: str) -> list[dict]:
     """For every value of every axis, the best case with that value: its metric and other axes."""
     out = []
     for axis in axes:
         best: dict[Any, dict] = {}
         for row in rows:
-            value, score = row.get(axis), row.get(metric)
-            if score is None or (isinstance(score, float) and math.isnan(score)):
+            value, score = row.get(axis), _score(row, metric)
+            if score is None:
                 continue
             if value not in best or _better(metric, score, best[value][metric]):
                 best[value] = row
@@ -127,13 +136,14 @@ def heatmap_figure(rows: list[dict], x: str, y: str, metric: str) -> go.Figure:
     """The best ``metric`` over the other axes for each (x, y) pair of axis values."""
     xs = sorted({r.get(x) for r in rows}, key=str)
     ys = sorted({r.get(y) for r in rows}, key=str)
-    z = [[None] * len(xs) for _ in ys]
+    z: list[list[float | None]] = [[None] * len(xs) for _ in ys]
     for r in rows:
-        score = r.get(metric)
+        score = _score(r, metric)
         if score is None:
             continue
         i, j = ys.index(r.get(y)), xs.index(r.get(x))
-        if z[i][j] is None or _better(metric, score, z[i][j]):
+        cell = z[i][j]
+        if cell is None or _better(metric, score, cell):
             z[i][j] = score
     fig = go.Figure(go.Heatmap(z=z, x=[str(v) for v in xs], y=[str(v) for v in ys], colorscale="Viridis",
                                colorbar={"title": metric}, reversescale=metric not in HIGHER_IS_BETTER))
@@ -141,9 +151,14 @@ def heatmap_figure(rows: list[dict], x: str, y: str, metric: str) -> go.Figure:
     return fig
 
 
+def _scored(rows: list[dict], metric: str, cost: str) -> list[dict]:
+    """The rows with both a ``metric`` score and a ``cost``: the points of a Pareto plot."""
+    return [r for r in rows if _score(r, metric) is not None and r.get(cost) is not None]
+
+
 def pareto_front(rows: list[dict], metric: str, cost: str) -> list[dict]:
     """Cases no other case beats on both ``metric`` and ``cost`` (lower cost is better)."""
-    points = [r for r in rows if r.get(metric) is not None and r.get(cost) is not None]
+    points = _scored(rows, metric, cost)
     front = []
     for r in points:
         dominated = any(
@@ -155,7 +170,7 @@ def pareto_front(rows: list[dict], metric: str, cost: str) -> list[dict]:
 
 
 def pareto_figure(rows: list[dict], metric: str, cost: str, axes: list[str]) -> go.Figure:
-    points = [r for r in rows if r.get(metric) is not None and r.get(cost) is not None]
+    points = _scored(rows, metric, cost)
     front = pareto_front(rows, metric, cost)
 
     def label(r: dict) -> str:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TypedDict
 
 import numpy as np
 import plotly.graph_objects as go
@@ -183,15 +184,30 @@ def utilization_figure(run, links: Sequence[int]) -> go.Figure:
     return fig
 
 
-def _figure(fig_id: str, fig: go.Figure) -> dict:
+class _Figure(TypedDict):
+    id: str
+    json: str
+
+
+class _CaseView(TypedDict):
+    """One case of the traffic report, as traffic.html.j2 reads it."""
+
+    case: str
+    figures: list[_Figure]
+    hot_links: list[dict]
+    ports: list[dict]
+    counters: str
+
+
+def _figure(fig_id: str, fig: go.Figure) -> _Figure:
     return {"id": fig_id, "json": script_safe_json(fig)}
 
 
-def _case(run, index: int) -> dict:
-    out = {"case": case_name(run), "figures": [],
-           "hot_links": [{**h, "capacity": format_rate(h["capacity_Bps"]), "bytes": format_size(h["bytes"]),
-                          "mean_utilization": f"{h['mean_utilization']:.0%}"} for h in hot_links(run, 10)],
-           "ports": [], "counters": ""}
+def _case(run, index: int) -> _CaseView:
+    out: _CaseView = {"case": case_name(run), "figures": [],
+                      "hot_links": [{**h, "capacity": format_rate(h["capacity_Bps"]), "bytes": format_size(h["bytes"]),
+                                     "mean_utilization": f"{h['mean_utilization']:.0%}"} for h in hot_links(run, 10)],
+                      "ports": [], "counters": ""}
     if _is_packet(run):
         ports = hot_ports(run)
         t = run.totals()

@@ -52,6 +52,7 @@ from gpuwait.collectives.nccltests import busbw_factor
 from gpuwait.collectives.physical import (
     SPEC_NAMES,
     PhysicalParams,
+    PipelineCosts,
     calibration_section,
     physical_defaults,
     pipelined_time_s,
@@ -190,7 +191,7 @@ def calibrate(logs: Sequence[MeasuredLog], cluster: str, servers: int | None = N
     defaults = physical_defaults(predictor.transport)
     estimates = [[predictors[v].estimate(log.collective, size) for size in log.sizes_bytes]
                  for log, (v, _) in zip(logs, versions, strict=True)]
-    observations = [[Observation(e.costs, defaults, t, log.name, size)
+    observations = [[Observation(_costs(e), defaults, t, log.name, size)
                      for e, t, size in zip(ests, log.time_s, log.sizes_bytes, strict=True)]
                     for log, ests in zip(logs, estimates, strict=True)]
     validation, folds = _folds(observations)
@@ -206,7 +207,7 @@ def calibrate(logs: Sequence[MeasuredLog], cluster: str, servers: int | None = N
                 times[i] = _time_s(group[i], adjustment)
     selection, everything = select_and_fit(observations, chosen, base)
     results = [LogResult(log, _rows(log, ests, [e.time_s for e in ests]),
-                         _rows(log, ests, [pipelined_time_s(e.costs, defaults) for e in ests]),
+                         _rows(log, ests, [pipelined_time_s(_costs(e), defaults) for e in ests]),
                          _rows(log, ests, list(times)), version, source)
                for log, ests, times, (version, source) in zip(logs, estimates, held_out, versions, strict=True)]
     flat = [o for group in observations for o in group]
@@ -252,6 +253,14 @@ def _folds(observations: list[list[Observation]]) -> tuple[str, list[tuple[list[
                         hint="give a log with a size sweep (nccl-tests -b 8 -e 8G -f 2) or several logs")
     even = np.isin(sizes_bytes, distinct[::2])
     return ALTERNATE_SIZES, [([even], [~even]), ([~even], [even])]
+
+
+def _costs(estimate: CollectiveEstimate) -> PipelineCosts:
+    """The parts ``estimate``'s time is made of."""
+    # a predictor's estimate always carries them (CollectivePredictor._estimate builds every one);
+    # only fabric.groups' placeholder for an empty group has none, and calibration never sees it
+    assert estimate.costs is not None, f"{estimate.collective} estimate without its costs"
+    return estimate.costs
 
 
 def _time_s(observation: Observation, adjustment: Adjustment) -> float:

@@ -321,17 +321,17 @@ def relabel_links(topo, first: np.ndarray, now: np.ndarray, links: np.ndarray,
         image = sorted({int(topo.link_dst[j]) for j in np.flatnonzero((topo.link_src == node_map[src]) & tier1)})
         if len(image) != 1 or leaf_map.setdefault(leaf, image[0]) != image[0]:
             return None
-    for leaf, image in leaf_map.items():
-        node_map[leaf] = image
+    for leaf, leaf_image in leaf_map.items():
+        node_map[leaf] = leaf_image
     if len(set(leaf_map.values())) != len(leaf_map):
         return None
     # parallel cables between one pair of nodes: the n-th maps to the n-th
     moved = np.empty(len(links), np.int64)
     for i, k in enumerate(links.tolist()):
-        image = links_of.get((int(node_map[topo.link_src[k]]), int(node_map[topo.link_dst[k]])), ())
-        if rank[k] >= len(image):
+        parallel = links_of.get((int(node_map[topo.link_src[k]]), int(node_map[topo.link_dst[k]])), [])
+        if rank[k] >= len(parallel):
             return None
-        moved[i] = image[rank[k]]
+        moved[i] = parallel[rank[k]]
     if len(set(moved.tolist())) != len(moved):
         return None
     return moved
@@ -391,7 +391,7 @@ class _Run:
         self.cl, self.specs, self.rec, self.backfill = cl, specs, records, backfill
         self.st = _State(np.ones(cl.tree.n_servers, bool))
         self.order = sorted(range(len(specs)), key=lambda i: (specs[i].arrival, -specs[i].priority, i))
-        self.timeline: list[tuple[float, int, int, int]] = []
+        self.timeline: list[tuple[float, int, int, int, int]] = []
         self.link_shared_s = np.zeros(cl.topo.n_links)
         self.alloc_gpu_s = self.useful_gpu_s = self.frag_gpu_s = self.leaf_frag_gpu_s = 0.0
         self.leaf_size = np.bincount(cl.tree.leaf_of_server)

@@ -159,7 +159,8 @@ def plan_sweep(spec: SweepSpec, base: dict) -> SweepPlan:
         by_path = {a.path: v for a, v in zip(spec.axes, combo)}
         if _excluded(by_path, spec.exclude):
             continue
-        doc = {"kind": kind, "scenario": copy.deepcopy(base), "perf": spec.perf.model_dump() if spec.perf else None,
+        scenario = copy.deepcopy(base)
+        doc = {"kind": kind, "scenario": scenario, "perf": spec.perf.model_dump() if spec.perf else None,
                "steps": spec.steps, "engine": spec.engine if kind == "traffic" else "flow"}
         for path, value in by_path.items():
             if path == "steps":
@@ -169,7 +170,7 @@ def plan_sweep(spec: SweepSpec, base: dict) -> SweepPlan:
                     raise SpecError(f"axis {path}: the sweep is of kind {kind}; expected a perf sweep (`perf:`)")
                 set_path(doc, path, value)
             else:
-                set_path(doc["scenario"], path, value)
+                set_path(scenario, path, value)
         cases.append(_keyed(doc, {a.column: v for a, v in zip(spec.axes, combo)}))
     return SweepPlan(spec.name, kind, [a.column for a in spec.axes], cases)
 

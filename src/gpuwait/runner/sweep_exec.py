@@ -206,8 +206,9 @@ def _run_ray(payloads: list, finished: Callable[[dict], None], workers: int | No
         raise SpecError("--executor ray: the ray package is not installed",
                         hint="pip install 'gpuwait[ray]' (plain ray; the dashboard is not needed)") from None
     if not ray.is_initialized():
+        # num_cpus=None (ray's default) lets ray count the machine's CPUs; a cluster brings its own
         ray.init(address=address, include_dashboard=False, log_to_driver=False,
-                 **({"num_cpus": workers} if workers and address is None else {}))
+                 num_cpus=workers if workers and address is None else None)
     task = ray.remote(num_cpus=1, max_retries=MAX_RETRIES)(work)
     in_flight = int(ray.available_resources().get("CPU", 1))
     pending: dict = {}

@@ -18,6 +18,7 @@ from gpuwait.steps.serving import run_serving
 from gpuwait.steps.training import run_training
 from gpuwait.topology.model import Topology
 from gpuwait.topology.presets import build_cluster, resolve_cluster
+from gpuwait.workload.program import ServingStep, TrainingStep
 from gpuwait.workload.steps import serving_step, training_step
 
 
@@ -74,11 +75,11 @@ def simulate_workload(scenario: Scenario, steps: int | None = None, progress=Non
         cluster = resolve_cluster(scenario.cluster)
         topo = build(cluster)
     spec = scenario.workload
+    assert spec is not None  # checked above; a fault's on_scenario changes the workload, never removes it
     n_steps = steps if steps is not None else spec.steps
     if n_steps < 1:
         raise SpecError(f"steps: got {n_steps}; expected at least 1")
-    training = spec.mode == "training"
-    step = training_step(spec, topo) if training else serving_step(spec, topo)
+    step: TrainingStep | ServingStep = training_step(spec, topo) if spec.mode == "training" else serving_step(spec, topo)
     cluster_name = scenario.cluster.preset or cluster.name
     cases = scenario_cases(scenario, cluster)
     faulty, effects = perturbation.apply(topo, float(cases[0][2].mtu_bytes))
@@ -91,7 +92,7 @@ def simulate_workload(scenario: Scenario, steps: int | None = None, progress=Non
         fabric = FabricModel(faulty, routing, transport, env, background_Bps=background)
         label = case_label(name, routing, transport)
         cluster_label = _cluster_label(cluster_name, topo, transport, cases[0][2])
-        if training:
+        if isinstance(step, TrainingStep):
             if step.storage_read_Bps_per_gpu > 0:
                 read = fabric.storage(step.layout.rank_gpu, step.storage_read_Bps_per_gpu)
                 fabric = fabric.with_background(read.link_load_Bps)
