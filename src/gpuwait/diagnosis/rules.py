@@ -240,7 +240,7 @@ def slow_gpu(obs: Observation, out: RuleOutput) -> None:
     Its cost is the time the others wait for it: what it computes beyond the slowest other GPU of
     the job, which is what the step would shrink by if it computed like its peers (a GPU of a light
     pipeline stage that stays under the heaviest stage's compute costs nothing)."""
-    if obs.per_gpu_s is None:
+    if obs.per_gpu_s is None or obs.gpu_names is None:  # a finding names its GPU: phases without names name none
         out.missing.append("per-GPU compute time (DCGM_FI_PROF_SM_ACTIVE / DCGM_FI_DEV_GPU_UTIL or step markers)")
         return
     compute = obs.per_gpu_s["compute"]
@@ -998,7 +998,7 @@ def link_degrade(obs: Observation, out: RuleOutput) -> None:
 def noisy(obs: Observation, out: RuleOutput) -> None:
     """Bytes on the job's links that its own flows do not account for: another job. Its cost is the
     job's bytes on the worst such link moved at the rate the other job leaves."""
-    if obs.link_foreign_Bps is None or obs.link_rate_Bps is None:
+    if obs.link_foreign_Bps is None or obs.link_rate_Bps is None or obs.link_nominal_Bps is None:
         return
     share = np.divide(obs.link_foreign_Bps, obs.link_nominal_Bps, out=np.zeros(obs.topo.n_links),
                       where=obs.link_nominal_Bps > 0)
@@ -1315,7 +1315,7 @@ def collision(obs: Observation, out: RuleOutput) -> None:
     On per-step totals only, the cost is the hottest link's bytes beyond a busy sibling's share at its
     rate, at most that share of the exposed communication. The job's own bytes are compared: dataset
     reads piling up toward their clients are the storage rules' business."""
-    if obs.link_bytes is None or obs.link_rate_Bps is None:
+    if obs.link_bytes is None or obs.link_rate_Bps is None or obs.link_nominal_Bps is None:
         out.missing.append("per-port transmitted bytes and rates")
         return
     best = _collision_by_phase(obs) if obs.link_phase_bytes and obs.collectives else _collision_by_step(obs)
@@ -1369,7 +1369,7 @@ def oversubscription(obs: Observation, out: RuleOutput) -> None:
     the uplink capacity, not a utilization threshold nor the nominal ratio. The cost is the uplink
     time beyond what a non-blocking leaf would need (and beyond what the servers' own ports need),
     as far as it is exposed: the time the uplinks actually held the job up."""
-    if obs.link_bytes is None or obs.link_rate_Bps is None:
+    if obs.link_bytes is None or obs.link_rate_Bps is None or obs.link_nominal_Bps is None:
         return
     best = None
     for switch, links in _uplinks_by_switch(obs, 1).items():
