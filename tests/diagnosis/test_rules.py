@@ -467,3 +467,28 @@ def test_every_candidate_kind_is_a_rule_with_a_fix():
     assert all(callable(entry.fix.scenario) for entry in RULES.values())
     with pytest.raises(ValueError, match="no such rule"):
         Candidate("cosmic-ray", "all", 1.0, {}, "", "")
+
+
+def _oversubscribed_reading() -> tuple[object, np.ndarray, np.ndarray]:
+    topo = _fabric(oversubscription=2.0)
+    switch, links = next(iter(_uplinks(topo, 1).items()))
+    carried = np.zeros(topo.n_links)
+    carried[links] = 0.1 * topo.link_capacity_Bps[links]
+    return topo, carried, topo.link_capacity_Bps.astype(float)
+
+
+@pytest.mark.parametrize("name", ["slow-gpu", "noisy-neighbor", "ecmp-collision", "oversubscription"])
+def test_a_rule_reads_no_series_it_did_not_check(name):
+    """Every Observation field may be missing (observe.py); a rule whose series are missing stays
+    silent. These rules read a series beside the ones they checked and raised TypeError on
+    None: the GPU names beside the per-GPU phases, the nominal rates beside the negotiated ones."""
+    compute = _jittered()
+    compute[5] = compute.max() + 0.05  # an outlier slow-gpu would name, had it the GPUs' names
+    foreign = np.where(TOPO.link_kind == LinkKind.FABRIC, 0.5 * _nominal(), 0.0)
+    switch, links = next(iter(_uplinks(TOPO, 1).items()))
+    topo, carried, rate = _oversubscribed_reading()
+    fields = {"slow-gpu": {"step_time_s": 1.0, "per_gpu_s": _phases(compute)},
+              "noisy-neighbor": {"link_foreign_Bps": foreign, "link_rate_Bps": _nominal()},
+              "ecmp-collision": {"step_time_s": 1.0, "link_bytes": _collided_bytes(links, 2e9), "link_rate_Bps": _nominal()},
+              "oversubscription": {"topo": topo, "step_time_s": 1.0, "link_bytes": carried, "link_rate_Bps": rate}}[name]
+    assert _run(name, **fields).candidates == []

@@ -17,7 +17,8 @@ from gpuwait.faults import parse_inject
 from gpuwait.runner.workload import simulate_workload
 from gpuwait.spec import Scenario, validate_data
 
-WORKLOADS = {
+#: workload -> its scenario sections (model, parallel, compute, data)
+WORKLOADS: dict[str, dict[str, dict[str, object]]] = {
     "dp-8b": {"model": {"preset": "llama-8b", "seq_len": 4096},
               "parallel": {"tp": 1, "pp": 1, "zero": 1, "micro_batch": 1, "global_batch": 256},
               "compute": {"gpu": "H100-SXM", "efficiency": 0.5, "jitter_cv": 0.02}},
@@ -145,8 +146,9 @@ CASES: tuple[Case, ...] = (
 def scenario_for(case: Case, seed: int = 0) -> Scenario:
     cluster = dict(FABRICS[case.fabric])
     cluster.setdefault("transport", {"name": "infiniband" if case.fabric.startswith("ib") else "rocev2"})
-    workload = {**WORKLOADS[case.workload], "steps": 2}  # a producer-bound step shows from the second on
-    workload["compute"] = {**workload["compute"], "seed": seed}
+    sections = WORKLOADS[case.workload]
+    # a producer-bound step shows from the second on
+    workload = {**sections, "compute": {**sections["compute"], "seed": seed}, "steps": 2}
     return validate_data(Scenario, {"name": f"{case.fabric}/{case.workload}", "cluster": cluster, "workload": workload},
                          source="diagnosis suite", require_units=False)
 
@@ -171,18 +173,20 @@ def resolve_inject(case: Case, scenario: Scenario) -> str | None:
     if target == "@uplink":
         up = topo.uplinks(1)
         name = topo.link_name(int(up[result.links.bytes_per_step[up].argmax()]))
+    elif target not in ("@niclink", "@gpu", "@nic", "@server"):
+        raise ValueError(f"unknown placeholder {target}")
+    elif arg is None:
+        raise ValueError(f"{text}: placeholder {target} without its number; expected {target}:N")
     elif target == "@niclink":
         server, nic = _nic_of_rank(topo, int(arg))
         name = topo.link_name(int(topo.nic_uplink[server, nic, 0]))
     elif target == "@gpu":
-        name = topo.node_name[topo.gpu_node.ravel()[int(arg)]]
+        name = str(topo.node_name[topo.gpu_node.ravel()[int(arg)]])
     elif target == "@nic":
         server, nic = _nic_of_rank(topo, int(arg))
-        name = topo.node_name[topo.nic_node[server, nic]]
-    elif target == "@server":
+        name = str(topo.node_name[topo.nic_node[server, nic]])
+    else:  # @server
         name = f"s{int(arg)}"
-    else:
-        raise ValueError(f"unknown placeholder {target}")
     return f"{kind}:{name}" + (f":{params}" if params else "")
 
 
@@ -213,7 +217,8 @@ def run_case(case: Case, seed: int = 0, measure_gain: bool = True) -> Outcome:
         worst = max((f for f in diagnosis.findings), key=lambda f: ("info", "warning", "critical").index(f.severity),
                     default=None)
         ok = worst is None or worst.severity == "info"
-        return Outcome(case, inject, top and top.kind, top and top.component, worst and worst.severity, ok, ok)
+        return Outcome(case, inject, top.kind if top is not None else None, top.component if top is not None else None,
+                       worst.severity if worst is not None else None, ok, ok)
     if top is None:
         return Outcome(case, inject, None, None, None, False, False)
     expected = case.expect_component or (faults[0].target if faults else None)

@@ -78,7 +78,7 @@ def neighbor_findings(run: JobsRun, steps: int) -> list[dict]:
         costs = {other: alone[(k, names.index(other))] for other in job.shares}
         if not costs:
             continue
-        worst = min(costs, key=costs.get)
+        worst = min(costs, key=costs.__getitem__)
         fixed = costs[worst]
         if 1.0 - fixed / job.shared_step_s < MIN_GAIN:
             continue

@@ -106,7 +106,8 @@ RENAMED_SHARE = 0.25    # share of cases on an inventory-style cluster with real
 
 def fresh_seeds(n: int, base: int = FRESH_BASE) -> list[int]:
     """``n`` seeds from ``base`` on, skipping the development seeds."""
-    seeds, seed = [], base
+    seeds: list[int] = []
+    seed = base
     while len(seeds) < n:
         if seed not in DEV_SEEDS:
             seeds.append(seed)
@@ -256,7 +257,10 @@ def _params(kind: str, rng: np.random.Generator, scenario: Scenario, step_s: flo
     if kind == "dataloader-starvation":
         # relative to what the job consumes: from a loader that keeps up to one at a third of it
         servers = scenario.cluster.servers or 1
-        need = scenario.workload.parallel.global_batch / servers / step_s
+        workload = scenario.workload
+        # a drawn case's scenario has a workload of WORKLOADS (_scenario), each with its global batch
+        assert workload is not None and workload.parallel.global_batch is not None
+        need = workload.parallel.global_batch / servers / step_s
         return f"samples_per_s_per_server={need * rng.uniform(0.3, 1.3):.4g}"
     return ""
 
@@ -305,6 +309,7 @@ def draw_case(seed: int) -> RandomCase:
 def _with_reads(scenario: Scenario, rate_Bps: float) -> Scenario:
     """The job reading its dataset at ``rate_Bps`` per GPU from storage servers on the compute fabric."""
     cluster = scenario.cluster.model_copy(update={"storage": scenario.cluster.storage.model_copy(update={"mode": "converged"})})
+    assert scenario.workload is not None  # a drawn case's scenario has a workload of WORKLOADS (_scenario)
     data = scenario.workload.data.model_copy(update={"dataset_read_per_gpu": rate_Bps})
     workload = scenario.workload.model_copy(update={"data": data})
     return scenario.model_copy(update={"cluster": cluster, "workload": workload})
@@ -320,7 +325,7 @@ def _storage_truth(scenario: Scenario, faults) -> tuple[str, str]:
     for kind, fix in (("storage-contention", _separate_storage), ("storage-slow", _faster_storage)):
         fixed, kept = fix(scenario, list(faults), "all")
         gains[kind] = -simulate_workload(fixed, faults=kept).results[0].breakdown.step_time_s
-    kind = max(gains, key=gains.get)
+    kind = max(gains, key=gains.__getitem__)
     return kind, "all" if kind == "storage-contention" else "storage"
 
 
@@ -399,6 +404,7 @@ def score_case(case: RandomCase) -> RandomOutcome:
         healthy_s = simulate_workload(case.scenario).results[0].breakdown.step_time_s
     else:
         diagnosis = diagnose_scenario(case.scenario, faults, max_fixes=4)
+        assert diagnosis.baseline_step_time_s is not None  # diagnose_scenario simulates the healthy step
         healthy_s = diagnosis.baseline_step_time_s
         step = diagnosis.step_time_s
     cost = max(step - healthy_s, 0.0) / step if faults and step > 0 else 0.0
@@ -416,11 +422,13 @@ def score_case(case: RandomCase) -> RandomOutcome:
     worst = max(diagnosis.findings, key=lambda f: SEVERITIES.index(f.severity), default=None)
     if expect is None:
         ok = worst is None or worst.severity == "info"
-        return RandomOutcome(case, cost, intrinsic, None, top and top.kind, top and top.component,
-                             worst and worst.severity, ok, ok)
+        return RandomOutcome(case, cost, intrinsic, None, top.kind if top is not None else None,
+                             top.component if top is not None else None, worst.severity if worst is not None else None,
+                             ok, ok)
     if top is None:
         return RandomOutcome(case, cost, intrinsic, expect, None, None, None, False, False)
     kind_ok = top.kind == expect
     topo = build_cluster(resolve_cluster(case.scenario.cluster)) if case.scenario.cluster.inventory is not None else None
+    assert component is not None  # set with expect: the fault's target, the storage cause's or "*"
     comp_ok = kind_ok and _component_ok(expect, component, top.component, topo)
     return RandomOutcome(case, cost, intrinsic, expect, top.kind, top.component, top.severity, kind_ok, comp_ok)

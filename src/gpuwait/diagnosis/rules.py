@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 
@@ -159,8 +160,20 @@ def _dropping(*kinds: str, on_component: bool = False) -> Fix:
     return Fix(scenario_fix)
 
 
-def _cable_name(obs: Observation, link: int) -> str:
+def _cable_name(obs: Observation, link: int | np.integer) -> str:
     return obs.topo.link_name(int(link))
+
+
+_Series = TypeVar("_Series")
+
+
+def _checked(series: _Series | None, what: str) -> _Series:
+    """A series of the observation that the rule reaching this helper checked first (a rule whose
+    series are missing returns before its helpers read them)."""
+    if series is None:
+        raise ValueError(f"Observation.{what} is None in a helper of a rule that checked it; expected the rule "
+                         "to return when it is missing")
+    return series
 
 
 def _step(obs: Observation) -> float:
@@ -240,7 +253,7 @@ def slow_gpu(obs: Observation, out: RuleOutput) -> None:
     Its cost is the time the others wait for it: what it computes beyond the slowest other GPU of
     the job, which is what the step would shrink by if it computed like its peers (a GPU of a light
     pipeline stage that stays under the heaviest stage's compute costs nothing)."""
-    if obs.per_gpu_s is None:
+    if obs.per_gpu_s is None or obs.gpu_names is None:  # a finding names its GPU: phases without names name none
         out.missing.append("per-GPU compute time (DCGM_FI_PROF_SM_ACTIVE / DCGM_FI_DEV_GPU_UTIL or step markers)")
         return
     compute = obs.per_gpu_s["compute"]
@@ -428,15 +441,16 @@ def _data_wait(obs: Observation) -> tuple[float, str]:
     peers, wait for it at their next collective (straggler wait) as long as it waits for data:
     that, not the bubble, names one server. A first stage on one server whose data-parallel peers
     sit on no other server shows the same either way; the fix is the loaders' in both."""
-    wait = obs.per_gpu_s["data_wait"]
+    phases = _checked(obs.per_gpu_s, "per_gpu_s")
+    wait = phases["data_wait"]
     mean = float(wait.mean())
     if obs.gpu_names is None or mean <= 0:
         return mean, "all"
     servers = np.array([int(obs.topo.node_server[obs.topo.node_id(n)]) for n in obs.gpu_names])
     per_server = {int(s): float(wait[servers == s].mean()) for s in np.unique(servers)}
-    worst = max(per_server, key=per_server.get)
+    worst = max(per_server, key=per_server.__getitem__)
     rest = [v for s, v in per_server.items() if s != worst]
-    straggler = obs.per_gpu_s["straggler_wait"]
+    straggler = phases["straggler_wait"]
     fed_wait = max((float(straggler[servers == s].mean()) for s in per_server if s != worst), default=0.0)
     if rest and max(rest) < 0.5 * per_server[worst] and fed_wait >= 0.5 * per_server[worst]:
         return per_server[worst], obs.topo.server_name(int(worst))  # the host by its real name
@@ -499,16 +513,17 @@ def storage(obs: Observation, out: RuleOutput) -> None:
     shared = [link for link, users in obs.link_users.items() if "storage read" in users and len(users) > 1]
     if not _matters(obs, wait) and not shared:
         return
-    hot = max(shared, key=lambda link: obs.link_util[link]) if shared and obs.link_util is not None else None
+    util = obs.link_util
     held = _reads_hold_s(obs, shared)
     evidence: dict = {"data_wait_ms": round(wait * 1e3, 2)}
     if held > 0:
         evidence["reads_hold_shared_link_ms"] = round(held * 1e3, 2)
     where = ""
-    if hot is not None:
+    if shared and util is not None:
+        hot = max(shared, key=lambda link: util[link])
         evidence |= {"busiest_link_with_reads": _cable_name(obs, hot),
-                     "its_utilization": round(float(obs.link_util[hot]), 3)}
-        where = f" ({_cable_name(obs, hot)}, carrying reads, runs at {100 * obs.link_util[hot]:.0f} % while they flow)"
+                     "its_utilization": round(float(util[hot]), 3)}
+        where = f" ({_cable_name(obs, hot)}, carrying reads, runs at {100 * util[hot]:.0f} % while they flow)"
     out.candidates.append(Candidate(
         "storage-contention", "all", 0.9, evidence,
         f"Dataset reads share the compute network with the job's collectives{where}; the GPUs wait {_ms(wait)} per "
@@ -528,7 +543,7 @@ def _reads_hold_s(obs: Observation, shared: list[int]) -> float:
     if not shared or not obs.link_phase_bytes or obs.link_bytes is None or obs.link_rate_Bps is None:
         return 0.0
     links = np.array(shared)
-    own = sum(obs.link_phase_bytes.values())[links]
+    own = sum(obs.link_phase_bytes.values(), np.zeros(obs.topo.n_links))[links]
     reads_s = np.maximum(obs.link_bytes[links] - own, 0.0) / np.maximum(obs.link_rate_Bps[links], 1e-30)
     return min(float(reads_s.max(initial=0.0)), _exposed_comm_s(obs))
 
@@ -679,17 +694,18 @@ def _socket_lost_s(obs: Observation) -> float:
     topo = obs.topo
     socket = socket_transport(resolve_transport(topo.spec.transport))
     ports = _host_nic_links(obs)
-    if (socket.host_ceiling_Bps is None and socket.rate_cap_Bps is None) or not len(ports):
-        return _exposed_comm_s(obs)
+    socket_Bps: float | None = None
     if socket.host_ceiling_Bps is not None:
         # a ring's or tree's bytes leave a server through a NIC from the rank at the server's edge,
         # whose proxy copies them: the ceiling holds per port, not per GPU behind the port (counted
         # per GPU, a 4-NIC server of 8 GPUs had twice the socket rate: a 21 % loss read as 0.3 %,
         # dev seed 12,000,102)
         socket_Bps = float(socket.host_ceiling_Bps)
-    else:
+    elif socket.rate_cap_Bps is not None:
         gpus_per_nic = max(topo.gpus_per_server / max(topo.nic_node.shape[1], 1), 1.0)
         socket_Bps = gpus_per_nic * float(socket.rate_cap_Bps)
+    if socket_Bps is None or not len(ports):
+        return _exposed_comm_s(obs)
     return max((_link_lost_s(obs, int(p), float(topo.link_capacity_Bps[p]) / socket_Bps) for p in ports
                 if topo.link_capacity_Bps[p] > socket_Bps), default=0.0)
 
@@ -782,8 +798,9 @@ def _rerouted_lost_s(obs: Observation, ports: np.ndarray, server: int) -> float 
     bound = 0.5 * _exposed_comm_s(obs)
     if obs.link_bytes is None:
         return bound
-    alive = ports[obs.link_rate_Bps[ports] >= 0.01 * obs.link_nominal_Bps[ports]]
-    times = obs.link_bytes[alive] / obs.link_rate_Bps[alive]
+    rate = _checked(obs.link_rate_Bps, "link_rate_Bps")  # nic-down's own evidence
+    alive = ports[rate[ports] >= 0.01 * _checked(obs.link_nominal_Bps, "link_nominal_Bps")[ports]]
+    times = obs.link_bytes[alive] / rate[alive]
     mine = times[obs.topo.node_server[obs.topo.link_src[alive]] == server]
     if not len(mine) or mine.max() <= np.median(times):
         return bound
@@ -807,7 +824,7 @@ def _longest_port_s(obs: Observation, ports: np.ndarray) -> float:
     (the nominal one where no rate was read); 0 for no ports."""
     if not len(ports):
         return 0.0
-    rate = obs.link_rate_Bps[ports] if obs.link_rate_Bps is not None else obs.link_nominal_Bps[ports]
+    rate = (obs.link_rate_Bps if obs.link_rate_Bps is not None else _checked(obs.link_nominal_Bps, "link_nominal_Bps"))[ports]
     return float(np.max(_job_bytes(obs, ports) / np.maximum(rate, 1e-30), initial=0.0))
 
 
@@ -815,7 +832,7 @@ def _busiest_port_off_server_s(obs: Observation, server: int) -> float:
     """The longest any network port of the job not on ``server`` (nor on a storage server) takes to
     move its own bytes per step at its negotiated rate."""
     topo = obs.topo
-    ports = np.flatnonzero(_fabric_or_host(obs) & (obs.link_nominal_Bps > 0))
+    ports = np.flatnonzero(_fabric_or_host(obs) & (_checked(obs.link_nominal_Bps, "link_nominal_Bps") > 0))
     ends = np.concatenate([topo.link_src[ports][:, None], topo.link_dst[ports][:, None]], axis=1)
     on_server = (topo.node_server[ends] == server).any(axis=1)
     return _longest_port_s(obs, ports[~on_server & ~_storage_ports(topo, ports)])
@@ -834,7 +851,7 @@ def _busiest_other_port_s(obs: Observation, link: int) -> float:
     """The longest any other network port of the job (its cable's other direction and the storage
     servers' ports left out) takes to move its own bytes per step at its negotiated rate."""
     topo = obs.topo
-    ports = np.flatnonzero(_fabric_or_host(obs) & (obs.link_nominal_Bps > 0))
+    ports = np.flatnonzero(_fabric_or_host(obs) & (_checked(obs.link_nominal_Bps, "link_nominal_Bps") > 0))
     cable = (topo.link_src[ports] == topo.link_dst[link]) & (topo.link_dst[ports] == topo.link_src[link])
     return _longest_port_s(obs, ports[~_storage_ports(topo, ports) & ~cable & (ports != link)])
 
@@ -998,7 +1015,7 @@ def link_degrade(obs: Observation, out: RuleOutput) -> None:
 def noisy(obs: Observation, out: RuleOutput) -> None:
     """Bytes on the job's links that its own flows do not account for: another job. Its cost is the
     job's bytes on the worst such link moved at the rate the other job leaves."""
-    if obs.link_foreign_Bps is None or obs.link_rate_Bps is None:
+    if obs.link_foreign_Bps is None or obs.link_rate_Bps is None or obs.link_nominal_Bps is None:
         return
     share = np.divide(obs.link_foreign_Bps, obs.link_nominal_Bps, out=np.zeros(obs.topo.n_links),
                       where=obs.link_nominal_Bps > 0)
@@ -1138,7 +1155,7 @@ def _adaptive(scenario: Scenario, faults: list[FaultSpec], component: str) -> tu
 
 def _job_bytes(obs: Observation, links: np.ndarray) -> np.ndarray:
     """The job's own bytes per step on ``links`` (another job's traffic taken out)."""
-    own = obs.link_bytes[links].astype(float)
+    own = _checked(obs.link_bytes, "link_bytes")[links].astype(float)
     if obs.link_foreign_Bps is not None:
         own = np.maximum(own - obs.link_foreign_Bps[links] * _step(obs), 0.0)
     return own
@@ -1148,7 +1165,8 @@ def _collided(obs: Observation, links: np.ndarray) -> tuple[float, int, float] |
     """(time lost, hottest link, its bytes over the mean) when ECMP left one of ``links`` (equal-cost
     siblings: a switch's uplinks, or the downlinks into one switch) with more than its share while a
     sibling sat idle, read on per-step byte totals (when no per-phase counters were collected)."""
-    if len(links) < 2 or (obs.link_rate_Bps[links] < RATE_DOWNSHIFT * obs.link_nominal_Bps[links]).any():
+    port_rate = _checked(obs.link_rate_Bps, "link_rate_Bps")
+    if len(links) < 2 or (port_rate[links] < RATE_DOWNSHIFT * _checked(obs.link_nominal_Bps, "link_nominal_Bps")[links]).any():
         return None  # a degraded port explains an imbalance
     if any("storage read" in obs.link_users.get(int(link), ()) for link in links):
         return None  # dataset reads pile up toward their clients: the storage rules' business, not hashing's
@@ -1165,7 +1183,7 @@ def _collided(obs: Observation, links: np.ndarray) -> tuple[float, int, float] |
     typical = float(np.median(carrying))
     if own[hot] <= typical:
         return None
-    rate = float(obs.link_rate_Bps[links[hot]])
+    rate = float(port_rate[links[hot]])
     hot_s = float(own[hot]) / rate
     # balanced, the hot link would carry what its busy siblings carry (a hashed flow is not split,
     # and a flow alone on a link already runs at its NIC's pace); and the collectives would still
@@ -1186,17 +1204,18 @@ def _busiest_nic_port_s(obs: Observation) -> float:
     as if the other findings were fixed (a doubled port hid a 6 % collision, seed 16,000,085)."""
     topo = obs.topo
     ports = np.flatnonzero((topo.link_kind == LinkKind.HOST) & (topo.link_network == Network.COMPUTE))
-    down = ports[obs.link_rate_Bps[ports] < 0.01 * obs.link_nominal_Bps[ports]]
+    rate_Bps, nominal_Bps = _checked(obs.link_rate_Bps, "link_rate_Bps"), _checked(obs.link_nominal_Bps, "link_nominal_Bps")
+    down = ports[rate_Bps[ports] < 0.01 * nominal_Bps[ports]]
     dead = set(int(n) for n in topo.node_server[topo.link_src[down]] if n >= 0)
     ends_server = np.stack([topo.node_server[topo.link_src[ports]], topo.node_server[topo.link_dst[ports]]], axis=1)
     on_dead = np.isin(ends_server, list(dead)).any(axis=1) if dead else np.zeros(len(ports), bool)
-    ports = ports[~_storage_ports(topo, ports) & ~on_dead & (obs.link_rate_Bps[ports] > 0)]
-    if obs.link_nominal_Bps is None or not len(ports):
+    ports = ports[~_storage_ports(topo, ports) & ~on_dead & (rate_Bps[ports] > 0)]
+    if not len(ports):
         return _longest_port_s(obs, ports)
     # at the nominal rate where a port negotiated lower: that is link-degrade's cost, and a fabric
     # cause is measured as if it were fixed (a NIC port at 39 % of its rate set the floor above the
     # hot uplink and hid a 9.2 % collision behind a 0.7 % link-degrade, seed 21,000,066)
-    rate = np.maximum(obs.link_rate_Bps[ports], obs.link_nominal_Bps[ports])
+    rate = np.maximum(rate_Bps[ports], nominal_Bps[ports])
     return float(np.max(_job_bytes(obs, ports) / np.maximum(rate, 1e-30), initial=0.0))
 
 
@@ -1222,7 +1241,7 @@ def _nic_ports(obs: Observation) -> np.ndarray:
     # as for _busiest_nic_port_s: a server with a NIC down is left out, since a neighbour carrying the
     # dead NIC's bytes is nic-down's cost and a fabric cause is measured as if the other findings
     # were fixed (counted, a doubled port hid the fabric's own collision: fixed suite, roce-3tier 3d-8b)
-    down = ports[obs.link_rate_Bps[ports] < 0.01 * obs.link_nominal_Bps[ports]]
+    down = ports[obs.link_rate_Bps[ports] < 0.01 * _checked(obs.link_nominal_Bps, "link_nominal_Bps")[ports]]
     dead = [int(n) for n in topo.node_server[np.concatenate([topo.link_src[down], topo.link_dst[down]])] if n >= 0]
     ends = np.stack([topo.node_server[topo.link_src[ports]], topo.node_server[topo.link_dst[ports]]], axis=1)
     return ports[~np.isin(ends, dead).any(axis=1)] if dead else ports
@@ -1240,10 +1259,13 @@ def _phase_collided(obs: Observation, label: str, groups: list[np.ndarray], nics
     phase_s = _phase_s(obs, label)
     if phase_s <= 0:
         return None
-    rate = np.where(obs.link_rate_Bps > 0, obs.link_rate_Bps, np.inf)
-    busy = obs.link_phase_bytes[label] / rate / phase_s
+    port_rate = _checked(obs.link_rate_Bps, "link_rate_Bps")
+    port_nominal = _checked(obs.link_nominal_Bps, "link_nominal_Bps")
+    phase_bytes = _checked(obs.link_phase_bytes, "link_phase_bytes")[label]
+    rate = np.where(port_rate > 0, port_rate, np.inf)
+    busy = phase_bytes / rate / phase_s
     healthy = [g for g in groups if len(g) >= 2 and busy[g].any()
-               and not (obs.link_rate_Bps[g] < RATE_DOWNSHIFT * obs.link_nominal_Bps[g]).any()]
+               and not (port_rate[g] < RATE_DOWNSHIFT * port_nominal[g]).any()]
     if not healthy:
         return None
     hot_group = max(healthy, key=lambda g: float(busy[g].max()))
@@ -1252,8 +1274,8 @@ def _phase_collided(obs: Observation, label: str, groups: list[np.ndarray], nics
     # cause is measured as if the other findings were fixed (a NIC port at 35 % of its rate, busy
     # past every uplink, hid the fabric's 6-9 % collision behind a 0.5-4.7 % link-degrade, seeds
     # 20,000,113 and 21,000,066)
-    nominal = np.where(obs.link_nominal_Bps > 0, obs.link_nominal_Bps, np.inf) if obs.link_nominal_Bps is not None else rate
-    nic_busy = obs.link_phase_bytes[label][nics] / np.maximum(nominal[nics], rate[nics]) / phase_s
+    nominal = np.where(port_nominal > 0, port_nominal, np.inf)
+    nic_busy = phase_bytes[nics] / np.maximum(nominal[nics], rate[nics]) / phase_s
     spread = max([float(nic_busy.max(initial=0.0))] + [float(busy[g].mean()) for g in groups if len(g)])
     if busy[hot] <= spread:
         return None
@@ -1266,7 +1288,8 @@ def _phase_collided(obs: Observation, label: str, groups: list[np.ndarray], nics
 def _collision_by_phase(obs: Observation) -> Collided | None:
     """The collectives' losses to hashing summed, named by the link of the one that loses most."""
     groups, nics = _equal_cost_groups(obs), _nic_ports(obs)
-    found = [c for label in obs.link_phase_bytes if (c := _phase_collided(obs, label, groups, nics)) is not None]
+    labels = _checked(obs.link_phase_bytes, "link_phase_bytes")
+    found = [c for label in labels if (c := _phase_collided(obs, label, groups, nics)) is not None]
     if not found:
         return None
     worst = max(found, key=lambda c: c[0])
@@ -1315,7 +1338,7 @@ def collision(obs: Observation, out: RuleOutput) -> None:
     On per-step totals only, the cost is the hottest link's bytes beyond a busy sibling's share at its
     rate, at most that share of the exposed communication. The job's own bytes are compared: dataset
     reads piling up toward their clients are the storage rules' business."""
-    if obs.link_bytes is None or obs.link_rate_Bps is None:
+    if obs.link_bytes is None or obs.link_rate_Bps is None or obs.link_nominal_Bps is None:
         out.missing.append("per-port transmitted bytes and rates")
         return
     best = _collision_by_phase(obs) if obs.link_phase_bytes and obs.collectives else _collision_by_step(obs)
@@ -1323,7 +1346,7 @@ def collision(obs: Observation, out: RuleOutput) -> None:
         return
     lost, link, over, label, hot_busy, mean_busy = best
     name = _cable_name(obs, link)
-    evidence = {"hottest_uplink_vs_typical": round(over, 2), "lost_ms": round(lost * 1e3, 2)}
+    evidence: dict[str, float | str] = {"hottest_uplink_vs_typical": round(over, 2), "lost_ms": round(lost * 1e3, 2)}
     if label is None:
         what = (f"it carries {over:.1f} times the bytes of a typical busy equal-cost sibling (a link a flow could "
                 "have taken instead) while at least one sibling is idle")
@@ -1349,16 +1372,17 @@ def _leaf_oversubscribed(obs: Observation, switch: int, links: np.ndarray) -> tu
     """(time lost, down-to-up capacity ratio) of leaf ``switch`` with uplinks ``links``."""
     topo = obs.topo
     down = np.flatnonzero((topo.link_dst == switch) & (topo.node_tier[topo.link_src] == 0))
-    up_Bps = float(obs.link_rate_Bps[links].sum())
-    ratio = float(obs.link_nominal_Bps[down].sum()) / max(up_Bps, 1e-30)
+    rate_Bps = _checked(obs.link_rate_Bps, "link_rate_Bps")
+    up_Bps = float(rate_Bps[links].sum())
+    ratio = float(_checked(obs.link_nominal_Bps, "link_nominal_Bps")[down].sum()) / max(up_Bps, 1e-30)
     if ratio <= 1.01 or not len(down):
         return None
     t_up = float(_job_bytes(obs, links).sum()) / up_Bps       # the leaf's offered load through its uplinks
     # with as much capacity up as down the same bytes would take t_up / ratio, but never less than
     # the leaf's busiest server port needs for its own bytes (those ports, not the uplinks, then set
     # the pace): the uplinks hold the job up only beyond that, and only in its exposed part
-    ports = down[obs.link_rate_Bps[down] > 0]
-    t_port = float((_job_bytes(obs, ports) / obs.link_rate_Bps[ports]).max(initial=0.0))
+    ports = down[rate_Bps[down] > 0]
+    t_port = float((_job_bytes(obs, ports) / rate_Bps[ports]).max(initial=0.0))
     return _held_up_s(obs, t_up, max(t_up / ratio, t_port)), ratio
 
 
@@ -1369,7 +1393,7 @@ def oversubscription(obs: Observation, out: RuleOutput) -> None:
     the uplink capacity, not a utilization threshold nor the nominal ratio. The cost is the uplink
     time beyond what a non-blocking leaf would need (and beyond what the servers' own ports need),
     as far as it is exposed: the time the uplinks actually held the job up."""
-    if obs.link_bytes is None or obs.link_rate_Bps is None:
+    if obs.link_bytes is None or obs.link_rate_Bps is None or obs.link_nominal_Bps is None:
         return
     best = None
     for switch, links in _uplinks_by_switch(obs, 1).items():

@@ -108,13 +108,14 @@ def diagnose_scenario(scenario: Scenario, faults: Sequence[FaultSpec] = (), *, s
     run = simulate_workload(bare, steps, faults=all_faults)
     baseline = simulate_workload(bare, steps).results[case] if all_faults else run.results[case]
     result = run.results[case]
-    obs = observe_run(run.topo, result, run.effects, baseline,
-                      storage_read=run.scenario.workload.data.dataset_read_per_gpu > 0)
+    workload = run.scenario.workload
+    assert workload is not None  # the scenario simulated: faults change its workload, never remove it
+    obs = observe_run(run.topo, result, run.effects, baseline, storage_read=workload.data.dataset_read_per_gpu > 0)
     out = evaluate(obs)
     raw = out.candidates
     step = result.breakdown.step_time_s
     excess = max(step - baseline.breakdown.step_time_s, 0.0) / step if step > 0 else 0.0
-    candidates = []
+    candidates: list[Candidate] = []
     # the fixes re-simulated first are those the evidence says cost the most
     for cand in sorted(raw, key=lambda c: (-_ranked_share(c, step, excess), -c.score)):
         # a cable fails both ways: one finding per cable and kind
@@ -206,7 +207,7 @@ def diagnose_observation(observation: Observation, case: str = "telemetry") -> D
     per_gpu = observation.per_gpu_s
     exposed = float(per_gpu["exposed_comm"].mean()) / step if per_gpu is not None and step else 1.0
     ranked = sorted(out.candidates, key=lambda c: (-_ranked_share(c, step, excess, exposed), -c.score))
-    candidates = []
+    candidates: list[Candidate] = []
     for cand in ranked:
         if not any(c.kind == cand.kind and same_cable(c.component, cand.component) for c in candidates):
             candidates.append(cand)

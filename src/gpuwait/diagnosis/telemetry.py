@@ -52,6 +52,8 @@ def export_metrics(run: WorkloadRun, case: int = 0, scrape_interval_s: float | N
     result = run.results[case]
     topo = run.topo
     observation = observe_run(topo, result, run.effects)
+    # a simulated run has every series: observe_run sets the rates and phases it reads off the run
+    assert observation.link_rate_Bps is not None and observation.per_gpu_s is not None
     samples = []
     network = topo.network_links
     for link in np.flatnonzero(network):
@@ -92,6 +94,7 @@ def _disk_busy(topo: Topology, observation: Observation, run_s: float) -> list:
     """What node_exporter's ``node_disk_io_time_seconds_total`` shows on each storage server over the
     run: a slow backend busy the whole run, one that keeps up no longer than its port sends."""
     samples = []
+    assert observation.link_bytes is not None  # a simulated run's (export_metrics): observe_run sets it
     busy = set(observation.storage_busy or ())
     for node in topo.storage_server_node:
         name = topo.node_name[node]

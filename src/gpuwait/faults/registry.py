@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pydantic import ValidationError
 
@@ -133,6 +133,7 @@ def parse_inject(text: str) -> FaultSpec:
     if kind is None:
         raise _unknown_kind(name)
     try:
-        return kind.model.model_validate({"kind": name, "target": target, "params": params})
+        # a kind's model is a member of FaultSpec (register_fault checks it); its type says only SpecModel
+        return cast(FaultSpec, kind.model.model_validate({"kind": name, "target": target, "params": params}))
     except ValidationError as err:
         raise _bad_param(kind, params, err) from None

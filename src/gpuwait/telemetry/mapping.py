@@ -193,7 +193,7 @@ def nic_port_link(topo: Topology, server: int, device: str, port: str | int | No
 
 
 def reverse_link(topo: Topology, link: int) -> int | None:
-    back = int(topo.links_between([topo.link_dst[link]], [topo.link_src[link]])[0])
+    back = int(topo.links_between(np.array([topo.link_dst[link]]), np.array([topo.link_src[link]]))[0])
     return back if back >= 0 else None
 
 
@@ -257,7 +257,7 @@ def _add_port_counter(out: MappedSeries, topo: Topology, name: str, up: int, inc
     down = reverse_link(topo, up)
     if name in _TX_BYTES or name in _RX_BYTES:
         link = up if name in _TX_BYTES else down
-        scale = _TX_BYTES.get(name) or _RX_BYTES.get(name)
+        scale = _TX_BYTES[name] if name in _TX_BYTES else _RX_BYTES[name]
         if link is None or link in out.link_tx_bytes:
             return  # one byte counter per direction is enough (PortXmitData and node_infiniband_* agree)
         out.link_tx_bytes[link] = increase * scale
@@ -414,7 +414,7 @@ def _nccl_users(out: MappedSeries, topo: Topology, bundle: TelemetryBundle) -> N
             server = host_of(topo, conn.host)
             device = names.get(conn.net_device)
             up = nic_port_link(topo, server, device) if server is not None and device else None
-            if up is not None:
+            if server is not None and up is not None:  # up is found only on a known server
                 users = out.link_users.setdefault(up, [])
                 if f"rank{conn.rank}" not in users:
                     users.append(f"rank{conn.rank}")

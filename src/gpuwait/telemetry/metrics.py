@@ -163,7 +163,7 @@ def _nic_ports(out: _Samples, result: RunResult, topo: Topology, *, roce_priorit
                 up = int(topo.nic_uplink[server, nic, port])
                 if up < 0:
                     continue
-                down = int(topo.links_between([topo.link_dst[up]], [topo.link_src[up]])[0])
+                down = int(topo.links_between(np.array([topo.link_dst[up]]), np.array([topo.link_src[up]]))[0])
                 tx_payload = float(b[up])
                 rx_payload = float(b[down]) if down >= 0 else 0.0
                 k = nic * n_ports + port

@@ -343,8 +343,9 @@ def parse_nccl_tests_log(text: str, *, n_ranks: int | None = None, collective: s
     if bad and not state.rows:
         raise bad[0][2]  # nothing readable: the first bad row says why
     if bad:
-        lineno, line, err = bad[0]
-        why = str(err).split(": ", 2)[-1].split("; expected")[0]
+        assert skipped is not None  # a bad row without a list to report it in raised where it was read
+        lineno, line, first_err = bad[0]
+        why = str(first_err).split(": ", 2)[-1].split("; expected")[0]
         skipped.append(f"{source}: {len(bad)} unreadable result row(s) skipped, the first line {lineno}: "
                        f"{line.strip()[:100]!r} ({why})")
     if not state.rows:

@@ -53,6 +53,7 @@ def _finish(counters: dict[str, int], bad: list[tuple[int, str]], source: str, e
     if not counters:
         raise TelemetryFormatError(f"{source}: no counters found; expected {expected}")
     if bad:
+        assert skipped is not None  # bad lines without a list to report them in raised above
         skipped.append(skipped_summary(source, bad, expected))
     return counters
 

@@ -143,7 +143,8 @@ def port_byte_series(result: RunResult, topo: Topology, interval_s: float) -> Me
     counts = np.zeros((len(stamps), len(links)))
     windows = phase_windows(result)
     rest = np.asarray(result.links.bytes_per_step, dtype=float)[links] - sum(phase.values(), np.zeros(len(links)))
-    samples = []
+    # window edges carry no timestamp, port counter samples do
+    samples: list[tuple[str, dict[str, str], float] | tuple[str, dict[str, str], float, float]] = []
     for step in range(result.steps):
         lo, hi = bounds[step], bounds[step + 1]
         counts += np.outer(np.clip(stamps - lo, 0.0, hi - lo) / max(hi - lo, 1e-300), np.clip(rest, 0.0, None))

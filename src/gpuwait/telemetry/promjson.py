@@ -33,10 +33,12 @@ _EXPECTED = ('{"status": "success", "data": {"resultType": "matrix"|"vector", "r
 
 
 def _number(text: object, where: str, source: str) -> float:
-    try:
-        return float(text) if not isinstance(text, str) or text.lower() not in ("nan", "+nan") else math.nan
-    except (TypeError, ValueError):
-        raise TelemetryFormatError(f"{source}: {where}: {text!r} is not a number; expected a string such as \"0.5\"") from None
+    if isinstance(text, (str, int, float)):  # what else JSON holds (a list, an object, null) is no number
+        try:
+            return float(text) if not isinstance(text, str) or text.lower() not in ("nan", "+nan") else math.nan
+        except ValueError:
+            pass
+    raise TelemetryFormatError(f"{source}: {where}: {text!r} is not a number; expected a string such as \"0.5\"")
 
 
 def parse_prometheus_json(text: str, *, source: str = "Prometheus API answer") -> MetricSet:
