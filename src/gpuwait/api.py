@@ -25,7 +25,7 @@ from gpuwait.engine import get_engine
 from gpuwait.errors import SpecError
 from gpuwait.report.diagnosis import diagnose_run, diagnose_telemetry
 from gpuwait.report.results import DiagnosisResult, TrafficResult, WorkloadResult
-from gpuwait.runner.cost import check_scenario_cost, memory_limit_bytes
+from gpuwait.runner.cost import check_scenario_cost, parse_max_memory
 from gpuwait.runner.inputs import load_cluster, load_scenario, with_servers
 from gpuwait.runner.perf import PerfSweep, SweepArgs, estimated_sweep
 from gpuwait.runner.traffic import run_traffic
@@ -77,7 +77,7 @@ def simulate(scenario: Scenario | str | Path, engine: str = "flow", steps: int |
     if scenario.workload is None and steps is not None:
         raise SpecError("steps: the scenario has no workload; expected a `workload:` section",
                         hint="steps apply to training and inference scenarios")
-    check_scenario_cost(scenario, max_memory, steps, engine)  # before anything is built
+    check_scenario_cost(scenario, parse_max_memory(max_memory), steps, engine)  # before anything is built
     if scenario.workload is not None:
         return WorkloadResult(scenario.name, run_workload(scenario, steps=steps))
     return TrafficResult(scenario.name, engine, run_traffic(scenario, engine))
@@ -123,7 +123,7 @@ def perf(op: str, cluster: str = "dgx-h100", servers: int | None = None, sizes: 
     lo, hi = (sizes[0], sizes[-1]) if sizes else ("32M", "32M")
     args = SweepArgs(min_bytes=lo, max_bytes=hi, step_factor=step_factor, dtype=dtype, **nccl_tests_args)
     return estimated_sweep(op, args, cluster, servers, gpus, env, nccl_version, gpus_per_thread,
-                           memory_limit_bytes(max_memory))
+                           parse_max_memory(max_memory))
 
 
 def diagnose(scenario: Scenario | str | Path | None = None, inject: Sequence[str | FaultSpec] = (), *,
@@ -175,7 +175,7 @@ def diagnose(scenario: Scenario | str | Path | None = None, inject: Sequence[str
         raise SpecError("diagnose: expected a scenario, or telemetry= with cluster=")
     if not isinstance(scenario, Scenario):
         scenario = load_scenario(scenario)
-    check_scenario_cost(scenario, max_memory, steps)
+    check_scenario_cost(scenario, parse_max_memory(max_memory), steps)
     return diagnose_run(scenario, list(inject), steps=steps, measure_gain=measure_gain)
 
 

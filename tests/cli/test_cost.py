@@ -99,3 +99,19 @@ def test_traffic_estimate_bounds_the_flow_engines_measured_peak():
     assert runs[0].result.counters["rate_updates"] > 100  # many events, so the rate logs grow
     interpreter_bytes = 100 * 2**20
     assert peak_bytes + interpreter_bytes < estimate.bytes, (peak_bytes, estimate.describe())
+
+
+def test_run_reads_max_memory_once(monkeypatch, capsys):
+    """`run` checks the estimate and states it against one limit: --max-memory is parsed once."""
+    import gpuwait.runner.cost as cost
+
+    parsed = []
+
+    def counting(text, **kwargs):
+        parsed.append(text)
+        return parse(text, **kwargs)
+
+    parse = cost.parse_size_bytes
+    monkeypatch.setattr(cost, "parse_size_bytes", counting)
+    assert main(["run", str(EXAMPLES / "ecmp-collision.yaml"), "--max-memory", "16GiB"]) == 0
+    assert parsed == ["16GiB"]

@@ -54,7 +54,7 @@ def diagnose(scenario_file: str | None = SCENARIO_ARGUMENT, inject: list[str] | 
         raise SpecError(f"{option}: only with --telemetry; expected the scenario's own cluster (edit its `cluster:`)")
     else:
         from gpuwait.cli.progress import traffic_progress
-        from gpuwait.runner.cost import check_scenario_cost
+        from gpuwait.runner.cost import check_scenario_cost, parse_max_memory
 
         scenario = load_scenario(scenario_file)
         if scenario.jobs:  # several jobs on one fabric: placement and noisy-neighbor causes per job
@@ -65,7 +65,7 @@ def diagnose(scenario_file: str | None = SCENARIO_ARGUMENT, inject: list[str] | 
                                   lambda c: (render_jobs(c, jobs["run"]), [c.print(f"{f['rank']}. [bold]{f['kind']}[/] "
                                              f"{f['component']}: {f['explanation']}; fix: {f['fix']}") for f in jobs["findings"]]))
             return
-        check_scenario_cost(scenario, max_memory, steps)
+        check_scenario_cost(scenario, parse_max_memory(max_memory), steps)
         with traffic_progress("packet", not json_out) as progress:  # shown only for a traffic scenario
             result = diagnose_run(scenario, inject or [], steps=steps, measure_gain=not no_gain,
                                   report=report, progress=progress)

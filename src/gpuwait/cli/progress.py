@@ -9,21 +9,21 @@ from contextlib import contextmanager
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from gpuwait.runner.cost import CostEstimate
+from gpuwait.runner.cost import CostEstimate, memory_limit_bytes
 from gpuwait.runner.workload import run_workload
 from gpuwait.spec import Scenario
 from gpuwait.steps.result import RunResult
 
 
-def state_estimate(estimate: CostEstimate, limit_bytes: float) -> None:
-    """What the run will allocate, on a terminal's stderr (stdout stays the results; a pipe or a log keeps
-    only errors, like the progress bar): one dim line."""
+def state_estimate(estimate: CostEstimate, max_memory_bytes: float | None) -> None:
+    """What the run will allocate and its limit (``--max-memory`` as parsed, or the default), on a terminal's
+    stderr (stdout stays the results; a pipe or a log keeps only errors, like the progress bar): one dim line."""
     from gpuwait.units import format_size
 
     if not sys.stderr.isatty():
         return
     Console(stderr=True, highlight=False).print(
-        f"[dim]allocates {estimate.describe()} (limit {format_size(limit_bytes)}: --max-memory)[/dim]")
+        f"[dim]allocates {estimate.describe()} (limit {format_size(memory_limit_bytes(max_memory_bytes))}: --max-memory)[/dim]")
 
 
 def simulate(scenario: Scenario, steps: int | None, show_progress: bool) -> list[RunResult]:

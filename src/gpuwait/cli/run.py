@@ -37,13 +37,14 @@ def run(scenario_file: str = typer.Argument(..., metavar="SCENARIO.yaml", help="
     from gpuwait.cli.output import Output
     from gpuwait.engine.base import ENGINES
     from gpuwait.errors import SpecError
-    from gpuwait.runner.cost import check_scenario_cost
+    from gpuwait.runner.cost import check_scenario_cost, parse_max_memory
     from gpuwait.runner.inputs import load_scenario
 
     if engine not in ENGINES:
         raise SpecError(f"--engine: got {engine!r}; expected one of {', '.join(ENGINES)}")
     scenario = load_scenario(scenario_file)
-    estimate = check_scenario_cost(scenario, max_memory, steps, engine)  # before any allocation
+    max_memory_bytes = parse_max_memory(max_memory)
+    estimate = check_scenario_cost(scenario, max_memory_bytes, steps, engine)  # before any allocation
     if report is not None:
         from gpuwait.report.files import report_directory
 
@@ -53,9 +54,8 @@ def run(scenario_file: str = typer.Argument(..., metavar="SCENARIO.yaml", help="
                         hint="--steps applies to training and inference scenarios")
     if not json_out:  # once every input check has passed: the next thing is the run itself
         from gpuwait.cli.progress import state_estimate
-        from gpuwait.runner.cost import memory_limit_bytes
 
-        state_estimate(estimate, memory_limit_bytes(max_memory))
+        state_estimate(estimate, max_memory_bytes)
     out = Output(json_out)
     if scenario.jobs:
         _run_jobs(out, scenario, steps, engine, report)

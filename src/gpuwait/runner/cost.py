@@ -120,22 +120,28 @@ def estimate_scenario(scenario: Scenario, steps: int | None = None, engine: str 
     return _traffic_estimate(scenario, engine)
 
 
-def memory_limit_bytes(text: str | None) -> float:
-    """``max_memory`` (``--max-memory``): a size such as ``16GiB``, or the default (:func:`default_memory_limit_bytes`)."""
+def parse_max_memory(text: str | None) -> float | None:
+    """``max_memory`` (``--max-memory``) in bytes: a size such as ``16GiB``, or None when not given (the
+    default limit applies: :func:`default_memory_limit_bytes`). The one parse: a caller passes the bytes on."""
     if text is None:
-        return float(default_memory_limit_bytes())
+        return None
     try:
         return parse_size_bytes(text, allow_zero=False)
     except UnitError as err:
         raise SpecError(f"max_memory: {str(err).split(': ', 1)[-1]}", hint="e.g. max_memory='16GiB'") from None
 
 
-def check_cost(estimate: CostEstimate, limit_bytes: float | None = None) -> CostEstimate:
+def memory_limit_bytes(max_memory_bytes: float | None) -> float:
+    """The limit a run is held to: ``max_memory_bytes`` (:func:`parse_max_memory`), else the default."""
+    return float(default_memory_limit_bytes()) if max_memory_bytes is None else max_memory_bytes
+
+
+def check_cost(estimate: CostEstimate, max_memory_bytes: float | None = None) -> CostEstimate:
     """``estimate``, or a :class:`SpecError` naming it, the limit and the field to change when it is over.
 
     The limit is named as the caller's argument (`` `max_memory` ``; the command line renames it
     ``--max-memory``): a Python traceback shows the message, not the hint."""
-    limit = default_memory_limit_bytes() if limit_bytes is None else limit_bytes
+    limit = memory_limit_bytes(max_memory_bytes)
     if estimate.bytes > limit:
         raise SpecError(f"the run would allocate {estimate.describe()}, over the limit of {format_size(limit)} "
                         f"(`max_memory`); expected less (change {estimate.field})",
@@ -143,20 +149,20 @@ def check_cost(estimate: CostEstimate, limit_bytes: float | None = None) -> Cost
     return estimate
 
 
-def check_scenario_cost(scenario: Scenario, max_memory: str | None = None, steps: int | None = None,
+def check_scenario_cost(scenario: Scenario, max_memory_bytes: float | None = None, steps: int | None = None,
                         engine: str = "flow") -> CostEstimate:
-    """What running ``scenario`` allocates, checked against ``max_memory`` before anything is built.
+    """What running ``scenario`` allocates, checked against ``max_memory_bytes`` before anything is built.
 
     The one guard of every command and :mod:`gpuwait.api` function that simulates a scenario: the
-    estimate (:func:`estimate_scenario`) against the limit (:func:`memory_limit_bytes`, default half
-    the machine's memory), refused with one :class:`SpecError` line by :func:`check_cost`.
+    estimate (:func:`estimate_scenario`) against the limit (``max_memory`` as :func:`parse_max_memory` read
+    it, default half the machine's memory), refused with one :class:`SpecError` line by :func:`check_cost`.
 
     Parameters
     ----------
     scenario : Scenario
         The loaded scenario.
-    max_memory : str, optional
-        The limit as a size (``"16GiB"``); default half the machine's memory.
+    max_memory_bytes : float, optional
+        The limit in bytes (:func:`parse_max_memory` of ``max_memory``); default half the machine's memory.
     steps : int, optional
         A workload's steps, when they override the scenario's.
     engine : {"flow", "packet"}
@@ -170,8 +176,7 @@ def check_scenario_cost(scenario: Scenario, max_memory: str | None = None, steps
     Raises
     ------
     SpecError
-        Over the limit (naming the estimate, the limit and the field to change), or ``max_memory``
-        not a size.
+        Over the limit (naming the estimate, the limit and the field to change).
 
     Examples
     --------
@@ -181,12 +186,12 @@ def check_scenario_cost(scenario: Scenario, max_memory: str | None = None, steps
     >>> scenario = validate_data(Scenario, doc, source="doc", require_units=False)
     >>> check_scenario_cost(scenario).counts
     {'flows': 16, 'cases': 1}
-    >>> check_scenario_cost(scenario, max_memory="1MB")
+    >>> check_scenario_cost(scenario, max_memory_bytes=parse_max_memory("1MB"))
     Traceback (most recent call last):
     ...
     gpuwait.errors.SpecError: the run would allocate 16 flows x 1 cases; about 209.7MB, over the limit of 1MB (`max_memory`); expected less (change traffic (patterns: servers or size; flows))
     """
-    return check_cost(estimate_scenario(scenario, steps, engine), memory_limit_bytes(max_memory))
+    return check_cost(estimate_scenario(scenario, steps, engine), max_memory_bytes)
 
 
 def _topology_bytes(topo) -> int:
