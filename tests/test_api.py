@@ -226,3 +226,21 @@ def test_simulate_refuses_a_jobs_scenario_in_one_line():
         g.simulate("examples/two-jobs-shared-uplinks.yaml")
     assert str(err.value).startswith("scenario: has `jobs:`") and "\n" not in str(err.value)
     assert "gpuwait run" in err.value.hint
+
+
+def test_max_memory_governs_a_listed_alltoall_too(monkeypatch, capsys):
+    """One limit for the whole run: an all-to-all that ECMP lists flow by flow is held to the caller's
+    ``max_memory`` (a machine with 64 KiB would refuse it by default), in the API and the command line."""
+    import os
+
+    sysconf = os.sysconf
+    monkeypatch.setattr(os, "sysconf", lambda name: 16 if name == "SC_PHYS_PAGES" else sysconf(name))
+    sweep = g.perf("alltoall", cluster="rocev2-400g-2tier", servers=2, max_memory="64GiB")
+    assert sweep.rows[0].oop_busbw_GBps > 0
+    code, out, err = run_cli(capsys, "perf", "alltoall", "--cluster", "rocev2-400g-2tier", "--servers", "2",
+                             "--max-memory", "64GiB", "--json")
+    assert code == 0, err
+    moe = "examples/moe-expert-parallel.yaml"  # ECMP: its expert all-to-alls are listed flow by flow
+    assert g.simulate(moe, max_memory="64GiB").results[0].breakdown.step_time_s > 0
+    code, out, err = run_cli(capsys, "run", moe, "--max-memory", "64GiB", "--json")
+    assert code == 0, err

@@ -77,9 +77,10 @@ def simulate(scenario: Scenario | str | Path, engine: str = "flow", steps: int |
     if scenario.workload is None and steps is not None:
         raise SpecError("steps: the scenario has no workload; expected a `workload:` section",
                         hint="steps apply to training and inference scenarios")
-    check_scenario_cost(scenario, parse_max_memory(max_memory), steps, engine)  # before anything is built
+    max_memory_bytes = parse_max_memory(max_memory)
+    check_scenario_cost(scenario, max_memory_bytes, steps, engine)  # before anything is built
     if scenario.workload is not None:
-        return WorkloadResult(scenario.name, run_workload(scenario, steps=steps))
+        return WorkloadResult(scenario.name, run_workload(scenario, steps=steps, max_memory_bytes=max_memory_bytes))
     return TrafficResult(scenario.name, engine, run_traffic(scenario, engine))
 
 
@@ -175,8 +176,9 @@ def diagnose(scenario: Scenario | str | Path | None = None, inject: Sequence[str
         raise SpecError("diagnose: expected a scenario, or telemetry= with cluster=")
     if not isinstance(scenario, Scenario):
         scenario = load_scenario(scenario)
-    check_scenario_cost(scenario, parse_max_memory(max_memory), steps)
-    return diagnose_run(scenario, list(inject), steps=steps, measure_gain=measure_gain)
+    max_memory_bytes = parse_max_memory(max_memory)
+    check_scenario_cost(scenario, max_memory_bytes, steps)
+    return diagnose_run(scenario, list(inject), steps=steps, measure_gain=measure_gain, max_memory_bytes=max_memory_bytes)
 
 
 def build_cluster(preset_or_file: str | Path | ClusterSpec, servers: int | None = None) -> Topology:

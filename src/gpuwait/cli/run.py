@@ -58,13 +58,13 @@ def run(scenario_file: str = typer.Argument(..., metavar="SCENARIO.yaml", help="
         state_estimate(estimate, max_memory_bytes)
     out = Output(json_out)
     if scenario.jobs:
-        _run_jobs(out, scenario, steps, engine, report)
+        _run_jobs(out, scenario, steps, engine, report, max_memory_bytes)
         return
     if scenario.workload is not None:
         if engine == "packet":
             raise SpecError("--engine packet: runs `traffic:` scenarios only; this one has a `workload:`",
                             hint="training and inference steps run on the flow engine")
-        _run_workload(out, scenario, steps, report)
+        _run_workload(out, scenario, steps, report, max_memory_bytes)
         return
     from gpuwait.cli.progress import simulate_traffic
     from gpuwait.report.results import TrafficResult
@@ -92,14 +92,15 @@ def _render_traffic(console: Console, result, flows_limit: int) -> None:
         console.print(f"report: {result.report[0]}  (Perfetto traces and flows.parquet beside it)")
 
 
-def _run_jobs(out, scenario, steps: int | None, engine: str, report: str | None) -> None:
+def _run_jobs(out, scenario, steps: int | None, engine: str, report: str | None,
+              max_memory_bytes: float | None) -> None:
     from gpuwait.cli.place import jobs_dict, render_jobs
     from gpuwait.errors import SpecError
     from gpuwait.runner.jobs import run_jobs
 
     if engine != "flow":
         raise SpecError(f"--engine: got {engine!r}; a scenario with `jobs:` runs on the flow engine")
-    result = run_jobs(scenario, steps)
+    result = run_jobs(scenario, steps, max_memory_bytes)
     data = jobs_dict(result)
     if report is not None:
         from gpuwait.report.jobs import write_jobs_reports
@@ -109,13 +110,13 @@ def _run_jobs(out, scenario, steps: int | None, engine: str, report: str | None)
     out.emit(data, lambda c: render_jobs(c, result, data.get("report")))
 
 
-def _run_workload(out, scenario, steps: int | None, report: str | None) -> None:
+def _run_workload(out, scenario, steps: int | None, report: str | None, max_memory_bytes: float | None) -> None:
     from gpuwait.cli.progress import simulate
     from gpuwait.cli.views import render_workload
     from gpuwait.report.files import write_reports
     from gpuwait.report.results import WorkloadResult
 
-    results = simulate(scenario, steps, not out.json_mode)
+    results = simulate(scenario, steps, not out.json_mode, max_memory_bytes)
     paths = write_reports(results, report, scenario.name) if report is not None else []
     result = WorkloadResult(scenario.name, results, paths)
     out.emit(result.to_dict(), lambda c: render_workload(c, result))

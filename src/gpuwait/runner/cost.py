@@ -25,10 +25,10 @@ resident memory under ``/usr/bin/time -f %M``):
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 
 from gpuwait.errors import SpecError, UnitError
+from gpuwait.fabric.memory import memory_limit
 from gpuwait.spec import Scenario
 from gpuwait.topology import resolve_cluster
 from gpuwait.topology.presets import resolve_server
@@ -44,14 +44,6 @@ FLOW_PAIR_BYTES = 1
 BASE_BYTES = 200 * 2**20
 #: the packet engine's MTU-sized packets, for the stated count
 PACKET_BYTES = 4096
-
-
-def default_memory_limit_bytes() -> int:
-    """Half the machine's physical memory (the rest for the system and the other processes)."""
-    try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2
-    except (ValueError, OSError, AttributeError):
-        return 8 * 2**30
 
 
 @dataclass(frozen=True)
@@ -122,7 +114,8 @@ def estimate_scenario(scenario: Scenario, steps: int | None = None, engine: str 
 
 def parse_max_memory(text: str | None) -> float | None:
     """``max_memory`` (``--max-memory``) in bytes: a size such as ``16GiB``, or None when not given (the
-    default limit applies: :func:`default_memory_limit_bytes`). The one parse: a caller passes the bytes on."""
+    default limit applies: :func:`gpuwait.fabric.memory.memory_limit`). The one parse: a caller passes the
+    bytes on, to this module's checks and to the run (whose all-to-alls listed flow by flow are held to it)."""
     if text is None:
         return None
     try:
@@ -131,17 +124,12 @@ def parse_max_memory(text: str | None) -> float | None:
         raise SpecError(f"max_memory: {str(err).split(': ', 1)[-1]}", hint="e.g. max_memory='16GiB'") from None
 
 
-def memory_limit_bytes(max_memory_bytes: float | None) -> float:
-    """The limit a run is held to: ``max_memory_bytes`` (:func:`parse_max_memory`), else the default."""
-    return float(default_memory_limit_bytes()) if max_memory_bytes is None else max_memory_bytes
-
-
 def check_cost(estimate: CostEstimate, max_memory_bytes: float | None = None) -> CostEstimate:
     """``estimate``, or a :class:`SpecError` naming it, the limit and the field to change when it is over.
 
     The limit is named as the caller's argument (`` `max_memory` ``; the command line renames it
     ``--max-memory``): a Python traceback shows the message, not the hint."""
-    limit = memory_limit_bytes(max_memory_bytes)
+    limit = memory_limit(max_memory_bytes)[0]
     if estimate.bytes > limit:
         raise SpecError(f"the run would allocate {estimate.describe()}, over the limit of {format_size(limit)} "
                         f"(`max_memory`); expected less (change {estimate.field})",
