@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+from gpuwait.cli.common import options_named
 from gpuwait.engine import get_engine
 from gpuwait.errors import SpecError
 from gpuwait.report.diagnosis import diagnose_run, diagnose_telemetry
@@ -32,6 +33,7 @@ from gpuwait.runner.traffic import run_traffic
 from gpuwait.runner.workload import run_workload
 from gpuwait.spec import ClusterSpec, Scenario
 from gpuwait.spec.faults import FaultSpec
+from gpuwait.spec.reader import short_value
 from gpuwait.topology import Topology, build_topology, resolve_cluster
 
 __all__ = ["build_cluster", "diagnose", "load_scenario", "perf", "simulate"]
@@ -97,9 +99,10 @@ def perf(op: str, cluster: str = "dgx-h100", servers: int | None = None, sizes: 
         nccl-tests binary name, ``all_reduce_perf``).
     cluster, servers, gpus
         A preset name or a cluster/scenario file; servers (default: the preset's); GPUs per server.
-    sizes : (min, max), optional
+    sizes : (min, max) or (size,), optional
         The ``-b`` and ``-e`` sizes in bytes or with K/M/G suffixes; sizes between them grow by
-        ``step_factor`` (``-f``). Default: 32M only, as nccl-tests.
+        ``step_factor`` (``-f``); one size alone is both. Default: 32M only, as nccl-tests. Another
+        number of sizes is refused (an error names ``sizes``, or ``sizes[i]`` for a size it cannot use).
     env : mapping or NAME=VALUE strings
         NCCL variables (``{"NCCL_ALGO": "Ring"}``) over the process environment, as NCCL reads them.
     nccl_version : str, optional
@@ -121,10 +124,23 @@ def perf(op: str, cluster: str = "dgx-h100", servers: int | None = None, sizes: 
         ``max_memory`` raises SpecError), ``to_dict()`` and ``to_arrow()``;
         :func:`gpuwait.report.perf.sweep_text` prints it as nccl-tests does.
     """
-    lo, hi = (sizes[0], sizes[-1]) if sizes else ("32M", "32M")
-    args = SweepArgs(min_bytes=lo, max_bytes=hi, step_factor=step_factor, dtype=dtype, **nccl_tests_args)
-    return estimated_sweep(op, args, cluster, servers, gpus, env, nccl_version, gpus_per_thread,
-                           parse_max_memory(max_memory))
+    sizes = _size_range(sizes)
+    args = SweepArgs(min_bytes=sizes[0], max_bytes=sizes[-1], step_factor=step_factor, dtype=dtype, **nccl_tests_args)
+    # SweepArgs' fields are the command line's -b / -e; this caller wrote sizes=(min, max)
+    with options_named(min_bytes="sizes[0]", max_bytes=f"sizes[{len(sizes) - 1}]"):
+        return estimated_sweep(op, args, cluster, servers, gpus, env, nccl_version, gpus_per_thread,
+                               parse_max_memory(max_memory))
+
+
+def _size_range(sizes: Sequence[int | str] | None) -> Sequence[int | str]:
+    """``perf``'s ``sizes``: ``(min, max)`` or one size, else nccl-tests' default 32M only; a third size
+    would be dropped silently (the sweep runs from min to max by ``step_factor``), so it is refused."""
+    if sizes is None:
+        return ("32M",)
+    if isinstance(sizes, (str, bytes)) or len(sizes) not in (1, 2):
+        raise SpecError(f"sizes: got {short_value(sizes)}; expected (min, max), nccl-tests' -b and -e, or one size",
+                        hint="e.g. sizes=('8', '8G') with step_factor=2; the sizes between grow by step_factor")
+    return sizes
 
 
 def diagnose(scenario: Scenario | str | Path | None = None, inject: Sequence[str | FaultSpec] = (), *,
