@@ -60,7 +60,9 @@ def diagnose(scenario_file: str | None = SCENARIO_ARGUMENT, inject: list[str] | 
         max_memory_bytes = parse_max_memory(max_memory)
         if scenario.jobs:  # several jobs on one fabric: placement and noisy-neighbor causes per job
             from gpuwait.cli.place import jobs_dict, render_jobs
-            from gpuwait.diagnosis.placement import diagnose_jobs
+            from gpuwait.diagnosis.placement import DEFAULT_STEPS, diagnose_jobs
+
+            check_scenario_cost(scenario, max_memory_bytes, steps or DEFAULT_STEPS)
             jobs = diagnose_jobs(scenario, steps, max_memory_bytes)
             Output(json_out).emit({**jobs_dict(jobs["run"]), "findings": jobs["findings"]},
                                   lambda c: (render_jobs(c, jobs["run"]), [c.print(f"{f['rank']}. [bold]{f['kind']}[/] "

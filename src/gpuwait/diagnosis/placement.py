@@ -20,6 +20,8 @@ from gpuwait.spec.scenario import Scenario
 
 #: a cause is reported when removing it gives back at least this share of the step
 MIN_GAIN = 0.01
+#: the shared steps a diagnosis runs when the caller gives none
+DEFAULT_STEPS = 2
 
 
 def _pinned(run: JobsRun) -> list:
@@ -99,7 +101,7 @@ def neighbor_findings(run: JobsRun, steps: int, max_memory_bytes: float | None =
 def diagnose_jobs(scenario: Scenario, steps: int | None = None, max_memory_bytes: float | None = None) -> dict:
     """Every job's step alone and shared, and the placement and noisy-neighbor findings, ranked by gain;
     every run held to ``max_memory_bytes`` (``max_memory``; None: half the machine's memory)."""
-    n_steps = steps or 2
+    n_steps = steps or DEFAULT_STEPS
     run = run_jobs(scenario, n_steps, max_memory_bytes)
     findings = sorted(placement_findings(run, n_steps, max_memory_bytes) + neighbor_findings(run, n_steps, max_memory_bytes),
                       key=lambda f: -f["expected_gain_fraction"])
