@@ -110,13 +110,7 @@ def make_predictor(cluster: str | ClusterSpec, servers: int | None, gpus: int | 
     ``cluster`` may also be a cluster already loaded (:func:`~gpuwait.runner.inputs.load_cluster`), so a
     caller that read it for other fields does not read the file again; it has its servers already.
     """
-    if isinstance(cluster, ClusterSpec):
-        if servers is not None:
-            raise SpecError(f"servers: got {servers} with a loaded cluster; expected None (the cluster has "
-                            f"{cluster.servers})")
-        spec = cluster
-    else:
-        spec = load_cluster(cluster, servers)
+    spec = load_cluster(cluster, servers)
     topo = build_topology(spec)
     environment = nccl_env(env)
     comm = Communicator.world(topo, gpus_per_server=gpus)
