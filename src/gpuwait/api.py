@@ -54,7 +54,8 @@ def simulate(scenario: Scenario | str | Path, engine: str = "flow", steps: int |
         Workloads only: the steps to simulate (default: the scenario's).
     max_memory : str, optional
         Refuse a run estimated to allocate more than this (``"16GiB"``); default half the machine's
-        memory. The estimate is made before anything is built (:func:`~gpuwait.runner.cost.check_scenario_cost`).
+        memory. The estimate is made before anything is built (:func:`~gpuwait.runner.cost.check_scenario_cost`);
+        an all-to-all too large to list flow by flow is held to the same limit as the run reaches it.
 
     Returns
     -------
