@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -68,15 +69,23 @@ def test_build_cluster_from_a_preset_a_file_and_a_spec():
     (lambda: g.load_scenario("examples/nope.yaml"), "nope.yaml"),
     (lambda: g.build_cluster("no-such-preset"), "no-such-preset"),
     (lambda: g.simulate("examples/dp-only.yaml", engine="packet"), "traffic"),
-    # the API names its field; the CLI maps it to -b / --minbytes (tests/cli/test_perf.py)
-    (lambda: g.perf("all_reduce", sizes=("64M", "1M")), "min_bytes: got 67108864 bytes"),
+    # the API names its argument, sizes=(min, max); the CLI names -b / --minbytes (tests/cli/test_perf.py)
+    (lambda: g.perf("all_reduce", sizes=("64M", "1M")), "sizes[0]: got 67108864 bytes"),
+    (lambda: g.perf("all_reduce", sizes=("x", "1M")), "sizes[0]: cannot read 'x'"),
+    (lambda: g.perf("all_reduce", sizes=("1M", "-8")), "sizes[1]: got '-8'; expected zero or more bytes"),
+    # three sizes would silently sweep from the first to the last: refused, as none or a bare string
+    (lambda: g.perf("all_reduce", sizes=("1M", "2M", "4M")), "sizes: got ('1M', '2M', '4M'); expected (min, max)"),
+    (lambda: g.perf("all_reduce", sizes=()), "sizes: got (); expected (min, max)"),
+    (lambda: g.perf("all_reduce", sizes=("x",)), "sizes[0]: cannot read 'x'"),
+    (lambda: g.perf("all_reduce", sizes="1M"), "sizes: got '1M'; expected (min, max)"),
     (lambda: g.diagnose("examples/ecmp-collision.yaml", inject=["slow-gpu:s1.gpu3"]), "inject: applies to training"),
     # the command line refuses --steps 0 itself (its option's minimum)
     (lambda: g.simulate("examples/dp-only.yaml", steps=0), "steps: got 0; expected at least 1"),
 ])
 def test_bad_input_raises_the_cli_errors(call, message):
-    with pytest.raises(GpuwaitError, match=message.replace(".", r"\.")):
+    with pytest.raises(GpuwaitError, match=re.escape(message)) as raised:
         call()
+    assert "\n" not in str(raised.value)
 
 
 PERF = ("all_reduce", "--servers", "2")
@@ -226,3 +235,21 @@ def test_simulate_refuses_a_jobs_scenario_in_one_line():
         g.simulate("examples/two-jobs-shared-uplinks.yaml")
     assert str(err.value).startswith("scenario: has `jobs:`") and "\n" not in str(err.value)
     assert "gpuwait run" in err.value.hint
+
+
+def test_max_memory_governs_a_listed_alltoall_too(monkeypatch, capsys):
+    """One limit for the whole run: an all-to-all that ECMP lists flow by flow is held to the caller's
+    ``max_memory`` (a machine with 64 KiB would refuse it by default), in the API and the command line."""
+    import os
+
+    sysconf = os.sysconf
+    monkeypatch.setattr(os, "sysconf", lambda name: 16 if name == "SC_PHYS_PAGES" else sysconf(name))
+    sweep = g.perf("alltoall", cluster="rocev2-400g-2tier", servers=2, max_memory="64GiB")
+    assert sweep.rows[0].oop_busbw_GBps > 0
+    code, out, err = run_cli(capsys, "perf", "alltoall", "--cluster", "rocev2-400g-2tier", "--servers", "2",
+                             "--max-memory", "64GiB", "--json")
+    assert code == 0, err
+    moe = "examples/moe-expert-parallel.yaml"  # ECMP: its expert all-to-alls are listed flow by flow
+    assert g.simulate(moe, max_memory="64GiB").results[0].breakdown.step_time_s > 0
+    code, out, err = run_cli(capsys, "run", moe, "--max-memory", "64GiB", "--json")
+    assert code == 0, err

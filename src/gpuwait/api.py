@@ -21,17 +21,19 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+from gpuwait.cli.common import options_named
 from gpuwait.engine import get_engine
 from gpuwait.errors import SpecError
 from gpuwait.report.diagnosis import diagnose_run, diagnose_telemetry
 from gpuwait.report.results import DiagnosisResult, TrafficResult, WorkloadResult
-from gpuwait.runner.cost import check_scenario_cost, memory_limit_bytes
+from gpuwait.runner.cost import check_scenario_cost, parse_max_memory
 from gpuwait.runner.inputs import load_cluster, load_scenario, with_servers
 from gpuwait.runner.perf import PerfSweep, SweepArgs, estimated_sweep
 from gpuwait.runner.traffic import run_traffic
 from gpuwait.runner.workload import run_workload
 from gpuwait.spec import ClusterSpec, Scenario
 from gpuwait.spec.faults import FaultSpec
+from gpuwait.spec.reader import short_value
 from gpuwait.topology import Topology, build_topology, resolve_cluster
 
 __all__ = ["build_cluster", "diagnose", "load_scenario", "perf", "simulate"]
@@ -52,7 +54,8 @@ def simulate(scenario: Scenario | str | Path, engine: str = "flow", steps: int |
         Workloads only: the steps to simulate (default: the scenario's).
     max_memory : str, optional
         Refuse a run estimated to allocate more than this (``"16GiB"``); default half the machine's
-        memory. The estimate is made before anything is built (:func:`~gpuwait.runner.cost.check_scenario_cost`).
+        memory. The estimate is made before anything is built (:func:`~gpuwait.runner.cost.check_scenario_cost`);
+        an all-to-all too large to list flow by flow is held to the same limit as the run reaches it.
 
     Returns
     -------
@@ -77,9 +80,10 @@ def simulate(scenario: Scenario | str | Path, engine: str = "flow", steps: int |
     if scenario.workload is None and steps is not None:
         raise SpecError("steps: the scenario has no workload; expected a `workload:` section",
                         hint="steps apply to training and inference scenarios")
-    check_scenario_cost(scenario, max_memory, steps, engine)  # before anything is built
+    max_memory_bytes = parse_max_memory(max_memory)
+    check_scenario_cost(scenario, max_memory_bytes, steps, engine)  # before anything is built
     if scenario.workload is not None:
-        return WorkloadResult(scenario.name, run_workload(scenario, steps=steps))
+        return WorkloadResult(scenario.name, run_workload(scenario, steps=steps, max_memory_bytes=max_memory_bytes))
     return TrafficResult(scenario.name, engine, run_traffic(scenario, engine))
 
 
@@ -96,9 +100,10 @@ def perf(op: str, cluster: str = "dgx-h100", servers: int | None = None, sizes: 
         nccl-tests binary name, ``all_reduce_perf``).
     cluster, servers, gpus
         A preset name or a cluster/scenario file; servers (default: the preset's); GPUs per server.
-    sizes : (min, max), optional
+    sizes : (min, max) or (size,), optional
         The ``-b`` and ``-e`` sizes in bytes or with K/M/G suffixes; sizes between them grow by
-        ``step_factor`` (``-f``). Default: 32M only, as nccl-tests.
+        ``step_factor`` (``-f``); one size alone is both. Default: 32M only, as nccl-tests. Another
+        number of sizes is refused (an error names ``sizes``, or ``sizes[i]`` for a size it cannot use).
     env : mapping or NAME=VALUE strings
         NCCL variables (``{"NCCL_ALGO": "Ring"}``) over the process environment, as NCCL reads them.
     nccl_version : str, optional
@@ -120,10 +125,23 @@ def perf(op: str, cluster: str = "dgx-h100", servers: int | None = None, sizes: 
         ``max_memory`` raises SpecError), ``to_dict()`` and ``to_arrow()``;
         :func:`gpuwait.report.perf.sweep_text` prints it as nccl-tests does.
     """
-    lo, hi = (sizes[0], sizes[-1]) if sizes else ("32M", "32M")
-    args = SweepArgs(min_bytes=lo, max_bytes=hi, step_factor=step_factor, dtype=dtype, **nccl_tests_args)
-    return estimated_sweep(op, args, cluster, servers, gpus, env, nccl_version, gpus_per_thread,
-                           memory_limit_bytes(max_memory))
+    sizes = _size_range(sizes)
+    args = SweepArgs(min_bytes=sizes[0], max_bytes=sizes[-1], step_factor=step_factor, dtype=dtype, **nccl_tests_args)
+    # SweepArgs' fields are the command line's -b / -e; this caller wrote sizes=(min, max)
+    with options_named(min_bytes="sizes[0]", max_bytes=f"sizes[{len(sizes) - 1}]"):
+        return estimated_sweep(op, args, cluster, servers, gpus, env, nccl_version, gpus_per_thread,
+                               parse_max_memory(max_memory))
+
+
+def _size_range(sizes: Sequence[int | str] | None) -> Sequence[int | str]:
+    """``perf``'s ``sizes``: ``(min, max)`` or one size, else nccl-tests' default 32M only; a third size
+    would be dropped silently (the sweep runs from min to max by ``step_factor``), so it is refused."""
+    if sizes is None:
+        return ("32M",)
+    if isinstance(sizes, (str, bytes)) or len(sizes) not in (1, 2):
+        raise SpecError(f"sizes: got {short_value(sizes)}; expected (min, max), nccl-tests' -b and -e, or one size",
+                        hint="e.g. sizes=('8', '8G') with step_factor=2; the sizes between grow by step_factor")
+    return sizes
 
 
 def diagnose(scenario: Scenario | str | Path | None = None, inject: Sequence[str | FaultSpec] = (), *,
@@ -175,8 +193,9 @@ def diagnose(scenario: Scenario | str | Path | None = None, inject: Sequence[str
         raise SpecError("diagnose: expected a scenario, or telemetry= with cluster=")
     if not isinstance(scenario, Scenario):
         scenario = load_scenario(scenario)
-    check_scenario_cost(scenario, max_memory, steps)
-    return diagnose_run(scenario, list(inject), steps=steps, measure_gain=measure_gain)
+    max_memory_bytes = parse_max_memory(max_memory)
+    check_scenario_cost(scenario, max_memory_bytes, steps)
+    return diagnose_run(scenario, list(inject), steps=steps, measure_gain=measure_gain, max_memory_bytes=max_memory_bytes)
 
 
 def build_cluster(preset_or_file: str | Path | ClusterSpec, servers: int | None = None) -> Topology:

@@ -128,3 +128,29 @@ def test_calibrate_places_a_run_as_perf_compare_does_when_only_servers_is_given(
     for args in (["perf", "all_reduce", "--compare", log], ["calibrate", log, "--params", "launch_latency_s"]):
         code, _, err = run_cli(capsys, *args, "--cluster", "dgx-h100", "--servers", "2")
         assert code == 0, (args, err)
+
+
+def test_calibrate_reads_the_cluster_file_once(capsys, tmp_path, monkeypatch):
+    """The file is fitted (its cluster) and overlaid (its own content) from one read, and the overlay is as
+    before: the scenario's fields as written, its cluster's servers and calibration added."""
+    import gpuwait.spec.reader as reader
+
+    read = []
+    checked = reader.read_bytes_checked
+
+    def counting(path, *args, **kwargs):
+        read.append(str(path))
+        return checked(path, *args, **kwargs)
+
+    monkeypatch.setattr(reader, "read_bytes_checked", counting)
+    out = tmp_path / "scenario.yaml"
+    source = str(EXAMPLES / "dp-only.yaml")
+    code, _, err = run_cli(capsys, "calibrate", str(LOG), "--cluster", source, "--servers", "2",
+                           "--params", "nic_efficiency", "--out", str(out))
+    assert code == 0, err
+    assert read.count(source) == 1
+    import yaml
+
+    written, original = yaml.safe_load(out.read_text()), yaml.safe_load(Path(source).read_text())
+    assert written["workload"] == original["workload"] and written["cluster"]["servers"] == 2
+    assert "calibration" in written["cluster"]

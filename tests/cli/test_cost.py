@@ -99,3 +99,49 @@ def test_traffic_estimate_bounds_the_flow_engines_measured_peak():
     assert runs[0].result.counters["rate_updates"] > 100  # many events, so the rate logs grow
     interpreter_bytes = 100 * 2**20
     assert peak_bytes + interpreter_bytes < estimate.bytes, (peak_bytes, estimate.describe())
+
+
+def test_run_reads_max_memory_once(monkeypatch, capsys):
+    """`run` checks the estimate and states it against one limit: --max-memory is parsed once."""
+    import gpuwait.runner.cost as cost
+
+    parsed = []
+
+    def counting(text, **kwargs):
+        parsed.append(text)
+        return parse(text, **kwargs)
+
+    parse = cost.parse_size_bytes
+    monkeypatch.setattr(cost, "parse_size_bytes", counting)
+    assert main(["run", str(EXAMPLES / "ecmp-collision.yaml"), "--max-memory", "16GiB"]) == 0
+    assert parsed == ["16GiB"]
+
+
+def test_a_jobs_scenario_is_estimated_by_its_jobs_work():
+    """Several jobs on one fabric: each job's step alone (ranks x micro-batches x chunks) and the shared
+    run's segments for every step are counted, not a traffic estimate of no flows."""
+    scenario = load_scenario(EXAMPLES / "two-jobs-shared-uplinks.yaml")
+    estimate = estimate_scenario(scenario)
+    assert estimate.counts["jobs"] == 2 and estimate.counts["steps"] == 3
+    assert estimate.counts["rank x micro-batch x chunk cells"] == 64 * 1 + 64 * 2  # global_batch 64 and 128 over 64 GPUs
+    bigger = scenario.model_copy(update={"jobs": [scenario.jobs[0].model_copy(update={"workload": scenario.jobs[0].workload.model_copy(
+        update={"parallel": scenario.jobs[0].workload.parallel.model_copy(update={"global_batch": 65536})})}), scenario.jobs[1]]})
+    more = estimate_scenario(bigger)  # job a: 64 ranks x 1,024 micro-batches, 1 KiB each; its segments stay 8 (DP only)
+    assert more.counts["rank x micro-batch x chunk cells"] == 64 * 1024 + 64 * 2
+    assert more.bytes - estimate.bytes == (64 * 1024 - 64) * 1024
+    assert estimate_scenario(scenario, steps=10**6).bytes > estimate.bytes + 10**6 * 16 * 100  # 16 segments a step
+
+
+@pytest.mark.parametrize("command", ["diagnose", "run"])
+def test_a_jobs_scenario_over_max_memory_is_refused_before_it_runs(monkeypatch, capsys, command):
+    import gpuwait.diagnosis.placement as placement
+    import gpuwait.runner.jobs as jobs
+
+    def never(*args, **kwargs):
+        pytest.fail("ran a jobs scenario over --max-memory")
+
+    monkeypatch.setattr(placement, "diagnose_jobs", never)
+    monkeypatch.setattr(jobs, "run_jobs", never)
+    assert main([command, str(EXAMPLES / "two-jobs-shared-uplinks.yaml"), "--max-memory", "1MB"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: the run would allocate 2 jobs, ") and "over the limit of 1MB (--max-memory)" in err

@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gpuwait.fabric.alltoall as alltoall
+import gpuwait.fabric.memory as memory
 from gpuwait.collectives.algorithms import compile_collective
 from gpuwait.collectives.communicator import Communicator
 from gpuwait.engine.base import effective_capacity_Bps
@@ -203,14 +204,33 @@ def test_several_all_to_alls_in_one_phase(kind):
 def test_ecmp_alltoall_too_large_to_list_is_refused_with_its_memory(monkeypatch):
     """ECMP hashes every flow's own 5-tuple, so its all-to-all stays listed flow by flow (n(n-1) rows:
     268 M at 16,384 GPUs): one that cannot fit is refused before allocating, naming its estimate."""
-    import gpuwait.fabric.collective as collective
     from gpuwait.errors import SimulationError
 
     topo = _topo("superpod", 8)
-    monkeypatch.setattr(collective, "_memory_limit_bytes", lambda: 1e6)
-    with pytest.raises(SimulationError, match=r"4,032 flows listed one by one need about .*expected at most 1MB"):
+    monkeypatch.setattr(memory, "default_memory_limit_bytes", lambda: 1_000_000)
+    with pytest.raises(SimulationError, match=r"4,032 flows listed one by one need about .*expected at most 1MB "
+                                              r"\(half this machine's memory\)"):
         _both(topo, "ecmp")
     _both(topo, "adaptive")  # grouped per leaf pair: never listed
+
+
+def test_a_listed_alltoall_is_held_to_the_callers_max_memory(monkeypatch):
+    """The caller's limit (``max_memory``) governs the listed all-to-all's refusal, not half the machine's
+    memory, and the message names it (as ``--max-memory`` on the command line)."""
+    from gpuwait.cli.common import options_named
+    from gpuwait.errors import SimulationError
+
+    topo = _topo("superpod", 8)
+    transport = TRANSPORTS[topo.spec.transport.name]
+    plan = compile_collective(Communicator.world(topo), "alltoall", GIB, "direct")
+    args = (topo, plan, RoutingSpec(kind="ecmp"), transport, effective_capacity_Bps(topo, transport))
+    with pytest.raises(SimulationError, match=r"expected at most 1MB \(`max_memory`\)"):
+        run_plan(*args, max_memory_bytes=1e6)
+    with pytest.raises(SimulationError, match=r"expected at most 1MB \(--max-memory\)"), \
+            options_named(max_memory="--max-memory"):
+        run_plan(*args, max_memory_bytes=1e6)
+    monkeypatch.setattr(memory, "default_memory_limit_bytes", lambda: 1_000_000)
+    assert run_plan(*args, max_memory_bytes=64 * GIB).bandwidth_time_s > 0  # over the default, within the caller's
 
 
 @pytest.mark.parametrize("kind", ["spray", "adaptive"])

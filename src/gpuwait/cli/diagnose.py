@@ -54,20 +54,23 @@ def diagnose(scenario_file: str | None = SCENARIO_ARGUMENT, inject: list[str] | 
         raise SpecError(f"{option}: only with --telemetry; expected the scenario's own cluster (edit its `cluster:`)")
     else:
         from gpuwait.cli.progress import traffic_progress
-        from gpuwait.runner.cost import check_scenario_cost
+        from gpuwait.runner.cost import check_scenario_cost, parse_max_memory
 
         scenario = load_scenario(scenario_file)
+        max_memory_bytes = parse_max_memory(max_memory)
         if scenario.jobs:  # several jobs on one fabric: placement and noisy-neighbor causes per job
             from gpuwait.cli.place import jobs_dict
-            from gpuwait.diagnosis.placement import diagnose_jobs
-            jobs = diagnose_jobs(scenario, steps)
+            from gpuwait.diagnosis.placement import DEFAULT_STEPS, diagnose_jobs
+
+            check_scenario_cost(scenario, max_memory_bytes, steps or DEFAULT_STEPS)
+            jobs = diagnose_jobs(scenario, steps, max_memory_bytes)
             Output(json_out).emit({**jobs_dict(jobs["run"]), "findings": jobs["findings"]},
                                   lambda c: _render_jobs_diagnosis(c, jobs["run"], jobs["findings"]))
             return
-        check_scenario_cost(scenario, max_memory, steps)
+        check_scenario_cost(scenario, max_memory_bytes, steps)
         with traffic_progress("packet", not json_out) as progress:  # shown only for a traffic scenario
             result = diagnose_run(scenario, inject or [], steps=steps, measure_gain=not no_gain,
-                                  report=report, progress=progress)
+                                  report=report, progress=progress, max_memory_bytes=max_memory_bytes)
     Output(json_out).emit(result.to_dict(), lambda c: render_diagnosis(c, result.diagnosis))
 
 

@@ -104,21 +104,21 @@ def perf(ctx: typer.Context, op: str = OP_ARGUMENT, cluster: str = CLUSTER_OPTIO
         out.emit(comparison.to_dict(), render)
         return
     from gpuwait.report.perf import sweep_text
-    from gpuwait.runner.cost import memory_limit_bytes
+    from gpuwait.runner.cost import parse_max_memory
     from gpuwait.runner.perf import SweepArgs, estimated_sweep
 
     with options_named(**SWEEP_OPTIONS):
         args = SweepArgs(min_bytes, max_bytes, step_factor, step_bytes, iters, warmup, check, redop, dtype, root)
-    limit_bytes = memory_limit_bytes(max_memory)
+    max_memory_bytes = parse_max_memory(max_memory)
 
     def state(estimate) -> None:
         if not json_out:
             from gpuwait.cli.progress import state_estimate
 
-            state_estimate(estimate, limit_bytes)
+            state_estimate(estimate, max_memory_bytes)
 
     with options_named(collective="OP", preset="--cluster", servers="--servers", sizes="-b / -e", **SWEEP_OPTIONS):
-        sweep = estimated_sweep(op, args, cluster, servers, gpus, env, nccl_version, gpus_per_thread, limit_bytes,
+        sweep = estimated_sweep(op, args, cluster, servers, gpus, env, nccl_version, gpus_per_thread, max_memory_bytes,
                                 state)
     sweep = replace(sweep, settings=[replace(s, source=as_option(s.source)) for s in sweep.settings])
     out.emit(sweep.to_dict(), lambda c: print(sweep_text(sweep, report_algo)))

@@ -9,25 +9,27 @@ from contextlib import contextmanager
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from gpuwait.fabric.memory import memory_limit
 from gpuwait.runner.cost import CostEstimate
 from gpuwait.runner.workload import run_workload
 from gpuwait.spec import Scenario
 from gpuwait.steps.result import RunResult
 
 
-def state_estimate(estimate: CostEstimate, limit_bytes: float) -> None:
-    """What the run will allocate, on a terminal's stderr (stdout stays the results; a pipe or a log keeps
-    only errors, like the progress bar): one dim line."""
+def state_estimate(estimate: CostEstimate, max_memory_bytes: float | None) -> None:
+    """What the run will allocate and its limit (``--max-memory`` as parsed, or the default), on a terminal's
+    stderr (stdout stays the results; a pipe or a log keeps only errors, like the progress bar): one dim line."""
     from gpuwait.units import format_size
 
     if not sys.stderr.isatty():
         return
     Console(stderr=True, highlight=False).print(
-        f"[dim]allocates {estimate.describe()} (limit {format_size(limit_bytes)}: --max-memory)[/dim]")
+        f"[dim]allocates {estimate.describe()} (limit {format_size(memory_limit(max_memory_bytes)[0])}: --max-memory)[/dim]")
 
 
-def simulate(scenario: Scenario, steps: int | None, show_progress: bool) -> list[RunResult]:
-    """Run the workload; the bar shows only on a terminal and disappears when done."""
+def simulate(scenario: Scenario, steps: int | None, show_progress: bool,
+             max_memory_bytes: float | None = None) -> list[RunResult]:
+    """Run the workload (held to ``max_memory_bytes``); the bar shows only on a terminal and disappears when done."""
     console = Console(stderr=True)
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} steps"),
                   TimeElapsedColumn(), console=console, transient=True,
@@ -37,7 +39,7 @@ def simulate(scenario: Scenario, steps: int | None, show_progress: bool) -> list
         def progress(case: int, cases: int, step: int, steps_total: int) -> None:
             bar.update(task, description=f"case {case + 1}/{cases}", completed=step, total=steps_total)
 
-        return run_workload(scenario, steps=steps, progress=progress)
+        return run_workload(scenario, steps=steps, progress=progress, max_memory_bytes=max_memory_bytes)
 
 
 class _TrafficProgress:

@@ -37,13 +37,14 @@ def run(scenario_file: str = typer.Argument(..., metavar="SCENARIO.yaml", help="
     from gpuwait.cli.output import Output
     from gpuwait.engine.base import ENGINES
     from gpuwait.errors import SpecError
-    from gpuwait.runner.cost import check_scenario_cost
+    from gpuwait.runner.cost import check_scenario_cost, parse_max_memory
     from gpuwait.runner.inputs import load_scenario
 
     if engine not in ENGINES:
         raise SpecError(f"--engine: got {engine!r}; expected one of {', '.join(ENGINES)}")
     scenario = load_scenario(scenario_file)
-    estimate = check_scenario_cost(scenario, max_memory, steps, engine)  # before any allocation
+    max_memory_bytes = parse_max_memory(max_memory)
+    estimate = check_scenario_cost(scenario, max_memory_bytes, steps, engine)  # before any allocation
     if report is not None:
         from gpuwait.report.files import report_directory
 
@@ -53,18 +54,17 @@ def run(scenario_file: str = typer.Argument(..., metavar="SCENARIO.yaml", help="
                         hint="--steps applies to training and inference scenarios")
     if not json_out:  # once every input check has passed: the next thing is the run itself
         from gpuwait.cli.progress import state_estimate
-        from gpuwait.runner.cost import memory_limit_bytes
 
-        state_estimate(estimate, memory_limit_bytes(max_memory))
+        state_estimate(estimate, max_memory_bytes)
     out = Output(json_out)
     if scenario.jobs:
-        _run_jobs(out, scenario, steps, engine, report)
+        _run_jobs(out, scenario, steps, engine, report, max_memory_bytes)
         return
     if scenario.workload is not None:
         if engine == "packet":
             raise SpecError("--engine packet: runs `traffic:` scenarios only; this one has a `workload:`",
                             hint="training and inference steps run on the flow engine")
-        _run_workload(out, scenario, steps, report)
+        _run_workload(out, scenario, steps, report, max_memory_bytes)
         return
     from gpuwait.cli.progress import simulate_traffic
     from gpuwait.report.results import TrafficResult
@@ -92,14 +92,15 @@ def _render_traffic(console: Console, result, flows_limit: int) -> None:
         console.print(f"report: {result.report[0]}  (Perfetto traces and flows.parquet beside it)")
 
 
-def _run_jobs(out, scenario, steps: int | None, engine: str, report: str | None) -> None:
+def _run_jobs(out, scenario, steps: int | None, engine: str, report: str | None,
+              max_memory_bytes: float | None) -> None:
     from gpuwait.cli.place import jobs_dict, render_jobs
     from gpuwait.errors import SpecError
     from gpuwait.runner.jobs import run_jobs
 
     if engine != "flow":
         raise SpecError(f"--engine: got {engine!r}; a scenario with `jobs:` runs on the flow engine")
-    result = run_jobs(scenario, steps)
+    result = run_jobs(scenario, steps, max_memory_bytes)
     data = jobs_dict(result)
     if report is not None:
         from gpuwait.report.jobs import write_jobs_reports
@@ -109,13 +110,13 @@ def _run_jobs(out, scenario, steps: int | None, engine: str, report: str | None)
     out.emit(data, lambda c: render_jobs(c, result, data.get("report")))
 
 
-def _run_workload(out, scenario, steps: int | None, report: str | None) -> None:
+def _run_workload(out, scenario, steps: int | None, report: str | None, max_memory_bytes: float | None) -> None:
     from gpuwait.cli.progress import simulate
     from gpuwait.cli.views import render_workload
     from gpuwait.report.files import write_reports
     from gpuwait.report.results import WorkloadResult
 
-    results = simulate(scenario, steps, not out.json_mode)
+    results = simulate(scenario, steps, not out.json_mode, max_memory_bytes)
     paths = write_reports(results, report, scenario.name) if report is not None else []
     result = WorkloadResult(scenario.name, results, paths)
     out.emit(result.to_dict(), lambda c: render_workload(c, result))

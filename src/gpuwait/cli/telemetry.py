@@ -31,7 +31,7 @@ def export(scenario_file: str = typer.Argument(..., metavar="SCENARIO.yaml", hel
     from gpuwait.errors import SpecError
     from gpuwait.faults import parse_inject
     from gpuwait.report.files import output_file, write_atomically
-    from gpuwait.runner.cost import check_scenario_cost
+    from gpuwait.runner.cost import check_scenario_cost, parse_max_memory
     from gpuwait.runner.inputs import load_scenario
     from gpuwait.runner.workload import simulate_workload
     from gpuwait.telemetry.parquet import write_metrics_parquet
@@ -53,8 +53,10 @@ def export(scenario_file: str = typer.Argument(..., metavar="SCENARIO.yaml", hel
     target = output_file(out_path if out_path is not None else "telemetry.parquet") if (
         out_path is not None or format == "parquet") else None  # refused before the run, not after it
     scenario = load_scenario(scenario_file)
-    check_scenario_cost(scenario, max_memory, steps)
-    run = simulate_workload(scenario, steps, faults=[parse_inject(t) for t in (inject or [])])
+    max_memory_bytes = parse_max_memory(max_memory)
+    check_scenario_cost(scenario, max_memory_bytes, steps)
+    run = simulate_workload(scenario, steps, faults=[parse_inject(t) for t in (inject or [])],
+                            max_memory_bytes=max_memory_bytes)
     metrics = export_metrics(run, scrape_interval_s=interval_s)
     output = Output(False)
     if format == "prometheus":

@@ -19,7 +19,7 @@ def validate(file: str = typer.Argument(..., metavar="FILE", help="Scenario file
 
     from gpuwait.cli.output import Output
     from gpuwait.errors import GpuwaitError
-    from gpuwait.runner.cost import check_scenario_cost
+    from gpuwait.runner.cost import check_scenario_cost, parse_max_memory
     from gpuwait.runner.inputs import load_scenario
     from gpuwait.runner.traffic import check_scenario
 
@@ -28,7 +28,7 @@ def validate(file: str = typer.Argument(..., metavar="FILE", help="Scenario file
         # no --steps of its own, so the one to change is run's
         with options_named(**{**API_OPTIONS, "steps": "run's --steps"}):
             scenario = load_scenario(file)
-            estimate = check_scenario_cost(scenario, max_memory)
+            estimate = check_scenario_cost(scenario, parse_max_memory(max_memory))
             runs = check_scenario(scenario)
     except GpuwaitError as err:
         if json_out:

@@ -20,6 +20,8 @@ from gpuwait.spec.scenario import Scenario
 
 #: a cause is reported when removing it gives back at least this share of the step
 MIN_GAIN = 0.01
+#: the shared steps a diagnosis runs when the caller gives none
+DEFAULT_STEPS = 2
 
 
 def _pinned(run: JobsRun) -> list:
@@ -36,8 +38,9 @@ def _finding(kind: str, job, component: str, fixed_s: float, explanation: str, f
             "direct_evidence": False}
 
 
-def placement_findings(run: JobsRun, steps: int) -> list[dict]:
-    """A ``placement`` finding per job that spans more leaves than a compact placement would."""
+def placement_findings(run: JobsRun, steps: int, max_memory_bytes: float | None = None) -> list[dict]:
+    """A ``placement`` finding per job that spans more leaves than a compact placement would (each re-run
+    held to ``max_memory_bytes``, as :func:`~gpuwait.runner.jobs.run_jobs`)."""
     out = []
     pinned = _pinned(run)
     for k, job in enumerate(run.jobs):
@@ -46,7 +49,8 @@ def placement_findings(run: JobsRun, steps: int) -> list[dict]:
         others = [j for i, j in enumerate(pinned) if i != k]
         low = min([j.priority for j in others], default=0) - 1  # placed last, on what the others leave
         packed = run.scenario.jobs[k].model_copy(update={"placement": PlacementSpec(policy="slurm-tree"), "priority": low})
-        again = run_jobs(run.scenario.model_copy(update={"jobs": [*others[:k], packed, *others[k:]]}), steps)
+        again = run_jobs(run.scenario.model_copy(update={"jobs": [*others[:k], packed, *others[k:]]}), steps,
+                         max_memory_bytes)
         fixed = again.jobs[k]
         if fixed.leaves >= job.leaves or 1.0 - fixed.shared_step_s / job.shared_step_s < MIN_GAIN:
             continue
@@ -62,8 +66,9 @@ def placement_findings(run: JobsRun, steps: int) -> list[dict]:
     return out
 
 
-def neighbor_findings(run: JobsRun, steps: int) -> list[dict]:
-    """A ``noisy-neighbor`` finding per job slowed by a co-tenant, naming the one that costs most."""
+def neighbor_findings(run: JobsRun, steps: int, max_memory_bytes: float | None = None) -> list[dict]:
+    """A ``noisy-neighbor`` finding per job slowed by a co-tenant, naming the one that costs most (each
+    re-run held to ``max_memory_bytes``)."""
     out = []
     pinned = _pinned(run)
     names = [j.name for j in run.jobs]
@@ -73,7 +78,7 @@ def neighbor_findings(run: JobsRun, steps: int) -> list[dict]:
             o = names.index(other)
             if (k, o) not in alone:
                 kept = [j for i, j in enumerate(pinned) if i != o]
-                again = run_jobs(run.scenario.model_copy(update={"jobs": kept}), steps)
+                again = run_jobs(run.scenario.model_copy(update={"jobs": kept}), steps, max_memory_bytes)
                 alone[(k, o)] = again.jobs[k if k < o else k - 1].shared_step_s
         costs = {other: alone[(k, names.index(other))] for other in job.shares}
         if not costs:
@@ -93,11 +98,12 @@ def neighbor_findings(run: JobsRun, steps: int) -> list[dict]:
     return out
 
 
-def diagnose_jobs(scenario: Scenario, steps: int | None = None) -> dict:
-    """Every job's step alone and shared, and the placement and noisy-neighbor findings, ranked by gain."""
-    n_steps = steps or 2
-    run = run_jobs(scenario, n_steps)
-    findings = sorted(placement_findings(run, n_steps) + neighbor_findings(run, n_steps),
+def diagnose_jobs(scenario: Scenario, steps: int | None = None, max_memory_bytes: float | None = None) -> dict:
+    """Every job's step alone and shared, and the placement and noisy-neighbor findings, ranked by gain;
+    every run held to ``max_memory_bytes`` (``max_memory``; None: half the machine's memory)."""
+    n_steps = steps or DEFAULT_STEPS
+    run = run_jobs(scenario, n_steps, max_memory_bytes)
+    findings = sorted(placement_findings(run, n_steps, max_memory_bytes) + neighbor_findings(run, n_steps, max_memory_bytes),
                       key=lambda f: -f["expected_gain_fraction"])
     for rank, f in enumerate(findings, 1):
         f["rank"] = rank

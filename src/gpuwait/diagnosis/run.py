@@ -98,15 +98,17 @@ def _severity(gain: float | None, score: float, excess: float) -> str:
 
 
 def diagnose_scenario(scenario: Scenario, faults: Sequence[FaultSpec] = (), *, steps: int | None = None,
-                      measure_gain: bool = True, max_fixes: int = 4, case: int = 0) -> Diagnosis:
+                      measure_gain: bool = True, max_fixes: int = 4, case: int = 0,
+                      max_memory_bytes: float | None = None) -> Diagnosis:
     """Simulate ``scenario`` with ``faults`` (and its own), diagnose case ``case`` (0 = the base),
-    and re-simulate the ``max_fixes`` most likely fixes to measure their gain."""
+    and re-simulate the ``max_fixes`` most likely fixes to measure their gain; every simulation held to
+    ``max_memory_bytes`` (``max_memory``; None: half the machine's memory)."""
     if scenario.workload is None or scenario.workload.mode != "training":
         raise SpecError("diagnose: expected a scenario with a training workload (`workload:` with mode training)")
     all_faults = [*scenario.faults, *faults]
     bare = scenario.model_copy(update={"faults": []})
-    run = simulate_workload(bare, steps, faults=all_faults)
-    baseline = simulate_workload(bare, steps).results[case] if all_faults else run.results[case]
+    run = simulate_workload(bare, steps, faults=all_faults, max_memory_bytes=max_memory_bytes)
+    baseline = simulate_workload(bare, steps, max_memory_bytes=max_memory_bytes).results[case] if all_faults else run.results[case]
     result = run.results[case]
     workload = run.scenario.workload
     assert workload is not None  # the scenario simulated: faults change its workload, never remove it
@@ -122,7 +124,7 @@ def diagnose_scenario(scenario: Scenario, faults: Sequence[FaultSpec] = (), *, s
         if not any(c.kind == cand.kind and same_cable(c.component, cand.component) for c in candidates):
             candidates.append(cand)
     measured = candidates[:max_fixes] if measure_gain else []
-    faults_fixed = _others_fixed(bare, all_faults, measured, steps, case)
+    faults_fixed = _others_fixed(bare, all_faults, measured, steps, case, max_memory_bytes)
     findings = []
     for index, cand in enumerate(candidates):
         fixed = reference = None
@@ -131,7 +133,8 @@ def diagnose_scenario(scenario: Scenario, faults: Sequence[FaultSpec] = (), *, s
             if cand.kind in FABRIC_KINDS and faults_fixed is not None:
                 start, reference = faults_fixed[:2], faults_fixed[2]
             fixed_scenario, fixed_faults = apply_fix(*start, cand)
-            fixed = simulate_workload(fixed_scenario, steps, faults=fixed_faults).results[case].breakdown.step_time_s
+            fixed = simulate_workload(fixed_scenario, steps, faults=fixed_faults,
+                                      max_memory_bytes=max_memory_bytes).results[case].breakdown.step_time_s
         gain = ((step if reference is None else reference) - fixed) / step if fixed is not None and step > 0 else None
         findings.append(Finding(cand.kind, cand.component, _severity(gain, cand.score, excess), cand.score,
                                 cand.evidence, cand.explanation, cand.fix, step, fixed, cand.direct, reference))
@@ -142,7 +145,7 @@ def diagnose_scenario(scenario: Scenario, faults: Sequence[FaultSpec] = (), *, s
 
 
 def _others_fixed(scenario: Scenario, faults: list[FaultSpec], measured: Sequence[Candidate], steps: int | None,
-                  case: int) -> tuple[Scenario, list[FaultSpec], float] | None:
+                  case: int, max_memory_bytes: float | None) -> tuple[Scenario, list[FaultSpec], float] | None:
     """The scenario with every measured finding's fix applied but the fabric causes' (FABRIC_KINDS), its
     faults, and its step: what a fabric cause's fix is measured against. None when no fabric cause
     is measured or no other finding is."""
@@ -151,7 +154,8 @@ def _others_fixed(scenario: Scenario, faults: list[FaultSpec], measured: Sequenc
         return None
     for cand in others:
         scenario, faults = apply_fix(scenario, faults, cand)
-    step = simulate_workload(scenario, steps, faults=faults).results[case].breakdown.step_time_s
+    step = simulate_workload(scenario, steps, faults=faults,
+                             max_memory_bytes=max_memory_bytes).results[case].breakdown.step_time_s
     return scenario, faults, step
 
 

@@ -11,7 +11,6 @@ model, not from here.
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 
@@ -22,6 +21,7 @@ from gpuwait.collectives.algorithms import Phase, Plan
 from gpuwait.engine.flow import SharedWeights, max_min_rates
 from gpuwait.errors import SimulationError
 from gpuwait.fabric.alltoall import PairGroups, group_pairs, groupable, local_pairs, verify
+from gpuwait.fabric.memory import memory_limit
 from gpuwait.routing.paths import Routes, route_flows
 from gpuwait.spec.cluster import RoutingSpec
 from gpuwait.topology.model import Topology
@@ -96,9 +96,9 @@ def _merge_local_flows(topo: Topology, phase: Phase) -> tuple[np.ndarray, np.nda
 
 def run_phase(topo: Topology, phase: Phase, routing: RoutingSpec, transport: TransportProfile,
               capacity_Bps: np.ndarray, via_host: bool = False, nvlink_domains: bool = True,
-              stage_network: bool = False) -> PhaseRun:
+              stage_network: bool = False, max_memory_bytes: float | None = None) -> PhaseRun:
     """Route a phase and solve its steady-state max-min rates (``via_host``, ``nvlink_domains``,
-    ``stage_network``: see :func:`run_plan`).
+    ``stage_network``, ``max_memory_bytes``: see :func:`run_plan`).
 
     A phase's all-to-alls (``Phase.pair_sets``) run as weighted groups (:mod:`gpuwait.fabric.alltoall`)
     where their shape allows and the solution passes the max-min check; otherwise every flow is listed."""
@@ -111,28 +111,21 @@ def run_phase(topo: Topology, phase: Phase, routing: RoutingSpec, transport: Tra
             if run is not None:
                 return run
     if phase.pair_sets:
-        _check_listed_memory(phase, routing)
+        _check_listed_memory(phase, routing, max_memory_bytes)
     return _run_listed(topo, phase.expanded(), routing, transport, capacity_Bps, via_host, nvlink_domains,
                        stage_network)
 
 
-def _memory_limit_bytes() -> float:
-    """Half the machine's physical memory (as ``gpuwait.runner.cost``'s default limit)."""
-    try:
-        return float(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2)
-    except (ValueError, OSError, AttributeError):
-        return 8.0 * 2**30
-
-
-def _check_listed_memory(phase: Phase, routing: RoutingSpec) -> None:
-    """Refuse, before allocating, an all-to-all whose flows must be listed one by one and would not fit."""
+def _check_listed_memory(phase: Phase, routing: RoutingSpec, max_memory_bytes: float | None) -> None:
+    """Refuse, before allocating, an all-to-all whose flows must be listed one by one and would not fit
+    the caller's ``max_memory`` (default half the machine's memory), naming which limit it was."""
     n_flows = phase.n_flows
     need_bytes = n_flows * routing.qps_per_connection * LISTED_FLOW_BYTES
-    limit_bytes = _memory_limit_bytes()
+    limit_bytes, origin = memory_limit(max_memory_bytes)
     if need_bytes > limit_bytes:
         raise SimulationError(
             f"{phase.name}: {n_flows:,} flows listed one by one need about {format_size(need_bytes)}; "
-            f"expected at most {format_size(limit_bytes)} (half this machine's memory)",
+            f"expected at most {format_size(limit_bytes)} ({origin})",
             hint=f"routing.kind {routing.kind!r} routes each flow on its own; spray and adaptive group an "
                  "all-to-all per leaf pair, or run fewer GPUs")
 
@@ -242,7 +235,7 @@ def _solve(routes: Routes, size: np.ndarray, multiplicity: np.ndarray, remote: n
 
 def run_plan(topo: Topology, plan: Plan, routing: RoutingSpec, transport: TransportProfile,
              capacity_Bps: np.ndarray, via_host: bool = False, nvlink_domains: bool = True,
-             stage_network: bool = False) -> PlanRun:
+             stage_network: bool = False, max_memory_bytes: float | None = None) -> PlanRun:
     """Steady-state time of every phase of a plan.
 
     ``capacity_Bps`` is the payload capacity per link the collective can use (wire efficiency and
@@ -253,8 +246,11 @@ def run_plan(topo: Topology, plan: Plan, routing: RoutingSpec, transport: Transp
     GPUs of different servers in one NVLink domain talk over NVLink (NCCL's MNNVL); false sends them
     over the NICs (``NCCL_MNNVL_ENABLE=0``). ``stage_network``: no GPUDirect RDMA, or NCCL's socket
     transport: network bytes go through the GPU's CPU (host memory) on both ends
-    (:func:`gpuwait.routing.paths.route_flows`).
+    (:func:`gpuwait.routing.paths.route_flows`). ``max_memory_bytes``: the caller's memory limit
+    (``max_memory``; None: half the machine's memory, :func:`gpuwait.fabric.memory.memory_limit`), which an
+    all-to-all that must be listed flow by flow is refused over before it allocates.
     """
-    runs = tuple(run_phase(topo, phase, routing, transport, capacity_Bps, via_host, nvlink_domains, stage_network)
+    runs = tuple(run_phase(topo, phase, routing, transport, capacity_Bps, via_host, nvlink_domains, stage_network,
+                           max_memory_bytes)
                  for phase in plan.phases if phase.n_flows and phase.max_bytes > 0.0)
     return PlanRun(plan, runs)

@@ -49,19 +49,22 @@ class StorageRun:
 
 @dataclass(eq=False)
 class FabricModel:
-    """The job's cluster, routing, transport and NCCL settings; caches every family it predicts."""
+    """The job's cluster, routing, transport and NCCL settings; caches every family it predicts.
+    ``max_memory_bytes``: the caller's memory limit (``max_memory``; None: half the machine's memory),
+    passed to every predictor (:class:`~gpuwait.fabric.perf.CollectivePredictor`)."""
 
     topo: Topology
     routing: RoutingSpec
     transport: TransportProfile
     env: NcclEnv
     background_Bps: np.ndarray | None = None
+    max_memory_bytes: float | None = None
     _cache: dict = field(default_factory=dict)
 
     def with_background(self, extra_Bps: np.ndarray) -> FabricModel:
         """The same fabric with ``extra_Bps`` more steady load on its links (a fresh cache)."""
         base = self.background_Bps if self.background_Bps is not None else 0.0
-        return FabricModel(self.topo, self.routing, self.transport, self.env, base + extra_Bps)
+        return FabricModel(self.topo, self.routing, self.transport, self.env, base + extra_Bps, self.max_memory_bytes)
 
     def collective(self, groups_gpu: np.ndarray, collective: str, n_bytes: float) -> FamilyRun:
         """Predict ``collective`` of ``n_bytes`` run at once by every row of ``groups_gpu``
@@ -81,7 +84,8 @@ class FabricModel:
             rows = groups_gpu[servers[:, 0] == servers[0, 0]] if private else groups_gpu
             comms = [Communicator(self.topo, row) for row in rows]
             self._cache[key] = CollectivePredictor.create(comms[0], self.env, self.routing, self.transport,
-                                                          peers=tuple(comms[1:]), background_Bps=self.background_Bps)
+                                                          peers=tuple(comms[1:]), background_Bps=self.background_Bps,
+                                                          max_memory_bytes=self.max_memory_bytes)
         return self._cache[key]
 
     def _predict(self, groups_gpu: np.ndarray, collective: str, n_bytes: float) -> FamilyRun:

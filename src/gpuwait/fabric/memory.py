@@ -23,11 +23,16 @@ Counts per phase:
   switch); own entries = the uneven destination sides (a pod without the own leaf, a leaf without the own
   server: each member GPU's T, their members listed); the membership tables' (source class, destination leaf)
   cells and (GPU, destination key) entries.
+
+The limit every estimate is held to lives here too (:func:`memory_limit`), below both its users: the
+runner's estimates before a run (:mod:`gpuwait.runner.cost`) and the refusal of an all-to-all too large to
+list flow by flow (:func:`gpuwait.fabric.collective.run_phase`), so a caller's ``max_memory`` governs both.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -99,6 +104,27 @@ HELD_ROW_BYTES = 8 * 8
 WALK_ALLOWANCE_BYTES = 32 * 2**20
 #: Flows routed by the probe per phase: enough to meet the phase's longest path (the farthest pair is added)
 PROBE_FLOWS = 64
+
+
+def default_memory_limit_bytes() -> int:
+    """Half the machine's physical memory (the rest for the system and the other processes)."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2
+    except (ValueError, OSError, AttributeError):
+        return 8 * 2**30
+
+
+def memory_limit(max_memory_bytes: float | None) -> tuple[float, str]:
+    """(the limit a run is held to, where it comes from, for a message): the caller's ``max_memory`` in
+    bytes, named as the Python API's argument (the command line renames it ``--max-memory``:
+    :func:`gpuwait.cli.common.options_named`), or None for :func:`default_memory_limit_bytes`.
+
+    >>> memory_limit(2e9)
+    (2000000000.0, '`max_memory`')
+    """
+    if max_memory_bytes is None:
+        return float(default_memory_limit_bytes()), "half this machine's memory"
+    return float(max_memory_bytes), "`max_memory`"
 
 
 @dataclass(frozen=True)

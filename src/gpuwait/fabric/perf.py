@@ -223,7 +223,9 @@ class CollectivePredictor:
     time (the DP groups of a training job all reduce their gradients together): their flows share
     the fabric with this one's, so the prediction includes the contention between groups.
     ``background_Bps`` is a per-link load of other traffic (storage reads, another job) that keeps
-    its rate; the collective gets what is left.
+    its rate; the collective gets what is left. ``max_memory_bytes`` is the caller's memory limit
+    (``max_memory``; None: half the machine's memory), which a fabric run holds its all-to-alls to
+    (:func:`~gpuwait.fabric.collective.run_plan`).
     """
 
     comm: Communicator
@@ -234,12 +236,13 @@ class CollectivePredictor:
     background_Bps: np.ndarray | None = None
     qps: Setting | None = None  # QPs per connection and where they came from (set by :meth:`create`)
     gpus_per_thread: int = 1  # GPUs one host thread drives (nccl-tests -g): :data:`HOST_ISSUE_PER_GPU_S`
+    max_memory_bytes: float | None = None
     _fabric_cache: dict = field(default_factory=dict)
 
     @classmethod
     def create(cls, comm: Communicator, env: NcclEnv, routing: RoutingSpec, transport: TransportProfile,
                peers: tuple[Communicator, ...] = (), background_Bps: np.ndarray | None = None,
-               gpus_per_thread: int = 1) -> CollectivePredictor:
+               gpus_per_thread: int = 1, max_memory_bytes: float | None = None) -> CollectivePredictor:
         if runs_on_sockets(transport, env.ib_disable, env.ibext_disable, env.net):
             # NCCL's socket transport, one model for NCCL_IB_DISABLE=1 (unless a plugin keeps the network),
             # NCCL_NET=Socket and a cluster (or tcp-fallback) naming tcp
@@ -253,7 +256,8 @@ class CollectivePredictor:
         if not 1 <= gpus_per_thread <= comm.ppn:
             raise SpecError(f"gpus_per_thread (nccl-tests -g): got {gpus_per_thread}; expected 1 to {comm.ppn}, "
                             "the GPUs of one server that one host thread drives")
-        return cls(comm, env, routing, transport, tuple(peers), background_Bps, qps=qps, gpus_per_thread=gpus_per_thread)
+        return cls(comm, env, routing, transport, tuple(peers), background_Bps, qps=qps, gpus_per_thread=gpus_per_thread,
+                   max_memory_bytes=max_memory_bytes)
 
     def settings(self) -> list[Setting]:
         """The settings this predictor runs with, each with where it came from (printed by
@@ -687,7 +691,8 @@ class CollectivePredictor:
         if key not in self._fabric_cache:
             plan = self._plan(collective, _REF_BYTES, algorithm, n_channels)
             run = run_plan(self.comm.topo, plan, self.routing, self.transport, self._capacity_Bps(algorithm, protocol),
-                           via_host=not self.p2p, nvlink_domains=self.comm.mnnvl, stage_network=self.host_staged_network)
+                           via_host=not self.p2p, nvlink_domains=self.comm.mnnvl, stage_network=self.host_staged_network,
+                           max_memory_bytes=self.max_memory_bytes)
             self._fabric_cache[key] = (run.bandwidth_time_s / _REF_BYTES, run)
         return self._fabric_cache[key]
 

@@ -34,8 +34,9 @@ from gpuwait.runner.calibrate import (
     params_dict,
     write_overlay,
 )
-from gpuwait.runner.inputs import read_cluster, sized_cluster
+from gpuwait.runner.inputs import cluster_of_file, looks_like_file, sized_cluster
 from gpuwait.runner.perf import placing_layout
+from gpuwait.spec import read_yaml
 from gpuwait.spec.reader import read_text_checked
 from gpuwait.topology import resolve_server
 
@@ -121,13 +122,17 @@ def run_calibrate(paths: Sequence[Path], cluster: str, servers: int | None = Non
     logs = [read_log(Path(p), warnings) for p in paths]
     layouts = {log.layout for log in logs}
     layout = layouts.pop() if len(layouts) == 1 else None
+    # a cluster file read once: its cluster is sized and fitted, its own content overlaid
+    raw = read_yaml(cluster) if looks_like_file(cluster) else None
+    unsized = cluster if raw is None else cluster_of_file(raw, cluster)
     if gpus is None and layout is not None:  # the run as its '# Rank' lines place it, as perf --compare does
-        gpus_in_server = resolve_server(sized_cluster(read_cluster(cluster), 1, source=cluster).server).gpus
+        gpus_in_server = resolve_server(sized_cluster(unsized, 1, source=cluster).server).gpus
         if (placed := placing_layout(layout, servers, gpus_in_server)) is not None:
             servers, gpus = placed
-    calibration = calibrate(logs, cluster, servers, gpus, env, names, prior, nccl_version)
+    calibration = calibrate(logs, sized_cluster(unsized, servers, source=cluster), None, gpus, env, names, prior,
+                            nccl_version)
     warnings += calibration.warnings
-    data = overlay(cluster, servers, calibration)
+    data = overlay(cluster, servers, calibration, raw)
     if out is not None:
         header = (f"# gpuwait calibrate: {cluster} with the collective model's physical parameters fitted to "
                   f"{', '.join(r.log.name for r in calibration.logs)}\n")

@@ -29,11 +29,13 @@ if TYPE_CHECKING:
 
 
 def diagnose_run(scenario: Scenario, inject: Sequence[str | FaultSpec] = (), *, steps: int | None = None,
-                 measure_gain: bool = True, report: str | Path | None = None, progress=None) -> DiagnosisResult:
+                 measure_gain: bool = True, report: str | Path | None = None, progress=None,
+                 max_memory_bytes: float | None = None) -> DiagnosisResult:
     """Diagnose a scenario: a training workload with the faults in ``inject`` (``KIND:TARGET[:P=V,...]``
     texts or fault specs), simulated and re-simulated with each fix; or a traffic scenario on the
     packet engine, from its pauses, marks and queues. ``report`` writes the HTML report with the findings
-    (the traffic report for a traffic scenario); ``progress(case, cases, name)`` hears of each packet run."""
+    (the traffic report for a traffic scenario); ``progress(case, cases, name)`` hears of each packet run;
+    a workload's simulations are held to ``max_memory_bytes`` (``max_memory``; None: half the machine's memory)."""
     if scenario.workload is None:
         # a traffic scenario: queues, pauses and marks tell, so it runs packet by packet
         if inject:
@@ -50,7 +52,8 @@ def diagnose_run(scenario: Scenario, inject: Sequence[str | FaultSpec] = (), *, 
     if report is not None:
         report_directory(report)  # refused before the diagnosis runs, not after it
     faults = [parse_inject(f) if isinstance(f, str) else f for f in inject]
-    diagnosis = diagnose_scenario(scenario, faults, steps=steps, measure_gain=measure_gain)
+    diagnosis = diagnose_scenario(scenario, faults, steps=steps, measure_gain=measure_gain,
+                                  max_memory_bytes=max_memory_bytes)
     paths = []
     if report is not None and diagnosis.run is not None:  # a scenario's diagnosis keeps its run
         paths = write_reports(diagnosis.run.results, report, scenario.name, diagnoses=[diagnosis])

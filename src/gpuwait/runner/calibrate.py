@@ -33,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -61,7 +62,7 @@ from gpuwait.errors import SpecError
 from gpuwait.fabric.perf import CollectiveEstimate
 from gpuwait.runner.inputs import load_cluster, looks_like_file
 from gpuwait.runner.perf import layout_warning, log_release, make_predictor
-from gpuwait.spec import read_yaml
+from gpuwait.spec import ClusterSpec, read_yaml
 from gpuwait.units import format_time
 
 #: how the error is cross-validated
@@ -160,7 +161,7 @@ def fit_names(names: Iterable[str] | None) -> tuple[str, ...]:
     return tuple(out)
 
 
-def calibrate(logs: Sequence[MeasuredLog], cluster: str, servers: int | None = None, gpus: int | None = None,
+def calibrate(logs: Sequence[MeasuredLog], cluster: str | ClusterSpec, servers: int | None = None, gpus: int | None = None,
               env: Mapping[str, str] | Iterable[str] = (), names: Iterable[str] | None = None,
               prior: Mapping[str, float] | None = None, nccl_version: str | None = None) -> Calibration:
     """Calibrate to ``logs`` on a preset or cluster file: from ``prior`` (moves as
@@ -171,6 +172,7 @@ def calibrate(logs: Sequence[MeasuredLog], cluster: str, servers: int | None = N
     Each log is predicted as the NCCL release :func:`~gpuwait.runner.perf.log_release` picks
     (``nccl_version``, else the one it prints, else the cluster's). Every log must have as many ranks as the cluster gives (``servers`` servers of ``gpus`` GPUs).
     ``prior`` serves experiments (bench/calibrate_transfer.py: a public fit without the target's tables).
+    ``cluster`` may be a cluster already loaded (:func:`~gpuwait.runner.inputs.load_cluster`, its servers its own).
     """
     chosen = fit_names(names)
     base = {**SHIPPED, **(prior or {})}
@@ -280,11 +282,13 @@ def _rows(log: MeasuredLog, estimates: list[CollectiveEstimate], predicted_s: li
     return rows
 
 
-def overlay(cluster: str, servers: int | None, calibration: Calibration) -> dict:
-    """The overlay file's content: the preset (``preset: NAME``) or the cluster file's own content, with
-    ``servers`` when given and the fitted ``calibration`` section. A scenario file stays a scenario (its
-    ``cluster:`` section calibrated), so ``run`` and ``diagnose`` take the overlay as they took the file."""
-    data = read_yaml(cluster) if looks_like_file(cluster) else {"preset": cluster}
+def overlay(cluster: str, servers: int | None, calibration: Calibration, data: Any = None) -> dict:
+    """The overlay file's content: the preset (``preset: NAME``) or the cluster file's own content (``data``
+    when the caller has read it already), with ``servers`` when given and the fitted ``calibration``
+    section. A scenario file stays a scenario (its ``cluster:`` section calibrated), so ``run`` and
+    ``diagnose`` take the overlay as they took the file."""
+    if data is None:
+        data = read_yaml(cluster) if looks_like_file(cluster) else {"preset": cluster}
     scenario = isinstance(data, dict) and "cluster" in data
     base = data["cluster"] if scenario else data
     base = {"preset": base} if isinstance(base, str) else dict(base)

@@ -11,6 +11,16 @@ resident memory under ``/usr/bin/time -f %M``):
   forward/backward end times per (stage, chunk, micro-batch, dp rank): measured 0.84-0.90 KB per
   rank x micro-batch x model chunk x step on ``examples/dp-only.yaml`` with global_batch 8,192-32,768
   and 2-8 steps; counted as :data:`TASK_BYTES`;
+- several jobs on one fabric (``jobs:``, :mod:`gpuwait.runner.jobs`): each job's step run alone once (its
+  task table, :data:`TASK_BYTES` per rank x micro-batch x chunk: measured +35 MB for 65,536 of them on
+  ``examples/two-jobs-shared-uplinks.yaml`` with job a's global_batch 65,536), its program (the step cut at
+  every start and end of a network collective: with a collective per micro-batch, pipeline stages, experts,
+  context parallelism or ZeRO-3, measured 2.2-6 segments per micro-batch x chunk, counted as
+  :data:`SEGMENTS_PER_MICRO_BATCH`; data parallelism alone 4 a step whatever its micro-batches and buckets,
+  counted as :data:`SEGMENTS_PER_STEP`) with a per-link peak load per segment (float64 over
+  :data:`LINKS_PER_GPU` links per GPU of the cluster), and the shared run's
+  record of every segment of every step (measured 143 B each: +3.4 MB for 3,000 steps of 8 segments;
+  counted as :data:`SEGMENT_BYTES`);
 - traffic on the flow engine: the flow table, one path per flow, and a rate per flow at each
   completion event (flows x flows): measured +5 MB for 3,584 flows and +195 MB for 15,360 flows
   (all-to-all on rocev2-400g-2tier, 8 and 16 servers); counted as :data:`FLOW_BYTES` per flow plus
@@ -25,11 +35,12 @@ resident memory under ``/usr/bin/time -f %M``):
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 
 from gpuwait.errors import SpecError, UnitError
+from gpuwait.fabric.memory import memory_limit
 from gpuwait.spec import Scenario
+from gpuwait.spec.workload import WorkloadSpec
 from gpuwait.topology import resolve_cluster
 from gpuwait.topology.presets import resolve_server
 from gpuwait.units import format_size, parse_size_bytes
@@ -44,14 +55,16 @@ FLOW_PAIR_BYTES = 1
 BASE_BYTES = 200 * 2**20
 #: the packet engine's MTU-sized packets, for the stated count
 PACKET_BYTES = 4096
-
-
-def default_memory_limit_bytes() -> int:
-    """Half the machine's physical memory (the rest for the system and the other processes)."""
-    try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2
-    except (ValueError, OSError, AttributeError):
-        return 8 * 2**30
+#: segments of a job's program per micro-batch x model chunk, with a network collective per micro-batch
+#: (measured 2.2-6, see the module doc)
+SEGMENTS_PER_MICRO_BATCH = 6
+#: segments of a job's program whose only network collectives are data parallelism's (measured 4)
+SEGMENTS_PER_STEP = 8
+#: bytes per segment the shared run of several jobs records per step (measured 143 B)
+SEGMENT_BYTES = 160
+#: links per GPU of a cluster, for a job program's per-link loads (measured 11.75-26.9 on the dgx-a100,
+#: dgx-h100(-superpod), rocev2-400g-2tier, dual-plane-2x200g and gb200-nvl72 presets at 4 and 32 servers)
+LINKS_PER_GPU = 32
 
 
 @dataclass(frozen=True)
@@ -71,17 +84,22 @@ class CostEstimate:
         return {"counts": dict(self.counts), "bytes": self.bytes, "field": self.field}
 
 
-def _workload_estimate(scenario: Scenario, steps: int | None) -> CostEstimate:
-    spec, cluster = scenario.workload, resolve_cluster(scenario.cluster)
-    ranks = spec.gpus or cluster.servers * resolve_server(cluster.server).gpus
-    n_steps = steps if steps is not None else spec.steps
-    if spec.mode == "inference":  # closed form per batch: per-rank arrays only
-        return CostEstimate({"ranks": ranks, "steps": n_steps}, BASE_BYTES + 64.0 * ranks * n_steps, "workload.steps")
+def _training_counts(spec: WorkloadSpec, ranks: int) -> tuple[int, int]:
+    """(micro-batches, model chunks) of one training step of ``spec`` on ``ranks`` GPUs."""
     par = spec.parallel
     dp = par.dp or max(ranks // (par.tp * par.pp), 1)
     global_batch = par.global_batch or dp * par.micro_batch * (4 * par.pp if par.pp > 1 else 1)
     micro_batches = max(global_batch // (dp * par.micro_batch), 1)
-    chunks = par.virtual_stages if par.schedule == "interleaved-1f1b" else 1
+    return micro_batches, par.virtual_stages if par.schedule == "interleaved-1f1b" else 1
+
+
+def _workload_estimate(scenario: Scenario, spec: WorkloadSpec, steps: int | None) -> CostEstimate:
+    cluster = resolve_cluster(scenario.cluster)
+    ranks = spec.gpus or cluster.servers * resolve_server(cluster.server).gpus
+    n_steps = steps if steps is not None else spec.steps
+    if spec.mode == "inference":  # closed form per batch: per-rank arrays only
+        return CostEstimate({"ranks": ranks, "steps": n_steps}, BASE_BYTES + 64.0 * ranks * n_steps, "workload.steps")
+    micro_batches, chunks = _training_counts(spec, ranks)
     counts = {"ranks": ranks, "micro-batches": micro_batches, "chunks": chunks, "steps": n_steps}
     field = "workload.parallel.global_batch" if micro_batches * chunks >= n_steps else "workload.steps or `steps`"
     return CostEstimate(counts, BASE_BYTES + float(TASK_BYTES) * math.prod(counts.values()), field)
@@ -113,29 +131,58 @@ def _traffic_estimate(scenario: Scenario, engine: str) -> CostEstimate:
     return CostEstimate(counts, BASE_BYTES + per_case * cases, "traffic (patterns: servers or size; flows)")
 
 
+def _jobs_estimate(scenario: Scenario, steps: int | None) -> CostEstimate:
+    """Several jobs on one fabric (:func:`gpuwait.runner.jobs.run_jobs`): each job's step alone, its program's
+    segments with a load per link, and the shared run's record of every segment of ``steps`` steps."""
+    from gpuwait.runner.jobs import job_servers_needed
+
+    cluster = resolve_cluster(scenario.cluster)
+    per_server = resolve_server(cluster.server).gpus
+    n_steps = steps if steps is not None else max(j.workload.steps for j in scenario.jobs)
+    cells = segments = 0
+    for job in scenario.jobs:
+        ranks = job_servers_needed(job, per_server)[1]
+        micro_batches, chunks = _training_counts(job.workload, ranks)
+        cells += ranks * micro_batches * chunks
+        par = job.workload.parallel
+        per_micro_batch = par.pp > 1 or par.ep > 1 or par.cp > 1 or par.zero == 3 or par.tp > per_server
+        segments += SEGMENTS_PER_MICRO_BATCH * micro_batches * chunks if per_micro_batch else SEGMENTS_PER_STEP
+    links = LINKS_PER_GPU * cluster.servers * per_server
+    parts = {"jobs[].workload.parallel.global_batch": float(TASK_BYTES) * cells,
+             "cluster.servers or jobs[].workload.parallel.global_batch": 8.0 * segments * links,
+             "`steps` or jobs[].workload.steps": float(SEGMENT_BYTES) * segments * n_steps}
+    counts = {"jobs": len(scenario.jobs), "rank x micro-batch x chunk cells": cells, "segments per step": segments,
+              "steps": n_steps}
+    return CostEstimate(counts, BASE_BYTES + sum(parts.values()), max(parts, key=parts.__getitem__), joiner=", ")
+
+
 def estimate_scenario(scenario: Scenario, steps: int | None = None, engine: str = "flow") -> CostEstimate:
-    """What running ``scenario`` allocates: a workload's steps, or its traffic on ``engine``."""
+    """What running ``scenario`` allocates: a workload's steps, several jobs' steps, or its traffic on ``engine``."""
     if scenario.workload is not None:
-        return _workload_estimate(scenario, steps)
+        return _workload_estimate(scenario, scenario.workload, steps)
+    if scenario.jobs:
+        return _jobs_estimate(scenario, steps)
     return _traffic_estimate(scenario, engine)
 
 
-def memory_limit_bytes(text: str | None) -> float:
-    """``max_memory`` (``--max-memory``): a size such as ``16GiB``, or the default (:func:`default_memory_limit_bytes`)."""
+def parse_max_memory(text: str | None) -> float | None:
+    """``max_memory`` (``--max-memory``) in bytes: a size such as ``16GiB``, or None when not given (the
+    default limit applies: :func:`gpuwait.fabric.memory.memory_limit`). The one parse: a caller passes the
+    bytes on, to this module's checks and to the run (whose all-to-alls listed flow by flow are held to it)."""
     if text is None:
-        return float(default_memory_limit_bytes())
+        return None
     try:
         return parse_size_bytes(text, allow_zero=False)
     except UnitError as err:
         raise SpecError(f"max_memory: {str(err).split(': ', 1)[-1]}", hint="e.g. max_memory='16GiB'") from None
 
 
-def check_cost(estimate: CostEstimate, limit_bytes: float | None = None) -> CostEstimate:
+def check_cost(estimate: CostEstimate, max_memory_bytes: float | None = None) -> CostEstimate:
     """``estimate``, or a :class:`SpecError` naming it, the limit and the field to change when it is over.
 
     The limit is named as the caller's argument (`` `max_memory` ``; the command line renames it
     ``--max-memory``): a Python traceback shows the message, not the hint."""
-    limit = default_memory_limit_bytes() if limit_bytes is None else limit_bytes
+    limit = memory_limit(max_memory_bytes)[0]
     if estimate.bytes > limit:
         raise SpecError(f"the run would allocate {estimate.describe()}, over the limit of {format_size(limit)} "
                         f"(`max_memory`); expected less (change {estimate.field})",
@@ -143,20 +190,20 @@ def check_cost(estimate: CostEstimate, limit_bytes: float | None = None) -> Cost
     return estimate
 
 
-def check_scenario_cost(scenario: Scenario, max_memory: str | None = None, steps: int | None = None,
+def check_scenario_cost(scenario: Scenario, max_memory_bytes: float | None = None, steps: int | None = None,
                         engine: str = "flow") -> CostEstimate:
-    """What running ``scenario`` allocates, checked against ``max_memory`` before anything is built.
+    """What running ``scenario`` allocates, checked against ``max_memory_bytes`` before anything is built.
 
     The one guard of every command and :mod:`gpuwait.api` function that simulates a scenario: the
-    estimate (:func:`estimate_scenario`) against the limit (:func:`memory_limit_bytes`, default half
-    the machine's memory), refused with one :class:`SpecError` line by :func:`check_cost`.
+    estimate (:func:`estimate_scenario`) against the limit (``max_memory`` as :func:`parse_max_memory` read
+    it, default half the machine's memory), refused with one :class:`SpecError` line by :func:`check_cost`.
 
     Parameters
     ----------
     scenario : Scenario
         The loaded scenario.
-    max_memory : str, optional
-        The limit as a size (``"16GiB"``); default half the machine's memory.
+    max_memory_bytes : float, optional
+        The limit in bytes (:func:`parse_max_memory` of ``max_memory``); default half the machine's memory.
     steps : int, optional
         A workload's steps, when they override the scenario's.
     engine : {"flow", "packet"}
@@ -170,8 +217,7 @@ def check_scenario_cost(scenario: Scenario, max_memory: str | None = None, steps
     Raises
     ------
     SpecError
-        Over the limit (naming the estimate, the limit and the field to change), or ``max_memory``
-        not a size.
+        Over the limit (naming the estimate, the limit and the field to change).
 
     Examples
     --------
@@ -181,12 +227,12 @@ def check_scenario_cost(scenario: Scenario, max_memory: str | None = None, steps
     >>> scenario = validate_data(Scenario, doc, source="doc", require_units=False)
     >>> check_scenario_cost(scenario).counts
     {'flows': 16, 'cases': 1}
-    >>> check_scenario_cost(scenario, max_memory="1MB")
+    >>> check_scenario_cost(scenario, max_memory_bytes=parse_max_memory("1MB"))
     Traceback (most recent call last):
     ...
     gpuwait.errors.SpecError: the run would allocate 16 flows x 1 cases; about 209.7MB, over the limit of 1MB (`max_memory`); expected less (change traffic (patterns: servers or size; flows))
     """
-    return check_cost(estimate_scenario(scenario, steps, engine), memory_limit_bytes(max_memory))
+    return check_cost(estimate_scenario(scenario, steps, engine), max_memory_bytes)
 
 
 def _topology_bytes(topo) -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -48,8 +49,16 @@ def check_cluster_names(spec: ClusterSpec, where: str) -> None:
         raise UnknownNameError(f"{where}{err}", hint=hint) from None
 
 
-def load_cluster(arg: str, servers: int | None = None) -> ClusterSpec:
-    """A cluster from a preset name or a file (a scenario with ``cluster:`` or a bare cluster)."""
+def load_cluster(arg: str | ClusterSpec, servers: int | None = None) -> ClusterSpec:
+    """A cluster from a preset name or a file (a scenario with ``cluster:`` or a bare cluster).
+
+    ``arg`` may also be a cluster already loaded (by this function, or :func:`sized_cluster`), so a caller
+    that read the file for other fields does not read it again; it has its servers already."""
+    if isinstance(arg, ClusterSpec):
+        if servers is not None:
+            raise SpecError(f"servers: got {servers} with a loaded cluster; expected None (the cluster has "
+                            f"{arg.servers})")
+        return arg
     return sized_cluster(read_cluster(arg), servers, source=arg)
 
 
@@ -57,16 +66,19 @@ def read_cluster(arg: str) -> str | ClusterSpec:
     """What ``arg`` names before it is sized: a preset name as it is, or the file's cluster read and
     validated once (its preset not applied yet). :func:`sized_cluster` makes clusters of any size
     from it without reading the file again."""
-    if not looks_like_file(arg):
-        return arg
-    data = read_yaml(arg)
+    return cluster_of_file(read_yaml(arg), arg) if looks_like_file(arg) else arg
+
+
+def cluster_of_file(data: Any, source: str) -> ClusterSpec:
+    """The cluster of file ``source``'s YAML ``data`` (read by the caller): a scenario's ``cluster:`` or
+    a bare cluster, validated once (its preset not applied yet), as :func:`read_cluster` reads it."""
     if not isinstance(data, dict):
-        raise SpecError(f"{arg}: expected a mapping at the top level")
+        raise SpecError(f"{source}: expected a mapping at the top level")
     if "cluster" in data:
-        spec = validate_data(Scenario, data, source=arg).cluster
+        spec = validate_data(Scenario, data, source=source).cluster
     else:
-        spec = validate_data(ClusterSpec, data, source=arg)
-    check_cluster_names(spec, f"{arg}: cluster." if "cluster" in data else f"{arg}: ")
+        spec = validate_data(ClusterSpec, data, source=source)
+    check_cluster_names(spec, f"{source}: cluster." if "cluster" in data else f"{source}: ")
     return spec
 
 

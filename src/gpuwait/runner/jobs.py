@@ -396,8 +396,9 @@ def check_jobs(scenario: Scenario, topo: Topology) -> dict:
     return {"servers": topo.n_servers, "gpus": topo.n_gpus, "workload": f"{len(names)} jobs: {described}"}
 
 
-def run_jobs(scenario: Scenario, steps: int | None = None) -> JobsRun:
-    """Place ``scenario.jobs``, time each alone, then run them together (base case only)."""
+def run_jobs(scenario: Scenario, steps: int | None = None, max_memory_bytes: float | None = None) -> JobsRun:
+    """Place ``scenario.jobs``, time each alone, then run them together (base case only); the jobs'
+    collectives are held to ``max_memory_bytes`` (``max_memory``; None: half the machine's memory)."""
     names = _check_job_list(scenario)
     cluster = resolve_cluster(scenario.cluster)
     topo = build_cluster(cluster)
@@ -408,7 +409,7 @@ def run_jobs(scenario: Scenario, steps: int | None = None) -> JobsRun:
     n_steps = steps if steps is not None else max(j.workload.steps for j in scenario.jobs)
     if n_steps < 1:
         raise SpecError(f"steps: got {n_steps}; expected at least 1")
-    fabric = FabricModel(topo, routing, transport, env)
+    fabric = FabricModel(topo, routing, transport, env, max_memory_bytes=max_memory_bytes)
     alone, programs = [], []
     for job in placed:
         step = training_step(job_workload(job), topo)

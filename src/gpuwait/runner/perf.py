@@ -101,27 +101,22 @@ def layout_warning(layout: tuple[int, int] | None, servers: int, gpus_per_server
 
 def make_predictor(cluster: str | ClusterSpec, servers: int | None, gpus: int | None,
                    env: Mapping[str, str] | Iterable[str] = (), nccl_version: str | None = None,
-                   gpus_per_thread: int = 1) -> CollectivePredictor:
+                   gpus_per_thread: int = 1, max_memory_bytes: float | None = None) -> CollectivePredictor:
     """A predictor for every GPU (or ``gpus`` per server) of a preset or cluster file, predicting NCCL
     ``nccl_version`` (``--nccl-version``; default the cluster's ``nccl.version``, else 2.30.7), with
-    ``gpus_per_thread`` GPUs driven by each host thread (nccl-tests' ``-g``; 1 = one process per GPU).
+    ``gpus_per_thread`` GPUs driven by each host thread (nccl-tests' ``-g``; 1 = one process per GPU), its
+    fabric runs held to ``max_memory_bytes`` (``max_memory``; None: half the machine's memory).
 
     ``cluster`` may also be a cluster already loaded (:func:`~gpuwait.runner.inputs.load_cluster`), so a
     caller that read it for other fields does not read the file again; it has its servers already.
     """
-    if isinstance(cluster, ClusterSpec):
-        if servers is not None:
-            raise SpecError(f"servers: got {servers} with a loaded cluster; expected None (the cluster has "
-                            f"{cluster.servers})")
-        spec = cluster
-    else:
-        spec = load_cluster(cluster, servers)
+    spec = load_cluster(cluster, servers)
     topo = build_topology(spec)
     environment = nccl_env(env)
     comm = Communicator.world(topo, gpus_per_server=gpus)
     nccl = cluster_env(spec, environment).with_version(nccl_version, "nccl_version")
     return CollectivePredictor.create(comm, nccl, spec.routing, resolve_transport(spec.transport),
-                                      gpus_per_thread=gpus_per_thread)
+                                      gpus_per_thread=gpus_per_thread, max_memory_bytes=max_memory_bytes)
 
 
 def devices(predictor: CollectivePredictor) -> list[Device]:
@@ -221,13 +216,15 @@ def sweep_sizes(op: str, args: SweepArgs, n_ranks: int) -> list[int]:
 
 def estimated_sweep(op: str, args: SweepArgs, cluster: str = "dgx-h100", servers: int | None = None,
                     gpus: int | None = None, env: Mapping[str, str] | Iterable[str] = (),
-                    nccl_version: str | None = None, gpus_per_thread: int = 1, limit_bytes: float | None = None,
+                    nccl_version: str | None = None, gpus_per_thread: int = 1, max_memory_bytes: float | None = None,
                     state: Callable[[CostEstimate], None] | None = None) -> PerfSweep:
     """:func:`perf_sweep`, its memory estimated first (:func:`gpuwait.runner.cost.estimate_perf`, before any
-    fabric run) and refused over ``limit_bytes`` (default half the machine's memory); ``state(estimate)``
-    is called before the run, and the sweep carries the estimate (``memory_estimate_bytes``)."""
-    predictor = make_predictor(cluster, servers, gpus, env, nccl_version, gpus_per_thread)
-    estimate = check_cost(estimate_perf(predictor, op, sweep_sizes(op, args, predictor.comm.n_ranks)), limit_bytes)
+    fabric run) and refused over ``max_memory_bytes`` (``max_memory``; None: half the machine's memory), the
+    limit its fabric runs are held to as well; ``state(estimate)`` is called before the run, and the sweep
+    carries the estimate (``memory_estimate_bytes``)."""
+    predictor = make_predictor(cluster, servers, gpus, env, nccl_version, gpus_per_thread, max_memory_bytes)
+    estimate = check_cost(estimate_perf(predictor, op, sweep_sizes(op, args, predictor.comm.n_ranks)),
+                          max_memory_bytes)
     if state is not None:
         state(estimate)
     return replace(perf_sweep(op, args, predictor=predictor), memory_estimate_bytes=estimate.bytes)

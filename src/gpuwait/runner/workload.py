@@ -50,19 +50,22 @@ class WorkloadRun:
 
 
 def run_workload(scenario: Scenario, steps: int | None = None, progress=None,
-                 faults: Sequence[FaultSpec] = ()) -> list[RunResult]:
+                 faults: Sequence[FaultSpec] = (), max_memory_bytes: float | None = None) -> list[RunResult]:
     """Simulate ``scenario.workload`` for the cluster's routing and transport and each variant's.
 
-    ``progress(case_index, n_cases, step, n_steps)`` is called as steps finish (for a progress bar).
+    ``progress(case_index, n_cases, step, n_steps)`` is called as steps finish (for a progress bar);
+    ``max_memory_bytes`` is the caller's memory limit (``max_memory``; None: half the machine's memory),
+    which the collectives' fabric runs are held to.
     """
-    return simulate_workload(scenario, steps, progress, faults).results
+    return simulate_workload(scenario, steps, progress, faults, max_memory_bytes=max_memory_bytes).results
 
 
 def simulate_workload(scenario: Scenario, steps: int | None = None, progress=None,
-                      faults: Sequence[FaultSpec] = (), build=build_cluster) -> WorkloadRun:
+                      faults: Sequence[FaultSpec] = (), build=build_cluster,
+                      max_memory_bytes: float | None = None) -> WorkloadRun:
     """:func:`run_workload` with the scenario's faults (and ``faults``) applied, keeping the topology
     and the faults' effects for telemetry and diagnosis. ``build(cluster_spec)`` builds the topology
-    (a sweep passes one that reuses topologies across its cases)."""
+    (a sweep passes one that reuses topologies across its cases); ``max_memory_bytes`` as :func:`run_workload`."""
     if scenario.workload is None:
         raise SpecError("workload: the scenario has none; expected a `workload:` section",
                         hint="see `gpuwait schema` for its fields")
@@ -89,7 +92,7 @@ def simulate_workload(scenario: Scenario, steps: int | None = None, progress=Non
         # settings, resolved as perf resolves them (gpuwait.collectives.ncclenv.qps_setting, cluster_env)
         env = cluster_env(cluster, transport=transport.name)
         background = effects.foreign_Bps
-        fabric = FabricModel(faulty, routing, transport, env, background_Bps=background)
+        fabric = FabricModel(faulty, routing, transport, env, background_Bps=background, max_memory_bytes=max_memory_bytes)
         label = case_label(name, routing, transport)
         cluster_label = _cluster_label(cluster_name, topo, transport, cases[0][2])
         if isinstance(step, TrainingStep):
