@@ -33,10 +33,12 @@ shared part gets it joined into the class's part), and stage 3 (one link per spi
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import numpy as np
 import scipy.sparse as sp
 
+from gpuwait.errors import RoutingError
 from gpuwait.routing.paths import _Distances, _LeafPairClasses, _unique_pairs, _walk_chunks
 from gpuwait.routing.routers import Hop, NextHops, Router
 from gpuwait.spec.cluster import RoutingSpec
@@ -381,7 +383,7 @@ class _ClassEnds:
     last_w: np.ndarray  # (C,)
 
 
-def _shared_stop(plan: _Plan, switch_index: np.ndarray):
+def _shared_stop(plan: _Plan, switch_index: np.ndarray) -> Callable[..., np.ndarray]:
     """The shared stage's stop rule for :func:`_walk`: a state stops at a switch where its group's
     destination classes part (``plan.goes_on``), unless its next hop is its last (the row's own)."""
     goes_on, set_of_group = plan.goes_on, plan.set_of_group
@@ -408,7 +410,7 @@ class _StagedWalk:
         self.d_rep = d_ep[rep]
         self.d_leaf = topo.link_src[classes.down_link[rep]]  # (C,) each class's destination leaf
         self.stop = _shared_stop(plan, _Distances(topo, self.d_rep[:1]).switch_index)
-        self.name_group = lambda i, err: name_row(int(self.g_rep[i]), err)
+        self.name_row = name_row
         self.stage2 = _PairStage(topo, spec, router, stop_at_class=True)
         self.stage3 = _PairStage(topo, spec, router, stop_at_class=False)
         # (U,) a class of each (group, destination class) pair
@@ -416,6 +418,10 @@ class _StagedWalk:
         self.up_class_rep[plan.up_of_class] = np.arange(len(rep))
         self.stops_cache: dict = {}
         self.walk_memo: dict = {}  # the shared stage's structure, the same every round
+
+    def name_group(self, i: int, err: RoutingError) -> RoutingError:
+        """The walk's error of group ``i`` named by the row standing for it."""
+        return self.name_row(int(self.g_rep[i]), err)
 
     def shared_stage(self, g_rows: dict) -> _SharedStage:
         """Stage 1: each group walked until its destination classes' next hops part, or to its destination;
