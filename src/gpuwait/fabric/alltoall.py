@@ -568,72 +568,133 @@ def _split_at_pod(topo: Topology, routes: Routes, rep_leaf: np.ndarray, members_
     in the class of each of its switches with scale f(s): (leaves x pods x switches) memberships and
     (pods x switches x leaves per pod) class links instead of (leaves x pods x switches x leaves per
     pod) row links."""
+    n_rows, n_links = routes.own_weights.shape
     leaves = np.zeros(topo.n_nodes, bool)
     leaves[leaf_of_gpu] = True
-    own = routes.own_weights.tocoo()
+    hops = _last_hops(topo, routes, rep_leaf[routes.flow_index], leaves)
+    if hops is None:
+        return None
+    shared, last = hops
+    switch = topo.link_src[last.col]
+    if len(unique_sorted(last.row.astype(np.int64) * topo.n_nodes + switch)) != last.nnz:
+        return None  # parallel cables from one switch into the leaf: the split over them is the leaf's own
+    leaf_nodes, per_leaf = _members_on_leaves(members_dst, leaf_of_gpu)
+    share, rep_group, share_of_group = _shares(per_leaf, multiplicity)
+    switches, switch_pos = np.unique(switch, return_inverse=True)
+    n_shares = len(rep_group)
+    # each last-hop entry's class: its switch and its group's shares
+    code_of_entry = switch_pos.ravel() * n_shares + share_of_group[routes.flow_index[last.row]]
+    codes, members = _last_hop_memberships(last, code_of_entry, n_rows)
+    class_switch, class_share = np.divmod(codes, n_shares)
+    down_link = _down_links(topo, switches, leaf_nodes, leaves)
+    last_classes = _last_class_links(class_switch, rep_group[class_share], per_leaf, share, down_link, n_links)
+    return None if last_classes is None else (shared, members, last_classes)
+
+
+def _last_hops(topo: Topology, routes: Routes, row_leaf: np.ndarray, leaves: np.ndarray
+               ) -> tuple[sp.csr_matrix, sp.coo_matrix] | None:
+    """(the classes' weights without their hops into a leaf, (rows, L) each row's hops into its
+    representative's leaf ``row_leaf``, its own and its class's, with their fractions f(s)), or None
+    where a route enters a leaf other than that one. ``leaves``: per node, whether it is a leaf."""
+    own = _own_last_hops(topo, routes.own_weights, row_leaf)
+    if own is None:
+        return None
+    split = _class_last_hops(topo, routes, row_leaf, leaves)
+    if split is None:
+        return None
+    shared, class_last = split
+    return shared, (sp.csr_matrix(class_last)[routes.row_class] + own).tocoo()
+
+
+def _own_last_hops(topo: Topology, own_weights: sp.csr_matrix, row_leaf: np.ndarray) -> sp.csr_matrix | None:
+    """(rows, L) the rows' own fabric links, or None unless every one is a last hop into the row's
+    representative's leaf (the rest of a row's own links are its sides, not split at the pod)."""
+    own = own_weights.tocoo()
     fab = topo.fabric_links[own.col]
     own_row, own_link, own_w = own.row[fab], own.col[fab], own.data[fab]
-    row_leaf = rep_leaf[routes.flow_index]
     if (topo.link_dst[own_link] != row_leaf[own_row]).any():
         return None  # an own fabric link that is not a last hop into the representative's leaf
-    shared, cw = _split_entries(routes.class_weights, leaves[topo.link_dst])
-    class_leaf = np.full(cw.shape[0], -1, np.int64)
-    class_leaf[cw.row] = topo.link_dst[cw.col]
-    if (topo.link_dst[cw.col] != class_leaf[cw.row]).any():
+    return sp.csr_matrix((own_w, (own_row, own_link)), shape=own.shape)
+
+
+def _class_last_hops(topo: Topology, routes: Routes, row_leaf: np.ndarray, leaves: np.ndarray
+                     ) -> tuple[sp.csr_matrix, sp.coo_matrix] | None:
+    """(the classes' weights without their hops into a leaf, (classes, L) those hops), or None where a
+    class enters two leaves, or a leaf other than its rows' representative's."""
+    shared, last = _split_entries(routes.class_weights, leaves[topo.link_dst])
+    class_leaf = np.full(last.shape[0], -1, np.int64)
+    class_leaf[last.row] = topo.link_dst[last.col]
+    if (topo.link_dst[last.col] != class_leaf[last.row]).any():
         return None  # a class entering two leaves
     row_class = routes.row_class
     has_last = class_leaf[row_class] >= 0
     if (class_leaf[row_class][has_last] != row_leaf[has_last]).any():
-        return None
-    last = sp.csr_matrix(cw)[row_class]
-    last = (last + sp.csr_matrix((own_w, (own_row, own_link)), shape=own.shape)).tocoo()
-    switch = topo.link_src[last.col]
-    if len(unique_sorted(last.row.astype(np.int64) * topo.n_nodes + switch)) != last.nnz:
-        return None  # parallel cables from one switch into the leaf: the split over them is the leaf's own
-    # each group's members per destination leaf
-    leaf_ids, leaf_idx = np.unique(leaf_of_gpu, return_inverse=True)
+        return None  # a class entering another leaf than its rows' representative's
+    return shared, last
+
+
+def _members_on_leaves(members_dst: DestinationMembers, leaf_of_gpu: np.ndarray) -> tuple[np.ndarray, sp.csr_matrix]:
+    """(the leaf nodes, sorted; (G, leaf nodes) n(b): each group's members on each leaf b, indices sorted).
+    ``members_dst`` numbers leaves per set of GPUs; here they are numbered by node, as the links are."""
+    leaf_nodes, leaf_idx = np.unique(leaf_of_gpu, return_inverse=True)
     position_of_id = np.zeros(members_dst.pairs.shape[1], np.int64)  # leaf id -> position of its node
     position_of_id[members_dst.dst_leaf] = leaf_idx.ravel()
     sums = members_dst.sums
-    per_leaf = sp.csr_matrix((sums.data, position_of_id[sums.indices], sums.indptr), shape=(sums.shape[0], len(leaf_ids)))
-    # each group's shares n(b) / m, numbered by their value (few: one per pod and per leaf of a pod)
+    per_leaf = sp.csr_matrix((sums.data, position_of_id[sums.indices], sums.indptr),
+                             shape=(sums.shape[0], len(leaf_nodes)))
     per_leaf.sort_indices()
+    return leaf_nodes, per_leaf
+
+
+def _shares(per_leaf: sp.csr_matrix, multiplicity: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(per entry of ``per_leaf``, its group's share n(b) / m on its leaf; a group holding each distinct
+    set of shares; the number of each group's set). The sets are numbered by their value: few, one per
+    pod and one per leaf of a pod (the groups from that leaf, without their own)."""
     share = per_leaf.data / np.repeat(multiplicity, np.diff(per_leaf.indptr))
     ids: dict = {}
-    share_of_group = np.array([ids.setdefault((per_leaf.indices[a:b].tobytes(), share[a:b].tobytes()), g)
-                               for g, (a, b) in enumerate(zip(per_leaf.indptr[:-1], per_leaf.indptr[1:], strict=True))],
-                              np.int64)
-    rep_group, share_of_group = np.unique(share_of_group, return_inverse=True)
-    group = routes.flow_index[last.row]
-    # the one link from each switch into each leaf (-1: none, -2: parallel cables), from a table of
-    # the few (switch, leaf) pairs instead of a lookup per entry
-    switches, switch_pos = np.unique(switch, return_inverse=True)
+    first_alike = np.array([ids.setdefault((per_leaf.indices[a:b].tobytes(), share[a:b].tobytes()), g)
+                            for g, (a, b) in enumerate(zip(per_leaf.indptr[:-1], per_leaf.indptr[1:], strict=True))],
+                           np.int64)
+    rep_group, share_of_group = np.unique(first_alike, return_inverse=True)
+    return share, rep_group, share_of_group.ravel()
+
+
+def _last_hop_memberships(last: sp.coo_matrix, code_of_entry: np.ndarray, n_rows: int) -> tuple[np.ndarray, sp.csr_matrix]:
+    """(the (switch, shares) codes present, sorted: a last-hop class each; (rows, K) each row's membership of
+    them): each last-hop entry ``code_of_entry`` makes its row a member of its class, scaled f(s)."""
+    codes, class_of_entry = np.unique(code_of_entry, return_inverse=True)
+    return codes, sp.csr_matrix((last.data, (last.row, class_of_entry.ravel())), shape=(n_rows, len(codes)))
+
+
+def _down_links(topo: Topology, switches: np.ndarray, leaf_nodes: np.ndarray, leaves: np.ndarray) -> np.ndarray:
+    """(switches, leaf nodes) the one link from each switch into each leaf: -1 where none, -2 where
+    parallel cables. A table of the few (switch, leaf) pairs instead of a lookup per entry."""
     down = np.flatnonzero(np.isin(topo.link_src, switches) & leaves[topo.link_dst])
-    down_leaf = np.searchsorted(leaf_ids, topo.link_dst[down])
-    down_leaf_ok = down_leaf < len(leaf_ids)
+    down_leaf = np.searchsorted(leaf_nodes, topo.link_dst[down])
+    down_leaf_ok = down_leaf < len(leaf_nodes)
     down, down_leaf = down[down_leaf_ok], down_leaf[down_leaf_ok]
-    table = np.full((len(switches), len(leaf_ids)), -1, np.int64)
+    table = np.full((len(switches), len(leaf_nodes)), -1, np.int64)
     cell = (np.searchsorted(switches, topo.link_src[down]), down_leaf)
     cables = np.zeros(table.shape, np.int64)
     np.add.at(cables, cell, 1)
     table[cell] = down
     table[cables > 1] = -2
-    # a class per (switch, shares) present; each last-hop entry is its row's membership, scaled f(s)
-    n_shares = len(rep_group)
-    codes, class_of_entry = np.unique(switch_pos.ravel() * n_shares + share_of_group.ravel()[group],
-                                      return_inverse=True)
-    members = sp.csr_matrix((last.data, (last.row, class_of_entry.ravel())), shape=(own.shape[0], len(codes)))
-    # each class's links s -> b with weight n(b) / m, for every leaf b of its shares
-    class_switch, class_share = np.divmod(codes, n_shares)
-    g = rep_group[class_share]
-    count = np.diff(per_leaf.indptr)[g]
-    entry = np.repeat(np.arange(len(codes)), count)
-    position = np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count) + np.repeat(per_leaf.indptr[g], count)
-    link = table[class_switch[entry], per_leaf.indices[position]]
+    return table
+
+
+def _last_class_links(class_switch: np.ndarray, class_group: np.ndarray, per_leaf: sp.csr_matrix, share: np.ndarray,
+                      down_link: np.ndarray, n_links: int) -> sp.csr_matrix | None:
+    """(K, L) each last-hop class's links s -> b with weight n(b) / m, for every leaf b of its shares (those
+    of ``class_group``, a group with them), or None where a switch has no single link into such a leaf."""
+    count = np.diff(per_leaf.indptr)[class_group]
+    entry = np.repeat(np.arange(len(class_switch)), count)
+    # the class's k-th leaf is entry indptr[group] + k of per_leaf
+    position = (np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count)
+                + np.repeat(per_leaf.indptr[class_group], count))
+    link = down_link[class_switch[entry], per_leaf.indices[position]]
     if (link < 0).any():
         return None
-    last_classes = sp.csr_matrix((share[position], (entry, link)), shape=(len(codes), own.shape[1]))
-    return shared, members, last_classes
+    return sp.csr_matrix((share[position], (entry, link)), shape=(len(class_switch), n_links))
 
 
 def _even(members: sp.csr_matrix, n_of_group: np.ndarray) -> np.ndarray:

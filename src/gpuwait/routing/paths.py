@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from functools import cached_property
+from functools import cached_property, partial
 
 import networkx as nx
 import numpy as np
@@ -1233,73 +1233,115 @@ def route_flows(topo: Topology, spec: RoutingSpec, src, dst, *, transport: str =
     router = get_router(spec.kind)
     if router.validate is not None:
         router.validate(spec)
-    qps = qps_per_connection or spec.qps_per_connection
-    flow_index = np.repeat(np.arange(len(src_ids)), qps)
-    qp = np.tile(np.arange(qps), len(src_ids))
+    flow_index, qp = _qp_rows(len(src_ids), qps_per_connection or spec.qps_per_connection)
     src_r, dst_r = src_ids[flow_index], dst_ids[flow_index]
-    R = len(flow_index)
     ctx = _context(topo)
-    srv_s, srv_d = topo.node_server[src_r], topo.node_server[dst_r]
-    pieces: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    domain = _nvlink_domain_rows(topo, src_r, dst_r, nvlink_domains)
-    if via_host:
-        domain &= srv_s != srv_d  # without P2P a server's GPUs stage through host memory
-    if domain.any():
-        rows_d = np.flatnonzero(domain)
-        for rows, links in _nvlink_domain_links(topo, src_r[rows_d], dst_r[rows_d]):
-            pieces.append((rows_d[rows], links, np.ones(len(rows))))
-    local = (srv_s == srv_d) & (srv_s >= 0) & ~domain
-
-    def add_segments(rows_sel: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
-        need = a != b
-        if not need.all():  # masked once, not per hop: each copy is a pass over (up to) every row
-            rows_sel, a, b = rows_sel[need], a[need], b[need]
-        for rows, links in _local_segments(ctx, a, b):
-            # weights of one: a read-only view of one value, which _assemble's concatenation copies once
-            pieces.append((rows_sel[rows], links, np.broadcast_to(1.0, len(rows))))
-
+    domain, local = _rows_off_network(topo, src_r, dst_r, nvlink_domains, via_host)
+    # the pieces keep this order (domain, server-local, network ends, the walk): _assemble sums a row's
+    # repeated links in it, and another order may round the sums differently
+    pieces = _nvlink_domain_pieces(topo, src_r, dst_r, domain)
     if local.any():
-        rows_l = np.flatnonzero(local)
-        if via_host:
-            hop = _host_hop(topo, src_r[rows_l], dst_r[rows_l])
-            add_segments(rows_l, src_r[rows_l], hop)
-            add_segments(rows_l, hop, dst_r[rows_l])
-        else:
-            add_segments(rows_l, src_r[rows_l], dst_r[rows_l])
-    sport = np.full(R, -1, np.int64)
+        pieces += _server_local_pieces(topo, ctx, np.flatnonzero(local), src_r, dst_r, via_host)
+    sport = np.full(len(flow_index), -1, np.int64)  # no L4 source port on a row that never reaches the network
     remote = np.flatnonzero(~local & ~domain)
-    if len(remote):
-        s_ep = _network_endpoint(topo, src_r[remote], dst_r[remote], qp[remote])
-        d_ep = _network_endpoint(topo, dst_r[remote], src_r[remote], qp[remote])
-        if stage_network:
-            s_cpu, d_cpu = _host_cpu(topo, src_r[remote]), _host_cpu(topo, dst_r[remote])
-            add_segments(remote, src_r[remote], s_cpu)
-            add_segments(remote, s_cpu, s_ep)
-            add_segments(remote, d_ep, d_cpu)
-            add_segments(remote, d_cpu, dst_r[remote])
-        else:
-            add_segments(remote, src_r[remote], s_ep)
-            add_segments(remote, d_ep, dst_r[remote])
+    if not len(remote):
+        return _assemble(topo, flow_index, qp, pieces, sport)
+    s_ep = _network_endpoint(topo, src_r[remote], dst_r[remote], qp[remote])
+    d_ep = _network_endpoint(topo, dst_r[remote], src_r[remote], qp[remote])
+    pieces += _network_end_pieces(topo, ctx, remote, src_r[remote], dst_r[remote], s_ep, d_ep, stage_network)
+    name_row = partial(_no_path_error, topo, remote, src_r, dst_r, s_ep, d_ep)
+    walked, sport[remote], shared = _route_network(topo, spec, router, transport, s_ep, d_ep, qp[remote], name_row,
+                                                   _per_row(multiplicity, flow_index[remote]),
+                                                   _per_row(demand_Bps, flow_index[remote]))
+    pieces += _on_route_rows(remote, walked)
+    del walked  # held by the pieces alone, which _assemble frees once it has joined them
+    if shared is None:
+        return _assemble(topo, flow_index, qp, pieces, sport)
+    return _assemble(topo, flow_index, qp, pieces, sport, *_shared_on_rows(len(flow_index), remote, shared))
 
-        def name_row(i: int, err: RoutingError) -> RoutingError:
-            row = remote[i]
-            return RoutingError(f"no path from {topo.node_name[src_r[row]]} to {topo.node_name[dst_r[row]]}: "
-                                f"{topo.node_name[s_ep[i]]} and {topo.node_name[d_ep[i]]} share no network", hint=err.hint)
 
-        weight = None if multiplicity is None else np.asarray(multiplicity, float)[flow_index[remote]]
-        demand = None if demand_Bps is None else np.asarray(demand_Bps, float)[flow_index[remote]]
-        walked, sport[remote], shared = _route_network(topo, spec, router, transport, s_ep, d_ep, qp[remote], name_row,
-                                                       weight, demand)
-        pieces.extend(_on_route_rows(remote, walked))
-        del walked  # held by the pieces alone, which _assemble frees once it has joined them
-        if shared is not None:
-            middle, of_row, sides = shared
-            row_class = np.full(R, -1, np.int64)
-            row_class[remote] = of_row
-            return _assemble(topo, flow_index, qp, pieces, sport, (row_class, middle),
-                             tuple((_on_rows(R, remote, side_of), weights) for side_of, weights, _ in sides),
-                             tuple(i for i, (_, _, follows_class) in enumerate(sides) if follows_class))
-    return _assemble(topo, flow_index, qp, pieces, sport)
+# (row, link, weight) arrays: the rows crossing one hop each, the link each crosses and the fraction of its bytes
+_Piece = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def _qp_rows(n_flows: int, qps: int) -> tuple[np.ndarray, np.ndarray]:
+    """(flow of each row, QP of each row): a flow's ``qps`` QPs are consecutive rows, each its own flow key."""
+    return np.repeat(np.arange(n_flows), qps), np.tile(np.arange(qps), n_flows)
+
+
+def _rows_off_network(topo: Topology, src: np.ndarray, dst: np.ndarray, nvlink_domains: bool, via_host: bool
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """(rows that meet through an NVLink domain's switch, rows inside one server): the other rows cross the
+    network. Options as :func:`route_flows`'."""
+    server_s, server_d = topo.node_server[src], topo.node_server[dst]
+    domain = _nvlink_domain_rows(topo, src, dst, nvlink_domains)
+    if via_host:
+        domain &= server_s != server_d  # without P2P a server's GPUs stage through host memory
+    local = (server_s == server_d) & (server_s >= 0) & ~domain
+    return domain, local
+
+
+def _nvlink_domain_pieces(topo: Topology, src: np.ndarray, dst: np.ndarray, domain: np.ndarray) -> list[_Piece]:
+    """Pieces of the ``domain`` rows: all of a row's bytes on each hop through its domain's switch."""
+    if not domain.any():
+        return []
+    rows_d = np.flatnonzero(domain)
+    return [(rows_d[rows], links, np.ones(len(rows)))
+            for rows, links in _nvlink_domain_links(topo, src[rows_d], dst[rows_d])]
+
+
+def _segment_pieces(ctx: _Context, rows: np.ndarray, a: np.ndarray, b: np.ndarray) -> list[_Piece]:
+    """Pieces of the server-internal paths ``a[i] -> b[i]`` of ``rows``; a row already at its stop has none."""
+    need = a != b
+    if not need.all():  # masked once, not per hop: each copy is a pass over (up to) every row
+        rows, a, b = rows[need], a[need], b[need]
+    # weights of one: a read-only view of one value, which _assemble's concatenation copies once
+    return [(rows[hop_rows], links, np.broadcast_to(1.0, len(hop_rows))) for hop_rows, links in _local_segments(ctx, a, b)]
+
+
+def _server_local_pieces(topo: Topology, ctx: _Context, rows: np.ndarray, src: np.ndarray, dst: np.ndarray,
+                         via_host: bool) -> list[_Piece]:
+    """Pieces of ``rows``, whose two ends sit in one server: over NVLink or PCIe, or without P2P
+    (``via_host``) through the receiving GPU's CPU (:func:`_host_hop`)."""
+    if not via_host:
+        return _segment_pieces(ctx, rows, src[rows], dst[rows])
+    hop = _host_hop(topo, src[rows], dst[rows])
+    return _segment_pieces(ctx, rows, src[rows], hop) + _segment_pieces(ctx, rows, hop, dst[rows])
+
+
+def _network_end_pieces(topo: Topology, ctx: _Context, rows: np.ndarray, src: np.ndarray, dst: np.ndarray,
+                        s_ep: np.ndarray, d_ep: np.ndarray, stage_network: bool) -> list[_Piece]:
+    """Pieces of the network ``rows`` inside their two servers: source -> its network endpoint ``s_ep`` and
+    ``d_ep`` -> destination, or without GPUDirect RDMA (``stage_network``) through each GPU's CPU (host
+    memory) on both sides. ``src``, ``dst``, ``s_ep`` and ``d_ep`` are per row of ``rows``."""
+    stops: tuple[tuple[np.ndarray, np.ndarray], ...] = ((src, s_ep), (d_ep, dst))
+    if stage_network:
+        s_cpu, d_cpu = _host_cpu(topo, src), _host_cpu(topo, dst)
+        stops = ((src, s_cpu), (s_cpu, s_ep), (d_ep, d_cpu), (d_cpu, dst))
+    return [piece for a, b in stops for piece in _segment_pieces(ctx, rows, a, b)]
+
+
+def _no_path_error(topo: Topology, remote: np.ndarray, src: np.ndarray, dst: np.ndarray, s_ep: np.ndarray,
+                   d_ep: np.ndarray, i: int, err: RoutingError) -> RoutingError:
+    """The walk's error of network row ``i`` (row ``remote[i]`` of ``src``/``dst``) reworded with its flow's
+    ends: the walk knows only the two network endpoints, which share no network."""
+    row = remote[i]
+    return RoutingError(f"no path from {topo.node_name[src[row]]} to {topo.node_name[dst[row]]}: "
+                        f"{topo.node_name[s_ep[i]]} and {topo.node_name[d_ep[i]]} share no network", hint=err.hint)
+
+
+def _per_row(per_flow: np.ndarray | None, flow_of_row: np.ndarray) -> np.ndarray | None:
+    """A per-flow option of :func:`route_flows` (``multiplicity``, ``demand_Bps``) per row, as floats."""
+    return None if per_flow is None else np.asarray(per_flow, float)[flow_of_row]
+
+
+def _shared_on_rows(n_rows: int, remote: np.ndarray, shared: tuple) -> tuple[tuple, tuple, tuple[int, ...]]:
+    """:func:`_assemble`'s ``shared``, ``sides`` and ``class_sides`` from :func:`_route_network`'s shared parts,
+    whose classes it gives per network row (``remote``): here per row of all ``n_rows`` (-1 off the network)."""
+    middle, of_row, sides = shared
+    return ((_on_rows(n_rows, remote, of_row), middle),
+            tuple((_on_rows(n_rows, remote, side_of), weights) for side_of, weights, _ in sides),
+            tuple(i for i, (_, _, follows_class) in enumerate(sides) if follows_class))
 
 
 def _on_route_rows(remote: np.ndarray, walked: list) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:

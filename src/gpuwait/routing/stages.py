@@ -33,10 +33,12 @@ shared part gets it joined into the class's part), and stage 3 (one link per spi
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import numpy as np
 import scipy.sparse as sp
 
+from gpuwait.errors import RoutingError
 from gpuwait.routing.paths import _Distances, _LeafPairClasses, _unique_pairs, _walk_chunks
 from gpuwait.routing.routers import Hop, NextHops, Router
 from gpuwait.spec.cluster import RoutingSpec
@@ -340,97 +342,182 @@ def route_leaf_pairs_staged(topo: Topology, spec: RoutingSpec, router: Router, s
     """:func:`gpuwait.routing.paths._route_leaf_pairs`'s result by stages (see the module); raises
     :class:`NotStaged` where the stages do not compose exactly."""
     rep = classes.rep
-    s_rep, d_rep = s_ep[rep], d_ep[rep]
     demand_Bps = per_row["demand_Bps"]
     class_demand_Bps = demand_Bps[rep] * classes.count
-    plan = _plan(topo, classes, s_rep, d_rep, demand_Bps[rep])
-    g_rep = rep[plan.group_rep]
-    g_rows = {k: v if k == "background_Bps" else v[g_rep] for k, v in per_row.items()}
-    switch_index = _Distances(topo, d_rep[:1]).switch_index
+    plan = _plan(topo, classes, s_ep[rep], d_ep[rep], demand_Bps[rep])
+    walk = _StagedWalk(topo, spec, router, classes, plan, s_ep, d_ep, name_row)
+    g_rows = {k: v if k == "background_Bps" else v[walk.g_rep] for k, v in per_row.items()}
+    for round_ in range(router.rounds):
+        last_round = round_ == router.rounds - 1
+        stage1 = walk.shared_stage(g_rows)
+        f1, t2, beta, distinct = walk.class_stage(stage1.stops)
+        if last_round:
+            up_weights = _class_middle_parts(f1, t2, distinct)
+        ends = walk.leaf_stage(beta, distinct, stage1)
+        if last_round:
+            break  # the load only feeds the next round's adaptive choices
+        load = _round_load_Bps(topo, classes, plan, stage1, f1, t2, distinct, ends, class_demand_Bps, demand_Bps)
+        background = g_rows["background_Bps"]
+        g_rows["background_Bps"] = load if background is None else 0.5 * (background + load)
+    return _staged_parts(classes, plan, stage1, up_weights, ends)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _SharedStage:
+    """One round's walk of the shared stage, a row per group."""
+
+    first_w: np.ndarray  # (G,) the fraction on the group's first hop
+    last_w: np.ndarray  # (G,) the fraction on its last hop, for a group that reached its destination
+    middle: sp.csr_matrix  # (G, L) its links but the first and last hop
+    complete: np.ndarray  # (G,) whether the group reached its destination in this stage
+    stops: sp.csr_matrix  # (G, nodes) the fraction of the group that stopped at each node
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _ClassEnds:
+    """Each leaf-pair class's way from the switches cabled to its destination class (stage 3), and the
+    fractions on its rows' own first and last hops."""
+
+    down: sp.csr_matrix  # (C, L) stage 3's links but the last hop into the destination leaf
+    first_w: np.ndarray  # (C,)
+    last_w: np.ndarray  # (C,)
+
+
+def _shared_stop(plan: _Plan, switch_index: np.ndarray) -> Callable[..., np.ndarray]:
+    """The shared stage's stop rule for :func:`_walk`: a state stops at a switch where its group's
+    destination classes part (``plan.goes_on``), unless its next hop is its last (the row's own)."""
     goes_on, set_of_group = plan.goes_on, plan.set_of_group
 
-    def shared_stop(keys, row, node, hops_done, row_offset):
+    def stop(keys, row, node, hops_done, row_offset):
         sw = switch_index[node]
         out = (sw >= 0) & (keys.start_distance[row] - hops_done > 1)  # the last hop is the row's own
         out[out] = ~goes_on[set_of_group[row[out] + row_offset], sw[out]]
         return out
 
-    def name_group(i, err):
-        return name_row(int(g_rep[i]), err)
+    return stop
 
-    stage2 = _PairStage(topo, spec, router, stop_at_class=True)
-    stage3 = _PairStage(topo, spec, router, stop_at_class=False)
-    n_groups, n_up, n_classes = len(g_rep), len(plan.group_of_up), len(rep)
-    d_leaf = topo.link_src[classes.down_link[rep]]
-    up_class_rep = np.zeros(n_up, np.int64)
-    up_class_rep[plan.up_of_class] = np.arange(n_classes)
-    stops_cache: dict = {}
-    walk_memo: dict = {}  # the shared stage's structure, the same every round
-    for round_ in range(router.rounds):
-        last_round = round_ == router.rounds - 1
-        (rows, links, w), (st_row, st_node, st_frac) = _walk(topo, spec, router, s_ep[g_rep], d_ep[g_rep], g_rows,
-                                                            name_group, shared_stop, walk_memo)
-        first = topo.link_src[links] == s_ep[g_rep][rows]
-        last = topo.link_dst[links] == d_ep[g_rep][rows]
-        first_w, last_w1 = np.zeros(n_groups), np.zeros(n_groups)
+
+class _StagedWalk:
+    """The three stages of one staged routing, with what they keep between the adaptive rounds: the
+    shared stage's structure, the stage 2 and 3 walks of the pairs met so far, and the expansions."""
+
+    def __init__(self, topo: Topology, spec: RoutingSpec, router: Router, classes: _LeafPairClasses, plan: _Plan,
+                 s_ep: np.ndarray, d_ep: np.ndarray, name_row) -> None:
+        self.topo, self.spec, self.router, self.classes, self.plan = topo, spec, router, classes, plan
+        rep = classes.rep
+        self.g_rep = rep[plan.group_rep]  # (G,) a row standing for each shared-stage group
+        self.s_group, self.d_group = s_ep[self.g_rep], d_ep[self.g_rep]
+        self.d_rep = d_ep[rep]
+        self.d_leaf = topo.link_src[classes.down_link[rep]]  # (C,) each class's destination leaf
+        self.stop = _shared_stop(plan, _Distances(topo, self.d_rep[:1]).switch_index)
+        self.name_row = name_row
+        self.stage2 = _PairStage(topo, spec, router, stop_at_class=True)
+        self.stage3 = _PairStage(topo, spec, router, stop_at_class=False)
+        # (U,) a class of each (group, destination class) pair
+        self.up_class_rep = np.zeros(len(plan.group_of_up), np.int64)
+        self.up_class_rep[plan.up_of_class] = np.arange(len(rep))
+        self.stops_cache: dict = {}
+        self.walk_memo: dict = {}  # the shared stage's structure, the same every round
+
+    def name_group(self, i: int, err: RoutingError) -> RoutingError:
+        """The walk's error of group ``i`` named by the row standing for it."""
+        return self.name_row(int(self.g_rep[i]), err)
+
+    def shared_stage(self, g_rows: dict) -> _SharedStage:
+        """Stage 1: each group walked until its destination classes' next hops part, or to its destination;
+        :class:`NotStaged` where some of a group's states arrive and others stop, or a group that
+        arrives serves several leaves."""
+        topo, n_groups = self.topo, len(self.g_rep)
+        (rows, links, w), (st_row, st_node, st_frac) = _walk(topo, self.spec, self.router, self.s_group, self.d_group,
+                                                            g_rows, self.name_group, self.stop, self.walk_memo)
+        first = topo.link_src[links] == self.s_group[rows]
+        last = topo.link_dst[links] == self.d_group[rows]
+        first_w, last_w = np.zeros(n_groups), np.zeros(n_groups)
         first_w[rows[first]] = w[first]
-        last_w1[rows[last]] = w[last]
+        last_w[rows[last]] = w[last]
         middle = ~first & ~last
         m1 = sp.csr_matrix((w[middle], (rows[middle], links[middle])), shape=(n_groups, topo.n_links))
         complete = np.bincount(rows[last], minlength=n_groups) > 0
         if (complete & (np.bincount(st_row, minlength=n_groups) > 0)).any():
             raise NotStaged  # some states of a group stopped, others reached the destination
-        ends = np.unique(np.c_[plan.group_of_class, d_leaf], axis=0)[:, 0]
+        ends = np.unique(np.c_[self.plan.group_of_class, self.d_leaf], axis=0)[:, 0]
         if (np.bincount(ends, minlength=n_groups)[complete] > 1).any():
             raise NotStaged  # a group that reached its destination serves several leaves
-        # stage 2: every (group, class) pair continues from its group's stop states
         stops = sp.csr_matrix((st_frac, (st_row, st_node)), shape=(n_groups, topo.n_nodes))
-        # stage 2 once per distinct (group, destination class) pair, not per pair (8.9 M stopped states)
+        return _SharedStage(first_w, last_w, m1, complete, stops)
+
+    def class_stage(self, stops: sp.csr_matrix) -> tuple[sp.csr_matrix, sp.csr_matrix, sp.csr_matrix, _Distinct]:
+        """Stage 2: every (group, destination class) pair on from its group's stop states to the switches
+        cabled to the class. (f1: (distinct pairs, stage-2 walks) the fraction entering each walk, t2: (walks,
+        L) the walks' links, beta: (distinct pairs, nodes) the fraction reaching each switch cabled to the
+        class, the distinct pairs)."""
+        plan = self.plan
+        # once per distinct (group, destination class) pair, not per pair (8.9 M stopped states)
         distinct = _distinct_ups(stops, plan)
-        d_i, x, f, f1_indptr = _expand(stops, plan.group_of_up[distinct.rep_up], stops_cache)
+        d_i, x, f, f1_indptr = _expand(stops, plan.group_of_up[distinct.rep_up], self.stops_cache)
         up_i = distinct.rep_up[d_i]
         kk = plan.dclass_of_up[up_i]
-        p2 = stage2.ids(x, kk, int(kk.max(initial=0)) + 1, x, d_ep[rep[up_class_rep[up_i]]], lambda i, err: err)
-        f1 = _sorted_csr(f, p2, f1_indptr, (len(distinct.rep_up), len(stage2.start)), stops_cache)
-        t2, b2 = stage2.matrices()
-        if last_round:  # the classes' middle parts past stage 1 (stage 1 is kept once per group), a row each
-            up_weights = (f1 @ t2).tocsr()
-            up_weights.sort_indices()  # as the routes keep it: copied sorted into every pair's row
-            up_weights = up_weights[distinct.of_up]
-        beta = (f1 @ b2).tocsr()
-        # stage 3: each class's leaf from the switches cabled to its destination class
+        p2 = self.stage2.ids(x, kk, int(kk.max(initial=0)) + 1, x, self.d_rep[self.up_class_rep[up_i]],
+                             lambda i, err: err)
+        f1 = _sorted_csr(f, p2, f1_indptr, (len(distinct.rep_up), len(self.stage2.start)), self.stops_cache)
+        t2, b2 = self.stage2.matrices()
+        return f1, t2, (f1 @ b2).tocsr(), distinct
+
+    def leaf_stage(self, beta: sp.csr_matrix, distinct: _Distinct, stage1: _SharedStage) -> _ClassEnds:
+        """Stage 3: each class's leaf from the switches cabled to its destination class (``beta``, stage 2's
+        arrivals), and its rows' first and last hop fractions."""
+        topo, plan, stage3 = self.topo, self.plan, self.stage3
         c_i, b, bf, _ = _expand(beta, distinct.of_up[plan.up_of_class])
-        p3 = stage3.ids(b, d_leaf[c_i], topo.n_nodes, b, d_rep[c_i], lambda i, err: err)
-        f3 = sp.csr_matrix((bf, (c_i, p3)), shape=(n_classes, len(stage3.start)))
+        p3 = stage3.ids(b, self.d_leaf[c_i], topo.n_nodes, b, self.d_rep[c_i], lambda i, err: err)
+        f3 = sp.csr_matrix((bf, (c_i, p3)), shape=(len(self.d_rep), len(stage3.start)))
         t3 = stage3.matrices()[0].tocoo()
         into_leaf = topo.link_dst[t3.col] == stage3.target[t3.row]  # the row's own last hop
         down3 = sp.csr_matrix((t3.data[~into_leaf], (t3.row[~into_leaf], t3.col[~into_leaf])), shape=t3.shape)
         last3_w = np.bincount(t3.row[into_leaf], weights=t3.data[into_leaf], minlength=t3.shape[0])
-        class_down = (f3 @ down3).tocsr()
-        class_last_w = np.where(complete[plan.group_of_class], last_w1[plan.group_of_class], f3 @ last3_w)
-        class_first_w = first_w[plan.group_of_class]
-        if last_round:
-            break  # the load only feeds the next round's adaptive choices
-        up_demand = np.bincount(plan.up_of_class, weights=class_demand_Bps, minlength=n_up)
-        # the middle parts' load without building them: stage 1 per group, stage 2 per pair
-        load = (m1.T @ np.bincount(plan.group_of_up, weights=up_demand, minlength=n_groups)
-                + t2.T @ _column_sums(f1, distinct.of_up, up_demand) + class_down.T @ class_demand_Bps)
-        row_demand = demand_Bps * classes.multiplicity
-        for hop_w, end_link in ((class_first_w, classes.up_link), (class_last_w, classes.down_link)):
-            load += np.bincount(end_link, weights=hop_w[classes.of_row] * row_demand, minlength=topo.n_links)
-        background = g_rows["background_Bps"]
-        g_rows["background_Bps"] = load if background is None else 0.5 * (background + load)
-    n = len(s_ep)
+        group = plan.group_of_class
+        last_w = np.where(stage1.complete[group], stage1.last_w[group], f3 @ last3_w)
+        return _ClassEnds((f3 @ down3).tocsr(), stage1.first_w[group], last_w)
+
+
+def _class_middle_parts(f1: sp.csr_matrix, t2: sp.csr_matrix, distinct: _Distinct) -> sp.csr_matrix:
+    """(U, L) the middle part past stage 1 of each (group, destination class) pair (stage 1 is kept once
+    per group)."""
+    up_weights = (f1 @ t2).tocsr()
+    up_weights.sort_indices()  # as the routes keep it: copied sorted into every pair's row
+    return up_weights[distinct.of_up]
+
+
+def _round_load_Bps(topo: Topology, classes: _LeafPairClasses, plan: _Plan, stage1: _SharedStage, f1: sp.csr_matrix,
+                    t2: sp.csr_matrix, distinct: _Distinct, ends: _ClassEnds, class_demand_Bps: np.ndarray,
+                    demand_Bps: np.ndarray) -> np.ndarray:
+    """(L,) what one round's routes load each link with (every row's demand on its links), the adaptive
+    router's background in the next round. The middle parts' load is summed without building them:
+    stage 1 per group, stage 2 per pair."""
+    up_demand = np.bincount(plan.up_of_class, weights=class_demand_Bps, minlength=len(plan.group_of_up))
+    load = (stage1.middle.T @ np.bincount(plan.group_of_up, weights=up_demand, minlength=stage1.middle.shape[0])
+            + t2.T @ _column_sums(f1, distinct.of_up, up_demand) + ends.down.T @ class_demand_Bps)
+    row_demand = demand_Bps * classes.multiplicity
+    for hop_w, end_link in ((ends.first_w, classes.up_link), (ends.last_w, classes.down_link)):
+        load += np.bincount(end_link, weights=hop_w[classes.of_row] * row_demand, minlength=topo.n_links)
+    return load
+
+
+def _staged_parts(classes: _LeafPairClasses, plan: _Plan, stage1: _SharedStage, up_weights: sp.csr_matrix,
+                  ends: _ClassEnds) -> tuple:
+    """The last round's routes as :func:`gpuwait.routing.paths._route_leaf_pairs` gives them, with stages 1
+    and 3 as side parts."""
+    n = len(classes.of_row)
     own = (np.r_[np.arange(n), np.arange(n)], np.r_[classes.up_link, classes.down_link],
-           np.r_[class_first_w[classes.of_row], class_last_w[classes.of_row]])
+           np.r_[ends.first_w[classes.of_row], ends.last_w[classes.of_row]])
     # stage 3 (the switches' links down to the destination leaf, 32 per class on a 16,384-GPU SuperPOD)
     # is the same for every row of a leaf-pair class: a side part per class, not copied into each row
+    class_down = ends.down
     class_down.sort_indices()
     # stage 1 (the source leaf's way up, ~1,050 links to the cores of a 16,384-GPU SuperPOD) is the same
     # for every destination class its group serves: a side part per group that follows the row's class
     # (Routes.class_sides), not copied into each (group, destination class) middle part (9 M entries)
+    m1 = stage1.middle
     m1.sum_duplicates()
     m1.sort_indices()
     return own, up_weights, plan.up_of_class[classes.of_row], ((classes.of_row, class_down, False),
                                                             (plan.group_of_class[classes.of_row], m1, True))
-
