@@ -237,6 +237,24 @@ def test_simulate_refuses_a_jobs_scenario_in_one_line():
     assert "gpuwait run" in err.value.hint
 
 
+def test_diagnose_refuses_a_jobs_scenario_in_one_line():
+    """As simulate: diagnose's API names the `jobs:` section and where such scenarios are diagnosed, instead of
+    failing on the empty traffic section ("traffic: no flows and no patterns")."""
+    with pytest.raises(SpecError) as err:
+        g.diagnose("examples/two-jobs-shared-uplinks.yaml")
+    assert str(err.value).startswith("scenario: has `jobs:`") and "\n" not in str(err.value)
+    assert "gpuwait diagnose FILE" in err.value.hint
+
+
+def test_a_traffic_diagnosis_is_estimated_as_the_packet_run_it_makes(capsys):
+    """diagnose runs a traffic scenario on the packet engine (its pauses, marks and queues), so the estimate it
+    refuses by counts the packets, as `gpuwait run --engine packet` does."""
+    with pytest.raises(SpecError, match=r"packets; about .*over the limit of 1MB"):
+        g.diagnose("examples/ecmp-collision.yaml", max_memory="1MB")
+    code, _, err = run_cli(capsys, "diagnose", "examples/ecmp-collision.yaml", "--max-memory", "1MB")
+    assert code != 0 and "packets; about" in err
+
+
 def test_max_memory_governs_a_listed_alltoall_too(monkeypatch, capsys):
     """One limit for the whole run: an all-to-all that ECMP lists flow by flow is held to the caller's
     ``max_memory`` (a machine with 64 KiB would refuse it by default), in the API and the command line."""

@@ -193,8 +193,13 @@ def diagnose(scenario: Scenario | str | Path | None = None, inject: Sequence[str
         raise SpecError("diagnose: expected a scenario, or telemetry= with cluster=")
     if not isinstance(scenario, Scenario):
         scenario = load_scenario(scenario)
+    if scenario.jobs:
+        raise SpecError("scenario: has `jobs:`; diagnose runs `traffic:` and `workload:` scenarios",
+                        hint="shared-cluster jobs are diagnosed with `gpuwait diagnose FILE` "
+                             "(gpuwait.diagnosis.placement.diagnose_jobs)")
     max_memory_bytes = parse_max_memory(max_memory)
-    check_scenario_cost(scenario, max_memory_bytes, steps)
+    # a traffic scenario is diagnosed from a packet run (its pauses, marks and queues)
+    check_scenario_cost(scenario, max_memory_bytes, steps, "flow" if scenario.workload is not None else "packet")
     return diagnose_run(scenario, list(inject), steps=steps, measure_gain=measure_gain, max_memory_bytes=max_memory_bytes)
 
 

@@ -67,7 +67,8 @@ def diagnose(scenario_file: str | None = SCENARIO_ARGUMENT, inject: list[str] | 
             Output(json_out).emit({**jobs_dict(jobs["run"]), "findings": jobs["findings"]},
                                   lambda c: _render_jobs_diagnosis(c, jobs["run"], jobs["findings"]))
             return
-        check_scenario_cost(scenario, max_memory_bytes, steps)
+        # a traffic scenario is diagnosed from a packet run, so its estimate counts the packets
+        check_scenario_cost(scenario, max_memory_bytes, steps, "flow" if scenario.workload is not None else "packet")
         with traffic_progress("packet", not json_out) as progress:  # shown only for a traffic scenario
             result = diagnose_run(scenario, inject or [], steps=steps, measure_gain=not no_gain,
                                   report=report, progress=progress, max_memory_bytes=max_memory_bytes)
