@@ -126,7 +126,7 @@ class Reference:
 DEFAULT_VERSION_ONLY = False
 _TCP = "NCCL_IB_DISABLE=1"
 #: tables found after PUBLIC_TABLE_FIT was fitted: scored, kept out of every fit, as data the model never saw
-_AFTER_THE_FIT = "published summary found after the shipped fit; scored as data no fit has seen"
+_AFTER_THE_FIT = "published table found after the shipped fit; scored as data no fit has seen"
 #: gj-aion's runs in nccl-tests#309 (2025-06-18) print no NCCL version: the newest release tagged before the post,
 #: v2.27.3-1 (2025-05-29; v2.27.5-1, tagged the day of the post, and the thread's other poster's 2.26.2 predict these
 #: tables identically; 2.22.3 and older do not, and no source bounds the release from below). Both 8-node tables time
