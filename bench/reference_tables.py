@@ -343,7 +343,9 @@ REFERENCES = [
               approximate="OCI BM.GPU.H100.8 described by the dgx-h100 template with 16 x 200G RoCE ports (two per "
                           "GPU); the cluster network's topology is not published (the oci-a100-roce preset's "
                           "non-blocking rail-optimized leaf-spine); only 1-16 GiB printed; NCCL 2.21.5 is the page's "
-                          "statement (the TensorFlow 24.06 container's NCCL), not printed by the run",
+                          "statement (the TensorFlow 24.06 container's NCCL), not printed by the run; the run's "
+                          "NCCL_CUMEM_ENABLE=0, NCCL_IB_GID_INDEX=3, NCCL_IB_TC=41 and NCCL_IGNORE_CPU_AFFINITY=1 are "
+                          "not modelled",
               not_fitted=_AFTER_THE_FIT),
     Reference("gb200-nvlink-1node-4gpu-all_reduce-ring-ndgb200v6-busbw-only", CLASSES[9], "gb200-nvl72", 1, 4,
               {"NCCL_ALGO": "Ring"}, nccl_version="2.25.1", gpus_per_thread=4,  # version and -g 4: stated, not printed
