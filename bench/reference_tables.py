@@ -55,7 +55,7 @@ CLUSTERS = DATA / "clusters"
 MiB, KiB = 2**20, 2**10
 
 CLASSES = ("H100 IB multi-node", "H100/H200 single node NVSwitch", "A100", "AWS EFA", "GH200 Slingshot/TCP", "L40S",
-           "PCIe RTX", "H100 GPUDirect-TCPXO")
+           "PCIe RTX", "H100 GPUDirect-TCPXO", "H100 RoCE multi-node", "GB200 NVLink")
 
 
 @dataclass(frozen=True)
@@ -126,7 +126,7 @@ class Reference:
 DEFAULT_VERSION_ONLY = False
 _TCP = "NCCL_IB_DISABLE=1"
 #: tables found after PUBLIC_TABLE_FIT was fitted: scored, kept out of every fit, as data the model never saw
-_AFTER_THE_FIT = "published summary found after the shipped fit; scored as data no fit has seen"
+_AFTER_THE_FIT = "published table found after the shipped fit; scored as data no fit has seen"
 #: gj-aion's runs in nccl-tests#309 (2025-06-18) print no NCCL version: the newest release tagged before the post,
 #: v2.27.3-1 (2025-05-29; v2.27.5-1, tagged the day of the post, and the thread's other poster's 2.26.2 predict these
 #: tables identically; 2.22.3 and older do not, and no source bounds the release from below). Both 8-node tables time
@@ -162,6 +162,11 @@ _AWS_P5_EFA_NCCL = "2.20.3"
 #: nvidia/cuda:12.8.1-cudnn-devel-ubuntu24.04, which installs and apt-marks libnccl2 and libnccl-dev
 #: 2.25.1-1+cuda12.8 (its layers' ENV NCCL_VERSION=2.25.1-1); the (*) run names the same EDF (nccl-test-ompi)
 _CSCS_NCCL = "2.25.1"
+#: the A3 Mega all_reduce table (lessizzmore/create-a3mega-ztan-fork 02dd8f4) prints no NCCL version: the image its
+#: README builds loads the TCPXO plugin's own NCCL from /var/lib/tcpxo/lib64 (NCCL_LIB_DIR of nccl-env-profile.sh),
+#: listed there as libnccl.so.2.21.5 (README); the startup scripts also build v2.22.3-1 into /usr/local, which
+#: predicts the table identically (nccl_range)
+_A3MEGA_2024_NCCL = "2.21.5"
 REFERENCES = [
     Reference("h100-ib-2node-16gpu-all_reduce", CLASSES[0], "dgx-h100", 2, 8),
     Reference("h100-ib-2node-16gpu-all_reduce-ring-forced", CLASSES[0], "dgx-h100", 2, 8,
@@ -194,6 +199,11 @@ REFERENCES = [
               nccl_version="2.28.7", gpus_per_thread=8,  # version and -g 8: stated by the source, not printed
               approximate="A3 Mega's NVLink4/NVSwitch node described by the dgx-h100 template; 7 sizes of the sweep "
                           "printed, one time each (not the out-of-place / in-place pair)",
+              not_fitted=_AFTER_THE_FIT),
+    Reference("h100-nvswitch-1node-8gpu-all_reduce-nvls-ndv5-busbw-only", CLASSES[1], "nd-h100-v5", 1, 8,
+              {"NCCL_ALGO": "NVLS"}, nccl_version="2.18.5", gpus_per_thread=8,  # version and -g 8: stated, not printed
+              approximate="Azure ND H100 v5 described by the dgx-h100 template; in-place busbw only, sizes from rounded "
+                          "labels; NCCL 2.18.5 is the page's system table, not printed by the run",
               not_fitted=_AFTER_THE_FIT),
     Reference("a100-dgx-4gpu-all_reduce", CLASSES[2], "dgx-a100", 1, 4,  # devices 4-7 of 8: the same on NVSwitch
               gpus_per_thread=4,
@@ -317,6 +327,39 @@ REFERENCES = [
                           "published (non-blocking leaf-spine); which of Google's two NCCL profiles ran is not said "
                           "(the platform's NCCL_PROTO=Simple,LL128 is predicted); 13 sizes printed, one time each",
               not_fitted=_AFTER_THE_FIT + "; its transport's costs are assumptions no other table shares"),
+    Reference("gcp-a3mega-tcpxo-2node-16gpu-all_reduce", CLASSES[7], "gcp-a3-mega-tcpxo", 2, 8,
+              nccl_version=_A3MEGA_2024_NCCL, nccl_range=("2.21.5", "2.22.3"),
+              approximate="NCCL version not printed: 2.21.5, the libnccl the image's TCPXO plugin installer (v1.0.4) puts "
+                          "in /var/lib/tcpxo/lib64 (the README's listing), which the run's env profile points at; the "
+                          "image also builds NCCL 2.22.3 into /usr/local, which nccl-tests links (the two predict this table "
+                          "identically). The settings that "
+                          "plugin's env profile exported are not published: the platform's v1.0.15 settings "
+                          "(NCCL_PROTO=Simple,LL128, ...) are predicted; Google's tuner plugin, FASTRAK flows and "
+                          "NCCL_BUFFSIZE are not modelled; TCPXO's per-message cost is the kernel socket path's (no "
+                          "public figure); the fabric behind the 8 NICs is not published (non-blocking leaf-spine)",
+              not_fitted=_AFTER_THE_FIT + "; its transport's costs are assumptions no other table shares"),
+    Reference("h100-oci-roce-2node-16gpu-all_reduce", CLASSES[8], "oci-bm-gpu-h100-roce", 2, 8,
+              {"NCCL_IB_SPLIT_DATA_ON_QPS": "0"}, nccl_version="2.21.5",  # version: stated by the page, not printed
+              approximate="OCI BM.GPU.H100.8 described by the dgx-h100 template with 16 x 200G RoCE ports (two per "
+                          "GPU); the cluster network's topology is not published (the oci-a100-roce preset's "
+                          "non-blocking rail-optimized leaf-spine); only 1-16 GiB printed; NCCL 2.21.5 is the page's "
+                          "statement (the TensorFlow 24.06 container's NCCL), not printed by the run; the run's "
+                          "NCCL_CUMEM_ENABLE=0, NCCL_IB_GID_INDEX=3, NCCL_IB_TC=41 and NCCL_IGNORE_CPU_AFFINITY=1 are "
+                          "not modelled",
+              not_fitted=_AFTER_THE_FIT),
+    Reference("gb200-nvlink-1node-4gpu-all_reduce-ring-ndgb200v6-busbw-only", CLASSES[9], "gb200-nvl72", 1, 4,
+              {"NCCL_ALGO": "Ring"}, nccl_version="2.25.1", gpus_per_thread=4,  # version and -g 4: stated, not printed
+              approximate="one Azure ND GB200 v6 VM (one compute tray of 4 GPUs) described as a one-tray gb200-nvl72 "
+                          "domain; in-place busbw only, sizes from rounded labels; NCCL 2.25.1 is the page's system "
+                          "table, not printed by the run",
+              not_fitted=_AFTER_THE_FIT),
+    Reference("gb200-nvl72-18node-72gpu-all_reduce", CLASSES[9], "gb200-nvl72", 18, 4,
+              {"NCCL_NVLS_ENABLE": "0", "NCCL_COLLNET_ENABLE": "0"}, nccl_version="2.26.2",  # stated by the README
+              approximate="CoreWeave's rack described by the gb200-nvl72 preset (18 trays in one NVLink domain); the "
+                          "run's NCCL_NET_GDR_C2C=1 is not modelled (no network traffic inside one domain); only "
+                          "512 MiB-8 GiB printed, as an excerpt without the header; NCCL 2.26.2 is the README's "
+                          "statement and the example job's image tag, not printed",
+              not_fitted=_AFTER_THE_FIT),
     Reference("rtx2080ti-pcie-1node-2gpu-all_reduce", CLASSES[6], "rtx2080ti-pcie-2gpu", 1, 2,
               approximate="NCCL version and CPU not stated (Intel assumed: NCCL's 6/5 PCI overhead through the CPU); "
                           "the SHM path through host memory is inferred from nvidia-smi's NS, not from an NCCL log"),
