@@ -8,6 +8,7 @@ rail-optimized puts NIC i of every server of a scalable unit on leaf i of that u
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -130,6 +131,22 @@ def test_parallel_links_get_numbered_names():
                    if topo.link_kind[link] == LinkKind.HOST]
     assert sorted(nic_to_leaf) == ["s0.nic0->leaf0", "s0.nic0->leaf0#1"]
     assert all(topo.link_name(topo.link_id(name)) == name for name in nic_to_leaf)
+
+
+def test_reverse_link_is_the_cable_back_and_the_first_of_parallel_ones():
+    topo = build_cluster(ClusterSpec(servers=2, server={"template": "dgx-h100", "nic_ports": 2}))
+    for name in ("s0.nic0->leaf0", "s0.nic0->leaf0#1"):
+        # parallel cables are told apart by name only: the way back is the #0 one (what callers sum on)
+        assert topo.link_name(topo.reverse_link(topo.link_id(name))) == "leaf0->s0.nic0"
+    assert topo.reverse_link(topo.link_id("leaf0->s0.nic0")) == topo.link_id("s0.nic0->leaf0")
+
+
+def test_reverse_link_is_none_for_a_one_way_link():
+    topo = build_preset("dgx-h100", 2)
+    one_way = topo.link_id("s0.nic0->leaf0")
+    cut = replace(topo, link_dst=topo.link_dst.copy())
+    cut.link_dst[topo.reverse_link(one_way)] = topo.node_id("s1.nic0")  # the way back now goes elsewhere
+    assert cut.reverse_link(one_way) is None
 
 
 def test_nic_uplink_of_two_ports_on_one_leaf_are_distinct_links():

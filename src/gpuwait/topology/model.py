@@ -311,6 +311,18 @@ class Topology:
         found = keys[pos_clip] == key
         return np.where(found, order[pos_clip], -1)
 
+    def reverse_link(self, link: int) -> int | None:
+        """The same cable in the other direction: the first link from ``link``'s destination back to
+        its source (for parallel cables, the ``#0`` one whatever ``link``'s rank); None where there is none.
+
+        >>> from gpuwait.topology import build_preset
+        >>> topo = build_preset("dgx-h100")
+        >>> topo.link_name(topo.reverse_link(topo.link_id("s0.gpu0->s0.nvsw")))
+        's0.nvsw->s0.gpu0'
+        """
+        back = int(self.links_between(np.array([self.link_dst[link]]), np.array([self.link_src[link]]))[0])
+        return back if back >= 0 else None
+
     # ----------------------------------------------------------------- structure
     @cached_property
     def out_links(self) -> tuple[np.ndarray, np.ndarray]:
