@@ -133,12 +133,12 @@ def test_parallel_links_get_numbered_names():
     assert all(topo.link_name(topo.link_id(name)) == name for name in nic_to_leaf)
 
 
-def test_reverse_link_is_the_cable_back_and_the_first_of_parallel_ones():
+def test_reverse_link_is_the_same_cable_of_parallel_ones():
+    # both ports of a NIC on one leaf: two cables between the same nodes, each its own way back
     topo = build_cluster(ClusterSpec(servers=2, server={"template": "dgx-h100", "nic_ports": 2}))
-    for name in ("s0.nic0->leaf0", "s0.nic0->leaf0#1"):
-        # parallel cables are told apart by name only: the way back is the #0 one (what callers sum on)
-        assert topo.link_name(topo.reverse_link(topo.link_id(name))) == "leaf0->s0.nic0"
-    assert topo.reverse_link(topo.link_id("leaf0->s0.nic0")) == topo.link_id("s0.nic0->leaf0")
+    for name, back in (("s0.nic0->leaf0", "leaf0->s0.nic0"), ("s0.nic0->leaf0#1", "leaf0->s0.nic0#1")):
+        assert topo.link_name(topo.reverse_link(topo.link_id(name))) == back
+        assert topo.reverse_link(topo.link_id(back)) == topo.link_id(name)
 
 
 def test_reverse_link_is_none_for_a_one_way_link():
