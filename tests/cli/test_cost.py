@@ -132,7 +132,7 @@ def test_a_jobs_scenario_is_estimated_by_its_jobs_work():
     assert estimate_scenario(scenario, steps=10**6).bytes > estimate.bytes + 10**6 * 16 * 100  # 16 segments a step
 
 
-@pytest.mark.parametrize("command", ["diagnose", "run"])
+@pytest.mark.parametrize("command", ["diagnose", "run", "place"])
 def test_a_jobs_scenario_over_max_memory_is_refused_before_it_runs(monkeypatch, capsys, command):
     import gpuwait.diagnosis.placement as placement
     import gpuwait.runner.jobs as jobs
@@ -145,3 +145,20 @@ def test_a_jobs_scenario_over_max_memory_is_refused_before_it_runs(monkeypatch, 
     assert main([command, str(EXAMPLES / "two-jobs-shared-uplinks.yaml"), "--max-memory", "1MB"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: the run would allocate 2 jobs, ") and "over the limit of 1MB (--max-memory)" in err
+
+
+def test_place_holds_its_run_to_max_memory(monkeypatch, capsys):
+    """`place` reads --max-memory once and passes the same bytes to the shared run (whose all-to-alls
+    listed flow by flow are held to it), as `run` does."""
+    import gpuwait.runner.cost as cost
+    import gpuwait.runner.jobs as jobs
+
+    parsed, limits = [], []
+    parse, run_jobs = cost.parse_size_bytes, jobs.run_jobs
+    monkeypatch.setattr(cost, "parse_size_bytes", lambda text, **kw: parsed.append(text) or parse(text, **kw))
+    monkeypatch.setattr(jobs, "run_jobs", lambda s, steps, max_memory_bytes=None: limits.append(max_memory_bytes)
+                        or run_jobs(s, steps, max_memory_bytes))
+    assert main(["place", str(EXAMPLES / "two-jobs-shared-uplinks.yaml"), "--max-memory", "16GiB", "--json"]) == 0
+    assert parsed == ["16GiB"] and limits == [16 * 2**30]
+    assert main(["place", str(EXAMPLES / "two-jobs-shared-uplinks.yaml"), "--max-memory", "1Q"]) == 2
+    assert capsys.readouterr().err.startswith("error: --max-memory: ")

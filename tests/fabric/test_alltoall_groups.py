@@ -110,6 +110,13 @@ def test_groups_are_few_on_a_superpod(monkeypatch):
     assert len(groups.multiplicity) == 64 and set(groups.multiplicity.tolist()) == {56.0}
 
 
+@pytest.mark.parametrize("preset", ["oci-a100-roce", "dual-plane-2x200g"])
+def test_group_pairs_is_none_where_a_gpu_has_not_one_nic_of_one_uplink(preset):
+    topo = build_preset(preset, servers=2)
+    phase = compile_collective(Communicator.world(topo), "alltoall", GIB, "direct").phases[0]
+    assert group_pairs(topo, phase, RoutingSpec(kind="adaptive"), topo.spec.transport.name) is None
+
+
 def _grouped_solution(topo, kind):
     transport = TRANSPORTS[topo.spec.transport.name]
     capacity = effective_capacity_Bps(topo, transport)

@@ -74,6 +74,18 @@ def test_link_faults_change_both_directions_of_the_cable(topo, scenario):
     assert sorted(changed.tolist()) == sorted([forward, back])
 
 
+def test_a_link_fault_on_a_parallel_cable_changes_that_cable_only(scenario):
+    from gpuwait.spec import ClusterSpec
+    from gpuwait.topology import build_cluster
+
+    # both ports of a NIC on one leaf: two cables s0.nic0 <-> leaf0; the second one degrades
+    two_ports = build_cluster(ClusterSpec(servers=2, server={"template": "dgx-h100", "nic_ports": 2}))
+    _, perturbation = apply_faults(scenario, [parse_inject("link-degrade:s0.nic0->leaf0#1:factor=0.25")], two_ports)
+    faulty, _ = perturbation.apply(two_ports)
+    changed = np.flatnonzero(faulty.link_capacity_Bps != two_ports.link_capacity_Bps)
+    assert sorted(two_ports.link_names(changed)) == ["leaf0->s0.nic0#1", "s0.nic0->leaf0#1"]
+
+
 def test_loss_goodput_is_go_back_n(topo, scenario):
     """Each loss resends the window in flight: goodput = 1 / (1 + p W), W = capacity x RTT / MTU packets."""
     _, perturbation = apply_faults(scenario, [parse_inject("link-loss:leaf0->spine3:loss_rate=0.001")], topo)

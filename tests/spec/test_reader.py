@@ -65,3 +65,8 @@ def test_values_in_errors_are_cut(tmp_path):
         load_scenario(path)
     assert len(str(err.value)) < 400 and "(list of 20,000 items)" in str(err.value)
     assert short_value(10**50) == "an integer of 51 digits"
+
+
+@pytest.mark.parametrize("value", [("1M",), ((1,),), [("a",)], {"k": ("v",)}, (), ("a", "b"), ["x"]])
+def test_short_values_are_their_repr(value):
+    assert short_value(value) == repr(value)

@@ -63,6 +63,19 @@ def test_infiniband_pma_counts_4_byte_words(ib_topo):
     assert not [n for n in m.names() if n.startswith(("tx_", "rx_", "node_network_"))]
 
 
+def test_each_port_of_a_two_port_nic_on_one_leaf_receives_on_its_own_cable():
+    from gpuwait.spec import ClusterSpec
+    from gpuwait.topology import build_cluster
+
+    topo = build_cluster(ClusterSpec(servers=2, server={"template": "dgx-h100", "nic_ports": 2}))  # InfiniBand
+    result = make_result(topo)
+    result.links.bytes_per_step[topo.link_id("leaf0->s0.nic0#1")] = NIC_BYTES  # into the second port only
+    m = metrics_from_result(result, topo)
+    wire_bytes = NIC_BYTES * STEPS + PACKETS * 24
+    assert m.value_of("PortRcvData", instance="s0", device="mlx5_1") == wire_bytes / 4  # nic0's port 2
+    assert m.value_of("PortRcvData", instance="s0", device="mlx5_0") == 0
+
+
 def test_roce_ethtool_counters(roce_topo):
     m = metrics_from_result(make_result(roce_topo), roce_topo)
     wire_bytes = NIC_BYTES * STEPS + PACKETS * 62  # Ethernet + IPv4 + UDP + BTH + ICRC + FCS

@@ -98,6 +98,9 @@ def test_counter_reset_counts_from_zero():
      "has no __name__"),
     ('{"status": "success", "data": {"resultType": "matrix", "result": [{"metric": {"__name__": "up"}, "values": [[1]]}]}}',
      "point 0"),
+    # an integer too large for a float (no such counter exists: a broken exporter or a hand-edited file)
+    ('{"status": "success", "data": {"resultType": "vector", "result": [{"metric": {"__name__": "up"}, "value": [1, '
+     + str(10**400) + ']}]}}', r"data.result\[0\] \(up\) point 0: an integer of 401 digits, beyond a float's range"),
 ])
 def test_bad_prometheus_json_is_named(text, message):
     with pytest.raises(TelemetryFormatError, match=message):

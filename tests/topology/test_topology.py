@@ -8,6 +8,7 @@ rail-optimized puts NIC i of every server of a scalable unit on leaf i of that u
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -130,6 +131,22 @@ def test_parallel_links_get_numbered_names():
                    if topo.link_kind[link] == LinkKind.HOST]
     assert sorted(nic_to_leaf) == ["s0.nic0->leaf0", "s0.nic0->leaf0#1"]
     assert all(topo.link_name(topo.link_id(name)) == name for name in nic_to_leaf)
+
+
+def test_reverse_link_is_the_same_cable_of_parallel_ones():
+    # both ports of a NIC on one leaf: two cables between the same nodes, each its own way back
+    topo = build_cluster(ClusterSpec(servers=2, server={"template": "dgx-h100", "nic_ports": 2}))
+    for name, back in (("s0.nic0->leaf0", "leaf0->s0.nic0"), ("s0.nic0->leaf0#1", "leaf0->s0.nic0#1")):
+        assert topo.link_name(topo.reverse_link(topo.link_id(name))) == back
+        assert topo.reverse_link(topo.link_id(back)) == topo.link_id(name)
+
+
+def test_reverse_link_is_none_for_a_one_way_link():
+    topo = build_preset("dgx-h100", 2)
+    one_way = topo.link_id("s0.nic0->leaf0")
+    cut = replace(topo, link_dst=topo.link_dst.copy())
+    cut.link_dst[topo.reverse_link(one_way)] = topo.node_id("s1.nic0")  # the way back now goes elsewhere
+    assert cut.reverse_link(one_way) is None
 
 
 def test_nic_uplink_of_two_ports_on_one_leaf_are_distinct_links():

@@ -7,7 +7,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from gpuwait.cli.common import JSON_OPTION, options_named
+from gpuwait.cli.common import JSON_OPTION, MAX_MEMORY_OPTION, options_named
 
 CLUSTER_OPTION = typer.Option(None, "--cluster", help="Cluster preset or file (default: the file's cluster).")
 POLICY_OPTION = typer.Option(None, "--policy", "-p", metavar="POLICY",
@@ -26,7 +26,7 @@ def place(job_file: str = typer.Argument(..., metavar="JOB.yaml", help="A scenar
           steps: int = typer.Option(2, "--steps", min=1, help="Steps every job completes in the shared run."),
           export: str | None = typer.Option(None, "--export", metavar="FORMAT",
                                             help="Print the fabric and this placement for a scheduler instead of the table: slurm (topology.conf + sbatch options), kueue (Topology, ResourceFlavor, node labels, Job) or volcano (HyperNodes, Job) YAML."),
-          json_out: bool = JSON_OPTION) -> None:
+          max_memory: str | None = MAX_MEMORY_OPTION, json_out: bool = JSON_OPTION) -> None:
     """Place a job with a policy; print its servers (a Slurm hostlist), the leaves and pods it spans,
     its predicted step time alone and beside the other jobs, and the links it shares with whom.
 
@@ -35,14 +35,21 @@ def place(job_file: str = typer.Argument(..., metavar="JOB.yaml", help="A scenar
     `gpuwait place examples/two-jobs-shared-uplinks.yaml --policy volcano --export volcano > hypernodes.yaml`
     """
     from gpuwait.cli.output import Output
+    from gpuwait.runner.cost import check_scenario_cost, parse_max_memory
     from gpuwait.runner.jobs import run_jobs
 
     scenario = _scenario(job_file, cluster, job, policy,
                          dict(switches=switches, segment=segment, mode=mode, level=level, algorithm=algorithm, seed=seed))
-    if export is not None:
+    max_memory_bytes = parse_max_memory(max_memory)
+    if export is not None:  # places the jobs and simulates nothing: no estimate to hold to the limit
         _export(scenario, export)
         return
-    result = run_jobs(scenario, steps)
+    estimate = check_scenario_cost(scenario, max_memory_bytes, steps)  # before any allocation, as `run`
+    if not json_out:
+        from gpuwait.cli.progress import state_estimate
+
+        state_estimate(estimate, max_memory_bytes)
+    result = run_jobs(scenario, steps, max_memory_bytes)
     target = result.jobs[-1]
     out = Output(json_out)
     out.emit({"policy": scenario.jobs[-1].placement.model_dump(exclude_none=True), **jobs_dict(result)},

@@ -414,13 +414,18 @@ def _representatives(members_src: sp.csr_matrix, members_dst: DestinationMembers
 
 def group_pairs(topo: Topology, phase: Phase, routing: RoutingSpec, transport: str) -> PairGroups | None:
     """The between-server flows of ``phase.pair_sets`` as weighted groups (see the module), or None
-    where the S + M + T shape does not hold (then the caller lists the flows). Groups per (source
-    class, destination pod) where the routes allow (:func:`_split_at_pod`), else per destination leaf."""
+    where the S + M + T shape does not hold, e.g. a GPU without exactly one NIC of one uplink (then the
+    caller lists the flows). Groups per (source class, destination pod) where the routes allow
+    (:func:`_split_at_pod`), else per destination leaf. Callers check :func:`groupable` first (the
+    router, NVLink domains, every listed flow inside a server)."""
     gpus = np.concatenate([np.asarray(g, np.int64) for g, _ in phase.pair_sets])
     size = np.concatenate([np.full(len(g), float(b)) for g, b in phase.pair_sets])
     set_of = np.repeat(np.arange(len(phase.pair_sets)), [len(g) for g, _ in phase.pair_sets])
     server = topo.node_server[gpus]
-    nic, uplink = nic_uplinks(topo, gpus)  # type: ignore[misc]  # groupable() checked it
+    uplinks = nic_uplinks(topo, gpus)
+    if uplinks is None:
+        return None
+    nic, uplink = uplinks
     # each source's demand, as route_flows sets it: its port over the rows leaving it
     _, srv_in_set = np.unique(set_of * topo.n_servers + server, return_inverse=True)
     remote = np.bincount(set_of, minlength=len(phase.pair_sets))[set_of] - np.bincount(srv_in_set)[srv_in_set]

@@ -33,8 +33,8 @@ def server_index(topo: Topology, name: str) -> int:
 def cable_links(topo: Topology, name: str) -> list[int]:
     """A link and its reverse: a cable fails both ways."""
     link = topo.link_id(name)
-    back = topo.links_between(np.array([topo.link_dst[link]]), np.array([topo.link_src[link]]))[0]
-    return [link] + ([int(back)] if back >= 0 else [])
+    back = topo.reverse_link(link)
+    return [link] + ([back] if back is not None else [])
 
 
 def links_of(topo: Topology, node: int) -> np.ndarray:

@@ -1,7 +1,7 @@
 """What a run will allocate, estimated from the scenario before anything is built or simulated.
 
-``run``, ``diagnose``, ``telemetry export`` and ``validate`` state the estimate and refuse a scenario
-whose estimate exceeds a limit the user can raise (``--max-memory``; default half the machine's
+``run``, ``place``, ``diagnose``, ``telemetry export`` and ``validate`` state the estimate and refuse a
+scenario whose estimate exceeds a limit the user can raise (``--max-memory``; default half the machine's
 memory), naming the field to change; the Python API's ``simulate`` and ``diagnose`` refuse alike
 (``max_memory=``) through the same :func:`check_scenario_cost`, and ``perf`` through :func:`estimate_perf`.
 The estimate counts what grows with the input, with coefficients measured on this code (peak

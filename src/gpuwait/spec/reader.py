@@ -83,7 +83,8 @@ def _bounded_repr(value: Any, limit: int) -> str:
             if length > limit:
                 break
         brackets = "{}" if isinstance(value, dict) else "()" if isinstance(value, tuple) else "[]"
-        return brackets[0] + ", ".join(parts) + brackets[1]
+        one = "," if isinstance(value, tuple) and len(value) == 1 else ""  # ('1M',), as repr() shows it
+        return brackets[0] + ", ".join(parts) + one + brackets[1]
     if isinstance(value, str) and len(value) > limit:
         return repr(value[:limit])
     return repr(value)

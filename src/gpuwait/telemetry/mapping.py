@@ -192,11 +192,6 @@ def nic_port_link(topo: Topology, server: int, device: str, port: str | int | No
     return up if up >= 0 else None
 
 
-def reverse_link(topo: Topology, link: int) -> int | None:
-    back = int(topo.links_between(np.array([topo.link_dst[link]]), np.array([topo.link_src[link]]))[0])
-    return back if back >= 0 else None
-
-
 def ib_data_rate_Bps(signal_Bps: float) -> float:
     """Data rate of an InfiniBand port from the signalling rate sysfs reports (see the module doc)."""
     gbps = signal_Bps * 8 / 1e9
@@ -254,7 +249,7 @@ def _port_counters(out: MappedSeries, topo: Topology, metrics: MetricSet, file_h
 def _add_port_counter(out: MappedSeries, topo: Topology, name: str, up: int, increase: float,
                       rate: float | None) -> None:
     """One counter of the port whose transmit side is link ``up`` (its receive side is the reverse link)."""
-    down = reverse_link(topo, up)
+    down = topo.reverse_link(up)
     if name in _TX_BYTES or name in _RX_BYTES:
         link = up if name in _TX_BYTES else down
         scale = _TX_BYTES[name] if name in _TX_BYTES else _RX_BYTES[name]
@@ -307,7 +302,7 @@ def _port_rates(out: MappedSeries, topo: Topology, metrics: MetricSet, file_host
             up = nic_port_link(topo, server, lab.get("device", ""), lab.get("port")) if server is not None else None
             if up is None:
                 continue
-            for link in (up, reverse_link(topo, up)):
+            for link in (up, topo.reverse_link(up)):
                 if link is not None:
                     out.link_rate_Bps[link] = convert(float(value))  # a port trains both directions at once
 
@@ -396,7 +391,7 @@ def _ethtool(out: MappedSeries, topo: Topology, bundle: TelemetryBundle) -> None
 
 def _dump_window_bytes(out: MappedSeries, topo: Topology, up: int, counters: dict) -> None:
     """The bytes a dump counted on the port's two directions, kept beside its congestion counters."""
-    down = reverse_link(topo, up)
+    down = topo.reverse_link(up)
     for link, table in ((up, _TX_BYTES), (down, _RX_BYTES)):
         for name, scale in table.items():
             if link is not None and name in counters:

@@ -163,9 +163,9 @@ def _nic_ports(out: _Samples, result: RunResult, topo: Topology, *, roce_priorit
                 up = int(topo.nic_uplink[server, nic, port])
                 if up < 0:
                     continue
-                down = int(topo.links_between(np.array([topo.link_dst[up]]), np.array([topo.link_src[up]]))[0])
+                down = topo.reverse_link(up)
                 tx_payload = float(b[up])
-                rx_payload = float(b[down]) if down >= 0 else 0.0
+                rx_payload = float(b[down]) if down is not None else 0.0
                 k = nic * n_ports + port
                 node = str(topo.node_name[topo.link_src[up]])
                 base = {"instance": _host(node)}

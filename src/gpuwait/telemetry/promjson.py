@@ -38,6 +38,10 @@ def _number(text: object, where: str, source: str) -> float:
             return float(text) if not isinstance(text, str) or text.lower() not in ("nan", "+nan") else math.nan
         except ValueError:
             pass
+        except OverflowError:  # a JSON integer past a double's range (10**400); float() of any string gives inf
+            raise TelemetryFormatError(f"{source}: {where}: an integer of {len(str(text).lstrip('-'))} digits, beyond a "
+                                       "float's range (about 1.8e308); expected a string such as \"0.5\" (\"+Inf\" "
+                                       "for an unbounded value)") from None
     raise TelemetryFormatError(f"{source}: {where}: {text!r} is not a number; expected a string such as \"0.5\"")
 
 

@@ -293,14 +293,18 @@ class Topology:
             raise UnknownNameError(f"link {name!r}: expected SRC->DST, e.g. {self.link_name(0) if self.n_links else 's0.nic0->leaf0'}"
                                    + (f", or a switch port SWITCH[PORT] (close: {', '.join(near)})" if near else ""))
         src, dst = self.node_id(src_name.strip()), self.node_id(dst_name.strip())
-        rank = int(rank_text) if rank_text.isdigit() else 0
+        link = self._parallel_link(src, dst, int(rank_text) if rank_text.isdigit() else 0)
+        if link is None:
+            raise UnknownNameError(f"link {name!r} does not exist: {src_name} and {dst_name} are not cabled together",
+                                   hint="`gpuwait route` shows the links a flow crosses")
+        return link
+
+    def _parallel_link(self, src: int, dst: int, rank: int) -> int | None:
+        """The ``rank``-th link from ``src`` to ``dst`` (``SRC->DST#rank``), or None."""
         keys, order = self._link_key_order
         key = (src * self.n_nodes + dst) * _MAX_PARALLEL + rank
         pos = int(np.searchsorted(keys, key))
-        if pos >= len(keys) or keys[pos] != key:
-            raise UnknownNameError(f"link {name!r} does not exist: {src_name} and {dst_name} are not cabled together",
-                                   hint="`gpuwait route` shows the links a flow crosses")
-        return int(order[pos])
+        return int(order[pos]) if pos < len(keys) and keys[pos] == key else None
 
     def links_between(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
         """Vectorised: the first link id from each ``src[i]`` to ``dst[i]``; -1 where none."""
@@ -310,6 +314,19 @@ class Topology:
         pos_clip = np.minimum(pos, len(keys) - 1)
         found = keys[pos_clip] == key
         return np.where(found, order[pos_clip], -1)
+
+    def reverse_link(self, link: int) -> int | None:
+        """The same cable in the other direction: ``DST->SRC#k`` for ``SRC->DST#k``; None where there is none.
+
+        A cable's two links are made together (``a->b`` then ``b->a``), so the k-th of parallel links one
+        way and the k-th the other way are one cable.
+
+        >>> from gpuwait.topology import build_preset
+        >>> topo = build_preset("dgx-h100")
+        >>> topo.link_name(topo.reverse_link(topo.link_id("s0.gpu0->s0.nvsw")))
+        's0.nvsw->s0.gpu0'
+        """
+        return self._parallel_link(int(self.link_dst[link]), int(self.link_src[link]), int(self._parallel_rank[link]))
 
     # ----------------------------------------------------------------- structure
     @cached_property
