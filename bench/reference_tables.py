@@ -345,14 +345,13 @@ REFERENCES = [
                           "non-blocking rail-optimized leaf-spine); only 1-16 GiB printed; NCCL 2.21.5 is the page's "
                           "statement (the TensorFlow 24.06 container's NCCL), not printed by the run; the run's "
                           "NCCL_CUMEM_ENABLE=0, NCCL_IB_GID_INDEX=3, NCCL_IB_TC=41 and NCCL_IGNORE_CPU_AFFINITY=1 are "
-                          "not modelled. Known gap (the 58 %): the fabric engine spreads a GPU's bytes over its NICs "
-                          "and ports by QP (gpuwait.routing.paths._network_endpoint), so with the run's one QP per "
-                          "connection each GPU sends through one of its two 200G ports (ring/Simple, 195 GB/s busbw), "
-                          "where NCCL spreads channels over a GPU's NICs and stripes a connection over a dual-port "
-                          "NIC's ports (NCCL_IB_MERGE_NICS, default 1 from 2.20: src/transport/net_ib.cc); described "
-                          "as 8 dual-port NICs (nic_ports: 2) the model picks NVLSTree but still reaches one port "
-                          "(367), as 8 x 400G ports it predicts 446 (measured 446-465); which the 16 ports are, 8 "
-                          "dual-port or 16 single-port NICs, the page does not say",
+                          "not modelled. Known gap (-20 %): as the page's 16 x 200G NICs (two per GPU) the model picks ring/Simple "
+                          "(NCCL's NVLSTree graph gives each head one 200G NIC), 370 GB/s at 16 GiB with both of each "
+                          "GPU's NICs carrying its channels (routing.paths.connection_rows; 195 GB/s when a GPU reached "
+                          "one NIC per QP). Read as 8 dual-port NICs, which the HCA list's consecutive pairs (mlx5_0/1, "
+                          "3/4, ... with 2 and 11 left out) suggest and NCCL 2.20+ merges into one 400G device per NIC "
+                          "(NCCL_IB_MERGE_NICS, src/transport/net_ib.cc), it picks NVLSTree and predicts 446-461 GB/s "
+                          "(measured 446-465); the page does not say which, so the page's reading is kept",
               not_fitted=_AFTER_THE_FIT),
     Reference("gb200-nvlink-1node-4gpu-all_reduce-ring-ndgb200v6-busbw-only", CLASSES[9], "gb200-nvl72", 1, 4,
               {"NCCL_ALGO": "Ring"}, nccl_version="2.25.1", gpus_per_thread=4,  # version and -g 4: stated, not printed

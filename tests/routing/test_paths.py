@@ -236,3 +236,33 @@ def test_spray_uses_exactly_the_links_of_every_shortest_path_in_a_fat_tree():
         expected = {topo.links_between(np.array([u]), np.array([v]))[0]
                     for path in nx.all_shortest_paths(graph, int(a), int(b)) for u, v in zip(path, path[1:])}
         assert set(routes.links_of_row(row)[0].tolist()) == expected
+
+
+def test_one_qp_reaches_every_nic_lane_of_a_gpu_and_the_port_it_left_by():
+    """NCCL spreads a GPU's channels over its NICs and, from 2.20, stripes a connection over a dual-port NIC's
+    ports (NCCL_IB_MERGE_NICS, src/transport/net_ib.cc), whatever NCCL_IB_QPS_PER_CONNECTION is: one QP per
+    connection still loads every lane. Two NICs per GPU (16 x 200G for 8 GPUs) and one NIC with two ports on
+    one leaf (parallel cables): two rows, one per lane, each arriving on the receiver's port of the same index."""
+    two_nics = build_topology(ClusterSpec(servers=2, server={"template": "dgx-h100", "nics": 16, "nic_speed": "200Gbps"},
+                                          fabric={"kind": "clos", "switch_radix": 64}))
+    routes = route_flows(two_nics, RoutingSpec(kind="ecmp", qps_per_connection=1), ["s0.gpu0"], ["s1.gpu0"])
+    firsts = {two_nics.link_name(routes.ordered_links(r, two_nics)[0][2]).split("->")[0] for r in range(2)}
+    assert len(routes.flow_index) == 2 and len(firsts) == 2  # both of the GPU's NICs
+    dual_port = build_topology(ClusterSpec(servers=2, server={"template": "dgx-h100", "nic_ports": 2,
+                                                              "nic_speed": "200Gbps"},
+                                           fabric={"kind": "clos", "switch_radix": 64, "rail_optimized": True,
+                                                   "servers_per_unit": 16}))
+    routes = route_flows(dual_port, RoutingSpec(kind="ecmp"), ["s0.gpu0"], ["s1.gpu0"])
+    paths = [[dual_port.link_name(link) for link in routes.ordered_links(r, dual_port)[0]] for r in range(2)]
+    assert [p[2] for p in paths] == ["s0.nic0->leaf0", "s0.nic0->leaf0#1"]
+    assert [p[3] for p in paths] == ["leaf0->s1.nic0", "leaf0->s1.nic0#1"]  # the port of the same index
+    # one 200G port each way before: the two rows now take the NIC's whole 400G
+    run = simulate_flows(dual_port, _pair(dual_port), RoutingSpec(kind="ecmp"), TRANSPORTS["rocev2"])
+    assert run.flow_mean_rate_Bps[0] == pytest.approx(2 * 25e9 * TRANSPORTS["rocev2"].wire_efficiency, rel=0.01)
+
+
+def _pair(topo):
+    from gpuwait.spec import TrafficSpec
+    from gpuwait.workload.traffic import traffic_flows
+
+    return traffic_flows(topo, TrafficSpec.model_validate({"flows": [{"src": "s0.gpu0", "dst": "s1.gpu0", "size": "1GB"}]}))

@@ -22,7 +22,7 @@ from gpuwait.engine.flow import SharedWeights, max_min_rates
 from gpuwait.errors import SimulationError
 from gpuwait.fabric.alltoall import PairGroups, group_pairs, groupable, local_pairs, verify
 from gpuwait.fabric.memory import memory_limit
-from gpuwait.routing.paths import Routes, route_flows
+from gpuwait.routing.paths import Routes, connection_rows, route_flows
 from gpuwait.spec.cluster import RoutingSpec
 from gpuwait.topology.model import Topology
 from gpuwait.transport.profiles import TransportProfile
@@ -111,16 +111,16 @@ def run_phase(topo: Topology, phase: Phase, routing: RoutingSpec, transport: Tra
             if run is not None:
                 return run
     if phase.pair_sets:
-        _check_listed_memory(phase, routing, max_memory_bytes)
+        _check_listed_memory(topo, phase, routing, max_memory_bytes)
     return _run_listed(topo, phase.expanded(), routing, transport, capacity_Bps, via_host, nvlink_domains,
                        stage_network)
 
 
-def _check_listed_memory(phase: Phase, routing: RoutingSpec, max_memory_bytes: float | None) -> None:
+def _check_listed_memory(topo: Topology, phase: Phase, routing: RoutingSpec, max_memory_bytes: float | None) -> None:
     """Refuse, before allocating, an all-to-all whose flows must be listed one by one and would not fit
     the caller's ``max_memory`` (default half the machine's memory), naming which limit it was."""
     n_flows = phase.n_flows
-    need_bytes = n_flows * routing.qps_per_connection * LISTED_FLOW_BYTES
+    need_bytes = n_flows * connection_rows(topo, routing.qps_per_connection) * LISTED_FLOW_BYTES
     limit_bytes, origin = memory_limit(max_memory_bytes)
     if need_bytes > limit_bytes:
         raise SimulationError(

@@ -43,6 +43,7 @@ from gpuwait.fabric.alltoall import groupable, nic_uplinks
 from gpuwait.routing.paths import (
     _network_endpoint,
     _stages_min_classes,
+    connection_rows,
     port_capacity_Bps,
     route_flows,
     single_uplinks,
@@ -217,7 +218,7 @@ def _listed(topo: Topology, phase: Phase, routing: RoutingSpec, transport: str, 
         return PhaseCount(0, 0, 0, 0, 0)
     src, dst = phase.src.astype(np.int64), phase.dst.astype(np.int64)
     remote = topo.node_server[src] != topo.node_server[dst]
-    qps = routing.qps_per_connection
+    qps = connection_rows(topo, routing.qps_per_connection)  # as route_flows expands a connection
     p_src, p_dst, p_remote = _pair_set_sample(topo, phase)
     between = int(remote.sum()) + p_remote
     # flows inside a server with the same ends and bytes are one row (collective._merge_local_flows); the

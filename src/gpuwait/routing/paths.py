@@ -577,14 +577,16 @@ class _Keys:
 
 
 def _candidates(topo: Topology, keys: _Keys, target: np.ndarray, row: np.ndarray, node: np.ndarray,
-                hops_done: int) -> dict:
+                hops_done: int, qp: np.ndarray | None = None) -> dict:
     """The equal-cost next hops of every state, as the candidate fields of a :class:`Hop`, after
     ``hops_done`` hops of the walk.
 
     Away from the destination's leaf, the equal-cost next hops depend only on the node and the
     key of the destination: they are found once per such pair (a candidate set), and every
     state picks among its pair's. On the destination's leaf the only hop is the last one: a
-    candidate set of its own per state.
+    candidate set of its own per state: the link into the target, or, where parallel cables join the
+    leaf to a multi-port NIC, the one of the port the row's QP left by (``qp`` per row; the
+    receiver's port pairs with the sender's, each port its own address).
     """
     # every hop goes one nearer (the candidates are the next hops on shortest paths), so a state's
     # distance is its row's start distance less the hops done: no distance lookup per state
@@ -616,7 +618,7 @@ def _candidates(topo: Topology, keys: _Keys, target: np.ndarray, row: np.ndarray
     count = np.r_[count, np.ones(len(last), np.int64)]
     set_start = np.cumsum(count) - count
     return dict(first=set_start[state_set], count=count[state_set],
-                links=np.r_[links, _links_into(topo, node[last], target[row[last]])],
+                links=np.r_[links, _last_links(topo, node[last], target[row[last]], None if qp is None else qp[row[last]])],
                 link_set=np.r_[link_set, own_sets], set_node=np.r_[set_node, node[last]], state_set=state_set)
 
 
@@ -628,6 +630,25 @@ def _candidates(topo: Topology, keys: _Keys, target: np.ndarray, row: np.ndarray
 # endpoints have 1-5 incoming links in every preset (GPU 2, NIC 2, CPU 3-4, PCIe switch 5; an NVSwitch 8-16 on
 # gb200-nvl72), so they take the loop; a fabric switch (24-64 in the presets) takes the search.
 _MAX_IN_DEGREE = 16
+
+
+def _last_links(topo: Topology, src: np.ndarray, dst: np.ndarray, qp: np.ndarray | None) -> np.ndarray:
+    """The last hop's link from each ``src`` (a leaf) into ``dst``: the first, or with parallel cables into
+    ``dst`` (a multi-port NIC's ports on one leaf) the one of port ``qp mod ports``, as the first hop chose
+    (:mod:`gpuwait.routing.routers`)."""
+    if qp is None or not _has_parallel_host_links(topo):
+        return _links_into(topo, src, dst)
+    return topo.parallel_links(src, dst, qp)
+
+
+def _has_parallel_host_links(topo: Topology) -> bool:
+    """Whether any switch reaches an endpoint over several cables (cached)."""
+    cache = topo.__dict__.setdefault("_routing_cache", {})
+    if "parallel_host_links" not in cache:
+        down = np.flatnonzero(topo.host_links & topo.switch_nodes[topo.link_src])
+        pairs = topo.link_src[down].astype(np.int64) * topo.n_nodes + topo.link_dst[down]
+        cache["parallel_host_links"] = len(np.unique(pairs)) < len(pairs)
+    return cache["parallel_host_links"]
 
 
 def _links_into(topo: Topology, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
@@ -668,7 +689,7 @@ class _Step:
 
 
 def _step(topo: Topology, keys: _Keys, target: np.ndarray, row: np.ndarray, node: np.ndarray, hops_done: int,
-          stop) -> _Step:
+          stop, qp: np.ndarray | None = None) -> _Step:
     live = node != target[row]
     here = None
     if stop is not None:
@@ -677,9 +698,9 @@ def _step(topo: Topology, keys: _Keys, target: np.ndarray, row: np.ndarray, node
     if not live.any():
         return _Step(here, None, None, None, {}, [])
     if live.all():  # a row reaches its target at the last hop only: skip the copies before that
-        return _Step(here, None, row, node, _candidates(topo, keys, target, row, node, hops_done), [])
+        return _Step(here, None, row, node, _candidates(topo, keys, target, row, node, hops_done, qp), [])
     row, node = row[live], node[live]
-    return _Step(here, live, row, node, _candidates(topo, keys, target, row, node, hops_done), [])
+    return _Step(here, live, row, node, _candidates(topo, keys, target, row, node, hops_done, qp), [])
 
 
 def _same_branches(a: np.ndarray | None, b: np.ndarray | None) -> bool:
@@ -724,7 +745,7 @@ def _walk_hops(topo: Topology, spec: RoutingSpec, router: Router, start: np.ndar
         if not (reuse and hops_done < len(steps)):
             reuse = False
             del steps[hops_done:]
-            steps.append(_step(topo, keys, target, row, node, hops_done, stop))
+            steps.append(_step(topo, keys, target, row, node, hops_done, stop, per_row.get("qp")))
         step = steps[hops_done]
         if step.here is not None:
             stop[1].append((row[step.here], node[step.here], frac[step.here]))
@@ -793,7 +814,8 @@ def _network_endpoint(topo: Topology, node: np.ndarray, peer: np.ndarray, qp: np
     """The NIC (or storage server) that carries traffic between node and a peer on another server.
 
     A GPU with several NICs of its own spreads its QPs over them round-robin, as NCCL spreads
-    channels over a GPU's NICs."""
+    channels over a GPU's NICs; a connection has at least one QP row per NIC lane
+    (:func:`connection_rows`)."""
     out = node.copy()
     gpu = topo.node_kind[node] == NodeKind.GPU
     if gpu.any():
@@ -1022,6 +1044,35 @@ class _LeafPairClasses:
     multiplicity: np.ndarray  # (R,) how many identical rows each row stands for
 
 
+def connection_lanes(topo: Topology) -> int:
+    """The most network lanes one GPU's connection can spread over: its own compute NICs times the ports of
+    its NICs (at least 1). NCCL spreads a GPU's channels over its NICs (each channel's connection on one
+    NIC, the graph search's nets) and, from 2.20, stripes a connection over the ports of a multi-port NIC,
+    which it merges into one device (``NCCL_IB_MERGE_NICS``, default 1, src/transport/net_ib.cc v2.20.3-1
+    to v2.30.7-1); the fabric engine gives each QP one NIC and one port (:func:`_network_endpoint`,
+    :mod:`gpuwait.routing.routers`), so a connection needs as many rows to reach every lane.
+    Cached on the topology.
+
+    >>> from gpuwait.topology import build_preset
+    >>> connection_lanes(build_preset("dgx-h100", servers=2)), connection_lanes(build_preset("oci-a100-roce", servers=2))
+    (1, 2)
+    """
+    cache = topo.__dict__.setdefault("_routing_cache", {})
+    if "connection_lanes" not in cache:
+        nics = (topo.gpu_nics >= 0).sum(axis=1) if topo.gpu_nics.size else np.zeros(1, np.int64)
+        up = np.flatnonzero(topo.host_links & topo.switch_nodes[topo.link_dst])
+        ports = np.bincount(topo.link_src[up], minlength=topo.n_nodes)
+        nic_ports = ports[topo.nic_node].max() if topo.nic_node.size else 1
+        cache["connection_lanes"] = int(max(1, int(nics.max(initial=1)) * max(1, int(nic_ports))))
+    return cache["connection_lanes"]
+
+
+def connection_rows(topo: Topology, qps_per_connection: int) -> int:
+    """Rows a connection between servers becomes: its QPs, or every lane of :func:`connection_lanes` when
+    they are more (NCCL uses them all whatever NCCL_IB_QPS_PER_CONNECTION is)."""
+    return max(qps_per_connection, connection_lanes(topo))
+
+
 def single_uplinks(topo: Topology) -> np.ndarray:
     """Per node: its only link to a switch, -1 for none or several (a multi-port NIC spreads QPs over ports).
     Cached on the topology and shared by every caller: index it, never write to it."""
@@ -1197,7 +1248,8 @@ def route_flows(topo: Topology, spec: RoutingSpec, src, dst, *, transport: str =
         ``rocev2``/``infiniband`` hash UDP source ports derived from QP numbers; ``tcp`` hashes
         ephemeral ports.
     qps_per_connection : int, optional
-        Overrides ``spec.qps_per_connection``; each QP becomes one row carrying 1/qps of the bytes.
+        Overrides ``spec.qps_per_connection``; each QP becomes one row carrying 1/qps of the bytes, and a
+        flow becomes at least as many rows as a GPU has NIC lanes (:func:`connection_rows`).
     via_host : bool
         GPUs of one server without P2P: their flows cross the sender's PCIe up to the receiver's CPU
         and down the receiver's PCIe (NCCL's SHM path through host memory) instead of NVLink or a PCIe switch.
@@ -1233,7 +1285,7 @@ def route_flows(topo: Topology, spec: RoutingSpec, src, dst, *, transport: str =
     router = get_router(spec.kind)
     if router.validate is not None:
         router.validate(spec)
-    flow_index, qp = _qp_rows(len(src_ids), qps_per_connection or spec.qps_per_connection)
+    flow_index, qp = _qp_rows(len(src_ids), connection_rows(topo, qps_per_connection or spec.qps_per_connection))
     src_r, dst_r = src_ids[flow_index], dst_ids[flow_index]
     ctx = _context(topo)
     domain, local = _rows_off_network(topo, src_r, dst_r, nvlink_domains, via_host)

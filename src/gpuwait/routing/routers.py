@@ -19,7 +19,8 @@ call in this file (and its name in ``RoutingSpec.kind``, which validates scenari
   (a few Jacobi rounds), so a degraded or busy link gets less.
 
 Everywhere, a NIC with several ports (several equal-cost first hops) spreads a connection's
-QPs over them round-robin: QP q takes port ``q mod ports``.
+QPs over them round-robin: QP q takes port ``q mod ports``, and arrives on the receiving NIC's port
+``q mod ports`` where parallel cables join it to its leaf (:func:`gpuwait.routing.paths._last_links`).
 """
 
 from __future__ import annotations

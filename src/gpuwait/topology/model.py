@@ -315,6 +315,23 @@ class Topology:
         found = keys[pos_clip] == key
         return np.where(found, order[pos_clip], -1)
 
+    def parallel_links(self, src: np.ndarray, dst: np.ndarray, k: np.ndarray) -> np.ndarray:
+        """Vectorised: of the n links from ``src[i]`` to ``dst[i]`` (``SRC->DST#0`` .. ``#n-1``), the
+        ``k[i] mod n``-th; -1 where there is none.
+
+        >>> from gpuwait.topology import build_preset
+        >>> topo = build_preset("dgx-h100")
+        >>> a, b = topo.node_id("s0.gpu0"), topo.node_id("s0.nvsw")
+        >>> topo.link_name(int(topo.parallel_links(np.array([a]), np.array([b]), np.array([3]))[0]))
+        's0.gpu0->s0.nvsw'
+        """
+        keys, order = self._link_key_order
+        base = (np.asarray(src, np.int64) * self.n_nodes + np.asarray(dst, np.int64)) * _MAX_PARALLEL
+        lo, hi = np.searchsorted(keys, base), np.searchsorted(keys, base + _MAX_PARALLEL)
+        n = hi - lo
+        pos = np.minimum(lo + np.asarray(k, np.int64) % np.maximum(n, 1), len(keys) - 1)
+        return np.where(n > 0, order[pos], -1)
+
     def reverse_link(self, link: int) -> int | None:
         """The same cable in the other direction: ``DST->SRC#k`` for ``SRC->DST#k``; None where there is none.
 
