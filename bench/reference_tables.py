@@ -125,6 +125,10 @@ class Reference:
 #: ``--default-nccl``: predict every table as gpuwait's default NCCL release (to see what the versions change)
 DEFAULT_VERSION_ONLY = False
 _TCP = "NCCL_IB_DISABLE=1"
+#: what every A3 Mega TCPXO description guesses, and why those tables stay out of the fits
+_TCPXO_GUESSES = ("TCPXO's per-message cost is the kernel socket path's (no public figure); the fabric behind the 8 "
+                  "NICs is not published (non-blocking leaf-spine)")
+_TCPXO_NOT_FITTED = "; its transport's costs are assumptions no other table shares"
 #: tables found after PUBLIC_TABLE_FIT was fitted: scored, kept out of every fit, as data the model never saw
 _AFTER_THE_FIT = "published table found after the shipped fit; scored as data no fit has seen"
 #: gj-aion's runs in nccl-tests#309 (2025-06-18) print no NCCL version: the newest release tagged before the post,
@@ -322,11 +326,10 @@ REFERENCES = [
     Reference("gcp-a3mega-tcpxo-2node-16gpu-all_gather-summary", CLASSES[7], "gcp-a3-mega-tcpxo", 2, 8,
               nccl_version="2.28.7", collective="all_gather",  # version: stated by the source, not printed
               approximate="Google's tuner plugin (NCCL_TUNER_PLUGIN in the platform's settings; its rules are not "
-                          "published), NCCL_BUFFSIZE and NCCL_P2P_NET_CHUNKSIZE are not modelled; TCPXO's per-message "
-                          "cost is the kernel socket path's (no public figure); the fabric behind the 8 NICs is not "
-                          "published (non-blocking leaf-spine); which of Google's two NCCL profiles ran is not said "
-                          "(the platform's NCCL_PROTO=Simple,LL128 is predicted); 13 sizes printed, one time each",
-              not_fitted=_AFTER_THE_FIT + "; its transport's costs are assumptions no other table shares"),
+                          "published), NCCL_BUFFSIZE and NCCL_P2P_NET_CHUNKSIZE are not modelled; " + _TCPXO_GUESSES
+                          + "; which of Google's two NCCL profiles ran is not said (the platform's "
+                          "NCCL_PROTO=Simple,LL128 is predicted); 13 sizes printed, one time each",
+              not_fitted=_AFTER_THE_FIT + _TCPXO_NOT_FITTED),
     Reference("gcp-a3mega-tcpxo-2node-16gpu-all_reduce", CLASSES[7], "gcp-a3-mega-tcpxo", 2, 8,
               nccl_version=_A3MEGA_2024_NCCL, nccl_range=("2.21.5", "2.22.3"),
               approximate="NCCL version not printed: 2.21.5, the libnccl the image's TCPXO plugin installer (v1.0.4) puts "
@@ -335,9 +338,8 @@ REFERENCES = [
                           "identically). The settings that "
                           "plugin's env profile exported are not published: the platform's v1.0.15 settings "
                           "(NCCL_PROTO=Simple,LL128, ...) are predicted; Google's tuner plugin, FASTRAK flows and "
-                          "NCCL_BUFFSIZE are not modelled; TCPXO's per-message cost is the kernel socket path's (no "
-                          "public figure); the fabric behind the 8 NICs is not published (non-blocking leaf-spine)",
-              not_fitted=_AFTER_THE_FIT + "; its transport's costs are assumptions no other table shares"),
+                          "NCCL_BUFFSIZE are not modelled; " + _TCPXO_GUESSES,
+              not_fitted=_AFTER_THE_FIT + _TCPXO_NOT_FITTED),
     Reference("h100-oci-roce-2node-16gpu-all_reduce", CLASSES[8], "oci-bm-gpu-h100-roce", 2, 8,
               {"NCCL_IB_SPLIT_DATA_ON_QPS": "0"}, nccl_version="2.21.5",  # version: stated by the page, not printed
               approximate="OCI BM.GPU.H100.8 described by the dgx-h100 template with 16 x 200G RoCE ports (two per "
