@@ -152,3 +152,30 @@ def test_a_sweep_with_two_axes_on_one_path_is_refused(tmp_path):
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(sweep))
     with pytest.raises(SpecError, match="path 'cluster.routing.kind' appears on two axes; expected each once"):
         load_sweep(str(tmp_path / "s.yaml"))
+
+
+# ------------------------------------------------------------------ JSON readers
+
+@pytest.mark.parametrize("text, reason", [("[" + "9" * 5000 + "]", "more than 4300 digits"),
+                                          ("[" * 100_000, "nested too deep")])
+def test_every_json_reader_names_a_number_past_the_digit_limit_or_too_deep_a_nesting(tmp_path, text, reason):
+    """json.loads raises a bare ValueError for an integer of more than 4300 digits (Python's
+    int-max-str-digits limit) and RecursionError for deep nesting, which the readers, catching only
+    JSONDecodeError, let out as tracebacks; spec.reader.loads_json turns both into the decode error each
+    reader already names."""
+    from gpuwait.inventory.lldp import read_lldp
+    from gpuwait.telemetry.errors import TelemetryFormatError
+    from gpuwait.telemetry.kineto import parse_kineto_trace
+    from gpuwait.telemetry.nccltests_log import from_json
+    from gpuwait.telemetry.promjson import parse_prometheus_json
+    from gpuwait.workload.traces import read_philly
+
+    path = tmp_path / "x.json"
+    path.write_text(text)
+    readers = [(lambda: parse_prometheus_json(text, source="q.json"), TelemetryFormatError),
+               (lambda: parse_kineto_trace(text, source="t.json"), TelemetryFormatError),
+               (lambda: from_json(text), SpecError), (lambda: read_lldp([str(path)]), SpecError),
+               (lambda: read_philly(path), SpecError)]
+    for read, error in readers:
+        with pytest.raises(error, match=reason):
+            read()

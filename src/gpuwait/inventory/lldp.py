@@ -18,7 +18,7 @@ from pathlib import Path
 
 from gpuwait.errors import SpecError
 from gpuwait.inventory.fabric import Collected, End, Where
-from gpuwait.spec.reader import read_text_checked
+from gpuwait.spec.reader import loads_json, read_text_checked
 
 
 def _interfaces(path: str, data: object) -> list[tuple[str, dict]]:
@@ -63,11 +63,9 @@ def read_lldp(paths: list[str], found: Collected | None = None) -> Collected:
     parsed = []
     for path in paths:
         try:
-            data = json.loads(read_text_checked(path, "an lldpctl JSON file"))
+            data = loads_json(read_text_checked(path, "an lldpctl JSON file"))
         except json.JSONDecodeError as err:
             raise SpecError(f"{path}:{err.lineno}: not JSON ({err.msg}); expected the output of `lldpctl -f json`") from None
-        except RecursionError:
-            raise SpecError(f"{path}: nested too deep to read; expected the output of `lldpctl -f json`") from None
         found.sources.append(path)
         parsed.append((path, Path(path).stem, [(ifname, *_neighbour(path, ifname, body)) for ifname, body in _interfaces(path, data)]))
     # a neighbour advertising the Bridge or Router capability is a switch (hosts advertise Station); one

@@ -16,6 +16,7 @@ YAML nested too deep        the line, and the depth limit (:data:`MAX_YAML_DEPTH
 an alias bomb               the expanded size and its limit (:data:`MAX_YAML_NODES`)
 a duplicate key             both line numbers (YAML would silently keep the last)
 an integer of many digits   the line and the digit limit (:data:`MAX_INT_DIGITS`)
+JSON: any unreadable text   a :class:`json.JSONDecodeError` each JSON reader names (:func:`loads_json`)
 ==========================  =====================================================================
 
 >>> load_yaml_text("a: 1\\na: 2\\n", "s.yaml")
@@ -26,9 +27,11 @@ gpuwait.errors.SpecError: s.yaml: line 2: duplicate key 'a' (first at line 1); e
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import stat
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -139,6 +142,37 @@ def decode_text(data: bytes, source: str, what: str = "UTF-8 text") -> str:
         column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
         raise SpecError(f"{source}: line {line}, column {column}: byte 0x{data[err.start]:02x} is not UTF-8; "
                         f"expected {what}", hint="save the file as UTF-8") from None
+
+
+def loads_json(text: str | bytes) -> Any:
+    """``json.loads`` whose every failure is a :class:`json.JSONDecodeError`, which each JSON reader turns into
+    its one line. ``json.loads`` itself raises a bare ValueError for a number past Python's digit limit
+    (``sys.get_int_max_str_digits``, 4300) and a RecursionError for arrays nested thousands deep: tracebacks
+    to a reader that catches only decode errors.
+
+    >>> loads_json('{"a": [1, 2]}')
+    {'a': [1, 2]}
+    >>> loads_json("[" + "9" * 5000 + "]")
+    Traceback (most recent call last):
+    ...
+    json.decoder.JSONDecodeError: a number of more than 4300 digits: line 1 column 1 (char 0)
+    >>> loads_json("[" * 100000)
+    Traceback (most recent call last):
+    ...
+    json.decoder.JSONDecodeError: nested too deep to read: line 1 column 1 (char 0)
+    """
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except UnicodeDecodeError:  # bytes that are not UTF-8 (a ValueError too)
+        reason = "not UTF-8 text"
+    except ValueError:
+        reason = f"a number of more than {sys.get_int_max_str_digits()} digits"
+    except RecursionError:
+        reason = "nested too deep to read"
+    doc = text if isinstance(text, str) else text.decode("utf-8", "replace")
+    raise json.JSONDecodeError(reason, doc, 0) from None
 
 
 def read_text_checked(path: str | Path, what: str = "a UTF-8 text file", max_bytes: int = MAX_TEXT_BYTES) -> str:

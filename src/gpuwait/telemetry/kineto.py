@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpuwait.spec.reader import loads_json
 from gpuwait.telemetry.errors import TelemetryFormatError
 
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
@@ -90,7 +91,7 @@ def union_length(intervals: list[tuple[float, float]]) -> float:
 
 def _events(text: str, source: str) -> tuple[list[dict], int | None]:
     try:
-        doc = json.loads(text)
+        doc = loads_json(text)
     except json.JSONDecodeError as err:
         raise TelemetryFormatError(f"{source}: not JSON ({err.msg} at line {err.lineno}); expected a PyTorch profiler "
                                    'trace {"traceEvents": [...]}') from None

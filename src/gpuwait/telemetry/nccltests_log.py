@@ -58,6 +58,7 @@ from gpuwait.collectives.nccltests import (
     get_collective,
 )
 from gpuwait.errors import SpecError, UnknownNameError
+from gpuwait.spec.reader import loads_json
 
 _ROW_SHAPE = "size count type [redop] [root], then time algbw busbw #wrong for out-of-place and for in-place"
 
@@ -578,7 +579,7 @@ def from_json(data: str | bytes | Mapping, *, n_ranks: int | None = None,
     """
     if isinstance(data, (str, bytes)):
         try:
-            doc = json.loads(data)
+            doc = loads_json(data)
         except json.JSONDecodeError as err:
             raise SpecError(f"nccl-tests JSON: not valid JSON at line {err.lineno} column {err.colno}: {err.msg}",
                             hint="pass the file written by nccl-tests -J, not its stdout") from None

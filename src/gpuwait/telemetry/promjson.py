@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import math
 
+from gpuwait.spec.reader import loads_json
 from gpuwait.telemetry.errors import TelemetryFormatError
 from gpuwait.telemetry.metricset import MetricSet, Sample
 
@@ -56,7 +57,7 @@ def parse_prometheus_json(text: str, *, source: str = "Prometheus API answer") -
         names the series.
     """
     try:
-        doc = json.loads(text)
+        doc = loads_json(text)
     except json.JSONDecodeError as err:
         raise TelemetryFormatError(f"{source}: not JSON ({err.msg} at line {err.lineno}); expected {_EXPECTED}") from None
     data = doc.get("data") if isinstance(doc, dict) else None

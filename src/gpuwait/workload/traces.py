@@ -65,7 +65,7 @@ from datetime import datetime
 from pathlib import Path
 
 from gpuwait.errors import SpecError
-from gpuwait.spec.reader import read_text_checked
+from gpuwait.spec.reader import loads_json, read_text_checked
 
 #: bytes a trace file may hold (the full Lingjun worker.csv is ~10 MB; Helios' Venus log ~30 MB)
 MAX_TRACE_BYTES = 512 * 2**20
@@ -230,7 +230,7 @@ def read_philly(job_log: str | Path) -> Trace:
     """Microsoft Philly ``cluster_job_log`` (JSON) as jobs (see the module docstring)."""
     text = read_text_checked(job_log, "a Philly cluster_job_log (JSON)", MAX_TRACE_BYTES)
     try:
-        data = json.loads(text)
+        data = loads_json(text)
     except json.JSONDecodeError as e:
         raise SpecError(f"{job_log}: not JSON ({e.msg}, line {e.lineno}); expected Philly's cluster_job_log, "
                         "a list of jobs") from None
