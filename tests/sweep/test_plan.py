@@ -50,6 +50,15 @@ def test_zip_pairs_values_and_refuses_unequal_axes():
         plan_sweep(bad, base)
 
 
+def test_an_exclusion_on_a_path_no_axis_varies_is_one_error():
+    """It could never match a case, so it would leave out nothing without a word (found by bench/fuzz.py)."""
+    base = {"cluster": {"preset": "dgx-h100"}}
+    with pytest.raises(SpecError, match=r"exclude: .*entry 0: 'cluster.nope' is not an axis path; expected one of "
+                                        r"cluster.servers"):
+        validate_data(SweepSpec, {"base": base, "perf": {}, "axes": {"cluster.servers": [2, 4]},
+                                  "exclude": [{"cluster.nope": 1}]})
+
+
 def test_id_is_the_content_not_the_spelling():
     """A preset's own value given explicitly, the scenario's name and 2 vs 2.0 do not change the id."""
     base = {"name": "a", "cluster": {"preset": "dgx-h100", "servers": 2}}

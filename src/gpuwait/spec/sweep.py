@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, field_validator
+from pydantic import BeforeValidator, Field, ValidationInfo, field_validator
 
 from gpuwait.spec.cluster import SpecModel
 
@@ -64,7 +64,7 @@ class SweepSpec(SpecModel):
     perf: PerfCaseSpec | None = Field(None, description="The nccl-tests arguments of a perf sweep.")
     axes: Annotated[list[AxisSpec], BeforeValidator(_axes_mapping)] = Field(default_factory=list, description="The axes (a mapping path: [values] or a list of {path, values, name}).")
     combine: Literal["product", "zip"] = Field("product", description="'product': every combination of the axes' values; 'zip': the i-th value of every axis together (the axes must be equally long).")
-    exclude: list[dict[str, Any]] = Field(default_factory=list, description="Combinations to leave out: a case is dropped when, for every `path: value` of an entry, its value at that path equals the value (or is in it, for a list).")
+    exclude: list[dict[str, Any]] = Field(default_factory=list, description="Combinations to leave out: a case is dropped when, for every `path: value` of an entry, its value at that path equals the value (or is in it, for a list). Every path of an entry must be an axis's path.")
     steps: int = Field(1, ge=1, description="Training steps simulated per workload case.")
     engine: Literal["flow", "packet"] = Field("flow", description="Engine for traffic cases ('flow' or 'packet'); workloads and perf run on the flow engine.")
 
@@ -77,3 +77,17 @@ class SweepSpec(SpecModel):
             if twice:
                 raise ValueError(f"{what} {twice[0]!r} appears on two axes; expected each once")
         return axes
+
+    @field_validator("exclude")
+    @classmethod
+    def _exclude_names_axes(cls, exclude: list[dict[str, Any]], info: ValidationInfo) -> list[dict[str, Any]]:
+        # an entry on a path no axis varies never matches a case: it would leave out nothing, silently
+        if "axes" not in info.data:  # the axes were refused already
+            return exclude
+        paths = [a.path for a in info.data["axes"]]
+        for i, entry in enumerate(exclude):
+            unknown = sorted(set(entry) - set(paths))
+            if unknown:
+                raise ValueError(f"entry {i}: {unknown[0]!r} is not an axis path; expected one of "
+                                 f"{', '.join(paths) or '(no axes)'}")
+        return exclude
