@@ -636,19 +636,10 @@ def _last_links(topo: Topology, src: np.ndarray, dst: np.ndarray, qp: np.ndarray
     """The last hop's link from each ``src`` (a leaf) into ``dst``: the first, or with parallel cables into
     ``dst`` (a multi-port NIC's ports on one leaf) the one of port ``qp mod ports``, as the first hop chose
     (:mod:`gpuwait.routing.routers`)."""
-    if qp is None or not _has_parallel_host_links(topo):
+    # one lane per GPU: no multi-port NIC, so the first link is the only one (and the in-degree search is faster)
+    if qp is None or connection_lanes(topo) == 1:
         return _links_into(topo, src, dst)
     return topo.parallel_links(src, dst, qp)
-
-
-def _has_parallel_host_links(topo: Topology) -> bool:
-    """Whether any switch reaches an endpoint over several cables (cached)."""
-    cache = topo.__dict__.setdefault("_routing_cache", {})
-    if "parallel_host_links" not in cache:
-        down = np.flatnonzero(topo.host_links & topo.switch_nodes[topo.link_src])
-        pairs = topo.link_src[down].astype(np.int64) * topo.n_nodes + topo.link_dst[down]
-        cache["parallel_host_links"] = len(np.unique(pairs)) < len(pairs)
-    return cache["parallel_host_links"]
 
 
 def _links_into(topo: Topology, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
@@ -1060,10 +1051,8 @@ def connection_lanes(topo: Topology) -> int:
     cache = topo.__dict__.setdefault("_routing_cache", {})
     if "connection_lanes" not in cache:
         nics = (topo.gpu_nics >= 0).sum(axis=1) if topo.gpu_nics.size else np.zeros(1, np.int64)
-        up = np.flatnonzero(topo.host_links & topo.switch_nodes[topo.link_dst])
-        ports = np.bincount(topo.link_src[up], minlength=topo.n_nodes)
-        nic_ports = ports[topo.nic_node].max() if topo.nic_node.size else 1
-        cache["connection_lanes"] = int(max(1, int(nics.max(initial=1)) * max(1, int(nic_ports))))
+        ports = _uplinks(topo)[1][topo.nic_node].max() if topo.nic_node.size else 1
+        cache["connection_lanes"] = int(max(1, int(nics.max(initial=1)) * max(1, int(ports))))
     return cache["connection_lanes"]
 
 
@@ -1078,13 +1067,19 @@ def single_uplinks(topo: Topology) -> np.ndarray:
     Cached on the topology and shared by every caller: index it, never write to it."""
     cache = topo.__dict__.setdefault("_routing_cache", {})
     if "single_uplink" not in cache:
-        up = np.flatnonzero(topo.host_links & topo.switch_nodes[topo.link_dst])
-        count = np.bincount(topo.link_src[up], minlength=topo.n_nodes)
+        up, count = _uplinks(topo)
         only = np.full(topo.n_nodes, -1, np.int64)
         only[topo.link_src[up]] = up
         only[count != 1] = -1
         cache["single_uplink"] = only
     return cache["single_uplink"]
+
+
+def _uplinks(topo: Topology) -> tuple[np.ndarray, np.ndarray]:
+    """(every link from an endpoint to a switch, how many each node has): a NIC's ports. Not cached: its two
+    users cache what they derive from it."""
+    up = np.flatnonzero(topo.host_links & topo.switch_nodes[topo.link_dst])
+    return up, np.bincount(topo.link_src[up], minlength=topo.n_nodes)
 
 
 def _leaf_pair_classes(topo: Topology, s_ep: np.ndarray, d_ep: np.ndarray,
