@@ -24,7 +24,7 @@ from pathlib import Path
 from gpuwait.cli.common import options_named
 from gpuwait.engine import get_engine
 from gpuwait.errors import SpecError
-from gpuwait.report.diagnosis import diagnose_run, diagnose_telemetry
+from gpuwait.report.diagnosis import diagnose_run, diagnose_telemetry, diagnosis_engine
 from gpuwait.report.results import DiagnosisResult, TrafficResult, WorkloadResult
 from gpuwait.runner.cost import check_scenario_cost, parse_max_memory
 from gpuwait.runner.inputs import load_cluster, load_scenario, with_servers
@@ -198,8 +198,7 @@ def diagnose(scenario: Scenario | str | Path | None = None, inject: Sequence[str
                         hint="shared-cluster jobs are diagnosed with `gpuwait diagnose FILE` "
                              "(gpuwait.diagnosis.placement.diagnose_jobs)")
     max_memory_bytes = parse_max_memory(max_memory)
-    # a traffic scenario is diagnosed from a packet run (its pauses, marks and queues)
-    check_scenario_cost(scenario, max_memory_bytes, steps, "flow" if scenario.workload is not None else "packet")
+    check_scenario_cost(scenario, max_memory_bytes, steps, diagnosis_engine(scenario))
     return diagnose_run(scenario, list(inject), steps=steps, measure_gain=measure_gain, max_memory_bytes=max_memory_bytes)
 
 

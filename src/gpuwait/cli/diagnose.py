@@ -37,7 +37,7 @@ def diagnose(scenario_file: str | None = SCENARIO_ARGUMENT, inject: list[str] | 
     """
     from gpuwait.cli.output import Output
     from gpuwait.errors import SpecError
-    from gpuwait.report.diagnosis import diagnose_run, diagnose_telemetry
+    from gpuwait.report.diagnosis import diagnose_run, diagnose_telemetry, diagnosis_engine
     from gpuwait.runner.inputs import load_scenario
 
     if telemetry is not None:
@@ -67,8 +67,7 @@ def diagnose(scenario_file: str | None = SCENARIO_ARGUMENT, inject: list[str] | 
             Output(json_out).emit({**jobs_dict(jobs["run"]), "findings": jobs["findings"]},
                                   lambda c: _render_jobs_diagnosis(c, jobs["run"], jobs["findings"]))
             return
-        # a traffic scenario is diagnosed from a packet run, so its estimate counts the packets
-        check_scenario_cost(scenario, max_memory_bytes, steps, "flow" if scenario.workload is not None else "packet")
+        check_scenario_cost(scenario, max_memory_bytes, steps, diagnosis_engine(scenario))
         with traffic_progress("packet", not json_out) as progress:  # shown only for a traffic scenario
             result = diagnose_run(scenario, inject or [], steps=steps, measure_gain=not no_gain,
                                   report=report, progress=progress, max_memory_bytes=max_memory_bytes)

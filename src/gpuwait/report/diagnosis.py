@@ -28,6 +28,12 @@ if TYPE_CHECKING:
     from gpuwait.engine.packet.run import PacketRun
 
 
+def diagnosis_engine(scenario: Scenario) -> str:
+    """The engine :func:`diagnose_run` runs ``scenario`` on, which its memory estimate must count: a workload's
+    steps on the flow engine, a traffic scenario packet by packet (its pauses, marks and queues tell)."""
+    return "flow" if scenario.workload is not None else "packet"
+
+
 def diagnose_run(scenario: Scenario, inject: Sequence[str | FaultSpec] = (), *, steps: int | None = None,
                  measure_gain: bool = True, report: str | Path | None = None, progress=None,
                  max_memory_bytes: float | None = None) -> DiagnosisResult:
