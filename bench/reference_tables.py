@@ -546,6 +546,15 @@ def signed_pct(x: float) -> str:
     return "-" if not np.isfinite(x) else f"{100 * x:+.0f} %"
 
 
+def pooled_errors(scores: list[Score]) -> tuple[int, float, float]:
+    """(sizes, median, p95) of the busbw errors of every size >= 1 MiB of ``scores``, each size counted once
+    (NaN median and p95 without any)."""
+    errors = np.concatenate([s.busbw_errors for s in scores]) if scores else np.array([])
+    if not errors.size:
+        return 0, float("nan"), float("nan")
+    return errors.size, float(np.median(errors)), float(np.percentile(errors, 95))
+
+
 def class_lines(scores: list[Score]) -> list[str]:
     lines = ["## Per hardware class", "",
              "busbw error over every size >= 1 MiB of the class's scored tables (approximate descriptions included).",
@@ -553,9 +562,8 @@ def class_lines(scores: list[Score]) -> list[str]:
     for name in CLASSES:
         mine = [s for s in scores if s.ref.hw_class == name]
         missing = sum(1 for r in REFERENCES if r.hw_class == name and r.not_describable)
-        errors = np.concatenate([s.busbw_errors for s in mine]) if mine else np.array([])
-        med, p95 = (np.median(errors), np.percentile(errors, 95)) if errors.size else (np.nan, np.nan)
-        lines.append(f"| {name} | {len(mine)} | {errors.size} | {pct(med)} | {pct(p95)} | {missing} |")
+        n_sizes, med, p95 = pooled_errors(mine)
+        lines.append(f"| {name} | {len(mine)} | {n_sizes} | {pct(med)} | {pct(p95)} | {missing} |")
     # the issue's target reads over every size of its 18 tables: the classes pooled, each size counted once;
     # the tables found after the fit (_AFTER_THE_FIT) apart, then everything
     found_later = [s for s in scores if s.ref.not_fitted.startswith(_AFTER_THE_FIT)]
@@ -563,9 +571,8 @@ def class_lines(scores: list[Score]) -> list[str]:
                           [s for s in scores if s not in found_later]),
                          (f"pooled: the {len(found_later)} found after the fit (held out)", found_later),
                          (f"pooled: all {len(scores)}", scores)):
-        errors = np.concatenate([s.busbw_errors for s in group]) if group else np.array([])
-        med, p95 = (np.median(errors), np.percentile(errors, 95)) if errors.size else (np.nan, np.nan)
-        lines.append(f"| {label} | {len(group)} | {errors.size} | {pct(med)} | {pct(p95)} | - |")
+        n_sizes, med, p95 = pooled_errors(group)
+        lines.append(f"| {label} | {len(group)} | {n_sizes} | {pct(med)} | {pct(p95)} | - |")
     return lines
 
 
@@ -922,9 +929,9 @@ def class_errors(scores: list[Score]) -> dict[str, tuple[float, float]]:
     """Per hardware class with scored tables: the median and p95 busbw error over all its sizes >= 1 MiB."""
     out = {}
     for name in CLASSES:
-        errors = np.concatenate([s.busbw_errors for s in scores if s.ref.hw_class == name] or [np.array([])])
-        if errors.size:
-            out[name] = (float(np.median(errors)), float(np.percentile(errors, 95)))
+        n_sizes, med, p95 = pooled_errors([s for s in scores if s.ref.hw_class == name])
+        if n_sizes:
+            out[name] = (med, p95)
     return out
 
 
