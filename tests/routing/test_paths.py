@@ -261,6 +261,27 @@ def test_one_qp_reaches_every_nic_lane_of_a_gpu_and_the_port_it_left_by():
     assert run.flow_mean_rate_Bps[0] == pytest.approx(2 * 25e9 * TRANSPORTS["rocev2"].wire_efficiency, rel=0.01)
 
 
+def test_two_dual_port_nics_per_gpu_give_every_nic_port_lane_a_qp():
+    """Two NICs per GPU, each with two ports: a connection is 4 lanes (NCCL's channels over the NICs, the
+    merged ports of each; src/transport/net_ib.cc). QP q leaves by port q mod 2, so the NIC must take the
+    next digit of q: with the NIC at q mod 2 too, QPs 0-3 met only (nic0, port0) and (nic1, port1)."""
+    topo = build_topology(ClusterSpec(servers=2, server={"template": "dgx-h100", "nics": 16, "nic_ports": 2,
+                                                         "nic_speed": "100Gbps"},
+                                      fabric={"kind": "clos", "switch_radix": 64, "rail_optimized": True,
+                                              "servers_per_unit": 16}))
+    routes = route_flows(topo, RoutingSpec(kind="ecmp", qps_per_connection=1), ["s0.gpu0"], ["s1.gpu0"])
+    paths = [[topo.link_name(link) for link in routes.ordered_links(r, topo)[0]] for r in range(4)]
+    assert len(routes.flow_index) == 4
+    assert sorted(p[2] for p in paths) == ["s0.nic0->leaf0", "s0.nic0->leaf0#1", "s0.nic1->leaf1", "s0.nic1->leaf1#1"]
+    for path in paths:  # each arrives on the receiver's NIC and port of the same index
+        nic, leaf = path[2].split("->")
+        port = "#1" if leaf.endswith("#1") else ""
+        assert path[3] == f"{leaf.removesuffix('#1')}->{nic.replace('s0.', 's1.')}{port}"
+    # the flow takes the GPU's whole 4 x 100G, not the 2 x 100G of two lanes
+    run = simulate_flows(topo, _pair(topo), RoutingSpec(kind="ecmp"), TRANSPORTS["rocev2"])
+    assert run.flow_mean_rate_Bps[0] == pytest.approx(4 * 12.5e9 * TRANSPORTS["rocev2"].wire_efficiency, rel=0.01)
+
+
 def _pair(topo):
     from gpuwait.spec import TrafficSpec
     from gpuwait.workload.traffic import traffic_flows

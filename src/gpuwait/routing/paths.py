@@ -806,7 +806,8 @@ def _network_endpoint(topo: Topology, node: np.ndarray, peer: np.ndarray, qp: np
 
     A GPU with several NICs of its own spreads its QPs over them round-robin, as NCCL spreads
     channels over a GPU's NICs; a connection has at least one QP row per NIC lane
-    (:func:`connection_rows`)."""
+    (:func:`connection_rows`). With multi-port NICs QP q leaves by port q mod ports, and its NIC is
+    (q div ports) mod NICs, so that every (NIC, port) lane gets a QP."""
     out = node.copy()
     gpu = topo.node_kind[node] == NodeKind.GPU
     if gpu.any():
@@ -822,7 +823,10 @@ def _network_endpoint(topo: Topology, node: np.ndarray, peer: np.ndarray, qp: np
             if (n_choices == 1).all():  # one NIC per GPU, whatever the QP: one flat gather of nic_node[server, it]
                 nic = topo.nic_node.ravel()[server * topo.nic_node.shape[1] + topo.gpu_nics[:, 0][local]]
             else:
-                nic = topo.nic_node[server, topo.gpu_nics[local, qp % n_choices[local]]]
+                # the port is q mod ports (first and last hops), so the NIC takes the next digit of q: QPs
+                # 0..NICs x ports - 1 then reach every (NIC, port) lane, not only the pairs of equal parity
+                ports = np.maximum(nic_ports(topo)[topo.nic_node[server, topo.gpu_nics[local, 0]]], 1)
+                nic = topo.nic_node[server, topo.gpu_nics[local, (qp // ports) % n_choices[local]]]
             if len(topo.gpu_nic_override):
                 moved = topo.gpu_nic_override[node]
                 nic = np.where(moved >= 0, moved, nic)
@@ -1051,9 +1055,18 @@ def connection_lanes(topo: Topology) -> int:
     cache = topo.__dict__.setdefault("_routing_cache", {})
     if "connection_lanes" not in cache:
         nics = (topo.gpu_nics >= 0).sum(axis=1) if topo.gpu_nics.size else np.zeros(1, np.int64)
-        ports = _uplinks(topo)[1][topo.nic_node].max() if topo.nic_node.size else 1
+        ports = nic_ports(topo)[topo.nic_node].max() if topo.nic_node.size else 1
         cache["connection_lanes"] = int(max(1, int(nics.max(initial=1)) * max(1, int(ports))))
     return cache["connection_lanes"]
+
+
+def nic_ports(topo: Topology) -> np.ndarray:
+    """Per node: how many links it has to a switch (a NIC's ports; 0 for a node with none).
+    Cached on the topology and shared by every caller: index it, never write to it."""
+    cache = topo.__dict__.setdefault("_routing_cache", {})
+    if "nic_ports" not in cache:
+        cache["nic_ports"] = _uplinks(topo)[1]
+    return cache["nic_ports"]
 
 
 def connection_rows(topo: Topology, qps_per_connection: int) -> int:
