@@ -55,7 +55,7 @@ CLUSTERS = DATA / "clusters"
 MiB, KiB = 2**20, 2**10
 
 CLASSES = ("H100 IB multi-node", "H100/H200 single node NVSwitch", "A100", "AWS EFA", "GH200 Slingshot/TCP", "L40S",
-           "PCIe RTX", "H100 GPUDirect-TCPXO", "H100 RoCE multi-node", "GB200 NVLink")
+           "PCIe RTX", "H100 GPUDirect-TCPXO", "H100 RoCE multi-node", "GB200 NVLink", "GB200 NVL72 multi-rack")
 
 
 @dataclass(frozen=True)
@@ -84,6 +84,7 @@ class Reference:
     gpus_per_thread: int | None = None  # nccl-tests -g where the table has no header line saying it
     nccl_range: tuple[str, str] | None = None
     collective: str = "all_reduce"  # what a table that is not an nccl-tests log ran (a log prints it)
+    n_ranks: int | None = None  # the rank count where a log's device line misstates it (its busbw / algbw gives it)
 
     def threads_gpus(self) -> int:
         """GPUs one host thread drove (nccl-tests ``-g``): the header's ``nGpus``, else ``gpus_per_thread``, else 1."""
@@ -368,6 +369,44 @@ REFERENCES = [
                           "512 MiB-8 GiB printed, as an excerpt without the header; NCCL 2.26.2 is the README's "
                           "statement and the example job's image tag, not printed",
               not_fitted=_AFTER_THE_FIT),
+    Reference("gb200-nvl72-2node-8gpu-all_reduce-nvls-oci", CLASSES[9], "gb200-nvl72", 2, 4,
+              {"NCCL_NVLS_ENABLE": "1"}, nccl_version="2.26.6",  # the job image's tag, not printed
+              approximate="two OCI BM.GPU.GB200.4 trays of one NVLink domain described as a two-tray gb200-nvl72 domain; "
+                          "NCCL 2.26.6 is the job image's tag (nccl-tests:pytorch-25.03-nccl-2.26.6-1), not printed "
+                          "(modelled as release 2.26.2); the excerpt has no header: 8 ranks from its NCCL INFO lines; which "
+                          "of the README's two 2-tray jobs (one with NCCL_IB_DISABLE=1, unused inside one domain) printed it "
+                          "is not said",
+              not_fitted=_AFTER_THE_FIT),
+    Reference("gb200-roce-32node-128gpu-all_reduce-2racks-oci", CLASSES[10], "oci-bm-gpu-gb200-v3-2racks", 32, 4,
+              {"NCCL_NVLS_ENABLE": "0", "NCCL_IB_QPS_PER_CONNECTION": "4", "NCCL_IB_SPLIT_DATA_ON_QPS": "0"},
+              approximate="OCI's 32 BM.GPU.GB200-v3.4 trays \"across two racks\" described as two NVLink domains of 16 "
+                          "trays (the split is not published) joined by a non-blocking RoCEv2 leaf-spine (OCI's topology "
+                          "is not published) through 8 x 400G RDMA devices per tray (the count is the job's "
+                          "NCCL_IB_HCA, the speed a guess: 200G moves no predicted time by more than 3.2 %); the job's "
+                          "NCCL_BUFFSIZE=16777216 (4x the default Simple buffer), NCCL_NET_GDR_C2C=1 and "
+                          "NCCL_DMABUF_ENABLE=1 are not modelled; the 1 GiB row (7487 us, nearly 2 GiB's 7758) is a dip "
+                          "of the run",
+              not_fitted=_AFTER_THE_FIT),
+    # 128 ranks, not the device line's 144: every row's busbw / algbw is 2 x 127/128 (tests/nccltests)
+    Reference("gb200-nvl72-32node-128gpu-all_reduce-2racks", CLASSES[10], "coreweave-gb200-nvl72-2racks", 32, 4,
+              {"NCCL_NVLS_ENABLE": "0", "NCCL_COLLNET_ENABLE": "0"}, nccl_version="2.26.2",  # stated by the README
+              n_ranks=128,
+              approximate="CoreWeave's \"2 Racks\" run is 128 GPUs by its bus factor (its one device line, rank 143, "
+                          "repeats the Single Rack excerpt's host and Pid), described as 32 trays in two NVLink domains "
+                          "of 16 (the split is not published) on the gb200-nvl72 preset's rail-optimized NDR InfiniBand "
+                          "leaf-spine (4 x 400G per tray, static routing; CoreWeave's fabric, routing and NIC speed are "
+                          "not published); the run's NCCL_NET_GDR_C2C=1 is not modelled; only 512 MiB-16 GiB printed; "
+                          "NCCL 2.26.2 is the README's statement, not printed",
+              not_fitted=_AFTER_THE_FIT),
+    Reference("gb200-nvl72-360node-1440gpu-all_reduce-20racks", CLASSES[10], "gb200-nvl72", 360, 4,
+              {"NCCL_NVLS_ENABLE": "0", "NCCL_COLLNET_ENABLE": "0"}, nccl_version="2.26.2",  # stated by the README
+              approximate="CoreWeave's 20 racks described by the gb200-nvl72 preset at 360 trays (20 NVLink domains "
+                          "on its rail-optimized NDR InfiniBand leaf-spine, 4 x 400G per tray, static routing); "
+                          "CoreWeave's fabric (tiers, oversubscription, adaptive routing), and so the congestion of a "
+                          "20-node tree or ring across it, is not published; NCCL_NET_GDR_C2C=1 is not modelled; only "
+                          "512 MiB-16 GiB printed, as an excerpt without the header; NCCL 2.26.2 is the README's "
+                          "statement, not printed",
+              not_fitted=_AFTER_THE_FIT),
     Reference("rtx2080ti-pcie-1node-2gpu-all_reduce", CLASSES[6], "rtx2080ti-pcie-2gpu", 1, 2,
               approximate="NCCL version and CPU not stated (Intel assumed: NCCL's 6/5 PCI overhead through the CPU); "
                           "the SHM path through host memory is inferred from nvidia-smi's NS, not from an NCCL log"),
@@ -431,7 +470,7 @@ def summary_curve(text: str, n_ranks: int, collective: str) -> Curve:
 def parsed_log(ref: Reference):
     """The table's nccl-tests log, parsed once (cached: the scores and the one-off rows both read it)."""
     if ref.stem not in _LOGS:
-        _LOGS[ref.stem] = parse_nccl_tests_log(ref.path.read_text())
+        _LOGS[ref.stem] = parse_nccl_tests_log(ref.path.read_text(), n_ranks=ref.n_ranks)
     return _LOGS[ref.stem]
 
 
