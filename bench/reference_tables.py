@@ -172,6 +172,13 @@ _CSCS_NCCL = "2.25.1"
 #: listed there as libnccl.so.2.21.5 (README); the startup scripts also build v2.22.3-1 into /usr/local, which
 #: predicts the table identically (nccl_range)
 _A3MEGA_2024_NCCL = "2.21.5"
+#: CoreWeave's GB200 NVL72 example job (coreweave/nccl-tests slurm/nccl-test-distributed-gb200-nvl72-enroot.slurm @bee97e71)
+#: and what its README's tables (one rack, 2 racks, 20 racks) leave unsaid
+_COREWEAVE_GB200_ENV = {"NCCL_NVLS_ENABLE": "0", "NCCL_COLLNET_ENABLE": "0"}
+_COREWEAVE_RACKS = ("CoreWeave's fabric, routing and NIC speed are not published (the preset's rail-optimized NDR InfiniBand "
+                    "leaf-spine, 4 x 400G per tray, static routing); the run's NCCL_NET_GDR_C2C=1 is not modelled; only "
+                    "512 MiB-16 GiB printed, as an excerpt without the header; NCCL 2.26.2 is the README's statement, not "
+                    "printed")
 REFERENCES = [
     Reference("h100-ib-2node-16gpu-all_reduce", CLASSES[0], "dgx-h100", 2, 8),
     Reference("h100-ib-2node-16gpu-all_reduce-ring-forced", CLASSES[0], "dgx-h100", 2, 8,
@@ -363,7 +370,7 @@ REFERENCES = [
                           "table, not printed by the run",
               not_fitted=_AFTER_THE_FIT),
     Reference("gb200-nvl72-18node-72gpu-all_reduce", CLASSES[9], "gb200-nvl72", 18, 4,
-              {"NCCL_NVLS_ENABLE": "0", "NCCL_COLLNET_ENABLE": "0"}, nccl_version="2.26.2",  # stated by the README
+              _COREWEAVE_GB200_ENV, nccl_version="2.26.2",  # stated by the README
               approximate="CoreWeave's rack described by the gb200-nvl72 preset (18 trays in one NVLink domain); the "
                           "run's NCCL_NET_GDR_C2C=1 is not modelled (no network traffic inside one domain); only "
                           "512 MiB-8 GiB printed, as an excerpt without the header; NCCL 2.26.2 is the README's "
@@ -389,23 +396,16 @@ REFERENCES = [
               not_fitted=_AFTER_THE_FIT),
     # 128 ranks, not the device line's 144: every row's busbw / algbw is 2 x 127/128 (tests/nccltests)
     Reference("gb200-nvl72-32node-128gpu-all_reduce-2racks", CLASSES[10], "coreweave-gb200-nvl72-2racks", 32, 4,
-              {"NCCL_NVLS_ENABLE": "0", "NCCL_COLLNET_ENABLE": "0"}, nccl_version="2.26.2",  # stated by the README
-              n_ranks=128,
+              _COREWEAVE_GB200_ENV, nccl_version="2.26.2", n_ranks=128,  # version: stated by the README
               approximate="CoreWeave's \"2 Racks\" run is 128 GPUs by its bus factor (its one device line, rank 143, "
                           "repeats the Single Rack excerpt's host and Pid), described as 32 trays in two NVLink domains "
-                          "of 16 (the split is not published) on the gb200-nvl72 preset's rail-optimized NDR InfiniBand "
-                          "leaf-spine (4 x 400G per tray, static routing; CoreWeave's fabric, routing and NIC speed are "
-                          "not published); the run's NCCL_NET_GDR_C2C=1 is not modelled; only 512 MiB-16 GiB printed; "
-                          "NCCL 2.26.2 is the README's statement, not printed",
+                          "of 16 (the split is not published); " + _COREWEAVE_RACKS,
               not_fitted=_AFTER_THE_FIT),
     Reference("gb200-nvl72-360node-1440gpu-all_reduce-20racks", CLASSES[10], "gb200-nvl72", 360, 4,
-              {"NCCL_NVLS_ENABLE": "0", "NCCL_COLLNET_ENABLE": "0"}, nccl_version="2.26.2",  # stated by the README
-              approximate="CoreWeave's 20 racks described by the gb200-nvl72 preset at 360 trays (20 NVLink domains "
-                          "on its rail-optimized NDR InfiniBand leaf-spine, 4 x 400G per tray, static routing); "
-                          "CoreWeave's fabric (tiers, oversubscription, adaptive routing), and so the congestion of a "
-                          "20-node tree or ring across it, is not published; NCCL_NET_GDR_C2C=1 is not modelled; only "
-                          "512 MiB-16 GiB printed, as an excerpt without the header; NCCL 2.26.2 is the README's "
-                          "statement, not printed",
+              _COREWEAVE_GB200_ENV, nccl_version="2.26.2",  # stated by the README
+              approximate="CoreWeave's 20 racks described by the gb200-nvl72 preset at 360 trays (20 NVLink domains), "
+                          "so the fabric's tiers, oversubscription and adaptive routing, which set what a 20-node tree or "
+                          "ring meets across it, are guesses; " + _COREWEAVE_RACKS,
               not_fitted=_AFTER_THE_FIT),
     Reference("rtx2080ti-pcie-1node-2gpu-all_reduce", CLASSES[6], "rtx2080ti-pcie-2gpu", 1, 2,
               approximate="NCCL version and CPU not stated (Intel assumed: NCCL's 6/5 PCI overhead through the CPU); "
