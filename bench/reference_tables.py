@@ -222,6 +222,14 @@ REFERENCES = [
               approximate="the run's NCCL 2.16.2 (the header's CoreWeave container tag) is older than gpuwait's oldest "
                           "modelled release, 2.18.1; every modelled release predicts this table identically "
                           "(ring/Simple at 1-8 GiB), so the default is predicted"),
+    Reference("a100-nvswitch-1node-8gpu-all_reduce-ndv4-busbw-only", CLASSES[2], "nd-a100-v4", 1, 8,
+              nccl_version="2.18.5", gpus_per_thread=8,  # version and -g 8: stated by the page, not printed
+              approximate="Azure ND A100 v4 described by the dgx-a100 template; in-place busbw only, sizes from rounded "
+                          "labels; NCCL 2.18.5 is the page's system table, not printed by the run; the page says the NVLS "
+                          "run, which A100 cannot run (the script ran NCCL_ALGO = Tree, Ring, NVLS, NVLSTree in turn), so "
+                          "the column is the Tree or the Ring run: predicted as NCCL's own choice, which is ring at every "
+                          "size on one node (the same as NCCL_ALGO=Ring)",
+              not_fitted=_AFTER_THE_FIT),
     # version: the table first appears in oracle-quickstart/oci-hpc-oke commit 1402938 (2024-02-13) beside the
     # manifest that ran it (manifests/a100-nccl-test.yaml: image nccl-tests:pytorch-23.10-nccl-2.19.3-1, job
     # nccl-allreduce-job0, the pod names the table prints)
