@@ -55,7 +55,7 @@ CLUSTERS = DATA / "clusters"
 MiB, KiB = 2**20, 2**10
 
 CLASSES = ("H100 IB multi-node", "H100/H200 single node NVSwitch", "A100", "AWS EFA", "GH200 Slingshot/TCP", "L40S",
-           "PCIe RTX", "H100 GPUDirect-TCPXO", "H100 RoCE multi-node", "GB200 NVLink")
+           "PCIe RTX", "H100 GPUDirect-TCPXO", "H100 RoCE multi-node", "GB200 NVLink", "GB200 NVL72 multi-rack")
 
 
 @dataclass(frozen=True)
@@ -84,6 +84,7 @@ class Reference:
     gpus_per_thread: int | None = None  # nccl-tests -g where the table has no header line saying it
     nccl_range: tuple[str, str] | None = None
     collective: str = "all_reduce"  # what a table that is not an nccl-tests log ran (a log prints it)
+    n_ranks: int | None = None  # the rank count where a log's device line misstates it (its busbw / algbw gives it)
 
     def threads_gpus(self) -> int:
         """GPUs one host thread drove (nccl-tests ``-g``): the header's ``nGpus``, else ``gpus_per_thread``, else 1."""
@@ -171,6 +172,13 @@ _CSCS_NCCL = "2.25.1"
 #: listed there as libnccl.so.2.21.5 (README); the startup scripts also build v2.22.3-1 into /usr/local, which
 #: predicts the table identically (nccl_range)
 _A3MEGA_2024_NCCL = "2.21.5"
+#: CoreWeave's GB200 NVL72 example job (coreweave/nccl-tests slurm/nccl-test-distributed-gb200-nvl72-enroot.slurm @bee97e71)
+#: and what its README's tables (one rack, 2 racks, 20 racks) leave unsaid
+_COREWEAVE_GB200_ENV = {"NCCL_NVLS_ENABLE": "0", "NCCL_COLLNET_ENABLE": "0"}
+_COREWEAVE_RACKS = ("CoreWeave's fabric, routing and NIC speed are not published (the preset's rail-optimized NDR InfiniBand "
+                    "leaf-spine, 4 x 400G per tray, static routing); the run's NCCL_NET_GDR_C2C=1 is not modelled; only "
+                    "512 MiB-16 GiB printed, as an excerpt without the header; NCCL 2.26.2 is the README's statement, not "
+                    "printed")
 REFERENCES = [
     Reference("h100-ib-2node-16gpu-all_reduce", CLASSES[0], "dgx-h100", 2, 8),
     Reference("h100-ib-2node-16gpu-all_reduce-ring-forced", CLASSES[0], "dgx-h100", 2, 8,
@@ -214,6 +222,14 @@ REFERENCES = [
               approximate="the run's NCCL 2.16.2 (the header's CoreWeave container tag) is older than gpuwait's oldest "
                           "modelled release, 2.18.1; every modelled release predicts this table identically "
                           "(ring/Simple at 1-8 GiB), so the default is predicted"),
+    Reference("a100-nvswitch-1node-8gpu-all_reduce-ndv4-busbw-only", CLASSES[2], "nd-a100-v4", 1, 8,
+              nccl_version="2.18.5", gpus_per_thread=8,  # version and -g 8: stated by the page, not printed
+              approximate="Azure ND A100 v4 described by the dgx-a100 template; in-place busbw only, sizes from rounded "
+                          "labels; NCCL 2.18.5 is the page's system table, not printed by the run; the page says the NVLS "
+                          "run, which A100 cannot run (the script ran NCCL_ALGO = Tree, Ring, NVLS, NVLSTree in turn), so "
+                          "the column is the Tree or the Ring run: predicted as NCCL's own choice, which is ring at every "
+                          "size on one node (the same as NCCL_ALGO=Ring)",
+              not_fitted=_AFTER_THE_FIT),
     # version: the table first appears in oracle-quickstart/oci-hpc-oke commit 1402938 (2024-02-13) beside the
     # manifest that ran it (manifests/a100-nccl-test.yaml: image nccl-tests:pytorch-23.10-nccl-2.19.3-1, job
     # nccl-allreduce-job0, the pod names the table prints)
@@ -362,11 +378,42 @@ REFERENCES = [
                           "table, not printed by the run",
               not_fitted=_AFTER_THE_FIT),
     Reference("gb200-nvl72-18node-72gpu-all_reduce", CLASSES[9], "gb200-nvl72", 18, 4,
-              {"NCCL_NVLS_ENABLE": "0", "NCCL_COLLNET_ENABLE": "0"}, nccl_version="2.26.2",  # stated by the README
+              _COREWEAVE_GB200_ENV, nccl_version="2.26.2",  # stated by the README
               approximate="CoreWeave's rack described by the gb200-nvl72 preset (18 trays in one NVLink domain); the "
                           "run's NCCL_NET_GDR_C2C=1 is not modelled (no network traffic inside one domain); only "
                           "512 MiB-8 GiB printed, as an excerpt without the header; NCCL 2.26.2 is the README's "
                           "statement and the example job's image tag, not printed",
+              not_fitted=_AFTER_THE_FIT),
+    Reference("gb200-nvl72-2node-8gpu-all_reduce-nvls-oci", CLASSES[9], "gb200-nvl72", 2, 4,
+              {"NCCL_NVLS_ENABLE": "1"}, nccl_version="2.26.6",  # the job image's tag, not printed
+              approximate="two OCI BM.GPU.GB200.4 trays of one NVLink domain described as a two-tray gb200-nvl72 domain; "
+                          "NCCL 2.26.6 is the job image's tag (nccl-tests:pytorch-25.03-nccl-2.26.6-1), not printed "
+                          "(modelled as release 2.26.2); the excerpt has no header: 8 ranks from its NCCL INFO lines; which "
+                          "of the README's two 2-tray jobs (one with NCCL_IB_DISABLE=1, unused inside one domain) printed it "
+                          "is not said",
+              not_fitted=_AFTER_THE_FIT),
+    Reference("gb200-roce-32node-128gpu-all_reduce-2racks-oci", CLASSES[10], "oci-bm-gpu-gb200-v3-2racks", 32, 4,
+              {"NCCL_NVLS_ENABLE": "0", "NCCL_IB_QPS_PER_CONNECTION": "4", "NCCL_IB_SPLIT_DATA_ON_QPS": "0"},
+              approximate="OCI's 32 BM.GPU.GB200-v3.4 trays \"across two racks\" described as two NVLink domains of 16 "
+                          "trays (the split is not published) joined by a non-blocking RoCEv2 leaf-spine (OCI's topology "
+                          "is not published) through 8 x 400G RDMA devices per tray (the count is the job's "
+                          "NCCL_IB_HCA, the speed a guess: 200G moves no predicted time by more than 3.2 %); the job's "
+                          "NCCL_BUFFSIZE=16777216 (4x the default Simple buffer), NCCL_NET_GDR_C2C=1 and "
+                          "NCCL_DMABUF_ENABLE=1 are not modelled; the 1 GiB row (7487 us, nearly 2 GiB's 7758) is a dip "
+                          "of the run",
+              not_fitted=_AFTER_THE_FIT),
+    # 128 ranks, not the device line's 144: every row's busbw / algbw is 2 x 127/128 (tests/nccltests)
+    Reference("gb200-nvl72-32node-128gpu-all_reduce-2racks", CLASSES[10], "coreweave-gb200-nvl72-2racks", 32, 4,
+              _COREWEAVE_GB200_ENV, nccl_version="2.26.2", n_ranks=128,  # version: stated by the README
+              approximate="CoreWeave's \"2 Racks\" run is 128 GPUs by its bus factor (its one device line, rank 143, "
+                          "repeats the Single Rack excerpt's host and Pid), described as 32 trays in two NVLink domains "
+                          "of 16 (the split is not published); " + _COREWEAVE_RACKS,
+              not_fitted=_AFTER_THE_FIT),
+    Reference("gb200-nvl72-360node-1440gpu-all_reduce-20racks", CLASSES[10], "gb200-nvl72", 360, 4,
+              _COREWEAVE_GB200_ENV, nccl_version="2.26.2",  # stated by the README
+              approximate="CoreWeave's 20 racks described by the gb200-nvl72 preset at 360 trays (20 NVLink domains), "
+                          "so the fabric's tiers, oversubscription and adaptive routing, which set what a 20-node tree or "
+                          "ring meets across it, are guesses; " + _COREWEAVE_RACKS,
               not_fitted=_AFTER_THE_FIT),
     Reference("rtx2080ti-pcie-1node-2gpu-all_reduce", CLASSES[6], "rtx2080ti-pcie-2gpu", 1, 2,
               approximate="NCCL version and CPU not stated (Intel assumed: NCCL's 6/5 PCI overhead through the CPU); "
@@ -431,7 +478,7 @@ def summary_curve(text: str, n_ranks: int, collective: str) -> Curve:
 def parsed_log(ref: Reference):
     """The table's nccl-tests log, parsed once (cached: the scores and the one-off rows both read it)."""
     if ref.stem not in _LOGS:
-        _LOGS[ref.stem] = parse_nccl_tests_log(ref.path.read_text())
+        _LOGS[ref.stem] = parse_nccl_tests_log(ref.path.read_text(), n_ranks=ref.n_ranks)
     return _LOGS[ref.stem]
 
 
