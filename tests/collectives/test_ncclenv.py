@@ -119,7 +119,10 @@ def test_env_pairs():
                           ("OMP_NUM_THREADS=4", r"expected an NCCL_\* variable"),
                           # issue 20: a variable given on purpose must change the result or be refused
                           ("NCCL_IB_TC=41", "NCCL_IB_TC is not modelled; modelled NCCL variables: NCCL_ALGO"),
-                          ("NCCL_IB_HCA=mlx5_0:1", "NCCL_IB_HCA is not modelled")):
+                          ("NCCL_IB_HCA=mlx5_0:1", "NCCL_IB_HCA is not modelled"),
+                          # the variables read at their default only are named with the value accepted
+                          ("NCCL_IB_TC=41", "accepted at NCCL's default only: NCCL_COLLNET_ENABLE=0, "
+                                            "NCCL_IB_SPLIT_DATA_ON_QPS=0")):
         with pytest.raises(SpecError, match=expected):
             parse_env_pairs([bad])
 

@@ -442,7 +442,10 @@ def check_modelled(names: Iterable[str], what: str = "env") -> None:
     for name in names:
         if str(name).startswith("NCCL_") and name not in VARIABLES and name not in NO_TIMING_EFFECT:
             raise SpecError(f"{what}: {name} is not modelled; modelled NCCL variables: "
-                            + ", ".join(sorted(n for n in VARIABLES if n not in NOT_MODELLED)))
+                            + ", ".join(sorted(n for n in VARIABLES if n not in NOT_MODELLED))
+                            + "; accepted at NCCL's default only: "
+                            + ", ".join(f"{n}={int(bool(getattr(NcclEnv(), VARIABLES[n][0])))}"
+                                        for n in sorted(NOT_MODELLED)))
 
 
 def env_pairs(pairs: Iterable[str]) -> dict[str, str]:
