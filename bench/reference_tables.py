@@ -55,7 +55,7 @@ CLUSTERS = DATA / "clusters"
 MiB, KiB = 2**20, 2**10
 
 CLASSES = ("H100 IB multi-node", "H100/H200 single node NVSwitch", "A100", "AWS EFA", "GH200 Slingshot/TCP", "L40S",
-           "PCIe RTX", "H100 GPUDirect-TCPXO", "H100 RoCE multi-node", "GB200 NVLink")
+           "PCIe RTX", "H100 GPUDirect-TCPXO", "H100 RoCE multi-node", "GB200 NVLink", "B200 RoCE multi-node")
 
 
 @dataclass(frozen=True)
@@ -171,6 +171,13 @@ _CSCS_NCCL = "2.25.1"
 #: listed there as libnccl.so.2.21.5 (README); the startup scripts also build v2.22.3-1 into /usr/local, which
 #: predicts the table identically (nccl_range)
 _A3MEGA_2024_NCCL = "2.21.5"
+#: the gIB plugin's A4 High settings the model reads (GoogleCloudPlatform/cluster-toolkit
+#: examples/machine-learning/a4-highgpu-8g/a4high-vm.yaml @1047080375; esaaren/verl-on-gke job/runtime-env.yaml @70b01d6)
+_GIB_A4_ENV = {"NCCL_IB_QPS_PER_CONNECTION": "4", "NCCL_NET_GDR_LEVEL": "PIX"}
+#: what those settings hold that gpuwait does not model
+_GIB_NOT_MODELLED = ("Google's tuner configuration (NCCL_TUNER_CONFIG_PATH, rules not published), NCCL_CROSS_NIC=0, "
+                     "NCCL_P2P_NET_CHUNKSIZE=131072 and NCCL_IB_ADAPTIVE_ROUTING=1 are not modelled; Google's RoCE "
+                     "fabric is not published (a non-blocking rail-optimized leaf-spine with ECMP assumed)")
 REFERENCES = [
     Reference("h100-ib-2node-16gpu-all_reduce", CLASSES[0], "dgx-h100", 2, 8),
     Reference("h100-ib-2node-16gpu-all_reduce-ring-forced", CLASSES[0], "dgx-h100", 2, 8,
@@ -374,6 +381,24 @@ REFERENCES = [
     Reference("rtx2080ti-pcie-1node-2gpu-alltoall", CLASSES[6], "rtx2080ti-pcie-2gpu", 1, 2,
               approximate="as the all_reduce table of the same machine; the SHM path's budget through the CPU (NCCL's ring "
                           "search through the host, 12 GB/s / (2 GPUs x 6/5)) bounds each GPU's bytes"),
+    # non-all_reduce tables found after the fit (held out): all_gather on Google Cloud A4 High (B200, 8 x 400G RoCE, gIB)
+    Reference("b200-gcp-a4-roce-2node-16gpu-all_gather", CLASSES[10], "gcp-a4-high-roce", 2, 8, _GIB_A4_ENV,
+              approximate="Google Cloud A4 High described by the dgx-b200 template (8 x 400G RoCE); NCCL version not printed "
+                          "(the gIB diagnostic image v1.0.3's own libnccl): the default release is predicted; the gIB "
+                          "settings are the same repository's A4 defaults, not printed by the run: " + _GIB_NOT_MODELLED,
+              not_fitted=_AFTER_THE_FIT),
+    Reference("b200-gcp-a4-roce-2node-16gpu-all_gather-verl", CLASSES[10], "gcp-a4-high-roce", 2, 8, _GIB_A4_ENV,
+              approximate="Google Cloud A4 High described by the dgx-b200 template (8 x 400G RoCE); B200 from the "
+                          "repository's .env (its comment names the H200 A3 Ultra as the alternative); the gIB settings "
+                          "are the repository's training job's, not printed by the run: " + _GIB_NOT_MODELLED,
+              not_fitted=_AFTER_THE_FIT),
+    Reference("gcp-a3mega-tcpxo-2node-16gpu-all_gather-clustertoolkit", CLASSES[7], "gcp-a3-mega-tcpxo", 2, 8,
+              nccl_version="2.28.7",
+              approximate="NCCL version not printed: 2.28.7, which the MG-Cafe source states for the same TCPXO installer "
+                          "tag (v1.0.15); which of Google's NCCL profiles the image's script sourced is not said (the "
+                          "platform's NCCL_PROTO=Simple,LL128 is predicted); Google's tuner plugin, NCCL_BUFFSIZE and "
+                          "NCCL_P2P_NET_CHUNKSIZE are not modelled; " + _TCPXO_GUESSES,
+              not_fitted=_AFTER_THE_FIT + _TCPXO_NOT_FITTED),
 ]
 
 
