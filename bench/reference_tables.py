@@ -55,7 +55,8 @@ CLUSTERS = DATA / "clusters"
 MiB, KiB = 2**20, 2**10
 
 CLASSES = ("H100 IB multi-node", "H100/H200 single node NVSwitch", "A100", "AWS EFA", "GH200 Slingshot/TCP", "L40S",
-           "PCIe RTX", "H100 GPUDirect-TCPXO", "H100 RoCE multi-node", "GB200 NVLink", "B200 RoCE multi-node")
+           "PCIe RTX", "H100 GPUDirect-TCPXO", "H100 RoCE multi-node", "GB200 NVLink", "B200 RoCE multi-node",
+           "H100 GPUDirect-TCPX")
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,7 @@ class Reference:
     not_fitted: str = ""
     gpus_per_thread: int | None = None  # nccl-tests -g where the table has no header line saying it
     nccl_range: tuple[str, str] | None = None
-    collective: str = "all_reduce"  # what a table that is not an nccl-tests log ran (a log prints it)
+    collective: str = "all_reduce"  # what a table ran where it does not say (a log prints it or its columns tell)
 
     def threads_gpus(self) -> int:
         """GPUs one host thread drove (nccl-tests ``-g``): the header's ``nGpus``, else ``gpus_per_thread``, else 1."""
@@ -399,6 +400,15 @@ REFERENCES = [
                           "platform's NCCL_PROTO=Simple,LL128 is predicted); Google's tuner plugin, NCCL_BUFFSIZE and "
                           "NCCL_P2P_NET_CHUNKSIZE are not modelled; " + _TCPXO_GUESSES,
               not_fitted=_AFTER_THE_FIT + _TCPXO_NOT_FITTED),
+    Reference("gcp-a3high-tcpx-2node-16gpu-all_gather", CLASSES[11], "gcp-a3-high-tcpx", 2, 8, collective="all_gather",
+              approximate="Google Cloud A3 High described by the hgx-h100-4nic template (4 x 200G, one NIC per pair of "
+                          "GPUs); the run's Ring/Simple/8-channel TCPX settings are the platform's (a3-highgpu-8g); its "
+                          "NCCL_BUFFSIZE=4194304, NCCL_DYNAMIC_CHUNK_SIZE, NCCL_P2P_NET_CHUNKSIZE, NCCL_CROSS_NIC=0 and "
+                          "NCCL_P2P_PXN_LEVEL=0 are not modelled; NCCL version not printed (the TCPX plugin image "
+                          "v3.1.9's): the default release is predicted; TCPX's per-message cost is the kernel socket "
+                          "path's (no public figure) and the fabric behind the 4 NICs is not published (non-blocking "
+                          "leaf-spine)",
+              not_fitted=_AFTER_THE_FIT + "; its transport's costs are assumptions no other table shares"),
 ]
 
 
@@ -454,9 +464,14 @@ def summary_curve(text: str, n_ranks: int, collective: str) -> Curve:
 
 
 def parsed_log(ref: Reference):
-    """The table's nccl-tests log, parsed once (cached: the scores and the one-off rows both read it)."""
+    """The table's nccl-tests log, parsed once (cached: the scores and the one-off rows both read it). A log that
+    names no collective and whose columns do not tell it (all_gather with ``-c 0`` prints N/A in both ``#wrong``
+    columns, as alltoall does) is read as ``ref.collective``."""
     if ref.stem not in _LOGS:
-        _LOGS[ref.stem] = parse_nccl_tests_log(ref.path.read_text())
+        log = parse_nccl_tests_log(ref.path.read_text())
+        if log.collective is None:
+            log = parse_nccl_tests_log(ref.path.read_text(), collective=ref.collective)
+        _LOGS[ref.stem] = log
     return _LOGS[ref.stem]
 
 
