@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from gpuwait.collectives.fit import PUBLIC_FIT_NAMES, Adjustment, Observation, fit
-from gpuwait.collectives.nccltests import busbw_factor
+from gpuwait.collectives.nccltests import busbw_factor, size_and_count
 from gpuwait.collectives.physical import PUBLIC_TABLE_FIT, adjust, pipelined_times_s, stack_costs
 from gpuwait.collectives.tuning import candidates
 from gpuwait.report.perf import choice_switches
@@ -56,7 +56,7 @@ MiB, KiB = 2**20, 2**10
 
 CLASSES = ("H100 IB multi-node", "H100/H200 single node NVSwitch", "A100", "AWS EFA", "GH200 Slingshot/TCP", "L40S",
            "PCIe RTX", "H100 GPUDirect-TCPXO", "H100 RoCE multi-node", "GB200 NVLink", "B200 RoCE multi-node",
-           "H100 GPUDirect-TCPX")
+           "H100 GPUDirect-TCPX", "A100 Slingshot multi-node")
 
 
 @dataclass(frozen=True)
@@ -130,6 +130,17 @@ _TCP = "NCCL_IB_DISABLE=1"
 _TCPXO_GUESSES = ("TCPXO's per-message cost is the kernel socket path's (no public figure); the fabric behind the 8 "
                   "NICs is not published (non-blocking leaf-spine)")
 _TCPXO_NOT_FITTED = "; its transport's costs are assumptions no other table shares"
+#: ALCF Polaris, setup (5) of argonne-lcf/alcf-nccl-tests bench_opt.sh @1922bfd (its env.dat.5): the NCCL variables the model
+#: reads; NCCL 2.18.3 is NVHPC 23.9's libnccl on x86_64 (the run's ldd.dat; HPC SDK 23.9 release notes)
+_POLARIS_ENV = {"NCCL_NET_GDR_LEVEL": "PHB", "NCCL_NET": "AWS Libfabric"}
+_POLARIS_APPROXIMATE = (
+    "Polaris nodes described from ALCF's machine overview (4 x A100-SXM4-40GB in an NVLink mesh, NV4 per pair; 2 x "
+    "200 Gb/s Slingshot 11 NICs beside GPU3 and GPU1; 4 NUMA nodes of one AMD Milan); NCCL version not printed: 2.18.3 "
+    "(NVHPC 23.9's, the run's ldd); the run's NCCL_CROSS_NIC=1, NCCL_COLLNET_ENABLE=1 (no in-network reduction on "
+    "Slingshot) and its CXI provider settings (FI_CXI_RX_MATCH_MODE=software, FI_CXI_RDZV_PROTO=alt_read, ...) are not "
+    "modelled (transport.platform: none, not CSCS's); aws-ofi-nccl's version is the README's build (v1.9.1-aws), not "
+    "printed; Slingshot's per-message cost and dragonfly are not published (a non-blocking leaf-spine with adaptive "
+    "routing)")
 #: what every A3 High TCPX description guesses, and why those tables stay out of the fits
 _TCPX_GUESSES = ("TCPX's per-message cost is the kernel socket path's (no public figure); the fabric behind the 4 NICs "
                  "is not published (non-blocking leaf-spine)")
@@ -416,6 +427,13 @@ REFERENCES = [
                           "(a3-highgpu-8g: Ring/Simple, 8 channels) are predicted; NCCL version not printed (the TCPX "
                           "plugin image's): the default release is predicted; " + _TCPX_GUESSES,
               not_fitted=_AFTER_THE_FIT + _TCPXO_NOT_FITTED),
+    # ALCF Polaris (argonne-lcf/alcf-nccl-tests, setup (5)): the first alltoall over a network
+    Reference("polaris-slingshot-2node-8gpu-all_gather", CLASSES[12], "polaris-a100-slingshot", 2, 4, _POLARIS_ENV,
+              nccl_version="2.18.3", collective="all_gather", approximate=_POLARIS_APPROXIMATE,
+              not_fitted=_AFTER_THE_FIT),
+    Reference("polaris-slingshot-2node-8gpu-alltoall", CLASSES[12], "polaris-a100-slingshot", 2, 4, _POLARIS_ENV,
+              nccl_version="2.18.3", collective="alltoall", approximate=_POLARIS_APPROXIMATE,
+              not_fitted=_AFTER_THE_FIT),
 ]
 
 
@@ -491,9 +509,17 @@ def measured(ref: Reference) -> Curve:
     if ref.path.suffix == ".md":
         return summary_curve(ref.path.read_text(), ref.servers * ref.gpus, ref.collective)
     log = parsed_log(ref)
-    rows = [r for r in log.rows if r.size_bytes > 0]
+    rows = [r for r in log.rows if r.size_bytes > 0 and _printable_today(r, str(log.collective), int(log.n_ranks))]
     return Curve(np.array([r.size_bytes for r in rows]), np.array([r.steady_busbw_GBps for r in rows]),
                  np.array([r.steady_time_us for r in rows]), int(log.n_ranks), str(log.collective))
+
+
+def _printable_today(row, collective: str, n_ranks: int) -> bool:
+    """Whether today's nccl-tests prints this row's size when asked for it: builds before the 16-byte per-rank
+    alignment of all_gather, reduce_scatter and alltoall (``(count/nranks) & -(16/eltSize)``) printed sizes of 1-3
+    elements per rank (alltoall at 8 ranks: 32 and 64 B), which the predicted sweep, as today's nccl-tests, never
+    runs; those rows are not scored."""
+    return size_and_count(collective, row.size_bytes, row.dtype, n_ranks).size_bytes == row.size_bytes
 
 
 def sweep_of(ref: Reference, meas: Curve):
