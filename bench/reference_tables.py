@@ -141,9 +141,6 @@ _POLARIS_APPROXIMATE = (
     "modelled (transport.platform: none, not CSCS's); aws-ofi-nccl's version is the README's build (v1.9.1-aws), not "
     "printed; Slingshot's per-message cost and dragonfly are not published (a non-blocking leaf-spine with adaptive "
     "routing)")
-#: what every A3 High TCPX description guesses, and why those tables stay out of the fits
-_TCPX_GUESSES = ("TCPX's per-message cost is the kernel socket path's (no public figure); the fabric behind the 4 NICs "
-                 "is not published (non-blocking leaf-spine)")
 #: tables found after PUBLIC_TABLE_FIT was fitted: scored, kept out of every fit, as data the model never saw
 _AFTER_THE_FIT = "published table found after the shipped fit; scored as data no fit has seen"
 #: gj-aion's runs in nccl-tests#309 (2025-06-18) print no NCCL version: the newest release tagged before the post,
@@ -419,13 +416,9 @@ REFERENCES = [
                           "GPUs); the run's Ring/Simple/8-channel TCPX settings are the platform's (a3-highgpu-8g); its "
                           "NCCL_BUFFSIZE=4194304, NCCL_DYNAMIC_CHUNK_SIZE, NCCL_P2P_NET_CHUNKSIZE, NCCL_CROSS_NIC=0 and "
                           "NCCL_P2P_PXN_LEVEL=0 are not modelled; NCCL version not printed (the TCPX plugin image "
-                          "v3.1.9's): the default release is predicted; " + _TCPX_GUESSES,
-              not_fitted=_AFTER_THE_FIT + _TCPXO_NOT_FITTED),
-    Reference("gcp-a3high-tcpx-2node-16gpu-all_gather-dstack", CLASSES[11], "gcp-a3-high-tcpx", 2, 8,
-              approximate="Google Cloud A3 High described by the hgx-h100-4nic template (4 x 200G, one NIC per pair of "
-                          "GPUs); the NCCL settings of the image's run-allgather.sh are not in the source: the platform's "
-                          "(a3-highgpu-8g: Ring/Simple, 8 channels) are predicted; NCCL version not printed (the TCPX "
-                          "plugin image's): the default release is predicted; " + _TCPX_GUESSES,
+                          "v3.1.9's): the default release is predicted; TCPX's per-message cost is the kernel socket "
+                          "path's (no public figure); the fabric behind the 4 NICs is not published (non-blocking "
+                          "leaf-spine)",
               not_fitted=_AFTER_THE_FIT + _TCPXO_NOT_FITTED),
     # ALCF Polaris (argonne-lcf/alcf-nccl-tests, setup (5)): the first alltoall over a network
     Reference("polaris-slingshot-2node-8gpu-all_gather", CLASSES[12], "polaris-a100-slingshot", 2, 4, _POLARIS_ENV,
