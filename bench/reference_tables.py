@@ -141,6 +141,11 @@ _POLARIS_APPROXIMATE = (
     "modelled (transport.platform: none, not CSCS's); aws-ofi-nccl's version is the README's build (v1.9.1-aws), not "
     "printed; Slingshot's per-message cost and dragonfly are not published (a non-blocking leaf-spine with adaptive "
     "routing)")
+#: the single-node H100 runs of xxrjun/nccl-tests-cluster (example-cluster01, node cnode3-002)
+_XXRJUN_APPROXIMATE = ("8 x H100 80GB HBM3 described as a DGX H100: the server model is not stated and NVSwitch is inferred "
+                       "from the same log's 482 GB/s all_reduce busbw (NVLS); the run's doubles are predicted as the same "
+                       "bytes of floats; only 32 MiB-16 GiB printed (no floor); NCCL 2.29.2 is the nccl-tests header's "
+                       "nccl-library=22902, no NCCL version line")
 #: tables found after PUBLIC_TABLE_FIT was fitted: scored, kept out of every fit, as data the model never saw
 _AFTER_THE_FIT = "published table found after the shipped fit; scored as data no fit has seen"
 #: gj-aion's runs in nccl-tests#309 (2025-06-18) print no NCCL version: the newest release tagged before the post,
@@ -184,7 +189,7 @@ _CSCS_NCCL = "2.25.1"
 #: predicts the table identically (nccl_range)
 _A3MEGA_2024_NCCL = "2.21.5"
 #: the gIB plugin's A4 High settings the model reads (GoogleCloudPlatform/cluster-toolkit
-#: examples/machine-learning/a4-highgpu-8g/a4high-vm.yaml @1047080375; esaaren/verl-on-gke job/runtime-env.yaml @70b01d6)
+#: examples/machine-learning/a4-highgpu-8g/a4high-vm.yaml @1047080375)
 _GIB_A4_ENV = {"NCCL_IB_QPS_PER_CONNECTION": "4", "NCCL_NET_GDR_LEVEL": "PIX"}
 #: what those settings hold that gpuwait does not model
 _GIB_NOT_MODELLED = ("Google's tuner configuration (NCCL_TUNER_CONFIG_PATH, rules not published), NCCL_CROSS_NIC=0, "
@@ -399,18 +404,6 @@ REFERENCES = [
                           "(the gIB diagnostic image v1.0.3's own libnccl): the default release is predicted; the gIB "
                           "settings are the same repository's A4 defaults, not printed by the run: " + _GIB_NOT_MODELLED,
               not_fitted=_AFTER_THE_FIT),
-    Reference("b200-gcp-a4-roce-2node-16gpu-all_gather-verl", CLASSES[10], "gcp-a4-high-roce", 2, 8, _GIB_A4_ENV,
-              approximate="Google Cloud A4 High described by the dgx-b200 template (8 x 400G RoCE); B200 from the "
-                          "repository's .env (its comment names the H200 A3 Ultra as the alternative); the gIB settings "
-                          "are the repository's training job's, not printed by the run: " + _GIB_NOT_MODELLED,
-              not_fitted=_AFTER_THE_FIT),
-    Reference("gcp-a3mega-tcpxo-2node-16gpu-all_gather-clustertoolkit", CLASSES[7], "gcp-a3-mega-tcpxo", 2, 8,
-              nccl_version="2.28.7",
-              approximate="NCCL version not printed: 2.28.7, which the MG-Cafe source states for the same TCPXO installer "
-                          "tag (v1.0.15); which of Google's NCCL profiles the image's script sourced is not said (the "
-                          "platform's NCCL_PROTO=Simple,LL128 is predicted); Google's tuner plugin, NCCL_BUFFSIZE and "
-                          "NCCL_P2P_NET_CHUNKSIZE are not modelled; " + _TCPXO_GUESSES,
-              not_fitted=_AFTER_THE_FIT + _TCPXO_NOT_FITTED),
     Reference("gcp-a3high-tcpx-2node-16gpu-all_gather", CLASSES[11], "gcp-a3-high-tcpx", 2, 8, collective="all_gather",
               approximate="Google Cloud A3 High described by the hgx-h100-4nic template (4 x 200G, one NIC per pair of "
                           "GPUs); the run's Ring/Simple/8-channel TCPX settings are the platform's (a3-highgpu-8g); its "
@@ -427,6 +420,11 @@ REFERENCES = [
     Reference("polaris-slingshot-2node-8gpu-alltoall", CLASSES[12], "polaris-a100-slingshot", 2, 4, _POLARIS_ENV,
               nccl_version="2.18.3", collective="alltoall", approximate=_POLARIS_APPROXIMATE,
               not_fitted=_AFTER_THE_FIT),
+    # one H100 node's reduce_scatter and sendrecv (xxrjun/nccl-tests-cluster), NCCL from the header's nccl-library=22902
+    Reference("h100-nvswitch-1node-8gpu-reduce_scatter", CLASSES[1], "dgx-h100", 1, 8, nccl_version="2.29.2",
+              approximate=_XXRJUN_APPROXIMATE, not_fitted=_AFTER_THE_FIT),
+    Reference("h100-nvswitch-1node-8gpu-sendrecv", CLASSES[1], "dgx-h100", 1, 8, nccl_version="2.29.2",
+              approximate=_XXRJUN_APPROXIMATE, not_fitted=_AFTER_THE_FIT),
 ]
 
 
