@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from gpuwait.collectives.fit import PUBLIC_FIT_NAMES, Adjustment, Observation, fit
-from gpuwait.collectives.nccltests import busbw_factor
+from gpuwait.collectives.nccltests import busbw_factor, size_and_count
 from gpuwait.collectives.physical import PUBLIC_TABLE_FIT, adjust, pipelined_times_s, stack_costs
 from gpuwait.collectives.tuning import candidates
 from gpuwait.report.perf import choice_switches
@@ -55,7 +55,8 @@ CLUSTERS = DATA / "clusters"
 MiB, KiB = 2**20, 2**10
 
 CLASSES = ("H100 IB multi-node", "H100/H200 single node NVSwitch", "A100", "AWS EFA", "GH200 Slingshot/TCP", "L40S",
-           "PCIe RTX", "H100 GPUDirect-TCPXO", "H100 RoCE multi-node", "GB200 NVLink", "GB200 NVL72 multi-rack")
+           "PCIe RTX", "H100 GPUDirect-TCPXO", "H100 RoCE multi-node", "GB200 NVLink", "GB200 NVL72 multi-rack",
+           "B200 RoCE multi-node", "H100 GPUDirect-TCPX", "A100 Slingshot multi-node")
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,7 @@ class Reference:
     not_fitted: str = ""
     gpus_per_thread: int | None = None  # nccl-tests -g where the table has no header line saying it
     nccl_range: tuple[str, str] | None = None
-    collective: str = "all_reduce"  # what a table that is not an nccl-tests log ran (a log prints it)
+    collective: str = "all_reduce"  # what a table ran where it does not say (a log prints it or its columns tell)
     n_ranks: int | None = None  # the rank count where a log's device line misstates it (its busbw / algbw gives it)
 
     def threads_gpus(self) -> int:
@@ -130,6 +131,22 @@ _TCP = "NCCL_IB_DISABLE=1"
 _TCPXO_GUESSES = ("TCPXO's per-message cost is the kernel socket path's (no public figure); the fabric behind the 8 "
                   "NICs is not published (non-blocking leaf-spine)")
 _TCPXO_NOT_FITTED = "; its transport's costs are assumptions no other table shares"
+#: ALCF Polaris, setup (5) of argonne-lcf/alcf-nccl-tests bench_opt.sh @1922bfd (its env.dat.5): the NCCL variables the model
+#: reads; NCCL 2.18.3 is NVHPC 23.9's libnccl on x86_64 (the run's ldd.dat; HPC SDK 23.9 release notes)
+_POLARIS_ENV = {"NCCL_NET_GDR_LEVEL": "PHB", "NCCL_NET": "AWS Libfabric"}
+_POLARIS_APPROXIMATE = (
+    "Polaris nodes described from ALCF's machine overview (4 x A100-SXM4-40GB in an NVLink mesh, NV4 per pair; 2 x "
+    "200 Gb/s Slingshot 11 NICs beside GPU3 and GPU1; 4 NUMA nodes of one AMD Milan); NCCL version not printed: 2.18.3 "
+    "(NVHPC 23.9's, the run's ldd); the run's NCCL_CROSS_NIC=1, NCCL_COLLNET_ENABLE=1 (no in-network reduction on "
+    "Slingshot) and its CXI provider settings (FI_CXI_RX_MATCH_MODE=software, FI_CXI_RDZV_PROTO=alt_read, ...) are not "
+    "modelled (transport.platform: none, not CSCS's); aws-ofi-nccl's version is the README's build (v1.9.1-aws), not "
+    "printed; Slingshot's per-message cost and dragonfly are not published (a non-blocking leaf-spine with adaptive "
+    "routing)")
+#: the single-node H100 runs of xxrjun/nccl-tests-cluster (example-cluster01, node cnode3-002)
+_XXRJUN_APPROXIMATE = ("8 x H100 80GB HBM3 described as a DGX H100: the server model is not stated and NVSwitch is inferred "
+                       "from the same log's 482 GB/s all_reduce busbw (NVLS); the run's doubles are predicted as the same "
+                       "bytes of floats; only 32 MiB-16 GiB printed (no floor); NCCL 2.29.2 is the nccl-tests header's "
+                       "nccl-library=22902, no NCCL version line")
 #: tables found after PUBLIC_TABLE_FIT was fitted: scored, kept out of every fit, as data the model never saw
 _AFTER_THE_FIT = "published table found after the shipped fit; scored as data no fit has seen"
 #: gj-aion's runs in nccl-tests#309 (2025-06-18) print no NCCL version: the newest release tagged before the post,
@@ -179,6 +196,13 @@ _COREWEAVE_RACKS = ("CoreWeave's fabric, routing and NIC speed are not published
                     "leaf-spine, 4 x 400G per tray, static routing); the run's NCCL_NET_GDR_C2C=1 is not modelled; only "
                     "512 MiB-16 GiB printed, as an excerpt without the header; NCCL 2.26.2 is the README's statement, not "
                     "printed")
+#: the gIB plugin's A4 High settings the model reads (GoogleCloudPlatform/cluster-toolkit
+#: examples/machine-learning/a4-highgpu-8g/a4high-vm.yaml @1047080375)
+_GIB_A4_ENV = {"NCCL_IB_QPS_PER_CONNECTION": "4", "NCCL_NET_GDR_LEVEL": "PIX"}
+#: what those settings hold that gpuwait does not model
+_GIB_NOT_MODELLED = ("Google's tuner configuration (NCCL_TUNER_CONFIG_PATH, rules not published), NCCL_CROSS_NIC=0, "
+                     "NCCL_P2P_NET_CHUNKSIZE=131072 and NCCL_IB_ADAPTIVE_ROUTING=1 are not modelled; Google's RoCE "
+                     "fabric is not published (a non-blocking rail-optimized leaf-spine with ECMP assumed)")
 REFERENCES = [
     Reference("h100-ib-2node-16gpu-all_reduce", CLASSES[0], "dgx-h100", 2, 8),
     Reference("h100-ib-2node-16gpu-all_reduce-ring-forced", CLASSES[0], "dgx-h100", 2, 8,
@@ -421,6 +445,33 @@ REFERENCES = [
     Reference("rtx2080ti-pcie-1node-2gpu-alltoall", CLASSES[6], "rtx2080ti-pcie-2gpu", 1, 2,
               approximate="as the all_reduce table of the same machine; the SHM path's budget through the CPU (NCCL's ring "
                           "search through the host, 12 GB/s / (2 GPUs x 6/5)) bounds each GPU's bytes"),
+    # non-all_reduce tables found after the fit (held out): all_gather on Google Cloud A4 High (B200, 8 x 400G RoCE, gIB)
+    Reference("b200-gcp-a4-roce-2node-16gpu-all_gather", CLASSES[11], "gcp-a4-high-roce", 2, 8, _GIB_A4_ENV,
+              approximate="Google Cloud A4 High described by the dgx-b200 template (8 x 400G RoCE); NCCL version not printed "
+                          "(the gIB diagnostic image v1.0.3's own libnccl): the default release is predicted; the gIB "
+                          "settings are the same repository's A4 defaults, not printed by the run: " + _GIB_NOT_MODELLED,
+              not_fitted=_AFTER_THE_FIT),
+    Reference("gcp-a3high-tcpx-2node-16gpu-all_gather", CLASSES[12], "gcp-a3-high-tcpx", 2, 8, collective="all_gather",
+              approximate="Google Cloud A3 High described by the hgx-h100-4nic template (4 x 200G, one NIC per pair of "
+                          "GPUs); the run's Ring/Simple/8-channel TCPX settings are the platform's (a3-highgpu-8g); its "
+                          "NCCL_BUFFSIZE=4194304, NCCL_DYNAMIC_CHUNK_SIZE, NCCL_P2P_NET_CHUNKSIZE, NCCL_CROSS_NIC=0 and "
+                          "NCCL_P2P_PXN_LEVEL=0 are not modelled; NCCL version not printed (the TCPX plugin image "
+                          "v3.1.9's): the default release is predicted; TCPX's per-message cost is the kernel socket "
+                          "path's (no public figure); the fabric behind the 4 NICs is not published (non-blocking "
+                          "leaf-spine)",
+              not_fitted=_AFTER_THE_FIT + _TCPXO_NOT_FITTED),
+    # ALCF Polaris (argonne-lcf/alcf-nccl-tests, setup (5)): the first alltoall over a network
+    Reference("polaris-slingshot-2node-8gpu-all_gather", CLASSES[13], "polaris-a100-slingshot", 2, 4, _POLARIS_ENV,
+              nccl_version="2.18.3", collective="all_gather", approximate=_POLARIS_APPROXIMATE,
+              not_fitted=_AFTER_THE_FIT),
+    Reference("polaris-slingshot-2node-8gpu-alltoall", CLASSES[13], "polaris-a100-slingshot", 2, 4, _POLARIS_ENV,
+              nccl_version="2.18.3", collective="alltoall", approximate=_POLARIS_APPROXIMATE,
+              not_fitted=_AFTER_THE_FIT),
+    # one H100 node's reduce_scatter and sendrecv (xxrjun/nccl-tests-cluster), NCCL from the header's nccl-library=22902
+    Reference("h100-nvswitch-1node-8gpu-reduce_scatter", CLASSES[1], "dgx-h100", 1, 8, nccl_version="2.29.2",
+              approximate=_XXRJUN_APPROXIMATE, not_fitted=_AFTER_THE_FIT),
+    Reference("h100-nvswitch-1node-8gpu-sendrecv", CLASSES[1], "dgx-h100", 1, 8, nccl_version="2.29.2",
+              approximate=_XXRJUN_APPROXIMATE, not_fitted=_AFTER_THE_FIT),
 ]
 
 
@@ -476,9 +527,14 @@ def summary_curve(text: str, n_ranks: int, collective: str) -> Curve:
 
 
 def parsed_log(ref: Reference):
-    """The table's nccl-tests log, parsed once (cached: the scores and the one-off rows both read it)."""
+    """The table's nccl-tests log, parsed once (cached: the scores and the one-off rows both read it). A log that
+    names no collective and whose columns do not tell it (all_gather with ``-c 0`` prints N/A in both ``#wrong``
+    columns, as alltoall does) is read as ``ref.collective``."""
     if ref.stem not in _LOGS:
-        _LOGS[ref.stem] = parse_nccl_tests_log(ref.path.read_text(), n_ranks=ref.n_ranks)
+        log = parse_nccl_tests_log(ref.path.read_text(), n_ranks=ref.n_ranks)
+        if log.collective is None:
+            log = parse_nccl_tests_log(ref.path.read_text(), collective=ref.collective, n_ranks=ref.n_ranks)
+        _LOGS[ref.stem] = log
     return _LOGS[ref.stem]
 
 
@@ -491,9 +547,17 @@ def measured(ref: Reference) -> Curve:
     if ref.path.suffix == ".md":
         return summary_curve(ref.path.read_text(), ref.servers * ref.gpus, ref.collective)
     log = parsed_log(ref)
-    rows = [r for r in log.rows if r.size_bytes > 0]
+    rows = [r for r in log.rows if r.size_bytes > 0 and _printable_today(r, str(log.collective), int(log.n_ranks))]
     return Curve(np.array([r.size_bytes for r in rows]), np.array([r.steady_busbw_GBps for r in rows]),
                  np.array([r.steady_time_us for r in rows]), int(log.n_ranks), str(log.collective))
+
+
+def _printable_today(row, collective: str, n_ranks: int) -> bool:
+    """Whether today's nccl-tests prints this row's size when asked for it: builds before the 16-byte per-rank
+    alignment of all_gather, reduce_scatter and alltoall (``(count/nranks) & -(16/eltSize)``) printed sizes of 1-3
+    elements per rank (alltoall at 8 ranks: 32 and 64 B), which the predicted sweep, as today's nccl-tests, never
+    runs; those rows are not scored."""
+    return size_and_count(collective, row.size_bytes, row.dtype, n_ranks).size_bytes == row.size_bytes
 
 
 def sweep_of(ref: Reference, meas: Curve):
