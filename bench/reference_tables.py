@@ -472,6 +472,10 @@ REFERENCES = [
               approximate=_XXRJUN_APPROXIMATE, not_fitted=_AFTER_THE_FIT),
     Reference("h100-nvswitch-1node-8gpu-sendrecv", CLASSES[1], "dgx-h100", 1, 8, nccl_version="2.29.2",
               approximate=_XXRJUN_APPROXIMATE, not_fitted=_AFTER_THE_FIT),
+    Reference("h100-nvswitch-1node-8gpu-all_gather", CLASSES[1], "dgx-h100", 1, 8, nccl_version="2.29.2",
+              approximate=_XXRJUN_APPROXIMATE, not_fitted=_AFTER_THE_FIT),
+    Reference("h100-nvswitch-1node-8gpu-alltoall", CLASSES[1], "dgx-h100", 1, 8, nccl_version="2.29.2",
+              approximate=_XXRJUN_APPROXIMATE, not_fitted=_AFTER_THE_FIT),
 ]
 
 
