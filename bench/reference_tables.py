@@ -756,6 +756,10 @@ WARMUP_EVERY_SIZE = {"gh200-slingshot-2node-8gpu-all_reduce", "gh200-nooptnet-2n
 #: interface) loads a tuner only from NCCL_TUNER_PLUGIN (ncclLoadTunerPlugin, src/misc/tuner.cc v2.20.3-1), which the
 #: README's sbatch and container (aws-samples/awsome-distributed-training 88c2e71b) do not set
 TUNER_PLUGIN: set[str] = set()
+#: bytes per peer up to which NCCL's p2p path (all-to-all, send/recv) makes the same choice at every size: one channel
+#: (a peer's bytes are split in parts of at least p2pChunkSize/8 = 16 KiB, 2.18-2.30, src/enqueue.cc
+#: calcP2pChunkSize / addP2pToPlan) in LL (NCCL_P2P_LL_THRESHOLD, default 16384 bytes per peer)
+P2P_FIXED_CHOICE_BYTES = 16384
 #: NCCL's formula keeps its choice between two sizes when the choice's lead over the next-best at the smaller size
 #: exceeds this many times the choice's bytes term at the larger one (every other term of NCCL's time is a latency,
 #: the same at both sizes): the choice then holds even if every bandwidth NCCL reads were this many times lower
@@ -852,7 +856,12 @@ def formula_holds(predictor, collective: str, size: int, version: str | None) ->
     lead at ``size``/2 against its bytes term at ``size`` (LATENCY_LEAD_FACTOR). All-to-all and send/recv take NCCL's
     p2p path, outside the formula: empty."""
     if collective in ("alltoall", "sendrecv"):
-        return ""
+        per_peer = size if collective == "sendrecv" else size // max(predictor.comm.n_ranks, 1)
+        if per_peer > P2P_FIXED_CHOICE_BYTES:
+            return ""
+        return (f"not a switch: {per_peer} B per peer: NCCL's p2p path runs one channel in LL at every size up "
+                f"to {P2P_FIXED_CHOICE_BYTES // 1024} KiB per peer (src/enqueue.cc addP2pToPlan), so the fall is not "
+                "its choice")
     below, at = _candidates_us(predictor, collective, size // 2), _candidates_us(predictor, collective, size)
     best = min(below, key=lambda k: below[k][0])
     if min(at, key=lambda k: at[k][0]) != best or len(below) < 2:
@@ -886,6 +895,9 @@ def switch_verdict(ref: Reference, size: int, evidence: str, choices: list[dict]
     if one_off and warmed:
         return where, ("not a switch: this nccl-tests (>= v2.16.8) warmed up every size before timing, so no "
                        "timed loop follows a connection")
+    if one_off and predictor.env.release.version_key < RUNTIME_CONNECT_SINCE:
+        return where, (f"not a switch: NCCL {ref.version() or predictor.env.release.tags[0]} connects every algorithm "
+                       "at init (runtime connection came in 2.22), so no timed loop follows a connection")
     noise = "" if one_off else drop_not_a_switch(ref, size)
     if noise or ok:
         return where, noise or "yes"
@@ -905,7 +917,9 @@ def switch_lines(refs: list[Reference]) -> tuple[list[str], int, int]:
              "marks the first timed loop after an algorithm's connection, and is set beside the model's first use of "
              "an algorithm neither warm-up size ran; a fall in time is set beside the model's nearest switch. Within "
              "2x: the two sizes differ by at most a factor of 2. A signal is not an NCCL switch (and not counted) where "
-             "this nccl-tests warmed up every size; where the time falls in one column only (NCCL's choice is the same "
+             "this nccl-tests warmed up every size, or its NCCL is older than 2.22 (every algorithm connected at init), "
+             "for a one-off cost; where an all-to-all or send/recv moves at most "
+             f"{P2P_FIXED_CHOICE_BYTES // 1024} KiB per peer (NCCL's p2p path: one channel in LL); where the time falls in one column only (NCCL's choice is the same "
              "for both) or from a row with a one-off cost; or where NCCL's own formula for the table's release "
              "(src/graph/tuning.cc, src/enqueue.cc) keeps its choice even with bandwidths "
              f"{LATENCY_LEAD_FACTOR:g}x lower (its lead over the next-best exceeds {LATENCY_LEAD_FACTOR:g}x its bytes "

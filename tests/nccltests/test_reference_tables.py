@@ -179,6 +179,27 @@ def test_a_one_off_cost_is_set_beside_an_algorithms_first_use():
     assert bench.first_uses(choices, (2, 27), True) == []
 
 
+def test_signals_no_nccl_choice_can_make_are_not_counted():
+    """Two signals NCCL's own mechanisms rule out. Polaris's 32 KiB one-off cost (out-of-place 131.6 us, in-place
+    79.81 us) ran NCCL 2.18.3, which connects every algorithm at init (runtime connection came in v2.22.3-1,
+    src/enqueue.cc), so no timed loop follows a connection. Polaris's alltoall falls from 100 to 57 us at 2 KiB, 256 B
+    per peer: NCCL's p2p path splits a peer's bytes in parts of at least p2pChunkSize/8 (16 KiB, src/enqueue.cc
+    calcP2pChunkSize v2.18.3-1) and runs LL up to NCCL_P2P_LL_THRESHOLD (16384): one channel in LL at 128 B and
+    256 B alike, so the fall is the transport's, not NCCL's choice. Above 16 KiB per peer nothing is ruled out."""
+    bench = load_bench("reference_tables")
+    refs = {r.stem: r for r in bench.REFERENCES}
+    lines, hits, total = bench.switch_lines([refs["polaris-slingshot-2node-8gpu-all_gather"],
+                                             refs["polaris-slingshot-2node-8gpu-alltoall"]])
+    rows = {tuple(c.strip() for c in line.split("|")[1:3]): line for line in lines if line.startswith("| polaris")}
+    assert "NCCL 2.18.3 connects every algorithm at init" in rows["polaris-slingshot-2node-8gpu-all_gather", "32K"]
+    assert "256 B per peer: NCCL's p2p path runs one channel in LL" in rows["polaris-slingshot-2node-8gpu-alltoall", "2K"]
+    assert (hits, total) == (0, 0)
+    predictor = bench.make_predictor("dgx-h100", 1, 8)
+    assert bench.formula_holds(predictor, "alltoall", 8 * 16384, None).startswith("not a switch")
+    assert bench.formula_holds(predictor, "alltoall", 16 * 16384, None) == ""
+    assert bench.formula_holds(predictor, "sendrecv", 32768, None) == ""
+
+
 def test_signals_that_are_not_nccl_switches_say_why():
     """The published rows that cannot mark a switch: the H100 EFA 32 B row falls in-place only (72.64 -> 74.06 us
     out-of-place; NCCL's choice does not depend on the buffers), the GH200 no-CXI 2 KiB row falls from 1 KiB's
