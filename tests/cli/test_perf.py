@@ -210,6 +210,12 @@ def test_compare_predicts_the_library_the_nccl_tests_header_names(capsys):
     # nccl-rdma-sharp-plugins (HPC-X) names its verbs transport IBext, IBext_v8 ... (src/ib_plugin.c): still IB
     ("IBext", "infiniband", False), ("IBext_v8", "rocev2", False), ("IBext_v11", "infiniband", False),
     ("Socket", "rocev2", True), ("IBext_v8", "tcp", True), ("AWS Libfabric", "efa", False), ("IB", "efa", True),
+    # Slingshot's CXI through aws-ofi-nccl (eth-cscs/cscs-docs nccl.md: NCCL_NET="AWS Libfabric"), Google's TCPX
+    # plugin (google/nccl-plugin-gpudirecttcpx src/nccl_plugin.cc: "GPUDirectTCPX_v7"); TCPXO's plugin name is not
+    # published: only a network another transport names is told apart from it
+    ("AWS Libfabric", "slingshot", False), ("OFI", "slingshot", False), ("IB", "slingshot", True),
+    ("Socket", "slingshot", True), ("GPUDirectTCPX_v7", "tcpx", False), ("Socket", "tcpx", True),
+    ("Socket", "tcpxo", True), ("IB", "tcpxo", True), ("FasTrak", "tcpxo", False),
 ])
 def test_the_network_warning_knows_the_ib_plugin(network, transport, warned):
     from gpuwait.report.perf import comparison_warnings
@@ -220,6 +226,24 @@ def test_the_network_warning_knows_the_ib_plugin(network, transport, warned):
         debug = parse_nccl_debug(f"node1:1234:1240 [0] NCCL INFO {line}")
         warnings = comparison_warnings(None, [], "H100-SXM5-80GB", transport, debug)
         assert bool(warnings) == warned and all(f"network {network}" in w for w in warnings)
+
+
+@pytest.mark.parametrize("network, env, warned", [
+    ("Socket", [], True), ("IB", [], False),
+    # NCCL_IB_DISABLE=1 puts the prediction on NCCL's socket transport: a log that says Socket ran what was
+    # predicted, one that says IB did not (the warning named the cluster's transport, not the predicted one)
+    ("Socket", ["--env", "NCCL_IB_DISABLE=1"], False), ("IB", ["--env", "NCCL_IB_DISABLE=1"], True),
+])
+def test_the_network_warning_reads_the_transport_predicted(capsys, tmp_path, network, env, warned):
+    log = tmp_path / "with-network.log"
+    log.write_text(f"h:1:2 [0] NCCL INFO Using network {network}\n"
+                   + (DATA / "h100-2node-16gpu-large-sizes.log").read_text())
+    code, out, _ = run_cli(capsys, "perf", "all_reduce", "--compare", str(log), "--cluster", "dgx-h100", "--servers", "2",
+                           *env, "--json")
+    found = [w for w in json.loads(out)["warnings"] if "network" in w]
+    assert code == 0 and bool(found) == warned, found
+    if found and env:
+        assert "the prediction ran on tcp (Socket), the cluster's infiniband turned off" in found[0]
 
 
 def _rows_of(text: str) -> list[str]:

@@ -105,11 +105,17 @@ def _gpu_name(name: str) -> str:
 
 
 #: The network names NCCL prints (``NCCL INFO Using network IB``) for each transport profile; the
-#: aws-ofi-nccl plugin has called itself "AWS Libfabric", "Libfabric" and "OFI" across releases, and
-#: nccl-rdma-sharp-plugins' verbs transport (HPC-X) "IBext", then "IBext_v6" ... "IBext_v11" (src/ib_plugin.c,
-#: v2.0.0 and master): the plugin's version suffix is dropped before matching.
+#: aws-ofi-nccl plugin has called itself "AWS Libfabric", "Libfabric" and "OFI" across releases (on EFA, and on
+#: Slingshot's CXI provider: eth-cscs/cscs-docs docs/software/communication/nccl.md sets NCCL_NET="AWS Libfabric",
+#: HewlettPackard/shs-ccl-docs#35 "OFI"), Google's TCPX plugin "GPUDirectTCPX_v7"
+#: (google/nccl-plugin-gpudirecttcpx src/nccl_plugin.cc), and nccl-rdma-sharp-plugins' verbs transport (HPC-X)
+#: "IBext", then "IBext_v6" ... "IBext_v11" (src/ib_plugin.c, v2.0.0 and master): the plugin's version suffix is
+#: dropped before matching. A transport not listed (tcpxo: its plugin is not published) is told apart only
+#: from a network another transport's list names.
 _NCCL_NETWORK = {"infiniband": ("IB", "IBext"), "rocev2": ("IB", "IBext"), "tcp": ("Socket",),
-                 "efa": ("AWS Libfabric", "Libfabric", "OFI")}
+                 "efa": ("AWS Libfabric", "Libfabric", "OFI"), "slingshot": ("AWS Libfabric", "Libfabric", "OFI"),
+                 "tcpx": ("GPUDirectTCPX",)}
+_KNOWN_NETWORKS = frozenset(name for names in _NCCL_NETWORK.values() for name in names)
 _PLUGIN_VERSION = re.compile(r"_v\d+$")
 
 
@@ -134,10 +140,12 @@ def _seen_choices(debug: NcclDebugInfo | None, collective: str) -> list[tuple[in
 
 
 def comparison_warnings(version: str | None, device_names: list[str], server_gpu_model: str, transport: str,
-                        debug: NcclDebugInfo | None = None, model_version: str | None = None) -> list[str]:
+                        debug: NcclDebugInfo | None = None, model_version: str | None = None,
+                        cluster_transport: str | None = None) -> list[str]:
     """Where the log's run differs from what the cluster describes: its GPU model, its network
-    (when NCCL's INFO lines say it), or an NCCL release (``version``, :func:`log_nccl_version`) whose tuning
-    differs from the model's."""
+    (when NCCL's INFO lines say it) against the ``transport`` the prediction ran on (NCCL's socket transport,
+    ``tcp``, when the job's variables turn the cluster's ``cluster_transport`` off), or an NCCL release
+    (``version``, :func:`log_nccl_version`) whose tuning differs from the model's."""
     out = []
     ours = _gpu_name(server_gpu_model)
     theirs = sorted(set(map(_gpu_name, device_names)))
@@ -145,9 +153,13 @@ def comparison_warnings(version: str | None, device_names: list[str], server_gpu
         out.append(f"the log ran on {', '.join(theirs)} GPUs; the cluster has {ours} ({server_gpu_model})")
     network = _log_network(debug)
     expected = _NCCL_NETWORK.get(transport)
-    if network and expected and _PLUGIN_VERSION.sub("", network) not in expected:
-        out.append(f"the log's NCCL used network {network}; the cluster's transport is {transport} "
-                   f"({' or '.join(expected)})")
+    name = _PLUGIN_VERSION.sub("", network) if network else None
+    if name and (name not in expected if expected else name in _KNOWN_NETWORKS):
+        names = f" ({' or '.join(expected)})" if expected else ""
+        which = (f"the cluster's transport is {transport}{names}" if cluster_transport in (None, transport) else
+                 f"the prediction ran on {transport}{names}, the cluster's {cluster_transport} turned off by the "
+                 "job's NCCL variables")
+        out.append(f"the log's NCCL used network {network}; {which}")
     predicted = model_version or MODEL_NCCL_VERSION
     if version and _release_of(version) is not _release_of(predicted):
         out.append(f"the log ran NCCL {version}; gpuwait predicted NCCL {predicted}'s algorithm "
@@ -296,7 +308,7 @@ def compare_log(op: str, log_path: Path, cluster: str, servers: int | None = Non
     topo = predictor.comm.topo
     seen = _seen_choices(debug, collective)
     warnings = comparison_warnings(printed_version, [d.name for d in log.devices], resolve_server(topo.spec.server).gpu_model,
-                                   topo.spec.transport.name, debug, nccl["version"])
+                                   predictor.transport.name, debug, nccl["version"], topo.spec.transport.name)
     if (placed := layout_warning(layout, n_servers, per_server)) is not None:
         warnings.append(placed)
     warnings += unreadable
