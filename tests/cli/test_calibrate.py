@@ -154,3 +154,25 @@ def test_calibrate_reads_the_cluster_file_once(capsys, tmp_path, monkeypatch):
     written, original = yaml.safe_load(out.read_text()), yaml.safe_load(Path(source).read_text())
     assert written["workload"] == original["workload"] and written["cluster"]["servers"] == 2
     assert "calibration" in written["cluster"]
+
+
+def test_logs_at_two_node_counts_are_each_predicted_on_their_own_run(capsys):
+    """The 2- and 4-node H100 tables of NVIDIA/nccl-tests#309 (16 and 32 ranks, '# Rank' lines elided): calibrate's
+    own advice for a launch latency it cannot tell from a per-step one is 'logs at another node count would separate
+    them', yet two node counts were one error ('the log has 32 ranks but the cluster gives 16'). Without --servers each
+    log is now predicted on the cluster sized to its run, as perf --compare predicts it; --servers still names one
+    size for every log."""
+    four = LOG.parent / "h100-ib-4node-32gpu-all_reduce.log"
+    code, text, err = run_cli(capsys, "calibrate", str(LOG), str(four), "--cluster", "dgx-h100", "--params",
+                              "launch_latency_s,net_step_latency_s", "--json")
+    assert code == 0, err
+    doc = json.loads(text)
+    assert doc["rank_counts"] == [16, 32] and doc["validation"] == "leave-one-log-out" and "servers" not in doc["overlay"]
+    assert doc["not_separable"] == []  # two node counts tell the two latencies apart
+    for log, logged in zip((LOG, four), doc["logs"], strict=True):
+        code, text, _ = run_cli(capsys, "perf", "all_reduce", "--compare", str(log), "--cluster", "dgx-h100", "--json")
+        compared = json.loads(text)["rows"]
+        assert code == 0 and [r["predicted_time_us"] for r in logged["shipped"]] == pytest.approx(
+            [r["predicted_time_us"] for r in compared], rel=1e-9)
+    code, _, err = run_cli(capsys, "calibrate", str(LOG), str(four), "--cluster", "dgx-h100", "--servers", "2")
+    assert code == 2 and err.splitlines()[0] == f"error: {four}: the log has 32 ranks but the cluster gives 16"

@@ -13,7 +13,8 @@ LOGS_ARGUMENT = typer.Argument(..., metavar="LOG",
 CLUSTER_OPTION = typer.Option(..., "--cluster", metavar="PRESET|FILE",
                               help="The cluster the logs ran on: a preset name or a cluster/scenario file.")
 SERVERS_OPTION = typer.Option(None, "--servers", min=1, help="Servers the logs ran on (default: as the logs' '# Rank' "
-                              "lines place the ranks when neither this nor -g is given, else the preset's).")
+                              "lines place the ranks when neither this nor -g is given, else the preset's; logs of "
+                              "several rank counts: each on its own run's servers, as perf --compare places it).")
 GPUS_OPTION = typer.Option(None, "-g", "--ngpus", min=1, help="GPUs per server the logs used (default: as the logs' "
                            "'# Rank' lines place the ranks when neither this nor --servers is given, else all).")
 ENV_OPTION = typer.Option([], "--env", help="NCCL variable NAME=VALUE the logs ran with (repeatable).")

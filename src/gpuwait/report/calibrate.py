@@ -87,7 +87,7 @@ class CalibrateReport:
 
     def to_dict(self) -> dict:
         c = self.calibration
-        return {"cluster": c.cluster, "n_ranks": c.n_ranks, "validation": c.validation,
+        return {"cluster": c.cluster, "n_ranks": c.n_ranks, "rank_counts": list(c.rank_counts), "validation": c.validation,
                 "considered": list(c.names), "fitted": list(c.freed), "prior": dict(c.prior),
                 "not_separable": [list(g) for g in c.not_separable],
                 "selection": {"freed": list(c.freed), "min_gain": MIN_GAIN,
@@ -130,7 +130,7 @@ def run_calibrate(paths: Sequence[Path], cluster: str, servers: int | None = Non
         if (placed := placing_layout(layout, servers, gpus_in_server)) is not None:
             servers, gpus = placed
     calibration = calibrate(logs, sized_cluster(unsized, servers, source=cluster), None, gpus, env, names, prior,
-                            nccl_version)
+                            nccl_version, unsized=None if servers is not None else unsized)
     warnings += calibration.warnings
     data = overlay(cluster, servers, calibration, raw)
     if out is not None:
@@ -153,7 +153,8 @@ def error_table(report: CalibrateReport) -> Table:
     c = report.calibration
     how = ("each log predicted with the parameters fitted on the other logs" if c.validation == LEAVE_ONE_LOG_OUT
            else "each size predicted with the parameters fitted on the alternate sizes")
-    table = Table(title=f"error before -> after calibration on {c.cluster} ({c.n_ranks} ranks), "
+    ranks = " and ".join(map(str, c.rank_counts or (c.n_ranks,)))
+    table = Table(title=f"error before -> after calibration on {c.cluster} ({ranks} ranks), "
                         f"cross-validated: {c.validation} ({how})", title_justify="left")
     for col in ("log", "busbw median >= 1 MiB", "busbw worst >= 1 MiB", "time floor <= 64 KiB"):
         table.add_column(col, justify="left" if col == "log" else "right")
