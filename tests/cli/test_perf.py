@@ -452,3 +452,21 @@ def test_an_unreadable_log_is_named_by_perf_compare_and_calibrate_alike(capsys, 
         for args in (["perf", "all_reduce", "--compare", str(path)], ["calibrate", str(path)]):
             code, _, err = run_cli(capsys, *args, "--cluster", "dgx-h100", "--servers", "2")
             assert code == 2 and err.splitlines()[0].startswith(f"error: {path}: nccl-tests "), (args, err)
+
+
+@pytest.mark.parametrize("version, noted", [("3.0", True), ("2.31.0", True), ("2.30.8", True), ("2.30.7", False),
+                                            ("2.18.1", False)])
+def test_a_release_newer_than_the_last_checked_is_said_not_predicted_silently(capsys, version, noted):
+    """--nccl-version 3.0 was predicted as 2.30's choices with nothing said outside --report-algo (whose line read
+    '2.30.3 to 2.30.7 (from: --nccl-version)'): a note now says the release is newer than the last one checked."""
+    code, out, _ = run_cli(capsys, "perf", "all_reduce", "--nccl-version", version, "-b", "1M", "-e", "1M")
+    assert code == 0 and ("is newer than the last release gpuwait checked (2.30.7)" in out) == noted
+    code, out, _ = run_cli(capsys, "perf", "all_reduce", "--nccl-version", version, "-b", "1M", "-e", "1M", "--json")
+    notes = json.loads(out)["notes"]
+    assert code == 0 and (notes == [f"NCCL {version} is newer than the last release gpuwait checked (2.30.7): predicted "
+                                    "as 2.30.3 to 2.30.7's algorithm and protocol choices, which a later release may "
+                                    "have changed"] if noted else notes == [])
+    log = str(DATA / "h100-2node-16gpu-large-sizes.log")
+    code, out, _ = run_cli(capsys, "perf", "all_reduce", "--compare", log, "--servers", "2", "--nccl-version", version,
+                           "--json")
+    assert code == 0 and any("newer than the last release" in w for w in json.loads(out)["warnings"]) == noted

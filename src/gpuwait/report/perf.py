@@ -11,7 +11,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from gpuwait.collectives.nccl_versions import nccl_release
+from gpuwait.collectives.nccl_versions import nccl_release, newer_release_note
 from gpuwait.collectives.nccltests import BuildInfo, get_collective, make_row
 from gpuwait.collectives.tuning import (
     MODEL_NCCL_VERSION,
@@ -43,6 +43,7 @@ def sweep_text(sweep: PerfSweep, report_algo: bool = False) -> str:
     if sweep.rounded:
         lines.append(f"# note: {len(sweep.rounded)} size(s) rounded down to whole {sweep.dtype} elements per rank, "
                      "as nccl-tests does")
+    lines += [f"# note: {note}" for note in sweep.notes]
     return "\n".join(lines)
 
 
@@ -164,6 +165,8 @@ def comparison_warnings(version: str | None, device_names: list[str], server_gpu
     if version and _release_of(version) is not _release_of(predicted):
         out.append(f"the log ran NCCL {version}; gpuwait predicted NCCL {predicted}'s algorithm "
                    "and protocol choices, which can differ")
+    if (newer := newer_release_note(predicted)) is not None:
+        out.append(newer)
     return out
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from gpuwait.collectives.communicator import Communicator
-from gpuwait.collectives.nccl_versions import nccl_release
+from gpuwait.collectives.nccl_versions import nccl_release, newer_release_note
 from gpuwait.collectives.ncclenv import Setting, check_modelled, cluster_env, env_pairs, platform_setting
 from gpuwait.collectives.nccltests import (
     DTYPES,
@@ -149,12 +149,14 @@ class PerfSweep:
     unfitted_params: PhysicalParams | None = None  # the physical defaults (what a fit starts from)
     settings: list[Setting] = field(default_factory=list)  # QPs, algorithm... and where each came from
     memory_estimate_bytes: float | None = None  # what the sweep was estimated to allocate (estimated_sweep)
+    notes: list[str] = field(default_factory=list)  # what the reader should know beside the rows
+
 
     def to_dict(self) -> dict:
         out = {"collective": self.collective.name, "n_ranks": self.n_ranks, "cluster": self.cluster,
                "settings": {s.name: str(s) for s in self.settings},
                "rows": [r.__dict__ for r in self.rows], "choices": self.choices,
-               "rounded_sizes": [{"requested": a, "run": b} for a, b in self.rounded]}
+               "rounded_sizes": [{"requested": a, "run": b} for a, b in self.rounded], "notes": self.notes}
         if self.memory_estimate_bytes is not None:
             out["memory_estimate_bytes"] = self.memory_estimate_bytes
         return out
@@ -263,6 +265,9 @@ def perf_sweep(op: str, args: SweepArgs, cluster: str = "dgx-h100", servers: int
     config = RunConfig(n_gpus=predictor.gpus_per_thread, min_bytes=lo, max_bytes=hi, step_factor=args.step_factor,
                        step_bytes=step_bytes, warmup_iters=args.warmup_iters, iters=args.iters,
                        validation=args.check)
+    asked = predictor.env.asked_version
+    notes = [note] if asked is not None and (note := newer_release_note(asked)) is not None else []
     return PerfSweep(coll, n, predictor.comm.topo.name, args.dtype, rows, choices, rounded, config, devices(predictor),
                      estimates, predictor.params,
-                     physical_defaults(predictor.transport), [*predictor.settings(), platform_setting(predictor.env)])
+                     physical_defaults(predictor.transport), [*predictor.settings(), platform_setting(predictor.env)],
+                     notes=notes)
