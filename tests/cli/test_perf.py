@@ -470,3 +470,15 @@ def test_a_release_newer_than_the_last_checked_is_said_not_predicted_silently(ca
     code, out, _ = run_cli(capsys, "perf", "all_reduce", "--compare", log, "--servers", "2", "--nccl-version", version,
                            "--json")
     assert code == 0 and any("newer than the last release" in w for w in json.loads(out)["warnings"]) == noted
+
+
+def test_a_gpu_name_the_driver_did_not_know_is_not_called_a_mismatch(capsys):
+    """The published GB200 NVL72 table (18 trays) lists its GPUs as 'NVIDIA Graphics Device' (a driver that does
+    not know the board): compared against its own GB200 cluster it was warned 'the log ran on NVIDIA Graphics Device
+    GPUs; the cluster has GB200', a mismatch the log does not show. It is now said to be unchecked."""
+    log = DATA / "reference" / "gb200-nvl72-18node-72gpu-all_reduce.log"
+    code, out, _ = run_cli(capsys, "perf", "all_reduce", "--compare", str(log), "--cluster", "gb200-nvl72", "--json")
+    warnings = json.loads(out)["warnings"]
+    assert code == 0 and not any("the log ran on" in w for w in warnings)
+    assert ("the log names its GPUs 'NVIDIA Graphics Device', which gpuwait cannot read as a GPU model: not checked "
+            "against the cluster's GB200") in warnings

@@ -96,13 +96,13 @@ def comparison_summary(rows: list[dict], seen: Sequence[tuple[int, str, str]] = 
 _NCCL_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
 
 
-def _gpu_name(name: str) -> str:
-    """The architecture a GPU name means (``NVIDIA H100 80GB HBM3`` -> ``H100``), or the name itself
-    when gpuwait does not know it."""
+def _gpu_name(name: str) -> str | None:
+    """The architecture a GPU name means (``NVIDIA H100 80GB HBM3`` -> ``H100``), or None when gpuwait does
+    not know it (a driver that does not know the board prints ``NVIDIA Graphics Device``)."""
     try:
         return gpu_arch(name).name
     except SpecError:
-        return name
+        return None
 
 
 #: The network names NCCL prints (``NCCL INFO Using network IB``) for each transport profile; the
@@ -148,10 +148,14 @@ def comparison_warnings(version: str | None, device_names: list[str], server_gpu
     ``tcp``, when the job's variables turn the cluster's ``cluster_transport`` off), or an NCCL release
     (``version``, :func:`log_nccl_version`) whose tuning differs from the model's."""
     out = []
-    ours = _gpu_name(server_gpu_model)
-    theirs = sorted(set(map(_gpu_name, device_names)))
+    ours = _gpu_name(server_gpu_model) or server_gpu_model
+    theirs = sorted({arch for name in device_names if (arch := _gpu_name(name)) is not None})
+    unknown = sorted({name for name in device_names if _gpu_name(name) is None})
     if theirs and theirs != [ours]:
         out.append(f"the log ran on {', '.join(theirs)} GPUs; the cluster has {ours} ({server_gpu_model})")
+    if unknown:  # a name that says nothing of the model is neither a match nor a mismatch
+        out.append(f"the log names its GPUs {', '.join(map(repr, unknown))}, which gpuwait cannot read as a GPU "
+                   f"model: not checked against the cluster's {ours}")
     network = _log_network(debug)
     expected = _NCCL_NETWORK.get(transport)
     name = _PLUGIN_VERSION.sub("", network) if network else None
