@@ -482,3 +482,10 @@ def test_a_gpu_name_the_driver_did_not_know_is_not_called_a_mismatch(capsys):
     assert code == 0 and not any("the log ran on" in w for w in warnings)
     assert ("the log names its GPUs 'NVIDIA Graphics Device', which gpuwait cannot read as a GPU model: not checked "
             "against the cluster's GB200") in warnings
+
+
+def test_an_empty_cluster_name_is_an_unknown_preset_not_the_working_directory(capsys):
+    code, _, err = run_cli(capsys, "perf", "all_reduce", "--cluster", "")
+    assert code == 2 and err.splitlines()[0].startswith("error: --cluster: unknown preset ''; expected one of dgx-a100")
+    code, _, err = run_cli(capsys, "run", "")  # a file argument: the empty path, not the working directory
+    assert code == 2 and err.splitlines()[0] == "error: got an empty path; expected a YAML file"
