@@ -176,3 +176,12 @@ def test_logs_at_two_node_counts_are_each_predicted_on_their_own_run(capsys):
             [r["predicted_time_us"] for r in compared], rel=1e-9)
     code, _, err = run_cli(capsys, "calibrate", str(LOG), str(four), "--cluster", "dgx-h100", "--servers", "2")
     assert code == 2 and err.splitlines()[0] == f"error: {four}: the log has 32 ranks but the cluster gives 16"
+
+
+def test_a_release_newer_than_the_last_checked_is_a_warning(capsys):
+    """As perf says it (a note, a --compare warning): --nccl-version 3.0 is predicted as 2.30.7's choices."""
+    code, text, _ = run_cli(capsys, "calibrate", str(LOG), "--cluster", "dgx-h100", "--servers", "2", "--params",
+                            "nic_efficiency", "--nccl-version", "3.0", "--json")
+    assert code == 0 and json.loads(text)["warnings"] == [
+        "NCCL 3.0 is newer than the last release gpuwait checked (2.30.7): predicted as 2.30.3 to 2.30.7's algorithm "
+        "and protocol choices, which a later release may have changed"]

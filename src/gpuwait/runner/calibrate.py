@@ -49,6 +49,7 @@ from gpuwait.collectives.fit import (
     select,
     separable_groups,
 )
+from gpuwait.collectives.nccl_versions import newer_release_note
 from gpuwait.collectives.nccltests import busbw_factor
 from gpuwait.collectives.physical import (
     SPEC_NAMES,
@@ -221,6 +222,7 @@ def calibrate(logs: Sequence[MeasuredLog], cluster: str | ClusterSpec, servers: 
     warnings = tuple(f"{log.name}: {w}" for log, run in zip(logs, by_log, strict=True)
                      if (w := layout_warning(log.layout, run.comm.topo.spec.servers,
                                              run.comm.n_ranks // run.comm.topo.spec.servers)) is not None)
+    warnings += tuple(note for v, _ in dict.fromkeys(versions) if (note := newer_release_note(v)) is not None)
     defaults = physical_defaults(predictor.transport)
     estimates = [[run.estimate(log.collective, size) for size in log.sizes_bytes]
                  for log, run in zip(logs, by_log, strict=True)]
