@@ -95,7 +95,7 @@ def test_the_logs_rank_lines_place_the_run(capsys):
     reference = LOG.parent
     args = ["calibrate", str(reference / "l40s-tcp-2node-2gpu-all_reduce-ring.log"), "--cluster",
             str(reference / "clusters" / "r760xa-l40s-2x400g.yaml"), "--env", "NCCL_IB_DISABLE=1", "--env",
-            "NCCL_ALGO=Ring", "--params", "nic_efficiency", "--json"]
+            "NCCL_ALGO=Ring", "--env", "NCCL_NET_GDR_READ=1", "--params", "nic_efficiency", "--json"]  # its mpirun -x
     code, text, _ = run_cli(capsys, *args)
     doc = json.loads(text)
     assert code == 0 and doc["n_ranks"] == 2 and doc["overlay"]["servers"] == 2 and doc["warnings"] == []
@@ -182,6 +182,22 @@ def test_a_release_newer_than_the_last_checked_is_a_warning(capsys):
     """As perf says it (a note, a --compare warning): --nccl-version 3.0 is predicted as 2.30.7's choices."""
     code, text, _ = run_cli(capsys, "calibrate", str(LOG), "--cluster", "dgx-h100", "--servers", "2", "--params",
                             "nic_efficiency", "--nccl-version", "3.0", "--json")
-    assert code == 0 and json.loads(text)["warnings"] == [
+    assert code == 0 and (
         "NCCL 3.0 is newer than the last release gpuwait checked (2.30.7): predicted as 2.30.3 to 2.30.7's algorithm "
-        "and protocol choices, which a later release may have changed"]
+        "and protocol choices, which a later release may have changed") in json.loads(text)["warnings"]
+
+
+def test_a_logs_nccl_variables_the_calibration_did_not_use_are_a_warning(capsys):
+    """Calibrated without --env NCCL_ALGO=Ring, the forced-Ring table (mpirun -x NCCL_ALGO=Ring -x NCCL_MIN_CTAS=24
+    -x NCCL_IB_QPS_PER_CONNECTION=2) was fitted as NVLSTree and drove the NVLink efficiency to its bound, 0.5, with
+    nothing said; the variables its command line set are now named."""
+    log = LOG.parent / "h100-ib-2node-16gpu-all_reduce-ring-forced.log"
+    code, text, _ = run_cli(capsys, "calibrate", str(log), "--cluster", "dgx-h100", "--servers", "2", "--params",
+                            "nic_efficiency", "--json")
+    assert code == 0 and json.loads(text)["warnings"] == [
+        f"{log}: the log's run set NCCL_ALGO=Ring, NCCL_MIN_CTAS=24, NCCL_IB_QPS_PER_CONNECTION=2, which this calibration "
+        "did not: pass them with --env (it applies to every log)"]
+    code, text, _ = run_cli(capsys, "calibrate", str(log), "--cluster", "dgx-h100", "--servers", "2", "--params",
+                            "nic_efficiency", "--env", "NCCL_ALGO=Ring", "--env", "NCCL_MIN_CTAS=24", "--env",
+                            "NCCL_IB_QPS_PER_CONNECTION=2", "--json")
+    assert code == 0 and json.loads(text)["warnings"] == []

@@ -325,7 +325,7 @@ def test_compare_places_the_ranks_as_the_logs_rank_lines_do(capsys):
     GPUs of one server the cluster file holds; given another layout with the same rank count, it warns."""
     log = DATA / "reference" / "l40s-tcp-2node-2gpu-all_reduce-ring.log"
     cluster = DATA / "reference" / "clusters" / "r760xa-l40s-2x400g.yaml"
-    env = ["--env", "NCCL_IB_DISABLE=1", "--env", "NCCL_ALGO=Ring"]
+    env = ["--env", "NCCL_IB_DISABLE=1", "--env", "NCCL_ALGO=Ring", "--env", "NCCL_NET_GDR_READ=1"]  # its mpirun -x
 
     def compare(*extra):
         code, out, _ = run_cli(capsys, "perf", "all_reduce", "--compare", str(log), "--cluster", str(cluster), *env,
@@ -489,3 +489,23 @@ def test_an_empty_cluster_name_is_an_unknown_preset_not_the_working_directory(ca
     assert code == 2 and err.splitlines()[0].startswith("error: --cluster: unknown preset ''; expected one of dgx-a100")
     code, _, err = run_cli(capsys, "run", "")  # a file argument: the empty path, not the working directory
     assert code == 2 and err.splitlines()[0] == "error: got an empty path; expected a YAML file"
+
+
+def test_compare_says_which_of_the_logs_nccl_variables_the_prediction_did_not_use(capsys):
+    """The forced-Ring 2-node H100 table ran 'mpirun ... -x NCCL_ALGO=Ring -x NCCL_MIN_CTAS=24
+    -x NCCL_IB_QPS_PER_CONNECTION=2' (NVIDIA/nccl-tests#309): compared without them it was predicted as NVLSTree
+    (busbw median error 16 %) and nothing said the prediction ran another configuration. Given with --env, nothing
+    is said; a value NCCL's default has (NCCL_IB_DISABLE=0) or a name gpuwait does not model (NCCL_IB_HCA) never is."""
+    log = DATA / "reference" / "h100-ib-2node-16gpu-all_reduce-ring-forced.log"
+    args = ["perf", "all_reduce", "--compare", str(log), "--cluster", "dgx-h100", "--json"]
+    code, out, _ = run_cli(capsys, *args)
+    assert code == 0 and ("the log's run set NCCL_ALGO=Ring, NCCL_MIN_CTAS=24, NCCL_IB_QPS_PER_CONNECTION=2, which this "
+                          "prediction did not: pass them with --env to predict that run") in json.loads(out)["warnings"]
+    given = ["--env", "NCCL_ALGO=Ring", "--env", "NCCL_MIN_CTAS=24", "--env", "NCCL_IB_QPS_PER_CONNECTION=2"]
+    code, out, _ = run_cli(capsys, *args, *given)
+    assert code == 0 and not any("the log's run set" in w for w in json.loads(out)["warnings"])
+    other = DATA / "reference" / "h100-ib-2node-16gpu-all_reduce.log"  # NCCL_IB_DISABLE=0, NCCL_IB_HCA=... as well
+    code, out, _ = run_cli(capsys, "perf", "all_reduce", "--compare", str(other), "--cluster", "dgx-h100", "--json")
+    set_ = [w for w in json.loads(out)["warnings"] if "the log's run set" in w]
+    assert code == 0 and set_ == ["the log's run set NCCL_NET_GDR_LEVEL=1, NCCL_P2P_LEVEL=NVL, which this prediction "
+                                  "did not: pass them with --env to predict that run"]

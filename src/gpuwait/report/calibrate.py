@@ -19,6 +19,7 @@ from gpuwait.errors import SpecError
 from gpuwait.report.perf import (
     check_timed,
     comparison_summary,
+    log_command_env,
     log_debug_info,
     log_layout,
     log_nccl_version,
@@ -65,7 +66,8 @@ def read_log(path: Path, skipped: list[str] | None = None) -> MeasuredLog:
                         hint="keep the '# Collective test starting' line")
     return MeasuredLog(str(path), str(log.collective), int(log.n_ranks), tuple(r.size_bytes for r in rows),
                        tuple(r.steady_time_us * 1e-6 for r in rows), tuple(r.steady_busbw_GBps for r in rows),
-                       log_nccl_version(text, log_debug_info(text), log.build), log_layout(log))
+                       log_nccl_version(text, log_debug_info(text), log.build), log_layout(log),
+                       tuple(log_command_env(text).items()))
 
 
 @dataclass(frozen=True, eq=False)

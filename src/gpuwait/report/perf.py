@@ -22,7 +22,15 @@ from gpuwait.collectives.tuning import (
 from gpuwait.errors import SpecError
 from gpuwait.report.nccltests import format_table
 from gpuwait.runner.inputs import read_cluster, sized_cluster
-from gpuwait.runner.perf import PerfSweep, layout_warning, log_release, make_predictor, placing_layout
+from gpuwait.runner.perf import (
+    PerfSweep,
+    layout_warning,
+    log_release,
+    make_predictor,
+    nccl_env,
+    placing_layout,
+    unused_log_variables,
+)
 from gpuwait.spec.reader import read_text_checked
 from gpuwait.telemetry.errors import TelemetryFormatError
 from gpuwait.telemetry.nccl_debug import NcclDebugInfo, parse_nccl_debug
@@ -194,6 +202,30 @@ def log_nccl_version(log_text: str, debug: NcclDebugInfo | None = None, build: B
     return build.library_version if build is not None else None
 
 
+#: an NCCL variable set on a log's command line (``-x NAME=VALUE`` of Open MPI, ``export NAME=VALUE``,
+#: ``NAME=VALUE cmd``, ``-e``/``--env NAME=VALUE``), or NCCL's own INFO line ``NCCL_X set by environment to V``
+_COMMAND_VARIABLE = re.compile(r"(?:^|[\s'\"])(NCCL_[A-Z0-9_]+)=([^\s'\"\\]+)")
+_SET_BY_ENVIRONMENT = re.compile(r"NCCL INFO (NCCL_[A-Z0-9_]+) set by environment to ([^\s.]+(?:\.[^\s.]+)*)")
+
+
+def log_command_env(text: str) -> dict[str, str]:
+    """The NCCL variables a log says its run set: on a command line before its table (a line that is not a
+    ``#`` comment, nor NCCL's own output) or in NCCL's ``... set by environment to ...`` INFO lines.
+
+    >>> log_command_env("mpirun -np 16 -x NCCL_ALGO=Ring -x NCCL_MIN_CTAS=24 ./all_reduce_perf\\n# NCCL_PROTO=LL")
+    {'NCCL_ALGO': 'Ring', 'NCCL_MIN_CTAS': '24'}
+    >>> log_command_env("h:1:2 [0] NCCL INFO NCCL_IB_QPS_PER_CONNECTION set by environment to 2.")
+    {'NCCL_IB_QPS_PER_CONNECTION': '2'}
+    """
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        if (found := _SET_BY_ENVIRONMENT.search(line)) is not None:
+            out[found[1]] = found[2]
+        elif not line.lstrip().startswith("#") and "NCCL INFO" not in line and "NCCL WARN" not in line:
+            out.update(_COMMAND_VARIABLE.findall(line))
+    return out
+
+
 def _release_of(version: str):
     """The modelled release of ``version``, or None when gpuwait does not model it (older than 2.18)."""
     try:
@@ -318,6 +350,9 @@ def compare_log(op: str, log_path: Path, cluster: str, servers: int | None = Non
                                    predictor.transport.name, debug, nccl["version"], topo.spec.transport.name)
     if (placed := layout_warning(layout, n_servers, per_server)) is not None:
         warnings.append(placed)
+    if unused := unused_log_variables(log_command_env(text), nccl_env(env)):
+        warnings.append(f"the log's run set {', '.join(f'{k}={v}' for k, v in unused.items())}, which this prediction "
+                        "did not: pass them with --env to predict that run")
     warnings += unreadable
     if skipped:
         warnings.append(f"{len(skipped)} row(s) skipped, their measured time is 0.00 us (sizes "

@@ -62,7 +62,14 @@ from gpuwait.collectives.physical import (
 from gpuwait.errors import SpecError
 from gpuwait.fabric.perf import CollectiveEstimate
 from gpuwait.runner.inputs import load_cluster, looks_like_file, read_cluster, sized_cluster
-from gpuwait.runner.perf import layout_warning, log_release, make_predictor, placing_layout
+from gpuwait.runner.perf import (
+    layout_warning,
+    log_release,
+    make_predictor,
+    nccl_env,
+    placing_layout,
+    unused_log_variables,
+)
 from gpuwait.spec import ClusterSpec, read_yaml
 from gpuwait.topology import resolve_server
 from gpuwait.units import format_time
@@ -85,6 +92,7 @@ class MeasuredLog:
     busbw_GBps: tuple[float, ...]
     nccl_version: str | None = None  # the NCCL version the log prints, if any
     layout: tuple[int, int] | None = None  # (hosts, ranks per host) its '# Rank' lines show, if they do
+    logged_env: tuple[tuple[str, str], ...] = ()  # NCCL variables its command line or INFO lines say the run set
 
 
 @dataclass(frozen=True, eq=False)
@@ -223,6 +231,10 @@ def calibrate(logs: Sequence[MeasuredLog], cluster: str | ClusterSpec, servers: 
                      if (w := layout_warning(log.layout, run.comm.topo.spec.servers,
                                              run.comm.n_ranks // run.comm.topo.spec.servers)) is not None)
     warnings += tuple(note for v, _ in dict.fromkeys(versions) if (note := newer_release_note(v)) is not None)
+    used = nccl_env(env)
+    warnings += tuple(f"{log.name}: the log's run set {', '.join(f'{k}={v}' for k, v in unused.items())}, which this "
+                      "calibration did not: pass them with --env (it applies to every log)" for log in logs
+                      if (unused := unused_log_variables(dict(log.logged_env), used)))
     defaults = physical_defaults(predictor.transport)
     estimates = [[run.estimate(log.collective, size) for size in log.sizes_bytes]
                  for log, run in zip(logs, by_log, strict=True)]

@@ -15,7 +15,17 @@ import numpy as np
 
 from gpuwait.collectives.communicator import Communicator
 from gpuwait.collectives.nccl_versions import nccl_release, newer_release_note
-from gpuwait.collectives.ncclenv import Setting, check_modelled, cluster_env, env_pairs, platform_setting
+from gpuwait.collectives.ncclenv import (
+    NOT_MODELLED,
+    VARIABLES,
+    NcclEnv,
+    Setting,
+    check_modelled,
+    cluster_env,
+    env_pairs,
+    parse_env,
+    platform_setting,
+)
 from gpuwait.collectives.nccltests import (
     DTYPES,
     Device,
@@ -47,6 +57,34 @@ def nccl_env(env: Mapping[str, str] | Iterable[str] = (), base: Mapping[str, str
         check_modelled(env)  # a name given on purpose must change the result (issue 20)
         return out | {str(k): str(v) for k, v in env.items()}
     return out | env_pairs(env)
+
+
+def unused_log_variables(logged: Mapping[str, str], used: Mapping[str, str]) -> dict[str, str]:
+    """The NCCL variables a log says its run set (``logged``: its command line, NCCL's INFO lines) that would
+    change what gpuwait predicts but are not in ``used`` (:func:`nccl_env`: the process environment and
+    ``--env``): each one whose value, put in ``used``, parses to another :class:`~gpuwait.collectives.ncclenv.NcclEnv`.
+    A name gpuwait does not model, a value NCCL's default already has, or one it cannot read is left out.
+
+    >>> unused_log_variables({"NCCL_ALGO": "Ring", "NCCL_IB_DISABLE": "0", "NCCL_IB_HCA": "mlx5_0"}, {})
+    {'NCCL_ALGO': 'Ring'}
+    >>> unused_log_variables({"NCCL_ALGO": "ring"}, {"NCCL_ALGO": "Ring"})
+    {}
+    """
+    def model(env: Mapping[str, str]) -> NcclEnv:
+        return replace(parse_env(env), explicit=(), set_by={})
+
+    base = model(used)
+    out = {}
+    for name, value in logged.items():
+        # NCCL reads its names case-insensitively (NCCL_ALGO=ring is Ring)
+        if name not in VARIABLES or name in NOT_MODELLED or used.get(name, "").lower() == value.lower():
+            continue
+        try:
+            if model({**used, name: value}) != base:
+                out[name] = value
+        except SpecError:
+            continue  # a value gpuwait cannot read: nothing to say it would change
+    return out
 
 
 def log_release(printed: str | None, asked: str | None = None, cluster_version: str | None = None) -> tuple[str, str]:
