@@ -91,6 +91,9 @@ def test_congestion_changes_the_answer(capsys, tmp_path):
     # NCCL reads only NCCL_* names: another one was ignored in silence
     (["perf", "all_reduce", "--env", "FOO=1"], "--env: got 'FOO=1'; expected an NCCL_* variable"),
     (["perf", "all_reduce", "-d", "float7"], "-d / --datatype: got 'float7'; expected one of int8, uint8"),
+    # printed in every row as given ('foo', 'all'): nccl-tests' names only (test_opnames, src/common.cu)
+    (["perf", "all_reduce", "-o", "foo"], "-o / --op: got 'foo'; expected one of sum, prod, max, min, avg, mulsum"),
+    (["perf", "all_reduce", "-o", "all"], "-o / --op: got 'all'; expected one of sum, prod"),
     (["perf", "all_reduce", "--nccl-version", "2.17.1"], "--nccl-version: got '2.17.1'; expected NCCL 2.18 or later"),
     (["perf", "all_reduce", "--nccl-version", "latest"], "--nccl-version: got 'latest'; expected a release such as"),
 ])

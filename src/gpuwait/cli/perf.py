@@ -39,7 +39,7 @@ NCCL_VERSION_OPTION = typer.Option(
 
 # SweepArgs' fields as perf's options: an error of the Python API names the field, the command line the option
 SWEEP_OPTIONS = {"min_bytes": "-b / --minbytes", "max_bytes": "-e / --maxbytes", "step_bytes": "-i / --stepbytes",
-                 "dtype": "-d / --datatype", "root": "-r"}
+                 "dtype": "-d / --datatype", "redop": "-o / --op", "root": "-r"}
 
 # the options of a predicted sweep that a --compare run takes from the log, or does not have (no memory estimate)
 SWEEP_ONLY = ("min_bytes", "max_bytes", "step_factor", "step_bytes", "iters", "warmup", "check", "redop", "dtype",

@@ -28,6 +28,7 @@ from gpuwait.collectives.ncclenv import (
 )
 from gpuwait.collectives.nccltests import (
     DTYPES,
+    REDOPS,
     Device,
     NcclTestsCollective,
     Row,
@@ -227,6 +228,10 @@ class SweepArgs:
         # names its option instead (gpuwait.cli.perf.SWEEP_OPTIONS)
         if self.dtype not in DTYPES:
             raise UnknownNameError(f"dtype: got {self.dtype!r}; expected one of {', '.join(DTYPES)}")
+        if self.redop not in REDOPS:  # it is printed in every row: a name nccl-tests never prints is not one
+            raise UnknownNameError(f"redop: got {self.redop!r}; expected one of {', '.join(REDOPS)}",
+                                   hint="nccl-tests' -o all repeats the sweep per operation: every operation takes the "
+                                        "same time in the model, so give one")
 
 
 def _field_bytes(name: str, text: int | str) -> int:
