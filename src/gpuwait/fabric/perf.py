@@ -545,7 +545,9 @@ class CollectivePredictor:
             return 0.0
         local_bytes: float
         if collective == "sendrecv":
-            local_bytes = n_bytes if comm.n_nodes == 1 else 0
+            # rank r sends to r + 1 (nccl-tests sendrecv): with two or more GPUs per node, on any node count,
+            # some pair is local and moves all its bytes through host memory
+            local_bytes = n_bytes
         elif algorithm == "direct":
             local_bytes = n_bytes * (comm.ppn - 1) / comm.n_ranks
         elif algorithm == "ring":
