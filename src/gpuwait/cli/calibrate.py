@@ -36,8 +36,9 @@ def calibrate(logs: list[Path] = LOGS_ARGUMENT, cluster: str = CLUSTER_OPTION, s
     """Fit the collective model's physical parameters to nccl-tests logs and write a calibrated cluster.
 
     Each log's collective and sizes are predicted on the cluster (its rank count must match: use
-    --servers and -g; without them, as the logs' '# Rank' lines place the ranks), as the NCCL release
-    the log prints (or --nccl-version), as `perf --compare` does. Starting from the model as shipped,
+    --servers and -g; without them, as the logs' '# Rank' lines place the ranks; logs of several rank
+    counts, e.g. 2 and 4 nodes, each on its own run's size), as the NCCL release the log prints (or
+    --nccl-version), as `perf --compare` does. Starting from the model as shipped,
     forward selection frees a parameter (per-step
     latencies, per-message overhead, NIC and NVLink efficiency, step cycle) only if fitting it lowers the
     error on sizes the fit did not see; the others keep their shipped values. The error before (as
