@@ -59,6 +59,8 @@ def _no_rows(tmp_path: Path) -> Path:
     (lambda tmp: [str(LOG), "--out", str(tmp)], "is a directory"),
     (lambda tmp: [str(LOG), "--out", str(tmp / "no" / "such" / "dir.yaml")], "is not a directory"),
     (lambda tmp: [str(LOG), "-g", "4"], "the log has 16 ranks but the cluster gives 8"),
+    # the same log twice was scored leave-one-log-out against a fit on itself, and printed as cross-validated
+    (lambda tmp: [str(LOG), str(LOG)], f"LOG: {LOG} is given twice (as {LOG}); expected each log once"),
 ])
 def test_bad_input_is_one_error(capsys, tmp_path, args, message):
     code, _, err = run_cli(capsys, "calibrate", *args(tmp_path), "--cluster", "dgx-h100", "--servers", "2")

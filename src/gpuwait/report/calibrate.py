@@ -120,6 +120,11 @@ def run_calibrate(paths: Sequence[Path], cluster: str, servers: int | None = Non
     :func:`gpuwait.runner.calibrate.calibrate`), and write the overlay to ``out`` (checked before the fit runs)."""
     if out is not None:
         check_writable(out)
+    seen: dict[Path, Path] = {}
+    for path in map(Path, paths):
+        if (first := seen.setdefault(path.resolve(), path)) is not path:
+            raise SpecError(f"LOG: {path} is given twice (as {first}); expected each log once: leave-one-log-out would "
+                            "score it with a fit on its own sizes", hint="drop the repeated path")
     warnings: list[str] = []
     logs = [read_log(Path(p), warnings) for p in paths]
     layouts = {log.layout for log in logs}
