@@ -59,6 +59,8 @@ def _no_rows(tmp_path: Path) -> Path:
     (lambda tmp: [str(LOG), "--out", str(tmp)], "is a directory"),
     (lambda tmp: [str(LOG), "--out", str(tmp / "no" / "such" / "dir.yaml")], "is not a directory"),
     (lambda tmp: [str(LOG), "-g", "4"], "the log has 16 ranks but the cluster gives 8"),
+    # the same log twice was scored leave-one-log-out against a fit on itself, and printed as cross-validated
+    (lambda tmp: [str(LOG), str(LOG)], f"LOG: {LOG} is given twice (as {LOG}); expected each log once"),
 ])
 def test_bad_input_is_one_error(capsys, tmp_path, args, message):
     code, _, err = run_cli(capsys, "calibrate", *args(tmp_path), "--cluster", "dgx-h100", "--servers", "2")
@@ -95,7 +97,7 @@ def test_the_logs_rank_lines_place_the_run(capsys):
     reference = LOG.parent
     args = ["calibrate", str(reference / "l40s-tcp-2node-2gpu-all_reduce-ring.log"), "--cluster",
             str(reference / "clusters" / "r760xa-l40s-2x400g.yaml"), "--env", "NCCL_IB_DISABLE=1", "--env",
-            "NCCL_ALGO=Ring", "--params", "nic_efficiency", "--json"]
+            "NCCL_ALGO=Ring", "--env", "NCCL_NET_GDR_READ=1", "--params", "nic_efficiency", "--json"]  # its mpirun -x
     code, text, _ = run_cli(capsys, *args)
     doc = json.loads(text)
     assert code == 0 and doc["n_ranks"] == 2 and doc["overlay"]["servers"] == 2 and doc["warnings"] == []
@@ -154,3 +156,50 @@ def test_calibrate_reads_the_cluster_file_once(capsys, tmp_path, monkeypatch):
     written, original = yaml.safe_load(out.read_text()), yaml.safe_load(Path(source).read_text())
     assert written["workload"] == original["workload"] and written["cluster"]["servers"] == 2
     assert "calibration" in written["cluster"]
+
+
+def test_logs_at_two_node_counts_are_each_predicted_on_their_own_run(capsys):
+    """The 2- and 4-node H100 tables of NVIDIA/nccl-tests#309 (16 and 32 ranks, '# Rank' lines elided): calibrate's
+    own advice for a launch latency it cannot tell from a per-step one is 'logs at another node count would separate
+    them', yet two node counts were one error ('the log has 32 ranks but the cluster gives 16'). Without --servers each
+    log is now predicted on the cluster sized to its run, as perf --compare predicts it; --servers still names one
+    size for every log."""
+    four = LOG.parent / "h100-ib-4node-32gpu-all_reduce.log"
+    code, text, err = run_cli(capsys, "calibrate", str(LOG), str(four), "--cluster", "dgx-h100", "--params",
+                              "launch_latency_s,net_step_latency_s", "--json")
+    assert code == 0, err
+    doc = json.loads(text)
+    assert doc["rank_counts"] == [16, 32] and doc["validation"] == "leave-one-log-out" and "servers" not in doc["overlay"]
+    assert doc["not_separable"] == []  # two node counts tell the two latencies apart
+    for log, logged in zip((LOG, four), doc["logs"], strict=True):
+        code, text, _ = run_cli(capsys, "perf", "all_reduce", "--compare", str(log), "--cluster", "dgx-h100", "--json")
+        compared = json.loads(text)["rows"]
+        assert code == 0 and [r["predicted_time_us"] for r in logged["shipped"]] == pytest.approx(
+            [r["predicted_time_us"] for r in compared], rel=1e-9)
+    code, _, err = run_cli(capsys, "calibrate", str(LOG), str(four), "--cluster", "dgx-h100", "--servers", "2")
+    assert code == 2 and err.splitlines()[0] == f"error: {four}: the log has 32 ranks but the cluster gives 16"
+
+
+def test_a_release_newer_than_the_last_checked_is_a_warning(capsys):
+    """As perf says it (a note, a --compare warning): --nccl-version 3.0 is predicted as 2.30.7's choices."""
+    code, text, _ = run_cli(capsys, "calibrate", str(LOG), "--cluster", "dgx-h100", "--servers", "2", "--params",
+                            "nic_efficiency", "--nccl-version", "3.0", "--json")
+    assert code == 0 and (
+        "NCCL 3.0 is newer than the last release gpuwait checked (2.30.7): predicted as 2.30.3 to 2.30.7's algorithm "
+        "and protocol choices, which a later release may have changed") in json.loads(text)["warnings"]
+
+
+def test_a_logs_nccl_variables_the_calibration_did_not_use_are_a_warning(capsys):
+    """Calibrated without --env NCCL_ALGO=Ring, the forced-Ring table (mpirun -x NCCL_ALGO=Ring -x NCCL_MIN_CTAS=24
+    -x NCCL_IB_QPS_PER_CONNECTION=2) was fitted as NVLSTree and drove the NVLink efficiency to its bound, 0.5, with
+    nothing said; the variables its command line set are now named."""
+    log = LOG.parent / "h100-ib-2node-16gpu-all_reduce-ring-forced.log"
+    code, text, _ = run_cli(capsys, "calibrate", str(log), "--cluster", "dgx-h100", "--servers", "2", "--params",
+                            "nic_efficiency", "--json")
+    assert code == 0 and json.loads(text)["warnings"] == [
+        f"{log}: the log's run set NCCL_ALGO=Ring, NCCL_MIN_CTAS=24, NCCL_IB_QPS_PER_CONNECTION=2, which this calibration "
+        "did not: pass them with --env (it applies to every log)"]
+    code, text, _ = run_cli(capsys, "calibrate", str(log), "--cluster", "dgx-h100", "--servers", "2", "--params",
+                            "nic_efficiency", "--env", "NCCL_ALGO=Ring", "--env", "NCCL_MIN_CTAS=24", "--env",
+                            "NCCL_IB_QPS_PER_CONNECTION=2", "--json")
+    assert code == 0 and json.loads(text)["warnings"] == []

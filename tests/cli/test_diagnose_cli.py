@@ -28,6 +28,9 @@ def test_diagnose_names_the_injected_link_and_measures_the_fix(capsys, tmp_path)
 def test_diagnose_prints_the_story(capsys):
     code, out, _ = run_cli(capsys, "diagnose", SCENARIO, "--inject", "slow-gpu:s3.gpu2:factor=1.4")
     assert code == 0 and "slow-gpu on s3.gpu2" in out and "fix: drain s3.gpu2" in out
+    # the fix on its own line: the console shows control characters in names escaped, and printed the
+    # explanation's own line break as a literal backslash-n ("...on the critical path.\n   fix: drain ...")
+    assert "\\n" not in out and any(line.startswith("   fix: drain s3.gpu2") for line in out.splitlines())
 
 
 def test_telemetry_round_trip_gives_the_same_cause(capsys, tmp_path):

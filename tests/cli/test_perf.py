@@ -91,6 +91,9 @@ def test_congestion_changes_the_answer(capsys, tmp_path):
     # NCCL reads only NCCL_* names: another one was ignored in silence
     (["perf", "all_reduce", "--env", "FOO=1"], "--env: got 'FOO=1'; expected an NCCL_* variable"),
     (["perf", "all_reduce", "-d", "float7"], "-d / --datatype: got 'float7'; expected one of int8, uint8"),
+    # printed in every row as given ('foo', 'all'): nccl-tests' names only (test_opnames, src/common.cu)
+    (["perf", "all_reduce", "-o", "foo"], "-o / --op: got 'foo'; expected one of sum, prod, max, min, avg, mulsum"),
+    (["perf", "all_reduce", "-o", "all"], "-o / --op: got 'all'; expected one of sum, prod"),
     (["perf", "all_reduce", "--nccl-version", "2.17.1"], "--nccl-version: got '2.17.1'; expected NCCL 2.18 or later"),
     (["perf", "all_reduce", "--nccl-version", "latest"], "--nccl-version: got 'latest'; expected a release such as"),
 ])
@@ -210,6 +213,12 @@ def test_compare_predicts_the_library_the_nccl_tests_header_names(capsys):
     # nccl-rdma-sharp-plugins (HPC-X) names its verbs transport IBext, IBext_v8 ... (src/ib_plugin.c): still IB
     ("IBext", "infiniband", False), ("IBext_v8", "rocev2", False), ("IBext_v11", "infiniband", False),
     ("Socket", "rocev2", True), ("IBext_v8", "tcp", True), ("AWS Libfabric", "efa", False), ("IB", "efa", True),
+    # Slingshot's CXI through aws-ofi-nccl (eth-cscs/cscs-docs nccl.md: NCCL_NET="AWS Libfabric"), Google's TCPX
+    # plugin (google/nccl-plugin-gpudirecttcpx src/nccl_plugin.cc: "GPUDirectTCPX_v7"); TCPXO's plugin name is not
+    # published: only a network another transport names is told apart from it
+    ("AWS Libfabric", "slingshot", False), ("OFI", "slingshot", False), ("IB", "slingshot", True),
+    ("Socket", "slingshot", True), ("GPUDirectTCPX_v7", "tcpx", False), ("Socket", "tcpx", True),
+    ("Socket", "tcpxo", True), ("IB", "tcpxo", True), ("FasTrak", "tcpxo", False),
 ])
 def test_the_network_warning_knows_the_ib_plugin(network, transport, warned):
     from gpuwait.report.perf import comparison_warnings
@@ -220,6 +229,24 @@ def test_the_network_warning_knows_the_ib_plugin(network, transport, warned):
         debug = parse_nccl_debug(f"node1:1234:1240 [0] NCCL INFO {line}")
         warnings = comparison_warnings(None, [], "H100-SXM5-80GB", transport, debug)
         assert bool(warnings) == warned and all(f"network {network}" in w for w in warnings)
+
+
+@pytest.mark.parametrize("network, env, warned", [
+    ("Socket", [], True), ("IB", [], False),
+    # NCCL_IB_DISABLE=1 puts the prediction on NCCL's socket transport: a log that says Socket ran what was
+    # predicted, one that says IB did not (the warning named the cluster's transport, not the predicted one)
+    ("Socket", ["--env", "NCCL_IB_DISABLE=1"], False), ("IB", ["--env", "NCCL_IB_DISABLE=1"], True),
+])
+def test_the_network_warning_reads_the_transport_predicted(capsys, tmp_path, network, env, warned):
+    log = tmp_path / "with-network.log"
+    log.write_text(f"h:1:2 [0] NCCL INFO Using network {network}\n"
+                   + (DATA / "h100-2node-16gpu-large-sizes.log").read_text())
+    code, out, _ = run_cli(capsys, "perf", "all_reduce", "--compare", str(log), "--cluster", "dgx-h100", "--servers", "2",
+                           *env, "--json")
+    found = [w for w in json.loads(out)["warnings"] if "network" in w]
+    assert code == 0 and bool(found) == warned, found
+    if found and env:
+        assert "the prediction ran on tcp (Socket), the cluster's infiniband turned off" in found[0]
 
 
 def _rows_of(text: str) -> list[str]:
@@ -301,7 +328,7 @@ def test_compare_places_the_ranks_as_the_logs_rank_lines_do(capsys):
     GPUs of one server the cluster file holds; given another layout with the same rank count, it warns."""
     log = DATA / "reference" / "l40s-tcp-2node-2gpu-all_reduce-ring.log"
     cluster = DATA / "reference" / "clusters" / "r760xa-l40s-2x400g.yaml"
-    env = ["--env", "NCCL_IB_DISABLE=1", "--env", "NCCL_ALGO=Ring"]
+    env = ["--env", "NCCL_IB_DISABLE=1", "--env", "NCCL_ALGO=Ring", "--env", "NCCL_NET_GDR_READ=1"]  # its mpirun -x
 
     def compare(*extra):
         code, out, _ = run_cli(capsys, "perf", "all_reduce", "--compare", str(log), "--cluster", str(cluster), *env,
@@ -428,3 +455,60 @@ def test_an_unreadable_log_is_named_by_perf_compare_and_calibrate_alike(capsys, 
         for args in (["perf", "all_reduce", "--compare", str(path)], ["calibrate", str(path)]):
             code, _, err = run_cli(capsys, *args, "--cluster", "dgx-h100", "--servers", "2")
             assert code == 2 and err.splitlines()[0].startswith(f"error: {path}: nccl-tests "), (args, err)
+
+
+@pytest.mark.parametrize("version, noted", [("3.0", True), ("2.31.0", True), ("2.30.8", True), ("2.30.7", False),
+                                            ("2.18.1", False)])
+def test_a_release_newer_than_the_last_checked_is_said_not_predicted_silently(capsys, version, noted):
+    """--nccl-version 3.0 was predicted as 2.30's choices with nothing said outside --report-algo (whose line read
+    '2.30.3 to 2.30.7 (from: --nccl-version)'): a note now says the release is newer than the last one checked."""
+    code, out, _ = run_cli(capsys, "perf", "all_reduce", "--nccl-version", version, "-b", "1M", "-e", "1M")
+    assert code == 0 and ("is newer than the last release gpuwait checked (2.30.7)" in out) == noted
+    code, out, _ = run_cli(capsys, "perf", "all_reduce", "--nccl-version", version, "-b", "1M", "-e", "1M", "--json")
+    notes = json.loads(out)["notes"]
+    assert code == 0 and (notes == [f"NCCL {version} is newer than the last release gpuwait checked (2.30.7): predicted "
+                                    "as 2.30.3 to 2.30.7's algorithm and protocol choices, which a later release may "
+                                    "have changed"] if noted else notes == [])
+    log = str(DATA / "h100-2node-16gpu-large-sizes.log")
+    code, out, _ = run_cli(capsys, "perf", "all_reduce", "--compare", log, "--servers", "2", "--nccl-version", version,
+                           "--json")
+    assert code == 0 and any("newer than the last release" in w for w in json.loads(out)["warnings"]) == noted
+
+
+def test_a_gpu_name_the_driver_did_not_know_is_not_called_a_mismatch(capsys):
+    """The published GB200 NVL72 table (18 trays) lists its GPUs as 'NVIDIA Graphics Device' (a driver that does
+    not know the board): compared against its own GB200 cluster it was warned 'the log ran on NVIDIA Graphics Device
+    GPUs; the cluster has GB200', a mismatch the log does not show. It is now said to be unchecked."""
+    log = DATA / "reference" / "gb200-nvl72-18node-72gpu-all_reduce.log"
+    code, out, _ = run_cli(capsys, "perf", "all_reduce", "--compare", str(log), "--cluster", "gb200-nvl72", "--json")
+    warnings = json.loads(out)["warnings"]
+    assert code == 0 and not any("the log ran on" in w for w in warnings)
+    assert ("the log names its GPUs 'NVIDIA Graphics Device', which gpuwait cannot read as a GPU model: not checked "
+            "against the cluster's GB200") in warnings
+
+
+def test_an_empty_cluster_name_is_an_unknown_preset_not_the_working_directory(capsys):
+    code, _, err = run_cli(capsys, "perf", "all_reduce", "--cluster", "")
+    assert code == 2 and err.splitlines()[0].startswith("error: --cluster: unknown preset ''; expected one of dgx-a100")
+    code, _, err = run_cli(capsys, "run", "")  # a file argument: the empty path, not the working directory
+    assert code == 2 and err.splitlines()[0] == "error: got an empty path; expected a YAML file"
+
+
+def test_compare_says_which_of_the_logs_nccl_variables_the_prediction_did_not_use(capsys):
+    """The forced-Ring 2-node H100 table ran 'mpirun ... -x NCCL_ALGO=Ring -x NCCL_MIN_CTAS=24
+    -x NCCL_IB_QPS_PER_CONNECTION=2' (NVIDIA/nccl-tests#309): compared without them it was predicted as NVLSTree
+    (busbw median error 16 %) and nothing said the prediction ran another configuration. Given with --env, nothing
+    is said; a value NCCL's default has (NCCL_IB_DISABLE=0) or a name gpuwait does not model (NCCL_IB_HCA) never is."""
+    log = DATA / "reference" / "h100-ib-2node-16gpu-all_reduce-ring-forced.log"
+    args = ["perf", "all_reduce", "--compare", str(log), "--cluster", "dgx-h100", "--json"]
+    code, out, _ = run_cli(capsys, *args)
+    assert code == 0 and ("the log's run set NCCL_ALGO=Ring, NCCL_MIN_CTAS=24, NCCL_IB_QPS_PER_CONNECTION=2, which this "
+                          "prediction did not: pass them with --env to predict that run") in json.loads(out)["warnings"]
+    given = ["--env", "NCCL_ALGO=Ring", "--env", "NCCL_MIN_CTAS=24", "--env", "NCCL_IB_QPS_PER_CONNECTION=2"]
+    code, out, _ = run_cli(capsys, *args, *given)
+    assert code == 0 and not any("the log's run set" in w for w in json.loads(out)["warnings"])
+    other = DATA / "reference" / "h100-ib-2node-16gpu-all_reduce.log"  # NCCL_IB_DISABLE=0, NCCL_IB_HCA=... as well
+    code, out, _ = run_cli(capsys, "perf", "all_reduce", "--compare", str(other), "--cluster", "dgx-h100", "--json")
+    set_ = [w for w in json.loads(out)["warnings"] if "the log's run set" in w]
+    assert code == 0 and set_ == ["the log's run set NCCL_NET_GDR_LEVEL=1, NCCL_P2P_LEVEL=NVL, which this prediction "
+                                  "did not: pass them with --env to predict that run"]

@@ -51,6 +51,7 @@ CASES = [
     ("dgx-h100-superpod", "broadcast", "adaptive", 512),  # ring: identical flows inside a server merged
     ("oci-a100-roce", "all_reduce", "ecmp", 256),  # tree, 4 QPs per connection
     ("dual-plane-2x200g", "alltoall", "ecmp", 128),  # NICs of two ports: no leaf-pair classes
+    ("dgx-h100-superpod", "alltoall", "adaptive", 8),  # one server: every pair inside it (was a ValueError)
 ]
 
 

@@ -148,3 +148,20 @@ def test_two_rtx2080ti_without_p2p_match_the_published_table(collective, measure
     # Anthony-Hoo/Anthony-Hoo.github.io, AutoDL_Multi-GPU_Interconnection_Test.md: 2x RTX 2080 Ti, PCIe Gen3
     # x16 switch, P2P not supported; busbw at 1 GiB (the share comes from another machine: NVIDIA/nccl#384)
     assert _busbw_GBps(_predictor(p2p=False), collective) == pytest.approx(measured_GBps, rel=0.2)
+
+
+def test_sendrecv_between_servers_keeps_the_local_pairs_host_path():
+    """nccl-tests sendrecv sends rank r's bytes to r + 1: on 2 servers of 2 GPUs without P2P between them (the
+    Dell R760xa L40S description, one GPU per CPU socket), ranks 0 -> 1 and 2 -> 3 are pairs inside a server,
+    through host memory as on one server. The SHM bound was applied on one node only, so the 4-rank run came out
+    3.5x faster than the 2-rank run it contains (31.5 against 9.1 GB/s busbw at 1 GiB, the 31.5 the PCIe
+    link's line rate)."""
+    from pathlib import Path
+
+    from gpuwait.runner.perf import make_predictor
+
+    cluster = str(Path(__file__).resolve().parents[1] / "nccltests" / "data" / "reference" / "clusters"
+                  / "r760xa-l40s-2x400g.yaml")
+    one, two = make_predictor(cluster, 1, None), make_predictor(cluster, 2, None)
+    assert (one.comm.n_ranks, two.comm.n_ranks) == (2, 4) and not two.p2p
+    assert two.estimate("sendrecv", GiB).time_s >= one.estimate("sendrecv", GiB).time_s * 0.999

@@ -22,7 +22,9 @@ REFERENCE = Path(__file__).resolve().parents[2] / "tests" / "nccltests" / "data"
 def test_threshold_and_nccl_proto():
     assert P2P_LL_THRESHOLD_BYTES == 16384
     assert p2p_protocol(P2P_LL_THRESHOLD_BYTES) == "LL" and p2p_protocol(P2P_LL_THRESHOLD_BYTES + 1) == "Simple"
-    assert p2p_protocol(0) == "Simple"  # an empty operation moves no data
+    # an empty operation is still enqueued, and 0 bytes pass the LL test: ``if (bytes[dir] != -1)
+    # protoLL[dir] &= bytes[dir] <= thresholdLL`` (addP2pToPlan, src/enqueue.cc)
+    assert p2p_protocol(0) == "LL"
     predictor = make_predictor("dgx-h100", 2, None)
     assert predictor.estimate("sendrecv", 8).protocol == "LL"
     assert predictor.estimate("sendrecv", 2**20).protocol == "Simple"
@@ -41,3 +43,18 @@ def test_rtx_alltoall_floor():
     assert rows
     errors = [predictor.estimate("alltoall", r.size_bytes).time_s * 1e6 / r.oop_time_us - 1 for r in rows]
     assert abs(float(np.median(errors))) <= 0.40
+
+
+def test_rtx_alltoall_empty_rows_cost_the_ll_floor():
+    """The table's two 0-byte rows (2 ranks, 8 and 16 B rounded down to whole elements per rank) took 12.97
+    and 12.99 us, the 32 B row 13.51 us: an empty all-to-all costs what a small one does. Predicted on Simple
+    it was 21.4 us (+65 %), above the 10.2 us of the 32 B call; on LL it is that call's floor."""
+    log = parse_nccl_tests_log((REFERENCE / "rtx2080ti-pcie-1node-2gpu-alltoall.log").read_text())
+    predictor = make_predictor(str(REFERENCE / "clusters" / "rtx2080ti-pcie-2gpu.yaml"), 1, 2)
+    empty = [r for r in log.rows if r.size_bytes == 0]
+    assert len(empty) == 2
+    small = predictor.estimate("alltoall", 32)
+    for row in empty:
+        estimate = predictor.estimate("alltoall", 0)
+        assert estimate.protocol == "LL" and estimate.time_s <= small.time_s
+        assert abs(estimate.time_s * 1e6 / row.oop_time_us - 1) <= 0.40

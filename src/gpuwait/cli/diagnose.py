@@ -113,6 +113,8 @@ def render_diagnosis(console: Console, diagnosis, limit: int = 8) -> None:
     if diagnosis.findings:
         console.print(table)
     for i, f in enumerate(diagnosis.findings[:3], 1):
-        console.print(f"[bold]{i}. {f.kind} on {escape(f.component)}[/]: {escape(f.explanation)}\n   fix: {escape(f.fix)}")
+        # two prints: the console shows a line break inside one string escaped, as it shows names' control characters
+        console.print(f"[bold]{i}. {f.kind} on {escape(f.component)}[/]: {escape(f.explanation)}")
+        console.print(f"   fix: {escape(f.fix)}")
     if diagnosis.missing:
         console.print("[dim]not available: " + "; ".join(diagnosis.missing) + "[/]")

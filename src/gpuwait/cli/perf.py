@@ -32,13 +32,14 @@ ALGO_OPTION = typer.Option(False, "--report-algo", help="Add the algorithm/proto
 COMPARE_OPTION = typer.Option(None, "--compare", help="A real nccl-tests log (its stdout, or the JSON file of -J): predict its sizes and set them beside each size's faster measured column.")
 NCCL_VERSION_OPTION = typer.Option(
     None, "--nccl-version", metavar="X.Y.Z",
-    help="Predict this NCCL release's algorithm/protocol choices (2.18 or later; default: the cluster's "
-         "nccl.version, with --compare the version the log prints, else 2.30.7).")
+    help="Predict this NCCL release's algorithm/protocol choices (2.18 or later; one newer than 2.30.7 is "
+         "predicted as 2.30.7, with a note; default: the cluster's nccl.version, with --compare the version the log "
+         "prints, else 2.30.7).")
 
 
 # SweepArgs' fields as perf's options: an error of the Python API names the field, the command line the option
 SWEEP_OPTIONS = {"min_bytes": "-b / --minbytes", "max_bytes": "-e / --maxbytes", "step_bytes": "-i / --stepbytes",
-                 "dtype": "-d / --datatype", "root": "-r"}
+                 "dtype": "-d / --datatype", "redop": "-o / --op", "root": "-r"}
 
 # the options of a predicted sweep that a --compare run takes from the log, or does not have (no memory estimate)
 SWEEP_ONLY = ("min_bytes", "max_bytes", "step_factor", "step_bytes", "iters", "warmup", "check", "redop", "dtype",

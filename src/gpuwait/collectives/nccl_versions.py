@@ -42,7 +42,7 @@ from types import MappingProxyType
 from gpuwait.spec.cluster import OLDEST_NCCL_VERSION, parse_nccl_version
 
 __all__ = ["DEFAULT_NCCL_VERSION", "DEFAULT_RELEASE", "OLDEST_NCCL_VERSION", "RELEASES", "NcclRelease",
-           "nccl_release", "parse_nccl_version"]
+           "newer_release_note", "nccl_release", "parse_nccl_version"]
 
 #: Algorithms in NCCL's enum order (src/include/device.h); kept here so the tables below can be
 #: checked without importing the model.
@@ -430,6 +430,23 @@ def nccl_release(version: object = None, what: str = "NCCL version") -> NcclRele
         if release.version_key <= key:
             found = release
     return found
+
+
+def newer_release_note(version: object) -> str | None:
+    """What to say when ``version`` is newer than the last NCCL tag whose model was checked (``2.30.7``): it is
+    predicted as the newest release (:func:`nccl_release`), whose tables a later release may have changed, and
+    callers say so rather than predict it silently; None for a release checked.
+
+    >>> newer_release_note("3.0")
+    "NCCL 3.0 is newer than the last release gpuwait checked (2.30.7): predicted as 2.30.3 to 2.30.7's algorithm and protocol choices, which a later release may have changed"
+    >>> newer_release_note("2.30.7"), newer_release_note("2.21")
+    (None, None)
+    """
+    last = RELEASES[-1].tags[1].removeprefix("v").rsplit("-", 1)[0]
+    if parse_nccl_version(version) <= parse_nccl_version(last):
+        return None
+    return (f"NCCL {version} is newer than the last release gpuwait checked ({last}): predicted as "
+            f"{nccl_release(version).covers}'s algorithm and protocol choices, which a later release may have changed")
 
 
 #: The release gpuwait models by default.

@@ -155,6 +155,7 @@ class NcclEnv:
     explicit: tuple[str, ...] = ()
     release: NcclRelease = DEFAULT_RELEASE
     release_from: str = "NCCL default"
+    asked_version: str | None = None  # the version ``release`` was chosen for (None: the default)
     platform: Platform | None = None
     set_by: Mapping[str, str] = field(default_factory=dict)
 
@@ -170,7 +171,8 @@ class NcclEnv:
         """
         if version is None:
             return self
-        return replace(self, release=nccl_release(version, what), release_from=SETTING_SOURCES.get(what, what))
+        return replace(self, release=nccl_release(version, what), release_from=SETTING_SOURCES.get(what, what),
+                       asked_version=str(version).strip())
 
     def channel_limits(self, nvls: bool = False) -> tuple[int, int]:
         """(lowest, highest) channel count NCCL may run with: the NCHANNELS and CTAS limits combined as

@@ -149,6 +149,10 @@ DTYPES: dict[str, int] = {
 }
 """nccl-tests ``-d`` datatype names and their sizes in bytes."""
 
+#: nccl-tests ``-o`` reduction names (``test_opnames``, src/common.cu, NVIDIA/nccl-tests: avg from NCCL 2.10,
+#: mulsum from 2.11); its ``all`` runs the sweep once per operation, a prediction's rows would be the same
+REDOPS: tuple[str, ...] = ("sum", "prod", "max", "min", "avg", "mulsum")
+
 
 def dtype_bytes(dtype: str) -> int:
     """Size of one element of an nccl-tests datatype.

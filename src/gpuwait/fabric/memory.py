@@ -185,7 +185,9 @@ def _pair_set_sample(topo: Topology, phase: Phase) -> tuple[np.ndarray, np.ndarr
             dst.append(np.roll(gpus, shift))
     s, d = np.concatenate(src), np.concatenate(dst)
     keep = topo.node_server[s] != topo.node_server[d]
-    return s[keep], d[keep], remote
+    # pair sets inside one server (an all-to-all on one server) have no flow between servers: the probe
+    # routes their in-server pairs instead, which have rows too (and an empty probe has no farthest pair)
+    return (s[keep], d[keep], remote) if keep.any() else (s, d, remote)
 
 
 def _leaves(topo: Topology, nodes: np.ndarray, peers: np.ndarray, qps: int) -> np.ndarray | None:

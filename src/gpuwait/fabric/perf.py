@@ -545,7 +545,9 @@ class CollectivePredictor:
             return 0.0
         local_bytes: float
         if collective == "sendrecv":
-            local_bytes = n_bytes if comm.n_nodes == 1 else 0
+            # rank r sends to r + 1 (nccl-tests sendrecv): with two or more GPUs per node, on any node count,
+            # some pair is local and moves all its bytes through host memory
+            local_bytes = n_bytes
         elif algorithm == "direct":
             local_bytes = n_bytes * (comm.ppn - 1) / comm.n_ranks
         elif algorithm == "ring":
@@ -1185,10 +1187,14 @@ def p2p_protocol(bytes_per_peer: int, allowed: frozenset[str] | None = None) -> 
     per channel, Simple above (enqueue.cc ``protoLL[dir] &= bytes <= nChannels * P2pLLThreshold``, v2.30.7-1).
     A small operation runs on one channel (its parts are at least ``p2pChunkSize / 8``), so the threshold is
     per operation. LL needs the connection's LL buffers, which ``NCCL_PROTO`` without LL leaves out
-    (``allowed``: the protocols NCCL_PROTO leaves, None = all).
+    (``allowed``: the protocols NCCL_PROTO leaves, None = all). An empty operation (0 bytes: an all-to-all
+    of fewer elements than ranks, which nccl-tests prints as size 0) is still a task NCCL enqueues, and
+    0 bytes pass the test (only a direction with no task, ``bytes[dir] == -1``, skips it): LL.
 
     >>> p2p_protocol(8), p2p_protocol(16384), p2p_protocol(16385), p2p_protocol(8, frozenset({"Simple"}))
     ('LL', 'LL', 'Simple', 'Simple')
+    >>> p2p_protocol(0)
+    'LL'
     """
     ll_ok = allowed is None or "LL" in allowed
-    return "LL" if ll_ok and 0 < bytes_per_peer <= P2P_LL_THRESHOLD_BYTES else "Simple"
+    return "LL" if ll_ok and 0 <= bytes_per_peer <= P2P_LL_THRESHOLD_BYTES else "Simple"

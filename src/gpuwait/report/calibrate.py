@@ -19,6 +19,7 @@ from gpuwait.errors import SpecError
 from gpuwait.report.perf import (
     check_timed,
     comparison_summary,
+    log_command_env,
     log_debug_info,
     log_layout,
     log_nccl_version,
@@ -65,7 +66,8 @@ def read_log(path: Path, skipped: list[str] | None = None) -> MeasuredLog:
                         hint="keep the '# Collective test starting' line")
     return MeasuredLog(str(path), str(log.collective), int(log.n_ranks), tuple(r.size_bytes for r in rows),
                        tuple(r.steady_time_us * 1e-6 for r in rows), tuple(r.steady_busbw_GBps for r in rows),
-                       log_nccl_version(text, log_debug_info(text), log.build), log_layout(log))
+                       log_nccl_version(text, log_debug_info(text), log.build), log_layout(log),
+                       tuple(log_command_env(text).items()))
 
 
 @dataclass(frozen=True, eq=False)
@@ -87,7 +89,7 @@ class CalibrateReport:
 
     def to_dict(self) -> dict:
         c = self.calibration
-        return {"cluster": c.cluster, "n_ranks": c.n_ranks, "validation": c.validation,
+        return {"cluster": c.cluster, "n_ranks": c.n_ranks, "rank_counts": list(c.rank_counts), "validation": c.validation,
                 "considered": list(c.names), "fitted": list(c.freed), "prior": dict(c.prior),
                 "not_separable": [list(g) for g in c.not_separable],
                 "selection": {"freed": list(c.freed), "min_gain": MIN_GAIN,
@@ -118,6 +120,11 @@ def run_calibrate(paths: Sequence[Path], cluster: str, servers: int | None = Non
     :func:`gpuwait.runner.calibrate.calibrate`), and write the overlay to ``out`` (checked before the fit runs)."""
     if out is not None:
         check_writable(out)
+    seen: dict[Path, Path] = {}
+    for path in map(Path, paths):
+        if (first := seen.setdefault(path.resolve(), path)) is not path:
+            raise SpecError(f"LOG: {path} is given twice (as {first}); expected each log once: leave-one-log-out would "
+                            "score it with a fit on its own sizes", hint="drop the repeated path")
     warnings: list[str] = []
     logs = [read_log(Path(p), warnings) for p in paths]
     layouts = {log.layout for log in logs}
@@ -130,7 +137,7 @@ def run_calibrate(paths: Sequence[Path], cluster: str, servers: int | None = Non
         if (placed := placing_layout(layout, servers, gpus_in_server)) is not None:
             servers, gpus = placed
     calibration = calibrate(logs, sized_cluster(unsized, servers, source=cluster), None, gpus, env, names, prior,
-                            nccl_version)
+                            nccl_version, unsized=None if servers is not None else unsized)
     warnings += calibration.warnings
     data = overlay(cluster, servers, calibration, raw)
     if out is not None:
@@ -153,7 +160,8 @@ def error_table(report: CalibrateReport) -> Table:
     c = report.calibration
     how = ("each log predicted with the parameters fitted on the other logs" if c.validation == LEAVE_ONE_LOG_OUT
            else "each size predicted with the parameters fitted on the alternate sizes")
-    table = Table(title=f"error before -> after calibration on {c.cluster} ({c.n_ranks} ranks), "
+    ranks = " and ".join(map(str, c.rank_counts or (c.n_ranks,)))
+    table = Table(title=f"error before -> after calibration on {c.cluster} ({ranks} ranks), "
                         f"cross-validated: {c.validation} ({how})", title_justify="left")
     for col in ("log", "busbw median >= 1 MiB", "busbw worst >= 1 MiB", "time floor <= 64 KiB"):
         table.add_column(col, justify="left" if col == "log" else "right")

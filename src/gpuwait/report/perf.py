@@ -11,7 +11,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from gpuwait.collectives.nccl_versions import nccl_release
+from gpuwait.collectives.nccl_versions import nccl_release, newer_release_note
 from gpuwait.collectives.nccltests import BuildInfo, get_collective, make_row
 from gpuwait.collectives.tuning import (
     MODEL_NCCL_VERSION,
@@ -22,7 +22,15 @@ from gpuwait.collectives.tuning import (
 from gpuwait.errors import SpecError
 from gpuwait.report.nccltests import format_table
 from gpuwait.runner.inputs import read_cluster, sized_cluster
-from gpuwait.runner.perf import PerfSweep, layout_warning, log_release, make_predictor, placing_layout
+from gpuwait.runner.perf import (
+    PerfSweep,
+    layout_warning,
+    log_release,
+    make_predictor,
+    nccl_env,
+    placing_layout,
+    unused_log_variables,
+)
 from gpuwait.spec.reader import read_text_checked
 from gpuwait.telemetry.errors import TelemetryFormatError
 from gpuwait.telemetry.nccl_debug import NcclDebugInfo, parse_nccl_debug
@@ -43,6 +51,7 @@ def sweep_text(sweep: PerfSweep, report_algo: bool = False) -> str:
     if sweep.rounded:
         lines.append(f"# note: {len(sweep.rounded)} size(s) rounded down to whole {sweep.dtype} elements per rank, "
                      "as nccl-tests does")
+    lines += [f"# note: {note}" for note in sweep.notes]
     return "\n".join(lines)
 
 
@@ -95,21 +104,27 @@ def comparison_summary(rows: list[dict], seen: Sequence[tuple[int, str, str]] = 
 _NCCL_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
 
 
-def _gpu_name(name: str) -> str:
-    """The architecture a GPU name means (``NVIDIA H100 80GB HBM3`` -> ``H100``), or the name itself
-    when gpuwait does not know it."""
+def _gpu_name(name: str) -> str | None:
+    """The architecture a GPU name means (``NVIDIA H100 80GB HBM3`` -> ``H100``), or None when gpuwait does
+    not know it (a driver that does not know the board prints ``NVIDIA Graphics Device``)."""
     try:
         return gpu_arch(name).name
     except SpecError:
-        return name
+        return None
 
 
 #: The network names NCCL prints (``NCCL INFO Using network IB``) for each transport profile; the
-#: aws-ofi-nccl plugin has called itself "AWS Libfabric", "Libfabric" and "OFI" across releases, and
-#: nccl-rdma-sharp-plugins' verbs transport (HPC-X) "IBext", then "IBext_v6" ... "IBext_v11" (src/ib_plugin.c,
-#: v2.0.0 and master): the plugin's version suffix is dropped before matching.
+#: aws-ofi-nccl plugin has called itself "AWS Libfabric", "Libfabric" and "OFI" across releases (on EFA, and on
+#: Slingshot's CXI provider: eth-cscs/cscs-docs docs/software/communication/nccl.md sets NCCL_NET="AWS Libfabric",
+#: HewlettPackard/shs-ccl-docs#35 "OFI"), Google's TCPX plugin "GPUDirectTCPX_v7"
+#: (google/nccl-plugin-gpudirecttcpx src/nccl_plugin.cc), and nccl-rdma-sharp-plugins' verbs transport (HPC-X)
+#: "IBext", then "IBext_v6" ... "IBext_v11" (src/ib_plugin.c, v2.0.0 and master): the plugin's version suffix is
+#: dropped before matching. A transport not listed (tcpxo: its plugin is not published) is told apart only
+#: from a network another transport's list names.
 _NCCL_NETWORK = {"infiniband": ("IB", "IBext"), "rocev2": ("IB", "IBext"), "tcp": ("Socket",),
-                 "efa": ("AWS Libfabric", "Libfabric", "OFI")}
+                 "efa": ("AWS Libfabric", "Libfabric", "OFI"), "slingshot": ("AWS Libfabric", "Libfabric", "OFI"),
+                 "tcpx": ("GPUDirectTCPX",)}
+_KNOWN_NETWORKS = frozenset(name for names in _NCCL_NETWORK.values() for name in names)
 _PLUGIN_VERSION = re.compile(r"_v\d+$")
 
 
@@ -134,24 +149,36 @@ def _seen_choices(debug: NcclDebugInfo | None, collective: str) -> list[tuple[in
 
 
 def comparison_warnings(version: str | None, device_names: list[str], server_gpu_model: str, transport: str,
-                        debug: NcclDebugInfo | None = None, model_version: str | None = None) -> list[str]:
+                        debug: NcclDebugInfo | None = None, model_version: str | None = None,
+                        cluster_transport: str | None = None) -> list[str]:
     """Where the log's run differs from what the cluster describes: its GPU model, its network
-    (when NCCL's INFO lines say it), or an NCCL release (``version``, :func:`log_nccl_version`) whose tuning
-    differs from the model's."""
+    (when NCCL's INFO lines say it) against the ``transport`` the prediction ran on (NCCL's socket transport,
+    ``tcp``, when the job's variables turn the cluster's ``cluster_transport`` off), or an NCCL release
+    (``version``, :func:`log_nccl_version`) whose tuning differs from the model's."""
     out = []
-    ours = _gpu_name(server_gpu_model)
-    theirs = sorted(set(map(_gpu_name, device_names)))
+    ours = _gpu_name(server_gpu_model) or server_gpu_model
+    theirs = sorted({arch for name in device_names if (arch := _gpu_name(name)) is not None})
+    unknown = sorted({name for name in device_names if _gpu_name(name) is None})
     if theirs and theirs != [ours]:
         out.append(f"the log ran on {', '.join(theirs)} GPUs; the cluster has {ours} ({server_gpu_model})")
+    if unknown:  # a name that says nothing of the model is neither a match nor a mismatch
+        out.append(f"the log names its GPUs {', '.join(map(repr, unknown))}, which gpuwait cannot read as a GPU "
+                   f"model: not checked against the cluster's {ours}")
     network = _log_network(debug)
     expected = _NCCL_NETWORK.get(transport)
-    if network and expected and _PLUGIN_VERSION.sub("", network) not in expected:
-        out.append(f"the log's NCCL used network {network}; the cluster's transport is {transport} "
-                   f"({' or '.join(expected)})")
+    name = _PLUGIN_VERSION.sub("", network) if network else None
+    if name and (name not in expected if expected else name in _KNOWN_NETWORKS):
+        names = f" ({' or '.join(expected)})" if expected else ""
+        which = (f"the cluster's transport is {transport}{names}" if cluster_transport in (None, transport) else
+                 f"the prediction ran on {transport}{names}, the cluster's {cluster_transport} turned off by the "
+                 "job's NCCL variables")
+        out.append(f"the log's NCCL used network {network}; {which}")
     predicted = model_version or MODEL_NCCL_VERSION
     if version and _release_of(version) is not _release_of(predicted):
         out.append(f"the log ran NCCL {version}; gpuwait predicted NCCL {predicted}'s algorithm "
                    "and protocol choices, which can differ")
+    if (newer := newer_release_note(predicted)) is not None:
+        out.append(newer)
     return out
 
 
@@ -173,6 +200,30 @@ def log_nccl_version(log_text: str, debug: NcclDebugInfo | None = None, build: B
     if debug is not None and debug.version:
         return debug.version
     return build.library_version if build is not None else None
+
+
+#: an NCCL variable set on a log's command line (``-x NAME=VALUE`` of Open MPI, ``export NAME=VALUE``,
+#: ``NAME=VALUE cmd``, ``-e``/``--env NAME=VALUE``), or NCCL's own INFO line ``NCCL_X set by environment to V``
+_COMMAND_VARIABLE = re.compile(r"(?:^|[\s'\"])(NCCL_[A-Z0-9_]+)=([^\s'\"\\]+)")
+_SET_BY_ENVIRONMENT = re.compile(r"NCCL INFO (NCCL_[A-Z0-9_]+) set by environment to ([^\s.]+(?:\.[^\s.]+)*)")
+
+
+def log_command_env(text: str) -> dict[str, str]:
+    """The NCCL variables a log says its run set: on a command line before its table (a line that is not a
+    ``#`` comment, nor NCCL's own output) or in NCCL's ``... set by environment to ...`` INFO lines.
+
+    >>> log_command_env("mpirun -np 16 -x NCCL_ALGO=Ring -x NCCL_MIN_CTAS=24 ./all_reduce_perf\\n# NCCL_PROTO=LL")
+    {'NCCL_ALGO': 'Ring', 'NCCL_MIN_CTAS': '24'}
+    >>> log_command_env("h:1:2 [0] NCCL INFO NCCL_IB_QPS_PER_CONNECTION set by environment to 2.")
+    {'NCCL_IB_QPS_PER_CONNECTION': '2'}
+    """
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        if (found := _SET_BY_ENVIRONMENT.search(line)) is not None:
+            out[found[1]] = found[2]
+        elif not line.lstrip().startswith("#") and "NCCL INFO" not in line and "NCCL WARN" not in line:
+            out.update(_COMMAND_VARIABLE.findall(line))
+    return out
 
 
 def _release_of(version: str):
@@ -296,9 +347,12 @@ def compare_log(op: str, log_path: Path, cluster: str, servers: int | None = Non
     topo = predictor.comm.topo
     seen = _seen_choices(debug, collective)
     warnings = comparison_warnings(printed_version, [d.name for d in log.devices], resolve_server(topo.spec.server).gpu_model,
-                                   topo.spec.transport.name, debug, nccl["version"])
+                                   predictor.transport.name, debug, nccl["version"], topo.spec.transport.name)
     if (placed := layout_warning(layout, n_servers, per_server)) is not None:
         warnings.append(placed)
+    if unused := unused_log_variables(log_command_env(text), nccl_env(env)):
+        warnings.append(f"the log's run set {', '.join(f'{k}={v}' for k, v in unused.items())}, which this prediction "
+                        "did not: pass them with --env to predict that run")
     warnings += unreadable
     if skipped:
         warnings.append(f"{len(skipped)} row(s) skipped, their measured time is 0.00 us (sizes "

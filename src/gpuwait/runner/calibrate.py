@@ -49,6 +49,7 @@ from gpuwait.collectives.fit import (
     select,
     separable_groups,
 )
+from gpuwait.collectives.nccl_versions import newer_release_note
 from gpuwait.collectives.nccltests import busbw_factor
 from gpuwait.collectives.physical import (
     SPEC_NAMES,
@@ -60,9 +61,17 @@ from gpuwait.collectives.physical import (
 )
 from gpuwait.errors import SpecError
 from gpuwait.fabric.perf import CollectiveEstimate
-from gpuwait.runner.inputs import load_cluster, looks_like_file
-from gpuwait.runner.perf import layout_warning, log_release, make_predictor
+from gpuwait.runner.inputs import load_cluster, looks_like_file, read_cluster, sized_cluster
+from gpuwait.runner.perf import (
+    layout_warning,
+    log_release,
+    make_predictor,
+    nccl_env,
+    placing_layout,
+    unused_log_variables,
+)
 from gpuwait.spec import ClusterSpec, read_yaml
+from gpuwait.topology import resolve_server
 from gpuwait.units import format_time
 
 #: how the error is cross-validated
@@ -83,6 +92,7 @@ class MeasuredLog:
     busbw_GBps: tuple[float, ...]
     nccl_version: str | None = None  # the NCCL version the log prints, if any
     layout: tuple[int, int] | None = None  # (hosts, ranks per host) its '# Rank' lines show, if they do
+    logged_env: tuple[tuple[str, str], ...] = ()  # NCCL variables its command line or INFO lines say the run set
 
 
 @dataclass(frozen=True, eq=False)
@@ -118,6 +128,7 @@ class Calibration:
     #: the fitted values): which of a group carries a time is not identifiable, only their joint effect
     not_separable: tuple[tuple[str, ...], ...] = ()
     warnings: tuple[str, ...] = ()  # where a log's run and the cluster differ (its hosts and GPUs per host)
+    rank_counts: tuple[int, ...] = ()  # the logs' rank counts (several: each log predicted on its own run's size)
 
     @property
     def freed(self) -> tuple[str, ...]:
@@ -161,9 +172,25 @@ def fit_names(names: Iterable[str] | None) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _own_runs(logs: Sequence[MeasuredLog], gpus_in_server: int, gpus: int | None) -> list[tuple[int, int]]:
+    """(servers, GPUs per server) each log ran on, from its own rank count, as ``perf --compare`` places a log
+    without ``--servers``: ``gpus`` per server (``-g``), else as its ``# Rank`` lines place the ranks, else as
+    many as a server holds."""
+    runs = []
+    for log in logs:
+        placed = placing_layout(log.layout, None, gpus_in_server)
+        per_server = gpus or (placed[1] if placed is not None else min(log.n_ranks, gpus_in_server))
+        if log.n_ranks % per_server:
+            raise SpecError(f"{log.name}: its {log.n_ranks} ranks do not fill servers of {per_server} GPUs",
+                            hint="pass -g, the GPUs per server the logs used")
+        runs.append((log.n_ranks // per_server, per_server))
+    return runs
+
+
 def calibrate(logs: Sequence[MeasuredLog], cluster: str | ClusterSpec, servers: int | None = None, gpus: int | None = None,
               env: Mapping[str, str] | Iterable[str] = (), names: Iterable[str] | None = None,
-              prior: Mapping[str, float] | None = None, nccl_version: str | None = None) -> Calibration:
+              prior: Mapping[str, float] | None = None, nccl_version: str | None = None,
+              unsized: str | ClusterSpec | None = None) -> Calibration:
     """Calibrate to ``logs`` on a preset or cluster file: from ``prior`` (moves as
     :func:`~gpuwait.collectives.physical.adjust`; default the shipped :data:`SHIPPED`), free those of
     ``names`` (default: every parameter) that cross-validation within the logs supports, and fit them;
@@ -171,6 +198,10 @@ def calibrate(logs: Sequence[MeasuredLog], cluster: str | ClusterSpec, servers: 
 
     Each log is predicted as the NCCL release :func:`~gpuwait.runner.perf.log_release` picks
     (``nccl_version``, else the one it prints, else the cluster's). Every log must have as many ranks as the cluster gives (``servers`` servers of ``gpus`` GPUs).
+    Logs of several rank counts (the same cluster at 2 and 4 nodes, which separates a launch latency from a
+    per-step one) with no ``servers`` are each predicted on the cluster sized to their own run
+    (:func:`_own_runs`); that needs the cluster before sizing: ``cluster`` itself when it names a preset or
+    file, else ``unsized`` (:func:`~gpuwait.runner.inputs.read_cluster`'s, for a caller that read the file).
     ``prior`` serves experiments (bench/calibrate_transfer.py: a public fit without the target's tables).
     ``cluster`` may be a cluster already loaded (:func:`~gpuwait.runner.inputs.load_cluster`, its servers its own).
     """
@@ -179,20 +210,34 @@ def calibrate(logs: Sequence[MeasuredLog], cluster: str | ClusterSpec, servers: 
     if not logs:
         raise SpecError("calibrate: got no logs; expected at least one nccl-tests log")
     spec = load_cluster(cluster, servers)  # once: every release's predictor is built on it
+    source = unsized if unsized is not None else cluster if isinstance(cluster, str) else None
+    runs: list[tuple[int | None, int | None]] = [(None, gpus)] * len(logs)
+    sized: dict[int | None, ClusterSpec] = {None: spec}
+    if servers is None and source is not None and len({log.n_ranks for log in logs}) > 1:
+        runs = list(_own_runs(logs, resolve_server(spec.server).gpus, gpus))
+        unsized_source = read_cluster(source) if isinstance(source, str) else source
+        name = source if isinstance(source, str) else spec.name
+        sized.update({n: sized_cluster(unsized_source, n, source=name) for n, _ in dict.fromkeys(runs)})
     versions = [log_release(log.nccl_version, nccl_version, spec.nccl.version) for log in logs]
-    predictors = {v: make_predictor(spec, None, gpus, env, v) for v, _ in dict.fromkeys(versions)}
-    predictor = predictors[versions[0][0]]
-    n_ranks = predictor.comm.n_ranks
-    for log in logs:
-        if log.n_ranks != n_ranks:
-            raise SpecError(f"{log.name}: the log has {log.n_ranks} ranks but the cluster gives {n_ranks}",
+    predictors = {(v, n, g): make_predictor(sized[n], None, g, env, v)
+                  for (v, _), (n, g) in dict.fromkeys(zip(versions, runs, strict=True))}
+    by_log = [predictors[v, n, g] for (v, _), (n, g) in zip(versions, runs, strict=True)]
+    predictor = by_log[0]
+    for log, run in zip(logs, by_log, strict=True):
+        if log.n_ranks != run.comm.n_ranks:
+            raise SpecError(f"{log.name}: the log has {log.n_ranks} ranks but the cluster gives {run.comm.n_ranks}",
                             hint="use --servers and -g to describe the run's servers and GPUs")
-    per_server = n_ranks // spec.servers
-    warnings = tuple(f"{log.name}: {w}" for log in logs
-                     if (w := layout_warning(log.layout, spec.servers, per_server)) is not None)
+    warnings = tuple(f"{log.name}: {w}" for log, run in zip(logs, by_log, strict=True)
+                     if (w := layout_warning(log.layout, run.comm.topo.spec.servers,
+                                             run.comm.n_ranks // run.comm.topo.spec.servers)) is not None)
+    warnings += tuple(note for v, _ in dict.fromkeys(versions) if (note := newer_release_note(v)) is not None)
+    used = nccl_env(env)
+    warnings += tuple(f"{log.name}: the log's run set {', '.join(f'{k}={v}' for k, v in unused.items())}, which this "
+                      "calibration did not: pass them with --env (it applies to every log)" for log in logs
+                      if (unused := unused_log_variables(dict(log.logged_env), used)))
     defaults = physical_defaults(predictor.transport)
-    estimates = [[predictors[v].estimate(log.collective, size) for size in log.sizes_bytes]
-                 for log, (v, _) in zip(logs, versions, strict=True)]
+    estimates = [[run.estimate(log.collective, size) for size in log.sizes_bytes]
+                 for log, run in zip(logs, by_log, strict=True)]
     observations = [[Observation(_costs(e), defaults, t, log.name, size)
                      for e, t, size in zip(ests, log.time_s, log.sizes_bytes, strict=True)]
                     for log, ests in zip(logs, estimates, strict=True)]
@@ -214,8 +259,9 @@ def calibrate(logs: Sequence[MeasuredLog], cluster: str | ClusterSpec, servers: 
                for log, ests, times, (version, source) in zip(logs, estimates, held_out, versions, strict=True)]
     flat = [o for group in observations for o in group]
     alike = separable_groups(chosen, not_separable(flat, chosen, everything.values))
-    return Calibration(predictor.comm.topo.name, n_ranks, chosen, validation, defaults, predictor.params,
-                       everything.apply(defaults), results, selection, tuple(fold_freed), base, tuple(alike), warnings)
+    return Calibration(predictor.comm.topo.name, predictor.comm.n_ranks, chosen, validation, defaults, predictor.params,
+                       everything.apply(defaults), results, selection, tuple(fold_freed), base, tuple(alike), warnings,
+                       tuple(sorted({log.n_ranks for log in logs})))
 
 
 def select_and_fit(groups: list[list[Observation]], names: Sequence[str],

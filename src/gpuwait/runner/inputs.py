@@ -18,8 +18,13 @@ from gpuwait.topology import preset_spec, resolve_cluster, resolve_server
 
 
 def looks_like_file(arg: str) -> bool:
-    """Whether ``arg`` names a file (a YAML/JSON suffix, or an existing path) rather than a preset."""
-    return arg.endswith((".yaml", ".yml", ".json")) or Path(arg).exists()
+    """Whether ``arg`` names a file (a YAML/JSON suffix, or an existing path) rather than a preset; an empty
+    name is neither (``Path("")`` is the working directory, which exists).
+
+    >>> looks_like_file("dgx-h100"), looks_like_file("my.yaml"), looks_like_file("")
+    (False, True, False)
+    """
+    return arg.endswith((".yaml", ".yml", ".json")) or (bool(arg) and Path(arg).exists())
 
 
 def load_scenario(path: str | Path, *, cluster_replaced: bool = False) -> Scenario:

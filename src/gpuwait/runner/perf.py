@@ -14,10 +14,21 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from gpuwait.collectives.communicator import Communicator
-from gpuwait.collectives.nccl_versions import nccl_release
-from gpuwait.collectives.ncclenv import Setting, check_modelled, cluster_env, env_pairs, platform_setting
+from gpuwait.collectives.nccl_versions import nccl_release, newer_release_note
+from gpuwait.collectives.ncclenv import (
+    NOT_MODELLED,
+    VARIABLES,
+    NcclEnv,
+    Setting,
+    check_modelled,
+    cluster_env,
+    env_pairs,
+    parse_env,
+    platform_setting,
+)
 from gpuwait.collectives.nccltests import (
     DTYPES,
+    REDOPS,
     Device,
     NcclTestsCollective,
     Row,
@@ -47,6 +58,34 @@ def nccl_env(env: Mapping[str, str] | Iterable[str] = (), base: Mapping[str, str
         check_modelled(env)  # a name given on purpose must change the result (issue 20)
         return out | {str(k): str(v) for k, v in env.items()}
     return out | env_pairs(env)
+
+
+def unused_log_variables(logged: Mapping[str, str], used: Mapping[str, str]) -> dict[str, str]:
+    """The NCCL variables a log says its run set (``logged``: its command line, NCCL's INFO lines) that would
+    change what gpuwait predicts but are not in ``used`` (:func:`nccl_env`: the process environment and
+    ``--env``): each one whose value, put in ``used``, parses to another :class:`~gpuwait.collectives.ncclenv.NcclEnv`.
+    A name gpuwait does not model, a value NCCL's default already has, or one it cannot read is left out.
+
+    >>> unused_log_variables({"NCCL_ALGO": "Ring", "NCCL_IB_DISABLE": "0", "NCCL_IB_HCA": "mlx5_0"}, {})
+    {'NCCL_ALGO': 'Ring'}
+    >>> unused_log_variables({"NCCL_ALGO": "ring"}, {"NCCL_ALGO": "Ring"})
+    {}
+    """
+    def model(env: Mapping[str, str]) -> NcclEnv:
+        return replace(parse_env(env), explicit=(), set_by={})
+
+    base = model(used)
+    out = {}
+    for name, value in logged.items():
+        # NCCL reads its names case-insensitively (NCCL_ALGO=ring is Ring)
+        if name not in VARIABLES or name in NOT_MODELLED or used.get(name, "").lower() == value.lower():
+            continue
+        try:
+            if model({**used, name: value}) != base:
+                out[name] = value
+        except SpecError:
+            continue  # a value gpuwait cannot read: nothing to say it would change
+    return out
 
 
 def log_release(printed: str | None, asked: str | None = None, cluster_version: str | None = None) -> tuple[str, str]:
@@ -149,12 +188,14 @@ class PerfSweep:
     unfitted_params: PhysicalParams | None = None  # the physical defaults (what a fit starts from)
     settings: list[Setting] = field(default_factory=list)  # QPs, algorithm... and where each came from
     memory_estimate_bytes: float | None = None  # what the sweep was estimated to allocate (estimated_sweep)
+    notes: list[str] = field(default_factory=list)  # what the reader should know beside the rows
+
 
     def to_dict(self) -> dict:
         out = {"collective": self.collective.name, "n_ranks": self.n_ranks, "cluster": self.cluster,
                "settings": {s.name: str(s) for s in self.settings},
                "rows": [r.__dict__ for r in self.rows], "choices": self.choices,
-               "rounded_sizes": [{"requested": a, "run": b} for a, b in self.rounded]}
+               "rounded_sizes": [{"requested": a, "run": b} for a, b in self.rounded], "notes": self.notes}
         if self.memory_estimate_bytes is not None:
             out["memory_estimate_bytes"] = self.memory_estimate_bytes
         return out
@@ -187,6 +228,10 @@ class SweepArgs:
         # names its option instead (gpuwait.cli.perf.SWEEP_OPTIONS)
         if self.dtype not in DTYPES:
             raise UnknownNameError(f"dtype: got {self.dtype!r}; expected one of {', '.join(DTYPES)}")
+        if self.redop not in REDOPS:  # it is printed in every row: a name nccl-tests never prints is not one
+            raise UnknownNameError(f"redop: got {self.redop!r}; expected one of {', '.join(REDOPS)}",
+                                   hint="nccl-tests' -o all repeats the sweep per operation: every operation takes the "
+                                        "same time in the model, so give one")
 
 
 def _field_bytes(name: str, text: int | str) -> int:
@@ -263,6 +308,9 @@ def perf_sweep(op: str, args: SweepArgs, cluster: str = "dgx-h100", servers: int
     config = RunConfig(n_gpus=predictor.gpus_per_thread, min_bytes=lo, max_bytes=hi, step_factor=args.step_factor,
                        step_bytes=step_bytes, warmup_iters=args.warmup_iters, iters=args.iters,
                        validation=args.check)
+    asked = predictor.env.asked_version
+    notes = [note] if asked is not None and (note := newer_release_note(asked)) is not None else []
     return PerfSweep(coll, n, predictor.comm.topo.name, args.dtype, rows, choices, rounded, config, devices(predictor),
                      estimates, predictor.params,
-                     physical_defaults(predictor.transport), [*predictor.settings(), platform_setting(predictor.env)])
+                     physical_defaults(predictor.transport), [*predictor.settings(), platform_setting(predictor.env)],
+                     notes=notes)

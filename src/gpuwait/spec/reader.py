@@ -99,6 +99,8 @@ def _file_error(path: Path, what: str, message: str, hint: str | None = None) ->
 
 def read_bytes_checked(path: str | Path, what: str = "a text file", max_bytes: int = MAX_TEXT_BYTES) -> bytes:
     """The bytes of the regular file ``path``, at most ``max_bytes``; a :class:`SpecError` otherwise."""
+    if not str(path).strip():  # Path("") is the working directory: "'.' is a directory" would mislead
+        raise SpecError(f"got an empty path; expected {what}", hint="name the file")
     path = Path(path)
     try:
         info = os.stat(path)
