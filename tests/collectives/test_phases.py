@@ -153,3 +153,20 @@ def test_hierarchical_all_reduce_closed_form(fabric):
     expected = 2 * (ppn - 1) / ppn * S / nvlink_Bps + 2 * (nodes - 1) / nodes * S / ppn / nic_Bps
     assert [p.phase.name for p in run.phases] == ["all_reduce-hier-rs", "all_reduce-hier-rails", "all_reduce-hier-ag"]
     assert run.bandwidth_time_s == pytest.approx(expected, rel=1e-6)
+
+
+def test_rings_on_a_mesh_of_direct_links_use_every_link():
+    """A GH200 quad's GPUs are a mesh: 6 NVLink4 links (150 GB/s) per pair, no NVSwitch. NCCL's graph search places
+    each ring channel on links that still have bandwidth (src/graph/search.cc ncclTopoSearchRec), so its rings cover
+    all 12 GPU-to-GPU links and a ring moves 3 x 150 GB/s out of each GPU. With every channel in one GPU order the
+    rings loaded 4 links and reached one pair's 150 GB/s (busbw), a third of the all-to-all's and of NCCL's own plan."""
+    quad = build_topology(ClusterSpec(servers=1, server={"template": "gh200-quad"}, fabric={"kind": "clos"}))
+    comm = Communicator.world(quad)
+    run = _time(quad, comm, "all_reduce", channels=12)
+    pair_Bps = effective_capacity_Bps(quad, TRANSPORTS["infiniband"])[quad.link_id("s0.gpu0->s0.gpu1")]
+    assert pair_Bps == pytest.approx(150e9, rel=0.05)
+    busbw = S / run.bandwidth_time_s * 2 * 3 / 4
+    assert busbw == pytest.approx(3 * pair_Bps, rel=0.01)
+    src, dst = ring_edges(comm, 12)
+    per_link = np.unique(np.c_[src, dst], axis=0, return_counts=True)[1]
+    assert len(per_link) == 12 and (per_link == 4).all()  # 48 hops, four rings on each link

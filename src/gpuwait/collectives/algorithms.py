@@ -6,7 +6,8 @@ all-reduce over n ranks and C channels is one phase of n*C flows of S/(n*C) byte
 largest phase. Algorithms register themselves in :data:`ALGORITHMS`.
 
 Rings follow NCCL's layout: every channel is its own ring; inside a server the ring visits the
-GPUs in order starting at a channel-dependent GPU, and between servers it is rail-aligned — with
+GPUs in order starting at a channel-dependent GPU (on a mesh of direct links, in an order that spreads
+the channels over every link: :func:`channel_local_orders`), and between servers it is rail-aligned — with
 NVLink the last GPU of a server hands its chunk over NVLink to the channel's rail GPU, whose NIC
 sends it to the same rail on the next server (PXN); without NVLink the last GPU sends directly.
 """
@@ -99,14 +100,53 @@ def _has_nvlink(comm: Communicator) -> bool:
     return comm.topo.spec.server.nvlink_bandwidth > 0 and comm.topo.gpus_per_server > 1
 
 
+def channel_local_orders(comm: Communicator, n_channels: int) -> np.ndarray:
+    """(C, ppn) the order in which channel c's ring (or tree chain) visits a node's GPUs, as local GPU indices.
+
+    Every order starts at local GPU c mod ppn, the channel's rail GPU. Behind an NVSwitch (or NVLink bridges
+    between pairs) every order is the next GPU in index order, rotated. Where the server's GPUs are a mesh of
+    direct links (``nvlink_topology: mesh``, GH200 quads) one order would load the same ppn links with every
+    channel and leave the others idle; NCCL's graph search instead places each channel on links that still
+    have bandwidth (ncclTopoCompute / ncclTopoSearchRec, src/graph/search.cc), so channel c takes, from each
+    GPU, the unvisited GPU whose link the channels before it used least (lowest index offset on a tie: the
+    first channel is the plain order).
+
+    >>> from gpuwait.topology import build_preset
+    >>> from gpuwait.collectives.communicator import Communicator
+    >>> channel_local_orders(Communicator.world(build_preset("dgx-h100", servers=1)), 2).tolist()
+    [[0, 1, 2, 3, 4, 5, 6, 7], [1, 2, 3, 4, 5, 6, 7, 0]]
+    >>> from gpuwait.spec import ClusterSpec
+    >>> from gpuwait.topology import build_topology
+    >>> quad = build_topology(ClusterSpec(servers=1, server={"template": "gh200-quad"}, fabric={"kind": "clos"}))
+    >>> channel_local_orders(Communicator.world(quad), 6).tolist()  # each of the 12 links in two rings
+    [[0, 1, 2, 3], [1, 3, 2, 0], [2, 1, 0, 3], [3, 1, 2, 0], [0, 2, 3, 1], [1, 3, 0, 2]]
+    """
+    ppn = comm.ppn
+    rotated = (np.arange(n_channels)[:, None] + np.arange(ppn)[None, :]) % ppn
+    if comm.topo.spec.server.nvlink_topology != "mesh" or ppn < 3 or comm.spans_servers:
+        return rotated
+    closed = comm.n_nodes == 1  # one node: the ring's last hop comes back over a link of the mesh
+    used = np.zeros((ppn, ppn), np.int64)
+    orders = np.empty((n_channels, ppn), np.int64)
+    for c in range(n_channels):
+        order = [c % ppn]
+        left = set(range(ppn)) - {order[0]}
+        while left:
+            here = order[-1]
+            nxt = min(left, key=lambda g: (used[here, g], (g - here) % ppn))
+            used[here, nxt] += 1
+            order.append(nxt)
+            left.discard(nxt)
+        if closed:
+            used[order[-1], order[0]] += 1
+        orders[c] = order
+    return orders
+
+
 def ring_orders(comm: Communicator, n_channels: int) -> np.ndarray:
     """(C, n) rank order of each channel's ring (see the module docstring)."""
     per_node = comm.node_ranks[:, np.argsort(comm.local_gpu_index(comm.node_ranks[0]))]  # by local GPU index
-    rings = []
-    for c in range(n_channels):
-        rotated = np.roll(per_node, -(c % comm.ppn), axis=1)
-        rings.append(rotated.ravel())
-    return np.array(rings)
+    return np.array([per_node[:, order].ravel() for order in channel_local_orders(comm, n_channels)])
 
 
 def ring_edges(comm: Communicator, n_channels: int) -> tuple[np.ndarray, np.ndarray]:
@@ -186,8 +226,8 @@ def tree(comm: Communicator, collective: str, n_bytes: float, n_channels: int, r
     src, dst, size = [], [], []
     trees = double_binary_trees(comm.n_nodes)
     per_tree_channel = n_bytes / 2 / n_channels
-    for c in range(n_channels):
-        chain = np.roll(per_node, -(c % comm.ppn), axis=1)  # chain starts at the channel's rail GPU
+    for order in channel_local_orders(comm, n_channels):
+        chain = per_node[:, order]  # chain starts at the channel's rail GPU
         heads = chain[:, 0]
         for parent in trees:
             # inside each server: chain links both ways
