@@ -190,7 +190,6 @@ class PerfSweep:
     memory_estimate_bytes: float | None = None  # what the sweep was estimated to allocate (estimated_sweep)
     notes: list[str] = field(default_factory=list)  # what the reader should know beside the rows
 
-
     def to_dict(self) -> dict:
         out = {"collective": self.collective.name, "n_ranks": self.n_ranks, "cluster": self.cluster,
                "settings": {s.name: str(s) for s in self.settings},
