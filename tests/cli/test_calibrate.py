@@ -109,18 +109,18 @@ def test_the_logs_rank_lines_place_the_run(capsys):
 
 def test_rank_lines_that_name_one_host_for_more_ranks_than_a_server_holds_do_not_place_the_run(capsys, tmp_path):
     """16 '# Rank' lines of two 8-GPU A100 servers that print one host name (containers given one hostname) are not
-    one 16-GPU server: unasked, calibrate predicts the cluster's own servers (one error naming both rank counts,
-    not a -g never given), and with --servers 2 it runs, warning how the lines differ, as perf --compare does."""
+    one 16-GPU server (not a -g never given): unasked, calibrate places the 16 ranks on the servers they fill, 2 of 8,
+    as perf --compare does, and so does --servers 2; both warn how the lines differ."""
     text = (LOG.parents[1] / "oci-a100-2node-16gpu-all_reduce.log").read_text()
     path = tmp_path / "one-name.log"
     path.write_text(re.sub(r"( on +)\S+( +device)", r"\1worker\2", text))
-    args = ["calibrate", str(path), "--cluster", "dgx-a100", "--params", "nic_efficiency"]
-    code, _, err = run_cli(capsys, *args)
-    assert code == 2 and err.splitlines()[0] == f"error: {path}: the log has 16 ranks but the cluster gives 8"
-    code, text, _ = run_cli(capsys, *args, "--servers", "2", "--json")
-    assert code == 0 and json.loads(text)["warnings"] == [
-        f"{path}: the log ran 16 rank(s) on each of 1 host(s) (its '# Rank' lines); the cluster gives 8 GPU(s) on "
-        "each of 2 server(s)"]
+    args = ["calibrate", str(path), "--cluster", "dgx-a100", "--params", "nic_efficiency", "--json"]
+    for extra in ([], ["--servers", "2"]):
+        code, text, err = run_cli(capsys, *args, *extra)
+        assert code == 0, err
+        assert json.loads(text)["warnings"] == [
+            f"{path}: the log ran 16 rank(s) on each of 1 host(s) (its '# Rank' lines); the cluster gives 8 GPU(s) on "
+            "each of 2 server(s)"]
 
 
 def test_calibrate_places_a_run_as_perf_compare_does_when_only_servers_is_given(capsys):
@@ -203,3 +203,18 @@ def test_a_logs_nccl_variables_the_calibration_did_not_use_are_a_warning(capsys)
                             "nic_efficiency", "--env", "NCCL_ALGO=Ring", "--env", "NCCL_MIN_CTAS=24", "--env",
                             "NCCL_IB_QPS_PER_CONNECTION=2", "--json")
     assert code == 0 and json.loads(text)["warnings"] == []
+
+
+def test_one_log_of_another_rank_count_is_predicted_on_its_own_run(capsys):
+    """perf --compare predicts the 2-node H100 table (16 ranks, '# Rank' lines elided) on dgx-h100 sized to 2
+    servers; calibrate on the same log and preset was one error ('the log has 16 ranks but the cluster gives 8')
+    unless --servers 2 was given. Now it sizes the cluster to the log as perf --compare does, and the shipped
+    prediction it starts from is perf --compare's, size for size."""
+    code, text, err = run_cli(capsys, "calibrate", str(LOG), "--cluster", "dgx-h100", "--params", "nic_efficiency",
+                              "--json")
+    assert code == 0, err
+    doc = json.loads(text)
+    assert doc["rank_counts"] == [16] and "servers" not in doc["overlay"]
+    code, text, _ = run_cli(capsys, "perf", "all_reduce", "--compare", str(LOG), "--cluster", "dgx-h100", "--json")
+    assert code == 0 and [r["predicted_time_us"] for r in doc["logs"][0]["shipped"]] == pytest.approx(
+        [r["predicted_time_us"] for r in json.loads(text)["rows"]], rel=1e-9)

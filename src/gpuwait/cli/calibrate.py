@@ -13,8 +13,8 @@ LOGS_ARGUMENT = typer.Argument(..., metavar="LOG",
 CLUSTER_OPTION = typer.Option(..., "--cluster", metavar="PRESET|FILE",
                               help="The cluster the logs ran on: a preset name or a cluster/scenario file.")
 SERVERS_OPTION = typer.Option(None, "--servers", min=1, help="Servers the logs ran on (default: as the logs' '# Rank' "
-                              "lines place the ranks when neither this nor -g is given, else the preset's; logs of "
-                              "several rank counts: each on its own run's servers, as perf --compare places it).")
+                              "lines place the ranks when neither this nor -g is given, else the cluster's; a log of "
+                              "another rank count: on the servers its ranks fill, as perf --compare places it).")
 GPUS_OPTION = typer.Option(None, "-g", "--ngpus", min=1, help="GPUs per server the logs used (default: as the logs' "
                            "'# Rank' lines place the ranks when neither this nor --servers is given, else all).")
 ENV_OPTION = typer.Option([], "--env", help="NCCL variable NAME=VALUE the logs ran with (repeatable).")
@@ -35,9 +35,9 @@ def calibrate(logs: list[Path] = LOGS_ARGUMENT, cluster: str = CLUSTER_OPTION, s
               json_out: bool = JSON_OPTION) -> None:
     """Fit the collective model's physical parameters to nccl-tests logs and write a calibrated cluster.
 
-    Each log's collective and sizes are predicted on the cluster (its rank count must match: use
-    --servers and -g; without them, as the logs' '# Rank' lines place the ranks; logs of several rank
-    counts, e.g. 2 and 4 nodes, each on its own run's size), as the NCCL release the log prints (or
+    Each log's collective and sizes are predicted on the cluster (as --servers and -g describe it; without
+    them, as the logs' '# Rank' lines place the ranks, and a log of another rank count than the cluster's,
+    e.g. logs of 2 and 4 nodes, on the servers its ranks fill), as the NCCL release the log prints (or
     --nccl-version), as `perf --compare` does. Starting from the model as shipped,
     forward selection frees a parameter (per-step
     latencies, per-message overhead, NIC and NVLink efficiency, step cycle) only if fitting it lowers the

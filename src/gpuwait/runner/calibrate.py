@@ -198,10 +198,12 @@ def calibrate(logs: Sequence[MeasuredLog], cluster: str | ClusterSpec, servers: 
 
     Each log is predicted as the NCCL release :func:`~gpuwait.runner.perf.log_release` picks
     (``nccl_version``, else the one it prints, else the cluster's). Every log must have as many ranks as the cluster gives (``servers`` servers of ``gpus`` GPUs).
-    Logs of several rank counts (the same cluster at 2 and 4 nodes, which separates a launch latency from a
-    per-step one) with no ``servers`` are each predicted on the cluster sized to their own run
-    (:func:`_own_runs`); that needs the cluster before sizing: ``cluster`` itself when it names a preset or
-    file, else ``unsized`` (:func:`~gpuwait.runner.inputs.read_cluster`'s, for a caller that read the file).
+    With no ``servers``, a log whose rank count the cluster does not give (one log of 2 nodes on a 1-server
+    preset; logs of several rank counts, the same cluster at 2 and 4 nodes, which separates a launch latency
+    from a per-step one) is predicted on the cluster sized to its own run (:func:`_own_runs`), as
+    ``perf --compare`` predicts it; that needs the cluster before sizing: ``cluster`` itself when it names a
+    preset or file, else ``unsized`` (:func:`~gpuwait.runner.inputs.read_cluster`'s, for a caller that read
+    the file).
     ``prior`` serves experiments (bench/calibrate_transfer.py: a public fit without the target's tables).
     ``cluster`` may be a cluster already loaded (:func:`~gpuwait.runner.inputs.load_cluster`, its servers its own).
     """
@@ -213,7 +215,8 @@ def calibrate(logs: Sequence[MeasuredLog], cluster: str | ClusterSpec, servers: 
     source = unsized if unsized is not None else cluster if isinstance(cluster, str) else None
     runs: list[tuple[int | None, int | None]] = [(None, gpus)] * len(logs)
     sized: dict[int | None, ClusterSpec] = {None: spec}
-    if servers is None and source is not None and len({log.n_ranks for log in logs}) > 1:
+    cluster_ranks = spec.servers * (gpus or resolve_server(spec.server).gpus)
+    if servers is None and source is not None and any(log.n_ranks != cluster_ranks for log in logs):
         runs = list(_own_runs(logs, resolve_server(spec.server).gpus, gpus))
         unsized_source = read_cluster(source) if isinstance(source, str) else source
         name = source if isinstance(source, str) else spec.name
