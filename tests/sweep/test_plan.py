@@ -59,6 +59,15 @@ def test_an_exclusion_on_a_path_no_axis_varies_is_one_error():
                                   "exclude": [{"cluster.nope": 1}]})
 
 
+def test_an_empty_exclusion_is_one_error():
+    """An entry with no path matches every case and would leave the whole sweep out (found by bench/fuzz.py --seed
+    3031: `exclude: [{}]` was accepted)."""
+    base = {"cluster": {"preset": "dgx-h100"}}
+    with pytest.raises(SpecError, match=r"exclude: .*entry 0: empty; expected at least one axis path and its value "
+                                        r"\(cluster.servers\)"):
+        validate_data(SweepSpec, {"base": base, "perf": {}, "axes": {"cluster.servers": [2, 4]}, "exclude": [{}]})
+
+
 def test_id_is_the_content_not_the_spelling():
     """A preset's own value given explicitly, the scenario's name and 2 vs 2.0 do not change the id."""
     base = {"name": "a", "cluster": {"preset": "dgx-h100", "servers": 2}}

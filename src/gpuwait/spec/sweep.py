@@ -86,6 +86,9 @@ class SweepSpec(SpecModel):
             return exclude
         paths = [a.path for a in info.data["axes"]]
         for i, entry in enumerate(exclude):
+            if not entry:  # no path to compare: it would match, and leave out, every case
+                raise ValueError(f"entry {i}: empty; expected at least one axis path and its value "
+                                 f"({', '.join(paths) or '(no axes)'})")
             unknown = sorted(set(entry) - set(paths))
             if unknown:
                 raise ValueError(f"entry {i}: {unknown[0]!r} is not an axis path; expected one of "
