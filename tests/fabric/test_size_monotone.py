@@ -1,7 +1,6 @@
-"""A larger call never takes less time on the same algorithm and protocol: NCCL moves a channel's bytes in whole
-loops, every step of a loop one message per connection however few bytes the last loop holds (the ring kernels'
-per-loop chunk shrinks; NVLSTree gives each head divUp(remaining, nHeads) of the last loop: src/device/all_reduce.h
-v2.30.7-1). Power-of-two sizes fill whole loops; sizes between them are where a count of bytes / chunk undercounts."""
+"""A larger call never takes less time on the same algorithm and protocol: it has at least the smaller call's bytes
+in every channel, and NCCL gives each busy head of an NVLSTree channel divUp(remaining, nHeads) elements of its
+last loop (src/device/all_reduce.h v2.30.7-1), so no channel or head goes idle as the size grows."""
 
 from __future__ import annotations
 
@@ -27,9 +26,12 @@ def test_power_of_two_sizes_never_fall():
     assert all(b >= a for a, b in zip(times, times[1:], strict=False))
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: the per-message term counts a NIC's bytes over the chunk, so a "
-                                       "partial last loop sends fewer, smaller-than-chunk messages than NCCL's whole "
-                                       "loop of steps: NVLSTree on 4 DGX H100 nodes takes 151.1 us at 256 B and "
-                                       "143.7 us at 320 B (found by the audit of session 30)")
+@pytest.mark.xfail(strict=True, reason="known gap: a call's messages are its NIC bytes over the step, and NVLSTree's "
+                                       "step is a channel's bytes split over its heads in bytes, where NCCL splits "
+                                       "elements (divUp(remCount, nHeads), src/device/all_reduce.h): at 320 B a "
+                                       "head's 3-byte share makes 7 busy heads of 8 per channel, at 256 B 2 bytes "
+                                       "make 8, so 4 DGX H100 nodes take 143.7 us at 320 B and 151.1 us at 256 B "
+                                       "(found by the audit of session 30; padding to whole loops instead raised "
+                                       "8-16 B calls from 113 to 157 us, as if idle channels sent)")
 def test_sizes_between_powers_of_two_never_fall():
     assert _falls(["NCCL_ALGO=NVLSTree"], range(64, 4097, 64)) == []
