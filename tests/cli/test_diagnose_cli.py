@@ -111,3 +111,17 @@ def test_cluster_options_with_a_scenario_are_refused_not_ignored(capsys, option)
     """--cluster and --servers describe telemetry's cluster; a scenario has its own (they were dropped silently)."""
     code, _, err = run_cli(capsys, "diagnose", "examples/dp-only.yaml", *option)
     assert code == 2 and err.startswith(f"error: {option[0]}: only with --telemetry; expected the scenario's own cluster")
+
+
+def test_faults_on_a_jobs_scenario_are_refused_not_ignored(capsys, tmp_path):
+    """A scenario with `jobs:` is diagnosed for placement and co-tenants on a run without faults: an
+    --inject or a `faults:` entry printed every job's step unchanged and no finding (slow-gpu:s1.gpu3
+    on a job's own server)."""
+    jobs = "examples/two-jobs-shared-uplinks.yaml"
+    code, _, err = run_cli(capsys, "diagnose", jobs, "--inject", "slow-gpu:s1.gpu3", "--no-gain")
+    assert code == 2 and err.startswith("error: --inject: a scenario with `jobs:` is diagnosed for placement"), err
+    path = tmp_path / "jobs-with-faults.yaml"
+    path.write_text(open(jobs).read() + "faults:\n  - {kind: slow-gpu, target: s1.gpu3}\n")
+    for command in ("validate", "run", "diagnose"):
+        code, _, err = run_cli(capsys, command, str(path))
+        assert code == 2 and err.startswith("error: faults: a scenario with `jobs:` runs without faults"), (command, err)

@@ -62,6 +62,9 @@ def diagnose(scenario_file: str | None = SCENARIO_ARGUMENT, inject: list[str] | 
             from gpuwait.cli.place import jobs_dict
             from gpuwait.diagnosis.placement import DEFAULT_STEPS, diagnose_jobs
 
+            if inject:  # the shared run models co-tenants, not faults: the fault would change nothing
+                raise SpecError("--inject: a scenario with `jobs:` is diagnosed for placement and co-tenants, without "
+                                "faults; expected no --inject", hint="inject faults into one job's scenario (its `workload:`)")
             check_scenario_cost(scenario, max_memory_bytes, steps or DEFAULT_STEPS)
             jobs = diagnose_jobs(scenario, steps, max_memory_bytes)
             Output(json_out).emit({**jobs_dict(jobs["run"]), "findings": jobs["findings"]},
