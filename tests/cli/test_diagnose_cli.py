@@ -120,8 +120,22 @@ def test_faults_on_a_jobs_scenario_are_refused_not_ignored(capsys, tmp_path):
     jobs = "examples/two-jobs-shared-uplinks.yaml"
     code, _, err = run_cli(capsys, "diagnose", jobs, "--inject", "slow-gpu:s1.gpu3", "--no-gain")
     assert code == 2 and err.startswith("error: --inject: a scenario with `jobs:` is diagnosed for placement"), err
-    path = tmp_path / "jobs-with-faults.yaml"
-    path.write_text(open(jobs).read() + "faults:\n  - {kind: slow-gpu, target: s1.gpu3}\n")
-    for command in ("validate", "run", "diagnose"):
-        code, _, err = run_cli(capsys, command, str(path))
-        assert code == 2 and err.startswith("error: faults: a scenario with `jobs:` runs without faults"), (command, err)
+
+
+
+@pytest.mark.parametrize("scenario, section, text", [
+    ("examples/two-jobs-shared-uplinks.yaml", "faults", "faults:\n  - {kind: slow-gpu, target: s1.gpu3}\n"),
+    ("examples/two-jobs-shared-uplinks.yaml", "variants", "variants:\n  - {name: ar, routing: {kind: adaptive}}\n"),
+    ("examples/two-jobs-shared-uplinks.yaml", "traffic", "traffic: {flows: [{src: s0.gpu0, dst: s5.gpu0, size: 1GB}]}\n"),
+    ("examples/dp-only.yaml", "traffic", "traffic: {flows: [{src: s0.gpu0, dst: s5.gpu0, size: 1GB}]}\n"),
+])
+def test_sections_a_run_would_ignore_are_refused(capsys, tmp_path, scenario, section, text):
+    """A scenario with `jobs:` runs its jobs on the base case without faults or flows, and a `workload:`
+    run has no background flows: a `faults:`, `variants:` or `traffic:` there printed the same steps
+    as without it, and validate said ok."""
+    path = tmp_path / "s.yaml"
+    path.write_text(open(scenario).read() + text)
+    commands = [("validate",), ("run", "--steps", "1")] + ([("schedule",)] if "jobs" in scenario else [])
+    for command in commands:
+        code, _, err = run_cli(capsys, command[0], str(path), *command[1:])
+        assert code == 2 and err.startswith(f"error: {section}: a scenario with "), (command, err)

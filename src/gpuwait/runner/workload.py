@@ -10,7 +10,7 @@ from gpuwait.errors import SpecError
 from gpuwait.fabric.groups import FabricModel
 from gpuwait.faults.apply import FaultEffects, Perturbation, apply_faults
 from gpuwait.routing.routers import get_router
-from gpuwait.runner.traffic import scenario_cases
+from gpuwait.runner.traffic import refuse_unused_sections, scenario_cases
 from gpuwait.spec.faults import FaultSpec
 from gpuwait.spec.scenario import Scenario
 from gpuwait.steps.result import RunResult
@@ -69,6 +69,7 @@ def simulate_workload(scenario: Scenario, steps: int | None = None, progress=Non
     if scenario.workload is None:
         raise SpecError("workload: the scenario has none; expected a `workload:` section",
                         hint="see `gpuwait schema` for its fields")
+    refuse_unused_sections(scenario)
     cluster = resolve_cluster(scenario.cluster)
     topo = build(cluster)
     all_faults = [*scenario.faults, *faults]
