@@ -139,3 +139,13 @@ def test_sections_a_run_would_ignore_are_refused(capsys, tmp_path, scenario, sec
     for command in commands:
         code, _, err = run_cli(capsys, command[0], str(path), *command[1:])
         assert code == 2 and err.startswith(f"error: {section}: a scenario with "), (command, err)
+
+
+def test_steps_on_a_traffic_scenario_are_refused_as_run_refuses_them(capsys, tmp_path):
+    """`diagnose traffic.yaml --steps 5` ran the packet diagnosis as if --steps were not there; `run` refuses it."""
+    path = tmp_path / "traffic.yaml"
+    path.write_text("cluster: {preset: rocev2-400g-2tier, servers: 2}\n"
+                    "traffic: {flows: [{src: s0.gpu0, dst: s1.gpu0, size: 10MB}]}\n")
+    for command in ("run", "diagnose"):
+        code, _, err = run_cli(capsys, command, str(path), "--steps", "5")
+        assert code == 2 and err.startswith("error: --steps: the scenario has no workload"), (command, err)
