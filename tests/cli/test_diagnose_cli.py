@@ -111,3 +111,41 @@ def test_cluster_options_with_a_scenario_are_refused_not_ignored(capsys, option)
     """--cluster and --servers describe telemetry's cluster; a scenario has its own (they were dropped silently)."""
     code, _, err = run_cli(capsys, "diagnose", "examples/dp-only.yaml", *option)
     assert code == 2 and err.startswith(f"error: {option[0]}: only with --telemetry; expected the scenario's own cluster")
+
+
+def test_faults_on_a_jobs_scenario_are_refused_not_ignored(capsys, tmp_path):
+    """A scenario with `jobs:` is diagnosed for placement and co-tenants on a run without faults: an
+    --inject or a `faults:` entry printed every job's step unchanged and no finding (slow-gpu:s1.gpu3
+    on a job's own server)."""
+    jobs = "examples/two-jobs-shared-uplinks.yaml"
+    code, _, err = run_cli(capsys, "diagnose", jobs, "--inject", "slow-gpu:s1.gpu3", "--no-gain")
+    assert code == 2 and err.startswith("error: --inject: a scenario with `jobs:` is diagnosed for placement"), err
+
+
+
+@pytest.mark.parametrize("scenario, section, text", [
+    ("examples/two-jobs-shared-uplinks.yaml", "faults", "faults:\n  - {kind: slow-gpu, target: s1.gpu3}\n"),
+    ("examples/two-jobs-shared-uplinks.yaml", "variants", "variants:\n  - {name: ar, routing: {kind: adaptive}}\n"),
+    ("examples/two-jobs-shared-uplinks.yaml", "traffic", "traffic: {flows: [{src: s0.gpu0, dst: s5.gpu0, size: 1GB}]}\n"),
+    ("examples/dp-only.yaml", "traffic", "traffic: {flows: [{src: s0.gpu0, dst: s5.gpu0, size: 1GB}]}\n"),
+])
+def test_sections_a_run_would_ignore_are_refused(capsys, tmp_path, scenario, section, text):
+    """A scenario with `jobs:` runs its jobs on the base case without faults or flows, and a `workload:`
+    run has no background flows: a `faults:`, `variants:` or `traffic:` there printed the same steps
+    as without it, and validate said ok."""
+    path = tmp_path / "s.yaml"
+    path.write_text(open(scenario).read() + text)
+    commands = [("validate",), ("run", "--steps", "1")] + ([("schedule",)] if "jobs" in scenario else [])
+    for command in commands:
+        code, _, err = run_cli(capsys, command[0], str(path), *command[1:])
+        assert code == 2 and err.startswith(f"error: {section}: a scenario with "), (command, err)
+
+
+def test_steps_on_a_traffic_scenario_are_refused_as_run_refuses_them(capsys, tmp_path):
+    """`diagnose traffic.yaml --steps 5` ran the packet diagnosis as if --steps were not there; `run` refuses it."""
+    path = tmp_path / "traffic.yaml"
+    path.write_text("cluster: {preset: rocev2-400g-2tier, servers: 2}\n"
+                    "traffic: {flows: [{src: s0.gpu0, dst: s1.gpu0, size: 10MB}]}\n")
+    for command in ("run", "diagnose"):
+        code, _, err = run_cli(capsys, command, str(path), "--steps", "5")
+        assert code == 2 and err.startswith("error: --steps: the scenario has no workload"), (command, err)

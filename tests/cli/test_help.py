@@ -61,3 +61,48 @@ def test_schema_prints_defaults_with_units():
             if isinstance(default, float) and isinstance(shown, str):
                 parse = {"rate": parse_rate_Bps, "size": parse_size_bytes, "dura": parse_time_s}[unit[:4]]
                 assert parse(shown, allow_zero=True) == default, (name, field, shown)
+
+
+def _documented_command_lines():
+    """Every `gpuwait ...` command line of the README, docs/*.md and examples/**/README.md (a shell
+    prompt dropped, backslash continuations joined, cut at a pipe or redirect)."""
+    import re
+    import shlex
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    for page in [root / "README.md", *sorted((root / "docs").glob("*.md")), *sorted((root / "examples").rglob("README.md"))]:
+        text = re.sub(r"\\\n\s*", " ", page.read_text())
+        for match in re.finditer(r"(?:^|`|\$ )\s*(gpuwait [^`\n]*)", text, re.M):
+            try:
+                words = shlex.split(match.group(1), comments=True)
+            except ValueError:
+                continue
+            for cut, word in enumerate(words):
+                if word in ("|", ">", ">>", "&&", ";"):
+                    words = words[:cut]
+                    break
+            yield page.relative_to(root), words[1:]
+
+
+def test_documented_command_lines_use_options_the_commands_have():
+    """examples/inventory/README.md wrote `inventory import ... -o FILE`: the command has --output, and
+    -o is perf's --op, so the documented line failed with 'No such option: -o'."""
+    root = typer.main.get_command(app)
+    bad, lines = [], list(_documented_command_lines())
+    assert len(lines) > 50
+    for page, words in lines:
+        command, rest = root, list(words)
+        while rest and hasattr(command, "commands") and rest[0] in command.commands:
+            command = command.commands[rest.pop(0)]
+        if command is not root and hasattr(command, "commands") and "run" in command.commands:
+            command = command.commands["run"]  # `gpuwait sweep SWEEP.yaml --out DIR` runs it
+        if hasattr(command, "commands") and command is root:
+            continue  # prose such as "gpuwait answers ..."
+        opts = {o for p in command.params for o in (*p.opts, *getattr(p, "secondary_opts", ()))} | {"--help"}
+        for word in rest:
+            flag = word.split("=")[0]
+            if flag.startswith("-") and not flag.lstrip("-").replace(".", "").isdigit() and len(flag) > 1 \
+                    and flag not in opts:
+                bad.append((str(page), " ".join(words), flag))
+    assert not bad, bad

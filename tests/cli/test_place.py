@@ -11,6 +11,7 @@ import pytest
 
 from gpuwait.cli.main import main
 from gpuwait.cli.place import place as place_command
+from tests.cli.test_cli import run_cli
 
 EXAMPLE = str(Path(__file__).resolve().parents[2] / "examples" / "two-jobs-shared-uplinks.yaml")
 
@@ -56,3 +57,22 @@ def test_every_example_in_place_help_runs(capsys, monkeypatch, example):
     leaves of 4 cannot hold, and printed an error)."""
     monkeypatch.chdir(Path(EXAMPLE).parents[1])
     assert main([*shlex.split(example), "--steps", "1"]) == 0, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--policy", "first-fit", "--switches", "2"], "switches: read by slurm-tree only; expected no switches with policy 'first-fit'"),
+    (["--policy", "random", "--mode", "required"], "mode: read by kueue and volcano only; expected no mode with policy 'random'"),
+    (["--policy", "slurm-tree", "--algorithm", "Balanced"], "algorithm: read by kueue only"),
+])
+def test_an_option_of_another_policy_is_refused_not_ignored(capsys, args, message):
+    """`place --policy first-fit --switches 2` placed the job as plain first-fit and said nothing."""
+    code, _, err = run_cli(capsys, "place", "examples/two-jobs-shared-uplinks.yaml", *args, "--steps", "1")
+    assert code == 2 and message in err.splitlines()[0], err
+
+
+def test_another_policy_on_the_command_line_drops_the_files_options(capsys):
+    """Job b's file placement is an explicit server list: --policy kueue places it by kueue, not refused
+    for the list (kueue reads none) nor placed on it."""
+    code, out, _ = run_cli(capsys, "place", "examples/two-jobs-shared-uplinks.yaml", "--policy", "kueue", "--steps", "1",
+                           "--json")
+    assert code == 0 and json.loads(out)["policy"]["policy"] == "kueue"

@@ -73,8 +73,8 @@ def test_the_html_report_opens_with_the_conclusion():
     assert sentence.replace(",", "").split(" against")[0].replace(",", "") in page.replace(",", "")
 
 
-def _finding(kind: str, component: str, fixed_s: float | None) -> Finding:
-    return Finding(kind, component, "critical", 1.0, {}, "why", "fix", 1.0, fixed_s)
+def _finding(kind: str, component: str, fixed_s: float | None, severity: str = "critical") -> Finding:
+    return Finding(kind, component, severity, 1.0, {}, "why", "fix", 1.0, fixed_s)
 
 
 def test_diagnosis_ranks_causes_with_their_gains():
@@ -85,6 +85,19 @@ def test_diagnosis_ranks_causes_with_their_gains():
                               "(fixing it gives back 150.0 ms per step, 15.0%).")
     assert c.sentences[1] == "Next: slow gpu on gpu3 (fixing it gives back 30.0 ms per step, 3.0%); pfc storm on leaf1."
     assert [x["gain_s"] for x in c.numbers["causes"]] == pytest.approx([0.15, 0.03, None])
+
+
+def test_an_info_finding_is_never_the_main_cause():
+    # `diagnose --inject link-degrade:leaf0->spine0` on a one-leaf cluster: no flow crosses the
+    # link, the step is unchanged, yet the conclusion named it "the main cause"
+    idle = _finding("link-degrade", "leaf0->spine0", 1.0, severity="info")
+    c = diagnosis_conclusion(Diagnosis("dp-only", 1.0, 1.0, (idle,), ()))
+    assert c.sentences == ("dp-only: no cause of lost time found.",
+                           "Seen, but below the warning level: link degrade on leaf0->spine0.")
+    assert c.numbers["causes"] == []
+    real = _finding("slow-gpu", "gpu3", 0.9, severity="warning")
+    c = diagnosis_conclusion(Diagnosis("dp-only", 1.0, 0.9, (idle, real), ()))
+    assert c.sentences == ("dp-only: the main cause is slow gpu on gpu3 (fixing it gives back 100.0 ms per step, 10.0%).",)
 
 
 def test_inference_reads_as_inference():

@@ -14,6 +14,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -156,3 +158,19 @@ def test_rejects_an_empty_batch_and_a_non_serving_result():
     bare = type(result)(**{**result.__dict__, "notes": ()})
     with pytest.raises(SimulationError, match="not a serving run"):
         time_per_output_token_s(bare)
+
+
+def test_more_than_one_batch_is_refused_not_ignored(capsys, tmp_path):
+    """Serving is one batch in closed form: `run --steps 3` (or `steps: 3` in the file) printed one batch
+    and "steps": 1 in the JSON, while the schema said steps are batches served one after another."""
+    from tests.cli.test_cli import run_cli
+
+    example = "examples/inference-across-servers.yaml"
+    code, _, err = run_cli(capsys, "run", example, "--steps", "3")
+    assert code == 2 and err.startswith("error: --steps: got 3; an inference workload serves one batch"), err
+    path = tmp_path / "three.yaml"
+    path.write_text(open(example).read().replace("compute: {gpu: H100-SXM}", "compute: {gpu: H100-SXM}\n  steps: 3"))
+    code, _, err = run_cli(capsys, "validate", str(path))
+    assert code == 2 and "workload.steps: got 3; an inference workload serves one batch" in err.splitlines()[0], err
+    code, out, _ = run_cli(capsys, "run", example, "--steps", "1", "--json")
+    assert code == 0 and json.loads(out)["cases"][0]["steps"] == 1

@@ -68,6 +68,15 @@ def test_an_empty_exclusion_is_one_error():
         validate_data(SweepSpec, {"base": base, "perf": {}, "axes": {"cluster.servers": [2, 4]}, "exclude": [{}]})
 
 
+def test_an_axis_on_workload_steps_is_one_error():
+    """Every case runs the sweep's own `steps` (default 1): an axis `workload.steps: [1, 2]` gave two rows
+    with the same one-step time and said nothing. The axis for steps is `steps`."""
+    base = {"workload": {"model": {"preset": "llama-8b"}}}
+    with pytest.raises(SpecError, match=r'axes\[0\]\.path: .*this axis would change nothing; expected the path "steps"'):
+        validate_data(SweepSpec, {"base": base, "axes": {"workload.steps": [1, 2]}})
+    assert validate_data(SweepSpec, {"base": base, "axes": {"steps": [1, 2]}}).axes[0].path == "steps"
+
+
 def test_id_is_the_content_not_the_spelling():
     """A preset's own value given explicitly, the scenario's name and 2 vs 2.0 do not change the id."""
     base = {"name": "a", "cluster": {"preset": "dgx-h100", "servers": 2}}
@@ -110,3 +119,12 @@ def test_example_study_plans_its_32_cases():
     assert plan.axes == ["transport", "routing", "qps", "oversubscription"]
     assert {(c.axes["transport"], c.axes["routing"]) for c in plan.cases} == {
         ("infiniband", "static"), ("infiniband", "adaptive"), ("rocev2", "ecmp"), ("rocev2", "adaptive")}
+
+
+def test_the_workload_steps_axis_error_reads_the_same_on_the_command_line(capsys, tmp_path):
+    from tests.cli.test_cli import run_cli
+
+    path = tmp_path / "s.yaml"
+    path.write_text("base: {workload: {model: {preset: llama-8b}}}\naxes: {workload.steps: [1, 2]}\n")
+    code, _, err = run_cli(capsys, "sweep", "run", str(path), "--out", str(tmp_path / "out"))
+    assert code == 2 and "expected the path \"steps\"" in err and "--steps" not in err, err

@@ -75,6 +75,16 @@ def test_dcgm_exporter_labels_and_unknown_hosts_are_named(tmp_path, x5):
     assert not real.gpu_busy and any("gsrh100-074" in u for u in real.unmatched)
 
 
+def test_diagnose_lists_the_series_it_left_out(capsys, tmp_path, x5):
+    """docs/telemetry.md: what names nothing in the cluster is left out and listed. The mapping kept the
+    list, but diagnose printed only "no findings", as if the hosts had reported nothing."""
+    shutil.copy(REAL / "dcgm-exporter-issues.prom", tmp_path)
+    code, out, _ = run_cli(capsys, "diagnose", "--telemetry", str(tmp_path), "--cluster", X5, "--json")
+    assert code == 0
+    left_out = [m for m in json.loads(out)["missing"] if m.startswith("series naming nothing in the cluster, left out: ")]
+    assert len(left_out) == 1 and "Hostname=gsrh100-074" in left_out[0]
+
+
 def test_prometheus_range_query_json():
     m = parse_prometheus_json((REAL / "prometheus-range-query.json").read_text())
     node = m.select("up", job="node")

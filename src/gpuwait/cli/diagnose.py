@@ -5,7 +5,13 @@ from __future__ import annotations
 import typer
 from rich.console import Console
 
-from gpuwait.cli.common import JSON_OPTION, MAX_MEMORY_OPTION, SERVERS_OPTION, options_named
+from gpuwait.cli.common import (
+    JSON_OPTION,
+    MAX_MEMORY_OPTION,
+    SERVERS_OPTION,
+    options_named,
+    refuse_steps_without_workload,
+)
 from gpuwait.cli.faults_help import INJECT_OPTION
 
 SCENARIO_ARGUMENT = typer.Argument(None, metavar="[SCENARIO.yaml]", help="A scenario with a training workload.")
@@ -62,11 +68,15 @@ def diagnose(scenario_file: str | None = SCENARIO_ARGUMENT, inject: list[str] | 
             from gpuwait.cli.place import jobs_dict
             from gpuwait.diagnosis.placement import DEFAULT_STEPS, diagnose_jobs
 
+            if inject:  # the shared run models co-tenants, not faults: the fault would change nothing
+                raise SpecError("--inject: a scenario with `jobs:` is diagnosed for placement and co-tenants, without "
+                                "faults; expected no --inject", hint="inject faults into one job's scenario (its `workload:`)")
             check_scenario_cost(scenario, max_memory_bytes, steps or DEFAULT_STEPS)
             jobs = diagnose_jobs(scenario, steps, max_memory_bytes)
             Output(json_out).emit({**jobs_dict(jobs["run"]), "findings": jobs["findings"]},
                                   lambda c: _render_jobs_diagnosis(c, jobs["run"], jobs["findings"]))
             return
+        refuse_steps_without_workload(scenario, steps)  # a traffic scenario's packet run has no steps
         check_scenario_cost(scenario, max_memory_bytes, steps, diagnosis_engine(scenario))
         with traffic_progress("packet", not json_out) as progress:  # shown only for a traffic scenario
             result = diagnose_run(scenario, inject or [], steps=steps, measure_gain=not no_gain,

@@ -102,7 +102,11 @@ def _scenario(job_file: str, cluster: str | None, name: str | None, policy: str 
         update["policy"] = policy
     if update:
         # the error names the options given, not every option place has (each key is its flag's name)
-        placement = validate_data(type(jobs[-1].placement), {**jobs[-1].placement.model_dump(), **update},
+        given = jobs[-1].placement.model_dump(exclude_unset=True)
+        if update.get("policy", given.get("policy")) != given.get("policy"):
+            # another policy: the file's options were its policy's, all but `ranks`
+            given = {k: v for k, v in given.items() if k == "ranks"}
+        placement = validate_data(type(jobs[-1].placement), {**given, **update},
                                   source="/".join(f"--{key}" for key in update))
         # the placed job goes after its co-tenants: lowest priority, so they keep their servers
         low = min(j.priority for j in jobs) - 1

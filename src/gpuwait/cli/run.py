@@ -6,7 +6,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from gpuwait.cli.common import JSON_OPTION, MAX_MEMORY_OPTION
+from gpuwait.cli.common import JSON_OPTION, MAX_MEMORY_OPTION, refuse_steps_without_workload
 
 STEPS_OPTION = typer.Option(None, "--steps", min=1, max=1_000_000, help="Training steps to simulate (default: the file's).")
 REPORT_OPTION = typer.Option(None, "--report", metavar="DIR",
@@ -49,9 +49,7 @@ def run(scenario_file: str = typer.Argument(..., metavar="SCENARIO.yaml", help="
         from gpuwait.report.files import report_directory
 
         report_directory(report)  # refused before a long run, not after it
-    if scenario.workload is None and not scenario.jobs and steps is not None:
-        raise SpecError("--steps: the scenario has no workload; expected a `workload:` section",
-                        hint="--steps applies to training and inference scenarios")
+    refuse_steps_without_workload(scenario, steps)
     if not json_out:  # once every input check has passed: the next thing is the run itself
         from gpuwait.cli.progress import state_estimate
 

@@ -49,7 +49,7 @@ def schedule(source: str = typer.Argument(..., metavar="SCENARIO.yaml|TRACE",
     results = []
     for name in dict.fromkeys([policy, *compare]):
         # None: each job's own `placement:` (the scenario's), reported as the policy "per job"
-        spec = None if name is None else validate_data(PlacementSpec, {"policy": name, "seed": seed},
+        spec = None if name is None else validate_data(PlacementSpec, {"policy": name} | ({"seed": seed} if name == "random" else {}),
                                                          source="--policy/--compare")
         results.append(run_schedule(scenario, spec, backfill=backfill, durations_s=durations))
     cluster_name = scenario.cluster.name or scenario.cluster.preset or "cluster"

@@ -131,6 +131,14 @@ def _dcgm_gpu_state(topo: Topology, observation: Observation) -> list:
     return samples
 
 
+def _left_out(what: str, items: list[str], shown: int = 3) -> list[str]:
+    """One `missing` entry naming the first ``shown`` of ``items`` after ``what``; none when there are none."""
+    if not items:
+        return []
+    more = f"; and {len(items) - shown} more" if len(items) > shown else ""
+    return [f"{what}: " + "; ".join(items[:shown]) + more]
+
+
 def observe_telemetry(bundle: TelemetryBundle, topo: Topology) -> Observation:
     """An observation from imported telemetry on the cluster ``topo`` describes (names must match).
 
@@ -183,9 +191,10 @@ def observe_telemetry(bundle: TelemetryBundle, topo: Topology) -> Observation:
     phased = phase_bytes_from_metrics(metrics, topo, step) if link_bytes is not None else None
     if phased is None:
         missing.append("per-collective port bytes (port counters sampled over time with the collectives' windows)")
-    if bundle.skipped:  # the readers left unreadable rows out; name the first few reports
-        more = f"; and {len(bundle.skipped) - 3} more" if len(bundle.skipped) > 3 else ""
-        missing.append("unreadable rows skipped: " + "; ".join(bundle.skipped[:3]) + more)
+    # what the readers could not read, and the series whose host, GPU or port the cluster does not
+    # have (named, never guessed): the first few of each
+    missing += _left_out("unreadable rows skipped", bundle.skipped)
+    missing += _left_out("series naming nothing in the cluster, left out", real.unmatched)
     # the job reads its dataset when the storage servers' ports send (their transmit counters)
     reads = link_bytes is not None and bool(link_bytes[np.isin(topo.link_src, topo.storage_server_node)].sum() > 0)
     return Observation(topo=topo, step_time_s=step, baseline_step_time_s=ideal, gpu_names=gpu_names, per_gpu_s=per_gpu, link_util=util,

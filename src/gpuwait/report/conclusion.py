@@ -127,9 +127,20 @@ def workload_conclusion(results: Sequence[RunResult]) -> Conclusion:
 
 def diagnosis_conclusion(diagnosis, limit: int = 3) -> Conclusion:
     """The causes of a diagnosis, ranked, each with the time its fix gives back."""
-    findings = list(diagnosis.findings)
+    # an info finding whose cost is known (re-simulated, or estimated as a step diagnosis does) costs
+    # less than a warning's share of the step (a degraded link no flow crosses, a fix that gives
+    # nothing back): it is listed, never named the main cause. A packet diagnosis calls a finding
+    # whose fix it did not re-simulate info too; that one's cost is unknown, so it stays a cause
+    def minor(f) -> bool:
+        return f.severity == "info" and (f.gain_fraction is not None or diagnosis.measure == "step")
+
+    findings = [f for f in diagnosis.findings if not minor(f)]
+    below = [f"{f.kind.replace('-', ' ')} on {f.component}" for f in diagnosis.findings if minor(f)]
     if not findings:
-        return Conclusion((f"{diagnosis.case}: no cause of lost time found.",), {"causes": []})
+        sentences = [f"{diagnosis.case}: no cause of lost time found."]
+        if below:
+            sentences.append("Seen, but below the warning level: " + "; ".join(below[:limit]) + ".")
+        return Conclusion(tuple(sentences), {"causes": []})
     unit = "per step" if diagnosis.measure == "step" else f"of the {diagnosis.measure}"
     causes, parts = [], []
     for f in findings[:limit]:

@@ -41,7 +41,7 @@ from gpuwait.errors import SpecError
 from gpuwait.fabric.groups import FabricModel
 from gpuwait.placement import fabric_tree, hostlist, place
 from gpuwait.placement.tree import FabricTree
-from gpuwait.runner.traffic import scenario_cases
+from gpuwait.runner.traffic import refuse_unused_sections, scenario_cases
 from gpuwait.spec.jobs import JobSpec
 from gpuwait.spec.scenario import Scenario
 from gpuwait.steps.result import RunResult
@@ -379,6 +379,7 @@ def _check_job_list(scenario: Scenario) -> list[str]:
     if scenario.workload is not None:
         raise SpecError("workload: a scenario with `jobs:` describes each job's workload in its entry; "
                         "expected no top-level `workload:`")
+    refuse_unused_sections(scenario)
     names = [j.name for j in scenario.jobs]
     if len(set(names)) != len(names):
         raise SpecError(f"jobs: names {names}; expected each name once")

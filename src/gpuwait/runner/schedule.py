@@ -59,7 +59,7 @@ from gpuwait.runner.jobs import (
     mincut_servers,
     run_together,
 )
-from gpuwait.runner.traffic import scenario_cases
+from gpuwait.runner.traffic import refuse_unused_sections, scenario_cases
 from gpuwait.spec.jobs import JobSpec, PlacementSpec
 from gpuwait.spec.scenario import Scenario
 from gpuwait.steps.training import communication_families, run_training
@@ -361,6 +361,7 @@ def schedule(scenario: Scenario, policy: PlacementSpec | None = None, *, backfil
     """
     if not scenario.jobs:
         raise SpecError("jobs: the scenario has none; expected a `jobs:` list or a trace")
+    refuse_unused_sections(scenario)
     names = [j.name for j in scenario.jobs]
     if len(set(names)) != len(names):
         raise SpecError("jobs: names repeat; expected each name once")

@@ -19,9 +19,26 @@ def scenario_cases(scenario: Scenario, cluster: ClusterSpec) -> list[tuple[str |
     return [(name, routing, resolve_transport(transport)) for name, routing, transport in cases]
 
 
+def refuse_unused_sections(scenario: Scenario) -> None:
+    """Refuse a section the scenario's run would ignore: a run with `jobs:` times its jobs on the base
+    case without faults or other flows, and a `workload:` run has no background flows, so a
+    `variants:`, `faults:` or `traffic:` there would change nothing while the output looked as if it had."""
+    has_traffic = bool(scenario.traffic.flows or scenario.traffic.patterns)
+    if scenario.jobs:
+        for section, given in (("variants", scenario.variants), ("faults", scenario.faults), ("traffic", has_traffic)):
+            if given:
+                raise SpecError(f"{section}: a scenario with `jobs:` runs its jobs on the base cluster without "
+                                f"{section}, so they would change nothing; expected none",
+                                hint="give each variant or fault its own scenario with one job's `workload:`")
+    elif scenario.workload is not None and has_traffic:
+        raise SpecError("traffic: a scenario with a `workload:` runs its steps without these flows, so they would "
+                        "change nothing; expected none", hint="run the flows as their own scenario (no `workload:`)")
+
+
 def check_scenario(scenario: Scenario) -> dict:
     """Everything `run` would refuse, without simulating: build the cluster, the flows (names,
     dependencies) and route them for the base and every variant. Returns what was checked."""
+    refuse_unused_sections(scenario)
     cluster = resolve_cluster(scenario.cluster)
     topo = build_cluster(cluster)
     cases = scenario_cases(scenario, cluster)

@@ -10,9 +10,10 @@ from gpuwait.errors import SpecError
 from gpuwait.fabric.groups import FabricModel
 from gpuwait.faults.apply import FaultEffects, Perturbation, apply_faults
 from gpuwait.routing.routers import get_router
-from gpuwait.runner.traffic import scenario_cases
+from gpuwait.runner.traffic import refuse_unused_sections, scenario_cases
 from gpuwait.spec.faults import FaultSpec
 from gpuwait.spec.scenario import Scenario
+from gpuwait.spec.workload import INFERENCE_STEPS
 from gpuwait.steps.result import RunResult
 from gpuwait.steps.serving import run_serving
 from gpuwait.steps.training import run_training
@@ -69,6 +70,7 @@ def simulate_workload(scenario: Scenario, steps: int | None = None, progress=Non
     if scenario.workload is None:
         raise SpecError("workload: the scenario has none; expected a `workload:` section",
                         hint="see `gpuwait schema` for its fields")
+    refuse_unused_sections(scenario)
     cluster = resolve_cluster(scenario.cluster)
     topo = build(cluster)
     all_faults = [*scenario.faults, *faults]
@@ -82,6 +84,8 @@ def simulate_workload(scenario: Scenario, steps: int | None = None, progress=Non
     n_steps = steps if steps is not None else spec.steps
     if n_steps < 1:
         raise SpecError(f"steps: got {n_steps}; expected at least 1")
+    if spec.mode == "inference" and n_steps != 1:  # the file's own steps are checked with the spec
+        raise SpecError(f"steps: got {n_steps}; {INFERENCE_STEPS}")
     step: TrainingStep | ServingStep = training_step(spec, topo) if spec.mode == "training" else serving_step(spec, topo)
     cluster_name = scenario.cluster.preset or cluster.name
     cases = scenario_cases(scenario, cluster)

@@ -61,7 +61,9 @@ class LinkFlapParams(SpecModel):
 
 
 class LinkLossParams(SpecModel):
-    loss_rate: float = _param(1e-3, 0.0, 1.0, "probability a packet is lost, 0..1")
+    # at 1 no packet ever arrives: go-back-N never completes, which a finite step time cannot show
+    loss_rate: float = Field(1e-3, ge=0.0, lt=1.0,
+                             description="Probability a packet is lost, 0 <= loss_rate < 1 (at 1 nothing arrives).")
 
 
 class SlowGpuParams(SpecModel):

@@ -21,6 +21,11 @@ from gpuwait.spec.workload import WorkloadSpec
 
 PolicyName = Literal["random", "first-fit", "spread", "slurm-tree", "slurm-block", "kueue", "volcano", "explicit"]
 
+#: the placement options each policy reads (`ranks` applies to every policy)
+POLICY_OPTIONS: dict[str, tuple[str, ...]] = {
+    "servers": ("explicit",), "seed": ("random",), "switches": ("slurm-tree",), "block_size": ("slurm-block",),
+    "segment": ("slurm-block",), "mode": ("kueue", "volcano"), "level": ("kueue", "volcano"), "algorithm": ("kueue",)}
+
 
 def _policy_or_spec(value: Any) -> Any:
     if isinstance(value, str):
@@ -43,6 +48,15 @@ class PlacementSpec(SpecModel):
     level: Literal["leaf", "pod", "cluster"] = Field("leaf", description="kueue: the topology level the request names (leaf = rack, pod = block). volcano: the highest HyperNode tier allowed (leaf = tier 1, pod = tier 2) in hard mode.")
     algorithm: Literal["BestFit", "LeastFreeCapacity", "Balanced"] = Field("BestFit", description="kueue: how domains are filled — 'BestFit' (fewest domains, the last one the tightest fit), 'LeastFreeCapacity' (the fullest domains first), 'Balanced' (the fewest domains, servers split evenly among them).")
     ranks: Literal["megatron", "mincut"] = Field("megatron", description="Which chosen server runs which block of ranks: 'megatron' = the policy's order (servers grouped by leaf); 'mincut' = reordered by a graph partition of the job's traffic so each TP / CP group, then PP neighbours, then DP groups stay under one leaf where the leaves' counts allow (gpuwait.placement.mincut; needs the default rank_order).")
+
+    @model_validator(mode="after")
+    def _options_of_the_policy(self) -> PlacementSpec:
+        # an option only another policy reads would change nothing: refused, not ignored (its default is harmless)
+        for name, readers in POLICY_OPTIONS.items():
+            if getattr(self, name) != type(self).model_fields[name].default and self.policy not in readers:
+                raise ValueError(f"{name}: read by {' and '.join(readers)} only; expected no {name} with policy "
+                                 f"{self.policy!r}")
+        return self
 
 
 class JobSpec(SpecModel):

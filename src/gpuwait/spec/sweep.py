@@ -28,6 +28,10 @@ class AxisSpec(SpecModel):
     def _dotted(cls, value: str) -> str:
         if not _PATH.match(value):
             raise ValueError("expected a dotted path such as cluster.routing.kind")
+        if value == "workload.steps":  # every case runs the sweep's own `steps`, which would undo this axis
+            # (quoted, not in backticks: the command line would rename `steps` to run's --steps)
+            raise ValueError("the sweep file's own steps field sets every case's steps, so this axis would change "
+                             "nothing; expected the path \"steps\"")
         return value
 
     @property

@@ -21,6 +21,9 @@ Precision = Literal["bf16", "fp16", "fp8"]
 
 #: the most GPUs a cluster holds (``servers`` <= 100,000 of at most 72 GPUs): the bound of every rank count
 MAX_GPUS = 100_000 * 72
+#: serving is timed per batch in closed form with no variation, so every batch takes the same time
+INFERENCE_STEPS = "an inference workload serves one batch (in closed form, every batch alike); expected 1"
+
 #: steps simulated at most; what a run may allocate is checked separately (see :mod:`gpuwait.runner.cost`)
 MAX_STEPS = 1_000_000
 
@@ -137,7 +140,14 @@ class WorkloadSpec(SpecModel):
     compute: ComputeSpec = Field(default_factory=ComputeSpec, description="GPU arithmetic and its variation.")
     data: DataSpec = Field(default_factory=DataSpec, description="Storage reads, data loading and checkpoints.")
     inference: InferenceSpec | None = Field(None, description="Inference batch and parallelism (mode: inference only; default values when left out).")
-    steps: int = Field(1, ge=1, le=MAX_STEPS, description="Steps to simulate (training steps; inference: batches served one after another).")
+    steps: int = Field(1, ge=1, le=MAX_STEPS, description="Training steps to simulate (inference serves one batch in closed form: 1).")
+
+    @field_validator("steps")
+    @classmethod
+    def _one_batch_for_inference(cls, value, info: ValidationInfo):
+        if value != 1 and info.data.get("mode", "training") == "inference":
+            raise ValueError(INFERENCE_STEPS)
+        return value
 
     @field_validator("inference")
     @classmethod
