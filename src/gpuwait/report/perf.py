@@ -25,10 +25,10 @@ from gpuwait.runner.inputs import read_cluster, sized_cluster
 from gpuwait.runner.perf import (
     PerfSweep,
     layout_warning,
+    log_gpus_per_server,
     log_release,
     make_predictor,
     nccl_env,
-    placing_layout,
     unused_log_variables,
 )
 from gpuwait.spec.reader import read_text_checked
@@ -281,19 +281,6 @@ def log_layout(log: NcclTestsLog) -> tuple[int, int] | None:
     return (len(per_host), counts.pop()) if len(counts) == 1 else None
 
 
-def _gpus_per_server(log: NcclTestsLog, n_ranks: int, layout: tuple[int, int] | None, gpus_in_server: int,
-                     servers: int | None = None) -> int:
-    """GPUs per server a log ran on when -g does not say: as its '# Rank' lines place the ranks (when --servers
-    does not give another host count and a server holds that many GPUs: hosts that print one name, as containers
-    can, are not one server), else the GPUs one process drove (nGpus, when more than 1), else as many as a server
-    of the cluster holds."""
-    if (placed := placing_layout(layout, servers, gpus_in_server)) is not None:
-        return placed[1]
-    if log.config and log.config.n_gpus > 1:
-        return log.config.n_gpus
-    return min(n_ranks, gpus_in_server)
-
-
 def compare_log(op: str, log_path: Path, cluster: str, servers: int | None = None, gpus: int | None = None,
                 env=(), nccl_version: str | None = None) -> PerfComparison:
     """Predict the collective, sizes and rank count of the nccl-tests log at ``log_path`` on ``cluster``,
@@ -315,7 +302,8 @@ def compare_log(op: str, log_path: Path, cluster: str, servers: int | None = Non
     source = read_cluster(cluster)  # the file read once: sized below for one server, then for the log's run
     one_server = sized_cluster(source, 1, source=cluster)
     layout = log_layout(log)
-    per_server = gpus or _gpus_per_server(log, log.n_ranks, layout, resolve_server(one_server.server).gpus, servers)
+    per_server = gpus or log_gpus_per_server(log.n_ranks, layout, resolve_server(one_server.server).gpus, servers,
+                                             log.config.n_gpus if log.config else 1)
     if log.n_ranks % per_server:
         raise SpecError(f"--compare: {log.n_ranks} ranks do not fill servers of {per_server} GPUs", hint="pass -g")
     debug = log_debug_info(text)

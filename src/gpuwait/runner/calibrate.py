@@ -64,10 +64,10 @@ from gpuwait.fabric.perf import CollectiveEstimate
 from gpuwait.runner.inputs import load_cluster, looks_like_file, read_cluster, sized_cluster
 from gpuwait.runner.perf import (
     layout_warning,
+    log_gpus_per_server,
     log_release,
     make_predictor,
     nccl_env,
-    placing_layout,
     unused_log_variables,
 )
 from gpuwait.spec import ClusterSpec, read_yaml
@@ -178,8 +178,7 @@ def _own_runs(logs: Sequence[MeasuredLog], gpus_in_server: int, gpus: int | None
     many as a server holds."""
     runs = []
     for log in logs:
-        placed = placing_layout(log.layout, None, gpus_in_server)
-        per_server = gpus or (placed[1] if placed is not None else min(log.n_ranks, gpus_in_server))
+        per_server = gpus or log_gpus_per_server(log.n_ranks, log.layout, gpus_in_server)
         if log.n_ranks % per_server:
             raise SpecError(f"{log.name}: its {log.n_ranks} ranks do not fill servers of {per_server} GPUs",
                             hint="pass -g, the GPUs per server the logs used")

@@ -125,6 +125,22 @@ def placing_layout(layout: tuple[int, int] | None, servers: int | None,
     return layout
 
 
+def log_gpus_per_server(n_ranks: int, layout: tuple[int, int] | None, gpus_in_server: int, servers: int | None = None,
+                        process_gpus: int = 1) -> int:
+    """GPUs per server a log ran on when -g does not say, by ``perf --compare`` and ``calibrate`` alike: as its
+    '# Rank' lines (``layout``) place the ranks (:func:`placing_layout`), else the GPUs one process drove
+    (``process_gpus``: nGpus, when more than 1), else as many as a server of the cluster holds.
+
+    >>> log_gpus_per_server(16, (2, 8), 8), log_gpus_per_server(16, None, 8, process_gpus=4), log_gpus_per_server(4, None, 8)
+    (8, 4, 4)
+    """
+    if (placed := placing_layout(layout, servers, gpus_in_server)) is not None:
+        return placed[1]
+    if process_gpus > 1:
+        return process_gpus
+    return min(n_ranks, gpus_in_server)
+
+
 def layout_warning(layout: tuple[int, int] | None, servers: int, gpus_per_server: int) -> str | None:
     """What ``perf --compare`` and ``calibrate`` warn of when a log's ``layout`` (hosts, ranks per host: its
     ``# Rank`` lines) is not the run predicted (``servers`` of ``gpus_per_server``); None when it is, or unknown.
