@@ -76,3 +76,16 @@ def test_sources_found_after_the_fit_are_flagged_as_such():
         assert source.get("after_the_fit", False) in (True, False), name
         if source.get("after_the_fit"):
             assert "found after" in source["note"], name
+
+
+def test_bloom_row_reproduces_the_logged_iteration():
+    # bigscience-workshop/bigscience train/tr11-176B-ml/README.md: "elapsed time per iteration (s): 104.70 | ...
+    # global batch size: 2048 | ... TFLOPs: 149.77" on 384 GPUs; eq. (3) over the row's model gives that rate.
+    row = next(r for r in REFERENCE["rows"] if r["id"] == "bloom-176b-384")
+    shape = wm.resolve_model(WorkloadSpec(model=row["model"]).model)
+    b, s, ell, h, v = row["parallel"]["global_batch"], shape.seq_len, shape.layers, shape.hidden, shape.vocab
+    flops = 96.0 * b * s * ell * h * h * (1 + s / (6 * h) + v / (16 * ell * h))
+    assert flops / (104.70 * row["gpus"]) / 1e12 == pytest.approx(row["value"], abs=0.05)
+    spec = WorkloadSpec(gpus=row["gpus"], model=row["model"], parallel=row["parallel"], compute={"gpu": row["gpu"]})
+    layout = wm.validate_layout(shape, spec, row["gpus"], 8)
+    assert layout.stage_layer_counts[0] == layout.stage_layer_counts[-1] == 5 and sum(layout.stage_layer_counts) == 70
