@@ -283,3 +283,12 @@ def test_a_validation_error_not_from_pydantic_propagates_as_itself(monkeypatch):
     monkeypatch.setattr(cli_main, "app", fail)
     with pytest.raises(ValidationError, match="not pydantic's"):
         main([])
+
+
+@pytest.mark.parametrize("example, section", [("examples/dp-only.yaml", "a `workload:`"),
+                                              ("examples/two-jobs-shared-uplinks.yaml", "`jobs:`")])
+def test_flows_on_a_scenario_without_traffic_is_refused(capsys, example, section):
+    """`run workload.yaml --flows 5` printed the workload's tables as if --flows were not there."""
+    code, out, err = run_cli(capsys, "run", example, "--flows", "5")
+    assert code == 2 and out == "" and len(err.strip().splitlines()) <= 2, err
+    assert err.startswith(f"error: --flows: lists a traffic scenario's flows; this one has {section}"), err
