@@ -90,6 +90,21 @@ def test_route_shows_hops_in_path_order(capsys):
         assert a.split("->")[1] == b.split("->")[0]
 
 
+def test_route_inside_a_server_has_no_source_port(capsys):
+    """Two GPUs of one server talk over NVLink, no UDP: --json said "udp_sport": -1 (the routes' sentinel)."""
+    args = ("route", "rocev2-400g-2tier", "--servers", "2", "--src", "s0.gpu0")
+    code, out, _ = run_cli(capsys, *args, "--dst", "s0.gpu1", "--json")
+    assert code == 0 and [qp["udp_sport"] for qp in json.loads(out)["qps"]] == [None]
+    code, out, _ = run_cli(capsys, *args, "--dst", "s0.gpu1")
+    assert code == 0 and "source port" not in out and "-1" not in out
+    # between servers RoCEv2 has its port, in both outputs
+    code, out, _ = run_cli(capsys, *args, "--dst", "s1.gpu0", "--json")
+    sport = json.loads(out)["qps"][0]["udp_sport"]
+    assert isinstance(sport, int) and 0 <= sport < 65536
+    code, out, _ = run_cli(capsys, *args, "--dst", "s1.gpu0")
+    assert f"UDP source port {sport}," in out
+
+
 def test_route_a_flow_set_shows_the_collided_uplinks(capsys):
     code, out, _ = run_cli(capsys, "route", "examples/ecmp-collision.yaml", "--json")
     links = json.loads(out)["links"]
