@@ -307,3 +307,24 @@ def test_flows_on_a_scenario_without_traffic_is_refused(capsys, example, section
     code, out, err = run_cli(capsys, "run", example, "--flows", "5")
     assert code == 2 and out == "" and len(err.strip().splitlines()) <= 2, err
     assert err.startswith(f"error: --flows: lists a traffic scenario's flows; this one has {section}"), err
+
+
+def test_run_and_validate_say_an_nccl_version_newer_than_checked_is_predicted_as_the_newest(capsys, tmp_path):
+    """perf said "NCCL 2.31.0 is newer than the last release gpuwait checked"; run and validate said nothing."""
+    from gpuwait.collectives.nccl_versions import newer_release_note
+
+    note = newer_release_note("2.31.0")
+    path = tmp_path / "s.yaml"
+    path.write_text("cluster: {preset: dgx-h100, servers: 2, nccl: {version: 2.31.0}}\n"
+                    "workload: {model: {preset: llama-8b}, parallel: {tp: 8, global_batch: 16}}\n")
+    code, out, _ = run_cli(capsys, "validate", str(path), "--json")
+    assert code == 0 and json.loads(out)["notes"] == [note]
+    code, out, _ = run_cli(capsys, "validate", str(path))
+    assert code == 0 and "note: NCCL 2.31.0 is newer than the last release gpuwait checked" in out
+    code, out, _ = run_cli(capsys, "run", str(path), "--json")
+    assert code == 0 and all(case["notes"] == [note] for case in json.loads(out)["cases"])
+    code, out, _ = run_cli(capsys, "run", str(path))
+    assert code == 0 and "NCCL 2.31.0 is newer than the last release gpuwait checked" in out
+    path.write_text(path.read_text().replace("2.31.0", "2.30.7"))  # a release checked: nothing to say
+    code, out, _ = run_cli(capsys, "validate", str(path), "--json")
+    assert code == 0 and json.loads(out)["notes"] == []

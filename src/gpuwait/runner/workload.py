@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpuwait.collectives.ncclenv import cluster_env
 from gpuwait.errors import SpecError
@@ -104,10 +104,11 @@ def simulate_workload(scenario: Scenario, steps: int | None = None, progress=Non
                 read = fabric.storage(step.layout.rank_gpu, step.storage_read_Bps_per_gpu)
                 fabric = fabric.with_background(read.link_load_Bps)
             report = None if progress is None else (lambda k, n, i=index: progress(i, len(cases), k, n))
-            results.append(run_training(step, fabric, steps=n_steps, case=label, cluster=cluster_label,
-                                        progress=report))
+            result = run_training(step, fabric, steps=n_steps, case=label, cluster=cluster_label, progress=report)
         else:
-            results.append(run_serving(step, fabric, case=label, cluster=cluster_label))
+            result = run_serving(step, fabric, case=label, cluster=cluster_label)
             if progress is not None:
                 progress(index, len(cases), 1, 1)
+        # an nccl.version newer than gpuwait checked is predicted as the newest it models: said, as perf says it
+        results.append(result if env.version_note is None else replace(result, notes=(*result.notes, env.version_note)))
     return WorkloadRun(scenario, faulty, effects, results)
