@@ -6,7 +6,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from gpuwait.cli.common import JSON_OPTION, MAX_MEMORY_OPTION, refuse_steps_without_workload
+from gpuwait.cli.common import JSON_OPTION, MAX_MEMORY_OPTION
 
 STEPS_OPTION = typer.Option(None, "--steps", min=1, max=1_000_000, help="Training steps to simulate (default: the file's).")
 REPORT_OPTION = typer.Option(None, "--report", metavar="DIR",
@@ -42,6 +42,7 @@ def run(scenario_file: str = typer.Argument(..., metavar="SCENARIO.yaml", help="
     from gpuwait.errors import SpecError
     from gpuwait.runner.cost import check_scenario_cost, parse_max_memory
     from gpuwait.runner.inputs import load_scenario
+    from gpuwait.runner.workload import refuse_steps_without_workload
 
     if engine not in ENGINES:
         raise SpecError(f"--engine: got {engine!r}; expected one of {', '.join(ENGINES)}")

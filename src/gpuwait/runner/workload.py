@@ -23,6 +23,18 @@ from gpuwait.workload.program import ServingStep, TrainingStep
 from gpuwait.workload.steps import serving_step, training_step
 
 
+def refuse_steps_without_workload(scenario: Scenario, steps: int | None) -> None:
+    """Refuse ``steps`` for a scenario with nothing to step: they count training steps or inference batches of
+    a `workload:` (or of each job of `jobs:`), and a traffic scenario has neither.
+
+    The error names the argument ``steps``; the command line names its option (``--steps``: the one rename of
+    :data:`gpuwait.cli.common.API_OPTIONS`), so `simulate`, `run` and `diagnose` refuse it in one sentence.
+    """
+    if steps is not None and scenario.workload is None and not scenario.jobs:
+        raise SpecError("steps: the scenario has no workload; expected a `workload:` section",
+                        hint="`steps` applies to training and inference scenarios")
+
+
 def case_label(name: str | None, routing, transport) -> str:
     """The variant's own name, or for the base case "RoCEv2, ECMP" / "InfiniBand, adaptive routing"."""
     fabric = {"rocev2": "RoCEv2", "infiniband": "InfiniBand", "tcp": "TCP"}.get(transport.name, transport.name)
