@@ -388,7 +388,7 @@ def inventory_case(rng: random.Random, inventory: dict[str, bytes]) -> Case:
         flag, value = rng.choice([("--hosts", "["), ("--hosts", "x" * 10_000), ("--hosts", "nothing-matches*"),
                                   ("--server-template", "no-such-template"), ("--server-template", "\x1b[2J"),
                                   ("--name", ""), ("--name", "\u202e" * 50), ("--node-name-map", "missing.map")])
-        return Case("inventory", f"inventory import {flag} {value[:20]!r}", [*argv, flag, value, "--output", "c.yaml"],
+        return Case("inventory", f"inventory import {flag} {value[:20]!r}", [*argv, flag, value, "--out", "c.yaml"],
                     files, invalid=value not in ("", "\u202e" * 50))
     invalid = False
     label = "unchanged"
@@ -404,7 +404,7 @@ def inventory_case(rng: random.Random, inventory: dict[str, bytes]) -> Case:
     else:
         files[target], label, invalid = _text_mutation(files[target], rng)
         invalid = invalid and not (target == "x5.map" and label == "empty file")  # an empty map renames nothing
-    return Case("inventory", f"inventory import ({target}: {label})", [*argv, "--output", "c.yaml"], files, invalid)
+    return Case("inventory", f"inventory import ({target}: {label})", [*argv, "--out", "c.yaml"], files, invalid)
 
 
 def jobs_case(rng: random.Random, jobs_scenario: bytes, traces: dict[str, bytes]) -> Case:

@@ -90,9 +90,9 @@ def test_bad_input_raises_the_cli_errors(call, message):
 
 PERF = ("all_reduce", "--servers", "2")
 API_NAMES = {"env": "env", "nccl_version": "nccl_version", "gpus_per_thread": "gpus_per_thread",
-             "max_memory": "max_memory", "inject": "inject", "limit": "`max_memory`"}
+             "max_memory": "max_memory", "inject": "inject", "limit": "`max_memory`", "steps": "steps"}
 CLI_NAMES = {"env": "--env", "nccl_version": "--nccl-version", "gpus_per_thread": "--gpus-per-thread",
-             "max_memory": "--max-memory", "inject": "--inject", "limit": "--max-memory"}
+             "max_memory": "--max-memory", "inject": "--inject", "limit": "--max-memory", "steps": "--steps"}
 #: examples/dp-only.yaml's estimate (runner.cost: 128 ranks x 4 micro-batches x 1 chunk x 2 steps x 1 KiB + 200 MiB)
 DP_ONLY_ESTIMATE = "128 ranks x 4 micro-batches x 1 chunks x 2 steps; about 210.8MB"
 
@@ -129,6 +129,14 @@ DP_ONLY_ESTIMATE = "128 ranks x 4 micro-batches x 1 chunks x 2 steps; about 210.
     (lambda: g.diagnose("examples/ecmp-collision.yaml", inject=["slow-gpu:s1.gpu3"]),
      ["diagnose", "examples/ecmp-collision.yaml", "--inject", "slow-gpu:s1.gpu3"],
      "{inject}: applies to training workloads; expected a scenario with a `workload:`", None),
+    # one check (runner.workload.refuse_steps_without_workload): the API's hint said "steps apply", the CLI's
+    # "--steps applies", from two copies
+    (lambda: g.simulate("examples/ecmp-collision.yaml", steps=2), ["run", "examples/ecmp-collision.yaml", "--steps", "2"],
+     "{steps}: the scenario has no workload; expected a `workload:` section",
+     ("`steps` applies to training and inference scenarios", "--steps applies to training and inference scenarios")),
+    # and diagnose's: the API ran a traffic scenario's packet diagnosis as if steps were not given
+    (lambda: g.diagnose("examples/ecmp-collision.yaml", steps=2), ["diagnose", "examples/ecmp-collision.yaml", "--steps", "2"],
+     "{steps}: the scenario has no workload; expected a `workload:` section", None),
 ])
 def test_an_error_names_the_api_argument_and_the_cli_option(capsys, call, cli, message, hints):
     with pytest.raises(GpuwaitError) as raised:

@@ -33,7 +33,7 @@ def _one_error(capsys, argv: list[str]) -> str:
 def test_a_missing_node_name_map_is_one_error(capsys, tmp_path):
     """Was FileNotFoundError: the GUID map was opened without the checked reader."""
     err = _one_error(capsys, ["inventory", "import", "--ibnetdiscover", str(INVENTORY / "x5.ibnetdiscover"),
-                              "--node-name-map", str(tmp_path / "missing.map"), "--output", str(tmp_path / "c.yaml")])
+                              "--node-name-map", str(tmp_path / "missing.map"), "--out", str(tmp_path / "c.yaml")])
     assert "missing.map" in err and "cannot read" in err
 
 
@@ -44,7 +44,7 @@ def test_an_inventory_file_that_is_not_utf8_names_its_line(capsys, tmp_path, nam
     data = (INVENTORY / name).read_bytes()
     at = data.index(b"\n", len(data) // 2) + 1
     (tmp_path / name).write_bytes(data[:at] + b"\xff\xfe" + data[at:])
-    err = _one_error(capsys, ["inventory", "import", flag, str(tmp_path / name), "--output", str(tmp_path / "c.yaml")])
+    err = _one_error(capsys, ["inventory", "import", flag, str(tmp_path / name), "--out", str(tmp_path / "c.yaml")])
     line = data[:at].count(b"\n") + 1
     assert f"line {line}, column 1: byte 0xff is not UTF-8" in err
 
@@ -52,7 +52,7 @@ def test_an_inventory_file_that_is_not_utf8_names_its_line(capsys, tmp_path, nam
 def test_an_lldp_file_that_is_not_utf8_is_one_error(capsys, tmp_path):
     shutil.copytree(INVENTORY / "lldp", tmp_path / "lldp")
     (tmp_path / "lldp" / "gpu-a01.json").write_bytes(b"\xff" + (INVENTORY / "lldp" / "gpu-a01.json").read_bytes())
-    err = _one_error(capsys, ["inventory", "import", "--lldp", str(tmp_path / "lldp"), "--output", str(tmp_path / "c.yaml")])
+    err = _one_error(capsys, ["inventory", "import", "--lldp", str(tmp_path / "lldp"), "--out", str(tmp_path / "c.yaml")])
     assert "gpu-a01.json" in err and "not UTF-8" in err
 
 

@@ -30,7 +30,7 @@ from gpuwait.runner.cost import check_scenario_cost, parse_max_memory
 from gpuwait.runner.inputs import load_cluster, load_scenario, with_servers
 from gpuwait.runner.perf import PerfSweep, SweepArgs, estimated_sweep
 from gpuwait.runner.traffic import run_traffic
-from gpuwait.runner.workload import run_workload
+from gpuwait.runner.workload import refuse_steps_without_workload, run_workload
 from gpuwait.spec import ClusterSpec, Scenario
 from gpuwait.spec.faults import FaultSpec
 from gpuwait.spec.reader import short_value
@@ -77,9 +77,7 @@ def simulate(scenario: Scenario | str | Path, engine: str = "flow", steps: int |
     if scenario.workload is not None and engine == "packet":
         raise SpecError("engine='packet': runs `traffic:` scenarios only; this one has a `workload:`",
                         hint="training and inference steps run on the flow engine")
-    if scenario.workload is None and steps is not None:
-        raise SpecError("steps: the scenario has no workload; expected a `workload:` section",
-                        hint="steps apply to training and inference scenarios")
+    refuse_steps_without_workload(scenario, steps)
     max_memory_bytes = parse_max_memory(max_memory)
     check_scenario_cost(scenario, max_memory_bytes, steps, engine)  # before anything is built
     if scenario.workload is not None:
@@ -197,6 +195,7 @@ def diagnose(scenario: Scenario | str | Path | None = None, inject: Sequence[str
         raise SpecError("scenario: has `jobs:`; diagnose runs `traffic:` and `workload:` scenarios",
                         hint="shared-cluster jobs are diagnosed with `gpuwait diagnose FILE` "
                              "(gpuwait.diagnosis.placement.diagnose_jobs)")
+    refuse_steps_without_workload(scenario, steps)  # a traffic scenario's packet run has no steps, as in `diagnose`
     max_memory_bytes = parse_max_memory(max_memory)
     check_scenario_cost(scenario, max_memory_bytes, steps, diagnosis_engine(scenario))
     return diagnose_run(scenario, list(inject), steps=steps, measure_gain=measure_gain, max_memory_bytes=max_memory_bytes)

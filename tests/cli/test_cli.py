@@ -90,6 +90,21 @@ def test_route_shows_hops_in_path_order(capsys):
         assert a.split("->")[1] == b.split("->")[0]
 
 
+def test_route_inside_a_server_has_no_source_port(capsys):
+    """Two GPUs of one server talk over NVLink, no UDP: --json said "udp_sport": -1 (the routes' sentinel)."""
+    args = ("route", "rocev2-400g-2tier", "--servers", "2", "--src", "s0.gpu0")
+    code, out, _ = run_cli(capsys, *args, "--dst", "s0.gpu1", "--json")
+    assert code == 0 and [qp["udp_sport"] for qp in json.loads(out)["qps"]] == [None]
+    code, out, _ = run_cli(capsys, *args, "--dst", "s0.gpu1")
+    assert code == 0 and "source port" not in out and "-1" not in out
+    # between servers RoCEv2 has its port, in both outputs
+    code, out, _ = run_cli(capsys, *args, "--dst", "s1.gpu0", "--json")
+    sport = json.loads(out)["qps"][0]["udp_sport"]
+    assert isinstance(sport, int) and 0 <= sport < 65536
+    code, out, _ = run_cli(capsys, *args, "--dst", "s1.gpu0")
+    assert f"UDP source port {sport}," in out
+
+
 def test_route_a_flow_set_shows_the_collided_uplinks(capsys):
     code, out, _ = run_cli(capsys, "route", "examples/ecmp-collision.yaml", "--json")
     links = json.loads(out)["links"]
@@ -283,3 +298,33 @@ def test_a_validation_error_not_from_pydantic_propagates_as_itself(monkeypatch):
     monkeypatch.setattr(cli_main, "app", fail)
     with pytest.raises(ValidationError, match="not pydantic's"):
         main([])
+
+
+@pytest.mark.parametrize("example, section", [("examples/dp-only.yaml", "a `workload:`"),
+                                              ("examples/two-jobs-shared-uplinks.yaml", "`jobs:`")])
+def test_flows_on_a_scenario_without_traffic_is_refused(capsys, example, section):
+    """`run workload.yaml --flows 5` printed the workload's tables as if --flows were not there."""
+    code, out, err = run_cli(capsys, "run", example, "--flows", "5")
+    assert code == 2 and out == "" and len(err.strip().splitlines()) <= 2, err
+    assert err.startswith(f"error: --flows: lists a traffic scenario's flows; this one has {section}"), err
+
+
+def test_run_and_validate_say_an_nccl_version_newer_than_checked_is_predicted_as_the_newest(capsys, tmp_path):
+    """perf said "NCCL 2.31.0 is newer than the last release gpuwait checked"; run and validate said nothing."""
+    from gpuwait.collectives.nccl_versions import newer_release_note
+
+    note = newer_release_note("2.31.0")
+    path = tmp_path / "s.yaml"
+    path.write_text("cluster: {preset: dgx-h100, servers: 2, nccl: {version: 2.31.0}}\n"
+                    "workload: {model: {preset: llama-8b}, parallel: {tp: 8, global_batch: 16}}\n")
+    code, out, _ = run_cli(capsys, "validate", str(path), "--json")
+    assert code == 0 and json.loads(out)["notes"] == [note]
+    code, out, _ = run_cli(capsys, "validate", str(path))
+    assert code == 0 and "note: NCCL 2.31.0 is newer than the last release gpuwait checked" in out
+    code, out, _ = run_cli(capsys, "run", str(path), "--json")
+    assert code == 0 and all(case["notes"] == [note] for case in json.loads(out)["cases"])
+    code, out, _ = run_cli(capsys, "run", str(path))
+    assert code == 0 and "NCCL 2.31.0 is newer than the last release gpuwait checked" in out
+    path.write_text(path.read_text().replace("2.31.0", "2.30.7"))  # a release checked: nothing to say
+    code, out, _ = run_cli(capsys, "validate", str(path), "--json")
+    assert code == 0 and json.loads(out)["notes"] == []

@@ -139,3 +139,14 @@ def test_traffic_without_a_hotspot_leaves_the_packet_rules_silent():
                            PacketParams(switch_buffer_bytes=2 * 2**20, congestion_control="none"))
     kinds = {f.kind for f in diagnose_packets(run, measure_gain=False).findings}
     assert kinds.isdisjoint({"ecn-misconfig", "pfc-storm", "hol-blocking"})
+
+
+def test_a_packet_diagnosis_is_labelled_with_its_case_as_a_flow_diagnosis_is():
+    """The head line read "packet run: mean flow completion time ..."; a workload's diagnosis names its case
+    ("RoCEv2, ECMP"), and so does a traffic scenario's, its variants by their own names."""
+    topo = fabric()
+    nics = topo.nic_node[:, 0].astype(np.int64)
+    run = _incast(topo, nics)
+    assert diagnose_packets(run, measure_gain=False).case == "RoCEv2, ECMP"
+    run.labels["name"] = "deeper buffers"
+    assert diagnose_packets(run, measure_gain=False).case == "deeper buffers"

@@ -79,9 +79,9 @@ def test_cable_to_an_unknown_switch_is_refused():
 def test_cli_import_then_every_command_reads_the_file(tmp_path, capsys):
     out = tmp_path / "cluster.yaml"
     assert main(["inventory", "import", "--links", str(DATA / "links.yaml"), "--nccl-topo",
-                 str(DATA / "nccl-topo-h200"), "--output", str(out)]) == 2  # the H200 dump has 3 NICs, the links 2
+                 str(DATA / "nccl-topo-h200"), "--out", str(out)]) == 2  # the H200 dump has 3 NICs, the links 2
     assert "host node01 has 2 NIC(s) (mlx5_0, mlx5_1); expected 3 as the NCCL topology dump lists them" in capsys.readouterr().err
-    assert main(["inventory", "import", "--links", str(DATA / "links.yaml"), "--name", "two-hosts", "--output", str(out)]) == 0
+    assert main(["inventory", "import", "--links", str(DATA / "links.yaml"), "--name", "two-hosts", "--out", str(out)]) == 0
     assert "2 hosts (16 GPUs, 2 NIC(s) each)" in capsys.readouterr().out
     assert main(["validate", str(out)]) == 0
     capsys.readouterr()

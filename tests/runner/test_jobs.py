@@ -101,3 +101,20 @@ def test_dense_max_min_equals_the_sparse_solver():
         rate_cap = np.where(rng.random(n) < 0.3, rng.uniform(0.1, 5, n), np.inf)
         sparse, _ = max_min_rates(sp.csr_matrix(w), cap, rate_cap)
         assert dense_max_min(w, cap, rate_cap) == pytest.approx(sparse, rel=1e-9)
+
+
+def test_jobs_that_share_no_link_are_slowed_by_zero_not_minus_zero():
+    # alone and shared add the same phases in another order; their last-bit difference once printed
+    # "-0.0 %" in run/place and -2.2e-16 in --json
+    from rich.console import Console
+
+    from gpuwait.cli.place import jobs_dict, jobs_table
+
+    run = run_jobs(_scenario([_dp_job("a", [0, 1], 16), _dp_job("b", [14, 15], 32)]), steps=1)
+    assert all(not j.shares for j in run.jobs)
+    assert [j["slowdown"] for j in jobs_dict(run)["jobs"]] == [0.0, 0.0]
+    assert all(str(j.slowdown) == "0.0" for j in run.jobs)  # not -0.0 either
+    console = Console(width=200, record=True)
+    console.print(jobs_table(run))
+    text = console.export_text()
+    assert "-0.0 %" not in text and text.count("+0.0 %") == 2

@@ -128,3 +128,35 @@ def test_the_workload_steps_axis_error_reads_the_same_on_the_command_line(capsys
     path.write_text("base: {workload: {model: {preset: llama-8b}}}\naxes: {workload.steps: [1, 2]}\n")
     code, _, err = run_cli(capsys, "sweep", "run", str(path), "--out", str(tmp_path / "out"))
     assert code == 2 and "expected the path \"steps\"" in err and "--steps" not in err, err
+
+
+def test_the_base_workload_steps_replaced_by_the_sweeps_steps_is_said():
+    """A base with `workload.steps: 3` ran one step per case (the sweep's default `steps`) without a word; the
+    sweep's steps decide (docs/sweeps.md), and the plan now says so, naming both fields."""
+    base = {"cluster": {"preset": "dgx-h100", "servers": 2},
+            "workload": {"model": {"preset": "llama-8b"}, "steps": 3}}
+    plan = plan_sweep(validate_data(SweepSpec, {"base": base}), base)
+    assert {c.doc["steps"] for c in plan.cases} == {1}
+    assert plan.notes == ("workload.steps: the base's 3 is replaced in every case by the sweep's steps (1, its "
+                          "default); the sweep file's steps field sets the steps of a sweep",)
+    assert plan_sweep(validate_data(SweepSpec, {"base": base, "steps": 3}), base).notes == ()
+    by_axis = plan_sweep(validate_data(SweepSpec, {"base": base, "axes": {"steps": [1, 2]}}), base).notes
+    assert by_axis == ("workload.steps: the base's 3 is replaced in every case by the sweep's steps axis; "
+                       "the sweep file's steps field sets the steps of a sweep",)
+    without = {k: v for k, v in base["workload"].items() if k != "steps"}
+    assert plan_sweep(validate_data(SweepSpec, {"base": base | {"workload": without}}), base | {"workload": without}).notes == ()
+
+
+def test_the_steps_note_is_printed_before_the_cases_run(capsys, tmp_path):
+    import json
+
+    from tests.cli.test_cli import run_cli
+
+    path = tmp_path / "s.yaml"
+    path.write_text("base:\n  cluster: {preset: dgx-h100, servers: 1}\n"
+                    "  workload: {model: {preset: llama-8b}, parallel: {tp: 8, global_batch: 8}, steps: 2}\n")
+    code, _, err = run_cli(capsys, "sweep", str(path), "--out", str(tmp_path / "out"), "--workers", "1")
+    assert code == 0 and err.startswith("note: workload.steps: the base's 2 is replaced in every case by the sweep's "
+                                        "steps (1, its default)"), err
+    code, out, _ = run_cli(capsys, "sweep", str(path), "--out", str(tmp_path / "out"), "--json")
+    assert code == 0 and json.loads(out)["notes"][0].startswith("workload.steps: the base's 2")

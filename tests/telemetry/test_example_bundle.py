@@ -25,7 +25,7 @@ def _diagnose(capsys, bundle: Path, cluster: Path) -> dict:
 
 def test_walkthrough_names_the_degraded_port_by_its_real_names(capsys, tmp_path):
     cluster = tmp_path / "x5-cluster.yaml"
-    code, _, err = run_cli(capsys, *IMPORT, "--output", str(cluster))
+    code, _, err = run_cli(capsys, *IMPORT, "--out", str(cluster))
     assert code == 0, err
     doc = _diagnose(capsys, BUNDLE, cluster)
     top = doc["findings"][0]

@@ -348,3 +348,21 @@ def test_dot_bad_input():
         to_dot(tiny(), network="storage-area")
     with pytest.raises(SpecError, match="max_servers"):
         to_dot(tiny(), max_servers=-1)
+
+
+def test_a_server_without_nics_shows_none_not_a_default_port_speed(capsys):
+    """The RTX 2080 Ti workstation (no compute NIC) showed "nic port speed 400Gbps" in `topo` and
+    "0 x 1 port | 400Gbps" in `topo --list`: the template's unused default speed."""
+    from pathlib import Path
+
+    from tests.cli.test_cli import run_cli
+
+    cluster = Path(__file__).resolve().parents[1] / "nccltests" / "data" / "reference" / "clusters" / "rtx2080ti-pcie-2gpu.yaml"
+    code, out, _ = run_cli(capsys, "topo", str(cluster), "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["nic_ports"] == 0 and doc["nic_port_speed_Bps"] is None
+    code, out, _ = run_cli(capsys, "topo", str(cluster))
+    assert code == 0 and "400Gbps" not in out and re.search(r"nic port speed\s*│\s*-\s*│", out), out
+    code, out, _ = run_cli(capsys, "topo", "--list")
+    row = next(line for line in out.splitlines() if "rtx2080ti-pcie-2gpu" in line)
+    assert [c.strip() for c in row.split("│")[1:-1]] == ["rtx2080ti-pcie-2gpu", "2x RTX-2080Ti", "none (PCIe)", "none", "-"]

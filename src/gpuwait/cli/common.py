@@ -30,15 +30,6 @@ API_OPTIONS = {"env": "--env", "nccl_version": "--nccl-version", "gpus_per_threa
                "max_memory": "--max-memory", "inject": "--inject", "engine": "--engine", "steps": "--steps"}
 
 
-def refuse_steps_without_workload(scenario, steps: int | None) -> None:
-    """--steps counts training steps or inference batches: a traffic scenario has neither, so it is refused."""
-    from gpuwait.errors import SpecError
-
-    if scenario.workload is None and not scenario.jobs and steps is not None:
-        raise SpecError("--steps: the scenario has no workload; expected a `workload:` section",
-                        hint="--steps applies to training and inference scenarios")
-
-
 def as_option(name: str) -> str:
     """The option of the Python API's argument ``name`` (:data:`API_OPTIONS`), or ``name`` itself: for a
     result that says where a value came from (``from: nccl_version``), as errors name it.

@@ -5,13 +5,7 @@ from __future__ import annotations
 import typer
 from rich.console import Console
 
-from gpuwait.cli.common import (
-    JSON_OPTION,
-    MAX_MEMORY_OPTION,
-    SERVERS_OPTION,
-    options_named,
-    refuse_steps_without_workload,
-)
+from gpuwait.cli.common import JSON_OPTION, MAX_MEMORY_OPTION, SERVERS_OPTION, options_named
 from gpuwait.cli.faults_help import INJECT_OPTION
 
 SCENARIO_ARGUMENT = typer.Argument(None, metavar="[SCENARIO.yaml]", help="A scenario with a training workload.")
@@ -61,6 +55,7 @@ def diagnose(scenario_file: str | None = SCENARIO_ARGUMENT, inject: list[str] | 
     else:
         from gpuwait.cli.progress import traffic_progress
         from gpuwait.runner.cost import check_scenario_cost, parse_max_memory
+        from gpuwait.runner.workload import refuse_steps_without_workload
 
         scenario = load_scenario(scenario_file)
         max_memory_bytes = parse_max_memory(max_memory)

@@ -15,21 +15,24 @@ MAP_OPTION = typer.Option(None, "--node-name-map", metavar="FILE", help="GUID ->
 HOSTS_OPTION = typer.Option(None, "--hosts", metavar="GLOB", help="Keep only the hosts matching this glob (repeatable), e.g. 'gpu*'.")
 TEMPLATE_OPTION = typer.Option("dgx-h100", "--server-template", metavar="NAME", help="Server template when no --nccl-topo is given (`gpuwait topo --list`).")
 NAME_OPTION = typer.Option("imported", "--name", help="Cluster name written in the file.")
-OUT_OPTION = typer.Option(None, "--output", metavar="FILE", help="Write the cluster file here (default: print it).")
+OUT_OPTION = typer.Option(None, "--out", metavar="FILE", help="Write the cluster file here (default: print it).")
+#: --out's spelling in 0.1.0, as calibrate, telemetry export and sweep never spelled it: kept working for
+#: one release, out of --help, so a script written for it does not break
+OLD_OUT_OPTION = typer.Option(None, "--output", metavar="FILE", hidden=True)
 
 
 def import_(ibnetdiscover: str | None = IBNET_OPTION, lldp: list[str] | None = LLDP_OPTION,
             nccl_topo: str | None = NCCL_OPTION, slurm: str | None = SLURM_OPTION, links: str | None = LINKS_OPTION,
             node_name_map: str | None = MAP_OPTION, hosts: list[str] | None = HOSTS_OPTION,
             server_template: str = TEMPLATE_OPTION, name: str = NAME_OPTION, output: str | None = OUT_OPTION,
-            json_out: bool = JSON_OPTION) -> None:
+            old_output: str | None = OLD_OUT_OPTION, json_out: bool = JSON_OPTION) -> None:
     """Write a cluster file from ibnetdiscover, LLDP, NCCL topology dumps, Slurm topology.conf or a node/link file.
 
     Real names are kept: hosts, switches, NIC devices (`node01.mlx5_0`), GUIDs and `lidN` as aliases,
     switch ports as `SWITCH[PORT]`. Every command takes the file and the names (`--inject
     link-degrade:ib-leaf-03->ib-spine-01`, `route --src node01.gpu0`). See docs/inventory.md.
 
-    Examples: `gpuwait inventory import --ibnetdiscover ib.txt --nccl-topo dumps/ --output cluster.yaml`,
+    Examples: `gpuwait inventory import --ibnetdiscover ib.txt --nccl-topo dumps/ --out cluster.yaml`,
     `gpuwait inventory import --slurm topology.conf --server-template dgx-a100`
     """
     from pathlib import Path
@@ -37,7 +40,15 @@ def import_(ibnetdiscover: str | None = IBNET_OPTION, lldp: list[str] | None = L
     import yaml
 
     from gpuwait.cli.output import Output
+    from gpuwait.errors import SpecError
     from gpuwait.inventory import Sources, import_inventory
+
+    if old_output is not None:
+        if output is not None:
+            raise SpecError("--output: the old spelling of --out; expected one of them, not both")
+        typer.echo("note: --output is now --out (as in calibrate, telemetry export and sweep); "
+                   "--output goes in the next release", err=True)
+        output = old_output
 
     files = [str(f) for item in lldp or [] for f in (sorted(Path(item).glob("*.json")) if Path(item).is_dir() else [Path(item)])]
     result = import_inventory(Sources(ibnetdiscover=ibnetdiscover, lldp=files, nccl_topo=nccl_topo, slurm=slurm,

@@ -60,7 +60,7 @@ def _render_flow_path(console: Console, doc: dict, cluster: str, transport: str)
                   f"{', ' + routing['hash'] if routing['kind'] == 'ecmp' else ''})")
     kind = {"rocev2": "UDP source port", "tcp": "TCP source port"}.get(transport)
     for r in doc["qps"]:
-        port = f", {kind} {r['udp_sport']}" if kind and r["udp_sport"] >= 0 else ""
+        port = f", {kind} {r['udp_sport']}" if kind and r["udp_sport"] is not None else ""
         console.print(f"  QP {r['qp']}{port}, path latency {format_time(r['latency_s'])}:")
         for hop in r["hops"]:
             share = "" if hop["share"] == 1 else f"  ({hop['share']:.1%} of the bytes)"

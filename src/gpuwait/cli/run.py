@@ -6,18 +6,21 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from gpuwait.cli.common import JSON_OPTION, MAX_MEMORY_OPTION, refuse_steps_without_workload
+from gpuwait.cli.common import JSON_OPTION, MAX_MEMORY_OPTION
 
 STEPS_OPTION = typer.Option(None, "--steps", min=1, max=1_000_000, help="Training steps to simulate (default: the file's).")
 REPORT_OPTION = typer.Option(None, "--report", metavar="DIR",
                              help="Write the HTML report, Perfetto traces and Parquet tables here.")
-FLOWS_OPTION = typer.Option(20, "--flows", min=0, help="Flows to list in the table (traffic scenarios).")
+#: flows listed in a traffic run's table unless --flows says otherwise
+DEFAULT_FLOWS = 20
+FLOWS_OPTION = typer.Option(None, "--flows", min=0,
+                            help=f"Flows to list in the table (traffic scenarios only; default {DEFAULT_FLOWS}).")
 ENGINE_OPTION = typer.Option("flow", "--engine", metavar="flow|packet",
                              help="Traffic scenarios: 'flow' (fluid, max-min) or 'packet' (queues, PFC, ECN, DCQCN, credits).")
 
 
 def run(scenario_file: str = typer.Argument(..., metavar="SCENARIO.yaml", help="Scenario file."),
-        steps: int | None = STEPS_OPTION, report: str | None = REPORT_OPTION, flows_limit: int = FLOWS_OPTION,
+        steps: int | None = STEPS_OPTION, report: str | None = REPORT_OPTION, flows_limit: int | None = FLOWS_OPTION,
         engine: str = ENGINE_OPTION, max_memory: str | None = MAX_MEMORY_OPTION, json_out: bool = JSON_OPTION) -> None:
     """Simulate a scenario and its variants.
 
@@ -39,6 +42,7 @@ def run(scenario_file: str = typer.Argument(..., metavar="SCENARIO.yaml", help="
     from gpuwait.errors import SpecError
     from gpuwait.runner.cost import check_scenario_cost, parse_max_memory
     from gpuwait.runner.inputs import load_scenario
+    from gpuwait.runner.workload import refuse_steps_without_workload
 
     if engine not in ENGINES:
         raise SpecError(f"--engine: got {engine!r}; expected one of {', '.join(ENGINES)}")
@@ -50,6 +54,7 @@ def run(scenario_file: str = typer.Argument(..., metavar="SCENARIO.yaml", help="
 
         report_directory(report)  # refused before a long run, not after it
     refuse_steps_without_workload(scenario, steps)
+    _refuse_flows_without_traffic(scenario, flows_limit)
     if not json_out:  # once every input check has passed: the next thing is the run itself
         from gpuwait.cli.progress import state_estimate
 
@@ -74,7 +79,19 @@ def run(scenario_file: str = typer.Argument(..., metavar="SCENARIO.yaml", help="
 
         paths = write_traffic_reports(runs, report, scenario.name)
     result = TrafficResult(scenario.name, engine, runs, paths)
-    out.emit(result.to_dict(), lambda c: _render_traffic(c, result, flows_limit))
+    shown = DEFAULT_FLOWS if flows_limit is None else flows_limit
+    out.emit(result.to_dict(), lambda c: _render_traffic(c, result, shown))
+
+
+def _refuse_flows_without_traffic(scenario, flows_limit: int | None) -> None:
+    """--flows sizes a traffic run's flow table; a workload or jobs run prints no flow table, so it is refused."""
+    from gpuwait.errors import SpecError
+
+    if flows_limit is None or not (scenario.jobs or scenario.workload is not None):
+        return
+    section = "`jobs:`" if scenario.jobs else "a `workload:`"
+    raise SpecError(f"--flows: lists a traffic scenario's flows; this one has {section}, whose output has no flow table",
+                    hint="its collectives and hottest links print without it; --flows applies to `traffic:` scenarios")
 
 
 def _render_traffic(console: Console, result, flows_limit: int) -> None:

@@ -51,6 +51,9 @@ def run(sweep_file: str = typer.Argument(..., metavar="SWEEP.yaml", help="Sweep 
     out_sink = Output(json_out)
     plan = plan_sweep(*load_sweep(sweep_file))
     show = not json_out
+    if show:  # before the cases run: a note that changes what the user expects is worth reading first
+        for note in plan.notes:
+            typer.echo(f"note: {note}", err=True)
 
     def progress(done: int, total: int) -> None:
         if show and (done == total or done % max(1, total // 20) == 0):
@@ -60,7 +63,7 @@ def run(sweep_file: str = typer.Argument(..., metavar="SWEEP.yaml", help="Sweep 
     if summary.ran and not summary.by_status.get("ok"):
         _refuse_all_bad(sweep_file, out, summary.ran)
     statuses = ", ".join(f"{n} {s}" for s, n in sorted(summary.by_status.items())) or "nothing to run"
-    out_sink.emit({"sweep": plan.name, "out": out} | summary.to_dict(),
+    out_sink.emit({"sweep": plan.name, "out": out} | summary.to_dict() | {"notes": list(plan.notes)},
                   lambda c: c.print(f"[bold]{plan.name}[/]: {summary.n_cases} cases, {summary.skipped} already done, "
                                     f"{summary.ran} run ({statuses}) in {summary.wall_s:.1f} s on "
                                     f"{summary.workers or 0} {executor} workers -> {out}", markup=True))

@@ -70,8 +70,10 @@ def _render_list(console: Console) -> None:
         table.add_column(col)
     for name, spec in SERVER_TEMPLATES.items():
         nvlink = format_rate(spec.nvlink_bandwidth, bits=False) if spec.nvlink_bandwidth else "none (PCIe)"
-        table.add_row(name, f"{spec.gpus}x {spec.gpu_model}", nvlink, f"{spec.nics} x {spec.nic_ports} port",
-                      format_rate(spec.nic_speed))
+        # a server with no compute NIC has no port to count or rate (its template keeps the default speed)
+        nics, speed = ((f"{spec.nics} x {spec.nic_ports} port", format_rate(spec.nic_speed)) if spec.nics
+                       else ("none", "-"))
+        table.add_row(name, f"{spec.gpus}x {spec.gpu_model}", nvlink, nics, speed)
     console.print(table)
 
 

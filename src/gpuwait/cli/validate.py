@@ -36,9 +36,12 @@ def validate(file: str = typer.Argument(..., metavar="FILE", help="Scenario file
             Output(True).emit({"file": file, "valid": False, "problems": problems, "hint": err.hint}, lambda c: None)
             raise typer.Exit(1) from None
         raise
-    Output(json_out).emit(
-        {"file": file, "valid": True} | runs | {"estimate": estimate.to_dict()},
-        lambda c: c.print("[green]ok[/] " + escape(
+    def render(c) -> None:
+        c.print("[green]ok[/] " + escape(
             f"{file}: {runs['servers']} servers, {runs['gpus']} GPUs, "
             + (f"workload {runs['workload']}, " if "workload" in runs else f"{runs['flows']} flows, ")
-            + f"{runs['routed_cases']} case(s) checked; run allocates {estimate.describe()}")))
+            + f"{runs['routed_cases']} case(s) checked; run allocates {estimate.describe()}"))
+        for note in runs["notes"]:
+            c.print(f"note: {escape(note)}")
+
+    Output(json_out).emit({"file": file, "valid": True} | runs | {"estimate": estimate.to_dict()}, render)

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import Any, cast
 
-from gpuwait.collectives.nccl_versions import DEFAULT_RELEASE, NcclRelease, nccl_release
+from gpuwait.collectives.nccl_versions import DEFAULT_RELEASE, NcclRelease, nccl_release, newer_release_note
 from gpuwait.collectives.tuning import Prediction, TuningInputs, choose, parse_algorithm_list, parse_protocol_list
 from gpuwait.errors import SpecError
 from gpuwait.spec.cluster import ClusterSpec, RoutingSpec
@@ -173,6 +173,19 @@ class NcclEnv:
             return self
         return replace(self, release=nccl_release(version, what), release_from=SETTING_SOURCES.get(what, what),
                        asked_version=str(version).strip())
+
+    @property
+    def version_note(self) -> str | None:
+        """What a prediction under this environment says about its NCCL release: the note of
+        :func:`~gpuwait.collectives.nccl_versions.newer_release_note` for a version asked for (``--nccl-version``,
+        ``nccl.version``) newer than the last one checked; None for the default or a checked release.
+
+        >>> NcclEnv().with_version("2.31.0").version_note.startswith("NCCL 2.31.0 is newer than")
+        True
+        >>> NcclEnv().version_note, NcclEnv().with_version("2.21.5").version_note
+        (None, None)
+        """
+        return None if self.asked_version is None else newer_release_note(self.asked_version)
 
     def channel_limits(self, nvls: bool = False) -> tuple[int, int]:
         """(lowest, highest) channel count NCCL may run with: the NCHANNELS and CTAS limits combined as

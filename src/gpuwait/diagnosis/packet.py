@@ -30,6 +30,7 @@ from gpuwait.diagnosis.run import Diagnosis, Finding
 from gpuwait.engine.flow_run import simulate_flows
 from gpuwait.engine.packet.params import PacketParams
 from gpuwait.engine.packet.run import PacketRun, simulate_packets
+from gpuwait.runner.workload import case_label
 from gpuwait.spec.cluster import RoutingSpec
 from gpuwait.topology.model import LinkKind
 
@@ -133,5 +134,7 @@ def diagnose_packets(run: PacketRun, measure_gain: bool = True) -> Diagnosis:
         out.append(Finding(kind, component, _severity(gain), score, evidence, explanation, fix, before, fixed, direct))
     order = {"ecn-misconfig": 0, "pfc-storm": 1, "hol-blocking": 2, "ecmp-collision": 3, "oversubscription": 4}
     out.sort(key=lambda f: order[f.kind])
-    return Diagnosis(run.labels.get("name", "packet run"), _mean_fct(run), None, tuple(out), (),
+    # labelled as a workload's diagnosis is: the variant's name, else "RoCEv2, ECMP"
+    case = case_label(run.labels.get("name"), run.routing, run.transport)
+    return Diagnosis(case, _mean_fct(run), None, tuple(out), (),
                      measure="mean flow completion time")

@@ -51,6 +51,8 @@ from gpuwait.topology.presets import build_cluster, resolve_cluster
 from gpuwait.workload.steps import training_step
 
 _EPS_S = 1e-15
+#: a slowdown smaller than this is float rounding between the alone and the shared run, not contention
+STEP_ROUNDING_FRACTION = 1e-9
 
 
 @dataclass(frozen=True, eq=False)
@@ -102,7 +104,13 @@ class JobOutcome:
 
     @property
     def slowdown(self) -> float:
-        return self.shared_step_s / self.alone_step_s - 1.0 if self.alone_step_s > 0 else 0.0
+        """Shared step over alone step, minus 1; a difference within rounding is 0.0 (never -0.0)."""
+        if self.alone_step_s <= 0:
+            return 0.0
+        slowdown = self.shared_step_s / self.alone_step_s - 1.0
+        # the shared run adds the same phases as the alone one in another order: a job no other job
+        # touches comes out a last bit faster, which printed "-0.0 %"
+        return 0.0 if abs(slowdown) < STEP_ROUNDING_FRACTION else slowdown
 
     @property
     def exposed_comm_alone_s(self) -> float:

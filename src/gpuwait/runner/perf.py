@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from gpuwait.collectives.communicator import Communicator
-from gpuwait.collectives.nccl_versions import nccl_release, newer_release_note
+from gpuwait.collectives.nccl_versions import nccl_release
 from gpuwait.collectives.ncclenv import (
     NOT_MODELLED,
     VARIABLES,
@@ -323,8 +323,7 @@ def perf_sweep(op: str, args: SweepArgs, cluster: str = "dgx-h100", servers: int
     config = RunConfig(n_gpus=predictor.gpus_per_thread, min_bytes=lo, max_bytes=hi, step_factor=args.step_factor,
                        step_bytes=step_bytes, warmup_iters=args.warmup_iters, iters=args.iters,
                        validation=args.check)
-    asked = predictor.env.asked_version
-    notes = [note] if asked is not None and (note := newer_release_note(asked)) is not None else []
+    notes = [note] if (note := predictor.env.version_note) is not None else []
     return PerfSweep(coll, n, predictor.comm.topo.name, args.dtype, rows, choices, rounded, config, devices(predictor),
                      estimates, predictor.params,
                      physical_defaults(predictor.transport), [*predictor.settings(), platform_setting(predictor.env)],

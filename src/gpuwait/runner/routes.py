@@ -21,12 +21,16 @@ def routing_with(routing: RoutingSpec, kind: str | None = None, qps: int | None 
 
 
 def flow_path_document(topo: Topology, routing: RoutingSpec, src: str, dst: str, transport: str) -> dict:
-    """The path of each QP of one flow, hop by hop in path order, with the share of its bytes on each hop."""
+    """The path of each QP of one flow, hop by hop in path order, with the share of its bytes on each hop.
+
+    ``udp_sport`` is None where the flow has no L4 source port (it stays inside a server).
+    """
     routes = route_flows(topo, routing, [src], [dst], transport=transport)
     rows = []
     for row in range(routes.n_rows):
         links, weights = routes.ordered_links(row, topo)
-        rows.append({"qp": int(routes.qp_index[row]), "udp_sport": int(routes.udp_sport[row]),
+        sport = int(routes.udp_sport[row])  # the routes' -1 for "none" stays inside them
+        rows.append({"qp": int(routes.qp_index[row]), "udp_sport": sport if sport >= 0 else None,
                      "latency_s": float(routes.path_latency_s[row]),
                      "hops": [{"link": topo.link_name(int(links[i])), "share": float(weights[i]),
                                "capacity_Bps": float(topo.link_capacity_Bps[links[i]])} for i in range(len(links))]})

@@ -55,6 +55,7 @@ class SweepPlan:
     kind: str
     axes: list[str]
     cases: list[Case] = field(default_factory=list)
+    notes: tuple[str, ...] = ()  # what the sweep file changes about its base without an axis saying so
 
     def spec_dict(self) -> dict:
         return {"name": self.name, "kind": self.kind, "axes": self.axes, "n_cases": len(self.cases)}
@@ -148,6 +149,22 @@ def _kind(spec: SweepSpec, base: dict) -> str:
     return "workload" if base.get("workload") else ("perf" if spec.perf is not None else "traffic")
 
 
+def _replaced_steps_note(spec: SweepSpec, base: dict, kind: str) -> str | None:
+    """Every workload case runs the sweep's `steps` (or its `steps` axis), not the base's `workload.steps`:
+    said when they differ, since the base file alone would make a reader expect its own count."""
+    given = get_path(base, "workload.steps")
+    if kind != "workload" or given is None:
+        return None
+    if any(a.path == "steps" for a in spec.axes):
+        by = "the sweep's steps axis"
+    elif given == spec.steps:
+        return None
+    else:
+        by = f"the sweep's steps ({spec.steps}{'' if 'steps' in spec.model_fields_set else ', its default'})"
+    return (f"workload.steps: the base's {given} is replaced in every case by {by}; "
+            "the sweep file's steps field sets the steps of a sweep")
+
+
 def plan_sweep(spec: SweepSpec, base: dict) -> SweepPlan:
     """Every case of ``spec`` over ``base``, the excluded ones left out, each validated and keyed."""
     kind = _kind(spec, base)
@@ -172,7 +189,8 @@ def plan_sweep(spec: SweepSpec, base: dict) -> SweepPlan:
             else:
                 set_path(scenario, path, value)
         cases.append(_keyed(doc, {a.column: v for a, v in zip(spec.axes, combo)}))
-    return SweepPlan(spec.name, kind, [a.column for a in spec.axes], cases)
+    note = _replaced_steps_note(spec, base, kind)
+    return SweepPlan(spec.name, kind, [a.column for a in spec.axes], cases, notes=(note,) if note else ())
 
 
 def _digest(payload: dict) -> str:

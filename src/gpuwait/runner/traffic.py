@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gpuwait.collectives.ncclenv import cluster_env
 from gpuwait.engine.base import EngineRun, get_engine
 from gpuwait.errors import SpecError
 from gpuwait.routing.paths import route_flows
@@ -37,28 +38,32 @@ def refuse_unused_sections(scenario: Scenario) -> None:
 
 def check_scenario(scenario: Scenario) -> dict:
     """Everything `run` would refuse, without simulating: build the cluster, the flows (names,
-    dependencies) and route them for the base and every variant. Returns what was checked."""
+    dependencies) and route them for the base and every variant. Returns what was checked, with the
+    ``notes`` `run` would print about it (an ``nccl.version`` newer than gpuwait checked)."""
     refuse_unused_sections(scenario)
     cluster = resolve_cluster(scenario.cluster)
     topo = build_cluster(cluster)
     cases = scenario_cases(scenario, cluster)
+    # steps and jobs predict NCCL's choices under nccl.version; traffic runs its flows without NCCL
+    note = cluster_env(cluster).version_note if scenario.jobs or scenario.workload is not None else None
+    notes = {"notes": [] if note is None else [note]}
     if scenario.jobs:  # names, placements and each job's layout, as `run` checks them
         from gpuwait.runner.jobs import check_jobs
 
-        return check_jobs(scenario, topo) | {"routed_cases": len(cases)}
+        return check_jobs(scenario, topo) | {"routed_cases": len(cases)} | notes
     if scenario.workload is not None:
         # layout, memory and presets: everything `run` refuses before simulating
         from gpuwait.workload.steps import serving_step, training_step
 
         step = (training_step if scenario.workload.mode == "training" else serving_step)(scenario.workload, topo)
         return {"servers": topo.n_servers, "gpus": topo.n_gpus, "workload": step.description,
-                "routed_cases": len(cases)}
+                "routed_cases": len(cases)} | notes
     if not (scenario.traffic.flows or scenario.traffic.patterns):
-        return {"servers": topo.n_servers, "gpus": topo.n_gpus, "flows": 0, "routed_cases": 0}
+        return {"servers": topo.n_servers, "gpus": topo.n_gpus, "flows": 0, "routed_cases": 0} | notes
     flows = traffic_flows(topo, scenario.traffic)
     for _, routing, transport in cases:
         route_flows(topo, routing, flows.src, flows.dst, transport=transport.name)
-    return {"servers": topo.n_servers, "gpus": topo.n_gpus, "flows": len(flows), "routed_cases": len(cases)}
+    return {"servers": topo.n_servers, "gpus": topo.n_gpus, "flows": len(flows), "routed_cases": len(cases)} | notes
 
 
 def run_traffic(scenario: Scenario, engine: str = "flow", progress=None) -> list[EngineRun]:

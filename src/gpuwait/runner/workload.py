@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpuwait.collectives.ncclenv import cluster_env
 from gpuwait.errors import SpecError
@@ -21,6 +21,18 @@ from gpuwait.topology.model import Topology
 from gpuwait.topology.presets import build_cluster, resolve_cluster
 from gpuwait.workload.program import ServingStep, TrainingStep
 from gpuwait.workload.steps import serving_step, training_step
+
+
+def refuse_steps_without_workload(scenario: Scenario, steps: int | None) -> None:
+    """Refuse ``steps`` for a scenario with nothing to step: they count training steps or inference batches of
+    a `workload:` (or of each job of `jobs:`), and a traffic scenario has neither.
+
+    The error names the argument ``steps``; the command line names its option (``--steps``: the one rename of
+    :data:`gpuwait.cli.common.API_OPTIONS`), so `simulate`, `run` and `diagnose` refuse it in one sentence.
+    """
+    if steps is not None and scenario.workload is None and not scenario.jobs:
+        raise SpecError("steps: the scenario has no workload; expected a `workload:` section",
+                        hint="`steps` applies to training and inference scenarios")
 
 
 def case_label(name: str | None, routing, transport) -> str:
@@ -104,10 +116,11 @@ def simulate_workload(scenario: Scenario, steps: int | None = None, progress=Non
                 read = fabric.storage(step.layout.rank_gpu, step.storage_read_Bps_per_gpu)
                 fabric = fabric.with_background(read.link_load_Bps)
             report = None if progress is None else (lambda k, n, i=index: progress(i, len(cases), k, n))
-            results.append(run_training(step, fabric, steps=n_steps, case=label, cluster=cluster_label,
-                                        progress=report))
+            result = run_training(step, fabric, steps=n_steps, case=label, cluster=cluster_label, progress=report)
         else:
-            results.append(run_serving(step, fabric, case=label, cluster=cluster_label))
+            result = run_serving(step, fabric, case=label, cluster=cluster_label)
             if progress is not None:
                 progress(index, len(cases), 1, 1)
+        # an nccl.version newer than gpuwait checked is predicted as the newest it models: said, as perf says it
+        results.append(result if env.version_note is None else replace(result, notes=(*result.notes, env.version_note)))
     return WorkloadRun(scenario, faulty, effects, results)

@@ -69,7 +69,7 @@ class SweepSpec(SpecModel):
     axes: Annotated[list[AxisSpec], BeforeValidator(_axes_mapping)] = Field(default_factory=list, description="The axes (a mapping path: [values] or a list of {path, values, name}).")
     combine: Literal["product", "zip"] = Field("product", description="'product': every combination of the axes' values; 'zip': the i-th value of every axis together (the axes must be equally long).")
     exclude: list[dict[str, Any]] = Field(default_factory=list, description="Combinations to leave out: a case is dropped when, for every `path: value` of an entry, its value at that path equals the value (or is in it, for a list). Every path of an entry must be an axis's path.")
-    steps: int = Field(1, ge=1, description="Training steps simulated per workload case.")
+    steps: int = Field(1, ge=1, description="Training steps simulated per workload case; replaces the base's `workload.steps` (a note says so when they differ).")
     engine: Literal["flow", "packet"] = Field("flow", description="Engine for traffic cases ('flow' or 'packet'); workloads and perf run on the flow engine.")
 
     @field_validator("axes")

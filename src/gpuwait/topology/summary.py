@@ -63,8 +63,8 @@ class TopologySummary:
         Independent compute-fabric planes (0 without a fabric).
     nic_ports_per_server, nic_ports : int
         Compute NIC ports per server and in the whole cluster.
-    nic_port_speed_Bps : float
-        Line rate of one compute NIC port.
+    nic_port_speed_Bps : float or None
+        Line rate of one compute NIC port; None for a server with no compute NIC (no port has a rate).
     host_injection_Bps : float
         Sum of the cabled compute NIC port capacities (one direction).
     bisection_Bps : float or None
@@ -98,7 +98,7 @@ class TopologySummary:
     planes: int = 0
     nic_ports_per_server: int = 0
     nic_ports: int = 0
-    nic_port_speed_Bps: float = 0.0
+    nic_port_speed_Bps: float | None = None
     host_injection_Bps: float = 0.0
     bisection_Bps: float | None = None
     oversubscription_by_tier: dict[str, float] = field(default_factory=dict)
@@ -338,7 +338,7 @@ def summarize(topo: Topology) -> TopologySummary:
         planes=len(np.unique(topo.node_plane[masks["switch"]])) if has_fabric else 0,
         nic_ports_per_server=ports_per_server,
         nic_ports=ports_per_server * topo.n_servers,
-        nic_port_speed_Bps=float(server.nic_speed),
+        nic_port_speed_Bps=float(server.nic_speed) if ports_per_server else None,
         host_injection_Bps=float(topo.link_capacity_Bps[masks["host_up"]].sum()),
         bisection_Bps=_bisection(topo, masks),
         oversubscription_by_tier=_oversubscription(topo, masks),
