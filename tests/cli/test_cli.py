@@ -105,6 +105,16 @@ def test_route_inside_a_server_has_no_source_port(capsys):
     assert f"UDP source port {sport}," in out
 
 
+def test_route_over_infiniband_has_no_source_port(capsys):
+    """InfiniBand routes by destination LID (the subnet manager's forwarding tables): no UDP or TCP port is on
+    the wire. --json printed the stand-in key the routes hash ("udp_sport": 55855) while the text showed none."""
+    args = ("route", "dgx-h100", "--servers", "4", "--src", "s0.gpu0", "--dst", "s3.gpu0")
+    code, out, _ = run_cli(capsys, *args, "--json")
+    assert code == 0 and [qp["udp_sport"] for qp in json.loads(out)["qps"]] == [None]
+    code, out, _ = run_cli(capsys, *args)
+    assert code == 0 and "source port" not in out
+
+
 def test_route_a_flow_set_shows_the_collided_uplinks(capsys):
     code, out, _ = run_cli(capsys, "route", "examples/ecmp-collision.yaml", "--json")
     links = json.loads(out)["links"]

@@ -20,17 +20,25 @@ def routing_with(routing: RoutingSpec, kind: str | None = None, qps: int | None 
     return validate_data(RoutingSpec, routing.model_dump() | updates, source="--routing/--qps/--seed")
 
 
+#: The L4 source port a switch hashes, by transport: RoCEv2's UDP port (from the QP numbers) and kernel TCP's
+#: ephemeral port. Other transports carry none a user could look up (InfiniBand routes by destination LID; the
+#: routes hash a stand-in key there, which is the model's, not the wire's).
+SOURCE_PORT_KIND: dict[str, str] = {"rocev2": "UDP source port", "tcp": "TCP source port"}
+
+
 def flow_path_document(topo: Topology, routing: RoutingSpec, src: str, dst: str, transport: str) -> dict:
     """The path of each QP of one flow, hop by hop in path order, with the share of its bytes on each hop.
 
-    ``udp_sport`` is None where the flow has no L4 source port (it stays inside a server).
+    ``udp_sport`` is None where the flow has no L4 source port: it stays inside a server, or its transport has
+    none (:data:`SOURCE_PORT_KIND`).
     """
     routes = route_flows(topo, routing, [src], [dst], transport=transport)
     rows = []
     for row in range(routes.n_rows):
         links, weights = routes.ordered_links(row, topo)
         sport = int(routes.udp_sport[row])  # the routes' -1 for "none" stays inside them
-        rows.append({"qp": int(routes.qp_index[row]), "udp_sport": sport if sport >= 0 else None,
+        has_port = sport >= 0 and transport in SOURCE_PORT_KIND
+        rows.append({"qp": int(routes.qp_index[row]), "udp_sport": sport if has_port else None,
                      "latency_s": float(routes.path_latency_s[row]),
                      "hops": [{"link": topo.link_name(int(links[i])), "share": float(weights[i]),
                                "capacity_Bps": float(topo.link_capacity_Bps[links[i]])} for i in range(len(links))]})
