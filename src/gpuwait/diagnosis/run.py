@@ -88,13 +88,29 @@ def apply_fix(scenario: Scenario, faults: Sequence[FaultSpec], candidate: Candid
     return fixed.model_copy(update={"faults": []}), kept
 
 
-def _severity(gain: float | None, score: float, excess: float) -> str:
-    value = gain if gain is not None else score * excess
-    if value >= CRITICAL_GAIN:
+def _severity(share: float) -> str:
+    """The severity of a cause costing ``share`` of the step (re-simulated, else estimated)."""
+    if share >= CRITICAL_GAIN:
         return "critical"
-    if value >= WARNING_GAIN:
+    if share >= WARNING_GAIN:
         return "warning"
     return "info"
+
+
+def negligible(finding: Finding, measure: str = "step") -> bool:
+    """Whether what is known of a finding's cost puts it below the warning level: rated info with its
+    fix re-simulated, or in a step diagnosis (``measure``), where a finding not re-simulated is rated
+    from its rule's estimate of the time it costs (a cause with only a bound on its cost is info, no
+    time lost being measured). A packet diagnosis rates a finding whose fix it did not re-simulate info
+    too; that one's cost is unknown, so it is not negligible.
+
+    A negligible finding is listed with its evidence but never outranks a finding whose cost reaches
+    the warning level, whatever its score or direct evidence: the rank says which fix gives the step
+    back the most, and a cause costing under MATTERS of the step gives back less than run-to-run
+    variation hides (rules.MATTERS), beside one that gives back more. Direct evidence and score order
+    findings within each of the two groups, as before (DIRECT_EVIDENCE_MARGIN). The conclusion names
+    no negligible finding the main cause (report.conclusion), so the top finding is its main cause."""
+    return finding.severity == "info" and (finding.gain_fraction is not None or measure == "step")
 
 
 def diagnose_scenario(scenario: Scenario, faults: Sequence[FaultSpec] = (), *, steps: int | None = None,
@@ -136,11 +152,17 @@ def diagnose_scenario(scenario: Scenario, faults: Sequence[FaultSpec] = (), *, s
             fixed = simulate_workload(fixed_scenario, steps, faults=fixed_faults,
                                       max_memory_bytes=max_memory_bytes).results[case].breakdown.step_time_s
         gain = ((step if reference is None else reference) - fixed) / step if fixed is not None and step > 0 else None
-        findings.append(Finding(cand.kind, cand.component, _severity(gain, cand.score, excess), cand.score,
+        # a fix not re-simulated: rated from its rule's estimate of the time the cause costs, as
+        # from telemetry (exact readings), not from the whole run's excess times the rule's score,
+        # which rated a cause estimated at 0 ms a warning whenever anything else slowed the step
+        severity = _severity(gain) if gain is not None else _observed_severity(cand, step, excess, 1.0, 0.0)
+        findings.append(Finding(cand.kind, cand.component, severity, cand.score,
                                 cand.evidence, cand.explanation, cand.fix, step, fixed, cand.direct, reference))
     # re-simulated gains are measured alike whatever the evidence: they rank as measured (direct
-    # evidence breaks a tie only); the bonus is for costs estimated from the evidence
-    findings.sort(key=lambda f: (-(f.gain_fraction if f.gain_fraction is not None else -1.0), -f.direct, -f.score))
+    # evidence breaks a tie only); the bonus is for costs estimated from the evidence. A negligible
+    # finding ranks below every other (negligible): a measured 0.2 % never tops an estimated 5 %
+    findings.sort(key=lambda f: (negligible(f), -(f.gain_fraction if f.gain_fraction is not None else -1.0),
+                                 -f.direct, -f.score))
     return Diagnosis(result.case, step, baseline.breakdown.step_time_s, tuple(findings), tuple(out.missing), run, obs)
 
 
@@ -180,13 +202,14 @@ def _observed_severity(cand: Candidate, step: float, excess: float, exposed: flo
     from the low end of its range (rules.lost_range_s) over the step read at the high end of its
     own, so a warning says the cause costs at least MATTERS of the step given what the readings
     resolve; a cost whose range reaches below that is info, its estimate and range in the evidence.
-    A cause with only a bound on its cost (``bound_only``) is info."""
+    A cause with only a bound on its cost (``bound_only``) is info. Exact readings (``noise`` 0)
+    rate a step diagnosis's findings whose fixes are not re-simulated."""
     if cand.bound_only:
         return "info"
     if cand.lost_s is None or noise <= 0 or step <= 0:
-        return _severity(_lost_share(cand, step, excess, exposed), cand.score, excess)
+        return _severity(_lost_share(cand, step, excess, exposed))
     low_s, _ = lost_range_s(cand.lost_s, noise)
-    return _severity(low_s / (step * (1.0 + NOISE_SIGMAS * noise)), cand.score, excess)
+    return _severity(low_s / (step * (1.0 + NOISE_SIGMAS * noise)))
 
 
 def _with_range(cand: Candidate, noise: float) -> dict:
@@ -203,7 +226,8 @@ def diagnose_observation(observation: Observation, case: str = "telemetry") -> D
     rank come from the time each cause costs as its rule estimates it from the evidence (a direct
     observation ranks first unless an inferred cause's cost is more than DIRECT_EVIDENCE_MARGIN larger).
     A cause whose counters give only a bound on its cost (``bound_only``: a link-down count without
-    a duration) ranks by the bound and is rated info: no time lost was measured."""
+    a duration) is rated info: no time lost was measured. Info findings rank after the others
+    (:func:`negligible`), by the same estimate (a bound for a bound-only one)."""
     out = evaluate(observation)
     step = observation.step_time_s or 0.0
     base = observation.baseline_step_time_s
@@ -216,7 +240,11 @@ def diagnose_observation(observation: Observation, case: str = "telemetry") -> D
         if not any(c.kind == cand.kind and same_cable(c.component, cand.component) for c in candidates):
             candidates.append(cand)
     noise = observation.reading_noise
-    findings = tuple(Finding(c.kind, c.component, _observed_severity(c, step, excess, exposed, noise), c.score,
-                             _with_range(c, noise), c.explanation, c.fix, step, None, c.direct) for c in candidates)
+    findings = [Finding(c.kind, c.component, _observed_severity(c, step, excess, exposed, noise), c.score,
+                        _with_range(c, noise), c.explanation, c.fix, step, None, c.direct) for c in candidates]
+    # by estimated cost as ranked above, a negligible finding after every other (negligible): a direct
+    # 0.8 % raised by DIRECT_EVIDENCE_MARGIN, or an estimate whose range reaches below MATTERS, no
+    # longer tops a cause resolved at 1 % of the step or more
+    findings.sort(key=negligible)
     missing = tuple(dict.fromkeys([*observation.missing, *out.missing]))
-    return Diagnosis(case, step, base, findings, missing, None, observation)
+    return Diagnosis(case, step, base, tuple(findings), missing, None, observation)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from gpuwait.diagnosis.run import negligible
 from gpuwait.report.words import part_name
 from gpuwait.steps.result import BREAKDOWN_CATEGORIES, RunResult
 
@@ -127,15 +128,11 @@ def workload_conclusion(results: Sequence[RunResult]) -> Conclusion:
 
 def diagnosis_conclusion(diagnosis, limit: int = 3) -> Conclusion:
     """The causes of a diagnosis, ranked, each with the time its fix gives back."""
-    # an info finding whose cost is known (re-simulated, or estimated as a step diagnosis does) costs
-    # less than a warning's share of the step (a degraded link no flow crosses, a fix that gives
-    # nothing back): it is listed, never named the main cause. A packet diagnosis calls a finding
-    # whose fix it did not re-simulate info too; that one's cost is unknown, so it stays a cause
-    def minor(f) -> bool:
-        return f.severity == "info" and (f.gain_fraction is not None or diagnosis.measure == "step")
-
-    findings = [f for f in diagnosis.findings if not minor(f)]
-    below = [f"{f.kind.replace('-', ' ')} on {f.component}" for f in diagnosis.findings if minor(f)]
+    # a negligible finding (diagnosis.run.negligible: a degraded link no flow crosses, a fix that
+    # gives nothing back) is listed, never named the main cause
+    findings = [f for f in diagnosis.findings if not negligible(f, diagnosis.measure)]
+    below = [f"{f.kind.replace('-', ' ')} on {f.component}" for f in diagnosis.findings
+             if negligible(f, diagnosis.measure)]
     if not findings:
         sentences = [f"{diagnosis.case}: no cause of lost time found."]
         if below:
