@@ -10,7 +10,7 @@ import re
 import pyarrow.parquet as pq
 import pytest
 
-from gpuwait.report.traffic import case_name, hot_ports, queue_series, traffic_conclusion
+from gpuwait.report.traffic import case_name, hot_ports, queue_series, render_traffic_html, traffic_conclusion
 from gpuwait.runner.inputs import load_scenario
 from gpuwait.runner.traffic import run_traffic
 from tests.cli.test_cli import run_cli
@@ -49,6 +49,16 @@ def test_packet_run_writes_a_report(capsys, tmp_path, incast):
     assert pq.read_table(out_dir / "flows.parquet").num_rows == 4
     pauses = pq.read_table(out_dir / "pauses.parquet").to_pydict()
     assert set(pauses) == {"case", "link", "time_s", "paused_fraction"} and max(pauses["paused_fraction"]) > 0
+
+
+def test_a_run_without_pauses_draws_no_empty_pause_plot(tmp_path):
+    # InfiniBand's credits never send a PFC pause: the queues are plotted, a bar chart of zeros is not
+    path = tmp_path / "ib.yaml"
+    path.write_text(INCAST_YAML.replace("transport: {name: rocev2}", "transport: {name: infiniband}"))
+    runs = run_traffic(load_scenario(str(path)), "packet")
+    assert runs[0].paused_s.sum() == 0 and hot_ports(runs[0])
+    page = render_traffic_html(runs, "ib")
+    assert "fig-queue-0" in page and "fig-pause-0" not in page and "fig-pause-time-0" not in page
 
 
 def test_the_conclusion_states_the_runs_numbers(tmp_path):

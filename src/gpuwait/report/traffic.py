@@ -216,8 +216,9 @@ def _case(run, index: int) -> _CaseView:
                            f"pause frames {sum(v for k, v in t.items() if k.startswith('rx_prio') and k.endswith('_pause')):,.0f}, "
                            f"drops {t['PortXmitDiscards']:,.0f}, retransmitted {t['retransmitted_packets']:,.0f} packets")
         if ports:
-            out["figures"] += [_figure(f"fig-queue-{index}", queue_figure(run, ports)),
-                               _figure(f"fig-pause-{index}", pause_figure(run, ports))]
+            out["figures"].append(_figure(f"fig-queue-{index}", queue_figure(run, ports)))
+            if run.paused_s[ports].sum() > 0:  # no pause (credits, lossy, or none needed): no chart of zeros
+                out["figures"].append(_figure(f"fig-pause-{index}", pause_figure(run, ports)))
             out["ports"] = port_rows(run, ports)
         pauses = pause_timeline_figure(run)
         if pauses is not None:
