@@ -946,6 +946,8 @@ def decode_step_time_s(shape: ModelShape, gpu: GpuShape, layout: InferenceLayout
 def inference_tp_all_reduce_bytes(shape: ModelShape, tokens: int) -> float:
     """Size of one TP all_reduce for ``tokens`` tokens (bf16 activations): ``tokens·hidden·2`` bytes.
     Two per layer per forward (after attention and after the MLP); one token per sequence in decode.
+    A pipeline boundary sends the same hidden states: fp8 serving keeps weights and KV cache in one
+    byte, the activations between layers in the model dtype (TensorRT-LLM, vLLM).
     """
     return float(tokens * shape.hidden * TRAIN_BYTES)
 
