@@ -38,6 +38,7 @@ class DcqcnSettings(SpecModel):
     rate_hai_bps_per_25gbps: float = Field(50e6, ge=0, description="Hyper increase (bit/s) per 25 Gb/s of line rate.")
     min_rate_bps: float = Field(1e9, gt=0, description="Floor of the sending rate (bit/s).")
     cnp_interval_s: float = Field(50e-6, ge=0, description="Receiver sends at most one CNP per QP per this interval (seconds).")
+    clamp_target_rate: bool = Field(False, description="Lower the target rate to the current rate at every cut (the DCQCN paper's rule); False: only when a rate-increase stage ran since the previous cut, as the HPCC simulator (CLAMP_TARGET_RATE 0), so fast recovery returns towards the rate before a burst of cuts.")
 
 
 class PacketParams(SpecModel):

@@ -84,8 +84,8 @@ Q_INT_COLS = 11
 QF_LINE_Bps, QF_AI_Bps, QF_HAI_Bps = range(3)
 # global integer parameters
 (G_ROUTE, G_CC, G_ECN, G_RELIABLE, G_HOST_LIMIT, G_ACK_EVERY, G_RTO, G_CNP_INT, G_ALPHA_INT, G_DEC_INT, G_RP_TIMER,
- G_FAST, G_SAMPLE, G_T_LIMIT, G_SEED, G_OOO, G_XON_OFFSET, G_MAX_SAMPLES) = range(18)
-G_INT_COLS = 18
+ G_FAST, G_SAMPLE, G_T_LIMIT, G_SEED, G_OOO, G_XON_OFFSET, G_MAX_SAMPLES, G_CLAMP) = range(19)
+G_INT_COLS = 19
 # global float parameters
 GF_LOSS, GF_BUF_ALPHA, GF_PFC_ALPHA, GF_G, GF_BYTE_COUNTER, GF_MIN_RATE = range(6)
 GF_COLS = 6
@@ -565,7 +565,9 @@ def _on_rto(snd, out, qpi, qp, now, rto, pend_t, pend_d, npend):
 
 @njit(cache=True, error_model="numpy")
 def _on_cnp(snd, qp, now, gi, gf, pend_t, pend_d, npend):
-    """DCQCN's reaction to a CNP (Zhu et al. 2015): alpha up, at most one rate cut per interval."""
+    """DCQCN's reaction to a CNP (Zhu et al. 2015): alpha up, at most one rate cut per interval. The
+    target rate drops to the current rate at a cut only after an increase stage (or at every cut with
+    ``G_CLAMP``): a burst of cuts keeps the target it had before the burst."""
     if snd.state[qp] != ST_ACTIVE:
         return npend
     g = gf[GF_G]
@@ -577,7 +579,8 @@ def _on_cnp(snd, qp, now, gi, gf, pend_t, pend_d, npend):
     snd.alpha_t[qp] = now
     if now - snd.last_dec[qp] >= gi[G_DEC_INT]:
         snd.last_dec[qp] = now
-        snd.target[qp] = snd.rate[qp]
+        if gi[G_CLAMP] or snd.timer_stages[qp] + snd.byte_stages[qp] > 0:
+            snd.target[qp] = snd.rate[qp]
         snd.rate[qp] = max(gf[GF_MIN_RATE], snd.rate[qp] * (1.0 - 0.5 * snd.alpha[qp]))
         snd.timer_stages[qp] = 0
         snd.byte_stages[qp] = 0

@@ -639,6 +639,7 @@ def _run_parameters(topo: Topology, routing: RoutingSpec, params: PacketParams, 
     gi[C.G_DEC_INT] = round(dc.rate_decrease_interval_s * _PS)
     gi[C.G_RP_TIMER] = max(1, round(dc.rp_timer_s * _PS))
     gi[C.G_FAST] = dc.fast_recovery_steps
+    gi[C.G_CLAMP] = dc.clamp_target_rate
     gi[C.G_SAMPLE] = max(1, round(params.queue_sample_interval_s * _PS))
     gi[C.G_T_LIMIT] = round(params.max_time_s * _PS)
     gi[C.G_SEED] = int(seed) & ((1 << 62) - 1)
