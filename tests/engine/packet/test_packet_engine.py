@@ -103,6 +103,22 @@ def test_dcqcn_keeps_its_target_through_a_burst_of_cuts(topo, nics):
     assert runs[1].makespan_s > 2 * fluid
 
 
+def test_an_emptied_ingress_resumes_even_when_the_shared_buffer_is_busy():
+    # The dynamic XON level (alpha x free shared buffer - offset) falls below zero while other ingresses
+    # hold the buffer; an ingress whose last packet leaves then must still resume (the HPCC simulator's
+    # switch-mmu.cc CheckShouldResume: ingress bytes 0), or it stays paused when the buffer frees up and
+    # the lossless fabric deadlocks. A 15:1 incast across leaves behind 400 Gb/s switch links, whose
+    # headroom leaves a 0.6 MB buffer little to share, must finish, without a drop.
+    topo = fabric(servers=16, switch_speed="400Gbps")
+    nics = topo.nic_node[:, 0].astype(np.int64)
+    flows = table(nics[1:16], np.full(15, nics[0]), 1e6)
+    run = simulate_packets(topo, flows, RoutingSpec(), TRANSPORTS["rocev2"],
+                           PacketParams(switch_buffer_bytes=0.6e6, congestion_control="none", max_time_s=5e-3))
+    assert not run.timed_out and np.isfinite(run.flow_finish_s).all()
+    assert run.drops.sum() == 0 and run.pause_frames.sum() > 0
+    assert run.makespan_s == pytest.approx(15e6 * (1 + 82 / 4096) / 12.5e9, rel=0.05)  # the receiver's port stays busy
+
+
 def incast(topo, nics, transport: str, **params):
     """s1, s2, s3 -> s0 on one leaf, and an innocent s1 -> s4 that shares s1's NIC port but not s0's."""
     src = np.r_[nics[1:4], nics[1]]

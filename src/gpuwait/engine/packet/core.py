@@ -928,7 +928,9 @@ def _run(lt, qbytes, qint, n_used, inp, senders, receivers, samples, qp_samples,
                             xon = lt[i, L_XON]
                         else:
                             xon = np.int64(gf[GF_PFC_ALPHA] * (n_buf[node] - n_hdrm[node] - n_used[node])) - gi[G_XON_OFFSET]
-                        if lt[i, T_IN_BYTES] <= xon:
+                        # an emptied ingress resumes whatever the shared buffer holds: the dynamic
+                        # level can sit below zero, and nothing of this ingress is left to re-check it
+                        if lt[i, T_IN_BYTES] <= xon or lt[i, T_IN_BYTES] == 0:
                             lt[i, T_PAUSE_SENT] = False
                             pend_t[npend] = now + lt[i, L_LAT]
                             pend_d[npend] = pack(EV_PAUSE, i, 0)
