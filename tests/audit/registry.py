@@ -165,6 +165,7 @@ NVL72 = {"preset": "gb200-nvl72", "servers": 18}
 LOSSY = {"flow_control": "none", "congestion_control": "none"}
 PFC = {"congestion_control": "none"}
 FAST_DCQCN = {"rate_ai_bps_per_25gbps": 100e6, "fast_recovery_steps": 5, "rp_timer_s": 20e-6}
+DEFAULT_BUFFER = {"switch_buffer_bytes": 12 * 2**20}  # PacketParams' default (the harness uses 2 MiB)
 # a slow additive step and a short byte counter: recovery is long and reaches hyper increase
 RECOVERY_DCQCN = {"rate_ai_bps_per_25gbps": 5e6, "fast_recovery_steps": 5, "rp_timer_s": 55e-6,
                   "byte_counter_bytes": 1e5}
@@ -507,6 +508,11 @@ def _schema_fields() -> dict[str, object]:
             {"dcqcn": {**RECOVERY_DCQCN, "rate_hai_bps_per_25gbps": 1e9}}, "down",
             "a faster hyper increase brings a deeply cut flow back to line rate sooner once its competitors end"),
         "DcqcnSettings.min_rate_bps": dcqcn({"min_rate_bps": 50e9}),
+        "DcqcnSettings.clamp_target_rate": Effect(
+            h.packet_metric, {"params": DEFAULT_BUFFER, "metric": "makespan_s"},
+            {"params": {**DEFAULT_BUFFER, "dcqcn": {"clamp_target_rate": True}}, "metric": "makespan_s"}, "up",
+            "clamping the target at every cut of a burst leaves the incast's senders far below their share "
+            "(the default buffer: the queue reaches ECN's thresholds before PFC pauses it)"),
         "DcqcnSettings.cnp_interval_s": Effect(h.packet_metric, {"params": {"dcqcn": FAST_DCQCN}, "metric": "cnp",
                                                                  "size_bytes": 20e6},
                                                {"params": {"dcqcn": {**FAST_DCQCN, "cnp_interval_s": 1e-3}},

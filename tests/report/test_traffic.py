@@ -7,10 +7,11 @@ from __future__ import annotations
 import json
 import re
 
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from gpuwait.report.traffic import case_name, hot_ports, queue_series, traffic_conclusion
+from gpuwait.report.traffic import case_name, hot_ports, queue_series, render_traffic_html, traffic_conclusion
 from gpuwait.runner.inputs import load_scenario
 from gpuwait.runner.traffic import run_traffic
 from tests.cli.test_cli import run_cli
@@ -49,6 +50,41 @@ def test_packet_run_writes_a_report(capsys, tmp_path, incast):
     assert pq.read_table(out_dir / "flows.parquet").num_rows == 4
     pauses = pq.read_table(out_dir / "pauses.parquet").to_pydict()
     assert set(pauses) == {"case", "link", "time_s", "paused_fraction"} and max(pauses["paused_fraction"]) > 0
+
+
+def test_a_run_without_pauses_draws_no_empty_pause_plot(tmp_path):
+    # InfiniBand's credits never send a PFC pause: the queues are plotted, a bar chart of zeros is not
+    path = tmp_path / "ib.yaml"
+    path.write_text(INCAST_YAML.replace("transport: {name: rocev2}", "transport: {name: infiniband}"))
+    runs = run_traffic(load_scenario(str(path)), "packet")
+    assert runs[0].paused_s.sum() == 0 and hot_ports(runs[0])
+    page = render_traffic_html(runs, "ib")
+    assert "fig-queue-0" in page and "fig-pause-0" not in page and "fig-pause-time-0" not in page
+
+
+UNFINISHED_YAML = """name: cut-short
+cluster:
+  servers: 4
+  server: {gpus: 1, nics: 1, nic_speed: 100Gbps, pcie_switches: 1, cpus: 1}
+  fabric: {tiers: 2, switch_radix: 8}
+  transport: {name: rocev2}
+# clamping DCQCN's target at every cut keeps this 3:1 incast near its rate floor past the 3 ms limit
+packet: {max_time_s: 0.003, dcqcn: {clamp_target_rate: true}}
+traffic:
+  patterns:
+    - {kind: incast, size: 4MB}
+"""
+
+
+def test_a_run_cut_short_by_its_time_limit_says_so(capsys, tmp_path):
+    path = tmp_path / "cut.yaml"
+    path.write_text(UNFINISHED_YAML)
+    runs = run_traffic(load_scenario(str(path)), "packet")
+    assert runs[0].timed_out and not np.isfinite(runs[0].flow_finish_s).any()
+    text = " ".join(traffic_conclusion(runs).sentences)
+    assert "completes" not in text and "3 of 3 flows did not finish" in text and "3ms" in text
+    code, out, _ = run_cli(capsys, "run", str(path), "--engine", "packet")
+    assert code == 0 and "did not finish" in out and "nan" not in out and "no flow finished" in out
 
 
 def test_the_conclusion_states_the_runs_numbers(tmp_path):

@@ -150,6 +150,22 @@ def test_prefill_and_decode_from_flops_and_bytes():
     assert time_per_output_token_s(result) == pytest.approx(memory_s + shape.layers * 2 * tp_dec, rel=1e-3)
 
 
+@pytest.mark.parametrize("precision", ["bf16", "fp8"])
+def test_the_pipeline_sends_the_same_bf16_hidden_states_the_tp_all_reduce_sums(precision):
+    """FP8 serving stores weights and KV cache in one byte, but the hidden states between layers stay
+    bf16 (TensorRT-LLM and vLLM send the model dtype across a pipeline boundary): a stage boundary
+    carries batch x tokens x hidden x 2 bytes, the size of one TP all-reduce of the same tokens."""
+    fabric = _fabric(servers=2)
+    batch, prompt = 4, 512
+    spec = WorkloadSpec(mode="inference", model={"preset": "llama-8b", "precision": precision},
+                        compute={"gpu": "H100-SXM"},
+                        inference={"tp": 8, "pp": 2, "batch": batch, "prompt_tokens": prompt, "output_tokens": 8})
+    step = serving_step(spec, fabric.topo)
+    hidden = wm.resolve_model(spec.model).hidden
+    assert step.pp_send_prefill_bytes == step.tp_allreduce_prefill_bytes == batch * prompt * hidden * 2
+    assert step.pp_send_decode_bytes == step.tp_allreduce_decode_bytes == batch * hidden * 2
+
+
 def test_rejects_an_empty_batch_and_a_non_serving_result():
     fabric = _fabric()
     with pytest.raises(SimulationError, match="at least one output token"):

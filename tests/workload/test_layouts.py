@@ -148,3 +148,27 @@ def test_a_job_across_two_pods_reduces_gradients_slower():
         return next(c.busbw_GBps for c in result.collectives if c.label.startswith("dp "))
 
     assert busbw(across) < busbw(inside)
+
+
+@pytest.mark.parametrize("model, parallel", [
+    ("llama-8b", {"tp": 1}),
+    ("deepseek-moe-16b", {"tp": 1, "ep": 4}),  # experts split 4 ways, each replicated over dp / ep = 4 ranks
+])
+def test_zero3_moves_three_times_the_parameter_bytes_per_micro_batch(model, parallel):
+    # ZeRO-3 (Rajbhandari et al. 2020, "ZeRO: Memory Optimizations Toward Training Trillion Parameter
+    # Models", §7.2.2): every parameter is all-gathered before its forward and again before its
+    # backward, and every gradient reduce-scattered: 3 x the parameter bytes, where ZeRO-1 moves 2 x
+    # (a reduce-scatter and an all-gather of the same bytes). The embedding, the LM head and the
+    # experts are parameters too.
+    cluster = build_cluster(resolve_cluster(_scenario(2, {}).cluster))
+    base = {**parallel, "global_batch": 16, "micro_batch": 1}  # 16 GPUs: one micro-batch per step
+    z1 = training_step(_scenario(2, {**base, "zero": 1}, {"preset": model}).workload, cluster)
+    z3 = training_step(_scenario(2, {**base, "zero": 3}, {"preset": model}).workload, cluster)
+    params_bytes = float(z1.dp_grad_bytes[0])  # ZeRO-1 reduce-scatters every gradient on the GPU once
+    assert z1.micro_batches == z3.micro_batches == 1 and params_bytes > 0
+    moved = {"all_gather": 0.0, "reduce_scatter": float(z3.dp_grad_bytes[0])}
+    for op in z3.inline_ops:
+        if op.group == "dp":
+            moved[op.collective] += op.size_bytes * (op.calls_fwd + op.calls_bwd)
+    assert moved["all_gather"] + float(z3.param_gather_bytes[0]) == pytest.approx(2 * params_bytes, rel=1e-9)
+    assert moved["reduce_scatter"] == pytest.approx(params_bytes, rel=1e-9)

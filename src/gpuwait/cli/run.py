@@ -177,15 +177,19 @@ def _render_packet_runs(console: Console, result, flows_limit: int) -> None:
         routing_label,
         run_summary,
     )
+    from gpuwait.report.traffic import unfinished_flows
     from gpuwait.units import format_time
 
     runs = result.runs
     if len(runs) > 1:
         console.print(comparison_table([run_summary(r) for r in runs]))
     for r in runs:
-        t, fct = r.totals(), r.fct_percentiles_s()
-        console.print(f"[bold]{escape(r.labels.get('name', routing_label(r)))}[/]: FCT p50 {format_time(fct['p50'])}, "
-                      f"p99 {format_time(fct['p99'])}, p99.9 {format_time(fct['p99.9'])}; "
+        t, fct, left = r.totals(), r.fct_percentiles_s(), unfinished_flows(r)
+        finished = len(r.flows) - left
+        fct_text = ("no flow finished" if not finished else
+                    f"FCT p50 {format_time(fct['p50'])}, p99 {format_time(fct['p99'])}, p99.9 {format_time(fct['p99.9'])}"
+                    + (f" (of the {finished} finished flows of {len(r.flows)})" if left else ""))
+        console.print(f"[bold]{escape(r.labels.get('name', routing_label(r)))}[/]: {fct_text}; "
                       f"pause frames {t[f'rx_prio{r.params.data_priority}_pause']:,.0f} "
                       f"(paused {format_time(t['paused_s'])}), ECN marks {t['ecn_marked_packets']:,.0f}, "
                       f"CNPs {t['np_cnp_sent']:,.0f}, drops {t['PortXmitDiscards']:,.0f}, "

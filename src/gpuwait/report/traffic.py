@@ -47,21 +47,41 @@ def traffic_conclusion(runs: Sequence) -> Conclusion:
     """Which case finishes the traffic first and by how much against the first case; packet runs add
     the tail (p99) flow completion time of each."""
     runs = list(runs)
-    ends = [float(np.max(r.flow_finish_s[np.isfinite(r.flow_finish_s)], initial=0.0)) for r in runs]
+    left = [unfinished_flows(r) for r in runs]
+    # a case with flows still running when its simulated time ran out never completed the traffic
+    ends = [float(np.max(r.flow_finish_s[np.isfinite(r.flow_finish_s)], initial=0.0)) if not n else float("inf")
+            for r, n in zip(runs, left)]
     numbers: dict = {"completion_s": dict(zip(map(case_name, runs), ends))}
-    if len(runs) == 1:
-        sentences = [f"{case_name(runs[0])}: the traffic completes in {format_time(ends[0])}."]
-    else:
-        best = int(np.argmin(ends[1:])) + 1
-        speedup = ends[0] / ends[best] if ends[best] > 0 else float("inf")
-        numbers |= {"best": case_name(runs[best]), "speedup": speedup}
-        sentences = [f"{case_name(runs[best])} completes the traffic in {format_time(ends[best])}, "
-                     f"{speedup:.2f}x faster than {case_name(runs[0])} ({format_time(ends[0])})."]
+    sentences: list[str] = []
+    done = [i for i in range(1, len(runs)) if not left[i]]
+    if len(runs) == 1 and not left[0]:
+        sentences.append(f"{case_name(runs[0])}: the traffic completes in {format_time(ends[0])}.")
+    elif done:
+        best = min(done, key=lambda i: ends[i])
+        if left[0]:
+            sentences.append(f"{case_name(runs[best])} completes the traffic in {format_time(ends[best])}; "
+                             f"{case_name(runs[0])} does not.")
+        else:
+            speedup = ends[0] / ends[best] if ends[best] > 0 else float("inf")
+            numbers |= {"best": case_name(runs[best]), "speedup": speedup}
+            sentences.append(f"{case_name(runs[best])} completes the traffic in {format_time(ends[best])}, "
+                             f"{speedup:.2f}x faster than {case_name(runs[0])} ({format_time(ends[0])}).")
+    for r, n in zip(runs, left):
+        if n:
+            limit = f" within its {format_time(r.params.max_time_s)} limit (packet.max_time_s)" if _is_packet(r) else ""
+            sentences.append(f"{case_name(r)}: {n} of {len(r.flows)} flows did not finish{limit}.")
     if _is_packet(runs[0]):
         p99 = {case_name(r): r.fct_percentiles_s()["p99"] for r in runs}
         numbers["fct_p99_s"] = p99
-        sentences.append("Flow completion time p99: " + ", ".join(f"{k} {format_time(v)}" for k, v in p99.items()) + ".")
+        sentences.append("Flow completion time p99: " + ", ".join(
+            f"{k} {format_time(v)}" if not n else f"{k} unknown ({n} flows unfinished)"
+            for (k, v), n in zip(p99.items(), left)) + ".")
     return Conclusion(tuple(sentences), numbers)
+
+
+def unfinished_flows(run) -> int:
+    """Flows with no finish time: still running when a packet run reached ``max_time_s``."""
+    return int((~np.isfinite(run.flow_finish_s)).sum())
 
 
 def fct_cdf_figure(runs: Sequence) -> go.Figure:
@@ -216,8 +236,9 @@ def _case(run, index: int) -> _CaseView:
                            f"pause frames {sum(v for k, v in t.items() if k.startswith('rx_prio') and k.endswith('_pause')):,.0f}, "
                            f"drops {t['PortXmitDiscards']:,.0f}, retransmitted {t['retransmitted_packets']:,.0f} packets")
         if ports:
-            out["figures"] += [_figure(f"fig-queue-{index}", queue_figure(run, ports)),
-                               _figure(f"fig-pause-{index}", pause_figure(run, ports))]
+            out["figures"].append(_figure(f"fig-queue-{index}", queue_figure(run, ports)))
+            if run.paused_s[ports].sum() > 0:  # no pause (credits, lossy, or none needed): no chart of zeros
+                out["figures"].append(_figure(f"fig-pause-{index}", pause_figure(run, ports)))
             out["ports"] = port_rows(run, ports)
         pauses = pause_timeline_figure(run)
         if pauses is not None:

@@ -4,8 +4,9 @@ beyond checks of their own order.
 Defaults: the switch buffer of the HPCC authors' simulator (Li et al., "HPCC: High Precision
 Congestion Control", SIGCOMM 2019, github.com/alibaba-edu/High-Precision-Congestion-Control:
 12 MiB shared buffer, PFC dynamic threshold 1/8 of the free shared buffer, resume offset 3 KiB),
-the mlx5 headroom formula (7 m cables), ECN and DCQCN of the DCQCN paper (Zhu et al., SIGCOMM
-2015) via the transport profile. ``None`` means "take it from the transport profile or the link
+the mlx5 headroom formula (7 m cables), ECN and DCQCN via the transport profile: the HPCC
+simulator's ``dcqcn_paper`` settings (``simulation/run.py``) for DCQCN (Zhu et al., SIGCOMM 2015), whose
+own testbed marked far earlier (Kmin 5 KB, Kmax 200 KB, Pmax 1 %; docs/sources.md). ``None`` means "take it from the transport profile or the link
 speed": this layer may not import the transport profiles, so the engine fills those in.
 """
 
@@ -22,8 +23,9 @@ from gpuwait.spec.cluster import SpecModel
 class DcqcnSettings(SpecModel):
     """DCQCN reaction-point and notification-point parameters.
 
-    Defaults: the values of Zhu et al., "Congestion Control for Large-Scale RDMA Deployments"
-    (SIGCOMM 2015), the same as the transport profiles' ``DcqcnParams`` (a test keeps them equal).
+    The algorithm is Zhu et al., "Congestion Control for Large-Scale RDMA Deployments" (SIGCOMM 2015);
+    the defaults are the HPCC simulator's ``dcqcn_paper`` settings, the same as the transport profiles'
+    ``DcqcnParams`` (a test keeps them equal).
     """
 
     g: float = Field(1 / 256, gt=0, lt=1, description="Alpha EWMA gain (dimensionless).")
@@ -36,6 +38,7 @@ class DcqcnSettings(SpecModel):
     rate_hai_bps_per_25gbps: float = Field(50e6, ge=0, description="Hyper increase (bit/s) per 25 Gb/s of line rate.")
     min_rate_bps: float = Field(1e9, gt=0, description="Floor of the sending rate (bit/s).")
     cnp_interval_s: float = Field(50e-6, ge=0, description="Receiver sends at most one CNP per QP per this interval (seconds).")
+    clamp_target_rate: bool = Field(False, description="Lower the target rate to the current rate at every cut (the DCQCN paper's rule); False: only when a rate-increase stage ran since the previous cut, as the HPCC simulator (CLAMP_TARGET_RATE 0), so fast recovery returns towards the rate before a burst of cuts.")
 
 
 class PacketParams(SpecModel):
@@ -49,9 +52,9 @@ class PacketParams(SpecModel):
     ecn: bool | None = Field(None, description="RED-style ECN marking at switch egress; default: on when DCQCN runs.")
     switch_buffer_bytes: float = Field(12 * 2**20, gt=0, description="Shared packet buffer of one switch (bytes; HPCC simulator).")
     buffer_alpha: float = Field(1.0, gt=0, description="Dynamic threshold of a lossy egress queue: at most alpha x free shared buffer (dimensionless).")
-    ecn_kmin_bytes: float | None = Field(None, ge=0, description="ECN Kmin (bytes); default 100 KB per 25 Gb/s of the port (DCQCN paper).")
-    ecn_kmax_bytes: float | None = Field(None, ge=0, description="ECN Kmax (bytes); default 400 KB per 25 Gb/s of the port (DCQCN paper).")
-    ecn_pmax: float | None = Field(None, ge=0, le=1, description="Marking probability at Kmax (0..1); default 0.2 (DCQCN paper).")
+    ecn_kmin_bytes: float | None = Field(None, ge=0, description="ECN Kmin (bytes); default 100 KB per 25 Gb/s of the port (HPCC simulator).")
+    ecn_kmax_bytes: float | None = Field(None, ge=0, description="ECN Kmax (bytes); default 400 KB per 25 Gb/s of the port (HPCC simulator).")
+    ecn_pmax: float | None = Field(None, ge=0, le=1, description="Marking probability at Kmax (0..1); default 0.2 (HPCC simulator).")
     pfc_xoff_bytes: float | None = Field(None, gt=0, description="Static per-ingress XOFF threshold (bytes); default: dynamic, pfc_dynamic_alpha x free shared buffer (HPCC simulator).")
     pfc_xon_bytes: float | None = Field(None, ge=0, description="Static XON threshold (bytes); default XOFF - pfc_xon_offset_bytes.")
     pfc_dynamic_alpha: float = Field(1 / 8, gt=0, le=1, description="Share of the free shared buffer one ingress may hold before XOFF (HPCC simulator: shift 3).")
@@ -60,7 +63,7 @@ class PacketParams(SpecModel):
     cable_length_m: float = Field(7.0, gt=0, description="Cable length for the headroom formula (metres, mlx5 default 7).")
     pause_quanta: int = Field(0xFFFF, ge=1, le=0xFFFF, description="Quanta (512 bit times each) in a pause frame; a paused port's peer refreshes it every half.")
     credit_buffer_bytes: float | None = Field(None, gt=0, description="Receive buffer per port and virtual lane for credit flow control (bytes); default 2 x round-trip BDP + 2 packets.")
-    dcqcn: DcqcnSettings | None = Field(None, description="DCQCN parameters; default: the transport profile's (DCQCN paper).")
+    dcqcn: DcqcnSettings | None = Field(None, description="DCQCN parameters; default: the transport profile's (HPCC simulator's dcqcn_paper).")
     loss_rate: float = Field(0.0, ge=0, lt=1, description="Injected random loss per packet per network link (probability).")
     retransmit_timeout_s: float = Field(100e-6, gt=0, description="Sender retransmission timeout, go-back-N (seconds).")
     ack_every_packets: int = Field(16, ge=1, description="The receiver ACKs every this many in-order packets (lossy mode).")

@@ -131,6 +131,9 @@ class DcqcnParams:
     rate_hai_bps_per_25gbps: float = 50e6
     min_rate_bps: float = 1e9
     cnp_interval_s: float = 50e-6
+    # HPCC's CLAMP_TARGET_RATE 0 (rdma-hw.cc CheckRateDecreaseMlx): a cut lowers the target only after
+    # an increase stage; the paper lowers it at every cut
+    clamp_target_rate: bool = False
 
 
 @dataclass(frozen=True)

@@ -694,9 +694,11 @@ class CommVolumes:
     """Expert gradient bytes per GPU reduced over its expert-dp group (dp / ep ranks) per step."""
     expert_dp_param_allgather_bytes: float
     zero3_layer_allgather_bytes: float
-    """ZeRO 3: one layer's non-expert weights (this GPU's tp slice, gathered size) all-gathered over dp
-    before its forward and again before its backward; its gradients reduce-scattered at the same size."""
-    zero3_expert_layer_allgather_bytes: float
+    """ZeRO 3: one layer's share of the weights this GPU holds (its tp / ep slice, gathered size),
+    all-gathered over dp before the layer's forward and again before its backward, its gradients
+    reduce-scattered at the same size. The share is every parameter on the GPU over the stage's layers:
+    the embedding, LM head and experts are sharded too and travel with the layers (spread evenly), so a
+    micro-batch moves 3x the GPU's parameter bytes (Rajbhandari et al. 2020, §7.2.2)."""
     ep_all_to_all_bytes: float
     """Per MoE layer per micro-batch, one rank's send buffer of each all_to_all: tokens·top_k·h·2 B / tp
     (each TP rank routes its sequence slice); 4 per layer per micro-batch: dispatch and combine, forward
@@ -735,13 +737,12 @@ def comm_volumes(shape: ModelShape, layout: ParallelLayout, micro_batch: int | N
     layers = stage_layers(shape, layout, stage)
     moe_in_stage = sum(shape.is_moe_layer(layer) for layer in layers)
     z3 = layout.zero == 3
-    layer0 = layers[-1]
-    layer_nonexp = (shape.layer_params(layer0) - shape.layer_expert_params(layer0) - shape.norm_params) / layout.tp + shape.norm_params
-    layer_exp = shape.layer_expert_params(layer0) / (layout.tp * layout.ep)
+    replicas = layout.weight_replicas
+    # experts are sharded over their expert-dp replicas; with ep = dp they have none and stay put
+    z3_bytes = (grad_d if replicas > 1 else 0.0) + (grad_e if layout.expert_dp > 1 else 0.0)
     ep_bytes = b * local_seq * shape.top_k * shape.hidden * TRAIN_BYTES / layout.tp if layout.ep > 1 else 0.0
     kv_width = shape.kv_heads * shape.head_dim / min(layout.tp, shape.kv_heads)
     cp_kv = b * local_seq * 2 * kv_width * TRAIN_BYTES if layout.cp > 1 else 0.0
-    replicas = layout.weight_replicas
     return CommVolumes(
         activation_bytes=act,
         tp_forward=tp_fwd,
@@ -752,8 +753,7 @@ def comm_volumes(shape: ModelShape, layout: ParallelLayout, micro_batch: int | N
         dp_param_allgather_bytes=grad_d if layout.zero in (1, 2) and replicas > 1 else 0.0,
         expert_dp_grad_bytes=grad_e if layout.expert_dp > 1 else 0.0,
         expert_dp_param_allgather_bytes=grad_e if layout.zero in (1, 2) and layout.expert_dp > 1 else 0.0,
-        zero3_layer_allgather_bytes=layer_nonexp * TRAIN_BYTES if z3 and replicas > 1 else 0.0,
-        zero3_expert_layer_allgather_bytes=layer_exp * TRAIN_BYTES if z3 and layout.expert_dp > 1 else 0.0,
+        zero3_layer_allgather_bytes=z3_bytes / max(len(layers), 1) if z3 else 0.0,
         ep_all_to_all_bytes=ep_bytes,
         moe_layers_in_stage=moe_in_stage,
         cp_kv_bytes=cp_kv,
@@ -946,6 +946,8 @@ def decode_step_time_s(shape: ModelShape, gpu: GpuShape, layout: InferenceLayout
 def inference_tp_all_reduce_bytes(shape: ModelShape, tokens: int) -> float:
     """Size of one TP all_reduce for ``tokens`` tokens (bf16 activations): ``tokens·hidden·2`` bytes.
     Two per layer per forward (after attention and after the MLP); one token per sequence in decode.
+    A pipeline boundary sends the same hidden states: fp8 serving keeps weights and KV cache in one
+    byte, the activations between layers in the model dtype (TensorRT-LLM, vLLM).
     """
     return float(tokens * shape.hidden * TRAIN_BYTES)
 

@@ -179,15 +179,15 @@ def serving_step(spec: WorkloadSpec, topo: Topology) -> ServingStep:
     prefill_s = gpu.compute_time_s(prefill_flops) / (inf.tp * inf.pp)
     # decode attends to a growing context; its mean is the prompt plus half the output
     decode_s = wm.decode_step_time_s(shape, gpu, inf, prompt + out // 2) / inf.pp
-    width = wm.weight_bytes_per_param(shape.precision)
     decode_flops = batch * out * wm.decode_flops_per_token(shape, prompt + out // 2)
     return ServingStep(
         layout=lay, prefill_compute_s=prefill_s, decode_compute_s=decode_s, layers_per_stage=shape.layers // inf.pp,
         tp_allreduce_prefill_bytes=wm.inference_tp_all_reduce_bytes(shape, batch * prompt) if inf.tp > 1 else 0.0,
         tp_allreduce_decode_bytes=wm.inference_tp_all_reduce_bytes(shape, batch) if inf.tp > 1 else 0.0,
         allreduces_per_layer=2,
-        pp_send_prefill_bytes=batch * prompt * shape.hidden * width if inf.pp > 1 else 0.0,
-        pp_send_decode_bytes=batch * shape.hidden * width if inf.pp > 1 else 0.0,
+        # a stage boundary sends the bf16 hidden states a TP all-reduce sums, whatever the weights' precision
+        pp_send_prefill_bytes=wm.inference_tp_all_reduce_bytes(shape, batch * prompt) if inf.pp > 1 else 0.0,
+        pp_send_decode_bytes=wm.inference_tp_all_reduce_bytes(shape, batch) if inf.pp > 1 else 0.0,
         output_tokens=out, batch=batch, model_flops=(prefill_flops + decode_flops) * inf.replicas,
         peak_flops_per_gpu=gpu.peak_flops,
         description=describe(shape, f"serving TP{inf.tp} PP{inf.pp} x{inf.replicas} replicas, batch {batch}, "

@@ -23,11 +23,11 @@ from gpuwait.workload.traffic import FlowTable, pattern_flows
 FAST_DCQCN = dict(rate_ai_bps_per_25gbps=100e6, fast_recovery_steps=5, rp_timer_s=20e-6)
 
 
-def fabric(servers: int = 8, radix: int = 8, tiers: int = 2):
+def fabric(servers: int = 8, radix: int = 8, tiers: int = 2, switch_speed: str | None = None):
     """Servers with one GPU and one 100 Gb/s NIC; radix 8 puts 4 servers on a leaf."""
     return build_cluster(ClusterSpec.model_validate({
         "servers": servers, "server": {"gpus": 1, "nics": 1, "nic_speed": "100Gbps", "pcie_switches": 1, "cpus": 1},
-        "fabric": {"tiers": tiers, "switch_radix": radix}}))
+        "fabric": {"tiers": tiers, "switch_radix": radix, "switch_speed": switch_speed}}))
 
 
 def table(src, dst, size_bytes) -> FlowTable:
@@ -88,6 +88,37 @@ def test_dcqcn_converges_to_a_fair_share_with_the_queue_between_kmin_and_kmax(to
     assert run.qp_counter_table()["np_cnp_sent"].sum() == run.qp_counter_table()["rp_cnp_handled"].sum() > 0
 
 
+def test_dcqcn_keeps_its_target_through_a_burst_of_cuts(topo, nics):
+    # The HPCC simulator's DCQCN (CLAMP_TARGET_RATE 0 in simulation/run.py; CheckRateDecreaseMlx in
+    # rdma-hw.cc), whose dcqcn_paper settings are the defaults: a cut lowers the target rate only when
+    # a rate-increase stage ran since the previous cut, so fast recovery climbs back towards the rate
+    # before the burst. Clamping at every cut (the paper's rule, an option) leaves a 3:1 incast crawling
+    # at the 1 Gb/s floor's neighbourhood long after its queue drained.
+    flows = table(nics[1:4], np.full(3, nics[0]), 4e6)
+    fluid = simulate_flows(topo, flows, RoutingSpec(), TRANSPORTS["rocev2"]).makespan_s
+    runs = [simulate_packets(topo, flows, RoutingSpec(), TRANSPORTS["rocev2"], PacketParams(dcqcn={"clamp_target_rate": clamp}))
+            for clamp in (False, True)]
+    assert runs[0].qp_counter_table()["rp_cnp_handled"].min() > 1  # a burst of cuts
+    assert runs[0].makespan_s < 1.3 * fluid
+    assert runs[1].makespan_s > 2 * fluid
+
+
+def test_an_emptied_ingress_resumes_even_when_the_shared_buffer_is_busy():
+    # The dynamic XON level (alpha x free shared buffer - offset) falls below zero while other ingresses
+    # hold the buffer; an ingress whose last packet leaves then must still resume (the HPCC simulator's
+    # switch-mmu.cc CheckShouldResume: ingress bytes 0), or it stays paused when the buffer frees up and
+    # the lossless fabric deadlocks. A 15:1 incast across leaves behind 400 Gb/s switch links, whose
+    # headroom leaves a 0.6 MB buffer little to share, must finish, without a drop.
+    topo = fabric(servers=16, switch_speed="400Gbps")
+    nics = topo.nic_node[:, 0].astype(np.int64)
+    flows = table(nics[1:16], np.full(15, nics[0]), 1e6)
+    run = simulate_packets(topo, flows, RoutingSpec(), TRANSPORTS["rocev2"],
+                           PacketParams(switch_buffer_bytes=0.6e6, congestion_control="none", max_time_s=5e-3))
+    assert not run.timed_out and np.isfinite(run.flow_finish_s).all()
+    assert run.drops.sum() == 0 and run.pause_frames.sum() > 0
+    assert run.makespan_s == pytest.approx(15e6 * (1 + 82 / 4096) / 12.5e9, rel=0.05)  # the receiver's port stays busy
+
+
 def incast(topo, nics, transport: str, **params):
     """s1, s2, s3 -> s0 on one leaf, and an innocent s1 -> s4 that shares s1's NIC port but not s0's."""
     src = np.r_[nics[1:4], nics[1]]
@@ -113,6 +144,28 @@ def test_incast_with_pfc_pauses_upstream_and_blocks_an_innocent_flow(topo, nics)
     for j, link in enumerate(links):
         assert (frac[:, j] * dt_s).sum() == pytest.approx(run.paused_s[link, 3], rel=1e-9)
     assert set(links.tolist()) == set(np.flatnonzero(run.paused_s[:, 3] > 0).tolist()) & set(run.queue_links.tolist())
+
+
+def test_pause_frames_refresh_at_the_quanta_of_their_own_port_speed():
+    # IEEE 802.1Qbb: a pause quantum is 512 bit times of the port that receives the frame, so a
+    # 100 Gb/s port's pause lasts (and is refreshed) 4x longer than a 400 Gb/s port's. An incast
+    # inside one leaf (s1, s2, s3 -> s0) never touches the switch-to-switch links: making those 400 Gb/s must not
+    # change how many pause frames the 100 Gb/s host ports receive (static thresholds and headroom:
+    # the same buffer sharing in both fabrics, whatever the headroom a faster port would reserve).
+    counts = []
+    for speed in (None, "400Gbps"):
+        topo = fabric(switch_speed=speed)
+        nics = topo.nic_node[:, 0].astype(np.int64)
+        params = PacketParams(switch_buffer_bytes=2 * 2**20, congestion_control="none", pause_quanta=1000,
+                              pfc_xoff_bytes=200e3, pfc_headroom_bytes=100e3)
+        run = simulate_packets(topo, table(nics[1:4], np.full(3, nics[0]), 4e6), RoutingSpec(), TRANSPORTS["rocev2"], params)
+        upstream = topo.link_id("s1.nic0->leaf0")
+        assert run.paused_s[upstream, 3] > 0
+        counts.append((run.pause_frames[upstream, 3], run.paused_s[upstream, 3]))
+    assert counts[1] == counts[0]
+    frames, paused_s = counts[0]
+    refresh_s = 1000 * 512 / 100e9 / 2  # the peer refreshes every half quanta
+    assert frames >= paused_s // refresh_s  # one frame per refresh while paused, plus one per XOFF
 
 
 def test_incast_without_pfc_drops_and_retransmits(topo, nics):

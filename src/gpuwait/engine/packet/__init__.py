@@ -11,7 +11,8 @@ What is simplified: ACK/NACK/CNP packets are not queued hop by hop — they reac
 after the path latency; one data priority (PFC and queues per port carry it; counters are
 reported under ``data_priority``); IB congestion control (FECN/BECN) is not modelled —
 InfiniBand senders run at line rate under credits; DCQCN's alpha timer is applied lazily at
-each CNP; pause frames are XOFF transitions plus one refresh per half quanta while paused.
+each CNP; pause frames are XOFF transitions plus one refresh per half quanta (512 bit times each at
+the paused port's own speed) while paused.
 """
 
 from gpuwait.engine.packet.params import DcqcnSettings, PacketParams, packet_params

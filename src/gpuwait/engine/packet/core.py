@@ -68,7 +68,7 @@ C_COLS = 8
 L_LAT, L_HDR, L_FC, L_PPB_FX, L_DST, L_INTO_SW, L_SRC_SW, L_NET = range(8, 16)
 T_BUSY, T_HEAD, T_TAIL, T_QPKTS, T_QLAST, T_PAUSED, T_BLOCK_T0, T_CREDITS = range(16, 24)
 T_IN_BYTES, T_PAUSE_SENT, L_XOFF, L_KMIN, L_KMAX, L_PMAX_FX, T_PAUSE_LEVEL, L_HDRM = range(24, 32)
-L_SRC, L_XON, L_CREDIT, T_PAUSE_T0, T_WAIT_HEAD, T_WAIT_TAIL = range(32, 38)
+L_SRC, L_XON, L_CREDIT, T_PAUSE_T0, T_WAIT_HEAD, T_WAIT_TAIL, L_REFRESH = range(32, 39)
 LINK_COLS = 40  # padded to five 64-byte lines
 # the state and counter columns: simulate() starts them from zero
 _FRESH_COLS = (C_TX_BYTES, C_TX_PKTS, C_QMAX, C_ECN, C_DROPS, C_PAUSE_FRAMES, C_PAUSED_PS, C_WAIT_PS, T_BUSY,
@@ -84,7 +84,7 @@ Q_INT_COLS = 11
 QF_LINE_Bps, QF_AI_Bps, QF_HAI_Bps = range(3)
 # global integer parameters
 (G_ROUTE, G_CC, G_ECN, G_RELIABLE, G_HOST_LIMIT, G_ACK_EVERY, G_RTO, G_CNP_INT, G_ALPHA_INT, G_DEC_INT, G_RP_TIMER,
- G_FAST, G_SAMPLE, G_T_LIMIT, G_SEED, G_OOO, G_XON_OFFSET, G_REFRESH, G_MAX_SAMPLES) = range(19)
+ G_FAST, G_SAMPLE, G_T_LIMIT, G_SEED, G_OOO, G_XON_OFFSET, G_MAX_SAMPLES, G_CLAMP) = range(19)
 G_INT_COLS = 19
 # global float parameters
 GF_LOSS, GF_BUF_ALPHA, GF_PFC_ALPHA, GF_G, GF_BYTE_COUNTER, GF_MIN_RATE = range(6)
@@ -565,7 +565,9 @@ def _on_rto(snd, out, qpi, qp, now, rto, pend_t, pend_d, npend):
 
 @njit(cache=True, error_model="numpy")
 def _on_cnp(snd, qp, now, gi, gf, pend_t, pend_d, npend):
-    """DCQCN's reaction to a CNP (Zhu et al. 2015): alpha up, at most one rate cut per interval."""
+    """DCQCN's reaction to a CNP (Zhu et al. 2015): alpha up, at most one rate cut per interval. The
+    target rate drops to the current rate at a cut only after an increase stage (or at every cut with
+    ``G_CLAMP``): a burst of cuts keeps the target it had before the burst."""
     if snd.state[qp] != ST_ACTIVE:
         return npend
     g = gf[GF_G]
@@ -577,7 +579,8 @@ def _on_cnp(snd, qp, now, gi, gf, pend_t, pend_d, npend):
     snd.alpha_t[qp] = now
     if now - snd.last_dec[qp] >= gi[G_DEC_INT]:
         snd.last_dec[qp] = now
-        snd.target[qp] = snd.rate[qp]
+        if gi[G_CLAMP] or snd.timer_stages[qp] + snd.byte_stages[qp] > 0:
+            snd.target[qp] = snd.rate[qp]
         snd.rate[qp] = max(gf[GF_MIN_RATE], snd.rate[qp] * (1.0 - 0.5 * snd.alpha[qp]))
         snd.timer_stages[qp] = 0
         snd.byte_stages[qp] = 0
@@ -925,7 +928,9 @@ def _run(lt, qbytes, qint, n_used, inp, senders, receivers, samples, qp_samples,
                             xon = lt[i, L_XON]
                         else:
                             xon = np.int64(gf[GF_PFC_ALPHA] * (n_buf[node] - n_hdrm[node] - n_used[node])) - gi[G_XON_OFFSET]
-                        if lt[i, T_IN_BYTES] <= xon:
+                        # an emptied ingress resumes whatever the shared buffer holds: the dynamic
+                        # level can sit below zero, and nothing of this ingress is left to re-check it
+                        if lt[i, T_IN_BYTES] <= xon or lt[i, T_IN_BYTES] == 0:
                             lt[i, T_PAUSE_SENT] = False
                             pend_t[npend] = now + lt[i, L_LAT]
                             pend_d[npend] = pack(EV_PAUSE, i, 0)
@@ -1212,7 +1217,7 @@ def _run(lt, qbytes, qint, n_used, inp, senders, receivers, samples, qp_samples,
                 resume_qp = qp
 
         elif kind == EV_PAUSE:
-            if _on_pause(lt, a, b == 1, now, gi[G_REFRESH]):
+            if _on_pause(lt, a, b == 1, now, lt[a, L_REFRESH]):
                 start_link = a
 
         elif kind == EV_CREDIT:

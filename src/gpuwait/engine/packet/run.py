@@ -385,6 +385,9 @@ def _link_tables(topo: Topology, transport: TransportProfile, params: PacketPara
     lk[:, C.L_CREDIT] = np.where(fc == C.FC_CREDIT, np.maximum(credit, wire_mtu), 0)
 
     lk[:, C.L_PPB_FX] = np.rint(_PS / cap * (1 << C.FX_SHIFT)).astype(np.int64)
+    # a pause quantum is 512 bit times of the link the frame arrives on (IEEE 802.1Qbb), so each port's
+    # pause lasts, and its peer refreshes it every half of it, at that port's own speed
+    lk[:, C.L_REFRESH] = np.maximum(1, np.rint(params.pause_quanta * 512 / (cap * 8) / 2 * _PS)).astype(np.int64)
     pmax = transport.ecn.pmax if params.ecn_pmax is None else params.ecn_pmax
     lk[:, C.L_PMAX_FX] = round(pmax * 2.0**32)
 
@@ -623,8 +626,6 @@ def _run_parameters(topo: Topology, routing: RoutingSpec, params: PacketParams, 
                     transport: TransportProfile, seed: int, n_sampled: int, rows: int) -> tuple[np.ndarray, np.ndarray]:
     """The run's integer (G_*, times in ps) and float (GF_*) parameters."""
     dc = params.dcqcn or transport.dcqcn
-    network_cap = topo.link_capacity_Bps[topo.link_network != _SERVER]
-    fastest = float(network_cap.max()) if len(network_cap) else float(topo.link_capacity_Bps.max())
     gi = np.zeros(C.G_INT_COLS, np.int64)
     gi[C.G_ROUTE] = {"spray": C.ROUTE_SPRAY, "adaptive": C.ROUTE_ADAPTIVE}.get(routing.kind, C.ROUTE_SINGLE)
     gi[C.G_CC] = res.congestion_control == "dcqcn"
@@ -638,12 +639,12 @@ def _run_parameters(topo: Topology, routing: RoutingSpec, params: PacketParams, 
     gi[C.G_DEC_INT] = round(dc.rate_decrease_interval_s * _PS)
     gi[C.G_RP_TIMER] = max(1, round(dc.rp_timer_s * _PS))
     gi[C.G_FAST] = dc.fast_recovery_steps
+    gi[C.G_CLAMP] = dc.clamp_target_rate
     gi[C.G_SAMPLE] = max(1, round(params.queue_sample_interval_s * _PS))
     gi[C.G_T_LIMIT] = round(params.max_time_s * _PS)
     gi[C.G_SEED] = int(seed) & ((1 << 62) - 1)
     gi[C.G_OOO] = res.out_of_order
     gi[C.G_XON_OFFSET] = int(params.pfc_xon_offset_bytes)
-    gi[C.G_REFRESH] = max(1, round(params.pause_quanta * 512 / (fastest * 8) / 2 * _PS))
     gi[C.G_MAX_SAMPLES] = _max_sample_rows(params, n_sampled, rows)
     gf = np.zeros(C.GF_COLS)
     gf[C.GF_LOSS] = params.loss_rate
