@@ -70,7 +70,7 @@ def scenario(row: dict, source: dict, compute: dict, recompute: bool) -> Scenari
         parallel.pop("recompute", None)
     data = {
         "name": row["id"],
-        "cluster": {**source["cluster"], "servers": math.ceil(row["gpus"] / 8)},
+        "cluster": {**source["cluster"], "servers": math.ceil(row["gpus"] / source.get("gpus_per_server", 8))},
         "workload": {"gpus": row["gpus"], "model": row["model"], "parallel": parallel,
                      "compute": {"gpu": row["gpu"], **compute}, "steps": 1},
     }
