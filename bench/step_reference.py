@@ -57,6 +57,8 @@ def published_step_s(row: dict) -> float:
         flops = 96.0 * b * s * ell * h * h * (1 + s / (6 * h) + v / (16 * ell * h))
     elif row["figure"] == "tflops_per_gpu_model":
         flops = wm.training_flops_per_token(shape) * tokens
+    elif row["figure"] == "tokens_per_s_per_gpu":  # a rate of tokens: no FLOP count to choose
+        return tokens / (row["gpus"] * row["value"])
     else:
         raise SystemExit(f"{row['id']}: unknown figure {row['figure']!r}")
     return flops / (row["gpus"] * row["value"] * 1e12)
@@ -68,7 +70,7 @@ def scenario(row: dict, source: dict, compute: dict, recompute: bool) -> Scenari
         parallel.pop("recompute", None)
     data = {
         "name": row["id"],
-        "cluster": {**source["cluster"], "servers": math.ceil(row["gpus"] / 8)},
+        "cluster": {**source["cluster"], "servers": math.ceil(row["gpus"] / source.get("gpus_per_server", 8))},
         "workload": {"gpus": row["gpus"], "model": row["model"], "parallel": parallel,
                      "compute": {"gpu": row["gpu"], **compute}, "steps": 1},
     }
@@ -88,7 +90,9 @@ def predict(a_s: float, b_s: float, f: float) -> float:
 
 
 def achievable(row: dict, s: float) -> float:
-    return MICROBENCH_ACHIEVABLE[(row["gen"], "bf16")] * s
+    """The achievable fraction of the row's GEMM dtype peak at sustained fraction ``s`` (rows saved before
+    rows carried a precision are bf16)."""
+    return MICROBENCH_ACHIEVABLE[(row["gen"], row.get("precision", "bf16"))] * s
 
 
 def fit(rows: list[dict]) -> float:
@@ -116,7 +120,8 @@ def measure(reference: dict, only: set[str] | None) -> list[dict]:
         lo, hi = (step_s(row, source, {"gemm_efficiency": f}) for f in (F_LO, F_HI))
         b_s = (lo - hi) / (1 / F_LO - 1 / F_HI)
         a_s = hi - b_s / F_HI
-        rows.append({"id": row["id"], "source": row["source"], "gen": generation(row), "pub": published_step_s(row),
+        rows.append({"id": row["id"], "source": row["source"], "gen": generation(row),
+                     "precision": row["model"].get("precision", "bf16"), "pub": published_step_s(row),
                      "before": before, "A": a_s, "B": b_s, "scored": row.get("scored", True)})
         print(f"{row['id']:18s} published {rows[-1]['pub']:8.3f} s  before {before:8.3f}  A {a_s:8.3f} s  B {b_s:8.3f} s"
               f"  ({time.perf_counter() - start:.0f} s)", file=sys.stderr)
