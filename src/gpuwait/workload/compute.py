@@ -53,8 +53,9 @@ MICROBENCH_ACHIEVABLE: dict[tuple[str, str], float] = {
 }
 #: Share of the microbenchmark rate a GEMM keeps inside a training step (sustained clocks under power
 #: limits, launch gaps, kernels sharing the GPU with NCCL). The model's one fitted parameter: one number
-#: for every GPU and dtype, fitted by bench/step_reference.py on all published sources (its
-#: leave-one-source-out score refits it without each source; docs/validation-steps.md).
+#: for every GPU and dtype, fitted by bench/step_reference.py on the published sources it fits on (its
+#: leave-one-source-out score refits it without each; sources found after the fit are scored, never
+#: fitted on: docs/validation-steps.md).
 SUSTAINED_FRACTION = 0.73
 #: Fraction of the dense datasheet peak a large GEMM reaches in a training step.
 ACHIEVABLE: dict[tuple[str, str], float] = {k: v * SUSTAINED_FRACTION for k, v in MICROBENCH_ACHIEVABLE.items()}
