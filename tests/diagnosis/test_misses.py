@@ -56,7 +56,16 @@ def test_reads_from_saturated_storage_hold_the_collectives_links():
     out = RuleOutput()
     RULES["storage-contention"].check(obs, out)
     assert [c.kind for c in out.candidates] == ["storage-contention"]
-    assert out.candidates[0].lost_s == pytest.approx(0.1)  # the reads' bytes on the shared link at its rate
+    # reads a tenth of the link all step leave the collectives 9/10 of it (max-min): their 0.1 s takes 0.1 / 0.9
+    assert out.candidates[0].lost_s == pytest.approx(0.1 * 0.1 / 0.9)
+    heavy = carried.copy()
+    heavy[link] = rate[link] * (0.1 + 0.8)  # reads 0.8 of the link: late by 0.1 x 0.8 / 0.2, capped at the exposed 0.3 s
+    out = RuleOutput()
+    RULES["storage-contention"].check(Observation(
+        TOPO, step_time_s=1.0, per_gpu_s=per_gpu, storage_read=True, storage_busy=("stor0",), link_bytes=heavy,
+        link_rate_Bps=rate, link_nominal_Bps=rate, link_phase_bytes={"dp all_gather": collectives},
+        link_users={link: ["dp all_gather", "storage read"]}), out)
+    assert out.candidates[0].lost_s == pytest.approx(0.3)
     waiting = dict(per_gpu, data_wait=np.full(n, 0.2))  # GPUs waiting on busy storage: storage-slow's, not this
     out = RuleOutput()
     RULES["storage-contention"].check(Observation(TOPO, step_time_s=1.0, per_gpu_s=waiting, storage_read=True,
