@@ -1,8 +1,9 @@
 """Serving one batch (steps/serving.py) against closed forms.
 
 - A pass through a pp-stage pipeline with no micro-batching: pp x (stage compute + its TP all-reduces)
-  + (pp - 1) activation sends; TTFT is the prefill pass, TPOT the decode pass, and the batch takes
-  TTFT + output_tokens x TPOT.
+  + (pp - 1) activation sends; TTFT is the prefill pass, which emits the first token, TPOT the decode pass,
+  and the batch takes TTFT + (output_tokens - 1) x TPOT: TPOT = (latency - TTFT) / (output_len - 1), as
+  vLLM's serving benchmark counts it (vllm bench serve).
 - Prefill compute from FLOPs: batch x (2·N·T + 2·layers·hidden·T·(T+1)) / achieved FLOP/s, split over
   tp x pp GPUs (causal attention; Kaplan et al. 2020 §2.1 for 2·N per token).
 - A decode step is bound by reading the weights and the KV cache from HBM when the batch is small:
@@ -59,7 +60,7 @@ def test_no_communication_is_compute_only():
     step = _step(fabric, out=16)
     result = run_serving(step, fabric)
     ttft, tpot = PREFILL_S, DECODE_S
-    total = ttft + 16 * tpot
+    total = ttft + 15 * tpot  # 16 output tokens: the prefill's and 15 decode passes
     b = result.breakdown
     assert b.step_time_s == pytest.approx(total, rel=1e-12)
     assert b.ideal_step_time_s == pytest.approx(total, rel=1e-12)
@@ -68,7 +69,7 @@ def test_no_communication_is_compute_only():
     assert b.per_gpu_s["compute"][0] == pytest.approx(total)
     assert b.per_gpu_s["exposed_comm"][0] == 0.0 and b.per_gpu_s["bubble"][0] == pytest.approx(0.0, abs=1e-15)
     assert b.mfu == pytest.approx(1e15 / (total * 1 * PEAK))
-    assert b.tokens_per_step == 4 * (1 + 16)
+    assert b.tokens_per_step == 4 * 16
     assert result.collectives == ()
 
 
@@ -82,12 +83,13 @@ def test_tensor_parallel_all_reduces_add_to_every_pass():
     ttft, tpot = PREFILL_S + calls * tp_pre, DECODE_S + calls * tp_dec
     result = run_serving(step, fabric)
     b = result.breakdown
-    assert b.step_time_s == pytest.approx(ttft + 32 * tpot, rel=1e-12)
-    assert b.ideal_step_time_s == pytest.approx(PREFILL_S + 32 * DECODE_S, rel=1e-12)
-    assert b.exposed_comm_s["tp all_reduce"] == pytest.approx(calls * (tp_pre + 32 * tp_dec), rel=1e-12)
+    decodes = 32 - 1  # the prefill pass emits the first of the 32 tokens
+    assert b.step_time_s == pytest.approx(ttft + decodes * tpot, rel=1e-12)
+    assert b.ideal_step_time_s == pytest.approx(PREFILL_S + decodes * DECODE_S, rel=1e-12)
+    assert b.exposed_comm_s["tp all_reduce"] == pytest.approx(calls * (tp_pre + decodes * tp_dec), rel=1e-12)
     assert b.exposed_comm_s["pp sendrecv"] == 0.0
     labels = {c.label: c for c in result.collectives}
-    assert labels["tp all_reduce decode"].count_per_step == calls * 32
+    assert labels["tp all_reduce decode"].count_per_step == calls * decodes
     assert labels["tp all_reduce prefill"].count_per_step == calls
     assert labels["tp all_reduce decode"].n_ranks == 8
 
@@ -100,17 +102,30 @@ def test_pipeline_pass_and_bubble():
     s_pre, s_dec = _time(fabric, step, "pp", "sendrecv", send_pre), _time(fabric, step, "pp", "sendrecv", send_dec)
     ttft = pp * PREFILL_S + (pp - 1) * s_pre
     tpot = pp * DECODE_S + (pp - 1) * s_dec
-    total = ttft + out * tpot
+    total = ttft + (out - 1) * tpot
     result = run_serving(step, fabric)
     b = result.breakdown
     assert b.step_time_s == pytest.approx(total, rel=1e-12)
-    pp_comm = (pp - 1) * (s_pre + out * s_dec)
+    pp_comm = (pp - 1) * (s_pre + (out - 1) * s_dec)
     assert b.exposed_comm_s["pp sendrecv"] == pytest.approx(pp_comm, rel=1e-12)
     # each GPU computes only its stage; the other stages' time is bubble
-    compute = PREFILL_S + out * DECODE_S
+    compute = PREFILL_S + (out - 1) * DECODE_S
     assert b.per_gpu_s["compute"] == pytest.approx(np.full(pp, compute))
     assert b.per_gpu_s["bubble"] == pytest.approx(np.full(pp, total - compute - pp_comm))
     assert b.per_gpu_s["bubble"][0] == pytest.approx((pp - 1) * compute)
+
+
+def test_one_output_token_is_the_prefill_alone():
+    """The prefill pass emits the first token: one output token is TTFT, with no decode pass and no decode
+    collective (vLLM's TPOT leaves such a request out: (latency - TTFT) / (1 - 1))."""
+    fabric = _fabric()
+    step = _step(fabric, tp=8, out=1, ar_prefill=4 * 512 * 8192 * 2.0, ar_decode=4 * 8192 * 2.0)
+    result = run_serving(step, fabric)
+    ttft = PREFILL_S + 8 * 2 * _time(fabric, step, "tp", "all_reduce", 4 * 512 * 8192 * 2.0)
+    assert result.breakdown.step_time_s == pytest.approx(ttft, rel=1e-12)
+    assert result.breakdown.tokens_per_step == 4
+    assert [c.label for c in result.collectives] == ["tp all_reduce prefill"]
+    assert not any(str(name).startswith("decode") for name in result.tasks.name)
 
 
 def test_tasks_start_at_each_stage_in_turn():

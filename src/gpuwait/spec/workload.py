@@ -124,7 +124,7 @@ class InferenceSpec(SpecModel):
 
     batch: int = Field(1, ge=1, le=1_000_000_000, description="Sequences decoded together on one model replica (count).")
     prompt_tokens: int = Field(1024, ge=1, le=1_000_000_000, description="Prompt length per sequence (tokens).")
-    output_tokens: int = Field(256, ge=1, le=1_000_000_000, description="Tokens generated per sequence (tokens).")
+    output_tokens: int = Field(256, ge=1, le=1_000_000_000, description="Tokens generated per sequence (tokens): the prefill pass emits the first, each decode pass one more, so a batch takes TTFT + (output_tokens - 1) x TPOT (vLLM's serving-benchmark convention).")
     tp: int = Field(1, ge=1, le=MAX_GPUS, description="Tensor-parallel degree of one replica.")
     pp: int = Field(1, ge=1, le=MAX_GPUS, description="Pipeline-parallel degree of one replica.")
     allow_tp_across_servers: bool = Field(False, description="Allow a tensor-parallel group larger than one server.")

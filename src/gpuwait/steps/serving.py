@@ -41,10 +41,17 @@ def _phases(step: ServingStep, fabric: FabricModel | None):
     send_dec, run_pp_dec = _time(fabric, pp_groups, "sendrecv", step.pp_send_decode_bytes)
     prefill = {"compute": step.prefill_compute_s, "tp": calls * tp_pre, "pp": send_pre}
     decode = {"compute": step.decode_compute_s, "tp": calls * tp_dec, "pp": send_dec}
-    families = [("tp all_reduce prefill", run_tp_pre, calls), ("tp all_reduce decode", run_tp_dec,
-                                                                 calls * step.output_tokens),
-                ("pp sendrecv prefill", run_pp_pre, 1), ("pp sendrecv decode", run_pp_dec, step.output_tokens)]
-    return prefill, decode, [f for f in families if f[1] is not None]
+    decodes = decode_passes(step)
+    families = [("tp all_reduce prefill", run_tp_pre, calls), ("tp all_reduce decode", run_tp_dec, calls * decodes),
+                ("pp sendrecv prefill", run_pp_pre, 1), ("pp sendrecv decode", run_pp_dec, decodes)]
+    return prefill, decode, [f for f in families if f[1] is not None and f[2] > 0]
+
+
+def decode_passes(step: ServingStep) -> int:
+    """Decode passes for ``output_tokens`` tokens: the prefill pass emits the first (it is the time to first
+    token), each decode pass one more, so ``output_tokens - 1``; TPOT = (latency - TTFT) / (output_len - 1), as
+    vLLM's serving benchmark (``vllm bench serve``) and SGLang's count it."""
+    return step.output_tokens - 1
 
 
 def _pass_time(parts: dict, pp: int) -> float:
@@ -62,27 +69,27 @@ def run_serving(step: ServingStep, fabric: FabricModel, *, case: str = "", clust
     pp = lay.pp
     ttft = _pass_time(prefill, pp)
     tpot = _pass_time(decode, pp)
-    total = ttft + step.output_tokens * tpot
+    decodes = decode_passes(step)
+    total = ttft + decodes * tpot
     ideal_ttft, ideal_tpot = _pass_time(ideal_prefill, pp), _pass_time(ideal_decode, pp)
-    ideal = ideal_ttft + step.output_tokens * ideal_tpot
+    ideal = ideal_ttft + decodes * ideal_tpot
     n = lay.n_ranks
-    tokens = 1 + step.output_tokens
-    compute = prefill["compute"] + step.output_tokens * decode["compute"]
-    tp_comm = prefill["tp"] + step.output_tokens * decode["tp"]
-    pp_comm = (pp - 1) * (prefill["pp"] + step.output_tokens * decode["pp"])
+    compute = prefill["compute"] + decodes * decode["compute"]
+    tp_comm = prefill["tp"] + decodes * decode["tp"]
+    pp_comm = (pp - 1) * (prefill["pp"] + decodes * decode["pp"])
     per_gpu = {c: np.zeros(n) for c in BREAKDOWN_CATEGORIES}
     per_gpu["compute"][:] = compute
     per_gpu["exposed_comm"][:] = tp_comm + pp_comm
     per_gpu["bubble"][:] = total - compute - tp_comm - pp_comm
     exposed = {"tp all_reduce": tp_comm, "pp sendrecv": pp_comm}
     mfu = step.model_flops / (total * n * step.peak_flops_per_gpu) if total > 0 else 0.0
-    breakdown = StepBreakdown(total, per_gpu, exposed, ideal, mfu, step.model_flops, step.batch * tokens)
+    breakdown = StepBreakdown(total, per_gpu, exposed, ideal, mfu, step.model_flops, step.batch * step.output_tokens)
     tasks = _tasks(step, prefill, decode, ttft, tpot)
     collectives = collective_stats(families, {"tp": lay.tp, "pp": lay.pp})
     links = link_stats(fabric, families, total)
     notes = (f"time to first token {ttft * 1e3:.3f} ms", f"time per output token {tpot * 1e3:.3f} ms "
              f"(ideal network {ideal_tpot * 1e3:.3f} ms)")
-    batch_tokens = step.batch * tokens
+    batch_tokens = step.batch * step.output_tokens
     serving = {"ttft_s": ttft, "ideal_ttft_s": ideal_ttft, "tpot_s": tpot, "ideal_tpot_s": ideal_tpot,
                "tokens_per_s": batch_tokens / total if total > 0 else 0.0,
                "ideal_tokens_per_s": batch_tokens / ideal if ideal > 0 else 0.0}
@@ -100,11 +107,11 @@ def time_per_output_token_s(result: RunResult) -> float:
 
 
 def _tasks(step: ServingStep, prefill: dict, decode: dict, ttft: float, tpot: float) -> TaskTable:
-    """Per GPU: its stage's prefill, then each decode step's compute and TP collectives (first 64 tokens)."""
+    """Per GPU: its stage's prefill, then each decode step's compute and TP collectives (the first 64 decode passes)."""
     lay = step.layout
     stage = lay.stage_of()
     rows = []
-    for token in range(-1, min(step.output_tokens, 64)):
+    for token in range(-1, min(decode_passes(step), 64)):
         parts, t0, per_pass = (prefill, 0.0, ttft) if token < 0 else (decode, ttft + token * tpot, tpot)
         begin = t0 + stage * (parts["compute"] + parts["tp"] + parts["pp"])
         name = "prefill" if token < 0 else f"decode t{token}"

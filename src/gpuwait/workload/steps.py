@@ -179,7 +179,8 @@ def serving_step(spec: WorkloadSpec, topo: Topology) -> ServingStep:
     prefill_s = gpu.compute_time_s(prefill_flops) / (inf.tp * inf.pp)
     # decode attends to a growing context; its mean is the prompt plus half the output
     decode_s = wm.decode_step_time_s(shape, gpu, inf, prompt + out // 2) / inf.pp
-    decode_flops = batch * out * wm.decode_flops_per_token(shape, prompt + out // 2)
+    # the prefill pass emits the first output token; out - 1 decode passes the rest (steps/serving.py)
+    decode_flops = batch * (out - 1) * wm.decode_flops_per_token(shape, prompt + out // 2)
     return ServingStep(
         layout=lay, prefill_compute_s=prefill_s, decode_compute_s=decode_s, layers_per_stage=shape.layers // inf.pp,
         tp_allreduce_prefill_bytes=wm.inference_tp_all_reduce_bytes(shape, batch * prompt) if inf.tp > 1 else 0.0,
