@@ -55,3 +55,11 @@ def test_round_trip_of_printed_quantities(value):
     assert parse_rate_Bps(format_rate(value, digits=12)) == pytest.approx(value, rel=1e-9)
     assert parse_size_bytes(format_size(value, digits=12)) == pytest.approx(value, rel=1e-9)
     assert parse_time_s(format_time(value * 1e-9, digits=12)) == pytest.approx(value * 1e-9, rel=1e-9)
+
+
+def test_an_integer_past_floats_range_is_refused_as_not_finite():
+    # bench/fuzz.py --seed 3034: a node/link file's speed of 1 followed by 400 zeros (a YAML int) was an
+    # OverflowError traceback from float(); its string form was already "expected a finite rate"
+    for parse in (parse_rate_Bps, parse_size_bytes, parse_time_s):
+        with pytest.raises(UnitError, match="expected a finite"):
+            parse(10**400)

@@ -42,7 +42,10 @@ def _split(text: str | float | int, what: str) -> tuple[float, str]:
     if isinstance(text, bool):
         raise UnitError(f"{what}: got {text!r}; expected a number with a unit")
     if isinstance(text, (int, float)):
-        return float(text), ""
+        try:
+            return float(text), ""
+        except OverflowError:  # an integer past float's range (YAML reads 1 followed by 400 zeros as one)
+            return math.inf, ""
     match = _QUANTITY.match(str(text).strip())
     if not match:
         raise UnitError(f"{what}: cannot read {text!r}; expected a number and a unit like {_EXAMPLES[what]}")
