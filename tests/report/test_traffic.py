@@ -87,6 +87,22 @@ def test_a_run_cut_short_by_its_time_limit_says_so(capsys, tmp_path):
     assert code == 0 and "did not finish" in out and "nan" not in out and "no flow finished" in out
 
 
+
+def test_a_base_that_completes_beside_cases_cut_short_says_its_own_time(tmp_path):
+    # InfiniBand's credits finish the incast within the limit, the clamped RoCEv2 variant does not: the
+    # conclusion states the base's completion time (it compared only completed cases and, the base being
+    # the only one, said nothing of it)
+    path = tmp_path / "cut-variant.yaml"
+    path.write_text(UNFINISHED_YAML.replace("transport: {name: rocev2}", "transport: {name: infiniband}")
+                    + "variants:\n  - name: clamped\n    transport: {name: rocev2}\n")
+    runs = run_traffic(load_scenario(str(path)), "packet")
+    assert np.isfinite(runs[0].flow_finish_s).all() and not np.isfinite(runs[1].flow_finish_s).any()
+    c = traffic_conclusion(runs)
+    end = float(runs[0].flow_finish_s.max())
+    assert c.sentences[0].startswith(f"{case_name(runs[0])} completes the traffic in ") and "clamped" in c.sentences[0]
+    assert c.numbers["completion_s"][case_name(runs[0])] == end
+    assert "clamped: 3 of 3 flows did not finish" in " ".join(c.sentences)
+
 def test_the_conclusion_states_the_runs_numbers(tmp_path):
     path = tmp_path / "two.yaml"
     path.write_text(TWO_CASES)

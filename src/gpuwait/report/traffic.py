@@ -66,6 +66,10 @@ def traffic_conclusion(runs: Sequence) -> Conclusion:
             numbers |= {"best": case_name(runs[best]), "speedup": speedup}
             sentences.append(f"{case_name(runs[best])} completes the traffic in {format_time(ends[best])}, "
                              f"{speedup:.2f}x faster than {case_name(runs[0])} ({format_time(ends[0])}).")
+    elif not left[0]:  # the base alone completes: its time is the one to state
+        others = ", ".join(case_name(r) for r in runs[1:])
+        sentences.append(f"{case_name(runs[0])} completes the traffic in {format_time(ends[0])}; "
+                         f"{others} {'does' if len(runs) == 2 else 'do'} not.")
     for r, n in zip(runs, left):
         if n:
             limit = f" within its {format_time(r.params.max_time_s)} limit (packet.max_time_s)" if _is_packet(r) else ""
