@@ -14,6 +14,7 @@ import pytest
 from gpuwait.report.traffic import case_name, hot_ports, queue_series, render_traffic_html, traffic_conclusion
 from gpuwait.runner.inputs import load_scenario
 from gpuwait.runner.traffic import run_traffic
+from gpuwait.units import format_time
 from tests.cli.test_cli import run_cli
 from tests.diagnosis.test_packet_diagnosis import INCAST_YAML
 
@@ -102,6 +103,19 @@ def test_a_base_that_completes_beside_cases_cut_short_says_its_own_time(tmp_path
     assert c.sentences[0].startswith(f"{case_name(runs[0])} completes the traffic in ") and "clamped" in c.sentences[0]
     assert c.numbers["completion_s"][case_name(runs[0])] == end
     assert "clamped: 3 of 3 flows did not finish" in " ".join(c.sentences)
+
+
+def test_the_p99_sentence_pairs_each_case_with_its_own_flows_when_two_share_a_name(tmp_path):
+    # two variants named alike: the p99s were keyed by name, then zipped with the runs' unfinished counts,
+    # so the finished InfiniBand case lost its entry and the clamped one printed "nanps"
+    path = tmp_path / "same-names.yaml"
+    path.write_text(UNFINISHED_YAML + "variants:\n  - name: same\n    transport: {name: infiniband}\n"
+                    "  - name: same\n    transport: {name: rocev2}\n")
+    runs = run_traffic(load_scenario(str(path)), "packet")
+    assert [bool(np.isfinite(r.flow_finish_s).all()) for r in runs] == [False, True, False]
+    [p99] = [s for s in traffic_conclusion(runs).sentences if s.startswith("Flow completion time p99")]
+    assert "nan" not in p99 and p99.count("unknown (3 flows unfinished)") == 2
+    assert f"same {format_time(runs[1].fct_percentiles_s()['p99'])}" in p99
 
 def test_the_conclusion_states_the_runs_numbers(tmp_path):
     path = tmp_path / "two.yaml"
