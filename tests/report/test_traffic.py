@@ -155,3 +155,25 @@ def test_flow_run_writes_a_report(capsys, tmp_path):
     assert code == 0 and "completes the traffic in" in out.splitlines()[0]  # the conclusion first
     page = (out_dir / "report.html").read_text()
     assert "fig-fct" in page and "fig-util-0" in page
+
+
+def test_the_comparison_table_says_a_case_cut_short_did_not_finish():
+    # a packet run cut short by packet.max_time_s has an infinite makespan: the table printed "inf" and
+    # "infx" against the best case, and "nanx" for every case when none finished
+    from rich.console import Console
+
+    from gpuwait.report.flows import comparison_table
+
+    def summary(label: str, makespan_s: float) -> dict:
+        return {"label": label, "makespan_s": makespan_s, "min_flow_rate_Bps": 1e9, "mean_flow_rate_Bps": 1e9,
+                "uplinks_used": 0, "uplinks": 0, "uplink_imbalance": 1.0}
+
+    def text(summaries: list[dict]) -> str:
+        console = Console(width=200, record=True)
+        console.print(comparison_table(summaries))
+        return console.export_text()
+
+    some = text([summary("base", float("inf")), summary("ib", 1e-3), summary("spray", 2e-3)])
+    assert "inf" not in some and "not finished" in some and "1.00x" in some and "2.00x" in some
+    none = text([summary("base", float("inf")), summary("ib", float("inf"))])
+    assert "nan" not in none and "inf" not in none and none.count("not finished") == 2
