@@ -181,3 +181,18 @@ def test_a_negligible_packet_finding_ranks_below_one_whose_fix_gives_back_more(m
         ("ecmp-collision", "warning"), ("ecn-misconfig", "info"), ("hol-blocking", "info")]
     assert diagnosis.top.kind == "ecmp-collision"
     assert diagnosis_conclusion(diagnosis).numbers["causes"][0]["kind"] == "ecmp-collision"
+
+
+def test_the_packet_findings_table_says_how_it_is_ordered(capsys, tmp_path):
+    """A packet diagnosis lists its findings root cause first (ECN, PFC storm, HOL blocking, collision,
+    oversubscription), negligible ones last; its table was titled 'by the gain of their fix', a step
+    diagnosis's order."""
+    from tests.cli.test_cli import run_cli
+
+    path = tmp_path / "incast.yaml"
+    path.write_text(INCAST_YAML)
+    code, out, _ = run_cli(capsys, "diagnose", str(path), "--no-gain")
+    assert code == 0 and "Findings, root cause first" in out and "by the gain of their fix" not in out
+    code, out, _ = run_cli(capsys, "diagnose", "examples/dp-only.yaml", "--no-gain", "--inject",
+                           "link-degrade:leaf0->spine21:factor=0.25")
+    assert code == 0 and "Findings, by the gain of their fix" in out
