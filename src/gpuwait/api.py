@@ -174,7 +174,8 @@ def diagnose(scenario: Scenario | str | Path | None = None, inject: Sequence[str
     Returns
     -------
     DiagnosisResult
-        ``.diagnosis.findings`` ranked by the gain of their fix; ``to_dict()`` and ``to_arrow()``.
+        ``.diagnosis.findings`` ranked by the gain of their fix (a traffic scenario's packet diagnosis: root
+        cause first), negligible ones last; ``to_dict()`` and ``to_arrow()``.
 
     Raises
     ------

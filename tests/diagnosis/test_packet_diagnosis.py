@@ -38,7 +38,11 @@ def test_ecn_thresholds_above_xoff_are_a_misconfiguration():
     nics = topo.nic_node[:, 0].astype(np.int64)
     run = _incast(topo, nics, ecn_kmin_bytes=50e6, ecn_kmax_bytes=60e6)
     diagnosis = diagnose_packets(run)
-    assert diagnosis.top.kind == "ecn-misconfig" and diagnosis.top.evidence["ecn_marked_packets"] == 0
+    [ecn] = [f for f in diagnosis.findings if f.kind == "ecn-misconfig"]
+    assert ecn.evidence["ecn_marked_packets"] == 0
+    # its fix gives the mean FCT back 2.7 % (info, under the packet warning's 3 %), HOL blocking's 12 % on the
+    # innocent flow: the latter is the top finding and the conclusion's main cause, the ECN finding listed after
+    assert (diagnosis.top.kind, ecn.severity) == ("hol-blocking", "info")
 
 
 def test_a_slow_receiver_spreads_pauses_into_the_fabric():
@@ -150,3 +154,45 @@ def test_a_packet_diagnosis_is_labelled_with_its_case_as_a_flow_diagnosis_is():
     assert diagnose_packets(run, measure_gain=False).case == "RoCEv2, ECMP"
     run.labels["name"] = "deeper buffers"
     assert diagnose_packets(run, measure_gain=False).case == "deeper buffers"
+
+
+def test_a_negligible_packet_finding_ranks_below_one_whose_fix_gives_back_more(monkeypatch):
+    """Packet findings were ordered by kind alone: an ECN misconfiguration whose fix gives back 1 % (info,
+    negligible: a packet diagnosis's warning starts at 3 %) stayed the top finding above an ECMP collision giving back 10 %, while the conclusion named
+    the collision the main cause. As in a step diagnosis, a negligible finding now ranks after the others
+    (kind order within each group)."""
+    from gpuwait.diagnosis import packet
+    from gpuwait.diagnosis.rules import RULES, Candidate
+    from gpuwait.report.conclusion import diagnosis_conclusion
+
+    topo = fabric()
+    nics = topo.nic_node[:, 0].astype(np.int64)
+    run = _incast(topo, nics, ecn_kmin_bytes=50e6, ecn_kmax_bytes=60e6)
+    collision = Candidate("ecmp-collision", "leaf0->spine1", 1.0, {}, "two flows hash", "spread them")
+    assert RULES["ecmp-collision"].fix.routing is not None  # its fix reruns with another routing
+    monkeypatch.setattr(packet, "_routing_candidates", lambda r: [collision])
+    monkeypatch.setattr(packet, "simulate_packets",
+                        lambda topo, flows, routing, transport, params: ("rerun", routing == run.routing))
+    # the original run's mean FCT 1; the ECN fix (same routing) 0.99, the routing fix 0.9
+    monkeypatch.setattr(packet, "_mean_fct", lambda r, flows=None: 1.0 if r is run else (0.99 if r[1] else 0.9))
+    diagnosis = diagnose_packets(run)
+    # the incast's innocent flow adds HOL blocking, rerun with the routing kept: 1 % too
+    assert [(f.kind, f.severity) for f in diagnosis.findings] == [
+        ("ecmp-collision", "warning"), ("ecn-misconfig", "info"), ("hol-blocking", "info")]
+    assert diagnosis.top.kind == "ecmp-collision"
+    assert diagnosis_conclusion(diagnosis).numbers["causes"][0]["kind"] == "ecmp-collision"
+
+
+def test_the_packet_findings_table_says_how_it_is_ordered(capsys, tmp_path):
+    """A packet diagnosis lists its findings root cause first (ECN, PFC storm, HOL blocking, collision,
+    oversubscription), negligible ones last; its table was titled 'by the gain of their fix', a step
+    diagnosis's order."""
+    from tests.cli.test_cli import run_cli
+
+    path = tmp_path / "incast.yaml"
+    path.write_text(INCAST_YAML)
+    code, out, _ = run_cli(capsys, "diagnose", str(path), "--no-gain")
+    assert code == 0 and "Findings, root cause first" in out and "by the gain of their fix" not in out
+    code, out, _ = run_cli(capsys, "diagnose", "examples/dp-only.yaml", "--no-gain", "--inject",
+                           "link-degrade:leaf0->spine21:factor=0.25")
+    assert code == 0 and "Findings, by the gain of their fix" in out

@@ -165,3 +165,7 @@ def test_storage_contention_costs_the_reads_on_a_shared_link():
     late_s = 1e9 / rate[link] * share / (1 - share)
     assert found.lost_s == pytest.approx(late_s)
     assert found.evidence["reads_delay_collectives_ms"] == pytest.approx(round(late_s * 1e3, 2))
+    # the explanation states the delay the finding is charged with, whether or not the storage servers are
+    # busy (it said only "the GPUs wait 0.00 ms per step ... while the storage servers themselves are not busy")
+    assert f"delay the collectives {rules._ms(late_s)} per step" in found.explanation
+    assert "not busy" in found.explanation

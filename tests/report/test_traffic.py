@@ -14,6 +14,7 @@ import pytest
 from gpuwait.report.traffic import case_name, hot_ports, queue_series, render_traffic_html, traffic_conclusion
 from gpuwait.runner.inputs import load_scenario
 from gpuwait.runner.traffic import run_traffic
+from gpuwait.units import format_time
 from tests.cli.test_cli import run_cli
 from tests.diagnosis.test_packet_diagnosis import INCAST_YAML
 
@@ -87,6 +88,35 @@ def test_a_run_cut_short_by_its_time_limit_says_so(capsys, tmp_path):
     assert code == 0 and "did not finish" in out and "nan" not in out and "no flow finished" in out
 
 
+
+def test_a_base_that_completes_beside_cases_cut_short_says_its_own_time(tmp_path):
+    # InfiniBand's credits finish the incast within the limit, the clamped RoCEv2 variant does not: the
+    # conclusion states the base's completion time (it compared only completed cases and, the base being
+    # the only one, said nothing of it)
+    path = tmp_path / "cut-variant.yaml"
+    path.write_text(UNFINISHED_YAML.replace("transport: {name: rocev2}", "transport: {name: infiniband}")
+                    + "variants:\n  - name: clamped\n    transport: {name: rocev2}\n")
+    runs = run_traffic(load_scenario(str(path)), "packet")
+    assert np.isfinite(runs[0].flow_finish_s).all() and not np.isfinite(runs[1].flow_finish_s).any()
+    c = traffic_conclusion(runs)
+    end = float(runs[0].flow_finish_s.max())
+    assert c.sentences[0].startswith(f"{case_name(runs[0])} completes the traffic in ") and "clamped" in c.sentences[0]
+    assert c.numbers["completion_s"][case_name(runs[0])] == end
+    assert "clamped: 3 of 3 flows did not finish" in " ".join(c.sentences)
+
+
+def test_the_p99_sentence_pairs_each_case_with_its_own_flows_when_two_share_a_name(tmp_path):
+    # two variants named alike: the p99s were keyed by name, then zipped with the runs' unfinished counts,
+    # so the finished InfiniBand case lost its entry and the clamped one printed "nanps"
+    path = tmp_path / "same-names.yaml"
+    path.write_text(UNFINISHED_YAML + "variants:\n  - name: same\n    transport: {name: infiniband}\n"
+                    "  - name: same\n    transport: {name: rocev2}\n")
+    runs = run_traffic(load_scenario(str(path)), "packet")
+    assert [bool(np.isfinite(r.flow_finish_s).all()) for r in runs] == [False, True, False]
+    [p99] = [s for s in traffic_conclusion(runs).sentences if s.startswith("Flow completion time p99")]
+    assert "nan" not in p99 and p99.count("unknown (3 flows unfinished)") == 2
+    assert f"same {format_time(runs[1].fct_percentiles_s()['p99'])}" in p99
+
 def test_the_conclusion_states_the_runs_numbers(tmp_path):
     path = tmp_path / "two.yaml"
     path.write_text(TWO_CASES)
@@ -125,3 +155,25 @@ def test_flow_run_writes_a_report(capsys, tmp_path):
     assert code == 0 and "completes the traffic in" in out.splitlines()[0]  # the conclusion first
     page = (out_dir / "report.html").read_text()
     assert "fig-fct" in page and "fig-util-0" in page
+
+
+def test_the_comparison_table_says_a_case_cut_short_did_not_finish():
+    # a packet run cut short by packet.max_time_s has an infinite makespan: the table printed "inf" and
+    # "infx" against the best case, and "nanx" for every case when none finished
+    from rich.console import Console
+
+    from gpuwait.report.flows import comparison_table
+
+    def summary(label: str, makespan_s: float) -> dict:
+        return {"label": label, "makespan_s": makespan_s, "min_flow_rate_Bps": 1e9, "mean_flow_rate_Bps": 1e9,
+                "uplinks_used": 0, "uplinks": 0, "uplink_imbalance": 1.0}
+
+    def text(summaries: list[dict]) -> str:
+        console = Console(width=200, record=True)
+        console.print(comparison_table(summaries))
+        return console.export_text()
+
+    some = text([summary("base", float("inf")), summary("ib", 1e-3), summary("spray", 2e-3)])
+    assert "inf" not in some and "not finished" in some and "1.00x" in some and "2.00x" in some
+    none = text([summary("base", float("inf")), summary("ib", float("inf"))])
+    assert "nan" not in none and "inf" not in none and none.count("not finished") == 2

@@ -106,7 +106,10 @@ def render_diagnosis(console: Console, diagnosis, limit: int = 8) -> None:
     console.print(head)
     if not diagnosis.findings:
         console.print("no findings")
-    table = Table(title="Findings, by the gain of their fix (direct evidence first when close)", title_justify="left")
+    # a packet diagnosis orders by kind, the root cause first (diagnosis.packet), not by gain
+    order = ("by the gain of their fix (direct evidence first when close)" if diagnosis.measure == "step"
+             else "root cause first, those whose fix gives back under a warning's share last")
+    table = Table(title=f"Findings, {order}", title_justify="left")
     for column in ("#", "severity", "kind", "component", "gain if fixed", "evidence"):
         table.add_column(column, overflow="fold")
     for i, f in enumerate(diagnosis.findings[:limit], 1):

@@ -26,7 +26,7 @@ import numpy as np
 
 from gpuwait.diagnosis.observe import Observation
 from gpuwait.diagnosis.rules import RULES, RuleOutput, collision, oversubscription
-from gpuwait.diagnosis.run import Diagnosis, Finding
+from gpuwait.diagnosis.run import Diagnosis, Finding, negligible
 from gpuwait.engine.flow_run import simulate_flows
 from gpuwait.engine.packet.params import PacketParams
 from gpuwait.engine.packet.run import PacketRun, simulate_packets
@@ -37,6 +37,10 @@ from gpuwait.topology.model import LinkKind
 PAUSED_SHARE = 0.2      # a port paused a fifth of the run is held back by PFC, not by its own rate
 SLOWED = 1.5            # an innocent flow this much slower than its max-min share is blocked
 STORM_SHARE = 0.5       # fabric ports paused half the run: the pauses have spread
+
+
+#: what a packet diagnosis's gains are shares of
+MEASURE = "mean flow completion time"
 
 
 def _severity(gain: float | None) -> str:
@@ -133,8 +137,9 @@ def diagnose_packets(run: PacketRun, measure_gain: bool = True) -> Diagnosis:
         gain = (before - fixed) / before if fixed is not None and before > 0 else None
         out.append(Finding(kind, component, _severity(gain), score, evidence, explanation, fix, before, fixed, direct))
     order = {"ecn-misconfig": 0, "pfc-storm": 1, "hol-blocking": 2, "ecmp-collision": 3, "oversubscription": 4}
-    out.sort(key=lambda f: order[f.kind])
+    # as in a step diagnosis, a finding whose measured fix gives back under a warning's share ranks after the
+    # others, so the top finding is the conclusion's main cause (report.conclusion names no negligible one)
+    out.sort(key=lambda f: (negligible(f, MEASURE), order[f.kind]))
     # labelled as a workload's diagnosis is: the variant's name, else "RoCEv2, ECMP"
     case = case_label(run.labels.get("name"), run.routing, run.transport)
-    return Diagnosis(case, _mean_fct(run), None, tuple(out), (),
-                     measure="mean flow completion time")
+    return Diagnosis(case, _mean_fct(run), None, tuple(out), (), measure=MEASURE)

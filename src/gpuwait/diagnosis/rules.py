@@ -514,10 +514,10 @@ def storage(obs: Observation, out: RuleOutput) -> None:
     if not _matters(obs, wait) and not shared:
         return
     util = obs.link_util
-    held = _reads_delay_s(obs, shared)
+    delay_s = _reads_delay_s(obs, shared)
     evidence: dict = {"data_wait_ms": round(wait * 1e3, 2)}
-    if held > 0:
-        evidence["reads_delay_collectives_ms"] = round(held * 1e3, 2)
+    if delay_s > 0:
+        evidence["reads_delay_collectives_ms"] = round(delay_s * 1e3, 2)
     where = ""
     if shared and util is not None:
         hot = max(shared, key=lambda link: util[link])
@@ -527,11 +527,12 @@ def storage(obs: Observation, out: RuleOutput) -> None:
     out.candidates.append(Candidate(
         "storage-contention", "all", 0.9, evidence,
         f"Dataset reads share the compute network with the job's collectives{where}; the GPUs wait {_ms(wait)} per "
-        f"step ({100 * wait / _step(obs):.1f} %) for data" + (
-            f", and the reads sharing those links delay the collectives {_ms(held)} per step." if saturated
-            else " while the storage servers themselves are not busy."),
+        f"step ({100 * wait / _step(obs):.1f} %) for data"
+        # the delay is part of the cost charged (lost_s) whether or not the servers are busy: always said
+        + (f", and the reads sharing those links delay the collectives {_ms(delay_s)} per step" if delay_s > 0 else "")
+        + ("." if saturated else " while the storage servers themselves are not busy."),
         "give storage its own network (or its own lossless class and bandwidth share), or cache the dataset locally",
-        lost_s=wait + held))
+        lost_s=wait + delay_s))
 
 
 def _reads_delay_s(obs: Observation, shared: list[int]) -> float:

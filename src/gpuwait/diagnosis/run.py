@@ -154,7 +154,8 @@ def diagnose_scenario(scenario: Scenario, faults: Sequence[FaultSpec] = (), *, s
         gain = ((step if reference is None else reference) - fixed) / step if fixed is not None and step > 0 else None
         # a fix not re-simulated: rated from its rule's estimate of the time the cause costs, as
         # from telemetry (exact readings), not from the whole run's excess times the rule's score,
-        # which rated a cause estimated at 0 ms a warning whenever anything else slowed the step
+        # which rated a cause estimated at 0 ms a warning whenever anything else slowed the step (a
+        # rule that gives no estimate is still rated by that product: _lost_share)
         severity = _severity(gain) if gain is not None else _observed_severity(cand, step, excess, 1.0, 0.0)
         findings.append(Finding(cand.kind, cand.component, severity, cand.score,
                                 cand.evidence, cand.explanation, cand.fix, step, fixed, cand.direct, reference))

@@ -6,6 +6,8 @@ Functions here turn a :class:`~gpuwait.engine.flow_run.FlowRun` into plain dicts
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from rich.console import JustifyMethod
 from rich.markup import escape
@@ -147,7 +149,8 @@ def packet_run_entry(run) -> dict:
 
 # ------------------------------------------------------------------------------------ rich tables
 def comparison_table(summaries: list[dict]) -> Table:
-    best = min(s["makespan_s"] for s in summaries)
+    # a packet run cut short by packet.max_time_s never completed (makespan inf): compared with none
+    best = min((s["makespan_s"] for s in summaries if math.isfinite(s["makespan_s"])), default=math.inf)
     table = Table(title="Completion by routing choice", title_justify="left")
     columns: tuple[tuple[str, JustifyMethod], ...] = (
         ("routing", "left"), ("completion", "right"), ("vs best", "right"), ("slowest flow", "right"),
@@ -155,9 +158,12 @@ def comparison_table(summaries: list[dict]) -> Table:
     for col, justify in columns:
         table.add_column(col, justify=justify)
     for s in summaries:
-        slow = s["makespan_s"] / best
-        style = "bold red" if slow > 1.05 else "green"
-        table.add_row(escape(s["label"]), format_time(s["makespan_s"]), f"[{style}]{slow:.2f}x[/]",
+        if not math.isfinite(s["makespan_s"]):
+            completion, versus = "not finished", "-"
+        else:
+            slow = s["makespan_s"] / best
+            completion, versus = format_time(s["makespan_s"]), f"[{'bold red' if slow > 1.05 else 'green'}]{slow:.2f}x[/]"
+        table.add_row(escape(s["label"]), completion, versus,
                       format_rate(s["min_flow_rate_Bps"]), format_rate(s["mean_flow_rate_Bps"]),
                       f"{s['uplinks_used']}/{s['uplinks']}", f"{s['uplink_imbalance']:.2f}")
     return table

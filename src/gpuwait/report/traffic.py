@@ -66,16 +66,21 @@ def traffic_conclusion(runs: Sequence) -> Conclusion:
             numbers |= {"best": case_name(runs[best]), "speedup": speedup}
             sentences.append(f"{case_name(runs[best])} completes the traffic in {format_time(ends[best])}, "
                              f"{speedup:.2f}x faster than {case_name(runs[0])} ({format_time(ends[0])}).")
+    elif not left[0]:  # the base alone completes: its time is the one to state
+        others = ", ".join(case_name(r) for r in runs[1:])
+        sentences.append(f"{case_name(runs[0])} completes the traffic in {format_time(ends[0])}; "
+                         f"{others} {'does' if len(runs) == 2 else 'do'} not.")
     for r, n in zip(runs, left):
         if n:
             limit = f" within its {format_time(r.params.max_time_s)} limit (packet.max_time_s)" if _is_packet(r) else ""
             sentences.append(f"{case_name(r)}: {n} of {len(r.flows)} flows did not finish{limit}.")
     if _is_packet(runs[0]):
-        p99 = {case_name(r): r.fct_percentiles_s()["p99"] for r in runs}
-        numbers["fct_p99_s"] = p99
+        p99_s = [r.fct_percentiles_s()["p99"] for r in runs]
+        numbers["fct_p99_s"] = dict(zip(map(case_name, runs), p99_s))
+        # run by run, not through the dict: two variants may share a name
         sentences.append("Flow completion time p99: " + ", ".join(
-            f"{k} {format_time(v)}" if not n else f"{k} unknown ({n} flows unfinished)"
-            for (k, v), n in zip(p99.items(), left)) + ".")
+            f"{case_name(r)} {format_time(v)}" if not n else f"{case_name(r)} unknown ({n} flows unfinished)"
+            for r, v, n in zip(runs, p99_s, left)) + ".")
     return Conclusion(tuple(sentences), numbers)
 
 

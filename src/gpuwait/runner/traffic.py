@@ -38,8 +38,9 @@ def refuse_unused_sections(scenario: Scenario) -> None:
 
 def check_scenario(scenario: Scenario) -> dict:
     """Everything `run` would refuse, without simulating: build the cluster, the flows (names,
-    dependencies) and route them for the base and every variant. Returns what was checked, with the
-    ``notes`` `run` would print about it (an ``nccl.version`` newer than gpuwait checked)."""
+    dependencies) and route them for the base and every variant. Returns what was checked, with its
+    ``notes`` (an ``nccl.version`` newer than gpuwait checked): `run` prints the same note per case of a
+    workload; a `jobs:` run prints none (its output is the golden digest), so there validate alone says it."""
     refuse_unused_sections(scenario)
     cluster = resolve_cluster(scenario.cluster)
     topo = build_cluster(cluster)
