@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from gpuwait.diagnosis.accuracy import fabric_link
-from gpuwait.diagnosis.rules import same_cable
+from gpuwait.diagnosis.rules import MATTERS, same_cable  # a fault costing MATTERS of the step must be found
 from gpuwait.diagnosis.run import SEVERITIES, Diagnosis, diagnose_observation, diagnose_scenario
 from gpuwait.diagnosis.telemetry import export_metrics, observe_telemetry
 from gpuwait.errors import SpecError
@@ -83,8 +83,6 @@ DEV_SEEDS = (frozenset(range(0, 400)) | frozenset(range(1_000_000, 1_000_240)) |
 #: fresh score of session 30 (kind 94.4 %, component 94.4 %, quiet 98 of 98), whose misses were read
 #: the default seed base of a reported run: past every seed looked at
 FRESH_BASE = 25_000_000
-#: a fault costing at least this share of the step must be found
-MATTERS = 0.01
 
 WORKLOADS = {
     "dp-8b": {"model": {"preset": "llama-8b", "seq_len": 4096},
