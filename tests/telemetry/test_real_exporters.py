@@ -221,3 +221,35 @@ def test_kineto_traces_of_every_rank_find_the_slow_one(tmp_path, roce_topo):
     assert obs.step_time_s == 0.1 and obs.per_gpu_s["straggler_wait"][0] == pytest.approx(0.018)
     top = diagnose_observation(obs).findings[0]
     assert (top.kind, top.component) == ("slow-gpu", roce_topo.node_name[roce_topo.gpu_node.ravel()[11]])
+
+
+def test_dcgm_exporter_readme_scrape_keeps_its_labels_and_blank():
+    """dcgm-exporter's own README scrape: a space after a label's comma, and a field DCGM could not read
+    printed as DCGM_INT64_NOT_SUPPORTED."""
+    m = parse_prometheus_text((REAL / "dcgm-exporter-readme.prom").read_text())
+    assert m.value_of("DCGM_FI_DEV_SM_CLOCK", gpu=0, UUID="GPU-604ac76c-d9cf-fef3-62e9-d92044ab6e52") == 139
+    assert m.value_of("DCGM_FI_DEV_MEM_CLOCK", gpu=0, pod="") == 405
+    assert m.value_of("DCGM_FI_DEV_MEMORY_TEMP", gpu=0) == float(0x7FFFFFFFFFFFFFF2)
+
+
+def test_dcgm_blank_readings_are_no_reading(capsys, tmp_path, x5):
+    """The README's blank on the fields the diagnosis reads (the sentinel as dcgm-exporter prints it; the
+    lines are built here). Before: GPU 1's utilization read as 9.2e16 % (clipped to 100 % busy) and its
+    throttle reasons as every bit set (thermal and power throttling)."""
+    blank_int64, blank_fp64 = "9223372036854775794", "140737488355330"  # DCGM_INT64/FP64_NOT_SUPPORTED
+    lines = []
+    for name, values in (("DCGM_FI_DEV_GPU_UTIL", ("61", blank_int64)),
+                         ("DCGM_FI_PROF_SM_ACTIVE", ("0.5", blank_fp64)),
+                         ("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", ("0", blank_int64)),
+                         ("DCGM_FI_DEV_PCIE_LINK_GEN", ("4", blank_int64))):
+        lines += [f'{name}{{gpu="{gpu}", UUID="GPU-{gpu}",Hostname="sl390lin101"}} {value}' for gpu, value in enumerate(values)]
+    (tmp_path / "dcgm.prom").write_text("\n".join(lines) + "\n")
+    real = map_series(load_telemetry_dir(tmp_path), x5)
+    s = x5.server_id("sl390lin101")
+    gpu0 = int(x5.gpu_node[s, 0])
+    assert real.gpu_busy == {gpu0: pytest.approx(0.5 / 0.9)} and real.gpu_busy_metric == "DCGM_FI_PROF_SM_ACTIVE"
+    assert real.gpu_throttle == {gpu0: 0} and set(real.gpu_pcie) == {gpu0}
+    assert len(real.blank) == 4 and all("sl390lin101.gpu1" in b for b in real.blank)
+    code, out, _ = run_cli(capsys, "diagnose", "--telemetry", str(tmp_path), "--cluster", X5, "--json")
+    listed = [m for m in json.loads(out)["missing"] if m.startswith("DCGM fields with no reading")]
+    assert code == 0 and len(listed) == 1 and "DCGM_FI_DEV_GPU_UTIL{sl390lin101.gpu1} 9.2233720368547758e+18" in listed[0]
