@@ -32,6 +32,18 @@ def test_real_perfquery_classic():
     assert next(iter(c)) == "PortSelect" and len(c) == 20
 
 
+def test_real_perfquery_of_a_switch_port_that_went_down():
+    c = parse_perfquery((DATA / "perfquery-extended-lid2052.txt").read_text())
+    assert (c["LinkDownedCounter"], c["PortXmitDiscards"], c["PortXmitWait"]) == (1, 20046, 41864608)
+    assert pma_data_bytes(c["PortXmitData"]) == 4 * 178791657177235 and len(c) == 25
+
+
+def test_real_perfquery_error_details():
+    """`perfquery -E`: its own header and counter names, read as the other dumps are."""
+    c = parse_perfquery((DATA / "perfquery-rcv-error-details.txt").read_text())
+    assert c["PortSelect"] == 2 and c["PortLocalPhysicalErrors"] == 0 and len(c) == 8
+
+
 def test_ethtool_dump():
     # constructed from the kernel's mlx5 counters.rst names (no real dump was found)
     c = parse_ethtool_stats((DATA / "ethtool-mlx5-constructed.txt").read_text())

@@ -253,3 +253,15 @@ def test_dcgm_blank_readings_are_no_reading(capsys, tmp_path, x5):
     code, out, _ = run_cli(capsys, "diagnose", "--telemetry", str(tmp_path), "--cluster", X5, "--json")
     listed = [m for m in json.loads(out)["missing"] if m.startswith("DCGM fields with no reading")]
     assert code == 0 and len(listed) == 1 and "DCGM_FI_DEV_GPU_UTIL{sl390lin101.gpu1} 9.2233720368547758e+18" in listed[0]
+
+
+@pytest.mark.parametrize("name, lid_port", [("perfquery-rcv-error-details.txt", "LID 1719 port 2"),
+                                            ("perfquery-extended-lid2052.txt", "LID 2052 port 1"),
+                                            ("perfquery-classic.txt", "LID 7 port 1")])
+def test_perfquery_dumps_name_their_switch_port(tmp_path, x5, name, lid_port):
+    """Every perfquery header (`# Port counters`, `# Port extended counters`, `-E`'s `# PortRcvErrorDetails
+    counters`) names LID and port; X5 has none of these LIDs, so each is listed by them. Before: the -E dump
+    was "an unnamed port"."""
+    shutil.copy(Path(__file__).parent / "data" / name, tmp_path)
+    real = map_series(load_telemetry_dir(tmp_path), x5)
+    assert real.unmatched == [f"{name}: perfquery of {lid_port} names no switch port of the cluster"]

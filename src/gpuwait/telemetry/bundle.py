@@ -45,7 +45,7 @@ _EXPECTED = ("Prometheus text or OpenMetrics (*.prom or # HELP/# TYPE lines), Pr
              "metrics Parquet (*.parquet), PyTorch profiler traces (traceEvents JSON), nccl-tests stdout, "
              "NCCL_DEBUG=INFO logs, `ethtool -S` dumps or `perfquery` output")
 _PROM_SAMPLE = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*(\{.*\})?\s+[-+]?(\d|\.\d|nan|inf)\S*(\s+-?\d+)?\s*$", re.IGNORECASE)
-_PERFQUERY = re.compile(r"^#\s*Port (?:extended )?counters:|^[A-Za-z][A-Za-z0-9_]*:\.{3,}\S", re.IGNORECASE | re.MULTILINE)
+_PERFQUERY = re.compile(r"^#\s*Port\w*(?: extended)? counters:|^[A-Za-z][A-Za-z0-9_]*:\.{3,}\S", re.IGNORECASE | re.MULTILINE)
 _ETHTOOL_LINE = re.compile(r"^\s+[A-Za-z0-9_\[\]\.\-]+:\s+-?\d+\s*$")
 # the host starts after a separator: linear on long lines (see nccl_debug._LINE)
 _NCCL_LINE = re.compile(r"(?<![^\s:\[\]>])[^\s:\[\]]+:\d+:\d+ \[\d+\] (?:\S+:\d+ )?NCCL (?:INFO|WARN) ")

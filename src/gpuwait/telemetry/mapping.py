@@ -47,7 +47,7 @@ from gpuwait.errors import SpecError, UnknownNameError
 from gpuwait.telemetry.bundle import TelemetryBundle
 from gpuwait.telemetry.metrics import SM_ACTIVE_PER_BUSY
 from gpuwait.telemetry.metricset import MetricSet
-from gpuwait.telemetry.nic_counters import PMA_WORD_BYTES
+from gpuwait.telemetry.nic_counters import PERFQUERY_HEADER, PMA_WORD_BYTES
 from gpuwait.topology.model import Topology
 
 #: 8b/10b line coding (SDR, DDR, QDR) and 64b/66b (FDR): data bits per signalled bit (IBTA Vol. 2, Physical Layer).
@@ -94,7 +94,6 @@ _CNP_SENT = ("np_cnp_sent", "node_infiniband_np_cnp_sent_total")
 _CNP_HANDLED = ("rp_cnp_handled", "node_infiniband_rp_cnp_handled_total")
 _HOST_LABELS = ("Hostname", "hostname", "host", "instance", "nodename")
 _DEVICE_NUMBER = re.compile(r"^(?:mlx\d+_|eth|ib|hca|bnxt_re|irdma)(\d+)$")
-_PERFQUERY_HEADER = re.compile(r"#\s*Port (?:extended )?counters:\s*Lid (\d+) port (\d+)", re.IGNORECASE)
 _THROTTLE = ("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "DCGM_FI_DEV_CLOCKS_EVENT_REASONS")
 #: DCGM writes a blank where a field has no reading (not found, not supported, not permitted): from
 #: DCGM_INT32_BLANK 0x7ffffff0, DCGM_INT64_BLANK 0x7ffffffffffffff0 or DCGM_FP64_BLANK 2**47 up (DCGM
@@ -372,7 +371,7 @@ def _gpu_node(topo: Topology, labels: dict[str, str], file_host: int | None) -> 
 def _perfquery(out: MappedSeries, topo: Topology, bundle: TelemetryBundle) -> None:
     for rel, counters in bundle.perfquery.items():
         text = (bundle.root / rel).read_text(encoding="utf-8", errors="replace")
-        m = _PERFQUERY_HEADER.search(text)
+        m = PERFQUERY_HEADER.search(text)
         link = None
         if m is not None:
             lid, port = m.groups()

@@ -27,6 +27,9 @@ PMA_WORD_BYTES = 4
 _ETHTOOL_HEADER = re.compile(r"^\s*NIC statistics:\s*$")
 _ETHTOOL_LINE = re.compile(r"^\s+(?P<name>[A-Za-z0-9_\[\]\.\-]+):\s+(?P<value>-?\d+)\s*$")
 _PERFQUERY_LINE = re.compile(r"^(?P<name>[A-Za-z][A-Za-z0-9_]*):\.*\s*(?P<value>\S+)\s*$")
+#: the header of every perfquery(8) block: ``# Port counters``, ``# Port extended counters`` (-x) and the named
+#: attribute blocks, ``# PortRcvErrorDetails counters`` (-E), ``# PortXmitDiscardDetails counters`` (-D) ...
+PERFQUERY_HEADER = re.compile(r"#\s*Port\w*(?: extended)? counters:\s*Lid (\d+) port (\d+)", re.IGNORECASE)
 
 
 def pma_data_bytes(words: int) -> int:
