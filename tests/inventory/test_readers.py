@@ -199,3 +199,16 @@ def test_sharp_aggregation_nodes_are_no_hosts(tmp_path):
                     '[1](b8599f0300fc6dec) "S-b8599f0300fc6de4"[41] # lid 14 lmc 0 "MF0;ib-leaf-01:MQM8700/U1" lid 13 4xHDR\n')
     found = read_ibnetdiscover(str(topo))
     assert set(found.hosts) == {"gpu01"} and [c.b.port for c in found.cables] == [1]
+
+
+def test_a_switch_management_port_is_not_a_fabric_cable(tmp_path):
+    """A real SONiC leaf's LLDP file: its eth0 (the management port; front-panel ports are EthernetN) faces a
+    management switch. Before: that switch became a tier-2 'spine' of the fabric, cabled to the leaf's eth0.
+    The host file facing the leaf is built here."""
+    host = tmp_path / "gpu-b01.json"
+    host.write_text('{"lldp": {"interface": {"ens1f0np0": {"chassis": {"SONIC-Leaf301": {"capability": '
+                    '{"type": "Bridge", "enabled": true}}}, "port": {"id": {"type": "ifname", "value": "Ethernet0"}}}}}}')
+    found = read_lldp([str(host), str(DATA / "lldp-sonic" / "SONIC-Leaf301.json")])
+    assert set(found.switches) == {"SONIC-Leaf301"}
+    assert [(c.a.host, c.a.nic, c.b.switch, c.b.port) for c in found.cables] == [("gpu-b01", "ens1f0np0", "SONIC-Leaf301", "Ethernet0")]
+    assert any("management" in note and "SONIC-Leaf301 eth0" in note for note in found.notes)
