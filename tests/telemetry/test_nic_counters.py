@@ -58,6 +58,11 @@ def test_real_per_queue_ethtool_lines(name, port, queue):
     assert "rx_bytes" not in c  # a queue's bytes are not the port's
 
 
+def test_real_mlx5_dump_of_2018():  # isc-projects/ethq#8
+    c = parse_ethtool_stats((DATA / "ethtool-mlx5-ethq-2018.txt").read_text())
+    assert (c["rx_bytes"], c["tx_bytes"], c["rx_csum_none"]) == (2195783498134, 2655285206479, 49455) and len(c) == 23
+
+
 def test_ethtool_dump():
     # constructed from the kernel's mlx5 counters.rst names (no real dump was found)
     c = parse_ethtool_stats((DATA / "ethtool-mlx5-constructed.txt").read_text())
