@@ -141,6 +141,20 @@ def test_kineto_trace_of_a_real_step():
     assert t.step_time_s == 0.413451 and t.compute_s == 45e-6 and t.comm_s == 0
 
 
+def test_the_gpu_side_copy_of_a_step_is_not_a_step():
+    """PyTorch also writes each ProfilerStep#N on the GPU timeline (cat gpu_user_annotation), which may cover only
+    the step's first kernel (pytorch/kineto#1022). The real trace with such a copy (the event built here, on its
+    GPU stream over its one kernel). Before: two steps 552, and a step time of 0.2 s instead of 0.41 s."""
+    doc = json.loads((REAL / "kineto-hta-backward-thread.json").read_text())
+    doc["traceEvents"].append({"ph": "X", "cat": "gpu_user_annotation", "name": "ProfilerStep#552", "pid": 0, "tid": 7,
+                               "ts": 1666149715428509, "dur": 45})
+    t = parse_kineto_trace(json.dumps(doc))
+    assert [s.number for s in t.steps] == [552] and t.step_time_s == 0.413451 and t.compute_s == 45e-6
+    # a trace with the GPU side only still has its steps
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if e["cat"] != "user_annotation"]
+    assert [s.dur_us for s in parse_kineto_trace(json.dumps(doc)).steps] == [45]
+
+
 def test_bundle_reads_json_kinds_and_gzip(tmp_path):
     import gzip
 
