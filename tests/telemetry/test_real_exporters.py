@@ -279,3 +279,16 @@ def test_perfquery_dumps_name_their_switch_port(tmp_path, x5, name, lid_port):
     shutil.copy(Path(__file__).parent / "data" / name, tmp_path)
     real = map_series(load_telemetry_dir(tmp_path), x5)
     assert real.unmatched == [f"{name}: perfquery of {lid_port} names no switch port of the cluster"]
+
+
+def test_node_exporter_roce_hw_counters_land_on_the_port(tmp_path, x5):
+    """node_exporter's names for the RoCE hw_counters (np_cnp_packets_sent_total, np_ecn_marked_roce_packets_received_total,
+    rp_cnp_packets_handled_total, out_of_sequence_packets_received_total). Before: gpuwait looked for other names
+    (node_infiniband_np_cnp_sent_total ...) and the ECN marks and CNPs of a node_exporter scrape were never read."""
+    (tmp_path / "sl390lin101").mkdir()
+    shutil.copy(REAL / "node-exporter-infiniband-hw-counters.prom", tmp_path / "sl390lin101" / "node.prom")
+    real = map_series(load_telemetry_dir(tmp_path), x5)
+    up = x5.link_id("sl390lin101.hca->hoibp0013")
+    down = x5.link_id("hoibp0013->sl390lin101.hca")
+    assert real.counters["ecn_marked"] == {down: 41000} and real.counters["cnp_sent"] == {down: 5200}
+    assert real.counters["cnp_handled"] == {up: 3100} and real.counters["out_of_sequence"] == {down: 17}

@@ -77,7 +77,10 @@ _RX_ERRORS = ("SymbolErrorCounter", "PortRcvErrors", "node_infiniband_port_error
               "node_ethtool_received_crc_errors_phy")
 _LINK_DOWNED = ("LinkDownedCounter", "node_infiniband_link_downed_total", "link_down_events_phy",
                 "node_ethtool_link_down_events_phy")
-_OUT_OF_SEQUENCE = ("out_of_sequence", "node_infiniband_out_of_sequence_total")
+#: node_exporter's names for the RDMA hw_counters are its collector/infiniband_linux.go's (since 2025-11,
+#: prometheus/node_exporter#2827); the shorter ones are kept for exports that renamed them
+_OUT_OF_SEQUENCE = ("out_of_sequence", "node_infiniband_out_of_sequence_packets_received_total",
+                    "node_infiniband_out_of_sequence_total")
 _XMIT_WAIT = ("PortXmitWait", "node_infiniband_port_transmit_wait_total")
 #: PFC pause frames and the time they held the port (mlx5 ``rx_prio<p>_pause``, ``tx_prio<p>_pause`` and their
 #: ``_duration``, in microseconds; Linux Documentation/networking/device_drivers/ethernet/mellanox/mlx5/counters.rst),
@@ -86,12 +89,13 @@ _PAUSE = re.compile(r"^(?:node_ethtool_)?(?P<side>rx|tx|received|transmitted)_pr
 #: the port kept pausing its peer long enough for the NIC's PFC storm prevention to warn or give up (counters.rst)
 _PAUSE_STORM = re.compile(r"^(?:node_ethtool_)?(?:tx|transmitted)_pause_storm_(?:warning|error)_events$")
 PAUSE_DURATION_UNIT_S = 1e-6
-_ECN = ("np_ecn_marked_roce_packets", "node_infiniband_np_ecn_marked_roce_packets_total")
+_ECN = ("np_ecn_marked_roce_packets", "node_infiniband_np_ecn_marked_roce_packets_received_total",
+        "node_infiniband_np_ecn_marked_roce_packets_total")
 #: DCQCN's congestion notifications: sent by the receiving NIC (notification point) for ECN-marked packets,
 #: handled by the sending NIC (reaction point), which cuts its rate (mlx5 RDMA hw_counters, NVIDIA
 #: "Understanding mlx5 Linux Counters and Status Parameters")
-_CNP_SENT = ("np_cnp_sent", "node_infiniband_np_cnp_sent_total")
-_CNP_HANDLED = ("rp_cnp_handled", "node_infiniband_rp_cnp_handled_total")
+_CNP_SENT = ("np_cnp_sent", "node_infiniband_np_cnp_packets_sent_total", "node_infiniband_np_cnp_sent_total")
+_CNP_HANDLED = ("rp_cnp_handled", "node_infiniband_rp_cnp_packets_handled_total", "node_infiniband_rp_cnp_handled_total")
 _HOST_LABELS = ("Hostname", "hostname", "host", "instance", "nodename")
 _DEVICE_NUMBER = re.compile(r"^(?:mlx\d+_|eth|ib|hca|bnxt_re|irdma)(\d+)$")
 _THROTTLE = ("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "DCGM_FI_DEV_CLOCKS_EVENT_REASONS")
