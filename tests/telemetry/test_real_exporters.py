@@ -135,6 +135,15 @@ def test_nccl_rings_trees_and_nics():
     assert sends == [(3, 2, 2), (0, 2, 5), (3, 0, 0)]
 
 
+def test_nccl_2_4_trees_parent_first():
+    """NCCL 2.4 printed a tree node parent first, 'Trees [0] 22->23->-1/-1/-1' (up->rank->children,
+    src/init.cc of that release). Before: no tree read from such a log."""
+    g = parse_nccl_graph((Path(__file__).parent / "data" / "nccl-debug-2.4-old-trees.log").read_text())
+    assert g.trees == {(23, 0): (22, ()), (27, 0): (26, ())} and g.hosts == {23: "ip-172-31-5-237", 27: "ip-172-31-5-41"}
+    g = parse_nccl_graph("h:1:2 [0] NCCL INFO Trees [0] 1->2->3/4/-1|5->2->-1/-1/-1 [1] -1->2->3/-1/-1|-1->2->-1/-1/-1")
+    assert g.trees == {(2, 0): (1, (3, 4)), (2, 1): (-1, (3,))}  # 2.5's up|down trees: the up tree
+
+
 def test_kineto_trace_of_a_real_step():
     t = parse_kineto_trace((REAL / "kineto-hta-backward-thread.json").read_text())
     assert t.rank == 0 and [s.number for s in t.steps] == [552]
