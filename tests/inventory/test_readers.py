@@ -169,3 +169,46 @@ def test_nccl_topo_net_without_a_name_is_named_by_its_place(tmp_path):
     path.write_text((DATA / "nccl-topo-h200" / "fs-207.xml").read_text().replace('<net name="mlx5_1" ', "<net "))
     fields, nics = read_nccl_topo(str(path))
     assert nics == ["mlx5_0", "nic1", "mlx5_2"] and fields["nics"] == 3
+
+
+def test_ibnetdiscover_ports_report():
+    """`ibnetdiscover -p` (what infiniband_exporter reads): one line per port, both ends and their LIDs.
+    Before: refused at its first line as not a node header."""
+    found = read_ibnetdiscover(str(DATA / "infiniband-exporter-edr.ports"))
+    assert set(found.hosts) == {"o0001", "o0002", "p0001"} and found.hosts["o0001"].keys() == {"HCA-1"}
+    assert set(found.switches) == {"ib-i1l1s01", "ib-i1l2s01", "ib-i4l1s01"}  # unconnected ports add no switch
+    assert found.lid["ib-i1l1s01"] == 1719 and found.lid["ib-i4l1s01"] == 2052 and found.lid["ib-i1l2s01"] == 1516
+    assert found.guid["ib-i1l1s01"] == "0x7cfe9003009ce5b0"
+    cables = {(c.a.host or c.a.switch, c.a.port, c.b.host or c.b.switch, c.b.port, c.rate_bps) for c in found.cables}
+    assert cables == {("o0001", 1, "ib-i1l1s01", 10, 100e9), ("o0002", 1, "ib-i1l1s01", 11, 100e9),
+                      ("p0001", 1, "ib-i4l1s01", 35, 100e9), ("ib-i1l1s01", 1, "ib-i1l2s01", 1, 100e9)}
+
+
+def test_sharp_aggregation_nodes_are_no_hosts(tmp_path):
+    """A Quantum switch's SHARP Aggregation Node is a CA of the fabric, not a server. Before (both formats):
+    a host 'H-<guid>' with one HCA."""
+    found = read_ibnetdiscover(str(DATA / "infiniband-exporter-hdr-sharp.ports"))
+    assert set(found.hosts) == {"worker20"} and found.hosts["worker20"].keys() == {"mlx5_3"}
+    assert [(c.a.host, c.b.switch, c.b.port, c.rate_bps) for c in found.cables] == [("worker20", "5FB0405-leaf-IB01", 79, 200e9)]
+    # the same node in the topology format (lines built here in ibnetdiscover's form): left out too
+    topo = tmp_path / "sharp.topo"
+    topo.write_text('Switch 41 "S-b8599f0300fc6de4" # "MF0;ib-leaf-01:MQM8700/U1" enhanced port 0 lid 13 lmc 0\n'
+                    '[1] "H-0c42a10300aa0001"[1](c42a10300aa0001) # "gpu01 mlx5_0" lid 9 4xHDR\n'
+                    '[41] "H-b8599f0300fc6dec"[1](b8599f0300fc6dec) # "Mellanox Technologies Aggregation Node" lid 14 4xHDR\n\n'
+                    'Ca 1 "H-b8599f0300fc6dec" # "Mellanox Technologies Aggregation Node"\n'
+                    '[1](b8599f0300fc6dec) "S-b8599f0300fc6de4"[41] # lid 14 lmc 0 "MF0;ib-leaf-01:MQM8700/U1" lid 13 4xHDR\n')
+    found = read_ibnetdiscover(str(topo))
+    assert set(found.hosts) == {"gpu01"} and [c.b.port for c in found.cables] == [1]
+
+
+def test_a_switch_management_port_is_not_a_fabric_cable(tmp_path):
+    """A real SONiC leaf's LLDP file: its eth0 (the management port; front-panel ports are EthernetN) faces a
+    management switch. Before: that switch became a tier-2 'spine' of the fabric, cabled to the leaf's eth0.
+    The host file facing the leaf is built here."""
+    host = tmp_path / "gpu-b01.json"
+    host.write_text('{"lldp": {"interface": {"ens1f0np0": {"chassis": {"SONIC-Leaf301": {"capability": '
+                    '{"type": "Bridge", "enabled": true}}}, "port": {"id": {"type": "ifname", "value": "Ethernet0"}}}}}}')
+    found = read_lldp([str(host), str(DATA / "lldp-sonic" / "SONIC-Leaf301.json")])
+    assert set(found.switches) == {"SONIC-Leaf301"}
+    assert [(c.a.host, c.a.nic, c.b.switch, c.b.port) for c in found.cables] == [("gpu-b01", "ens1f0np0", "SONIC-Leaf301", "Ethernet0")]
+    assert any("management" in note and "SONIC-Leaf301 eth0" in note for note in found.notes)

@@ -73,6 +73,14 @@ def test_roce_hcas_network_and_gdr():
     assert info.gdr_status == (GdrStatus("IB", 0, True, hca_name="mlx5_0"),)
 
 
+def test_sharp_plugin_device_listing():  # NVIDIA/nccl#1357: "[0]mlx5_0:1/IB/SHARP", network IBext
+    info = _read("nccl-debug-sharp-plugin.log")
+    assert [(d.name, d.port, d.link_layer) for d in info.net_devices] == [
+        ("mlx5_0", 1, "IB"), ("mlx5_1", 1, "IB"), ("mlx5_4", 1, "IB"), ("mlx5_5", 1, "IB")]
+    assert info.network == "IBext" and info.relaxed_ordering and info.hosts == ("qh100-gpu19", "qh100-gpu20")
+    assert not info.socket_fallback
+
+
 def test_socket_and_shm():  # NVIDIA/nccl-tests#166
     info = _read("nccl-debug-socket-shm.log")
     sock, shm = info.connections

@@ -32,6 +32,37 @@ def test_real_perfquery_classic():
     assert next(iter(c)) == "PortSelect" and len(c) == 20
 
 
+def test_real_perfquery_of_a_switch_port_that_went_down():
+    c = parse_perfquery((DATA / "perfquery-extended-lid2052.txt").read_text())
+    assert (c["LinkDownedCounter"], c["PortXmitDiscards"], c["PortXmitWait"]) == (1, 20046, 41864608)
+    assert pma_data_bytes(c["PortXmitData"]) == 4 * 178791657177235 and len(c) == 25
+
+
+def test_real_perfquery_error_details():
+    """`perfquery -E`: its own header and counter names, read as the other dumps are."""
+    c = parse_perfquery((DATA / "perfquery-rcv-error-details.txt").read_text())
+    assert c["PortSelect"] == 2 and c["PortLocalPhysicalErrors"] == 0 and len(c) == 8
+
+
+@pytest.mark.parametrize("name, port, queue", [
+    ("ethtool-bnx2x-per-queue.txt", {}, {"[0]: rx_bytes": 209487403324, "[1]: tx_bcast_packets": 8249}),
+    ("ethtool-be2net-rxq.txt", {"roce_drops_crc": 0}, {"rxq0: rx_bytes": 176801887745990, "rxq0: rx_drops_no_frags": 3885606854}),
+])
+def test_real_per_queue_ethtool_lines(name, port, queue):
+    """Drivers that print per-queue counters as '[0]: rx_bytes: N' (bnx2x, bnxt_en) or 'rxq0: rx_bytes: N'
+    (be2net): kept under the name as printed, prefix and all, apart from the port's own counters. Before: every
+    such line was unreadable (the bnx2x dump an error, no counter read; be2net's a warning per file)."""
+    skipped: list[str] = []
+    c = parse_ethtool_stats((DATA / name).read_text(), source=name, skipped=skipped)
+    assert skipped == [] and all(c[k] == v for k, v in {**port, **queue}.items())
+    assert "rx_bytes" not in c  # a queue's bytes are not the port's
+
+
+def test_real_mlx5_dump_of_2018():  # isc-projects/ethq#8
+    c = parse_ethtool_stats((DATA / "ethtool-mlx5-ethq-2018.txt").read_text())
+    assert (c["rx_bytes"], c["tx_bytes"], c["rx_csum_none"]) == (2195783498134, 2655285206479, 49455) and len(c) == 23
+
+
 def test_ethtool_dump():
     # constructed from the kernel's mlx5 counters.rst names (no real dump was found)
     c = parse_ethtool_stats((DATA / "ethtool-mlx5-constructed.txt").read_text())

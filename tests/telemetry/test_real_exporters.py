@@ -135,10 +135,33 @@ def test_nccl_rings_trees_and_nics():
     assert sends == [(3, 2, 2), (0, 2, 5), (3, 0, 0)]
 
 
+def test_nccl_2_4_trees_parent_first():
+    """NCCL 2.4 printed a tree node parent first, 'Trees [0] 22->23->-1/-1/-1' (up->rank->children,
+    src/init.cc of that release). Before: no tree read from such a log."""
+    g = parse_nccl_graph((Path(__file__).parent / "data" / "nccl-debug-2.4-old-trees.log").read_text())
+    assert g.trees == {(23, 0): (22, ()), (27, 0): (26, ())} and g.hosts == {23: "ip-172-31-5-237", 27: "ip-172-31-5-41"}
+    g = parse_nccl_graph("h:1:2 [0] NCCL INFO Trees [0] 1->2->3/4/-1|5->2->-1/-1/-1 [1] -1->2->3/-1/-1|-1->2->-1/-1/-1")
+    assert g.trees == {(2, 0): (1, (3, 4)), (2, 1): (-1, (3,))}  # 2.5's up|down trees: the up tree
+
+
 def test_kineto_trace_of_a_real_step():
     t = parse_kineto_trace((REAL / "kineto-hta-backward-thread.json").read_text())
     assert t.rank == 0 and [s.number for s in t.steps] == [552]
     assert t.step_time_s == 0.413451 and t.compute_s == 45e-6 and t.comm_s == 0
+
+
+def test_the_gpu_side_copy_of_a_step_is_not_a_step():
+    """PyTorch also writes each ProfilerStep#N on the GPU timeline (cat gpu_user_annotation), which may cover only
+    the step's first kernel (pytorch/kineto#1022). The real trace with such a copy (the event built here, on its
+    GPU stream over its one kernel). Before: two steps 552, and a step time of 0.2 s instead of 0.41 s."""
+    doc = json.loads((REAL / "kineto-hta-backward-thread.json").read_text())
+    doc["traceEvents"].append({"ph": "X", "cat": "gpu_user_annotation", "name": "ProfilerStep#552", "pid": 0, "tid": 7,
+                               "ts": 1666149715428509, "dur": 45})
+    t = parse_kineto_trace(json.dumps(doc))
+    assert [s.number for s in t.steps] == [552] and t.step_time_s == 0.413451 and t.compute_s == 45e-6
+    # a trace with the GPU side only still has its steps
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if e["cat"] != "user_annotation"]
+    assert [s.dur_us for s in parse_kineto_trace(json.dumps(doc)).steps] == [45]
 
 
 def test_bundle_reads_json_kinds_and_gzip(tmp_path):
@@ -221,3 +244,60 @@ def test_kineto_traces_of_every_rank_find_the_slow_one(tmp_path, roce_topo):
     assert obs.step_time_s == 0.1 and obs.per_gpu_s["straggler_wait"][0] == pytest.approx(0.018)
     top = diagnose_observation(obs).findings[0]
     assert (top.kind, top.component) == ("slow-gpu", roce_topo.node_name[roce_topo.gpu_node.ravel()[11]])
+
+
+def test_dcgm_exporter_readme_scrape_keeps_its_labels_and_blank():
+    """dcgm-exporter's own README scrape: a space after a label's comma, and a field DCGM could not read
+    printed as DCGM_INT64_NOT_SUPPORTED."""
+    m = parse_prometheus_text((REAL / "dcgm-exporter-readme.prom").read_text())
+    assert m.value_of("DCGM_FI_DEV_SM_CLOCK", gpu=0, UUID="GPU-604ac76c-d9cf-fef3-62e9-d92044ab6e52") == 139
+    assert m.value_of("DCGM_FI_DEV_MEM_CLOCK", gpu=0, pod="") == 405
+    assert m.value_of("DCGM_FI_DEV_MEMORY_TEMP", gpu=0) == float(0x7FFFFFFFFFFFFFF2)
+
+
+def test_dcgm_blank_readings_are_no_reading(capsys, tmp_path, x5):
+    """The README's blank on the fields the diagnosis reads (the sentinel as dcgm-exporter prints it; the
+    lines are built here). Before: GPU 1's utilization read as 9.2e16 % (clipped to 100 % busy) and its
+    throttle reasons as every bit set (thermal and power throttling)."""
+    blank_int64, blank_fp64 = "9223372036854775794", "140737488355330"  # DCGM_INT64/FP64_NOT_SUPPORTED
+    lines = []
+    for name, values in (("DCGM_FI_DEV_GPU_UTIL", ("61", blank_int64)),
+                         ("DCGM_FI_PROF_SM_ACTIVE", ("0.5", blank_fp64)),
+                         ("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", ("0", blank_int64)),
+                         ("DCGM_FI_DEV_PCIE_LINK_GEN", ("4", blank_int64))):
+        lines += [f'{name}{{gpu="{gpu}", UUID="GPU-{gpu}",Hostname="sl390lin101"}} {value}' for gpu, value in enumerate(values)]
+    (tmp_path / "dcgm.prom").write_text("\n".join(lines) + "\n")
+    real = map_series(load_telemetry_dir(tmp_path), x5)
+    s = x5.server_id("sl390lin101")
+    gpu0 = int(x5.gpu_node[s, 0])
+    assert real.gpu_busy == {gpu0: pytest.approx(0.5 / 0.9)} and real.gpu_busy_metric == "DCGM_FI_PROF_SM_ACTIVE"
+    assert real.gpu_throttle == {gpu0: 0} and set(real.gpu_pcie) == {gpu0}
+    assert len(real.blank) == 4 and all("sl390lin101.gpu1" in b for b in real.blank)
+    code, out, _ = run_cli(capsys, "diagnose", "--telemetry", str(tmp_path), "--cluster", X5, "--json")
+    listed = [m for m in json.loads(out)["missing"] if m.startswith("DCGM fields with no reading")]
+    assert code == 0 and len(listed) == 1 and "DCGM_FI_DEV_GPU_UTIL{sl390lin101.gpu1} 9.2233720368547758e+18" in listed[0]
+
+
+@pytest.mark.parametrize("name, lid_port", [("perfquery-rcv-error-details.txt", "LID 1719 port 2"),
+                                            ("perfquery-extended-lid2052.txt", "LID 2052 port 1"),
+                                            ("perfquery-classic.txt", "LID 7 port 1")])
+def test_perfquery_dumps_name_their_switch_port(tmp_path, x5, name, lid_port):
+    """Every perfquery header (`# Port counters`, `# Port extended counters`, `-E`'s `# PortRcvErrorDetails
+    counters`) names LID and port; X5 has none of these LIDs, so each is listed by them. Before: the -E dump
+    was "an unnamed port"."""
+    shutil.copy(Path(__file__).parent / "data" / name, tmp_path)
+    real = map_series(load_telemetry_dir(tmp_path), x5)
+    assert real.unmatched == [f"{name}: perfquery of {lid_port} names no switch port of the cluster"]
+
+
+def test_node_exporter_roce_hw_counters_land_on_the_port(tmp_path, x5):
+    """node_exporter's names for the RoCE hw_counters (np_cnp_packets_sent_total, np_ecn_marked_roce_packets_received_total,
+    rp_cnp_packets_handled_total, out_of_sequence_packets_received_total). Before: gpuwait looked for other names
+    (node_infiniband_np_cnp_sent_total ...) and the ECN marks and CNPs of a node_exporter scrape were never read."""
+    (tmp_path / "sl390lin101").mkdir()
+    shutil.copy(REAL / "node-exporter-infiniband-hw-counters.prom", tmp_path / "sl390lin101" / "node.prom")
+    real = map_series(load_telemetry_dir(tmp_path), x5)
+    up = x5.link_id("sl390lin101.hca->hoibp0013")
+    down = x5.link_id("hoibp0013->sl390lin101.hca")
+    assert real.counters["ecn_marked"] == {down: 41000} and real.counters["cnp_sent"] == {down: 5200}
+    assert real.counters["cnp_handled"] == {up: 3100} and real.counters["out_of_sequence"] == {down: 17}

@@ -195,6 +195,7 @@ def observe_telemetry(bundle: TelemetryBundle, topo: Topology) -> Observation:
     # have (named, never guessed): the first few of each
     missing += _left_out("unreadable rows skipped", bundle.skipped)
     missing += _left_out("series naming nothing in the cluster, left out", real.unmatched)
+    missing += _left_out("DCGM fields with no reading (DCGM's blank value), left out", real.blank)
     # the job reads its dataset when the storage servers' ports send (their transmit counters)
     reads = link_bytes is not None and bool(link_bytes[np.isin(topo.link_src, topo.storage_server_node)].sum() > 0)
     return Observation(topo=topo, step_time_s=step, baseline_step_time_s=ideal, gpu_names=gpu_names, per_gpu_s=per_gpu, link_util=util,

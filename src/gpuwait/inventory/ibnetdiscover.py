@@ -4,6 +4,14 @@ The format (ibnetdiscover(8)): a node header ``Switch 36 "S-<guid>"  # "<node de
 or ``Ca 1 "H-<guid>"  # "<description>"``, then one line per connected port,
 ``[<port>](<port guid>)  "<peer id>"[<peer port>](<peer port guid>)  # "<peer description>" lid <n> <width><speed>``.
 Every cable appears twice (once from each end); :class:`~gpuwait.inventory.fabric.Collected` keeps it once.
+``ibnetdiscover -p`` (the ports report that infiniband_exporter reads) is read too: one line per port,
+``CA 134 1 0x7cfe9003003b4bde 4x EDR - SW 1719 10 0x7cfe9003009ce5b0 ( 'o0001 HCA-1' - 'ib-i1l1s01' )``
+(type, LID, port, GUID, width, speed, then the peer's, then both node descriptions); a port with no peer
+ends after its speed and description and is skipped. Its GUIDs are port GUIDs: a node-name map of
+HCAs' node GUIDs may not match them (switches' port and node GUIDs are one).
+
+A switch's SHARP Aggregation Node (a CA inside a Quantum switch, described ``"Mellanox Technologies
+Aggregation Node"``) is no server: it and its cable are left out, like routers.
 
 Names. An HCA's node description is ``"<hostname> <device>"`` (``"node01 mlx5_0"``, set by the driver
 from the host name); one without a host name (``"MT25408 ConnectX Mellanox Technologies"``, old firmware)
@@ -36,6 +44,11 @@ _NODE = re.compile(r'^(Switch|Ca|Rt)\s+(\d+)\s+"([SHR]-[0-9a-fA-F]+)"\s*(?:#\s*"
 _PORT = re.compile(r'^\[(\d+)\](?:\(([0-9a-fA-F]+)\))?\s+"([SHR]-[0-9a-fA-F]+)"\[(\d+)\](?:\(([0-9a-fA-F]+)\))?\s*(?:#(.*))?$')
 _RATE = re.compile(r"\b(\d+)x(SDR|DDR|QDR|FDR10|FDR|EDR|HDR|NDR|XDR)\b")
 _LID = re.compile(r"\blid\s+(\d+)")
+_PORTS_LINE = re.compile(r"^(CA|SW|RT)\s+(\d+)\s+(\d+)\s+0x([0-9a-fA-F]+)\s+(\d+)x\s*(\S+)\s*"
+                         r"(?:-\s*(CA|SW|RT)\s+(\d+)\s+(\d+)\s+0x([0-9a-fA-F]+)\s*\(\s*'([^']*)'\s*-\s*'([^']*)'\s*\)"
+                         r"|'[^']*')?\s*$")
+_PORTS_KIND = {"CA": ("Ca", "H"), "SW": ("Switch", "S"), "RT": ("Rt", "R")}
+_AGGREGATION_NODE = re.compile(r"^\s*Mellanox Technologies Aggregation Node\s*$", re.IGNORECASE)
 
 
 def link_rate_bps(text: str) -> float | None:
@@ -97,7 +110,10 @@ def _host_nic(description: str, node_id: str) -> tuple[str, str]:
 
 
 def _scan(path: str, lines: list[str]) -> tuple[dict, list]:
-    """Node headers {id: (kind, description, lid, line)} and port lines (line, own id, fields)."""
+    """Node headers {id: (kind, description, lid, line)} and cabled ports (line, own id, own port, peer id,
+    peer port, the rest of the line: peer description, lid, width x speed)."""
+    if any(_PORTS_LINE.match(raw.strip()) for raw in lines[:50] if raw.strip() and not raw.startswith("#")):
+        return _scan_ports_report(path, lines)
     nodes: dict[str, tuple[str, str, int | None, int]] = {}
     ports = []
     current = None
@@ -113,12 +129,38 @@ def _scan(path: str, lines: list[str]) -> tuple[dict, list]:
             continue
         port = _PORT.match(line)
         if port and current is not None:
-            ports.append((number, current, port))
+            ports.append((number, current, int(port[1]), port[3], int(port[4]), port[6] or ""))
             continue
         raise SpecError(f"{path}:{number}: got {line[:60]!r}; expected a node header (Switch/Ca N \"S-<guid>\" # \"desc\") "
                         "or a port line ([port] \"<peer>\"[peer port] # ...) as ibnetdiscover writes them")
     if not nodes:
         raise SpecError(f"{path}: no Switch or Ca line; expected ibnetdiscover output")
+    return nodes, ports
+
+
+def _scan_ports_report(path: str, lines: list[str]) -> tuple[dict, list]:
+    """:func:`_scan` of an ``ibnetdiscover -p`` report: the nodes are those with a cabled port."""
+    nodes: dict[str, tuple[str, str, int | None, int]] = {}
+    ports = []
+    for number, raw in enumerate(lines, 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        m = _PORTS_LINE.match(line)
+        if m is None:
+            raise SpecError(f"{path}:{number}: got {line[:60]!r}; expected an ibnetdiscover -p port line "
+                            "(CA 134 1 0x7cfe9003003b4bde 4x EDR - SW 1719 10 0x7cfe9003009ce5b0 ( 'o0001 HCA-1' - 'ib-i1l1s01' ))")
+        if m[7] is None:
+            continue  # a port with no peer
+        ends = []
+        for kind, lid, guid, description in ((m[1], m[2], m[4], m[11]), (m[7], m[8], m[10], m[12])):
+            node_kind, prefix = _PORTS_KIND[kind]
+            node_id = f"{prefix}-{guid.lower()}"
+            nodes.setdefault(node_id, (node_kind, description.strip(), int(lid), number))
+            ends.append((node_id, description.strip(), lid))
+        ports.append((number, ends[0][0], int(m[3]), ends[1][0], int(m[9]), f' "{ends[1][1]}" lid {ends[1][2]} {m[5]}x{m[6]}'))
+    if not nodes:
+        raise SpecError(f"{path}: no cabled port; expected ibnetdiscover output")
     return nodes, ports
 
 
@@ -143,19 +185,19 @@ def read_ibnetdiscover(path: str, found: Collected | None = None, name_map: dict
             found.aliases[node_id] = name
             if lid is not None:
                 found.lid[name] = lid
-        elif kind == "Ca":
+        elif kind == "Ca" and not _AGGREGATION_NODE.match(description):
             host, nic = _host_nic(description, node_id)
             names[node_id] = (mapped or host, nic)
             found.aliases.setdefault(node_id, f"{mapped or host}.{nic}")
             found.guid.setdefault(f"{mapped or host}.{nic}", _guid(node_id))
-    for number, own, port in ports:
-        peer = port[3]
+    for number, own, own_port, peer, peer_port, rest in ports:
         if own not in names or peer not in names:
             missing = peer if peer not in names else own
-            if missing.startswith("R-") or nodes.get(own, ("",))[0] == "Rt":
-                continue  # routers are not part of a compute fabric
+            description = re.match(r'\s*"([^"]*)"', rest)
+            if missing.startswith("R-") or nodes.get(own, ("",))[0] == "Rt" or missing in nodes \
+                    or (description and _AGGREGATION_NODE.match(description[1])):
+                continue  # routers and SHARP aggregation nodes are not part of a compute fabric
             # a peer with no header of its own (a partial dump): name it from the comment on this line
-            description = re.match(r'\s*"([^"]*)"', port[6] or "")
             if missing.startswith("S-"):
                 names[missing] = (None, name_map.get(_guid(missing)) or _switch_name(description[1] if description else "", missing, shared))
             else:
@@ -163,9 +205,9 @@ def read_ibnetdiscover(path: str, found: Collected | None = None, name_map: dict
                 names[missing] = (name_map.get(_guid(missing)) or host, nic)
         where = Where(path, number)
         ends = []
-        for node_id, port_no in ((own, int(port[1])), (peer, int(port[4]))):
+        for node_id, port_no in ((own, own_port), (peer, peer_port)):
             owner, end_name = names[node_id]
             ends.append(End(host=owner, nic=end_name, port=port_no) if owner is not None
                         else End(switch=end_name, port=port_no))
-        found.add_cable(ends[0], ends[1], link_rate_bps(port[6] or ""), where)
+        found.add_cable(ends[0], ends[1], link_rate_bps(rest), where)
     return found

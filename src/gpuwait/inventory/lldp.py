@@ -8,17 +8,24 @@ switch) and ``port: {"id": {"type": ..., "value": "<port>"}, "descr": ...}`` (it
 
 The host's interface name (``ens1f0np0``) becomes the NIC's device name; a switch seen from hosts is
 a leaf. Switches' own LLDP files (SONiC, Cumulus and others run lldpd) add switch-to-switch cables:
-a file is a switch's when its name is a neighbour advertising the Bridge or Router capability.
+a file is a switch's when its name is a neighbour advertising the Bridge or Router capability. A
+switch's management port (``eth0`` on SONiC and Cumulus, whose front-panel ports are ``EthernetN`` /
+``swpN``; ``mgmt0``, ``Management1``, ``ma1`` elsewhere) faces the management network, not the fabric:
+its neighbour is left out and named in the notes.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from gpuwait.errors import SpecError
 from gpuwait.inventory.fabric import Collected, End, Where
 from gpuwait.spec.reader import loads_json, read_text_checked
+
+#: a switch's out-of-band management port (see the module doc)
+_MANAGEMENT_PORT = re.compile(r"^(?:eth\d+|mgmt\d*|management\d*|ma\d+)$", re.IGNORECASE)
 
 
 def _interfaces(path: str, data: object) -> list[tuple[str, dict]]:
@@ -80,7 +87,9 @@ def read_lldp(paths: list[str], found: Collected | None = None) -> Collected:
     for path, device, neighbours in parsed:
         if device in switches:
             for ifname, name, port, _ in neighbours:
-                if name in switches:
+                if _MANAGEMENT_PORT.match(ifname):
+                    found.notes.append(f"{device} {ifname} is a management port: its neighbour {name} is left out")
+                elif name in switches:
                     found.add_cable(End(switch=device, port=ifname), End(switch=name, port=port), None, Where(path))
             continue
         for ifname, name, port, _ in neighbours:

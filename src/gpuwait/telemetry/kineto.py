@@ -5,7 +5,8 @@ The trace (``torch.profiler`` ``export_chrome_trace`` / ``tensorboard_trace_hand
 is ``{"traceEvents": [...], "distributedInfo": {"rank": R, ...}}``; complete events (``"ph": "X"``) have
 ``ts`` and ``dur`` in microseconds. Read here:
 
-* ``ProfilerStep#N`` (``user_annotation``, or ``cpu_op`` in older traces): one training step each;
+* ``ProfilerStep#N`` (``user_annotation``, or ``cpu_op`` in older traces): one training step each (its
+  ``gpu_user_annotation`` copy on the GPU timeline only when the trace has no host-side one);
 * GPU kernels (``"cat": "kernel"``): a kernel whose name contains ``nccl`` (``ncclKernel_AllReduce_...``,
   ``ncclDevKernel_...``) is communication, any other kernel compute. A kernel belongs to the step
   during which the CPU launched it (``cudaLaunchKernel`` with the same ``correlation``), else the
@@ -113,8 +114,11 @@ def parse_kineto_trace(text: str, *, source: str = "Kineto trace") -> KinetoTrac
         When the text is not a trace, or it has no ``ProfilerStep#N`` event.
     """
     events, rank = _events(text, source)
-    steps = sorted((float(e["ts"]), float(e.get("dur", 0)), int(m[1])) for e in events
-                   if (m := _STEP.match(str(e.get("name", "")))) is not None)
+    marks = [(e, m) for e in events if (m := _STEP.match(str(e.get("name", "")))) is not None]
+    # PyTorch copies each step onto the GPU timeline too (gpu_user_annotation), spanning only the kernels it
+    # attributes to the step, sometimes just the first (pytorch/kineto#1022): the host's step is the step
+    host = [(e, m) for e, m in marks if e.get("cat") != "gpu_user_annotation"]
+    steps = sorted((float(e["ts"]), float(e.get("dur", 0)), int(m[1])) for e, m in (host or marks))
     if not steps:
         raise TelemetryFormatError(f"{source}: no ProfilerStep#N events; expected a trace of training steps",
                                    hint="profile with torch.profiler.schedule(...) and call prof.step() every step")

@@ -47,7 +47,7 @@ from gpuwait.errors import SpecError, UnknownNameError
 from gpuwait.telemetry.bundle import TelemetryBundle
 from gpuwait.telemetry.metrics import SM_ACTIVE_PER_BUSY
 from gpuwait.telemetry.metricset import MetricSet
-from gpuwait.telemetry.nic_counters import PMA_WORD_BYTES
+from gpuwait.telemetry.nic_counters import PERFQUERY_HEADER, PMA_WORD_BYTES
 from gpuwait.topology.model import Topology
 
 #: 8b/10b line coding (SDR, DDR, QDR) and 64b/66b (FDR): data bits per signalled bit (IBTA Vol. 2, Physical Layer).
@@ -77,7 +77,10 @@ _RX_ERRORS = ("SymbolErrorCounter", "PortRcvErrors", "node_infiniband_port_error
               "node_ethtool_received_crc_errors_phy")
 _LINK_DOWNED = ("LinkDownedCounter", "node_infiniband_link_downed_total", "link_down_events_phy",
                 "node_ethtool_link_down_events_phy")
-_OUT_OF_SEQUENCE = ("out_of_sequence", "node_infiniband_out_of_sequence_total")
+#: node_exporter's names for the RDMA hw_counters are its collector/infiniband_linux.go's (since 2025-11,
+#: prometheus/node_exporter#2827); the shorter ones are kept for exports that renamed them
+_OUT_OF_SEQUENCE = ("out_of_sequence", "node_infiniband_out_of_sequence_packets_received_total",
+                    "node_infiniband_out_of_sequence_total")
 _XMIT_WAIT = ("PortXmitWait", "node_infiniband_port_transmit_wait_total")
 #: PFC pause frames and the time they held the port (mlx5 ``rx_prio<p>_pause``, ``tx_prio<p>_pause`` and their
 #: ``_duration``, in microseconds; Linux Documentation/networking/device_drivers/ethernet/mellanox/mlx5/counters.rst),
@@ -86,16 +89,22 @@ _PAUSE = re.compile(r"^(?:node_ethtool_)?(?P<side>rx|tx|received|transmitted)_pr
 #: the port kept pausing its peer long enough for the NIC's PFC storm prevention to warn or give up (counters.rst)
 _PAUSE_STORM = re.compile(r"^(?:node_ethtool_)?(?:tx|transmitted)_pause_storm_(?:warning|error)_events$")
 PAUSE_DURATION_UNIT_S = 1e-6
-_ECN = ("np_ecn_marked_roce_packets", "node_infiniband_np_ecn_marked_roce_packets_total")
+_ECN = ("np_ecn_marked_roce_packets", "node_infiniband_np_ecn_marked_roce_packets_received_total",
+        "node_infiniband_np_ecn_marked_roce_packets_total")
 #: DCQCN's congestion notifications: sent by the receiving NIC (notification point) for ECN-marked packets,
 #: handled by the sending NIC (reaction point), which cuts its rate (mlx5 RDMA hw_counters, NVIDIA
 #: "Understanding mlx5 Linux Counters and Status Parameters")
-_CNP_SENT = ("np_cnp_sent", "node_infiniband_np_cnp_sent_total")
-_CNP_HANDLED = ("rp_cnp_handled", "node_infiniband_rp_cnp_handled_total")
+_CNP_SENT = ("np_cnp_sent", "node_infiniband_np_cnp_packets_sent_total", "node_infiniband_np_cnp_sent_total")
+_CNP_HANDLED = ("rp_cnp_handled", "node_infiniband_rp_cnp_packets_handled_total", "node_infiniband_rp_cnp_handled_total")
 _HOST_LABELS = ("Hostname", "hostname", "host", "instance", "nodename")
 _DEVICE_NUMBER = re.compile(r"^(?:mlx\d+_|eth|ib|hca|bnxt_re|irdma)(\d+)$")
-_PERFQUERY_HEADER = re.compile(r"#\s*Port (?:extended )?counters:\s*Lid (\d+) port (\d+)", re.IGNORECASE)
 _THROTTLE = ("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "DCGM_FI_DEV_CLOCKS_EVENT_REASONS")
+#: DCGM writes a blank where a field has no reading (not found, not supported, not permitted): from
+#: DCGM_INT32_BLANK 0x7ffffff0, DCGM_INT64_BLANK 0x7ffffffffffffff0 or DCGM_FP64_BLANK 2**47 up (DCGM
+#: ``dcgm_structs.h``), and dcgm-exporter prints it as a number (its README: ``DCGM_FI_DEV_MEMORY_TEMP``
+#: 9223372036854775794). Every field read here (a percentage, a ratio, a bit mask of a few bits, a PCIe
+#: generation or width) stays far below the smallest, so anything from it up is no reading.
+DCGM_BLANK_MIN = 0x7FFFFFF0
 
 
 @dataclass
@@ -117,6 +126,7 @@ class MappedSeries:
     nic_use: dict[int, set[int]] = field(default_factory=dict)      # GPU node id -> NIC node ids NCCL sends through
     link_local_gids: dict[int, int] = field(default_factory=dict)   # NIC node id -> the link-local GID index NCCL uses
     unmatched: list[str] = field(default_factory=list)              # what named nothing in the cluster
+    blank: list[str] = field(default_factory=list)                  # DCGM fields with no reading (a blank), left out
 
     def add_counter(self, key: str, link: int, value: float) -> None:
         per_link = self.counters.setdefault(key, {})
@@ -307,40 +317,47 @@ def _port_rates(out: MappedSeries, topo: Topology, metrics: MetricSet, file_host
                     out.link_rate_Bps[link] = convert(float(value))  # a port trains both directions at once
 
 
+def _dcgm_readings(out: MappedSeries, topo: Topology, metrics: MetricSet, name: str,
+                   file_host: int | None) -> Iterable[tuple[dict[str, str], int | None, float]]:
+    """(labels, GPU node or None, value) of each ``name`` sample but DCGM's blanks, which are noted in ``out.blank``."""
+    chosen = metrics.select(name=name)
+    for labels, value in zip(chosen.labels, chosen.value):
+        lab = dict(labels)
+        gpu = _gpu_node(topo, lab, file_host)
+        if float(value) >= DCGM_BLANK_MIN:
+            where = topo.node_name[gpu] if gpu is not None else f"Hostname={lab.get('Hostname')}, gpu={lab.get('gpu')}"
+            out.blank.append(f"{name}{{{where}}} {float(value):.17g}")
+            continue
+        yield lab, gpu, float(value)
+
+
 def _gpus(out: MappedSeries, topo: Topology, metrics: MetricSet, file_host: int | None) -> None:
     names = set(metrics.names())
     per_gpu: dict[int, dict[str, list[float]]] = {}
     for name, _scale in GPU_BUSY_METRICS:
         if name not in names:
             continue
-        chosen = metrics.select(name=name)
-        for labels, value in zip(chosen.labels, chosen.value):
-            lab = dict(labels)
-            gpu = _gpu_node(topo, lab, file_host)
+        for lab, gpu, value in _dcgm_readings(out, topo, metrics, name, file_host):
             if gpu is None:
                 out.unmatched.append(f"{name}{{Hostname={lab.get('Hostname')}, gpu={lab.get('gpu')}}}")
                 continue
-            per_gpu.setdefault(gpu, {}).setdefault(name, []).append(float(value))
+            per_gpu.setdefault(gpu, {}).setdefault(name, []).append(value)
     for name, scale in GPU_BUSY_METRICS:
         if per_gpu and all(name in m for m in per_gpu.values()):
             out.gpu_busy = {g: min(1.0, float(np.mean(m[name])) * scale) for g, m in per_gpu.items()}
             out.gpu_busy_metric = name
             break
     for metric in _THROTTLE:
-        chosen = metrics.select(name=metric)
-        for labels, value in zip(chosen.labels, chosen.value):
-            gpu = _gpu_node(topo, dict(labels), file_host)
+        for _lab, gpu, value in _dcgm_readings(out, topo, metrics, metric, file_host):
             if gpu is not None:
                 # a bit mask and (below) a generation and a lane count are integers: a resampled or
                 # averaged series (a range query's mean, a rate() gone wrong) is read at its nearest
-                out.gpu_throttle[gpu] = out.gpu_throttle.get(gpu, 0) | int(round(float(value)))
+                out.gpu_throttle[gpu] = out.gpu_throttle.get(gpu, 0) | int(round(value))
     link: dict[int, dict[str, float]] = {}
     for metric in ("DCGM_FI_DEV_PCIE_LINK_GEN", "DCGM_FI_DEV_PCIE_LINK_WIDTH"):
-        chosen = metrics.select(name=metric)
-        for labels, value in zip(chosen.labels, chosen.value):
-            gpu = _gpu_node(topo, dict(labels), file_host)
+        for _lab, gpu, value in _dcgm_readings(out, topo, metrics, metric, file_host):
             if gpu is not None:
-                link.setdefault(gpu, {})[metric] = float(round(float(value)))
+                link.setdefault(gpu, {})[metric] = float(round(value))
     for gpu, fields in link.items():
         out.gpu_pcie[gpu] = (fields.get("DCGM_FI_DEV_PCIE_LINK_GEN", math.nan), fields.get("DCGM_FI_DEV_PCIE_LINK_WIDTH", math.nan))
 
@@ -358,7 +375,7 @@ def _gpu_node(topo: Topology, labels: dict[str, str], file_host: int | None) -> 
 def _perfquery(out: MappedSeries, topo: Topology, bundle: TelemetryBundle) -> None:
     for rel, counters in bundle.perfquery.items():
         text = (bundle.root / rel).read_text(encoding="utf-8", errors="replace")
-        m = _PERFQUERY_HEADER.search(text)
+        m = PERFQUERY_HEADER.search(text)
         link = None
         if m is not None:
             lid, port = m.groups()
@@ -446,6 +463,7 @@ def map_series(bundle: TelemetryBundle, topo: Topology) -> MappedSeries:
         out.gpu_throttle.update(_gpus_file.gpu_throttle)
         out.gpu_pcie.update(_gpus_file.gpu_pcie)
         out.unmatched.extend(_gpus_file.unmatched)
+        out.blank.extend(_gpus_file.blank)
         _port_counters(out, topo, metrics, file_host)
         _port_rates(out, topo, metrics, file_host)
     _perfquery(out, topo, bundle)

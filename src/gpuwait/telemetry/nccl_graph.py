@@ -6,6 +6,7 @@
   rank 0, and long rings are cut at the line's end.
 * ``host:pid:tid [dev] NCCL INFO Trees [0] 3/-1/-1->0->-1 [1] -1/-1/-1->0->3`` is, per channel, the
   rank's up to three children (``-1``: none), the rank itself, and its parent (``-1``: the root).
+  NCCL 2.4 and 2.5 wrote it parent first, ``Trees [0] 22->23->-1/-1/-1`` (read too).
 
 With the ``[send] via NET/IB/<k>`` connection lines (:mod:`~gpuwait.telemetry.nccl_debug`) this says
 which ranks talk to which over the network, and so over which NIC.
@@ -28,6 +29,10 @@ _LINE = re.compile(r"(?P<host>[^\s:\[\]]+):\d+:\d+ \[\d+\] (?:\S+:\d+ )?NCCL INF
 _RING = re.compile(r"^Channel (?P<ch>\d+)/(?P<n>\d+) :(?P<ranks>(?:\s+\d+)+)$")
 _TREES = re.compile(r"^Trees((?:\s*\[\d+\] -?\d+/-?\d+/-?\d+->\d+->-?\d+)+)")
 _TREE = re.compile(r"\[(?P<ch>\d+)\] (?P<c0>-?\d+)/(?P<c1>-?\d+)/(?P<c2>-?\d+)->(?P<rank>\d+)->(?P<parent>-?\d+)")
+#: NCCL 2.4 and 2.5 printed each node parent first, ``[c] up->rank->down0/down1/down2`` (2.5 adds
+#: ``|`` and the same for its second tree; the first is read)
+_TREES_OLD = re.compile(r"^Trees((?:\s*\[\d+\] -?\d+->\d+->-?\d+/-?\d+/-?\d+(?:\|-?\d+->\d+->-?\d+/-?\d+/-?\d+)?)+)")
+_TREE_OLD = re.compile(r"\[(?P<ch>\d+)\] (?P<parent>-?\d+)->(?P<rank>\d+)->(?P<c0>-?\d+)/(?P<c1>-?\d+)/(?P<c2>-?\d+)")
 
 
 @dataclass(frozen=True)
@@ -61,8 +66,8 @@ def parse_nccl_graph(text: str) -> NcclGraph:
         if (r := _RING.match(msg)) is not None:
             rings.setdefault(int(r["ch"]), tuple(int(x) for x in r["ranks"].split()))
             n_channels = int(r["n"])
-        elif (t := _TREES.match(msg)) is not None:
-            for node in _TREE.finditer(t[1]):
+        elif (t := _TREES.match(msg) or _TREES_OLD.match(msg)) is not None:
+            for node in (_TREE if t.re is _TREES else _TREE_OLD).finditer(t[1]):
                 rank = int(node["rank"])
                 children = tuple(int(node[c]) for c in ("c0", "c1", "c2") if int(node[c]) >= 0)
                 trees[(rank, int(node["ch"]))] = (int(node["parent"]), children)

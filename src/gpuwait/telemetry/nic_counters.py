@@ -25,8 +25,13 @@ from gpuwait.telemetry.errors import TelemetryFormatError
 
 PMA_WORD_BYTES = 4
 _ETHTOOL_HEADER = re.compile(r"^\s*NIC statistics:\s*$")
-_ETHTOOL_LINE = re.compile(r"^\s+(?P<name>[A-Za-z0-9_\[\]\.\-]+):\s+(?P<value>-?\d+)\s*$")
+#: a counter line; drivers with per-queue counters prefix them with the queue, "[0]: rx_bytes: N" (bnx2x,
+#: bnxt_en) or "rxq0: rx_bytes: N" (be2net), kept in the name so a queue's counter never stands for the port's
+ETHTOOL_LINE = re.compile(r"^\s+(?P<name>(?:(?:\[\d+\]|[A-Za-z]+\d+):\s)?[A-Za-z0-9_\[\]\.\-]+):\s+(?P<value>-?\d+)\s*$")
 _PERFQUERY_LINE = re.compile(r"^(?P<name>[A-Za-z][A-Za-z0-9_]*):\.*\s*(?P<value>\S+)\s*$")
+#: the header of every perfquery(8) block: ``# Port counters``, ``# Port extended counters`` (-x) and the named
+#: attribute blocks, ``# PortRcvErrorDetails counters`` (-E), ``# PortXmitDiscardDetails counters`` (-D) ...
+PERFQUERY_HEADER = re.compile(r"#\s*Port\w*(?: extended)? counters:\s*Lid (\d+) port (\d+)", re.IGNORECASE)
 
 
 def pma_data_bytes(words: int) -> int:
@@ -80,7 +85,7 @@ def parse_ethtool_stats(text: str, *, source: str = "ethtool -S output", skipped
     for lineno, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip() or _ETHTOOL_HEADER.match(raw) or raw.lstrip().startswith("#"):
             continue  # '#' lines are not ethtool's: notes people add to saved dumps
-        m = _ETHTOOL_LINE.match(raw if raw[:1].isspace() else " " + raw)
+        m = ETHTOOL_LINE.match(raw if raw[:1].isspace() else " " + raw)
         if m is None:
             bad.append((lineno, raw))
             continue
