@@ -70,3 +70,14 @@ def test_schema_documents_every_field():
             assert prop.get("description"), name
     for definition in schema["$defs"].values():
         walk(definition)
+
+
+def test_two_variants_of_one_name_are_refused():
+    # the comparison table, the traffic conclusion and the report key cases by name: a second "ar" took the
+    # first's place, and the conclusion paired one run's p99 with another's (review of session 31)
+    data = {"cluster": {"preset": "rocev2-400g-2tier", "servers": 2},
+            "variants": [{"name": "ar", "routing": {"kind": "adaptive"}}, {"name": "ar", "routing": {"kind": "spray"}}]}
+    with pytest.raises(SpecError, match="variant name 'ar' appears twice"):
+        validate_data(Scenario, data)
+    data["variants"][1]["name"] = "spray"
+    assert [v.name for v in validate_data(Scenario, data).variants] == ["ar", "spray"]

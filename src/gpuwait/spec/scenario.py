@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field
+from pydantic import BeforeValidator, Field, field_validator
 
 from gpuwait.spec.cluster import ClusterSpec, RoutingSpec, SpecModel, TransportSpec
 from gpuwait.spec.faults import FaultSpec
@@ -69,3 +69,14 @@ class Scenario(SpecModel):
     variants: list[VariantSpec] = Field(default_factory=list, description="Variants run beside the base scenario (e.g. ECMP vs adaptive routing).")
     faults: list[FaultSpec] = Field(default_factory=list, description="Faults injected into every case (see `gpuwait diagnose --help`).")
     packet: PacketParams | None = Field(None, description="Packet-engine knobs for `--engine packet` (buffers, PFC, ECN, DCQCN, credits, loss, limits; every field with its unit below); none = the defaults, which follow the transport.")
+
+    @field_validator("variants")
+    @classmethod
+    def _variant_names_once(cls, variants: list[VariantSpec]) -> list[VariantSpec]:
+        # the comparison table, the conclusion and the report key each case by its name: a second variant of
+        # one name took the first's place (its p99 paired with another run's)
+        names = [v.name for v in variants]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"variant name {twice[0]!r} appears twice; expected each variant named once")
+        return variants
