@@ -106,16 +106,18 @@ def test_a_base_that_completes_beside_cases_cut_short_says_its_own_time(tmp_path
 
 
 def test_the_p99_sentence_pairs_each_case_with_its_own_flows_when_two_share_a_name(tmp_path):
-    # two variants named alike: the p99s were keyed by name, then zipped with the runs' unfinished counts,
-    # so the finished InfiniBand case lost its entry and the clamped one printed "nanps"
+    # a variant named as the base's label ("ecmp crc32 seed 0"; two variants of one name are refused): the p99s
+    # were keyed by name, then zipped with the runs' unfinished counts, so one case lost its entry and a
+    # clamped one printed "nanps"
     path = tmp_path / "same-names.yaml"
-    path.write_text(UNFINISHED_YAML + "variants:\n  - name: same\n    transport: {name: infiniband}\n"
-                    "  - name: same\n    transport: {name: rocev2}\n")
+    path.write_text(UNFINISHED_YAML + "variants:\n  - name: ecmp crc32 seed 0\n    transport: {name: infiniband}\n"
+                    "  - name: other\n    transport: {name: rocev2}\n")
     runs = run_traffic(load_scenario(str(path)), "packet")
+    assert [case_name(r) for r in runs] == ["ecmp crc32 seed 0"] * 2 + ["other"]
     assert [bool(np.isfinite(r.flow_finish_s).all()) for r in runs] == [False, True, False]
     [p99] = [s for s in traffic_conclusion(runs).sentences if s.startswith("Flow completion time p99")]
     assert "nan" not in p99 and p99.count("unknown (3 flows unfinished)") == 2
-    assert f"same {format_time(runs[1].fct_percentiles_s()['p99'])}" in p99
+    assert f"ecmp crc32 seed 0 {format_time(runs[1].fct_percentiles_s()['p99'])}" in p99
 
 def test_the_conclusion_states_the_runs_numbers(tmp_path):
     path = tmp_path / "two.yaml"
