@@ -6,9 +6,9 @@ Prints figures; not a timed test. Run with::
 
 The layout is Llama 3 405B's at 16,384 GPUs (arXiv 2407.21783, Table 4: TP 8, PP 16, DP 128,
 BF16 MFU 41 % at sequence length 8,192 and 16M tokens per batch) on a DGX H100 SuperPOD-style
-rail-optimized 3-tier RoCEv2 fabric with ECMP. Two deviations, both forced by the model: 128
-layers instead of 126 (pipeline stages must hold whole, equal layer counts) and sequences of
-4,096 (at 8,192 with 1F1B and selective recomputation the activations need 81 GiB per GPU; Meta
+rail-optimized 3-tier RoCEv2 fabric with ECMP: 126 layers on 16 stages, one fewer on the first
+and the last (the embedding and the loss counted as a layer each). One deviation, forced by the
+model: sequences of 4,096 (at 8,192 with 1F1B and selective recomputation the activations need 81 GiB per GPU; Meta
 fit them with optimizations gpuwait does not model). Tokens per batch stay 16M. The pipeline runs
 Megatron's interleaved 1F1B with 4 model chunks per stage (Meta used an interleaved schedule too).
 """

@@ -149,3 +149,13 @@ def test_steps_on_a_traffic_scenario_are_refused_as_run_refuses_them(capsys, tmp
     for command in ("run", "diagnose"):
         code, _, err = run_cli(capsys, command, str(path), "--steps", "5")
         assert code == 2 and err.startswith("error: --steps: the scenario has no workload"), (command, err)
+
+
+def test_the_telemetry_findings_table_says_how_it_is_ordered(capsys, tmp_path):
+    """From telemetry alone no fix is re-simulated: the findings rank by the cost their rules estimate,
+    info last (docs/telemetry.md, docs/diagnosis.md); the table was titled 'by the gain of their fix'."""
+    scrape = tmp_path / "metrics.prom"
+    run_cli(capsys, "telemetry", "export", SCENARIO, "--inject", "slow-gpu:s3.gpu2:factor=1.4", "--out", str(scrape))
+    code, out, _ = run_cli(capsys, "diagnose", "--telemetry", str(tmp_path), "--cluster", "rocev2-400g-2tier",
+                           "--servers", "16")
+    assert code == 0 and "Findings, by the cost their rules estimate" in out and "gain of their fix" not in out

@@ -106,9 +106,14 @@ def render_diagnosis(console: Console, diagnosis, limit: int = 8) -> None:
     console.print(head)
     if not diagnosis.findings:
         console.print("no findings")
-    # a packet diagnosis orders by kind, the root cause first (diagnosis.packet), not by gain
-    order = ("by the gain of their fix (direct evidence first when close)" if diagnosis.measure == "step"
-             else "root cause first, those whose fix gives back under a warning's share last")
+    # a packet diagnosis orders by kind, the root cause first (diagnosis.packet), not by gain; one from
+    # telemetry alone (no run) re-simulates no fix, so its findings rank by their rules' estimates
+    if diagnosis.measure != "step":
+        order = "root cause first, those whose fix gives back under a warning's share last"
+    elif diagnosis.run is None:
+        order = "by the cost their rules estimate (direct evidence first when close), info last"
+    else:
+        order = "by the gain of their fix (direct evidence first when close), info last"
     table = Table(title=f"Findings, {order}", title_justify="left")
     for column in ("#", "severity", "kind", "component", "gain if fixed", "evidence"):
         table.add_column(column, overflow="fold")
