@@ -193,6 +193,9 @@ def test_the_packet_findings_table_says_how_it_is_ordered(capsys, tmp_path):
     path.write_text(INCAST_YAML)
     code, out, _ = run_cli(capsys, "diagnose", str(path), "--no-gain")
     assert code == 0 and "Findings, root cause first" in out and "by the gain of their fix" not in out
-    code, out, _ = run_cli(capsys, "diagnose", "examples/dp-only.yaml", "--no-gain", "--inject",
-                           "link-degrade:leaf0->spine21:factor=0.25")
+    inject = ("--inject", "link-degrade:leaf0->spine21:factor=0.25")
+    code, out, _ = run_cli(capsys, "diagnose", "examples/dp-only.yaml", *inject)
     assert code == 0 and "Findings, by the gain of their fix" in out
+    # --no-gain re-simulates no fix: the findings rank by their rules' estimates (it said 'by the gain')
+    code, out, _ = run_cli(capsys, "diagnose", "examples/dp-only.yaml", "--no-gain", *inject)
+    assert code == 0 and "Findings, by the cost their rules estimate" in out

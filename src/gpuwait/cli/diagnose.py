@@ -107,10 +107,11 @@ def render_diagnosis(console: Console, diagnosis, limit: int = 8) -> None:
     if not diagnosis.findings:
         console.print("no findings")
     # a packet diagnosis orders by kind, the root cause first (diagnosis.packet), not by gain; one from
-    # telemetry alone (no run) re-simulates no fix, so its findings rank by their rules' estimates
+    # telemetry alone (no run), or run with --no-gain, re-simulates no fix, so its findings rank by their
+    # rules' estimates
     if diagnosis.measure != "step":
         order = "root cause first, those whose fix gives back under a warning's share last"
-    elif diagnosis.run is None:
+    elif diagnosis.run is None or all(f.gain_fraction is None for f in diagnosis.findings):
         order = "by the cost their rules estimate (direct evidence first when close), info last"
     else:
         order = "by the gain of their fix (direct evidence first when close), info last"
