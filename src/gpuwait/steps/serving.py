@@ -20,6 +20,7 @@ from gpuwait.steps.result import (
     TaskTable,
 )
 from gpuwait.steps.stats import collective_stats, link_stats
+from gpuwait.workload.model import decode_passes
 from gpuwait.workload.program import ServingStep
 
 
@@ -41,17 +42,10 @@ def _phases(step: ServingStep, fabric: FabricModel | None):
     send_dec, run_pp_dec = _time(fabric, pp_groups, "sendrecv", step.pp_send_decode_bytes)
     prefill = {"compute": step.prefill_compute_s, "tp": calls * tp_pre, "pp": send_pre}
     decode = {"compute": step.decode_compute_s, "tp": calls * tp_dec, "pp": send_dec}
-    decodes = decode_passes(step)
+    decodes = decode_passes(step.output_tokens)
     families = [("tp all_reduce prefill", run_tp_pre, calls), ("tp all_reduce decode", run_tp_dec, calls * decodes),
                 ("pp sendrecv prefill", run_pp_pre, 1), ("pp sendrecv decode", run_pp_dec, decodes)]
     return prefill, decode, [f for f in families if f[1] is not None and f[2] > 0]
-
-
-def decode_passes(step: ServingStep) -> int:
-    """Decode passes for ``output_tokens`` tokens: the prefill pass emits the first (it is the time to first
-    token), each decode pass one more, so ``output_tokens - 1``; TPOT = (latency - TTFT) / (output_len - 1), as
-    vLLM's serving benchmark (``vllm bench serve``) and SGLang's count it."""
-    return step.output_tokens - 1
 
 
 def _pass_time(parts: dict, pp: int) -> float:
@@ -69,7 +63,7 @@ def run_serving(step: ServingStep, fabric: FabricModel, *, case: str = "", clust
     pp = lay.pp
     ttft = _pass_time(prefill, pp)
     tpot = _pass_time(decode, pp)
-    decodes = decode_passes(step)
+    decodes = decode_passes(step.output_tokens)
     total = ttft + decodes * tpot
     ideal_ttft, ideal_tpot = _pass_time(ideal_prefill, pp), _pass_time(ideal_decode, pp)
     ideal = ideal_ttft + decodes * ideal_tpot
@@ -111,7 +105,7 @@ def _tasks(step: ServingStep, prefill: dict, decode: dict, ttft: float, tpot: fl
     lay = step.layout
     stage = lay.stage_of()
     rows = []
-    for token in range(-1, min(decode_passes(step), 64)):
+    for token in range(-1, min(decode_passes(step.output_tokens), 64)):
         parts, t0, per_pass = (prefill, 0.0, ttft) if token < 0 else (decode, ttft + token * tpot, tpot)
         begin = t0 + stage * (parts["compute"] + parts["tp"] + parts["pp"])
         name = "prefill" if token < 0 else f"decode t{token}"

@@ -905,6 +905,17 @@ def prefill_flops(shape: ModelShape, prompt_tokens: int) -> float:
     return 2.0 * matmul_params(shape) * t + 2.0 * shape.layers * shape.hidden * t * (t + 1)
 
 
+def decode_passes(output_tokens: int) -> int:
+    """Decode passes that generate ``output_tokens`` tokens: the prefill pass emits the first (it is the time to
+    first token), each decode pass one more, so ``output_tokens - 1``; TPOT = (latency - TTFT) / (output_len - 1),
+    as vLLM's serving benchmark (``vllm bench serve``) and SGLang's count it.
+
+    >>> decode_passes(256), decode_passes(1)
+    (255, 0)
+    """
+    return output_tokens - 1
+
+
 def decode_flops_per_token(shape: ModelShape, context_tokens: int) -> float:
     """Forward FLOPs of one decoded token attending to ``context_tokens`` tokens (the cached ones and
     itself): ``2·N + 4·layers·hidden·context`` (QKᵀ and AV over the context).

@@ -179,16 +179,16 @@ def serving_step(spec: WorkloadSpec, topo: Topology) -> ServingStep:
     prefill_s = gpu.compute_time_s(prefill_flops) / (inf.tp * inf.pp)
     # decode attends to a growing context; its mean is the prompt plus half the output
     decode_s = wm.decode_step_time_s(shape, gpu, inf, prompt + out // 2) / inf.pp
-    # the prefill pass emits the first output token; out - 1 decode passes the rest (steps/serving.py)
-    decode_flops = batch * (out - 1) * wm.decode_flops_per_token(shape, prompt + out // 2)
+    decode_flops = batch * wm.decode_passes(out) * wm.decode_flops_per_token(shape, prompt + out // 2)
+    # a TP all-reduce sums the bf16 hidden states a pipeline boundary sends, whatever the weights' precision
+    prefill_bytes, decode_bytes = (wm.inference_tp_all_reduce_bytes(shape, tokens) for tokens in (batch * prompt, batch))
     return ServingStep(
         layout=lay, prefill_compute_s=prefill_s, decode_compute_s=decode_s, layers_per_stage=shape.layers // inf.pp,
-        tp_allreduce_prefill_bytes=wm.inference_tp_all_reduce_bytes(shape, batch * prompt) if inf.tp > 1 else 0.0,
-        tp_allreduce_decode_bytes=wm.inference_tp_all_reduce_bytes(shape, batch) if inf.tp > 1 else 0.0,
+        tp_allreduce_prefill_bytes=prefill_bytes if inf.tp > 1 else 0.0,
+        tp_allreduce_decode_bytes=decode_bytes if inf.tp > 1 else 0.0,
         allreduces_per_layer=2,
-        # a stage boundary sends the bf16 hidden states a TP all-reduce sums, whatever the weights' precision
-        pp_send_prefill_bytes=wm.inference_tp_all_reduce_bytes(shape, batch * prompt) if inf.pp > 1 else 0.0,
-        pp_send_decode_bytes=wm.inference_tp_all_reduce_bytes(shape, batch) if inf.pp > 1 else 0.0,
+        pp_send_prefill_bytes=prefill_bytes if inf.pp > 1 else 0.0,
+        pp_send_decode_bytes=decode_bytes if inf.pp > 1 else 0.0,
         output_tokens=out, batch=batch, model_flops=(prefill_flops + decode_flops) * inf.replicas,
         peak_flops_per_gpu=gpu.peak_flops,
         description=describe(shape, f"serving TP{inf.tp} PP{inf.pp} x{inf.replicas} replicas, batch {batch}, "
