@@ -156,7 +156,7 @@ def diagnose_scenario(scenario: Scenario, faults: Sequence[FaultSpec] = (), *, s
         # from telemetry (exact readings), not from the whole run's excess times the rule's score,
         # which rated a cause estimated at 0 ms a warning whenever anything else slowed the step (a
         # rule that gives no estimate is still rated by that product: _lost_share)
-        severity = _severity(gain) if gain is not None else _observed_severity(cand, step, excess, 1.0, 0.0)
+        severity = _severity(gain) if gain is not None else _observed_severity(cand, step, excess)
         findings.append(Finding(cand.kind, cand.component, severity, cand.score,
                                 cand.evidence, cand.explanation, cand.fix, step, fixed, cand.direct, reference))
     # re-simulated gains are measured alike whatever the evidence: they rank as measured (direct
@@ -198,7 +198,7 @@ def _ranked_share(cand: Candidate, step: float, excess: float, exposed: float = 
     return _lost_share(cand, step, excess, exposed) * (1.0 + DIRECT_EVIDENCE_MARGIN * cand.direct)
 
 
-def _observed_severity(cand: Candidate, step: float, excess: float, exposed: float, noise: float) -> str:
+def _observed_severity(cand: Candidate, step: float, excess: float, exposed: float = 1.0, noise: float = 0.0) -> str:
     """The severity of a cause whose cost is estimated from readings of relative noise ``noise``:
     from the low end of its range (rules.lost_range_s) over the step read at the high end of its
     own, so a warning says the cause costs at least MATTERS of the step given what the readings

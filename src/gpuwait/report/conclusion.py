@@ -130,9 +130,12 @@ def diagnosis_conclusion(diagnosis, limit: int = 3) -> Conclusion:
     """The causes of a diagnosis, ranked, each with the time its fix gives back."""
     # a negligible finding (diagnosis.run.negligible: a degraded link no flow crosses, a fix that
     # gives nothing back) is listed, never named the main cause
-    findings = [f for f in diagnosis.findings if not negligible(f, diagnosis.measure)]
-    below = [f"{f.kind.replace('-', ' ')} on {f.component}" for f in diagnosis.findings
-             if negligible(f, diagnosis.measure)]
+    findings, below = [], []
+    for f in diagnosis.findings:
+        if negligible(f, diagnosis.measure):
+            below.append(f"{f.kind.replace('-', ' ')} on {f.component}")
+        else:
+            findings.append(f)
     if not findings:
         sentences = [f"{diagnosis.case}: no cause of lost time found."]
         if below:
