@@ -36,7 +36,7 @@ from gpuwait.telemetry.metricset import MetricSet
 from gpuwait.telemetry.nccl_debug import NcclDebugInfo, parse_nccl_debug
 from gpuwait.telemetry.nccl_graph import NcclGraph, parse_nccl_graph
 from gpuwait.telemetry.nccltests_log import NcclTestsLog, parse_nccl_tests_log
-from gpuwait.telemetry.nic_counters import ETHTOOL_LINE, parse_ethtool_stats, parse_perfquery
+from gpuwait.telemetry.nic_counters import ETHTOOL_LINE, PERFQUERY_BLOCK, parse_ethtool_stats, parse_perfquery
 from gpuwait.telemetry.parquet import read_metrics_parquet
 from gpuwait.telemetry.prometheus import parse_prometheus_text
 from gpuwait.telemetry.promjson import parse_prometheus_json
@@ -45,7 +45,7 @@ _EXPECTED = ("Prometheus text or OpenMetrics (*.prom or # HELP/# TYPE lines), Pr
              "metrics Parquet (*.parquet), PyTorch profiler traces (traceEvents JSON), nccl-tests stdout, "
              "NCCL_DEBUG=INFO logs, `ethtool -S` dumps or `perfquery` output")
 _PROM_SAMPLE = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*(\{.*\})?\s+[-+]?(\d|\.\d|nan|inf)\S*(\s+-?\d+)?\s*$", re.IGNORECASE)
-_PERFQUERY = re.compile(r"^#\s*Port\w*(?: extended)? counters:|^[A-Za-z][A-Za-z0-9_]*:\.{3,}\S", re.IGNORECASE | re.MULTILINE)
+_PERFQUERY = re.compile(rf"^{PERFQUERY_BLOCK}|^[A-Za-z][A-Za-z0-9_]*:\.{{3,}}\S", re.IGNORECASE | re.MULTILINE)
 # the host starts after a separator: linear on long lines (see nccl_debug._LINE)
 _NCCL_LINE = re.compile(r"(?<![^\s:\[\]>])[^\s:\[\]]+:\d+:\d+ \[\d+\] (?:\S+:\d+ )?NCCL (?:INFO|WARN) ")
 _NCCL_TESTS = re.compile(r"^(?:\S*:\s*)?#\s*(?:nThread\s|\s*Rank\s+\d+|Avg bus bandwidth|Collective test|nccl-tests version|"

@@ -31,7 +31,9 @@ ETHTOOL_LINE = re.compile(r"^\s+(?P<name>(?:(?:\[\d+\]|[A-Za-z]+\d+):\s)?[A-Za-z
 _PERFQUERY_LINE = re.compile(r"^(?P<name>[A-Za-z][A-Za-z0-9_]*):\.*\s*(?P<value>\S+)\s*$")
 #: the header of every perfquery(8) block: ``# Port counters``, ``# Port extended counters`` (-x) and the named
 #: attribute blocks, ``# PortRcvErrorDetails counters`` (-E), ``# PortXmitDiscardDetails counters`` (-D) ...
-PERFQUERY_HEADER = re.compile(r"#\s*Port\w*(?: extended)? counters:\s*Lid (\d+) port (\d+)", re.IGNORECASE)
+PERFQUERY_BLOCK = r"#\s*Port\w*(?: extended)? counters:"
+#: a block's header with the LID and port it reports (the file sniffer reads the block pattern alone)
+PERFQUERY_HEADER = re.compile(PERFQUERY_BLOCK + r"\s*Lid (\d+) port (\d+)", re.IGNORECASE)
 
 
 def pma_data_bytes(words: int) -> int:
