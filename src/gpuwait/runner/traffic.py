@@ -43,28 +43,33 @@ def check_scenario(scenario: Scenario) -> dict:
     workload; a `jobs:` run prints none (its output is the golden digest), so there validate alone says it."""
     refuse_unused_sections(scenario)
     cluster = resolve_cluster(scenario.cluster)
-    topo = build_cluster(cluster)
-    cases = scenario_cases(scenario, cluster)
+    checked = _checked(scenario, cluster)
     # steps and jobs predict NCCL's choices under nccl.version; traffic runs its flows without NCCL
     note = cluster_env(cluster).version_note if scenario.jobs or scenario.workload is not None else None
-    notes = {"notes": [] if note is None else [note]}
+    return checked | {"notes": [] if note is None else [note]}
+
+
+def _checked(scenario: Scenario, cluster: ClusterSpec) -> dict:
+    """:func:`check_scenario`'s checks on the resolved ``cluster``, and what they covered."""
+    topo = build_cluster(cluster)
+    cases = scenario_cases(scenario, cluster)
     if scenario.jobs:  # names, placements and each job's layout, as `run` checks them
         from gpuwait.runner.jobs import check_jobs
 
-        return check_jobs(scenario, topo) | {"routed_cases": len(cases)} | notes
+        return check_jobs(scenario, topo) | {"routed_cases": len(cases)}
     if scenario.workload is not None:
         # layout, memory and presets: everything `run` refuses before simulating
         from gpuwait.workload.steps import serving_step, training_step
 
         step = (training_step if scenario.workload.mode == "training" else serving_step)(scenario.workload, topo)
         return {"servers": topo.n_servers, "gpus": topo.n_gpus, "workload": step.description,
-                "routed_cases": len(cases)} | notes
+                "routed_cases": len(cases)}
     if not (scenario.traffic.flows or scenario.traffic.patterns):
-        return {"servers": topo.n_servers, "gpus": topo.n_gpus, "flows": 0, "routed_cases": 0} | notes
+        return {"servers": topo.n_servers, "gpus": topo.n_gpus, "flows": 0, "routed_cases": 0}
     flows = traffic_flows(topo, scenario.traffic)
     for _, routing, transport in cases:
         route_flows(topo, routing, flows.src, flows.dst, transport=transport.name)
-    return {"servers": topo.n_servers, "gpus": topo.n_gpus, "flows": len(flows), "routed_cases": len(cases)} | notes
+    return {"servers": topo.n_servers, "gpus": topo.n_gpus, "flows": len(flows), "routed_cases": len(cases)}
 
 
 def run_traffic(scenario: Scenario, engine: str = "flow", progress=None) -> list[EngineRun]:
