@@ -380,6 +380,8 @@ def _schema_fields() -> dict[str, object]:
                                 "fewer query heads, the same KV heads: a larger share of KV projections"),
         "ModelSpec.kv_heads": step({}, {"model": {"kv_heads": 32}}, "up"),
         "ModelSpec.vocab": step({}, {"model": {"vocab": 256000}}, "up"),
+        "ModelSpec.hidden_dropout": Covered(
+            "tests/workload/test_workload_model.py::test_activations_are_korthikanti_for_gpt"),  # memory only
         "ModelSpec.experts": step(MOE, h.merge(MOE, {"model": {"experts": 16}}), "up"),
         "ModelSpec.top_k": step(MOE, h.merge(MOE, {"model": {"top_k": 4}}), "up"),
         "ModelSpec.expert_ffn_hidden": step(MOE, h.merge(MOE, {"model": {"expert_ffn_hidden": 4096}}), "down"),

@@ -3,6 +3,8 @@ and one clear error per bad layout."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -275,19 +277,41 @@ def test_memory_closed_form_llama_70b():
     p0 = 20 * ((shape.dense_layer_params - 2 * h) / 8 + 2 * h) + 128256 * h / 8
     assert mem["weights"] == 2 * p0 and mem["grads"] == 2 * p0
     assert mem["optimizer"] == pytest.approx(12 * p0 / 16)
-    assert mem["activations"] == 4 * 20 * 34 * s * 1 * h / 8  # Korthikanti: 34·s·b·h/t per layer, p micro-batches
+    # Korthikanti's terms per layer, s·b·h/t each, p micro-batches: 34, less the two dropout masks (none in
+    # Llama), less K and V's 4·(1 - 8/64) (GQA), plus the SwiGLU MLP's 6·3.5 over GeLU's 16 + 2
+    assert mem["activations"] == 4 * 20 * 33.5 * s * 1 * h / 8
     assert mem["logits"] == 0
     last = memory_per_gpu_bytes(shape, lay, stage=3)
-    assert last["activations"] == 1 * 20 * 34 * s * h / 8 and last["logits"] == 4 * s * 128256 / 8
+    assert last["activations"] == 1 * 20 * 33.5 * s * h / 8 and last["logits"] == 4 * s * 128256 / 8
+
+
+def test_activations_are_korthikanti_for_gpt():
+    """Korthikanti et al. 2022, §4.1 / Table 2: a GPT layer (multi-head attention, 4h GeLU MLP, dropout)
+    keeps 34·s·b·h with sequence parallelism over t (selective recomputation), 10 + 24/t without it,
+    and 2·s·b·h with full recomputation. gpuwait writes the 4h GeLU MLP as a SwiGLU of 8h/3 (same weights)."""
+    gpt = model(layers=8, hidden=3072, ffn_hidden=8192, heads=24, vocab=51200, seq_len=2048)
+    assert gpt.hidden_dropout == 0.1  # Megatron-LM's default for a shape given field by field
+    sbh = 2048 * 1 * 3072
+    for tp in (1, 2, 4, 8):
+        assert activation_bytes_per_layer(gpt, layout(8, tp=tp, micro_batch=1)) == pytest.approx(34 * sbh / tp)
+        no_sp = layout(8, tp=tp, sp=False, micro_batch=1)
+        assert activation_bytes_per_layer(gpt, no_sp) == pytest.approx(sbh * (10 + 24 / tp))
+        full = replace(no_sp, recompute="full")
+        assert activation_bytes_per_layer(gpt, full) == 2 * sbh
+    # without dropout (hidden_dropout 0, as Llama's and Nemotron's recipes) the two 1-byte masks go
+    no_masks = model(layers=8, hidden=3072, ffn_hidden=8192, heads=24, vocab=51200, seq_len=2048, hidden_dropout=0.0)
+    assert activation_bytes_per_layer(no_masks, layout(8, tp=4, micro_batch=1)) == pytest.approx(32 * sbh / 4)
 
 
 def test_activations_without_sequence_parallelism_and_for_moe():
-    dense = model(preset="llama-8b")
+    dense = model(preset="llama-8b")  # GQA 8 of 32 heads, SwiGLU ffn 3.5h, no dropout
     sbh = 8192 * 2 * 4096
-    assert activation_bytes_per_layer(dense, layout(8, tp=4, sp=False, micro_batch=2)) == sbh * (10 + 24 / 4)
+    # whole on every rank: norms 4, attention and MLP inputs 2 + 2; split: Q and output 2 + 2, MLP 6·3.5;
+    # K and V 4·8/32 split over min(tp, kv_heads)
+    assert activation_bytes_per_layer(dense, layout(8, tp=4, sp=False, micro_batch=2)) == sbh * (8 + 25 / 4 + 1 / 4)
     assert activation_bytes_per_layer(dense, layout(8, tp=1, micro_batch=2)) == 34 * sbh
-    moe = model(preset="mixtral-8x7b")  # top-2 of experts as wide as the dense ffn: MLP part twice
-    assert activation_bytes_per_layer(moe, layout(8)) == 4096 * 4096 * (34 + 19)
+    moe = model(preset="mixtral-8x7b")  # top-2: each routed copy of the token (2) and its expert's MLP (6·3.5)
+    assert activation_bytes_per_layer(moe, layout(8)) == 4096 * 4096 * (8 + 4 + 1 + 2 * (2 + 21))
 
 
 def test_zero_stages_shard_in_order():

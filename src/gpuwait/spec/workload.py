@@ -50,6 +50,7 @@ class ModelSpec(SpecModel):
     shared_experts: int | None = Field(None, ge=0, le=100_000, description="Experts every token runs besides the routed ones (count, each of expert_ffn_hidden).")
     dense_layers: int | None = Field(None, ge=0, le=10_000, description="MoE models: the first layers keep a dense MLP of ffn_hidden (count).")
     seq_len: int | None = Field(None, ge=1, le=100_000_000, description="Sequence length of a training sample (tokens); default the preset's, else 4096.")
+    hidden_dropout: float | None = Field(None, ge=0, lt=1, description="Dropout probability after the attention and the MLP (Megatron's --hidden-dropout); > 0 keeps a 1-byte mask of each for backward. Default the preset's (0 for the Llama, Mixtral and DeepSeek presets), else Megatron-LM's 0.1.")
     precision: Precision = Field("bf16", description="Math precision of the matmuls: bf16, fp16 or fp8 (fp8 doubles peak FLOP/s; training keeps bf16 weights, gradients and activations).")
 
 

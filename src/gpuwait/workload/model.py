@@ -45,6 +45,9 @@ ADAM_BYTES_PER_PARAM = 12
 #: bytes per parameter of a checkpoint: bf16 weights + the Adam state
 CHECKPOINT_BYTES_PER_PARAM = TRAIN_BYTES + ADAM_BYTES_PER_PARAM
 _PRECISION_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1}
+#: dropout after the attention and the MLP of a shape given field by field: Megatron-LM's --hidden-dropout
+#: default (megatron/training/arguments.py; Megatron-Core TransformerConfig.hidden_dropout)
+MEGATRON_HIDDEN_DROPOUT = 0.1
 _FIELD = "workload.model"
 
 
@@ -76,6 +79,7 @@ class ModelShape:
     dense_layers: int
     seq_len: int
     precision: str
+    hidden_dropout: float
     params: int = field(init=False)
     active_params: int = field(init=False)
 
@@ -232,13 +236,14 @@ def resolve_model(spec: ModelSpec) -> ModelShape:
     fields.setdefault("shared_experts", 0)
     fields.setdefault("dense_layers", 0)
     fields.setdefault("seq_len", 4096)
+    fields.setdefault("hidden_dropout", MEGATRON_HIDDEN_DROPOUT)
     if fields.get("experts", 1) > 1:
         _fill_moe(fields)
     else:
         _fill_dense(fields)
     _check_shape(fields)
     names = ("layers", "hidden", "ffn_hidden", "heads", "kv_heads", "vocab", "experts", "top_k", "expert_ffn_hidden",
-             "shared_experts", "dense_layers", "seq_len", "precision")
+             "shared_experts", "dense_layers", "seq_len", "precision", "hidden_dropout")
     return ModelShape(name=spec.preset or "custom", **{k: fields[k] for k in names})
 
 
@@ -765,25 +770,45 @@ def activation_bytes_per_layer(shape: ModelShape, layout: ParallelLayout, layer:
                                micro_batch: int | None = None) -> float:
     """Activations one layer keeps for backward, per micro-batch per GPU.
 
-    Korthikanti et al. 2022, Table 2: ``s·b·h·34 / tp`` with sequence parallelism, ``s·b·h·(10 + 24/tp)``
-    without. That is their selective-recomputation figure, and also what ``recompute: none`` keeps with
-    flash attention, which never stores the ``5·a·s/h`` score matrix either (Dao et al. 2022). Of the 34,
-    19 are the MLP's (for ffn = 4h); an MoE layer scales them by how many expert MLPs a token runs:
-    ``(top_k + shared)·expert_ffn / ffn_hidden``. ``recompute: full`` keeps only the layer's input:
+    Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large Transformer Models", §4.1), term by
+    term, in units of ``s·b·h`` bytes (bf16): the two norms' inputs (4), the attention's and the MLP's inputs
+    (2 + 2), Q (2), K and V (``4·kv_heads/heads``: grouped-query attention keeps fewer), the attention
+    output (2), the SwiGLU MLP's two first-matrix outputs and the second matrix's input (``6·ffn/h``), and a
+    1-byte dropout mask after the attention and after the MLP when ``hidden_dropout`` > 0. For GPT's
+    multi-head attention, 4h GeLU (written as SwiGLU of 8h/3) and dropout this is their ``34`` with
+    sequence parallelism (``10 + 24/tp`` without: norms, the two inputs and the masks are then whole on
+    every rank). It is their selective-recomputation figure, and what ``recompute: none`` keeps with flash
+    attention, which never stores the ``5·a·s/h`` score matrix (Dao et al. 2022). An MoE layer keeps the
+    router's input, then per routed expert a token runs its dispatched copy (2) and that expert's MLP
+    (``6·expert_ffn/h``), and the shared experts' MLPs. ``recompute: full`` keeps only the layer's input:
     ``2·s·b·h`` (divided by tp with sequence parallelism).
+
+    >>> shape = resolve_model(ModelSpec(preset="llama-70b"))  # GQA 8 of 64, ffn 3.5h, no dropout
+    >>> layout = ParallelLayout(8, 1, 1, 8, 1, 0, False, 1, 8, 25 * 2**20, True, "1f1b")
+    >>> activation_bytes_per_layer(shape, layout) / (8192 * 8192)
+    33.5
     """
     if layer is None:
         layer = shape.dense_layers if shape.is_moe else 0
     sbh = shape.seq_len / layout.cp * (micro_batch or layout.micro_batch) * shape.hidden
     if layout.recompute == "full":
         return 2.0 * sbh / (layout.tp if layout.sequence_parallel else 1)
-    mlp = 1.0
+    h = shape.hidden
+    masks = 2.0 if shape.hidden_dropout > 0 else 0.0
+    whole = 4.0 + 2.0 + 2.0 + masks  # norms' inputs, attention and MLP inputs, dropout masks
+    q = 2.0 * shape.heads * shape.head_dim / h  # Q, and the attention's output of the same width
+    kv = 4.0 * shape.kv_heads * shape.head_dim / h
     if shape.is_moe_layer(layer):
-        mlp = (shape.top_k + shape.shared_experts) * shape.expert_ffn_hidden / shape.ffn_hidden
-    split = 34.0 + 19.0 * (mlp - 1.0)
+        mlp = (shape.top_k * (2.0 + 6.0 * shape.expert_ffn_hidden / h)
+               + shape.shared_experts * 6.0 * shape.expert_ffn_hidden / h)
+    else:
+        mlp = 6.0 * shape.ffn_hidden / h
+    split = 2.0 * q + mlp
+    # K and V heads split over tp only as far as there are heads; past that every rank keeps its copy
+    kv_per_rank = kv / min(layout.tp, shape.kv_heads)
     if layout.sequence_parallel or layout.tp == 1:
-        return sbh * split / layout.tp
-    return sbh * (10.0 + (split - 10.0) / layout.tp)
+        return sbh * ((whole + split) / layout.tp + kv_per_rank)
+    return sbh * (whole + split / layout.tp + kv_per_rank)
 
 
 def memory_per_gpu_bytes(shape: ModelShape, layout: ParallelLayout, precision: str | None = None,

@@ -78,14 +78,18 @@ def register_gpu(preset: GpuPreset) -> GpuPreset:
     return preset
 
 
-_LLAMA3 = dict(vocab=128256, seq_len=8192, experts=1)
+# hidden_dropout 0: none of these models' published configurations drop out (Hugging Face config.json of
+# meta-llama/Llama-3.1-*, mistralai/Mixtral-8x7B-v0.1 and deepseek-ai/deepseek-moe-16b-base: attention_dropout
+# 0.0 and no hidden dropout; NeMo's Llama 3 and Mixtral recipes: hidden_dropout 0.0)
+_LLAMA3 = dict(vocab=128256, seq_len=8192, experts=1, hidden_dropout=0.0)
 register_model("llama-8b", layers=32, hidden=4096, ffn_hidden=14336, heads=32, kv_heads=8, **_LLAMA3)
 register_model("llama-70b", layers=80, hidden=8192, ffn_hidden=28672, heads=64, kv_heads=8, **_LLAMA3)
 register_model("llama-405b", layers=126, hidden=16384, ffn_hidden=53248, heads=128, kv_heads=8, **_LLAMA3)
 register_model("mixtral-8x7b", layers=32, hidden=4096, ffn_hidden=14336, heads=32, kv_heads=8, vocab=32000,
-               experts=8, top_k=2, expert_ffn_hidden=14336, seq_len=4096)
+               experts=8, top_k=2, expert_ffn_hidden=14336, seq_len=4096, hidden_dropout=0.0)
 register_model("deepseek-moe-16b", layers=28, hidden=2048, ffn_hidden=10944, heads=16, kv_heads=16, vocab=102400,
-               experts=64, top_k=6, expert_ffn_hidden=1408, shared_experts=2, dense_layers=1, seq_len=4096)
+               experts=64, top_k=6, expert_ffn_hidden=1408, shared_experts=2, dense_layers=1, seq_len=4096,
+               hidden_dropout=0.0)
 
 _A100 = "NVIDIA A100 Tensor Core GPU datasheet (nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf); NVIDIA A100 Tensor Core GPU Architecture whitepaper (108 SMs)"
 _H100 = "NVIDIA H100 Tensor Core GPU datasheet (resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet), SXM5 column; NVIDIA H100 Tensor Core GPU Architecture whitepaper (132 SMs on the SXM5 part)"
