@@ -56,7 +56,7 @@ MiB, KiB = 2**20, 2**10
 
 CLASSES = ("H100 IB multi-node", "H100/H200 single node NVSwitch", "A100", "AWS EFA", "GH200 Slingshot/TCP", "L40S",
            "PCIe RTX", "H100 GPUDirect-TCPXO", "H100 RoCE multi-node", "GB200 NVLink", "GB200 NVL72 multi-rack",
-           "B200 RoCE multi-node", "H100 GPUDirect-TCPX", "A100 Slingshot multi-node")
+           "B200 RoCE multi-node", "H100 GPUDirect-TCPX", "A100 Slingshot multi-node", "H200 RoCE multi-node")
 
 
 @dataclass(frozen=True)
@@ -476,6 +476,26 @@ REFERENCES = [
               approximate=_XXRJUN_APPROXIMATE, not_fitted=_AFTER_THE_FIT),
     Reference("h100-nvswitch-1node-8gpu-alltoall", CLASSES[1], "dgx-h100", 1, 8, nccl_version="2.29.2",
               approximate=_XXRJUN_APPROXIMATE, not_fitted=_AFTER_THE_FIT),
+    # H200 over RoCE, 2 x 8 GPUs: Google A3 Ultra (gIB), OCI BM.GPU.H200.8, Dell XE9680 on Spectrum-X; every NCCL version printed
+    Reference("h200-gcp-a3ultra-roce-2node-16gpu-all_gather", CLASSES[14], "gcp-a3-ultra-roce", 2, 8, _GIB_A4_ENV,
+              collective="all_gather",
+              approximate="Google Cloud A3 Ultra described by the dgx-h200 template (8 x 400G RoCE, one NIC per GPU); the gIB "
+                          "settings are the A4 High defaults of the same plugin, not printed by the run: " + _GIB_NOT_MODELLED,
+              not_fitted=_AFTER_THE_FIT),
+    Reference("h200-oci-roce-2node-16gpu-all_reduce", CLASSES[14], "oci-bm-gpu-h200-roce", 2, 8,
+              {"NCCL_IB_QPS_PER_CONNECTION": "1", "NCCL_IB_SPLIT_DATA_ON_QPS": "0"},
+              approximate="OCI BM.GPU.H200.8 described by the dgx-h200 template; the 8 RDMA NICs' 400 Gbit/s is Oracle's shape "
+                          "table, not the source; the job (oci-hpc's nccl_run_allreduce_H100_200.sbatch, inferred from its output) "
+                          "sets NCCL_CUMEM_ENABLE=0, NCCL_IB_TC/SL/TIMEOUT and NCCL_IGNORE_CPU_AFFINITY=1, not modelled; OCI's "
+                          "fabric is not published (both nodes under one switch, the run says); only 1-16 GiB printed (no floor)",
+              not_fitted=_AFTER_THE_FIT),
+    Reference("h200-spectrumx-2node-16gpu-all_reduce", CLASSES[14], "dell-xe9680-h200-spectrumx", 2, 8,
+              {"NCCL_MIN_NCHANNELS": "32", "NCCL_IB_QPS_PER_CONNECTION": "2", "NCCL_IB_SPLIT_DATA_ON_QPS": "0"},
+              approximate="two Dell XE9680 (HGX H200) described by the dgx-h200 template with 8 x 400GbE BlueField-3 SuperNIC "
+                          "rails; Spectrum-X's switch layout is not published (a non-blocking rail-optimized leaf-spine with "
+                          "adaptive routing assumed); the run's NCCL_IB_ADAPTIVE_ROUTING=1 and NCCL_P2P_NET_CHUNKSIZE are not "
+                          "modelled; one process drives each node's 8 GPUs (-g 8)",
+              not_fitted=_AFTER_THE_FIT),
 ]
 
 
