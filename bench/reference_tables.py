@@ -476,6 +476,13 @@ REFERENCES = [
               approximate=_XXRJUN_APPROXIMATE, not_fitted=_AFTER_THE_FIT),
     Reference("h100-nvswitch-1node-8gpu-alltoall", CLASSES[1], "dgx-h100", 1, 8, nccl_version="2.29.2",
               approximate=_XXRJUN_APPROXIMATE, not_fitted=_AFTER_THE_FIT),
+    # H100 over InfiniBand, 2 x 8 GPUs, NCCL_ALGO=Ring, NCCL 2.19.3 (wutz/k8s-in-action)
+    Reference("h100-ib-2node-16gpu-all_reduce-ring-nccl219", CLASSES[0], "dgx-h100", 2, 8, {"NCCL_ALGO": "Ring"},
+              nccl_version="2.19.3",  # the job image's tag at the commit that publishes the table, not printed
+              approximate="16 H100 with 8 x 400G InfiniBand per node (the README's words) described by the dgx-h100 preset; "
+                          "NCCL 2.19.3 is the job image's tag, not printed; the job's NCCL_CROSS_NIC=1 is not modelled; the "
+                          "server model and switch layout are not stated; only 512 MiB-8 GiB printed, without the header",
+              not_fitted=_AFTER_THE_FIT),
     # H200 over RoCE, 2 x 8 GPUs: Google A3 Ultra (gIB), OCI BM.GPU.H200.8, Dell XE9680 on Spectrum-X; every NCCL version printed
     Reference("h200-gcp-a3ultra-roce-2node-16gpu-all_gather", CLASSES[14], "gcp-a3-ultra-roce", 2, 8, _GIB_A4_ENV,
               collective="all_gather",
