@@ -56,7 +56,8 @@ MiB, KiB = 2**20, 2**10
 
 CLASSES = ("H100 IB multi-node", "H100/H200 single node NVSwitch", "A100", "AWS EFA", "GH200 Slingshot/TCP", "L40S",
            "PCIe RTX", "H100 GPUDirect-TCPXO", "H100 RoCE multi-node", "GB200 NVLink", "GB200 NVL72 multi-rack",
-           "B200 RoCE multi-node", "H100 GPUDirect-TCPX", "A100 Slingshot multi-node", "H200 RoCE multi-node")
+           "B200 RoCE multi-node", "H100 GPUDirect-TCPX", "A100 Slingshot multi-node", "H200 RoCE multi-node",
+           "B200 IB multi-node")
 
 
 @dataclass(frozen=True)
@@ -482,6 +483,18 @@ REFERENCES = [
               approximate="16 H100 with 8 x 400G InfiniBand per node (the README's words) described by the dgx-h100 preset; "
                           "NCCL 2.19.3 is the job image's tag, not printed; the job's NCCL_CROSS_NIC=1 is not modelled; the "
                           "server model and switch layout are not stated; only 512 MiB-8 GiB printed, without the header",
+              not_fitted=_AFTER_THE_FIT),
+    # dstack's cluster examples (dstackai/dstack examples/clusters/*/README.md), both in dstack's default image (NCCL 2.26.2)
+    Reference("h100-ib-2node-16gpu-all_reduce-nebius", CLASSES[0], "dgx-h100", 2, 8, nccl_version="2.26.2",
+              approximate="Nebius GPU-cluster nodes described by the dgx-h100 preset: the run's GPU model is not stated (the "
+                          "page's VM fleet asks H100:8; an H200 node has the same NVLink4 and NICs in gpuwait's templates), nor "
+                          "the NICs (8 x 400G NDR assumed) or the fabric; NCCL 2.26.2 is dstack's default image's build "
+                          "(docker/base/Dockerfile), not printed",
+              not_fitted=_AFTER_THE_FIT),
+    Reference("b200-ib-2node-16gpu-all_reduce-lambda", CLASSES[15], "lambda-1cc-b200-ib", 2, 8, nccl_version="2.26.2",
+              approximate="Lambda 1-Click Cluster B200 nodes described by the dgx-b200 template on an NDR InfiniBand "
+                          "leaf-spine; the 8 x 400G HCAs per node are Lambda's page, not the source, and the fabric is not "
+                          "published; NCCL 2.26.2 is the nccl-tests header's nccl-library=22602 (no version line)",
               not_fitted=_AFTER_THE_FIT),
     # H200 over RoCE, 2 x 8 GPUs: Google A3 Ultra (gIB), OCI BM.GPU.H200.8, Dell XE9680 on Spectrum-X; every NCCL version printed
     Reference("h200-gcp-a3ultra-roce-2node-16gpu-all_gather", CLASSES[14], "gcp-a3-ultra-roce", 2, 8, _GIB_A4_ENV,
