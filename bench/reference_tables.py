@@ -496,18 +496,11 @@ REFERENCES = [
                           "leaf-spine; the 8 x 400G HCAs per node are Lambda's page, not the source, and the fabric is not "
                           "published; NCCL 2.26.2 is the nccl-tests header's nccl-library=22602 (no version line)",
               not_fitted=_AFTER_THE_FIT),
-    # H200 over RoCE, 2 x 8 GPUs: Google A3 Ultra (gIB), OCI BM.GPU.H200.8, Dell XE9680 on Spectrum-X; every NCCL version printed
+    # H200 over RoCE, 2 x 8 GPUs: Google A3 Ultra (gIB), Dell XE9680 on Spectrum-X; both NCCL versions printed
     Reference("h200-gcp-a3ultra-roce-2node-16gpu-all_gather", CLASSES[14], "gcp-a3-ultra-roce", 2, 8, _GIB_A4_ENV,
               collective="all_gather",
               approximate="Google Cloud A3 Ultra described by the dgx-h200 template (8 x 400G RoCE, one NIC per GPU); the gIB "
                           "settings are the A4 High defaults of the same plugin, not printed by the run: " + _GIB_NOT_MODELLED,
-              not_fitted=_AFTER_THE_FIT),
-    Reference("h200-oci-roce-2node-16gpu-all_reduce", CLASSES[14], "oci-bm-gpu-h200-roce", 2, 8,
-              {"NCCL_IB_QPS_PER_CONNECTION": "1", "NCCL_IB_SPLIT_DATA_ON_QPS": "0"},
-              approximate="OCI BM.GPU.H200.8 described by the dgx-h200 template; the 8 RDMA NICs' 400 Gbit/s is Oracle's shape "
-                          "table, not the source; the job (oci-hpc's nccl_run_allreduce_H100_200.sbatch, inferred from its output) "
-                          "sets NCCL_CUMEM_ENABLE=0, NCCL_IB_TC/SL/TIMEOUT and NCCL_IGNORE_CPU_AFFINITY=1, not modelled; OCI's "
-                          "fabric is not published (both nodes under one switch, the run says); only 1-16 GiB printed (no floor)",
               not_fitted=_AFTER_THE_FIT),
     Reference("h200-spectrumx-2node-16gpu-all_reduce", CLASSES[14], "dell-xe9680-h200-spectrumx", 2, 8,
               {"NCCL_MIN_NCHANNELS": "32", "NCCL_IB_QPS_PER_CONNECTION": "2", "NCCL_IB_SPLIT_DATA_ON_QPS": "0"},
