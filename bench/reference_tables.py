@@ -56,7 +56,8 @@ MiB, KiB = 2**20, 2**10
 
 CLASSES = ("H100 IB multi-node", "H100/H200 single node NVSwitch", "A100", "AWS EFA", "GH200 Slingshot/TCP", "L40S",
            "PCIe RTX", "H100 GPUDirect-TCPXO", "H100 RoCE multi-node", "GB200 NVLink", "GB200 NVL72 multi-rack",
-           "B200 RoCE multi-node", "H100 GPUDirect-TCPX", "A100 Slingshot multi-node")
+           "B200 RoCE multi-node", "H100 GPUDirect-TCPX", "A100 Slingshot multi-node", "H200 RoCE multi-node",
+           "B200 IB multi-node")
 
 
 @dataclass(frozen=True)
@@ -476,6 +477,38 @@ REFERENCES = [
               approximate=_XXRJUN_APPROXIMATE, not_fitted=_AFTER_THE_FIT),
     Reference("h100-nvswitch-1node-8gpu-alltoall", CLASSES[1], "dgx-h100", 1, 8, nccl_version="2.29.2",
               approximate=_XXRJUN_APPROXIMATE, not_fitted=_AFTER_THE_FIT),
+    # H100 over InfiniBand, 2 x 8 GPUs, NCCL_ALGO=Ring, NCCL 2.19.3 (wutz/k8s-in-action)
+    Reference("h100-ib-2node-16gpu-all_reduce-ring-nccl219", CLASSES[0], "dgx-h100", 2, 8, {"NCCL_ALGO": "Ring"},
+              nccl_version="2.19.3",  # the job image's tag at the commit that publishes the table, not printed
+              approximate="16 H100 with 8 x 400G InfiniBand per node (the README's words) described by the dgx-h100 preset; "
+                          "NCCL 2.19.3 is the job image's tag, not printed; the job's NCCL_CROSS_NIC=1 is not modelled; the "
+                          "server model and switch layout are not stated; only 512 MiB-8 GiB printed, without the header",
+              not_fitted=_AFTER_THE_FIT),
+    # dstack's cluster examples (dstackai/dstack examples/clusters/*/README.md), both in dstack's default image (NCCL 2.26.2)
+    Reference("h100-ib-2node-16gpu-all_reduce-nebius", CLASSES[0], "dgx-h100", 2, 8, nccl_version="2.26.2",
+              approximate="Nebius GPU-cluster nodes described by the dgx-h100 preset: the run's GPU model is not stated (the "
+                          "page's VM fleet asks H100:8; an H200 node has the same NVLink4 and NICs in gpuwait's templates), nor "
+                          "the NICs (8 x 400G NDR assumed) or the fabric; NCCL 2.26.2 is dstack's default image's build "
+                          "(docker/base/Dockerfile), not printed",
+              not_fitted=_AFTER_THE_FIT),
+    Reference("b200-ib-2node-16gpu-all_reduce-lambda", CLASSES[15], "lambda-1cc-b200-ib", 2, 8, nccl_version="2.26.2",
+              approximate="Lambda 1-Click Cluster B200 nodes described by the dgx-b200 template on an NDR InfiniBand "
+                          "leaf-spine; the 8 x 400G HCAs per node are Lambda's page, not the source, and the fabric is not "
+                          "published; NCCL 2.26.2 is the nccl-tests header's nccl-library=22602 (no version line)",
+              not_fitted=_AFTER_THE_FIT),
+    # H200 over RoCE, 2 x 8 GPUs: Google A3 Ultra (gIB), Dell XE9680 on Spectrum-X; both NCCL versions printed
+    Reference("h200-gcp-a3ultra-roce-2node-16gpu-all_gather", CLASSES[14], "gcp-a3-ultra-roce", 2, 8, _GIB_A4_ENV,
+              collective="all_gather",
+              approximate="Google Cloud A3 Ultra described by the dgx-h200 template (8 x 400G RoCE, one NIC per GPU); the gIB "
+                          "settings are the A4 High defaults of the same plugin, not printed by the run: " + _GIB_NOT_MODELLED,
+              not_fitted=_AFTER_THE_FIT),
+    Reference("h200-spectrumx-2node-16gpu-all_reduce", CLASSES[14], "dell-xe9680-h200-spectrumx", 2, 8,
+              {"NCCL_MIN_NCHANNELS": "32", "NCCL_IB_QPS_PER_CONNECTION": "2", "NCCL_IB_SPLIT_DATA_ON_QPS": "0"},
+              approximate="two Dell XE9680 (HGX H200) described by the dgx-h200 template with 8 x 400GbE BlueField-3 SuperNIC "
+                          "rails; Spectrum-X's switch layout is not published (a non-blocking rail-optimized leaf-spine with "
+                          "adaptive routing assumed); the run's NCCL_IB_ADAPTIVE_ROUTING=1 and NCCL_P2P_NET_CHUNKSIZE are not "
+                          "modelled; one process drives each node's 8 GPUs (-g 8)",
+              not_fitted=_AFTER_THE_FIT),
 ]
 
 
