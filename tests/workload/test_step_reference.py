@@ -145,12 +145,12 @@ def test_megatron_bridge_rows_are_laid_out_as_published():
 def test_nemo_2407_tokens_agree_with_the_printed_tflops():
     # NVIDIA/NeMo docs/source/performance/performance_summary.md @070a0bb1 (24.07, DGX-H100, FP8): Tokens/sec/GPU
     # and Model TFLOP/sec/GPU per row (GPT3-175B 726 / 782, 782 / 842; LLAMA3-8B 12036 / 697; LLAMA3-70B 1533 / 738;
-    # Nemotron-8B 12701 / 653, -22B 4256 / 554).
+    # Nemotron-8B 12701 / 653, -22B 4256 / 554, -340B 322 / 678).
     # NeMo 1 counts the full attention matrix, as gpuwait's training_flops_per_token: the rows' models (GPT-3's GELU
     # and Nemotron's squared-ReLU MLPs written as SwiGLU of 8h/3, GPT-3's vocabulary padded to 50,688) give the printed
     # rate within 0.5 %.
     printed = {"nemo-gpt3-175b-128": 782, "nemo-gpt3-175b-512": 842, "nemo-llama3-8b": 697, "nemo-llama3-70b": 738,
-               "nemo-nemotron-8b": 653, "nemo-nemotron-22b": 554}
+               "nemo-nemotron-8b": 653, "nemo-nemotron-22b": 554, "nemo-nemotron-340b": 678}
     rows = [r for r in REFERENCE["rows"] if r["source"] == "nemo2407-h100"]
     assert sorted(r["id"] for r in rows) == sorted(printed)
     for row in rows:
