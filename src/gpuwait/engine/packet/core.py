@@ -472,10 +472,11 @@ def _take_sample(samples, qp_samples, sample_t, row, now, qbytes, sample_links, 
 
 @njit(cache=True)
 def _close_intervals(lt, qbytes, qint, now):
-    """Count the pauses, waits and queue integrals still open at the end of the run."""
+    """Count the pauses, waits and queue integrals still open at the end of the run (a pause's
+    refresh frames too, as if it ended now: the port is left paused)."""
     for link in range(lt.shape[0]):
         if lt[link, T_PAUSED]:
-            lt[link, C_PAUSED_PS] += now - lt[link, T_PAUSE_T0]
+            _count_pause(lt, link, now)
         if lt[link, T_BLOCK_T0] >= 0:
             lt[link, C_WAIT_PS] += now - lt[link, T_BLOCK_T0]
         qint[link] += qbytes[link] * float(now - lt[link, T_QLAST])
@@ -508,7 +509,7 @@ def _schedule(pend_t, pend_d, npend, time_ps, data):
 
 
 @njit(cache=True, error_model="numpy")
-def _on_pause(lt, link, xoff, now, refresh_ps):
+def _on_pause(lt, link, xoff, now):
     """A pause (``xoff``) or resume frame reached the sending port of ``link``; returns whether the
     port was released (and may send)."""
     if xoff:
@@ -520,11 +521,18 @@ def _on_pause(lt, link, xoff, now, refresh_ps):
     if not lt[link, T_PAUSED]:
         return False
     lt[link, T_PAUSED] = False
+    _count_pause(lt, link, now)
+    return True
+
+
+@njit(cache=True, error_model="numpy")
+def _count_pause(lt, link, now):
+    """Count the pause of ``link``'s sending port that began at T_PAUSE_T0 and ends (or is cut by the
+    run's end) at ``now``: its time, and the refresh frames the congested side sent while it held the
+    port, one every half quanta (L_REFRESH) after the XOFF frame that opened it."""
     dur = now - lt[link, T_PAUSE_T0]
     lt[link, C_PAUSED_PS] += dur
-    # the congested side refreshes its pause every half quanta while it holds the port
-    lt[link, C_PAUSE_FRAMES] += dur // refresh_ps
-    return True
+    lt[link, C_PAUSE_FRAMES] += dur // lt[link, L_REFRESH]
 
 
 @njit(cache=True, error_model="numpy")
@@ -1217,7 +1225,7 @@ def _run(lt, qbytes, qint, n_used, inp, senders, receivers, samples, qp_samples,
                 resume_qp = qp
 
         elif kind == EV_PAUSE:
-            if _on_pause(lt, a, b == 1, now, lt[a, L_REFRESH]):
+            if _on_pause(lt, a, b == 1, now):
                 start_link = a
 
         elif kind == EV_CREDIT:
