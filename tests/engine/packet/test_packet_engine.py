@@ -96,14 +96,16 @@ def test_dcqcn_keeps_its_target_through_a_burst_of_cuts(topo, nics):
     # rdma-hw.cc), whose dcqcn_paper settings are the defaults: a cut lowers the target rate only when
     # a rate-increase stage ran since the previous cut, so fast recovery climbs back towards the rate
     # before the burst. Clamping at every cut (the paper's rule, an option) leaves a 3:1 incast crawling
-    # at the 1 Gb/s floor's neighbourhood long after its queue drained.
+    # long after its queue drained: 1.9 ms against 1.15 ms (7.0 ms while marks were made at enqueue,
+    # whose stale signal went on cutting, 7 times per QP instead of 4-5, for a drain time after the
+    # queue had fallen).
     flows = table(nics[1:4], np.full(3, nics[0]), 4e6)
     fluid = simulate_flows(topo, flows, RoutingSpec(), TRANSPORTS["rocev2"]).makespan_s
     runs = [simulate_packets(topo, flows, RoutingSpec(), TRANSPORTS["rocev2"], PacketParams(dcqcn={"clamp_target_rate": clamp}))
             for clamp in (False, True)]
     assert runs[0].qp_counter_table()["rp_cnp_handled"].min() > 1  # a burst of cuts
     assert runs[0].makespan_s < 1.3 * fluid
-    assert runs[1].makespan_s > 2 * fluid
+    assert runs[1].makespan_s > 1.5 * fluid
 
 
 def test_an_emptied_ingress_resumes_even_when_the_shared_buffer_is_busy():
