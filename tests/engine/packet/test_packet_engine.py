@@ -12,7 +12,10 @@ import pytest
 from gpuwait.engine.base import message_overhead_s
 from gpuwait.engine.flow_run import simulate_flows
 from gpuwait.engine.packet import PacketParams, packet_params, simulate_packets
+from gpuwait.engine.packet import core as C
+from gpuwait.engine.packet.run import engine_inputs, resolve
 from gpuwait.errors import SimulationError, SpecError
+from gpuwait.routing.paths import route_flows
 from gpuwait.spec import PatternSpec, RoutingSpec
 from gpuwait.spec.cluster import ClusterSpec
 from gpuwait.topology.presets import build_cluster
@@ -93,14 +96,16 @@ def test_dcqcn_keeps_its_target_through_a_burst_of_cuts(topo, nics):
     # rdma-hw.cc), whose dcqcn_paper settings are the defaults: a cut lowers the target rate only when
     # a rate-increase stage ran since the previous cut, so fast recovery climbs back towards the rate
     # before the burst. Clamping at every cut (the paper's rule, an option) leaves a 3:1 incast crawling
-    # at the 1 Gb/s floor's neighbourhood long after its queue drained.
+    # long after its queue drained: 1.9 ms against 1.15 ms (7.0 ms while marks were made at enqueue,
+    # whose stale signal went on cutting, 7 times per QP instead of 4-5, for a drain time after the
+    # queue had fallen).
     flows = table(nics[1:4], np.full(3, nics[0]), 4e6)
     fluid = simulate_flows(topo, flows, RoutingSpec(), TRANSPORTS["rocev2"]).makespan_s
     runs = [simulate_packets(topo, flows, RoutingSpec(), TRANSPORTS["rocev2"], PacketParams(dcqcn={"clamp_target_rate": clamp}))
             for clamp in (False, True)]
     assert runs[0].qp_counter_table()["rp_cnp_handled"].min() > 1  # a burst of cuts
     assert runs[0].makespan_s < 1.3 * fluid
-    assert runs[1].makespan_s > 2 * fluid
+    assert runs[1].makespan_s > 1.5 * fluid
 
 
 def test_an_emptied_ingress_resumes_even_when_the_shared_buffer_is_busy():
@@ -166,6 +171,35 @@ def test_pause_frames_refresh_at_the_quanta_of_their_own_port_speed():
     frames, paused_s = counts[0]
     refresh_s = 1000 * 512 / 100e9 / 2  # the peer refreshes every half quanta
     assert frames >= paused_s // refresh_s  # one frame per refresh while paused, plus one per XOFF
+
+
+def test_a_pause_open_when_the_run_ends_counts_its_refresh_frames(topo, nics):
+    # A port still paused at the run's end has had its pause refreshed every half quanta since the XOFF,
+    # as one that resumed: 1 + floor(paused / refresh) frames. An incast s1, s2, s3 -> s0 with XON at 0
+    # pauses s1's port for ~50 us from ~24 us; the event loop cut at 50 us (the engine's own time limit,
+    # below the bound simulate_packets asks of a whole run) ends inside that first pause.
+    params = PacketParams(switch_buffer_bytes=2 * 2**20, congestion_control="none", pause_quanta=100,
+                          pfc_xoff_bytes=200e3, pfc_xon_bytes=0, pfc_headroom_bytes=100e3)
+    flows = table(nics[1:4], np.full(3, nics[0]), 1e6)
+    routes = route_flows(topo, RoutingSpec(), flows.src, flows.dst, transport="rocev2")
+    res = resolve(params, TRANSPORTS["rocev2"], RoutingSpec())
+    inp = engine_inputs(topo, flows, routes, RoutingSpec(), TRANSPORTS["rocev2"], params, res)
+    gint = inp.gint.copy()
+    gint[C.G_T_LIMIT] = 50_000_000  # ps
+    got = C.simulate(inp._replace(gint=gint), 0, 1024, 4096)
+    assert got.stats[C.S_TIMED_OUT] == 1 and got.stats[C.S_END_PS] == 50_000_000
+    up = topo.link_id("s1.nic0->leaf0")
+    paused_ps = got.link_counters[up, C.C_PAUSED_PS - C.C_FIRST]
+    frames = got.link_counters[up, C.C_PAUSE_FRAMES - C.C_FIRST]
+    refresh_ps = inp.links[up, C.L_REFRESH]
+    assert refresh_ps == round(100 * 512 / 100e9 / 2 * 1e12)
+    # one pause, open since its XOFF: the sampled paused time grows by the whole interval from then on
+    j = int(np.flatnonzero(inp.sample_links == up)[0])
+    pause_t = got.pause_samples[:, j]
+    onset = int(np.flatnonzero(pause_t > 0)[0])
+    assert np.array_equal(np.diff(pause_t[onset:]), np.diff(got.sample_ps[onset:]))
+    assert 20e6 < paused_ps < 30e6
+    assert frames == 1 + paused_ps // refresh_ps  # before, the open pause counted only its XOFF frame
 
 
 def test_incast_without_pfc_drops_and_retransmits(topo, nics):

@@ -12,7 +12,7 @@ after the path latency; one data priority (PFC and queues per port carry it; cou
 reported under ``data_priority``); IB congestion control (FECN/BECN) is not modelled —
 InfiniBand senders run at line rate under credits; DCQCN's alpha timer is applied lazily at
 each CNP; pause frames are XOFF transitions plus one refresh per half quanta (512 bit times each at
-the paused port's own speed) while paused.
+the paused port's own speed) while paused, up to the run's end for a pause still open then.
 """
 
 from gpuwait.engine.packet.params import DcqcnSettings, PacketParams, packet_params

@@ -12,7 +12,7 @@ Components, each doing one thing:
   choice per packet among the row's links leaving that node (spray: random; adaptive: the
   shortest queue);
 * a **switch** is queues plus a shared buffer: admission (lossy drop, PFC ingress accounting
-  with XOFF/XON and headroom, or credits), RED-style ECN marking at enqueue;
+  with XOFF/XON and headroom, or credits), RED-style ECN marking at dequeue (:func:`_red_mark`);
 * a **sender** (QP) injects MTU packets into its first link, paced by DCQCN when it runs and
   held back when its host queue is full; a **receiver** accepts in order (go-back-N) or out of
   order (spray, adaptive), sends CNPs (at most one per interval) and, in lossy mode, ACKs/NACKs.
@@ -127,6 +127,35 @@ def _xs(x):
 def _u01(x):
     """xorshift64*: the uniform float in [0, 1) drawn from state ``x``."""
     return float((x * np.uint64(2685821657736338717)) >> np.uint64(11)) / 9007199254740992.0
+
+
+@njit(cache=True, inline="always")
+def _red_mark(rs, queue_bytes, kmin_bytes, kmax_bytes, pmax_fx):
+    """RED's marking law at a switch egress queue of ``queue_bytes``: never at or below Kmin, always
+    above Kmax, in between with probability Pmax x (queue - Kmin) / (Kmax - Kmin) (``pmax_fx``:
+    Pmax x 2**32), drawing from the generator (state ``rs``) only then. Returns (state, marked).
+
+    The queue is the one a packet leaves behind as it starts to serialize: the HPCC simulator
+    marks there (github alibaba-edu/High-Precision-Congestion-Control, ``switch-node.cc``
+    ``SwitchNode::SwitchNotifyDequeue``, called from ``QbbNetDevice::DequeueAndTransmit`` before
+    ``TransmitStart``; it removes the packet from the egress bytes, then ``switch-mmu.cc``
+    ``SwitchMmu::ShouldSendCN`` applies this law): the signal reaches the receiver a queue's drain
+    time fresher than a mark made at enqueue.
+    At one queue that starts and ends empty, with one packet size and Kmin = Kmax = K, as many
+    departures leave more than K behind as arrivals find more than K ahead (each rise of the queue
+    through a level is matched by a fall through it): the move changes which packets carry the
+    marks, and their count only through what the senders do with them (tests/engine/packet/test_ecn_marking.py).
+
+    >>> rs = np.uint64(88172645463325252)
+    >>> _red_mark(rs, 201, 100, 200, 0), _red_mark(rs, 100, 100, 200, 1 << 32)  # no draw: the state stays
+    ((88172645463325252, True), (88172645463325252, False))
+    """
+    if queue_bytes > kmax_bytes:
+        return rs, True
+    if queue_bytes > kmin_bytes:
+        rs = _xs(rs)
+        return rs, _u01(rs) * 4294967296.0 < pmax_fx * (queue_bytes - kmin_bytes) / max(kmax_bytes - kmin_bytes, 1)
+    return rs, False
 
 
 @njit(cache=True, inline="always")
@@ -472,10 +501,11 @@ def _take_sample(samples, qp_samples, sample_t, row, now, qbytes, sample_links, 
 
 @njit(cache=True)
 def _close_intervals(lt, qbytes, qint, now):
-    """Count the pauses, waits and queue integrals still open at the end of the run."""
+    """Count the pauses, waits and queue integrals still open at the end of the run (a pause's
+    refresh frames too, as if it ended now: the port is left paused)."""
     for link in range(lt.shape[0]):
         if lt[link, T_PAUSED]:
-            lt[link, C_PAUSED_PS] += now - lt[link, T_PAUSE_T0]
+            _count_pause(lt, link, now)
         if lt[link, T_BLOCK_T0] >= 0:
             lt[link, C_WAIT_PS] += now - lt[link, T_BLOCK_T0]
         qint[link] += qbytes[link] * float(now - lt[link, T_QLAST])
@@ -508,7 +538,7 @@ def _schedule(pend_t, pend_d, npend, time_ps, data):
 
 
 @njit(cache=True, error_model="numpy")
-def _on_pause(lt, link, xoff, now, refresh_ps):
+def _on_pause(lt, link, xoff, now):
     """A pause (``xoff``) or resume frame reached the sending port of ``link``; returns whether the
     port was released (and may send)."""
     if xoff:
@@ -520,11 +550,18 @@ def _on_pause(lt, link, xoff, now, refresh_ps):
     if not lt[link, T_PAUSED]:
         return False
     lt[link, T_PAUSED] = False
+    _count_pause(lt, link, now)
+    return True
+
+
+@njit(cache=True, error_model="numpy")
+def _count_pause(lt, link, now):
+    """Count the pause of ``link``'s sending port that began at T_PAUSE_T0 and ends (or is cut by the
+    run's end) at ``now``: its time, and the refresh frames the congested side sent while it held the
+    port, one every half quanta (L_REFRESH) after the XOFF frame that opened it."""
     dur = now - lt[link, T_PAUSE_T0]
     lt[link, C_PAUSED_PS] += dur
-    # the congested side refreshes its pause every half quanta while it holds the port
-    lt[link, C_PAUSE_FRAMES] += dur // refresh_ps
-    return True
+    lt[link, C_PAUSE_FRAMES] += dur // lt[link, L_REFRESH]
 
 
 @njit(cache=True, error_model="numpy")
@@ -1115,18 +1152,6 @@ def _run(lt, qbytes, qint, n_used, inp, senders, receivers, samples, qp_samples,
                             pend_d[npend] = pack(EV_PAUSE, link, 1)
                             npend += 1
                 n_used[node] += wire_in
-            if ecn_on and lt[m, L_SRC_SW] != 0:
-                qb = qbytes[m]
-                kmin = lt[m, L_KMIN]
-                kmax = lt[m, L_KMAX]
-                if qb > kmax:
-                    pkt[p, P_ECN] = 1
-                elif qb > kmin:
-                    rs = _xs(rs)
-                    if _u01(rs) * 4294967296.0 < lt[m, L_PMAX_FX] * (qb - kmin) / max(kmax - kmin, 1):
-                        pkt[p, P_ECN] = 1
-                if pkt[p, P_ECN] != 0:
-                    lt[m, C_ECN] += 1
             pkt[p, P_IN] = link
             enq_p = p
             start_link = m
@@ -1217,7 +1242,7 @@ def _run(lt, qbytes, qint, n_used, inp, senders, receivers, samples, qp_samples,
                 resume_qp = qp
 
         elif kind == EV_PAUSE:
-            if _on_pause(lt, a, b == 1, now, lt[a, L_REFRESH]):
+            if _on_pause(lt, a, b == 1, now):
                 start_link = a
 
         elif kind == EV_CREDIT:
@@ -1292,6 +1317,13 @@ def _run(lt, qbytes, qint, n_used, inp, senders, receivers, samples, qp_samples,
                     qbytes[link] = q
                     if q > lt[link, C_QMAX]:
                         lt[link, C_QMAX] = q
+                    if ecn_on and lt[link, L_SRC_SW] != 0:
+                        # marked as it leaves, from the bytes queued behind it (see _red_mark)
+                        rs, marked = _red_mark(rs, q, lt[link, L_KMIN], lt[link, L_KMAX], lt[link, L_PMAX_FX])
+                        if marked:
+                            pkt[p, P_ECN] = 1
+                        if pkt[p, P_ECN] != 0:
+                            lt[link, C_ECN] += 1
                     if fc == FC_CREDIT:
                         lt[link, T_CREDITS] -= wire
                     # busy, with the packet's length and ingress link (+2, so idle is 0) for its departure

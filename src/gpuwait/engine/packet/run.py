@@ -184,6 +184,8 @@ class PacketRun(PerFlowResults):
 
     @property
     def ecn_marked_packets(self) -> np.ndarray:
+        """(L,) data packets that left each switch port carrying an ECN mark, made there (at dequeue) or
+        at a switch before it on their path."""
         return self._counter(C.C_ECN).copy()
 
     @property
