@@ -12,7 +12,8 @@ import pytest
 
 from gpuwait.engine.packet import PacketParams, simulate_packets
 from gpuwait.engine.packet import core as C
-from gpuwait.spec import RoutingSpec
+from gpuwait.spec import ClusterSpec, RoutingSpec
+from gpuwait.topology import build_cluster
 from gpuwait.transport import TRANSPORTS
 from gpuwait.workload.traffic import FlowTable
 from tests.engine.packet.test_packet_engine import fabric
@@ -88,3 +89,25 @@ def test_marks_follow_the_queue_at_departure_not_at_arrival():
     assert q_packets[arriving].min() > 140
     assert per_qp[2] == 0
     assert run.ecn_marked_packets[port] == per_qp.sum() == 404 - 21 - 20
+
+
+def test_a_port_counts_the_marks_it_made_not_those_it_forwards():
+    """A switch's ECN counter is its WRED's (SAI_QUEUE_STAT_WRED_ECN_MARKED_PACKETS, opencomputeproject/SAI
+    inc/saiqueue.h; SONiC's `show queue wredcounters`): a packet marked upstream and forwarded is not counted
+    again. One flow from a 100 Gb/s NIC into 50 Gb/s switch links queues only at its leaf's uplink; the ports
+    after it forward the marked packets and count none, so the ports' marks add up to the receiver's."""
+    topo = build_cluster(ClusterSpec.model_validate({
+        "servers": 8, "server": {"gpus": 1, "nics": 1, "nic_speed": "100Gbps", "pcie_switches": 1, "cpus": 1},
+        "fabric": {"tiers": 2, "switch_radix": 8, "switch_speed": "50Gbps", "oversubscription": 2}}))
+    nics = topo.nic_node[:, 0].astype(np.int64)
+    tp = TRANSPORTS["rocev2"]
+    wire = tp.mtu_bytes + int(tp.header_bytes)
+    flows = FlowTable(["a"], nics[4:5], nics[0:1], np.array([200.0 * tp.mtu_bytes]), np.zeros(1), np.full(1, np.inf),
+                      [[]])
+    params = PacketParams(congestion_control="none", ecn=True, ecn_kmin_bytes=0.5 * wire, ecn_kmax_bytes=0.5 * wire)
+    run = simulate_packets(topo, flows, RoutingSpec(), tp, params)
+    received = int(run.qp_counter_table()["np_ecn_marked_roce_packets"].sum())
+    marking = np.flatnonzero(run.ecn_marked_packets)
+    assert received > 100
+    assert [topo.link_name(int(link)).startswith("leaf") for link in marking] == [True]
+    assert run.ecn_marked_packets.sum() == received

@@ -1321,8 +1321,8 @@ def _run(lt, qbytes, qint, n_used, inp, senders, receivers, samples, qp_samples,
                         # marked as it leaves, from the bytes queued behind it (see _red_mark)
                         rs, marked = _red_mark(rs, q, lt[link, L_KMIN], lt[link, L_KMAX], lt[link, L_PMAX_FX])
                         if marked:
+                            # a switch counts the marks its own WRED makes, not the CE packets it forwards
                             pkt[p, P_ECN] = 1
-                        if pkt[p, P_ECN] != 0:
                             lt[link, C_ECN] += 1
                     if fc == FC_CREDIT:
                         lt[link, T_CREDITS] -= wire

@@ -184,8 +184,10 @@ class PacketRun(PerFlowResults):
 
     @property
     def ecn_marked_packets(self) -> np.ndarray:
-        """(L,) data packets that left each switch port carrying an ECN mark, made there (at dequeue) or
-        at a switch before it on their path."""
+        """(L,) data packets each switch port marked (at dequeue), as a switch counts them: SAI's
+        ``SAI_QUEUE_STAT_WRED_ECN_MARKED_PACKETS`` (opencomputeproject/SAI ``inc/saiqueue.h``; SONiC's
+        ``show queue wredcounters``) counts the marks the queue's WRED made, not the packets it forwards
+        already marked upstream (those reach the receiver's ``np_ecn_marked_roce_packets``)."""
         return self._counter(C.C_ECN).copy()
 
     @property
