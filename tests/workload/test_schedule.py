@@ -172,6 +172,57 @@ def test_families_contend_for_the_links_they_share():
     assert beside > 1.02 * alone
 
 
+def _oversubscribed(servers: int) -> FabricModel:
+    from gpuwait.topology.build import build_topology
+
+    spec = preset_spec("rocev2-400g-2tier", servers=servers)
+    spec = spec.model_copy(update={"fabric": spec.fabric.model_copy(update={"oversubscription": 4.0})})
+    return FabricModel(build_topology(spec), spec.routing, TRANSPORTS["rocev2"], parse_env({}))
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+def test_end_of_step_phases_meet_none_of_the_steps_own_traffic(overlap):
+    """What runs after a stage's last backward sees only the traffic still running then. The ZeRO-1/2
+    parameter all-gather follows the optimizer step (Megatron-LM's distributed optimizer,
+    docs/source/api-guide/dist_optimizer.md: reduce-scatter the gradients, step, all-gather the
+    updated parameters); without overlap_grad_reduce the gradient reduction waits for the whole
+    backward (Megatron-Core's DDP: ``finalize_model_grads`` after the backward; PyTorch DDP with
+    gradients reduced after backward, Li et al. VLDB 2020 §3.2). The pipeline sends are over by
+    then: both take their time on the fabric alone, whatever overlap_grad_reduce. With overlap the
+    buckets run during the last backward, beside the pipeline sends, and are slower than alone."""
+    import dataclasses
+
+    fabric = _oversubscribed(8)
+    step = dataclasses.replace(_step(fabric, tp=8, pp=2, dp=4, m=4, grads=5e8, pp_bytes=64e6, overlap=overlap),
+                               dp_collective="reduce_scatter", param_gather_bytes=np.full(2, 5e8))
+    result = run_training(step, fabric)
+    groups = step.layout.rank_gpu[step.layout.groups("dp")]
+    gather_alone = fabric.collective(groups, "all_gather", 5e8).time_s
+    bucket_alone = fabric.collective(groups, "reduce_scatter", 5e8 / np.ceil(5e8 / 25e6)).time_s
+    times = {c.label: c.time_s for c in result.collectives}
+    assert times["dp all_gather"] == pytest.approx(gather_alone, rel=1e-12)
+    assert result.breakdown.exposed_comm_s["dp all_gather"] == pytest.approx(gather_alone, rel=1e-12)
+    if overlap:
+        assert times["dp reduce_scatter"] > 1.02 * bucket_alone
+    else:
+        assert times["dp reduce_scatter"] == pytest.approx(bucket_alone, rel=1e-12)
+
+
+def test_end_of_step_phases_keep_the_fabrics_own_background():
+    """The traffic the fabric carries (another job, storage reads) runs at the end of the step too."""
+    import dataclasses
+
+    fabric = _oversubscribed(8)
+    background = np.where(fabric.topo.network_links, 0.5 * fabric.topo.link_capacity_Bps, 0.0)
+    busy = fabric.with_background(background)
+    step = dataclasses.replace(_step(busy, tp=8, pp=2, dp=4, m=4, grads=5e8, pp_bytes=64e6, overlap=False),
+                               dp_collective="reduce_scatter", param_gather_bytes=np.full(2, 5e8))
+    groups = step.layout.rank_gpu[step.layout.groups("dp")]
+    times = {c.label: c.time_s for c in run_training(step, busy).collectives}
+    assert times["dp all_gather"] == pytest.approx(busy.collective(groups, "all_gather", 5e8).time_s, rel=1e-12)
+    assert times["dp all_gather"] > 1.2 * fabric.collective(groups, "all_gather", 5e8).time_s
+
+
 def test_storage_reads_on_a_converged_fabric_slow_the_gradients():
     from gpuwait.topology.build import build_topology
 

@@ -124,17 +124,21 @@ def _comm_times(step: TrainingStep, fabric: FabricModel | None,
         run = beside_others("pp sendrecv").collective(gpus[lay.groups("pp")], "sendrecv", step.pp_send_bytes)
         pp_send_s = run.time_s
         families.append(("pp sendrecv", run, 2 * m))
+    # what runs after a stage's last backward (the gradient buckets when they wait for it, the
+    # parameter all-gather after the optimizer) meets none of the step's forward / backward traffic,
+    # which is over by then: only the background the fabric itself carries (other jobs, storage)
     bucket_s = 0.0
     n_buckets = _buckets(step)
     if lay.dp * lay.cp > 1 and step.dp_grad_bytes.max() > 0:
+        label = f"dp {step.dp_collective}"
         size = float(step.dp_grad_bytes.max()) / n_buckets.max()
-        run = beside_others(f"dp {step.dp_collective}").collective(gpus[_groups(lay, "dp")], step.dp_collective, size)
+        run = (beside_others(label) if step.overlap_grad_reduce else base).collective(
+            gpus[_groups(lay, "dp")], step.dp_collective, size)
         bucket_s = run.time_s
-        families.append((f"dp {step.dp_collective}", run, int(n_buckets.max())))
+        families.append((label, run, int(n_buckets.max())))
     gather = np.zeros(pp)
     if lay.dp * lay.cp > 1 and step.param_gather_bytes.max() > 0:
-        run = beside_others("dp all_gather").collective(gpus[_groups(lay, "dp")], "all_gather",
-                                                        float(step.param_gather_bytes.max()))
+        run = base.collective(gpus[_groups(lay, "dp")], "all_gather", float(step.param_gather_bytes.max()))
         gather = np.full(pp, run.time_s) * (step.param_gather_bytes > 0)
         families.append(("dp all_gather", run, 1))
     checkpoint_s, shortfall = _storage_times(step, fabric, gpus)
