@@ -656,15 +656,32 @@ def params_on_gpu(shape: ModelShape, layout: ParallelLayout, stage: int = 0) -> 
     """
     dense = expert = 0.0
     for layer in stage_layers(shape, layout, stage):
-        exp = shape.layer_expert_params(layer)
-        nonexp = shape.layer_params(layer) - exp
-        dense += (nonexp - shape.norm_params) / layout.tp + shape.norm_params
-        expert += exp / (layout.tp * layout.ep)
+        d, e = _layer_on_gpu(shape, layout, layer)
+        dense += d
+        expert += e
     if stage == 0:
-        dense += shape.embedding_params / layout.tp
+        dense += _embedding_on_gpu(shape, layout)
     if stage == layout.pp - 1:
-        dense += shape.vocab * shape.hidden / layout.tp + shape.hidden
+        dense += _head_on_gpu(shape, layout)
     return dense, expert
+
+
+def _layer_on_gpu(shape: ModelShape, layout: ParallelLayout, layer: int) -> tuple[float, float]:
+    """``(non_expert, expert)`` parameters of one layer on one GPU: matrices over tp, norms replicated,
+    routed experts over ep·tp."""
+    exp = shape.layer_expert_params(layer)
+    nonexp = shape.layer_params(layer) - exp
+    return (nonexp - shape.norm_params) / layout.tp + shape.norm_params, exp / (layout.tp * layout.ep)
+
+
+def _embedding_on_gpu(shape: ModelShape, layout: ParallelLayout) -> float:
+    """The vocab-parallel input embedding's slice (first stage)."""
+    return shape.embedding_params / layout.tp
+
+
+def _head_on_gpu(shape: ModelShape, layout: ParallelLayout) -> float:
+    """The vocab-parallel LM head's slice and the final norm (last stage)."""
+    return shape.vocab * shape.hidden / layout.tp + shape.hidden
 
 
 @dataclass(frozen=True)
@@ -819,20 +836,39 @@ def memory_per_gpu_bytes(shape: ModelShape, layout: ParallelLayout, precision: s
         acts += activation_bytes_per_layer(shape, replace(layout, recompute="none"), layers[-1])
     logits = (4.0 * layout.micro_batch * shape.seq_len / layout.cp * shape.vocab / layout.tp
               if stage == layout.pp - 1 else 0.0)
-    gathered = 0.0
-    if layout.zero == 3 and layout.weight_replicas > 1 and len(layers):
-        # FSDP holds the layer it runs unsharded plus the prefetch_depth layers gathered ahead
-        layer = layers[-1]
-        exp = shape.layer_expert_params(layer)
-        one = (shape.layer_params(layer) - exp - shape.norm_params) / layout.tp + shape.norm_params + exp / (layout.tp * layout.ep)
-        gathered = (1 + layout.prefetch_depth) * one
     return {
-        "weights": TRAIN_BYTES * (sharded(3) + gathered),
+        "weights": TRAIN_BYTES * (sharded(3) + zero3_gathered_params(shape, layout, stage)),
         "grads": TRAIN_BYTES * sharded(2),
         "optimizer": ADAM_BYTES_PER_PARAM * sharded(1),
         "activations": acts,
         "logits": logits,
     }
+
+
+def zero3_gathered_params(shape: ModelShape, layout: ParallelLayout, stage: int) -> float:
+    """Parameters one GPU of ``stage`` holds unsharded at once under ZeRO-3, beside its shards (0 otherwise).
+
+    FSDP un-shards a unit (here: the input embedding on the first stage, each transformer layer, the
+    final norm and LM head on the last stage) while it runs and frees it after, and gathers the
+    ``prefetch_depth`` units after it (before it, in backward) ahead of time. Peak memory is the
+    sharded model plus the largest fully materialized units (Zhao et al. 2023, "PyTorch FSDP",
+    arXiv:2304.11277, §3.2.1 and §3.4.1), so this is the largest sum of ``1 + prefetch_depth``
+    consecutive units in the order they run; the embedding and LM head, vocab x hidden / tp each,
+    are often the largest.
+
+    >>> shape = resolve_model(ModelSpec(preset="llama-8b"))
+    >>> layout = ParallelLayout(8, 1, 1, 8, 1, 3, False, 1, 8, 25 * 2**20, True, "1f1b")
+    >>> zero3_gathered_params(shape, layout, 0) == shape.head_params + shape.dense_layer_params
+    True
+    """
+    if layout.zero != 3 or layout.weight_replicas == 1:
+        return 0.0
+    units = [_embedding_on_gpu(shape, layout)] if stage == 0 else []
+    units += [sum(_layer_on_gpu(shape, layout, layer)) for layer in stage_layers(shape, layout, stage)]
+    if stage == layout.pp - 1:
+        units.append(_head_on_gpu(shape, layout))
+    window = min(1 + layout.prefetch_depth, len(units))
+    return max((sum(units[i:i + window]) for i in range(len(units) - window + 1)), default=0.0)
 
 
 def _gib(value: float) -> str:
