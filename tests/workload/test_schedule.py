@@ -208,6 +208,31 @@ def test_end_of_step_phases_meet_none_of_the_steps_own_traffic(overlap):
         assert times["dp reduce_scatter"] == pytest.approx(bucket_alone, rel=1e-12)
 
 
+def test_the_parameter_all_gather_is_no_background_to_the_backward():
+    """The ZeRO-1 parameter all-gather follows the optimizer, which follows the last gradient bucket
+    (Megatron-LM's distributed optimizer, docs/source/api-guide/dist_optimizer.md): the buckets reduced
+    during the backward never run beside it. With no other traffic, the overlapped buckets take their
+    time alone and expose what outlasts the backward (PyTorch DDP's closed form, Li et al. VLDB 2020)."""
+    import dataclasses
+
+    fabric = _fabric(8)  # one GPU of each server in a DP group: every byte crosses the fabric
+    step = dataclasses.replace(_step(fabric, tp=8, dp=8, grads=5e8, overlap=True), dp_collective="reduce_scatter",
+                               param_gather_bytes=np.full(1, 5e8))
+    result = run_training(step, fabric)
+    groups = step.layout.rank_gpu[step.layout.groups("dp")]
+    buckets = int(np.ceil(5e8 / 25e6))
+    t_bucket = fabric.collective(groups, "reduce_scatter", 5e8 / buckets).time_s
+    end = 0.0
+    for ready in BWD_S * np.arange(1, buckets + 1) / buckets:
+        end = max(end, ready) + t_bucket
+    times = {c.label: c.time_s for c in result.collectives}
+    assert times["dp reduce_scatter"] == pytest.approx(t_bucket, rel=1e-12)
+    assert result.breakdown.exposed_comm_s["dp reduce_scatter"] == pytest.approx(max(end - BWD_S, 0.0), rel=1e-9)
+    gather_s = fabric.collective(groups, "all_gather", 5e8).time_s
+    compute = 4 * (FWD_S + BWD_S) + OPT_S
+    assert result.breakdown.step_time_s == pytest.approx(compute + max(end - BWD_S, 0.0) + gather_s, rel=1e-9)
+
+
 def test_end_of_step_phases_keep_the_fabrics_own_background():
     """The traffic the fabric carries (another job, storage reads) runs at the end of the step too."""
     import dataclasses

@@ -92,11 +92,21 @@ def _comm_times(step: TrainingStep, fabric: FabricModel | None,
     bwd: dict[str, float] = {}
     m = step.micro_batches
     base = fabric
+    reduces = lay.dp * lay.cp > 1 and step.dp_grad_bytes.max() > 0
+    gathers_params = lay.dp * lay.cp > 1 and step.param_gather_bytes.max() > 0
+    # what runs after a stage's last backward (the gradient buckets when they wait for it, the
+    # parameter all-gather after the optimizer) meets none of the step's forward / backward traffic,
+    # which is over by then, and is none of it: only the background the fabric itself carries (other
+    # jobs, storage) is beside it, and it is beside none of the traffic inside the step
+    after_backward = {"dp all_gather"} if gathers_params else set()
+    if reduces and not step.overlap_grad_reduce:
+        after_backward.add(f"dp {step.dp_collective}")
 
     def beside_others_of(labels: set[str]) -> FabricModel:
         if not others_Bps:
             return base
-        other = sum((v for k, v in others_Bps.items() if k not in labels), np.zeros(base.topo.n_links))
+        apart = labels | after_backward
+        other = sum((v for k, v in others_Bps.items() if k not in apart), np.zeros(base.topo.n_links))
         return base.with_background(other)
 
     def beside_others(label: str) -> FabricModel:
@@ -124,20 +134,17 @@ def _comm_times(step: TrainingStep, fabric: FabricModel | None,
         run = beside_others("pp sendrecv").collective(gpus[lay.groups("pp")], "sendrecv", step.pp_send_bytes)
         pp_send_s = run.time_s
         families.append(("pp sendrecv", run, 2 * m))
-    # what runs after a stage's last backward (the gradient buckets when they wait for it, the
-    # parameter all-gather after the optimizer) meets none of the step's forward / backward traffic,
-    # which is over by then: only the background the fabric itself carries (other jobs, storage)
     bucket_s = 0.0
     n_buckets = _buckets(step)
-    if lay.dp * lay.cp > 1 and step.dp_grad_bytes.max() > 0:
+    if reduces:
         label = f"dp {step.dp_collective}"
         size = float(step.dp_grad_bytes.max()) / n_buckets.max()
-        run = (beside_others(label) if step.overlap_grad_reduce else base).collective(
+        run = (base if label in after_backward else beside_others(label)).collective(
             gpus[_groups(lay, "dp")], step.dp_collective, size)
         bucket_s = run.time_s
         families.append((label, run, int(n_buckets.max())))
     gather = np.zeros(pp)
-    if lay.dp * lay.cp > 1 and step.param_gather_bytes.max() > 0:
+    if gathers_params:
         run = base.collective(gpus[_groups(lay, "dp")], "all_gather", float(step.param_gather_bytes.max()))
         gather = np.full(pp, run.time_s) * (step.param_gather_bytes > 0)
         families.append(("dp all_gather", run, 1))
