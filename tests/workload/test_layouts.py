@@ -168,7 +168,38 @@ def test_zero3_moves_three_times_the_parameter_bytes_per_micro_batch(model, para
     assert z1.micro_batches == z3.micro_batches == 1 and params_bytes > 0
     moved = {"all_gather": 0.0, "reduce_scatter": float(z3.dp_grad_bytes[0])}
     for op in z3.inline_ops:
-        if op.group == "dp":
+        if op.group in ("dp", "expert_dp"):
             moved[op.collective] += op.size_bytes * (op.calls_fwd + op.calls_bwd)
     assert moved["all_gather"] + float(z3.param_gather_bytes[0]) == pytest.approx(2 * params_bytes, rel=1e-9)
     assert moved["reduce_scatter"] == pytest.approx(params_bytes, rel=1e-9)
+
+
+@pytest.mark.parametrize("ep", [4, 16])
+def test_zero3_gathers_experts_over_their_expert_data_parallel_group(ep):
+    # Megatron-Core shards and reduces expert parameters over the expert-data-parallel group (the
+    # dp / ep ranks holding the same experts: parallel_state.get_expert_data_parallel_group, which its
+    # DDP and distributed optimizer use for expert parameters), the rest over dp; a ZeRO-3 / FSDP
+    # parameter is all-gathered and its gradient reduce-scattered over the group it is sharded on
+    # (Zhao et al. 2023, arXiv:2304.11277, §3.2). With ep = dp that group is one rank: experts stay whole.
+    # The bytes the inline ops move per pass are the bytes the memory model holds gathered.
+    import dataclasses
+
+    cluster = build_cluster(resolve_cluster(_scenario(2, {}).cluster))
+    scenario = _scenario(2, {"tp": 1, "ep": ep, "zero": 3, "global_batch": 16, "micro_batch": 1},
+                         {"preset": "deepseek-moe-16b"})
+    step = training_step(scenario.workload, cluster)
+    shape = wm.resolve_model(scenario.workload.model)
+    par = wm.validate_layout(shape, scenario.workload, 16, 8)
+    dense, expert = wm.params_on_gpu(shape, par)
+    ops = {(op.group, op.collective): op.size_bytes * shape.layers for op in step.inline_ops if op.zero3}
+    expected = {("dp", "all_gather"): 2 * dense, ("dp", "reduce_scatter"): 2 * dense}
+    if ep < 16:
+        expected.update({("expert_dp", "all_gather"): 2 * expert, ("expert_dp", "reduce_scatter"): 2 * expert})
+    assert ops == pytest.approx(expected, rel=1e-12)
+    # every unit gathered at once (a prefetch as deep as the model): the same bytes as one pass's gathers
+    whole = dataclasses.replace(par, prefetch_depth=10**6)
+    assert 2 * wm.zero3_gathered_params(shape, whole, 0) == pytest.approx(sum(
+        v for (_group, coll), v in ops.items() if coll == "all_gather"), rel=1e-12)
+    sizes = {c.label: c.n_ranks for c in run_workload(scenario)[0].collectives}
+    assert sizes["dp all_gather"] == 16
+    assert sizes.get("expert_dp all_gather") == (16 // ep if ep < 16 else None)

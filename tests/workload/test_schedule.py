@@ -172,6 +172,82 @@ def test_families_contend_for_the_links_they_share():
     assert beside > 1.02 * alone
 
 
+def _oversubscribed(servers: int) -> FabricModel:
+    from gpuwait.topology.build import build_topology
+
+    spec = preset_spec("rocev2-400g-2tier", servers=servers)
+    spec = spec.model_copy(update={"fabric": spec.fabric.model_copy(update={"oversubscription": 4.0})})
+    return FabricModel(build_topology(spec), spec.routing, TRANSPORTS["rocev2"], parse_env({}))
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+def test_end_of_step_phases_meet_none_of_the_steps_own_traffic(overlap):
+    """What runs after a stage's last backward sees only the traffic still running then. The ZeRO-1/2
+    parameter all-gather follows the optimizer step (Megatron-LM's distributed optimizer,
+    docs/source/api-guide/dist_optimizer.md: reduce-scatter the gradients, step, all-gather the
+    updated parameters); without overlap_grad_reduce the gradient reduction waits for the whole
+    backward (Megatron-Core's DDP: ``finalize_model_grads`` after the backward; PyTorch DDP with
+    gradients reduced after backward, Li et al. VLDB 2020 §3.2). The pipeline sends are over by
+    then: both take their time on the fabric alone, whatever overlap_grad_reduce. With overlap the
+    buckets run during the last backward, beside the pipeline sends, and are slower than alone."""
+    import dataclasses
+
+    fabric = _oversubscribed(8)
+    step = dataclasses.replace(_step(fabric, tp=8, pp=2, dp=4, m=4, grads=5e8, pp_bytes=64e6, overlap=overlap),
+                               dp_collective="reduce_scatter", param_gather_bytes=np.full(2, 5e8))
+    result = run_training(step, fabric)
+    groups = step.layout.rank_gpu[step.layout.groups("dp")]
+    gather_alone = fabric.collective(groups, "all_gather", 5e8).time_s
+    bucket_alone = fabric.collective(groups, "reduce_scatter", 5e8 / np.ceil(5e8 / 25e6)).time_s
+    times = {c.label: c.time_s for c in result.collectives}
+    assert times["dp all_gather"] == pytest.approx(gather_alone, rel=1e-12)
+    assert result.breakdown.exposed_comm_s["dp all_gather"] == pytest.approx(gather_alone, rel=1e-12)
+    if overlap:
+        assert times["dp reduce_scatter"] > 1.02 * bucket_alone
+    else:
+        assert times["dp reduce_scatter"] == pytest.approx(bucket_alone, rel=1e-12)
+
+
+def test_the_parameter_all_gather_is_no_background_to_the_backward():
+    """The ZeRO-1 parameter all-gather follows the optimizer, which follows the last gradient bucket
+    (Megatron-LM's distributed optimizer, docs/source/api-guide/dist_optimizer.md): the buckets reduced
+    during the backward never run beside it. With no other traffic, the overlapped buckets take their
+    time alone and expose what outlasts the backward (PyTorch DDP's closed form, Li et al. VLDB 2020)."""
+    import dataclasses
+
+    fabric = _fabric(8)  # one GPU of each server in a DP group: every byte crosses the fabric
+    step = dataclasses.replace(_step(fabric, tp=8, dp=8, grads=5e8, overlap=True), dp_collective="reduce_scatter",
+                               param_gather_bytes=np.full(1, 5e8))
+    result = run_training(step, fabric)
+    groups = step.layout.rank_gpu[step.layout.groups("dp")]
+    buckets = int(np.ceil(5e8 / 25e6))
+    t_bucket = fabric.collective(groups, "reduce_scatter", 5e8 / buckets).time_s
+    end = 0.0
+    for ready in BWD_S * np.arange(1, buckets + 1) / buckets:
+        end = max(end, ready) + t_bucket
+    times = {c.label: c.time_s for c in result.collectives}
+    assert times["dp reduce_scatter"] == pytest.approx(t_bucket, rel=1e-12)
+    assert result.breakdown.exposed_comm_s["dp reduce_scatter"] == pytest.approx(max(end - BWD_S, 0.0), rel=1e-9)
+    gather_s = fabric.collective(groups, "all_gather", 5e8).time_s
+    compute = 4 * (FWD_S + BWD_S) + OPT_S
+    assert result.breakdown.step_time_s == pytest.approx(compute + max(end - BWD_S, 0.0) + gather_s, rel=1e-9)
+
+
+def test_end_of_step_phases_keep_the_fabrics_own_background():
+    """The traffic the fabric carries (another job, storage reads) runs at the end of the step too."""
+    import dataclasses
+
+    fabric = _oversubscribed(8)
+    background = np.where(fabric.topo.network_links, 0.5 * fabric.topo.link_capacity_Bps, 0.0)
+    busy = fabric.with_background(background)
+    step = dataclasses.replace(_step(busy, tp=8, pp=2, dp=4, m=4, grads=5e8, pp_bytes=64e6, overlap=False),
+                               dp_collective="reduce_scatter", param_gather_bytes=np.full(2, 5e8))
+    groups = step.layout.rank_gpu[step.layout.groups("dp")]
+    times = {c.label: c.time_s for c in run_training(step, busy).collectives}
+    assert times["dp all_gather"] == pytest.approx(busy.collective(groups, "all_gather", 5e8).time_s, rel=1e-12)
+    assert times["dp all_gather"] > 1.2 * fabric.collective(groups, "all_gather", 5e8).time_s
+
+
 def test_storage_reads_on_a_converged_fabric_slow_the_gradients():
     from gpuwait.topology.build import build_topology
 

@@ -37,6 +37,7 @@ from gpuwait.workload.model import (
     training_flops_per_token,
     validate_inference_layout,
     validate_layout,
+    zero3_gathered_params,
 )
 
 GiB = 2**30
@@ -320,10 +321,38 @@ def test_zero_stages_shard_in_order():
     n = shape.params
     assert parts[0]["optimizer"] == 12 * n and parts[1]["optimizer"] == 12 * n / 8
     assert parts[1]["grads"] == 2 * n and parts[2]["grads"] == 2 * n / 8
-    # ZeRO-3 also holds the running layer and the one FSDP prefetches (prefetch_depth 1) unsharded
-    assert parts[2]["weights"] == 2 * n and parts[3]["weights"] == 2 * n / 8 + 2 * 2 * shape.dense_layer_params
+    # ZeRO-3 also holds its largest unit unsharded with the one FSDP prefetches (prefetch_depth 1):
+    # the LM head (and final norm) with the last layer (test_zero3_gathers_the_largest_units_of_each_stage)
+    assert parts[2]["weights"] == 2 * n
+    assert parts[3]["weights"] == 2 * n / 8 + 2 * (shape.head_params + shape.dense_layer_params)
     totals = [sum(p.values()) for p in parts]
     assert totals == sorted(totals, reverse=True)
+
+
+@pytest.mark.parametrize("depth", [0, 1, 2])
+def test_zero3_gathers_the_largest_units_of_each_stage(depth):
+    # PyTorch FSDP (Zhao et al. 2023, arXiv:2304.11277, §3.2.1): peak memory is the sharded model plus
+    # the largest fully materialized FSDP units; each unit is un-sharded while it runs and the
+    # prefetch_depth next ones are gathered ahead (§3.4.1). Units, in the order they run: the
+    # embedding (vocab x hidden / tp, first stage), each layer, the final norm + LM head (last stage).
+    import dataclasses
+
+    shape = model(preset="llama-8b")
+    tp, per_stage = 2, shape.layers // 4
+    lay = dataclasses.replace(layout(64, tp=tp, pp=4, zero=3), prefetch_depth=depth)
+    layer = (shape.dense_layer_params - shape.norm_params) / tp + shape.norm_params
+    embedding, head = shape.vocab * shape.hidden / tp, shape.vocab * shape.hidden / tp + shape.hidden
+    assert embedding > 2 * layer  # llama-8b's 128K vocabulary: the embedding outweighs two layers
+    expected = [embedding + depth * layer, (1 + depth) * layer, (1 + depth) * layer, head + depth * layer]
+    for stage, want in enumerate(expected):
+        assert zero3_gathered_params(shape, lay, stage) == pytest.approx(want, rel=1e-12)
+        sharded = sum(params_on_gpu(shape, lay, stage)) / lay.dp
+        got = memory_per_gpu_bytes(shape, lay, stage=stage)["weights"]
+        assert got == pytest.approx(2 * (sharded + want), rel=1e-12)
+    assert per_stage > 1 + depth
+    # nothing is gathered without ZeRO-3 or without a replica to shard over
+    assert zero3_gathered_params(shape, layout(64, tp=tp, pp=4, zero=2), 0) == 0.0
+    assert zero3_gathered_params(shape, layout(8, tp=8, zero=3), 0) == 0.0
 
 
 def test_check_fits_says_how_much_is_missing():

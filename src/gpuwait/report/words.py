@@ -77,13 +77,13 @@ _COLLECTIVE_WORDS = {"all_reduce": "all-reduce", "all_gather": "all-gather", "re
 
 def part_name(part: str) -> str:
     """A breakdown category or communication group in words: ``"dp all_reduce"`` -> ``"DP all-reduce"``,
-    ``"straggler_wait"`` -> ``"straggler wait"``."""
+    ``"expert_dp all_gather"`` -> ``"EXPERT-DP all-gather"``, ``"straggler_wait"`` -> ``"straggler wait"``."""
     if part in BREAKDOWN_CATEGORIES:
         return {"bubble": "pipeline bubble", "exposed_comm": "exposed communication"}.get(part, part.replace("_", " "))
     words = part.split()
     if len(words) == 2:
         group, op = words
-        return f"{group.upper()} {_COLLECTIVE_WORDS.get(op, op.replace('_', ' '))}"
+        return f"{group.upper().replace('_', '-')} {_COLLECTIVE_WORDS.get(op, op.replace('_', ' '))}"
     return part.replace("_", " ")
 
 

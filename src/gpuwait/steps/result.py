@@ -31,7 +31,7 @@ class TaskTable:
 
     ``kind`` is one of :data:`TASK_KINDS`; ``name`` is readable (``"fwd mb3"``, ``"dp all_reduce
     bucket 2"``); ``group`` the parallel group the task belongs to (``"tp"``, ``"pp"``, ``"dp"``,
-    ``"ep"``, ``"storage"``, ``""`` for compute). ``exposed_s`` is the part of a communication task
+    ``"ep"``, ``"expert_dp"``, ``"storage"``, ``""`` for compute). ``exposed_s`` is the part of a communication task
     no compute hides (equal to ``end_s - start_s`` for other kinds).
     """
 

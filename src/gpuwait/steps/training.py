@@ -92,18 +92,28 @@ def _comm_times(step: TrainingStep, fabric: FabricModel | None,
     bwd: dict[str, float] = {}
     m = step.micro_batches
     base = fabric
+    reduces = lay.dp * lay.cp > 1 and step.dp_grad_bytes.max() > 0
+    gathers_params = lay.dp * lay.cp > 1 and step.param_gather_bytes.max() > 0
+    # what runs after a stage's last backward (the gradient buckets when they wait for it, the
+    # parameter all-gather after the optimizer) meets none of the step's forward / backward traffic,
+    # which is over by then, and is none of it: only the background the fabric itself carries (other
+    # jobs, storage) is beside it, and it is beside none of the traffic inside the step
+    after_backward = {"dp all_gather"} if gathers_params else set()
+    if reduces and not step.overlap_grad_reduce:
+        after_backward.add(f"dp {step.dp_collective}")
 
     def beside_others_of(labels: set[str]) -> FabricModel:
         if not others_Bps:
             return base
-        other = sum((v for k, v in others_Bps.items() if k not in labels), np.zeros(base.topo.n_links))
+        apart = labels | after_backward
+        other = sum((v for k, v in others_Bps.items() if k not in apart), np.zeros(base.topo.n_links))
         return base.with_background(other)
 
     def beside_others(label: str) -> FabricModel:
         return beside_others_of({label})
 
     zero3_labels = {f"{op.group} {op.collective}" for op in step.inline_ops if op.zero3}
-    zero3_s: dict[str, float] = {}
+    zero3_s: dict[str, tuple[str, float]] = {}
     for op in step.inline_ops:
         label = f"{op.group} {op.collective}"
         # ZeRO-3's gathers and scatters queue one after another (below), so they are not each
@@ -112,7 +122,7 @@ def _comm_times(step: TrainingStep, fabric: FabricModel | None,
         run = background.collective(gpus[_groups(lay, op.group)], op.collective, op.size_bytes)
         families.append((label, run, (op.calls_fwd + op.calls_bwd) * m))
         if op.zero3:
-            zero3_s[op.collective] = run.time_s
+            zero3_s[label] = (op.collective, run.time_s)
             continue
         exposed = max(run.time_s - op.hidden_s, 0.0)
         fwd[label] = fwd.get(label, 0.0) + op.calls_fwd * exposed
@@ -126,35 +136,43 @@ def _comm_times(step: TrainingStep, fabric: FabricModel | None,
         families.append(("pp sendrecv", run, 2 * m))
     bucket_s = 0.0
     n_buckets = _buckets(step)
-    if lay.dp * lay.cp > 1 and step.dp_grad_bytes.max() > 0:
+    if reduces:
+        label = f"dp {step.dp_collective}"
         size = float(step.dp_grad_bytes.max()) / n_buckets.max()
-        run = beside_others(f"dp {step.dp_collective}").collective(gpus[_groups(lay, "dp")], step.dp_collective, size)
+        run = (base if label in after_backward else beside_others(label)).collective(
+            gpus[_groups(lay, "dp")], step.dp_collective, size)
         bucket_s = run.time_s
-        families.append((f"dp {step.dp_collective}", run, int(n_buckets.max())))
+        families.append((label, run, int(n_buckets.max())))
     gather = np.zeros(pp)
-    if lay.dp * lay.cp > 1 and step.param_gather_bytes.max() > 0:
-        run = beside_others("dp all_gather").collective(gpus[_groups(lay, "dp")], "all_gather",
-                                                        float(step.param_gather_bytes.max()))
+    if gathers_params:
+        run = base.collective(gpus[_groups(lay, "dp")], "all_gather", float(step.param_gather_bytes.max()))
         gather = np.full(pp, run.time_s) * (step.param_gather_bytes > 0)
         families.append(("dp all_gather", run, 1))
     checkpoint_s, shortfall = _storage_times(step, fabric, gpus)
     return _CommTimes(fwd, bwd, pp_send_s, bucket_s, gather, checkpoint_s, shortfall, families)
 
 
-def _add_zero3_exposed(step: TrainingStep, zero3_s: dict[str, float], fwd: dict[str, float],
+def _add_zero3_exposed(step: TrainingStep, zero3_s: dict[str, tuple[str, float]], fwd: dict[str, float],
                        bwd: dict[str, float]) -> None:
     """Add to ``fwd`` and ``bwd`` (exposed seconds per label, per micro-batch) the time ZeRO-3's
-    per-layer gathers and scatters leave exposed, from one call's time of each (``zero3_s``)."""
+    per-layer gathers and scatters leave exposed, from one call's (collective, time) of each label
+    (``zero3_s``). A layer's gathers (non-expert weights over dp, experts over expert-dp) run one
+    after another, and so do its scatters: a layer's gather or scatter takes the sum of their times."""
     layers = step.zero3_layers
-    gather_s, scatter_s = zero3_s.get("all_gather", 0.0), zero3_s.get("reduce_scatter", 0.0)
+    total = {"all_gather": 0.0, "reduce_scatter": 0.0}
+    for collective, seconds in zero3_s.values():
+        total[collective] += seconds
+    gather_s, scatter_s = total["all_gather"], total["reduce_scatter"]
     f_exp, b_exp = zero3_exposed_s(layers, float(step.fwd_compute_s.max()) / layers,
                                    float(step.bwd_compute_s.max()) / layers, gather_s, scatter_s, step.prefetch_depth)
-    # the backward's exposed time is shared by the two in proportion to the network time they take
+    # the exposed time is shared by the calls in proportion to the network time they take (the
+    # backward's by gathers and scatters)
     share = gather_s / (gather_s + scatter_s) if gather_s + scatter_s > 0 else 1.0
-    fwd["dp all_gather"] = fwd.get("dp all_gather", 0.0) + f_exp
-    bwd["dp all_gather"] = bwd.get("dp all_gather", 0.0) + b_exp * share
-    bwd["dp reduce_scatter"] = bwd.get("dp reduce_scatter", 0.0) + b_exp * (1.0 - share)
-    fwd.setdefault("dp reduce_scatter", 0.0)
+    for label, (collective, seconds) in zero3_s.items():
+        part = seconds / total[collective] if total[collective] > 0 else 0.0
+        gather = collective == "all_gather"
+        fwd[label] = fwd.get(label, 0.0) + (f_exp * part if gather else 0.0)
+        bwd[label] = bwd.get(label, 0.0) + b_exp * (share if gather else 1.0 - share) * part
 
 
 def _storage_times(step: TrainingStep, fabric: FabricModel, gpus: np.ndarray) -> tuple[float, float]:
@@ -519,7 +537,7 @@ def _networked(comm: _CommTimes) -> int:
 
 
 def _group_sizes(lay: Layout) -> dict[str, int]:
-    return {"tp": lay.tp, "cp": lay.cp, "dp": lay.dp * lay.cp, "pp": lay.pp, "ep": lay.ep}
+    return {"tp": lay.tp, "cp": lay.cp, "dp": lay.dp * lay.cp, "pp": lay.pp, "ep": lay.ep, "expert_dp": lay.dp // lay.ep}
 
 
 def run_training(step: TrainingStep, fabric: FabricModel, *, steps: int = 1, case: str = "", cluster: str = "",

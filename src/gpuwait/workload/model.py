@@ -661,15 +661,32 @@ def params_on_gpu(shape: ModelShape, layout: ParallelLayout, stage: int = 0) -> 
     """
     dense = expert = 0.0
     for layer in stage_layers(shape, layout, stage):
-        exp = shape.layer_expert_params(layer)
-        nonexp = shape.layer_params(layer) - exp
-        dense += (nonexp - shape.norm_params) / layout.tp + shape.norm_params
-        expert += exp / (layout.tp * layout.ep)
+        d, e = _layer_on_gpu(shape, layout, layer)
+        dense += d
+        expert += e
     if stage == 0:
-        dense += shape.embedding_params / layout.tp
+        dense += _embedding_on_gpu(shape, layout)
     if stage == layout.pp - 1:
-        dense += shape.vocab * shape.hidden / layout.tp + shape.hidden
+        dense += _head_on_gpu(shape, layout)
     return dense, expert
+
+
+def _layer_on_gpu(shape: ModelShape, layout: ParallelLayout, layer: int) -> tuple[float, float]:
+    """``(non_expert, expert)`` parameters of one layer on one GPU: matrices over tp, norms replicated,
+    routed experts over ep·tp."""
+    exp = shape.layer_expert_params(layer)
+    nonexp = shape.layer_params(layer) - exp
+    return (nonexp - shape.norm_params) / layout.tp + shape.norm_params, exp / (layout.tp * layout.ep)
+
+
+def _embedding_on_gpu(shape: ModelShape, layout: ParallelLayout) -> float:
+    """The vocab-parallel input embedding's slice (first stage)."""
+    return shape.embedding_params / layout.tp
+
+
+def _head_on_gpu(shape: ModelShape, layout: ParallelLayout) -> float:
+    """The vocab-parallel LM head's slice and the final norm (last stage)."""
+    return shape.vocab * shape.hidden / layout.tp + shape.hidden
 
 
 @dataclass(frozen=True)
@@ -699,16 +716,20 @@ class CommVolumes:
     """Expert gradient bytes per GPU reduced over its expert-dp group (dp / ep ranks) per step."""
     expert_dp_param_allgather_bytes: float
     zero3_layer_allgather_bytes: float
-    """ZeRO 3: one layer's share of the weights this GPU holds (its tp / ep slice, gathered size),
-    all-gathered over dp before the layer's forward and again before its backward, its gradients
-    reduce-scattered at the same size. The share is every parameter on the GPU over the stage's layers:
-    the embedding, LM head and experts are sharded too and travel with the layers (spread evenly), so a
-    micro-batch moves 3x the GPU's parameter bytes (Rajbhandari et al. 2020, §7.2.2)."""
+    """ZeRO 3: one layer's share of the non-expert weights this GPU holds (its tp slice, gathered size),
+    all-gathered over dp (x cp) before the layer's forward and again before its backward, its gradients
+    reduce-scattered at the same size. The share is every non-expert parameter on the GPU over the
+    stage's layers: the embedding and LM head are sharded too and travel with the layers (spread
+    evenly), so a micro-batch moves 3x the GPU's parameter bytes (Rajbhandari et al. 2020, §7.2.2)."""
     ep_all_to_all_bytes: float
     """Per MoE layer per micro-batch, one rank's send buffer of each all_to_all: tokens·top_k·h·2 B / tp
     (each TP rank routes its sequence slice); 4 per layer per micro-batch: dispatch and combine, forward
     and backward. 1/ep of it stays on the GPU. 0 without expert parallelism."""
     moe_layers_in_stage: int
+    zero3_layer_expert_allgather_bytes: float = 0.0
+    """ZeRO 3: the same for the routed experts, which are sharded over their expert-data-parallel group
+    (the dp / ep ranks holding the same experts, Megatron-Core's expert-data-parallel group) and
+    gathered and reduce-scattered over it; 0 when that group is one rank (ep = dp: nothing to shard)."""
     cp_kv_bytes: float = 0.0
     """Context parallelism: one ring step's K and V block per layer per micro-batch, sent to the next CP
     rank (``b·(s/cp)·2·kv_heads·head_dim·2 B``, K/V heads split over tp). Forward takes cp − 1 steps per
@@ -744,7 +765,7 @@ def comm_volumes(shape: ModelShape, layout: ParallelLayout, micro_batch: int | N
     z3 = layout.zero == 3
     replicas = layout.weight_replicas
     # experts are sharded over their expert-dp replicas; with ep = dp they have none and stay put
-    z3_bytes = (grad_d if replicas > 1 else 0.0) + (grad_e if layout.expert_dp > 1 else 0.0)
+    z3_layers = max(len(layers), 1)
     ep_bytes = b * local_seq * shape.top_k * shape.hidden * TRAIN_BYTES / layout.tp if layout.ep > 1 else 0.0
     kv_width = shape.kv_heads * shape.head_dim / min(layout.tp, shape.kv_heads)
     cp_kv = b * local_seq * 2 * kv_width * TRAIN_BYTES if layout.cp > 1 else 0.0
@@ -758,7 +779,8 @@ def comm_volumes(shape: ModelShape, layout: ParallelLayout, micro_batch: int | N
         dp_param_allgather_bytes=grad_d if layout.zero in (1, 2) and replicas > 1 else 0.0,
         expert_dp_grad_bytes=grad_e if layout.expert_dp > 1 else 0.0,
         expert_dp_param_allgather_bytes=grad_e if layout.zero in (1, 2) and layout.expert_dp > 1 else 0.0,
-        zero3_layer_allgather_bytes=z3_bytes / max(len(layers), 1) if z3 else 0.0,
+        zero3_layer_allgather_bytes=grad_d / z3_layers if z3 and replicas > 1 else 0.0,
+        zero3_layer_expert_allgather_bytes=grad_e / z3_layers if z3 and layout.expert_dp > 1 else 0.0,
         ep_all_to_all_bytes=ep_bytes,
         moe_layers_in_stage=moe_in_stage,
         cp_kv_bytes=cp_kv,
@@ -844,20 +866,42 @@ def memory_per_gpu_bytes(shape: ModelShape, layout: ParallelLayout, precision: s
         acts += activation_bytes_per_layer(shape, replace(layout, recompute="none"), layers[-1])
     logits = (4.0 * layout.micro_batch * shape.seq_len / layout.cp * shape.vocab / layout.tp
               if stage == layout.pp - 1 else 0.0)
-    gathered = 0.0
-    if layout.zero == 3 and layout.weight_replicas > 1 and len(layers):
-        # FSDP holds the layer it runs unsharded plus the prefetch_depth layers gathered ahead
-        layer = layers[-1]
-        exp = shape.layer_expert_params(layer)
-        one = (shape.layer_params(layer) - exp - shape.norm_params) / layout.tp + shape.norm_params + exp / (layout.tp * layout.ep)
-        gathered = (1 + layout.prefetch_depth) * one
     return {
-        "weights": TRAIN_BYTES * (sharded(3) + gathered),
+        "weights": TRAIN_BYTES * (sharded(3) + zero3_gathered_params(shape, layout, stage)),
         "grads": TRAIN_BYTES * sharded(2),
         "optimizer": ADAM_BYTES_PER_PARAM * sharded(1),
         "activations": acts,
         "logits": logits,
     }
+
+
+def zero3_gathered_params(shape: ModelShape, layout: ParallelLayout, stage: int) -> float:
+    """Parameters one GPU of ``stage`` holds unsharded at once under ZeRO-3, beside its shards (0 otherwise).
+
+    FSDP un-shards a unit (here: the input embedding on the first stage, each transformer layer, the
+    final norm and LM head on the last stage) while it runs and frees it after, and gathers the
+    ``prefetch_depth`` units after it (before it, in backward) ahead of time. Peak memory is the
+    sharded model plus the largest fully materialized units (Zhao et al. 2023, "PyTorch FSDP",
+    arXiv:2304.11277, §3.2.1 and §3.4.1), so this is the largest sum of ``1 + prefetch_depth``
+    consecutive units in the order they run; the embedding and LM head, vocab x hidden / tp each,
+    are often the largest.
+
+    >>> shape = resolve_model(ModelSpec(preset="llama-8b"))
+    >>> layout = ParallelLayout(8, 1, 1, 8, 1, 3, False, 1, 8, 25 * 2**20, True, "1f1b")
+    >>> zero3_gathered_params(shape, layout, 0) == shape.head_params + shape.dense_layer_params
+    True
+    """
+    if layout.zero != 3 or layout.weight_replicas == 1:
+        return 0.0
+    units = [_embedding_on_gpu(shape, layout)] if stage == 0 else []
+    for layer in stage_layers(shape, layout, stage):
+        dense, expert = _layer_on_gpu(shape, layout, layer)
+        # experts are gathered over their expert-dp group: with none (ep = dp) they stay whole, in the shards
+        units.append(dense + (expert if layout.expert_dp > 1 else 0.0))
+    if stage == layout.pp - 1:
+        units.append(_head_on_gpu(shape, layout))
+    window = min(1 + layout.prefetch_depth, len(units))
+    return max((sum(units[i:i + window]) for i in range(len(units) - window + 1)), default=0.0)
 
 
 def _gib(value: float) -> str:

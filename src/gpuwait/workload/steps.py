@@ -145,11 +145,14 @@ def _inline_ops(shape: wm.ModelShape, par: wm.ParallelLayout, gpu: wm.GpuShape, 
         ep_hidden_s = 0.75 * layer_fwd_s if par.ep_comm_overlap else 0.0
         ops.append(CommOp("ep", "alltoall", v.ep_all_to_all_bytes, 2 * v.moe_layers_in_stage, 2 * v.moe_layers_in_stage,
                           hidden_s=ep_hidden_s))
-    if par.zero == 3 and v.zero3_layer_allgather_bytes > 0:
+    if par.zero == 3:
         # FSDP: each layer's weights gathered before its forward and again before its backward, its
-        # gradients reduce-scattered after; the engine queues them per layer (prefetch_depth ahead)
-        ops.append(CommOp("dp", "all_gather", v.zero3_layer_allgather_bytes, layers, layers, zero3=True))
-        ops.append(CommOp("dp", "reduce_scatter", v.zero3_layer_allgather_bytes, 0, layers, zero3=True))
+        # gradients reduce-scattered after; the engine queues them per layer (prefetch_depth ahead).
+        # Experts are sharded over their expert-dp group (Megatron-Core), the rest over dp x cp
+        for group, size in (("dp", v.zero3_layer_allgather_bytes), ("expert_dp", v.zero3_layer_expert_allgather_bytes)):
+            if size > 0:
+                ops.append(CommOp(group, "all_gather", size, layers, layers, zero3=True))
+                ops.append(CommOp(group, "reduce_scatter", size, 0, layers, zero3=True))
     if par.zero == 2 and par.pp > 1 and v.dp_grad_bytes > 0:
         # ZeRO-2 keeps only its gradient shard, so every micro-batch's backward reduce-scatters each
         # layer's gradients (under the next layer's backward) instead of one reduction per step
