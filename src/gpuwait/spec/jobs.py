@@ -27,6 +27,21 @@ POLICY_OPTIONS: dict[str, tuple[str, ...]] = {
     "segment": ("slurm-block",), "mode": ("kueue", "volcano"), "level": ("kueue", "volcano"), "algorithm": ("kueue",)}
 
 
+def options_for_policy(options: dict[str, Any], policy: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A placement's options (without ``policy``) split into those ``policy`` also reads and those it drops
+    (:data:`POLICY_OPTIONS`; ``ranks`` applies to every policy).
+
+    >>> options_for_policy({"mode": "required", "level": "pod", "algorithm": "Balanced", "ranks": "mincut"},
+    ...                    "volcano")
+    ({'mode': 'required', 'level': 'pod', 'ranks': 'mincut'}, {'algorithm': 'Balanced'})
+    """
+    kept: dict[str, Any] = {}
+    dropped: dict[str, Any] = {}
+    for name, value in options.items():
+        (kept if policy in POLICY_OPTIONS.get(name, (policy,)) else dropped)[name] = value
+    return kept, dropped
+
+
 def _policy_or_spec(value: Any) -> Any:
     if isinstance(value, str):
         return {"policy": value}
