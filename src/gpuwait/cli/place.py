@@ -109,7 +109,7 @@ def _scenario(job_file: str, cluster: str | None, name: str | None, policy: str 
         # the error names the options given, not every option place has (each key is its flag's name)
         given = jobs[-1].placement.model_dump(exclude_unset=True)
         new_policy = update.get("policy", given.get("policy"))
-        if new_policy != given.get("policy"):
+        if new_policy is not None and new_policy != given.get("policy"):
             # another policy keeps the file's options it also reads (kueue's mode and level for volcano)
             given.pop("policy", None)
             given, dropped = options_for_policy(given, new_policy)
