@@ -42,7 +42,7 @@ from gpuwait.fabric.groups import FabricModel
 from gpuwait.placement import fabric_tree, hostlist, place
 from gpuwait.placement.tree import FabricTree
 from gpuwait.runner.traffic import refuse_unused_sections, scenario_cases
-from gpuwait.spec.jobs import JobSpec
+from gpuwait.spec.jobs import JobSpec, refuse_repeated_names
 from gpuwait.spec.scenario import Scenario
 from gpuwait.steps.result import RunResult
 from gpuwait.steps.training import communication_families, run_training
@@ -399,12 +399,7 @@ def check_job_list(scenario: Scenario, expected: str = "a `jobs:` list") -> list
                         "expected no top-level `workload:`")
     refuse_unused_sections(scenario)
     names = [j.name for j in scenario.jobs]
-    # the first repeated name, not the list: a trace's jobs number in the thousands
-    twice = next((n for n in names if names.count(n) > 1), None) if len(set(names)) != len(names) else None
-    if twice is not None:
-        where = [f"jobs[{i}]" for i, n in enumerate(names) if n == twice]
-        raise SpecError(f"jobs: name {twice!r} given {len(where)} times ({', '.join(where[:5])}"
-                        f"{', ...' if len(where) > 5 else ''}); expected each name once")
+    refuse_repeated_names(names, "jobs", entries="jobs[{}]")
     return names
 
 
