@@ -556,6 +556,7 @@ def run_case(case: Case, timeout_s: float = 20.0, extra_mem_bytes: int = 2 << 30
         else:
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
+            status = None  # the last WNOHANG poll's 0 would read as a clean exit: a hang counted as ok
         seconds = time.perf_counter() - start
         stderr = Path(workdir, "stderr").read_text(errors="replace") if Path(workdir, "stderr").exists() else ""
         os.chmod(Path(workdir, "ro"), 0o700) if Path(workdir, "ro").exists() else None

@@ -108,7 +108,7 @@ def _jobs(edit) -> dict:
 
 
 @pytest.mark.parametrize("edit, expected", [
-    (lambda jobs: jobs[1].update(name="a"), "jobs: names ['a', 'a']; expected each name once"),
+    (lambda jobs: jobs[1].update(name="a"), "jobs: name 'a' given 2 times (jobs[0], jobs[1]); expected each name once"),
     (lambda jobs: jobs[1].update(placement=list(jobs[0]["placement"])), "jobs[b]: placement.servers: got"),
     (lambda jobs: jobs[0].update(placement=[0]), "jobs[a]: placement.servers: got [0]; expected 8 distinct"),
     (lambda jobs: jobs[0].update(placement=[10 ** 9] * 8), "expected 8 distinct free server indices in 0..15"),

@@ -338,3 +338,26 @@ def test_run_and_validate_say_an_nccl_version_newer_than_checked_is_predicted_as
     path.write_text(path.read_text().replace("2.31.0", "2.30.7"))  # a release checked: nothing to say
     code, out, _ = run_cli(capsys, "validate", str(path), "--json")
     assert code == 0 and json.loads(out)["notes"] == []
+
+
+@pytest.mark.parametrize("cluster, transport", [("gcp-a3-high-tcpx", "tcpx"), ("gcp-a3-mega-tcpxo", "tcpxo"),
+                                                ("aws-p5-efa", "efa")])
+def test_route_shows_the_source_port_the_model_hashes_for_every_transport(capsys, cluster, transport):
+    """tcpx, tcpxo and efa rows are hashed by a RoCEv2-style UDP port like RoCEv2's, but route showed no port
+    for them (only rocev2 and tcp had one): the path it printed came from a key it did not show."""
+    from gpuwait.routing import route_flows
+    from gpuwait.runner.inputs import load_cluster
+    from gpuwait.topology import build_topology
+
+    path = str(Path(__file__).resolve().parents[1] / "nccltests" / "data" / "reference" / "clusters" / f"{cluster}.yaml")
+    args = ("route", path, "--servers", "2", "--routing", "ecmp", "--qps", "2", "--src", "s0.gpu0", "--dst", "s1.gpu0")
+    spec = load_cluster(path, 2)
+    routes = route_flows(build_topology(spec), spec.routing.model_copy(update={"kind": "ecmp", "qps_per_connection": 2}),
+                         ["s0.gpu0"], ["s1.gpu0"], transport=transport)
+    hashed = [int(p) for p in routes.udp_sport]
+    code, out, _ = run_cli(capsys, *args, "--json")
+    doc = json.loads(out)
+    assert code == 0 and [qp["udp_sport"] for qp in doc["qps"]] == hashed
+    assert doc["source_port"] == "UDP source port" and "stand-in" in doc["source_port_note"]
+    code, out, _ = run_cli(capsys, *args)
+    assert code == 0 and f"QP 0, UDP source port {hashed[0]}," in out and f"note: {transport} is hashed as RoCEv2" in out

@@ -69,6 +69,23 @@ def test_telemetry_export_parquet(capsys, tmp_path):
 
     code, out, _ = run_cli(capsys, "telemetry", "export", SCENARIO, "--format", "parquet", "--out", str(tmp_path / "m.parquet"))
     assert code == 0 and pq.read_table(tmp_path / "m.parquet").num_rows > 100
+    samples = pq.read_table(tmp_path / "m.parquet").num_rows
+    assert out == f"wrote {tmp_path / 'm.parquet'} ({samples} samples)\n"
+
+
+def test_telemetry_export_json_says_what_it_wrote(capsys, tmp_path):
+    """telemetry export took no --json (README: every command that prints results does)."""
+    code, out, _ = run_cli(capsys, "telemetry", "export", SCENARIO, "--format", "parquet", "--out",
+                           str(tmp_path / "m.parquet"), "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc == {"file": str(tmp_path / "m.parquet"), "format": "parquet", "samples": doc["samples"]}
+    code, out, _ = run_cli(capsys, "telemetry", "export", SCENARIO, "--out", str(tmp_path / "m.prom"), "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["format"] == "prometheus" and doc["samples"] > 100 and (tmp_path / "m.prom").exists()
+    code, out, err = run_cli(capsys, "telemetry", "export", SCENARIO)  # its text is the output: no --json
+    assert code == 0 and out.startswith("# HELP")
+    code, out, err = run_cli(capsys, "telemetry", "export", SCENARIO, "--json")
+    assert code == 2 and out == "" and err.startswith("error: --json: the prometheus text goes to stdout; expected --out")
 
 
 @pytest.mark.parametrize("args, message", [

@@ -57,3 +57,13 @@ def test_mutated_inputs_end_in_one_line(case):
     outcome = fuzz.run_case(case, timeout_s=20.0, extra_mem_bytes=2 << 30)
     assert outcome.kind == "ok", f"{outcome.kind}: {case.label} ({' '.join(a[:40] for a in case.argv)}): " \
                                  f"{outcome.stderr.strip()[-400:]}"
+
+
+def test_a_case_past_the_timeout_is_a_hang(monkeypatch):
+    """A child still running at the timeout was killed and counted `ok`: the last WNOHANG poll's status 0
+    read as a clean exit, so the table showed no hang where cases had run 20 s."""
+    import time
+
+    monkeypatch.setattr(fuzz, "_child", lambda case, workdir, mem: time.sleep(5))
+    outcome = fuzz.run_case(fuzz.Case("cli", "sleeps", ["validate", "s.yaml"]), timeout_s=0.3)
+    assert outcome.kind == "hang" and outcome.seconds < 2

@@ -134,3 +134,16 @@ def test_inventory_import_keeps_output_as_a_hidden_alias_of_out(capsys, tmp_path
     assert err.startswith("note: --output is now --out"), err
     code, _, err = run_cli(capsys, "inventory", "import", "--links", str(links), "--out", str(new), "--output", str(old))
     assert code == 2 and err.startswith("error: --output: the old spelling of --out; expected one of them, not both")
+
+
+def test_every_command_that_prints_a_result_takes_json():
+    """README said every command that prints results takes --json; telemetry export, sweep report and sweep
+    compact did not. `schema` prints JSON Schema already, and README says so."""
+    from pathlib import Path
+
+    root = typer.main.get_command(app)
+    without = sorted(" ".join(path) for path, command in _commands(root)
+                     if not hasattr(command, "commands") and "--json" not in {o for p in command.params for o in p.opts})
+    assert without == ["schema"]
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    assert "Every command that prints results takes `--json` but `schema`, which prints JSON" in readme

@@ -76,3 +76,24 @@ def test_another_policy_on_the_command_line_drops_the_files_options(capsys):
     code, out, _ = run_cli(capsys, "place", "examples/two-jobs-shared-uplinks.yaml", "--policy", "kueue", "--steps", "1",
                            "--json")
     assert code == 0 and json.loads(out)["policy"]["policy"] == "kueue"
+
+
+def test_another_policy_keeps_the_files_options_it_also_reads(capsys, tmp_path):
+    """`place --policy volcano` on a job the file places by kueue kept only `ranks`: the file's required pod
+    became volcano's default (preferred, leaf). Now the options volcano also reads stay, and kueue's
+    algorithm, which volcano does not read, is named in a note."""
+    import yaml
+
+    data = yaml.safe_load(Path(EXAMPLE).read_text())
+    data["jobs"][0]["placement"] = {"policy": "kueue", "mode": "required", "level": "pod", "algorithm": "Balanced",
+                                    "ranks": "mincut"}
+    (tmp_path / "jobs.yaml").write_text(yaml.safe_dump(data))
+    args = ("place", str(tmp_path / "jobs.yaml"), "--job", "a", "--policy", "volcano", "--steps", "1")
+    code, out, err = run_cli(capsys, *args, "--json")
+    doc = json.loads(out)
+    assert code == 0, err
+    assert doc["policy"] == {"policy": "volcano", "seed": 0, "mode": "required", "level": "pod", "algorithm": "BestFit",
+                             "ranks": "mincut"}
+    assert doc["notes"] == ["--policy volcano: job a's placement.algorithm (Balanced) is read by kueue only; not used"]
+    code, _, err = run_cli(capsys, *args)
+    assert code == 0 and err.startswith("note: --policy volcano: job a's placement.algorithm (Balanced)"), err

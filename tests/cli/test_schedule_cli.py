@@ -50,3 +50,13 @@ def test_schedule_keeps_a_scenarios_own_placements_unless_a_policy_is_given(caps
     assert [p["policy"] for p in data["policies"]] == ["per job", "first-fit"]
     assert [(j["leaves"], j["contended"]) for j in data["jobs"]["per job"]] == [(4, True), (4, True)]
     assert [(j["leaves"], j["contended"]) for j in data["jobs"]["first-fit"]] == [(2, False), (2, False)]
+
+
+def test_a_trace_job_id_given_twice_is_named_as_the_trace_gives_it(tmp_path, capsys):
+    """A trace with one job id on two rows said `jobs: names repeat`: jobs the user never wrote. The shared
+    check (spec.jobs.refuse_repeated_names) names the trace file and its job id."""
+    lines = Path(TRACE).read_text().splitlines()
+    (tmp_path / "t.csv").write_text("\n".join([*lines[:5], lines[1]]) + "\n")
+    assert main(["schedule", str(tmp_path / "t.csv"), "--cluster", "rocev2-400g-2tier", "--servers", "16"]) == 2
+    assert capsys.readouterr().err.startswith(f"error: {tmp_path / 't.csv'}: job id '0' given 2 times; "
+                                              "expected each job id once")

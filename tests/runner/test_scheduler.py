@@ -116,5 +116,12 @@ def test_kueue_balanced_split_beats_best_fit_one_to_fifteen():
 def test_bad_schedules_are_one_clear_error():
     with pytest.raises(SpecError, match="needs 40 servers; the cluster has 32"):
         schedule(_scenario([_job("huge", 40)]))
-    with pytest.raises(SpecError, match="names repeat"):
+    # one check with `run`: the same message, and a top-level workload refused (schedule ignored it)
+    same = r"jobs: name 'a' given 2 times \(jobs\[0\], jobs\[1\]\); expected each name once"
+    with pytest.raises(SpecError, match=same):
         schedule(_scenario([_job("a", 1), _job("a", 1)]))
+    with pytest.raises(SpecError, match=same):
+        run_jobs(_scenario([_job("a", 1), _job("a", 1)]))
+    with pytest.raises(SpecError, match="expected no top-level `workload:`"):
+        one = _scenario([_job("a", 1)])
+        schedule(one.model_copy(update={"workload": one.jobs[0].workload}))

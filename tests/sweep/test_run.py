@@ -3,7 +3,9 @@ keeps them, the report names the best cases."""
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -104,7 +106,22 @@ def test_cli_run_query_report_compact(tmp_path, tiny_sweep, capsys):
     assert main(["sweep", "query", str(out), "select count(*) as n from results", "--json"]) == 0
     assert '"rows": [\n    [\n      9' in capsys.readouterr().out
     assert main(["sweep", "report", str(out)]) == 0 and (out / "report.html").exists()
+    assert capsys.readouterr().out == f"{out / 'report.html'}\n"
+    # --json: the page and the report's tables (sweep report and compact took no --json)
+    page = (out / "report.html").read_text()
+    assert main(["sweep", "report", str(out), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["page"] == str(out / "report.html") and (out / "report.html").read_text() == page
+    assert doc["cases"] == 9 and doc["by_status"]["ok"] + doc["by_status"]["invalid"] + doc["by_status"]["failed"] == 9
+    assert doc["best"] and all({"axis", "value", doc["metric"], "case_id"} <= set(b) for b in doc["best"])
+    files = len(list(out.rglob("*.parquet")))
+    assert main(["sweep", "compact", str(out), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["files"] == files and Path(doc["merged_into"]).exists()
+    assert main(["sweep", "compact", str(out), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"files": 1, "merged_into": None}
     assert main(["sweep", "compact", str(out)]) == 0
+    assert capsys.readouterr().out == "1 file(s): nothing to merge\n"
     assert main(["sweep", "run", str(tiny_sweep), "--out", str(out), "--executor", "slurm"]) == 2
     assert "--executor: got 'slurm'" in capsys.readouterr().err
 

@@ -15,6 +15,7 @@ from gpuwait.cli.main import main
 from gpuwait.telemetry.bundle import load_telemetry_dir, sniff_kinds
 from gpuwait.telemetry.errors import TelemetryFormatError
 from gpuwait.telemetry.nccl_debug import parse_nccl_debug
+from gpuwait.telemetry.nccl_graph import parse_nccl_graph
 from gpuwait.telemetry.parquet import read_metrics_parquet
 
 DATA = Path(__file__).parent / "data"
@@ -59,6 +60,7 @@ def test_long_lines_parse_in_linear_time(line):
     text = line + "\n" + (DATA / "nccl-debug-roce.log").read_text()
     start = time.perf_counter()
     parse_nccl_debug(text)
+    parse_nccl_graph(text)  # searched for its host from every character: 200 KB of x took minutes (fuzz seed 3036)
     sniff_kinds(Path("x.log"), text)
     assert time.perf_counter() - start < 1.0
 

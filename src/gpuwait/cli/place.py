@@ -38,9 +38,12 @@ def place(job_file: str = typer.Argument(..., metavar="JOB.yaml", help="A scenar
     from gpuwait.runner.cost import check_scenario_cost, parse_max_memory
     from gpuwait.runner.jobs import run_jobs
 
-    scenario = _scenario(job_file, cluster, job, policy,
-                         dict(switches=switches, segment=segment, mode=mode, level=level, algorithm=algorithm, seed=seed))
+    scenario, notes = _scenario(job_file, cluster, job, policy, dict(switches=switches, segment=segment, mode=mode,
+                                                                     level=level, algorithm=algorithm, seed=seed))
     max_memory_bytes = parse_max_memory(max_memory)
+    if not json_out:  # before the run: a note that changes what the user expects is worth reading first
+        for note in notes:
+            typer.echo(f"note: {note}", err=True)
     if export is not None:  # places the jobs and simulates nothing: no estimate to hold to the limit
         _export(scenario, export)
         return
@@ -52,7 +55,7 @@ def place(job_file: str = typer.Argument(..., metavar="JOB.yaml", help="A scenar
     result = run_jobs(scenario, steps, max_memory_bytes)
     target = result.jobs[-1]
     out = Output(json_out)
-    out.emit({"policy": scenario.jobs[-1].placement.model_dump(exclude_none=True), **jobs_dict(result)},
+    out.emit({"policy": scenario.jobs[-1].placement.model_dump(exclude_none=True), **jobs_dict(result), "notes": notes},
              lambda c: _render_place(c, result, target))
 
 
@@ -76,10 +79,11 @@ def _export(scenario, fmt: str) -> None:
 
 
 def _scenario(job_file: str, cluster: str | None, name: str | None, policy: str | None, options: dict):
-    """The file's jobs with the one to place last, its placement set from the options."""
+    """The file's jobs with the one to place last, its placement set from the options; and the notes on the
+    file's placement options another --policy does not read."""
     from gpuwait.errors import SpecError
     from gpuwait.runner.inputs import check_cluster_names, load_cluster
-    from gpuwait.spec.jobs import JobSpec
+    from gpuwait.spec.jobs import POLICY_OPTIONS, JobSpec, options_for_policy
     from gpuwait.spec.load import read_yaml, validate_data
     from gpuwait.spec.scenario import Scenario
 
@@ -100,12 +104,19 @@ def _scenario(job_file: str, cluster: str | None, name: str | None, policy: str 
     update = {k: v for k, v in options.items() if v is not None}
     if policy is not None:
         update["policy"] = policy
+    notes = []
     if update:
         # the error names the options given, not every option place has (each key is its flag's name)
         given = jobs[-1].placement.model_dump(exclude_unset=True)
-        if update.get("policy", given.get("policy")) != given.get("policy"):
-            # another policy: the file's options were its policy's, all but `ranks`
-            given = {k: v for k, v in given.items() if k == "ranks"}
+        new_policy = update.get("policy", given.get("policy"))
+        if new_policy is not None and new_policy != given.get("policy"):
+            # another policy keeps the file's options it also reads (kueue's mode and level for volcano)
+            given.pop("policy", None)
+            given, dropped = options_for_policy(given, new_policy)
+            # an explicit server list is the policy replaced, not an option of it: no note
+            notes = [f"--policy {new_policy}: job {jobs[-1].name}'s placement.{key} ({value}) is read by "
+                     f"{' and '.join(POLICY_OPTIONS[key])} only; not used" for key, value in dropped.items()
+                     if key != "servers"]
         placement = validate_data(type(jobs[-1].placement), {**given, **update},
                                   source="/".join(f"--{key}" for key in update))
         # the placed job goes after its co-tenants: lowest priority, so they keep their servers
@@ -115,7 +126,7 @@ def _scenario(job_file: str, cluster: str | None, name: str | None, policy: str 
     if cluster is not None:
         with options_named(preset="--cluster"):
             update_scenario["cluster"] = load_cluster(cluster)
-    return scenario.model_copy(update=update_scenario)
+    return scenario.model_copy(update=update_scenario), notes
 
 
 def jobs_dict(result) -> dict:

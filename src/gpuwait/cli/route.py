@@ -58,11 +58,10 @@ def _render_flow_path(console: Console, doc: dict, cluster: str, transport: str)
     routing = doc["routing"]
     console.print(f"[bold]{doc['src']} -> {doc['dst']}[/] on {cluster} ({routing['kind']}"
                   f"{', ' + routing['hash'] if routing['kind'] == 'ecmp' else ''})")
-    from gpuwait.runner.routes import SOURCE_PORT_KIND
-
-    kind = SOURCE_PORT_KIND.get(transport)
+    if doc["source_port_note"] is not None:
+        console.print(f"  [dim]note: {doc['source_port_note']}[/]")
     for r in doc["qps"]:
-        port = f", {kind} {r['udp_sport']}" if r["udp_sport"] is not None else ""
+        port = f", {doc['source_port']} {r['udp_sport']}" if r["udp_sport"] is not None else ""
         console.print(f"  QP {r['qp']}{port}, path latency {format_time(r['latency_s'])}:")
         for hop in r["hops"]:
             share = "" if hop["share"] == 1 else f"  ({hop['share']:.1%} of the bytes)"

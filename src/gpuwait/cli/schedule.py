@@ -70,6 +70,7 @@ def _jobs(source: str, cluster: str | None, servers: int | None, kind: str | Non
 
     from gpuwait.errors import SpecError
     from gpuwait.runner.inputs import load_cluster, load_scenario
+    from gpuwait.spec.jobs import refuse_repeated_names
     from gpuwait.spec.load import validate_data
     from gpuwait.spec.scenario import Scenario
     from gpuwait.workload.traces import READERS, read_trace, sample, trace_jobs
@@ -88,6 +89,8 @@ def _jobs(source: str, cluster: str | None, servers: int | None, kind: str | Non
                        gpus_per_server=spec.server.gpus, **sampling)
         if not trace.jobs:
             raise SpecError(f"{source}: no job left after sampling; expected a window or scale that keeps some")
+        # the trace's own ids, before they become `jobs:` entries the user never wrote
+        refuse_repeated_names([j.name for j in trace.jobs], source, noun="job id")
         jobs, durations = trace_jobs(trace, spec.server.gpus)
         return validate_data(Scenario, {"cluster": spec.model_dump(exclude_unset=True), "jobs": jobs}, source=source,
                              require_units=False), durations, f"{trace.source}: {len(jobs)} jobs"

@@ -110,20 +110,28 @@ def report(directory: str = DIR_ARGUMENT, metric: str | None = typer.Option(None
            x: str | None = typer.Option(None, "--x", help="Heatmap axis across (default the first axis)."),
            y: str | None = typer.Option(None, "--y", help="Heatmap axis down (default the second axis)."),
            cost: str = typer.Option("n_switches", "--cost", help="Cost column of the Pareto front."),
-           path: str | None = typer.Option(None, "--html", help="Where to write the page (default DIR/report.html).")) -> None:
-    """Write an HTML page: the best case per axis value, a heatmap of two axes, a Pareto front.
+           path: str | None = typer.Option(None, "--html", help="Where to write the page (default DIR/report.html)."),
+           json_out: bool = JSON_OPTION) -> None:
+    """Write an HTML page: the best case per axis value, a heatmap of two axes, a Pareto front; print where
+    (with --json: the page, the cases by status, the best case per axis value and the Pareto front).
 
     Example: `gpuwait sweep report out/s --x cluster_routing_kind --y cluster_routing_qps_per_connection`
     """
-    from gpuwait.report.sweep import write_sweep_report
+    from gpuwait.cli.output import Output
+    from gpuwait.report.sweep import sweep_report
 
-    typer.echo(str(write_sweep_report(directory, path, metric, x, y, cost)))
+    report = sweep_report(directory, metric, x, y, cost)
+    page = report.write(path)
+    Output(json_out).emit({"page": str(page)} | report.to_dict(), lambda c: c.print(str(page), markup=False, emoji=False, soft_wrap=True))
 
 
 @app.command("compact")
-def compact(directory: str = DIR_ARGUMENT) -> None:
+def compact(directory: str = DIR_ARGUMENT, json_out: bool = JSON_OPTION) -> None:
     """Merge the per-case Parquet files into one (queries over many small files are slower)."""
+    from gpuwait.cli.output import Output
     from gpuwait.report.sweep import compact as merge
 
     n, target = merge(directory)
-    typer.echo(f"merged {n} files into {target}" if target else f"{n} file(s): nothing to merge")
+    line = f"merged {n} files into {target}" if target else f"{n} file(s): nothing to merge"
+    Output(json_out).emit({"files": n, "merged_into": None if target is None else str(target)},
+                          lambda c: c.print(line, markup=False, emoji=False, soft_wrap=True))

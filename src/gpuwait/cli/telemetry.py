@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from gpuwait.cli.common import MAX_MEMORY_OPTION
+from gpuwait.cli.common import JSON_OPTION, MAX_MEMORY_OPTION
 from gpuwait.cli.faults_help import INJECT_OPTION
 
 FORMAT_OPTION = typer.Option("prometheus", "--format", help="prometheus (text exposition) or parquet.")
@@ -20,9 +20,10 @@ SCRAPE_OPTION = typer.Option(None, "--scrape-interval", metavar="TIME",
 def export(scenario_file: str = typer.Argument(..., metavar="SCENARIO.yaml", help="A scenario with a training workload."), format: str = FORMAT_OPTION,
            out_path: str | None = OUT_OPTION, inject: list[str] | None = INJECT_OPTION,
            steps: int | None = STEPS_OPTION, max_memory: str | None = MAX_MEMORY_OPTION,
-           scrape_interval: str | None = SCRAPE_OPTION) -> None:
+           scrape_interval: str | None = SCRAPE_OPTION, json_out: bool = JSON_OPTION) -> None:
     """Simulate a scenario and write its telemetry under real exporter names (DCGM, mlx5/PMA port
-    counters, node_exporter, NCCL timings, step phases).
+    counters, node_exporter, NCCL timings, step phases). With --json (and --out for prometheus, whose
+    text is otherwise the output): what was written, as JSON.
 
     Example: `gpuwait telemetry export examples/dp-only.yaml --inject slow-gpu:s3.gpu2 > scrape.prom`
     """
@@ -52,20 +53,27 @@ def export(scenario_file: str = typer.Argument(..., metavar="SCENARIO.yaml", hel
         raise SpecError(f"--format: got {format!r}; expected prometheus or parquet")
     target = output_file(out_path if out_path is not None else "telemetry.parquet") if (
         out_path is not None or format == "parquet") else None  # refused before the run, not after it
+    if json_out and target is None:
+        raise SpecError("--json: the prometheus text goes to stdout; expected --out FILE with --json",
+                        hint="--json prints what was written: the file, its format and its samples")
     scenario = load_scenario(scenario_file)
     max_memory_bytes = parse_max_memory(max_memory)
     check_scenario_cost(scenario, max_memory_bytes, steps)
     run = simulate_workload(scenario, steps, faults=[parse_inject(t) for t in (inject or [])],
                             max_memory_bytes=max_memory_bytes)
     metrics = export_metrics(run, scrape_interval_s=interval_s)
-    output = Output(False)
+    output = Output(json_out)
+    if target is None:  # prometheus text to stdout: itself the machine format
+        output.text(to_prometheus_text(metrics))
+        return
     if format == "prometheus":
         text = to_prometheus_text(metrics)
-        if target is not None:
-            write_atomically(target, lambda p: p.write_text(text))
-        else:
-            output.text(text)
+        path = write_atomically(target, lambda p: p.write_text(text))
     else:
-        assert target is not None  # parquet always has a target: output_file(...) above
         path = write_atomically(target, lambda p: write_metrics_parquet(metrics, p))
-        output.console.print(f"wrote {path} ({len(metrics)} samples)", markup=False)
+
+    def render(console) -> None:
+        if format == "parquet":  # a prometheus file is written silently, as a redirect of stdout would be
+            console.print(f"wrote {path} ({len(metrics)} samples)", markup=False)
+
+    output.emit({"file": str(path), "format": format, "samples": len(metrics)}, render)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -194,9 +195,62 @@ def best_figure(best: list[dict], metric: str) -> go.Figure:
     return fig
 
 
-def render_sweep_report(directory: str | Path, metric: str | None = None, x: str | None = None,
-                        y: str | None = None, cost: str = "n_switches") -> str:
-    """The report page as one HTML string (see :func:`write_sweep_report`)."""
+@dataclass(frozen=True)
+class SweepReport:
+    """What a sweep's report shows: the cases by status, the best case per axis value, the Pareto front of
+    ``metric`` against ``cost``; the page (:meth:`html`) adds the figures, ``--json`` prints :meth:`to_dict`."""
+
+    directory: Path
+    title: str
+    metric: str
+    axes: list[str]
+    x: str | None
+    y: str | None
+    cost: str
+    rows: list[dict]
+    ok: list[dict]
+    best: list[dict]
+    front: list[dict]
+
+    def counts(self) -> dict[str, int]:
+        return {s: sum(r.get("status") == s for r in self.rows) for s in ("ok", "invalid", "failed")}
+
+    def to_dict(self) -> dict:
+        return {"sweep": self.title, "cases": len(self.rows), "by_status": self.counts(), "metric": self.metric,
+                "axes": self.axes, "x": self.x, "y": self.y, "cost": self.cost, "best": self.best,
+                "pareto_front": [{"case_id": r["case_id"], self.cost: r[self.cost], self.metric: r[self.metric],
+                                  **{a: r.get(a) for a in self.axes}} for r in self.front]}
+
+    def html(self) -> str:
+        """The report page as one HTML string."""
+        figures = {"best": best_figure(self.best, self.metric)}
+        if self.x is not None and self.y is not None:
+            figures["heatmap"] = heatmap_figure(self.ok, self.x, self.y, self.metric)
+        if any(r.get(self.cost) is not None for r in self.ok):
+            figures["pareto"] = pareto_figure(self.ok, self.metric, self.cost, self.axes)
+        env = jinja2.Environment(loader=jinja2.PackageLoader("gpuwait.report", "templates"), autoescape=True,
+                                 undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+        return env.get_template("sweep.html.j2").render(
+            title=self.title, version=__version__, metric=self.metric, axes=self.axes, counts=self.counts(),
+            n_rows=len(self.rows), best=[b | {"score": _fmt(b[self.metric])} for b in self.best], cost=self.cost,
+            front=[{"score": _fmt(r[self.metric]), "cost": r[self.cost], "axes": {a: r.get(a) for a in self.axes}}
+                   for r in self.front],
+            errors=[{"case_id": r["case_id"], "status": r["status"], "error": r.get("error")}
+                    for r in self.rows if r.get("status") != "ok"][:50],
+            figures=[{"id": f"fig-{k}", "json": script_safe_json(f)} for k, f in figures.items()],
+            plotly_js=plotly.offline.get_plotlyjs())
+
+    def write(self, path: str | Path | None = None) -> Path:
+        """Write :meth:`html` to ``path`` (default ``DIR/report.html``)."""
+        target = Path(path) if path is not None else self.directory / "report.html"
+        target.write_text(self.html(), encoding="utf-8")
+        return target
+
+
+def sweep_report(directory: str | Path, metric: str | None = None, x: str | None = None, y: str | None = None,
+                 cost: str = "n_switches") -> SweepReport:
+    """The report of a sweep's results: ranked by ``metric`` (default the first of :data:`DEFAULT_METRICS` the
+    ok cases have), its heatmap over axes ``x`` and ``y`` (default the first two)."""
     plan, rows = _rows(directory)
     ok = [r for r in rows if r.get("status") == "ok"]
     axes = [a for a in plan.get("axes", []) if any(a in r for r in rows)]
@@ -206,23 +260,15 @@ def render_sweep_report(directory: str | Path, metric: str | None = None, x: str
             raise SpecError(f"{name}: got {value!r}; expected an axis: {', '.join(axes) or '(none)'}")
     x = x or (axes[0] if axes else None)
     y = y or next((a for a in axes if a != x), None)
-    best = best_per_axis_value(ok, axes, metric)
-    figures = {"best": best_figure(best, metric)}
-    if x is not None and y is not None:
-        figures["heatmap"] = heatmap_figure(ok, x, y, metric)
-    if any(r.get(cost) is not None for r in ok):
-        figures["pareto"] = pareto_figure(ok, metric, cost, axes)
-    env = jinja2.Environment(loader=jinja2.PackageLoader("gpuwait.report", "templates"), autoescape=True,
-                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    counts = {s: sum(r.get("status") == s for r in rows) for s in ("ok", "invalid", "failed")}
-    front = pareto_front(ok, metric, cost) if "pareto" in figures else []
-    return env.get_template("sweep.html.j2").render(
-        title=plan.get("name", "sweep"), version=__version__, metric=metric, axes=axes, counts=counts,
-        n_rows=len(rows), best=[b | {"score": _fmt(b[metric])} for b in best], cost=cost,
-        front=[{"score": _fmt(r[metric]), "cost": r[cost], "axes": {a: r.get(a) for a in axes}} for r in front],
-        errors=[{"case_id": r["case_id"], "status": r["status"], "error": r.get("error")} for r in rows if r.get("status") != "ok"][:50],
-        figures=[{"id": f"fig-{k}", "json": script_safe_json(f)} for k, f in figures.items()],
-        plotly_js=plotly.offline.get_plotlyjs())
+    front = pareto_front(ok, metric, cost) if any(r.get(cost) is not None for r in ok) else []
+    return SweepReport(Path(directory), plan.get("name", "sweep"), metric, axes, x, y, cost, rows, ok,
+                       best_per_axis_value(ok, axes, metric), front)
+
+
+def render_sweep_report(directory: str | Path, metric: str | None = None, x: str | None = None,
+                        y: str | None = None, cost: str = "n_switches") -> str:
+    """The report page as one HTML string (see :func:`sweep_report`)."""
+    return sweep_report(directory, metric, x, y, cost).html()
 
 
 def _fmt(value: float) -> str:
@@ -233,6 +279,4 @@ def write_sweep_report(directory: str | Path, path: str | Path | None = None, me
                        x: str | None = None, y: str | None = None, cost: str = "n_switches") -> Path:
     """Write ``report.html`` (or ``path``): the best case per axis value, a heatmap of axes ``x``
     and ``y`` (default the first two), and the Pareto front of ``metric`` against ``cost``."""
-    target = Path(path) if path is not None else Path(directory) / "report.html"
-    target.write_text(render_sweep_report(directory, metric, x, y, cost), encoding="utf-8")
-    return target
+    return sweep_report(directory, metric, x, y, cost).write(path)

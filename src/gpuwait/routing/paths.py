@@ -848,6 +848,9 @@ _IPV4_BASE = 0x0A000000
 # Linux's default ephemeral port range, net.ipv4.ip_local_port_range = 32768..60999
 # (Documentation/networking/ip-sysctl.rst): 28,232 ports a TCP connection's source port is drawn from
 _EPHEMERAL_PORT_FIRST, _EPHEMERAL_PORTS = 32768, 28232
+#: transports whose rows hash kernel TCP's ephemeral source port; every other transport's rows hash RoCEv2's
+#: UDP source port from the QP numbers (:func:`_five_tuples`)
+EPHEMERAL_PORT_TRANSPORTS = frozenset({"tcp"})
 # TCP destination port of socket q of a connection: 43000 + q. No source: an arbitrary fixed port per
 # socket, kept because routes depend on it
 _TCP_DPORT_BASE = 43000
@@ -857,7 +860,7 @@ def _five_tuples(topo: Topology, transport: str, src_ep: np.ndarray, dst_ep: np.
                  seed: int) -> tuple[FiveTuple, np.ndarray]:
     """The 5-tuple switches hash for each QP row, and its L4 source port.
 
-    RoCEv2 (and InfiniBand, hashed the same way here): UDP to port 4791, the source port Linux
+    RoCEv2 (and every transport but TCP, hashed the same way here): UDP to port 4791, the source port Linux
     derives from the QP numbers of the two ends (``rdma_get_udp_sport``): NCCL leaves the GRH
     flow label 0 (``qpAttr.ah_attr.grh.flow_label = 0`` in ``ncclIbQpRtr``,
     src/transport/net_ib/connect.cc, NCCL master at commit 0456df2; ``ncclIbRtrQp`` in
@@ -869,7 +872,7 @@ def _five_tuples(topo: Topology, transport: str, src_ep: np.ndarray, dst_ep: np.
     # drawn for TCP too: its ephemeral ports come after the QPN bases in the same stream
     local_qpn, remote_qpn = qp_numbers(src_ep, dst_ep, topo.n_nodes, rng)
     dport: np.ndarray | int
-    if transport == "tcp":
+    if transport in EPHEMERAL_PORT_TRANSPORTS:
         sport = _EPHEMERAL_PORT_FIRST + rng.integers(0, _EPHEMERAL_PORTS, size=len(src_ep))
         proto, dport = IPPROTO_TCP, _TCP_DPORT_BASE + qp
     else:

@@ -42,7 +42,7 @@ from gpuwait.fabric.groups import FabricModel
 from gpuwait.placement import fabric_tree, hostlist, place
 from gpuwait.placement.tree import FabricTree
 from gpuwait.runner.traffic import refuse_unused_sections, scenario_cases
-from gpuwait.spec.jobs import JobSpec
+from gpuwait.spec.jobs import JobSpec, refuse_repeated_names
 from gpuwait.spec.scenario import Scenario
 from gpuwait.steps.result import RunResult
 from gpuwait.steps.training import communication_families, run_training
@@ -380,24 +380,33 @@ def _first_steps(lane: _Lane, program: Program, steps: int) -> np.ndarray:
     return rows[: steps * len(program.duration_s)]
 
 
-def _check_job_list(scenario: Scenario) -> list[str]:
-    """The jobs' names, once each, in a scenario without a top-level workload."""
+def check_job_list(scenario: Scenario, expected: str = "a `jobs:` list") -> list[str]:
+    """The jobs' names, once each, in a scenario without a top-level workload: what `run`, `validate`,
+    `place` and `schedule` all refuse. ``expected`` says where the jobs may come from (``schedule`` also
+    takes a trace).
+
+    >>> from gpuwait.spec import Scenario
+    >>> job = {"name": "a", "servers": 1, "workload": {"model": {"preset": "llama-8b"}}}
+    >>> check_job_list(Scenario.model_validate({"jobs": [job, job | {"name": "b"}, job]}))
+    Traceback (most recent call last):
+    ...
+    gpuwait.errors.SpecError: jobs: name 'a' given 2 times (jobs[0], jobs[2]); expected each name once
+    """
     if not scenario.jobs:
-        raise SpecError("jobs: the scenario has none; expected a `jobs:` list")
+        raise SpecError(f"jobs: the scenario has none; expected {expected}")
     if scenario.workload is not None:
         raise SpecError("workload: a scenario with `jobs:` describes each job's workload in its entry; "
                         "expected no top-level `workload:`")
     refuse_unused_sections(scenario)
     names = [j.name for j in scenario.jobs]
-    if len(set(names)) != len(names):
-        raise SpecError(f"jobs: names {names}; expected each name once")
+    refuse_repeated_names(names, "jobs", entries="jobs[{}]")
     return names
 
 
 def check_jobs(scenario: Scenario, topo: Topology) -> dict:
     """What `run` refuses in a scenario's jobs, without simulating (`gpuwait validate`): names, each
     placement on the servers the others leave free, each job's layout on its servers."""
-    names = _check_job_list(scenario)
+    names = check_job_list(scenario)
     placed = place_jobs(list(scenario.jobs), fabric_tree(topo))
     for job in placed:
         training_step(job_workload(job), topo)
@@ -408,7 +417,7 @@ def check_jobs(scenario: Scenario, topo: Topology) -> dict:
 def run_jobs(scenario: Scenario, steps: int | None = None, max_memory_bytes: float | None = None) -> JobsRun:
     """Place ``scenario.jobs``, time each alone, then run them together (base case only); the jobs'
     collectives are held to ``max_memory_bytes`` (``max_memory``; None: half the machine's memory)."""
-    names = _check_job_list(scenario)
+    names = check_job_list(scenario)
     cluster = resolve_cluster(scenario.cluster)
     topo = build_cluster(cluster)
     tree = fabric_tree(topo)

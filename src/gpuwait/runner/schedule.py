@@ -53,13 +53,14 @@ from gpuwait.placement.tree import FabricTree
 from gpuwait.runner.jobs import (
     PlacedJob,
     Program,
+    check_job_list,
     job_program,
     job_servers_needed,
     job_workload,
     mincut_servers,
     run_together,
 )
-from gpuwait.runner.traffic import refuse_unused_sections, scenario_cases
+from gpuwait.runner.traffic import scenario_cases
 from gpuwait.spec.jobs import JobSpec, PlacementSpec
 from gpuwait.spec.scenario import Scenario
 from gpuwait.steps.training import communication_families, run_training
@@ -359,12 +360,7 @@ def schedule(scenario: Scenario, policy: PlacementSpec | None = None, *, backfil
     ``policy`` overrides every job's placement; ``durations_s`` (job name -> seconds, from a trace)
     sets a job's steps from its compact step time alone instead of its workload's ``steps``.
     """
-    if not scenario.jobs:
-        raise SpecError("jobs: the scenario has none; expected a `jobs:` list or a trace")
-    refuse_unused_sections(scenario)
-    names = [j.name for j in scenario.jobs]
-    if len(set(names)) != len(names):
-        raise SpecError("jobs: names repeat; expected each name once")
+    check_job_list(scenario, expected="a `jobs:` list or a trace")
     cl = _Cluster(scenario)
     specs = [j if policy is None else j.model_copy(update={"placement": policy}) for j in scenario.jobs]
     records = _records(specs, cl, durations_s or {})

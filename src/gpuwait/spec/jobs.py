@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, model_validator
 
+from gpuwait.errors import SpecError
 from gpuwait.spec.cluster import SpecModel
 from gpuwait.spec.types import TimeS
 from gpuwait.spec.workload import WorkloadSpec
@@ -25,6 +26,45 @@ PolicyName = Literal["random", "first-fit", "spread", "slurm-tree", "slurm-block
 POLICY_OPTIONS: dict[str, tuple[str, ...]] = {
     "servers": ("explicit",), "seed": ("random",), "switches": ("slurm-tree",), "block_size": ("slurm-block",),
     "segment": ("slurm-block",), "mode": ("kueue", "volcano"), "level": ("kueue", "volcano"), "algorithm": ("kueue",)}
+
+
+def options_for_policy(options: dict[str, Any], policy: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A placement's options (without ``policy``) split into those ``policy`` also reads and those it drops
+    (:data:`POLICY_OPTIONS`; ``ranks`` applies to every policy).
+
+    >>> options_for_policy({"mode": "required", "level": "pod", "algorithm": "Balanced", "ranks": "mincut"},
+    ...                    "volcano")
+    ({'mode': 'required', 'level': 'pod', 'ranks': 'mincut'}, {'algorithm': 'Balanced'})
+    """
+    kept: dict[str, Any] = {}
+    dropped: dict[str, Any] = {}
+    for name, value in options.items():
+        (kept if policy in POLICY_OPTIONS.get(name, (policy,)) else dropped)[name] = value
+    return kept, dropped
+
+
+def refuse_repeated_names(names: list[str], field: str, noun: str = "name", entries: str | None = None) -> None:
+    """One error for a name given more than once (names key each job's results and co-tenants, so a second
+    would take the first's place), naming the caller's ``field`` and, with ``entries`` (``"jobs[{}]"``), the
+    first five entries that give it.
+
+    >>> refuse_repeated_names(["a", "b", "a"], "jobs", entries="jobs[{}]")
+    Traceback (most recent call last):
+    ...
+    gpuwait.errors.SpecError: jobs: name 'a' given 2 times (jobs[0], jobs[2]); expected each name once
+    >>> refuse_repeated_names(["7", "7"], "trace.csv", noun="job id")
+    Traceback (most recent call last):
+    ...
+    gpuwait.errors.SpecError: trace.csv: job id '7' given 2 times; expected each job id once
+    """
+    if len(set(names)) == len(names):
+        return
+    # the first repeated name, not the list: a trace's jobs number in the thousands
+    twice = next(n for n in names if names.count(n) > 1)
+    at = [i for i, n in enumerate(names) if n == twice]
+    where = "" if entries is None else \
+        f" ({', '.join(entries.format(i) for i in at[:5])}{', ...' if len(at) > 5 else ''})"
+    raise SpecError(f"{field}: {noun} {twice!r} given {len(at)} times{where}; expected each {noun} once")
 
 
 def _policy_or_spec(value: Any) -> Any:

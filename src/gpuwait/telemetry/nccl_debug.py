@@ -34,9 +34,10 @@ from dataclasses import dataclass
 
 from gpuwait.telemetry.errors import TelemetryFormatError
 
-# the host starts after a separator (or the line start): searched from every character, a long run
-# of host characters would be rescanned from each one (quadratic); from separators only it is linear
-_LINE = re.compile(r"(?<![^\s:\[\]>])(?P<host>[^\s:\[\]]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] (?:\S+:\d+ )?NCCL "
+#: one NCCL_DEBUG line's header (``host:pid:tid [dev] NCCL INFO``) and message, for every reader of these logs.
+#: The host starts after a separator (or the line start): searched from every character, a long run
+#: of host characters would be rescanned from each one (quadratic); from separators only it is linear
+NCCL_LINE = re.compile(r"(?<![^\s:\[\]>])(?P<host>[^\s:\[\]]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] (?:\S+:\d+ )?NCCL "
                    r"(?P<level>INFO|WARN|TRACE) "
                    r"(?P<msg>.*?)\s*$")
 _CHANNEL = re.compile(r"^(?P<kind>Channel|Ring) (?P<ch>\d+)(?:/(?P<sub>\d+))? : (?P<src>\d+)(?:\[(?P<srcdev>[0-9a-fA-F]+)\])?"
@@ -164,7 +165,7 @@ class GidUse:
 def _gid_uses(text: str) -> tuple[GidUse, ...]:
     out: dict[tuple, GidUse] = {}
     for raw in text.splitlines():
-        m = _LINE.search(raw)
+        m = NCCL_LINE.search(raw)
         if m is None or (g := _GID.match(m["msg"])) is None:
             continue
         use = GidUse(m["host"], int(m["dev"]), int(g["dev"]), int(g["port"]), int(g["gid"]), int(g["prefix"], 16),
@@ -250,7 +251,7 @@ def parse_nccl_debug(text: str, *, source: str = "NCCL_DEBUG log") -> NcclDebugI
     hosts: dict[str, None] = {}
     seen = 0
     for lineno, raw in enumerate(text.splitlines(), start=1):
-        m = _LINE.search(raw)
+        m = NCCL_LINE.search(raw)
         if m is None:
             continue
         seen += 1

@@ -25,7 +25,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-_LINE = re.compile(r"(?P<host>[^\s:\[\]]+):\d+:\d+ \[\d+\] (?:\S+:\d+ )?NCCL INFO (?P<msg>.*?)\s*$")
+from gpuwait.telemetry.nccl_debug import NCCL_LINE
+
 _RING = re.compile(r"^Channel (?P<ch>\d+)/(?P<n>\d+) :(?P<ranks>(?:\s+\d+)+)$")
 _TREES = re.compile(r"^Trees((?:\s*\[\d+\] -?\d+/-?\d+/-?\d+->\d+->-?\d+)+)")
 _TREE = re.compile(r"\[(?P<ch>\d+)\] (?P<c0>-?\d+)/(?P<c1>-?\d+)/(?P<c2>-?\d+)->(?P<rank>\d+)->(?P<parent>-?\d+)")
@@ -59,8 +60,8 @@ def parse_nccl_graph(text: str) -> NcclGraph:
     hosts: dict[int, str] = {}
     n_channels = None
     for raw in text.splitlines():
-        m = _LINE.search(raw)
-        if m is None:
+        m = NCCL_LINE.search(raw)
+        if m is None or m["level"] != "INFO":
             continue
         msg = m["msg"]
         if (r := _RING.match(msg)) is not None:
