@@ -110,6 +110,21 @@ def test_validate_checks_run_on_each_case():
     assert row["status"] == "invalid" and "tp" in row["error"]
 
 
+def test_a_case_over_the_memory_limit_is_refused_before_it_runs():
+    """As `gpuwait run` refuses a scenario whose estimate exceeds the limit (gpuwait.runner.cost), a sweep case
+    does: a billion steps asked for ~119 GiB of step tables and died of a MemoryError (bench/fuzz.py seed 3038)."""
+    base = {"cluster": {"preset": "dgx-h100", "servers": 2},
+            "workload": {"model": {"preset": "llama-8b", "seq_len": 2048}, "parallel": {"tp": 8, "global_batch": 16}}}
+    spec = validate_data(SweepSpec, {"base": base, "steps": 1_000_000_000, "axes": {"cluster.routing.kind": ["ecmp"]}})
+    case = plan_sweep(spec, base).cases[0]
+    row = run_case(case.case_id, case.doc, case.axes)
+    assert row["status"] == "invalid" and "over the limit" in row["error"] and "steps" in row["error"]
+    small = plan_sweep(validate_data(SweepSpec, {"base": base, "steps": 1, "axes": {"cluster.routing.kind": ["ecmp"]}}),
+                       base).cases[0]
+    row = run_case(small.case_id, small.doc, small.axes, max_memory_bytes=1e3)
+    assert row["status"] == "invalid" and "over the limit of 1KB" in row["error"]
+
+
 def test_example_study_plans_its_32_cases():
     from pathlib import Path
 

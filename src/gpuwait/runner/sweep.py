@@ -263,11 +263,14 @@ def _peak_rss_bytes() -> int:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * scale
 
 
-def run_case(case_id: str, doc: dict, axes: dict[str, Any], cache: TopologyCache | None = None) -> dict:
+def run_case(case_id: str, doc: dict, axes: dict[str, Any], cache: TopologyCache | None = None,
+             max_memory_bytes: float | None = None) -> dict:
     """Run one case and return its row: the axes, status, error, headline results, wall time, memory.
 
     Never raises for a bad case: a refused one is ``status="invalid"`` with the one-line error
-    ``gpuwait validate`` would print, anything else that raises ``status="failed"``.
+    ``gpuwait validate`` would print, anything else that raises ``status="failed"``. A case whose
+    estimated allocation exceeds ``max_memory_bytes`` (default half the worker machine's memory) is
+    refused before it is built, as ``gpuwait run`` and ``perf`` refuse it (:mod:`gpuwait.runner.cost`).
     """
     cache = cache or _CACHE
     start = time.perf_counter()
@@ -275,7 +278,7 @@ def run_case(case_id: str, doc: dict, axes: dict[str, Any], cache: TopologyCache
                            "gpuwait_version": __version__}
     try:
         scenario = validate_data(Scenario, doc["scenario"], source="case")
-        results = _RUNNERS[doc["kind"]](scenario, doc, cache)
+        results = _RUNNERS[doc["kind"]](scenario, doc, cache, max_memory_bytes)
         row |= {"status": "ok", "error": None} | results
     except GpuwaitError as err:
         row |= {"status": "invalid", "error": one_line(err)}
@@ -292,19 +295,23 @@ def _topology_columns(topo) -> dict[str, Any]:
             "n_links": int(topo.n_links)}
 
 
-def _checked(scenario: Scenario, cache: TopologyCache):
-    """The same checks as ``gpuwait validate`` (they raise SpecError), and the case's topology."""
+def _checked(scenario: Scenario, cache: TopologyCache, doc: dict, max_memory_bytes: float | None = None):
+    """The same checks as ``gpuwait validate`` and ``run`` (they raise SpecError: the scenario, then what a
+    workload's steps or a traffic run would allocate), and the case's topology."""
+    from gpuwait.runner.cost import check_scenario_cost
     from gpuwait.runner.traffic import check_scenario
 
     check_scenario(scenario)
+    if doc["kind"] != "perf":  # a perf case is estimated from its predictor (_run_perf_case)
+        check_scenario_cost(scenario, max_memory_bytes, steps=doc["steps"], engine=doc["engine"])
     return cache.build(scenario.cluster)
 
 
-def _run_workload_case(scenario: Scenario, doc: dict, cache: TopologyCache) -> dict:
+def _run_workload_case(scenario: Scenario, doc: dict, cache: TopologyCache, max_memory_bytes: float | None) -> dict:
     from gpuwait.runner.workload import simulate_workload
     from gpuwait.steps.result import BREAKDOWN_CATEGORIES
 
-    topo = _checked(scenario, cache)
+    topo = _checked(scenario, cache, doc, max_memory_bytes)
     result = simulate_workload(scenario, doc["steps"], build=cache.build).results[0]
     bd = result.breakdown
     means = bd.job_mean_s()
@@ -318,21 +325,23 @@ def _run_workload_case(scenario: Scenario, doc: dict, cache: TopologyCache) -> d
     return row | _topology_columns(topo)
 
 
-def _run_perf_case(scenario: Scenario, doc: dict, cache: TopologyCache) -> dict:
+def _run_perf_case(scenario: Scenario, doc: dict, cache: TopologyCache, max_memory_bytes: float | None) -> dict:
     from gpuwait.collectives.communicator import Communicator
     from gpuwait.collectives.ncclenv import cluster_env
     from gpuwait.collectives.nccltests import average_busbw_GBps
     from gpuwait.fabric.perf import CollectivePredictor
-    from gpuwait.runner.perf import SweepArgs, perf_sweep
+    from gpuwait.runner.cost import check_cost, estimate_perf
+    from gpuwait.runner.perf import SweepArgs, perf_sweep, sweep_sizes
     from gpuwait.transport import resolve_transport
 
     perf = PerfCaseSpec.model_validate(doc["perf"])
-    topo = _checked(scenario, cache)
+    topo = _checked(scenario, cache, doc)
     spec = topo.spec
     nccl = cluster_env(spec, dict(perf.env)).with_version(perf.nccl_version, "perf.nccl_version")
     comm = Communicator.world(topo, gpus_per_server=perf.gpus)
     predictor = CollectivePredictor.create(comm, nccl, spec.routing, resolve_transport(spec.transport))
     args = SweepArgs(perf.min_bytes, perf.max_bytes, perf.step_factor, dtype=perf.dtype)
+    check_cost(estimate_perf(predictor, perf.op, sweep_sizes(perf.op, args, predictor.comm.n_ranks)), max_memory_bytes)
     sweep = perf_sweep(perf.op, args, gpus=perf.gpus, predictor=predictor)
     last, choice = sweep.rows[-1], sweep.choices[-1]
     return {"op": perf.op, "n_ranks": sweep.n_ranks, "avg_busbw_GBps": average_busbw_GBps(sweep.rows),
@@ -342,10 +351,10 @@ def _run_perf_case(scenario: Scenario, doc: dict, cache: TopologyCache) -> dict:
             } | _topology_columns(topo)
 
 
-def _run_traffic_case(scenario: Scenario, doc: dict, cache: TopologyCache) -> dict:
+def _run_traffic_case(scenario: Scenario, doc: dict, cache: TopologyCache, max_memory_bytes: float | None) -> dict:
     from gpuwait.runner.traffic import run_traffic
 
-    topo = _checked(scenario, cache)
+    topo = _checked(scenario, cache, doc, max_memory_bytes)
     run = run_traffic(scenario, doc["engine"])[0]
     times = run.flow_time_s
     return {"makespan_s": float(run.makespan_s), "fct_mean_s": float(times.mean()) if len(times) else math.nan,
@@ -357,5 +366,5 @@ def _slug(text: str) -> str:
     return re.sub(r"[^0-9A-Za-z]+", "_", text).strip("_").lower()
 
 
-_RUNNERS: dict[str, Callable[[Scenario, dict, TopologyCache], dict]] = {
+_RUNNERS: dict[str, Callable[[Scenario, dict, TopologyCache, float | None], dict]] = {
     "workload": _run_workload_case, "perf": _run_perf_case, "traffic": _run_traffic_case}

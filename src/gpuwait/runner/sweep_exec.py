@@ -34,13 +34,13 @@ def _init_worker() -> None:
     os.environ.update(WORKER_ENV)
 
 
-def work(payload: tuple[str, dict, dict]) -> dict:
-    """Run one case in a worker (local process or Ray task): ``(case_id, doc, axes)`` -> row."""
+def work(payload: tuple[str, dict, dict, float | None]) -> dict:
+    """Run one case in a worker (local process or Ray task): ``(case_id, doc, axes, max_memory_bytes)`` -> row."""
     os.environ.update(WORKER_ENV)  # a Ray worker has no initializer; numpy may not have loaded yet
     from gpuwait.runner.sweep import run_case
 
-    case_id, doc, axes = payload
-    return run_case(case_id, doc, axes)
+    case_id, doc, axes, max_memory_bytes = payload
+    return run_case(case_id, doc, axes, max_memory_bytes=max_memory_bytes)
 
 
 class ResultStore:
@@ -103,11 +103,13 @@ class SweepSummary:
 
 def run_sweep(plan, directory: str | Path, executor: str = "local", workers: int | None = None,
               address: str | None = None, retry_failed: bool = False,
-              progress: Callable[[int, int], None] | None = None) -> SweepSummary:
+              progress: Callable[[int, int], None] | None = None,
+              max_memory_bytes: float | None = None) -> SweepSummary:
     """Run every case of ``plan`` not already stored in ``directory`` and store its row.
 
     ``retry_failed`` runs again the cases stored as invalid or failed. ``progress(done, total)`` is
-    called as cases finish.
+    called as cases finish. ``max_memory_bytes`` bounds each case's estimated allocation (default half
+    the memory of the machine that runs it); a case over it is stored as invalid, not run.
     """
     if executor not in EXECUTORS:
         raise SpecError(f"--executor: got {executor!r}; expected one of {', '.join(EXECUTORS)}")
@@ -119,7 +121,7 @@ def run_sweep(plan, directory: str | Path, executor: str = "local", workers: int
     todo = list({c.case_id: c for c in todo}.values())  # two axis combinations may resolve to one case
     summary = SweepSummary(len(plan.cases), skipped=len(plan.cases) - len(todo), executor=executor)
     start = time.perf_counter()
-    payloads = [(c.case_id, c.doc, c.axes) for c in todo]
+    payloads = [(c.case_id, c.doc, c.axes, max_memory_bytes) for c in todo]
 
     def finished(row: dict) -> None:
         store.write(row)
@@ -143,10 +145,10 @@ def _write_plan(store: ResultStore, plan) -> None:
     os.replace(tmp, store.root / "sweep.json")
 
 
-def _died(payload: tuple[str, dict, dict], attempts: int, reason: str) -> dict:
+def _died(payload: tuple[str, dict, dict, float | None], attempts: int, reason: str) -> dict:
     import json
 
-    case_id, doc, axes = payload
+    case_id, doc, axes, _ = payload
     return {"case_id": case_id, **axes, "kind": doc["kind"], "engine": doc["engine"], "status": "failed",
             "error": f"{reason} ({attempts} attempts)", "wall_s": 0.0, "peak_rss_bytes": 0,
             "finished_at": time.time(), "case_json": json.dumps(doc, sort_keys=True, default=str)}
