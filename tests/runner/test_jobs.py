@@ -83,6 +83,14 @@ def test_bad_jobs_are_one_clear_error():
         run_jobs(_scenario([_dp_job("big", 20, 160) | {"placement": "first-fit"}]))
 
 
+def test_a_jobs_workload_error_names_the_job():
+    # the workload's own checks know only its fields; among several jobs the message must say whose
+    jobs = [_dp_job("fine", [0, 1], 16), _dp_job("odd", [2, 3], 12)]
+    with pytest.raises(SpecError, match=r"^jobs\[odd\]: workload\.parallel\.global_batch: 12 is not a multiple") as err:
+        run_jobs(_scenario(jobs))
+    assert err.value.problems and all(p.startswith("jobs[odd]: ") for p in err.value.problems)
+
+
 def test_dense_max_min_equals_the_sparse_solver():
     # the dense solve for a few jobs must give the engine's max-min allocation (the unique weighted
     # max-min fair point, Bertsekas & Gallager, "Data Networks", §6.5.2) on random problems

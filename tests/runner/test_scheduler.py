@@ -118,3 +118,5 @@ def test_bad_schedules_are_one_clear_error():
         schedule(_scenario([_job("huge", 40)]))
     with pytest.raises(SpecError, match="names repeat"):
         schedule(_scenario([_job("a", 1), _job("a", 1)]))
+    with pytest.raises(SpecError, match=r"^jobs\[odd\]: workload\.parallel\.global_batch: 12 is not a multiple"):
+        schedule(_scenario([_job("fine", 1), _job("odd", 2, global_batch=12)]))

@@ -181,6 +181,16 @@ def job_workload(job: PlacedJob):
     return w.model_copy(update={"gpus": job.gpus, "parallel": parallel})
 
 
+def job_step(job: PlacedJob, topo: Topology):
+    """The job's training step on its servers; a workload the step refuses is an error that names the job
+    (``jobs[a]: workload.parallel.global_batch: ...``): the workload's own checks know only its fields."""
+    try:
+        return training_step(job_workload(job), topo)
+    except SpecError as err:
+        raise type(err)(f"jobs[{job.name}]: {err}", problems=[f"jobs[{job.name}]: {p}" for p in err.problems],
+                        hint=err.hint) from None
+
+
 # ------------------------------------------------------------------------------------------ programs
 
 def _group_demand(families, network: np.ndarray, calls_weighted: bool = True):
@@ -400,7 +410,7 @@ def check_jobs(scenario: Scenario, topo: Topology) -> dict:
     names = _check_job_list(scenario)
     placed = place_jobs(list(scenario.jobs), fabric_tree(topo))
     for job in placed:
-        training_step(job_workload(job), topo)
+        job_step(job, topo)
     described = ", ".join(f"{name} ({len(job.servers)} servers)" for name, job in zip(names, placed))
     return {"servers": topo.n_servers, "gpus": topo.n_gpus, "workload": f"{len(names)} jobs: {described}"}
 
@@ -421,7 +431,7 @@ def run_jobs(scenario: Scenario, steps: int | None = None, max_memory_bytes: flo
     fabric = FabricModel(topo, routing, transport, env, max_memory_bytes=max_memory_bytes)
     alone, programs = [], []
     for job in placed:
-        step = training_step(job_workload(job), topo)
+        step = job_step(job, topo)
         result = run_training(step, fabric, steps=1, case=job.name, cluster=cluster.name)
         alone.append(result)
         programs.append(job_program(result, communication_families(step, fabric), topo))

@@ -55,7 +55,7 @@ from gpuwait.runner.jobs import (
     Program,
     job_program,
     job_servers_needed,
-    job_workload,
+    job_step,
     mincut_servers,
     run_together,
 )
@@ -64,7 +64,6 @@ from gpuwait.spec.jobs import JobSpec, PlacementSpec
 from gpuwait.spec.scenario import Scenario
 from gpuwait.steps.training import communication_families, run_training
 from gpuwait.topology.presets import build_cluster, resolve_cluster
-from gpuwait.workload.steps import training_step
 
 _EPS_S = 1e-9
 #: steps a group of co-running jobs is simulated together to get each member's shared step time
@@ -204,7 +203,7 @@ class _Cluster:
                 self.shape_hits += 1
                 self._alone[key] = (Program(program.duration_s, program.pace, peak, program.groups), placed)
                 return self._alone[key]
-        step = training_step(job_workload(PlacedJob(spec, servers, gpus)), self.topo)
+        step = job_step(PlacedJob(spec, servers, gpus), self.topo)
         result = run_training(step, self.fabric, steps=1, case=spec.name)
         program = job_program(result, communication_families(step, self.fabric), self.topo)
         self._alone[key] = (program, np.where(self.network, result.links.bytes_per_step, 0.0))
