@@ -91,6 +91,12 @@ def test_a_jobs_workload_error_names_the_job():
     assert err.value.problems and all(p.startswith("jobs[odd]: ") for p in err.value.problems)
 
 
+def test_a_repeated_job_name_is_named():
+    jobs = [_dp_job("a", [0], 8), _dp_job("b", [1], 8), _dp_job("a", [2], 8)]
+    with pytest.raises(SpecError, match=r"the name 'a' is given to 2 jobs \(jobs\[0\], jobs\[2\]\); expected each name once"):
+        run_jobs(_scenario(jobs))
+
+
 def test_dense_max_min_equals_the_sparse_solver():
     # the dense solve for a few jobs must give the engine's max-min allocation (the unique weighted
     # max-min fair point, Bertsekas & Gallager, "Data Networks", §6.5.2) on random problems

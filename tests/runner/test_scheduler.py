@@ -116,7 +116,7 @@ def test_kueue_balanced_split_beats_best_fit_one_to_fifteen():
 def test_bad_schedules_are_one_clear_error():
     with pytest.raises(SpecError, match="needs 40 servers; the cluster has 32"):
         schedule(_scenario([_job("huge", 40)]))
-    with pytest.raises(SpecError, match="names repeat"):
+    with pytest.raises(SpecError, match=r"the name 'a' is given to 2 jobs \(jobs\[0\], jobs\[1\]\)"):
         schedule(_scenario([_job("a", 1), _job("a", 1)]))
     with pytest.raises(SpecError, match=r"^jobs\[odd\]: workload\.parallel\.global_batch: 12 is not a multiple"):
         schedule(_scenario([_job("fine", 1), _job("odd", 2, global_batch=12)]))

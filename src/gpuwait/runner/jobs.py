@@ -398,9 +398,17 @@ def _check_job_list(scenario: Scenario) -> list[str]:
         raise SpecError("workload: a scenario with `jobs:` describes each job's workload in its entry; "
                         "expected no top-level `workload:`")
     refuse_unused_sections(scenario)
-    names = [j.name for j in scenario.jobs]
-    if len(set(names)) != len(names):
-        raise SpecError(f"jobs: names {names}; expected each name once")
+    return job_names(scenario.jobs)
+
+
+def job_names(jobs: list[JobSpec] | tuple[JobSpec, ...]) -> list[str]:
+    """The jobs' names; a name given to two jobs is one error naming it and where (a job's results, its
+    report rows and its co-tenants' shares are all keyed by name)."""
+    names = [j.name for j in jobs]
+    for name in dict.fromkeys(names):
+        if (at := [i for i, n in enumerate(names) if n == name])[1:]:
+            raise SpecError(f"jobs: the name {name!r} is given to {len(at)} jobs (jobs[{'], jobs['.join(map(str, at))}]); "
+                            "expected each name once", hint="rename one of them")
     return names
 
 

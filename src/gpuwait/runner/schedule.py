@@ -53,6 +53,7 @@ from gpuwait.placement.tree import FabricTree
 from gpuwait.runner.jobs import (
     PlacedJob,
     Program,
+    job_names,
     job_program,
     job_servers_needed,
     job_step,
@@ -361,9 +362,7 @@ def schedule(scenario: Scenario, policy: PlacementSpec | None = None, *, backfil
     if not scenario.jobs:
         raise SpecError("jobs: the scenario has none; expected a `jobs:` list or a trace")
     refuse_unused_sections(scenario)
-    names = [j.name for j in scenario.jobs]
-    if len(set(names)) != len(names):
-        raise SpecError("jobs: names repeat; expected each name once")
+    job_names(scenario.jobs)
     cl = _Cluster(scenario)
     specs = [j if policy is None else j.model_copy(update={"placement": policy}) for j in scenario.jobs]
     records = _records(specs, cl, durations_s or {})
