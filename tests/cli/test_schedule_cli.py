@@ -50,3 +50,10 @@ def test_schedule_keeps_a_scenarios_own_placements_unless_a_policy_is_given(caps
     assert [p["policy"] for p in data["policies"]] == ["per job", "first-fit"]
     assert [(j["leaves"], j["contended"]) for j in data["jobs"]["per job"]] == [(4, True), (4, True)]
     assert [(j["leaves"], j["contended"]) for j in data["jobs"]["first-fit"]] == [(2, False), (2, False)]
+
+
+def test_schedule_of_a_scenario_names_its_cluster(capsys):
+    # the scenario's cluster is a preset: the header names it, as `gpuwait run` does, not the field's default name
+    example = str(Path(__file__).resolve().parents[2] / "examples" / "two-jobs-shared-uplinks.yaml")
+    assert main(["schedule", example, "--policy", "first-fit"]) == 0
+    assert "two-jobs-shared-uplinks on rocev2-400g-2tier (128 GPUs)" in capsys.readouterr().out

@@ -38,6 +38,7 @@ def schedule(source: str = typer.Argument(..., metavar="SCENARIO.yaml|TRACE",
     from gpuwait.runner.schedule import schedule as run_schedule
     from gpuwait.spec.jobs import PlacementSpec
     from gpuwait.spec.load import validate_data
+    from gpuwait.topology.presets import resolve_cluster
 
     if report is not None:
         report_directory(report)  # checked before the simulation, not after
@@ -52,7 +53,7 @@ def schedule(source: str = typer.Argument(..., metavar="SCENARIO.yaml|TRACE",
         spec = None if name is None else validate_data(PlacementSpec, {"policy": name} | ({"seed": seed} if name == "random" else {}),
                                                          source="--policy/--compare")
         results.append(run_schedule(scenario, spec, backfill=backfill, durations_s=durations))
-    cluster_name = scenario.cluster.name or scenario.cluster.preset or "cluster"
+    cluster_name = resolve_cluster(scenario.cluster).name  # the preset's name, as `run` prints it
     page = None
     if report is not None:
         from gpuwait.report.schedule import write_schedule_report
