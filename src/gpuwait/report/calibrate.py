@@ -33,6 +33,7 @@ from gpuwait.runner.calibrate import (
     check_writable,
     overlay,
     params_dict,
+    unshown_lines,
     write_overlay,
 )
 from gpuwait.runner.inputs import cluster_of_file, looks_like_file, sized_cluster
@@ -90,7 +91,7 @@ class CalibrateReport:
     def to_dict(self) -> dict:
         c = self.calibration
         return {"cluster": c.cluster, "n_ranks": c.n_ranks, "rank_counts": list(c.rank_counts), "validation": c.validation,
-                "considered": list(c.names), "fitted": list(c.freed), "prior": dict(c.prior),
+                "considered": list(c.names), "not_shown": list(c.unshown), "fitted": list(c.freed), "prior": dict(c.prior),
                 "not_separable": [list(g) for g in c.not_separable],
                 "selection": {"freed": list(c.freed), "min_gain": MIN_GAIN,
                               "candidates": [{"freed": list(k.freed), "held_out_error": k.held_out_error,
@@ -220,6 +221,7 @@ def separability_lines(report: CalibrateReport) -> list[str]:
 def closing_lines(report: CalibrateReport) -> list[str]:
     """Which parameters the logs could not tell apart, where the overlay went and how to use it."""
     lines = [f"{r.log.name}: predicted as NCCL {r.nccl_version} ({r.nccl_source})" for r in report.calibration.logs]
+    lines += unshown_lines(report.calibration.names + report.calibration.unshown, report.calibration.names)
     lines += separability_lines(report)
     lines += [f"warning: {w}" for w in report.warnings]
     if report.out is None:

@@ -23,6 +23,8 @@ from gpuwait.errors import SpecError
 from gpuwait.report.nccltests import format_table
 from gpuwait.runner.inputs import read_cluster, sized_cluster
 from gpuwait.runner.perf import (
+    BANDWIDTH_MIN_BYTES,
+    FLOOR_MAX_BYTES,
     PerfSweep,
     layout_warning,
     log_gpus_per_server,
@@ -71,11 +73,6 @@ class PerfComparison:
     def to_dict(self) -> dict:
         return {"log": str(self.log), "collective": self.collective, "n_ranks": self.n_ranks, "rows": self.rows,
                 "summary": self.summary, "warnings": self.warnings, "nccl": self.nccl}
-
-
-#: sizes judged for bandwidth (the plateau and the ramp) and for the latency floor
-BANDWIDTH_MIN_BYTES = 2**20
-FLOOR_MAX_BYTES = 64 * 2**10
 
 
 def choice_switches(choices: list[tuple[int, str, str]]) -> list[dict]:
