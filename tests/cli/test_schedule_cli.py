@@ -35,6 +35,12 @@ def test_schedule_errors_are_one_line(capsys):
     assert capsys.readouterr().err.startswith("error: --cluster: a trace needs a cluster")
     assert main([*ARGS, "--policy", "nope"]) == 2
     assert capsys.readouterr().err.startswith("error: --policy/--compare")
+    # 'explicit' is a job's own server list: no policy for every job; it was taken and every job then failed
+    # with "the policy cannot place it even on an empty cluster"
+    assert main([*ARGS, "--policy", "first-fit", "--compare", "explicit"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --policy/--compare: got 'explicit'; expected one of random, first-fit, spread, "
+                          "slurm-tree, slurm-block, kueue, volcano") and "placement:" in err
     # an unknown kind is named as such, not as a missing --cluster (a kind makes the file a trace)
     assert main(["schedule", TRACE, "--trace-kind", "slurm"]) == 2
     assert capsys.readouterr().err.startswith("error: --trace-kind: got 'slurm'; expected one of lingjun, ")
