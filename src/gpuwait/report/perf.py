@@ -239,7 +239,8 @@ def _nccl_choice(log_version: str | None, asked: str | None, cluster_version: st
 
 def read_nccl_tests(text: str, path: Path, skipped: list[str] | None = None) -> NcclTestsLog:
     """A log as ``perf --compare`` and ``calibrate`` take it: nccl-tests' stdout (rows it cannot read left out
-    and reported in ``skipped``), or the JSON file it writes with ``-J`` (builds from late 2025)."""
+    and reported in ``skipped``, as is a text of several runs), or the JSON file it writes with ``-J`` (builds
+    from late 2025)."""
     if text.lstrip().startswith("{"):
         try:
             return from_json(text)
@@ -247,9 +248,13 @@ def read_nccl_tests(text: str, path: Path, skipped: list[str] | None = None) -> 
             raise SpecError(f"{path}: {err}", hint="pass the JSON file nccl-tests -J wrote, unedited, or the run's "
                             "stdout") from None
     try:
-        return parse_nccl_tests_log(text, source=str(path), skipped=skipped)
+        log = parse_nccl_tests_log(text, source=str(path), skipped=skipped)
     except SpecError as err:  # several logs may be read in one command: the error says which
         raise SpecError(f"{path}: {err}", hint=err.hint) from None
+    if log.runs > 1 and skipped is not None:  # runs appended to one file: their rows mix, later hosts are dropped
+        skipped.append(f"{path}: the log holds {log.runs} runs ({log.runs} '# nThread' lines), read as one sweep: "
+                       "split it into one log per run to compare or calibrate each")
+    return log
 
 
 def check_timed(log: NcclTestsLog, path: Path) -> None:

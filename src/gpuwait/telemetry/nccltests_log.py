@@ -94,6 +94,9 @@ class NcclTestsLog:
         The printed ``# Avg bus bandwidth``; compare with :meth:`mean_busbw_GBps`.
     out_of_bounds : int or None
         The printed ``# Out of bounds values``.
+    runs : int
+        How many runs the text holds: its ``# nThread`` lines (one per run; ``-d all`` prints one for all its
+        tables), at least 1.
     time_column : str
         ``time``, or ``cputime`` with ``-C``.
     wrong_column : str or None
@@ -111,6 +114,7 @@ class NcclTestsLog:
     n_ranks_from: str | None = None
     avg_busbw_GBps: float | None = None
     out_of_bounds: int | None = None
+    runs: int = 1
     time_column: str = "time"
     wrong_column: str | None = "#wrong"
 
@@ -248,6 +252,7 @@ class _LogState:
     lead_columns: int | None = None  # columns before the results, as the column header names them
     saw_header: bool = False
     widest: int = 0
+    runs: int = 0  # '# nThread' lines: one per run
 
 
 def _read_footer(state: _LogState, stripped: str, lineno: int) -> bool:
@@ -280,6 +285,7 @@ def _read_comment(state: _LogState, stripped: str, lineno: int) -> None:
         state.program = state.program or m[1]
     elif (m := _CONFIG.match(stripped)) is not None:
         state.config = _parse_config(m)
+        state.runs += 1
     elif stripped.startswith("# Blocking Enabled"):
         state.blocking = 2 if "no barrier" in stripped else 1
     elif (m := _DEVICE.match(stripped)) is not None:
@@ -371,9 +377,10 @@ def parse_nccl_tests_log(text: str, *, n_ranks: int | None = None, collective: s
     if config is not None and state.blocking:
         config = replace(config, blocking=state.blocking)
     devices = state.devices
-    return _finish(tuple(state.rows), devices=tuple(devices[r] for r in sorted(devices)), program=state.program,
-                   build=state.build, config=config, avg=state.avg, oob=state.oob, time_column=state.time_column,
-                   wrong_column=wrong_column, n_ranks=n_ranks, collective=collective)
+    log = _finish(tuple(state.rows), devices=tuple(devices[r] for r in sorted(devices)), program=state.program,
+                  build=state.build, config=config, avg=state.avg, oob=state.oob, time_column=state.time_column,
+                  wrong_column=wrong_column, n_ranks=n_ranks, collective=collective)
+    return replace(log, runs=max(state.runs, 1))
 
 
 #: a row's algbw (GB/s) x time (us) x 1e3 / size is 1 when the time is in microseconds (nccl-tests prints
