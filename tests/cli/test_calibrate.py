@@ -232,3 +232,18 @@ def test_a_log_of_other_gpus_than_the_clusters_is_a_warning(capsys):
     code, text, _ = run_cli(capsys, "calibrate", str(log), "--cluster", "oci-a100-roce", "--params", "nic_efficiency",
                             "--json")
     assert code == 0 and json.loads(text)["warnings"] == []
+
+
+def test_perf_on_a_calibrated_cluster_says_so(capsys, tmp_path):
+    """perf on the overlay printed the same settings as on the preset: nothing showed the calibration was used.
+    Its settings (--json, --report-algo) now name it; an uncalibrated cluster's are unchanged."""
+    out = tmp_path / "cal.yaml"
+    code, _, _ = run_cli(capsys, "calibrate", str(LOG), "--cluster", "dgx-h100", "--servers", "2", "--out", str(out),
+                         "--params", "nic_efficiency")
+    assert code == 0
+    code, text, _ = run_cli(capsys, "perf", "all_reduce", "--cluster", str(out), "-b", "1M", "-e", "1M", "--json")
+    assert code == 0 and json.loads(text)["settings"]["calibration"] == f"fitted to {LOG} (from: cluster file: calibration)"
+    code, text, _ = run_cli(capsys, "perf", "all_reduce", "--cluster", str(out), "-b", "1M", "-e", "1M", "--report-algo")
+    assert code == 0 and f"# calibration: fitted to {LOG} (from: cluster file: calibration)" in text
+    code, text, _ = run_cli(capsys, "perf", "all_reduce", "--cluster", "dgx-h100", "-b", "1M", "-e", "1M", "--json")
+    assert code == 0 and "calibration" not in json.loads(text)["settings"]

@@ -277,16 +277,22 @@ class CollectivePredictor:
         owners = {env.set_by.get(name, "NCCL env") for name in given}
         channels = (Setting("channels", "{}-{}".format(*env.channel_limits()), owners.pop() if len(owners) == 1 else "NCCL env")
                     if given else Setting("channels", "auto", "NCCL search graph"))
-        return [self.qps or qps_setting(env, self.routing),
-                env_setting(env, "NCCL_ALGO", "algo", "NCCL tuning model"),
-                env_setting(env, "NCCL_PROTO", "proto", "NCCL tuning model"),
-                channels,
-                Setting("transport", transport, transport_from),
-                Setting("gpu_arch", f"{arch.name} (sm{arch.sm})", "cluster file: server.gpu_model"),
-                # a release's model stands for every tag up to the next change (2.30.7 runs 2.30.3's)
-                Setting("nccl_version", env.release.covers, env.release_from),
-                Setting("ignored", ", ".join(env.ignored) or "none", "process environment: not modelled"),
-                Setting("no_timing_effect", ", ".join(env.no_timing) or "none", "NCCL env: does not change timing")]
+        settings = [self.qps or qps_setting(env, self.routing),
+                    env_setting(env, "NCCL_ALGO", "algo", "NCCL tuning model"),
+                    env_setting(env, "NCCL_PROTO", "proto", "NCCL tuning model"),
+                    channels,
+                    Setting("transport", transport, transport_from),
+                    Setting("gpu_arch", f"{arch.name} (sm{arch.sm})", "cluster file: server.gpu_model"),
+                    # a release's model stands for every tag up to the next change (2.30.7 runs 2.30.3's)
+                    Setting("nccl_version", env.release.covers, env.release_from),
+                    Setting("ignored", ", ".join(env.ignored) or "none", "process environment: not modelled"),
+                    Setting("no_timing_effect", ", ".join(env.no_timing) or "none", "NCCL env: does not change timing")]
+        # only when the cluster carries one: a calibrated overlay is otherwise indistinguishable in the output
+        calibration = self.comm.topo.spec.calibration
+        if set_fields := sorted(calibration.model_fields_set - {"fitted_on"}):
+            fitted = f"fitted to {', '.join(calibration.fitted_on)}" if calibration.fitted_on else f"{', '.join(set_fields)} set"
+            settings.append(Setting("calibration", fitted, "cluster file: calibration"))
+        return settings
 
     # ----------------------------------------------------------------- NCCL's view of the node
     def tuning_inputs(self, collective: str) -> TuningInputs:
