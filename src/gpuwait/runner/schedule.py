@@ -403,8 +403,7 @@ class _Run:
             t_end = min((now + left * self.st.step_s[i] for i, left in self.st.running.items()), default=np.inf)
             t_next = min(t_arrival, t_end)
             if not np.isfinite(t_next):
-                head = self.specs[self.st.queue[0]]
-                raise PlacementError(f"jobs[{head.name}]: the policy cannot place it even on an empty cluster")
+                self._refuse_head()
             self._advance(now, t_next)
             now = t_next
             self._finish(now)
@@ -449,6 +448,18 @@ class _Run:
             del self.st.running[i]
             self.st.free[self.rec[i].servers] = True
             self.rec[i].end_s = now
+
+    def _refuse_head(self) -> None:
+        """Nothing runs and nothing arrives, yet the head waits: its policy cannot place it on the empty
+        cluster. The policy's own reason and hint say why (as run and place give them)."""
+        i = self.st.queue[0]
+        head = self.specs[i]
+        try:
+            place(self.st.free, self.cl.tree, self.rec[i].servers_needed, head.placement)
+        except PlacementError as err:
+            raise PlacementError(f"jobs[{head.name}]: {err}; the policy cannot place it even on an empty cluster",
+                                 hint=err.hint) from None
+        raise PlacementError(f"jobs[{head.name}]: the policy cannot place it even on an empty cluster")
 
     # ---------------------------------------------------------------- dispatch
     def _try_start(self, i: int, now: float) -> bool:
