@@ -83,6 +83,13 @@ def test_bad_jobs_are_one_clear_error():
         run_jobs(_scenario([_dp_job("big", 20, 160) | {"placement": "first-fit"}]))
 
 
+def test_a_job_larger_than_the_cluster_says_so():
+    # placed after another job, it was "needs 20 servers; 8 of 16 are free", as if waiting would help
+    jobs = [_dp_job("a", [0, 1, 2, 3, 4, 5, 6, 7], 64), _dp_job("big", 20, 160) | {"placement": "first-fit"}]
+    with pytest.raises(SpecError, match=r"^jobs\[big\]: needs 20 servers; the cluster has 16$"):
+        run_jobs(_scenario(jobs))
+
+
 def test_a_jobs_workload_error_names_the_job():
     # the workload's own checks know only its fields; among several jobs the message must say whose
     jobs = [_dp_job("fine", [0, 1], 16), _dp_job("odd", [2, 3], 12)]

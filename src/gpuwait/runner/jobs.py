@@ -144,6 +144,15 @@ def job_servers_needed(job: JobSpec, gpus_per_server: int) -> tuple[int, int]:
     return -(-gpus // gpus_per_server), gpus
 
 
+def job_size(job: JobSpec, tree: FabricTree) -> tuple[int, int]:
+    """:func:`job_servers_needed` on ``tree``'s servers; a job larger than the whole cluster is an error that
+    says so (no placement, and no wait in a queue, can start it)."""
+    n, gpus = job_servers_needed(job, tree.gpus_per_server)
+    if n > tree.n_servers:
+        raise SpecError(f"jobs[{job.name}]: needs {n} servers; the cluster has {tree.n_servers}")
+    return n, gpus
+
+
 def place_jobs(jobs: list[JobSpec], tree: FabricTree) -> list[PlacedJob]:
     """Place the jobs in priority order (higher first; then arrival, then list order), each on the
     servers the earlier ones left free. Returned in list order."""
@@ -151,7 +160,7 @@ def place_jobs(jobs: list[JobSpec], tree: FabricTree) -> list[PlacedJob]:
     placed: dict[int, PlacedJob] = {}
     order = sorted(range(len(jobs)), key=lambda i: (-jobs[i].priority, jobs[i].arrival, i))
     for i in order:
-        n, gpus = job_servers_needed(jobs[i], tree.gpus_per_server)
+        n, gpus = job_size(jobs[i], tree)
         try:
             servers = place(free, tree, n, jobs[i].placement)
         except SpecError as err:

@@ -55,7 +55,7 @@ from gpuwait.runner.jobs import (
     Program,
     job_names,
     job_program,
-    job_servers_needed,
+    job_size,
     job_step,
     mincut_servers,
     run_together,
@@ -372,9 +372,7 @@ def schedule(scenario: Scenario, policy: PlacementSpec | None = None, *, backfil
 def _records(specs: list[JobSpec], cl: _Cluster, durations_s: dict[str, float]) -> list[JobRecord]:
     out = []
     for spec in specs:
-        n, gpus = job_servers_needed(spec, cl.tree.gpus_per_server)
-        if n > cl.tree.n_servers:
-            raise SpecError(f"jobs[{spec.name}]: needs {n} servers; the cluster has {cl.tree.n_servers}")
+        n, gpus = job_size(spec, cl.tree)
         compact_s = cl.compact_step_s(spec, n, gpus)
         steps = spec.workload.steps
         if spec.name in durations_s:
