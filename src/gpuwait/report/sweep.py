@@ -215,10 +215,12 @@ def render_sweep_report(directory: str | Path, metric: str | None = None, x: str
     env = jinja2.Environment(loader=jinja2.PackageLoader("gpuwait.report", "templates"), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     counts = {s: sum(r.get("status") == s for r in rows) for s in ("ok", "invalid", "failed")}
+    planned = set(plan.get("case_ids", ()))  # absent in a directory written before sweep.json listed them
+    missing = len(planned - {r["case_id"] for r in rows})
     front = pareto_front(ok, metric, cost) if "pareto" in figures else []
     return env.get_template("sweep.html.j2").render(
         title=plan.get("name", "sweep"), version=__version__, metric=metric, axes=axes, counts=counts,
-        n_rows=len(rows), best=[b | {"score": _fmt(b[metric])} for b in best], cost=cost,
+        n_rows=len(rows), missing=missing, n_planned=len(planned), best=[b | {"score": _fmt(b[metric])} for b in best], cost=cost,
         front=[{"score": _fmt(r[metric]), "cost": r[cost], "axes": {a: r.get(a) for a in axes}} for r in front],
         errors=[{"case_id": r["case_id"], "status": r["status"], "error": r.get("error")} for r in rows if r.get("status") != "ok"][:50],
         figures=[{"id": f"fig-{k}", "json": script_safe_json(f)} for k, f in figures.items()],
