@@ -54,6 +54,7 @@ from gpuwait.collectives.nccltests import busbw_factor
 from gpuwait.collectives.physical import (
     PhysicalParams,
     PipelineCosts,
+    calibration_note,
     generation_steps,
     physical_params,
     pipelined_time_s,
@@ -288,10 +289,8 @@ class CollectivePredictor:
                     Setting("ignored", ", ".join(env.ignored) or "none", "process environment: not modelled"),
                     Setting("no_timing_effect", ", ".join(env.no_timing) or "none", "NCCL env: does not change timing")]
         # only when the cluster carries one: a calibrated overlay is otherwise indistinguishable in the output
-        calibration = self.comm.topo.spec.calibration
-        if set_fields := sorted(calibration.model_fields_set - {"fitted_on"}):
-            fitted = f"fitted to {', '.join(calibration.fitted_on)}" if calibration.fitted_on else f"{', '.join(set_fields)} set"
-            settings.append(Setting("calibration", fitted, "cluster file: calibration"))
+        if (calibrated := calibration_note(self.comm.topo.spec)) is not None:
+            settings.append(Setting("calibration", calibrated, "cluster file: calibration"))
         return settings
 
     # ----------------------------------------------------------------- NCCL's view of the node
