@@ -527,3 +527,8 @@ def test_two_runs_in_one_log_file_are_a_warning(capsys, tmp_path):
     code, out, _ = run_cli(capsys, "calibrate", str(path), "--cluster", "oci-a100-roce", "--json",
                            "--params", "nic_efficiency")
     assert code == 0 and expected in json.loads(out)["warnings"]
+    # its summary counted every row as a size ("over 28 sizes" for 14): rows and sizes are told apart
+    code, out, _ = run_cli(capsys, "perf", "all_reduce", "--compare", str(path), "--cluster", "oci-a100-roce")
+    assert code == 0 and "busbw error over 28 rows (14 sizes) >= 1 MiB" in out.replace("\n", " ")
+    assert "time error over 28 rows (14 sizes) <= 64 KiB" in out.replace("\n", " ")
+    assert "in-place at 48 of 62 rows" in out.replace("\n", " ")
