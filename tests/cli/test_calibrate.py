@@ -218,3 +218,32 @@ def test_one_log_of_another_rank_count_is_predicted_on_its_own_run(capsys):
     code, text, _ = run_cli(capsys, "perf", "all_reduce", "--compare", str(LOG), "--cluster", "dgx-h100", "--json")
     assert code == 0 and [r["predicted_time_us"] for r in doc["logs"][0]["shipped"]] == pytest.approx(
         [r["predicted_time_us"] for r in json.loads(text)["rows"]], rel=1e-9)
+
+
+def test_a_log_of_other_gpus_than_the_clusters_is_a_warning(capsys):
+    """The OCI log ran on A100s ('# Rank ... NVIDIA A100-SXM4-40GB'); calibrated against dgx-h100 by a slip of
+    --cluster, it fitted the H100 model's parameters to A100 times with nothing said, where perf --compare on the
+    same log and cluster warns. calibrate now warns as perf --compare does."""
+    log = LOG.parents[1] / "oci-a100-2node-16gpu-all_reduce.log"
+    code, text, _ = run_cli(capsys, "calibrate", str(log), "--cluster", "dgx-h100", "--params", "nic_efficiency",
+                            "--json")
+    assert code == 0
+    assert f"{log}: the log ran on A100 GPUs; the cluster has H100 (H100-SXM5-80GB)" in json.loads(text)["warnings"]
+    code, text, _ = run_cli(capsys, "calibrate", str(log), "--cluster", "oci-a100-roce", "--params", "nic_efficiency",
+                            "--json")
+    assert code == 0 and json.loads(text)["warnings"] == []
+
+
+def test_perf_on_a_calibrated_cluster_says_so(capsys, tmp_path):
+    """perf on the overlay printed the same settings as on the preset: nothing showed the calibration was used.
+    Its settings (--json, --report-algo) now name it; an uncalibrated cluster's are unchanged."""
+    out = tmp_path / "cal.yaml"
+    code, _, _ = run_cli(capsys, "calibrate", str(LOG), "--cluster", "dgx-h100", "--servers", "2", "--out", str(out),
+                         "--params", "nic_efficiency")
+    assert code == 0
+    code, text, _ = run_cli(capsys, "perf", "all_reduce", "--cluster", str(out), "-b", "1M", "-e", "1M", "--json")
+    assert code == 0 and json.loads(text)["settings"]["calibration"] == f"fitted to {LOG} (from: cluster file: calibration)"
+    code, text, _ = run_cli(capsys, "perf", "all_reduce", "--cluster", str(out), "-b", "1M", "-e", "1M", "--report-algo")
+    assert code == 0 and f"# calibration: fitted to {LOG} (from: cluster file: calibration)" in text
+    code, text, _ = run_cli(capsys, "perf", "all_reduce", "--cluster", "dgx-h100", "-b", "1M", "-e", "1M", "--json")
+    assert code == 0 and "calibration" not in json.loads(text)["settings"]

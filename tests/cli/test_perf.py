@@ -512,3 +512,23 @@ def test_compare_says_which_of_the_logs_nccl_variables_the_prediction_did_not_us
     set_ = [w for w in json.loads(out)["warnings"] if "the log's run set" in w]
     assert code == 0 and set_ == ["the log's run set NCCL_NET_GDR_LEVEL=1, NCCL_P2P_LEVEL=NVL, which this prediction "
                                   "did not: pass them with --env to predict that run"]
+
+
+def test_two_runs_in_one_log_file_are_a_warning(capsys, tmp_path):
+    """Two runs appended to one file (two '# nThread' headers, another host's '# Rank' lines) were read as one
+    sweep with nothing said: their rows mixed, the second run's hosts dropped. Both commands now say so."""
+    one = (DATA / "oci-a100-2node-16gpu-all_reduce.log").read_text()
+    path = tmp_path / "two-runs.log"
+    path.write_text(one + one.replace("nccl-allreduce-job0", "nccl-allreduce-job1"))
+    expected = (f"{path}: the log holds 2 runs (2 '# nThread' lines), read as one sweep: split it into one log per run "
+                "to compare or calibrate each")
+    code, out, _ = run_cli(capsys, "perf", "all_reduce", "--compare", str(path), "--cluster", "oci-a100-roce", "--json")
+    assert code == 0 and expected in json.loads(out)["warnings"]
+    code, out, _ = run_cli(capsys, "calibrate", str(path), "--cluster", "oci-a100-roce", "--json",
+                           "--params", "nic_efficiency")
+    assert code == 0 and expected in json.loads(out)["warnings"]
+    # its summary counted every row as a size ("over 28 sizes" for 14): rows and sizes are told apart
+    code, out, _ = run_cli(capsys, "perf", "all_reduce", "--compare", str(path), "--cluster", "oci-a100-roce")
+    assert code == 0 and "busbw error over 28 rows (14 sizes) >= 1 MiB" in out.replace("\n", " ")
+    assert "time error over 28 rows (14 sizes) <= 64 KiB" in out.replace("\n", " ")
+    assert "in-place at 48 of 62 rows" in out.replace("\n", " ")

@@ -35,6 +35,12 @@ def test_schedule_errors_are_one_line(capsys):
     assert capsys.readouterr().err.startswith("error: --cluster: a trace needs a cluster")
     assert main([*ARGS, "--policy", "nope"]) == 2
     assert capsys.readouterr().err.startswith("error: --policy/--compare")
+    # 'explicit' is a job's own server list: no policy for every job; it was taken and every job then failed
+    # with "the policy cannot place it even on an empty cluster"
+    assert main([*ARGS, "--policy", "first-fit", "--compare", "explicit"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --policy/--compare: got 'explicit'; expected one of random, first-fit, spread, "
+                          "slurm-tree, slurm-block, kueue, volcano") and "placement:" in err
     # an unknown kind is named as such, not as a missing --cluster (a kind makes the file a trace)
     assert main(["schedule", TRACE, "--trace-kind", "slurm"]) == 2
     assert capsys.readouterr().err.startswith("error: --trace-kind: got 'slurm'; expected one of lingjun, ")
@@ -60,3 +66,10 @@ def test_a_trace_job_id_given_twice_is_named_as_the_trace_gives_it(tmp_path, cap
     assert main(["schedule", str(tmp_path / "t.csv"), "--cluster", "rocev2-400g-2tier", "--servers", "16"]) == 2
     assert capsys.readouterr().err.startswith(f"error: {tmp_path / 't.csv'}: job id '0' given 2 times; "
                                               "expected each job id once")
+
+
+def test_schedule_of_a_scenario_names_its_cluster(capsys):
+    # the scenario's cluster is a preset: the header names it, as `gpuwait run` does, not the field's default name
+    example = str(Path(__file__).resolve().parents[2] / "examples" / "two-jobs-shared-uplinks.yaml")
+    assert main(["schedule", example, "--policy", "first-fit"]) == 0
+    assert "two-jobs-shared-uplinks on rocev2-400g-2tier (128 GPUs)" in capsys.readouterr().out

@@ -199,6 +199,10 @@ def test_rank_count_is_not_invented_when_ill_conditioned():
     ("  8  2  float  sum  -1  1.0  1.0  1.0  0  1.0  1.0  1.0  0  9\n", "negative time '-1'"),
     ("#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong\n"
      "  8  2  float  sum  -1  1.0  1.0  1.0  1.0  1.0  1.0\n", "3 result fields per half where the column header names 4"),
+    # a row cut short by a killed job keeps an even count, so its root reads as the first time: said as what it is
+    ("#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong\n"
+     "   268435456      67108864     float     sum      -1   3042.7   88.22  165.42      0   3065.9   87.55  164.16\n",
+     "12 fields where the column header names 13: the row is cut short"),
 ])
 def test_unreadable_logs_say_where_in_one_line(text, message):
     with pytest.raises(SpecError, match=message) as err:

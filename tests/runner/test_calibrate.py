@@ -152,6 +152,24 @@ def test_noise_around_the_shipped_model_moves_the_overlay_little(two_node, seed)
     assert np.max(np.abs(np.log(np.array(predicted) / np.array(clean.time_s)))) < 0.015
 
 
+def test_a_log_frees_only_what_its_sizes_show():
+    """A published DGX A100 table of 1-8 GiB alone (4 sizes, no latency floor) once freed a launch latency to
+    its 30 us bound, nearly tripling the predicted 8 B time (16 -> 44 us) on no evidence; the latencies are
+    not candidates without a size <= 64 KiB, and keep their shipped values (the floor is predicted as shipped).
+    Symmetrically, a log of sizes <= 64 KiB alone cannot free an efficiency."""
+    log = read_log(REFERENCE / "a100-dgx-4gpu-all_reduce.log")
+    assert min(log.sizes_bytes) == 2**30
+    cal = calibrate([log], "dgx-a100", None, 4)
+    latencies = ("launch_latency_s", "net_step_latency_s", "intra_step_latency_s")
+    assert cal.unshown == latencies and not set(latencies) & set(cal.names)
+    assert all(not set(latencies) & set(freed) for freed in (cal.freed, *cal.fold_freed))
+    assert all(getattr(cal.params, n) == getattr(cal.shipped, n) for n in latencies)
+    lines = run_calibrate([REFERENCE / "a100-dgx-4gpu-all_reduce.log"], "dgx-a100", gpus=4).to_dict()
+    assert lines["not_shown"] == list(latencies)
+    small = replace(log, sizes_bytes=(8, 1024, 65536), time_s=(20e-6, 21e-6, 30e-6), busbw_GBps=(0.0, 0.1, 3.3))
+    assert calibrate([small], "dgx-a100", None, 4).unshown == ("nic_efficiency", "nvlink_efficiency")
+
+
 def test_leave_one_log_out_scores_each_log_with_the_others_fit(two_node):
     """With two logs, log A's calibrated prediction is the fit on log B alone (it never sees A's sizes)."""
     half = len(two_node.sizes_bytes) // 2

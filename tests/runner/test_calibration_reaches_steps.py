@@ -55,3 +55,11 @@ def test_run_applies_the_calibration_to_every_case(scenarios):
 def test_diagnose_applies_it_too(scenarios):
     plain, calibrated = (diagnose(s, measure_gain=False).diagnosis for s in scenarios)
     assert calibrated.step_time_s > plain.step_time_s
+
+
+def test_run_names_the_calibration_it_used(scenarios):
+    # run printed the cluster as "rocev2-400g-2tier: 4 servers x 8 GPUs" calibrated or not; it now says so,
+    # as perf's settings do, and an uncalibrated cluster's label is unchanged
+    plain, calibrated = (simulate(s).results for s in scenarios)
+    assert [r.cluster for r in plain] == ["rocev2-400g-2tier: 4 servers x 8 GPUs"] * 2
+    assert [r.cluster for r in calibrated] == ["rocev2-400g-2tier: 4 servers x 8 GPUs, calibrated (fitted to made-up.log)"] * 2

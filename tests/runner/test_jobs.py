@@ -83,6 +83,27 @@ def test_bad_jobs_are_one_clear_error():
         run_jobs(_scenario([_dp_job("big", 20, 160) | {"placement": "first-fit"}]))
 
 
+def test_a_job_larger_than_the_cluster_says_so():
+    # placed after another job, it was "needs 20 servers; 8 of 16 are free", as if waiting would help
+    jobs = [_dp_job("a", [0, 1, 2, 3, 4, 5, 6, 7], 64), _dp_job("big", 20, 160) | {"placement": "first-fit"}]
+    with pytest.raises(SpecError, match=r"^jobs\[big\]: needs 20 servers; the cluster has 16$"):
+        run_jobs(_scenario(jobs))
+
+
+def test_a_jobs_workload_error_names_the_job():
+    # the workload's own checks know only its fields; among several jobs the message must say whose
+    jobs = [_dp_job("fine", [0, 1], 16), _dp_job("odd", [2, 3], 12)]
+    with pytest.raises(SpecError, match=r"^jobs\[odd\]: workload\.parallel\.global_batch: 12 is not a multiple") as err:
+        run_jobs(_scenario(jobs))
+    assert err.value.problems and all(p.startswith("jobs[odd]: ") for p in err.value.problems)
+
+
+def test_a_repeated_job_name_is_named():
+    jobs = [_dp_job("a", [0], 8), _dp_job("b", [1], 8), _dp_job("a", [2], 8)]
+    with pytest.raises(SpecError, match=r"jobs: name 'a' given 2 times \(jobs\[0\], jobs\[2\]\); expected each name once"):
+        run_jobs(_scenario(jobs))
+
+
 def test_dense_max_min_equals_the_sparse_solver():
     # the dense solve for a few jobs must give the engine's max-min allocation (the unique weighted
     # max-min fair point, Bertsekas & Gallager, "Data Networks", §6.5.2) on random problems

@@ -125,3 +125,11 @@ def test_bad_schedules_are_one_clear_error():
     with pytest.raises(SpecError, match="expected no top-level `workload:`"):
         one = _scenario([_job("a", 1)])
         schedule(one.model_copy(update={"workload": one.jobs[0].workload}))
+    # a policy that can never place a job says why, as run and place do, not only that it cannot
+    wide = _job("wide", 20) | {"placement": {"policy": "kueue", "mode": "required", "level": "leaf"}}
+    with pytest.raises(SpecError, match=r"^jobs\[wide\]: placement: no free leaf domain holds 20 servers .*; "
+                                        r"the policy cannot place it even on an empty cluster$") as err:
+        schedule(_scenario([wide]))
+    assert err.value.hint == "use mode: preferred to allow a wider domain"
+    with pytest.raises(SpecError, match=r"^jobs\[odd\]: workload\.parallel\.global_batch: 12 is not a multiple"):
+        schedule(_scenario([_job("fine", 1), _job("odd", 2, global_batch=12)]))

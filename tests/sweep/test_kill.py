@@ -21,11 +21,11 @@ from .conftest import many_cases
 N_SEEDS = 20  # 40 cases of ~0.2 s each on 2 workers: several seconds to land a kill in
 
 
-def _start(sweep: Path, out: Path) -> subprocess.Popen:
+def _start(sweep: Path, out: Path, stderr=subprocess.DEVNULL) -> subprocess.Popen:
     env = os.environ | {"PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
     # a session of its own, so the test can end the orphaned workers of a killed parent (and only them)
     return subprocess.Popen([sys.executable, "-m", "gpuwait", "sweep", str(sweep), "--out", str(out), "--workers", "2"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                            env=env, stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True, text=True)
 
 
 def _wait_for_files(out: Path, n: int, proc: subprocess.Popen, timeout_s: float = 120.0) -> int:
@@ -84,4 +84,27 @@ def test_sigkill_mid_run_then_rerun_loses_and_duplicates_nothing(tmp_path, victi
     n_cases = 2 * N_SEEDS
     stored = len(list((out / "cases").glob("*.parquet")))
     assert (stored < n_cases) if victim == "parent" else (stored == n_cases)
+    _check_complete(sweep, out)
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc to find the pool's workers")
+def test_ctrl_c_says_what_is_stored_and_how_to_resume(tmp_path):
+    # Ctrl-C sends SIGINT to the terminal's whole process group: the parent and its workers
+    sweep, out = tmp_path / "many.yaml", tmp_path / "out"
+    sweep.write_text(many_cases(N_SEEDS))
+    proc = _start(sweep, out, stderr=subprocess.PIPE)
+    try:
+        _wait_for_files(out, 3, proc)
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    stored = len(list((out / "cases").glob("*.parquet")))
+    assert proc.returncode == 130
+    assert "Traceback" not in err
+    assert f"interrupted: {stored} of {2 * N_SEEDS} cases are stored in {out}" in err
+    assert "run the same command again" in err
     _check_complete(sweep, out)

@@ -97,6 +97,32 @@ def test_report_page_names_the_best_case(done):
         render_sweep_report(done[1], x="nope")
 
 
+def test_report_of_an_unfinished_sweep_says_what_is_missing(done, tmp_path, capsys):
+    # a sweep stopped by Ctrl-C: the page ranked the stored cases as if they were the whole sweep
+    import shutil
+
+    plan, directory, _ = done
+    partial = tmp_path / "partial"
+    shutil.copytree(directory, partial)
+    assert "not stored yet" not in render_sweep_report(partial)
+    ids = sorted({c.case_id for c in plan.cases})
+    stored = [p for p in (partial / "cases").glob("*.parquet") if p.stem in ids]
+    stored[0].unlink()
+    stored[1].unlink()
+    page = render_sweep_report(partial)
+    assert f"2 of the sweep's {len(ids)} cases are not stored yet" in page
+    # and so does the command's text and --json, not the page alone
+    from gpuwait.report.sweep import sweep_report
+
+    assert {k: sweep_report(partial).to_dict()[k] for k in ("planned_cases", "not_stored")} == {
+        "planned_cases": len(ids), "not_stored": 2}
+    from gpuwait.cli.main import main
+
+    capsys.readouterr()
+    assert main(["sweep", "report", str(partial)]) == 0
+    assert f"note: 2 of the sweep's {len(ids)} cases are not stored yet" in capsys.readouterr().out
+
+
 def test_cli_run_query_report_compact(tmp_path, tiny_sweep, capsys):
     out = tmp_path / "out"
     assert main(["sweep", str(tiny_sweep), "--out", str(out), "--workers", "2", "--json"]) == 0

@@ -7,7 +7,9 @@ import typer
 
 from gpuwait.cli.common import JSON_OPTION, SERVERS_OPTION, options_named
 
-POLICIES_HELP = "random, first-fit, spread, slurm-tree, slurm-block, kueue, volcano"
+#: the policies one option can give every job (a job's own `explicit` server list cannot be one)
+POLICIES = ("random", "first-fit", "spread", "slurm-tree", "slurm-block", "kueue", "volcano")
+POLICIES_HELP = ", ".join(POLICIES)
 
 
 def schedule(source: str = typer.Argument(..., metavar="SCENARIO.yaml|TRACE",
@@ -34,10 +36,12 @@ def schedule(source: str = typer.Argument(..., metavar="SCENARIO.yaml|TRACE",
     --max-jobs 20 --arrival-scale 10 --policy slurm-tree --compare random --compare first-fit --report out/`
     """
     from gpuwait.cli.output import Output
+    from gpuwait.errors import SpecError
     from gpuwait.report.files import report_directory
     from gpuwait.runner.schedule import schedule as run_schedule
     from gpuwait.spec.jobs import PlacementSpec
     from gpuwait.spec.load import validate_data
+    from gpuwait.topology.presets import resolve_cluster
 
     if report is not None:
         report_directory(report)  # checked before the simulation, not after
@@ -48,11 +52,15 @@ def schedule(source: str = typer.Argument(..., metavar="SCENARIO.yaml|TRACE",
         policy = "slurm-tree"  # a trace's jobs carry no placement of their own
     results = []
     for name in dict.fromkeys([policy, *compare]):
+        if name is not None and name not in POLICIES:
+            why = " ('explicit' is a job's own list of servers: give it under the job's placement:)" * (name == "explicit")
+            raise SpecError(f"--policy/--compare: got {name!r}; expected one of {POLICIES_HELP}{why}",
+                            hint="`gpuwait schedule --help` lists them; docs/workloads.md describes each")
         # None: each job's own `placement:` (the scenario's), reported as the policy "per job"
         spec = None if name is None else validate_data(PlacementSpec, {"policy": name} | ({"seed": seed} if name == "random" else {}),
                                                          source="--policy/--compare")
         results.append(run_schedule(scenario, spec, backfill=backfill, durations_s=durations))
-    cluster_name = scenario.cluster.name or scenario.cluster.preset or "cluster"
+    cluster_name = resolve_cluster(scenario.cluster).name  # the preset's name, as `run` prints it
     page = None
     if report is not None:
         from gpuwait.report.schedule import write_schedule_report

@@ -59,7 +59,10 @@ def run(sweep_file: str = typer.Argument(..., metavar="SWEEP.yaml", help="Sweep 
         if show and (done == total or done % max(1, total // 20) == 0):
             typer.echo(f"  {done}/{total} cases", err=True)
 
-    summary = run_sweep(plan, out, executor, workers, address, retry_failed, progress)
+    try:
+        summary = run_sweep(plan, out, executor, workers, address, retry_failed, progress)
+    except KeyboardInterrupt:  # Ctrl-C: say what is kept, since that is what a rerun builds on
+        _interrupted(plan, out)
     if summary.ran and not summary.by_status.get("ok"):
         _refuse_all_bad(sweep_file, out, summary.ran)
     statuses = ", ".join(f"{n} {s}" for s, n in sorted(summary.by_status.items())) or "nothing to run"
@@ -67,6 +70,18 @@ def run(sweep_file: str = typer.Argument(..., metavar="SWEEP.yaml", help="Sweep 
                   lambda c: c.print(f"[bold]{plan.name}[/]: {summary.n_cases} cases, {summary.skipped} already done, "
                                     f"{summary.ran} run ({statuses}) in {summary.wall_s:.1f} s on "
                                     f"{summary.workers or 0} {executor} workers -> {out}", markup=True))
+
+
+def _interrupted(plan, out: str) -> None:
+    """After Ctrl-C: how many of the sweep's cases are stored (each finished case is, whole) and that the
+    same command resumes; exits 130, the shell's code for a command ended by SIGINT."""
+    from gpuwait.runner.sweep_exec import ResultStore
+
+    ids = {c.case_id for c in plan.cases}
+    stored = len(ids & set(ResultStore(out).statuses()))
+    typer.echo(f"interrupted: {stored} of {len(ids)} cases are stored in {out}; run the same command again to run "
+               f"the other {len(ids) - stored} (stored cases are not run again)", err=True)
+    raise typer.Exit(130)
 
 
 def _refuse_all_bad(sweep_file: str, out: str, ran: int) -> None:
@@ -122,7 +137,14 @@ def report(directory: str = DIR_ARGUMENT, metric: str | None = typer.Option(None
 
     report = sweep_report(directory, metric, x, y, cost)
     page = report.write(path)
-    Output(json_out).emit({"page": str(page)} | report.to_dict(), lambda c: c.print(str(page), markup=False, emoji=False, soft_wrap=True))
+
+    def render(console) -> None:
+        console.print(str(page), markup=False, emoji=False, soft_wrap=True)
+        if report.not_stored:
+            console.print(f"note: {report.not_stored} of the sweep's {report.planned} cases are not stored yet; "
+                          "the best cases are among those stored", markup=False, emoji=False, soft_wrap=True)
+
+    Output(json_out).emit({"page": str(page)} | report.to_dict(), render)
 
 
 @app.command("compact")

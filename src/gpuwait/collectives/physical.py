@@ -89,6 +89,21 @@ def physical_params(cluster: ClusterSpec, transport: TransportProfile, *, public
     return replace(params, **given)
 
 
+def calibration_note(cluster: ClusterSpec) -> str | None:
+    """What the cluster's ``calibration`` section says of itself, for output that must show it was used
+    (``fitted to a.log``, or the fields it sets when it names no log); None when it sets nothing.
+
+    >>> from gpuwait.spec import ClusterSpec
+    >>> calibration_note(ClusterSpec(preset="dgx-h100", calibration={"nic_efficiency": 0.9}))
+    'nic_efficiency set'
+    """
+    spec: CalibrationSpec = cluster.calibration
+    set_fields = sorted(spec.model_fields_set - {"fitted_on"})
+    if not set_fields:
+        return None
+    return f"fitted to {', '.join(spec.fitted_on)}" if spec.fitted_on else f"{', '.join(set_fields)} set"
+
+
 def stack_costs(costs: list[PipelineCosts]) -> PipelineCosts:
     """One PipelineCosts whose fields are arrays over ``costs`` (for fast elementwise evaluation)."""
     # arrays stand in for the scalar fields: the methods and pipelined_times_s compute elementwise, which the

@@ -54,6 +54,7 @@ from gpuwait.collectives.nccltests import busbw_factor
 from gpuwait.collectives.physical import (
     PhysicalParams,
     PipelineCosts,
+    calibration_note,
     generation_steps,
     physical_params,
     pipelined_time_s,
@@ -277,16 +278,20 @@ class CollectivePredictor:
         owners = {env.set_by.get(name, "NCCL env") for name in given}
         channels = (Setting("channels", "{}-{}".format(*env.channel_limits()), owners.pop() if len(owners) == 1 else "NCCL env")
                     if given else Setting("channels", "auto", "NCCL search graph"))
-        return [self.qps or qps_setting(env, self.routing),
-                env_setting(env, "NCCL_ALGO", "algo", "NCCL tuning model"),
-                env_setting(env, "NCCL_PROTO", "proto", "NCCL tuning model"),
-                channels,
-                Setting("transport", transport, transport_from),
-                Setting("gpu_arch", f"{arch.name} (sm{arch.sm})", "cluster file: server.gpu_model"),
-                # a release's model stands for every tag up to the next change (2.30.7 runs 2.30.3's)
-                Setting("nccl_version", env.release.covers, env.release_from),
-                Setting("ignored", ", ".join(env.ignored) or "none", "process environment: not modelled"),
-                Setting("no_timing_effect", ", ".join(env.no_timing) or "none", "NCCL env: does not change timing")]
+        settings = [self.qps or qps_setting(env, self.routing),
+                    env_setting(env, "NCCL_ALGO", "algo", "NCCL tuning model"),
+                    env_setting(env, "NCCL_PROTO", "proto", "NCCL tuning model"),
+                    channels,
+                    Setting("transport", transport, transport_from),
+                    Setting("gpu_arch", f"{arch.name} (sm{arch.sm})", "cluster file: server.gpu_model"),
+                    # a release's model stands for every tag up to the next change (2.30.7 runs 2.30.3's)
+                    Setting("nccl_version", env.release.covers, env.release_from),
+                    Setting("ignored", ", ".join(env.ignored) or "none", "process environment: not modelled"),
+                    Setting("no_timing_effect", ", ".join(env.no_timing) or "none", "NCCL env: does not change timing")]
+        # only when the cluster carries one: a calibrated overlay is otherwise indistinguishable in the output
+        if (calibrated := calibration_note(self.comm.topo.spec)) is not None:
+            settings.append(Setting("calibration", calibrated, "cluster file: calibration"))
+        return settings
 
     # ----------------------------------------------------------------- NCCL's view of the node
     def tuning_inputs(self, collective: str) -> TuningInputs:

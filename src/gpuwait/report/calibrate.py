@@ -19,6 +19,7 @@ from gpuwait.errors import SpecError
 from gpuwait.report.perf import (
     check_timed,
     comparison_summary,
+    comparison_warnings,
     log_command_env,
     log_debug_info,
     log_layout,
@@ -33,12 +34,14 @@ from gpuwait.runner.calibrate import (
     check_writable,
     overlay,
     params_dict,
+    unshown_lines,
     write_overlay,
 )
 from gpuwait.runner.inputs import cluster_of_file, looks_like_file, sized_cluster
 from gpuwait.runner.perf import placing_layout
 from gpuwait.spec import read_yaml
 from gpuwait.spec.reader import read_text_checked
+from gpuwait.telemetry.nccl_debug import NcclDebugInfo
 from gpuwait.topology import resolve_server
 
 #: the three predictions of every size, in the order they are shown
@@ -49,6 +52,12 @@ def read_log(path: Path, skipped: list[str] | None = None) -> MeasuredLog:
     """The sizes, times and busbw (each size's faster column, ``Row.steady_time_us``) of the nccl-tests log at
     ``path``; with ``skipped`` (a list) a row that cannot be read (cut short by a killed job, broken by another
     rank's output) is left out and reported there, as ``perf --compare`` warns of it."""
+    return _read_log(path, skipped)[0]
+
+
+def _read_log(path: Path, skipped: list[str] | None = None) -> tuple[MeasuredLog, list[str], NcclDebugInfo | None]:
+    """:func:`read_log`, with what the log says of the hardware it ran on: its GPUs' names (the ``# Rank`` lines)
+    and NCCL's INFO lines, which :func:`~gpuwait.report.perf.comparison_warnings` sets beside the cluster."""
     try:
         text = read_text_checked(path, "an nccl-tests log")
     except SpecError as err:
@@ -64,10 +73,11 @@ def read_log(path: Path, skipped: list[str] | None = None) -> MeasuredLog:
     if log.collective is None:
         raise SpecError(f"{path}: the log does not say which collective ran",
                         hint="keep the '# Collective test starting' line")
-    return MeasuredLog(str(path), str(log.collective), int(log.n_ranks), tuple(r.size_bytes for r in rows),
-                       tuple(r.steady_time_us * 1e-6 for r in rows), tuple(r.steady_busbw_GBps for r in rows),
-                       log_nccl_version(text, log_debug_info(text), log.build), log_layout(log),
-                       tuple(log_command_env(text).items()))
+    debug = log_debug_info(text)
+    measured = MeasuredLog(str(path), str(log.collective), int(log.n_ranks), tuple(r.size_bytes for r in rows),
+                           tuple(r.steady_time_us * 1e-6 for r in rows), tuple(r.steady_busbw_GBps for r in rows),
+                           log_nccl_version(text, debug, log.build), log_layout(log), tuple(log_command_env(text).items()))
+    return measured, [d.name for d in log.devices], debug
 
 
 @dataclass(frozen=True, eq=False)
@@ -90,7 +100,7 @@ class CalibrateReport:
     def to_dict(self) -> dict:
         c = self.calibration
         return {"cluster": c.cluster, "n_ranks": c.n_ranks, "rank_counts": list(c.rank_counts), "validation": c.validation,
-                "considered": list(c.names), "fitted": list(c.freed), "prior": dict(c.prior),
+                "considered": list(c.names), "not_shown": list(c.unshown), "fitted": list(c.freed), "prior": dict(c.prior),
                 "not_separable": [list(g) for g in c.not_separable],
                 "selection": {"freed": list(c.freed), "min_gain": MIN_GAIN,
                               "candidates": [{"freed": list(k.freed), "held_out_error": k.held_out_error,
@@ -126,7 +136,8 @@ def run_calibrate(paths: Sequence[Path], cluster: str, servers: int | None = Non
             raise SpecError(f"LOG: {path} is given twice (as {first}); expected each log once: leave-one-log-out would "
                             "score it with a fit on its own sizes", hint="drop the repeated path")
     warnings: list[str] = []
-    logs = [read_log(Path(p), warnings) for p in paths]
+    read = [_read_log(Path(p), warnings) for p in paths]
+    logs = [log for log, _, _ in read]
     layouts = {log.layout for log in logs}
     layout = layouts.pop() if len(layouts) == 1 else None
     # a cluster file read once: its cluster is sized and fitted, its own content overlaid
@@ -136,8 +147,14 @@ def run_calibrate(paths: Sequence[Path], cluster: str, servers: int | None = Non
         gpus_in_server = resolve_server(sized_cluster(unsized, 1, source=cluster).server).gpus
         if (placed := placing_layout(layout, servers, gpus_in_server)) is not None:
             servers, gpus = placed
-    calibration = calibrate(logs, sized_cluster(unsized, servers, source=cluster), None, gpus, env, names, prior,
-                            nccl_version, unsized=None if servers is not None else unsized)
+    spec = sized_cluster(unsized, servers, source=cluster)
+    # the GPUs and network a log ran on against the cluster's, as perf --compare warns of them (each log is
+    # predicted as the release it prints, so a release unlike the model's is no warning here)
+    gpu_model = resolve_server(spec.server).gpu_model
+    warnings += [f"{log.name}: {w}" for log, devices, debug in read
+                 for w in comparison_warnings(None, devices, gpu_model, spec.transport.name, debug)]
+    calibration = calibrate(logs, spec, None, gpus, env, names, prior, nccl_version,
+                            unsized=None if servers is not None else unsized)
     warnings += calibration.warnings
     data = overlay(cluster, servers, calibration, raw)
     if out is not None:
@@ -220,6 +237,7 @@ def separability_lines(report: CalibrateReport) -> list[str]:
 def closing_lines(report: CalibrateReport) -> list[str]:
     """Which parameters the logs could not tell apart, where the overlay went and how to use it."""
     lines = [f"{r.log.name}: predicted as NCCL {r.nccl_version} ({r.nccl_source})" for r in report.calibration.logs]
+    lines += unshown_lines(report.calibration.names + report.calibration.unshown, report.calibration.names)
     lines += separability_lines(report)
     lines += [f"warning: {w}" for w in report.warnings]
     if report.out is None:

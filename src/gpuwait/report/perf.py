@@ -23,6 +23,8 @@ from gpuwait.errors import SpecError
 from gpuwait.report.nccltests import format_table
 from gpuwait.runner.inputs import read_cluster, sized_cluster
 from gpuwait.runner.perf import (
+    BANDWIDTH_MIN_BYTES,
+    FLOOR_MAX_BYTES,
     PerfSweep,
     layout_warning,
     log_gpus_per_server,
@@ -73,11 +75,6 @@ class PerfComparison:
                 "summary": self.summary, "warnings": self.warnings, "nccl": self.nccl}
 
 
-#: sizes judged for bandwidth (the plateau and the ramp) and for the latency floor
-BANDWIDTH_MIN_BYTES = 2**20
-FLOOR_MAX_BYTES = 64 * 2**10
-
-
 def choice_switches(choices: list[tuple[int, str, str]]) -> list[dict]:
     """Where consecutive (size, algorithm, protocol) choices change."""
     return [{"size_bytes": b[0], "from": f"{a[1]}/{a[2]}", "to": f"{b[1]}/{b[2]}"}
@@ -89,14 +86,18 @@ def comparison_summary(rows: list[dict], seen: Sequence[tuple[int, str, str]] = 
     the median time error of the latency floor (sizes <= 64 KiB), and where the algorithm or
     protocol changes: predicted, and seen when the log carries NCCL's tuning lines
     (``NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING``; nccl-tests itself does not print them)."""
-    bw = [abs(r["predicted_busbw_GBps"] / r["measured_busbw_GBps"] - 1) * 100
-          for r in rows if r["size_bytes"] >= BANDWIDTH_MIN_BYTES and r["measured_busbw_GBps"] > 0]
-    floor = [abs(r["time_error_pct"]) for r in rows if r["size_bytes"] <= FLOOR_MAX_BYTES]
+    bw_rows = [r for r in rows if r["size_bytes"] >= BANDWIDTH_MIN_BYTES and r["measured_busbw_GBps"] > 0]
+    floor_rows = [r for r in rows if r["size_bytes"] <= FLOOR_MAX_BYTES]
+    bw = [abs(r["predicted_busbw_GBps"] / r["measured_busbw_GBps"] - 1) * 100 for r in bw_rows]
+    floor = [abs(r["time_error_pct"]) for r in floor_rows]
     # by size: a log of several tables (nccl-tests -d all, -o all) runs the sizes again for each datatype or op,
     # and the choice depends on the size alone
     predicted = choice_switches(sorted({(r["size_bytes"], r["algorithm"], r["protocol"]) for r in rows}))
+    # busbw_sizes and floor_sizes count rows: a log of several tables (or runs) repeats its sizes
     return {"busbw_sizes": len(bw), "busbw_median_error_pct": statistics.median(bw) if bw else None,
             "busbw_worst_error_pct": max(bw) if bw else None, "floor_sizes": len(floor),
+            "busbw_distinct_sizes": len({r["size_bytes"] for r in bw_rows}),
+            "floor_distinct_sizes": len({r["size_bytes"] for r in floor_rows}),
             "floor_median_error_pct": statistics.median(floor) if floor else None, "predicted_switches": predicted,
             "seen_switches": choice_switches(sorted(set(seen))) if seen else None}
 
@@ -242,7 +243,8 @@ def _nccl_choice(log_version: str | None, asked: str | None, cluster_version: st
 
 def read_nccl_tests(text: str, path: Path, skipped: list[str] | None = None) -> NcclTestsLog:
     """A log as ``perf --compare`` and ``calibrate`` take it: nccl-tests' stdout (rows it cannot read left out
-    and reported in ``skipped``), or the JSON file it writes with ``-J`` (builds from late 2025)."""
+    and reported in ``skipped``, as is a text of several runs), or the JSON file it writes with ``-J`` (builds
+    from late 2025)."""
     if text.lstrip().startswith("{"):
         try:
             return from_json(text)
@@ -250,9 +252,13 @@ def read_nccl_tests(text: str, path: Path, skipped: list[str] | None = None) -> 
             raise SpecError(f"{path}: {err}", hint="pass the JSON file nccl-tests -J wrote, unedited, or the run's "
                             "stdout") from None
     try:
-        return parse_nccl_tests_log(text, source=str(path), skipped=skipped)
+        log = parse_nccl_tests_log(text, source=str(path), skipped=skipped)
     except SpecError as err:  # several logs may be read in one command: the error says which
         raise SpecError(f"{path}: {err}", hint=err.hint) from None
+    if log.runs > 1 and skipped is not None:  # runs appended to one file: their rows mix, later hosts are dropped
+        skipped.append(f"{path}: the log holds {log.runs} runs ({log.runs} '# nThread' lines), read as one sweep: "
+                       "split it into one log per run to compare or calibrate each")
+    return log
 
 
 def check_timed(log: NcclTestsLog, path: Path) -> None:
@@ -366,24 +372,35 @@ def comparison_table(comparison: PerfComparison) -> Table:
     return table
 
 
+def _rows_of_sizes(rows: int, sizes: int) -> str:
+    """``14 sizes``, or ``28 rows (14 sizes)`` where a log times its sizes more than once.
+
+    >>> _rows_of_sizes(14, 14), _rows_of_sizes(28, 14)
+    ('14 sizes', '28 rows (14 sizes)')
+    """
+    return f"{sizes} sizes" if rows == sizes else f"{rows} rows ({sizes} sizes)"
+
+
 def summary_lines(comparison: PerfComparison) -> list[str]:
     """The comparison in one line, which measured column it read, the predicted switch points, and each
     warning."""
     s = comparison.summary
     parts = []
     if s.get("busbw_sizes"):
-        parts.append(f"busbw error over {s['busbw_sizes']} sizes >= 1 MiB: median {s['busbw_median_error_pct']:.1f} %, "
-                     f"worst {s['busbw_worst_error_pct']:.1f} %")
+        parts.append(f"busbw error over {_rows_of_sizes(s['busbw_sizes'], s['busbw_distinct_sizes'])} >= 1 MiB: "
+                     f"median {s['busbw_median_error_pct']:.1f} %, worst {s['busbw_worst_error_pct']:.1f} %")
     if s.get("floor_sizes"):
-        parts.append(f"time error over {s['floor_sizes']} sizes <= 64 KiB: median {s['floor_median_error_pct']:.1f} %")
+        parts.append(f"time error over {_rows_of_sizes(s['floor_sizes'], s['floor_distinct_sizes'])} <= 64 KiB: "
+                     f"median {s['floor_median_error_pct']:.1f} %")
     if comparison.nccl:
         n = comparison.nccl
         release = "" if n["model_release"] == n["version"] else f", modelled as release {n['model_release']}"
         parts.append(f"predicted as NCCL {n['version']} ({n['source']}{release})")
     lines = ["; ".join(parts)] if parts else []
     in_place = sum(r.get("measured_column") == "in-place" for r in comparison.rows)
+    repeated = len(comparison.rows) > len({r["size_bytes"] for r in comparison.rows})
     lines.append(f"measured: each size's faster column, out-of-place or in-place (in-place at {in_place} of "
-                 f"{len(comparison.rows)} sizes)")
+                 f"{len(comparison.rows)} {'rows' if repeated else 'sizes'})")
     for which in ("predicted", "seen"):
         if s.get(f"{which}_switches"):
             lines.append(f"{which} switches: " + ", ".join(f"{w['from']} -> {w['to']} at {w['size_bytes']} B"

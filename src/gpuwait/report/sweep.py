@@ -211,12 +211,15 @@ class SweepReport:
     ok: list[dict]
     best: list[dict]
     front: list[dict]
+    planned: int = 0  # the plan's cases (0 where sweep.json predates listing them)
+    not_stored: int = 0  # planned cases with no row yet: a run stopped part-way or still running
 
     def counts(self) -> dict[str, int]:
         return {s: sum(r.get("status") == s for r in self.rows) for s in ("ok", "invalid", "failed")}
 
     def to_dict(self) -> dict:
-        return {"sweep": self.title, "cases": len(self.rows), "by_status": self.counts(), "metric": self.metric,
+        return {"sweep": self.title, "cases": len(self.rows), "planned_cases": self.planned,
+                "not_stored": self.not_stored, "by_status": self.counts(), "metric": self.metric,
                 "axes": self.axes, "x": self.x, "y": self.y, "cost": self.cost, "best": self.best,
                 "pareto_front": [{"case_id": r["case_id"], self.cost: r[self.cost], self.metric: r[self.metric],
                                   **{a: r.get(a) for a in self.axes}} for r in self.front]}
@@ -232,7 +235,8 @@ class SweepReport:
                                  undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
         return env.get_template("sweep.html.j2").render(
             title=self.title, version=__version__, metric=self.metric, axes=self.axes, counts=self.counts(),
-            n_rows=len(self.rows), best=[b | {"score": _fmt(b[self.metric])} for b in self.best], cost=self.cost,
+            n_rows=len(self.rows), missing=self.not_stored, n_planned=self.planned,
+            best=[b | {"score": _fmt(b[self.metric])} for b in self.best], cost=self.cost,
             front=[{"score": _fmt(r[self.metric]), "cost": r[self.cost], "axes": {a: r.get(a) for a in self.axes}}
                    for r in self.front],
             errors=[{"case_id": r["case_id"], "status": r["status"], "error": r.get("error")}
@@ -261,8 +265,10 @@ def sweep_report(directory: str | Path, metric: str | None = None, x: str | None
     x = x or (axes[0] if axes else None)
     y = y or next((a for a in axes if a != x), None)
     front = pareto_front(ok, metric, cost) if any(r.get(cost) is not None for r in ok) else []
+    planned = set(plan.get("case_ids", ()))  # absent in a directory written before sweep.json listed them
     return SweepReport(Path(directory), plan.get("name", "sweep"), metric, axes, x, y, cost, rows, ok,
-                       best_per_axis_value(ok, axes, metric), front)
+                       best_per_axis_value(ok, axes, metric), front, len(planned),
+                       len(planned - {r["case_id"] for r in rows}))
 
 
 def render_sweep_report(directory: str | Path, metric: str | None = None, x: str | None = None,

@@ -30,7 +30,7 @@ errors summarised) by the layers above: :mod:`gpuwait.report.calibrate`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -63,6 +63,8 @@ from gpuwait.errors import SpecError
 from gpuwait.fabric.perf import CollectiveEstimate
 from gpuwait.runner.inputs import load_cluster, looks_like_file, read_cluster, sized_cluster
 from gpuwait.runner.perf import (
+    BANDWIDTH_MIN_BYTES,
+    FLOOR_MAX_BYTES,
     layout_warning,
     log_gpus_per_server,
     log_release,
@@ -77,6 +79,39 @@ from gpuwait.units import format_time
 #: how the error is cross-validated
 LEAVE_ONE_LOG_OUT = "leave-one-log-out"
 ALTERNATE_SIZES = "alternate sizes"
+
+#: parameters a log shows at some sizes only, with what it takes: a latency lifts the latency floor (at 1 GiB a
+#: 30 us launch latency is 0.4 % of the time, inside a log's noise), an efficiency slows the bandwidth sizes (at
+#: 64 KiB the latency hides it). Without such sizes the logs cannot tell the parameter from noise, yet a fit
+#: that freed it would carry it to the sizes no log timed: four sizes of 1-8 GiB (a published DGX A100 table)
+#: freed a launch latency to its 30 us bound, which nearly tripled the predicted 8 B time.
+SHOWN_AT: dict[str, tuple[Callable[[int], bool], str]] = {
+    **dict.fromkeys(("launch_latency_s", "net_step_latency_s", "intra_step_latency_s"),
+                    (lambda size: size <= FLOOR_MAX_BYTES, f"a size <= {FLOOR_MAX_BYTES // 2**10} KiB (the latency floor)")),
+    **dict.fromkeys(("nic_efficiency", "nvlink_efficiency"),
+                    (lambda size: size >= BANDWIDTH_MIN_BYTES, f"a size >= {BANDWIDTH_MIN_BYTES // 2**20} MiB (the bandwidth sizes)")),
+}
+
+
+def shown_names(sizes_bytes: Iterable[int | None], names: Sequence[str]) -> tuple[str, ...]:
+    """Those of ``names`` that ``sizes_bytes`` show (:data:`SHOWN_AT`), in order: what a fit on those sizes may free.
+
+    >>> shown_names([2**30, 2**33], ["launch_latency_s", "nvlink_efficiency"])
+    ('nvlink_efficiency',)
+    """
+    sizes = [s for s in sizes_bytes if s is not None]
+    return tuple(n for n in names if n not in SHOWN_AT or any(map(SHOWN_AT[n][0], sizes)))
+
+
+def unshown_lines(names: Sequence[str], shown: Sequence[str]) -> list[str]:
+    """One line per kind of size the logs lack, naming the parameters of ``names`` it leaves out of ``shown``."""
+    by_need: dict[str, list[str]] = {}
+    for name in names:
+        if name not in shown:
+            by_need.setdefault(SHOWN_AT[name][1], []).append(name)
+    return [f"{', '.join(left)} not freed: no log times {need}, where {'they show' if len(left) > 1 else 'it shows'}; "
+            f"{'they keep their' if len(left) > 1 else 'it keeps its'} shipped value{'s' if len(left) > 1 else ''}"
+            for need, left in by_need.items()]
 
 
 @dataclass(frozen=True)
@@ -129,6 +164,8 @@ class Calibration:
     not_separable: tuple[tuple[str, ...], ...] = ()
     warnings: tuple[str, ...] = ()  # where a log's run and the cluster differ (its hosts and GPUs per host)
     rank_counts: tuple[int, ...] = ()  # the logs' rank counts (several: each log predicted on its own run's size)
+    #: candidates no log's sizes show (SHOWN_AT): kept at their shipped values, never tried
+    unshown: tuple[str, ...] = ()
 
     @property
     def freed(self) -> tuple[str, ...]:
@@ -260,17 +297,18 @@ def calibrate(logs: Sequence[MeasuredLog], cluster: str | ClusterSpec, servers: 
                          _rows(log, ests, list(times)), version, source)
                for log, ests, times, (version, source) in zip(logs, estimates, held_out, versions, strict=True)]
     flat = [o for group in observations for o in group]
-    alike = separable_groups(chosen, not_separable(flat, chosen, everything.values))
-    return Calibration(predictor.comm.topo.name, predictor.comm.n_ranks, chosen, validation, defaults, predictor.params,
+    shown = shown_names((o.size_bytes for o in flat), chosen)
+    alike = separable_groups(shown, not_separable(flat, shown, everything.values))
+    return Calibration(predictor.comm.topo.name, predictor.comm.n_ranks, shown, validation, defaults, predictor.params,
                        everything.apply(defaults), results, selection, tuple(fold_freed), base, tuple(alike), warnings,
-                       tuple(sorted({log.n_ranks for log in logs})))
+                       tuple(sorted({log.n_ranks for log in logs})), tuple(n for n in chosen if n not in shown))
 
 
 def select_and_fit(groups: list[list[Observation]], names: Sequence[str],
                    base: Mapping[str, float] = SHIPPED) -> tuple[Selection, Adjustment]:
-    """Forward selection among ``names`` cross-validated within ``groups`` (one list of sizes per log,
-    split as :func:`_folds` splits), then the freed parameters fitted on every size, from ``base`` (the
-    shipped values). Too few sizes to cross-validate (one log of one size) free nothing: ``base`` itself."""
+    """Forward selection among those of ``names`` the sizes of ``groups`` show (:func:`shown_names`),
+    cross-validated within ``groups`` (one list of sizes per log, split as :func:`_folds` splits), then the
+    freed parameters fitted on every size, from ``base`` (the shipped values). Too few sizes to cross-validate (one log of one size) free nothing: ``base`` itself."""
     groups = [g for g in groups if g]
     flat = [o for g in groups for o in g]
     try:
@@ -278,7 +316,7 @@ def select_and_fit(groups: list[list[Observation]], names: Sequence[str],
     except SpecError:
         return Selection((), (Candidate((), float("nan")),)), Adjustment(dict(base))
     flat_folds = [(np.concatenate(train), np.concatenate(test)) for train, test in folds]
-    selection = select(flat, flat_folds, names, base)
+    selection = select(flat, flat_folds, shown_names((o.size_bytes for o in flat), names), base)
     return selection, fit(flat, selection.freed, base)
 
 

@@ -144,6 +144,15 @@ def job_servers_needed(job: JobSpec, gpus_per_server: int) -> tuple[int, int]:
     return -(-gpus // gpus_per_server), gpus
 
 
+def job_size(job: JobSpec, tree: FabricTree) -> tuple[int, int]:
+    """:func:`job_servers_needed` on ``tree``'s servers; a job larger than the whole cluster is an error that
+    says so (no placement, and no wait in a queue, can start it)."""
+    n, gpus = job_servers_needed(job, tree.gpus_per_server)
+    if n > tree.n_servers:
+        raise SpecError(f"jobs[{job.name}]: needs {n} servers; the cluster has {tree.n_servers}")
+    return n, gpus
+
+
 def place_jobs(jobs: list[JobSpec], tree: FabricTree) -> list[PlacedJob]:
     """Place the jobs in priority order (higher first; then arrival, then list order), each on the
     servers the earlier ones left free. Returned in list order."""
@@ -151,7 +160,7 @@ def place_jobs(jobs: list[JobSpec], tree: FabricTree) -> list[PlacedJob]:
     placed: dict[int, PlacedJob] = {}
     order = sorted(range(len(jobs)), key=lambda i: (-jobs[i].priority, jobs[i].arrival, i))
     for i in order:
-        n, gpus = job_servers_needed(jobs[i], tree.gpus_per_server)
+        n, gpus = job_size(jobs[i], tree)
         try:
             servers = place(free, tree, n, jobs[i].placement)
         except SpecError as err:
@@ -179,6 +188,16 @@ def job_workload(job: PlacedJob):
     w = job.spec.workload
     parallel = w.parallel.model_copy(update={"placement": [int(s) for s in job.servers]})
     return w.model_copy(update={"gpus": job.gpus, "parallel": parallel})
+
+
+def job_step(job: PlacedJob, topo: Topology):
+    """The job's training step on its servers; a workload the step refuses is an error that names the job
+    (``jobs[a]: workload.parallel.global_batch: ...``): the workload's own checks know only its fields."""
+    try:
+        return training_step(job_workload(job), topo)
+    except SpecError as err:
+        raise type(err)(f"jobs[{job.name}]: {err}", problems=[f"jobs[{job.name}]: {p}" for p in err.problems],
+                        hint=err.hint) from None
 
 
 # ------------------------------------------------------------------------------------------ programs
@@ -409,7 +428,7 @@ def check_jobs(scenario: Scenario, topo: Topology) -> dict:
     names = check_job_list(scenario)
     placed = place_jobs(list(scenario.jobs), fabric_tree(topo))
     for job in placed:
-        training_step(job_workload(job), topo)
+        job_step(job, topo)
     described = ", ".join(f"{name} ({len(job.servers)} servers)" for name, job in zip(names, placed))
     return {"servers": topo.n_servers, "gpus": topo.n_gpus, "workload": f"{len(names)} jobs: {described}"}
 
@@ -430,7 +449,7 @@ def run_jobs(scenario: Scenario, steps: int | None = None, max_memory_bytes: flo
     fabric = FabricModel(topo, routing, transport, env, max_memory_bytes=max_memory_bytes)
     alone, programs = [], []
     for job in placed:
-        step = training_step(job_workload(job), topo)
+        step = job_step(job, topo)
         result = run_training(step, fabric, steps=1, case=job.name, cluster=cluster.name)
         alone.append(result)
         programs.append(job_program(result, communication_families(step, fabric), topo))

@@ -49,6 +49,11 @@ from gpuwait.spec import ClusterSpec
 from gpuwait.topology import build_topology
 from gpuwait.transport import resolve_transport
 
+#: sizes a measured log is judged on for bandwidth (the ramp and the plateau) and for the latency floor, by
+#: ``perf --compare``'s scores and by what ``calibrate`` lets a log's sizes free alike
+BANDWIDTH_MIN_BYTES = 2**20
+FLOOR_MAX_BYTES = 64 * 2**10
+
 
 def nccl_env(env: Mapping[str, str] | Iterable[str] = (), base: Mapping[str, str] | None = None) -> dict[str, str]:
     """``base`` (the process environment by default, as NCCL reads it) updated with ``env``:

@@ -45,7 +45,6 @@ import numpy as np
 
 from gpuwait.collectives.ncclenv import cluster_env
 from gpuwait.engine.base import effective_capacity_Bps
-from gpuwait.errors import SpecError
 from gpuwait.fabric.groups import FabricModel
 from gpuwait.placement import fabric_tree, place
 from gpuwait.placement.policies import PlacementError
@@ -55,8 +54,8 @@ from gpuwait.runner.jobs import (
     Program,
     check_job_list,
     job_program,
-    job_servers_needed,
-    job_workload,
+    job_size,
+    job_step,
     mincut_servers,
     run_together,
 )
@@ -65,7 +64,6 @@ from gpuwait.spec.jobs import JobSpec, PlacementSpec
 from gpuwait.spec.scenario import Scenario
 from gpuwait.steps.training import communication_families, run_training
 from gpuwait.topology.presets import build_cluster, resolve_cluster
-from gpuwait.workload.steps import training_step
 
 _EPS_S = 1e-9
 #: steps a group of co-running jobs is simulated together to get each member's shared step time
@@ -205,7 +203,7 @@ class _Cluster:
                 self.shape_hits += 1
                 self._alone[key] = (Program(program.duration_s, program.pace, peak, program.groups), placed)
                 return self._alone[key]
-        step = training_step(job_workload(PlacedJob(spec, servers, gpus)), self.topo)
+        step = job_step(PlacedJob(spec, servers, gpus), self.topo)
         result = run_training(step, self.fabric, steps=1, case=spec.name)
         program = job_program(result, communication_families(step, self.fabric), self.topo)
         self._alone[key] = (program, np.where(self.network, result.links.bytes_per_step, 0.0))
@@ -370,9 +368,7 @@ def schedule(scenario: Scenario, policy: PlacementSpec | None = None, *, backfil
 def _records(specs: list[JobSpec], cl: _Cluster, durations_s: dict[str, float]) -> list[JobRecord]:
     out = []
     for spec in specs:
-        n, gpus = job_servers_needed(spec, cl.tree.gpus_per_server)
-        if n > cl.tree.n_servers:
-            raise SpecError(f"jobs[{spec.name}]: needs {n} servers; the cluster has {cl.tree.n_servers}")
+        n, gpus = job_size(spec, cl.tree)
         compact_s = cl.compact_step_s(spec, n, gpus)
         steps = spec.workload.steps
         if spec.name in durations_s:
@@ -401,8 +397,7 @@ class _Run:
             t_end = min((now + left * self.st.step_s[i] for i, left in self.st.running.items()), default=np.inf)
             t_next = min(t_arrival, t_end)
             if not np.isfinite(t_next):
-                head = self.specs[self.st.queue[0]]
-                raise PlacementError(f"jobs[{head.name}]: the policy cannot place it even on an empty cluster")
+                self._refuse_head()
             self._advance(now, t_next)
             now = t_next
             self._finish(now)
@@ -447,6 +442,18 @@ class _Run:
             del self.st.running[i]
             self.st.free[self.rec[i].servers] = True
             self.rec[i].end_s = now
+
+    def _refuse_head(self) -> None:
+        """Nothing runs and nothing arrives, yet the head waits: its policy cannot place it on the empty
+        cluster. The policy's own reason and hint say why (as run and place give them)."""
+        i = self.st.queue[0]
+        head = self.specs[i]
+        try:
+            place(self.st.free, self.cl.tree, self.rec[i].servers_needed, head.placement)
+        except PlacementError as err:
+            raise PlacementError(f"jobs[{head.name}]: {err}; the policy cannot place it even on an empty cluster",
+                                 hint=err.hint) from None
+        raise PlacementError(f"jobs[{head.name}]: the policy cannot place it even on an empty cluster")
 
     # ---------------------------------------------------------------- dispatch
     def _try_start(self, i: int, now: float) -> bool:

@@ -58,7 +58,10 @@ class SweepPlan:
     notes: tuple[str, ...] = ()  # what the sweep file changes about its base without an axis saying so
 
     def spec_dict(self) -> dict:
-        return {"name": self.name, "kind": self.kind, "axes": self.axes, "n_cases": len(self.cases)}
+        # the distinct ids let a report tell a finished sweep from one stopped part-way (two axis
+        # combinations may resolve to one case, so n_cases can exceed them)
+        return {"name": self.name, "kind": self.kind, "axes": self.axes, "n_cases": len(self.cases),
+                "case_ids": sorted({c.case_id for c in self.cases})}
 
 
 def load_sweep(path: str | Path) -> tuple[SweepSpec, dict]:

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from gpuwait.collectives.ncclenv import cluster_env
+from gpuwait.collectives.physical import calibration_note
 from gpuwait.errors import SpecError
 from gpuwait.fabric.groups import FabricModel
 from gpuwait.faults.apply import FaultEffects, Perturbation, apply_faults
@@ -46,6 +47,8 @@ def _cluster_label(name: str, topo: Topology, transport, base_transport) -> str:
     """"rocev2-400g-2tier: 64 servers x 8 GPUs"; a variant on another transport is named by it, so an
     InfiniBand case is not labelled with a RoCEv2 preset's name."""
     size = f"{topo.n_servers} servers x {topo.gpus_per_server} GPUs"
+    if (calibrated := calibration_note(topo.spec)) is not None:  # else the output looks as if it were not used
+        size += f", calibrated ({calibrated})"
     if transport.name == base_transport.name:
         return f"{name}: {size}"
     fabric = {"rocev2": "RoCEv2", "infiniband": "InfiniBand", "tcp": "TCP"}.get(transport.name, transport.name)

@@ -94,6 +94,9 @@ class NcclTestsLog:
         The printed ``# Avg bus bandwidth``; compare with :meth:`mean_busbw_GBps`.
     out_of_bounds : int or None
         The printed ``# Out of bounds values``.
+    runs : int
+        How many runs the text holds: its ``# nThread`` lines (one per run; ``-d all`` prints one for all its
+        tables), at least 1.
     time_column : str
         ``time``, or ``cputime`` with ``-C``.
     wrong_column : str or None
@@ -111,6 +114,7 @@ class NcclTestsLog:
     n_ranks_from: str | None = None
     avg_busbw_GBps: float | None = None
     out_of_bounds: int | None = None
+    runs: int = 1
     time_column: str = "time"
     wrong_column: str | None = "#wrong"
 
@@ -140,8 +144,9 @@ _DATE, _CLOCK = re.compile(r"^\d{4}-\d\d-\d\d$"), re.compile(r"^\d\d:\d\d:\d\d$"
 _HEADER_NOISE = {"|", "oop", "ip"}
 
 
-def _column_names(tokens: list[str]) -> tuple[str, list[str]] | None:
-    """From a column-header comment: the time column's name and the names of one result half."""
+def _column_names(tokens: list[str]) -> tuple[str, list[str], int] | None:
+    """From a column-header comment: the time column's name, the names of one result half and how many
+    columns come before the results (``size count type redop root``: 5)."""
     names = [t for t in tokens if t not in _HEADER_NOISE]
     if "size" not in names[:2] or "count" not in names:
         return None
@@ -151,7 +156,7 @@ def _column_names(tokens: list[str]) -> tuple[str, list[str]] | None:
     first = times[0]
     rest = [t for t in names[first:] if t != "timestamp"]
     half = rest[: times[1] - first] if len(times) > 1 else rest
-    return names[first], half
+    return names[first], half, first
 
 
 def _parse_half(tokens: list[str], names: Sequence[str], prefix: str) -> tuple[float, float, float, float | None,
@@ -173,7 +178,8 @@ def _row_error(lineno: int, line: str, why: str) -> SpecError:
                      hint="result rows must come straight from nccl-tests stdout (any version)")
 
 
-def _parse_row(line: str, lineno: int, half_names: Sequence[str], header_width: int | None) -> tuple[Row, int]:
+def _parse_row(line: str, lineno: int, half_names: Sequence[str], header_width: int | None,
+               header_lead: int | None = None) -> tuple[Row, int]:
     tokens = line.split()
     timestamp = None
     if len(tokens) >= 2 and _DATE.match(tokens[-2]) and _CLOCK.match(tokens[-1]):
@@ -201,6 +207,10 @@ def _parse_row(line: str, lineno: int, half_names: Sequence[str], header_width: 
         if not _NUMBER.match(tok):
             raise _row_error(lineno, line, f"{tok!r} is not a number")
         if column < 4 and float(tok) < 0:  # a shifted column shows up as a negative time
+            expected = None if header_lead is None or header_width is None else header_lead + 2 * header_width
+            if k == 0 and expected is not None and len(tokens) < expected:  # the root taken for the time
+                raise _row_error(lineno, line, f"{len(tokens)} fields where the column header names {expected}: "
+                                               "the row is cut short")
             raise _row_error(lineno, line, f"negative {('time', 'algbw', 'busbw', '#wrong')[column]} {tok!r}")
     oop = _parse_half(rest[:width], half_names, "oop")
     ip = _parse_half(rest[width:], half_names, "ip")
@@ -239,8 +249,10 @@ class _LogState:
     time_column: str = "time"
     wrong_column: str | None = "#wrong"
     half_names: list[str] = field(default_factory=lambda: ["time", "algbw", "busbw", "#wrong"])
+    lead_columns: int | None = None  # columns before the results, as the column header names them
     saw_header: bool = False
     widest: int = 0
+    runs: int = 0  # '# nThread' lines: one per run
 
 
 def _read_footer(state: _LogState, stripped: str, lineno: int) -> bool:
@@ -273,6 +285,7 @@ def _read_comment(state: _LogState, stripped: str, lineno: int) -> None:
         state.program = state.program or m[1]
     elif (m := _CONFIG.match(stripped)) is not None:
         state.config = _parse_config(m)
+        state.runs += 1
     elif stripped.startswith("# Blocking Enabled"):
         state.blocking = 2 if "no barrier" in stripped else 1
     elif (m := _DEVICE.match(stripped)) is not None:
@@ -282,7 +295,7 @@ def _read_comment(state: _LogState, stripped: str, lineno: int) -> None:
                                               pid=int(m[3]), pci=m[6]))
     elif (names := _column_names(stripped.lstrip("#").split())) is not None:
         state.saw_header = True
-        state.time_column, state.half_names = names
+        state.time_column, state.half_names, state.lead_columns = names
         state.wrong_column = state.half_names[3] if len(state.half_names) > 3 else None
 
 
@@ -333,7 +346,8 @@ def parse_nccl_tests_log(text: str, *, n_ranks: int | None = None, collective: s
             continue
         if _DATA_ROW.match(line):
             try:
-                row, width = _parse_row(line, lineno, state.half_names, len(state.half_names) if state.saw_header else None)
+                row, width = _parse_row(line, lineno, state.half_names, len(state.half_names) if state.saw_header else None,
+                                        state.lead_columns)
             except SpecError as err:
                 if skipped is None:
                     raise
@@ -363,9 +377,10 @@ def parse_nccl_tests_log(text: str, *, n_ranks: int | None = None, collective: s
     if config is not None and state.blocking:
         config = replace(config, blocking=state.blocking)
     devices = state.devices
-    return _finish(tuple(state.rows), devices=tuple(devices[r] for r in sorted(devices)), program=state.program,
-                   build=state.build, config=config, avg=state.avg, oob=state.oob, time_column=state.time_column,
-                   wrong_column=wrong_column, n_ranks=n_ranks, collective=collective)
+    log = _finish(tuple(state.rows), devices=tuple(devices[r] for r in sorted(devices)), program=state.program,
+                  build=state.build, config=config, avg=state.avg, oob=state.oob, time_column=state.time_column,
+                  wrong_column=wrong_column, n_ranks=n_ranks, collective=collective)
+    return replace(log, runs=max(state.runs, 1))
 
 
 #: a row's algbw (GB/s) x time (us) x 1e3 / size is 1 when the time is in microseconds (nccl-tests prints
