@@ -175,3 +175,20 @@ def test_the_steps_note_is_printed_before_the_cases_run(capsys, tmp_path):
                                         "steps (1, its default)"), err
     code, out, _ = run_cli(capsys, "sweep", str(path), "--out", str(tmp_path / "out"), "--json")
     assert code == 0 and json.loads(out)["notes"][0].startswith("workload.steps: the base's 2")
+
+
+def test_sweep_run_takes_max_memory(tmp_path, capsys):
+    import yaml
+
+    from gpuwait.cli.main import main
+
+    sweep = {"name": "m", "base": {"cluster": {"preset": "dgx-h100", "servers": 2},
+                                   "workload": {"model": {"preset": "llama-8b", "seq_len": 2048},
+                                                "parallel": {"tp": 8, "global_batch": 16}}},
+             "steps": 1, "axes": [{"path": "cluster.routing.kind", "values": ["ecmp"]}]}
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(sweep))
+    assert main(["sweep", "run", str(tmp_path / "s.yaml"), "--out", str(tmp_path / "o"), "--workers", "1",
+                 "--max-memory", "1KB"]) == 2
+    assert "over the limit of 1KB" in capsys.readouterr().err
+    assert main(["sweep", "run", str(tmp_path / "s.yaml"), "--out", str(tmp_path / "o2"), "--max-memory", "1Q"]) == 2
+    assert capsys.readouterr().err.startswith("error: --max-memory:")

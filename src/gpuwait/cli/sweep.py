@@ -9,7 +9,7 @@ from __future__ import annotations
 import typer
 from typer.core import TyperGroup
 
-from gpuwait.cli.common import JSON_OPTION
+from gpuwait.cli.common import JSON_OPTION, MAX_MEMORY_OPTION
 
 SUBCOMMANDS = ("run", "query", "report", "compact")
 
@@ -39,16 +39,20 @@ DIR_ARGUMENT = typer.Argument(..., metavar="DIR", help="A `gpuwait sweep --out` 
 @app.command("run")
 def run(sweep_file: str = typer.Argument(..., metavar="SWEEP.yaml", help="Sweep file."),
         out: str = OUT_OPTION, executor: str = EXECUTOR_OPTION, address: str | None = ADDRESS_OPTION,
-        workers: int | None = WORKERS_OPTION, retry_failed: bool = RETRY_OPTION, json_out: bool = JSON_OPTION) -> None:
-    """Run every case of a sweep not already in DIR (a rerun does no work; a killed run resumes).
+        workers: int | None = WORKERS_OPTION, retry_failed: bool = RETRY_OPTION,
+        max_memory: str | None = MAX_MEMORY_OPTION, json_out: bool = JSON_OPTION) -> None:
+    """Run every case of a sweep not already in DIR (a rerun does no work; a killed run resumes). A case
+    estimated to allocate more than --max-memory is stored as invalid, not run.
 
     Example: `gpuwait sweep examples/sweeps/ib-vs-roce.yaml --out out/ib-vs-roce`
     """
     from gpuwait.cli.output import Output
+    from gpuwait.runner.cost import parse_max_memory
     from gpuwait.runner.sweep import load_sweep, plan_sweep
     from gpuwait.runner.sweep_exec import run_sweep
 
     out_sink = Output(json_out)
+    max_memory_bytes = parse_max_memory(max_memory)
     plan = plan_sweep(*load_sweep(sweep_file))
     show = not json_out
     if show:  # before the cases run: a note that changes what the user expects is worth reading first
@@ -60,7 +64,7 @@ def run(sweep_file: str = typer.Argument(..., metavar="SWEEP.yaml", help="Sweep 
             typer.echo(f"  {done}/{total} cases", err=True)
 
     try:
-        summary = run_sweep(plan, out, executor, workers, address, retry_failed, progress)
+        summary = run_sweep(plan, out, executor, workers, address, retry_failed, progress, max_memory_bytes)
     except KeyboardInterrupt:  # Ctrl-C: say what is kept, since that is what a rerun builds on
         _interrupted(plan, out)
     if summary.ran and not summary.by_status.get("ok"):

@@ -3,7 +3,8 @@
 ``run``, ``place``, ``diagnose``, ``telemetry export`` and ``validate`` state the estimate and refuse a
 scenario whose estimate exceeds a limit the user can raise (``--max-memory``; default half the machine's
 memory), naming the field to change; the Python API's ``simulate`` and ``diagnose`` refuse alike
-(``max_memory=``) through the same :func:`check_scenario_cost`, and ``perf`` through :func:`estimate_perf`.
+(``max_memory=``) through the same :func:`check_scenario_cost`, ``perf`` through :func:`estimate_perf`, and
+``sweep run`` each case in its worker (an invalid row).
 The estimate counts what grows with the input, with coefficients measured on this code (peak
 resident memory under ``/usr/bin/time -f %M``):
 
