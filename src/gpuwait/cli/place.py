@@ -23,7 +23,7 @@ def place(job_file: str = typer.Argument(..., metavar="JOB.yaml", help="A scenar
           level: str | None = typer.Option(None, "--level", help="kueue/volcano: leaf or pod (or cluster)."),
           algorithm: str | None = typer.Option(None, "--algorithm", help="kueue: BestFit, LeastFreeCapacity or Balanced."),
           seed: int | None = typer.Option(None, "--seed", help="random: seed."),
-          steps: int = typer.Option(2, "--steps", min=1, help="Steps every job completes in the shared run."),
+          steps: int | None = typer.Option(None, "--steps", min=1, help="Steps every job completes in the shared run (default: the file's, the most any job asks, as `run`)."),
           export: str | None = typer.Option(None, "--export", metavar="FORMAT",
                                             help="Print the fabric and this placement for a scheduler instead of the table: slurm (topology.conf + sbatch options), kueue (Topology, ResourceFlavor, node labels, Job) or volcano (HyperNodes, Job) YAML."),
           max_memory: str | None = MAX_MEMORY_OPTION, json_out: bool = JSON_OPTION) -> None:
