@@ -89,6 +89,11 @@ class Layout:
     def n_ranks(self) -> int:
         return len(self.rank_gpu)
 
+    @property
+    def expert_dp(self) -> int:
+        """Ranks holding the same experts, the size of an "expert_dp" group: dp / ep."""
+        return self.dp // self.ep
+
     @cached_property
     def _grid(self) -> np.ndarray:
         """Ranks as a (pp, dp, cp, tp) array, numbered in ``order`` (first fastest)."""
@@ -117,7 +122,7 @@ class Layout:
         if kind == "ep":
             return experts.transpose(0, 1, 3, 4, 2).reshape(-1, self.ep)
         if kind == "expert_dp":
-            return experts.transpose(0, 2, 3, 4, 1).reshape(-1, dp // self.ep)
+            return experts.transpose(0, 2, 3, 4, 1).reshape(-1, self.expert_dp)
         raise SpecError(f"group kind: got {kind!r}; expected tp, cp, dp, dp_cp, pp, ep or expert_dp")
 
     def lane_ranks(self) -> np.ndarray:

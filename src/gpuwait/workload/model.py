@@ -671,6 +671,16 @@ def params_on_gpu(shape: ModelShape, layout: ParallelLayout, stage: int = 0) -> 
     return dense, expert
 
 
+def params_in_shard(shape: ModelShape, layout: ParallelLayout, stage: int = 0) -> float:
+    """Parameters of ``stage`` in one GPU's ZeRO shard: the non-expert ones split over the dp·cp ranks
+    that reduce them, the routed experts over their expert-dp group (Megatron-Core's distributed optimizer
+    shards each gradient buffer over the group that reduces it: the dense buffers over the data-parallel
+    group with context parallelism, the expert buffers over the expert-data-parallel group,
+    ``megatron/core/distributed/distributed_data_parallel.py``)."""
+    dense, expert = params_on_gpu(shape, layout, stage)
+    return dense / layout.weight_replicas + expert / layout.expert_dp
+
+
 def _layer_on_gpu(shape: ModelShape, layout: ParallelLayout, layer: int) -> tuple[float, float]:
     """``(non_expert, expert)`` parameters of one layer on one GPU: matrices over tp, norms replicated,
     routed experts over ep·tp."""
@@ -711,10 +721,16 @@ class CommVolumes:
     dp_grad_bytes: float
     """Non-expert gradient bytes per GPU reduced over its dp group per step (2 B per parameter)."""
     dp_param_allgather_bytes: float
-    """ZeRO 1 and 2: updated bf16 weights all-gathered over dp after the optimizer step; 0 otherwise."""
+    """ZeRO 1 and 2: updated bf16 non-expert weights all-gathered over dp (x cp) after the optimizer step;
+    0 otherwise."""
     expert_dp_grad_bytes: float
-    """Expert gradient bytes per GPU reduced over its expert-dp group (dp / ep ranks) per step."""
+    """Routed-expert gradient bytes per GPU reduced (``dp_grad_collective``) over its expert-dp group per
+    step, not over dp: Megatron-Core's DDP keeps expert parameters in buffers of their own, reduced over the
+    expert-data-parallel group (``expert_parallel_buffers`` over ``intra_expt_dp_group``,
+    megatron/core/distributed/distributed_data_parallel.py). 0 when that group is one rank."""
     expert_dp_param_allgather_bytes: float
+    """ZeRO 1 and 2: the updated expert weights all-gathered over the expert-dp group they are sharded on
+    (the distributed optimizer gathers each buffer over its own group); 0 otherwise."""
     zero3_layer_allgather_bytes: float
     """ZeRO 3: one layer's share of the non-expert weights this GPU holds (its tp slice, gathered size),
     all-gathered over dp (x cp) before the layer's forward and again before its backward, its gradients
@@ -851,12 +867,10 @@ def memory_per_gpu_bytes(shape: ModelShape, layout: ParallelLayout, precision: s
     if stage is None:
         return max((memory_per_gpu_bytes(shape, layout, precision, s) for s in range(layout.pp)),
                    key=lambda parts: sum(parts.values()))
-    dense, expert = params_on_gpu(shape, layout, stage)
-
     def sharded(min_stage: int) -> float:
         if layout.zero >= min_stage:
-            return dense / layout.weight_replicas + expert / layout.expert_dp
-        return dense + expert
+            return params_in_shard(shape, layout, stage)
+        return sum(params_on_gpu(shape, layout, stage))
 
     layers = stage_layers(shape, layout, stage)
     in_flight = min(layout.pp - stage, layout.micro_batches)
