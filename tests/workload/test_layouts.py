@@ -262,3 +262,43 @@ def test_zero2_with_pipelines_reduces_expert_gradients_over_their_group_every_mi
     assert step.expert_grad_bytes.max() == 0 and step.dp_grad_bytes.max() == 0
     sizes = {c.label: c.n_ranks for c in run_workload(scenario)[0].collectives}
     assert sizes["expert_dp reduce_scatter"] == 16 // 4 and sizes["dp reduce_scatter"] == 16
+
+
+def test_context_parallel_ranks_join_the_expert_data_parallel_group():
+    # Megatron-Core: expert_data_parallel_size = world / (expert_tp x ep x pp), its expert rank generator
+    # has no cp (parallel_state.initialize_model_parallel): with expert_tp = tp that is dp x cp / ep.
+    # Context parallelism splits the sequence, not the weights, so a dp rank's cp ranks hold its experts
+    # and reduce their gradients with it. Here dp = 8, cp = 2, ep = 4: groups of 4, not 2.
+    scenario = _scenario(2, {"tp": 1, "cp": 2, "ep": 4, "zero": 1, "global_batch": 8, "micro_batch": 1},
+                         {"preset": "deepseek-moe-16b"})
+    shape = wm.resolve_model(scenario.workload.model)
+    par = wm.validate_layout(shape, scenario.workload, 16, 8)
+    assert (par.dp, par.cp, par.expert_dp) == (8, 2, 16 // (1 * 4 * 1))
+    step = training_step(scenario.workload, build_cluster(resolve_cluster(scenario.cluster)))
+    lay = step.layout
+    assert lay.expert_dp == 4
+    # a group: the ranks of one dp_cp group at one ep index (same experts), every cp rank of them
+    dp_cp_of = {int(r): i for i, g in enumerate(lay.groups("dp_cp")) for r in g}
+    cp_of = {int(r): i for g in lay.groups("cp") for i, r in enumerate(g)}
+    for g in lay.groups("expert_dp"):
+        assert len({dp_cp_of[int(r)] for r in g}) == 1
+        assert len({int(lay.replica_of()[r]) % 4 for r in g}) == 1  # one ep index: the same experts
+        assert sorted(cp_of[int(r)] for r in g) == [0, 0, 1, 1]
+    # bytes and group as with cp = 1; memory shards the experts over the same 4 ranks
+    expert = shape.moe_layers * shape.experts * shape.expert_params / 4
+    assert step.expert_grad_bytes[0] == pytest.approx(2 * expert, rel=1e-12)
+    dense = shape.params - shape.moe_layers * shape.experts * shape.expert_params
+    assert wm.memory_per_gpu_bytes(shape, par)["optimizer"] == pytest.approx(12 * (dense / 16 + expert / 4), rel=1e-12)
+    sizes = {c.label: c.n_ranks for c in run_workload(scenario)[0].collectives}
+    assert sizes["expert_dp reduce_scatter"] == sizes["expert_dp all_gather"] == 4
+    assert sizes["dp reduce_scatter"] == 16
+
+
+def test_with_ep_equal_to_dp_context_parallel_ranks_still_reduce_expert_gradients():
+    # ep = dp leaves each expert on one dp rank, but its cp ranks see other tokens: dp x cp / ep = cp
+    scenario = _scenario(2, {"tp": 1, "cp": 2, "ep": 8, "zero": 1, "global_batch": 8, "micro_batch": 1},
+                         {"preset": "deepseek-moe-16b"})
+    step = training_step(scenario.workload, build_cluster(resolve_cluster(scenario.cluster)))
+    assert step.layout.expert_dp == 2 and step.expert_grad_bytes[0] > 0
+    sizes = {c.label: c.n_ranks for c in run_workload(scenario)[0].collectives}
+    assert sizes["expert_dp reduce_scatter"] == 2

@@ -478,8 +478,14 @@ class ParallelLayout:
 
     @property
     def expert_dp(self) -> int:
-        """Ranks holding the same experts (their gradients are reduced together): dp / ep."""
-        return self.dp // self.ep
+        """Ranks holding the same experts (their gradients are reduced together): dp·cp / ep.
+
+        Context parallelism splits the sequence, not the weights, so the cp ranks of a dp rank hold its
+        experts too; Megatron-Core's expert-data-parallel group has ``world / (expert_tp·ep·pp)`` ranks
+        (parallel_state.initialize_model_parallel, its expert rank generator has no cp), dp·cp / ep
+        with the experts split over tp as the rest.
+        """
+        return self.dp * self.cp // self.ep
 
 
 def _check_tp(path: str, tp: int, shape: ModelShape, domain_gpus: int | None, allow: bool) -> None:
@@ -744,7 +750,7 @@ class CommVolumes:
     moe_layers_in_stage: int
     zero3_layer_expert_allgather_bytes: float = 0.0
     """ZeRO 3: the same for the routed experts, which are sharded over their expert-data-parallel group
-    (the dp / ep ranks holding the same experts, Megatron-Core's expert-data-parallel group) and
+    (the dp·cp / ep ranks holding the same experts, Megatron-Core's expert-data-parallel group) and
     gathered and reduce-scattered over it; 0 when that group is one rank (ep = dp: nothing to shard)."""
     cp_kv_bytes: float = 0.0
     """Context parallelism: one ring step's K and V block per layer per micro-batch, sent to the next CP
@@ -854,7 +860,7 @@ def memory_per_gpu_bytes(shape: ModelShape, layout: ParallelLayout, precision: s
     """Memory of one GPU of ``stage`` (default: the stage that needs most), bytes by part.
 
     ``weights`` and ``grads`` (bf16, 2 B/param), ``optimizer`` (Adam, 12 B/param), sharded over dp by ZeRO
-    stage ≥ 3, ≥ 2, ≥ 1 respectively (experts over dp / ep); ``activations`` of the micro-batches in flight
+    stage ≥ 3, ≥ 2, ≥ 1 respectively (experts over dp·cp / ep); ``activations`` of the micro-batches in flight
     (1F1B: stage i holds min(pp − i, micro-batches)); ``logits`` the fp32 logits of the loss on the last
     stage (4·b·s·vocab / tp). ``precision`` does not change training memory (see the module docstring).
 
