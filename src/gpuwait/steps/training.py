@@ -4,7 +4,8 @@ every second of every GPU's step put in one breakdown category.
 The step is simulated at the granularity engineers reason about: a micro-batch's forward or backward
 on one pipeline stage of one replica (a TP group, whose GPUs wait for each other at every TP
 collective), the pipeline sends between stages, the DP gradient buckets reduced while the last
-backward runs, the optimizer, data loading and checkpoints. Every replica and stage is a numpy lane,
+backward runs (an MoE's expert gradients in buckets of their own over the expert-dp group, queued
+with the others), the optimizer, data loading and checkpoints. Every replica and stage is a numpy lane,
 so a 16,384-GPU step costs a few hundred vector operations. Communication times come from the
 fabric model (:mod:`gpuwait.fabric.groups`): each collective is run by all its groups at once on the
 real topology, so groups contend for the links they share.
