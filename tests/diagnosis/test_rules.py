@@ -202,6 +202,21 @@ def test_tcp_fallback():
     assert "NCCL_DEBUG" in _run("tcp-fallback").missing[0]
 
 
+def test_tcp_fallback_reads_the_slowest_network_group_expert_dp_included():
+    """The evidence is the slowest busbw of the groups whose collectives cross servers; an MoE's
+    expert-data-parallel group (the dp ranks ep apart holding the same experts, reducing and gathering
+    the expert gradients and weights) is one of them, on the sockets like the others."""
+    from gpuwait.steps.result import CollectiveStat
+
+    def stat(label: str, busbw_GBps: float) -> CollectiveStat:
+        group, collective = label.split()
+        return CollectiveStat(label, group, collective, 8, 1e9, 1, 0.1, busbw_GBps, busbw_GBps, "ring", "Simple")
+
+    stats = (stat("dp reduce_scatter", 3.0), stat("expert_dp all_gather", 1.2), stat("tp all_reduce", 0.5))
+    found = _one(_run("tcp-fallback", socket_transport=True, collectives=stats), "tcp-fallback")
+    assert found.evidence["busbw_GBps"] == 1.2  # not tp's: it stays inside a server
+
+
 def test_no_gdr_names_the_server_or_all():
     assert _one(_run("no-gdr", gdr_off_servers=(3,)), "no-gdr").component == "s3"
     assert _one(_run("no-gdr", gdr_off_servers=tuple(range(TOPO.n_servers))), "no-gdr").component == "all"

@@ -164,13 +164,15 @@ def test_zero3_moves_three_times_the_parameter_bytes_per_micro_batch(model, para
     base = {**parallel, "global_batch": 16, "micro_batch": 1}  # 16 GPUs: one micro-batch per step
     z1 = training_step(_scenario(2, {**base, "zero": 1}, {"preset": model}).workload, cluster)
     z3 = training_step(_scenario(2, {**base, "zero": 3}, {"preset": model}).workload, cluster)
-    params_bytes = float(z1.dp_grad_bytes[0])  # ZeRO-1 reduce-scatters every gradient on the GPU once
+    # ZeRO-1 reduce-scatters every gradient on the GPU once (the experts' over their own group)
+    params_bytes = float(z1.dp_grad_bytes[0] + z1.expert_grad_bytes[0])
     assert z1.micro_batches == z3.micro_batches == 1 and params_bytes > 0
-    moved = {"all_gather": 0.0, "reduce_scatter": float(z3.dp_grad_bytes[0])}
+    moved = {"all_gather": 0.0, "reduce_scatter": float(z3.dp_grad_bytes[0] + z3.expert_grad_bytes[0])}
     for op in z3.inline_ops:
         if op.group in ("dp", "expert_dp"):
             moved[op.collective] += op.size_bytes * (op.calls_fwd + op.calls_bwd)
-    assert moved["all_gather"] + float(z3.param_gather_bytes[0]) == pytest.approx(2 * params_bytes, rel=1e-9)
+    gathered_after = float(z3.param_gather_bytes[0] + z3.expert_param_gather_bytes[0])
+    assert moved["all_gather"] + gathered_after == pytest.approx(2 * params_bytes, rel=1e-9)
     assert moved["reduce_scatter"] == pytest.approx(params_bytes, rel=1e-9)
 
 
@@ -203,3 +205,100 @@ def test_zero3_gathers_experts_over_their_expert_data_parallel_group(ep):
     sizes = {c.label: c.n_ranks for c in run_workload(scenario)[0].collectives}
     assert sizes["dp all_gather"] == 16
     assert sizes.get("expert_dp all_gather") == (16 // ep if ep < 16 else None)
+
+
+@pytest.mark.parametrize("zero, ep", [(0, 8), (1, 4), (2, 4), (1, 16)])
+def test_expert_gradients_and_weights_move_over_their_expert_data_parallel_group(zero, ep):
+    # Megatron-Core's DistributedDataParallel puts expert parameters in buffers of their own
+    # (``expert_parallel_buffers``), reduced over the expert-data-parallel group (``intra_expt_dp_group``;
+    # dense ones over ``intra_dp_cp_group``), and its distributed optimizer shards and all-gathers each
+    # buffer over the group that reduces it (megatron/core/distributed/distributed_data_parallel.py,
+    # param_and_grad_buffer.py); the expert-data-parallel group is the dp / ep ranks holding the same
+    # experts (parallel_state.initialize_model_parallel). In closed form, per GPU: expert gradients
+    # 2 B x moe_layers x experts x expert_params / (tp x ep) over dp / ep ranks, the rest over dp; the
+    # memory model's optimizer shard is what the all-gathers collect from each rank.
+    scenario = _scenario(2, {"tp": 1, "ep": ep, "zero": zero, "global_batch": 16, "micro_batch": 1},
+                         {"preset": "deepseek-moe-16b"})
+    step = training_step(scenario.workload, build_cluster(resolve_cluster(scenario.cluster)))
+    shape = wm.resolve_model(scenario.workload.model)
+    expert = shape.moe_layers * shape.experts * shape.expert_params / ep
+    dense = shape.params - shape.moe_layers * shape.experts * shape.expert_params  # tp = 1: all of it
+    edp = 16 // ep
+    assert step.expert_grad_bytes[0] == pytest.approx(2 * expert if edp > 1 else 0.0, rel=1e-12)
+    assert step.dp_grad_bytes[0] == pytest.approx(2 * dense, rel=1e-12)
+    sharded = zero in (1, 2)
+    assert step.expert_param_gather_bytes[0] == pytest.approx(2 * expert if sharded and edp > 1 else 0.0, rel=1e-12)
+    assert step.param_gather_bytes[0] == pytest.approx(2 * dense if sharded else 0.0, rel=1e-12)
+    result = run_workload(scenario)[0]
+    coll = "all_reduce" if zero == 0 else "reduce_scatter"
+    sizes = {c.label: c.n_ranks for c in result.collectives if c.label.split()[0] in ("dp", "expert_dp")}
+    expected = {f"dp {coll}": 16} | ({"dp all_gather": 16} if sharded else {})
+    if edp > 1:
+        expected |= {f"expert_dp {coll}": edp} | ({"expert_dp all_gather": edp} if sharded else {})
+    assert sizes == expected
+    assert set(result.breakdown.exposed_comm_s) >= set(expected)
+    if sharded:
+        par = wm.validate_layout(shape, scenario.workload, 16, 8)
+        optimizer_params = wm.memory_per_gpu_bytes(shape, par)["optimizer"] / 12
+        from_each_rank = (step.param_gather_bytes[0] / 16 + step.expert_param_gather_bytes[0] / max(edp, 1)) / 2
+        expected_shard = dense / 16 + expert / edp
+        assert optimizer_params == pytest.approx(expected_shard, rel=1e-12)
+        if edp > 1:
+            assert from_each_rank == pytest.approx(expected_shard, rel=1e-12)
+
+
+def test_zero2_with_pipelines_reduces_expert_gradients_over_their_group_every_micro_batch():
+    # as above, layer by layer: ZeRO-2 keeps only its gradient shard, the experts' on their expert-dp group
+    scenario = _scenario(4, {"tp": 1, "pp": 2, "ep": 4, "zero": 2, "global_batch": 64, "micro_batch": 1},
+                         {"preset": "deepseek-moe-16b"})
+    step = training_step(scenario.workload, build_cluster(resolve_cluster(scenario.cluster)))
+    shape = wm.resolve_model(scenario.workload.model)
+    layers = shape.layers // 2
+    moe_layers = sum(shape.is_moe_layer(layer) for layer in range(layers))  # the first stage's
+    ops = {op.group: op for op in step.inline_ops if op.collective == "reduce_scatter"}
+    assert set(ops) == {"dp", "expert_dp"} and ops["dp"].hidden_with == ops["expert_dp"].hidden_with != ""
+    assert ops["expert_dp"].size_bytes * ops["expert_dp"].calls_bwd == pytest.approx(
+        2 * moe_layers * shape.experts * shape.expert_params / 4, rel=1e-12)
+    assert step.expert_grad_bytes.max() == 0 and step.dp_grad_bytes.max() == 0
+    sizes = {c.label: c.n_ranks for c in run_workload(scenario)[0].collectives}
+    assert sizes["expert_dp reduce_scatter"] == 16 // 4 and sizes["dp reduce_scatter"] == 16
+
+
+def test_context_parallel_ranks_join_the_expert_data_parallel_group():
+    # Megatron-Core: expert_data_parallel_size = world / (expert_tp x ep x pp), its expert rank generator
+    # has no cp (parallel_state.initialize_model_parallel): with expert_tp = tp that is dp x cp / ep.
+    # Context parallelism splits the sequence, not the weights, so a dp rank's cp ranks hold its experts
+    # and reduce their gradients with it. Here dp = 8, cp = 2, ep = 4: groups of 4, not 2.
+    scenario = _scenario(2, {"tp": 1, "cp": 2, "ep": 4, "zero": 1, "global_batch": 8, "micro_batch": 1},
+                         {"preset": "deepseek-moe-16b"})
+    shape = wm.resolve_model(scenario.workload.model)
+    par = wm.validate_layout(shape, scenario.workload, 16, 8)
+    assert (par.dp, par.cp, par.expert_dp) == (8, 2, 16 // (1 * 4 * 1))
+    step = training_step(scenario.workload, build_cluster(resolve_cluster(scenario.cluster)))
+    lay = step.layout
+    assert lay.expert_dp == 4
+    # a group: the ranks of one dp_cp group at one ep index (same experts), every cp rank of them
+    dp_cp_of = {int(r): i for i, g in enumerate(lay.groups("dp_cp")) for r in g}
+    cp_of = {int(r): i for g in lay.groups("cp") for i, r in enumerate(g)}
+    for g in lay.groups("expert_dp"):
+        assert len({dp_cp_of[int(r)] for r in g}) == 1
+        assert len({int(lay.replica_of()[r]) % 4 for r in g}) == 1  # one ep index: the same experts
+        assert sorted(cp_of[int(r)] for r in g) == [0, 0, 1, 1]
+    # bytes and group as with cp = 1; memory shards the experts over the same 4 ranks
+    expert = shape.moe_layers * shape.experts * shape.expert_params / 4
+    assert step.expert_grad_bytes[0] == pytest.approx(2 * expert, rel=1e-12)
+    dense = shape.params - shape.moe_layers * shape.experts * shape.expert_params
+    assert wm.memory_per_gpu_bytes(shape, par)["optimizer"] == pytest.approx(12 * (dense / 16 + expert / 4), rel=1e-12)
+    sizes = {c.label: c.n_ranks for c in run_workload(scenario)[0].collectives}
+    assert sizes["expert_dp reduce_scatter"] == sizes["expert_dp all_gather"] == 4
+    assert sizes["dp reduce_scatter"] == 16
+
+
+def test_with_ep_equal_to_dp_context_parallel_ranks_still_reduce_expert_gradients():
+    # ep = dp leaves each expert on one dp rank, but its cp ranks see other tokens: dp x cp / ep = cp
+    scenario = _scenario(2, {"tp": 1, "cp": 2, "ep": 8, "zero": 1, "global_batch": 8, "micro_batch": 1},
+                         {"preset": "deepseek-moe-16b"})
+    step = training_step(scenario.workload, build_cluster(resolve_cluster(scenario.cluster)))
+    assert step.layout.expert_dp == 2 and step.expert_grad_bytes[0] > 0
+    sizes = {c.label: c.n_ranks for c in run_workload(scenario)[0].collectives}
+    assert sizes["expert_dp reduce_scatter"] == 2

@@ -233,6 +233,58 @@ def test_the_parameter_all_gather_is_no_background_to_the_backward():
     assert result.breakdown.step_time_s == pytest.approx(compute + max(end - BWD_S, 0.0) + gather_s, rel=1e-9)
 
 
+def test_expert_gradients_and_weights_queue_behind_the_dense_ones_on_their_own_group():
+    """Megatron-Core's DDP reduces expert gradients in buffers of their own over the expert-data-parallel
+    group, the rest over dp (megatron/core/distributed/distributed_data_parallel.py: ``buffers`` over
+    ``intra_dp_cp_group``, ``expert_parallel_buffers`` over ``intra_expt_dp_group``), on the one
+    gradient-reduction stream, and its distributed optimizer all-gathers each buffer over the same
+    group after the step (docs/source/api-guide/dist_optimizer.md). Without overlap every bucket waits
+    for the backward: step = compute + n_dp x t_dp + n_edp x t_edp + both all-gathers, each on its group."""
+    import dataclasses
+
+    fabric = _fabric(2)
+    base = _step(fabric, dp=16, grads=2e9, overlap=False)
+    lay = Layout(1, 16, 1, 2, base.layout.rank_gpu)  # ep = 2: experts replicated over 8 ranks
+    step = dataclasses.replace(base, layout=lay, dp_collective="reduce_scatter", param_gather_bytes=np.full(1, 2e9),
+                               expert_grad_bytes=np.full(1, 1e9), expert_param_gather_bytes=np.full(1, 1e9))
+    result = run_training(step, fabric)
+    dense, experts = lay.rank_gpu[lay.groups("dp")], lay.rank_gpu[lay.groups("expert_dp")]
+    assert experts.shape == (2, 8)
+    n_dp, n_edp = int(np.ceil(2e9 / 25e6)), int(np.ceil(1e9 / 25e6))
+    t_dp = fabric.collective(dense, "reduce_scatter", 2e9 / n_dp).time_s
+    t_edp = fabric.collective(experts, "reduce_scatter", 1e9 / n_edp).time_s
+    g_dp = fabric.collective(dense, "all_gather", 2e9).time_s
+    g_edp = fabric.collective(experts, "all_gather", 1e9).time_s
+    compute = 4 * (FWD_S + BWD_S) + OPT_S
+    assert result.breakdown.step_time_s == pytest.approx(compute + n_dp * t_dp + n_edp * t_edp + g_dp + g_edp, rel=1e-9)
+    exposed = result.breakdown.exposed_comm_s
+    assert exposed["dp reduce_scatter"] == pytest.approx(n_dp * t_dp, rel=1e-9)
+    assert exposed["expert_dp reduce_scatter"] == pytest.approx(n_edp * t_edp, rel=1e-9)
+    assert exposed["expert_dp all_gather"] == pytest.approx(g_edp, rel=1e-12)
+    sizes = {c.label: c.n_ranks for c in result.collectives}
+    assert sizes == {"dp reduce_scatter": 16, "expert_dp reduce_scatter": 8, "dp all_gather": 16,
+                     "expert_dp all_gather": 8}
+
+
+def test_ops_sharing_a_hidden_window_hide_under_it_once():
+    """Two collectives issued one after the other under the same compute (ZeRO-2's per-layer gradient
+    reduce-scatters, dense and expert, under the next layer's backward) hide ``hidden_s`` together:
+    each micro-batch shows max(t_1 + t_2 - hidden, 0), shared in proportion to their times."""
+    fabric = _fabric(1)
+    lay = Layout(1, 8, 1, 1, fabric.topo.gpu_node.ravel()[:8])
+    groups = lay.rank_gpu[lay.groups("dp")]
+    t_1 = fabric.collective(groups, "reduce_scatter", 2e8).time_s
+    t_2 = fabric.collective(groups, "all_gather", 1e8).time_s
+    hidden = 0.75 * (t_1 + t_2)
+    assert hidden >= max(t_1, t_2)  # each alone would hide entirely
+    ops = (CommOp("dp", "reduce_scatter", 2e8, 1, 0, hidden_s=hidden, hidden_with="w"),
+           CommOp("dp", "all_gather", 1e8, 1, 0, hidden_s=hidden, hidden_with="w"))
+    result = run_training(_step(fabric, dp=8, grads=0.0, tp_ops=ops), fabric)
+    shown = t_1 + t_2 - hidden
+    assert result.breakdown.step_time_s == pytest.approx(4 * (FWD_S + BWD_S + shown) + OPT_S, rel=1e-9)
+    assert result.breakdown.exposed_comm_s["dp reduce_scatter"] == pytest.approx(4 * shown * t_1 / (t_1 + t_2), rel=1e-9)
+
+
 def test_end_of_step_phases_keep_the_fabrics_own_background():
     """The traffic the fabric carries (another job, storage reads) runs at the end of the step too."""
     import dataclasses

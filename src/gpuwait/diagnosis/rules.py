@@ -676,7 +676,9 @@ def tcp(obs: Observation, out: RuleOutput) -> None:
         return
     if not obs.socket_transport:
         return
-    slow = [c for c in obs.collectives if c.group in ("dp", "pp", "ep") and c.busbw_GBps > 0]  # telemetry: no busbw
+    # the groups whose collectives cross servers (an MoE's expert-dp group too: dp ranks ep apart and
+    # their cp ranks); telemetry has no busbw
+    slow = [c for c in obs.collectives if c.group in ("dp", "pp", "ep", "expert_dp") and c.busbw_GBps > 0]
     # without NCCL's lines, the kernel's netdev counters carrying the NIC ports' bytes say the same
     # (RDMA bypasses the kernel): diagnosis.telemetry.KERNEL_COUNTED_SOCKETS
     seen = "the kernel's network-device counters count the NIC ports' bytes (RDMA would bypass the kernel)" \

@@ -4,7 +4,8 @@ every second of every GPU's step put in one breakdown category.
 The step is simulated at the granularity engineers reason about: a micro-batch's forward or backward
 on one pipeline stage of one replica (a TP group, whose GPUs wait for each other at every TP
 collective), the pipeline sends between stages, the DP gradient buckets reduced while the last
-backward runs, the optimizer, data loading and checkpoints. Every replica and stage is a numpy lane,
+backward runs (an MoE's expert gradients in buckets of their own over the expert-dp group, queued
+with the others), the optimizer, data loading and checkpoints. Every replica and stage is a numpy lane,
 so a 16,384-GPU step costs a few hundred vector operations. Communication times come from the
 fabric model (:mod:`gpuwait.fabric.groups`): each collective is run by all its groups at once on the
 real topology, so groups contend for the links they share.
@@ -35,7 +36,7 @@ from gpuwait.steps.result import (
 )
 from gpuwait.steps.stats import Family, collective_stats, link_stats
 from gpuwait.workload.layout import Layout
-from gpuwait.workload.program import TrainingStep, interleaved_one_f_one_b
+from gpuwait.workload.program import CommOp, TrainingStep, interleaved_one_f_one_b
 
 
 @dataclass
@@ -67,8 +68,8 @@ class _CommTimes:
     inline_fwd_s: dict[str, float]
     inline_bwd_s: dict[str, float]
     pp_send_s: float
-    bucket_s: float
-    param_gather_s: np.ndarray
+    bucket_s: dict[str, float]  # one gradient bucket's reduction, per group that reduces any ("dp", "expert_dp")
+    param_gather_s: dict[str, np.ndarray]  # (pp,) the parameter all-gather after the optimizer, per group
     checkpoint_s: float
     storage_shortfall: float  # demanded / achieved storage read rate - 1 (0 when the fabric keeps up)
     families: list[Family]  # label, run, calls per step
@@ -85,22 +86,22 @@ def _comm_times(step: TrainingStep, fabric: FabricModel | None,
     pp = lay.pp
     if fabric is None:
         zeros = {f"{op.group} {op.collective}": 0.0 for op in step.inline_ops}
-        return _CommTimes(zeros, dict(zeros), 0.0, 0.0, np.zeros(pp), 0.0, 0.0, [])
+        return _CommTimes(zeros, dict(zeros), 0.0, {}, {}, 0.0, 0.0, [])
     gpus = lay.rank_gpu
     families: list[Family] = []
-    fwd: dict[str, float] = {}
-    bwd: dict[str, float] = {}
     m = step.micro_batches
     base = fabric
-    reduces = lay.dp * lay.cp > 1 and step.dp_grad_bytes.max() > 0
-    gathers_params = lay.dp * lay.cp > 1 and step.param_gather_bytes.max() > 0
+    n_buckets = _buckets(step)
+    reduces = {g: b for g, b in _grad_bytes(step).items() if n_buckets[g].max() > 0}
+    sizes = _group_sizes(lay)
+    gathers = {g: b for g, b in _param_gather_bytes(step).items() if sizes[g] > 1 and b.max() > 0}
     # what runs after a stage's last backward (the gradient buckets when they wait for it, the
     # parameter all-gather after the optimizer) meets none of the step's forward / backward traffic,
     # which is over by then, and is none of it: only the background the fabric itself carries (other
     # jobs, storage) is beside it, and it is beside none of the traffic inside the step
-    after_backward = {"dp all_gather"} if gathers_params else set()
-    if reduces and not step.overlap_grad_reduce:
-        after_backward.add(f"dp {step.dp_collective}")
+    after_backward = {f"{g} all_gather" for g in gathers}
+    if not step.overlap_grad_reduce:
+        after_backward |= {f"{g} {step.dp_collective}" for g in reduces}
 
     def beside_others_of(labels: set[str]) -> FabricModel:
         if not others_Bps:
@@ -112,44 +113,87 @@ def _comm_times(step: TrainingStep, fabric: FabricModel | None,
     def beside_others(label: str) -> FabricModel:
         return beside_others_of({label})
 
-    zero3_labels = {f"{op.group} {op.collective}" for op in step.inline_ops if op.zero3}
-    zero3_s: dict[str, tuple[str, float]] = {}
+    queued = _queued_with(step)
+    timed: list[tuple[CommOp, float]] = []
     for op in step.inline_ops:
         label = f"{op.group} {op.collective}"
-        # ZeRO-3's gathers and scatters queue one after another (below), so they are not each
-        # other's background: only the step's other traffic is
-        background = beside_others(label) if not op.zero3 else beside_others_of(zero3_labels)
-        run = background.collective(gpus[_groups(lay, op.group)], op.collective, op.size_bytes)
+        run = beside_others_of(queued[label]).collective(gpus[_groups(lay, op.group)], op.collective, op.size_bytes)
         families.append((label, run, (op.calls_fwd + op.calls_bwd) * m))
-        if op.zero3:
-            zero3_s[label] = (op.collective, run.time_s)
-            continue
-        exposed = max(run.time_s - op.hidden_s, 0.0)
-        fwd[label] = fwd.get(label, 0.0) + op.calls_fwd * exposed
-        bwd[label] = bwd.get(label, 0.0) + op.calls_bwd * exposed
-    if zero3_s and step.zero3_layers:
-        _add_zero3_exposed(step, zero3_s, fwd, bwd)
+        timed.append((op, run.time_s))
+    fwd, bwd = _inline_exposed(step, timed)
     pp_send_s = 0.0
     if pp > 1 and step.pp_send_bytes > 0:
         run = beside_others("pp sendrecv").collective(gpus[lay.groups("pp")], "sendrecv", step.pp_send_bytes)
         pp_send_s = run.time_s
         families.append(("pp sendrecv", run, 2 * m))
-    bucket_s = 0.0
-    n_buckets = _buckets(step)
-    if reduces:
-        label = f"dp {step.dp_collective}"
-        size = float(step.dp_grad_bytes.max()) / n_buckets.max()
-        run = (base if label in after_backward else beside_others(label)).collective(
-            gpus[_groups(lay, "dp")], step.dp_collective, size)
-        bucket_s = run.time_s
-        families.append((label, run, int(n_buckets.max())))
-    gather = np.zeros(pp)
-    if gathers_params:
-        run = base.collective(gpus[_groups(lay, "dp")], "all_gather", float(step.param_gather_bytes.max()))
-        gather = np.full(pp, run.time_s) * (step.param_gather_bytes > 0)
-        families.append(("dp all_gather", run, 1))
+    bucket_s: dict[str, float] = {}
+    # the buckets of both groups go out one after another (_reduce_gradients): not each other's background
+    bucket_labels = {f"{g} {step.dp_collective}" for g in reduces}
+    for g, grads in reduces.items():
+        label = f"{g} {step.dp_collective}"
+        size = float(grads.max()) / n_buckets[g].max()
+        run = (base if label in after_backward else beside_others_of(bucket_labels)).collective(
+            gpus[_groups(lay, g)], step.dp_collective, size)
+        bucket_s[g] = run.time_s
+        families.append((label, run, int(n_buckets[g].max())))
+    gather: dict[str, np.ndarray] = {}
+    for g, params in gathers.items():
+        run = base.collective(gpus[_groups(lay, g)], "all_gather", float(params.max()))
+        gather[g] = np.full(pp, run.time_s) * (params > 0)
+        families.append((f"{g} all_gather", run, 1))
     checkpoint_s, shortfall = _storage_times(step, fabric, gpus)
     return _CommTimes(fwd, bwd, pp_send_s, bucket_s, gather, checkpoint_s, shortfall, families)
+
+
+def _queued_with(step: TrainingStep) -> dict[str, set[str]]:
+    """Each inline op's label and the labels of the ops whose calls queue one after another with its
+    own, so that they are not each other's background (only the step's other traffic is): ZeRO-3's
+    gathers and scatters (:func:`_add_zero3_exposed`), the ops that share a hidden window."""
+    zero3 = {f"{op.group} {op.collective}" for op in step.inline_ops if op.zero3}
+    windows: dict[str, set[str]] = {}
+    for op in step.inline_ops:
+        if op.hidden_with:
+            windows.setdefault(op.hidden_with, set()).add(f"{op.group} {op.collective}")
+    return {f"{op.group} {op.collective}": zero3 if op.zero3 else windows.get(op.hidden_with, {f"{op.group} {op.collective}"})
+            for op in step.inline_ops}
+
+
+def _inline_exposed(step: TrainingStep, timed: list[tuple[CommOp, float]]) -> tuple[dict[str, float], dict[str, float]]:
+    """Exposed seconds per label in one micro-batch's forward and backward, from each inline op and one
+    call's time: a call shows what its hidden compute does not cover, the ops sharing a window and
+    ZeRO-3's as they queue."""
+    fwd: dict[str, float] = {}
+    bwd: dict[str, float] = {}
+    zero3_s: dict[str, tuple[str, float]] = {}
+    windows: dict[str, list[tuple[CommOp, float]]] = {}
+    for op, seconds in timed:
+        label = f"{op.group} {op.collective}"
+        if op.zero3:
+            zero3_s[label] = (op.collective, seconds)
+        elif op.hidden_with:
+            windows.setdefault(op.hidden_with, []).append((op, seconds))
+        else:
+            exposed = max(seconds - op.hidden_s, 0.0)
+            fwd[label] = fwd.get(label, 0.0) + op.calls_fwd * exposed
+            bwd[label] = bwd.get(label, 0.0) + op.calls_bwd * exposed
+    for shared in windows.values():
+        _add_window_exposed(shared, fwd, bwd)
+    if zero3_s and step.zero3_layers:
+        _add_zero3_exposed(step, zero3_s, fwd, bwd)
+    return fwd, bwd
+
+
+def _add_window_exposed(shared: list[tuple[CommOp, float]], fwd: dict[str, float], bwd: dict[str, float]) -> None:
+    """Add to ``fwd`` and ``bwd`` the time ops sharing one hidden window leave exposed, from each op and
+    one call's time (``shared``): their calls run one after another under the same compute, so together
+    they hide ``hidden_s`` once, and what shows is shared in proportion to the time each takes."""
+    total_s = sum(seconds for _op, seconds in shared)
+    exposed = max(total_s - shared[0][0].hidden_s, 0.0)
+    for op, seconds in shared:
+        label = f"{op.group} {op.collective}"
+        part = exposed * (seconds / total_s) if total_s > 0 else 0.0
+        fwd[label] = fwd.get(label, 0.0) + op.calls_fwd * part
+        bwd[label] = bwd.get(label, 0.0) + op.calls_bwd * part
 
 
 def _add_zero3_exposed(step: TrainingStep, zero3_s: dict[str, tuple[str, float]], fwd: dict[str, float],
@@ -247,8 +291,31 @@ def _groups(lay: Layout, kind: str) -> np.ndarray:
     return lay.groups("dp_cp" if kind == "dp" else kind)
 
 
-def _buckets(step: TrainingStep) -> np.ndarray:
-    return np.maximum(np.ceil(step.dp_grad_bytes / max(step.bucket_bytes, 1.0)), 1).astype(int)
+def _per_stage(values: np.ndarray | None, pp: int) -> np.ndarray:
+    return np.zeros(pp) if values is None else values
+
+
+def _grad_bytes(step: TrainingStep) -> dict[str, np.ndarray]:
+    """(pp,) gradient bytes per GPU each stage reduces after its last backward, by group: the non-expert
+    weights over dp x cp, the routed experts over their expert-dp group (Megatron-Core's DDP reduces
+    each in buffers of its own: distributed_data_parallel.py's ``buffers`` and ``expert_parallel_buffers``)."""
+    return {"dp": step.dp_grad_bytes, "expert_dp": _per_stage(step.expert_grad_bytes, step.layout.pp)}
+
+
+def _param_gather_bytes(step: TrainingStep) -> dict[str, np.ndarray]:
+    """(pp,) parameter bytes per GPU all-gathered after the optimizer, by group (as :func:`_grad_bytes`)."""
+    return {"dp": step.param_gather_bytes, "expert_dp": _per_stage(step.expert_param_gather_bytes, step.layout.pp)}
+
+
+def _buckets(step: TrainingStep) -> dict[str, np.ndarray]:
+    """(pp,) gradient buckets each stage reduces after its last backward, by group; 0 where the stage
+    reduces nothing over it (no bytes, or a group of one rank)."""
+    sizes = _group_sizes(step.layout)
+    out = {}
+    for g, grads in _grad_bytes(step).items():
+        n = np.maximum(np.ceil(grads / max(step.bucket_bytes, 1.0)), 1).astype(int)
+        out[g] = np.where(grads > 0, n, 0) if sizes[g] > 1 else np.zeros_like(n)
+    return out
 
 
 @dataclass
@@ -368,47 +435,65 @@ def _run_pipeline(step: TrainingStep, comm: _CommTimes, factor: np.ndarray, t_st
 
 
 def _reduce_gradients(step: TrainingStep, comm: _CommTimes, acct: _Account, s: int, t1: np.ndarray,
-                      last_b_start: np.ndarray, nb: int) -> float:
-    """When stage ``s``'s ``nb`` gradient buckets are reduced on every replica (its slowest replica's
-    end when there are none). Buckets become ready during the last backward and are reduced one
-    after another, each once every replica has it."""
+                      last_b_start: np.ndarray, nb: dict[str, int]) -> tuple[float, dict[str, float]]:
+    """When stage ``s``'s gradient buckets (``nb``: how many per group) are reduced on every replica
+    (its slowest replica's end when there are none), and the part of each group's reduction that
+    runs past the last backward. Each group's buckets become ready evenly during the last backward;
+    the buckets of all groups are reduced one after another in the order they are ready (one
+    communication stream), each once every replica has it."""
     dp = step.layout.dp
-    end_dp = t1.max()
-    if nb:
-        # a chunk's gradients are complete after its last backward: buckets fill from the first
-        # chunk to finish (interleaved schedules finish chunks one after another) to the end
-        t0 = last_b_start.min(axis=0) if step.overlap_grad_reduce else t1
-        ready_all = (t0[None, :] + (np.arange(1, nb + 1)[:, None] / nb) * (t1 - t0)[None, :]).max(axis=1)
-        end = -np.inf
-        for k in range(nb):
-            end = max(end, ready_all[k]) + comm.bucket_s
-        end_dp = max(end, t1.max())
-        label = f"dp {step.dp_collective}"
-        acct.record(s, "comm", f"{label} ({nb} buckets)", "dp", np.full(dp, ready_all[0]), np.full(dp, end_dp))
-    return end_dp
+    t_end = t1.max()
+    if not any(nb.values()):
+        return t_end, {}
+    # a chunk's gradients are complete after its last backward: buckets fill from the first
+    # chunk to finish (interleaved schedules finish chunks one after another) to the end
+    t0 = last_b_start.min(axis=0) if step.overlap_grad_reduce else t1
+    ready: dict[str, np.ndarray] = {}
+    queue: list[tuple[float, str]] = []
+    for g, n in nb.items():
+        if n:
+            ready[g] = (t0[None, :] + (np.arange(1, n + 1)[:, None] / n) * (t1 - t0)[None, :]).max(axis=1)
+            queue += [(float(r), g) for r in ready[g]]
+    end = -np.inf
+    last = dict.fromkeys(ready, -np.inf)
+    past = dict.fromkeys(ready, 0.0)  # seconds of each group's buckets after the last backward
+    for r, g in sorted(queue, key=lambda item: item[0]):  # stable: ties keep the group order
+        start = max(end, r)
+        end = start + comm.bucket_s.get(g, 0.0)
+        last[g] = end
+        past[g] += max(end - max(start, t_end), 0.0)
+    end_dp = max(end, t_end)
+    # the queue is busy from t_end to end_dp: the non-expert buckets take what the others leave
+    others = sum(v for g, v in past.items() if g != "dp")
+    exposed = {g: (end_dp - t_end) - others if g == "dp" else past[g] for g in ready}
+    for g in ready:
+        label = f"{g} {step.dp_collective}"
+        acct.record(s, "comm", f"{label} ({nb[g]} buckets)", g, np.full(dp, ready[g][0]), np.full(dp, max(last[g], t_end)))
+    return end_dp, exposed
 
 
 def _finish_stage(step: TrainingStep, comm: _CommTimes, acct: _Account, s: int, t1: np.ndarray,
-                  last_b_start: np.ndarray, nb: int) -> np.ndarray:
+                  last_b_start: np.ndarray, nb: dict[str, int]) -> np.ndarray:
     """After stage ``s``'s last backward (``t1`` per replica): gradient reduction, the wait for the
-    slowest replica, the optimizer and the parameter all-gather; the stage's end per replica."""
+    slowest replica, the optimizer and the parameter all-gathers; the stage's end per replica."""
     dp = step.layout.dp
-    end_dp = _reduce_gradients(step, comm, acct, s, t1, last_b_start, nb)
+    end_dp, exposed = _reduce_gradients(step, comm, acct, s, t1, last_b_start, nb)
     straggle = np.minimum(t1.max(), end_dp) - t1
     acct.add("straggler_wait", s, straggle)
     if straggle.any():
         acct.record(s, "straggler_wait", "wait for slowest replica", "dp", t1, t1 + straggle)
-    if nb:
-        acct.add_comm(f"dp {step.dp_collective}", s, np.full(dp, end_dp - t1.max()))
+    for g, seconds in exposed.items():
+        acct.add_comm(f"{g} {step.dp_collective}", s, np.full(dp, seconds))
     t = np.full(dp, end_dp)
     opt = step.optimizer_s
     acct.add("compute", s, opt)
     acct.record(s, "compute", "optimizer", "", t, t + opt)
     t = t + opt
-    if comm.param_gather_s[s] > 0:
-        acct.add_comm("dp all_gather", s, comm.param_gather_s[s])
-        acct.record(s, "comm", "dp all_gather params", "dp", t, t + comm.param_gather_s[s])
-        t = t + comm.param_gather_s[s]
+    for g, gather_s in comm.param_gather_s.items():
+        if gather_s[s] > 0:
+            acct.add_comm(f"{g} all_gather", s, gather_s[s])
+            acct.record(s, "comm", f"{g} all_gather params", g, t, t + gather_s[s])
+            t = t + gather_s[s]
     return t
 
 
@@ -436,7 +521,7 @@ def _simulate_step(step: TrainingStep, comm: _CommTimes, factor: np.ndarray, t_s
     n_buckets = _buckets(step)
     stage_end = np.empty((lay.pp, lay.dp))
     for s in range(lay.pp):
-        nb = int(n_buckets[s]) if lay.dp * lay.cp > 1 and step.dp_grad_bytes[s] > 0 else 0
+        nb = {g: int(n[s]) for g, n in n_buckets.items()}
         stage_end[s] = _finish_stage(step, comm, acct, s, pipe.clock[s].copy(), pipe.last_b_start[s], nb)
     return _end_step(step, comm, acct, stage_end, checkpoint)
 
@@ -537,7 +622,7 @@ def _networked(comm: _CommTimes) -> int:
 
 
 def _group_sizes(lay: Layout) -> dict[str, int]:
-    return {"tp": lay.tp, "cp": lay.cp, "dp": lay.dp * lay.cp, "pp": lay.pp, "ep": lay.ep, "expert_dp": lay.dp // lay.ep}
+    return {"tp": lay.tp, "cp": lay.cp, "dp": lay.dp * lay.cp, "pp": lay.pp, "ep": lay.ep, "expert_dp": lay.expert_dp}
 
 
 def run_training(step: TrainingStep, fabric: FabricModel, *, steps: int = 1, case: str = "", cluster: str = "",

@@ -89,6 +89,12 @@ class Layout:
     def n_ranks(self) -> int:
         return len(self.rank_gpu)
 
+    @property
+    def expert_dp(self) -> int:
+        """Ranks holding the same experts, the size of an "expert_dp" group: dp x cp / ep (the cp ranks
+        of a dp rank hold its experts too)."""
+        return self.dp * self.cp // self.ep
+
     @cached_property
     def _grid(self) -> np.ndarray:
         """Ranks as a (pp, dp, cp, tp) array, numbered in ``order`` (first fastest)."""
@@ -100,7 +106,7 @@ class Layout:
     def groups(self, kind: str) -> np.ndarray:
         """(n_groups, group_size) ranks of every group of ``kind``: "tp", "cp", "dp", "pp", "dp_cp" (the
         ranks holding the same weights, which reduce gradients together: dp x cp), "ep" (``ep``
-        consecutive DP ranks) or "expert_dp" (the ranks holding the same experts, dp / ep of them)."""
+        consecutive DP ranks) or "expert_dp" (the ranks holding the same experts, dp x cp / ep of them)."""
         g = self._grid
         pp, dp, cp, tp = g.shape
         if kind == "tp":
@@ -117,7 +123,7 @@ class Layout:
         if kind == "ep":
             return experts.transpose(0, 1, 3, 4, 2).reshape(-1, self.ep)
         if kind == "expert_dp":
-            return experts.transpose(0, 2, 3, 4, 1).reshape(-1, dp // self.ep)
+            return experts.transpose(0, 2, 4, 1, 3).reshape(-1, self.expert_dp)
         raise SpecError(f"group kind: got {kind!r}; expected tp, cp, dp, dp_cp, pp, ep or expert_dp")
 
     def lane_ranks(self) -> np.ndarray:

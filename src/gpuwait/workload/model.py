@@ -478,8 +478,14 @@ class ParallelLayout:
 
     @property
     def expert_dp(self) -> int:
-        """Ranks holding the same experts (their gradients are reduced together): dp / ep."""
-        return self.dp // self.ep
+        """Ranks holding the same experts (their gradients are reduced together): dp·cp / ep.
+
+        Context parallelism splits the sequence, not the weights, so the cp ranks of a dp rank hold its
+        experts too; Megatron-Core's expert-data-parallel group has ``world / (expert_tp·ep·pp)`` ranks
+        (parallel_state.initialize_model_parallel, its expert rank generator has no cp), dp·cp / ep
+        with the experts split over tp as the rest.
+        """
+        return self.dp * self.cp // self.ep
 
 
 def _check_tp(path: str, tp: int, shape: ModelShape, domain_gpus: int | None, allow: bool) -> None:
@@ -671,6 +677,16 @@ def params_on_gpu(shape: ModelShape, layout: ParallelLayout, stage: int = 0) -> 
     return dense, expert
 
 
+def params_in_shard(shape: ModelShape, layout: ParallelLayout, stage: int = 0) -> float:
+    """Parameters of ``stage`` in one GPU's ZeRO shard: the non-expert ones split over the dp·cp ranks
+    that reduce them, the routed experts over their expert-dp group (Megatron-Core's distributed optimizer
+    shards each gradient buffer over the group that reduces it: the dense buffers over the data-parallel
+    group with context parallelism, the expert buffers over the expert-data-parallel group,
+    ``megatron/core/distributed/distributed_data_parallel.py``)."""
+    dense, expert = params_on_gpu(shape, layout, stage)
+    return dense / layout.weight_replicas + expert / layout.expert_dp
+
+
 def _layer_on_gpu(shape: ModelShape, layout: ParallelLayout, layer: int) -> tuple[float, float]:
     """``(non_expert, expert)`` parameters of one layer on one GPU: matrices over tp, norms replicated,
     routed experts over ep·tp."""
@@ -711,10 +727,16 @@ class CommVolumes:
     dp_grad_bytes: float
     """Non-expert gradient bytes per GPU reduced over its dp group per step (2 B per parameter)."""
     dp_param_allgather_bytes: float
-    """ZeRO 1 and 2: updated bf16 weights all-gathered over dp after the optimizer step; 0 otherwise."""
+    """ZeRO 1 and 2: updated bf16 non-expert weights all-gathered over dp (x cp) after the optimizer step;
+    0 otherwise."""
     expert_dp_grad_bytes: float
-    """Expert gradient bytes per GPU reduced over its expert-dp group (dp / ep ranks) per step."""
+    """Routed-expert gradient bytes per GPU reduced (``dp_grad_collective``) over its expert-dp group per
+    step, not over dp: Megatron-Core's DDP keeps expert parameters in buffers of their own, reduced over the
+    expert-data-parallel group (``expert_parallel_buffers`` over ``intra_expt_dp_group``,
+    megatron/core/distributed/distributed_data_parallel.py). 0 when that group is one rank."""
     expert_dp_param_allgather_bytes: float
+    """ZeRO 1 and 2: the updated expert weights all-gathered over the expert-dp group they are sharded on
+    (the distributed optimizer gathers each buffer over its own group); 0 otherwise."""
     zero3_layer_allgather_bytes: float
     """ZeRO 3: one layer's share of the non-expert weights this GPU holds (its tp slice, gathered size),
     all-gathered over dp (x cp) before the layer's forward and again before its backward, its gradients
@@ -728,7 +750,7 @@ class CommVolumes:
     moe_layers_in_stage: int
     zero3_layer_expert_allgather_bytes: float = 0.0
     """ZeRO 3: the same for the routed experts, which are sharded over their expert-data-parallel group
-    (the dp / ep ranks holding the same experts, Megatron-Core's expert-data-parallel group) and
+    (the dp·cp / ep ranks holding the same experts, Megatron-Core's expert-data-parallel group) and
     gathered and reduce-scattered over it; 0 when that group is one rank (ep = dp: nothing to shard)."""
     cp_kv_bytes: float = 0.0
     """Context parallelism: one ring step's K and V block per layer per micro-batch, sent to the next CP
@@ -838,7 +860,7 @@ def memory_per_gpu_bytes(shape: ModelShape, layout: ParallelLayout, precision: s
     """Memory of one GPU of ``stage`` (default: the stage that needs most), bytes by part.
 
     ``weights`` and ``grads`` (bf16, 2 B/param), ``optimizer`` (Adam, 12 B/param), sharded over dp by ZeRO
-    stage ≥ 3, ≥ 2, ≥ 1 respectively (experts over dp / ep); ``activations`` of the micro-batches in flight
+    stage ≥ 3, ≥ 2, ≥ 1 respectively (experts over dp·cp / ep); ``activations`` of the micro-batches in flight
     (1F1B: stage i holds min(pp − i, micro-batches)); ``logits`` the fp32 logits of the loss on the last
     stage (4·b·s·vocab / tp). ``precision`` does not change training memory (see the module docstring).
 
@@ -851,12 +873,10 @@ def memory_per_gpu_bytes(shape: ModelShape, layout: ParallelLayout, precision: s
     if stage is None:
         return max((memory_per_gpu_bytes(shape, layout, precision, s) for s in range(layout.pp)),
                    key=lambda parts: sum(parts.values()))
-    dense, expert = params_on_gpu(shape, layout, stage)
-
     def sharded(min_stage: int) -> float:
         if layout.zero >= min_stage:
-            return dense / layout.weight_replicas + expert / layout.expert_dp
-        return dense + expert
+            return params_in_shard(shape, layout, stage)
+        return sum(params_on_gpu(shape, layout, stage))
 
     layers = stage_layers(shape, layout, stage)
     in_flight = min(layout.pp - stage, layout.micro_batches)

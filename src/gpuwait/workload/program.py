@@ -24,6 +24,7 @@ class CommOp:
     calls_fwd: int
     calls_bwd: int
     hidden_s: float = 0.0  # compute that can hide each call (an overlap switch)
+    hidden_with: str = ""  # ops of the same name run one after another under one hidden_s window
     zero3: bool = False    # a ZeRO-3 weight gather / gradient scatter, queued per layer as FSDP issues it
 
 
@@ -38,10 +39,10 @@ class TrainingStep:
     optimizer_s: float
     inline_ops: tuple[CommOp, ...]  # TP / EP / ZeRO-3 collectives inside forward and backward
     pp_send_bytes: float           # activations (and their gradients) per micro-batch per boundary
-    dp_grad_bytes: np.ndarray      # (pp,) gradient bytes per GPU of each stage
+    dp_grad_bytes: np.ndarray      # (pp,) non-expert gradient bytes per GPU of each stage, reduced over dp x cp
     bucket_bytes: float
     dp_collective: str             # "all_reduce" (DDP, ZeRO-0) or "reduce_scatter" (ZeRO >= 1)
-    param_gather_bytes: np.ndarray  # (pp,) all_gather of parameters after the optimizer (ZeRO >= 1), 0 if none
+    param_gather_bytes: np.ndarray  # (pp,) all_gather of non-expert parameters after the optimizer (ZeRO 1, 2), 0 if none
     overlap_grad_reduce: bool
     jitter_cv: float
     slow_factor: np.ndarray        # (ranks,) compute slowdown per rank (1 = nominal)
@@ -59,6 +60,8 @@ class TrainingStep:
     prefetch_depth: int = 1        # ZeRO-3: layers a weight all-gather may run ahead of compute (FSDP: 1)
     zero3_layers: int = 0          # ZeRO-3: layers whose weights are gathered per micro-batch (0 = no ZeRO-3)
     overlap_p2p_comm: bool = True  # pipeline sends overlapped with compute (False: each exchange blocks)
+    expert_grad_bytes: np.ndarray | None = None  # (pp,) routed-expert gradient bytes per GPU, reduced over expert_dp
+    expert_param_gather_bytes: np.ndarray | None = None  # (pp,) the same for the expert all_gather; None = 0
 
 
 def one_f_one_b(pp: int, stage: int, micro_batches: int) -> list[tuple[str, int]]:

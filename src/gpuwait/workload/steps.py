@@ -82,12 +82,17 @@ def training_step(spec: WorkloadSpec, topo: Topology) -> TrainingStep:
     layers = int(stage_layer_counts.max())  # the inline ops are counted for the largest stage
     v = volumes[0]
     ops = _inline_ops(shape, par, gpu, v, layers, float(fwd.max()) / max(layers, 1))
-    grads = np.array([0.0 if par.zero == 3 or (par.zero == 2 and pp > 1) else vol.dp_grad_bytes + vol.expert_dp_grad_bytes
-                      for vol in volumes])
-    gather = np.array([vol.dp_param_allgather_bytes + vol.expert_dp_param_allgather_bytes for vol in volumes])
-    params_here = np.array([sum(wm.params_on_gpu(shape, par, s)) for s in range(pp)])
-    shard = par.weight_replicas if par.zero >= 1 else 1
-    optimizer_s = float(params_here.max()) / shard * ADAM_HBM_BYTES_PER_PARAM / gpu.hbm_bandwidth_Bps
+    # gradients left to reduce when the last backward ends: none under ZeRO-3 or ZeRO-2 with pipelining
+    # (reduced layer by layer, _inline_ops); the experts' over their own group, as their weights' gathers
+    at_end = not (par.zero == 3 or (par.zero == 2 and pp > 1))
+    grads = np.array([vol.dp_grad_bytes if at_end else 0.0 for vol in volumes])
+    expert_grads = np.array([vol.expert_dp_grad_bytes if at_end else 0.0 for vol in volumes])
+    gather = np.array([vol.dp_param_allgather_bytes for vol in volumes])
+    expert_gather = np.array([vol.expert_dp_param_allgather_bytes for vol in volumes])
+    # Adam updates the GPU's shard of the parameters (all of them without ZeRO)
+    updated = np.array([wm.params_in_shard(shape, par, s) if par.zero >= 1 else sum(wm.params_on_gpu(shape, par, s))
+                        for s in range(pp)])
+    optimizer_s = float(updated.max()) * ADAM_HBM_BYTES_PER_PARAM / gpu.hbm_bandwidth_Bps
     slow = np.ones(lay.n_ranks)
     for s in spec.compute.slow_gpus:
         if s.rank >= lay.n_ranks:
@@ -114,7 +119,7 @@ def training_step(spec: WorkloadSpec, topo: Topology) -> TrainingStep:
         peak_flops_per_gpu=gpu.peak_flops, description=describe(shape, parts, par.gpus),
         model_chunks=par.virtual_stages, stage_layer_scale=stage_layer_counts / max(layers, 1),
         prefetch_depth=par.prefetch_depth, zero3_layers=layers if par.zero == 3 else 0,
-        overlap_p2p_comm=par.overlap_p2p_comm)
+        overlap_p2p_comm=par.overlap_p2p_comm, expert_grad_bytes=expert_grads, expert_param_gather_bytes=expert_gather)
 
 
 def _inline_ops(shape: wm.ModelShape, par: wm.ParallelLayout, gpu: wm.GpuShape, v: wm.CommVolumes, layers: int,
@@ -153,11 +158,14 @@ def _inline_ops(shape: wm.ModelShape, par: wm.ParallelLayout, gpu: wm.GpuShape, 
             if size > 0:
                 ops.append(CommOp(group, "all_gather", size, layers, layers, zero3=True))
                 ops.append(CommOp(group, "reduce_scatter", size, 0, layers, zero3=True))
-    if par.zero == 2 and par.pp > 1 and v.dp_grad_bytes > 0:
+    if par.zero == 2 and par.pp > 1:
         # ZeRO-2 keeps only its gradient shard, so every micro-batch's backward reduce-scatters each
-        # layer's gradients (under the next layer's backward) instead of one reduction per step
-        per_layer = (v.dp_grad_bytes + v.expert_dp_grad_bytes) / max(layers, 1)
-        ops.append(CommOp("dp", "reduce_scatter", per_layer, 0, layers, hidden_s=2 * layer_fwd_s))
+        # layer's gradients (under the next layer's backward) instead of one reduction per step; the
+        # experts' over their expert-dp group, one after the other under the same backward
+        for group, size in (("dp", v.dp_grad_bytes), ("expert_dp", v.expert_dp_grad_bytes)):
+            if size > 0:
+                ops.append(CommOp(group, "reduce_scatter", size / max(layers, 1), 0, layers, hidden_s=2 * layer_fwd_s,
+                                  hidden_with="zero2 layer grads"))
     return ops
 
 
