@@ -1,7 +1,7 @@
 """The published serving reference set (tests/data/serving_reference.yaml), scored by bench/serving_reference.py.
 
 Each row's figures reproduce one another (a concurrency-1 row's tokens/s from its TTFT and ITL; a static
-batch's mean latency beside its median), no row beats the HBM roofline its GPU's datasheet allows, and the
+batch's mean latency beside its median), no row beats the roofline its GPU's datasheet allows, and the
 serving model's median error over the rows stays under a bound read from the rows themselves (below). The
 rows are a held-out check: no constant of the model is fitted to them.
 """
@@ -20,21 +20,21 @@ from tests.conftest import load_bench
 BENCH = load_bench("serving_reference")
 REFERENCE = BENCH.load()
 ROWS = REFERENCE["rows"]
-FIGURES = {"e2e_latency_ms", "median_latency_ms", "ttft_ms", "itl_ms", "tokens_per_s"}
+FIGURES = {"e2e_latency_ms", "median_latency_ms", "ttft_ms", "itl_ms", "tokens_per_s", "out_tokens_per_s_per_gpu"}
 
-#: Bound on the median absolute error of the scored figures. Not a fit: with the model as shipped the 13
-#: errors sorted are 1, 12, 25, 28, 34, 35, 35, 37, 37, 39, 42, 42, 51 %, and the 4th and 10th order
-#: statistics (28 % and 39 %) bracket the median of such a sample with probability 0.91 (binomial, n = 13,
-#: distribution-free). 40 % is just above that interval: a change that makes the model worse on these rows
-#: fails, any change that brings it closer passes. The model's decode is fast by a factor 1.3-2.1 (HBM read
-#: at the datasheet bandwidth, no per-step overhead): docs/validation-serving.md.
+#: Bound on the median absolute error of the scored figures. Not a fit: with the model as shipped the 36
+#: figures have a median of 33 %, and the order statistics that bracket the median of 36 values with
+#: probability 0.93 (binomial, distribution-free; bench/serving_reference.py median_interval) are 24 % and
+#: 37 %. 40 % is just above that interval: a change that makes the model worse on these rows fails, any change
+#: that brings it closer passes. Where the model is off (decode fast by 1.3-2.1x in the small-batch rows,
+#: short-prompt prefill fast, TensorRT-LLM v0.6's large batches slow): docs/validation-serving.md.
 MEDIAN_ERROR_BOUND = 0.40
 
 
 @pytest.mark.parametrize("row", ROWS, ids=lambda r: r["id"])
 def test_row_is_cited_and_its_configuration_resolves(row):
     source = REFERENCE["sources"][row["source"]]
-    assert source["cite"] and "http" in source["cite"] and source["gpu"] in GPU_PRESETS
+    assert ("http" in source["cite"] or "@" in source["cite"]) and source["gpu"] in GPU_PRESETS
     assert set(row["published"]) <= FIGURES and set(row["scored"]) <= set(row["published"]) and row["scored"]
     spec = WorkloadSpec(**BENCH.workload(row, source))
     shape = wm.resolve_model(spec.model)
@@ -55,15 +55,21 @@ def test_row_reproduces_itself(row):
 
 
 @pytest.mark.parametrize("row", ROWS, ids=lambda r: r["id"])
-def test_no_row_beats_the_hbm_roofline(row):
-    # a decode step reads at least every weight (or the experts its batch touches) once, at the datasheet rate
+def test_no_row_beats_the_roofline(row):
+    # a decode step reads at least every weight (or the experts its batch touches) once at the datasheet HBM
+    # rate; a prefill alone (one output token) runs at least its FLOPs at the datasheet peak
     source = REFERENCE["sources"][row["source"]]
     spec = WorkloadSpec(**BENCH.workload(row, source))
     shape = wm.resolve_model(spec.model)
-    inf, hbm_Bps = row["inference"], GPU_PRESETS[source["gpu"]].hbm_bandwidth_Bps
-    floor_ms = 1e3 * wm.decode_weight_bytes(shape, inf["batch"]) / (inf["tp"] * hbm_Bps)
-    pub = row["published"]
-    per_token_ms = pub["itl_ms"] if "itl_ms" in pub else pub["e2e_latency_ms"] / wm.decode_passes(inf["output_tokens"])
+    inf, preset = row["inference"], GPU_PRESETS[source["gpu"]]
+    pub, decodes = row["published"], wm.decode_passes(inf["output_tokens"])
+    if decodes == 0:
+        floor_ms = 1e3 * inf["batch"] * wm.prefill_flops(shape, inf["prompt_tokens"]) / (
+            inf["tp"] * preset.flops(shape.precision))
+        assert pub["ttft_ms"] > floor_ms
+        return
+    floor_ms = 1e3 * wm.decode_weight_bytes(shape, inf["batch"]) / (inf["tp"] * preset.hbm_bandwidth_Bps)
+    per_token_ms = pub["itl_ms"] if "itl_ms" in pub else BENCH.published_e2e_ms(row) / decodes
     assert per_token_ms > floor_ms
 
 
