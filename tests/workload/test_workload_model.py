@@ -411,7 +411,8 @@ def test_decode_is_memory_bound_at_batch_one():
     gpu = resolve_gpu(ComputeSpec(gpu="H100-SXM"))
     lay = InferenceLayout(gpus=8, tp=8, pp=1, replicas=1, batch=1, prompt_tokens=1000, output_tokens=24)
     read = (shape.params - shape.embedding_params) * 2 + 1024 * 320 * 1024
-    assert decode_step_time_s(shape, gpu, lay, 1024) == pytest.approx(read / (8 * 3.35e12))
+    # at the HBM rate a streaming kernel reaches: 0.85 of the datasheet's 3.35 TB/s (compute.HBM_EFFICIENCY)
+    assert decode_step_time_s(shape, gpu, lay, 1024) == pytest.approx(read / (8 * 0.85 * 3.35e12))
     assert read / 3.35e12 > decode_flops_per_token(shape, 1024) / gpu.achieved_flops
     assert inference_tp_all_reduce_bytes(shape, 1) == 8192 * 2
 

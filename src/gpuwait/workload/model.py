@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from gpuwait.errors import SpecError, UnknownNameError
 from gpuwait.spec.workload import ComputeSpec, InferenceSpec, ModelSpec, ParallelSpec, WorkloadSpec
 from gpuwait.topology.gpus import gpu_arch
-from gpuwait.workload.compute import ComputeModel, head_times, layer_times
+from gpuwait.workload.compute import HBM_EFFICIENCY, ComputeModel, head_times, layer_times
 from gpuwait.workload.layout import DEFAULT_ORDER, parse_rank_order
 from gpuwait.workload.presets import GPU_PRESETS, MODEL_PRESETS, GpuPreset, gpu_preset_for_model
 
@@ -274,6 +274,12 @@ class GpuShape:
 
     def compute_time_s(self, flops: float) -> float:
         return flops / self.achieved_flops
+
+    @property
+    def streamed_Bps(self) -> float:
+        """HBM bytes/s a kernel that streams memory reaches: the bandwidth x ``compute.hbm_efficiency``, as
+        the training step's element-wise kernels (:data:`gpuwait.workload.compute.HBM_EFFICIENCY`)."""
+        return self.hbm_bandwidth_Bps * (self.kernels.hbm_efficiency if self.kernels is not None else HBM_EFFICIENCY)
 
 
 def _custom_preset(peak_flops: float, memory_bytes: float, hbm_bandwidth_Bps: float,
@@ -1034,13 +1040,34 @@ def decode_weight_bytes(shape: ModelShape, batch: int = 1) -> float:
 
 def decode_step_time_s(shape: ModelShape, gpu: GpuShape, layout: InferenceLayout, context_tokens: int) -> float:
     """Time of one decode step (one token for each of the batch's sequences) through one replica, with no
-    communication: ``max(FLOPs / (tp·achieved FLOP/s), bytes read / (tp·HBM bandwidth))``, summed over
-    the pp stages it passes one after another (so pp does not shorten it). Bytes read = weights + the
-    batch's KV cache.
+    communication: ``max(FLOPs / (tp·achieved FLOP/s), bytes read / (tp·streamed HBM bytes/s))``, summed
+    over the pp stages it passes one after another (so pp does not shorten it). Bytes read = weights + the
+    batch's KV cache, at the HBM rate streaming kernels reach (:attr:`GpuShape.streamed_Bps`).
     """
     flops = layout.batch * decode_flops_per_token(shape, context_tokens)
     read = decode_weight_bytes(shape, layout.batch) + layout.batch * context_tokens * kv_cache_bytes_per_token(shape)
-    return max(flops / (layout.tp * gpu.achieved_flops), read / (layout.tp * gpu.hbm_bandwidth_Bps))
+    return max(flops / (layout.tp * gpu.achieved_flops), read / (layout.tp * gpu.streamed_Bps))
+
+
+def prefill_time_s(shape: ModelShape, gpu: GpuShape, layout: InferenceLayout) -> float:
+    """Time of the prefill pass (every prompt token of the batch) through one replica, with no
+    communication: ``max(FLOPs / (tp·achieved FLOP/s), bytes / (tp·streamed HBM bytes/s))`` summed over the
+    pp stages, as :func:`decode_step_time_s`. A pass reads every weight its tokens use once and writes their
+    K and V, so a short prompt is bound by the weights' bytes, not its FLOPs (the roofline's memory side).
+
+    >>> shape = resolve_model(ModelSpec(preset="llama-8b"))
+    >>> gpu = resolve_gpu(ComputeSpec(gpu="H100-SXM"))
+    >>> short, long = (InferenceLayout(1, 1, 1, 1, 1, n, 2) for n in (16, 4096))
+    >>> moved = decode_weight_bytes(shape, 16) + 16 * kv_cache_bytes_per_token(shape)
+    >>> prefill_time_s(shape, gpu, short) == moved / gpu.streamed_Bps  # 16 tokens: the weights' bytes bind
+    True
+    >>> prefill_time_s(shape, gpu, long) == prefill_flops(shape, 4096) / gpu.achieved_flops  # 4096: the FLOPs
+    True
+    """
+    tokens = layout.batch * layout.prompt_tokens
+    flops = layout.batch * prefill_flops(shape, layout.prompt_tokens)
+    moved = decode_weight_bytes(shape, tokens) + tokens * kv_cache_bytes_per_token(shape)
+    return max(flops / (layout.tp * gpu.achieved_flops), moved / (layout.tp * gpu.streamed_Bps))
 
 
 def inference_tp_all_reduce_bytes(shape: ModelShape, tokens: int) -> float:

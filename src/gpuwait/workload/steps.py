@@ -187,7 +187,7 @@ def serving_step(spec: WorkloadSpec, topo: Topology) -> ServingStep:
     lay = _job_layout(topo, inf.gpus, inf.tp, inf.replicas, inf.pp, 1)
     prompt, out, batch = inf.prompt_tokens, inf.output_tokens, inf.batch
     prefill_flops = batch * wm.prefill_flops(shape, prompt)
-    prefill_s = gpu.compute_time_s(prefill_flops) / (inf.tp * inf.pp)
+    prefill_s = wm.prefill_time_s(shape, gpu, inf) / inf.pp
     # decode attends to a growing context; its mean is the prompt plus half the output
     decode_s = wm.decode_step_time_s(shape, gpu, inf, prompt + out // 2) / inf.pp
     decode_flops = batch * wm.decode_passes(out) * wm.decode_flops_per_token(shape, prompt + out // 2)
