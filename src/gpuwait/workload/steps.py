@@ -14,7 +14,8 @@ from gpuwait.workload.layout import DEFAULT_ORDER, Layout
 from gpuwait.workload.program import CommOp, ServingStep, TrainingStep
 
 #: Adam's update reads and writes the fp32 master weight and two moments and reads the gradient:
-#: about 16 B of HBM traffic per parameter held on the GPU (memory-bound, Megatron's fused Adam).
+#: about 16 B of HBM traffic per parameter held on the GPU (memory-bound, Megatron's fused Adam), at the
+#: rate a streaming kernel reaches (``GpuShape.streamed_Bps``), as the step's other element-wise kernels.
 ADAM_HBM_BYTES_PER_PARAM = 16.0
 
 
@@ -92,7 +93,7 @@ def training_step(spec: WorkloadSpec, topo: Topology) -> TrainingStep:
     # Adam updates the GPU's shard of the parameters (all of them without ZeRO)
     updated = np.array([wm.params_in_shard(shape, par, s) if par.zero >= 1 else sum(wm.params_on_gpu(shape, par, s))
                         for s in range(pp)])
-    optimizer_s = float(updated.max()) * ADAM_HBM_BYTES_PER_PARAM / gpu.hbm_bandwidth_Bps
+    optimizer_s = float(updated.max()) * ADAM_HBM_BYTES_PER_PARAM / gpu.streamed_Bps
     slow = np.ones(lay.n_ranks)
     for s in spec.compute.slow_gpus:
         if s.rank >= lay.n_ranks:
