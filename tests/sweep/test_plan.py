@@ -112,10 +112,12 @@ def test_validate_checks_run_on_each_case():
 
 def test_a_case_over_the_memory_limit_is_refused_before_it_runs():
     """As `gpuwait run` refuses a scenario whose estimate exceeds the limit (gpuwait.runner.cost), a sweep case
-    does: a billion steps asked for ~119 GiB of step tables and died of a MemoryError (bench/fuzz.py seed 3038)."""
+    does: a billion steps asked for ~119 GiB of step tables and died of a MemoryError (bench/fuzz.py seed 3038).
+    The case here asks a thousand times that, over the default limit (half the machine's memory) of any machine:
+    at a billion steps a machine of 256 GiB or more would run it."""
     base = {"cluster": {"preset": "dgx-h100", "servers": 2},
             "workload": {"model": {"preset": "llama-8b", "seq_len": 2048}, "parallel": {"tp": 8, "global_batch": 16}}}
-    spec = validate_data(SweepSpec, {"base": base, "steps": 1_000_000_000, "axes": {"cluster.routing.kind": ["ecmp"]}})
+    spec = validate_data(SweepSpec, {"base": base, "steps": 10**12, "axes": {"cluster.routing.kind": ["ecmp"]}})
     case = plan_sweep(spec, base).cases[0]
     row = run_case(case.case_id, case.doc, case.axes)
     assert row["status"] == "invalid" and "over the limit" in row["error"] and "steps" in row["error"]

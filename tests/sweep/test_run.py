@@ -123,6 +123,24 @@ def test_report_of_an_unfinished_sweep_says_what_is_missing(done, tmp_path, caps
     assert f"note: 2 of the sweep's {len(ids)} cases are not stored yet" in capsys.readouterr().out
 
 
+def test_report_of_a_directory_that_lists_no_plan_says_its_size_is_unknown(done, tmp_path):
+    # a sweep.json written before it listed the plan's case ids: how many cases the plan has is not known,
+    # so --json says null, not 0 planned cases beside the stored ones
+    import shutil
+
+    from gpuwait.report.sweep import sweep_report
+
+    _, directory, _ = done
+    old = tmp_path / "old"
+    shutil.copytree(directory, old)
+    plan = json.loads((old / "sweep.json").read_text())
+    del plan["case_ids"]
+    (old / "sweep.json").write_text(json.dumps(plan))
+    doc = sweep_report(old).to_dict()
+    assert doc["cases"] > 0 and (doc["planned_cases"], doc["not_stored"]) == (None, None)
+    assert "not stored yet" not in render_sweep_report(old)
+
+
 def test_cli_run_query_report_compact(tmp_path, tiny_sweep, capsys):
     out = tmp_path / "out"
     assert main(["sweep", str(tiny_sweep), "--out", str(out), "--workers", "2", "--json"]) == 0

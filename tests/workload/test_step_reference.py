@@ -156,3 +156,15 @@ def test_nemo_2407_tokens_agree_with_the_printed_tflops():
     for row in rows:
         shape = wm.resolve_model(WorkloadSpec(model=row["model"]).model)
         assert row["value"] * wm.training_flops_per_token(shape) / 1e12 == pytest.approx(printed[row["id"]], rel=0.005), row["id"]
+
+
+def test_nemo_2407_rows_drop_out_as_their_launcher_configs():
+    # hidden_dropout decides the memory check's two 1-byte masks per layer. NVIDIA/NeMo-Framework-Launcher
+    # launcher_scripts/conf/training at tag 24.07: gpt3/175b_fp8.yaml 0.1; llama/llama3_8b.yaml, llama3_70b.yaml and
+    # nemotron/nemotron_8b.yaml, nemotron_22b.yaml, nemotron_340b.yaml 0.0
+    configured = {"nemo-gpt3-175b-128": 0.1, "nemo-gpt3-175b-512": 0.1, "nemo-llama3-8b": 0.0, "nemo-llama3-70b": 0.0,
+                  "nemo-nemotron-8b": 0.0, "nemo-nemotron-22b": 0.0, "nemo-nemotron-340b": 0.0}
+    rows = {r["id"]: r for r in REFERENCE["rows"] if r["source"] == "nemo2407-h100"}
+    assert sorted(rows) == sorted(configured)
+    for name, dropout in configured.items():
+        assert wm.resolve_model(WorkloadSpec(model=rows[name]["model"]).model).hidden_dropout == dropout, name

@@ -211,8 +211,8 @@ class SweepReport:
     ok: list[dict]
     best: list[dict]
     front: list[dict]
-    planned: int = 0  # the plan's cases (0 where sweep.json predates listing them)
-    not_stored: int = 0  # planned cases with no row yet: a run stopped part-way or still running
+    planned: int | None = None  # the plan's cases (None where sweep.json predates listing them: not known)
+    not_stored: int | None = None  # planned cases with no row yet: a run stopped part-way or still running
 
     def counts(self) -> dict[str, int]:
         return {s: sum(r.get("status") == s for r in self.rows) for s in ("ok", "invalid", "failed")}
@@ -265,10 +265,11 @@ def sweep_report(directory: str | Path, metric: str | None = None, x: str | None
     x = x or (axes[0] if axes else None)
     y = y or next((a for a in axes if a != x), None)
     front = pareto_front(ok, metric, cost) if any(r.get(cost) is not None for r in ok) else []
-    planned = set(plan.get("case_ids", ()))  # absent in a directory written before sweep.json listed them
+    # absent in a directory written before sweep.json listed them: its plan's size is not known, not 0
+    planned = set(plan["case_ids"]) if "case_ids" in plan else None
     return SweepReport(Path(directory), plan.get("name", "sweep"), metric, axes, x, y, cost, rows, ok,
-                       best_per_axis_value(ok, axes, metric), front, len(planned),
-                       len(planned - {r["case_id"] for r in rows}))
+                       best_per_axis_value(ok, axes, metric), front, None if planned is None else len(planned),
+                       None if planned is None else len(planned - {r["case_id"] for r in rows}))
 
 
 def render_sweep_report(directory: str | Path, metric: str | None = None, x: str | None = None,

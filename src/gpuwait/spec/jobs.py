@@ -11,6 +11,7 @@ run is :mod:`gpuwait.runner.jobs`. The fields are the ones a batch scheduler's j
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, model_validator
@@ -57,10 +58,12 @@ def refuse_repeated_names(names: list[str], field: str, noun: str = "name", entr
     ...
     gpuwait.errors.SpecError: trace.csv: job id '7' given 2 times; expected each job id once
     """
-    if len(set(names)) == len(names):
+    counts = Counter(names)
+    if len(counts) == len(names):
         return
-    # the first repeated name, not the list: a trace's jobs number in the thousands
-    twice = next(n for n in names if names.count(n) > 1)
+    # the first repeated name, not the list: a trace's jobs number in the thousands, so they are counted once
+    # (a count per name scanned the list again for each: minutes at 10^5 ids)
+    twice = next(n for n in names if counts[n] > 1)
     at = [i for i, n in enumerate(names) if n == twice]
     where = "" if entries is None else \
         f" ({', '.join(entries.format(i) for i in at[:5])}{', ...' if len(at) > 5 else ''})"
