@@ -24,8 +24,11 @@ N_SEEDS = 20  # 40 cases of ~0.2 s each on 2 workers: several seconds to land a 
 def _start(sweep: Path, out: Path, stderr=subprocess.DEVNULL) -> subprocess.Popen:
     env = os.environ | {"PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
     # a session of its own, so the test can end the orphaned workers of a killed parent (and only them)
+    # SIGINT as a terminal leaves it (Python then raises KeyboardInterrupt): a shell starts a background job
+    # with SIGINT ignored, and a child inherits that, so under `cmd &` a Ctrl-C test would see the sweep finish
     return subprocess.Popen([sys.executable, "-m", "gpuwait", "sweep", str(sweep), "--out", str(out), "--workers", "2"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True, text=True)
+                            env=env, stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def _wait_for_files(out: Path, n: int, proc: subprocess.Popen, timeout_s: float = 120.0) -> int:
