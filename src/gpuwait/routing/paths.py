@@ -28,6 +28,10 @@ from gpuwait.spec.cluster import RoutingSpec
 from gpuwait.topology.model import LinkKind, Network, NodeKind, Topology
 
 _SPLIT_CHUNK_ROWS = 1024
+# A single-path walk of more rows than this walks them this many at a time: each hop's temporaries (a dozen
+# or so per state) then stay below glibc's largest mmap threshold (32 MB) and are reused from the heap, not
+# mapped and paged in afresh (8.1 M rows at 131,072 GPUs: 65 MB each)
+_SINGLE_PATH_CHUNK_ROWS = 1 << 20
 _MAX_HOPS = 32
 _CANDIDATE_BLOCK = 1 << 22  # candidate next hops weighed per numpy pass
 
@@ -740,8 +744,24 @@ def _walk_hops(topo: Topology, spec: RoutingSpec, router: Router, start: np.ndar
     keys = _Keys.build(topo, start, target) if memo is None else memo["keys"]
     steps: list[_Step] = [] if memo is None else memo["steps"]
     R = len(start)
-    row, node, frac = np.arange(R), start.astype(np.int64), np.ones(R)
-    stride = np.ones(R, np.int64)  # D-mod-k: product of earlier up-choices
+    if router.single_path and stop is None and R > _SINGLE_PATH_CHUNK_ROWS:
+        # a row's path depends on its own state only: the chunks' hops, chunk after chunk, hold every row's
+        # hops in the same order (as _assemble reads them)
+        return [hop for lo in range(0, R, _SINGLE_PATH_CHUNK_ROWS)
+                for hop in _walk_states(topo, spec, router, keys, target, per_row,
+                                        np.arange(lo, min(lo + _SINGLE_PATH_CHUNK_ROWS, R)),
+                                        start[lo:lo + _SINGLE_PATH_CHUNK_ROWS].astype(np.int64), None, [], False)]
+    return _walk_states(topo, spec, router, keys, target, per_row, np.arange(R), start.astype(np.int64), stop,
+                        steps, reuse)
+
+
+def _walk_states(topo: Topology, spec: RoutingSpec, router: Router, keys: _Keys, target: np.ndarray, per_row: dict,
+                 row: np.ndarray, node: np.ndarray, stop, steps: list[_Step], reuse: bool
+                 ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """:func:`_walk_hops` of the rows ``row`` (starting at ``node``), with the walk's keys and its ``steps``
+    (kept between a splitting router's rounds; ``reuse``: whether those steps are this round's)."""
+    frac = np.ones(len(row))
+    stride = np.ones(len(row), np.int64)  # D-mod-k: product of earlier up-choices
     rows_out, links_out, w_out = [], [], []
     for hops_done in range(_MAX_HOPS):
         if not (reuse and hops_done < len(steps)):
