@@ -641,11 +641,11 @@ def _candidates(topo: Topology, keys: _Keys, target: np.ndarray, row: np.ndarray
                 link_set=np.r_[link_set, own_sets], set_node=np.r_[set_node, node[last]], state_set=state_set)
 
 
-# Above this many links into one endpoint, _links_into searches every link instead. Its loop (numpy when this
-# was measured, compiled since) made one vectorized pass per incoming link of the batch's busiest destination;
-# the search (Topology.links_between) one binary search per row, about log2(links) = 17-19 probes into a large fabric's sorted keys. On 2 M rows
-# of rocev2-400g-2tier (1,024 and 4,096 servers: 113 k and 451 k links) the loop took 0.3-0.9 of the search's
-# time up to 8 incoming links and 3.2-3.6 times it at 32 and 64: they cross between, near 16. A walk's
+# Above this many links into one endpoint, _links_into searches every link instead. Its loop (numpy when this was
+# measured, compiled since) made one vectorized pass per incoming link of the batch's busiest destination; the search
+# (Topology.links_between) one binary search per row, about log2(links) = 17-19 probes into a large fabric's sorted
+# keys. On 2 M rows of rocev2-400g-2tier (1,024 and 4,096 servers: 113 k and 451 k links) the loop took 0.3-0.9 of the
+# search's time up to 8 incoming links and 3.2-3.6 times it at 32 and 64: they cross between, near 16. A walk's
 # endpoints have 1-5 incoming links in every preset (GPU 2, NIC 2, CPU 3-4, PCIe switch 5; an NVSwitch 8-16 on
 # gb200-nvl72), so they take the loop; a fabric switch (24-64 in the presets) takes the search.
 _MAX_IN_DEGREE = 16
