@@ -266,13 +266,16 @@ def nvls(comm: Communicator, collective: str, n_bytes: float, n_channels: int, r
     return (Phase(f"{collective}-nvls", src, dst, size, 1),)
 
 
-def _nvls_node_flows(comm: Communicator, node: int, gpus: np.ndarray, n_bytes: float) -> tuple[np.ndarray, ...]:
-    """NVLS all-reduce inside one node: each GPU sends S + S/ppn to the NVSwitch and gets S/ppn + S back."""
-    switch = comm.node_nvswitch(node)
-    n = len(gpus)
-    src = np.r_[gpus, np.full(n, switch)]
-    dst = np.r_[np.full(n, switch), gpus]
-    return src, dst, np.full(2 * n, n_bytes + n_bytes / n)
+def _nvls_node_flows(comm: Communicator, gpus: np.ndarray, n_bytes: float) -> tuple[np.ndarray, ...]:
+    """NVLS all-reduce inside every node: each GPU sends S + S/ppn to its node's NVSwitch and gets S/ppn + S
+    back. ``gpus``: (nodes, ppn), row i the GPUs of ``comm.nodes[i]``. Node after node, each node's GPUs' sends
+    then its switch's: built whole, not node by node (16,384 servers: 16,384 small arrays of each kind)."""
+    switches = np.array([comm.node_nvswitch(int(node)) for node in comm.nodes], np.int64)
+    to_switch = np.broadcast_to(switches[:, None], gpus.shape)
+    n = gpus.shape[1]
+    src = np.concatenate([gpus, to_switch], axis=1).ravel()
+    dst = np.concatenate([to_switch, gpus], axis=1).ravel()
+    return src, dst, np.full(len(src), n_bytes + n_bytes / n)
 
 
 @register_algorithm("nvls_tree", ("all_reduce",))
@@ -285,12 +288,8 @@ def nvls_tree(comm: Communicator, collective: str, n_bytes: float, n_channels: i
     if topo.spec.server.nvlink_topology != "nvswitch" or topo.spec.server.nvlink_bandwidth <= 0:
         raise SpecError("algorithm: nvls_tree needs an NVSwitch in every server")
     per_node = comm.node_ranks[:, np.argsort(comm.local_gpu_index(comm.node_ranks[0]))]
-    src, dst, size = [], [], []
-    for node_index, node in enumerate(comm.nodes):
-        s_, d_, b_ = _nvls_node_flows(comm, int(node), comm.rank_gpu[per_node[node_index]], n_bytes)
-        src.append(s_)
-        dst.append(d_)
-        size.append(b_)
+    s_, d_, b_ = _nvls_node_flows(comm, comm.rank_gpu[per_node], n_bytes)
+    src, dst, size = [s_], [d_], [b_]
     shard_half = n_bytes / comm.ppn / 2 / n_channels
     for parent in double_binary_trees(comm.n_nodes):
         child = np.flatnonzero(parent >= 0)

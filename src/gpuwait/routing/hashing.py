@@ -519,13 +519,18 @@ def ecmp_select(
     offset = np.asarray(bit_offset)
     if offset.dtype.kind not in "iu" or (offset.size and not 0 <= int(offset.min()) <= int(offset.max()) < 32):
         raise RoutingError(f"bit_offset: got {bit_offset!r}; expected 0..31")
-    hashes = hashes >> offset.astype(np.int64)
+    # no copies of int64 inputs, and hashes (a copy of its own) shifted and reduced in place unless offset or n
+    # widens it: a walk's hop selects among the candidates of millions of states
+    offset = offset.astype(np.int64, copy=False)
+    n = n.astype(np.int64, copy=False)
+    out = hashes if hashes.ndim and np.broadcast_shapes(hashes.shape, offset.shape, n.shape) == hashes.shape else None
+    hashes = np.right_shift(hashes, offset, out=out)
     if bits is not None:
         if not 1 <= bits <= 32 - int(offset.max(initial=0)):
             top = 32 - int(offset.max(initial=0))
             raise RoutingError(f"bits: got {bits}; expected 1..{top} with bit_offset={bit_offset!r}")
-        hashes = hashes & ((1 << bits) - 1)
-    return hashes % n.astype(np.int64)
+        hashes &= (1 << bits) - 1
+    return np.remainder(hashes, n, out=out)
 
 
 def hash_flows(tuples: FiveTuple, hash_name: str = "crc32", seed: ArrayLike = 0) -> NDArray[np.uint32]:

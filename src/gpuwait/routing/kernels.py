@@ -40,3 +40,16 @@ def place_entries_of(cursor, rows, links, weight, indices, data):
         indices[k] = links[i]
         data[k] = weight
         cursor[rows[i]] = k + 1
+
+
+@njit(cache=True)
+def first_link_from(indptr, order, link_src, src, dst):
+    """For each ``i`` the first link from ``src[i]`` among ``dst[i]``'s incoming links (``order[indptr[d]:indptr[d
+    + 1]]``, in id order: the lowest id), -1 where none: one pass, not one masked pass per incoming link."""
+    out = np.full(len(dst), -1, np.int64)
+    for i in range(len(dst)):
+        for k in range(indptr[dst[i]], indptr[dst[i] + 1]):
+            if link_src[order[k]] == src[i]:
+                out[i] = order[k]
+                break
+    return out

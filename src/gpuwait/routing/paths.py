@@ -28,6 +28,10 @@ from gpuwait.spec.cluster import RoutingSpec
 from gpuwait.topology.model import LinkKind, Network, NodeKind, Topology
 
 _SPLIT_CHUNK_ROWS = 1024
+# A single-path walk of more rows than this walks them this many at a time: each hop's temporaries (a dozen
+# or so per state) then stay below glibc's largest mmap threshold (32 MB) and are reused from the heap, not
+# mapped and paged in afresh (8.1 M rows at 131,072 GPUs: 65 MB each)
+_SINGLE_PATH_CHUNK_ROWS = 1 << 20
 _MAX_HOPS = 32
 _CANDIDATE_BLOCK = 1 << 22  # candidate next hops weighed per numpy pass
 
@@ -373,10 +377,23 @@ class _Distances:
         differ from the target's own leaves' rows only at the class's leaves, none of which is
         its neighbour, so every target under the class gets the same next hops from it.
         """
+        if self.class_rows.shape[1] == 1:  # targets under one leaf each: one flat gather, no 2-D fancy index
+            at = self._class_starts[slot]
+            at += switch
+            return self.matrix.ravel()[at] == 1.0
         rows = self.class_rows[slot]
-        if rows.shape[1] == 1:  # targets under one leaf each: one flat gather, no 2-D fancy index
-            return self.matrix.ravel()[rows[:, 0] * self.matrix.shape[1] + switch] == 1.0
         return (self.matrix[rows, switch[:, None]] == 1.0).any(axis=1) if len(slot) else np.zeros(0, bool)
+
+    @cached_property
+    def _target_starts(self) -> np.ndarray:
+        """Where each target's (one) row of :attr:`target_rows` starts in the flattened matrix, found once: a hop
+        then gathers and adds only (8.4 M states at 131,072 GPUs)."""
+        return self.target_rows[:, 0] * self.matrix.shape[1]
+
+    @cached_property
+    def _class_starts(self) -> np.ndarray:
+        """:attr:`_target_starts` of :attr:`class_rows`."""
+        return self.class_rows[:, 0] * self.matrix.shape[1]
 
     def next_hops(self, rows: np.ndarray, nodes: np.ndarray, distance: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The equal-cost next hops from ``nodes[i]`` (at ``distance[i]``) to a target whose leaves
@@ -413,10 +430,12 @@ class _Distances:
         return np.concatenate(owners_out), np.concatenate(links_out)
 
     def _to_switch(self, slot: np.ndarray, switch: np.ndarray) -> np.ndarray:
-        rows = self.target_rows[slot]
-        if rows.shape[1] == 1:  # a target under one leaf: one gather of its row, flat, no 2-D fancy index
-            d = self.matrix.ravel()[rows[:, 0] * self.matrix.shape[1] + switch]
+        if self.target_rows.shape[1] == 1:  # a target under one leaf: one gather of its row, flat, no 2-D fancy index
+            at = self._target_starts[slot]
+            at += switch
+            d = self.matrix.ravel()[at]
         else:
+            rows = self.target_rows[slot]
             d = self.matrix[rows, switch[:, None]].min(axis=1) if len(slot) else np.zeros(0, np.float32)
         out = d.astype(float)
         out += 1.0
@@ -622,11 +641,11 @@ def _candidates(topo: Topology, keys: _Keys, target: np.ndarray, row: np.ndarray
                 link_set=np.r_[link_set, own_sets], set_node=np.r_[set_node, node[last]], state_set=state_set)
 
 
-# Above this many links into one endpoint, _links_into searches every link instead. Its loop makes one
-# vectorized pass per incoming link of the batch's busiest destination; the search (Topology.links_between)
-# one binary search per row, about log2(links) = 17-19 probes into a large fabric's sorted keys. On 2 M rows
-# of rocev2-400g-2tier (1,024 and 4,096 servers: 113 k and 451 k links) the loop took 0.3-0.9 of the search's
-# time up to 8 incoming links and 3.2-3.6 times it at 32 and 64: they cross between, near 16. A walk's
+# Above this many links into one endpoint, _links_into searches every link instead. Its loop (numpy when this was
+# measured, compiled since) made one vectorized pass per incoming link of the batch's busiest destination; the search
+# (Topology.links_between) one binary search per row, about log2(links) = 17-19 probes into a large fabric's sorted
+# keys. On 2 M rows of rocev2-400g-2tier (1,024 and 4,096 servers: 113 k and 451 k links) the loop took 0.3-0.9 of the
+# search's time up to 8 incoming links and 3.2-3.6 times it at 32 and 64: they cross between, near 16. A walk's
 # endpoints have 1-5 incoming links in every preset (GPU 2, NIC 2, CPU 3-4, PCIe switch 5; an NVSwitch 8-16 on
 # gb200-nvl72), so they take the loop; a fabric switch (24-64 in the presets) takes the search.
 _MAX_IN_DEGREE = 16
@@ -656,13 +675,9 @@ def _links_into(topo: Topology, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
     degree = indptr[dst + 1] - first
     if not len(dst) or degree.max() > _MAX_IN_DEGREE:
         return topo.links_between(src, dst)
-    out = np.full(len(dst), -1, np.int64)
-    for j in range(int(degree.max())):
-        todo = np.flatnonzero((degree > j) & (out < 0))
-        link = order[first[todo] + j]
-        hit = topo.link_src[link] == src[todo]
-        out[todo[hit]] = link[hit]
-    return out
+    from gpuwait.routing.kernels import first_link_from  # numba, loaded on first use
+
+    return first_link_from(indptr, order, topo.link_src, src, dst)
 
 
 @dataclass(frozen=True, eq=False)
@@ -729,8 +744,24 @@ def _walk_hops(topo: Topology, spec: RoutingSpec, router: Router, start: np.ndar
     keys = _Keys.build(topo, start, target) if memo is None else memo["keys"]
     steps: list[_Step] = [] if memo is None else memo["steps"]
     R = len(start)
-    row, node, frac = np.arange(R), start.astype(np.int64), np.ones(R)
-    stride = np.ones(R, np.int64)  # D-mod-k: product of earlier up-choices
+    if router.single_path and stop is None and R > _SINGLE_PATH_CHUNK_ROWS:
+        # a row's path depends on its own state only: the chunks' hops, chunk after chunk, hold every row's
+        # hops in the same order (as _assemble reads them)
+        return [hop for lo in range(0, R, _SINGLE_PATH_CHUNK_ROWS)
+                for hop in _walk_states(topo, spec, router, keys, target, per_row,
+                                        np.arange(lo, min(lo + _SINGLE_PATH_CHUNK_ROWS, R)),
+                                        start[lo:lo + _SINGLE_PATH_CHUNK_ROWS].astype(np.int64), None, [], False)]
+    return _walk_states(topo, spec, router, keys, target, per_row, np.arange(R), start.astype(np.int64), stop,
+                        steps, reuse)
+
+
+def _walk_states(topo: Topology, spec: RoutingSpec, router: Router, keys: _Keys, target: np.ndarray, per_row: dict,
+                 row: np.ndarray, node: np.ndarray, stop, steps: list[_Step], reuse: bool
+                 ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """:func:`_walk_hops` of the rows ``row`` (starting at ``node``), with the walk's keys and its ``steps``
+    (kept between a splitting router's rounds; ``reuse``: whether those steps are this round's)."""
+    frac = np.ones(len(row))
+    stride = np.ones(len(row), np.int64)  # D-mod-k: product of earlier up-choices
     rows_out, links_out, w_out = [], [], []
     for hops_done in range(_MAX_HOPS):
         if not (reuse and hops_done < len(steps)):
@@ -808,38 +839,42 @@ def _network_endpoint(topo: Topology, node: np.ndarray, peer: np.ndarray, qp: np
     channels over a GPU's NICs; a connection has at least one QP row per NIC lane
     (:func:`connection_rows`). With multi-port NICs QP q leaves by port q mod ports, and its NIC is
     (q div ports) mod NICs, so that every (NIC, port) lane gets a QP."""
-    out = node.copy()
     gpu = topo.node_kind[node] == NodeKind.GPU
-    if gpu.any():
-        if not gpu.all():  # every row a GPU (a collective's): no masked copies
-            node, peer, qp = node[gpu], peer[gpu], qp[gpu]
-        server = topo.node_server[node]
-        local = node - topo.gpu_node[server, 0]
-        to_storage_net = topo.node_network[peer] == Network.STORAGE
-        if topo.nic_node.shape[1] == 0 and not to_storage_net.all():
-            raise RoutingError(f"{topo.node_name[node[0]]} has no compute NIC to reach another server")
-        if topo.nic_node.shape[1]:
-            n_choices = (topo.gpu_nics >= 0).sum(axis=1)  # per local GPU
-            if (n_choices == 1).all():  # one NIC per GPU, whatever the QP: one flat gather of nic_node[server, it]
-                nic = topo.nic_node.ravel()[server * topo.nic_node.shape[1] + topo.gpu_nics[:, 0][local]]
-            else:
-                # the port is q mod ports (first and last hops), so the NIC takes the next digit of q: QPs
-                # 0..NICs x ports - 1 then reach every (NIC, port) lane, not only the pairs of equal parity
-                ports = np.maximum(nic_ports(topo)[topo.nic_node[server, topo.gpu_nics[local, 0]]], 1)
-                nic = topo.nic_node[server, topo.gpu_nics[local, (qp // ports) % n_choices[local]]]
-            if len(topo.gpu_nic_override):
-                moved = topo.gpu_nic_override[node]
-                nic = np.where(moved >= 0, moved, nic)
+    if not gpu.any():
+        return node.copy()
+    out = None
+    if not gpu.all():  # every row a GPU (a collective's): no masked copies, and the NICs are the answer
+        out = node.copy()
+        node, peer, qp = node[gpu], peer[gpu], qp[gpu]
+    server = topo.node_server[node]
+    local = node - topo.gpu_node[server, 0]
+    to_storage_net = topo.node_network[peer] == Network.STORAGE
+    if topo.nic_node.shape[1] == 0 and not to_storage_net.all():
+        raise RoutingError(f"{topo.node_name[node[0]]} has no compute NIC to reach another server")
+    if topo.nic_node.shape[1]:
+        n_choices = (topo.gpu_nics >= 0).sum(axis=1)  # per local GPU
+        if (n_choices == 1).all():  # one NIC per GPU, whatever the QP: one flat gather of nic_node[server, it]
+            nic = topo.nic_node.ravel()[server * topo.nic_node.shape[1] + topo.gpu_nics[:, 0][local]]
         else:
-            nic = np.full(len(server), -1)
-        if to_storage_net.any():
-            snics = np.flatnonzero(topo.node_kind == NodeKind.STORAGE_NIC)
-            per_server = len(snics) // max(topo.n_servers, 1)
-            if per_server == 0:
-                raise RoutingError("the storage network is separate but the servers have no storage NICs")
-            first = snics.reshape(topo.n_servers, per_server)[server, (local * per_server) // topo.gpus_per_server]
-            nic = np.where(to_storage_net, first, nic)
-        out[gpu] = nic
+            # the port is q mod ports (first and last hops), so the NIC takes the next digit of q: QPs
+            # 0..NICs x ports - 1 then reach every (NIC, port) lane, not only the pairs of equal parity
+            ports = np.maximum(nic_ports(topo)[topo.nic_node[server, topo.gpu_nics[local, 0]]], 1)
+            nic = topo.nic_node[server, topo.gpu_nics[local, (qp // ports) % n_choices[local]]]
+        if len(topo.gpu_nic_override):
+            moved = topo.gpu_nic_override[node]
+            nic = np.where(moved >= 0, moved, nic)
+    else:
+        nic = np.full(len(server), -1)
+    if to_storage_net.any():
+        snics = np.flatnonzero(topo.node_kind == NodeKind.STORAGE_NIC)
+        per_server = len(snics) // max(topo.n_servers, 1)
+        if per_server == 0:
+            raise RoutingError("the storage network is separate but the servers have no storage NICs")
+        first = snics.reshape(topo.n_servers, per_server)[server, (local * per_server) // topo.gpus_per_server]
+        nic = np.where(to_storage_net, first, nic)
+    if out is None:
+        return nic.astype(node.dtype, copy=False)
+    out[gpu] = nic
     return out
 
 
@@ -1309,11 +1344,14 @@ def route_flows(topo: Topology, spec: RoutingSpec, src, dst, *, transport: str =
     remote = np.flatnonzero(~local & ~domain)
     if not len(remote):
         return _assemble(topo, flow_index, qp, pieces, sport)
-    s_ep = _network_endpoint(topo, src_r[remote], dst_r[remote], qp[remote])
-    d_ep = _network_endpoint(topo, dst_r[remote], src_r[remote], qp[remote])
-    pieces += _network_end_pieces(topo, ctx, remote, src_r[remote], dst_r[remote], s_ep, d_ep, stage_network)
+    # the network rows' ends and QPs gathered once (8.1 M rows at 131,072 GPUs), the ends freed before the walk
+    src_remote, dst_remote, qp_remote = src_r[remote], dst_r[remote], qp[remote]
+    s_ep = _network_endpoint(topo, src_remote, dst_remote, qp_remote)
+    d_ep = _network_endpoint(topo, dst_remote, src_remote, qp_remote)
+    pieces += _network_end_pieces(topo, ctx, remote, src_remote, dst_remote, s_ep, d_ep, stage_network)
+    del src_remote, dst_remote
     name_row = partial(_no_path_error, topo, remote, src_r, dst_r, s_ep, d_ep)
-    walked, sport[remote], shared = _route_network(topo, spec, router, transport, s_ep, d_ep, qp[remote], name_row,
+    walked, sport[remote], shared = _route_network(topo, spec, router, transport, s_ep, d_ep, qp_remote, name_row,
                                                    _per_row(multiplicity, flow_index[remote]),
                                                    _per_row(demand_Bps, flow_index[remote]))
     pieces += _on_route_rows(remote, walked)
@@ -1439,11 +1477,15 @@ def _placed_matrix(pieces: list, n_entries: int, shape: tuple[int, int]) -> sp.c
 
     index = np.int32 if max(n_entries, *shape) < 2**31 else np.int64  # scipy's index type for the result
     count = np.zeros(shape[0], np.int64)
-    counted: dict[int, np.ndarray] = {}  # hops of the same states share their rows array: counted once
+    # hops of the same states share their rows array: counted once, over the span of rows it holds (a chunk
+    # of a walk's rows, _SINGLE_PATH_CHUNK_ROWS, spans an eighth of them at 131,072 GPUs)
+    counted: dict[int, tuple[int, np.ndarray]] = {}
     for rows, _, _ in pieces:
         if id(rows) not in counted:
-            counted[id(rows)] = np.bincount(rows, minlength=shape[0])
-        count += counted[id(rows)]
+            first = int(rows.min()) if len(rows) else 0
+            counted[id(rows)] = first, np.bincount(rows - first if first else rows)
+        first, rows_count = counted[id(rows)]
+        count[first:first + len(rows_count)] += rows_count
     del counted
     indptr = np.zeros(shape[0] + 1, index)
     np.cumsum(count, out=indptr[1:])
