@@ -99,7 +99,7 @@ class ComputeSpec(SpecModel):
     efficiency: float | None = Field(None, gt=0, le=1, description="Flat model: every layer's FLOPs at this fraction of peak (the pre-issue-13 model). Default none: kernel times from the GEMM shapes, flash attention and HBM-bound element-wise work (docs/workloads.md).")
     gemm_efficiency: float | None = Field(None, gt=0, le=1, description="Override the achievable fraction of peak of a large GEMM (default per GPU generation and dtype, from public cuBLAS measurements); tile and wave quantization still apply.")
     attention_efficiency: float | None = Field(None, gt=0, le=1, description="Override flash attention's fraction of the bf16 peak (default per GPU generation).")
-    hbm_efficiency: float | None = Field(None, gt=0, le=1, description="Override the fraction of HBM bandwidth element-wise kernels reach (default 0.85).")
+    hbm_efficiency: float | None = Field(None, gt=0, le=1, description="Override the fraction of HBM bandwidth memory-streaming kernels reach (default 0.85): training's element-wise kernels and Adam's update, serving's weight and KV-cache reads.")
     layer_forward_time: float | None = Field(None, gt=0, description="Measured forward time of one transformer layer for one micro-batch on one GPU (seconds); replaces the kernel model for the layers.")
     layer_backward_time: float | None = Field(None, gt=0, description="Measured backward time of one layer for one micro-batch (seconds, without recomputation); default 2x layer_forward_time.")
     memory: PositiveSizeBytes | None = Field(None, description="GPU memory (bytes, e.g. 80GiB); overrides the preset.")
