@@ -689,7 +689,11 @@ def params_in_shard(shape: ModelShape, layout: ParallelLayout, stage: int = 0) -
     shards each gradient buffer over the group that reduces it: the dense buffers over the data-parallel
     group with context parallelism, the expert buffers over the expert-data-parallel group,
     ``megatron/core/distributed/distributed_data_parallel.py``)."""
-    dense, expert = params_on_gpu(shape, layout, stage)
+    return _in_shard(layout, *params_on_gpu(shape, layout, stage))
+
+
+def _in_shard(layout: ParallelLayout, dense: float, expert: float) -> float:
+    """One GPU's ZeRO shard of ``dense`` non-expert and ``expert`` routed-expert parameters (:func:`params_in_shard`)."""
     return dense / layout.weight_replicas + expert / layout.expert_dp
 
 
@@ -879,10 +883,11 @@ def memory_per_gpu_bytes(shape: ModelShape, layout: ParallelLayout, precision: s
     if stage is None:
         return max((memory_per_gpu_bytes(shape, layout, precision, s) for s in range(layout.pp)),
                    key=lambda parts: sum(parts.values()))
+    dense, expert = params_on_gpu(shape, layout, stage)
+    shard = _in_shard(layout, dense, expert)
+
     def sharded(min_stage: int) -> float:
-        if layout.zero >= min_stage:
-            return params_in_shard(shape, layout, stage)
-        return sum(params_on_gpu(shape, layout, stage))
+        return shard if layout.zero >= min_stage else dense + expert
 
     layers = stage_layers(shape, layout, stage)
     in_flight = min(layout.pp - stage, layout.micro_batches)
@@ -1046,7 +1051,12 @@ def decode_step_time_s(shape: ModelShape, gpu: GpuShape, layout: InferenceLayout
     """
     flops = layout.batch * decode_flops_per_token(shape, context_tokens)
     read = decode_weight_bytes(shape, layout.batch) + layout.batch * context_tokens * kv_cache_bytes_per_token(shape)
-    return max(flops / (layout.tp * gpu.achieved_flops), read / (layout.tp * gpu.streamed_Bps))
+    return _roofline_s(gpu, layout.tp, flops, read)
+
+
+def _roofline_s(gpu: GpuShape, tp: int, flops: float, hbm_bytes: float) -> float:
+    """The longer of ``flops`` at the achieved rate and ``hbm_bytes`` at the streamed HBM rate, split over tp."""
+    return max(flops / (tp * gpu.achieved_flops), hbm_bytes / (tp * gpu.streamed_Bps))
 
 
 def prefill_time_s(shape: ModelShape, gpu: GpuShape, layout: InferenceLayout) -> float:
@@ -1067,7 +1077,7 @@ def prefill_time_s(shape: ModelShape, gpu: GpuShape, layout: InferenceLayout) ->
     tokens = layout.batch * layout.prompt_tokens
     flops = layout.batch * prefill_flops(shape, layout.prompt_tokens)
     moved = decode_weight_bytes(shape, tokens) + tokens * kv_cache_bytes_per_token(shape)
-    return max(flops / (layout.tp * gpu.achieved_flops), moved / (layout.tp * gpu.streamed_Bps))
+    return _roofline_s(gpu, layout.tp, flops, moved)
 
 
 def inference_tp_all_reduce_bytes(shape: ModelShape, tokens: int) -> float:
