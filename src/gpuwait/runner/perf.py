@@ -288,6 +288,13 @@ def estimated_sweep(op: str, args: SweepArgs, cluster: str = "dgx-h100", servers
     limit its fabric runs are held to as well; ``state(estimate)`` is called before the run, and the sweep
     carries the estimate (``memory_estimate_bytes``)."""
     predictor = make_predictor(cluster, servers, gpus, env, nccl_version, gpus_per_thread, max_memory_bytes)
+    return checked_sweep(op, args, predictor, max_memory_bytes, state)
+
+
+def checked_sweep(op: str, args: SweepArgs, predictor: CollectivePredictor, max_memory_bytes: float | None = None,
+                  state: Callable[[CostEstimate], None] | None = None) -> PerfSweep:
+    """:func:`perf_sweep` on ``predictor``, estimated and held to ``max_memory_bytes`` first, as
+    :func:`estimated_sweep` (which builds the predictor) does; a sweep case builds its own."""
     estimate = check_cost(estimate_perf(predictor, op, sweep_sizes(op, args, predictor.comm.n_ranks)),
                           max_memory_bytes)
     if state is not None:

@@ -333,8 +333,7 @@ def _run_perf_case(scenario: Scenario, doc: dict, cache: TopologyCache, max_memo
     from gpuwait.collectives.ncclenv import cluster_env
     from gpuwait.collectives.nccltests import average_busbw_GBps
     from gpuwait.fabric.perf import CollectivePredictor
-    from gpuwait.runner.cost import check_cost, estimate_perf
-    from gpuwait.runner.perf import SweepArgs, perf_sweep, sweep_sizes
+    from gpuwait.runner.perf import SweepArgs, checked_sweep
     from gpuwait.transport import resolve_transport
 
     perf = PerfCaseSpec.model_validate(doc["perf"])
@@ -344,8 +343,7 @@ def _run_perf_case(scenario: Scenario, doc: dict, cache: TopologyCache, max_memo
     comm = Communicator.world(topo, gpus_per_server=perf.gpus)
     predictor = CollectivePredictor.create(comm, nccl, spec.routing, resolve_transport(spec.transport))
     args = SweepArgs(perf.min_bytes, perf.max_bytes, perf.step_factor, dtype=perf.dtype)
-    check_cost(estimate_perf(predictor, perf.op, sweep_sizes(perf.op, args, predictor.comm.n_ranks)), max_memory_bytes)
-    sweep = perf_sweep(perf.op, args, gpus=perf.gpus, predictor=predictor)
+    sweep = checked_sweep(perf.op, args, predictor, max_memory_bytes)
     last, choice = sweep.rows[-1], sweep.choices[-1]
     return {"op": perf.op, "n_ranks": sweep.n_ranks, "avg_busbw_GBps": average_busbw_GBps(sweep.rows),
             "busbw_GBps": last.oop_busbw_GBps, "time_us": last.oop_time_us, "size_bytes": last.size_bytes,
