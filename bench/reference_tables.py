@@ -197,6 +197,13 @@ _COREWEAVE_RACKS = ("CoreWeave's fabric, routing and NIC speed are not published
                     "leaf-spine, 4 x 400G per tray, static routing); the run's NCCL_NET_GDR_C2C=1 is not modelled; only "
                     "512 MiB-16 GiB printed, as an excerpt without the header; NCCL 2.26.2 is the README's statement, not "
                     "printed")
+#: xxrjun/nccl-tests-cluster's example-cluster01 at 2 and 10 nodes (the same nodes as _XXRJUN_APPROXIMATE's), 1 and 8 GPUs per node
+_XXRJUN_NET_APPROXIMATE = ("H100 80GB HBM3 nodes (cnode3-002..011) described by the dgx-h100 preset: the network is not stated; one "
+                           "400 Gb/s RDMA NIC per GPU is inferred from the same cluster's 48.9 GB/s one-GPU-per-node all_reduce and "
+                           "45.9 GB/s per-GPU 2-node sendrecv (InfiniBand NDR assumed; RoCE is as likely), the switch layout and "
+                           "routing are not published (the preset's non-blocking fabric); NVSwitch inferred from the same nodes' 482 "
+                           "GB/s single-node all_reduce; the run's doubles predicted as the same bytes of floats; only sizes from 32 "
+                           "MiB printed (no floor); NCCL 2.29.2 is the nccl-tests header's nccl-library=22902, no NCCL version line")
 #: the gIB plugin's A4 High settings the model reads (GoogleCloudPlatform/cluster-toolkit
 #: examples/machine-learning/a4-highgpu-8g/a4high-vm.yaml @1047080375)
 _GIB_A4_ENV = {"NCCL_IB_QPS_PER_CONNECTION": "4", "NCCL_NET_GDR_LEVEL": "PIX"}
@@ -496,6 +503,16 @@ REFERENCES = [
                           "leaf-spine; the 8 x 400G HCAs per node are Lambda's page, not the source, and the fabric is not "
                           "published; NCCL 2.26.2 is the nccl-tests header's nccl-library=22602 (no version line)",
               not_fitted=_AFTER_THE_FIT),
+    # one cluster at two node counts (xxrjun/nccl-tests-cluster example-cluster01): 2 and 10 nodes, 1 and 8 GPUs per node
+    Reference("h100-rdma-10node-80gpu-all_reduce", CLASSES[0], "dgx-h100", 10, 8, nccl_version="2.29.2",
+              approximate=_XXRJUN_NET_APPROXIMATE, not_fitted=_AFTER_THE_FIT),
+    Reference("h100-rdma-10node-10gpu-all_reduce-1gpn", CLASSES[0], "dgx-h100", 10, 1, nccl_version="2.29.2",
+              approximate=_XXRJUN_NET_APPROXIMATE + "; one GPU (device 0) per node", not_fitted=_AFTER_THE_FIT),
+    Reference("h100-rdma-2node-2gpu-all_reduce-1gpn-smoke", CLASSES[0], "dgx-h100", 2, 1, nccl_version="2.29.2",
+              approximate=_XXRJUN_NET_APPROXIMATE + "; one GPU (device 0) per node; the repository's smoke test: 5 timed "
+                          "calls after 2 warm-up ones per size, 32-512 MiB only", not_fitted=_AFTER_THE_FIT),
+    Reference("h100-rdma-10node-80gpu-alltoall", CLASSES[0], "dgx-h100", 10, 8, nccl_version="2.29.2",
+              approximate=_XXRJUN_NET_APPROXIMATE, not_fitted=_AFTER_THE_FIT),
     # H200 over RoCE, 2 x 8 GPUs: Google A3 Ultra (gIB), Dell XE9680 on Spectrum-X; both NCCL versions printed
     Reference("h200-gcp-a3ultra-roce-2node-16gpu-all_gather", CLASSES[14], "gcp-a3-ultra-roce", 2, 8, _GIB_A4_ENV,
               collective="all_gather",
@@ -601,14 +618,32 @@ def sweep_of(ref: Reference, meas: Curve):
     """``gpuwait perf OP -b MIN -e MAX -f 2`` on the table's cluster (cached: the fits re-read it)."""
     key = ref.stem
     if key not in _SWEEPS:
-        _SWEEPS[key] = perf_sweep(meas.collective, SweepArgs(min_bytes=int(meas.sizes[0]),
-                                                             max_bytes=int(meas.sizes[-1]), step_factor=2),
+        lo, hi = requested_range(ref, meas)
+        _SWEEPS[key] = perf_sweep(meas.collective, SweepArgs(min_bytes=lo, max_bytes=hi, step_factor=2),
                                   ref.cluster_arg(), ref.servers, ref.gpus, ref.env, ref.version(),
                                   gpus_per_thread=ref.threads_gpus())
     return _SWEEPS[key]
 
 
 _SWEEPS: dict = {}
+
+
+def requested_range(ref: Reference, meas: Curve) -> tuple[int, int]:
+    """The first and last sizes nccl-tests was asked for: it doubles the requested size (``-b``, ``-f 2``) and rounds
+    each one to whole elements per rank, so where the rounding moves a size (all_gather, reduce_scatter and alltoall on
+    a rank count that is not a power of two: 80 ranks print 33553920 for 32 MiB and 134216960 for 128 MiB) doubling
+    the printed size would sweep other sizes; where no header says what was asked, the printed sizes."""
+    lo, hi = int(meas.sizes[0]), int(meas.sizes[-1])
+    config = parsed_log(ref).config if ref.path.suffix == ".log" else None
+    if config is None or config.min_bytes <= 0 or config.step_factor != 2:
+        return lo, hi
+    asked = [config.min_bytes * 2**k for k in range(64) if config.min_bytes * 2**k <= 2 * hi]
+    dtype = parsed_log(ref).rows[0].dtype
+
+    def first_asked(size: int) -> int:
+        return next((r for r in asked if size_and_count(meas.collective, r, dtype, meas.n_ranks).size_bytes == size), size)
+
+    return first_asked(lo), first_asked(hi)
 
 
 def predicted(ref: Reference, meas: Curve, adjustment: Adjustment | None = None) -> tuple[Curve, list[dict]]:
