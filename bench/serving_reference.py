@@ -44,8 +44,8 @@ def load() -> dict:
 
 
 def workload(row: dict, source: dict) -> dict:
-    """The row's ``workload`` section: one replica on ``tp * pp`` GPUs."""
-    inference = {"pp": 1, **row["inference"]}
+    """The row's ``workload`` section: one replica on ``tp * pp`` GPUs, on the source's serving engine."""
+    inference = {"pp": 1, "engine": source.get("engine", "none"), **row["inference"]}
     return {"mode": "inference", "gpus": inference["tp"] * inference["pp"], "model": row["model"],
             "compute": {"gpu": source["gpu"]}, "inference": inference}
 
@@ -60,17 +60,19 @@ def scenario(row: dict, source: dict) -> Scenario:
 
 
 def decode_terms_s(row: dict, source: dict) -> dict[str, float]:
-    """One decode step's HBM-read time and FLOP time (no communication), each alone, at the context
-    serving_step uses: the model's own ``decode_step_time_s`` with the other resource made free."""
+    """One decode step's HBM-read time, FLOP time (no communication) and the engine's fixed time, each alone,
+    at the context serving_step uses: the model's own ``decode_step_time_s`` with the others made free."""
     spec = WorkloadSpec(**workload(row, source))
     shape = wm.resolve_model(spec.model)
     gpu = wm.resolve_gpu(spec.compute, shape.precision)
     layout = wm.validate_inference_layout(shape, spec, spec.gpus, 8)
+    roofline = replace(layout, decode_layer_overhead_s=0.0)
     context = layout.prompt_tokens + layout.output_tokens // 2
     free_flops = replace(gpu, peak_flops=float("inf"), efficiency=1.0)
     free_hbm = replace(gpu, hbm_bandwidth_Bps=float("inf"))
-    return {"hbm_s": wm.decode_step_time_s(shape, free_flops, layout, context),
-            "flops_s": wm.decode_step_time_s(shape, free_hbm, layout, context)}
+    return {"hbm_s": wm.decode_step_time_s(shape, free_flops, roofline, context),
+            "flops_s": wm.decode_step_time_s(shape, free_hbm, roofline, context),
+            "overhead_s": shape.layers * layout.decode_layer_overhead_s}
 
 
 def predict(row: dict, source: dict) -> dict[str, float]:
@@ -187,24 +189,28 @@ def report(rows: list[dict], reference: dict) -> str:
             lines.append(f"| {r['id']} | {figure} | {pub:.2f} | {got:.2f} | {100 * (got / pub - 1):+.0f} % |")
     lines += ["", "Time per output token (ms): the published one (the ITL, or the end-to-end latency less gpuwait's TTFT "
               "over the decode passes) beside gpuwait's and its terms. *HBM* and *FLOPs* are one decode step's weight "
-              "and KV-cache read at the datasheet bandwidth and its FLOPs at the achieved rate (the step takes the "
-              "longer); *TP comm* is the step's all-reduces; *share needed* is the fraction of the binding term's rate "
-              "(the datasheet HBM bandwidth, or the achieved FLOP rate) at which that term alone would match the "
-              "published TPOT less TP comm. Rows whose predicted prefill is over half their published latency are "
+              "and KV-cache read at the streamed HBM rate (0.85 of the datasheet bandwidth) and its FLOPs at the "
+              "achieved rate (the step takes the longer); *engine* is the source's serving engine's fixed time per "
+              "step (its layers times the engine preset's time per layer; 0 for sources with no engine preset); "
+              "*TP comm* is the step's all-reduces; *share needed* is the fraction of the binding term's rate (the "
+              "streamed HBM rate, or the achieved FLOP rate) at which that term alone would match the published "
+              "TPOT less TP comm and the engine's time. Rows whose predicted prefill is over half their published latency are "
               "left out (too little decode to read).", "",
-              "| row | published TPOT | gpuwait TPOT | HBM | FLOPs | TP comm | published / gpuwait | bound, share needed |",
-              "|---|---|---|---|---|---|---|---|"]
+              "| row | published TPOT | gpuwait TPOT | HBM | FLOPs | engine | TP comm | published / gpuwait "
+              "| bound, share needed |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         p, t = r["predicted"], r["terms"]
         if r["published_tpot_ms"] is None:
             continue
         comm_ms = p["tpot_ms"] - p["ideal_tpot_ms"]
-        hbm_ms, flops_ms = 1e3 * t["hbm_s"], 1e3 * t["flops_s"]
+        hbm_ms, flops_ms, fixed_ms = 1e3 * t["hbm_s"], 1e3 * t["flops_s"], 1e3 * t["overhead_s"]
         bound = "HBM" if hbm_ms >= flops_ms else "FLOPs"
-        share = max(hbm_ms, flops_ms) / (r["published_tpot_ms"] - comm_ms)
+        share = max(hbm_ms, flops_ms) / (r["published_tpot_ms"] - comm_ms - fixed_ms)
         lines.append(f"| {r['id']} | {r['published_tpot_ms']:.2f} | {p['tpot_ms']:.2f} | {hbm_ms:.2f} | {flops_ms:.2f} | "
-                     f"{comm_ms:.2f} | {r['published_tpot_ms'] / p['tpot_ms']:.2f} | {bound} {share:.2f} |")
-    lines += ["", "Sources:", ""] + [f"* `{k}`: {v['cite']}. {v['note']}" for k, v in reference["sources"].items()]
+                     f"{fixed_ms:.2f} | {comm_ms:.2f} | {r['published_tpot_ms'] / p['tpot_ms']:.2f} | {bound} {share:.2f} |")
+    lines += ["", "Sources:", ""] + [f"* `{k}`: {v['cite']}. {v['note']}. Engine preset: {v.get('engine', 'none')}"
+                                     for k, v in reference["sources"].items()]
     lines += ["", END]
     return "\n".join(lines)
 

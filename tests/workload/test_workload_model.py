@@ -417,6 +417,33 @@ def test_decode_is_memory_bound_at_batch_one():
     assert inference_tp_all_reduce_bytes(shape, 1) == 8192 * 2
 
 
+def test_engine_adds_a_fixed_time_per_layer_to_every_decode_step():
+    shape = model(preset="llama-70b")
+    gpu = resolve_gpu(ComputeSpec(gpu="H100-SXM"))
+
+    def layout(tp, pp, **inference):
+        spec = WorkloadSpec(mode="inference", inference={"tp": tp, "pp": pp, **inference})
+        return validate_inference_layout(shape, spec, tp * pp, 8)
+
+    bare, vllm = layout(4, 1), layout(4, 1, engine="vllm")
+    assert (bare.decode_layer_overhead_s, vllm.decode_layer_overhead_s) == (0.0, 72e-6)
+    # every layer's kernels run on every GPU of the tp group: tp shortens the bytes, not the fixed time
+    assert decode_step_time_s(shape, gpu, vllm, 1024) - decode_step_time_s(shape, gpu, bare, 1024) == pytest.approx(80 * 72e-6)
+    staged = layout(4, 2, engine="vllm")
+    assert decode_step_time_s(shape, gpu, staged, 1024) == pytest.approx(decode_step_time_s(shape, gpu, vllm, 1024))
+    own = layout(4, 1, engine="vllm", decode_layer_overhead=10e-6)  # the explicit value wins over the preset's
+    assert own.decode_layer_overhead_s == 10e-6
+
+
+def test_an_unknown_engine_or_a_negative_overhead_is_one_clear_error():
+    shape = model(preset="llama-8b")
+    with pytest.raises(UnknownNameError, match=r"workload.inference.engine: unknown serving engine 'tgi'; expected one of "
+                                               r"none, vllm, vllm-v1, sglang, sglang-eager"):
+        validate_inference_layout(shape, WorkloadSpec(mode="inference", inference={"engine": "tgi"}), 1, 8)
+    with pytest.raises(ValueError, match="decode_layer_overhead"):
+        WorkloadSpec(mode="inference", inference={"decode_layer_overhead": -1e-6})
+
+
 def test_moe_decode_reads_only_the_experts_it_uses():
     shape = model(preset="mixtral-8x7b")
     assert decode_weight_bytes(shape, 1) == (shape.active_params - shape.embedding_params) * 2

@@ -35,7 +35,7 @@ from gpuwait.spec.workload import ComputeSpec, InferenceSpec, ModelSpec, Paralle
 from gpuwait.topology.gpus import gpu_arch
 from gpuwait.workload.compute import HBM_EFFICIENCY, ComputeModel, head_times, layer_times
 from gpuwait.workload.layout import DEFAULT_ORDER, parse_rank_order
-from gpuwait.workload.presets import GPU_PRESETS, MODEL_PRESETS, GpuPreset, gpu_preset_for_model
+from gpuwait.workload.presets import ENGINE_PRESETS, GPU_PRESETS, MODEL_PRESETS, GpuPreset, gpu_preset_for_model
 
 GiB = 2.0**30
 #: bytes per element of training weights, gradients and activations (bf16)
@@ -973,6 +973,26 @@ class InferenceLayout:
     batch: int            # sequences per replica
     prompt_tokens: int
     output_tokens: int
+    decode_layer_overhead_s: float = 0.0  # fixed time per layer of a decode step (the serving engine's)
+
+
+def resolve_engine_overhead_s(inf: InferenceSpec) -> float:
+    """Fixed decode time per layer: ``inference.decode_layer_overhead`` if given, else the engine preset's.
+
+    >>> resolve_engine_overhead_s(InferenceSpec(engine="sglang")), resolve_engine_overhead_s(InferenceSpec())
+    (6.5e-05, 0.0)
+    >>> resolve_engine_overhead_s(InferenceSpec(engine="tgi"))
+    Traceback (most recent call last):
+    ...
+    gpuwait.errors.UnknownNameError: workload.inference.engine: unknown serving engine 'tgi'; expected one of none, vllm, vllm-v1, sglang, sglang-eager
+    """
+    if inf.decode_layer_overhead is not None:
+        return inf.decode_layer_overhead
+    preset = ENGINE_PRESETS.get(inf.engine)
+    if preset is None:
+        raise UnknownNameError(f"workload.inference.engine: unknown serving engine {inf.engine!r}; expected one of "
+                               f"{', '.join(ENGINE_PRESETS)}", hint="or give decode_layer_overhead (seconds per layer)")
+    return preset.decode_layer_overhead_s
 
 
 def validate_inference_layout(shape: ModelShape, spec: WorkloadSpec, cluster_gpus: int,
@@ -986,7 +1006,8 @@ def validate_inference_layout(shape: ModelShape, spec: WorkloadSpec, cluster_gpu
     if shape.layers % inf.pp:
         _fail(f"{path}.pp", f"{inf.pp} does not divide {shape.layers} layers")
     return InferenceLayout(gpus=gpus, tp=inf.tp, pp=inf.pp, replicas=gpus // (inf.tp * inf.pp), batch=inf.batch,
-                           prompt_tokens=inf.prompt_tokens, output_tokens=inf.output_tokens)
+                           prompt_tokens=inf.prompt_tokens, output_tokens=inf.output_tokens,
+                           decode_layer_overhead_s=resolve_engine_overhead_s(inf))
 
 
 def weight_bytes_per_param(precision: str) -> int:
@@ -1047,11 +1068,13 @@ def decode_step_time_s(shape: ModelShape, gpu: GpuShape, layout: InferenceLayout
     """Time of one decode step (one token for each of the batch's sequences) through one replica, with no
     communication: ``max(FLOPs / (tp·achieved FLOP/s), bytes read / (tp·streamed HBM bytes/s))``, summed
     over the pp stages it passes one after another (so pp does not shorten it). Bytes read = weights + the
-    batch's KV cache, at the HBM rate streaming kernels reach (:attr:`GpuShape.streamed_Bps`).
+    batch's KV cache, at the HBM rate streaming kernels reach (:attr:`GpuShape.streamed_Bps`). Then every
+    layer adds the engine's fixed time (``layout.decode_layer_overhead_s``, :class:`EnginePreset`): a small
+    batch's step is its weights' read plus launch and kernel gaps that neither bytes nor tp shorten.
     """
     flops = layout.batch * decode_flops_per_token(shape, context_tokens)
     read = decode_weight_bytes(shape, layout.batch) + layout.batch * context_tokens * kv_cache_bytes_per_token(shape)
-    return _roofline_s(gpu, layout.tp, flops, read)
+    return _roofline_s(gpu, layout.tp, flops, read) + shape.layers * layout.decode_layer_overhead_s
 
 
 def _roofline_s(gpu: GpuShape, tp: int, flops: float, hbm_bytes: float) -> float:

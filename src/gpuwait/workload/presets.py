@@ -66,6 +66,33 @@ class GpuPreset:
 GPU_PRESETS: dict[str, GpuPreset] = {}
 
 
+@dataclass(frozen=True)
+class EnginePreset:
+    """A serving engine's fixed time per transformer layer of a decode step, read off a published measurement.
+
+    A decode step of a small batch reads every weight once, but it also runs ~10 small kernels per layer
+    (norms, rotary embedding, KV-cache write, attention, activation, residual adds) whose launch, ramp-up and
+    tail gaps do not shrink with the bytes read; the engine adds sampling and its own bookkeeping. The value is
+    the published batch-1 decode step less gpuwait's own roofline for that step (weights and KV cache at
+    ``compute.hbm_efficiency`` of the datasheet bandwidth), divided by the model's layers: it scales with the
+    layers a GPU runs, not with tp or the batch. ``source`` names the measurement.
+    """
+
+    name: str
+    decode_layer_overhead_s: float
+    source: str
+
+
+#: serving engine name -> its fixed decode time per layer
+ENGINE_PRESETS: dict[str, EnginePreset] = {}
+
+
+def register_engine(preset: EnginePreset) -> EnginePreset:
+    """Add a serving-engine preset."""
+    ENGINE_PRESETS[preset.name] = preset
+    return preset
+
+
 def register_model(name: str, **fields) -> dict:
     """Add a model preset (fields of :class:`gpuwait.spec.workload.ModelSpec`)."""
     MODEL_PRESETS[name] = dict(fields)
@@ -153,3 +180,28 @@ def gpu_preset_for_model(gpu_model: str) -> str | None:
     if arch in ("H800", "H20", "GB200"):
         return arch
     return None
+
+
+# Engines: the batch-1 decode step of Llama 3 8B (32 layers, bf16) on one H100 SXM as published, less gpuwait's
+# roofline for it (5.28 ms: 15.0 GB of weights at 0.85 x 3.35 TB/s), over 32 layers. The GPU is not named in
+# the sources; 7.4-7.6 ms per token rules out an A100 or H100 PCIe (2.0 TB/s: the weights alone take 7.4 ms).
+_SGLANG_8B = ("sglang.bench_latency --model meta-llama/Meta-Llama-3-8B --batch-size 1 --input 128 --output 8 "
+              "(one batch, no server)")
+register_engine(EnginePreset("none", 0.0, "no fixed time: the step is its roofline alone"))
+register_engine(EnginePreset(
+    "vllm", 72e-6,
+    "vLLM main (V0 engine, CUDA graphs on) in vllm-project/vllm PR #10933 (2024-12-05): benchmark_latency.py "
+    "--model meta-llama/Meta-Llama-3-8B --batch-size 1 (32 prompt and 128 output tokens) 970.4 ms, 7.58 ms per "
+    "token: 2.31 ms above the roofline"))
+register_engine(EnginePreset(
+    "vllm-v1", 66e-6,
+    "vLLM V1 engine (VLLM_USE_V1=1, multiprocessing, CUDA graphs) in vllm-project/vllm PR #11000 (2024-12-09): "
+    "the same benchmark 944.7 ms, 7.38 ms per token: 2.11 ms above the roofline"))
+register_engine(EnginePreset(
+    "sglang", 65e-6,
+    f"SGLang, FlashInfer attention, CUDA graphs: {_SGLANG_8B} decode median 7.37 ms in sgl-project/sglang issue "
+    "#1008 (2024-08-09) and 7.35 ms in PR #1401 (2024-09-12): 2.09 ms above the roofline"))
+register_engine(EnginePreset(
+    "sglang-eager", 92e-6,
+    f"SGLang, FlashInfer attention, --disable-cuda-graph: {_SGLANG_8B} decode median 8.23 ms in sgl-project/sglang "
+    "PR #1401 (2024-09-12): 2.95 ms above the roofline (CUDA graphs save 0.88 ms per step)"))
