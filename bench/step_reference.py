@@ -59,6 +59,8 @@ def published_step_s(row: dict) -> float:
         flops = wm.training_flops_per_token(shape) * tokens
     elif row["figure"] == "tokens_per_s_per_gpu":  # a rate of tokens: no FLOP count to choose
         return tokens / (row["gpus"] * row["value"])
+    elif row["figure"] == "step_s":  # a step time: nothing to convert
+        return row["value"]
     else:
         raise SystemExit(f"{row['id']}: unknown figure {row['figure']!r}")
     return flops / (row["gpus"] * row["value"] * 1e12)

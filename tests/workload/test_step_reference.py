@@ -19,7 +19,8 @@ REFERENCE = yaml.safe_load((Path(__file__).resolve().parents[1] / "data" / "step
 @pytest.mark.parametrize("row", REFERENCE["rows"], ids=lambda r: r["id"])
 def test_row_is_cited_and_its_layout_runs(row):
     assert row["source"] in REFERENCE["sources"] and REFERENCE["sources"][row["source"]]["cite"]
-    assert row["gpu"] in GPU_PRESETS and row["figure"] in ("tflops_per_gpu_megatron", "tflops_per_gpu_model", "tokens_per_s_per_gpu")
+    assert row["gpu"] in GPU_PRESETS
+    assert row["figure"] in ("tflops_per_gpu_megatron", "tflops_per_gpu_model", "tokens_per_s_per_gpu", "step_s")
     spec = WorkloadSpec(gpus=row["gpus"], model=row["model"], parallel=row["parallel"], compute={"gpu": row["gpu"]})
     shape = wm.resolve_model(spec.model)
     layout = wm.validate_layout(shape, spec, row["gpus"], REFERENCE["sources"][row["source"]].get("gpus_per_server", 8))
@@ -131,14 +132,23 @@ def test_megatron_bridge_tokens_agree_with_the_printed_tflops():
         assert row["value"] * wm.training_flops_per_token(shape) / 1e12 > 1.03 * printed, row["id"]
 
 
+def _shape_and_layout(row):
+    """The row's model shape and its layout on its source's servers."""
+    spec = WorkloadSpec(gpus=row["gpus"], model=row["model"], parallel=row["parallel"], compute={"gpu": row["gpu"]})
+    shape = wm.resolve_model(spec.model)
+    return shape, wm.validate_layout(shape, spec, row["gpus"], REFERENCE["sources"][row["source"]].get("gpus_per_server", 8))
+
+
+def _assert_laid_out_as(layout, published, row_id):
+    """The layout columns NVIDIA's tables print: TP, PP, CP, VP and GA (micro-batches per step)."""
+    assert (layout.tp, layout.pp, layout.cp, layout.virtual_stages, layout.micro_batches) == (
+        published["tp"], published["pp"], published["cp"], published["vp"], published["ga"]), row_id
+
+
 def test_megatron_bridge_rows_are_laid_out_as_published():
     for row in _megatron_bridge_rows():
-        spec = WorkloadSpec(gpus=row["gpus"], model=row["model"], parallel=row["parallel"], compute={"gpu": row["gpu"]})
-        shape = wm.resolve_model(spec.model)
-        layout = wm.validate_layout(shape, spec, row["gpus"], REFERENCE["sources"][row["source"]].get("gpus_per_server", 8))
-        published = MEGATRON_BRIDGE[row["id"]]
-        assert (layout.tp, layout.pp, layout.cp, layout.virtual_stages, layout.micro_batches) == (
-            published["tp"], published["pp"], published["cp"], published["vp"], published["ga"]), row["id"]
+        shape, layout = _shape_and_layout(row)
+        _assert_laid_out_as(layout, MEGATRON_BRIDGE[row["id"]], row["id"])
         assert shape.seq_len == 8192 and sum(layout.stage_layer_counts or (shape.layers,)) == shape.layers
 
 
@@ -168,3 +178,31 @@ def test_nemo_2407_rows_drop_out_as_their_launcher_configs():
     assert sorted(rows) == sorted(configured)
     for name, dropout in configured.items():
         assert wm.resolve_model(WorkloadSpec(model=rows[name]["model"]).model).hidden_dropout == dropout, name
+
+
+# NVIDIA DGX Cloud Benchmarking (NVIDIA/dgxc-benchmarking llama3.1/README.md): v25.04 @741c886 (H100) and v25.05.01
+# @60d6fd3 (GB200). Per row the printed "Throughput in tokens per second" (the whole job's: s x GBS / step) and the
+# layout columns (TP, PP, CP, VP, GA).
+DGXC = {
+    "dgxc-llama31-8b-bf16": {"tokens_per_s": 85459, "tp": 1, "pp": 1, "cp": 2, "vp": 1, "ga": 32},
+    "dgxc-llama31-8b-fp8": {"tokens_per_s": 112388, "tp": 1, "pp": 1, "cp": 2, "vp": 1, "ga": 32},
+    "dgxc-llama31-70b-bf16": {"tokens_per_s": 71526, "tp": 4, "pp": 4, "cp": 2, "vp": 5, "ga": 64},
+    "dgxc-llama31-70b-fp8": {"tokens_per_s": 106346, "tp": 4, "pp": 8, "cp": 1, "vp": 5, "ga": 64},
+    "dgxc-llama31-405b-bf16": {"tokens_per_s": 106024, "tp": 8, "pp": 8, "cp": 2, "vp": 8, "ga": 64},
+    "dgxc-llama31-405b-fp8": {"tokens_per_s": 169535, "tp": 8, "pp": 8, "cp": 2, "vp": 8, "ga": 64},
+    "dgxc-llama31-70b-fp8-2048": {"tokens_per_s": 3305855, "tp": 4, "pp": 8, "cp": 1, "vp": 5, "ga": 64},
+    "dgxc-llama31-405b-fp8-2048": {"tokens_per_s": 667883, "tp": 8, "pp": 8, "cp": 2, "vp": 8, "ga": 64},
+    "dgxc-llama31-405b-bf16-gb200": {"tokens_per_s": 56092, "tp": 4, "pp": 8, "cp": 2, "vp": 8, "ga": 32},
+    "dgxc-llama31-405b-fp8-gb200": {"tokens_per_s": 85514, "tp": 4, "pp": 8, "cp": 2, "vp": 8, "ga": 32},
+}
+
+
+def test_dgxc_rows_are_the_published_ones_and_their_step_gives_the_printed_throughput():
+    rows = [r for r in REFERENCE["rows"] if r["source"].startswith("dgxc")]
+    assert sorted(r["id"] for r in rows) == sorted(DGXC)
+    for row in rows:
+        assert REFERENCE["sources"][row["source"]].get("after_the_fit") is True and row["figure"] == "step_s", row["id"]
+        shape, layout = _shape_and_layout(row)
+        published = DGXC[row["id"]]
+        assert shape.seq_len * layout.global_batch / row["value"] == pytest.approx(published["tokens_per_s"], abs=1.0), row["id"]
+        _assert_laid_out_as(layout, published, row["id"])
