@@ -162,6 +162,20 @@ def _build_servers(t: _Tables, server: ServerSpec, n_servers: int, management: b
 MAX_NVLINK_DOMAIN_GPUS = 576
 
 
+def _domain_hint(servers: int, per_domain: int) -> str:
+    """What to change when NVLink domains of ``per_domain`` servers do not tile ``servers``: the server count, or
+    the domain size to the largest that tiles it (racks partly filled), where one above 1 exists.
+
+    >>> _domain_hint(32, 18)
+    'set servers to a multiple of 18, or nvlink_domain.servers to 16 (racks partly filled)'
+    >>> _domain_hint(7, 4)
+    'set servers to a multiple of 4'
+    """
+    hint = f"set servers to a multiple of {per_domain}"
+    fits = max(d for d in range(1, min(servers, per_domain) + 1) if servers % d == 0)
+    return hint + (f", or nvlink_domain.servers to {fits} (racks partly filled)" if fits > 1 else "")
+
+
 def check_nvlink_domain(spec: ClusterSpec, server: ServerSpec) -> int:
     """Servers per NVLink domain, or one :class:`TopologyError` naming the field that cannot hold it.
 
@@ -175,7 +189,7 @@ def check_nvlink_domain(spec: ClusterSpec, server: ServerSpec) -> int:
     if spec.servers % per:
         raise TopologyError(f"nvlink_domain.servers: got {per}; expected a divisor of cluster.servers ({spec.servers}): "
                             "every NVLink domain holds the same number of servers",
-                            hint=f"set servers to a multiple of {per}")
+                            hint=_domain_hint(spec.servers, per))
     if server.nvlink_bandwidth <= 0 or server.nvlink_topology != "nvswitch":
         raise TopologyError(f"nvlink_domain.servers: got {per}; a domain spanning servers needs server.nvlink_topology: "
                             f"nvswitch and nvlink_bandwidth > 0 (got {server.nvlink_topology}, "
