@@ -247,3 +247,25 @@ def test_perf_on_a_calibrated_cluster_says_so(capsys, tmp_path):
     assert code == 0 and f"# calibration: fitted to {LOG} (from: cluster file: calibration)" in text
     code, text, _ = run_cli(capsys, "perf", "all_reduce", "--cluster", "dgx-h100", "-b", "1M", "-e", "1M", "--json")
     assert code == 0 and "calibration" not in json.loads(text)["settings"]
+
+
+def test_a_log_without_rank_lines_is_placed_by_servers_and_g(capsys, tmp_path):
+    """A broadcast log without '# Rank' lines does not say how many ranks ran (broadcast's size and busbw do not
+    tell): with --servers (and -g) both commands predict it on the run those flags place, and say the count was
+    not checked; without --servers it stays one error naming what to pass. The log is gpuwait's own 2 x 8
+    prediction, so the comparison must come out exact."""
+    code, table, _ = run_cli(capsys, "perf", "broadcast", "--cluster", "dgx-h100", "--servers", "2", "-b", "8",
+                             "-e", "64M", "-f", "4")
+    assert code == 0
+    log = tmp_path / "broadcast.log"
+    log.write_text("".join(line for line in table.splitlines(keepends=True) if not line.startswith("#  Rank")))
+    for args in (["perf", "broadcast", "--compare", str(log)], ["calibrate", str(log), "--params", "nic_efficiency"]):
+        code, _, err = run_cli(capsys, *args, "--cluster", "dgx-h100", "-g", "8")
+        assert code == 2 and "does not say how many ranks ran" in err and "pass --servers (and -g)" in err, (args, err)
+        for flags in (["--servers", "2"], ["--servers", "2", "-g", "8"]):
+            code, out, err = run_cli(capsys, *args, "--cluster", "dgx-h100", *flags, "--json")
+            assert code == 0, (args, flags, err)
+            doc = json.loads(out)
+            assert any("predicted as --servers 2 x 8 GPU(s) = 16 ranks" in w for w in doc["warnings"]), doc["warnings"]
+            if args[0] == "perf":
+                assert doc["summary"]["busbw_median_error_pct"] == pytest.approx(0, abs=0.5), doc["summary"]

@@ -6,7 +6,7 @@ import re
 import statistics
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from rich.table import Table
@@ -287,6 +287,35 @@ def log_layout(log: NcclTestsLog) -> tuple[int, int] | None:
     return (len(per_host), counts.pop()) if len(counts) == 1 else None
 
 
+#: what a log that does not say how many ranks ran (no '# Rank' lines, and a collective whose sizes and busbw do
+#: not tell: broadcast, reduce) needs, by ``perf --compare`` and ``calibrate`` alike
+NO_RANKS_HINT = "pass --servers (and -g) as the run placed its ranks, or keep the log's '# Using devices' lines"
+
+
+def with_placed_ranks(log: NcclTestsLog, path: Path, servers: int | None, gpus: int | None, gpus_in_server: int,
+                      warnings: list[str]) -> NcclTestsLog:
+    """``log``, its rank count taken from the flags when it does not say its own, by ``perf --compare`` and
+    ``calibrate`` alike: ``servers`` (``--servers``) of ``gpus`` (``-g``; else the GPUs one process drove, nGpus
+    > 1; else a whole server of ``gpus_in_server``), as those flags place any run. Nothing in such a log can
+    check that count, so ``warnings`` gets a line saying so; without ``--servers`` the flags place nothing, and the
+    log is refused.
+
+    >>> log = NcclTestsLog(rows=(), collective="broadcast")
+    >>> with_placed_ranks(log, Path("b.log"), 2, None, 8, notes := []).n_ranks, notes
+    (16, ['the log does not say how many ranks ran; predicted as --servers 2 x 8 GPU(s) = 16 ranks'])
+    """
+    if log.n_ranks is not None:
+        return log
+    if servers is None:
+        raise SpecError(f"{path}: the log does not say how many ranks ran (no '# Rank' lines, and its sizes and "
+                        "busbw do not tell)", hint=NO_RANKS_HINT)
+    process_gpus = log.config.n_gpus if log.config else 1
+    per_server = gpus or (process_gpus if process_gpus > 1 else gpus_in_server)
+    warnings.append(f"the log does not say how many ranks ran; predicted as --servers {servers} x "
+                    f"{per_server} GPU(s) = {servers * per_server} ranks")
+    return replace(log, n_ranks=servers * per_server, n_ranks_from="--servers and -g")
+
+
 def compare_log(op: str, log_path: Path, cluster: str, servers: int | None = None, gpus: int | None = None,
                 env=(), nccl_version: str | None = None) -> PerfComparison:
     """Predict the collective, sizes and rank count of the nccl-tests log at ``log_path`` on ``cluster``,
@@ -303,10 +332,13 @@ def compare_log(op: str, log_path: Path, cluster: str, servers: int | None = Non
     if log.collective is not None and log.collective != collective:  # never predict another collective unasked
         raise SpecError(f"collective: got {op!r}, but {log_path} ran {log.collective}; expected {log.collective}",
                         hint=f"gpuwait perf {log.collective} --compare {log_path}")
-    if log.n_ranks is None:
-        raise SpecError(f"--compare: {log_path} does not say how many ranks ran", hint="keep the '# Using devices' lines")
     source = read_cluster(cluster)  # the file read once: sized below for one server, then for the log's run
     one_server = sized_cluster(source, 1, source=cluster)
+    placed_by_flags: list[str] = []
+    try:
+        log = with_placed_ranks(log, log_path, servers, gpus, resolve_server(one_server.server).gpus, placed_by_flags)
+    except SpecError as err:
+        raise SpecError(f"--compare: {err}", hint=err.hint) from None
     layout = log_layout(log)
     per_server = gpus or log_gpus_per_server(log.n_ranks, layout, resolve_server(one_server.server).gpus, servers,
                                              log.config.n_gpus if log.config else 1)
@@ -347,7 +379,7 @@ def compare_log(op: str, log_path: Path, cluster: str, servers: int | None = Non
     if unused := unused_log_variables(log_command_env(text), nccl_env(env)):
         warnings.append(f"the log's run set {', '.join(f'{k}={v}' for k, v in unused.items())}, which this prediction "
                         "did not: pass them with --env to predict that run")
-    warnings += unreadable
+    warnings += placed_by_flags + unreadable
     if skipped:
         warnings.append(f"{len(skipped)} row(s) skipped, their measured time is 0.00 us (sizes "
                         + ", ".join(map(str, skipped[:3])) + (", ..." if len(skipped) > 3 else "") + ")")
