@@ -24,8 +24,8 @@ from gpuwait.report.perf import (
     log_debug_info,
     log_layout,
     log_nccl_version,
+    ranks_run,
     read_nccl_tests,
-    with_placed_ranks,
 )
 from gpuwait.runner.calibrate import (
     LEAVE_ONE_LOG_OUT,
@@ -61,7 +61,7 @@ def _read_log(path: Path, skipped: list[str] | None = None, servers: int | None 
     """:func:`read_log`, with what the log says of the hardware it ran on: its GPUs' names (the ``# Rank`` lines)
     and NCCL's INFO lines, which :func:`~gpuwait.report.perf.comparison_warnings` sets beside the cluster. A log
     that does not say how many ranks ran takes them from ``servers`` and ``gpus`` (``--servers``, ``-g``) on
-    servers of ``gpus_in_server`` GPUs (:func:`~gpuwait.report.perf.with_placed_ranks`)."""
+    servers of ``gpus_in_server`` GPUs (:func:`~gpuwait.report.perf.ranks_run`)."""
     try:
         text = read_text_checked(path, "an nccl-tests log")
     except SpecError as err:
@@ -73,14 +73,14 @@ def _read_log(path: Path, skipped: list[str] | None = None, servers: int | None 
         raise SpecError(f"{path}: no result rows with a size and a time; expected an nccl-tests table",
                         hint="pass the stdout of e.g. all_reduce_perf -b 8 -e 8G -f 2")
     placed: list[str] = []
-    log = with_placed_ranks(log, path, servers, gpus, gpus_in_server, placed)
+    n_ranks = ranks_run(log, path, servers, gpus, gpus_in_server, placed)
     if skipped is not None:
         skipped += [f"{path}: {w}" for w in placed]
     if log.collective is None:
         raise SpecError(f"{path}: the log does not say which collective ran",
                         hint="keep the '# Collective test starting' line")
     debug = log_debug_info(text)
-    measured = MeasuredLog(str(path), str(log.collective), int(log.n_ranks), tuple(r.size_bytes for r in rows),
+    measured = MeasuredLog(str(path), str(log.collective), n_ranks, tuple(r.size_bytes for r in rows),
                            tuple(r.steady_time_us * 1e-6 for r in rows), tuple(r.steady_busbw_GBps for r in rows),
                            log_nccl_version(text, debug, log.build), log_layout(log), tuple(log_command_env(text).items()))
     return measured, [d.name for d in log.devices], debug
