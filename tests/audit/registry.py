@@ -330,6 +330,8 @@ def _schema_fields() -> dict[str, object]:
         "CalibrationSpec.sm80_step_latency": perf(A100, {**A100, "calibration": {"sm80_step_latency": "5us"}}, "up",
                                                   "every step of an A100's latency chain", size=SMALL),
         "CalibrationSpec.fitted_on": Label("a record of the logs a fit used; the model never reads it"),
+        "CalibrationSpec.nccl_env": Covered(
+            "tests/cli/test_calibrate.py::test_the_overlay_records_the_nccl_env_and_perf_run_diagnose_say_when_theirs_differs"),
         # ---------------------------------------------------------------- NcclSpec
         "NcclSpec.version": perf(ONE, {**ONE, "nccl": {"version": "2.18.3"}}, "up",
                                  "NCCL 2.18's LL bandwidth and latency tables", size=2**20, op="all_gather"),

@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.cli.test_cli import run_cli
 
@@ -247,3 +248,64 @@ def test_perf_on_a_calibrated_cluster_says_so(capsys, tmp_path):
     assert code == 0 and f"# calibration: fitted to {LOG} (from: cluster file: calibration)" in text
     code, text, _ = run_cli(capsys, "perf", "all_reduce", "--cluster", "dgx-h100", "-b", "1M", "-e", "1M", "--json")
     assert code == 0 and "calibration" not in json.loads(text)["settings"]
+
+
+def test_a_log_without_rank_lines_is_placed_by_servers_and_g(capsys, tmp_path):
+    """A broadcast log without '# Rank' lines does not say how many ranks ran (broadcast's size and busbw do not
+    tell): with --servers (and -g) both commands predict it on the run those flags place, and say the count was
+    not checked; without --servers it stays one error naming what to pass. The log is gpuwait's own 2 x 8
+    prediction, so the comparison must come out exact."""
+    code, table, _ = run_cli(capsys, "perf", "broadcast", "--cluster", "dgx-h100", "--servers", "2", "-b", "8",
+                             "-e", "64M", "-f", "4")
+    assert code == 0
+    log = tmp_path / "broadcast.log"
+    log.write_text("".join(line for line in table.splitlines(keepends=True) if not line.startswith("#  Rank")))
+    for args in (["perf", "broadcast", "--compare", str(log)], ["calibrate", str(log), "--params", "nic_efficiency"]):
+        code, _, err = run_cli(capsys, *args, "--cluster", "dgx-h100", "-g", "8")
+        assert code == 2 and "does not say how many ranks ran" in err and "pass --servers (and -g)" in err, (args, err)
+        for flags in (["--servers", "2"], ["--servers", "2", "-g", "8"]):
+            code, out, err = run_cli(capsys, *args, "--cluster", "dgx-h100", *flags, "--json")
+            assert code == 0, (args, flags, err)
+            doc = json.loads(out)
+            assert any("predicted as --servers 2 x 8 GPU(s) = 16 ranks" in w for w in doc["warnings"]), doc["warnings"]
+            if args[0] == "perf":
+                assert doc["summary"]["busbw_median_error_pct"] == pytest.approx(0, abs=0.5), doc["summary"]
+
+
+def test_the_overlay_records_the_nccl_env_and_perf_run_diagnose_say_when_theirs_differs(capsys, tmp_path,
+                                                                                        monkeypatch):
+    """A calibration fitted to a forced-Ring log (--env NCCL_ALGO=Ring) wrote no trace of it: perf, run and
+    diagnose on the overlay could not know the fit assumed Ring. The overlay records the variables
+    (calibration.nccl_env) and does not apply them (a training step would be forced onto Ring with no --env to
+    undo it); a prediction under other values says so in a note, one under the same values does not."""
+    for name in [n for n in __import__("os").environ if n.startswith("NCCL_")]:
+        monkeypatch.delenv(name)  # the process environment counts as --env does
+    log = LOG.with_name("h100-ib-2node-16gpu-all_reduce-ring-forced.log")
+    cluster = tmp_path / "ring.yaml"
+    code, _, err = run_cli(capsys, "calibrate", str(log), "--cluster", "dgx-h100", "--servers", "2", "--env",
+                           "NCCL_ALGO=Ring", "--params", "nic_efficiency", "--out", str(cluster))
+    assert code == 0, err
+    overlay = yaml.safe_load(cluster.read_text())
+    assert overlay["calibration"]["nccl_env"] == {"NCCL_ALGO": "Ring"}
+    perf = ["perf", "all_reduce", "--cluster", str(cluster), "-b", "1G", "-e", "1G", "--json"]
+    code, text, _ = run_cli(capsys, *perf)
+    notes = json.loads(text)["notes"]
+    assert code == 0 and len(notes) == 1 and "fitted to logs run with NCCL_ALGO=Ring" in notes[0], notes
+    assert "this prediction runs with NCCL_ALGO unset" in notes[0]
+    code, text, _ = run_cli(capsys, *perf, "--env", "NCCL_ALGO=ring")  # NCCL reads it case-insensitively
+    assert code == 0 and json.loads(text)["notes"] == []
+    # run and diagnose: the scenario's collectives run under NCCL's defaults, so both say it
+    scenario = tmp_path / "scenario.yaml"
+    scenario.write_text(yaml.safe_dump({"cluster": overlay, "workload": {
+        "model": {"preset": "llama-8b", "seq_len": 2048}, "parallel": {"tp": 8, "global_batch": 16}, "steps": 1}}))
+    code, text, err = run_cli(capsys, "run", str(scenario), "--json")
+    assert code == 0, err
+    assert any("NCCL_ALGO=Ring" in n for n in json.loads(text)["cases"][0]["notes"]), text[:400]
+    code, text, err = run_cli(capsys, "diagnose", str(scenario), "--no-gain", "--json")
+    assert code == 0 and any("NCCL_ALGO=Ring" in n for n in json.loads(text)["notes"]), err
+    # fitted under NCCL's defaults: recorded as such ({}), and a prediction under them has nothing to say
+    code, _, _ = run_cli(capsys, "calibrate", str(LOG), "--cluster", "dgx-h100", "--servers", "2",
+                         "--params", "nic_efficiency", "--out", str(cluster))
+    assert code == 0 and yaml.safe_load(cluster.read_text())["calibration"]["nccl_env"] == {}
+    code, text, _ = run_cli(capsys, *perf)
+    assert code == 0 and json.loads(text)["notes"] == []

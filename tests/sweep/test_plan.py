@@ -192,5 +192,10 @@ def test_sweep_run_takes_max_memory(tmp_path, capsys):
     assert main(["sweep", "run", str(tmp_path / "s.yaml"), "--out", str(tmp_path / "o"), "--workers", "1",
                  "--max-memory", "1KB"]) == 2
     assert "over the limit of 1KB" in capsys.readouterr().err
+    # the stored row names what the user set, the option, as the command's own error does
+    from gpuwait.report.sweep import query
+
+    _, rows = query(str(tmp_path / "o"), "select error from results")
+    assert "(--max-memory)" in rows[0][0] and "max_memory" not in rows[0][0], rows
     assert main(["sweep", "run", str(tmp_path / "s.yaml"), "--out", str(tmp_path / "o2"), "--max-memory", "1Q"]) == 2
     assert capsys.readouterr().err.startswith("error: --max-memory:")

@@ -82,13 +82,13 @@ def options_named(**option_of_field: str) -> Iterator[None]:
         yield
     except GpuwaitError as err:
         # the same error object (its type, hint and problems kept), its message and hint renamed
-        err.args = (_renamed(str(err), option_of_field, lead=True), *err.args[1:])
+        err.args = (renamed(str(err), option_of_field, lead=True), *err.args[1:])
         if err.hint:
-            err.hint = _renamed(err.hint, option_of_field)
+            err.hint = renamed(err.hint, option_of_field)
         raise
 
 
-def _renamed(text: str, option_of_field: dict[str, str], lead: bool = False) -> str:
+def renamed(text: str, option_of_field: dict[str, str], lead: bool = False) -> str:
     """``text`` with each ``field='value'`` as ``option value``, each `` `field` `` as the option and, with
     ``lead``, a leading ``field:`` (or for an API argument ``field VALUE``) as the option."""
     for field, option in option_of_field.items():

@@ -132,3 +132,5 @@ def render_diagnosis(console: Console, diagnosis, limit: int = 8) -> None:
         console.print(f"   fix: {escape(f.fix)}")
     if diagnosis.missing:
         console.print("[dim]not available: " + "; ".join(diagnosis.missing) + "[/]")
+    for note in diagnosis.notes:
+        console.print(f"note: {escape(note)}")

@@ -46,6 +46,9 @@ def run(sweep_file: str = typer.Argument(..., metavar="SWEEP.yaml", help="Sweep 
 
     Example: `gpuwait sweep examples/sweeps/ib-vs-roce.yaml --out out/ib-vs-roce`
     """
+    from functools import partial
+
+    from gpuwait.cli.common import renamed
     from gpuwait.cli.output import Output
     from gpuwait.runner.cost import parse_max_memory
     from gpuwait.runner.sweep import load_sweep, plan_sweep
@@ -64,7 +67,9 @@ def run(sweep_file: str = typer.Argument(..., metavar="SWEEP.yaml", help="Sweep 
             typer.echo(f"  {done}/{total} cases", err=True)
 
     try:
-        summary = run_sweep(plan, out, executor, workers, address, retry_failed, progress, max_memory_bytes)
+        # a row's error names --max-memory, the option the user sets (a sweep file has no memory limit)
+        summary = run_sweep(plan, out, executor, workers, address, retry_failed, progress, max_memory_bytes,
+                            partial(renamed, option_of_field={"max_memory": "--max-memory"}))
     except KeyboardInterrupt:  # Ctrl-C: say what is kept, since that is what a rerun builds on
         _interrupted(plan, out)
     if summary.ran and not summary.by_status.get("ok"):

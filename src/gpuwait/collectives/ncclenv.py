@@ -125,6 +125,9 @@ class NcclEnv:
         The platform whose plugin or image set variables the job left unset (:func:`parse_env`'s ``platform``).
     set_by : mapping
         Variable -> the platform's label, for each variable the platform (not the job) set.
+    calibration_note : str or None
+        What a prediction under this environment says of a cluster calibration fitted under another
+        (:func:`cluster_env`, :func:`calibration_env_note`); None when they agree or nothing was recorded.
     """
 
     algo: str | None = None
@@ -158,6 +161,7 @@ class NcclEnv:
     asked_version: str | None = None  # the version ``release`` was chosen for (None: the default)
     platform: Platform | None = None
     set_by: Mapping[str, str] = field(default_factory=dict)
+    calibration_note: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "extra", MappingProxyType(dict(self.extra)))
@@ -186,6 +190,12 @@ class NcclEnv:
         (None, None)
         """
         return None if self.asked_version is None else newer_release_note(self.asked_version)
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """What a prediction under this environment must say beside its result: :attr:`version_note` and
+        :attr:`calibration_note`, those that apply."""
+        return tuple(note for note in (self.version_note, self.calibration_note) if note is not None)
 
     def channel_limits(self, nvls: bool = False) -> tuple[int, int]:
         """(lowest, highest) channel count NCCL may run with: the NCHANNELS and CTAS limits combined as
@@ -379,8 +389,48 @@ def cluster_env(cluster: ClusterSpec, env: Mapping[str, str] | None = None, tran
     >>> cluster_env(preset_spec("dgx-h100")).release_from
     'NCCL default'
     """
-    return parse_env(dict(env or {}), cluster_platform(cluster, transport)).with_version(cluster.nccl.version,
-                                                                                            "nccl.version")
+    platform = cluster_platform(cluster, transport)
+    parsed = parse_env(dict(env or {}), platform).with_version(cluster.nccl.version, "nccl.version")
+    fitted = cluster.calibration.nccl_env
+    if fitted is None:
+        return parsed
+    return replace(parsed, calibration_note=calibration_env_note(fitted, dict(env or {}), platform))
+
+
+def calibration_env_note(fitted: Mapping[str, str], env: Mapping[str, str], platform: Platform | None = None) -> str | None:
+    """The note of a prediction under ``env`` on a cluster whose calibration was fitted to logs run under
+    ``fitted`` (its ``calibration.nccl_env``), when the two set NCCL apart (under the same ``platform``);
+    None when they do not. The calibration's variables are not applied: its values are the cluster's
+    physics (a launch cost, a NIC's efficiency), meant for every algorithm NCCL picks, while the logs'
+    variables are how a benchmark was run (``NCCL_ALGO=Ring`` to time one algorithm); applied, they would
+    force that choice on every prediction, a training step's collectives included, which have no
+    ``--env`` to undo it. So the note names the difference, and whoever wants the logs' conditions passes them.
+
+    >>> calibration_env_note({"NCCL_ALGO": "Ring"}, {"NCCL_DEBUG": "INFO"})
+    'the calibration was fitted to logs run with NCCL_ALGO=Ring (calibration.nccl_env); this prediction runs with NCCL_ALGO unset: the fitted values were not checked there (give the same variables to predict as the logs ran)'
+    >>> calibration_env_note({"NCCL_ALGO": "Ring"}, {"NCCL_ALGO": "ring"}) is None
+    True
+    """
+    def model(variables: Mapping[str, str]) -> NcclEnv:
+        # what changes a prediction: not where a value came from, nor the variables gpuwait does not model
+        return replace(parse_env(variables, platform), explicit=(), set_by={}, extra={})
+
+    try:
+        fitted_model = model(fitted)
+    except SpecError as err:
+        raise SpecError(f"calibration.nccl_env: {err}", hint="write the variables `gpuwait calibrate --env` took") from None
+    # NCCL reads its values case-insensitively (NCCL_ALGO=ring is Ring), which the parsed values keep verbatim
+    names = sorted(n for n in {*fitted, *env} if n in VARIABLES
+                   and fitted.get(n, "").strip().lower() != env.get(n, "").strip().lower())
+    if not names or model(env) == fitted_model:
+        return None
+
+    def shown(variables: Mapping[str, str]) -> str:
+        return ", ".join(f"{n}={variables[n]}" if variables.get(n, "").strip() else f"{n} unset" for n in names)
+
+    return (f"the calibration was fitted to logs run with {shown(fitted)} (calibration.nccl_env); this prediction "
+            f"runs with {shown(env)}: the fitted values were not checked there (give the same variables to predict "
+            "as the logs ran)")
 
 
 def parse_env(env: Mapping[str, str], platform: Platform | None = None) -> NcclEnv:

@@ -13,6 +13,7 @@ per-message overhead, full NIC and NVLink rates); a cluster file's ``calibration
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -98,7 +99,7 @@ def calibration_note(cluster: ClusterSpec) -> str | None:
     'nic_efficiency set'
     """
     spec: CalibrationSpec = cluster.calibration
-    set_fields = sorted(spec.model_fields_set - {"fitted_on"})
+    set_fields = sorted(spec.model_fields_set - {"fitted_on", "nccl_env"})
     if not set_fields:
         return None
     return f"fitted to {', '.join(spec.fitted_on)}" if spec.fitted_on else f"{', '.join(set_fields)} set"
@@ -119,12 +120,16 @@ def stack_params(params: list[PhysicalParams]) -> PhysicalParams:
     return PhysicalParams(*columns)
 
 
-def calibration_section(params: PhysicalParams, fitted_on: list[str] | None = None) -> dict:
-    """The ``calibration`` section of a cluster file holding ``params`` (plain YAML-able values)."""
-    section: dict[str, float | list[str]] = {spec_name: float(getattr(params, name))
-                                             for name, spec_name in SPEC_NAMES.items()}
+def calibration_section(params: PhysicalParams, fitted_on: list[str] | None = None,
+                        nccl_env: Mapping[str, str] | None = None) -> dict:
+    """The ``calibration`` section of a cluster file holding ``params`` (plain YAML-able values), with the
+    logs it was ``fitted_on`` and the NCCL variables they ran with (``nccl_env``; None: not recorded)."""
+    section: dict[str, float | list[str] | dict[str, str]] = {spec_name: float(getattr(params, name))
+                                                              for name, spec_name in SPEC_NAMES.items()}
     if fitted_on:
         section["fitted_on"] = list(fitted_on)
+    if nccl_env is not None:
+        section["nccl_env"] = dict(sorted(nccl_env.items()))
     return section
 
 

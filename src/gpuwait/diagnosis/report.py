@@ -17,4 +17,4 @@ def diagnosis_dict(diagnosis: Diagnosis) -> dict:
     return {"case": diagnosis.case, "measure": diagnosis.measure, "step_time_s": diagnosis.step_time_s,
             "baseline_step_time_s": diagnosis.baseline_step_time_s,
             "findings": [finding_dict(f, i + 1) for i, f in enumerate(diagnosis.findings)],
-            "missing": list(diagnosis.missing)}
+            "missing": list(diagnosis.missing), "notes": list(diagnosis.notes)}

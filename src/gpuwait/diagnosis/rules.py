@@ -676,9 +676,11 @@ def tcp(obs: Observation, out: RuleOutput) -> None:
         return
     if not obs.socket_transport:
         return
-    # the groups whose collectives cross servers (an MoE's expert-dp group too: dp ranks ep apart and
-    # their cp ranks); telemetry has no busbw
-    slow = [c for c in obs.collectives if c.group in ("dp", "pp", "ep", "expert_dp") and c.busbw_GBps > 0]
+    # the groups whose collectives may cross servers: every group but tp, which Megatron-LM's placement
+    # keeps inside a server (an MoE's expert-dp group too: dp ranks ep apart and their cp ranks; cp's ring
+    # exchange crosses once tp x cp outgrows a server, and on sockets can be the slowest of them: 4.3 GB/s
+    # against the gradient all-reduce's 8.5, tests/diagnosis/test_tcp_fallback_cp.py); telemetry has no busbw
+    slow = [c for c in obs.collectives if c.group in ("cp", "dp", "pp", "ep", "expert_dp") and c.busbw_GBps > 0]
     # without NCCL's lines, the kernel's netdev counters carrying the NIC ports' bytes say the same
     # (RDMA bypasses the kernel): diagnosis.telemetry.KERNEL_COUNTED_SOCKETS
     seen = "the kernel's network-device counters count the NIC ports' bytes (RDMA would bypass the kernel)" \

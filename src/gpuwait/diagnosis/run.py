@@ -75,6 +75,7 @@ class Diagnosis:
     run: WorkloadRun | None = None
     observation: Observation | None = field(default=None, repr=False)
     measure: str = "step"  # what step_time_s measures: a training step, or a packet run's mean flow completion time
+    notes: tuple[str, ...] = ()  # the simulated case's notes, as `run` prints them (its NCCL release, its calibration)
 
     @property
     def top(self) -> Finding | None:
@@ -164,7 +165,8 @@ def diagnose_scenario(scenario: Scenario, faults: Sequence[FaultSpec] = (), *, s
     # finding ranks below every other (negligible): a measured 0.2 % never tops an estimated 5 %
     findings.sort(key=lambda f: (negligible(f), -(f.gain_fraction if f.gain_fraction is not None else -1.0),
                                  -f.direct, -f.score))
-    return Diagnosis(result.case, step, baseline.breakdown.step_time_s, tuple(findings), tuple(out.missing), run, obs)
+    return Diagnosis(result.case, step, baseline.breakdown.step_time_s, tuple(findings), tuple(out.missing), run, obs,
+                     notes=result.notes)
 
 
 def _others_fixed(scenario: Scenario, faults: list[FaultSpec], measured: Sequence[Candidate], steps: int | None,

@@ -24,6 +24,7 @@ from gpuwait.report.perf import (
     log_debug_info,
     log_layout,
     log_nccl_version,
+    ranks_run,
     read_nccl_tests,
 )
 from gpuwait.runner.calibrate import (
@@ -55,9 +56,12 @@ def read_log(path: Path, skipped: list[str] | None = None) -> MeasuredLog:
     return _read_log(path, skipped)[0]
 
 
-def _read_log(path: Path, skipped: list[str] | None = None) -> tuple[MeasuredLog, list[str], NcclDebugInfo | None]:
+def _read_log(path: Path, skipped: list[str] | None = None, servers: int | None = None, gpus: int | None = None,
+              gpus_in_server: int = 0) -> tuple[MeasuredLog, list[str], NcclDebugInfo | None]:
     """:func:`read_log`, with what the log says of the hardware it ran on: its GPUs' names (the ``# Rank`` lines)
-    and NCCL's INFO lines, which :func:`~gpuwait.report.perf.comparison_warnings` sets beside the cluster."""
+    and NCCL's INFO lines, which :func:`~gpuwait.report.perf.comparison_warnings` sets beside the cluster. A log
+    that does not say how many ranks ran takes them from ``servers`` and ``gpus`` (``--servers``, ``-g``) on
+    servers of ``gpus_in_server`` GPUs (:func:`~gpuwait.report.perf.ranks_run`)."""
     try:
         text = read_text_checked(path, "an nccl-tests log")
     except SpecError as err:
@@ -68,13 +72,15 @@ def _read_log(path: Path, skipped: list[str] | None = None) -> tuple[MeasuredLog
     if not rows:
         raise SpecError(f"{path}: no result rows with a size and a time; expected an nccl-tests table",
                         hint="pass the stdout of e.g. all_reduce_perf -b 8 -e 8G -f 2")
-    if log.n_ranks is None:
-        raise SpecError(f"{path}: the log does not say how many ranks ran", hint="keep the '# Using devices' lines")
+    placed: list[str] = []
+    n_ranks = ranks_run(log, path, servers, gpus, gpus_in_server, placed)
+    if skipped is not None:
+        skipped += [f"{path}: {w}" for w in placed]
     if log.collective is None:
         raise SpecError(f"{path}: the log does not say which collective ran",
                         hint="keep the '# Collective test starting' line")
     debug = log_debug_info(text)
-    measured = MeasuredLog(str(path), str(log.collective), int(log.n_ranks), tuple(r.size_bytes for r in rows),
+    measured = MeasuredLog(str(path), str(log.collective), n_ranks, tuple(r.size_bytes for r in rows),
                            tuple(r.steady_time_us * 1e-6 for r in rows), tuple(r.steady_busbw_GBps for r in rows),
                            log_nccl_version(text, debug, log.build), log_layout(log), tuple(log_command_env(text).items()))
     return measured, [d.name for d in log.devices], debug
@@ -135,16 +141,16 @@ def run_calibrate(paths: Sequence[Path], cluster: str, servers: int | None = Non
         if (first := seen.setdefault(path.resolve(), path)) is not path:
             raise SpecError(f"LOG: {path} is given twice (as {first}); expected each log once: leave-one-log-out would "
                             "score it with a fit on its own sizes", hint="drop the repeated path")
-    warnings: list[str] = []
-    read = [_read_log(Path(p), warnings) for p in paths]
-    logs = [log for log, _, _ in read]
-    layouts = {log.layout for log in logs}
-    layout = layouts.pop() if len(layouts) == 1 else None
     # a cluster file read once: its cluster is sized and fitted, its own content overlaid
     raw = read_yaml(cluster) if looks_like_file(cluster) else None
     unsized = cluster if raw is None else cluster_of_file(raw, cluster)
+    gpus_in_server = resolve_server(sized_cluster(unsized, 1, source=cluster).server).gpus
+    warnings: list[str] = []
+    read = [_read_log(Path(p), warnings, servers, gpus, gpus_in_server) for p in paths]
+    logs = [log for log, _, _ in read]
+    layouts = {log.layout for log in logs}
+    layout = layouts.pop() if len(layouts) == 1 else None
     if gpus is None and layout is not None:  # the run as its '# Rank' lines place it, as perf --compare does
-        gpus_in_server = resolve_server(sized_cluster(unsized, 1, source=cluster).server).gpus
         if (placed := placing_layout(layout, servers, gpus_in_server)) is not None:
             servers, gpus = placed
     spec = sized_cluster(unsized, servers, source=cluster)

@@ -287,6 +287,33 @@ def log_layout(log: NcclTestsLog) -> tuple[int, int] | None:
     return (len(per_host), counts.pop()) if len(counts) == 1 else None
 
 
+#: what a log that does not say how many ranks ran (no '# Rank' lines, and a collective whose sizes and busbw do
+#: not tell: broadcast, reduce) needs, by ``perf --compare`` and ``calibrate`` alike
+NO_RANKS_HINT = "pass --servers (and -g) as the run placed its ranks, or keep the log's '# Using devices' lines"
+
+
+def ranks_run(log: NcclTestsLog, path: Path, servers: int | None, gpus: int | None, gpus_in_server: int,
+              warnings: list[str]) -> int:
+    """How many ranks ``log`` ran, by ``perf --compare`` and ``calibrate`` alike: as the log says, else as the
+    flags place the run: ``servers`` (``--servers``) of ``gpus`` (``-g``; else the GPUs one process drove,
+    nGpus > 1; else a whole server of ``gpus_in_server``). Nothing in such a log can check that count, so
+    ``warnings`` gets a line saying so; without ``--servers`` the flags place nothing, and the log is refused.
+
+    >>> ranks_run(NcclTestsLog(rows=(), collective="broadcast"), Path("b.log"), 2, None, 8, notes := []), notes
+    (16, ['the log does not say how many ranks ran; predicted as --servers 2 x 8 GPU(s) = 16 ranks'])
+    """
+    if log.n_ranks is not None:
+        return log.n_ranks
+    if servers is None:
+        raise SpecError(f"{path}: the log does not say how many ranks ran (no '# Rank' lines, and its sizes and "
+                        "busbw do not tell)", hint=NO_RANKS_HINT)
+    process_gpus = log.config.n_gpus if log.config else 1
+    per_server = gpus or (process_gpus if process_gpus > 1 else gpus_in_server)
+    warnings.append(f"the log does not say how many ranks ran; predicted as --servers {servers} x "
+                    f"{per_server} GPU(s) = {servers * per_server} ranks")
+    return servers * per_server
+
+
 def compare_log(op: str, log_path: Path, cluster: str, servers: int | None = None, gpus: int | None = None,
                 env=(), nccl_version: str | None = None) -> PerfComparison:
     """Predict the collective, sizes and rank count of the nccl-tests log at ``log_path`` on ``cluster``,
@@ -303,25 +330,28 @@ def compare_log(op: str, log_path: Path, cluster: str, servers: int | None = Non
     if log.collective is not None and log.collective != collective:  # never predict another collective unasked
         raise SpecError(f"collective: got {op!r}, but {log_path} ran {log.collective}; expected {log.collective}",
                         hint=f"gpuwait perf {log.collective} --compare {log_path}")
-    if log.n_ranks is None:
-        raise SpecError(f"--compare: {log_path} does not say how many ranks ran", hint="keep the '# Using devices' lines")
     source = read_cluster(cluster)  # the file read once: sized below for one server, then for the log's run
     one_server = sized_cluster(source, 1, source=cluster)
+    placed_by_flags: list[str] = []
+    try:
+        n_ranks = ranks_run(log, log_path, servers, gpus, resolve_server(one_server.server).gpus, placed_by_flags)
+    except SpecError as err:
+        raise SpecError(f"--compare: {err}", hint=err.hint) from None
     layout = log_layout(log)
-    per_server = gpus or log_gpus_per_server(log.n_ranks, layout, resolve_server(one_server.server).gpus, servers,
+    per_server = gpus or log_gpus_per_server(n_ranks, layout, resolve_server(one_server.server).gpus, servers,
                                              log.config.n_gpus if log.config else 1)
-    if log.n_ranks % per_server:
-        raise SpecError(f"--compare: {log.n_ranks} ranks do not fill servers of {per_server} GPUs", hint="pass -g")
+    if n_ranks % per_server:
+        raise SpecError(f"--compare: {n_ranks} ranks do not fill servers of {per_server} GPUs", hint="pass -g")
     debug = log_debug_info(text)
     printed_version = log_nccl_version(text, debug, log.build)
     nccl = _nccl_choice(printed_version, nccl_version, one_server.nccl.version)
     # the log's nGpus: GPUs one thread drives (nccl-tests -g), each call issued on all of them in turn
     per_thread = min(log.config.n_gpus, per_server) if log.config and log.config.n_gpus > 1 else 1
-    n_servers = servers or log.n_ranks // per_server
+    n_servers = servers or n_ranks // per_server
     predictor = make_predictor(sized_cluster(source, n_servers, source=cluster), None, per_server, env, nccl["version"],
                                per_thread)
-    if predictor.comm.n_ranks != log.n_ranks:
-        raise SpecError(f"--compare: the log has {log.n_ranks} ranks but the cluster gives {predictor.comm.n_ranks}",
+    if predictor.comm.n_ranks != n_ranks:
+        raise SpecError(f"--compare: the log has {n_ranks} ranks but the cluster gives {predictor.comm.n_ranks}",
                         hint="use --servers and -g to match the run")
     rows, skipped = [], []
     for row in log.rows:
@@ -332,7 +362,7 @@ def compare_log(op: str, log_path: Path, cluster: str, servers: int | None = Non
             skipped.append(row.size_bytes)
             continue
         est = predictor.estimate(collective, row.size_bytes)
-        pred = make_row(collective, row.size_bytes, row.dtype, log.n_ranks, oop_time_s=est.time_s, ip_time_s=est.time_s)
+        pred = make_row(collective, row.size_bytes, row.dtype, n_ranks, oop_time_s=est.time_s, ip_time_s=est.time_s)
         rows.append({"size_bytes": row.size_bytes, "measured_time_us": measured_us, "predicted_time_us": pred.oop_time_us,
                      "measured_busbw_GBps": row.steady_busbw_GBps, "predicted_busbw_GBps": pred.oop_busbw_GBps,
                      "measured_column": "in-place" if measured_us != row.oop_time_us else "out-of-place",
@@ -347,14 +377,14 @@ def compare_log(op: str, log_path: Path, cluster: str, servers: int | None = Non
     if unused := unused_log_variables(log_command_env(text), nccl_env(env)):
         warnings.append(f"the log's run set {', '.join(f'{k}={v}' for k, v in unused.items())}, which this prediction "
                         "did not: pass them with --env to predict that run")
-    warnings += unreadable
+    warnings += placed_by_flags + unreadable
     if skipped:
         warnings.append(f"{len(skipped)} row(s) skipped, their measured time is 0.00 us (sizes "
                         + ", ".join(map(str, skipped[:3])) + (", ..." if len(skipped) > 3 else "") + ")")
     if not rows:
         raise SpecError(f"--compare: {log_path}: every row's measured time is 0.00 us; expected an nccl-tests table "
                         "with times", hint="rerun nccl-tests with larger sizes (-b)")
-    return PerfComparison(log_path, collective, log.n_ranks, topo.name, rows, comparison_summary(rows, seen), warnings,
+    return PerfComparison(log_path, collective, n_ranks, topo.name, rows, comparison_summary(rows, seen), warnings,
                           nccl)
 
 

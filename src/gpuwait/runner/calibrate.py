@@ -166,6 +166,9 @@ class Calibration:
     rank_counts: tuple[int, ...] = ()  # the logs' rank counts (several: each log predicted on its own run's size)
     #: candidates no log's sizes show (SHOWN_AT): kept at their shipped values, never tried
     unshown: tuple[str, ...] = ()
+    #: the modelled NCCL variables the logs were predicted under, away from NCCL's defaults (--env and the
+    #: process environment): recorded in the overlay, whose users are told when they predict under others
+    nccl_env: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def freed(self) -> tuple[str, ...]:
@@ -174,17 +177,19 @@ class Calibration:
 
     def section(self) -> dict:
         """The ``calibration`` section holding :attr:`params`, fitted on the logs."""
-        return calibration_file_section(self.params, [r.log.name for r in self.logs])
+        return calibration_file_section(self.params, [r.log.name for r in self.logs], self.nccl_env)
 
 
-def calibration_file_section(params: PhysicalParams, fitted_on: list[str] | None = None) -> dict:
+def calibration_file_section(params: PhysicalParams, fitted_on: list[str] | None = None,
+                             nccl_env: Mapping[str, str] | None = None) -> dict:
     """The ``calibration`` section of a cluster file holding ``params``, times with their unit as files
-    require (``1.36us``), every value to 6 significant digits.
+    require (``1.36us``), every value to 6 significant digits, and the NCCL variables the logs ran with
+    (``nccl_env``; None: not recorded).
 
     >>> calibration_file_section(PhysicalParams(launch_latency_s=1.5e-6, nic_efficiency=0.91234567))["launch_latency"]
     '1.5us'
     """
-    section = calibration_section(params, fitted_on)
+    section = calibration_section(params, fitted_on, nccl_env)
     for name, spec_name in SPEC_NAMES.items():
         value = section[spec_name]
         section[spec_name] = format_time(value, digits=6) if name.endswith("_s") else float(f"{value:.6g}")
@@ -301,7 +306,8 @@ def calibrate(logs: Sequence[MeasuredLog], cluster: str | ClusterSpec, servers: 
     alike = separable_groups(shown, not_separable(flat, shown, everything.values))
     return Calibration(predictor.comm.topo.name, predictor.comm.n_ranks, shown, validation, defaults, predictor.params,
                        everything.apply(defaults), results, selection, tuple(fold_freed), base, tuple(alike), warnings,
-                       tuple(sorted({log.n_ranks for log in logs})), tuple(n for n in chosen if n not in shown))
+                       tuple(sorted({log.n_ranks for log in logs})), tuple(n for n in chosen if n not in shown),
+                       unused_log_variables(used, {}))  # those of `used` that move the model off NCCL's defaults
 
 
 def select_and_fit(groups: list[list[Observation]], names: Sequence[str],

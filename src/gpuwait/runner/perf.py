@@ -335,7 +335,7 @@ def perf_sweep(op: str, args: SweepArgs, cluster: str = "dgx-h100", servers: int
     config = RunConfig(n_gpus=predictor.gpus_per_thread, min_bytes=lo, max_bytes=hi, step_factor=args.step_factor,
                        step_bytes=step_bytes, warmup_iters=args.warmup_iters, iters=args.iters,
                        validation=args.check)
-    notes = [note] if (note := predictor.env.version_note) is not None else []
+    notes = list(predictor.env.notes)
     return PerfSweep(coll, n, predictor.comm.topo.name, args.dtype, rows, choices, rounded, config, devices(predictor),
                      estimates, predictor.params,
                      physical_defaults(predictor.transport), [*predictor.settings(), platform_setting(predictor.env)],

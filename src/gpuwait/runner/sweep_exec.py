@@ -104,12 +104,16 @@ class SweepSummary:
 def run_sweep(plan, directory: str | Path, executor: str = "local", workers: int | None = None,
               address: str | None = None, retry_failed: bool = False,
               progress: Callable[[int, int], None] | None = None,
-              max_memory_bytes: float | None = None) -> SweepSummary:
+              max_memory_bytes: float | None = None,
+              renamed: Callable[[str], str] | None = None) -> SweepSummary:
     """Run every case of ``plan`` not already stored in ``directory`` and store its row.
 
     ``retry_failed`` runs again the cases stored as invalid or failed. ``progress(done, total)`` is
     called as cases finish. ``max_memory_bytes`` bounds each case's estimated allocation (default half
-    the memory of the machine that runs it); a case over it is stored as invalid, not run.
+    the memory of the machine that runs it); a case over it is stored as invalid, not run. ``renamed``
+    rewrites a row's error before it is stored, so the row names what the caller set: a case's errors
+    name the Python API's arguments (`` `max_memory` ``), and the command line passes its options'
+    names (``--max-memory``: :func:`gpuwait.cli.common.renamed`).
     """
     if executor not in EXECUTORS:
         raise SpecError(f"--executor: got {executor!r}; expected one of {', '.join(EXECUTORS)}")
@@ -124,6 +128,8 @@ def run_sweep(plan, directory: str | Path, executor: str = "local", workers: int
     payloads = [(c.case_id, c.doc, c.axes, max_memory_bytes) for c in todo]
 
     def finished(row: dict) -> None:
+        if renamed is not None and row.get("error"):
+            row["error"] = renamed(row["error"])
         store.write(row)
         summary.ran += 1
         summary.by_status[row["status"]] = summary.by_status.get(row["status"], 0) + 1

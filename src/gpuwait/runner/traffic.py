@@ -45,8 +45,8 @@ def check_scenario(scenario: Scenario) -> dict:
     cluster = resolve_cluster(scenario.cluster)
     checked = _checked(scenario, cluster)
     # steps and jobs predict NCCL's choices under nccl.version; traffic runs its flows without NCCL
-    note = cluster_env(cluster).version_note if scenario.jobs or scenario.workload is not None else None
-    return checked | {"notes": [] if note is None else [note]}
+    notes = cluster_env(cluster).notes if scenario.jobs or scenario.workload is not None else ()
+    return checked | {"notes": list(notes)}
 
 
 def _checked(scenario: Scenario, cluster: ClusterSpec) -> dict:

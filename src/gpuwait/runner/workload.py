@@ -124,6 +124,7 @@ def simulate_workload(scenario: Scenario, steps: int | None = None, progress=Non
             result = run_serving(step, fabric, case=label, cluster=cluster_label)
             if progress is not None:
                 progress(index, len(cases), 1, 1)
-        # an nccl.version newer than gpuwait checked is predicted as the newest it models: said, as perf says it
-        results.append(result if env.version_note is None else replace(result, notes=(*result.notes, env.version_note)))
+        # said as perf says them: an nccl.version newer than gpuwait checked (predicted as the newest it models),
+        # a calibration fitted under NCCL variables this run does not set
+        results.append(result if not env.notes else replace(result, notes=(*result.notes, *env.notes)))
     return WorkloadRun(scenario, faulty, effects, results)

@@ -200,6 +200,7 @@ class CalibrationSpec(SpecModel):
     net_step_cycle: TimeS = Field(0.0, description="Shortest time between two steps of one network connection (seconds): NCCL's proxy moves a step one state per pass over its connections.")
     sm80_step_latency: TimeS = Field(0.0, description="Extra latency of every step of NCCL's latency chain (seconds) on an A100-generation GPU (compute capability 8.0), inside servers and across the network; other GPUs ignore it. Fitted across the published tables (`PUBLIC_TABLE_FIT`), not by `gpuwait calibrate` (on one cluster it is the step latencies above).")
     fitted_on: list[str] = Field(default_factory=list, description="Where the values came from (log files), for the record; not used by the model.")
+    nccl_env: dict[str, str] | None = Field(None, description="The NCCL variables the fitted logs ran with, those gpuwait models (`calibrate --env` and the process environment; {} = NCCL's defaults); None = not recorded. Not applied: perf, run and diagnose say so in a note when they predict under other values, since the fit was checked only under these.")
 
 
 class NvlinkDomainSpec(SpecModel):

@@ -1313,10 +1313,9 @@ def _run(lt, qbytes, qint, n_used, inp, senders, receivers, samples, qp_samples,
                     lt[link, T_QPKTS] -= 1
                     qint[link] += qbytes[link] * float(now - lt[link, T_QLAST])
                     lt[link, T_QLAST] = now
+                    # no C_QMAX check: a dequeue only shrinks the queue, and every enqueue updated the maximum
                     q = qbytes[link] - wire
                     qbytes[link] = q
-                    if q > lt[link, C_QMAX]:
-                        lt[link, C_QMAX] = q
                     if ecn_on and lt[link, L_SRC_SW] != 0:
                         # marked as it leaves, from the bytes queued behind it (see _red_mark)
                         rs, marked = _red_mark(rs, q, lt[link, L_KMIN], lt[link, L_KMAX], lt[link, L_PMAX_FX])
