@@ -424,7 +424,8 @@ def summary_lines(comparison: PerfComparison) -> list[str]:
                      f"median {s['floor_median_error_pct']:.1f} %")
     if comparison.nccl:
         n = comparison.nccl
-        release = "" if n["model_release"] == n["version"] else f", modelled as release {n['model_release']}"
+        release = ("" if n["model_release"] == n["version"] else
+                   f", modelled by the tuning of {nccl_release(n['model_release']).covers}")
         parts.append(f"predicted as NCCL {n['version']} ({n['source']}{release})")
     lines = ["; ".join(parts)] if parts else []
     in_place = sum(r.get("measured_column") == "in-place" for r in comparison.rows)
