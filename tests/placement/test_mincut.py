@@ -46,7 +46,7 @@ def test_mincut_keeps_tp_groups_under_one_leaf_and_beats_megatron_order(tree):
     assert leaves[0] == leaves[1] and leaves[2] == leaves[3]
     w = slot_traffic(4, 8, tp=16)
     assert cut_weight(w, leaves) < cut_weight(w, tree.leaf_of_server[megatron])
-    assert _step_s(reordered) < 0.9 * _step_s(megatron)  # gpuwait: 0.294 s vs 0.397 s
+    assert _step_s(reordered) < 0.9 * _step_s(megatron)  # gpuwait: 0.276 s vs 0.382 s
 
 
 def test_mincut_never_cuts_more_than_megatron_order(tree):

@@ -199,3 +199,17 @@ def test_sweep_run_takes_max_memory(tmp_path, capsys):
     assert "(--max-memory)" in rows[0][0] and "max_memory" not in rows[0][0], rows
     assert main(["sweep", "run", str(tmp_path / "s.yaml"), "--out", str(tmp_path / "o2"), "--max-memory", "1Q"]) == 2
     assert capsys.readouterr().err.startswith("error: --max-memory:")
+
+
+def test_a_perf_section_on_a_sweep_of_another_kind_is_refused():
+    """docs/sweeps.md's example gave `perf:` and a `perf.env.NCCL_ALGO` axis over a base with a workload under
+    `kind: auto`: every case ran the workload, the perf arguments changed nothing but the case ids, so each
+    workload ran once per NCCL_ALGO value. A setting either changes the result or is refused (docs/model.md)."""
+    base = {"cluster": {"preset": "dgx-h100", "servers": 2},
+            "workload": {"model": {"preset": "llama-8b"}, "parallel": {"tp": 8, "global_batch": 16}}}
+    for extra in ({}, {"axes": {"perf.env.NCCL_ALGO": ["Ring", "Tree"]}}):
+        spec = validate_data(SweepSpec, {"base": base, "perf": {"op": "all_reduce"}, **extra})
+        with pytest.raises(SpecError, match=r"perf: the sweep is of kind workload .*; expected kind: perf"):
+            plan_sweep(spec, base)
+    spec = validate_data(SweepSpec, {"base": base, "kind": "perf", "perf": {}, "axes": {"perf.env.NCCL_ALGO": ["Ring", "Tree"]}})
+    assert plan_sweep(spec, base).kind == "perf"

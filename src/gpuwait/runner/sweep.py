@@ -171,6 +171,11 @@ def _replaced_steps_note(spec: SweepSpec, base: dict, kind: str) -> str | None:
 def plan_sweep(spec: SweepSpec, base: dict) -> SweepPlan:
     """Every case of ``spec`` over ``base``, the excluded ones left out, each validated and keyed."""
     kind = _kind(spec, base)
+    if kind != "perf" and spec.perf is not None:
+        # its arguments would only enter the case ids: every workload or traffic case run once per value
+        why = " (the base has a workload:)" if kind == "workload" and spec.kind == "auto" else ""
+        raise SpecError(f"perf: the sweep is of kind {kind}{why}; expected kind: perf, or no perf: section",
+                        hint="perf: holds the nccl-tests arguments of a perf sweep; set kind: perf to predict them")
     if kind == "perf" and spec.perf is None:
         spec = spec.model_copy(update={"perf": PerfCaseSpec()})
     base = {k: v for k, v in base.items() if k != "variants"}  # a case is one run; vary with an axis instead
