@@ -54,7 +54,7 @@ def test_values_parse_like_nccl():
 @pytest.mark.parametrize("name, what", [
     ("NCCL_COLLNET_ENABLE", "CollNet (SHARP in-network reduction) is not modelled"),
     ("NCCL_SHM_DISABLE", "disabling NCCL's SHM transport is not modelled"),
-    ("NCCL_PXN_DISABLE", "PXN (sending through a peer GPU's NIC over NVLink) is not modelled"),
+    ("NCCL_PXN_DISABLE", "PXN (sending through a peer GPU's NIC over NVLink) cannot be turned off"),
     ("NCCL_IB_SPLIT_DATA_ON_QPS", "only NCCL's default 0 is modelled"),
 ])
 def test_a_value_gpuwait_cannot_model_is_refused_saying_what_is_modelled(name, what):

@@ -333,8 +333,9 @@ NOT_MODELLED: Mapping[str, str] = MappingProxyType({
                            "but do not reduce; modelled algorithms: Ring, Tree, NVLS, NVLSTree, PAT",
     "NCCL_SHM_DISABLE": "disabling NCCL's SHM transport is not modelled; modelled: P2P between a node's GPUs, "
                         "or SHM through host memory (NCCL_P2P_DISABLE=1 or server.gpu_p2p: false)",
-    "NCCL_PXN_DISABLE": "PXN (sending through a peer GPU's NIC over NVLink) is not modelled; every GPU sends "
-                        "through its own rail's NIC, as with NCCL_PXN_DISABLE=1",
+    "NCCL_PXN_DISABLE": "PXN (sending through a peer GPU's NIC over NVLink) cannot be turned off: a ring leaving "
+                        "a server hands its chunk over NVLink to the GPU on the next server's rail, as NCCL does "
+                        "with PXN on (its default); all-to-all and send/recv send through each GPU's own NIC",
     "NCCL_IB_SPLIT_DATA_ON_QPS": "only NCCL's default 0 is modelled: each connection's bytes are shared evenly "
                                  "over its QPs (NCCL_IB_QPS_PER_CONNECTION), the average of round-robin messages",
 })
