@@ -450,7 +450,8 @@ class ParallelLayout:
     """A training job's parallelism with every degree resolved and checked (counts unless named).
 
     Ranks are laid out Megatron-style, tensor-parallel fastest: ``rank = tp_rank + tp·(dp_rank + dp·pp_rank)``;
-    an expert-parallel group is ``ep`` consecutive dp ranks. :meth:`groups` lists the ranks of each group.
+    an expert-parallel group is ``ep`` ranks consecutive among a stage's cp·dp ranks of one tp rank (``ep``
+    consecutive dp ranks when cp = 1; Megatron-Core's expert order, :meth:`gpuwait.workload.layout.Layout.groups`).
     """
 
     gpus: int
