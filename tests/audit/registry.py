@@ -561,6 +561,8 @@ def _layout_fields() -> dict[str, object]:
         "ParallelSpec.prefetch_depth": Covered("tests/workload/test_overlap.py::test_zero3_prefetch_hides_gathers"),
         "ParallelSpec.overlap_p2p_comm": Covered("tests/workload/test_overlap.py::test_p2p_overlap_shortens_a_pipeline_step"),
         "ParallelSpec.ep_comm_overlap": Covered("tests/workload/test_overlap.py::test_ep_all_to_all_overlap_hides_dispatch"),
+        "ParallelSpec.microbatch_group_size_per_vp_stage": Covered(
+            "tests/workload/test_schedule.py::test_microbatch_group_size_checks"),
         "CalibrationSpec.net_step_cycle": perf({}, {"calibration": {"net_step_cycle": "20us"}}, "up",
                                                "every network step waits a 20 us proxy pass", size=2**26),
     }

@@ -277,13 +277,12 @@ def test_context_parallel_ranks_join_the_expert_data_parallel_group():
     step = training_step(scenario.workload, build_cluster(resolve_cluster(scenario.cluster)))
     lay = step.layout
     assert lay.expert_dp == 4
-    # a group: the ranks of one dp_cp group at one ep index (same experts), every cp rank of them
+    # a group: ranks of one dp_cp group (the same dense weights) at one ep index (the same experts),
+    # membership as Megatron-Core's expert rank generator gives it (test below)
     dp_cp_of = {int(r): i for i, g in enumerate(lay.groups("dp_cp")) for r in g}
-    cp_of = {int(r): i for g in lay.groups("cp") for i, r in enumerate(g)}
+    ep_index = {int(r): i for g in lay.groups("ep") for i, r in enumerate(g)}
     for g in lay.groups("expert_dp"):
-        assert len({dp_cp_of[int(r)] for r in g}) == 1
-        assert len({int(lay.replica_of()[r]) % 4 for r in g}) == 1  # one ep index: the same experts
-        assert sorted(cp_of[int(r)] for r in g) == [0, 0, 1, 1]
+        assert len({dp_cp_of[int(r)] for r in g}) == 1 and len({ep_index[int(r)] for r in g}) == 1
     # bytes and group as with cp = 1; memory shards the experts over the same 4 ranks
     expert = shape.moe_layers * shape.experts * shape.expert_params / 4
     assert step.expert_grad_bytes[0] == pytest.approx(2 * expert, rel=1e-12)
@@ -302,3 +301,28 @@ def test_with_ep_equal_to_dp_context_parallel_ranks_still_reduce_expert_gradient
     assert step.layout.expert_dp == 2 and step.expert_grad_bytes[0] > 0
     sizes = {c.label: c.n_ranks for c in run_workload(scenario)[0].collectives}
     assert sizes["expert_dp reduce_scatter"] == 2
+
+
+def _megatron_groups(sizes: dict[str, int], order: str, kind: str) -> set[tuple[int, ...]]:
+    """Megatron-Core's RankGenerator.get_ranks(kind) (megatron/core/parallel_state.py, NVIDIA/Megatron-LM @d98e8a64),
+    written out again: ranks numbered in ``order`` (fastest first), a group varying ``kind`` with the rest fixed."""
+    tokens = order.split("-")
+    grid = np.arange(int(np.prod([sizes[t] for t in tokens]))).reshape([sizes[t] for t in reversed(tokens)])
+    axis = len(tokens) - 1 - tokens.index(kind)
+    return {tuple(int(r) for r in group) for group in np.moveaxis(grid, axis, -1).reshape(-1, sizes[kind])}
+
+
+@pytest.mark.parametrize(("tp", "cp", "dp", "pp", "ep"), [(1, 2, 8, 1, 4), (2, 2, 4, 2, 2), (2, 4, 4, 2, 4),
+                                                       (1, 4, 8, 1, 8), (2, 1, 8, 2, 4), (1, 2, 2, 2, 1)])
+def test_expert_groups_are_megatron_cores_with_context_parallelism(tp, cp, dp, pp, ep):
+    """Megatron-Core numbers expert ranks with a second RankGenerator, order 'tp-cp-ep-dp-pp' and cp = 1
+    (parallel_state.initialize_model_parallel): 'tp-ep-dp-pp' over expert_dp = world / (tp ep pp). With
+    cp > 1 an EP group therefore takes a dp rank's cp ranks first; its size was always ep."""
+    lay = Layout(tp=tp, dp=dp, pp=pp, ep=ep, rank_gpu=np.arange(tp * cp * dp * pp), cp=cp)
+    dense = {"tp": tp, "cp": cp, "dp": dp, "pp": pp}
+    expert = {"tp": tp, "ep": ep, "dp": cp * dp // ep, "pp": pp}
+    assert {tuple(g) for g in lay.groups("ep").tolist()} == _megatron_groups(expert, "tp-ep-dp-pp", "ep")
+    assert {tuple(g) for g in lay.groups("expert_dp").tolist()} == _megatron_groups(expert, "tp-ep-dp-pp", "dp")
+    # and the dense groups are its default generator's
+    for kind in ("tp", "cp", "dp", "pp"):
+        assert {tuple(g) for g in lay.groups(kind).tolist()} == _megatron_groups(dense, "tp-cp-dp-pp", kind)

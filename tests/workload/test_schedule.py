@@ -342,3 +342,91 @@ def test_interleaved_layout_checks():
     with pytest.raises(SpecError, match="groups of pp = 4"):
         validate_layout(shape, WorkloadSpec(parallel={"tp": 8, "pp": 4, "schedule": "interleaved-1f1b",
                                                       "global_batch": 40}), 256, 8)
+
+
+# ----------------------------------------------------------------- interleaved warm-up and activations in flight
+def _megatron_warmup(pp, stage, m, chunks, group):
+    """Megatron-Core's get_pp_rank_microbatches (megatron/core/pipeline_parallel/schedules.py, NVIDIA/Megatron-LM
+    @d98e8a64), written out again from its source: pp - rank - 1 without interleaving; 2 (pp - rank - 1)
+    + (num_model_chunks - 1) microbatch_group_size_per_vp_stage with it; capped at the total."""
+    total = m * chunks
+    warmup = pp - stage - 1 if chunks == 1 else (pp - stage - 1) * 2 + (chunks - 1) * group
+    return min(warmup, total)
+
+
+def _held_by_walking(order, chunks):
+    """Every per-chunk count of forwards not yet backwarded, after each forward of ``order``."""
+    held, seen = [0] * chunks, set()
+    for kind, _, chunk in order:
+        held[chunk] += 1 if kind == "F" else -1
+        if kind == "F":
+            seen.add(tuple(held))
+    return seen
+
+
+@settings(max_examples=150, deadline=None)
+@given(pp=st.integers(2, 8), chunks=st.integers(1, 6), extra_group=st.integers(0, 6), groups=st.integers(1, 4),
+       rest=st.integers(0, 12), data=st.data())
+def test_interleaved_warmup_and_in_flight_are_megatron_cores(pp, chunks, extra_group, groups, rest, data):
+    """The order's warm-up is Megatron-Core's count, every (micro-batch, chunk) runs forward then backward
+    once, and the closed-form activations in flight (what the memory check multiplies) peak where
+    walking the order does."""
+    from gpuwait.workload.program import in_flight_counts, interleaved_one_f_one_b, warmup_forwards
+
+    group = pp + extra_group
+    rest = 0 if rest < pp or rest >= group else rest  # Megatron-Core's last group: none or >= pp
+    m = groups * group + rest
+    stage = data.draw(st.integers(0, pp - 1))
+    order = interleaved_one_f_one_b(pp, stage, m, chunks, group)
+    warmup = warmup_forwards(pp, stage, m, chunks, group)
+    assert warmup == _megatron_warmup(pp, stage, m, chunks, group)
+    # the steady phase runs one more forward before each backward
+    assert next(k for k, (kind, _, _) in enumerate(order) if kind == "B") == min(warmup + 1, m * chunks)
+    assert sorted(u for u in order if u[0] == "F") == sorted(("F", i, c) for i in range(m) for c in range(chunks))
+    assert sorted(u for u in order if u[0] == "B") == sorted(("B", i, c) for i in range(m) for c in range(chunks))
+    walked = _held_by_walking(order, chunks)
+    def peak(counts, weights):
+        return max(sum(n * w for n, w in zip(held, weights)) for held in counts)
+
+    for weights in ([1.0] * chunks, [2.0 ** c for c in range(chunks)], [2.0 ** -c for c in range(chunks)]):
+        assert peak(in_flight_counts(pp, stage, m, chunks, group), weights) == peak(walked, weights)
+
+
+def test_microbatch_group_orders_chunks_as_megatron_cores_table():
+    """Megatron-Core's ModelParallelConfig.microbatch_group_size_per_vp_stage docstring (@d98e8a64): PP 2,
+    VP 2, N 3, M 5 runs rank 0's forwards as micro-batches 0 1 2 0 1 2 3 4 3 4."""
+    from gpuwait.workload.program import interleaved_one_f_one_b
+
+    forwards = [(i, c) for kind, i, c in interleaved_one_f_one_b(2, 0, 5, 2, group=3) if kind == "F"]
+    assert [i for i, _ in forwards] == [0, 1, 2, 0, 1, 2, 3, 4, 3, 4]
+    assert [c for _, c in forwards] == [0, 0, 0, 1, 1, 1, 0, 0, 1, 1]
+
+
+def test_microbatch_group_size_checks():
+    from gpuwait.errors import SpecError
+    from gpuwait.spec import WorkloadSpec
+    from gpuwait.workload.model import memory_per_gpu_bytes, resolve_model, validate_layout
+
+    shape = resolve_model(WorkloadSpec().model.model_copy(update={"preset": "llama-8b"}))
+
+    def lay(**parallel):
+        base = {"tp": 8, "pp": 4, "schedule": "interleaved-1f1b", "virtual_stages": 2}
+        return validate_layout(shape, WorkloadSpec(parallel={**base, **parallel}), 256, 8)
+
+    assert lay(global_batch=64).microbatch_group_size is None  # Megatron-Core's default: pp
+    # a larger N runs more warm-up forwards: 16 micro-batches in groups of 8 hold more than in groups of 4
+    depth_first, wider = lay(global_batch=128), lay(global_batch=128, microbatch_group_size_per_vp_stage=8)
+    # 2 (pp - 1) + (v - 1) N + 1 chunks of 4 layers each
+    assert memory_per_gpu_bytes(shape, wider, stage=0)["activations"] == pytest.approx(
+        (2 * 3 + 8 + 1) / (2 * 3 + 4 + 1) * memory_per_gpu_bytes(shape, depth_first, stage=0)["activations"], rel=1e-12)
+    # 10 micro-batches in groups of 6: the last group of 4 >= pp runs (it would not in groups of pp)
+    assert lay(global_batch=80, microbatch_group_size_per_vp_stage=6).microbatch_group_size == 6
+    field = "workload.parallel.microbatch_group_size_per_vp_stage"
+    with pytest.raises(SpecError, match=f"{field}: 3 is outside \\[pp, micro-batches per step\\] = \\[4, 8\\]"):
+        lay(global_batch=64, microbatch_group_size_per_vp_stage=3)
+    with pytest.raises(SpecError, match=f"{field}: 16 is outside"):
+        lay(global_batch=64, microbatch_group_size_per_vp_stage=16)
+    with pytest.raises(SpecError, match=f"{field}: 12 micro-batches per step leave a last group of 2, fewer than pp = 4"):
+        lay(global_batch=96, microbatch_group_size_per_vp_stage=5)
+    with pytest.raises(SpecError, match=f"{field}: only used with schedule: interleaved-1f1b"):
+        lay(global_batch=64, schedule="1f1b", microbatch_group_size_per_vp_stage=4)

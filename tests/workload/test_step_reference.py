@@ -50,6 +50,9 @@ def test_llama3_rows_are_laid_out_as_published():
         layout = wm.validate_layout(shape, spec, row["gpus"], 8)
         assert shape.layers == 126 and layout.pp == 16 and sum(layout.stage_layer_counts) == 126
         assert layout.global_batch * shape.seq_len == 16 * 2**20
+        # "the first model chunk on the first stage has only the embedding, and the last model chunk on the
+        # last stage has only output projection and loss"; FSDP shards optimizer state and gradients
+        assert layout.stage_layer_counts[0] == layout.stage_layer_counts[-1] == 0 and layout.zero == 2
 
 
 def test_unscored_rows_say_why():

@@ -286,6 +286,46 @@ def test_memory_closed_form_llama_70b():
     assert last["activations"] == 1 * 20 * 33.5 * s * h / 8 and last["logits"] == 4 * s * 128256 / 8
 
 
+@pytest.mark.parametrize(("pp", "chunks", "group", "m"), [(4, 5, 4, 16), (4, 2, 4, 8), (8, 2, 8, 32), (2, 4, 2, 4),
+                                                     (4, 5, 8, 16), (4, 2, 6, 12)])
+def test_interleaved_activations_in_flight(pp, chunks, group, m):
+    """The first stage of interleaved 1F1B holds Megatron-Core's warm-up forwards plus one, each a chunk of
+    1/v of the stage's layers (megatron/core/pipeline_parallel/schedules.py, get_pp_rank_microbatches:
+    2 (p - 1) + (v - 1) N, NVIDIA/Megatron-LM @d98e8a64). With N = p that is Korthikanti et al. 2022's
+    closed form (§4.2.3: L (1 + (p - 1) / (p v)) layers' worth on the first stage, the
+    interleaved_schedule_memory_penalty of Megatron-LM's megatron/training/theoretical_memory_usage.py)."""
+    shape = model(preset="llama-70b")  # 80 layers
+    lay = replace(layout(64 * pp, tp=8, pp=pp, global_batch=m * 64 // 8 * 1), schedule="interleaved-1f1b",
+                  virtual_stages=chunks, microbatch_group_size=group)
+    assert lay.micro_batches == m
+    per_layer = activation_bytes_per_layer(shape, lay)
+    held = min(2 * (pp - 1) + (chunks - 1) * group + 1, m * chunks)
+    acts = memory_per_gpu_bytes(shape, lay, stage=0)["activations"]
+    assert acts == pytest.approx(held * shape.layers / (pp * chunks) * per_layer, rel=1e-12)
+    if group == pp and held < m * chunks:
+        assert acts == pytest.approx(shape.layers * (1 + (pp - 1) / (pp * chunks)) * per_layer, rel=1e-12)
+    plain = memory_per_gpu_bytes(shape, replace(lay, schedule="1f1b", virtual_stages=1), stage=0)["activations"]
+    assert plain == pytest.approx(min(pp, m) * shape.layers / pp * per_layer, rel=1e-12) and acts > plain
+
+
+def test_interleaved_first_chunk_of_embedding_only_holds_no_layers():
+    """Llama 3's split (Dubey et al. 2024, §3.3.2): with the embedding and the loss counted as layers and one
+    layer per chunk, the first stage's first chunk holds only the embedding, so the warm-up forwards
+    of that chunk keep no transformer layer's activations."""
+    shape = model(preset="llama-405b")  # 126 layers + embedding + loss = 16 stages x 8 chunks of 1
+    spec = WorkloadSpec(parallel={"tp": 8, "pp": 16, "schedule": "interleaved-1f1b", "virtual_stages": 8,
+                                  "account_for_embedding": True, "account_for_loss": True, "global_batch": 2048})
+    lay = validate_layout(shape, spec, 8192, 8)
+    assert lay.micro_batches == 32 and lay.stage_layer_counts[:2] == (0, 1) and lay.stage_layer_counts[-1] == 0
+    per_layer = activation_bytes_per_layer(shape, lay)
+    # stage 1: warm-up 2·14 + 7·16 = 140 one-layer chunks, plus the one forward before the first backward
+    assert memory_per_gpu_bytes(shape, lay, stage=1)["activations"] == pytest.approx(141 * per_layer, rel=1e-12)
+    # stage 0: 142 + 1 forwards before its first backward, 16 + 15 of them of the embedding-only chunk 0:
+    # 7 x 16 one-layer chunks, the 112 layers 1F1B's 16 micro-batches of 7 layers hold (then each backward
+    # frees a layer before the next layer-holding forward)
+    assert memory_per_gpu_bytes(shape, lay, stage=0)["activations"] == pytest.approx(112 * per_layer, rel=1e-12)
+
+
 def test_activations_are_korthikanti_for_gpt():
     """Korthikanti et al. 2022, §4.1 / Table 2: a GPT layer (multi-head attention, 4h GeLU MLP, dropout)
     keeps 34·s·b·h with sequence parallelism over t (selective recomputation), 10 + 24/t without it,

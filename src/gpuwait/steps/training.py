@@ -397,7 +397,7 @@ def _run_pipeline(step: TrainingStep, comm: _CommTimes, factor: np.ndarray, t_st
     tp_factor = factor[lay.lane_ranks()].max(axis=2)  # a TP (x CP) group runs at its slowest GPU
     c_fwd = step.fwd_compute_s[:, None] * tp_factor
     c_bwd = step.bwd_compute_s[:, None] * tp_factor
-    pipe = _Pipeline(orders=[interleaved_one_f_one_b(pp, s, m, v) for s in range(pp)],
+    pipe = _Pipeline(orders=[interleaved_one_f_one_b(pp, s, m, v, step.microbatch_group_size) for s in range(pp)],
                      f_end=np.full((pp, v, m, dp), np.nan), b_end=np.full((pp, v, m, dp), np.nan),
                      clock=np.full((pp, dp), t_start), last_b_start=np.zeros((pp, v, dp)), position=[0] * pp)
     data_ready = t_start + data_delay_s

@@ -1,7 +1,7 @@
 """Where each rank of a parallel job sits, and which ranks form its TP, CP, DP, PP and EP groups.
 
 Ranks follow Megatron-Core's order, by default ``tp-cp-ep-dp-pp``: tensor-parallel fastest, then
-context-parallel, then data-parallel (an expert-parallel group is ``ep`` consecutive dp ranks), then
+context-parallel, then data-parallel (an expert-parallel group is ``ep`` consecutive cp x dp ranks), then
 pipeline (``rank = tp_i + tp * (cp_i + cp * (dp_i + dp * pp_i))``); ``order`` names another one. Rank r
 runs on ``rank_gpu[r]``: with the default placement the job's r-th GPU in server order, so a TP group of
 8 fills one 8-GPU server, a DP group takes the same GPU index on ``dp`` servers (one rail), and pipeline
@@ -105,8 +105,10 @@ class Layout:
 
     def groups(self, kind: str) -> np.ndarray:
         """(n_groups, group_size) ranks of every group of ``kind``: "tp", "cp", "dp", "pp", "dp_cp" (the
-        ranks holding the same weights, which reduce gradients together: dp x cp), "ep" (``ep``
-        consecutive DP ranks) or "expert_dp" (the ranks holding the same experts, dp x cp / ep of them)."""
+        ranks holding the same weights, which reduce gradients together: dp x cp), "ep" (``ep`` ranks
+        consecutive in rank order among a stage's cp x dp ranks of one tp rank: ``ep`` consecutive DP ranks
+        when cp = 1, Megatron-Core's expert order) or "expert_dp" (the ranks holding the same experts,
+        dp x cp / ep of them)."""
         g = self._grid
         pp, dp, cp, tp = g.shape
         if kind == "tp":
@@ -119,11 +121,17 @@ class Layout:
             return g.transpose(0, 3, 1, 2).reshape(-1, dp * cp)
         if kind == "pp":
             return g.transpose(1, 2, 3, 0).reshape(-1, pp)
-        experts = g.reshape(pp, dp // self.ep, self.ep, cp, tp)
+        # Megatron-Core's expert rank generator (parallel_state.initialize_model_parallel, NVIDIA/Megatron-LM
+        # @d98e8a64) numbers the same ranks 'tp-ep-dp-pp' with cp = 1: the cp x dp ranks of a (stage, tp
+        # rank), in rank order, are ep x expert_dp with ep fastest. So with cp > 1 an EP group takes a dp
+        # rank's cp ranks first (sizes as before; with cp = 1 the same groups in the same order as ep
+        # consecutive dp ranks)
+        data = np.sort(g.transpose(0, 3, 1, 2).reshape(pp, tp, dp * cp), axis=2)
+        experts = data.reshape(pp, tp, self.expert_dp, self.ep)
         if kind == "ep":
-            return experts.transpose(0, 1, 3, 4, 2).reshape(-1, self.ep)
+            return experts.transpose(0, 2, 1, 3).reshape(-1, self.ep)
         if kind == "expert_dp":
-            return experts.transpose(0, 2, 4, 1, 3).reshape(-1, self.expert_dp)
+            return experts.transpose(0, 3, 1, 2).reshape(-1, self.expert_dp)
         raise SpecError(f"group kind: got {kind!r}; expected tp, cp, dp, dp_cp, pp, ep or expert_dp")
 
     def lane_ranks(self) -> np.ndarray:

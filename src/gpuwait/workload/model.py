@@ -36,6 +36,7 @@ from gpuwait.topology.gpus import gpu_arch
 from gpuwait.workload.compute import HBM_EFFICIENCY, ComputeModel, head_times, layer_times
 from gpuwait.workload.layout import DEFAULT_ORDER, parse_rank_order
 from gpuwait.workload.presets import ENGINE_PRESETS, GPU_PRESETS, MODEL_PRESETS, GpuPreset, gpu_preset_for_model
+from gpuwait.workload.program import in_flight_counts
 
 GiB = 2.0**30
 #: bytes per element of training weights, gradients and activations (bf16)
@@ -380,21 +381,23 @@ def head_forward_flops(shape: ModelShape, tokens: float) -> float:
     return 2.0 * shape.head_params * tokens
 
 
-def stage_layers(shape: ModelShape, layout: ParallelLayout | int, stage: int) -> list[int] | range:
-    """The layers of pipeline stage ``stage``: contiguous ``layers / pp`` each for an int ``layout`` (pp);
-    for a :class:`ParallelLayout`, its model chunks ``stage, stage + pp, ...`` of the split
-    :func:`split_layers` resolved (uneven first and last stages, interleaving)."""
-    if isinstance(layout, int):
-        per = shape.layers // layout
-        return range(stage * per, (stage + 1) * per)
+def chunk_layers(shape: ModelShape, layout: ParallelLayout, stage: int) -> list[range]:
+    """The layers of each model chunk of pipeline stage ``stage``: chunks ``stage, stage + pp, ...`` of the
+    split :func:`split_layers` resolved (uneven first and last stages, interleaving); one chunk without
+    interleaving."""
     counts = layout.stage_layer_counts or (shape.layers // (layout.pp * layout.virtual_stages),) * (
         layout.pp * layout.virtual_stages)
     starts = [sum(counts[:j]) for j in range(len(counts) + 1)]
-    out: list[int] = []
-    for chunk in range(layout.virtual_stages):
-        j = chunk * layout.pp + stage
-        out += range(starts[j], starts[j + 1])
-    return out
+    return [range(starts[j], starts[j + 1]) for j in range(stage, layout.pp * layout.virtual_stages, layout.pp)]
+
+
+def stage_layers(shape: ModelShape, layout: ParallelLayout | int, stage: int) -> list[int] | range:
+    """The layers of pipeline stage ``stage``: contiguous ``layers / pp`` each for an int ``layout`` (pp);
+    for a :class:`ParallelLayout`, those of its model chunks (:func:`chunk_layers`)."""
+    if isinstance(layout, int):
+        per = shape.layers // layout
+        return range(stage * per, (stage + 1) * per)
+    return [layer for chunk in chunk_layers(shape, layout, stage) for layer in chunk]
 
 
 def stage_forward_flops(shape: ModelShape, layout: ParallelLayout, stage: int, micro_batch: int | None = None) -> float:
@@ -447,7 +450,8 @@ class ParallelLayout:
     """A training job's parallelism with every degree resolved and checked (counts unless named).
 
     Ranks are laid out Megatron-style, tensor-parallel fastest: ``rank = tp_rank + tp·(dp_rank + dp·pp_rank)``;
-    an expert-parallel group is ``ep`` consecutive dp ranks. :meth:`groups` lists the ranks of each group.
+    an expert-parallel group is ``ep`` ranks consecutive among a stage's cp·dp ranks of one tp rank (``ep``
+    consecutive dp ranks when cp = 1; Megatron-Core's expert order, :meth:`gpuwait.workload.layout.Layout.groups`).
     """
 
     gpus: int
@@ -471,6 +475,7 @@ class ParallelLayout:
     prefetch_depth: int = 1       # ZeRO-3: layers whose all-gather may run ahead of compute (FSDP: 1)
     overlap_p2p_comm: bool = False  # pipeline sends overlapped with compute (Megatron-Core, interleaved)
     ep_comm_overlap: bool = False  # MoE all-to-all under another micro-batch's compute (DualPipe-like)
+    microbatch_group_size: int | None = None  # interleaved 1F1B: micro-batches per chunk in a row (N); None = pp
 
     @property
     def weight_replicas(self) -> int:
@@ -612,10 +617,28 @@ def _global_batch(path: str, p: ParallelSpec, dp: int, chunks: int) -> int:
     global_batch = p.global_batch if p.global_batch is not None else per_step * (4 * p.pp if p.pp > 1 else 1)
     if global_batch % per_step:
         _fail(f"{path}.global_batch", f"{global_batch} is not a multiple of dp*micro_batch = {dp}*{p.micro_batch} = {per_step}")
-    if chunks > 1 and (global_batch // per_step) % p.pp:
+    if chunks > 1 and p.microbatch_group_size_per_vp_stage is None and (global_batch // per_step) % p.pp:
         _fail(f"{path}.global_batch", f"interleaved-1f1b runs micro-batches in groups of pp = {p.pp}; "
-              f"{global_batch // per_step} micro-batches per step is not a multiple (Megatron-LM requires it)")
+              f"{global_batch // per_step} micro-batches per step is not a multiple (Megatron-LM requires it)",
+              hint="or set microbatch_group_size_per_vp_stage")
     return global_batch
+
+
+def _microbatch_group(path: str, p: ParallelSpec, chunks: int, micro_batches: int) -> int | None:
+    """``microbatch_group_size_per_vp_stage`` checked as Megatron-Core's interleaved schedule checks it
+    (``forward_backward_pipelining_with_interleaving``, schedules.py @d98e8a64): from pp to the
+    micro-batches per step, and a last group (the rest) of none or at least pp micro-batches."""
+    group, field = p.microbatch_group_size_per_vp_stage, f"{path}.microbatch_group_size_per_vp_stage"
+    if group is None:
+        return None
+    if chunks == 1:
+        _fail(field, "only used with schedule: interleaved-1f1b and virtual_stages > 1 (the order of model chunks)")
+    if not p.pp <= group <= micro_batches:
+        _fail(field, f"{group} is outside [pp, micro-batches per step] = [{p.pp}, {micro_batches}] (Megatron-Core refuses it)")
+    if 0 < micro_batches % group < p.pp:
+        _fail(field, f"{micro_batches} micro-batches per step leave a last group of {micro_batches % group}, fewer than "
+              f"pp = {p.pp} (Megatron-Core refuses it: dependency bubbles)")
+    return group
 
 
 def validate_layout(shape: ModelShape, spec: WorkloadSpec, cluster_gpus: int,
@@ -656,12 +679,13 @@ def validate_layout(shape: ModelShape, spec: WorkloadSpec, cluster_gpus: int,
     # virtual pipeline stages); 1F1B's send_forward_recv_backward blocks
     overlap_p2p = p.overlap_p2p_comm if p.overlap_p2p_comm is not None else chunks > 1
     global_batch = _global_batch(path, p, dp, chunks)
+    group = _microbatch_group(path, p, chunks, global_batch // (dp * p.micro_batch))
     return ParallelLayout(gpus=gpus, tp=p.tp, pp=p.pp, dp=dp, ep=p.ep, zero=p.zero, sequence_parallel=sp,
                           micro_batch=p.micro_batch, global_batch=global_batch, bucket_bytes=p.bucket,
                           overlap_grad_reduce=p.overlap_grad_reduce, schedule=p.schedule, virtual_stages=chunks,
                           recompute=p.recompute, cp=p.cp, stage_layer_counts=counts, tp_comm_overlap=p.tp_comm_overlap,
                           rank_order=order, prefetch_depth=p.prefetch_depth, overlap_p2p_comm=overlap_p2p,
-                          ep_comm_overlap=p.ep_comm_overlap)
+                          ep_comm_overlap=p.ep_comm_overlap, microbatch_group_size=group)
 
 
 # ------------------------------------------------------------------------------------------------ comm
@@ -871,8 +895,12 @@ def memory_per_gpu_bytes(shape: ModelShape, layout: ParallelLayout, precision: s
 
     ``weights`` and ``grads`` (bf16, 2 B/param), ``optimizer`` (Adam, 12 B/param), sharded over dp by ZeRO
     stage ≥ 3, ≥ 2, ≥ 1 respectively (experts over dp·cp / ep); ``activations`` of the micro-batches in flight
-    (1F1B: stage i holds min(pp − i, micro-batches)); ``logits`` the fp32 logits of the loss on the last
-    stage (4·b·s·vocab / tp). ``precision`` does not change training memory (see the module docstring).
+    at the schedule's peak, each holding its model chunk's layers (:func:`~gpuwait.workload.program.in_flight_counts`;
+    1F1B: stage i holds min(pp − i, micro-batches); interleaved 1F1B: Megatron-Core's warm-up
+    2 (pp − i − 1) + (v − 1) N forwards plus one, each a chunk of 1/v of the stage, which on the first
+    stage is Korthikanti et al. 2022's L (1 + (pp − 1) / (pp v)) layers' worth, §4.2.3); ``logits`` the fp32
+    logits of the loss on the last stage (4·b·s·vocab / tp). ``precision`` does not change training
+    memory (see the module docstring).
 
     >>> shape = resolve_model(ModelSpec(preset="llama-8b"))
     >>> layout = ParallelLayout(8, 1, 1, 8, 1, 3, False, 1, 8, 25 * 2**20, True, "1f1b")
@@ -890,8 +918,11 @@ def memory_per_gpu_bytes(shape: ModelShape, layout: ParallelLayout, precision: s
         return shard if layout.zero >= min_stage else dense + expert
 
     layers = stage_layers(shape, layout, stage)
-    in_flight = min(layout.pp - stage, layout.micro_batches)
-    acts = in_flight * sum(activation_bytes_per_layer(shape, layout, layer) for layer in layers)
+    per_chunk = [sum(activation_bytes_per_layer(shape, layout, layer) for layer in chunk)
+                 for chunk in chunk_layers(shape, layout, stage)]
+    acts = max(sum(n * chunk_bytes for n, chunk_bytes in zip(held, per_chunk))
+               for held in in_flight_counts(layout.pp, stage, layout.micro_batches, layout.virtual_stages,
+                                            layout.microbatch_group_size))
     if layout.recompute == "full" and len(layers):
         # backward of a layer re-creates its whole activation set once (one layer at a time)
         acts += activation_bytes_per_layer(shape, replace(layout, recompute="none"), layers[-1])

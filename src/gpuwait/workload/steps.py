@@ -120,7 +120,8 @@ def training_step(spec: WorkloadSpec, topo: Topology) -> TrainingStep:
         peak_flops_per_gpu=gpu.peak_flops, description=describe(shape, parts, par.gpus),
         model_chunks=par.virtual_stages, stage_layer_scale=stage_layer_counts / max(layers, 1),
         prefetch_depth=par.prefetch_depth, zero3_layers=layers if par.zero == 3 else 0,
-        overlap_p2p_comm=par.overlap_p2p_comm, expert_grad_bytes=expert_grads, expert_param_gather_bytes=expert_gather)
+        overlap_p2p_comm=par.overlap_p2p_comm, expert_grad_bytes=expert_grads, expert_param_gather_bytes=expert_gather,
+        microbatch_group_size=par.microbatch_group_size)
 
 
 def _inline_ops(shape: wm.ModelShape, par: wm.ParallelLayout, gpu: wm.GpuShape, v: wm.CommVolumes, layers: int,
