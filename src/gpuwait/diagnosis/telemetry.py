@@ -155,6 +155,9 @@ def observe_telemetry(bundle: TelemetryBundle, topo: Topology) -> Observation:
     traces = [t for t in bundle.kineto.values() if t.steps]
     if step is None and traces:
         step = float(np.mean([t.step_time_s for t in traces]))
+    if step is None:  # the rules then read every time per second of the run (rules._step)
+        missing.append("step time (a PyTorch profiler trace's ProfilerStep events): the times below are per "
+                       "second of the run, not per step")
     gpu_names, per_gpu = _phases(metrics, names, real, traces, topo, step)
     if per_gpu is None:
         missing.append("per-GPU step phases (DCGM_FI_PROF_SM_ACTIVE / DCGM_FI_DEV_GPU_UTIL, Kineto traces or "
