@@ -28,6 +28,8 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from gpuwait.errors import SpecError
 from gpuwait.spec.reader import MAX_TEXT_BYTES, read_bytes_checked
 from gpuwait.telemetry.errors import TelemetryFormatError
@@ -163,7 +165,24 @@ def load_telemetry_dir(path: str | Path) -> TelemetryBundle:
                                        hint="move other files out of the directory")
         read = [kind for kind in kinds if _read(bundle, kind, kinds, rel, text)]
         bundle.kinds[rel] = tuple(read)
+    for rel, metrics in bundle.metric_files.items():
+        bundle.metric_files[rel] = _with_values(metrics, rel, bundle.skipped)
     return bundle
+
+
+def _with_values(metrics: MetricSet, rel: str, skipped: list[str]) -> MetricSet:
+    """The samples that carry a reading. NaN is Prometheus's value for none (a rate over an empty
+    window, a recording rule dividing by zero) and an infinity is no reading of a counter or a ratio
+    either: each is left out and the file's are named once in ``skipped``. Read as numbers they made a
+    GPU 100 % busy (``min(1, nan)`` is 1) and every comparison over ports false."""
+    bad = ~np.isfinite(metrics.value)
+    if not bad.any():
+        return metrics
+    first = int(np.flatnonzero(bad)[0])
+    labels = ",".join(f'{k}="{v}"' for k, v in metrics.labels[first])
+    skipped.append(f"{rel}: {int(bad.sum())} sample(s) without a finite value (NaN or Inf) left out, the first "
+                   f"{metrics.name[first]}{{{labels}}} {metrics.value[first]}")
+    return metrics.take(np.flatnonzero(~bad))
 
 
 def _read(bundle: TelemetryBundle, kind: str, kinds: tuple[str, ...], rel: str, text: str) -> bool:

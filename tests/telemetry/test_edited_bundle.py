@@ -1,0 +1,50 @@
+"""examples/telemetry edited the way a real cluster's telemetry comes: a reading that is NaN, a port
+whose counter kept one sample of the query's window. The answer stays the one the clean bundle gives
+(the degraded HCA port of docs/telemetry.md's walkthrough), and what was left out is named."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from tests.cli.test_cli import run_cli
+
+BUNDLE = Path("examples/telemetry")
+CLUSTER = "examples/inventory/x5-cluster.yaml"
+QUERY = Path("node-exporter") / "query_range.json"
+
+
+def _findings(capsys, bundle: Path) -> tuple[list[tuple[str, str, str]], list[str]]:
+    code, out, err = run_cli(capsys, "diagnose", "--telemetry", str(bundle), "--cluster", CLUSTER, "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    return [(f["severity"], f["kind"], f["component"]) for f in doc["findings"]], doc["missing"]
+
+
+def _edited(tmp_path: Path, edit) -> Path:
+    bundle = tmp_path / "telemetry"
+    shutil.copytree(BUNDLE, bundle)
+    doc = json.loads((bundle / QUERY).read_text())
+    for series in doc["data"]["result"]:
+        edit(series["metric"]["__name__"], series["metric"]["instance"].split(":")[0], series["values"])
+    (bundle / QUERY).write_text(json.dumps(doc))
+    return bundle
+
+
+CLEAN = [("warning", "link-degrade", "hoibp0013->sl390lin105.hca"), ("warning", "ib-xmit-wait", "sl390lin105.hca")]
+
+
+def test_a_nan_reading_is_left_out_and_named(capsys, tmp_path):
+    """A NaN busy ratio of one GPU read as 100 % busy (min(1, nan) is 1): a critical slow-gpu on a
+    healthy GPU. NaN is no reading: left out, and the file and series are named."""
+    bundle = tmp_path / "telemetry"
+    shutil.copytree(BUNDLE, bundle)
+    dcgm = bundle / "dcgm" / "sl390lin102.prom"
+    lines = [line.rsplit(" ", 1)[0] + " NaN" if line.startswith("DCGM_FI_PROF_SM_ACTIVE{gpu=\"3\"") else line
+             for line in dcgm.read_text().splitlines()]
+    dcgm.write_text("\n".join(lines) + "\n")
+    findings, missing = _findings(capsys, bundle)
+    assert findings == CLEAN
+    assert any("dcgm/sl390lin102.prom: 1 sample(s) without a finite value (NaN or Inf) left out" in m for m in missing)
+
