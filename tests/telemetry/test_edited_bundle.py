@@ -62,3 +62,18 @@ def test_a_port_counter_with_one_sample_in_the_window_is_left_out_and_named(caps
     assert findings == CLEAN
     assert ("port byte counters without a rate over the window (one sample), left out: "
             "r815lin112.hca->S-0002c902004827b0") in missing
+
+
+def test_timestamps_in_milliseconds_are_one_error(capsys, tmp_path):
+    """A query_range answer whose timestamps are milliseconds (another tool's export) read as seconds
+    stretched the 60 s window to 16 hours: utilization 0.1 % and the degraded port 'info', silently."""
+
+    def milliseconds(name, host, values):
+        for point in values:
+            point[0] *= 1000
+
+    bundle = _edited(tmp_path, milliseconds)
+    code, _, err = run_cli(capsys, "diagnose", "--telemetry", str(bundle), "--cluster", CLUSTER)
+    assert code != 0 and len(err.strip().splitlines()) == 2
+    assert "timestamp 1764612000000.0 is after the year 5000 in seconds; expected Unix seconds" in err
+    assert "divide it by 1000" in err
