@@ -77,3 +77,20 @@ def test_timestamps_in_milliseconds_are_one_error(capsys, tmp_path):
     assert code != 0 and len(err.strip().splitlines()) == 2
     assert "timestamp 1764612000000.0 is after the year 5000 in seconds; expected Unix seconds" in err
     assert "divide it by 1000" in err
+
+
+def test_a_busy_ratio_written_as_a_percentage_is_left_out_and_named(capsys, tmp_path):
+    """DCGM_FI_PROF_SM_ACTIVE is a ratio; a recording rule that made it a percentage (52.5) was clipped
+    to 1: every GPU fully busy, no exposed communication, and the degraded port cost nothing (info).
+    Readings above a field's full scale are left out and named; the next busy field every GPU reports
+    is read and the degraded port is found again."""
+    bundle = tmp_path / "telemetry"
+    shutil.copytree(BUNDLE, bundle)
+    for dcgm in (bundle / "dcgm").glob("*.prom"):
+        lines = [f"{line.rsplit(' ', 1)[0]} {100 * float(line.rsplit(' ', 1)[1])}"
+                 if line.startswith("DCGM_FI_PROF_SM_ACTIVE{") else line for line in dcgm.read_text().splitlines()]
+        dcgm.write_text("\n".join(lines) + "\n")
+    findings, missing = _findings(capsys, bundle)
+    assert [f[1:] for f in findings] == [f[1:] for f in CLEAN] and findings[0][0] != "info"
+    assert any(m.startswith("GPU busy readings above their full scale (a 0-1 ratio written as a percentage?), "
+                            "left out: DCGM_FI_PROF_SM_ACTIVE{r815lin110.gpu0} 51.8") for m in missing)

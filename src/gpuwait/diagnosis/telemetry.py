@@ -201,6 +201,8 @@ def observe_telemetry(bundle: TelemetryBundle, topo: Topology) -> Observation:
     missing += _left_out("port byte counters without a rate over the window (one sample), left out",
                          _without_rate(metrics, names, real, topo))
     missing += _left_out("DCGM fields with no reading (DCGM's blank value), left out", real.blank)
+    missing += _left_out("GPU busy readings above their full scale (a 0-1 ratio written as a percentage?), left out",
+                         real.out_of_range)
     # the job reads its dataset when the storage servers' ports send (their transmit counters)
     reads = link_bytes is not None and bool(link_bytes[np.isin(topo.link_src, topo.storage_server_node)].sum() > 0)
     return Observation(topo=topo, step_time_s=step, baseline_step_time_s=ideal, gpu_names=gpu_names, per_gpu_s=per_gpu, link_util=util,
