@@ -94,3 +94,30 @@ def test_a_busy_ratio_written_as_a_percentage_is_left_out_and_named(capsys, tmp_
     assert [f[1:] for f in findings] == [f[1:] for f in CLEAN] and findings[0][0] != "info"
     assert any(m.startswith("GPU busy readings above their full scale (a 0-1 ratio written as a percentage?), "
                             "left out: DCGM_FI_PROF_SM_ACTIVE{r815lin110.gpu0} 51.8") for m in missing)
+
+
+def _export(step_s: float) -> str:
+    """A few series of gpuwait's own export of a 2-server run: its step, its steps, DCGM's busy ratios."""
+    lines = [f"gpuwait_step_seconds {step_s}", "# TYPE gpuwait_steps_total counter", "gpuwait_steps_total 3"]
+    lines += [f'DCGM_FI_PROF_SM_ACTIVE{{gpu="{g}",Hostname="s{s}"}} {0.6 if (s, g) == (1, 3) else 0.45}'
+              for s in range(2) for g in range(8)]
+    return "\n".join(lines) + "\n"
+
+
+def test_an_export_copied_twice_is_read_once_and_two_runs_are_one_error(capsys, tmp_path):
+    """The same export twice in the directory was '2 samples of gpuwait_steps_total match labels {};
+    add labels to pick one (e.g. {})', which names neither the files nor what to do. Identical copies
+    are read once; two runs' exports (different step times) are one error naming the files."""
+    cluster = ["--cluster", "rocev2-400g-2tier", "--servers", "2"]
+    copies = tmp_path / "copies"
+    copies.mkdir()
+    (copies / "a.prom").write_text(_export(1.5))
+    (copies / "b.prom").write_text(_export(1.5))
+    code, out, err = run_cli(capsys, "diagnose", "--telemetry", str(copies), *cluster, "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["step_time_s"] == 1.5 and doc["findings"][0]["component"] == "s1.gpu3"
+    (copies / "b.prom").write_text(_export(2.0))
+    code, _, err = run_cli(capsys, "diagnose", "--telemetry", str(copies), *cluster)
+    assert code != 0 and len(err.strip().splitlines()) == 2
+    assert "gpuwait_step_seconds differs within the directory (a.prom: 1.5; b.prom: 2); expected the export of one run" in err

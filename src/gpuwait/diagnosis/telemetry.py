@@ -149,8 +149,9 @@ def observe_telemetry(bundle: TelemetryBundle, topo: Topology) -> Observation:
     metrics = bundle.metrics
     missing: list[str] = []
     names = set(metrics.names()) if len(metrics) else set()
-    step = float(metrics.value_of("gpuwait_step_seconds")) if "gpuwait_step_seconds" in names else None
-    ideal = float(metrics.value_of("gpuwait_step_ideal_seconds")) if "gpuwait_step_ideal_seconds" in names else None
+    step = bundle.run_value("gpuwait_step_seconds")
+    ideal = bundle.run_value("gpuwait_step_ideal_seconds")
+    bundle.run_value("gpuwait_steps_total")  # one run's, as the step: read below from the samples, copies merged
     real = map_series(bundle, topo)  # the exporters' own series (DCGM, node_exporter, perfquery, ethtool)
     traces = [t for t in bundle.kineto.values() if t.steps]
     if step is None and traces:

@@ -23,6 +23,7 @@ whose name starts with ``.`` are skipped. Keys are paths relative to the directo
 
 from __future__ import annotations
 
+import math
 import re
 import zlib
 from dataclasses import dataclass, field
@@ -73,8 +74,26 @@ class TelemetryBundle:
 
     @property
     def metrics(self) -> MetricSet:
-        """The samples of every Prometheus and Parquet file, in file order."""
-        return MetricSet.concat(self.metric_files.values())
+        """The samples of every Prometheus and Parquet file, in file order; a sample two files both hold
+        (a scrape or an export copied twice into the directory) once."""
+        merged = MetricSet.concat(self.metric_files.values())
+        seen: set[tuple] = set()
+        stamps = [None if math.isnan(t) else t for t in merged.timestamp_s.tolist()]  # NaN (none) never equals itself
+        keep = [i for i, row in enumerate(zip(merged.name, merged.labels, merged.value.tolist(), stamps))
+                if not (row in seen or seen.add(row))]
+        return merged if len(keep) == len(merged) else merged.take(np.array(keep, dtype=np.int64))
+
+    def run_value(self, name: str) -> float | None:
+        """The one value of a run-wide series of gpuwait's export (``gpuwait_step_seconds``...), None
+        when no file holds it; files that hold different values are two runs, one error naming them."""
+        values = {rel: sorted(set(m.select(name).value.tolist())) for rel, m in self.metric_files.items()
+                  if len(m.select(name))}
+        distinct = sorted({v for vs in values.values() for v in vs})
+        if len(distinct) > 1:
+            where = "; ".join(f"{rel}: {', '.join(f'{v:g}' for v in vs)}" for rel, vs in values.items())
+            raise TelemetryFormatError(f"{name} differs within the directory ({where}); expected the export of one "
+                                       "run", hint="diagnose each run's `gpuwait telemetry export` in its own directory")
+        return distinct[0] if distinct else None
 
 
 def sniff_kinds(path: Path, text: str) -> tuple[str, ...]:
