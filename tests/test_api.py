@@ -81,6 +81,13 @@ def test_build_cluster_from_a_preset_a_file_and_a_spec():
     (lambda: g.diagnose("examples/ecmp-collision.yaml", inject=["slow-gpu:s1.gpu3"]), "inject: applies to training"),
     # the command line refuses --steps 0 itself (its option's minimum)
     (lambda: g.simulate("examples/dp-only.yaml", steps=0), "steps: got 0; expected at least 1"),
+    # the command line's -f, -n, -w, -c and -r hold these bounds themselves (their options' minimum); the
+    # API took step_factor=-2 or iters=0 and printed them in the table's header
+    (lambda: g.perf("all_reduce", sizes=("1M", "8M"), step_factor=-2), "step_factor: got -2; expected a whole number, 1 or more"),
+    (lambda: g.perf("all_reduce", iters=0), "iters: got 0; expected a whole number, 1 or more"),
+    (lambda: g.perf("all_reduce", warmup_iters=-1), "warmup_iters: got -1; expected a whole number, 0 or more"),
+    (lambda: g.perf("all_reduce", check=-3), "check: got -3; expected a whole number, 0 or more"),
+    (lambda: g.perf("broadcast", root=-1), "root: got -1; expected a whole number, 0 or more"),
 ])
 def test_bad_input_raises_the_cli_errors(call, message):
     with pytest.raises(GpuwaitError, match=re.escape(message)) as raised:

@@ -91,3 +91,30 @@ def test_a_healthy_moe_run_read_from_telemetry_names_no_straggler_above_info():
     assert all(f.severity == "info" for f in diagnosis.findings)
     slow = [f for f in diagnosis.findings if f.kind == "slow-gpu"]
     assert slow and slow[0].evidence["lost_ms_range"].startswith("0.00-")
+
+
+def test_without_a_step_time_a_cost_is_rated_as_its_share_of_a_second():
+    """A DCGM-only bundle (no profiler trace) has no step time: the phases are shares of one second
+    and every rule reads its cost per second of the run (rules._step). A GPU computing a third longer
+    than its peers then costs a sixth of every second, a warning, not info for want of a step."""
+    compute = np.full(TOPO.n_gpus, 0.5)
+    compute[3] = 2 / 3
+    names = [TOPO.node_name[g] for g in TOPO.gpu_node.ravel()]
+    obs = Observation(TOPO, step_time_s=None, gpu_names=names, per_gpu_s=_phases(compute, 1 / 3),
+                      reading_noise=TELEMETRY_READING_NOISE)
+    d = diagnose_observation(obs)
+    assert d.top.kind == "slow-gpu" and d.top.severity == "warning"
+    assert d.step_time_s == 0.0  # still no step time to print
+
+
+def test_a_slow_gpu_among_peers_reading_alike_names_no_spread_multiple():
+    """Peers whose readings are all equal (whole percents of DCGM_FI_DEV_GPU_UTIL) have no spread: the
+    evidence read 'sigmas above peers 333333333333.3' (the excess over a 1e-12 floor)."""
+    compute = np.full(TOPO.n_gpus, 0.5)
+    compute[3] = 2 / 3
+    names = [TOPO.node_name[g] for g in TOPO.gpu_node.ravel()]
+    obs = Observation(TOPO, step_time_s=1.0, gpu_names=names, per_gpu_s=_phases(compute, 1 / 3),
+                      reading_noise=TELEMETRY_READING_NOISE)
+    top = diagnose_observation(obs).top
+    assert top.kind == "slow-gpu" and top.evidence["sigmas_above_peers"] == "peers alike"
+    assert "its peers all alike" in top.explanation and "times the spread" not in top.explanation

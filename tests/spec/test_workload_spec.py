@@ -81,6 +81,9 @@ def test_inference_section():
     ({"data": {"checkpoint_interval_steps": 0}}, "workload.data.checkpoint_interval_steps", "greater than or equal to 1"),
     ({"mode": "inference", "inference": {"batch": 0}}, "workload.inference.batch", "greater than or equal to 1"),
     ({"inference": {"batch": 4}}, "workload.inference", "only with mode: inference"),
+    # an inference service reads neither: parallel.tp 4 beside inference.tp 8 served at TP 8, silently
+    ({"mode": "inference", "parallel": {"tp": 4}}, "workload.parallel", "only with mode: training"),
+    ({"mode": "inference", "data": {"dataset_read_per_gpu": "1GB/s"}}, "workload.data", "only with mode: training"),
     ({"mode": "serve"}, "workload.mode", "'training' or 'inference'"),
     ({"steps": 0}, "workload.steps", "greater than or equal to 1"),
 ])

@@ -222,3 +222,19 @@ def test_more_than_one_batch_is_refused_not_ignored(capsys, tmp_path):
     assert code == 2 and "workload.steps: got 3; an inference workload serves one batch" in err.splitlines()[0], err
     code, out, _ = run_cli(capsys, "run", example, "--steps", "1", "--json")
     assert code == 0 and json.loads(out)["cases"][0]["steps"] == 1
+
+
+def test_a_single_stage_has_no_bubble_not_a_negative_one(capsys, tmp_path):
+    """Llama 3 70B at TP 8 on two DGX H100 (two replicas, one stage): the pass minus its compute and TP
+    all-reduces is rounding, -2.2e-16 s, which the table printed as a bubble of '-0.00 -0.0%'."""
+    from tests.cli.test_cli import run_cli
+
+    path = tmp_path / "serve.yaml"
+    path.write_text("name: serve\ncluster: {preset: dgx-h100, servers: 2}\n"
+                    "workload:\n  mode: inference\n  model: {preset: llama-70b}\n"
+                    "  inference: {tp: 8, pp: 1, batch: 8, prompt_tokens: 1024, output_tokens: 128}\n")
+    code, out, err = run_cli(capsys, "run", str(path), "--json")
+    assert code == 0, err
+    assert json.loads(out)["cases"][0]["breakdown_s"]["bubble"] == 0.0
+    code, out, err = run_cli(capsys, "run", str(path))
+    assert code == 0 and "-0.0" not in out, err

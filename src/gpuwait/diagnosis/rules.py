@@ -269,13 +269,17 @@ def slow_gpu(obs: Observation, out: RuleOutput) -> None:
         return
     name = obs.gpu_names[worst]
     peers_s = float(compute[worst] / ratio[worst])
+    # peers reading alike (DCGM_FI_DEV_GPU_UTIL's whole percents) have no spread to count in: the
+    # ratio to a 1e-12 floor read "333333333333 times the spread"
+    sigmas: float | str = round(excess / sigma, 1) if sigma > 0 else "peers alike"
+    spread = f"{excess / sigma:.0f} times the spread of GPUs around their peers" if sigma > 0 else "its peers all alike"
     out.candidates.append(Candidate(
         "slow-gpu", name, min(1.0, excess / max(8 * sigma, 1e-12)),
         {"own_compute_ms": round(float(compute[worst]) * 1e3, 2), "peers_median_compute_ms": round(peers_s * 1e3, 2),
-         "sigmas_above_peers": round(excess / max(sigma, 1e-12), 1), "lost_ms": round(lost * 1e3, 2)},
+         "sigmas_above_peers": sigmas, "lost_ms": round(lost * 1e3, 2)},
         f"{name} computes {_ms(float(compute[worst]))} per step against a median of {_ms(peers_s)} for the GPUs of its "
-        f"server ({100 * excess:.1f} % longer, {excess / max(sigma, 1e-12):.0f} times the spread of GPUs around their "
-        f"peers); the other GPUs wait about {_ms(lost)} per step for it at their collectives.",
+        f"server ({100 * excess:.1f} % longer, {spread}); the other GPUs wait about {_ms(lost)} per step for it at "
+        "their collectives.",
         f"drain {name} and read its clocks and throttle reasons (DCGM_FI_DEV_CLOCK_THROTTLE_REASONS, "
         "nvidia-smi -q -d PERFORMANCE: thermal or power capping), temperature and ECC errors; replace it if it stays slow",
         lost_s=lost))

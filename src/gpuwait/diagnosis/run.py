@@ -233,17 +233,20 @@ def diagnose_observation(observation: Observation, case: str = "telemetry") -> D
     (:func:`negligible`), by the same estimate (a bound for a bound-only one)."""
     out = evaluate(observation)
     step = observation.step_time_s or 0.0
+    # without a step time the phases and the rules' costs are per second of the run (rules._step), so
+    # a cost is rated and ranked as its share of that second, not of an unknown step read as 0
+    frame_s = step or 1.0
     base = observation.baseline_step_time_s
     excess = max(step - base, 0.0) / step if step and base is not None else 0.0
     per_gpu = observation.per_gpu_s
-    exposed = float(per_gpu["exposed_comm"].mean()) / step if per_gpu is not None and step else 1.0
-    ranked = sorted(out.candidates, key=lambda c: (-_ranked_share(c, step, excess, exposed), -c.score))
+    exposed = float(per_gpu["exposed_comm"].mean()) / frame_s if per_gpu is not None else 1.0
+    ranked = sorted(out.candidates, key=lambda c: (-_ranked_share(c, frame_s, excess, exposed), -c.score))
     candidates: list[Candidate] = []
     for cand in ranked:
         if not any(c.kind == cand.kind and same_cable(c.component, cand.component) for c in candidates):
             candidates.append(cand)
     noise = observation.reading_noise
-    findings = [Finding(c.kind, c.component, _observed_severity(c, step, excess, exposed, noise), c.score,
+    findings = [Finding(c.kind, c.component, _observed_severity(c, frame_s, excess, exposed, noise), c.score,
                         _with_range(c, noise), c.explanation, c.fix, step, None, c.direct) for c in candidates]
     # by estimated cost as ranked above, a negligible finding after every other (negligible): a direct
     # 0.8 % raised by DIRECT_EVIDENCE_MARGIN, or an estimate whose range reaches below MATTERS, no

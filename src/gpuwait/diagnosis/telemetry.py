@@ -149,12 +149,16 @@ def observe_telemetry(bundle: TelemetryBundle, topo: Topology) -> Observation:
     metrics = bundle.metrics
     missing: list[str] = []
     names = set(metrics.names()) if len(metrics) else set()
-    step = float(metrics.value_of("gpuwait_step_seconds")) if "gpuwait_step_seconds" in names else None
-    ideal = float(metrics.value_of("gpuwait_step_ideal_seconds")) if "gpuwait_step_ideal_seconds" in names else None
+    step = bundle.run_value("gpuwait_step_seconds")
+    ideal = bundle.run_value("gpuwait_step_ideal_seconds")
+    bundle.run_value("gpuwait_steps_total")  # one run's, as the step: read below from the samples, copies merged
     real = map_series(bundle, topo)  # the exporters' own series (DCGM, node_exporter, perfquery, ethtool)
     traces = [t for t in bundle.kineto.values() if t.steps]
     if step is None and traces:
         step = float(np.mean([t.step_time_s for t in traces]))
+    if step is None:  # the rules then read every time per second of the run (rules._step)
+        missing.append("step time (a PyTorch profiler trace's ProfilerStep events): the times below are per "
+                       "second of the run, not per step")
     gpu_names, per_gpu = _phases(metrics, names, real, traces, topo, step)
     if per_gpu is None:
         missing.append("per-GPU step phases (DCGM_FI_PROF_SM_ACTIVE / DCGM_FI_DEV_GPU_UTIL, Kineto traces or "
@@ -195,7 +199,11 @@ def observe_telemetry(bundle: TelemetryBundle, topo: Topology) -> Observation:
     # have (named, never guessed): the first few of each
     missing += _left_out("unreadable rows skipped", bundle.skipped)
     missing += _left_out("series naming nothing in the cluster, left out", real.unmatched)
+    missing += _left_out("port byte counters without a rate over the window (one sample), left out",
+                         _without_rate(metrics, names, real, topo))
     missing += _left_out("DCGM fields with no reading (DCGM's blank value), left out", real.blank)
+    missing += _left_out("GPU busy readings above their full scale (a 0-1 ratio written as a percentage?), left out",
+                         real.out_of_range)
     # the job reads its dataset when the storage servers' ports send (their transmit counters)
     reads = link_bytes is not None and bool(link_bytes[np.isin(topo.link_src, topo.storage_server_node)].sum() > 0)
     return Observation(topo=topo, step_time_s=step, baseline_step_time_s=ideal, gpu_names=gpu_names, per_gpu_s=per_gpu, link_util=util,
@@ -276,15 +284,27 @@ def _per_step_bytes(metrics: MetricSet, names: set[str], real: MappedSeries, top
                     step_s: float | None) -> np.ndarray | None:
     """Bytes per link per step: counters cover a window of several steps, and the rules weigh a
     step's bytes at a port's rate. gpuwait's own totals over the steps they count; an exporter's
-    rate over its query window times the step time; else counter increases of unknown window (the
-    rules then bound each cost by the exposed communication, which needs no window)."""
+    rate over its query window times the step time (a second of the run without one, the frame the
+    rules then read in); else counter increases of unknown window (the rules then bound each cost by
+    the exposed communication, which needs no window).
+
+    Where some ports have a rate, a port without one (a counter whose window kept one sample, a dump's
+    count since the counter was cleared) is left out (:func:`_without_rate` names it): its count
+    covers another span, and beside the others' it read as the busiest port of the cluster."""
     total = _link_vector(metrics, names, "gpuwait_link_transmit_bytes_total", topo)
     if total is not None:
         steps = float(metrics.value_of("gpuwait_steps_total")) if "gpuwait_steps_total" in names else 1.0
         return total / max(steps, 1.0)
-    if real.link_tx_Bps and step_s and set(real.link_tx_Bps) >= set(real.link_tx_bytes):  # one scale for all
-        return _on_links(topo, real.link_tx_Bps) * step_s
+    if real.link_tx_Bps:
+        return _on_links(topo, real.link_tx_Bps) * (step_s or 1.0)
     return _on_links(topo, real.link_tx_bytes) if real.link_tx_bytes else None
+
+
+def _without_rate(metrics: MetricSet, names: set[str], real: MappedSeries, topo: Topology) -> list[str]:
+    """The links whose byte counter :func:`_per_step_bytes` leaves out for want of a rate."""
+    if "gpuwait_link_transmit_bytes_total" in names or not real.link_tx_Bps:
+        return []
+    return [topo.link_name(link) for link in sorted(set(real.link_tx_bytes) - set(real.link_tx_Bps))]
 
 
 def _on_links(topo: Topology, values: dict[int, float]) -> np.ndarray:

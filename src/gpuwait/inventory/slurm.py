@@ -3,7 +3,9 @@
 One line per switch (Slurm ``topology.conf(5)``): ``SwitchName=<name> [Switches=<hostlist>]
 [Nodes=<hostlist>] [LinkSpeed=<n>]``; ``#`` starts a comment. A switch with ``Nodes=`` is a leaf; the
 tree gives no NIC names, ports or cable counts, so each host gets one cable per NIC to its leaf
-(``--nccl-topo`` or the server template says how many NICs) and each parent/child switch pair one cable.
+(the NICs ``--nccl-topo`` lists, else one, ``nic0``: not the server template's count, which with one
+cable per switch pair would make every leaf oversubscribed by the template's NICs per host) and each
+parent/child switch pair one cable.
 """
 
 from __future__ import annotations

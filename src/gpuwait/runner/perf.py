@@ -248,6 +248,12 @@ class SweepArgs:
         # names its option instead (gpuwait.cli.perf.SWEEP_OPTIONS)
         if self.dtype not in DTYPES:
             raise UnknownNameError(f"dtype: got {self.dtype!r}; expected one of {', '.join(DTYPES)}")
+        # the bounds the command line's options hold (gpuwait.cli.perf: -f, -n, -w, -c, -r min=), here
+        # for the Python API, which took step_factor=-2 or iters=0 and printed them in the header
+        for name, least in (("step_factor", 1), ("iters", 1), ("warmup_iters", 0), ("check", 0), ("root", 0)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise SpecError(f"{name}: got {value!r}; expected a whole number, {least} or more")
         if self.redop not in REDOPS:  # it is printed in every row: a name nccl-tests never prints is not one
             raise UnknownNameError(f"redop: got {self.redop!r}; expected one of {', '.join(REDOPS)}",
                                    hint="nccl-tests' -o all repeats the sweep per operation: every operation takes the "

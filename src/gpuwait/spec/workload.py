@@ -153,6 +153,15 @@ class WorkloadSpec(SpecModel):
             raise ValueError(INFERENCE_STEPS)
         return value
 
+    @field_validator("parallel", "data")
+    @classmethod
+    def _training_only(cls, value, info: ValidationInfo):
+        # an inference service reads neither: parallel: {tp: 4} beside inference: {tp: 8} served at TP 8, silently
+        if info.data.get("mode", "training") == "inference":
+            raise ValueError("only with mode: training (an inference service is described by `inference`: tp, pp, batch, "
+                             "prompt_tokens, output_tokens)")
+        return value
+
     @field_validator("inference")
     @classmethod
     def _inference_only_for_inference(cls, value, info: ValidationInfo):

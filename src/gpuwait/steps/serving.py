@@ -74,7 +74,8 @@ def run_serving(step: ServingStep, fabric: FabricModel, *, case: str = "", clust
     per_gpu = {c: np.zeros(n) for c in BREAKDOWN_CATEGORIES}
     per_gpu["compute"][:] = compute
     per_gpu["exposed_comm"][:] = tp_comm + pp_comm
-    per_gpu["bubble"][:] = total - compute - tp_comm - pp_comm
+    # a single stage waits on none: the difference is rounding (-2e-16 printed "-0.00 -0.0%"), never below 0
+    per_gpu["bubble"][:] = max(total - compute - tp_comm - pp_comm, 0.0)
     exposed = {"tp all_reduce": tp_comm, "pp sendrecv": pp_comm}
     mfu = step.model_flops / (total * n * step.peak_flops_per_gpu) if total > 0 else 0.0
     breakdown = StepBreakdown(total, per_gpu, exposed, ideal, mfu, step.model_flops, step.batch * step.output_tokens)

@@ -23,10 +23,13 @@ whose name starts with ``.`` are skipped. Keys are paths relative to the directo
 
 from __future__ import annotations
 
+import math
 import re
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 from gpuwait.errors import SpecError
 from gpuwait.spec.reader import MAX_TEXT_BYTES, read_bytes_checked
@@ -71,8 +74,26 @@ class TelemetryBundle:
 
     @property
     def metrics(self) -> MetricSet:
-        """The samples of every Prometheus and Parquet file, in file order."""
-        return MetricSet.concat(self.metric_files.values())
+        """The samples of every Prometheus and Parquet file, in file order; a sample two files both hold
+        (a scrape or an export copied twice into the directory) once."""
+        merged = MetricSet.concat(self.metric_files.values())
+        seen: set[tuple] = set()
+        stamps = [None if math.isnan(t) else t for t in merged.timestamp_s.tolist()]  # NaN (none) never equals itself
+        keep = [i for i, row in enumerate(zip(merged.name, merged.labels, merged.value.tolist(), stamps))
+                if not (row in seen or seen.add(row))]
+        return merged if len(keep) == len(merged) else merged.take(np.array(keep, dtype=np.int64))
+
+    def run_value(self, name: str) -> float | None:
+        """The one value of a run-wide series of gpuwait's export (``gpuwait_step_seconds``...), None
+        when no file holds it; files that hold different values are two runs, one error naming them."""
+        values = {rel: sorted(set(m.select(name).value.tolist())) for rel, m in self.metric_files.items()
+                  if len(m.select(name))}
+        distinct = sorted({v for vs in values.values() for v in vs})
+        if len(distinct) > 1:
+            where = "; ".join(f"{rel}: {', '.join(f'{v:g}' for v in vs)}" for rel, vs in values.items())
+            raise TelemetryFormatError(f"{name} differs within the directory ({where}); expected the export of one "
+                                       "run", hint="diagnose each run's `gpuwait telemetry export` in its own directory")
+        return distinct[0] if distinct else None
 
 
 def sniff_kinds(path: Path, text: str) -> tuple[str, ...]:
@@ -163,7 +184,24 @@ def load_telemetry_dir(path: str | Path) -> TelemetryBundle:
                                        hint="move other files out of the directory")
         read = [kind for kind in kinds if _read(bundle, kind, kinds, rel, text)]
         bundle.kinds[rel] = tuple(read)
+    for rel, metrics in bundle.metric_files.items():
+        bundle.metric_files[rel] = _with_values(metrics, rel, bundle.skipped)
     return bundle
+
+
+def _with_values(metrics: MetricSet, rel: str, skipped: list[str]) -> MetricSet:
+    """The samples that carry a reading. NaN is Prometheus's value for none (a rate over an empty
+    window, a recording rule dividing by zero) and an infinity is no reading of a counter or a ratio
+    either: each is left out and the file's are named once in ``skipped``. Read as numbers they made a
+    GPU 100 % busy (``min(1, nan)`` is 1) and every comparison over ports false."""
+    bad = ~np.isfinite(metrics.value)
+    if not bad.any():
+        return metrics
+    first = int(np.flatnonzero(bad)[0])
+    labels = ",".join(f'{k}="{v}"' for k, v in metrics.labels[first])
+    skipped.append(f"{rel}: {int(bad.sum())} sample(s) without a finite value (NaN or Inf) left out, the first "
+                   f"{metrics.name[first]}{{{labels}}} {metrics.value[first]}")
+    return metrics.take(np.flatnonzero(~bad))
 
 
 def _read(bundle: TelemetryBundle, kind: str, kinds: tuple[str, ...], rel: str, text: str) -> bool:

@@ -65,6 +65,10 @@ GPU_BUSY_METRICS: tuple[tuple[str, float], ...] = (
     ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", 1.0),
     ("DCGM_FI_DEV_GPU_UTIL", 0.01),
 )
+#: the most each busy field can read: the DCGM_FI_PROF_* fields are ratios (0-1), NVML's utilization a
+#: percentage. A ratio above 1 is no reading of it (a recording rule or dashboard that made it a
+#: percentage): clipped to 1 it made every GPU fully busy and left no exposed communication to cost
+_BUSY_FULL_SCALE = {"DCGM_FI_DEV_GPU_UTIL": 100.0}
 
 # Counter families: (metric names, bytes per unit) by what they measure and on which side of the port.
 _TX_BYTES = {"node_infiniband_port_data_transmitted_bytes_total": 1, "PortXmitData": PMA_WORD_BYTES,
@@ -127,6 +131,7 @@ class MappedSeries:
     link_local_gids: dict[int, int] = field(default_factory=dict)   # NIC node id -> the link-local GID index NCCL uses
     unmatched: list[str] = field(default_factory=list)              # what named nothing in the cluster
     blank: list[str] = field(default_factory=list)                  # DCGM fields with no reading (a blank), left out
+    out_of_range: list[str] = field(default_factory=list)           # busy readings above their full scale, left out
 
     def add_counter(self, key: str, link: int, value: float) -> None:
         per_link = self.counters.setdefault(key, {})
@@ -341,6 +346,9 @@ def _gpus(out: MappedSeries, topo: Topology, metrics: MetricSet, file_host: int 
             if gpu is None:
                 out.unmatched.append(f"{name}{{Hostname={lab.get('Hostname')}, gpu={lab.get('gpu')}}}")
                 continue
+            if value > _BUSY_FULL_SCALE.get(name, 1.0):
+                out.out_of_range.append(f"{name}{{{topo.node_name[gpu]}}} {value:g}")
+                continue
             per_gpu.setdefault(gpu, {}).setdefault(name, []).append(value)
     for name, scale in GPU_BUSY_METRICS:
         if per_gpu and all(name in m for m in per_gpu.values()):
@@ -464,6 +472,7 @@ def map_series(bundle: TelemetryBundle, topo: Topology) -> MappedSeries:
         out.gpu_pcie.update(_gpus_file.gpu_pcie)
         out.unmatched.extend(_gpus_file.unmatched)
         out.blank.extend(_gpus_file.blank)
+        out.out_of_range.extend(_gpus_file.out_of_range)
         _port_counters(out, topo, metrics, file_host)
         _port_rates(out, topo, metrics, file_host)
     _perfquery(out, topo, bundle)

@@ -46,6 +46,12 @@ def _number(text: object, where: str, source: str) -> float:
     raise TelemetryFormatError(f"{source}: {where}: {text!r} is not a number; expected a string such as \"0.5\"")
 
 
+#: Unix seconds past this are after the year 5000: a timestamp in milliseconds (VictoriaMetrics' export,
+#: a converted Grafana table), which read as seconds would stretch every window 1000-fold and cut
+#: every rate by as much
+LATEST_UNIX_S = 1e11
+
+
 def parse_prometheus_json(text: str, *, source: str = "Prometheus API answer") -> MetricSet:
     """Samples of a ``query_range`` (all points) or ``query`` (one point per series) answer.
 
@@ -82,6 +88,11 @@ def parse_prometheus_json(text: str, *, source: str = "Prometheus API answer") -
                 raise TelemetryFormatError(f"{source}: data.result[{i}] ({name}) point {j}: {point!r}; "
                                            "expected [unix seconds, \"value\"]")
             where = f"data.result[{i}] ({name}) point {j}"
+            stamp_s = _number(point[0], where, source)
+            if abs(stamp_s) >= LATEST_UNIX_S:
+                raise TelemetryFormatError(f"{source}: {where}: timestamp {point[0]!r} is after the year 5000 in "
+                                           "seconds; expected Unix seconds, as Prometheus's API answers",
+                                           hint="a timestamp in milliseconds: divide it by 1000")
             samples.append(Sample(name, tuple((k, str(v)) for k, v in labels.items()),
-                                  _number(point[1], where, source), _number(point[0], where, source)))
+                                  _number(point[1], where, source), stamp_s))
     return MetricSet.from_samples(samples)
