@@ -84,6 +84,11 @@ def test_inference_section():
     # an inference service reads neither: parallel.tp 4 beside inference.tp 8 served at TP 8, silently
     ({"mode": "inference", "parallel": {"tp": 4}}, "workload.parallel", "only with mode: training"),
     ({"mode": "inference", "data": {"dataset_read_per_gpu": "1GB/s"}}, "workload.data", "only with mode: training"),
+    # nor per-GPU variation: a slow GPU in a serving scenario was read by nothing (audit33)
+    ({"mode": "inference", "compute": {"slow_gpus": [{"rank": 0, "factor": 2}]}}, "workload.compute",
+     "slow_gpus: only with mode: training"),
+    ({"mode": "inference", "compute": {"jitter_cv": 0.1, "seed": 3}}, "workload.compute",
+     "jitter_cv, seed: only with mode: training"),
     ({"mode": "serve"}, "workload.mode", "'training' or 'inference'"),
     ({"steps": 0}, "workload.steps", "greater than or equal to 1"),
 ])

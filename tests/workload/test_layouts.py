@@ -56,6 +56,12 @@ def test_126_layers_on_16_stages_as_llama3():
         wm.split_layers("workload.parallel", ParallelSpec(pp=4, first_stage_layers=13, last_stage_layers=13), 61, 1)
 
 
+def test_first_and_last_stages_taking_every_layer_are_refused():
+    # an audit's file: pp 4 with 30 + 2 of 32 layers left the middle stages empty, and it ran
+    with pytest.raises(SpecError, match="take all 32 layers and leave none for the other 2 stages"):
+        wm.split_layers("workload.parallel", ParallelSpec(pp=4, first_stage_layers=30, last_stage_layers=2), 32, 1)
+
+
 def test_fewer_layers_on_the_head_stage_shorten_the_step():
     model = {"preset": "llama-8b", "layers": 64}
     even = _step_s(_scenario(4, {"tp": 8, "pp": 4, "global_batch": 32}, model))

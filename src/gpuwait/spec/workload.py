@@ -162,6 +162,16 @@ class WorkloadSpec(SpecModel):
                              "prompt_tokens, output_tokens)")
         return value
 
+    @field_validator("compute")
+    @classmethod
+    def _variation_only_for_training(cls, value: ComputeSpec, info: ValidationInfo):
+        # a serving batch is timed in closed form, the same on every GPU: jitter and slow GPUs were read by nothing
+        given = sorted({"jitter_cv", "slow_gpus", "seed"} & value.model_fields_set)
+        if given and info.data.get("mode", "training") == "inference":
+            raise ValueError(f"{', '.join(given)}: only with mode: training (a serving batch is timed in closed form, "
+                             "the same on every GPU)")
+        return value
+
     @field_validator("inference")
     @classmethod
     def _inference_only_for_inference(cls, value, info: ValidationInfo):

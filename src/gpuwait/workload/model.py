@@ -597,6 +597,10 @@ def split_layers(path: str, p: ParallelSpec, layers: int, chunks: int) -> tuple[
             _fail(f"{path}.first_stage_layers", f"the other {rest} stages cannot share the remaining {middle} layers evenly")
         if not rest and middle:
             _fail(f"{path}.last_stage_layers", f"first + last stage layers leave {middle} layers for no stage")
+        if rest and not middle:
+            # a middle stage would hold neither a layer, the embedding nor the loss: a pipeline hop that only waits
+            _fail(f"{path}.first_stage_layers", f"first + last stage layers take all {layers} layers and leave none for "
+                  f"the other {rest} stages")
         per_stage = [first if first is not None else None] + [None] * (pp - 2) + [last]
         per = middle // rest if rest else 0
         stages = [per if n is None else n for n in per_stage]
