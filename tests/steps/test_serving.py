@@ -73,6 +73,22 @@ def test_no_communication_is_compute_only():
     assert result.collectives == ()
 
 
+def test_replicas_serve_their_batches_at_once_and_count_in_the_throughput():
+    # the job's tokens, as a training step's: two replicas of batch 4 make 2 x 4 x 16 tokens in one batch's time
+    # (it counted one replica's while MFU counted every GPU's FLOPs: "389 tokens/s" for a 778 tokens/s service)
+    fabric = _fabric()
+    one, two = _step(fabric), _step(fabric)
+    two = ServingStep(Layout(1, 2, 1, 1, fabric.topo.gpu_node.ravel()[:2]), *[getattr(one, f) for f in (
+        "prefill_compute_s", "decode_compute_s", "layers_per_stage", "tp_allreduce_prefill_bytes",
+        "tp_allreduce_decode_bytes", "allreduces_per_layer", "pp_send_prefill_bytes", "pp_send_decode_bytes",
+        "output_tokens", "batch")], 2 * one.model_flops, PEAK, "test")
+    a, b = run_serving(one, fabric), run_serving(two, fabric)
+    assert b.breakdown.step_time_s == a.breakdown.step_time_s
+    assert b.breakdown.tokens_per_step == 2 * a.breakdown.tokens_per_step == 2 * 4 * 16
+    assert b.serving["tokens_per_s"] == pytest.approx(2 * a.serving["tokens_per_s"], rel=1e-12)
+    assert b.breakdown.mfu == pytest.approx(a.breakdown.mfu, rel=1e-12)
+
+
 def test_tensor_parallel_all_reduces_add_to_every_pass():
     fabric = _fabric()
     ar_pre, ar_dec = 4 * 512 * 8192 * 2.0, 4 * 8192 * 2.0

@@ -137,7 +137,7 @@ def serving_rows(results: Sequence[RunResult]) -> list[tuple[str, list[str]]]:
     ms = lambda x: f"{x * 1e3:,.3f} ms"  # noqa: E731
     return [("time to first token", [cell(r.serving, "ttft_s", ms) for r in results]),
             ("time per output token", [cell(r.serving, "tpot_s", ms) for r in results]),
-            ("throughput (tokens/s)", [cell(r.serving, "tokens_per_s", lambda x: f"{x:,.0f}") for r in results])]
+            ("throughput (tokens/s, all replicas)", [cell(r.serving, "tokens_per_s", lambda x: f"{x:,.0f}") for r in results])]
 
 
 def serving_table(results: Sequence[RunResult]) -> Table:
@@ -147,7 +147,7 @@ def serving_table(results: Sequence[RunResult]) -> Table:
     for r in results:
         table.add_column(escape(r.case), justify="right")
     for label, cells in serving_rows(results):
-        table.add_row(label, *cells, style="bold" if label != "throughput (tokens/s)" else None)
+        table.add_row(label, *cells, style="bold" if label != "throughput (tokens/s, all replicas)" else None)
     return table
 
 

@@ -78,13 +78,14 @@ def run_serving(step: ServingStep, fabric: FabricModel, *, case: str = "", clust
     per_gpu["bubble"][:] = max(total - compute - tp_comm - pp_comm, 0.0)
     exposed = {"tp all_reduce": tp_comm, "pp sendrecv": pp_comm}
     mfu = step.model_flops / (total * n * step.peak_flops_per_gpu) if total > 0 else 0.0
-    breakdown = StepBreakdown(total, per_gpu, exposed, ideal, mfu, step.model_flops, step.batch * step.output_tokens)
+    # every replica serves its own batch at once: the job's tokens, as a training step counts the whole job's
+    batch_tokens = step.batch * step.output_tokens * lay.dp
+    breakdown = StepBreakdown(total, per_gpu, exposed, ideal, mfu, step.model_flops, batch_tokens)
     tasks = _tasks(step, prefill, decode, ttft, tpot)
     collectives = collective_stats(families, {"tp": lay.tp, "pp": lay.pp})
     links = link_stats(fabric, families, total)
     notes = (f"time to first token {ttft * 1e3:.3f} ms", f"time per output token {tpot * 1e3:.3f} ms "
              f"(ideal network {ideal_tpot * 1e3:.3f} ms)")
-    batch_tokens = step.batch * step.output_tokens
     serving = {"ttft_s": ttft, "ideal_ttft_s": ideal_ttft, "tpot_s": tpot, "ideal_tpot_s": ideal_tpot,
                "tokens_per_s": batch_tokens / total if total > 0 else 0.0,
                "ideal_tokens_per_s": batch_tokens / ideal if ideal > 0 else 0.0}
