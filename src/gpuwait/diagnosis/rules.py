@@ -516,6 +516,8 @@ def storage(obs: Observation, out: RuleOutput) -> None:
     wait = 0.0 if saturated else wait
     shared = [link for link, users in obs.link_users.items() if "storage read" in users and len(users) > 1]
     if not _matters(obs, wait) and not shared:
+        if not any("storage read" in users for users in obs.link_users.values()):
+            _reads_unplaced(obs, out)
         return
     util = obs.link_util
     delay_s = _reads_delay_s(obs, shared)
@@ -537,6 +539,29 @@ def storage(obs: Observation, out: RuleOutput) -> None:
         + ("." if saturated else " while the storage servers themselves are not busy."),
         "give storage its own network (or its own lossless class and bandwidth share), or cache the dataset locally",
         lost_s=wait + delay_s))
+
+
+def _reads_unplaced(obs: Observation, out: RuleOutput) -> None:
+    """Storage servers on the compute network send at their ports' rate while no link says what it
+    carries (telemetry: port counters count bytes, not whose): the reads reach the compute hosts'
+    NICs, whose ports the collectives use too, so they share links, but what they delay the
+    collectives by needs the collectives' own bytes on those ports (per-collective port bytes). Named
+    at info, its cost unmeasured (dev seed 26,000,096: 1.1 % of contention from telemetry found nothing)."""
+    full = _storage_saturated(obs)
+    if not full or obs.link_bytes is None or obs.link_rate_Bps is None:
+        return
+    ports = np.flatnonzero(np.isin(obs.topo.link_src, obs.topo.storage_server_node))
+    delivered_Bps = float(obs.link_bytes[ports].sum()) / _step(obs)
+    out.candidates.append(Candidate(
+        "storage-contention", "all", 0.5,
+        {"full_storage_servers": ", ".join(full), "delivered_GBps": round(delivered_Bps / 1e9, 2),
+         "data_wait_ms": round(_data_wait(obs)[0] * 1e3, 2)},
+        f"Storage server{'s' if len(full) > 1 else ''} {', '.join(full)} send{'' if len(full) > 1 else 's'} dataset reads "
+        f"at {'their' if len(full) > 1 else 'its'} ports' rate ({delivered_Bps / 1e9:.1f} GB/s) over the compute network "
+        f"while the GPUs' wait for data costs under {100 * MATTERS:g} % of the step: the reads share the compute hosts' NIC ports with the collectives; what "
+        "they delay them by needs per-collective port bytes.",
+        "give storage its own network (or its own lossless class and bandwidth share), or cache the dataset locally",
+        lost_s=0.0))
 
 
 def _reads_delay_s(obs: Observation, shared: list[int]) -> float:

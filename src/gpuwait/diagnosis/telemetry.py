@@ -73,8 +73,11 @@ def export_metrics(run: WorkloadRun, case: int = 0, scrape_interval_s: float | N
     for server in range(topo.n_servers):
         gdr = "0" if run.effects.socket_transport or server in run.effects.no_gdr_servers else "1"
         samples.append(("gpuwait_nccl_transport_info", {"Hostname": topo.server_name(server), "transport": transport, "gdr": gdr}, 1.0))
-    for gpu in run.effects.remote_nic_gpus:
-        samples.append(("gpuwait_nic_numa_remote", {"gpu": topo.node_name[gpu]}, 1.0))
+    # every GPU's placement, local ones at 0 (as `nvidia-smi topo -m` lists every GPU-NIC pair): a
+    # series written only where a NIC is remote reads, once lost, as every NIC local
+    remote = set(run.effects.remote_nic_gpus)
+    for gpu in topo.gpu_node.ravel():
+        samples.append(("gpuwait_nic_numa_remote", {"gpu": topo.node_name[gpu]}, float(int(gpu) in remote)))
     samples.append(("gpuwait_steps_total", {}, float(result.steps)))
     samples += _disk_busy(topo, observation, result.steps * result.breakdown.step_time_s)
     samples += _dcgm_gpu_state(topo, observation)
@@ -326,6 +329,11 @@ def _rates(metrics: MetricSet, names: set[str], real: MappedSeries, topo: Topolo
     return rate
 
 
+#: ``gpuwait_nic_numa_remote`` is 1 for a GPU whose NIC sits behind the other socket and 0 for a local
+#: one; read with noise, the midpoint tells them apart
+REMOTE_NIC_READ = 0.5
+
+
 def _nccl_transport(bundle: TelemetryBundle, metrics: MetricSet, names: set[str], topo: Topology):
     """(NCCL on sockets?, servers without GPUDirect RDMA, GPUs with a remote NIC); None where unknown."""
     socket, gdr_off = None, None
@@ -341,8 +349,13 @@ def _nccl_transport(bundle: TelemetryBundle, metrics: MetricSet, names: set[str]
         gdr_off = tuple(sorted({s for c in net if c.gdr is False and (s := host_of(topo, c.host)) is not None}))
     remote = None
     if "gpuwait_nic_numa_remote" in names:
-        remote = tuple(topo.node_id(dict(lab)["gpu"]) for lab in metrics.select(name="gpuwait_nic_numa_remote").labels)
-    elif socket is not None:
+        placed = metrics.select(name="gpuwait_nic_numa_remote")
+        # 1 remote, 0 local; a noisy reading rounds (REMOTE_NIC_READ)
+        remote = tuple(topo.node_id(dict(lab)["gpu"]) for lab, v in zip(placed.labels, placed.value) if v >= REMOTE_NIC_READ)
+    elif bundle.nccl_debug:
+        # NCCL's own lines name each GPU's NIC (``[send] via NET/IB/<dev>``): nccl-wrong-hca reads the
+        # placement from them. gpuwait's transport series alone says nothing of where a NIC sits, so
+        # without the placement series it stays unknown and is listed as missing
         remote = ()
     return socket, gdr_off, remote
 
