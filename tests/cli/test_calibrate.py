@@ -309,3 +309,20 @@ def test_the_overlay_records_the_nccl_env_and_perf_run_diagnose_say_when_theirs_
     assert code == 0 and yaml.safe_load(cluster.read_text())["calibration"]["nccl_env"] == {}
     code, text, _ = run_cli(capsys, *perf)
     assert code == 0 and json.loads(text)["notes"] == []
+
+
+def test_a_log_without_rank_lines_driving_several_gpus_per_process_is_calibrated_as_perf_compares_it(capsys, tmp_path):
+    """A broadcast log without '# Rank' lines whose one process per server drove 4 GPUs (nGpus 4): with
+    --servers 2 and no -g, perf --compare and calibrate both place it on 2 x 4 = 8 ranks (ranks_run); calibrate
+    then predicted it on 2 whole servers (16 ranks) and refused its own count ('the log has 8 ranks but the
+    cluster gives 16')."""
+    code, table, _ = run_cli(capsys, "perf", "broadcast", "--cluster", "dgx-h100", "--servers", "2", "-g", "4",
+                             "-b", "8", "-e", "64M", "-f", "4")
+    assert code == 0
+    log = tmp_path / "broadcast-g4.log"
+    log.write_text("".join(line.replace("nGpus 1 ", "nGpus 4 ") for line in table.splitlines(keepends=True)
+                           if not line.startswith("#  Rank")))
+    for args in (["perf", "broadcast", "--compare", str(log)], ["calibrate", str(log), "--params", "nic_efficiency"]):
+        code, out, err = run_cli(capsys, *args, "--cluster", "dgx-h100", "--servers", "2", "--json")
+        assert code == 0, (args, err)
+        assert any("predicted as --servers 2 x 4 GPU(s) = 8 ranks" in w for w in json.loads(out)["warnings"]), out
