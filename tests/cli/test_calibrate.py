@@ -326,3 +326,21 @@ def test_a_log_without_rank_lines_driving_several_gpus_per_process_is_calibrated
         code, out, err = run_cli(capsys, *args, "--cluster", "dgx-h100", "--servers", "2", "--json")
         assert code == 0, (args, err)
         assert any("predicted as --servers 2 x 4 GPU(s) = 8 ranks" in w for w in json.loads(out)["warnings"]), out
+
+
+def test_perf_compare_on_the_overlay_says_when_its_nccl_env_differs(capsys, tmp_path, monkeypatch):
+    """perf --compare is where a calibrated overlay meets a log, and it predicted under other NCCL variables than
+    the fit's without the note perf, run and diagnose print (docs/calibrate.md: 'perf ... add a note')."""
+    for name in [n for n in __import__("os").environ if n.startswith("NCCL_")]:
+        monkeypatch.delenv(name)
+    cluster = tmp_path / "ring.yaml"
+    code, _, err = run_cli(capsys, "calibrate", str(LOG.with_name("h100-ib-2node-16gpu-all_reduce-ring-forced.log")),
+                           "--cluster", "dgx-h100", "--servers", "2", "--env", "NCCL_ALGO=Ring", "--params",
+                           "nic_efficiency", "--out", str(cluster))
+    assert code == 0, err
+    compare = ["perf", "all_reduce", "--compare", str(LOG), "--cluster", str(cluster), "--json"]
+    code, text, err = run_cli(capsys, *compare)
+    assert code == 0, err
+    assert any("fitted to logs run with NCCL_ALGO=Ring" in w for w in json.loads(text)["warnings"]), text[-600:]
+    code, text, err = run_cli(capsys, *compare, "--env", "NCCL_ALGO=Ring")
+    assert code == 0 and not any("calibration.nccl_env" in w for w in json.loads(text)["warnings"]), err

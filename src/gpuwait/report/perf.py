@@ -377,6 +377,8 @@ def compare_log(op: str, log_path: Path, cluster: str, servers: int | None = Non
     if unused := unused_log_variables(log_command_env(text), nccl_env(env)):
         warnings.append(f"the log's run set {', '.join(f'{k}={v}' for k, v in unused.items())}, which this prediction "
                         "did not: pass them with --env to predict that run")
+    if (fitted := predictor.env.calibration_note) is not None:  # the overlay's fit was checked only under its logs' env
+        warnings.append(fitted)
     warnings += placed_by_flags + unreadable
     if skipped:
         warnings.append(f"{len(skipped)} row(s) skipped, their measured time is 0.00 us (sizes "
