@@ -344,3 +344,18 @@ def test_perf_compare_on_the_overlay_says_when_its_nccl_env_differs(capsys, tmp_
     assert any("fitted to logs run with NCCL_ALGO=Ring" in w for w in json.loads(text)["warnings"]), text[-600:]
     code, text, err = run_cli(capsys, *compare, "--env", "NCCL_ALGO=Ring")
     assert code == 0 and not any("calibration.nccl_env" in w for w in json.loads(text)["warnings"]), err
+
+
+def test_a_log_without_rank_lines_counts_every_thread_of_its_process(capsys, tmp_path):
+    """nccl-tests runs processes x threads (-t) x GPUs (-g) ranks: a process of 'nThread 2 nGpus 4' drives 8
+    GPUs, so with --servers 2 its log without '# Rank' lines ran 16 ranks, not the 8 that nGpus alone gives."""
+    code, table, _ = run_cli(capsys, "perf", "broadcast", "--cluster", "dgx-h100", "--servers", "2",
+                             "-b", "8", "-e", "64M", "-f", "4")
+    assert code == 0
+    log = tmp_path / "broadcast-t2g4.log"
+    log.write_text("".join(line.replace("nThread 1 nGpus 1 ", "nThread 2 nGpus 4 ")
+                           for line in table.splitlines(keepends=True) if not line.startswith("#  Rank")))
+    for args in (["perf", "broadcast", "--compare", str(log)], ["calibrate", str(log), "--params", "nic_efficiency"]):
+        code, out, err = run_cli(capsys, *args, "--cluster", "dgx-h100", "--servers", "2", "--json")
+        assert code == 0, (args, err)
+        assert any("predicted as --servers 2 x 8 GPU(s) = 16 ranks" in w for w in json.loads(out)["warnings"]), out
