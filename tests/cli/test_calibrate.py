@@ -309,3 +309,53 @@ def test_the_overlay_records_the_nccl_env_and_perf_run_diagnose_say_when_theirs_
     assert code == 0 and yaml.safe_load(cluster.read_text())["calibration"]["nccl_env"] == {}
     code, text, _ = run_cli(capsys, *perf)
     assert code == 0 and json.loads(text)["notes"] == []
+
+
+def test_a_log_without_rank_lines_driving_several_gpus_per_process_is_calibrated_as_perf_compares_it(capsys, tmp_path):
+    """A broadcast log without '# Rank' lines whose one process per server drove 4 GPUs (nGpus 4): with
+    --servers 2 and no -g, perf --compare and calibrate both place it on 2 x 4 = 8 ranks (ranks_run); calibrate
+    then predicted it on 2 whole servers (16 ranks) and refused its own count ('the log has 8 ranks but the
+    cluster gives 16')."""
+    code, table, _ = run_cli(capsys, "perf", "broadcast", "--cluster", "dgx-h100", "--servers", "2", "-g", "4",
+                             "-b", "8", "-e", "64M", "-f", "4")
+    assert code == 0
+    log = tmp_path / "broadcast-g4.log"
+    log.write_text("".join(line.replace("nGpus 1 ", "nGpus 4 ") for line in table.splitlines(keepends=True)
+                           if not line.startswith("#  Rank")))
+    for args in (["perf", "broadcast", "--compare", str(log)], ["calibrate", str(log), "--params", "nic_efficiency"]):
+        code, out, err = run_cli(capsys, *args, "--cluster", "dgx-h100", "--servers", "2", "--json")
+        assert code == 0, (args, err)
+        assert any("predicted as --servers 2 x 4 GPU(s) = 8 ranks" in w for w in json.loads(out)["warnings"]), out
+
+
+def test_perf_compare_on_the_overlay_says_when_its_nccl_env_differs(capsys, tmp_path, monkeypatch):
+    """perf --compare is where a calibrated overlay meets a log, and it predicted under other NCCL variables than
+    the fit's without the note perf, run and diagnose print (docs/calibrate.md: 'perf ... add a note')."""
+    for name in [n for n in __import__("os").environ if n.startswith("NCCL_")]:
+        monkeypatch.delenv(name)
+    cluster = tmp_path / "ring.yaml"
+    code, _, err = run_cli(capsys, "calibrate", str(LOG.with_name("h100-ib-2node-16gpu-all_reduce-ring-forced.log")),
+                           "--cluster", "dgx-h100", "--servers", "2", "--env", "NCCL_ALGO=Ring", "--params",
+                           "nic_efficiency", "--out", str(cluster))
+    assert code == 0, err
+    compare = ["perf", "all_reduce", "--compare", str(LOG), "--cluster", str(cluster), "--json"]
+    code, text, err = run_cli(capsys, *compare)
+    assert code == 0, err
+    assert any("fitted to logs run with NCCL_ALGO=Ring" in w for w in json.loads(text)["warnings"]), text[-600:]
+    code, text, err = run_cli(capsys, *compare, "--env", "NCCL_ALGO=Ring")
+    assert code == 0 and not any("calibration.nccl_env" in w for w in json.loads(text)["warnings"]), err
+
+
+def test_a_log_without_rank_lines_counts_every_thread_of_its_process(capsys, tmp_path):
+    """nccl-tests runs processes x threads (-t) x GPUs (-g) ranks: a process of 'nThread 2 nGpus 4' drives 8
+    GPUs, so with --servers 2 its log without '# Rank' lines ran 16 ranks, not the 8 that nGpus alone gives."""
+    code, table, _ = run_cli(capsys, "perf", "broadcast", "--cluster", "dgx-h100", "--servers", "2",
+                             "-b", "8", "-e", "64M", "-f", "4")
+    assert code == 0
+    log = tmp_path / "broadcast-t2g4.log"
+    log.write_text("".join(line.replace("nThread 1 nGpus 1 ", "nThread 2 nGpus 4 ")
+                           for line in table.splitlines(keepends=True) if not line.startswith("#  Rank")))
+    for args in (["perf", "broadcast", "--compare", str(log)], ["calibrate", str(log), "--params", "nic_efficiency"]):
+        code, out, err = run_cli(capsys, *args, "--cluster", "dgx-h100", "--servers", "2", "--json")
+        assert code == 0, (args, err)
+        assert any("predicted as --servers 2 x 8 GPU(s) = 16 ranks" in w for w in json.loads(out)["warnings"]), out

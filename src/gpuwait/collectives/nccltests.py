@@ -384,6 +384,15 @@ class RunConfig:
     blocking: int = 0
     extra: tuple[tuple[str, int], ...] = ()
 
+    @property
+    def process_gpus(self) -> int:
+        """GPUs one process drives: each of its ``-t`` threads drives ``-g`` GPUs.
+
+        >>> RunConfig(n_threads=2, n_gpus=4).process_gpus
+        8
+        """
+        return self.n_threads * self.n_gpus
+
 
 @dataclass(frozen=True)
 class Device:

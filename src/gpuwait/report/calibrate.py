@@ -57,11 +57,12 @@ def read_log(path: Path, skipped: list[str] | None = None) -> MeasuredLog:
 
 
 def _read_log(path: Path, skipped: list[str] | None = None, servers: int | None = None, gpus: int | None = None,
-              gpus_in_server: int = 0) -> tuple[MeasuredLog, list[str], NcclDebugInfo | None]:
+              gpus_in_server: int = 0) -> tuple[MeasuredLog, list[str], NcclDebugInfo | None, int | None]:
     """:func:`read_log`, with what the log says of the hardware it ran on: its GPUs' names (the ``# Rank`` lines)
     and NCCL's INFO lines, which :func:`~gpuwait.report.perf.comparison_warnings` sets beside the cluster. A log
     that does not say how many ranks ran takes them from ``servers`` and ``gpus`` (``--servers``, ``-g``) on
-    servers of ``gpus_in_server`` GPUs (:func:`~gpuwait.report.perf.ranks_run`)."""
+    servers of ``gpus_in_server`` GPUs (:func:`~gpuwait.report.perf.ranks_run`); the last item is then the GPUs
+    per server that placed it (None for a log that says its count)."""
     try:
         text = read_text_checked(path, "an nccl-tests log")
     except SpecError as err:
@@ -83,7 +84,8 @@ def _read_log(path: Path, skipped: list[str] | None = None, servers: int | None 
     measured = MeasuredLog(str(path), str(log.collective), n_ranks, tuple(r.size_bytes for r in rows),
                            tuple(r.steady_time_us * 1e-6 for r in rows), tuple(r.steady_busbw_GBps for r in rows),
                            log_nccl_version(text, debug, log.build), log_layout(log), tuple(log_command_env(text).items()))
-    return measured, [d.name for d in log.devices], debug
+    placed_gpus = n_ranks // servers if log.n_ranks is None and servers else None
+    return measured, [d.name for d in log.devices], debug, placed_gpus
 
 
 @dataclass(frozen=True, eq=False)
@@ -147,9 +149,14 @@ def run_calibrate(paths: Sequence[Path], cluster: str, servers: int | None = Non
     gpus_in_server = resolve_server(sized_cluster(unsized, 1, source=cluster).server).gpus
     warnings: list[str] = []
     read = [_read_log(Path(p), warnings, servers, gpus, gpus_in_server) for p in paths]
-    logs = [log for log, _, _ in read]
+    logs = [log for log, _, _, _ in read]
     layouts = {log.layout for log in logs}
     layout = layouts.pop() if len(layouts) == 1 else None
+    # a log placed by the flags (no '# Rank' lines) ran as many GPUs per server as placed it (nGpus when -g does not
+    # say): the cluster must give that run, as perf --compare predicts it, not whole servers
+    placed_gpus = {per_server for *_, per_server in read if per_server is not None}
+    if gpus is None and len(placed_gpus) == 1:
+        gpus = placed_gpus.pop()
     if gpus is None and layout is not None:  # the run as its '# Rank' lines place it, as perf --compare does
         if (placed := placing_layout(layout, servers, gpus_in_server)) is not None:
             servers, gpus = placed
@@ -157,7 +164,7 @@ def run_calibrate(paths: Sequence[Path], cluster: str, servers: int | None = Non
     # the GPUs and network a log ran on against the cluster's, as perf --compare warns of them (each log is
     # predicted as the release it prints, so a release unlike the model's is no warning here)
     gpu_model = resolve_server(spec.server).gpu_model
-    warnings += [f"{log.name}: {w}" for log, devices, debug in read
+    warnings += [f"{log.name}: {w}" for log, devices, debug, _ in read
                  for w in comparison_warnings(None, devices, gpu_model, spec.transport.name, debug)]
     calibration = calibrate(logs, spec, None, gpus, env, names, prior, nccl_version,
                             unsized=None if servers is not None else unsized)

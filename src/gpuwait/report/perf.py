@@ -296,7 +296,7 @@ def ranks_run(log: NcclTestsLog, path: Path, servers: int | None, gpus: int | No
               warnings: list[str]) -> int:
     """How many ranks ``log`` ran, by ``perf --compare`` and ``calibrate`` alike: as the log says, else as the
     flags place the run: ``servers`` (``--servers``) of ``gpus`` (``-g``; else the GPUs one process drove,
-    nGpus > 1; else a whole server of ``gpus_in_server``). Nothing in such a log can check that count, so
+    nThread x nGpus > 1; else a whole server of ``gpus_in_server``). Nothing in such a log can check that count, so
     ``warnings`` gets a line saying so; without ``--servers`` the flags place nothing, and the log is refused.
 
     >>> ranks_run(NcclTestsLog(rows=(), collective="broadcast"), Path("b.log"), 2, None, 8, notes := []), notes
@@ -307,7 +307,7 @@ def ranks_run(log: NcclTestsLog, path: Path, servers: int | None, gpus: int | No
     if servers is None:
         raise SpecError(f"{path}: the log does not say how many ranks ran (no '# Rank' lines, and its sizes and "
                         "busbw do not tell)", hint=NO_RANKS_HINT)
-    process_gpus = log.config.n_gpus if log.config else 1
+    process_gpus = log.config.process_gpus if log.config else 1
     per_server = gpus or (process_gpus if process_gpus > 1 else gpus_in_server)
     warnings.append(f"the log does not say how many ranks ran; predicted as --servers {servers} x "
                     f"{per_server} GPU(s) = {servers * per_server} ranks")
@@ -339,7 +339,7 @@ def compare_log(op: str, log_path: Path, cluster: str, servers: int | None = Non
         raise SpecError(f"--compare: {err}", hint=err.hint) from None
     layout = log_layout(log)
     per_server = gpus or log_gpus_per_server(n_ranks, layout, resolve_server(one_server.server).gpus, servers,
-                                             log.config.n_gpus if log.config else 1)
+                                             log.config.process_gpus if log.config else 1)
     if n_ranks % per_server:
         raise SpecError(f"--compare: {n_ranks} ranks do not fill servers of {per_server} GPUs", hint="pass -g")
     debug = log_debug_info(text)
@@ -377,6 +377,8 @@ def compare_log(op: str, log_path: Path, cluster: str, servers: int | None = Non
     if unused := unused_log_variables(log_command_env(text), nccl_env(env)):
         warnings.append(f"the log's run set {', '.join(f'{k}={v}' for k, v in unused.items())}, which this prediction "
                         "did not: pass them with --env to predict that run")
+    if (fitted := predictor.env.calibration_note) is not None:  # the overlay's fit was checked only under its logs' env
+        warnings.append(fitted)
     warnings += placed_by_flags + unreadable
     if skipped:
         warnings.append(f"{len(skipped)} row(s) skipped, their measured time is 0.00 us (sizes "

@@ -134,7 +134,7 @@ def log_gpus_per_server(n_ranks: int, layout: tuple[int, int] | None, gpus_in_se
                         process_gpus: int = 1) -> int:
     """GPUs per server a log ran on when -g does not say, by ``perf --compare`` and ``calibrate`` alike: as its
     '# Rank' lines (``layout``) place the ranks (:func:`placing_layout`), else the GPUs one process drove
-    (``process_gpus``: nGpus, when more than 1), else as many as a server of the cluster holds.
+    (``process_gpus``: nThread x nGpus, when more than 1), else as many as a server of the cluster holds.
 
     >>> log_gpus_per_server(16, (2, 8), 8), log_gpus_per_server(16, None, 8, process_gpus=4), log_gpus_per_server(4, None, 8)
     (8, 4, 4)

@@ -183,8 +183,10 @@ def gpu_preset_for_model(gpu_model: str) -> str | None:
 
 
 # Engines: the batch-1 decode step of Llama 3 8B (32 layers, bf16) on one H100 SXM as published, less gpuwait's
-# roofline for it (5.28 ms: 15.0 GB of weights at 0.85 x 3.35 TB/s), over 32 layers. The GPU is not named in
-# the sources; 7.4-7.6 ms per token rules out an A100 or H100 PCIe (2.0 TB/s: the weights alone take 7.4 ms).
+# roofline for it (5.28 ms: 15.0 GB of weights at 0.85 x 3.35 TB/s), over 32 layers. vLLM's torch.compile guide
+# (vllm-project/vllm PR #11078, docs/source/usage/torch_compile.rst) names the H100 for the same 970.4 ms run;
+# the other PRs name no GPU, but 7.4-7.6 ms per token rules out an A100 or H100 PCIe (2.0 TB/s: the weights
+# alone take 7.4 ms).
 _SGLANG_8B = ("sglang.bench_latency --model meta-llama/Meta-Llama-3-8B --batch-size 1 --input 128 --output 8 "
               "(one batch, no server)")
 register_engine(EnginePreset("none", 0.0, "no fixed time: the step is its roofline alone"))
