@@ -9,6 +9,7 @@ predicted time per output token into the terms of the decode model, so a large e
 
 * **HBM**: a decode step reading the weights and the batch's KV cache at the datasheet HBM bandwidth;
 * **FLOPs**: the same step's FLOPs at the achieved tensor-core rate (the step takes the longer of the two);
+* **engine**: the serving engine's fixed time in the step (per layer and per step, its engine preset's);
 * **TP comm**: the step's tensor-parallel all-reduces on the fabric (TPOT minus the ideal-network TPOT).
 
     python bench/serving_reference.py [--no-write]
@@ -66,13 +67,13 @@ def decode_terms_s(row: dict, source: dict) -> dict[str, float]:
     shape = wm.resolve_model(spec.model)
     gpu = wm.resolve_gpu(spec.compute, shape.precision)
     layout = wm.validate_inference_layout(shape, spec, spec.gpus, 8)
-    roofline = replace(layout, decode_layer_overhead_s=0.0)
+    roofline = replace(layout, decode_layer_overhead_s=0.0, decode_step_overhead_s=0.0)
     context = layout.prompt_tokens + layout.output_tokens // 2
     free_flops = replace(gpu, peak_flops=float("inf"), efficiency=1.0)
     free_hbm = replace(gpu, hbm_bandwidth_Bps=float("inf"))
     return {"hbm_s": wm.decode_step_time_s(shape, free_flops, roofline, context),
             "flops_s": wm.decode_step_time_s(shape, free_hbm, roofline, context),
-            "overhead_s": shape.layers * layout.decode_layer_overhead_s}
+            "overhead_s": shape.layers * layout.decode_layer_overhead_s + layout.decode_step_overhead_s}
 
 
 def predict(row: dict, source: dict) -> dict[str, float]:
@@ -191,7 +192,8 @@ def report(rows: list[dict], reference: dict) -> str:
               "over the decode passes) beside gpuwait's and its terms. *HBM* and *FLOPs* are one decode step's weight "
               "and KV-cache read at the streamed HBM rate (0.85 of the datasheet bandwidth) and its FLOPs at the "
               "achieved rate (the step takes the longer); *engine* is the source's serving engine's fixed time per "
-              "step (its layers times the engine preset's time per layer; 0 for sources with no engine preset); "
+              "step (its layers times the engine preset's time per layer, plus its time per step; 0 for sources with "
+              "no engine preset); "
               "*TP comm* is the step's all-reduces; *share needed* is the fraction of the binding term's rate (the "
               "streamed HBM rate, or the achieved FLOP rate) at which that term alone would match the published "
               "TPOT less TP comm and the engine's time. Rows whose predicted prefill is over half their published latency are "

@@ -436,6 +436,7 @@ def _schema_fields() -> dict[str, object]:
         "InferenceSpec.pp": serve({"inference": {"tp": 4}}, {"inference": {"tp": 4, "pp": 2}}, "up"),
         "InferenceSpec.engine": serve({}, {"inference": {"engine": "vllm"}}, "up"),
         "InferenceSpec.decode_layer_overhead": serve({}, {"inference": {"decode_layer_overhead": 100e-6}}, "up"),
+        "InferenceSpec.decode_step_overhead": serve({}, {"inference": {"decode_step_overhead": 1e-3}}, "up"),
         "InferenceSpec.allow_tp_across_servers": Refused(lambda: h.serve_s({"workload": {"inference": {"tp": 16}}}),
                                                          "tp"),
         # ---------------------------------------------------------------- faults (kind/target/params per kind)

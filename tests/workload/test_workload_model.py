@@ -457,7 +457,7 @@ def test_decode_is_memory_bound_at_batch_one():
     assert inference_tp_all_reduce_bytes(shape, 1) == 8192 * 2
 
 
-def test_engine_adds_a_fixed_time_per_layer_to_every_decode_step():
+def test_engine_adds_a_fixed_time_per_layer_and_per_step_to_every_decode_step():
     shape = model(preset="llama-70b")
     gpu = resolve_gpu(ComputeSpec(gpu="H100-SXM"))
 
@@ -466,13 +466,29 @@ def test_engine_adds_a_fixed_time_per_layer_to_every_decode_step():
         return validate_inference_layout(shape, spec, tp * pp, 8)
 
     bare, vllm = layout(4, 1), layout(4, 1, engine="vllm")
-    assert (bare.decode_layer_overhead_s, vllm.decode_layer_overhead_s) == (0.0, 72e-6)
-    # every layer's kernels run on every GPU of the tp group: tp shortens the bytes, not the fixed time
-    assert decode_step_time_s(shape, gpu, vllm, 1024) - decode_step_time_s(shape, gpu, bare, 1024) == pytest.approx(80 * 72e-6)
-    staged = layout(4, 2, engine="vllm")
+    assert (bare.decode_layer_overhead_s, bare.decode_step_overhead_s) == (0.0, 0.0)
+    assert (vllm.decode_layer_overhead_s, vllm.decode_step_overhead_s) == (50e-6, 0.71e-3)
+    # every layer's kernels run on every GPU of the tp group: tp shortens the bytes, not the fixed time; the
+    # engine's scheduling and sampling happen once a step whatever the layers
+    added_s = decode_step_time_s(shape, gpu, vllm, 1024) - decode_step_time_s(shape, gpu, bare, 1024)
+    assert added_s == pytest.approx(80 * 50e-6 + 0.71e-3)
+    staged = layout(4, 2, engine="vllm")  # pp splits the layers, the step passes every stage: the same total
     assert decode_step_time_s(shape, gpu, staged, 1024) == pytest.approx(decode_step_time_s(shape, gpu, vllm, 1024))
-    own = layout(4, 1, engine="vllm", decode_layer_overhead=10e-6)  # the explicit value wins over the preset's
-    assert own.decode_layer_overhead_s == 10e-6
+    # each explicit value replaces its own part of the preset only
+    own_layer = layout(4, 1, engine="vllm", decode_layer_overhead=10e-6)
+    assert (own_layer.decode_layer_overhead_s, own_layer.decode_step_overhead_s) == (10e-6, 0.71e-3)
+    own_step = layout(4, 1, engine="vllm", decode_step_overhead=2e-3)
+    assert (own_step.decode_layer_overhead_s, own_step.decode_step_overhead_s) == (50e-6, 2e-3)
+    assert layout(4, 1, decode_step_overhead=2e-3).decode_layer_overhead_s == 0.0
+
+
+def test_engines_whose_sources_give_no_split_keep_the_whole_step_per_layer():
+    from gpuwait.workload.presets import ENGINE_PRESETS
+    assert {name: p.decode_step_overhead_s for name, p in ENGINE_PRESETS.items() if name != "vllm"} == \
+        {"none": 0.0, "vllm-v1": 0.0, "sglang": 0.0, "sglang-eager": 0.0}
+    vllm = ENGINE_PRESETS["vllm"]
+    # the two parts add up to the whole published step above the roofline (2.30 ms: 7.58 ms less 5.28 ms)
+    assert 32 * vllm.decode_layer_overhead_s + vllm.decode_step_overhead_s == pytest.approx(7.58e-3 - 5.28e-3, abs=0.02e-3)
 
 
 def test_an_unknown_engine_or_a_negative_overhead_is_one_clear_error():
@@ -482,6 +498,8 @@ def test_an_unknown_engine_or_a_negative_overhead_is_one_clear_error():
         validate_inference_layout(shape, WorkloadSpec(mode="inference", inference={"engine": "tgi"}), 1, 8)
     with pytest.raises(ValueError, match="decode_layer_overhead"):
         WorkloadSpec(mode="inference", inference={"decode_layer_overhead": -1e-6})
+    with pytest.raises(ValueError, match="decode_step_overhead"):
+        WorkloadSpec(mode="inference", inference={"decode_step_overhead": -1e-6})
 
 
 def test_moe_decode_reads_only_the_experts_it_uses():

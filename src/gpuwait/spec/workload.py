@@ -130,8 +130,9 @@ class InferenceSpec(SpecModel):
     tp: int = Field(1, ge=1, le=MAX_GPUS, description="Tensor-parallel degree of one replica.")
     pp: int = Field(1, ge=1, le=MAX_GPUS, description="Pipeline-parallel degree of one replica.")
     allow_tp_across_servers: bool = Field(False, description="Allow a tensor-parallel group larger than one server.")
-    engine: str = Field("none", description="Serving engine whose fixed time per layer of every decode step is added to the step's roofline (kernel launches and the gaps between a step's many small kernels, sampling): none (the roofline alone), vllm, vllm-v1, sglang, sglang-eager; each preset's value and source: docs/workloads.md.")
-    decode_layer_overhead: float | None = Field(None, ge=0, le=1, description="Fixed time per transformer layer of every decode step (seconds, e.g. 65e-6); overrides the engine's.")
+    engine: str = Field("none", description="Serving engine whose fixed time of every decode step, per layer (kernel launches and the gaps between a step's many small kernels) and per step (scheduling, sampling), is added to the step's roofline: none (the roofline alone), vllm, vllm-v1, sglang, sglang-eager; each preset's values and sources: docs/workloads.md.")
+    decode_layer_overhead: float | None = Field(None, ge=0, le=1, description="Fixed time per transformer layer of every decode step (seconds, e.g. 50e-6); overrides the engine's per-layer part only.")
+    decode_step_overhead: float | None = Field(None, ge=0, le=1, description="Fixed time per decode step whatever the layers (seconds, e.g. 0.71e-3: the engine's scheduling, sampling and LM-head gaps); overrides the engine's per-step part only.")
 
 
 class WorkloadSpec(SpecModel):

@@ -1009,25 +1009,31 @@ class InferenceLayout:
     prompt_tokens: int
     output_tokens: int
     decode_layer_overhead_s: float = 0.0  # fixed time per layer of a decode step (the serving engine's)
+    decode_step_overhead_s: float = 0.0   # fixed time per decode step whatever the layers (the engine's)
 
 
-def resolve_engine_overhead_s(inf: InferenceSpec) -> float:
-    """Fixed decode time per layer: ``inference.decode_layer_overhead`` if given, else the engine preset's.
+def resolve_engine_overheads_s(inf: InferenceSpec) -> tuple[float, float]:
+    """Fixed decode time per layer and per step: the engine preset's, each part replaced by
+    ``inference.decode_layer_overhead`` / ``inference.decode_step_overhead`` when given.
 
-    >>> resolve_engine_overhead_s(InferenceSpec(engine="sglang")), resolve_engine_overhead_s(InferenceSpec())
-    (6.5e-05, 0.0)
-    >>> resolve_engine_overhead_s(InferenceSpec(engine="tgi"))
+    >>> resolve_engine_overheads_s(InferenceSpec(engine="vllm")), resolve_engine_overheads_s(InferenceSpec())
+    ((5e-05, 0.00071), (0.0, 0.0))
+    >>> resolve_engine_overheads_s(InferenceSpec(engine="vllm", decode_layer_overhead=10e-6))
+    (1e-05, 0.00071)
+    >>> resolve_engine_overheads_s(InferenceSpec(engine="tgi"))
     Traceback (most recent call last):
     ...
     gpuwait.errors.UnknownNameError: workload.inference.engine: unknown serving engine 'tgi'; expected one of none, vllm, vllm-v1, sglang, sglang-eager
     """
-    if inf.decode_layer_overhead is not None:
-        return inf.decode_layer_overhead
     preset = ENGINE_PRESETS.get(inf.engine)
     if preset is None:
         raise UnknownNameError(f"workload.inference.engine: unknown serving engine {inf.engine!r}; expected one of "
-                               f"{', '.join(ENGINE_PRESETS)}", hint="or give decode_layer_overhead (seconds per layer)")
-    return preset.decode_layer_overhead_s
+                               f"{', '.join(ENGINE_PRESETS)}",
+                               hint="or give decode_layer_overhead (seconds per layer) and decode_step_overhead "
+                                    "(seconds per step) with engine: none")
+    layer_s = preset.decode_layer_overhead_s if inf.decode_layer_overhead is None else inf.decode_layer_overhead
+    step_s = preset.decode_step_overhead_s if inf.decode_step_overhead is None else inf.decode_step_overhead
+    return layer_s, step_s
 
 
 def validate_inference_layout(shape: ModelShape, spec: WorkloadSpec, cluster_gpus: int,
@@ -1040,9 +1046,10 @@ def validate_inference_layout(shape: ModelShape, spec: WorkloadSpec, cluster_gpu
         _fail(path, f"tp*pp = {inf.tp}*{inf.pp} = {inf.tp * inf.pp} does not divide the job's {gpus} GPUs")
     if shape.layers % inf.pp:
         _fail(f"{path}.pp", f"{inf.pp} does not divide {shape.layers} layers")
+    layer_s, step_s = resolve_engine_overheads_s(inf)
     return InferenceLayout(gpus=gpus, tp=inf.tp, pp=inf.pp, replicas=gpus // (inf.tp * inf.pp), batch=inf.batch,
                            prompt_tokens=inf.prompt_tokens, output_tokens=inf.output_tokens,
-                           decode_layer_overhead_s=resolve_engine_overhead_s(inf))
+                           decode_layer_overhead_s=layer_s, decode_step_overhead_s=step_s)
 
 
 def weight_bytes_per_param(precision: str) -> int:
@@ -1104,12 +1111,14 @@ def decode_step_time_s(shape: ModelShape, gpu: GpuShape, layout: InferenceLayout
     communication: ``max(FLOPs / (tp·achieved FLOP/s), bytes read / (tp·streamed HBM bytes/s))``, summed
     over the pp stages it passes one after another (so pp does not shorten it). Bytes read = weights + the
     batch's KV cache, at the HBM rate streaming kernels reach (:attr:`GpuShape.streamed_Bps`). Then every
-    layer adds the engine's fixed time (``layout.decode_layer_overhead_s``, :class:`EnginePreset`): a small
-    batch's step is its weights' read plus launch and kernel gaps that neither bytes nor tp shorten.
+    layer adds the engine's fixed time per layer (``layout.decode_layer_overhead_s``) and the step its fixed
+    time per step (``layout.decode_step_overhead_s``, :class:`EnginePreset`): a small batch's step is its
+    weights' read plus launch and kernel gaps and the engine's own work, which neither bytes nor tp shorten.
     """
     flops = layout.batch * decode_flops_per_token(shape, context_tokens)
     read = decode_weight_bytes(shape, layout.batch) + layout.batch * context_tokens * kv_cache_bytes_per_token(shape)
-    return _roofline_s(gpu, layout.tp, flops, read) + shape.layers * layout.decode_layer_overhead_s
+    return (_roofline_s(gpu, layout.tp, flops, read) + shape.layers * layout.decode_layer_overhead_s
+            + layout.decode_step_overhead_s)
 
 
 def _roofline_s(gpu: GpuShape, tp: int, flops: float, hbm_bytes: float) -> float:

@@ -68,22 +68,27 @@ GPU_PRESETS: dict[str, GpuPreset] = {}
 
 @dataclass(frozen=True)
 class EnginePreset:
-    """A serving engine's fixed time per transformer layer of a decode step, read off a published measurement.
+    """A serving engine's fixed time in a decode step, per transformer layer and per step, read off published
+    measurements.
 
     A decode step of a small batch reads every weight once, but it also runs ~10 small kernels per layer
     (norms, rotary embedding, KV-cache write, attention, activation, residual adds) whose launch, ramp-up and
-    tail gaps do not shrink with the bytes read; the engine adds sampling and its own bookkeeping. The value is
-    the published batch-1 decode step less gpuwait's own roofline for that step (weights and KV cache at
-    ``compute.hbm_efficiency`` of the datasheet bandwidth), divided by the model's layers: it scales with the
-    layers a GPU runs, not with tp or the batch. ``source`` names the measurement.
+    tail gaps do not shrink with the bytes read: that part scales with the layers a GPU runs, not with tp or
+    the batch (``decode_layer_overhead_s``). Outside the model's forward the engine schedules, samples and
+    detokenizes once a step whatever the layers (``decode_step_overhead_s``). Each part is a published time
+    less gpuwait's own roofline for the same work (weights and KV cache at ``compute.hbm_efficiency`` of the
+    datasheet bandwidth): the forward's time over the layers, and the step's time outside the forward less the
+    LM head's read. An engine whose sources publish only the whole step carries it all per layer and 0 per
+    step (an assumption, said in ``source``). ``source`` names the measurements.
     """
 
     name: str
     decode_layer_overhead_s: float
+    decode_step_overhead_s: float
     source: str
 
 
-#: serving engine name -> its fixed decode time per layer
+#: serving engine name -> its fixed decode time per layer and per step
 ENGINE_PRESETS: dict[str, EnginePreset] = {}
 
 
@@ -183,27 +188,40 @@ def gpu_preset_for_model(gpu_model: str) -> str | None:
 
 
 # Engines: the batch-1 decode step of Llama 3 8B (32 layers, bf16) on one H100 SXM as published, less gpuwait's
-# roofline for it (5.28 ms: 15.0 GB of weights at 0.85 x 3.35 TB/s), over 32 layers. vLLM's torch.compile guide
+# roofline for it (5.28 ms: 15.0 GB of weights at 0.85 x 3.35 TB/s). vLLM's torch.compile guide
 # (vllm-project/vllm PR #11078, docs/source/usage/torch_compile.rst) names the H100 for the same 970.4 ms run;
 # the other PRs name no GPU, but 7.4-7.6 ms per token rules out an A100 or H100 PCIe (2.0 TB/s: the weights
 # alone take 7.4 ms).
+# vLLM V0 splits its step: PR #11081 (same author, 2024-12-11) times the model forward of the same benchmark
+# (VLLM_LOG_BATCHSIZE_INTERVAL=1.0 benchmark_latency.py --model meta-llama/Meta-Llama-3-8B --batch-size 1
+# --load-format dummy, CUDA graphs, no torch.compile) at a median 6.5 ms over 5,054 batch-1 forwards, and pairs
+# it with the guide's end-to-end figures. The forward is what vLLM's set_forward_context wraps: the embedding,
+# the 32 layers and the final norm (one CUDA graph replay), timed to a torch.cuda.synchronize; the LM head
+# (compute_logits), sampling, scheduling and detokenization run outside it. Per layer: 6.5 ms less the
+# forward's roofline (5.28 less the LM head's 1.05 GB, 0.37 ms: 4.91 ms), over 32 = 50 us. Per step: 7.58 ms
+# less 6.5 ms less the LM head's 0.37 ms = 0.71 ms. Together 2.31 ms, the whole step as before.
+# V1 and SGLang publish no such split: their whole step above the roofline stays per layer.
 _SGLANG_8B = ("sglang.bench_latency --model meta-llama/Meta-Llama-3-8B --batch-size 1 --input 128 --output 8 "
-              "(one batch, no server)")
-register_engine(EnginePreset("none", 0.0, "no fixed time: the step is its roofline alone"))
+              "(one batch, no server: the median of each decode call's batch preparation, forward with the LM head "
+              "and sampling, timed between two torch.cuda.synchronize)")
+_WHOLE_STEP = "no published split of the step: all of it per layer (an assumption)"
+register_engine(EnginePreset("none", 0.0, 0.0, "no fixed time: the step is its roofline alone"))
 register_engine(EnginePreset(
-    "vllm", 72e-6,
+    "vllm", 50e-6, 0.71e-3,
     "vLLM main (V0 engine, CUDA graphs on) in vllm-project/vllm PR #10933 (2024-12-05): benchmark_latency.py "
     "--model meta-llama/Meta-Llama-3-8B --batch-size 1 (32 prompt and 128 output tokens) 970.4 ms, 7.58 ms per "
-    "token: 2.31 ms above the roofline"))
+    "token; of it the model forward (embedding, layers, final norm; no LM head, sampling or scheduling) 6.5 ms "
+    "median in PR #11081 (2024-12-11, the same benchmark with --load-format dummy): 1.59 ms above the forward's "
+    "roofline over 32 layers, and 0.71 ms per step outside it beyond the LM head's read"))
 register_engine(EnginePreset(
-    "vllm-v1", 66e-6,
+    "vllm-v1", 66e-6, 0.0,
     "vLLM V1 engine (VLLM_USE_V1=1, multiprocessing, CUDA graphs) in vllm-project/vllm PR #11000 (2024-12-09): "
-    "the same benchmark 944.7 ms, 7.38 ms per token: 2.11 ms above the roofline"))
+    f"the same benchmark 944.7 ms, 7.38 ms per token: 2.11 ms above the roofline; {_WHOLE_STEP}"))
 register_engine(EnginePreset(
-    "sglang", 65e-6,
+    "sglang", 65e-6, 0.0,
     f"SGLang, FlashInfer attention, CUDA graphs: {_SGLANG_8B} decode median 7.37 ms in sgl-project/sglang issue "
-    "#1008 (2024-08-09) and 7.35 ms in PR #1401 (2024-09-12): 2.09 ms above the roofline"))
+    f"#1008 (2024-08-09) and 7.35 ms in PR #1401 (2024-09-12): 2.09 ms above the roofline; {_WHOLE_STEP}"))
 register_engine(EnginePreset(
-    "sglang-eager", 92e-6,
+    "sglang-eager", 92e-6, 0.0,
     f"SGLang, FlashInfer attention, --disable-cuda-graph: {_SGLANG_8B} decode median 8.23 ms in sgl-project/sglang "
-    "PR #1401 (2024-09-12): 2.95 ms above the roofline (CUDA graphs save 0.88 ms per step)"))
+    f"PR #1401 (2024-09-12): 2.95 ms above the roofline (CUDA graphs save 0.88 ms per step); {_WHOLE_STEP}"))
