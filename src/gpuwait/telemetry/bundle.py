@@ -79,8 +79,11 @@ class TelemetryBundle:
         merged = MetricSet.concat(self.metric_files.values())
         seen: set[tuple] = set()
         stamps = [None if math.isnan(t) else t for t in merged.timestamp_s.tolist()]  # NaN (none) never equals itself
-        keep = [i for i, row in enumerate(zip(merged.name, merged.labels, merged.value.tolist(), stamps))
-                if not (row in seen or seen.add(row))]
+        keep = []
+        for i, row in enumerate(zip(merged.name, merged.labels, merged.value.tolist(), stamps)):
+            if row not in seen:
+                seen.add(row)
+                keep.append(i)
         return merged if len(keep) == len(merged) else merged.take(np.array(keep, dtype=np.int64))
 
     def run_value(self, name: str) -> float | None:
