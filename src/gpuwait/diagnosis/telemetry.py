@@ -108,12 +108,13 @@ def _disk_busy(topo: Topology, observation: Observation, run_s: float) -> list:
     return samples
 
 
-def _storage_busy(metrics, names: set[str], step: float | None) -> tuple[str, ...] | None:
-    """Storage servers whose disk was busy one second per second over the run (``RATE_DOWNSHIFT`` of
-    it, for sampling): node_exporter's ``node_disk_io_time_seconds_total`` over the run's duration."""
-    if "node_disk_io_time_seconds_total" not in names or "gpuwait_steps_total" not in names or not step:
+def _storage_busy(metrics, names: set[str], step: float | None, steps: float | None) -> tuple[str, ...] | None:
+    """Storage servers whose disk was busy one second per second over the run of ``steps`` steps
+    (``RATE_DOWNSHIFT`` of it, for sampling): node_exporter's ``node_disk_io_time_seconds_total`` over
+    the run's duration."""
+    if "node_disk_io_time_seconds_total" not in names or steps is None or not step:
         return None
-    run_s = float(metrics.value_of("gpuwait_steps_total")) * step
+    run_s = steps * step
     disks = metrics.select("node_disk_io_time_seconds_total")
     return tuple(sorted({str(dict(lab).get("instance", "")).split(":")[0] for lab, v in zip(disks.labels, disks.value)
                          if v >= RATE_DOWNSHIFT * run_s}))
@@ -154,7 +155,7 @@ def observe_telemetry(bundle: TelemetryBundle, topo: Topology) -> Observation:
     names = set(metrics.names()) if len(metrics) else set()
     step = bundle.run_value("gpuwait_step_seconds")
     ideal = bundle.run_value("gpuwait_step_ideal_seconds")
-    bundle.run_value("gpuwait_steps_total")  # one run's, as the step: read below from the samples, copies merged
+    steps = bundle.run_value("gpuwait_steps_total")  # the steps the counters cover (one run's, as the step)
     real = map_series(bundle, topo)  # the exporters' own series (DCGM, node_exporter, perfquery, ethtool)
     traces = [t for t in bundle.kineto.values() if t.steps]
     if step is None and traces:
@@ -175,7 +176,7 @@ def observe_telemetry(bundle: TelemetryBundle, topo: Topology) -> Observation:
         util = _on_links(topo, real.link_tx_Bps) / (rate if rate is not None else nominal)
     if util is None:
         missing.append("per-port utilization")
-    link_bytes = _per_step_bytes(metrics, names, real, topo, step)
+    link_bytes = _per_step_bytes(metrics, names, real, topo, step, steps)
     counters = {}
     for metric, key in (("SymbolErrorCounter", "symbol_errors"), ("LinkDownedCounter", "link_downed"),
                         ("out_of_sequence", "out_of_sequence")):
@@ -215,10 +216,10 @@ def observe_telemetry(bundle: TelemetryBundle, topo: Topology) -> Observation:
                        link_rate_Bps=rate, link_nominal_Bps=nominal if rate is not None else None,
                        link_users=dict(real.link_users), link_foreign_Bps=foreign, counters=counters, socket_transport=socket,
                        socket_from_counters=socket_from_counters,
-                       counter_steps=float(metrics.value_of("gpuwait_steps_total")) if "gpuwait_steps_total" in names else 1.0,
+                       counter_steps=steps if steps is not None else 1.0,
                        reading_noise=TELEMETRY_READING_NOISE,
                        gdr_off_servers=gdr_off, remote_nic_gpus=remote, storage_read=reads,
-                       storage_busy=_storage_busy(metrics, names, step),
+                       storage_busy=_storage_busy(metrics, names, step, steps),
                        gpu_throttle=dict(real.gpu_throttle) or None, gpu_pcie=dict(real.gpu_pcie) or None,
                        link_window_bytes=_on_links(topo, {**real.link_tx_bytes, **real.window_bytes})
                        if real.link_tx_bytes or real.window_bytes else None,
@@ -284,9 +285,9 @@ def _exposed_by_collective(metrics: MetricSet, names: set[str]) -> dict[str, flo
 
 
 def _per_step_bytes(metrics: MetricSet, names: set[str], real: MappedSeries, topo: Topology,
-                    step_s: float | None) -> np.ndarray | None:
+                    step_s: float | None, steps: float | None) -> np.ndarray | None:
     """Bytes per link per step: counters cover a window of several steps, and the rules weigh a
-    step's bytes at a port's rate. gpuwait's own totals over the steps they count; an exporter's
+    step's bytes at a port's rate. gpuwait's own totals over the ``steps`` they count; an exporter's
     rate over its query window times the step time (a second of the run without one, the frame the
     rules then read in); else counter increases of unknown window (the rules then bound each cost by
     the exposed communication, which needs no window).
@@ -296,8 +297,7 @@ def _per_step_bytes(metrics: MetricSet, names: set[str], real: MappedSeries, top
     covers another span, and beside the others' it read as the busiest port of the cluster."""
     total = _link_vector(metrics, names, "gpuwait_link_transmit_bytes_total", topo)
     if total is not None:
-        steps = float(metrics.value_of("gpuwait_steps_total")) if "gpuwait_steps_total" in names else 1.0
-        return total / max(steps, 1.0)
+        return total / max(steps if steps is not None else 1.0, 1.0)
     if real.link_tx_Bps:
         return _on_links(topo, real.link_tx_Bps) * (step_s or 1.0)
     return _on_links(topo, real.link_tx_bytes) if real.link_tx_bytes else None
