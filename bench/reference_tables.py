@@ -57,7 +57,7 @@ MiB, KiB = 2**20, 2**10
 CLASSES = ("H100 IB multi-node", "H100/H200 single node NVSwitch", "A100", "AWS EFA", "GH200 Slingshot/TCP", "L40S",
            "PCIe RTX", "H100 GPUDirect-TCPXO", "H100 RoCE multi-node", "GB200 NVLink", "GB200 NVL72 multi-rack",
            "B200 RoCE multi-node", "H100 GPUDirect-TCPX", "A100 Slingshot multi-node", "H200 RoCE multi-node",
-           "B200 IB multi-node")
+           "B200 IB multi-node", "B200 single node NVSwitch")
 
 
 @dataclass(frozen=True)
@@ -211,6 +211,11 @@ _GIB_A4_ENV = {"NCCL_IB_QPS_PER_CONNECTION": "4", "NCCL_NET_GDR_LEVEL": "PIX"}
 _GIB_NOT_MODELLED = ("Google's tuner configuration (NCCL_TUNER_CONFIG_PATH, rules not published), NCCL_CROSS_NIC=0, "
                      "NCCL_P2P_NET_CHUNKSIZE=131072 and NCCL_IB_ADAPTIVE_ROUTING=1 are not modelled; Google's RoCE "
                      "fabric is not published (a non-blocking rail-optimized leaf-spine with ECMP assumed)")
+#: MGHPCC AICR's B200 node b0027 (mghpcc/aicr-benchmarks Benchmark_WG/nccl-tests/out-1node/nvhpc-26.3-b0027-9175)
+_AICR_B200_APPROXIMATE = ("8 x B200 on NVLink 5 / NVSwitch (the repository's results_b200.md) described by the dgx-b200 "
+                          "template: the server model is not stated; AMD Turin host (no effect on one node's tuning); "
+                          "NCCL 2.29.3 is the nccl-tests header's nccl-library=22903, no NCCL version line; only 1 MiB-16 GiB "
+                          "by factors of 4 printed (no floor)")
 REFERENCES = [
     Reference("h100-ib-2node-16gpu-all_reduce", CLASSES[0], "dgx-h100", 2, 8),
     Reference("h100-ib-2node-16gpu-all_reduce-ring-forced", CLASSES[0], "dgx-h100", 2, 8,
@@ -526,6 +531,21 @@ REFERENCES = [
                           "adaptive routing assumed); the run's NCCL_IB_ADAPTIVE_ROUTING=1 and NCCL_P2P_NET_CHUNKSIZE are not "
                           "modelled; one process drives each node's 8 GPUs (-g 8)",
               not_fitted=_AFTER_THE_FIT),
+    # OCI BM.GPU.B4.8 (A100-40GB, 16 RoCE ports), 2 x 8, NCCL_ALGO=Ring, NCCL 2.29.3 printed (oracle-quickstart/oci-hpc-oke
+    # docs/running-nccl-rccl-tests-from-slurm-operator.md @f297ea08): the same job's shape case sets QPs 4 and Ring
+    Reference("a100-oci-b4-2node-16gpu-roce-all_reduce-ring", CLASSES[2], "oci-a100-roce", 2, 8,
+              {"NCCL_ALGO": "Ring", "NCCL_IB_QPS_PER_CONNECTION": "4"},
+              approximate="OCI BM.GPU.B4.8 described by the oci-a100-roce preset (BM.GPU4.8: 8 x A100-SXM4-40GB, 16 x 100G "
+                          "RoCE ports): the 16 ports are the run's NCCL_IB_HCA, their speed is not stated (100 Gb/s, as "
+                          "BM.GPU4.8); the host CPU and OCI's cluster-network topology are not published (the preset's); "
+                          "only 1-8 GiB printed (no floor)",
+              not_fitted=_AFTER_THE_FIT),
+    # one B200 node of MGHPCC's AICR cluster (mghpcc/aicr-benchmarks out-1node/nvhpc-26.3-b0027-9175 @32b65655), -g 8,
+    # 1 MiB-16 GiB by factors of 4, NCCL 2.29.3 from the header's nccl-library=22903
+    Reference("b200-nvswitch-1node-8gpu-all_reduce", CLASSES[16], "aicr-b200-1node", 1, 8, nccl_version="2.29.3",
+              approximate=_AICR_B200_APPROXIMATE, not_fitted=_AFTER_THE_FIT),
+    Reference("b200-nvswitch-1node-8gpu-all_gather", CLASSES[16], "aicr-b200-1node", 1, 8, nccl_version="2.29.3",
+              collective="all_gather", approximate=_AICR_B200_APPROXIMATE, not_fitted=_AFTER_THE_FIT),
 ]
 
 
