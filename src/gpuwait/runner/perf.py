@@ -46,6 +46,7 @@ from gpuwait.fabric.perf import CollectiveEstimate, CollectivePredictor
 from gpuwait.runner.cost import CostEstimate, check_cost, estimate_perf
 from gpuwait.runner.inputs import load_cluster
 from gpuwait.spec import ClusterSpec
+from gpuwait.spec.reader import whole_number
 from gpuwait.topology import build_topology
 from gpuwait.transport import resolve_transport
 
@@ -251,9 +252,7 @@ class SweepArgs:
         # the bounds the command line's options hold (gpuwait.cli.perf: -f, -n, -w, -c, -r min=), here
         # for the Python API, which took step_factor=-2 or iters=0 and printed them in the header
         for name, least in (("step_factor", 1), ("iters", 1), ("warmup_iters", 0), ("check", 0), ("root", 0)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < least:
-                raise SpecError(f"{name}: got {value!r}; expected a whole number, {least} or more")
+            whole_number(name, getattr(self, name), least)
         if self.redop not in REDOPS:  # it is printed in every row: a name nccl-tests never prints is not one
             raise UnknownNameError(f"redop: got {self.redop!r}; expected one of {', '.join(REDOPS)}",
                                    hint="nccl-tests' -o all repeats the sweep per operation: every operation takes the "
