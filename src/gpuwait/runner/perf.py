@@ -33,6 +33,7 @@ from gpuwait.collectives.nccltests import (
     NcclTestsCollective,
     Row,
     RunConfig,
+    average_busbw_GBps,
     get_collective,
     make_row,
     parse_size_arg,
@@ -216,6 +217,8 @@ class PerfSweep:
         out = {"collective": self.collective.name, "n_ranks": self.n_ranks, "cluster": self.cluster,
                "settings": {s.name: str(s) for s in self.settings},
                "rows": [r.__dict__ for r in self.rows], "choices": self.choices,
+               # the table's "# Avg bus bandwidth" line, as a sweep's perf row has it
+               "avg_busbw_GBps": average_busbw_GBps(self.rows) if self.rows else None,
                "rounded_sizes": [{"requested": a, "run": b} for a, b in self.rounded], "notes": self.notes}
         if self.memory_estimate_bytes is not None:
             out["memory_estimate_bytes"] = self.memory_estimate_bytes
