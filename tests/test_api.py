@@ -80,7 +80,23 @@ def test_build_cluster_from_a_preset_a_file_and_a_spec():
     (lambda: g.perf("all_reduce", sizes="1M"), "sizes: got '1M'; expected (min, max)"),
     (lambda: g.diagnose("examples/ecmp-collision.yaml", inject=["slow-gpu:s1.gpu3"]), "inject: applies to training"),
     # the command line refuses --steps 0 itself (its option's minimum)
-    (lambda: g.simulate("examples/dp-only.yaml", steps=0), "steps: got 0; expected at least 1"),
+    (lambda: g.simulate("examples/dp-only.yaml", steps=0), "steps: got 0; expected a whole number, 1 or more"),
+    # counts the command line's options type themselves: a float or a string was a TypeError or pydantic's
+    # ValidationError from deep inside, and True passed as 1 (audit36)
+    (lambda: g.simulate("examples/dp-only.yaml", steps=1.5), "steps: got 1.5; expected a whole number, 1 or more"),
+    (lambda: g.diagnose("examples/dp-only.yaml", steps="2"), "steps: got '2'; expected a whole number, 1 or more"),
+    (lambda: g.perf("all_reduce", servers=2.5), "servers: got 2.5; expected a whole number, 1 or more"),
+    (lambda: g.perf("all_reduce", servers="2"), "servers: got '2'; expected a whole number, 1 or more"),
+    (lambda: g.perf("all_reduce", servers=True), "servers: got True; expected a whole number, 1 or more"),
+    (lambda: g.perf("all_reduce", servers=2, gpus=2.5), "gpus: got 2.5; expected a whole number, 1 or more"),
+    (lambda: g.perf("all_reduce", gpus_per_thread="2"), "gpus_per_thread: got '2'; expected a whole number, 1 or more"),
+    (lambda: g.build_cluster("examples/dp-only.yaml", servers="3"), "servers: got '3'; expected a whole number"),
+    (lambda: g.diagnose(telemetry="examples/telemetry", cluster="rocev2-400g-2tier", servers=2.5),
+     "servers: got 2.5; expected a whole number, 1 or more"),
+    # a bare string where a list belongs was read character by character: "fault kind: unknown 's'"
+    (lambda: g.diagnose("examples/dp-only.yaml", inject="slow-gpu:s1.gpu3"),
+     "inject: got the string 'slow-gpu:s1.gpu3'; expected a list, e.g. ['slow-gpu:s1.gpu3']"),
+    (lambda: g.perf("all_reduce", env="NCCL_ALGO=Ring"), "env: got the string 'NCCL_ALGO=Ring'; expected a list"),
     # the command line's -f, -n, -w, -c and -r hold these bounds themselves (their options' minimum); the
     # API took step_factor=-2 or iters=0 and printed them in the table's header
     (lambda: g.perf("all_reduce", sizes=("1M", "8M"), step_factor=-2), "step_factor: got -2; expected a whole number, 1 or more"),

@@ -33,7 +33,7 @@ from gpuwait.runner.traffic import run_traffic
 from gpuwait.runner.workload import refuse_steps_without_workload, run_workload
 from gpuwait.spec import ClusterSpec, Scenario
 from gpuwait.spec.faults import FaultSpec
-from gpuwait.spec.reader import short_value
+from gpuwait.spec.reader import not_one_string, short_value, whole_number
 from gpuwait.topology import Topology, build_topology, resolve_cluster
 
 __all__ = ["build_cluster", "diagnose", "load_scenario", "perf", "simulate"]
@@ -68,6 +68,7 @@ def simulate(scenario: Scenario | str | Path, engine: str = "flow", steps: int |
     SpecError
         A bad argument or scenario, or a run over ``max_memory`` (naming what to change).
     """
+    _counts(steps=steps)
     if not isinstance(scenario, Scenario):
         scenario = load_scenario(scenario)
     get_engine(engine)  # an unknown name is one error listing the engines
@@ -123,6 +124,8 @@ def perf(op: str, cluster: str = "dgx-h100", servers: int | None = None, sizes: 
         ``max_memory`` raises SpecError), ``to_dict()`` and ``to_arrow()``;
         :func:`gpuwait.report.perf.sweep_text` prints it as nccl-tests does.
     """
+    _counts(servers=servers, gpus=gpus, gpus_per_thread=gpus_per_thread)
+    not_one_string("env", env, "['NCCL_ALGO=Ring'] or {'NCCL_ALGO': 'Ring'}")
     sizes = _size_range(sizes)
     args = SweepArgs(min_bytes=sizes[0], max_bytes=sizes[-1], step_factor=step_factor, dtype=dtype, **nccl_tests_args)
     # SweepArgs' fields are the command line's -b / -e; this caller wrote sizes=(min, max)
@@ -182,6 +185,8 @@ def diagnose(scenario: Scenario | str | Path | None = None, inject: Sequence[str
     SpecError
         A bad argument or scenario, or a scenario over ``max_memory`` (naming what to change).
     """
+    _counts(steps=steps, servers=servers)
+    not_one_string("inject", inject, "['slow-gpu:s1.gpu3']")
     if telemetry is not None:
         if scenario is not None or inject:
             raise SpecError("telemetry: expected either a scenario (with inject) or telemetry with cluster, not both")
@@ -205,7 +210,15 @@ def diagnose(scenario: Scenario | str | Path | None = None, inject: Sequence[str
 def build_cluster(preset_or_file: str | Path | ClusterSpec, servers: int | None = None) -> Topology:
     """The topology of a preset (``"dgx-h100"``), a cluster or scenario file, or a cluster spec:
     nodes and links as numpy columns, with names (``s0.gpu0``, ``leaf0->spine1``)."""
+    _counts(servers=servers)
     if isinstance(preset_or_file, ClusterSpec):
         spec = preset_or_file if servers is None else with_servers(preset_or_file, servers, source="build_cluster")
         return build_topology(resolve_cluster(spec))
     return build_topology(load_cluster(str(preset_or_file), servers))
+
+
+def _counts(**counts: object) -> None:
+    """Each count given (not None) is a whole number, 1 or more, or one SpecError naming its argument."""
+    for name, value in counts.items():
+        if value is not None:
+            whole_number(name, value, 1)

@@ -361,3 +361,20 @@ def test_route_shows_the_source_port_the_model_hashes_for_every_transport(capsys
     assert doc["source_port"] == "UDP source port" and "stand-in" in doc["source_port_note"]
     code, out, _ = run_cli(capsys, *args)
     assert code == 0 and f"QP 0, UDP source port {hashed[0]}," in out and f"note: {transport} is hashed as RoCEv2" in out
+
+
+def test_true_or_false_where_a_number_belongs_is_refused_under_its_path(capsys, tmp_path):
+    """YAML's true read as 1: `pp: true` validated and ran one pipeline stage, `gpus: true` one GPU (audit36).
+    Unit fields already refused a bool, naming their unit; a field that takes a bool keeps it."""
+    path = tmp_path / "s.yaml"
+    path.write_text("name: x\ncluster: {preset: dgx-h100, servers: 2, server: {template: dgx-h100, gpus: true}}\n"
+                    "workload:\n  model: {preset: llama-8b}\n"
+                    "  parallel: {tp: 8, pp: true, overlap_grad_reduce: false}\n"
+                    "  compute: {gpu: H100-SXM, efficiency: false}\n  steps: 1\n")
+    for command in ("validate", "run"):
+        code, _, err = run_cli(capsys, command, str(path))
+        assert code != 0 and "Traceback" not in err
+        assert "cluster.server.gpus: got 'true'; input should be a valid integer" in err
+        assert "workload.parallel.pp: got 'true'; input should be a valid integer" in err
+        assert "workload.compute.efficiency: got 'false'; input should be a valid number" in err
+        assert "overlap_grad_reduce" not in err and err.startswith(f"error: {path}: 3 problems")

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from gpuwait.cli.main import main
 from gpuwait.telemetry.nccltests_log import parse_nccl_tests_log
 from tests.cli.test_cli import run_cli
 
@@ -532,3 +533,17 @@ def test_two_runs_in_one_log_file_are_a_warning(capsys, tmp_path):
     assert code == 0 and "busbw error over 28 rows (14 sizes) >= 1 MiB" in out.replace("\n", " ")
     assert "time error over 28 rows (14 sizes) <= 64 KiB" in out.replace("\n", " ")
     assert "in-place at 48 of 62 rows" in out.replace("\n", " ")
+
+
+def test_json_carries_the_tables_average_bus_bandwidth(capsys):
+    """The text ends with '# Avg bus bandwidth : X' (nccl-tests' mean over both columns); --json had no such
+    figure, so a script reading the document could not get the table's summary (audit36)."""
+    argv = ["perf", "all_gather", "-b", "1M", "-e", "64M", "-f", "8", "--cluster", "oci-a100-roce", "--servers", "2"]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    printed = float(re.search(r"# Avg bus bandwidth\s*:\s*(\S+)", text)[1])
+    assert main([*argv, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["avg_busbw_GBps"] == pytest.approx(printed, rel=1e-5)
+    busbw = [r[k] for r in doc["rows"] for k in ("oop_busbw_GBps", "ip_busbw_GBps")]
+    assert doc["avg_busbw_GBps"] == pytest.approx(sum(busbw) / len(busbw))

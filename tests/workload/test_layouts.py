@@ -16,6 +16,8 @@ switches. Each effect moves the step in the direction its source reports.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -309,6 +311,22 @@ def test_with_ep_equal_to_dp_context_parallel_ranks_still_reduce_expert_gradient
     assert sizes["expert_dp reduce_scatter"] == 2
 
 
+def test_ep_may_exceed_dp_when_it_divides_dp_times_cp():
+    """Megatron-Core's expert grid is world / (tp ep pp) ranks (parallel_state.initialize_model_parallel,
+    NVIDIA/Megatron-LM @d98e8a64; arguments.py asks only that ep divide the experts), so ep 8 over dp 4 x cp 4
+    runs there; gpuwait refused it ("ep: 8 does not divide dp = 4") though its groups already split dp x cp
+    (audit36). Each expert is then held by dp x cp / ep = 2 ranks, which reduce its gradients."""
+    scenario = _scenario(2, {"tp": 1, "cp": 4, "ep": 8, "zero": 1, "global_batch": 8, "micro_batch": 1},
+                         {"preset": "deepseek-moe-16b"})
+    step = training_step(scenario.workload, build_cluster(resolve_cluster(scenario.cluster)))
+    assert (step.layout.dp, step.layout.expert_dp) == (4, 2)
+    sizes = {c.label: c.n_ranks for c in run_workload(scenario)[0].collectives}
+    assert sizes["ep alltoall"] == 8 and sizes["expert_dp reduce_scatter"] == 2
+    bad = _scenario(2, {"tp": 1, "cp": 4, "ep": 32, "global_batch": 8}, {"preset": "deepseek-moe-16b"})
+    with pytest.raises(SpecError, match=re.escape("workload.parallel.ep: 32 does not divide dp*cp = 4*4 = 16")):
+        training_step(bad.workload, build_cluster(resolve_cluster(bad.cluster)))
+
+
 def _megatron_groups(sizes: dict[str, int], order: str, kind: str) -> set[tuple[int, ...]]:
     """Megatron-Core's RankGenerator.get_ranks(kind) (megatron/core/parallel_state.py, NVIDIA/Megatron-LM @d98e8a64),
     written out again: ranks numbered in ``order`` (fastest first), a group varying ``kind`` with the rest fixed."""
@@ -319,7 +337,9 @@ def _megatron_groups(sizes: dict[str, int], order: str, kind: str) -> set[tuple[
 
 
 @pytest.mark.parametrize(("tp", "cp", "dp", "pp", "ep"), [(1, 2, 8, 1, 4), (2, 2, 4, 2, 2), (2, 4, 4, 2, 4),
-                                                       (1, 4, 8, 1, 8), (2, 1, 8, 2, 4), (1, 2, 2, 2, 1)])
+                                                       (1, 4, 8, 1, 8), (2, 1, 8, 2, 4), (1, 2, 2, 2, 1),
+                                                       # ep above dp: Megatron-Core needs only world % (tp ep pp)
+                                                       (1, 2, 4, 1, 8), (2, 4, 2, 2, 4)])
 def test_expert_groups_are_megatron_cores_with_context_parallelism(tp, cp, dp, pp, ep):
     """Megatron-Core numbers expert ranks with a second RankGenerator, order 'tp-cp-ep-dp-pp' and cp = 1
     (parallel_state.initialize_model_parallel): 'tp-ep-dp-pp' over expert_dp = world / (tp ep pp). With

@@ -169,7 +169,7 @@ def test_layout_derives_dp_and_the_batch():
      "workload.parallel.global_batch: 100 is not a multiple of dp*micro_batch = 64*1 = 64"),
     ("llama-8b", 64, dict(parallel=dict(ep=2)), "workload.parallel.ep: 2 needs an MoE model (experts > 1); llama-8b is dense"),
     ("mixtral-8x7b", 48, dict(parallel=dict(ep=3)), "workload.parallel.ep: 3 does not divide 8 experts"),
-    ("mixtral-8x7b", 48, dict(parallel=dict(tp=8, ep=4)), "workload.parallel.ep: 4 does not divide dp = 6"),
+    ("mixtral-8x7b", 48, dict(parallel=dict(tp=8, ep=4)), "workload.parallel.ep: 4 does not divide dp*cp = 6*1 = 6"),
     ("mixtral-8x7b", 64, dict(parallel=dict(tp=2, sequence_parallel=False)),
      "workload.parallel.sequence_parallel: an MoE model with tp > 1 needs sequence parallelism"),
     ("llama-70b", 64, dict(parallel=dict(pp=4, zero=3)), "workload.parallel.zero: ZeRO stage 3 gathers every layer's weights per micro-batch"),

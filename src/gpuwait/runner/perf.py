@@ -33,6 +33,7 @@ from gpuwait.collectives.nccltests import (
     NcclTestsCollective,
     Row,
     RunConfig,
+    average_busbw_GBps,
     get_collective,
     make_row,
     parse_size_arg,
@@ -46,6 +47,7 @@ from gpuwait.fabric.perf import CollectiveEstimate, CollectivePredictor
 from gpuwait.runner.cost import CostEstimate, check_cost, estimate_perf
 from gpuwait.runner.inputs import load_cluster
 from gpuwait.spec import ClusterSpec
+from gpuwait.spec.reader import whole_number
 from gpuwait.topology import build_topology
 from gpuwait.transport import resolve_transport
 
@@ -215,6 +217,8 @@ class PerfSweep:
         out = {"collective": self.collective.name, "n_ranks": self.n_ranks, "cluster": self.cluster,
                "settings": {s.name: str(s) for s in self.settings},
                "rows": [r.__dict__ for r in self.rows], "choices": self.choices,
+               # the table's "# Avg bus bandwidth" line, as a sweep's perf row has it
+               "avg_busbw_GBps": average_busbw_GBps(self.rows) if self.rows else None,
                "rounded_sizes": [{"requested": a, "run": b} for a, b in self.rounded], "notes": self.notes}
         if self.memory_estimate_bytes is not None:
             out["memory_estimate_bytes"] = self.memory_estimate_bytes
@@ -251,9 +255,7 @@ class SweepArgs:
         # the bounds the command line's options hold (gpuwait.cli.perf: -f, -n, -w, -c, -r min=), here
         # for the Python API, which took step_factor=-2 or iters=0 and printed them in the header
         for name, least in (("step_factor", 1), ("iters", 1), ("warmup_iters", 0), ("check", 0), ("root", 0)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < least:
-                raise SpecError(f"{name}: got {value!r}; expected a whole number, {least} or more")
+            whole_number(name, getattr(self, name), least)
         if self.redop not in REDOPS:  # it is printed in every row: a name nccl-tests never prints is not one
             raise UnknownNameError(f"redop: got {self.redop!r}; expected one of {', '.join(REDOPS)}",
                                    hint="nccl-tests' -o all repeats the sweep per operation: every operation takes the "

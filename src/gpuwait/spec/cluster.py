@@ -7,9 +7,11 @@ them is :mod:`gpuwait.topology`'s job; resolving a ``template`` name is too.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic.fields import FieldInfo
 
 import gpuwait.units as units
 from gpuwait.errors import SpecError, UnitError
@@ -48,9 +50,35 @@ def parse_nccl_version(text: object, what: str = "NCCL version") -> tuple[int, i
 
 
 class SpecModel(BaseModel):
-    """Base of every scenario model: frozen, unknown fields rejected."""
+    """Base of every scenario model: frozen, unknown fields rejected, and ``true``/``false`` refused where
+    a number belongs (pydantic reads them as 1 and 0, so ``pp: true`` ran one stage)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_bool_for_a_number(cls, data: Any) -> Any:
+        # YAML's true/false in a field that takes only numbers is handed on as the text the file spells, so the
+        # field's own check refuses it under its path ("workload.parallel.pp: got 'true'; input should be a
+        # valid integer"); a before-validator per field cannot run on the discriminator fields (`kind`)
+        if not isinstance(data, dict):
+            return data
+        flagged = {key: str(value).lower() for key, value in data.items() if isinstance(value, bool)
+                   and key in cls.model_fields and _number_not_bool(cls.model_fields[key])}
+        return data | flagged if flagged else data
+
+
+def _number_not_bool(field: FieldInfo) -> bool:
+    """Whether ``field`` takes plain ints or floats only (or None): pydantic would read a bool as 1 or 0
+    there. A unit type (its own parser in the field's metadata) refuses a bool itself, naming its unit; a
+    union with any other arm (a name, a list) is left to pydantic."""
+    if any(isinstance(m, BeforeValidator) for m in field.metadata):
+        return False
+    annotation = field.annotation
+    if get_origin(annotation) in (Union, UnionType):
+        arms = [a for a in get_args(annotation) if a is not type(None)]
+        return bool(arms) and all(a in (int, float) for a in arms)
+    return annotation in (int, float)
 
 
 class ServerSpec(SpecModel):

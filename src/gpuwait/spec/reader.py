@@ -73,6 +73,38 @@ def short_value(value: Any, limit: int = MAX_SHOWN_CHARS) -> str:
     return f"{text[:limit]}... ({type(value).__name__}{' of ' + size if size else ''})"
 
 
+def whole_number(name: str, value: Any, least: int) -> int:
+    """``value`` when it is a whole number of at least ``least``, else one :class:`SpecError` naming ``name``.
+
+    For the counts the Python API takes untyped (``servers``, ``steps``, ``iters``...): the command line's
+    options are typed already, and a float or string would otherwise fail deep inside as a TypeError, and
+    ``True`` would pass as 1.
+
+    >>> whole_number("servers", 2, 1)
+    2
+    >>> whole_number("servers", 2.5, 1)
+    Traceback (most recent call last):
+    ...
+    gpuwait.errors.SpecError: servers: got 2.5; expected a whole number, 1 or more
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise SpecError(f"{name}: got {short_value(value)}; expected a whole number, {least} or more")
+    return value
+
+
+def not_one_string(name: str, value: Any, example: str) -> None:
+    """Refuse a bare string where a list of strings belongs: iterated, ``"slow-gpu:s1.gpu3"`` would be read
+    character by character and the error would name ``'s'``.
+
+    >>> not_one_string("inject", "slow-gpu:s1.gpu3", "['slow-gpu:s1.gpu3']")
+    Traceback (most recent call last):
+    ...
+    gpuwait.errors.SpecError: inject: got the string 'slow-gpu:s1.gpu3'; expected a list, e.g. ['slow-gpu:s1.gpu3']
+    """
+    if isinstance(value, (str, bytes)):
+        raise SpecError(f"{name}: got the string {short_value(value)}; expected a list, e.g. {example}")
+
+
 def _bounded_repr(value: Any, limit: int) -> str:
     """repr of containers built only until ``limit`` characters, so a huge value costs nothing."""
     if isinstance(value, (list, tuple, dict)):

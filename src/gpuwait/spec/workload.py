@@ -60,7 +60,7 @@ class ParallelSpec(SpecModel):
     tp: int = Field(1, ge=1, le=MAX_GPUS, description="Tensor-parallel degree (GPUs sharing each layer's matrices).")
     pp: int = Field(1, ge=1, le=MAX_GPUS, description="Pipeline-parallel degree (stages of consecutive layers).")
     dp: int | None = Field(None, ge=1, le=MAX_GPUS, description="Data-parallel degree; default the job's GPUs / (tp * pp).")
-    ep: int = Field(1, ge=1, le=MAX_GPUS, description="Expert-parallel degree, inside data parallelism (experts split over ep of the dp ranks); 1 = every dp rank holds every expert.")
+    ep: int = Field(1, ge=1, le=MAX_GPUS, description="Expert-parallel degree, inside the dp x cp ranks that hold the same weights (experts split over ep of them; it divides dp x cp, as in Megatron-Core); 1 = every dp rank holds every expert.")
     zero: Literal[0, 1, 2, 3] = Field(0, description="ZeRO stage over dp: 0 = DDP, 1 = optimizer state sharded, 2 = + gradients, 3 = + weights (FSDP).")
     sequence_parallel: bool | None = Field(None, description="Megatron sequence parallelism: TP all-reduces become reduce-scatter + all-gather and norm/dropout activations are split; default on when tp > 1.")
     micro_batch: int = Field(1, ge=1, le=1_000_000_000, description="Sequences per micro-batch on one dp rank.")

@@ -80,8 +80,8 @@ class Layout:
         if self.tp * self.cp * self.dp * self.pp != len(self.rank_gpu):
             raise SpecError(f"parallel degrees: tp*cp*dp*pp = {self.tp * self.cp * self.dp * self.pp}; expected the "
                             f"job's {len(self.rank_gpu)} GPUs")
-        if self.dp % self.ep:
-            raise SpecError(f"workload.parallel.ep: {self.ep} does not divide dp = {self.dp}")
+        if (self.dp * self.cp) % self.ep:  # the expert groups split a stage's dp x cp ranks (groups())
+            raise SpecError(f"workload.parallel.ep: {self.ep} does not divide dp*cp = {self.dp * self.cp}")
         if sorted(self.order) != sorted(DIMENSIONS):
             raise SpecError(f"rank order: got {self.order}; expected a permutation of {DIMENSIONS}")
 

@@ -539,8 +539,11 @@ def _check_expert_parallel(path: str, p: ParallelSpec, shape: ModelShape, dp: in
         _fail(f"{path}.ep", f"{p.ep} needs an MoE model (experts > 1); {shape.name} is dense")
     if shape.experts % p.ep:
         _fail(f"{path}.ep", f"{p.ep} does not divide {shape.experts} experts")
-    if dp % p.ep:
-        _fail(f"{path}.ep", f"{p.ep} does not divide dp = {dp} (expert parallelism runs inside data parallelism)")
+    # Megatron-Core's expert grid is world / (tp * ep * pp) ranks (parallel_state.initialize_model_parallel,
+    # NVIDIA/Megatron-LM @d98e8a64): ep splits the dp x cp ranks of a stage, which hold the same weights
+    if (dp * p.cp) % p.ep:
+        _fail(f"{path}.ep", f"{p.ep} does not divide dp*cp = {dp}*{p.cp} = {dp * p.cp} (expert parallelism runs "
+              "inside the ranks that hold the same weights)")
 
 
 def _model_chunks(path: str, p: ParallelSpec) -> int:
