@@ -83,6 +83,7 @@ class ParallelSpec(SpecModel):
     prefetch_depth: int = Field(1, ge=0, description="ZeRO-3 / FSDP: how many layers ahead a layer's weight all-gather may be issued while an earlier layer computes (PyTorch FSDP's forward/backward prefetch: 1, the default; 0 = gather each layer only when it runs). The gathers and gradient reduce-scatters then queue on the network one after another, as the schedule issues them. Only with zero: 3.")
     overlap_p2p_comm: bool | None = Field(None, description="Overlap pipeline send/recv with compute (Megatron-Core --overlap-p2p-comm): the next micro-batch's activations arrive while the stage computes. Default: on with interleaved-1f1b, off with 1f1b (Megatron-Core's schedules), where each exchange blocks both stages for its transfer.")
     ep_comm_overlap: bool = Field(False, description="Overlap MoE all-to-all dispatch/combine with another micro-batch's compute (DualPipe-like, DeepSeek-V3, arXiv:2412.19437; Megatron-Core --overlap-moe-expert-parallel-comm). Default off, as Megatron-Core.")
+    fp8_param_gather: bool = Field(False, description="Keep the transformer layers' matrix weights in fp8 (1 byte each) with no bf16 copy and all-gather them in fp8 after the optimizer step (Megatron-Core --fp8-param-gather, DistributedDataParallelConfig.fp8_param_gather; on in NeMo's and Megatron-Bridge's FP8 recipes); norms, routers, the embedding and the LM head stay bf16. Needs model.precision: fp8 and a distributed optimizer (zero >= 1). Default off, as Megatron-Core.")
 
 
 class SlowGpuSpec(SpecModel):

@@ -15,8 +15,9 @@ Conventions (the ones Megatron-LM and its papers use, so MFU figures compare):
   parameter except the input embedding table, which is a lookup. Forward is 1/3 of it, backward 2/3.
   Attention counts the full (non-causal) score matrix, as both papers do; recomputation is not counted.
 * Weights and gradients in training are bf16 (2 B/param) whatever ``precision`` (fp8 training keeps bf16
-  weights and activations and only runs the matmuls in fp8); Adam keeps an fp32 master copy and two fp32
-  moments (12 B/param). Activations per layer follow Korthikanti et al. 2022, "Reducing Activation
+  weights and activations and only runs the matmuls in fp8), except with ``fp8_param_gather``, where the
+  transformer layers' matrices are kept and all-gathered in fp8 (1 B/param, :func:`fp8_params_on_gpu`);
+  Adam keeps an fp32 master copy and two fp32 moments (12 B/param). Activations per layer follow Korthikanti et al. 2022, "Reducing Activation
   Recomputation in Large Transformer Models", with selective recomputation.
 * MoE routing is assumed balanced: each expert-parallel rank computes as many token-expert pairs as its
   own tokens ask for.
@@ -41,6 +42,8 @@ from gpuwait.workload.program import in_flight_counts
 GiB = 2.0**30
 #: bytes per element of training weights, gradients and activations (bf16)
 TRAIN_BYTES = 2
+#: bytes per element of an fp8 weight (E4M3) kept by TransformerEngine under ``fp8_param_gather``
+FP8_BYTES = 1
 #: Adam optimizer state per parameter: fp32 master weights + first and second moments
 ADAM_BYTES_PER_PARAM = 12
 #: bytes per parameter of a checkpoint: bf16 weights + the Adam state
@@ -476,6 +479,7 @@ class ParallelLayout:
     overlap_p2p_comm: bool = False  # pipeline sends overlapped with compute (Megatron-Core, interleaved)
     ep_comm_overlap: bool = False  # MoE all-to-all under another micro-batch's compute (DualPipe-like)
     microbatch_group_size: int | None = None  # interleaved 1F1B: micro-batches per chunk in a row (N); None = pp
+    fp8_param_gather: bool = False  # layer matrices kept and all-gathered in fp8 (Megatron-Core --fp8-param-gather)
 
     @property
     def weight_replicas(self) -> int:
@@ -682,6 +686,7 @@ def validate_layout(shape: ModelShape, spec: WorkloadSpec, cluster_gpus: int,
         _fail(f"{path}.prefetch_depth", f"only used with zero: 3 (FSDP's prefetch of layer weights); zero is {p.zero}")
     if p.ep_comm_overlap and not (shape.is_moe and p.ep > 1):
         _fail(f"{path}.ep_comm_overlap", "needs expert parallelism (an MoE model and ep > 1): there is no all-to-all to overlap")
+    _check_fp8_param_gather(path, p, shape)
     # Megatron-Core overlaps P2P with compute only in its interleaved schedule (overlap_p2p_comm needs
     # virtual pipeline stages); 1F1B's send_forward_recv_backward blocks
     overlap_p2p = p.overlap_p2p_comm if p.overlap_p2p_comm is not None else chunks > 1
@@ -692,7 +697,22 @@ def validate_layout(shape: ModelShape, spec: WorkloadSpec, cluster_gpus: int,
                           overlap_grad_reduce=p.overlap_grad_reduce, schedule=p.schedule, virtual_stages=chunks,
                           recompute=p.recompute, cp=p.cp, stage_layer_counts=counts, tp_comm_overlap=p.tp_comm_overlap,
                           rank_order=order, prefetch_depth=p.prefetch_depth, overlap_p2p_comm=overlap_p2p,
-                          ep_comm_overlap=p.ep_comm_overlap, microbatch_group_size=group)
+                          ep_comm_overlap=p.ep_comm_overlap, microbatch_group_size=group,
+                          fp8_param_gather=p.fp8_param_gather)
+
+
+def _check_fp8_param_gather(path: str, p: ParallelSpec, shape: ModelShape) -> None:
+    """fp8_param_gather needs fp8 matmuls and sharded weights to gather: TransformerEngine creates fp8
+    weights only inside an fp8 model (fp8_model_init under --fp8), and Megatron-LM asserts a distributed
+    optimizer or FSDP (megatron/training/arguments.py @d98e8a64, validate_args)."""
+    if not p.fp8_param_gather:
+        return
+    if shape.precision != "fp8":
+        _fail(f"{path}.fp8_param_gather", f"needs fp8 compute (workload.model.precision: fp8); precision is "
+              f"{shape.precision}, whose weights stay {shape.precision}")
+    if p.zero == 0:
+        _fail(f"{path}.fp8_param_gather", "needs a distributed optimizer or FSDP (zero: 1, 2 or 3): with zero 0 no "
+              "weights are gathered (Megatron-LM refuses --fp8-param-gather without --use-distributed-optimizer)")
 
 
 # ------------------------------------------------------------------------------------------------ comm
@@ -746,6 +766,42 @@ def _head_on_gpu(shape: ModelShape, layout: ParallelLayout) -> float:
     return shape.vocab * shape.hidden / layout.tp + shape.hidden
 
 
+def _layer_fp8_on_gpu(shape: ModelShape, layout: ParallelLayout, layer: int) -> tuple[float, float]:
+    """Of :func:`_layer_on_gpu`, the ``(non_expert, expert)`` parameters kept in fp8 under
+    ``fp8_param_gather``: the layer's matrices (attention, dense MLP or shared and routed experts), not its
+    norms or router; ``(0, 0)`` without the switch."""
+    if not layout.fp8_param_gather:
+        return 0.0, 0.0
+    dense, expert = _layer_on_gpu(shape, layout, layer)
+    router = shape.hidden * shape.experts if shape.is_moe_layer(layer) else 0
+    return dense - shape.norm_params - router / layout.tp, expert
+
+
+def fp8_params_on_gpu(shape: ModelShape, layout: ParallelLayout, stage: int = 0) -> tuple[float, float]:
+    """Of :func:`params_on_gpu`, the ``(non_expert, expert)`` parameters kept in fp8 (1 B) under
+    ``fp8_param_gather``; ``(0, 0)`` without it.
+
+    Megatron-Core builds each transformer layer inside TransformerEngine's ``fp8_model_init`` when
+    ``fp8_param`` is set (``TransformerBlock.build_layer`` with ``get_fp8_context(..., is_init=True)``,
+    megatron/core/fp8_utils.py @d98e8a64), which makes the weights of TE's linear modules fp8 tensors; the
+    DDP buffers hold those as uint8 and the rest in bf16 (``group_params_for_buffers``,
+    megatron/core/distributed/param_and_grad_buffer.py), so the distributed optimizer gathers 1 B per
+    matrix weight and 2 B per norm, router, embedding and LM-head weight (the router is a plain parameter
+    of ``TopKRouter``; the embedding and output layer are built outside the transformer block).
+    """
+    dense = expert = 0.0
+    for layer in stage_layers(shape, layout, stage):
+        d, e = _layer_fp8_on_gpu(shape, layout, layer)
+        dense += d
+        expert += e
+    return dense, expert
+
+
+def weight_bytes(params: float, fp8_params: float) -> float:
+    """Bytes of ``params`` training weights of which ``fp8_params`` are kept in fp8, the rest in bf16."""
+    return TRAIN_BYTES * params - (TRAIN_BYTES - FP8_BYTES) * fp8_params
+
+
 @dataclass(frozen=True)
 class CommVolumes:
     """Bytes each communication of a training step moves, for one GPU of one pipeline stage.
@@ -768,8 +824,8 @@ class CommVolumes:
     dp_grad_bytes: float
     """Non-expert gradient bytes per GPU reduced over its dp group per step (2 B per parameter)."""
     dp_param_allgather_bytes: float
-    """ZeRO 1 and 2: updated bf16 non-expert weights all-gathered over dp (x cp) after the optimizer step;
-    0 otherwise."""
+    """ZeRO 1 and 2: updated non-expert weights all-gathered over dp (x cp) after the optimizer step, bf16
+    (fp8 matrices with ``fp8_param_gather``, :func:`weight_bytes`); 0 otherwise."""
     expert_dp_grad_bytes: float
     """Routed-expert gradient bytes per GPU reduced (``dp_grad_collective``) over its expert-dp group per
     step, not over dp: Megatron-Core's DDP keeps expert parameters in buffers of their own, reduced over the
@@ -781,7 +837,7 @@ class CommVolumes:
     zero3_layer_allgather_bytes: float
     """ZeRO 3: one layer's share of the non-expert weights this GPU holds (its tp slice, gathered size),
     all-gathered over dp (x cp) before the layer's forward and again before its backward, its gradients
-    reduce-scattered at the same size. The share is every non-expert parameter on the GPU over the
+    reduce-scattered (``zero3_layer_grad_bytes``; the same size unless ``fp8_param_gather`` gathers fp8). The share is every non-expert parameter on the GPU over the
     stage's layers: the embedding and LM head are sharded too and travel with the layers (spread
     evenly), so a micro-batch moves 3x the GPU's parameter bytes (Rajbhandari et al. 2020, §7.2.2)."""
     ep_all_to_all_bytes: float
@@ -793,6 +849,10 @@ class CommVolumes:
     """ZeRO 3: the same for the routed experts, which are sharded over their expert-data-parallel group
     (the dp·cp / ep ranks holding the same experts, Megatron-Core's expert-data-parallel group) and
     gathered and reduce-scattered over it; 0 when that group is one rank (ep = dp: nothing to shard)."""
+    zero3_layer_grad_bytes: float = 0.0
+    """ZeRO 3: one layer's share of the non-expert bf16 gradients, reduce-scattered over dp (x cp)."""
+    zero3_layer_expert_grad_bytes: float = 0.0
+    """ZeRO 3: the same for the routed experts' gradients, over their expert-dp group."""
     cp_kv_bytes: float = 0.0
     """Context parallelism: one ring step's K and V block per layer per micro-batch, sent to the next CP
     rank (``b·(s/cp)·2·kv_heads·head_dim·2 B``, K/V heads split over tp). Forward takes cp − 1 steps per
@@ -823,6 +883,8 @@ def comm_volumes(shape: ModelShape, layout: ParallelLayout, micro_batch: int | N
     pp_send = 0.0 if layout.pp == 1 else act / (layout.tp if layout.sequence_parallel else 1)
     dense, expert = params_on_gpu(shape, layout, stage)
     grad_d, grad_e = dense * TRAIN_BYTES, expert * TRAIN_BYTES
+    fp8_d, fp8_e = fp8_params_on_gpu(shape, layout, stage)
+    weights_d, weights_e = weight_bytes(dense, fp8_d), weight_bytes(expert, fp8_e)
     layers = stage_layers(shape, layout, stage)
     moe_in_stage = sum(shape.is_moe_layer(layer) for layer in layers)
     z3 = layout.zero == 3
@@ -839,11 +901,13 @@ def comm_volumes(shape: ModelShape, layout: ParallelLayout, micro_batch: int | N
         pp_send_bytes=pp_send,
         dp_grad_collective="all_reduce" if layout.zero == 0 else "reduce_scatter",
         dp_grad_bytes=grad_d if replicas > 1 else 0.0,
-        dp_param_allgather_bytes=grad_d if layout.zero in (1, 2) and replicas > 1 else 0.0,
+        dp_param_allgather_bytes=weights_d if layout.zero in (1, 2) and replicas > 1 else 0.0,
         expert_dp_grad_bytes=grad_e if layout.expert_dp > 1 else 0.0,
-        expert_dp_param_allgather_bytes=grad_e if layout.zero in (1, 2) and layout.expert_dp > 1 else 0.0,
-        zero3_layer_allgather_bytes=grad_d / z3_layers if z3 and replicas > 1 else 0.0,
-        zero3_layer_expert_allgather_bytes=grad_e / z3_layers if z3 and layout.expert_dp > 1 else 0.0,
+        expert_dp_param_allgather_bytes=weights_e if layout.zero in (1, 2) and layout.expert_dp > 1 else 0.0,
+        zero3_layer_allgather_bytes=weights_d / z3_layers if z3 and replicas > 1 else 0.0,
+        zero3_layer_expert_allgather_bytes=weights_e / z3_layers if z3 and layout.expert_dp > 1 else 0.0,
+        zero3_layer_grad_bytes=grad_d / z3_layers if z3 and replicas > 1 else 0.0,
+        zero3_layer_expert_grad_bytes=grad_e / z3_layers if z3 and layout.expert_dp > 1 else 0.0,
         ep_all_to_all_bytes=ep_bytes,
         moe_layers_in_stage=moe_in_stage,
         cp_kv_bytes=cp_kv,
@@ -900,14 +964,15 @@ def memory_per_gpu_bytes(shape: ModelShape, layout: ParallelLayout, precision: s
                          stage: int | None = None) -> dict[str, float]:
     """Memory of one GPU of ``stage`` (default: the stage that needs most), bytes by part.
 
-    ``weights`` and ``grads`` (bf16, 2 B/param), ``optimizer`` (Adam, 12 B/param), sharded over dp by ZeRO
+    ``weights`` and ``grads`` (bf16, 2 B/param; the layers' matrices 1 B with ``fp8_param_gather``, which keeps
+    no bf16 copy of them), ``optimizer`` (Adam, 12 B/param), sharded over dp by ZeRO
     stage ≥ 3, ≥ 2, ≥ 1 respectively (experts over dp·cp / ep); ``activations`` of the micro-batches in flight
     at the schedule's peak, each holding its model chunk's layers (:func:`~gpuwait.workload.program.in_flight_counts`;
     1F1B: stage i holds min(pp − i, micro-batches); interleaved 1F1B: Megatron-Core's warm-up
     2 (pp − i − 1) + (v − 1) N forwards plus one, each a chunk of 1/v of the stage, which on the first
     stage is Korthikanti et al. 2022's L (1 + (pp − 1) / (pp v)) layers' worth, §4.2.3); ``logits`` the fp32
-    logits of the loss on the last stage (4·b·s·vocab / tp). ``precision`` does not change training
-    memory (see the module docstring).
+    logits of the loss on the last stage (4·b·s·vocab / tp). ``precision`` alone does not change
+    training memory (see the module docstring).
 
     >>> shape = resolve_model(ModelSpec(preset="llama-8b"))
     >>> layout = ParallelLayout(8, 1, 1, 8, 1, 3, False, 1, 8, 25 * 2**20, True, "1f1b")
@@ -920,6 +985,10 @@ def memory_per_gpu_bytes(shape: ModelShape, layout: ParallelLayout, precision: s
                    key=lambda parts: sum(parts.values()))
     dense, expert = params_on_gpu(shape, layout, stage)
     shard = _in_shard(layout, dense, expert)
+    fp8_d, fp8_e = fp8_params_on_gpu(shape, layout, stage)
+    weights_d, weights_e = weight_bytes(dense, fp8_d), weight_bytes(expert, fp8_e)
+    weights = (_in_shard(layout, weights_d, weights_e) + zero3_gathered_bytes(shape, layout, stage)
+               if layout.zero >= 3 else weights_d + weights_e)
 
     def sharded(min_stage: int) -> float:
         return shard if layout.zero >= min_stage else dense + expert
@@ -936,7 +1005,7 @@ def memory_per_gpu_bytes(shape: ModelShape, layout: ParallelLayout, precision: s
     logits = (4.0 * layout.micro_batch * shape.seq_len / layout.cp * shape.vocab / layout.tp
               if stage == layout.pp - 1 else 0.0)
     return {
-        "weights": TRAIN_BYTES * (sharded(3) + zero3_gathered_params(shape, layout, stage)),
+        "weights": weights,
         "grads": TRAIN_BYTES * sharded(2),
         "optimizer": ADAM_BYTES_PER_PARAM * sharded(1),
         "activations": acts,
@@ -960,16 +1029,41 @@ def zero3_gathered_params(shape: ModelShape, layout: ParallelLayout, stage: int)
     >>> zero3_gathered_params(shape, layout, 0) == shape.head_params + shape.dense_layer_params
     True
     """
+    return _largest_window([params for params, _fp8 in _zero3_units(shape, layout, stage)], layout.prefetch_depth)
+
+
+def zero3_gathered_bytes(shape: ModelShape, layout: ParallelLayout, stage: int) -> float:
+    """Bytes of :func:`zero3_gathered_params`: bf16, the layers' matrices in fp8 with ``fp8_param_gather``
+    (Megatron-FSDP gathers and keeps them in fp8, ``init_param_with_fp8``), the largest such window.
+
+    >>> shape = resolve_model(ModelSpec(preset="llama-8b"))
+    >>> layout = ParallelLayout(8, 1, 1, 8, 1, 3, False, 1, 8, 25 * 2**20, True, "1f1b")
+    >>> zero3_gathered_bytes(shape, layout, 0) == 2 * zero3_gathered_params(shape, layout, 0)
+    True
+    """
+    return _largest_window([weight_bytes(*unit) for unit in _zero3_units(shape, layout, stage)], layout.prefetch_depth)
+
+
+def _zero3_units(shape: ModelShape, layout: ParallelLayout, stage: int) -> list[tuple[float, float]]:
+    """FSDP's units of ``stage`` in the order they run, each ``(params, fp8_params)`` on one GPU; none
+    outside ZeRO-3 or with one replica (nothing to gather)."""
     if layout.zero != 3 or layout.weight_replicas == 1:
-        return 0.0
-    units = [_embedding_on_gpu(shape, layout)] if stage == 0 else []
+        return []
+    units = [(_embedding_on_gpu(shape, layout), 0.0)] if stage == 0 else []
+    # experts are gathered over their expert-dp group: with none (ep = dp) they stay whole, in the shards
+    gathered_experts = layout.expert_dp > 1
     for layer in stage_layers(shape, layout, stage):
         dense, expert = _layer_on_gpu(shape, layout, layer)
-        # experts are gathered over their expert-dp group: with none (ep = dp) they stay whole, in the shards
-        units.append(dense + (expert if layout.expert_dp > 1 else 0.0))
+        fp8_dense, fp8_expert = _layer_fp8_on_gpu(shape, layout, layer)
+        units.append((dense + (expert if gathered_experts else 0.0), fp8_dense + (fp8_expert if gathered_experts else 0.0)))
     if stage == layout.pp - 1:
-        units.append(_head_on_gpu(shape, layout))
-    window = min(1 + layout.prefetch_depth, len(units))
+        units.append((_head_on_gpu(shape, layout), 0.0))
+    return units
+
+
+def _largest_window(units: list[float], prefetch_depth: int) -> float:
+    """The largest sum of ``1 + prefetch_depth`` consecutive units (all of them when fewer; 0 for none)."""
+    window = min(1 + prefetch_depth, len(units))
     return max((sum(units[i:i + window]) for i in range(len(units) - window + 1)), default=0.0)
 
 

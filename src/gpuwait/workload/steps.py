@@ -155,11 +155,13 @@ def _inline_ops(shape: wm.ModelShape, par: wm.ParallelLayout, gpu: wm.GpuShape, 
     if par.zero == 3:
         # FSDP: each layer's weights gathered before its forward and again before its backward, its
         # gradients reduce-scattered after; the engine queues them per layer (prefetch_depth ahead).
-        # Experts are sharded over their expert-dp group (Megatron-Core), the rest over dp x cp
-        for group, size in (("dp", v.zero3_layer_allgather_bytes), ("expert_dp", v.zero3_layer_expert_allgather_bytes)):
-            if size > 0:
-                ops.append(CommOp(group, "all_gather", size, layers, layers, zero3=True))
-                ops.append(CommOp(group, "reduce_scatter", size, 0, layers, zero3=True))
+        # Experts are sharded over their expert-dp group (Megatron-Core), the rest over dp x cp; the gradients
+        # are bf16 even when fp8_param_gather gathers the weights in fp8
+        for group, gather, grads in (("dp", v.zero3_layer_allgather_bytes, v.zero3_layer_grad_bytes),
+                                     ("expert_dp", v.zero3_layer_expert_allgather_bytes, v.zero3_layer_expert_grad_bytes)):
+            if gather > 0:
+                ops.append(CommOp(group, "all_gather", gather, layers, layers, zero3=True))
+                ops.append(CommOp(group, "reduce_scatter", grads, 0, layers, zero3=True))
     if par.zero == 2 and par.pp > 1:
         # ZeRO-2 keeps only its gradient shard, so every micro-batch's backward reduce-scatters each
         # layer's gradients (under the next layer's backward) instead of one reduction per step; the
