@@ -426,6 +426,7 @@ def _schema_fields() -> dict[str, object]:
         "SlowGpuSpec.factor": step({}, {"compute": {"slow_gpus": [{"rank": 0, "factor": 3.0}]}}, "up"),
         "DataSpec.dataset_read_per_gpu": step_on(STORAGE, {}, {"data": {"dataset_read_per_gpu": "20GB/s"}}, "up"),
         "DataSpec.loader_samples_per_s_per_server": step({}, {"data": {"loader_samples_per_s_per_server": 1}}, "up"),
+        "DataSpec.loader_samples_per_s_by_server": step({}, {"data": {"loader_samples_per_s_by_server": {"s0": 1}}}, "up"),
         "DataSpec.checkpoint_size": step_on(STORAGE, {"data": {"checkpoint_interval_steps": 1}},
                                             {"data": {"checkpoint_interval_steps": 1, "checkpoint_size": "10TB"}}, "up"),
         "DataSpec.checkpoint_interval_steps": step_on(STORAGE, {}, {"data": {"checkpoint_interval_steps": 1}}, "up"),

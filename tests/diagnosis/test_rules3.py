@@ -7,7 +7,7 @@ import numpy as np
 
 from gpuwait.diagnosis import rules
 from gpuwait.diagnosis.accuracy import Case, fabric_link, scenario_for
-from gpuwait.diagnosis.observe import Observation, _starved_server_phases
+from gpuwait.diagnosis.observe import Observation
 from gpuwait.diagnosis.rules import RULES, RuleOutput
 from gpuwait.diagnosis.run import diagnose_observation
 from gpuwait.spec import ClusterSpec
@@ -66,28 +66,6 @@ def test_a_collision_on_the_spine_to_leaf_downlinks_is_found():
     obs = Observation(TOPO3, step_time_s=1.0, per_gpu_s=_phases(TOPO3.n_gpus, 0.3), link_bytes=carried,
                       link_rate_Bps=rate, link_nominal_Bps=rate)
     assert [c.component for c in _check("ecmp-collision", obs).candidates] == [TOPO3.link_name(int(down[1]))]
-
-
-def test_a_starved_loader_in_a_later_pipeline_stage_is_named():
-    """Dataloader starvation on one server was named "all" in pipeline jobs: the model's data wait
-    sits on the first stage and the other servers wait in their pipeline receives (bubble), not as
-    stragglers. The starved server's GPUs now wait for data whatever their stage, and the others'
-    bubble counts as waiting for it."""
-    topo = build_cluster(scenario_for(Case("ib-rail-ar", "3d-8b", None, None)).cluster)
-    ranks = topo.gpu_node.ravel()
-    stage0 = topo.node_server[ranks] < 4   # two stages of four servers: stage 0 loads the data
-    model = {"compute": np.full(len(ranks), 0.4), "exposed_comm": np.full(len(ranks), 0.25),
-             "data_wait": np.where(stage0, 2.0, 0.0), "straggler_wait": np.zeros(len(ranks)),
-             "bubble": np.where(stage0, 0.1, 2.1), "checkpoint": np.zeros(len(ranks))}
-    phases = _starved_server_phases(topo, ranks, model, (6,))
-    on6 = topo.node_server[ranks] == 6
-    assert np.allclose(phases["data_wait"], np.where(on6, 2.0, 0.0))
-    total = sum(model.values())
-    assert np.allclose(sum(phases.values()), total)  # the phases still add up to each GPU's step
-    obs = Observation(topo, step_time_s=float(total.max()), per_gpu_s=phases,
-                      gpu_names=[topo.node_name[g] for g in ranks])
-    found = _check("dataloader-starvation", obs).candidates
-    assert [(c.kind, c.component) for c in found] == [("dataloader-starvation", "s6")]
 
 
 def test_pcie_generation_read_with_noise_is_the_whole_generation():

@@ -11,9 +11,11 @@ import pytest
 
 from gpuwait.diagnosis import rules
 from gpuwait.diagnosis.accuracy import Case, scenario_for
-from gpuwait.diagnosis.observe import Observation, _starved_server_phases
+from gpuwait.diagnosis.observe import Observation, observe_run
 from gpuwait.diagnosis.rules import RULES, RuleOutput, _loss_window_packets
+from gpuwait.faults import parse_inject
 from gpuwait.faults.apply import LOSS_RTT_S
+from gpuwait.runner.workload import simulate_workload
 from gpuwait.spec import ClusterSpec
 from gpuwait.topology.presets import build_cluster
 
@@ -73,19 +75,21 @@ def test_a_slow_gpu_in_a_light_stage_that_stays_under_the_heavy_one_costs_nothin
     assert _check("slow-gpu", obs).candidates == []
 
 
-def test_loaders_too_slow_on_every_server_of_a_pipeline_are_all():
-    """A pipeline's data enters at its first stage: loaders too slow everywhere leave the first
-    stage's servers waiting for data and the later stages waiting in their pipeline receives, and no
-    GPU waiting for another at a collective. That is every server's loaders, not the first stage's."""
-    model = {"compute": np.full(len(RANKS), 0.4), "exposed_comm": np.full(len(RANKS), 0.25),
-             "data_wait": np.where(STAGE0, 2.0, 0.0), "straggler_wait": np.full(len(RANKS), 0.01),
-             "bubble": np.where(STAGE0, 0.1, 2.1), "checkpoint": np.zeros(len(RANKS))}
-    obs = Observation(PIPE, step_time_s=3.0, per_gpu_s=_starved_server_phases(PIPE, RANKS, model, ()), gpu_names=NAMES)
+@pytest.mark.parametrize("target", ["all", "s2", "s6"])
+def test_a_pipelines_starved_loaders_are_named_where_they_are(target):
+    """Two stages of four servers, four replicas. Loaders too slow everywhere leave the first stage's
+    servers waiting for data (the last stage's batches are in before its input: equal loaders), the
+    later stage in its pipeline receives, and no GPU waiting for another at a collective: every
+    server's loaders. One server's loaders, of the first stage (s2) or of the last (s6, which reads
+    labels, Megatron-LM's get_batch): its replica waits for data there and the other replicas, fed,
+    wait for it at their gradient reduction (straggler wait): that server."""
+    scenario = scenario_for(Case("ib-rail-ar", "3d-8b", None, None))
+    run = simulate_workload(scenario, faults=[parse_inject(f"dataloader-starvation:{target}:samples_per_s_per_server=5")])
+    obs = observe_run(run.topo, run.results[0], run.effects)
+    waiting = {int(s) for s in SERVER[obs.per_gpu_s["data_wait"] > 0]}
+    assert waiting == ({0, 1, 2, 3} if target == "all" else {int(target[1:])})
     assert [(c.kind, c.component) for c in _check("dataloader-starvation", obs).candidates] == [
-        ("dataloader-starvation", "all")]
-    # one first-stage server alone: the other first-stage servers, fed, wait for it at their collectives
-    obs = Observation(PIPE, step_time_s=3.0, per_gpu_s=_starved_server_phases(PIPE, RANKS, model, (2,)), gpu_names=NAMES)
-    assert [c.component for c in _check("dataloader-starvation", obs).candidates] == ["s2"]
+        ("dataloader-starvation", target)]
 
 
 def test_a_loss_rate_is_read_over_the_window_its_counter_covers():

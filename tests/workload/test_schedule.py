@@ -41,7 +41,7 @@ def _step(fabric: FabricModel, tp=1, pp=1, dp=8, m=4, *, grads=2e9, overlap=True
         slow_factor[rank] = factor
     return TrainingStep(lay, m, np.full(pp, FWD_S), np.full(pp, BWD_S), OPT_S, tuple(tp_ops), pp_bytes,
                         np.full(pp, grads), 25e6, "all_reduce", np.zeros(pp), overlap, cv, slow_factor, seed,
-                        loader_s, 0.0, 0.0, None, 1e15, 1000, 989e12, "test")
+                        np.broadcast_to(np.asarray(loader_s, float), (pp, dp)), 0.0, 0.0, None, 1e15, 1000, 989e12, "test")
 
 
 def _bucket_s(fabric: FabricModel, step: TrainingStep) -> float:
@@ -132,21 +132,29 @@ def test_a_slow_data_loader_shows_as_data_wait():
     slow = run_training(_step(fabric, dp=16, grads=0.0, loader_s=0.5), fabric, steps=3)
     assert fast.breakdown.job_mean_s()["data_wait"] == 0.0
     compute = 4 * (FWD_S + BWD_S) + OPT_S
-    # the first batch was prepared before the start; then the loader sets the pace: one step per 0.5 s
-    assert slow.step_times_s[0] == pytest.approx(compute)
-    assert np.allclose(slow.step_times_s[1:], 0.5)
-    assert slow.breakdown.job_mean_s()["data_wait"] == pytest.approx(2 * (0.5 - compute) / 3)
+    # the loader sets the pace, one micro-batch per 0.5 s / 4 (Megatron-LM reads a batch per micro-batch,
+    # the first ready at the start): micro-batch i of step k is ready at (4k + i) x 0.125 s, and as that
+    # is longer than a micro-batch's 0.03 s, each step ends its last micro-batch's forward, backward and
+    # the optimizer after it is ready
+    ends = np.cumsum(slow.step_times_s)
+    assert ends == pytest.approx((4 * np.arange(3) + 3) * 0.125 + FWD_S + BWD_S + OPT_S)
+    # nothing else waits (one stage, no gradients, no jitter): the rest of each step is data wait
+    assert slow.breakdown.job_mean_s()["data_wait"] == pytest.approx((ends[-1] - 3 * compute) / 3)
 
 
 @settings(max_examples=12, deadline=None)
 @given(tp=st.sampled_from([1, 2, 8]), pp=st.sampled_from([1, 2, 4]), m=st.integers(1, 6),
-       cv=st.sampled_from([0.0, 0.03]), overlap=st.booleans(), seed=st.integers(0, 5))
-def test_every_second_of_the_step_is_accounted_for(tp, pp, m, cv, overlap, seed):
+       cv=st.sampled_from([0.0, 0.03]), overlap=st.booleans(), seed=st.integers(0, 5),
+       loader_s=st.sampled_from([0.0, 0.4, 1.5]))
+def test_every_second_of_the_step_is_accounted_for(tp, pp, m, cv, overlap, seed, loader_s):
     fabric = _fabric(4)
     dp = 32 // (tp * pp)
     ops = (CommOp("tp", "all_reduce", 8e6, 2, 2),) if tp > 1 else ()
+    # a loader slower on the last stage's first replica than elsewhere (0 = none)
+    loader = np.full((pp, dp), loader_s)
+    loader[-1, 0] *= 1.5
     step = _step(fabric, tp=tp, pp=pp, dp=dp, m=m, grads=3e8, overlap=overlap, cv=cv, tp_ops=ops,
-                 pp_bytes=4e6 if pp > 1 else 0.0, seed=seed)
+                 pp_bytes=4e6 if pp > 1 else 0.0, seed=seed, loader_s=loader)
     result = run_training(step, fabric, steps=2)
     b = result.breakdown
     total = sum(b.per_gpu_s[c] for c in BREAKDOWN_CATEGORIES)
@@ -430,3 +438,48 @@ def test_microbatch_group_size_checks():
         lay(global_batch=96, microbatch_group_size_per_vp_stage=5)
     with pytest.raises(SpecError, match=f"{field}: only used with schedule: interleaved-1f1b"):
         lay(global_batch=64, schedule="1f1b", microbatch_group_size_per_vp_stage=4)
+
+
+def _two_stage_loader(loader_s: list[float]) -> tuple[object, np.ndarray]:
+    """A 2-stage pipeline, one replica, 4 micro-batches, free sends, over 3 steps; ``loader_s`` per stage."""
+    fabric = _fabric(2)
+    result = run_training(_step(fabric, pp=2, dp=1, grads=0.0, loader_s=np.array(loader_s)[:, None]), fabric, steps=3)
+    stage_wait = result.breakdown.per_gpu_s["data_wait"][:2]  # rank 0: stage 0, rank 1: stage 1
+    return result, stage_wait
+
+
+def test_a_pipeline_reads_data_on_its_last_stage_too_but_equal_loaders_leave_it_no_wait():
+    """Megatron-LM's last stage reads labels and loss mask per micro-batch before its forward (get_batch
+    in pretrain_gpt.py, after recv_forward in schedules.py, NVIDIA/Megatron-LM @d98e8a64). With loaders
+    equally slow on both stages (0.5 s a step, 0.125 s a micro-batch), micro-batch i of step k is ready on
+    both at (4k + i) x 0.125: the first stage starts its forward then, the last stage gets its input a
+    forward later and finds its batch already there. The step ends after the last micro-batch's two
+    forwards, two backwards and the optimizer."""
+    result, wait = _two_stage_loader([0.5, 0.5])
+    ends = np.cumsum(result.step_times_s)
+    assert ends == pytest.approx((4 * np.arange(3) + 3) * 0.125 + 2 * FWD_S + 2 * BWD_S + OPT_S)
+    assert wait[0] > 0 and wait[1] == 0.0
+
+
+def test_a_pipelines_last_stage_waits_for_its_own_slow_loader():
+    """The last stage's loader alone slow (the first stage's keeps up): the last stage waits for each
+    micro-batch's labels, ready at (4k + i) x 0.125; the first stage never waits for data. The step ends
+    after the last micro-batch's forward and backward there, the first stage's backward and the optimizer."""
+    result, wait = _two_stage_loader([0.0, 0.5])
+    ends = np.cumsum(result.step_times_s)
+    assert ends == pytest.approx((4 * np.arange(3) + 3) * 0.125 + FWD_S + 2 * BWD_S + OPT_S)
+    assert wait[0] == 0.0 and wait[1] > 0
+    # the first stage's loader alone as slow: the same pace, the wait on the other stage
+    first, first_wait = _two_stage_loader([0.5, 0.0])
+    assert first_wait[0] > 0 and first_wait[1] == 0.0
+    assert first.step_times_s[2] == pytest.approx(0.5)
+
+
+def test_a_loader_that_keeps_up_changes_nothing():
+    fabric = _fabric(2)
+    none = run_training(_step(fabric, pp=2, dp=4, grads=3e8), fabric, steps=3)
+    # 0.1 s a step per lane, under the 4 x 0.03 s a stage computes: the producer works ahead
+    kept = run_training(_step(fabric, pp=2, dp=4, grads=3e8, loader_s=0.1), fabric, steps=3)
+    assert np.array_equal(none.step_times_s, kept.step_times_s)
+    for c in BREAKDOWN_CATEGORIES:
+        assert np.array_equal(none.breakdown.per_gpu_s[c], kept.breakdown.per_gpu_s[c])

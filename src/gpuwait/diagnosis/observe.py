@@ -117,11 +117,10 @@ def observe_run(topo: Topology, result: RunResult, effects, baseline: RunResult 
     ranks = topo.gpu_node.ravel()[: result.breakdown.n_gpus]
     # what DCGM shows: GPUs at their clocks on x16 links of the server's generation, but where a fault says otherwise
     nominal_pcie = (float(server_pcie_generation(topo)), float(PCIE_FULL_LANES))
-    per_gpu = _starved_server_phases(topo, ranks, result.breakdown.per_gpu_s, effects.starved_servers)
     return Observation(
         topo=topo, step_time_s=step,
         baseline_step_time_s=baseline.breakdown.step_time_s if baseline is not None else None,
-        gpu_names=[topo.node_name[g] for g in ranks], per_gpu_s=per_gpu,
+        gpu_names=[topo.node_name[g] for g in ranks], per_gpu_s=result.breakdown.per_gpu_s,
         exposed_comm_s=result.breakdown.exposed_comm_s, link_util=result.links.utilization,
         link_bytes=result.links.bytes_per_step, link_rate_Bps=rate, link_nominal_Bps=nominal,
         link_phase_bytes=dict(result.links.phase_bytes) or None, link_users=result.links.users, link_foreign_Bps=effects.foreign_Bps, counters=counters,
@@ -131,28 +130,3 @@ def observe_run(topo: Topology, result: RunResult, effects, baseline: RunResult 
         storage_read=storage_read, storage_busy=tuple(topo.node_name[n] for n in effects.slow_storage_nodes),
         gpu_throttle={int(g): effects.gpu_throttle.get(int(g), 0) for g in ranks},
         gpu_pcie={int(g): effects.gpu_pcie.get(int(g), nominal_pcie) for g in ranks})
-
-
-def _starved_server_phases(topo: Topology, ranks: np.ndarray, per_gpu_s: dict[str, np.ndarray],
-                           starved: tuple[int, ...]) -> dict[str, np.ndarray]:
-    """The phases step markers show when the loaders of ``starved`` servers alone fall behind: their
-    GPUs wait for data; every other GPU has its batch and waits for them at the first collective
-    instead (synchronous training runs at the pace of the slowest loader, which is why the step time
-    is that of a loader limit on every server)."""
-    if not starved:
-        return per_gpu_s
-    on_starved = np.isin(topo.node_server[ranks], starved)
-    phases = {k: np.asarray(v, dtype=float).copy() for k, v in per_gpu_s.items()}
-    # the model's data wait sits where the job's data enters (a pipeline's first stage) and is the
-    # loaders' deficit per step; the starved server's GPUs wait that long for their batch whatever
-    # their stage, out of the time the model counts as waiting for peers (straggler wait, bubble)
-    deficit = float(per_gpu_s["data_wait"].max(initial=0.0))
-    take = np.where(on_starved, np.maximum(deficit - phases["data_wait"], 0.0), 0.0)
-    for phase in ("straggler_wait", "bubble"):
-        if phase in phases:
-            moved = np.minimum(take, phases[phase])
-            phases[phase] -= moved
-            take -= moved
-    phases["straggler_wait"] += np.where(on_starved, 0.0, per_gpu_s["data_wait"])
-    phases["data_wait"] = np.where(on_starved, deficit - take, 0.0)
-    return phases

@@ -440,15 +440,17 @@ def _data_wait(obs: Observation) -> tuple[float, str]:
     all), not the mean over every GPU: in a pipeline the later stages wait the same time in their
     bubble, so the mean over every GPU read pp-fold low (12.7 s against 50.7 s lost on 4 stages).
 
-    Where a job's data enters decides who waits for it: every GPU in data parallelism, the first
-    pipeline stage's GPUs only in a pipeline (the later stages take their input from the stage
-    before: they wait in pipeline receives, the bubble). So loaders too slow on every server of a
-    pipeline job leave the first stage's server(s) alone waiting for data, the other stages in
-    their bubble, and no GPU waiting at a collective. One server's loaders too slow leave its GPUs
-    waiting for data while the GPUs that have their batch, on the servers of its data-parallel
-    peers, wait for it at their next collective (straggler wait) as long as it waits for data:
-    that, not the bubble, names one server. A first stage on one server whose data-parallel peers
-    sit on no other server shows the same either way; the fix is the loaders' in both."""
+    Where a job reads its data decides who waits for it: every GPU in data parallelism; in a
+    pipeline the first and the last stage (Megatron-LM's get_batch), but loaders equally slow leave
+    the last stage no wait of its own (its batch was ready when the first stage took the same
+    micro-batch, a forward of each stage earlier) and the stages between wait in their bubble. So
+    loaders too slow on every server of a pipeline job leave the first stage's server(s) alone
+    waiting for data, and no GPU waiting at a collective. One server's loaders too slow leave its
+    GPUs waiting for data while the GPUs that have their batch, on the servers of its data-parallel
+    peers, wait for it at their next collective (straggler wait) as long as it waits for data: that,
+    not the bubble, names one server. A first (or last) stage on one server whose data-parallel
+    peers sit on no other server shows the same either way — for the first stage's server the run
+    is the same bit for bit — so it reads ``all``; the fix is the loaders' in both."""
     phases = _checked(obs.per_gpu_s, "per_gpu_s")
     wait = phases["data_wait"]
     waiting = wait[wait > 0]

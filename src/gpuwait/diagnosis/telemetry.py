@@ -12,8 +12,6 @@ the rules that need them stay silent.
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
 from gpuwait.diagnosis.observe import CONGESTION_COUNTERS, TELEMETRY_READING_NOISE, Observation, observe_run
@@ -82,11 +80,9 @@ def export_metrics(run: WorkloadRun, case: int = 0, scrape_interval_s: float | N
     samples += _disk_busy(topo, observation, result.steps * result.breakdown.step_time_s)
     samples += _dcgm_gpu_state(topo, observation)
     extra = MetricSet.from_samples(samples, info=_INFO)
-    # the phases step markers show (one server's starved loaders: its GPUs wait for data, the others for it)
-    breakdown = dataclasses.replace(result.breakdown, per_gpu_s=observation.per_gpu_s)
     if scrape_interval_s is not None:
         extra = MetricSet.concat([extra, port_byte_series(result, topo, scrape_interval_s)])
-    return metrics_from_result(dataclasses.replace(result, breakdown=breakdown), topo, extra_counters=extra)
+    return metrics_from_result(result, topo, extra_counters=extra)
 
 
 #: the disk node_exporter reports a storage server's backend on (its busy time is the backend's)

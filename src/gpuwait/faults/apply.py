@@ -37,7 +37,6 @@ class FaultEffects:
     #: per link, the rate its port negotiated (what ``ibstat`` / ``ethtool`` report): lanes down or a
     #: dead port lower it; losses and flaps cost goodput but leave the negotiated rate alone
     port_rate_Bps: np.ndarray | None = None
-    starved_servers: tuple[int, ...] = ()                              # servers whose data loader falls behind
     slow_storage_nodes: tuple[int, ...] = ()                           # storage servers whose backend is the limit
     gpu_throttle: dict[int, int] = field(default_factory=dict)         # GPU node id -> NVML throttle reason bits
     gpu_pcie: dict[int, tuple[float, float]] = field(default_factory=dict)  # GPU node id -> (generation, lanes) trained at
@@ -61,7 +60,6 @@ class FabricDamage:
     no_gdr_servers: list[int] = field(default_factory=list)
     remote_nic_gpus: list[int] = field(default_factory=list)
     socket_transport: bool = False
-    starved_servers: list[int] = field(default_factory=list)
     slow_storage_nodes: list[int] = field(default_factory=list)
     gpu_throttle: dict[int, int] = field(default_factory=dict)
     gpu_pcie: dict[int, tuple[float, float]] = field(default_factory=dict)
@@ -79,7 +77,7 @@ class FabricDamage:
         effects = FaultEffects(self.loss_rate, self.flap_cycles_per_s, topo.link_capacity_Bps.astype(float),
                                tuple(self.down_nics), tuple(self.no_gdr_servers), tuple(self.remote_nic_gpus),
                                self.socket_transport, self.foreign_Bps if self.foreign_Bps.any() else None,
-                               self.port_rate_Bps, tuple(self.starved_servers), tuple(self.slow_storage_nodes),
+                               self.port_rate_Bps, tuple(self.slow_storage_nodes),
                                dict(self.gpu_throttle), dict(self.gpu_pcie))
         return dataclasses.replace(topo, link_capacity_Bps=self.capacity_Bps), effects
 

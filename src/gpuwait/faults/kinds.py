@@ -254,21 +254,26 @@ register_fault(StorageContentionFault, "all", on_scenario=_storage_reads)
 
 
 # dataloader-starvation: the CPU loaders of the target server (or of every server) deliver only
-# ``samples_per_s_per_server``. Synchronous training runs at the pace of its slowest loader, so one
-# starved server sets the step as a limit on every server would; what differs is who waits for
-# what (its GPUs for data, the others for it at their collectives), which telemetry shows.
+# ``samples_per_s_per_server``. Loaders run only where the job reads data (a pipeline's first and last
+# stage, :meth:`gpuwait.workload.layout.Layout.data_readers`), so a server holding neither is not slowed;
+# the step model then shows who waits for what (its GPUs for data, the others for them).
 def _slow_loader(scenario: Scenario, fault: DataloaderStarvationFault, topo: Topology) -> Scenario:
     workload = _workload(scenario, fault.kind)
-    data = workload.data.model_copy(update={"loader_samples_per_s_per_server": fault.params.samples_per_s_per_server})
+    rate = fault.params.samples_per_s_per_server
+    if fault.target == "all":
+        # every server at most this fast, those already slower as they are
+        slower = {name: min(r, rate) for name, r in workload.data.loader_samples_per_s_by_server.items()}
+        update = {"loader_samples_per_s_per_server": rate, "loader_samples_per_s_by_server": slower}
+    else:
+        name = topo.server_name(server_index(topo, fault.target))
+        by_server = dict(workload.data.loader_samples_per_s_by_server)
+        by_server[name] = min(by_server.get(name, rate), rate)
+        update = {"loader_samples_per_s_by_server": by_server}
+    data = workload.data.model_copy(update=update)
     return scenario.model_copy(update={"workload": workload.model_copy(update={"data": data})})
 
 
-def _starved_server(damage: FabricDamage, fault: DataloaderStarvationFault) -> None:
-    if fault.target != "all":
-        damage.starved_servers.append(server_index(damage.topo, fault.target))
-
-
-register_fault(DataloaderStarvationFault, "server-or-all", on_scenario=_slow_loader, on_fabric=_starved_server)
+register_fault(DataloaderStarvationFault, "server-or-all", on_scenario=_slow_loader)
 
 
 # noisy-neighbor: ``load_fraction`` of each target link is taken by another job's traffic

@@ -10,7 +10,7 @@ GPU), deriving ``dp`` and checking that the layout fits the cluster is :mod:`gpu
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
@@ -117,7 +117,8 @@ class DataSpec(SpecModel):
     """Input data and checkpoints: what a step reads from storage and writes to it."""
 
     dataset_read_per_gpu: RateOrZeroBps = Field(0.0, description="Bytes/s each GPU reads from storage while it trains (e.g. 200MB/s); 0 = data already local.")
-    loader_samples_per_s_per_server: float | None = Field(None, gt=0, description="CPU data-loader throughput of one server (samples/s); none = the loader never limits.")
+    loader_samples_per_s_per_server: float | None = Field(None, gt=0, description="CPU data-loader throughput of one server (samples/s); none = the loader never limits. The loaders run where Megatron-LM reads data: the first and the last pipeline stage (docs/workloads.md).")
+    loader_samples_per_s_by_server: dict[str, Annotated[float, Field(gt=0)]] = Field(default_factory=dict, description="CPU data-loader throughput of the named servers (server name, e.g. s3 -> samples/s), in place of loader_samples_per_s_per_server on those servers.")
     checkpoint_size: SizeBytes | None = Field(None, description="Bytes of one checkpoint (whole job); default 14 bytes per parameter (bf16 weights + fp32 Adam master and moments).")
     checkpoint_interval_steps: int | None = Field(None, ge=1, le=1_000_000_000, description="Write a checkpoint every this many steps; none = never.")
 

@@ -330,18 +330,19 @@ class _Pipeline:
     position: list[int]       # per stage: the next task of its order
 
 
-def _dependency(pipe: _Pipeline, kind: str, s: int, c: int, i: int, data_ready: float,
+def _dependency(pipe: _Pipeline, kind: str, s: int, c: int, i: int,
                 send_s: float) -> tuple[np.ndarray, float] | None:
     """When the input of task (``kind``, micro-batch ``i``, chunk ``c``) of stage ``s`` is ready, and the
     send it waits for; None while that input is not computed yet.
 
     The input comes from the previous virtual stage (forward) or the next one (backward): the
-    neighbour device, or across the pipeline's wrap into the adjacent model chunk.
+    neighbour device, or across the pipeline's wrap into the adjacent model chunk. The first virtual
+    stage's forward has none (its batch is the data, :func:`_reads_data`).
     """
     pp, v, _, dp = pipe.f_end.shape
     if kind == "F":
         if s == 0 and c == 0:
-            return np.full(dp, data_ready), 0.0
+            return np.full(dp, -np.inf), 0.0
         prev = pipe.f_end[s - 1, c, i] if s > 0 else pipe.f_end[pp - 1, c - 1, i]
         return None if np.isnan(prev[0]) else (prev, send_s)
     if s == pp - 1 and c == v - 1:
@@ -350,16 +351,27 @@ def _dependency(pipe: _Pipeline, kind: str, s: int, c: int, i: int, data_ready: 
     return None if np.isnan(nxt[0]) else (nxt, send_s)
 
 
-def _account_wait(acct: _Account, s: int, first_input: bool, i: int, free: np.ndarray, start: np.ndarray,
-                  dep_send: float) -> None:
-    """Book the time stage ``s`` waited between ``free`` and ``start``: for data before the first forward,
-    else on the neighbour stage — its send is exposed communication, the rest is bubble."""
+def _reads_data(kind: str, s: int, c: int, pp: int, v: int) -> bool:
+    """Whether task (``kind``, stage ``s``, chunk ``c``) takes a batch from the data loader: the forward
+    of the first virtual stage (tokens) and of the last (labels and loss mask), once per micro-batch —
+    Megatron-LM's ``forward_step`` calls ``get_batch`` before each micro-batch's forward, after the
+    blocking ``recv_forward`` of its input (pretrain_gpt.py; megatron/core/pipeline_parallel/schedules.py,
+    NVIDIA/Megatron-LM @d98e8a64)."""
+    return kind == "F" and ((s == 0 and c == 0) or (s == pp - 1 and c == v - 1))
+
+
+def _account_data_wait(acct: _Account, s: int, ready: np.ndarray, start: np.ndarray) -> None:
+    """Book the time stage ``s`` waited for its batch between ``ready`` (its input was in) and ``start``."""
+    gap = start - ready
+    acct.add("data_wait", s, gap)
+    if gap.any():
+        acct.record(s, "data_wait", "wait for data", "data", ready, start)
+
+
+def _account_wait(acct: _Account, s: int, i: int, free: np.ndarray, start: np.ndarray, dep_send: float) -> None:
+    """Book the time stage ``s`` waited between ``free`` and ``start`` on the neighbour stage: its send is
+    exposed communication, the rest is bubble."""
     gap = start - free
-    if first_input:
-        acct.add("data_wait", s, gap)
-        if gap.any():
-            acct.record(s, "data_wait", "wait for data", "data", free, start)
-        return
     sending = np.minimum(gap, dep_send)
     acct.add_comm("pp sendrecv", s, sending)
     acct.add("bubble", s, gap - sending)
@@ -389,9 +401,10 @@ def _run_task(step: TrainingStep, comm: _CommTimes, acct: _Account, s: int, task
     return start + compute + sum(inline.values()) / v
 
 
-def _run_pipeline(step: TrainingStep, comm: _CommTimes, factor: np.ndarray, t_start: float, data_delay_s: float,
+def _run_pipeline(step: TrainingStep, comm: _CommTimes, factor: np.ndarray, t_start: float, data_ready: np.ndarray,
                   acct: _Account) -> _Pipeline:
-    """Run every stage's (interleaved) 1F1B order from ``t_start``, each task once its input is ready."""
+    """Run every stage's (interleaved) 1F1B order from ``t_start``, each task once its input is ready
+    and, on a stage that reads data, its batch (``data_ready``: (pp, micro-batches, dp) times)."""
     lay = step.layout
     pp, dp, m, v = lay.pp, lay.dp, step.micro_batches, step.model_chunks
     tp_factor = factor[lay.lane_ranks()].max(axis=2)  # a TP (x CP) group runs at its slowest GPU
@@ -400,14 +413,13 @@ def _run_pipeline(step: TrainingStep, comm: _CommTimes, factor: np.ndarray, t_st
     pipe = _Pipeline(orders=[interleaved_one_f_one_b(pp, s, m, v, step.microbatch_group_size) for s in range(pp)],
                      f_end=np.full((pp, v, m, dp), np.nan), b_end=np.full((pp, v, m, dp), np.nan),
                      clock=np.full((pp, dp), t_start), last_b_start=np.zeros((pp, v, dp)), position=[0] * pp)
-    data_ready = t_start + data_delay_s
     progressed = True
     while progressed:
         progressed = False
         for s in range(pp):
             while pipe.position[s] < len(pipe.orders[s]):
                 kind, i, c = task = pipe.orders[s][pipe.position[s]]
-                found = _dependency(pipe, kind, s, c, i, data_ready, comm.pp_send_s)
+                found = _dependency(pipe, kind, s, c, i, comm.pp_send_s)
                 if found is None:
                     break
                 dep, dep_send = found
@@ -418,7 +430,12 @@ def _run_pipeline(step: TrainingStep, comm: _CommTimes, factor: np.ndarray, t_st
                     # Megatron's blocking send_forward_recv_backward: the exchange starts once both
                     # stages reach it, so its transfer is always on this stage's path
                     start = np.maximum(pipe.clock[s], dep) + dep_send
-                _account_wait(acct, s, s == 0 and c == 0 and kind == "F", i, pipe.clock[s], start, dep_send)
+                if not (s == 0 and c == 0 and kind == "F"):
+                    _account_wait(acct, s, i, pipe.clock[s], start, dep_send)
+                if _reads_data(kind, s, c, pp, v):
+                    fed = np.maximum(start, data_ready[s, i])
+                    _account_data_wait(acct, s, start, fed)
+                    start = fed
                 compute = (c_fwd[s] if kind == "F" else c_bwd[s]) / v
                 end = _run_task(step, comm, acct, s, task, start, compute)
                 if kind == "F":
@@ -513,11 +530,11 @@ def _end_step(step: TrainingStep, comm: _CommTimes, acct: _Account, stage_end: n
     return step_end
 
 
-def _simulate_step(step: TrainingStep, comm: _CommTimes, factor: np.ndarray, t_start: float, data_delay_s: float,
+def _simulate_step(step: TrainingStep, comm: _CommTimes, factor: np.ndarray, t_start: float, data_ready: np.ndarray,
                    checkpoint: bool, acct: _Account) -> float:
-    """Run one step from ``t_start``; fill ``acct``; return the step's end time."""
+    """Run one step from ``t_start``, its batches ready at ``data_ready``; fill ``acct``; return the step's end time."""
     lay = step.layout
-    pipe = _run_pipeline(step, comm, factor, t_start, data_delay_s, acct)
+    pipe = _run_pipeline(step, comm, factor, t_start, data_ready, acct)
     n_buckets = _buckets(step)
     stage_end = np.empty((lay.pp, lay.dp))
     for s in range(lay.pp):
@@ -538,23 +555,36 @@ def _factors(step: TrainingStep, steps: int) -> np.ndarray:
     return jitter * step.slow_factor[None, :]
 
 
+def _batch_period_s(step: TrainingStep, comm: _CommTimes) -> np.ndarray:
+    """(pp, dp) seconds between two micro-batches of each lane's producer (the CPU loaders, or storage
+    reads when the fabric cannot deliver them at the asked rate) on the stages that read data; 0 where
+    the producer keeps up with the GPUs over a step (it works ahead, so no batch is ever late)."""
+    lay, m = step.layout, step.micro_batches
+    nominal_s = float((step.fwd_compute_s + step.bwd_compute_s).sum()) * m / lay.pp
+    stages, _ = lay.data_readers()
+    period_s = np.zeros((lay.pp, lay.dp))
+    period_s[list(stages)] = np.maximum(step.loader_s_per_step[list(stages)], nominal_s * (1.0 + comm.storage_shortfall))
+    return np.where(period_s > nominal_s, period_s / m, 0.0)
+
+
 def _run_steps(step: TrainingStep, comm: _CommTimes, factors: np.ndarray, progress=None):
-    """Run the steps back to back. Data comes from a producer (the CPU loader, or storage reads when
-    the fabric cannot deliver them at the asked rate) that works ahead without pause: the first
-    batch is ready at the start, batch k after k production periods, so a step waits only when the
-    producer is slower than the GPUs."""
+    """Run the steps back to back. Data comes, on each lane that reads it, from a producer that works
+    ahead without pause, one micro-batch at a time (Megatron-LM reads a batch per micro-batch): the
+    first is ready at the start, micro-batch j of the run after j production periods, so a forward
+    waits only when the producer is slower than the GPUs."""
     lay = step.layout
     steps = len(factors)
     ends, accts = [], []
     t = 0.0
-    nominal_s = float((step.fwd_compute_s + step.bwd_compute_s).sum()) * step.micro_batches / lay.pp
-    period_s = max(step.loader_s_per_step, nominal_s * (1.0 + comm.storage_shortfall))
+    m = step.micro_batches
+    batch_s = _batch_period_s(step, comm)[:, None, :]  # (pp, 1, dp)
+    slow = batch_s > 0
     interval = step.checkpoint_interval_steps
     for k in range(steps):
         acct = _Account((lay.pp, lay.dp))
-        delay = max(k * period_s - t, 0.0) if period_s > nominal_s else 0.0
+        ready = np.where(slow, (k * m + np.arange(m)[None, :, None]) * batch_s, -np.inf)
         checkpoint = bool(interval and (k + 1) % interval == 0)
-        end = _simulate_step(step, comm, factors[k], t, delay, checkpoint, acct)
+        end = _simulate_step(step, comm, factors[k], t, ready, checkpoint, acct)
         ends.append(end - t)
         accts.append(acct)
         t = end

@@ -146,6 +146,22 @@ class Layout:
         lane[self.lane_ranks().reshape(self.pp * self.dp, -1)] = np.arange(self.pp * self.dp)[:, None]
         return lane
 
+    def data_readers(self) -> tuple[tuple[int, ...], np.ndarray]:
+        """The stages that read the data, and (stages, dp, cp) the ranks of theirs that do.
+
+        Megatron-LM reads batches on the first pipeline stage (tokens, position ids) and the last (labels,
+        loss mask), never on the stages between (``get_batch`` returns ``None`` there, pretrain_gpt.py;
+        ``is_dataset_built_on_rank`` builds no loader there), and on TP rank 0 alone, which broadcasts the
+        batch to its TP group (``get_batch_on_this_tp_rank``, megatron/core/utils.py; both NVIDIA/Megatron-LM
+        @d98e8a64). Every CP rank reads its replica's samples and keeps its slice (``get_batch_on_this_cp_rank``).
+
+        >>> stages, ranks = Layout(tp=2, dp=1, pp=3, ep=1, rank_gpu=np.arange(6)).data_readers()
+        >>> stages, ranks.ravel().tolist()
+        ((0, 2), [0, 4])
+        """
+        stages = tuple(sorted({0, self.pp - 1}))
+        return stages, self._grid[list(stages), :, :, 0]
+
     def lane_of(self) -> np.ndarray:
         """(stage * dp + replica) lane of every rank."""
         return self._lane

@@ -47,7 +47,7 @@ class TrainingStep:
     jitter_cv: float
     slow_factor: np.ndarray        # (ranks,) compute slowdown per rank (1 = nominal)
     seed: int
-    loader_s_per_step: float       # CPU time to prepare one step's samples on a server
+    loader_s_per_step: np.ndarray  # (pp, dp) CPU time a lane's loaders take to prepare one step's samples (0: none)
     storage_read_Bps_per_gpu: float
     checkpoint_bytes_per_gpu: float
     checkpoint_interval_steps: int | None

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpuwait.errors import SpecError
-from gpuwait.spec.workload import WorkloadSpec
+from gpuwait.errors import GpuwaitError, SpecError
+from gpuwait.spec.workload import DataSpec, WorkloadSpec
 from gpuwait.topology.model import Topology
 from gpuwait.workload import model as wm
 from gpuwait.workload.layout import DEFAULT_ORDER, Layout
@@ -66,6 +66,30 @@ def describe(shape: wm.ModelShape, parts: str, gpus: int) -> str:
     return f"{shape.name} ({billions:.1f}B params), {parts}, {gpus} GPUs"
 
 
+def loader_s_per_lane(lay: Layout, topo: Topology, data: DataSpec, global_batch: int) -> np.ndarray:
+    """(pp, dp) seconds the CPU loaders of each (stage, replica) lane take to prepare one step's samples:
+    0 on a stage that reads no data (:meth:`Layout.data_readers`) or where no loader limit is set.
+
+    Each reading rank reads its replica's ``global_batch / dp`` samples a step; the readers on one server
+    share its loaders' throughput, and a lane waits for the slowest of its (CP) readers.
+    """
+    rates = np.full(topo.n_servers, data.loader_samples_per_s_per_server or np.inf)
+    for name, rate in data.loader_samples_per_s_by_server.items():
+        try:
+            rates[topo.server_id(name)] = rate
+        except GpuwaitError:
+            raise SpecError(f"workload.data.loader_samples_per_s_by_server: got server {name!r}; expected a server "
+                            f"of the cluster (s0 to s{topo.n_servers - 1} or its host name)") from None
+    out = np.zeros((lay.pp, lay.dp))
+    if np.isinf(rates).all():
+        return out
+    stages, readers = lay.data_readers()
+    servers = topo.node_server[lay.rank_gpu[readers]]
+    per_server_s = np.bincount(servers.ravel(), minlength=topo.n_servers) * (global_batch / lay.dp) / rates
+    out[list(stages)] = per_server_s[servers].max(axis=2)
+    return out
+
+
 def training_step(spec: WorkloadSpec, topo: Topology) -> TrainingStep:
     """The training step ``spec`` describes on ``topo``'s first GPUs (checked: layout, memory)."""
     shape = wm.resolve_model(spec.model)
@@ -100,9 +124,7 @@ def training_step(spec: WorkloadSpec, topo: Topology) -> TrainingStep:
             raise SpecError(f"workload.compute.slow_gpus: rank {s.rank} is outside the job's {lay.n_ranks} GPUs")
         slow[s.rank] *= s.factor
     data = spec.data
-    stage0_servers = len(np.unique(topo.node_server[lay.rank_gpu[lay.stage_of() == 0]]))
-    loader_s = (par.global_batch / stage0_servers / data.loader_samples_per_s_per_server
-                if data.loader_samples_per_s_per_server else 0.0)
+    loader_s = loader_s_per_lane(lay, topo, data, par.global_batch)
     checkpoint = data.checkpoint_size if data.checkpoint_size is not None else wm.checkpoint_bytes(shape)
     tokens = par.global_batch * shape.seq_len
     sp = " SP" if par.sequence_parallel else ""
