@@ -1020,17 +1020,10 @@ def resolve_engine_overheads_s(inf: InferenceSpec) -> tuple[float, float]:
     ((5e-05, 0.00071), (0.0, 0.0))
     >>> resolve_engine_overheads_s(InferenceSpec(engine="vllm", decode_layer_overhead=10e-6))
     (1e-05, 0.00071)
-    >>> resolve_engine_overheads_s(InferenceSpec(engine="tgi"))
-    Traceback (most recent call last):
-    ...
-    gpuwait.errors.UnknownNameError: workload.inference.engine: unknown serving engine 'tgi'; expected one of none, vllm, vllm-v1, sglang, sglang-eager
+
+    An unknown name is refused as the file loads (``InferenceSpec.engine`` lists the presets).
     """
-    preset = ENGINE_PRESETS.get(inf.engine)
-    if preset is None:
-        raise UnknownNameError(f"workload.inference.engine: unknown serving engine {inf.engine!r}; expected one of "
-                               f"{', '.join(ENGINE_PRESETS)}",
-                               hint="or give decode_layer_overhead (seconds per layer) and decode_step_overhead "
-                                    "(seconds per step) with engine: none")
+    preset = ENGINE_PRESETS[inf.engine]
     layer_s = preset.decode_layer_overhead_s if inf.decode_layer_overhead is None else inf.decode_layer_overhead
     step_s = preset.decode_step_overhead_s if inf.decode_step_overhead is None else inf.decode_step_overhead
     return layer_s, step_s
