@@ -8,6 +8,9 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
+from gpuwait.telemetry.bundle import load_telemetry_dir
 from tests.cli.test_cli import run_cli
 
 BUNDLE = Path("examples/telemetry")
@@ -121,3 +124,87 @@ def test_an_export_copied_twice_is_read_once_and_two_runs_are_one_error(capsys, 
     code, _, err = run_cli(capsys, "diagnose", "--telemetry", str(copies), *cluster)
     assert code != 0 and len(err.strip().splitlines()) == 2
     assert "gpuwait_step_seconds differs within the directory (a.prom: 1.5; b.prom: 2); expected the export of one run" in err
+
+
+def _times(factor: float, names: tuple[str, ...], hosts: tuple[str, ...] | None = None):
+    def edit(name, host, values):
+        if name in names and (hosts is None or host in hosts):
+            for point in values:
+                point[1] = repr(float(point[1]) * factor)
+    return edit
+
+
+_PORT_BYTES = ("node_infiniband_port_data_transmitted_bytes_total", "node_infiniband_port_data_received_bytes_total")
+
+
+def test_port_counters_in_bits_are_left_out_and_named(capsys, tmp_path):
+    """The query's port byte counters written in bits (8 times the bytes): read as bytes, every port sent
+    up to 4 times its 32 Gb/s line rate and the degraded port's utilization read 792 %. Bytes above a
+    port's line rate are no reading (the unit is not guessed): left out and named with both rates, and
+    the answer is the one the bundle gives without those counters."""
+    findings, missing = _findings(capsys, _edited(tmp_path, _times(8, _PORT_BYTES)))
+    assert findings == CLEAN
+    named = [m for m in missing if m.startswith("port byte rates above the port's line rate (counters in bits?), "
+                                                "left out: ")]
+    assert len(named) == 1 and "and 25 more" in named[0]  # 14 hosts' ports, both directions
+    assert "sl390lin107.hca->hoibp0013 128Gbps over a line rate of 32Gbps" in named[0]
+    code, out, _ = run_cli(capsys, "diagnose", "--telemetry", str(tmp_path / "telemetry"), "--cluster", CLUSTER, "--json")
+    utilization = [f["evidence"].get("utilization") for f in json.loads(out)["findings"]]
+    assert not any(isinstance(u, float) and u > 1 for u in utilization)
+
+
+def test_port_counters_within_the_line_rate_are_read(capsys, tmp_path):
+    """The tolerance is argued from sampling (mapping.SAMPLING_TOLERANCE, 4/3): the example's ports
+    at up to twice their bytes (the busiest at 16 of 32 Gb/s, then 32) stay readings, not errors."""
+    findings, missing = _findings(capsys, _edited(tmp_path, _times(2, _PORT_BYTES)))
+    assert not any("above the port's line rate" in m for m in missing)
+    assert [f[1:] for f in findings][:1] == [f[1:] for f in CLEAN][:1]
+
+
+def _pause_scrapes(increase_us: float) -> str:
+    """Two scrapes 60 s apart of node_exporter's ethtool collector on s1's mlx5_2 (mlx5 counters.rst names;
+    rx_prio3_pause_duration in microseconds): the port's bytes and the pause time it received."""
+    lines = []
+    for t_ms, k in ((1764612000000, 0), (1764612060000, 1)):
+        labels = '{device="mlx5_2",instance="s1:9100"}'
+        lines += [f"node_ethtool_received_prio3_pause_duration{labels} {1000 + k * increase_us:.0f} {t_ms}",
+                  f"node_ethtool_transmitted_bytes_phy{labels} {1e9 + k * 6e11:.0f} {t_ms}"]
+    return "\n".join(lines) + "\n"
+
+
+def test_pause_time_above_the_window_is_left_out_and_named(tmp_path):
+    """PFC pause durations are microseconds (mlx5 counters.rst); a counter in nanoseconds (or a rate
+    recorded as a total) grows faster than time: 60,000 s paused in a 60 s window. No port is paused
+    more than the window (SAMPLING_TOLERANCE allows for when the scrapes read it): left out and
+    named; 12 s paused in the window is read as 12 s."""
+    from gpuwait.diagnosis.telemetry import observe_telemetry
+    from gpuwait.topology.presets import build_preset
+
+    topo = build_preset("rocev2-400g-2tier", servers=2)
+    up = int(topo.nic_uplink[1, 2, 0])
+    for increase_us, read_s in ((12e6, 12.0), (6e10, None)):
+        (tmp_path / "node.prom").write_text(_pause_scrapes(increase_us))
+        obs = observe_telemetry(load_telemetry_dir(tmp_path), topo)
+        named = [m for m in obs.missing if m.startswith("PFC pause time above its window's length")]
+        if read_s is not None:
+            assert obs.counters["pause_received_s"][up] == pytest.approx(read_s) and not named
+        else:
+            assert "pause_received_s" not in obs.counters
+            assert named == [f"PFC pause time above its window's length (durations not in microseconds?), left out: "
+                             f"node_ethtool_received_prio3_pause_duration of {topo.link_name(up)}: 1e+03 s paused "
+                             "per second of the window"]
+
+
+def test_nvml_utilization_above_100_percent_is_left_out_and_named(tmp_path):
+    """DCGM_FI_DEV_GPU_UTIL is a percentage (NVML nvmlDeviceGetUtilizationRates, 0-100): a reading of 250
+    (summed over a recording rule's series) is no reading of it, as a ratio above 1 is not of SM_ACTIVE."""
+    from gpuwait.diagnosis.telemetry import observe_telemetry
+    from gpuwait.topology.presets import build_preset
+
+    topo = build_preset("rocev2-400g-2tier", servers=2)
+    rows = [f'DCGM_FI_DEV_GPU_UTIL{{gpu="{g}",Hostname="s{s}"}} {250 if (s, g) == (0, 1) else 90}'
+            for s in range(2) for g in range(8)]
+    (tmp_path / "dcgm.prom").write_text("\n".join(rows) + "\n")
+    obs = observe_telemetry(load_telemetry_dir(tmp_path), topo)
+    assert obs.gpu_names is not None and "s0.gpu1" not in obs.gpu_names and len(obs.gpu_names) == 15
+    assert any(m.endswith("left out: DCGM_FI_DEV_GPU_UTIL{s0.gpu1} 250") for m in obs.missing)

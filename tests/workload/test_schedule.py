@@ -483,3 +483,37 @@ def test_a_loader_that_keeps_up_changes_nothing():
     assert np.array_equal(none.step_times_s, kept.step_times_s)
     for c in BREAKDOWN_CATEGORIES:
         assert np.array_equal(none.breakdown.per_gpu_s[c], kept.breakdown.per_gpu_s[c])
+
+
+def test_the_group_size_hint_is_offered_only_where_megatron_core_accepts_one():
+    """Megatron-Core's interleaved schedule (NVIDIA/Megatron-LM @d98e8a64, megatron/core/pipeline_parallel/
+    schedules.py, forward_backward_pipelining_with_interleaving) accepts a group size N only in [pp, M] with
+    M mod N 0 or at least pp. With fewer micro-batches per step than pp (M < pp) no N exists, yet the
+    error said 'or set microbatch_group_size_per_vp_stage'; it now says what would help, and where an N
+    exists it names one the schedule accepts."""
+    from gpuwait.errors import SpecError
+    from gpuwait.spec import WorkloadSpec
+    from gpuwait.workload.model import resolve_model, validate_layout
+
+    shape = resolve_model(WorkloadSpec().model.model_copy(update={"preset": "llama-8b"}))
+
+    def lay(**parallel):  # dp 8, one sequence per micro-batch: 8 sequences per micro-batch round
+        base = {"tp": 8, "pp": 4, "schedule": "interleaved-1f1b", "virtual_stages": 2}
+        return validate_layout(shape, WorkloadSpec(parallel={**base, **parallel}), 256, 8)
+
+    with pytest.raises(SpecError) as few:
+        lay(global_batch=16)  # 2 micro-batches per step, pp 4
+    assert "set microbatch_group_size_per_vp_stage" not in few.value.hint
+    assert "raise global_batch to a multiple of pp*dp*micro_batch = 32" in few.value.hint
+    assert "schedule: 1f1b" in few.value.hint
+    assert lay(global_batch=32).microbatch_group_size is None  # the first remedy runs
+    assert lay(global_batch=16, schedule="1f1b", virtual_stages=1).global_batch == 16  # and so does the last
+    field = "workload.parallel.microbatch_group_size_per_vp_stage"
+    with pytest.raises(SpecError, match=f"{field}: 2 micro-batches per step are fewer than pp = 4: no group size") as given:
+        lay(global_batch=16, microbatch_group_size_per_vp_stage=4)
+    assert "raise global_batch" in given.value.hint
+    # 6 micro-batches: N 4 leaves 2 and N 5 leaves 1 (< pp), N 6 leaves none: the hint names 6, which runs
+    with pytest.raises(SpecError) as some:
+        lay(global_batch=48)
+    assert some.value.hint == "or set microbatch_group_size_per_vp_stage (e.g. 6)"
+    assert lay(global_batch=48, microbatch_group_size_per_vp_stage=6).microbatch_group_size == 6

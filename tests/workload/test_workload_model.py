@@ -491,11 +491,33 @@ def test_engines_whose_sources_give_no_split_keep_the_whole_step_per_layer():
     assert 32 * vllm.decode_layer_overhead_s + vllm.decode_step_overhead_s == pytest.approx(7.58e-3 - 5.28e-3, abs=0.02e-3)
 
 
-def test_an_unknown_engine_or_a_negative_overhead_is_one_clear_error():
-    shape = model(preset="llama-8b")
-    with pytest.raises(UnknownNameError, match=r"workload.inference.engine: unknown serving engine 'tgi'; expected one of "
-                                               r"none, vllm, vllm-v1, sglang, sglang-eager"):
-        validate_inference_layout(shape, WorkloadSpec(mode="inference", inference={"engine": "tgi"}), 1, 8)
+def test_every_serving_engine_name_is_a_preset_and_the_schema_lists_them():
+    """``InferenceSpec.engine`` was a plain string: `gpuwait schema` listed no choices. Its names are the
+    engine presets', kept in step here (as RoutingSpec.kind with the routers)."""
+    import typing
+
+    from gpuwait.spec.workload import InferenceSpec
+    from gpuwait.workload.presets import ENGINE_PRESETS
+
+    assert set(typing.get_args(InferenceSpec.model_fields["engine"].annotation)) == set(ENGINE_PRESETS)
+    schema = InferenceSpec.model_json_schema()["properties"]["engine"]
+    assert set(schema["enum"]) == set(ENGINE_PRESETS)
+
+
+def test_an_unknown_engine_is_one_line_naming_the_field_and_the_choices(capsys, tmp_path):
+    from tests.cli.test_cli import run_cli
+
+    bad = tmp_path / "bad-engine.yaml"
+    bad.write_text("cluster: {preset: dgx-h100, servers: 1}\nworkload:\n  mode: inference\n"
+                   "  model: {preset: llama-8b}\n  inference: {engine: tgi}\n")
+    code, out, err = run_cli(capsys, "validate", str(bad))
+    assert code != 0 and out == ""
+    first = err.strip().splitlines()[0]
+    assert "workload.inference.engine: got 'tgi'" in first
+    assert "'none', 'vllm', 'vllm-v1', 'sglang' or 'sglang-eager'" in first
+
+
+def test_a_negative_overhead_is_one_clear_error():
     with pytest.raises(ValueError, match="decode_layer_overhead"):
         WorkloadSpec(mode="inference", inference={"decode_layer_overhead": -1e-6})
     with pytest.raises(ValueError, match="decode_step_overhead"):

@@ -55,7 +55,10 @@ def place(job_file: str = typer.Argument(..., metavar="JOB.yaml", help="A scenar
     result = run_jobs(scenario, steps, max_memory_bytes)
     target = result.jobs[-1]
     out = Output(json_out)
-    out.emit({"policy": scenario.jobs[-1].placement.model_dump(exclude_none=True), **jobs_dict(result), "notes": notes},
+    data = jobs_dict(result)
+    # the --policy notes (printed before the run) first, then the run's own (NCCL version, calibration)
+    data["notes"] = [*notes, *data["notes"]]
+    out.emit({"policy": scenario.jobs[-1].placement.model_dump(exclude_none=True), **data},
              lambda c: _render_place(c, result, target))
 
 
@@ -134,8 +137,8 @@ def jobs_dict(result) -> dict:
     from gpuwait.report.jobs import jobs_conclusion
 
     names = result.link_names
-    return {"scenario": result.scenario.name, "steps": result.steps,
-            "conclusion": list(jobs_conclusion(result).sentences), "jobs": [{
+    return {"scenario": result.scenario.name, "cluster": result.cluster, "steps": result.steps,
+            "conclusion": list(jobs_conclusion(result).sentences), "notes": list(result.notes), "jobs": [{
         "name": j.name, "servers": j.servers.tolist(), "hostlist": j.hostlist, "leaves": j.leaves, "pods": j.pods,
         "workload": j.alone.workload, "step_alone_s": j.alone_step_s, "step_shared_s": j.shared_step_s,
         "slowdown": j.slowdown, "exposed_comm_alone_s": j.exposed_comm_alone_s,
@@ -165,14 +168,24 @@ def render_jobs(console: Console, result, report: list[str] | None = None) -> No
     from gpuwait.report.jobs import jobs_conclusion
 
     console.print(f"[bold]{escape(jobs_conclusion(result).text)}[/]", highlight=False)
-    console.print(f"[bold]{result.scenario.name}[/] on [bold]{result.topo.name}[/]: {result.topo.n_servers} servers, "
+    # the cluster as a workload run labels it: its size, and its calibration when one is used
+    console.print(f"[bold]{escape(result.scenario.name)}[/] on [bold]{escape(result.cluster)}[/]; "
                   f"{len(set(result.tree.leaf_of_server.tolist()))} leaf domains, "
                   f"{len(set(result.tree.pod_of_server.tolist()))} pods")
     for j in result.jobs:
         console.print(f"  {j.name}: {j.alone.workload}")
     console.print(jobs_table(result))
+    print_run_notes(console, result)
     if report:
         console.print(f"report: {report[0]}  (Perfetto trace beside it: {report[1]})", markup=False)
+
+
+def print_run_notes(console: Console, result) -> None:
+    """The shared run's notes (its NCCL version, a calibration fitted under other NCCL variables), one line each."""
+    from rich.markup import escape
+
+    for note in result.notes:
+        console.print(f"note: {escape(note)}")
 
 
 def _render_place(console: Console, result, job) -> None:
@@ -187,3 +200,4 @@ def _render_place(console: Console, result, job) -> None:
         shown = ", ".join(result.link_names[k] for k in links[:4]) + (" ..." if len(links) > 4 else "")
         console.print(f"  shares {len(links)} network links with {other}: {shown}")
     console.print(jobs_table(result))
+    print_run_notes(console, result)

@@ -204,6 +204,9 @@ def observe_telemetry(bundle: TelemetryBundle, topo: Topology) -> Observation:
     missing += _left_out("DCGM fields with no reading (DCGM's blank value), left out", real.blank)
     missing += _left_out("GPU busy readings above their full scale (a 0-1 ratio written as a percentage?), left out",
                          real.out_of_range)
+    missing += _left_out("port byte rates above the port's line rate (counters in bits?), left out", real.above_line_rate)
+    missing += _left_out("PFC pause time above its window's length (durations not in microseconds?), left out",
+                         real.pause_over_window)
     # the job reads its dataset when the storage servers' ports send (their transmit counters)
     reads = link_bytes is not None and bool(link_bytes[np.isin(topo.link_src, topo.storage_server_node)].sum() > 0)
     return Observation(topo=topo, step_time_s=step, baseline_step_time_s=ideal, gpu_names=gpu_names, per_gpu_s=per_gpu, link_util=util,

@@ -42,6 +42,7 @@ from gpuwait.fabric.groups import FabricModel
 from gpuwait.placement import fabric_tree, hostlist, place
 from gpuwait.placement.tree import FabricTree
 from gpuwait.runner.traffic import refuse_unused_sections, scenario_cases
+from gpuwait.runner.workload import cluster_label
 from gpuwait.spec.jobs import JobSpec, refuse_repeated_names
 from gpuwait.spec.scenario import Scenario
 from gpuwait.steps.result import RunResult
@@ -130,6 +131,12 @@ class JobsRun:
     jobs: list[JobOutcome]
     steps: int
     link_names: list[str]
+    #: "rocev2-400g-2tier: 16 servers x 8 GPUs", with ", calibrated (fitted to a.log)" when the cluster's
+    #: calibration is used (runner.workload.cluster_label: a workload run's label)
+    cluster: str = ""
+    #: what the jobs' NCCL predictions must say beside their results, as a workload run's: an nccl.version
+    #: newer than gpuwait checked, a calibration fitted under NCCL variables the jobs do not set (NcclEnv.notes)
+    notes: tuple[str, ...] = ()
 
 
 # ------------------------------------------------------------------------------------------ placement
@@ -442,7 +449,9 @@ def run_jobs(scenario: Scenario, steps: int | None = None, max_memory_bytes: flo
     tree = fabric_tree(topo)
     placed = place_jobs(list(scenario.jobs), tree)
     _, routing, transport = scenario_cases(scenario, cluster)[0]
-    env = cluster_env(cluster, {"NCCL_IB_QPS_PER_CONNECTION": str(routing.qps_per_connection)}, transport.name)
+    # no NCCL environment, as a workload run: the QPs per connection are the routing's (qps_setting); given
+    # as NCCL_IB_QPS_PER_CONNECTION they were a variable the jobs set, which a calibration's note then named
+    env = cluster_env(cluster, transport=transport.name)
     n_steps = steps if steps is not None else max(j.workload.steps for j in scenario.jobs)
     if n_steps < 1:
         raise SpecError(f"steps: got {n_steps}; expected at least 1")
@@ -465,7 +474,8 @@ def run_jobs(scenario: Scenario, steps: int | None = None, max_memory_bytes: flo
                                    leaves, pods, result, program, float(np.diff(ends).mean()),
                                    lane.slowed_s / max(len(lane.step_ends), 1), share,
                                    _first_steps(lane, program, n_steps)))
-    return JobsRun(scenario, topo, tree, outcomes, n_steps, topo.link_names())
+    return JobsRun(scenario, topo, tree, outcomes, n_steps, topo.link_names(),
+                   cluster_label(scenario.cluster.preset or cluster.name, topo, transport, transport), env.notes)
 
 
 def busbw_over_hash_seeds(scenario: Scenario, placement: list[int], seeds: int, label: str = "dp ") -> np.ndarray:

@@ -40,7 +40,7 @@ def check_scenario(scenario: Scenario) -> dict:
     """Everything `run` would refuse, without simulating: build the cluster, the flows (names,
     dependencies) and route them for the base and every variant. Returns what was checked, with its
     ``notes`` (an ``nccl.version`` newer than gpuwait checked): `run` prints the same note per case of a
-    workload; a `jobs:` run prints none (its output is the golden digest), so there validate alone says it."""
+    workload, and once for a `jobs:` run."""
     refuse_unused_sections(scenario)
     cluster = resolve_cluster(scenario.cluster)
     checked = _checked(scenario, cluster)

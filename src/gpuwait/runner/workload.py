@@ -43,7 +43,7 @@ def case_label(name: str | None, routing, transport) -> str:
     return name or label
 
 
-def _cluster_label(name: str, topo: Topology, transport, base_transport) -> str:
+def cluster_label(name: str, topo: Topology, transport, base_transport) -> str:
     """"rocev2-400g-2tier: 64 servers x 8 GPUs"; a variant on another transport is named by it, so an
     InfiniBand case is not labelled with a RoCEv2 preset's name."""
     size = f"{topo.n_servers} servers x {topo.gpus_per_server} GPUs"
@@ -113,15 +113,15 @@ def simulate_workload(scenario: Scenario, steps: int | None = None, progress=Non
         background = effects.foreign_Bps
         fabric = FabricModel(faulty, routing, transport, env, background_Bps=background, max_memory_bytes=max_memory_bytes)
         label = case_label(name, routing, transport)
-        cluster_label = _cluster_label(cluster_name, topo, transport, cases[0][2])
+        cluster_text = cluster_label(cluster_name, topo, transport, cases[0][2])
         if isinstance(step, TrainingStep):
             if step.storage_read_Bps_per_gpu > 0:
                 read = fabric.storage(step.layout.rank_gpu, step.storage_read_Bps_per_gpu)
                 fabric = fabric.with_background(read.link_load_Bps)
             report = None if progress is None else (lambda k, n, i=index: progress(i, len(cases), k, n))
-            result = run_training(step, fabric, steps=n_steps, case=label, cluster=cluster_label, progress=report)
+            result = run_training(step, fabric, steps=n_steps, case=label, cluster=cluster_text, progress=report)
         else:
-            result = run_serving(step, fabric, case=label, cluster=cluster_label)
+            result = run_serving(step, fabric, case=label, cluster=cluster_text)
             if progress is not None:
                 progress(index, len(cases), 1, 1)
         # said as perf says them: an nccl.version newer than gpuwait checked (predicted as the newest it models),

@@ -18,6 +18,9 @@ from gpuwait.spec.cluster import SpecModel
 from gpuwait.spec.types import PositiveSizeBytes, RateBps, RateOrZeroBps, SizeBytes
 
 Precision = Literal["bf16", "fp16", "fp8"]
+#: The serving-engine presets (gpuwait.workload.presets.ENGINE_PRESETS, which a test keeps in step with these
+#: names): a Literal so `gpuwait schema` lists them and a wrong name is refused as the file loads
+ServingEngine = Literal["none", "vllm", "vllm-v1", "sglang", "sglang-eager"]
 
 #: the most GPUs a cluster holds (``servers`` <= 100,000 of at most 72 GPUs): the bound of every rank count
 MAX_GPUS = 100_000 * 72
@@ -132,7 +135,7 @@ class InferenceSpec(SpecModel):
     tp: int = Field(1, ge=1, le=MAX_GPUS, description="Tensor-parallel degree of one replica.")
     pp: int = Field(1, ge=1, le=MAX_GPUS, description="Pipeline-parallel degree of one replica.")
     allow_tp_across_servers: bool = Field(False, description="Allow a tensor-parallel group larger than one server.")
-    engine: str = Field("none", description="Serving engine whose fixed time of every decode step, per layer (kernel launches and the gaps between a step's many small kernels) and per step (scheduling, sampling), is added to the step's roofline: none (the roofline alone), vllm, vllm-v1, sglang, sglang-eager; each preset's values and sources: docs/workloads.md.")
+    engine: ServingEngine = Field("none", description="Serving engine whose fixed time of every decode step, per layer (kernel launches and the gaps between a step's many small kernels) and per step (scheduling, sampling), is added to the step's roofline: none (the roofline alone), vllm, vllm-v1, sglang, sglang-eager; each preset's values and sources: docs/workloads.md.")
     decode_layer_overhead: float | None = Field(None, ge=0, le=1, description="Fixed time per transformer layer of every decode step (seconds, e.g. 50e-6); overrides the engine's per-layer part only.")
     decode_step_overhead: float | None = Field(None, ge=0, le=1, description="Fixed time per decode step whatever the layers (seconds, e.g. 0.71e-3: the engine's scheduling, sampling and LM-head gaps); overrides the engine's per-step part only.")
 

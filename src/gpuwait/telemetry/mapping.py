@@ -25,7 +25,9 @@ Switch ports
 Rates
     a counter with two or more timestamped samples (a Prometheus range query, OpenMetrics, repeated
     scrapes) gives a rate: the increase over the window (resets skipped) over its length. One sample
-    gives only the value since the counter was last cleared.
+    gives only the value since the counter was last cleared. A rate no port can have is no reading and
+    is left out, named (:data:`SAMPLING_TOLERANCE`): bytes above the port's line rate (a counter in
+    bits), PFC pause time above the window's length (a duration not in microseconds).
 
 InfiniBand port rates in sysfs (and so node_exporter's ``node_infiniband_rate_bytes_per_second``) are
 signalling rates: ``40 Gb/sec (4X QDR)``. The data rate is 8/10 of that for SDR/DDR/QDR (8b/10b
@@ -49,6 +51,7 @@ from gpuwait.telemetry.metrics import SM_ACTIVE_PER_BUSY
 from gpuwait.telemetry.metricset import MetricSet
 from gpuwait.telemetry.nic_counters import PERFQUERY_HEADER, PMA_WORD_BYTES
 from gpuwait.topology.model import Topology
+from gpuwait.units import format_rate
 
 #: 8b/10b line coding (SDR, DDR, QDR) and 64b/66b (FDR): data bits per signalled bit (IBTA Vol. 2, Physical Layer).
 IB_8B10B = 0.8
@@ -93,6 +96,15 @@ _PAUSE = re.compile(r"^(?:node_ethtool_)?(?P<side>rx|tx|received|transmitted)_pr
 #: the port kept pausing its peer long enough for the NIC's PFC storm prevention to warn or give up (counters.rst)
 _PAUSE_STORM = re.compile(r"^(?:node_ethtool_)?(?:tx|transmitted)_pause_storm_(?:warning|error)_events$")
 PAUSE_DURATION_UNIT_S = 1e-6
+#: How far a rate over a window may read above what the port can do before it is no reading of it.
+#: Bytes counted cannot exceed the line's data rate over the time they took, nor pause time the time
+#: itself; what can is the window: the rate divides by the interval between the samples' timestamps,
+#: and Prometheus stamps a sample when its scrape starts while the exporter reads the counter during
+#: the scrape, which lasts at most its scrape_timeout, itself at most the scrape interval (Prometheus
+#: configuration docs, scrape_config). A rate over at least four scrape intervals (what Grafana's
+#: $__rate_interval asks, and the range Prometheus's docs advise for rate()) then errs by at most a
+#: quarter of the window: at most 4/3 of the true rate. A counter in bits reads 8 times its bytes.
+SAMPLING_TOLERANCE = 4 / 3
 _ECN = ("np_ecn_marked_roce_packets", "node_infiniband_np_ecn_marked_roce_packets_received_total",
         "node_infiniband_np_ecn_marked_roce_packets_total")
 #: DCQCN's congestion notifications: sent by the receiving NIC (notification point) for ECN-marked packets,
@@ -132,6 +144,8 @@ class MappedSeries:
     unmatched: list[str] = field(default_factory=list)              # what named nothing in the cluster
     blank: list[str] = field(default_factory=list)                  # DCGM fields with no reading (a blank), left out
     out_of_range: list[str] = field(default_factory=list)           # busy readings above their full scale, left out
+    above_line_rate: list[str] = field(default_factory=list)        # byte rates no port can send (bits?), left out
+    pause_over_window: list[str] = field(default_factory=list)      # pause time above the window's, left out
 
     def add_counter(self, key: str, link: int, value: float) -> None:
         per_link = self.counters.setdefault(key, {})
@@ -290,18 +304,23 @@ def _add_port_counter(out: MappedSeries, topo: Topology, name: str, up: int, inc
     elif _PAUSE_STORM.match(name) and down is not None:
         out.add_counter("pause_storm_events", down, increase)
     elif (m := _PAUSE.match(name)) is not None:
-        _add_pause(out, m, up, down, increase)
+        _add_pause(out, topo, m, up, down, increase, rate)
 
 
-def _add_pause(out: MappedSeries, m: re.Match, up: int, down: int | None, increase: float) -> None:
+def _add_pause(out: MappedSeries, topo: Topology, m: re.Match, up: int, down: int | None, increase: float,
+               rate: float | None) -> None:
     """Pauses the port received stop its own sending: they stall its uplink. Pauses it sent stop its
-    peer (the switch) sending to it: they stall its downlink. Durations are kept in seconds."""
+    peer (the switch) sending to it: they stall its downlink. Durations are kept in seconds; a duration
+    that grows faster than time over its window (:data:`SAMPLING_TOLERANCE`) is left out and named."""
     received = m["side"] in ("rx", "received")
     link = up if received else down
     if link is None:
         return
     key = "pause_received" if received else "pause_sent"
-    if m["duration"]:
+    if m["duration"] and rate is not None and rate * PAUSE_DURATION_UNIT_S > SAMPLING_TOLERANCE:
+        out.pause_over_window.append(f"{m[0]} of {topo.link_name(link)}: {rate * PAUSE_DURATION_UNIT_S:.3g} s "
+                                     "paused per second of the window")
+    elif m["duration"]:
         out.add_counter(key + "_s", link, increase * PAUSE_DURATION_UNIT_S)
     else:
         out.add_counter(key, link, increase)
@@ -478,4 +497,24 @@ def map_series(bundle: TelemetryBundle, topo: Topology) -> MappedSeries:
     _perfquery(out, topo, bundle)
     _ethtool(out, topo, bundle)
     _nccl_users(out, topo, bundle)
+    _drop_rates_above_line(out, topo)  # once every file's negotiated rates are read
     return out
+
+
+def _drop_rates_above_line(out: MappedSeries, topo: Topology) -> None:
+    """Leave out (and name) each link's byte rate above what its port can send, the higher of its nominal
+    and negotiated rate (:data:`SAMPLING_TOLERANCE`): a counter in bits, not bytes, reads 8 times too
+    high, and read as bytes it made the port the cluster's busiest. The unit is not guessed."""
+    for link in sorted(out.link_tx_Bps):
+        line_Bps = max(float(topo.link_capacity_Bps[link]), out.link_rate_Bps.get(link, 0.0))
+        rate_Bps = out.link_tx_Bps[link]
+        if rate_Bps > SAMPLING_TOLERANCE * line_Bps:
+            out.above_line_rate.append(f"{topo.link_name(link)} {format_rate(rate_Bps)} over a line rate of "
+                                       f"{format_rate(line_Bps)}")
+            del out.link_tx_Bps[link]
+            out.link_tx_bytes.pop(link, None)  # the same counter's increase: as wrong as its rate
+    if out.above_line_rate and not out.link_tx_Bps:
+        # no rate is left: the bytes are counts, where a dump's (perfquery, ethtool) count of a left-out
+        # port is what would have been read without the bad counter (beside rates it is not read at all)
+        for link, count in out.window_bytes.items():
+            out.link_tx_bytes.setdefault(link, count)

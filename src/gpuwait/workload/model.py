@@ -628,22 +628,49 @@ def _global_batch(path: str, p: ParallelSpec, dp: int, chunks: int) -> int:
     global_batch = p.global_batch if p.global_batch is not None else per_step * (4 * p.pp if p.pp > 1 else 1)
     if global_batch % per_step:
         _fail(f"{path}.global_batch", f"{global_batch} is not a multiple of dp*micro_batch = {dp}*{p.micro_batch} = {per_step}")
-    if chunks > 1 and p.microbatch_group_size_per_vp_stage is None and (global_batch // per_step) % p.pp:
+    micro_batches = global_batch // per_step
+    if chunks > 1 and p.microbatch_group_size_per_vp_stage is None and micro_batches % p.pp:
+        group = accepted_microbatch_group(p.pp, micro_batches)
         _fail(f"{path}.global_batch", f"interleaved-1f1b runs micro-batches in groups of pp = {p.pp}; "
-              f"{global_batch // per_step} micro-batches per step is not a multiple (Megatron-LM requires it)",
-              hint="or set microbatch_group_size_per_vp_stage")
+              f"{micro_batches} micro-batches per step is not a multiple (Megatron-LM requires it)",
+              hint=f"or set microbatch_group_size_per_vp_stage (e.g. {group})" if group is not None
+              else _more_micro_batches(p, per_step))
     return global_batch
 
 
-def _microbatch_group(path: str, p: ParallelSpec, chunks: int, micro_batches: int) -> int | None:
+def accepted_microbatch_group(pp: int, micro_batches: int) -> int | None:
+    """The smallest ``microbatch_group_size_per_vp_stage`` Megatron-Core's interleaved schedule accepts
+    for ``micro_batches`` per step (:func:`_microbatch_group`'s rules: from pp to the micro-batches, the
+    last group none or at least pp); the smallest holds the fewest activations in warm-up. None when
+    there are fewer micro-batches than pp: no group size is accepted then.
+
+    >>> accepted_microbatch_group(4, 10), accepted_microbatch_group(4, 7), accepted_microbatch_group(4, 3)
+    (5, 7, None)
+    """
+    return next((n for n in range(pp, micro_batches + 1) if micro_batches % n == 0 or micro_batches % n >= pp), None)
+
+
+def _more_micro_batches(p: ParallelSpec, per_step: int) -> str:
+    """What helps an interleaved schedule with fewer micro-batches per step than pp, which no group size can."""
+    return (f"fewer micro-batches per step than pp = {p.pp}, which no microbatch_group_size_per_vp_stage accepts "
+            f"(Megatron-Core needs pp <= it <= the micro-batches): raise global_batch to a multiple of "
+            f"pp*dp*micro_batch = {p.pp * per_step}, lower micro_batch, or use schedule: 1f1b")
+
+
+def _microbatch_group(path: str, p: ParallelSpec, chunks: int, micro_batches: int, per_step: int) -> int | None:
     """``microbatch_group_size_per_vp_stage`` checked as Megatron-Core's interleaved schedule checks it
     (``forward_backward_pipelining_with_interleaving``, schedules.py @d98e8a64): from pp to the
-    micro-batches per step, and a last group (the rest) of none or at least pp micro-batches."""
+    ``micro_batches`` per step (of ``per_step`` = dp·micro_batch sequences), and a last group (the rest) of
+    none or at least pp micro-batches."""
     group, field = p.microbatch_group_size_per_vp_stage, f"{path}.microbatch_group_size_per_vp_stage"
     if group is None:
         return None
     if chunks == 1:
         _fail(field, "only used with schedule: interleaved-1f1b and virtual_stages > 1 (the order of model chunks)")
+    if micro_batches < p.pp:
+        _fail(field, f"{micro_batches} micro-batches per step are fewer than pp = {p.pp}: no group size is accepted "
+              "(Megatron-Core needs pp <= it <= the micro-batches)",
+              hint=_more_micro_batches(p, per_step))
     if not p.pp <= group <= micro_batches:
         _fail(field, f"{group} is outside [pp, micro-batches per step] = [{p.pp}, {micro_batches}] (Megatron-Core refuses it)")
     if 0 < micro_batches % group < p.pp:
@@ -691,7 +718,7 @@ def validate_layout(shape: ModelShape, spec: WorkloadSpec, cluster_gpus: int,
     # virtual pipeline stages); 1F1B's send_forward_recv_backward blocks
     overlap_p2p = p.overlap_p2p_comm if p.overlap_p2p_comm is not None else chunks > 1
     global_batch = _global_batch(path, p, dp, chunks)
-    group = _microbatch_group(path, p, chunks, global_batch // (dp * p.micro_batch))
+    group = _microbatch_group(path, p, chunks, global_batch // (dp * p.micro_batch), dp * p.micro_batch)
     return ParallelLayout(gpus=gpus, tp=p.tp, pp=p.pp, dp=dp, ep=p.ep, zero=p.zero, sequence_parallel=sp,
                           micro_batch=p.micro_batch, global_batch=global_batch, bucket_bytes=p.bucket,
                           overlap_grad_reduce=p.overlap_grad_reduce, schedule=p.schedule, virtual_stages=chunks,
@@ -1117,17 +1144,10 @@ def resolve_engine_overheads_s(inf: InferenceSpec) -> tuple[float, float]:
     ((5e-05, 0.00071), (0.0, 0.0))
     >>> resolve_engine_overheads_s(InferenceSpec(engine="vllm", decode_layer_overhead=10e-6))
     (1e-05, 0.00071)
-    >>> resolve_engine_overheads_s(InferenceSpec(engine="tgi"))
-    Traceback (most recent call last):
-    ...
-    gpuwait.errors.UnknownNameError: workload.inference.engine: unknown serving engine 'tgi'; expected one of none, vllm, vllm-v1, sglang, sglang-eager
+
+    An unknown name is refused as the file loads (``InferenceSpec.engine`` lists the presets).
     """
-    preset = ENGINE_PRESETS.get(inf.engine)
-    if preset is None:
-        raise UnknownNameError(f"workload.inference.engine: unknown serving engine {inf.engine!r}; expected one of "
-                               f"{', '.join(ENGINE_PRESETS)}",
-                               hint="or give decode_layer_overhead (seconds per layer) and decode_step_overhead "
-                                    "(seconds per step) with engine: none")
+    preset = ENGINE_PRESETS[inf.engine]
     layer_s = preset.decode_layer_overhead_s if inf.decode_layer_overhead is None else inf.decode_layer_overhead
     step_s = preset.decode_step_overhead_s if inf.decode_step_overhead is None else inf.decode_step_overhead
     return layer_s, step_s
