@@ -566,6 +566,7 @@ def _layout_fields() -> dict[str, object]:
         "ParallelSpec.overlap_p2p_comm": Covered("tests/workload/test_overlap.py::test_p2p_overlap_shortens_a_pipeline_step"),
         "ParallelSpec.ep_comm_overlap": Covered("tests/workload/test_overlap.py::test_ep_all_to_all_overlap_hides_dispatch"),
         "ParallelSpec.fp8_param_gather": Covered("tests/workload/test_fp8_params.py::test_dense_gather_is_one_byte_per_matrix_weight"),
+        "ParallelSpec.grad_reduce_in_fp32": Covered("tests/workload/test_grad_fp32.py::test_reduce_scatter_moves_four_bytes_per_parameter"),
         "ParallelSpec.microbatch_group_size_per_vp_stage": Covered(
             "tests/workload/test_schedule.py::test_microbatch_group_size_checks"),
         "CalibrationSpec.net_step_cycle": perf({}, {"calibration": {"net_step_cycle": "20us"}}, "up",

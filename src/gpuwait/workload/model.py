@@ -16,9 +16,10 @@ Conventions (the ones Megatron-LM and its papers use, so MFU figures compare):
   Attention counts the full (non-causal) score matrix, as both papers do; recomputation is not counted.
 * Weights and gradients in training are bf16 (2 B/param) whatever ``precision`` (fp8 training keeps bf16
   weights and activations and only runs the matmuls in fp8), except with ``fp8_param_gather``, where the
-  transformer layers' matrices are kept and all-gathered in fp8 (1 B/param, :func:`fp8_params_on_gpu`);
-  Adam keeps an fp32 master copy and two fp32 moments (12 B/param). Activations per layer follow Korthikanti et al. 2022, "Reducing Activation
-  Recomputation in Large Transformer Models", with selective recomputation.
+  transformer layers' matrices are kept and all-gathered in fp8 (1 B/param, :func:`fp8_params_on_gpu`), and
+  with ``grad_reduce_in_fp32``, where the gradients are kept and reduced in fp32 (4 B/param); Adam keeps
+  an fp32 master copy and two fp32 moments (12 B/param). Activations per layer follow Korthikanti et al.
+  2022, "Reducing Activation Recomputation in Large Transformer Models", with selective recomputation.
 * MoE routing is assumed balanced: each expert-parallel rank computes as many token-expert pairs as its
   own tokens ask for.
 
@@ -44,6 +45,9 @@ GiB = 2.0**30
 TRAIN_BYTES = 2
 #: bytes per element of an fp8 weight (E4M3) kept by TransformerEngine under ``fp8_param_gather``
 FP8_BYTES = 1
+#: bytes per gradient element with ``grad_reduce_in_fp32``: Megatron-Core allocates the gradient buffer in
+#: ``torch.float`` then (param_and_grad_buffer.py ``group_params_for_buffers``) and reduces it in place
+GRAD_FP32_BYTES = 4
 #: Adam optimizer state per parameter: fp32 master weights + first and second moments
 ADAM_BYTES_PER_PARAM = 12
 #: bytes per parameter of a checkpoint: bf16 weights + the Adam state
@@ -480,6 +484,7 @@ class ParallelLayout:
     ep_comm_overlap: bool = False  # MoE all-to-all under another micro-batch's compute (DualPipe-like)
     microbatch_group_size: int | None = None  # interleaved 1F1B: micro-batches per chunk in a row (N); None = pp
     fp8_param_gather: bool = False  # layer matrices kept and all-gathered in fp8 (Megatron-Core --fp8-param-gather)
+    grad_reduce_in_fp32: bool = False  # gradient buffer and its dp reduction in fp32 (Megatron-Core grad_reduce_in_fp32)
 
     @property
     def weight_replicas(self) -> int:
@@ -725,7 +730,7 @@ def validate_layout(shape: ModelShape, spec: WorkloadSpec, cluster_gpus: int,
                           recompute=p.recompute, cp=p.cp, stage_layer_counts=counts, tp_comm_overlap=p.tp_comm_overlap,
                           rank_order=order, prefetch_depth=p.prefetch_depth, overlap_p2p_comm=overlap_p2p,
                           ep_comm_overlap=p.ep_comm_overlap, microbatch_group_size=group,
-                          fp8_param_gather=p.fp8_param_gather)
+                          fp8_param_gather=p.fp8_param_gather, grad_reduce_in_fp32=p.grad_reduce_in_fp32)
 
 
 def _check_fp8_param_gather(path: str, p: ParallelSpec, shape: ModelShape) -> None:
@@ -824,6 +829,22 @@ def fp8_params_on_gpu(shape: ModelShape, layout: ParallelLayout, stage: int = 0)
     return dense, expert
 
 
+def grad_bytes_per_param(layout: ParallelLayout) -> int:
+    """Bytes of one gradient element in the buffer the data-parallel group reduces: bf16 (2), or fp32 (4)
+    with ``grad_reduce_in_fp32``.
+
+    Megatron-Core's DDP gives each buffer the gradient dtype ``torch.float if grad_reduce_in_fp32 else
+    param.dtype`` (``group_params_for_buffers``), allocates it whole on every rank (``_ParamAndGradBuffer``:
+    ``grad_data`` of ``numel`` elements, not a shard, also with the distributed optimizer) and all-reduces or
+    reduce-scatters it in place (``start_grad_sync``), NVIDIA/Megatron-LM @d98e8a64
+    megatron/core/distributed/param_and_grad_buffer.py; fp8 weights keep bf16 gradients without it.
+
+    >>> grad_bytes_per_param(ParallelLayout(8, 1, 1, 8, 1, 1, False, 1, 8, 25 * 2**20, True, "1f1b"))
+    2
+    """
+    return GRAD_FP32_BYTES if layout.grad_reduce_in_fp32 else TRAIN_BYTES
+
+
 def weight_bytes(params: float, fp8_params: float) -> float:
     """Bytes of ``params`` training weights of which ``fp8_params`` are kept in fp8, the rest in bf16."""
     return TRAIN_BYTES * params - (TRAIN_BYTES - FP8_BYTES) * fp8_params
@@ -849,7 +870,8 @@ class CommVolumes:
     dp_grad_collective: str
     """'all_reduce' (ZeRO 0) or 'reduce_scatter' (ZeRO ≥ 1, the distributed-optimizer way)."""
     dp_grad_bytes: float
-    """Non-expert gradient bytes per GPU reduced over its dp group per step (2 B per parameter)."""
+    """Non-expert gradient bytes per GPU reduced over its dp group per step (2 B per parameter; 4 B with
+    ``grad_reduce_in_fp32``, :func:`grad_bytes_per_param`)."""
     dp_param_allgather_bytes: float
     """ZeRO 1 and 2: updated non-expert weights all-gathered over dp (x cp) after the optimizer step, bf16
     (fp8 matrices with ``fp8_param_gather``, :func:`weight_bytes`); 0 otherwise."""
@@ -877,7 +899,8 @@ class CommVolumes:
     (the dp·cp / ep ranks holding the same experts, Megatron-Core's expert-data-parallel group) and
     gathered and reduce-scattered over it; 0 when that group is one rank (ep = dp: nothing to shard)."""
     zero3_layer_grad_bytes: float = 0.0
-    """ZeRO 3: one layer's share of the non-expert bf16 gradients, reduce-scattered over dp (x cp)."""
+    """ZeRO 3: one layer's share of the non-expert gradients (bf16, fp32 with ``grad_reduce_in_fp32``),
+    reduce-scattered over dp (x cp)."""
     zero3_layer_expert_grad_bytes: float = 0.0
     """ZeRO 3: the same for the routed experts' gradients, over their expert-dp group."""
     cp_kv_bytes: float = 0.0
@@ -909,7 +932,7 @@ def comm_volumes(shape: ModelShape, layout: ParallelLayout, micro_batch: int | N
         tp_fwd = tp_bwd = (("all_reduce", act),) * 2
     pp_send = 0.0 if layout.pp == 1 else act / (layout.tp if layout.sequence_parallel else 1)
     dense, expert = params_on_gpu(shape, layout, stage)
-    grad_d, grad_e = dense * TRAIN_BYTES, expert * TRAIN_BYTES
+    grad_d, grad_e = dense * grad_bytes_per_param(layout), expert * grad_bytes_per_param(layout)
     fp8_d, fp8_e = fp8_params_on_gpu(shape, layout, stage)
     weights_d, weights_e = weight_bytes(dense, fp8_d), weight_bytes(expert, fp8_e)
     layers = stage_layers(shape, layout, stage)
@@ -992,7 +1015,7 @@ def memory_per_gpu_bytes(shape: ModelShape, layout: ParallelLayout, precision: s
     """Memory of one GPU of ``stage`` (default: the stage that needs most), bytes by part.
 
     ``weights`` and ``grads`` (bf16, 2 B/param; the layers' matrices 1 B with ``fp8_param_gather``, which keeps
-    no bf16 copy of them), ``optimizer`` (Adam, 12 B/param), sharded over dp by ZeRO
+    no bf16 copy of them; gradients 4 B with ``grad_reduce_in_fp32``), ``optimizer`` (Adam, 12 B/param), sharded over dp by ZeRO
     stage ≥ 3, ≥ 2, ≥ 1 respectively (experts over dp·cp / ep); ``activations`` of the micro-batches in flight
     at the schedule's peak, each holding its model chunk's layers (:func:`~gpuwait.workload.program.in_flight_counts`;
     1F1B: stage i holds min(pp − i, micro-batches); interleaved 1F1B: Megatron-Core's warm-up
@@ -1033,7 +1056,7 @@ def memory_per_gpu_bytes(shape: ModelShape, layout: ParallelLayout, precision: s
               if stage == layout.pp - 1 else 0.0)
     return {
         "weights": weights,
-        "grads": TRAIN_BYTES * sharded(2),
+        "grads": grad_bytes_per_param(layout) * sharded(2),
         "optimizer": ADAM_BYTES_PER_PARAM * sharded(1),
         "activations": acts,
         "logits": logits,

@@ -178,7 +178,7 @@ def _inline_ops(shape: wm.ModelShape, par: wm.ParallelLayout, gpu: wm.GpuShape, 
         # FSDP: each layer's weights gathered before its forward and again before its backward, its
         # gradients reduce-scattered after; the engine queues them per layer (prefetch_depth ahead).
         # Experts are sharded over their expert-dp group (Megatron-Core), the rest over dp x cp; the gradients
-        # are bf16 even when fp8_param_gather gathers the weights in fp8
+        # are bf16 (fp32 with grad_reduce_in_fp32) even when fp8_param_gather gathers the weights in fp8
         for group, gather, grads in (("dp", v.zero3_layer_allgather_bytes, v.zero3_layer_grad_bytes),
                                      ("expert_dp", v.zero3_layer_expert_allgather_bytes, v.zero3_layer_expert_grad_bytes)):
             if gather > 0:
