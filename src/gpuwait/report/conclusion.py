@@ -82,6 +82,12 @@ def _saving_sentence(before: RunResult, after: RunResult, s: dict) -> str:
 
 def _serving_case(result: RunResult) -> Conclusion:
     s = dict(result.serving or {})
+    if s["tpot_s"] is None:  # one output token: no decode step, the batch is its prefill
+        extra = s["ttft_s"] / s["ideal_ttft_s"] - 1 if s["ideal_ttft_s"] else 0.0
+        return Conclusion((f"{result.case}: time to first token {_ms(s['ttft_s'])} (ideal network "
+                           f"{_ms(s['ideal_ttft_s'])}), time per output token n/a (one output token, no decode "
+                           f"step): the network adds {extra:.1%} to the time to first token.",),
+                          s | {"ttft_network_fraction": extra})
     extra = s["tpot_s"] / s["ideal_tpot_s"] - 1 if s.get("ideal_tpot_s") else 0.0
     numbers = s | {"tpot_network_fraction": extra}
     return Conclusion((f"{result.case}: time to first token {_ms(s['ttft_s'])} (ideal network {_ms(s['ideal_ttft_s'])}), "

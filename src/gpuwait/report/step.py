@@ -132,6 +132,8 @@ _TRAINING_ONLY = ("data_wait", "straggler_wait", "checkpoint")
 def serving_rows(results: Sequence[RunResult]) -> list[tuple[str, list[str]]]:
     """Inference first: TTFT, TPOT and throughput, each beside its ideal-network value."""
     def cell(s: dict | None, key: str, fmt) -> str:
+        if s and s[key] is None:  # TPOT of one output token: no decode step, so no time per token
+            return "n/a (one output token, no decode step)"
         return "-" if not s else f"{fmt(s[key])} (ideal {fmt(s['ideal_' + key])})"
 
     ms = lambda x: f"{x * 1e3:,.3f} ms"  # noqa: E731

@@ -204,5 +204,6 @@ class RunResult:
     step_times_s: np.ndarray  # one per step
     notes: tuple[str, ...] = ()
     gpus_per_server: int = 8  # to lay GPUs out by server in timelines
-    # inference only: ttft_s, tpot_s, tokens_per_s and each one's ideal-network value (ideal_ttft_s...)
+    # inference only: ttft_s, tpot_s, tokens_per_s and each one's ideal-network value (ideal_ttft_s...); tpot_s and
+    # ideal_tpot_s are None, with the reason in tpot_undefined, when one output token leaves no decode step
     serving: dict | None = None
