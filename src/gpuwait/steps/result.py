@@ -122,7 +122,7 @@ class LinkStats:
 
     name: list[str]
     tier: np.ndarray          # str per link
-    utilization: np.ndarray   # while the busiest communication on the link runs (steady state), 0..1
+    utilization: np.ndarray   # peak: share of the line rate while the link's busiest communication runs, 0..1
     bytes_per_step: np.ndarray
     users: dict[int, list[str]] = field(default_factory=dict)
     capacity_Bps: np.ndarray | None = None
