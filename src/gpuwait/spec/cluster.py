@@ -68,7 +68,7 @@ class SpecModel(BaseModel):
         if not isinstance(data, dict):
             return data
         kinds = _field_kinds(cls)
-        changed = {}
+        changed: dict[str, Any] = {}
         for key, value in data.items():
             kind = kinds.get(key)
             if kind == "number" and isinstance(value, bool):
