@@ -82,10 +82,13 @@ def predict(row: dict, source: dict) -> dict[str, float]:
     s = result.serving
     out = row["inference"]["output_tokens"]
     e2e_s = result.breakdown.step_time_s
+    # a one-token row has no decode step, so no TPOT (None, as gpuwait reports it); no row scores one there
+    tpot_ms = None if s["tpot_s"] is None else s["tpot_s"] * 1e3
+    ideal_tpot_ms = None if s["ideal_tpot_s"] is None else s["ideal_tpot_s"] * 1e3
     return {"e2e_latency_ms": e2e_s * 1e3, "median_latency_ms": e2e_s * 1e3, "ttft_ms": s["ttft_s"] * 1e3,
-            "itl_ms": s["tpot_s"] * 1e3, "tokens_per_s": out / e2e_s,
+            "itl_ms": tpot_ms, "tokens_per_s": out / e2e_s,
             "out_tokens_per_s_per_gpu": s["tokens_per_s"] / gpus(row),
-            "tpot_ms": s["tpot_s"] * 1e3, "ideal_tpot_ms": s["ideal_tpot_s"] * 1e3}
+            "tpot_ms": tpot_ms, "ideal_tpot_ms": ideal_tpot_ms}
 
 
 def gpus(row: dict) -> int:

@@ -302,3 +302,29 @@ def test_max_memory_governs_a_listed_alltoall_too(monkeypatch, capsys):
     assert g.simulate(moe, max_memory="64GiB").results[0].breakdown.step_time_s > 0
     code, out, err = run_cli(capsys, "run", moe, "--max-memory", "64GiB", "--json")
     assert code == 0, err
+
+
+@pytest.mark.parametrize("call, message", [
+    # docs/python.md promises load_scenario(path): a dict was read as a file name, "{'name': 'x'}: cannot read the file"
+    (lambda: g.load_scenario({"name": "x"}), "path: got dict {'name': 'x'}; expected the path of a scenario file"),
+    (lambda: g.load_scenario(None), "path: got NoneType None; expected the path of a scenario file"),
+    (lambda: g.simulate({"name": "x"}), "scenario: got dict {'name': 'x'}; expected a Scenario (gpuwait.load_scenario)"),
+    (lambda: g.diagnose({"name": "x"}), "scenario: got dict {'name': 'x'}; expected a Scenario"),
+    (lambda: g.build_cluster({"preset": "dgx-h100"}), "preset_or_file: got dict {'preset': 'dgx-h100'}; expected a preset"),
+    # an AttributeError traceback ('dict' object has no attribute 'endswith')
+    (lambda: g.perf("all_reduce", cluster={"preset": "dgx-h100"}), "cluster: got dict {'preset': 'dgx-h100'}; expected"),
+    # SweepArgs' own TypeError: "SweepArgs.__init__() got an unexpected keyword argument 'foo'"
+    (lambda: g.perf("all_reduce", foo=1), "perf: unknown argument 'foo'; expected one of op, cluster, servers, sizes, "
+                                          "env, gpus, step_factor, dtype, nccl_version, gpus_per_thread, max_memory, "
+                                          "step_bytes, iters, warmup_iters, check, redop, root"),
+    (lambda: g.perf("all_reduce", min_bytes=8), "min_bytes: perf takes the sizes as sizes=(min, max), not min_bytes="),
+])
+def test_a_loose_argument_is_one_spec_error_naming_it(call, message):
+    with pytest.raises(SpecError, match=re.escape(message)):
+        call()
+
+
+def test_a_path_object_and_the_nccl_tests_keywords_still_work():
+    assert g.load_scenario(Path("examples/dp-only.yaml")).name == "dp-only-llama-8b"
+    sweep = g.perf("all_reduce", sizes=("1M",), iters=5, warmup_iters=0, step_bytes="1M")
+    assert [row.size_bytes for row in sweep.rows] == [2**20]

@@ -63,3 +63,26 @@ def test_an_integer_past_floats_range_is_refused_as_not_finite():
     for parse in (parse_rate_Bps, parse_size_bytes, parse_time_s):
         with pytest.raises(UnitError, match="expected a finite"):
             parse(10**400)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("1G", r"unit 'G' in '1G' has no B \(bytes\) or b \(bits\), and tools read a bare G as 10\^9 or 2\^30; "
+           r"write '1GB' \(SI, 10\^9\) or '1GiB' \(binary, 2\^30\)"),
+    ("64k", r"write '64KB' \(SI, 10\^3\) or '64KiB' \(binary, 2\^10\)"),
+    ("8Gi", r"unit 'Gi' in '8Gi' has no B \(bytes\) or b \(bits\); write '8GiB'$"),
+    ("3 bytes", r"unknown unit 'bytes' in '3 bytes'; expected B, KB MB GB TB PB \(SI, powers of 1000\), "
+                r"KiB MiB GiB TiB PiB \(binary, powers of 1024\), or the same with b or bit for bits"),
+])
+def test_a_size_without_a_byte_unit_names_the_accepted_spellings(text, message):
+    """A bare prefix has two readings (Kubernetes' 1G is 10^9 bytes, nccl-tests' parsesize 2^30): it was refused as
+    "unknown unit 'G'; expected B (bytes) or b (bits)", which named neither GB nor GiB; another unit was refused
+    without the list of spellings."""
+    with pytest.raises(UnitError, match=message):
+        parse_size_bytes(text)
+
+
+@pytest.mark.parametrize("text", ["-1G", "-1GiB", "-3 bytes", "-2"])
+def test_a_negative_size_is_one_error_about_its_sign(text):
+    """Whatever its unit: '-1G' was refused for its unit, and '-1GiB' then for its sign."""
+    with pytest.raises(UnitError, match=r"^size: got .*; expected a size of zero or more$"):
+        parse_size_bytes(text)

@@ -18,6 +18,9 @@ docs/python.md walks through every function with examples that run in the test s
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -26,8 +29,9 @@ from gpuwait.engine import get_engine
 from gpuwait.errors import SpecError
 from gpuwait.report.diagnosis import diagnose_run, diagnose_telemetry, diagnosis_engine
 from gpuwait.report.results import DiagnosisResult, TrafficResult, WorkloadResult
+from gpuwait.runner import inputs
 from gpuwait.runner.cost import check_scenario_cost, parse_max_memory
-from gpuwait.runner.inputs import load_cluster, load_scenario, with_servers
+from gpuwait.runner.inputs import load_cluster, with_servers
 from gpuwait.runner.perf import PerfSweep, SweepArgs, estimated_sweep
 from gpuwait.runner.traffic import run_traffic
 from gpuwait.runner.workload import refuse_steps_without_workload, run_workload
@@ -37,6 +41,43 @@ from gpuwait.spec.reader import not_one_string, short_value, whole_number
 from gpuwait.topology import Topology, build_topology, resolve_cluster
 
 __all__ = ["build_cluster", "diagnose", "load_scenario", "perf", "simulate"]
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate a scenario file, as ``gpuwait validate`` does: every problem names its YAML path,
+    the value and what was expected.
+
+    Parameters
+    ----------
+    path : str or Path
+        The scenario's YAML file. A scenario already in Python is a :class:`~gpuwait.spec.Scenario` (what this
+        returns), which :func:`simulate` and :func:`diagnose` take as it is.
+
+    Raises
+    ------
+    SpecError
+        A path that cannot be read, an invalid scenario, or an argument that is not a path (a dict is refused:
+        ``load_scenario`` reads a file).
+    """
+    return inputs.load_scenario(_file_path("path", path, "the path of a scenario file (str or Path)"))
+
+
+def _file_path(name: str, value: object, expected: str) -> str:
+    """``value`` as a file name if it is one (a str or a Path), else one SpecError naming the argument: a dict or
+    None was read as a file name ("{'name': ...}: cannot read the file")."""
+    path = os.fspath(value) if isinstance(value, os.PathLike) else value
+    if isinstance(path, str):
+        return path
+    hint = "write the mapping to a YAML file and pass its path" if isinstance(value, Mapping) else None
+    raise SpecError(f"{name}: got {type(value).__name__} {short_value(value)}; expected {expected}", hint=hint)
+
+
+def _scenario(value: object) -> Scenario:
+    """``simulate``'s and ``diagnose``'s ``scenario``: a Scenario as it is, or the path of its file, loaded."""
+    if isinstance(value, Scenario):
+        return value
+    return inputs.load_scenario(_file_path("scenario", value, "a Scenario (gpuwait.load_scenario) or the path of "
+                                                              "its YAML file"))
 
 
 def simulate(scenario: Scenario | str | Path, engine: str = "flow", steps: int | None = None,
@@ -69,8 +110,7 @@ def simulate(scenario: Scenario | str | Path, engine: str = "flow", steps: int |
         A bad argument or scenario, or a run over ``max_memory`` (naming what to change).
     """
     _counts(steps=steps)
-    if not isinstance(scenario, Scenario):
-        scenario = load_scenario(scenario)
+    scenario = _scenario(scenario)
     get_engine(engine)  # an unknown name is one error listing the engines
     if scenario.jobs:
         raise SpecError("scenario: has `jobs:`; simulate runs `traffic:` and `workload:` scenarios",
@@ -114,7 +154,8 @@ def perf(op: str, cluster: str = "dgx-h100", servers: int | None = None, sizes: 
         Refuse a sweep estimated to allocate more than this (``"16GiB"``); default half the machine's memory.
     nccl_tests_args
         Other fields of :class:`~gpuwait.runner.perf.SweepArgs`: ``iters``, ``warmup_iters``,
-        ``check``, ``redop``, ``root``, ``step_bytes``.
+        ``check``, ``redop``, ``root``, ``step_bytes``; any other keyword is one SpecError listing those
+        ``perf`` takes.
 
     Returns
     -------
@@ -125,6 +166,9 @@ def perf(op: str, cluster: str = "dgx-h100", servers: int | None = None, sizes: 
         :func:`gpuwait.report.perf.sweep_text` prints it as nccl-tests does.
     """
     _counts(servers=servers, gpus=gpus, gpus_per_thread=gpus_per_thread)
+    _known_nccl_tests_args(nccl_tests_args)
+    if not isinstance(cluster, ClusterSpec):
+        cluster = _file_path("cluster", cluster, "a preset name or a cluster or scenario file")
     not_one_string("env", env, "['NCCL_ALGO=Ring'] or {'NCCL_ALGO': 'Ring'}")
     sizes = _size_range(sizes)
     args = SweepArgs(min_bytes=sizes[0], max_bytes=sizes[-1], step_factor=step_factor, dtype=dtype, **nccl_tests_args)
@@ -132,6 +176,21 @@ def perf(op: str, cluster: str = "dgx-h100", servers: int | None = None, sizes: 
     with options_named(min_bytes="sizes[0]", max_bytes=f"sizes[{len(sizes) - 1}]"):
         return estimated_sweep(op, args, cluster, servers, gpus, env, nccl_version, gpus_per_thread,
                                parse_max_memory(max_memory))
+
+
+def _known_nccl_tests_args(given: Mapping[str, object]) -> None:
+    """``perf``'s other keywords are the SweepArgs fields it has no argument of its own for; any other name is
+    one SpecError naming it and listing every keyword ``perf`` takes (it was SweepArgs' own TypeError,
+    'unexpected keyword argument', naming a class the caller never wrote)."""
+    own = [p for p in inspect.signature(perf).parameters if p != "nccl_tests_args"]
+    sizes = ("min_bytes", "max_bytes")  # SweepArgs' -b and -e: perf's `sizes`
+    extra = [f.name for f in dataclasses.fields(SweepArgs) if f.name not in own and f.name not in sizes]
+    for name in given:
+        if name in sizes:
+            raise SpecError(f"{name}: perf takes the sizes as sizes=(min, max), not {name}=",
+                            hint="e.g. sizes=('8', '8G'), nccl-tests' -b and -e")
+        if name not in extra:
+            raise SpecError(f"perf: unknown argument {name!r}; expected one of {', '.join(own + extra)}")
 
 
 def _size_range(sizes: Sequence[int | str] | None) -> Sequence[int | str]:
@@ -195,8 +254,7 @@ def diagnose(scenario: Scenario | str | Path | None = None, inject: Sequence[str
         return diagnose_telemetry(telemetry, cluster, servers)
     if scenario is None:
         raise SpecError("diagnose: expected a scenario, or telemetry= with cluster=")
-    if not isinstance(scenario, Scenario):
-        scenario = load_scenario(scenario)
+    scenario = _scenario(scenario)
     if scenario.jobs:
         raise SpecError("scenario: has `jobs:`; diagnose runs `traffic:` and `workload:` scenarios",
                         hint="shared-cluster jobs are diagnosed with `gpuwait diagnose FILE` "
@@ -214,7 +272,8 @@ def build_cluster(preset_or_file: str | Path | ClusterSpec, servers: int | None 
     if isinstance(preset_or_file, ClusterSpec):
         spec = preset_or_file if servers is None else with_servers(preset_or_file, servers, source="build_cluster")
         return build_topology(resolve_cluster(spec))
-    return build_topology(load_cluster(str(preset_or_file), servers))
+    name = _file_path("preset_or_file", preset_or_file, "a preset name, a cluster or scenario file, or a ClusterSpec")
+    return build_topology(load_cluster(name, servers))
 
 
 def _counts(**counts: object) -> None:

@@ -8,6 +8,11 @@ Conventions (explicit, because the field mixes them freely):
 * ``b`` is a bit, ``B`` is a byte. ``400Gbps`` / ``400Gb/s`` is 400e9 bits/s = 50e9 bytes/s.
 * ``K M G T P`` are SI (10^3 ...); ``Ki Mi Gi Ti Pi`` are binary (2^10 ...). ``2MB`` is 2e6 bytes,
   ``8GiB`` is 8·2^30 bytes. nccl-tests' ``GB/s`` is 1e9 bytes/s.
+* A size names its unit, ``B`` or ``b``, after the prefix; a bare prefix (``1G``) is refused with both
+  readings, because tools disagree on it: Kubernetes reads ``1G`` as 10^9 bytes and ``1Gi`` as 2^30
+  (kubernetes.io/docs/concepts/configuration/manage-resources-containers/#meaning-of-memory), nccl-tests'
+  ``parsesize`` reads ``1G`` as 2^30 (src/common.cu). The one exception is nccl-tests' own ``-b``/``-e``
+  (``gpuwait perf``), read exactly as ``parsesize`` does (:func:`gpuwait.collectives.nccltests.parse_size_arg`).
 * Times: ``s ms us µs ns ps`` (and ``min``, ``h``).
 
 Examples
@@ -57,7 +62,26 @@ def _prefix(prefix: str, text: str, what: str) -> float:
         return _BIN[prefix]
     if prefix in _SI:
         return _SI[prefix]
-    raise UnitError(f"{what}: unknown prefix {prefix!r} in {text!r}; expected one of K M G T (SI) or Ki Mi Gi Ti (binary)")
+    raise UnitError(f"{what}: unknown prefix {prefix!r} in {text!r}; expected one of K M G T P (SI, powers of 1000) "
+                    "or Ki Mi Gi Ti Pi (binary, powers of 1024)")
+
+
+#: Every spelling a size accepts, for the error that refuses another.
+SIZE_SPELLINGS = ("B, KB MB GB TB PB (SI, powers of 1000), KiB MiB GiB TiB PiB (binary, powers of 1024), "
+                  "or the same with b or bit for bits (Kb, Gibit); a bare number is bytes")
+
+
+def _unknown_size_unit(unit: str, text: object) -> UnitError:
+    """The one error for a size whose unit is not a byte or bit unit; a bare SI prefix gets both its readings."""
+    stem = str(text).strip()[: -len(unit)].strip()
+    if unit in _BIN:  # 8Gi: binary already, only the B is missing
+        return UnitError(f"size: unit {unit!r} in {text!r} has no B (bytes) or b (bits); write '{stem}{unit}B'")
+    if unit in _SI and unit:
+        power = "KMGTP".index(unit.upper()) + 1
+        return UnitError(f"size: unit {unit!r} in {text!r} has no B (bytes) or b (bits), and tools read a bare "
+                         f"{unit} as 10^{3 * power} or 2^{10 * power}; write '{stem}{unit.upper()}B' (SI, 10^{3 * power}) "
+                         f"or '{stem}{unit.upper()}iB' (binary, 2^{10 * power})")
+    return UnitError(f"size: unknown unit {unit!r} in {text!r}; expected {SIZE_SPELLINGS}")
 
 
 _EXAMPLES = {
@@ -83,6 +107,8 @@ def parse_size_bytes(text: str | float | int, *, allow_zero: bool = True) -> flo
     (2000000.0, 1024.0, 1000.0)
     """
     value, unit = _split(text, "size")
+    if value < 0:  # no unit makes it a size: one error, about the sign
+        return _check_sign(value, text, "size", allow_zero)
     if unit in ("", "B"):
         scale = 1.0
     elif unit.endswith("B"):
@@ -91,7 +117,7 @@ def parse_size_bytes(text: str | float | int, *, allow_zero: bool = True) -> flo
         stem = unit[:-3] if unit.endswith("bit") else unit[:-1]
         scale = _prefix(stem, str(text), "size") / 8.0
     else:
-        raise UnitError(f"size: unknown unit {unit!r} in {text!r}; expected B (bytes) or b (bits), e.g. {_EXAMPLES['size']}")
+        raise _unknown_size_unit(unit, text)
     return _check_sign(value * scale, text, "size", allow_zero)
 
 

@@ -378,3 +378,26 @@ def test_true_or_false_where_a_number_belongs_is_refused_under_its_path(capsys, 
         assert "workload.parallel.pp: got 'true'; input should be a valid integer" in err
         assert "workload.compute.efficiency: got 'false'; input should be a valid number" in err
         assert "overlap_grad_reduce" not in err and err.startswith(f"error: {path}: 3 problems")
+
+
+def test_booleans_belong_to_yes_no_fields_only(capsys, tmp_path):
+    """The rule of the test above, two more ways: true in a list of numbers (`placement: [true, 0]` put rank 0's
+    server at index 1; `gpu_pcie_switch: [0, false]`) and a number or a quoted word in a yes/no field
+    (`sequence_parallel: 1` turned sequence parallelism on, though to a reader of tools that give SP a degree
+    1 means off; `overlap_grad_reduce: 'no'` read as false), each refused under its path."""
+    path = tmp_path / "s.yaml"
+    path.write_text("name: x\ncluster: {preset: dgx-h100, servers: 2, server: {template: dgx-h100, "
+                    "gpu_pcie_switch: [0, false, 1, 1, 2, 2, 3, 3]}}\n"
+                    "workload:\n  model: {preset: llama-8b}\n"
+                    "  parallel: {tp: 8, placement: [true, 0], sequence_parallel: 1, overlap_grad_reduce: 'no'}\n"
+                    "  compute: {gpu: H100-SXM}\n  steps: 1\n")
+    code, _, err = run_cli(capsys, "validate", str(path))
+    assert code != 0 and "Traceback" not in err
+    assert "cluster.server.gpu_pcie_switch[1]: got 'false'; input should be a valid integer" in err
+    assert "workload.parallel.placement.list[int][0]: got 'true'; input should be a valid integer" in err
+    assert "workload.parallel.sequence_parallel: got 1; input should be a valid boolean" in err
+    assert "workload.parallel.overlap_grad_reduce: got 'no'; input should be a valid boolean" in err
+    path.write_text(path.read_text().replace("[0, false,", "[0, 0,").replace("[true, 0]", "[1, 0]")
+                    .replace("sequence_parallel: 1", "sequence_parallel: true").replace("'no'", "no"))
+    code, _, err = run_cli(capsys, "validate", str(path))
+    assert code == 0, err

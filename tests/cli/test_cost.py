@@ -162,3 +162,22 @@ def test_place_holds_its_run_to_max_memory(monkeypatch, capsys):
     assert parsed == ["16GiB"] and limits == [16 * 2**30]
     assert main(["place", str(EXAMPLES / "two-jobs-shared-uplinks.yaml"), "--max-memory", "1Q"]) == 2
     assert capsys.readouterr().err.startswith("error: --max-memory: ")
+
+
+def test_max_memory_and_perf_sizes_follow_their_documented_rules(capsys):
+    """--max-memory and max_memory= read sizes as every scenario field does (units.py: 1GB SI, 1GiB binary, a bare
+    1G refused with both spellings); perf -b/-e alone read nccl-tests' parsesize (K/M/G in powers of 1024,
+    NVIDIA/nccl-tests src/common.cu), so 1G there is 2^30 bytes."""
+    import gpuwait
+    from gpuwait.errors import SpecError
+
+    assert main(["run", str(EXAMPLES / "dp-only.yaml"), "--max-memory", "1G"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == ("error: --max-memory: unit 'G' in '1G' has no B (bytes) or b (bits), and tools read a bare G "
+                      "as 10^9 or 2^30; write '1GB' (SI, 10^9) or '1GiB' (binary, 2^30)"), err
+    assert main(["run", str(EXAMPLES / "dp-only.yaml"), "--max-memory", "-1G"]) == 2
+    assert capsys.readouterr().err.splitlines()[0] == "error: --max-memory: got '-1G'; expected a size of more than zero"
+    with pytest.raises(SpecError, match="max_memory: unit 'G' in '1G' has no B"):
+        gpuwait.simulate(str(EXAMPLES / "dp-only.yaml"), max_memory="1G")
+    assert main(["perf", "all_reduce", "-b", "1G", "-e", "1G", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["rows"][0]["size_bytes"] == 2**30

@@ -120,3 +120,25 @@ def test_inference_reads_as_inference():
     assert text.index("time to first token") < text.index("time per output token") < text.index("batch time")
     assert "200.000 ms (ideal 150.000 ms)" in text and "400 (ideal 560)" in text
     assert "MFU" not in text and "straggler" not in text and "wait fraction" not in text
+
+
+def test_one_output_token_reads_tpot_as_not_applicable():
+    """With one output token there is no decode step, so no time per output token: the table, the HTML
+    report and the conclusion say n/a and why, and the network's cost is read off the TTFT instead."""
+    import dataclasses
+
+    from rich.console import Console
+
+    from gpuwait.report.step import serving_table
+
+    serving = {"ttft_s": 0.2, "ideal_ttft_s": 0.16, "tpot_s": None, "ideal_tpot_s": None,
+               "tpot_undefined": "one output token", "tokens_per_s": 35.0, "ideal_tokens_per_s": 43.75}
+    r = dataclasses.replace(make_result("IB"), serving=serving)
+    c = workload_conclusion([r])
+    assert c.text == ("IB: time to first token 200.0 ms (ideal network 160.0 ms), time per output token n/a "
+                      "(one output token, no decode step): the network adds 25.0% to the time to first token.")
+    assert c.numbers["ttft_network_fraction"] == pytest.approx(0.25)
+    console = Console(record=True, width=200)
+    console.print(serving_table([r]))
+    assert "n/a (one output token, no decode step)" in console.export_text()
+    assert "n/a (one output token, no decode step)" in render_html_report([r])

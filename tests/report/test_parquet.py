@@ -33,5 +33,5 @@ def test_links_round_trip(tmp_path, two_cases):
     first = two_cases[0].links
     rows = [r for r in table.to_pylist() if r["case"] == two_cases[0].case]
     assert [r["link"] for r in rows] == first.name
-    np.testing.assert_array_equal([r["utilization"] for r in rows], first.utilization)
+    np.testing.assert_array_equal([r["peak_utilization"] for r in rows], first.utilization)
     assert rows[8]["users"] == ["dp all_reduce", "storage read"] and rows[0]["users"] == []

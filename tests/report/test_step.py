@@ -33,7 +33,7 @@ def test_summary_is_json_and_adds_up(result):
     assert set(summary["exposed_comm_s"]) == {"dp all_reduce", "tp all_reduce"}  # JSON keeps machine keys
     assert [c["label"] for c in summary["collectives"]] == ["dp all_reduce bucket", "tp all_reduce"]
     assert summary["hottest_links"][0] == {"link_id": 8, "link": "leaf0->spine0", "tier": "leaf-spine",
-                                           "utilization": pytest.approx(0.95), "bytes_per_step": pytest.approx(0.95e9),
+                                           "peak_utilization": pytest.approx(0.95), "bytes_per_step": pytest.approx(0.95e9),
                                            "busy_s": 0.0, "waiting_s": 0.0,  # no capacities in this toy: ranked by utilization
                                            "users": ["dp all_reduce", "storage read"]}
 
@@ -42,7 +42,7 @@ def test_hot_links_skip_idle_and_intra_server_links(result):
     rows = hot_link_rows(result, n=20)
     assert [r["tier"] for r in rows if r["tier"] in ("nvlink", "pcie")] == []
     assert "leaf0->spine2" not in [r["link"] for r in rows]  # utilization 0
-    assert [r["utilization"] for r in rows] == sorted((r["utilization"] for r in rows), reverse=True)
+    assert [r["peak_utilization"] for r in rows] == sorted((r["peak_utilization"] for r in rows), reverse=True)
 
 
 def test_breakdown_table_puts_cases_side_by_side(two_cases):
@@ -112,7 +112,7 @@ def test_alike_links_share_a_row_and_the_finding_link_is_shown():
     for row in rows:  # everything in one row carries the same load
         for other in row["alike"]:
             i = r.links.name.index(other)
-            assert r.links.utilization[i] == pytest.approx(row["utilization"], abs=1e-3)
+            assert r.links.utilization[i] == pytest.approx(row["peak_utilization"], abs=1e-3)
     # a link named in a finding appears, marked, even when it is not among the hottest
     coldest = r.links.name[int(np.argmin(r.links.utilization))]
     rows = grouped_hot_link_rows(r, 1, highlight=[coldest])
@@ -156,3 +156,25 @@ def test_costliest_rows_group_ties_and_say_the_waiting_time():
     assert rows[0]["waiting_s"] == pytest.approx(0.04 - 24 * gb / (24 * 50 * gb)) and rows[2]["named_in_findings"]
     text = render(hot_links_table(r, 10, highlight=["leaf0->spine22"]))
     assert "waiting/step" in text and "+19 alike" in text and "* leaf0->spine22" in text
+
+
+def test_peak_utilization_is_one_name_and_one_definition_in_every_output():
+    """The links table's "utilization" was the link's rate while its busiest communication runs over its line rate
+    (steps/stats.py link_stats: the families' peak rate / capacity), not a share of the step: a leaf-spine link
+    read "100 %" beside "waiting 0 s, busy 85 ms" of a 557 ms step. Text, --json, HTML and Parquet now call it
+    peak utilization and say what it is; the value is LinkStats.utilization, the peak rate over capacity."""
+    from gpuwait.report.html import render_html_report
+    from gpuwait.report.parquet import link_table
+    from gpuwait.report.step import PEAK_UTILIZATION
+
+    result = make_result()
+    text = render(hot_links_table(result))
+    assert "peak utilization" in text.splitlines()[2] and " utilization " not in text.splitlines()[2].replace(
+        "peak utilization", "")
+    assert "not a share of the step" in text and PEAK_UTILIZATION.startswith("peak utilization: the share of its line rate")
+    row = step_summary_dict(result)["hottest_links"][0]
+    assert "utilization" not in row and row["peak_utilization"] == result.links.utilization[row["link_id"]]
+    html = render_html_report([result])
+    assert "<th>peak utilization</th>" in html and "<th>utilization</th>" not in html
+    assert "not a share of the step" in html
+    assert "peak_utilization" in link_table(result).column_names and "utilization" not in link_table(result).column_names

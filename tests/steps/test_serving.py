@@ -254,3 +254,30 @@ def test_a_single_stage_has_no_bubble_not_a_negative_one(capsys, tmp_path):
     assert json.loads(out)["cases"][0]["breakdown_s"]["bubble"] == 0.0
     code, out, err = run_cli(capsys, "run", str(path))
     assert code == 0 and "-0.0" not in out, err
+
+
+def test_one_output_token_has_no_time_per_output_token(capsys, tmp_path):
+    """TPOT = (e2e - TTFT) / (output tokens - 1) is 0 / 0 for one output token: vLLM's serving benchmark leaves
+    such a request out of its TPOT (vllm-project/vllm@def9ce85 vllm/benchmarks/serve.py, calculate_metrics,
+    ``if output_len > 1``). gpuwait printed the decode pass it never ran as 'time per output token 19.209 ms'
+    and tpot_s 0.0192 in --json (Llama 3 70B, TP 4 PP 2, batch 7, 1000 prompt + 1 output tokens, vLLM)."""
+    from tests.cli.test_cli import run_cli
+
+    fabric = _fabric()
+    result = run_serving(_step(fabric, out=1), fabric)
+    s = result.serving
+    assert s["tpot_s"] is None and s["ideal_tpot_s"] is None and "no decode step" in s["tpot_undefined"]
+    assert result.breakdown.step_time_s == pytest.approx(s["ttft_s"], rel=1e-12)  # the batch is its prefill
+    assert time_per_output_token_s(result) is None and result.notes[1].startswith("time per output token n/a (")
+    path = tmp_path / "one.yaml"
+    path.write_text("name: one\ncluster: {preset: dgx-h100, servers: 1}\nworkload:\n  mode: inference\n"
+                    "  model: {preset: llama-70b}\n  inference: {tp: 4, pp: 2, batch: 7, prompt_tokens: 1000, "
+                    "output_tokens: 1, engine: vllm}\n")
+    code, out, err = run_cli(capsys, "run", str(path), "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    serving = doc["cases"][0]["serving"]
+    assert serving["tpot_s"] is None and serving["ideal_tpot_s"] is None and serving["tpot_undefined"]
+    assert "time per output token n/a" in doc["conclusion"] and "time to first token" in doc["conclusion"]
+    code, out, err = run_cli(capsys, "run", str(path))
+    assert code == 0 and "n/a (one output token, no decode step)" in out and "per output token 1" not in out, err

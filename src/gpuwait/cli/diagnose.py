@@ -32,6 +32,10 @@ def diagnose(scenario_file: str | None = SCENARIO_ARGUMENT, inject: list[str] | 
     A scenario with only `traffic:` runs on the packet engine and is diagnosed from its pauses,
     ECN marks and queues (head-of-line blocking, PFC storms, ECN thresholds above PFC's).
 
+    Faults are measured against a healthy model of the same design, so a design's own costs are never a
+    finding: with no fault found, the step's design costs `run` measures (exposed communication against an
+    ideal network, pipeline bubble, data wait) are listed as such; `gpuwait sweep` weighs other designs.
+
     Examples: `gpuwait diagnose examples/dp-only.yaml --inject 'link-degrade:leaf0->spine21:factor=0.25'` (quoted: a shell reads `>` as a redirect),
     `gpuwait diagnose --telemetry scrapes/ --cluster rocev2-400g-2tier --servers 16`
     """

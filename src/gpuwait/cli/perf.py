@@ -11,10 +11,12 @@ from gpuwait.collectives.nccltests import COLLECTIVES
 
 OP_ARGUMENT = typer.Argument(..., metavar="OP", help=f"Collective: {', '.join(COLLECTIVES)}.")
 CLUSTER_OPTION = typer.Option("dgx-h100", "--cluster", help="A preset name or a cluster/scenario file.")
-MIN_OPTION = typer.Option("32M", "-b", "--minbytes", help="Smallest size (K/M/G suffixes, binary).")
-MAX_OPTION = typer.Option("32M", "-e", "--maxbytes", help="Largest size.")
+MIN_OPTION = typer.Option("32M", "-b", "--minbytes",
+                          help="Smallest size, read as nccl-tests reads it: bytes, or a K/M/G suffix in powers of "
+                               "1024 (only its first letter counts: 8G = 8GB = 8GiB = 2^33 bytes).")
+MAX_OPTION = typer.Option("32M", "-e", "--maxbytes", help="Largest size (as -b).")
 FACTOR_OPTION = typer.Option(1, "-f", "--stepfactor", min=1, help="Multiply the size by this each step.")
-STEP_OPTION = typer.Option("1M", "-i", "--stepbytes", help="Add this each step when -f is 1.")
+STEP_OPTION = typer.Option("1M", "-i", "--stepbytes", help="Add this each step when -f is 1 (as -b).")
 ITERS_OPTION = typer.Option(20, "-n", "--iters", min=1, help="Timed iterations (printed in the header).")
 WARMUP_OPTION = typer.Option(1, "-w", "--warmup_iters", min=0, help="Warmup iterations (header only).")
 GPUS_OPTION = typer.Option(None, "-g", "--ngpus", min=1,

@@ -82,6 +82,12 @@ def _saving_sentence(before: RunResult, after: RunResult, s: dict) -> str:
 
 def _serving_case(result: RunResult) -> Conclusion:
     s = dict(result.serving or {})
+    if s["tpot_s"] is None:  # one output token: no decode step, the batch is its prefill
+        extra = s["ttft_s"] / s["ideal_ttft_s"] - 1 if s["ideal_ttft_s"] else 0.0
+        return Conclusion((f"{result.case}: time to first token {_ms(s['ttft_s'])} (ideal network "
+                           f"{_ms(s['ideal_ttft_s'])}), time per output token n/a (one output token, no decode "
+                           f"step): the network adds {extra:.1%} to the time to first token.",),
+                          s | {"ttft_network_fraction": extra})
     extra = s["tpot_s"] / s["ideal_tpot_s"] - 1 if s.get("ideal_tpot_s") else 0.0
     numbers = s | {"tpot_network_fraction": extra}
     return Conclusion((f"{result.case}: time to first token {_ms(s['ttft_s'])} (ideal network {_ms(s['ideal_ttft_s'])}), "
@@ -126,6 +132,29 @@ def workload_conclusion(results: Sequence[RunResult]) -> Conclusion:
     return Conclusion(tuple(sentences), numbers)
 
 
+#: The costs of a healthy step that are its design, not a fault (a diagnosis compares against a healthy model of
+#: the same design, so it finds none of them), as `run` measures them: its words for each.
+DESIGN_COSTS = {"network_s": "exposed communication against an ideal network",
+                "bubble_s": "pipeline bubble", "data_wait_s": "data wait"}
+
+
+def design_costs_s(diagnosis) -> dict[str, float]:
+    """A step diagnosis's design costs, seconds per step, those above 0 (in :data:`DESIGN_COSTS` order): the
+    diagnosed run's network cost against an ideal network and its job-mean pipeline bubble and data wait, the
+    figures `gpuwait run` prints for the same case. Empty without a simulated step (telemetry, packet runs)."""
+    run = getattr(diagnosis, "run", None)
+    if diagnosis.measure != "step" or run is None or not diagnosis.step_time_s:
+        return {}
+    result = next((r for r in run.results if r.case == diagnosis.case), None)
+    if result is None:
+        return {}
+    means = result.breakdown.job_mean_s()
+    costs = {"network_s": result.breakdown.network_cost_s, "bubble_s": means.get("bubble", 0.0),
+             "data_wait_s": means.get("data_wait", 0.0)}
+    # below a millionth of the step is rounding, not a cost
+    return {k: v for k, v in costs.items() if v > 1e-6 * diagnosis.step_time_s}
+
+
 def diagnosis_conclusion(diagnosis, limit: int = 3) -> Conclusion:
     """The causes of a diagnosis, ranked, each with the time its fix gives back."""
     # a negligible finding (diagnosis.run.negligible: a degraded link no flow crosses, a fix that
@@ -140,7 +169,15 @@ def diagnosis_conclusion(diagnosis, limit: int = 3) -> Conclusion:
         sentences = [f"{diagnosis.case}: no cause of lost time found."]
         if below:
             sentences.append("Seen, but below the warning level: " + "; ".join(below[:limit]) + ".")
-        return Conclusion(tuple(sentences), {"causes": []})
+        costs = design_costs_s(diagnosis)
+        step_s = diagnosis.step_time_s
+        for name, cost_s in costs.items():
+            sentences.append(f"Design cost, not a fault: {DESIGN_COSTS[name]}, {_ms(cost_s)} per step "
+                             f"({cost_s / step_s:.1%}).")
+        if costs:
+            sentences.append("What changing the design would give back is a what-if run: `gpuwait run` with variants, "
+                             "or `gpuwait sweep` over layouts, routing and fabrics (docs/sweeps.md).")
+        return Conclusion(tuple(sentences), {"causes": [], "design_costs_s": costs})
     unit = "per step" if diagnosis.measure == "step" else f"of the {diagnosis.measure}"
     causes, parts = [], []
     for f in findings[:limit]:

@@ -82,7 +82,7 @@ def ordered_tiers(tiers: np.ndarray) -> list[str]:
 
 
 def link_heatmap_figure(result: RunResult, max_columns: int = 400) -> go.Figure:
-    """Link utilization, one row per fabric tier, its links in topology (link id) order.
+    """Peak link utilization (the links table's), one row per fabric tier, its links in topology (link id) order.
 
     A tier with more than ``max_columns`` links is shown in ``max_columns`` bins of consecutive
     links, each coloured by its busiest link, so a 16k-GPU fabric stays a readable, small figure.
@@ -110,9 +110,9 @@ def link_heatmap_figure(result: RunResult, max_columns: int = 400) -> go.Figure:
         row_z.extend([None] * (width - len(row_z)))
         row_text.extend([""] * (width - len(row_text)))
     fig = go.Figure(go.Heatmap(z=z, y=[esc(t) for t in tiers], text=text, zmin=0.0, zmax=1.0, colorscale="YlOrRd",
-                               hovertemplate="%{y}: %{text}<br>utilization %{z:.0%}<extra></extra>", xgap=1, ygap=2,
+                               hovertemplate="%{y}: %{text}<br>peak utilization %{z:.0%}<extra></extra>", xgap=1, ygap=2,
                                colorbar=dict(title="util", tickformat=".0%")))
-    fig.update_layout(**_LAYOUT, title=f"{esc(result.case)}: link utilization by tier", height=140 + 45 * len(tiers),
+    fig.update_layout(**_LAYOUT, title=f"{esc(result.case)}: peak link utilization by tier", height=140 + 45 * len(tiers),
                       xaxis=dict(title="links of the tier in topology order (wide tiers binned: busiest of each bin)",
                                  showticklabels=False),
                       yaxis=dict(autorange="reversed"))
@@ -162,8 +162,8 @@ def utilization_distribution_figure(result: RunResult, highlight: Sequence[str] 
                         text=[esc(links.name[i]) for i in marked], textposition="top center", name="named in findings",
                         marker=dict(symbol="star", size=16, color="#D00000"),
                         hovertemplate="%{text}<extra>named in findings</extra>")
-    fig.update_layout(**_LAYOUT, barmode="group", title=f"{esc(result.case)}: links by utilization, per tier",
-                      xaxis_title="utilization while the link's busiest communication runs (idle: no bytes)",
+    fig.update_layout(**_LAYOUT, barmode="group", title=f"{esc(result.case)}: links by peak utilization, per tier",
+                      xaxis_title="peak utilization: share of the line rate while the link's busiest communication runs (idle: no bytes)",
                       yaxis_title="links", height=360)
     return fig
 

@@ -92,7 +92,7 @@ def _case_section(result: RunResult, index: int, hot_links: int, max_ranks: int,
         "groups": [{"label": g.label, "spread": g.spread_text, "id": f"fig-timeline-{index}-group-{g.index + 1}",
                     "json": script_safe_json(figures.group_timeline_figure(result, g, max_members=per_group))}
                    for g in groups],
-        "hot_links": [{**row, "utilization": f"{row['utilization']:.0%}", "bytes_per_step": format_size(row["bytes_per_step"]),
+        "hot_links": [{**row, "peak_utilization": f"{row['peak_utilization']:.0%}", "bytes_per_step": format_size(row["bytes_per_step"]),
                        "waiting": format_time(row["waiting_s"]), "busy": format_time(row["busy_s"]),
                        "users": ", ".join(row["users"]) or "-", "alike": alike_text(row["alike"])}
                       for row in grouped_hot_link_rows(result, hot_links, highlight)],

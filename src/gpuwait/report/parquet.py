@@ -31,7 +31,7 @@ TASK_SCHEMA = pa.schema([
 
 LINK_SCHEMA = pa.schema([
     ("case", pa.string()), ("link_id", pa.int32()), ("link", pa.string()), ("tier", pa.string()),
-    ("utilization", pa.float64()), ("bytes_per_step", pa.float64()), ("users", pa.list_(pa.string())),
+    ("peak_utilization", pa.float64()), ("bytes_per_step", pa.float64()), ("users", pa.list_(pa.string())),
 ])
 
 
@@ -71,7 +71,7 @@ def link_table(results: RunResult | Sequence[RunResult]) -> pa.Table:
             "link_id": pa.array(np.arange(n, dtype=np.int32)),
             "link": pa.array([str(x) for x in links.name], type=pa.string()),
             "tier": _strings(links.tier),
-            "utilization": pa.array(np.asarray(links.utilization, dtype=float)),
+            "peak_utilization": pa.array(np.asarray(links.utilization, dtype=float)),
             "bytes_per_step": pa.array(np.asarray(links.bytes_per_step, dtype=float)),
             "users": pa.array([list(links.users.get(i, [])) for i in range(n)], type=pa.list_(pa.string())),
         }, schema=LINK_SCHEMA))

@@ -45,16 +45,24 @@ def collective_dict(stat: CollectiveStat) -> dict:
             "protocol": stat.protocol}
 
 
+#: What the links table's "peak utilization" is (its column in the text and HTML tables, ``peak_utilization``
+#: in --json and Parquet): the link's rate while its busiest communication runs (the steady state of that
+#: collective's phase, plus any storage read) over its line rate. Not a share of the step: a link at 100 % for
+#: 85 ms of a 557 ms step sends 15 % of the time (busy/step), and waits 0 s when its tier is as busy.
+PEAK_UTILIZATION = ("peak utilization: the share of its line rate a link uses while its busiest communication "
+                    "runs, not a share of the step (busy/step says how long it sends)")
+
+
 def _link_row(links, i: int, waiting: np.ndarray, busy: np.ndarray) -> dict:
     return {"link_id": int(i), "link": links.name[i], "tier": str(links.tier[i]),
-            "utilization": float(links.utilization[i]), "bytes_per_step": float(links.bytes_per_step[i]),
+            "peak_utilization": float(links.utilization[i]), "bytes_per_step": float(links.bytes_per_step[i]),
             "busy_s": float(busy[i]), "waiting_s": float(waiting[i]), "users": list(links.users.get(int(i), []))}
 
 
 def hot_link_rows(result: RunResult, n: int = HOT_LINKS_DEFAULT, network_only: bool = True) -> list[dict]:
     """The links that cost the job most time (:meth:`~gpuwait.steps.result.LinkStats.costliest`:
     seconds per step their bytes wait beyond a balanced tier, then busy time, then name), with their
-    utilization while their busiest communication runs and who shares them."""
+    peak utilization (:data:`PEAK_UTILIZATION`) and who shares them."""
     links = result.links
     waiting, busy = links.waiting_s(), links.busy_s()
     return [_link_row(links, i, waiting, busy) for i in links.costliest(n, network_only=network_only)]
@@ -62,12 +70,12 @@ def hot_link_rows(result: RunResult, n: int = HOT_LINKS_DEFAULT, network_only: b
 
 def grouped_hot_link_rows(result: RunResult, n: int = HOT_LINKS_DEFAULT, highlight: Sequence[str] = ()) -> list[dict]:
     """:func:`hot_link_rows` with ties grouped: links of one tier with the same waiting time,
-    utilization, bytes and users make one row (``"alike"`` lists the others), so ten rows name more
+    peak utilization, bytes and users make one row (``"alike"`` lists the others), so ten rows name more
     than ten links' worth of story. Links in ``highlight`` (a diagnosis's findings) are marked, and
     added if not among them."""
     groups: list[dict] = []
     for row in hot_link_rows(result, n * 8):
-        key = (row["tier"], round(row["waiting_s"], 6), round(row["utilization"], 3), round(row["bytes_per_step"], -3),
+        key = (row["tier"], round(row["waiting_s"], 6), round(row["peak_utilization"], 3), round(row["bytes_per_step"], -3),
                tuple(row["users"]))
         if groups and groups[-1]["key"] == key:
             groups[-1]["alike"].append(row["link"])
@@ -132,6 +140,8 @@ _TRAINING_ONLY = ("data_wait", "straggler_wait", "checkpoint")
 def serving_rows(results: Sequence[RunResult]) -> list[tuple[str, list[str]]]:
     """Inference first: TTFT, TPOT and throughput, each beside its ideal-network value."""
     def cell(s: dict | None, key: str, fmt) -> str:
+        if s and s[key] is None:  # TPOT of one output token: no decode step, so no time per token
+            return "n/a (one output token, no decode step)"
         return "-" if not s else f"{fmt(s[key])} (ideal {fmt(s['ideal_' + key])})"
 
     ms = lambda x: f"{x * 1e3:,.3f} ms"  # noqa: E731
@@ -194,20 +204,19 @@ def hot_links_table(result: RunResult, n: int = HOT_LINKS_DEFAULT, highlight: Se
     tier), how busy they are and which communication shares each; links alike share a row, and links
     named in ``highlight`` are marked."""
     table = Table(title=f"{escape(result.case)}: links costing the most time (alike links grouped)", title_justify="left")
-    for col in ("link", "tier", "waiting/step", "busy/step", "utilization", "bytes/step", "shared by"):
+    for col in ("link", "tier", "waiting/step", "busy/step", "peak utilization", "bytes/step", "shared by"):
         table.add_column(col, justify="left" if col in ("link", "tier", "shared by") else "right")
     for row in grouped_hot_link_rows(result, n, highlight):
-        bar = "#" * int(round(row["utilization"] * 10))
-        style = "red" if row["utilization"] >= 0.9 else ""
-        util = f"{row['utilization']:5.0%} {bar:<10}"
+        bar = "#" * int(round(row["peak_utilization"] * 10))
+        style = "red" if row["peak_utilization"] >= 0.9 else ""
+        util = f"{row['peak_utilization']:5.0%} {bar:<10}"
         name = escape(row["link"]) + (f" [dim]{escape(alike_text(row['alike']))}[/]" if row["alike"] else "")
         if row["named_in_findings"]:
             name = f"[bold red]* {name}[/]"
         table.add_row(name, escape(row["tier"]), format_time(row["waiting_s"]), format_time(row["busy_s"]),
                       f"[{style}]{util}[/]" if style else util, format_size(row["bytes_per_step"]),
                       escape(", ".join(row["users"])) or "-")
-    if table.row_count == 0:
-        table.caption = "no network traffic"
+    table.caption = PEAK_UTILIZATION if table.row_count else "no network traffic"
     return table
 
 

@@ -6,12 +6,12 @@ them is :mod:`gpuwait.topology`'s job; resolving a ``template`` name is too.
 
 from __future__ import annotations
 
+import functools
 import re
 from types import UnionType
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
-from pydantic.fields import FieldInfo
 
 import gpuwait.units as units
 from gpuwait.errors import SpecError, UnitError
@@ -50,35 +50,69 @@ def parse_nccl_version(text: object, what: str = "NCCL version") -> tuple[int, i
 
 
 class SpecModel(BaseModel):
-    """Base of every scenario model: frozen, unknown fields rejected, and ``true``/``false`` refused where
-    a number belongs (pydantic reads them as 1 and 0, so ``pp: true`` ran one stage)."""
+    """Base of every scenario model: frozen, unknown fields rejected, and a field's type taken as the file spells
+    it: ``true``/``false`` refused where a number belongs, alone or in a list of numbers (pydantic reads them as
+    1 and 0, so ``pp: true`` ran one stage and ``placement: [true, 0]`` put ranks on server 1), and anything
+    but ``true``/``false`` refused in a yes/no field (pydantic reads 1, 0, 'yes' and 'off' as one, so
+    ``sequence_parallel: 1``, a degree of 1 to a reader of other tools, turned sequence parallelism on)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
     @model_validator(mode="before")
     @classmethod
-    def _no_bool_for_a_number(cls, data: Any) -> Any:
-        # YAML's true/false in a field that takes only numbers is handed on as the text the file spells, so the
-        # field's own check refuses it under its path ("workload.parallel.pp: got 'true'; input should be a
-        # valid integer"); a before-validator per field cannot run on the discriminator fields (`kind`)
+    def _booleans_only_in_flags(cls, data: Any) -> Any:
+        # the offending value is handed on so the field's own check refuses it under its path: a bool in a number
+        # field as the text the file spells ("workload.parallel.pp: got 'true'; input should be a valid
+        # integer"), a non-bool in a yes/no field wrapped so no lax reading accepts it ("got 1; input should be a
+        # valid boolean"); a before-validator per field cannot run on the discriminator fields (`kind`)
         if not isinstance(data, dict):
             return data
-        flagged = {key: str(value).lower() for key, value in data.items() if isinstance(value, bool)
-                   and key in cls.model_fields and _number_not_bool(cls.model_fields[key])}
-        return data | flagged if flagged else data
+        kinds = _field_kinds(cls)
+        changed: dict[str, Any] = {}
+        for key, value in data.items():
+            kind = kinds.get(key)
+            if kind == "number" and isinstance(value, bool):
+                changed[key] = str(value).lower()
+            elif kind == "numbers" and isinstance(value, list) and any(isinstance(v, bool) for v in value):
+                changed[key] = [str(v).lower() if isinstance(v, bool) else v for v in value]
+            elif kind == "flag" and value is not None and not isinstance(value, bool):
+                changed[key] = _NotAFlag(value)
+        return data | changed if changed else data
 
 
-def _number_not_bool(field: FieldInfo) -> bool:
-    """Whether ``field`` takes plain ints or floats only (or None): pydantic would read a bool as 1 or 0
-    there. A unit type (its own parser in the field's metadata) refuses a bool itself, naming its unit; a
-    union with any other arm (a name, a list) is left to pydantic."""
-    if any(isinstance(m, BeforeValidator) for m in field.metadata):
-        return False
-    annotation = field.annotation
-    if get_origin(annotation) in (Union, UnionType):
-        arms = [a for a in get_args(annotation) if a is not type(None)]
-        return bool(arms) and all(a in (int, float) for a in arms)
-    return annotation in (int, float)
+class _NotAFlag:
+    """A value other than true or false given to a yes/no field: pydantic's boolean check refuses it (it would
+    read 1, 0, 'yes' or 'off' as a boolean), and its repr is the value's, so the error shows what was given."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
+@functools.cache
+def _field_kinds(model: type[BaseModel]) -> dict[str, str]:
+    """The fields of ``model`` whose values :meth:`SpecModel._booleans_only_in_flags` checks: ``number`` (plain
+    ints or floats, or None), ``numbers`` (a list of them, possibly beside other arms such as a name) and
+    ``flag`` (a bool, or None). A unit type (its own parser in the field's metadata) refuses a bool itself,
+    naming its unit; a union of a number and another arm (a name, a list) is left to pydantic."""
+    kinds = {}
+    for name, field in model.model_fields.items():
+        if any(isinstance(m, BeforeValidator) for m in field.metadata):
+            continue
+        annotation = field.annotation
+        arms = [a for a in get_args(annotation) if a is not type(None)] if get_origin(annotation) in (
+            Union, UnionType) else [annotation]
+        if arms and all(a in (int, float) for a in arms):
+            kinds[name] = "number"
+        elif any(get_origin(a) is list and all(x in (int, float) for x in get_args(a)) for a in arms):
+            kinds[name] = "numbers"
+        elif arms == [bool]:
+            kinds[name] = "flag"
+    return kinds
 
 
 class ServerSpec(SpecModel):

@@ -122,7 +122,7 @@ class LinkStats:
 
     name: list[str]
     tier: np.ndarray          # str per link
-    utilization: np.ndarray   # while the busiest communication on the link runs (steady state), 0..1
+    utilization: np.ndarray   # peak: share of the line rate while the link's busiest communication runs, 0..1
     bytes_per_step: np.ndarray
     users: dict[int, list[str]] = field(default_factory=dict)
     capacity_Bps: np.ndarray | None = None
@@ -204,5 +204,6 @@ class RunResult:
     step_times_s: np.ndarray  # one per step
     notes: tuple[str, ...] = ()
     gpus_per_server: int = 8  # to lay GPUs out by server in timelines
-    # inference only: ttft_s, tpot_s, tokens_per_s and each one's ideal-network value (ideal_ttft_s...)
+    # inference only: ttft_s, tpot_s, tokens_per_s and each one's ideal-network value (ideal_ttft_s...); tpot_s and
+    # ideal_tpot_s are None, with the reason in tpot_undefined, when one output token leaves no decode step
     serving: dict | None = None

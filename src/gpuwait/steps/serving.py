@@ -23,6 +23,9 @@ from gpuwait.steps.stats import collective_stats, link_stats
 from gpuwait.workload.model import decode_passes
 from gpuwait.workload.program import ServingStep
 
+#: Why a batch of one output token has no time per output token (the serving dict's ``tpot_undefined``).
+TPOT_UNDEFINED = "one output token: the prefill emits it and no decode step follows, so (e2e - TTFT) / (tokens - 1) is 0 / 0"
+
 
 def _time(fabric: FabricModel | None, groups_gpu: np.ndarray, collective: str, n_bytes: float):
     if fabric is None or groups_gpu.shape[1] < 2 or n_bytes <= 0:
@@ -51,6 +54,15 @@ def _phases(step: ServingStep, fabric: FabricModel | None):
 def _pass_time(parts: dict, pp: int) -> float:
     """One pass through the pipeline: every stage's compute and TP collectives, and pp-1 sends."""
     return pp * (parts["compute"] + parts["tp"]) + (pp - 1) * parts["pp"]
+
+
+def _tpot(decodes: int, tpot_s: float, ideal_tpot_s: float) -> dict:
+    """The serving dict's TPOT entries. With no decode pass (one output token) TPOT = (e2e - TTFT) / (tokens - 1)
+    is 0 / 0: vLLM's serving benchmark leaves such a request out of its TPOT (vllm-project/vllm@def9ce85
+    vllm/benchmarks/serve.py, calculate_metrics: ``if output_len > 1``), so it is None here, with the reason."""
+    if decodes == 0:
+        return {"tpot_s": None, "ideal_tpot_s": None, "tpot_undefined": TPOT_UNDEFINED}
+    return {"tpot_s": tpot_s, "ideal_tpot_s": ideal_tpot_s}
 
 
 def run_serving(step: ServingStep, fabric: FabricModel, *, case: str = "", cluster: str = "") -> RunResult:
@@ -84,21 +96,23 @@ def run_serving(step: ServingStep, fabric: FabricModel, *, case: str = "", clust
     tasks = _tasks(step, prefill, decode, ttft, tpot)
     collectives = collective_stats(families, {"tp": lay.tp, "pp": lay.pp})
     links = link_stats(fabric, families, total)
-    notes = (f"time to first token {ttft * 1e3:.3f} ms", f"time per output token {tpot * 1e3:.3f} ms "
-             f"(ideal network {ideal_tpot * 1e3:.3f} ms)")
-    serving = {"ttft_s": ttft, "ideal_ttft_s": ideal_ttft, "tpot_s": tpot, "ideal_tpot_s": ideal_tpot,
+    serving = {"ttft_s": ttft, "ideal_ttft_s": ideal_ttft, **_tpot(decodes, tpot, ideal_tpot),
                "tokens_per_s": batch_tokens / total if total > 0 else 0.0,
                "ideal_tokens_per_s": batch_tokens / ideal if ideal > 0 else 0.0}
+    tpot_note = (f"time per output token n/a ({TPOT_UNDEFINED})" if serving["tpot_s"] is None else
+                 f"time per output token {tpot * 1e3:.3f} ms (ideal network {ideal_tpot * 1e3:.3f} ms)")
+    notes = (f"time to first token {ttft * 1e3:.3f} ms", tpot_note)
     return RunResult(case=case, workload=step.description, cluster=cluster, steps=1, breakdown=breakdown,
                      collectives=collectives, links=links, tasks=tasks, step_times_s=np.array([total]),
                      notes=notes, gpus_per_server=fabric.topo.gpus_per_server, serving=serving)
 
 
-def time_per_output_token_s(result: RunResult) -> float:
-    """The TPOT a serving run recorded (its second note), in seconds."""
+def time_per_output_token_s(result: RunResult) -> float | None:
+    """The TPOT a serving run recorded (its second note), in seconds; None for one output token (no decode)."""
     for note in result.notes:
         if note.startswith("time per output token"):
-            return float(note.split()[4]) / 1e3
+            value = note.split()[4]
+            return None if value == "n/a" else float(value) / 1e3
     raise SimulationError("result: not a serving run; expected a 'time per output token' note")
 
 
