@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gpuwait.errors import SpecError
 from gpuwait.spec.workload import WorkloadSpec
 from gpuwait.workload import model as wm
 from gpuwait.workload.presets import GPU_PRESETS
@@ -209,3 +210,26 @@ def test_dgxc_rows_are_the_published_ones_and_their_step_gives_the_printed_throu
         published = DGXC[row["id"]]
         assert shape.seq_len * layout.global_batch / row["value"] == pytest.approx(published["tokens_per_s"], abs=1.0), row["id"]
         _assert_laid_out_as(layout, published, row["id"])
+
+
+def test_llama3_rows_leave_fp32_gradients_unset_as_no_modelled_cadence_fits():
+    # Llama 3 §3.3.2: "FP32 gradient accumulation during backward computation over multiple micro-batches and
+    # also reduce-scatter gradients in FP32 across data parallel workers in FSDP", with no word on when. The rows
+    # leave grad_reduce_in_fp32 unset because neither cadence gpuwait has fits (docs/validation-steps.md):
+    row = next(r for r in REFERENCE["rows"] if r["id"] == "llama3-405b-8k")
+    assert not any(r["parallel"].get("grad_reduce_in_fp32") for r in REFERENCE["rows"] if r["source"] == "llama3-2024")
+    fp32 = {**row["parallel"], "grad_reduce_in_fp32": True}
+    spec = WorkloadSpec(gpus=row["gpus"], model=row["model"], parallel=fp32, compute={"gpu": row["gpu"]})
+    shape = wm.resolve_model(spec.model)
+    gpu = wm.resolve_gpu(spec.compute, shape.precision)
+    layout = wm.validate_layout(shape, spec, row["gpus"], 8)
+    # per micro-batch (ZeRO-2): stage 1's FP32 gradients of a step need more than the 400 Gb/s NIC (§3.3.1)
+    # carries over the stage's backward time, however the reduce-scatters overlap it
+    _, bwd_s = wm.stage_compute_times_s(shape, layout, gpu, 1)
+    ring = (layout.dp - 1) / layout.dp
+    assert wm.comm_volumes(shape, layout, stage=1).dp_grad_bytes * ring / bwd_s > 400e9 / 8
+    # one reduction a step from an unsharded FP32 buffer (ZeRO-1): the buffer does not fit beside the warm-up
+    whole = WorkloadSpec(gpus=row["gpus"], model=row["model"], parallel={**fp32, "zero": 1}, compute={"gpu": row["gpu"]})
+    with pytest.raises(SpecError, match="per GPU but the GPU has"):
+        wm.check_fits(shape, wm.validate_layout(shape, whole, row["gpus"], 8), gpu)
+    wm.check_fits(shape, layout, gpu)  # the ZeRO-2 shard in FP32 does
