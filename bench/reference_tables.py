@@ -57,7 +57,8 @@ MiB, KiB = 2**20, 2**10
 CLASSES = ("H100 IB multi-node", "H100/H200 single node NVSwitch", "A100", "AWS EFA", "GH200 Slingshot/TCP", "L40S",
            "PCIe RTX", "H100 GPUDirect-TCPXO", "H100 RoCE multi-node", "GB200 NVLink", "GB200 NVL72 multi-rack",
            "B200 RoCE multi-node", "H100 GPUDirect-TCPX", "A100 Slingshot multi-node", "H200 RoCE multi-node",
-           "B200 IB multi-node", "B200 single node NVSwitch", "GB300 NVLink")
+           "B200 IB multi-node", "B200 single node NVSwitch", "GB300 NVLink",
+           "GB300 NVL72 multi-rack")
 
 
 @dataclass(frozen=True)
@@ -464,6 +465,14 @@ REFERENCES = [
               approximate=_OCI_GB300_APPROXIMATE + "; the page elides the middle device lines", not_fitted=_AFTER_THE_FIT),
     Reference("gb300-nvl72-16node-64gpu-all_reduce-oci", CLASSES[17], "gb300-nvl72", 16, 4, {"NCCL_NVLS_ENABLE": "1"},
               approximate=_OCI_GB300_APPROXIMATE + "; the page elides the middle device lines", not_fitted=_AFTER_THE_FIT),
+    Reference("gb300-roce-32node-128gpu-all_reduce-2racks-oci", CLASSES[18], "oci-bm-gpu-gb300-2racks", 32, 4,
+              {"NCCL_NVLS_ENABLE": "1", "NCCL_IB_QPS_PER_CONNECTION": "4", "NCCL_IB_SPLIT_DATA_ON_QPS": "0"},
+              approximate="OCI's 32 BM.GPU.GB300.4 trays in \"2 Racks\" described as two NVLink domains of 16 trays (the "
+                          "split is not published; the page's one-rack run is 16 trays) joined by a non-blocking RoCEv2 "
+                          "leaf-spine (OCI's topology is not published) through 8 x 400G RoCE NICs per tray; the run's "
+                          "NCCL_BUFFSIZE=16777216, NCCL_NET_GDR_C2C=1 and NCCL_DMABUF_ENABLE=1 are not modelled; every size "
+                          "up to 16 MiB takes 484-509 us, a floor the page does not explain; only 512 KiB-16 GiB printed",
+              not_fitted=_AFTER_THE_FIT),
     Reference("rtx2080ti-pcie-1node-2gpu-all_reduce", CLASSES[6], "rtx2080ti-pcie-2gpu", 1, 2,
               approximate="NCCL version and CPU not stated (Intel assumed: NCCL's 6/5 PCI overhead through the CPU); "
                           "the SHM path through host memory is inferred from nvidia-smi's NS, not from an NCCL log"),
