@@ -57,7 +57,8 @@ MiB, KiB = 2**20, 2**10
 CLASSES = ("H100 IB multi-node", "H100/H200 single node NVSwitch", "A100", "AWS EFA", "GH200 Slingshot/TCP", "L40S",
            "PCIe RTX", "H100 GPUDirect-TCPXO", "H100 RoCE multi-node", "GB200 NVLink", "GB200 NVL72 multi-rack",
            "B200 RoCE multi-node", "H100 GPUDirect-TCPX", "A100 Slingshot multi-node", "H200 RoCE multi-node",
-           "B200 IB multi-node", "B200 single node NVSwitch")
+           "B200 IB multi-node", "B200 single node NVSwitch", "GB300 NVLink",
+           "GB300 NVL72 multi-rack")
 
 
 @dataclass(frozen=True)
@@ -216,6 +217,12 @@ _AICR_B200_APPROXIMATE = ("8 x B200 on NVLink 5 / NVSwitch (the repository's res
                           "template: the server model is not stated; AMD Turin host (no effect on one node's tuning); "
                           "NCCL 2.29.3 is the nccl-tests header's nccl-library=22903, no NCCL version line; only 1 MiB-16 GiB "
                           "by factors of 4 printed (no floor)")
+#: OCI's GB300 page (oracle-quickstart/oci-gpu-quickstarts nvidia/GB300/README-GB300.md @96ac1ec4): 1, 2 and 16 trays of one
+#: rack, one command (NCCL_NVLS_ENABLE=1, NCCL_MNNVL_ENABLE=1), NCCL 2.28.7 printed
+_OCI_GB300_APPROXIMATE = ("OCI BM.GPU.GB300.4 trays of one rack described by the gb300-nvl72 preset (one NVLink domain); the "
+                          "trays' 8 x 400G RoCE NICs (the preset: 4 x 800G InfiniBand) carry nothing inside one domain; the "
+                          "run's NCCL_BUFFSIZE=16777216 (4x the default Simple buffer), NCCL_NET_GDR_C2C=1 and "
+                          "NCCL_DMABUF_ENABLE=1 are not modelled; only 512 KiB-16 GiB printed (no floor)")
 REFERENCES = [
     Reference("h100-ib-2node-16gpu-all_reduce", CLASSES[0], "dgx-h100", 2, 8),
     Reference("h100-ib-2node-16gpu-all_reduce-ring-forced", CLASSES[0], "dgx-h100", 2, 8,
@@ -451,6 +458,20 @@ REFERENCES = [
               approximate="CoreWeave's 20 racks described by the gb200-nvl72 preset at 360 trays (20 NVLink domains), "
                           "so the fabric's tiers, oversubscription and adaptive routing, which set what a 20-node tree or "
                           "ring meets across it, are guesses; " + _COREWEAVE_RACKS,
+              not_fitted=_AFTER_THE_FIT),
+    Reference("gb300-nvl72-1node-4gpu-all_reduce-oci", CLASSES[17], "gb300-nvl72", 1, 4, {"NCCL_NVLS_ENABLE": "1"},
+              approximate=_OCI_GB300_APPROXIMATE, not_fitted=_AFTER_THE_FIT),
+    Reference("gb300-nvl72-2node-8gpu-all_reduce-oci", CLASSES[17], "gb300-nvl72", 2, 4, {"NCCL_NVLS_ENABLE": "1"},
+              approximate=_OCI_GB300_APPROXIMATE + "; the page elides the middle device lines", not_fitted=_AFTER_THE_FIT),
+    Reference("gb300-nvl72-16node-64gpu-all_reduce-oci", CLASSES[17], "gb300-nvl72", 16, 4, {"NCCL_NVLS_ENABLE": "1"},
+              approximate=_OCI_GB300_APPROXIMATE + "; the page elides the middle device lines", not_fitted=_AFTER_THE_FIT),
+    Reference("gb300-roce-32node-128gpu-all_reduce-2racks-oci", CLASSES[18], "oci-bm-gpu-gb300-2racks", 32, 4,
+              {"NCCL_NVLS_ENABLE": "1", "NCCL_IB_QPS_PER_CONNECTION": "4", "NCCL_IB_SPLIT_DATA_ON_QPS": "0"},
+              approximate="OCI's 32 BM.GPU.GB300.4 trays in \"2 Racks\" described as two NVLink domains of 16 trays (the "
+                          "split is not published; the page's one-rack run is 16 trays) joined by a non-blocking RoCEv2 "
+                          "leaf-spine (OCI's topology is not published) through 8 x 400G RoCE NICs per tray; the run's "
+                          "NCCL_BUFFSIZE=16777216, NCCL_NET_GDR_C2C=1 and NCCL_DMABUF_ENABLE=1 are not modelled; every size "
+                          "up to 16 MiB takes 484-509 us, a floor the page does not explain; only 512 KiB-16 GiB printed",
               not_fitted=_AFTER_THE_FIT),
     Reference("rtx2080ti-pcie-1node-2gpu-all_reduce", CLASSES[6], "rtx2080ti-pcie-2gpu", 1, 2,
               approximate="NCCL version and CPU not stated (Intel assumed: NCCL's 6/5 PCI overhead through the CPU); "

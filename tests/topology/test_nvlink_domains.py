@@ -56,6 +56,18 @@ def test_nvl72_rack_is_one_nvswitch_domain_of_72_gpus():
     assert not any(name.endswith(".nvsw") and name.startswith("s") for name in topo.node_name)
 
 
+@pytest.mark.parametrize(("servers", "domain"), [(1, 1), (2, 2), (16, 16), (18, 18), (36, 18)])
+def test_gb300_rack_is_gb200_rack_with_gb300_trays(servers, domain):
+    # GB300 NVL72: the same 18-tray NVLink domain per rack (NVIDIA GB300 NVL72 product page: 72 Blackwell Ultra GPUs,
+    # 130 TB/s NVLink per rack), trays with 4 x 800 Gb/s ConnectX-8; a run on fewer trays is one domain of them all, as
+    # OCI's 2- and 16-tray runs of one rack (oracle-quickstart/oci-gpu-quickstarts nvidia/GB300/README-GB300.md @96ac1ec4)
+    topo = build_preset("gb300-nvl72", servers=servers)
+    assert topo.servers_per_nvlink_domain == domain and topo.n_gpus == 4 * servers
+    assert topo.spec.server.gpu_model == "GB300" and topo.spec.server.nic_speed == 100e9
+    nvlink = (topo.link_kind == LinkKind.NVLINK) & np.isin(topo.link_src, topo.gpu_node.ravel())
+    assert np.allclose(topo.link_capacity_Bps[nvlink], NVL72_GPU_Bps)
+
+
 def test_intra_domain_traffic_takes_nvlink_and_inter_domain_the_nics():
     topo = build_preset("gb200-nvl72", servers=36)
     assert _path(topo, "s0.gpu0", "s17.gpu3") == ["s0.gpu0->nvl0.nvsw", "nvl0.nvsw->s17.gpu3"]

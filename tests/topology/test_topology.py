@@ -30,6 +30,7 @@ COUNTS_4_SERVERS = {
     "dual-plane-2x200g": (2, 64, 0),  # one leaf and 32 spines per plane
     "oci-a100-roce": (16, 32, 0),     # 16 rails of 100G
     "gb200-nvl72": (4, 32, 0),        # 4 trays of 4 GPUs, one leaf per rail (4 NICs)
+    "gb300-nvl72": (4, 32, 0),        # the same racks and leaf-spine with GB300 trays
 }
 
 

@@ -18,6 +18,10 @@ Every Clos preset takes 2 tiers while a leaf-spine of its radix holds the server
   through 9 NVLink Switch trays (NVIDIA GB200 NVL72 product page), one rack (18 trays) by default,
   fewer trays one partly filled rack, more a multiple of 18;
   racks join over a rail-optimized NDR InfiniBand leaf-spine (4 x 400 Gb/s ConnectX-7 per tray).
+* ``gb300-nvl72``: the same racks of GB300 NVL72 trays (Blackwell Ultra GPUs, NVLink5 900 GB/s per GPU per
+  direction; NVIDIA GB300 NVL72 product page) with 4 x 800 Gb/s ConnectX-8 per tray (the ``gb300-nvl72``
+  server template); the racks' InfiniBand leaf-spine is gb200-nvl72's (64-port switches assumed: NVIDIA
+  publishes no GB300 reference fabric the model reads).
 * ``oci-a100-roce``: OCI BM.GPU4.8 — 8 x A100-SXM4-40GB with 16 x 100 Gb/s RoCE ports, run with
   NCCL_IB_QPS_PER_CONNECTION=4 (github oracle-quickstart/oci-hpc-oke README.md);
   a non-blocking RoCE Clos.
@@ -35,7 +39,7 @@ from gpuwait.topology.servers import resolve_server
 
 PRESETS: dict[str, Callable[[int], dict]] = {}
 # servers a preset builds when no count is given (shown by `gpuwait topo --list`)
-DEFAULT_SERVERS: dict[str, int] = {"dgx-a100": 1, "dgx-h100": 1, "gb200-nvl72": 18}
+DEFAULT_SERVERS: dict[str, int] = {"dgx-a100": 1, "dgx-h100": 1, "gb200-nvl72": 18, "gb300-nvl72": 18}
 PRESET_DOCS: dict[str, str] = {}
 
 
@@ -105,6 +109,12 @@ def _gb200_nvl72(servers: int) -> dict:
     return dict(name="gb200-nvl72", server={"template": "gb200-nvl72"}, nvlink_domain={"servers": min(servers, 18)},
                 fabric=dict(kind="clos", switch_radix=64, rail_optimized=True),
                 transport={"name": "infiniband"}, routing={"kind": "static"})
+
+
+@register_preset("gb300-nvl72", "GB300 NVL72 racks: 18 trays of 4 GPUs in one NVLink domain per rack, 4x 800G InfiniBand per tray")
+def _gb300_nvl72(servers: int) -> dict:
+    # gb200-nvl72's racks with the GB300 tray (Blackwell Ultra, ConnectX-8 at 800 Gb/s)
+    return dict(_gb200_nvl72(servers), name="gb300-nvl72", server={"template": "gb300-nvl72"})
 
 
 def preset_spec(name: str, servers: int | None = None) -> ClusterSpec:
