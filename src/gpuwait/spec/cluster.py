@@ -75,6 +75,8 @@ class SpecModel(BaseModel):
                 changed[key] = str(value).lower()
             elif kind == "numbers" and isinstance(value, list) and any(isinstance(v, bool) for v in value):
                 changed[key] = [str(v).lower() if isinstance(v, bool) else v for v in value]
+            elif kind == "number map" and isinstance(value, dict) and any(isinstance(v, bool) for v in value.values()):
+                changed[key] = {k: str(v).lower() if isinstance(v, bool) else v for k, v in value.items()}
             elif kind == "flag" and value is not None and not isinstance(value, bool):
                 changed[key] = _NotAFlag(value)
         return data | changed if changed else data
@@ -93,11 +95,16 @@ class _NotAFlag:
         return repr(self.value)
 
 
+def _bare(annotation: Any) -> Any:
+    """``float`` for ``Annotated[float, Field(gt=0)]``: a bound does not change what the value is."""
+    return get_args(annotation)[0] if get_origin(annotation) is Annotated else annotation
+
+
 @functools.cache
 def _field_kinds(model: type[BaseModel]) -> dict[str, str]:
     """The fields of ``model`` whose values :meth:`SpecModel._booleans_only_in_flags` checks: ``number`` (plain
-    ints or floats, or None), ``numbers`` (a list of them, possibly beside other arms such as a name) and
-    ``flag`` (a bool, or None). A unit type (its own parser in the field's metadata) refuses a bool itself,
+    ints or floats, or None), ``numbers`` (a list of them, possibly beside other arms such as a name),
+    ``number map`` (a mapping of names to them) and ``flag`` (a bool, or None). A unit type (its own parser in the field's metadata) refuses a bool itself,
     naming its unit; a union of a number and another arm (a name, a list) is left to pydantic."""
     kinds = {}
     for name, field in model.model_fields.items():
@@ -108,8 +115,10 @@ def _field_kinds(model: type[BaseModel]) -> dict[str, str]:
             Union, UnionType) else [annotation]
         if arms and all(a in (int, float) for a in arms):
             kinds[name] = "number"
-        elif any(get_origin(a) is list and all(x in (int, float) for x in get_args(a)) for a in arms):
+        elif any(get_origin(a) is list and all(_bare(x) in (int, float) for x in get_args(a)) for a in arms):
             kinds[name] = "numbers"
+        elif any(get_origin(a) is dict and _bare(get_args(a)[1]) in (int, float) for a in arms):
+            kinds[name] = "number map"
         elif arms == [bool]:
             kinds[name] = "flag"
     return kinds
