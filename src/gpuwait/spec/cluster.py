@@ -71,7 +71,7 @@ class SpecModel(BaseModel):
         changed: dict[str, Any] = {}
         for key, value in data.items():
             kind = kinds.get(key)
-            if kind == "number" and isinstance(value, bool):
+            if kind in ("number", "number or name") and isinstance(value, bool):
                 changed[key] = str(value).lower()
             elif kind == "numbers" and isinstance(value, list) and any(isinstance(v, bool) for v in value):
                 changed[key] = [str(v).lower() if isinstance(v, bool) else v for v in value]
@@ -104,8 +104,10 @@ def _bare(annotation: Any) -> Any:
 def _field_kinds(model: type[BaseModel]) -> dict[str, str]:
     """The fields of ``model`` whose values :meth:`SpecModel._booleans_only_in_flags` checks: ``number`` (plain
     ints or floats, or None), ``numbers`` (a list of them, possibly beside other arms such as a name),
-    ``number map`` (a mapping of names to them) and ``flag`` (a bool, or None). A unit type (its own parser in the field's metadata) refuses a bool itself,
-    naming its unit; a union of a number and another arm (a name, a list) is left to pydantic."""
+    ``number map`` (a mapping of names to them), ``number or name`` (an int or a str: a bool is taken as the text
+    the file spells, which the field's reader then refuses or keeps as a name, never as 1 or 0) and ``flag`` (a
+    bool, or None). A unit type (its own parser in the field's metadata) refuses a bool itself,
+    naming its unit; a union of a number and another arm but a name (a list, a model) is left to pydantic."""
     kinds = {}
     for name, field in model.model_fields.items():
         if any(isinstance(m, BeforeValidator) for m in field.metadata):
@@ -115,6 +117,8 @@ def _field_kinds(model: type[BaseModel]) -> dict[str, str]:
             Union, UnionType) else [annotation]
         if arms and all(a in (int, float) for a in arms):
             kinds[name] = "number"
+        elif any(a in (int, float) for a in arms) and all(a in (int, float, str) for a in arms):
+            kinds[name] = "number or name"  # a sweep's perf min_bytes, a cable's port: true is its text
         elif any(get_origin(a) is list and all(_bare(x) in (int, float) for x in get_args(a)) for a in arms):
             kinds[name] = "numbers"
         elif any(get_origin(a) is dict and _bare(get_args(a)[1]) in (int, float) for a in arms):
