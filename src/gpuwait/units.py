@@ -11,8 +11,9 @@ Conventions (explicit, because the field mixes them freely):
 * A size names its unit, ``B`` or ``b``, after the prefix; a bare prefix (``1G``) is refused with both
   readings, because tools disagree on it: Kubernetes reads ``1G`` as 10^9 bytes and ``1Gi`` as 2^30
   (kubernetes.io/docs/concepts/configuration/manage-resources-containers/#meaning-of-memory), nccl-tests'
-  ``parsesize`` reads ``1G`` as 2^30 (src/common.cu). The one exception is nccl-tests' own ``-b``/``-e``
-  (``gpuwait perf``), read exactly as ``parsesize`` does (:func:`gpuwait.collectives.nccltests.parse_size_arg`).
+  ``parsesize`` reads ``1G`` as 2^30 (src/common.cu). The one exception is nccl-tests' own ``-b``/``-e``/``-i``
+  (``gpuwait perf``, the API's ``perf(sizes=...)``, a sweep's ``perf:`` sizes), read exactly as ``parsesize``
+  does (:func:`gpuwait.collectives.nccltests.parse_size_arg`).
 * Times: ``s ms us µs ns ps`` (and ``min``, ``h``).
 
 Examples

@@ -401,3 +401,30 @@ def test_booleans_belong_to_yes_no_fields_only(capsys, tmp_path):
                     .replace("sequence_parallel: 1", "sequence_parallel: true").replace("'no'", "no"))
     code, _, err = run_cli(capsys, "validate", str(path))
     assert code == 0, err
+
+
+def test_true_in_a_mapping_of_numbers_is_refused_under_its_key(capsys, tmp_path):
+    """The same rule for a mapping of names to numbers: `loader_samples_per_s_by_server: {s1: true}` validated
+    and gave server s1's loaders 1 sample/s (review36); 2 there runs."""
+    path = tmp_path / "s.yaml"
+    path.write_text("name: x\ncluster: {preset: dgx-h100, servers: 2}\n"
+                    "workload:\n  model: {preset: llama-8b}\n  parallel: {tp: 8}\n  compute: {gpu: H100-SXM}\n"
+                    "  data: {loader_samples_per_s_by_server: {s1: true}}\n  steps: 1\n")
+    code, _, err = run_cli(capsys, "validate", str(path))
+    assert code != 0 and "Traceback" not in err
+    assert "workload.data.loader_samples_per_s_by_server.s1: got 'true'; input should be a valid number" in err
+    path.write_text(path.read_text().replace("{s1: true}", "{s1: 2}"))
+    code, _, err = run_cli(capsys, "validate", str(path))
+    assert code == 0, err
+
+
+def test_a_wrong_key_of_a_mapping_is_named_as_a_key(capsys, tmp_path):
+    """`loader_samples_per_s_by_server: {3: 10}` (a server index where a name belongs) read
+    'loader_samples_per_s_by_server[3].[key]: got 3', as if item 3 of a list were wrong (review36)."""
+    path = tmp_path / "s.yaml"
+    path.write_text("name: x\ncluster: {preset: dgx-h100, servers: 4}\n"
+                    "workload:\n  model: {preset: llama-8b}\n  parallel: {tp: 8}\n  compute: {gpu: H100-SXM}\n"
+                    "  data: {loader_samples_per_s_by_server: {3: 10}}\n  steps: 1\n")
+    code, _, err = run_cli(capsys, "validate", str(path))
+    assert code != 0 and "[key]" not in err
+    assert "workload.data.loader_samples_per_s_by_server (a key): got 3; input should be a valid string" in err

@@ -56,3 +56,22 @@ def test_the_last_stages_starved_loader_makes_its_gpus_wait(runs):
 def test_a_middle_stages_loader_is_never_read(runs):
     assert np.array_equal(runs["s1"].step_times_s, runs["healthy"].step_times_s)
     assert not runs["s1"].breakdown.per_gpu_s["data_wait"].any()
+
+
+
+@pytest.mark.parametrize("target", ["s3", "all"])
+def test_a_starvation_fault_never_speeds_a_loader_up(target):
+    """Data parallelism alone over the 4 servers (each reads its replica's 4 samples a step), whose loaders
+    already deliver 5 samples/s, starved 'to' 10 samples/s: the fault set s3 (or every server) to 10, so the
+    faulty run was faster than the healthy one, or s3's GPUs waited for data less (review36). Now the slower
+    rate stays, and the run is the healthy one, bit for bit."""
+    workload = {**SCENARIO["workload"], "parallel": {"tp": 8, "micro_batch": 1, "global_batch": 16},
+                "data": {"loader_samples_per_s_per_server": 5.0}}
+    scenario = validate_data(Scenario, {**SCENARIO, "workload": workload}, source="test", require_units=False)
+    healthy = simulate_workload(scenario).results[0]
+    fault = parse_inject(f"dataloader-starvation:{target}:samples_per_s_per_server=10")
+    starved = simulate_workload(scenario, faults=[fault]).results[0]
+    assert healthy.step_times_s[-1] == pytest.approx(4 / 5, rel=1e-3)  # 4 samples a step at 5 samples/s
+    assert np.array_equal(starved.step_times_s, healthy.step_times_s)
+    for phase, seconds in healthy.breakdown.per_gpu_s.items():
+        assert np.array_equal(seconds, starved.breakdown.per_gpu_s[phase]), phase

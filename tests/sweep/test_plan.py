@@ -213,3 +213,19 @@ def test_a_perf_section_on_a_sweep_of_another_kind_is_refused():
             plan_sweep(spec, base)
     spec = validate_data(SweepSpec, {"base": base, "kind": "perf", "perf": {}, "axes": {"perf.env.NCCL_ALGO": ["Ring", "Tree"]}})
     assert plan_sweep(spec, base).kind == "perf"
+
+
+def test_true_as_a_perf_size_is_refused_not_read_as_one_byte(tmp_path):
+    """`perf: {min_bytes: true}` (a field that takes a number or nccl-tests' text, int | str) was read by
+    pydantic as 1 and the sweep ran from 1 byte (review36): a bool is taken as the text the file spells, so
+    the case is refused naming the field, as `min_bytes: yes` was."""
+    base = {"cluster": {"preset": "dgx-h100", "servers": 2}}
+    spec = validate_data(SweepSpec, {"base": base, "perf": {"min_bytes": True, "max_bytes": False},
+                                     "axes": {"cluster.servers": [2]}})
+    assert (spec.perf.min_bytes, spec.perf.max_bytes) == ("true", "false")
+    path = tmp_path / "s.yaml"
+    path.write_text("name: s\nbase: {cluster: {preset: dgx-h100, servers: 2}}\n"
+                    "perf: {op: all_reduce, min_bytes: true, max_bytes: 16M}\naxes: {cluster.servers: [2]}\n")
+    (case,) = plan_sweep(*load_sweep(path)).cases
+    row = run_case(case.case_id, case.doc, case.axes)
+    assert row["status"] == "invalid" and "min_bytes: cannot read 'true'" in row["error"]

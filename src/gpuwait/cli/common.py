@@ -21,8 +21,8 @@ SERVERS_OPTION = typer.Option(None, "--servers", min=1, max=100_000, help="Numbe
 MAX_MEMORY_OPTION = typer.Option(
     None, "--max-memory", metavar="SIZE",
     help="Refuse a run estimated to allocate more than this (e.g. 16GiB, or 16GB for 16e9 bytes; a bare 16G is "
-         "refused, as every gpuwait size but perf's -b/-e), and an all-to-all too large to list flow by flow as "
-         "the run reaches it; default half the machine's memory.")
+         "refused, as in every gpuwait size but nccl-tests' own, perf's -b/-e/-i), and an all-to-all too large to "
+         "list flow by flow as the run reaches it; default half the machine's memory.")
 
 #: The Python API's arguments that are the same option on every command that has them: the library's errors
 #: name the argument (``env: got 'X'``, ``inject slow-gpu:s1``, hint ``max_memory='64GiB'``), as a caller of

@@ -260,14 +260,16 @@ register_fault(StorageContentionFault, "all", on_scenario=_storage_reads)
 def _slow_loader(scenario: Scenario, fault: DataloaderStarvationFault, topo: Topology) -> Scenario:
     workload = _workload(scenario, fault.kind)
     rate = fault.params.samples_per_s_per_server
+    # a fault slows a loader, never speeds one up: a server already slower than the fault's rate (its own
+    # rate, or the scenario's per-server one) stays as it is
+    default = min(rate, workload.data.loader_samples_per_s_per_server or rate)
+    by_server = dict(workload.data.loader_samples_per_s_by_server)
     if fault.target == "all":
-        # every server at most this fast, those already slower as they are
-        slower = {name: min(r, rate) for name, r in workload.data.loader_samples_per_s_by_server.items()}
-        update = {"loader_samples_per_s_per_server": rate, "loader_samples_per_s_by_server": slower}
+        slower = {name: min(r, rate) for name, r in by_server.items()}
+        update = {"loader_samples_per_s_per_server": default, "loader_samples_per_s_by_server": slower}
     else:
         name = topo.server_name(server_index(topo, fault.target))
-        by_server = dict(workload.data.loader_samples_per_s_by_server)
-        by_server[name] = min(by_server.get(name, rate), rate)
+        by_server[name] = min(by_server.get(name, default), rate)
         update = {"loader_samples_per_s_by_server": by_server}
     data = workload.data.model_copy(update=update)
     return scenario.model_copy(update={"workload": workload.model_copy(update={"data": data})})

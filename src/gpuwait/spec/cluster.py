@@ -71,10 +71,12 @@ class SpecModel(BaseModel):
         changed: dict[str, Any] = {}
         for key, value in data.items():
             kind = kinds.get(key)
-            if kind == "number" and isinstance(value, bool):
+            if kind in ("number", "number or name") and isinstance(value, bool):
                 changed[key] = str(value).lower()
             elif kind == "numbers" and isinstance(value, list) and any(isinstance(v, bool) for v in value):
                 changed[key] = [str(v).lower() if isinstance(v, bool) else v for v in value]
+            elif kind == "number map" and isinstance(value, dict) and any(isinstance(v, bool) for v in value.values()):
+                changed[key] = {k: str(v).lower() if isinstance(v, bool) else v for k, v in value.items()}
             elif kind == "flag" and value is not None and not isinstance(value, bool):
                 changed[key] = _NotAFlag(value)
         return data | changed if changed else data
@@ -93,12 +95,19 @@ class _NotAFlag:
         return repr(self.value)
 
 
+def _bare(annotation: Any) -> Any:
+    """``float`` for ``Annotated[float, Field(gt=0)]``: a bound does not change what the value is."""
+    return get_args(annotation)[0] if get_origin(annotation) is Annotated else annotation
+
+
 @functools.cache
 def _field_kinds(model: type[BaseModel]) -> dict[str, str]:
     """The fields of ``model`` whose values :meth:`SpecModel._booleans_only_in_flags` checks: ``number`` (plain
-    ints or floats, or None), ``numbers`` (a list of them, possibly beside other arms such as a name) and
-    ``flag`` (a bool, or None). A unit type (its own parser in the field's metadata) refuses a bool itself,
-    naming its unit; a union of a number and another arm (a name, a list) is left to pydantic."""
+    ints or floats, or None), ``numbers`` (a list of them, possibly beside other arms such as a name),
+    ``number map`` (a mapping of names to them), ``number or name`` (an int or a str: a bool is taken as the text
+    the file spells, which the field's reader then refuses or keeps as a name, never as 1 or 0) and ``flag`` (a
+    bool, or None). A unit type (its own parser in the field's metadata) refuses a bool itself,
+    naming its unit; a union of a number and another arm but a name (a list, a model) is left to pydantic."""
     kinds = {}
     for name, field in model.model_fields.items():
         if any(isinstance(m, BeforeValidator) for m in field.metadata):
@@ -108,8 +117,12 @@ def _field_kinds(model: type[BaseModel]) -> dict[str, str]:
             Union, UnionType) else [annotation]
         if arms and all(a in (int, float) for a in arms):
             kinds[name] = "number"
-        elif any(get_origin(a) is list and all(x in (int, float) for x in get_args(a)) for a in arms):
+        elif any(a in (int, float) for a in arms) and all(a in (int, float, str) for a in arms):
+            kinds[name] = "number or name"  # a sweep's perf min_bytes, a cable's port: true is its text
+        elif any(get_origin(a) is list and all(_bare(x) in (int, float) for x in get_args(a)) for a in arms):
             kinds[name] = "numbers"
+        elif any(get_origin(a) is dict and _bare(get_args(a)[1]) in (int, float) for a in arms):
+            kinds[name] = "number map"
         elif arms == [bool]:
             kinds[name] = "flag"
     return kinds

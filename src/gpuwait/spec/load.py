@@ -19,8 +19,12 @@ M = TypeVar("M", bound=BaseModel)
 
 def _path_text(loc: tuple) -> str:
     text = ""
-    for part in loc:
-        if isinstance(part, int):
+    for index, part in enumerate(loc):
+        if part == "[key]":
+            continue  # pydantic's marker after a mapping's key that is itself wrong: said with the key below
+        if index + 1 < len(loc) and loc[index + 1] == "[key]":
+            text += " (a key)"  # `{3: 10}` where names belong: the key is what is wrong, not an item `[3]`
+        elif isinstance(part, int):
             text += f"[{part}]"
         elif str(part).startswith(("function-", "lambda")):
             continue  # pydantic's name for a validator step, not a YAML key
