@@ -93,3 +93,26 @@ def test_the_bound_tier_by_tier_on_a_hand_built_count():
     # an excess within the readings' noise is not counted
     counted[up1], counted[up2] = 10.2e9, 1e9
     assert not foreign_beyond_sources(topo, counted, 2.0, TELEMETRY_READING_NOISE).any()
+
+
+def test_the_jobs_own_reads_over_the_compute_fabric_are_a_cause_of_the_case():
+    """Seed 29,000,060: a storage-slow case gets dataset reads over the compute fabric (storage can
+    only slow a job that reads), and those reads cost the healthy step 2.0 % (a separate storage
+    network gives that back) where the injected slowdown costs nothing and the fabric's own collision
+    1.4 %. The harness expected the collision, and the diagnosis's measured storage-contention warning
+    counted a miss. The scenario's own reads are now one of its own causes, weighed as the fabric's is:
+    the larger of the two, when it matters and the fault costs less. Built on the suite's MoE job
+    (reads 3 % of its step, fabric 0.4 %) and its 3-tier data-parallel job (reads 5 %, fabric 11 %)."""
+    from gpuwait.diagnosis.randomcases import RandomCase, _own_reads_share, _with_reads, score_case
+
+    inject = "storage-slow:all:throughput_fraction=0.9"  # a backend at 90 % of its ports: costs nothing here
+    reads = _with_reads(scenario_for(Case("roce-ecmp", "moe-ep64", None, None)), 2.5e9)
+    healthy_s = simulate_workload(reads).results[0].breakdown.step_time_s
+    assert _own_reads_share(reads, healthy_s) > 0.02
+    assert _own_reads_share(scenario_for(Case("roce-ecmp", "moe-ep64", None, None)), healthy_s) == 0.0
+    outcome = score_case(RandomCase(1, "roce-ecmp", "moe-ep64", inject, "storage-slow", False, reads))
+    assert outcome.cost < 0.01 and outcome.intrinsic < 0.01
+    assert outcome.expect_kind == "storage-contention" and outcome.component_ok
+    collided = _with_reads(scenario_for(Case("roce-3tier", "dp-8b", None, None)), 2.5e9)
+    outcome = score_case(RandomCase(2, "roce-3tier", "dp-8b", inject, "storage-slow", False, collided))
+    assert outcome.expect_kind == "ecmp-collision"  # the fabric's own collision costs more than the reads
