@@ -90,6 +90,11 @@ def test_the_bound_tier_by_tier_on_a_hand_built_count():
     assert foreign[up1] == pytest.approx(38e9 / 2.0)
     assert foreign[up2] == pytest.approx(34e9 / 2.0)
     assert np.count_nonzero(foreign) == 2
+    # a host port without a reading is not one that sent nothing: the leaf's uplinks are not weighed,
+    # and the spine above is fed by the whole 40 GB
+    read = np.ones(topo.n_links, bool)
+    read[host_in[0]] = False
+    assert not foreign_beyond_sources(topo, np.where(read, counted, 0.0), 2.0, 0.0, read).any()
     # an excess within the readings' noise is not counted
     counted[up1], counted[up2] = 10.2e9, 1e9
     assert not foreign_beyond_sources(topo, counted, 2.0, TELEMETRY_READING_NOISE).any()

@@ -184,7 +184,7 @@ def observe_telemetry(bundle: TelemetryBundle, topo: Topology) -> Observation:
     for key in CONGESTION_COUNTERS:  # congestion counters (PMA, mlx5 ethtool and hw_counters)
         if real.counters.get(key):
             counters[key] = _on_links(topo, real.counters[key])
-    foreign = _foreign(metrics, names, topo, link_bytes, step)
+    foreign = _foreign(metrics, names, real, topo, link_bytes, step)
     socket, gdr_off, remote = _nccl_transport(bundle, metrics, names, topo)
     socket_from_counters = False
     if socket is None and (share := _kernel_counted_share(metrics, names, topo)) is not None \
@@ -309,17 +309,30 @@ def _without_rate(metrics: MetricSet, names: set[str], real: MappedSeries, topo:
     return [topo.link_name(link) for link in sorted(set(real.link_tx_bytes) - set(real.link_tx_Bps))]
 
 
-def _foreign(metrics: MetricSet, names: set[str], topo: Topology, link_bytes: np.ndarray | None,
+def _foreign(metrics: MetricSet, names: set[str], real: MappedSeries, topo: Topology, link_bytes: np.ndarray | None,
              step_s: float | None) -> np.ndarray | None:
     """Other tenants' bytes per second per link: gpuwait's own series where exported, else (no real
     exporter has one) read off the port counters (:func:`foreign_beyond_sources`)."""
     foreign = _link_vector(metrics, names, "gpuwait_link_foreign_bytes_per_second", topo)
     if foreign is None and link_bytes is not None:
-        foreign = foreign_beyond_sources(topo, link_bytes, step_s or 1.0, TELEMETRY_READING_NOISE)
+        foreign = foreign_beyond_sources(topo, link_bytes, step_s or 1.0, TELEMETRY_READING_NOISE,
+                                         _counted_links(metrics, names, real, topo))
     return foreign
 
 
-def foreign_beyond_sources(topo: Topology, link_bytes: np.ndarray, step_s: float, noise: float) -> np.ndarray:
+def _counted_links(metrics: MetricSet, names: set[str], real: MappedSeries, topo: Topology) -> np.ndarray:
+    """The links whose transmit bytes were read, from the source :func:`_per_step_bytes` reads: a port
+    without a reading is not a port that sent nothing."""
+    counted = np.zeros(topo.n_links, bool)
+    if "gpuwait_link_transmit_bytes_total" in names:
+        counted[[link for link, _ in _by_link(metrics, "gpuwait_link_transmit_bytes_total", topo)]] = True
+    else:
+        counted[list(real.link_tx_Bps or real.link_tx_bytes)] = True
+    return counted
+
+
+def foreign_beyond_sources(topo: Topology, link_bytes: np.ndarray, step_s: float, noise: float,
+                           counted: np.ndarray | None = None) -> np.ndarray:
     """Bytes per second on each switch-to-switch link that the job's own traffic cannot account for
     (at least), read off the port counters alone: another tenant's traffic.
 
@@ -334,7 +347,9 @@ def foreign_beyond_sources(topo: Topology, link_bytes: np.ndarray, step_s: float
     an excess beyond ``NOISE_SIGMAS`` standard deviations of the readings' relative ``noise``
     counts. On a link found loaded, the job's own bytes are then taken as its equal-cost siblings'
     mean, where some sibling carries none of another tenant's bytes. ``link_bytes`` are per step of
-    ``step_s`` seconds."""
+    ``step_s`` seconds; ``counted`` marks the links that have a reading (None: all), and a link is
+    weighed only when it and every link below its switch have one (an unread port reads 0 bytes,
+    which would leave its switch's uplinks fed by nothing)."""
     foreign_bytes = np.zeros(topo.n_links)
     compute = topo.link_network == Network.COMPUTE
     tier = topo.node_tier
@@ -347,7 +362,7 @@ def foreign_beyond_sources(topo: Topology, link_bytes: np.ndarray, step_s: float
                 below = compute & (topo.link_dst == src) & (src_tier < level)
             else:                                # down: drained by what ``dst`` sends below
                 below = compute & (topo.link_src == dst) & (dst_tier < level)
-            if not below.any():
+            if not below.any() or (counted is not None and not (counted[link] and counted[below].all())):
                 continue
             fed = link_bytes[below] - foreign_bytes[below]
             excess = float(link_bytes[link] - fed.sum())
