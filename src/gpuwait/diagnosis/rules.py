@@ -20,7 +20,7 @@ from gpuwait.faults.kinds import PCIE_LANE_Bps
 from gpuwait.spec.cluster import RoutingSpec
 from gpuwait.spec.faults import FaultSpec
 from gpuwait.spec.scenario import Scenario
-from gpuwait.topology.model import LinkKind, Network, NodeKind
+from gpuwait.topology.model import LinkKind, Network, NodeKind, Topology
 from gpuwait.topology.presets import build_cluster, resolve_cluster
 from gpuwait.transport import resolve_transport
 from gpuwait.transport.socket import socket_transport
@@ -1096,11 +1096,14 @@ def _uplinks_by_switch(obs: Observation, tier: int) -> dict[int, np.ndarray]:
 
 
 def _equal_cost_groups(obs: Observation) -> list[np.ndarray]:
+    return equal_cost_groups(obs.topo)
+
+
+def equal_cost_groups(topo: Topology) -> list[np.ndarray]:
     """Every set of equal-cost switch-to-switch links one hash chooses among, on every tier: a
     switch's uplinks to the tier above (its own hash picks one), and the downlinks from the tier
     above into one switch (the hash a tier lower picked which of them a flow comes down: a 3-tier
     collision on spine -> core also sits on core -> spine and spine -> leaf)."""
-    topo = obs.topo
     compute = topo.node_network == Network.COMPUTE
     src_tier, dst_tier = topo.node_tier[topo.link_src], topo.node_tier[topo.link_dst]
     fabric = (src_tier >= 1) & (dst_tier >= 1) & compute[topo.link_src] & compute[topo.link_dst]

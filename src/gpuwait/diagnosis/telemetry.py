@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpuwait.diagnosis.observe import CONGESTION_COUNTERS, TELEMETRY_READING_NOISE, Observation, observe_run
-from gpuwait.diagnosis.rules import RATE_DOWNSHIFT
+from gpuwait.diagnosis.rules import NOISE_SIGMAS, RATE_DOWNSHIFT, equal_cost_groups
 from gpuwait.faults.kinds import PCIE_FULL_LANES, server_pcie_generation
 from gpuwait.runner.workload import WorkloadRun
 from gpuwait.steps.result import BREAKDOWN_CATEGORIES
@@ -25,7 +25,7 @@ from gpuwait.telemetry.metrics import metrics_from_result
 from gpuwait.telemetry.metricset import MetricInfo, MetricSet
 from gpuwait.telemetry.nic_counters import PMA_WORD_BYTES
 from gpuwait.telemetry.phases import phase_bytes_from_metrics, port_byte_series
-from gpuwait.topology.model import Topology
+from gpuwait.topology.model import LinkKind, Network, Topology
 
 _INFO = {
     "SymbolErrorCounter": MetricInfo("counter", "PMA SymbolErrorCounter of the port receiving on the link"),
@@ -184,7 +184,7 @@ def observe_telemetry(bundle: TelemetryBundle, topo: Topology) -> Observation:
     for key in CONGESTION_COUNTERS:  # congestion counters (PMA, mlx5 ethtool and hw_counters)
         if real.counters.get(key):
             counters[key] = _on_links(topo, real.counters[key])
-    foreign = _link_vector(metrics, names, "gpuwait_link_foreign_bytes_per_second", topo)
+    foreign = _foreign(metrics, names, real, topo, link_bytes, step)
     socket, gdr_off, remote = _nccl_transport(bundle, metrics, names, topo)
     socket_from_counters = False
     if socket is None and (share := _kernel_counted_share(metrics, names, topo)) is not None \
@@ -307,6 +307,76 @@ def _without_rate(metrics: MetricSet, names: set[str], real: MappedSeries, topo:
     if "gpuwait_link_transmit_bytes_total" in names or not real.link_tx_Bps:
         return []
     return [topo.link_name(link) for link in sorted(set(real.link_tx_bytes) - set(real.link_tx_Bps))]
+
+
+def _foreign(metrics: MetricSet, names: set[str], real: MappedSeries, topo: Topology, link_bytes: np.ndarray | None,
+             step_s: float | None) -> np.ndarray | None:
+    """Other tenants' bytes per second per link: gpuwait's own series where exported, else (no real
+    exporter has one) read off the port counters (:func:`foreign_beyond_sources`)."""
+    foreign = _link_vector(metrics, names, "gpuwait_link_foreign_bytes_per_second", topo)
+    if foreign is None and link_bytes is not None:
+        foreign = foreign_beyond_sources(topo, link_bytes, step_s or 1.0, TELEMETRY_READING_NOISE,
+                                         _counted_links(metrics, names, real, topo))
+    return foreign
+
+
+def _counted_links(metrics: MetricSet, names: set[str], real: MappedSeries, topo: Topology) -> np.ndarray:
+    """The links whose transmit bytes were read, from the source :func:`_per_step_bytes` reads: a port
+    without a reading is not a port that sent nothing."""
+    counted = np.zeros(topo.n_links, bool)
+    if "gpuwait_link_transmit_bytes_total" in names:
+        counted[[link for link, _ in _by_link(metrics, "gpuwait_link_transmit_bytes_total", topo)]] = True
+    else:
+        counted[list(real.link_tx_Bps or real.link_tx_bytes)] = True
+    return counted
+
+
+def foreign_beyond_sources(topo: Topology, link_bytes: np.ndarray, step_s: float, noise: float,
+                           counted: np.ndarray | None = None) -> np.ndarray:
+    """Bytes per second on each switch-to-switch link that the job's own traffic cannot account for
+    (at least), read off the port counters alone: another tenant's traffic.
+
+    A tiered fabric routes up, then down, never up again after coming down (minimal, valley-free
+    routing: the only kind a fat tree's up*/down* ECMP and adaptive routing use), so every byte a
+    switch sends up one of its uplinks entered it from below, and every byte that comes down to it
+    from above leaves it downwards. Counted on the ports of the job's own cluster, one uplink cannot
+    carry more of the job's bytes than the switch received from below on all its ports together, nor
+    one link from above more than the switch sends below: what exceeds that came from (or goes to) a
+    port the cluster's description does not list, a host that is not the job's. Tier by tier from the
+    hosts up, so what a lower link carries for another tenant does not feed the links above it. Only
+    an excess beyond ``NOISE_SIGMAS`` standard deviations of the readings' relative ``noise``
+    counts. On a link found loaded, the job's own bytes are then taken as its equal-cost siblings'
+    mean, where some sibling carries none of another tenant's bytes. ``link_bytes`` are per step of
+    ``step_s`` seconds; ``counted`` marks the links that have a reading (None: all), and a link is
+    weighed only when it and every link below its switch have one (an unread port reads 0 bytes,
+    which would leave its switch's uplinks fed by nothing)."""
+    foreign_bytes = np.zeros(topo.n_links)
+    compute = topo.link_network == Network.COMPUTE
+    tier = topo.node_tier
+    src_tier, dst_tier = tier[topo.link_src], tier[topo.link_dst]
+    fabric = compute & (topo.link_kind == LinkKind.FABRIC) & (src_tier >= 1) & (dst_tier >= 1) & (src_tier != dst_tier)
+    for level in range(1, int(tier.max(initial=0)) + 1):  # by the link's lower end: its feeders are settled
+        for link in np.flatnonzero(fabric & (np.minimum(src_tier, dst_tier) == level)):
+            src, dst = int(topo.link_src[link]), int(topo.link_dst[link])
+            if dst_tier[link] > src_tier[link]:  # up: fed by what ``src`` received from below
+                below = compute & (topo.link_dst == src) & (src_tier < level)
+            else:                                # down: drained by what ``dst`` sends below
+                below = compute & (topo.link_src == dst) & (dst_tier < level)
+            if not below.any() or (counted is not None and not (counted[link] and counted[below].all())):
+                continue
+            fed = link_bytes[below] - foreign_bytes[below]
+            excess = float(link_bytes[link] - fed.sum())
+            if excess > NOISE_SIGMAS * noise * float(np.hypot(link_bytes[link], np.linalg.norm(link_bytes[below]))):
+                foreign_bytes[link] = excess
+    # the bound leaves the job up to everything its switch received on the loaded link; a hash spreads
+    # the job's flows over equal-cost links alike, so the job's own share of the loaded link is what
+    # its siblings without another tenant's bytes carry (as balanced, the collision rule's reading)
+    for links in equal_cost_groups(topo):
+        loaded, clean = links[foreign_bytes[links] > 0], links[foreign_bytes[links] == 0]
+        if len(loaded) and len(clean):
+            own = float(link_bytes[clean].mean())
+            foreign_bytes[loaded] = np.maximum(foreign_bytes[loaded], link_bytes[loaded] - own)
+    return foreign_bytes / step_s
 
 
 def _on_links(topo: Topology, values: dict[int, float]) -> np.ndarray:
