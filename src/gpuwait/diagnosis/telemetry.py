@@ -195,18 +195,7 @@ def observe_telemetry(bundle: TelemetryBundle, topo: Topology) -> Observation:
     phased = phase_bytes_from_metrics(metrics, topo, step) if link_bytes is not None else None
     if phased is None:
         missing.append("per-collective port bytes (port counters sampled over time with the collectives' windows)")
-    # what the readers could not read, and the series whose host, GPU or port the cluster does not
-    # have (named, never guessed): the first few of each
-    missing += _left_out("unreadable rows skipped", bundle.skipped)
-    missing += _left_out("series naming nothing in the cluster, left out", real.unmatched)
-    missing += _left_out("port byte counters without a rate over the window (one sample), left out",
-                         _without_rate(metrics, names, real, topo))
-    missing += _left_out("DCGM fields with no reading (DCGM's blank value), left out", real.blank)
-    missing += _left_out("GPU busy readings above their full scale (a 0-1 ratio written as a percentage?), left out",
-                         real.out_of_range)
-    missing += _left_out("port byte rates above the port's line rate (counters in bits?), left out", real.above_line_rate)
-    missing += _left_out("PFC pause time above its window's length (durations not in microseconds?), left out",
-                         real.pause_over_window)
+    missing += _left_out_all(bundle, metrics, names, real, topo)
     # the job reads its dataset when the storage servers' ports send (their transmit counters)
     reads = link_bytes is not None and bool(link_bytes[np.isin(topo.link_src, topo.storage_server_node)].sum() > 0)
     return Observation(topo=topo, step_time_s=step, baseline_step_time_s=ideal, gpu_names=gpu_names, per_gpu_s=per_gpu, link_util=util,
@@ -225,6 +214,24 @@ def observe_telemetry(bundle: TelemetryBundle, topo: Topology) -> Observation:
                        nccl_nic_use={g: tuple(sorted(n)) for g, n in real.nic_use.items()} or None,
                        nccl_link_local_gids=dict(real.link_local_gids),
                        missing=tuple(missing))
+
+
+def _left_out_all(bundle: TelemetryBundle, metrics: MetricSet, names: set[str], real: MappedSeries,
+                  topo: Topology) -> list[str]:
+    """What the readers could not read, and the series whose host, GPU or port the cluster does not
+    have (named, never guessed): the first few of each."""
+    out: list[str] = []
+    out += _left_out("unreadable rows skipped", bundle.skipped)
+    out += _left_out("series naming nothing in the cluster, left out", real.unmatched)
+    out += _left_out("port byte counters without a rate over the window (one sample), left out",
+                     _without_rate(metrics, names, real, topo))
+    out += _left_out("DCGM fields with no reading (DCGM's blank value), left out", real.blank)
+    out += _left_out("GPU busy readings above their full scale (a 0-1 ratio written as a percentage?), left out",
+                     real.out_of_range)
+    out += _left_out("port byte rates above the port's line rate (counters in bits?), left out", real.above_line_rate)
+    out += _left_out("PFC pause time above its window's length (durations not in microseconds?), left out",
+                     real.pause_over_window)
+    return out
 
 
 #: The kernel's network-device counters (node_exporter's ``node_network_transmit_bytes_total``, what
