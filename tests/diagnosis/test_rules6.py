@@ -215,3 +215,17 @@ def test_a_port_slowed_by_another_jobs_load_slows_only_the_jobs_own_bytes():
                       link_rate_Bps=rate, link_nominal_Bps=rate, link_foreign_Bps=foreign)
     # 40 ms at a quarter of the rate: 160 ms, 60 ms past the busiest NIC port; exposed share 0.3 x (1 - 100/160)
     assert rules._link_lost_s(obs, int(uplink), 4.0) == pytest.approx(min(0.06, 0.3 * (1 - 0.1 / 0.16)))
+
+
+def test_the_loader_fix_lifts_a_scenarios_own_per_server_loader_limit():
+    """A loader limit the scenario itself sets on one server (workload.data.loader_samples_per_s_by_server)
+    is found there, and its fix, re-simulated, gives the time back: the fix clears both loader fields.
+    Before, it cleared only loader_samples_per_s_per_server and measured a 0 % gain for this finding."""
+    from gpuwait.diagnosis.run import diagnose_scenario
+
+    scenario = scenario_for(Case("ib-rail-ar", "3d-8b", None, None))
+    data = scenario.workload.data.model_copy(update={"loader_samples_per_s_by_server": {"s2": 5.0}})
+    scenario = scenario.model_copy(update={"workload": scenario.workload.model_copy(update={"data": data})})
+    found = [f for f in diagnose_scenario(scenario, steps=3).findings if f.kind == "dataloader-starvation"]
+    assert [f.component for f in found] == ["s2"]
+    assert found[0].gain_fraction > 0.1

@@ -427,7 +427,8 @@ def pcie_downtrained(obs: Observation, out: RuleOutput) -> None:
 def _fast_loader(scenario: Scenario, faults: list[FaultSpec], component: str) -> tuple[Scenario, list[FaultSpec]]:
     """The loaders keep up: no loader limit, no dataloader-starvation fault."""
     if scenario.workload is not None:
-        data = scenario.workload.data.model_copy(update={"loader_samples_per_s_per_server": None})
+        data = scenario.workload.data.model_copy(update={"loader_samples_per_s_per_server": None,
+                                                         "loader_samples_per_s_by_server": {}})
         scenario = scenario.model_copy(update={"workload": scenario.workload.model_copy(update={"data": data})})
     return scenario, _drop(faults, ("dataloader-starvation",))
 
