@@ -161,7 +161,8 @@ class _Cluster:
         self.topo = build_cluster(cluster)
         self.tree: FabricTree = fabric_tree(self.topo)
         _, routing, transport = scenario_cases(scenario, cluster)[0]
-        env = cluster_env(cluster, {"NCCL_IB_QPS_PER_CONNECTION": str(routing.qps_per_connection)}, transport.name)
+        # no NCCL environment, as a workload or jobs run: the QPs per connection are the routing's (qps_setting)
+        env = cluster_env(cluster, transport=transport.name)
         self.fabric = FabricModel(self.topo, routing, transport, env)
         self.capacity_Bps = effective_capacity_Bps(self.topo, transport)
         network = self.topo.network_links
