@@ -394,7 +394,7 @@ def test_booleans_belong_to_yes_no_fields_only(capsys, tmp_path):
     code, _, err = run_cli(capsys, "validate", str(path))
     assert code != 0 and "Traceback" not in err
     assert "cluster.server.gpu_pcie_switch[1]: got 'false'; input should be a valid integer" in err
-    assert "workload.parallel.placement.list[int][0]: got 'true'; input should be a valid integer" in err
+    assert "workload.parallel.placement[0]: got 'true'; input should be a valid integer" in err
     assert "workload.parallel.sequence_parallel: got 1; input should be a valid boolean" in err
     assert "workload.parallel.overlap_grad_reduce: got 'no'; input should be a valid boolean" in err
     path.write_text(path.read_text().replace("[0, false,", "[0, 0,").replace("[true, 0]", "[1, 0]")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -46,10 +47,53 @@ def _expected(err: Mapping[str, Any]) -> str:
     return msg if len(msg) <= 200 else msg[:200] + "..."
 
 
+#: pydantic's name for one choice of a union in an error's location (``literal['packed','spread']``,
+#: ``list[int]``, ``int``): a type, never a scenario field's name
+_UNION_CHOICE = re.compile(r"^(literal\[|list\[|tuple\[|set\[|dict\[|int$|float$|str$|bool$|none$)", re.IGNORECASE)
+_SEQUENCE_CHOICE = ("list[", "tuple[", "set[")
+
+
+def _shape(value: Any) -> str:
+    return "sequence" if isinstance(value, list | tuple) else "mapping" if isinstance(value, dict) else "scalar"
+
+
+def _choice_shape(choice: str) -> str:
+    lowered = choice.lower()
+    return "sequence" if lowered.startswith(_SEQUENCE_CHOICE) else "mapping" if lowered.startswith("dict[") else "scalar"
+
+
+def _choice_at(loc: tuple) -> int | None:
+    """The index of the first union choice in ``loc``, if any."""
+    return next((i for i, part in enumerate(loc) if isinstance(part, str) and _UNION_CHOICE.match(part)), None)
+
+
+def _fitting_choices(errors: list[dict]) -> list[dict]:
+    """A union's errors reduced to the choices of the value's own shape: a list given where a name or a list
+    belongs (``placement: [a, 0]``) is wrong as a list, not as the name it was never meant to be; a
+    scalar is wrong as a scalar. Choices are judged by the whole value pydantic tried on each; where
+    no choice of a union has the value's shape, every error stays."""
+    whole: dict[tuple, Any] = {}  # union's path -> the value tried on its choices
+    for item in errors:
+        i = _choice_at(item["loc"])
+        if i is not None and len(item["loc"]) == i + 1:
+            whole.setdefault(item["loc"][:i], item.get("input"))
+    kept, kept_unions = [], set()
+    for item in errors:
+        i = _choice_at(item["loc"])
+        if i is None or item["loc"][:i] not in whole:
+            kept.append(item)
+            continue
+        union = item["loc"][:i]
+        if _shape(whole[union]) == _choice_shape(str(item["loc"][i])):
+            kept.append({**item, "loc": union + item["loc"][i + 1:]})
+            kept_unions.add(union)
+    return kept if kept_unions == set(whole) else errors
+
+
 def describe_validation_error(err: ValidationError, prefix: str = "") -> list[str]:
     """One line per problem: ``path: got <value>; expected <what>``."""
     lines = []
-    for item in err.errors():
+    for item in _fitting_choices([dict(e) for e in err.errors()]):
         path = _path_text(tuple(prefix.split(".")) + item["loc"] if prefix else item["loc"])
         got = "" if item["type"] == "missing" else f"got {short_value(item.get('input'))}; "
         lines.append(f"{path}: {got}{_expected(item)}")
