@@ -153,3 +153,16 @@ def test_jobs_that_share_no_link_are_slowed_by_zero_not_minus_zero():
     console.print(jobs_table(run))
     text = console.export_text()
     assert "-0.0 %" not in text and text.count("+0.0 %") == 2
+
+
+def test_a_loader_bound_job_runs_at_its_loaders_pace_alone_and_shared():
+    """A job whose CPU loaders are slower than its GPUs trains at the loaders' pace (Megatron-LM reads a
+    batch per micro-batch, pretrain_gpt.py get_batch): 8 GPUs of a server, one sample each per step,
+    sharing 2 samples/s make a step of 8 / 2 = 4 s. The jobs' programs are timed from a step of a
+    running job, so the shared run sees that pace too; it took the job's first step, whose batch the
+    loaders had made before training began, and reported 0.48 s."""
+    job = _dp_job("slow", [0, 1, 4, 5], 32)
+    job["workload"]["data"] = {"loader_samples_per_s_per_server": 2}
+    run = run_jobs(_scenario([job]), steps=1)
+    assert run.jobs[0].alone_step_s == pytest.approx(4.0, rel=1e-9)
+    assert run.jobs[0].shared_step_s == pytest.approx(4.0, rel=1e-9)

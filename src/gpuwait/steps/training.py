@@ -568,21 +568,33 @@ def _batch_period_s(step: TrainingStep, comm: _CommTimes) -> np.ndarray:
 
 
 def _run_steps(step: TrainingStep, comm: _CommTimes, factors: np.ndarray, progress=None):
-    """Run the steps back to back. Data comes, on each lane that reads it, from a producer that works
-    ahead without pause, one micro-batch at a time (Megatron-LM reads a batch per micro-batch): the
-    first is ready at the start, micro-batch j of the run after j production periods, so a forward
-    waits only when the producer is slower than the GPUs."""
+    """Run the steps back to back, in steady state. Data comes, on each lane that reads it, from a
+    producer that works ahead without pause, one micro-batch at a time (Megatron-LM reads a batch per
+    micro-batch), so a forward waits only when the producer is slower than the GPUs.
+
+    Where a producer is that slow, two unreported steps run first. A job's first step finds a batch
+    its loaders made before training began and fills its pipeline while the others wait for data;
+    no later step does either. From the end of the second step on, every step ends the same time
+    after the slowest producer's last batch of the step, so the window starts in the phase of a
+    running job. The second unreported step has the last step's jitter, so the window also ends in
+    the phase it starts in (periodic boundaries): a producer-bound window spans exactly its
+    production periods, on the real network and on the ideal one alike (docs/workloads.md)."""
     lay = step.layout
     steps = len(factors)
     ends, accts = [], []
-    t = 0.0
     m = step.micro_batches
     batch_s = _batch_period_s(step, comm)[:, None, :]  # (pp, 1, dp)
     slow = batch_s > 0
     interval = step.checkpoint_interval_steps
+    warm_up = [factors[0], factors[-1]] if slow.any() else []
+    t = 0.0
+    for k, f in enumerate(warm_up):
+        ready = np.where(slow, (k * m + np.arange(m)[None, :, None]) * batch_s, -np.inf)
+        t = _simulate_step(step, comm, f, t, ready, False, _Account((lay.pp, lay.dp)))
+    warm_up_end_s, t = t, 0.0  # the window's clock starts where the warm-up ends
     for k in range(steps):
         acct = _Account((lay.pp, lay.dp))
-        ready = np.where(slow, (k * m + np.arange(m)[None, :, None]) * batch_s, -np.inf)
+        ready = np.where(slow, ((k + len(warm_up)) * m + np.arange(m)[None, :, None]) * batch_s - warm_up_end_s, -np.inf)
         checkpoint = bool(interval and (k + 1) % interval == 0)
         end = _simulate_step(step, comm, factors[k], t, ready, checkpoint, acct)
         ends.append(end - t)
