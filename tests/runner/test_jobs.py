@@ -166,3 +166,19 @@ def test_a_loader_bound_job_runs_at_its_loaders_pace_alone_and_shared():
     run = run_jobs(_scenario([job]), steps=1)
     assert run.jobs[0].alone_step_s == pytest.approx(4.0, rel=1e-9)
     assert run.jobs[0].shared_step_s == pytest.approx(4.0, rel=1e-9)
+
+
+def test_a_checkpoint_every_other_step_is_in_the_jobs_program():
+    """A jobs run times each job over the run's steps, not its first step alone: with a checkpoint every
+    2 steps, the job's mean step alone is its workload run's mean step (the same simulation), half a
+    checkpoint above a step without one. The first step alone had left every checkpoint out."""
+    job = _dp_job("ckpt", [0, 1, 4, 5], 32)
+    job["workload"]["data"] = {"checkpoint_interval_steps": 2}
+    scenario = Scenario.model_validate({"cluster": {"preset": "rocev2-400g-2tier", "servers": 16,
+                                                    "storage": {"mode": "converged", "storage_servers": 2}},
+                                        "jobs": [job]})
+    run = run_jobs(scenario, steps=2)
+    times = run.jobs[0].alone.step_times_s
+    assert len(times) == 2 and times[1] > 1.1 * times[0]  # the second step writes the checkpoint
+    assert run.jobs[0].alone_step_s == pytest.approx(float(times.mean()), rel=1e-9)
+    assert run.jobs[0].shared_step_s == pytest.approx(run.jobs[0].alone_step_s, rel=1e-9)

@@ -5,7 +5,7 @@ per step, and by whom (the co-tenant it shares the most bytes with on common net
 per job its step alone and shared, the links it shares and with whom, and a timeline of every job's
 network phases in the shared run on one clock (a phase that took longer than alone is drawn red:
 a co-tenant slowed it). The Perfetto trace has a process per job: its steps and its phases in the
-shared run, and one step's phases alone, so the stretch is visible phase by phase.
+shared run, and its phases alone, so the stretch is visible phase by phase.
 """
 
 from __future__ import annotations
@@ -173,24 +173,23 @@ def _slice(pid: int, tid: int, name: str, a_s: float, b_s: float, args: dict) ->
 
 def jobs_perfetto_trace(run: JobsRun) -> dict:
     """Trace-event JSON with a process per job: thread 0 its steps in the shared run, thread 1 its
-    phases there (args: alone and shared seconds), thread 2 one step's phases alone from time 0."""
+    phases there (args: alone and shared seconds), thread 2 its phases alone from time 0."""
     events: list[dict] = []
     for i, j in enumerate(run.jobs):
         pid = i + 1
         events.append({"ph": "M", "name": "process_name", "pid": pid, "args": {"name": f"job {j.name}"}})
         events.append({"ph": "M", "name": "process_sort_index", "pid": pid, "args": {"sort_index": i}})
-        for tid, label in enumerate(("steps (shared run)", "phases (shared run)", "phases alone (one step)")):
+        for tid, label in enumerate(("steps (shared run)", "phases (shared run)", "phases alone")):
             events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": label}})
         start = j.segments[0, 1] if len(j.segments) else 0.0
-        n_seg = len(j.program.duration_s)
-        for k, (seg, a, b) in enumerate(j.segments.tolist()):
+        step = 0
+        for seg, a, b in j.segments.tolist():
             seg = int(seg)
-            if seg == 0:
-                start = a
             events.append(_slice(pid, 1, _segment_label(j.program.groups[seg]), a, b,
                                  {"segment": seg, "alone_s": float(j.program.duration_s[seg]), "shared_s": b - a}))
-            if seg == n_seg - 1:
-                events.append(_slice(pid, 0, f"step {k // n_seg}", start, b, {"step": k // n_seg}))
+            if j.program.ends_step[seg]:
+                events.append(_slice(pid, 0, f"step {step}", start, b, {"step": step}))
+                start, step = b, step + 1
         t = 0.0
         for seg, d in enumerate(j.program.duration_s.tolist()):
             events.append(_slice(pid, 2, _segment_label(j.program.groups[seg]), t, t + d, {"segment": seg}))

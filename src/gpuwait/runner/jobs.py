@@ -4,9 +4,10 @@ while both actually run.
 
 How the shared run works (a phase-level fluid model):
 
-1. Each job is run alone with :func:`~gpuwait.steps.training.run_training` (its collectives timed on
-   the real topology with its own groups contending). Its first step's task table becomes a
-   *program*: the step cut into segments at every start and end of a network collective. A segment
+1. Each job is run alone with :func:`~gpuwait.steps.training.run_training` for the run's steps (its
+   collectives timed on the real topology with its own groups contending). Its task table becomes a
+   *program*: the steps cut into segments at every step end and every start and end of a network
+   collective, so a checkpoint every other step or a step's jitter is in it. A segment
    has its duration alone, the network groups (dp, pp, ep, cp, tp across servers) active in it, and
    their demand: each group's per-link rate while its busiest phase runs (``FamilyRun.link_peak_Bps``)
    and its *pace*, the fraction of the segment it keeps the network busy (gradient buckets reduced
@@ -19,10 +20,13 @@ How the shared run works (a phase-level fluid model):
    splits a link between QPs. A segment's network work then advances at the rate it gets; the segment
    ends when its work is done and, if compute hid it alone, not before its alone duration.
 3. The run goes on until every job has finished ``steps`` steps (jobs that finish first keep
-   training, as they would); a job's shared step time is the mean of its first ``steps`` steps.
+   training, repeating their program, as they would); a job's shared step time is the mean of its
+   first ``steps`` steps, and alone, with nothing shared, it is its alone run's mean step.
 
-Stated simplifications: a job's program is its first step repeated (no per-step jitter in the
-shared run); a segment's groups share one progress rate; latency-bound phases stretch like
+Stated simplifications: a segment keeps its alone duration where no network work is in it, so a
+data wait does not absorb a co-tenant's delay as the job's free-running loaders would (a loader-bound
+job's shared slowdown is an upper bound); a checkpoint's storage writes are timed alone; a
+segment's groups share one progress rate; latency-bound phases stretch like
 bandwidth-bound ones (pessimistic for small messages); the routes of each job are hashed as if alone
 (ECMP hashes a flow by its own 5-tuple, so they are).
 """
@@ -71,16 +75,22 @@ class PlacedJob:
 
 @dataclass(frozen=True, eq=False)
 class Program:
-    """One step of a job cut at every network phase boundary (see the module docstring)."""
+    """A job's steps alone cut at every step end and network phase boundary (see the module docstring)."""
 
     duration_s: np.ndarray   # (segments,) alone
     pace: np.ndarray         # (segments,) fraction of the segment its network work keeps busy; 0 = no network
     peak_Bps: np.ndarray     # (segments, links) load while the network work runs at full speed
     groups: list[tuple[str, ...]]  # network groups active per segment
+    ends_step: np.ndarray    # (segments,) bool: a step ends with the segment (the last segment always)
+
+    @property
+    def steps(self) -> int:
+        return int(self.ends_step.sum())
 
     @property
     def step_s(self) -> float:
-        return float(self.duration_s.sum())
+        """The mean step alone."""
+        return float(self.duration_s.sum()) / self.steps
 
 
 @dataclass(frozen=True, eq=False)
@@ -224,12 +234,12 @@ def _group_demand(families, network: np.ndarray, calls_weighted: bool = True):
 
 
 def _intervals(result: RunResult, groups: set[str]) -> dict[str, np.ndarray]:
-    """(n, 2) unique [start, end) of each network group's communication tasks in the first step."""
+    """(n, 2) unique [start, end) of each network group's communication tasks over the run."""
     t = result.tasks
-    first = (t.step == 0) & (t.kind == "comm")
+    comm = t.kind == "comm"
     out = {}
     for g in groups:
-        m = first & (t.group == g)
+        m = comm & (t.group == g)
         if m.any():
             out[g] = np.unique(np.column_stack([t.start_s[m], t.end_s[m]]), axis=0)
     return out
@@ -245,14 +255,15 @@ def _union_s(iv: np.ndarray) -> float:
 
 
 def job_program(result: RunResult, families, topo: Topology) -> Program:
-    """The first step of ``result`` as segments of network work (see the module docstring)."""
+    """The steps of ``result`` as segments of network work (see the module docstring)."""
     peak, busy = _group_demand(families, topo.network_links)
-    step_s = float(result.step_times_s[0])
+    step_ends_s = np.cumsum(result.step_times_s)
+    run_s = float(step_ends_s[-1])
     spans = _intervals(result, set(peak))
-    pace = {g: min(busy[g] / max(_union_s(iv), _EPS_S), 1.0) for g, iv in spans.items()}
-    cuts = np.unique(np.concatenate([[0.0, step_s], *[iv.ravel() for iv in spans.values()]]).clip(0.0, step_s))
+    pace = {g: min(busy[g] * result.steps / max(_union_s(iv), _EPS_S), 1.0) for g, iv in spans.items()}
+    cuts = np.unique(np.concatenate([[0.0], step_ends_s, *[iv.ravel() for iv in spans.values()]]).clip(0.0, run_s))
     n_links = topo.n_links
-    durations, paces, peaks, active = [], [], [], []
+    durations, paces, peaks, active, seg_ends = [], [], [], [], []
     for a, b in zip(cuts[:-1], cuts[1:]):
         if b - a <= _EPS_S:
             continue
@@ -262,7 +273,11 @@ def job_program(result: RunResult, families, topo: Topology) -> Program:
         paces.append(max((pace[g] for g in on), default=0.0))
         peaks.append(sum((peak[g] for g in on), np.zeros(n_links)))
         active.append(on)
-    return Program(np.array(durations), np.array(paces), np.array(peaks).reshape(-1, n_links), active)
+        seg_ends.append(b)
+    # a step ends with the first kept segment reaching its end (a sliver under _EPS_S was dropped)
+    ends_step = np.zeros(len(durations), bool)
+    ends_step[np.minimum(np.searchsorted(seg_ends, step_ends_s - _EPS_S), len(durations) - 1)] = True
+    return Program(np.array(durations), np.array(paces), np.array(peaks).reshape(-1, n_links), active, ends_step)
 
 
 # ------------------------------------------------------------------------------------------ shared run
@@ -307,10 +322,9 @@ class _Lane:
             if self.record:
                 self.segments.append((self.seg, self.seg_start_s, now_s))
             self.seg_start_s = now_s
-            self.seg += 1
-            if self.seg == len(self.program.duration_s):
-                self.seg = 0
+            if self.program.ends_step[self.seg]:
                 self.step_ends.append(now_s)
+            self.seg = (self.seg + 1) % len(self.program.duration_s)
             self.begin()
 
 
@@ -403,7 +417,8 @@ def _shared_links(link_bytes: list[np.ndarray], network: np.ndarray, names: list
 def _first_steps(lane: _Lane, program: Program, steps: int) -> np.ndarray:
     """(segment, start, end) of the lane's segments in its first ``steps`` steps."""
     rows = np.array(lane.segments, float).reshape(-1, 3)
-    return rows[: steps * len(program.duration_s)]
+    done = np.cumsum(program.ends_step[rows[:, 0].astype(int)])
+    return rows[: int(np.searchsorted(done, steps)) + 1]
 
 
 def check_job_list(scenario: Scenario, expected: str = "a `jobs:` list") -> list[str]:
@@ -459,7 +474,7 @@ def run_jobs(scenario: Scenario, steps: int | None = None, max_memory_bytes: flo
     alone, programs = [], []
     for job in placed:
         step = job_step(job, topo)
-        result = run_training(step, fabric, steps=1, case=job.name, cluster=cluster.name)
+        result = run_training(step, fabric, steps=n_steps, case=job.name, cluster=cluster.name)
         alone.append(result)
         programs.append(job_program(result, communication_families(step, fabric), topo))
     capacity = effective_capacity_Bps(topo, transport)

@@ -202,7 +202,7 @@ class _Cluster:
                 placed = np.zeros_like(link_bytes)
                 placed[moved] = link_bytes[loaded]
                 self.shape_hits += 1
-                self._alone[key] = (Program(program.duration_s, program.pace, peak, program.groups), placed)
+                self._alone[key] = (Program(program.duration_s, program.pace, peak, program.groups, program.ends_step), placed)
                 return self._alone[key]
         step = job_step(PlacedJob(spec, servers, gpus), self.topo)
         result = run_training(step, self.fabric, steps=1, case=spec.name)
@@ -227,7 +227,7 @@ class _Cluster:
             order = sorted(members)
             # only the links some member loads matter: the max-min solve on those is much smaller
             cols = np.flatnonzero(np.any([programs[i].peak_Bps.any(axis=0) for i in order], axis=0))
-            sliced = [Program(p.duration_s, p.pace, p.peak_Bps[:, cols], p.groups) for p in (programs[i] for i in order)]
+            sliced = [Program(p.duration_s, p.pace, p.peak_Bps[:, cols], p.groups, p.ends_step) for p in (programs[i] for i in order)]
             lanes = run_together(sliced, [0.0] * len(order), self.capacity_Bps[cols], _SHARED_STEPS)
             self._groups[members] = {i: ln.step_ends[_SHARED_STEPS - 1] / _SHARED_STEPS for i, ln in zip(order, lanes)}
         return self._groups[members]
