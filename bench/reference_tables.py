@@ -199,6 +199,13 @@ _COREWEAVE_RACKS = ("CoreWeave's fabric, routing and NIC speed are not published
                     "512 MiB-16 GiB printed, as an excerpt without the header; NCCL 2.26.2 is the README's statement, not "
                     "printed")
 #: xxrjun/nccl-tests-cluster's example-cluster01 at 2 and 10 nodes (the same nodes as _XXRJUN_APPROXIMATE's), 1 and 8 GPUs per node
+#: Together AI's B200 cluster on DGX Cloud (togethercomputer/together-nccl-tests, run 2 of its sendrecv scaling study):
+#: the job script's NCCL_NVLS_ENABLE=0 (benchmarks/nccl_sendrecv_Nnode.sh)
+_TOGETHER_ENV = {"NCCL_NVLS_ENABLE": "0"}
+_TOGETHER_APPROXIMATE = ("B200 nodes with 8 x ConnectX-7 400 Gb/s InfiniBand (the repository's report) described by the dgx-b200 "
+                         "template; the fabric is not published (the dgx-h100 preset's non-blocking rail-optimized leaf-spine, "
+                         "static routing); the 2-, 4- and 8-node runs used different node sets of the one cluster; the job "
+                         "script's NCCL_IB_HCA (the 8 GPU-side devices of 16) and CUDA_DEVICE_MAX_CONNECTIONS=32 are not modelled")
 _XXRJUN_NET_APPROXIMATE = ("H100 80GB HBM3 nodes (cnode3-002..011) described by the dgx-h100 preset: the network is not stated; one "
                            "400 Gb/s RDMA NIC per GPU is inferred from the same cluster's 48.9 GB/s one-GPU-per-node all_reduce and "
                            "45.9 GB/s per-GPU 2-node sendrecv (InfiniBand NDR assumed; RoCE is as likely), the switch layout and "
@@ -528,6 +535,17 @@ REFERENCES = [
               approximate="Lambda 1-Click Cluster B200 nodes described by the dgx-b200 template on an NDR InfiniBand "
                           "leaf-spine; the 8 x 400G HCAs per node are Lambda's page, not the source, and the fabric is not "
                           "published; NCCL 2.26.2 is the nccl-tests header's nccl-library=22602 (no version line)",
+              not_fitted=_AFTER_THE_FIT),
+    # one B200 cluster at 2, 4 and 8 nodes, sendrecv 1 KiB-256 MiB, NCCL 2.29.7 printed (togethercomputer/together-nccl-tests)
+    Reference("b200-ib-2node-16gpu-sendrecv-together", CLASSES[15], "together-dgxc-b200-ib", 2, 8, _TOGETHER_ENV,
+              collective="sendrecv", approximate=_TOGETHER_APPROXIMATE, not_fitted=_AFTER_THE_FIT),
+    Reference("b200-ib-4node-32gpu-sendrecv-together", CLASSES[15], "together-dgxc-b200-ib", 4, 8, _TOGETHER_ENV,
+              collective="sendrecv", approximate=_TOGETHER_APPROXIMATE, not_fitted=_AFTER_THE_FIT),
+    Reference("b200-ib-8node-64gpu-sendrecv-together", CLASSES[15], "together-dgxc-b200-ib", 8, 8, _TOGETHER_ENV,
+              collective="sendrecv",
+              approximate=_TOGETHER_APPROXIMATE + "; known gap: 26 GB/s from 8 MiB against 43-44 on 2 and 4 nodes, the "
+                          "contention the repository's report finds from 8 nodes on any node set (14.5 GB/s from 16), which "
+                          "the non-blocking fabric described does not have",
               not_fitted=_AFTER_THE_FIT),
     # one cluster at two node counts (xxrjun/nccl-tests-cluster example-cluster01): 2 and 10 nodes, 1 and 8 GPUs per node
     Reference("h100-rdma-10node-80gpu-all_reduce", CLASSES[0], "dgx-h100", 10, 8, nccl_version="2.29.2",
