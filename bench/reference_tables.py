@@ -245,6 +245,13 @@ REFERENCES = [
               {"NCCL_MIN_CTAS": "24", "NCCL_IB_QPS_PER_CONNECTION": "2"},
               approximate="NIC count, adaptive routing and switch topology not stated (8x 400G, static routing assumed)",
               nccl_version=_GJ_AION_NCCL),
+    # the same poster's cluster on 2 and 4 of its 8 nodes (nccl-tests#309, gj-aion 2025-06-18), found after the fit
+    Reference("h100-ib-2node-16gpu-all_reduce-gjaion", CLASSES[0], "dgx-h100", 2, 8,
+              approximate="NIC count, adaptive routing and switch topology not stated (8x 400G, static routing assumed)",
+              nccl_version=_GJ_AION_NCCL, not_fitted=_AFTER_THE_FIT),
+    Reference("h100-ib-4node-32gpu-all_reduce-gjaion", CLASSES[0], "dgx-h100", 4, 8,
+              approximate="NIC count, adaptive routing and switch topology not stated (8x 400G, static routing assumed)",
+              nccl_version=_GJ_AION_NCCL, not_fitted=_AFTER_THE_FIT),
     Reference("h100-dgx-1node-8gpu-all_reduce", CLASSES[1], "dgx-h100", 1, 8,
               approximate="NCCL version not printed: 2.27.3, the NCCL of the recipe's container (nvcr.io#nvidia/"
                           "nemo:25.09.00, built on the PyTorch 25.06 container)",

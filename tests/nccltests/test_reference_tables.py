@@ -43,7 +43,7 @@ def print_step(value: float) -> float:
 
 
 def test_every_table_is_here():
-    assert len(LOGS) + len(BUSBW_ONLY) + len(SUMMARIES) == 57
+    assert len(LOGS) + len(BUSBW_ONLY) + len(SUMMARIES) == 59
 
 
 @pytest.mark.parametrize("path", LOGS + BUSBW_ONLY + SUMMARIES, ids=lambda p: p.stem)
