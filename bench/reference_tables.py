@@ -894,6 +894,17 @@ TUNER_PLUGIN: set[str] = set()
 #: (a peer's bytes are split in parts of at least p2pChunkSize/8 = 16 KiB, 2.18-2.30, src/enqueue.cc
 #: calcP2pChunkSize / addP2pToPlan) in LL (NCCL_P2P_LL_THRESHOLD, default 16384 bytes per peer)
 P2P_FIXED_CHOICE_BYTES = 16384
+#: NCCL's own choices, published for one hardware class from NCCL_DEBUG_SUBSYS=TUNING, by (cluster, servers, GPUs
+#: per server, collective): the spans (smallest size, largest size, algorithm/protocol), the NCCL release that printed
+#: them and the source. A signal whose size and half lie in one span, on a table of that class that sets neither
+#: NCCL_ALGO nor NCCL_PROTO, is no choice change. One 8 x H100 node with NVLS: an HGX H100 (Dell XE9680) whose poster
+#: read TUNING's output, confirmed by NVIDIA in the same thread
+PUBLISHED_CHOICES: dict[tuple[str, int, int, str], tuple[tuple[tuple[int, int, str], ...], str, str]] = {
+    ("dgx-h100", 1, 8, "all_reduce"): (
+        ((8, 2**20, "ring/LL"), (2**21, 16 * 2**30, "nvls/Simple")), "2.26.2",
+        "NVIDIA/nccl-tests#309, qoofyk 2025-05-23 (Dell XE9680, 8 x H100, NCCL 2.26.2, single node: \"8B~1MB: uses Algo "
+        "RING proto LL\", \"2MB~16GB uses Algo NVLS proto SIMPLE\"; NVIDIA's kiskra-nvidia: \"Yes\")"),
+}
 #: NCCL's formula keeps its choice between two sizes when the choice's lead over the next-best at the smaller size
 #: exceeds this many times the choice's bytes term at the larger one (every other term of NCCL's time is a latency,
 #: the same at both sizes): the choice then holds even if every bandwidth NCCL reads were this many times lower
@@ -1010,6 +1021,21 @@ def formula_holds(predictor, collective: str, size: int, version: str | None) ->
             f"ahead at {size_label(size // 2)} against a bytes term of {bytes_us:.3f} us at {size_label(size)}")
 
 
+def published_choice(ref: Reference, size: int, collective: str) -> str:
+    """Why a signal at ``size`` is no choice change by NCCL's choices published for the table's hardware
+    (PUBLISHED_CHOICES); empty where none covers it."""
+    entry = PUBLISHED_CHOICES.get((str(ref.cluster), ref.servers, ref.gpus, collective))
+    if entry is None or {"NCCL_ALGO", "NCCL_PROTO"} & set(ref.env):
+        return ""
+    spans, release, source = entry
+    span = next((s for s in spans if s[0] <= size // 2 and size <= s[1]), None)
+    if span is None:
+        return ""
+    table = f" (the table's: {ref.version()})" if ref.version() and ref.version() != release else ""
+    return (f"not a switch: NCCL_DEBUG_SUBSYS=TUNING on the same hardware, NCCL {release}{table}, reports {span[2]} at "
+            f"every size from {size_label(span[0])} to {size_label(span[1])}: {source}")
+
+
 def _nearest(model: list[tuple[int, str]], size: int) -> tuple[tuple[int, str] | None, bool]:
     near = min(model, key=lambda m: abs(np.log2(m[0] / size)), default=None)
     return near, near is not None and abs(np.log2(near[0] / size)) <= 1
@@ -1035,7 +1061,9 @@ def switch_verdict(ref: Reference, size: int, evidence: str, choices: list[dict]
     noise = "" if one_off else drop_not_a_switch(ref, size)
     if noise or ok:
         return where, noise or "yes"
-    why = "" if ref.stem in TUNER_PLUGIN else formula_holds(predictor, measured(ref).collective, size, ref.version())
+    collective = measured(ref).collective  # a tuner plugin replaces NCCL's formula and what its TUNING printed
+    why = "" if ref.stem in TUNER_PLUGIN else (formula_holds(predictor, collective, size, ref.version())
+                                               or published_choice(ref, size, collective))
     return where, why or "no"
 
 
@@ -1057,7 +1085,8 @@ def switch_lines(refs: list[Reference]) -> tuple[list[str], int, int]:
              "for both) or from a row with a one-off cost; or where NCCL's own formula for the table's release "
              "(src/graph/tuning.cc, src/enqueue.cc) keeps its choice even with bandwidths "
              f"{LATENCY_LEAD_FACTOR:g}x lower (its lead over the next-best exceeds {LATENCY_LEAD_FACTOR:g}x its bytes "
-             "term; not for tables whose NCCL ran a tuner plugin).", "",
+             "term; not for tables whose NCCL ran a tuner plugin); or where NCCL_DEBUG_SUBSYS=TUNING, published for "
+             "the same hardware without NCCL_ALGO/NCCL_PROTO, shows one choice at the size and its half.", "",
              "| table | seen at | evidence | mechanism's nearest prediction | within 2x |", "|---|---|---|---|---|"]
     hits = total = excluded = 0
     for ref in refs:
