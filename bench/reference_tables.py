@@ -199,6 +199,13 @@ _COREWEAVE_RACKS = ("CoreWeave's fabric, routing and NIC speed are not published
                     "512 MiB-16 GiB printed, as an excerpt without the header; NCCL 2.26.2 is the README's statement, not "
                     "printed")
 #: xxrjun/nccl-tests-cluster's example-cluster01 at 2 and 10 nodes (the same nodes as _XXRJUN_APPROXIMATE's), 1 and 8 GPUs per node
+#: Together AI's B200 cluster on DGX Cloud (togethercomputer/together-nccl-tests, run 2 of its sendrecv scaling study):
+#: the job script's NCCL_NVLS_ENABLE=0 (benchmarks/nccl_sendrecv_Nnode.sh)
+_TOGETHER_ENV = {"NCCL_NVLS_ENABLE": "0"}
+_TOGETHER_APPROXIMATE = ("B200 nodes with 8 x ConnectX-7 400 Gb/s InfiniBand (the repository's report) described by the dgx-b200 "
+                         "template; the fabric is not published (the dgx-h100 preset's non-blocking rail-optimized leaf-spine, "
+                         "static routing); the 2-, 4- and 8-node runs used different node sets of the one cluster; the job "
+                         "script's NCCL_IB_HCA (the 8 GPU-side devices of 16) and CUDA_DEVICE_MAX_CONNECTIONS=32 are not modelled")
 _XXRJUN_NET_APPROXIMATE = ("H100 80GB HBM3 nodes (cnode3-002..011) described by the dgx-h100 preset: the network is not stated; one "
                            "400 Gb/s RDMA NIC per GPU is inferred from the same cluster's 48.9 GB/s one-GPU-per-node all_reduce and "
                            "45.9 GB/s per-GPU 2-node sendrecv (InfiniBand NDR assumed; RoCE is as likely), the switch layout and "
@@ -238,6 +245,13 @@ REFERENCES = [
               {"NCCL_MIN_CTAS": "24", "NCCL_IB_QPS_PER_CONNECTION": "2"},
               approximate="NIC count, adaptive routing and switch topology not stated (8x 400G, static routing assumed)",
               nccl_version=_GJ_AION_NCCL),
+    # the same poster's cluster on 2 and 4 of its 8 nodes (nccl-tests#309, gj-aion 2025-06-18), found after the fit
+    Reference("h100-ib-2node-16gpu-all_reduce-gjaion", CLASSES[0], "dgx-h100", 2, 8,
+              approximate="NIC count, adaptive routing and switch topology not stated (8x 400G, static routing assumed)",
+              nccl_version=_GJ_AION_NCCL, not_fitted=_AFTER_THE_FIT),
+    Reference("h100-ib-4node-32gpu-all_reduce-gjaion", CLASSES[0], "dgx-h100", 4, 8,
+              approximate="NIC count, adaptive routing and switch topology not stated (8x 400G, static routing assumed)",
+              nccl_version=_GJ_AION_NCCL, not_fitted=_AFTER_THE_FIT),
     Reference("h100-dgx-1node-8gpu-all_reduce", CLASSES[1], "dgx-h100", 1, 8,
               approximate="NCCL version not printed: 2.27.3, the NCCL of the recipe's container (nvcr.io#nvidia/"
                           "nemo:25.09.00, built on the PyTorch 25.06 container)",
@@ -528,6 +542,17 @@ REFERENCES = [
               approximate="Lambda 1-Click Cluster B200 nodes described by the dgx-b200 template on an NDR InfiniBand "
                           "leaf-spine; the 8 x 400G HCAs per node are Lambda's page, not the source, and the fabric is not "
                           "published; NCCL 2.26.2 is the nccl-tests header's nccl-library=22602 (no version line)",
+              not_fitted=_AFTER_THE_FIT),
+    # one B200 cluster at 2, 4 and 8 nodes, sendrecv 1 KiB-256 MiB, NCCL 2.29.7 printed (togethercomputer/together-nccl-tests)
+    Reference("b200-ib-2node-16gpu-sendrecv-together", CLASSES[15], "together-dgxc-b200-ib", 2, 8, _TOGETHER_ENV,
+              collective="sendrecv", approximate=_TOGETHER_APPROXIMATE, not_fitted=_AFTER_THE_FIT),
+    Reference("b200-ib-4node-32gpu-sendrecv-together", CLASSES[15], "together-dgxc-b200-ib", 4, 8, _TOGETHER_ENV,
+              collective="sendrecv", approximate=_TOGETHER_APPROXIMATE, not_fitted=_AFTER_THE_FIT),
+    Reference("b200-ib-8node-64gpu-sendrecv-together", CLASSES[15], "together-dgxc-b200-ib", 8, 8, _TOGETHER_ENV,
+              collective="sendrecv",
+              approximate=_TOGETHER_APPROXIMATE + "; known gap: 26 GB/s from 8 MiB against 43-44 on 2 and 4 nodes, the "
+                          "contention the repository's report finds from 8 nodes on any node set (14.5 GB/s from 16), which "
+                          "the non-blocking fabric described does not have",
               not_fitted=_AFTER_THE_FIT),
     # one cluster at two node counts (xxrjun/nccl-tests-cluster example-cluster01): 2 and 10 nodes, 1 and 8 GPUs per node
     Reference("h100-rdma-10node-80gpu-all_reduce", CLASSES[0], "dgx-h100", 10, 8, nccl_version="2.29.2",
@@ -869,6 +894,17 @@ TUNER_PLUGIN: set[str] = set()
 #: (a peer's bytes are split in parts of at least p2pChunkSize/8 = 16 KiB, 2.18-2.30, src/enqueue.cc
 #: calcP2pChunkSize / addP2pToPlan) in LL (NCCL_P2P_LL_THRESHOLD, default 16384 bytes per peer)
 P2P_FIXED_CHOICE_BYTES = 16384
+#: NCCL's own choices, published for one hardware class from NCCL_DEBUG_SUBSYS=TUNING, by (cluster, servers, GPUs
+#: per server, collective): the spans (smallest size, largest size, algorithm/protocol), the NCCL release that printed
+#: them and the source. A signal whose size and half lie in one span, on a table of that class that sets neither
+#: NCCL_ALGO nor NCCL_PROTO, is no choice change. One 8 x H100 node with NVLS: an HGX H100 (Dell XE9680) whose poster
+#: read TUNING's output, confirmed by NVIDIA in the same thread
+PUBLISHED_CHOICES: dict[tuple[str, int, int, str], tuple[tuple[tuple[int, int, str], ...], str, str]] = {
+    ("dgx-h100", 1, 8, "all_reduce"): (
+        ((8, 2**20, "ring/LL"), (2**21, 16 * 2**30, "nvls/Simple")), "2.26.2",
+        "NVIDIA/nccl-tests#309, qoofyk 2025-05-23 (Dell XE9680, 8 x H100, NCCL 2.26.2, single node: \"8B~1MB: uses Algo "
+        "RING proto LL\", \"2MB~16GB uses Algo NVLS proto SIMPLE\"; NVIDIA's kiskra-nvidia: \"Yes\")"),
+}
 #: NCCL's formula keeps its choice between two sizes when the choice's lead over the next-best at the smaller size
 #: exceeds this many times the choice's bytes term at the larger one (every other term of NCCL's time is a latency,
 #: the same at both sizes): the choice then holds even if every bandwidth NCCL reads were this many times lower
@@ -985,6 +1021,21 @@ def formula_holds(predictor, collective: str, size: int, version: str | None) ->
             f"ahead at {size_label(size // 2)} against a bytes term of {bytes_us:.3f} us at {size_label(size)}")
 
 
+def published_choice(ref: Reference, size: int, collective: str) -> str:
+    """Why a signal at ``size`` is no choice change by NCCL's choices published for the table's hardware
+    (PUBLISHED_CHOICES); empty where none covers it."""
+    entry = PUBLISHED_CHOICES.get((str(ref.cluster), ref.servers, ref.gpus, collective))
+    if entry is None or {"NCCL_ALGO", "NCCL_PROTO"} & set(ref.env):
+        return ""
+    spans, release, source = entry
+    span = next((s for s in spans if s[0] <= size // 2 and size <= s[1]), None)
+    if span is None:
+        return ""
+    table = f" (the table's: {ref.version()})" if ref.version() and ref.version() != release else ""
+    return (f"not a switch: NCCL_DEBUG_SUBSYS=TUNING on the same hardware, NCCL {release}{table}, reports {span[2]} at "
+            f"every size from {size_label(span[0])} to {size_label(span[1])}: {source}")
+
+
 def _nearest(model: list[tuple[int, str]], size: int) -> tuple[tuple[int, str] | None, bool]:
     near = min(model, key=lambda m: abs(np.log2(m[0] / size)), default=None)
     return near, near is not None and abs(np.log2(near[0] / size)) <= 1
@@ -1010,7 +1061,9 @@ def switch_verdict(ref: Reference, size: int, evidence: str, choices: list[dict]
     noise = "" if one_off else drop_not_a_switch(ref, size)
     if noise or ok:
         return where, noise or "yes"
-    why = "" if ref.stem in TUNER_PLUGIN else formula_holds(predictor, measured(ref).collective, size, ref.version())
+    collective = measured(ref).collective  # a tuner plugin replaces NCCL's formula and what its TUNING printed
+    why = "" if ref.stem in TUNER_PLUGIN else (formula_holds(predictor, collective, size, ref.version())
+                                               or published_choice(ref, size, collective))
     return where, why or "no"
 
 
@@ -1032,7 +1085,8 @@ def switch_lines(refs: list[Reference]) -> tuple[list[str], int, int]:
              "for both) or from a row with a one-off cost; or where NCCL's own formula for the table's release "
              "(src/graph/tuning.cc, src/enqueue.cc) keeps its choice even with bandwidths "
              f"{LATENCY_LEAD_FACTOR:g}x lower (its lead over the next-best exceeds {LATENCY_LEAD_FACTOR:g}x its bytes "
-             "term; not for tables whose NCCL ran a tuner plugin).", "",
+             "term; not for tables whose NCCL ran a tuner plugin); or where NCCL_DEBUG_SUBSYS=TUNING, published for "
+             "the same hardware without NCCL_ALGO/NCCL_PROTO, shows one choice at the size and its half.", "",
              "| table | seen at | evidence | mechanism's nearest prediction | within 2x |", "|---|---|---|---|---|"]
     hits = total = excluded = 0
     for ref in refs:

@@ -180,6 +180,20 @@ def test_collective_is_guessed_from_the_columns(collective):
         assert log.n_ranks is None  # busbw = algbw whatever the rank count
 
 
+def test_sendrecv_printing_its_reduction_is_not_read_as_all_reduce():
+    # nccl-tests' sendrecv (src/sendrecv.cu @29f4114f) prints the -o op ("sum") and root -1 like all_reduce, but never
+    # checks in-place (#wrong N/A there, a number out-of-place); busbw = algbw on 16 ranks, which no all_reduce has.
+    # Published log: togethercomputer/together-nccl-tests (source in the file's header).
+    text = (DATA / "reference" / "b200-ib-2node-16gpu-sendrecv-together.log").read_text()
+    log = parse_nccl_tests_log(text)
+    assert (log.collective, log.collective_from, log.n_ranks) == ("sendrecv", "rows", 16)
+    assert all(r.redop == "sum" and r.root == -1 and r.ip_wrong is None and r.oop_wrong == 0 for r in log.rows)
+    assert all(r.oop_busbw_GBps == r.oop_algbw_GBps for r in log.rows)
+    # an all_reduce that validates both columns stays all_reduce
+    row = make_row("all_reduce", 2**20, "float", 16, oop_time_s=1e-4, ip_time_s=1e-4)
+    assert guess_collective([row]) == "all_reduce"
+
+
 def test_rank_count_is_not_invented_when_ill_conditioned():
     # 2(n-1)/n barely moves for large n: 0.01 GB/s of print rounding cannot tell 1000 from 1024 ranks
     row = make_row("all_reduce", 2**30, "float", 1024, oop_time_s=0.01, ip_time_s=0.01)

@@ -43,7 +43,7 @@ def print_step(value: float) -> float:
 
 
 def test_every_table_is_here():
-    assert len(LOGS) + len(BUSBW_ONLY) + len(SUMMARIES) == 54
+    assert len(LOGS) + len(BUSBW_ONLY) + len(SUMMARIES) == 59
 
 
 @pytest.mark.parametrize("path", LOGS + BUSBW_ONLY + SUMMARIES, ids=lambda p: p.stem)
@@ -270,3 +270,24 @@ def test_rows_todays_nccl_tests_cannot_print_are_not_scored():
     printed = [r.size_bytes for r in bench.parsed_log(ref).rows if r.size_bytes > 0]
     assert printed[:3] == [32, 64, 128]
     assert bench.measured(ref).sizes.tolist() == printed[2:]
+
+
+def test_published_tuning_on_one_h100_node_rules_out_a_signal_and_is_the_models_choice():
+    """NVIDIA/nccl-tests#309 (https://github.com/NVIDIA/nccl-tests/issues/309): on one HGX H100 node (Dell XE9680, NVLS
+    on, NCCL 2.26.2) NCCL_DEBUG_SUBSYS=TUNING chose ring/LL from 8 B to 1 MB and NVLS/Simple from 2 MB to 16 GB
+    (qoofyk, 2025-05-23; NVIDIA's kiskra-nvidia: "Yes"). The model, as NCCL 2.26.2 on a DGX H100, makes those choices at
+    every size of that sweep; and the DGX H100 table's 4 KiB one-off (23.59 us out-of-place, 16.46 in-place) lies
+    inside the ring/LL span, so it is no switch. A forced NCCL_ALGO or another collective is not covered."""
+    bench = load_bench("reference_tables")
+    dgx = next(r for r in bench.REFERENCES if r.stem == "h100-dgx-1node-8gpu-all_reduce")
+    assert bench.published_choice(dgx, 4096, "all_reduce").startswith("not a switch: NCCL_DEBUG_SUBSYS=TUNING")
+    assert bench.published_choice(dgx, 2**21, "all_reduce") == ""  # 1 MiB and 2 MiB lie in different spans
+    assert bench.published_choice(dgx, 4096, "all_gather") == ""
+    forced = bench.Reference(dgx.stem, dgx.hw_class, dgx.cluster, 1, 8, {"NCCL_ALGO": "Ring"})
+    assert bench.published_choice(forced, 4096, "all_reduce") == ""
+    spans, release, _ = bench.PUBLISHED_CHOICES[("dgx-h100", 1, 8, "all_reduce")]
+    sweep = bench.perf_sweep("all_reduce", bench.SweepArgs(min_bytes=8, max_bytes=16 * 2**30, step_factor=2),
+                             "dgx-h100", 1, 8, {}, release, gpus_per_thread=1)
+    for choice in sweep.choices:
+        published = next(s[2] for s in spans if s[0] <= choice["size_bytes"] <= s[1])
+        assert f"{choice['algorithm']}/{choice['protocol']}" == published

@@ -422,7 +422,10 @@ def guess_collective(rows: Sequence[Row]) -> str | None:
 
     * ``root`` 0 or more: ``reduce`` with a reduction ``redop``, else ``broadcast``;
     * ``k == 1`` and a reduction: ``all_reduce`` (root ``-1``; with no root column only when
-      busbw differs from algbw); ``k == 1`` without: ``sendrecv`` (root ``-1`` only);
+      busbw differs from algbw), but ``sendrecv`` if some row validates out-of-place and prints ``N/A``
+      in-place (NVIDIA/nccl-tests ``src/sendrecv.cu`` @29f4114f passes its ``-o`` reduction, ``sum`` by
+      default, to the row, and never checks in-place: ``reportErrors = in_place ? 0 : 1``; all_reduce checks
+      both); ``k == 1`` without: ``sendrecv`` (root ``-1`` only);
     * ``k > 1`` (size counts every rank) and a reduction: ``reduce_scatter``; without:
       ``alltoall`` if some row validates out-of-place but prints ``N/A`` in-place (alltoall never
       checks in-place), ``all_gather`` if in-place is validated; with validation off, None.
@@ -440,6 +443,8 @@ def guess_collective(rows: Sequence[Row]) -> str | None:
         if row.root is not None and row.root >= 0:
             return "reduce" if reduction else "broadcast"
         if k == 1:
+            if reduction and row.root == -1 and _checks_out_of_place_only(rows):
+                return "sendrecv"
             if reduction:
                 busbw_differs = abs(row.oop_busbw_GBps - row.oop_algbw_GBps) > 0.011 * max(1.0, row.oop_algbw_GBps)
                 return "all_reduce" if row.root == -1 or busbw_differs else None
@@ -447,12 +452,18 @@ def guess_collective(rows: Sequence[Row]) -> str | None:
         if k > 1 and k.is_integer():
             if reduction:
                 return "reduce_scatter"
-            if any(r.oop_wrong is not None and r.ip_wrong is None for r in rows):
+            if _checks_out_of_place_only(rows):
                 return "alltoall"
             if any(r.ip_wrong is not None for r in rows):
                 return "all_gather"
         return None
     return None
+
+
+def _checks_out_of_place_only(rows: Sequence[Row]) -> bool:
+    """Some row validated out-of-place and printed ``N/A`` in-place (alltoall, sendrecv: nccl-tests checks their
+    in-place results never; with ``-c 0`` both columns are ``N/A``)."""
+    return any(r.oop_wrong is not None and r.ip_wrong is None for r in rows)
 
 
 def _print_step(value: float) -> float:
