@@ -207,3 +207,6 @@ class RunResult:
     # inference only: ttft_s, tpot_s, tokens_per_s and each one's ideal-network value (ideal_ttft_s...); tpot_s and
     # ideal_tpot_s are None, with the reason in tpot_undefined, when one output token leaves no decode step
     serving: dict | None = None
+    # what of the run ``tasks`` holds when not all of it, in words ("the prefill and the first 64 of 255 decode
+    # passes"); "" when it holds every task. Timelines drawn from the tasks say it.
+    tasks_cover: str = ""
