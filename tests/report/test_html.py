@@ -76,3 +76,21 @@ def test_findings_read_in_words_without_backticks(tmp_path):
     text = re.sub(r"<script.*?</script>", "", page, flags=re.S)  # plotly.js itself uses backticks
     assert "`" not in text and "<code>ibstat</code>" in text
     assert "lost 159.3ms, utilization 91.5%" in text and "lost_ms" not in text
+
+
+def test_a_serving_report_words_its_step_as_the_batch_the_terminal_does(tmp_path):
+    """Was 'ideal-network step (ms)', '% of step' and a figure 'Where the step goes ... ms per step' beside the
+    terminal's 'ideal-network batch (ms)' and 'Where the batch's time goes' for the same serving run."""
+    from gpuwait.report.figures import breakdown_figure
+    from gpuwait.steps.serving import run_serving
+    from tests.steps.test_serving import _fabric, _step
+
+    fabric = _fabric()
+    result = run_serving(_step(fabric, pp=2, out=4, send_prefill=1e6, send_decode=1e4), fabric)
+    fig = breakdown_figure([result])
+    assert fig.layout.title.text == "Where the batch's time goes" and fig.layout.yaxis.title.text == "ms per batch"
+    assert [t.name for t in fig.data if t.type == "scatter"] == ["ideal-network batch"]
+    page = write_html_report([result], tmp_path / "report.html").read_text(encoding="utf-8")
+    text = re.sub(r"<script.*?</script>", "", page, flags=re.S)
+    assert "ideal-network batch (ms)" in text and "compute (ms, % of batch)" in text and "batch time (ms)" in text
+    assert "of step" not in text and "ideal-network step" not in text

@@ -58,16 +58,17 @@ def _breakdown_rows(summaries: list[dict], sizes: dict[str, int]) -> list[tuple[
         return f"{x * 1e3:,.2f}"
 
     inference = all("serving" in s for s in summaries)
-    rows = [("batch time (ms)" if inference else "step time (ms)", [ms(s["step_time_s"]) for s in summaries])]
+    unit = "batch" if inference else "step"  # as the terminal's table words it
+    rows = [(f"{unit} time (ms)", [ms(s["step_time_s"]) for s in summaries])]
     for cat in BREAKDOWN_CATEGORIES:
         if inference and cat in ("data_wait", "straggler_wait", "checkpoint"):
             continue
-        rows.append((f"{cat.replace('_', ' ')} (ms, % of step)",
+        rows.append((f"{cat.replace('_', ' ')} (ms, % of {unit})",
                      [f"{ms(s['breakdown_s'][cat])} ({s['breakdown_fraction'][cat]:.1%})" for s in summaries]))
     for g in sorted({g for s in summaries for g in s["exposed_comm_s"]}):
         rows.append((f"exposed {part_label(g, sizes)} (ms)", [ms(s["exposed_comm_s"][g]) if g in s["exposed_comm_s"] else "-"
                                                               for s in summaries]))
-    rows += [("ideal-network step (ms)", [ms(s["ideal_step_time_s"]) for s in summaries]),
+    rows += [(f"ideal-network {unit} (ms)", [ms(s["ideal_step_time_s"]) for s in summaries]),
              ("network cost (ms)", [ms(s["network_cost_s"]) for s in summaries])]
     if inference:  # no MFU or waiting: the serving rows lead the table instead
         return rows
