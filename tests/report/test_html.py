@@ -94,3 +94,16 @@ def test_a_serving_report_words_its_step_as_the_batch_the_terminal_does(tmp_path
     text = re.sub(r"<script.*?</script>", "", page, flags=re.S)
     assert "ideal-network batch (ms)" in text and "compute (ms, % of batch)" in text and "batch time (ms)" in text
     assert "of step" not in text and "ideal-network step" not in text
+
+
+def test_a_findings_gain_reads_as_the_terminal_prints_it(tmp_path):
+    """Was '0.9 %' beside the terminal's '1.0 %' (dp-only with a degraded cable, its ECMP collision): the
+    page printed the JSON's gain, already rounded to 0.0095, to 0.1 % again."""
+    from gpuwait.diagnosis.report import finding_dict
+    from gpuwait.diagnosis.run import Finding
+
+    finding = Finding("ecmp-collision", "leaf2->spine4", "info", 0.5, {}, "e", "f", 1.0, 0.99049)
+    assert f"{100 * finding.gain_fraction:.1f} %" == "1.0 %"  # as `gpuwait diagnose` prints it
+    page = write_html_report([make_result()], tmp_path / "r.html", findings=[finding_dict(finding, 1)]).read_text()
+    text = re.sub(r"<script.*?</script>", "", page, flags=re.S)
+    assert "<td>1.0 %</td>" in text.replace(" class=\"num\"", "") and "0.9 %" not in text
