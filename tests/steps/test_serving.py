@@ -185,6 +185,7 @@ def test_a_long_generation_records_its_first_decode_passes_and_its_timeline_says
     """Was silent: the tasks stop after 64 decode passes (of 99 here), and the timeline, drawn from them,
     ended there with nothing saying the batch goes on."""
     from gpuwait.report.figures import timeline_figure
+    from gpuwait.report.perfetto import perfetto_trace
 
     fabric = _fabric()
     result = run_serving(_step(fabric, out=100), fabric)
@@ -192,8 +193,10 @@ def test_a_long_generation_records_its_first_decode_passes_and_its_timeline_says
     shown_ms = (PREFILL_S + 64 * DECODE_S) * 1e3
     assert result.tasks.end_s.max() * 1e3 == pytest.approx(shown_ms)
     _, caption = timeline_figure(result)
-    assert caption.endswith(f"; it shows the prefill and the first 64 of 99 decode passes: the first {shown_ms:,.0f} ms "
-                            f"of the run's {result.breakdown.step_time_s * 1e3:,.0f} ms")
+    said = (f"; it shows the prefill and the first 64 of 99 decode passes: the first {shown_ms:,.0f} ms "
+            f"of the run's {result.breakdown.step_time_s * 1e3:,.0f} ms")
+    assert caption.endswith(said)
+    assert perfetto_trace(result)["otherData"]["ranks_shown"].endswith(said)  # the trace's step slice stops there too
 
 
 def test_prefill_and_decode_from_flops_and_bytes():

@@ -257,16 +257,7 @@ def timeline_figure(result: RunResult, max_groups: int = 16, max_tasks: int = 12
                       height=160 + 60 * len(groups), xaxis_title="ms from the start of the run",
                       yaxis=dict(tickmode="array", tickvals=list(range(len(groups))),
                                  ticktext=[esc(g.label) for g in groups], autorange="reversed"))
-    return fig, how + "; each row is its median member" + cut + _cover_text(result)
-
-
-def _cover_text(result: RunResult) -> str:
-    """The words saying how much of the run the tasks hold when not all of it (a serving run records its
-    first decode passes), so a timeline that stops before the run does is not read as the whole run."""
-    if not result.tasks_cover or not len(result.tasks):
-        return ""
-    shown_ms, run_ms = float(result.tasks.end_s.max()) * 1e3, float(np.sum(result.step_times_s)) * 1e3
-    return f"; it shows {result.tasks_cover}: the first {shown_ms:,.0f} ms of the run's {run_ms:,.0f} ms"
+    return fig, how + "; each row is its median member" + cut + result.tasks_cover_text()
 
 
 def _slowest_marks(fig: go.Figure, result: RunResult, groups: Sequence[RankGroup], keep: np.ndarray) -> None:
