@@ -107,3 +107,22 @@ def test_a_findings_gain_reads_as_the_terminal_prints_it(tmp_path):
     page = write_html_report([make_result()], tmp_path / "r.html", findings=[finding_dict(finding, 1)]).read_text()
     text = re.sub(r"<script.*?</script>", "", page, flags=re.S)
     assert "<td>1.0 %</td>" in text.replace(" class=\"num\"", "") and "0.9 %" not in text
+
+
+def test_a_run_without_collectives_or_network_links_draws_no_empty_axes(tmp_path, capsys):
+    """Was an empty busbw chart, an empty links-by-utilization chart and a header-only collectives table
+    (HTML and terminal) for one-GPU serving replicas on one DGX: nothing to draw, said in words."""
+    from gpuwait.cli.main import main
+
+    scenario = tmp_path / "one-gpu.yaml"
+    scenario.write_text("name: one-gpu\ncluster: {preset: dgx-h100, servers: 1}\n"
+                        "workload: {mode: inference, model: {preset: llama-8b}, compute: {gpu: H100-SXM},\n"
+                        "  inference: {tp: 1, pp: 1, batch: 8, prompt_tokens: 1024, output_tokens: 8}}\n")
+    assert main(["run", str(scenario), "--report", str(tmp_path / "rep")]) == 0
+    assert "no collectives" in capsys.readouterr().out
+    page = (tmp_path / "rep" / "report.html").read_text(encoding="utf-8")
+    blocks = dict(FIGURE_BLOCK.findall(page))
+    assert "fig-busbw-data" not in blocks and "fig-utilization-0-data" not in blocks
+    assert all(json.loads(body)["data"] for body in blocks.values())  # every figure drawn has something in it
+    text = re.sub(r"<script.*?</script>", "", page, flags=re.S)
+    assert "No collectives in any case." in text and '<td colspan="8">no collectives</td>' in text

@@ -91,6 +91,13 @@ def _gain_text(finding: dict) -> str:
     return f"{100 * gain:.1f} %"
 
 
+def _distribution(result: RunResult, index: int, highlight: Sequence[str]) -> dict | None:
+    """The links-by-utilization figure, or None when it would be empty axes: it counts the network tiers'
+    links, and a cluster of one NVLink domain has none (its NVLink and PCIe links are in the heatmap)."""
+    fig = figures.utilization_distribution_figure(result, highlight)
+    return {"id": f"fig-utilization-{index}", "json": script_safe_json(fig)} if fig.data else None
+
+
 def _case_section(result: RunResult, index: int, hot_links: int, max_ranks: int, highlight: Sequence[str] = ()) -> dict:
     timeline, shown = figures.timeline_figure(result)
     groups, _ = rank_groups(result)
@@ -98,8 +105,7 @@ def _case_section(result: RunResult, index: int, hot_links: int, max_ranks: int,
     return {
         "case": result.case, "workload": result.workload, "cluster": result.cluster, "steps": result.steps,
         "notes": [code_spans(n) for n in result.notes], "ranks_shown": shown,
-        "distribution": {"id": f"fig-utilization-{index}",
-                         "json": script_safe_json(figures.utilization_distribution_figure(result, highlight))},
+        "distribution": _distribution(result, index, highlight),
         "heatmap": {"id": f"fig-heatmap-{index}", "json": script_safe_json(figures.link_heatmap_figure(result))},
         "timeline": {"id": f"fig-timeline-{index}", "json": script_safe_json(timeline)},
         # the drill-down: each group's members, drawn when the reader opens the group
@@ -131,7 +137,9 @@ def render_html_report(results: Sequence[RunResult], title: str | None = None, h
         case_names=[r.case for r in results],
         breakdown_rows=(serving_rows(results) if all(r.serving for r in results) else []) + _breakdown_rows(summaries, group_sizes(results)),
         breakdown={"id": "fig-breakdown", "json": script_safe_json(figures.breakdown_figure(results))},
-        busbw={"id": "fig-busbw", "json": script_safe_json(figures.busbw_figure(results))},
+        # no case with a collective (every group one GPU): a note, not empty axes
+        busbw={"id": "fig-busbw", "json": script_safe_json(figures.busbw_figure(results))}
+        if any(r.collectives for r in results) else None,
         cases=[_case_section(r, i, hot_links, max_ranks, [f["component"] for f in findings]) for i, r in enumerate(results)],
         findings=[{**f, "evidence_text": evidence_text(f["evidence"]), "explanation": code_spans(f["explanation"]),
                    "fix": code_spans(f["fix"]),
