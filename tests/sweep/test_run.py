@@ -90,6 +90,16 @@ def test_best_per_axis_value_and_pareto_front():
     assert [r["case_id"] for r in pareto_front(rows, "t", "c")] == ["c", "b"]
 
 
+def test_a_best_case_tied_with_others_says_so():
+    """Was 'oversubscription=2: infiniband, static, qps=4' as the best of 8 cases with exactly its step time
+    (examples/sweeps/ib-vs-roce.yaml): the others axes read as a choice that mattered."""
+    rows = [{"case_id": "a", "x": 1, "y": 1, "t": 2.0}, {"case_id": "b", "x": 1, "y": 2, "t": 2.0},
+            {"case_id": "c", "x": 1, "y": 3, "t": 3.0}, {"case_id": "d", "x": 2, "y": 1, "t": 2.5}]
+    best = {b["value"]: b for b in best_per_axis_value(rows, ["x", "y"], "t") if b["axis"] == "x"}
+    assert (best[1]["case_id"], best[1]["ties"], best[1]["others"]) == ("a", 2, "y=1 (one of 2 cases with this t)")
+    assert (best[2]["ties"], best[2]["others"]) == (1, "y=1")
+
+
 def test_report_page_names_the_best_case(done):
     page = render_sweep_report(done[1])
     assert "busbw_GBps" in page and "Pareto front" in page and "bogus" in page
