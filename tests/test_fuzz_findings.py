@@ -179,3 +179,16 @@ def test_every_json_reader_names_a_number_past_the_digit_limit_or_too_deep_a_nes
     for read, error in readers:
         with pytest.raises(error, match=reason):
             read()
+
+
+# ------------------------------------------------------------------ names the OS refuses
+
+@pytest.mark.parametrize("argv", [["validate", "{s}"], ["perf", "all_reduce", "--cluster", "x" * 300]])
+def test_a_preset_name_too_long_for_a_file_name_is_an_unknown_preset(capsys, tmp_path, argv):
+    """Was OSError 'File name too long' (seed 3047): looks_like_file asked Path.exists, which raises
+    ENAMETOOLONG, whether a 300-character preset name was a file."""
+    data = yaml.safe_load((ROOT / "examples" / "ecmp-collision.yaml").read_text())
+    data["cluster"] = "x" * 300
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(data))
+    err = _one_error(capsys, [a.format(s=tmp_path / "s.yaml") for a in argv])
+    assert "unknown preset 'xxx" in err

@@ -47,6 +47,17 @@ def test_calibrate_json(capsys):
     assert doc["out"] is None and doc["overlay"]["calibration"]["fitted_on"] == [str(LOG)]
 
 
+def test_calibrate_json_states_the_starting_values_in_their_units(capsys):
+    """Was 'prior': {'net_message_overhead_s': 1.284, ...}: the fit's starting moves, the message overhead
+    a factor on the transport's 0.18 us, printed under a name that says seconds. Started from the shipped
+    model, the starting values are the shipped ones."""
+    code, text, _ = run_cli(capsys, "calibrate", str(LOG), "--cluster", "dgx-h100", "--servers", "2", "--json",
+                            "--params", "nic_efficiency")
+    doc = json.loads(text)
+    assert code == 0 and doc["prior"] == doc["params"]["shipped"]
+    assert doc["prior"]["net_message_overhead_s"] == pytest.approx(0.18e-6 * 1.284)
+
+
 def _no_rows(tmp_path: Path) -> Path:
     path = tmp_path / "empty.log"
     path.write_text("# nThread 1 nGpus 1 minBytes 8 maxBytes 8 step: 2(factor) warmup iters: 5 iters: 20\n#\n")

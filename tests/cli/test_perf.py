@@ -323,6 +323,20 @@ def test_a_truncated_log_is_compared_and_calibrated_with_a_warning(capsys, tmp_p
     assert code == 0 and len(doc["logs"][0]["shipped"]) == 4 and "1 unreadable result row(s)" in doc["warnings"][0]
 
 
+@pytest.mark.parametrize("kept", [1, 2])
+def test_a_log_cut_after_its_size_or_count_warns_as_any_row_cut_short(capsys, tmp_path, kept):
+    """Was silent: a last row cut after its size (or size and count) did not look like a row (two whole
+    numbers and a third field), so it was passed over and the log read as a shorter sweep, while a row
+    cut one field later was named in a warning."""
+    text = (DATA / "h100-2node-16gpu-large-sizes.log").read_text()
+    last = _rows_of(text)[-1]
+    path = tmp_path / "killed.log"
+    path.write_text(text[:text.index(last)] + "   ".join(last.split()[:kept]))
+    code, out, _ = run_cli(capsys, "perf", "all_reduce", "--compare", str(path), "--cluster", "dgx-h100", "--servers", "2")
+    assert code == 0 and f"warning: {path}: 1 unreadable result row(s) skipped, the first line 12" in out
+    assert f"({kept} fields)" in out
+
+
 def test_compare_places_the_ranks_as_the_logs_rank_lines_do(capsys):
     """The L40S socket run (schmaustech/nvidia-tools-image README, tests/nccltests/data/reference): its two '# Rank'
     lines name two hosts, one GPU each (mpirun -H a:1,b:1). Unasked, --compare predicts that run, not the two

@@ -76,3 +76,53 @@ def test_findings_read_in_words_without_backticks(tmp_path):
     text = re.sub(r"<script.*?</script>", "", page, flags=re.S)  # plotly.js itself uses backticks
     assert "`" not in text and "<code>ibstat</code>" in text
     assert "lost 159.3ms, utilization 91.5%" in text and "lost_ms" not in text
+
+
+def test_a_serving_report_words_its_step_as_the_batch_the_terminal_does(tmp_path):
+    """Was 'ideal-network step (ms)', '% of step' and a figure 'Where the step goes ... ms per step' beside the
+    terminal's 'ideal-network batch (ms)' and 'Where the batch's time goes' for the same serving run."""
+    from gpuwait.report.figures import breakdown_figure
+    from gpuwait.steps.serving import run_serving
+    from tests.steps.test_serving import _fabric, _step
+
+    fabric = _fabric()
+    result = run_serving(_step(fabric, pp=2, out=4, send_prefill=1e6, send_decode=1e4), fabric)
+    fig = breakdown_figure([result])
+    assert fig.layout.title.text == "Where the batch's time goes" and fig.layout.yaxis.title.text == "ms per batch"
+    assert [t.name for t in fig.data if t.type == "scatter"] == ["ideal-network batch"]
+    page = write_html_report([result], tmp_path / "report.html").read_text(encoding="utf-8")
+    text = re.sub(r"<script.*?</script>", "", page, flags=re.S)
+    assert "ideal-network batch (ms)" in text and "compute (ms, % of batch)" in text and "batch time (ms)" in text
+    assert "of step" not in text and "ideal-network step" not in text
+
+
+def test_a_findings_gain_reads_as_the_terminal_prints_it(tmp_path):
+    """Was '0.9 %' beside the terminal's '1.0 %' (dp-only with a degraded cable, its ECMP collision): the
+    page printed the JSON's gain, already rounded to 0.0095, to 0.1 % again."""
+    from gpuwait.diagnosis.report import finding_dict
+    from gpuwait.diagnosis.run import Finding
+
+    finding = Finding("ecmp-collision", "leaf2->spine4", "info", 0.5, {}, "e", "f", 1.0, 0.99049)
+    assert f"{100 * finding.gain_fraction:.1f} %" == "1.0 %"  # as `gpuwait diagnose` prints it
+    page = write_html_report([make_result()], tmp_path / "r.html", findings=[finding_dict(finding, 1)]).read_text()
+    text = re.sub(r"<script.*?</script>", "", page, flags=re.S)
+    assert "<td>1.0 %</td>" in text.replace(" class=\"num\"", "") and "0.9 %" not in text
+
+
+def test_a_run_without_collectives_or_network_links_draws_no_empty_axes(tmp_path, capsys):
+    """Was an empty busbw chart, an empty links-by-utilization chart and a header-only collectives table
+    (HTML and terminal) for one-GPU serving replicas on one DGX: nothing to draw, said in words."""
+    from gpuwait.cli.main import main
+
+    scenario = tmp_path / "one-gpu.yaml"
+    scenario.write_text("name: one-gpu\ncluster: {preset: dgx-h100, servers: 1}\n"
+                        "workload: {mode: inference, model: {preset: llama-8b}, compute: {gpu: H100-SXM},\n"
+                        "  inference: {tp: 1, pp: 1, batch: 8, prompt_tokens: 1024, output_tokens: 8}}\n")
+    assert main(["run", str(scenario), "--report", str(tmp_path / "rep")]) == 0
+    assert "no collectives" in capsys.readouterr().out
+    page = (tmp_path / "rep" / "report.html").read_text(encoding="utf-8")
+    blocks = dict(FIGURE_BLOCK.findall(page))
+    assert "fig-busbw-data" not in blocks and "fig-utilization-0-data" not in blocks
+    assert all(json.loads(body)["data"] for body in blocks.values())  # every figure drawn has something in it
+    text = re.sub(r"<script.*?</script>", "", page, flags=re.S)
+    assert "No collectives in any case." in text and '<td colspan="8">no collectives</td>' in text

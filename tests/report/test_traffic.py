@@ -53,6 +53,20 @@ def test_packet_run_writes_a_report(capsys, tmp_path, incast):
     assert set(pauses) == {"case", "link", "time_s", "paused_fraction"} and max(pauses["paused_fraction"]) > 0
 
 
+def test_every_figure_of_a_packet_report_names_what_its_y_axis_counts(capsys, tmp_path, incast):
+    """Was a bare 0-100 % axis on 'time paused by PFC': the share of what (the run, an interval) said nowhere
+    but in a hover text."""
+    out_dir = tmp_path / "rep"
+    assert run_cli(capsys, "run", str(incast), "--engine", "packet", "--report", str(out_dir))[0] == 0
+    page = (out_dir / "report.html").read_text()
+    figures = dict(re.findall(r'<script type="application/json" id="(fig-[^"]+)-data">(.*?)</script>', page, re.S))
+    assert "fig-pause-0" in figures
+    for fig_id, body in figures.items():
+        title = json.loads(body)["layout"].get("yaxis", {}).get("title", {}).get("text")
+        assert title, f"{fig_id}: no y axis title"
+    assert json.loads(figures["fig-pause-0"])["layout"]["yaxis"]["title"]["text"] == "share of the run paused"
+
+
 def test_a_run_without_pauses_draws_no_empty_pause_plot(tmp_path):
     # InfiniBand's credits never send a PFC pause: the queues are plotted, a bar chart of zeros is not
     path = tmp_path / "ib.yaml"

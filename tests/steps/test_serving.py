@@ -155,6 +155,50 @@ def test_tasks_start_at_each_stage_in_turn():
     assert np.all(t.end_s - t.start_s == t.exposed_s)
 
 
+def test_each_gpus_tasks_tile_the_batch_and_its_stage_is_a_timeline_group_of_its_own():
+    """Was one timeline group of both stages: their tasks had the same names (the times, which differ, are
+    left out of the grouping on purpose), so the row drawn was stage 0's and stage 1's work and the pipeline
+    bubble (half the batch) showed nowhere. Now stage 1 receives stage 0's activations ('pp recv ... from
+    stage 0'), and each GPU's waits are pipeline bubbles: its tasks cover the batch end to end."""
+    from gpuwait.report.ranks import rank_groups
+
+    fabric = _fabric()
+    step = _step(fabric, pp=2, out=5, send_prefill=4 * 512 * 8192 * 2.0, send_decode=4 * 8192 * 2.0)
+    result = run_serving(step, fabric)
+    t = result.tasks
+    groups, _ = rank_groups(result)
+    assert [g.ranks.tolist() for g in groups] == [[0], [1]]
+    assert "pp recv prefill from stage 0" in t.name[t.rank == 1] and not any("recv" in n for n in t.name[t.rank == 0])
+    for rank in (0, 1):
+        mine = np.flatnonzero(t.rank == rank)
+        mine = mine[np.argsort(t.start_s[mine])]
+        assert t.start_s[mine[0]] == 0.0 and t.end_s[mine[-1]] == pytest.approx(result.breakdown.step_time_s, rel=1e-12)
+        assert np.allclose(t.start_s[mine[1:]], t.end_s[mine[:-1]], rtol=0, atol=1e-12)  # no gap, no overlap
+    bubble = t.kind == "bubble"
+    assert np.sum(t.end_s[bubble & (t.rank == 0)] - t.start_s[bubble & (t.rank == 0)]) == pytest.approx(
+        4 * (DECODE_S + _time(fabric, step, "pp", "sendrecv", 4 * 8192 * 2.0))
+        + PREFILL_S + _time(fabric, step, "pp", "sendrecv", 4 * 512 * 8192 * 2.0), rel=1e-9)  # stage 1's passes
+    assert result.tasks_cover == ""
+
+
+def test_a_long_generation_records_its_first_decode_passes_and_its_timeline_says_so():
+    """Was silent: the tasks stop after 64 decode passes (of 99 here), and the timeline, drawn from them,
+    ended there with nothing saying the batch goes on."""
+    from gpuwait.report.figures import timeline_figure
+    from gpuwait.report.perfetto import perfetto_trace
+
+    fabric = _fabric()
+    result = run_serving(_step(fabric, out=100), fabric)
+    assert result.tasks_cover == "the prefill and the first 64 of 99 decode passes"
+    shown_ms = (PREFILL_S + 64 * DECODE_S) * 1e3
+    assert result.tasks.end_s.max() * 1e3 == pytest.approx(shown_ms)
+    _, caption = timeline_figure(result)
+    said = (f"; it shows the prefill and the first 64 of 99 decode passes: the first {shown_ms:,.0f} ms "
+            f"of the run's {result.breakdown.step_time_s * 1e3:,.0f} ms")
+    assert caption.endswith(said)
+    assert perfetto_trace(result)["otherData"]["ranks_shown"].endswith(said)  # the trace's step slice stops there too
+
+
 def test_prefill_and_decode_from_flops_and_bytes():
     """TTFT from prefill FLOPs; a decode step of a small batch from weight and KV bytes over the HBM rate a
     streaming kernel reaches (0.85 of the datasheet, as the training step's element-wise kernels)."""

@@ -90,6 +90,16 @@ def test_best_per_axis_value_and_pareto_front():
     assert [r["case_id"] for r in pareto_front(rows, "t", "c")] == ["c", "b"]
 
 
+def test_a_best_case_tied_with_others_says_so():
+    """Was 'oversubscription=2: infiniband, static, qps=4' as the best of 8 cases with exactly its step time
+    (examples/sweeps/ib-vs-roce.yaml): the others axes read as a choice that mattered."""
+    rows = [{"case_id": "a", "x": 1, "y": 1, "t": 2.0}, {"case_id": "b", "x": 1, "y": 2, "t": 2.0},
+            {"case_id": "c", "x": 1, "y": 3, "t": 3.0}, {"case_id": "d", "x": 2, "y": 1, "t": 2.5}]
+    best = {b["value"]: b for b in best_per_axis_value(rows, ["x", "y"], "t") if b["axis"] == "x"}
+    assert (best[1]["case_id"], best[1]["ties"], best[1]["others"]) == ("a", 2, "y=1 (one of 2 cases with this t)")
+    assert (best[2]["ties"], best[2]["others"]) == (1, "y=1")
+
+
 def test_report_page_names_the_best_case(done):
     page = render_sweep_report(done[1])
     assert "busbw_GBps" in page and "Pareto front" in page and "bogus" in page
@@ -177,3 +187,34 @@ def test_a_nan_metric_is_no_score_in_the_heatmap_and_the_pareto_front():
     assert heatmap_figure(rows, "x", "y", "t").data[0].z[0][0] == 2.0
     assert [r["case_id"] for r in pareto_front(rows, "t", "c")] == ["b"]
     assert [b["case_id"] for b in best_per_axis_value(rows, ["x"], "t")] == ["b"]
+
+
+SERVING_SWEEP = {"name": "serve", "steps": 1,
+                 "base": {"name": "s", "cluster": {"preset": "dgx-h100", "servers": 1},
+                          "workload": {"mode": "inference", "model": {"preset": "llama-8b"},
+                                       "inference": {"tp": 8, "batch": 4, "prompt_tokens": 512, "output_tokens": 16},
+                                       "compute": {"gpu": "H100-SXM"}}},
+                 "axes": [{"path": "workload.inference.output_tokens", "values": [1, 16], "name": "out"}]}
+
+
+def test_a_serving_case_stores_the_latencies_run_prints(tmp_path, capsys):
+    """Was a row with the batch's time and tokens/s but neither TTFT nor TPOT, the numbers `run` leads with
+    for serving, so a serving sweep could not be ranked (--metric) by them."""
+    import yaml
+
+    (tmp_path / "serve.yaml").write_text(yaml.safe_dump(SERVING_SWEEP))
+    assert main(["sweep", "run", str(tmp_path / "serve.yaml"), "--out", str(tmp_path / "out"), "--workers", "1"]) == 0
+    _, rows = query(tmp_path / "out", "select out, ttft_s, tpot_s, ideal_ttft_s, ideal_tpot_s, case_json from results order by out")
+    for out, ttft, tpot, ideal_ttft, ideal_tpot, case in rows:
+        (tmp_path / "case.yaml").write_text(yaml.safe_dump(json.loads(case)["scenario"]))
+        capsys.readouterr()
+        assert main(["run", str(tmp_path / "case.yaml"), "--json"]) == 0
+        serving = json.loads(capsys.readouterr().out)["cases"][0]["serving"]
+        assert (ttft, ideal_ttft) == (serving["ttft_s"], serving["ideal_ttft_s"])
+        if out == 1:  # no decode pass: no TPOT, as run says
+            assert serving["tpot_s"] is None and math.isnan(tpot) and math.isnan(ideal_tpot)
+        else:
+            assert (tpot, ideal_tpot) == (serving["tpot_s"], serving["ideal_tpot_s"]) and tpot > 0
+    capsys.readouterr()
+    assert main(["sweep", "report", str(tmp_path / "out"), "--metric", "tpot_s", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["best"][0]["tpot_s"] == rows[1][2]

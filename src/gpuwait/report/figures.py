@@ -44,8 +44,10 @@ def case_labels(results: Sequence[RunResult]) -> list[str]:
 
 
 def breakdown_figure(results: Sequence[RunResult]) -> go.Figure:
-    """Stacked bar per case: each category's job mean in ms, with the ideal-network step as a marker."""
+    """Stacked bar per case: each category's job mean in ms, with the ideal-network step as a marker; a
+    serving run's step is its batch, and the figure says so as the terminal's table does."""
     labels = case_labels(results)
+    unit = "batch" if all(r.serving for r in results) else "step"
     means = [category_means_s(r) for r in results]
     fig = go.Figure()
     for cat in BREAKDOWN_CATEGORIES:
@@ -56,10 +58,10 @@ def breakdown_figure(results: Sequence[RunResult]) -> go.Figure:
         fig.add_bar(x=labels, y=values_ms, name=cat.replace("_", " "), marker_color=COLORS[cat],
                     customdata=shares, hovertemplate="%{x}<br>%{y:.2f} ms (%{customdata:.1%})<extra>%{fullData.name}</extra>")
     fig.add_scatter(x=labels, y=[r.breakdown.ideal_step_time_s * 1e3 for r in results], mode="markers",
-                    name="ideal-network step", marker=dict(symbol="line-ew-open", size=40, line=dict(width=3, color="black")),
+                    name=f"ideal-network {unit}", marker=dict(symbol="line-ew-open", size=40, line=dict(width=3, color="black")),
                     hovertemplate="%{x}<br>ideal network: %{y:.2f} ms<extra></extra>")
-    fig.update_layout(**_LAYOUT, barmode="stack", title="Where the step goes (job mean per step)",
-                      yaxis_title="ms per step", legend_traceorder="normal", height=420)
+    fig.update_layout(**_LAYOUT, barmode="stack", height=420, legend_traceorder="normal", yaxis_title=f"ms per {unit}",
+                      title="Where the batch's time goes" if unit == "batch" else "Where the step goes (job mean per step)")
     return fig
 
 
@@ -255,7 +257,7 @@ def timeline_figure(result: RunResult, max_groups: int = 16, max_tasks: int = 12
                       height=160 + 60 * len(groups), xaxis_title="ms from the start of the run",
                       yaxis=dict(tickmode="array", tickvals=list(range(len(groups))),
                                  ticktext=[esc(g.label) for g in groups], autorange="reversed"))
-    return fig, how + "; each row is its median member" + cut
+    return fig, how + "; each row is its median member" + cut + result.tasks_cover_text()
 
 
 def _slowest_marks(fig: go.Figure, result: RunResult, groups: Sequence[RankGroup], keep: np.ndarray) -> None:

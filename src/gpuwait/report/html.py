@@ -58,16 +58,17 @@ def _breakdown_rows(summaries: list[dict], sizes: dict[str, int]) -> list[tuple[
         return f"{x * 1e3:,.2f}"
 
     inference = all("serving" in s for s in summaries)
-    rows = [("batch time (ms)" if inference else "step time (ms)", [ms(s["step_time_s"]) for s in summaries])]
+    unit = "batch" if inference else "step"  # as the terminal's table words it
+    rows = [(f"{unit} time (ms)", [ms(s["step_time_s"]) for s in summaries])]
     for cat in BREAKDOWN_CATEGORIES:
         if inference and cat in ("data_wait", "straggler_wait", "checkpoint"):
             continue
-        rows.append((f"{cat.replace('_', ' ')} (ms, % of step)",
+        rows.append((f"{cat.replace('_', ' ')} (ms, % of {unit})",
                      [f"{ms(s['breakdown_s'][cat])} ({s['breakdown_fraction'][cat]:.1%})" for s in summaries]))
     for g in sorted({g for s in summaries for g in s["exposed_comm_s"]}):
         rows.append((f"exposed {part_label(g, sizes)} (ms)", [ms(s["exposed_comm_s"][g]) if g in s["exposed_comm_s"] else "-"
                                                               for s in summaries]))
-    rows += [("ideal-network step (ms)", [ms(s["ideal_step_time_s"]) for s in summaries]),
+    rows += [(f"ideal-network {unit} (ms)", [ms(s["ideal_step_time_s"]) for s in summaries]),
              ("network cost (ms)", [ms(s["network_cost_s"]) for s in summaries])]
     if inference:  # no MFU or waiting: the serving rows lead the table instead
         return rows
@@ -77,6 +78,26 @@ def _breakdown_rows(summaries: list[dict], sizes: dict[str, int]) -> list[tuple[
     return rows
 
 
+def _gain_text(finding: dict) -> str:
+    """A finding's gain as the terminal prints it, from its step times when it has them: its
+    ``expected_gain_fraction`` is rounded to 4 digits, and rounded again to 0.1 % a gain of 0.00951
+    printed 0.9 % beside the terminal's 1.0 %."""
+    gain = finding["expected_gain_fraction"]
+    if gain is None:
+        return "-"
+    reference, fixed, step = (finding.get(k) for k in ("reference_step_time_s", "fixed_step_time_s", "step_time_s"))
+    if reference is not None and fixed is not None and step:
+        gain = (reference - fixed) / step
+    return f"{100 * gain:.1f} %"
+
+
+def _distribution(result: RunResult, index: int, highlight: Sequence[str]) -> dict | None:
+    """The links-by-utilization figure, or None when it would be empty axes: it counts the network tiers'
+    links, and a cluster of one NVLink domain has none (its NVLink and PCIe links are in the heatmap)."""
+    fig = figures.utilization_distribution_figure(result, highlight)
+    return {"id": f"fig-utilization-{index}", "json": script_safe_json(fig)} if fig.data else None
+
+
 def _case_section(result: RunResult, index: int, hot_links: int, max_ranks: int, highlight: Sequence[str] = ()) -> dict:
     timeline, shown = figures.timeline_figure(result)
     groups, _ = rank_groups(result)
@@ -84,8 +105,7 @@ def _case_section(result: RunResult, index: int, hot_links: int, max_ranks: int,
     return {
         "case": result.case, "workload": result.workload, "cluster": result.cluster, "steps": result.steps,
         "notes": [code_spans(n) for n in result.notes], "ranks_shown": shown,
-        "distribution": {"id": f"fig-utilization-{index}",
-                         "json": script_safe_json(figures.utilization_distribution_figure(result, highlight))},
+        "distribution": _distribution(result, index, highlight),
         "heatmap": {"id": f"fig-heatmap-{index}", "json": script_safe_json(figures.link_heatmap_figure(result))},
         "timeline": {"id": f"fig-timeline-{index}", "json": script_safe_json(timeline)},
         # the drill-down: each group's members, drawn when the reader opens the group
@@ -117,11 +137,13 @@ def render_html_report(results: Sequence[RunResult], title: str | None = None, h
         case_names=[r.case for r in results],
         breakdown_rows=(serving_rows(results) if all(r.serving for r in results) else []) + _breakdown_rows(summaries, group_sizes(results)),
         breakdown={"id": "fig-breakdown", "json": script_safe_json(figures.breakdown_figure(results))},
-        busbw={"id": "fig-busbw", "json": script_safe_json(figures.busbw_figure(results))},
+        # no case with a collective (every group one GPU): a note, not empty axes
+        busbw={"id": "fig-busbw", "json": script_safe_json(figures.busbw_figure(results))}
+        if any(r.collectives for r in results) else None,
         cases=[_case_section(r, i, hot_links, max_ranks, [f["component"] for f in findings]) for i, r in enumerate(results)],
         findings=[{**f, "evidence_text": evidence_text(f["evidence"]), "explanation": code_spans(f["explanation"]),
                    "fix": code_spans(f["fix"]),
-                   "gain_text": "-" if f["expected_gain_fraction"] is None else f"{100 * f['expected_gain_fraction']:.1f} %"}
+                   "gain_text": _gain_text(f)}
                   for f in findings],
         findings_figure={"id": "fig-findings", "json": script_safe_json(figures.findings_figure(findings))}
         if any(f.get("expected_gain_fraction") is not None for f in findings) else None,

@@ -70,7 +70,7 @@ def perfetto_trace(result: RunResult, max_ranks: int = 64, gpus_per_server: int 
     place = {int(r): i for m in members for i, r in enumerate(m)}
     role = {g.median_rank: " median" for g in groups} | {g.slowest_rank: " slowest" for g in groups}
     ranks = np.array(sorted(pid_of), dtype=int)
-    shown = f"{how}; {len(ranks)} GPUs shown (each group's median, slowest and first members)"
+    shown = f"{how}; {len(ranks)} GPUs shown (each group's median, slowest and first members){result.tasks_cover_text()}"
     t = result.tasks
     keep = np.isin(t.rank, ranks)
     rank, step, kind, name, group = (t.rank[keep], t.step[keep], t.kind[keep], t.name[keep], t.group[keep])

@@ -117,19 +117,27 @@ def _score(row: dict, metric: str) -> float | None:
 
 
 def best_per_axis_value(rows: list[dict], axes: list[str], metric: str) -> list[dict]:
-    """For every value of every axis, the best case with that value: its metric and other axes."""
+    """For every value of every axis, the best case with that value: its metric and other axes, and
+    ``ties``, how many cases with that value have exactly its metric (1: it alone). The first of tied cases
+    is shown; its other axes are then one choice among equals, which ``others`` says."""
     out = []
     for axis in axes:
         best: dict[Any, dict] = {}
+        ties: dict[Any, int] = {}
         for row in rows:
             value, score = row.get(axis), _score(row, metric)
             if score is None:
                 continue
             if value not in best or _better(metric, score, best[value][metric]):
-                best[value] = row
+                best[value], ties[value] = row, 1
+            elif score == best[value][metric]:
+                ties[value] += 1
         for value, row in sorted(best.items(), key=lambda kv: str(kv[0])):
+            others = ", ".join(f"{a}={row.get(a)}" for a in axes if a != axis)
+            if ties[value] > 1:
+                others += f" (one of {ties[value]} cases with this {metric})"
             out.append({"axis": axis, "value": value, metric: row[metric], "case_id": row["case_id"],
-                        "others": ", ".join(f"{a}={row.get(a)}" for a in axes if a != axis)})
+                        "others": others, "ties": ties[value]})
     return out
 
 

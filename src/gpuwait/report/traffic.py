@@ -156,7 +156,8 @@ def pause_figure(run, ports: Sequence[int]) -> go.Figure:
     names = [esc(run.topo.link_name(i)) for i in ports]
     fig = go.Figure(go.Bar(x=names, y=[paused[i] / max(run.end_s, 1e-12) for i in ports], marker_color="#CC79A7",
                            hovertemplate="%{x}: paused %{y:.1%} of the run<extra></extra>"))
-    fig.update_layout(**_LAYOUT, title=f"{esc(case_name(run))}: time paused by PFC", yaxis_tickformat=".0%", height=300)
+    fig.update_layout(**_LAYOUT, title=f"{esc(case_name(run))}: time paused by PFC", yaxis_title="share of the run paused",
+                      yaxis_tickformat=".0%", height=300)
     return fig
 
 

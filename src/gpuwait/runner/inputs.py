@@ -6,6 +6,7 @@ the same :class:`~gpuwait.errors.SpecError` (with its YAML path and hint) from e
 
 from __future__ import annotations
 
+import os
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -19,12 +20,14 @@ from gpuwait.topology import preset_spec, resolve_cluster, resolve_server
 
 def looks_like_file(arg: str) -> bool:
     """Whether ``arg`` names a file (a YAML/JSON suffix, or an existing path) rather than a preset; an empty
-    name is neither (``Path("")`` is the working directory, which exists).
+    name is neither (``Path("")`` is the working directory, which exists). ``os.path.exists`` rather than
+    ``Path.exists``: a name the OS refuses to look up (longer than NAME_MAX, a NUL byte) is no file, where
+    ``Path.exists`` raises OSError for it.
 
-    >>> looks_like_file("dgx-h100"), looks_like_file("my.yaml"), looks_like_file("")
-    (False, True, False)
+    >>> looks_like_file("dgx-h100"), looks_like_file("my.yaml"), looks_like_file(""), looks_like_file("x" * 300)
+    (False, True, False, False)
     """
-    return arg.endswith((".yaml", ".yml", ".json")) or (bool(arg) and Path(arg).exists())
+    return arg.endswith((".yaml", ".yml", ".json")) or (bool(arg) and os.path.exists(arg))
 
 
 def load_scenario(path: str | Path, *, cluster_replaced: bool = False) -> Scenario:

@@ -327,6 +327,9 @@ def _run_workload_case(scenario: Scenario, doc: dict, cache: TopologyCache, max_
            "network_cost_s": bd.network_cost_s, "wait_fraction": bd.wait_fraction, "mfu": bd.mfu,
            "tokens_per_s": bd.tokens_per_step / bd.step_time_s if bd.step_time_s > 0 else math.nan}
     row |= {f"{c}_s": means[c] for c in BREAKDOWN_CATEGORIES}
+    if result.serving is not None:  # a serving case's step is its batch: its latencies are what `run` leads with
+        row |= {k: math.nan if result.serving.get(k) is None else result.serving[k]
+                for k in ("ttft_s", "ideal_ttft_s", "tpot_s", "ideal_tpot_s")}
     for stat in result.collectives:  # the slowest call of each kind of collective
         column = f"busbw_{_slug(stat.label)}_GBps"
         row[column] = min(row.get(column, math.inf), stat.busbw_GBps)

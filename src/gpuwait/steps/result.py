@@ -207,3 +207,15 @@ class RunResult:
     # inference only: ttft_s, tpot_s, tokens_per_s and each one's ideal-network value (ideal_ttft_s...); tpot_s and
     # ideal_tpot_s are None, with the reason in tpot_undefined, when one output token leaves no decode step
     serving: dict | None = None
+    # what of the run ``tasks`` holds when not all of it, in words ("the prefill and the first 64 of 255 decode
+    # passes"); "" when it holds every task. Timelines drawn from the tasks say it.
+    tasks_cover: str = ""
+
+    def tasks_cover_text(self) -> str:
+        """The clause a timeline or trace drawn from ``tasks`` appends when they stop before the run does
+        ("; it shows the prefill and the first 64 of 255 decode passes: the first 5,975 ms of the run's
+        10,553 ms"), so it is not read as the whole run; "" when they hold every task."""
+        if not self.tasks_cover or not len(self.tasks):
+            return ""
+        shown_ms, run_ms = float(self.tasks.end_s.max()) * 1e3, float(np.sum(self.step_times_s)) * 1e3
+        return f"; it shows {self.tasks_cover}: the first {shown_ms:,.0f} ms of the run's {run_ms:,.0f} ms"

@@ -23,6 +23,11 @@ from gpuwait.steps.stats import collective_stats, link_stats
 from gpuwait.workload.model import decode_passes
 from gpuwait.workload.program import ServingStep
 
+#: Decode passes a serving run records as tasks, after the prefill: every pass of a long generation would be
+#: output tokens x GPUs x 4 tasks (receive, compute, all-reduces, bubble), which no timeline draws; what the
+#: table leaves out is said (RunResult.tasks_cover) wherever it is drawn
+TASK_DECODE_PASSES = 64
+
 #: Why a batch of one output token has no time per output token (the serving dict's ``tpot_undefined``).
 TPOT_UNDEFINED = "one output token: the prefill emits it and no decode step follows, so (e2e - TTFT) / (tokens - 1) is 0 / 0"
 
@@ -93,7 +98,7 @@ def run_serving(step: ServingStep, fabric: FabricModel, *, case: str = "", clust
     # every replica serves its own batch at once: the job's tokens, as a training step counts the whole job's
     batch_tokens = step.batch * step.output_tokens * lay.dp
     breakdown = StepBreakdown(total, per_gpu, exposed, ideal, mfu, step.model_flops, batch_tokens)
-    tasks = _tasks(step, prefill, decode, ttft, tpot)
+    tasks, tasks_cover = _tasks(step, prefill, decode, ttft, tpot)
     collectives = collective_stats(families, {"tp": lay.tp, "pp": lay.pp})
     links = link_stats(fabric, families, total)
     serving = {"ttft_s": ttft, "ideal_ttft_s": ideal_ttft, **_tpot(decodes, tpot, ideal_tpot),
@@ -104,7 +109,7 @@ def run_serving(step: ServingStep, fabric: FabricModel, *, case: str = "", clust
     notes = (f"time to first token {ttft * 1e3:.3f} ms", tpot_note)
     return RunResult(case=case, workload=step.description, cluster=cluster, steps=1, breakdown=breakdown,
                      collectives=collectives, links=links, tasks=tasks, step_times_s=np.array([total]),
-                     notes=notes, gpus_per_server=fabric.topo.gpus_per_server, serving=serving)
+                     notes=notes, gpus_per_server=fabric.topo.gpus_per_server, serving=serving, tasks_cover=tasks_cover)
 
 
 def time_per_output_token_s(result: RunResult) -> float | None:
@@ -116,23 +121,56 @@ def time_per_output_token_s(result: RunResult) -> float | None:
     raise SimulationError("result: not a serving run; expected a 'time per output token' note")
 
 
-def _tasks(step: ServingStep, prefill: dict, decode: dict, ttft: float, tpot: float) -> TaskTable:
-    """Per GPU: its stage's prefill, then each decode step's compute and TP collectives (the first 64 decode passes)."""
+def _stage_rows(parts: dict, t0: float, s: int, name: str) -> list[tuple[str, str, str, float, float]]:
+    """Stage ``s``'s tasks of one pass that starts at ``t0`` on stage 0: the receive of the stage before's
+    activations (none on stage 0), its compute, then its TP all-reduces; the stages run one after another."""
+    begin = t0 + s * (parts["compute"] + parts["tp"] + parts["pp"])
+    rows = []
+    if s > 0 and parts["pp"] > 0:  # named with its sender: the stages' task lists differ, so timelines group them apart
+        rows.append(("comm", f"pp recv {name} from stage {s - 1}", "pp", begin - parts["pp"], begin))
+    rows.append(("compute", name, "", begin, begin + parts["compute"]))
+    if parts["tp"] > 0:
+        rows.append(("comm", f"tp all_reduce {name}", "tp", begin + parts["compute"], begin + parts["compute"] + parts["tp"]))
+    return rows
+
+
+def _with_bubbles(rows: list[tuple[str, str, str, float, float]], until_s: float | None) -> list[tuple[str, str, str, float, float]]:
+    """``rows`` (in time order) with a pipeline bubble in each gap a stage waits for the others, and after its
+    last task up to ``until_s`` (the batch's end, when the rows hold every pass). A gap under a nanosecond is
+    rounding: with one stage the passes follow each other."""
+    out, free = [], 0.0
+    for row in [*rows, ("", "", "", until_s, until_s)] if until_s is not None else rows:
+        if row[3] - free > 1e-9:
+            out.append(("bubble", "pipeline bubble", "pp", free, row[3]))
+        if row[0]:
+            out.append(row)
+            free = row[4]
+    return out
+
+
+def _tasks(step: ServingStep, prefill: dict, decode: dict, ttft: float, tpot: float) -> tuple[TaskTable, str]:
+    """Per GPU: its stage's prefill, then each decode step's receive, compute and TP collectives, with the
+    waits between as pipeline bubbles, for the first :data:`TASK_DECODE_PASSES` decode passes; and the words
+    saying what the table holds when that is not every pass ('' when it is)."""
     lay = step.layout
     stage = lay.stage_of()
-    rows = []
-    for token in range(-1, min(decode_passes(step.output_tokens), 64)):
-        parts, t0, per_pass = (prefill, 0.0, ttft) if token < 0 else (decode, ttft + token * tpot, tpot)
-        begin = t0 + stage * (parts["compute"] + parts["tp"] + parts["pp"])
-        name = "prefill" if token < 0 else f"decode t{token}"
-        rows.append(("compute", name, "", begin, begin + parts["compute"]))
-        if parts["tp"] > 0:
-            rows.append(("comm", f"tp all_reduce {name}", "tp", begin + parts["compute"],
-                         begin + parts["compute"] + parts["tp"]))
-    n = lay.n_ranks
-    ranks = np.tile(np.arange(n, dtype=np.int32), len(rows))
-    start = np.concatenate([r[3] for r in rows])
-    end = np.concatenate([r[4] for r in rows])
-    return TaskTable(ranks, np.zeros(len(ranks), np.int32), np.repeat(np.array([r[0] for r in rows], object), n),
-                     np.repeat(np.array([r[1] for r in rows], object), n),
-                     np.repeat(np.array([r[2] for r in rows], object), n), start, end, end - start)
+    decodes = decode_passes(step.output_tokens)
+    shown = min(decodes, TASK_DECODE_PASSES)
+    tasks = []  # (ranks of the stage, kind, name, group, start, end)
+    for s in range(lay.pp):
+        rows = []
+        for token in range(-1, shown):
+            parts, t0 = (prefill, 0.0) if token < 0 else (decode, ttft + token * tpot)
+            rows += _stage_rows(parts, t0, s, "prefill" if token < 0 else f"decode t{token}")
+        ranks = np.flatnonzero(stage == s).astype(np.int32)
+        tasks += [(ranks, *row) for row in _with_bubbles(rows, ttft + decodes * tpot if shown == decodes else None)]
+    n = np.array([len(t[0]) for t in tasks])
+
+    def column(i: int, dtype: type) -> np.ndarray:
+        return np.repeat(np.array([t[i] for t in tasks], dtype), n)
+
+    start, end = column(4, float), column(5, float)
+    table = TaskTable(np.concatenate([t[0] for t in tasks]), np.zeros(int(n.sum()), np.int32), column(1, object),
+                      column(2, object), column(3, object), start, end, end - start)
+    cover = "" if shown == decodes else f"the prefill and the first {shown} of {decodes} decode passes"
+    return table, cover

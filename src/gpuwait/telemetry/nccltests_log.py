@@ -138,6 +138,9 @@ _DEVICE = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?Pid\s+(\d+)\s+on
 _OUT_OF_BOUNDS = re.compile(r"^#?\s*Out of bounds values\s*:\s*(\d+)")
 _AVG_BUSBW = re.compile(r"^#?\s*Avg bus bandwidth\s*:\s*(\S+)")
 _DATA_ROW = re.compile(r"^\s*\d+\s+\d+\s+\S")
+#: under a column header, a line of one or two whole numbers alone: a row cut after its size or count (a job
+#: killed mid-row), which _DATA_ROW, wanting a third field, would pass over in silence
+_CUT_ROW = re.compile(r"^\s*\d+(?:\s+\d+)?$")
 _NUMBER = re.compile(r"^[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf)$", re.IGNORECASE)
 _INT = re.compile(r"^[-+]?\d+$")
 _DATE, _CLOCK = re.compile(r"^\d{4}-\d\d-\d\d$"), re.compile(r"^\d\d:\d\d:\d\d$")
@@ -344,7 +347,7 @@ def parse_nccl_tests_log(text: str, *, n_ranks: int | None = None, collective: s
         if stripped.startswith("#"):
             _read_comment(state, stripped, lineno)
             continue
-        if _DATA_ROW.match(line):
+        if _DATA_ROW.match(line) or (state.saw_header and _CUT_ROW.match(line)):
             try:
                 row, width = _parse_row(line, lineno, state.half_names, len(state.half_names) if state.saw_header else None,
                                         state.lead_columns)
