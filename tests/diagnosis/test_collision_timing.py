@@ -164,6 +164,24 @@ def test_uplinks_reads_do_not_climb_are_still_read():
     assert [c.component for c in _check(obs).candidates] == [TOPO3.link_name(int(up[1]))]
 
 
+def test_reads_into_a_readers_nic_do_not_hide_a_collision():
+    """The ports into the NICs carry the job's dataset reads, and a 3D job's reads all enter its few
+    reading GPUs' NICs (TP rank 0 of the first and last stage): with the reads counted as the job's own
+    bytes, the busiest NIC port (the floor no routing relieves) rose past the hot uplink and a 7.4 %
+    collision went unnamed (dev seed 30,000,024). The ports out of the NICs, which reads never use, set it."""
+    leaf = TOPO3.node_id("leaf0")
+    up = next(g for g in _equal_cost_groups(Observation(TOPO3)) if (TOPO3.link_src[g] == leaf).all())
+    rate = TOPO3.link_capacity_Bps.astype(float)
+    carried = np.zeros(TOPO3.n_links)
+    carried[up[:4]] = [1e9, 2e9, 1e9, 0.0]
+    nic = TOPO3.nic_node[0, 0]
+    into_nic = int(np.flatnonzero((TOPO3.link_dst == nic) & (TOPO3.link_src == leaf))[0])
+    carried[into_nic] = 0.9 * rate[into_nic]  # a reader's NIC port 90 % busy with reads, 0.9 s of the 1 s step
+    obs = Observation(TOPO3, step_time_s=1.0, per_gpu_s=_phases(TOPO3.n_gpus, 0.3), link_bytes=carried,
+                      link_rate_Bps=rate, link_nominal_Bps=rate, storage_read=True)
+    assert [c.component for c in _check(obs).candidates] == [TOPO3.link_name(int(up[1]))]
+
+
 def test_nic_ports_are_the_compute_nics_cables_both_ways():
     """The NIC ports no routing can spread: each compute NIC's cable to its leaf, both directions. A
     NIC node sits on its server's network and its cable on the compute network; selected by the

@@ -310,13 +310,28 @@ def draw_case(seed: int) -> RandomCase:
         if target is None:
             continue
         if kind == "storage-slow":  # a backend can only slow a job that reads: give it reads storage can serve
-            scenario = _with_reads(scenario, float(rng.uniform(0.2, 2.5)) * 1e9)
+            scenario = _with_reads(scenario, _readable_Bps(scenario, topo, float(rng.uniform(0.2, 2.5)) * 1e9))
         elif kind == "dataloader-starvation" and rng.random() < 0.5:
             target = topo.server_name(int(rng.integers(topo.n_servers)))
         params = _params(kind, rng, scenario, result.breakdown.step_time_s)
         inject = f"{kind}:{target}" + (f":{params}" if params else "")
         return RandomCase(seed, fabric, workload, inject, kind, telemetry, scenario)
     return RandomCase(seed, fabric, workload, None, None, telemetry, scenario)
+
+
+def _readable_Bps(scenario: Scenario, topo, rate_Bps: float) -> float:
+    """``rate_Bps`` per GPU, or less: at most what leaves each GPU that reads (a 3D job's TP rank 0 of its
+    first and last stage, :meth:`~gpuwait.workload.layout.Layout.reader_ranks`) half its NIC port's line rate
+    for the collectives. The readers share the job's total, so a 3D job's 4 readers of 64 GPUs ask 16x the
+    per-GPU rate each: 2 GB/s a GPU asked 32 GB/s of a 12.5 GB/s (100 Gb/s) NIC port, and a storage-slow case
+    read as slow in its healthy run already (dev seed 7). A storage-slow case's reads are its premise, not its cause."""
+    from gpuwait.workload.steps import training_step
+
+    assert scenario.workload is not None  # a drawn case's scenario has a workload of WORKLOADS (_scenario)
+    layout = training_step(scenario.workload, topo).layout
+    ports = topo.nic_uplink[topo.nic_uplink >= 0]
+    port_Bps = float(topo.link_capacity_Bps[ports].min())
+    return min(rate_Bps, 0.5 * port_Bps * layout.reader_ranks().size / layout.n_ranks)
 
 
 def _with_reads(scenario: Scenario, rate_Bps: float) -> Scenario:

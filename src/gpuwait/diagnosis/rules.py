@@ -509,14 +509,22 @@ def _separate_storage(scenario: Scenario, faults: list[FaultSpec], component: st
 @rule("storage-contention", Fix(_separate_storage))
 def storage(obs: Observation, out: RuleOutput) -> None:
     """Dataset reads cross the compute fabric and the GPUs wait for data: the network carrying the
-    reads is the bottleneck (the storage servers' backends are not busy, else storage-slow names
-    them). The cost is the data wait."""
+    reads is the bottleneck, or one of them (no storage server's backend is busy, else storage-slow
+    names them; with storage ports full both propose and the fixes' measured gains decide). The cost
+    is the data wait."""
     if obs.per_gpu_s is None or not obs.storage_read:
         return
     wait, _ = _data_wait(obs)
-    saturated = bool(_storage_serving_all(obs))
-    if saturated and _matters(obs, wait):
-        return  # the GPUs wait on storage servers that serve all they can (storage-slow)
+    serving = _storage_serving_all(obs)
+    if _matters(obs, wait) and obs.storage_busy:
+        return  # the GPUs wait on storage servers whose backends are busy (storage-slow)
+    # storage ports full while the GPUs wait: the tier holds the reads back, and their paths over the compute
+    # fabric may too (a 3D job's few readers' large flows colliding: 8 readers asking 40 GB/s each filled 3 of
+    # 4 ports while a separate network gave back 29 % of the step and more storage servers 12 %, accuracy
+    # suite roce-ecmp/3d-8b; 8 asking 45 GB/s filled all 4 while a separate network gave back 2.4 % and more
+    # servers made the step 38 % longer, their reads filling the readers' NICs, dev seed 30,000,224). Both
+    # rules propose; the fixes' measured gains decide
+    saturated = bool(serving) and not _matters(obs, wait)
     # servers sending at their ports' rate while the GPUs do not wait for data are not what the job
     # waits on: the reads they push hold the links the collectives share (an 18.7 % loss on a
     # 3-tier fabric was silent here and named an ECMP collision, seed 11,000,227); then only the
@@ -544,7 +552,7 @@ def storage(obs: Observation, out: RuleOutput) -> None:
         f"step ({100 * wait / _step(obs):.1f} %) for data"
         # the delay is part of the cost charged (lost_s) whether or not the servers are busy: always said
         + (f", and the reads sharing those links delay the collectives {_ms(delay_s)} per step" if delay_s > 0 else "")
-        + ("." if saturated else " while the storage servers themselves are not busy."),
+        + ("." if serving else " while the storage servers themselves are not busy."),
         "give storage its own network (or its own lossless class and bandwidth share), or cache the dataset locally",
         lost_s=wait + delay_s))
 
@@ -619,7 +627,8 @@ def _faster_storage(scenario: Scenario, faults: list[FaultSpec], component: str)
     rate = next((f.params.read_rate_per_gpu_Bps for f in faults if f.kind == "storage-contention"),
                 workload.data.dataset_read_per_gpu if workload is not None else 0.0)
     if rate > 0:
-        demand_Bps = rate * build_cluster(resolve_cluster(cluster)).n_gpus
+        # the field is the job's read rate over its GPUs (its readers share the total, docs/workloads.md)
+        demand_Bps = rate * ((workload.gpus if workload is not None else None) or build_cluster(resolve_cluster(cluster)).n_gpus)
         needed = int(np.ceil(demand_Bps / cluster.storage.storage_server_speed))
         storage = cluster.storage.model_copy(update={"storage_servers": max(cluster.storage.storage_servers, needed)})
         scenario = scenario.model_copy(update={"cluster": cluster.model_copy(update={"storage": storage})})
@@ -1263,6 +1272,11 @@ def _busiest_nic_port_s(obs: Observation) -> float:
     ends_server = np.stack([topo.node_server[topo.link_src[ports]], topo.node_server[topo.link_dst[ports]]], axis=1)
     on_dead = np.isin(ends_server, list(dead)).any(axis=1) if dead else np.zeros(len(ports), bool)
     ports = ports[~_storage_ports(topo, ports) & ~on_dead & (rate_Bps[ports] > 0)]
+    if obs.storage_read:
+        # the ports into the NICs carry the job's dataset reads too, the storage rules' business: all of a
+        # 3D job's reads enter its few reading GPUs' NICs (10 GB/s into each of 4 set the floor past a hot
+        # uplink and hid a 7.4 % collision, dev seed 30,000,024); the ports out carry the collectives alone
+        ports = ports[~_read_paths(obs)[ports]]
     if not len(ports):
         return _longest_port_s(obs, ports)
     # at the nominal rate where a port negotiated lower: that is link-degrade's cost, and a fabric

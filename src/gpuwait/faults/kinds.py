@@ -238,8 +238,8 @@ def _one_seed(scenario: Scenario, fault: EcmpPolarizationFault, topo: Topology) 
 register_fault(EcmpPolarizationFault, "all", on_scenario=_one_seed)
 
 
-# storage-contention: every GPU reads its dataset at ``read_rate_per_gpu_Bps`` over the compute
-# fabric (storage converged onto it).
+# storage-contention: the job reads its dataset at ``read_rate_per_gpu_Bps`` times its GPU count over the
+# compute fabric (storage converged onto it), on the GPUs that read data (Layout.reader_ranks).
 def _storage_reads(scenario: Scenario, fault: StorageContentionFault, topo: Topology) -> Scenario:
     workload = _workload(scenario, fault.kind)
     cluster = scenario.cluster

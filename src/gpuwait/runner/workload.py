@@ -115,8 +115,8 @@ def simulate_workload(scenario: Scenario, steps: int | None = None, progress=Non
         label = case_label(name, routing, transport)
         cluster_text = cluster_label(cluster_name, topo, transport, cases[0][2])
         if isinstance(step, TrainingStep):
-            if step.storage_read_Bps_per_gpu > 0:
-                read = fabric.storage(step.layout.rank_gpu, step.storage_read_Bps_per_gpu)
+            if step.storage_read_Bps_per_reader > 0:  # only the GPUs that read the dataset read it
+                read = fabric.storage(step.layout.rank_gpu[step.layout.reader_ranks()], step.storage_read_Bps_per_reader)
                 fabric = fabric.with_background(read.link_load_Bps)
             report = None if progress is None else (lambda k, n, i=index: progress(i, len(cases), k, n))
             result = run_training(step, fabric, steps=n_steps, case=label, cluster=cluster_text, progress=report)

@@ -82,7 +82,7 @@ class PcieDowntrainedParams(SpecModel):
 
 
 class StorageContentionParams(SpecModel):
-    read_rate_per_gpu_Bps: float = _param(4e9, 0.0, 1e12, "bytes/s each GPU reads from storage")
+    read_rate_per_gpu_Bps: float = _param(4e9, 0.0, 1e12, "bytes/s the job reads from storage per GPU of it (as workload.data.dataset_read_per_gpu)")
 
 
 class DataloaderStarvationParams(SpecModel):

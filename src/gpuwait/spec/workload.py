@@ -120,7 +120,7 @@ class ComputeSpec(SpecModel):
 class DataSpec(SpecModel):
     """Input data and checkpoints: what a step reads from storage and writes to it."""
 
-    dataset_read_per_gpu: RateOrZeroBps = Field(0.0, description="Bytes/s each GPU reads from storage while it trains (e.g. 200MB/s); 0 = data already local.")
+    dataset_read_per_gpu: RateOrZeroBps = Field(0.0, description="The job's dataset read rate from storage over its GPU count (e.g. 200MB/s: a 64-GPU job reading 12.8 GB/s); 0 = data already local. The GPUs that read (Megatron-LM: tensor-parallel rank 0 of the first and the last pipeline stage, every GPU when tp = pp = 1) share the job's total evenly (docs/workloads.md).")
     loader_samples_per_s_per_server: float | None = Field(None, gt=0, description="CPU data-loader throughput of one server (samples/s); none = the loader never limits. The loaders run where Megatron-LM reads data: the first and the last pipeline stage (docs/workloads.md).")
     loader_samples_per_s_by_server: dict[str, Annotated[float, Field(gt=0)]] = Field(default_factory=dict, description="CPU data-loader throughput of the named servers (server name, e.g. s3 -> samples/s), in place of loader_samples_per_s_per_server on those servers.")
     checkpoint_size: SizeBytes | None = Field(None, description="Bytes of one checkpoint (whole job); default 14 bytes per parameter (bf16 weights + fp32 Adam master and moments).")

@@ -220,8 +220,9 @@ def _add_zero3_exposed(step: TrainingStep, zero3_s: dict[str, tuple[str, float]]
 
 
 def _storage_times(step: TrainingStep, fabric: FabricModel, gpus: np.ndarray) -> tuple[float, float]:
-    """``(checkpoint_s, storage_shortfall)``: one checkpoint write at the slowest GPU's rate to storage,
-    and demanded / achieved dataset read rate - 1 (0 when the fabric keeps up)."""
+    """``(checkpoint_s, storage_shortfall)``: one checkpoint write at the slowest GPU's rate to storage
+    (every GPU writes its shard), and demanded / achieved dataset read rate - 1 of the slowest reading
+    GPU (0 when the fabric keeps up)."""
     checkpoint_s = 0.0
     if step.checkpoint_interval_steps and step.checkpoint_bytes_per_gpu > 0:
         write = fabric.storage(gpus, float("inf"), write=True)
@@ -231,13 +232,14 @@ def _storage_times(step: TrainingStep, fabric: FabricModel, gpus: np.ndarray) ->
                                   "expected a storage network (cluster.storage.mode) or storage on the fabric")
         checkpoint_s = step.checkpoint_bytes_per_gpu / slowest
     shortfall = 0.0
-    if step.storage_read_Bps_per_gpu > 0:
-        read = fabric.storage(gpus, step.storage_read_Bps_per_gpu)
+    if step.storage_read_Bps_per_reader > 0:
+        # only the ranks that read the dataset (a pipeline's first and last stage, TP rank 0) read it
+        read = fabric.storage(gpus[step.layout.reader_ranks()], step.storage_read_Bps_per_reader)
         achieved = float(read.rate_per_gpu_Bps.min())
         if achieved <= 0:
             raise SimulationError("workload.data.dataset_read_per_gpu: the job's GPUs cannot reach a storage server; "
                                   "expected a storage network (cluster.storage.mode) or storage on the fabric")
-        shortfall = max(step.storage_read_Bps_per_gpu / achieved - 1.0, 0.0)
+        shortfall = max(step.storage_read_Bps_per_reader / achieved - 1.0, 0.0)
     return checkpoint_s, shortfall
 
 

@@ -162,6 +162,15 @@ class Layout:
         stages = tuple(sorted({0, self.pp - 1}))
         return stages, self._grid[list(stages), :, :, 0]
 
+    def reader_ranks(self) -> np.ndarray:
+        """The ranks that read the dataset (:meth:`data_readers`), flat: ``len(set(0, pp - 1)) x dp x cp``
+        of the job's ranks, every rank when pp = tp = 1.
+
+        >>> Layout(tp=8, dp=2, pp=4, ep=1, rank_gpu=np.arange(64)).reader_ranks().tolist()
+        [0, 8, 48, 56]
+        """
+        return self.data_readers()[1].ravel()
+
     def lane_of(self) -> np.ndarray:
         """(stage * dp + replica) lane of every rank."""
         return self._lane

@@ -48,7 +48,7 @@ class TrainingStep:
     slow_factor: np.ndarray        # (ranks,) compute slowdown per rank (1 = nominal)
     seed: int
     loader_s_per_step: np.ndarray  # (pp, dp) CPU time a lane's loaders take to prepare one step's samples (0: none)
-    storage_read_Bps_per_gpu: float
+    storage_read_Bps_per_reader: float  # dataset bytes/s each reading GPU asks (Layout.reader_ranks); 0: none
     checkpoint_bytes_per_gpu: float
     checkpoint_interval_steps: int | None
     model_flops_per_step: float

@@ -90,6 +90,21 @@ def loader_s_per_lane(lay: Layout, topo: Topology, data: DataSpec, global_batch:
     return out
 
 
+def read_rate_per_reader_Bps(lay: Layout, read_per_gpu_Bps: float) -> float:
+    """Bytes/s each GPU that reads the dataset asks from storage, from ``workload.data.dataset_read_per_gpu``:
+    the job's read rate over its GPU count (what a storage dashboard shows for the job, over its GPUs),
+    shared by the ranks that read (:meth:`Layout.reader_ranks`), so the job's total stays
+    ``read_per_gpu_Bps x GPUs`` whatever the layout; with pp = tp = 1 every GPU reads and asks exactly that.
+
+    >>> lay = Layout(tp=8, dp=2, pp=4, ep=1, rank_gpu=np.arange(64))  # 4 readers of 64 GPUs
+    >>> read_rate_per_reader_Bps(lay, 1e9) / 1e9
+    16.0
+    >>> read_rate_per_reader_Bps(Layout(tp=1, dp=8, pp=1, ep=1, rank_gpu=np.arange(8)), 1e9) / 1e9
+    1.0
+    """
+    return read_per_gpu_Bps * lay.n_ranks / lay.reader_ranks().size
+
+
 def training_step(spec: WorkloadSpec, topo: Topology) -> TrainingStep:
     """The training step ``spec`` describes on ``topo``'s first GPUs (checked: layout, memory)."""
     shape = wm.resolve_model(spec.model)
@@ -135,7 +150,7 @@ def training_step(spec: WorkloadSpec, topo: Topology) -> TrainingStep:
         inline_ops=tuple(ops), pp_send_bytes=v.pp_send_bytes, dp_grad_bytes=grads, bucket_bytes=par.bucket_bytes,
         dp_collective=v.dp_grad_collective, param_gather_bytes=gather, overlap_grad_reduce=par.overlap_grad_reduce,
         jitter_cv=spec.compute.jitter_cv, slow_factor=slow, seed=spec.compute.seed, loader_s_per_step=loader_s,
-        storage_read_Bps_per_gpu=data.dataset_read_per_gpu,
+        storage_read_Bps_per_reader=read_rate_per_reader_Bps(lay, data.dataset_read_per_gpu),
         checkpoint_bytes_per_gpu=checkpoint / par.gpus if data.checkpoint_interval_steps else 0.0,
         checkpoint_interval_steps=data.checkpoint_interval_steps,
         model_flops_per_step=wm.training_flops_per_token(shape) * tokens, tokens_per_step=tokens,
