@@ -32,13 +32,18 @@ ROCE_PACKET_BYTES = 4096.0
 CONGESTION_COUNTERS = ("xmit_wait", "pause_received", "pause_received_s", "pause_sent", "pause_sent_s",
                        "pause_storm_events", "ecn_marked", "cnp_sent", "cnp_handled")
 
+#: Seconds of telemetry an operator's reading averages over: Prometheus' usual ``rate(x[5m])``, 10
+#: scrapes at the 30 s NVIDIA's "Configure Prometheus for DCGM Exporter" sets (a rate wants at least
+#: 4 scrapes: https://www.robustperception.io/what-range-should-i-use-with-rate). A per-GPU busy
+#: share or a port's rate is a mean over the steps this window holds.
+TELEMETRY_WINDOW_S = 300.0
+
 #: Relative noise (one standard deviation) of an imported reading: a port's bytes per step, a GPU's
 #: busy share, the step time. Counters are exact to the byte (PortXmitData counts 4-byte words in 64
 #: bits), so the error is the sampling's: a rate over a window whose edges fall at random points of
 #: a step is off by up to half a step's bytes at each edge, two independent errors uniform over +-1/2
-#: step, so its standard deviation is 1 / (N sqrt 6) for a window of N steps. A 5-minute window
-#: (Prometheus' usual ``rate(x[5m])``, 10 scrapes at the 30 s NVIDIA's "Configure Prometheus for
-#: DCGM Exporter" sets) over training steps of up to 7 s holds N >= 43 steps: 1 / (43 sqrt 6) =
+#: step, so its standard deviation is 1 / (N sqrt 6) for a window of N steps. The window
+#: (TELEMETRY_WINDOW_S) over training steps of up to 7 s holds N >= 43 steps: 1 / (43 sqrt 6) =
 #: 0.95 %, so 1 %. A simulation's readings are exact (noise 0). The rules carry it into a range per
 #: cost estimate (rules.Lost) and telemetry-only severity reads the range's low end.
 TELEMETRY_READING_NOISE = 0.01

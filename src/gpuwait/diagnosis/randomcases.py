@@ -3,8 +3,9 @@
 Each case is drawn from a seed: a fabric (preset, size, oversubscription, ECMP seed or adaptive
 routing, two or three tiers), a workload (data parallel, 3D parallel, mixture of experts), compute
 jitter, and at most one fault of a random kind and magnitude (mild to severe) on a component drawn
-among those that carry the job's traffic in the healthy run. Some cases are diagnosed from exported
-telemetry instead of the simulation, with noise on the series and one series dropped.
+among those that carry the job's traffic in the healthy run, over the steps a telemetry window holds
+(:data:`WINDOW_STEPS`). Some cases are diagnosed from exported telemetry instead of the simulation, with
+noise on the series and one series dropped.
 
 The truth is measured, not assumed: a fault's cost is the share of the faulted step it adds to the
 healthy step. The scoring rule (issue 14):
@@ -112,6 +113,13 @@ WORKLOADS = {
 KINDS = ("link-degrade", "link-flap", "link-loss", "slow-gpu", "nic-down", "tcp-fallback", "no-gdr",
          "nic-affinity", "ecmp-polarization", "storage-contention", "dataloader-starvation", "noisy-neighbor",
          "storage-slow", "gpu-throttle", "pcie-downtrained")
+#: Training steps a case simulates: the whole steps an operator's telemetry window
+#: (observe.TELEMETRY_WINDOW_S, 5 minutes) holds at the longest healthy step the cases draw (15.5 s:
+#: llama-70b in 3D on 4 A100 servers; tests/diagnosis/test_window_steps.py derives it), so no case
+#: averages its per-GPU readings over more steps than its window would, and most over fewer. A
+#: per-GPU mean over N steps keeps jitter_cv / sqrt(N) of each GPU's per-step jitter; two steps kept
+#: 71 % of it and hid GPUs 7-12 % slow costing 3 % of the step (dev seeds 29,000,189 and 29,000,212).
+WINDOW_STEPS = 19
 HEALTHY_SHARE = 0.12    # share of cases with no fault at all
 TELEMETRY_SHARE = 0.25  # share of cases diagnosed from exported telemetry
 RENAMED_SHARE = 0.25    # share of cases on an inventory-style cluster with real host, NIC and switch names
@@ -197,7 +205,7 @@ def _scenario(cluster: dict, workload: str, rng: np.random.Generator) -> Scenari
     gpu = "A100" if cluster["preset"] == "oci-a100-roce" else "H100-SXM"
     compute = {"gpu": gpu, "efficiency": 0.5, "jitter_cv": float(rng.uniform(0.005, 0.03)),
                "seed": int(rng.integers(2**31))}
-    spec = {**WORKLOADS[workload], "compute": compute, "steps": 2}
+    spec = {**WORKLOADS[workload], "compute": compute, "steps": WINDOW_STEPS}
     return validate_data(Scenario, {"name": f"random/{workload}", "cluster": cluster, "workload": spec},
                          source="random diagnosis case", require_units=False)
 

@@ -626,33 +626,39 @@ def _per_rank(step: TrainingStep, accts: list[_Account], factors: np.ndarray) ->
 
 
 def _task_table(step: TrainingStep, accts: list[_Account], max_tasks: int) -> TaskTable:
+    """Every GPU's tasks, one row per (task record, GPU of its lane), in record order; the records of
+    the first steps that fit in ``max_tasks`` rows. Built in one pass over the records' columns: a
+    record stands for the same number of GPUs on every stage (dp lanes of a TP group's width), so a
+    run of tens of steps spent more time copying rows one record at a time than simulating them."""
     lay = step.layout
-    ranks_of_lane = lay.lane_ranks()
+    ranks_of_lane = lay.lane_ranks()  # (pp, dp, width)
     width = ranks_of_lane.shape[2]
-    cols: dict[str, list[np.ndarray]] = {k: [] for k in ("rank", "step", "kind", "name", "group", "start_s", "end_s")}
-    total = 0
-    for k, acct in enumerate(accts):
-        for stage, kind, name, group, start, end in acct.records:
-            ranks = ranks_of_lane[stage].ravel()
-            n = len(ranks)
-            if total + n > max_tasks:
-                break
-            total += n
-            cols["rank"].append(ranks)
-            cols["step"].append(np.full(n, k, np.int32))
-            cols["kind"].append(np.full(n, kind, dtype=object))
-            cols["name"].append(np.full(n, name, dtype=object))
-            cols["group"].append(np.full(n, group, dtype=object))
-            cols["start_s"].append(np.repeat(np.broadcast_to(start, (lay.dp,)), width))
-            cols["end_s"].append(np.repeat(np.broadcast_to(end, (lay.dp,)), width))
-    if not cols["rank"]:
+    per_record = lay.dp * width
+    records = [(k, rec) for k, acct in enumerate(accts) for rec in acct.records]
+    records = records[: max_tasks // per_record if per_record else 0]
+    if not records:
         empty = np.zeros(0)
         return TaskTable(empty.astype(np.int32), empty.astype(np.int32), empty.astype(object), empty.astype(object),
                          empty.astype(object), empty, empty, empty)
-    start, end = np.concatenate(cols["start_s"]), np.concatenate(cols["end_s"])
-    return TaskTable(np.concatenate(cols["rank"]).astype(np.int32), np.concatenate(cols["step"]),
-                     np.concatenate(cols["kind"]), np.concatenate(cols["name"]), np.concatenate(cols["group"]),
-                     start, end, end - start)
+    stage = np.array([rec[0] for _, rec in records])
+    text = {col: np.repeat(np.array([rec[i] for _, rec in records], dtype=object), per_record)
+            for i, col in ((1, "kind"), (2, "name"), (3, "group"))}
+    times = [np.repeat(_per_lane([rec[i] for _, rec in records], lay.dp), width, axis=1).ravel() for i in (4, 5)]
+    return TaskTable(ranks_of_lane[stage].reshape(-1).astype(np.int32),
+                     np.repeat(np.array([k for k, _ in records], np.int32), per_record),
+                     text["kind"], text["name"], text["group"], times[0], times[1], times[1] - times[0])
+
+
+def _per_lane(times: list[np.ndarray], dp: int) -> np.ndarray:
+    """(records, dp) times from records' times, each one time for every lane (0-d) or one per lane (dp,)."""
+    out = np.empty((len(times), dp))
+    scalar = [i for i, t in enumerate(times) if t.ndim == 0]
+    lanes = [i for i, t in enumerate(times) if t.ndim != 0]
+    if scalar:
+        out[scalar] = np.array([times[i] for i in scalar])[:, None]
+    if lanes:
+        out[lanes] = np.stack([times[i] for i in lanes])
+    return out
 
 
 def _network_only(fabric: FabricModel, link_values: np.ndarray) -> np.ndarray:
