@@ -244,6 +244,25 @@ def test_a_long_generation_records_its_first_decode_passes_and_its_timeline_says
     assert perfetto_trace(result)["otherData"]["ranks_shown"].endswith(said)  # the trace's step slice stops there too
 
 
+def test_a_long_generations_tasks_hold_whole_passes_on_every_stage():
+    """The table stops after 64 decode passes on every stage at the same moment, the end of the 64th pass:
+    stage 0 ended at its own last all-reduce, without its wait for stage 1's part of that pass (the
+    transfer and stage 1's compute), so its row was short of the time the caption says the timeline shows,
+    and its bubble per pass was short of the breakdown's on the last one."""
+    fabric = _fabric()
+    step = _step(fabric, pp=2, out=100, send_prefill=4 * 512 * 8192 * 2.0, send_decode=4 * 8192 * 2.0)
+    result = run_serving(step, fabric)
+    t, s = result.tasks, result.serving
+    shown_s = s["ttft_s"] + 64 * s["tpot_s"]
+    assert [t.end_s[t.rank == r].max() for r in (0, 1)] == pytest.approx([shown_s, shown_s], rel=1e-12)
+    # per GPU, the table is the prefill's pass and 64 decode passes of the breakdown's account
+    full = run_serving(_step(fabric, pp=2, out=65, send_prefill=4 * 512 * 8192 * 2.0, send_decode=4 * 8192 * 2.0),
+                       fabric).breakdown.per_gpu_s
+    bubble = t.kind == "bubble"
+    summed = np.bincount(t.rank[bubble], (t.end_s - t.start_s)[bubble], minlength=2)
+    assert summed == pytest.approx(full["bubble"], rel=1e-9)
+
+
 def test_prefill_and_decode_from_flops_and_bytes():
     """TTFT from prefill FLOPs; a decode step of a small batch from weight and KV bytes over the HBM rate a
     streaming kernel reaches (0.85 of the datasheet, as the training step's element-wise kernels)."""

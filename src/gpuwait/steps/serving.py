@@ -160,12 +160,12 @@ def _stage_rows(parts: dict, t0: float, s: int, name: str) -> list[tuple[str, st
     return rows
 
 
-def _with_bubbles(rows: list[tuple[str, str, str, float, float]], until_s: float | None) -> list[tuple[str, str, str, float, float]]:
+def _with_bubbles(rows: list[tuple[str, str, str, float, float]], until_s: float) -> list[tuple[str, str, str, float, float]]:
     """``rows`` (in time order) with a pipeline bubble in each gap a stage waits for the others, and after its
-    last task up to ``until_s`` (the batch's end, when the rows hold every pass). A gap under a nanosecond is
-    rounding: with one stage the passes follow each other."""
+    last task up to ``until_s`` (the end of the last pass the rows hold: the batch's end when they hold every
+    pass). A gap under a nanosecond is rounding: with one stage the passes follow each other."""
     out, free = [], 0.0
-    for row in [*rows, ("", "", "", until_s, until_s)] if until_s is not None else rows:
+    for row in [*rows, ("", "", "", until_s, until_s)]:
         if row[3] - free > 1e-9:
             out.append(("bubble", "pipeline bubble", "pp", free, row[3]))
         if row[0]:
@@ -189,7 +189,7 @@ def _tasks(step: ServingStep, prefill: dict, decode: dict, ttft: float, tpot: fl
             parts, t0 = (prefill, 0.0) if token < 0 else (decode, ttft + token * tpot)
             rows += _stage_rows(parts, t0, s, "prefill" if token < 0 else f"decode t{token}")
         ranks = np.flatnonzero(stage == s).astype(np.int32)
-        tasks += [(ranks, *row) for row in _with_bubbles(rows, ttft + decodes * tpot if shown == decodes else None)]
+        tasks += [(ranks, *row) for row in _with_bubbles(rows, ttft + shown * tpot)]
     n = np.array([len(t[0]) for t in tasks])
 
     def column(i: int, dtype: type) -> np.ndarray:
