@@ -122,13 +122,58 @@ def test_pipeline_pass_and_bubble():
     result = run_serving(step, fabric)
     b = result.breakdown
     assert b.step_time_s == pytest.approx(total, rel=1e-12)
-    pp_comm = (pp - 1) * (s_pre + (out - 1) * s_dec)
-    assert b.exposed_comm_s["pp sendrecv"] == pytest.approx(pp_comm, rel=1e-12)
-    # each GPU computes only its stage; the other stages' time is bubble
+    recv = s_pre + (out - 1) * s_dec  # one receive per pass, on each stage past the first
+    assert b.exposed_comm_s["pp sendrecv"] == pytest.approx((pp - 1) / pp * recv, rel=1e-12)  # the GPUs' mean
+    # each GPU computes only its stage; the other stages' work and the sends between them are its bubble
     compute = PREFILL_S + (out - 1) * DECODE_S
     assert b.per_gpu_s["compute"] == pytest.approx(np.full(pp, compute))
-    assert b.per_gpu_s["bubble"] == pytest.approx(np.full(pp, total - compute - pp_comm))
-    assert b.per_gpu_s["bubble"][0] == pytest.approx((pp - 1) * compute)
+    assert b.per_gpu_s["exposed_comm"] == pytest.approx([0.0] + [recv] * (pp - 1))
+    assert b.per_gpu_s["bubble"] == pytest.approx([total - compute] + [total - compute - recv] * (pp - 1))
+    assert b.per_gpu_s["bubble"][0] == pytest.approx((pp - 1) * (compute + recv))
+
+
+def test_stage_0_waits_for_stage_1_and_the_transfer_each_decode_pass():
+    """Closed form of a two-stage pipeline serving one batch (no TP, nothing else running): stage 0 computes,
+    hands its activations to stage 1 and has nothing to do until stage 1 has received them and computed, so
+    its bubble per pass is stage 1's compute plus the transfer; stage 1 waits for stage 0's compute and
+    receives. Was (pp - 1) transfers charged to both GPUs as exposed communication, and stage 0's bubble in
+    the breakdown was short of its timeline's by one transfer per pass (30 ms in the 405B example)."""
+    fabric = _fabric()
+    send_pre, send_dec = 4 * 512 * 8192 * 2.0, 4 * 8192 * 2.0
+    per_pass = {}
+    for out in (6, 7):
+        step = _step(fabric, pp=2, out=out, send_prefill=send_pre, send_decode=send_dec)
+        per_pass[out] = run_serving(step, fabric).breakdown.per_gpu_s
+    s_pre, s_dec = _time(fabric, step, "pp", "sendrecv", send_pre), _time(fabric, step, "pp", "sendrecv", send_dec)
+    assert s_dec > 0 and s_pre > s_dec
+    one_more = {c: per_pass[7][c] - per_pass[6][c] for c in ("compute", "exposed_comm", "bubble")}
+    assert one_more["bubble"][0] == pytest.approx(DECODE_S + s_dec, rel=1e-9)  # stage 1's compute + the transfer
+    assert one_more["exposed_comm"][0] == 0.0
+    assert one_more["bubble"][1] == pytest.approx(DECODE_S, rel=1e-9)  # stage 0's compute
+    assert one_more["exposed_comm"][1] == pytest.approx(s_dec, rel=1e-9)  # its receive
+    b = per_pass[6]
+    assert b["bubble"][0] == pytest.approx(PREFILL_S + s_pre + 5 * (DECODE_S + s_dec), rel=1e-12)
+    assert b["exposed_comm"].tolist() == pytest.approx([0.0, s_pre + 5 * s_dec], rel=1e-12)
+
+
+@pytest.mark.parametrize("pp", [1, 2, 4])
+def test_each_gpus_breakdown_is_its_tasks_summed_by_category(pp):
+    """The breakdown and the timeline of a run are the same account: per GPU, each category's task
+    durations in the table (comm counted by its exposed part) sum to that GPU's breakdown. Was off by
+    (pp - 1) transfers per pass on every GPU: all were charged every stage's send."""
+    fabric = _fabric()
+    step = _step(fabric, tp=2, pp=pp, out=9, ar_prefill=4 * 512 * 8192 * 2.0, ar_decode=4 * 8192 * 2.0,
+                 send_prefill=4 * 512 * 8192 * 2.0, send_decode=4 * 8192 * 2.0)
+    result = run_serving(step, fabric)
+    t, per_gpu = result.tasks, result.breakdown.per_gpu_s
+    assert result.tasks_cover == ""  # the table holds every pass, so it sums to the batch
+    seconds = np.where(t.kind == "comm", t.exposed_s, t.end_s - t.start_s)
+    for category, kind in (("compute", "compute"), ("exposed_comm", "comm"), ("bubble", "bubble")):
+        summed = np.bincount(t.rank[t.kind == kind], seconds[t.kind == kind], minlength=2 * pp)
+        assert summed == pytest.approx(per_gpu[category], rel=1e-9, abs=1e-12), category
+    assert set(t.kind) <= {"compute", "comm", "bubble"}
+    if pp > 1:  # the receivers wait on the network, the first stage does not
+        assert per_gpu["exposed_comm"][-1] > per_gpu["exposed_comm"][0]
 
 
 def test_one_output_token_is_the_prefill_alone():
@@ -197,6 +242,25 @@ def test_a_long_generation_records_its_first_decode_passes_and_its_timeline_says
             f"of the run's {result.breakdown.step_time_s * 1e3:,.0f} ms")
     assert caption.endswith(said)
     assert perfetto_trace(result)["otherData"]["ranks_shown"].endswith(said)  # the trace's step slice stops there too
+
+
+def test_a_long_generations_tasks_hold_whole_passes_on_every_stage():
+    """The table stops after 64 decode passes on every stage at the same moment, the end of the 64th pass:
+    stage 0 ended at its own last all-reduce, without its wait for stage 1's part of that pass (the
+    transfer and stage 1's compute), so its row was short of the time the caption says the timeline shows,
+    and its bubble per pass was short of the breakdown's on the last one."""
+    fabric = _fabric()
+    step = _step(fabric, pp=2, out=100, send_prefill=4 * 512 * 8192 * 2.0, send_decode=4 * 8192 * 2.0)
+    result = run_serving(step, fabric)
+    t, s = result.tasks, result.serving
+    shown_s = s["ttft_s"] + 64 * s["tpot_s"]
+    assert [t.end_s[t.rank == r].max() for r in (0, 1)] == pytest.approx([shown_s, shown_s], rel=1e-12)
+    # per GPU, the table is the prefill's pass and 64 decode passes of the breakdown's account
+    full = run_serving(_step(fabric, pp=2, out=65, send_prefill=4 * 512 * 8192 * 2.0, send_decode=4 * 8192 * 2.0),
+                       fabric).breakdown.per_gpu_s
+    bubble = t.kind == "bubble"
+    summed = np.bincount(t.rank[bubble], (t.end_s - t.start_s)[bubble], minlength=2)
+    assert summed == pytest.approx(full["bubble"], rel=1e-9)
 
 
 def test_prefill_and_decode_from_flops_and_bytes():

@@ -4,7 +4,12 @@ Decode moves few bytes per collective (a batch of hidden vectors), so its TP all
 latency-bound: inside an NVSwitch server they cost microseconds, across servers each one pays the
 network's latency. The time per output token (TPOT) is therefore where crossing servers shows.
 A batch of requests runs as one pipeline (no micro-batching), so every stage waits for the previous
-one and its activations' send; stage s idles while others work (counted as bubble).
+one and its activations' send. Each GPU is charged what its stage does in a pass (:func:`_stage_pass_s`):
+its compute and TP all-reduces, and, past the first stage, the receive of the stage before's activations,
+which it cannot start without; a stage that has handed its activations on has no work left in the pass, so
+the transfer and the later stages' work are its bubble. The per-GPU breakdown and the task table are built
+from the same per-stage pass, so they agree (stage 0's bubble per pass is the other stages' work and the
+transfers between them).
 """
 
 from __future__ import annotations
@@ -56,6 +61,31 @@ def _phases(step: ServingStep, fabric: FabricModel | None):
     return prefill, decode, [f for f in families if f[1] is not None and f[2] > 0]
 
 
+def _stage_pass_s(parts: dict, s: int) -> dict[str, float]:
+    """What stage ``s`` does in one pass (``parts``: the prefill's or a decode step's), seconds: its compute, its
+    TP all-reduces and, for s > 0, the receive of the stage before's activations (stage 0's input is the
+    batch). The sender is not charged the transfer: its part of the pass is done once it hands the
+    activations on, and it waits (bubble) as long as the receiver cannot start."""
+    return {"compute": parts["compute"], "tp": parts["tp"], "recv": parts["pp"] if s > 0 else 0.0}
+
+
+def _per_gpu_s(step: ServingStep, prefill: dict, decode: dict, total_s: float) -> dict[str, np.ndarray]:
+    """Every GPU's batch time by breakdown category: the prefill pass and each decode pass of its stage
+    (:func:`_stage_pass_s`); the rest of the batch is its bubble."""
+    lay = step.layout
+    decodes = decode_passes(step.output_tokens)
+    stage = lay.stage_of()
+    per_gpu = {c: np.zeros(lay.n_ranks) for c in BREAKDOWN_CATEGORIES}
+    for s in range(lay.pp):
+        pre, dec = _stage_pass_s(prefill, s), _stage_pass_s(decode, s)
+        on = stage == s
+        per_gpu["compute"][on] = pre["compute"] + decodes * dec["compute"]
+        per_gpu["exposed_comm"][on] = (pre["tp"] + decodes * dec["tp"]) + (pre["recv"] + decodes * dec["recv"])
+    # a single stage waits on none: the difference is rounding (-2e-16 printed "-0.00 -0.0%"), never below 0
+    per_gpu["bubble"][:] = np.maximum(total_s - per_gpu["compute"] - per_gpu["exposed_comm"], 0.0)
+    return per_gpu
+
+
 def _pass_time(parts: dict, pp: int) -> float:
     """One pass through the pipeline: every stage's compute and TP collectives, and pp-1 sends."""
     return pp * (parts["compute"] + parts["tp"]) + (pp - 1) * parts["pp"]
@@ -85,15 +115,10 @@ def run_serving(step: ServingStep, fabric: FabricModel, *, case: str = "", clust
     ideal_ttft, ideal_tpot = _pass_time(ideal_prefill, pp), _pass_time(ideal_decode, pp)
     ideal = ideal_ttft + decodes * ideal_tpot
     n = lay.n_ranks
-    compute = prefill["compute"] + decodes * decode["compute"]
-    tp_comm = prefill["tp"] + decodes * decode["tp"]
-    pp_comm = (pp - 1) * (prefill["pp"] + decodes * decode["pp"])
-    per_gpu = {c: np.zeros(n) for c in BREAKDOWN_CATEGORIES}
-    per_gpu["compute"][:] = compute
-    per_gpu["exposed_comm"][:] = tp_comm + pp_comm
-    # a single stage waits on none: the difference is rounding (-2e-16 printed "-0.00 -0.0%"), never below 0
-    per_gpu["bubble"][:] = max(total - compute - tp_comm - pp_comm, 0.0)
-    exposed = {"tp all_reduce": tp_comm, "pp sendrecv": pp_comm}
+    per_gpu = _per_gpu_s(step, prefill, decode, total)
+    # the job's mean, as a training step's: every GPU all-reduces, only the stages past the first receive
+    recv_s = (prefill["pp"] + decodes * decode["pp"]) * float(np.mean(lay.stage_of() > 0))
+    exposed = {"tp all_reduce": prefill["tp"] + decodes * decode["tp"], "pp sendrecv": recv_s}
     mfu = step.model_flops / (total * n * step.peak_flops_per_gpu) if total > 0 else 0.0
     # every replica serves its own batch at once: the job's tokens, as a training step counts the whole job's
     batch_tokens = step.batch * step.output_tokens * lay.dp
@@ -125,21 +150,22 @@ def _stage_rows(parts: dict, t0: float, s: int, name: str) -> list[tuple[str, st
     """Stage ``s``'s tasks of one pass that starts at ``t0`` on stage 0: the receive of the stage before's
     activations (none on stage 0), its compute, then its TP all-reduces; the stages run one after another."""
     begin = t0 + s * (parts["compute"] + parts["tp"] + parts["pp"])
+    does = _stage_pass_s(parts, s)
     rows = []
-    if s > 0 and parts["pp"] > 0:  # named with its sender: the stages' task lists differ, so timelines group them apart
-        rows.append(("comm", f"pp recv {name} from stage {s - 1}", "pp", begin - parts["pp"], begin))
-    rows.append(("compute", name, "", begin, begin + parts["compute"]))
-    if parts["tp"] > 0:
-        rows.append(("comm", f"tp all_reduce {name}", "tp", begin + parts["compute"], begin + parts["compute"] + parts["tp"]))
+    if does["recv"] > 0:  # named with its sender: the stages' task lists differ, so timelines group them apart
+        rows.append(("comm", f"pp recv {name} from stage {s - 1}", "pp", begin - does["recv"], begin))
+    rows.append(("compute", name, "", begin, begin + does["compute"]))
+    if does["tp"] > 0:
+        rows.append(("comm", f"tp all_reduce {name}", "tp", begin + does["compute"], begin + does["compute"] + does["tp"]))
     return rows
 
 
-def _with_bubbles(rows: list[tuple[str, str, str, float, float]], until_s: float | None) -> list[tuple[str, str, str, float, float]]:
+def _with_bubbles(rows: list[tuple[str, str, str, float, float]], until_s: float) -> list[tuple[str, str, str, float, float]]:
     """``rows`` (in time order) with a pipeline bubble in each gap a stage waits for the others, and after its
-    last task up to ``until_s`` (the batch's end, when the rows hold every pass). A gap under a nanosecond is
-    rounding: with one stage the passes follow each other."""
+    last task up to ``until_s`` (the end of the last pass the rows hold: the batch's end when they hold every
+    pass). A gap under a nanosecond is rounding: with one stage the passes follow each other."""
     out, free = [], 0.0
-    for row in [*rows, ("", "", "", until_s, until_s)] if until_s is not None else rows:
+    for row in [*rows, ("", "", "", until_s, until_s)]:
         if row[3] - free > 1e-9:
             out.append(("bubble", "pipeline bubble", "pp", free, row[3]))
         if row[0]:
@@ -163,7 +189,7 @@ def _tasks(step: ServingStep, prefill: dict, decode: dict, ttft: float, tpot: fl
             parts, t0 = (prefill, 0.0) if token < 0 else (decode, ttft + token * tpot)
             rows += _stage_rows(parts, t0, s, "prefill" if token < 0 else f"decode t{token}")
         ranks = np.flatnonzero(stage == s).astype(np.int32)
-        tasks += [(ranks, *row) for row in _with_bubbles(rows, ttft + decodes * tpot if shown == decodes else None)]
+        tasks += [(ranks, *row) for row in _with_bubbles(rows, ttft + shown * tpot)]
     n = np.array([len(t[0]) for t in tasks])
 
     def column(i: int, dtype: type) -> np.ndarray:
