@@ -655,28 +655,34 @@ def _per_rank(step: TrainingStep, accts: list[_Account], factors: np.ndarray) ->
     return {c: v / len(accts) for c, v in out.items()}
 
 
-def _task_table(step: TrainingStep, accts: list[_Account], max_tasks: int) -> TaskTable:
-    """Every GPU's tasks, one row per (task record, GPU of its lane), in record order; the records of
-    the first steps that fit in ``max_tasks`` rows. Built in one pass over the records' columns: a
-    record stands for the same number of GPUs on every stage (dp lanes of a TP group's width), so a
-    run of tens of steps spent more time copying rows one record at a time than simulating them."""
+def _task_table(step: TrainingStep, accts: list[_Account], max_tasks: int) -> tuple[TaskTable, int | None]:
+    """Every GPU's tasks, one row per (task record, GPU of its lane), in record order, as many records
+    as fit in ``max_tasks`` rows; and how many steps the table holds whole when it stops before the
+    run does (its last step may be cut short), None when it holds every task. Built in one pass over
+    the records' columns: a record stands for the same number of GPUs on every stage (dp lanes of a TP
+    group's width), so a run of tens of steps spent more time copying rows one record at a time than
+    simulating them."""
     lay = step.layout
     ranks_of_lane = lay.lane_ranks()  # (pp, dp, width)
     width = ranks_of_lane.shape[2]
     per_record = lay.dp * width
     records = [(k, rec) for k, acct in enumerate(accts) for rec in acct.records]
-    records = records[: max_tasks // per_record if per_record else 0]
+    kept = max_tasks // per_record if per_record else 0
+    whole_steps = None
+    if kept < len(records):
+        whole_steps = int(np.searchsorted(np.cumsum([len(acct.records) for acct in accts]), kept, side="right"))
+    records = records[:kept]
     if not records:
         empty = np.zeros(0)
         return TaskTable(empty.astype(np.int32), empty.astype(np.int32), empty.astype(object), empty.astype(object),
-                         empty.astype(object), empty, empty, empty)
+                         empty.astype(object), empty, empty, empty), whole_steps
     stage = np.array([rec[0] for _, rec in records])
     text = {col: np.repeat(np.array([rec[i] for _, rec in records], dtype=object), per_record)
             for i, col in ((1, "kind"), (2, "name"), (3, "group"))}
     times = [np.repeat(_per_lane([rec[i] for _, rec in records], lay.dp), width, axis=1).ravel() for i in (4, 5)]
     return TaskTable(ranks_of_lane[stage].reshape(-1).astype(np.int32),
                      np.repeat(np.array([k for k, _ in records], np.int32), per_record),
-                     text["kind"], text["name"], text["group"], times[0], times[1], times[1] - times[0])
+                     text["kind"], text["name"], text["group"], times[0], times[1], times[1] - times[0]), whole_steps
 
 
 def _per_lane(times: list[np.ndarray], dp: int) -> np.ndarray:
@@ -734,10 +740,11 @@ def run_training(step: TrainingStep, fabric: FabricModel, *, steps: int = 1, cas
     mfu = step.model_flops_per_step / (step_time * step.layout.n_ranks * step.peak_flops_per_gpu) if step_time > 0 else 0.0
     breakdown = StepBreakdown(step_time, per_gpu, exposed, float(ideal_times.mean()), mfu,
                               step.model_flops_per_step, step.tokens_per_step)
+    tasks, whole_steps = _task_table(step, accts, max_tasks)
     return RunResult(case=case, workload=step.description, cluster=cluster, steps=steps, breakdown=breakdown,
                      collectives=collective_stats(comm.families, _group_sizes(step.layout)),
                      links=link_stats(fabric, comm.families, step_time),
-                     tasks=_task_table(step, accts, max_tasks), step_times_s=step_times,
+                     tasks=tasks, tasks_whole_steps=whole_steps, step_times_s=step_times,
                      gpus_per_server=fabric.topo.gpus_per_server)
 
 
