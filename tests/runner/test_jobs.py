@@ -3,13 +3,16 @@ published effects of inter-job contention and fragmented placement."""
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from gpuwait.errors import SpecError
 from gpuwait.runner.jobs import run_jobs
 from gpuwait.spec import Scenario, load_model
+from gpuwait.steps.training import run_training
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -182,3 +185,25 @@ def test_a_checkpoint_every_other_step_is_in_the_jobs_program():
     assert len(times) == 2 and times[1] > 1.1 * times[0]  # the second step writes the checkpoint
     assert run.jobs[0].alone_step_s == pytest.approx(float(times.mean()), rel=1e-9)
     assert run.jobs[0].shared_step_s == pytest.approx(run.jobs[0].alone_step_s, rel=1e-9)
+
+
+def test_a_jobs_program_is_the_steps_its_task_table_holds_whole(monkeypatch):
+    """A large job's task table stops at max_tasks rows (2,000,000: 13 steps of the 512-GPU llama-70b
+    demo). Its program is the steps the table holds whole, repeated; a step past them had segments
+    without the network work the table no longer showed, so its co-tenants never slowed it there."""
+    import gpuwait.runner.jobs as jobs_module
+
+    scenario = _scenario([_dp_job("a", [0, 1, 4, 5], 32)])
+    full = run_jobs(scenario, steps=3).jobs[0]
+    rows_per_step = len(full.alone.tasks) / 3
+    assert full.alone.tasks_whole_steps is None and full.program.steps == 3
+    monkeypatch.setattr(jobs_module, "run_training", partial(run_training, max_tasks=int(2.5 * rows_per_step)))
+    cut = run_jobs(scenario, steps=3).jobs[0]
+    assert cut.alone.tasks_whole_steps == 2
+    program = cut.program
+    assert program.steps == 2
+    step_of_segment = np.concatenate([[0], np.cumsum(program.ends_step)[:-1]])
+    for k in range(program.steps):  # every step of the program has its network work
+        assert (program.pace[step_of_segment == k] > 0).any()
+    assert program.step_s == pytest.approx(float(full.alone.step_times_s[:2].mean()), rel=1e-9)
+    assert cut.shared_step_s == pytest.approx(cut.alone_step_s, rel=1e-9)

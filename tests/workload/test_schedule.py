@@ -14,8 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gpuwait.api import simulate
 from gpuwait.collectives.ncclenv import parse_env
 from gpuwait.fabric.groups import FabricModel
+from gpuwait.spec.scenario import Scenario
 from gpuwait.steps.result import BREAKDOWN_CATEGORIES
 from gpuwait.steps.training import run_training
 from gpuwait.topology.presets import build_preset, preset_spec
@@ -154,6 +156,56 @@ def test_a_loader_bound_job_is_timed_in_steady_state():
     kept_up = run_training(_step(fabric, dp=16, grads=0.0, loader_s=barely), fabric, steps=3)
     free = run_training(_step(fabric, dp=16, grads=0.0), fabric, steps=3)
     assert kept_up.step_times_s == pytest.approx(free.step_times_s, rel=1e-12)
+
+
+def test_only_the_slowest_producer_makes_gpus_wait_in_steady_state():
+    """A producer works ahead without pause, so one faster than the job's pace gains the difference
+    every step and, in a running job, is ahead by any margin: its GPUs never wait for data. Replica 1's
+    loader takes 0.45 s a step, replica 0's 0.5 s: the job steps every 0.5 s and replica 1 waits only
+    for replica 0 (its data wait fell 0.24, 0.19, 0.14 s... over the window, a transient). The same
+    holds between a pipeline's first stage (0.45 s) and its last (0.5 s)."""
+    fabric = _fabric(2)
+    replicas = run_training(_step(fabric, dp=2, grads=0.0, loader_s=np.array([[0.5, 0.45]])), fabric, steps=4)
+    assert replicas.step_times_s == pytest.approx([0.5] * 4, rel=1e-12)
+    wait = replicas.breakdown.per_gpu_s["data_wait"]
+    assert wait[0] == pytest.approx(0.5 - 4 * (FWD_S + BWD_S) - OPT_S) and wait[1] == 0.0
+    stages, stage_wait = _two_stage_loader([0.45, 0.5])
+    assert stages.step_times_s == pytest.approx([0.5] * 3, rel=1e-12)
+    assert stage_wait[0] == 0.0 and stage_wait[1] > 0
+
+
+def test_a_loader_faster_than_the_pipelined_step_never_starves_it():
+    """4 stages, 4 micro-batches: a stage computes 4 x 0.03 = 0.12 s a step, but the 1F1B step with its
+    bubble and optimizer lasts 7 x 0.03 + 0.002 = 0.212 s. A loader of 0.211 s a step is slower than the
+    stages' compute and faster than the step, so it gains 1 ms a step and a running job never waits for
+    it: the run is the run without a loader limit (it reported 58 ms of data wait a step, shrinking by
+    1 ms a step)."""
+    fabric = _fabric(2)
+    loader_s = np.array([[0.211], [0.0], [0.0], [0.211]])
+    fed = run_training(_step(fabric, pp=4, dp=1, grads=0.0, loader_s=loader_s), fabric, steps=3)
+    free = run_training(_step(fabric, pp=4, dp=1, grads=0.0), fabric, steps=3)
+    assert free.step_times_s == pytest.approx([7 * (FWD_S + BWD_S) + OPT_S] * 3, rel=1e-12)
+    assert np.array_equal(fed.step_times_s, free.step_times_s)
+    assert fed.breakdown.job_mean_s()["data_wait"] == 0.0
+
+
+def test_a_loader_bound_job_hides_its_checkpoint_under_the_loaders_period():
+    """The window is periodic: the step before it is its last step again, checkpoint included. A job
+    that writes a checkpoint every step while its loaders keep working gains on them by the write,
+    and as long as compute plus the write fit in the loaders' period, it steps at that period: 8 readers
+    a server, 2 samples each a step, at 5 samples/s make 3.2 s, with 1 simulated step or 3. Before, the
+    step before the window had no checkpoint, and the window's first step lasted 3.2 s plus the write."""
+    doc = {"name": "loader-checkpoint",
+           "cluster": {"preset": "dgx-h100", "servers": 2, "server": {"storage_nics": 2},
+                       "storage": {"mode": "converged", "storage_servers": 2}},
+           "workload": {"model": {"preset": "llama-8b"}, "compute": {"gpu": "H100-SXM"},
+                        "parallel": {"tp": 1, "pp": 1, "zero": 1, "micro_batch": 1, "global_batch": 32},
+                        "data": {"loader_samples_per_s_per_server": 5, "checkpoint_interval_steps": 1}}}
+    for steps in (1, 3):
+        doc["workload"]["steps"] = steps
+        result = simulate(Scenario.model_validate(doc)).results[0]
+        assert result.breakdown.job_mean_s()["checkpoint"] > 0
+        assert result.breakdown.step_time_s == pytest.approx(16 / 5, rel=1e-9)
 
 
 @settings(max_examples=12, deadline=None)

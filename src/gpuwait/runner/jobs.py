@@ -21,7 +21,9 @@ How the shared run works (a phase-level fluid model):
    ends when its work is done and, if compute hid it alone, not before its alone duration.
 3. The run goes on until every job has finished ``steps`` steps (jobs that finish first keep
    training, repeating their program, as they would); a job's shared step time is the mean of its
-   first ``steps`` steps, and alone, with nothing shared, it is its alone run's mean step.
+   first ``steps`` steps, and alone, with nothing shared, it is its alone run's mean step. A large
+   job's task table may stop before its run does (``max_tasks`` rows): its program is then the steps
+   the table holds whole, repeated.
 
 Stated simplifications: a segment keeps its alone duration where no network work is in it, so a
 data wait does not absorb a co-tenant's delay as the job's free-running loaders would (a loader-bound
@@ -233,10 +235,10 @@ def _group_demand(families, network: np.ndarray, calls_weighted: bool = True):
     return peak, busy
 
 
-def _intervals(result: RunResult, groups: set[str]) -> dict[str, np.ndarray]:
-    """(n, 2) unique [start, end) of each network group's communication tasks over the run."""
+def _intervals(result: RunResult, groups: set[str], steps: int) -> dict[str, np.ndarray]:
+    """(n, 2) unique [start, end) of each network group's communication tasks in the first ``steps`` steps."""
     t = result.tasks
-    comm = t.kind == "comm"
+    comm = (t.kind == "comm") & (t.step < steps)
     out = {}
     for g in groups:
         m = comm & (t.group == g)
@@ -257,10 +259,14 @@ def _union_s(iv: np.ndarray) -> float:
 def job_program(result: RunResult, families, topo: Topology) -> Program:
     """The steps of ``result`` as segments of network work (see the module docstring)."""
     peak, busy = _group_demand(families, topo.network_links)
-    step_ends_s = np.cumsum(result.step_times_s)
+    # the steps the task table holds whole (a long run of a large job stops at max_tasks rows): a step
+    # past them would have no network work in its segments, so the program is those steps (the first
+    # at least), repeated in the shared run
+    steps = result.steps if result.tasks_whole_steps is None else max(result.tasks_whole_steps, 1)
+    step_ends_s = np.cumsum(result.step_times_s[:steps])
     run_s = float(step_ends_s[-1])
-    spans = _intervals(result, set(peak))
-    pace = {g: min(busy[g] * result.steps / max(_union_s(iv), _EPS_S), 1.0) for g, iv in spans.items()}
+    spans = _intervals(result, set(peak), steps)
+    pace = {g: min(busy[g] * steps / max(_union_s(iv), _EPS_S), 1.0) for g, iv in spans.items()}
     cuts = np.unique(np.concatenate([[0.0], step_ends_s, *[iv.ravel() for iv in spans.values()]]).clip(0.0, run_s))
     n_links = topo.n_links
     durations, paces, peaks, active, seg_ends = [], [], [], [], []

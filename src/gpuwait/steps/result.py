@@ -210,6 +210,9 @@ class RunResult:
     # what of the run ``tasks`` holds when not all of it, in words ("the prefill and the first 64 of 255 decode
     # passes"); "" when it holds every task. Timelines drawn from the tasks say it.
     tasks_cover: str = ""
+    # training: the steps whose every task ``tasks`` holds when it stops before the run does (max_tasks rows;
+    # its last step may be cut short there); None when it holds every task
+    tasks_whole_steps: int | None = None
 
     def tasks_cover_text(self) -> str:
         """The clause a timeline or trace drawn from ``tasks`` appends when they stop before the run does

@@ -569,36 +569,66 @@ def _batch_period_s(step: TrainingStep, comm: _CommTimes) -> np.ndarray:
     return np.where(period_s > nominal_s, period_s / m, 0.0)
 
 
+def _steady_batch_s(step: TrainingStep, comm: _CommTimes, factors: np.ndarray) -> np.ndarray:
+    """(pp, 1, dp) seconds between two micro-batches of the producers that make GPUs wait in steady state;
+    0 on every other lane.
+
+    A producer works ahead without pause, so one whose period is shorter than the job's gains that
+    difference every step and, in a running job, is ahead by any margin: its batches are ready when
+    asked. The job's period is its slowest producer's, or its GPUs' mean step without data waits where
+    that is longer. Only the producers with the job's period, the slowest ones where they are slower
+    than the GPUs, are left: a server with a faster loader than the job's slowest, or a loader slower
+    than the stages' compute but faster than the pipelined step, never starves its GPUs.
+    """
+    lay, m = step.layout, step.micro_batches
+    batch_s = _batch_period_s(step, comm)
+    if not (batch_s > 0).any():
+        return batch_s[:, None, :]
+    slowest_s = float(batch_s.max())
+    free = np.full((lay.pp, m, lay.dp), -np.inf)
+    t, free_s = 0.0, 0.0  # the window's steps with every batch ready, checkpoints as in the window
+    for k, f in enumerate(factors):
+        end = _simulate_step(step, comm, f, t, free, _checkpoint(step, k), _Account((lay.pp, lay.dp)))
+        free_s, t = free_s + end - t, end
+    binding = np.isclose(batch_s, slowest_s, rtol=1e-9, atol=0.0) & (slowest_s * m > free_s / len(factors))
+    return np.where(binding, batch_s, 0.0)[:, None, :]
+
+
+def _checkpoint(step: TrainingStep, k: int) -> bool:
+    """Whether the window's step ``k`` (from 0) ends with a checkpoint write."""
+    interval = step.checkpoint_interval_steps
+    return bool(interval and (k + 1) % interval == 0)
+
+
 def _run_steps(step: TrainingStep, comm: _CommTimes, factors: np.ndarray, progress=None):
     """Run the steps back to back, in steady state. Data comes, on each lane that reads it, from a
     producer that works ahead without pause, one micro-batch at a time (Megatron-LM reads a batch per
-    micro-batch), so a forward waits only when the producer is slower than the GPUs.
+    micro-batch), so a forward waits only when the producer is slower than the job (:func:`_steady_batch_s`).
 
     Where a producer is that slow, two unreported steps run first. A job's first step finds a batch
     its loaders made before training began and fills its pipeline while the others wait for data;
     no later step does either. From the end of the second step on, every step ends the same time
     after the slowest producer's last batch of the step, so the window starts in the phase of a
-    running job. The second unreported step has the last step's jitter, so the window also ends in
-    the phase it starts in (periodic boundaries): a producer-bound window spans exactly its
+    running job. The second unreported step is the last step again (its jitter, its checkpoint), so the
+    window also ends in the phase it starts in (periodic boundaries): a producer-bound window spans exactly its
     production periods, on the real network and on the ideal one alike (docs/workloads.md)."""
     lay = step.layout
     steps = len(factors)
     ends, accts = [], []
     m = step.micro_batches
-    batch_s = _batch_period_s(step, comm)[:, None, :]  # (pp, 1, dp)
+    batch_s = _steady_batch_s(step, comm, factors)  # (pp, 1, dp)
     slow = batch_s > 0
-    interval = step.checkpoint_interval_steps
-    warm_up = [factors[0], factors[-1]] if slow.any() else []
+    # the second warm-up step is the window's last (jitter and checkpoint), so the window is periodic
+    warm_up = [(factors[0], False), (factors[-1], _checkpoint(step, steps - 1))] if slow.any() else []
     t = 0.0
-    for k, f in enumerate(warm_up):
+    for k, (f, checkpoint) in enumerate(warm_up):
         ready = np.where(slow, (k * m + np.arange(m)[None, :, None]) * batch_s, -np.inf)
-        t = _simulate_step(step, comm, f, t, ready, False, _Account((lay.pp, lay.dp)))
+        t = _simulate_step(step, comm, f, t, ready, checkpoint, _Account((lay.pp, lay.dp)))
     warm_up_end_s, t = t, 0.0  # the window's clock starts where the warm-up ends
     for k in range(steps):
         acct = _Account((lay.pp, lay.dp))
         ready = np.where(slow, ((k + len(warm_up)) * m + np.arange(m)[None, :, None]) * batch_s - warm_up_end_s, -np.inf)
-        checkpoint = bool(interval and (k + 1) % interval == 0)
-        end = _simulate_step(step, comm, factors[k], t, ready, checkpoint, acct)
+        end = _simulate_step(step, comm, factors[k], t, ready, _checkpoint(step, k), acct)
         ends.append(end - t)
         accts.append(acct)
         t = end
@@ -625,28 +655,34 @@ def _per_rank(step: TrainingStep, accts: list[_Account], factors: np.ndarray) ->
     return {c: v / len(accts) for c, v in out.items()}
 
 
-def _task_table(step: TrainingStep, accts: list[_Account], max_tasks: int) -> TaskTable:
-    """Every GPU's tasks, one row per (task record, GPU of its lane), in record order; the records of
-    the first steps that fit in ``max_tasks`` rows. Built in one pass over the records' columns: a
-    record stands for the same number of GPUs on every stage (dp lanes of a TP group's width), so a
-    run of tens of steps spent more time copying rows one record at a time than simulating them."""
+def _task_table(step: TrainingStep, accts: list[_Account], max_tasks: int) -> tuple[TaskTable, int | None]:
+    """Every GPU's tasks, one row per (task record, GPU of its lane), in record order, as many records
+    as fit in ``max_tasks`` rows; and how many steps the table holds whole when it stops before the
+    run does (its last step may be cut short), None when it holds every task. Built in one pass over
+    the records' columns: a record stands for the same number of GPUs on every stage (dp lanes of a TP
+    group's width), so a run of tens of steps spent more time copying rows one record at a time than
+    simulating them."""
     lay = step.layout
     ranks_of_lane = lay.lane_ranks()  # (pp, dp, width)
     width = ranks_of_lane.shape[2]
     per_record = lay.dp * width
     records = [(k, rec) for k, acct in enumerate(accts) for rec in acct.records]
-    records = records[: max_tasks // per_record if per_record else 0]
+    kept = max_tasks // per_record if per_record else 0
+    whole_steps = None
+    if kept < len(records):
+        whole_steps = int(np.searchsorted(np.cumsum([len(acct.records) for acct in accts]), kept, side="right"))
+    records = records[:kept]
     if not records:
         empty = np.zeros(0)
         return TaskTable(empty.astype(np.int32), empty.astype(np.int32), empty.astype(object), empty.astype(object),
-                         empty.astype(object), empty, empty, empty)
+                         empty.astype(object), empty, empty, empty), whole_steps
     stage = np.array([rec[0] for _, rec in records])
     text = {col: np.repeat(np.array([rec[i] for _, rec in records], dtype=object), per_record)
             for i, col in ((1, "kind"), (2, "name"), (3, "group"))}
     times = [np.repeat(_per_lane([rec[i] for _, rec in records], lay.dp), width, axis=1).ravel() for i in (4, 5)]
     return TaskTable(ranks_of_lane[stage].reshape(-1).astype(np.int32),
                      np.repeat(np.array([k for k, _ in records], np.int32), per_record),
-                     text["kind"], text["name"], text["group"], times[0], times[1], times[1] - times[0])
+                     text["kind"], text["name"], text["group"], times[0], times[1], times[1] - times[0]), whole_steps
 
 
 def _per_lane(times: list[np.ndarray], dp: int) -> np.ndarray:
@@ -704,10 +740,11 @@ def run_training(step: TrainingStep, fabric: FabricModel, *, steps: int = 1, cas
     mfu = step.model_flops_per_step / (step_time * step.layout.n_ranks * step.peak_flops_per_gpu) if step_time > 0 else 0.0
     breakdown = StepBreakdown(step_time, per_gpu, exposed, float(ideal_times.mean()), mfu,
                               step.model_flops_per_step, step.tokens_per_step)
+    tasks, whole_steps = _task_table(step, accts, max_tasks)
     return RunResult(case=case, workload=step.description, cluster=cluster, steps=steps, breakdown=breakdown,
                      collectives=collective_stats(comm.families, _group_sizes(step.layout)),
                      links=link_stats(fabric, comm.families, step_time),
-                     tasks=_task_table(step, accts, max_tasks), step_times_s=step_times,
+                     tasks=tasks, tasks_whole_steps=whole_steps, step_times_s=step_times,
                      gpus_per_server=fabric.topo.gpus_per_server)
 
 
