@@ -8,6 +8,7 @@ names what it lacked. Adding a rule is one registration here.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -494,12 +495,37 @@ def dataloader(obs: Observation, out: RuleOutput) -> None:
         lost_s=wait))
 
 
+def _storage_ports_for_reads(scenario: Scenario, rate_per_gpu_Bps: float) -> dict:
+    """The storage NICs (count and line rate) a server needs for a separate storage network to carry the
+    reads it has: two at least, as many as the readers on the busiest server ask together, and each as
+    fast as one reader's ask. Only the data-reading GPUs read (a 3D job's TP rank 0 of its first and
+    last stage, :meth:`~gpuwait.workload.layout.Layout.reader_ranks`), sharing the job's total, and one
+    reader's stream crosses one port: 4 readers of 32 GPUs asking 10.4 GB/s each through the 6.25 GB/s
+    storage NIC of an OCI BM.GPU4.8 made the step 17 % longer than the compute fabric did, and the
+    rule's fix read as a loss (dev seed 31,000,021)."""
+    workload = scenario.workload
+    if workload is None or workload.mode != "training" or rate_per_gpu_Bps <= 0:
+        return {"storage_nics": max(scenario.cluster.server.storage_nics, 2)}
+    from gpuwait.workload.steps import read_rate_per_reader_Bps, training_step
+
+    topo = build_cluster(resolve_cluster(scenario.cluster))
+    server = topo.spec.server  # the server template applied (a preset's names one)
+    nics, speed_Bps = max(server.storage_nics, 2), server.storage_nic_speed
+    layout = training_step(workload, topo).layout
+    per_reader_Bps = read_rate_per_reader_Bps(layout, rate_per_gpu_Bps)
+    readers = int(np.bincount(topo.node_server[layout.rank_gpu[layout.reader_ranks()]]).max())
+    speed_Bps = max(speed_Bps, per_reader_Bps)
+    return {"storage_nics": max(nics, math.ceil(readers * per_reader_Bps / speed_Bps)), "storage_nic_speed": speed_Bps}
+
+
 def _separate_storage(scenario: Scenario, faults: list[FaultSpec], component: str) -> tuple[Scenario, list[FaultSpec]]:
-    """Storage on its own network (two storage NICs per server at least), reading at the injected rate."""
+    """Storage on its own network, its NICs sized for the reads (:func:`_storage_ports_for_reads`),
+    reading at the injected rate."""
     rate = next((f.params.read_rate_per_gpu_Bps for f in faults if f.kind == "storage-contention"), None)
     cluster, workload = scenario.cluster, scenario.workload
     storage = cluster.storage.model_copy(update={"mode": "separate"})
-    server = cluster.server.model_copy(update={"storage_nics": max(cluster.server.storage_nics, 2)})
+    asked = rate if rate is not None else (workload.data.dataset_read_per_gpu if workload is not None else 0.0)
+    server = cluster.server.model_copy(update=_storage_ports_for_reads(scenario, asked))
     cluster = cluster.model_copy(update={"storage": storage, "server": server})
     if workload is not None and rate is not None:
         workload = workload.model_copy(update={"data": workload.data.model_copy(update={"dataset_read_per_gpu": rate})})
