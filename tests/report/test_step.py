@@ -196,3 +196,8 @@ def test_the_waiting_column_is_a_bound_on_the_step_not_a_share_of_it():
     text = render(hot_links_table(result))
     assert "costing" not in text and "links the most traffic waits behind" in text
     assert "the step loses that much where the communication is exposed, less where compute hides it" in text
+    # the HTML report's note on the same table says the same
+    from gpuwait.report.html import render_html_report
+
+    page = render_html_report([result])
+    assert "cost the job" not in page and "less where compute hides it" in page

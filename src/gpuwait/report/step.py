@@ -204,8 +204,8 @@ def breakdown_table(results: Sequence[RunResult]) -> Table:
 
 
 def hot_links_table(result: RunResult, n: int = HOT_LINKS_DEFAULT, highlight: Sequence[str] = ()) -> Table:
-    """The network links that cost the job most time (bytes waiting behind them beyond a balanced
-    tier), how busy they are and which communication shares each; links alike share a row, and links
+    """The network links the most traffic waits behind (bytes waiting behind them beyond a balanced
+    tier: a bound on what they cost the step), how busy they are and which communication shares each; links alike share a row, and links
     named in ``highlight`` are marked."""
     table = Table(title=f"{escape(result.case)}: links the most traffic waits behind (alike links grouped)",
                   title_justify="left")
